@@ -1,0 +1,358 @@
+"""The one model of which GPU memory is used by whom.
+
+Nodes and pods come in as small frozen records; per-GPU totals, used and free memory, pending pods
+and the choice of GPU for a new pod come out. `kubectl inspect gpushare`, the scheduler extender
+and the device plugin all read their numbers from here, so they cannot disagree.
+
+The ledger is pure: no I/O, no clock, no threads, no logging. It is mutable so that a long-running
+component can apply watch events in O(pods on one node); callers that share one ledger between
+threads hold their own lock around it.
+
+Counting rules (the original gpushare's, kept on purpose so mixed deployments agree):
+- a pod's request is the sum of its regular containers' ``aliyun.com/gpu-mem`` limits;
+- pods with no request, no node, or phase Succeeded/Failed do not count; terminating and Unknown
+  pods still count (their containers may still hold the memory);
+- a pod's share is its gpushare 2.0 allocation annotation when present, else its whole request on
+  the GPU named by ``ALIYUN_COM_GPU_MEM_IDX``; without an index it is *pending* (device -1);
+- per-GPU total is the node's memory divided by its GPU count (integer division), unless the
+  device plugin published per-GPU memory (heterogeneous nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+import msgspec
+
+from kubectl_gpushare import protocol
+
+Basis = Literal["allocatable", "capacity"]
+Policy = Literal["binpack", "spread"]
+
+PENDING: Final = -1
+"""Device index of memory requested by pods that have no GPU index yet."""
+MAX_SCORE: Final = 10
+"""kube-scheduler's MaxExtenderPriority: extender scores run from 0 to 10."""
+COMPLETED_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+
+class NodeRecord(msgspec.Struct, frozen=True):
+    """What the ledger needs to know about a node."""
+
+    name: str
+    ip: str = "unknown"
+    alloc_mem: int = 0
+    alloc_count: int = 0
+    cap_mem: int = 0
+    cap_count: int = 0
+    gpu_mems: tuple[int, ...] | None = None
+    unhealthy: frozenset[int] = frozenset()
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+class PodRecord(msgspec.Struct, frozen=True):
+    """What the ledger needs to know about a pod."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str = ""
+    phase: str = ""
+    request: int = 0
+    container_requests: tuple[int, ...] = ()
+    gpu_index: int = PENDING
+    allocation: tuple[tuple[int, int], ...] | None = None
+    assigned: str | None = None
+    assume_time: int = 0
+    terminating: bool = False
+    created: str = ""
+
+
+def counts(pod: PodRecord) -> bool:
+    """Whether a pod holds GPU memory on its node."""
+    return pod.request > 0 and bool(pod.node) and pod.phase not in COMPLETED_PHASES
+
+
+def shares(pod: PodRecord) -> dict[int, int]:
+    """GPU index -> memory this pod holds (index -1: requested, no GPU assigned yet)."""
+    if pod.allocation:
+        result: dict[int, int] = {}
+        for gpu, mem in pod.allocation:
+            result[gpu] = result.get(gpu, 0) + mem
+        return result
+    return {pod.gpu_index if pod.gpu_index >= 0 else PENDING: pod.request}
+
+
+@dataclass(frozen=True)
+class DeviceUsage:
+    """One GPU (or the pending pseudo-device -1) of a node."""
+
+    index: int
+    total: int
+    used: int
+    pods: list[tuple[PodRecord, int]] = field(default_factory=list)
+
+    @property
+    def free(self) -> int:
+        """Memory still unallocated on this GPU (negative if the GPU is over-committed)."""
+        return self.total - self.used
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    """A node's devices with their usage; devices are ordered by index, pending (-1) last."""
+
+    node: NodeRecord
+    gpu_count: int
+    total_mem: int
+    devices: dict[int, DeviceUsage]
+
+    @property
+    def used(self) -> int:
+        """Memory used on every device of the node, pending included."""
+        return sum(device.used for device in self.devices.values())
+
+
+class _Reservation(msgspec.Struct, frozen=True):
+    node: str
+    gpu: int
+    mem: int
+    namespace: str
+    name: str
+
+
+class Ledger:
+    """Per-GPU accounting over a set of nodes and pods; see the module docstring for the rules."""
+
+    def __init__(self, basis: Basis = "allocatable") -> None:
+        """Create an empty ledger.
+
+        Args:
+            basis: which node status gives totals: ``allocatable`` (what inspect shows, as the
+                original tool does) or ``capacity`` (what the extender schedules against).
+        """
+        self.basis: Basis = basis
+        self._nodes: dict[str, NodeRecord] = {}
+        self._pods: dict[str, PodRecord] = {}
+        self._node_pods: dict[str, dict[str, None]] = {}
+        self._used: dict[str, dict[int, int]] = {}
+        self._reserved: dict[str, _Reservation] = {}
+
+    @classmethod
+    def build(
+        cls, nodes: Iterable[NodeRecord], pods: Iterable[PodRecord], basis: Basis = "allocatable"
+    ) -> Ledger:
+        """Build a ledger from full lists of nodes and pods."""
+        ledger = cls(basis)
+        for node in nodes:
+            ledger.set_node(node)
+        for pod in pods:
+            ledger.set_pod(pod)
+        return ledger
+
+    # --- updates ---------------------------------------------------------------------------------
+
+    def set_node(self, node: NodeRecord) -> None:
+        """Add or replace a node (capacity and per-GPU changes take effect at once)."""
+        self._nodes[node.name] = node
+
+    def remove_node(self, name: str) -> None:
+        """Forget a node; its pods stay recorded and count again if the node returns."""
+        self._nodes.pop(name, None)
+
+    def set_pod(self, pod: PodRecord) -> None:
+        """Add or update a pod by UID; a pod that no longer counts is dropped.
+
+        A reservation for the same UID ends once the pod is seen on a node with a GPU index, so a
+        bind that the extender reserved is never counted twice.
+        """
+        self._drop(pod.uid)
+        if pod.uid in self._reserved and pod.node and (pod.gpu_index >= 0 or pod.allocation):
+            self._unreserve(pod.uid)
+        if not counts(pod):
+            return
+        self._pods[pod.uid] = pod
+        self._node_pods.setdefault(pod.node, {})[pod.uid] = None
+        self._add_used(pod.node, shares(pod), 1)
+
+    def remove_pod(self, uid: str) -> None:
+        """Forget a pod (deleted, or completed) and any reservation for it."""
+        self._drop(uid)
+        self._unreserve(uid)
+
+    def reserve(self, uid: str, namespace: str, name: str, node: str, gpu: int, mem: int) -> None:
+        """Count ``mem`` on ``node``/``gpu`` for a pod being bound, before the API knows about it."""
+        self._unreserve(uid)
+        self._reserved[uid] = _Reservation(node, gpu, mem, namespace, name)
+        self._add_used(node, {gpu: mem}, 1)
+
+    def release(self, uid: str) -> None:
+        """Undo `reserve` after a failed bind."""
+        self._unreserve(uid)
+
+    def is_reserved(self, uid: str) -> bool:
+        """Whether a reservation for this pod is outstanding."""
+        return uid in self._reserved
+
+    def _drop(self, uid: str) -> None:
+        old = self._pods.pop(uid, None)
+        if old is None:
+            return
+        on_node = self._node_pods.get(old.node)
+        if on_node is not None:
+            on_node.pop(uid, None)
+            if not on_node:
+                del self._node_pods[old.node]
+        self._add_used(old.node, shares(old), -1)
+
+    def _unreserve(self, uid: str) -> None:
+        reservation = self._reserved.pop(uid, None)
+        if reservation is not None:
+            self._add_used(reservation.node, {reservation.gpu: reservation.mem}, -1)
+
+    def _add_used(self, node: str, amounts: dict[int, int], sign: int) -> None:
+        used = self._used.setdefault(node, {})
+        for gpu, mem in amounts.items():
+            value = used.get(gpu, 0) + sign * mem
+            if value:
+                used[gpu] = value
+            else:
+                used.pop(gpu, None)
+        if not used:
+            del self._used[node]
+
+    # --- queries ---------------------------------------------------------------------------------
+
+    def node(self, name: str) -> NodeRecord | None:
+        """The node record, or None if unknown."""
+        return self._nodes.get(name)
+
+    def node_names(self) -> list[str]:
+        """All known node names, sorted."""
+        return sorted(self._nodes)
+
+    def pods(self) -> list[PodRecord]:
+        """Every counted pod."""
+        return list(self._pods.values())
+
+    def pods_on(self, name: str) -> list[PodRecord]:
+        """Counted pods on a node, in namespace/name order (the API server's list order)."""
+        uids = self._node_pods.get(name, {})
+        return sorted((self._pods[uid] for uid in uids), key=_api_order)
+
+    def gpu_mem_and_count(self, name: str) -> tuple[int, int]:
+        """The node's total GPU memory and GPU count on this ledger's basis."""
+        node = self._nodes.get(name)
+        if node is None:
+            return 0, 0
+        if self.basis == "capacity":
+            return node.cap_mem, node.cap_count
+        return node.alloc_mem, node.alloc_count
+
+    def gpu_totals(self, name: str) -> tuple[int, ...]:
+        """Per-GPU memory for GPUs 0..count-1 of a node."""
+        node = self._nodes.get(name)
+        mem, count = self.gpu_mem_and_count(name)
+        if node is None or count <= 0:
+            return ()
+        if node.gpu_mems is not None and len(node.gpu_mems) == count:
+            return node.gpu_mems
+        return (mem // count,) * count
+
+    def used(self, name: str) -> dict[int, int]:
+        """GPU index -> memory used on a node (reservations included)."""
+        return dict(self._used.get(name, {}))
+
+    def usage(self, name: str) -> NodeUsage:
+        """Every device of a node with its pods, the way the inspect views show them.
+
+        Devices 0..count-1 always appear; a device named by a pod beyond the count, and the
+        pending device -1, appear when some pod uses them, with the per-GPU total.
+        """
+        node = self._nodes.get(name) or NodeRecord(name=name)
+        mem, count = self.gpu_mem_and_count(name)
+        totals = self.gpu_totals(name)
+        default_total = mem // count if count > 0 else 0
+        per_device: dict[int, list[tuple[PodRecord, int]]] = {index: [] for index in range(len(totals))}
+        for pod in self.pods_on(name):
+            for gpu, amount in shares(pod).items():
+                per_device.setdefault(gpu, []).append((pod, amount))
+        for uid, reservation in self._reserved.items():
+            if reservation.node == name:
+                placeholder = PodRecord(
+                    uid=uid, namespace=reservation.namespace, name=reservation.name, node=name,
+                    request=reservation.mem, gpu_index=reservation.gpu,
+                )
+                per_device.setdefault(reservation.gpu, []).append((placeholder, reservation.mem))
+        devices: dict[int, DeviceUsage] = {}
+        for index in sorted(per_device, key=lambda i: (i == PENDING, i)):
+            total = totals[index] if 0 <= index < len(totals) else default_total
+            entries = per_device[index]
+            devices[index] = DeviceUsage(index, total, sum(amount for _, amount in entries), entries)
+        return NodeUsage(node=node, gpu_count=count, total_mem=mem, devices=devices)
+
+    def free(self, name: str) -> dict[int, int]:
+        """Healthy GPU index -> free memory on a node (unhealthy GPUs are left out)."""
+        node = self._nodes.get(name)
+        if node is None:
+            return {}
+        used = self._used.get(name, {})
+        return {
+            index: total - used.get(index, 0)
+            for index, total in enumerate(self.gpu_totals(name))
+            if index not in node.unhealthy
+        }
+
+    def fits(self, name: str, request: int) -> str | None:
+        """Why a pod of ``request`` cannot go on a node, as the original words it; None if it fits."""
+        if name not in self._nodes:
+            return protocol.REASON_NOT_FOUND.format(node=name)
+        mem, _ = self.gpu_mem_and_count(name)
+        if mem <= 0:
+            return protocol.REASON_NOT_GPUSHARE.format(node=name)
+        if request <= 0 or not any(free >= request for free in self.free(name).values()):
+            return protocol.REASON_INSUFFICIENT
+        return None
+
+    def choose_gpu(self, name: str, request: int, policy: Policy = "binpack") -> int | None:
+        """The GPU a pod of ``request`` goes on, or None if no single GPU has room.
+
+        binpack is the original's best fit (least free memory that still fits); spread takes the
+        most free memory. Ties go to the lowest index.
+        """
+        if request <= 0:
+            return None
+        candidates = [(free, index) for index, free in self.free(name).items() if free >= request]
+        if not candidates:
+            return None
+        return min(candidates, key=POLICIES[policy])[1]
+
+    def score(self, name: str, request: int, policy: Policy = "binpack") -> int:
+        """A 0..10 node score for kube-scheduler's prioritize: how well the pod fits this node.
+
+        binpack favours the node whose chosen GPU is left fullest; spread the emptiest. A node the
+        pod does not fit scores 0.
+        """
+        gpu = self.choose_gpu(name, request, policy)
+        if gpu is None:
+            return 0
+        total = self.gpu_totals(name)[gpu]
+        if total <= 0:
+            return 0
+        free_after = self.free(name)[gpu] - request
+        emptiness = free_after / total
+        fill = 1 - emptiness if policy == "binpack" else emptiness
+        return max(0, min(MAX_SCORE, round(fill * MAX_SCORE)))
+
+
+def _api_order(pod: PodRecord) -> tuple[bytes, bytes]:
+    return pod.namespace.encode(), pod.name.encode()
+
+
+POLICIES: Final[dict[str, Callable[[tuple[int, int]], tuple[int, int]]]] = {
+    "binpack": lambda candidate: (candidate[0], candidate[1]),
+    "spread": lambda candidate: (-candidate[0], candidate[1]),
+}
+"""Sort keys over (free, index): the smallest key wins."""
