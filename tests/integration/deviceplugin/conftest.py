@@ -1,0 +1,146 @@
+"""Fixtures for the device-plugin integration tests: a short socket directory, the kubelet
+stand-in, and a running plugin (``serve`` on a thread) against the test's sandbox."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, Plugin, serve
+from kubectl_gpushare.deviceplugin.fake_backend import FakeBackend
+from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import namespace_object, node_object, pod_object
+
+NODE = "gpu-node-1"
+GIB = 1 << 30
+
+
+@pytest.fixture
+def plugin_dir() -> Iterator[str]:
+    """A device-plugin directory short enough for unix socket paths (pytest's tmp_path may not be)."""
+    path = tempfile.mkdtemp(prefix="dp", dir="/tmp")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def kubelet(plugin_dir: str) -> Iterator[KubeletSim]:
+    sim = KubeletSim(plugin_dir).start()
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture
+def api(sandbox: Sandbox, kubeconfig: Path) -> Iterator[Client]:
+    client = Client(load_config(str(kubeconfig)), component="test")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+class RunningPlugin:
+    """``serve`` on a thread with a FakeBackend the test can poke."""
+
+    def __init__(self, cfg: Config, backend: FakeBackend) -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self.plugin: Plugin | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="plugin-under-test", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            serve(self.cfg, stop=self.stop, ready=self.ready, backend=self.backend, started=self._started)
+        except BaseException as exc:  # surfaced by the test through .error
+            self.error = exc
+            self.ready.set()
+
+    def _started(self, plugin: Plugin) -> None:
+        self.plugin = plugin
+
+    def start(self, timeout: float = 15) -> RunningPlugin:
+        self.thread.start()
+        assert self.ready.wait(timeout), "the plugin did not become ready"
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def shutdown(self, timeout: float = 15) -> None:
+        self.stop.set()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the plugin did not stop"
+
+    @property
+    def socket(self) -> str:
+        return str(Path(self.cfg.device_plugin_path) / self.cfg.endpoint)
+
+
+@pytest.fixture
+def start_plugin(sandbox: Sandbox, kubeconfig: Path, plugin_dir: str) -> Iterator[Any]:
+    """Start a plugin for NODE: ``start_plugin("2x16GiB", memory_unit="GiB", ...)``; stopped after."""
+    running: list[RunningPlugin] = []
+
+    def start(spec: str = "2x16GiB", *, node: str = NODE, add_node: bool = True, **overrides: Any) -> RunningPlugin:
+        if add_node and sandbox.get("nodes", None, node) is None:
+            sandbox.load(
+                [namespace_object("default"), node_object(node, [], ip="10.0.0.1", labels={"gpushare": "true"})]
+            )
+        cfg = Config(
+            node_name=node,
+            device_plugin_path=plugin_dir,
+            fake_gpus=spec,
+            kube=KubeOptions(kubeconfig=str(kubeconfig)),
+            **{"poll_interval": 0.1, "max_backoff": 1.0, "sync_timeout": 10, **overrides},
+        )
+        plugin = RunningPlugin(cfg, FakeBackend.from_spec(spec, seed=node, ignored_xids=cfg.ignored_xids))
+        running.append(plugin)
+        return plugin.start()
+
+    yield start
+    for plugin in running:
+        if plugin.thread.is_alive():
+            plugin.shutdown()
+
+
+class Pods:
+    """Create pods over HTTP as the extender leaves them, and read their annotations back."""
+
+    def __init__(self, sandbox: Sandbox, api: Client) -> None:
+        self.sandbox = sandbox
+        self.api = api
+
+    def create(
+        self, name: str, requests: list[int], *, gpu: int | None, node: str = NODE, **kwargs: Any
+    ) -> dict[str, Any]:
+        """A bound pod with the extender's annotations (ASSIGNED=false), or none when ``gpu`` is None."""
+        body = pod_object(name, "default", requests, node=node, gpu=gpu, phase="Pending", assigned=False, **kwargs)
+        created = self.api.create(types.PODS, body, "default")
+        body["metadata"]["uid"] = created.metadata.uid
+        return body
+
+    def annotations(self, name: str) -> dict[str, str]:
+        pod = self.sandbox.get("pods", "default", name)
+        assert pod is not None
+        return dict(pod["metadata"].get("annotations", {}))
+
+
+@pytest.fixture
+def pods(sandbox: Sandbox, api: Client) -> Pods:
+    return Pods(sandbox, api)

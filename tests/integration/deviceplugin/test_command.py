@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import node_object
+
+VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.mark.integration
+def test_sigterm_stops_the_plugin_cleanly_and_removes_its_socket(
+    sandbox: Sandbox, kubeconfig: Path, plugin_dir: str
+) -> None:
+    sandbox.load([node_object("gpu-node-1", [], ip="10.0.0.1")])
+    with KubeletSim(plugin_dir) as kubelet:
+        env = dict(os.environ, NODE_NAME="gpu-node-1", GPUSHARE_LOG_FORMAT="json")
+        process = subprocess.Popen(
+            [
+                str(VENV_BIN / "kubectl-gpushare"),
+                "serve-device-plugin",
+                "--fake-gpus",
+                "2x16GiB",
+                "--device-plugin-path",
+                plugin_dir,
+                "--kubeconfig",
+                str(kubeconfig),
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert kubelet.wait_registered(1, timeout=20)
+            assert kubelet.wait_devices(lambda d: len(d) == 32)
+            socket = Path(plugin_dir, "aliyungpushare.sock")
+            assert socket.exists()
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=15)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert process.returncode == 0, stderr
+        assert time.monotonic() - started < 10
+        assert not socket.exists()
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    config = next(line["msg"] for line in lines if line["msg"].startswith("device plugin configuration: "))
+    effective = json.loads(config.split(": ", 1)[1])
+    assert effective["node_name"] == "gpu-node-1" and effective["fake_gpus"] == "2x16GiB"
+    assert any(line["msg"] == "device plugin stopped" for line in lines)

@@ -1,0 +1,110 @@
+# ruff: noqa: N802  (the fake mirrors pynvml's camelCase names)
+"""A fake ``pynvml`` module over a canned machine, reusing the real module's error classes.
+
+Differs from NVML: handles are plain ints, only the calls the NVML backend makes exist, and events
+come from a queue the test fills (``nvmlEventSetWait`` raises the real ``NVMLError_Timeout`` when it
+is empty, as NVML does).
+"""
+
+from __future__ import annotations
+
+import queue
+import types
+from dataclasses import dataclass, field
+
+import pynvml as real
+
+
+@dataclass
+class FakeGpu:
+    uuid: str
+    name: str
+    memory: int
+    minor: int
+    events_supported: bool = True
+    lost: bool = False
+
+
+@dataclass
+class Machine:
+    gpus: list[FakeGpu]
+    init_error: int | None = None
+    wait_error: int | None = None
+    events: queue.Queue[types.SimpleNamespace] = field(default_factory=queue.Queue)
+    registered: list[tuple[int, int]] = field(default_factory=list)
+    shutdowns: int = 0
+
+    def xid(self, index: int | None, xid: int) -> None:
+        """Queue an Xid event (index None: the event carries no device)."""
+        self.events.put(
+            types.SimpleNamespace(device=index, eventType=real.nvmlEventTypeXidCriticalError, eventData=xid)
+        )
+
+    def other_event(self, index: int) -> None:
+        self.events.put(types.SimpleNamespace(device=index, eventType=real.nvmlEventTypeSingleBitEccError, eventData=0))
+
+
+def _raise(code: int) -> None:
+    raise real.NVMLError(code)
+
+
+def make_module(machine: Machine) -> types.ModuleType:
+    module = types.ModuleType("pynvml")
+    for name in dir(real):
+        if name.startswith("NVMLError") or name.startswith("NVML_ERROR") or name.startswith("nvmlEventType"):
+            setattr(module, name, getattr(real, name))
+
+    def check(handle: int) -> FakeGpu:
+        if handle is None or not 0 <= handle < len(machine.gpus):
+            _raise(real.NVML_ERROR_INVALID_ARGUMENT)
+        gpu = machine.gpus[handle]
+        if gpu.lost:
+            _raise(real.NVML_ERROR_GPU_IS_LOST)
+        return gpu
+
+    def nvmlInit() -> None:
+        if machine.init_error is not None:
+            _raise(machine.init_error)
+
+    def nvmlShutdown() -> None:
+        machine.shutdowns += 1
+
+    def nvmlDeviceGetHandleByUUID(uuid: str) -> int:
+        for index, gpu in enumerate(machine.gpus):
+            if gpu.uuid == uuid:
+                return index
+        _raise(real.NVML_ERROR_NOT_FOUND)
+        return -1
+
+    def nvmlEventSetWait(event_set: object, timeout_ms: int) -> types.SimpleNamespace:
+        if machine.wait_error is not None:
+            _raise(machine.wait_error)
+        try:
+            return machine.events.get(timeout=timeout_ms / 1000)
+        except queue.Empty:
+            _raise(real.NVML_ERROR_TIMEOUT)
+            raise
+
+    def register(handle: int, mask: int, event_set: object) -> None:
+        gpu = check(handle)
+        if not gpu.events_supported:
+            _raise(real.NVML_ERROR_NOT_SUPPORTED)
+        machine.registered.append((handle, mask))
+
+    module.nvmlInit = nvmlInit
+    module.nvmlShutdown = nvmlShutdown
+    module.nvmlDeviceGetCount = lambda: len(machine.gpus)
+    module.nvmlDeviceGetHandleByIndex = lambda index: (
+        index if 0 <= index < len(machine.gpus) else _raise(real.NVML_ERROR_INVALID_ARGUMENT)
+    )
+    module.nvmlDeviceGetHandleByUUID = nvmlDeviceGetHandleByUUID
+    module.nvmlDeviceGetUUID = lambda handle: check(handle).uuid
+    module.nvmlDeviceGetName = lambda handle: check(handle).name
+    module.nvmlDeviceGetMinorNumber = lambda handle: check(handle).minor
+    module.nvmlDeviceGetMemoryInfo = lambda handle: types.SimpleNamespace(total=check(handle).memory, free=0, used=0)
+    module.nvmlDeviceGetSupportedEventTypes = lambda handle: (check(handle), real.nvmlEventTypeAll)[1]
+    module.nvmlDeviceRegisterEvents = register
+    module.nvmlEventSetCreate = lambda: object()
+    module.nvmlEventSetFree = lambda event_set: None
+    module.nvmlEventSetWait = nvmlEventSetWait
+    return module

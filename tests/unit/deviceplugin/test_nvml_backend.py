@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pynvml as real
+import pytest
+
+from kubectl_gpushare.deviceplugin.gpus import BackendError, HealthEvent
+from kubectl_gpushare.deviceplugin.nvml_backend import NvmlBackend
+
+_spec = importlib.util.spec_from_file_location("fake_pynvml", Path(__file__).with_name("fake_pynvml.py"))
+assert _spec and _spec.loader
+fake_pynvml = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("fake_pynvml", fake_pynvml)
+_spec.loader.exec_module(fake_pynvml)
+
+GIB = 1 << 30
+
+
+def machine(*gpus: tuple[str, int]) -> fake_pynvml.Machine:
+    return fake_pynvml.Machine(
+        [
+            fake_pynvml.FakeGpu(uuid=f"GPU-{i:08d}-0000-0000-0000-000000000000", name=name, memory=mem, minor=i + 10)
+            for i, (name, mem) in enumerate(gpus)
+        ]
+    )
+
+
+@pytest.fixture
+def hetero(monkeypatch: pytest.MonkeyPatch) -> fake_pynvml.Machine:
+    m = machine(("Tesla T4", 15109 << 20), ("NVIDIA A100-SXM4-80GB", 80 * GIB))
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml.make_module(m))
+    return m
+
+
+class Watcher:
+    def __init__(self, backend: NvmlBackend) -> None:
+        self.events: list[HealthEvent] = []
+        self.cond = threading.Condition()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=backend.watch_health, args=(self.stop, self.sink))
+
+    def sink(self, event: HealthEvent) -> None:
+        with self.cond:
+            self.events.append(event)
+            self.cond.notify_all()
+
+    def wait(self, count: int, timeout: float = 5) -> list[HealthEvent]:
+        with self.cond:
+            self.cond.wait_for(lambda: len(self.events) >= count, timeout)
+            return list(self.events)
+
+    def __enter__(self) -> Watcher:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def watcher(hetero: fake_pynvml.Machine) -> Iterator[Watcher]:
+    with Watcher(NvmlBackend.start(wait_ms=20)) as w:
+        yield w
+
+
+def test_devices_read_index_uuid_minor_name_and_each_gpus_memory(hetero: fake_pynvml.Machine) -> None:
+    gpus = NvmlBackend.start().devices()
+    assert [(g.index, g.minor, g.name, g.memory) for g in gpus] == [
+        (0, 10, "Tesla T4", 15109 << 20),
+        (1, 11, "NVIDIA A100-SXM4-80GB", 80 * GIB),
+    ]
+    assert gpus[1].uuid == hetero.gpus[1].uuid
+
+
+def test_missing_driver_is_a_clear_backend_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = machine(("x", GIB))
+    m.init_error = real.NVML_ERROR_LIBRARY_NOT_FOUND
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml.make_module(m))
+    with pytest.raises(BackendError, match="cannot initialise NVML.*--fake-gpus"):
+        NvmlBackend.start()
+
+
+def test_critical_xid_marks_only_that_gpu_and_application_xids_are_ignored(
+    hetero: fake_pynvml.Machine, watcher: Watcher
+) -> None:
+    for xid in (13, 31, 43, 45, 68, 109):
+        hetero.xid(0, xid)
+    hetero.other_event(0)
+    hetero.xid(1, 79)
+    events = watcher.wait(1)
+    assert events == [HealthEvent(hetero.gpus[1].uuid, healthy=False, reason="Xid 79")]
+    assert {mask for _, mask in hetero.registered} == {
+        real.nvmlEventTypeXidCriticalError | real.nvmlEventTypeDoubleBitEccError
+    }
+
+
+def test_xid_without_a_device_marks_every_gpu(hetero: fake_pynvml.Machine, watcher: Watcher) -> None:
+    hetero.xid(None, 48)
+    assert watcher.wait(1) == [HealthEvent(None, healthy=False, reason="Xid 48")]
+
+
+def test_gpu_without_event_support_is_reported_unhealthy(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = machine(("old", GIB), ("new", GIB))
+    m.gpus[0].events_supported = False
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml.make_module(m))
+    with Watcher(NvmlBackend.start(wait_ms=20)) as w:
+        events = w.wait(1)
+    assert events[0].uuid == m.gpus[0].uuid and not events[0].healthy
+
+
+def test_failing_wait_marks_every_gpu_unhealthy(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = machine(("a", GIB))
+    m.wait_error = real.NVML_ERROR_UNKNOWN
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml.make_module(m))
+    with Watcher(NvmlBackend.start(wait_ms=20)) as w:
+        events = w.wait(1)
+    assert events[0].uuid is None and not events[0].healthy
+
+
+def test_lost_gpu_is_reported_removed(hetero: fake_pynvml.Machine, watcher: Watcher) -> None:
+    hetero.gpus[1].lost = True
+    hetero.wait_error = real.NVML_ERROR_GPU_IS_LOST
+    events = watcher.wait(1)
+    assert events[0] == HealthEvent(hetero.gpus[1].uuid, healthy=False, reason="GPU is lost", removed=True)
+
+
+def test_close_shuts_nvml_down_once(hetero: fake_pynvml.Machine) -> None:
+    backend = NvmlBackend.start()
+    backend.close()
+    backend.close()
+    assert hetero.shutdowns == 1
+
+
+@pytest.mark.gpu
+def test_real_gpus_enumerate() -> None:
+    try:
+        backend = NvmlBackend.start()
+    except BackendError as exc:
+        pytest.skip(f"no GPU here: {exc}")
+    try:
+        gpus = backend.devices()
+        assert gpus and all(g.uuid.startswith(("GPU-", "MIG-")) and g.memory > 0 for g in gpus)
+    finally:
+        backend.close()
