@@ -149,7 +149,11 @@ class AllocationBook:
         """Kubelet's device pick for the container about to be allocated (see `allocator.preferred_devices`)."""
         with self._lock:
             try:
-                choice = self._choose(self.source.pods(), size)
+                try:
+                    choice = self._choose(self.source.pods(), size)
+                except allocator.NoMatchingPodError:
+                    # Kubelet may ask before our watch has seen the pod: read the API once more, as Allocate does.
+                    choice = self._choose(self.source.refresh(), size)
             except allocator.NoMatchingPodError:
                 uuid = None
             else:
