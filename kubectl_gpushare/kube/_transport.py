@@ -1,0 +1,302 @@
+"""HTTP/1.1 to one API server: a keep-alive connection pool, TLS, auth headers, error mapping.
+
+`Transport.request` sends one logical request: it reconnects once when a pooled connection turns
+out to have been closed by the server, and re-reads credentials once after a 401 (a rotated token
+file, an expired exec credential). Error replies become `kube.errors` classes built from the
+``Status`` body; socket, TLS and timeout failures become `Unreachable` naming the server.
+
+Private to `kube`: `kube.client.Client` is the public face. No retries by policy (the client
+applies `kube.retry` to reads), no decoding of successful replies.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any, Final
+from urllib.parse import quote, urlencode, urlsplit
+
+import msgspec
+
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.config import ClientConfig
+from kubectl_gpushare.kube.errors import ApiError, Expired, KubeError, Unauthorized, Unreachable, api_error
+
+MAX_IDLE_CONNECTIONS: Final = 16
+"""Idle keep-alive connections kept for reuse; more concurrent requests open (and then close) extra ones."""
+_STALE_CONNECTION: Final = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Read a ``Retry-After`` header: delta seconds or an HTTP date; None if absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def error_from_reply(status: int, body: bytes, headers: Mapping[str, str] | http.client.HTTPMessage) -> ApiError:
+    """Map an error reply to a `kube.errors` class, preferring the ``Status`` body's words."""
+    reason, message = "", ""
+    retry_after = retry_after_seconds(headers.get("Retry-After"))
+    parsed = None
+    try:
+        parsed = types.STATUS_DECODER.decode(body) if body else None
+    except msgspec.DecodeError:
+        text = body.decode("utf-8", errors="replace").strip()
+        message = text.splitlines()[0][:300] if text else ""
+    if parsed is not None:
+        reason, message = parsed.reason, parsed.message
+        if retry_after is None and parsed.details is not None and parsed.details.retry_after_seconds is not None:
+            retry_after = float(parsed.details.retry_after_seconds)
+    error = api_error(status, reason, message, retry_after)
+    if isinstance(error, Expired) and parsed is not None and parsed.metadata is not None:
+        error.continue_token = parsed.metadata.continue_
+    return error
+
+
+class Transport:
+    """Requests to the server a `ClientConfig` names; thread-safe.
+
+    Args:
+        config: server, credentials, TLS settings and timeout.
+        user_agent: the ``User-Agent`` header.
+        gzip: ask for gzip-compressed replies.
+    """
+
+    def __init__(self, config: ClientConfig, user_agent: str, *, gzip: bool = False) -> None:
+        self.config = config
+        self.user_agent = user_agent
+        self.gzip = gzip
+        parts = urlsplit(config.server)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise KubeError(f"invalid server URL {config.server!r}")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._https else 80)
+        self._prefix = parts.path.rstrip("/")
+        self._lock = threading.Lock()
+        self._idle: list[http.client.HTTPConnection] = []
+        self._ssl: ssl.SSLContext | None = None
+        self._ssl_ready = False
+
+    # --- connections ---------------------------------------------------------------------------------
+
+    def _ssl_context(self, refresh: bool = False) -> ssl.SSLContext | None:
+        with self._lock:
+            if refresh or not self._ssl_ready:
+                self._ssl = self.config.ssl_context()
+                self._ssl_ready = True
+            return self._ssl
+
+    def _connect(self) -> http.client.HTTPConnection:
+        timeout = self.config.timeout
+        if self._https:
+            return _TLSConnection(
+                self._host,
+                self._port,
+                timeout=timeout,
+                context=self._ssl_context(),
+                server_hostname=self.config.tls_server_name,
+            )
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+    def _acquire(self) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle kept-alive connection (most recently used first) or a new one, and whether it was reused."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+        return self._connect(), False
+
+    def _release(self, connection: http.client.HTTPConnection) -> None:
+        """Return a connection whose reply was read in full to the idle pool (or close it)."""
+        with self._lock:
+            if len(self._idle) < MAX_IDLE_CONNECTIONS:
+                self._idle.append(connection)
+                return
+        connection.close()
+
+    def close(self) -> None:
+        """Close every idle connection; the transport stays usable."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+    # --- requests --------------------------------------------------------------------------------------
+
+    def url(self, path: str, query: Mapping[str, object] | None = None) -> str:
+        """The full URL of an API path (for messages and logs)."""
+        return f"{self.config.server.rstrip('/')}{path}" + (f"?{urlencode(query)}" if query else "")
+
+    def _target(self, path: str, query: Mapping[str, object] | None) -> str:
+        clean = {key: value for key, value in (query or {}).items() if value is not None and value != ""}
+        return self._prefix + quote(path, safe="/:@") + (f"?{urlencode(clean)}" if clean else "")
+
+    def _send(
+        self,
+        connection: http.client.HTTPConnection,
+        method: str,
+        target: str,
+        body: bytes | None,
+        content_type: str | None,
+        refresh: bool,
+    ) -> http.client.HTTPResponse:
+        connection.putrequest(method, target, skip_accept_encoding=True)
+        connection.putheader("User-Agent", self.user_agent)
+        connection.putheader("Accept", "application/json")
+        if self.gzip:
+            connection.putheader("Accept-Encoding", "gzip")
+        for name, value in self.config.auth_headers(refresh).items():
+            connection.putheader(name, value)
+        for name, value in self.config.impersonation_group_headers():
+            connection.putheader(name, value)
+        if body is not None:
+            connection.putheader("Content-Type", content_type or "application/json")
+            connection.putheader("Content-Length", str(len(body)))
+        elif method in ("POST", "PUT", "PATCH"):
+            connection.putheader("Content-Length", "0")
+        connection.endheaders(body)
+        return connection.getresponse()
+
+    def _refreshable(self) -> bool:
+        return self.config.exec_provider is not None or self.config.token_file is not None
+
+    def _refresh_credentials(self) -> None:
+        self._ssl_context(refresh=True)
+        self.close()  # pooled TLS connections carry the old client certificate
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, object] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+    ) -> bytes:
+        """Send one request and return the body of a 2xx reply.
+
+        Raises:
+            ApiError: the server answered with an error status (subclass by status).
+            Unreachable: refused, reset, TLS failure or no answer within the timeout.
+            ConfigError: credentials could not be obtained.
+        """
+        target = self._target(path, query)
+        refresh = False
+        attempts = 0
+        while True:
+            attempts += 1
+            connection, reused = self._acquire()
+            try:
+                response = self._send(connection, method, target, body, content_type, refresh)
+                data = response.read()
+            except _STALE_CONNECTION as exc:
+                connection.close()
+                if reused and attempts == 1:
+                    continue  # the server had closed the idle connection: once more on a fresh one
+                raise self.unreachable(path, query, exc) from None
+            except (OSError, http.client.HTTPException) as exc:
+                connection.close()
+                raise self.unreachable(path, query, exc) from None
+            except BaseException:
+                connection.close()
+                raise
+            if response.will_close:
+                connection.close()
+            else:
+                self._release(connection)
+            if response.getheader("Content-Encoding") == "gzip":
+                data = gzip.decompress(data)
+            if 200 <= response.status < 300:
+                return data
+            error = error_from_reply(response.status, data, response.headers)
+            if isinstance(error, Unauthorized) and not refresh and self._refreshable():
+                refresh = True
+                self._refresh_credentials()
+                continue
+            raise error
+
+    def stream(
+        self, path: str, query: Mapping[str, object], read_timeout: float | None
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Open a streaming GET (a watch) on a connection of its own, which the caller closes.
+
+        Raises:
+            ApiError: the server refused the stream (410 Expired for a too-old resourceVersion).
+            Unreachable: as for `request`.
+        """
+        target = self._target(path, query)
+        refresh = False
+        while True:
+            connection = self._connect()
+            try:
+                response = self._send(connection, "GET", target, None, None, refresh)
+                if 200 <= response.status < 300:
+                    if connection.sock is not None:
+                        connection.sock.settimeout(read_timeout)
+                    return connection, response
+                data = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                connection.close()
+                raise self.unreachable(path, query, exc) from None
+            except BaseException:
+                connection.close()
+                raise
+            connection.close()
+            error = error_from_reply(response.status, data, response.headers)
+            if isinstance(error, Unauthorized) and not refresh and self._refreshable():
+                refresh = True
+                self._refresh_credentials()
+                continue
+            raise error
+
+    def unreachable(self, path: str, query: Mapping[str, object] | None, exc: BaseException) -> Unreachable:
+        """The `Unreachable` error for a failed request, worded for a user."""
+        server = self.config.server
+        url = self.url(path, query)
+        if isinstance(exc, (TimeoutError, socket.timeout)):
+            after = f" after {self.config.timeout:g}s" if self.config.timeout else ""
+            return Unreachable(f"the API server at {server} did not answer{after} ({url})", url, True)
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            detail = exc.verify_message or exc.reason or "certificate verify failed"
+            return Unreachable(
+                f"the TLS certificate of {server} is not trusted ({detail}); "
+                "check the cluster's certificate-authority and tls-server-name",
+                url,
+            )
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        if isinstance(exc, ssl.SSLError):
+            reason = f"TLS error: {exc.reason or exc}"
+        elif isinstance(exc, http.client.RemoteDisconnected):
+            reason = "the server closed the connection without replying"
+        return Unreachable(f"cannot reach the API server at {server}: {reason}", url)
+
+
+class _TLSConnection(http.client.HTTPSConnection):
+    """HTTPS that can verify a name other than the host (the kubeconfig's ``tls-server-name``)."""
+
+    def __init__(
+        self, host: str, port: int, *, timeout: float | None, context: Any, server_hostname: str | None
+    ) -> None:
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._server_hostname = server_hostname
+
+    def connect(self) -> None:
+        """Connect, then wrap the socket with TLS verifying ``tls-server-name`` when set."""
+        if not self._server_hostname:
+            super().connect()
+            return
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_hostname)  # type: ignore[attr-defined]

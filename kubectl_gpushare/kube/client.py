@@ -1,0 +1,498 @@
+"""A small, thread-safe Kubernetes REST client that decodes straight into `kube.types`.
+
+Built on `http.client` and `ssl` (no `kubernetes`, no `urllib3`; see `kube._transport`): JSON in,
+typed Structs out, errors as `kube.errors` classes. Lists are paginated (``limit`` + ``continue``)
+with the next page fetched while the current one is decoded, so a 100,000-pod cluster never sits
+in memory as one JSON document; watches stream typed events (`kube.watch`).
+
+This module owns the REST surface: verbs, paths, bodies, pagination and the helpers the faces
+call. It retries only idempotent GETs (policy in `kube.retry`), caches nothing (see
+`kube.informer`) and does not interpret GPU fields (see `kube.records`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Final, Literal
+
+import msgspec
+
+from kubectl_gpushare import __version__
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube._transport import Transport
+from kubectl_gpushare.kube.config import ClientConfig
+from kubectl_gpushare.kube.errors import Conflict, Expired, KubeError
+from kubectl_gpushare.kube.retry import READ_POLICY, RetryPolicy, call_with_retry
+from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, LeaseSpec, Node, ObjectReference, Pod
+from kubectl_gpushare.kube.watch import Watch
+
+DEFAULT_PAGE_SIZE: Final = 500
+"""kubectl's chunk size: small enough to bound memory, large enough that round trips do not dominate."""
+PatchType = Literal["strategic", "merge", "json"]
+PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
+    "strategic": "application/strategic-merge-patch+json",
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+}
+KindRef = Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | str
+
+
+def default_user_agent(component: str = "client") -> str:
+    """``kubectl-gpushare/<version> (<component>)``: lets audit logs and the sandbox tell faces apart."""
+    return f"kubectl-gpushare/{__version__} ({component})"
+
+
+def _kind(kind: KindRef) -> Any:
+    if isinstance(kind, str):
+        try:
+            return types.KINDS[kind]
+        except KeyError:
+            raise KubeError(f"unknown resource {kind!r}; known: {', '.join(sorted(types.KINDS))}") from None
+    return kind
+
+
+def _object_path(kind: Any, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+    """The path of one object (or, without a name, where to create one); namespaced kinds need a namespace."""
+    if kind.namespaced and not namespace:
+        raise KubeError(f"{kind.plural} are namespaced: a namespace is required")
+    return str(kind.path(namespace, name, subresource))
+
+
+class Client:
+    """The project's one way to talk to the Kubernetes API.
+
+    Thread-safe: requests take a kept-alive connection from a small pool (a new one when all are
+    busy) and put it back once the reply is read; watches get a dedicated connection.
+    Transport details (pool, TLS, auth headers, error mapping) live in `kube._transport`.
+
+    Args:
+        config: the resolved connection settings (`kube.config.load_config`).
+        user_agent: the ``User-Agent`` header; defaults to ``kubectl-gpushare/<version> (<component>)``.
+        component: the component named in the default user agent (``inspect``, ``extender``, ...).
+        gzip: ask for gzip-compressed replies (worth it over slow links, not on localhost).
+        retry: the policy for GETs (reads are safe to repeat); None disables it. Writes are never
+            retried here: wrap them in `kube.retry.call_with_retry` where repeating is safe.
+        prefetch: request the next list page while the current one is decoded.
+
+    Example:
+        >>> client = Client(load_config(), component="inspect")  # doctest: +SKIP
+        >>> nodes = client.list_nodes()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        user_agent: str | None = None,
+        *,
+        component: str = "client",
+        gzip: bool = False,
+        retry: RetryPolicy | None = READ_POLICY,
+        prefetch: bool = True,
+    ) -> None:
+        self.config = config
+        self.retry = retry
+        self.prefetch = prefetch
+        self.user_agent = user_agent or default_user_agent(component)
+        self._transport = Transport(config, self.user_agent, gzip=gzip)
+
+    def close(self) -> None:
+        """Close idle pooled connections; the client stays usable (watches close via `Watch.close`)."""
+        self._transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def url(self, path: str, query: Mapping[str, object] | None = None) -> str:
+        """The full URL of an API path (for messages and logs)."""
+        return self._transport.url(path, query)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, object] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+    ) -> bytes:
+        """Send one request and return the body of a 2xx reply; GETs follow the ``retry`` policy.
+
+        A kept-alive connection the server closed is replaced once, and credentials are re-read
+        once after a 401 (a rotated token file, an expired exec credential).
+
+        Raises:
+            ApiError: the server answered with an error status (subclass by status).
+            Unreachable: no answer within the timeout, refused, or TLS failed.
+            ConfigError: credentials could not be obtained.
+        """
+        send = self._transport.request
+        if method == "GET" and self.retry is not None:
+            return call_with_retry(lambda: send(method, path, query, body, content_type), self.retry)
+        return send(method, path, query, body, content_type)
+
+    # --- generic verbs -------------------------------------------------------------------------------
+
+    def get(self, kind: KindRef, name: str, namespace: str | None = None, subresource: str | None = None) -> Any:
+        """One object, decoded as its kind's Struct.
+
+        Raises:
+            NotFound: no such object.
+        """
+        k = _kind(kind)
+        return k.item_decoder.decode(self.request("GET", _object_path(k, namespace, name, subresource)))
+
+    def list_pages(
+        self,
+        kind: KindRef,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        resource_version: str | None = None,
+        allow_inconsistent: bool = False,
+    ) -> Iterator[Any]:
+        """Yield a kind's list one decoded page at a time (``limit`` + ``continue``).
+
+        All pages are one consistent snapshot with the first page's ``metadata.resourceVersion``.
+
+        Args:
+            kind: a `kube.types.Kind` or a plural name (``"pods"``).
+            namespace: None (or "") for all namespaces.
+            label_selector: e.g. ``gpushare=true``.
+            field_selector: e.g. ``spec.nodeName=n1``.
+            page_size: items per page; 0 asks for everything at once.
+            resource_version: passed through (``"0"`` lets the server answer from its cache).
+            allow_inconsistent: when the continue token expires (410) mid-list, carry on with the
+                inconsistent-continue token the server offers instead of raising.
+
+        Raises:
+            Expired: the snapshot expired mid-list (start over), unless ``allow_inconsistent``.
+        """
+        k = _kind(kind)
+        path = k.path(namespace or None)
+        query: dict[str, object] = {
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "limit": page_size if page_size > 0 else None,
+            "resourceVersion": resource_version,
+        }
+
+        def fetch(token: str) -> bytes:
+            return self.request("GET", path, dict(query, **{"continue": token}) if token else query)
+
+        # While one page is decoded, the next is already on its way: the continue token is read
+        # first with a decoder that skips the items, then the request for the next page starts.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kube-list-prefetch") as prefetch:
+            token = ""
+            pending: Future[bytes] | None = prefetch.submit(fetch, token) if self.prefetch else None
+            while True:
+                try:
+                    data = pending.result() if pending is not None else fetch(token)
+                except Expired as exc:
+                    resume = exc.continue_token
+                    if token and allow_inconsistent and resume:
+                        token = resume
+                        pending = prefetch.submit(fetch, token) if self.prefetch else None
+                        continue
+                    if token:
+                        raise Expired(
+                            exc.status,
+                            exc.reason,
+                            f"the list of {k.plural} changed too much while paging (continue token expired); "
+                            "list again",
+                        ) from None
+                    raise
+                token = types.LIST_META_DECODER.decode(data).metadata.continue_
+                pending = prefetch.submit(fetch, token) if token and self.prefetch else None
+                yield k.list_decoder.decode(data)
+                if not token:
+                    return
+
+    def list_all(self, kind: KindRef, namespace: str | None = None, **options: Any) -> tuple[builtins.list[Any], str]:
+        """Every item of a kind and the list's resourceVersion; starts over (up to 3 times) if paging expires."""
+        for attempt in range(3):
+            items: builtins.list[Any] = []
+            version = ""
+            try:
+                for page in self.list_pages(kind, namespace, **options):
+                    version = version or page.metadata.resource_version
+                    items.extend(page.items)
+                return items, version
+            except Expired:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def list(self, kind: KindRef, namespace: str | None = None, **options: Any) -> builtins.list[Any]:
+        """Every item of a kind (see `list_pages` for the options)."""
+        return self.list_all(kind, namespace, **options)[0]
+
+    def iter_items(self, kind: KindRef, namespace: str | None = None, **options: Any) -> Iterator[Any]:
+        """Items of a kind, fetched page by page (see `list_pages` for the options)."""
+        for page in self.list_pages(kind, namespace, **options):
+            yield from page.items
+
+    def create(self, kind: KindRef, body: Mapping[str, Any] | msgspec.Struct, namespace: str | None = None) -> Any:
+        """POST a new object and return it as the server stored it.
+
+        Raises:
+            Conflict: an object of that name exists (``AlreadyExists``).
+        """
+        k = _kind(kind)
+        payload = dict(msgspec.to_builtins(body)) if isinstance(body, msgspec.Struct) else dict(body)
+        payload.setdefault("apiVersion", _api_version(k))
+        payload.setdefault("kind", k.kind)
+        return k.item_decoder.decode(
+            self.request("POST", _object_path(k, namespace), body=types.ENCODER.encode(payload))
+        )
+
+    def replace(
+        self, kind: KindRef, name: str, body: Mapping[str, Any] | msgspec.Struct, namespace: str | None = None
+    ) -> Any:
+        """PUT an object; a ``metadata.resourceVersion`` in the body makes it conditional.
+
+        Raises:
+            Conflict: the object changed since that resourceVersion.
+        """
+        k = _kind(kind)
+        payload = dict(msgspec.to_builtins(body)) if isinstance(body, msgspec.Struct) else dict(body)
+        payload.setdefault("apiVersion", _api_version(k))
+        payload.setdefault("kind", k.kind)
+        return k.item_decoder.decode(
+            self.request("PUT", _object_path(k, namespace, name), body=types.ENCODER.encode(payload))
+        )
+
+    def patch(
+        self,
+        kind: KindRef,
+        name: str,
+        body: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        namespace: str | None = None,
+        patch_type: PatchType = "strategic",
+        subresource: str | None = None,
+    ) -> Any:
+        """PATCH an object and return the result.
+
+        Args:
+            kind: a `kube.types.Kind` or a plural name.
+            name: the object's name.
+            body: a patch document (a list of operations for ``json`` patches). Put
+                ``metadata.resourceVersion`` in a merge patch to make it conditional.
+            namespace: the object's namespace (ignored for cluster-scoped kinds).
+            patch_type: ``strategic`` (kubectl patch's default), ``merge`` (RFC 7386) or ``json`` (RFC 6902).
+            subresource: e.g. ``status``.
+        """
+        k = _kind(kind)
+        if patch_type not in PATCH_CONTENT_TYPES:
+            raise KubeError(f"unknown patch type {patch_type!r}; use strategic, merge or json")
+        data = types.ENCODER.encode(body)
+        return k.item_decoder.decode(
+            self.request(
+                "PATCH",
+                _object_path(k, namespace, name, subresource),
+                body=data,
+                content_type=PATCH_CONTENT_TYPES[patch_type],
+            )
+        )
+
+    def delete(self, kind: KindRef, name: str, namespace: str | None = None, uid: str | None = None) -> None:
+        """DELETE an object, optionally only if it still has ``uid``.
+
+        Raises:
+            NotFound: it was already gone.
+            Conflict: its uid differs (it was re-created).
+        """
+        k = _kind(kind)
+        body = types.ENCODER.encode({"preconditions": {"uid": uid}}) if uid else None
+        self.request("DELETE", _object_path(k, namespace, name), body=body)
+
+    def watch(
+        self,
+        kind: KindRef,
+        resource_version: str | None = None,
+        *,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> Watch[Any]:
+        """Open a watch stream on a dedicated connection.
+
+        Args:
+            kind: a `kube.types.Kind` or a plural name.
+            resource_version: stream changes after this version (from a list); None or ``"0"``
+                first replays every current object as ADDED.
+            namespace: None (or "") for all namespaces.
+            field_selector: e.g. ``spec.nodeName=n1``.
+            label_selector: e.g. ``gpushare=true``.
+            timeout_seconds: ask the server to end the stream after this long.
+            allow_bookmarks: ask for BOOKMARK events, which advance the resourceVersion cheaply.
+
+        Returns:
+            A `Watch` to iterate (and `Watch.close`).
+
+        Raises:
+            Expired: the resourceVersion is too old (re-list), when the server says so up front.
+        """
+        k = _kind(kind)
+        path = k.path(namespace or None)
+        query: dict[str, object] = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "fieldSelector": field_selector,
+            "labelSelector": label_selector,
+            "timeoutSeconds": timeout_seconds,
+            "allowWatchBookmarks": "true" if allow_bookmarks else None,
+        }
+        read_timeout: float | None = None
+        if timeout_seconds is not None:
+            read_timeout = timeout_seconds + max(10.0, self.config.timeout or 0.0)
+        connection, response = self._transport.stream(path, query, read_timeout)
+        return Watch(k, connection, response)
+
+    # --- helpers the faces use ------------------------------------------------------------------------
+
+    def list_nodes(self, label_selector: str | None = None, page_size: int = DEFAULT_PAGE_SIZE) -> builtins.list[Node]:
+        """All nodes (optionally only those matching a label selector)."""
+        nodes: builtins.list[Node] = self.list(types.NODES, label_selector=label_selector, page_size=page_size)
+        return nodes
+
+    def get_node(self, name: str) -> Node:
+        """One node. Raises `NotFound` if absent."""
+        return self.get(types.NODES, name)  # type: ignore[no-any-return]
+
+    def iter_pods(
+        self,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        namespace: str | None = None,
+    ) -> Iterator[Pod]:
+        """Pods of all namespaces (or one), fetched and decoded a page at a time."""
+        return self.iter_items(
+            types.PODS, namespace, field_selector=field_selector, label_selector=label_selector, page_size=page_size
+        )
+
+    def get_pod(self, namespace: str, name: str) -> Pod:
+        """One pod. Raises `NotFound` if absent."""
+        return self.get(types.PODS, name, namespace)  # type: ignore[no-any-return]
+
+    def patch_pod(
+        self,
+        namespace: str,
+        name: str,
+        body: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        patch_type: PatchType = "strategic",
+    ) -> Pod:
+        """Patch a pod (annotations, typically) and return it."""
+        return self.patch(types.PODS, name, body, namespace, patch_type)  # type: ignore[no-any-return]
+
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """Bind a pod to a node (what a scheduler's bind does), only if the pod still has ``uid``.
+
+        Raises:
+            Conflict: the pod is already bound, or was re-created with another uid.
+            NotFound: the pod is gone.
+        """
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        self.request("POST", types.PODS.path(namespace, name, "binding"), body=types.ENCODER.encode(binding))
+
+    def patch_node(self, name: str, body: Mapping[str, Any], patch_type: PatchType = "strategic") -> Node:
+        """Patch a node's metadata or spec (labels, annotations) and return it."""
+        return self.patch(types.NODES, name, body, None, patch_type)  # type: ignore[no-any-return]
+
+    def patch_node_status(self, name: str, body: Mapping[str, Any], patch_type: PatchType = "strategic") -> Node:
+        """Patch a node's status subresource (capacity/allocatable) and return the node."""
+        return self.patch(types.NODES, name, body, None, patch_type, subresource="status")  # type: ignore[no-any-return]
+
+    def get_configmap(self, namespace: str, name: str) -> ConfigMap:
+        """One ConfigMap. Raises `NotFound` if absent."""
+        return self.get(types.CONFIGMAPS, name, namespace)  # type: ignore[no-any-return]
+
+    def get_lease(self, namespace: str, name: str) -> Lease:
+        """One Lease. Raises `NotFound` if absent."""
+        return self.get(types.LEASES, name, namespace)  # type: ignore[no-any-return]
+
+    def create_lease(self, namespace: str, name: str, spec: LeaseSpec) -> Lease:
+        """Create a Lease. Raises `Conflict` if another holder created it first."""
+        body = {"metadata": {"name": name, "namespace": namespace}, "spec": msgspec.to_builtins(spec)}
+        return self.create(types.LEASES, body, namespace)  # type: ignore[no-any-return]
+
+    def update_lease(self, lease: Lease, spec: LeaseSpec) -> Lease:
+        """Replace a Lease's spec, only if it is unchanged since ``lease`` was read.
+
+        Raises:
+            Conflict: someone else updated it first (leader election lost the race).
+        """
+        meta = lease.metadata
+        if not meta.resource_version:
+            raise Conflict(409, "Conflict", f"lease {meta.namespace}/{meta.name} has no resourceVersion to update from")
+        body = {
+            "metadata": {"name": meta.name, "namespace": meta.namespace, "resourceVersion": meta.resource_version},
+            "spec": msgspec.to_builtins(spec),
+        }
+        return self.replace(types.LEASES, meta.name, body, meta.namespace)  # type: ignore[no-any-return]
+
+    def create_event(
+        self,
+        involved: Pod | Node | ObjectReference,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+        component: str = "kubectl-gpushare",
+        host: str = "",
+    ) -> Event:
+        """Record a core/v1 Event about a pod or node (shown by ``kubectl describe``)."""
+        if isinstance(involved, ObjectReference):
+            ref = involved
+        else:
+            meta = involved.metadata
+            ref = ObjectReference(
+                kind="Pod" if isinstance(involved, Pod) else "Node",
+                namespace=meta.namespace,
+                name=meta.name,
+                uid=meta.uid,
+                api_version="v1",
+            )
+        namespace = ref.namespace or "default"
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        body = {
+            "metadata": {"generateName": f"{ref.name}.", "namespace": namespace},
+            "involvedObject": msgspec.to_builtins(ref),
+            "reason": reason,
+            "message": message,
+            "type": type,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": component, **({"host": host} if host else {})},
+            "reportingComponent": component,
+            "reportingInstance": host or component,
+        }
+        return self.create(types.EVENTS, body, namespace)  # type: ignore[no-any-return]
+
+
+def _api_version(kind: Kind[Any]) -> str:
+    return kind.api_path.removeprefix("/apis/").removeprefix("/api/")
+
+
+__all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "PATCH_CONTENT_TYPES",
+    "Client",
+    "PatchType",
+    "Watch",
+    "default_user_agent",
+]

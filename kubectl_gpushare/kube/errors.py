@@ -1,0 +1,195 @@
+"""The small, explicit set of errors the Kubernetes API layer raises.
+
+Every failure that leaves `kubectl_gpushare.kube` is one of these, so the faces catch a handful of
+classes instead of `http.client`, `ssl`, `OSError` or `yaml` internals. Each error carries a one-line
+message fit to show a user and an ``exit_code`` the CLI can return as is.
+
+This module owns the error taxonomy and the mapping from an HTTP status plus a ``Status`` body to
+an error class. It does no I/O and imports nothing from the package.
+"""
+
+# The names follow the API reasons (NotFound, Conflict, ...) that callers already know, not pep8-naming's
+# "Error" suffix rule.
+# ruff: noqa: N818
+
+from __future__ import annotations
+
+from typing import ClassVar, Final
+
+EXIT_API: Final = 1
+"""Exit code for an API error reply (4xx/5xx) the user cannot fix by configuration alone."""
+EXIT_CONFIG: Final = 2
+"""Exit code for a kubeconfig or in-cluster configuration problem (the usage-error code)."""
+EXIT_UNREACHABLE: Final = 3
+"""Exit code when the API server cannot be reached at all."""
+
+
+class KubeError(Exception):
+    """Base class of every error raised by `kubectl_gpushare.kube`.
+
+    Attributes:
+        exit_code: the process exit code a CLI should return for this error.
+    """
+
+    exit_code: ClassVar[int] = EXIT_API
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(KubeError):
+    """The kubeconfig (or in-cluster configuration) is missing, malformed or names unknown entries."""
+
+    exit_code: ClassVar[int] = EXIT_CONFIG
+
+
+class Unreachable(KubeError):
+    """The API server did not answer: connection refused, DNS, TLS handshake or timeout.
+
+    Attributes:
+        url: the URL that was requested.
+        timeout: True when the request ran out of time (as opposed to failing outright).
+    """
+
+    exit_code: ClassVar[int] = EXIT_UNREACHABLE
+
+    def __init__(self, message: str, url: str = "", timeout: bool = False) -> None:
+        super().__init__(message)
+        self.url = url
+        self.timeout = timeout
+
+
+class ApiError(KubeError):
+    """The API server answered with an error status.
+
+    Attributes:
+        status: the HTTP status code (the ``Status`` body's ``code`` when that is absent).
+        reason: the ``Status`` body's machine-readable reason (``NotFound``, ``Conflict``, ...).
+    """
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class BadRequest(ApiError):
+    """400: the request was malformed (bad selector, bad patch)."""
+
+
+class Unauthorized(ApiError):
+    """401: no or invalid credentials."""
+
+
+class Forbidden(ApiError):
+    """403: the credentials lack RBAC permission for this verb and resource."""
+
+
+class NotFound(ApiError):
+    """404: the object (or the resource type) does not exist."""
+
+
+class Conflict(ApiError):
+    """409: a resourceVersion or uid precondition failed, or the object already exists."""
+
+
+class Expired(ApiError):
+    """410: the resourceVersion (watch start or list continue token) is too old; re-list.
+
+    Attributes:
+        continue_token: for an expired list ``continue`` token, the token the server offers to
+            resume with an inconsistent snapshot ("" if none).
+    """
+
+    def __init__(self, status: int, reason: str, message: str, continue_token: str = "") -> None:
+        super().__init__(status, reason, message)
+        self.continue_token = continue_token
+
+
+class Invalid(ApiError):
+    """422: the object failed validation."""
+
+
+class TooManyRequests(ApiError):
+    """429: the server throttled the request.
+
+    Attributes:
+        retry_after: seconds the server asked to wait (the ``Retry-After`` header), if given.
+    """
+
+    def __init__(self, status: int, reason: str, message: str, retry_after: float | None = None) -> None:
+        super().__init__(status, reason, message)
+        self.retry_after = retry_after
+
+
+class ServerError(ApiError):
+    """5xx: the server failed; often transient.
+
+    Attributes:
+        retry_after: seconds the server asked to wait (``Retry-After`` on a 503), if given.
+    """
+
+    def __init__(self, status: int, reason: str, message: str, retry_after: float | None = None) -> None:
+        super().__init__(status, reason, message)
+        self.retry_after = retry_after
+
+
+_BY_STATUS: Final[dict[int, type[ApiError]]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Expired,
+    422: Invalid,
+}
+
+
+def api_error(status: int, reason: str = "", message: str = "", retry_after: float | None = None) -> ApiError:
+    """Build the error class that matches an HTTP status.
+
+    Args:
+        status: HTTP status code of the reply.
+        reason: ``Status.reason`` from the body, if any.
+        message: ``Status.message`` from the body, if any; a generic message is used otherwise.
+        retry_after: the reply's ``Retry-After`` in seconds, kept for 429 and 5xx.
+
+    Returns:
+        An `ApiError` subclass instance (plain `ApiError` for statuses without their own class).
+    """
+    text = (
+        " ".join(message.split())
+        if message
+        else f"the server answered HTTP {status}" + (f" ({reason})" if reason else "")
+    )
+    if status == 429:
+        return TooManyRequests(status, reason or "TooManyRequests", text, retry_after)
+    if status >= 500:
+        return ServerError(status, reason or "InternalError", text, retry_after)
+    cls = _BY_STATUS.get(status, ApiError)
+    return cls(status, reason, text)
+
+
+__all__ = [
+    "EXIT_API",
+    "EXIT_CONFIG",
+    "EXIT_UNREACHABLE",
+    "ApiError",
+    "BadRequest",
+    "ConfigError",
+    "Conflict",
+    "Expired",
+    "Forbidden",
+    "Invalid",
+    "KubeError",
+    "NotFound",
+    "ServerError",
+    "TooManyRequests",
+    "Unauthorized",
+    "Unreachable",
+    "api_error",
+]

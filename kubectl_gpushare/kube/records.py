@@ -1,0 +1,247 @@
+"""Turn decoded API objects into the ledger's records, tolerating malformed values.
+
+The API server guarantees well-formed JSON, not well-formed *values*: a hand-written annotation, a
+quantity in a CRD-generated pod, or a half-upgraded device plugin can put anything in the fields
+gpushare reads. These functions count what can be counted, treat the rest as absent, and report each
+distinct problem once through an optional `Warnings` collector, so `kubectl inspect gpushare` can
+warn once instead of crashing or flooding.
+
+This module owns the mapping from `kube.types` to `ledger` records. It does no I/O and applies no
+counting rules itself (which pods count is the ledger's business).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
+from kubectl_gpushare.ledger import NodeRecord, PodRecord
+
+
+class Warnings:
+    """An ordered collection of distinct warning messages, with how often each occurred.
+
+    Pass one instance to many `pod_record` / `node_record` calls and show ``messages`` (or
+    `summary`) once at the end.
+    """
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def add(self, message: str) -> None:
+        """Record one occurrence of a problem."""
+        self._counts[message] = self._counts.get(message, 0) + 1
+
+    @property
+    def messages(self) -> list[str]:
+        """Distinct messages in first-seen order."""
+        return list(self._counts)
+
+    def count(self, message: str) -> int:
+        """How many times a message was recorded."""
+        return self._counts.get(message, 0)
+
+    def summary(self, limit: int = 5) -> list[str]:
+        """At most ``limit`` messages, plus a final line saying how many more were left out."""
+        shown = self.messages[:limit]
+        hidden = len(self._counts) - len(shown)
+        if hidden > 0:
+            shown.append(f"... and {hidden} more warning(s)")
+        return shown
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._counts)
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+
+def _quantity(value: str | None, what: str, warnings: Warnings | None) -> int:
+    """Parse a quantity, or return 0 and record a warning when it is malformed."""
+    if value is None:
+        return 0
+    try:
+        return protocol.parse_quantity(value)
+    except (ValueError, TypeError):
+        if warnings is not None:
+            warnings.add(f"{what}: invalid quantity {value!r}, counted as 0")
+        return 0
+
+
+def pod_request(pod: Pod, warnings: Warnings | None = None) -> tuple[int, tuple[int, ...]]:
+    """The pod's GPU-memory request and the per-container requests behind it.
+
+    As the original components count it: the sum of the regular containers' ``aliyun.com/gpu-mem``
+    limits (init containers and requests are ignored).
+
+    Returns:
+        ``(total, per_container)`` with one entry per ``spec.containers`` item, in order.
+    """
+    meta = pod.metadata
+    per_container = tuple(
+        _quantity(
+            container.resources.limits.get(protocol.RESOURCE_MEM),
+            f"pod {meta.namespace}/{meta.name} container {container.name!r} limit {protocol.RESOURCE_MEM}",
+            warnings,
+        )
+        for container in pod.spec.containers
+    )
+    return sum(per_container), per_container
+
+
+def requests_gpu_memory(pod: Pod) -> bool:
+    """Whether any container (regular or init) names ``aliyun.com/gpu-mem`` in limits or requests.
+
+    This is kube-scheduler's "interested in" test for an extender with managedResources.
+    """
+    for container in (*pod.spec.containers, *pod.spec.init_containers):
+        if protocol.RESOURCE_MEM in container.resources.limits or protocol.RESOURCE_MEM in container.resources.requests:
+            return True
+    return False
+
+
+def _allocation(text: str | None, where: str, warnings: Warnings | None) -> tuple[tuple[int, int], ...] | None:
+    if not text:
+        return None
+    try:
+        per_gpu = protocol.parse_allocation(text)
+    except protocol.AnnotationError as exc:
+        if warnings is not None:
+            warnings.add(f"{where}: {exc}; using {protocol.ANN_IDX} instead")
+        return None
+    if per_gpu is None:
+        if text.strip() not in ("{}", "null") and warnings is not None:
+            warnings.add(
+                f"{where}: annotation {protocol.ANN_ALLOCATION} is not a map of container to GPU to "
+                f"memory; using {protocol.ANN_IDX} instead"
+            )
+        return None
+    return tuple(sorted(per_gpu.items()))
+
+
+def pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:
+    """Build the ledger's view of a pod.
+
+    Args:
+        pod: the decoded pod.
+        warnings: collects one message per malformed quantity or annotation; None to ignore them.
+
+    Returns:
+        The pod's `PodRecord`. Malformed values count as absent: a bad limit as 0, a bad GPU index
+        as -1 (pending), a bad allocation as no allocation, a bad assume time as 0.
+    """
+    meta = pod.metadata
+    annotations: Mapping[str, str] = meta.annotations
+    where = f"pod {meta.namespace}/{meta.name}"
+    request, per_container = pod_request(pod, warnings)
+
+    idx_text = annotations.get(protocol.ANN_IDX)
+    gpu_index = protocol.parse_gpu_index(idx_text)
+    if idx_text is not None and (protocol.parse_int_strict(idx_text) is None or gpu_index < -1):
+        gpu_index = -1
+        if warnings is not None:
+            warnings.add(f"{where}: annotation {protocol.ANN_IDX}={idx_text!r} is not a GPU index; shown as pending")
+
+    assume_text = annotations.get(protocol.ANN_ASSUME_TIME)
+    assume_time = protocol.parse_assume_time(assume_text)
+    if assume_text and assume_time == 0 and assume_text.strip() != "0" and warnings is not None:
+        warnings.add(f"{where}: annotation {protocol.ANN_ASSUME_TIME}={assume_text!r} is not unix nanoseconds")
+
+    return PodRecord(
+        uid=meta.uid,
+        namespace=meta.namespace,
+        name=meta.name,
+        node=pod.spec.node_name,
+        phase=pod.status.phase,
+        request=request,
+        container_requests=per_container,
+        gpu_index=gpu_index,
+        allocation=_allocation(annotations.get(protocol.ANN_ALLOCATION), where, warnings),
+        assigned=annotations.get(protocol.ANN_ASSIGNED),
+        assume_time=assume_time,
+        terminating=meta.deletion_timestamp is not None,
+        created=meta.creation_timestamp,
+    )
+
+
+def node_ip(node: Node) -> str:
+    """The node's first ``InternalIP`` address, or ``"unknown"`` (what the inspect views print)."""
+    for address in node.status.addresses:
+        if address.type == "InternalIP" and address.address:
+            return address.address
+    return "unknown"
+
+
+def node_ready(node: Node) -> bool:
+    """Whether the node's ``Ready`` condition is ``True`` (a node that reports none counts as ready)."""
+    for condition in node.status.conditions:
+        if condition.type == "Ready":
+            return condition.status == "True"
+    return True
+
+
+def node_record(node: Node, unhealthy: frozenset[int] = frozenset(), warnings: Warnings | None = None) -> NodeRecord:
+    """Build the ledger's view of a node.
+
+    Args:
+        node: the decoded node.
+        unhealthy: GPU indices the node's unhealthy-GPU ConfigMap lists (see `unhealthy_gpus`).
+        warnings: collects one message per malformed quantity or annotation; None to ignore them.
+
+    Returns:
+        The node's `NodeRecord`; malformed quantities count as 0 and a malformed per-GPU
+        annotation as absent (GPUs are then assumed equal, as the original does).
+    """
+    name = node.metadata.name
+    status = node.status
+    gpus_text = node.metadata.annotations.get(protocol.ANN_NODE_GPUS)
+    gpu_mems = protocol.parse_node_gpus(gpus_text)
+    if gpus_text and gpu_mems is None and warnings is not None:
+        warnings.add(f"node {name}: annotation {protocol.ANN_NODE_GPUS} is malformed; assuming equal GPUs")
+
+    def quantity(field: str, values: Mapping[str, str], resource: str) -> int:
+        return _quantity(values.get(resource), f"node {name} {field} {resource}", warnings)
+
+    return NodeRecord(
+        name=name,
+        ip=node_ip(node),
+        alloc_mem=quantity("allocatable", status.allocatable, protocol.RESOURCE_MEM),
+        alloc_count=quantity("allocatable", status.allocatable, protocol.RESOURCE_COUNT),
+        cap_mem=quantity("capacity", status.capacity, protocol.RESOURCE_MEM),
+        cap_count=quantity("capacity", status.capacity, protocol.RESOURCE_COUNT),
+        gpu_mems=gpu_mems,
+        unhealthy=unhealthy,
+        labels=tuple(sorted(node.metadata.labels.items())),
+    )
+
+
+def unhealthy_node_name(configmap: ConfigMap) -> str | None:
+    """The node an unhealthy-GPU ConfigMap is about, or None if it is not such a ConfigMap."""
+    meta = configmap.metadata
+    if meta.namespace != protocol.UNHEALTHY_CM_NAMESPACE or not meta.name.startswith(protocol.UNHEALTHY_CM_PREFIX):
+        return None
+    return meta.name[len(protocol.UNHEALTHY_CM_PREFIX) :] or None
+
+
+def unhealthy_gpus(configmap: ConfigMap | None) -> frozenset[int]:
+    """GPU indices listed in an unhealthy-GPU ConfigMap (empty for None or a ConfigMap without them)."""
+    if configmap is None:
+        return frozenset()
+    return protocol.parse_unhealthy_gpus(configmap.data.get(protocol.UNHEALTHY_CM_KEY))
+
+
+__all__ = [
+    "Warnings",
+    "node_ip",
+    "node_ready",
+    "node_record",
+    "pod_record",
+    "pod_request",
+    "requests_gpu_memory",
+    "unhealthy_gpus",
+    "unhealthy_node_name",
+]

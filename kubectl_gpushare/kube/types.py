@@ -1,0 +1,425 @@
+"""Typed views of the Kubernetes objects kubectl-gpushare reads, and their reusable decoders.
+
+One frozen `msgspec.Struct` per kind, declaring only the fields some component reads; every other
+field in the API's JSON is skipped by the decoder without being materialised, which is what makes
+a 100,000-pod list cheap. Field names are snake_case in Python and camelCase on the wire
+(``rename="camel"``). Quantities (``"4"``, ``"10Gi"``) stay strings here; `kube.records` parses them.
+
+The module-level ``*_DECODER`` objects are built once and reused (msgspec's fastest path).
+`KINDS` describes each readable resource (URL path, namespaced or not, item and list types) so the
+client and the informer stay generic.
+
+This module owns the shapes only: no I/O, no parsing of annotation values, no business rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, Generic, TypedDict, TypeVar
+
+import msgspec
+
+# --- Metadata -------------------------------------------------------------------------------------
+
+
+class OwnerReference(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``metadata.ownerReferences[]``: lets views group pods under their controller."""
+
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool = False
+
+
+class ObjectMeta(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``metadata`` of any object."""
+
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generate_name: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    creation_timestamp: str = ""
+    deletion_timestamp: str | None = None
+    owner_references: tuple[OwnerReference, ...] = ()
+
+
+class ListMeta(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``metadata`` of a list: the snapshot's resourceVersion and the next page's token."""
+
+    resource_version: str = ""
+    continue_: str = ""
+    remaining_item_count: int | None = None
+
+
+# --- Pods -------------------------------------------------------------------------------------------
+
+
+class ResourceRequirements(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``resources`` of a container; quantity strings keyed by resource name."""
+
+    limits: dict[str, str] = {}
+    requests: dict[str, str] = {}
+
+
+class Container(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One entry of ``spec.containers`` or ``spec.initContainers``."""
+
+    name: str = ""
+    resources: ResourceRequirements = ResourceRequirements()
+
+
+class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``spec`` of a pod."""
+
+    node_name: str = ""
+    scheduler_name: str = ""
+    containers: tuple[Container, ...] = ()
+    init_containers: tuple[Container, ...] = ()
+
+
+class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``status`` of a pod."""
+
+    phase: str = ""
+
+
+class Pod(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """A pod, reduced to what GPU accounting reads."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+
+# --- Nodes -----------------------------------------------------------------------------------------
+
+
+class Taint(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One entry of ``spec.taints``."""
+
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class NodeSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``spec`` of a node."""
+
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+
+class NodeAddress(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One entry of ``status.addresses`` (``InternalIP``, ``Hostname``, ...)."""
+
+    type: str = ""
+    address: str = ""
+
+
+class NodeCondition(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One entry of ``status.conditions`` (``Ready``, ``MemoryPressure``, ...)."""
+
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+
+
+class NodeStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``status`` of a node: quantity strings keyed by resource name, addresses and conditions."""
+
+    capacity: dict[str, str] = {}
+    allocatable: dict[str, str] = {}
+    addresses: tuple[NodeAddress, ...] = ()
+    conditions: tuple[NodeCondition, ...] = ()
+
+
+class Node(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """A node, reduced to what GPU accounting and scheduling read."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    spec: NodeSpec = NodeSpec()
+    status: NodeStatus = NodeStatus()
+
+
+# --- ConfigMaps, Leases, Events ------------------------------------------------------------------
+
+
+class ConfigMap(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """A ConfigMap (the unhealthy-GPU lists live in these)."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    data: dict[str, str] = {}
+
+
+class LeaseSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``spec`` of a coordination.k8s.io/v1 Lease (leader election)."""
+
+    holder_identity: str | None = None
+    lease_duration_seconds: int | None = None
+    acquire_time: str | None = None
+    renew_time: str | None = None
+    lease_transitions: int | None = None
+
+
+class Lease(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """A coordination.k8s.io/v1 Lease."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    spec: LeaseSpec = LeaseSpec()
+
+
+class ObjectReference(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``involvedObject`` of an Event."""
+
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+    api_version: str = ""
+    field_path: str = ""
+
+
+class EventSource(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``source`` of a core/v1 Event."""
+
+    component: str = ""
+    host: str = ""
+
+
+class Event(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """A core/v1 Event, as written by the extender and the device plugin and read by views."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    involved_object: ObjectReference = ObjectReference()
+    reason: str = ""
+    message: str = ""
+    type: str = "Normal"
+    count: int = 0
+    first_timestamp: str | None = None
+    last_timestamp: str | None = None
+    source: EventSource = EventSource()
+    reporting_component: str = ""
+    reporting_instance: str = ""
+
+
+# --- Lists, watch events, Status -------------------------------------------------------------------
+
+
+class PodList(msgspec.Struct, frozen=True, rename="camel"):
+    """One page of pods."""
+
+    metadata: ListMeta = ListMeta()
+    items: tuple[Pod, ...] = ()
+
+
+class NodeList(msgspec.Struct, frozen=True, rename="camel"):
+    """One page of nodes."""
+
+    metadata: ListMeta = ListMeta()
+    items: tuple[Node, ...] = ()
+
+
+class ConfigMapList(msgspec.Struct, frozen=True, rename="camel"):
+    """One page of ConfigMaps."""
+
+    metadata: ListMeta = ListMeta()
+    items: tuple[ConfigMap, ...] = ()
+
+
+class LeaseList(msgspec.Struct, frozen=True, rename="camel"):
+    """One page of Leases."""
+
+    metadata: ListMeta = ListMeta()
+    items: tuple[Lease, ...] = ()
+
+
+class EventList(msgspec.Struct, frozen=True, rename="camel"):
+    """One page of Events."""
+
+    metadata: ListMeta = ListMeta()
+    items: tuple[Event, ...] = ()
+
+
+class ListEnvelope(msgspec.Struct, frozen=True, rename="camel"):
+    """A list of any kind with its items skipped: reads the continue token without decoding items."""
+
+    metadata: ListMeta = ListMeta()
+
+
+class StatusCause(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One entry of ``Status.details.causes`` (validation failures name the field here)."""
+
+    reason: str = ""
+    message: str = ""
+    field: str = ""
+
+
+class StatusDetails(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``details`` of a Status."""
+
+    name: str = ""
+    kind: str = ""
+    causes: tuple[StatusCause, ...] = ()
+    retry_after_seconds: int | None = None
+
+
+class Status(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``kind: Status``: the body of every API error, of a watch ERROR event, and of a Binding reply."""
+
+    kind: str = ""
+    status: str = ""
+    message: str = ""
+    reason: str = ""
+    code: int = 0
+    details: StatusDetails | None = None
+    metadata: ListMeta | None = None
+    """On a 410 for an expired ``continue`` token, may carry a token to resume inconsistently."""
+
+
+class RawWatchEvent(msgspec.Struct, frozen=True):
+    """One line of a watch stream before its object is decoded (its type decides how)."""
+
+    type: str
+    object: msgspec.Raw = msgspec.Raw(b"null")
+
+
+T = TypeVar("T")
+
+
+class WatchEvent(msgspec.Struct, Generic[T], frozen=True):
+    """A decoded watch event: ``type`` is ADDED, MODIFIED, DELETED or BOOKMARK.
+
+    ERROR events never become a `WatchEvent`; the client raises them as errors instead.
+    """
+
+    type: str
+    object: T
+
+
+class BookmarkMeta(msgspec.Struct, frozen=True, rename="camel"):
+    """``metadata`` of a BOOKMARK event's object: only the resourceVersion is meaningful."""
+
+    resource_version: str = ""
+
+
+class Bookmark(msgspec.Struct, frozen=True):
+    """The object of a BOOKMARK event."""
+
+    metadata: BookmarkMeta = BookmarkMeta()
+
+
+# --- Patch bodies (typed like kopf's bodies.py: what the faces send) ---------------------------------
+
+
+class MetadataPatch(TypedDict, total=False):
+    """``metadata`` of a merge or strategic patch; a None value deletes the key."""
+
+    annotations: dict[str, str | None]
+    labels: dict[str, str | None]
+    resourceVersion: str  # noqa: N815 - wire name; makes the patch conditional (409 if stale)
+
+
+class ObjectPatch(TypedDict, total=False):
+    """A metadata-only patch (annotations, labels) of any object."""
+
+    metadata: MetadataPatch
+
+
+class ResourceListPatch(TypedDict, total=False):
+    """``status.capacity`` / ``status.allocatable`` of a node status patch (quantity strings)."""
+
+    capacity: dict[str, str | None]
+    allocatable: dict[str, str | None]
+
+
+class NodeStatusPatch(TypedDict):
+    """The body of a node ``status`` subresource patch."""
+
+    status: ResourceListPatch
+
+
+def annotations_patch(annotations: Mapping[str, str | None], resource_version: str | None = None) -> ObjectPatch:
+    """A patch setting (or, with None, removing) annotations, optionally only if unchanged since a version."""
+    meta: MetadataPatch = {"annotations": dict(annotations)}
+    if resource_version:
+        meta["resourceVersion"] = resource_version
+    return {"metadata": meta}
+
+
+# --- Reusable decoders -----------------------------------------------------------------------------
+
+POD_DECODER: Final = msgspec.json.Decoder(Pod)
+NODE_DECODER: Final = msgspec.json.Decoder(Node)
+CONFIGMAP_DECODER: Final = msgspec.json.Decoder(ConfigMap)
+LEASE_DECODER: Final = msgspec.json.Decoder(Lease)
+EVENT_DECODER: Final = msgspec.json.Decoder(Event)
+POD_LIST_DECODER: Final = msgspec.json.Decoder(PodList)
+NODE_LIST_DECODER: Final = msgspec.json.Decoder(NodeList)
+CONFIGMAP_LIST_DECODER: Final = msgspec.json.Decoder(ConfigMapList)
+LEASE_LIST_DECODER: Final = msgspec.json.Decoder(LeaseList)
+EVENT_LIST_DECODER: Final = msgspec.json.Decoder(EventList)
+LIST_META_DECODER: Final = msgspec.json.Decoder(ListEnvelope)
+STATUS_DECODER: Final = msgspec.json.Decoder(Status)
+RAW_WATCH_EVENT_DECODER: Final = msgspec.json.Decoder(RawWatchEvent)
+BOOKMARK_DECODER: Final = msgspec.json.Decoder(Bookmark)
+ENCODER: Final = msgspec.json.Encoder()
+"""Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
+
+ItemT = TypeVar("ItemT", Pod, Node, ConfigMap, Lease, Event)
+
+
+class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
+    """How to reach and decode one resource type.
+
+    Attributes:
+        kind: the object kind (``Pod``), as in ``kind:`` fields.
+        plural: the URL resource name (``pods``).
+        api_path: the group-version prefix (``/api/v1`` or ``/apis/<group>/<version>``).
+        namespaced: whether objects live in namespaces.
+        item_decoder: decodes one object.
+        list_decoder: decodes one list page; its ``items`` are of the item type.
+    """
+
+    kind: str
+    plural: str
+    api_path: str
+    namespaced: bool
+    item_decoder: msgspec.json.Decoder[ItemT]
+    list_decoder: (
+        msgspec.json.Decoder[PodList]
+        | msgspec.json.Decoder[NodeList]
+        | msgspec.json.Decoder[ConfigMapList]
+        | msgspec.json.Decoder[LeaseList]
+        | msgspec.json.Decoder[EventList]
+    )
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """The URL path of a collection (all namespaces when ``namespace`` is None) or one object."""
+        parts = [self.api_path]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{namespace}")
+        parts.append(self.plural)
+        if name:
+            parts.append(name)
+            if subresource:
+                parts.append(subresource)
+        return "/".join(parts)
+
+
+PODS: Final = Kind("Pod", "pods", "/api/v1", True, POD_DECODER, POD_LIST_DECODER)
+NODES: Final = Kind("Node", "nodes", "/api/v1", False, NODE_DECODER, NODE_LIST_DECODER)
+CONFIGMAPS: Final = Kind("ConfigMap", "configmaps", "/api/v1", True, CONFIGMAP_DECODER, CONFIGMAP_LIST_DECODER)
+LEASES: Final = Kind("Lease", "leases", "/apis/coordination.k8s.io/v1", True, LEASE_DECODER, LEASE_LIST_DECODER)
+EVENTS: Final = Kind("Event", "events", "/api/v1", True, EVENT_DECODER, EVENT_LIST_DECODER)
+
+KINDS: Final[dict[str, Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event]]] = {
+    "pods": PODS,
+    "nodes": NODES,
+    "configmaps": CONFIGMAPS,
+    "leases": LEASES,
+    "events": EVENTS,
+}
+"""Readable kinds by plural name."""

@@ -1,0 +1,89 @@
+"""One open watch stream, decoded line by line into typed events.
+
+The API server sends one JSON object per line: ``{"type": "ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK"|
+"ERROR", "object": {...}}``. Each object is decoded with its kind's Struct decoder; an ERROR line
+carries a ``Status`` and is raised (410 as `Expired`, so the caller re-lists).
+
+This module owns reading and closing the stream. Opening it (URL, headers, auth) is
+`kube.client.Client.watch`; resuming and re-listing is `kube.informer`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.errors import KubeError, Unreachable, api_error
+from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, Node, Pod, WatchEvent
+
+T = TypeVar("T", Pod, Node, ConfigMap, Lease, Event)
+
+
+class Watch(Generic[T]):
+    """An open watch stream: iterate for typed events; `close` from any thread to stop it.
+
+    The stream ends when the server closes it (``timeoutSeconds``), on `close`, or by raising:
+    `Expired` for a 410 ERROR event (re-list), another `ApiError` for other ERROR events,
+    `Unreachable` if the connection breaks, `KubeError` for an undecodable line.
+    """
+
+    def __init__(self, kind: Kind[Any], connection: http.client.HTTPConnection, response: http.client.HTTPResponse):
+        self.kind: Kind[Any] = kind
+        self._connection = connection
+        self._response = response
+        self._closed = threading.Event()
+
+    def __iter__(self) -> Iterator[WatchEvent[T]]:
+        decoder = self.kind.item_decoder
+        try:
+            while not self._closed.is_set():
+                try:
+                    line = self._response.readline()
+                except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
+                    if self._closed.is_set():
+                        return
+                    raise Unreachable(f"watch of {self.kind.plural} broke: {exc or type(exc).__name__}") from None
+                if not line:
+                    return
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    raw = types.RAW_WATCH_EVENT_DECODER.decode(line)
+                    if raw.type == "ERROR":
+                        status = types.STATUS_DECODER.decode(raw.object)
+                        raise api_error(status.code or 500, status.reason, status.message)
+                    event: WatchEvent[T] = WatchEvent(raw.type, decoder.decode(raw.object))
+                except msgspec.DecodeError as exc:
+                    raise KubeError(f"watch of {self.kind.plural}: undecodable event: {exc}") from None
+                yield event
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the stream; safe to call from another thread and more than once."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        sock = self._connection.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a reader blocked in another thread
+            except OSError:
+                pass
+        self._connection.close()
+
+    def __enter__(self) -> Watch[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["Watch"]

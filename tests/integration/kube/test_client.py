@@ -1,0 +1,385 @@
+"""The REST client against the sandbox over real HTTP: pagination, errors, writes, watches, retries."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.kube import errors, types
+from kubectl_gpushare.kube.client import Client, default_user_agent
+from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.kube.retry import RetryPolicy, call_with_retry
+from kubectl_gpushare.kube.types import LeaseSpec
+from kubectl_gpushare.sandbox.server import Sandbox
+
+pytestmark = pytest.mark.integration
+
+
+def node(name: str, mem: str = "16", count: str = "2") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"gpushare": "true"}},
+        "status": {
+            "capacity": {protocol.RESOURCE_MEM: mem, protocol.RESOURCE_COUNT: count},
+            "allocatable": {protocol.RESOURCE_MEM: mem, protocol.RESOURCE_COUNT: count},
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+        },
+    }
+
+
+def pod(name: str, node_name: str = "", mem: str = "1", namespace: str = "default") -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "cuda", "resources": {"limits": {protocol.RESOURCE_MEM: mem}}}]
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+@pytest.fixture
+def client(kubeconfig: Path) -> Iterator[Client]:
+    c = Client(load_config(str(kubeconfig)), component="test")
+    yield c
+    c.close()
+
+
+def test_paginated_pod_list_reads_every_page(sandbox: Sandbox, client: Client) -> None:
+    sandbox.load([node("n1")] + [pod(f"p{i:03d}", "n1") for i in range(25)])
+    sandbox.clear_requests()
+    names = [p.metadata.name for p in client.iter_pods(page_size=10)]
+    assert names == [f"p{i:03d}" for i in range(25)]
+    lists = [r for r in sandbox.requests if r.verb == "list" and r.resource == "pods"]
+    assert [r.query.get("limit") for r in lists] == ["10", "10", "10"]
+    assert "continue" not in lists[0].query and all("continue" in r.query for r in lists[1:])
+    assert all(r.user_agent == default_user_agent("test") for r in lists)
+
+
+def test_selectors_are_passed_through(sandbox: Sandbox, client: Client) -> None:
+    plain = node("n2")
+    plain["metadata"]["labels"] = {}
+    sandbox.load([node("n1"), plain, pod("a", "n1"), pod("b", "n2")])
+    assert [n.metadata.name for n in client.list_nodes(label_selector="gpushare=true")] == ["n1"]
+    assert [p.metadata.name for p in client.iter_pods(field_selector="spec.nodeName=n2")] == ["b"]
+
+
+@pytest.fixture
+def short_history(tmp_path: Path) -> Iterator[tuple[Sandbox, Client]]:
+    """A sandbox that keeps only a few changes, so old versions and continue tokens expire soon."""
+    with Sandbox(port=0, history=2) as sb:
+        c = Client(load_config(str(sb.write_kubeconfig(tmp_path / "short"))), prefetch=False)
+        yield sb, c
+        c.close()
+
+
+def churn(client: Client, count: int = 6) -> None:
+    """Enough writes to push older resourceVersions out of a short history (like etcd compaction)."""
+    for _ in range(count):
+        client.create("configmaps", {"metadata": {"generateName": "churn-"}, "data": {}}, "default")
+
+
+def test_expired_continue_token_raises_clearly_and_list_all_starts_over(short_history: tuple[Sandbox, Client]) -> None:
+    sandbox, client = short_history
+    sandbox.load([pod(f"p{i}") for i in range(6)])
+    pages = client.list_pages("pods", page_size=2)
+    next(pages)
+    churn(client)
+    with pytest.raises(errors.Expired, match="changed too much while paging"):
+        list(pages)
+    items, version = client.list_all("pods", page_size=2)
+    assert len(items) == 6 and version
+
+
+def test_error_replies_map_to_error_classes(sandbox: Sandbox, client: Client) -> None:
+    with pytest.raises(errors.NotFound) as missing:
+        client.get_pod("default", "ghost")
+    assert missing.value.status == 404 and missing.value.reason == "NotFound"
+    assert "ghost" in str(missing.value)
+    client.create("pods", pod("dup"), "default")
+    with pytest.raises(errors.Conflict) as dup:
+        client.create("pods", pod("dup"), "default")
+    assert dup.value.reason == "AlreadyExists"
+    with pytest.raises(errors.Invalid):
+        client.create("pods", {"metadata": {"name": "noimage"}, "spec": {"containers": [{"name": "c"}]}}, "default")
+
+
+def test_namespaced_objects_need_a_namespace(client: Client) -> None:
+    with pytest.raises(errors.KubeError, match="namespace is required"):
+        client.get("pods", "p")
+    with pytest.raises(errors.KubeError, match="unknown resource"):
+        client.get("gadgets", "g")
+
+
+def test_auth_errors_and_readonly_tokens(tmp_path: Path) -> None:
+    with Sandbox(port=0, auth=True) as sb:
+        anonymous = Client(load_config(str(sb.write_kubeconfig(tmp_path / "anon", token="wrong"))))
+        with pytest.raises(errors.Unauthorized) as unauthorized:
+            anonymous.list_nodes()
+        assert unauthorized.value.exit_code == errors.EXIT_API
+        viewer = Client(load_config(str(sb.write_kubeconfig(tmp_path / "ro", token=sb.READONLY_TOKEN))))
+        assert viewer.list_nodes() == []
+        with pytest.raises(errors.Forbidden):
+            viewer.create("pods", pod("x"), "default")
+        admin = Client(load_config(str(sb.write_kubeconfig(tmp_path / "admin"))))
+        assert admin.create("pods", pod("x"), "default").metadata.name == "x"
+
+
+def test_429_is_retried_after_retry_after(sandbox: Sandbox, client: Client) -> None:
+    fault = sandbox.inject(method="GET", path=r"/api/v1/nodes", status=429, retry_after=1, times=1)
+    started = time.monotonic()
+    assert client.list_nodes() == []
+    assert fault.hits == 1
+    assert time.monotonic() - started >= 1.0
+
+
+def test_5xx_gives_up_after_the_policy_and_other_4xx_never_retry(sandbox: Sandbox, kubeconfig: Path) -> None:
+    fast = RetryPolicy(attempts=3, base=0.01, cap=0.02)
+    c = Client(load_config(str(kubeconfig)), retry=fast)
+    fault = sandbox.inject(method="GET", path=r"/api/v1/nodes", status=503)
+    with pytest.raises(errors.ServerError):
+        c.list_nodes()
+    assert fault.hits == 3
+    sandbox.clear_faults()
+    forbidden = sandbox.inject(method="GET", path=r"/api/v1/nodes", status=403)
+    with pytest.raises(errors.Forbidden):
+        c.list_nodes()
+    assert forbidden.hits == 1
+
+
+def test_writes_are_not_retried_unless_asked(sandbox: Sandbox, client: Client) -> None:
+    sandbox.load([pod("p")])
+    fault = sandbox.inject(method="PATCH", status=500, times=2)
+    with pytest.raises(errors.ServerError):
+        client.patch_pod("default", "p", {"metadata": {"labels": {"a": "b"}}})
+    assert fault.hits == 1
+    patched = call_with_retry(
+        lambda: client.patch_pod("default", "p", {"metadata": {"labels": {"a": "b"}}}),
+        RetryPolicy(attempts=3, base=0.01),
+    )
+    assert fault.hits == 2 and patched.metadata.labels == {"a": "b"}
+
+
+def test_dropped_keepalive_connection_is_reopened(sandbox: Sandbox, client: Client) -> None:
+    assert client.list_nodes() == []
+    sandbox.inject(method="GET", path=r"/api/v1/nodes", drop_watch=True, times=1)
+    assert client.list_nodes() == []
+
+
+def test_unreachable_server_is_reported_with_the_url(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    sb = Sandbox(port=0)
+    path = sb.write_kubeconfig(tmp_path / "cfg")
+    text = path.read_text().replace("http://127.0.0.1:0", f"http://127.0.0.1:{port}")
+    path.write_text(text)
+    c = Client(load_config(str(path), request_timeout="2s"))
+    started = time.monotonic()
+    with pytest.raises(errors.Unreachable) as info:
+        c.list_nodes()
+    assert time.monotonic() - started < 2
+    assert f"127.0.0.1:{port}" in str(info.value) and info.value.exit_code == errors.EXIT_UNREACHABLE
+
+
+def test_slow_server_times_out_within_the_request_timeout(sandbox: Sandbox, kubeconfig: Path) -> None:
+    sandbox.inject(method="GET", path=r"/api/v1/nodes", latency=3.0, times=1)
+    c = Client(load_config(str(kubeconfig), request_timeout="500ms"), retry=None)
+    started = time.monotonic()
+    with pytest.raises(errors.Unreachable) as info:
+        c.list_nodes()
+    assert info.value.timeout is True
+    assert time.monotonic() - started < 2.5
+
+
+@pytest.mark.parametrize("patch_type", ["strategic", "merge", "json"])
+def test_patch_types(sandbox: Sandbox, client: Client, patch_type: Any) -> None:
+    sandbox.load([pod("p")])
+    body: Any = {"metadata": {"annotations": {protocol.ANN_IDX: "1"}}}
+    if patch_type == "json":
+        body = [{"op": "add", "path": "/metadata/annotations", "value": {protocol.ANN_IDX: "1"}}]
+    patched = client.patch_pod("default", "p", body, patch_type)
+    assert patched.metadata.annotations[protocol.ANN_IDX] == "1"
+    stored = sandbox.get("pods", "default", "p")
+    assert stored is not None and stored["metadata"]["annotations"][protocol.ANN_IDX] == "1"
+
+
+def test_conditional_patch_conflicts_on_stale_resource_version(sandbox: Sandbox, client: Client) -> None:
+    sandbox.load([pod("p")])
+    current = client.get_pod("default", "p")
+    client.patch_pod("default", "p", {"metadata": {"labels": {"x": "1"}}})
+    stale = types.annotations_patch({protocol.ANN_IDX: "1"}, current.metadata.resource_version)
+    with pytest.raises(errors.Conflict):
+        client.patch_pod("default", "p", stale)
+    fresh = client.get_pod("default", "p")
+    patched = client.patch_pod(
+        "default", "p", types.annotations_patch({protocol.ANN_IDX: "1"}, fresh.metadata.resource_version)
+    )
+    assert patched.metadata.annotations[protocol.ANN_IDX] == "1"
+    removed = client.patch_pod("default", "p", types.annotations_patch({protocol.ANN_IDX: None}), "merge")
+    assert protocol.ANN_IDX not in removed.metadata.annotations
+
+
+def test_bind_pod_checks_uid_and_refuses_a_second_bind(sandbox: Sandbox, client: Client) -> None:
+    sandbox.load([node("n1")])
+    created = client.create("pods", pod("p"), "default")
+    with pytest.raises(errors.Conflict):
+        client.bind_pod("default", "p", "some-other-uid", "n1")
+    client.bind_pod("default", "p", created.metadata.uid, "n1")
+    assert client.get_pod("default", "p").spec.node_name == "n1"
+    with pytest.raises(errors.Conflict):
+        client.bind_pod("default", "p", created.metadata.uid, "n1")
+
+
+def test_node_status_patch_and_configmap(sandbox: Sandbox, client: Client) -> None:
+    sandbox.load(
+        [
+            node("n1"),
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "unhealthy-gpu-n1", "namespace": "kube-system"},
+                "data": {"gpus": "1"},
+            },
+        ]
+    )
+    updated = client.patch_node_status("n1", {"status": {"capacity": {protocol.RESOURCE_COUNT: "4"}}})
+    assert updated.status.capacity[protocol.RESOURCE_COUNT] == "4"
+    assert client.get_node("n1").status.capacity[protocol.RESOURCE_MEM] == "16"
+    assert client.get_configmap("kube-system", "unhealthy-gpu-n1").data == {"gpus": "1"}
+
+
+def test_lease_create_update_and_conflict(client: Client) -> None:
+    spec = LeaseSpec(holder_identity="a", lease_duration_seconds=15, lease_transitions=0)
+    lease = client.create_lease("kube-system", "gpushare", spec)
+    assert lease.spec.holder_identity == "a" and lease.metadata.resource_version
+    with pytest.raises(errors.Conflict):
+        client.create_lease("kube-system", "gpushare", spec)
+    renewal = LeaseSpec(holder_identity="a", lease_duration_seconds=15, renew_time="2026-01-01T00:00:05.000000Z")
+    renewed = client.update_lease(lease, renewal)
+    assert renewed.metadata.resource_version != lease.metadata.resource_version
+    with pytest.raises(errors.Conflict):
+        client.update_lease(lease, LeaseSpec(holder_identity="b", lease_transitions=1))
+    assert client.get_lease("kube-system", "gpushare").metadata.resource_version == renewed.metadata.resource_version
+
+
+def test_create_event_about_a_pod(sandbox: Sandbox, client: Client) -> None:
+    created = client.create("pods", pod("p"), "default")
+    event = client.create_event(created, "GPUAssigned", "GPU 1 of n1", component="gpushare-extender")
+    assert event.metadata.name.startswith("p.")
+    assert event.involved_object.uid == created.metadata.uid
+    assert [e.reason for e in client.list("events", "default")] == ["GPUAssigned"]
+
+
+def test_watch_streams_typed_events_and_close_unblocks(sandbox: Sandbox, client: Client) -> None:
+    sandbox.load([pod("p")])
+    _, version = client.list_all("pods")
+    seen: list[tuple[str, str]] = []
+    with client.watch(types.PODS, version, timeout_seconds=30) as watch:
+
+        def consume() -> None:
+            for event in watch:
+                seen.append((event.type, event.object.metadata.name))
+
+        thread = threading.Thread(target=consume)
+        thread.start()
+        client.patch_pod("default", "p", {"metadata": {"labels": {"a": "b"}}})
+        client.create("pods", pod("q"), "default")
+        client.delete("pods", "p", "default")
+        deadline = time.monotonic() + 5
+        while len(seen) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        watch.close()
+        thread.join(5)
+    assert not thread.is_alive()
+    assert seen == [("MODIFIED", "p"), ("ADDED", "q"), ("DELETED", "p")]
+
+
+def test_watch_from_a_compacted_version_raises_expired(short_history: tuple[Sandbox, Client]) -> None:
+    sandbox, client = short_history
+    sandbox.load([pod("p")])
+    _, version = client.list_all("pods")
+    churn(client)
+    with pytest.raises(errors.Expired):
+        for _ in client.watch(types.PODS, version, timeout_seconds=5):
+            pass
+
+
+def test_client_is_thread_safe(sandbox: Sandbox, client: Client) -> None:
+    sandbox.load([node(f"n{i}") for i in range(5)] + [pod(f"p{i}", "n0") for i in range(20)])
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(10):
+                assert len(client.list_nodes()) == 5
+                assert len(list(client.iter_pods(page_size=7))) == 20
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert failures == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc to count open files")
+def test_short_lived_threads_do_not_leak_connections(sandbox: Sandbox, client: Client) -> None:
+    # The extender serves each HTTP request on a new thread; connections must be pooled, not per thread.
+    client.list_nodes()
+    before = len(list(Path("/proc/self/fd").iterdir()))
+    for _ in range(40):
+        thread = threading.Thread(target=client.list_nodes)
+        thread.start()
+        thread.join(10)
+    assert len(list(Path("/proc/self/fd").iterdir())) <= before + 2
+
+
+def test_exec_credential_is_refreshed_after_a_401(tmp_path: Path) -> None:
+    """The plugin's first token is stale; the client re-runs it once on 401 and succeeds."""
+    import stat
+    import sys
+
+    import yaml
+
+    counter = tmp_path / "runs"
+    script = tmp_path / "cred-plugin"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os\n"
+        f"path = {str(counter)!r}\n"
+        "runs = int(open(path).read()) if os.path.exists(path) else 0\n"
+        "open(path, 'w').write(str(runs + 1))\n"
+        f"token = 'stale' if runs == 0 else {Sandbox.ADMIN_TOKEN!r}\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1beta1', 'kind': 'ExecCredential',"
+        " 'status': {'token': token}}))\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    with Sandbox(port=0, auth=True) as sb:
+        path = sb.write_kubeconfig(tmp_path / "cfg")
+        doc = yaml.safe_load(path.read_text())
+        doc["users"][0]["user"] = {
+            "exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(script)}
+        }
+        path.write_text(yaml.safe_dump(doc))
+        c = Client(load_config(str(path)))
+        assert c.list_nodes() == []
+        assert counter.read_text() == "2"
+        assert [r.status for r in sb.requests if r.resource == "nodes"] == [401, 200]
+
+
+def test_gzip_and_no_prefetch_options_read_the_same_pages(sandbox: Sandbox, kubeconfig: Path) -> None:
+    sandbox.load([pod(f"p{i}") for i in range(9)])
+    plain = Client(load_config(str(kubeconfig)))
+    other = Client(load_config(str(kubeconfig)), gzip=True, prefetch=False)
+    assert [p.metadata.name for p in plain.iter_pods(page_size=4)] == [
+        p.metadata.name for p in other.iter_pods(page_size=4)
+    ]

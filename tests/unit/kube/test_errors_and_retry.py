@@ -1,0 +1,141 @@
+"""Error mapping by status, and the retry policy's decisions, with a fake clock."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from kubectl_gpushare.kube import errors
+from kubectl_gpushare.kube.retry import RetryPolicy, backoff_delay, call_with_retry, is_retryable
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (400, errors.BadRequest),
+        (401, errors.Unauthorized),
+        (403, errors.Forbidden),
+        (404, errors.NotFound),
+        (409, errors.Conflict),
+        (410, errors.Expired),
+        (422, errors.Invalid),
+        (429, errors.TooManyRequests),
+        (500, errors.ServerError),
+        (503, errors.ServerError),
+        (418, errors.ApiError),
+    ],
+)
+def test_api_error_class_by_status(status: int, cls: type[errors.ApiError]) -> None:
+    error = errors.api_error(status, "Reason", "the\n  message")
+    assert type(error) is cls
+    assert error.status == status and str(error) == "the message"
+    assert isinstance(error, errors.KubeError) and error.exit_code == errors.EXIT_API
+
+
+def test_api_error_without_a_message_says_the_status() -> None:
+    assert str(errors.api_error(502)) == "the server answered HTTP 502"
+    assert str(errors.api_error(404, "NotFound")) == "the server answered HTTP 404 (NotFound)"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def failing(*failures: Exception, result: str = "ok") -> tuple[list[int], Callable[[], str]]:
+    calls = [0]
+
+    def operation() -> str:
+        calls[0] += 1
+        if calls[0] <= len(failures):
+            raise failures[calls[0] - 1]
+        return result
+
+    return calls, operation
+
+
+def test_retries_429_honouring_retry_after() -> None:
+    clock = FakeClock()
+    calls, operation = failing(errors.TooManyRequests(429, "TooManyRequests", "slow down", retry_after=3))
+    assert call_with_retry(operation, RetryPolicy(deadline=None), sleep=clock.sleep) == "ok"
+    assert calls[0] == 2 and clock.waits[0] >= 3
+
+
+def test_retries_5xx_and_unreachable_with_growing_delays() -> None:
+    clock = FakeClock()
+    failures = [errors.ServerError(503, "ServiceUnavailable", "x"), errors.Unreachable("down"), errors.api_error(500)]
+    calls, operation = failing(*failures)
+    policy = RetryPolicy(attempts=4, base=0.1, cap=10, jitter=0, deadline=None)
+    assert call_with_retry(operation, policy, sleep=clock.sleep) == "ok"
+    assert calls[0] == 4 and clock.waits == [0.1, 0.2, 0.4]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        errors.api_error(400),
+        errors.api_error(401),
+        errors.api_error(403),
+        errors.api_error(404),
+        errors.api_error(409),
+        errors.api_error(410),
+        errors.api_error(422),
+        errors.api_error(501),
+        errors.ConfigError("bad"),
+    ],
+    ids=["400", "401", "403", "404", "409", "410", "422", "501", "config"],
+)
+def test_never_retries_permanent_errors(error: errors.KubeError) -> None:
+    clock = FakeClock()
+    calls, operation = failing(error)
+    with pytest.raises(type(error)):
+        call_with_retry(operation, sleep=clock.sleep)
+    assert calls[0] == 1 and clock.waits == []
+
+
+def test_conflicts_are_retried_only_when_asked() -> None:
+    conflict = errors.api_error(409)
+    assert not is_retryable(conflict)
+    assert is_retryable(conflict, retry_conflict=True)
+    calls, operation = failing(conflict)
+    assert call_with_retry(operation, RetryPolicy(retry_conflict=True), sleep=FakeClock().sleep) == "ok"
+    assert calls[0] == 2
+
+
+def test_gives_up_after_attempts_and_raises_the_last_error() -> None:
+    calls, operation = failing(*(errors.api_error(503) for _ in range(10)))
+    with pytest.raises(errors.ServerError):
+        call_with_retry(operation, RetryPolicy(attempts=3, deadline=None), sleep=FakeClock().sleep)
+    assert calls[0] == 3
+
+
+def test_deadline_and_overlong_retry_after_end_retries() -> None:
+    calls, operation = failing(errors.TooManyRequests(429, "", "", retry_after=120))
+    with pytest.raises(errors.TooManyRequests):
+        call_with_retry(operation, RetryPolicy(deadline=None), sleep=FakeClock().sleep)
+    calls, operation = failing(errors.TooManyRequests(429, "", "", retry_after=20))
+    with pytest.raises(errors.TooManyRequests):
+        call_with_retry(operation, RetryPolicy(deadline=10), sleep=FakeClock().sleep)
+    assert calls[0] == 1
+
+
+def test_stop_event_interrupts_the_wait() -> None:
+    stop = threading.Event()
+    stop.set()
+    calls, operation = failing(errors.api_error(503), errors.api_error(503))
+    with pytest.raises(errors.ServerError):
+        call_with_retry(operation, RetryPolicy(deadline=None), stop=stop)
+    assert calls[0] == 1
+
+
+def test_backoff_is_capped_and_jittered_upwards_only() -> None:
+    policy = RetryPolicy(base=1, cap=4, jitter=0.5)
+    for attempt in range(1, 8):
+        delay = backoff_delay(attempt, policy)
+        expected = min(4, 2 ** (attempt - 1))
+        assert expected <= delay <= expected * 1.5
