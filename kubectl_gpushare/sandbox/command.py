@@ -1,0 +1,143 @@
+"""``kubectl gpushare sandbox``: run the sandbox API server in the foreground.
+
+Owns the command-line face only: options, seeding from a spec or the generator, the kubeconfig,
+the usage banner, and stopping cleanly on Ctrl-C and SIGTERM. Imports the server lazily so the
+CLI's help stays fast.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from kubectl_gpushare.sandbox.server import Sandbox
+
+EXIT_BAD_INPUT = 2
+EXIT_CANNOT_START = 3
+
+
+@click.command(
+    "sandbox",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog="Exit codes: 0 stopped cleanly, 1 interrupted before serving, 2 bad option, spec or kubeconfig path, "
+    "3 cannot bind the port or read the state file.",
+)
+@click.option("--spec", "spec_file", type=click.Path(dir_okay=False, path_type=Path), help="YAML cluster spec to load.")
+@click.option(
+    "--nodes", type=click.IntRange(min=0), default=4, show_default=True, help="Generated GPU nodes (0: empty)."
+)
+@click.option(
+    "--gpus-per-node", type=click.IntRange(min=0), default=8, show_default=True, help="GPUs per generated node."
+)
+@click.option("--gpu-memory", type=click.IntRange(min=1), default=80, show_default=True, help="Memory per GPU (GiB).")
+@click.option("--pods", type=click.IntRange(min=0), default=12, show_default=True, help="Generated GPU pods.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed of the generator.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="Port on 127.0.0.1 (0: any).")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("sandbox.kubeconfig"),
+    show_default=True,
+    help="Where to write a kubeconfig for the sandbox.",
+)
+@click.option(
+    "--state",
+    "state_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Load objects from this file on start, save them on stop and every 30 s (the seed is skipped if it exists).",
+)
+@click.option("--auth/--no-auth", default=False, show_default=True, help="Require the sandbox's bearer tokens.")
+def sandbox_command(
+    spec_file: Path | None,
+    nodes: int,
+    gpus_per_node: int,
+    gpu_memory: int,
+    pods: int,
+    seed: int,
+    port: int,
+    kubeconfig: Path,
+    state_file: Path | None,
+    auth: bool,
+) -> None:
+    """Run an embedded Kubernetes API server with a GPU cluster, in the foreground.
+
+    It serves on 127.0.0.1 only, writes a kubeconfig, and stops on Ctrl-C or SIGTERM. Point
+    kubectl, `kubectl inspect gpushare`, the extender or the device plugin at it with
+    KUBECONFIG=<kubeconfig>.
+    """
+    from kubectl_gpushare.sandbox.server import Sandbox
+    from kubectl_gpushare.sandbox.spec import SpecError, generate_cluster, load_spec, namespace_object
+
+    seed_objects: list[dict[str, Any]] = []
+    if state_file is None or not state_file.exists():
+        try:
+            if spec_file is not None:
+                seed_objects = load_spec(spec_file)
+            else:
+                seed_objects = (
+                    generate_cluster(nodes, gpus_per_node, pods, seed, gpu_memory=gpu_memory, epoch=_recent(pods))
+                    if nodes
+                    else [namespace_object("default")]
+                )
+        except SpecError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            raise SystemExit(EXIT_BAD_INPUT) from None
+    sandbox = Sandbox(port=port, auth=auth, state_file=state_file)
+    try:
+        sandbox.start()
+    except (OSError, ValueError) as exc:
+        click.echo(f"Error: cannot start the sandbox: {exc}", err=True)
+        raise SystemExit(EXIT_CANNOT_START) from None
+    stop = threading.Event()
+    previous = _install_stop_handlers(stop)  # before the banner: a client may signal as soon as it reads it
+    try:
+        try:
+            if seed_objects:
+                sandbox.load(seed_objects)
+            kubeconfig_path = sandbox.write_kubeconfig(kubeconfig)
+        except (OSError, ValueError) as exc:
+            click.echo(f"Error: {exc}", err=True)
+            raise SystemExit(EXIT_BAD_INPUT) from None
+        _banner(sandbox, kubeconfig_path, auth, state_file)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        sandbox.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    click.echo("Sandbox stopped." + (f" State saved to {state_file}." if state_file else ""), err=True)
+
+
+def _recent(pods: int) -> datetime:
+    """An epoch that makes the newest generated pod a few seconds old, so ages look natural."""
+    return datetime.now(timezone.utc) - timedelta(seconds=3600 + pods + 5)
+
+
+def _install_stop_handlers(stop: threading.Event) -> dict[int, Any]:
+    """Make SIGINT and SIGTERM set ``stop`` (main thread only); returns the previous handlers."""
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, lambda *_: stop.set())
+    return previous
+
+
+def _banner(sandbox: Sandbox, kubeconfig_path: Path, auth: bool, state_file: Path | None) -> None:
+    counts = {r: sandbox.store.count(r) for r in ("nodes", "pods")}
+    click.echo(f"Sandbox API server listening on {sandbox.url} ({counts['nodes']} nodes, {counts['pods']} pods)")
+    click.echo(f"Kubeconfig written to {kubeconfig_path}")
+    click.echo("Try:")
+    click.echo(f"  export KUBECONFIG={kubeconfig_path.resolve()}")
+    click.echo("  kubectl get nodes")
+    click.echo("  kubectl inspect gpushare")
+    if auth:
+        click.echo(f"Tokens: admin {sandbox.ADMIN_TOKEN}, read-only {sandbox.READONLY_TOKEN}")
+    if state_file is not None:
+        click.echo(f"State is saved to {state_file}")
+    click.echo("Press Ctrl-C to stop.", err=True)

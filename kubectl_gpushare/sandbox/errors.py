@@ -1,0 +1,207 @@
+"""The API errors the sandbox answers with, as Kubernetes ``Status`` objects.
+
+Owns the mapping from a failure to its HTTP code, ``reason`` and message wording (modelled on
+``k8s.io/apimachinery/pkg/api/errors``). It does no I/O; the server turns an `ApiError` into a
+response.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    """A request the sandbox refuses; rendered as a ``Status`` body with ``code`` and ``reason``."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.retry_after = retry_after
+
+    def status(self) -> dict[str, Any]:
+        """The ``Status`` object kube-apiserver would send for this error."""
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+def _details(kind: str, name: str, group: str = "") -> dict[str, Any]:
+    details: dict[str, Any] = {"name": name, "kind": kind}
+    if group:
+        details["group"] = group
+    return details
+
+
+def qualified(plural: str, group: str) -> str:
+    """The resource name as error messages print it: ``pods``, ``leases.coordination.k8s.io``."""
+    return f"{plural}.{group}" if group else plural
+
+
+def not_found(plural: str, name: str, group: str = "") -> ApiError:
+    """404 for a named object that does not exist."""
+    return ApiError(
+        404, "NotFound", f'{qualified(plural, group)} "{name}" not found', details=_details(plural, name, group)
+    )
+
+
+def path_not_found() -> ApiError:
+    """404 for a URL the server does not serve."""
+    return ApiError(404, "NotFound", "the server could not find the requested resource")
+
+
+def already_exists(plural: str, name: str, group: str = "") -> ApiError:
+    """409 for a create whose name is taken."""
+    return ApiError(
+        409,
+        "AlreadyExists",
+        f'{qualified(plural, group)} "{name}" already exists',
+        details=_details(plural, name, group),
+    )
+
+
+def conflict(plural: str, name: str, why: str, group: str = "") -> ApiError:
+    """409 for a failed precondition (stale resourceVersion, UID mismatch, already bound)."""
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {qualified(plural, group)} "{name}": {why}',
+        details=_details(plural, name, group),
+    )
+
+
+STALE_RV = "the object has been modified; please apply your changes to the latest version and try again"
+
+
+def bad_request(message: str) -> ApiError:
+    """400 for a request the server cannot decode or understand."""
+    return ApiError(400, "BadRequest", message)
+
+
+def invalid(kind: str, name: str, causes: list[str], group: str = "") -> ApiError:
+    """422 for an object that decodes but fails validation."""
+    return ApiError(
+        422,
+        "Invalid",
+        f'{kind} "{name}" is invalid: {", ".join(causes)}',
+        details=_details(kind, name, group),
+    )
+
+
+def method_not_allowed(method: str) -> ApiError:
+    """405 for a verb the resource does not support."""
+    return ApiError(
+        405, "MethodNotAllowed", f"the server does not allow this method on the requested resource ({method})"
+    )
+
+
+def expired(message: str) -> ApiError:
+    """410 for a resourceVersion or continue token older than the kept history."""
+    return ApiError(410, "Expired", message)
+
+
+def too_large(limit: int) -> ApiError:
+    """413 for a request body over the limit."""
+    return ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")
+
+
+def unsupported_media_type(content_type: str) -> ApiError:
+    """415 for a body content type the endpoint does not accept."""
+    return ApiError(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: "
+        f'application/json, application/yaml (got "{content_type}")',
+    )
+
+
+def too_many_requests(retry_after: int) -> ApiError:
+    """429 with a Retry-After, as the API priority-and-fairness filter answers."""
+    return ApiError(
+        429,
+        "TooManyRequests",
+        "Too many requests, please try again later.",
+        details={"retryAfterSeconds": retry_after},
+        retry_after=retry_after,
+    )
+
+
+def internal(message: str) -> ApiError:
+    """500 for a server-side failure."""
+    return ApiError(500, "InternalError", f"Internal error occurred: {message}")
+
+
+def unauthorized() -> ApiError:
+    """401 for a request without valid credentials."""
+    return ApiError(401, "Unauthorized", "Unauthorized")
+
+
+def forbidden(user: str, verb: str, plural: str, group: str, namespace: str, name: str) -> ApiError:
+    """403 in the RBAC authorizer's wording."""
+    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    return ApiError(
+        403,
+        "Forbidden",
+        f"{qualified(plural, group)}{' ' + repr(name).replace(chr(39), chr(34)) if name else ''} is forbidden: "
+        f'User "{user}" cannot {verb} resource "{plural}" in API group "{group}" {scope}',
+        details=_details(plural, name, group),
+    )
+
+
+def not_acceptable(accept: str) -> ApiError:
+    """406 for an Accept header the sandbox cannot serve (protobuf only)."""
+    return ApiError(
+        406,
+        "NotAcceptable",
+        f"only the following media types are accepted: application/json, application/yaml (asked for {accept})",
+    )
+
+
+def status_for(code: int, message: str = "injected fault") -> ApiError:
+    """An error for an arbitrary status code (fault injection), with the reason the real server uses."""
+    reasons = {
+        400: "BadRequest",
+        401: "Unauthorized",
+        403: "Forbidden",
+        404: "NotFound",
+        405: "MethodNotAllowed",
+        409: "Conflict",
+        410: "Expired",
+        413: "RequestEntityTooLarge",
+        415: "UnsupportedMediaType",
+        422: "Invalid",
+        429: "TooManyRequests",
+        500: "InternalError",
+        503: "ServiceUnavailable",
+        504: "Timeout",
+    }
+    return ApiError(code, reasons.get(code, "InternalError" if code >= 500 else "BadRequest"), message)
+
+
+def success(code: int = 200, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A ``Status`` body for a successful action (binding, delete of most kinds)."""
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+    if details:
+        body["details"] = details
+    if code != 200:
+        body["code"] = code
+    return body

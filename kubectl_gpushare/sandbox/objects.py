@@ -1,0 +1,275 @@
+"""What kube-apiserver's registry strategies do to an object on create, update and load.
+
+Owns system metadata (uid, creationTimestamp, generateName), defaulting (pod limits become
+requests, pod status starts Pending, namespaces start Active), type checks that the real server's
+decoder does (400), the validation this project relies on (422) and the status-subresource split
+(the main resource cannot change status; ``/status`` can change only status). Pure functions on
+dicts; no I/O and no locking.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from kubectl_gpushare.sandbox import errors
+from kubectl_gpushare.sandbox.resources import Resource
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_STATUS_SPLIT = {"pods", "nodes", "namespaces"}
+_POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
+
+
+def now() -> str:
+    """The current time as Kubernetes writes timestamps (RFC 3339, UTC, seconds)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _random_suffix(rng: random.Random = random.Random()) -> str:  # noqa: B008 - one shared generator
+    return "".join(rng.choice(_GENERATE_ALPHABET) for _ in range(5))
+
+
+def check_types(resource: Resource, obj: Any) -> None:
+    """Refuse bodies the real server's decoder would refuse (400 BadRequest).
+
+    Raises:
+        ApiError: the body is not an object, or metadata fields have the wrong JSON types.
+    """
+    if not isinstance(obj, dict):
+        raise errors.bad_request(f"json: cannot unmarshal {type(obj).__name__} into Go value of type {resource.kind}")
+    meta = obj.get("metadata", {})
+    if meta is None:
+        meta = obj["metadata"] = {}
+    if not isinstance(meta, dict):
+        raise errors.bad_request("json: cannot unmarshal into Go struct field .metadata of type v1.ObjectMeta")
+    for key in ("name", "namespace", "generateName", "resourceVersion", "uid"):
+        if key in meta and not isinstance(meta[key], str):
+            raise errors.bad_request(
+                f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{key} of type string"
+            )
+    for key in ("labels", "annotations"):
+        value = meta.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise errors.bad_request(
+                f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{key} of type map[string]string"
+            )
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    if (kind and kind != resource.kind) or (api_version and api_version != resource.api_version):
+        raise errors.bad_request(
+            f"the API version in the data ({api_version}) does not match the expected API version "
+            f"({resource.api_version})"
+            if api_version != resource.api_version
+            else f"kind {kind} does not match the expected kind {resource.kind}"
+        )
+
+
+def _name_causes(resource: Resource, name: str) -> list[str]:
+    pattern = _DNS_LABEL if resource.plural == "namespaces" else _DNS_SUBDOMAIN
+    limit = 63 if resource.plural == "namespaces" else 253
+    if not pattern.match(name) or len(name) > limit:
+        return [
+            f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 '
+            f"{'label' if resource.plural == 'namespaces' else 'subdomain'} must consist of lower case alphanumeric "
+            "characters, '-' or '.', and must start and end with an alphanumeric character"
+        ]
+    return []
+
+
+def _validate(resource: Resource, obj: dict[str, Any]) -> None:
+    meta = obj["metadata"]
+    name = meta.get("name", "")
+    causes = _name_causes(resource, name)
+    if resource.plural == "pods":
+        containers = (obj.get("spec") or {}).get("containers")
+        if not isinstance(containers, list) or not containers:
+            causes.append("spec.containers: Required value")
+        else:
+            for i, container in enumerate(containers):
+                if not isinstance(container, dict) or not container.get("name"):
+                    causes.append(f"spec.containers[{i}].name: Required value")
+                elif not container.get("image"):
+                    causes.append(f"spec.containers[{i}].image: Required value")
+    if causes:
+        raise errors.invalid(resource.kind, name, causes, resource.group)
+
+
+def _default_pod(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("priority", 0)
+    spec.setdefault("enableServiceLinks", True)
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            if not isinstance(container, dict):
+                continue
+            image = str(container.get("image", ""))
+            tag = image.rsplit("/", 1)[-1]
+            latest = ":" not in tag or tag.endswith(":latest")
+            container.setdefault("imagePullPolicy", "Always" if latest and "@" not in tag else "IfNotPresent")
+            container.setdefault("terminationMessagePath", "/dev/termination-log")
+            container.setdefault("terminationMessagePolicy", "File")
+            resources = container.setdefault("resources", {})
+            limits = resources.get("limits")
+            if isinstance(limits, dict) and limits:
+                requests = resources.setdefault("requests", {})
+                for resource_name, quantity in limits.items():
+                    requests.setdefault(resource_name, quantity)
+
+
+def _stamp_new(resource: Resource, obj: dict[str, Any]) -> None:
+    meta = obj["metadata"]
+    rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+    obj.clear()
+    obj.update(apiVersion=resource.api_version, kind=resource.kind, **rest)
+    meta.setdefault("uid", str(uuid.uuid4()))
+    meta.setdefault("creationTimestamp", now())
+    if resource.plural == "namespaces":
+        meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        obj.setdefault("status", {}).setdefault("phase", "Active")
+
+
+def prepare_loaded(resource: Resource, obj: dict[str, Any]) -> None:
+    """Complete an object seeded with `Sandbox.load`: kind, uid, timestamp and namespace.
+
+    Loaded objects skip validation and status resets, so tests can seed any state (a Running
+    pod, a terminating one).
+
+    Raises:
+        ValueError: the object has no name.
+    """
+    meta = obj.setdefault("metadata", {})
+    if not meta.get("name"):
+        raise ValueError(f"cannot load a {resource.kind} without metadata.name")
+    if resource.namespaced:
+        meta.setdefault("namespace", "default")
+    else:
+        meta.pop("namespace", None)
+    _stamp_new(resource, obj)
+
+
+def prepare_create(resource: Resource, obj: Any, namespace: str) -> dict[str, Any]:
+    """Turn a create body into the object to store (name still to be checked for uniqueness).
+
+    Raises:
+        ApiError: 400 for a namespace mismatch or undecodable body, 422 for an invalid object,
+            500 when a resourceVersion is set (the real storage layer's answer).
+    """
+    check_types(resource, obj)
+    created: dict[str, Any] = obj
+    meta = created["metadata"]
+    if resource.namespaced:
+        if meta.get("namespace") and meta["namespace"] != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        meta["namespace"] = namespace
+    else:
+        meta.pop("namespace", None)
+    if meta.get("resourceVersion"):
+        raise errors.internal("resourceVersion should not be set on objects to be created")
+    if not meta.get("name"):
+        if meta.get("generateName"):
+            meta["name"] = meta["generateName"] + _random_suffix()
+        else:
+            raise errors.invalid(
+                resource.kind, "", ["metadata.name: Required value: name or generateName is required"], resource.group
+            )
+    for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
+        meta.pop(key, None)
+    if resource.plural == "pods":
+        _default_pod(created)
+        created["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+    _stamp_new(resource, created)
+    _validate(resource, created)
+    return created
+
+
+def prepare_update(
+    resource: Resource, old: dict[str, Any], new: Any, name: str, subresource: str, *, check_rv: bool = True
+) -> dict[str, Any]:
+    """Turn an update (or patched) body into the object to store.
+
+    Args:
+        resource: the kind.
+        old: the stored object.
+        new: the body (PUT) or the patch result.
+        name: the name in the URL.
+        subresource: "" or "status".
+        check_rv: compare a resourceVersion in ``new`` with the stored one (the precondition).
+
+    Raises:
+        ApiError: 400 (name mismatch, undecodable), 409 (stale resourceVersion), 422 (invalid or a
+            forbidden pod spec change).
+    """
+    check_types(resource, new)
+    updated: dict[str, Any] = new
+    meta = updated["metadata"]
+    if meta.get("name", name) != name:
+        raise errors.bad_request(
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+        )
+    old_meta = old["metadata"]
+    rv = meta.get("resourceVersion")
+    if check_rv and rv and rv != old_meta["resourceVersion"]:
+        raise errors.conflict(resource.plural, name, errors.STALE_RV, resource.group)
+    meta["name"] = name
+    for key in ("uid", "creationTimestamp", "namespace", "deletionTimestamp"):
+        if key in old_meta:
+            meta[key] = old_meta[key]
+        else:
+            meta.pop(key, None)
+    updated["apiVersion"], updated["kind"] = resource.api_version, resource.kind
+    if resource.plural in _STATUS_SPLIT:
+        if subresource == "status":
+            status = updated.get("status")
+            updated = copy.deepcopy(old)
+            if status is None:
+                updated.pop("status", None)
+            else:
+                updated["status"] = status
+        elif "status" in old:
+            updated["status"] = copy.deepcopy(old["status"])
+        else:
+            updated.pop("status", None)
+    if resource.plural == "pods" and subresource == "":
+        _check_pod_spec_update(old, updated, name)
+    _validate(resource, updated)
+    return updated
+
+
+def _masked_spec(pod: dict[str, Any]) -> dict[str, Any]:
+    spec = copy.deepcopy(pod.get("spec") or {})
+    for key in _POD_MUTABLE_SPEC:
+        spec.pop(key, None)
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            if isinstance(container, dict):
+                container.pop("image", None)
+    return spec
+
+
+def _check_pod_spec_update(old: dict[str, Any], new: dict[str, Any], name: str) -> None:
+    if _masked_spec(old) != _masked_spec(new):
+        raise errors.invalid(
+            "Pod",
+            name,
+            [
+                "spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions "
+                "to existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it "
+                "was previously negative)"
+            ],
+        )

@@ -1,0 +1,99 @@
+"""RBAC rules derived from the request log, and a check of a Role's rules against it.
+
+The sandbox has no RBAC engine; instead, a test runs a component against it and then asks which
+permissions the component actually used (`rules_from_requests`), or whether the rules shipped in
+a ClusterRole manifest cover every request it made (`uncovered_requests`). Components identify
+themselves with ``User-Agent: kubectl-gpushare/<version> (<component>)``. Pure functions over
+`RequestRecord` lists; no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubectl_gpushare.sandbox.faults import RequestRecord
+
+_COMPONENT = re.compile(r"\(([^()]*)\)\s*$")
+
+
+def component_of(user_agent: str) -> str:
+    """The component named in a User-Agent (``kubectl-gpushare/0.1 (extender)`` -> ``extender``)."""
+    found = _COMPONENT.search(user_agent)
+    return found.group(1).strip() if found else ""
+
+
+def _resource_name(record: RequestRecord) -> str:
+    return f"{record.resource}/{record.subresource}" if record.subresource else record.resource
+
+
+def _selected(records: Iterable[RequestRecord], component: str | None, user: str | None) -> list[RequestRecord]:
+    return [
+        r
+        for r in records
+        if r.verb
+        and r.resource
+        and (component is None or component_of(r.user_agent) == component)
+        and (user is None or r.user == user)
+    ]
+
+
+def rules_from_requests(
+    records: Iterable[RequestRecord], *, component: str | None = None, user: str | None = None
+) -> list[dict[str, list[str]]]:
+    """The least ClusterRole rules that allow every logged request (failed ones included).
+
+    Args:
+        records: the sandbox's request log.
+        component: only requests whose User-Agent names this component.
+        user: only requests made with this user's token.
+
+    Returns:
+        Rules ``{"apiGroups": [...], "resources": [...], "verbs": [...]}``, one per group and
+        resource, sorted, in the shape of a ClusterRole's ``rules``.
+    """
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for record in _selected(records, component, user):
+        verbs.setdefault((record.group, _resource_name(record)), set()).add(record.verb)
+    return [
+        {"apiGroups": [group], "resources": [resource], "verbs": sorted(found)}
+        for (group, resource), found in sorted(verbs.items())
+    ]
+
+
+def _allows(rule: Mapping[str, Any], group: str, resource: str, verb: str) -> bool:
+    groups = rule.get("apiGroups") or []
+    resources = rule.get("resources") or []
+    verbs = rule.get("verbs") or []
+    return (
+        ("*" in groups or group in groups)
+        and ("*" in resources or resource in resources)
+        and ("*" in verbs or verb in verbs)
+    )
+
+
+def uncovered_requests(
+    records: Iterable[RequestRecord],
+    rules: Iterable[Mapping[str, Any]],
+    *,
+    component: str | None = None,
+    user: str | None = None,
+) -> list[str]:
+    """Requests that the given rules would forbid, as ``verb group/resource`` strings (sorted, unique).
+
+    An empty list means a Role with these rules lets the component do everything it did.
+    ``resourceNames`` restrictions are honoured for named requests.
+    """
+    rule_list = list(rules)
+    missing: set[str] = set()
+    for record in _selected(records, component, user):
+        resource = _resource_name(record)
+        allowed = any(
+            _allows(rule, record.group, resource, record.verb)
+            and (not rule.get("resourceNames") or record.name in rule["resourceNames"])
+            for rule in rule_list
+        )
+        if not allowed:
+            missing.add(f"{record.verb} {record.group + '/' if record.group else ''}{resource}")
+    return sorted(missing)

@@ -1,0 +1,153 @@
+"""The resources the sandbox serves, declared as data (one `Resource` per kind).
+
+Owns each kind's names, scope, verbs, subresources and the field labels its field selectors may
+use. Discovery, routing, the store and the Table printer all read this table, so adding a kind is
+one entry here. No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+def _path(obj: dict[str, Any], *keys: str) -> str:
+    value: Any = obj
+    for key in keys:
+        if not isinstance(value, dict):
+            return ""
+        value = value.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+FieldGetter = Callable[[dict[str, Any]], str]
+
+
+def _getter(dotted: str) -> FieldGetter:
+    keys = tuple(dotted.split("."))
+    return lambda obj: _path(obj, *keys)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One kind the sandbox stores and serves."""
+
+    plural: str
+    kind: str
+    singular: str
+    namespaced: bool
+    group: str = ""
+    version: str = "v1"
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+    """Field labels usable in ``fieldSelector`` besides metadata.name and metadata.namespace."""
+    getters: dict[str, FieldGetter] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def api_version(self) -> str:
+        """``v1`` or ``group/version``, as written in an object's ``apiVersion``."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        """The kind of a list response (``PodList``)."""
+        return self.kind + "List"
+
+    def field_values(self, obj: dict[str, Any]) -> dict[str, str]:
+        """Every selectable field of ``obj``, as strings ("" when absent, as the real server does)."""
+        meta = obj.get("metadata") or {}
+        values = {"metadata.name": str(meta.get("name", "")), "metadata.namespace": str(meta.get("namespace", ""))}
+        for label in self.fields:
+            values[label] = self.getters[label](obj)
+        return values
+
+
+def _resource(plural: str, kind: str, namespaced: bool, **kwargs: Any) -> Resource:
+    fields = tuple(kwargs.pop("fields", ()))
+    getters = {label: _getter(label) for label in fields}
+    if "source" in fields:
+        getters["source"] = lambda obj: _path(obj, "source", "component") or _path(obj, "reportingComponent")
+    return Resource(plural, kind, kind.lower(), namespaced, fields=fields, getters=getters, **kwargs)
+
+
+RESOURCES: tuple[Resource, ...] = (
+    _resource(
+        "nodes",
+        "Node",
+        False,
+        short_names=("no",),
+        subresources=("status",),
+        fields=("spec.unschedulable",),
+    ),
+    _resource(
+        "pods",
+        "Pod",
+        True,
+        short_names=("po",),
+        subresources=("status", "binding"),
+        fields=(
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ),
+    ),
+    _resource(
+        "namespaces", "Namespace", False, short_names=("ns",), subresources=("status",), fields=("status.phase",)
+    ),
+    _resource(
+        "events",
+        "Event",
+        True,
+        short_names=("ev",),
+        fields=(
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ),
+    ),
+    _resource("configmaps", "ConfigMap", True, short_names=("cm",)),
+    _resource("bindings", "Binding", True),
+    _resource("leases", "Lease", True, group="coordination.k8s.io"),
+)
+
+BY_GROUP_PLURAL: dict[tuple[str, str], Resource] = {(r.group, r.plural): r for r in RESOURCES}
+BY_PLURAL: dict[str, Resource] = {r.plural: r for r in RESOURCES}
+STORED: tuple[Resource, ...] = tuple(r for r in RESOURCES if r.plural != "bindings")
+"""Kinds kept in the store (a Binding is a write-only action on a pod)."""
+BY_KIND: dict[str, Resource] = {r.kind: r for r in STORED}
+
+
+def resource_for(group: str, version: str, plural: str) -> Resource | None:
+    """The resource served at ``/api[s]/<group>/<version>/<plural>``, if any."""
+    found = BY_GROUP_PLURAL.get((group, plural))
+    if found is None or found.version != version:
+        return None
+    return found
+
+
+def verbs_of(resource: Resource) -> tuple[str, ...]:
+    """The verbs discovery advertises for a resource."""
+    if resource.plural == "bindings":
+        return ("create",)
+    return ALL_VERBS

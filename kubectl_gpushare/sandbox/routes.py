@@ -1,0 +1,739 @@
+"""The Kubernetes REST surface: turns a parsed HTTP request into a response, without sockets.
+
+Owns URL routing (``/api/v1/...``, ``/apis/<group>/<version>/...``, discovery, OpenAPI), verb
+semantics (get, list, watch, create, update, patch, delete, deletecollection, binding), content
+negotiation (JSON, YAML bodies, ``meta.k8s.io`` Tables) and the mapping of failures to ``Status``
+responses. Storage is delegated to ``store.py`` and object rules to ``objects.py``. It must not
+touch sockets or threads beyond waiting on the store for watch events; ``server.py`` does HTTP.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgspec
+
+from kubectl_gpushare.sandbox import discovery, errors, objects, patch, tables
+from kubectl_gpushare.sandbox.errors import ApiError
+from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for
+from kubectl_gpushare.sandbox.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    fields_match,
+    labels_match,
+    parse_field_selector,
+    parse_label_selector,
+)
+from kubectl_gpushare.sandbox.store import Change, Entry, ExpiredError, Store, object_key
+
+_encode = msgspec.json.Encoder().encode
+_decode_json = msgspec.json.Decoder().decode
+JSON = "application/json"
+DEFAULT_WATCH_TIMEOUT = 1800.0
+PATCH_TYPES = {
+    "application/json-patch+json": "json",
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+}
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+class Headers(Protocol):
+    """Read access to request headers, case-insensitive (``http.client.HTTPMessage`` fits)."""
+
+    def get(self, name: str, /) -> str | None:
+        """The header's value, or None."""
+        ...
+
+
+@dataclass
+class Request:
+    """An HTTP request as the routes see it (headers looked up case-insensitively)."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: Headers
+    body: bytes = b""
+
+
+@dataclass
+class Response:
+    """What to send back: a whole body, or a chunked ``stream`` (watch)."""
+
+    status: int
+    body: bytes = b""
+    content_type: str = JSON
+    headers: dict[str, str] = field(default_factory=dict)
+    stream: Iterator[bytes] | None = None
+
+
+class DroppedConnectionError(Exception):
+    """Raised inside a watch stream to break the connection off without the final chunk."""
+
+
+@dataclass
+class Target:
+    """A resolved request: which resource, object, subresource and verb."""
+
+    verb: str = ""
+    resource: Resource | None = None
+    namespace: str = ""
+    name: str = ""
+    subresource: str = ""
+    group: str = ""
+    document: dict[str, Any] | None = None
+    """The answer for non-resource URLs (discovery, version, OpenAPI)."""
+
+
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    """A JSON response."""
+    return Response(status, _encode(body), headers=headers or {})
+
+
+def error_response(error: ApiError) -> Response:
+    """The ``Status`` response for an error."""
+    headers = {"Retry-After": str(error.retry_after)} if error.retry_after is not None else {}
+    return json_response(error.code, error.status(), headers)
+
+
+def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
+    """Route a request to a resource and verb, or to a discovery document.
+
+    Raises:
+        ApiError: 404 for unknown paths, 405 for verbs a route does not allow.
+    """
+    parts = [part for part in path.split("/") if part]
+    if not parts:
+        return Target(document={"paths": ["/api", "/api/v1", "/apis", "/openapi/v3", "/version", "/healthz"]})
+    head = parts[0]
+    if len(parts) == 1 and head in ("healthz", "livez", "readyz"):
+        return Target(document={"_text": "ok"})
+    if head == "version" and len(parts) == 1:
+        return Target(document=dict(discovery.VERSION))
+    if head == "openapi":
+        return _resolve_openapi(parts)
+    if head == "api":
+        if len(parts) == 1:
+            return Target(document=discovery.api_versions())
+        group, version, rest = "", parts[1], parts[2:]
+    elif head == "apis":
+        if len(parts) == 1:
+            return Target(document=discovery.api_group_list())
+        if len(parts) == 2:
+            doc = discovery.api_group(parts[1])
+            if doc is None:
+                raise errors.path_not_found()
+            return Target(document=doc)
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        raise errors.path_not_found()
+    if not rest:
+        doc = discovery.resource_list(group, version)
+        if doc is None:
+            raise errors.path_not_found()
+        return Target(document=doc)
+    if rest[0] == "watch" and len(rest) > 1:  # the deprecated /api/v1/watch/... form
+        if method != "GET":
+            raise errors.method_not_allowed(method)
+        rest = rest[1:]
+        query = {**query, "watch": "true"}
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) >= 3 and group == "":
+        if rest[2] in ("status", "finalize") and len(rest) == 3:
+            plural, name, sub = "namespaces", rest[1], rest[2]
+            rest = []
+        else:
+            namespace, rest = rest[1], rest[2:]
+    elif rest[0] == "namespaces" and len(rest) >= 3:
+        namespace, rest = rest[1], rest[2:]
+    if rest:
+        if len(rest) > 3:
+            raise errors.path_not_found()
+        plural = rest[0]
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+    resource = resource_for(group, version, plural)
+    if resource is None or (namespace and not resource.namespaced):
+        raise errors.path_not_found()
+    if sub and sub not in resource.subresources:
+        raise errors.path_not_found()
+    if resource.namespaced and not namespace and (name or method not in ("GET",)):
+        if name:
+            raise errors.path_not_found()
+        raise errors.method_not_allowed(method)
+    verb = _verb(method, name, sub, query)
+    if resource.plural == "bindings" and verb != "create":
+        raise errors.method_not_allowed(method)
+    return Target(verb, resource, namespace, name, sub, group)
+
+
+def _verb(method: str, name: str, sub: str, query: Mapping[str, str]) -> str:
+    if sub == "binding":
+        if method != "POST":
+            raise errors.method_not_allowed(method)
+        return "create"
+    table = {
+        ("GET", True): "get",
+        ("GET", False): "watch" if query.get("watch") in ("true", "1") else "list",
+        ("POST", False): "create",
+        ("PUT", True): "update",
+        ("PATCH", True): "patch",
+        ("DELETE", True): "delete",
+        ("DELETE", False): "deletecollection",
+    }
+    verb = table.get((method, bool(name)))
+    if verb is None or (sub == "status" and verb not in ("get", "update", "patch")):
+        raise errors.method_not_allowed(method)
+    return verb
+
+
+def _resolve_openapi(parts: list[str]) -> Target:
+    if parts == ["openapi", "v3"]:
+        return Target(document=discovery.openapi_root())
+    if len(parts) > 2 and parts[1] == "v3":
+        doc = discovery.openapi_document("/".join(parts[2:]))
+        if doc is not None:
+            return Target(document=doc)
+    raise errors.path_not_found()
+
+
+def _content_type(request: Request) -> str:
+    return (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+
+
+def decode_body(request: Request, *, allow_empty: bool = False) -> Any:
+    """Decode a JSON or YAML request body; a missing Content-Type means JSON.
+
+    Raises:
+        ApiError: 415 for other media types, 400 for bodies that do not decode.
+    """
+    content_type = _content_type(request)
+    if not request.body.strip():
+        if allow_empty:
+            return None
+        raise errors.bad_request("the request body is empty; expected a JSON object")
+    if content_type in ("", JSON, "*/*", "text/plain"):
+        try:
+            return _decode_json(request.body)
+        except msgspec.DecodeError as exc:
+            raise errors.bad_request(f"error decoding the request body as JSON: {exc}") from None
+    if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
+        import yaml
+
+        try:
+            return yaml.safe_load(request.body)
+        except yaml.YAMLError as exc:
+            raise errors.bad_request(f"error decoding the request body as YAML: {str(exc).splitlines()[0]}") from None
+    raise errors.unsupported_media_type(content_type)
+
+
+def _wants_table(request: Request) -> bool:
+    accept = request.headers.get("Accept") or ""
+    for option in accept.split(","):
+        params = {p.split("=", 1)[0].strip(): p.split("=", 1)[1].strip() for p in option.split(";")[1:] if "=" in p}
+        if params.get("as") == "Table" and params.get("g") == "meta.k8s.io":
+            return True
+        if option.split(";")[0].strip() in (JSON, "*/*", "application/*", "") and "as" not in params:
+            return False
+    return False
+
+
+def _check_accept(request: Request) -> None:
+    accept = request.headers.get("Accept") or ""
+    if not accept:
+        return
+    types = [option.split(";")[0].strip() for option in accept.split(",")]
+    if not any(t in (JSON, "*/*", "application/*", "application/yaml") for t in types):
+        raise errors.not_acceptable(accept)
+
+
+def _encode_continue(rv: int, key: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+        return int(data["rv"]), str(data["start"])
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise errors.bad_request(f"continue key is not valid: {token!r}") from None
+
+
+class Api:
+    """The REST semantics over a `Store` (one per sandbox).
+
+    Args:
+        store: where objects live.
+        bookmark_interval: seconds between BOOKMARK events on watches that allow them.
+    """
+
+    def __init__(self, store: Store, *, bookmark_interval: float = 5.0) -> None:
+        self.store = store
+        self.bookmark_interval = bookmark_interval
+        self.stopping = threading.Event()
+        self._watch_lock = threading.Lock()
+        # Weak, so a stream whose generator never ran (client gone before the headers) is forgotten.
+        self._watch_drops: weakref.WeakSet[threading.Event] = weakref.WeakSet()
+
+    # --- entry point ---------------------------------------------------------------------------
+    def handle(self, request: Request, target: Target) -> Response:
+        """Serve a resolved request; errors become ``Status`` responses."""
+        try:
+            if target.document is not None:
+                if "_text" in target.document:
+                    return Response(200, b"ok", "text/plain")
+                return json_response(200, target.document)
+            return self._dispatch(request, target)
+        except ApiError as error:
+            return error_response(error)
+
+    def _dispatch(self, request: Request, target: Target) -> Response:
+        assert target.resource is not None
+        if target.verb in ("get", "list", "watch"):
+            _check_accept(request)
+        if target.subresource == "binding" or target.resource.plural == "bindings":
+            return self._bind(request, target)
+        handler = {
+            "get": self._get,
+            "list": self._list,
+            "watch": self._watch,
+            "create": self._create,
+            "update": self._update,
+            "patch": self._patch,
+            "delete": self._delete,
+            "deletecollection": self._delete_collection,
+        }[target.verb]
+        return handler(request, target)
+
+    # --- reads ---------------------------------------------------------------------------------
+    def _entry(self, target: Target) -> Entry:
+        assert target.resource is not None
+        entry = self.store.get(target.resource.plural, object_key(target.namespace, target.name))
+        if entry is None:
+            raise errors.not_found(target.resource.plural, target.name, target.resource.group)
+        return entry
+
+    def _get(self, request: Request, target: Target) -> Response:
+        assert target.resource is not None
+        entry = self._entry(target)
+        if _wants_table(request):
+            obj = entry.object()
+            rv = obj["metadata"].get("resourceVersion", "")
+            return json_response(200, tables.table(target.resource, [obj], {"resourceVersion": rv}, _include(request)))
+        return Response(200, entry.raw)
+
+    def _selectors(self, request: Request, resource: Resource) -> tuple[LabelSelector, FieldSelector]:
+        try:
+            labels = parse_label_selector(request.query.get("labelSelector"))
+            known = {"metadata.name", "metadata.namespace", *resource.fields}
+            fields = parse_field_selector(request.query.get("fieldSelector"), known.__contains__)
+        except SelectorError as exc:
+            raise errors.bad_request(str(exc)) from None
+        return labels, fields
+
+    def _list(self, request: Request, target: Target) -> Response:
+        resource = target.resource
+        assert resource is not None
+        labels, fields = self._selectors(request, resource)
+        limit_text = request.query.get("limit", "0") or "0"
+        if not limit_text.isdigit():
+            raise errors.bad_request(f"limit: Invalid value: {limit_text!r}: must be a non-negative integer")
+        limit = int(limit_text)
+        after = ""
+        token_rv = 0
+        token = request.query.get("continue", "")
+        if token:
+            token_rv, after = _decode_continue(token)
+            if token_rv < self.store.compacted_rv:
+                raise errors.expired(
+                    "The provided continue parameter is too old to display a consistent list result. "
+                    "You can start a new list without the continue parameter."
+                )
+        if request.query.get("resourceVersion") == "0" and not token:
+            limit = 0  # served "from the cache", which ignores limit, as kube-apiserver does
+        found, rv, last, remaining = self.store.select(
+            resource.plural, target.namespace, labels, fields, limit=limit, after=after
+        )
+        # Every page reports the first page's resourceVersion, as kube-apiserver's snapshot does: a
+        # watch started from it replays whatever changed while the client paged (never misses it).
+        list_rv = token_rv if token else rv
+        metadata: dict[str, Any] = {"resourceVersion": str(list_rv)}
+        if last:
+            metadata["continue"] = _encode_continue(list_rv, last)
+            if remaining >= 0:
+                metadata["remainingItemCount"] = remaining
+        if _wants_table(request):
+            return json_response(200, tables.table(resource, [e.object() for e in found], metadata, _include(request)))
+        head = (
+            b'{"kind":"'
+            + resource.list_kind.encode()
+            + b'","apiVersion":"'
+            + resource.api_version.encode()
+            + b'","metadata":'
+            + _encode(metadata)
+            + b',"items":['
+        )
+        return Response(200, b"".join((head, b",".join(e.raw for e in found), b"]}")))
+
+    # --- watch ---------------------------------------------------------------------------------
+    def drop_watches(self) -> None:
+        """Break off every open watch stream (the clients see a dropped connection)."""
+        with self._watch_lock:
+            drops = list(self._watch_drops)
+        for drop in drops:
+            drop.set()
+        with self.store.changed:
+            self.store.changed.notify_all()
+
+    def _watch(self, request: Request, target: Target) -> Response:
+        resource = target.resource
+        assert resource is not None
+        labels, fields = self._selectors(request, resource)
+        query = request.query
+        try:
+            timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+        except ValueError:
+            raise errors.bad_request(f"timeoutSeconds: Invalid value: {query.get('timeoutSeconds')!r}") from None
+        rv_text = query.get("resourceVersion", "")
+        if rv_text not in ("", "0") and not rv_text.isdigit():
+            raise errors.bad_request(f"resourceVersion: Invalid value: {rv_text!r}")
+        send_initial = query.get("sendInitialEvents") == "true"
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        table = _wants_table(request)
+        include = _include(request)
+        initial: list[Entry] = []
+        expired: str | None = None
+        with self.store.lock:
+            if rv_text in ("", "0") or send_initial:
+                initial = self.store.select(resource.plural, target.namespace, labels, fields)[0]
+                start_rv = self.store.resource_version
+                cursor = self.store.cursor_after(start_rv)
+            else:
+                start_rv = int(rv_text)
+                try:
+                    cursor = self.store.cursor_after(start_rv)
+                except ExpiredError as exc:
+                    expired, cursor = str(exc), 0
+        drop = threading.Event()
+        with self._watch_lock:  # registered before the headers go out: a drop right after them counts
+            self._watch_drops.add(drop)
+        stream = self._stream(
+            resource,
+            target.namespace,
+            labels,
+            fields,
+            initial,
+            cursor,
+            start_rv,
+            timeout,
+            bookmarks=bookmarks,
+            send_initial=send_initial,
+            table=table,
+            include=include,
+            expired=expired,
+            drop=drop,
+        )
+        return Response(200, stream=stream)
+
+    def _stream(
+        self,
+        resource: Resource,
+        namespace: str,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        initial: list[Entry],
+        cursor: int,
+        last_rv: int,
+        timeout: float,
+        *,
+        bookmarks: bool,
+        send_initial: bool,
+        table: bool,
+        include: str,
+        expired: str | None,
+        drop: threading.Event,
+    ) -> Iterator[bytes]:
+        headers = [True]
+
+        def event(kind: str, entry: Entry) -> bytes:
+            if table:
+                obj = tables.table(resource, [entry.object()], {"resourceVersion": ""}, include, headers=headers[0])
+                headers[0] = False
+                return b'{"type":"' + kind.encode() + b'","object":' + _encode(obj) + b"}\n"
+            return b'{"type":"' + kind.encode() + b'","object":' + entry.raw + b"}\n"
+
+        def bookmark(rv: int, end_of_initial: bool = False) -> bytes:
+            meta: dict[str, Any] = {"resourceVersion": str(rv)}
+            if end_of_initial:
+                meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+            body = {"kind": resource.kind, "apiVersion": resource.api_version, "metadata": meta}
+            return _encode({"type": "BOOKMARK", "object": body}) + b"\n"
+
+        if expired is not None:
+            error = errors.expired(expired)
+            yield _encode({"type": "ERROR", "object": error.status()}) + b"\n"
+            return
+        try:
+            if drop.is_set():
+                raise DroppedConnectionError()
+            deadline = time.monotonic() + timeout
+            for entry in initial:
+                yield event("ADDED", entry)
+            if send_initial:
+                yield bookmark(last_rv, end_of_initial=True)
+            last_bookmark = time.monotonic()
+            while True:
+                if drop.is_set():
+                    raise DroppedConnectionError()
+                now = time.monotonic()
+                if now >= deadline or self.stopping.is_set() or self.store.closed:
+                    return
+                wait = deadline - now
+                if bookmarks:
+                    wait = min(wait, max(0.01, last_bookmark + self.bookmark_interval - now))
+                try:
+                    changes, cursor = self.store.changes_since(cursor, min(wait, 1.0), drop)
+                except ExpiredError as exc:
+                    yield _encode({"type": "ERROR", "object": errors.expired(str(exc)).status()}) + b"\n"
+                    return
+                for change in changes:
+                    last_rv = change.rv
+                    kind = _visible(change, resource, namespace, labels, fields)
+                    if kind:
+                        yield event(kind, change.entry)
+                if bookmarks and time.monotonic() - last_bookmark >= self.bookmark_interval:
+                    last_rv = max(last_rv, self.store.resource_version) if not changes else last_rv
+                    yield bookmark(last_rv)
+                    last_bookmark = time.monotonic()
+        finally:
+            with self._watch_lock:
+                self._watch_drops.discard(drop)
+
+    # --- writes --------------------------------------------------------------------------------
+    def _create(self, request: Request, target: Target) -> Response:
+        resource = target.resource
+        assert resource is not None
+        obj = objects.prepare_create(resource, decode_body(request), target.namespace)
+        dry_run = request.query.get("dryRun") == "All"
+        with self.store.lock:
+            key = object_key(obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+            if self.store.get(resource.plural, key) is not None:
+                raise errors.already_exists(resource.plural, obj["metadata"]["name"], resource.group)
+            if not dry_run:
+                self.store.put(resource.plural, key, obj)
+        return json_response(201, obj)
+
+    def _write_update(self, target: Target, old: dict[str, Any], new: dict[str, Any], dry_run: bool) -> Response:
+        resource = target.resource
+        assert resource is not None
+        old_rv = old["metadata"]["resourceVersion"]
+        new["metadata"]["resourceVersion"] = old_rv
+        if new == old or dry_run:
+            return json_response(200, new)
+        self.store.put(resource.plural, object_key(target.namespace, target.name), new)
+        return json_response(200, new)
+
+    def _update(self, request: Request, target: Target) -> Response:
+        resource = target.resource
+        assert resource is not None
+        body = decode_body(request)
+        with self.store.lock:
+            entry = self.store.get(resource.plural, object_key(target.namespace, target.name))
+            if entry is None:
+                if resource.plural == "events" and not target.subresource:
+                    return self._create(request, target)
+                raise errors.not_found(resource.plural, target.name, resource.group)
+            old = entry.object()
+            new = objects.prepare_update(resource, old, body, target.name, target.subresource)
+            return self._write_update(target, old, new, request.query.get("dryRun") == "All")
+
+    def _patch(self, request: Request, target: Target) -> Response:
+        resource = target.resource
+        assert resource is not None
+        content_type = _content_type(request)
+        kind = PATCH_TYPES.get(content_type)
+        if kind is None:
+            raise errors.unsupported_media_type(content_type)
+        try:
+            body = _decode_json(request.body)
+        except msgspec.DecodeError as exc:
+            raise errors.bad_request(f"error decoding patch: {exc}") from None
+        with self.store.lock:
+            entry = self._entry(target)
+            old = entry.object()
+            try:
+                if kind == "json":
+                    patched = patch.json_patch(old, body)
+                elif kind == "merge":
+                    if not isinstance(body, dict):
+                        raise patch.PatchError("merge patch body must be a JSON object")
+                    patched = patch.merge_patch(old, body)
+                else:
+                    patched = patch.strategic_merge_patch(old, body)
+            except patch.PatchError as exc:
+                raise errors.bad_request(str(exc)) from None
+            except patch.PatchConflictError as exc:
+                raise errors.invalid(resource.kind, target.name, [str(exc)], resource.group) from None
+            new = objects.prepare_update(resource, old, patched, target.name, target.subresource)
+            return self._write_update(target, old, new, request.query.get("dryRun") == "All")
+
+    def _delete_options(self, request: Request) -> dict[str, Any]:
+        body = decode_body(request, allow_empty=True) if request.body else None
+        if body is None:
+            return {}
+        if not isinstance(body, dict):
+            raise errors.bad_request("DeleteOptions must be a JSON object")
+        return body
+
+    def _delete(self, request: Request, target: Target) -> Response:
+        resource = target.resource
+        assert resource is not None
+        options = self._delete_options(request)
+        dry_run = request.query.get("dryRun") == "All" or "All" in (options.get("dryRun") or [])
+        with self.store.lock:
+            entry = self._entry(target)
+            obj = entry.object()
+            meta = obj["metadata"]
+            pre = options.get("preconditions") or {}
+            if pre.get("uid") and pre["uid"] != meta.get("uid"):
+                raise errors.conflict(
+                    resource.plural,
+                    target.name,
+                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}",
+                    resource.group,
+                )
+            if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+                raise errors.conflict(
+                    resource.plural,
+                    target.name,
+                    f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                    f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+                    resource.group,
+                )
+            if not dry_run:
+                if resource.plural == "namespaces":
+                    self._empty_namespace(target.name)
+                removed = self.store.remove(resource.plural, object_key(target.namespace, target.name))
+                if removed is not None:
+                    obj = removed.object()
+        if resource.plural in ("pods", "namespaces"):
+            obj["metadata"].setdefault("deletionTimestamp", objects.now())
+            obj["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+            if resource.plural == "namespaces":
+                obj.setdefault("status", {})["phase"] = "Terminating"
+            return json_response(200, obj)
+        details = {"name": target.name, "kind": resource.plural, "uid": meta.get("uid", "")}
+        if resource.group:
+            details["group"] = resource.group
+        return json_response(200, errors.success(200, details))
+
+    def _empty_namespace(self, namespace: str) -> None:
+        for resource in BY_PLURAL.values():
+            if not resource.namespaced or resource.plural == "bindings":
+                continue
+            for entry in self.store.select(resource.plural, namespace)[0]:
+                meta = entry.object().get("metadata") or {}
+                self.store.remove(resource.plural, object_key(namespace, meta.get("name", "")))
+
+    def _delete_collection(self, request: Request, target: Target) -> Response:
+        resource = target.resource
+        assert resource is not None
+        labels, fields = self._selectors(request, resource)
+        deleted: list[bytes] = []
+        with self.store.lock:
+            for entry in self.store.select(resource.plural, target.namespace, labels, fields)[0]:
+                meta = entry.object()["metadata"]
+                removed = self.store.remove(resource.plural, object_key(meta.get("namespace", ""), meta["name"]))
+                if removed is not None:
+                    deleted.append(removed.raw)
+            rv = self.store.resource_version
+        head = (
+            b'{"kind":"'
+            + resource.list_kind.encode()
+            + b'","apiVersion":"'
+            + resource.api_version.encode()
+            + b'","metadata":{"resourceVersion":"'
+            + str(rv).encode()
+            + b'"},"items":['
+        )
+        return Response(200, head + b",".join(deleted) + b"]}")
+
+    def _bind(self, request: Request, target: Target) -> Response:
+        body = decode_body(request)
+        if not isinstance(body, dict):
+            raise errors.bad_request("a Binding must be a JSON object")
+        meta = body.get("metadata") or {}
+        name = target.name or str(meta.get("name") or "")
+        if not name:
+            raise errors.invalid("Binding", "", ["metadata.name: Required value"])
+        if target.name and meta.get("name") and meta["name"] != target.name:
+            raise errors.bad_request(
+                f"name in URL ({target.name}) does not match name in Binding object ({meta['name']})"
+            )
+        node = str((body.get("target") or {}).get("name") or "")
+        if not node:
+            raise errors.invalid("Binding", name, ["target.name: Required value"])
+        pods = BY_PLURAL["pods"]
+        with self.store.lock:
+            entry = self.store.get("pods", object_key(target.namespace, name))
+            if entry is None:
+                raise errors.not_found("pods", name)
+            pod = entry.object()
+            pod_meta = pod["metadata"]
+            if meta.get("uid") and meta["uid"] != pod_meta.get("uid"):
+                raise errors.conflict(
+                    "pods/binding",
+                    name,
+                    f"Precondition failed: UID in precondition: {meta['uid']}, "
+                    f"UID in object meta: {pod_meta.get('uid')}",
+                )
+            if pod_meta.get("deletionTimestamp"):
+                raise errors.conflict(
+                    "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host"
+                )
+            spec = pod.setdefault("spec", {})
+            if spec.get("nodeName"):
+                raise errors.conflict(
+                    "pods/binding", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+                )
+            spec["nodeName"] = node
+            annotations = meta.get("annotations") or {}
+            if annotations:
+                pod_meta.setdefault("annotations", {}).update(annotations)
+            conditions = pod.setdefault("status", {}).setdefault("conditions", [])
+            conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": objects.now()})
+            if request.query.get("dryRun") != "All":
+                self.store.put(pods.plural, object_key(target.namespace, name), pod)
+        return json_response(201, errors.success(201))
+
+
+def _include(request: Request) -> str:
+    return request.query.get("includeObject") or "PartialObjectMetadata"
+
+
+def _visible(change: Change, resource: Resource, namespace: str, labels: LabelSelector, fields: FieldSelector) -> str:
+    """The event type a watcher with these filters sees for a change ("" for none)."""
+    if change.plural != resource.plural or (namespace and change.namespace != namespace):
+        return ""
+    if not labels and not fields:
+        return change.type
+    now = labels_match(labels, change.entry.labels) and fields_match(fields, change.entry.fields)
+    if change.type != "MODIFIED" or change.previous is None:
+        return change.type if now else ""
+    before = labels_match(labels, change.previous.labels) and fields_match(fields, change.previous.fields)
+    if now and before:
+        return "MODIFIED"
+    if now:
+        return "ADDED"
+    return "DELETED" if before else ""

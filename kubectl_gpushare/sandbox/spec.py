@@ -1,0 +1,543 @@
+"""Cluster specs: a declarative YAML description of a GPU cluster, and a generator for big ones.
+
+Owns how test and demo clusters look: GPU nodes with ``aliyun.com/gpu-mem`` and
+``aliyun.com/gpu-count`` in capacity and allocatable, ``InternalIP`` addresses (data only, never
+contacted), the ``gpushare=true`` and ``nvidia.com/gpu.*`` labels, taints and unhealthy-GPU
+ConfigMaps; pods with ``aliyun.com/gpu-mem`` limits, phases and the annotations the original
+scheduler extender writes on bind. Generated data never over-commits a GPU and is deterministic
+for a seed. Produces plain dicts for `Sandbox.load`; does no I/O except reading a spec file.
+
+A spec file (all keys optional)::
+
+    namespaces: [default, team-a]
+    nodes:
+      - {name: gpu-a, gpus: 4, gpuMemory: 16, product: Tesla-T4, taints: [{key: k, effect: NoSchedule}]}
+      - {name: gpu-b, gpuMemories: [24, 48], unhealthy: [1]}
+    pods:
+      - {name: train, namespace: team-a, node: gpu-a, gpu: 0, memory: 8, phase: Running}
+      - {name: waiting, memory: 4}                      # unbound, Pending
+    generate: {nodes: 100, gpusPerNode: 8, gpuMemory: 80, pods: 2000, seed: 1}
+    objects: []                                        # any other Kubernetes objects, verbatim
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from kubectl_gpushare import protocol
+
+DEFAULT_PRODUCT = "NVIDIA-A100-SXM4-80GB"
+REQUEST_SIZES = (1, 2, 2, 4, 4, 4, 8, 8, 10, 16, 20, 40)
+"""Typical per-pod GPU memory requests (in the memory unit), sampled by the generator."""
+_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+class SpecError(ValueError):
+    """A spec file that cannot be used; the message says where and why, in one line."""
+
+
+class TaintSpec(msgspec.Struct, forbid_unknown_fields=True):
+    """A node taint."""
+
+    key: str
+    effect: str = "NoSchedule"
+    value: str | None = None
+
+
+class NodeSpec(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    """One node of a spec file."""
+
+    name: str
+    gpus: int = 0
+    gpu_memory: int = 0
+    gpu_memories: list[int] | None = None
+    product: str = DEFAULT_PRODUCT
+    ip: str | None = None
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    taints: list[TaintSpec] = []
+    unhealthy: list[int] = []
+    gpushare: bool = True
+    ready: bool = True
+
+
+class PodSpec(msgspec.Struct, forbid_unknown_fields=True):
+    """One pod of a spec file."""
+
+    name: str
+    namespace: str = "default"
+    node: str | None = None
+    gpu: int | None = None
+    memory: int | None = None
+    containers: list[int] | None = None
+    phase: str | None = None
+    assigned: bool | None = None
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+
+
+class GenerateSpec(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    """Options of the generator, as written in a spec file."""
+
+    nodes: int = 10
+    gpus_per_node: int = 8
+    gpu_memory: int = 80
+    pods: int = 0
+    seed: int = 0
+    namespaces: int = 4
+    pending_fraction: float = 0.05
+    finished_fraction: float = 0.05
+    unindexed_fraction: float = 0.02
+    node_prefix: str = "gpu-node-"
+
+
+class ClusterSpec(msgspec.Struct, forbid_unknown_fields=True):
+    """A whole spec file."""
+
+    namespaces: list[str] = []
+    nodes: list[NodeSpec] = []
+    pods: list[PodSpec] = []
+    generate: GenerateSpec | None = None
+    objects: list[dict[str, Any]] = []
+
+
+def _stable_hex(seed: str, length: int) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest()[:length]
+
+
+def _timestamp(offset_seconds: int, epoch: datetime = _EPOCH) -> str:
+    return (epoch + timedelta(seconds=offset_seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _pod_ip(index: int) -> str:
+    subnet, host = divmod(index, 254)
+    return f"10.{128 + (subnet >> 8 & 127)}.{subnet & 255}.{host + 1}"
+
+
+def namespace_object(name: str) -> dict[str, Any]:
+    """A Namespace object."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def node_object(
+    name: str,
+    gpu_memories: list[int],
+    *,
+    ip: str,
+    product: str = DEFAULT_PRODUCT,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    gpushare: bool = True,
+    ready: bool = True,
+    created: str | None = None,
+) -> dict[str, Any]:
+    """A GPU node as the gpushare device plugin leaves it (an empty list gives a CPU-only node)."""
+    total = sum(gpu_memories)
+    all_labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+    }
+    resources: dict[str, str] = {"cpu": "96", "memory": "1056816536Ki", "pods": "110", "ephemeral-storage": "1Ti"}
+    if gpu_memories:
+        if gpushare:
+            all_labels[protocol.LABEL_GPUSHARE] = "true"
+        all_labels[protocol.LABEL_GPU_PRODUCT] = product
+        all_labels[protocol.LABEL_GPU_COUNT] = str(len(gpu_memories))
+        all_labels[protocol.LABEL_GPU_MEMORY] = str(min(gpu_memories) * 1024)
+        resources[protocol.RESOURCE_MEM] = str(total)
+        resources[protocol.RESOURCE_COUNT] = str(len(gpu_memories))
+    all_labels.update(labels or {})
+    node_annotations = dict(annotations or {})
+    if gpu_memories and len(set(gpu_memories)) > 1:
+        node_annotations.setdefault(
+            protocol.ANN_NODE_GPUS,
+            protocol.format_node_gpus(
+                [{"index": i, "memory": m, "model": product} for i, m in enumerate(gpu_memories)]
+            ),
+        )
+    heartbeat = created or _timestamp(0)
+    metadata: dict[str, Any] = {"name": name, "labels": all_labels}
+    if node_annotations:
+        metadata["annotations"] = node_annotations
+    if created:
+        metadata["creationTimestamp"] = created
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = taints
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": metadata,
+        "spec": spec,
+        "status": {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": "KubeletReady" if ready else "KubeletNotReady",
+                    "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": heartbeat,
+                    "lastTransitionTime": heartbeat,
+                }
+            ],
+            "nodeInfo": {
+                "machineID": _stable_hex(name, 32),
+                "systemUUID": str(uuid.UUID(_stable_hex(name + "/system", 32))),
+                "bootID": str(uuid.UUID(_stable_hex(name + "/boot", 32))),
+                "kubeletVersion": "v1.32.0",
+                "kubeProxyVersion": "v1.32.0",
+                "osImage": "Ubuntu 22.04.4 LTS",
+                "kernelVersion": "5.15.0-105-generic",
+                "containerRuntimeVersion": "containerd://1.7.13",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+def unhealthy_configmap(node: str, gpus: list[int]) -> dict[str, Any]:
+    """The ConfigMap that marks GPUs of a node unhealthy (read by the extender)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": protocol.UNHEALTHY_CM_PREFIX + node, "namespace": protocol.UNHEALTHY_CM_NAMESPACE},
+        "data": {protocol.UNHEALTHY_CM_KEY: ",".join(str(g) for g in gpus)},
+    }
+
+
+def pod_object(
+    name: str,
+    namespace: str,
+    requests: list[int],
+    *,
+    node: str | None = None,
+    gpu: int | None = None,
+    gpu_memory: int | None = None,
+    phase: str | None = None,
+    assigned: bool | None = None,
+    assume_time: int = 0,
+    ip: str | None = None,
+    uid: str | None = None,
+    created: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A pod with per-container ``aliyun.com/gpu-mem`` limits and, when placed, the extender's annotations.
+
+    Args:
+        name: pod name.
+        namespace: its namespace.
+        requests: GPU memory per container (0 leaves a container without the limit).
+        node: the node it is bound to (None: unbound and Pending).
+        gpu: the GPU index the extender chose (None: no ``ALIYUN_COM_GPU_MEM_IDX``).
+        gpu_memory: that GPU's total memory, for ``ALIYUN_COM_GPU_MEM_DEV``.
+        phase: the pod phase (default Running when bound with an index, else Pending).
+        assigned: ``ALIYUN_COM_GPU_MEM_ASSIGNED`` (default: true once Running).
+        assume_time: ``ALIYUN_COM_GPU_MEM_ASSUME_TIME`` in unix nanoseconds.
+        ip: status.podIP when running.
+        uid: metadata.uid (generated on load when None).
+        created: creationTimestamp.
+        labels: extra labels.
+        annotations: extra annotations.
+    """
+    phase = phase or ("Running" if node and gpu is not None else "Pending")
+    containers: list[dict[str, Any]] = []
+    for i, request in enumerate(requests):
+        container: dict[str, Any] = {
+            "name": "main" if i == 0 else f"sidecar-{i}",
+            "image": "nvcr.io/nvidia/cuda:12.4.1-base",
+        }
+        if request > 0:
+            quantity = {protocol.RESOURCE_MEM: str(request)}
+            container["resources"] = {"limits": dict(quantity), "requests": dict(quantity)}
+        containers.append(container)
+    pod_annotations: dict[str, str] = {}
+    if node and gpu is not None:
+        pod_annotations[protocol.ANN_IDX] = str(gpu)
+        pod_annotations[protocol.ANN_POD] = str(sum(requests))
+        if gpu_memory is not None:
+            pod_annotations[protocol.ANN_DEV] = str(gpu_memory)
+        is_assigned = assigned if assigned is not None else phase != "Pending"
+        pod_annotations[protocol.ANN_ASSIGNED] = protocol.ASSIGNED_TRUE if is_assigned else protocol.ASSIGNED_FALSE
+        pod_annotations[protocol.ANN_ASSUME_TIME] = str(assume_time)
+    pod_annotations.update(annotations or {})
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"app": name.rsplit("-", 1)[0]}}
+    metadata["labels"].update(labels or {})
+    if pod_annotations:
+        metadata["annotations"] = pod_annotations
+    if uid:
+        metadata["uid"] = uid
+    if created:
+        metadata["creationTimestamp"] = created
+    spec: dict[str, Any] = {"containers": containers, "restartPolicy": "Always", "schedulerName": "default-scheduler"}
+    if node:
+        spec["nodeName"] = node
+    status: dict[str, Any] = {"phase": phase}
+    if phase == "Running":
+        status["podIP"] = ip or "10.244.0.1"
+        status["containerStatuses"] = [
+            {
+                "name": c["name"],
+                "ready": True,
+                "restartCount": 0,
+                "image": c["image"],
+                "imageID": "",
+                "started": True,
+                "state": {"running": {"startedAt": created or _timestamp(0)}},
+            }
+            for c in containers
+        ]
+    if not node:
+        status["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "waiting for a GPU"}
+        ]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+def _node_ip(index: int) -> str:
+    return f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
+
+
+def generate_cluster(
+    nodes: int = 10,
+    gpus_per_node: int = 8,
+    pods: int = 0,
+    seed: int = 0,
+    *,
+    gpu_memory: int = 80,
+    namespaces: int = 4,
+    pending_fraction: float = 0.05,
+    finished_fraction: float = 0.05,
+    unindexed_fraction: float = 0.02,
+    node_prefix: str = "gpu-node-",
+    epoch: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """Generate namespaces, GPU nodes and GPU pods, deterministically for ``seed``.
+
+    Placed pods fill GPUs without ever exceeding a GPU's memory; a pod that fits nowhere is left
+    unbound and Pending. 100,000 pods take a few seconds.
+
+    Args:
+        nodes: how many GPU nodes (0 for an empty cluster).
+        gpus_per_node: GPUs per node.
+        pods: how many pods.
+        seed: random seed.
+        gpu_memory: memory per GPU, in the memory unit (GiB by default).
+        namespaces: pods are spread over ``default`` and ``team-1`` .. ``team-(n-1)``.
+        pending_fraction: share of pods left unbound and Pending.
+        finished_fraction: share of placed pods that are Succeeded or Failed (not counted).
+        unindexed_fraction: share of placed pods bound to a node but with no GPU index yet.
+        node_prefix: node names are ``<prefix><number>``.
+        epoch: nodes are created from this time on and pods an hour later, one per second (default
+            a fixed date, so output is identical for a seed; the CLI passes "now" minus that span).
+
+    Returns:
+        Objects for `Sandbox.load` (namespaces first, then nodes, then pods).
+    """
+    rng = random.Random(seed)
+    start = epoch or _EPOCH
+    names = ["default"] + [f"team-{i}" for i in range(1, max(namespaces, 1))]
+    objects: list[dict[str, Any]] = [namespace_object(name) for name in names]
+    width = max(len(str(max(nodes - 1, 0))), 3)
+    node_names = [f"{node_prefix}{i:0{width}d}" for i in range(nodes)]
+    for i, name in enumerate(node_names):
+        objects.append(
+            node_object(name, [gpu_memory] * gpus_per_node, ip=_node_ip(i + 1), created=_timestamp(i % 3600, start))
+        )
+    free = [[gpu_memory] * gpus_per_node for _ in range(nodes)]
+    open_nodes = list(range(nodes)) if gpus_per_node and gpu_memory > 0 else []
+    assume_base = int(start.timestamp()) * 1_000_000_000
+    for i in range(pods):
+        namespace = names[i % len(names)]
+        request = min(rng.choice(REQUEST_SIZES), max(gpu_memory, 1))
+        name = f"job-{i:06d}-{rng.randrange(16**5):05x}"
+        created = _timestamp(3600 + i, start)
+        roll = rng.random()
+        placed: tuple[int, int] | None = None
+        if roll >= pending_fraction and open_nodes:
+            for _ in range(8):
+                slot = rng.randrange(len(open_nodes))
+                node_index = open_nodes[slot]
+                gpus = free[node_index]
+                fitting = [g for g, f in enumerate(gpus) if f >= request]
+                if fitting:
+                    placed = (node_index, min(fitting, key=lambda g: (gpus[g], g)))
+                    break
+                if max(gpus) < min(REQUEST_SIZES):
+                    open_nodes[slot] = open_nodes[-1]
+                    open_nodes.pop()
+                    if not open_nodes:
+                        break
+        if placed is None:
+            objects.append(pod_object(name, namespace, [request], created=created))
+            continue
+        node_index, gpu = placed
+        outcome = rng.random()
+        if outcome < finished_fraction:
+            phase = "Succeeded" if outcome < finished_fraction / 2 else "Failed"
+            objects.append(
+                pod_object(
+                    name,
+                    namespace,
+                    [request],
+                    node=node_names[node_index],
+                    gpu=gpu,
+                    gpu_memory=gpu_memory,
+                    phase=phase,
+                    assigned=True,
+                    assume_time=assume_base + i,
+                    created=created,
+                )
+            )
+            continue
+        free[node_index][gpu] -= request
+        if outcome < finished_fraction + unindexed_fraction:
+            objects.append(pod_object(name, namespace, [request], node=node_names[node_index], created=created))
+            continue
+        objects.append(
+            pod_object(
+                name,
+                namespace,
+                [request],
+                node=node_names[node_index],
+                gpu=gpu,
+                gpu_memory=gpu_memory,
+                assume_time=assume_base + i,
+                ip=_pod_ip(i),
+                created=created,
+            )
+        )
+    return objects
+
+
+def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = []
+    seen_namespaces: set[str] = set()
+
+    def add_namespace(name: str) -> None:
+        if name not in seen_namespaces:
+            seen_namespaces.add(name)
+            objects.append(namespace_object(name))
+
+    for name in spec.namespaces or ["default"]:
+        add_namespace(name)
+    gpu_of: dict[str, list[int]] = {}
+    for index, node in enumerate(spec.nodes):
+        memories = node.gpu_memories if node.gpu_memories is not None else [node.gpu_memory] * node.gpus
+        if node.gpu_memories is not None and node.gpus and node.gpus != len(node.gpu_memories):
+            raise SpecError(f"node {node.name}: gpus={node.gpus} but {len(node.gpu_memories)} gpuMemories")
+        if any(m < 0 for m in memories) or node.gpus < 0:
+            raise SpecError(f"node {node.name}: GPU counts and memory must not be negative")
+        gpu_of[node.name] = memories
+        taints = [{k: v for k, v in msgspec.structs.asdict(t).items() if v is not None} for t in node.taints]
+        objects.append(
+            node_object(
+                node.name,
+                memories,
+                ip=node.ip or _node_ip(index + 1),
+                product=node.product,
+                labels=node.labels,
+                annotations=node.annotations,
+                taints=taints,
+                gpushare=node.gpushare,
+                ready=node.ready,
+            )
+        )
+        if node.unhealthy:
+            add_namespace(protocol.UNHEALTHY_CM_NAMESPACE)
+            objects.append(unhealthy_configmap(node.name, node.unhealthy))
+    for pod in spec.pods:
+        requests = pod.containers if pod.containers is not None else [pod.memory or 0]
+        if pod.node is not None and pod.node not in gpu_of:
+            raise SpecError(f"pod {pod.namespace}/{pod.name}: node {pod.node!r} is not in the spec")
+        memories = gpu_of.get(pod.node or "", [])
+        if pod.gpu is not None and not 0 <= pod.gpu < max(len(memories), 1):
+            raise SpecError(f"pod {pod.namespace}/{pod.name}: node {pod.node} has no GPU {pod.gpu}")
+        add_namespace(pod.namespace)
+        objects.append(
+            pod_object(
+                pod.name,
+                pod.namespace,
+                requests,
+                node=pod.node,
+                gpu=pod.gpu if pod.node else None,
+                gpu_memory=memories[pod.gpu] if memories and pod.gpu is not None else None,
+                phase=pod.phase,
+                assigned=pod.assigned,
+                labels=pod.labels,
+                annotations=pod.annotations,
+            )
+        )
+    if spec.generate is not None:
+        g = spec.generate
+        generated = generate_cluster(
+            g.nodes,
+            g.gpus_per_node,
+            g.pods,
+            g.seed,
+            gpu_memory=g.gpu_memory,
+            namespaces=g.namespaces,
+            pending_fraction=g.pending_fraction,
+            finished_fraction=g.finished_fraction,
+            unindexed_fraction=g.unindexed_fraction,
+            node_prefix=g.node_prefix,
+        )
+        for obj in generated:
+            if obj["kind"] == "Namespace":
+                if obj["metadata"]["name"] in seen_namespaces:
+                    continue
+                seen_namespaces.add(obj["metadata"]["name"])
+            objects.append(obj)
+    for raw in spec.objects:
+        if not isinstance(raw, dict) or not raw.get("kind") or not (raw.get("metadata") or {}).get("name"):
+            raise SpecError("objects: every entry needs kind and metadata.name")
+        objects.append(raw)
+    return objects
+
+
+def parse_spec(text: str, source: str = "<spec>") -> list[dict[str, Any]]:
+    """Build the objects a YAML spec describes.
+
+    Raises:
+        SpecError: the YAML does not parse or does not match the spec format.
+    """
+    import yaml
+
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{source}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    try:
+        spec = msgspec.convert(raw, ClusterSpec)
+    except msgspec.ValidationError as exc:
+        raise SpecError(f"{source}: {exc}") from None
+    try:
+        return _from_spec(spec)
+    except SpecError as exc:
+        raise SpecError(f"{source}: {exc}") from None
+
+
+def load_spec(path: str | Path) -> list[dict[str, Any]]:
+    """Read a YAML spec file and build its objects.
+
+    Raises:
+        SpecError: the file cannot be read or is not a valid spec.
+    """
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SpecError(f"{path}: {exc.strerror or exc}") from None
+    return parse_spec(text, str(path))

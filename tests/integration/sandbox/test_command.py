@@ -1,0 +1,141 @@
+"""`kubectl gpushare sandbox` as a user runs it: foreground process, kubeconfig, SIGTERM, --state."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = Path(sys.executable).parent / "kubectl-gpushare"
+
+
+def start(*args: str) -> tuple[subprocess.Popen[str], int]:
+    process = subprocess.Popen(
+        [str(SCRIPT), "sandbox", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    banner = process.stdout.readline()
+    assert banner.startswith("Sandbox API server listening on http://127.0.0.1:"), banner + process.stderr.read()
+    port = int(banner.split("127.0.0.1:")[1].split()[0])
+    return process, port
+
+
+def call(port: int, method: str, path: str, body: object = None) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request(method, path, body=None if body is None else json.dumps(body))
+    response = conn.getresponse()
+    data = json.loads(response.read())
+    conn.close()
+    return response.status, data
+
+
+def stop(process: subprocess.Popen[str]) -> str:
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err
+    return err
+
+
+def test_state_survives_a_restart(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    kubeconfig = tmp_path / "kc"
+    process, port = start("--nodes", "2", "--pods", "3", "--kubeconfig", str(kubeconfig), "--state", str(state))
+    try:
+        assert f"http://127.0.0.1:{port}" in kubeconfig.read_text()
+        _, nodes = call(port, "GET", "/api/v1/nodes")
+        assert len(nodes["items"]) == 2
+        status, created = call(
+            port,
+            "POST",
+            "/api/v1/namespaces/kube-system/configmaps",
+            {"metadata": {"name": "unhealthy-gpu-gpu-node-000"}, "data": {"gpus": "1"}},
+        )
+        assert status == 201
+    finally:
+        err = stop(process)
+    assert "State saved" in err and state.exists()
+    process, port = start("--nodes", "5", "--kubeconfig", str(kubeconfig), "--state", str(state))
+    try:
+        _, nodes = call(port, "GET", "/api/v1/nodes")
+        assert len(nodes["items"]) == 2, "the saved state wins over the seed options"
+        _, cm = call(port, "GET", "/api/v1/namespaces/kube-system/configmaps/unhealthy-gpu-gpu-node-000")
+        assert cm["data"] == {"gpus": "1"} and cm["metadata"]["uid"] == created["metadata"]["uid"]
+        _, again = call(port, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "later"}})
+        assert int(again["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    finally:
+        stop(process)
+
+
+def test_empty_cluster_and_ctrl_c(tmp_path: Path) -> None:
+    process, port = start("--nodes", "0", "--kubeconfig", str(tmp_path / "kc"))
+    _, nodes = call(port, "GET", "/api/v1/nodes")
+    _, pods = call(port, "GET", "/api/v1/pods")
+    assert nodes["items"] == [] and pods["items"] == []
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=15)
+    assert process.returncode == 0
+
+
+def test_bad_spec_and_busy_port_exit_with_documented_codes(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("nodes: [{name: a, colour: red}]\n")
+    result = subprocess.run([str(SCRIPT), "sandbox", "--spec", str(spec)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr.startswith("Error: ") and "colour" in result.stderr and "Traceback" not in result.stderr
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [str(SCRIPT), "sandbox", "--port", str(port), "--kubeconfig", str(tmp_path / "kc")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert result.returncode == 3 and "cannot start the sandbox" in result.stderr
+    spec.write_text("objects: [{kind: Widget, metadata: {name: w}}]\n")
+    result = subprocess.run(
+        [str(SCRIPT), "sandbox", "--spec", str(spec), "--kubeconfig", str(tmp_path / "kc")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2 and "Widget" in result.stderr and "Traceback" not in result.stderr
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    result = subprocess.run(
+        [str(SCRIPT), "sandbox", "--nodes", "0", "--kubeconfig", str(blocked / "kc")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    corrupt = tmp_path / "state.json"
+    corrupt.write_text("{not json")
+    result = subprocess.run(
+        [str(SCRIPT), "sandbox", "--state", str(corrupt), "--kubeconfig", str(tmp_path / "kc")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 3 and "not a sandbox state file" in result.stderr
+    assert corrupt.read_text() == "{not json", "a bad state file is never overwritten"
+
+
+def test_spec_file_is_served(tmp_path: Path) -> None:
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text("nodes: [{name: solo, gpus: 2, gpuMemory: 24}]\npods: [{name: p, node: solo, gpu: 1, memory: 6}]\n")
+    process, port = start("--spec", str(spec), "--kubeconfig", str(tmp_path / "kc"))
+    try:
+        _, pod = call(port, "GET", "/api/v1/namespaces/default/pods/p")
+        assert pod["spec"]["nodeName"] == "solo" and pod["metadata"]["annotations"]["ALIYUN_COM_GPU_MEM_IDX"] == "1"
+    finally:
+        stop(process)

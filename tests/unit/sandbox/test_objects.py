@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import pytest
+
+from kubectl_gpushare.sandbox.errors import ApiError
+from kubectl_gpushare.sandbox.objects import prepare_create, prepare_update
+from kubectl_gpushare.sandbox.resources import BY_PLURAL
+
+PODS = BY_PLURAL["pods"]
+NODES = BY_PLURAL["nodes"]
+
+
+def body(**meta: object) -> dict[str, object]:
+    return {
+        "metadata": dict(meta),
+        "spec": {
+            "containers": [{"name": "c", "image": "cuda:12", "resources": {"limits": {"aliyun.com/gpu-mem": "4"}}}]
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_create_defaults_requests_from_limits_and_resets_status() -> None:
+    pod = prepare_create(PODS, body(name="p"), "ns")
+    container = pod["spec"]["containers"][0]
+    assert container["resources"]["requests"] == {"aliyun.com/gpu-mem": "4"}
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert pod["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
+    assert pod["metadata"]["namespace"] == "ns" and pod["metadata"]["uid"]
+    assert list(pod)[:2] == ["apiVersion", "kind"]
+
+
+def test_create_generate_name() -> None:
+    pod = prepare_create(PODS, body(generateName="job-"), "ns")
+    assert pod["metadata"]["name"].startswith("job-") and len(pod["metadata"]["name"]) == 9
+
+
+@pytest.mark.parametrize(
+    ("obj", "code"),
+    [
+        (body(), 422),
+        (body(name="Bad_Name"), 422),
+        ({"metadata": {"name": "p"}, "spec": {"containers": []}}, 422),
+        (body(name="p", namespace="other"), 400),
+        (body(name="p", labels={"a": 1}), 400),
+        (body(name="p", resourceVersion="5"), 500),
+        ({"kind": "Node", "metadata": {"name": "p"}}, 400),
+        ([1, 2], 400),
+    ],
+    ids=[
+        "no-name",
+        "invalid-name",
+        "no-containers",
+        "namespace-mismatch",
+        "label-not-string",
+        "rv-on-create",
+        "wrong-kind",
+        "not-an-object",
+    ],
+)
+def test_create_rejects_bad_objects_with_the_real_codes(obj: object, code: int) -> None:
+    with pytest.raises(ApiError) as caught:
+        prepare_create(PODS, obj, "ns")
+    assert caught.value.code == code
+
+
+def test_update_main_resource_keeps_status_and_status_subresource_keeps_spec() -> None:
+    old = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n", "uid": "u", "resourceVersion": "3", "creationTimestamp": "t"},
+        "spec": {"unschedulable": False},
+        "status": {"capacity": {"cpu": "1"}},
+    }
+    main = prepare_update(
+        NODES, old, {"metadata": {"name": "n", "labels": {"a": "b"}}, "status": {"capacity": {}}}, "n", ""
+    )
+    assert main["status"] == {"capacity": {"cpu": "1"}}
+    assert main["metadata"]["labels"] == {"a": "b"} and main["metadata"]["uid"] == "u"
+    status = prepare_update(
+        NODES,
+        old,
+        {
+            "metadata": {"name": "n", "labels": {"x": "y"}},
+            "spec": {"unschedulable": True},
+            "status": {"capacity": {"cpu": "2"}},
+        },
+        "n",
+        "status",
+    )
+    assert status["status"] == {"capacity": {"cpu": "2"}}
+    assert status["spec"] == {"unschedulable": False} and "labels" not in status["metadata"]
+
+
+def test_update_with_stale_resource_version_conflicts() -> None:
+    old = {"metadata": {"name": "n", "resourceVersion": "3"}}
+    with pytest.raises(ApiError) as caught:
+        prepare_update(NODES, old, {"metadata": {"name": "n", "resourceVersion": "2"}}, "n", "")
+    assert caught.value.code == 409 and caught.value.reason == "Conflict"
+    with pytest.raises(ApiError) as caught:
+        prepare_update(NODES, old, {"metadata": {"name": "other"}}, "n", "")
+    assert caught.value.code == 400
+
+
+def test_pod_spec_is_immutable_except_images() -> None:
+    old = prepare_create(PODS, body(name="p"), "ns")
+    old["metadata"]["resourceVersion"] = "1"
+    new = {**old, "spec": {**old["spec"], "containers": [{**old["spec"]["containers"][0], "image": "cuda:13"}]}}
+    assert prepare_update(PODS, old, new, "p", "")["spec"]["containers"][0]["image"] == "cuda:13"
+    moved = {**old, "spec": {**old["spec"], "nodeName": "n1"}}
+    with pytest.raises(ApiError) as caught:
+        prepare_update(PODS, old, moved, "p", "")
+    assert caught.value.code == 422
