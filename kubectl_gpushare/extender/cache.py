@@ -1,0 +1,141 @@
+"""Feeds the `ExtenderState` from list + watch of nodes, pods and unhealthy-GPU ConfigMaps.
+
+Three `kube.informer.Informer` threads (nodes; pods of all namespaces; ConfigMaps in
+``kube-system``) turn API objects into ledger records (`kube.records`) and apply them by UID, so:
+
+- the state is rebuilt from the pods' annotations at start (the original's BuildCache);
+- a pod whose GPU index changes moves instead of being counted twice, and a pod re-created under
+  the same name (new UID) replaces the old one;
+- node capacity and GPU-count changes take effect on the next filter;
+- dropped watches resume from the last resourceVersion, and after a 410 the informer re-lists and
+  reports the deletions it missed.
+
+`catch_up` is what a newly elected leader runs before it binds: it restarts the pod informer with a
+fresh list taken *after* the Lease was won, and drops every pod that list does not contain, so no
+bind the previous leader made can be missing from this replica's ledger.
+
+This module does no HTTP serving and makes no decisions; it only keeps the state current.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.extender.state import ExtenderState
+from kubectl_gpushare.kube import records, types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.informer import Informer
+from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
+
+log = logging.getLogger("kubectl_gpushare.extender.cache")
+
+
+class ExtenderCache:
+    """The informers that keep one `ExtenderState` in sync with the API server."""
+
+    def __init__(self, client: Client, state: ExtenderState, *, page_size: int = 1000) -> None:
+        """Prepare the informers; `start` runs them.
+
+        Args:
+            client: the shared API client.
+            state: the model to keep current.
+            page_size: items per list page.
+        """
+        self.client = client
+        self.state = state
+        self.page_size = page_size
+        self.synced = threading.Event()
+        """Set once nodes, pods and ConfigMaps have all been listed once."""
+        self._lock = threading.Lock()
+        self._resync_seen: set[str] | None = None
+        self._nodes: Informer[Node] = Informer(
+            client, types.NODES, on_add=self._node, on_update=lambda _old, new: self._node(new),
+            on_delete=self._node_gone, page_size=page_size, name="extender-nodes")
+        self._configmaps: Informer[ConfigMap] = Informer(
+            client, types.CONFIGMAPS, namespace=protocol.UNHEALTHY_CM_NAMESPACE, on_add=self._configmap,
+            on_update=lambda _old, new: self._configmap(new), on_delete=self._configmap_gone,
+            page_size=page_size, name="extender-configmaps")
+        self._pods = self._pod_informer()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def _pod_informer(self) -> Informer[Pod]:
+        return Informer(self.client, types.PODS, on_add=self._pod, on_update=self._pod_update,
+                        on_delete=self._pod_gone, page_size=self.page_size, name="extender-pods")
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+
+    def start(self) -> ExtenderCache:
+        """Start the informers; `synced` is set once each has listed once."""
+        self._configmaps.start()
+        self._nodes.start()
+        self._pods.start()
+        self._thread = threading.Thread(target=self._wait_synced, name="extender-cache-sync", daemon=True)
+        self._thread.start()
+        return self
+
+    def _wait_synced(self) -> None:
+        for informer in (self._configmaps, self._nodes, self._pods):
+            while not self._stop.is_set() and not informer.wait_synced(0.2):
+                pass
+        if not self._stop.is_set():
+            self.synced.set()
+
+    def stop(self) -> None:
+        """Stop every informer."""
+        self._stop.set()
+        for informer in (self._pods, self._nodes, self._configmaps):
+            informer.stop()
+
+    def catch_up(self, timeout: float = 60.0) -> None:
+        """Re-list pods from scratch and drop any the fresh list lacks (run on winning the Lease)."""
+        with self._lock:
+            old = self._pods
+            old.stop()
+            self._resync_seen = set()
+            self._pods = self._pod_informer()
+            fresh = self._pods
+        fresh.start()
+        if not fresh.wait_synced(timeout):
+            log.error("catch-up: the pod list did not finish within %.0f s; keeping what we have", timeout)
+            with self._lock:
+                self._resync_seen = None
+            return
+        with self._lock:
+            seen, self._resync_seen = self._resync_seen or set(), None
+        dropped = self.state.drop_pods_except(seen)
+        log.info("catch-up: re-listed %d pods, dropped %d stale", len(fresh), dropped)
+
+    # --- callbacks (informer threads) --------------------------------------------------------------------
+
+    def _node(self, node: Node) -> None:
+        self.state.set_node(records.node_record(node))
+
+    def _node_gone(self, node: Node) -> None:
+        self.state.remove_node(node.metadata.name)
+
+    def _configmap(self, configmap: ConfigMap) -> None:
+        node = records.unhealthy_node_name(configmap)
+        if node is not None:
+            self.state.set_unhealthy(node, records.unhealthy_gpus(configmap))
+
+    def _configmap_gone(self, configmap: ConfigMap) -> None:
+        node = records.unhealthy_node_name(configmap)
+        if node is not None:
+            self.state.set_unhealthy(node, frozenset())
+
+    def _pod(self, pod: Pod) -> None:
+        seen = self._resync_seen
+        if seen is not None:
+            seen.add(pod.metadata.uid)
+        self.state.set_pod(records.pod_record(pod))
+
+    def _pod_update(self, old: Pod, new: Pod) -> None:
+        if old.metadata.uid != new.metadata.uid:
+            self.state.remove_pod(old.metadata.uid)  # re-created under the same name
+        self._pod(new)
+
+    def _pod_gone(self, pod: Pod) -> None:
+        self.state.remove_pod(pod.metadata.uid)

@@ -1,0 +1,210 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, as client-go's leaderelection does it.
+
+Only the leader binds and reports ready, so with two replicas behind one Service kube-scheduler
+always reaches the one whose ledger holds every reservation. The algorithm is client-go's:
+
+- a candidate reads the Lease every ``retry_period``; it takes the Lease when it is free, released
+  (empty holder) or expired, writing with the Lease's resourceVersion so two candidates cannot
+  both win;
+- expiry is judged by *this* process's monotonic clock from when it last saw the Lease change,
+  never by comparing wall clocks across machines;
+- the leader renews every ``retry_period`` and steps down when it has not renewed for
+  ``renew_deadline``, which is shorter than ``lease_duration``, so it stops binding before anyone
+  else can take over;
+- on a clean stop the leader releases the Lease (empty holder), so the other replica takes over
+  within one retry period.
+
+Timings default to 12 s / 8 s / 1 s (lease / renew deadline / retry) rather than client-go's
+15 / 10 / 2, so that even a crashed leader is replaced within 15 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Protocol
+
+from kubectl_gpushare.kube import errors
+from kubectl_gpushare.kube.types import Lease, LeaseSpec
+
+log = logging.getLogger("kubectl_gpushare.extender.leader")
+
+
+class LeaseApi(Protocol):
+    """The Lease calls leader election makes."""
+
+    def get_lease(self, namespace: str, name: str) -> Lease:
+        """Read the Lease; raises `errors.NotFound` if it does not exist."""
+
+    def create_lease(self, namespace: str, name: str, spec: LeaseSpec) -> Lease:
+        """Create the Lease; raises `errors.Conflict` if someone else created it first."""
+
+    def replace_lease(self, namespace: str, name: str, spec: LeaseSpec, resource_version: str) -> Lease:
+        """PUT the Lease with a resourceVersion precondition; raises `errors.Conflict` if stale."""
+
+
+@dataclass(frozen=True)
+class LeaderConfig:
+    """Where the Lease lives, who we are, and the timings."""
+
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float = 12.0
+    renew_deadline: float = 8.0
+    retry_period: float = 1.0
+
+
+def _now_micro() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """Runs the election loop in a thread; `is_leader` is what the binder and readiness ask."""
+
+    def __init__(
+        self,
+        api: LeaseApi,
+        config: LeaderConfig,
+        *,
+        on_started_leading: Callable[[], None] = lambda: None,
+        on_stopped_leading: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Create an elector; call `start` to run it."""
+        self.api = api
+        self.config = config
+        self.on_started_leading = on_started_leading
+        self.on_stopped_leading = on_stopped_leading
+        self.clock = clock
+        self._leading = False
+        self._last_renew = 0.0
+        self._observed: tuple[str, str, str] | None = None  # holder, renewTime, resourceVersion
+        self._observed_at = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def is_leader(self) -> bool:
+        """Whether this replica leads now (and renewed within the renew deadline)."""
+        return self._leading and self.clock() - self._last_renew < self.config.renew_deadline
+
+    def start(self) -> LeaderElector:
+        """Start the election loop in a daemon thread."""
+        self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, release: bool = True, drain: Callable[[], object] = lambda: None) -> None:
+        """Stop campaigning and step down.
+
+        Args:
+            release: give the Lease up so another replica takes over at once (False: a crash).
+            drain: called after stepping down and before releasing, to let binds in flight finish.
+        """
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.config.retry_period + 5)
+        was_leading = self._leading
+        self._set_leading(False)
+        if was_leading:
+            drain()
+            if release:
+                self._release()
+
+    # --- loop ------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                won = self.try_acquire_or_renew()
+            except errors.KubeError as exc:
+                log.warning("leader election: %s", exc)
+                won = False
+            except Exception:  # a bug must not silently end the campaign while we still lead
+                log.exception("leader election: unexpected error")
+                won = False
+            if won:
+                self._last_renew = self.clock()
+                self._set_leading(True)
+            elif self._leading and self.clock() - self._last_renew >= self.config.renew_deadline:
+                log.error("leader election: could not renew the lease for %.0f s; stepping down",
+                          self.config.renew_deadline)
+                self._set_leading(False)
+            elif self._leading and self._observed and self._observed[0] != self.config.identity:
+                self._set_leading(False)
+            self._stop.wait(self.config.retry_period)
+
+    def _set_leading(self, leading: bool) -> None:
+        if leading == self._leading:
+            return
+        if leading:
+            log.info("leader election: %s became the leader of %s/%s", self.config.identity,
+                     self.config.namespace, self.config.name)
+            self.on_started_leading()  # catch up first: binds start only once this returns
+            self._last_renew = self.clock()
+            self._leading = True
+        else:
+            self._leading = False
+            log.info("leader election: %s stopped leading", self.config.identity)
+            self.on_stopped_leading()
+
+    def try_acquire_or_renew(self) -> bool:
+        """One round: take or renew the Lease if we may; True if we hold it afterwards."""
+        cfg = self.config
+        now = _now_micro()
+        try:
+            lease = self.api.get_lease(cfg.namespace, cfg.name)
+        except errors.NotFound:
+            spec = LeaseSpec(holder_identity=cfg.identity, lease_duration_seconds=round(cfg.lease_duration),
+                             acquire_time=now, renew_time=now, lease_transitions=0)
+            try:
+                self.api.create_lease(cfg.namespace, cfg.name, spec)
+            except errors.Conflict:
+                return False
+            self._observe(cfg.identity, now, "")
+            return True
+        spec = lease.spec
+        holder = spec.holder_identity or ""
+        self._observe(holder, spec.renew_time or "", lease.metadata.resource_version)
+        duration = float(spec.lease_duration_seconds or cfg.lease_duration)
+        held_by_other = holder and holder != cfg.identity
+        if held_by_other and self.clock() - self._observed_at < duration:
+            return False
+        transitions = spec.lease_transitions or 0
+        new = LeaseSpec(
+            holder_identity=cfg.identity,
+            lease_duration_seconds=round(cfg.lease_duration),
+            acquire_time=spec.acquire_time if holder == cfg.identity else now,
+            renew_time=now,
+            lease_transitions=transitions if holder == cfg.identity else transitions + 1,
+        )
+        try:
+            updated = self.api.replace_lease(cfg.namespace, cfg.name, new, lease.metadata.resource_version)
+        except errors.Conflict:
+            return False
+        self._observe(cfg.identity, now, updated.metadata.resource_version)
+        return True
+
+    def _observe(self, holder: str, renew_time: str, resource_version: str) -> None:
+        record = (holder, renew_time, resource_version)
+        if record != self._observed:
+            self._observed = record
+            self._observed_at = self.clock()
+
+    def _release(self) -> None:
+        cfg = self.config
+        try:
+            lease = self.api.get_lease(cfg.namespace, cfg.name)
+            if lease.spec.holder_identity != cfg.identity:
+                return
+            now = _now_micro()
+            self.api.replace_lease(cfg.namespace, cfg.name, LeaseSpec(
+                holder_identity="", lease_duration_seconds=1, acquire_time=now, renew_time=now,
+                lease_transitions=lease.spec.lease_transitions or 0), lease.metadata.resource_version)
+            log.info("leader election: released %s/%s", cfg.namespace, cfg.name)
+        except errors.KubeError as exc:
+            log.warning("leader election: could not release the lease: %s", exc)

@@ -1,0 +1,200 @@
+"""A stand-in for kube-scheduler's HTTPExtender client, for tests, benchmarks and the demo.
+
+It calls an extender the way ``pkg/scheduler/extender.go`` does:
+
+- URLs are ``urlPrefix`` with trailing slashes removed, ``/``, and the verb;
+- every call is a POST of JSON with the Go field names, on a keep-alive connection, with a
+  timeout (``httpTimeout``, 5 s by default);
+- any status other than 200 is an error *without reading the body*; a non-empty ``Error`` is an
+  error with that text;
+- filter sends ``NodeNames`` when ``nodeCacheCapable`` and full Node objects otherwise; it uses the
+  reply's ``NodeNames`` only when cache capable and not null, else ``Nodes.items``, and a returned
+  node that was not a candidate is an error; a reply with neither passes no node;
+- prioritize scores are multiplied by ``weight`` and by MaxNodeScore/MaxExtenderPriority (10);
+- bind sends PodName, PodNamespace, PodUID and Node.
+
+Where it differs from kube-scheduler: there is no scheduling framework around it. `schedule_one`
+runs one simplified cycle (extender filter, extender prioritize, highest score wins with ties to
+the first candidate, extender bind) so that tests can drive real binds through the real wire; it
+does not run kube-scheduler's own filter and score plugins, and it has no preemption.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_NODE_SCORE = 100
+MAX_EXTENDER_PRIORITY = 10
+
+
+class ExtenderCallError(Exception):
+    """What kube-scheduler would report for a failed extender call."""
+
+
+@dataclass
+class ExtenderConfig:
+    """The fields of one ``extenders:`` entry of a KubeSchedulerConfiguration that matter here."""
+
+    url_prefix: str
+    filter_verb: str = "filter"
+    prioritize_verb: str = "prioritize"
+    bind_verb: str = "bind"
+    weight: int = 1
+    node_cache_capable: bool = True
+    http_timeout: float = 5.0
+    tls_context: ssl.SSLContext | None = None
+
+
+@dataclass
+class FilterOutcome:
+    """Filter's answer as the scheduler sees it: passing nodes (objects) and failure reasons."""
+
+    nodes: list[dict[str, Any]]
+    failed: dict[str, str] = field(default_factory=dict)
+    failed_unresolvable: dict[str, str] = field(default_factory=dict)
+
+
+def _name(node: dict[str, Any]) -> str:
+    return str(node["metadata"]["name"])
+
+
+class HTTPExtender:
+    """One extender as kube-scheduler calls it; thread-safe (one keep-alive connection per thread)."""
+
+    def __init__(self, config: ExtenderConfig) -> None:
+        """Parse the URL prefix once, as kube-scheduler does at start."""
+        self.config = config
+        url = urllib.parse.urlsplit(config.url_prefix.rstrip("/"))
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"urlPrefix {config.url_prefix!r} is not an http(s) URL")
+        self._scheme = url.scheme
+        self._host = url.hostname
+        self._port = url.port or (443 if url.scheme == "https" else 80)
+        self._path = url.path
+        self._local = threading.local()
+
+    def url(self, verb: str) -> str:
+        """The URL for a verb: ``TrimRight(urlPrefix, "/") + "/" + verb``."""
+        return f"{self.config.url_prefix.rstrip('/')}/{verb}"
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._scheme == "https":
+                context = self.config.tls_context or ssl.create_default_context()
+                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.config.http_timeout,
+                                                   context=context)
+            else:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=self.config.http_timeout)
+            self._local.conn = conn
+        return conn
+
+    def send(self, verb: str, args: dict[str, Any]) -> Any:
+        """POST ``args`` to a verb and decode the reply; a non-200 status is an error."""
+        body = json.dumps(args).encode()
+        for attempt in (1, 2):  # a keep-alive connection the server closed is redialled once, as Go does
+            conn = self._connection()
+            try:
+                conn.request("POST", f"{self._path}/{verb}", body=body,
+                             headers={"Content-Type": "application/json", "Accept": "application/json"})
+                response = conn.getresponse()
+                payload = response.read()
+            except (ConnectionError, http.client.HTTPException, OSError) as exc:
+                conn.close()
+                self._local.conn = None
+                if attempt == 2 or isinstance(exc, TimeoutError):
+                    raise ExtenderCallError(f'Post "{self.url(verb)}": {exc}') from None
+                continue
+            if response.getheader("Connection", "").lower() == "close":
+                conn.close()
+                self._local.conn = None
+            if response.status != 200:
+                raise ExtenderCallError(
+                    f"failed {verb} with extender at URL {self.url(verb)}, code {response.status}")
+            try:
+                return json.loads(payload)
+            except ValueError as exc:
+                raise ExtenderCallError(f"{verb}: undecodable reply: {exc}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def filter(self, pod: dict[str, Any], nodes: list[dict[str, Any]]) -> FilterOutcome:
+        """Call filter as ``HTTPExtender.Filter`` does and return what the scheduler keeps."""
+        by_name = {_name(node): node for node in nodes}
+        if self.config.node_cache_capable:
+            args = {"Pod": pod, "Nodes": None, "NodeNames": list(by_name)}
+        else:
+            args = {"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}
+        result = self.send(self.config.filter_verb, args)
+        if result.get("Error"):
+            raise ExtenderCallError(result["Error"])
+        passing: list[dict[str, Any]] = []
+        if self.config.node_cache_capable and result.get("NodeNames") is not None:
+            names = result["NodeNames"]
+        elif result.get("Nodes") is not None:
+            names = [_name(node) for node in result["Nodes"].get("items") or []]
+        else:
+            names = []
+        for name in names:
+            if name not in by_name:
+                raise ExtenderCallError(
+                    f'extender "{self.url("")}" claims a filtered node "{name}" which is not found in the input '
+                    "node list")
+            passing.append(by_name[name])
+        return FilterOutcome(passing, dict(result.get("FailedNodes") or {}),
+                             dict(result.get("FailedAndUnresolvableNodes") or {}))
+
+    def prioritize(self, pod: dict[str, Any], nodes: list[dict[str, Any]]) -> dict[str, int]:
+        """Scores as they enter kube-scheduler's sum: extender score × weight × 10."""
+        if self.config.node_cache_capable:
+            args = {"Pod": pod, "Nodes": None, "NodeNames": [_name(node) for node in nodes]}
+        else:
+            args = {"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}
+        result = self.send(self.config.prioritize_verb, args)
+        factor = self.config.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+        return {entry["Host"]: int(entry["Score"]) * factor for entry in result or []}
+
+    def bind(self, pod: dict[str, Any], node: str) -> None:
+        """Delegate the Binding to the extender; raises with its message if it failed."""
+        meta = pod["metadata"]
+        result = self.send(self.config.bind_verb, {
+            "PodName": meta["name"], "PodNamespace": meta.get("namespace", "default"),
+            "PodUID": meta["uid"], "Node": node,
+        })
+        if result.get("Error"):
+            raise ExtenderCallError(result["Error"])
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+def schedule_one(extender: HTTPExtender, pod: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
+    """One simplified scheduling cycle through the extender; returns the node the pod was bound to.
+
+    Raises:
+        ExtenderCallError: filter or bind failed, or no node passed (message like kube-scheduler's).
+    """
+    outcome = extender.filter(pod, nodes)
+    if not outcome.nodes:
+        reasons: dict[str, int] = {}
+        for reason in (*outcome.failed.values(), *outcome.failed_unresolvable.values()):
+            reasons[reason] = reasons.get(reason, 0) + 1
+        summary = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+        raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {summary}.")
+    try:
+        scores = extender.prioritize(pod, outcome.nodes) if extender.config.prioritize_verb else {}
+    except ExtenderCallError:
+        scores = {}  # kube-scheduler ignores prioritize errors
+    best = max(outcome.nodes, key=lambda node: scores.get(_name(node), 0))
+    node = _name(best)
+    extender.bind(pod, node)
+    return node

@@ -1,0 +1,226 @@
+"""The extender over a real socket: bad input, size limit, TLS, routes, and the CLI process."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kubectl_gpushare.extender.schedsim import ExtenderCallError
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+pytestmark = pytest.mark.integration
+
+
+def request(port: int, method: str, path: str, body: bytes | None = None,
+            headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def ext(sandbox: Sandbox, extender_factory):  # type: ignore[no-untyped-def]
+    sandbox.load([node_object("gpu-1", [16, 16], ip="10.0.0.1"), pod_object("job", "default", [2])])
+    e = extender_factory(max_request_bytes=64 * 1024)
+    e.wait_synced()
+    return e
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "check"),
+    [
+        ("/gpushare-scheduler/filter", b"", 200, lambda r: r["Error"] == "empty request body"),
+        ("/gpushare-scheduler/filter", b"{bad", 200, lambda r: r["Error"].startswith("malformed JSON")),
+        ("/gpushare-scheduler/filter", b'{"pod":{},"nodenames":["gpu-1","nope"]}', 200,
+         lambda r: "requests no aliyun.com/gpu-mem" in r["Error"]),
+        ("/gpushare-scheduler/prioritize", b"\x00\xff", 200, lambda r: r == []),
+        ("/gpushare-scheduler/bind", b"{}", 200, lambda r: r["Error"] == "PodName is missing or not a string"),
+        ("/gpushare-scheduler/bind", b"[]", 200, lambda r: r["Error"] == "request body is not a JSON object"),
+        ("/gpushare-scheduler/inspect/nope", None, 404, lambda r: r["error"] == 'node "nope" not found'),
+        ("/gpushare-scheduler/nope", b"{}", 404, lambda r: "no route" in r["Error"]),
+    ],
+    ids=["empty", "malformed", "no-request", "binary-prioritize", "bind-empty-object", "bind-array",
+         "inspect-unknown", "unknown-verb"],
+)
+def test_bad_input_gets_the_documented_reply_and_the_server_keeps_serving(
+    ext, path: str, body: bytes | None, status: int, check  # type: ignore[no-untyped-def]
+) -> None:
+    got_status, got = request(ext.running.port, "POST" if body is not None else "GET", path, body)
+    assert got_status == status
+    assert check(json.loads(got))
+    assert request(ext.running.port, "GET", "/healthz") == (200, b"ok")
+
+
+def test_oversized_body_is_refused_unread_with_413(ext) -> None:  # type: ignore[no-untyped-def]
+    sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
+    sock.sendall(b"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 100000000\r\n\r\n" + b"{" * 1000)
+    reply = sock.makefile("rb").read()
+    sock.close()
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413")
+    assert b"Connection: close" in head
+    assert "exceeds the limit of 65536 bytes" in json.loads(body)["Error"]
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+def test_filter_with_thousands_of_nodes_over_the_wire(ext, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
+    job = sandbox.get("pods", "default", "job")
+    names = ["gpu-1"] + [f"ghost-{i}" for i in range(3000)]
+    body = json.dumps({"Pod": job, "NodeNames": names, "Nodes": None}).encode()
+    status, reply = request(ext.running.port, "POST", "/gpushare-scheduler/filter", body)
+    result = json.loads(reply)
+    assert status == 200 and result["NodeNames"] == ["gpu-1"] and len(result["FailedNodes"]) == 3000
+
+
+def test_keep_alive_connection_serves_many_requests(ext, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
+    sched = ext.scheduler()
+    job = sandbox.get("pods", "default", "job")
+    node = sandbox.get("nodes", None, "gpu-1")
+    for _ in range(50):
+        assert [n["metadata"]["name"] for n in sched.filter(job, [node]).nodes] == ["gpu-1"]
+
+
+def test_service_routes_over_the_wire(ext) -> None:  # type: ignore[no-untyped-def]
+    assert request(ext.running.port, "GET", "/version") == (200, b"0.1.0")
+    assert request(ext.running.port, "GET", "/readyz") == (200, b"ok")
+    status, metrics = request(ext.running.port, "GET", "/metrics")
+    assert status == 200 and b'gpushare_gpu_memory_total{gpu="1",node="gpu-1"} 16.0' in metrics
+    status, body = request(ext.running.port, "GET", "/gpushare-scheduler/inspect/gpu-1")
+    assert status == 200 and json.loads(body)["nodes"][0]["totalGPU"] == 32
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def test_tls_serves_the_scheduler_over_https(sandbox: Sandbox, extender_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cert, key = _self_signed(tmp_path)
+    sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1"), pod_object("job", "default", [2])])
+    ext = extender_factory(tls_cert_file=str(cert), tls_private_key_file=str(key))
+    ext.wait_synced()
+    context = ssl.create_default_context(cafile=str(cert))
+    sched = ext.scheduler(tls_context=context)
+    assert ext.url.startswith("https://")
+    job = sandbox.get("pods", "default", "job")
+    assert [n["metadata"]["name"] for n in sched.filter(job, [sandbox.get("nodes", None, "gpu-1")]).nodes] == ["gpu-1"]
+    sched.bind(job, "gpu-1")
+    plain = ext.scheduler()
+    with pytest.raises(ExtenderCallError):
+        plain.send("filter", {})  # TLS required: plain HTTP is not answered
+
+
+def test_bad_tls_files_fail_to_start(sandbox: Sandbox, extender_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "bad.pem").write_text("not a certificate")
+    with pytest.raises((ssl.SSLError, OSError)):
+        extender_factory(tls_cert_file=str(tmp_path / "bad.pem"), tls_private_key_file=str(tmp_path / "bad.pem"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_cli_process_serves_logs_json_without_secrets_and_stops_on_sigterm(
+    sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path
+) -> None:
+    sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1")])
+    kubeconfig = sandbox.write_kubeconfig(tmp_path / "auth-kubeconfig", token="s3cret-token-value")
+    sandbox.add_token("s3cret-token-value", "extender-user")
+    port = _free_port()
+    env = dict(kube_env, KUBECONFIG=str(kubeconfig), PORT=str(port), GPUSHARE_LOG_FORMAT="json", LOG_LEVEL="debug")
+    proc = subprocess.Popen([sys.executable, "-m", "kubectl_gpushare.cli", "serve-extender"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if request(port, "GET", "/readyz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, "CLI extender did not become ready"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    lines = [json.loads(line) for line in err.splitlines() if line.strip()]
+    assert any("listening on http://127.0.0.1:" in line["msg"] for line in lines)
+    assert any(line["msg"].startswith("starting extender with {") for line in lines)
+    assert "s3cret-token-value" not in err + out
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "code", "message"),
+    [
+        (["--port", "notaport"], {}, 2, "is not a port number"),
+        (["--gpu-policy", "random"], {}, 2, "Invalid value for '--gpu-policy'"),
+        (["--tls-cert-file", "x.pem"], {}, 2, "go together"),
+        ([], {"KUBECONFIG": "/nonexistent/kubeconfig"}, 2, "does not exist"),
+    ],
+    ids=["bad-port", "bad-policy", "half-tls", "no-kubeconfig"],
+)
+def test_cli_usage_errors_are_one_line_with_exit_code(
+    kube_env: dict[str, str], args: list[str], env: dict[str, str], code: int, message: str
+) -> None:
+    result = subprocess.run([sys.executable, "-m", "kubectl_gpushare.cli", "serve-extender", "--port", "0", *args],
+                            env=dict(kube_env, **env), capture_output=True, text=True, timeout=30)
+    assert result.returncode == code
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_address_in_use_exits_1(kube_env: dict[str, str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "kubectl_gpushare.cli", "serve-extender", "--port", str(port)],
+                                env=kube_env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1 and "cannot serve on 127.0.0.1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [(b"Transfer-Encoding: chunked\r\n", 411), (b"Content-Length: -5\r\n", 400), (b"Content-Length: x\r\n", 400)],
+    ids=["chunked", "negative-length", "bad-length"],
+)
+def test_unreadable_bodies_are_refused_and_the_connection_closed(ext, headers: bytes, status: int) -> None:  # type: ignore[no-untyped-def]
+    sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
+    sock.sendall(b"POST /gpushare-scheduler/bind HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
+    reply = sock.makefile("rb").read()
+    sock.close()
+    assert reply.startswith(f"HTTP/1.1 {status}".encode())
+    assert json.loads(reply.partition(b"\r\n\r\n")[2])["Error"]
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+def test_real_kubectl_finds_the_plugin_and_serve_extender(kubectl) -> None:  # type: ignore[no-untyped-def]
+    result = kubectl("gpushare", "serve-extender", "--help")
+    assert "--leader-elect" in result.stdout and "[env var: PORT" in result.stdout

@@ -1,0 +1,123 @@
+"""Two replicas with leader election: one leader binds and is ready; handover without double allocation."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.extender.schedsim import ExtenderCallError
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+pytestmark = pytest.mark.integration
+
+FAST = {"leader_elect": True, "lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.25,
+        "lease_namespace": "kube-system"}
+
+
+def ready(ext) -> bool:  # type: ignore[no-untyped-def]
+    return ext.running.app.handle("GET", "/readyz").status == 200
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float) -> float:
+    started = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - started < timeout, "timed out"
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def check_no_overcommit(sandbox: Sandbox) -> int:
+    used: dict[tuple[str, str], int] = {}
+    for pod in sandbox.objects("pods"):
+        node = pod["spec"].get("nodeName")
+        ann = pod["metadata"].get("annotations") or {}
+        if node and protocol.ANN_IDX in ann:
+            key = (node, ann[protocol.ANN_IDX])
+            used[key] = used.get(key, 0) + int(ann[protocol.ANN_POD])
+    assert all(total <= 8 for total in used.values()), used
+    return sum(used.values())
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["graceful", "crash"])
+def test_only_the_leader_is_ready_and_a_killed_leader_hands_over(
+    sandbox: Sandbox, extender_factory, crash: bool  # type: ignore[no-untyped-def]
+) -> None:
+    sandbox.load([node_object(f"gpu-{i}", [8, 8], ip=f"10.0.0.{i}") for i in range(2)]
+                 + [pod_object(f"p{i}", "default", [3]) for i in range(10)])
+    a = extender_factory(identity="replica-a", **FAST)
+    wait_until(lambda: ready(a), 10)
+    b = extender_factory(identity="replica-b", release_lease=not crash, **FAST)
+    b.wait_synced()
+    time.sleep(0.6)
+    assert ready(a) and not ready(b)
+    metrics = b.running.app.handle("GET", "/metrics").body.decode()
+    assert "gpushare_extender_leader 0.0" in metrics
+    pod0 = sandbox.get("pods", "default", "p0")
+    with pytest.raises(ExtenderCallError, match="not the leader"):
+        b.scheduler().bind(pod0, "gpu-0")
+    lease = sandbox.get("leases", "kube-system", "gpushare-schd-extender")
+    assert lease["spec"]["holderIdentity"] == "replica-a"
+
+    # Binds flow through whichever replica is ready (the Service), while the leader is killed.
+    stop = threading.Event()
+    outcomes: list[str] = []
+
+    def scheduler_loop() -> None:
+        pending = [f"p{i}" for i in range(10)]
+        while pending and not stop.is_set():
+            target = a if ready(a) else b if ready(b) else None
+            if target is None:
+                time.sleep(0.05)
+                continue
+            name = pending[0]
+            pod = sandbox.get("pods", "default", name)
+            try:
+                node = f"gpu-{len(outcomes) % 2}"
+                target.scheduler().bind(pod, node)
+                outcomes.append(name)
+                pending.pop(0)
+            except ExtenderCallError as exc:
+                if "Insufficient" in str(exc):
+                    pending.pop(0)
+                time.sleep(0.05)
+
+    loop = threading.Thread(target=scheduler_loop)
+    loop.start()
+    wait_until(lambda: len(outcomes) >= 2, 10)
+    killed_at = time.monotonic()
+    a.shutdown()  # graceful: releases the Lease; a crash is simulated on b's side below
+    handover = wait_until(lambda: ready(b), 15)
+    assert handover < 5  # the stopped leader released the Lease: no waiting for it to expire
+    loop.join(30)
+    stop.set()
+    assert time.monotonic() - killed_at < 30
+    total = check_no_overcommit(sandbox)
+    assert total == 3 * len([p for p in sandbox.objects("pods") if p["spec"].get("nodeName")])
+    assert json.loads(b.running.app.handle("GET", "/gpushare-scheduler/inspect").body)["nodes"]
+    if crash:  # now b crashes without releasing: a new replica takes over after the lease expires
+        c = extender_factory(identity="replica-c", **FAST)
+        c.wait_synced()
+        b.shutdown()
+        took = wait_until(lambda: ready(c), 15)
+        assert 1.0 < took < FAST["lease_duration"] + 2
+        assert sandbox.get("leases", "kube-system", "gpushare-schd-extender")["spec"]["holderIdentity"] == "replica-c"
+
+
+@pytest.mark.slow
+def test_crashed_leader_is_replaced_within_15_s_with_default_timings(
+    sandbox: Sandbox, extender_factory  # type: ignore[no-untyped-def]
+) -> None:
+    sandbox.load([node_object("gpu-0", [8], ip="10.0.0.1")])
+    a = extender_factory(identity="replica-a", leader_elect=True, release_lease=False)
+    wait_until(lambda: ready(a), 10)
+    b = extender_factory(identity="replica-b", leader_elect=True)
+    b.wait_synced()
+    a.shutdown()  # no Lease release: as if the process were killed
+    took = wait_until(lambda: ready(b), 16)
+    assert took < 15
