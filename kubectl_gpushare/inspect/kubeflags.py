@@ -1,0 +1,69 @@
+"""kubectl's connection flags for plugins, which kubectl does not forward: one decorator, one loader.
+
+kubectl keeps its global flags to itself, so every plugin command re-declares them. This module
+declares them once (``--kubeconfig``, ``--context``, ``--cluster``, ``--user``, ``--as``,
+``--as-group``, ``--request-timeout``) and turns them into a `kube.client.Client`. Only click is
+imported at module level; the kube modules load when a client is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from kubectl_gpushare.kube.client import Client
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_OPTIONS = (
+    click.option(
+        "--kubeconfig",
+        default=None,
+        metavar="PATH",
+        help="Kubeconfig file (default: $KUBECONFIG path list, ~/.kube/config, in-cluster).",
+    ),
+    click.option("--context", default=None, help="Kubeconfig context to use."),
+    click.option("--cluster", default=None, help="Kubeconfig cluster to use."),
+    click.option("--user", default=None, help="Kubeconfig user to use."),
+    click.option("--as", "as_user", default=None, metavar="USER", help="Impersonate this user."),
+    click.option(
+        "--as-group", "as_groups", multiple=True, metavar="GROUP", help="Impersonate this group (repeatable)."
+    ),
+    click.option(
+        "--request-timeout",
+        default=None,
+        metavar="DURATION",
+        help="Per-request timeout: 5, 5s, 1m (0: none; default 30s).",
+    ),
+)
+
+
+def kube_options(function: F) -> F:
+    """Add kubectl's connection flags to a click command."""
+    for option in reversed(_OPTIONS):
+        function = option(function)
+    return function
+
+
+def make_client(options: dict[str, Any], component: str) -> Client:
+    """A client for the cluster the flags (or their kubectl defaults) select.
+
+    Raises:
+        ConfigError: no usable configuration.
+    """
+    from kubectl_gpushare.kube.client import Client
+    from kubectl_gpushare.kube.config import load_config
+
+    config = load_config(
+        kubeconfig=options["kubeconfig"],
+        context=options["context"],
+        cluster=options["cluster"],
+        user=options["user"],
+        as_user=options["as_user"],
+        as_groups=options["as_groups"],
+        request_timeout=options["request_timeout"],
+    )
+    return Client(config, component=component)

@@ -1,0 +1,83 @@
+"""``-o pretty``: a view for people, drawn with rich.
+
+One row per node with a usage bar per GPU, coloured by fill level (green below 50%, yellow below
+80%, red from 80%, magenta for memory pending a GPU), then a cluster total. Colours follow rich's
+rules: none when the output is not a terminal or ``NO_COLOR`` is set. rich is imported only
+here, and this module only when ``-o pretty`` is asked for, so other views never pay for it.
+Renders from a `ledger.Ledger`; does no I/O beyond writing to the given stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import IO, Final
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from kubectl_gpushare.inspect.compat import memory_unit, percent
+from kubectl_gpushare.ledger import PENDING, Ledger
+
+BAR_WIDTH: Final = 20
+
+
+def _style(used: int, total: int) -> str:
+    fill = used / total if total > 0 else (1.0 if used else 0.0)
+    if fill >= 0.8:
+        return "red"
+    if fill >= 0.5:
+        return "yellow"
+    return "green"
+
+
+def _bar(label: str, used: int, total: int) -> Text:
+    fill = min(max(used / total, 0.0), 1.0) if total > 0 else (1.0 if used else 0.0)
+    filled = round(fill * BAR_WIDTH)
+    style = _style(used, total)
+    text = Text(f"{label} ")
+    text.append("█" * filled, style=style)
+    text.append("░" * (BAR_WIDTH - filled), style="dim")
+    text.append(f" {used}/{total}", style=style)
+    return text
+
+
+def render(ledger: Ledger, names: Sequence[str], stream: IO[str], *, details: bool = False) -> None:
+    """Draw the nodes (with each GPU's pods when ``details``) onto ``stream``."""
+    console = Console(file=stream, highlight=False, soft_wrap=False)
+    unit = memory_unit(ledger, names) or "?"
+    table = Table(title=f"Shared GPU memory ({unit})", title_justify="left", show_lines=details)
+    table.add_column("NODE", style="bold")
+    table.add_column("IP")
+    table.add_column("GPUS")
+    table.add_column("ALLOCATED", justify="right")
+    cluster_used = cluster_total = 0
+    for name in names:
+        usage = ledger.usage(name)
+        if usage.total_mem <= 0:
+            continue
+        bars = Text()
+        for device in usage.devices.values():
+            if bars:
+                bars.append("\n")
+            if device.index == PENDING:
+                bars.append(Text(f"pending {device.used}", style="magenta"))
+            else:
+                bars.append(_bar(f"GPU{device.index}", device.used, device.total))
+            if details:
+                for pod, amount in device.pods:
+                    bars.append(f"\n    {pod.namespace}/{pod.name} {amount}", style="dim" if pod.terminating else "")
+        used = usage.used
+        summary = Text(
+            f"{used}/{usage.total_mem} ({percent(used, usage.total_mem)}%)", style=_style(used, usage.total_mem)
+        )
+        table.add_row(usage.node.name, usage.node.ip, bars, summary)
+        cluster_used += used
+        cluster_total += usage.total_mem
+    console.print(table)
+    console.print(
+        Text("Cluster: ").append(
+            f"{cluster_used}/{cluster_total} ({percent(cluster_used, cluster_total)}%)",
+            style=_style(cluster_used, cluster_total),
+        )
+    )

@@ -1,0 +1,175 @@
+"""The machine-readable views: a versioned JSON/YAML document and a CSV table.
+
+Schema ``gpushare.kubectl-gpushare.io/v1``, kind ``GPUShareReport`` (fields are added in later
+versions, never renamed or removed; a breaking change gets ``v2``)::
+
+    apiVersion: gpushare.kubectl-gpushare.io/v1
+    kind: GPUShareReport
+    unit: GiB            # the unit label the text view prints ("MiB", or "" without GPU nodes)
+    basis: allocatable   # node totals come from status.allocatable, as in the text views
+    nodes:               # in display order
+    - name, ip, gpuCount
+      total, used, free, pending, usedPercent    # node memory; used includes pending
+      gpus:              # index 0..gpuCount-1, plus any index a pod names beyond that
+      - {index, total, used, free, pods: [{namespace, name, uid, phase, memory}]}
+      pendingPods: [{namespace, name, uid, phase, memory}]  # requested, no GPU index yet
+    cluster: {nodes, gpus, total, used, free, pending, usedPercent}
+
+``usedPercent`` is truncated to an integer exactly as the text view computes it. The CSV view
+has one row per GPU (and one ``pending`` row per node that has pending memory).
+
+This module reads a `ledger.Ledger`; it counts nothing itself and does no I/O.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Final
+
+import msgspec
+
+from kubectl_gpushare.inspect.compat import memory_unit, percent
+from kubectl_gpushare.ledger import PENDING, DeviceUsage, Ledger
+
+API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
+KIND: Final = "GPUShareReport"
+CSV_HEADER: Final = ("NODE", "IPADDRESS", "GPU", "ALLOCATED", "TOTAL", "FREE", "PODS")
+
+
+class PodShare(msgspec.Struct, rename="camel"):
+    """A pod's memory on one GPU (or pending)."""
+
+    namespace: str
+    name: str
+    uid: str
+    phase: str
+    memory: int
+
+
+class GPU(msgspec.Struct, rename="camel"):
+    """One GPU of a node."""
+
+    index: int
+    total: int
+    used: int
+    free: int
+    pods: list[PodShare]
+
+
+class NodeReport(msgspec.Struct, rename="camel"):
+    """One node with its GPUs and pending pods."""
+
+    name: str
+    ip: str
+    gpu_count: int
+    total: int
+    used: int
+    free: int
+    pending: int
+    used_percent: int
+    gpus: list[GPU]
+    pending_pods: list[PodShare]
+
+
+class ClusterReport(msgspec.Struct, rename="camel"):
+    """Totals over the nodes shown."""
+
+    nodes: int
+    gpus: int
+    total: int
+    used: int
+    free: int
+    pending: int
+    used_percent: int
+
+
+class Report(msgspec.Struct, rename="camel"):
+    """The whole document."""
+
+    api_version: str
+    kind: str
+    unit: str
+    basis: str
+    nodes: list[NodeReport]
+    cluster: ClusterReport
+
+
+def _shares(device: DeviceUsage) -> list[PodShare]:
+    return [PodShare(pod.namespace, pod.name, pod.uid, pod.phase, amount) for pod, amount in device.pods]
+
+
+def build(ledger: Ledger, names: Sequence[str]) -> Report:
+    """The report for the given nodes (nodes without GPU memory are left out, as in the text views)."""
+    nodes: list[NodeReport] = []
+    for name in names:
+        usage = ledger.usage(name)
+        if usage.total_mem <= 0:
+            continue
+        gpus = [
+            GPU(device.index, device.total, device.used, device.free, _shares(device))
+            for device in usage.devices.values()
+            if device.index != PENDING
+        ]
+        pending_device = usage.devices.get(PENDING)
+        pending = pending_device.used if pending_device else 0
+        used = usage.used
+        nodes.append(
+            NodeReport(
+                name=usage.node.name,
+                ip=usage.node.ip,
+                gpu_count=usage.gpu_count,
+                total=usage.total_mem,
+                used=used,
+                free=usage.total_mem - used,
+                pending=pending,
+                used_percent=percent(used, usage.total_mem),
+                gpus=gpus,
+                pending_pods=_shares(pending_device) if pending_device else [],
+            )
+        )
+    total = sum(node.total for node in nodes)
+    used = sum(node.used for node in nodes)
+    cluster = ClusterReport(
+        nodes=len(nodes),
+        gpus=sum(node.gpu_count for node in nodes),
+        total=total,
+        used=used,
+        free=total - used,
+        pending=sum(node.pending for node in nodes),
+        used_percent=percent(used, total),
+    )
+    return Report(API_VERSION, KIND, memory_unit(ledger, names), ledger.basis, nodes, cluster)
+
+
+def to_json(report: Report) -> str:
+    """The report as indented JSON with a final newline."""
+    return msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n"
+
+
+def to_yaml(report: Report) -> str:
+    """The report as YAML (block style, keys in schema order)."""
+    import yaml
+
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    text: str = yaml.dump(msgspec.to_builtins(report), Dumper=dumper, sort_keys=False, default_flow_style=False)
+    return text
+
+
+def to_csv(report: Report, *, headers: bool = True) -> str:
+    """One row per GPU (GPU ``pending`` for memory without an index); PODS is ``ns/name=memory ...``."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    if headers:
+        writer.writerow(CSV_HEADER)
+    for node in report.nodes:
+        rows: list[tuple[str, int, int | str, int | str, list[PodShare]]] = [
+            (str(gpu.index), gpu.used, gpu.total, gpu.free, gpu.pods) for gpu in node.gpus
+        ]
+        if node.pending_pods or node.pending:
+            rows.append(("pending", node.pending, "", "", node.pending_pods))
+        for gpu, used, total, free, pods in rows:
+            shares = " ".join(f"{pod.namespace}/{pod.name}={pod.memory}" for pod in pods)
+            writer.writerow((node.name, node.ip, gpu, used, total, free, shares))
+    return out.getvalue()

@@ -1,0 +1,252 @@
+"""Where the inspect views get their nodes and pods: the API server, or a file written by kubectl.
+
+From the API it makes as few requests as the data allows: without node names, ONE node list
+(paginated, ``-l`` passed to the server) and ONE paginated pod list of all namespaces with
+``fieldSelector=status.phase!=Succeeded,status.phase!=Failed`` so completed pods never cross the
+wire; with node names, one GET per named node and the same pod list (narrowed to
+``spec.nodeName=<node>`` when one node is named). It never asks per node. Pages are decoded into
+`kube.types` structs and reduced to ledger records page by page, so memory holds records, not JSON.
+
+Offline, it reads what ``kubectl get nodes,pods -A -o json`` (or ``-o yaml``) writes: a ``List``
+of Nodes and Pods, a NodeList/PodList, a single object, or several YAML documents.
+
+Both paths end in the same `Snapshot`: a ledger on the ``allocatable`` basis plus the node names
+the original tool would have shown, sorted by name. This module renders nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+
+from kubectl_gpushare.inspect import selector as label_selector
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.errors import Forbidden, NotFound
+from kubectl_gpushare.kube.records import Warnings, node_record, pod_record
+from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
+
+ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
+"""The field selector that leaves completed pods on the server (they never count)."""
+POD_PAGE_SIZE: Final = 2000
+"""Pods per page: large enough that round trips stay few at 100,000 pods, small enough to bound memory."""
+
+Progress = Callable[[int], None]
+
+
+class InputError(ValueError):
+    """A ``--from-file`` input is unreadable or not a list of Kubernetes nodes and pods."""
+
+
+@dataclass
+class Snapshot:
+    """Everything a view needs: the ledger, which nodes to show, and what looked malformed."""
+
+    ledger: Ledger
+    names: list[str]
+    warnings: Warnings
+
+
+def not_found(name: str) -> NotFound:
+    """The error the API server gives for a missing node (the original prints its message)."""
+    return NotFound(404, "NotFound", f'nodes "{name}" not found')
+
+
+def _unique(names: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(names))
+
+
+def _snapshot(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord], named: bool, warnings: Warnings) -> Snapshot:
+    node_list = list(nodes)
+    ledger = Ledger.build(node_list, pods, basis="allocatable")
+    if named:
+        names = sorted({node.name for node in node_list})
+    else:
+        names = sorted(node.name for node in node_list if node.alloc_mem > 0)
+    return Snapshot(ledger=ledger, names=names, warnings=warnings)
+
+
+# --- from the API ----------------------------------------------------------------------------------
+
+
+@contextmanager
+def _needs(permission: str) -> Iterator[None]:
+    """Name the RBAC permission a 403 is about, so the user knows what to ask for."""
+    try:
+        yield
+    except Forbidden as exc:
+        raise Forbidden(exc.status, exc.reason, f"{exc.message} (inspect needs permission to {permission})") from None
+
+
+def from_api(
+    client: Any,
+    node_names: Sequence[str] = (),
+    selector: str | None = None,
+    progress: Progress | None = None,
+) -> Snapshot:
+    """Fetch nodes and active pods from the API server.
+
+    Args:
+        client: a `kube.client.Client`.
+        node_names: nodes to show (``[NODE]...``); empty for every GPU-share node.
+        selector: a label selector for nodes (``-l``), applied by the server.
+        progress: called with the number of pods read so far after each page.
+
+    Raises:
+        KubeError: from the client (``NotFound`` for a named node that does not exist).
+    """
+    warnings = Warnings()
+    names = _unique(node_names)
+    if names:
+        with _needs("get nodes"):
+            decoded = [client.get_node(name) for name in names]
+        if selector:
+            matches = label_selector.parse(selector)
+            decoded = [node for node in decoded if matches(node.metadata.labels)]
+    else:
+        with _needs("list nodes"):
+            decoded = client.list_nodes(label_selector=selector or None)
+    nodes = [node_record(node, warnings=warnings) for node in decoded]
+    wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
+    field_selector = ACTIVE_PODS
+    if len(names) == 1:
+        field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
+    pods: list[PodRecord] = []
+    if wanted:
+        seen = 0
+        with _needs("list pods in all namespaces"):
+            for page in client.list_pages(types.PODS, field_selector=field_selector, page_size=POD_PAGE_SIZE):
+                for pod in page.items:
+                    if pod.spec.node_name in wanted:
+                        pods.append(pod_record(pod, warnings))
+                seen += len(page.items)
+                if progress is not None:
+                    progress(seen)
+    return _snapshot(nodes, pods, bool(names), warnings)
+
+
+# --- from a file -----------------------------------------------------------------------------------
+
+
+class _Document(msgspec.Struct):
+    kind: str = ""
+    items: list[msgspec.Raw] | None = None
+
+
+class _KindOnly(msgspec.Struct):
+    kind: str = ""
+
+
+_DOCUMENT_DECODER: Final = msgspec.json.Decoder(_Document)
+_KIND_DECODER: Final = msgspec.json.Decoder(_KindOnly)
+_ITEM_KINDS: Final = {"NodeList": "Node", "PodList": "Pod"}
+
+
+def _json_objects(data: bytes) -> Iterator[tuple[str, Any]]:
+    """Yield ``(kind, decoded struct)`` for each Node and Pod in a JSON document."""
+    try:
+        document = _DOCUMENT_DECODER.decode(data)
+        raws = document.items if document.items is not None else [msgspec.Raw(data)]
+        default_kind = _ITEM_KINDS.get(document.kind, "")
+        for raw in raws:
+            kind = _KIND_DECODER.decode(raw).kind or default_kind
+            if kind == "Node":
+                yield kind, types.NODE_DECODER.decode(raw)
+            elif kind == "Pod":
+                yield kind, types.POD_DECODER.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise InputError(f"not a Kubernetes JSON list: {exc}") from None
+
+
+def _yaml_objects(text: str) -> Iterator[tuple[str, Any]]:
+    """Yield ``(kind, decoded struct)`` for each Node and Pod in YAML documents.
+
+    Scalars are read as strings and coerced by field type, so a hand-written ``gpu-mem: 30`` or an
+    unquoted timestamp reads the same as kubectl's quoted output.
+    """
+    import yaml
+
+    loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+    try:
+        documents = list(yaml.load_all(text, Loader=loader))  # noqa: S506 - BaseLoader builds only str/list/dict
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML: {' '.join(str(exc).split())}") from None
+    for document in documents:
+        if not isinstance(document, dict):
+            if document in (None, ""):
+                continue
+            raise InputError("not a Kubernetes object or list: a YAML document is not a mapping")
+        items = document.get("items")
+        default_kind = _ITEM_KINDS.get(str(document.get("kind", "")), "")
+        objects = items if isinstance(items, list) else [document]
+        for item in objects:
+            if not isinstance(item, dict):
+                raise InputError("not a Kubernetes list: an item is not a mapping")
+            kind = str(item.get("kind") or default_kind)
+            target = {"Node": types.Node, "Pod": types.Pod}.get(kind)
+            if target is None:
+                continue
+            try:
+                yield kind, msgspec.convert(item, target, strict=False)
+            except msgspec.ValidationError as exc:
+                name = item.get("metadata", {}).get("name", "?") if isinstance(item.get("metadata"), dict) else "?"
+                raise InputError(f"{kind} {name}: {exc}") from None
+
+
+def parse_documents(data: bytes) -> tuple[list[types.Node], list[types.Pod]]:
+    """Decode nodes and pods from ``kubectl get ... -o json`` or ``-o yaml`` output.
+
+    Raises:
+        InputError: the data is neither, or holds no Node and no Pod.
+    """
+    stripped = data.lstrip()
+    if not stripped:
+        raise InputError("the input is empty; expected the output of `kubectl get nodes,pods -A -o json`")
+    if stripped[:1] in (b"{", b"["):
+        objects = list(_json_objects(data))
+    else:
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            raise InputError("the input is neither JSON nor UTF-8 YAML") from None
+        objects = list(_yaml_objects(text))
+    nodes = [obj for kind, obj in objects if kind == "Node"]
+    pods = [obj for kind, obj in objects if kind == "Pod"]
+    if not nodes and not pods:
+        raise InputError("the input holds no Node and no Pod; expected `kubectl get nodes,pods -A -o json` output")
+    return nodes, pods
+
+
+def from_documents(data: bytes, node_names: Sequence[str] = (), selector: str | None = None) -> Snapshot:
+    """Build a snapshot from kubectl's JSON or YAML output, applying the same filters as `from_api`.
+
+    Raises:
+        InputError: the data cannot be read.
+        NotFound: a named node is not in the data.
+        SelectorError: ``selector`` is malformed.
+    """
+    warnings = Warnings()
+    decoded_nodes, decoded_pods = parse_documents(data)
+    by_name = {node.metadata.name: node for node in decoded_nodes}
+    names = _unique(node_names)
+    if names:
+        missing = [name for name in names if name not in by_name]
+        if missing:
+            raise not_found(missing[0])
+        chosen = [by_name[name] for name in names]
+    else:
+        chosen = list(by_name.values())
+    if selector:
+        matches = label_selector.parse(selector)
+        chosen = [node for node in chosen if matches(node.metadata.labels)]
+    nodes = [node_record(node, warnings=warnings) for node in chosen]
+    wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
+    pods = [
+        pod_record(pod, warnings)
+        for pod in decoded_pods
+        if pod.spec.node_name in wanted and pod.status.phase not in ("Succeeded", "Failed")
+    ]
+    return _snapshot(nodes, pods, bool(names), warnings)

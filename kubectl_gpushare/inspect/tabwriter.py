@@ -1,0 +1,91 @@
+r"""A faithful port of the parts of Go's ``text/tabwriter`` that the original inspect tool used.
+
+The original writes both views through ``tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)``: minwidth 0,
+tabwidth 0, padding 2, pad character space, no flags. Reproducing its bytes, trailing spaces
+included, needs its exact rules, which are easy to get subtly wrong:
+
+- text splits into cells at ``\t``; a cell ended by a tab belongs to a column, the text after
+  the last tab of a line is a trailing cell that is never padded;
+- a column is a run of *consecutive* lines that all have a tab-terminated cell at that index; its
+  width is the widest cell in the run (in runes) plus the padding, and runs nest left to right;
+- every tab-terminated cell is padded, the last one on a line and empty ones too, so a line that
+  ends in ``\t\n`` carries trailing spaces;
+- a line without any tab flushes the writer, so such lines split the text into independent
+  alignment sections.
+
+This module is pure string processing; it owns no knowledge of what the views print.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PADDING: Final = 2
+
+
+def _format_section(lines: list[list[str]], out: list[str]) -> None:
+    """Align one flushed section (lines of cells; the last cell of each line is its trailing cell)."""
+    widths: list[int] = []
+
+    def write_lines(start: int, end: int) -> None:
+        for index in range(start, end):
+            cells = lines[index]
+            parts: list[str] = []
+            for column, text in enumerate(cells):
+                parts.append(text)
+                if column < len(widths):
+                    parts.append(" " * (widths[column] - len(text)))
+            parts.append("\n")
+            out.append("".join(parts))
+
+    def format_block(line0: int, line1: int) -> int:
+        """Go's ``Writer.format``: lay out columns right of ``widths`` for lines line0..line1."""
+        column = len(widths)
+        this = line0
+        while this < line1:
+            if column >= len(lines[this]) - 1:
+                this += 1
+                continue
+            write_lines(line0, this)
+            line0 = this
+            width = 0
+            while this < line1 and column < len(lines[this]) - 1:
+                width = max(width, len(lines[this][column]) + PADDING)
+                this += 1
+            widths.append(width)
+            format_block(line0, this)
+            widths.pop()
+            line0 = this
+        write_lines(line0, line1)
+        return line1
+
+    format_block(0, len(lines))
+
+
+def render(text: str) -> str:
+    r"""Lay out tab-separated ``text`` exactly as Go's tabwriter (0, 0, 2, ' ', 0) prints it.
+
+    Args:
+        text: lines separated by ``\n``, cells by ``\t``. A final line without ``\n`` is kept
+            without one, as Go's ``Flush`` does.
+
+    Returns:
+        The aligned text; it contains no tab characters.
+    """
+    out: list[str] = []
+    section: list[list[str]] = []
+    raw_lines = text.split("\n")
+    tail = raw_lines.pop()  # text after the last newline ("" when text ends with one)
+    for raw in raw_lines:
+        cells = raw.split("\t")
+        section.append(cells)
+        if len(cells) == 1:
+            _format_section(section, out)
+            section = []
+    if tail:
+        section.append(tail.split("\t"))
+    if section:
+        _format_section(section, out)
+        if tail:
+            out[-1] = out[-1][:-1]
+    return "".join(out)

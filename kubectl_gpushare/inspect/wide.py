@@ -1,0 +1,50 @@
+"""``-o wide``: the summary's per-GPU columns plus what an operator asks next.
+
+Adds, per node: the GPU count, free memory, pending memory, the largest free memory on a single
+healthy GPU (the biggest pod that still fits, since a pod never spans GPUs without gpushare 2.0)
+and the number of pods holding memory. Ends, after a blank line, with the cluster total. Unlike the compatible
+summary, this layout is ours and not parsed by existing scripts; column names may grow, never
+change. Renders from a `ledger.Ledger`; does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kubectl_gpushare.inspect import tabwriter
+from kubectl_gpushare.inspect.compat import CLUSTER_FOOTER, memory_unit, percent
+from kubectl_gpushare.ledger import PENDING, Ledger
+
+
+def render(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> str:
+    """The wide table for the given nodes (nodes without GPU memory are left out)."""
+    usages = [usage for usage in (ledger.usage(name) for name in names) if usage.total_mem > 0]
+    max_gpus = max((usage.gpu_count for usage in usages), default=0)
+    unit = memory_unit(ledger, names)
+    lines: list[str] = []
+    if headers:
+        gpu_columns = "".join(f"GPU{index}(Allocated/Total)\t" for index in range(max_gpus))
+        lines.append(
+            f"NAME\tIPADDRESS\tGPUS\t{gpu_columns}PENDING\tALLOCATED/TOTAL({unit})\tUSED%\tFREE\tLARGEST-FREE-GPU\tPODS\n"
+        )
+    cluster_used = cluster_total = 0
+    for usage in usages:
+        cells = [f"{usage.node.name}\t{usage.node.ip}\t{usage.gpu_count}\t"]
+        for index in range(max_gpus):
+            device = usage.devices.get(index)
+            cells.append(f"{device.used}/{device.total}\t" if device is not None else "-\t")
+        pending = usage.devices.get(PENDING)
+        used = usage.used
+        free_per_gpu = ledger.free(usage.node.name)
+        largest = max(free_per_gpu.values(), default=0)
+        pods = len({pod.uid for device in usage.devices.values() for pod, _ in device.pods})
+        cells.append(
+            f"{pending.used if pending else 0}\t{used}/{usage.total_mem}\t{percent(used, usage.total_mem)}%\t"
+            f"{usage.total_mem - used}\t{max(largest, 0)}\t{pods}\n"
+        )
+        lines.append("".join(cells))
+        cluster_used += used
+        cluster_total += usage.total_mem
+    lines.append("\n")
+    lines.append(f"{CLUSTER_FOOTER}\t{cluster_used}/{cluster_total} ({percent(cluster_used, cluster_total)}%)\n")
+    return tabwriter.render("".join(lines))

@@ -1,0 +1,202 @@
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kubectl_gpushare.inspect import command, report
+from kubectl_gpushare.inspect.command import inspect_command
+
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "inspect"
+
+
+def invoke(runner: CliRunner, *args: str, case: str = "s2", input: bytes | None = None):  # noqa: A002
+    return runner.invoke(inspect_command, ["--from-file", str(GOLDEN / case / "cluster.yaml"), *args], input=input)
+
+
+def test_json_report_schema(cli_runner: CliRunner) -> None:
+    result = invoke(cli_runner, "-o", "json")
+    document = json.loads(result.stdout)
+    assert document["apiVersion"] == report.API_VERSION and document["kind"] == "GPUShareReport"
+    assert document["unit"] == "GiB" and document["basis"] == "allocatable"
+    node2 = document["nodes"][1]
+    assert node2["name"] == "gpu-node-2" and node2["pending"] == 1 and node2["used"] == 1 and node2["free"] == 14
+    assert node2["pendingPods"][0]["name"] == "job-c"
+    gpu1 = document["nodes"][0]["gpus"][1]
+    assert gpu1 == {
+        "index": 1,
+        "total": 15,
+        "used": 3,
+        "free": 12,
+        "pods": [
+            {
+                "namespace": "ml",
+                "name": "job-b",
+                "uid": "00000000-0000-0000-0000-00000000000b",
+                "phase": "Running",
+                "memory": 3,
+            }
+        ],
+    }
+    assert document["cluster"] == {
+        "nodes": 2,
+        "gpus": 3,
+        "total": 45,
+        "used": 6,
+        "free": 39,
+        "pending": 1,
+        "usedPercent": 13,
+    }
+
+
+def test_yaml_equals_json(cli_runner: CliRunner) -> None:
+    as_json = json.loads(invoke(cli_runner, "-o", "json").stdout)
+    assert yaml.safe_load(invoke(cli_runner, "-o", "yaml").stdout) == as_json
+
+
+def test_csv_has_a_row_per_gpu_and_pending(cli_runner: CliRunner) -> None:
+    rows = list(csv.reader(io.StringIO(invoke(cli_runner, "-o", "csv").stdout)))
+    assert rows[0] == list(report.CSV_HEADER)
+    assert rows[-1] == ["gpu-node-2", "192.168.1.12", "pending", "1", "", "", "default/job-c=1"]
+    assert len(invoke(cli_runner, "-o", "csv", "--no-headers").stdout.splitlines()) == len(rows) - 1
+
+
+def test_sort_by_free_puts_the_emptiest_node_first(cli_runner: CliRunner) -> None:
+    by_name = invoke(cli_runner).stdout.splitlines()
+    by_used = invoke(cli_runner, "--sort", "used").stdout.splitlines()
+    by_free = invoke(cli_runner, "--sort", "free").stdout.splitlines()
+    assert by_name[1].startswith("gpu-node-1") and by_used[1].startswith("gpu-node-1")
+    assert by_free[1].startswith("gpu-node-1")  # 25 free vs 14
+    percent = invoke(cli_runner, "--sort", "percent", "-o", "json").stdout
+    assert [n["name"] for n in json.loads(percent)["nodes"]] == ["gpu-node-1", "gpu-node-2"]
+
+
+def test_several_node_names_and_flag_order(cli_runner: CliRunner) -> None:
+    after = invoke(cli_runner, "gpu-node-2", "-d").stdout
+    before = cli_runner.invoke(
+        inspect_command, ["-d", "gpu-node-2", "--from-file", str(GOLDEN / "s2" / "cluster.yaml")]
+    ).stdout
+    assert after == before and "NAME:       gpu-node-2" in after and "gpu-node-1" not in after
+    both = invoke(cli_runner, "gpu-node-2", "gpu-node-1").stdout
+    assert both == (GOLDEN / "s2" / "summary.txt").read_text()
+
+
+def test_pretty_draws_bars_without_colour_when_not_a_terminal(cli_runner: CliRunner) -> None:
+    result = invoke(cli_runner, "-o", "pretty", "-d")
+    assert result.exit_code == 0
+    assert "GPU1 ████" in result.stdout and "default/job-c" in result.stdout and "\x1b[" not in result.stdout
+    assert "Cluster: 6/45 (13%)" in result.stdout
+
+
+def test_wide_adds_free_and_largest_free_gpu(cli_runner: CliRunner) -> None:
+    lines = invoke(cli_runner, "-o", "wide").stdout.splitlines()
+    assert lines[0].split()[-4:] == ["USED%", "FREE", "LARGEST-FREE-GPU", "PODS"]
+    assert lines[1].split()[-4:] == ["16%", "25", "13", "2"]
+    assert lines[-1] == "Allocated/Total GPU Memory In Cluster:  6/45 (13%)"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        pytest.param(["-o", "xml"], 2, "Invalid value for '-o'", id="bad-output"),
+        pytest.param(["--sort", "size"], 2, "Invalid value for '--sort'", id="bad-sort"),
+        pytest.param(["-l", "a=(1"], command.EXIT_USAGE, "error: --selector", id="bad-selector"),
+        pytest.param(["nope"], command.EXIT_API, 'Failed due to nodes "nope" not found', id="missing-node"),
+    ],
+)
+def test_errors_are_one_line_with_exit_codes(cli_runner: CliRunner, args: list[str], code: int, needle: str) -> None:
+    result = invoke(cli_runner, *args)
+    assert result.exit_code == code
+    assert needle in result.stderr
+    assert result.stdout == ""
+
+
+def test_unreadable_file_is_a_usage_error(cli_runner: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{broken")
+    result = cli_runner.invoke(inspect_command, ["--from-file", str(bad)])
+    assert result.exit_code == command.EXIT_USAGE
+    assert result.stderr.startswith("error: --from-file: not a Kubernetes JSON list")
+    missing = cli_runner.invoke(inspect_command, ["--from-file", str(tmp_path / "absent.json")])
+    assert missing.exit_code == 2 and "No such file or directory" in missing.stderr
+
+
+def test_malformed_values_warn_once_each(cli_runner: CliRunner) -> None:
+    path = GOLDEN / "malformed" / "cluster.json"
+    result = cli_runner.invoke(inspect_command, ["--from-file", str(path)])
+    assert result.exit_code == 0
+    warnings = result.stderr.splitlines()
+    assert all(line.startswith("warning: ") for line in warnings)
+    assert len(warnings) == len(set(warnings)) >= 4
+    assert any("'lots'" in line for line in warnings)
+
+
+LAZY_CHECK = """
+import sys
+from kubectl_gpushare.cli import inspect_main
+sys.argv = ["kubectl-inspect-gpushare", *sys.argv[1:]]
+try:
+    inspect_main()
+except SystemExit:
+    pass
+heavy = sorted({m.split(".")[0] for m in sys.modules} & {"kubernetes", "rich", "grpc"})
+sys.stderr.write("HEAVY=" + ",".join(heavy) + "\\n")
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "allowed"),
+    [
+        pytest.param(["--help"], set(), id="help"),
+        pytest.param(["--from-file", str(GOLDEN / "s1" / "cluster.yaml")], set(), id="summary"),
+        pytest.param(["--from-file", str(GOLDEN / "s1" / "cluster.yaml"), "-o", "json"], set(), id="json"),
+        pytest.param(["--from-file", str(GOLDEN / "s1" / "cluster.yaml"), "-o", "pretty"], {"rich"}, id="pretty"),
+    ],
+)
+def test_inspect_path_imports_no_heavy_packages(args: list[str], allowed: set[str]) -> None:
+    result = subprocess.run([sys.executable, "-c", LAZY_CHECK, *args], capture_output=True, text=True, timeout=60)
+    line = [x for x in result.stderr.splitlines() if x.startswith("HEAVY=")][0]
+    heavy = {name for name in line[len("HEAVY=") :].split(",") if name}
+    assert heavy == allowed
+
+
+def test_help_lists_exit_codes_and_kubectl_flags(cli_runner: CliRunner) -> None:
+    result = cli_runner.invoke(inspect_command, ["-h"], prog_name="kubectl inspect gpushare")
+    assert result.exit_code == 0
+    assert "Usage: kubectl inspect gpushare [OPTIONS] [NODE]..." in result.stdout
+    for flag in (
+        "--kubeconfig",
+        "--context",
+        "--cluster",
+        "--user",
+        "--as",
+        "--as-group",
+        "--request-timeout",
+        "--selector",
+        "--sort",
+        "--no-headers",
+        "--from-file",
+        "Exit codes:",
+    ):
+        assert flag in result.stdout
+
+
+def test_progress_line_is_drawn_and_cleared_only_when_enabled(capsys: pytest.CaptureFixture[str]) -> None:
+    quiet = command._Progress(enabled=False)
+    quiet(5000)
+    quiet.clear()
+    assert capsys.readouterr().err == ""
+    shown = command._Progress(enabled=True)
+    shown(10)  # within the first PROGRESS_DELAY: small lists never flash a line
+    assert capsys.readouterr().err == ""
+    shown.start -= command.PROGRESS_DELAY
+    shown(12000)
+    shown.clear()
+    assert capsys.readouterr().err == "\rlisting pods: 12,000\r\x1b[K"

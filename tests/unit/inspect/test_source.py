@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kubectl_gpushare.inspect import selector, source
+from kubectl_gpushare.kube.errors import NotFound
+
+
+def node(name: str, mem: str | None = "16", count: str = "2", labels: dict[str, str] | None = None) -> dict:
+    allocatable = {"aliyun.com/gpu-count": count}
+    if mem is not None:
+        allocatable["aliyun.com/gpu-mem"] = mem
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}},
+        "status": {"allocatable": allocatable, "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]},
+    }
+
+
+def pod(name: str, node_name: str, limit: str, idx: str | None = "0", phase: str = "Running") -> dict:
+    annotations = {"ALIYUN_COM_GPU_MEM_IDX": idx} if idx is not None else {}
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": name, "annotations": annotations},
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "c", "resources": {"limits": {"aliyun.com/gpu-mem": limit}}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def as_list(*items: dict) -> bytes:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(items)}).encode()
+
+
+def test_json_list_builds_ledger_of_gpu_nodes_sorted_by_name() -> None:
+    snapshot = source.from_documents(as_list(node("b"), node("a"), node("cpu", mem=None), pod("p", "b", "3")))
+    assert snapshot.names == ["a", "b"]
+    assert snapshot.ledger.used("b") == {0: 3}
+
+
+def test_completed_pods_do_not_count() -> None:
+    snapshot = source.from_documents(
+        as_list(node("a"), pod("done", "a", "3", phase="Succeeded"), pod("bad", "a", "2", phase="Failed"))
+    )
+    assert snapshot.ledger.used("a") == {}
+
+
+def test_yaml_multi_document_and_unquoted_scalars() -> None:
+    text = b"""
+kind: Node
+metadata: {name: a, creationTimestamp: 2024-01-01T00:00:00Z}
+status:
+  allocatable: {aliyun.com/gpu-mem: 16, aliyun.com/gpu-count: 2}
+---
+kind: PodList
+items:
+- metadata: {name: p, namespace: default, uid: u1, annotations: {ALIYUN_COM_GPU_MEM_IDX: 1}}
+  spec: {nodeName: a, containers: [{name: c, resources: {limits: {aliyun.com/gpu-mem: 4}}}]}
+  status: {phase: Running}
+"""
+    snapshot = source.from_documents(text)
+    assert snapshot.names == ["a"]
+    assert snapshot.ledger.used("a") == {1: 4}
+
+
+def test_named_nodes_are_kept_even_without_memory_and_missing_ones_fail() -> None:
+    data = as_list(node("a"), node("cpu", mem=None))
+    assert source.from_documents(data, ["cpu", "a"]).names == ["a", "cpu"]
+    with pytest.raises(NotFound, match='nodes "zzz" not found'):
+        source.from_documents(data, ["a", "zzz"])
+
+
+def test_selector_filters_nodes_offline() -> None:
+    data = as_list(node("a", labels={"pool": "x"}), node("b", labels={"pool": "y"}))
+    assert source.from_documents(data, selector="pool=y").names == ["b"]
+    assert source.from_documents(data, selector="pool in (x, y),!missing").names == ["a", "b"]
+
+
+def test_malformed_values_warn_and_count_the_rest() -> None:
+    snapshot = source.from_documents(as_list(node("a"), pod("p", "a", "lots"), pod("q", "a", "2", idx="x")))
+    assert snapshot.ledger.used("a") == {-1: 2}
+    assert len(snapshot.warnings) == 2
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        pytest.param(b"", "empty", id="empty"),
+        pytest.param(b"{not json", "not a Kubernetes JSON list", id="bad-json"),
+        pytest.param(b"a: [unclosed", "not valid YAML", id="bad-yaml"),
+        pytest.param(b"- 1\n- 2\n", "not a Kubernetes object", id="yaml-sequence"),
+        pytest.param(b'{"kind": "List", "items": [{"kind": "Service"}]}', "no Node and no Pod", id="no-nodes"),
+        pytest.param(b'{"kind": "Node", "metadata": {"name": 5}}', "not a Kubernetes JSON list", id="wrong-type"),
+        pytest.param(b"\xff\xfe", "neither JSON nor UTF-8", id="binary"),
+    ],
+)
+def test_unreadable_input_is_an_input_error(data: bytes, message: str) -> None:
+    with pytest.raises(source.InputError, match=message):
+        source.from_documents(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "labels", "matches"),
+    [
+        ("a=1", {"a": "1"}, True),
+        ("a==1", {"a": "2"}, False),
+        ("a!=1", {}, True),
+        ("a", {"a": ""}, True),
+        ("!a", {"a": ""}, False),
+        ("a in (1,2),b notin (3)", {"a": "2", "b": "4"}, True),
+        ("a in (1,2),b notin (3)", {"a": "2", "b": "3"}, False),
+    ],
+)
+def test_label_selector(text: str, labels: dict[str, str], matches: bool) -> None:
+    assert selector.parse(text)(labels) is matches
+
+
+def test_label_selector_rejects_garbage() -> None:
+    with pytest.raises(selector.SelectorError):
+        selector.parse("a=(1")
