@@ -12,15 +12,13 @@ start and ``--fail-on-init-error`` is on.
 
 from __future__ import annotations
 
-import json
-import logging
 import sys
-import time
-from typing import Any
 
 import click
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.flags import kube_options
+from kubectl_gpushare.logs import LEVELS, configure_logging
 
 ENV_DEVICE_PLUGIN_PATH = "GPUSHARE_DEVICE_PLUGIN_PATH"
 ENV_ENDPOINT = "GPUSHARE_DEVICE_PLUGIN_ENDPOINT"
@@ -31,7 +29,6 @@ ENV_IGNORE_XIDS = "GPUSHARE_IGNORE_XIDS"
 ENV_FAIL_ON_INIT_ERROR = "GPUSHARE_FAIL_ON_INIT_ERROR"
 ENV_LOG_LEVEL = "GPUSHARE_LOG_LEVEL"
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
 def parse_xids(text: str | None) -> frozenset[int]:
@@ -50,32 +47,6 @@ def parse_xids(text: str | None) -> frozenset[int]:
             raise click.BadParameter(f"{part!r} is not an Xid number", param_hint="--ignore-xids")
         found.add(value)
     return frozenset(found)
-
-
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
-
-
-def _configure_logging(log_format: str, level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
-        formatter: logging.Formatter = _JsonFormatter()
-    else:
-        formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%SZ")
-    formatter.converter = time.gmtime
-    handler.setFormatter(formatter)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(_LEVELS.get(level.lower(), logging.INFO))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -105,17 +76,10 @@ def _configure_logging(log_format: str, level: str) -> None:
 @click.option("--fail-on-init-error/--no-fail-on-init-error", envvar=ENV_FAIL_ON_INIT_ERROR, default=True,
               show_default=True, show_envvar=True,
               help="Exit when NVML cannot start; with --no-... advertise no GPUs and keep running.")
-@click.option("--kubeconfig", envvar="KUBECONFIG", show_envvar=True,
-              help="Kubeconfig file; in a pod the service account is used.")
-@click.option("--context", help="Kubeconfig context to use.")
-@click.option("--cluster", help="Kubeconfig cluster to use.")
-@click.option("--user", help="Kubeconfig user to use.")
-@click.option("--as", "as_user", help="Impersonate this user.")
-@click.option("--as-group", "as_groups", multiple=True, help="Impersonate this group (repeatable).")
-@click.option("--request-timeout", help="API request timeout, e.g. 10s.")
+@kube_options
 @click.option("--log-format", envvar=protocol.ENV_LOG_FORMAT, type=click.Choice(["text", "json"]), default="text",
               show_default=True, show_envvar=True)
-@click.option("--log-level", envvar=ENV_LOG_LEVEL, type=click.Choice(sorted(_LEVELS), case_sensitive=False),
+@click.option("--log-level", envvar=ENV_LOG_LEVEL, type=click.Choice(sorted(LEVELS), case_sensitive=False),
               default="info", show_default=True, show_envvar=True)
 def serve_device_plugin_command(
     *,
@@ -158,7 +122,7 @@ def serve_device_plugin_command(
     if not node_name:
         raise click.UsageError(f"--node-name (or {protocol.ENV_NODE_NAME}) is required")
     ignored = protocol.APPLICATION_XIDS | parse_xids(ignore_xids)
-    _configure_logging(log_format, log_level)
+    configure_logging(log_format, log_level)
     cfg = Config(
         node_name=node_name,
         device_plugin_path=device_plugin_path,

@@ -10,15 +10,13 @@ cluster).
 
 from __future__ import annotations
 
-import json
-import logging
 import sys
-import time
-from typing import Any
 
 import click
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.flags import kube_options
+from kubectl_gpushare.logs import LEVELS, configure_logging
 
 ENV_BIND_ADDRESS = "GPUSHARE_BIND_ADDRESS"
 ENV_URL_PREFIX = "GPUSHARE_URL_PREFIX"
@@ -30,39 +28,6 @@ ENV_TLS_KEY = "GPUSHARE_TLS_PRIVATE_KEY_FILE"
 ENV_MAX_REQUEST_BYTES = "GPUSHARE_MAX_REQUEST_BYTES"
 ENV_LOG_LEVEL = "LOG_LEVEL"
 """The original extender's variable: debug, info, warn (its default) or error."""
-
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARNING,
-           "error": logging.ERROR}
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message (and the traceback, if any)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        """Render one record."""
-        entry: dict[str, Any] = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
-
-
-def configure_logging(log_format: str, level: str) -> None:
-    """Log to stderr as text or JSON lines; credentials are never part of any message we log."""
-    handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
-        formatter: logging.Formatter = JsonFormatter()
-        formatter.converter = time.gmtime
-    else:
-        formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handler.setFormatter(formatter)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(_LEVELS.get(level.lower(), logging.INFO))
 
 
 def _port(value: str | int) -> int:
@@ -76,13 +41,7 @@ def _port(value: str | int) -> int:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--kubeconfig", envvar="KUBECONFIG", help="Kubeconfig file; in a pod the service account is used.")
-@click.option("--context", help="Kubeconfig context to use.")
-@click.option("--cluster", help="Kubeconfig cluster to use.")
-@click.option("--user", help="Kubeconfig user to use.")
-@click.option("--as", "as_user", help="User to impersonate.")
-@click.option("--as-group", "as_groups", multiple=True, help="Group to impersonate (repeatable).")
-@click.option("--request-timeout", default=None, help="API request timeout, e.g. 10s.")
+@kube_options
 @click.option("--port", envvar=protocol.ENV_PORT, default="39999", show_default=True, show_envvar=True,
               help="Port to listen on (the original's PORT; its manifests use 12345).")
 @click.option("--bind-address", envvar=ENV_BIND_ADDRESS, default="127.0.0.1", show_default=True, show_envvar=True,
@@ -113,7 +72,7 @@ def _port(value: str | int) -> int:
               help="Larger request bodies are refused with 413.")
 @click.option("--log-format", envvar=protocol.ENV_LOG_FORMAT, type=click.Choice(["text", "json"]), default="text",
               show_default=True, show_envvar=True)
-@click.option("--log-level", envvar=ENV_LOG_LEVEL, type=click.Choice(sorted(_LEVELS), case_sensitive=False),
+@click.option("--log-level", envvar=ENV_LOG_LEVEL, type=click.Choice(sorted(LEVELS), case_sensitive=False),
               default="info", show_default=True, show_envvar=True)
 def serve_extender_command(
     *,

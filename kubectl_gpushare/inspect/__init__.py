@@ -1,6 +1,6 @@
 """``kubectl inspect gpushare``: shared GPU memory per node, GPU and pod, as text, JSON, YAML, CSV or rich.
 
-Modules: `command` (flags, errors, exit codes), `kubeflags` (kubectl's connection flags),
+Modules: `command` (flags, errors, exit codes), `kube.flags` (kubectl's connection flags, shared),
 `source` (API or ``--from-file`` into a ledger), `compat` (the original's two views, byte for
 byte) on top of `tabwriter` (Go's text/tabwriter), `report` (versioned JSON/YAML/CSV), `wide`,
 `pretty` (rich, loaded only for ``-o pretty``), `order` (``--sort``), `selector` (offline ``-l``)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from kubectl_gpushare.inspect.kubeflags import kube_options, make_client
+from kubectl_gpushare.kube.flags import kube_options, make_client
 
 if TYPE_CHECKING:
     from kubectl_gpushare.inspect.source import Snapshot

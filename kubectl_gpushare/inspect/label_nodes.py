@@ -17,7 +17,7 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect.command import EXIT_API, EXIT_AUTH, EXIT_UNREACHABLE, EXIT_USAGE
-from kubectl_gpushare.inspect.kubeflags import kube_options, make_client
+from kubectl_gpushare.kube.flags import kube_options, make_client
 
 if TYPE_CHECKING:
     from kubectl_gpushare.kube.types import Node

@@ -181,7 +181,7 @@ def test_cli_process_serves_logs_json_without_secrets_and_stops_on_sigterm(
         (["--port", "notaport"], {}, 2, "is not a port number"),
         (["--gpu-policy", "random"], {}, 2, "Invalid value for '--gpu-policy'"),
         (["--tls-cert-file", "x.pem"], {}, 2, "go together"),
-        ([], {"KUBECONFIG": "/nonexistent/kubeconfig"}, 2, "does not exist"),
+        ([], {"KUBECONFIG": "/nonexistent/kubeconfig"}, 2, "no kubeconfig found (tried /nonexistent/kubeconfig)"),
     ],
     ids=["bad-port", "bad-policy", "half-tls", "no-kubeconfig"],
 )

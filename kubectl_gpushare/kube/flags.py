@@ -1,9 +1,11 @@
-"""kubectl's connection flags for plugins, which kubectl does not forward: one decorator, one loader.
+"""kubectl's connection flags, declared once for every command: one decorator, one loader.
 
-kubectl keeps its global flags to itself, so every plugin command re-declares them. This module
-declares them once (``--kubeconfig``, ``--context``, ``--cluster``, ``--user``, ``--as``,
-``--as-group``, ``--request-timeout``) and turns them into a `kube.client.Client`. Only click is
-imported at module level; the kube modules load when a client is built.
+kubectl keeps its global flags to itself, so plugins re-declare them; the daemons take the same
+flags so they can run outside a cluster. This module declares them once (``--kubeconfig``,
+``--context``, ``--cluster``, ``--user``, ``--as``, ``--as-group``, ``--request-timeout``) and turns
+them into a `ClientConfig` or a `Client`. ``KUBECONFIG`` is read by `kube.config.load_config` (as a
+path list, like kubectl), not by click. Only click is imported at module level; the kube modules
+load when a client is built.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import click
 
 if TYPE_CHECKING:
     from kubectl_gpushare.kube.client import Client
+    from kubectl_gpushare.kube.config import ClientConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,16 +51,15 @@ def kube_options(function: F) -> F:
     return function
 
 
-def make_client(options: dict[str, Any], component: str) -> Client:
-    """A client for the cluster the flags (or their kubectl defaults) select.
+def config_from(options: dict[str, Any]) -> ClientConfig:
+    """The client configuration the flags (or their kubectl defaults) select.
 
     Raises:
         ConfigError: no usable configuration.
     """
-    from kubectl_gpushare.kube.client import Client
     from kubectl_gpushare.kube.config import load_config
 
-    config = load_config(
+    return load_config(
         kubeconfig=options["kubeconfig"],
         context=options["context"],
         cluster=options["cluster"],
@@ -66,4 +68,14 @@ def make_client(options: dict[str, Any], component: str) -> Client:
         as_groups=options["as_groups"],
         request_timeout=options["request_timeout"],
     )
-    return Client(config, component=component)
+
+
+def make_client(options: dict[str, Any], component: str) -> Client:
+    """A client for the cluster the flags (or their kubectl defaults) select.
+
+    Raises:
+        ConfigError: no usable configuration.
+    """
+    from kubectl_gpushare.kube.client import Client
+
+    return Client(config_from(options), component=component)
