@@ -12,6 +12,7 @@ nothing from the package.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
@@ -101,8 +102,11 @@ _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_quantity(text: str) -> int:
     """Parse a Kubernetes quantity into an integer, rounding up as ``Quantity.Value()`` does.
+
+    Cached: a cluster repeats a handful of quantities across thousands of pods and nodes.
 
     Args:
         text: a quantity such as ``"4"``, ``"10G"``, ``"2Gi"``, ``"1500m"`` or ``"1e3"``.

@@ -211,7 +211,7 @@ def prepare_update(
         check_rv: compare a resourceVersion in ``new`` with the stored one (the precondition).
 
     Raises:
-        ApiError: 400 (name mismatch, undecodable), 409 (stale resourceVersion), 422 (invalid or a
+        ApiError: 400 (name mismatch, undecodable), 409 (stale resourceVersion or another UID), 422 (invalid or a
             forbidden pod spec change).
     """
     check_types(resource, new)
@@ -225,6 +225,10 @@ def prepare_update(
     rv = meta.get("resourceVersion")
     if check_rv and rv and rv != old_meta["resourceVersion"]:
         raise errors.conflict(resource.plural, name, errors.STALE_RV, resource.group)
+    uid = meta.get("uid")
+    if uid and uid != old_meta.get("uid"):
+        why = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old_meta.get('uid', '')}"
+        raise errors.conflict(resource.plural, name, why, resource.group)
     meta["name"] = name
     for key in ("uid", "creationTimestamp", "namespace", "deletionTimestamp"):
         if key in old_meta:

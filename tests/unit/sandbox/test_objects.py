@@ -111,3 +111,14 @@ def test_pod_spec_is_immutable_except_images() -> None:
     with pytest.raises(ApiError) as caught:
         prepare_update(PODS, old, moved, "p", "")
     assert caught.value.code == 422
+
+
+def test_a_uid_in_the_body_is_a_precondition() -> None:
+    pods = BY_PLURAL["pods"]
+    old = prepare_create(pods, {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, "ns")
+    old["metadata"]["resourceVersion"] = "5"
+    new = {**old, "metadata": {**old["metadata"], "uid": "someone-else"}}
+    with pytest.raises(ApiError) as caught:
+        prepare_update(pods, old, new, "p", "")
+    assert caught.value.code == 409
+    assert "UID in precondition: someone-else" in str(caught.value)
