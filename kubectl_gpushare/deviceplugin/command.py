@@ -18,7 +18,7 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import kube_options
-from kubectl_gpushare.logs import LEVELS, configure_logging
+from kubectl_gpushare.service import configure_logging, log_options, stop_on_signals
 
 ENV_DEVICE_PLUGIN_PATH = "GPUSHARE_DEVICE_PLUGIN_PATH"
 ENV_ENDPOINT = "GPUSHARE_DEVICE_PLUGIN_ENDPOINT"
@@ -77,10 +77,7 @@ def parse_xids(text: str | None) -> frozenset[int]:
               show_default=True, show_envvar=True,
               help="Exit when NVML cannot start; with --no-... advertise no GPUs and keep running.")
 @kube_options
-@click.option("--log-format", envvar=protocol.ENV_LOG_FORMAT, type=click.Choice(["text", "json"]), default="text",
-              show_default=True, show_envvar=True)
-@click.option("--log-level", envvar=ENV_LOG_LEVEL, type=click.Choice(sorted(LEVELS), case_sensitive=False),
-              default="info", show_default=True, show_envvar=True)
+@log_options(ENV_LOG_LEVEL)
 def serve_device_plugin_command(
     *,
     node_name: str | None,
@@ -114,9 +111,6 @@ def serve_device_plugin_command(
       kubectl gpushare serve-device-plugin --memory-unit MiB --unit-size 64
       kubectl gpushare serve-device-plugin --fake-gpus 2x16GiB,1x24GiB --node-name n1
     """  # noqa: D301 - click's \b paragraph marker
-    import signal
-    import threading
-
     from kubectl_gpushare.deviceplugin.daemon import Config, DaemonError, KubeOptions, serve
 
     if not node_name:
@@ -136,10 +130,7 @@ def serve_device_plugin_command(
         fail_on_init_error=fail_on_init_error,
         kube=KubeOptions(kubeconfig, context, cluster, user, as_user, as_groups, request_timeout),
     )
-    stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     try:
         serve(cfg, stop=stop)
     except DaemonError as exc:

@@ -16,7 +16,7 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import kube_options
-from kubectl_gpushare.logs import LEVELS, configure_logging
+from kubectl_gpushare.service import configure_logging, log_options, stop_on_signals
 
 ENV_BIND_ADDRESS = "GPUSHARE_BIND_ADDRESS"
 ENV_URL_PREFIX = "GPUSHARE_URL_PREFIX"
@@ -70,10 +70,7 @@ def _port(value: str | int) -> int:
 @click.option("--max-request-bytes", envvar=ENV_MAX_REQUEST_BYTES, type=click.IntRange(min=1024),
               default=16 * 1024 * 1024, show_default=True, show_envvar=True,
               help="Larger request bodies are refused with 413.")
-@click.option("--log-format", envvar=protocol.ENV_LOG_FORMAT, type=click.Choice(["text", "json"]), default="text",
-              show_default=True, show_envvar=True)
-@click.option("--log-level", envvar=ENV_LOG_LEVEL, type=click.Choice(sorted(LEVELS), case_sensitive=False),
-              default="info", show_default=True, show_envvar=True)
+@log_options(ENV_LOG_LEVEL)
 def serve_extender_command(
     *,
     kubeconfig: str | None,
@@ -105,9 +102,7 @@ def serve_extender_command(
     annotations, so the original device plugin works with it unchanged. Example:
     kubectl gpushare serve-extender --port 12345 --bind-address 0.0.0.0 --leader-elect
     """
-    import signal
     import ssl
-    import threading
 
     from kubectl_gpushare.extender.server import ServeConfig, serve
     from kubectl_gpushare.kube.config import load_config
@@ -131,10 +126,7 @@ def serve_extender_command(
         tls_private_key_file=tls_private_key_file, max_request_bytes=max_request_bytes,
         log_format="json" if log_format == "json" else "text",
     )
-    stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     try:
         serve(cfg, stop=stop)
     except (OSError, ssl.SSLError) as exc:

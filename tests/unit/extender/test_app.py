@@ -183,7 +183,7 @@ def test_verbs_answer_with_an_error_until_the_cache_is_synced(app: ExtenderApp) 
 def test_json_log_lines_are_one_object_each(capsys: pytest.CaptureFixture[str]) -> None:
     import logging
 
-    from kubectl_gpushare.logs import configure_logging
+    from kubectl_gpushare.service import configure_logging
 
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)

@@ -1,0 +1,96 @@
+"""What the long-running components share: log flags and set-up, and stopping on signals.
+
+The extender and the device plugin use this so that ``--log-format json`` and SIGTERM mean the
+same thing for both. Logs go to stderr as text or one JSON object per line; messages never carry
+credentials (nothing in the package logs a token, a kubeconfig user's secrets or request headers).
+Only click and the standard library are imported, so commands' ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+import click
+
+from kubectl_gpushare.protocol import ENV_LOG_FORMAT
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+LEVELS: Final = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+"""Level names accepted by ``--log-level`` (``warn`` is the original extender's spelling)."""
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: UTC time, level, logger, message (and the traceback, if any)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.converter = time.gmtime
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render one record."""
+        entry: dict[str, Any] = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(log_format: str, level: str) -> None:
+    """Send the root logger to stderr as ``text`` or ``json`` at ``level`` (a `LEVELS` name)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        formatter: logging.Formatter = JsonFormatter()
+    else:
+        formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%SZ")
+        formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(LEVELS.get(level.lower(), logging.INFO))
+
+
+def log_options(level_envvar: str) -> Callable[[F], F]:
+    """Add ``--log-format text|json`` and ``--log-level`` (read from ``level_envvar`` too)."""
+
+    def decorate(function: F) -> F:
+        function = click.option(
+            "--log-level", envvar=level_envvar, type=click.Choice(sorted(LEVELS), case_sensitive=False),
+            default="info", show_default=True, show_envvar=True, help="Least severe level logged.",
+        )(function)
+        return click.option(
+            "--log-format", envvar=ENV_LOG_FORMAT, type=click.Choice(["text", "json"]), default="text",
+            show_default=True, show_envvar=True, help="Log lines as text or as one JSON object each.",
+        )(function)
+
+    return decorate
+
+
+def stop_on_signals() -> threading.Event:
+    """An Event that SIGTERM and SIGINT set, so a daemon shuts down cleanly instead of dying.
+
+    Handlers can only be installed on the main thread; elsewhere (tests, embedders) the Event is
+    returned untouched and the caller sets it.
+    """
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+    return stop
