@@ -45,12 +45,12 @@ def render(components: list[str], image: str) -> str:
 )
 @click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="Container image to run.")
 def manifests_command(*, only: str, image: str) -> None:
-    r"""Print the manifests that install the extender and the device plugin.
+    """Print the manifests that install the extender and the device plugin.
 
     \b
     Example:
       kubectl gpushare manifests | kubectl apply -f -
       kubectl gpushare manifests --only scheduler-config > /etc/kubernetes/gpushare-scheduler.yaml
-    """
+    """  # noqa: D301 - click's \b paragraph marker must stay a real backspace escape
     components = ["extender", "device-plugin"] if only == "all" else [only]
     click.echo(render(components, image), nl=False)

@@ -138,12 +138,11 @@ class Transport:
     # --- requests --------------------------------------------------------------------------------------
 
     def url(self, path: str, query: Mapping[str, object] | None = None) -> str:
-        """The full URL of an API path (for messages and logs)."""
-        return f"{self.config.server.rstrip('/')}{path}" + (f"?{urlencode(query)}" if query else "")
+        """The full URL of an API path (for messages and logs), with the query exactly as sent."""
+        return f"{self.config.server.rstrip('/')}{path}" + _query_string(query)
 
     def _target(self, path: str, query: Mapping[str, object] | None) -> str:
-        clean = {key: value for key, value in (query or {}).items() if value is not None and value != ""}
-        return self._prefix + quote(path, safe="/:@") + (f"?{urlencode(clean)}" if clean else "")
+        return self._prefix + quote(path, safe="/:@") + _query_string(query)
 
     def _send(
         self,
@@ -300,3 +299,9 @@ class _TLSConnection(http.client.HTTPSConnection):
             return
         http.client.HTTPConnection.connect(self)
         self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_hostname)  # type: ignore[attr-defined]
+
+
+def _query_string(query: Mapping[str, object] | None) -> str:
+    """``?k=v&...`` for the parameters that are set (None and "" are left out), or ""."""
+    clean = {key: value for key, value in (query or {}).items() if value is not None and value != ""}
+    return f"?{urlencode(clean)}" if clean else ""

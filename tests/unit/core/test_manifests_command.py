@@ -29,3 +29,9 @@ def test_scheduler_config_is_printed_alone_and_matches_the_repository_file() -> 
     out = CliRunner().invoke(manifests_command, ["--only", "scheduler-config"]).output
     assert out == (REPO / "manifests" / "kube-scheduler-config.yaml").read_text().strip() + "\n"
     assert yaml.safe_load(out)["kind"] == "KubeSchedulerConfiguration"
+
+
+def test_help_keeps_the_examples_on_their_own_lines() -> None:
+    out = CliRunner().invoke(manifests_command, ["--help"]).output
+    assert "\\b" not in out
+    assert "\n    kubectl gpushare manifests | kubectl apply -f -\n" in out
