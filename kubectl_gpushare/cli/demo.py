@@ -11,7 +11,6 @@ directory, and everything stops when the demo ends (or on Ctrl-C with ``--keep``
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess
@@ -239,6 +238,8 @@ def demo_command(*, keep: bool, verbose: bool) -> None:
     pods; then runs `kubectl inspect gpushare` and `kubectl inspect gpushare -d`. Nothing is
     installed in any real cluster; everything listens on 127.0.0.1 and stops when the demo ends.
     """
-    logging.basicConfig(level=logging.INFO if verbose else logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    from kubectl_gpushare.service import configure_logging
+
+    configure_logging("text", "info" if verbose else "error")
     with tempfile.TemporaryDirectory(prefix="gpushare-demo-") as workdir:
         _run_demo(Path(workdir), keep)
