@@ -317,8 +317,7 @@ class AllocationBook:
             except allocator.NoMatchingPodError:
                 pass
         # Kubelet may have seen the pod before our watch did: read the API once more (outside the lock).
-        self._refresher.get(needed_since)
-        pods = self.source.pods()
+        pods = self._fresh(needed_since)
         with self._lock:
             try:
                 return self._claim(pods, units)
@@ -326,6 +325,12 @@ class AllocationBook:
                 raise AllocateError(str(exc), kind="exhausted") from exc
             except allocator.NoMatchingPodError as exc:
                 raise AllocateError(str(exc)) from exc
+
+    def _fresh(self, needed_since: float) -> list[PodRecord]:
+        """A re-read's pods (shared, see `SharedRefresh`), updated by whatever the cache learned since."""
+        pods = {pod.uid: pod for pod in self._refresher.get(needed_since)}
+        pods.update((pod.uid, pod) for pod in self.source.pods())
+        return list(pods.values())
 
     def _check_devices(self, device_ids: Sequence[str]) -> None:
         if not device_ids:
@@ -347,8 +352,7 @@ class AllocationBook:
         uuid = self._peek(self.source.pods(), size)
         if uuid is None:
             # Kubelet may ask before our watch has seen the pod: read the API once more, as Allocate does.
-            self._refresher.get(needed_since)
-            uuid = self._peek(self.source.pods(), size)
+            uuid = self._peek(self._fresh(needed_since), size)
         return allocator.preferred_devices(available, must_include, size, uuid)
 
     def _peek(self, pods: list[PodRecord], size: int) -> str | None:
