@@ -13,6 +13,7 @@ import pytest
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin._api import deviceplugin_pb2 as api
 from kubectl_gpushare.deviceplugin._api import deviceplugin_pb2_grpc as api_grpc
+from kubectl_gpushare.deviceplugin.cluster import RECORD_BUDGET
 from kubectl_gpushare.deviceplugin.kubelet import target
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, KubeletSim
 from kubectl_gpushare.kube import types
@@ -218,3 +219,26 @@ def test_allocate_is_answered_while_many_list_and_watch_streams_are_open(
         for stream in streams:
             stream.cancel()
         channel.close()
+
+
+def test_an_unanswered_patch_fails_allocate_within_its_budget_and_the_pod_stays_claimed(
+    kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox
+) -> None:
+    plugin = start_plugin("2x16GiB")
+    ready(kubelet, 32)
+    late = pods.create("late", [4], gpu=0, assume_time=1)
+    other = pods.create("other", [4], gpu=1, assume_time=2)
+    assert wait_until(lambda: cached(plugin, "late") and cached(plugin, "other"))
+    sandbox.inject(method="PATCH", path=r"/pods/late", latency=8.0)  # answered only after the client gave up
+    started = time.monotonic()
+    with pytest.raises(KubeletAllocateError) as info:
+        kubelet.allocate_pod(late)
+    assert time.monotonic() - started < RECORD_BUDGET + 2 < 30  # kubelet's stand-in waits 30 s
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "no answer recording GPU 0 on pod default/late" in info.value.details
+    assert "may have been recorded" in info.value.details
+    kubelet.release_pod(late["metadata"]["uid"])
+    # The write may still land, so "late" stays claimed: the next 4-unit call is "other"'s.
+    assert kubelet.allocate_pod(other)["main"]["ALIYUN_COM_GPU_MEM_IDX"] == "1"
+    assert wait_until(lambda: pods.annotations("late").get(protocol.ANN_ASSIGNED) == "true", timeout=20)
+    sandbox.clear_faults()
