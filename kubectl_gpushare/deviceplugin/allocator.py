@@ -167,7 +167,7 @@ def choose(
         containers = gpu_containers(pod)
         if not containers or container_request(pod, containers[0]) != request or pod.request > capacity:
             continue
-        if pod.gpu_index >= len(gpu_units):
+        if pod.gpu_index >= len(gpu_units) or gpu_units[pod.gpu_index] <= 0:
             misplaced = misplaced or pod
             continue
         return Choice(pod, pod.gpu_index, containers[0], first=True, last=len(containers) == 1)
