@@ -1,7 +1,7 @@
 # One image for both in-cluster components:
 #   kubectl-gpushare serve-extender        (Deployment, runs as non-root)
 #   kubectl-gpushare serve-device-plugin   (DaemonSet; needs root for kubelet's device-plugin socket directory)
-# NVML comes from the host driver, injected by the NVIDIA container runtime (see manifests/device-plugin.yaml).
+# NVML comes from the host driver, injected by the NVIDIA container runtime (see manifests/base/device-plugin.yaml).
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY setup.cfg pyproject.toml README.md ./
