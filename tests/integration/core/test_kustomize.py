@@ -187,3 +187,21 @@ def test_webhook_routes_gpu_pods_to_https_on_every_extender_replica(managed: dic
     assert scheduler_service["type"] == "ClusterIP" and "nodePort" not in scheduler_service["ports"][0]
     issuer = managed["Issuer", namespace, certificate["issuerRef"]["name"]]["spec"]
     assert managed["Certificate", namespace, issuer["ca"]["secretName"]]["spec"]["isCA"] is True
+
+
+NEEDED = {"serviceaccounts", "services", "configmaps", "deployments.apps", "daemonsets.apps",
+          "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
+          "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io",
+          "mutatingwebhookconfigurations.admissionregistration.k8s.io"}
+CERT_MANAGER = "cert-manager.io/v1"
+
+
+def test_both_trees_pass_a_server_side_dry_run(kubectl, kubectl_binaries: list[str], tree: str) -> None:  # type: ignore[no-untyped-def]
+    served = set(kubectl("api-resources", "-o", "name").stdout.split())
+    if not NEEDED <= served:
+        pytest.skip(f"the sandbox does not serve {sorted(NEEDED - served)} yet")
+    docs = kustomize(kubectl_binaries[0], tree)
+    if "certificates.cert-manager.io" not in served:  # cert-manager's CRDs are not in the sandbox
+        docs = [doc for doc in docs if doc["apiVersion"] != CERT_MANAGER]
+    result = kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(docs))
+    assert result.stdout.count("(server dry run)") == len(docs), result.stdout
