@@ -8,7 +8,7 @@ goes missing. Writes are bounded-retry patches: the assignment annotations on a 
 Allocate) and the node's ``aliyun.com/gpu-count`` plus the per-GPU annotation (retried in the
 background until it succeeds, since serving must not wait for it).
 
-Calls made, for the RBAC in ``manifests/device-plugin.yaml``: pods list/watch/patch; nodes
+Calls made, for the RBAC in ``manifests/base/device-plugin.yaml``: pods list/watch/patch; nodes
 list/watch/patch; nodes/status patch.
 """
 
