@@ -9,7 +9,7 @@ are bounded-retry patches: the assignment annotations on a pod, conditional on i
 `RECORD_BUDGET` (failure fails Allocate), and the node's ``aliyun.com/gpu-count`` plus the per-GPU
 annotation (retried in the background until it succeeds, since serving must not wait for it).
 
-Calls made, for the RBAC in ``manifests/device-plugin.yaml``: pods list/watch/patch; nodes
+Calls made, for the RBAC in ``manifests/base/device-plugin.yaml``: pods list/watch/patch; nodes
 list/watch/patch; nodes/status patch.
 """
 

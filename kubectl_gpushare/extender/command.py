@@ -5,7 +5,7 @@ keep working. Heavy imports happen inside the command body, so ``--help`` stays 
 
 Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 1 when the server cannot start (address in use,
 unreadable TLS files), 2 for usage and configuration errors (bad flags, no kubeconfig and not in a
-cluster).
+cluster, or the ``kubectl-gpushare[daemons]`` extra is not installed).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import kube_options
-from kubectl_gpushare.service import configure_logging, log_options, stop_on_signals
+from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
 
 ENV_BIND_ADDRESS = "GPUSHARE_BIND_ADDRESS"
 ENV_URL_PREFIX = "GPUSHARE_URL_PREFIX"
@@ -102,6 +102,7 @@ def serve_extender_command(
     annotations, so the original device plugin works with it unchanged. Example:
     kubectl gpushare serve-extender --port 12345 --bind-address 0.0.0.0 --leader-elect
     """
+    require_daemon_modules("serve-extender", ["prometheus_client"])
     import ssl
 
     from kubectl_gpushare.extender.server import ServeConfig, serve

@@ -13,8 +13,9 @@ call. It retries only idempotent GETs (policy in `kube.retry`), caches nothing (
 from __future__ import annotations
 
 import builtins
+import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final, Literal
 
@@ -29,6 +30,8 @@ from kubectl_gpushare.kube.retry import READ_POLICY, RetryPolicy, call_with_retr
 from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, LeaseSpec, Node, ObjectReference, Pod
 from kubectl_gpushare.kube.watch import Watch
 
+log = logging.getLogger(__name__)
+
 DEFAULT_PAGE_SIZE: Final = 500
 """kubectl's chunk size: small enough to bound memory, large enough that round trips do not dominate."""
 PatchType = Literal["strategic", "merge", "json"]
@@ -38,6 +41,10 @@ PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
     "json": "application/json-patch+json",
 }
 KindRef = Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | str
+
+
+def _log_skip(message: str) -> None:
+    log.warning("%s", message)
 
 
 def default_user_agent(component: str = "client") -> str:
@@ -156,10 +163,13 @@ class Client:
         page_size: int = DEFAULT_PAGE_SIZE,
         resource_version: str | None = None,
         allow_inconsistent: bool = False,
+        on_skip: Callable[[str], None] | None = None,
     ) -> Iterator[Any]:
         """Yield a kind's list one decoded page at a time (``limit`` + ``continue``).
 
         All pages are one consistent snapshot with the first page's ``metadata.resourceVersion``.
+        An item that does not decode is left out of its page and reported, never the whole list
+        (`kube.types.decode_page`).
 
         Args:
             kind: a `kube.types.Kind` or a plural name (``"pods"``).
@@ -170,6 +180,7 @@ class Client:
             resource_version: passed through (``"0"`` lets the server answer from its cache).
             allow_inconsistent: when the continue token expires (410) mid-list, carry on with the
                 inconsistent-continue token the server offers instead of raising.
+            on_skip: called with one line per item left out; None logs a warning.
 
         Raises:
             Expired: the snapshot expired mid-list (start over), unless ``allow_inconsistent``.
@@ -210,7 +221,7 @@ class Client:
                     raise
                 token = types.LIST_META_DECODER.decode(data).metadata.continue_
                 pending = prefetch.submit(fetch, token) if token and self.prefetch else None
-                yield k.list_decoder.decode(data)
+                yield types.decode_page(k, data, on_skip or _log_skip)
                 if not token:
                     return
 
@@ -359,9 +370,16 @@ class Client:
 
     # --- helpers the faces use ------------------------------------------------------------------------
 
-    def list_nodes(self, label_selector: str | None = None, page_size: int = DEFAULT_PAGE_SIZE) -> builtins.list[Node]:
-        """All nodes (optionally only those matching a label selector)."""
-        nodes: builtins.list[Node] = self.list(types.NODES, label_selector=label_selector, page_size=page_size)
+    def list_nodes(
+        self,
+        label_selector: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        on_skip: Callable[[str], None] | None = None,
+    ) -> builtins.list[Node]:
+        """All nodes (optionally only those matching a label selector); see `list_pages` for ``on_skip``."""
+        nodes: builtins.list[Node] = self.list(
+            types.NODES, label_selector=label_selector, page_size=page_size, on_skip=on_skip
+        )
         return nodes
 
     def get_node(self, name: str) -> Node:
