@@ -43,8 +43,8 @@ def check_types(resource: Resource, obj: Any) -> None:
     """
     if not isinstance(obj, dict):
         raise errors.bad_request(f"json: cannot unmarshal {type(obj).__name__} into Go value of type {resource.kind}")
-    meta = obj.get("metadata", {})
-    if meta is None:
+    meta = obj.get("metadata")
+    if meta is None:  # absent or null: an empty ObjectMeta, as Go decodes it
         meta = obj["metadata"] = {}
     if not isinstance(meta, dict):
         raise errors.bad_request("json: cannot unmarshal into Go struct field .metadata of type v1.ObjectMeta")

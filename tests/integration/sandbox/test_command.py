@@ -126,7 +126,7 @@ def test_bad_spec_and_busy_port_exit_with_documented_codes(tmp_path: Path) -> No
         text=True,
         timeout=30,
     )
-    assert result.returncode == 3 and "not a sandbox state file" in result.stderr
+    assert result.returncode == 2 and "not a sandbox state file" in result.stderr
     assert corrupt.read_text() == "{not json", "a bad state file is never overwritten"
 
 
