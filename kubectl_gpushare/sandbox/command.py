@@ -158,5 +158,5 @@ def _banner(sandbox: Sandbox, kubeconfig_path: Path, auth: bool, state_file: Pat
         click.echo(f"Tokens: admin {sandbox.ADMIN_TOKEN}, read-only {sandbox.READONLY_TOKEN}")
     if state_file is not None:
         click.echo(f"State is saved to {state_file}")
-    click.echo(f"Faults: curl -X POST {sandbox.url}/_sandbox/faults -d '{{\"path\": \"/binding\", \"status\": 500}}'")
+    click.echo(f'Faults: curl -X POST {sandbox.url}/_sandbox/faults -d \'{{"path": "/binding", "status": 500}}\'')
     click.echo("Press Ctrl-C to stop.", err=True)

@@ -62,8 +62,7 @@ def request(method: str, path: str, body: bytes = b"", headers: dict[str, str | 
 
 def chunked(path: str, framed: bytes) -> bytes:
     return (
-        f"POST {path} HTTP/1.1\r\nHost: sandbox\r\nContent-Type: application/json\r\n"
-        "Transfer-Encoding: chunked\r\n\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: sandbox\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     ).encode() + framed
 
 
