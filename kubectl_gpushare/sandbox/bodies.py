@@ -56,6 +56,10 @@ def decode_yaml(data: bytes) -> Any:
 
     try:
         value = yaml.load(data, Loader=_no_alias_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise BodyError(" ".join(f"{exc.problem or exc.context or 'invalid YAML'}{where}".split())) from None
     except yaml.YAMLError as exc:
         raise BodyError(" ".join(str(exc).split())) from None
     except RecursionError:
