@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -96,8 +97,6 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """One log line instead of socketserver's traceback: a client's misbehaviour is not a crash."""
-        import sys
-
         exc = sys.exc_info()[1]
         _log.warning("sandbox: connection from %s ended: %s: %s", client_address, type(exc).__name__, exc)
 
@@ -422,6 +421,8 @@ class Sandbox:
                 if encoding != "chunked":
                     handler.close_connection = True
                     return errors.bad_request(f"unsupported Transfer-Encoding {encoding[:40]!r}")
+                if handler.headers.get("Content-Length") is not None:  # chunked wins, but the sender is suspect
+                    handler.close_connection = True
                 return read_chunked(handler.rfile, self.max_body)
             length = content_length(handler.headers.get_all("Content-Length") or [])
         except FramingError as exc:
