@@ -121,3 +121,55 @@ def test_crashed_leader_is_replaced_within_15_s_with_default_timings(
     a.shutdown()  # no Lease release: as if the process were killed
     took = wait_until(lambda: ready(b), 16)
     assert took < 15
+
+
+def lease(sandbox: Sandbox) -> dict:  # type: ignore[type-arg]
+    obj = sandbox.get("leases", "kube-system", "gpushare-schd-extender")
+    assert obj is not None
+    return obj
+
+
+def test_lease_is_renewed_while_the_new_leader_catches_up_longer_than_the_lease_lasts(
+    sandbox: Sandbox, extender_factory  # type: ignore[no-untyped-def]
+) -> None:
+    sandbox.load([node_object("gpu-0", [8], ip="10.0.0.1")])
+    # Pod lists take 4 s (> the 3 s lease): a's first list, then the re-list of its catch-up.
+    slow = sandbox.inject("GET", r"^/api/v1/pods\?(?!.*watch=)", latency=4.0, times=2)
+    a = extender_factory(identity="replica-a", **FAST)
+    wait_until(lambda: sandbox.get("leases", "kube-system", "gpushare-schd-extender") is not None, 15)
+    wait_until(lambda: slow.hits == 2, 5)  # a won and is catching up
+    assert not ready(a)
+    b = extender_factory(identity="replica-b", **FAST)
+    b.wait_synced()
+    renewals: set[str] = set()
+    while not ready(a):
+        spec = lease(sandbox)["spec"]
+        assert spec["holderIdentity"] == "replica-a", "another replica took the lease during the catch-up"
+        renewals.add(spec["renewTime"])
+        assert not ready(b) and not b.running.elector.is_leader()
+        assert len(renewals) < 100, "catch-up never finished"
+        time.sleep(0.1)
+    assert len(renewals) >= 5  # renewed every 0.25 s while catching up for about 4 s
+    time.sleep(1.0)
+    assert lease(sandbox)["spec"]["holderIdentity"] == "replica-a" and ready(a) and not ready(b)
+
+
+def test_leader_whose_renewals_fail_stops_leading_within_the_renew_deadline(
+    sandbox: Sandbox, extender_factory  # type: ignore[no-untyped-def]
+) -> None:
+    sandbox.load([node_object("gpu-0", [8], ip="10.0.0.1"), pod_object("p0", "default", [3])])
+    a = extender_factory(identity="replica-a", **FAST)
+    wait_until(lambda: ready(a), 10)
+    failing = sandbox.inject(None, r"/leases/gpushare-schd-extender", status=500)
+    started = time.monotonic()
+    took = wait_until(lambda: not a.running.elector.is_leader(), FAST["renew_deadline"] + 2)
+    assert took < FAST["lease_duration"] - 0.25, took  # by its clock (renew deadline 2 s), before the lease ends
+    assert failing.hits > 0
+    with pytest.raises(ExtenderCallError, match="not the leader"):
+        a.scheduler().bind(sandbox.get("pods", "default", "p0"), "gpu-0")
+    assert not ready(a)
+    while time.monotonic() - started < FAST["lease_duration"]:
+        assert not a.running.elector.is_leader()
+        time.sleep(0.05)
+    sandbox.clear_faults()
+    wait_until(lambda: ready(a), 10)  # renewing again: it catches up and leads again
