@@ -109,16 +109,14 @@ class ExtenderCache:
             fresh.start()  # under the lock: `stop` either sees this informer or happens before it
         give_up = time.monotonic() + timeout
         synced = fresh.wait_synced(0)
-        while not synced and not self._stop.is_set() and time.monotonic() < give_up:
+        while not synced and not self._stop.is_set() and self._pods is fresh and time.monotonic() < give_up:
             synced = fresh.wait_synced(min(0.2, max(0.0, give_up - time.monotonic())))
-        if not synced:
-            with self._lock:
-                self._resync_seen = None
-            if self._stop.is_set():
-                return
-            raise TimeoutError(f"catch-up: the pod list did not finish within {timeout:.0f} s")
         with self._lock:
-            seen, self._resync_seen = self._resync_seen or set(), None
+            if self._pods is not fresh or self._stop.is_set():
+                return  # stopped, or superseded by a later catch-up (a new term), which owns the re-list
+            seen, self._resync_seen = self._resync_seen, None
+        if not synced or seen is None:
+            raise TimeoutError(f"catch-up: the pod list did not finish within {timeout:.0f} s")
         dropped = self.state.drop_pods_except(seen)
         log.info("catch-up: re-listed %d pods, dropped %d stale", len(fresh), dropped)
 
