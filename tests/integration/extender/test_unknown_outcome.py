@@ -196,12 +196,13 @@ def test_deleted_pod_ends_an_unsettled_reservation(
     ext.scheduler().bind(pod(sandbox, "b"), "gpu-1")
 
 
+@pytest.mark.parametrize("fault", [{"status": 503}, {"latency": 2.0}], ids=["failing", "hanging"])
 def test_bind_answers_within_its_deadline_while_reads_keep_failing(
-    sandbox: Sandbox, extender_factory, two_pods: None  # type: ignore[no-untyped-def]
+    sandbox: Sandbox, extender_factory, two_pods: None, fault: dict[str, Any]  # type: ignore[no-untyped-def]
 ) -> None:
     ext = extender_factory(bind_deadline=3.0)
     ext.wait_synced()
-    sandbox.inject("GET", r"/namespaces/default/pods/a$", status=503)
+    sandbox.inject("GET", r"/namespaces/default/pods/a$", **fault)
     started = time.monotonic()
     with pytest.raises(ExtenderCallError, match="bind default/a"):
         ext.scheduler(http_timeout=30).bind(pod(sandbox, "a"), "gpu-1")
