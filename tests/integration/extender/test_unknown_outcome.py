@@ -167,9 +167,11 @@ def test_sweep_releases_a_binding_the_api_shows_was_lost_after_the_grace(
         sched.bind(a, "gpu-1")
     sandbox.clear_faults()
     assert state.unsettled(uid)
+    assert "gpushare_extender_unsettled_binds 1.0" in ext.running.app.handle("GET", "/metrics").body.decode()
     with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
         sched.bind(pod(sandbox, "b"), "gpu-1")  # within the grace the GPU stays reserved
     wait_for(lambda: not state.unsettled(), 10)
+    assert "gpushare_extender_unsettled_binds 0.0" in ext.running.app.handle("GET", "/metrics").body.decode()
     assert not state.reserved(uid)
     assert not set(ANNOTATIONS) & set(pod(sandbox, "a")["metadata"].get("annotations") or {})
     sched.bind(pod(sandbox, "b"), "gpu-1")
