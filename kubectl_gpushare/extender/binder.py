@@ -344,6 +344,8 @@ class Binder:
             self._keep(args, annotations, sent_at, f"{message}; reading the pod back failed too: {exc}")
         if current.spec.node_name == args.node and _has(current, annotations):
             return  # it was bound after all (a lost reply, or a repeated request that landed)
+        if current.spec.node_name == args.node:  # on our node, our annotations changed: the watch settles it
+            self._keep(args, annotations, sent_at, f"{message}; the pod is on {args.node} without its GPU annotations")
         if current.spec.node_name or definite:
             # Refused, or bound elsewhere by another scheduler meanwhile: our annotations are wrong there.
             self._roll_back(args, current, annotations, deadline)
