@@ -147,9 +147,19 @@ class Binder:
         self._closed = threading.Event()
 
     def drain(self, timeout: float) -> bool:
-        """Wait until no bind is in flight (before releasing the Lease); False on timeout."""
+        """Wait until no bind is in flight and no Binding's outcome is unknown; False on timeout.
+
+        Run before releasing the Lease: the next leader's fresh list then shows every Binding of
+        ours that landed (one still unknown at the timeout is the handover's residual risk).
+        """
+        give_up = self.clock() + timeout
         with self._idle:
-            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+            if not self._idle.wait_for(lambda: self._in_flight == 0, timeout):
+                return False
+        while self.state.unsettled():
+            if self.clock() >= give_up or self._closed.wait(0.05):
+                return False
+        return True
 
     def close(self) -> None:
         """Stop the sweep (at shutdown); unsettled reservations die with the process."""
