@@ -33,6 +33,10 @@ def wait_until(predicate: Callable[[], bool], timeout: float) -> float:
 
 
 def check_no_overcommit(sandbox: Sandbox) -> int:
+    return check_no_overcommit_of(sandbox, 8)
+
+
+def check_no_overcommit_of(sandbox: Sandbox, memory: int) -> int:
     used: dict[tuple[str, str], int] = {}
     for pod in sandbox.objects("pods"):
         node = pod["spec"].get("nodeName")
@@ -40,7 +44,7 @@ def check_no_overcommit(sandbox: Sandbox) -> int:
         if node and protocol.ANN_IDX in ann:
             key = (node, ann[protocol.ANN_IDX])
             used[key] = used.get(key, 0) + int(ann[protocol.ANN_POD])
-    assert all(total <= 8 for total in used.values()), used
+    assert all(total <= memory for total in used.values()), used
     return sum(used.values())
 
 
@@ -173,3 +177,22 @@ def test_leader_whose_renewals_fail_stops_leading_within_the_renew_deadline(
         time.sleep(0.05)
     sandbox.clear_faults()
     wait_until(lambda: ready(a), 10)  # renewing again: it catches up and leads again
+
+
+def test_graceful_handover_waits_for_a_binding_of_unknown_outcome(
+    sandbox: Sandbox, extender_factory  # type: ignore[no-untyped-def]
+) -> None:
+    sandbox.load([node_object("gpu-0", [16], ip="10.0.0.1"), pod_object("a", "default", [10]),
+                  pod_object("b", "default", [10])])
+    a = extender_factory(identity="replica-a", request_timeout=2, **FAST)
+    wait_until(lambda: ready(a), 10)
+    b = extender_factory(identity="replica-b", **FAST)
+    b.wait_synced()
+    sandbox.inject("POST", r"/pods/a/binding", latency=3.0, times=1)  # lands after a's client gave up
+    with pytest.raises(ExtenderCallError, match="outcome is unknown"):
+        a.scheduler().bind(sandbox.get("pods", "default", "a"), "gpu-0")
+    a.shutdown()  # graceful: the Lease is released only once the Binding has landed and been seen
+    wait_until(lambda: ready(b), 10)
+    with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
+        b.scheduler().bind(sandbox.get("pods", "default", "b"), "gpu-0")
+    assert check_no_overcommit_of(sandbox, 16) == 10
