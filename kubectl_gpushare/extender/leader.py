@@ -123,7 +123,7 @@ class LeaderElector:
         if self._thread is not None:
             self._thread.join(timeout=self.config.retry_period + 5)
         with self._lock:
-            held = self._leading or self._catching_up is not None
+            held = self._leading or self._catching_up is not None or self._live()
             self._epoch += 1  # a catch-up still running must not make us leader afterwards
             self._catching_up = None
         self._set_leading(False)
@@ -199,7 +199,7 @@ class LeaderElector:
         self._set_leading(False)
 
     def _set_leading(self, leading: bool) -> None:
-        """Only ever called with False: leading starts in `_catch_up`."""
+        """Called with False to step down (leading starts in `_catch_up`, once caught up)."""
         with self._lock:
             was, self._leading = self._leading, leading
         if was and not leading:
