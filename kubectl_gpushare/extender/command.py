@@ -70,6 +70,12 @@ def _port(value: str | int) -> int:
 @click.option("--max-request-bytes", envvar=ENV_MAX_REQUEST_BYTES, type=click.IntRange(min=1024),
               default=16 * 1024 * 1024, show_default=True, show_envvar=True,
               help="Larger request bodies are refused with 413.")
+@click.option("--bind-deadline", type=click.FloatRange(min=2, max=29), default=20.0, show_default=True,
+              help="Seconds a bind may take (plus one request of at most a quarter of this); keep it below "
+                   "kube-scheduler's extender httpTimeout (30 s).")
+@click.option("--unknown-outcome-grace", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="Seconds a Binding whose reply was lost or timed out may still land; until then its GPU "
+                   "stays reserved unless the API server shows the pod bound or gone.")
 @log_options(ENV_LOG_LEVEL)
 def serve_extender_command(
     *,
@@ -93,6 +99,8 @@ def serve_extender_command(
     tls_cert_file: str | None,
     tls_private_key_file: str | None,
     max_request_bytes: int,
+    bind_deadline: float,
+    unknown_outcome_grace: float,
     log_format: str,
     log_level: str,
 ) -> None:
@@ -125,6 +133,7 @@ def serve_extender_command(
         lease_namespace=lease_namespace, lease_name=lease_name, lease_duration=lease_duration,
         renew_deadline=renew_deadline, retry_period=retry_period, tls_cert_file=tls_cert_file,
         tls_private_key_file=tls_private_key_file, max_request_bytes=max_request_bytes,
+        bind_deadline=bind_deadline, unknown_grace=unknown_outcome_grace,
         log_format="json" if log_format == "json" else "text",
     )
     stop = stop_on_signals()
