@@ -257,6 +257,7 @@ __all__ = [
     "pod_record",
     "pod_request",
     "requests_gpu_memory",
+    "shown",
     "unhealthy_gpus",
     "unhealthy_node_name",
 ]
