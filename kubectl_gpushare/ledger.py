@@ -16,6 +16,14 @@ Counting rules (the original gpushare's, kept on purpose so mixed deployments ag
   the GPU named by ``ALIYUN_COM_GPU_MEM_IDX``; without an index it is *pending* (device -1);
 - per-GPU total is the node's memory divided by its GPU count (integer division), unless the
   device plugin published per-GPU memory (heterogeneous nodes).
+
+Invalid claims never credit free memory (defence in depth; `kube.records` already turns them into
+valid records and warns): a share of zero or less is not counted, an allocation with no positive
+share falls back to the request on ``gpu_index``, an index outside ``[0, MAX_GPUS_PER_NODE)``
+counts as pending, and an index at or beyond the node's GPU count stays on its own phantom device
+(shown by inspect, as the original does, but never part of any real GPU's free memory). A node
+count outside ``[0, MAX_GPUS_PER_NODE]`` or a negative memory total means no GPUs. So for any
+records, no GPU's free memory ever exceeds its total.
 """
 
 from __future__ import annotations
@@ -75,14 +83,19 @@ def counts(pod: PodRecord) -> bool:
     return pod.request > 0 and bool(pod.node) and pod.phase not in COMPLETED_PHASES
 
 
+def _device(index: int) -> int:
+    return index if protocol.valid_gpu_index(index) else PENDING
+
+
 def shares(pod: PodRecord) -> dict[int, int]:
-    """GPU index -> memory this pod holds (index -1: requested, no GPU assigned yet)."""
-    if pod.allocation:
-        result: dict[int, int] = {}
-        for gpu, mem in pod.allocation:
-            result[gpu] = result.get(gpu, 0) + mem
-        return result
-    return {pod.gpu_index if pod.gpu_index >= 0 else PENDING: pod.request}
+    """GPU index -> memory this pod holds (index -1: requested, no GPU assigned yet); every amount > 0."""
+    result: dict[int, int] = {}
+    for gpu, mem in pod.allocation or ():
+        if mem > 0:
+            result[_device(gpu)] = result.get(_device(gpu), 0) + mem
+    if not result and pod.request > 0:
+        result[_device(pod.gpu_index)] = pod.request
+    return result
 
 
 @dataclass(frozen=True)
@@ -183,8 +196,14 @@ class Ledger:
         self._unreserve(uid)
 
     def reserve(self, uid: str, namespace: str, name: str, node: str, gpu: int, mem: int) -> None:
-        """Count ``mem`` on ``node``/``gpu`` for a pod being bound, before the API knows about it."""
+        """Count ``mem`` on ``node``/``gpu`` for a pod being bound, before the API knows about it.
+
+        A reservation of no memory (``mem <= 0``) only ends an earlier one for the same pod.
+        """
         self._unreserve(uid)
+        if mem <= 0:
+            return
+        gpu = _device(gpu)
         self._reserved[uid] = _Reservation(node, gpu, mem, namespace, name)
         self._add_used(node, {gpu: mem}, 1)
 
@@ -247,9 +266,10 @@ class Ledger:
         node = self._nodes.get(name)
         if node is None:
             return 0, 0
-        if self.basis == "capacity":
-            return node.cap_mem, node.cap_count
-        return node.alloc_mem, node.alloc_count
+        mem, count = (node.cap_mem, node.cap_count) if self.basis == "capacity" else (node.alloc_mem, node.alloc_count)
+        if not 0 <= count <= protocol.MAX_GPUS_PER_NODE:
+            count = 0
+        return max(mem, 0), count
 
     def gpu_totals(self, name: str) -> tuple[int, ...]:
         """Per-GPU memory for GPUs 0..count-1 of a node."""
@@ -257,7 +277,7 @@ class Ledger:
         mem, count = self.gpu_mem_and_count(name)
         if node is None or count <= 0:
             return ()
-        if node.gpu_mems is not None and len(node.gpu_mems) == count:
+        if node.gpu_mems is not None and len(node.gpu_mems) == count and min(node.gpu_mems) >= 0:
             return node.gpu_mems
         return (mem // count,) * count
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
-from typing import Final
+from typing import Final, TypeGuard
 
 # --- Extended resources that kubelet and kube-scheduler see (device plugin <-> kubelet) ---------
 RESOURCE_MEM: Final = "aliyun.com/gpu-mem"
@@ -105,17 +104,34 @@ ENV_LOG_FORMAT: Final = "GPUSHARE_LOG_FORMAT"
 ENV_MEMORY_UNIT: Final = "GPUSHARE_MEMORY_UNIT"
 ENV_FAKE_GPUS: Final = "GPUSHARE_FAKE_GPUS"
 
+# --- Bounds on hostile input ----------------------------------------------------------------------
+MAX_GPUS_PER_NODE: Final = 64
+"""GPUs one node may have; a GPU index is valid in ``[0, MAX_GPUS_PER_NODE)`` and a larger count is invalid."""
+MAX_GPU_MEMORY: Final = 2**40
+"""The most GPU memory (in the node's unit, GiB or MiB) one pod, GPU or node may claim: absurd above it,
+and low enough that sums over millions of pods stay inside int64."""
+MAX_INT64: Final = 2**63 - 1
+MAX_QUANTITY_LENGTH: Final = 64
+"""Longer quantity strings are rejected before any number is built (``"1e999999"`` would take seconds)."""
+MAX_ALLOCATION_BYTES: Final = 16 * 1024
+"""Longest allocation annotation read; a real one is a few dozen bytes per container."""
+MAX_NODE_GPUS_BYTES: Final = 64 * 1024
+"""Longest per-GPU node annotation read (64 GPUs with long model names fit easily)."""
+
 # --- Quantities -----------------------------------------------------------------------------------
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|n|u|m|k|M|G|T|P|E)?$")
+_QUANTITY = re.compile(r"^([+-]?)(\d*)(?:\.(\d*))?(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|n|u|m|k|M|G|T|P|E)?$")
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_INT64_DIGITS: Final = 19
 
 
 @functools.lru_cache(maxsize=4096)
 def parse_quantity(text: str) -> int:
     """Parse a Kubernetes quantity into an integer, rounding up as ``Quantity.Value()`` does.
 
-    Cached: a cluster repeats a handful of quantities across thousands of pods and nodes.
+    Bounded: text longer than `MAX_QUANTITY_LENGTH` and values outside int64 are rejected from the
+    digit counts alone, before any large number is built. Cached: a cluster repeats a handful of
+    quantities across thousands of pods and nodes.
 
     Args:
         text: a quantity such as ``"4"``, ``"10G"``, ``"2Gi"``, ``"1500m"`` or ``"1e3"``.
@@ -124,36 +140,67 @@ def parse_quantity(text: str) -> int:
         The value as an int (``"1500m"`` gives 2, ``"10G"`` gives 10000000000).
 
     Raises:
-        ValueError: the text is not a valid quantity.
+        ValueError: the text is not a valid quantity, or its value is out of the int64 range.
     """
-    match = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
-    if match is None:
+    if not isinstance(text, str) or len(text) > MAX_QUANTITY_LENGTH:
+        shown = text[:MAX_QUANTITY_LENGTH] + "..." if isinstance(text, str) else text
+        raise ValueError(f"invalid quantity {shown!r}: longer than {MAX_QUANTITY_LENGTH} characters")
+    match = _QUANTITY.match(text.strip())
+    if match is None or not (match.group(2) or match.group(3)):
         raise ValueError(f"invalid quantity {text!r}")
-    number, suffix = match.groups()
-    try:
-        value = Decimal(number)
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
-        raise ValueError(f"invalid quantity {text!r}") from exc
+    sign, whole, fraction, suffix = match.groups()
+    fraction = fraction or ""
+    mantissa = int(whole + fraction or "0")  # at most 64 digits
+    exponent = -len(fraction)
+    binary = 0
     if suffix in _BINARY:
-        value *= 1024 ** _BINARY[suffix]
+        binary = _BINARY[suffix]
     elif suffix in _DECIMAL:
-        value = value.scaleb(_DECIMAL[suffix])
+        exponent += _DECIMAL[suffix]
     elif suffix:
-        value = value.scaleb(int(suffix[1:]))
-    return int(value.to_integral_value(rounding=ROUND_CEILING))
+        exponent += int(suffix[1:])  # at most 62 digits: cheap, and bounded below before use
+    if mantissa == 0:
+        return 0
+    # Order of magnitude from digit counts: 1024**k < 10**(3k + 1).
+    magnitude = len(str(mantissa)) - 1 + exponent + (3 * binary + 1 if binary else 0)
+    if magnitude > _INT64_DIGITS:
+        raise ValueError(f"quantity {text!r} is out of range")
+    if magnitude < -_INT64_DIGITS:
+        return 1 if sign != "-" else 0  # a positive sliver rounds up to 1, a negative one to 0
+    numerator: int = (-mantissa if sign == "-" else mantissa) * pow(1024, binary)
+    scale: int = pow(10, abs(exponent))
+    value = numerator * scale if exponent >= 0 else -(-numerator // scale)  # ceiling division
+    if not -MAX_INT64 - 1 <= value <= MAX_INT64:
+        raise ValueError(f"quantity {text!r} is out of range")
+    return value
+
+
+_INT = re.compile(r"[+-]?[0-9]{1,20}")
 
 
 def parse_int_strict(text: str | None) -> int | None:
-    """Parse a decimal integer the way Go's ``strconv.Atoi`` does (sign, digits, nothing else)."""
-    if text is None or not re.fullmatch(r"[+-]?[0-9]+", text):
+    """Parse a decimal integer the way Go's ``strconv.Atoi`` does: sign, digits, int64 range, nothing else.
+
+    The digit count is checked before conversion, so a 5,000-digit string is refused at once.
+    """
+    if not isinstance(text, str) or not _INT.fullmatch(text):
         return None
-    return int(text)
+    value = int(text)
+    return value if -MAX_INT64 - 1 <= value <= MAX_INT64 else None
+
+
+def valid_gpu_index(index: int) -> bool:
+    """Whether a GPU index can name a GPU of some node: ``0 <= index < MAX_GPUS_PER_NODE``."""
+    return 0 <= index < MAX_GPUS_PER_NODE
 
 
 def parse_gpu_index(text: str | None) -> int:
-    """Read ``ALIYUN_COM_GPU_MEM_IDX``: the GPU index, or -1 ("pending") if missing or invalid."""
+    """Read ``ALIYUN_COM_GPU_MEM_IDX``: the GPU index, or -1 ("pending").
+
+    -1 also stands for a missing or invalid index and one outside ``[0, MAX_GPUS_PER_NODE)``.
+    """
     value = parse_int_strict(text)
-    return -1 if value is None else value
+    return value if value is not None and valid_gpu_index(value) else -1
 
 
 def parse_assume_time(text: str | None) -> int:
@@ -163,38 +210,93 @@ def parse_assume_time(text: str | None) -> int:
 
 
 class AnnotationError(ValueError):
-    """An annotation was present but could not be read; the message says why."""
+    """An annotation was present but could not be read; the message says why, in one line."""
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def json_depth(text: str) -> int:
+    """How deeply arrays and objects nest in JSON text, found without parsing it (strings skipped).
+
+    Lets a reader refuse input nested deeper than its format allows before ``json.loads`` recurses.
+    Malformed text gives some number; the parser then rejects it anyway.
+    """
+    depth = deepest = 0
+    for bracket in _BRACKETS.findall(_JSON_STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def _load_json(text: str, what: str, max_bytes: int, max_depth: int) -> object:
+    """``json.loads`` behind size and depth bounds; AnnotationError with a one-line reason otherwise."""
+    if len(text) > max_bytes:
+        raise AnnotationError(f"{what} is longer than {max_bytes} bytes")
+    if json_depth(text) > max_depth:
+        raise AnnotationError(f"{what} nests deeper than {max_depth} levels")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not JSON"
+        raise AnnotationError(f"{what} is not JSON ({reason})") from None
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def valid_memory(value: object) -> TypeGuard[int]:
+    """Whether a decoded JSON value is a valid memory claim: an int in ``[1, MAX_GPU_MEMORY]``."""
+    return _is_int(value) and 0 < value <= MAX_GPU_MEMORY
 
 
 def parse_allocation(text: str | None) -> dict[int, int] | None:
     """Read the gpushare 2.0 allocation annotation into per-GPU totals.
 
     The value is JSON of the Go type ``map[int]map[string]int``: container index to GPU index to
-    memory. Returns the per-GPU sum over all containers, or None when the annotation is absent,
-    is not such JSON, or holds no entries (the caller then falls back to ``ALIYUN_COM_GPU_MEM_IDX``).
+    memory. Every entry must be valid: container keys integers >= 0, GPU keys integers in
+    ``[0, MAX_GPUS_PER_NODE)``, memory integers in ``[1, MAX_GPU_MEMORY]``; the text at most
+    `MAX_ALLOCATION_BYTES` long and two levels deep. One bad entry makes the whole claim invalid,
+    so a pod can never credit free memory to a GPU (``{"0":{"0":-400}}``).
+
+    Returns:
+        The per-GPU sum over all containers, or None when the annotation is absent or holds no
+        entries (``{}``, ``null``, ``{"0":{}}``): the caller then uses ``ALIYUN_COM_GPU_MEM_IDX``.
 
     Raises:
-        AnnotationError: a GPU key is not an integer (the original logs this and falls back).
+        AnnotationError: the annotation is present but invalid; the message says why.
     """
-    if not text:
+    if not text or not text.strip():
         return None
-    try:
-        raw = json.loads(text)
-    except ValueError:
+    raw = _load_json(text, f"annotation {ANN_ALLOCATION}", MAX_ALLOCATION_BYTES, 2)
+    if raw is None:
         return None
     if not isinstance(raw, dict):
-        return None
+        raise AnnotationError(f"annotation {ANN_ALLOCATION} is not a map of container to GPU to memory")
     per_gpu: dict[int, int] = {}
     for container, gpus in raw.items():
-        if parse_int_strict(str(container)) is None or not isinstance(gpus, dict):
-            return None
+        container_index = parse_int_strict(container)
+        if container_index is None or container_index < 0 or not isinstance(gpus, dict):
+            raise AnnotationError(f"annotation {ANN_ALLOCATION} is not a map of container to GPU to memory")
         for gpu, mem in gpus.items():
-            if isinstance(mem, bool) or not isinstance(mem, int):
-                return None
             index = parse_int_strict(gpu)
-            if index is None:
-                raise AnnotationError(f"GPU index {gpu!r} in {ANN_ALLOCATION} is not an integer")
+            if index is None or not valid_gpu_index(index):
+                raise AnnotationError(
+                    f"GPU index {gpu[:24]!r} in {ANN_ALLOCATION} is not an integer in [0, {MAX_GPUS_PER_NODE})"
+                )
+            if not valid_memory(mem):
+                shown = repr(mem)[:24]
+                raise AnnotationError(
+                    f"memory {shown} for GPU {index} in {ANN_ALLOCATION} is not an integer in [1, {MAX_GPU_MEMORY}]"
+                )
             per_gpu[index] = per_gpu.get(index, 0) + mem
+    if any(total > MAX_GPU_MEMORY for total in per_gpu.values()):
+        raise AnnotationError(f"annotation {ANN_ALLOCATION} claims more than {MAX_GPU_MEMORY} on one GPU")
     return per_gpu or None
 
 
@@ -202,12 +304,12 @@ def parse_unhealthy_gpus(text: str | None) -> frozenset[int]:
     """Read the ``gpus`` key of an unhealthy-GPU ConfigMap (``"0,2"``).
 
     Unlike the original, which turns an unparsable entry into GPU 0, entries that are not
-    integers are ignored.
+    GPU indices (integers in ``[0, MAX_GPUS_PER_NODE)``) are ignored.
     """
     if not text:
         return frozenset()
     found = (parse_int_strict(part.strip()) for part in text.split(","))
-    return frozenset(index for index in found if index is not None and index >= 0)
+    return frozenset(index for index in found if index is not None and valid_gpu_index(index))
 
 
 def format_node_gpus(gpus: list[dict[str, object]]) -> str:
@@ -216,17 +318,30 @@ def format_node_gpus(gpus: list[dict[str, object]]) -> str:
 
 
 def parse_node_gpus(text: str | None) -> tuple[int, ...] | None:
-    """Read per-GPU memory from `ANN_NODE_GPUS`, ordered by index; None if absent or malformed."""
+    """Read per-GPU memory from `ANN_NODE_GPUS`, ordered by index; None if absent or malformed.
+
+    Malformed includes: longer than `MAX_NODE_GPUS_BYTES`, nested deeper than a list of objects,
+    more than `MAX_GPUS_PER_NODE` GPUs, indices not exactly 0..n-1, memory not an integer in
+    ``[0, MAX_GPU_MEMORY]``.
+    """
     if not text:
         return None
     try:
-        raw = json.loads(text)
-        entries = sorted((int(entry["index"]), int(entry["memory"])) for entry in raw)
-    except (ValueError, TypeError, KeyError):
+        raw = _load_json(text, f"annotation {ANN_NODE_GPUS}", MAX_NODE_GPUS_BYTES, 2)
+    except AnnotationError:
         return None
+    if not isinstance(raw, list) or len(raw) > MAX_GPUS_PER_NODE:
+        return None
+    entries: list[tuple[int, int]] = []
+    for entry in raw:
+        if not isinstance(entry, dict):
+            return None
+        index, memory = entry.get("index"), entry.get("memory")
+        if not _is_int(index) or not _is_int(memory) or not 0 <= memory <= MAX_GPU_MEMORY:
+            return None
+        entries.append((index, memory))
+    entries.sort()
     if [index for index, _ in entries] != list(range(len(entries))):
-        return None
-    if any(memory < 0 for _, memory in entries):
         return None
     return tuple(memory for _, memory in entries)
 

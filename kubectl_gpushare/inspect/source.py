@@ -16,6 +16,7 @@ the original tool would have shown, sorted by name. This module renders nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -148,6 +149,21 @@ _KIND_DECODER: Final = msgspec.json.Decoder(_KindOnly)
 _ITEM_KINDS: Final = {"NodeList": "Node", "PodList": "Pod"}
 
 
+YAML_C_DEPTH: Final = 256
+"""Flow nesting above which YAML is read by the pure-Python loader: libyaml's C composer recurses on
+the C stack and crashes the process on ~100,000 nested brackets, the Python one raises RecursionError."""
+_BRACKET_BYTES: Final = re.compile(rb"[\[\]{}]")
+
+
+def _bracket_depth(data: bytes) -> int:
+    """An upper bound on flow nesting: brackets are counted even inside quoted strings."""
+    depth = deepest = 0
+    for bracket in _BRACKET_BYTES.findall(data):
+        depth = depth + 1 if bracket in b"[{" else depth - 1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def _json_objects(data: bytes) -> Iterator[tuple[str, Any]]:
     """Yield ``(kind, decoded struct)`` for each Node and Pod in a JSON document."""
     try:
@@ -162,9 +178,11 @@ def _json_objects(data: bytes) -> Iterator[tuple[str, Any]]:
                 yield kind, types.POD_DECODER.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise InputError(f"not a Kubernetes JSON list: {exc}") from None
+    except RecursionError:
+        raise InputError("not a Kubernetes JSON list: nested too deeply") from None
 
 
-def _yaml_objects(text: str) -> Iterator[tuple[str, Any]]:
+def _yaml_objects(text: str, deep: bool) -> Iterator[tuple[str, Any]]:
     """Yield ``(kind, decoded struct)`` for each Node and Pod in YAML documents.
 
     Scalars are read as strings and coerced by field type, so a hand-written ``gpu-mem: 30`` or an
@@ -172,11 +190,13 @@ def _yaml_objects(text: str) -> Iterator[tuple[str, Any]]:
     """
     import yaml
 
-    loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+    loader = yaml.BaseLoader if deep else getattr(yaml, "CBaseLoader", yaml.BaseLoader)
     try:
         documents = list(yaml.load_all(text, Loader=loader))  # noqa: S506 - BaseLoader builds only str/list/dict
     except yaml.YAMLError as exc:
         raise InputError(f"not valid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise InputError("not valid YAML: nested too deeply") from None
     for document in documents:
         if not isinstance(document, dict):
             if document in (None, ""):
@@ -194,28 +214,43 @@ def _yaml_objects(text: str) -> Iterator[tuple[str, Any]]:
                 continue
             try:
                 yield kind, msgspec.convert(item, target, strict=False)
+            except RecursionError:
+                raise InputError(f"{kind}: nested too deeply") from None
             except msgspec.ValidationError as exc:
                 name = item.get("metadata", {}).get("name", "?") if isinstance(item.get("metadata"), dict) else "?"
                 raise InputError(f"{kind} {name}: {exc}") from None
 
 
-def parse_documents(data: bytes) -> tuple[list[types.Node], list[types.Pod]]:
+def _replace_invalid_utf8(data: bytes, warnings: Warnings | None) -> bytes:
+    """Invalid UTF-8 becomes U+FFFD, as Go's JSON encoder (so kubectl) would have written it."""
+    if warnings is not None:
+        warnings.add("the input is not valid UTF-8; invalid bytes were read as U+FFFD")
+    return data.decode("utf-8", errors="replace").encode()
+
+
+def parse_documents(data: bytes, warnings: Warnings | None = None) -> tuple[list[types.Node], list[types.Pod]]:
     """Decode nodes and pods from ``kubectl get ... -o json`` or ``-o yaml`` output.
 
+    Invalid UTF-8 is read with U+FFFD in its place (and a warning), so one bad byte in one pod's
+    annotation does not hide the cluster.
+
     Raises:
-        InputError: the data is neither, or holds no Node and no Pod.
+        InputError: the data is neither, nests too deeply, or holds no Node and no Pod.
     """
     stripped = data.lstrip()
     if not stripped:
         raise InputError("the input is empty; expected the output of `kubectl get nodes,pods -A -o json`")
     if stripped[:1] in (b"{", b"["):
-        objects = list(_json_objects(data))
+        try:
+            objects = list(_json_objects(data))
+        except UnicodeDecodeError:
+            objects = list(_json_objects(_replace_invalid_utf8(data, warnings)))
     else:
         try:
             text = data.decode()
         except UnicodeDecodeError:
-            raise InputError("the input is neither JSON nor UTF-8 YAML") from None
-        objects = list(_yaml_objects(text))
+            text = _replace_invalid_utf8(data, warnings).decode()
+        objects = list(_yaml_objects(text, deep=_bracket_depth(data) > YAML_C_DEPTH))
     nodes = [obj for kind, obj in objects if kind == "Node"]
     pods = [obj for kind, obj in objects if kind == "Pod"]
     if not nodes and not pods:
@@ -232,7 +267,7 @@ def from_documents(data: bytes, node_names: Sequence[str] = (), selector: str | 
         SelectorError: ``selector`` is malformed.
     """
     warnings = Warnings()
-    decoded_nodes, decoded_pods = parse_documents(data)
+    decoded_nodes, decoded_pods = parse_documents(data, warnings)
     by_name = {node.metadata.name: node for node in decoded_nodes}
     names = _unique(node_names)
     if names:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import builtins
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Final, Literal
 
 import msgspec
@@ -199,31 +200,30 @@ class Client:
 
         # While one page is decoded, the next is already on its way: the continue token is read
         # first with a decoder that skips the items, then the request for the next page starts.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kube-list-prefetch") as prefetch:
-            token = ""
-            pending: Future[bytes] | None = prefetch.submit(fetch, token) if self.prefetch else None
-            while True:
-                try:
-                    data = pending.result() if pending is not None else fetch(token)
-                except Expired as exc:
-                    resume = exc.continue_token
-                    if token and allow_inconsistent and resume:
-                        token = resume
-                        pending = prefetch.submit(fetch, token) if self.prefetch else None
-                        continue
-                    if token:
-                        raise Expired(
-                            exc.status,
-                            exc.reason,
-                            f"the list of {k.plural} changed too much while paging (continue token expired); "
-                            "list again",
-                        ) from None
-                    raise
-                token = types.LIST_META_DECODER.decode(data).metadata.continue_
-                pending = prefetch.submit(fetch, token) if token and self.prefetch else None
-                yield types.decode_page(k, data, on_skip or _log_skip)
-                if not token:
-                    return
+        token = ""
+        pending: Future[bytes] | None = _in_background(fetch, token) if self.prefetch else None
+        while True:
+            try:
+                data = pending.result() if pending is not None else fetch(token)
+            except Expired as exc:
+                resume = exc.continue_token
+                if token and allow_inconsistent and resume:
+                    token = resume
+                    pending = _in_background(fetch, token) if self.prefetch else None
+                    continue
+                if token:
+                    raise Expired(
+                        exc.status,
+                        exc.reason,
+                        f"the list of {k.plural} changed too much while paging (continue token expired); "
+                        "list again",
+                    ) from None
+                raise
+            token = types.LIST_META_DECODER.decode(data).metadata.continue_
+            pending = _in_background(fetch, token) if token and self.prefetch else None
+            yield types.decode_page(k, data, on_skip or _log_skip)
+            if not token:
+                return
 
     def list_all(self, kind: KindRef, namespace: str | None = None, **options: Any) -> tuple[builtins.list[Any], str]:
         """Every item of a kind and the list's resourceVersion; starts over (up to 3 times) if paging expires."""
@@ -505,6 +505,28 @@ class Client:
 def _api_version(kind: Kind[Any]) -> str:
     return kind.api_path.removeprefix("/apis/").removeprefix("/api/")
 
+
+
+def _in_background(fetch: Callable[[str], bytes], token: str) -> Future[bytes]:
+    """Run ``fetch(token)`` on a daemon thread of its own.
+
+    Daemon, not an executor's worker: a request blocked on a server that never answers must not
+    keep the process alive after Ctrl-C (the interpreter joins executor threads at exit, so inspect
+    used to wait out the request timeout, or forever with ``--request-timeout 0``). The thread ends
+    with its request; a result nobody waits for is dropped.
+    """
+    future: Future[bytes] = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fetch(token))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="kube-list-prefetch", daemon=True).start()
+    return future
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",

@@ -13,10 +13,11 @@ counting rules itself (which pods count is the ledger's business).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Final
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
-from kubectl_gpushare.ledger import NodeRecord, PodRecord
+from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord
 
 
 class Warnings:
@@ -60,19 +61,37 @@ class Warnings:
         return bool(self._counts)
 
 
-def _quantity(value: QuantityValue | None, what: str, warnings: Warnings | None) -> int:
-    """Parse a quantity, or return 0 and record a warning when it is malformed.
+SHOWN_CHARS: Final = 40
+"""Longest piece of a hostile value quoted in a warning."""
+
+
+def shown(text: str) -> str:
+    """A value quoted for a warning, cut to `SHOWN_CHARS` so a 5,000-digit annotation stays one short line."""
+    return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
+
+
+def _quantity(
+    value: QuantityValue | None, what: str, warnings: Warnings | None, maximum: int = protocol.MAX_GPU_MEMORY
+) -> int:
+    """Parse a quantity in ``[0, maximum]``, or return 0 and record a warning when it is not one.
 
     A JSON number (which kube-apiserver would have normalised to a string) is read as its decimal text.
     """
     if value is None:
         return 0
+    if not isinstance(value, str):
+        value = repr(value)
     try:
-        return protocol.parse_quantity(value if isinstance(value, str) else repr(value))
-    except (ValueError, TypeError):
+        parsed = protocol.parse_quantity(value)
+    except (ValueError, TypeError) as exc:
         if warnings is not None:
-            warnings.add(f"{what}: invalid quantity {value!r}, counted as 0")
+            warnings.add(f"{what}: {exc}, counted as 0")  # the message quotes at most 64 characters
         return 0
+    if not 0 <= parsed <= maximum:
+        if warnings is not None:
+            warnings.add(f"{what}: quantity {shown(value)} is outside [0, {maximum}], counted as 0")
+        return 0
+    return parsed
 
 
 def pod_request(pod: Pod, warnings: Warnings | None = None) -> tuple[int, tuple[int, ...]]:
@@ -108,22 +127,14 @@ def requests_gpu_memory(pod: Pod) -> bool:
 
 
 def _allocation(text: str | None, where: str, warnings: Warnings | None) -> tuple[tuple[int, int], ...] | None:
-    if not text:
-        return None
+    """The valid allocation claim, or None: an invalid one counts the pod's limits on its index GPU."""
     try:
         per_gpu = protocol.parse_allocation(text)
     except protocol.AnnotationError as exc:
         if warnings is not None:
-            warnings.add(f"{where}: {exc}; using {protocol.ANN_IDX} instead")
+            warnings.add(f"{where}: {exc}; counting its limits on {protocol.ANN_IDX} instead")
         return None
-    if per_gpu is None:
-        if text.strip() not in ("{}", "null") and warnings is not None:
-            warnings.add(
-                f"{where}: annotation {protocol.ANN_ALLOCATION} is not a map of container to GPU to "
-                f"memory; using {protocol.ANN_IDX} instead"
-            )
-        return None
-    return tuple(sorted(per_gpu.items()))
+    return None if per_gpu is None else tuple(sorted(per_gpu.items()))
 
 
 def pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:
@@ -134,8 +145,10 @@ def pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:
         warnings: collects one message per malformed quantity or annotation; None to ignore them.
 
     Returns:
-        The pod's `PodRecord`. Malformed values count as absent: a bad limit as 0, a bad GPU index
-        as -1 (pending), a bad allocation as no allocation, a bad assume time as 0.
+        The pod's `PodRecord`. Malformed values count as absent: a bad, negative or absurd limit as
+        0 for that container, a bad GPU index (or one outside ``[0, MAX_GPUS_PER_NODE)``) as -1
+        (pending), an invalid allocation as no allocation (the pod's limits then count on its
+        ``ALIYUN_COM_GPU_MEM_IDX`` GPU, or as pending), a bad assume time as 0.
     """
     meta = pod.metadata
     annotations: Mapping[str, str] = meta.annotations
@@ -144,15 +157,16 @@ def pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:
 
     idx_text = annotations.get(protocol.ANN_IDX)
     gpu_index = protocol.parse_gpu_index(idx_text)
-    if idx_text is not None and (protocol.parse_int_strict(idx_text) is None or gpu_index < -1):
-        gpu_index = -1
-        if warnings is not None:
-            warnings.add(f"{where}: annotation {protocol.ANN_IDX}={idx_text!r} is not a GPU index; shown as pending")
+    if idx_text is not None and gpu_index == PENDING and idx_text != "-1" and warnings is not None:
+        warnings.add(
+            f"{where}: annotation {protocol.ANN_IDX}={shown(idx_text)} is not a GPU index "
+            f"in [0, {protocol.MAX_GPUS_PER_NODE}); shown as pending"
+        )
 
     assume_text = annotations.get(protocol.ANN_ASSUME_TIME)
     assume_time = protocol.parse_assume_time(assume_text)
     if assume_text and assume_time == 0 and assume_text.strip() != "0" and warnings is not None:
-        warnings.add(f"{where}: annotation {protocol.ANN_ASSUME_TIME}={assume_text!r} is not unix nanoseconds")
+        warnings.add(f"{where}: annotation {protocol.ANN_ASSUME_TIME}={shown(assume_text)} is not unix nanoseconds")
 
     return PodRecord(
         uid=meta.uid,
@@ -196,7 +210,8 @@ def node_record(node: Node, unhealthy: frozenset[int] = frozenset(), warnings: W
         warnings: collects one message per malformed quantity or annotation; None to ignore them.
 
     Returns:
-        The node's `NodeRecord`; malformed quantities count as 0 and a malformed per-GPU
+        The node's `NodeRecord`; malformed or absurd quantities count as 0 (a GPU count outside
+        ``[0, MAX_GPUS_PER_NODE]`` leaves the node without gpushare GPUs) and a malformed per-GPU
         annotation as absent (GPUs are then assumed equal, as the original does).
     """
     name = node.metadata.name
@@ -207,7 +222,11 @@ def node_record(node: Node, unhealthy: frozenset[int] = frozenset(), warnings: W
         warnings.add(f"node {name}: annotation {protocol.ANN_NODE_GPUS} is malformed; assuming equal GPUs")
 
     def quantity(field: str, values: Mapping[str, QuantityValue], resource: str) -> int:
-        return _quantity(values.get(resource), f"node {name} {field} {resource}", warnings)
+        # A node holds at most MAX_GPUS_PER_NODE GPUs of at most MAX_GPU_MEMORY each.
+        maximum = protocol.MAX_GPUS_PER_NODE
+        if resource == protocol.RESOURCE_MEM:
+            maximum *= protocol.MAX_GPU_MEMORY
+        return _quantity(values.get(resource), f"node {name} {field} {resource}", warnings, maximum)
 
     return NodeRecord(
         name=name,
@@ -245,6 +264,7 @@ __all__ = [
     "pod_record",
     "pod_request",
     "requests_gpu_memory",
+    "shown",
     "unhealthy_gpus",
     "unhealthy_node_name",
 ]

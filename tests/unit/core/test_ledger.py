@@ -183,3 +183,63 @@ def test_score_ranks_nodes_by_policy(policy: str, expected_order: list[str]) -> 
 def test_score_is_zero_where_the_pod_does_not_fit() -> None:
     ledger = Ledger.build([node(gpus=1)], [pod(16, 0)])
     assert ledger.score("n1", 1) == 0
+
+
+# --- invalid claims never credit free memory (defence in depth below kube.records) -------------------
+
+
+@pytest.mark.parametrize(
+    ("allocation", "expected_used"),
+    [
+        (((0, -400),), {0: 10}),
+        (((0, 0),), {0: 10}),
+        (((0, 4), (1, -4)), {0: 4}),
+        (((-5, 4),), {PENDING: 4}),
+        (((protocol.MAX_GPUS_PER_NODE, 4),), {PENDING: 4}),
+    ],
+    ids=["negative", "zero", "one-negative-share", "negative-index", "index-beyond-max"],
+)
+def test_non_positive_shares_and_impossible_indices_are_never_counted(
+    allocation: tuple[tuple[int, int], ...], expected_used: dict[int, int]
+) -> None:
+    ledger = Ledger.build([node()], [pod(10, 0, allocation=allocation)])
+    assert ledger.used("n1") == expected_used
+    assert all(free <= 16 for free in ledger.free("n1").values())
+    assert all(device.used >= 0 for device in ledger.usage("n1").devices.values())
+
+
+def test_the_issue_scenario_cannot_overcommit_a_gpu() -> None:
+    # {"0":{"0":-400}} on one pod once let five 10 GiB pods onto a 16 GiB GPU.
+    ledger = Ledger.build([node(gpus=1)], [pod(1, 0, allocation=((0, -400),))], basis="capacity")
+    placed = 0
+    for uid in range(5):
+        gpu = ledger.choose_gpu("n1", 10)
+        if gpu is not None:
+            ledger.reserve(f"r{uid}", "default", f"r{uid}", "n1", gpu, 10)
+            placed += 1
+    assert placed == 1
+
+
+def test_index_beyond_the_node_count_stays_on_its_phantom_device() -> None:
+    ledger = Ledger.build([node(gpus=2)], [pod(4, 5)])
+    assert ledger.free("n1") == {0: 16, 1: 16}, "a phantom device never frees a real GPU"
+    assert ledger.usage("n1").devices[5].used == 4
+
+
+@pytest.mark.parametrize("count", [-1, protocol.MAX_GPUS_PER_NODE + 1, 10**8])
+def test_gpu_count_outside_the_bound_means_no_gpus(count: int) -> None:
+    ledger = Ledger.build([NodeRecord(name="n1", alloc_mem=16, alloc_count=count, cap_mem=16, cap_count=count)], [])
+    assert ledger.gpu_totals("n1") == ()
+    assert ledger.usage("n1").gpu_count == 0
+
+
+def test_negative_per_gpu_memory_is_ignored() -> None:
+    ledger = Ledger.build([node(gpus=2, mem=8, gpu_mems=(-100, 116))], [])
+    assert ledger.gpu_totals("n1") == (8, 8)
+
+
+def test_reserving_no_memory_records_nothing() -> None:
+    ledger = Ledger.build([node()], [])
+    ledger.reserve("u", "default", "p", "n1", 0, -10)
+    assert not ledger.is_reserved("u")
+    assert ledger.free("n1") == {0: 16, 1: 16}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kubectl_gpushare import protocol
@@ -57,15 +59,111 @@ def test_parse_assume_time_is_unix_nanoseconds_or_zero(text: str | None, expecte
         ('{"0":{"0":4,"1":4}}', {0: 4, 1: 4}),
         ('{"0":{"1":2},"1":{"1":3}}', {1: 5}),
         ("{}", None),
-        ("not json", None),
-        ("[1,2]", None),
-        ('{"a":{"0":1}}', None),
-        ('{"0":{"0":1.5}}', None),
+        ("null", None),
+        ('{"0":{}}', None),
+        ("", None),
         (None, None),
     ],
 )
 def test_parse_allocation_sums_per_gpu_or_falls_back(text: str | None, expected: dict[int, int] | None) -> None:
     assert protocol.parse_allocation(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("not json", "is not JSON"),
+        ("[1,2]", "not a map"),
+        ('{"a":{"0":1}}', "not a map"),
+        ('{"-1":{"0":1}}', "not a map"),
+        ('{"0":[1]}', "not a map"),
+        ('{"0":{"0":1.5}}', "not an integer in \\[1,"),
+        ('{"0":{"0":-400}}', "not an integer in \\[1,"),
+        ('{"0":{"0":0}}', "not an integer in \\[1,"),
+        ('{"0":{"0":true}}', "not an integer in \\[1,"),
+        ('{"0":{"0":"4"}}', "not an integer in \\[1,"),
+        ('{"0":{"0":' + "9" * 4000 + "}}", "not an integer in \\[1,"),
+        ('{"0":{"0":4,"1":-4}}', "not an integer in \\[1,"),
+        ('{"0":{"64":4}}', "not an integer in \\[0, 64\\)"),
+        ('{"0":{"-1":4}}', "not an integer in \\[0, 64\\)"),
+        ('{"0":{"' + "9" * 5000 + '":4}}', "not an integer in \\[0, 64\\)"),
+        ('{"0":{"0":1099511627776},"1":{"0":1}}', "more than"),
+        ('{"0":' * 100_000 + "1" + "}" * 100_000, "longer than 16384 bytes"),
+        ('{"0":' * 2000 + "1" + "}" * 2000, "nests deeper than 2 levels"),
+        ('{"0":{"0":{"0":1}}}', "nests deeper than 2 levels"),
+    ],
+    ids=lambda value: value[:40],
+)
+def test_parse_allocation_rejects_every_invalid_claim_whole(text: str, reason: str) -> None:
+    # One bad entry invalidates the claim: a pod can never credit free memory to a GPU.
+    with pytest.raises(protocol.AnnotationError, match=reason) as caught:
+        protocol.parse_allocation(text)
+    assert "\n" not in str(caught.value)
+    assert len(str(caught.value)) < 200
+
+
+def test_parse_allocation_keeps_keys_with_brackets_in_strings_out_of_the_depth_count() -> None:
+    assert protocol.json_depth('{"a[[[{{": {"b": "]]]}"}}') == 2
+    assert protocol.json_depth('[[["\\"[["]]]') == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("9223372036854775807", 2**63 - 1),
+        ("-9223372036854775808", -(2**63)),
+        ("7Ei", 7 * 1024**6),
+        ("1e-9999999", 1),
+        ("-1e-9999999", 0),
+        ("0e9999999", 0),
+        ("0." + "0" * 60 + "1", 1),
+        ("1.000000000000000000000000000000000001", 2),
+        ("-1500m", -1),
+        ("5.", 5),
+        (".5", 1),
+    ],
+    ids=lambda value: repr(value)[:30],
+)
+def test_parse_quantity_is_exact_at_the_int64_edges(text: str, expected: int) -> None:
+    assert protocol.parse_quantity(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1e999999",
+        "1e9999999",
+        "9223372036854775808",
+        "-9223372036854775809",
+        "8Ei",
+        "10E",
+        "1e19",
+        "9" * 5000,
+        "1" * 64 + "e-50",
+    ],
+    ids=lambda value: value[:20],
+)
+def test_parse_quantity_rejects_absurd_values_at_once(text: str) -> None:
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="out of range|longer than 64") as caught:
+        protocol.parse_quantity(text)
+    assert time.perf_counter() - start < 0.5, "bounded before any big number is built"
+    assert len(str(caught.value)) < 200
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("63", 63), ("64", -1), ("9" * 5000, -1), ("9223372036854775808", -1), ("-2", -1), ("-1", -1)],
+    ids=lambda value: repr(value)[:20],
+)
+def test_parse_gpu_index_is_pending_outside_the_gpus_a_node_can_have(text: str, expected: int) -> None:
+    assert protocol.parse_gpu_index(text) == expected
+
+
+def test_parse_int_strict_refuses_beyond_int64_without_converting() -> None:
+    assert protocol.parse_int_strict("9223372036854775807") == 2**63 - 1
+    assert protocol.parse_int_strict("9223372036854775808") is None
+    assert protocol.parse_int_strict("1" * 5000) is None  # int() would raise past 4300 digits
 
 
 def test_parse_allocation_reports_a_non_integer_gpu_key() -> None:
@@ -88,7 +186,23 @@ def test_node_gpus_round_trip_in_index_order() -> None:
     assert protocol.parse_node_gpus(text) == (80, 24)
 
 
-@pytest.mark.parametrize("text", ["", "nope", '[{"index":1,"memory":3}]', '[{"index":0}]', '[{"index":0,"memory":-1}]'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "nope",
+        '[{"index":1,"memory":3}]',
+        '[{"index":0}]',
+        '[{"index":0,"memory":-1}]',
+        '[{"index":0,"memory":1099511627777}]',
+        '[{"index":0,"memory":"80"}]',
+        '[{"index":0,"memory":' + "9" * 5000 + "}]",
+        "[" + ",".join(f'{{"index":{i},"memory":1}}' for i in range(65)) + "]",
+        "[" * 100_000 + "]" * 100_000,
+        "[[[{}]]]",
+    ],
+    ids=lambda value: value[:30],
+)
 def test_parse_node_gpus_rejects_gaps_and_garbage(text: str) -> None:
     assert protocol.parse_node_gpus(text) is None
 

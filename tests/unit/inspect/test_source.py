@@ -95,7 +95,10 @@ def test_malformed_values_warn_and_count_the_rest() -> None:
         pytest.param(b"- 1\n- 2\n", "not a Kubernetes object", id="yaml-sequence"),
         pytest.param(b'{"kind": "List", "items": [{"kind": "Service"}]}', "no Node and no Pod", id="no-nodes"),
         pytest.param(b'{"kind": "Node", "metadata": {"name": 5}}', "not a Kubernetes JSON list", id="wrong-type"),
-        pytest.param(b"\xff\xfe", "neither JSON nor UTF-8", id="binary"),
+        pytest.param(b"\xff\xfe", "not a Kubernetes object", id="binary"),
+        pytest.param(b'{"items":' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply", id="deep-json"),
+        pytest.param(b"kind: List\nitems:\n- " + b"[" * 100_000 + b"]" * 100_000, "nested too deeply", id="deep-yaml"),
+        pytest.param(b"a: " + b"{a: " * 5000 + b"1" + b"}" * 5000, "nested too deeply", id="deep-yaml-mapping"),
     ],
 )
 def test_unreadable_input_is_an_input_error(data: bytes, message: str) -> None:

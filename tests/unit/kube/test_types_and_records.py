@@ -166,7 +166,7 @@ def test_pod_record_ignores_init_containers_and_requests() -> None:
         (["2"], {protocol.ANN_IDX: "zero"}, 2, -1, None, "is not a GPU index"),
         (["2"], {protocol.ANN_IDX: " 1"}, 2, -1, None, "is not a GPU index"),
         (["2"], {protocol.ANN_IDX: "-7"}, 2, -1, None, "is not a GPU index"),
-        (["2"], {protocol.ANN_IDX: "1", protocol.ANN_ALLOCATION: "{not json"}, 2, 1, None, "is not a map"),
+        (["2"], {protocol.ANN_IDX: "1", protocol.ANN_ALLOCATION: "{not json"}, 2, 1, None, "is not JSON"),
         (["2"], {protocol.ANN_IDX: "1", protocol.ANN_ALLOCATION: '{"0":{"a":2}}'}, 2, 1, None, "not an integer"),
         (["2"], {protocol.ANN_ASSUME_TIME: "yesterday"}, 2, -1, None, "is not unix nanoseconds"),
         (["2"], {protocol.ANN_NODE_GPUS: "ignored on pods"}, 2, -1, None, None),

@@ -1,0 +1,83 @@
+"""Hostile values in one pod or node never break inspect for the others: warn once, count the rest, exit 0."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kubectl_gpushare.inspect.command import inspect_command
+
+from .hostile import GOOD_POD_MEM, hostile_cluster
+
+VIEWS = [[], ["-d"], ["-o", "wide"], ["-o", "json"], ["-o", "yaml"], ["-o", "csv"], ["-o", "pretty"]]
+
+
+@pytest.fixture
+def cluster_file(tmp_path: Path) -> Path:
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": hostile_cluster()}))
+    return path
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=lambda view: " ".join(view) or "summary")
+def test_every_view_survives_hostile_values(cli_runner: CliRunner, cluster_file: Path, view: list[str]) -> None:
+    start = time.perf_counter()
+    result = cli_runner.invoke(inspect_command, ["--from-file", str(cluster_file), *view])
+    assert time.perf_counter() - start < 10
+    assert result.exit_code == 0, result.stderr
+    warnings = result.stderr.splitlines()
+    assert warnings and all(line.startswith("warning: ") and len(line) < 300 for line in warnings)
+    assert "-400" not in result.stdout
+
+
+def test_only_valid_claims_are_counted(cli_runner: CliRunner, cluster_file: Path) -> None:
+    result = cli_runner.invoke(inspect_command, ["--from-file", str(cluster_file), "-o", "json", "n1", "n-huge"])
+    assert result.exit_code == 0, result.stderr
+    nodes = {node["name"]: node for node in json.loads(result.stdout)["nodes"]}
+    gpus = {gpu["index"]: gpu for gpu in nodes["n1"]["gpus"]}
+    # GPU 0: the three 1 GiB pods whose allocation or index was invalid fall back to their limits
+    # (negative-allocation, deep-allocation on index 0); huge/absurd/negative limits count 0.
+    assert gpus[0]["used"] == 2 and gpus[0]["total"] == 8
+    # GPU 1: the good pod plus 1e-9999999, which rounds up to 1 as Quantity.Value() does.
+    assert gpus[1]["used"] == GOOD_POD_MEM + 1
+    assert all(gpu["used"] <= gpu["total"] for gpu in gpus.values())
+    assert nodes["n1"]["pending"] == 1, "the 5,000-digit index is pending"
+    assert nodes["n-huge"]["gpuCount"] == 0
+
+
+def test_each_problem_is_warned_once(cli_runner: CliRunner, cluster_file: Path) -> None:
+    result = cli_runner.invoke(inspect_command, ["--from-file", str(cluster_file), "n1"])
+    warnings = result.stderr.splitlines()
+    assert len(warnings) == len(set(warnings))
+    assert len(warnings) <= 6, "at most five messages and a count of the rest"
+
+
+def test_invalid_utf8_is_read_as_replacement_characters(cli_runner: CliRunner, tmp_path: Path) -> None:
+    data = json.dumps({"kind": "List", "items": hostile_cluster()[:4]}).encode()
+    path = tmp_path / "latin1.json"
+    path.write_bytes(data.replace(b'"good"', b'"g\xf6\xff\xfed"', 1))
+    result = cli_runner.invoke(inspect_command, ["--from-file", str(path), "-d", "n1"])
+    assert result.exit_code == 0, result.stderr
+    assert "g\ufffd\ufffd\ufffdd" in result.stdout
+    assert "warning: the input is not valid UTF-8; invalid bytes were read as U+FFFD" in result.stderr.splitlines()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"items":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b"kind: List\nitems:\n- " + b"[" * 100_000 + b"]" * 100_000,
+    ],
+    ids=["json", "yaml"],
+)
+def test_deeply_nested_input_is_a_one_line_usage_error(cli_runner: CliRunner, tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "deep"
+    path.write_bytes(data)
+    result = cli_runner.invoke(inspect_command, ["--from-file", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [result.stderr.strip()]
+    assert "nested too deeply" in result.stderr
