@@ -7,8 +7,10 @@ behind the real socket, so nothing is tested twice or not at all.
 Routes (the prefix is ``/gpushare-scheduler`` unless configured otherwise):
 
 ==========================  =====================================================================
-``POST <prefix>/filter``    ExtenderFilterResult, always 200; bad input goes into ``Error``.
+``POST <prefix>/filter``    ExtenderFilterResult, 200; bad input goes into ``Error``.
 ``POST <prefix>/prioritize`` HostPriorityList (0..10 per node), 200.
+(any verb)                  400 with a one-line ``Error`` for a body that is not UTF-8 JSON or
+                            nests too deep to read (filter replies in its own shape).
 ``POST <prefix>/bind``      ExtenderBindingResult: 200 with ``Error`` empty, or 200 with ``Error``
                             set (the original used 500, which kube-scheduler reports without the
                             message; 200 + Error shows the real reason in the pod's events).
@@ -180,22 +182,24 @@ class ExtenderApp:
         why = self.unavailable()
         if why:
             return Response(200, wire.encode_filter_result(error=why))
-        return Response(200, handlers.filter_nodes(body, self.state))
+        status, reply = handlers.filter_nodes(body, self.state)
+        return Response(status, reply)
 
     def _prioritize(self, body: bytes) -> Response:
         if self.unavailable():
             return Response(200, wire.encode_host_priorities([]))
-        reply, error = handlers.prioritize_nodes(body, self.state, self.policy)
+        status, reply, error = handlers.prioritize_nodes(body, self.state, self.policy)
         if error:
             log.info("prioritize: %s", error)
-        return Response(200, reply)
+        return Response(status, reply)
 
     def _bind(self, body: bytes) -> Response:
         try:
             args = wire.decode_binding_args(body)
         except wire.WireError as exc:
             self.metrics.bind_failed("bad_request")
-            return Response(200, wire.encode_binding_result(str(exc)))
+            status = 400 if isinstance(exc, wire.UnreadableBodyError) else 200
+            return Response(status, wire.encode_binding_result(str(exc)))
         why = self.unavailable()
         outcome = BindOutcome(why, "unavailable") if why else self.binder.bind(args)
         if outcome.error:

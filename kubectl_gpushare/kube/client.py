@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final, Literal
 
@@ -25,6 +25,7 @@ from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube._transport import Transport
 from kubectl_gpushare.kube.config import ClientConfig
 from kubectl_gpushare.kube.errors import Conflict, Expired, KubeError
+from kubectl_gpushare.kube.lenient import Undecodable, decode_page
 from kubectl_gpushare.kube.retry import READ_POLICY, RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, LeaseSpec, Node, ObjectReference, Pod
 from kubectl_gpushare.kube.watch import Watch
@@ -43,6 +44,13 @@ KindRef = Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] |
 def default_user_agent(component: str = "client") -> str:
     """``kubectl-gpushare/<version> (<component>)``: lets audit logs and the sandbox tell faces apart."""
     return f"kubectl-gpushare/{__version__} ({component})"
+
+
+class _Page(msgspec.Struct, frozen=True):
+    """A list page rebuilt from the objects in it that decoded (see `lenient.decode_page`)."""
+
+    metadata: types.ListMeta
+    items: builtins.list[Any]
 
 
 def _kind(kind: KindRef) -> Any:
@@ -156,6 +164,7 @@ class Client:
         page_size: int = DEFAULT_PAGE_SIZE,
         resource_version: str | None = None,
         allow_inconsistent: bool = False,
+        on_undecodable: Callable[[Undecodable], object] | None = None,
     ) -> Iterator[Any]:
         """Yield a kind's list one decoded page at a time (``limit`` + ``continue``).
 
@@ -170,6 +179,9 @@ class Client:
             resource_version: passed through (``"0"`` lets the server answer from its cache).
             allow_inconsistent: when the continue token expires (410) mid-list, carry on with the
                 inconsistent-continue token the server offers instead of raising.
+            on_undecodable: if given, a page holding objects that do not decode as the kind is
+                decoded item by item, each bad object is passed here, and the rest are yielded;
+                if None, such a page raises ``msgspec.ValidationError``.
 
         Raises:
             Expired: the snapshot expired mid-list (start over), unless ``allow_inconsistent``.
@@ -210,7 +222,16 @@ class Client:
                     raise
                 token = types.LIST_META_DECODER.decode(data).metadata.continue_
                 pending = prefetch.submit(fetch, token) if token and self.prefetch else None
-                yield k.list_decoder.decode(data)
+                try:
+                    page = k.list_decoder.decode(data)
+                except msgspec.ValidationError:
+                    if on_undecodable is None:
+                        raise
+                    meta, items, bad = decode_page(k, data)
+                    for item in bad:
+                        on_undecodable(item)
+                    page = _Page(meta, items)
+                yield page
                 if not token:
                     return
 
