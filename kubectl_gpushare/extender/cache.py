@@ -8,7 +8,12 @@ Three `kube.informer.Informer` threads (nodes; pods of all namespaces; ConfigMap
   the same name (new UID) replaces the old one;
 - node capacity and GPU-count changes take effect on the next filter;
 - dropped watches resume from the last resourceVersion, and after a 410 the informer re-lists and
-  reports the deletions it missed.
+  reports the deletions it missed;
+- an object that does not decode (a quantity sent as a JSON number, say) is logged once per
+  version and skipped: the last copy that decoded stays counted, a pod never seen decodable is not
+  counted (neither its node nor its request can be read), and its deletion is still applied. A
+  quantity that decodes but does not parse counts as the records module says and is logged once;
+- `current` says whether every informer's list or watch has worked recently (``/readyz``).
 
 `catch_up` is what a newly elected leader runs before it binds: it restarts the pod informer with a
 fresh list taken *after* the Lease was won, and drops every pod that list does not contain, so no
@@ -30,6 +35,8 @@ from kubectl_gpushare.kube.informer import Informer
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
 
 log = logging.getLogger("kubectl_gpushare.extender.cache")
+_WARNED_LIMIT = 10_000
+"""Distinct record warnings remembered (to log each once); the memory is cleared past this."""
 
 
 class ExtenderCache:
@@ -50,6 +57,7 @@ class ExtenderCache:
         """Set once nodes, pods and ConfigMaps have all been listed once."""
         self._lock = threading.Lock()
         self._resync_seen: set[str] | None = None
+        self._warned: set[str] = set()
         self._nodes: Informer[Node] = Informer(
             client, types.NODES, on_add=self._node, on_update=lambda _old, new: self._node(new),
             on_delete=self._node_gone, page_size=page_size, name="extender-nodes")
@@ -89,6 +97,16 @@ class ExtenderCache:
         for informer in (self._pods, self._nodes, self._configmaps):
             informer.stop()
 
+    def stale_for(self) -> float:
+        """Seconds the least current informer has been failing to list or watch (0.0 when all work)."""
+        with self._lock:
+            informers = (self._configmaps, self._nodes, self._pods)
+        return max(informer.stale_for() for informer in informers)
+
+    def current(self, max_stale: float) -> bool:
+        """Whether the cache has synced and no informer has been failing for ``max_stale`` seconds."""
+        return self.synced.is_set() and self.stale_for() < max_stale
+
     def catch_up(self, timeout: float = 60.0) -> None:
         """Re-list pods from scratch and drop any the fresh list lacks (run on winning the Lease)."""
         with self._lock:
@@ -110,8 +128,22 @@ class ExtenderCache:
 
     # --- callbacks (informer threads) --------------------------------------------------------------------
 
+    def _warn_once(self, warnings: records.Warnings) -> None:
+        """Log each distinct problem a record builder reported, the first time only."""
+        if not warnings:
+            return
+        with self._lock:
+            if len(self._warned) > _WARNED_LIMIT:
+                self._warned.clear()
+            new = [message for message in warnings.messages if message not in self._warned]
+            self._warned.update(new)
+        for message in new:
+            log.warning("%s", message)
+
     def _node(self, node: Node) -> None:
-        self.state.set_node(records.node_record(node))
+        warnings = records.Warnings()
+        self.state.set_node(records.node_record(node, warnings=warnings))
+        self._warn_once(warnings)
 
     def _node_gone(self, node: Node) -> None:
         self.state.remove_node(node.metadata.name)
@@ -130,7 +162,10 @@ class ExtenderCache:
         seen = self._resync_seen
         if seen is not None:
             seen.add(pod.metadata.uid)
-        self.state.set_pod(records.pod_record(pod))
+        warnings = records.Warnings()
+        record = records.pod_record(pod, warnings)
+        self._warn_once(warnings)
+        self.state.set_pod(record)
 
     def _pod_update(self, old: Pod, new: Pod) -> None:
         if old.metadata.uid != new.metadata.uid:
