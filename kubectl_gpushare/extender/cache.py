@@ -58,6 +58,7 @@ class ExtenderCache:
         self._lock = threading.Lock()
         self._resync_seen: set[str] | None = None
         self._warned: set[str] = set()
+        self._warn_lock = threading.Lock()  # not self._lock: catch_up holds that while joining a thread
         self._nodes: Informer[Node] = Informer(
             client, types.NODES, on_add=self._node, on_update=lambda _old, new: self._node(new),
             on_delete=self._node_gone, page_size=page_size, name="extender-nodes")
@@ -99,8 +100,7 @@ class ExtenderCache:
 
     def stale_for(self) -> float:
         """Seconds the least current informer has been failing to list or watch (0.0 when all work)."""
-        with self._lock:
-            informers = (self._configmaps, self._nodes, self._pods)
+        informers = (self._configmaps, self._nodes, self._pods)  # no lock: catch_up may hold it for seconds
         return max(informer.stale_for() for informer in informers)
 
     def current(self, max_stale: float) -> bool:
@@ -132,7 +132,7 @@ class ExtenderCache:
         """Log each distinct problem a record builder reported, the first time only."""
         if not warnings:
             return
-        with self._lock:
+        with self._warn_lock:
             if len(self._warned) > _WARNED_LIMIT:
                 self._warned.clear()
             new = [message for message in warnings.messages if message not in self._warned]
