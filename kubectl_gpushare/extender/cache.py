@@ -12,7 +12,9 @@ Three `kube.informer.Informer` threads (nodes; pods of all namespaces; ConfigMap
 - an object that does not decode (a quantity sent as a JSON number, say) is logged once per
   version and skipped: the last copy that decoded stays counted, a pod never seen decodable is not
   counted (neither its node nor its request can be read), and its deletion is still applied. A
-  quantity that decodes but does not parse counts as the records module says and is logged once;
+  value that decodes but does not parse counts as the records module says and is logged once; one
+  the parsers cannot hold at all (a 5,000-digit index) leaves the object's previous record in
+  place (none for a new one) and is logged once;
 - `current` says whether every informer's list or watch has worked recently (``/readyz``).
 
 `catch_up` is what a newly elected leader runs before it binds: it restarts the pod informer with a
@@ -128,6 +130,13 @@ class ExtenderCache:
 
     # --- callbacks (informer threads) --------------------------------------------------------------------
 
+    def _unreadable(self, what: str, exc: Exception) -> None:
+        """Log once that an object could not be turned into a record (its previous record stays)."""
+        warnings = records.Warnings()
+        detail = (str(exc) or type(exc).__name__).splitlines()[0][:200]
+        warnings.add(f"{what} cannot be read ({detail}); keeping what was counted for it")
+        self._warn_once(warnings)
+
     def _warn_once(self, warnings: records.Warnings) -> None:
         """Log each distinct problem a record builder reported, the first time only."""
         if not warnings:
@@ -142,8 +151,13 @@ class ExtenderCache:
 
     def _node(self, node: Node) -> None:
         warnings = records.Warnings()
-        self.state.set_node(records.node_record(node, warnings=warnings))
+        try:
+            record = records.node_record(node, warnings=warnings)
+        except (ValueError, ArithmeticError) as exc:  # a value beyond what the parsers can hold
+            self._unreadable(f"node {node.metadata.name}", exc)
+            return
         self._warn_once(warnings)
+        self.state.set_node(record)
 
     def _node_gone(self, node: Node) -> None:
         self.state.remove_node(node.metadata.name)
@@ -163,7 +177,11 @@ class ExtenderCache:
         if seen is not None:
             seen.add(pod.metadata.uid)
         warnings = records.Warnings()
-        record = records.pod_record(pod, warnings)
+        try:
+            record = records.pod_record(pod, warnings)
+        except (ValueError, ArithmeticError) as exc:  # a value beyond what the parsers can hold
+            self._unreadable(f"pod {pod.metadata.namespace}/{pod.metadata.name}", exc)
+            return
         self._warn_once(warnings)
         self.state.set_pod(record)
 

@@ -353,3 +353,24 @@ def test_readyz_fails_while_the_cache_cannot_be_kept_current(extender_factory, s
     assert get(port, "/healthz")[0] == 200
     sandbox.clear_faults()
     wait_until(lambda: get(port, "/readyz")[0] == 200, timeout=45, what="/readyz to recover")
+
+
+def test_an_unparsable_pod_is_logged_once_and_keeps_its_last_record(
+    ext, sandbox: Sandbox, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+) -> None:
+    port = ext.running.port
+    sandbox.load([pod_object("p", "default", [4], node="gpu-1", gpu=0, gpu_memory=16, phase="Running",
+                             assigned=True, uid="uid-p")])
+    wait_until(lambda: used(port) == 4, what="the pod to be counted")
+    caplog.clear()
+    for value in ("1" + "0" * 5000, "2" + "0" * 5000):  # two versions, the same problem
+        bad = pod_object("p", "default", [4], node="gpu-1", gpu=0, gpu_memory=16, phase="Running", assigned=True,
+                         uid="uid-p", annotations={protocol.ANN_ASSUME_TIME: value})
+        sandbox.load([bad])
+    sandbox.load([pod_object("later", "default", [5], node="gpu-1", gpu=1, gpu_memory=16, phase="Running",
+                             assigned=True)])
+    wait_until(lambda: used(port) == 9, what="later events to be applied")
+    about_p = [r for r in caplog.records if "default/p" in r.getMessage() and r.levelno >= 30]
+    assert len(about_p) <= 1, [r.getMessage() for r in about_p]
+    assert not any(r.exc_info for r in caplog.records)
+    assert get(port, "/readyz")[0] == 200
