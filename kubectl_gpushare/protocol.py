@@ -96,8 +96,11 @@ ENV_LOG_FORMAT: Final = "GPUSHARE_LOG_FORMAT"
 ENV_MEMORY_UNIT: Final = "GPUSHARE_MEMORY_UNIT"
 ENV_FAKE_GPUS: Final = "GPUSHARE_FAKE_GPUS"
 
-# --- Quantities -----------------------------------------------------------------------------------
+# --- Bounds on hostile input ----------------------------------------------------------------------
 MAX_GPUS_PER_NODE: Final = 64
+"""GPUs one node may have; a GPU index is valid in ``[0, MAX_GPUS_PER_NODE)`` and a larger count is invalid."""
+
+# --- Quantities -----------------------------------------------------------------------------------
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|n|u|m|k|M|G|T|P|E)?$")
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
