@@ -77,6 +77,15 @@ OPTIMISTIC_LOCK_MSG: Final = (
     "the object has been modified; please apply your changes to the latest version and try again"
 )
 
+# --- Admission webhook (kube-apiserver -> extender; manifests/managed) ------------------------------
+WEBHOOK_PATH: Final = "/mutate"
+SCHEDULER_NAME: Final = "gpushare-scheduler"
+"""The second scheduler's profile name, which the webhook writes into GPU pods' spec.schedulerName."""
+DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
+LABEL_WEBHOOK: Final = "gpushare.kubectl-gpushare.io/webhook"
+"""Opt-out label: ``disabled`` on a pod or its namespace leaves the pod's scheduler alone."""
+WEBHOOK_DISABLED: Final = "disabled"
+
 # --- Device plugin <-> kubelet -------------------------------------------------------------------
 DEVICE_PLUGIN_PATH: Final = "/var/lib/kubelet/device-plugins"
 KUBELET_SOCKET: Final = "kubelet.sock"

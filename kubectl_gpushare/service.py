@@ -1,4 +1,4 @@
-"""What the long-running components share: log flags and set-up, and stopping on signals.
+"""What the long-running components share: logs, signals, and the check for the ``daemons`` extra.
 
 The extender and the device plugin use this so that ``--log-format json`` and SIGTERM mean the
 same thing for both. Logs go to stderr as text or one JSON object per line; messages never carry
@@ -8,13 +8,14 @@ Only click and the standard library are imported, so commands' ``--help`` stays 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 
 import click
@@ -22,6 +23,11 @@ import click
 from kubectl_gpushare.protocol import ENV_LOG_FORMAT
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+DAEMONS_EXTRA: Final = "kubectl-gpushare[daemons]"
+"""The extra that brings what the daemons import beyond the plugin's own dependencies."""
+EXIT_MISSING_EXTRA: Final = 2
+"""Exit code of a daemon started without `DAEMONS_EXTRA` (a configuration error, like a bad flag)."""
 
 LEVELS: Final = {
     "debug": logging.DEBUG,
@@ -94,3 +100,23 @@ def stop_on_signals() -> threading.Event:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
     return stop
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a missing parent package ("google" for google.protobuf)
+        return False
+
+
+def require_daemon_modules(command: str, modules: Iterable[str]) -> None:
+    """Exit with one line naming `DAEMONS_EXTRA` when any of ``modules`` is not installed.
+
+    ``pip install kubectl-gpushare`` brings only the plugin's dependencies; the daemons' come with
+    the extra. Checking before the first heavy import turns a traceback into an instruction.
+    """
+    missing = [module for module in modules if not _installed(module)]
+    if missing:
+        click.echo(f"error: {command} needs {', '.join(missing)}, which the plain install leaves out; "
+                   f"install them with: pip install '{DAEMONS_EXTRA}'", err=True)
+        sys.exit(EXIT_MISSING_EXTRA)

@@ -3,7 +3,10 @@
 #
 # krew installs one executable per plugin; kubectl-gpushare is Python, so this script installs the
 # bundled wheel into a private virtual environment on first run (pip fetches its dependencies, so
-# the first run needs Python 3.10+ and access to PyPI), then hands every run over to it.
+# the first run needs Python 3.10+ and access to PyPI), then hands every run over to it. Only the
+# plugin's own dependencies are installed (click, msgspec, PyYAML, rich): the daemons' extra
+# (kubectl-gpushare[daemons]: grpcio, protobuf, nvidia-ml-py, prometheus-client, kubernetes) is
+# for the in-cluster image, not for a kubectl plugin.
 # Called as kubectl-inspect-gpushare or kubectl-inspect_gpushare it runs `inspect` directly.
 #   KUBECTL_GPUSHARE_PYTHON  interpreter for the first-run install (default: python3)
 #   KUBECTL_GPUSHARE_HOME    where environments live (default: $XDG_DATA_HOME/kubectl-gpushare)

@@ -238,8 +238,9 @@ def demo_command(*, keep: bool, verbose: bool) -> None:
     pods; then runs `kubectl inspect gpushare` and `kubectl inspect gpushare -d`. Nothing is
     installed in any real cluster; everything listens on 127.0.0.1 and stops when the demo ends.
     """
-    from kubectl_gpushare.service import configure_logging
+    from kubectl_gpushare.service import configure_logging, require_daemon_modules
 
+    require_daemon_modules("demo", ["prometheus_client", "grpc", "google.protobuf"])
     configure_logging("text", "info" if verbose else "error")
     with tempfile.TemporaryDirectory(prefix="gpushare-demo-") as workdir:
         _run_demo(Path(workdir), keep)

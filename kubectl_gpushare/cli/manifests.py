@@ -1,12 +1,14 @@
 """``kubectl gpushare manifests``: print the install manifests, ready for ``kubectl apply -f -``.
 
-The YAML files in the repository's ``manifests/`` folder are the single source: the package ships
-them through the ``_manifests`` link, so what is printed is exactly what is reviewed in git.
+The kustomize trees in the repository's ``manifests/`` folder are the single source: the package
+ships them through the ``_manifests`` link, and this command builds them (`kustomize.build`) into
+the same objects ``kubectl kustomize manifests/`` (or ``manifests/managed``) prints.
 """
 
 from __future__ import annotations
 
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 import click
 
@@ -14,27 +16,64 @@ from kubectl_gpushare import __version__
 
 DEFAULT_IMAGE = "ghcr.io/kubectl-gpushare/kubectl-gpushare:" + __version__
 """The image the manifests in git name; ``--image`` replaces it."""
+SCHEDULER_IMAGE = "registry.k8s.io/kube-scheduler:v1.34.1"
+"""The second scheduler's image in ``manifests/managed``; ``--scheduler-image`` replaces it."""
 COMPONENTS = {
-    "extender": "extender.yaml",
-    "device-plugin": "device-plugin.yaml",
+    "extender": "base/extender.yaml",
+    "device-plugin": "base/device-plugin.yaml",
     "scheduler-config": "kube-scheduler-config.yaml",
+    "certificates": "managed/certificates.yaml",
+    "scheduler": "managed/scheduler.yaml",
+    "webhook": "managed/webhook.yaml",
 }
-"""Component -> file. ``scheduler-config`` is a kube-scheduler file, not an API object, so ``all``
-leaves it out."""
+"""Component -> file. ``scheduler-config`` is a kube-scheduler file, not an API object, so it is in no tree."""
+MANAGED_ONLY = ("certificates", "scheduler", "webhook")
+
+
+def manifests_root() -> Traversable:
+    """The shipped copy of ``manifests/``."""
+    return resources.files("kubectl_gpushare.cli") / "_manifests"
 
 
 def read_manifest(component: str) -> str:
     """The text of one component's manifest file as shipped in the package."""
-    return (resources.files("kubectl_gpushare.cli") / "_manifests" / COMPONENTS[component]).read_text()
+    node = manifests_root()
+    for part in COMPONENTS[component].split("/"):
+        node = node / part
+    return node.read_text()
 
 
-def render(components: list[str], image: str) -> str:
-    """Concatenate the chosen manifests as one YAML stream with the image replaced."""
-    documents = [read_manifest(component).replace(DEFAULT_IMAGE, image).strip() + "\n" for component in components]
-    return "---\n".join(documents)
+def _key(doc: dict[str, object]) -> tuple[str, str, str]:
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return str(doc.get("kind")), str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+def render(*, managed: bool = False, only: str = "all", image: str = DEFAULT_IMAGE,
+           scheduler_image: str = SCHEDULER_IMAGE) -> str:
+    """The chosen tree (or one component of it) as one YAML stream, with the images replaced.
+
+    Raises:
+        kustomize.KustomizeError: the shipped tree does not build (a packaging bug).
+    """
+    import yaml
+
+    from kubectl_gpushare.cli.kustomize import build
+
+    if only == "scheduler-config":
+        return read_manifest(only).strip() + "\n"
+    documents = build(manifests_root(), "managed" if managed else ".")
+    if only != "all":
+        wanted = {_key(doc) for doc in yaml.safe_load_all(read_manifest(only)) if doc}
+        documents = [doc for doc in documents if _key(doc) in wanted]
+    text = yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False, explicit_start=False)
+    return text.replace(DEFAULT_IMAGE, image).replace(SCHEDULER_IMAGE, scheduler_image)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--managed", is_flag=True,
+              help="The install for managed control planes (EKS, GKE, AKS): adds a second kube-scheduler, the "
+                   "webhook that sends GPU pods to it, and their cert-manager certificates.")
 @click.option(
     "--only",
     "only",
@@ -44,13 +83,17 @@ def render(components: list[str], image: str) -> str:
     help="Print one component; 'scheduler-config' is the KubeSchedulerConfiguration for kube-scheduler's --config.",
 )
 @click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="Container image to run.")
-def manifests_command(*, only: str, image: str) -> None:
-    """Print the manifests that install the extender and the device plugin.
+@click.option("--scheduler-image", default=SCHEDULER_IMAGE, show_default=True,
+              help="kube-scheduler image for --managed; use your control plane's version.")
+def manifests_command(*, managed: bool, only: str, image: str, scheduler_image: str) -> None:
+    """Print the manifests that install the extender and the device plugin (kubectl kustomize manifests/).
 
     \b
     Example:
       kubectl gpushare manifests | kubectl apply -f -
+      kubectl gpushare manifests --managed --scheduler-image registry.k8s.io/kube-scheduler:v1.31.4 | kubectl apply -f -
       kubectl gpushare manifests --only scheduler-config > /etc/kubernetes/gpushare-scheduler.yaml
     """  # noqa: D301 - click's \b paragraph marker must stay a real backspace escape
-    components = ["extender", "device-plugin"] if only == "all" else [only]
-    click.echo(render(components, image), nl=False)
+    if only in MANAGED_ONLY and not managed:
+        raise click.UsageError(f"--only {only} is part of the managed install; add --managed")
+    click.echo(render(managed=managed, only=only, image=image, scheduler_image=scheduler_image), nl=False)

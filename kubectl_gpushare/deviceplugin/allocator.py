@@ -20,7 +20,13 @@ kubelet is admitting. The rule (the original's, with its holes closed):
    before it binds, so two binds racing each other swapped GPUs.
 3. On a node with one GPU, a pod that no extender annotated (scheduled without the extender) may
    be adopted: GPU 0, and the plugin writes the annotations itself so inspect and the extender
-   count it. (The original returned the GPU but recorded nothing.)
+   count it. (The original returned the GPU but recorded nothing.) Only when the ledger shows room
+   for it on GPU 0, counting this node's pods and the claims the caller has not yet seen in its
+   cache; otherwise the call fails (`NoRoomError`) instead of over-committing the GPU.
+
+A pod that kubelet could never admit (asking for more units than the node advertises) or that
+names a GPU the node lacks is passed over, so one malformed pod cannot take the Allocate calls of
+well-formed pods of the same size; it is named in the error only when nothing else fits.
 
 No match is an error that fails the call, so kubelet reports it on the pod instead of starting a
 container on a made-up device. This module must not do I/O or keep state; the caller owns both.
@@ -28,19 +34,35 @@ container on a made-up device. This module must not do I/O or keep state; the ca
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
+
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin.gpus import GpuDevice
-from kubectl_gpushare.ledger import PodRecord
+from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
 
 VisibleMode = Literal["index", "uuid"]
 
 
 class NoMatchingPodError(LookupError):
     """No pending pod fits an Allocate call; the message is shown in the pod's events."""
+
+
+class NoRoomError(NoMatchingPodError):
+    """The only pod that fits would over-commit its GPU by the ledger; the message says by how much."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Memory this plugin handed out that its pod cache may not show yet (an adoption in flight)."""
+
+    namespace: str
+    name: str
+    gpu: int
+    units: int
 
 
 @dataclass(frozen=True)
@@ -103,10 +125,11 @@ def choose(
     *,
     progress: Mapping[str, int],
     claimed: Collection[str],
-    gpu_count: int,
+    gpu_units: Sequence[int],
     arrival: Mapping[str, int] | None = None,
     node: str = "",
     unit: str = protocol.UNIT_GIB,
+    reserved: Mapping[str, Reservation] | None = None,
 ) -> Choice:
     """Pick the pod an Allocate call of ``request`` units serves (rules in the module docstring).
 
@@ -115,14 +138,16 @@ def choose(
         request: the number of device ids in the container request.
         progress: pod UID -> GPU containers already served, for pods in the middle of admission.
         claimed: UIDs this plugin has finished and must never pick again.
-        gpu_count: GPUs on the node (1 enables adoption of unannotated pods).
+        gpu_units: units advertised per GPU, by index (one GPU enables adoption of unannotated pods).
         arrival: pod UID -> the order in which it arrived on this node (0 or absent: before the
             plugin started).
         node: for the error message.
         unit: for the error message.
+        reserved: pod UID -> memory handed out that ``pods`` may not show yet (adoption's room check).
 
     Raises:
         NoMatchingPodError: nothing fits; the message says what was looked for.
+        NoRoomError: the only fitting pod is unannotated and GPU 0 lacks room for it.
     """
     pods = list(pods)
     order = _order(arrival or {})
@@ -133,14 +158,21 @@ def choose(
         done = progress[pod.uid]
         if done < len(containers) and container_request(pod, containers[done]) == request:
             return Choice(pod, pod.gpu_index, containers[done], first=False, last=done + 1 == len(containers))
+    capacity = sum(gpu_units)
+    misplaced: PodRecord | None = None
     fresh = sorted(
         (pod for pod in pods if pod.uid not in claimed and pod.uid not in progress and is_assumed(pod)), key=order
     )
     for pod in fresh:
         containers = gpu_containers(pod)
-        if containers and container_request(pod, containers[0]) == request:
-            return Choice(pod, pod.gpu_index, containers[0], first=True, last=len(containers) == 1)
-    if gpu_count == 1:
+        if not containers or container_request(pod, containers[0]) != request or pod.request > capacity:
+            continue
+        if pod.gpu_index >= len(gpu_units) or gpu_units[pod.gpu_index] <= 0:
+            misplaced = misplaced or pod
+            continue
+        return Choice(pod, pod.gpu_index, containers[0], first=True, last=len(containers) == 1)
+    crowded: tuple[PodRecord, int] | None = None
+    if len(gpu_units) == 1:
         strays = sorted(
             (
                 pod
@@ -153,16 +185,59 @@ def choose(
             ),
             key=lambda pod: (pod.created, pod.namespace, pod.name),
         )
+        free: int | None = None
         for pod in strays:
             containers = gpu_containers(pod)
-            if containers and container_request(pod, containers[0]) == request:
-                return Choice(pod, 0, containers[0], first=True, last=len(containers) == 1, adopt=True)
+            if not containers or container_request(pod, containers[0]) != request or pod.request > capacity:
+                continue
+            if free is None:
+                free = free_units(pods, node=node, gpu_units=gpu_units, reserved=reserved or {}).get(0, 0)
+            if pod.request > free:
+                crowded = crowded or (pod, free)
+                continue
+            return Choice(pod, 0, containers[0], first=True, last=len(containers) == 1, adopt=True)
+    if misplaced is not None:
+        raise NoMatchingPodError(
+            f"gpushare device plugin: pod {misplaced.namespace}/{misplaced.name} has "
+            f"{protocol.ANN_IDX}={misplaced.gpu_index}, but node {node or '?'} has no such GPU "
+            f"(it has {len(gpu_units)})"
+        )
+    if crowded is not None:
+        pod, room = crowded
+        raise NoRoomError(
+            f"gpushare device plugin: pod {pod.namespace}/{pod.name} asks for {pod.request} {unit} of "
+            f"{protocol.RESOURCE_MEM} without the gpushare scheduler extender's annotations, and GPU 0 of node "
+            f"{node or '?'} has {max(room, 0)} {unit} free by the ledger; refusing to over-commit it "
+            f"(schedule the pod through the extender)"
+        )
     waiting = sum(1 for pod in pods if is_assumed(pod) and pod.uid not in claimed)
     raise NoMatchingPodError(
         f"gpushare device plugin: no pending pod on node {node or '?'} has a container asking for "
         f"{request} {unit} of {protocol.RESOURCE_MEM} with {protocol.ANN_ASSIGNED}=false "
         f"({waiting} placed pod(s) waiting); was the pod scheduled by the gpushare scheduler extender?"
     )
+
+
+def free_units(
+    pods: Iterable[PodRecord], *, node: str, gpu_units: Sequence[int], reserved: Mapping[str, Reservation]
+) -> dict[int, int]:
+    """GPU index -> free units on this node by the ledger: its pods, plus claims not yet in ``pods``.
+
+    A reservation ends, as in the extender, once its pod shows a GPU index, so nothing counts twice.
+    """
+    ledger = Ledger()
+    total = sum(gpu_units)
+    ledger.set_node(
+        NodeRecord(
+            name=node, alloc_mem=total, alloc_count=len(gpu_units), cap_mem=total, cap_count=len(gpu_units),
+            gpu_mems=tuple(gpu_units),
+        )
+    )
+    for uid, claim in reserved.items():
+        ledger.reserve(uid, claim.namespace, claim.name, node, claim.gpu, claim.units)
+    for pod in pods:
+        ledger.set_pod(pod if pod.node == node else msgspec.structs.replace(pod, node=node))
+    return ledger.free(node)
 
 
 def container_env(

@@ -4,24 +4,27 @@ A watch cache (`kube.informer.Informer` with ``fieldSelector=spec.nodeName=<node
 node's pods as ledger records, converted once per event, so Allocate never lists the API server
 (the original listed every Pending pod on every call; on large clusters that overloaded it). The
 node is watched too, for the ``cgpu.disable.isolation`` label and to restore ``gpu-count`` if it
-goes missing. Writes are bounded-retry patches: the assignment annotations on a pod (failure fails
-Allocate) and the node's ``aliyun.com/gpu-count`` plus the per-GPU annotation (retried in the
-background until it succeeds, since serving must not wait for it).
+goes missing. A pod whose record cannot be built is left out (warned once), never served. Writes
+are bounded-retry patches: the assignment annotations on a pod, conditional on its UID and within
+`RECORD_BUDGET` (failure fails Allocate), and the node's ``aliyun.com/gpu-count`` plus the per-GPU
+annotation (retried in the background until it succeeds, since serving must not wait for it).
 
-Calls made, for the RBAC in ``manifests/device-plugin.yaml``: pods list/watch/patch; nodes
+Calls made, for the RBAC in ``manifests/base/device-plugin.yaml``: pods list/watch/patch; nodes
 list/watch/patch; nodes/status patch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.deviceplugin.allocation import OutcomeUnknownError, PodGoneError
 from kubectl_gpushare.deviceplugin.devices import Inventory
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import KubeError
+from kubectl_gpushare.kube.errors import Conflict, KubeError, NotFound, ServerError, Unreachable
 from kubectl_gpushare.kube.informer import Informer
 from kubectl_gpushare.kube.records import pod_record
 from kubectl_gpushare.kube.retry import RetryPolicy, backoff_delay, call_with_retry
@@ -30,9 +33,14 @@ from kubectl_gpushare.ledger import PodRecord
 
 log = logging.getLogger(__name__)
 
-RECORD_POLICY = RetryPolicy(attempts=5, base=0.2, cap=2.0, deadline=10.0)
-"""Patching a pod during Allocate: kubelet is waiting, so ride out hiccups for at most ~10 s."""
-REFRESH_POLICY = RetryPolicy(attempts=3, base=0.2, cap=1.0, deadline=3.0)
+API_CALL_TIMEOUT = 3.0
+"""Seconds one API request made on Allocate's behalf may take (the kubeconfig's timeout if shorter)."""
+RECORD_POLICY = RetryPolicy(attempts=4, base=0.2, cap=1.0, deadline=4.0)
+"""Patching a pod during Allocate: kubelet is waiting, so ride out hiccups for a few seconds only."""
+REFRESH_POLICY = RetryPolicy(attempts=3, base=0.2, cap=1.0, deadline=2.0)
+RECORD_BUDGET = RECORD_POLICY.deadline + API_CALL_TIMEOUT if RECORD_POLICY.deadline else API_CALL_TIMEOUT
+"""The longest an assignment write can take (7 s); with a re-read (5 s) an Allocate stays near 12 s, well
+inside the 30 s kubelet's stand-in allows, and no other call waits behind it (see `allocation`)."""
 PUBLISH_POLICY = RetryPolicy(attempts=2, base=0.2, cap=1.0, deadline=2.0)
 """One publish attempt; the background loop retries (serving must not wait on the API server)."""
 PUBLISH_BACKOFF = RetryPolicy(attempts=1_000_000, base=1.0, cap=30.0, deadline=None)
@@ -44,8 +52,16 @@ class NodeCluster:
     def __init__(self, client: Client, node: str) -> None:
         self.client = client
         self.node = node
+        timeout = client.config.timeout
+        # Calls made while kubelet waits get their own client with a short per-request timeout.
+        self.urgent = Client(
+            dataclasses.replace(client.config, timeout=min(timeout, API_CALL_TIMEOUT) if timeout else API_CALL_TIMEOUT),
+            client.user_agent,
+            retry=None,
+        )
         self._lock = threading.Lock()
         self._pods: dict[str, PodRecord] = {}
+        self._unreadable: set[str] = set()
         self._arrivals: dict[str, int] = {}
         self._arrived = 0
         self._node: Node | None = None
@@ -103,13 +119,31 @@ class NodeCluster:
         self.node_informer.stop()
         if self._publisher is not None:
             self._publisher.join(5)
+        self.urgent.close()
 
     # --- pods ----------------------------------------------------------------------------------------
 
+    def _record_of(self, pod: Pod) -> PodRecord | None:
+        """The pod's record, or None (warned once per pod) when its values cannot be read at all."""
+        try:
+            return pod_record(pod)
+        except Exception as exc:  # hostile values must not break the cache for the other pods
+            meta = pod.metadata
+            if meta.uid not in self._unreadable:
+                self._unreadable.add(meta.uid)
+                log.warning(
+                    "pod %s/%s cannot be read (%s: %s); it is never served",
+                    meta.namespace, meta.name, type(exc).__name__, str(exc)[:200],
+                )
+            return None
+
     def _pod_changed(self, pod: Pod) -> None:
-        record = pod_record(pod)
+        record = self._record_of(pod)
         with self._lock:
-            self._store(record)
+            if record is None:
+                self._pods.pop(pod.metadata.uid, None)
+            else:
+                self._store(record)
 
     def _store(self, record: PodRecord) -> None:
         """Keep a record; a pod new to this node after the first list gets the next arrival number."""
@@ -122,6 +156,7 @@ class NodeCluster:
         with self._lock:
             self._pods.pop(pod.metadata.uid, None)
             self._arrivals.pop(pod.metadata.uid, None)
+            self._unreadable.discard(pod.metadata.uid)
 
     def arrivals(self) -> dict[str, int]:
         """Pod UID -> order of arrival on this node (pods listed at start are absent: first)."""
@@ -136,39 +171,62 @@ class NodeCluster:
     def refresh(self) -> list[PodRecord]:
         """Read this node's pending pods straight from the API (when the cache may lag kubelet).
 
+        A listed pod replaces a cached one of the same name with another UID (it was re-created).
         Falls back to the cache if the API does not answer within a few seconds.
         """
         try:
             listed = call_with_retry(
-                lambda: list(self.client.iter_pods(field_selector=f"spec.nodeName={self.node},status.phase=Pending")),
+                lambda: list(self.urgent.iter_pods(field_selector=f"spec.nodeName={self.node},status.phase=Pending")),
                 REFRESH_POLICY,
                 stop=self._stop,
             )
         except KubeError as exc:
             log.warning("cannot list this node's pending pods: %s", exc)
             return self.pods()
+        records = [record for record in map(self._record_of, listed) if record is not None]
         with self._lock:
-            for pod in listed:
-                self._store(pod_record(pod))
+            names = {(record.namespace, record.name): record.uid for record in records}
+            for uid, cached in list(self._pods.items()):
+                if names.get((cached.namespace, cached.name), uid) != uid:
+                    del self._pods[uid]
+            for record in records:
+                self._store(record)
             return list(self._pods.values())
 
     def record(self, pod: PodRecord, annotations: dict[str, str]) -> None:
-        """Patch the assignment annotations onto a pod, with bounded retries.
+        """Patch the assignment annotations onto the pod with this UID, with bounded retries.
 
         Raises:
-            KubeError: the patch failed for good (Allocate must then fail).
+            PodGoneError: the pod was deleted, or re-created under its name (the UID precondition failed).
+            OutcomeUnknownError: the API did not answer; the patch may have landed.
+            KubeError: the patch failed for good.
         """
-        body = {"metadata": {"annotations": annotations}}
-        patched = call_with_retry(
-            lambda: self.client.patch_pod(pod.namespace, pod.name, body),
-            RECORD_POLICY,
-            stop=self._stop,
-            on_retry=lambda attempt, error, delay: log.warning(
+        body = {"metadata": {"uid": pod.uid, "annotations": annotations}}
+        unanswered: list[KubeError] = []
+
+        def retrying(attempt: int, error: KubeError, delay: float) -> None:
+            if _unanswered(error):
+                unanswered.append(error)
+            log.warning(
                 "patching pod %s/%s failed (%s); retry %d in %.1fs", pod.namespace, pod.name, error, attempt, delay
-            ),
-        )
+            )
+
+        try:
+            patched = call_with_retry(
+                lambda: self.urgent.patch_pod(pod.namespace, pod.name, body),
+                RECORD_POLICY,
+                stop=self._stop,
+                on_retry=retrying,
+            )
+        except (Conflict, NotFound) as exc:
+            raise PodGoneError(str(exc)) from exc
+        except KubeError as exc:
+            if _unanswered(exc) or unanswered:
+                # One try went unanswered: it may have landed even though a later one failed.
+                raise OutcomeUnknownError(str(exc)) from exc
+            raise
         if patched.metadata.uid and patched.metadata.uid != pod.uid:
-            raise KubeError(f"pod {pod.namespace}/{pod.name} was re-created (uid {patched.metadata.uid})")
+            raise PodGoneError(f"pod {pod.namespace}/{pod.name} was re-created (uid {patched.metadata.uid})")
         self._pod_changed(patched)
 
     # --- node ----------------------------------------------------------------------------------------
@@ -240,3 +298,10 @@ class NodeCluster:
                 if self._stop.wait(delay):
                     return
                 self._publish_wake.set()
+
+
+def _unanswered(error: KubeError) -> bool:
+    """Whether a write that failed this way may still have been applied (no answer, or a server timeout)."""
+    if isinstance(error, Unreachable):
+        return True
+    return isinstance(error, ServerError) and (error.status == 504 or error.reason in ("Timeout", "ServerTimeout"))

@@ -6,7 +6,8 @@ cleanly (its socket is removed). Heavy imports (grpc, the daemon) happen inside 
 so ``--help`` stays fast.
 
 Exit codes: 0 after a clean stop; 2 for usage and configuration errors (bad flags, a device list
-that cannot fit kubelet's message limit, no kubeconfig and not in a cluster); 3 when NVML cannot
+that cannot fit kubelet's message limit, no kubeconfig and not in a cluster, the
+``kubectl-gpushare[daemons]`` extra not installed); 3 when NVML cannot
 start and ``--fail-on-init-error`` is on.
 """
 
@@ -18,7 +19,7 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import kube_options
-from kubectl_gpushare.service import configure_logging, log_options, stop_on_signals
+from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
 
 ENV_DEVICE_PLUGIN_PATH = "GPUSHARE_DEVICE_PLUGIN_PATH"
 ENV_ENDPOINT = "GPUSHARE_DEVICE_PLUGIN_ENDPOINT"
@@ -111,6 +112,8 @@ def serve_device_plugin_command(
       kubectl gpushare serve-device-plugin --memory-unit MiB --unit-size 64
       kubectl gpushare serve-device-plugin --fake-gpus 2x16GiB,1x24GiB --node-name n1
     """  # noqa: D301 - click's \b paragraph marker
+    # NVML's Python binding is needed only for real GPUs.
+    require_daemon_modules("serve-device-plugin", ["grpc", "google.protobuf", *(() if fake_gpus else ("pynvml",))])
     from kubectl_gpushare.deviceplugin.daemon import Config, DaemonError, KubeOptions, serve
 
     if not node_name:

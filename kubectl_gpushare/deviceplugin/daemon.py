@@ -36,11 +36,12 @@ from kubectl_gpushare.deviceplugin.gpus import BackendError, GpuBackend, HealthE
 from kubectl_gpushare.deviceplugin.kubelet import (
     Registration,
     RegistrationError,
+    check_plugin_dir,
     check_socket_path,
     dial,
     socket_identity,
 )
-from kubectl_gpushare.deviceplugin.servicer import Advertisement, DevicePluginServicer
+from kubectl_gpushare.deviceplugin.servicer import POOL_SIZE, Advertisement, DevicePluginServicer
 
 log = logging.getLogger(__name__)
 
@@ -259,10 +260,13 @@ class Plugin:
             check_socket_path(path)
         except ValueError as exc:
             raise DaemonError(str(exc), EXIT_CONFIG) from exc
-        os.makedirs(self.cfg.device_plugin_path, exist_ok=True)
+        try:
+            check_plugin_dir(self.cfg.device_plugin_path)
+        except ValueError as exc:
+            raise DaemonError(str(exc), EXIT_CONFIG) from exc
         self.advertisement.reopen()
-        # Each ListAndWatch stream holds a worker for its whole life; leave room for unary calls.
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="deviceplugin"))
+        # Each ListAndWatch stream holds a worker for its whole life; the servicer caps them (MAX_STREAMS).
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="deviceplugin"))
         api_grpc.add_DevicePluginServicer_to_server(  # type: ignore[no-untyped-call]
             DevicePluginServicer(self.advertisement, self.book), server
         )
@@ -367,11 +371,14 @@ def serve(
     cluster_started = False
     try:
         try:
-            # Refuse a configuration kubelet would reject before touching the API server.
+            # Refuse what can be refused before touching the API server: a device list kubelet would
+            # reject, and a device-plugin directory we cannot serve in.
             devices_mod.check_budget(backend.devices(), devices_mod.parse_memory_unit(cfg.memory_unit, cfg.unit_size))
+            check_socket_path(os.path.join(cfg.device_plugin_path, cfg.endpoint))
+            check_plugin_dir(cfg.device_plugin_path)
             cluster = cluster or make_cluster(cfg)
             plugin = Plugin(cfg, backend, cluster)
-        except DeviceConfigError as exc:
+        except (DeviceConfigError, ValueError) as exc:
             raise DaemonError(str(exc), EXIT_CONFIG) from exc
         except BackendError as exc:
             raise DaemonError(str(exc), EXIT_BACKEND) from exc

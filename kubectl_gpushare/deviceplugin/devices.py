@@ -200,6 +200,14 @@ class Inventory:
         state = self._gpus.get(protocol.uuid_of_fake_device(device_id))
         return state.gpu if state else None
 
+    def advertises(self, device_id: str) -> bool:
+        """Whether ``device_id`` is one of the fake devices in the list (``<uuid>-_-<j>``, j < units)."""
+        uuid, separator, unit = device_id.rpartition(protocol.FAKE_ID_SEPARATOR)
+        state = self._gpus.get(uuid) if separator else None
+        if state is None or not (unit.isascii() and unit.isdigit()) or len(unit) > 9 or str(int(unit)) != unit:
+            return False
+        return int(unit) < state.units
+
     def set_health(self, uuid: str | None, healthy: bool, reason: str = "") -> bool:
         """Mark one GPU (or all, for None); return whether anything changed."""
         targets = list(self._gpus.values()) if uuid is None else [s for s in (self._gpus.get(uuid),) if s]

@@ -10,6 +10,7 @@ This module knows nothing about GPUs or pods.
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 
 import grpc
@@ -48,6 +49,25 @@ def check_socket_path(path: str) -> None:
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
         size = len(os.fsencode(path))
         raise ValueError(f"socket path {path!r} is {size} bytes; unix sockets allow {MAX_SOCKET_PATH}")
+
+
+def check_plugin_dir(path: str) -> None:
+    """Make sure the device-plugin directory exists and takes new files (our socket goes there).
+
+    Tried by creating and removing a file, so it holds for root too (``os.access`` says yes to root).
+
+    Raises:
+        ValueError: the directory cannot be created or written; the message says why.
+    """
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".gpushare-probe-")
+        probe.close()
+    except OSError as exc:
+        raise ValueError(
+            f"cannot use the device-plugin directory {path}: {exc.strerror or exc} "
+            "(kubelet's socket directory must exist and be writable; see --device-plugin-path)"
+        ) from None
 
 
 def target(path: str) -> str:

@@ -2,8 +2,10 @@
 
 `Advertisement` owns the inventory behind a lock and the ListAndWatch message built from it (once
 per change, shared by every stream). The servicer translates gRPC calls into calls on it and on
-the allocation book, and failures into gRPC status codes with messages kubelet shows on the pod.
-No decisions are made here.
+the allocation book, and failures into gRPC status codes with messages kubelet shows on the pod
+(never UNKNOWN: an unexpected error is INTERNAL with a one-line message). A stream holds one of the
+server's worker threads for its whole life, so at most `MAX_STREAMS` are served at once and the
+rest of the pool is always free for kubelet's unary calls. No decisions are made here.
 """
 
 from __future__ import annotations
@@ -18,12 +20,26 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin._api import deviceplugin_pb2 as api
 from kubectl_gpushare.deviceplugin._api import deviceplugin_pb2_grpc as api_grpc
 from kubectl_gpushare.deviceplugin.allocation import AllocateError, AllocationBook
+from kubectl_gpushare.deviceplugin.allocator import preferred_devices
 from kubectl_gpushare.deviceplugin.devices import Inventory
 
 log = logging.getLogger(__name__)
 
 STREAM_POLL = 0.5
 """How often an idle ListAndWatch stream checks that kubelet is still there and we are not stopping."""
+MAX_STREAMS = 4
+"""ListAndWatch streams served at once (kubelet keeps one; a restart briefly overlaps two)."""
+UNARY_WORKERS = 8
+"""Worker threads left for Allocate and the other unary calls whatever the streams do."""
+POOL_SIZE = MAX_STREAMS + UNARY_WORKERS
+
+_CODES = {
+    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
+    "precondition": grpc.StatusCode.FAILED_PRECONDITION,
+    "exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "unavailable": grpc.StatusCode.UNAVAILABLE,
+    "internal": grpc.StatusCode.INTERNAL,
+}
 
 
 class Advertisement:
@@ -89,9 +105,10 @@ class Advertisement:
 class DevicePluginServicer(api_grpc.DevicePluginServicer):
     """Serves kubelet: options, the device stream, preferred allocation, Allocate, PreStartContainer."""
 
-    def __init__(self, advertisement: Advertisement, book: AllocationBook) -> None:
+    def __init__(self, advertisement: Advertisement, book: AllocationBook, max_streams: int = MAX_STREAMS) -> None:
         self.advertisement = advertisement
         self.book = book
+        self._streams = threading.BoundedSemaphore(max_streams)
 
     def GetDevicePluginOptions(self, request: api.Empty, context: grpc.ServicerContext) -> api.DevicePluginOptions:  # noqa: N802
         """GetPreferredAllocation is offered; PreStartContainer is not needed."""
@@ -99,29 +116,38 @@ class DevicePluginServicer(api_grpc.DevicePluginServicer):
 
     def ListAndWatch(self, request: api.Empty, context: grpc.ServicerContext) -> Iterator[api.ListAndWatchResponse]:  # noqa: N802
         """Send the full list now and again after every change, until kubelet goes or we stop."""
-        sent = -1
-        while context.is_active() and not self.advertisement.closed:
-            version, message = self.advertisement.message()
-            if version != sent:
-                log.debug("ListAndWatch: sending %d devices (version %d)", len(message.devices), version)
-                yield message
-                sent = version
-            self.advertisement.wait_change(sent, STREAM_POLL)
+        if not self._streams.acquire(blocking=False):
+            log.warning("refusing a ListAndWatch stream: %d are open already", MAX_STREAMS)
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"gpushare device plugin: {MAX_STREAMS} ListAndWatch streams are open already",
+            )
+        try:
+            sent = -1
+            while context.is_active() and not self.advertisement.closed:
+                version, message = self.advertisement.message()
+                if version != sent:
+                    log.debug("ListAndWatch: sending %d devices (version %d)", len(message.devices), version)
+                    yield message
+                    sent = version
+                self.advertisement.wait_change(sent, STREAM_POLL)
+        finally:
+            self._streams.release()
 
     def GetPreferredAllocation(  # noqa: N802
         self, request: api.PreferredAllocationRequest, context: grpc.ServicerContext
     ) -> api.PreferredAllocationResponse:
-        """Prefer fake devices of the GPU the pod's annotation names."""
-        responses = [
-            api.ContainerPreferredAllocationResponse(
-                deviceIDs=self.book.preferred(
-                    list(container.available_deviceIDs),
-                    list(container.must_include_deviceIDs),
-                    container.allocation_size,
-                )
-            )
-            for container in request.container_requests
-        ]
+        """Prefer fake devices of the GPU the pod's annotation names (any devices if that cannot be worked out)."""
+        responses = []
+        for container in request.container_requests:
+            available = list(container.available_deviceIDs)
+            must_include = list(container.must_include_deviceIDs)
+            try:
+                chosen = self.book.preferred(available, must_include, container.allocation_size)
+            except Exception as exc:  # a preference is advice: never fail kubelet's call over it
+                log.warning("GetPreferredAllocation: %s: %s; no preference", type(exc).__name__, str(exc)[:200])
+                chosen = preferred_devices(available, must_include, container.allocation_size, None)
+            responses.append(api.ContainerPreferredAllocationResponse(deviceIDs=chosen))
         return api.PreferredAllocationResponse(container_responses=responses)
 
     def Allocate(self, request: api.AllocateRequest, context: grpc.ServicerContext) -> api.AllocateResponse:  # noqa: N802
@@ -132,8 +158,13 @@ class DevicePluginServicer(api_grpc.DevicePluginServicer):
                 allocated = self.book.allocate(list(container.devices_ids))
             except AllocateError as exc:
                 log.warning("Allocate failed: %s", exc.message)
-                code = grpc.StatusCode.UNAVAILABLE if exc.retryable else grpc.StatusCode.FAILED_PRECONDITION
-                context.abort(code, exc.message)
+                context.abort(_CODES[exc.kind], exc.message)
+            except Exception as exc:  # a bug must reach kubelet as one clear line, not UNKNOWN
+                log.exception("Allocate failed unexpectedly")
+                context.abort(
+                    grpc.StatusCode.INTERNAL,
+                    f"gpushare device plugin: internal error in Allocate ({type(exc).__name__}: {str(exc)[:200]})",
+                )
             responses.append(api.ContainerAllocateResponse(envs=allocated.env))
         return api.AllocateResponse(container_responses=responses)
 

@@ -22,6 +22,8 @@ Routes (the prefix is ``/gpushare-scheduler`` unless configured otherwise):
                             only on the leader (so the Service sends kube-scheduler to the
                             leader); else 503.
 ``GET /metrics``            Prometheus text format.
+``POST /mutate``            the admission webhook (`webhook`): AdmissionReview v1, 200, or 400 when
+                            malformed. Served by every replica, leader or not, synced or not.
 ==========================  =====================================================================
 
 Unknown paths get 404 and known paths with another method 405, both with a JSON ``Error`` body. A
@@ -37,8 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kubectl_gpushare import __version__
-from kubectl_gpushare.extender import handlers, wire
+from kubectl_gpushare import __version__, protocol
+from kubectl_gpushare.extender import handlers, webhook, wire
 from kubectl_gpushare.extender.metrics import ExtenderMetrics
 from kubectl_gpushare.extender.state import ExtenderState
 from kubectl_gpushare.ledger import Policy
@@ -117,6 +119,7 @@ class ExtenderApp:
             f"{self.prefix}/filter": self._filter,
             f"{self.prefix}/prioritize": self._prioritize,
             f"{self.prefix}/bind": self._bind,
+            protocol.WEBHOOK_PATH: self._mutate,
         }
         self._get: dict[str, Callable[[], Response]] = {
             f"{self.prefix}/inspect": lambda: self._inspect(None),
@@ -223,6 +226,12 @@ class ExtenderApp:
             self.metrics.bound()
             log.info("bound %s/%s to %s", args.pod_namespace, args.pod_name, args.node)
         return Response(200, wire.encode_binding_result(outcome.error))
+
+    def _mutate(self, body: bytes) -> Response:
+        status, reply = webhook.mutate(body)
+        if status != 200:
+            log.warning("admission review refused: %s", reply.decode(errors="replace")[:300])
+        return Response(status, reply)
 
     def _inspect(self, node: str | None) -> Response:
         status, body = handlers.inspect_nodes(self.state, node)

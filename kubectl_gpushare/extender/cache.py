@@ -9,7 +9,7 @@ Three `kube.informer.Informer` threads (nodes; pods of all namespaces; ConfigMap
 - node capacity and GPU-count changes take effect on the next filter;
 - dropped watches resume from the last resourceVersion, and after a 410 the informer re-lists and
   reports the deletions it missed;
-- an object that does not decode (a quantity sent as a JSON number, say) is logged once per
+- an object that does not decode (a field of the wrong JSON type, say) is logged once per
   version and skipped: the last copy that decoded stays counted, a pod never seen decodable is not
   counted (neither its node nor its request can be read), and its deletion is still applied. A
   value that decodes but does not parse counts as the records module says and is logged once; one
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.extender.state import ExtenderState
@@ -95,9 +96,11 @@ class ExtenderCache:
             self.synced.set()
 
     def stop(self) -> None:
-        """Stop every informer."""
-        self._stop.set()
-        for informer in (self._pods, self._nodes, self._configmaps):
+        """Stop every informer (a catch-up running meanwhile starts none after this)."""
+        with self._lock:
+            self._stop.set()
+            pods = self._pods
+        for informer in (pods, self._nodes, self._configmaps):
             informer.stop()
 
     def stale_for(self) -> float:
@@ -110,21 +113,30 @@ class ExtenderCache:
         return self.synced.is_set() and self.stale_for() < max_stale
 
     def catch_up(self, timeout: float = 60.0) -> None:
-        """Re-list pods from scratch and drop any the fresh list lacks (run on winning the Lease)."""
+        """Re-list pods from scratch and drop any the fresh list lacks (run on winning the Lease).
+
+        Raises:
+            TimeoutError: the list did not finish in time (the leader must not bind yet).
+        """
         with self._lock:
+            if self._stop.is_set():
+                return
             old = self._pods
             old.stop()
             self._resync_seen = set()
             self._pods = self._pod_informer()
             fresh = self._pods
-        fresh.start()
-        if not fresh.wait_synced(timeout):
-            log.error("catch-up: the pod list did not finish within %.0f s; keeping what we have", timeout)
-            with self._lock:
-                self._resync_seen = None
-            return
+            fresh.start()  # under the lock: `stop` either sees this informer or happens before it
+        give_up = time.monotonic() + timeout
+        synced = fresh.wait_synced(0)
+        while not synced and not self._stop.is_set() and self._pods is fresh and time.monotonic() < give_up:
+            synced = fresh.wait_synced(min(0.2, max(0.0, give_up - time.monotonic())))
         with self._lock:
-            seen, self._resync_seen = self._resync_seen or set(), None
+            if self._pods is not fresh or self._stop.is_set():
+                return  # stopped, or superseded by a later catch-up (a new term), which owns the re-list
+            seen, self._resync_seen = self._resync_seen, None
+        if not synced or seen is None:
+            raise TimeoutError(f"catch-up: the pod list did not finish within {timeout:.0f} s")
         dropped = self.state.drop_pods_except(seen)
         log.info("catch-up: re-listed %d pods, dropped %d stale", len(fresh), dropped)
 

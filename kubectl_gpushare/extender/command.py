@@ -5,7 +5,7 @@ keep working. Heavy imports happen inside the command body, so ``--help`` stays 
 
 Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 1 when the server cannot start (address in use,
 unreadable TLS files), 2 for usage and configuration errors (bad flags, no kubeconfig and not in a
-cluster).
+cluster, or the ``kubectl-gpushare[daemons]`` extra is not installed).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import kube_options
-from kubectl_gpushare.service import configure_logging, log_options, stop_on_signals
+from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
 
 ENV_BIND_ADDRESS = "GPUSHARE_BIND_ADDRESS"
 ENV_URL_PREFIX = "GPUSHARE_URL_PREFIX"
@@ -85,6 +85,12 @@ def _port(value: str | int) -> int:
               help="Seconds a request may take to arrive in full once it has started.")
 @click.option("--cache-stale-after", type=click.FloatRange(min=1), default=30.0, show_default=True,
               help="Seconds a failing list or watch may last before /readyz reports not ready.")
+@click.option("--bind-deadline", type=click.FloatRange(min=2, max=29), default=20.0, show_default=True,
+              help="Seconds a bind may take (plus one request of at most a quarter of this); keep it below "
+                   "kube-scheduler's extender httpTimeout (30 s).")
+@click.option("--unknown-outcome-grace", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="Seconds a Binding whose reply was lost or timed out may still land; until then its GPU "
+                   "stays reserved unless the API server shows the pod bound or gone.")
 @log_options(ENV_LOG_LEVEL)
 def serve_extender_command(
     *,
@@ -113,6 +119,8 @@ def serve_extender_command(
     idle_timeout: float,
     read_timeout: float,
     cache_stale_after: float,
+    bind_deadline: float,
+    unknown_outcome_grace: float,
     log_format: str,
     log_level: str,
 ) -> None:
@@ -122,6 +130,7 @@ def serve_extender_command(
     annotations, so the original device plugin works with it unchanged. Example:
     kubectl gpushare serve-extender --port 12345 --bind-address 0.0.0.0 --leader-elect
     """
+    require_daemon_modules("serve-extender", ["prometheus_client"])
     import ssl
 
     from kubectl_gpushare.extender.httpd import Limits
@@ -150,6 +159,7 @@ def serve_extender_command(
         cache_stale_after=cache_stale_after,
         limits=Limits(max_connections=max_connections, max_inflight_bytes=max_inflight_bytes,
                       idle_timeout=idle_timeout, request_timeout=read_timeout),
+        bind_deadline=bind_deadline, unknown_grace=unknown_outcome_grace,
         log_format="json" if log_format == "json" else "text",
     )
     stop = stop_on_signals()

@@ -9,6 +9,7 @@ assigned", so the binder resolves an unknown outcome by reading the pod back ins
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -38,21 +39,26 @@ class KubeApi:
         self.client = client
         self.policy = policy
 
-    def _retry(self, call: Callable[[], T]) -> T:
-        return retry.call_with_retry(call, self.policy)
+    def _retry(self, call: Callable[[], T], budget: float | None = None) -> T:
+        """Retry within the policy, and within ``budget`` seconds when given (the first try always runs)."""
+        policy = self.policy
+        if budget is not None:
+            policy = dataclasses.replace(policy, deadline=min(policy.deadline or budget, max(0.0, budget)))
+        return retry.call_with_retry(call, policy)
 
     # --- PodApi ----------------------------------------------------------------------------------------
 
-    def get_pod(self, namespace: str, name: str) -> Pod:
-        """Read a pod (retried)."""
-        return self._retry(lambda: self.client.get_pod(namespace, name))
+    def get_pod(self, namespace: str, name: str, *, budget: float | None = None) -> Pod:
+        """Read a pod (retried, for at most ``budget`` seconds when given)."""
+        return self._retry(lambda: self.client.get_pod(namespace, name), budget)
 
     def patch_pod_annotations(
-        self, namespace: str, name: str, annotations: dict[str, str | None], *, uid: str, resource_version: str
+        self, namespace: str, name: str, annotations: dict[str, str | None], *, uid: str, resource_version: str,
+        budget: float | None = None,
     ) -> Pod:
         """Strategic-merge-patch annotations with UID and resourceVersion preconditions (retried)."""
         body = {"metadata": {"uid": uid, "resourceVersion": resource_version, "annotations": annotations}}
-        return self._retry(lambda: self.client.patch_pod(namespace, name, body))
+        return self._retry(lambda: self.client.patch_pod(namespace, name, body), budget)
 
     def create_binding(self, namespace: str, name: str, uid: str, node: str) -> None:
         """POST the Binding once (see the module docstring for why it is not retried)."""

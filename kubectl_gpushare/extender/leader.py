@@ -10,7 +10,11 @@ always reaches the one whose ledger holds every reservation. The algorithm is cl
   never by comparing wall clocks across machines;
 - the leader renews every ``retry_period`` and steps down when it has not renewed for
   ``renew_deadline``, which is shorter than ``lease_duration``, so it stops binding before anyone
-  else can take over;
+  else can take over; `is_leader` turns false by the clock alone, even while a renewal request
+  hangs;
+- on winning, the catch-up (``on_started_leading``) runs in its own thread while the loop keeps
+  renewing, as client-go runs ``OnStartedLeading`` beside it; the replica leads (binds, reports
+  ready) only once the catch-up has finished and the Lease is still live;
 - on a clean stop the leader releases the Lease (empty holder), so the other replica takes over
   within one retry period.
 
@@ -83,14 +87,24 @@ class LeaderElector:
         self.clock = clock
         self._leading = False
         self._last_renew = 0.0
+        self._lock = threading.Lock()
+        self._epoch = 0
+        """Bumped whenever leadership begins or ends, so a stale catch-up cannot make us leader."""
+        self._catching_up: threading.Thread | None = None
+        self._acquired = False
+        """Whether the last successful round took the Lease from another holder (or created it)."""
         self._observed: tuple[str, str, str] | None = None  # holder, renewTime, resourceVersion
         self._observed_at = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def is_leader(self) -> bool:
-        """Whether this replica leads now (and renewed within the renew deadline)."""
+        """Whether this replica leads now: caught up, and the Lease renewed within the renew deadline."""
         return self._leading and self.clock() - self._last_renew < self.config.renew_deadline
+
+    def _live(self) -> bool:
+        """Whether we hold the Lease by our last renewal (leading or still catching up)."""
+        return self._last_renew > 0 and self.clock() - self._last_renew < self.config.renew_deadline
 
     def start(self) -> LeaderElector:
         """Start the election loop in a daemon thread."""
@@ -108,9 +122,12 @@ class LeaderElector:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.config.retry_period + 5)
-        was_leading = self._leading
+        with self._lock:
+            held = self._leading or self._catching_up is not None or self._live()
+            self._epoch += 1  # a catch-up still running must not make us leader afterwards
+            self._catching_up = None
         self._set_leading(False)
-        if was_leading:
+        if held:
             drain()
             if release:
                 self._release()
@@ -119,6 +136,7 @@ class LeaderElector:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            started = self.clock()  # a renewal counts from before its request: the Lease's renewTime
             try:
                 won = self.try_acquire_or_renew()
             except errors.KubeError as exc:
@@ -128,27 +146,63 @@ class LeaderElector:
                 log.exception("leader election: unexpected error")
                 won = False
             if won:
-                self._last_renew = self.clock()
-                self._set_leading(True)
-            elif self._leading and self.clock() - self._last_renew >= self.config.renew_deadline:
+                if self._acquired and (self._leading or self._catching_up is not None):
+                    log.warning("leader election: the lease was held by someone else meanwhile; catching up again")
+                    self._step_down()
+                self._last_renew = started
+                if not self._leading and self._catching_up is None:
+                    self._begin_leading()
+            elif (self._leading or self._catching_up is not None) and not self._live():
                 log.error("leader election: could not renew the lease for %.0f s; stepping down",
                           self.config.renew_deadline)
-                self._set_leading(False)
-            elif self._leading and self._observed and self._observed[0] != self.config.identity:
-                self._set_leading(False)
+                self._step_down()
+            elif self._observed and self._observed[0] != self.config.identity and (
+                    self._leading or self._catching_up is not None):
+                self._step_down()
             self._stop.wait(self.config.retry_period)
 
-    def _set_leading(self, leading: bool) -> None:
-        if leading == self._leading:
+    def _begin_leading(self) -> None:
+        """Run the catch-up beside the loop (as client-go runs OnStartedLeading), which keeps renewing."""
+        log.info("leader election: %s acquired %s/%s; catching up before binding", self.config.identity,
+                 self.config.namespace, self.config.name)
+        with self._lock:
+            self._epoch += 1
+            epoch = self._epoch
+            thread = threading.Thread(target=self._catch_up, args=(epoch,), name="leader-catch-up", daemon=True)
+            self._catching_up = thread
+        thread.start()
+
+    def _catch_up(self, epoch: int) -> None:
+        try:
+            self.on_started_leading()
+        except Exception as exc:  # no leadership on a failed catch-up: the loop starts another
+            log.error("leader election: catching up failed (%s); not leading yet", exc)
+            with self._lock:
+                if self._epoch == epoch:
+                    self._catching_up = None
             return
-        if leading:
-            log.info("leader election: %s became the leader of %s/%s", self.config.identity,
-                     self.config.namespace, self.config.name)
-            self.on_started_leading()  # catch up first: binds start only once this returns
-            self._last_renew = self.clock()
+        with self._lock:
+            if self._epoch != epoch:
+                return  # stepped down (or stopped) meanwhile
+            self._catching_up = None
+            if self._stop.is_set() or not self._live():
+                log.warning("leader election: the lease lapsed while catching up; not leading")
+                return
             self._leading = True
-        else:
-            self._leading = False
+        log.info("leader election: %s became the leader of %s/%s", self.config.identity,
+                 self.config.namespace, self.config.name)
+
+    def _step_down(self) -> None:
+        with self._lock:
+            self._epoch += 1
+            self._catching_up = None
+        self._set_leading(False)
+
+    def _set_leading(self, leading: bool) -> None:
+        """Called with False to step down (leading starts in `_catch_up`, once caught up)."""
+        with self._lock:
+            was, self._leading = self._leading, leading
+        if was and not leading:
             log.info("leader election: %s stopped leading", self.config.identity)
             self.on_stopped_leading()
 
@@ -166,6 +220,7 @@ class LeaderElector:
             except errors.Conflict:
                 return False
             self._observe(cfg.identity, now, "")
+            self._acquired = True
             return True
         spec = lease.spec
         holder = spec.holder_identity or ""
@@ -187,6 +242,7 @@ class LeaderElector:
         except errors.Conflict:
             return False
         self._observe(cfg.identity, now, updated.metadata.resource_version)
+        self._acquired = holder != cfg.identity
         return True
 
     def _observe(self, holder: str, renew_time: str, resource_version: str) -> None:

@@ -53,6 +53,10 @@ class _LedgerCollector(Collector):
         yield GaugeMetricFamily("gpushare_extender_cached_nodes", "Nodes in the extender's cache.", value=nodes)
         yield GaugeMetricFamily("gpushare_extender_cached_pods", "GPU pods counted in the cache.", value=pods)
         yield GaugeMetricFamily(
+            "gpushare_extender_unsettled_binds",
+            "Binds whose Binding had an unknown outcome, their GPU still reserved until the API shows it.",
+            value=len(self._state.unsettled()))
+        yield GaugeMetricFamily(
             "gpushare_extender_leader", "1 while this replica is the leader (or runs without election).",
             value=1 if self._is_leader() else 0)
 

@@ -11,6 +11,7 @@ this replica must lead.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from kubectl_gpushare.extender.app import DEFAULT_MAX_REQUEST_BYTES, ExtenderApp
-from kubectl_gpushare.extender.binder import Binder
+from kubectl_gpushare.extender.binder import DEFAULT_DEADLINE, DEFAULT_UNKNOWN_GRACE, Binder
 from kubectl_gpushare.extender.cache import ExtenderCache
 from kubectl_gpushare.extender.httpd import Limits, start_http_server
 from kubectl_gpushare.extender.kubeapi import KubeApi
@@ -57,6 +58,8 @@ class ServeConfig:
     """Seconds a failing list or watch may last before ``/readyz`` reports not ready."""
     limits: Limits = field(default_factory=Limits)
     """Connections, request bytes in flight, idle and read time (see `httpd.Limits`)."""
+    bind_deadline: float = DEFAULT_DEADLINE
+    unknown_grace: float = DEFAULT_UNKNOWN_GRACE
     log_format: Literal["text", "json"] = "text"
 
     def effective(self) -> str:
@@ -110,18 +113,24 @@ def serve(
     stop = stop or threading.Event()
     log.info("starting extender with %s", cfg.effective())
     client = Client(cfg.kube, component="extender")
+    # Binds and the Lease: one request at most a quarter of the bind deadline, retried only by KubeApi
+    # within its budget, so a bind answers before kube-scheduler gives up on it.
+    request_timeout = min(cfg.kube.timeout or cfg.bind_deadline, cfg.bind_deadline / 4)
+    api = KubeApi(Client(dataclasses.replace(cfg.kube, timeout=request_timeout), component="extender", retry=None))
     state = ExtenderState()
     cache = ExtenderCache(client, state)
     elector: LeaderElector | None = None
     if cfg.leader_elect:
         elector = LeaderElector(
-            KubeApi(client),
+            api,
             LeaderConfig(cfg.lease_namespace, cfg.lease_name, cfg.identity or default_identity(),
                          cfg.lease_duration, cfg.renew_deadline, cfg.retry_period),
             on_started_leading=cache.catch_up,
         )
     is_leader = elector.is_leader if elector is not None else (lambda: True)
-    binder = Binder(KubeApi(client), state, policy=cfg.policy, is_leader=is_leader)
+    binder = Binder(api, state, policy=cfg.policy, is_leader=is_leader, deadline=cfg.bind_deadline,
+                    request_timeout=request_timeout, unknown_grace=cfg.unknown_grace,
+                    sweep_interval=min(1.0, cfg.unknown_grace / 4))
 
     def unavailable() -> str:
         return "" if cache.synced.is_set() else "the extender's cache has not synced with the API server yet"
@@ -158,5 +167,7 @@ def serve(
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+        binder.close()
         cache.stop()
         client.close()
+        api.client.close()

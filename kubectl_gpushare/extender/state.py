@@ -49,6 +49,29 @@ class Reservation:
     request: int
 
 
+@dataclass(frozen=True)
+class Unsettled:
+    """A reservation whose Binding has an unknown outcome (a 5xx, a timeout, a lost reply).
+
+    It stays counted until the API shows what happened: the watch seeing the pod on a node with a
+    GPU index (`ExtenderState.set_pod`), the pod's deletion (`remove_pod`), or the binder's sweep
+    reading the pod back (`Binder.sweep`).
+
+    Attributes:
+        namespace: the pod's namespace.
+        name: the pod's name.
+        node: the node the Binding named.
+        annotations: the five annotations written before the Binding.
+        since: when the outcome became unknown (the binder's monotonic clock).
+    """
+
+    namespace: str
+    name: str
+    node: str
+    annotations: tuple[tuple[str, str], ...]
+    since: float
+
+
 class ExtenderState:
     """A thread-safe ledger (capacity basis, like the original) with a fast filter path."""
 
@@ -61,6 +84,7 @@ class ExtenderState:
         self._pod_node: dict[str, str] = {}
         self._reserved_node: dict[str, str] = {}
         self._binding: set[str] = set()
+        self._unsettled: dict[str, Unsettled] = {}
         self._max_free: dict[str, int] = {}
         self._scores: dict[str, dict[tuple[int, str], int]] = {}
         self._dirty: set[str] = set()
@@ -100,6 +124,7 @@ class ExtenderState:
             self.ledger.set_pod(pod)
             if pod.uid in self._reserved_node and not self.ledger.is_reserved(pod.uid):
                 del self._reserved_node[pod.uid]
+                self._unsettled.pop(pod.uid, None)
             if counts(pod):
                 self._pod_node[pod.uid] = pod.node
                 self._dirty.add(pod.node)
@@ -110,6 +135,7 @@ class ExtenderState:
             self._touch(uid)
             self.ledger.remove_pod(uid)
             self._reserved_node.pop(uid, None)
+            self._unsettled.pop(uid, None)
 
     def drop_pods_except(self, keep: set[str]) -> int:
         """Forget every counted pod whose UID is not in ``keep`` (after a fresh re-list).
@@ -122,6 +148,7 @@ class ExtenderState:
                 self._touch(uid)
                 self.ledger.remove_pod(uid)
                 self._reserved_node.pop(uid, None)
+                self._unsettled.pop(uid, None)
             return len(stale)
 
     def _touch(self, uid: str) -> None:
@@ -177,17 +204,42 @@ class ExtenderState:
             return Reservation(gpu=gpu, dev_total=self.ledger.gpu_totals(node)[gpu], request=request)
 
     def release(self, uid: str) -> None:
-        """Undo a reservation after a failed bind."""
+        """Undo a reservation after a failed bind (or once the API shows an unknown one is not held)."""
         with self.lock:
             node = self._reserved_node.pop(uid, None)
             if node is not None:
                 self._dirty.add(node)
             self.ledger.release(uid)
+            self._unsettled.pop(uid, None)
 
     def reserved(self, uid: str) -> bool:
         """Whether a reservation for this pod is outstanding."""
         with self.lock:
             return self.ledger.is_reserved(uid)
+
+    def mark_unsettled(self, uid: str, unsettled: Unsettled) -> bool:
+        """Keep a reservation whose Binding's outcome is unknown; False if it has already ended.
+
+        (The watch may have seen the pod bound, or deleted, while the binder waited for its reply.)
+        """
+        with self.lock:
+            if not self.ledger.is_reserved(uid):
+                return False
+            self._unsettled[uid] = unsettled
+            return True
+
+    def unsettled(self, uid: str | None = None) -> dict[str, Unsettled]:
+        """The reservations of unknown outcome, by pod UID (only ``uid``'s when given)."""
+        with self.lock:
+            if uid is not None:
+                found = self._unsettled.get(uid)
+                return {uid: found} if found is not None else {}
+            return dict(self._unsettled)
+
+    def counted_on(self, uid: str) -> str | None:
+        """The node a pod is counted on from the watch (not from a reservation), or None."""
+        with self.lock:
+            return self._pod_node.get(uid)
 
     # --- queries ---------------------------------------------------------------------------------
 

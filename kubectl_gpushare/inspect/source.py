@@ -108,7 +108,7 @@ def from_api(
             decoded = [node for node in decoded if matches(node.metadata.labels)]
     else:
         with _needs("list nodes"):
-            decoded = client.list_nodes(label_selector=selector or None)
+            decoded = client.list_nodes(label_selector=selector or None, on_skip=warnings.add)
     nodes = [node_record(node, warnings=warnings) for node in decoded]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     field_selector = ACTIVE_PODS
@@ -118,7 +118,10 @@ def from_api(
     if wanted:
         seen = 0
         with _needs("list pods in all namespaces"):
-            for page in client.list_pages(types.PODS, field_selector=field_selector, page_size=POD_PAGE_SIZE):
+            pages = client.list_pages(
+                types.PODS, field_selector=field_selector, page_size=POD_PAGE_SIZE, on_skip=warnings.add
+            )
+            for page in pages:
                 for pod in page.items:
                     if pod.spec.node_name in wanted:
                         pods.append(pod_record(pod, warnings))

@@ -13,6 +13,7 @@ call. It retries only idempotent GETs (policy in `kube.retry`), caches nothing (
 from __future__ import annotations
 
 import builtins
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,10 +26,12 @@ from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube._transport import Transport
 from kubectl_gpushare.kube.config import ClientConfig
 from kubectl_gpushare.kube.errors import Conflict, Expired, KubeError
-from kubectl_gpushare.kube.lenient import Undecodable, decode_page
+from kubectl_gpushare.kube.lenient import Undecodable, describe
 from kubectl_gpushare.kube.retry import READ_POLICY, RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, LeaseSpec, Node, ObjectReference, Pod
 from kubectl_gpushare.kube.watch import Watch
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE: Final = 500
 """kubectl's chunk size: small enough to bound memory, large enough that round trips do not dominate."""
@@ -41,16 +44,13 @@ PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
 KindRef = Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | str
 
 
+def _log_skip(message: str) -> None:
+    log.warning("%s", message)
+
+
 def default_user_agent(component: str = "client") -> str:
     """``kubectl-gpushare/<version> (<component>)``: lets audit logs and the sandbox tell faces apart."""
     return f"kubectl-gpushare/{__version__} ({component})"
-
-
-class _Page(msgspec.Struct, frozen=True):
-    """A list page rebuilt from the objects in it that decoded (see `lenient.decode_page`)."""
-
-    metadata: types.ListMeta
-    items: builtins.list[Any]
 
 
 def _kind(kind: KindRef) -> Any:
@@ -164,11 +164,14 @@ class Client:
         page_size: int = DEFAULT_PAGE_SIZE,
         resource_version: str | None = None,
         allow_inconsistent: bool = False,
+        on_skip: Callable[[str], None] | None = None,
         on_undecodable: Callable[[Undecodable], object] | None = None,
     ) -> Iterator[Any]:
         """Yield a kind's list one decoded page at a time (``limit`` + ``continue``).
 
         All pages are one consistent snapshot with the first page's ``metadata.resourceVersion``.
+        An item that does not decode is left out of its page and reported, never the whole list
+        (`kube.types.decode_page`).
 
         Args:
             kind: a `kube.types.Kind` or a plural name (``"pods"``).
@@ -179,9 +182,9 @@ class Client:
             resource_version: passed through (``"0"`` lets the server answer from its cache).
             allow_inconsistent: when the continue token expires (410) mid-list, carry on with the
                 inconsistent-continue token the server offers instead of raising.
-            on_undecodable: if given, a page holding objects that do not decode as the kind is
-                decoded item by item, each bad object is passed here, and the rest are yielded;
-                if None, such a page raises ``msgspec.ValidationError``.
+            on_skip: called with one line per item left out; None logs a warning.
+            on_undecodable: also called with each item left out, by key and resourceVersion (the
+                informer keeps its last good copy of such an object).
 
         Raises:
             Expired: the snapshot expired mid-list (start over), unless ``allow_inconsistent``.
@@ -222,16 +225,9 @@ class Client:
                     raise
                 token = types.LIST_META_DECODER.decode(data).metadata.continue_
                 pending = prefetch.submit(fetch, token) if token and self.prefetch else None
-                try:
-                    page = k.list_decoder.decode(data)
-                except msgspec.ValidationError:
-                    if on_undecodable is None:
-                        raise
-                    meta, items, bad = decode_page(k, data)
-                    for item in bad:
-                        on_undecodable(item)
-                    page = _Page(meta, items)
-                yield page
+                on_raw = None if on_undecodable is None else (
+                    lambda raw, exc: on_undecodable(describe(k, raw, exc)))
+                yield types.decode_page(k, data, on_skip or _log_skip, on_raw=on_raw)
                 if not token:
                     return
 
@@ -380,9 +376,16 @@ class Client:
 
     # --- helpers the faces use ------------------------------------------------------------------------
 
-    def list_nodes(self, label_selector: str | None = None, page_size: int = DEFAULT_PAGE_SIZE) -> builtins.list[Node]:
-        """All nodes (optionally only those matching a label selector)."""
-        nodes: builtins.list[Node] = self.list(types.NODES, label_selector=label_selector, page_size=page_size)
+    def list_nodes(
+        self,
+        label_selector: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        on_skip: Callable[[str], None] | None = None,
+    ) -> builtins.list[Node]:
+        """All nodes (optionally only those matching a label selector); see `list_pages` for ``on_skip``."""
+        nodes: builtins.list[Node] = self.list(
+            types.NODES, label_selector=label_selector, page_size=page_size, on_skip=on_skip
+        )
         return nodes
 
     def get_node(self, name: str) -> Node:

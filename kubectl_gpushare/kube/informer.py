@@ -47,6 +47,10 @@ _REPORTED_LIMIT: Final = 10_000
 """How many (key, resourceVersion) pairs of undecodable objects are remembered to report each once."""
 
 
+def _ignore(_message: str) -> None:
+    pass
+
+
 def object_key(obj: Any) -> str:
     """``namespace/name`` (or ``name`` for cluster-scoped objects), as client-go keys its caches."""
     meta = obj.metadata
@@ -310,6 +314,7 @@ class Informer(Generic[T]):
                 label_selector=self.label_selector,
                 field_selector=self.field_selector,
                 page_size=self.page_size,
+                on_skip=_ignore,  # reported once per version by `_report` instead
                 on_undecodable=bad.append,
             )
         except BaseException:

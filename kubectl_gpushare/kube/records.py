@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
+from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
 from kubectl_gpushare.ledger import NodeRecord, PodRecord
 
 
@@ -60,12 +60,15 @@ class Warnings:
         return bool(self._counts)
 
 
-def _quantity(value: str | None, what: str, warnings: Warnings | None) -> int:
-    """Parse a quantity, or return 0 and record a warning when it is malformed."""
+def _quantity(value: QuantityValue | None, what: str, warnings: Warnings | None) -> int:
+    """Parse a quantity, or return 0 and record a warning when it is malformed.
+
+    A JSON number (which kube-apiserver would have normalised to a string) is read as its decimal text.
+    """
     if value is None:
         return 0
     try:
-        return protocol.parse_quantity(value)
+        return protocol.parse_quantity(value if isinstance(value, str) else repr(value))
     except (ValueError, TypeError):
         if warnings is not None:
             warnings.add(f"{what}: invalid quantity {value!r}, counted as 0")
@@ -203,7 +206,7 @@ def node_record(node: Node, unhealthy: frozenset[int] = frozenset(), warnings: W
     if gpus_text and gpu_mems is None and warnings is not None:
         warnings.add(f"node {name}: annotation {protocol.ANN_NODE_GPUS} is malformed; assuming equal GPUs")
 
-    def quantity(field: str, values: Mapping[str, str], resource: str) -> int:
+    def quantity(field: str, values: Mapping[str, QuantityValue], resource: str) -> int:
         return _quantity(values.get(resource), f"node {name} {field} {resource}", warnings)
 
     return NodeRecord(

@@ -25,8 +25,9 @@ EXIT_CANNOT_START = 3
 @click.command(
     "sandbox",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Exit codes: 0 stopped cleanly, 1 interrupted before serving, 2 bad option, spec or kubeconfig path, "
-    "3 cannot bind the port or read the state file.",
+    epilog="Exit codes: 0 stopped cleanly, 1 interrupted before serving, 2 bad option, spec, kubeconfig path or "
+    "a --state file that is not a sandbox state, 3 cannot bind the port or read or write the state file. "
+    "Faults can be injected over HTTP under /_sandbox/ (see the README).",
 )
 @click.option("--spec", "spec_file", type=click.Path(dir_okay=False, path_type=Path), help="YAML cluster spec to load.")
 @click.option(
@@ -50,7 +51,15 @@ EXIT_CANNOT_START = 3
     "--state",
     "state_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Load objects from this file on start, save them on stop and every 30 s (the seed is skipped if it exists).",
+    help="Load objects from this file on start, save them on stop and every 30 s (the seed is skipped if it exists). "
+    "A file that is not a sandbox state is refused and never overwritten.",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0.1, max=86_400),
+    default=90.0,
+    show_default=True,
+    help="Seconds a client connection may sit idle between requests before it is closed.",
 )
 @click.option("--auth/--no-auth", default=False, show_default=True, help="Require the sandbox's bearer tokens.")
 def sandbox_command(
@@ -64,6 +73,7 @@ def sandbox_command(
     kubeconfig: Path,
     state_file: Path | None,
     auth: bool,
+    idle_timeout: float,
 ) -> None:
     """Run an embedded Kubernetes API server with a GPU cluster, in the foreground.
 
@@ -73,6 +83,7 @@ def sandbox_command(
     """
     from kubectl_gpushare.sandbox.server import Sandbox
     from kubectl_gpushare.sandbox.spec import SpecError, generate_cluster, load_spec, namespace_object
+    from kubectl_gpushare.sandbox.state import StateFileError
 
     seed_objects: list[dict[str, Any]] = []
     if state_file is None or not state_file.exists():
@@ -88,9 +99,12 @@ def sandbox_command(
         except SpecError as exc:
             click.echo(f"Error: {exc}", err=True)
             raise SystemExit(EXIT_BAD_INPUT) from None
-    sandbox = Sandbox(port=port, auth=auth, state_file=state_file)
+    sandbox = Sandbox(port=port, auth=auth, state_file=state_file, idle_timeout=idle_timeout)
     try:
         sandbox.start()
+    except StateFileError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        raise SystemExit(EXIT_BAD_INPUT) from None
     except (OSError, ValueError) as exc:
         click.echo(f"Error: cannot start the sandbox: {exc}", err=True)
         raise SystemExit(EXIT_CANNOT_START) from None
@@ -108,9 +122,13 @@ def sandbox_command(
         while not stop.wait(0.5):
             pass
     finally:
-        sandbox.stop()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        try:
+            sandbox.stop()
+        except (OSError, ValueError) as exc:
+            click.echo(f"Error: the state was not saved: {exc}", err=True)
+            raise SystemExit(EXIT_CANNOT_START) from None
     click.echo("Sandbox stopped." + (f" State saved to {state_file}." if state_file else ""), err=True)
 
 
@@ -140,4 +158,5 @@ def _banner(sandbox: Sandbox, kubeconfig_path: Path, auth: bool, state_file: Pat
         click.echo(f"Tokens: admin {sandbox.ADMIN_TOKEN}, read-only {sandbox.READONLY_TOKEN}")
     if state_file is not None:
         click.echo(f"State is saved to {state_file}")
+    click.echo(f'Faults: curl -X POST {sandbox.url}/_sandbox/faults -d \'{{"path": "/binding", "status": 500}}\'')
     click.echo("Press Ctrl-C to stop.", err=True)

@@ -7,14 +7,21 @@ breaks off without its final chunk), before the request is handled or, with ``af
 taken effect (a lost reply). ``times`` bounds how often it fires. The request log records
 who called which verb on which resource, so RBAC rules can be derived from a test run. No network
 I/O; the server consults these.
+
+The vocabulary is stable: `Fault`'s fields are `Sandbox.inject`'s keyword arguments and the keys
+of the admin API's JSON (`fault_from_json`, `fault_to_json`), which are derived from the dataclass
+fields, so a new field of a plain type (bool, int, float, str, optional or not) is served by the
+admin API without further code; give it a range in `JSON_RANGES` if it needs one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -38,6 +45,87 @@ class Fault:
         return (self.method is None or self.method.upper() == method) and self.path.search(target) is not None
 
 
+JSON_RANGES: dict[str, tuple[float, float]] = {
+    "status": (100, 599),
+    "retry_after": (0, 86_400),
+    "latency": (0, 600),
+    "times": (0, 1_000_000_000),
+}
+"""Accepted ranges of numeric fields in the admin API's JSON (others: 0 to 1e9)."""
+MAX_PATTERN = 1024
+"""Longest ``path`` regular expression the admin API accepts."""
+_METHOD = re.compile(r"[A-Za-z]{1,16}")
+_NOT_FROM_JSON = frozenset({"hits"})
+
+
+def _check_value(name: str, kind: str, value: object) -> object:
+    """Type- and range-check one JSON value against a field's annotation (a string, see __future__)."""
+    optional = kind.endswith(" | None")
+    base = kind.removesuffix(" | None")
+    if value is None:
+        if optional:
+            return None
+        raise ValueError(f"{name}: must not be null")
+    if base == "bool":
+        ok = isinstance(value, bool)
+    elif base == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif base == "float":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif base in ("str", "re.Pattern[str]"):
+        ok = isinstance(value, str)
+    else:
+        raise ValueError(f"{name}: cannot be set through the admin API")
+    if not ok:
+        raise ValueError(f"{name}: must be {'null or ' if optional else ''}a JSON {_JSON_NAMES[base]}")
+    if base in ("int", "float"):
+        low, high = JSON_RANGES.get(name, (0, 1_000_000_000))
+        if not low <= value <= high:  # type: ignore[operator]
+            raise ValueError(f"{name}: must be between {low:g} and {high:g}")
+    return float(value) if base == "float" else value  # type: ignore[arg-type]
+
+
+_JSON_NAMES = {"bool": "boolean", "int": "integer", "float": "number", "str": "string", "re.Pattern[str]": "string"}
+
+
+def fault_from_json(body: object) -> Fault:
+    """Build a fault from the admin API's JSON object (keys: `Sandbox.inject`'s keyword arguments).
+
+    Raises:
+        ValueError: not an object, an unknown key, a wrong type or range, a bad method or regex.
+    """
+    if not isinstance(body, dict):
+        raise ValueError("a fault must be a JSON object")
+    known = {f.name: str(f.type) for f in dataclasses.fields(Fault) if f.name not in _NOT_FROM_JSON}
+    unknown = sorted(set(body) - set(known))
+    if unknown:
+        raise ValueError(f"unknown fault field {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    values: dict[str, Any] = {name: _check_value(name, known[name], value) for name, value in body.items()}
+    method = values.get("method")
+    if method is not None and not _METHOD.fullmatch(method):
+        raise ValueError(f"method: not an HTTP method: {method[:20]!r}")
+    if method is not None:
+        values["method"] = method.upper()
+    pattern = values.get("path", ".")
+    if len(pattern) > MAX_PATTERN:
+        raise ValueError(f"path: longer than {MAX_PATTERN} characters")
+    try:
+        values["path"] = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"path: not a regular expression: {exc}") from None
+    values.setdefault("method", None)
+    return Fault(**values)
+
+
+def fault_to_json(fault: Fault) -> dict[str, object]:
+    """A fault as the admin API shows it (its fields, ``path`` as the pattern text, and ``hits``)."""
+    shown: dict[str, object] = {}
+    for f in dataclasses.fields(Fault):
+        value = getattr(fault, f.name)
+        shown[f.name] = value.pattern if isinstance(value, re.Pattern) else value
+    return shown
+
+
 class Faults:
     """The active faults, consulted once per request, thread-safe."""
 
@@ -55,6 +143,11 @@ class Faults:
         """Remove all faults."""
         with self._lock:
             self._faults.clear()
+
+    def snapshot(self) -> list[Fault]:
+        """The active faults, in the order they are consulted."""
+        with self._lock:
+            return list(self._faults)
 
     def take(self, method: str, target: str) -> Fault | None:
         """The fault that fires for this request, counting it; None if none applies."""

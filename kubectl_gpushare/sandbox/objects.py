@@ -35,6 +35,71 @@ def _random_suffix(rng: random.Random = random.Random()) -> str:  # noqa: B008 -
     return "".join(rng.choice(_GENERATE_ALPHABET) for _ in range(5))
 
 
+_CONTAINER_FIELDS: tuple[tuple[str, type, str], ...] = (
+    ("[]", dict, "v1.Container"),
+    ("[].name", str, "string"),
+    ("[].image", str, "string"),
+    ("[].resources", dict, "v1.ResourceRequirements"),
+    ("[].resources.limits", dict, "v1.ResourceList"),
+    ("[].resources.requests", dict, "v1.ResourceList"),
+)
+SHAPES: tuple[tuple[str, type, str], ...] = (
+    ("spec", dict, "spec"),
+    ("status", dict, "status"),
+    ("data", dict, "map[string]string"),
+    ("spec.nodeName", str, "string"),
+    ("spec.unschedulable", bool, "bool"),
+    ("spec.tolerations", list, "[]v1.Toleration"),
+    ("spec.containers", list, "[]v1.Container"),
+    *((f"spec.containers{path}", kind, go) for path, kind, go in _CONTAINER_FIELDS),
+    ("spec.initContainers", list, "[]v1.Container"),
+    *((f"spec.initContainers{path}", kind, go) for path, kind, go in _CONTAINER_FIELDS),
+    ("status.phase", str, "string"),
+    ("status.conditions", list, "[]Condition"),
+    ("status.conditions[]", dict, "Condition"),
+)
+"""JSON types of the fields the sandbox's own code reads (Go's decoder refuses others with 400).
+
+A path segment ending in ``[]`` means every element of that array. A null is dropped, as Go decodes
+it to the zero value."""
+
+
+def _check_shapes(kind: str, obj: dict[str, Any]) -> None:
+    for path, expected, go_type in SHAPES:
+        parents: list[Any] = [obj]
+        *heads, last = path.split(".")
+        for head in heads:
+            parents = _step(parents, head)
+        for parent, key in _leaves(parents, last):
+            value = parent[key]
+            if value is None and isinstance(parent, dict):
+                del parent[key]
+            elif value is not None and not isinstance(value, expected):
+                raise errors.bad_request(
+                    f"json: cannot unmarshal {_json_name(value)} into Go struct field {kind}.{path} of type {go_type}"
+                )
+
+
+def _step(parents: list[Any], segment: str) -> list[Any]:
+    name, each = (segment[:-2], True) if segment.endswith("[]") else (segment, False)
+    found = [p[name] for p in parents if isinstance(p, dict) and isinstance(p.get(name), (dict, list))]
+    if each:
+        return [item for value in found if isinstance(value, list) for item in value]
+    return [value for value in found if isinstance(value, dict)]
+
+
+def _leaves(parents: list[Any], segment: str) -> list[tuple[Any, Any]]:
+    if segment.endswith("[]"):
+        lists = [p[segment[:-2]] for p in parents if isinstance(p, dict) and isinstance(p.get(segment[:-2]), list)]
+        return [(items, i) for items in lists for i in range(len(items))]
+    return [(p, segment) for p in parents if isinstance(p, dict) and segment in p]
+
+
+def _json_name(value: object) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number"}
+    return names.get(type(value), type(value).__name__)
+
+
 def check_types(resource: Resource, obj: Any) -> None:
     """Refuse bodies the real server's decoder would refuse (400 BadRequest).
 
@@ -43,8 +108,8 @@ def check_types(resource: Resource, obj: Any) -> None:
     """
     if not isinstance(obj, dict):
         raise errors.bad_request(f"json: cannot unmarshal {type(obj).__name__} into Go value of type {resource.kind}")
-    meta = obj.get("metadata", {})
-    if meta is None:
+    meta = obj.get("metadata")
+    if meta is None:  # absent or null: an empty ObjectMeta, as Go decodes it
         meta = obj["metadata"] = {}
     if not isinstance(meta, dict):
         raise errors.bad_request("json: cannot unmarshal into Go struct field .metadata of type v1.ObjectMeta")
@@ -61,6 +126,7 @@ def check_types(resource: Resource, obj: Any) -> None:
             raise errors.bad_request(
                 f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{key} of type map[string]string"
             )
+    _check_shapes(resource.kind, obj)
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     if (kind and kind != resource.kind) or (api_version and api_version != resource.api_version):
         raise errors.bad_request(

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from kubectl_gpushare.sandbox import discovery, errors, objects, patch, tables
+from kubectl_gpushare.sandbox import bodies, discovery, errors, objects, patch, tables
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for
 from kubectl_gpushare.sandbox.selectors import (
@@ -36,7 +36,6 @@ from kubectl_gpushare.sandbox.selectors import (
 from kubectl_gpushare.sandbox.store import Change, Entry, ExpiredError, Store, object_key
 
 _encode = msgspec.json.Encoder().encode
-_decode_json = msgspec.json.Decoder().decode
 JSON = "application/json"
 DEFAULT_WATCH_TIMEOUT = 1800.0
 PATCH_TYPES = {
@@ -215,7 +214,8 @@ def decode_body(request: Request, *, allow_empty: bool = False) -> Any:
     """Decode a JSON or YAML request body; a missing Content-Type means JSON.
 
     Raises:
-        ApiError: 415 for other media types, 400 for bodies that do not decode.
+        ApiError: 415 for other media types, 400 for bodies that do not decode or break the bounds
+            of ``bodies.py`` (invalid UTF-8, deep nesting, YAML aliases).
     """
     content_type = _content_type(request)
     if not request.body.strip():
@@ -224,16 +224,14 @@ def decode_body(request: Request, *, allow_empty: bool = False) -> Any:
         raise errors.bad_request("the request body is empty; expected a JSON object")
     if content_type in ("", JSON, "*/*", "text/plain"):
         try:
-            return _decode_json(request.body)
-        except msgspec.DecodeError as exc:
+            return bodies.decode_json(request.body)
+        except bodies.BodyError as exc:
             raise errors.bad_request(f"error decoding the request body as JSON: {exc}") from None
     if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
-        import yaml
-
         try:
-            return yaml.safe_load(request.body)
-        except yaml.YAMLError as exc:
-            raise errors.bad_request(f"error decoding the request body as YAML: {str(exc).splitlines()[0]}") from None
+            return bodies.decode_yaml(request.body)
+        except bodies.BodyError as exc:
+            raise errors.bad_request(f"error decoding the request body as YAML: {exc}") from None
     raise errors.unsupported_media_type(content_type)
 
 
@@ -565,8 +563,8 @@ class Api:
         if kind is None:
             raise errors.unsupported_media_type(content_type)
         try:
-            body = _decode_json(request.body)
-        except msgspec.DecodeError as exc:
+            body = bodies.decode_json(request.body)
+        except bodies.BodyError as exc:
             raise errors.bad_request(f"error decoding patch: {exc}") from None
         with self.store.lock:
             entry = self._entry(target)
@@ -584,6 +582,12 @@ class Api:
                 raise errors.bad_request(str(exc)) from None
             except patch.PatchConflictError as exc:
                 raise errors.invalid(resource.kind, target.name, [str(exc)], resource.group) from None
+            except RecursionError:  # decode bounds the body, not what a patch builds from the object
+                raise errors.bad_request("the patch nests too deep") from None
+            if isinstance(patched, dict) and patched.get("metadata") is None:
+                # The patch removed metadata (or nulled it): the object loses its name and uid, which
+                # kube-apiserver's update validation refuses as immutable fields changing.
+                raise errors.invalid(resource.kind, target.name, ["metadata: Required value"], resource.group)
             new = objects.prepare_update(resource, old, patched, target.name, target.subresource)
             return self._write_update(target, old, new, request.query.get("dryRun") == "All")
 
@@ -593,6 +597,19 @@ class Api:
             return {}
         if not isinstance(body, dict):
             raise errors.bad_request("DeleteOptions must be a JSON object")
+        preconditions = body.get("preconditions")
+        if preconditions is not None and (
+            not isinstance(preconditions, dict)
+            or not all(isinstance(preconditions.get(k, ""), (str, type(None))) for k in ("uid", "resourceVersion"))
+        ):
+            raise errors.bad_request(
+                "json: cannot unmarshal into Go struct field DeleteOptions.preconditions of type v1.Preconditions"
+            )
+        dry_run = body.get("dryRun")
+        if dry_run is not None and (not isinstance(dry_run, list) or not all(isinstance(d, str) for d in dry_run)):
+            raise errors.bad_request(
+                "json: cannot unmarshal into Go struct field DeleteOptions.dryRun of type []string"
+            )
         return body
 
     def _delete(self, request: Request, target: Target) -> Response:
@@ -670,9 +687,13 @@ class Api:
 
     def _bind(self, request: Request, target: Target) -> Response:
         body = decode_body(request)
-        if not isinstance(body, dict):
-            raise errors.bad_request("a Binding must be a JSON object")
-        meta = body.get("metadata") or {}
+        objects.check_types(BY_PLURAL["bindings"], body)  # 400 for what Go's decoder refuses
+        target_ref = body.get("target") or {}
+        if not isinstance(target_ref, dict) or not isinstance(target_ref.get("name") or "", str):
+            raise errors.bad_request(
+                "json: cannot unmarshal into Go struct field Binding.target of type v1.ObjectReference"
+            )
+        meta = body["metadata"]
         name = target.name or str(meta.get("name") or "")
         if not name:
             raise errors.invalid("Binding", "", ["metadata.name: Required value"])
@@ -680,7 +701,7 @@ class Api:
             raise errors.bad_request(
                 f"name in URL ({target.name}) does not match name in Binding object ({meta['name']})"
             )
-        node = str((body.get("target") or {}).get("name") or "")
+        node = str(target_ref.get("name") or "")
         if not node:
             raise errors.invalid("Binding", name, ["target.name: Required value"])
         pods = BY_PLURAL["pods"]

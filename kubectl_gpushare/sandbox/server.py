@@ -3,7 +3,11 @@
 Owns sockets, threads, authentication, fault injection and the request log; REST semantics live in
 ``routes.py`` and state in ``store.py``. HTTP/1.1 with keep-alive on the standard library's
 ``ThreadingHTTPServer``: every request body is read in full (kubectl sends one with DELETE), and
-watches are streamed with chunked transfer encoding.
+watches are streamed with chunked transfer encoding. Body framing is strict (``framing.py``):
+a bad chunk size or Content-Length gets 400 and a closed connection, a body over ``max_body``
+413. Each connection may sit idle ``idle_timeout`` seconds between requests and has
+``read_timeout`` seconds to send one request (head and body); then it is closed. Tests and other
+processes inject faults in-process (`Sandbox.inject`) or over HTTP (``admin.py``, ``/_sandbox/``).
 
 Where it deliberately differs from kube-apiserver:
 
@@ -20,7 +24,10 @@ Where it deliberately differs from kube-apiserver:
 
 from __future__ import annotations
 
+import io
+import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -30,9 +37,17 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from kubectl_gpushare.sandbox import errors
+from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.faults import Fault, Faults, RequestLog, RequestRecord
+from kubectl_gpushare.sandbox.framing import (
+    BodyTooLargeError,
+    DeadlineReader,
+    FramingError,
+    content_length,
+    drain,
+    read_chunked,
+)
 from kubectl_gpushare.sandbox.routes import (
     WRITE_VERBS,
     Api,
@@ -49,6 +64,13 @@ DEFAULT_MAX_BODY = 3 * 1024 * 1024
 """kube-apiserver's limit for a request body (3 MiB); larger bodies get 413."""
 DRAIN_LIMIT = 64 * 1024 * 1024
 """Oversized bodies up to this size are read and dropped (keep-alive survives); larger ones close."""
+DEFAULT_IDLE_TIMEOUT = 90.0
+"""Seconds a connection may sit idle between requests (kube-apiserver's IdleTimeout, and Go
+clients' idle pool timeout: the client usually closes first, so keep-alive is never cut mid-use)."""
+DEFAULT_READ_TIMEOUT = 60.0
+"""Seconds a client has to send one request, head and body, once its first byte arrived."""
+
+_log = logging.getLogger(__name__)
 
 
 def _fault_error(fault: Fault) -> ApiError:
@@ -73,6 +95,11 @@ class _Server(ThreadingHTTPServer):
         self.open_connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log line instead of socketserver's traceback: a client's misbehaviour is not a crash."""
+        exc = sys.exc_info()[1]
+        _log.warning("sandbox: connection from %s ended: %s: %s", client_address, type(exc).__name__, exc)
+
     def close_open_connections(self) -> None:
         """Shut down every client connection, so clients see the server go away (as on a restart)."""
         with self.connections_lock:
@@ -89,9 +116,17 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def setup(self) -> None:
-        """Disable Nagle: headers and body go out as two writes, and a delayed ACK would cost 40 ms."""
+        """Disable Nagle and read through a `DeadlineReader`.
+
+        Headers and body go out as two writes, and a delayed ACK would cost 40 ms; the reader cuts
+        off idle and trickling clients.
+        """
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rfile.close()
+        sandbox = self.server.sandbox
+        self.reader = DeadlineReader(self.connection, sandbox.idle_timeout, sandbox.read_timeout)
+        self.rfile = io.BufferedReader(self.reader)
         with self.server.connections_lock:
             self.server.open_connections.add(self.connection)
 
@@ -103,6 +138,11 @@ class _Handler(BaseHTTPRequestHandler):
             super().finish()
         except OSError:
             pass
+
+    def handle_one_request(self) -> None:
+        """Serve one request; its first byte starts the read deadline (see `DeadlineReader`)."""
+        self.reader.start_request()
+        super().handle_one_request()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Silence the per-request access log; the request log records requests instead."""
@@ -125,6 +165,8 @@ class Sandbox:
         max_body: largest request body accepted (413 above it).
         bookmark_interval: seconds between BOOKMARK events on watches that allow them.
         save_interval: seconds between periodic saves of ``state_file`` (0 disables them).
+        idle_timeout: seconds a connection may wait between requests before it is closed.
+        read_timeout: seconds a client has to send a whole request once it started.
     """
 
     ADMIN_TOKEN = "sandbox-admin-token"
@@ -142,8 +184,12 @@ class Sandbox:
         max_body: int = DEFAULT_MAX_BODY,
         bookmark_interval: float = 5.0,
         save_interval: float = 30.0,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
         self.port = port
+        self.idle_timeout = idle_timeout
+        self.read_timeout = read_timeout
         self.auth = auth
         self.state_file = Path(state_file) if state_file else None
         self.max_body = max_body
@@ -167,8 +213,8 @@ class Sandbox:
         """Load saved state (if any), bind 127.0.0.1 and serve in a background thread.
 
         Raises:
-            OSError: the port cannot be bound.
-            ValueError: the state file exists but cannot be read.
+            OSError: the port cannot be bound, or the state file cannot be read.
+            ValueError: the state file exists but is not a sandbox state (``state.StateFileError``).
         """
         if self._server is not None:
             return self
@@ -188,7 +234,12 @@ class Sandbox:
         return self
 
     def stop(self) -> None:
-        """Stop serving, end open watches, and save state if a state file is set."""
+        """Stop serving, end open watches, and save state if a state file is set.
+
+        Raises:
+            OSError: the state file cannot be written (serving has stopped regardless).
+            ValueError: the state file is no longer a sandbox state (left alone).
+        """
         server, self._server = self._server, None
         if server is None:
             return
@@ -207,7 +258,12 @@ class Sandbox:
         self.save()
 
     def save(self) -> None:
-        """Write state to ``state_file`` atomically (no-op without one)."""
+        """Write state to ``state_file`` atomically (no-op without one).
+
+        Raises:
+            OSError: the file cannot be written (the old one is kept).
+            ValueError: ``state_file`` exists and is not a sandbox state (it is left alone).
+        """
         if self.state_file is None:
             return
         from kubectl_gpushare.sandbox.state import save_state
@@ -219,7 +275,7 @@ class Sandbox:
         while not self._stop_saving.wait(self.save_interval):
             try:
                 self.save()
-            except OSError:  # a full disk must not kill the server; the save on stop reports it
+            except (OSError, ValueError):  # a full disk must not kill the server; the save on stop reports it
                 continue
 
     def __enter__(self) -> Sandbox:
@@ -354,42 +410,51 @@ class Sandbox:
         return None
 
     def _read_body(self, handler: _Handler) -> bytes | ApiError:
-        if "chunked" in (handler.headers.get("Transfer-Encoding") or "").lower():
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                line = handler.rfile.readline(1024)
-                length = int(line.split(b";")[0].strip() or b"0", 16)
-                if length == 0:
-                    while handler.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                        pass
-                    break
-                size += length
-                if size > self.max_body:
-                    handler.close_connection = True
-                    return errors.too_large(self.max_body)
-                chunks.append(handler.rfile.read(length))
-                handler.rfile.readline(1024)
-            return b"".join(chunks)
+        """The request body, or the error to answer; broken framing also closes the connection.
+
+        Raises:
+            OSError: the client went away or ran out of time (the caller closes without answering).
+        """
+        encoding = (handler.headers.get("Transfer-Encoding") or "").strip().lower()
         try:
-            length = int(handler.headers.get("Content-Length") or 0)
-        except ValueError:
+            if encoding:
+                if encoding != "chunked":
+                    handler.close_connection = True
+                    return errors.bad_request(f"unsupported Transfer-Encoding {encoding[:40]!r}")
+                if handler.headers.get("Content-Length") is not None:  # chunked wins, but the sender is suspect
+                    handler.close_connection = True
+                return read_chunked(handler.rfile, self.max_body)
+            length = content_length(handler.headers.get_all("Content-Length") or [])
+        except FramingError as exc:
             handler.close_connection = True
-            return errors.bad_request("invalid Content-Length")
+            return errors.bad_request(f"malformed request body: {exc}")
+        except BodyTooLargeError:
+            handler.close_connection = True
+            return errors.too_large(self.max_body)
         if length > self.max_body:
             if length <= DRAIN_LIMIT:  # read and drop it, so the client gets the 413 and can go on
-                while length > 0:
-                    length -= len(handler.rfile.read(min(length, 1 << 20)) or b"x" * length)
+                drain(handler.rfile, length)
             else:
                 handler.close_connection = True
             return errors.too_large(self.max_body)
-        return handler.rfile.read(length) if length > 0 else b""
+        body = handler.rfile.read(length) if length > 0 else b""
+        if len(body) != length:
+            raise ConnectionAbortedError("the client closed the connection inside the body")
+        return body
 
     def _serve(self, handler: _Handler) -> None:
         split = urlsplit(handler.path)
         query = dict(parse_qsl(split.query, keep_blank_values=True))
         method = handler.command
-        body = self._read_body(handler)
+        try:
+            body = self._read_body(handler)
+        except OSError:  # gone, or too slow: nobody to answer (kube-apiserver just closes, too)
+            self._close(handler)
+            return
+        handler.reader.end_request()
+        if admin.is_admin_path(split.path):
+            self._send(handler, method, self._serve_admin(handler, method, split.path, body))
+            return
         user = ""
         target = Target()
         response: Response
@@ -438,6 +503,18 @@ class Sandbox:
         self._record(handler, method, target, response.status, user, query, split.path)
         self._send(handler, method, response)
 
+    def _serve_admin(self, handler: _Handler, method: str, path: str, body: bytes | ApiError) -> Response:
+        if isinstance(body, ApiError):
+            return error_response(body)
+        identity = self._authenticate(handler)
+        if self.auth and identity is None:
+            return error_response(errors.unauthorized())
+        if self.auth and identity is not None and identity[0] != self.ADMIN_USER:
+            return error_response(
+                ApiError(403, "Forbidden", f'User "{identity[0]}" cannot use the sandbox admin API ({path})')
+            )
+        return admin.handle(method, path, body, self.faults, self.drop_watches)
+
     def _record(
         self, handler: _Handler, method: str, target: Target, status: int, user: str, query: dict[str, str], path: str
     ) -> None:
@@ -482,13 +559,13 @@ class Sandbox:
             except DroppedConnectionError:
                 self._close(handler)
                 return response.status
-            except (TimeoutError, BrokenPipeError, ConnectionResetError):
+            except OSError:
                 raise
             except Exception:  # noqa: BLE001 - a bug mid-stream: end the stream the way a crash would
                 self._close(handler)
                 return response.status
             handler.wfile.write(b"0\r\n\r\n")
-        except (TimeoutError, BrokenPipeError, ConnectionResetError):
+        except OSError:
             handler.close_connection = True
         return response.status
 

@@ -59,3 +59,38 @@ def test_sigterm_stops_the_plugin_cleanly_and_removes_its_socket(
     effective = json.loads(config.split(": ", 1)[1])
     assert effective["node_name"] == "gpu-node-1" and effective["fake_gpus"] == "2x16GiB"
     assert any(line["msg"] == "device plugin stopped" for line in lines)
+
+
+@pytest.mark.integration
+def test_unusable_plugin_directory_exits_2_with_one_line_before_any_api_write(
+    sandbox: Sandbox, kubeconfig: Path, plugin_dir: str
+) -> None:
+    sandbox.load([node_object("gpu-node-1", [], ip="10.0.0.1")])
+    blocker = Path(plugin_dir, "file")
+    blocker.write_text("a regular file")  # a directory below a file cannot be created, not even by root
+    result = subprocess.run(
+        [
+            str(VENV_BIN / "kubectl-gpushare"),
+            "serve-device-plugin",
+            "--node-name",
+            "gpu-node-1",
+            "--fake-gpus",
+            "2x16GiB",
+            "--device-plugin-path",
+            str(blocker / "dp"),
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+        env=dict(os.environ, GPUSHARE_LOG_LEVEL="error"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith("error: cannot use the device-plugin directory ")
+    assert "Not a directory" in lines[0]
+    assert not [r for r in sandbox.requests if r.method in ("PATCH", "POST", "PUT", "DELETE")]
+    node = sandbox.get("nodes", None, "gpu-node-1")
+    assert "aliyun.com/gpu-count" not in node["status"].get("capacity", {})

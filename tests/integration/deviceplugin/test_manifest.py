@@ -8,7 +8,7 @@ import yaml
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
 from kubectl_gpushare.sandbox.server import Sandbox
 
-MANIFEST = Path(__file__).parents[3] / "manifests" / "device-plugin.yaml"
+MANIFEST = Path(__file__).parents[3] / "manifests" / "base" / "device-plugin.yaml"
 
 
 def documents() -> dict[str, dict]:

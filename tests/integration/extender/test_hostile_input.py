@@ -292,9 +292,10 @@ def test_bodies_past_the_in_flight_byte_budget_wait_then_get_503(extender_factor
 
 
 def bad_pod(name: str, node: str = "gpu-1", gpu: int = 0) -> dict[str, Any]:
-    """A placed pod whose gpu-mem limit is a JSON number: valid JSON, not a v1.Pod."""
-    pod = pod_object(name, "default", [4], node=node, gpu=gpu, gpu_memory=16, phase="Running", assigned=True)
-    pod["spec"]["containers"][0]["resources"]["limits"][protocol.RESOURCE_MEM] = 4
+    """A placed pod with an annotation whose value is a JSON object: valid JSON, not a v1.Pod."""
+    pod = pod_object(name, "default", [4], node=node, gpu=gpu, gpu_memory=16, phase="Running", assigned=True,
+                     uid=f"uid-{name}")
+    pod["metadata"]["annotations"]["hostile"] = {"not": "a string"}
     return pod
 
 
@@ -316,7 +317,8 @@ def test_an_undecodable_pod_in_the_list_does_not_stop_the_sync(extender_factory,
 
 def test_an_undecodable_watch_event_is_skipped_and_the_last_good_copy_kept(ext, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
     port = ext.running.port
-    placed = pod_object("p", "default", [4], node="gpu-1", gpu=0, gpu_memory=16, phase="Running", assigned=True)
+    placed = pod_object("p", "default", [4], node="gpu-1", gpu=0, gpu_memory=16, phase="Running", assigned=True,
+                        uid="uid-p")
     sandbox.load([placed])
     wait_until(lambda: used(port) == 4, what="the pod to be counted")
     sandbox.load([bad_pod("p")])  # MODIFIED into something that does not decode: keep counting 4

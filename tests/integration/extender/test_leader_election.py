@@ -33,6 +33,10 @@ def wait_until(predicate: Callable[[], bool], timeout: float) -> float:
 
 
 def check_no_overcommit(sandbox: Sandbox) -> int:
+    return check_no_overcommit_of(sandbox, 8)
+
+
+def check_no_overcommit_of(sandbox: Sandbox, memory: int) -> int:
     used: dict[tuple[str, str], int] = {}
     for pod in sandbox.objects("pods"):
         node = pod["spec"].get("nodeName")
@@ -40,7 +44,7 @@ def check_no_overcommit(sandbox: Sandbox) -> int:
         if node and protocol.ANN_IDX in ann:
             key = (node, ann[protocol.ANN_IDX])
             used[key] = used.get(key, 0) + int(ann[protocol.ANN_POD])
-    assert all(total <= 8 for total in used.values()), used
+    assert all(total <= memory for total in used.values()), used
     return sum(used.values())
 
 
@@ -121,3 +125,74 @@ def test_crashed_leader_is_replaced_within_15_s_with_default_timings(
     a.shutdown()  # no Lease release: as if the process were killed
     took = wait_until(lambda: ready(b), 16)
     assert took < 15
+
+
+def lease(sandbox: Sandbox) -> dict:  # type: ignore[type-arg]
+    obj = sandbox.get("leases", "kube-system", "gpushare-schd-extender")
+    assert obj is not None
+    return obj
+
+
+def test_lease_is_renewed_while_the_new_leader_catches_up_longer_than_the_lease_lasts(
+    sandbox: Sandbox, extender_factory  # type: ignore[no-untyped-def]
+) -> None:
+    sandbox.load([node_object("gpu-0", [8], ip="10.0.0.1")])
+    # Pod lists take 4 s (> the 3 s lease): a's first list, then the re-list of its catch-up.
+    slow = sandbox.inject("GET", r"^/api/v1/pods\?(?!.*watch=)", latency=4.0, times=2)
+    a = extender_factory(identity="replica-a", **FAST)
+    wait_until(lambda: sandbox.get("leases", "kube-system", "gpushare-schd-extender") is not None, 15)
+    wait_until(lambda: slow.hits == 2, 5)  # a won and is catching up
+    assert not ready(a)
+    b = extender_factory(identity="replica-b", **FAST)
+    b.wait_synced()
+    renewals: set[str] = set()
+    while not ready(a):
+        spec = lease(sandbox)["spec"]
+        assert spec["holderIdentity"] == "replica-a", "another replica took the lease during the catch-up"
+        renewals.add(spec["renewTime"])
+        assert not ready(b) and not b.running.elector.is_leader()
+        assert len(renewals) < 100, "catch-up never finished"
+        time.sleep(0.1)
+    assert len(renewals) >= 5  # renewed every 0.25 s while catching up for about 4 s
+    time.sleep(1.0)
+    assert lease(sandbox)["spec"]["holderIdentity"] == "replica-a" and ready(a) and not ready(b)
+
+
+def test_leader_whose_renewals_fail_stops_leading_within_the_renew_deadline(
+    sandbox: Sandbox, extender_factory  # type: ignore[no-untyped-def]
+) -> None:
+    sandbox.load([node_object("gpu-0", [8], ip="10.0.0.1"), pod_object("p0", "default", [3])])
+    a = extender_factory(identity="replica-a", **FAST)
+    wait_until(lambda: ready(a), 10)
+    failing = sandbox.inject(None, r"/leases/gpushare-schd-extender", status=500)
+    started = time.monotonic()
+    took = wait_until(lambda: not a.running.elector.is_leader(), FAST["renew_deadline"] + 2)
+    assert took < FAST["lease_duration"] - 0.25, took  # by its clock (renew deadline 2 s), before the lease ends
+    assert failing.hits > 0
+    with pytest.raises(ExtenderCallError, match="not the leader"):
+        a.scheduler().bind(sandbox.get("pods", "default", "p0"), "gpu-0")
+    assert not ready(a)
+    while time.monotonic() - started < FAST["lease_duration"]:
+        assert not a.running.elector.is_leader()
+        time.sleep(0.05)
+    sandbox.clear_faults()
+    wait_until(lambda: ready(a), 10)  # renewing again: it catches up and leads again
+
+
+def test_graceful_handover_waits_for_a_binding_of_unknown_outcome(
+    sandbox: Sandbox, extender_factory  # type: ignore[no-untyped-def]
+) -> None:
+    sandbox.load([node_object("gpu-0", [16], ip="10.0.0.1"), pod_object("a", "default", [10]),
+                  pod_object("b", "default", [10])])
+    a = extender_factory(identity="replica-a", request_timeout=2, **FAST)
+    wait_until(lambda: ready(a), 10)
+    b = extender_factory(identity="replica-b", **FAST)
+    b.wait_synced()
+    sandbox.inject("POST", r"/pods/a/binding", latency=3.0, times=1)  # lands after a's client gave up
+    with pytest.raises(ExtenderCallError, match="outcome is unknown"):
+        a.scheduler().bind(sandbox.get("pods", "default", "a"), "gpu-0")
+    a.shutdown()  # graceful: the Lease is released only once the Binding has landed and been seen
+    wait_until(lambda: ready(b), 10)
+    with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
+        b.scheduler().bind(sandbox.get("pods", "default", "b"), "gpu-0")
+    assert check_no_overcommit_of(sandbox, 16) == 10

@@ -18,7 +18,7 @@ MANIFESTS = Path(__file__).parents[3] / "manifests"
 
 def rules() -> dict[str, set[tuple[str, str, str]]]:
     """scope ("cluster" or a namespace) -> {(apiGroup, resource, verb)} granted to the extender."""
-    docs = [d for d in yaml.safe_load_all((MANIFESTS / "extender.yaml").read_text()) if d]
+    docs = [d for d in yaml.safe_load_all((MANIFESTS / "base" / "extender.yaml").read_text()) if d]
     granted: dict[str, set[tuple[str, str, str]]] = {}
     for doc in docs:
         if doc["kind"] not in ("ClusterRole", "Role"):
@@ -77,7 +77,7 @@ def test_scheduler_config_names_the_routes_the_extender_serves() -> None:
     assert (ext["filterVerb"], ext["prioritizeVerb"], ext["bindVerb"]) == ("filter", "prioritize", "bind")
     assert ext["weight"] > 0 and ext["nodeCacheCapable"] is True
     assert ext["managedResources"] == [{"name": "aliyun.com/gpu-mem", "ignoredByScheduler": False}]
-    deployment = next(d for d in yaml.safe_load_all((MANIFESTS / "extender.yaml").read_text())
+    deployment = next(d for d in yaml.safe_load_all((MANIFESTS / "base" / "extender.yaml").read_text())
                       if d and d["kind"] == "Deployment")
     assert deployment["spec"]["replicas"] == 2
     container = deployment["spec"]["template"]["spec"]["containers"][0]

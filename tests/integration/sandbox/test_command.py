@@ -126,7 +126,7 @@ def test_bad_spec_and_busy_port_exit_with_documented_codes(tmp_path: Path) -> No
         text=True,
         timeout=30,
     )
-    assert result.returncode == 3 and "not a sandbox state file" in result.stderr
+    assert result.returncode == 2 and "not a sandbox state file" in result.stderr
     assert corrupt.read_text() == "{not json", "a bad state file is never overwritten"
 
 
@@ -137,5 +137,60 @@ def test_spec_file_is_served(tmp_path: Path) -> None:
     try:
         _, pod = call(port, "GET", "/api/v1/namespaces/default/pods/p")
         assert pod["spec"]["nodeName"] == "solo" and pod["metadata"]["annotations"]["ALIYUN_COM_GPU_MEM_IDX"] == "1"
+    finally:
+        stop(process)
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['{"colour": "red"}', "{}", '{"kind": "Config", "version": 1, "resourceVersion": 1, "items": []}', "[]", ""],
+    ids=["any-object", "empty-object", "other-kind", "array", "empty-file"],
+)
+def test_state_that_is_not_a_sandbox_state_is_refused_and_kept(tmp_path: Path, content: str) -> None:
+    other = tmp_path / "settings.json"
+    other.write_text(content)
+    result = subprocess.run(
+        [str(SCRIPT), "sandbox", "--state", str(other), "--kubeconfig", str(tmp_path / "kc")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("Error: ") and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert other.read_text() == content, "never overwritten"
+
+
+def test_state_replaced_while_running_is_not_overwritten_on_stop(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    process, _ = start("--nodes", "1", "--kubeconfig", str(tmp_path / "kc"), "--state", str(state))
+    state.write_text('{"precious": true}')
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=15)
+    assert process.returncode == 3 and "refusing to overwrite" in err and "Traceback" not in err, err
+    assert state.read_text() == '{"precious": true}'
+
+
+def test_saved_state_is_marked_and_reloads(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    process, _ = start("--nodes", "1", "--kubeconfig", str(tmp_path / "kc"), "--state", str(state))
+    stop(process)
+    saved = json.loads(state.read_text())
+    assert (saved["kind"], saved["version"]) == ("GpushareSandboxState", 1)
+    process, port = start("--kubeconfig", str(tmp_path / "kc"), "--state", str(state))
+    try:
+        assert len(call(port, "GET", "/api/v1/nodes")[1]["items"]) == 1
+    finally:
+        stop(process)
+
+
+def test_faults_injected_over_http_into_a_running_sandbox(tmp_path: Path) -> None:
+    process, port = start("--nodes", "1", "--kubeconfig", str(tmp_path / "kc"))
+    try:
+        status, fault = call(port, "POST", "/_sandbox/faults", {"path": "/nodes", "status": 503, "times": 1})
+        assert status == 201 and fault["times"] == 1
+        assert call(port, "GET", "/api/v1/nodes")[0] == 503
+        assert call(port, "GET", "/api/v1/nodes")[0] == 200
+        assert call(port, "DELETE", "/_sandbox/faults")[0] == 200
     finally:
         stop(process)

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from kubectl_gpushare.cli.manifests import DEFAULT_IMAGE, manifests_command
+from kubectl_gpushare.cli.manifests import DEFAULT_IMAGE, SCHEDULER_IMAGE, manifests_command
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -35,3 +35,28 @@ def test_help_keeps_the_examples_on_their_own_lines() -> None:
     out = CliRunner().invoke(manifests_command, ["--help"]).output
     assert "\\b" not in out
     assert "\n    kubectl gpushare manifests | kubectl apply -f -\n" in out
+
+
+def test_managed_adds_scheduler_webhook_and_certificates_with_both_images_replaced() -> None:
+    args = ["--managed", "--image", "registry.example/gpushare:dev",
+            "--scheduler-image", "registry.k8s.io/kube-scheduler:v1.31.4"]
+    out = CliRunner().invoke(manifests_command, args).output
+    kinds = {doc["kind"] for doc in yaml.safe_load_all(out) if doc}
+    assert {"MutatingWebhookConfiguration", "Certificate", "Issuer", "ConfigMap", "DaemonSet"} <= kinds
+    assert out.count("registry.k8s.io/kube-scheduler:v1.31.4") == 1 and SCHEDULER_IMAGE not in out
+    assert out.count("registry.example/gpushare:dev") == 2
+
+
+def test_only_picks_one_component_of_the_chosen_tree() -> None:
+    plain = CliRunner().invoke(manifests_command, ["--only", "extender"]).output
+    managed = CliRunner().invoke(manifests_command, ["--managed", "--only", "extender"]).output
+    assert {doc["kind"] for doc in yaml.safe_load_all(plain)} == {
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"}
+    assert "--tls-cert-file" not in plain and "--tls-cert-file" in managed
+    webhook = CliRunner().invoke(manifests_command, ["--managed", "--only", "webhook"]).output
+    assert {doc["kind"] for doc in yaml.safe_load_all(webhook)} == {"Service", "MutatingWebhookConfiguration"}
+
+
+def test_managed_only_component_without_managed_is_a_usage_error() -> None:
+    result = CliRunner().invoke(manifests_command, ["--only", "webhook"])
+    assert result.exit_code == 2 and "add --managed" in result.output

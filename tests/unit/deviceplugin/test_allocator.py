@@ -51,7 +51,9 @@ def pick(
     claimed: set[str] | None = None,
     gpus: int = 2,
 ):
-    return choose(pods, request, progress=progress or {}, claimed=claimed or set(), gpu_count=gpus, node="n1")
+    return choose(
+        pods, request, progress=progress or {}, claimed=claimed or set(), gpu_units=(16,) * gpus, node="n1"
+    )
 
 
 def test_oldest_assumed_pod_of_the_right_size_wins() -> None:
@@ -118,7 +120,7 @@ def test_single_gpu_node_adopts_a_pod_the_extender_never_saw() -> None:
 
 def test_no_match_message_names_size_unit_and_resource() -> None:
     with pytest.raises(NoMatchingPodError) as info:
-        choose([], 3, progress={}, claimed=set(), gpu_count=2, node="gpu-7", unit="GiB")
+        choose([], 3, progress={}, claimed=set(), gpu_units=(16, 16), node="gpu-7", unit="GiB")
     assert "gpu-7" in str(info.value) and "3 GiB" in str(info.value) and protocol.RESOURCE_MEM in str(info.value)
 
 
@@ -263,9 +265,8 @@ def test_arrival_on_the_node_beats_assume_time_for_equal_sizes() -> None:
     # The extender stamped "first" earlier but bound "second" first: kubelet admits "second" first.
     first, second = pod("first", 4, gpu=0, assume=10), pod("second", 4, gpu=1, assume=20)
     arrival = {"uid-second": 1, "uid-first": 2}
-    choice = choose([first, second], 4, progress={}, claimed=set(), gpu_count=2, arrival=arrival)
+    choice = choose([first, second], 4, progress={}, claimed=set(), gpu_units=(16, 16), arrival=arrival)
     assert (choice.pod.name, choice.gpu) == ("second", 1)
     listed_at_start = pod("old", 4, gpu=0, assume=99)
-    assert (
-        choose([second, listed_at_start], 4, progress={}, claimed=set(), gpu_count=2, arrival=arrival).pod.name == "old"
-    )
+    again = choose([second, listed_at_start], 4, progress={}, claimed=set(), gpu_units=(16, 16), arrival=arrival)
+    assert again.pod.name == "old"

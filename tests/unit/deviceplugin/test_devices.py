@@ -146,3 +146,17 @@ def test_cached_segments_encode_the_same_list_as_building_every_device() -> None
         version, message = advertisement.message()
         expected = api.ListAndWatchResponse(devices=[api.Device(ID=i, health=h) for i, h in inventory.advertised()])
         assert message == expected and version == inventory.version
+
+
+@pytest.mark.parametrize(
+    ("suffix", "advertised"),
+    [("0", True), ("15", True), ("16", False), ("01", False), ("+1", False), ("-1", False), ("", False),
+     ("1" * 5000, False), ("١", False)],
+    ids=["first", "last", "past-the-end", "leading-zero", "plus", "negative", "empty", "huge", "arabic-digit"],
+)
+def test_only_ids_in_the_advertised_list_are_recognised(suffix: str, advertised: bool) -> None:
+    inventory = Inventory.of([gpu(0, 16)], MemoryUnit("GiB"))
+    uuid = inventory.gpus()[0].uuid
+    assert inventory.advertises(f"{uuid}{protocol.FAKE_ID_SEPARATOR}{suffix}") is advertised
+    assert not inventory.advertises(f"GPU-other{protocol.FAKE_ID_SEPARATOR}0")
+    assert not inventory.advertises(uuid)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import threading
+import time
+from collections.abc import Callable
 
 from kubectl_gpushare.extender.leader import LeaderConfig, LeaderElector
 from kubectl_gpushare.kube import errors
@@ -135,3 +138,51 @@ def test_stop_steps_down_drains_then_releases() -> None:
     a.stop(drain=lambda: order.append("drained" if not a.is_leader() else "drained-while-leading"))
     assert order == ["stopped", "drained"]
     assert store.lease is not None and store.lease.spec.holder_identity == ""
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_catch_up_runs_beside_renewals_and_leading_waits_for_it() -> None:
+    store, gate, calls = LeaseStore(), threading.Event(), []
+    a = LeaderElector(store, LeaderConfig("kube-system", "lease", "a", 1.0, 0.6, 0.05),
+                      on_started_leading=lambda: (calls.append(1), gate.wait(10))).start()
+    try:
+        wait_until(lambda: store.lease is not None)
+        renewals: set[str | None] = set()
+        started = time.monotonic()
+        while time.monotonic() - started < 1.5:  # longer than the lease lasts
+            assert store.lease is not None and store.lease.spec.holder_identity == "a"
+            renewals.add(store.lease.spec.renew_time)
+            assert not a.is_leader()  # not before the catch-up has finished
+            time.sleep(0.02)
+        assert len(renewals) >= 5
+        gate.set()
+        wait_until(a.is_leader)
+        assert calls == [1]
+    finally:
+        gate.set()
+        a.stop()
+
+
+def test_catch_up_finishing_after_the_lease_lapsed_does_not_lead_and_a_new_term_catches_up_again() -> None:
+    store, gate, calls = LeaseStore(), threading.Event(), []
+    a = LeaderElector(store, LeaderConfig("kube-system", "lease", "a", 1.0, 0.3, 0.05),
+                      on_started_leading=lambda: (calls.append(1), gate.wait(10))).start()
+    try:
+        wait_until(lambda: calls == [1])
+        store.fail = True  # renewals fail while catching up
+        time.sleep(0.5)
+        gate.set()
+        time.sleep(0.2)
+        assert not a.is_leader()
+        store.fail = False
+        wait_until(a.is_leader)
+        assert calls == [1, 1]  # leadership began again with a fresh catch-up
+    finally:
+        gate.set()
+        a.stop()

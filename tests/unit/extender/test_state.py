@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.extender.state import ExtenderState, Reservation
+from kubectl_gpushare.extender.state import ExtenderState, Reservation, Unsettled
 from kubectl_gpushare.ledger import PENDING, Ledger, NodeRecord, PodRecord
 
 
@@ -118,6 +118,29 @@ def test_release_frees_and_bound_pod_event_takes_over_the_reservation() -> None:
     assert state.ledger.free("n1")[0] == 11 and not state.reserved("u")
     state.release("u")  # a late release must not free the bound pod
     assert state.ledger.free("n1")[0] == 11
+
+
+def unsettled(node_name: str = "n1") -> Unsettled:
+    return Unsettled("ns", "p", node_name, ((protocol.ANN_IDX, "0"),), since=1.0)
+
+
+def test_unsettled_reservation_stays_counted_until_the_watch_or_a_release_ends_it() -> None:
+    state = state_with(node())
+    assert not state.mark_unsettled("u", unsettled())  # no reservation: nothing to keep
+    state.reserve("u", "ns", "p", "n1", 10, "binpack")
+    assert state.mark_unsettled("u", unsettled())
+    state.set_pod(pod("u", 10, 0, node_name=""))  # unbound, annotated: the Binding may still land
+    assert state.unsettled() == {"u": unsettled()} and state.ledger.free("n1")[0] == 6
+    state.set_pod(pod("u", 10, 0))  # the watch shows it bound with its GPU: counted once, settled
+    assert state.unsettled() == {} and not state.reserved("u") and state.ledger.free("n1")[0] == 6
+    state.reserve("v", "ns", "q", "n1", 3, "binpack")
+    state.mark_unsettled("v", unsettled())
+    state.remove_pod("v")  # deleted: the reservation ends with it
+    assert state.unsettled("v") == {} and state.ledger.free("n1") == {0: 6, 1: 16}
+    state.reserve("w", "ns", "r", "n1", 3, "binpack")
+    state.mark_unsettled("w", unsettled())
+    state.release("w")
+    assert state.unsettled() == {} and state.ledger.free("n1") == {0: 6, 1: 16}
 
 
 def test_drop_pods_except_forgets_pods_missing_from_a_fresh_list() -> None:

@@ -1,0 +1,107 @@
+"""Decoding request bodies (JSON and YAML) into plain JSON values, with bounds.
+
+Owns what a hostile body may not do: be invalid UTF-8, nest deeper than `MAX_DEPTH` (the sandbox's
+object code is recursive; kube-apiserver's Go decoder has no such limit below 10,000), or use YAML
+aliases (a few hundred bytes of anchors expand to gigabytes: the "billion laughs"). YAML is turned
+into exactly what the same document in JSON would decode to, so nothing downstream sees a date, a
+set or an integer map key. Every failure is a `BodyError` with a one-line message; no I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import msgspec
+
+MAX_DEPTH = 100
+"""Deepest nesting of objects and arrays accepted in a body (400 beyond it)."""
+
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+
+
+class BodyError(ValueError):
+    """A body that does not decode, or breaks a bound; the message is one line."""
+
+
+def decode_json(data: bytes) -> Any:
+    """Decode a JSON body.
+
+    Raises:
+        BodyError: malformed JSON, invalid UTF-8, or nesting deeper than `MAX_DEPTH`.
+    """
+    try:
+        value = _decode(data)
+    except msgspec.DecodeError as exc:
+        raise BodyError(str(exc).splitlines()[0]) from None
+    except UnicodeDecodeError:
+        raise BodyError("the body is not valid UTF-8") from None
+    except RecursionError:
+        raise BodyError(f"the body nests deeper than {MAX_DEPTH} levels") from None
+    # A body with fewer brackets than the limit cannot nest deeper: skip the walk (the common case).
+    if data.count(b"{") + data.count(b"[") > MAX_DEPTH:
+        check_depth(value)
+    return value
+
+
+def decode_yaml(data: bytes) -> Any:
+    """Decode a YAML body into JSON values (aliases refused).
+
+    Raises:
+        BodyError: malformed YAML, invalid UTF-8, an alias, a value JSON cannot hold, or nesting
+            deeper than `MAX_DEPTH`.
+    """
+    import yaml
+
+    try:
+        value = yaml.load(data, Loader=_no_alias_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise BodyError(" ".join(f"{exc.problem or exc.context or 'invalid YAML'}{where}".split())) from None
+    except yaml.YAMLError as exc:
+        raise BodyError(" ".join(str(exc).split())) from None
+    except RecursionError:
+        raise BodyError(f"the body nests deeper than {MAX_DEPTH} levels") from None
+    check_depth(value)
+    try:  # the JSON view: map keys become strings, dates ISO strings; what JSON cannot hold is refused
+        return _decode(_encode(value))
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        raise BodyError(f"the YAML document has a value JSON cannot represent ({exc})") from None
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Refuse values nested deeper than ``limit`` (iteratively, so it cannot overflow the stack).
+
+    Raises:
+        BodyError: the value nests too deep.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            raise BodyError(f"the body nests deeper than {limit} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
+@functools.cache
+def _no_alias_loader() -> type[Any]:
+    """A `yaml.SafeLoader` that refuses aliases (built lazily: yaml is imported on first YAML body)."""
+    import yaml
+    from yaml.composer import ComposerError
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()  # type: ignore[no-untyped-call]
+                raise ComposerError(None, None, "YAML aliases are not allowed in request bodies", event.start_mark)
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader

@@ -1,0 +1,162 @@
+"""HTTP/1.1 request body framing, strictly: Content-Length, chunked encoding, and read deadlines.
+
+Owns how many bytes belong to a request and how long a client may take to send them. Chunk sizes
+are 1 to 16 hex digits on a CRLF-terminated line (no sign, no ``0x``, no underscores: Python's
+``int(x, 16)`` accepts all three), each chunk ends with CRLF, the running total counts against the
+body limit, and trailers are bounded. Anything else is a `FramingError`; the server answers 400
+and closes, since the connection's framing can no longer be trusted. `DeadlineReader` bounds the
+time between requests (idle) and the time to read one request (head and body), so a silent or
+trickling client cannot hold a connection thread for ever. No HTTP semantics beyond framing.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import socket
+import time
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
+MAX_LINE = 4096
+"""Longest chunk-size or trailer line accepted."""
+MAX_TRAILERS = 32
+"""Most trailer lines accepted after the last chunk."""
+
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r\n")
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
+
+
+class Stream(Protocol):
+    """A buffered binary reader (the handler's ``rfile``, or ``io.BytesIO`` in tests)."""
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        """Up to ``size`` bytes (fewer only at the end of the stream)."""
+        ...
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        """One line, at most ``size`` bytes."""
+        ...
+
+
+class FramingError(ValueError):
+    """The body's framing is broken (400, and the connection is closed)."""
+
+
+class BodyTooLargeError(ValueError):
+    """The body is larger than the limit (413)."""
+
+
+def content_length(values: list[str]) -> int:
+    """The Content-Length of a request from its header values (none means 0).
+
+    Raises:
+        FramingError: the value is not a plain decimal number, or repeated values disagree.
+    """
+    found = {value.strip() for value in values}
+    if not found:
+        return 0
+    if len(found) > 1:
+        raise FramingError("conflicting Content-Length headers")
+    text = found.pop()
+    if not _CONTENT_LENGTH.fullmatch(text):
+        raise FramingError(f"invalid Content-Length {text[:40]!r}")
+    return int(text)
+
+
+def read_chunked(stream: Stream, limit: int) -> bytes:
+    """Read a chunked body from ``stream`` (just after the request head).
+
+    Raises:
+        FramingError: a malformed chunk-size line, chunk terminator or trailer, or the stream ends early.
+        BodyTooLargeError: the chunks add up to more than ``limit`` bytes.
+    """
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        line = stream.readline(MAX_LINE)
+        match = _CHUNK_SIZE.fullmatch(line)
+        if match is None:
+            raise FramingError(f"invalid chunk size line {line[:40]!r}" if line else "the body ends before its end")
+        size = int(match.group(1), 16)
+        if size == 0:
+            break
+        total += size
+        if total > limit:
+            raise BodyTooLargeError(f"chunked body over {limit} bytes")
+        data = stream.read(size)
+        if len(data) != size:
+            raise FramingError("the body ends inside a chunk")
+        if stream.read(2) != b"\r\n":
+            raise FramingError("a chunk is not followed by CRLF")
+        parts.append(data)
+    for _ in range(MAX_TRAILERS + 1):
+        line = stream.readline(MAX_LINE)
+        if line == b"\r\n":
+            return b"".join(parts)
+        if not line.endswith(b"\r\n"):
+            raise FramingError("a trailer line is too long or the body ends inside the trailers")
+    raise FramingError(f"more than {MAX_TRAILERS} trailer lines")
+
+
+def drain(stream: Stream, length: int) -> None:
+    """Read and drop ``length`` bytes (an oversized body), so the connection stays usable."""
+    while length > 0:
+        data = stream.read(min(length, 1 << 20))
+        if not data:
+            return
+        length -= len(data)
+
+
+class DeadlineReader(io.RawIOBase):
+    """A socket reader with an idle timeout between requests and a deadline for reading one.
+
+    `start_request` arms it: the first byte of the next request starts a ``read_timeout`` clock
+    that bounds every later read until `end_request`. Between requests each read may wait
+    ``idle_timeout``. Reads past either raise `TimeoutError`, which the server turns into a closed
+    connection. Writes share the socket's timeout (``idle_timeout`` outside reads).
+    """
+
+    def __init__(self, sock: socket.socket, idle_timeout: float, read_timeout: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self.idle_timeout = idle_timeout
+        self.read_timeout = read_timeout
+        self._deadline: float | None = None
+        self._armed = False
+        sock.settimeout(idle_timeout)
+
+    def readable(self) -> bool:
+        """Always: this is a reader."""
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        """Receive into ``buffer`` within the current deadline.
+
+        Raises:
+            TimeoutError: the idle time or the request's read deadline ran out.
+        """
+        if self._deadline is None:
+            self._sock.settimeout(self.idle_timeout)
+        else:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request was not received in time")
+            self._sock.settimeout(min(left, self.idle_timeout))
+        count = self._sock.recv_into(memoryview(buffer).cast("B"))
+        if count and self._armed and self._deadline is None:
+            self._deadline = time.monotonic() + self.read_timeout
+        return count
+
+    def start_request(self) -> None:
+        """Wait (idle) for the next request; its first byte starts the read deadline."""
+        self._deadline = None
+        self._armed = True
+
+    def end_request(self) -> None:
+        """The request is read: no deadline until the next one (writes get the idle timeout)."""
+        self._deadline = None
+        self._armed = False
+        self._sock.settimeout(self.idle_timeout)

@@ -1,0 +1,244 @@
+"""Allocate under hostile input and concurrency, over the real unix socket and the sandbox over HTTP."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.deviceplugin._api import deviceplugin_pb2 as api
+from kubectl_gpushare.deviceplugin._api import deviceplugin_pb2_grpc as api_grpc
+from kubectl_gpushare.deviceplugin.cluster import RECORD_BUDGET
+from kubectl_gpushare.deviceplugin.kubelet import target
+from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, KubeletSim
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import pod_object
+
+pytestmark = pytest.mark.integration
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return bool(predicate())
+
+
+def ready(kubelet: KubeletSim, devices: int) -> None:
+    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == devices)
+
+
+def cached(plugin: Any, name: str) -> bool:
+    return any(pod.name == name for pod in plugin.plugin.cluster.source.pods())
+
+
+def break_the_watch(plugin: Any, sandbox: Sandbox) -> None:
+    """From now on the plugin sees new pods only through its direct re-read (the fallback path)."""
+    sandbox.inject(method="GET", path=r"watch=", drop_watch=True)
+    sandbox.drop_watches()
+    assert wait_until(lambda: not plugin.plugin.cluster.pod_informer.watching)
+
+
+def allocate_ids(kubelet: KubeletSim, ids: list[str], timeout: float = 10) -> api.AllocateResponse:
+    plugin = kubelet.plugin()
+    assert plugin is not None
+    request = api.AllocateRequest(container_requests=[api.ContainerAllocateRequest(devices_ids=ids)])
+    return plugin.stub.Allocate(request, timeout=timeout)
+
+
+# --- adoption only with room by the ledger -----------------------------------------------------
+
+
+def test_adoption_never_over_commits_the_gpu_by_the_ledger(kubelet: KubeletSim, start_plugin, pods) -> None:
+    start_plugin("1x16GiB")
+    ready(kubelet, 16)
+    pods.create("placed", [8], gpu=0, assume_time=1)  # the extender's, not yet admitted by kubelet
+    stray = pods.create("stray", [10], gpu=None)
+    with pytest.raises(KubeletAllocateError) as info:
+        kubelet.allocate_pod(stray)
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "pod default/stray asks for 10 GiB" in info.value.details
+    assert "GPU 0 of node gpu-node-1 has 8 GiB free by the ledger" in info.value.details
+    assert protocol.ANN_ASSIGNED not in pods.annotations("stray")
+    # A stray that fits is still adopted, and then counts: the next one finds no room.
+    small = pods.create("small", [6], gpu=None)
+    assert kubelet.allocate_pod(small)["main"]["ALIYUN_COM_GPU_MEM_IDX"] == "0"
+    assert pods.annotations("small")[protocol.ANN_IDX] == "0"
+    tiny = pods.create("tiny", [3], gpu=None)
+    with pytest.raises(KubeletAllocateError) as info:
+        kubelet.allocate_pod(tiny)
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "has 2 GiB free" in info.value.details
+
+
+# --- the assignment patch is conditional on the UID --------------------------------------------
+
+
+def test_a_pod_re_created_under_the_same_name_is_not_marked_by_the_old_ones_patch(
+    kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox, api: Client
+) -> None:
+    plugin = start_plugin("2x16GiB")
+    ready(kubelet, 32)
+    old = pods.create("reborn", [2], gpu=1, assume_time=1)
+    assert wait_until(lambda: cached(plugin, "reborn"))
+    break_the_watch(plugin, sandbox)  # the cache keeps the old pod
+    api.delete(types.PODS, "reborn", "default", uid=old["metadata"]["uid"])
+    new = pods.create("reborn", [2], gpu=0, assume_time=2)
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    env = kubelet.allocate_pod(new)["main"]
+    assert env["ALIYUN_COM_GPU_MEM_IDX"] == "0"  # the new pod's GPU, found by the re-read
+    patches = [r for r in sandbox.requests if r.verb == "patch" and r.resource == "pods" and r.name == "reborn"]
+    assert [r.status for r in patches] == [409, 200]  # the old UID's patch was refused, not applied
+    recorded = sandbox.get("pods", "default", "reborn")
+    assert recorded["metadata"]["uid"] == new["metadata"]["uid"]
+    assert recorded["metadata"]["annotations"][protocol.ANN_ASSIGNED] == "true"
+
+
+# --- the write happens outside the lock --------------------------------------------------------
+
+
+def test_a_slow_patch_holds_up_no_other_allocate_and_no_pod_is_picked_twice(
+    kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox
+) -> None:
+    plugin = start_plugin("2x16GiB")
+    ready(kubelet, 32)
+    slow = pods.create("slow", [4], gpu=0, assume_time=1)
+    quick = pods.create("quick", [4], gpu=1, assume_time=2)
+    assert wait_until(lambda: cached(plugin, "slow") and cached(plugin, "quick"))
+    fault = sandbox.inject(method="PATCH", path=r"/pods/slow", latency=4.0, times=1)
+    results: dict[str, Any] = {}
+
+    def admit_slow() -> None:
+        results["slow"] = kubelet.allocate_pod(slow)["main"]
+
+    first = threading.Thread(target=admit_slow, daemon=True)
+    first.start()
+    assert wait_until(lambda: fault.hits >= 1)  # the slow pod's patch is in flight
+    started = time.monotonic()
+    env = kubelet.allocate_pod(quick)["main"]
+    took = time.monotonic() - started
+    assert first.is_alive(), "the second Allocate waited for the first one's patch"
+    assert took < 3.5
+    assert env["ALIYUN_COM_GPU_MEM_IDX"] == "1"  # the quick pod, not the slow one picked twice
+    first.join(15)
+    assert results["slow"]["ALIYUN_COM_GPU_MEM_IDX"] == "0"
+    assert pods.annotations("slow")[protocol.ANN_ASSIGNED] == "true"
+    assert pods.annotations("quick")[protocol.ANN_ASSIGNED] == "true"
+
+
+# --- hostile pods on the fallback path ---------------------------------------------------------
+
+
+def hostile(name: str, requests: list[int], **kwargs: Any) -> dict[str, Any]:
+    return pod_object(name, "default", requests, node="gpu-node-1", phase="Pending", assigned=False, **kwargs)
+
+
+def test_hostile_pods_on_the_fallback_path_never_break_allocate_for_others(
+    kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox, api: Client
+) -> None:
+    plugin = start_plugin("2x16GiB")
+    ready(kubelet, 32)
+    break_the_watch(plugin, sandbox)
+    huge = "1" + "0" * 4999
+    bad_index = hostile("bad-index", [4], gpu=0, assume_time=1)
+    bad_index["metadata"]["annotations"][protocol.ANN_IDX] = huge
+    bad_limit = hostile("bad-limit", [4], gpu=0, assume_time=1)
+    bad_limit["spec"]["containers"][0]["resources"]["limits"][protocol.RESOURCE_MEM] = huge
+    deep = hostile("deep-json", [3], gpu=0, assume_time=1)
+    deep["metadata"]["annotations"][protocol.ANN_ALLOCATION] = "[" * 100_000
+    for body in (bad_index, bad_limit, deep):
+        api.create(types.PODS, body, "default")
+    good = pods.create("good", [4], gpu=1, assume_time=2)
+    assert kubelet.allocate_pod(good)["main"]["ALIYUN_COM_GPU_MEM_IDX"] == "1"
+    assert pods.annotations("good")[protocol.ANN_ASSIGNED] == "true"
+    # Nothing left for 4 units but hostile pods: a clear refusal, never UNKNOWN.
+    uuid = plugin.backend.devices()[0].uuid
+    with pytest.raises(grpc.RpcError) as info:
+        allocate_ids(kubelet, [protocol.fake_device_id(uuid, j) for j in range(4)])
+    assert info.value.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.RESOURCE_EXHAUSTED)
+    assert "gpushare device plugin" in (info.value.details() or "")
+    assert len(info.value.details() or "") < 1000
+    for name in ("bad-index", "bad-limit"):
+        assert pods.annotations(name)[protocol.ANN_ASSIGNED] == "false"
+    # The pod with the unreadable allocation JSON is served by its index or refused clearly, never UNKNOWN.
+    try:
+        allocate_ids(kubelet, [protocol.fake_device_id(uuid, j) for j in range(3)])
+    except grpc.RpcError as exc:
+        assert exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
+# --- device ids and streams ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ids", [["garbage-1"], [""], ["GPU-nope-_-0"], ["x" * 5000]], ids=["garbage", "empty", "unknown-gpu", "long"]
+)
+def test_allocate_refuses_device_ids_it_never_advertised(
+    ids: list[str], kubelet: KubeletSim, start_plugin, pods
+) -> None:
+    start_plugin("2x16GiB")
+    ready(kubelet, 32)
+    pods.create("one", [1], gpu=0, assume_time=1)
+    with pytest.raises(grpc.RpcError) as info:
+        allocate_ids(kubelet, ids)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "never advertised" in (info.value.details() or "")
+    assert pods.annotations("one")[protocol.ANN_ASSIGNED] == "false"
+
+
+def test_allocate_is_answered_while_many_list_and_watch_streams_are_open(
+    kubelet: KubeletSim, start_plugin, pods
+) -> None:
+    plugin = start_plugin("1x8GiB")
+    ready(kubelet, 8)
+    channel = grpc.insecure_channel(target(plugin.socket))
+    stub = api_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
+    streams = [stub.ListAndWatch(api.Empty(), timeout=30) for _ in range(8)]
+    try:
+        outcomes = []
+        for stream in streams:
+            try:
+                outcomes.append(len(next(stream).devices))
+            except grpc.RpcError as exc:
+                outcomes.append(exc.code())
+        assert grpc.StatusCode.RESOURCE_EXHAUSTED in outcomes and 8 in outcomes
+        pod = pods.create("busy", [2], gpu=0, assume_time=1)
+        started = time.monotonic()
+        assert kubelet.allocate_pod(pod)["main"]["ALIYUN_COM_GPU_MEM_IDX"] == "0"
+        assert time.monotonic() - started < 5
+        assert kubelet.devices()  # kubelet's own stream was never displaced
+    finally:
+        for stream in streams:
+            stream.cancel()
+        channel.close()
+
+
+def test_an_unanswered_patch_fails_allocate_within_its_budget_and_the_pod_stays_claimed(
+    kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox
+) -> None:
+    plugin = start_plugin("2x16GiB")
+    ready(kubelet, 32)
+    late = pods.create("late", [4], gpu=0, assume_time=1)
+    other = pods.create("other", [4], gpu=1, assume_time=2)
+    assert wait_until(lambda: cached(plugin, "late") and cached(plugin, "other"))
+    sandbox.inject(method="PATCH", path=r"/pods/late", latency=8.0)  # answered only after the client gave up
+    started = time.monotonic()
+    with pytest.raises(KubeletAllocateError) as info:
+        kubelet.allocate_pod(late)
+    assert time.monotonic() - started < RECORD_BUDGET + 2 < 30  # kubelet's stand-in waits 30 s
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "no answer recording GPU 0 on pod default/late" in info.value.details
+    assert "may have been recorded" in info.value.details
+    kubelet.release_pod(late["metadata"]["uid"])
+    # The write may still land, so "late" stays claimed: the next 4-unit call is "other"'s.
+    assert kubelet.allocate_pod(other)["main"]["ALIYUN_COM_GPU_MEM_IDX"] == "1"
+    assert wait_until(lambda: pods.annotations("late").get(protocol.ANN_ASSIGNED) == "true", timeout=20)
+    sandbox.clear_faults()

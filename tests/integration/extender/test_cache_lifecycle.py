@@ -1,0 +1,53 @@
+"""The extender cache's lifecycle against the sandbox: a stopped cache leaves no informer running."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kubectl_gpushare.extender.cache import ExtenderCache
+from kubectl_gpushare.extender.state import ExtenderState
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+pytestmark = pytest.mark.integration
+
+
+def pod_informers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "extender-pods" and t.is_alive()]
+
+
+@pytest.mark.parametrize("concurrent", [False, True], ids=["after-stop", "during-stop"])
+def test_catch_up_racing_stop_leaves_no_pod_informer_running(
+    sandbox: Sandbox, kubeconfig: Path, concurrent: bool
+) -> None:
+    sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1"), pod_object("p", "default", [2], node="gpu-1", gpu=0,
+                                                                         gpu_memory=16)])
+    before = set(pod_informers())
+    client = Client(load_config(str(kubeconfig)), component="test")
+    cache = ExtenderCache(client, ExtenderState()).start()
+    try:
+        assert cache.synced.wait(15)
+        if concurrent:  # the leader's catch-up thread re-lists (slowly) while the daemon shuts down
+            sandbox.inject("GET", r"^/api/v1/pods\?(?!.*watch=)", latency=1.0, times=1)
+            catching_up = threading.Thread(target=cache.catch_up, kwargs={"timeout": 10.0})
+            catching_up.start()
+            time.sleep(0.2)
+            cache.stop()
+            catching_up.join(15)
+            assert not catching_up.is_alive()
+        else:
+            cache.stop()
+            cache.catch_up(timeout=5.0)  # a catch-up that arrives after stop starts nothing
+        deadline = time.monotonic() + 10
+        while set(pod_informers()) - before:
+            assert time.monotonic() < deadline, "a pod informer kept running after stop()"
+            time.sleep(0.05)
+    finally:
+        cache.stop()
+        client.close()

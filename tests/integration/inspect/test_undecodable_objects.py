@@ -1,0 +1,52 @@
+"""One object the typed decoder cannot read never hides the rest of the cluster from inspect."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+pytestmark = pytest.mark.integration
+
+
+def inspect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["kubectl-inspect-gpushare", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_numeric_quantities_count_and_a_garbage_pod_is_warned_about_once(
+    sandbox: Sandbox, kube_env: dict[str, str]
+) -> None:
+    node = node_object("n1", [16], ip="10.0.0.1")
+    numeric = pod_object("numeric", "default", [4], node="n1", gpu=0, gpu_memory=16)
+    numeric["spec"]["containers"][0]["resources"]["limits"]["aliyun.com/gpu-mem"] = 4  # a JSON number
+    garbage = pod_object("garbage", "default", [2], node="n1", gpu=0, gpu_memory=16)
+    garbage["metadata"]["annotations"]["ALIYUN_COM_GPU_MEM_IDX"] = {"not": "a string"}
+    fine = pod_object("fine", "default", [3], node="n1", gpu=0, gpu_memory=16)
+    sandbox.load([node, numeric, garbage, fine])
+
+    result = inspect(kube_env, "-o", "json")
+
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    (gpu,) = report["nodes"][0]["gpus"]
+    assert gpu["used"] == 7, "the numeric limit (4) and the fine pod (3) count"
+    assert sorted(pod["name"] for pod in gpu["pods"]) == ["fine", "numeric"]
+    warned = [line for line in result.stderr.splitlines() if "default/garbage" in line]
+    assert len(warned) == 1 and "skipped" in warned[0], result.stderr
+
+
+def test_a_node_with_an_undecodable_field_is_skipped_not_fatal(sandbox: Sandbox, kube_env: dict[str, str]) -> None:
+    bad = node_object("bad", [16], ip="10.0.0.2")
+    bad["status"]["addresses"] = "not a list"
+    sandbox.load([bad, node_object("good", [16], ip="10.0.0.3")])
+
+    result = inspect(kube_env)
+
+    assert result.returncode == 0, result.stderr
+    assert "good" in result.stdout and "bad " not in result.stdout
+    assert "node bad: cannot be decoded" in result.stderr

@@ -1,0 +1,309 @@
+"""The sandbox against hostile clients, over raw sockets: framing, decoding bombs, bad shapes, timeouts.
+
+Every case answers 400/413/422 with a ``Status`` body (or closes the connection), never a 500 or a
+traceback, and the server keeps serving everyone else.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kubectl_gpushare.sandbox.server import Sandbox
+
+pytestmark = pytest.mark.integration
+
+CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
+POD = {"metadata": {"name": "p1"}, "spec": {"containers": [{"name": "c", "image": "cuda"}]}}
+
+
+@pytest.fixture
+def small() -> Iterator[Sandbox]:
+    """A sandbox with a 1 KiB body limit and short timeouts."""
+    sb = Sandbox(max_body=1024, idle_timeout=0.5, read_timeout=1.0).start()
+    try:
+        yield sb
+    finally:
+        sb.stop()
+
+
+def exchange(sb: Sandbox, raw: bytes, *, shut_write: bool = False) -> tuple[int, dict[str, Any], bool]:
+    """Send raw bytes; return the status, the decoded body and whether the server then closed."""
+    with socket.create_connection(("127.0.0.1", sb.port), timeout=10) as sock:
+        sock.sendall(raw)
+        if shut_write:
+            sock.shutdown(socket.SHUT_WR)
+        reader = sock.makefile("rb")
+        status_line = reader.readline()
+        assert status_line.startswith(b"HTTP/1.1 "), status_line
+        headers: dict[str, str] = {}
+        while (line := reader.readline()) not in (b"\r\n", b""):
+            key, _, value = line.decode().partition(":")
+            headers[key.strip().lower()] = value.strip()
+        body = reader.read(int(headers.get("content-length", "0")))
+        closed = headers.get("connection", "").lower() == "close"
+        if closed:
+            assert reader.read(1) == b"", "the server closes after Connection: close"
+        return int(status_line.split()[1]), json.loads(body) if body else {}, closed
+
+
+def request(method: str, path: str, body: bytes = b"", headers: dict[str, str | None] | None = None) -> bytes:
+    head = [f"{method} {path} HTTP/1.1", "Host: sandbox"]
+    sent: dict[str, str | None] = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    sent.update(headers or {})
+    head += [f"{k}: {v}" for k, v in sent.items() if v is not None]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def chunked(path: str, framed: bytes) -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: sandbox\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).encode() + framed
+
+
+def configmap(name: str, size: int = 0) -> bytes:
+    return json.dumps({"metadata": {"name": name}, "data": {"x": "y" * size}}).encode()
+
+
+def assert_no_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err, err
+
+
+# --- chunked transfer encoding ----------------------------------------------------------------
+def test_valid_chunked_body_is_accepted(small: Sandbox) -> None:
+    body = configmap("ok")
+    framed = b"%x;ext=1\r\n%s\r\n0\r\nX-Trailer: 1\r\n\r\n" % (len(body), body)
+    status, created, closed = exchange(small, chunked(CONFIGMAPS, framed))
+    assert status == 201 and created["metadata"]["name"] == "ok" and not closed
+
+
+@pytest.mark.parametrize(
+    "size_line",
+    [b"-1", b"zz", b"0x10", b"+10", b"1_0", b" 10", b"", b"12345678901234567", b"10\n"],
+    ids=["minus-one", "zz", "0x", "plus", "underscore", "leading-space", "empty", "too-long", "bare-lf"],
+)
+def test_malformed_chunk_size_gets_400_and_a_closed_connection(
+    sandbox: Sandbox, capfd: pytest.CaptureFixture[str], size_line: bytes
+) -> None:
+    body = configmap("smuggled")
+    framed = size_line + (b"" if size_line.endswith(b"\n") else b"\r\n") + body + b"\r\n0\r\n\r\n"
+    status, answer, closed = exchange(sandbox, chunked(CONFIGMAPS, framed), shut_write=True)
+    assert status == 400 and answer["reason"] == "BadRequest" and closed, answer
+    assert sandbox.get("configmaps", "default", "smuggled") is None
+    assert_no_traceback(capfd)
+
+
+def test_chunk_size_minus_one_cannot_bypass_the_body_limit(small: Sandbox) -> None:
+    body = configmap("big", 64 * 1024)
+    status, answer, closed = exchange(small, chunked(CONFIGMAPS, b"-1\r\n" + body), shut_write=True)
+    assert status == 400 and closed, answer
+    assert small.objects("configmaps") == []
+
+
+def test_chunks_add_up_against_the_body_limit(small: Sandbox) -> None:
+    piece = b"x" * 600
+    framed = b"258\r\n" + piece + b"\r\n258\r\n" + piece + b"\r\n0\r\n\r\n"
+    status, answer, closed = exchange(small, chunked(CONFIGMAPS, framed))
+    assert status == 413 and answer["reason"] == "RequestEntityTooLarge" and closed
+
+
+@pytest.mark.parametrize(
+    "framed",
+    [b"5\r\nhelloXX0\r\n\r\n", b"5\r\nhel", b"0\r\n" + b"X: y\r\n" * 40 + b"\r\n", b"0\r\n" + b"x" * 5000],
+    ids=["no-crlf-after-data", "ends-inside-chunk", "too-many-trailers", "endless-trailer"],
+)
+def test_broken_chunk_framing_gets_400(sandbox: Sandbox, capfd: pytest.CaptureFixture[str], framed: bytes) -> None:
+    status, answer, closed = exchange(sandbox, chunked(CONFIGMAPS, framed), shut_write=True)
+    assert status == 400 and closed, answer
+    assert_no_traceback(capfd)
+
+
+@pytest.mark.parametrize("length", ["-5", "+5", "5, 6", "0x5", "1e3"])
+def test_malformed_content_length_gets_400(sandbox: Sandbox, length: str) -> None:
+    status, answer, closed = exchange(sandbox, request("POST", CONFIGMAPS, b"hello", {"Content-Length": length}))
+    assert status == 400 and answer["reason"] == "BadRequest" and closed, answer
+
+
+def test_unsupported_transfer_encoding_gets_400(sandbox: Sandbox) -> None:
+    raw = request("POST", CONFIGMAPS, b"", {"Transfer-Encoding": "gzip, chunked", "Content-Length": None})
+    status, _, closed = exchange(sandbox, raw, shut_write=True)
+    assert status == 400 and closed
+
+
+def test_client_vanishing_mid_body_leaves_no_traceback(sandbox: Sandbox, capfd: pytest.CaptureFixture[str]) -> None:
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        sock.sendall(request("POST", CONFIGMAPS, b"{", {"Content-Length": "100"}))
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(100) == b"", "closed without an answer"
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        sock.sendall(chunked(CONFIGMAPS, b"a\r\n{"))
+        sock.shutdown(socket.SHUT_WR)
+        sock.recv(1000)
+    assert_no_traceback(capfd)
+    assert exchange(sandbox, request("GET", CONFIGMAPS))[0] == 200
+
+
+# --- decoding bombs and bad shapes ------------------------------------------------------------
+def test_yaml_aliases_are_refused(sandbox: Sandbox) -> None:
+    laughs = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    laughs += [f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi", strict=True)]
+    bomb = ("metadata: {name: bomb}\ndata:\n" + "\n".join("  " + line for line in laughs) + "\n").encode()
+    assert len(bomb) < 1024
+    started = time.monotonic()
+    status, answer, _ = exchange(sandbox, request("POST", CONFIGMAPS, bomb, {"Content-Type": "application/yaml"}))
+    assert status == 400 and "aliases are not allowed" in answer["message"] and "\n" not in answer["message"]
+    assert time.monotonic() - started < 5
+    single = b"metadata: {name: alias}\ndata: {a: &v one, b: *v}\n"
+    status, _, _ = exchange(sandbox, request("POST", CONFIGMAPS, single, {"Content-Type": "application/yaml"}))
+    assert status == 400 and sandbox.objects("configmaps") == []
+
+
+def test_yaml_is_decoded_as_its_json_view(sandbox: Sandbox) -> None:
+    body = b"metadata: {name: typed, labels: {1: '2'}}\ndata: {when: 2024-01-01}\n"
+    status, created, _ = exchange(sandbox, request("POST", CONFIGMAPS, body, {"Content-Type": "application/yaml"}))
+    assert status == 201 and created["metadata"]["labels"] == {"1": "2"} and created["data"] == {"when": "2024-01-01"}
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/yaml"])
+def test_deeply_nested_bodies_get_400(sandbox: Sandbox, content_type: str) -> None:
+    for depth in (150, 5000):
+        body = b'{"metadata": {"name": "deep"}, "data": ' + b"[" * depth + b"]" * depth + b"}"
+        status, answer, _ = exchange(sandbox, request("POST", CONFIGMAPS, body, {"Content-Type": content_type}))
+        assert status == 400 and "deeper than" in answer["message"], answer
+
+
+def test_non_utf8_bodies_get_400(sandbox: Sandbox) -> None:
+    sandbox.load([{"kind": "Pod", "metadata": {"name": "p1", "namespace": "default"}, **POD}])
+    bad = b'{"metadata": {"name": "\xff\xfe"}}'
+    for method, path, content_type in [
+        ("POST", CONFIGMAPS, "application/json"),
+        ("POST", CONFIGMAPS, "application/yaml"),
+        ("PUT", CONFIGMAPS + "/x", "application/json"),
+        ("PATCH", "/api/v1/namespaces/default/pods/p1", "application/merge-patch+json"),
+        ("DELETE", "/api/v1/namespaces/default/pods/p1", "application/json"),
+        ("POST", "/api/v1/namespaces/default/pods/p1/binding", "application/json"),
+    ]:
+        status, answer, _ = exchange(sandbox, request(method, path, bad, {"Content-Type": content_type}))
+        assert status == 400 and answer["kind"] == "Status" and answer["reason"] == "BadRequest", (method, answer)
+    assert sandbox.get("pods", "default", "p1") is not None
+
+
+@pytest.mark.parametrize(
+    ("content_type", "patch", "code"),
+    [
+        ("application/merge-patch+json", {"metadata": None}, 422),
+        ("application/strategic-merge-patch+json", {"metadata": None}, 422),
+        ("application/strategic-merge-patch+json", {"$patch": "replace", "spec": {}}, 422),
+        ("application/json-patch+json", [{"op": "remove", "path": "/metadata"}], 422),
+        ("application/json-patch+json", [{"op": "replace", "path": "/metadata", "value": None}], 422),
+        ("application/json-patch+json", [{"op": "replace", "path": "", "value": [1]}], 400),
+        ("application/json-patch+json", [{"op": "replace", "path": "/metadata", "value": "x"}], 400),
+        ("application/merge-patch+json", {"metadata": []}, 400),
+    ],
+    ids=["merge-null", "smp-null", "smp-replace", "json-remove", "json-null", "json-not-obj", "json-str", "merge-list"],
+)
+def test_patches_that_break_metadata_get_400_or_422(
+    sandbox: Sandbox, content_type: str, patch: object, code: int
+) -> None:
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default", "labels": {"a": "b"}}}])
+    raw = request("PATCH", CONFIGMAPS + "/cm", json.dumps(patch).encode(), {"Content-Type": content_type})
+    status, answer, _ = exchange(sandbox, raw)
+    assert status == code and answer["kind"] == "Status" and answer["code"] == code, answer
+    kept = sandbox.get("configmaps", "default", "cm")
+    assert kept is not None and kept["metadata"]["labels"] == {"a": "b"}
+    assert exchange(sandbox, request("GET", CONFIGMAPS))[0] == 200
+
+
+def test_put_without_metadata_takes_the_name_from_the_url(sandbox: Sandbox) -> None:
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}}])
+    status, updated, _ = exchange(sandbox, request("PUT", CONFIGMAPS + "/cm", b'{"data": {"a": "1"}}'))
+    assert status == 200 and updated["metadata"]["name"] == "cm" and updated["data"] == {"a": "1"}
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        {"metadata": {"name": "p1"}, "target": "node-a"},
+        {"metadata": {"name": "p1"}, "target": ["node-a"]},
+        {"metadata": {"name": "p1"}, "target": {"name": 7}},
+        {"metadata": "p1", "target": {"name": "node-a"}},
+        {"metadata": {"name": "p1", "annotations": ["a"]}, "target": {"name": "node-a"}},
+        {"metadata": {"name": "p1", "uid": 5}, "target": {"name": "node-a"}},
+        ["not", "an", "object"],
+    ],
+    ids=["target-string", "target-list", "target-name-int", "metadata-string", "annotations-list", "uid-int", "list"],
+)
+def test_bindings_with_mistyped_fields_get_400(sandbox: Sandbox, binding: object) -> None:
+    sandbox.load([{"kind": "Pod", "metadata": {"name": "p1", "namespace": "default"}, **POD}])
+    for path in ("/api/v1/namespaces/default/pods/p1/binding", "/api/v1/namespaces/default/bindings"):
+        status, answer, _ = exchange(sandbox, request("POST", path, json.dumps(binding).encode()))
+        assert status == 400 and answer["reason"] == "BadRequest", answer
+    pod = sandbox.get("pods", "default", "p1")
+    assert pod is not None and not pod["spec"].get("nodeName")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"preconditions": "x"}, {"preconditions": {"uid": 5}}, {"dryRun": "All"}, {"dryRun": [1]}],
+    ids=["preconditions-string", "uid-int", "dryrun-string", "dryrun-int"],
+)
+def test_delete_options_with_mistyped_fields_get_400(sandbox: Sandbox, options: object) -> None:
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}}])
+    status, answer, _ = exchange(sandbox, request("DELETE", CONFIGMAPS + "/cm", json.dumps(options).encode()))
+    assert status == 400 and answer["reason"] == "BadRequest", answer
+    assert sandbox.get("configmaps", "default", "cm") is not None
+
+
+# --- timeouts ---------------------------------------------------------------------------------
+def wait_closed(sock: socket.socket, within: float) -> float:
+    """Seconds until the server closes ``sock`` (reading and dropping anything it sends)."""
+    started = time.monotonic()
+    sock.settimeout(within)
+    while sock.recv(4096):
+        pass
+    return time.monotonic() - started
+
+
+def test_idle_connection_is_closed_after_the_idle_timeout(small: Sandbox) -> None:
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as sock:
+        assert wait_closed(sock, 10) < 8, "an idle connection without a request is closed"
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as sock:
+        sock.sendall(request("GET", CONFIGMAPS))
+        assert sock.recv(12) == b"HTTP/1.1 200"
+        assert wait_closed(sock, 10) < 8, "a keep-alive connection idle after its request is closed"
+
+
+def test_trickling_client_is_cut_off_at_the_read_timeout(small: Sandbox) -> None:
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as sock:
+        sock.sendall(b"POST " + CONFIGMAPS.encode() + b" HTTP/1.1\r\nContent-Length: 100\r\n\r\n")
+        started = time.monotonic()
+        with pytest.raises(OSError):
+            while time.monotonic() - started < 8:  # a byte every 0.2 s never lets the idle timeout fire
+                sock.sendall(b"x")
+                time.sleep(0.2)
+                sock.settimeout(0.01)
+                try:
+                    if sock.recv(1) == b"":
+                        raise ConnectionResetError("closed by the server")
+                except TimeoutError:
+                    pass
+        assert time.monotonic() - started < 8
+
+
+def test_keep_alive_within_the_idle_timeout_is_kept(sandbox: Sandbox) -> None:
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        reader = sock.makefile("rb")
+        for _ in range(3):
+            sock.sendall(request("GET", "/version"))
+            assert reader.readline().startswith(b"HTTP/1.1 200")
+            while (line := reader.readline()) != b"\r\n":
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            reader.read(length)
+            time.sleep(0.3)

@@ -1,0 +1,41 @@
+"""The manifests command's small kustomize builder: RFC 6902 operations and refusal of what it lacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubectl_gpushare.cli.kustomize import KustomizeError, apply_operation, build
+
+
+def test_operations_add_append_replace_remove() -> None:
+    doc = {"spec": {"args": ["a"], "type": "NodePort", "ports": [{"nodePort": 1}]}}
+    apply_operation(doc, {"op": "add", "path": "/spec/args/-", "value": "b"})
+    apply_operation(doc, {"op": "add", "path": "/spec/new~1key", "value": 1})
+    apply_operation(doc, {"op": "replace", "path": "/spec/type", "value": "ClusterIP"})
+    apply_operation(doc, {"op": "remove", "path": "/spec/ports/0/nodePort"})
+    assert doc == {"spec": {"args": ["a", "b"], "type": "ClusterIP", "ports": [{}], "new/key": 1}}
+
+
+@pytest.mark.parametrize("operation", [
+    {"op": "move", "from": "/a", "path": "/b"},
+    {"op": "replace", "path": "/missing", "value": 1},
+    {"op": "remove", "path": "/spec/nope/deeper"},
+    {"op": "add", "path": ""},
+], ids=["unsupported-op", "replace-missing", "remove-missing-parent", "empty-path"])
+def test_bad_operations_are_errors(operation: dict[str, object]) -> None:
+    with pytest.raises(KustomizeError):
+        apply_operation({"spec": {}}, operation)
+
+
+def test_unsupported_fields_and_unmatched_patches_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text("resources: [a.yaml]\ncommonLabels: {x: y}\n")
+    (tmp_path / "a.yaml").write_text("kind: Service\nmetadata: {name: a}\n")
+    with pytest.raises(KustomizeError, match="commonLabels"):
+        build(tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        "resources: [a.yaml]\npatches:\n- path: p.yaml\n  target: {kind: Service, name: b}\n")
+    (tmp_path / "p.yaml").write_text("- {op: remove, path: /metadata}\n")
+    with pytest.raises(KustomizeError, match="no object matches"):
+        build(tmp_path)

@@ -1,0 +1,49 @@
+"""Request body decoding: JSON and YAML into the same JSON values, with bounds on hostile input."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubectl_gpushare.sandbox.bodies import MAX_DEPTH, BodyError, check_depth, decode_json, decode_yaml
+
+
+def nested(depth: int) -> object:
+    """``depth`` arrays, one inside the other."""
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_depth_limit_is_exact() -> None:
+    check_depth(nested(MAX_DEPTH))
+    with pytest.raises(BodyError):
+        check_depth(nested(MAX_DEPTH + 1))
+    assert decode_json(b"[" * MAX_DEPTH + b"]" * MAX_DEPTH) is not None
+    with pytest.raises(BodyError, match="deeper"):
+        decode_json(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1))
+
+
+@pytest.mark.parametrize("data", [b"{", b'"\xff"', b"\xff\xfe{}", b"[" * 100_000], ids=["short", "utf8", "bom", "deep"])
+def test_bad_json_is_a_body_error(data: bytes) -> None:
+    with pytest.raises(BodyError):
+        decode_json(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"a: &x 1\nb: *x\n", b"a: \xff\n", b"[" * 100_000, b"? [a, b]\n: c\n", b"a: !!python/object:os.system x\n"],
+    ids=["alias", "utf8", "deep", "complex-key", "python-tag"],
+)
+def test_bad_yaml_is_a_one_line_body_error(data: bytes) -> None:
+    with pytest.raises(BodyError) as caught:
+        decode_yaml(data)
+    assert "\n" not in str(caught.value)
+
+
+def test_yaml_becomes_its_json_view() -> None:
+    assert decode_yaml(b"a: &anchor-only 1\nb: {1: 2020-01-02}\nc: [yes, ~]\n") == {
+        "a": 1,
+        "b": {"1": "2020-01-02"},
+        "c": [True, None],
+    }
