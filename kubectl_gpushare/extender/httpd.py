@@ -28,9 +28,9 @@ from kubectl_gpushare.extender.app import ExtenderApp, Response
 
 log = logging.getLogger("kubectl_gpushare.extender.httpd")
 
+_BUSY_BODY = b'{"Error":"too many connections; try again later"}'
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-         b"Connection: close\r\nContent-Length: 48\r\n\r\n"
-         b'{"Error":"too many connections; try again later"}')
+         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
 
 
 @dataclass(frozen=True)
