@@ -7,8 +7,10 @@ behind the real socket, so nothing is tested twice or not at all.
 Routes (the prefix is ``/gpushare-scheduler`` unless configured otherwise):
 
 ==========================  =====================================================================
-``POST <prefix>/filter``    ExtenderFilterResult, always 200; bad input goes into ``Error``.
+``POST <prefix>/filter``    ExtenderFilterResult, 200; bad input goes into ``Error``.
 ``POST <prefix>/prioritize`` HostPriorityList (0..10 per node), 200.
+(any verb)                  400 with a one-line ``Error`` for a body that is not UTF-8 JSON or
+                            nests too deep to read (filter replies in its own shape).
 ``POST <prefix>/bind``      ExtenderBindingResult: 200 with ``Error`` empty, or 200 with ``Error``
                             set (the original used 500, which kube-scheduler reports without the
                             message; 200 + Error shows the real reason in the pod's events).
@@ -16,8 +18,9 @@ Routes (the prefix is ``/gpushare-scheduler`` unless configured otherwise):
                             ``error`` set.
 ``GET /version``            the version as plain text.
 ``GET /healthz``            200 while the process serves.
-``GET /readyz``             200 once the cache is synced and, with leader election, only on the
-                            leader (so the Service sends kube-scheduler to the leader); else 503.
+``GET /readyz``             200 once the cache is synced and current and, with leader election,
+                            only on the leader (so the Service sends kube-scheduler to the
+                            leader); else 503.
 ``GET /metrics``            Prometheus text format.
 ``POST /mutate``            the admission webhook (`webhook`): AdmissionReview v1, 200, or 400 when
                             malformed. Served by every replica, leader or not, synced or not.
@@ -98,7 +101,8 @@ class ExtenderApp:
             prefix: URL prefix of the extender verbs (kube-scheduler's ``urlPrefix`` path).
             policy: GPU choice and node scoring, ``binpack`` (the original's) or ``spread``.
             max_request_bytes: larger request bodies get 413 without being read.
-            ready: whether to report ready (cache synced and, with leader election, leading).
+            ready: whether to report ready (cache synced and current and, with leader election,
+                leading).
             unavailable: why filter, prioritize and bind cannot be answered yet ("" when they
                 can): until the cache has synced, every node would look unknown.
             metrics: the Prometheus registry wrapper; a fresh one if not given.
@@ -144,13 +148,25 @@ class ExtenderApp:
     def too_large(self, path: str, length: int) -> Response:
         """The 413 reply for a body over the limit, in the shape of the verb's reply."""
         message = f"request body of {length} bytes exceeds the limit of {self.max_request_bytes} bytes"
-        verb = self._verb(path)
-        log.warning("rejected %s: %s", path, message)
+        return self.refuse(413, path, message)
+
+    def refuse(self, status: int, path: str, message: str, *, reason: str = "bad_request") -> Response:
+        """A reply refusing a request unread (too large, malformed headers, server busy), in the verb's shape.
+
+        Args:
+            status: the HTTP status (400, 413, 503).
+            path: the request path, to pick the reply's shape.
+            message: the one-line ``Error``.
+            reason: the bind-failure metric label, when the verb is bind.
+        """
+        verb = self._verb(path.split("?", 1)[0])
+        log.warning("refused %s with %d: %s", path, status, message)
+        headers: tuple[tuple[str, str], ...] = (("Retry-After", "1"),) if status == 503 else ()
         if verb == "filter":
-            return Response(413, wire.encode_filter_result(error=message))
+            return Response(status, wire.encode_filter_result(error=message), headers=headers)
         if verb == "bind":
-            self.metrics.bind_failed("bad_request")
-        return Response(413, wire.encode_json({"Error": message}))
+            self.metrics.bind_failed(reason)
+        return Response(status, wire.encode_json({"Error": message}), headers=headers)
 
     # --- routing -----------------------------------------------------------------------------------
 
@@ -183,22 +199,24 @@ class ExtenderApp:
         why = self.unavailable()
         if why:
             return Response(200, wire.encode_filter_result(error=why))
-        return Response(200, handlers.filter_nodes(body, self.state))
+        status, reply = handlers.filter_nodes(body, self.state)
+        return Response(status, reply)
 
     def _prioritize(self, body: bytes) -> Response:
         if self.unavailable():
             return Response(200, wire.encode_host_priorities([]))
-        reply, error = handlers.prioritize_nodes(body, self.state, self.policy)
+        status, reply, error = handlers.prioritize_nodes(body, self.state, self.policy)
         if error:
             log.info("prioritize: %s", error)
-        return Response(200, reply)
+        return Response(status, reply)
 
     def _bind(self, body: bytes) -> Response:
         try:
             args = wire.decode_binding_args(body)
         except wire.WireError as exc:
             self.metrics.bind_failed("bad_request")
-            return Response(200, wire.encode_binding_result(str(exc)))
+            status = 400 if isinstance(exc, wire.UnreadableBodyError) else 200
+            return Response(status, wire.encode_binding_result(str(exc)))
         why = self.unavailable()
         outcome = BindOutcome(why, "unavailable") if why else self.binder.bind(args)
         if outcome.error:
@@ -222,7 +240,7 @@ class ExtenderApp:
     def _readyz(self) -> Response:
         if self.ready():
             return Response(200, b"ok", TEXT)
-        return Response(503, b"not ready: cache not synced or not the leader", TEXT)
+        return Response(503, b"not ready: cache not synced or not current, or not the leader", TEXT)
 
     def _metrics(self) -> Response:
         body, content_type = self.metrics.exposition()

@@ -8,7 +8,14 @@ Three `kube.informer.Informer` threads (nodes; pods of all namespaces; ConfigMap
   the same name (new UID) replaces the old one;
 - node capacity and GPU-count changes take effect on the next filter;
 - dropped watches resume from the last resourceVersion, and after a 410 the informer re-lists and
-  reports the deletions it missed.
+  reports the deletions it missed;
+- an object that does not decode (a field of the wrong JSON type, say) is logged once per
+  version and skipped: the last copy that decoded stays counted, a pod never seen decodable is not
+  counted (neither its node nor its request can be read), and its deletion is still applied. A
+  value that decodes but does not parse counts as the records module says and is logged once; one
+  the parsers cannot hold at all (a 5,000-digit index) leaves the object's previous record in
+  place (none for a new one) and is logged once;
+- `current` says whether every informer's list or watch has worked recently (``/readyz``).
 
 `catch_up` is what a newly elected leader runs before it binds: it restarts the pod informer with a
 fresh list taken *after* the Lease was won, and drops every pod that list does not contain, so no
@@ -31,6 +38,8 @@ from kubectl_gpushare.kube.informer import Informer
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
 
 log = logging.getLogger("kubectl_gpushare.extender.cache")
+_WARNED_LIMIT = 10_000
+"""Distinct record warnings remembered (to log each once); the memory is cleared past this."""
 
 
 class ExtenderCache:
@@ -51,6 +60,8 @@ class ExtenderCache:
         """Set once nodes, pods and ConfigMaps have all been listed once."""
         self._lock = threading.Lock()
         self._resync_seen: set[str] | None = None
+        self._warned: set[str] = set()
+        self._warn_lock = threading.Lock()  # not self._lock: catch_up holds that while joining a thread
         self._nodes: Informer[Node] = Informer(
             client, types.NODES, on_add=self._node, on_update=lambda _old, new: self._node(new),
             on_delete=self._node_gone, page_size=page_size, name="extender-nodes")
@@ -92,6 +103,15 @@ class ExtenderCache:
         for informer in (pods, self._nodes, self._configmaps):
             informer.stop()
 
+    def stale_for(self) -> float:
+        """Seconds the least current informer has been failing to list or watch (0.0 when all work)."""
+        informers = (self._configmaps, self._nodes, self._pods)  # no lock: catch_up may hold it for seconds
+        return max(informer.stale_for() for informer in informers)
+
+    def current(self, max_stale: float) -> bool:
+        """Whether the cache has synced and no informer has been failing for ``max_stale`` seconds."""
+        return self.synced.is_set() and self.stale_for() < max_stale
+
     def catch_up(self, timeout: float = 60.0) -> None:
         """Re-list pods from scratch and drop any the fresh list lacks (run on winning the Lease).
 
@@ -122,8 +142,34 @@ class ExtenderCache:
 
     # --- callbacks (informer threads) --------------------------------------------------------------------
 
+    def _unreadable(self, what: str, exc: Exception) -> None:
+        """Log once that an object could not be turned into a record (its previous record stays)."""
+        warnings = records.Warnings()
+        detail = (str(exc) or type(exc).__name__).splitlines()[0][:200]
+        warnings.add(f"{what} cannot be read ({detail}); keeping what was counted for it")
+        self._warn_once(warnings)
+
+    def _warn_once(self, warnings: records.Warnings) -> None:
+        """Log each distinct problem a record builder reported, the first time only."""
+        if not warnings:
+            return
+        with self._warn_lock:
+            if len(self._warned) > _WARNED_LIMIT:
+                self._warned.clear()
+            new = [message for message in warnings.messages if message not in self._warned]
+            self._warned.update(new)
+        for message in new:
+            log.warning("%s", message)
+
     def _node(self, node: Node) -> None:
-        self.state.set_node(records.node_record(node))
+        warnings = records.Warnings()
+        try:
+            record = records.node_record(node, warnings=warnings)
+        except (ValueError, ArithmeticError) as exc:  # a value beyond what the parsers can hold
+            self._unreadable(f"node {node.metadata.name}", exc)
+            return
+        self._warn_once(warnings)
+        self.state.set_node(record)
 
     def _node_gone(self, node: Node) -> None:
         self.state.remove_node(node.metadata.name)
@@ -142,7 +188,14 @@ class ExtenderCache:
         seen = self._resync_seen
         if seen is not None:
             seen.add(pod.metadata.uid)
-        self.state.set_pod(records.pod_record(pod))
+        warnings = records.Warnings()
+        try:
+            record = records.pod_record(pod, warnings)
+        except (ValueError, ArithmeticError) as exc:  # a value beyond what the parsers can hold
+            self._unreadable(f"pod {pod.metadata.namespace}/{pod.metadata.name}", exc)
+            return
+        self._warn_once(warnings)
+        self.state.set_pod(record)
 
     def _pod_update(self, old: Pod, new: Pod) -> None:
         if old.metadata.uid != new.metadata.uid:

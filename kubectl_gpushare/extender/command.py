@@ -26,6 +26,8 @@ ENV_LEASE_NAME = "GPUSHARE_LEASE_NAME"
 ENV_TLS_CERT = "GPUSHARE_TLS_CERT_FILE"
 ENV_TLS_KEY = "GPUSHARE_TLS_PRIVATE_KEY_FILE"
 ENV_MAX_REQUEST_BYTES = "GPUSHARE_MAX_REQUEST_BYTES"
+ENV_MAX_CONNECTIONS = "GPUSHARE_MAX_CONNECTIONS"
+ENV_MAX_INFLIGHT_BYTES = "GPUSHARE_MAX_INFLIGHT_BYTES"
 ENV_LOG_LEVEL = "LOG_LEVEL"
 """The original extender's variable: debug, info, warn (its default) or error."""
 
@@ -70,6 +72,19 @@ def _port(value: str | int) -> int:
 @click.option("--max-request-bytes", envvar=ENV_MAX_REQUEST_BYTES, type=click.IntRange(min=1024),
               default=16 * 1024 * 1024, show_default=True, show_envvar=True,
               help="Larger request bodies are refused with 413.")
+@click.option("--max-connections", envvar=ENV_MAX_CONNECTIONS, type=click.IntRange(min=1), default=128,
+              show_default=True, show_envvar=True,
+              help="Open connections (a thread each); more are answered 503 and closed.")
+@click.option("--max-inflight-bytes", envvar=ENV_MAX_INFLIGHT_BYTES, type=click.IntRange(min=1024),
+              default=64 * 1024 * 1024, show_default=True, show_envvar=True,
+              help="Request body bytes read or handled at once; a body that finds no room within 5 s "
+                   "gets 503. At least --max-request-bytes.")
+@click.option("--idle-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="Seconds a keep-alive connection may wait for its next request.")
+@click.option("--read-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds a request may take to arrive in full once it has started.")
+@click.option("--cache-stale-after", type=click.FloatRange(min=1), default=30.0, show_default=True,
+              help="Seconds a failing list or watch may last before /readyz reports not ready.")
 @click.option("--bind-deadline", type=click.FloatRange(min=2, max=29), default=20.0, show_default=True,
               help="Seconds a bind may take (plus one request of at most a quarter of this); keep it below "
                    "kube-scheduler's extender httpTimeout (30 s).")
@@ -99,6 +114,11 @@ def serve_extender_command(
     tls_cert_file: str | None,
     tls_private_key_file: str | None,
     max_request_bytes: int,
+    max_connections: int,
+    max_inflight_bytes: int,
+    idle_timeout: float,
+    read_timeout: float,
+    cache_stale_after: float,
     bind_deadline: float,
     unknown_outcome_grace: float,
     log_format: str,
@@ -113,6 +133,7 @@ def serve_extender_command(
     require_daemon_modules("serve-extender", ["prometheus_client"])
     import ssl
 
+    from kubectl_gpushare.extender.httpd import Limits
     from kubectl_gpushare.extender.server import ServeConfig, serve
     from kubectl_gpushare.kube.config import load_config
     from kubectl_gpushare.kube.errors import KubeError
@@ -121,6 +142,8 @@ def serve_extender_command(
         raise click.UsageError("--tls-cert-file and --tls-private-key-file go together")
     if renew_deadline >= lease_duration:
         raise click.UsageError("--renew-deadline must be shorter than --lease-duration")
+    if max_inflight_bytes < max_request_bytes:
+        raise click.UsageError("--max-inflight-bytes must be at least --max-request-bytes")
     configure_logging(log_format, log_level)
     try:
         kube = load_config(kubeconfig, context, cluster, user, as_user, as_groups, request_timeout)
@@ -133,6 +156,9 @@ def serve_extender_command(
         lease_namespace=lease_namespace, lease_name=lease_name, lease_duration=lease_duration,
         renew_deadline=renew_deadline, retry_period=retry_period, tls_cert_file=tls_cert_file,
         tls_private_key_file=tls_private_key_file, max_request_bytes=max_request_bytes,
+        cache_stale_after=cache_stale_after,
+        limits=Limits(max_connections=max_connections, max_inflight_bytes=max_inflight_bytes,
+                      idle_timeout=idle_timeout, request_timeout=read_timeout),
         bind_deadline=bind_deadline, unknown_grace=unknown_outcome_grace,
         log_format="json" if log_format == "json" else "text",
     )

@@ -3,20 +3,82 @@
 Owns bytes on the wire only: reading a request with its Content-Length (refusing oversized bodies
 before reading them), writing the app's `Response`, keep-alive, and optional TLS for
 kube-scheduler's ``enableHTTPS``. Routing, replies and metrics are the app's.
+
+Every resource a client can hold is bounded (`Limits`): open connections (one thread each; past
+the cap a new connection gets 503 and is closed), request bodies being read or handled at once
+(a body that does not fit waits briefly, then gets 503 unread), the time a keep-alive connection
+may sit idle, and the time one request may take to arrive once it has started (a client trickling
+bytes is cut off). A request with two ``Content-Length`` headers is refused with 400, as it could
+be framed two ways.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import socket
 import ssl
 import sys
 import threading
+import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from kubectl_gpushare.extender.app import ExtenderApp, Response
 
 log = logging.getLogger("kubectl_gpushare.extender.httpd")
+
+_BUSY_BODY = b'{"Error":"too many connections; try again later"}'
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client, or all of them together, may hold of the server.
+
+    Attributes:
+        max_connections: open connections (each has a thread); more are answered 503 and closed.
+        max_inflight_bytes: request body bytes being read or handled at once, over all connections.
+        inflight_wait: seconds a body waits for room under ``max_inflight_bytes`` before a 503.
+        idle_timeout: seconds a connection may wait for the next request to start.
+        request_timeout: seconds a request may take to arrive in full once its first byte has.
+        (Defaults suit one kube-scheduler: it keeps a few keep-alive connections and sends one
+        filter or prioritize at a time, plus binds in parallel.)
+    """
+
+    max_connections: int = 128
+    max_inflight_bytes: int = 64 * 1024 * 1024
+    inflight_wait: float = 5.0
+    idle_timeout: float = 60.0
+    request_timeout: float = 30.0
+
+
+class _Budget:
+    """A pool of bytes that request bodies borrow while they are read and handled."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._used = 0
+        self._cond = threading.Condition()
+
+    def acquire(self, amount: int, timeout: float) -> bool:
+        """Borrow ``amount`` bytes, waiting up to ``timeout`` seconds for room; False if none came."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._used + amount > self.capacity:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or amount > self.capacity:
+                    return False
+                self._cond.wait(remaining)
+            self._used += amount
+            return True
+
+    def release(self, amount: int) -> None:
+        """Give back what `acquire` lent."""
+        with self._cond:
+            self._used -= amount
+            self._cond.notify_all()
 
 
 class _Server(ThreadingHTTPServer):
@@ -25,10 +87,40 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
     app: ExtenderApp
+    limits: Limits
+    budget: _Budget
+    connections: threading.BoundedSemaphore
+    tls: bool = False
 
     def handle_error(self, request: object, client_address: object) -> None:
         """Log a broken connection (TLS handshake failure, reset) in one line instead of a traceback."""
         log.debug("connection from %s failed: %s", client_address, sys.exc_info()[1])
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        """Start a handler thread, or answer 503 and close when every connection slot is taken."""
+        if not self.connections.acquire(blocking=False):
+            log.warning("refused a connection from %s: %d connections open", client_address,
+                        self.limits.max_connections)
+            if not self.tls:  # TLS has not shaken hands yet: there is no channel to answer on
+                try:
+                    request.setblocking(False)
+                    request.send(_BUSY)
+                except OSError:
+                    pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.connections.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        """Handle one connection and give its slot back, however it ends."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.connections.release()
 
 
 class _Server6(_Server):
@@ -39,43 +131,99 @@ def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
+class _DeadlineReader(io.RawIOBase):
+    """The connection's read side, with the idle timeout between requests and a deadline within one.
+
+    Socket timeouts bound each read only; a client sending a byte every few seconds would hold its
+    thread forever. Here the first bytes of a request start a clock (`start_request` resets it).
+    """
+
+    def __init__(self, sock: socket.socket, limits: Limits) -> None:
+        super().__init__()
+        self._sock = sock
+        self._limits = limits
+        self._deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def start_request(self) -> None:
+        """Forget the previous request's deadline: the next bytes start a new one."""
+        self._deadline = None
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self._deadline is None:
+            self._sock.settimeout(self._limits.idle_timeout)
+        else:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("request took too long to arrive")
+            self._sock.settimeout(min(remaining, self._limits.idle_timeout))
+        count = self._sock.recv_into(buffer)
+        if count and self._deadline is None:
+            self._deadline = time.monotonic() + self._limits.request_timeout
+        return count
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     server_version = "kubectl-gpushare-extender"
     sys_version = ""
-    timeout = 60  # an idle keep-alive connection is closed after this many seconds
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the client's delayed
     # ACK adds ~40 ms to every keep-alive reply.
     disable_nagle_algorithm = True
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # only drops the makefile's reference; the socket stays open
+        self._reader = _DeadlineReader(self.connection, self.server.limits)
+        self.rfile = io.BufferedReader(self._reader, 64 * 1024)
+
+    def handle_one_request(self) -> None:
+        self._reader.start_request()
+        super().handle_one_request()
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
         """Silence the per-request access log; the app logs what matters."""
 
     def _serve(self) -> None:
         app = self.server.app
-        length_header = self.headers.get("Content-Length")
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
                        close=True)
             return
-        try:
-            length = int(length_header) if length_header else 0
-            if length < 0:
-                raise ValueError
-        except ValueError:
-            self._send(Response(400, b'{"Error":"invalid Content-Length"}'), close=True)
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(lengths) > 1:
+            self._send(app.refuse(400, self.path, "more than one Content-Length header"), close=True)
             return
+        text = lengths[0].strip() if lengths else "0"
+        if not (text.isascii() and text.isdigit()):
+            self._send(app.refuse(400, self.path, "invalid Content-Length"), close=True)
+            return
+        length = int(text)
         if length > app.max_request_bytes:
             self._send(app.too_large(self.path, length), close=True)
             return
-        body = self.rfile.read(length) if length else b""
-        if len(body) < length:
-            self.close_connection = True
+        budget = self.server.budget
+        if length and not budget.acquire(length, self.server.limits.inflight_wait):
+            self._send(app.refuse(503, self.path, "too many request bytes in flight; try again later",
+                                  reason="busy"), close=True)
             return
-        self._send(app.handle(self.command, self.path, body))
+        try:
+            body = self.rfile.read(length) if length else b""
+            if len(body) < length:
+                self.close_connection = True
+                return
+            response = app.handle(self.command, self.path, body)
+            del body
+        finally:
+            if length:
+                budget.release(length)
+        self._send(response)
 
     def _send(self, response: Response, close: bool = False) -> None:
+        self.connection.settimeout(self.server.limits.idle_timeout)  # a client that does not read
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))
@@ -98,6 +246,7 @@ def start_http_server(
     *,
     tls_cert_file: str | None = None,
     tls_key_file: str | None = None,
+    limits: Limits | None = None,
 ) -> tuple[ThreadingHTTPServer, threading.Thread]:
     """Serve ``app`` on ``host:port`` in a daemon thread; the caller owns the shutdown.
 
@@ -107,6 +256,7 @@ def start_http_server(
         port: TCP port, 0 for any free port (read it back from ``server.server_address``).
         tls_cert_file: PEM certificate (chain) for HTTPS; both TLS files or neither.
         tls_key_file: PEM private key for HTTPS.
+        limits: connection, body-bytes and time bounds; `Limits` defaults when None.
 
     Returns:
         The server and its thread; stop with ``shutdown()``, ``server_close()``, ``join()``.
@@ -118,6 +268,9 @@ def start_http_server(
     server_class = _Server6 if _family(host) == socket.AF_INET6 else _Server
     httpd = server_class((host, port), _Handler)
     httpd.app = app
+    httpd.limits = limits or Limits()
+    httpd.budget = _Budget(httpd.limits.max_inflight_bytes)
+    httpd.connections = threading.BoundedSemaphore(httpd.limits.max_connections)
     if tls_cert_file and tls_key_file:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -128,6 +281,7 @@ def start_http_server(
             raise
         # The handshake runs in the handler thread on first read, so a slow client cannot stall accept().
         httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+        httpd.tls = True
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.2},
                               name="extender-http", daemon=True)
     thread.start()

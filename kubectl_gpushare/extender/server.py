@@ -4,8 +4,9 @@
 ``ready`` once the socket accepts connections, and on the way out releases the Lease (so the other
 replica takes over at once), stops the server, its threads and the watches, in that order.
 
-Kubernetes readiness (``/readyz``) is stricter than ``ready``: the cache must have synced and,
-with leader election, this replica must lead.
+Kubernetes readiness (``/readyz``) is stricter than ``ready``: the cache must have synced and be
+current (no list or watch failing for ``cache_stale_after`` seconds) and, with leader election,
+this replica must lead.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Literal
 from kubectl_gpushare.extender.app import DEFAULT_MAX_REQUEST_BYTES, ExtenderApp
 from kubectl_gpushare.extender.binder import DEFAULT_DEADLINE, DEFAULT_UNKNOWN_GRACE, Binder
 from kubectl_gpushare.extender.cache import ExtenderCache
-from kubectl_gpushare.extender.httpd import start_http_server
+from kubectl_gpushare.extender.httpd import Limits, start_http_server
 from kubectl_gpushare.extender.kubeapi import KubeApi
 from kubectl_gpushare.extender.leader import LeaderConfig, LeaderElector
 from kubectl_gpushare.extender.metrics import ExtenderMetrics
@@ -53,13 +54,18 @@ class ServeConfig:
     tls_cert_file: str | None = None
     tls_private_key_file: str | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    cache_stale_after: float = 30.0
+    """Seconds a failing list or watch may last before ``/readyz`` reports not ready."""
+    limits: Limits = field(default_factory=Limits)
+    """Connections, request bytes in flight, idle and read time (see `httpd.Limits`)."""
     bind_deadline: float = DEFAULT_DEADLINE
     unknown_grace: float = DEFAULT_UNKNOWN_GRACE
     log_format: Literal["text", "json"] = "text"
 
     def effective(self) -> str:
         """The settings as one JSON line for the start-up log (no credentials: the kube config is left out)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "kube"}
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("kube", "limits")}
+        values.update({f.name: getattr(self.limits, f.name) for f in fields(self.limits)})
         values["api_server"] = self.kube.server if self.kube is not None else None
         return json.dumps(values, sort_keys=True)
 
@@ -131,11 +137,11 @@ def serve(
 
     app = ExtenderApp(
         state, binder, prefix=cfg.url_prefix, policy=cfg.policy, max_request_bytes=cfg.max_request_bytes,
-        ready=lambda: cache.synced.is_set() and is_leader(), unavailable=unavailable,
+        ready=lambda: cache.current(cfg.cache_stale_after) and is_leader(), unavailable=unavailable,
         metrics=ExtenderMetrics(state, is_leader),
     )
     httpd, thread = start_http_server(app, cfg.bind_address, cfg.port, tls_cert_file=cfg.tls_cert_file,
-                                      tls_key_file=cfg.tls_private_key_file)
+                                      tls_key_file=cfg.tls_private_key_file, limits=cfg.limits)
     port = int(httpd.server_address[1])
     scheme = "https" if cfg.tls_cert_file else "http"
     log.info("extender listening on %s://%s:%d%s", scheme, cfg.bind_address, port, app.prefix)

@@ -28,6 +28,8 @@ from kubectl_gpushare.ledger import PENDING, Ledger, NodeRecord, PodRecord, Poli
 
 _NOT_GPUSHARE = -(1 << 62)
 """Marker in the max-free table for a node without gpu-mem capacity."""
+_INVALID = -(1 << 61)
+"""Marker in the max-free table for a node whose GPUs cannot be accounted (see `_node_max_free`)."""
 _MISSING = -(1 << 63)
 """Below every max-free value: what an unknown node compares as."""
 
@@ -86,6 +88,7 @@ class ExtenderState:
         self._max_free: dict[str, int] = {}
         self._scores: dict[str, dict[tuple[int, str], int]] = {}
         self._dirty: set[str] = set()
+        self._invalid: dict[str, str] = {}
 
     # --- updates (watch events) ------------------------------------------------------------------
 
@@ -241,24 +244,40 @@ class ExtenderState:
     # --- queries ---------------------------------------------------------------------------------
 
     def _refresh(self) -> None:
+        """Recompute the max-free entry of every node an event touched.
+
+        A node whose data cannot be accounted (too many GPUs, or anything else that raises) is
+        marked invalid with its reason; it fails every filter, and every other node is answered as
+        usual. The dirty set is always cleared, so one bad node cannot fail every later request.
+        """
         if not self._dirty:
             return
-        for name in self._dirty:
+        dirty, self._dirty = self._dirty, set()
+        for name in dirty:
             self._scores.pop(name, None)
-            mem, _ = self.ledger.gpu_mem_and_count(name)
+            self._invalid.pop(name, None)
             if name not in self._raw_nodes:
                 self._max_free.pop(name, None)
-            elif mem <= 0:
-                self._max_free[name] = _NOT_GPUSHARE
-            else:
-                self._max_free[name] = max(self.ledger.free(name).values(), default=-1)
-        self._dirty.clear()
+                continue
+            try:
+                self._max_free[name] = self._node_max_free(name)
+            except Exception as exc:  # noqa: BLE001 - one node's data must not break the others
+                self._max_free[name] = _INVALID
+                self._invalid[name] = f"node {name} cannot be used for GPU share: {exc or type(exc).__name__}"
+
+    def _node_max_free(self, name: str) -> int:
+        mem, count = self.ledger.gpu_mem_and_count(name)
+        if mem <= 0:
+            return _NOT_GPUSHARE
+        if count > protocol.MAX_GPUS_PER_NODE:
+            raise ValueError(f"{protocol.RESOURCE_COUNT} is {count}, more than {protocol.MAX_GPUS_PER_NODE}")
+        return max(self.ledger.free(name).values(), default=-1)
 
     def fits_one(self, name: str, request: int) -> str | None:
         """Why a pod of ``request`` does not fit on a node (the original's reason), or None."""
         with self.lock:
             self._refresh()
-            return _reason(name, self._max_free.get(name), request)
+            return self._invalid.get(name) or _reason(name, self._max_free.get(name), request)
 
     def filter(self, names: list[str], request: int) -> tuple[list[str], dict[str, str]]:
         """Split candidate nodes into those with one GPU that fits and the rest with reasons."""
@@ -268,8 +287,9 @@ class ExtenderState:
             passed = [name for name in names if get(name, _MISSING) >= request]
             failed: dict[str, str] = {}
             if len(passed) != len(names):
+                invalid = self._invalid.get
                 failed = {
-                    name: _reason(name, get(name), request) or protocol.REASON_INSUFFICIENT
+                    name: invalid(name) or _reason(name, get(name), request) or protocol.REASON_INSUFFICIENT
                     for name in names
                     if get(name, _MISSING) < request
                 }
@@ -286,7 +306,7 @@ class ExtenderState:
         with self.lock:
             self._refresh()
             for name in names:
-                if name not in self._raw_nodes:
+                if name not in self._raw_nodes or name in self._invalid:
                     result.append((name, 0))
                     continue
                 cached = self._scores.setdefault(name, {})
@@ -303,15 +323,21 @@ class ExtenderState:
             KeyError: ``name`` is not a known node.
         """
         with self.lock:
+            self._refresh()
             if name is not None:
                 if name not in self._raw_nodes:
                     raise KeyError(name)
                 names = [name]
             else:
-                names = [n for n in sorted(self._raw_nodes) if self.ledger.gpu_mem_and_count(n)[0] > 0]
+                names = [n for n in sorted(self._raw_nodes) if self._is_gpu_node(n)]
             return [self._inspect_node(n) for n in names]
 
+    def _is_gpu_node(self, name: str) -> bool:
+        return self.ledger.gpu_mem_and_count(name)[0] > 0 and name not in self._invalid
+
     def _inspect_node(self, name: str) -> dict[str, Any]:
+        if name in self._invalid:
+            return {"name": name, "totalGPU": 0, "usedGPU": 0, "devs": [], "error": self._invalid[name]}
         usage = self.ledger.usage(name)
         devs = [
             {
@@ -329,10 +355,11 @@ class ExtenderState:
     def gauges(self) -> list[tuple[str, tuple[int, ...], dict[int, int]]]:
         """Per GPU node: name, per-GPU totals, per-GPU used (for the metrics scrape)."""
         with self.lock:
+            self._refresh()
             return [
                 (name, self.ledger.gpu_totals(name), self.ledger.used(name))
                 for name in sorted(self._raw_nodes)
-                if self.ledger.gpu_mem_and_count(name)[0] > 0
+                if self._is_gpu_node(name)
             ]
 
     def counts(self) -> tuple[int, int]:

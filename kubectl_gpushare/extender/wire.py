@@ -7,33 +7,46 @@ case-insensitively, as Go's decoder reads them, so pre-1.16 schedulers that send
 ``podName`` work too.
 
 This module owns the byte format only: no ledger, no I/O. Malformed input raises `WireError` with
-a one-line message that the app sends back in the verb's ``Error`` field.
+a one-line message that the app sends back in the verb's ``Error`` field; a body that is not UTF-8
+JSON at all, or nests too deep for the decoder's stack, raises `UnreadableBodyError` (the app answers 400).
+The pod is decoded once, straight into `kube.types.Pod`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 
-_decode_json = msgspec.json.Decoder().decode
-_encode_json = msgspec.json.Encoder().encode
+from kubectl_gpushare.kube.types import Pod
 
+_decode_top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_decode_json = msgspec.json.Decoder().decode
+_decode_pod = msgspec.json.Decoder(Pod).decode
+_decode_names = msgspec.json.Decoder(list[str] | None).decode
+_encode_json = msgspec.json.Encoder().encode
+_T = TypeVar("_T")
 
 class WireError(ValueError):
     """A request body that is not a valid extender request; the message is the reply's Error."""
+
+
+class UnreadableBodyError(WireError):
+    """A body that is not UTF-8 JSON, or nests too deep to read safely: answered with 400."""
 
 
 class ExtenderArgs(msgspec.Struct, frozen=True):
     """Body of filter and prioritize: the pod, and the candidate nodes in one of two forms.
 
     Attributes:
-        pod: the full v1.Pod as JSON.
+        pod: the v1.Pod, decoded into the fields gpushare reads.
         node_names: candidate names (``nodeCacheCapable: true``), else None.
-        nodes: candidate v1.Node objects (``nodeCacheCapable: false``), else None.
+        nodes: candidate v1.Node objects (``nodeCacheCapable: false``), else None; kept as JSON
+            because the reply echoes the passing ones back.
     """
 
-    pod: dict[str, Any]
+    pod: Pod
     node_names: list[str] | None
     nodes: list[dict[str, Any]] | None
 
@@ -53,17 +66,34 @@ class BindingArgs(msgspec.Struct, frozen=True):
     node: str
 
 
-def _lower_keys(body: bytes) -> dict[str, Any]:
-    """Decode a JSON object and lower-case its top-level keys, as Go's case-insensitive match does."""
+def _guarded(decode: Callable[[bytes], _T], data: bytes) -> _T:
+    """Run one decoder, turning a nesting too deep for the C decoder's stack into `UnreadableBodyError`."""
+    try:
+        return decode(data)
+    except RecursionError:
+        raise UnreadableBodyError("request body nests too deep to read") from None
+
+
+def _lower_keys(body: bytes) -> dict[str, msgspec.Raw]:
+    """Decode a JSON object's top level and lower-case its keys, as Go's case-insensitive match does.
+
+    Raises:
+        UnreadableBodyError: the body is not UTF-8 or nests too deep.
+        WireError: the body is empty, not JSON, or not an object.
+    """
     if not body or not body.strip():
         raise WireError("empty request body")
     try:
-        raw = _decode_json(body)
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableBodyError(f"request body is not UTF-8 (byte {exc.start})") from None
+    try:
+        raw = _guarded(_decode_top, body)
+    except msgspec.ValidationError:
+        raise WireError("request body is not a JSON object") from None
     except msgspec.DecodeError as exc:
         raise WireError(f"malformed JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise WireError("request body is not a JSON object")
-    return {str(key).lower(): value for key, value in raw.items()}
+    return {key.lower(): value for key, value in raw.items()}
 
 
 def _node_name(node: Any) -> str:
@@ -74,24 +104,39 @@ def _node_name(node: Any) -> str:
     raise WireError("a node in Nodes.items has no metadata.name")
 
 
+def _pod_key(raw: msgspec.Raw) -> str:
+    """``namespace/name`` of a pod that did not decode, best effort, for the error message."""
+    try:
+        meta = _decode_json(raw).get("metadata") or {}
+        return f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
+    except (msgspec.DecodeError, AttributeError):
+        return "?"
+
+
 def decode_extender_args(body: bytes) -> ExtenderArgs:
     """Read an ExtenderArgs body (filter, prioritize).
 
     Raises:
-        WireError: the body is empty, not JSON, has no pod, or has neither NodeNames nor Nodes.
+        UnreadableBodyError: the body is not UTF-8 or nests too deep.
+        WireError: the body is empty, not JSON, has no pod (or one that is not a v1.Pod), or has
+            neither NodeNames nor Nodes.
     """
     raw = _lower_keys(body)
-    pod = raw.get("pod")
-    if not isinstance(pod, dict):
+    pod_raw = raw.get("pod")
+    if pod_raw is None or bytes(pod_raw).strip() == b"null":
         raise WireError("arg or pod is nil")
-    names = raw.get("nodenames")
-    nodes = raw.get("nodes")
-    if names is not None:
+    try:
+        pod = _guarded(_decode_pod, pod_raw)
+    except msgspec.DecodeError as exc:
+        raise WireError(f"pod {_pod_key(pod_raw)} is not a valid v1.Pod: {exc}") from None
+    names: list[str] | None = None
+    if "nodenames" in raw:
         try:
-            names = msgspec.convert(names, list[str])
-        except msgspec.ValidationError:
+            names = _guarded(_decode_names, raw["nodenames"])
+        except msgspec.DecodeError:
             raise WireError("NodeNames is not a list of strings") from None
     items: list[dict[str, Any]] | None = None
+    nodes = _guarded(_decode_json, raw["nodes"]) if "nodes" in raw else None
     if nodes is not None:
         if not isinstance(nodes, dict) or not isinstance(nodes.get("items") or [], list):
             raise WireError("Nodes is not a v1.NodeList")
@@ -113,7 +158,7 @@ def decode_binding_args(body: bytes) -> BindingArgs:
     fields = {}
     for key, label in (("podname", "PodName"), ("podnamespace", "PodNamespace"), ("poduid", "PodUID"),
                        ("node", "Node")):
-        value = raw.get(key)
+        value = _guarded(_decode_json, raw[key]) if key in raw else None
         if not isinstance(value, str) or not value:
             raise WireError(f"{label} is missing or not a string")
         fields[key] = value

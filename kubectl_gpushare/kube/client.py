@@ -27,6 +27,7 @@ from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube._transport import Transport
 from kubectl_gpushare.kube.config import ClientConfig
 from kubectl_gpushare.kube.errors import Conflict, Expired, KubeError
+from kubectl_gpushare.kube.lenient import Undecodable, describe
 from kubectl_gpushare.kube.retry import READ_POLICY, RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, LeaseSpec, Node, ObjectReference, Pod
 from kubectl_gpushare.kube.watch import Watch
@@ -165,6 +166,7 @@ class Client:
         resource_version: str | None = None,
         allow_inconsistent: bool = False,
         on_skip: Callable[[str], None] | None = None,
+        on_undecodable: Callable[[Undecodable], object] | None = None,
     ) -> Iterator[Any]:
         """Yield a kind's list one decoded page at a time (``limit`` + ``continue``).
 
@@ -182,6 +184,8 @@ class Client:
             allow_inconsistent: when the continue token expires (410) mid-list, carry on with the
                 inconsistent-continue token the server offers instead of raising.
             on_skip: called with one line per item left out; None logs a warning.
+            on_undecodable: also called with each item left out, by key and resourceVersion (the
+                informer keeps its last good copy of such an object).
 
         Raises:
             Expired: the snapshot expired mid-list (start over), unless ``allow_inconsistent``.
@@ -221,7 +225,8 @@ class Client:
                 raise
             token = types.LIST_META_DECODER.decode(data).metadata.continue_
             pending = _in_background(fetch, token) if token and self.prefetch else None
-            yield types.decode_page(k, data, on_skip or _log_skip)
+            on_raw = None if on_undecodable is None else (lambda raw, exc: on_undecodable(describe(k, raw, exc)))
+            yield types.decode_page(k, data, on_skip or _log_skip, on_raw=on_raw)
             if not token:
                 return
 

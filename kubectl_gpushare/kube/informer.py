@@ -7,6 +7,12 @@ adds, updates and deletes that reconcile the cache with the new list (so nothing
 while the watch was down is kept); back off with jitter on errors. `Informer.synced` is set once
 the first list has been delivered; `Informer.relist` forces the same reconciliation on demand.
 
+One object that does not decode as its kind (`kube.lenient.Undecodable`) never stops the informer:
+in a list or a watch event it is reported once per resourceVersion to ``on_undecodable`` (logged
+by default), the cache keeps the last copy of that object that did decode (none if it never did),
+and a deletion of it is still honoured. `Informer.stale_for` says how long the cache has not been
+known to be current (list or watch failing), for readiness checks.
+
 Differences from client-go, on purpose: no periodic resync (a re-list happens only when needed),
 updates are emitted only when the resourceVersion changed, and objects are keyed by
 ``namespace/name`` (a re-created object arrives as an update whose uid changed).
@@ -27,15 +33,22 @@ from typing import Any, Final, Generic, TypeVar
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Expired, KubeError
+from kubectl_gpushare.kube.lenient import Undecodable
 from kubectl_gpushare.kube.retry import RetryPolicy, backoff_delay
 from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, Node, Pod
-from kubectl_gpushare.kube.watch import Watch
+from kubectl_gpushare.kube.watch import UndecodableEventError, Watch
 
 T = TypeVar("T", Pod, Node, ConfigMap, Lease, Event)
 log = logging.getLogger(__name__)
 
 ERROR_BACKOFF: Final = RetryPolicy(attempts=1_000_000, base=0.5, cap=30.0, jitter=0.5, deadline=None)
 """Delays between failed list or watch attempts: 0.5 s doubling to 30 s, reset after a success."""
+_REPORTED_LIMIT: Final = 10_000
+"""How many (key, resourceVersion) pairs of undecodable objects are remembered to report each once."""
+
+
+def _ignore(_message: str) -> None:
+    pass
 
 
 def object_key(obj: Any) -> str:
@@ -56,6 +69,8 @@ class Informer(Generic[T]):
         on_add: called with each new object.
         on_update: called with (old, new) when an object's resourceVersion changed.
         on_delete: called with the last known state of a removed object.
+        on_undecodable: called once per key and resourceVersion with an object that does not
+            decode as the kind; None logs a warning instead.
         page_size: items per list page.
         watch_timeout: seconds after which the server ends each watch (it is then resumed);
             jittered up to +50% so many informers do not reconnect together.
@@ -78,6 +93,7 @@ class Informer(Generic[T]):
         on_add: Callable[[T], object] | None = None,
         on_update: Callable[[T, T], object] | None = None,
         on_delete: Callable[[T], object] | None = None,
+        on_undecodable: Callable[[Undecodable], object] | None = None,
         page_size: int = 500,
         watch_timeout: int = 300,
         name: str | None = None,
@@ -90,6 +106,7 @@ class Informer(Generic[T]):
         self.on_add: Callable[[T], object] | None = on_add
         self.on_update: Callable[[T, T], object] | None = on_update
         self.on_delete: Callable[[T], object] | None = on_delete
+        self.on_undecodable: Callable[[Undecodable], object] = on_undecodable or self._log_undecodable
         self.page_size = page_size
         self.watch_timeout = watch_timeout
         self.name = name or f"informer-{kind.plural}"
@@ -98,6 +115,10 @@ class Informer(Generic[T]):
         self.lists = 0
         """How many full lists were made (1 + re-lists after 410 or errors): for tests and metrics."""
         self.last_error: KubeError | None = None
+        self.undecodable = 0
+        """How many distinct (key, resourceVersion) objects did not decode: for tests and metrics."""
+        self._reported: set[tuple[str, str]] = set()
+        self._failing_since: float | None = None
         self._store: dict[str, T] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -137,7 +158,9 @@ class Informer(Generic[T]):
             timeout: seconds to wait for the list to be delivered; None waits as long as it takes.
 
         Returns:
-            True once a list that started after this call has been delivered; False on timeout.
+            True once a list that started after this call has been delivered; False on timeout
+            or when the informer stops first. A list that fails is retried (with back-off) until
+            one is delivered.
         """
         done = threading.Event()
         with self._lock:
@@ -147,7 +170,11 @@ class Informer(Generic[T]):
         watch = self._watch
         if watch is not None:
             watch.close()
-        return done.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not done.wait(0.1 if deadline is None else max(0.0, min(0.1, deadline - time.monotonic()))):
+            if self._stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                return done.is_set()
+        return True
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         """Block until the first list is delivered; False on timeout."""
@@ -163,6 +190,14 @@ class Informer(Generic[T]):
     def watching(self) -> bool:
         """Whether a watch stream is open right now (False while listing or backing off)."""
         return self._watch is not None
+
+    def stale_for(self) -> float:
+        """Seconds since list or watch started failing without a success since; 0.0 while current.
+
+        An informer that has not listed yet is stale from its start.
+        """
+        since = self._failing_since
+        return 0.0 if since is None else time.monotonic() - since
 
     @property
     def running(self) -> bool:
@@ -200,6 +235,7 @@ class Informer(Generic[T]):
     def _run(self) -> None:
         failures = 0
         need_list = True
+        self._failing_since = time.monotonic()
         while not self._stop.is_set():
             try:
                 if need_list or self._relist_requested.is_set():
@@ -215,17 +251,46 @@ class Informer(Generic[T]):
             except Expired as error:
                 log.info("%s: %s; listing again", self.name, error)
                 need_list = True
+            except UndecodableEventError as error:
+                self._failing()
+                self.last_error = error
+                failures += 1
+                delay = backoff_delay(failures, ERROR_BACKOFF)
+                log.warning("%s: %s; listing again in %.1fs", self.name, error, delay)
+                need_list = True
+                self._pause(delay)
             except KubeError as error:
+                self._failing()
                 self.last_error = error
                 failures += 1
                 delay = backoff_delay(failures, ERROR_BACKOFF, error)
                 log.warning("%s: %s; retrying in %.1fs", self.name, error, delay)
                 self._pause(delay)
             except Exception:  # a bug must not silently kill a daemon's cache
+                self._failing()
                 failures += 1
                 log.exception("%s: unexpected error; listing again", self.name)
                 need_list = True
                 self._pause(backoff_delay(failures, ERROR_BACKOFF))
+
+    def _failing(self) -> None:
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+
+    def _log_undecodable(self, item: Undecodable) -> None:
+        log.warning("%s: %s %s (resourceVersion %s) does not decode; keeping its last good copy: %s",
+                    self.name, item.kind, item.key or "?", item.resource_version or "?", item.error)
+
+    def _report(self, item: Undecodable) -> None:
+        """Pass an undecodable object on once per key and version (a watch resumed past it repeats it)."""
+        seen = (item.key, item.resource_version)
+        if seen in self._reported:
+            return
+        if len(self._reported) >= _REPORTED_LIMIT:
+            self._reported.clear()
+        self._reported.add(seen)
+        self.undecodable += 1
+        self._emit(self.on_undecodable, item)
 
     def _pause(self, seconds: float) -> None:
         """Back off, but wake at once for `stop` or `relist`."""
@@ -234,24 +299,42 @@ class Informer(Generic[T]):
             self._wake.clear()
 
     def _list(self) -> None:
+        # The waiters are answered only once this list is delivered; if it fails they stay queued
+        # (and the request stays set) for the next attempt.
         with self._lock:
             self._relist_requested.clear()
             if not self._stop.is_set():
                 self._wake.clear()
-            waiters, self._relist_waiters = self._relist_waiters, []
-        items, version = self.client.list_all(
-            self.kind,
-            self.namespace,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
-            page_size=self.page_size,
-        )
+            waiters = list(self._relist_waiters)
+        bad: list[Undecodable] = []
+        try:
+            items, version = self.client.list_all(
+                self.kind,
+                self.namespace,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                page_size=self.page_size,
+                on_skip=_ignore,  # reported once per version by `_report` instead
+                on_undecodable=bad.append,
+            )
+        except BaseException:
+            if waiters:
+                self._relist_requested.set()
+            raise
         if self._stop.is_set():
             return
         self.lists += 1
         fresh: dict[str, T] = {object_key(item): item for item in items}
         with self._lock:
+            for undecodable in bad:  # keep the last copy that decoded, if any
+                key = undecodable.key
+                if key and key not in fresh and key in self._store:
+                    fresh[key] = self._store[key]
             old, self._store = self._store, fresh
+            self._relist_waiters = [w for w in self._relist_waiters if w not in waiters]
+        self._failing_since = None
+        for undecodable in bad:
+            self._report(undecodable)
         self._resource_version = version
         for key, item in fresh.items():
             previous = old.get(key)
@@ -278,6 +361,7 @@ class Informer(Generic[T]):
             timeout_seconds=timeout,
         )
         self._watch = watch
+        self._failing_since = None
         count = 0
         try:
             # Checked after publishing the watch, so a concurrent stop() or relist() either sees it
@@ -296,6 +380,9 @@ class Informer(Generic[T]):
 
     def _apply(self, event: types.WatchEvent[Any]) -> None:
         obj = event.object
+        if isinstance(obj, Undecodable):
+            self._apply_undecodable(event.type, obj)
+            return
         version = obj.metadata.resource_version
         if event.type == "BOOKMARK":
             if version:
@@ -317,6 +404,18 @@ class Informer(Generic[T]):
                 self._emit(self.on_delete, obj)
         if version:
             self._resource_version = version
+
+    def _apply_undecodable(self, event_type: str, item: Undecodable) -> None:
+        """Keep the last good copy of an object that no longer decodes; honour its deletion."""
+        if event_type == "DELETED" and item.key:
+            with self._lock:
+                previous = self._store.pop(item.key, None)
+            if previous is not None:
+                self._emit(self.on_delete, previous)
+        elif event_type != "BOOKMARK":
+            self._report(item)
+        if item.resource_version:
+            self._resource_version = item.resource_version
 
     def _emit(self, callback: Callable[..., object] | None, *args: Any) -> None:
         if callback is None:

@@ -460,8 +460,16 @@ def describe_raw(kind: str, raw: bytes | msgspec.Raw) -> str:
     return f"{kind.lower()} {where[:253]}"
 
 
-def decode_page(kind: Kind[ItemT], data: bytes, on_skip: Callable[[str], None]) -> Any:
+def decode_page(
+    kind: Kind[ItemT],
+    data: bytes,
+    on_skip: Callable[[str], None],
+    on_raw: Callable[[msgspec.Raw, Exception], object] | None = None,
+) -> Any:
     """Decode one list page, skipping (and reporting) the items that do not decode.
+
+    ``on_skip`` gets one line per skipped item; ``on_raw``, if given, gets the item itself and the
+    error, for callers that need more than a message (its key, its resourceVersion).
 
     The whole page is decoded at once (msgspec's fast path); only when that fails is it decoded item
     by item, so one malformed object never hides the rest of the list from any face.
@@ -480,5 +488,7 @@ def decode_page(kind: Kind[ItemT], data: bytes, on_skip: Callable[[str], None]) 
             items.append(kind.item_decoder.decode(item))
         except msgspec.ValidationError as exc:
             on_skip(f"{describe_raw(kind.kind, item)}: cannot be decoded ({str(exc)[:200]}); skipped")
+            if on_raw is not None:
+                on_raw(item, exc)
     page_type: Any = kind.list_decoder.type
     return page_type(metadata=raw.metadata, items=tuple(items))

@@ -2,7 +2,10 @@
 
 The API server sends one JSON object per line: ``{"type": "ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK"|
 "ERROR", "object": {...}}``. Each object is decoded with its kind's Struct decoder; an ERROR line
-carries a ``Status`` and is raised (410 as `Expired`, so the caller re-lists).
+carries a ``Status`` and is raised (410 as `Expired`, so the caller re-lists). An object that does
+not decode as its kind arrives as an event whose object is a `kube.lenient.Undecodable` (its key
+and version), so one bad object does not end the stream; a line that is not a watch event at all
+raises `UndecodableEventError`.
 
 This module owns reading and closing the stream. Opening it (URL, headers, auth) is
 `kube.client.Client.watch`; resuming and re-listing is `kube.informer`.
@@ -20,9 +23,14 @@ import msgspec
 
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.errors import KubeError, Unreachable, api_error
+from kubectl_gpushare.kube.lenient import Undecodable, describe
 from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, Node, Pod, WatchEvent
 
 T = TypeVar("T", Pod, Node, ConfigMap, Lease, Event)
+
+
+class UndecodableEventError(KubeError):
+    """A watch line that is not a watch event at all; the stream cannot be trusted past it (re-list)."""
 
 
 class Watch(Generic[T]):
@@ -30,7 +38,7 @@ class Watch(Generic[T]):
 
     The stream ends when the server closes it (``timeoutSeconds``), on `close`, or by raising:
     `Expired` for a 410 ERROR event (re-list), another `ApiError` for other ERROR events,
-    `Unreachable` if the connection breaks, `KubeError` for an undecodable line.
+    `Unreachable` if the connection breaks, `UndecodableEventError` for a line that is not an event.
     """
 
     def __init__(self, kind: Kind[Any], connection: http.client.HTTPConnection, response: http.client.HTTPResponse):
@@ -39,7 +47,7 @@ class Watch(Generic[T]):
         self._response = response
         self._closed = threading.Event()
 
-    def __iter__(self) -> Iterator[WatchEvent[T]]:
+    def __iter__(self) -> Iterator[WatchEvent[T] | WatchEvent[Undecodable]]:
         decoder = self.kind.item_decoder
         try:
             while not self._closed.is_set():
@@ -59,9 +67,12 @@ class Watch(Generic[T]):
                     if raw.type == "ERROR":
                         status = types.STATUS_DECODER.decode(raw.object)
                         raise api_error(status.code or 500, status.reason, status.message)
-                    event: WatchEvent[T] = WatchEvent(raw.type, decoder.decode(raw.object))
                 except msgspec.DecodeError as exc:
-                    raise KubeError(f"watch of {self.kind.plural}: undecodable event: {exc}") from None
+                    raise UndecodableEventError(f"watch of {self.kind.plural}: undecodable event: {exc}") from None
+                try:
+                    event: WatchEvent[T] | WatchEvent[Undecodable] = WatchEvent(raw.type, decoder.decode(raw.object))
+                except (msgspec.DecodeError, RecursionError) as exc:
+                    event = WatchEvent(raw.type, describe(self.kind, raw.object, exc))
                 yield event
         finally:
             self.close()
@@ -86,4 +97,4 @@ class Watch(Generic[T]):
         self.close()
 
 
-__all__ = ["Watch"]
+__all__ = ["UndecodableEventError", "Watch"]

@@ -48,7 +48,7 @@ def ext(sandbox: Sandbox, extender_factory):  # type: ignore[no-untyped-def]
         ("/gpushare-scheduler/filter", b"{bad", 200, lambda r: r["Error"].startswith("malformed JSON")),
         ("/gpushare-scheduler/filter", b'{"pod":{},"nodenames":["gpu-1","nope"]}', 200,
          lambda r: "requests no aliyun.com/gpu-mem" in r["Error"]),
-        ("/gpushare-scheduler/prioritize", b"\x00\xff", 200, lambda r: r == []),
+        ("/gpushare-scheduler/prioritize", b"\x00\xff", 400, lambda r: r == []),
         ("/gpushare-scheduler/bind", b"{}", 200, lambda r: r["Error"] == "PodName is missing or not a string"),
         ("/gpushare-scheduler/bind", b"[]", 200, lambda r: r["Error"] == "request body is not a JSON object"),
         ("/gpushare-scheduler/inspect/nope", None, 404, lambda r: r["error"] == 'node "nope" not found'),

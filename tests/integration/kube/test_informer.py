@@ -290,3 +290,38 @@ def test_relist_on_demand_reconciles_objects_changed_behind_its_back(tmp_path: P
             assert informer.relist(timeout=10) and informer.lists == 3
         finally:
             informer.stop()
+
+
+def test_relist_is_answered_even_when_its_first_list_fails(sandbox: Sandbox, client: Client) -> None:
+    sandbox.load([pod("a")])
+    recorder = Recorder()
+    informer = start(client, recorder)
+    try:
+        wait_watching(informer)
+        lists = sandbox.inject(method="GET", path=r"^/api/v1/pods\?(?!.*watch=true)", status=500)
+        result: list[bool] = []
+        waiter = threading.Thread(target=lambda: result.append(informer.relist(timeout=30)), daemon=True)
+        waiter.start()
+        deadline = time.monotonic() + 20
+        while lists.hits < 5 and time.monotonic() < deadline:  # the client tries 4 times per list
+            time.sleep(0.02)
+        assert lists.hits >= 5, "the informer did not list again after a failed list"
+        client.create("pods", pod("b"), "default")
+        sandbox.clear_faults()
+        waiter.join(30)
+        assert result == [True]
+        assert informer.get("default/b") is not None  # the list that answered ran after the failure
+    finally:
+        informer.stop()
+
+
+def test_relist_without_timeout_returns_when_the_informer_stops(sandbox: Sandbox, client: Client) -> None:
+    informer = start(client, Recorder())
+    sandbox.inject(method="GET", path=r"^/api/v1/pods", status=500)
+    result: list[bool] = []
+    waiter = threading.Thread(target=lambda: result.append(informer.relist()), daemon=True)
+    waiter.start()
+    time.sleep(0.3)  # let the relist reach its failing list; nothing observable to wait on
+    informer.stop()
+    waiter.join(10)
+    assert result == [False]

@@ -194,3 +194,19 @@ def test_ledger_agrees_with_a_rebuilt_one() -> None:
     state = state_with(node(mem=40), pods=tuple(pods))
     rebuilt = Ledger.build([node(mem=40)], pods, basis="capacity")
     assert state.ledger.free("n1") == rebuilt.free("n1")
+
+
+def test_a_node_with_too_many_gpus_fails_alone_and_recovers_when_fixed() -> None:
+    huge = NodeRecord(name="huge", cap_mem=16, cap_count=10**8, alloc_mem=16, alloc_count=10**8)
+    state = state_with(node("ok"), huge)
+    for _ in range(2):
+        passed, failed = state.filter(["huge", "ok"], 4)
+        assert passed == ["ok"]
+        # Refused either here ("more than 64") or, where the ledger bounds the count, as not gpushare.
+        assert "more than 64" in failed["huge"] or failed["huge"] == protocol.REASON_NOT_GPUSHARE.format(node="huge")
+    assert state.reserve("u", "default", "p", "huge", 4, "binpack") == failed["huge"]
+    assert dict(state.scores(["huge", "ok"], 4, "binpack"))["huge"] == 0
+    assert [n["name"] for n in state.inspect()] == ["ok"]
+    assert [g[0] for g in state.gauges()] == ["ok"]
+    state.set_node(node("huge"))
+    assert state.filter(["huge", "ok"], 4) == (["huge", "ok"], {})

@@ -1,0 +1,62 @@
+"""Naming an object that does not fit its type, so it can be skipped without hiding the others.
+
+The API server's schema guarantees well-formed objects, but an aggregated API, a broken admission
+webhook, or a hand-edited etcd can serve an object whose fields have the wrong JSON type (an
+annotation value that is an object, say). `describe` names such an object by what can still be read
+(its key and resourceVersion) as an `Undecodable`, for watch events and for the items
+`kube.types.decode_page` leaves out of a list page.
+
+This module decodes only; what to do with an `Undecodable` is the caller's policy (the informer
+keeps the last good copy of the object and reports it, see `kube.informer`).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from kubectl_gpushare.kube.types import ItemT, Kind
+
+
+class Undecodable(msgspec.Struct, frozen=True):
+    """An object that did not decode as its kind.
+
+    Attributes:
+        kind: the plural (``pods``).
+        key: ``namespace/name`` (``name`` for cluster-scoped objects), or "" if even that is unreadable.
+        resource_version: the object's resourceVersion, or "".
+        error: why it did not decode, one line.
+    """
+
+    kind: str
+    key: str
+    resource_version: str
+    error: str
+
+
+class _Meta(msgspec.Struct, frozen=True, rename="camel"):
+    name: str = ""
+    namespace: str = ""
+    resource_version: str = ""
+
+
+class _Envelope(msgspec.Struct, frozen=True):
+    metadata: _Meta = _Meta()
+
+
+_ENVELOPE: Final = msgspec.json.Decoder(_Envelope)
+
+
+def describe(kind: Kind[ItemT], raw: bytes | msgspec.Raw, error: Exception) -> Undecodable:
+    """An `Undecodable` for one object, with its key and version when those fields can be read."""
+    try:
+        meta = _ENVELOPE.decode(raw).metadata
+    except (msgspec.DecodeError, RecursionError):
+        meta = _Meta()
+    key = f"{meta.namespace}/{meta.name}" if meta.namespace and meta.name else meta.name
+    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return Undecodable(kind.plural, key, meta.resource_version, message)
+
+
+__all__ = ["Undecodable", "describe"]

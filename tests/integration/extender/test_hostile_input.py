@@ -1,0 +1,382 @@
+"""The extender against hostile clients and hostile objects: every reply is bounded and one line.
+
+Bodies that are not UTF-8 or nest absurdly deep, duplicate Content-Length headers, quantities that
+no parser can hold, a node that claims 10^8 GPUs, and clients that hoard connections, bytes or time.
+Everything goes through a real socket to a running extender fed by the sandbox.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.extender.httpd import Limits
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+pytestmark = pytest.mark.integration
+
+FILTER = "/gpushare-scheduler/filter"
+
+
+def post(port: int, path: str, body: bytes, timeout: float = 20) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def get(port: int, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def raw_exchange(port: int, data: bytes, timeout: float = 20) -> bytes:
+    """Send raw bytes, then read until the server closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"{what} not met within {timeout} s")
+
+
+def filter_body(limit: str | None, names: list[str], name: str = "p") -> bytes:
+    limits = {protocol.RESOURCE_MEM: limit} if limit is not None else {}
+    pod = {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+           "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+    return json.dumps({"Pod": pod, "NodeNames": names}).encode()
+
+
+def _protocol_bounds_exponents() -> bool:
+    """Whether protocol.parse_quantity refuses huge exponents quickly (today's main spends ~0.3 s here)."""
+    started = time.perf_counter()
+    try:
+        protocol.parse_quantity("1e99999")
+    except (ValueError, ArithmeticError):
+        return True
+    return time.perf_counter() - started < 0.05
+
+
+@pytest.fixture
+def ext(sandbox: Sandbox, extender_factory):  # type: ignore[no-untyped-def]
+    sandbox.load([node_object("gpu-1", [16, 16], ip="10.0.0.1"), node_object("gpu-2", [16], ip="10.0.0.2")])
+    e = extender_factory(max_request_bytes=1 << 20)
+    e.wait_synced()
+    return e
+
+
+# --- bodies ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "needle"),
+    [
+        (FILTER, b'{"Pod":{"metadata":{"name":"\xff"}},"NodeNames":["gpu-1"]}', "not UTF-8"),
+        (FILTER, b'{"Pod":{},"NodeNames":' + b"[" * 200_000, "too deep"),
+        (FILTER, b'{"Pod":' * 100_000, "too deep"),
+        ("/gpushare-scheduler/prioritize", b'{"Pod":{},"NodeNames":["\xfe"]}', None),
+        ("/gpushare-scheduler/bind", b'{"PodName":"\xff"}', "not UTF-8"),
+        ("/gpushare-scheduler/bind", b'{"PodName":' * 80_000, "too deep"),
+    ],
+    ids=["filter-latin1", "filter-deep-array", "filter-deep-object", "prioritize-latin1", "bind-latin1",
+         "bind-deep"],
+)
+def test_unreadable_bodies_get_400_with_a_one_line_error(
+    ext, path: str, body: bytes, needle: str | None  # type: ignore[no-untyped-def]
+) -> None:
+    ext_port = ext.running.port
+    status, reply = post(ext_port, path, body)
+    assert status == 400
+    decoded = json.loads(reply)
+    if needle is None:
+        assert decoded == []
+    else:
+        assert needle in decoded["Error"]
+        assert "\n" not in decoded["Error"]
+    assert get(ext_port, "/healthz") == (200, b"ok")
+
+
+def test_two_content_length_headers_are_refused_with_400(ext) -> None:  # type: ignore[no-untyped-def]
+    body = filter_body("2", ["gpu-1"])
+    reply = raw_exchange(ext.running.port, (
+        f"POST {FILTER} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nContent-Length: 5\r\n\r\n"
+    ).encode() + body)
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400")
+    assert b"Connection: close" in head
+    assert json.loads(payload)["Error"] == "more than one Content-Length header"
+
+
+# --- quantities and nodes --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        "1e9999999",
+        "1e-9999999",
+        pytest.param("1e999999", marks=pytest.mark.skipif(
+            not _protocol_bounds_exponents(), reason="needs protocol.parse_quantity to bound exponents")),
+    ],
+    ids=["huge-exponent", "tiny-exponent", "slow-exponent"],
+)
+def test_an_unreadable_request_fails_the_pod_with_an_error_quickly(ext, limit: str) -> None:  # type: ignore[no-untyped-def]
+    started = time.monotonic()
+    status, reply = post(ext.running.port, FILTER, filter_body(limit, ["gpu-1", "gpu-2"]))
+    elapsed = time.monotonic() - started
+    assert status == 200
+    result = json.loads(reply)
+    assert result["NodeNames"] is None
+    assert protocol.RESOURCE_MEM in result["Error"]
+    assert "\n" not in result["Error"]
+    assert elapsed < 5, f"filter took {elapsed:.1f} s"
+    status, reply = post(ext.running.port, FILTER, filter_body("2", ["gpu-1"]))
+    assert json.loads(reply)["NodeNames"] == ["gpu-1"]
+
+
+def test_a_node_claiming_1e8_gpus_fails_alone_and_the_rest_keep_answering(
+    sandbox: Sandbox, ext  # type: ignore[no-untyped-def]
+) -> None:
+    huge = node_object("huge", [16], ip="10.0.0.9")
+    huge["status"]["capacity"][protocol.RESOURCE_COUNT] = "1e8"
+    huge["status"]["allocatable"][protocol.RESOURCE_COUNT] = "1e8"
+    sandbox.load([huge])
+    wait_until(lambda: ext.running.state.counts()[0] == 3, what="the node to reach the cache")
+    for _ in range(2):  # the second filter must not trip over the first one's leftovers
+        status, reply = post(ext.running.port, FILTER, filter_body("2", ["huge", "gpu-1", "gpu-2"]))
+        assert status == 200
+        result = json.loads(reply)
+        assert result["Error"] == ""
+        assert result["NodeNames"] == ["gpu-1", "gpu-2"]
+        reason = result["FailedNodes"]["huge"]  # refused by the extender's bound or as not gpushare
+        assert (protocol.RESOURCE_COUNT in reason and str(protocol.MAX_GPUS_PER_NODE) in reason) or (
+            reason == protocol.REASON_NOT_GPUSHARE.format(node="huge"))
+    status, reply = post(ext.running.port, "/gpushare-scheduler/prioritize",
+                         filter_body("2", ["huge", "gpu-1"]))
+    assert status == 200 and dict((h["Host"], h["Score"]) for h in json.loads(reply))["huge"] == 0
+    status, reply = get(ext.running.port, "/gpushare-scheduler/inspect")
+    assert status == 200 and [n["name"] for n in json.loads(reply)["nodes"]] == ["gpu-1", "gpu-2"]
+    assert get(ext.running.port, "/metrics")[0] == 200
+
+
+# --- resource bounds -------------------------------------------------------------------------------
+
+
+def test_connections_past_the_cap_get_503_and_a_freed_slot_is_reused(extender_factory, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
+    ext = extender_factory(limits=Limits(max_connections=3))
+    ext.wait_synced()
+    port = ext.running.port
+    held = [socket.create_connection(("127.0.0.1", port), timeout=20) for _ in range(3)]
+    try:
+        # Each held connection is served by a thread; a request on it proves the slot is taken.
+        for sock in held:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        reply = raw_exchange(port, b"")  # the answer comes unasked; sending would race the close
+        head, _, payload = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503")
+        assert f"Content-Length: {len(payload)}".encode() in head
+        assert json.loads(payload)["Error"] == "too many connections; try again later"
+    finally:
+        held.pop().close()
+
+    def served() -> bool:
+        return raw_exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").startswith(
+            b"HTTP/1.1 200")
+
+    try:
+        wait_until(served, what="a freed connection slot to be reused")
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_trickling_request_is_cut_off_at_the_read_deadline(extender_factory, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
+    ext = extender_factory(limits=Limits(request_timeout=1.0, idle_timeout=30.0))
+    ext.wait_synced()
+    sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=20)
+    started = time.monotonic()
+    closed = threading.Event()
+
+    def reader() -> None:
+        try:
+            while sock.recv(4096):
+                pass
+        except OSError:
+            pass
+        closed.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    try:
+        sock.sendall(b"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\n")
+        while not closed.is_set() and time.monotonic() - started < 20:
+            try:
+                sock.sendall(b"X")  # one byte of a never-ending header line every 0.2 s
+            except OSError:
+                break
+            closed.wait(0.2)
+        assert closed.wait(5), "the server kept a trickling request open"
+        assert time.monotonic() - started < 15
+    finally:
+        sock.close()
+
+
+def test_an_idle_keep_alive_connection_is_closed(extender_factory, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
+    ext = extender_factory(limits=Limits(idle_timeout=0.5))
+    ext.wait_synced()
+    with socket.create_connection(("127.0.0.1", ext.running.port), timeout=20) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = sock.makefile("rb")
+        assert reply.readline().startswith(b"HTTP/1.1 200")
+        while reply.readline() not in (b"\r\n", b""):
+            pass
+        assert reply.read(2) == b"ok"
+        started = time.monotonic()
+        assert reply.read() == b""  # closed by the server, not by our 20 s timeout
+        assert time.monotonic() - started < 10
+
+
+def test_bodies_past_the_in_flight_byte_budget_wait_then_get_503(extender_factory, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
+    sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1")])
+    ext = extender_factory(max_request_bytes=4096, limits=Limits(max_inflight_bytes=4096, inflight_wait=0.3))
+    ext.wait_synced()
+    port = ext.running.port
+    body = filter_body("2", ["gpu-1"]).ljust(3000)
+    head = f"POST {FILTER} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    first = socket.create_connection(("127.0.0.1", port), timeout=20)
+    try:
+        first.sendall(head + body[:100])  # holds 3000 bytes of the budget while the rest is awaited
+        refusals: list[bytes] = []
+
+        def refused() -> bool:
+            status, reply = post(port, FILTER, body)  # 200 until the first body holds the budget
+            if status == 503:
+                refusals.append(reply)
+            return bool(refusals)
+
+        wait_until(refused, what="a body past the budget to be refused")
+        assert json.loads(refusals[0])["Error"] == "too many request bytes in flight; try again later"
+        first.sendall(body[100:])
+        reply = first.makefile("rb").readline()
+        assert reply.startswith(b"HTTP/1.1 200")
+    finally:
+        first.close()
+    status, reply = post(port, FILTER, body)
+    assert status == 200 and json.loads(reply)["NodeNames"] == ["gpu-1"]
+
+
+# --- objects the watch cannot decode ---------------------------------------------------------------
+
+
+def bad_pod(name: str, node: str = "gpu-1", gpu: int = 0) -> dict[str, Any]:
+    """A placed pod with an annotation whose value is a JSON object: valid JSON, not a v1.Pod."""
+    pod = pod_object(name, "default", [4], node=node, gpu=gpu, gpu_memory=16, phase="Running", assigned=True,
+                     uid=f"uid-{name}")
+    pod["metadata"]["annotations"]["hostile"] = {"not": "a string"}
+    return pod
+
+
+def used(port: int, node: str = "gpu-1") -> int:
+    status, reply = get(port, f"/gpushare-scheduler/inspect/{node}")
+    assert status == 200
+    return int(json.loads(reply)["nodes"][0]["usedGPU"])
+
+
+def test_an_undecodable_pod_in_the_list_does_not_stop_the_sync(extender_factory, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
+    sandbox.load([node_object("gpu-1", [16, 16], ip="10.0.0.1"), bad_pod("bad"),
+                  pod_object("good", "default", [3], node="gpu-1", gpu=1, gpu_memory=16, phase="Running",
+                             assigned=True)])
+    ext = extender_factory()
+    ext.wait_synced()
+    assert used(ext.running.port) == 3
+    assert get(ext.running.port, "/readyz")[0] == 200
+
+
+def test_an_undecodable_watch_event_is_skipped_and_the_last_good_copy_kept(ext, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
+    port = ext.running.port
+    placed = pod_object("p", "default", [4], node="gpu-1", gpu=0, gpu_memory=16, phase="Running", assigned=True,
+                        uid="uid-p")
+    sandbox.load([placed])
+    wait_until(lambda: used(port) == 4, what="the pod to be counted")
+    sandbox.load([bad_pod("p")])  # MODIFIED into something that does not decode: keep counting 4
+    sandbox.load([pod_object("later", "default", [5], node="gpu-1", gpu=1, gpu_memory=16, phase="Running",
+                             assigned=True)])
+    wait_until(lambda: used(port) == 9, what="a later event to be applied past the bad one")
+    assert get(port, "/readyz")[0] == 200
+    assert ext.running.cache._pods.undecodable == 1  # reported once, not once per retry
+    status, _ = http_delete(sandbox, "/api/v1/namespaces/default/pods/p")
+    assert status == 200
+    wait_until(lambda: used(port) == 5, what="the deletion of the undecodable pod to be applied")
+
+
+def http_delete(sandbox: Sandbox, path: str) -> tuple[int, bytes]:
+    host, port = sandbox.url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=20)
+    try:
+        conn.request("DELETE", path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_readyz_fails_while_the_cache_cannot_be_kept_current(extender_factory, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
+    sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1")])
+    ext = extender_factory(cache_stale_after=1.0)
+    ext.wait_synced()
+    port = ext.running.port
+    assert get(port, "/readyz")[0] == 200
+    sandbox.inject(method="GET", path=r"/api/v1/pods", status=500)
+    sandbox.drop_watches()
+    wait_until(lambda: get(port, "/readyz")[0] == 503, what="/readyz to report the stale cache")
+    assert get(port, "/healthz")[0] == 200
+    sandbox.clear_faults()
+    wait_until(lambda: get(port, "/readyz")[0] == 200, timeout=45, what="/readyz to recover")
+
+
+def test_an_unparsable_pod_is_logged_once_and_keeps_its_last_record(
+    ext, sandbox: Sandbox, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+) -> None:
+    port = ext.running.port
+    sandbox.load([pod_object("p", "default", [4], node="gpu-1", gpu=0, gpu_memory=16, phase="Running",
+                             assigned=True, uid="uid-p")])
+    wait_until(lambda: used(port) == 4, what="the pod to be counted")
+    caplog.clear()
+    for version in ("1", "2"):  # two versions, the same problem
+        bad = pod_object("p", "default", [4], node="gpu-1", gpu=0, gpu_memory=16, phase="Running", assigned=True,
+                         uid="uid-p", labels={"version": version},
+                         annotations={protocol.ANN_ASSUME_TIME: "1" + "0" * 5000})
+        sandbox.load([bad])
+    sandbox.load([pod_object("later", "default", [5], node="gpu-1", gpu=1, gpu_memory=16, phase="Running",
+                             assigned=True)])
+    wait_until(lambda: used(port) == 9, what="later events to be applied")
+    about_p = [r for r in caplog.records if "default/p" in r.getMessage() and r.levelno >= 30]
+    assert len(about_p) <= 1, [r.getMessage() for r in about_p]
+    assert not any(r.exc_info for r in caplog.records)
+    assert get(port, "/readyz")[0] == 200
