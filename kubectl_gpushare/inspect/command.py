@@ -125,9 +125,9 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
 
 def run(options: dict[str, Any]) -> None:
     """Load, render and print; every expected failure becomes one stderr line and an exit code."""
-    from kubectl_gpushare.inspect.selector import SelectorError
     from kubectl_gpushare.inspect.source import InputError
     from kubectl_gpushare.kube import errors
+    from kubectl_gpushare.kube.selectors import SelectorError
 
     progress = _Progress(sys.stderr.isatty() and options["from_file"] is None)
     try:

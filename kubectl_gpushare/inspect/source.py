@@ -23,8 +23,7 @@ from typing import Any, Final
 
 import msgspec
 
-from kubectl_gpushare.inspect import selector as label_selector
-from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube import selectors, types
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
 from kubectl_gpushare.kube.records import Warnings, node_record, pod_record
 from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
@@ -96,15 +95,16 @@ def from_api(
         progress: called with the number of pods read so far after each page.
 
     Raises:
+        SelectorError: ``selector`` is malformed (checked here first, by the same grammar as offline).
         KubeError: from the client (``NotFound`` for a named node that does not exist).
     """
     warnings = Warnings()
+    matches = selectors.matcher(selector)
     names = _unique(node_names)
     if names:
         with _needs("get nodes"):
             decoded = [client.get_node(name) for name in names]
         if selector:
-            matches = label_selector.parse(selector)
             decoded = [node for node in decoded if matches(node.metadata.labels)]
     else:
         with _needs("list nodes"):
@@ -240,7 +240,7 @@ def from_documents(data: bytes, node_names: Sequence[str] = (), selector: str | 
     else:
         chosen = list(by_name.values())
     if selector:
-        matches = label_selector.parse(selector)
+        matches = selectors.matcher(selector)
         chosen = [node for node in chosen if matches(node.metadata.labels)]
     nodes = [node_record(node, warnings=warnings) for node in chosen]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}

@@ -201,3 +201,39 @@ def test_exec_credential_plugin_and_token_file_authenticate(tmp_path: Path, kube
         file_config = tmp_path / "file-kubeconfig"
         file_config.write_text(yaml.safe_dump(config))
         assert inspect(dict(kube_env, KUBECONFIG=str(file_config))).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("selector", "gpu_nodes"),
+    [
+        ("kubernetes.io/hostname in (gpu-node-000,gpu-node-002)", ["gpu-node-000", "gpu-node-002"]),
+        ("kubernetes.io/hostname notin (gpu-node-000),!no-such-label", ["gpu-node-001", "gpu-node-002"]),
+    ],
+)
+def test_selector_means_the_same_live_and_from_file(
+    sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path, selector: str, gpu_nodes: list[str]
+) -> None:
+    sandbox.load(generate_cluster(nodes=3, gpus_per_node=1, pods=6, seed=5))
+    dump = subprocess.run(
+        ["kubectl", "get", "nodes,pods", "-A", "-o", "json"], env=kube_env, capture_output=True, text=True, timeout=60
+    )
+    assert dump.returncode == 0, dump.stderr
+    (tmp_path / "c.json").write_text(dump.stdout)
+    live = inspect(kube_env, "-o", "json", "-l", selector)
+    offline = inspect(kube_env, "-o", "json", "-l", selector, "--from-file", str(tmp_path / "c.json"))
+    assert live.returncode == offline.returncode == 0, live.stderr + offline.stderr
+    assert live.stdout == offline.stdout
+    assert [n["name"] for n in yaml.safe_load(live.stdout)["nodes"]] == gpu_nodes
+
+
+def test_malformed_selector_is_one_usage_error_live_and_offline_before_any_request(
+    sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path
+) -> None:
+    sandbox.load(generate_cluster(nodes=1, gpus_per_node=1, pods=0))
+    (tmp_path / "c.json").write_text('{"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "a"}}]}')
+    sandbox.clear_requests()
+    live = inspect(kube_env, "-l", "-bad=x")
+    offline = inspect(kube_env, "-l", "-bad=x", "--from-file", str(tmp_path / "c.json"))
+    assert_one_line_error(live, command.EXIT_USAGE, "error: --selector", 'invalid label key "-bad"')
+    assert live.stderr == offline.stderr
+    assert sandbox.requests == []
