@@ -8,10 +8,12 @@ implements it and is imported when it runs (a lazy group), so ``--help`` stays f
 from __future__ import annotations
 
 import importlib
+import sys
 
 import click
 
 from kubectl_gpushare import __version__
+from kubectl_gpushare.kube.errors import EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 # name -> "module:attribute" of a click.Command; imported only when that command runs.
 SUBCOMMANDS: dict[str, str] = {
@@ -38,10 +40,16 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 def load_command(name: str) -> click.Command:
-    """Import the click command registered under ``name``."""
+    """Import the click command registered under ``name``, with the shared exit-code table in its help.
+
+    The table is added here, once, so every command lists the same codes without each module
+    repeating (and drifting from) the text.
+    """
     module_name, attribute = SUBCOMMANDS[name].split(":")
     command = getattr(importlib.import_module(module_name), attribute)
     assert isinstance(command, click.Command)
+    if EXIT_CODES_HELP not in (command.epilog or ""):
+        command.epilog = f"{command.epilog.rstrip()}\n\n{EXIT_CODES_HELP}" if command.epilog else EXIT_CODES_HELP
     return command
 
 
@@ -65,20 +73,52 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
+@click.group(
+    cls=LazyGroup, context_settings=CONTEXT_SETTINGS, invoke_without_command=True, epilog=EXIT_CODES_HELP
+)
 @click.version_option(__version__, "--version", prog_name="kubectl-gpushare")
-def gpushare() -> None:
+@click.pass_context
+def gpushare(ctx: click.Context) -> None:
     """Share NVIDIA GPUs by memory on Kubernetes (wire-compatible with Alibaba's gpushare)."""
+    if ctx.invoked_subcommand is None:
+        # kubectl prints its help and succeeds when run bare; so do we (stdout, exit 0).
+        click.echo(ctx.get_help())
+        ctx.exit(EXIT_OK)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run_command(command: click.Command, prog_name: str, args: list[str] | None = None) -> None:
+    """Run a click command the kubectl way: errors are one ``error: ...`` line, codes from one table.
+
+    click's own usage errors (unknown flag, bad value, missing argument) become one line on stderr
+    and exit 2 instead of click's usage block; Ctrl-C exits 130 at once, without a traceback.
+    """
+    try:
+        result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} -h')" if exc.ctx is not None else ""
+        click.echo(f"error: {_one_line(exc.format_message())}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        click.echo(f"error: {_one_line(exc.format_message())}", err=True)
+        sys.exit(exc.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(result if isinstance(result, int) else EXIT_OK)
 
 
 def main() -> None:
     """Console script ``kubectl-gpushare`` (``kubectl gpushare ...``)."""
-    gpushare(prog_name="kubectl gpushare")
+    run_command(gpushare, "kubectl gpushare")
 
 
 def inspect_main() -> None:
     """Console script ``kubectl-inspect-gpushare`` (``kubectl inspect gpushare ...``)."""
-    load_command("inspect")(prog_name="kubectl inspect gpushare")
+    run_command(load_command("inspect"), "kubectl inspect gpushare")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,23 +15,20 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
+from kubectl_gpushare import __version__
+from kubectl_gpushare.kube.errors import (
+    EXIT_API,
+    EXIT_AUTH,
+    EXIT_CODES_HELP,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+)
 from kubectl_gpushare.kube.flags import kube_options, make_client
 
 if TYPE_CHECKING:
     from kubectl_gpushare.inspect.source import Snapshot
-
-EXIT_OK: Final = 0
-EXIT_API: Final = 1
-"""The API server answered with an error (node not found, 5xx, ...); stderr starts ``Failed due to``."""
-EXIT_USAGE: Final = 2
-"""Bad flags, no usable kubeconfig, or an unreadable ``--from-file``."""
-EXIT_UNREACHABLE: Final = 3
-"""The API server did not answer within ``--request-timeout``."""
-EXIT_AUTH: Final = 4
-"""The API server rejected the credentials (401) or the RBAC permissions (403)."""
-
-EXIT_INTERRUPTED: Final = 130
-"""Ctrl-C while listing (128 + SIGINT, as shells report it)."""
 
 OUTPUTS: Final = ("json", "yaml", "csv", "wide", "pretty")
 SORT_KEYS: Final = ("name", "used", "free", "total", "percent")
@@ -45,15 +42,9 @@ Views:
   -o json|yaml  versioned GPUShareReport (gpushare.kubectl-gpushare.io/v1)
   -o csv     one row per GPU;  -o pretty  colour bars (rich)
 Nodes are shown by name (or --sort), GPUs by index, pending last.
+An API error prints "Failed due to ..." on stderr, as the original did.
 
-\b
-Exit codes:
-  0  success
-  1  API error, e.g. node not found (stderr: "Failed due to ...")
-  2  usage error, no usable kubeconfig, unreadable --from-file
-  3  API server unreachable within --request-timeout
-  4  unauthorized (401) or forbidden (403)
-"""
+""" + EXIT_CODES_HELP
 
 
 class _Progress:
@@ -191,6 +182,7 @@ def run(options: dict[str, Any]) -> None:
     help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin).",
 )
 @kube_options
+@click.version_option(__version__, "--version", prog_name="kubectl-inspect-gpushare")
 def inspect_command(**options: Any) -> None:
     """Show shared GPU memory per node and GPU: Allocated/Total, and which pod sits on which GPU.
 
@@ -201,4 +193,13 @@ def inspect_command(**options: Any) -> None:
     run(options)
 
 
-__all__ = ["EXIT_API", "EXIT_AUTH", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE", "inspect_command", "run"]
+__all__ = [
+    "EXIT_API",
+    "EXIT_AUTH",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "inspect_command",
+    "run",
+]

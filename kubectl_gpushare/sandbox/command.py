@@ -18,15 +18,15 @@ import click
 if TYPE_CHECKING:
     from kubectl_gpushare.sandbox.server import Sandbox
 
-EXIT_BAD_INPUT = 2
-EXIT_CANNOT_START = 3
+from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE
+
+EXIT_BAD_INPUT = EXIT_USAGE
+EXIT_CANNOT_START = EXIT_START
 
 
 @click.command(
     "sandbox",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Exit codes: 0 stopped cleanly, 1 interrupted before serving, 2 bad option, spec or kubeconfig path, "
-    "3 cannot bind the port or read the state file.",
 )
 @click.option("--spec", "spec_file", type=click.Path(dir_okay=False, path_type=Path), help="YAML cluster spec to load.")
 @click.option(
@@ -86,13 +86,13 @@ def sandbox_command(
                     else [namespace_object("default")]
                 )
         except SpecError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"error: {exc}", err=True)
             raise SystemExit(EXIT_BAD_INPUT) from None
     sandbox = Sandbox(port=port, auth=auth, state_file=state_file)
     try:
         sandbox.start()
     except (OSError, ValueError) as exc:
-        click.echo(f"Error: cannot start the sandbox: {exc}", err=True)
+        click.echo(f"error: cannot start the sandbox: {exc}", err=True)
         raise SystemExit(EXIT_CANNOT_START) from None
     stop = threading.Event()
     previous = _install_stop_handlers(stop)  # before the banner: a client may signal as soon as it reads it
@@ -102,7 +102,7 @@ def sandbox_command(
                 sandbox.load(seed_objects)
             kubeconfig_path = sandbox.write_kubeconfig(kubeconfig)
         except (OSError, ValueError) as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"error: {exc}", err=True)
             raise SystemExit(EXIT_BAD_INPUT) from None
         _banner(sandbox, kubeconfig_path, auth, state_file)
         while not stop.wait(0.5):

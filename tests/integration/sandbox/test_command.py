@@ -89,7 +89,7 @@ def test_bad_spec_and_busy_port_exit_with_documented_codes(tmp_path: Path) -> No
     spec.write_text("nodes: [{name: a, colour: red}]\n")
     result = subprocess.run([str(SCRIPT), "sandbox", "--spec", str(spec)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
-    assert result.stderr.startswith("Error: ") and "colour" in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ") and "colour" in result.stderr and "Traceback" not in result.stderr
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -100,7 +100,7 @@ def test_bad_spec_and_busy_port_exit_with_documented_codes(tmp_path: Path) -> No
             text=True,
             timeout=30,
         )
-    assert result.returncode == 3 and "cannot start the sandbox" in result.stderr
+    assert result.returncode == 5 and "cannot start the sandbox" in result.stderr
     spec.write_text("objects: [{kind: Widget, metadata: {name: w}}]\n")
     result = subprocess.run(
         [str(SCRIPT), "sandbox", "--spec", str(spec), "--kubeconfig", str(tmp_path / "kc")],
@@ -126,7 +126,7 @@ def test_bad_spec_and_busy_port_exit_with_documented_codes(tmp_path: Path) -> No
         text=True,
         timeout=30,
     )
-    assert result.returncode == 3 and "not a sandbox state file" in result.stderr
+    assert result.returncode == 5 and "not a sandbox state file" in result.stderr
     assert corrupt.read_text() == "{not json", "a bad state file is never overwritten"
 
 

@@ -169,7 +169,7 @@ def test_inspect_path_imports_no_heavy_packages(args: list[str], allowed: set[st
 
 def test_help_lists_exit_codes_and_kubectl_flags(cli_runner: CliRunner) -> None:
     result = cli_runner.invoke(inspect_command, ["-h"], prog_name="kubectl inspect gpushare")
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.output
     assert "Usage: kubectl inspect gpushare [OPTIONS] [NODE]..." in result.stdout
     for flag in (
         "--kubeconfig",
