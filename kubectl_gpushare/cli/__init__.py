@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "serve-device-plugin": "kubectl_gpushare.deviceplugin.command:serve_device_plugin_command",
     "sandbox": "kubectl_gpushare.sandbox.command:sandbox_command",
     "demo": "kubectl_gpushare.cli.demo:demo_command",
+    "fit": "kubectl_gpushare.inspect.fit_command:fit_command",
     "manifests": "kubectl_gpushare.cli.manifests:manifests_command",
 }
 
@@ -33,6 +34,7 @@ SHORT_HELP: dict[str, str] = {
     "serve-device-plugin": "Run the GPU-memory device plugin for kubelet (gRPC).",
     "sandbox": "Run an embedded Kubernetes API server with a GPU cluster, for trying things out.",
     "demo": "Start a demo cluster in the sandbox and show the inspect views.",
+    "fit": "How many pods of N GPU memory fit, on which nodes and GPUs (the extender's rule).",
     "manifests": "Print the Kubernetes manifests that install kubectl-gpushare.",
 }
 

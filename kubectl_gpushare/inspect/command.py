@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import click
@@ -114,8 +115,15 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     return report.to_csv(document, headers=headers)
 
 
-def run(options: dict[str, Any]) -> None:
-    """Load, render and print; every expected failure becomes one stderr line and an exit code."""
+Renderer = Callable[["Snapshot", dict[str, Any]], "str | None"]
+
+
+def run(options: dict[str, Any], render: Renderer = _render) -> None:
+    """Load, render and print; every expected failure becomes one stderr line and an exit code.
+
+    Other questions asked of the same snapshot (``kubectl gpushare fit``) pass their own ``render``,
+    so they load, filter and fail exactly as inspect does.
+    """
     from kubectl_gpushare.inspect.source import InputError
     from kubectl_gpushare.kube import errors
     from kubectl_gpushare.kube.selectors import SelectorError
@@ -145,7 +153,7 @@ def run(options: dict[str, Any]) -> None:
     for message in snapshot.warnings.summary():
         click.echo(f"warning: {message}", err=True)
     try:
-        text = _render(snapshot, options)
+        text = render(snapshot, options)
         if text is not None:
             sys.stdout.write(text)
             sys.stdout.flush()

@@ -35,12 +35,11 @@ def render(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> str
             cells.append(f"{device.used}/{device.total}\t" if device is not None else "-\t")
         pending = usage.devices.get(PENDING)
         used = usage.used
-        free_per_gpu = ledger.free(usage.node.name)
-        largest = max(free_per_gpu.values(), default=0)
+        largest = ledger.largest_free(usage.node.name)
         pods = len({pod.uid for device in usage.devices.values() for pod, _ in device.pods})
         cells.append(
             f"{pending.used if pending else 0}\t{used}/{usage.total_mem}\t{percent(used, usage.total_mem)}%\t"
-            f"{usage.total_mem - used}\t{max(largest, 0)}\t{pods}\n"
+            f"{usage.total_mem - used}\t{largest}\t{pods}\n"
         )
         lines.append("".join(cells))
         cluster_used += used
