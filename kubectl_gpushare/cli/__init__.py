@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "serve-device-plugin": "kubectl_gpushare.deviceplugin.command:serve_device_plugin_command",
     "sandbox": "kubectl_gpushare.sandbox.command:sandbox_command",
     "demo": "kubectl_gpushare.cli.demo:demo_command",
+    "doctor": "kubectl_gpushare.inspect.doctor_command:doctor_command",
     "fit": "kubectl_gpushare.inspect.fit_command:fit_command",
     "manifests": "kubectl_gpushare.cli.manifests:manifests_command",
 }
@@ -34,6 +35,7 @@ SHORT_HELP: dict[str, str] = {
     "serve-device-plugin": "Run the GPU-memory device plugin for kubelet (gRPC).",
     "sandbox": "Run an embedded Kubernetes API server with a GPU cluster, for trying things out.",
     "demo": "Start a demo cluster in the sandbox and show the inspect views.",
+    "doctor": "Audit the install: one line per finding; exit 0 clean, 1 warnings, 2 errors.",
     "fit": "How many pods of N GPU memory fit, on which nodes and GPUs (the extender's rule).",
     "manifests": "Print the Kubernetes manifests that install kubectl-gpushare.",
 }

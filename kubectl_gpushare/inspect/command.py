@@ -75,7 +75,7 @@ def _fail(message: str, code: int) -> click.exceptions.Exit:
     return click.exceptions.Exit(code)
 
 
-def _load(options: dict[str, Any], progress: _Progress) -> Snapshot:
+def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
     from kubectl_gpushare.inspect import source
 
     if options["from_file"] is not None:
@@ -115,14 +115,15 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     return report.to_csv(document, headers=headers)
 
 
-Renderer = Callable[["Snapshot", dict[str, Any]], "str | None"]
+Renderer = Callable[[Any, dict[str, Any]], "str | None"]
+Loader = Callable[[dict[str, Any], Callable[[int], None]], Any]
 
 
-def run(options: dict[str, Any], render: Renderer = _render) -> None:
+def run(options: dict[str, Any], render: Renderer = _render, load: Loader = _load) -> None:
     """Load, render and print; every expected failure becomes one stderr line and an exit code.
 
-    Other questions asked of the same snapshot (``kubectl gpushare fit``) pass their own ``render``,
-    so they load, filter and fail exactly as inspect does.
+    Other questions (``kubectl gpushare fit``, ``doctor``) pass their own ``render`` (and ``load``,
+    returning an object with ``warnings``), so they load, filter and fail exactly as inspect does.
     """
     from kubectl_gpushare.inspect.source import InputError
     from kubectl_gpushare.kube import errors
@@ -130,7 +131,7 @@ def run(options: dict[str, Any], render: Renderer = _render) -> None:
 
     progress = _Progress(sys.stderr.isatty() and options["from_file"] is None)
     try:
-        snapshot = _load(options, progress)
+        snapshot = load(options, progress)
     except KeyboardInterrupt:
         raise _fail("interrupted", EXIT_INTERRUPTED) from None
     except errors.ConfigError as exc:
