@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, str] = {
     "sandbox": "kubectl_gpushare.sandbox.command:sandbox_command",
     "demo": "kubectl_gpushare.cli.demo:demo_command",
     "doctor": "kubectl_gpushare.inspect.doctor_command:doctor_command",
+    "explain": "kubectl_gpushare.inspect.explain_command:explain_command",
     "fit": "kubectl_gpushare.inspect.fit_command:fit_command",
     "manifests": "kubectl_gpushare.cli.manifests:manifests_command",
 }
@@ -36,6 +37,7 @@ SHORT_HELP: dict[str, str] = {
     "sandbox": "Run an embedded Kubernetes API server with a GPU cluster, for trying things out.",
     "demo": "Start a demo cluster in the sandbox and show the inspect views.",
     "doctor": "Audit the install: one line per finding; exit 0 clean, 1 warnings, 2 errors.",
+    "explain": "Why a pod is Pending (does not fit), or where it runs and who shares its GPU.",
     "fit": "How many pods of N GPU memory fit, on which nodes and GPUs (the extender's rule).",
     "manifests": "Print the Kubernetes manifests that install kubectl-gpushare.",
 }

@@ -25,7 +25,7 @@ from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
 from kubectl_gpushare.kube.records import Warnings, node_record, pod_record
 from kubectl_gpushare.kube.types import Node, Pod
-from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger
+from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger, PodRecord
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareDoctor"
@@ -123,6 +123,17 @@ def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding
                           f"more than {stuck_after:g}s: the device plugin on that node has not allocated it")
 
 
+def keyed_pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:
+    """`pod_record`, keyed by namespace/name when the pod has no uid (hand-written files leave it out).
+
+    The ledger keys pods by uid, so pods without one would replace each other.
+    """
+    record = pod_record(pod, warnings)
+    if record.uid:
+        return record
+    return msgspec.structs.replace(record, uid=f"{record.namespace}/{record.name}")
+
+
 def _ledger_findings(ledger: Ledger, names: Sequence[str]) -> Iterable[Finding]:
     for name in names:
         usage = ledger.usage(name)
@@ -152,10 +163,7 @@ def audit(
     records = []
     for pod in pods:
         findings.extend(_pod_findings(pod, now_ns, stuck_after))
-        record = pod_record(pod, record_warnings)
-        if not record.uid:  # hand-written files may leave uids out; the ledger keys pods by uid
-            record = msgspec.structs.replace(record, uid=f"{record.namespace}/{record.name}")
-        records.append(record)
+        records.append(keyed_pod_record(pod, record_warnings))
     ledger = Ledger.build((node_record(node) for node in nodes), records, basis="capacity")
     findings.extend(_ledger_findings(ledger, sorted(node.metadata.name for node in nodes)))
     for message in record_warnings:

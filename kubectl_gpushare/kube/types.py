@@ -71,6 +71,15 @@ class Container(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     resources: ResourceRequirements = ResourceRequirements()
 
 
+class Toleration(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One entry of a pod's ``spec.tolerations`` (read by ``kubectl gpushare explain``)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
 class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     """``spec`` of a pod."""
 
@@ -78,6 +87,8 @@ class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     scheduler_name: str = ""
     containers: tuple[Container, ...] = ()
     init_containers: tuple[Container, ...] = ()
+    node_selector: dict[str, str] = {}
+    tolerations: tuple[Toleration, ...] = ()
 
 
 class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
