@@ -91,6 +91,9 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     from kubectl_gpushare.inspect import compat, order
 
     names = order.sort_nodes(snapshot.ledger, snapshot.names, options["sort"])
+    if not names and options["selector"]:
+        click.echo("No resources found", err=True)  # kubectl's words when -l matches nothing
+        return None
     output = options["output"]
     headers = not options["no_headers"]
     if output is None:
@@ -199,6 +202,11 @@ def inspect_command(**options: Any) -> None:
     limits against nodes' allocatable aliyun.com/gpu-mem and aliyun.com/gpu-count. Give node names
     to show only those nodes; flags may come before or after them.
     """
+    if options["nodes"] and options["selector"]:
+        raise click.UsageError("name cannot be provided when a selector is specified")  # kubectl's refusal
+    if options["details"] and options["output"] not in (None, "pretty"):
+        output = options["output"]
+        raise click.UsageError(f"-d/--details shows the default and pretty views; -o {output} has no details")
     run(options)
 
 

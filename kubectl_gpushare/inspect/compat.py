@@ -60,7 +60,8 @@ def summary(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> st
         names: the nodes the original would have fetched, in display order. Nodes without GPU
             memory are skipped when printed but, as in the original, still widen the GPU columns
             and can add the pending column.
-        headers: print the header row (``--no-headers`` turns it off; the rest is unchanged).
+        headers: print the header row and the cluster footer; ``--no-headers`` gives the node rows
+            only (the rows' bytes are the same either way: the dash line flushes the tab writer).
 
     Returns:
         The view's exact text.
@@ -106,10 +107,11 @@ def summary(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> st
         cluster_used += node_used
         cluster_total += usage.total_mem
 
-    dashes = first_row_bytes + SUMMARY_DASH_EXTRA if first_row_bytes else 0
-    buffer.append("-" * dashes + "\n")
-    buffer.append(f"{CLUSTER_FOOTER}\n")
-    buffer.append(f"{cluster_used}/{cluster_total} ({percent(cluster_used, cluster_total)}%)\t\n")
+    if headers:
+        dashes = first_row_bytes + SUMMARY_DASH_EXTRA if first_row_bytes else 0
+        buffer.append("-" * dashes + "\n")
+        buffer.append(f"{CLUSTER_FOOTER}\n")
+        buffer.append(f"{cluster_used}/{cluster_total} ({percent(cluster_used, cluster_total)}%)\t\n")
     return tabwriter.render("".join(buffer))
 
 

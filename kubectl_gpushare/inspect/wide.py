@@ -44,6 +44,8 @@ def render(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> str
         lines.append("".join(cells))
         cluster_used += used
         cluster_total += usage.total_mem
+    if not headers:  # rows only
+        return tabwriter.render("".join(lines))
     lines.append("\n")
     lines.append(f"{CLUSTER_FOOTER}\t{cluster_used}/{cluster_total} ({percent(cluster_used, cluster_total)}%)\n")
     return tabwriter.render("".join(lines))
