@@ -87,6 +87,14 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
         return source.from_api(client, options["nodes"], options["selector"], progress)
 
 
+def _watch(options: dict[str, Any], progress: Callable[[int], None]) -> None:
+    """``-w``: draw and redraw until Ctrl-C; run() maps its errors and the interrupt (130)."""
+    from kubectl_gpushare.inspect.watch import watch
+
+    with make_client(options, "inspect") as client:
+        watch(client, options, _render)
+
+
 def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     from kubectl_gpushare.inspect import compat, order
 
@@ -187,6 +195,9 @@ def run(options: dict[str, Any], render: Renderer = _render, load: Loader = _loa
 )
 @click.option("--no-headers", is_flag=True, help="Leave out table header rows (text, wide, csv).")
 @click.option(
+    "-w", "--watch", is_flag=True, help="Redraw on every change (list + watch, no polling) until Ctrl-C."
+)
+@click.option(
     "--from-file",
     type=click.File("rb"),
     default=None,
@@ -204,6 +215,13 @@ def inspect_command(**options: Any) -> None:
     """
     if options["nodes"] and options["selector"]:
         raise click.UsageError("name cannot be provided when a selector is specified")  # kubectl's refusal
+    if options["watch"]:
+        if options["from_file"] is not None:
+            raise click.UsageError("--watch needs a cluster; it cannot follow --from-file")
+        if options["output"] in ("json", "yaml", "csv", "pretty"):
+            raise click.UsageError(f"--watch redraws the text views; -o {options['output']} is not one")
+        run(options, load=_watch)
+        return
     if options["details"] and options["output"] not in (None, "pretty"):
         output = options["output"]
         raise click.UsageError(f"-d/--details shows the default and pretty views; -o {output} has no details")
