@@ -23,8 +23,8 @@ import msgspec
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
-from kubectl_gpushare.kube.records import Warnings, node_record, pod_record
-from kubectl_gpushare.kube.types import Node, Pod
+from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
+from kubectl_gpushare.kube.types import CONFIGMAP_DECODER, ConfigMap, Node, Pod
 from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger, PodRecord
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
@@ -34,7 +34,10 @@ WARNING: Final = "warning"
 DEFAULT_STUCK_AFTER: Final = 300.0
 """Seconds a pod may stay ``ALIYUN_COM_GPU_MEM_ASSIGNED=false`` before it is reported (kubelet
 normally allocates within seconds of the bind)."""
-_GPUSHARE_ANNOTATIONS: Final = (protocol.ANN_IDX, protocol.ANN_ASSIGNED, protocol.ANN_ASSUME_TIME)
+COMPONENT_LABEL: Final = "component"
+EXTENDER_COMPONENT: Final = "gpushare-schd-extender"
+DEVICE_PLUGIN_COMPONENT: Final = "gpushare-device-plugin"
+"""Pod labels of the shipped (and the original) extender Deployment and device-plugin DaemonSet."""
 
 
 class Finding(msgspec.Struct, frozen=True):
@@ -123,6 +126,66 @@ def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding
                           f"more than {stuck_after:g}s: the device plugin on that node has not allocated it")
 
 
+def _workload_findings(nodes: Sequence[Node], pods: Sequence[Pod]) -> Iterable[Finding]:
+    """The extender and the device plugin, judged by their pods (what actually runs)."""
+    running = [pod for pod in pods if pod.status.phase == "Running"]
+    shares = [node for node in nodes if _has(node.status.capacity, protocol.RESOURCE_MEM)]
+    extenders = [pod for pod in running if pod.metadata.labels.get(COMPONENT_LABEL) == EXTENDER_COMPONENT]
+    if shares and not extenders:
+        yield Finding(ERROR, "extender-missing", f"pods/{COMPONENT_LABEL}={EXTENDER_COMPONENT}",
+                      "no scheduler-extender pod is running: kube-scheduler cannot pick a GPU, and pods asking "
+                      f"for {protocol.RESOURCE_MEM} stay Pending (kubectl gpushare manifests --only extender)")
+    plugin_nodes = {pod.spec.node_name for pod in running
+                    if pod.metadata.labels.get(COMPONENT_LABEL) == DEVICE_PLUGIN_COMPONENT}
+    for node in nodes:
+        labelled = node.metadata.labels.get(protocol.LABEL_GPUSHARE) == "true"
+        if labelled and _has(node.status.capacity, protocol.RESOURCE_MEM) and node.metadata.name not in plugin_nodes:
+            yield Finding(WARNING, "device-plugin-not-running", f"node/{node.metadata.name}",
+                          f"no running device-plugin pod ({COMPONENT_LABEL}={DEVICE_PLUGIN_COMPONENT}) on this "
+                          "node: new pods cannot get their GPU")
+
+
+def _configmap_findings(configmaps: Sequence[ConfigMap]) -> Iterable[Finding]:
+    for configmap in configmaps:
+        node = unhealthy_node_name(configmap)
+        gpus = unhealthy_gpus(configmap)
+        if node and gpus:
+            listed = ",".join(str(index) for index in sorted(gpus))
+            yield Finding(WARNING, "unhealthy-gpus-listed",
+                          f"configmap/{configmap.metadata.namespace}/{configmap.metadata.name}",
+                          f"marks GPU(s) {listed} of node {node} unhealthy: the extender places nothing there")
+
+
+class _Kind(msgspec.Struct):
+    kind: str = ""
+
+
+class _Items(msgspec.Struct):
+    items: list[msgspec.Raw] = []
+
+
+def configmaps_in(data: bytes) -> list[ConfigMap]:
+    """ConfigMaps in a JSON dump (``kubectl get nodes,pods,configmaps -A -o json``); none from YAML.
+
+    The file has already been judged readable by `source.parse_documents`; an item that does not
+    decode as a ConfigMap is skipped rather than failing the audit.
+    """
+    if data.lstrip()[:1] != b"{":
+        return []
+    try:
+        raws = msgspec.json.decode(data, type=_Items).items
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return []
+    found: list[ConfigMap] = []
+    for raw in raws:
+        try:
+            if msgspec.json.decode(raw, type=_Kind).kind == "ConfigMap":
+                found.append(CONFIGMAP_DECODER.decode(raw))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return found
+
+
 def keyed_pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:
     """`pod_record`, keyed by namespace/name when the pod has no uid (hand-written files leave it out).
 
@@ -146,13 +209,19 @@ def _ledger_findings(ledger: Ledger, names: Sequence[str]) -> Iterable[Finding]:
 
 
 def audit(
-    nodes: Sequence[Node], pods: Sequence[Pod], *, now_ns: int, stuck_after: float = DEFAULT_STUCK_AFTER
+    nodes: Sequence[Node],
+    pods: Sequence[Pod],
+    *,
+    now_ns: int,
+    stuck_after: float = DEFAULT_STUCK_AFTER,
+    configmaps: Sequence[ConfigMap] = (),
 ) -> DoctorReport:
     """Run every check.
 
     Args:
         nodes: every node (not only gpushare ones: unlabelled GPU nodes are a finding).
         pods: every pod, completed ones included.
+        configmaps: ConfigMaps of the unhealthy-GPU namespace (others are ignored).
         now_ns: the current time, unix nanoseconds (passed in, so the audit is reproducible).
         stuck_after: seconds before an unassigned bound pod is reported.
     """
@@ -160,6 +229,8 @@ def audit(
     record_warnings = Warnings()
     for node in nodes:
         findings.extend(_node_findings(node, record_warnings))
+    findings.extend(_workload_findings(nodes, pods))
+    findings.extend(_configmap_findings(configmaps))
     records = []
     for pod in pods:
         findings.extend(_pod_findings(pod, now_ns, stuck_after))

@@ -22,7 +22,7 @@ from kubectl_gpushare.kube.records import Warnings
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from kubectl_gpushare.kube.types import Node, Pod
+    from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
 
 POD_PAGE_SIZE: Final = 2000
 
@@ -33,6 +33,9 @@ Checks:
   error    two-device-plugins      node advertises nvidia.com/gpu and aliyun.com/gpu-mem
   error    gpu-overcommitted       pods on one GPU hold more than its memory
   error    invalid-value           malformed quantity or gpushare annotation (names the object)
+  error    extender-missing        no running scheduler-extender pod (component=gpushare-schd-extender)
+  warning  device-plugin-not-running  gpushare node without a running device-plugin pod
+  warning  unhealthy-gpus-listed   an unhealthy-gpu-<node> ConfigMap in kube-system lists GPUs
   warning  gpu-node-unlabelled     node with NVIDIA GPUs but no gpushare=true label
   warning  unhealthy-gpus          capacity differs from allocatable
   warning  mixed-gpus-unannotated  GPU memory not divisible by the count, no per-GPU annotation
@@ -52,15 +55,22 @@ run, the codes below apply (an API error also exits 1, with nothing on stdout).
 class _Inputs:
     nodes: list[Node]
     pods: list[Pod]
+    configmaps: list[ConfigMap] = field(default_factory=list)
     warnings: Warnings = field(default_factory=Warnings)  # doctor reports malformed values as findings
 
 
 def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
+    from kubectl_gpushare import protocol
+
     if options["from_file"] is not None:
         from kubectl_gpushare.inspect.source import parse_documents
 
-        return _Inputs(*parse_documents(options["from_file"].read()))
-    from kubectl_gpushare.kube import types
+        data = options["from_file"].read()
+        nodes, file_pods = parse_documents(data)
+        from kubectl_gpushare.inspect.doctor import configmaps_in
+
+        return _Inputs(nodes, file_pods, configmaps_in(data))
+    from kubectl_gpushare.kube import errors, types
 
     with make_client(options, "doctor") as client:
         nodes = client.list_nodes()
@@ -68,7 +78,11 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
         for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE):
             pods.extend(page.items)
             progress(len(pods))
-    return _Inputs(nodes, pods)
+        try:
+            configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE)
+        except errors.Forbidden:
+            configmaps = []  # the other checks still stand
+    return _Inputs(nodes, pods, configmaps)
 
 
 @click.command(
@@ -101,7 +115,10 @@ def doctor_command(**options: Any) -> None:
     def render(inputs: _Inputs, opts: dict[str, Any]) -> str:
         from kubectl_gpushare.inspect import doctor
 
-        report = doctor.audit(inputs.nodes, inputs.pods, now_ns=time.time_ns(), stuck_after=opts["stuck_after"])
+        report = doctor.audit(
+            inputs.nodes, inputs.pods, now_ns=time.time_ns(), stuck_after=opts["stuck_after"],
+            configmaps=inputs.configmaps,
+        )
         verdict.append(report.exit_code)
         if opts["output"] == "json":
             return doctor.to_json(report)

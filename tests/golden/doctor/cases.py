@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kubectl_gpushare.sandbox.spec import node_object, pod_object
+from kubectl_gpushare.sandbox.spec import node_object, pod_object, unhealthy_configmap
 
 GOLDEN = Path(__file__).resolve().parent
 UPDATE = os.environ.get("GPUSHARE_UPDATE_GOLDEN") == "1"
@@ -21,6 +21,14 @@ LONG_AGO_NS = 1_600_000_000 * 10**9
 def _with_status(node: dict[str, Any], **resources: str) -> dict[str, Any]:
     node["status"]["allocatable"].update(resources)
     return node
+
+
+def _daemon(name: str, component: str, node: str) -> dict[str, Any]:
+    return pod_object(name, "kube-system", [0], node=node, phase="Running", labels={"component": component})
+
+
+PLUGIN_NODES = ("healthy", "both-plugins", "sick", "mixed", "over")
+"""Labelled nodes that run a device-plugin pod; ``no-daemon`` is labelled and advertises but runs none."""
 
 
 def seed() -> list[dict[str, Any]]:
@@ -39,6 +47,10 @@ def seed() -> list[dict[str, Any]]:
         ),
         mixed,
         node_object("over", [8], ip="10.9.0.7"),
+        node_object("no-daemon", [16], ip="10.9.0.8"),
+        _daemon("extender", "gpushare-schd-extender", "healthy"),
+        *(_daemon(f"plugin-{node}", "gpushare-device-plugin", node) for node in PLUGIN_NODES),
+        unhealthy_configmap("sick", [1]),
         pod_object("fine", "team-a", [4], node="healthy", gpu=0, gpu_memory=16),
         pod_object("stuck", "team-a", [4], node="healthy", gpu=1, gpu_memory=16, phase="Pending", assigned=False,
                    assume_time=LONG_AGO_NS),

@@ -24,7 +24,7 @@ def test_every_finding_live_and_from_kubectls_dump(
     sandbox: Sandbox, kubectl: Callable[..., Any], tmp_path: Path
 ) -> None:
     sandbox.load(cases.seed())
-    dump = kubectl("get", "nodes,pods", "-A", "-o", "json").stdout
+    dump = kubectl("get", "nodes,pods,configmaps", "-A", "-o", "json").stdout
     (tmp_path / "cluster.json").write_text(dump)
     for golden, flags in (("doctor.txt", []), ("doctor.json", ["-o", "json"])):
         expected = (GOLDEN / golden).read_text()
@@ -35,6 +35,7 @@ def test_every_finding_live_and_from_kubectls_dump(
 
 
 def test_a_healthy_cluster_is_clean(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
-    sandbox.load([item for item in cases.seed() if item["metadata"]["name"] in ("healthy", "fine")])
+    names = ("healthy", "fine", "extender", "plugin-healthy")
+    sandbox.load([item for item in cases.seed() if item["metadata"]["name"] in names])
     result = kubectl("gpushare", "doctor")
     assert (result.returncode, result.stdout) == (0, "No problems found.\n")

@@ -34,7 +34,10 @@ CHECKS = {
     "mixed-gpus-unannotated": "node/mixed",
     "assigned-stuck": "pod/team-a/stuck",
     "completed-holding": "pod/team-b/finished",
+    "device-plugin-not-running": "node/no-daemon",
+    "unhealthy-gpus-listed": "configmap/kube-system/unhealthy-gpu-sick",
 }
+HEALTHY = ["healthy", "fine", "extender", "plugin-healthy"]
 
 
 @pytest.fixture
@@ -58,13 +61,14 @@ def test_every_check_fires_once_on_its_object(seeded: Path, cli_runner: CliRunne
     assert (report["apiVersion"], report["kind"]) == ("gpushare.kubectl-gpushare.io/v1", "GPUShareDoctor")
     found = {(f["check"], f["object"]) for f in report["findings"]}
     assert found == set(CHECKS.items())
-    assert report["summary"] == {"errors": 4, "warnings": 5}
+    assert report["summary"] == {"errors": 4, "warnings": 7}
 
 
 @pytest.mark.parametrize(
     ("keep", "code"),
-    [(["healthy", "fine"], 0), (["healthy", "fine", "sick"], 1), (["healthy", "over", "first", "second"], 2)],
-    ids=["clean", "warnings", "errors"],
+    [(HEALTHY, 0), ([*HEALTHY, "sick", "plugin-sick"], 1), ([*HEALTHY, "over", "plugin-over", "first", "second"], 2),
+     (["healthy", "fine", "plugin-healthy"], 2)],
+    ids=["clean", "warnings", "errors", "no-extender"],
 )
 def test_exit_code_is_the_verdict(tmp_path: Path, keep: list[str], code: int, cli_runner: CliRunner) -> None:
     items = [item for item in cases.seed() if item["metadata"]["name"] in keep]
@@ -77,8 +81,8 @@ def test_exit_code_is_the_verdict(tmp_path: Path, keep: list[str], code: int, cl
 
 
 def test_a_fresh_assignment_is_not_stuck_until_the_threshold(tmp_path: Path, cli_runner: CliRunner) -> None:
-    items = [item for item in cases.seed() if item["metadata"]["name"] in ("healthy", "stuck")]
-    items[1]["metadata"]["annotations"]["ALIYUN_COM_GPU_MEM_ASSUME_TIME"] = str(time.time_ns() - 60 * 10**9)
+    items = [item for item in cases.seed() if item["metadata"]["name"] in (*HEALTHY, "stuck")]
+    items[-1]["metadata"]["annotations"]["ALIYUN_COM_GPU_MEM_ASSUME_TIME"] = str(time.time_ns() - 60 * 10**9)
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"kind": "List", "items": items}))
     fresh = cli_runner.invoke(doctor_command, ["--from-file", str(path)])
