@@ -110,15 +110,15 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     if output == "wide":
         from kubectl_gpushare.inspect import wide
 
-        return wide.render(snapshot.ledger, names, headers=headers)
+        return wide.render(snapshot.ledger, names, headers=headers, unscheduled=snapshot.unscheduled)
     if output == "pretty":
         from kubectl_gpushare.inspect import pretty
 
-        pretty.render(snapshot.ledger, names, sys.stdout, details=options["details"])
+        pretty.render(snapshot.ledger, names, sys.stdout, details=options["details"], unscheduled=snapshot.unscheduled)
         return None
     from kubectl_gpushare.inspect import report
 
-    document = report.build(snapshot.ledger, names)
+    document = report.build(snapshot.ledger, names, snapshot.unscheduled)
     if output == "json":
         return report.to_json(document)
     if output == "yaml":

@@ -18,13 +18,21 @@ from collections.abc import Sequence
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
-from kubectl_gpushare.ledger import PENDING, Ledger, NodeUsage
+from kubectl_gpushare.ledger import PENDING, Ledger, NodeUsage, PodRecord
 
 CLUSTER_FOOTER = "Allocated/Total GPU Memory In Cluster:"
 SUMMARY_DASH_EXTRA = 20
 DETAIL_DASH_EXTRA = 10
 MIB_THRESHOLD = 100
 """More GPU memory than this per GPU means the node advertises MiB, not GiB (the original's guess)."""
+
+
+def waiting_line(pods: Sequence[PodRecord], unit: str) -> str:
+    """One line about pods that ask for GPU memory but are on no node yet (wide and pretty views)."""
+    ordered = sorted(pods, key=lambda p: (p.namespace, p.name))
+    listed = ", ".join(f"{p.namespace}/{p.name} ({p.request})" for p in ordered)
+    plural = "" if len(pods) == 1 else "s"
+    return f"Waiting for a node: {len(pods)} pod{plural}, {sum(p.request for p in pods)} {unit or 'GiB'}: {listed}"
 
 
 def percent(used: int, total: int) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgspec
@@ -47,6 +47,13 @@ class Snapshot:
     ledger: Ledger
     names: list[str]
     warnings: Warnings
+    unscheduled: list[PodRecord] = field(default_factory=list)
+    """Active pods that request GPU memory but are on no node yet (cluster-wide views only)."""
+
+
+def waiting(record: PodRecord, node_name: str) -> bool:
+    """Whether a pod asks for GPU memory and no node has it yet (shown apart from the nodes)."""
+    return not node_name and record.request > 0
 
 
 def not_found(name: str) -> NotFound:
@@ -115,6 +122,8 @@ def from_api(
     if len(names) == 1:
         field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
     pods: list[PodRecord] = []
+    unscheduled: list[PodRecord] = []
+    cluster_wide = not names and not selector
     if wanted:
         seen = 0
         with _needs("list pods in all namespaces"):
@@ -122,10 +131,16 @@ def from_api(
                 for pod in page.items:
                     if pod.spec.node_name in wanted:
                         pods.append(pod_record(pod, warnings))
+                    elif cluster_wide and not pod.spec.node_name:
+                        record = pod_record(pod)
+                        if waiting(record, pod.spec.node_name):
+                            unscheduled.append(record)
                 seen += len(page.items)
                 if progress is not None:
                     progress(seen)
-    return _snapshot(nodes, pods, bool(names), warnings)
+    snapshot = _snapshot(nodes, pods, bool(names), warnings)
+    snapshot.unscheduled = unscheduled
+    return snapshot
 
 
 # --- from a file -----------------------------------------------------------------------------------
@@ -244,9 +259,10 @@ def from_documents(data: bytes, node_names: Sequence[str] = (), selector: str | 
         chosen = [node for node in chosen if matches(node.metadata.labels)]
     nodes = [node_record(node, warnings=warnings) for node in chosen]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
-    pods = [
-        pod_record(pod, warnings)
-        for pod in decoded_pods
-        if pod.spec.node_name in wanted and pod.status.phase not in ("Succeeded", "Failed")
-    ]
-    return _snapshot(nodes, pods, bool(names), warnings)
+    active = [pod for pod in decoded_pods if pod.status.phase not in ("Succeeded", "Failed")]
+    pods = [pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
+    snapshot = _snapshot(nodes, pods, bool(names), warnings)
+    if not names and not selector:
+        records = (pod_record(pod) for pod in active if not pod.spec.node_name)
+        snapshot.unscheduled = [record for record in records if waiting(record, record.node)]
+    return snapshot

@@ -12,12 +12,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kubectl_gpushare.inspect import tabwriter
-from kubectl_gpushare.inspect.compat import CLUSTER_FOOTER, memory_unit, percent
-from kubectl_gpushare.ledger import PENDING, Ledger
+from kubectl_gpushare.inspect.compat import CLUSTER_FOOTER, memory_unit, percent, waiting_line
+from kubectl_gpushare.ledger import PENDING, Ledger, PodRecord
 
 
-def render(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> str:
-    """The wide table for the given nodes (nodes without GPU memory are left out)."""
+def render(
+    ledger: Ledger, names: Sequence[str], *, headers: bool = True, unscheduled: Sequence[PodRecord] = ()
+) -> str:
+    """The wide table for the given nodes (nodes without GPU memory are left out).
+
+    Pods that ask for GPU memory but are on no node yet get one line after the cluster total.
+    """
     usages = [usage for usage in (ledger.usage(name) for name in names) if usage.total_mem > 0]
     max_gpus = max((usage.gpu_count for usage in usages), default=0)
     unit = memory_unit(ledger, names)
@@ -48,4 +53,6 @@ def render(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> str
         return tabwriter.render("".join(lines))
     lines.append("\n")
     lines.append(f"{CLUSTER_FOOTER}\t{cluster_used}/{cluster_total} ({percent(cluster_used, cluster_total)}%)\n")
+    if unscheduled:
+        lines.append(waiting_line(unscheduled, unit) + "\n")
     return tabwriter.render("".join(lines))

@@ -118,3 +118,11 @@ def test_malformed_values_warn_and_count_the_rest() -> None:
 def test_unreadable_input_is_an_input_error(data: bytes, message: str) -> None:
     with pytest.raises(source.InputError, match=message):
         source.from_documents(data)
+
+
+def test_pods_waiting_for_a_node_are_kept_apart_in_cluster_wide_views_only() -> None:
+    waiting = pod("w", "", "3")
+    data = as_list(node("a", labels={"pool": "x"}), waiting, pod("nogpu", "", "0"))
+    assert [p.name for p in source.from_documents(data).unscheduled] == ["w"]
+    assert source.from_documents(data, ["a"]).unscheduled == []
+    assert source.from_documents(data, selector="pool=x").unscheduled == []
