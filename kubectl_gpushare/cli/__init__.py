@@ -8,6 +8,7 @@ implements it and is imported when it runs (a lazy group), so ``--help`` stays f
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -120,6 +121,32 @@ def run_command(command: click.Command, prog_name: str, args: list[str] | None =
 def main() -> None:
     """Console script ``kubectl-gpushare`` (``kubectl gpushare ...``)."""
     run_command(gpushare, "kubectl gpushare")
+
+
+COBRA_NO_FILE_COMPLETION = ":4"
+"""The directive line kubectl expects after a plugin's completions (ShellCompDirectiveNoFileComp)."""
+
+
+def complete_main() -> None:
+    """Console script ``kubectl_complete-gpushare``: kubectl's plugin completion (kubectl 1.26+).
+
+    kubectl runs it with the words typed after ``kubectl gpushare``, the last one being completed,
+    and reads one ``value<TAB>description`` per line then a directive line, as cobra prints them.
+    The answers come from click's own completion of the same commands and options.
+    """
+    from click.shell_completion import ShellComplete
+
+    words = sys.argv[1:] or [""]
+    completer = ShellComplete(gpushare, {}, "kubectl gpushare", "_KUBECTL_GPUSHARE_COMPLETE")
+    lines = []
+    for item in completer.get_completions(words[:-1], words[-1]):
+        help_text = _one_line(item.help or "")
+        lines.append(f"{item.value}\t{help_text}" if help_text else str(item.value))
+    try:
+        sys.stdout.write("".join(f"{line}\n" for line in [*lines, COBRA_NO_FILE_COMPLETION]))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def inspect_main() -> None:

@@ -91,3 +91,10 @@ def test_one_log_level_variable_for_both_daemons() -> None:
         (option,) = [p for p in command.params if p.name == "log_level"]
         assert isinstance(option, click.Option) and option.envvar is not None
         assert list(option.envvar)[0] == ENV_LOG_LEVEL == "GPUSHARE_LOG_LEVEL"
+
+
+def test_kubectl_plugin_completion_lists_commands_and_flags() -> None:
+    commands = cli("", script="kubectl_complete-gpushare").stdout.splitlines()
+    assert commands[-1] == ":4" and {"fit", "doctor", "explain", "inspect"} <= {c.split("\t")[0] for c in commands}
+    flags = cli("inspect", "--so", script="kubectl_complete-gpushare").stdout.splitlines()
+    assert [f.split("\t")[0] for f in flags] == ["--sort", ":4"]
