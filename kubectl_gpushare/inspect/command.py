@@ -98,7 +98,15 @@ def _watch(options: dict[str, Any], progress: Callable[[int], None]) -> None:
 def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     from kubectl_gpushare.inspect import compat, order
 
+    if options.get("namespace"):
+        from kubectl_gpushare.inspect import tenants
+
+        snapshot = tenants.only_namespace(snapshot, options["namespace"])
     names = order.sort_nodes(snapshot.ledger, snapshot.names, options["sort"])
+    if options.get("group_by") == "namespace":
+        from kubectl_gpushare.inspect import tenants
+
+        return tenants.by_namespace(snapshot, names, headers=not options["no_headers"])
     if not names and options["selector"]:
         click.echo("No resources found", err=True)  # kubectl's words when -l matches nothing
         return None
@@ -194,6 +202,15 @@ def run(options: dict[str, Any], render: Renderer = _render, load: Loader = _loa
     help="Node order; numbers sort largest first.",
 )
 @click.option("--no-headers", is_flag=True, help="Leave out table header rows (text, wide, csv).")
+@click.option("-n", "--namespace", default=None, help="Count only this namespace's pods (one tenant's view).")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Count every namespace's pods (the default).")
+@click.option(
+    "--group-by",
+    type=click.Choice(["node", "namespace"]),
+    default="node",
+    show_default=True,
+    help="Rows per node (the views above) or per namespace with totals.",
+)
 @click.option(
     "-w", "--watch", is_flag=True, help="Redraw on every change (list + watch, no polling) until Ctrl-C."
 )
@@ -215,6 +232,10 @@ def inspect_command(**options: Any) -> None:
     """
     if options["nodes"] and options["selector"]:
         raise click.UsageError("name cannot be provided when a selector is specified")  # kubectl's refusal
+    if options["namespace"] and options["all_namespaces"]:
+        raise click.UsageError("-n/--namespace and -A/--all-namespaces go one at a time")
+    if options["group_by"] == "namespace" and (options["output"] is not None or options["details"]):
+        raise click.UsageError("--group-by namespace prints its own table; it takes no -o or -d")
     if options["watch"]:
         if options["from_file"] is not None:
             raise click.UsageError("--watch needs a cluster; it cannot follow --from-file")

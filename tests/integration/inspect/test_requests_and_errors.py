@@ -237,3 +237,15 @@ def test_malformed_selector_is_one_usage_error_live_and_offline_before_any_reque
     assert_one_line_error(live, command.EXIT_USAGE, "error: --selector", 'invalid label key "-bad"')
     assert live.stderr == offline.stderr
     assert sandbox.requests == []
+
+
+def test_group_by_namespace_live_equals_from_file(sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path) -> None:
+    sandbox.load(generate_cluster(nodes=4, gpus_per_node=2, pods=40, seed=9))
+    dump = subprocess.run(
+        ["kubectl", "get", "nodes,pods", "-A", "-o", "json"], env=kube_env, capture_output=True, text=True, timeout=60
+    )
+    (tmp_path / "c.json").write_text(dump.stdout)
+    for args in (["--group-by", "namespace"], ["-n", "default", "-d"]):
+        live = inspect(kube_env, *args)
+        offline = inspect(kube_env, *args, "--from-file", str(tmp_path / "c.json"))
+        assert live.returncode == 0 and live.stdout == offline.stdout and live.stdout, live.stderr

@@ -234,3 +234,23 @@ def test_sort_percent_uses_the_exact_ratio() -> None:
     pods = [PodRecord(uid=n, namespace="x", name=n, node=n, phase="Running", request=r, gpu_index=0)
             for n, r in (("a", 281), ("b", 289))]  # both print as 28%
     assert order.sort_nodes(Ledger.build(nodes, pods), ["a", "b"], "percent") == ["b", "a"]
+
+
+def test_group_by_namespace_totals_each_tenant(cli_runner: CliRunner) -> None:
+    lines = invoke(cli_runner, "--group-by", "namespace").stdout.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "PODS", "NODES", "ALLOCATED(GiB)", "WAITING(GiB)"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}
+    assert rows["TOTAL"][2] == str(sum(int(v[2]) for k, v in rows.items() if k != "TOTAL")) == "6"
+
+
+def test_namespace_filter_shows_one_tenant_against_whole_gpus(cli_runner: CliRunner) -> None:
+    text = invoke(cli_runner, "-n", "ml").stdout
+    assert text.splitlines()[-1].startswith("3/45")
+    assert invoke(cli_runner, "-A").stdout == invoke(cli_runner).stdout
+
+
+@pytest.mark.parametrize(
+    "args", [["-n", "ml", "-A"], ["--group-by", "namespace", "-o", "json"], ["--group-by", "namespace", "-d"]]
+)
+def test_tenant_flag_conflicts_are_usage_errors(cli_runner: CliRunner, args: list[str]) -> None:
+    assert invoke(cli_runner, *args).exit_code == 2
