@@ -83,8 +83,9 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
         data: bytes = stream.read()
         return source.from_documents(data, options["nodes"], options["selector"])
 
+    marks = options.get("output") is not None  # only the compatible text leaves unhealthy GPUs unmarked
     with make_client(options, "inspect") as client:
-        return source.from_api(client, options["nodes"], options["selector"], progress)
+        return source.from_api(client, options["nodes"], options["selector"], progress, unhealthy=marks)
 
 
 def _watch(options: dict[str, Any], progress: Callable[[int], None]) -> None:

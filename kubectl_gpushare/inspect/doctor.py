@@ -24,7 +24,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
 from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
-from kubectl_gpushare.kube.types import CONFIGMAP_DECODER, ConfigMap, Node, Pod
+from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
 from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger, PodRecord
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
@@ -154,36 +154,6 @@ def _configmap_findings(configmaps: Sequence[ConfigMap]) -> Iterable[Finding]:
             yield Finding(WARNING, "unhealthy-gpus-listed",
                           f"configmap/{configmap.metadata.namespace}/{configmap.metadata.name}",
                           f"marks GPU(s) {listed} of node {node} unhealthy: the extender places nothing there")
-
-
-class _Kind(msgspec.Struct):
-    kind: str = ""
-
-
-class _Items(msgspec.Struct):
-    items: list[msgspec.Raw] = []
-
-
-def configmaps_in(data: bytes) -> list[ConfigMap]:
-    """ConfigMaps in a JSON dump (``kubectl get nodes,pods,configmaps -A -o json``); none from YAML.
-
-    The file has already been judged readable by `source.parse_documents`; an item that does not
-    decode as a ConfigMap is skipped rather than failing the audit.
-    """
-    if data.lstrip()[:1] != b"{":
-        return []
-    try:
-        raws = msgspec.json.decode(data, type=_Items).items
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return []
-    found: list[ConfigMap] = []
-    for raw in raws:
-        try:
-            if msgspec.json.decode(raw, type=_Kind).kind == "ConfigMap":
-                found.append(CONFIGMAP_DECODER.decode(raw))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
-    return found
 
 
 def keyed_pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:

@@ -67,7 +67,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
 
         data = options["from_file"].read()
         nodes, file_pods = parse_documents(data)
-        from kubectl_gpushare.inspect.doctor import configmaps_in
+        from kubectl_gpushare.inspect.source import configmaps_in
 
         return _Inputs(nodes, file_pods, configmaps_in(data))
     from kubectl_gpushare.kube import errors, types

@@ -71,6 +71,8 @@ def render(
                 bars.append(Text(f"pending {device.used}", style="magenta"))
             else:
                 bars.append(_bar(f"GPU{device.index}", device.used, device.total))
+                if device.index in usage.node.unhealthy:
+                    bars.append(" unhealthy", style="bold red")
             if details:
                 for pod, amount in device.pods:
                     bars.append(f"\n    {pod.namespace}/{pod.name} {amount}", style="dim" if pod.terminating else "")

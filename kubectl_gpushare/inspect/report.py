@@ -48,14 +48,15 @@ class PodShare(msgspec.Struct, rename="camel"):
     memory: int
 
 
-class GPU(msgspec.Struct, rename="camel"):
-    """One GPU of a node."""
+class GPU(msgspec.Struct, rename="camel", omit_defaults=True):
+    """One GPU of a node (``healthy: false`` only on a GPU its unhealthy-GPU ConfigMap lists)."""
 
     index: int
     total: int
     used: int
     free: int
     pods: list[PodShare]
+    healthy: bool = True
 
 
 class NodeReport(msgspec.Struct, rename="camel"):
@@ -112,7 +113,8 @@ def build(ledger: Ledger, names: Sequence[str], unscheduled: Sequence[PodRecord]
         if usage.total_mem <= 0:
             continue
         gpus = [
-            GPU(device.index, device.total, device.used, device.free, _shares(device))
+            GPU(device.index, device.total, device.used, device.free, _shares(device),
+                device.index not in usage.node.unhealthy)
             for device in usage.devices.values()
             if device.index != PENDING
         ]

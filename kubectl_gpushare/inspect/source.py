@@ -23,9 +23,10 @@ from typing import Any, Final
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import selectors, types
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
-from kubectl_gpushare.kube.records import Warnings, node_record, pod_record
+from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
 from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
 
 ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
@@ -92,6 +93,7 @@ def from_api(
     node_names: Sequence[str] = (),
     selector: str | None = None,
     progress: Progress | None = None,
+    unhealthy: bool = False,
 ) -> Snapshot:
     """Fetch nodes and active pods from the API server.
 
@@ -100,6 +102,9 @@ def from_api(
         node_names: nodes to show (``[NODE]...``); empty for every GPU-share node.
         selector: a label selector for nodes (``-l``), applied by the server.
         progress: called with the number of pods read so far after each page.
+        unhealthy: also read the unhealthy-GPU ConfigMaps (one more request; the views that mark
+            unhealthy GPUs ask for it, the compatible text does not). Without permission to list
+            them, GPUs are shown as healthy and a warning says why.
 
     Raises:
         SelectorError: ``selector`` is malformed (checked here first, by the same grammar as offline).
@@ -116,7 +121,13 @@ def from_api(
     else:
         with _needs("list nodes"):
             decoded = client.list_nodes(label_selector=selector or None)
-    nodes = [node_record(node, warnings=warnings) for node in decoded]
+    sick: dict[str, frozenset[int]] = {}
+    if unhealthy:
+        try:
+            sick = unhealthy_by_node(client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE))
+        except Forbidden:
+            warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
+    nodes = [node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in decoded]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     field_selector = ACTIVE_PODS
     if len(names) == 1:
@@ -211,6 +222,46 @@ def _yaml_objects(text: str) -> Iterator[tuple[str, Any]]:
                 raise InputError(f"{kind} {name}: {exc}") from None
 
 
+class _Kind(msgspec.Struct):
+    kind: str = ""
+
+
+class _Items(msgspec.Struct):
+    items: list[msgspec.Raw] = []
+
+
+def configmaps_in(data: bytes) -> list[types.ConfigMap]:
+    """ConfigMaps in a JSON dump (``kubectl get nodes,pods,configmaps -A -o json``); none from YAML.
+
+    The file has already been judged readable by `source.parse_documents`; an item that does not
+    decode as a ConfigMap is skipped rather than failing the audit.
+    """
+    if data.lstrip()[:1] != b"{":
+        return []
+    try:
+        raws = msgspec.json.decode(data, type=_Items).items
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return []
+    found: list[types.ConfigMap] = []
+    for raw in raws:
+        try:
+            if msgspec.json.decode(raw, type=_Kind).kind == "ConfigMap":
+                found.append(types.CONFIGMAP_DECODER.decode(raw))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return found
+
+
+def unhealthy_by_node(configmaps: Iterable[types.ConfigMap]) -> dict[str, frozenset[int]]:
+    """Node -> GPU indices its unhealthy-GPU ConfigMap lists (the extender's source of truth)."""
+    found: dict[str, frozenset[int]] = {}
+    for configmap in configmaps:
+        node = unhealthy_node_name(configmap)
+        if node:
+            found[node] = unhealthy_gpus(configmap)
+    return found
+
+
 def parse_documents(data: bytes) -> tuple[list[types.Node], list[types.Pod]]:
     """Decode nodes and pods from ``kubectl get ... -o json`` or ``-o yaml`` output.
 
@@ -257,7 +308,8 @@ def from_documents(data: bytes, node_names: Sequence[str] = (), selector: str | 
     if selector:
         matches = selectors.matcher(selector)
         chosen = [node for node in chosen if matches(node.metadata.labels)]
-    nodes = [node_record(node, warnings=warnings) for node in chosen]
+    sick = unhealthy_by_node(configmaps_in(data))
+    nodes = [node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in chosen]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     active = [pod for pod in decoded_pods if pod.status.phase not in ("Succeeded", "Failed")]
     pods = [pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]

@@ -15,6 +15,9 @@ from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.compat import CLUSTER_FOOTER, memory_unit, percent, waiting_line
 from kubectl_gpushare.ledger import PENDING, Ledger, PodRecord
 
+UNHEALTHY_MARK = "!"
+"""Suffix of an unhealthy GPU's cell, explained in a legend line under the table."""
+
 
 def render(
     ledger: Ledger, names: Sequence[str], *, headers: bool = True, unscheduled: Sequence[PodRecord] = ()
@@ -37,7 +40,8 @@ def render(
         cells = [f"{usage.node.name}\t{usage.node.ip}\t{usage.gpu_count}\t"]
         for index in range(max_gpus):
             device = usage.devices.get(index)
-            cells.append(f"{device.used}/{device.total}\t" if device is not None else "-\t")
+            mark = UNHEALTHY_MARK if index in usage.node.unhealthy else ""
+            cells.append(f"{device.used}/{device.total}{mark}\t" if device is not None else "-\t")
         pending = usage.devices.get(PENDING)
         used = usage.used
         largest = ledger.largest_free(usage.node.name)
@@ -55,4 +59,6 @@ def render(
     lines.append(f"{CLUSTER_FOOTER}\t{cluster_used}/{cluster_total} ({percent(cluster_used, cluster_total)}%)\n")
     if unscheduled:
         lines.append(waiting_line(unscheduled, unit) + "\n")
+    if any(usage.node.unhealthy for usage in usages):
+        lines.append(f"{UNHEALTHY_MARK} unhealthy GPU: no new pods go there, and LARGEST-FREE-GPU leaves it out\n")
     return tabwriter.render("".join(lines))

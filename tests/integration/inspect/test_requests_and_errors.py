@@ -249,3 +249,16 @@ def test_group_by_namespace_live_equals_from_file(sandbox: Sandbox, kube_env: di
         live = inspect(kube_env, *args)
         offline = inspect(kube_env, *args, "--from-file", str(tmp_path / "c.json"))
         assert live.returncode == 0 and live.stdout == offline.stdout and live.stdout, live.stderr
+
+
+def test_unhealthy_gpus_are_read_only_by_the_views_that_mark_them(sandbox: Sandbox, kube_env: dict[str, str]) -> None:
+    from kubectl_gpushare.sandbox.spec import node_object, unhealthy_configmap
+
+    sandbox.load([node_object("n", [16, 16], ip="10.0.0.1"), unhealthy_configmap("n", [0])])
+    sandbox.clear_requests()
+    report = yaml.safe_load(inspect(kube_env, "-o", "json").stdout)
+    assert [gpu.get("healthy", True) for gpu in report["nodes"][0]["gpus"]] == [False, True]
+    assert [r.namespace for r in sandbox.requests if r.resource == "configmaps"] == ["kube-system"]
+    sandbox.clear_requests()
+    assert inspect(kube_env).returncode == 0
+    assert not [r for r in sandbox.requests if r.resource == "configmaps"]
