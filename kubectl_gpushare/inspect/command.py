@@ -78,14 +78,26 @@ def _fail(message: str, code: int) -> click.exceptions.Exit:
 def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
     from kubectl_gpushare.inspect import source
 
+    tenants = options.get("group_by") == "namespace"
     if options["from_file"] is not None:
         stream = options["from_file"]
         data: bytes = stream.read()
-        return source.from_documents(data, options["nodes"], options["selector"])
+        snapshot = source.from_documents(data, options["nodes"], options["selector"])
+        if tenants:
+            snapshot.quotas = source.quotas_in(data)
+        return snapshot
+
+    from kubectl_gpushare.kube.errors import Forbidden
 
     marks = options.get("output") is not None  # only the compatible text leaves unhealthy GPUs unmarked
     with make_client(options, "inspect") as client:
-        return source.from_api(client, options["nodes"], options["selector"], progress, unhealthy=marks)
+        snapshot = source.from_api(client, options["nodes"], options["selector"], progress, unhealthy=marks)
+        if tenants:
+            try:
+                snapshot.quotas = source.list_quotas(client)
+            except Forbidden:
+                snapshot.warnings.add("cannot list resourcequotas: the QUOTA column is left out")
+        return snapshot
 
 
 def _watch(options: dict[str, Any], progress: Callable[[int], None]) -> None:

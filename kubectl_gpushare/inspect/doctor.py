@@ -23,9 +23,10 @@ import msgspec
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
-from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
+from kubectl_gpushare.inspect.source import keyed_pod_record
+from kubectl_gpushare.kube.records import Warnings, node_record, unhealthy_gpus, unhealthy_node_name
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
-from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger, PodRecord
+from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareDoctor"
@@ -154,17 +155,6 @@ def _configmap_findings(configmaps: Sequence[ConfigMap]) -> Iterable[Finding]:
             yield Finding(WARNING, "unhealthy-gpus-listed",
                           f"configmap/{configmap.metadata.namespace}/{configmap.metadata.name}",
                           f"marks GPU(s) {listed} of node {node} unhealthy: the extender places nothing there")
-
-
-def keyed_pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:
-    """`pod_record`, keyed by namespace/name when the pod has no uid (hand-written files leave it out).
-
-    The ledger keys pods by uid, so pods without one would replace each other.
-    """
-    record = pod_record(pod, warnings)
-    if record.uid:
-        return record
-    return msgspec.structs.replace(record, uid=f"{record.namespace}/{record.name}")
 
 
 def _ledger_findings(ledger: Ledger, names: Sequence[str]) -> Iterable[Finding]:

@@ -183,7 +183,7 @@ def explain(
 
 def _placed(pod: Pod, ledger: Ledger, base: Explanation, who: str) -> Explanation:
     record = pod_record(pod)
-    key = record.uid or f"{record.namespace}/{record.name}"  # as the ledger was keyed (doctor.keyed_pod_record)
+    key = record.uid or f"{record.namespace}/{record.name}"  # as the ledger was keyed (source.keyed_pod_record)
     node = pod.spec.node_name
     usage = ledger.usage(node)
     gpu = record.gpu_index if record.gpu_index >= 0 else None

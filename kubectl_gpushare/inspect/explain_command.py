@@ -57,7 +57,7 @@ def _pod_not_found(namespace: str, name: str) -> Exception:
 
 
 def _inputs(pod: Pod, nodes: list[Node], pods: list[Pod], events: list[Event]) -> _Inputs:
-    from kubectl_gpushare.inspect.doctor import keyed_pod_record
+    from kubectl_gpushare.inspect.source import keyed_pod_record
     from kubectl_gpushare.kube.records import node_record
     from kubectl_gpushare.ledger import Ledger
 

@@ -50,6 +50,8 @@ class Snapshot:
     warnings: Warnings
     unscheduled: list[PodRecord] = field(default_factory=list)
     """Active pods that request GPU memory but are on no node yet (cluster-wide views only)."""
+    quotas: list[types.ResourceQuota] = field(default_factory=list)
+    """ResourceQuotas, read only for ``--group-by namespace``."""
 
 
 def waiting(record: PodRecord, node_name: str) -> bool:
@@ -60,6 +62,17 @@ def waiting(record: PodRecord, node_name: str) -> bool:
 def not_found(name: str) -> NotFound:
     """The error the API server gives for a missing node (the original prints its message)."""
     return NotFound(404, "NotFound", f'nodes "{name}" not found')
+
+
+def keyed_pod_record(pod: types.Pod, warnings: Warnings | None = None) -> PodRecord:
+    """`pod_record`, keyed by namespace/name when the pod has no uid (hand-written files leave it out).
+
+    The ledger keys pods by uid, so pods without one would replace each other.
+    """
+    record = pod_record(pod, warnings)
+    if record.uid:
+        return record
+    return msgspec.structs.replace(record, uid=f"{record.namespace}/{record.name}")
 
 
 def _unique(names: Sequence[str]) -> list[str]:
@@ -230,26 +243,53 @@ class _Items(msgspec.Struct):
     items: list[msgspec.Raw] = []
 
 
-def configmaps_in(data: bytes) -> list[types.ConfigMap]:
-    """ConfigMaps in a JSON dump (``kubectl get nodes,pods,configmaps -A -o json``); none from YAML.
-
-    The file has already been judged readable by `source.parse_documents`; an item that does not
-    decode as a ConfigMap is skipped rather than failing the audit.
-    """
+def _items_of_kind(data: bytes, kind: str) -> list[msgspec.Raw]:
+    """Raw items of one kind in a JSON dump; none from YAML or from a file that is not a list."""
     if data.lstrip()[:1] != b"{":
         return []
     try:
         raws = msgspec.json.decode(data, type=_Items).items
     except (msgspec.DecodeError, msgspec.ValidationError):
         return []
-    found: list[types.ConfigMap] = []
+    found: list[msgspec.Raw] = []
     for raw in raws:
         try:
-            if msgspec.json.decode(raw, type=_Kind).kind == "ConfigMap":
-                found.append(types.CONFIGMAP_DECODER.decode(raw))
+            if msgspec.json.decode(raw, type=_Kind).kind == kind:
+                found.append(raw)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
     return found
+
+
+def configmaps_in(data: bytes) -> list[types.ConfigMap]:
+    """ConfigMaps in a JSON dump (``kubectl get nodes,pods,configmaps -A -o json``); none from YAML.
+
+    The file has already been judged readable by `parse_documents`; an item that does not decode
+    is skipped rather than failing the view.
+    """
+    found: list[types.ConfigMap] = []
+    for raw in _items_of_kind(data, "ConfigMap"):
+        try:
+            found.append(types.CONFIGMAP_DECODER.decode(raw))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return found
+
+
+def quotas_in(data: bytes) -> list[types.ResourceQuota]:
+    """ResourceQuotas in a JSON dump (``kubectl get nodes,pods,quota -A -o json``), as `configmaps_in`."""
+    found: list[types.ResourceQuota] = []
+    for raw in _items_of_kind(data, "ResourceQuota"):
+        try:
+            found.append(types.RESOURCEQUOTA_DECODER.decode(raw))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return found
+
+
+def list_quotas(client: Any) -> list[types.ResourceQuota]:
+    """Every ResourceQuota (one request; quotas are few)."""
+    return list(types.RESOURCEQUOTA_LIST_DECODER.decode(client.request("GET", types.RESOURCEQUOTAS_PATH)).items)
 
 
 def unhealthy_by_node(configmaps: Iterable[types.ConfigMap]) -> dict[str, frozenset[int]]:
@@ -312,7 +352,7 @@ def from_documents(data: bytes, node_names: Sequence[str] = (), selector: str | 
     nodes = [node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in chosen]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     active = [pod for pod in decoded_pods if pod.status.phase not in ("Succeeded", "Failed")]
-    pods = [pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
+    pods = [keyed_pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
     snapshot = _snapshot(nodes, pods, bool(names), warnings)
     if not names and not selector:
         records = (pod_record(pod) for pod in active if not pod.spec.node_name)

@@ -9,10 +9,13 @@ Pure; renders text only.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.inspect.source import Snapshot
+from kubectl_gpushare.kube.types import ResourceQuota
 from kubectl_gpushare.ledger import Ledger, NodeRecord, shares
 
 
@@ -26,7 +29,29 @@ def only_namespace(snapshot: Snapshot, namespace: str) -> Snapshot:
         names=snapshot.names,
         warnings=snapshot.warnings,
         unscheduled=[pod for pod in snapshot.unscheduled if pod.namespace == namespace],
+        quotas=[quota for quota in snapshot.quotas if quota.metadata.namespace == namespace],
     )
+
+
+QUOTA_RESOURCE: Final = f"requests.{protocol.RESOURCE_MEM}"
+
+
+def quota_by_namespace(quotas: Sequence[ResourceQuota]) -> dict[str, str]:
+    """Namespace -> ``used/hard`` of ``requests.aliyun.com/gpu-mem`` (the tightest quota if several)."""
+    found: dict[str, tuple[int, str]] = {}
+    for quota in quotas:
+        hard = quota.status.hard.get(QUOTA_RESOURCE)
+        if hard is None:
+            continue
+        used = quota.status.used.get(QUOTA_RESOURCE, "0")
+        try:
+            room = protocol.parse_quantity(hard) - protocol.parse_quantity(used)
+        except (ValueError, TypeError):
+            room = 0
+        namespace = quota.metadata.namespace
+        if namespace not in found or room < found[namespace][0]:
+            found[namespace] = (room, f"{used}/{hard}")
+    return {namespace: text for namespace, (_, text) in found.items()}
 
 
 def by_namespace(snapshot: Snapshot, names: Sequence[str], *, headers: bool = True) -> str:
@@ -43,14 +68,18 @@ def by_namespace(snapshot: Snapshot, names: Sequence[str], *, headers: bool = Tr
     waiting: dict[str, int] = {}
     for pod in snapshot.unscheduled:
         waiting[pod.namespace] = waiting.get(pod.namespace, 0) + pod.request
+    quotas = quota_by_namespace(snapshot.quotas)
+    quota_header = "\tQUOTA(USED/HARD)" if quotas else ""
     unit = memory_unit(snapshot.ledger, names) or "GiB"
-    lines = [f"NAMESPACE\tPODS\tNODES\tALLOCATED({unit})\tWAITING({unit})\n"] if headers else []
-    for namespace in sorted(set(rows) | set(waiting)):
+    lines = [f"NAMESPACE\tPODS\tNODES\tALLOCATED({unit})\tWAITING({unit}){quota_header}\n"] if headers else []
+    for namespace in sorted(set(rows) | set(waiting) | set(quotas)):
         uids, nodes, memory = rows.get(namespace, (set(), set(), 0))
-        lines.append(f"{namespace}\t{len(uids)}\t{len(nodes)}\t{memory}\t{waiting.get(namespace, 0)}\n")
+        quota = f"\t{quotas.get(namespace, '-')}" if quotas else ""
+        lines.append(f"{namespace}\t{len(uids)}\t{len(nodes)}\t{memory}\t{waiting.get(namespace, 0)}{quota}\n")
     if headers:
         total_pods = sum(len(uids) for uids, _, _ in rows.values())
         total_nodes = len(set().union(*(nodes for _, nodes, _ in rows.values()))) if rows else 0
         total = sum(memory for _, _, memory in rows.values())
-        lines.append(f"TOTAL\t{total_pods}\t{total_nodes}\t{total}\t{sum(waiting.values())}\n")
+        quota = "\t" if quotas else ""
+        lines.append(f"TOTAL\t{total_pods}\t{total_nodes}\t{total}\t{sum(waiting.values())}{quota}\n")
     return tabwriter.render("".join(lines))

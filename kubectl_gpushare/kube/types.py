@@ -165,6 +165,29 @@ class ConfigMap(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     data: dict[str, str] = {}
 
 
+class ResourceQuotaStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``status`` of a ResourceQuota: quantity strings keyed by resource name."""
+
+    hard: dict[str, str] = {}
+    used: dict[str, str] = {}
+
+
+class ResourceQuota(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """A ResourceQuota (per-tenant GPU-memory limits: ``requests.aliyun.com/gpu-mem``)."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    status: ResourceQuotaStatus = ResourceQuotaStatus()
+
+
+class ResourceQuotaList(msgspec.Struct, frozen=True, rename="camel"):
+    """All ResourceQuotas (few per cluster: one list, no pages)."""
+
+    items: tuple[ResourceQuota, ...] = ()
+
+
+RESOURCEQUOTAS_PATH: Final = "/api/v1/resourcequotas"
+
+
 class LeaseSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     """``spec`` of a coordination.k8s.io/v1 Lease (leader election)."""
 
@@ -376,6 +399,8 @@ LIST_META_DECODER: Final = msgspec.json.Decoder(ListEnvelope)
 STATUS_DECODER: Final = msgspec.json.Decoder(Status)
 RAW_WATCH_EVENT_DECODER: Final = msgspec.json.Decoder(RawWatchEvent)
 BOOKMARK_DECODER: Final = msgspec.json.Decoder(Bookmark)
+RESOURCEQUOTA_DECODER: Final = msgspec.json.Decoder(ResourceQuota)
+RESOURCEQUOTA_LIST_DECODER: Final = msgspec.json.Decoder(ResourceQuotaList)
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 

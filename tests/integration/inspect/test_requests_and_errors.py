@@ -262,3 +262,23 @@ def test_unhealthy_gpus_are_read_only_by_the_views_that_mark_them(sandbox: Sandb
     sandbox.clear_requests()
     assert inspect(kube_env).returncode == 0
     assert not [r for r in sandbox.requests if r.resource == "configmaps"]
+
+
+def test_quota_column_live_equals_from_kubectls_dump(
+    sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path
+) -> None:
+    from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+    quota = {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu", "namespace": "ml"},
+        "status": {"hard": {"requests.aliyun.com/gpu-mem": "20"}, "used": {"requests.aliyun.com/gpu-mem": "4"}},
+    }
+    sandbox.load([node_object("n", [16], ip="10.0.0.1"), pod_object("p", "ml", [4], node="n", gpu=0), quota])
+    dump = subprocess.run(["kubectl", "get", "nodes,pods,quota", "-A", "-o", "json"], env=kube_env,
+                          capture_output=True, text=True, timeout=60)
+    assert dump.returncode == 0, dump.stderr
+    (tmp_path / "c.json").write_text(dump.stdout)
+    live = inspect(kube_env, "--group-by", "namespace")
+    offline = inspect(kube_env, "--group-by", "namespace", "--from-file", str(tmp_path / "c.json"))
+    assert live.returncode == 0, live.stderr
+    assert live.stdout == offline.stdout and "4/20" in live.stdout.splitlines()[1]

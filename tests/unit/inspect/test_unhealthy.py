@@ -46,3 +46,27 @@ def test_fit_never_offers_an_unhealthy_gpu(sick: Path, cli_runner: CliRunner) ->
 def test_the_compatible_text_is_unchanged(sick: Path, cli_runner: CliRunner) -> None:
     text = cli_runner.invoke(inspect_command, ["--from-file", str(sick)]).stdout
     assert "!" not in text and "4/16" in text and "0/16" in text
+
+
+def _quota_cluster(tmp_path: Path) -> Path:
+    quota = {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu", "namespace": "ml"},
+        "status": {"hard": {"requests.aliyun.com/gpu-mem": "20"}, "used": {"requests.aliyun.com/gpu-mem": "12"}},
+    }
+    items = [
+        node_object("n", [16, 16], ip="10.0.0.1"),
+        pod_object("p", "ml", [12], node="n", gpu=0, gpu_memory=16),  # no uids: keyed by namespace/name
+        pod_object("q", "web", [2], node="n", gpu=1, gpu_memory=16),
+        quota,
+    ]
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps({"kind": "List", "items": items}))
+    return path
+
+
+def test_group_by_namespace_shows_the_gpu_memory_quota(tmp_path: Path, cli_runner: CliRunner) -> None:
+    path = _quota_cluster(tmp_path)
+    result = cli_runner.invoke(inspect_command, ["--group-by", "namespace", "--from-file", str(path)])
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert rows[0][-1] == "QUOTA(USED/HARD)"
+    assert rows[1] == ["ml", "1", "1", "12", "0", "12/20"] and rows[2] == ["web", "1", "1", "2", "0", "-"]
