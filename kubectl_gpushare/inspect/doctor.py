@@ -35,6 +35,8 @@ WARNING: Final = "warning"
 DEFAULT_STUCK_AFTER: Final = 300.0
 """Seconds a pod may stay ``ALIYUN_COM_GPU_MEM_ASSIGNED=false`` before it is reported (kubelet
 normally allocates within seconds of the bind)."""
+SYSTEM_NAMESPACE: Final = protocol.UNHEALTHY_CM_NAMESPACE
+"""Where ConfigMaps are audited (kube-system): unhealthy-GPU lists and scheduler configurations."""
 COMPONENT_LABEL: Final = "component"
 EXTENDER_COMPONENT: Final = "gpushare-schd-extender"
 DEVICE_PLUGIN_COMPONENT: Final = "gpushare-device-plugin"
@@ -146,8 +148,35 @@ def _workload_findings(nodes: Sequence[Node], pods: Sequence[Pod]) -> Iterable[F
                           "node: new pods cannot get their GPU")
 
 
+_OUTDATED_SCHEDULER_APIS: Final = (
+    ("kubescheduler.config.k8s.io/v1beta2", "removed in Kubernetes 1.28"),
+    ("kubescheduler.config.k8s.io/v1beta3", "removed in Kubernetes 1.29"),
+)
+
+
+def _scheduler_config_finding(configmap: ConfigMap) -> Finding | None:
+    """A kube-scheduler configuration kept in a ConfigMap that today's kube-scheduler refuses."""
+    obj = f"configmap/{configmap.metadata.namespace}/{configmap.metadata.name}"
+    for key, text in sorted(configmap.data.items()):
+        compact = " ".join(text.split())
+        if "kind: Policy" in compact or '"kind": "Policy"' in compact or '"kind":"Policy"' in compact:
+            return Finding(ERROR, "scheduler-config-outdated", obj,
+                           f"{key} is a scheduler Policy (--policy-config-file, removed in Kubernetes 1.23): "
+                           "use KubeSchedulerConfiguration v1 (kubectl gpushare manifests --only scheduler-config)")
+        if "KubeSchedulerConfiguration" in compact:
+            for api, removed in _OUTDATED_SCHEDULER_APIS:
+                if api in compact:
+                    return Finding(ERROR, "scheduler-config-outdated", obj,
+                                   f"{key} is a KubeSchedulerConfiguration {api.rsplit('/', 1)[1]} ({removed}): "
+                                   "use kubescheduler.config.k8s.io/v1")
+    return None
+
+
 def _configmap_findings(configmaps: Sequence[ConfigMap]) -> Iterable[Finding]:
     for configmap in configmaps:
+        outdated = _scheduler_config_finding(configmap)
+        if outdated is not None:
+            yield outdated
         node = unhealthy_node_name(configmap)
         gpus = unhealthy_gpus(configmap)
         if node and gpus:
@@ -190,7 +219,7 @@ def audit(
     for node in nodes:
         findings.extend(_node_findings(node, record_warnings))
     findings.extend(_workload_findings(nodes, pods))
-    findings.extend(_configmap_findings(configmaps))
+    findings.extend(_configmap_findings([c for c in configmaps if c.metadata.namespace == SYSTEM_NAMESPACE]))
     records = []
     for pod in pods:
         findings.extend(_pod_findings(pod, now_ns, stuck_after))

@@ -35,6 +35,7 @@ Checks:
   error    invalid-value           malformed quantity or gpushare annotation (names the object)
   error    extender-missing        no running scheduler-extender pod (component=gpushare-schd-extender)
   warning  device-plugin-not-running  gpushare node without a running device-plugin pod
+  error    scheduler-config-outdated  a kube-system ConfigMap holds a scheduler Policy or v1beta2/v1beta3
   warning  unhealthy-gpus-listed   an unhealthy-gpu-<node> ConfigMap in kube-system lists GPUs
   warning  gpu-node-unlabelled     node with NVIDIA GPUs but no gpushare=true label
   warning  unhealthy-gpus          capacity differs from allocatable

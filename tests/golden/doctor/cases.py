@@ -51,6 +51,13 @@ def seed() -> list[dict[str, Any]]:
         _daemon("extender", "gpushare-schd-extender", "healthy"),
         *(_daemon(f"plugin-{node}", "gpushare-device-plugin", node) for node in PLUGIN_NODES),
         unhealthy_configmap("sick", [1]),
+        {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "scheduler-config", "namespace": "kube-system"},
+            "data": {
+                "config.yaml": "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n"
+            },
+        },
         pod_object("fine", "team-a", [4], node="healthy", gpu=0, gpu_memory=16),
         pod_object("stuck", "team-a", [4], node="healthy", gpu=1, gpu_memory=16, phase="Pending", assigned=False,
                    assume_time=LONG_AGO_NS),

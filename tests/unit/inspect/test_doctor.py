@@ -36,6 +36,7 @@ CHECKS = {
     "completed-holding": "pod/team-b/finished",
     "device-plugin-not-running": "node/no-daemon",
     "unhealthy-gpus-listed": "configmap/kube-system/unhealthy-gpu-sick",
+    "scheduler-config-outdated": "configmap/kube-system/scheduler-config",
 }
 HEALTHY = ["healthy", "fine", "extender", "plugin-healthy"]
 
@@ -61,7 +62,7 @@ def test_every_check_fires_once_on_its_object(seeded: Path, cli_runner: CliRunne
     assert (report["apiVersion"], report["kind"]) == ("gpushare.kubectl-gpushare.io/v1", "GPUShareDoctor")
     found = {(f["check"], f["object"]) for f in report["findings"]}
     assert found == set(CHECKS.items())
-    assert report["summary"] == {"errors": 4, "warnings": 7}
+    assert report["summary"] == {"errors": 5, "warnings": 7}
 
 
 @pytest.mark.parametrize(
@@ -96,3 +97,24 @@ def test_unreadable_input_is_a_usage_error(tmp_path: Path, cli_runner: CliRunner
     bad.write_text("{nope")
     result = cli_runner.invoke(doctor_command, ["--from-file", str(bad)])
     assert result.exit_code == 2 and result.stdout == "" and result.stderr.startswith("error: --from-file")
+
+
+@pytest.mark.parametrize(
+    ("text", "outdated"),
+    [
+        ('{"kind": "Policy", "apiVersion": "v1", "extenders": []}', True),
+        ("apiVersion: kubescheduler.config.k8s.io/v1beta2\nkind: KubeSchedulerConfiguration\n", True),
+        ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n", False),
+        ("something: else\n", False),
+    ],
+    ids=["policy", "v1beta2", "v1", "unrelated"],
+)
+def test_scheduler_configuration_versions(text: str, outdated: bool) -> None:
+    from kubectl_gpushare.inspect import doctor
+    from kubectl_gpushare.kube.types import ConfigMap, ObjectMeta
+
+    configmap = ConfigMap(metadata=ObjectMeta(name="sched", namespace="kube-system"), data={"cfg": text})
+    report = doctor.audit([], [], now_ns=0, configmaps=[configmap])
+    assert [f.check for f in report.findings] == (["scheduler-config-outdated"] if outdated else [])
+    elsewhere = ConfigMap(metadata=ObjectMeta(name="sched", namespace="team-a"), data={"cfg": text})
+    assert doctor.audit([], [], now_ns=0, configmaps=[elsewhere]).findings == []
