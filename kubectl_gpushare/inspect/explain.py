@@ -109,6 +109,12 @@ def _verdict(ledger: Ledger, pod: Pod, node: Node, request: int, unit: str, poli
     gpu = ledger.choose_gpu(name, request, policy)
     if gpu is not None:
         return f"fits on GPU {gpu} ({policy}){unhealthy}"
+    if record is not None and record.unhealthy:
+        usage = ledger.usage(name)
+        sick = [i for i in sorted(record.unhealthy) if i in usage.devices and usage.devices[i].free >= request]
+        if sick:
+            return (f"GPU {sick[0]} has {usage.devices[sick[0]].free} {unit} free but is unhealthy "
+                    f"(ConfigMap {protocol.UNHEALTHY_CM_PREFIX}{name}): nothing new goes there")
     free = ledger.free(name)
     total_free = sum(max(value, 0) for value in free.values())
     largest = ledger.largest_free(name)

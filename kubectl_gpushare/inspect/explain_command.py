@@ -22,7 +22,7 @@ from kubectl_gpushare.kube.records import Warnings
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from kubectl_gpushare.kube.types import Event, Node, Pod
+    from kubectl_gpushare.kube.types import ConfigMap, Event, Node, Pod
     from kubectl_gpushare.ledger import Ledger, Policy
 
 POD_PAGE_SIZE: Final = 2000
@@ -56,14 +56,17 @@ def _pod_not_found(namespace: str, name: str) -> Exception:
     return NotFound(404, "NotFound", f'pods "{name}" not found in namespace "{namespace}"')
 
 
-def _inputs(pod: Pod, nodes: list[Node], pods: list[Pod], events: list[Event]) -> _Inputs:
-    from kubectl_gpushare.inspect.source import keyed_pod_record
+def _inputs(
+    pod: Pod, nodes: list[Node], pods: list[Pod], events: list[Event], configmaps: list[ConfigMap]
+) -> _Inputs:
+    from kubectl_gpushare.inspect.source import keyed_pod_record, unhealthy_by_node
     from kubectl_gpushare.kube.records import node_record
     from kubectl_gpushare.ledger import Ledger
 
     warnings = Warnings()
+    sick = unhealthy_by_node(configmaps)
     ledger = Ledger.build(
-        (node_record(node, warnings=warnings) for node in nodes),
+        (node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in nodes),
         (keyed_pod_record(p, warnings) for p in pods if p.status.phase not in ("Succeeded", "Failed")),
     )
     return _Inputs(pod, nodes, ledger, events, warnings)
@@ -72,14 +75,15 @@ def _inputs(pod: Pod, nodes: list[Node], pods: list[Pod], events: list[Event]) -
 def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
     name = options["pod"]
     if options["from_file"] is not None:
-        from kubectl_gpushare.inspect.source import parse_documents
+        from kubectl_gpushare.inspect.source import configmaps_in, parse_documents
 
-        file_nodes, file_pods = parse_documents(options["from_file"].read())
+        data = options["from_file"].read()
+        file_nodes, file_pods = parse_documents(data)
         namespace = options["namespace"] or "default"
         matches = [p for p in file_pods if (p.metadata.namespace, p.metadata.name) == (namespace, name)]
         if not matches:
             raise _pod_not_found(namespace, name)
-        return _inputs(matches[0], file_nodes, file_pods, [])
+        return _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data))
     from kubectl_gpushare.inspect.source import ACTIVE_PODS
     from kubectl_gpushare.kube import errors, types
 
@@ -98,7 +102,11 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
             events = client.list(types.EVENTS, namespace, field_selector=f"involvedObject.name={name}")
         except errors.Forbidden:
             events = []  # events only add the scheduler's words; explain works without them
-    return _inputs(pod, nodes, pods, events)
+        try:
+            configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE)
+        except errors.Forbidden:
+            configmaps = []  # unhealthy GPUs are then judged by capacity != allocatable only
+    return _inputs(pod, nodes, pods, events, configmaps)
 
 
 def _render(inputs: _Inputs, options: dict[str, Any]) -> str:

@@ -65,3 +65,18 @@ def test_missing_pod_is_an_api_style_not_found(seeded: Path, cli_runner: CliRunn
     result = cli_runner.invoke(explain_command, ["ghost", "--from-file", str(seeded)])
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.strip() == 'Failed due to pods "ghost" not found in namespace "default"'
+
+
+def test_an_unhealthy_gpu_with_room_is_named(tmp_path: Path, cli_runner: CliRunner) -> None:
+    from kubectl_gpushare.sandbox.spec import node_object, pod_object, unhealthy_configmap
+
+    items = [
+        node_object("n", [16, 16], ip="10.0.0.1"),
+        pod_object("busy", "ml", [12], node="n", gpu=0, gpu_memory=16),
+        pod_object("wants", "ml", [8]),
+        unhealthy_configmap("n", [1]),
+    ]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": items}))
+    text = cli_runner.invoke(explain_command, ["wants", "-n", "ml", "--from-file", str(path)]).stdout
+    assert "node/n: GPU 1 has 16 GiB free but is unhealthy (ConfigMap unhealthy-gpu-n)" in text
