@@ -19,7 +19,8 @@ JSON: a versioned ``GPUShareExplanation`` (``gpushare.kubectl-gpushare.io/v1``),
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import msgspec
@@ -28,7 +29,17 @@ from msgspec.structs import replace
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.kube.records import pod_record, pod_request
-from kubectl_gpushare.kube.types import Event, Node, Pod, Taint, Toleration
+from kubectl_gpushare.kube.selectors import Requirement
+from kubectl_gpushare.kube.types import (
+    Event,
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    PodPlacement,
+    Taint,
+    Toleration,
+)
 from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger, Policy
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
@@ -82,7 +93,38 @@ def _tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
     return False
 
 
-def _excluded(pod: Pod, node: Node) -> str | None:
+_AFFINITY_OPS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!", "Gt": "gt", "Lt": "lt"}
+_INTEGER: Final = re.compile(r"-?[0-9]{1,18}")
+
+
+def _requirement_holds(requirement: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
+    """One affinity requirement, evaluated by the shared selector grammar's `Requirement`."""
+    op = _AFFINITY_OPS.get(requirement.operator)
+    if op is None:
+        return False
+    if op in ("gt", "lt") and (len(requirement.values) != 1 or not _INTEGER.fullmatch(requirement.values[0])):
+        return False  # kube-scheduler rejects such a pod; it matches nothing here
+    return Requirement(requirement.key, op, tuple(requirement.values)).matches(labels)
+
+
+def _term_matches(term: NodeSelectorTerm, node: Node) -> bool:
+    fields = {"metadata.name": node.metadata.name}
+    return all(_requirement_holds(r, node.metadata.labels) for r in term.match_expressions) and all(
+        _requirement_holds(r, fields) for r in term.match_fields
+    )
+
+
+def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
+    def one(r: NodeSelectorRequirement) -> str:
+        values = f" ({','.join(r.values)})" if r.values else ""
+        return f"{r.key} {r.operator}{values}"
+
+    return " or ".join(
+        "; ".join(one(r) for r in (*term.match_expressions, *term.match_fields)) or "<empty term>" for term in terms
+    )
+
+
+def _excluded(pod: Pod, node: Node, placement: PodPlacement | None = None) -> str | None:
     """Why kube-scheduler drops the node before the extender is asked; None if it does not."""
     if node.spec.unschedulable:
         return "cordoned (unschedulable)"
@@ -94,12 +136,17 @@ def _excluded(pod: Pod, node: Node) -> str | None:
     for key, value in sorted(pod.spec.node_selector.items()):
         if labels.get(key) != value:
             return f"the pod's nodeSelector {key}={value} does not match (node has {key}={labels.get(key, '<unset>')})"
+    terms = placement.node_terms if placement is not None else ()
+    if terms and not any(_term_matches(term, node) for term in terms):
+        return f"the pod's required node affinity ({_affinity_text(terms)}) does not match"
     return None
 
 
-def _verdict(ledger: Ledger, pod: Pod, node: Node, request: int, unit: str, policy: Policy) -> str:
+def _verdict(
+    ledger: Ledger, pod: Pod, node: Node, request: int, unit: str, policy: Policy, placement: PodPlacement | None
+) -> str:
     name = node.metadata.name
-    excluded = _excluded(pod, node)
+    excluded = _excluded(pod, node, placement)
     if excluded:
         return excluded
     record = ledger.node(name)
@@ -133,6 +180,7 @@ def explain(
     ledger: Ledger,
     events: Sequence[Event] = (),
     policy: Policy = "binpack",
+    placement: PodPlacement | None = None,
 ) -> Explanation:
     """Explain one pod against the cluster's nodes.
 
@@ -142,6 +190,7 @@ def explain(
         ledger: the ledger of those nodes and the active pods (inspect's snapshot).
         events: the pod's events; ``FailedScheduling`` messages are quoted.
         policy: the extender's GPU policy.
+        placement: the pod's required node affinity (`kube.types.PodPlacement`), when known.
     """
     meta = pod.metadata
     request, _ = pod_request(pod)
@@ -166,10 +215,10 @@ def explain(
         return replace(base, state="pending",
                            summary=f"{asks}, but no node advertises {protocol.RESOURCE_MEM}: the gpushare device "
                            "plugin runs nowhere (kubectl gpushare doctor; kubectl gpushare label-nodes).")
-    verdicts = [NodeVerdict(node.metadata.name, _verdict(ledger, pod, node, request, unit, policy))
+    verdicts = [NodeVerdict(node.metadata.name, _verdict(ledger, pod, node, request, unit, policy, placement))
                 for node in sorted(gpushare_nodes, key=lambda n: n.metadata.name)]
     fitting = [v.name for v in verdicts if v.reason.startswith("fits on GPU")]
-    usable = [node.metadata.name for node in gpushare_nodes if _excluded(pod, node) is None]
+    usable = [node.metadata.name for node in gpushare_nodes if _excluded(pod, node, placement) is None]
     largest = max((ledger.largest_free(name) for name in usable), default=0)
     base = replace(base, largest_fit=largest)
     if not usable:

@@ -22,7 +22,7 @@ from kubectl_gpushare.kube.records import Warnings
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from kubectl_gpushare.kube.types import ConfigMap, Event, Node, Pod
+    from kubectl_gpushare.kube.types import ConfigMap, Event, Node, Pod, PodPlacement
     from kubectl_gpushare.ledger import Ledger, Policy
 
 POD_PAGE_SIZE: Final = 2000
@@ -47,6 +47,7 @@ class _Inputs:
     nodes: list[Node]
     ledger: Ledger
     events: list[Event] = field(default_factory=list)
+    placement: PodPlacement | None = None
     warnings: Warnings = field(default_factory=Warnings)
 
 
@@ -69,13 +70,14 @@ def _inputs(
         (node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in nodes),
         (keyed_pod_record(p, warnings) for p in pods if p.status.phase not in ("Succeeded", "Failed")),
     )
-    return _Inputs(pod, nodes, ledger, events, warnings)
+    return _Inputs(pod, nodes, ledger, events, warnings=warnings)
 
 
 def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
     name = options["pod"]
     if options["from_file"] is not None:
-        from kubectl_gpushare.inspect.source import configmaps_in, parse_documents
+        from kubectl_gpushare.inspect.source import configmaps_in, items_of_kind, parse_documents, raw_key
+        from kubectl_gpushare.kube.types import POD_PLACEMENT_DECODER
 
         data = options["from_file"].read()
         file_nodes, file_pods = parse_documents(data)
@@ -83,16 +85,22 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
         matches = [p for p in file_pods if (p.metadata.namespace, p.metadata.name) == (namespace, name)]
         if not matches:
             raise _pod_not_found(namespace, name)
-        return _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data))
+        inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data))
+        for raw in items_of_kind(data, "Pod"):  # JSON dumps carry the affinity; YAML ones are read without it
+            if raw_key(raw) == (namespace, name):
+                inputs.placement = POD_PLACEMENT_DECODER.decode(raw)
+        return inputs
     from kubectl_gpushare.inspect.source import ACTIVE_PODS
     from kubectl_gpushare.kube import errors, types
 
     with make_client(options, "explain") as client:
         namespace = options["namespace"] or client.config.namespace or "default"
         try:
-            pod = client.get_pod(namespace, name)
+            body = client.request("GET", types.PODS.path(namespace, name))
         except errors.NotFound:
             raise _pod_not_found(namespace, name) from None
+        pod = types.POD_DECODER.decode(body)
+        placement = types.POD_PLACEMENT_DECODER.decode(body)
         nodes = client.list_nodes()
         pods: list[Pod] = []
         for page in client.list_pages(types.PODS, field_selector=ACTIVE_PODS, page_size=POD_PAGE_SIZE):
@@ -106,14 +114,16 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
             configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE)
         except errors.Forbidden:
             configmaps = []  # unhealthy GPUs are then judged by capacity != allocatable only
-    return _inputs(pod, nodes, pods, events, configmaps)
+    inputs = _inputs(pod, nodes, pods, events, configmaps)
+    inputs.placement = placement
+    return inputs
 
 
 def _render(inputs: _Inputs, options: dict[str, Any]) -> str:
     from kubectl_gpushare.inspect import explain
 
     policy: Policy = "spread" if options["policy"] == "spread" else "binpack"
-    answer = explain.explain(inputs.pod, inputs.nodes, inputs.ledger, inputs.events, policy)
+    answer = explain.explain(inputs.pod, inputs.nodes, inputs.ledger, inputs.events, policy, inputs.placement)
     return explain.to_json(answer) if options["output"] == "json" else explain.to_text(answer)
 
 

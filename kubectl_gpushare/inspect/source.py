@@ -243,7 +243,7 @@ class _Items(msgspec.Struct):
     items: list[msgspec.Raw] = []
 
 
-def _items_of_kind(data: bytes, kind: str) -> list[msgspec.Raw]:
+def items_of_kind(data: bytes, kind: str) -> list[msgspec.Raw]:
     """Raw items of one kind in a JSON dump; none from YAML or from a file that is not a list."""
     if data.lstrip()[:1] != b"{":
         return []
@@ -261,6 +261,21 @@ def _items_of_kind(data: bytes, kind: str) -> list[msgspec.Raw]:
     return found
 
 
+class _NameMeta(msgspec.Struct):
+    name: str = ""
+    namespace: str = ""
+
+
+class _Named(msgspec.Struct):
+    metadata: _NameMeta = msgspec.field(default_factory=_NameMeta)
+
+
+def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
+    """``(namespace, name)`` of a raw JSON object, decoding nothing else."""
+    meta = msgspec.json.decode(raw, type=_Named).metadata
+    return meta.namespace, meta.name
+
+
 def configmaps_in(data: bytes) -> list[types.ConfigMap]:
     """ConfigMaps in a JSON dump (``kubectl get nodes,pods,configmaps -A -o json``); none from YAML.
 
@@ -268,7 +283,7 @@ def configmaps_in(data: bytes) -> list[types.ConfigMap]:
     is skipped rather than failing the view.
     """
     found: list[types.ConfigMap] = []
-    for raw in _items_of_kind(data, "ConfigMap"):
+    for raw in items_of_kind(data, "ConfigMap"):
         try:
             found.append(types.CONFIGMAP_DECODER.decode(raw))
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -279,7 +294,7 @@ def configmaps_in(data: bytes) -> list[types.ConfigMap]:
 def quotas_in(data: bytes) -> list[types.ResourceQuota]:
     """ResourceQuotas in a JSON dump (``kubectl get nodes,pods,quota -A -o json``), as `configmaps_in`."""
     found: list[types.ResourceQuota] = []
-    for raw in _items_of_kind(data, "ResourceQuota"):
+    for raw in items_of_kind(data, "ResourceQuota"):
         try:
             found.append(types.RESOURCEQUOTA_DECODER.decode(raw))
         except (msgspec.DecodeError, msgspec.ValidationError):

@@ -97,6 +97,51 @@ class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     phase: str = ""
 
 
+class NodeSelectorRequirement(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One ``matchExpressions`` / ``matchFields`` entry of a node selector term."""
+
+    key: str = ""
+    operator: str = ""
+    values: tuple[str, ...] = ()
+
+
+class NodeSelectorTerm(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One term of a required node affinity (the terms are ORed, their requirements ANDed)."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+
+class _RequiredNodeSelector(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    node_selector_terms: tuple[NodeSelectorTerm, ...] = ()
+
+
+class _NodeAffinity(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    required_during_scheduling_ignored_during_execution: _RequiredNodeSelector | None = None
+
+
+class _Affinity(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    node_affinity: _NodeAffinity | None = None
+
+
+class _PlacementSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    affinity: _Affinity | None = None
+
+
+class PodPlacement(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """A pod's required node affinity only: decoded apart for ``explain``, so lists of pods stay cheap."""
+
+    spec: _PlacementSpec = _PlacementSpec()
+
+    @property
+    def node_terms(self) -> tuple[NodeSelectorTerm, ...]:
+        """The required node-affinity terms (empty: no requirement)."""
+        affinity = self.spec.affinity
+        required = affinity.node_affinity.required_during_scheduling_ignored_during_execution if (
+            affinity and affinity.node_affinity) else None
+        return required.node_selector_terms if required else ()
+
+
 class Pod(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     """A pod, reduced to what GPU accounting reads."""
 
@@ -401,6 +446,7 @@ RAW_WATCH_EVENT_DECODER: Final = msgspec.json.Decoder(RawWatchEvent)
 BOOKMARK_DECODER: Final = msgspec.json.Decoder(Bookmark)
 RESOURCEQUOTA_DECODER: Final = msgspec.json.Decoder(ResourceQuota)
 RESOURCEQUOTA_LIST_DECODER: Final = msgspec.json.Decoder(ResourceQuotaList)
+POD_PLACEMENT_DECODER: Final = msgspec.json.Decoder(PodPlacement)
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 

@@ -20,6 +20,7 @@ CASES: dict[str, tuple[str, str]] = {
     "selector": ("ml", "wants-pool-c"),
     "placed": ("ml", "trainer"),
     "no-request": ("web", "frontend"),
+    "affinity": ("ml", "wants-pool-b"),
 }
 """golden name -> (namespace, pod)"""
 
@@ -27,6 +28,10 @@ CASES: dict[str, tuple[str, str]] = {
 def seed() -> list[dict[str, Any]]:
     selective = pod_object("wants-pool-c", "ml", [2])
     selective["spec"]["nodeSelector"] = {"pool": "c"}
+    affine = pod_object("wants-pool-b", "ml", [2])
+    affine["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["b"]}]}]
+    }}}
     return [
         node_object("a", [16, 16], ip="10.8.0.1", labels={"pool": "a"}),
         node_object(
@@ -41,6 +46,7 @@ def seed() -> list[dict[str, Any]]:
         pod_object("reader", "team-b", [4], node="small", gpu=0, gpu_memory=8),
         pod_object("wants-8", "ml", [8]),
         selective,
+        affine,
         pod_object("frontend", "web", [0]),
     ]
 

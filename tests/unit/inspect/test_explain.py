@@ -80,3 +80,17 @@ def test_an_unhealthy_gpu_with_room_is_named(tmp_path: Path, cli_runner: CliRunn
     path.write_text(json.dumps({"kind": "List", "items": items}))
     text = cli_runner.invoke(explain_command, ["wants", "-n", "ml", "--from-file", str(path)]).stdout
     assert "node/n: GPU 1 has 16 GiB free but is unhealthy (ConfigMap unhealthy-gpu-n)" in text
+
+
+@pytest.mark.parametrize(
+    ("operator", "values", "holds"),
+    [("In", ["b"], True), ("NotIn", ["b"], False), ("Exists", [], True), ("DoesNotExist", [], False),
+     ("Gt", ["3"], True), ("Lt", ["3"], False), ("Gt", ["x"], False), ("Gt", [], False), ("Bogus", ["b"], False)],
+)
+def test_node_affinity_requirements_use_the_shared_selector_rules(operator: str, values: list[str], holds: bool) -> None:
+    from kubectl_gpushare.inspect.explain import _requirement_holds
+    from kubectl_gpushare.kube.types import NodeSelectorRequirement
+
+    key = "rank" if operator in ("Gt", "Lt") else "pool"
+    requirement = NodeSelectorRequirement(key=key, operator=operator, values=tuple(values))
+    assert _requirement_holds(requirement, {"pool": "b", "rank": "7"}) is holds
