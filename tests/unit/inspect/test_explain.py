@@ -87,7 +87,9 @@ def test_an_unhealthy_gpu_with_room_is_named(tmp_path: Path, cli_runner: CliRunn
     [("In", ["b"], True), ("NotIn", ["b"], False), ("Exists", [], True), ("DoesNotExist", [], False),
      ("Gt", ["3"], True), ("Lt", ["3"], False), ("Gt", ["x"], False), ("Gt", [], False), ("Bogus", ["b"], False)],
 )
-def test_node_affinity_requirements_use_the_shared_selector_rules(operator: str, values: list[str], holds: bool) -> None:
+def test_node_affinity_requirements_use_the_shared_selector_rules(
+    operator: str, values: list[str], holds: bool
+) -> None:
     from kubectl_gpushare.inspect.explain import _requirement_holds
     from kubectl_gpushare.kube.types import NodeSelectorRequirement
 
