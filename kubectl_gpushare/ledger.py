@@ -325,6 +325,21 @@ class Ledger:
             if index not in node.unhealthy
         }
 
+    def largest_free(self, name: str) -> int:
+        """The most free memory on one healthy GPU of a node: the largest request it still takes (>= 0)."""
+        return max(0, max(self.free(name).values(), default=0))
+
+    def fit_counts(self, name: str, request: int) -> dict[int, int]:
+        """Healthy GPU index -> how many more pods of ``request`` fit on it, one GPU each (no entry if 0).
+
+        The same rule as `fits` and `choose_gpu` (a pod fits a GPU whose free memory is at least its
+        request), counted: placing pods one by one on any GPU that fits ends with these numbers,
+        whatever the policy.
+        """
+        if request <= 0:
+            return {}
+        return {index: free // request for index, free in self.free(name).items() if free >= request}
+
     def fits(self, name: str, request: int) -> str | None:
         """Why a pod of ``request`` cannot go on a node, as the original words it; None if it fits."""
         if name not in self._nodes:

@@ -37,6 +37,8 @@ LEVELS: Final = {
     "error": logging.ERROR,
 }
 """Level names accepted by ``--log-level`` (``warn`` is the original extender's spelling)."""
+ENV_LOG_LEVEL: Final = "GPUSHARE_LOG_LEVEL"
+"""The one spelling of the log-level variable, beside ``GPUSHARE_LOG_FORMAT``, for every daemon."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -73,12 +75,18 @@ def configure_logging(log_format: str, level: str) -> None:
     root.setLevel(LEVELS.get(level.lower(), logging.INFO))
 
 
-def log_options(level_envvar: str) -> Callable[[F], F]:
-    """Add ``--log-format text|json`` and ``--log-level`` (read from ``level_envvar`` too)."""
+def log_options(*legacy_envvars: str) -> Callable[[F], F]:
+    """Add ``--log-format text|json`` and ``--log-level``.
+
+    ``--log-level`` reads `ENV_LOG_LEVEL` (``GPUSHARE_LOG_LEVEL``) for every daemon; a daemon may
+    also name the variable the original component read (the extender's ``LOG_LEVEL``), which is
+    honoured after the canonical one so old manifests keep working.
+    """
+    envvars = list(dict.fromkeys((ENV_LOG_LEVEL, *legacy_envvars)))
 
     def decorate(function: F) -> F:
         function = click.option(
-            "--log-level", envvar=level_envvar, type=click.Choice(sorted(LEVELS), case_sensitive=False),
+            "--log-level", envvar=envvars, type=click.Choice(sorted(LEVELS), case_sensitive=False),
             default="info", show_default=True, show_envvar=True, help="Least severe level logged.",
         )(function)
         return click.option(

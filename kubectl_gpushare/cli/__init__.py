@@ -8,10 +8,13 @@ implements it and is imported when it runs (a lazy group), so ``--help`` stays f
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import click
 
 from kubectl_gpushare import __version__
+from kubectl_gpushare.kube.errors import EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 # name -> "module:attribute" of a click.Command; imported only when that command runs.
 SUBCOMMANDS: dict[str, str] = {
@@ -21,6 +24,9 @@ SUBCOMMANDS: dict[str, str] = {
     "serve-device-plugin": "kubectl_gpushare.deviceplugin.command:serve_device_plugin_command",
     "sandbox": "kubectl_gpushare.sandbox.command:sandbox_command",
     "demo": "kubectl_gpushare.cli.demo:demo_command",
+    "doctor": "kubectl_gpushare.inspect.doctor_command:doctor_command",
+    "explain": "kubectl_gpushare.inspect.explain_command:explain_command",
+    "fit": "kubectl_gpushare.inspect.fit_command:fit_command",
     "manifests": "kubectl_gpushare.cli.manifests:manifests_command",
 }
 
@@ -31,6 +37,9 @@ SHORT_HELP: dict[str, str] = {
     "serve-device-plugin": "Run the GPU-memory device plugin for kubelet (gRPC).",
     "sandbox": "Run an embedded Kubernetes API server with a GPU cluster, for trying things out.",
     "demo": "Start a demo cluster in the sandbox and show the inspect views.",
+    "doctor": "Audit the install: one line per finding; exit 0 clean, 1 warnings, 2 errors.",
+    "explain": "Why a pod is Pending (does not fit), or where it runs and who shares its GPU.",
+    "fit": "How many pods of N GPU memory fit, on which nodes and GPUs (the extender's rule).",
     "manifests": "Print the Kubernetes manifests that install kubectl-gpushare.",
 }
 
@@ -38,10 +47,16 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 def load_command(name: str) -> click.Command:
-    """Import the click command registered under ``name``."""
+    """Import the click command registered under ``name``, with the shared exit-code table in its help.
+
+    The table is added here, once, so every command lists the same codes without each module
+    repeating (and drifting from) the text.
+    """
     module_name, attribute = SUBCOMMANDS[name].split(":")
     command = getattr(importlib.import_module(module_name), attribute)
     assert isinstance(command, click.Command)
+    if EXIT_CODES_HELP not in (command.epilog or ""):
+        command.epilog = f"{command.epilog.rstrip()}\n\n{EXIT_CODES_HELP}" if command.epilog else EXIT_CODES_HELP
     return command
 
 
@@ -65,20 +80,78 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
+@click.group(
+    cls=LazyGroup, context_settings=CONTEXT_SETTINGS, invoke_without_command=True, epilog=EXIT_CODES_HELP
+)
 @click.version_option(__version__, "--version", prog_name="kubectl-gpushare")
-def gpushare() -> None:
+@click.pass_context
+def gpushare(ctx: click.Context) -> None:
     """Share NVIDIA GPUs by memory on Kubernetes (wire-compatible with Alibaba's gpushare)."""
+    if ctx.invoked_subcommand is None:
+        # kubectl prints its help and succeeds when run bare; so do we (stdout, exit 0).
+        click.echo(ctx.get_help())
+        ctx.exit(EXIT_OK)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run_command(command: click.Command, prog_name: str, args: list[str] | None = None) -> None:
+    """Run a click command the kubectl way: errors are one ``error: ...`` line, codes from one table.
+
+    click's own usage errors (unknown flag, bad value, missing argument) become one line on stderr
+    and exit 2 instead of click's usage block; Ctrl-C exits 130 at once, without a traceback.
+    """
+    try:
+        result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} -h')" if exc.ctx is not None else ""
+        click.echo(f"error: {_one_line(exc.format_message())}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        click.echo(f"error: {_one_line(exc.format_message())}", err=True)
+        sys.exit(exc.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(result if isinstance(result, int) else EXIT_OK)
 
 
 def main() -> None:
     """Console script ``kubectl-gpushare`` (``kubectl gpushare ...``)."""
-    gpushare(prog_name="kubectl gpushare")
+    run_command(gpushare, "kubectl gpushare")
+
+
+COBRA_NO_FILE_COMPLETION = ":4"
+"""The directive line kubectl expects after a plugin's completions (ShellCompDirectiveNoFileComp)."""
+
+
+def complete_main() -> None:
+    """Console script ``kubectl_complete-gpushare``: kubectl's plugin completion (kubectl 1.26+).
+
+    kubectl runs it with the words typed after ``kubectl gpushare``, the last one being completed,
+    and reads one ``value<TAB>description`` per line then a directive line, as cobra prints them.
+    The answers come from click's own completion of the same commands and options.
+    """
+    from click.shell_completion import ShellComplete
+
+    words = sys.argv[1:] or [""]
+    completer = ShellComplete(gpushare, {}, "kubectl gpushare", "_KUBECTL_GPUSHARE_COMPLETE")
+    lines = []
+    for item in completer.get_completions(words[:-1], words[-1]):
+        help_text = _one_line(item.help or "")
+        lines.append(f"{item.value}\t{help_text}" if help_text else str(item.value))
+    try:
+        sys.stdout.write("".join(f"{line}\n" for line in [*lines, COBRA_NO_FILE_COMPLETION]))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def inspect_main() -> None:
     """Console script ``kubectl-inspect-gpushare`` (``kubectl inspect gpushare ...``)."""
-    load_command("inspect")(prog_name="kubectl inspect gpushare")
+    run_command(load_command("inspect"), "kubectl inspect gpushare")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -42,12 +42,13 @@ from kubectl_gpushare.deviceplugin.kubelet import (
     socket_identity,
 )
 from kubectl_gpushare.deviceplugin.servicer import POOL_SIZE, Advertisement, DevicePluginServicer
+from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE
 
 log = logging.getLogger(__name__)
 
-EXIT_CONFIG = 2
+EXIT_CONFIG = EXIT_USAGE
 """Exit code for a configuration the plugin refuses (bad flags, device list too large)."""
-EXIT_BACKEND = 3
+EXIT_BACKEND = EXIT_START
 """Exit code when the GPU backend cannot start and ``--fail-on-init-error`` is on."""
 
 

@@ -15,6 +15,7 @@ import sys
 import click
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.errors import EXIT_START
 from kubectl_gpushare.kube.flags import kube_options
 from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
 
@@ -167,7 +168,7 @@ def serve_extender_command(
         serve(cfg, stop=stop)
     except (OSError, ssl.SSLError) as exc:
         click.echo(f"error: cannot serve on {bind_address}:{cfg.port}: {exc}", err=True)
-        sys.exit(1)
+        sys.exit(EXIT_START)
     except KubeError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

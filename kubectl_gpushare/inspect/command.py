@@ -11,27 +11,25 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import click
 
+from kubectl_gpushare import __version__
+from kubectl_gpushare.kube.errors import (
+    EXIT_API,
+    EXIT_AUTH,
+    EXIT_CODES_HELP,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+)
 from kubectl_gpushare.kube.flags import kube_options, make_client
 
 if TYPE_CHECKING:
     from kubectl_gpushare.inspect.source import Snapshot
-
-EXIT_OK: Final = 0
-EXIT_API: Final = 1
-"""The API server answered with an error (node not found, 5xx, ...); stderr starts ``Failed due to``."""
-EXIT_USAGE: Final = 2
-"""Bad flags, no usable kubeconfig, or an unreadable ``--from-file``."""
-EXIT_UNREACHABLE: Final = 3
-"""The API server did not answer within ``--request-timeout``."""
-EXIT_AUTH: Final = 4
-"""The API server rejected the credentials (401) or the RBAC permissions (403)."""
-
-EXIT_INTERRUPTED: Final = 130
-"""Ctrl-C while listing (128 + SIGINT, as shells report it)."""
 
 OUTPUTS: Final = ("json", "yaml", "csv", "wide", "pretty")
 SORT_KEYS: Final = ("name", "used", "free", "total", "percent")
@@ -45,15 +43,9 @@ Views:
   -o json|yaml  versioned GPUShareReport (gpushare.kubectl-gpushare.io/v1)
   -o csv     one row per GPU;  -o pretty  colour bars (rich)
 Nodes are shown by name (or --sort), GPUs by index, pending last.
+An API error prints "Failed due to ..." on stderr, as the original did.
 
-\b
-Exit codes:
-  0  success
-  1  API error, e.g. node not found (stderr: "Failed due to ...")
-  2  usage error, no usable kubeconfig, unreadable --from-file
-  3  API server unreachable within --request-timeout
-  4  unauthorized (401) or forbidden (403)
-"""
+""" + EXIT_CODES_HELP
 
 
 class _Progress:
@@ -83,22 +75,54 @@ def _fail(message: str, code: int) -> click.exceptions.Exit:
     return click.exceptions.Exit(code)
 
 
-def _load(options: dict[str, Any], progress: _Progress) -> Snapshot:
+def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
     from kubectl_gpushare.inspect import source
 
+    tenants = options.get("group_by") == "namespace"
     if options["from_file"] is not None:
         stream = options["from_file"]
         data: bytes = stream.read()
-        return source.from_documents(data, options["nodes"], options["selector"])
+        snapshot = source.from_documents(data, options["nodes"], options["selector"])
+        if tenants:
+            snapshot.quotas = source.quotas_in(data)
+        return snapshot
+
+    from kubectl_gpushare.kube.errors import Forbidden
+
+    marks = options.get("output") is not None  # only the compatible text leaves unhealthy GPUs unmarked
+    with make_client(options, "inspect") as client:
+        snapshot = source.from_api(client, options["nodes"], options["selector"], progress, unhealthy=marks)
+        if tenants:
+            try:
+                snapshot.quotas = source.list_quotas(client)
+            except Forbidden:
+                snapshot.warnings.add("cannot list resourcequotas: the QUOTA column is left out")
+        return snapshot
+
+
+def _watch(options: dict[str, Any], progress: Callable[[int], None]) -> None:
+    """``-w``: draw and redraw until Ctrl-C; run() maps its errors and the interrupt (130)."""
+    from kubectl_gpushare.inspect.watch import watch
 
     with make_client(options, "inspect") as client:
-        return source.from_api(client, options["nodes"], options["selector"], progress)
+        watch(client, options, _render)
 
 
 def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     from kubectl_gpushare.inspect import compat, order
 
+    if options.get("namespace"):
+        from kubectl_gpushare.inspect import tenants
+
+        snapshot = tenants.only_namespace(snapshot, options["namespace"])
     names = order.sort_nodes(snapshot.ledger, snapshot.names, options["sort"])
+    if options.get("group_by") == "namespace":
+        from kubectl_gpushare.inspect import tenants
+
+        return tenants.by_namespace(snapshot, names, headers=not options["no_headers"])
+    if not names and options["selector"]:
+        click.echo("No resources found", err=True)  # kubectl's words when -l matches nothing
+        return None
     output = options["output"]
     headers = not options["no_headers"]
     if output is None:
@@ -107,15 +131,15 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     if output == "wide":
         from kubectl_gpushare.inspect import wide
 
-        return wide.render(snapshot.ledger, names, headers=headers)
+        return wide.render(snapshot.ledger, names, headers=headers, unscheduled=snapshot.unscheduled)
     if output == "pretty":
         from kubectl_gpushare.inspect import pretty
 
-        pretty.render(snapshot.ledger, names, sys.stdout, details=options["details"])
+        pretty.render(snapshot.ledger, names, sys.stdout, details=options["details"], unscheduled=snapshot.unscheduled)
         return None
     from kubectl_gpushare.inspect import report
 
-    document = report.build(snapshot.ledger, names)
+    document = report.build(snapshot.ledger, names, snapshot.unscheduled)
     if output == "json":
         return report.to_json(document)
     if output == "yaml":
@@ -123,15 +147,23 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     return report.to_csv(document, headers=headers)
 
 
-def run(options: dict[str, Any]) -> None:
-    """Load, render and print; every expected failure becomes one stderr line and an exit code."""
-    from kubectl_gpushare.inspect.selector import SelectorError
+Renderer = Callable[[Any, dict[str, Any]], "str | None"]
+Loader = Callable[[dict[str, Any], Callable[[int], None]], Any]
+
+
+def run(options: dict[str, Any], render: Renderer = _render, load: Loader = _load) -> None:
+    """Load, render and print; every expected failure becomes one stderr line and an exit code.
+
+    Other questions (``kubectl gpushare fit``, ``doctor``) pass their own ``render`` (and ``load``,
+    returning an object with ``warnings``), so they load, filter and fail exactly as inspect does.
+    """
     from kubectl_gpushare.inspect.source import InputError
     from kubectl_gpushare.kube import errors
+    from kubectl_gpushare.kube.selectors import SelectorError
 
     progress = _Progress(sys.stderr.isatty() and options["from_file"] is None)
     try:
-        snapshot = _load(options, progress)
+        snapshot = load(options, progress)
     except KeyboardInterrupt:
         raise _fail("interrupted", EXIT_INTERRUPTED) from None
     except errors.ConfigError as exc:
@@ -154,7 +186,7 @@ def run(options: dict[str, Any]) -> None:
     for message in snapshot.warnings.summary():
         click.echo(f"warning: {message}", err=True)
     try:
-        text = _render(snapshot, options)
+        text = render(snapshot, options)
         if text is not None:
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -183,6 +215,18 @@ def run(options: dict[str, Any]) -> None:
     help="Node order; numbers sort largest first.",
 )
 @click.option("--no-headers", is_flag=True, help="Leave out table header rows (text, wide, csv).")
+@click.option("-n", "--namespace", default=None, help="Count only this namespace's pods (one tenant's view).")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Count every namespace's pods (the default).")
+@click.option(
+    "--group-by",
+    type=click.Choice(["node", "namespace"]),
+    default="node",
+    show_default=True,
+    help="Rows per node (the views above) or per namespace with totals.",
+)
+@click.option(
+    "-w", "--watch", is_flag=True, help="Redraw on every change (list + watch, no polling) until Ctrl-C."
+)
 @click.option(
     "--from-file",
     type=click.File("rb"),
@@ -191,6 +235,7 @@ def run(options: dict[str, Any]) -> None:
     help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin).",
 )
 @kube_options
+@click.version_option(__version__, "--version", prog_name="kubectl-inspect-gpushare")
 def inspect_command(**options: Any) -> None:
     """Show shared GPU memory per node and GPU: Allocated/Total, and which pod sits on which GPU.
 
@@ -198,7 +243,32 @@ def inspect_command(**options: Any) -> None:
     limits against nodes' allocatable aliyun.com/gpu-mem and aliyun.com/gpu-count. Give node names
     to show only those nodes; flags may come before or after them.
     """
+    if options["nodes"] and options["selector"]:
+        raise click.UsageError("name cannot be provided when a selector is specified")  # kubectl's refusal
+    if options["namespace"] and options["all_namespaces"]:
+        raise click.UsageError("-n/--namespace and -A/--all-namespaces go one at a time")
+    if options["group_by"] == "namespace" and (options["output"] is not None or options["details"]):
+        raise click.UsageError("--group-by namespace prints its own table; it takes no -o or -d")
+    if options["watch"]:
+        if options["from_file"] is not None:
+            raise click.UsageError("--watch needs a cluster; it cannot follow --from-file")
+        if options["output"] in ("json", "yaml", "csv", "pretty"):
+            raise click.UsageError(f"--watch redraws the text views; -o {options['output']} is not one")
+        run(options, load=_watch)
+        return
+    if options["details"] and options["output"] not in (None, "pretty"):
+        output = options["output"]
+        raise click.UsageError(f"-d/--details shows the default and pretty views; -o {output} has no details")
     run(options)
 
 
-__all__ = ["EXIT_API", "EXIT_AUTH", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE", "inspect_command", "run"]
+__all__ = [
+    "EXIT_API",
+    "EXIT_AUTH",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "inspect_command",
+    "run",
+]

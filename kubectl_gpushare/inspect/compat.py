@@ -18,13 +18,21 @@ from collections.abc import Sequence
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
-from kubectl_gpushare.ledger import PENDING, Ledger, NodeUsage
+from kubectl_gpushare.ledger import PENDING, Ledger, NodeUsage, PodRecord
 
 CLUSTER_FOOTER = "Allocated/Total GPU Memory In Cluster:"
 SUMMARY_DASH_EXTRA = 20
 DETAIL_DASH_EXTRA = 10
 MIB_THRESHOLD = 100
 """More GPU memory than this per GPU means the node advertises MiB, not GiB (the original's guess)."""
+
+
+def waiting_line(pods: Sequence[PodRecord], unit: str) -> str:
+    """One line about pods that ask for GPU memory but are on no node yet (wide and pretty views)."""
+    ordered = sorted(pods, key=lambda p: (p.namespace, p.name))
+    listed = ", ".join(f"{p.namespace}/{p.name} ({p.request})" for p in ordered)
+    plural = "" if len(pods) == 1 else "s"
+    return f"Waiting for a node: {len(pods)} pod{plural}, {sum(p.request for p in pods)} {unit or 'GiB'}: {listed}"
 
 
 def percent(used: int, total: int) -> int:
@@ -60,7 +68,8 @@ def summary(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> st
         names: the nodes the original would have fetched, in display order. Nodes without GPU
             memory are skipped when printed but, as in the original, still widen the GPU columns
             and can add the pending column.
-        headers: print the header row (``--no-headers`` turns it off; the rest is unchanged).
+        headers: print the header row and the cluster footer; ``--no-headers`` gives the node rows
+            only (the rows' bytes are the same either way: the dash line flushes the tab writer).
 
     Returns:
         The view's exact text.
@@ -106,10 +115,11 @@ def summary(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> st
         cluster_used += node_used
         cluster_total += usage.total_mem
 
-    dashes = first_row_bytes + SUMMARY_DASH_EXTRA if first_row_bytes else 0
-    buffer.append("-" * dashes + "\n")
-    buffer.append(f"{CLUSTER_FOOTER}\n")
-    buffer.append(f"{cluster_used}/{cluster_total} ({percent(cluster_used, cluster_total)}%)\t\n")
+    if headers:
+        dashes = first_row_bytes + SUMMARY_DASH_EXTRA if first_row_bytes else 0
+        buffer.append("-" * dashes + "\n")
+        buffer.append(f"{CLUSTER_FOOTER}\n")
+        buffer.append(f"{cluster_used}/{cluster_total} ({percent(cluster_used, cluster_total)}%)\t\n")
     return tabwriter.render("".join(buffer))
 
 

@@ -2,9 +2,9 @@
 
 The device plugin DaemonSet selects nodes by the ``gpushare=true`` label (the original's
 convention). This command sets or removes that label on named nodes, on nodes matching ``-l``,
-or with ``--all`` on every node that has NVIDIA GPUs: ``nvidia.com/gpu`` capacity, NVIDIA GPU
-Feature Discovery's ``nvidia.com/gpu.present``/``nvidia.com/gpu.count`` labels, or a gpushare
-``aliyun.com/gpu-mem`` capacity. It prints one ``node/<name> labeled`` line per node, as
+or (with no arguments, or ``--all``) on every node that has NVIDIA GPUs: ``nvidia.com/gpu``
+capacity, NVIDIA GPU Feature Discovery's ``nvidia.com/gpu.present``/``nvidia.com/gpu.count``
+labels, or a gpushare ``aliyun.com/gpu-mem`` capacity. It prints one ``node/<name> labeled`` line per node, as
 ``kubectl label`` does, and patches only nodes whose label actually changes.
 """
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.inspect.command import EXIT_API, EXIT_AUTH, EXIT_UNREACHABLE, EXIT_USAGE
+from kubectl_gpushare.kube.errors import EXIT_API, EXIT_AUTH, EXIT_CODES_HELP, EXIT_UNREACHABLE, EXIT_USAGE
 from kubectl_gpushare.kube.flags import kube_options, make_client
 
 if TYPE_CHECKING:
@@ -27,9 +27,14 @@ GFD_PRESENT: Final = "nvidia.com/gpu.present"
 LABEL_VALUE: Final = "true"
 
 EPILOG = """\b
-Exit codes: 0 done, 1 API error, 2 usage or kubeconfig error,
-3 API server unreachable, 4 unauthorized or forbidden (needs list/get/patch nodes).
-"""
+Examples:
+  kubectl gpushare label-nodes                 # every node with NVIDIA GPUs
+  kubectl gpushare label-nodes gpu-1 gpu-2     # these nodes
+  kubectl gpushare label-nodes -l pool=a100 --dry-run
+  kubectl gpushare label-nodes --remove        # unlabel every GPU node
+Needs list, get and patch on nodes.
+
+""" + EXIT_CODES_HELP
 
 
 def has_nvidia_gpus(node: Node) -> bool:
@@ -56,7 +61,8 @@ def _apply(options: dict[str, Any]) -> None:
     with make_client(options, "label-nodes") as client:
         nodes = _select(client, options["nodes"], options["selector"], options["all_gpu"])
         if not nodes:
-            click.echo("no nodes matched", err=True)
+            what = "matched the selector" if options["selector"] else "have NVIDIA GPUs"
+            click.echo(f"no nodes {what}; nothing to do", err=True)
             return
         for node in sorted(nodes, key=lambda n: n.metadata.name):
             name = node.metadata.name
@@ -77,19 +83,29 @@ def _apply(options: dict[str, Any]) -> None:
     epilog=EPILOG,
 )
 @click.argument("nodes", nargs=-1, metavar="[NODE]...")
-@click.option("--all", "all_gpu", is_flag=True, help="Every node with NVIDIA GPUs (capacity or GFD labels).")
+@click.option(
+    "--all", "all_gpu", is_flag=True, help="Every node with NVIDIA GPUs (capacity or GFD labels); the default."
+)
 @click.option("-l", "--selector", default=None, metavar="SELECTOR", help="Nodes matching this label selector.")
 @click.option("--remove", is_flag=True, help="Remove the gpushare label instead of setting it.")
 @click.option("--dry-run", is_flag=True, help="Print what would change; change nothing.")
 @kube_options
 def label_nodes_command(**options: Any) -> None:
-    """Label GPU nodes gpushare=true so the gpushare device plugin DaemonSet runs on them."""
-    if not (options["nodes"] or options["all_gpu"] or options["selector"]):
-        raise click.UsageError("name nodes, or pass --all or -l/--selector")
+    """Label GPU nodes gpushare=true so the gpushare device plugin DaemonSet runs on them.
+
+    With no node names and no -l, every node with NVIDIA GPUs is labelled.
+    """
+    if not (options["nodes"] or options["selector"]):
+        options["all_gpu"] = True
     if options["nodes"] and (options["all_gpu"] or options["selector"]):
         raise click.UsageError("name nodes, or pass --all / -l, not both")
     from kubectl_gpushare.kube import errors
+    from kubectl_gpushare.kube.selectors import SelectorError, parse_label_selector
 
+    try:
+        parse_label_selector(options["selector"])
+    except SelectorError as exc:
+        raise click.UsageError(f"--selector: {exc}") from None
     try:
         _apply(options)
     except errors.ConfigError as exc:

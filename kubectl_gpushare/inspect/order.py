@@ -9,9 +9,9 @@ Pure; reads only the ledger.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Final
 
-from kubectl_gpushare.inspect.compat import percent
 from kubectl_gpushare.ledger import Ledger
 
 SORT_KEYS: Final = ("name", "used", "free", "total", "percent")
@@ -21,11 +21,17 @@ def _used(ledger: Ledger, name: str) -> int:
     return sum(ledger.used(name).values())
 
 
-_NUMERIC: Final[dict[str, Callable[[Ledger, str], int]]] = {
+def _ratio(ledger: Ledger, name: str) -> Fraction:
+    """The exact used/total ratio (the printed percent is truncated, so 28.9% and 28.1% would tie)."""
+    total = ledger.gpu_mem_and_count(name)[0]
+    return Fraction(_used(ledger, name), total) if total > 0 else Fraction(0)
+
+
+_NUMERIC: Final[dict[str, Callable[[Ledger, str], int | Fraction]]] = {
     "used": _used,
     "free": lambda ledger, name: ledger.gpu_mem_and_count(name)[0] - _used(ledger, name),
     "total": lambda ledger, name: ledger.gpu_mem_and_count(name)[0],
-    "percent": lambda ledger, name: percent(_used(ledger, name), ledger.gpu_mem_and_count(name)[0]),
+    "percent": _ratio,
 }
 
 

@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kubectl_gpushare.inspect.compat import memory_unit, percent
-from kubectl_gpushare.ledger import PENDING, Ledger
+from kubectl_gpushare.inspect.compat import memory_unit, percent, waiting_line
+from kubectl_gpushare.ledger import PENDING, Ledger, PodRecord
 
 BAR_WIDTH: Final = 20
 
@@ -42,8 +42,15 @@ def _bar(label: str, used: int, total: int) -> Text:
     return text
 
 
-def render(ledger: Ledger, names: Sequence[str], stream: IO[str], *, details: bool = False) -> None:
-    """Draw the nodes (with each GPU's pods when ``details``) onto ``stream``."""
+def render(
+    ledger: Ledger,
+    names: Sequence[str],
+    stream: IO[str],
+    *,
+    details: bool = False,
+    unscheduled: Sequence[PodRecord] = (),
+) -> None:
+    """Draw the nodes (with each GPU's pods when ``details``) onto ``stream``, then pods waiting for a node."""
     console = Console(file=stream, highlight=False, soft_wrap=False)
     unit = memory_unit(ledger, names) or "?"
     table = Table(title=f"Shared GPU memory ({unit})", title_justify="left", show_lines=details)
@@ -64,6 +71,8 @@ def render(ledger: Ledger, names: Sequence[str], stream: IO[str], *, details: bo
                 bars.append(Text(f"pending {device.used}", style="magenta"))
             else:
                 bars.append(_bar(f"GPU{device.index}", device.used, device.total))
+                if device.index in usage.node.unhealthy:
+                    bars.append(" unhealthy", style="bold red")
             if details:
                 for pod, amount in device.pods:
                     bars.append(f"\n    {pod.namespace}/{pod.name} {amount}", style="dim" if pod.terminating else "")
@@ -81,3 +90,5 @@ def render(ledger: Ledger, names: Sequence[str], stream: IO[str], *, details: bo
             style=_style(cluster_used, cluster_total),
         )
     )
+    if unscheduled:
+        console.print(Text(waiting_line(unscheduled, unit), style="magenta"))

@@ -31,7 +31,7 @@ from typing import Final
 import msgspec
 
 from kubectl_gpushare.inspect.compat import memory_unit, percent
-from kubectl_gpushare.ledger import PENDING, DeviceUsage, Ledger
+from kubectl_gpushare.ledger import PENDING, DeviceUsage, Ledger, PodRecord
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareReport"
@@ -48,14 +48,15 @@ class PodShare(msgspec.Struct, rename="camel"):
     memory: int
 
 
-class GPU(msgspec.Struct, rename="camel"):
-    """One GPU of a node."""
+class GPU(msgspec.Struct, rename="camel", omit_defaults=True):
+    """One GPU of a node (``healthy: false`` only on a GPU its unhealthy-GPU ConfigMap lists)."""
 
     index: int
     total: int
     used: int
     free: int
     pods: list[PodShare]
+    healthy: bool = True
 
 
 class NodeReport(msgspec.Struct, rename="camel"):
@@ -85,8 +86,8 @@ class ClusterReport(msgspec.Struct, rename="camel"):
     used_percent: int
 
 
-class Report(msgspec.Struct, rename="camel"):
-    """The whole document."""
+class Report(msgspec.Struct, rename="camel", omit_defaults=True):
+    """The whole document (``unscheduledPods`` only when some pod waits for a node)."""
 
     api_version: str
     kind: str
@@ -94,21 +95,26 @@ class Report(msgspec.Struct, rename="camel"):
     basis: str
     nodes: list[NodeReport]
     cluster: ClusterReport
+    unscheduled_pods: list[PodShare] = []
 
 
 def _shares(device: DeviceUsage) -> list[PodShare]:
     return [PodShare(pod.namespace, pod.name, pod.uid, pod.phase, amount) for pod, amount in device.pods]
 
 
-def build(ledger: Ledger, names: Sequence[str]) -> Report:
-    """The report for the given nodes (nodes without GPU memory are left out, as in the text views)."""
+def build(ledger: Ledger, names: Sequence[str], unscheduled: Sequence[PodRecord] = ()) -> Report:
+    """The report for the given nodes (nodes without GPU memory are left out, as in the text views).
+
+    ``unscheduled`` pods (asking for GPU memory, on no node yet) are listed apart, in API order.
+    """
     nodes: list[NodeReport] = []
     for name in names:
         usage = ledger.usage(name)
         if usage.total_mem <= 0:
             continue
         gpus = [
-            GPU(device.index, device.total, device.used, device.free, _shares(device))
+            GPU(device.index, device.total, device.used, device.free, _shares(device),
+                device.index not in usage.node.unhealthy)
             for device in usage.devices.values()
             if device.index != PENDING
         ]
@@ -140,7 +146,9 @@ def build(ledger: Ledger, names: Sequence[str]) -> Report:
         pending=sum(node.pending for node in nodes),
         used_percent=percent(used, total),
     )
-    return Report(API_VERSION, KIND, memory_unit(ledger, names), ledger.basis, nodes, cluster)
+    waiting = [PodShare(p.namespace, p.name, p.uid, p.phase, p.request)
+               for p in sorted(unscheduled, key=lambda p: (p.namespace, p.name))]
+    return Report(API_VERSION, KIND, memory_unit(ledger, names), ledger.basis, nodes, cluster, waiting)
 
 
 def to_json(report: Report) -> str:

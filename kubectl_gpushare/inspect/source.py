@@ -19,15 +19,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgspec
 
-from kubectl_gpushare.inspect import selector as label_selector
-from kubectl_gpushare.kube import types
+from kubectl_gpushare import protocol
+from kubectl_gpushare.kube import selectors, types
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
-from kubectl_gpushare.kube.records import Warnings, node_record, pod_record
+from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
 from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
 
 ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
@@ -49,11 +49,31 @@ class Snapshot:
     ledger: Ledger
     names: list[str]
     warnings: Warnings
+    unscheduled: list[PodRecord] = field(default_factory=list)
+    """Active pods that request GPU memory but are on no node yet (cluster-wide views only)."""
+    quotas: list[types.ResourceQuota] = field(default_factory=list)
+    """ResourceQuotas, read only for ``--group-by namespace``."""
+
+
+def waiting(record: PodRecord, node_name: str) -> bool:
+    """Whether a pod asks for GPU memory and no node has it yet (shown apart from the nodes)."""
+    return not node_name and record.request > 0
 
 
 def not_found(name: str) -> NotFound:
     """The error the API server gives for a missing node (the original prints its message)."""
     return NotFound(404, "NotFound", f'nodes "{name}" not found')
+
+
+def keyed_pod_record(pod: types.Pod, warnings: Warnings | None = None) -> PodRecord:
+    """`pod_record`, keyed by namespace/name when the pod has no uid (hand-written files leave it out).
+
+    The ledger keys pods by uid, so pods without one would replace each other.
+    """
+    record = pod_record(pod, warnings)
+    if record.uid:
+        return record
+    return msgspec.structs.replace(record, uid=f"{record.namespace}/{record.name}")
 
 
 def _unique(names: Sequence[str]) -> list[str]:
@@ -87,6 +107,7 @@ def from_api(
     node_names: Sequence[str] = (),
     selector: str | None = None,
     progress: Progress | None = None,
+    unhealthy: bool = False,
 ) -> Snapshot:
     """Fetch nodes and active pods from the API server.
 
@@ -95,27 +116,39 @@ def from_api(
         node_names: nodes to show (``[NODE]...``); empty for every GPU-share node.
         selector: a label selector for nodes (``-l``), applied by the server.
         progress: called with the number of pods read so far after each page.
+        unhealthy: also read the unhealthy-GPU ConfigMaps (one more request; the views that mark
+            unhealthy GPUs ask for it, the compatible text does not). Without permission to list
+            them, GPUs are shown as healthy and a warning says why.
 
     Raises:
+        SelectorError: ``selector`` is malformed (checked here first, by the same grammar as offline).
         KubeError: from the client (``NotFound`` for a named node that does not exist).
     """
     warnings = Warnings()
+    matches = selectors.matcher(selector)
     names = _unique(node_names)
     if names:
         with _needs("get nodes"):
             decoded = [client.get_node(name) for name in names]
         if selector:
-            matches = label_selector.parse(selector)
             decoded = [node for node in decoded if matches(node.metadata.labels)]
     else:
         with _needs("list nodes"):
             decoded = client.list_nodes(label_selector=selector or None, on_skip=warnings.add)
-    nodes = [node_record(node, warnings=warnings) for node in decoded]
+    sick: dict[str, frozenset[int]] = {}
+    if unhealthy:
+        try:
+            sick = unhealthy_by_node(client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE))
+        except Forbidden:
+            warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
+    nodes = [node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in decoded]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     field_selector = ACTIVE_PODS
     if len(names) == 1:
         field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
     pods: list[PodRecord] = []
+    unscheduled: list[PodRecord] = []
+    cluster_wide = not names and not selector
     if wanted:
         seen = 0
         with _needs("list pods in all namespaces"):
@@ -126,10 +159,16 @@ def from_api(
                 for pod in page.items:
                     if pod.spec.node_name in wanted:
                         pods.append(pod_record(pod, warnings))
+                    elif cluster_wide and not pod.spec.node_name:
+                        record = pod_record(pod)
+                        if waiting(record, pod.spec.node_name):
+                            unscheduled.append(record)
                 seen += len(page.items)
                 if progress is not None:
                     progress(seen)
-    return _snapshot(nodes, pods, bool(names), warnings)
+    snapshot = _snapshot(nodes, pods, bool(names), warnings)
+    snapshot.unscheduled = unscheduled
+    return snapshot
 
 
 # --- from a file -----------------------------------------------------------------------------------
@@ -228,6 +267,88 @@ def _replace_invalid_utf8(data: bytes, warnings: Warnings | None) -> bytes:
     return data.decode("utf-8", errors="replace").encode()
 
 
+class _Kind(msgspec.Struct):
+    kind: str = ""
+
+
+class _Items(msgspec.Struct):
+    items: list[msgspec.Raw] = []
+
+
+def items_of_kind(data: bytes, kind: str) -> list[msgspec.Raw]:
+    """Raw items of one kind in a JSON dump; none from YAML or from a file that is not a list."""
+    if data.lstrip()[:1] != b"{":
+        return []
+    try:
+        raws = msgspec.json.decode(data, type=_Items).items
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return []
+    found: list[msgspec.Raw] = []
+    for raw in raws:
+        try:
+            if msgspec.json.decode(raw, type=_Kind).kind == kind:
+                found.append(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return found
+
+
+class _NameMeta(msgspec.Struct):
+    name: str = ""
+    namespace: str = ""
+
+
+class _Named(msgspec.Struct):
+    metadata: _NameMeta = msgspec.field(default_factory=_NameMeta)
+
+
+def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
+    """``(namespace, name)`` of a raw JSON object, decoding nothing else."""
+    meta = msgspec.json.decode(raw, type=_Named).metadata
+    return meta.namespace, meta.name
+
+
+def configmaps_in(data: bytes) -> list[types.ConfigMap]:
+    """ConfigMaps in a JSON dump (``kubectl get nodes,pods,configmaps -A -o json``); none from YAML.
+
+    The file has already been judged readable by `parse_documents`; an item that does not decode
+    is skipped rather than failing the view.
+    """
+    found: list[types.ConfigMap] = []
+    for raw in items_of_kind(data, "ConfigMap"):
+        try:
+            found.append(types.CONFIGMAP_DECODER.decode(raw))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return found
+
+
+def quotas_in(data: bytes) -> list[types.ResourceQuota]:
+    """ResourceQuotas in a JSON dump (``kubectl get nodes,pods,quota -A -o json``), as `configmaps_in`."""
+    found: list[types.ResourceQuota] = []
+    for raw in items_of_kind(data, "ResourceQuota"):
+        try:
+            found.append(types.RESOURCEQUOTA_DECODER.decode(raw))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return found
+
+
+def list_quotas(client: Any) -> list[types.ResourceQuota]:
+    """Every ResourceQuota (one request; quotas are few)."""
+    return list(types.RESOURCEQUOTA_LIST_DECODER.decode(client.request("GET", types.RESOURCEQUOTAS_PATH)).items)
+
+
+def unhealthy_by_node(configmaps: Iterable[types.ConfigMap]) -> dict[str, frozenset[int]]:
+    """Node -> GPU indices its unhealthy-GPU ConfigMap lists (the extender's source of truth)."""
+    found: dict[str, frozenset[int]] = {}
+    for configmap in configmaps:
+        node = unhealthy_node_name(configmap)
+        if node:
+            found[node] = unhealthy_gpus(configmap)
+    return found
+
+
 def parse_documents(data: bytes, warnings: Warnings | None = None) -> tuple[list[types.Node], list[types.Pod]]:
     """Decode nodes and pods from ``kubectl get ... -o json`` or ``-o yaml`` output.
 
@@ -278,13 +399,15 @@ def from_documents(data: bytes, node_names: Sequence[str] = (), selector: str | 
     else:
         chosen = list(by_name.values())
     if selector:
-        matches = label_selector.parse(selector)
+        matches = selectors.matcher(selector)
         chosen = [node for node in chosen if matches(node.metadata.labels)]
-    nodes = [node_record(node, warnings=warnings) for node in chosen]
+    sick = unhealthy_by_node(configmaps_in(data))
+    nodes = [node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in chosen]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
-    pods = [
-        pod_record(pod, warnings)
-        for pod in decoded_pods
-        if pod.spec.node_name in wanted and pod.status.phase not in ("Succeeded", "Failed")
-    ]
-    return _snapshot(nodes, pods, bool(names), warnings)
+    active = [pod for pod in decoded_pods if pod.status.phase not in ("Succeeded", "Failed")]
+    pods = [keyed_pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
+    snapshot = _snapshot(nodes, pods, bool(names), warnings)
+    if not names and not selector:
+        records = (pod_record(pod) for pod in active if not pod.spec.node_name)
+        snapshot.unscheduled = [record for record in records if waiting(record, record.node)]
+    return snapshot

@@ -12,12 +12,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kubectl_gpushare.inspect import tabwriter
-from kubectl_gpushare.inspect.compat import CLUSTER_FOOTER, memory_unit, percent
-from kubectl_gpushare.ledger import PENDING, Ledger
+from kubectl_gpushare.inspect.compat import CLUSTER_FOOTER, memory_unit, percent, waiting_line
+from kubectl_gpushare.ledger import PENDING, Ledger, PodRecord
+
+UNHEALTHY_MARK = "!"
+"""Suffix of an unhealthy GPU's cell, explained in a legend line under the table."""
 
 
-def render(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> str:
-    """The wide table for the given nodes (nodes without GPU memory are left out)."""
+def render(
+    ledger: Ledger, names: Sequence[str], *, headers: bool = True, unscheduled: Sequence[PodRecord] = ()
+) -> str:
+    """The wide table for the given nodes (nodes without GPU memory are left out).
+
+    Pods that ask for GPU memory but are on no node yet get one line after the cluster total.
+    """
     usages = [usage for usage in (ledger.usage(name) for name in names) if usage.total_mem > 0]
     max_gpus = max((usage.gpu_count for usage in usages), default=0)
     unit = memory_unit(ledger, names)
@@ -32,19 +40,25 @@ def render(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> str
         cells = [f"{usage.node.name}\t{usage.node.ip}\t{usage.gpu_count}\t"]
         for index in range(max_gpus):
             device = usage.devices.get(index)
-            cells.append(f"{device.used}/{device.total}\t" if device is not None else "-\t")
+            mark = UNHEALTHY_MARK if index in usage.node.unhealthy else ""
+            cells.append(f"{device.used}/{device.total}{mark}\t" if device is not None else "-\t")
         pending = usage.devices.get(PENDING)
         used = usage.used
-        free_per_gpu = ledger.free(usage.node.name)
-        largest = max(free_per_gpu.values(), default=0)
+        largest = ledger.largest_free(usage.node.name)
         pods = len({pod.uid for device in usage.devices.values() for pod, _ in device.pods})
         cells.append(
             f"{pending.used if pending else 0}\t{used}/{usage.total_mem}\t{percent(used, usage.total_mem)}%\t"
-            f"{usage.total_mem - used}\t{max(largest, 0)}\t{pods}\n"
+            f"{usage.total_mem - used}\t{largest}\t{pods}\n"
         )
         lines.append("".join(cells))
         cluster_used += used
         cluster_total += usage.total_mem
+    if not headers:  # rows only
+        return tabwriter.render("".join(lines))
     lines.append("\n")
     lines.append(f"{CLUSTER_FOOTER}\t{cluster_used}/{cluster_total} ({percent(cluster_used, cluster_total)}%)\n")
+    if unscheduled:
+        lines.append(waiting_line(unscheduled, unit) + "\n")
+    if any(usage.node.unhealthy for usage in usages):
+        lines.append(f"{UNHEALTHY_MARK} unhealthy GPU: no new pods go there, and LARGEST-FREE-GPU leaves it out\n")
     return tabwriter.render("".join(lines))

@@ -16,12 +16,35 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
+# The one exit-code table every command shares (listed at the foot of every --help). A code means
+# the same thing whichever command returns it, so scripts can branch on it.
+EXIT_OK: Final = 0
+"""Success."""
 EXIT_API: Final = 1
-"""Exit code for an API error reply (4xx/5xx) the user cannot fix by configuration alone."""
-EXIT_CONFIG: Final = 2
-"""Exit code for a kubeconfig or in-cluster configuration problem (the usage-error code)."""
+"""The API server answered with an error (4xx/5xx other than 401/403), or a command failed at run time."""
+EXIT_USAGE: Final = 2
+"""Usage error: bad flags or arguments, no usable kubeconfig, unreadable input file, refused configuration."""
+EXIT_CONFIG: Final = EXIT_USAGE
+"""A kubeconfig or in-cluster configuration problem is a usage error."""
 EXIT_UNREACHABLE: Final = 3
-"""Exit code when the API server cannot be reached at all."""
+"""The API server could not be reached (connection refused, TLS failure, ``--request-timeout`` passed)."""
+EXIT_AUTH: Final = 4
+"""The API server rejected the credentials (401) or the RBAC permissions (403)."""
+EXIT_START: Final = 5
+"""A server could not start: port or socket in use, TLS files unreadable, GPU backend failed."""
+EXIT_INTERRUPTED: Final = 130
+"""Interrupted by Ctrl-C (128 + SIGINT, as shells report it)."""
+
+EXIT_CODES_HELP: Final = """\b
+Exit codes:
+  0    success
+  1    API error (e.g. not found, 5xx) or a failure at run time
+  2    usage error: bad flags or arguments, no usable kubeconfig, unreadable input
+  3    API server unreachable within --request-timeout
+  4    unauthorized (401) or forbidden (403)
+  5    a server could not start (port or socket in use, GPU backend failed)
+  130  interrupted (Ctrl-C)"""
+"""The table above as click help text (``\\b`` keeps click from rewrapping it)."""
 
 
 class KubeError(Exception):
@@ -84,9 +107,13 @@ class BadRequest(ApiError):
 class Unauthorized(ApiError):
     """401: no or invalid credentials."""
 
+    exit_code: ClassVar[int] = EXIT_AUTH
+
 
 class Forbidden(ApiError):
     """403: the credentials lack RBAC permission for this verb and resource."""
+
+    exit_code: ClassVar[int] = EXIT_AUTH
 
 
 class NotFound(ApiError):
@@ -176,8 +203,14 @@ def api_error(status: int, reason: str = "", message: str = "", retry_after: flo
 
 __all__ = [
     "EXIT_API",
+    "EXIT_AUTH",
+    "EXIT_CODES_HELP",
     "EXIT_CONFIG",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_START",
     "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
     "ApiError",
     "BadRequest",
     "ConfigError",

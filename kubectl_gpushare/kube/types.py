@@ -77,6 +77,15 @@ class Container(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     resources: ResourceRequirements = ResourceRequirements()
 
 
+class Toleration(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One entry of a pod's ``spec.tolerations`` (read by ``kubectl gpushare explain``)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
 class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     """``spec`` of a pod."""
 
@@ -84,12 +93,59 @@ class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     scheduler_name: str = ""
     containers: tuple[Container, ...] = ()
     init_containers: tuple[Container, ...] = ()
+    node_selector: dict[str, str] = {}
+    tolerations: tuple[Toleration, ...] = ()
 
 
 class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     """``status`` of a pod."""
 
     phase: str = ""
+
+
+class NodeSelectorRequirement(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One ``matchExpressions`` / ``matchFields`` entry of a node selector term."""
+
+    key: str = ""
+    operator: str = ""
+    values: tuple[str, ...] = ()
+
+
+class NodeSelectorTerm(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One term of a required node affinity (the terms are ORed, their requirements ANDed)."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+
+class _RequiredNodeSelector(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    node_selector_terms: tuple[NodeSelectorTerm, ...] = ()
+
+
+class _NodeAffinity(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    required_during_scheduling_ignored_during_execution: _RequiredNodeSelector | None = None
+
+
+class _Affinity(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    node_affinity: _NodeAffinity | None = None
+
+
+class _PlacementSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    affinity: _Affinity | None = None
+
+
+class PodPlacement(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """A pod's required node affinity only: decoded apart for ``explain``, so lists of pods stay cheap."""
+
+    spec: _PlacementSpec = _PlacementSpec()
+
+    @property
+    def node_terms(self) -> tuple[NodeSelectorTerm, ...]:
+        """The required node-affinity terms (empty: no requirement)."""
+        affinity = self.spec.affinity
+        required = affinity.node_affinity.required_during_scheduling_ignored_during_execution if (
+            affinity and affinity.node_affinity) else None
+        return required.node_selector_terms if required else ()
 
 
 class Pod(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
@@ -158,6 +214,29 @@ class ConfigMap(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
 
     metadata: ObjectMeta = ObjectMeta()
     data: dict[str, str] = {}
+
+
+class ResourceQuotaStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """``status`` of a ResourceQuota: quantity strings keyed by resource name."""
+
+    hard: dict[str, str] = {}
+    used: dict[str, str] = {}
+
+
+class ResourceQuota(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """A ResourceQuota (per-tenant GPU-memory limits: ``requests.aliyun.com/gpu-mem``)."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    status: ResourceQuotaStatus = ResourceQuotaStatus()
+
+
+class ResourceQuotaList(msgspec.Struct, frozen=True, rename="camel"):
+    """All ResourceQuotas (few per cluster: one list, no pages)."""
+
+    items: tuple[ResourceQuota, ...] = ()
+
+
+RESOURCEQUOTAS_PATH: Final = "/api/v1/resourcequotas"
 
 
 class LeaseSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
@@ -389,6 +468,9 @@ RAW_WATCH_EVENT_DECODER: Final = msgspec.json.Decoder(RawWatchEvent)
 RAW_LIST_DECODER: Final = msgspec.json.Decoder(RawList)
 _NAMED_DECODER: Final = msgspec.json.Decoder(_Named)
 BOOKMARK_DECODER: Final = msgspec.json.Decoder(Bookmark)
+RESOURCEQUOTA_DECODER: Final = msgspec.json.Decoder(ResourceQuota)
+RESOURCEQUOTA_LIST_DECODER: Final = msgspec.json.Decoder(ResourceQuotaList)
+POD_PLACEMENT_DECODER: Final = msgspec.json.Decoder(PodPlacement)
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 

@@ -18,16 +18,16 @@ import click
 if TYPE_CHECKING:
     from kubectl_gpushare.sandbox.server import Sandbox
 
-EXIT_BAD_INPUT = 2
-EXIT_CANNOT_START = 3
+from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE
+
+EXIT_BAD_INPUT = EXIT_USAGE
+EXIT_CANNOT_START = EXIT_START
 
 
 @click.command(
     "sandbox",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Exit codes: 0 stopped cleanly, 1 interrupted before serving, 2 bad option, spec, kubeconfig path or "
-    "a --state file that is not a sandbox state, 3 cannot bind the port or read or write the state file. "
-    "Faults can be injected over HTTP under /_sandbox/ (see the README).",
+    epilog="Faults can be injected over HTTP under /_sandbox/ (see the README).",
 )
 @click.option("--spec", "spec_file", type=click.Path(dir_okay=False, path_type=Path), help="YAML cluster spec to load.")
 @click.option(
@@ -97,16 +97,16 @@ def sandbox_command(
                     else [namespace_object("default")]
                 )
         except SpecError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"error: {exc}", err=True)
             raise SystemExit(EXIT_BAD_INPUT) from None
     sandbox = Sandbox(port=port, auth=auth, state_file=state_file, idle_timeout=idle_timeout)
     try:
         sandbox.start()
     except StateFileError as exc:
-        click.echo(f"Error: {exc}", err=True)
+        click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_BAD_INPUT) from None
     except (OSError, ValueError) as exc:
-        click.echo(f"Error: cannot start the sandbox: {exc}", err=True)
+        click.echo(f"error: cannot start the sandbox: {exc}", err=True)
         raise SystemExit(EXIT_CANNOT_START) from None
     stop = threading.Event()
     previous = _install_stop_handlers(stop)  # before the banner: a client may signal as soon as it reads it
@@ -116,7 +116,7 @@ def sandbox_command(
                 sandbox.load(seed_objects)
             kubeconfig_path = sandbox.write_kubeconfig(kubeconfig)
         except (OSError, ValueError) as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"error: {exc}", err=True)
             raise SystemExit(EXIT_BAD_INPUT) from None
         _banner(sandbox, kubeconfig_path, auth, state_file)
         while not stop.wait(0.5):
@@ -127,7 +127,7 @@ def sandbox_command(
         try:
             sandbox.stop()
         except (OSError, ValueError) as exc:
-            click.echo(f"Error: the state was not saved: {exc}", err=True)
+            click.echo(f"error: the state was not saved: {exc}", err=True)
             raise SystemExit(EXIT_CANNOT_START) from None
     click.echo("Sandbox stopped." + (f" State saved to {state_file}." if state_file else ""), err=True)
 

@@ -127,6 +127,7 @@ RESOURCES: tuple[Resource, ...] = (
         ),
     ),
     _resource("configmaps", "ConfigMap", True, short_names=("cm",)),
+    _resource("resourcequotas", "ResourceQuota", True, short_names=("quota",)),
     _resource("bindings", "Binding", True),
     _resource("leases", "Lease", True, group="coordination.k8s.io"),
 )

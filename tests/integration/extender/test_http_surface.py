@@ -195,14 +195,14 @@ def test_cli_usage_errors_are_one_line_with_exit_code(
     assert "Traceback" not in result.stderr
 
 
-def test_cli_address_in_use_exits_1(kube_env: dict[str, str]) -> None:
+def test_cli_address_in_use_exits_5(kube_env: dict[str, str]) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         result = subprocess.run([sys.executable, "-m", "kubectl_gpushare.cli", "serve-extender", "--port", str(port)],
                                 env=kube_env, capture_output=True, text=True, timeout=30)
-    assert result.returncode == 1 and "cannot serve on 127.0.0.1" in result.stderr
+    assert result.returncode == 5 and "cannot serve on 127.0.0.1" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -53,5 +53,18 @@ def test_named_node_remove_and_missing_node(sandbox: Sandbox, kubectl: Kubectl) 
     missing = kubectl("gpushare", "label-nodes", "nope", check=False)
     assert missing.returncode == command.EXIT_API
     assert missing.stderr.strip() == 'Failed due to nodes "nope" not found'
-    usage = kubectl("gpushare", "label-nodes", check=False)
-    assert usage.returncode == 2 and "name nodes, or pass --all" in usage.stderr
+    usage = kubectl("gpushare", "label-nodes", "gpu-a", "--all", check=False)
+    assert usage.returncode == 2 and usage.stderr.count("\n") == 1
+    assert usage.stderr.startswith("error: name nodes, or pass --all / -l, not both")
+
+
+def test_no_arguments_labels_every_nvidia_node_and_says_so(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    seed(sandbox)
+    result = kubectl("gpushare", "label-nodes")
+    assert result.stdout.splitlines() == ["node/gpu-a labeled", "node/gpu-b labeled"]
+    assert labelled(kubectl) == ["node/gpu-a", "node/gpu-b"]
+    removed = kubectl("gpushare", "label-nodes", "--remove")
+    assert removed.stdout.splitlines() == ["node/gpu-a unlabeled", "node/gpu-b unlabeled"]
+    sandbox.load([node_object("cpu-only", [], ip="10.0.0.9")])
+    none = kubectl("gpushare", "label-nodes", "-l", "nope=x")
+    assert none.stdout == "" and "no nodes matched the selector" in none.stderr

@@ -102,3 +102,24 @@ def test_launcher_runs_the_installed_environment(built: tuple[Path, Path], tmp_p
         text=True,
     )
     assert bad.returncode == 2 and "needs Python 3.10" in bad.stderr
+
+
+def test_real_kubectl_completes_the_plugin(kube_env: dict[str, str], kubectl_binaries: list[str]) -> None:
+    result = subprocess.run(
+        [kubectl_binaries[0], "__complete", "gpushare", "ex"], env=kube_env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert [line.split("\t")[0] for line in result.stdout.splitlines()][:1] == ["explain"]
+
+
+def test_real_kubectl_bare_help_version_and_usage_errors(kube_env: dict[str, str], kubectl_binaries: list[str]) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([kubectl_binaries[0], *args], env=kube_env, capture_output=True, text=True, timeout=60)
+
+    bare = run("gpushare")
+    assert (bare.returncode, bare.stderr) == (0, "") and bare.stdout.startswith("Usage: kubectl gpushare")
+    version = run("inspect", "gpushare", "--version")
+    assert version.returncode == 0 and "version" in version.stdout
+    usage = run("gpushare", "fit", "--bogus")
+    assert usage.returncode == 2 and usage.stdout == "" and usage.stderr.startswith("error: No such option")
+    assert usage.stderr.count("\n") == 1

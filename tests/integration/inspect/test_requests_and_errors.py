@@ -201,3 +201,84 @@ def test_exec_credential_plugin_and_token_file_authenticate(tmp_path: Path, kube
         file_config = tmp_path / "file-kubeconfig"
         file_config.write_text(yaml.safe_dump(config))
         assert inspect(dict(kube_env, KUBECONFIG=str(file_config))).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("selector", "gpu_nodes"),
+    [
+        ("kubernetes.io/hostname in (gpu-node-000,gpu-node-002)", ["gpu-node-000", "gpu-node-002"]),
+        ("kubernetes.io/hostname notin (gpu-node-000),!no-such-label", ["gpu-node-001", "gpu-node-002"]),
+    ],
+)
+def test_selector_means_the_same_live_and_from_file(
+    sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path, selector: str, gpu_nodes: list[str]
+) -> None:
+    sandbox.load(generate_cluster(nodes=3, gpus_per_node=1, pods=6, seed=5))
+    dump = subprocess.run(
+        ["kubectl", "get", "nodes,pods", "-A", "-o", "json"], env=kube_env, capture_output=True, text=True, timeout=60
+    )
+    assert dump.returncode == 0, dump.stderr
+    (tmp_path / "c.json").write_text(dump.stdout)
+    live = inspect(kube_env, "-o", "json", "-l", selector)
+    offline = inspect(kube_env, "-o", "json", "-l", selector, "--from-file", str(tmp_path / "c.json"))
+    assert live.returncode == offline.returncode == 0, live.stderr + offline.stderr
+    assert live.stdout == offline.stdout
+    assert [n["name"] for n in yaml.safe_load(live.stdout)["nodes"]] == gpu_nodes
+
+
+def test_malformed_selector_is_one_usage_error_live_and_offline_before_any_request(
+    sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path
+) -> None:
+    sandbox.load(generate_cluster(nodes=1, gpus_per_node=1, pods=0))
+    (tmp_path / "c.json").write_text('{"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "a"}}]}')
+    sandbox.clear_requests()
+    live = inspect(kube_env, "-l", "-bad=x")
+    offline = inspect(kube_env, "-l", "-bad=x", "--from-file", str(tmp_path / "c.json"))
+    assert_one_line_error(live, command.EXIT_USAGE, "error: --selector", 'invalid label key "-bad"')
+    assert live.stderr == offline.stderr
+    assert sandbox.requests == []
+
+
+def test_group_by_namespace_live_equals_from_file(sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path) -> None:
+    sandbox.load(generate_cluster(nodes=4, gpus_per_node=2, pods=40, seed=9))
+    dump = subprocess.run(
+        ["kubectl", "get", "nodes,pods", "-A", "-o", "json"], env=kube_env, capture_output=True, text=True, timeout=60
+    )
+    (tmp_path / "c.json").write_text(dump.stdout)
+    for args in (["--group-by", "namespace"], ["-n", "default", "-d"]):
+        live = inspect(kube_env, *args)
+        offline = inspect(kube_env, *args, "--from-file", str(tmp_path / "c.json"))
+        assert live.returncode == 0 and live.stdout == offline.stdout and live.stdout, live.stderr
+
+
+def test_unhealthy_gpus_are_read_only_by_the_views_that_mark_them(sandbox: Sandbox, kube_env: dict[str, str]) -> None:
+    from kubectl_gpushare.sandbox.spec import node_object, unhealthy_configmap
+
+    sandbox.load([node_object("n", [16, 16], ip="10.0.0.1"), unhealthy_configmap("n", [0])])
+    sandbox.clear_requests()
+    report = yaml.safe_load(inspect(kube_env, "-o", "json").stdout)
+    assert [gpu.get("healthy", True) for gpu in report["nodes"][0]["gpus"]] == [False, True]
+    assert [r.namespace for r in sandbox.requests if r.resource == "configmaps"] == ["kube-system"]
+    sandbox.clear_requests()
+    assert inspect(kube_env).returncode == 0
+    assert not [r for r in sandbox.requests if r.resource == "configmaps"]
+
+
+def test_quota_column_live_equals_from_kubectls_dump(
+    sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path
+) -> None:
+    from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+    quota = {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu", "namespace": "ml"},
+        "status": {"hard": {"requests.aliyun.com/gpu-mem": "20"}, "used": {"requests.aliyun.com/gpu-mem": "4"}},
+    }
+    sandbox.load([node_object("n", [16], ip="10.0.0.1"), pod_object("p", "ml", [4], node="n", gpu=0), quota])
+    dump = subprocess.run(["kubectl", "get", "nodes,pods,quota", "-A", "-o", "json"], env=kube_env,
+                          capture_output=True, text=True, timeout=60)
+    assert dump.returncode == 0, dump.stderr
+    (tmp_path / "c.json").write_text(dump.stdout)
+    live = inspect(kube_env, "--group-by", "namespace")
+    offline = inspect(kube_env, "--group-by", "namespace", "--from-file", str(tmp_path / "c.json"))
+    assert live.returncode == 0, live.stderr
+    assert live.stdout == offline.stdout and "4/20" in live.stdout.splitlines()[1]

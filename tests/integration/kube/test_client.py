@@ -122,7 +122,7 @@ def test_auth_errors_and_readonly_tokens(tmp_path: Path) -> None:
         anonymous = Client(load_config(str(sb.write_kubeconfig(tmp_path / "anon", token="wrong"))))
         with pytest.raises(errors.Unauthorized) as unauthorized:
             anonymous.list_nodes()
-        assert unauthorized.value.exit_code == errors.EXIT_API
+        assert unauthorized.value.exit_code == errors.EXIT_AUTH
         viewer = Client(load_config(str(sb.write_kubeconfig(tmp_path / "ro", token=sb.READONLY_TOKEN))))
         assert viewer.list_nodes() == []
         with pytest.raises(errors.Forbidden):

@@ -89,7 +89,7 @@ def test_bad_spec_and_busy_port_exit_with_documented_codes(tmp_path: Path) -> No
     spec.write_text("nodes: [{name: a, colour: red}]\n")
     result = subprocess.run([str(SCRIPT), "sandbox", "--spec", str(spec)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
-    assert result.stderr.startswith("Error: ") and "colour" in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ") and "colour" in result.stderr and "Traceback" not in result.stderr
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -100,7 +100,7 @@ def test_bad_spec_and_busy_port_exit_with_documented_codes(tmp_path: Path) -> No
             text=True,
             timeout=30,
         )
-    assert result.returncode == 3 and "cannot start the sandbox" in result.stderr
+    assert result.returncode == 5 and "cannot start the sandbox" in result.stderr
     spec.write_text("objects: [{kind: Widget, metadata: {name: w}}]\n")
     result = subprocess.run(
         [str(SCRIPT), "sandbox", "--spec", str(spec), "--kubeconfig", str(tmp_path / "kc")],
@@ -167,7 +167,7 @@ def test_state_replaced_while_running_is_not_overwritten_on_stop(tmp_path: Path)
     state.write_text('{"precious": true}')
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=15)
-    assert process.returncode == 3 and "refusing to overwrite" in err and "Traceback" not in err, err
+    assert process.returncode == 5 and "refusing to overwrite" in err and "Traceback" not in err, err
     assert state.read_text() == '{"precious": true}'
 
 

@@ -243,3 +243,17 @@ def test_reserving_no_memory_records_nothing() -> None:
     ledger.reserve("u", "default", "p", "n1", 0, -10)
     assert not ledger.is_reserved("u")
     assert ledger.free("n1") == {0: 16, 1: 16}
+
+
+def test_fit_counts_and_largest_free_skip_unhealthy_gpus() -> None:
+    ledger = Ledger.build([node(gpus=3, unhealthy=frozenset({2}))], [pod(10, gpu=0), pod(3, gpu=1)])
+    assert ledger.fit_counts("n1", 4) == {0: 1, 1: 3}
+    assert ledger.fit_counts("n1", 7) == {1: 1}
+    assert ledger.fit_counts("n1", 0) == {}
+    assert ledger.largest_free("n1") == 13
+    assert ledger.largest_free("missing") == 0
+
+
+def test_largest_free_is_never_negative_on_an_overcommitted_gpu() -> None:
+    ledger = Ledger.build([node(gpus=1)], [pod(20, gpu=0)])
+    assert ledger.largest_free("n1") == 0 and ledger.fit_counts("n1", 1) == {}

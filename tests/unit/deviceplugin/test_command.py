@@ -41,7 +41,7 @@ def test_bad_configuration_exits_2_with_one_clear_line(args: list[str], code: in
     assert "Traceback" not in result.output
 
 
-def test_without_a_driver_nvml_failure_exits_3_or_advertises_nothing() -> None:
+def test_without_a_driver_nvml_failure_exits_5_or_advertises_nothing() -> None:
     runner = CliRunner(env={"NODE_NAME": "n", "GPUSHARE_FAKE_GPUS": None, "KUBECONFIG": "/nonexistent"})
     try:
         import pynvml
@@ -52,5 +52,5 @@ def test_without_a_driver_nvml_failure_exits_3_or_advertises_nothing() -> None:
     else:
         pytest.skip("a GPU driver is present")
     result = runner.invoke(serve_device_plugin_command, [])
-    assert result.exit_code == 3
+    assert result.exit_code == 5
     assert "cannot initialise NVML" in result.output and "--fake-gpus" in result.output

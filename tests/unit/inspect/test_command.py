@@ -169,7 +169,7 @@ def test_inspect_path_imports_no_heavy_packages(args: list[str], allowed: set[st
 
 def test_help_lists_exit_codes_and_kubectl_flags(cli_runner: CliRunner) -> None:
     result = cli_runner.invoke(inspect_command, ["-h"], prog_name="kubectl inspect gpushare")
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.output
     assert "Usage: kubectl inspect gpushare [OPTIONS] [NODE]..." in result.stdout
     for flag in (
         "--kubeconfig",
@@ -200,3 +200,57 @@ def test_progress_line_is_drawn_and_cleared_only_when_enabled(capsys: pytest.Cap
     shown(12000)
     shown.clear()
     assert capsys.readouterr().err == "\rlisting pods: 12,000\r\x1b[K"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["gpu-node-1", "-l", "a=b"], "name cannot be provided when a selector is specified"),
+        (["-d", "-o", "wide"], "-o wide has no details"),
+        (["-d", "-o", "json"], "-o json has no details"),
+    ],
+    ids=["name-and-selector", "details-wide", "details-json"],
+)
+def test_combinations_kubectl_refuses_are_refused(cli_runner: CliRunner, args: list[str], needle: str) -> None:
+    result = invoke(cli_runner, *args)
+    assert result.exit_code == 2 and needle in result.stderr and result.stdout == ""
+
+
+def test_selector_matching_nothing_says_so_like_kubectl(cli_runner: CliRunner) -> None:
+    result = invoke(cli_runner, "-l", "no-such-label=x")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "No resources found\n")
+
+
+def test_no_headers_gives_rows_only_in_wide(cli_runner: CliRunner) -> None:
+    rows = invoke(cli_runner, "-o", "wide", "--no-headers").stdout.splitlines()
+    assert rows and all(line.startswith("gpu-node-") for line in rows)
+
+
+def test_sort_percent_uses_the_exact_ratio() -> None:
+    from kubectl_gpushare.inspect import order
+    from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
+
+    nodes = [NodeRecord(name=n, alloc_mem=1000, alloc_count=1) for n in ("a", "b")]
+    pods = [PodRecord(uid=n, namespace="x", name=n, node=n, phase="Running", request=r, gpu_index=0)
+            for n, r in (("a", 281), ("b", 289))]  # both print as 28%
+    assert order.sort_nodes(Ledger.build(nodes, pods), ["a", "b"], "percent") == ["b", "a"]
+
+
+def test_group_by_namespace_totals_each_tenant(cli_runner: CliRunner) -> None:
+    lines = invoke(cli_runner, "--group-by", "namespace").stdout.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "PODS", "NODES", "ALLOCATED(GiB)", "WAITING(GiB)"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}
+    assert rows["TOTAL"][2] == str(sum(int(v[2]) for k, v in rows.items() if k != "TOTAL")) == "6"
+
+
+def test_namespace_filter_shows_one_tenant_against_whole_gpus(cli_runner: CliRunner) -> None:
+    text = invoke(cli_runner, "-n", "ml").stdout
+    assert text.splitlines()[-1].startswith("3/45")
+    assert invoke(cli_runner, "-A").stdout == invoke(cli_runner).stdout
+
+
+@pytest.mark.parametrize(
+    "args", [["-n", "ml", "-A"], ["--group-by", "namespace", "-o", "json"], ["--group-by", "namespace", "-d"]]
+)
+def test_tenant_flag_conflicts_are_usage_errors(cli_runner: CliRunner, args: list[str]) -> None:
+    assert invoke(cli_runner, *args).exit_code == 2

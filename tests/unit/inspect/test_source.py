@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from kubectl_gpushare.inspect import selector, source
+from kubectl_gpushare.inspect import source
 from kubectl_gpushare.kube.errors import NotFound
+from kubectl_gpushare.kube.selectors import SelectorError
 
 
 def node(name: str, mem: str | None = "16", count: str = "2", labels: dict[str, str] | None = None) -> dict:
@@ -80,6 +81,22 @@ def test_selector_filters_nodes_offline() -> None:
     assert source.from_documents(data, selector="pool in (x, y),!missing").names == ["a", "b"]
 
 
+def test_selector_grammar_offline_is_the_servers() -> None:
+    data = as_list(node("a", labels={"rank": "3"}), node("b", labels={"rank": "7"}))
+    assert source.from_documents(data, selector="rank>5").names == ["b"]
+    with pytest.raises(SelectorError, match="invalid label key"):
+        source.from_documents(data, selector="-bad=x")
+
+
+def test_live_selector_is_checked_before_any_request() -> None:
+    class NoClient:
+        def __getattr__(self, name: str) -> None:
+            raise AssertionError(f"client.{name} called for a malformed selector")
+
+    with pytest.raises(SelectorError, match="invalid label key"):
+        source.from_api(NoClient(), selector="-bad=x")
+
+
 def test_malformed_values_warn_and_count_the_rest() -> None:
     snapshot = source.from_documents(as_list(node("a"), pod("p", "a", "lots"), pod("q", "a", "2", idx="x")))
     assert snapshot.ledger.used("a") == {-1: 2}
@@ -106,22 +123,9 @@ def test_unreadable_input_is_an_input_error(data: bytes, message: str) -> None:
         source.from_documents(data)
 
 
-@pytest.mark.parametrize(
-    ("text", "labels", "matches"),
-    [
-        ("a=1", {"a": "1"}, True),
-        ("a==1", {"a": "2"}, False),
-        ("a!=1", {}, True),
-        ("a", {"a": ""}, True),
-        ("!a", {"a": ""}, False),
-        ("a in (1,2),b notin (3)", {"a": "2", "b": "4"}, True),
-        ("a in (1,2),b notin (3)", {"a": "2", "b": "3"}, False),
-    ],
-)
-def test_label_selector(text: str, labels: dict[str, str], matches: bool) -> None:
-    assert selector.parse(text)(labels) is matches
-
-
-def test_label_selector_rejects_garbage() -> None:
-    with pytest.raises(selector.SelectorError):
-        selector.parse("a=(1")
+def test_pods_waiting_for_a_node_are_kept_apart_in_cluster_wide_views_only() -> None:
+    waiting = pod("w", "", "3")
+    data = as_list(node("a", labels={"pool": "x"}), waiting, pod("nogpu", "", "0"))
+    assert [p.name for p in source.from_documents(data).unscheduled] == ["w"]
+    assert source.from_documents(data, ["a"]).unscheduled == []
+    assert source.from_documents(data, selector="pool=x").unscheduled == []

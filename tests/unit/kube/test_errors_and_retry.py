@@ -31,7 +31,8 @@ def test_api_error_class_by_status(status: int, cls: type[errors.ApiError]) -> N
     error = errors.api_error(status, "Reason", "the\n  message")
     assert type(error) is cls
     assert error.status == status and str(error) == "the message"
-    assert isinstance(error, errors.KubeError) and error.exit_code == errors.EXIT_API
+    expected = errors.EXIT_AUTH if status in (401, 403) else errors.EXIT_API
+    assert isinstance(error, errors.KubeError) and error.exit_code == expected
 
 
 def test_api_error_without_a_message_says_the_status() -> None:

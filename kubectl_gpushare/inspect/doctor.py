@@ -1,0 +1,258 @@
+"""``kubectl gpushare doctor``: an audit of a gpushare install, one finding per line.
+
+Checks nodes and pods (from the API or ``--from-file``) for what breaks GPU sharing in practice,
+each finding with a severity (``error`` breaks scheduling or over-commits a GPU; ``warning`` is
+likely wrong). Numbers come from the same records and ledger inspect uses, so an over-committed
+GPU here is over-committed in the tables too. Pure: decoded objects and the clock in, findings out.
+
+The JSON is a versioned ``GPUShareDoctor`` (``gpushare.kubectl-gpushare.io/v1``); fields are only
+ever added::
+
+    summary: {errors, warnings}
+    findings: [{severity, check, object, message}]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+import msgspec
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.inspect import tabwriter
+from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
+from kubectl_gpushare.inspect.source import keyed_pod_record
+from kubectl_gpushare.kube.records import Warnings, node_record, unhealthy_gpus, unhealthy_node_name
+from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
+from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger
+
+API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
+KIND: Final = "GPUShareDoctor"
+ERROR: Final = "error"
+WARNING: Final = "warning"
+DEFAULT_STUCK_AFTER: Final = 300.0
+"""Seconds a pod may stay ``ALIYUN_COM_GPU_MEM_ASSIGNED=false`` before it is reported (kubelet
+normally allocates within seconds of the bind)."""
+SYSTEM_NAMESPACE: Final = protocol.UNHEALTHY_CM_NAMESPACE
+"""Where ConfigMaps are audited (kube-system): unhealthy-GPU lists and scheduler configurations."""
+COMPONENT_LABEL: Final = "component"
+EXTENDER_COMPONENT: Final = "gpushare-schd-extender"
+DEVICE_PLUGIN_COMPONENT: Final = "gpushare-device-plugin"
+"""Pod labels of the shipped (and the original) extender Deployment and device-plugin DaemonSet."""
+
+
+class Finding(msgspec.Struct, frozen=True):
+    """One problem: how bad, which check found it, on which object, in plain words."""
+
+    severity: str
+    check: str
+    object: str
+    message: str
+
+
+class Summary(msgspec.Struct, frozen=True):
+    """How many findings of each severity."""
+
+    errors: int
+    warnings: int
+
+
+class DoctorReport(msgspec.Struct, rename="camel"):
+    """Every finding, errors first, then by check and object."""
+
+    summary: Summary
+    findings: list[Finding]
+    api_version: str = API_VERSION
+    kind: str = KIND
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean, 1 warnings only, 2 errors."""
+        if self.summary.errors:
+            return 2
+        return 1 if self.summary.warnings else 0
+
+
+def _has(values: Mapping[str, QuantityValue], resource: str) -> bool:
+    return str(values.get(resource, "0")) not in ("0", "")
+
+
+def _node_findings(node: Node, record_warnings: Warnings) -> Iterable[Finding]:
+    name = node.metadata.name
+    obj = f"node/{name}"
+    labels = node.metadata.labels
+    capacity = node.status.capacity
+    labelled = labels.get(protocol.LABEL_GPUSHARE) == "true"
+    shares = _has(capacity, protocol.RESOURCE_MEM)
+    if labelled and not shares:
+        yield Finding(ERROR, "device-plugin-missing", obj,
+                      f"labelled {protocol.LABEL_GPUSHARE}=true but advertises no {protocol.RESOURCE_MEM}: "
+                      "the gpushare device plugin is not running there")
+    if not labelled and has_nvidia_gpus(node) and not shares:
+        yield Finding(WARNING, "gpu-node-unlabelled", obj,
+                      f"has NVIDIA GPUs but no {protocol.LABEL_GPUSHARE}=true label, so no GPU sharing there "
+                      "(kubectl gpushare label-nodes)")
+    if shares and _has(capacity, NVIDIA_GPU):
+        yield Finding(ERROR, "two-device-plugins", obj,
+                      f"advertises both {NVIDIA_GPU} and {protocol.RESOURCE_MEM}: two device plugins hand out "
+                      "the same GPUs, so pods of both kinds can land on one GPU")
+    record = node_record(node, warnings=record_warnings)
+    if shares and (record.cap_mem, record.cap_count) != (record.alloc_mem, record.alloc_count):
+        yield Finding(WARNING, "unhealthy-gpus", obj,
+                      f"capacity {record.cap_mem}/{record.cap_count} GPUs but allocatable "
+                      f"{record.alloc_mem}/{record.alloc_count}: the device plugin reports unhealthy GPUs")
+    if shares and record.cap_count > 0 and record.gpu_mems is None and record.cap_mem % record.cap_count:
+        yield Finding(WARNING, "mixed-gpus-unannotated", obj,
+                      f"{record.cap_mem} over {record.cap_count} GPUs does not divide evenly (mixed GPU sizes?) and "
+                      f"annotation {protocol.ANN_NODE_GPUS} is missing: every GPU is assumed to have "
+                      f"{record.cap_mem // record.cap_count}")
+
+
+def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding]:
+    meta = pod.metadata
+    obj = f"pod/{meta.namespace}/{meta.name}"
+    annotations = meta.annotations
+    if pod.status.phase in COMPLETED_PHASES:
+        if protocol.ANN_IDX in annotations:
+            yield Finding(WARNING, "completed-holding", obj,
+                          f"{pod.status.phase} but still annotated {protocol.ANN_IDX}={annotations[protocol.ANN_IDX]}; "
+                          "it no longer counts, delete it to tidy up")
+        return
+    if annotations.get(protocol.ANN_ASSIGNED) == protocol.ASSIGNED_FALSE and pod.spec.node_name:
+        assumed = protocol.parse_assume_time(annotations.get(protocol.ANN_ASSUME_TIME))
+        if assumed and now_ns - assumed > stuck_after * 1e9:
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(assumed // 1_000_000_000))
+            yield Finding(WARNING, "assigned-stuck", obj,
+                          f"bound to {pod.spec.node_name} at {when} but still {protocol.ANN_ASSIGNED}=false after "
+                          f"more than {stuck_after:g}s: the device plugin on that node has not allocated it")
+
+
+def _workload_findings(nodes: Sequence[Node], pods: Sequence[Pod]) -> Iterable[Finding]:
+    """The extender and the device plugin, judged by their pods (what actually runs)."""
+    running = [pod for pod in pods if pod.status.phase == "Running"]
+    shares = [node for node in nodes if _has(node.status.capacity, protocol.RESOURCE_MEM)]
+    extenders = [pod for pod in running if pod.metadata.labels.get(COMPONENT_LABEL) == EXTENDER_COMPONENT]
+    if shares and not extenders:
+        yield Finding(ERROR, "extender-missing", f"pods/{COMPONENT_LABEL}={EXTENDER_COMPONENT}",
+                      "no scheduler-extender pod is running: kube-scheduler cannot pick a GPU, and pods asking "
+                      f"for {protocol.RESOURCE_MEM} stay Pending (kubectl gpushare manifests --only extender)")
+    plugin_nodes = {pod.spec.node_name for pod in running
+                    if pod.metadata.labels.get(COMPONENT_LABEL) == DEVICE_PLUGIN_COMPONENT}
+    for node in nodes:
+        labelled = node.metadata.labels.get(protocol.LABEL_GPUSHARE) == "true"
+        if labelled and _has(node.status.capacity, protocol.RESOURCE_MEM) and node.metadata.name not in plugin_nodes:
+            yield Finding(WARNING, "device-plugin-not-running", f"node/{node.metadata.name}",
+                          f"no running device-plugin pod ({COMPONENT_LABEL}={DEVICE_PLUGIN_COMPONENT}) on this "
+                          "node: new pods cannot get their GPU")
+
+
+_OUTDATED_SCHEDULER_APIS: Final = (
+    ("kubescheduler.config.k8s.io/v1beta2", "removed in Kubernetes 1.28"),
+    ("kubescheduler.config.k8s.io/v1beta3", "removed in Kubernetes 1.29"),
+)
+
+
+def _scheduler_config_finding(configmap: ConfigMap) -> Finding | None:
+    """A kube-scheduler configuration kept in a ConfigMap that today's kube-scheduler refuses."""
+    obj = f"configmap/{configmap.metadata.namespace}/{configmap.metadata.name}"
+    for key, text in sorted(configmap.data.items()):
+        compact = " ".join(text.split())
+        if "kind: Policy" in compact or '"kind": "Policy"' in compact or '"kind":"Policy"' in compact:
+            return Finding(ERROR, "scheduler-config-outdated", obj,
+                           f"{key} is a scheduler Policy (--policy-config-file, removed in Kubernetes 1.23): "
+                           "use KubeSchedulerConfiguration v1 (kubectl gpushare manifests --only scheduler-config)")
+        if "KubeSchedulerConfiguration" in compact:
+            for api, removed in _OUTDATED_SCHEDULER_APIS:
+                if api in compact:
+                    return Finding(ERROR, "scheduler-config-outdated", obj,
+                                   f"{key} is a KubeSchedulerConfiguration {api.rsplit('/', 1)[1]} ({removed}): "
+                                   "use kubescheduler.config.k8s.io/v1")
+    return None
+
+
+def _configmap_findings(configmaps: Sequence[ConfigMap]) -> Iterable[Finding]:
+    for configmap in configmaps:
+        outdated = _scheduler_config_finding(configmap)
+        if outdated is not None:
+            yield outdated
+        node = unhealthy_node_name(configmap)
+        gpus = unhealthy_gpus(configmap)
+        if node and gpus:
+            listed = ",".join(str(index) for index in sorted(gpus))
+            yield Finding(WARNING, "unhealthy-gpus-listed",
+                          f"configmap/{configmap.metadata.namespace}/{configmap.metadata.name}",
+                          f"marks GPU(s) {listed} of node {node} unhealthy: the extender places nothing there")
+
+
+def _ledger_findings(ledger: Ledger, names: Sequence[str]) -> Iterable[Finding]:
+    for name in names:
+        usage = ledger.usage(name)
+        for device in usage.devices.values():
+            if device.index == PENDING or device.used <= device.total:
+                continue
+            pods = ", ".join(f"{pod.namespace}/{pod.name}" for pod, _ in device.pods)
+            yield Finding(ERROR, "gpu-overcommitted", f"node/{name}",
+                          f"GPU {device.index} holds {device.used} of {device.total}: {pods}")
+
+
+def audit(
+    nodes: Sequence[Node],
+    pods: Sequence[Pod],
+    *,
+    now_ns: int,
+    stuck_after: float = DEFAULT_STUCK_AFTER,
+    configmaps: Sequence[ConfigMap] = (),
+) -> DoctorReport:
+    """Run every check.
+
+    Args:
+        nodes: every node (not only gpushare ones: unlabelled GPU nodes are a finding).
+        pods: every pod, completed ones included.
+        configmaps: ConfigMaps of the unhealthy-GPU namespace (others are ignored).
+        now_ns: the current time, unix nanoseconds (passed in, so the audit is reproducible).
+        stuck_after: seconds before an unassigned bound pod is reported.
+    """
+    findings: list[Finding] = []
+    record_warnings = Warnings()
+    for node in nodes:
+        findings.extend(_node_findings(node, record_warnings))
+    findings.extend(_workload_findings(nodes, pods))
+    findings.extend(_configmap_findings([c for c in configmaps if c.metadata.namespace == SYSTEM_NAMESPACE]))
+    records = []
+    for pod in pods:
+        findings.extend(_pod_findings(pod, now_ns, stuck_after))
+        records.append(keyed_pod_record(pod, record_warnings))
+    ledger = Ledger.build((node_record(node) for node in nodes), records, basis="capacity")
+    findings.extend(_ledger_findings(ledger, sorted(node.metadata.name for node in nodes)))
+    for message in record_warnings:
+        # The records' messages start "pod NAMESPACE/NAME ..." or "node NAME ...": name the object.
+        kind, _, rest = message.partition(" ")
+        obj = f"{kind}/{rest.split(' ', 1)[0].rstrip(':')}"
+        findings.append(Finding(ERROR, "invalid-value", obj, message))
+    findings.sort(key=lambda f: (f.severity != ERROR, f.check, f.object, f.message))
+    errors = sum(1 for finding in findings if finding.severity == ERROR)
+    return DoctorReport(Summary(errors, len(findings) - errors), findings)
+
+
+def to_json(report: DoctorReport) -> str:
+    """The report as indented JSON, ``apiVersion`` and ``kind`` first."""
+    data = msgspec.to_builtins(report)
+    ordered = {"apiVersion": data.pop("apiVersion"), "kind": data.pop("kind"), **data}
+    return msgspec.json.format(msgspec.json.encode(ordered), indent=2).decode() + "\n"
+
+
+def to_text(report: DoctorReport, *, headers: bool = True) -> str:
+    """One line per finding, then a one-line verdict."""
+    lines: list[str] = []
+    if report.findings:
+        rows = ["SEVERITY\tCHECK\tOBJECT\tMESSAGE\n"] if headers else []
+        rows += [f"{f.severity}\t{f.check}\t{f.object}\t{f.message}\n" for f in report.findings]
+        lines.append(tabwriter.render("".join(rows)))
+    errors, warnings = report.summary.errors, report.summary.warnings
+    if not report.findings:
+        lines.append("No problems found.\n")
+    else:
+        lines.append(f"{errors} error{'' if errors == 1 else 's'}, {warnings} warning{'' if warnings == 1 else 's'}.\n")
+    return "".join(lines)

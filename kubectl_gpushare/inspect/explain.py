@@ -1,0 +1,275 @@
+"""``kubectl gpushare explain POD``: why a pod does not fit, or where it sits, in plain words.
+
+For a pod that is not on a node yet, every node is asked the extender's question through the
+ledger (`Ledger.fits`, `Ledger.choose_gpu`, `Ledger.largest_free`) after the checks kube-scheduler
+makes first and that users forget (taints, ``nodeSelector``, cordoned nodes), and the classic trap
+is named: a node with enough free memory in total but no single GPU with that much. The
+scheduler's own words come from the pod's ``FailedScheduling`` events. For a pod on a node, it says
+which GPU it holds and who shares that GPU. Pure: decoded objects in, an `Explanation` out.
+
+JSON: a versioned ``GPUShareExplanation`` (``gpushare.kubectl-gpushare.io/v1``), fields only added::
+
+    pod, namespace, phase, request, unit, state   # state: placed | pending | no-request | completed
+    summary                                         # one sentence
+    node, gpu, sharing: [{namespace, name, memory}] # placed pods
+    nodes: [{name, reason}]                         # pending pods: why each gpushare node says no
+    events: [message]                               # the scheduler's FailedScheduling messages
+    largestFit                                      # the largest request that fits now
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+import msgspec
+from msgspec.structs import replace
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.inspect.compat import memory_unit
+from kubectl_gpushare.kube.records import pod_record, pod_request
+from kubectl_gpushare.kube.selectors import Requirement
+from kubectl_gpushare.kube.types import (
+    Event,
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    PodPlacement,
+    Taint,
+    Toleration,
+)
+from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger, Policy
+
+API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
+KIND: Final = "GPUShareExplanation"
+_BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
+
+
+class Share(msgspec.Struct):
+    """Another pod on the same GPU."""
+
+    namespace: str
+    name: str
+    memory: int
+
+
+class NodeVerdict(msgspec.Struct):
+    """Why one gpushare node does (or does not) take the pod."""
+
+    name: str
+    reason: str
+
+
+class Explanation(msgspec.Struct, rename="camel", omit_defaults=True):
+    """The answer to "why is my pod Pending?" or "where does my pod sit?"."""
+
+    pod: str
+    namespace: str
+    phase: str
+    request: int
+    unit: str
+    state: str
+    summary: str
+    largest_fit: int = 0
+    node: str = ""
+    gpu: int | None = None
+    sharing: list[Share] = []
+    nodes: list[NodeVerdict] = []
+    events: list[str] = []
+    api_version: str = API_VERSION
+    kind: str = KIND
+
+
+def _tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
+    for toleration in tolerations:
+        if toleration.effect and toleration.effect != taint.effect:
+            continue
+        if toleration.operator == "Exists" and (not toleration.key or toleration.key == taint.key):
+            return True
+        if toleration.key == taint.key and toleration.value == taint.value:
+            return True
+    return False
+
+
+_AFFINITY_OPS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!", "Gt": "gt", "Lt": "lt"}
+_INTEGER: Final = re.compile(r"-?[0-9]{1,18}")
+
+
+def _requirement_holds(requirement: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
+    """One affinity requirement, evaluated by the shared selector grammar's `Requirement`."""
+    op = _AFFINITY_OPS.get(requirement.operator)
+    if op is None:
+        return False
+    if op in ("gt", "lt") and (len(requirement.values) != 1 or not _INTEGER.fullmatch(requirement.values[0])):
+        return False  # kube-scheduler rejects such a pod; it matches nothing here
+    return Requirement(requirement.key, op, tuple(requirement.values)).matches(labels)
+
+
+def _term_matches(term: NodeSelectorTerm, node: Node) -> bool:
+    fields = {"metadata.name": node.metadata.name}
+    return all(_requirement_holds(r, node.metadata.labels) for r in term.match_expressions) and all(
+        _requirement_holds(r, fields) for r in term.match_fields
+    )
+
+
+def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
+    def one(r: NodeSelectorRequirement) -> str:
+        values = f" ({','.join(r.values)})" if r.values else ""
+        return f"{r.key} {r.operator}{values}"
+
+    return " or ".join(
+        "; ".join(one(r) for r in (*term.match_expressions, *term.match_fields)) or "<empty term>" for term in terms
+    )
+
+
+def _excluded(pod: Pod, node: Node, placement: PodPlacement | None = None) -> str | None:
+    """Why kube-scheduler drops the node before the extender is asked; None if it does not."""
+    if node.spec.unschedulable:
+        return "cordoned (unschedulable)"
+    for taint in node.spec.taints:
+        if taint.effect in _BLOCKING_EFFECTS and not _tolerates(pod.spec.tolerations, taint):
+            value = f"={taint.value}" if taint.value else ""
+            return f"tainted {taint.key}{value}:{taint.effect}, which the pod does not tolerate"
+    labels = node.metadata.labels
+    for key, value in sorted(pod.spec.node_selector.items()):
+        if labels.get(key) != value:
+            return f"the pod's nodeSelector {key}={value} does not match (node has {key}={labels.get(key, '<unset>')})"
+    terms = placement.node_terms if placement is not None else ()
+    if terms and not any(_term_matches(term, node) for term in terms):
+        return f"the pod's required node affinity ({_affinity_text(terms)}) does not match"
+    return None
+
+
+def _verdict(
+    ledger: Ledger, pod: Pod, node: Node, request: int, unit: str, policy: Policy, placement: PodPlacement | None
+) -> str:
+    name = node.metadata.name
+    excluded = _excluded(pod, node, placement)
+    if excluded:
+        return excluded
+    record = ledger.node(name)
+    unhealthy = ""
+    if record is not None and (record.cap_count, record.cap_mem) != (record.alloc_count, record.alloc_mem):
+        unhealthy = f"; {record.cap_count - record.alloc_count} of its {record.cap_count} GPUs are unhealthy"
+    gpu = ledger.choose_gpu(name, request, policy)
+    if gpu is not None:
+        return f"fits on GPU {gpu} ({policy}){unhealthy}"
+    if record is not None and record.unhealthy:
+        usage = ledger.usage(name)
+        sick = [i for i in sorted(record.unhealthy) if i in usage.devices and usage.devices[i].free >= request]
+        if sick:
+            return (f"GPU {sick[0]} has {usage.devices[sick[0]].free} {unit} free but is unhealthy "
+                    f"(ConfigMap {protocol.UNHEALTHY_CM_PREFIX}{name}): nothing new goes there")
+    free = ledger.free(name)
+    total_free = sum(max(value, 0) for value in free.values())
+    largest = ledger.largest_free(name)
+    if total_free >= request:
+        best = max(free, key=lambda index: (free[index], -index))
+        return (
+            f"{total_free} {unit} free in total, but the largest free GPU (GPU {best}) has only {largest} {unit}: "
+            f"a pod never spans GPUs{unhealthy}"
+        )
+    return f"only {total_free} {unit} free (largest free GPU: {largest} {unit}){unhealthy}"
+
+
+def explain(
+    pod: Pod,
+    nodes: Sequence[Node],
+    ledger: Ledger,
+    events: Sequence[Event] = (),
+    policy: Policy = "binpack",
+    placement: PodPlacement | None = None,
+) -> Explanation:
+    """Explain one pod against the cluster's nodes.
+
+    Args:
+        pod: the pod asked about.
+        nodes: every node (decoded), for taints, selectors and labels.
+        ledger: the ledger of those nodes and the active pods (inspect's snapshot).
+        events: the pod's events; ``FailedScheduling`` messages are quoted.
+        policy: the extender's GPU policy.
+        placement: the pod's required node affinity (`kube.types.PodPlacement`), when known.
+    """
+    meta = pod.metadata
+    request, _ = pod_request(pod)
+    names = [node.metadata.name for node in nodes]
+    unit = memory_unit(ledger, sorted(names)) or protocol.UNIT_GIB
+    largest = max((ledger.largest_free(name) for name in names), default=0)
+    said = [e.message for e in events if e.reason == "FailedScheduling" and e.message]
+    base = Explanation(pod=meta.name, namespace=meta.namespace, phase=pod.status.phase or "Pending",
+                       request=request, unit=unit, state="", summary="", largest_fit=largest, events=said)
+    who = f"Pod {meta.namespace}/{meta.name}"
+    if pod.status.phase in COMPLETED_PHASES:
+        return replace(base, state="completed",
+                           summary=f"{who} is {pod.status.phase}; it holds no GPU memory any more.")
+    if request <= 0:
+        return replace(base, state="no-request",
+                           summary=f"{who} requests no {protocol.RESOURCE_MEM}; gpushare does not place it.")
+    if pod.spec.node_name:
+        return _placed(pod, ledger, base, who)
+    gpushare_nodes = [node for node in nodes if (r := ledger.node(node.metadata.name)) and r.alloc_mem > 0]
+    asks = f"{who} asks for {request} {unit} on one GPU"
+    if not gpushare_nodes:
+        return replace(base, state="pending",
+                           summary=f"{asks}, but no node advertises {protocol.RESOURCE_MEM}: the gpushare device "
+                           "plugin runs nowhere (kubectl gpushare doctor; kubectl gpushare label-nodes).")
+    verdicts = [NodeVerdict(node.metadata.name, _verdict(ledger, pod, node, request, unit, policy, placement))
+                for node in sorted(gpushare_nodes, key=lambda n: n.metadata.name)]
+    fitting = [v.name for v in verdicts if v.reason.startswith("fits on GPU")]
+    usable = [node.metadata.name for node in gpushare_nodes if _excluded(pod, node, placement) is None]
+    largest = max((ledger.largest_free(name) for name in usable), default=0)
+    base = replace(base, largest_fit=largest)
+    if not usable:
+        summary = (f"{asks}, but every node with GPU sharing is excluded before GPU memory is even "
+                   "considered (taints, nodeSelector or cordon, below).")
+    elif fitting:
+        summary = (f"{asks} and fits on {', '.join(fitting)} now; if it stays Pending, the scheduler or the "
+                   "extender is not reaching it (see the events).")
+    elif any("a pod never spans GPUs" in v.reason for v in verdicts):
+        summary = (f"{asks}: some nodes have that much free in total but no single GPU does; the largest "
+                   f"request that fits on a node it may use is {largest} {unit}.")
+    else:
+        summary = (f"{asks}: no GPU it may use has that much free; the largest request that fits on a node it "
+                   f"may use is {largest} {unit}.")
+    return replace(base, state="pending", summary=summary, nodes=verdicts)
+
+
+def _placed(pod: Pod, ledger: Ledger, base: Explanation, who: str) -> Explanation:
+    record = pod_record(pod)
+    key = record.uid or f"{record.namespace}/{record.name}"  # as the ledger was keyed (source.keyed_pod_record)
+    node = pod.spec.node_name
+    usage = ledger.usage(node)
+    gpu = record.gpu_index if record.gpu_index >= 0 else None
+    unit = base.unit
+    if gpu is None or gpu not in usage.devices:
+        return replace(base, state="placed", node=node,
+                           summary=f"{who} is bound to {node} but has no GPU index yet: the device plugin has "
+                           "not allocated it (kubectl gpushare doctor).")
+    device = usage.devices[gpu]
+    others = [Share(p.namespace, p.name, amount) for p, amount in device.pods if p.uid != key]
+    sharing = ", ".join(f"{s.namespace}/{s.name} ({s.memory})" for s in others) or "no other pod"
+    summary = (f"{who} runs on {node}, GPU {gpu}, holding {record.request} of {device.total} {unit}; "
+               f"{device.free} {unit} free there; shared with {sharing}.")
+    return replace(base, state="placed", node=node, gpu=gpu, sharing=others,
+                       summary=summary)
+
+
+def to_json(explanation: Explanation) -> str:
+    """The explanation as indented JSON, ``apiVersion`` and ``kind`` first."""
+    data = msgspec.to_builtins(explanation)
+    ordered = {"apiVersion": data.pop("apiVersion", API_VERSION), "kind": data.pop("kind", KIND), **data}
+    return msgspec.json.format(msgspec.json.encode(ordered), indent=2).decode() + "\n"
+
+
+def to_text(explanation: Explanation) -> str:
+    """The summary, then one line per node and the scheduler's messages."""
+    lines = [explanation.summary + "\n"]
+    if explanation.nodes:
+        lines.append("\nNodes with GPU sharing:\n")
+        lines += [f"  node/{v.name}: {v.reason}\n" for v in explanation.nodes]
+    if explanation.events:
+        lines.append("\nThe scheduler said:\n")
+        lines += [f"  {message}\n" for message in dict.fromkeys(explanation.events)]
+    return "".join(lines)

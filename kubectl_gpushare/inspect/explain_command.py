@@ -1,0 +1,155 @@
+"""``kubectl gpushare explain POD``: flags, loading and output (the reasoning: `inspect.explain`).
+
+Reads the pod, every node, the active pods and the pod's events from the API (or the pod, nodes and
+pods from ``--from-file``), through inspect's loader and error handling. Only click and the
+standard library are imported at module level.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import click
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.inspect.command import run
+from kubectl_gpushare.kube.errors import EXIT_CODES_HELP
+from kubectl_gpushare.kube.flags import kube_options, make_client
+from kubectl_gpushare.kube.records import Warnings
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from kubectl_gpushare.kube.types import ConfigMap, Event, Node, Pod, PodPlacement
+    from kubectl_gpushare.ledger import Ledger, Policy
+
+POD_PAGE_SIZE: Final = 2000
+
+EPILOG = (
+    """\\b
+Examples:
+  kubectl gpushare explain trainer-0 -n ml     # why is it Pending, or where does it run?
+  kubectl gpushare explain trainer-0 -n ml -o json
+For a pod not on a node yet, each node with GPU sharing says why it does or does not take the pod
+(taints, nodeSelector, cordon, not enough memory on one GPU), and the scheduler's FailedScheduling
+messages are quoted. For a placed pod: its node, GPU, and who shares that GPU.
+
+"""
+    + EXIT_CODES_HELP
+)
+
+
+@dataclass
+class _Inputs:
+    pod: Pod
+    nodes: list[Node]
+    ledger: Ledger
+    events: list[Event] = field(default_factory=list)
+    placement: PodPlacement | None = None
+    warnings: Warnings = field(default_factory=Warnings)
+
+
+def _pod_not_found(namespace: str, name: str) -> Exception:
+    from kubectl_gpushare.kube.errors import NotFound
+
+    return NotFound(404, "NotFound", f'pods "{name}" not found in namespace "{namespace}"')
+
+
+def _inputs(
+    pod: Pod, nodes: list[Node], pods: list[Pod], events: list[Event], configmaps: list[ConfigMap]
+) -> _Inputs:
+    from kubectl_gpushare.inspect.source import keyed_pod_record, unhealthy_by_node
+    from kubectl_gpushare.kube.records import node_record
+    from kubectl_gpushare.ledger import Ledger
+
+    warnings = Warnings()
+    sick = unhealthy_by_node(configmaps)
+    ledger = Ledger.build(
+        (node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in nodes),
+        (keyed_pod_record(p, warnings) for p in pods if p.status.phase not in ("Succeeded", "Failed")),
+    )
+    return _Inputs(pod, nodes, ledger, events, warnings=warnings)
+
+
+def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
+    name = options["pod"]
+    if options["from_file"] is not None:
+        from kubectl_gpushare.inspect.source import configmaps_in, items_of_kind, parse_documents, raw_key
+        from kubectl_gpushare.kube.types import POD_PLACEMENT_DECODER
+
+        data = options["from_file"].read()
+        file_nodes, file_pods = parse_documents(data)
+        namespace = options["namespace"] or "default"
+        matches = [p for p in file_pods if (p.metadata.namespace, p.metadata.name) == (namespace, name)]
+        if not matches:
+            raise _pod_not_found(namespace, name)
+        inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data))
+        for raw in items_of_kind(data, "Pod"):  # JSON dumps carry the affinity; YAML ones are read without it
+            if raw_key(raw) == (namespace, name):
+                inputs.placement = POD_PLACEMENT_DECODER.decode(raw)
+        return inputs
+    from kubectl_gpushare.inspect.source import ACTIVE_PODS
+    from kubectl_gpushare.kube import errors, types
+
+    with make_client(options, "explain") as client:
+        namespace = options["namespace"] or client.config.namespace or "default"
+        try:
+            body = client.request("GET", types.PODS.path(namespace, name))
+        except errors.NotFound:
+            raise _pod_not_found(namespace, name) from None
+        pod = types.POD_DECODER.decode(body)
+        placement = types.POD_PLACEMENT_DECODER.decode(body)
+        nodes = client.list_nodes()
+        pods: list[Pod] = []
+        for page in client.list_pages(types.PODS, field_selector=ACTIVE_PODS, page_size=POD_PAGE_SIZE):
+            pods.extend(page.items)
+            progress(len(pods))
+        try:
+            events = client.list(types.EVENTS, namespace, field_selector=f"involvedObject.name={name}")
+        except errors.Forbidden:
+            events = []  # events only add the scheduler's words; explain works without them
+        try:
+            configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE)
+        except errors.Forbidden:
+            configmaps = []  # unhealthy GPUs are then judged by capacity != allocatable only
+    inputs = _inputs(pod, nodes, pods, events, configmaps)
+    inputs.placement = placement
+    return inputs
+
+
+def _render(inputs: _Inputs, options: dict[str, Any]) -> str:
+    from kubectl_gpushare.inspect import explain
+
+    policy: Policy = "spread" if options["policy"] == "spread" else "binpack"
+    answer = explain.explain(inputs.pod, inputs.nodes, inputs.ledger, inputs.events, policy, inputs.placement)
+    return explain.to_json(answer) if options["output"] == "json" else explain.to_text(answer)
+
+
+@click.command(
+    "explain",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=EPILOG,
+)
+@click.argument("pod", metavar="POD")
+@click.option("-n", "--namespace", default=None, help="The pod's namespace (default: the context's, else default).")
+@click.option(
+    "--policy",
+    type=click.Choice(["binpack", "spread"]),
+    default=lambda: os.environ.get(protocol.ENV_GPU_POLICY, "binpack"),
+    show_default="$GPUSHARE_POLICY, else binpack",
+    help="The extender's GPU policy.",
+)
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Output format.")
+@click.option(
+    "--from-file",
+    type=click.File("rb"),
+    default=None,
+    metavar="FILE",
+    help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin).",
+)
+@kube_options
+def explain_command(**options: Any) -> None:
+    """Why a pod is Pending (does not fit), or where it runs and what shares its GPU."""
+    run(dict(options, nodes=(), selector=None), render=_render, load=_load)

@@ -1,0 +1,159 @@
+"""``kubectl gpushare fit``: where pods of a given GPU memory would fit, asked of the ledger.
+
+Every number comes from `ledger.Ledger`: a GPU takes a pod when its free memory is at least the
+request (`Ledger.fit_counts`, `Ledger.largest_free`, unhealthy GPUs left out), the node for the
+next pod is the one the extender's prioritize scores highest (`Ledger.score`, ties by name) and
+the GPU is `Ledger.choose_gpu`'s under the same policy. So ``fit`` cannot disagree with the inspect
+tables or with the extender's filter. Placements are simulated with ledger reservations, which
+are released before returning. Pure: no I/O.
+
+The JSON is a versioned ``GPUShareFit`` (``gpushare.kubectl-gpushare.io/v1``); fields are only ever
+added::
+
+    request, count, policy, unit
+    fits                      # how many pods of `request` fit in total
+    largestFit                # the largest request that still fits on some GPU
+    nodes: [{name, fits, largestFree, gpus: [{index, free, fits}]}]   # nodes and GPUs that take one
+    placements: [{node, gpu}] # where the first `count` pods go, one after another
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import Final
+
+import msgspec
+
+from kubectl_gpushare.inspect import tabwriter
+from kubectl_gpushare.inspect.compat import memory_unit
+from kubectl_gpushare.ledger import Ledger, Policy
+
+API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
+KIND: Final = "GPUShareFit"
+MAX_COUNT: Final = 100_000
+"""Upper bound on ``--count``: placements are simulated one by one."""
+
+
+class GpuFit(msgspec.Struct, rename="camel"):
+    """One healthy GPU that takes at least one more pod."""
+
+    index: int
+    free: int
+    fits: int
+
+
+class NodeFit(msgspec.Struct, rename="camel"):
+    """A node that takes at least one more pod, and on which GPUs."""
+
+    name: str
+    fits: int
+    largest_free: int
+    gpus: list[GpuFit]
+
+
+class Placement(msgspec.Struct):
+    """Where one simulated pod goes."""
+
+    node: str
+    gpu: int
+
+
+class FitReport(msgspec.Struct, rename="camel"):
+    """The answer to "where would pods of this size fit?"."""
+
+    request: int
+    count: int
+    policy: str
+    unit: str
+    fits: int
+    largest_fit: int
+    nodes: list[NodeFit]
+    placements: list[Placement]
+    api_version: str = API_VERSION
+    kind: str = KIND
+
+
+def _place(ledger: Ledger, names: Sequence[str], request: int, count: int, policy: Policy) -> list[Placement]:
+    """Place ``count`` pods one by one as kube-scheduler and the extender would, then undo it.
+
+    Only the node that took a pod changes score, so a heap keeps this O(count * log nodes).
+    """
+    heap = [(-ledger.score(name, request, policy), name) for name in names if ledger.fits(name, request) is None]
+    heapq.heapify(heap)
+    placements: list[Placement] = []
+    try:
+        while heap and len(placements) < count:
+            _, name = heapq.heappop(heap)
+            gpu = ledger.choose_gpu(name, request, policy)
+            if gpu is None:
+                continue
+            ledger.reserve(f"fit-{len(placements)}", "", "", name, gpu, request)
+            placements.append(Placement(name, gpu))
+            if ledger.fits(name, request) is None:
+                heapq.heappush(heap, (-ledger.score(name, request, policy), name))
+    finally:
+        for number in range(len(placements)):
+            ledger.release(f"fit-{number}")
+    return placements
+
+
+def plan(ledger: Ledger, names: Sequence[str], request: int, count: int = 1, policy: Policy = "binpack") -> FitReport:
+    """Answer where pods of ``request`` fit on the given nodes.
+
+    Args:
+        ledger: the snapshot's ledger (its reservations are left as they were).
+        names: the nodes to consider, in display order.
+        request: GPU memory per pod, in the nodes' unit (as ``aliyun.com/gpu-mem``).
+        count: how many pods to place one after another.
+        policy: the extender's GPU policy.
+    """
+    nodes: list[NodeFit] = []
+    largest = 0
+    for name in names:
+        largest = max(largest, ledger.largest_free(name))
+        per_gpu = ledger.fit_counts(name, request)
+        if per_gpu:
+            free = ledger.free(name)
+            gpus = [GpuFit(index, free[index], fits) for index, fits in sorted(per_gpu.items())]
+            nodes.append(NodeFit(name, sum(per_gpu.values()), ledger.largest_free(name), gpus))
+    placements = _place(ledger, names, request, count, policy)
+    return FitReport(
+        request=request,
+        count=count,
+        policy=policy,
+        unit=memory_unit(ledger, names) or "GiB",
+        fits=sum(node.fits for node in nodes),
+        largest_fit=largest,
+        nodes=nodes,
+        placements=placements,
+    )
+
+
+def to_json(report: FitReport) -> str:
+    """The report as indented JSON, ``apiVersion`` and ``kind`` first."""
+    data = msgspec.to_builtins(report)
+    ordered = {"apiVersion": data.pop("apiVersion"), "kind": data.pop("kind"), **data}
+    return msgspec.json.format(msgspec.json.encode(ordered), indent=2).decode() + "\n"
+
+
+def to_text(report: FitReport, *, headers: bool = True) -> str:
+    """A summary line, one row per GPU that takes a pod, and where the next pods go."""
+    unit = report.unit
+    pods = "pod" if report.fits == 1 else "pods"
+    lines = [
+        f"{report.fits} {pods} of {report.request} {unit} fit on {len(report.nodes)} "
+        f"node{'' if len(report.nodes) == 1 else 's'} (policy {report.policy}); "
+        f"the largest request that fits on one GPU is {report.largest_fit} {unit}.\n"
+    ]
+    if report.nodes:
+        rows = [f"NODE\tGPU\tFREE({unit})\tFITS\n"] if headers else []
+        rows += [f"{node.name}\t{gpu.index}\t{gpu.free}\t{gpu.fits}\n" for node in report.nodes for gpu in node.gpus]
+        lines += ["\n", tabwriter.render("".join(rows))]
+    if report.placements:
+        rows = ["POD\tNODE\tGPU\n"] if headers else []
+        rows += [f"{number}\t{p.node}\t{p.gpu}\n" for number, p in enumerate(report.placements, 1)]
+        lines += ["\n", tabwriter.render("".join(rows))]
+    if len(report.placements) < report.count:
+        lines.append(f"\nOnly {len(report.placements)} of the {report.count} pods asked for fit.\n")
+    return "".join(lines)

@@ -1,0 +1,76 @@
+"""The doctor's seeded cluster: one object (or two) per finding, plus a healthy node and pod.
+
+Shared by the offline (unit) and real-kubectl (integration) doctor tests; both must print the
+golden files here byte for byte. Regenerate with GPUSHARE_UPDATE_GOLDEN=1 and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kubectl_gpushare.sandbox.spec import node_object, pod_object, unhealthy_configmap
+
+GOLDEN = Path(__file__).resolve().parent
+UPDATE = os.environ.get("GPUSHARE_UPDATE_GOLDEN") == "1"
+LONG_AGO_NS = 1_600_000_000 * 10**9
+"""An assume time in 2020: always older than --stuck-after, so the golden never depends on the clock."""
+
+
+def _with_status(node: dict[str, Any], **resources: str) -> dict[str, Any]:
+    node["status"]["allocatable"].update(resources)
+    return node
+
+
+def _daemon(name: str, component: str, node: str) -> dict[str, Any]:
+    return pod_object(name, "kube-system", [0], node=node, phase="Running", labels={"component": component})
+
+
+PLUGIN_NODES = ("healthy", "both-plugins", "sick", "mixed", "over")
+"""Labelled nodes that run a device-plugin pod; ``no-daemon`` is labelled and advertises but runs none."""
+
+
+def seed() -> list[dict[str, Any]]:
+    both = node_object("both-plugins", [16, 16], ip="10.9.0.3")
+    for field in ("capacity", "allocatable"):
+        both["status"][field]["nvidia.com/gpu"] = "2"
+    mixed = node_object("mixed", [16, 16, 8], ip="10.9.0.6")
+    del mixed["metadata"]["annotations"]
+    return [
+        node_object("healthy", [16, 16], ip="10.9.0.1"),
+        node_object("no-plugin", [], ip="10.9.0.2", labels={"gpushare": "true"}),
+        both,
+        node_object("unlabelled", [], ip="10.9.0.4", labels={"nvidia.com/gpu.present": "true"}),
+        _with_status(
+            node_object("sick", [16, 16], ip="10.9.0.5"), **{"aliyun.com/gpu-mem": "16", "aliyun.com/gpu-count": "1"}
+        ),
+        mixed,
+        node_object("over", [8], ip="10.9.0.7"),
+        node_object("no-daemon", [16], ip="10.9.0.8"),
+        _daemon("extender", "gpushare-schd-extender", "healthy"),
+        *(_daemon(f"plugin-{node}", "gpushare-device-plugin", node) for node in PLUGIN_NODES),
+        unhealthy_configmap("sick", [1]),
+        {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "scheduler-config", "namespace": "kube-system"},
+            "data": {
+                "config.yaml": "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n"
+            },
+        },
+        pod_object("fine", "team-a", [4], node="healthy", gpu=0, gpu_memory=16),
+        pod_object("stuck", "team-a", [4], node="healthy", gpu=1, gpu_memory=16, phase="Pending", assigned=False,
+                   assume_time=LONG_AGO_NS),
+        pod_object("finished", "team-b", [4], node="healthy", gpu=1, gpu_memory=16, phase="Succeeded"),
+        pod_object("bad-index", "team-b", [2], node="healthy", annotations={"ALIYUN_COM_GPU_MEM_IDX": "x"}),
+        pod_object("first", "team-c", [6], node="over", gpu=0, gpu_memory=8),
+        pod_object("second", "team-c", [6], node="over", gpu=0, gpu_memory=8),
+    ]
+
+
+def check(name: str, actual: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(actual)
+    assert path.exists(), f"missing golden {path}; run with GPUSHARE_UPDATE_GOLDEN=1 and review it"
+    assert actual == path.read_text(), f"doctor {name} differs from the golden file"

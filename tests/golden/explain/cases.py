@@ -1,0 +1,59 @@
+"""The explain tests' seeded cluster and the pods asked about (golden files per pod).
+
+Node ``a`` has 10 GiB free in total but at most 6 on one GPU (the classic trap for an 8 GiB pod),
+``tainted`` has room but a taint, ``small`` has too little room. Shared by the offline (unit)
+and real-kubectl (integration) tests. Regenerate with GPUSHARE_UPDATE_GOLDEN=1 and review.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+GOLDEN = Path(__file__).resolve().parent
+UPDATE = os.environ.get("GPUSHARE_UPDATE_GOLDEN") == "1"
+CASES: dict[str, tuple[str, str]] = {
+    "trap": ("ml", "wants-8"),
+    "selector": ("ml", "wants-pool-c"),
+    "placed": ("ml", "trainer"),
+    "no-request": ("web", "frontend"),
+    "affinity": ("ml", "wants-pool-b"),
+}
+"""golden name -> (namespace, pod)"""
+
+
+def seed() -> list[dict[str, Any]]:
+    selective = pod_object("wants-pool-c", "ml", [2])
+    selective["spec"]["nodeSelector"] = {"pool": "c"}
+    affine = pod_object("wants-pool-b", "ml", [2])
+    affine["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["b"]}]}]
+    }}}
+    return [
+        node_object("a", [16, 16], ip="10.8.0.1", labels={"pool": "a"}),
+        node_object(
+            "tainted", [24], ip="10.8.0.2", taints=[{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
+        ),
+        node_object("small", [8], ip="10.8.0.3", labels={"pool": "b"}),
+        node_object("cpu", [], ip="10.8.0.4"),
+        pod_object("trainer", "ml", [10], node="a", gpu=0, gpu_memory=16),
+        pod_object("notebook", "ml", [10], node="a", gpu=1, gpu_memory=16),
+        pod_object("helper", "ml", [2], node="a", gpu=0, gpu_memory=16),
+        pod_object("sidecar", "ml", [0, 0], node="a"),
+        pod_object("reader", "team-b", [4], node="small", gpu=0, gpu_memory=8),
+        pod_object("wants-8", "ml", [8]),
+        selective,
+        affine,
+        pod_object("frontend", "web", [0]),
+    ]
+
+
+def check(name: str, actual: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(actual)
+    assert path.exists(), f"missing golden {path}; run with GPUSHARE_UPDATE_GOLDEN=1 and review it"
+    assert actual == path.read_text(), f"explain {name} differs from the golden file"

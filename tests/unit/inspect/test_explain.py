@@ -1,0 +1,98 @@
+"""``kubectl gpushare explain`` offline: golden text and JSON per pod, and the no-gpushare case."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from click.testing import CliRunner
+
+from kubectl_gpushare.inspect.explain_command import explain_command
+
+
+def _load_cases() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "golden" / "explain" / "cases.py"
+    spec = importlib.util.spec_from_file_location("explain_golden_cases", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cases = _load_cases()
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Path:
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"kind": "List", "items": cases.seed()}))
+    return path
+
+
+@pytest.mark.parametrize(("suffix", "flags"), [("txt", []), ("json", ["-o", "json"])])
+@pytest.mark.parametrize("name", sorted(cases.CASES))
+def test_from_file_matches_golden(
+    name: str, suffix: str, flags: list[str], seeded: Path, cli_runner: CliRunner
+) -> None:
+    namespace, pod = cases.CASES[name]
+    argv = [pod, "-n", namespace, "--from-file", str(seeded), *flags]
+    result = cli_runner.invoke(explain_command, argv, env={"GPUSHARE_POLICY": None})
+    assert result.exit_code == 0, result.stderr
+    cases.check(f"{name}.{suffix}", result.stdout)
+
+
+def test_the_classic_trap_names_the_node_its_free_memory_and_largest_gpu(
+    seeded: Path, cli_runner: CliRunner
+) -> None:
+    text = cli_runner.invoke(explain_command, ["wants-8", "-n", "ml", "--from-file", str(seeded)]).stdout
+    assert "node/a: 10 GiB free in total, but the largest free GPU (GPU 1) has only 6 GiB" in text
+    assert "node/tainted: tainted dedicated=infra:NoSchedule" in text
+    assert "node/cpu" not in text
+
+
+def test_no_gpushare_nodes_at_all(tmp_path: Path, cli_runner: CliRunner) -> None:
+    items = [item for item in cases.seed() if item["metadata"]["name"] in ("cpu", "wants-8")]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": items}))
+    result = cli_runner.invoke(explain_command, ["wants-8", "-n", "ml", "--from-file", str(path)])
+    assert result.exit_code == 0 and "no node advertises aliyun.com/gpu-mem" in result.stdout
+
+
+def test_missing_pod_is_an_api_style_not_found(seeded: Path, cli_runner: CliRunner) -> None:
+    result = cli_runner.invoke(explain_command, ["ghost", "--from-file", str(seeded)])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.strip() == 'Failed due to pods "ghost" not found in namespace "default"'
+
+
+def test_an_unhealthy_gpu_with_room_is_named(tmp_path: Path, cli_runner: CliRunner) -> None:
+    from kubectl_gpushare.sandbox.spec import node_object, pod_object, unhealthy_configmap
+
+    items = [
+        node_object("n", [16, 16], ip="10.0.0.1"),
+        pod_object("busy", "ml", [12], node="n", gpu=0, gpu_memory=16),
+        pod_object("wants", "ml", [8]),
+        unhealthy_configmap("n", [1]),
+    ]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": items}))
+    text = cli_runner.invoke(explain_command, ["wants", "-n", "ml", "--from-file", str(path)]).stdout
+    assert "node/n: GPU 1 has 16 GiB free but is unhealthy (ConfigMap unhealthy-gpu-n)" in text
+
+
+@pytest.mark.parametrize(
+    ("operator", "values", "holds"),
+    [("In", ["b"], True), ("NotIn", ["b"], False), ("Exists", [], True), ("DoesNotExist", [], False),
+     ("Gt", ["3"], True), ("Lt", ["3"], False), ("Gt", ["x"], False), ("Gt", [], False), ("Bogus", ["b"], False)],
+)
+def test_node_affinity_requirements_use_the_shared_selector_rules(
+    operator: str, values: list[str], holds: bool
+) -> None:
+    from kubectl_gpushare.inspect.explain import _requirement_holds
+    from kubectl_gpushare.kube.types import NodeSelectorRequirement
+
+    key = "rank" if operator in ("Gt", "Lt") else "pool"
+    requirement = NodeSelectorRequirement(key=key, operator=operator, values=tuple(values))
+    assert _requirement_holds(requirement, {"pool": "b", "rank": "7"}) is holds

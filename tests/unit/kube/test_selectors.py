@@ -1,0 +1,139 @@
+"""The one label-selector grammar (kube.selectors): apimachinery's semantics, and no crash on any input."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kubectl_gpushare.kube.selectors import SelectorError, labels_match, matcher, parse_label_selector
+
+LABELS = {"app": "web", "tier": "gpu", "gpushare": "true", "rank": "5"}
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("", True),
+        ("app=web", True),
+        ("app==web", True),
+        ("app=db", False),
+        ("app!=db", True),
+        ("missing!=x", True),
+        ("app", True),
+        ("!app", False),
+        ("!missing", True),
+        ("app in (web,db)", True),
+        ("app in (db, cache)", False),
+        ("app notin (db)", True),
+        ("missing notin (db)", True),
+        ("app notin (web)", False),
+        ("app=web,tier=gpu", True),
+        ("app=web,tier=cpu", False),
+        ("app in (web),!missing,gpushare=true", True),
+        ("rank>3", True),
+        ("rank<3", False),
+        ("missing>3", False),
+        ("tier=", False),
+    ],
+    ids=lambda value: str(value),
+)
+def test_label_selector_matches_like_apimachinery(selector: str, expected: bool) -> None:
+    assert labels_match(parse_label_selector(selector), LABELS) is expected
+
+
+def test_label_selector_empty_value_matches_empty_label() -> None:
+    assert labels_match(parse_label_selector("tier="), {"tier": ""})
+
+
+def test_label_selector_prefixed_keys() -> None:
+    selector = parse_label_selector("nvidia.com/gpu.product=Tesla-T4")
+    assert labels_match(selector, {"nvidia.com/gpu.product": "Tesla-T4"})
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        "=web",
+        "app in web",
+        "app in (web",
+        "app in ()",
+        "app=web,",
+        "a b",
+        "app=we b",
+        "-bad=x",
+        "app>x",
+        "Bad_Prefix/x=y",
+        "app=" + "v" * 64,
+        "rank>" + "9" * 40,
+        "rank>\u0663",
+        "a=(1",
+        "!",
+        "app notin",
+    ],
+)
+def test_label_selector_rejects_malformed_input(selector: str) -> None:
+    with pytest.raises(SelectorError):
+        parse_label_selector(selector)
+
+
+def test_matcher_is_the_parsed_selector() -> None:
+    assert matcher("app in (web),rank<6")(LABELS)
+    assert not matcher("app in (web),rank<5")(LABELS)
+    assert matcher(None)({})
+
+
+def test_comparison_ignores_non_integer_and_huge_label_values() -> None:
+    selector = parse_label_selector("rank>3")
+    assert not labels_match(selector, {"rank": "x"})
+    assert not labels_match(selector, {"rank": "9" * 5000})
+
+
+# Text built from the grammar's own pieces finds more edge cases than uniform noise.
+_PIECES = st.sampled_from(
+    ["a", "app", "web", "nvidia.com/gpu", "-", ".", "_", "/", "=", "==", "!=", "!", ">", "<", "(", ")", ",", " ",
+     "in", "notin", "3", "-7", "\t", "\u0663", "é"]
+)
+_SELECTOR_TEXT = st.one_of(st.text(max_size=80), st.lists(_PIECES, max_size=40).map("".join))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_SELECTOR_TEXT, labels=st.dictionaries(st.sampled_from(["a", "app", "rank"]), st.text(max_size=8)))
+def test_any_text_parses_or_raises_selector_error_and_matching_never_raises(text: str, labels: dict[str, str]) -> None:
+    try:
+        selector = parse_label_selector(text)
+    except SelectorError as exc:
+        message = str(exc)
+        assert message and "\n" not in message
+        return
+    labels_match(selector, labels)
+    assert parse_label_selector(",".join(_render(r) for r in selector)) == selector if selector else True
+
+
+def _render(requirement: object) -> str:
+    from kubectl_gpushare.kube.selectors import Requirement
+
+    assert isinstance(requirement, Requirement)
+    key, op, values = requirement.key, requirement.op, requirement.values
+    if op == "exists":
+        return key
+    if op == "!":
+        return f"!{key}"
+    if op in ("in", "notin"):
+        return f"{key} {op} ({','.join(values)})"
+    symbol = {"gt": ">", "lt": "<"}.get(op, op)
+    return f"{key}{symbol}{values[0]}"
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit=_SELECTOR_TEXT.filter(bool), repeat=st.integers(min_value=2_000, max_value=20_000))
+def test_long_garbage_is_answered_in_bounded_time(unit: str, repeat: int) -> None:
+    text = (unit * (repeat // len(unit) + 1))[:repeat]
+    started = time.perf_counter()
+    try:
+        parse_label_selector(text)
+    except SelectorError as exc:
+        assert len(str(exc)) < 400, "the message must stay one short line"
+    assert time.perf_counter() - started < 2.0
