@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
 from kubectl_gpushare.sandbox import admin, errors
@@ -111,6 +111,11 @@ class _Server(ThreadingHTTPServer):
                 pass
 
 
+LINGER_SECONDS: Final = 0.5
+"""How long a closing connection waits for the client to stop sending (see `_Handler._linger`)."""
+LINGER_BYTES: Final = 4 * 1024 * 1024
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -136,6 +141,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.open_connections.discard(self.connection)
         try:
             super().finish()
+        except OSError:
+            pass
+        if self.close_connection:
+            self._linger()
+
+    def _linger(self) -> None:
+        """Half-close, then discard what the client is still sending (bounded in bytes and time).
+
+        Closing a socket with unread input makes the kernel send a reset, which can destroy the
+        error reply (a 400 or 413 for a body we refused to read) before the client reads it.
+        """
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(LINGER_SECONDS)
+            for _ in range(LINGER_BYTES // 65536):
+                if not self.connection.recv(65536):
+                    break
         except OSError:
             pass
 

@@ -156,7 +156,7 @@ def test_state_that_is_not_a_sandbox_state_is_refused_and_kept(tmp_path: Path, c
         timeout=30,
     )
     assert result.returncode == 2, result.stderr
-    assert result.stderr.startswith("Error: ") and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert other.read_text() == content, "never overwritten"
 
