@@ -196,6 +196,16 @@ def run(options: dict[str, Any], render: Renderer = _render, load: Loader = _loa
         raise click.exceptions.Exit(EXIT_OK) from None
 
 
+from_file_option = click.option(
+    "--from-file",
+    type=click.File("rb"),
+    default=None,
+    metavar="FILE",
+    help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin).",
+)
+"""``--from-file``, the same for every command that reads a cluster (inspect, fit, explain, doctor)."""
+
+
 @click.command(
     "inspect",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -227,13 +237,7 @@ def run(options: dict[str, Any], render: Renderer = _render, load: Loader = _loa
 @click.option(
     "-w", "--watch", is_flag=True, help="Redraw on every change (list + watch, no polling) until Ctrl-C."
 )
-@click.option(
-    "--from-file",
-    type=click.File("rb"),
-    default=None,
-    metavar="FILE",
-    help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin).",
-)
+@from_file_option
 @kube_options
 @click.version_option(__version__, "--version", prog_name="kubectl-inspect-gpushare")
 def inspect_command(**options: Any) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from kubectl_gpushare.inspect.command import run
+from kubectl_gpushare.inspect.command import from_file_option, run
 from kubectl_gpushare.kube.errors import EXIT_CODES_HELP
 from kubectl_gpushare.kube.flags import kube_options, make_client
 from kubectl_gpushare.kube.records import Warnings
@@ -101,13 +101,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
     metavar="SECONDS",
     help="Report bound pods still ASSIGNED=false after this long.",
 )
-@click.option(
-    "--from-file",
-    type=click.File("rb"),
-    default=None,
-    metavar="FILE",
-    help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin).",
-)
+@from_file_option
 @kube_options
 def doctor_command(**options: Any) -> None:
     """Audit a gpushare install: one line per finding with a severity; the exit code is the verdict."""

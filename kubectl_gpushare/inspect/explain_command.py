@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.inspect.command import run
+from kubectl_gpushare.inspect.command import from_file_option, run
 from kubectl_gpushare.kube.errors import EXIT_CODES_HELP
 from kubectl_gpushare.kube.flags import kube_options, make_client
 from kubectl_gpushare.kube.records import Warnings
@@ -142,13 +142,7 @@ def _render(inputs: _Inputs, options: dict[str, Any]) -> str:
     help="The extender's GPU policy.",
 )
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Output format.")
-@click.option(
-    "--from-file",
-    type=click.File("rb"),
-    default=None,
-    metavar="FILE",
-    help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin).",
-)
+@from_file_option
 @kube_options
 def explain_command(**options: Any) -> None:
     """Why a pod is Pending (does not fit), or where it runs and what shares its GPU."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.inspect.command import run
+from kubectl_gpushare.inspect.command import from_file_option, run
 from kubectl_gpushare.kube.errors import EXIT_CODES_HELP
 from kubectl_gpushare.kube.flags import kube_options
 
@@ -70,13 +70,7 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str:
 )
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Output format.")
 @click.option("--no-headers", is_flag=True, help="Leave out table header rows.")
-@click.option(
-    "--from-file",
-    type=click.File("rb"),
-    default=None,
-    metavar="FILE",
-    help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin).",
-)
+@from_file_option
 @kube_options
 def fit_command(**options: Any) -> None:
     """How many pods of MEMORY (aliyun.com/gpu-mem) fit, on which nodes and GPUs, and where the next go.

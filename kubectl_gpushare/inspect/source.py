@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -308,30 +308,31 @@ def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
     return meta.namespace, meta.name
 
 
+_T = TypeVar("_T")
+
+
+def _decoded_of_kind(data: bytes, kind: str, decoder: msgspec.json.Decoder[_T]) -> list[_T]:
+    found: list[_T] = []
+    for raw in items_of_kind(data, kind):
+        try:
+            found.append(decoder.decode(raw))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return found
+
+
 def configmaps_in(data: bytes) -> list[types.ConfigMap]:
     """ConfigMaps in a JSON dump (``kubectl get nodes,pods,configmaps -A -o json``); none from YAML.
 
     The file has already been judged readable by `parse_documents`; an item that does not decode
     is skipped rather than failing the view.
     """
-    found: list[types.ConfigMap] = []
-    for raw in items_of_kind(data, "ConfigMap"):
-        try:
-            found.append(types.CONFIGMAP_DECODER.decode(raw))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
-    return found
+    return _decoded_of_kind(data, "ConfigMap", types.CONFIGMAP_DECODER)
 
 
 def quotas_in(data: bytes) -> list[types.ResourceQuota]:
     """ResourceQuotas in a JSON dump (``kubectl get nodes,pods,quota -A -o json``), as `configmaps_in`."""
-    found: list[types.ResourceQuota] = []
-    for raw in items_of_kind(data, "ResourceQuota"):
-        try:
-            found.append(types.RESOURCEQUOTA_DECODER.decode(raw))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
-    return found
+    return _decoded_of_kind(data, "ResourceQuota", types.RESOURCEQUOTA_DECODER)
 
 
 def list_quotas(client: Any) -> list[types.ResourceQuota]:
