@@ -34,6 +34,8 @@ EXIT_INTERRUPTED: Final = 130
 """Ctrl-C while listing (128 + SIGINT, as shells report it)."""
 
 OUTPUTS: Final = ("json", "yaml", "csv", "wide", "pretty")
+STACK_CHOICES: Final = ("auto", "gpushare", "hami", "nvidia", "nano-gpu", "elastic-gpu")
+"""``--stack``: kube.stacks.CHOICES, spelled out here so ``--help`` imports no decoder."""
 SORT_KEYS: Final = ("name", "used", "free", "total", "percent")
 PROGRESS_DELAY: Final = 0.3
 """Seconds before the progress line appears, so small clusters never flash it."""
@@ -89,10 +91,21 @@ def _load(options: dict[str, Any], progress: _Progress) -> Snapshot:
     if options["from_file"] is not None:
         stream = options["from_file"]
         data: bytes = stream.read()
-        return source.from_documents(data, options["nodes"], options["selector"])
+        return source.from_documents(data, options["nodes"], options["selector"], options["stack"])
 
     with make_client(options, "inspect") as client:
-        return source.from_api(client, options["nodes"], options["selector"], progress)
+        return source.from_api(client, options["nodes"], options["selector"], progress, options["stack"])
+
+
+def _with_stacks(snapshot: Snapshot, gpushare: str | None, options: dict[str, Any]) -> str | None:
+    """Append the other stacks' view when such nodes are shown; gpushare-only output is unchanged."""
+    if not snapshot.stack_nodes:
+        return gpushare
+    from kubectl_gpushare.inspect import stacks_view
+
+    view = stacks_view.details if options["details"] else stacks_view.summary
+    text = view(snapshot.stack_nodes, snapshot.stack_claims, headers=not options["no_headers"])
+    return stacks_view.combine(gpushare if snapshot.names else None, text)
 
 
 def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
@@ -103,19 +116,20 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     headers = not options["no_headers"]
     if output is None:
         view = compat.details if options["details"] else compat.summary
-        return view(snapshot.ledger, names, headers=headers)
+        return _with_stacks(snapshot, view(snapshot.ledger, names, headers=headers), options)
     if output == "wide":
         from kubectl_gpushare.inspect import wide
 
-        return wide.render(snapshot.ledger, names, headers=headers)
+        return _with_stacks(snapshot, wide.render(snapshot.ledger, names, headers=headers), options)
     if output == "pretty":
         from kubectl_gpushare.inspect import pretty
 
-        pretty.render(snapshot.ledger, names, sys.stdout, details=options["details"])
-        return None
+        if names or not snapshot.stack_nodes:
+            pretty.render(snapshot.ledger, names, sys.stdout, details=options["details"])
+        return _with_stacks(snapshot, "", options) or None
     from kubectl_gpushare.inspect import report
 
-    document = report.build(snapshot.ledger, names)
+    document = report.build(snapshot.ledger, names, snapshot.stack_nodes, snapshot.stack_claims)
     if output == "json":
         return report.to_json(document)
     if output == "yaml":
@@ -181,6 +195,13 @@ def run(options: dict[str, Any]) -> None:
     default="name",
     show_default=True,
     help="Node order; numbers sort largest first.",
+)
+@click.option(
+    "--stack",
+    type=click.Choice(STACK_CHOICES),
+    default="auto",
+    show_default=True,
+    help="Sharing stack to read nodes as; auto detects each node (gpushare, HAMi, NVIDIA, nano-gpu, elastic-gpu).",
 )
 @click.option("--no-headers", is_flag=True, help="Leave out table header rows (text, wide, csv).")
 @click.option(

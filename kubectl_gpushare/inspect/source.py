@@ -17,18 +17,19 @@ the original tool would have shown, sorted by name. This module renders nothing.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgspec
 
 from kubectl_gpushare.inspect import selector as label_selector
-from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube import stacks, types
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
 from kubectl_gpushare.kube.records import Warnings, node_record, pod_record
-from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
+from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord, StackClaim, StackNode
 
 ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
 """The field selector that leaves completed pods on the server (they never count)."""
@@ -49,6 +50,10 @@ class Snapshot:
     ledger: Ledger
     names: list[str]
     warnings: Warnings
+    stack_nodes: list[StackNode] = field(default_factory=list)
+    """Nodes of other sharing stacks (HAMi, NVIDIA, nano-gpu, elastic-gpu), by name; empty on gpushare-only clusters."""
+    stack_claims: dict[str, list[StackClaim]] = field(default_factory=dict)
+    """Node name -> claims of pods on that stack node (the ledger's `stack_usage` counts them)."""
 
 
 def not_found(name: str) -> NotFound:
@@ -60,14 +65,49 @@ def _unique(names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _snapshot(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord], named: bool, warnings: Warnings) -> Snapshot:
+def _snapshot(
+    nodes: Iterable[NodeRecord],
+    pods: Iterable[PodRecord],
+    named: bool,
+    warnings: Warnings,
+    stack_nodes: Sequence[StackNode] = (),
+    stack_claims: dict[str, list[StackClaim]] | None = None,
+) -> Snapshot:
     node_list = list(nodes)
     ledger = Ledger.build(node_list, pods, basis="allocatable")
     if named:
         names = sorted({node.name for node in node_list})
     else:
         names = sorted(node.name for node in node_list if node.alloc_mem > 0)
-    return Snapshot(ledger=ledger, names=names, warnings=warnings)
+    shown_stacks = sorted((node for node in stack_nodes if named or node.gpus), key=lambda node: node.name)
+    return Snapshot(ledger, names, warnings, shown_stacks, stack_claims or {})
+
+
+class _Stacks:
+    """Splits nodes between gpushare (the `Ledger`) and the other stacks' decoders, and collects claims."""
+
+    def __init__(self, forced: str, warnings: Warnings) -> None:
+        self.forced = forced
+        self.warnings = warnings
+        self.now = time.time()
+        self.nodes: dict[str, StackNode] = {}
+        self.claims: dict[str, list[StackClaim]] = {}
+
+    def gpushare(self, node: types.Node) -> bool:
+        """Whether the node is read as gpushare (kept for `node_record`); else it is decoded here."""
+        stack = stacks.detect(node, self.forced)
+        if stack is None or stack == "gpushare":
+            return True
+        self.nodes[node.metadata.name] = stacks.stack_node(node, stack, self.warnings, self.now)
+        return False
+
+    def add_pod(self, pod: types.Pod) -> None:
+        """Record the pod's claims if it sits on a stack node."""
+        node = self.nodes.get(pod.spec.node_name)
+        if node is not None:
+            found = stacks.stack_claims(pod, node, self.warnings)
+            if found:
+                self.claims.setdefault(node.name, []).extend(found)
 
 
 # --- from the API ----------------------------------------------------------------------------------
@@ -87,6 +127,7 @@ def from_api(
     node_names: Sequence[str] = (),
     selector: str | None = None,
     progress: Progress | None = None,
+    stack: str = stacks.AUTO,
 ) -> Snapshot:
     """Fetch nodes and active pods from the API server.
 
@@ -95,6 +136,7 @@ def from_api(
         node_names: nodes to show (``[NODE]...``); empty for every GPU-share node.
         selector: a label selector for nodes (``-l``), applied by the server.
         progress: called with the number of pods read so far after each page.
+        stack: ``auto`` to detect each node's sharing stack, or one stack to read every node with.
 
     Raises:
         KubeError: from the client (``NotFound`` for a named node that does not exist).
@@ -110,8 +152,10 @@ def from_api(
     else:
         with _needs("list nodes"):
             decoded = client.list_nodes(label_selector=selector or None, on_skip=warnings.add)
-    nodes = [node_record(node, warnings=warnings) for node in decoded]
+    split = _Stacks(stack, warnings)
+    nodes = [node_record(node, warnings=warnings) for node in decoded if split.gpushare(node)]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
+    wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
     field_selector = ACTIVE_PODS
     if len(names) == 1:
         field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
@@ -124,12 +168,14 @@ def from_api(
             )
             for page in pages:
                 for pod in page.items:
-                    if pod.spec.node_name in wanted:
+                    if pod.spec.node_name in split.nodes:
+                        split.add_pod(pod)
+                    elif pod.spec.node_name in wanted:
                         pods.append(pod_record(pod, warnings))
                 seen += len(page.items)
                 if progress is not None:
                     progress(seen)
-    return _snapshot(nodes, pods, bool(names), warnings)
+    return _snapshot(nodes, pods, bool(names), warnings, list(split.nodes.values()), split.claims)
 
 
 # --- from a file -----------------------------------------------------------------------------------
@@ -258,7 +304,9 @@ def parse_documents(data: bytes, warnings: Warnings | None = None) -> tuple[list
     return nodes, pods
 
 
-def from_documents(data: bytes, node_names: Sequence[str] = (), selector: str | None = None) -> Snapshot:
+def from_documents(
+    data: bytes, node_names: Sequence[str] = (), selector: str | None = None, stack: str = stacks.AUTO
+) -> Snapshot:
     """Build a snapshot from kubectl's JSON or YAML output, applying the same filters as `from_api`.
 
     Raises:
@@ -280,11 +328,11 @@ def from_documents(data: bytes, node_names: Sequence[str] = (), selector: str | 
     if selector:
         matches = label_selector.parse(selector)
         chosen = [node for node in chosen if matches(node.metadata.labels)]
-    nodes = [node_record(node, warnings=warnings) for node in chosen]
+    split = _Stacks(stack, warnings)
+    nodes = [node_record(node, warnings=warnings) for node in chosen if split.gpushare(node)]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
-    pods = [
-        pod_record(pod, warnings)
-        for pod in decoded_pods
-        if pod.spec.node_name in wanted and pod.status.phase not in ("Succeeded", "Failed")
-    ]
-    return _snapshot(nodes, pods, bool(names), warnings)
+    active = [pod for pod in decoded_pods if pod.status.phase not in ("Succeeded", "Failed")]
+    pods = [pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
+    for pod in active:
+        split.add_pod(pod)
+    return _snapshot(nodes, pods, bool(names), warnings, list(split.nodes.values()), split.claims)
