@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.ledger import PENDING, StackClaim, StackDeviceUsage, StackNode, stack_usage
 
-HEADER = "STACK\tNAME\tIPADDRESS\tGPU\tMODEL\tALLOCATED/TOTAL\tUNIT\tCORES\tPODS\tNOTE\n"
+HEADER = ("STACK", "NAME", "IPADDRESS", "GPU", "MODEL", "ALLOCATED/TOTAL", "UNIT", "CORES", "PODS", "NOTE")
 DETAIL_HEADER = "GPU\tNAMESPACE\tNAME\tALLOCATED\tUNIT\tCORES\n"
 
 
@@ -35,21 +35,38 @@ def _cores(device: StackDeviceUsage) -> str:
 def summary(
     nodes: Sequence[StackNode], claims: Mapping[str, list[StackClaim]], *, headers: bool = True
 ) -> str:
-    """One row per GPU (or slot pool) of each stack node: allocated/total in the GPU's own unit."""
-    lines = [HEADER] if headers else []
+    """One row per GPU (or slot pool) of each stack node: allocated/total in the GPU's own unit.
+
+    Columns are two spaces apart and the last one is not padded (a simple aligner, not the Go
+    tab writer: this table is ours, and one row per GPU must stay cheap at 40,000 GPUs).
+    """
+    rows: list[tuple[str, ...]] = [HEADER] if headers else []
     for node in nodes:
         devices = stack_usage(node, claims.get(node.name, ()))
         if not devices:
-            lines.append(f"{node.stack}\t{node.name}\t{node.ip}\t-\t-\t-\t-\t-\t0\t{node.note}\n")
+            rows.append((node.stack, node.name, node.ip, "-", "-", "-", "-", "-", "0", node.note))
         for device in devices:
             pods = len({claim.uid or (claim.namespace, claim.name) for claim in device.claims})
             note = ", ".join(part for part in (_flags(device), node.note) if part)
             total = "-" if device.gpu.index == PENDING else str(device.gpu.total)
-            lines.append(
-                f"{node.stack}\t{node.name}\t{node.ip}\t{gpu_label(device)}\t{device.gpu.model or '-'}\t"
-                f"{device.used}/{total}\t{device.gpu.unit}\t{_cores(device)}\t{pods}\t{note}\n"
-            )
-    return tabwriter.render("".join(lines))
+            rows.append((
+                node.stack, node.name, node.ip, gpu_label(device), device.gpu.model or "-", f"{device.used}/{total}",
+                device.gpu.unit, _cores(device), str(pods), note,
+            ))
+    return align(rows)
+
+
+def align(rows: Sequence[Sequence[str]]) -> str:
+    """Rows of cells as left-aligned columns two spaces apart; trailing blanks removed from each line."""
+    if not rows:
+        return ""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        cells.append(row[-1])
+        lines.append("  ".join(cells).rstrip() + "\n")
+    return "".join(lines)
 
 
 def details(

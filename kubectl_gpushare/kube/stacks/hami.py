@@ -21,9 +21,11 @@ nothing is counted from it.
 from __future__ import annotations
 
 import datetime
-import json
+import re
 from collections.abc import Mapping
 from typing import Final
+
+import msgspec
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.records import Warnings, node_ip, shown
@@ -35,6 +37,8 @@ MAX_SPLIT: Final = 1024
 MAX_CORES: Final = 100 * 1024
 """Most core percent one GPU may advertise (``deviceCoreScaling`` can raise it above 100)."""
 BIND_FAILED: Final = "failed"
+_UNPRINTABLE: Final = re.compile(r"[^\x21-\x7e]")
+"""Anything but printable non-space ASCII: only then are fields stripped (the common case skips it)."""
 _HANDSHAKE_FORMATS: Final = ("%Y-%m-%d %H:%M:%S", "%Y.%m.%d %H:%M:%S", "%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -48,16 +52,18 @@ class HamiDevice:
             raise protocol.AnnotationError("a device has no usable id")
         if not protocol.valid_gpu_index(index):
             raise protocol.AnnotationError(f"device index {index} is outside [0, {protocol.MAX_GPUS_PER_NODE})")
-        for what, value, maximum in (
-            ("count", count, MAX_SPLIT), ("devmem", memory, protocol.MAX_GPU_MEMORY), ("devcore", cores, MAX_CORES)
-        ):
-            if not 0 <= value <= maximum:
-                raise protocol.AnnotationError(f"device {what} {value} is outside [0, {maximum}]")
+        if not (0 <= count <= MAX_SPLIT and 0 <= memory <= protocol.MAX_GPU_MEMORY and 0 <= cores <= MAX_CORES):
+            raise protocol.AnnotationError(
+                f"device count/devmem/devcore {count}/{memory}/{cores} outside "
+                f"[0, {MAX_SPLIT}]/[0, {protocol.MAX_GPU_MEMORY}]/[0, {MAX_CORES}]"
+            )
         self.uuid, self.index, self.count, self.memory = uuid, index, count, memory
         self.cores, self.model, self.healthy = cores, model[:128], healthy
 
 
 def _int(value: object, what: str) -> int:
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)  # the common case, cheaply; everything else through the strict parser
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     parsed = protocol.parse_int_strict(value) if isinstance(value, str) else None
@@ -66,29 +72,31 @@ def _int(value: object, what: str) -> int:
     return parsed
 
 
+class _RegisterEntry(msgspec.Struct):
+    """One device of the v2.8 JSON register; other keys (numa, mode, migProfiles) are skipped."""
+
+    id: str
+    index: int | None = None
+    count: int = 0
+    devmem: int = 0
+    devcore: int = 0
+    type: str = ""
+    health: bool = True
+
+
+_REGISTER_DECODER: Final = msgspec.json.Decoder(list[_RegisterEntry])
+"""Typed, so a wrong shape fails at once; msgspec raises RecursionError on absurd nesting in skipped keys."""
+
+
 def _register_json(text: str) -> list[HamiDevice]:
     try:
-        data = json.loads(text) if protocol.json_depth(text) <= 3 else None
-    except (ValueError, RecursionError):
-        data = None
-    if not isinstance(data, list):
-        raise protocol.AnnotationError("is not a JSON array of devices")
-    devices = []
-    for position, item in enumerate(data):
-        if not isinstance(item, dict):
-            raise protocol.AnnotationError("holds a device that is not a JSON object")
-        uuid = item.get("id")
-        model = item.get("type", "")
-        health = item.get("health", True)
-        if not isinstance(uuid, str) or not isinstance(model, str) or not isinstance(health, bool):
-            raise protocol.AnnotationError("holds a device with a non-string id/type or non-boolean health")
-        devices.append(
-            HamiDevice(
-                uuid, _int(item.get("index", position), "index"), _int(item.get("count", 0), "count"),
-                _int(item.get("devmem", 0), "devmem"), _int(item.get("devcore", 0), "devcore"), model, health,
-            )
-        )
-    return devices
+        entries = _REGISTER_DECODER.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        raise protocol.AnnotationError(f"is not a JSON array of devices ({shown(str(exc))})") from None
+    return [
+        HamiDevice(e.id, position if e.index is None else e.index, e.count, e.devmem, e.devcore, e.type, e.health)
+        for position, e in enumerate(entries)
+    ]
 
 
 def _register_colon(text: str) -> list[HamiDevice]:
@@ -153,7 +161,9 @@ def parse_allocated(text: str) -> list[list[HamiShare]]:
         for entry in slot.split(":"):
             if not entry.strip():
                 continue
-            fields = [field.strip() for field in entry.split(",")]
+            fields = entry.split(",")
+            if _UNPRINTABLE.search(entry):
+                fields = [field.strip() for field in fields]
             if len(fields) != 4:
                 raise protocol.AnnotationError(f"device entry {shown(entry)} has {len(fields)} fields, expected 4")
             memory, cores = _int(fields[2] or "0", "memory"), _int(fields[3] or "0", "cores")
@@ -233,13 +243,13 @@ def claims(pod: Pod, stack_node: StackNode, warnings: Warnings | None) -> list[S
             where = f"pod {meta.namespace}/{meta.name}"
             warnings.add(f"{where}: annotation {protocol.HAMI_ANN_ALLOCATED} {exc}; not counted")
         return []
-    index_of = {gpu.id: gpu.index for gpu in stack_node.gpus}
+    gpus = stack_node.gpus
     node_name = pod.spec.node_name or meta.annotations.get(protocol.HAMI_ANN_NODE, "")
     return [
         StackClaim(
             namespace=meta.namespace, name=meta.name, uid=meta.uid, node=node_name,
-            gpu=index_of.get(share.uuid, PENDING), amount=share.memory, unit=protocol.UNIT_MIB,
-            phase=pod.status.phase, cores=share.cores,
+            gpu=next((gpu.index for gpu in gpus if gpu.id == share.uuid), PENDING),
+            amount=share.memory, unit=protocol.UNIT_MIB, phase=pod.status.phase, cores=share.cores,
         )
         for shares in containers
         for share in shares

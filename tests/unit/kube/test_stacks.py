@@ -218,3 +218,12 @@ def test_stack_usage_never_adds_one_unit_to_another() -> None:
     devices = stack_usage(node, claims)
     got = [(d.gpu.index, d.gpu.unit, d.used, d.free) for d in devices]
     assert got == [(0, "MiB", 300, 700), (PENDING, "%", 50, -50)]
+
+
+def test_hami_v28_register_with_mig_profiles_and_deep_junk() -> None:
+    with_mig = json.dumps([{"id": "GPU-m", "index": 0, "count": 7, "devmem": 81920, "devcore": 100, "type": "A100",
+                            "health": True, "migProfiles": [{"name": "1g.10gb", "memory": 10240, "count": 7}]}])
+    assert [(d.uuid, d.memory) for d in hami.parse_register(with_mig)] == [("GPU-m", 81920)]
+    deep = '[{"id": "GPU-x", "junk": ' + "[" * 5000 + "]" * 5000 + "}]"
+    with pytest.raises(protocol.AnnotationError):
+        hami.parse_register(deep)
