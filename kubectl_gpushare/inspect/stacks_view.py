@@ -4,13 +4,16 @@ Shown after the gpushare views, and only when such nodes exist, so a gpushare-on
 exactly what it did. Each GPU carries its stack and its own unit (MiB, %, slots, GPUs); nothing
 adds one unit to another, so there is no cluster total across stacks. GPU ``pending`` holds
 claims that name no GPU the node reports (HAMi UUIDs not registered, nano-gpu containers not
-yet assumed). Renders from the ledger's `stack_usage`; counts nothing itself and does no I/O.
+yet assumed); an NVIDIA node's pools show their resource as GPU (``gpu``,
+``mig-1g.10gb``: kubelet alone knows the physical GPU). Renders from the ledger's
+`stack_usage`; counts nothing itself and does no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.ledger import PENDING, StackClaim, StackDeviceUsage, StackNode, stack_usage
 
@@ -18,9 +21,13 @@ HEADER = ("STACK", "NAME", "IPADDRESS", "GPU", "MODEL", "ALLOCATED/TOTAL", "UNIT
 DETAIL_HEADER = "GPU\tNAMESPACE\tNAME\tALLOCATED\tUNIT\tCORES\n"
 
 
-def gpu_label(device: StackDeviceUsage) -> str:
-    """``0``, ``1``... or ``pending``."""
-    return "pending" if device.gpu.index == PENDING else str(device.gpu.index)
+def gpu_label(device: StackDeviceUsage, stack: str = "") -> str:
+    """``0``, ``1``... or ``pending``; an NVIDIA pool by its resource (``gpu``, ``mig-1g.10gb``)."""
+    if device.gpu.index == PENDING:
+        return "pending"
+    if stack == protocol.STACK_NVIDIA:
+        return device.gpu.id.removeprefix("nvidia.com/")
+    return str(device.gpu.index)
 
 
 def _flags(device: StackDeviceUsage) -> str:
@@ -50,8 +57,8 @@ def summary(
             note = ", ".join(part for part in (_flags(device), node.note) if part)
             total = "-" if device.gpu.index == PENDING else str(device.gpu.total)
             rows.append((
-                node.stack, node.name, node.ip, gpu_label(device), device.gpu.model or "-", f"{device.used}/{total}",
-                device.gpu.unit, _cores(device), str(pods), note,
+                node.stack, node.name, node.ip, gpu_label(device, node.stack), device.gpu.model or "-",
+                f"{device.used}/{total}", device.gpu.unit, _cores(device), str(pods), note,
             ))
     return align(rows)
 
@@ -85,15 +92,14 @@ def details(
         for device in devices:
             for claim in device.claims:
                 cores = str(claim.cores) if device.gpu.cores else "-"
-                lines.append(
-                    f"{gpu_label(device)}\t{claim.namespace}\t{claim.name}\t{claim.amount}\t{device.gpu.unit}\t{cores}\n"
-                )
+                label = gpu_label(device, node.stack)
+                lines.append(f"{label}\t{claim.namespace}\t{claim.name}\t{claim.amount}\t{device.gpu.unit}\t{cores}\n")
         lines.append("\n")
         for device in devices:
             total = "-" if device.gpu.index == PENDING else str(device.gpu.total)
             flags = _flags(device)
             lines.append(
-                f"GPU {gpu_label(device)}:\t{device.used}/{total} {device.gpu.unit}"
+                f"GPU {gpu_label(device, node.stack)}:\t{device.used}/{total} {device.gpu.unit}"
                 f"{'  ' + flags if flags else ''}\n"
             )
         out.append(tabwriter.render("".join(lines)))

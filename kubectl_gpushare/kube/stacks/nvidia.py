@@ -68,8 +68,7 @@ def node(node: Node, warnings: Warnings | None) -> StackNode:
         total = read_quantity(node.status.allocatable.get(resource), what, warnings, MAX_SLOTS)
         is_mig = resource.startswith(protocol.NVIDIA_MIG_PREFIX)
         unit = protocol.UNIT_SLOTS if shared or is_mig or resource == SHARED_RESOURCE else protocol.UNIT_GPUS
-        model = resource[len("nvidia.com/") :] if is_mig else product
-        gpus.append(StackGPU(index=index, total=total, unit=unit, id=resource, model=model))
+        gpus.append(StackGPU(index=index, total=total, unit=unit, id=resource, model=product))
     note = ""
     if shared:
         mode = strategy if strategy in SHARING_STRATEGIES else "shared"

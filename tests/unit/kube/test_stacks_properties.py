@@ -16,7 +16,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import stacks, types
 from kubectl_gpushare.kube.records import Warnings
 from kubectl_gpushare.kube.stacks import _cards, hami
-from kubectl_gpushare.ledger import PENDING, stack_usage
+from kubectl_gpushare.ledger import PENDING, StackClaim, StackGPU, StackNode, stack_counts, stack_usage
 
 PROPERTY = settings(max_examples=200, deadline=None)
 NOW = 1_800_000_000.0
@@ -103,3 +103,25 @@ def test_percent_stacks_bad_annotation_warns_once_and_counts_nothing(
     assert len(warnings) <= 2
     if _cards.parse_cards(annotation) is None and not any("limit" in message for message in warnings):
         assert counted == 0
+
+
+units = st.sampled_from(["MiB", "%", "slots", "GPUs"])
+gpu_records = st.builds(StackGPU, index=st.integers(0, 3), total=st.integers(0, 10**6), unit=units)
+claim_records = st.builds(
+    StackClaim, namespace=st.sampled_from(["a", "b"]), name=st.sampled_from(["p", "q"]), uid=st.text(max_size=3),
+    node=st.sampled_from(["n1", "n2"]), gpu=st.integers(-2, 5), amount=st.integers(-10, 10**6), unit=units,
+    phase=st.sampled_from(["", "Running", "Succeeded", "Failed"]),
+)
+
+
+@PROPERTY
+@given(st.lists(gpu_records, max_size=4, unique_by=lambda gpu: gpu.index), st.lists(claim_records, max_size=30))
+def test_stack_usage_counts_each_claim_once_in_its_own_unit(gpus: list[StackGPU], claims: list[StackClaim]) -> None:
+    devices = stack_usage(StackNode("n1", "hami", gpus=tuple(gpus)), claims)
+    counted = [claim for device in devices for claim in device.claims]
+    assert sorted(map(id, counted)) == sorted(id(c) for c in claims if stack_counts(c, "n1"))
+    for device in devices:
+        assert all(claim.unit == device.gpu.unit for claim in device.claims)
+        assert device.used == sum(claim.amount for claim in device.claims) >= 0
+        if device.gpu.index != PENDING:
+            assert device.free <= device.gpu.total
