@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import selector as label_selector
 from kubectl_gpushare.kube import stacks, types
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
@@ -96,14 +97,14 @@ class _Stacks:
     def gpushare(self, node: types.Node) -> bool:
         """Whether the node is read as gpushare (kept for `node_record`); else it is decoded here."""
         stack = stacks.detect(node, self.forced)
-        if stack is None or stack == "gpushare":
+        if stack is None or stack == protocol.STACK_GPUSHARE:
             return True
         self.nodes[node.metadata.name] = stacks.stack_node(node, stack, self.warnings, self.now)
         return False
 
     def add_pod(self, pod: types.Pod) -> None:
-        """Record the pod's claims if it sits on a stack node."""
-        node = self.nodes.get(pod.spec.node_name)
+        """Record the pod's claims if it sits on a stack node (or HAMi chose one and is still binding it)."""
+        node = self.nodes.get(pod.spec.node_name or pod.metadata.annotations.get(protocol.HAMI_ANN_NODE, ""))
         if node is not None:
             found = stacks.stack_claims(pod, node, self.warnings)
             if found:
@@ -168,10 +169,10 @@ def from_api(
             )
             for page in pages:
                 for pod in page.items:
-                    if pod.spec.node_name in split.nodes:
-                        split.add_pod(pod)
-                    elif pod.spec.node_name in wanted:
+                    if pod.spec.node_name in wanted and pod.spec.node_name not in split.nodes:
                         pods.append(pod_record(pod, warnings))
+                    elif split.nodes:
+                        split.add_pod(pod)
                 seen += len(page.items)
                 if progress is not None:
                     progress(seen)

@@ -39,8 +39,8 @@ def pod(name: str, node_name: str, containers: list[dict[str, str]], annotations
         {"name": f"c{i}", "image": "cuda", "resources": {"limits": limits} if limits else {}}
         for i, limits in enumerate(containers)
     ]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"nodeName": node_name, "containers": specs}, "status": {"phase": phase}}
+    spec: dict[str, Any] = {"nodeName": node_name, "containers": specs} if node_name else {"containers": specs}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
 def hami_register_v27(name: str) -> str:
@@ -73,6 +73,10 @@ def hami_cluster(name: str, register: str, ip: str) -> list[dict[str, Any]]:
             "hami.io/vgpu-devices-allocated": f";;{gpu1},NVIDIA,5000,0:,,0,0:;", "hami.io/bind-phase": "success"}),
         pod(f"{name}-done", name, [vgpu], {"hami.io/vgpu-devices-allocated": f"{gpu0},NVIDIA,7000,0:;"},
             phase="Succeeded"),
+        # Chosen by HAMi's scheduler, bind not landed yet: counts on hami.io/vgpu-node already.
+        pod(f"{name}-binding", "", [vgpu], {
+            "hami.io/vgpu-devices-allocated": f"{gpu1},NVIDIA,2000,10:;", "hami.io/vgpu-node": name,
+            "hami.io/bind-phase": "allocating"}, phase="Pending"),
         pod(f"{name}-failed-bind", name, [vgpu], {
             "hami.io/vgpu-devices-allocated": f"{gpu0},NVIDIA,9000,0:;", "hami.io/bind-phase": "failed"},
             phase="Pending"),
