@@ -4,6 +4,7 @@
 
 HAMi in both register formats (v2.7 colon/comma and v2.8 JSON) with empty container slots, a
 Succeeded pod, a failed bind and a cordoned GPU; NVIDIA time-slicing replicas and MIG; nano-gpu;
+elastic-gpu;
 and a mixed cluster with every stack beside gpushare. Expected views come from
 GPUSHARE_UPDATE_GOLDEN=1 and are reviewed by eye.
 """
@@ -142,6 +143,7 @@ CASES = {
     "nvidia-timeslicing": nvidia_timeslicing(),
     "nvidia-mig": nvidia_mig(),
     "nano-gpu": nano_gpu(),
+    "elastic-gpu": elastic_gpu(),
     "mixed-stacks": [
         *gpushare(),
         *hami_cluster("hami-a", hami_register_v27("hami-a"), "10.0.0.1"),
