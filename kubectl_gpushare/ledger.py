@@ -391,3 +391,99 @@ POLICIES: Final[dict[str, Callable[[tuple[int, int]], tuple[int, int]]]] = {
     "spread": lambda candidate: (-candidate[0], candidate[1]),
 }
 """Sort keys over (free, index): the smallest key wins."""
+
+
+# --- Other sharing stacks (HAMi, NVIDIA time-slicing/MIG, nano-gpu, elastic-gpu), read-only -----------
+
+
+class StackGPU(msgspec.Struct, frozen=True):
+    """One GPU of a node run by another sharing stack, or one pool of identical slots (NVIDIA, MIG).
+
+    ``unit`` is the GPU's own unit (``MiB``, ``%``, ``slots``, ``GPUs``); amounts in other units are
+    never added to it.
+    """
+
+    index: int
+    total: int
+    unit: str
+    id: str = ""
+    model: str = ""
+    cores: int = 0
+    """Total core percent (HAMi); 0 where the stack does not track cores."""
+    cordoned: bool = False
+    healthy: bool = True
+
+
+class StackNode(msgspec.Struct, frozen=True):
+    """A node read through a stack decoder: which stack, and its GPUs in their own units."""
+
+    name: str
+    stack: str
+    ip: str = "unknown"
+    gpus: tuple[StackGPU, ...] = ()
+    note: str = ""
+    """A short remark shown beside the node (sharing mode, a stale handshake)."""
+
+
+class StackClaim(msgspec.Struct, frozen=True):
+    """One container's (or pod's) share of one GPU, in the unit the stack counts it in."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    gpu: int
+    amount: int
+    unit: str
+    phase: str = ""
+    cores: int = 0
+
+
+@dataclass(frozen=True)
+class StackDeviceUsage:
+    """One GPU of a stack node with the claims counted on it (index -1: claimed, no GPU known)."""
+
+    gpu: StackGPU
+    used: int
+    cores_used: int
+    claims: list[StackClaim]
+
+    @property
+    def free(self) -> int:
+        """What is still unclaimed, in the GPU's unit (negative if over-committed)."""
+        return self.gpu.total - self.used
+
+
+def _claim_order(claim: StackClaim) -> tuple[bytes, bytes]:
+    return claim.namespace.encode(), claim.name.encode()
+
+
+def stack_counts(claim: StackClaim, node: str) -> bool:
+    """Whether a claim holds something on ``node``: positive, on that node, pod not completed."""
+    return claim.amount > 0 and claim.node == node and claim.phase not in COMPLETED_PHASES
+
+
+def stack_usage(node: StackNode, claims: Iterable[StackClaim]) -> list[StackDeviceUsage]:
+    """Per-GPU usage of a stack node, GPUs by index and pending devices (-1, one per unit) last.
+
+    A claim counts only in its GPU's unit: a claim whose unit differs from its GPU's goes to the
+    pending device of its own unit, so MiB are never added to % or slots. A claim naming no GPU of
+    the node is pending as well (shown, never taken off a real GPU's free amount). Claims on a GPU
+    come in namespace/name order (the API server's), so a file and a live cluster print the same.
+    """
+    by_index = {gpu.index: gpu for gpu in node.gpus}
+    per_device: dict[tuple[int, str], list[StackClaim]] = {(gpu.index, gpu.unit): [] for gpu in node.gpus}
+    for claim in claims:
+        if not stack_counts(claim, node.name):
+            continue
+        gpu = by_index.get(claim.gpu)
+        key = (gpu.index, gpu.unit) if gpu is not None and gpu.unit == claim.unit else (PENDING, claim.unit)
+        per_device.setdefault(key, []).append(claim)
+    result: list[StackDeviceUsage] = []
+    for index, unit in sorted(per_device, key=lambda key: (key[0] == PENDING, key[0], key[1])):
+        entries = sorted(per_device[(index, unit)], key=_claim_order)
+        gpu = by_index[index] if index != PENDING else StackGPU(index=PENDING, total=0, unit=unit)
+        used = sum(claim.amount for claim in entries)
+        cores = sum(max(claim.cores, 0) for claim in entries)
+        result.append(StackDeviceUsage(gpu, used, cores, entries))
+    return result

@@ -354,3 +354,44 @@ def fake_device_id(uuid: str, unit: int) -> str:
 def uuid_of_fake_device(device_id: str) -> str:
     """The GPU UUID a fake device id belongs to."""
     return device_id.rsplit(FAKE_ID_SEPARATOR, 1)[0]
+
+# --- Other GPU-sharing stacks, read-only (see kube/stacks) ------------------------------------------
+STACK_GPUSHARE: Final = "gpushare"
+STACK_HAMI: Final = "hami"
+STACK_NVIDIA: Final = "nvidia"
+STACK_NANO_GPU: Final = "nano-gpu"
+STACK_ELASTIC_GPU: Final = "elastic-gpu"
+STACKS: Final = (STACK_GPUSHARE, STACK_HAMI, STACK_NVIDIA, STACK_NANO_GPU, STACK_ELASTIC_GPU)
+"""Stack names for ``inspect --stack`` (plus ``auto``), in auto-detection order."""
+
+UNIT_PERCENT: Final = "%"
+UNIT_SLOTS: Final = "slots"
+UNIT_GPUS: Final = "GPUs"
+
+HAMI_ANN_REGISTER: Final = "hami.io/node-nvidia-register"
+HAMI_ANN_HANDSHAKE: Final = "hami.io/node-handshake"
+HAMI_ANN_CORDON: Final = "hami.io/device-cordon"
+HAMI_ANN_ALLOCATED: Final = "hami.io/vgpu-devices-allocated"
+HAMI_ANN_NODE: Final = "hami.io/vgpu-node"
+HAMI_ANN_BIND_PHASE: Final = "hami.io/bind-phase"
+HAMI_HANDSHAKE_STALE_SECONDS: Final = 300
+"""A handshake left at ``Requesting_<time>`` for longer than this means HAMi treats the node's GPUs as gone."""
+MAX_HAMI_ANNOTATION_BYTES: Final = 64 * 1024
+"""Longest HAMi register or allocation annotation read (64 GPUs with long type names fit easily)."""
+
+NVIDIA_RESOURCE_GPU: Final = "nvidia.com/gpu"
+NVIDIA_MIG_PREFIX: Final = "nvidia.com/mig-"
+NVIDIA_LABEL_REPLICAS: Final = "nvidia.com/gpu.replicas"
+NVIDIA_LABEL_STRATEGY: Final = "nvidia.com/gpu.sharing-strategy"
+NVIDIA_LABEL_COUNT: Final = "nvidia.com/gpu.count"
+NVIDIA_LABEL_MEMORY: Final = "nvidia.com/gpu.memory"
+NVIDIA_LABEL_PRODUCT: Final = "nvidia.com/gpu.product"
+NVIDIA_SHARED_SUFFIX: Final = "-SHARED"
+
+NANO_GPU_RESOURCE: Final = "nano-gpu/gpu-percent"
+NANO_GPU_ANN_CONTAINER: Final = "nano-gpu/container-"
+ELASTIC_GPU_RESOURCE_CORE: Final = "elasticgpu.io/gpu-core"
+ELASTIC_GPU_RESOURCE_MEMORY: Final = "elasticgpu.io/gpu-memory"
+ELASTIC_GPU_ANN_CONTAINER: Final = "elasticgpu.io/container-"
+PERCENT_PER_GPU: Final = 100
+"""nano-gpu and elastic-gpu advertise 100 units per card."""

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from kubectl_gpushare.inspect.source import Snapshot
 
 OUTPUTS: Final = ("json", "yaml", "csv", "wide", "pretty")
+STACK_CHOICES: Final = ("auto", "gpushare", "hami", "nvidia", "nano-gpu", "elastic-gpu")
+"""``--stack``: kube.stacks.CHOICES, spelled out here so ``--help`` imports no decoder."""
 SORT_KEYS: Final = ("name", "used", "free", "total", "percent")
 PROGRESS_DELAY: Final = 0.3
 """Seconds before the progress line appears, so small clusters never flash it."""
@@ -82,7 +84,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
     if options["from_file"] is not None:
         stream = options["from_file"]
         data: bytes = stream.read()
-        snapshot = source.from_documents(data, options["nodes"], options["selector"])
+        snapshot = source.from_documents(data, options["nodes"], options["selector"], options.get("stack", "auto"))
         if tenants:
             snapshot.quotas = source.quotas_in(data)
         return snapshot
@@ -91,7 +93,9 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
 
     marks = options.get("output") is not None  # only the compatible text leaves unhealthy GPUs unmarked
     with make_client(options, "inspect") as client:
-        snapshot = source.from_api(client, options["nodes"], options["selector"], progress, unhealthy=marks)
+        snapshot = source.from_api(
+            client, options["nodes"], options["selector"], progress, unhealthy=marks, stack=options.get("stack", "auto")
+        )
         if tenants:
             try:
                 snapshot.quotas = source.list_quotas(client)
@@ -106,6 +110,17 @@ def _watch(options: dict[str, Any], progress: Callable[[int], None]) -> None:
 
     with make_client(options, "inspect") as client:
         watch(client, options, _render)
+
+
+def _with_stacks(snapshot: Snapshot, gpushare: str | None, options: dict[str, Any]) -> str | None:
+    """Append the other stacks' view when such nodes are shown; gpushare-only output is unchanged."""
+    if not snapshot.stack_nodes:
+        return gpushare
+    from kubectl_gpushare.inspect import stacks_view
+
+    view = stacks_view.details if options["details"] else stacks_view.summary
+    text = view(snapshot.stack_nodes, snapshot.stack_claims, headers=not options["no_headers"])
+    return stacks_view.combine(gpushare if snapshot.names else None, text)
 
 
 def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
@@ -127,19 +142,26 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     headers = not options["no_headers"]
     if output is None:
         view = compat.details if options["details"] else compat.summary
-        return view(snapshot.ledger, names, headers=headers)
+        return _with_stacks(snapshot, view(snapshot.ledger, names, headers=headers), options)
     if output == "wide":
         from kubectl_gpushare.inspect import wide
 
-        return wide.render(snapshot.ledger, names, headers=headers, unscheduled=snapshot.unscheduled)
+        return _with_stacks(
+            snapshot, wide.render(snapshot.ledger, names, headers=headers, unscheduled=snapshot.unscheduled), options
+        )
     if output == "pretty":
         from kubectl_gpushare.inspect import pretty
 
-        pretty.render(snapshot.ledger, names, sys.stdout, details=options["details"], unscheduled=snapshot.unscheduled)
-        return None
+        if names or not snapshot.stack_nodes:
+            pretty.render(
+                snapshot.ledger, names, sys.stdout, details=options["details"], unscheduled=snapshot.unscheduled
+            )
+        return _with_stacks(snapshot, "", options) or None
     from kubectl_gpushare.inspect import report
 
-    document = report.build(snapshot.ledger, names, snapshot.unscheduled)
+    document = report.build(
+        snapshot.ledger, names, snapshot.unscheduled, stacks=snapshot.stack_nodes, claims=snapshot.stack_claims
+    )
     if output == "json":
         return report.to_json(document)
     if output == "yaml":
@@ -223,6 +245,13 @@ from_file_option = click.option(
     default="name",
     show_default=True,
     help="Node order; numbers sort largest first.",
+)
+@click.option(
+    "--stack",
+    type=click.Choice(STACK_CHOICES),
+    default="auto",
+    show_default=True,
+    help="Sharing stack to read nodes as; auto detects each node (gpushare, HAMi, NVIDIA, nano-gpu, elastic-gpu).",
 )
 @click.option("--no-headers", is_flag=True, help="Leave out table header rows (text, wide, csv).")
 @click.option("-n", "--namespace", default=None, help="Count only this namespace's pods (one tenant's view).")

@@ -14,9 +14,20 @@ versions, never renamed or removed; a breaking change gets ``v2``)::
       - {index, total, used, free, pods: [{namespace, name, uid, phase, memory}]}
       pendingPods: [{namespace, name, uid, phase, memory}]  # requested, no GPU index yet
     cluster: {nodes, gpus, total, used, free, pending, usedPercent}
+    stackNodes:          # only when nodes of other sharing stacks are shown (absent otherwise)
+    - name, ip, stack, note   # stack: hami | nvidia | nano-gpu | elastic-gpu
+      gpus:              # index -1: claims naming no GPU the node reports
+      - {index, id, model, unit, total, used, free, cores, coresUsed, cordoned, healthy,
+         pods: [{namespace, name, uid, phase, amount, cores}]}
+
+``stackNodes`` is additive (v1 readers that ignore unknown keys are unaffected, and a
+gpushare-only report is byte-for-byte what it was). Each stack GPU keeps its own ``unit``
+(``MiB``, ``%``, ``slots``, ``GPUs``); ``cluster`` totals gpushare memory only and never adds
+another unit to it.
 
 ``usedPercent`` is truncated to an integer exactly as the text view computes it. The CSV view
-has one row per GPU (and one ``pending`` row per node that has pending memory).
+has one row per GPU (and one ``pending`` row per node that has pending memory); with other stacks
+present every row also gets ``STACK`` and ``UNIT``.
 
 This module reads a `ledger.Ledger`; it counts nothing itself and does no I/O.
 """
@@ -25,17 +36,21 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect.compat import memory_unit, percent
-from kubectl_gpushare.ledger import PENDING, DeviceUsage, Ledger, PodRecord
+from kubectl_gpushare.ledger import PENDING, DeviceUsage, Ledger, PodRecord, StackClaim, StackNode, stack_usage
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareReport"
 CSV_HEADER: Final = ("NODE", "IPADDRESS", "GPU", "ALLOCATED", "TOTAL", "FREE", "PODS")
+STACK_CSV_COLUMNS: Final = ("STACK", "UNIT")
+"""Appended to every CSV row only when other stacks' nodes are shown (gpushare-only CSV is unchanged)."""
+STACK_GPUSHARE: Final = protocol.STACK_GPUSHARE
 
 
 class PodShare(msgspec.Struct, rename="camel"):
@@ -86,8 +101,46 @@ class ClusterReport(msgspec.Struct, rename="camel"):
     used_percent: int
 
 
+class StackPodShare(msgspec.Struct, rename="camel"):
+    """A pod's claim on one GPU of another stack, in that GPU's unit."""
+
+    namespace: str
+    name: str
+    uid: str
+    phase: str
+    amount: int
+    cores: int
+
+
+class StackGPUReport(msgspec.Struct, rename="camel"):
+    """One GPU (or slot pool) of another stack, in its own unit."""
+
+    index: int
+    id: str
+    model: str
+    unit: str
+    total: int
+    used: int
+    free: int
+    cores: int
+    cores_used: int
+    cordoned: bool
+    healthy: bool
+    pods: list[StackPodShare]
+
+
+class StackNodeReport(msgspec.Struct, rename="camel"):
+    """A node of another sharing stack."""
+
+    name: str
+    ip: str
+    stack: str
+    note: str
+    gpus: list[StackGPUReport]
+
+
 class Report(msgspec.Struct, rename="camel", omit_defaults=True):
-    """The whole document (``unscheduledPods`` only when some pod waits for a node)."""
+    """The whole document (``unscheduledPods`` and ``stackNodes`` only when there are some)."""
 
     api_version: str
     kind: str
@@ -96,16 +149,41 @@ class Report(msgspec.Struct, rename="camel", omit_defaults=True):
     nodes: list[NodeReport]
     cluster: ClusterReport
     unscheduled_pods: list[PodShare] = []
+    stack_nodes: list[StackNodeReport] = []
 
 
 def _shares(device: DeviceUsage) -> list[PodShare]:
     return [PodShare(pod.namespace, pod.name, pod.uid, pod.phase, amount) for pod, amount in device.pods]
 
 
-def build(ledger: Ledger, names: Sequence[str], unscheduled: Sequence[PodRecord] = ()) -> Report:
+def stack_nodes(nodes: Sequence[StackNode], claims: Mapping[str, list[StackClaim]]) -> list[StackNodeReport]:
+    """The ``stackNodes`` part: every GPU of each stack node with its claims, in its own unit."""
+    result = []
+    for node in nodes:
+        gpus = [
+            StackGPUReport(
+                index=device.gpu.index, id=device.gpu.id, model=device.gpu.model, unit=device.gpu.unit,
+                total=device.gpu.total, used=device.used, free=device.free, cores=device.gpu.cores,
+                cores_used=device.cores_used, cordoned=device.gpu.cordoned, healthy=device.gpu.healthy,
+                pods=[StackPodShare(c.namespace, c.name, c.uid, c.phase, c.amount, c.cores) for c in device.claims],
+            )
+            for device in stack_usage(node, claims.get(node.name, ()))
+        ]
+        result.append(StackNodeReport(node.name, node.ip, node.stack, node.note, gpus))
+    return result
+
+
+def build(
+    ledger: Ledger,
+    names: Sequence[str],
+    unscheduled: Sequence[PodRecord] = (),
+    stacks: Sequence[StackNode] = (),
+    claims: Mapping[str, list[StackClaim]] | None = None,
+) -> Report:
     """The report for the given nodes (nodes without GPU memory are left out, as in the text views).
 
-    ``unscheduled`` pods (asking for GPU memory, on no node yet) are listed apart, in API order.
+    ``unscheduled`` pods (asking for GPU memory, on no node yet) are listed apart, in API order;
+    ``stacks`` are nodes of other sharing stacks with their ``claims``, each GPU in its own unit.
     """
     nodes: list[NodeReport] = []
     for name in names:
@@ -148,7 +226,11 @@ def build(ledger: Ledger, names: Sequence[str], unscheduled: Sequence[PodRecord]
     )
     waiting = [PodShare(p.namespace, p.name, p.uid, p.phase, p.request)
                for p in sorted(unscheduled, key=lambda p: (p.namespace, p.name))]
-    return Report(API_VERSION, KIND, memory_unit(ledger, names), ledger.basis, nodes, cluster, waiting)
+    extra = stack_nodes(stacks, claims or {})
+    return Report(
+        API_VERSION, KIND, memory_unit(ledger, names), ledger.basis, nodes, cluster,
+        unscheduled_pods=waiting, stack_nodes=extra,
+    )
 
 
 def to_json(report: Report) -> str:
@@ -169,8 +251,10 @@ def to_csv(report: Report, *, headers: bool = True) -> str:
     """One row per GPU (GPU ``pending`` for memory without an index); PODS is ``ns/name=memory ...``."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    stacked = bool(report.stack_nodes)
     if headers:
-        writer.writerow(CSV_HEADER)
+        writer.writerow(CSV_HEADER + STACK_CSV_COLUMNS if stacked else CSV_HEADER)
+    extra: tuple[str, ...] = (STACK_GPUSHARE, report.unit) if stacked else ()
     for node in report.nodes:
         rows: list[tuple[str, int, int | str, int | str, list[PodShare]]] = [
             (str(gpu.index), gpu.used, gpu.total, gpu.free, gpu.pods) for gpu in node.gpus
@@ -179,5 +263,14 @@ def to_csv(report: Report, *, headers: bool = True) -> str:
             rows.append(("pending", node.pending, "", "", node.pending_pods))
         for gpu, used, total, free, pods in rows:
             shares = " ".join(f"{pod.namespace}/{pod.name}={pod.memory}" for pod in pods)
-            writer.writerow((node.name, node.ip, gpu, used, total, free, shares))
+            writer.writerow((node.name, node.ip, gpu, used, total, free, shares, *extra))
+    for stack_node in report.stack_nodes:
+        for stack_gpu in stack_node.gpus:
+            pending = stack_gpu.index == PENDING
+            claims = " ".join(f"{pod.namespace}/{pod.name}={pod.amount}" for pod in stack_gpu.pods)
+            writer.writerow((
+                stack_node.name, stack_node.ip, "pending" if pending else str(stack_gpu.index), stack_gpu.used,
+                "" if pending else stack_gpu.total, "" if pending else stack_gpu.free, claims,
+                stack_node.stack, stack_gpu.unit,
+            ))
     return out.getvalue()

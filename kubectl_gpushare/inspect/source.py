@@ -17,6 +17,7 @@ the original tool would have shown, sorted by name. This module renders nothing.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,10 +26,10 @@ from typing import Any, Final, TypeVar
 import msgspec
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube import selectors, types
+from kubectl_gpushare.kube import selectors, stacks, types
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
 from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
-from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
+from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord, StackClaim, StackNode
 
 ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
 """The field selector that leaves completed pods on the server (they never count)."""
@@ -49,6 +50,10 @@ class Snapshot:
     ledger: Ledger
     names: list[str]
     warnings: Warnings
+    stack_nodes: list[StackNode] = field(default_factory=list)
+    """Nodes of other sharing stacks (HAMi, NVIDIA, nano-gpu, elastic-gpu), by name; empty on gpushare-only clusters."""
+    stack_claims: dict[str, list[StackClaim]] = field(default_factory=dict)
+    """Node name -> claims of pods on that stack node (the ledger's `stack_usage` counts them)."""
     unscheduled: list[PodRecord] = field(default_factory=list)
     """Active pods that request GPU memory but are on no node yet (cluster-wide views only)."""
     quotas: list[types.ResourceQuota] = field(default_factory=list)
@@ -80,14 +85,49 @@ def _unique(names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _snapshot(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord], named: bool, warnings: Warnings) -> Snapshot:
+def _snapshot(
+    nodes: Iterable[NodeRecord],
+    pods: Iterable[PodRecord],
+    named: bool,
+    warnings: Warnings,
+    stack_nodes: Sequence[StackNode] = (),
+    stack_claims: dict[str, list[StackClaim]] | None = None,
+) -> Snapshot:
     node_list = list(nodes)
     ledger = Ledger.build(node_list, pods, basis="allocatable")
     if named:
         names = sorted({node.name for node in node_list})
     else:
         names = sorted(node.name for node in node_list if node.alloc_mem > 0)
-    return Snapshot(ledger=ledger, names=names, warnings=warnings)
+    shown_stacks = sorted((node for node in stack_nodes if named or node.gpus), key=lambda node: node.name)
+    return Snapshot(ledger, names, warnings, shown_stacks, stack_claims or {})
+
+
+class _Stacks:
+    """Splits nodes between gpushare (the `Ledger`) and the other stacks' decoders, and collects claims."""
+
+    def __init__(self, forced: str, warnings: Warnings) -> None:
+        self.forced = forced
+        self.warnings = warnings
+        self.now = time.time()
+        self.nodes: dict[str, StackNode] = {}
+        self.claims: dict[str, list[StackClaim]] = {}
+
+    def gpushare(self, node: types.Node) -> bool:
+        """Whether the node is read as gpushare (kept for `node_record`); else it is decoded here."""
+        stack = stacks.detect(node, self.forced)
+        if stack is None or stack == protocol.STACK_GPUSHARE:
+            return True
+        self.nodes[node.metadata.name] = stacks.stack_node(node, stack, self.warnings, self.now)
+        return False
+
+    def add_pod(self, pod: types.Pod) -> None:
+        """Record the pod's claims if it sits on a stack node (or HAMi chose one and is still binding it)."""
+        node = self.nodes.get(pod.spec.node_name or pod.metadata.annotations.get(protocol.HAMI_ANN_NODE, ""))
+        if node is not None:
+            found = stacks.stack_claims(pod, node, self.warnings)
+            if found:
+                self.claims.setdefault(node.name, []).extend(found)
 
 
 # --- from the API ----------------------------------------------------------------------------------
@@ -108,6 +148,7 @@ def from_api(
     selector: str | None = None,
     progress: Progress | None = None,
     unhealthy: bool = False,
+    stack: str = stacks.AUTO,
 ) -> Snapshot:
     """Fetch nodes and active pods from the API server.
 
@@ -119,6 +160,7 @@ def from_api(
         unhealthy: also read the unhealthy-GPU ConfigMaps (one more request; the views that mark
             unhealthy GPUs ask for it, the compatible text does not). Without permission to list
             them, GPUs are shown as healthy and a warning says why.
+        stack: ``auto`` to detect each node's sharing stack, or one stack to read every node with.
 
     Raises:
         SelectorError: ``selector`` is malformed (checked here first, by the same grammar as offline).
@@ -141,8 +183,14 @@ def from_api(
             sick = unhealthy_by_node(client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE))
         except Forbidden:
             warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
-    nodes = [node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in decoded]
+    split = _Stacks(stack, warnings)
+    nodes = [
+        node_record(node, sick.get(node.metadata.name, frozenset()), warnings)
+        for node in decoded
+        if split.gpushare(node)
+    ]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
+    wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
     field_selector = ACTIVE_PODS
     if len(names) == 1:
         field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
@@ -157,16 +205,19 @@ def from_api(
             )
             for page in pages:
                 for pod in page.items:
-                    if pod.spec.node_name in wanted:
+                    if pod.spec.node_name in wanted and pod.spec.node_name not in split.nodes:
                         pods.append(pod_record(pod, warnings))
-                    elif cluster_wide and not pod.spec.node_name:
+                        continue
+                    if cluster_wide and not pod.spec.node_name:
                         record = pod_record(pod)
                         if waiting(record, pod.spec.node_name):
                             unscheduled.append(record)
+                    if split.nodes:  # a HAMi pod still binding has no node yet but counts on its vgpu-node
+                        split.add_pod(pod)
                 seen += len(page.items)
                 if progress is not None:
                     progress(seen)
-    snapshot = _snapshot(nodes, pods, bool(names), warnings)
+    snapshot = _snapshot(nodes, pods, bool(names), warnings, list(split.nodes.values()), split.claims)
     snapshot.unscheduled = unscheduled
     return snapshot
 
@@ -380,7 +431,9 @@ def parse_documents(data: bytes, warnings: Warnings | None = None) -> tuple[list
     return nodes, pods
 
 
-def from_documents(data: bytes, node_names: Sequence[str] = (), selector: str | None = None) -> Snapshot:
+def from_documents(
+    data: bytes, node_names: Sequence[str] = (), selector: str | None = None, stack: str = stacks.AUTO
+) -> Snapshot:
     """Build a snapshot from kubectl's JSON or YAML output, applying the same filters as `from_api`.
 
     Raises:
@@ -403,11 +456,18 @@ def from_documents(data: bytes, node_names: Sequence[str] = (), selector: str | 
         matches = selectors.matcher(selector)
         chosen = [node for node in chosen if matches(node.metadata.labels)]
     sick = unhealthy_by_node(configmaps_in(data))
-    nodes = [node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in chosen]
+    split = _Stacks(stack, warnings)
+    nodes = [
+        node_record(node, sick.get(node.metadata.name, frozenset()), warnings)
+        for node in chosen
+        if split.gpushare(node)
+    ]
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     active = [pod for pod in decoded_pods if pod.status.phase not in ("Succeeded", "Failed")]
     pods = [keyed_pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
-    snapshot = _snapshot(nodes, pods, bool(names), warnings)
+    for pod in active:
+        split.add_pod(pod)
+    snapshot = _snapshot(nodes, pods, bool(names), warnings, list(split.nodes.values()), split.claims)
     if not names and not selector:
         records = (pod_record(pod) for pod in active if not pod.spec.node_name)
         snapshot.unscheduled = [record for record in records if waiting(record, record.node)]

@@ -94,6 +94,13 @@ def _quantity(
     return parsed
 
 
+def read_quantity(
+    value: QuantityValue | None, what: str, warnings: Warnings | None, maximum: int = protocol.MAX_GPU_MEMORY
+) -> int:
+    """`_quantity` for the stack decoders (`kube.stacks`): one rule for every quantity read."""
+    return _quantity(value, what, warnings, maximum)
+
+
 def pod_request(pod: Pod, warnings: Warnings | None = None) -> tuple[int, tuple[int, ...]]:
     """The pod's GPU-memory request and the per-container requests behind it.
 
@@ -263,6 +270,7 @@ __all__ = [
     "node_record",
     "pod_record",
     "pod_request",
+    "read_quantity",
     "requests_gpu_memory",
     "shown",
     "unhealthy_gpus",

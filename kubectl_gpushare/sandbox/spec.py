@@ -18,6 +18,17 @@ A spec file (all keys optional)::
       - {name: waiting, memory: 4}                      # unbound, Pending
     generate: {nodes: 100, gpusPerNode: 8, gpuMemory: 80, pods: 2000, seed: 1}
     objects: []                                        # any other Kubernetes objects, verbatim
+
+Other sharing stacks (``stack:`` on a node; its pods follow it, see `stack_spec`)::
+
+    nodes:
+      - {name: hami-1, stack: hami, gpus: 2, gpuMemory: 32768, registerFormat: colon}  # MiB
+      - {name: ts-1, stack: nvidia, gpus: 2, replicas: 4}          # time-slicing: 8 slots
+      - {name: mig-1, stack: nvidia, mig: {1g.10gb: 7}}
+      - {name: nano-1, stack: nano-gpu, gpus: 2}                    # also elastic-gpu
+    pods:
+      - {name: vgpu, node: hami-1, gpu: 0, memory: 3000, cores: 30}  # amounts in the stack's unit
+      - {name: small, node: mig-1, memory: 1, resource: nvidia.com/mig-1g.10gb}
 """
 
 from __future__ import annotations
@@ -66,6 +77,10 @@ class NodeSpec(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     unhealthy: list[int] = []
     gpushare: bool = True
     ready: bool = True
+    stack: str = protocol.STACK_GPUSHARE
+    replicas: int = 1
+    mig: dict[str, int] = {}
+    register_format: str = "json"
 
 
 class PodSpec(msgspec.Struct, forbid_unknown_fields=True):
@@ -81,6 +96,9 @@ class PodSpec(msgspec.Struct, forbid_unknown_fields=True):
     assigned: bool | None = None
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
+    stack: str | None = None
+    cores: int = 0
+    resource: str | None = None
 
 
 class GenerateSpec(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
@@ -423,6 +441,30 @@ def generate_cluster(
     return objects
 
 
+def _stack_node(node: NodeSpec, memories: list[int], index: int) -> dict[str, Any]:
+    from kubectl_gpushare.sandbox import stack_spec
+
+    if node.stack not in protocol.STACKS or node.register_format not in ("json", "colon") or node.replicas < 1:
+        raise SpecError(f"node {node.name}: stack must be one of {', '.join(protocol.STACKS)}, "
+                        "registerFormat json or colon, replicas at least 1")
+    return stack_spec.stack_node_object(
+        node.name, node.stack, memories, ip=node.ip or _node_ip(index + 1), product=node.product,
+        labels=node.labels, annotations=node.annotations, replicas=node.replicas, mig=node.mig,
+        register_format=node.register_format,
+    )
+
+
+def _stack_pod(pod: PodSpec, stack: str, amounts: list[int]) -> dict[str, Any]:
+    from kubectl_gpushare.sandbox import stack_spec
+
+    if stack not in protocol.STACKS:
+        raise SpecError(f"pod {pod.namespace}/{pod.name}: stack must be one of {', '.join(protocol.STACKS)}")
+    return stack_spec.stack_pod_object(
+        pod.name, pod.namespace, stack, amounts, node=pod.node, gpu=pod.gpu, cores=pod.cores,
+        resource=pod.resource, phase=pod.phase, labels=pod.labels, annotations=pod.annotations,
+    )
+
+
 def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     seen_namespaces: set[str] = set()
@@ -435,6 +477,7 @@ def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
     for name in spec.namespaces or ["default"]:
         add_namespace(name)
     gpu_of: dict[str, list[int]] = {}
+    stack_of: dict[str, str] = {}
     for index, node in enumerate(spec.nodes):
         memories = node.gpu_memories if node.gpu_memories is not None else [node.gpu_memory] * node.gpus
         if node.gpu_memories is not None and node.gpus and node.gpus != len(node.gpu_memories):
@@ -442,6 +485,10 @@ def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
         if any(m < 0 for m in memories) or node.gpus < 0:
             raise SpecError(f"node {node.name}: GPU counts and memory must not be negative")
         gpu_of[node.name] = memories
+        if node.stack != protocol.STACK_GPUSHARE:
+            objects.append(_stack_node(node, memories, index))
+            stack_of[node.name] = node.stack
+            continue
         taints = [{k: v for k, v in msgspec.structs.asdict(t).items() if v is not None} for t in node.taints]
         objects.append(
             node_object(
@@ -467,6 +514,10 @@ def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
         if pod.gpu is not None and not 0 <= pod.gpu < max(len(memories), 1):
             raise SpecError(f"pod {pod.namespace}/{pod.name}: node {pod.node} has no GPU {pod.gpu}")
         add_namespace(pod.namespace)
+        stack = pod.stack or stack_of.get(pod.node or "", protocol.STACK_GPUSHARE)
+        if stack != protocol.STACK_GPUSHARE:
+            objects.append(_stack_pod(pod, stack, requests))
+            continue
         objects.append(
             pod_object(
                 pod.name,
