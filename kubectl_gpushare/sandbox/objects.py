@@ -16,6 +16,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.resources import Resource
 
@@ -137,6 +138,61 @@ def check_types(resource: Resource, obj: Any) -> None:
         )
 
 
+_POD_SPEC_QUANTITIES = (
+    "containers[].resources.limits",
+    "containers[].resources.requests",
+    "initContainers[].resources.limits",
+    "initContainers[].resources.requests",
+    "overhead",
+)
+_QUANTITY_MAPS: dict[str, tuple[str, ...]] = {
+    "pods": tuple(f"spec.{path}" for path in _POD_SPEC_QUANTITIES),
+    "nodes": ("status.capacity", "status.allocatable"),
+}
+"""Where each kind holds ``ResourceList`` maps (a workload's pod template is under spec.template.spec)."""
+
+
+def quantity_maps(plural: str) -> tuple[str, ...]:
+    """The dotted paths of a kind's ``ResourceList`` maps (``[]`` marks every element of an array)."""
+    if plural in ("deployments", "replicasets", "statefulsets", "daemonsets", "jobs"):
+        return tuple(f"spec.template.spec.{path}" for path in _POD_SPEC_QUANTITIES)
+    return _QUANTITY_MAPS.get(plural, ())
+
+
+def normalise_quantities(resource: Resource, obj: dict[str, Any]) -> None:
+    """Rewrite every quantity as the canonical string kube-apiserver stores (``1`` becomes ``"1"``).
+
+    Raises:
+        ApiError: 400 for a value that is not a quantity, worded as the real decoder words it.
+    """
+    for path in quantity_maps(resource.plural):
+        parents: list[Any] = [obj]
+        *heads, last = path.split(".")
+        for head in heads:
+            parents = _step(parents, head)
+        for parent in parents:
+            values = parent.get(last) if isinstance(parent, dict) else None
+            if not isinstance(values, dict):
+                continue
+            for name, value in values.items():
+                values[name] = _canonical(resource, value)
+
+
+def _canonical(resource: Resource, value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        text = ""
+    elif isinstance(value, float):
+        text = repr(value)
+    else:
+        text = str(value)
+    try:
+        return protocol.canonical_quantity(text)
+    except ValueError as exc:
+        raise errors.bad_request(
+            f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: {exc}'
+        ) from None
+
+
 def _name_causes(resource: Resource, name: str) -> list[str]:
     pattern = _DNS_LABEL if resource.plural == "namespaces" else _DNS_SUBDOMAIN
     limit = 63 if resource.plural == "namespaces" else 253
@@ -235,6 +291,7 @@ def prepare_create(resource: Resource, obj: Any, namespace: str) -> dict[str, An
     """
     check_types(resource, obj)
     created: dict[str, Any] = obj
+    normalise_quantities(resource, created)
     meta = created["metadata"]
     if resource.namespaced:
         if meta.get("namespace") and meta["namespace"] != namespace:
@@ -282,6 +339,7 @@ def prepare_update(
     """
     check_types(resource, new)
     updated: dict[str, Any] = new
+    normalise_quantities(resource, updated)
     meta = updated["metadata"]
     if meta.get("name", name) != name:
         raise errors.bad_request(
