@@ -84,17 +84,18 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
             entry["shortNames"] = list(resource.short_names)
         entries.append(entry)
         for sub in resource.subresources:
-            kind = "Binding" if sub == "binding" else resource.kind
+            kind = {"binding": "Binding", "scale": "Scale"}.get(sub, resource.kind)
             verbs = ["create"] if sub == "binding" else ["get", "patch", "update"]
-            entries.append(
-                {
-                    "name": f"{resource.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": resource.namespaced,
-                    "kind": kind,
-                    "verbs": verbs,
-                }
-            )
+            sub_entry: dict[str, Any] = {
+                "name": f"{resource.plural}/{sub}",
+                "singularName": "",
+                "namespaced": resource.namespaced,
+                "kind": kind,
+                "verbs": verbs,
+            }
+            if sub == "scale":
+                sub_entry.update(group="autoscaling", version="v1")
+            entries.append(sub_entry)
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",

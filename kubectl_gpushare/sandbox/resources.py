@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+RBAC = "rbac.authorization.k8s.io"
+ADMISSION = "admissionregistration.k8s.io"
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -129,7 +131,27 @@ RESOURCES: tuple[Resource, ...] = (
     _resource("configmaps", "ConfigMap", True, short_names=("cm",)),
     _resource("bindings", "Binding", True),
     _resource("leases", "Lease", True, group="coordination.k8s.io"),
+    _resource("serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
+    _resource("services", "Service", True, short_names=("svc",), subresources=("status",)),
+    _resource(
+        "deployments", "Deployment", True, group="apps", short_names=("deploy",), subresources=("status", "scale")
+    ),
+    _resource("replicasets", "ReplicaSet", True, group="apps", short_names=("rs",), subresources=("status", "scale")),
+    _resource(
+        "statefulsets", "StatefulSet", True, group="apps", short_names=("sts",), subresources=("status", "scale")
+    ),
+    _resource("daemonsets", "DaemonSet", True, group="apps", short_names=("ds",), subresources=("status",)),
+    _resource("jobs", "Job", True, group="batch", subresources=("status",)),
+    _resource("roles", "Role", True, group=RBAC),
+    _resource("rolebindings", "RoleBinding", True, group=RBAC),
+    _resource("clusterroles", "ClusterRole", False, group=RBAC),
+    _resource("clusterrolebindings", "ClusterRoleBinding", False, group=RBAC),
+    _resource("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False, group=ADMISSION),
 )
+WORKLOADS = frozenset({"deployments", "replicasets", "statefulsets", "daemonsets", "jobs"})
+"""Kinds with a pod template, a ``metadata.generation`` and a ``status.observedGeneration``."""
+SCALABLE = frozenset({"deployments", "replicasets", "statefulsets"})
+"""Kinds with a ``/scale`` subresource (``autoscaling/v1`` Scale)."""
 
 BY_GROUP_PLURAL: dict[tuple[str, str], Resource] = {(r.group, r.plural): r for r in RESOURCES}
 BY_PLURAL: dict[str, Resource] = {r.plural: r for r in RESOURCES}

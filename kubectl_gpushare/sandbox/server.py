@@ -38,6 +38,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from kubectl_gpushare.sandbox import admin, errors
+from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.faults import Fault, Faults, RequestLog, RequestRecord
 from kubectl_gpushare.sandbox.framing import (
@@ -167,6 +168,8 @@ class Sandbox:
         save_interval: seconds between periodic saves of ``state_file`` (0 disables them).
         idle_timeout: seconds a connection may wait between requests before it is closed.
         read_timeout: seconds a client has to send a whole request once it started.
+        controllers: run the workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs into
+            pods; owner deletion cascades). Idle while no workload is stored.
     """
 
     ADMIN_TOKEN = "sandbox-admin-token"
@@ -186,6 +189,7 @@ class Sandbox:
         save_interval: float = 30.0,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
+        controllers: bool = True,
     ) -> None:
         self.port = port
         self.idle_timeout = idle_timeout
@@ -196,6 +200,7 @@ class Sandbox:
         self.save_interval = save_interval
         self.store = Store(history=history)
         self.api = Api(self.store, bookmark_interval=bookmark_interval)
+        self.controller = Controller(self.store) if controllers else None
         self.faults = Faults()
         self.log = RequestLog()
         self._tokens: dict[str, tuple[str, bool]] = {
@@ -228,6 +233,8 @@ class Sandbox:
         self.port = server.server_address[1]
         self._thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="sandbox-http", daemon=True)
         self._thread.start()
+        if self.controller is not None:
+            self.controller.start()
         if self.state_file is not None and self.save_interval > 0:
             self._saver = threading.Thread(target=self._save_periodically, name="sandbox-save", daemon=True)
             self._saver.start()
@@ -247,6 +254,8 @@ class Sandbox:
         # server that is going away; then end the watches and close the open connections.
         server.shutdown()
         server.server_close()
+        if self.controller is not None:
+            self.controller.stop()
         self.api.stopping.set()
         self.store.close()
         server.close_open_connections()
