@@ -113,7 +113,9 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
     """
     parts = [part for part in path.split("/") if part]
     if not parts:
-        return Target(document={"paths": ["/api", "/api/v1", "/apis", "/openapi/v3", "/version", "/healthz"]})
+        return Target(
+            document={"paths": ["/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version", "/healthz"]}
+        )
     head = parts[0]
     if len(parts) == 1 and head in ("healthz", "livez", "readyz"):
         return Target(document={"_text": "ok"})
@@ -197,6 +199,8 @@ def _verb(method: str, name: str, sub: str, query: Mapping[str, str]) -> str:
 
 
 def _resolve_openapi(parts: list[str]) -> Target:
+    if parts == ["openapi", "v2"]:
+        return Target(document={"_openapi_v2": True})
     if parts == ["openapi", "v3"]:
         return Target(document=discovery.openapi_root())
     if len(parts) > 2 and parts[1] == "v3":
@@ -290,6 +294,10 @@ class Api:
             if target.document is not None:
                 if "_text" in target.document:
                     return Response(200, b"ok", "text/plain")
+                if "_openapi_v2" in target.document:
+                    if "protobuf" in (request.headers.get("Accept") or ""):
+                        return Response(200, discovery.openapi_v2_protobuf(), discovery.OPENAPI_V2_PROTOBUF)
+                    return json_response(200, discovery.openapi_v2_json())
                 return json_response(200, target.document)
             return self._dispatch(request, target)
         except ApiError as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +48,29 @@ def test_node_capacity_patches_are_normalised_and_garbage_is_a_400(sandbox: Sand
     assert status["capacity"]["aliyun.com/gpu-mem"] == "28" and status["allocatable"]["aliyun.com/gpu-mem"] == "28"
     bad = kubectl("apply", "-f", "-", input=TUTORIAL_POD.replace("gpu-mem: 1", "gpu-mem: lots"), check=False)
     assert bad.returncode == 1 and "quantities must match the regular expression" in bad.stderr
+
+
+def test_a_list_dump_is_recreated_with_default_validation(
+    sandbox: Sandbox, kube_env: dict[str, str], kubectl_binaries: list[str], tmp_path: Path
+) -> None:
+    sandbox.load(generate_cluster(nodes=2, gpus_per_node=2, pods=3, gpu_memory=16, namespaces=1))
+    for number, binary in enumerate(kubectl_binaries):
+        env = {**kube_env, "KUBECACHEDIR": str(tmp_path / f"cache-{number}")}
+        dump = json.loads(_run(binary, env, "get", "nodes,pods", "-A", "-o", "json").stdout)
+        assert dump["kind"] == "List" and len(dump["items"]) == 5
+        with Sandbox() as fresh:
+            env["KUBECONFIG"] = str(fresh.write_kubeconfig(tmp_path / f"fresh-{number}"))
+            created = _run(binary, env, "create", "-f", "-", input=json.dumps(dump)).stdout
+            assert created.count(" created") == 5
+            assert len(fresh.objects("pods")) == 3 and len(fresh.objects("nodes")) == 2
+            dump["items"].append({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})
+            unknown = subprocess.run(
+                [binary, "create", "-f", "-"], env=env, input=json.dumps(dump), capture_output=True, text=True
+            )
+            assert unknown.returncode == 1 and 'no matches for kind "Widget"' in unknown.stderr
+
+
+def _run(binary: str, env: dict[str, str], *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([binary, *args], env=env, input=input, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+    return result
