@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kubectl_gpushare.sandbox.server import Sandbox
 from kubectl_gpushare.sandbox.spec import generate_cluster
@@ -74,3 +75,19 @@ def _run(binary: str, env: dict[str, str], *args: str, input: str | None = None)
     result = subprocess.run([binary, *args], env=env, input=input, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
     return result
+
+
+@pytest.mark.parametrize("tree", ["manifests", "manifests/managed"])
+def test_our_manifests_apply_for_real_with_both_kubectls(
+    kube_env: dict[str, str], kubectl_binaries: list[str], tmp_path: Path, tree: str
+) -> None:
+    root = Path(__file__).resolve().parents[3]
+    for number, binary in enumerate(kubectl_binaries):
+        built = _run(binary, kube_env, "kustomize", str(root / tree)).stdout
+        docs = [doc for doc in yaml.safe_load_all(built) if doc and doc["apiVersion"] != "cert-manager.io/v1"]
+        text = yaml.safe_dump_all(docs)
+        with Sandbox() as fresh:
+            env = {**kube_env, "KUBECONFIG": str(fresh.write_kubeconfig(tmp_path / f"kc-{number}"))}
+            assert _run(binary, env, "apply", "-f", "-", input=text).stdout.count(" created") == len(docs)
+            assert _run(binary, env, "apply", "-f", "-", input=text).stdout.count(" unchanged") == len(docs)
+            assert fresh.objects("daemonsets") and fresh.objects("clusterroles") and fresh.objects("serviceaccounts")
