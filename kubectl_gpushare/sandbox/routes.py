@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from kubectl_gpushare.sandbox import bodies, discovery, errors, objects, patch, tables
+from kubectl_gpushare.sandbox import bodies, discovery, errors, objects, patch, protobuf, tables
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for
 from kubectl_gpushare.sandbox.selectors import (
@@ -236,6 +236,13 @@ def decode_body(request: Request, *, allow_empty: bool = False) -> Any:
             return bodies.decode_yaml(request.body)
         except bodies.BodyError as exc:
             raise errors.bad_request(f"error decoding the request body as YAML: {exc}") from None
+    if content_type == protobuf.MEDIA_TYPE:
+        try:
+            return protobuf.decode(request.body)
+        except protobuf.UnsupportedKindError as exc:
+            raise errors.unsupported_media_type(f"{content_type}: {exc}") from None
+        except protobuf.ProtobufError as exc:
+            raise errors.bad_request(f"error decoding the request body as protobuf: {exc}") from None
     raise errors.unsupported_media_type(content_type)
 
 

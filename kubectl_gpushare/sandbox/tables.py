@@ -233,7 +233,8 @@ def _workload_cells(plural: str, obj: dict[str, Any], age: str) -> list[Any] | N
     if plural == "statefulsets":
         return [name, f"{ready}/{desired}", age]
     if plural == "jobs":
-        conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
+        found = status.get("conditions")
+        conditions: list[Any] = found if isinstance(found, list) else []
         done = any(isinstance(c, dict) and c.get("type") == "Complete" for c in conditions)
         state = "Complete" if done else ("Running" if _count(status, "active") else "Pending")
         return [name, state, f"{_count(status, 'succeeded')}/{_count(spec, 'completions') or 1}", age]

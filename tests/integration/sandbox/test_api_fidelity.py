@@ -91,3 +91,16 @@ def test_our_manifests_apply_for_real_with_both_kubectls(
             assert _run(binary, env, "apply", "-f", "-", input=text).stdout.count(" created") == len(docs)
             assert _run(binary, env, "apply", "-f", "-", input=text).stdout.count(" unchanged") == len(docs)
             assert fresh.objects("daemonsets") and fresh.objects("clusterroles") and fresh.objects("serviceaccounts")
+
+
+def test_typed_creates_sent_as_protobuf_work_with_both_kubectls(
+    sandbox: Sandbox, kube_env: dict[str, str], kubectl_binaries: list[str], tmp_path: Path
+) -> None:
+    for number, binary in enumerate(kubectl_binaries):
+        env = {**kube_env, "KUBECACHEDIR": str(tmp_path / f"cache-{number}")}
+        _run(binary, env, "create", "namespace", f"team-{number}")
+        _run(binary, env, "create", "configmap", "cfg", f"--namespace=team-{number}", "--from-literal=k=v")
+        _run(binary, env, "create", "serviceaccount", "sa", f"--namespace=team-{number}")
+        assert (sandbox.get("configmaps", f"team-{number}", "cfg") or {}).get("data") == {"k": "v"}
+        assert sandbox.get("namespaces", None, f"team-{number}") is not None
+        assert sandbox.get("serviceaccounts", f"team-{number}", "sa") is not None
