@@ -139,8 +139,8 @@ def decode(body: bytes) -> dict[str, Any]:
         ProtobufError: malformed framing or message.
         UnsupportedKindError: a kind or field outside what the sandbox reads.
     """
-    if not body.startswith(_MAGIC):
-        raise ProtobufError("the body does not start with the k8s protobuf magic")
+    if not body.startswith(_MAGIC):  # not Kubernetes protobuf at all: refused like any other media type
+        raise UnsupportedKindError("the body does not start with the k8s protobuf magic")
     envelope = {number: value for number, _, value in fields(body[len(_MAGIC) :])}
     type_meta = {number: value for number, _, value in fields(_message(envelope.get(1, b"")))}
     api_version, kind = _text(type_meta.get(1, b"")), _text(type_meta.get(2, b""))

@@ -46,7 +46,7 @@ def test_a_config_map_decodes() -> None:
 @pytest.mark.parametrize(
     ("body", "error"),
     [
-        (b"{}", protobuf.ProtobufError),
+        (b"{}", protobuf.UnsupportedKindError),
         (b"k8s\x00" + b"\x0a\xff\xff\xff\xff\x0f", protobuf.ProtobufError),
         (b"k8s\x00" + b"\x0a" + b"\x80" * 11, protobuf.ProtobufError),
         (envelope("v1", "Namespace", field(1, field(1, b"\xff\xfe"))), protobuf.ProtobufError),
