@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 OWNERS = ("deployments", "replicasets", "statefulsets", "jobs")
 """Kinds this controller reconciles (a DaemonSet is stored, not run)."""
 _DEPENDENTS = ("pods", "replicasets")
+BURST = 500
+"""Most pods one reconcile creates; its own writes wake the loop for the rest, so a huge
+``replicas`` never holds the store's lock for long (kube-controller-manager's burstReplicas)."""
 Key = tuple[str, str, str]  # plural, namespace, name
 
 
@@ -255,7 +258,7 @@ class Controller:
         pods = self._owned("pods", rs)
         active = [p for p in pods if _active(p)]
         extra = {k: v for k, v in (rs["metadata"].get("labels") or {}).items() if k == "pod-template-hash"}
-        for _ in range(wanted - len(active)):
+        for _ in range(min(wanted - len(active), BURST)):
             active.append(self._create_pod(rs, rs["metadata"]["name"] + "-", extra))
         if len(active) > wanted:
             # Unscheduled and not-ready pods go first, then the newest, as the ReplicaSet controller ranks them.
@@ -371,7 +374,10 @@ class Controller:
             suffix = pod["metadata"]["name"][len(name) + 1 :]
             if suffix.isdigit():
                 by_ordinal[int(suffix)] = pod
+        created = 0
         for ordinal in range(wanted):
+            if created >= BURST:
+                break
             if ordinal in by_ordinal:
                 if not parallel and not pod_ready(by_ordinal[ordinal]):
                     break
@@ -382,6 +388,7 @@ class Controller:
                 "controller-revision-hash": revision,
             }
             by_ordinal[ordinal] = self._create_pod(sts, f"{name}-{ordinal}", labels)
+            created += 1
             if not parallel:
                 break
         for ordinal in sorted(by_ordinal, reverse=True):
@@ -416,7 +423,7 @@ class Controller:
         done = succeeded >= completions
         if not done:
             labels = {"batch.kubernetes.io/job-name": job["metadata"]["name"]}
-            for _ in range(min(parallelism, completions - succeeded) - len(active)):
+            for _ in range(min(parallelism, completions - succeeded, BURST + len(active)) - len(active)):
                 active.append(self._create_pod(job, job["metadata"]["name"] + "-", labels))
         status: dict[str, Any] = {"startTime": old.get("startTime") or objects.now()}
         if active and not done:

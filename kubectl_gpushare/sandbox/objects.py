@@ -24,6 +24,7 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _STATUS_SPLIT = {"pods", "nodes", "namespaces", "services", *WORKLOADS}
+_MAX_INT32 = 2**31 - 1
 _POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
 
 
@@ -232,7 +233,9 @@ def _workload_causes(resource: Resource, obj: dict[str, Any]) -> list[str]:
         return ["spec: Required value"]
     causes: list[str] = []
     replicas = spec.get("replicas")
-    if resource.plural in SCALABLE and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0):
+    if resource.plural in SCALABLE and (
+        isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas <= _MAX_INT32
+    ):
         causes.append(f"spec.replicas: Invalid value: {replicas!r}: must be greater than or equal to 0")
     template = spec.get("template")
     labels = ((template or {}).get("metadata") or {}).get("labels") if isinstance(template, dict) else None

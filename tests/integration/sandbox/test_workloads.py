@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,3 +154,47 @@ def test_invalid_workloads_are_refused_and_nothing_runs_without_them(sandbox: Sa
     result = kubectl("apply", "-f", "-", input=bad, check=False)
     assert result.returncode == 1 and "selector` does not match template `labels`" in result.stderr
     assert sandbox.objects("deployments") == [] and sandbox.objects("pods") == []
+
+
+def test_a_hostile_loaded_workload_is_warned_about_and_the_others_still_run(
+    sandbox: Sandbox, kubectl: Kubectl, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "broken", "namespace": "default"},
+        "spec": {"replicas": "many", "template": "not a template"},
+    }
+    sandbox.load([broken])
+    kubectl("apply", "-f", "-", input=DEPLOYMENT)
+    wait_for(lambda: len(pods(sandbox, "binpack-1-")) == 3)
+    assert not pods(sandbox, "broken")
+    assert [r for r in caplog.records if "cannot reconcile replicasets/default/broken" in r.getMessage()]
+
+
+def test_scale_and_rollout_status_with_both_kubectls(
+    sandbox: Sandbox, kube_env: dict[str, str], kubectl_binaries: list[str], tmp_path: Path
+) -> None:
+    for number, binary in enumerate(kubectl_binaries):
+        kubectl = functools.partial(_kubectl, binary, {**kube_env, "KUBECACHEDIR": str(tmp_path / f"cache-{number}")})
+        name = f"d{number}"
+        kubectl("apply", "-f", "-", input=DEPLOYMENT.replace("binpack-1", name))
+        wait_for(lambda name=name: len(pods(sandbox, f"{name}-")) == 3)
+        run_pods(kubectl, sandbox, f"{name}-")
+        kubectl("rollout", "status", f"deployment/{name}", "--timeout=20s")
+        kubectl("scale", f"deployment/{name}", "--replicas=5")
+        wait_for(lambda name=name: len(pods(sandbox, f"{name}-")) == 5)
+        run_pods(kubectl, sandbox, f"{name}-")
+        kubectl("rollout", "status", f"deployment/{name}", "--timeout=20s")
+        row = kubectl("get", "deployment", name, "--no-headers").stdout.split()
+        assert row[:4] == [name, "5/5", "5", "5"]
+        kubectl("delete", "deployment", name)
+        wait_for(lambda name=name: not pods(sandbox, f"{name}-"))
+
+
+def _kubectl(
+    binary: str, env: dict[str, str], *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([binary, *args], env=env, input=input, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result
