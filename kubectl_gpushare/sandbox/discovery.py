@@ -85,6 +85,8 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
         }
         if resource.short_names:
             entry["shortNames"] = list(resource.short_names)
+        if resource.categories:
+            entry["categories"] = list(resource.categories)
         entries.append(entry)
         for sub in resource.subresources:
             kind = {"binding": "Binding", "scale": "Scale"}.get(sub, resource.kind)

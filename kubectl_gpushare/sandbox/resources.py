@@ -49,6 +49,8 @@ class Resource:
     version: str = "v1"
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    """Discovery categories (``kubectl get all`` lists the kinds in ``all``)."""
     fields: tuple[str, ...] = ()
     """Field labels usable in ``fieldSelector`` besides metadata.name and metadata.namespace."""
     getters: dict[str, FieldGetter] = field(default_factory=dict, compare=False, repr=False)
@@ -94,6 +96,7 @@ RESOURCES: tuple[Resource, ...] = (
         "Pod",
         True,
         short_names=("po",),
+        categories=("all",),
         subresources=("status", "binding"),
         fields=(
             "spec.nodeName",
@@ -132,16 +135,44 @@ RESOURCES: tuple[Resource, ...] = (
     _resource("bindings", "Binding", True),
     _resource("leases", "Lease", True, group="coordination.k8s.io"),
     _resource("serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
-    _resource("services", "Service", True, short_names=("svc",), subresources=("status",)),
+    _resource("services", "Service", True, short_names=("svc",), categories=("all",), subresources=("status",)),
     _resource(
-        "deployments", "Deployment", True, group="apps", short_names=("deploy",), subresources=("status", "scale")
+        "deployments",
+        "Deployment",
+        True,
+        group="apps",
+        short_names=("deploy",),
+        categories=("all",),
+        subresources=("status", "scale"),
     ),
-    _resource("replicasets", "ReplicaSet", True, group="apps", short_names=("rs",), subresources=("status", "scale")),
     _resource(
-        "statefulsets", "StatefulSet", True, group="apps", short_names=("sts",), subresources=("status", "scale")
+        "replicasets",
+        "ReplicaSet",
+        True,
+        group="apps",
+        short_names=("rs",),
+        categories=("all",),
+        subresources=("status", "scale"),
     ),
-    _resource("daemonsets", "DaemonSet", True, group="apps", short_names=("ds",), subresources=("status",)),
-    _resource("jobs", "Job", True, group="batch", subresources=("status",)),
+    _resource(
+        "statefulsets",
+        "StatefulSet",
+        True,
+        group="apps",
+        short_names=("sts",),
+        categories=("all",),
+        subresources=("status", "scale"),
+    ),
+    _resource(
+        "daemonsets",
+        "DaemonSet",
+        True,
+        group="apps",
+        short_names=("ds",),
+        categories=("all",),
+        subresources=("status",),
+    ),
+    _resource("jobs", "Job", True, group="batch", categories=("all",), subresources=("status",)),
     _resource("roles", "Role", True, group=RBAC),
     _resource("rolebindings", "RoleBinding", True, group=RBAC),
     _resource("clusterroles", "ClusterRole", False, group=RBAC),

@@ -117,6 +117,21 @@ def test_deployment_scales_reports_status_and_cascades(sandbox: Sandbox, kubectl
         lambda: (sandbox.get("deployments", "default", "binpack-1") or {}).get("status", {}).get("replicas") == 1
     )
 
+    everything = kubectl("get", "all").stdout
+    assert "deployment.apps/binpack-1" in everything and "replicaset.apps/binpack-1-" in everything
+
+    kubectl("set", "image", "deployment/binpack-1", "binpack-1=cheyang/gpu-player:v3")
+    wait_for(lambda: len(sandbox.objects("replicasets")) == 2)
+    newest = wait_for(
+        lambda: [p for p in pods(sandbox, "binpack-1-") if p["spec"]["containers"][0]["image"].endswith(":v3")]
+    )
+    wait_for(lambda: len(pods(sandbox, "binpack-1-")) == 1)
+    run_pods(kubectl, sandbox, "binpack-1-")
+    assert "successfully rolled out" in kubectl("rollout", "status", "deployment/binpack-1", "--timeout=20s").stdout
+    assert [p["metadata"]["name"] for p in pods(sandbox, "binpack-1-")] == [newest[0]["metadata"]["name"]]
+    deploy = json.loads(kubectl("get", "deployment", "binpack-1", "-o", "json").stdout)
+    assert deploy["metadata"]["generation"] == 3 and deploy["status"]["observedGeneration"] == 3
+
     kubectl("delete", "deployment", "binpack-1")
     wait_for(lambda: not pods(sandbox, "binpack-1-") and not sandbox.objects("replicasets"))
 
