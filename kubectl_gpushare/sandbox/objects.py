@@ -155,7 +155,7 @@ _QUANTITY_MAPS: dict[str, tuple[str, ...]] = {
 
 def quantity_maps(plural: str) -> tuple[str, ...]:
     """The dotted paths of a kind's ``ResourceList`` maps (``[]`` marks every element of an array)."""
-    if plural in ("deployments", "replicasets", "statefulsets", "daemonsets", "jobs"):
+    if plural in WORKLOADS:
         return tuple(f"spec.template.spec.{path}" for path in _POD_SPEC_QUANTITIES)
     return _QUANTITY_MAPS.get(plural, ())
 
@@ -211,19 +211,24 @@ def _validate(resource: Resource, obj: dict[str, Any]) -> None:
     name = meta.get("name", "")
     causes = _name_causes(resource, name)
     if resource.plural == "pods":
-        containers = (obj.get("spec") or {}).get("containers")
-        if not isinstance(containers, list) or not containers:
-            causes.append("spec.containers: Required value")
-        else:
-            for i, container in enumerate(containers):
-                if not isinstance(container, dict) or not container.get("name"):
-                    causes.append(f"spec.containers[{i}].name: Required value")
-                elif not container.get("image"):
-                    causes.append(f"spec.containers[{i}].image: Required value")
+        causes.extend(_container_causes((obj.get("spec") or {}).get("containers"), "spec.containers"))
     if resource.plural in WORKLOADS:
         causes.extend(_workload_causes(resource, obj))
     if causes:
         raise errors.invalid(resource.kind, name, causes, resource.group)
+
+
+def _container_causes(containers: Any, path: str) -> list[str]:
+    """A pod spec's containers: present, each with a name and an image."""
+    if not isinstance(containers, list) or not containers:
+        return [f"{path}: Required value"]
+    causes: list[str] = []
+    for i, container in enumerate(containers):
+        if not isinstance(container, dict) or not container.get("name"):
+            causes.append(f"{path}[{i}].name: Required value")
+        elif not container.get("image"):
+            causes.append(f"{path}[{i}].image: Required value")
+    return causes
 
 
 def _workload_causes(resource: Resource, obj: dict[str, Any]) -> list[str]:
@@ -244,9 +249,7 @@ def _workload_causes(resource: Resource, obj: dict[str, Any]) -> list[str]:
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
         causes.append("spec.template.spec: Required value")
     else:
-        containers = template["spec"].get("containers")
-        if not isinstance(containers, list) or not containers:
-            causes.append("spec.template.spec.containers: Required value")
+        causes.extend(_container_causes(template["spec"].get("containers"), "spec.template.spec.containers"))
     if not isinstance(selector, dict) or not selector:
         causes.append("spec.selector: Required value")
     elif match is not None and (
@@ -267,7 +270,8 @@ def _default_workload(resource: Resource, obj: dict[str, Any]) -> None:
         return
     if resource.plural in SCALABLE:
         spec.setdefault("replicas", 1)
-    spec.setdefault("revisionHistoryLimit", 10)
+    if resource.plural in ("deployments", "statefulsets", "daemonsets"):
+        spec.setdefault("revisionHistoryLimit", 10)
     if resource.plural == "statefulsets":
         spec.setdefault("podManagementPolicy", "OrderedReady")
         spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
@@ -277,7 +281,6 @@ def _default_workload(resource: Resource, obj: dict[str, Any]) -> None:
         )
         spec.setdefault("progressDeadlineSeconds", 600)
     if resource.plural == "jobs":
-        spec.pop("revisionHistoryLimit", None)
         spec.setdefault("completions", 1)
         spec.setdefault("parallelism", 1)
         spec.setdefault("backoffLimit", 6)
@@ -291,9 +294,9 @@ def _default_workload(resource: Resource, obj: dict[str, Any]) -> None:
                 labels = template_meta.setdefault("labels", {})
                 if isinstance(labels, dict):
                     labels.update(generated, **{"batch.kubernetes.io/job-name": obj["metadata"]["name"]})
-            template_spec = template.get("spec")
-            if isinstance(template_spec, dict):
-                template_spec.setdefault("restartPolicy", "Never")
+        template_spec = template.get("spec") if isinstance(template, dict) else None
+        if isinstance(template_spec, dict):  # the real server refuses a Job without one; tutorials set it
+            template_spec.setdefault("restartPolicy", "Never")
 
 
 def _default_pod(obj: dict[str, Any]) -> None:

@@ -168,6 +168,10 @@ def test_invalid_workloads_are_refused_and_nothing_runs_without_them(sandbox: Sa
     bad = DEPLOYMENT.replace("matchLabels: {app: binpack-1}", "matchLabels: {app: other}")
     result = kubectl("apply", "-f", "-", input=bad, check=False)
     assert result.returncode == 1 and "selector` does not match template `labels`" in result.stderr
+    no_image = kubectl(
+        "apply", "-f", "-", input=DEPLOYMENT.replace("image: cheyang/gpu-player:v2", "image: ''"), check=False
+    )
+    assert no_image.returncode == 1 and "spec.template.spec.containers[0].image: Required value" in no_image.stderr
     assert sandbox.objects("deployments") == [] and sandbox.objects("pods") == []
 
 
