@@ -185,7 +185,9 @@ class Controller:
     def _owned(self, plural: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
         meta = owner["metadata"]
         found = []
-        for entry in self.store.select(plural, meta.get("namespace", ""))[0]:
+        # Narrow by the owner's matchLabels first (labels are kept decoded), then check the owner's uid.
+        selector = parse_label_selector(objects.selector_string(owner))
+        for entry in self.store.select(plural, meta.get("namespace", ""), selector)[0]:
             obj = entry.object()
             ref = _controller_of(obj)
             if ref is not None and ref.get("uid") == meta["uid"]:
