@@ -67,3 +67,15 @@ def test_arbitrary_bytes_never_escape_as_anything_but_the_two_errors(tail: bytes
         protobuf.decode(b"k8s\x00" + tail)
     except (protobuf.ProtobufError, protobuf.UnsupportedKindError):
         pass
+
+
+def test_the_openapi_v2_document_parses_back_and_names_every_served_kind() -> None:
+    from kubectl_gpushare.sandbox import discovery
+    from kubectl_gpushare.sandbox.resources import STORED
+
+    document = {number: value for number, _, value in protobuf.fields(discovery.openapi_v2_protobuf())}
+    assert document[1] == b"2.0"
+    named = [value for _, _, value in protobuf.fields(document[9])]
+    names = {next(v for n, _, v in protobuf.fields(entry) if n == 1) for entry in named}  # type: ignore[arg-type]
+    assert b"io.k8s.api.apps.v1.Deployment" in names and len(names) == len(STORED)
+    assert set(discovery.openapi_v2_json()["definitions"]) == {name.decode() for name in names}  # type: ignore[union-attr]
