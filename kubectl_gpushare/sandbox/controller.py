@@ -423,7 +423,9 @@ class Controller:
         failed = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Failed")
         active = [p for p in pods if _active(p)]
         done = succeeded >= completions
-        if not done:
+        backoff = spec.get("backoffLimit", 6)
+        given_up = not done and failed > (backoff if isinstance(backoff, int) else 6)
+        if not done and not given_up:
             labels = {"batch.kubernetes.io/job-name": job["metadata"]["name"]}
             for _ in range(min(parallelism, completions - succeeded, BURST + len(active)) - len(active)):
                 active.append(self._create_pod(job, job["metadata"]["name"] + "-", labels))
@@ -439,4 +441,13 @@ class Controller:
         if done:
             status["completionTime"] = old.get("completionTime") or objects.now()
             status["conditions"] = [{"type": "Complete", "status": "True"}]
+        elif given_up:  # as the Job controller does past backoffLimit: no more pods
+            status["conditions"] = [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                }
+            ]
         self._write_status("jobs", job, status)

@@ -217,3 +217,13 @@ def _kubectl(
     result = subprocess.run([binary, *args], env=env, input=input, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return result
+
+
+def test_a_job_whose_pods_fail_stops_at_its_backoff_limit(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    kubectl("create", "-f", "-", input=JOB.replace("spec:\n  template:", "spec:\n  backoffLimit: 1\n  template:", 1))
+    for attempt in range(1, 3):
+        wait_for(lambda attempt=attempt: len(pods(sandbox, "once-")) == attempt)
+        run_pods(kubectl, sandbox, "once-", phase="Failed")
+    kubectl("wait", "--for=condition=Failed", "job/once", "--timeout=20s")
+    time.sleep(0.3)  # would a third pod appear? (the controller reacts within milliseconds)
+    assert len(pods(sandbox, "once-")) == 2
