@@ -175,6 +175,82 @@ def parse_quantity(text: str) -> int:
     return value
 
 
+_SI_SUFFIX = {exponent: suffix for suffix, exponent in _DECIMAL.items()} | {0: ""}
+_BINARY_SUFFIX = {power: suffix for suffix, power in _BINARY.items()} | {0: ""}
+_MAX_EXPONENT: Final = 2**31 - 1
+QUANTITY_PATTERN: Final = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+"""The pattern kube-apiserver quotes when it refuses a quantity."""
+
+
+def _decimal_canonical(negative: bool, mantissa: int, exponent: int, exponent_form: bool) -> str:
+    """``mantissa * 10**exponent`` as Go's ``CanonicalizeBytes`` writes it.
+
+    Rounded up to 1n, no trailing zeros, an exponent that is a multiple of 3, spelled with an SI
+    suffix (or ``e<n>``).
+    """
+    if exponent < -9:  # finer than a nano: round away from zero to 1n, as ParseQuantity does
+        drop = -9 - exponent
+        if drop > len(str(mantissa)):
+            mantissa = 1
+        else:
+            mantissa = -(-mantissa // pow(10, drop))
+        exponent = -9
+    while mantissa % 10 == 0:
+        mantissa //= 10
+        exponent += 1
+    extra = exponent % 3
+    mantissa *= pow(10, extra)
+    exponent -= extra
+    sign = "-" if negative else ""
+    if exponent_form:
+        return f"{sign}{mantissa}" + (f"e{exponent}" if exponent else "")
+    suffix = _SI_SUFFIX.get(exponent)
+    return f"{sign}{mantissa}{suffix if suffix is not None else f'e{exponent}'}"
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical_quantity(text: str) -> str:
+    """The string kube-apiserver stores for a quantity (``"1000m"`` gives ``"1"``, ``"2048Mi"`` gives ``"2Gi"``).
+
+    Bounded like `parse_quantity`: no number longer than the text times a constant is built.
+
+    Raises:
+        ValueError: the text is not a valid quantity.
+    """
+    if not isinstance(text, str) or len(text) > MAX_QUANTITY_LENGTH:
+        raise ValueError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
+    match = _QUANTITY.match(text)
+    if match is None or not (match.group(2) or match.group(3)):
+        raise ValueError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
+    sign, whole, fraction, suffix = match.groups()
+    fraction = fraction or ""
+    mantissa = int(whole + fraction or "0")
+    if mantissa == 0:
+        return "0"
+    exponent = -len(fraction)
+    negative = sign == "-"
+    if suffix in _BINARY:
+        power = _BINARY[suffix]
+        scaled = mantissa * pow(1024, power)
+        unit = pow(10, len(fraction))
+        if scaled % unit or scaled // unit < 1024:  # fractional or small: Go shows it in decimal SI
+            return _decimal_canonical(negative, scaled, exponent, False)
+        value, power = scaled // unit, 0
+        while value % 1024 == 0 and power < 6:
+            value //= 1024
+            power += 1
+        return f"{'-' if negative else ''}{value}{_BINARY_SUFFIX[power]}"
+    exponent_form = bool(suffix) and suffix[0] in "eE"
+    if exponent_form:
+        shift = int(suffix[1:])
+        if abs(shift) > _MAX_EXPONENT:
+            raise ValueError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
+        exponent += shift
+    elif suffix:
+        exponent += _DECIMAL[suffix]
+    return _decimal_canonical(negative, mantissa, exponent, exponent_form)
+
+
 _INT = re.compile(r"[+-]?[0-9]{1,20}")
 
 

@@ -62,6 +62,12 @@ EXIT_CANNOT_START = EXIT_START
     help="Seconds a client connection may sit idle between requests before it is closed.",
 )
 @click.option("--auth/--no-auth", default=False, show_default=True, help="Require the sandbox's bearer tokens.")
+@click.option(
+    "--https/--no-https",
+    default=None,
+    help="Serve HTTPS with a CA made at start, written into the kubeconfig (default: on with --auth, since "
+    "kubectl sends tokens only over HTTPS). Needs the 'https' extra (the cryptography package).",
+)
 def sandbox_command(
     spec_file: Path | None,
     nodes: int,
@@ -74,6 +80,7 @@ def sandbox_command(
     state_file: Path | None,
     auth: bool,
     idle_timeout: float,
+    https: bool | None,
 ) -> None:
     """Run an embedded Kubernetes API server with a GPU cluster, in the foreground.
 
@@ -99,9 +106,16 @@ def sandbox_command(
         except SpecError as exc:
             click.echo(f"error: {exc}", err=True)
             raise SystemExit(EXIT_BAD_INPUT) from None
-    sandbox = Sandbox(port=port, auth=auth, state_file=state_file, idle_timeout=idle_timeout)
+    from kubectl_gpushare.sandbox.tls import TlsUnavailableError
+
+    sandbox = Sandbox(
+        port=port, auth=auth, state_file=state_file, idle_timeout=idle_timeout, https=auth if https is None else https
+    )
     try:
         sandbox.start()
+    except TlsUnavailableError as exc:
+        click.echo(f"Error: {exc} (or pass --no-https)", err=True)
+        raise SystemExit(EXIT_BAD_INPUT) from None
     except StateFileError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_BAD_INPUT) from None

@@ -4,7 +4,10 @@ Built from the resource table in ``resources.py``. ``/version`` reports a fixed 
 kubectl dispatcher picks the same binary on every run. The OpenAPI v3 documents are the smallest
 ones that let ``kubectl create -f`` and ``kubectl apply -f`` pass their default client-side
 validation: each kind has a ``patch`` operation with its group-version-kind and a
-``fieldValidation`` parameter, and schemas that accept any fields. No I/O.
+``fieldValidation`` parameter, and schemas that accept any fields. ``/openapi/v2`` (what kubectl's
+client-side validation of a ``List`` reads, in protobuf) names every served kind with a schema
+that accepts any value, so a List of served kinds validates and unknown kinds are left to the
+server, as against a real one. No I/O.
 """
 
 from __future__ import annotations
@@ -82,19 +85,22 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
         }
         if resource.short_names:
             entry["shortNames"] = list(resource.short_names)
+        if resource.categories:
+            entry["categories"] = list(resource.categories)
         entries.append(entry)
         for sub in resource.subresources:
-            kind = "Binding" if sub == "binding" else resource.kind
+            kind = {"binding": "Binding", "scale": "Scale"}.get(sub, resource.kind)
             verbs = ["create"] if sub == "binding" else ["get", "patch", "update"]
-            entries.append(
-                {
-                    "name": f"{resource.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": resource.namespaced,
-                    "kind": kind,
-                    "verbs": verbs,
-                }
-            )
+            sub_entry: dict[str, Any] = {
+                "name": f"{resource.plural}/{sub}",
+                "singularName": "",
+                "namespaced": resource.namespaced,
+                "kind": kind,
+                "verbs": verbs,
+            }
+            if sub == "scale":
+                sub_entry.update(group="autoscaling", version="v1")
+            entries.append(sub_entry)
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
@@ -155,3 +161,64 @@ def openapi_document(key: str) -> dict[str, Any] | None:
         "paths": paths,
         "components": {"schemas": schemas},
     }
+
+
+OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+"""The media type kube-apiserver answers ``/openapi/v2`` with when asked for protobuf (client-go asks
+for ``...spec.v2@v1.0+protobuf``; Go's MIME parser refuses the ``@`` in a reply)."""
+
+
+def _definitions() -> list[tuple[str, str, dict[str, str]]]:
+    return [
+        (
+            f"io.k8s.api.{r.group or 'core'}.{r.version}.{r.kind}",
+            f"{r.kind} ({r.api_version}), served by the kubectl-gpushare sandbox.",
+            {"group": r.group, "version": r.version, "kind": r.kind},
+        )
+        for r in RESOURCES
+        if r.plural != "bindings"
+    ]
+
+
+def openapi_v2_json() -> dict[str, Any]:
+    """``GET /openapi/v2`` as JSON (for clients that ask for it)."""
+    return {
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes (kubectl-gpushare sandbox)", "version": VERSION["gitVersion"]},
+        "paths": {},
+        "definitions": {
+            name: {"description": text, "x-kubernetes-group-version-kind": [gvk]} for name, text, gvk in _definitions()
+        },
+    }
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes | str) -> bytes:
+    """One length-delimited protobuf field (strings, bytes and nested messages)."""
+    data = payload.encode() if isinstance(payload, str) else payload
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def openapi_v2_protobuf() -> bytes:
+    """``GET /openapi/v2`` in protobuf: the same document as `openapi_v2_json`, hand-encoded.
+
+    Field numbers are gnostic's ``OpenAPIv2.proto``: Document{swagger 1, info 2, definitions 9},
+    Info{title 1, version 2}, Definitions{additional_properties 1}, NamedSchema{name 1, value 2},
+    Schema{description 4, vendor_extension 31}, NamedAny{name 1, value 2}, Any{yaml 2}.
+    """
+    named: list[bytes] = []
+    for name, text, gvk in _definitions():
+        yaml = f'- group: "{gvk["group"]}"\n  kind: {gvk["kind"]}\n  version: {gvk["version"]}\n'
+        extension = _field(1, "x-kubernetes-group-version-kind") + _field(2, _field(2, yaml))
+        schema = _field(4, text) + _field(31, extension)
+        named.append(_field(1, _field(1, name) + _field(2, schema)))
+    info = _field(1, "Kubernetes (kubectl-gpushare sandbox)") + _field(2, VERSION["gitVersion"])
+    return _field(1, "2.0") + _field(2, info) + _field(9, b"".join(named))

@@ -98,13 +98,13 @@ def bad_request(message: str) -> ApiError:
 
 
 def invalid(kind: str, name: str, causes: list[str], group: str = "") -> ApiError:
-    """422 for an object that decodes but fails validation."""
-    return ApiError(
-        422,
-        "Invalid",
-        f'{kind} "{name}" is invalid: {", ".join(causes)}',
-        details=_details(kind, name, group),
-    )
+    """422 for an object that decodes but fails validation (``details.causes`` is what kubectl lists)."""
+    details = _details(kind, name, group)
+    details["causes"] = [
+        {"reason": "FieldValueInvalid", "message": cause.partition(": ")[2] or cause, "field": cause.partition(": ")[0]}
+        for cause in causes
+    ]
+    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {", ".join(causes)}', details=details)
 
 
 def method_not_allowed(method: str) -> ApiError:

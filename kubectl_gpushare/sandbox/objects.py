@@ -16,13 +16,15 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.sandbox import errors
-from kubectl_gpushare.sandbox.resources import Resource
+from kubectl_gpushare.sandbox.resources import SCALABLE, WORKLOADS, Resource
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-_STATUS_SPLIT = {"pods", "nodes", "namespaces"}
+_STATUS_SPLIT = {"pods", "nodes", "namespaces", "services", *WORKLOADS}
+_MAX_INT32 = 2**31 - 1
 _POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
 
 
@@ -137,6 +139,61 @@ def check_types(resource: Resource, obj: Any) -> None:
         )
 
 
+_POD_SPEC_QUANTITIES = (
+    "containers[].resources.limits",
+    "containers[].resources.requests",
+    "initContainers[].resources.limits",
+    "initContainers[].resources.requests",
+    "overhead",
+)
+_QUANTITY_MAPS: dict[str, tuple[str, ...]] = {
+    "pods": tuple(f"spec.{path}" for path in _POD_SPEC_QUANTITIES),
+    "nodes": ("status.capacity", "status.allocatable"),
+}
+"""Where each kind holds ``ResourceList`` maps (a workload's pod template is under spec.template.spec)."""
+
+
+def quantity_maps(plural: str) -> tuple[str, ...]:
+    """The dotted paths of a kind's ``ResourceList`` maps (``[]`` marks every element of an array)."""
+    if plural in WORKLOADS:
+        return tuple(f"spec.template.spec.{path}" for path in _POD_SPEC_QUANTITIES)
+    return _QUANTITY_MAPS.get(plural, ())
+
+
+def normalise_quantities(resource: Resource, obj: dict[str, Any]) -> None:
+    """Rewrite every quantity as the canonical string kube-apiserver stores (``1`` becomes ``"1"``).
+
+    Raises:
+        ApiError: 400 for a value that is not a quantity, worded as the real decoder words it.
+    """
+    for path in quantity_maps(resource.plural):
+        parents: list[Any] = [obj]
+        *heads, last = path.split(".")
+        for head in heads:
+            parents = _step(parents, head)
+        for parent in parents:
+            values = parent.get(last) if isinstance(parent, dict) else None
+            if not isinstance(values, dict):
+                continue
+            for name, value in values.items():
+                values[name] = _canonical(resource, value)
+
+
+def _canonical(resource: Resource, value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        text = ""
+    elif isinstance(value, float):
+        text = repr(value)
+    else:
+        text = str(value)
+    try:
+        return protocol.canonical_quantity(text)
+    except ValueError as exc:
+        raise errors.bad_request(
+            f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: {exc}'
+        ) from None
+
+
 def _name_causes(resource: Resource, name: str) -> list[str]:
     pattern = _DNS_LABEL if resource.plural == "namespaces" else _DNS_SUBDOMAIN
     limit = 63 if resource.plural == "namespaces" else 253
@@ -154,17 +211,92 @@ def _validate(resource: Resource, obj: dict[str, Any]) -> None:
     name = meta.get("name", "")
     causes = _name_causes(resource, name)
     if resource.plural == "pods":
-        containers = (obj.get("spec") or {}).get("containers")
-        if not isinstance(containers, list) or not containers:
-            causes.append("spec.containers: Required value")
-        else:
-            for i, container in enumerate(containers):
-                if not isinstance(container, dict) or not container.get("name"):
-                    causes.append(f"spec.containers[{i}].name: Required value")
-                elif not container.get("image"):
-                    causes.append(f"spec.containers[{i}].image: Required value")
+        causes.extend(_container_causes((obj.get("spec") or {}).get("containers"), "spec.containers"))
+    if resource.plural in WORKLOADS:
+        causes.extend(_workload_causes(resource, obj))
     if causes:
         raise errors.invalid(resource.kind, name, causes, resource.group)
+
+
+def _container_causes(containers: Any, path: str) -> list[str]:
+    """A pod spec's containers: present, each with a name and an image."""
+    if not isinstance(containers, list) or not containers:
+        return [f"{path}: Required value"]
+    causes: list[str] = []
+    for i, container in enumerate(containers):
+        if not isinstance(container, dict) or not container.get("name"):
+            causes.append(f"{path}[{i}].name: Required value")
+        elif not container.get("image"):
+            causes.append(f"{path}[{i}].image: Required value")
+    return causes
+
+
+def _workload_causes(resource: Resource, obj: dict[str, Any]) -> list[str]:
+    """What apps/v1 and batch/v1 validation refuses that the controller would trip over."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return ["spec: Required value"]
+    causes: list[str] = []
+    replicas = spec.get("replicas")
+    if resource.plural in SCALABLE and (
+        isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas <= _MAX_INT32
+    ):
+        causes.append(f"spec.replicas: Invalid value: {replicas!r}: must be greater than or equal to 0")
+    template = spec.get("template")
+    labels = ((template or {}).get("metadata") or {}).get("labels") if isinstance(template, dict) else None
+    selector = spec.get("selector")
+    match = selector.get("matchLabels") if isinstance(selector, dict) else None
+    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+        causes.append("spec.template.spec: Required value")
+    else:
+        causes.extend(_container_causes(template["spec"].get("containers"), "spec.template.spec.containers"))
+    if not isinstance(selector, dict) or not selector:
+        causes.append("spec.selector: Required value")
+    elif match is not None and (
+        not isinstance(match, dict)
+        or not isinstance(labels, dict)
+        or any(labels.get(key) != value for key, value in match.items())
+    ):
+        causes.append(
+            f"spec.template.metadata.labels: Invalid value: {labels!r}: `selector` does not match template `labels`"
+        )
+    return causes
+
+
+def _default_workload(resource: Resource, obj: dict[str, Any]) -> None:
+    """The defaults apps/v1 and batch/v1 apply (replicas 1; a Job's generated selector)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    if resource.plural in SCALABLE:
+        spec.setdefault("replicas", 1)
+    if resource.plural in ("deployments", "statefulsets", "daemonsets"):
+        spec.setdefault("revisionHistoryLimit", 10)
+    if resource.plural == "statefulsets":
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+    if resource.plural == "deployments":
+        spec.setdefault(
+            "strategy", {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
+        )
+        spec.setdefault("progressDeadlineSeconds", 600)
+    if resource.plural == "jobs":
+        spec.setdefault("completions", 1)
+        spec.setdefault("parallelism", 1)
+        spec.setdefault("backoffLimit", 6)
+        template = spec.get("template")
+        if "selector" not in spec and isinstance(template, dict):
+            uid = obj["metadata"]["uid"]
+            generated = {"batch.kubernetes.io/controller-uid": uid}
+            spec["selector"] = {"matchLabels": dict(generated)}
+            template_meta = template.setdefault("metadata", {})
+            if isinstance(template_meta, dict):
+                labels = template_meta.setdefault("labels", {})
+                if isinstance(labels, dict):
+                    labels.update(generated, **{"batch.kubernetes.io/job-name": obj["metadata"]["name"]})
+        template_spec = template.get("spec") if isinstance(template, dict) else None
+        if isinstance(template_spec, dict):  # the real server refuses a Job without one; tutorials set it
+            template_spec.setdefault("restartPolicy", "Never")
 
 
 def _default_pod(obj: dict[str, Any]) -> None:
@@ -235,6 +367,7 @@ def prepare_create(resource: Resource, obj: Any, namespace: str) -> dict[str, An
     """
     check_types(resource, obj)
     created: dict[str, Any] = obj
+    normalise_quantities(resource, created)
     meta = created["metadata"]
     if resource.namespaced:
         if meta.get("namespace") and meta["namespace"] != namespace:
@@ -259,6 +392,10 @@ def prepare_create(resource: Resource, obj: Any, namespace: str) -> dict[str, An
         _default_pod(created)
         created["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
     _stamp_new(resource, created)
+    if resource.plural in WORKLOADS:
+        meta["generation"] = 1
+        created.pop("status", None)
+        _default_workload(resource, created)
     _validate(resource, created)
     return created
 
@@ -282,6 +419,7 @@ def prepare_update(
     """
     check_types(resource, new)
     updated: dict[str, Any] = new
+    normalise_quantities(resource, updated)
     meta = updated["metadata"]
     if meta.get("name", name) != name:
         raise errors.bad_request(
@@ -316,6 +454,13 @@ def prepare_update(
             updated.pop("status", None)
     if resource.plural == "pods" and subresource == "":
         _check_pod_spec_update(old, updated, name)
+    if resource.plural in WORKLOADS:
+        if subresource == "":
+            _default_workload(resource, updated)
+        generation = old_meta.get("generation", 1)
+        if subresource == "" and updated.get("spec") != old.get("spec"):
+            generation = int(generation) + 1 if isinstance(generation, int) else 1
+        updated["metadata"]["generation"] = generation
     _validate(resource, updated)
     return updated
 
@@ -343,3 +488,25 @@ def _check_pod_spec_update(old: dict[str, Any], new: dict[str, Any], name: str) 
                 "was previously negative)"
             ],
         )
+
+
+def selector_string(obj: dict[str, Any]) -> str:
+    """A workload's ``spec.selector.matchLabels`` as a label selector string (``app=a,tier=b``)."""
+    selector = (obj.get("spec") or {}).get("selector")
+    match = selector.get("matchLabels") if isinstance(selector, dict) else None
+    if not isinstance(match, dict):
+        return ""
+    return ",".join(f"{key}={value}" for key, value in sorted(match.items()))
+
+
+def scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """The ``autoscaling/v1`` Scale view of a Deployment, ReplicaSet or StatefulSet."""
+    meta = obj["metadata"]
+    kept = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {key: meta[key] for key in kept if key in meta},
+        "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
+        "status": {"replicas": (obj.get("status") or {}).get("replicas", 0), "selector": selector_string(obj)},
+    }

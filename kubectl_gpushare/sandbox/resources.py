@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+RBAC = "rbac.authorization.k8s.io"
+ADMISSION = "admissionregistration.k8s.io"
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -47,6 +49,8 @@ class Resource:
     version: str = "v1"
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    """Discovery categories (``kubectl get all`` lists the kinds in ``all``)."""
     fields: tuple[str, ...] = ()
     """Field labels usable in ``fieldSelector`` besides metadata.name and metadata.namespace."""
     getters: dict[str, FieldGetter] = field(default_factory=dict, compare=False, repr=False)
@@ -92,6 +96,7 @@ RESOURCES: tuple[Resource, ...] = (
         "Pod",
         True,
         short_names=("po",),
+        categories=("all",),
         subresources=("status", "binding"),
         fields=(
             "spec.nodeName",
@@ -130,7 +135,55 @@ RESOURCES: tuple[Resource, ...] = (
     _resource("resourcequotas", "ResourceQuota", True, short_names=("quota",)),
     _resource("bindings", "Binding", True),
     _resource("leases", "Lease", True, group="coordination.k8s.io"),
+    _resource("serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
+    _resource("services", "Service", True, short_names=("svc",), categories=("all",), subresources=("status",)),
+    _resource(
+        "deployments",
+        "Deployment",
+        True,
+        group="apps",
+        short_names=("deploy",),
+        categories=("all",),
+        subresources=("status", "scale"),
+    ),
+    _resource(
+        "replicasets",
+        "ReplicaSet",
+        True,
+        group="apps",
+        short_names=("rs",),
+        categories=("all",),
+        subresources=("status", "scale"),
+    ),
+    _resource(
+        "statefulsets",
+        "StatefulSet",
+        True,
+        group="apps",
+        short_names=("sts",),
+        categories=("all",),
+        subresources=("status", "scale"),
+    ),
+    _resource(
+        "daemonsets",
+        "DaemonSet",
+        True,
+        group="apps",
+        short_names=("ds",),
+        categories=("all",),
+        subresources=("status",),
+    ),
+    _resource("jobs", "Job", True, group="batch", categories=("all",), subresources=("status",)),
+    _resource("roles", "Role", True, group=RBAC),
+    _resource("rolebindings", "RoleBinding", True, group=RBAC),
+    _resource("clusterroles", "ClusterRole", False, group=RBAC),
+    _resource("clusterrolebindings", "ClusterRoleBinding", False, group=RBAC),
+    _resource("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False, group=ADMISSION),
 )
+WORKLOADS = frozenset({"deployments", "replicasets", "statefulsets", "daemonsets", "jobs"})
+"""Kinds with a pod template, a ``metadata.generation`` and a ``status.observedGeneration``."""
+SCALABLE = frozenset({"deployments", "replicasets", "statefulsets"})
+"""Kinds with a ``/scale`` subresource (``autoscaling/v1`` Scale)."""
 
 BY_GROUP_PLURAL: dict[tuple[str, str], Resource] = {(r.group, r.plural): r for r in RESOURCES}
 BY_PLURAL: dict[str, Resource] = {r.plural: r for r in RESOURCES}

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from kubectl_gpushare.sandbox import bodies, discovery, errors, objects, patch, tables
+from kubectl_gpushare.sandbox import bodies, discovery, errors, objects, patch, protobuf, tables
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for
 from kubectl_gpushare.sandbox.selectors import (
@@ -113,7 +113,9 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
     """
     parts = [part for part in path.split("/") if part]
     if not parts:
-        return Target(document={"paths": ["/api", "/api/v1", "/apis", "/openapi/v3", "/version", "/healthz"]})
+        return Target(
+            document={"paths": ["/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version", "/healthz"]}
+        )
     head = parts[0]
     if len(parts) == 1 and head in ("healthz", "livez", "readyz"):
         return Target(document={"_text": "ok"})
@@ -191,12 +193,14 @@ def _verb(method: str, name: str, sub: str, query: Mapping[str, str]) -> str:
         ("DELETE", False): "deletecollection",
     }
     verb = table.get((method, bool(name)))
-    if verb is None or (sub == "status" and verb not in ("get", "update", "patch")):
+    if verb is None or (sub in ("status", "scale") and verb not in ("get", "update", "patch")):
         raise errors.method_not_allowed(method)
     return verb
 
 
 def _resolve_openapi(parts: list[str]) -> Target:
+    if parts == ["openapi", "v2"]:
+        return Target(document={"_openapi_v2": True})
     if parts == ["openapi", "v3"]:
         return Target(document=discovery.openapi_root())
     if len(parts) > 2 and parts[1] == "v3":
@@ -232,6 +236,13 @@ def decode_body(request: Request, *, allow_empty: bool = False) -> Any:
             return bodies.decode_yaml(request.body)
         except bodies.BodyError as exc:
             raise errors.bad_request(f"error decoding the request body as YAML: {exc}") from None
+    if content_type == protobuf.MEDIA_TYPE:
+        try:
+            return protobuf.decode(request.body)
+        except protobuf.UnsupportedKindError as exc:
+            raise errors.unsupported_media_type(f"{content_type}: {exc}") from None
+        except protobuf.ProtobufError as exc:
+            raise errors.bad_request(f"error decoding the request body as protobuf: {exc}") from None
     raise errors.unsupported_media_type(content_type)
 
 
@@ -290,6 +301,10 @@ class Api:
             if target.document is not None:
                 if "_text" in target.document:
                     return Response(200, b"ok", "text/plain")
+                if "_openapi_v2" in target.document:
+                    if "protobuf" in (request.headers.get("Accept") or ""):
+                        return Response(200, discovery.openapi_v2_protobuf(), discovery.OPENAPI_V2_PROTOBUF)
+                    return json_response(200, discovery.openapi_v2_json())
                 return json_response(200, target.document)
             return self._dispatch(request, target)
         except ApiError as error:
@@ -301,6 +316,8 @@ class Api:
             _check_accept(request)
         if target.subresource == "binding" or target.resource.plural == "bindings":
             return self._bind(request, target)
+        if target.subresource == "scale":
+            return self._scale(request, target)
         handler = {
             "get": self._get,
             "list": self._list,
@@ -569,27 +586,51 @@ class Api:
         with self.store.lock:
             entry = self._entry(target)
             old = entry.object()
-            try:
-                if kind == "json":
-                    patched = patch.json_patch(old, body)
-                elif kind == "merge":
-                    if not isinstance(body, dict):
-                        raise patch.PatchError("merge patch body must be a JSON object")
-                    patched = patch.merge_patch(old, body)
-                else:
-                    patched = patch.strategic_merge_patch(old, body)
-            except patch.PatchError as exc:
-                raise errors.bad_request(str(exc)) from None
-            except patch.PatchConflictError as exc:
-                raise errors.invalid(resource.kind, target.name, [str(exc)], resource.group) from None
-            except RecursionError:  # decode bounds the body, not what a patch builds from the object
-                raise errors.bad_request("the patch nests too deep") from None
-            if isinstance(patched, dict) and patched.get("metadata") is None:
-                # The patch removed metadata (or nulled it): the object loses its name and uid, which
-                # kube-apiserver's update validation refuses as immutable fields changing.
-                raise errors.invalid(resource.kind, target.name, ["metadata: Required value"], resource.group)
+            patched = _apply_patch(kind, old, body, resource, target.name)
             new = objects.prepare_update(resource, old, patched, target.name, target.subresource)
             return self._write_update(target, old, new, request.query.get("dryRun") == "All")
+
+    def _scale(self, request: Request, target: Target) -> Response:
+        """``/scale``: read or set a workload's ``spec.replicas`` through an ``autoscaling/v1`` Scale."""
+        resource = target.resource
+        assert resource is not None
+        body: Any = None
+        kind = ""
+        if target.verb == "update":
+            body = decode_body(request)
+        elif target.verb == "patch":
+            kind = PATCH_TYPES.get(_content_type(request), "")
+            if not kind:
+                raise errors.unsupported_media_type(_content_type(request))
+            try:
+                body = bodies.decode_json(request.body)
+            except bodies.BodyError as exc:
+                raise errors.bad_request(f"error decoding patch: {exc}") from None
+        with self.store.lock:
+            old = self._entry(target).object()
+            scale = objects.scale_of(old)
+            if target.verb == "get":
+                return json_response(200, scale)
+            wanted = body if target.verb == "update" else _apply_patch(kind, scale, body, resource, target.name)
+            if not isinstance(wanted, dict):
+                raise errors.bad_request("json: cannot unmarshal into Go value of type autoscaling.Scale")
+            replicas = (wanted.get("spec") or {}).get("replicas", 0) if isinstance(wanted.get("spec"), dict) else 0
+            if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+                raise errors.invalid(
+                    "Scale", target.name, [f"spec.replicas: Invalid value: {replicas!r}: must be >= 0"], "autoscaling"
+                )
+            rv = (
+                (wanted.get("metadata") or {}).get("resourceVersion")
+                if isinstance(wanted.get("metadata"), dict)
+                else None
+            )
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise errors.conflict(resource.plural, target.name, errors.STALE_RV, resource.group)
+            changed = json.loads(json.dumps(old))
+            changed["spec"]["replicas"] = replicas
+            new = objects.prepare_update(resource, old, changed, target.name, "", check_rv=False)
+            self._write_update(target, old, new, request.query.get("dryRun") == "All")
+            return json_response(200, objects.scale_of(new))
 
     def _delete_options(self, request: Request) -> dict[str, Any]:
         body = decode_body(request, allow_empty=True) if request.body else None
@@ -737,6 +778,34 @@ class Api:
             if request.query.get("dryRun") != "All":
                 self.store.put(pods.plural, object_key(target.namespace, name), pod)
         return json_response(201, errors.success(201))
+
+
+def _apply_patch(kind: str, old: dict[str, Any], body: Any, resource: Resource, name: str) -> Any:
+    """Apply a JSON, merge or strategic-merge patch to ``old`` (a copy), with the server's errors.
+
+    Raises:
+        ApiError: 400 for a patch that does not apply, 422 for a conflicting or metadata-removing one.
+    """
+    try:
+        if kind == "json":
+            patched = patch.json_patch(old, body)
+        elif kind == "merge":
+            if not isinstance(body, dict):
+                raise patch.PatchError("merge patch body must be a JSON object")
+            patched = patch.merge_patch(old, body)
+        else:
+            patched = patch.strategic_merge_patch(old, body)
+    except patch.PatchError as exc:
+        raise errors.bad_request(str(exc)) from None
+    except patch.PatchConflictError as exc:
+        raise errors.invalid(resource.kind, name, [str(exc)], resource.group) from None
+    except RecursionError:  # decode bounds the body, not what a patch builds from the object
+        raise errors.bad_request("the patch nests too deep") from None
+    if isinstance(patched, dict) and patched.get("metadata") is None:
+        # The patch removed metadata (or nulled it): the object loses its name and uid, which
+        # kube-apiserver's update validation refuses as immutable fields changing.
+        raise errors.invalid(resource.kind, name, ["metadata: Required value"], resource.group)
+    return patched
 
 
 def _include(request: Request) -> str:

@@ -24,9 +24,11 @@ Where it deliberately differs from kube-apiserver:
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -38,6 +40,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
 from kubectl_gpushare.sandbox import admin, errors
+from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.faults import Fault, Faults, RequestLog, RequestRecord
 from kubectl_gpushare.sandbox.framing import (
@@ -132,6 +135,8 @@ class _Handler(BaseHTTPRequestHandler):
         sandbox = self.server.sandbox
         self.reader = DeadlineReader(self.connection, sandbox.idle_timeout, sandbox.read_timeout)
         self.rfile = io.BufferedReader(self.reader)
+        if isinstance(self.connection, ssl.SSLSocket):  # under the idle timeout the reader just set
+            self.connection.do_handshake()
         with self.server.connections_lock:
             self.server.open_connections.add(self.connection)
 
@@ -189,6 +194,10 @@ class Sandbox:
         save_interval: seconds between periodic saves of ``state_file`` (0 disables them).
         idle_timeout: seconds a connection may wait between requests before it is closed.
         read_timeout: seconds a client has to send a whole request once it started.
+        https: serve HTTPS with a CA made at start (written into `write_kubeconfig`'s kubeconfig;
+            needs the ``cryptography`` package). kubectl sends tokens only over HTTPS.
+        controllers: run the workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs into
+            pods; owner deletion cascades). Idle while no workload is stored.
     """
 
     ADMIN_TOKEN = "sandbox-admin-token"
@@ -208,6 +217,8 @@ class Sandbox:
         save_interval: float = 30.0,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
+        controllers: bool = True,
+        https: bool = False,
     ) -> None:
         self.port = port
         self.idle_timeout = idle_timeout
@@ -218,6 +229,10 @@ class Sandbox:
         self.save_interval = save_interval
         self.store = Store(history=history)
         self.api = Api(self.store, bookmark_interval=bookmark_interval)
+        self.controller = Controller(self.store) if controllers else None
+        self.https = https
+        self.ca_pem: bytes | None = None
+        """The CA certificate (PEM) clients must trust when ``https`` is on (set by `start`)."""
         self.faults = Faults()
         self.log = RequestLog()
         self._tokens: dict[str, tuple[str, bool]] = {
@@ -244,12 +259,22 @@ class Sandbox:
             from kubectl_gpushare.sandbox.state import load_state
 
             load_state(self.store, self.state_file)
+        context = None
+        if self.https:
+            from kubectl_gpushare.sandbox.tls import make_server_tls
+
+            made = make_server_tls()
+            self.ca_pem, context = made.ca_pem, made.context
         server = _Server(("127.0.0.1", self.port), _Handler)
+        if context is not None:  # the handshake runs in each connection's thread (see `_Handler.setup`)
+            server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
         server.sandbox = self
         self._server = server
         self.port = server.server_address[1]
         self._thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="sandbox-http", daemon=True)
         self._thread.start()
+        if self.controller is not None:
+            self.controller.start()
         if self.state_file is not None and self.save_interval > 0:
             self._saver = threading.Thread(target=self._save_periodically, name="sandbox-save", daemon=True)
             self._saver.start()
@@ -269,6 +294,8 @@ class Sandbox:
         # server that is going away; then end the watches and close the open connections.
         server.shutdown()
         server.server_close()
+        if self.controller is not None:
+            self.controller.stop()
         self.api.stopping.set()
         self.store.close()
         server.close_open_connections()
@@ -310,8 +337,8 @@ class Sandbox:
 
     @property
     def url(self) -> str:
-        """The base URL, ``http://127.0.0.1:<port>``."""
-        return f"http://127.0.0.1:{self.port}"
+        """The base URL, ``http://127.0.0.1:<port>`` (``https://`` with ``https`` on)."""
+        return f"{'https' if self.https else 'http'}://127.0.0.1:{self.port}"
 
     # --- configuration and seeding -----------------------------------------------------------
     def write_kubeconfig(self, path: str | Path, token: str | None = None, *, context: str = "sandbox") -> Path:
@@ -330,10 +357,13 @@ class Sandbox:
         if token is None and self.auth:
             token = self.ADMIN_TOKEN
         user: dict[str, Any] = {"token": token} if token else {}
+        cluster: dict[str, Any] = {"server": self.url}
+        if self.ca_pem is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(self.ca_pem).decode()
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "clusters": [{"name": context, "cluster": cluster}],
             "users": [{"name": context, "user": user}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": "default"}}],
             "current-context": context,

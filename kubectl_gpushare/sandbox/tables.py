@@ -50,6 +50,33 @@ _COLUMNS: dict[str, list[Column]] = {
     ],
     "configmaps": [("Name", "string", 0, "name"), ("Data", "integer", 0, ""), ("Age", "string", 0, "")],
     "leases": [("Name", "string", 0, "name"), ("Holder", "string", 0, ""), ("Age", "string", 0, "")],
+    "deployments": [
+        ("Name", "string", 0, "name"),
+        ("Ready", "string", 0, ""),
+        ("Up-to-date", "integer", 0, ""),
+        ("Available", "integer", 0, ""),
+        ("Age", "string", 0, ""),
+    ],
+    "replicasets": [
+        ("Name", "string", 0, "name"),
+        ("Desired", "integer", 0, ""),
+        ("Current", "integer", 0, ""),
+        ("Ready", "integer", 0, ""),
+        ("Age", "string", 0, ""),
+    ],
+    "statefulsets": [("Name", "string", 0, "name"), ("Ready", "string", 0, ""), ("Age", "string", 0, "")],
+    "jobs": [
+        ("Name", "string", 0, "name"),
+        ("Status", "string", 0, ""),
+        ("Completions", "string", 0, ""),
+        ("Age", "string", 0, ""),
+    ],
+    "services": [
+        ("Name", "string", 0, "name"),
+        ("Type", "string", 0, ""),
+        ("Cluster-IP", "string", 0, ""),
+        ("Age", "string", 0, ""),
+    ],
 }
 _GENERIC: list[Column] = [("Name", "string", 0, "name"), ("Age", "string", 0, "")]
 
@@ -185,7 +212,35 @@ def _cells(resource: Resource, obj: dict[str, Any], now: datetime) -> list[Any]:
         return _pod_cells(obj, age)
     if resource.plural == "namespaces":
         return [obj["metadata"]["name"], (obj.get("status") or {}).get("phase", ""), age]
+    workload = _workload_cells(resource.plural, obj, age)
+    if workload is not None:
+        return workload
     return [obj["metadata"]["name"], age]
+
+
+def _count(section: Any, key: str) -> int:
+    value = section.get(key, 0) if isinstance(section, dict) else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _workload_cells(plural: str, obj: dict[str, Any], age: str) -> list[Any] | None:
+    name, spec, status = obj["metadata"]["name"], obj.get("spec") or {}, obj.get("status") or {}
+    desired, ready = _count(spec, "replicas"), _count(status, "readyReplicas")
+    if plural == "deployments":
+        return [name, f"{ready}/{desired}", _count(status, "updatedReplicas"), _count(status, "availableReplicas"), age]
+    if plural == "replicasets":
+        return [name, desired, _count(status, "replicas"), ready, age]
+    if plural == "statefulsets":
+        return [name, f"{ready}/{desired}", age]
+    if plural == "jobs":
+        found = status.get("conditions")
+        conditions: list[Any] = found if isinstance(found, list) else []
+        done = any(isinstance(c, dict) and c.get("type") == "Complete" for c in conditions)
+        state = "Complete" if done else ("Running" if _count(status, "active") else "Pending")
+        return [name, state, f"{_count(status, 'succeeded')}/{_count(spec, 'completions') or 1}", age]
+    if plural == "services":
+        return [name, spec.get("type") or "ClusterIP", spec.get("clusterIP") or "None", age]
+    return None
 
 
 def column_definitions(resource: Resource) -> list[dict[str, Any]]:
