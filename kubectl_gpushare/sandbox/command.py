@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import signal
 import threading
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
@@ -20,6 +21,18 @@ if TYPE_CHECKING:
 
 EXIT_BAD_INPUT = 2
 EXIT_CANNOT_START = 3
+SPEC_EXAMPLE = "kubectl_gpushare/sandbox/examples/cluster.yaml"
+"""The annotated example spec in the repository (shipped in the package too)."""
+
+
+class Attachment(Protocol):
+    """Something run around the sandbox (the ``--stack`` of `cli.stack`); this face never imports it."""
+
+    def prepare(self, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Adjust the seed objects before they are loaded."""
+
+    def run(self, sandbox: Sandbox, kubeconfig: Path) -> AbstractContextManager[str]:
+        """Start around a serving sandbox; the context's value is a line for the banner."""
 
 
 @click.command(
@@ -27,9 +40,15 @@ EXIT_CANNOT_START = 3
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="Exit codes: 0 stopped cleanly, 1 interrupted before serving, 2 bad option, spec, kubeconfig path or "
     "a --state file that is not a sandbox state, 3 cannot bind the port or read or write the state file. "
-    "Faults can be injected over HTTP under /_sandbox/ (see the README).",
+    "Faults can be injected over HTTP under /_sandbox/ (see the README). The --spec format is documented in "
+    f"the README (Sandbox: the spec file) with an annotated example in {SPEC_EXAMPLE}.",
 )
-@click.option("--spec", "spec_file", type=click.Path(dir_okay=False, path_type=Path), help="YAML cluster spec to load.")
+@click.option(
+    "--spec",
+    "spec_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"YAML cluster spec to load (format: README, example: {SPEC_EXAMPLE}).",
+)
 @click.option(
     "--nodes", type=click.IntRange(min=0), default=4, show_default=True, help="Generated GPU nodes (0: empty)."
 )
@@ -81,6 +100,26 @@ def sandbox_command(
     kubectl, `kubectl inspect gpushare`, the extender or the device plugin at it with
     KUBECONFIG=<kubeconfig>.
     """
+    run(spec_file, nodes, gpus_per_node, gpu_memory, pods, seed, port, kubeconfig, state_file, auth, idle_timeout)
+
+
+def run(
+    spec_file: Path | None,
+    nodes: int,
+    gpus_per_node: int,
+    gpu_memory: int,
+    pods: int,
+    seed: int,
+    port: int,
+    kubeconfig: Path,
+    state_file: Path | None,
+    auth: bool,
+    idle_timeout: float,
+    attachment: Attachment | None = None,
+) -> None:
+    """The command's body; ``attachment`` runs around the serving sandbox (``--stack``)."""
+    from contextlib import ExitStack
+
     from kubectl_gpushare.sandbox.server import Sandbox
     from kubectl_gpushare.sandbox.spec import SpecError, generate_cluster, load_spec, namespace_object
     from kubectl_gpushare.sandbox.state import StateFileError
@@ -99,6 +138,8 @@ def sandbox_command(
         except SpecError as exc:
             click.echo(f"Error: {exc}", err=True)
             raise SystemExit(EXIT_BAD_INPUT) from None
+    if attachment is not None:
+        seed_objects = attachment.prepare(seed_objects)
     sandbox = Sandbox(port=port, auth=auth, state_file=state_file, idle_timeout=idle_timeout)
     try:
         sandbox.start()
@@ -118,9 +159,12 @@ def sandbox_command(
         except (OSError, ValueError) as exc:
             click.echo(f"Error: {exc}", err=True)
             raise SystemExit(EXIT_BAD_INPUT) from None
-        _banner(sandbox, kubeconfig_path, auth, state_file)
-        while not stop.wait(0.5):
-            pass
+        with ExitStack() as around:
+            if attachment is not None:
+                click.echo(around.enter_context(attachment.run(sandbox, kubeconfig_path)))
+            _banner(sandbox, kubeconfig_path, auth, state_file)
+            while not stop.wait(0.5):
+                pass
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
