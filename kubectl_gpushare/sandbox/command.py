@@ -160,9 +160,8 @@ def run(
             click.echo(f"Error: {exc}", err=True)
             raise SystemExit(EXIT_BAD_INPUT) from None
         with ExitStack() as around:
-            if attachment is not None:
-                click.echo(around.enter_context(attachment.run(sandbox, kubeconfig_path)))
-            _banner(sandbox, kubeconfig_path, auth, state_file)
+            line = around.enter_context(attachment.run(sandbox, kubeconfig_path)) if attachment is not None else None
+            _banner(sandbox, kubeconfig_path, auth, state_file, line)
             while not stop.wait(0.5):
                 pass
     finally:
@@ -190,9 +189,11 @@ def _install_stop_handlers(stop: threading.Event) -> dict[int, Any]:
     return previous
 
 
-def _banner(sandbox: Sandbox, kubeconfig_path: Path, auth: bool, state_file: Path | None) -> None:
+def _banner(sandbox: Sandbox, kubeconfig_path: Path, auth: bool, state_file: Path | None, extra: str | None) -> None:
     counts = {r: sandbox.store.count(r) for r in ("nodes", "pods")}
     click.echo(f"Sandbox API server listening on {sandbox.url} ({counts['nodes']} nodes, {counts['pods']} pods)")
+    if extra:
+        click.echo(extra)
     click.echo(f"Kubeconfig written to {kubeconfig_path}")
     click.echo("Try:")
     click.echo(f"  export KUBECONFIG={kubeconfig_path.resolve()}")
