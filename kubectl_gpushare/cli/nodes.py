@@ -79,6 +79,8 @@ class NodeAgents:
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="kubelet-admit")
         self._admitting: set[str] = set()
         self._done: set[str] = set()
+        self.envs: dict[str, dict[str, dict[str, str]]] = {}
+        """pod uid -> container -> the environment Allocate returned (the demo prints it)."""
 
     def start(self) -> None:
         """Start the loop."""
@@ -129,6 +131,7 @@ class NodeAgents:
             self._pool.submit(self._admit, pod)
         for uid in self._done - live:
             self._done.discard(uid)
+            self.envs.pop(uid, None)
             for agent in list(self.agents.values()):
                 agent.kubelet.release_pod(uid)
 
@@ -204,7 +207,7 @@ class NodeAgents:
                 try:
                     if agent is None:
                         raise KubeletAllocateError(None, f"no device plugin registered for {protocol.RESOURCE_MEM}")
-                    agent.kubelet.allocate_pod(pod)
+                    self.envs[pod["metadata"].get("uid", "")] = agent.kubelet.allocate_pod(pod)
                     break
                 except KubeletAllocateError as exc:
                     if agent is not None and time.monotonic() < deadline and not self._stop.is_set():

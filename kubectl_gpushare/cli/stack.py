@@ -163,6 +163,11 @@ def _stack_option() -> click.Option:
 
 def _callback(**options: Any) -> None:
     stack = options.pop("stack")
+    if stack:
+        from kubectl_gpushare.service import configure_logging, require_daemon_modules
+
+        require_daemon_modules("sandbox --stack", ["prometheus_client", "grpc", "google.protobuf"])
+        configure_logging("text", "warning")
     base.run(**options, attachment=StackAttachment() if stack else None)
 
 
