@@ -36,6 +36,8 @@ from kubectl_gpushare.kube.errors import KubeError
 
 log = logging.getLogger("kubectl_gpushare.nodes")
 
+REGISTER_PATIENCE = 60.0
+"""Seconds a new device plugin has to register with its kubelet before it is reported as failed."""
 ALLOCATE_PATIENCE = 10.0
 """Seconds a bound pod's Allocate is retried while the plugin has not yet seen the bind."""
 
@@ -77,6 +79,7 @@ class NodeAgents:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="kubelet-admit")
+        self._starters = ThreadPoolExecutor(8, thread_name_prefix="plugin-start")
         self._admitting: set[str] = set()
         self._done: set[str] = set()
         self.envs: dict[str, dict[str, dict[str, str]]] = {}
@@ -93,6 +96,9 @@ class NodeAgents:
         if self._thread is not None:
             self._thread.join(15)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        for agent in list(self.agents.values()):
+            agent.stop.set()  # registration waits end early
+        self._starters.shutdown(wait=True, cancel_futures=True)
         for name in list(self.agents):
             self._stop_agent(name, publish=False)
 
@@ -159,12 +165,23 @@ class NodeAgents:
         agent = NodeAgent(node, directory, kubelet, stop, thread, errors)
         with self._lock:
             self.agents[node] = agent
-        if kubelet.wait_registered(1, timeout=30) and kubelet.wait_devices(bool, timeout=30):
-            capacity, allocatable = kubelet.capacity()
-            self._patch_node(node, {protocol.RESOURCE_MEM: str(capacity)}, {protocol.RESOURCE_MEM: str(allocatable)})
-            log.info("device plugin on %s registered with %s", node, gpus)
-        else:
-            log.error("device plugin on %s did not register with kubelet", node)
+        self._starters.submit(self._publish_when_registered, agent, gpus)
+
+    def _publish_when_registered(self, agent: NodeAgent, gpus: str) -> None:
+        """What kubelet does once a plugin registers: report its devices as the node's gpu-mem."""
+        kubelet = agent.kubelet
+        deadline = time.monotonic() + REGISTER_PATIENCE
+        while not agent.stop.is_set() and time.monotonic() < deadline:  # short waits: a stop ends it soon
+            if kubelet.wait_registered(1, timeout=0.5) and kubelet.wait_devices(bool, timeout=0.5):
+                if self.agents.get(agent.node) is not agent:
+                    return  # unlabelled meanwhile
+                capacity, allocatable = kubelet.capacity()
+                self._patch_node(agent.node, {protocol.RESOURCE_MEM: str(capacity)},
+                                 {protocol.RESOURCE_MEM: str(allocatable)})
+                log.info("device plugin on %s registered with %s", agent.node, gpus)
+                return
+        if not agent.stop.is_set():
+            log.error("device plugin on %s did not register with kubelet", agent.node)
 
     def _stop_agent(self, node: str, *, publish: bool) -> None:
         with self._lock:

@@ -195,6 +195,14 @@ class SchedulerLoop:
         for uid in [u for u in self._backoff if u not in live]:
             del self._backoff[uid]
         now = time.monotonic()
+        used: dict[tuple[str, str], int] = {}
+        managed = {resource for extender in self.extenders for resource in extender.managed}
+        for pod in pods:
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name and _active(pod):
+                for resource in managed:
+                    key = (node_name, resource)
+                    used[key] = used.get(key, 0) + requested(pod, resource)
         for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", "")):
             if self._stop.is_set():
                 return
@@ -209,7 +217,7 @@ class SchedulerLoop:
             if now < retry_at and seen == signature:
                 continue
             try:
-                node = self.schedule(pod, nodes, pods)
+                node = self.schedule(pod, nodes, used)
             except ExtenderCallError as exc:
                 backoff = min(max(backoff * 2, BACKOFF_START), BACKOFF_MAX)
                 self._backoff[uid] = (time.monotonic() + backoff, backoff, signature)
@@ -217,18 +225,21 @@ class SchedulerLoop:
                 continue
             self._backoff.pop(uid, None)
             self.scheduled += 1
-            pod.setdefault("spec", {})["nodeName"] = node  # later pods of this pass see it
+            for resource in managed:  # later pods of this pass see what this one holds
+                used[(node, resource)] = used.get((node, resource), 0) + requested(pod, resource)
             self._event(pod, "Scheduled", f"Successfully assigned {meta.get('namespace')}/{meta['name']} to {node}",
                         "Normal")
 
-    def schedule(self, pod: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> str:
+    def schedule(self, pod: dict[str, Any], nodes: list[dict[str, Any]], used: Mapping[tuple[str, str], int]) -> str:
         """One cycle: own filters, extender filter and prioritize, bind; returns the node.
+
+        ``used`` is (node, managed resource) -> what bound, unfinished pods hold there.
 
         Raises:
             ExtenderCallError: no node fits (kube-scheduler's message) or an extender or bind failed.
         """
         reasons: dict[str, int] = {}
-        candidates = [n for n in nodes if self._fits(pod, n, pods, reasons)]
+        candidates = [n for n in nodes if self._fits(pod, n, used, reasons)]
         interested = [e for e in self.extenders if any(requested(pod, r) for r in e.managed)]
         scores: dict[str, int] = {}
         for extender in interested:
@@ -265,7 +276,7 @@ class SchedulerLoop:
                 raise ExtenderCallError(f"binding rejected: {exc}") from None
         return str(best)
 
-    def _fits(self, pod: Mapping[str, Any], node: Mapping[str, Any], pods: list[dict[str, Any]],
+    def _fits(self, pod: Mapping[str, Any], node: Mapping[str, Any], used: Mapping[tuple[str, str], int],
               reasons: dict[str, int]) -> bool:
         spec = pod.get("spec") or {}
         labels = (node.get("metadata") or {}).get("labels") or {}
@@ -291,9 +302,7 @@ class SchedulerLoop:
                 want = requested(pod, resource)
                 if ignored or not want:
                     continue
-                used = sum(requested(p, resource) for p in pods
-                           if (p.get("spec") or {}).get("nodeName") == name and _active(p))
-                if used + want > _allocatable(node, resource):
+                if used.get((name, resource), 0) + want > _allocatable(node, resource):
                     return fail(f"Insufficient {resource}")
         return True
 
