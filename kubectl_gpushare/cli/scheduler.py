@@ -101,9 +101,15 @@ def extenders_from_config(text: str, url_prefix: str) -> list[Extender]:
 def requested(pod: Mapping[str, Any], resource: str) -> int:
     """What a pod asks of ``resource``: the sum of container limits (requests when no limit); bad values count 0."""
     total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = (container or {}).get("resources") or {}
-        value = (resources.get("limits") or {}).get(resource, (resources.get("requests") or {}).get(resource))
+    containers = (pod.get("spec") or {}).get("containers")
+    for container in containers if isinstance(containers, list) else []:
+        resources = container.get("resources") if isinstance(container, dict) else None
+        if not isinstance(resources, dict):
+            continue
+        limits, requests = resources.get("limits"), resources.get("requests")
+        value = limits.get(resource) if isinstance(limits, dict) else None
+        if value is None and isinstance(requests, dict):
+            value = requests.get(resource)
         if value is None:
             continue
         try:
@@ -218,9 +224,12 @@ class SchedulerLoop:
                 continue
             try:
                 node = self.schedule(pod, nodes, used)
-            except ExtenderCallError as exc:
+            except (ExtenderCallError, AttributeError, TypeError, ValueError, KeyError) as exc:
                 backoff = min(max(backoff * 2, BACKOFF_START), BACKOFF_MAX)
                 self._backoff[uid] = (time.monotonic() + backoff, backoff, signature)
+                if not isinstance(exc, ExtenderCallError):  # a malformed pod or node: skip it, keep serving
+                    log.warning("cannot schedule %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
+                    continue
                 self._unschedulable(pod, str(exc))
                 continue
             self._backoff.pop(uid, None)

@@ -137,3 +137,25 @@ def test_a_deployment_of_three_replicas(stack_cluster: Callable[[str], StackClus
     cluster.wait(lambda: sorted(cluster.phases().values()) == ["Running"] * 3, "3 replicas Running", 60)
     out = cluster.kubectl("inspect", "gpushare").stdout
     assert "3/14" in out and "3/14 (21%)" in out
+
+
+def test_a_pending_pod_is_retried_when_a_node_is_labelled(stack_cluster: Callable[[str], StackCluster]) -> None:
+    cluster = stack_cluster(ONE_T4)
+    cluster.create_pods(["early"], 2)
+    cluster.wait(lambda: "FailedScheduling" in cluster.kubectl("describe", "pod", "early").stdout,
+                 "FailedScheduling before any node has a device plugin")
+    cluster.label("gpu-node")
+    cluster.wait_running(["early"])
+
+
+def test_a_malformed_pod_does_not_stop_scheduling(stack_cluster: Callable[[str], StackCluster]) -> None:
+    cluster = stack_cluster(ONE_T4)
+    cluster.label("gpu-node")
+    bad = {"metadata": {"name": "bad", "namespace": "default", "uid": "bad-uid"},
+           "spec": {"nodeSelector": "not-a-map", "containers": [
+               {"name": "c", "image": "x", "resources": {"limits": {"aliyun.com/gpu-mem": "lots"}}}]},
+           "status": {"phase": "Pending"}}
+    cluster.sandbox.load([{"apiVersion": "v1", "kind": "Pod", **bad}])  # past the API's validation
+    cluster.create_pods(["good"], 1)
+    cluster.wait_running(["good"])
+    assert cluster.phases()["bad"] == "Pending"
