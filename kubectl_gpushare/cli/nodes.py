@@ -82,6 +82,7 @@ class NodeAgents:
         self._starters = ThreadPoolExecutor(8, thread_name_prefix="plugin-start")
         self._admitting: set[str] = set()
         self._done: set[str] = set()
+        self._seen_rv = -1
         self.envs: dict[str, dict[str, dict[str, str]]] = {}
         """pod uid -> container -> the environment Allocate returned (the demo prints it)."""
 
@@ -97,10 +98,11 @@ class NodeAgents:
             self._thread.join(15)
         self._pool.shutdown(wait=True, cancel_futures=True)
         for agent in list(self.agents.values()):
-            agent.stop.set()  # registration waits end early
+            agent.stop.set()  # every plugin winds down at once; registration waits end early
         self._starters.shutdown(wait=True, cancel_futures=True)
-        for name in list(self.agents):
-            self._stop_agent(name, publish=False)
+        with ThreadPoolExecutor(16, thread_name_prefix="plugin-stop") as stoppers:
+            for name in list(self.agents):
+                stoppers.submit(self._stop_agent, name, publish=False)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -111,7 +113,11 @@ class NodeAgents:
             self._stop.wait(0.2)
 
     def run_once(self) -> None:
-        """Reconcile plugins with labels, then admit newly bound pods."""
+        """Reconcile plugins with labels, then admit newly bound pods; skipped while nothing changed."""
+        rv = self.sandbox.store.resource_version
+        if rv == self._seen_rv:
+            return
+        self._seen_rv = rv
         nodes = {n["metadata"]["name"]: n for n in self.sandbox.objects("nodes")}
         for name, node in nodes.items():
             labelled = ((node["metadata"].get("labels") or {}).get(protocol.LABEL_GPUSHARE) == "true")

@@ -36,8 +36,20 @@ SCHEDULER_NAMES = frozenset({"default-scheduler", ""})
 BACKOFF_START, BACKOFF_MAX = 1.0, 16.0
 
 
+class StoreView(Protocol):
+    """The store's change counter."""
+
+    @property
+    def resource_version(self) -> int:
+        """The latest resourceVersion handed out."""
+
+
 class SandboxView(Protocol):
-    """The reads the loop needs from the sandbox."""
+    """The reads the loops need from the sandbox."""
+
+    @property
+    def store(self) -> StoreView:
+        """The object store (only its resourceVersion is read)."""
 
     def objects(self, resource: str) -> list[dict[str, Any]]:
         """Every stored object of a resource."""
@@ -161,6 +173,7 @@ class SchedulerLoop:
         self._backoff: dict[str, tuple[float, float, object]] = {}
         """pod uid -> (retry at, current backoff, cluster signature at the failure)."""
         self.scheduled = 0
+        self._seen_rv = -1
 
     def start(self) -> None:
         """Start the loop thread."""
@@ -190,7 +203,12 @@ class SchedulerLoop:
             self._wake.clear()
 
     def run_once(self) -> None:
-        """One pass over the pending pods."""
+        """One pass over the pending pods; skipped while nothing changed and no retry is due."""
+        rv = self.sandbox.store.resource_version
+        due = min((at for at, _, _ in self._backoff.values()), default=float("inf")) <= time.monotonic()
+        if rv == self._seen_rv and not due:
+            return
+        self._seen_rv = rv
         pods = self.sandbox.objects("pods")
         nodes = self.sandbox.objects("nodes")
         signature = (

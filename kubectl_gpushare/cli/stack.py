@@ -21,18 +21,19 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.sandbox import command as base
 
+if TYPE_CHECKING:
+    from kubectl_gpushare.cli.nodes import NodeAgents
+    from kubectl_gpushare.cli.scheduler import SchedulerLoop
+    from kubectl_gpushare.sandbox.server import Sandbox
+
 log = logging.getLogger("kubectl_gpushare.stack")
-
-SCHEDULER_NAMES = ("default-scheduler", "")
-"""``spec.schedulerName`` values the scheduler stand-in serves (empty: the API default)."""
-
 
 def hardware_of(node: dict[str, Any]) -> str | None:
     """The fake-GPU string (``"2x16GiB"`` or ``"1x80GiB,1x40GiB"``) a seed node's GPU fields describe."""
@@ -76,7 +77,7 @@ class StackAttachment:
         return objects
 
     @contextmanager
-    def run(self, sandbox: Any, kubeconfig: Path) -> Iterator[str]:
+    def run(self, sandbox: Sandbox, kubeconfig: Path) -> Iterator[str]:
         """Start the stack; yields a line for the banner; stops everything on exit."""
         with running_stack(sandbox, kubeconfig, self.hardware) as stack:
             yield f"Stack: extender on {stack.extender_url}, scheduler, kubelets and device plugins on labelled nodes"
@@ -85,7 +86,7 @@ class StackAttachment:
 class Stack:
     """Handles of a running stack, for tests and the demo."""
 
-    def __init__(self, extender_url: str, nodes: Any, scheduler: Any) -> None:
+    def __init__(self, extender_url: str, nodes: NodeAgents, scheduler: SchedulerLoop) -> None:
         """Keep the handles."""
         self.extender_url = extender_url
         self.nodes = nodes
@@ -118,7 +119,7 @@ def daemon_thread(target: Callable[..., None], name: str, **kwargs: Any) -> Iter
 
 
 @contextmanager
-def running_stack(sandbox: Any, kubeconfig: Path, hardware: dict[str, str]) -> Iterator[Stack]:
+def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str]) -> Iterator[Stack]:
     """Extender, scheduler loop, node agents (kubelet + device plugin per labelled node), stopped on exit."""
     from kubectl_gpushare.cli.nodes import NodeAgents
     from kubectl_gpushare.cli.scheduler import SchedulerLoop, extenders_from_config
