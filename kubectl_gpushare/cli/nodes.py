@@ -36,6 +36,8 @@ from kubectl_gpushare.kube.errors import KubeError
 
 log = logging.getLogger("kubectl_gpushare.nodes")
 
+MAX_STARTING = 16
+"""Device plugins starting at once: 500 labelled nodes start in waves, not one storm on the API server."""
 REGISTER_PATIENCE = 60.0
 """Seconds a new device plugin has to register with its kubelet before it is reported as failed."""
 ALLOCATE_PATIENCE = 10.0
@@ -52,6 +54,8 @@ class NodeAgent:
     stop: threading.Event
     thread: threading.Thread
     errors: list[BaseException] = field(default_factory=list)
+    settled: threading.Event = field(default_factory=threading.Event)
+    """Set once the plugin registered (or gave up): it no longer counts against `MAX_STARTING`."""
 
 
 def _hardware_from_labels(node: dict[str, Any]) -> str | None:
@@ -83,6 +87,7 @@ class NodeAgents:
         self._admitting: set[str] = set()
         self._done: set[str] = set()
         self._seen_rv = -1
+        self._deferred = False
         self.envs: dict[str, dict[str, dict[str, str]]] = {}
         """pod uid -> container -> the environment Allocate returned (the demo prints it)."""
 
@@ -115,14 +120,20 @@ class NodeAgents:
     def run_once(self) -> None:
         """Reconcile plugins with labels, then admit newly bound pods; skipped while nothing changed."""
         rv = self.sandbox.store.resource_version
-        if rv == self._seen_rv:
+        if rv == self._seen_rv and not self._deferred:
             return
         self._seen_rv = rv
+        self._deferred = False
         nodes = {n["metadata"]["name"]: n for n in self.sandbox.objects("nodes")}
+        starting = sum(1 for agent in self.agents.values() if not agent.settled.is_set())
         for name, node in nodes.items():
             labelled = ((node["metadata"].get("labels") or {}).get(protocol.LABEL_GPUSHARE) == "true")
             gpus = self.hardware.get(name) or _hardware_from_labels(node)
             if labelled and gpus and name not in self.agents:
+                if starting >= MAX_STARTING:
+                    self._deferred = True  # the next pass starts more
+                    continue
+                starting += 1
                 self._start_agent(name, gpus)
             elif not labelled and name in self.agents:
                 self._stop_agent(name, publish=True)
@@ -175,6 +186,12 @@ class NodeAgents:
 
     def _publish_when_registered(self, agent: NodeAgent, gpus: str) -> None:
         """What kubelet does once a plugin registers: report its devices as the node's gpu-mem."""
+        try:
+            self._wait_registered(agent, gpus)
+        finally:
+            agent.settled.set()
+
+    def _wait_registered(self, agent: NodeAgent, gpus: str) -> None:
         kubelet = agent.kubelet
         deadline = time.monotonic() + REGISTER_PATIENCE
         while not agent.stop.is_set() and time.monotonic() < deadline:  # short waits: a stop ends it soon
