@@ -67,6 +67,12 @@ def _hardware_from_labels(node: dict[str, Any]) -> str | None:
     return f"{count}x{memory // 1024}GiB"
 
 
+def _has_gpu_resources(node: dict[str, Any]) -> bool:
+    status = node.get("status") or {}
+    return any(resource in (status.get(key) or {}) for key in ("capacity", "allocatable")
+               for resource in (protocol.RESOURCE_MEM, protocol.RESOURCE_COUNT))
+
+
 class NodeAgents:
     """The per-node control loop and the kubelet admission of bound pods."""
 
@@ -137,6 +143,10 @@ class NodeAgents:
                 self._start_agent(name, gpus)
             elif not labelled and name in self.agents:
                 self._stop_agent(name, publish=True)
+            elif not labelled and gpus and _has_gpu_resources(node):
+                # Left from an earlier run (--state) or written by hand: only a running plugin publishes them.
+                gone = {protocol.RESOURCE_MEM: None, protocol.RESOURCE_COUNT: None}
+                self._patch_node(name, gone, gone)
         for name in [n for n in self.agents if n not in nodes]:
             self._stop_agent(name, publish=False)
         pods = self.sandbox.objects("pods")

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.sandbox.spec import node_object
 
 from .conftest import StackCluster
 
@@ -159,3 +160,17 @@ def test_a_malformed_pod_does_not_stop_scheduling(stack_cluster: Callable[[str],
     cluster.create_pods(["good"], 1)
     cluster.wait_running(["good"])
     assert cluster.phases()["bad"] == "Pending"
+
+
+def test_gpu_resources_left_on_an_unlabelled_node_are_removed(
+    stack_cluster: Callable[[str], StackCluster],
+) -> None:
+    """As after a restart from --state: only a running device plugin publishes gpu-mem and gpu-count."""
+    cluster = stack_cluster(ONE_T4)
+    stale = node_object("stale-node", [16, 16], ip="10.0.0.9", gpushare=False)
+    cluster.sandbox.load([stale])
+    cluster.wait(lambda: cluster.node_gpu_mem("stale-node") is None, "stale gpu-mem to be removed")
+    node = cluster.sandbox.get("nodes", None, "stale-node") or {}
+    assert "aliyun.com/gpu-count" not in node["status"]["capacity"]
+    cluster.label("stale-node")  # its hardware comes from its nvidia.com/gpu.* labels
+    assert cluster.node_gpu_mem("stale-node") == "32"
