@@ -176,8 +176,10 @@ class NodeAgents:
         directory = tempfile.mkdtemp(prefix="dp", dir=self.workdir)
         kubelet = KubeletSim(directory).start()
         stop = threading.Event()
+        # No health watch (nothing injects GPU faults here; it polls 10 times a second) and a slow
+        # socket check (the kubelet stand-in never restarts): hundreds of nodes stay cheap when idle.
         cfg = Config(node_name=node, device_plugin_path=directory, fake_gpus=gpus,
-                     kube=KubeOptions(str(self.kubeconfig)))
+                     kube=KubeOptions(str(self.kubeconfig)), health_check=False, poll_interval=2.0)
         errors: list[BaseException] = []
 
         def run() -> None:
