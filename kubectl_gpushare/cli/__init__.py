@@ -22,7 +22,7 @@ SUBCOMMANDS: dict[str, str] = {
     "label-nodes": "kubectl_gpushare.inspect.label_nodes:label_nodes_command",
     "serve-extender": "kubectl_gpushare.extender.command:serve_extender_command",
     "serve-device-plugin": "kubectl_gpushare.deviceplugin.command:serve_device_plugin_command",
-    "sandbox": "kubectl_gpushare.sandbox.command:sandbox_command",
+    "sandbox": "kubectl_gpushare.cli.stack:sandbox_command",
     "demo": "kubectl_gpushare.cli.demo:demo_command",
     "doctor": "kubectl_gpushare.inspect.doctor_command:doctor_command",
     "explain": "kubectl_gpushare.inspect.explain_command:explain_command",

@@ -1,32 +1,34 @@
-"""``kubectl gpushare demo``: the whole stack on one machine, then the inspect views.
+"""``kubectl gpushare demo``: the gpushare tutorial on ``sandbox --stack``, then the inspect views.
 
-It starts the embedded API server (the sandbox), one device plugin per GPU node with fake GPUs
-registered with a kubelet stand-in, the scheduler extender, and a kube-scheduler stand-in that
-places a handful of pods through the extender's filter, prioritize and bind. Kubelet's part is
-played by the stand-in: it reports the plugin's devices as node capacity and calls Allocate for
-each bound pod. Then ``kubectl inspect gpushare`` and ``-d`` run against it, through the real
-kubectl when one is on PATH. Everything listens on 127.0.0.1 or unix sockets in a temporary
-directory, and everything stops when the demo ends (or on Ctrl-C with ``--keep``).
+It starts the embedded API server with the whole stack (`cli.stack`: extender, a scheduler that
+runs continuously, and a kubelet and a device plugin with fake GPUs on every node labelled
+``gpushare=true``), then walks the tutorial: label the GPU nodes (their device plugins start and
+publish ``aliyun.com/gpu-mem``), create pods asking for GPU memory one after another, watch each
+get bound by the extender and admitted by the device plugin, then ``kubectl inspect gpushare`` and
+``-d``, through the real kubectl when one is on PATH. Everything listens on 127.0.0.1 or unix
+sockets in a temporary directory and stops when the demo ends; with ``--keep`` the cluster keeps
+scheduling what the user applies until Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:
-    from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
     from kubectl_gpushare.kube.client import Client
     from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -64,59 +66,30 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-@contextmanager
-def _thread(target: Callable[..., None], name: str, **kwargs: Any) -> Iterator[tuple[threading.Event, threading.Event]]:
-    """Run a ``serve(cfg, *, stop, ready)``-shaped daemon on a thread; stop and join it on exit."""
-    stop, ready = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            target(stop=stop, ready=ready, **kwargs)
-        except BaseException as exc:  # reported below, so the demo fails with one line
-            errors.append(exc)
-            ready.set()
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-    if not ready.wait(30) or errors:
-        stop.set()
-        raise click.ClickException(f"demo: {name} did not start: {errors[0] if errors else 'timeout'}")
-    try:
-        yield stop, ready
-    finally:
-        stop.set()
-        thread.join(15)
+def _kubectl_env(kubeconfig: Path, workdir: Path) -> tuple[dict[str, str], str | None, str | None]:
+    """Environment for kubectl against the demo, kubectl's path and the inspect plugin's (None if absent)."""
+    bin_dir = str(Path(sys.argv[0]).resolve().parent) if sys.argv and sys.argv[0] else ""
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig), KUBECACHEDIR=str(workdir / "cache"))
+    env["PATH"] = os.pathsep.join(p for p in (bin_dir, os.path.dirname(sys.executable), env.get("PATH", "")) if p)
+    return env, shutil.which("kubectl", path=env["PATH"]), shutil.which("kubectl-inspect-gpushare", path=env["PATH"])
 
 
-def _start_node(stack: ExitStack, node: str, gpus: str, kubeconfig: Path, api: Client) -> KubeletSim:
-    """A kubelet stand-in and a device plugin with fake GPUs for one node; capacity reported as kubelet does."""
+def _label(api: Client, node: str, kubeconfig: Path, workdir: Path) -> None:
+    """``kubectl label node NODE gpushare=true``, through the real kubectl when there is one."""
     from kubectl_gpushare import protocol
-    from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, serve
-    from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
 
-    plugin_dir = tempfile.mkdtemp(prefix="gsdp")  # short: unix socket paths are limited to 107 bytes
-    stack.callback(shutil.rmtree, plugin_dir, True)
-    kubelet = KubeletSim(plugin_dir).start()
-    stack.callback(kubelet.stop)
-    cfg = Config(node_name=node, device_plugin_path=plugin_dir, fake_gpus=gpus, kube=KubeOptions(str(kubeconfig)))
-    stack.enter_context(_thread(serve, f"device plugin on {node}", cfg=cfg))
-    if not (kubelet.wait_registered(1, timeout=15) and kubelet.wait_devices(bool, timeout=15)):
-        raise click.ClickException(f"demo: the device plugin on {node} did not register with kubelet")
-    capacity, allocatable = kubelet.capacity()
-    api.patch_node_status(
-        node,
-        {"status": {"capacity": {protocol.RESOURCE_MEM: str(capacity)},
-                    "allocatable": {protocol.RESOURCE_MEM: str(allocatable)}}},
-    )
-    return kubelet
+    env, kubectl, _ = _kubectl_env(kubeconfig, workdir)
+    if kubectl is not None:
+        result = subprocess.run([kubectl, "label", "node", node, f"{protocol.LABEL_GPUSHARE}=true"], env=env,
+                                capture_output=True, text=True, timeout=60, check=False)
+        if result.returncode == 0:
+            return
+    api.patch_node(node, {"metadata": {"labels": {protocol.LABEL_GPUSHARE: "true"}}})
 
 
 def _run_demo(workdir: Path, keep: bool) -> None:
     from kubectl_gpushare import protocol
-    from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender, schedule_one
-    from kubectl_gpushare.extender.server import Running, ServeConfig
-    from kubectl_gpushare.extender.server import serve as serve_extender
+    from kubectl_gpushare.cli.stack import StackAttachment, running_stack
     from kubectl_gpushare.kube import types
     from kubectl_gpushare.kube.client import Client
     from kubectl_gpushare.kube.config import load_config
@@ -129,93 +102,70 @@ def _run_demo(workdir: Path, keep: bool) -> None:
         kubeconfig = sandbox.write_kubeconfig(workdir / "kubeconfig")
         _say(f"• API server (sandbox) on {sandbox.url}")
         namespaces = sorted({namespace for _, namespace, _ in DEMO_PODS})
-        sandbox.load([namespace_object(name) for name in namespaces])
-        sandbox.load(
-            node_object(name, [], ip=ip, labels={protocol.LABEL_GPUSHARE: "true", protocol.LABEL_GPU_PRODUCT: product})
-            for name, (_, product, ip) in GPU_NODES.items()
-        )
-        sandbox.load([node_object("cpu-node-1", [], ip="192.168.1.21")])
+        attachment = StackAttachment()
+        seed = [namespace_object(name) for name in namespaces]
+        for name, (gpus, product, ip) in GPU_NODES.items():
+            memories = [int(size.removesuffix("GiB")) for part in gpus.split(",")
+                        for count, size in [part.split("x")] for _ in range(int(count))]
+            seed.append(node_object(name, memories, ip=ip, product=product, gpushare=False))
+        seed.append(node_object("cpu-node-1", [], ip="192.168.1.21"))
+        sandbox.load(attachment.prepare(seed))
         api = Client(load_config(str(kubeconfig)), component="demo")
         stack.callback(api.close)
+        running = stack.enter_context(running_stack(sandbox, kubeconfig, attachment.hardware))
+        _say(f"• scheduler extender on {running.extender_url}; a scheduler for default-scheduler pods")
 
-        kubelets = {}
+        def node_mem(node: str) -> str | None:
+            obj = sandbox.get("nodes", None, node) or {}
+            return ((obj.get("status") or {}).get("allocatable") or {}).get(protocol.RESOURCE_MEM)
+
         for node, (gpus, _, _) in GPU_NODES.items():
-            kubelets[node] = _start_node(stack, node, gpus, kubeconfig, api)
-            _say(f"• {node}: device plugin with GPUs {gpus} registered with kubelet")
+            _label(api, node, kubeconfig, workdir)
+            _wait(partial(lambda n: node_mem(n) not in (None, "0"), node), 30, f"the device plugin on {node}")
+            _say(f"• kubectl label node {node} gpushare=true: device plugin with GPUs {gpus} registered with kubelet")
 
-        running: list[Running] = []
-        cfg = ServeConfig(kube=load_config(str(kubeconfig)), port=0)
-        stack.enter_context(_thread(serve_extender, "scheduler extender", cfg=cfg, running=running))
-        extender = running[0]
-        _wait(extender.cache.synced.is_set, 20, "the extender's cache")
-        _wait(
-            lambda: all(
-                extender.state.ledger.gpu_mem_and_count(name)[0] > 0
-                for name in GPU_NODES
-            ),
-            20,
-            "the extender to see every GPU node",
-        )
-        _say(f"• scheduler extender on http://127.0.0.1:{extender.port}{cfg.url_prefix}")
-
-        scheduler = HTTPExtender(ExtenderConfig(url_prefix=f"http://127.0.0.1:{extender.port}{cfg.url_prefix}"))
-        stack.callback(scheduler.close)
-        nodes = [sandbox.get("nodes", None, name) for name in (*GPU_NODES, "cpu-node-1")]
         for name, namespace, sizes in DEMO_PODS:
-            body = pod_object(name, namespace, sizes)
-            body["metadata"]["uid"] = api.create(types.PODS, body, namespace).metadata.uid
-            try:
-                node = schedule_one(scheduler, body, [n for n in nodes if n is not None])
-            except ExtenderCallError as exc:
-                _say(f"• {namespace}/{name} ({'+'.join(map(str, sizes))} GiB): stays Pending: {exc}")
+            api.create(types.PODS, pod_object(name, namespace, sizes), namespace)
+            shown = f"{namespace}/{name} ({'+'.join(map(str, sizes))} GiB)"
+
+            def settled(name: str = name, namespace: str = namespace) -> bool:
+                pod = sandbox.get("pods", namespace, name) or {}
+                status = pod.get("status") or {}
+                return status.get("phase") in ("Running", "Failed") or any(
+                    c.get("type") == "PodScheduled" and c.get("status") == "False"
+                    for c in status.get("conditions") or [])
+
+            _wait(settled, 30, f"{namespace}/{name} to be scheduled")
+            pod = sandbox.get("pods", namespace, name) or {}
+            status = pod.get("status") or {}
+            if status.get("phase") != "Running":
+                reason = next((c.get("message", "") for c in status.get("conditions") or []
+                               if c.get("type") == "PodScheduled"), status.get("message", ""))
+                _say(f"• {shown}: stays Pending: {reason}")
                 continue
-            bound = sandbox.get("pods", namespace, name)
-            assert bound is not None
-            env = _allocate(kubelets[node], bound)
-            api.patch(types.PODS, name, {"status": {"phase": "Running"}}, namespace, "merge", subresource="status")
+            envs = running.nodes.envs.get(pod["metadata"]["uid"], {})
+            env: dict[str, str] = next(iter(envs.values()), {})
             _say(
-                f"• {namespace}/{name} ({'+'.join(map(str, sizes))} GiB) -> {node} GPU {env[protocol.ENV_IDX]}"
-                f" (NVIDIA_VISIBLE_DEVICES={env[protocol.ENV_VISIBLE_DEVICES]})"
+                f"• {shown} -> {pod['spec']['nodeName']} GPU {env.get(protocol.ENV_IDX, '?')}"
+                f" (NVIDIA_VISIBLE_DEVICES={env.get(protocol.ENV_VISIBLE_DEVICES, '?')})"
             )
 
         for args in ([], ["-d"]):
             _show_inspect(args, kubeconfig, workdir)
         if keep:
             click.echo(
-                f"\nThe demo cluster keeps running. In another shell:\n"
+                f"\nThe demo cluster keeps running and scheduling what you create. In another shell:\n"
                 f"  export KUBECONFIG={kubeconfig}\n"
                 f"  kubectl get pods -A -o wide\n"
                 f"  kubectl inspect gpushare -o pretty\n"
-                f"Press Ctrl-C to stop."
+                f"Press Ctrl-C to stop.",
             )
-            try:
-                threading.Event().wait()
-            except KeyboardInterrupt:
-                pass
-
-
-def _allocate(kubelet: KubeletSim, pod: dict[str, Any]) -> dict[str, str]:
-    """Admit a bound pod as kubelet would; the plugin may need a moment to see the bind in its watch."""
-    from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError
-
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            envs = kubelet.allocate_pod(pod)
-            return next(iter(envs.values()))
-        except KubeletAllocateError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+            threading.Event().wait()
 
 
 def _show_inspect(args: list[str], kubeconfig: Path, workdir: Path) -> None:
     """Print ``kubectl inspect gpushare ARGS``, through the real kubectl when there is one."""
-    bin_dir = str(Path(sys.argv[0]).resolve().parent) if sys.argv and sys.argv[0] else ""
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig), KUBECACHEDIR=str(workdir / "cache"))
-    env["PATH"] = os.pathsep.join(p for p in (bin_dir, os.path.dirname(sys.executable), env.get("PATH", "")) if p)
-    kubectl = shutil.which("kubectl", path=env["PATH"])
-    plugin = shutil.which("kubectl-inspect-gpushare", path=env["PATH"])
+    env, kubectl, plugin = _kubectl_env(kubeconfig, workdir)
     command = [kubectl, "inspect", "gpushare", *args] if kubectl and plugin else None
     if command is None:
         command = [sys.executable, "-c", "from kubectl_gpushare.cli import inspect_main; inspect_main()", *args]
@@ -227,20 +177,43 @@ def _show_inspect(args: list[str], kubeconfig: Path, workdir: Path) -> None:
         raise click.ClickException(f"demo: {shown.strip()} failed: {result.stderr.strip()}")
 
 
+def _interrupt(*_: object) -> None:
+    """SIGTERM ends the demo like Ctrl-C: the stack unwinds and the temporary directories go."""
+    raise KeyboardInterrupt
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--keep", is_flag=True, help="Keep the demo cluster running after the views, until Ctrl-C.")
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="Keep the demo cluster running after the views, scheduling what you create, until Ctrl-C or SIGTERM.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show the components' logs.")
 def demo_command(*, keep: bool, verbose: bool) -> None:
-    """Run the whole stack on this machine with fake GPUs, then show the inspect views.
+    """Walk the gpushare tutorial on a sandbox with the whole stack and fake GPUs, then show the inspect views.
 
-    Starts an embedded API server, device plugins for three GPU nodes (fake GPUs, one node with a
-    80 GiB and a 40 GiB GPU), the scheduler extender and a kube-scheduler stand-in that places ten
-    pods; then runs `kubectl inspect gpushare` and `kubectl inspect gpushare -d`. Nothing is
-    installed in any real cluster; everything listens on 127.0.0.1 and stops when the demo ends.
+    Starts `kubectl gpushare sandbox --stack` in this process with three GPU nodes (fake GPUs, one
+    node with a 80 GiB and a 40 GiB GPU) and a CPU node, labels the GPU nodes gpushare=true (their
+    device plugins start), creates ten pods asking for GPU memory, waits for each to be scheduled
+    by the extender and admitted by its device plugin (one fits nowhere and stays Pending), then
+    runs `kubectl inspect gpushare` and `kubectl inspect gpushare -d`. Nothing is installed in any
+    real cluster; everything listens on 127.0.0.1 and stops when the demo ends (with --keep,
+    Ctrl-C or SIGTERM ends it with exit 0; a failed step exits 1).
     """
     from kubectl_gpushare.service import configure_logging, require_daemon_modules
 
     require_daemon_modules("demo", ["prometheus_client", "grpc", "google.protobuf"])
     configure_logging("text", "info" if verbose else "error")
-    with tempfile.TemporaryDirectory(prefix="gpushare-demo-") as workdir:
-        _run_demo(Path(workdir), keep)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with tempfile.TemporaryDirectory(prefix="gpushare-demo-") as workdir:
+            _run_demo(Path(workdir), keep)
+    except KeyboardInterrupt:
+        click.echo("Demo stopped.", err=True)
+        if not keep:
+            raise SystemExit(130) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

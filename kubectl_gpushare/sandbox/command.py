@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import signal
 import threading
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
@@ -22,14 +23,32 @@ from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE
 
 EXIT_BAD_INPUT = EXIT_USAGE
 EXIT_CANNOT_START = EXIT_START
+SPEC_EXAMPLE = "kubectl_gpushare/sandbox/examples/cluster.yaml"
+"""The annotated example spec in the repository (shipped in the package too)."""
+
+
+class Attachment(Protocol):
+    """Something run around the sandbox (the ``--stack`` of `cli.stack`); this face never imports it."""
+
+    def prepare(self, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Adjust the seed objects before they are loaded."""
+
+    def run(self, sandbox: Sandbox, kubeconfig: Path) -> AbstractContextManager[str]:
+        """Start around a serving sandbox; the context's value is a line for the banner."""
 
 
 @click.command(
     "sandbox",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Faults can be injected over HTTP under /_sandbox/ (see the README).",
+    epilog="Faults can be injected over HTTP under /_sandbox/ (see the README). The --spec format is documented in "
+    f"the README (Sandbox: the spec file) with an annotated example in {SPEC_EXAMPLE}.",
 )
-@click.option("--spec", "spec_file", type=click.Path(dir_okay=False, path_type=Path), help="YAML cluster spec to load.")
+@click.option(
+    "--spec",
+    "spec_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"YAML cluster spec to load (format: README, example: {SPEC_EXAMPLE}).",
+)
 @click.option(
     "--nodes", type=click.IntRange(min=0), default=4, show_default=True, help="Generated GPU nodes (0: empty)."
 )
@@ -88,6 +107,29 @@ def sandbox_command(
     kubectl, `kubectl inspect gpushare`, the extender or the device plugin at it with
     KUBECONFIG=<kubeconfig>.
     """
+    run(
+        spec_file, nodes, gpus_per_node, gpu_memory, pods, seed, port, kubeconfig, state_file, auth, idle_timeout, https
+    )
+
+
+def run(
+    spec_file: Path | None,
+    nodes: int,
+    gpus_per_node: int,
+    gpu_memory: int,
+    pods: int,
+    seed: int,
+    port: int,
+    kubeconfig: Path,
+    state_file: Path | None,
+    auth: bool,
+    idle_timeout: float,
+    https: bool | None = None,
+    attachment: Attachment | None = None,
+) -> None:
+    """The command's body; ``attachment`` runs around the serving sandbox (``--stack``)."""
+    from contextlib import ExitStack
+
     from kubectl_gpushare.sandbox.server import Sandbox
     from kubectl_gpushare.sandbox.spec import SpecError, generate_cluster, load_spec, namespace_object
     from kubectl_gpushare.sandbox.state import StateFileError
@@ -108,13 +150,15 @@ def sandbox_command(
             raise SystemExit(EXIT_BAD_INPUT) from None
     from kubectl_gpushare.sandbox.tls import TlsUnavailableError
 
+    if attachment is not None:
+        seed_objects = attachment.prepare(seed_objects)
     sandbox = Sandbox(
         port=port, auth=auth, state_file=state_file, idle_timeout=idle_timeout, https=auth if https is None else https
     )
     try:
         sandbox.start()
     except TlsUnavailableError as exc:
-        click.echo(f"Error: {exc} (or pass --no-https)", err=True)
+        click.echo(f"error: {exc} (or pass --no-https)", err=True)
         raise SystemExit(EXIT_BAD_INPUT) from None
     except StateFileError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -132,9 +176,11 @@ def sandbox_command(
         except (OSError, ValueError) as exc:
             click.echo(f"error: {exc}", err=True)
             raise SystemExit(EXIT_BAD_INPUT) from None
-        _banner(sandbox, kubeconfig_path, auth, state_file)
-        while not stop.wait(0.5):
-            pass
+        with ExitStack() as around:
+            line = around.enter_context(attachment.run(sandbox, kubeconfig_path)) if attachment is not None else None
+            _banner(sandbox, kubeconfig_path, auth, state_file, line)
+            while not stop.wait(0.5):
+                pass
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -160,9 +206,11 @@ def _install_stop_handlers(stop: threading.Event) -> dict[int, Any]:
     return previous
 
 
-def _banner(sandbox: Sandbox, kubeconfig_path: Path, auth: bool, state_file: Path | None) -> None:
+def _banner(sandbox: Sandbox, kubeconfig_path: Path, auth: bool, state_file: Path | None, extra: str | None) -> None:
     counts = {r: sandbox.store.count(r) for r in ("nodes", "pods")}
     click.echo(f"Sandbox API server listening on {sandbox.url} ({counts['nodes']} nodes, {counts['pods']} pods)")
+    if extra:
+        click.echo(extra)
     click.echo(f"Kubeconfig written to {kubeconfig_path}")
     click.echo("Try:")
     click.echo(f"  export KUBECONFIG={kubeconfig_path.resolve()}")

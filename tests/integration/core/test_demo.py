@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -24,3 +28,43 @@ def test_demo_places_pods_through_the_stack_and_shows_both_views() -> None:
     assert "gpu-node-3  192.168.1.13  79/80                  0/40" in out
     assert "Allocated/Total GPU Memory In Cluster:\n135/248 (54%)  \n" in out
     assert "Allocated/Total GPU Memory In Cluster:  135/248 (54%)  \n" in out
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_demo_keep_schedules_new_pods_and_stops_cleanly(
+    tmp_path: Path, kubectl_binaries: list[str], signum: signal.Signals
+) -> None:
+    """``demo --keep`` leaves a live cluster: a pod created afterwards runs; SIGTERM or Ctrl-C leaves nothing behind."""
+    script = Path(sys.executable).parent / "kubectl-gpushare"
+    with tempfile.TemporaryDirectory(prefix="gdk") as short_tmp:
+        process = subprocess.Popen([str(script), "demo", "--keep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=dict(os.environ, TMPDIR=short_tmp))
+        try:
+            assert process.stdout is not None
+            kubeconfig = ""
+            for line in process.stdout:
+                if line.strip().startswith("export KUBECONFIG="):
+                    kubeconfig = line.strip().split("=", 1)[1]
+                if line.startswith("Press Ctrl-C"):
+                    break
+            assert kubeconfig, process.stderr.read() if process.stderr else ""
+            env = dict(os.environ, KUBECONFIG=kubeconfig, KUBECACHEDIR=str(tmp_path / "cache"))
+            pod = ('{"apiVersion":"v1","kind":"Pod","metadata":{"name":"late"},"spec":{"containers":[{"name":"c",'
+                   '"image":"x","resources":{"limits":{"aliyun.com/gpu-mem":"3"}}}]}}')
+            subprocess.run([kubectl_binaries[0], "create", "-f", "-"], input=pod, env=env, check=True,
+                           capture_output=True, text=True, timeout=60)
+            deadline, phase = time.monotonic() + 30, ""
+            while phase != "Running" and time.monotonic() < deadline:
+                phase = subprocess.run([kubectl_binaries[0], "get", "pod", "late", "-o", "jsonpath={.status.phase}"],
+                                       env=env, capture_output=True, text=True, timeout=60).stdout
+                time.sleep(0.2)
+            assert phase == "Running"
+            process.send_signal(signum)
+            _, err = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 0, err
+        assert "Demo stopped." in err
+        assert os.listdir(short_tmp) == []

@@ -1,0 +1,307 @@
+"""Kubelets and device plugins for ``sandbox --stack``: what the DaemonSet and kubelet do on each node.
+
+A control loop (one thread) keeps, for every node labelled ``gpushare=true`` whose hardware is
+known, a device plugin with fake GPUs (`deviceplugin.daemon.serve` on a thread) registered with a
+kubelet stand-in (`deviceplugin.kubeletsim.KubeletSim`) over unix sockets in its own directory;
+the kubelet reports the plugin's devices as the node's ``aliyun.com/gpu-mem``. When the label
+goes, the plugin and its kubelet stop and the node's GPU resources are removed, as when the
+DaemonSet's pod leaves the node. The same loop admits pods bound to any node: GPU pods get
+Allocate over gRPC (retried for a few seconds while the plugin's watch catches up with the
+bind), then the pod is reported Running with a Ready condition; an Allocate that fails becomes a
+Warning Event and a Failed pod, as kubelet's admission does.
+
+Hardware of a node: from the seed (`cli.stack.hardware_of`), else from its ``nvidia.com/gpu.count``
+and ``nvidia.com/gpu.memory`` (MiB) labels.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.cli.scheduler import SandboxView, requested
+from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, KubeletSim
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.errors import KubeError
+
+log = logging.getLogger("kubectl_gpushare.nodes")
+
+MAX_STARTING = 16
+"""Device plugins starting at once: 500 labelled nodes start in waves, not one storm on the API server."""
+REGISTER_PATIENCE = 60.0
+"""Seconds a new device plugin has to register with its kubelet before it is reported as failed."""
+ALLOCATE_PATIENCE = 10.0
+"""Seconds a bound pod's Allocate is retried while the plugin has not yet seen the bind."""
+
+
+@dataclass
+class NodeAgent:
+    """A device plugin and its kubelet on one node."""
+
+    node: str
+    directory: str
+    kubelet: KubeletSim
+    stop: threading.Event
+    thread: threading.Thread
+    errors: list[BaseException] = field(default_factory=list)
+    settled: threading.Event = field(default_factory=threading.Event)
+    """Set once the plugin registered (or gave up): it no longer counts against `MAX_STARTING`."""
+
+
+def _hardware_from_labels(node: dict[str, Any]) -> str | None:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    count = protocol.parse_int_strict(labels.get(protocol.LABEL_GPU_COUNT))
+    memory = protocol.parse_int_strict(labels.get(protocol.LABEL_GPU_MEMORY))
+    if count is None or memory is None or not 0 < count <= 64 or not 1024 <= memory <= 2**20:
+        return None
+    return f"{count}x{memory // 1024}GiB"
+
+
+def _has_gpu_resources(node: dict[str, Any]) -> bool:
+    status = node.get("status") or {}
+    return any(resource in (status.get(key) or {}) for key in ("capacity", "allocatable")
+               for resource in (protocol.RESOURCE_MEM, protocol.RESOURCE_COUNT))
+
+
+class NodeAgents:
+    """The per-node control loop and the kubelet admission of bound pods."""
+
+    def __init__(self, sandbox: SandboxView, api: Client, kubeconfig: Path, workdir: str,
+                 hardware: dict[str, str]) -> None:
+        """Nothing runs until `start`."""
+        self.sandbox = sandbox
+        self.api = api
+        self.kubeconfig = kubeconfig
+        self.workdir = workdir
+        self.hardware = hardware
+        self.agents: dict[str, NodeAgent] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(4, thread_name_prefix="kubelet-admit")
+        self._starters = ThreadPoolExecutor(8, thread_name_prefix="plugin-start")
+        self._admitting: set[str] = set()
+        self._done: set[str] = set()
+        self._seen_rv = -1
+        self._deferred = False
+        self.envs: dict[str, dict[str, dict[str, str]]] = {}
+        """pod uid -> container -> the environment Allocate returned (the demo prints it)."""
+
+    def start(self) -> None:
+        """Start the loop."""
+        self._thread = threading.Thread(target=self._run, name="node-agents", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop, every plugin and kubelet; their socket directories are removed."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(15)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for agent in list(self.agents.values()):
+            agent.stop.set()  # every plugin winds down at once; registration waits end early
+        self._starters.shutdown(wait=True, cancel_futures=True)
+        with ThreadPoolExecutor(16, thread_name_prefix="plugin-stop") as stoppers:
+            for name in list(self.agents):
+                stoppers.submit(self._stop_agent, name, publish=False)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:  # one bad pass must not end the loop
+                log.exception("node pass failed")
+            self._stop.wait(0.2)
+
+    def run_once(self) -> None:
+        """Reconcile plugins with labels, then admit newly bound pods; skipped while nothing changed."""
+        rv = self.sandbox.store.resource_version
+        if rv == self._seen_rv and not self._deferred:
+            return
+        self._seen_rv = rv
+        self._deferred = False
+        nodes = {n["metadata"]["name"]: n for n in self.sandbox.objects("nodes")}
+        starting = sum(1 for agent in self.agents.values() if not agent.settled.is_set())
+        for name, node in nodes.items():
+            labelled = ((node["metadata"].get("labels") or {}).get(protocol.LABEL_GPUSHARE) == "true")
+            gpus = self.hardware.get(name) or _hardware_from_labels(node)
+            if labelled and gpus and name not in self.agents:
+                if starting >= MAX_STARTING:
+                    self._deferred = True  # the next pass starts more
+                    continue
+                starting += 1
+                self._start_agent(name, gpus)
+            elif not labelled and name in self.agents:
+                self._stop_agent(name, publish=True)
+            elif not labelled and gpus and _has_gpu_resources(node):
+                # Left from an earlier run (--state) or written by hand: only a running plugin publishes them.
+                gone = {protocol.RESOURCE_MEM: None, protocol.RESOURCE_COUNT: None}
+                self._patch_node(name, gone, gone)
+        for name in [n for n in self.agents if n not in nodes]:
+            self._stop_agent(name, publish=False)
+        pods = self.sandbox.objects("pods")
+        live = set()
+        for pod in pods:
+            meta, spec = pod["metadata"], pod.get("spec") or {}
+            uid = meta.get("uid", "")
+            live.add(uid)
+            if not spec.get("nodeName") or uid in self._done or uid in self._admitting:
+                continue
+            if (pod.get("status") or {}).get("phase", "Pending") != "Pending" or meta.get("deletionTimestamp"):
+                self._done.add(uid)
+                continue
+            self._admitting.add(uid)
+            self._pool.submit(self._admit, pod)
+        for uid in self._done - live:
+            self._done.discard(uid)
+            self.envs.pop(uid, None)
+            for agent in list(self.agents.values()):
+                agent.kubelet.release_pod(uid)
+
+    # --- device plugins -------------------------------------------------------------------------
+
+    def _start_agent(self, node: str, gpus: str) -> None:
+        from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, serve
+
+        directory = tempfile.mkdtemp(prefix="dp", dir=self.workdir)
+        kubelet = KubeletSim(directory).start()
+        stop = threading.Event()
+        # No health watch (nothing injects GPU faults here; it polls 10 times a second) and a slow
+        # socket check (the kubelet stand-in never restarts): hundreds of nodes stay cheap when idle.
+        cfg = Config(node_name=node, device_plugin_path=directory, fake_gpus=gpus,
+                     kube=KubeOptions(str(self.kubeconfig)), health_check=False, poll_interval=2.0)
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                serve(cfg, stop=stop)
+            except BaseException as exc:  # logged; the node simply has no plugin
+                errors.append(exc)
+                log.error("device plugin on %s stopped: %s", node, exc)
+
+        thread = threading.Thread(target=run, name=f"device-plugin {node}", daemon=True)
+        thread.start()
+        agent = NodeAgent(node, directory, kubelet, stop, thread, errors)
+        with self._lock:
+            self.agents[node] = agent
+        self._starters.submit(self._publish_when_registered, agent, gpus)
+
+    def _publish_when_registered(self, agent: NodeAgent, gpus: str) -> None:
+        """What kubelet does once a plugin registers: report its devices as the node's gpu-mem."""
+        try:
+            self._wait_registered(agent, gpus)
+        finally:
+            agent.settled.set()
+
+    def _wait_registered(self, agent: NodeAgent, gpus: str) -> None:
+        kubelet = agent.kubelet
+        deadline = time.monotonic() + REGISTER_PATIENCE
+        while not agent.stop.is_set() and time.monotonic() < deadline:  # short waits: a stop ends it soon
+            if kubelet.wait_registered(1, timeout=0.5) and kubelet.wait_devices(bool, timeout=0.5):
+                if self.agents.get(agent.node) is not agent:
+                    return  # unlabelled meanwhile
+                capacity, allocatable = kubelet.capacity()
+                self._patch_node(agent.node, {protocol.RESOURCE_MEM: str(capacity)},
+                                 {protocol.RESOURCE_MEM: str(allocatable)})
+                log.info("device plugin on %s registered with %s", agent.node, gpus)
+                return
+        if not agent.stop.is_set():
+            log.error("device plugin on %s did not register with kubelet", agent.node)
+
+    def _stop_agent(self, node: str, *, publish: bool) -> None:
+        with self._lock:
+            agent = self.agents.pop(node, None)
+        if agent is None:
+            return
+        agent.stop.set()
+        agent.thread.join(15)
+        agent.kubelet.stop()
+        shutil.rmtree(agent.directory, ignore_errors=True)
+        if publish:
+            gone = {protocol.RESOURCE_MEM: None, protocol.RESOURCE_COUNT: None}
+            self._patch_node(node, gone, gone)
+        log.info("device plugin on %s stopped", node)
+
+    def _patch_node(self, node: str, capacity: Mapping[str, str | None], allocatable: Mapping[str, str | None]) -> None:
+        try:
+            self.api.patch_node_status(node, {"status": {"capacity": capacity, "allocatable": allocatable}}, "merge")
+        except KubeError as exc:
+            log.warning("cannot update GPU resources of node %s: %s", node, exc)
+
+    # --- kubelet admission ----------------------------------------------------------------------
+
+    def _admit(self, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"].get("uid", "")
+        try:
+            self._admit_pod(pod)
+        except Exception:
+            log.exception("admitting a pod failed")
+        finally:
+            self._done.add(uid)
+            self._admitting.discard(uid)
+
+    def _admit_pod(self, pod: dict[str, Any]) -> None:
+        node = pod["spec"]["nodeName"]
+        if requested(pod, protocol.RESOURCE_MEM):
+            agent = self.agents.get(node)
+            deadline = time.monotonic() + ALLOCATE_PATIENCE
+            while True:
+                try:
+                    if agent is None:
+                        raise KubeletAllocateError(None, f"no device plugin registered for {protocol.RESOURCE_MEM}")
+                    self.envs[pod["metadata"].get("uid", "")] = agent.kubelet.allocate_pod(pod)
+                    break
+                except KubeletAllocateError as exc:
+                    if agent is not None and time.monotonic() < deadline and not self._stop.is_set():
+                        time.sleep(0.2)
+                        continue
+                    self._fail(pod, node, exc.details)
+                    return
+        self._running(pod, node)
+
+    def _status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        try:
+            self.api.patch(types.PODS, meta["name"], {"metadata": {"uid": meta.get("uid")}, "status": status},
+                           meta.get("namespace", "default"), "merge", subresource="status")
+        except KubeError as exc:
+            log.warning("cannot report the status of %s/%s: %s", meta.get("namespace"), meta["name"], exc)
+
+    def _running(self, pod: dict[str, Any], node: str) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        conditions = [{"type": t, "status": "True", "lastTransitionTime": now}
+                      for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready", "PodScheduled")]
+        containers = [{"name": c.get("name", ""), "image": c.get("image", ""), "ready": True, "started": True,
+                       "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                      for c in (pod.get("spec") or {}).get("containers") or []]
+        self._status(pod, {"phase": "Running", "conditions": conditions, "startTime": now,
+                           "containerStatuses": containers, "hostIP": self._host_ip(node), "podIP": "10.244.0.1"})
+
+    def _fail(self, pod: dict[str, Any], node: str, details: str) -> None:
+        message = f"Allocate failed due to {details}, which is unexpected"
+        meta = pod["metadata"]
+        ref = types.ObjectReference(kind="Pod", namespace=meta.get("namespace", "default"), name=meta["name"],
+                                    uid=meta.get("uid", ""), api_version="v1")
+        try:
+            self.api.create_event(ref, "UnexpectedAdmissionError", message, "Warning", component="kubelet", host=node)
+        except KubeError as exc:
+            log.warning("cannot record an admission error: %s", exc)
+        self._status(pod, {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": message})
+
+    def _host_ip(self, node: str) -> str:
+        obj = self.sandbox.get("nodes", None, node) or {}
+        for address in (obj.get("status") or {}).get("addresses") or []:
+            if address.get("type") == "InternalIP":
+                return str(address.get("address", ""))
+        return ""
+

@@ -1,0 +1,354 @@
+"""A kube-scheduler stand-in that runs continuously, for ``sandbox --stack`` and the demo.
+
+Every pass it takes the unscheduled pods whose ``spec.schedulerName`` is ``default-scheduler`` (or
+unset) and, one at a time, does what kube-scheduler does around its extenders: its own filters
+(``spec.unschedulable``, node Ready, ``nodeSelector``, NoSchedule/NoExecute taints against the
+pod's tolerations, and node-level fit of each managed resource that is not ``ignoredByScheduler``),
+then, for pods that ask for an extender's ``managedResources``, the extender's filter, prioritize
+and bind over HTTP (`extender.schedsim.HTTPExtender`); other pods are bound with a Binding. A pod
+no node fits gets a ``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with
+the reasons, and is retried with backoff (1 s doubling to 16 s), at once when nodes or bound pods
+change. Reads come from the sandbox's store in-process; every write goes through the API.
+
+Not done: scheduling profiles, affinity and spreading, preemption, priority queues, CPU/memory fit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import yaml
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.errors import KubeError
+
+log = logging.getLogger("kubectl_gpushare.scheduler")
+
+SCHEDULER_NAMES = frozenset({"default-scheduler", ""})
+BACKOFF_START, BACKOFF_MAX = 1.0, 16.0
+
+
+class StoreView(Protocol):
+    """The store's change counter."""
+
+    @property
+    def resource_version(self) -> int:
+        """The latest resourceVersion handed out."""
+
+
+class SandboxView(Protocol):
+    """The reads the loops need from the sandbox."""
+
+    @property
+    def store(self) -> StoreView:
+        """The object store (only its resourceVersion is read)."""
+
+    def objects(self, resource: str) -> list[dict[str, Any]]:
+        """Every stored object of a resource."""
+
+    def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """One stored object, or None."""
+
+
+@dataclass
+class Extender:
+    """One ``extenders:`` entry: how to call it, which resources it manages, whether errors are ignorable."""
+
+    client: HTTPExtender
+    managed: dict[str, bool]
+    """resource name -> ignoredByScheduler."""
+    ignorable: bool
+
+
+def _duration(text: object, default: float) -> float:
+    if not isinstance(text, str) or not text:
+        return default
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0}
+    for suffix in ("ms", "s", "m"):
+        if text.endswith(suffix):
+            try:
+                return float(text[: -len(suffix)]) * units[suffix]
+            except ValueError:
+                return default
+    return default
+
+
+def extenders_from_config(text: str, url_prefix: str) -> list[Extender]:
+    """The extenders of a KubeSchedulerConfiguration, each pointed at ``url_prefix`` (the running extender).
+
+    Raises:
+        ValueError: the configuration is not a KubeSchedulerConfiguration with extenders.
+    """
+    config = yaml.safe_load(text)
+    if not isinstance(config, dict) or config.get("kind") != "KubeSchedulerConfiguration":
+        raise ValueError("not a KubeSchedulerConfiguration")
+    result: list[Extender] = []
+    for entry in config.get("extenders") or []:
+        managed = {
+            str(item["name"]): bool(item.get("ignoredByScheduler", False))
+            for item in entry.get("managedResources") or []
+            if isinstance(item, dict) and item.get("name")
+        }
+        cfg = ExtenderConfig(
+            url_prefix=url_prefix,
+            filter_verb=str(entry.get("filterVerb") or ""),
+            prioritize_verb=str(entry.get("prioritizeVerb") or ""),
+            bind_verb=str(entry.get("bindVerb") or ""),
+            weight=int(entry.get("weight") or 1),
+            node_cache_capable=bool(entry.get("nodeCacheCapable", False)),
+            http_timeout=_duration(entry.get("httpTimeout"), 5.0),
+        )
+        result.append(Extender(HTTPExtender(cfg), managed, bool(entry.get("ignorable", False))))
+    return result
+
+
+def requested(pod: Mapping[str, Any], resource: str) -> int:
+    """What a pod asks of ``resource``: the sum of container limits (requests when no limit); bad values count 0."""
+    total = 0
+    containers = (pod.get("spec") or {}).get("containers")
+    for container in containers if isinstance(containers, list) else []:
+        resources = container.get("resources") if isinstance(container, dict) else None
+        if not isinstance(resources, dict):
+            continue
+        limits, requests = resources.get("limits"), resources.get("requests")
+        value = limits.get(resource) if isinstance(limits, dict) else None
+        if value is None and isinstance(requests, dict):
+            value = requests.get(resource)
+        if value is None:
+            continue
+        try:
+            total += max(protocol.parse_quantity(str(value)), 0)
+        except ValueError:
+            continue
+    return total
+
+
+def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    for tol in tolerations:
+        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+            continue
+        if tol.get("operator") == "Exists":
+            if not tol.get("key") or tol.get("key") == taint.get("key"):
+                return True
+        elif tol.get("key") == taint.get("key") and (tol.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _allocatable(node: Mapping[str, Any], resource: str) -> int:
+    try:
+        return protocol.parse_quantity(str(((node.get("status") or {}).get("allocatable") or {}).get(resource, "0")))
+    except ValueError:
+        return 0
+
+
+def _active(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+class SchedulerLoop:
+    """The loop, on one thread; `wake` makes it look again now."""
+
+    def __init__(self, sandbox: SandboxView, api: Client, extenders: list[Extender], nodes: object = None) -> None:
+        """Nothing runs until `start`."""
+        self.sandbox = sandbox
+        self.api = api
+        self.extenders = extenders
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._backoff: dict[str, tuple[float, float, object]] = {}
+        """pod uid -> (retry at, current backoff, cluster signature at the failure)."""
+        self.scheduled = 0
+        self._seen_rv = -1
+
+    def start(self) -> None:
+        """Start the loop thread."""
+        self._thread = threading.Thread(target=self._run, name="scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop and close the extender connections."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        for extender in self.extenders:
+            extender.client.close()
+
+    def wake(self) -> None:
+        """Look at the pods again now."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:  # one bad pass must not end scheduling
+                log.exception("scheduling pass failed")
+            self._wake.wait(0.2)
+            self._wake.clear()
+
+    def run_once(self) -> None:
+        """One pass over the pending pods; skipped while nothing changed and no retry is due."""
+        rv = self.sandbox.store.resource_version
+        due = min((at for at, _, _ in self._backoff.values()), default=float("inf")) <= time.monotonic()
+        if rv == self._seen_rv and not due:
+            return
+        self._seen_rv = rv
+        pods = self.sandbox.objects("pods")
+        nodes = self.sandbox.objects("nodes")
+        signature = (
+            tuple((n["metadata"]["name"], n["metadata"].get("resourceVersion")) for n in nodes),
+            tuple(sorted(p["metadata"].get("uid", "") for p in pods if (p.get("spec") or {}).get("nodeName"))),
+        )
+        live = {p["metadata"].get("uid", "") for p in pods}
+        for uid in [u for u in self._backoff if u not in live]:
+            del self._backoff[uid]
+        now = time.monotonic()
+        used: dict[tuple[str, str], int] = {}
+        managed = {resource for extender in self.extenders for resource in extender.managed}
+        for pod in pods:
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name and _active(pod):
+                for resource in managed:
+                    key = (node_name, resource)
+                    used[key] = used.get(key, 0) + requested(pod, resource)
+        for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", "")):
+            if self._stop.is_set():
+                return
+            spec = pod.get("spec") or {}
+            meta = pod["metadata"]
+            if spec.get("nodeName") or meta.get("deletionTimestamp") or not _active(pod):
+                continue
+            if spec.get("schedulerName", "") not in SCHEDULER_NAMES:
+                continue
+            uid = meta.get("uid", "")
+            retry_at, backoff, seen = self._backoff.get(uid, (0.0, 0.0, None))
+            if now < retry_at and seen == signature:
+                continue
+            try:
+                node = self.schedule(pod, nodes, used)
+            except (ExtenderCallError, AttributeError, TypeError, ValueError, KeyError) as exc:
+                backoff = min(max(backoff * 2, BACKOFF_START), BACKOFF_MAX)
+                self._backoff[uid] = (time.monotonic() + backoff, backoff, signature)
+                if not isinstance(exc, ExtenderCallError):  # a malformed pod or node: skip it, keep serving
+                    log.warning("cannot schedule %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
+                    continue
+                self._unschedulable(pod, str(exc))
+                continue
+            self._backoff.pop(uid, None)
+            self.scheduled += 1
+            for resource in managed:  # later pods of this pass see what this one holds
+                used[(node, resource)] = used.get((node, resource), 0) + requested(pod, resource)
+            self._event(pod, "Scheduled", f"Successfully assigned {meta.get('namespace')}/{meta['name']} to {node}",
+                        "Normal")
+
+    def schedule(self, pod: dict[str, Any], nodes: list[dict[str, Any]], used: Mapping[tuple[str, str], int]) -> str:
+        """One cycle: own filters, extender filter and prioritize, bind; returns the node.
+
+        ``used`` is (node, managed resource) -> what bound, unfinished pods hold there.
+
+        Raises:
+            ExtenderCallError: no node fits (kube-scheduler's message) or an extender or bind failed.
+        """
+        reasons: dict[str, int] = {}
+        candidates = [n for n in nodes if self._fits(pod, n, used, reasons)]
+        interested = [e for e in self.extenders if any(requested(pod, r) for r in e.managed)]
+        scores: dict[str, int] = {}
+        for extender in interested:
+            if not candidates or not extender.client.config.filter_verb:
+                continue
+            try:
+                outcome = extender.client.filter(pod, candidates)
+            except ExtenderCallError:
+                if extender.ignorable:
+                    continue
+                raise
+            for reason in (*outcome.failed.values(), *outcome.failed_unresolvable.values()):
+                reasons[reason] = reasons.get(reason, 0) + 1
+            candidates = outcome.nodes
+        if not candidates:
+            summary = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+            raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {summary}.")
+        for extender in interested:
+            if extender.client.config.prioritize_verb:
+                try:
+                    for host, score in extender.client.prioritize(pod, candidates).items():
+                        scores[host] = scores.get(host, 0) + score
+                except ExtenderCallError:
+                    pass  # kube-scheduler ignores prioritize errors
+        best = max(candidates, key=lambda n: scores.get(n["metadata"]["name"], 0))["metadata"]["name"]
+        binder = next((e for e in interested if e.client.config.bind_verb), None)
+        if binder is not None:
+            binder.client.bind(pod, best)
+        else:
+            meta = pod["metadata"]
+            try:
+                self.api.bind_pod(meta.get("namespace", "default"), meta["name"], meta.get("uid", ""), best)
+            except KubeError as exc:
+                raise ExtenderCallError(f"binding rejected: {exc}") from None
+        return str(best)
+
+    def _fits(self, pod: Mapping[str, Any], node: Mapping[str, Any], used: Mapping[tuple[str, str], int],
+              reasons: dict[str, int]) -> bool:
+        spec = pod.get("spec") or {}
+        labels = (node.get("metadata") or {}).get("labels") or {}
+
+        def fail(reason: str) -> bool:
+            reasons[reason] = reasons.get(reason, 0) + 1
+            return False
+
+        if (node.get("spec") or {}).get("unschedulable"):
+            return fail("node(s) were unschedulable")
+        if not _ready(node):
+            return fail("node(s) had untolerated taint {node.kubernetes.io/not-ready: }")
+        selector = spec.get("nodeSelector") or {}
+        if any(labels.get(k) != v for k, v in selector.items()):
+            return fail("node(s) didn't match Pod's node affinity/selector")
+        for taint in (node.get("spec") or {}).get("taints") or []:
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations") or [],
+                                                                                   taint):
+                return fail(f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}")
+        name = node["metadata"]["name"]
+        for extender in self.extenders:
+            for resource, ignored in extender.managed.items():
+                want = requested(pod, resource)
+                if ignored or not want:
+                    continue
+                if used.get((name, resource), 0) + want > _allocatable(node, resource):
+                    return fail(f"Insufficient {resource}")
+        return True
+
+    def _unschedulable(self, pod: dict[str, Any], message: str) -> None:
+        meta = pod["metadata"]
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                     "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        try:
+            self.api.patch(types.PODS, meta["name"], {"status": {"conditions": [condition]}},
+                           meta.get("namespace", "default"), "merge", subresource="status")
+        except KubeError as exc:
+            log.warning("cannot mark %s/%s unschedulable: %s", meta.get("namespace"), meta["name"], exc)
+        self._event(pod, "FailedScheduling", message, "Warning")
+
+    def _event(self, pod: Mapping[str, Any], reason: str, message: str, kind: str) -> None:
+        meta = pod["metadata"]
+        ref = types.ObjectReference(kind="Pod", namespace=meta.get("namespace", "default"), name=meta["name"],
+                                    uid=meta.get("uid", ""), api_version="v1")
+        try:
+            self.api.create_event(ref, reason, message, kind, component="default-scheduler")
+        except KubeError as exc:
+            log.warning("cannot record %s for %s/%s: %s", reason, meta.get("namespace"), meta["name"], exc)

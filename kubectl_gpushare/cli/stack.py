@@ -1,0 +1,187 @@
+"""``sandbox --stack``: the sandbox as a whole GPU-share cluster, in one process.
+
+Besides the API server it runs, as threads of this process: the scheduler extender; a
+kube-scheduler stand-in (`cli.scheduler`) that loops over unscheduled pods and calls the extender
+over HTTP as configured by the KubeSchedulerConfiguration we ship; and, for every node labelled
+``gpushare=true``, a device plugin with fake GPUs and a kubelet stand-in (`cli.nodes`) that talk
+gRPC over unix sockets in a temporary directory. Threads rather than child processes: one process
+tree, one Ctrl-C, and the sandbox's memory is shared instead of copied per node.
+
+In stack mode a spec node's ``gpus``/``gpuMemory`` describe its hardware: the seed's
+``aliyun.com/gpu-mem`` and ``aliyun.com/gpu-count`` are removed and the node's device plugin
+(once the node is labelled) publishes them, as on a real cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.sandbox import command as base
+
+if TYPE_CHECKING:
+    from kubectl_gpushare.cli.nodes import NodeAgents
+    from kubectl_gpushare.cli.scheduler import SchedulerLoop
+    from kubectl_gpushare.sandbox.server import Sandbox
+
+log = logging.getLogger("kubectl_gpushare.stack")
+
+def hardware_of(node: dict[str, Any]) -> str | None:
+    """The fake-GPU string (``"2x16GiB"`` or ``"1x80GiB,1x40GiB"``) a seed node's GPU fields describe."""
+    meta = node.get("metadata") or {}
+    status = node.get("status") or {}
+    capacity = status.get("capacity") or {}
+    memories = protocol.parse_node_gpus((meta.get("annotations") or {}).get(protocol.ANN_NODE_GPUS))
+    if memories:
+        return ",".join(f"1x{m}GiB" for m in memories)
+    try:
+        count = protocol.parse_quantity(str(capacity.get(protocol.RESOURCE_COUNT, "0")))
+        total = protocol.parse_quantity(str(capacity.get(protocol.RESOURCE_MEM, "0")))
+    except ValueError:
+        return None
+    if count <= 0 or total <= 0 or count > 64 or total % count:
+        return None
+    return f"{count}x{total // count}GiB"
+
+
+class StackAttachment:
+    """What `sandbox.command.run` needs to run the stack around a sandbox."""
+
+    def __init__(self) -> None:
+        """No hardware known until `prepare` sees the seed."""
+        self.hardware: dict[str, str] = {}
+
+    def prepare(self, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Record each seed node's fake GPUs and strip the GPU resources the device plugin publishes."""
+        for obj in objects:
+            if obj.get("kind") != "Node":
+                continue
+            gpus = hardware_of(obj)
+            name = str((obj.get("metadata") or {}).get("name", ""))
+            if gpus and name:
+                self.hardware[name] = gpus
+            for key in ("capacity", "allocatable"):
+                resources = (obj.get("status") or {}).get(key) or {}
+                resources.pop(protocol.RESOURCE_MEM, None)
+                resources.pop(protocol.RESOURCE_COUNT, None)
+            (obj.get("metadata") or {}).get("annotations", {}).pop(protocol.ANN_NODE_GPUS, None)
+        return objects
+
+    @contextmanager
+    def run(self, sandbox: Sandbox, kubeconfig: Path) -> Iterator[str]:
+        """Start the stack; yields a line for the banner; stops everything on exit."""
+        with running_stack(sandbox, kubeconfig, self.hardware) as stack:
+            yield f"Stack: extender on {stack.extender_url}, scheduler, kubelets and device plugins on labelled nodes"
+
+
+class Stack:
+    """Handles of a running stack, for tests and the demo."""
+
+    def __init__(self, extender_url: str, nodes: NodeAgents, scheduler: SchedulerLoop) -> None:
+        """Keep the handles."""
+        self.extender_url = extender_url
+        self.nodes = nodes
+        self.scheduler = scheduler
+
+
+@contextmanager
+def daemon_thread(target: Callable[..., None], name: str, **kwargs: Any) -> Iterator[None]:
+    """Run a ``serve(cfg, *, stop, ready)``-shaped daemon on a thread; stop and join it on exit."""
+    stop, ready = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            target(stop=stop, ready=ready, **kwargs)
+        except BaseException as exc:  # reported below as one line
+            errors.append(exc)
+            ready.set()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    if not ready.wait(30) or errors:
+        stop.set()
+        raise click.ClickException(f"{name} did not start: {errors[0] if errors else 'timeout'}")
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(15)
+
+
+@contextmanager
+def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str]) -> Iterator[Stack]:
+    """Extender, scheduler loop, node agents (kubelet + device plugin per labelled node), stopped on exit."""
+    from kubectl_gpushare.cli.nodes import NodeAgents
+    from kubectl_gpushare.cli.scheduler import SchedulerLoop, extenders_from_config
+    from kubectl_gpushare.extender.server import Running, ServeConfig
+    from kubectl_gpushare.extender.server import serve as serve_extender
+    from kubectl_gpushare.kube.client import Client
+    from kubectl_gpushare.kube.config import load_config
+
+    with ExitStack() as stack:
+        workdir = tempfile.mkdtemp(prefix="gsstack")  # short: unix socket paths are limited to 107 bytes
+        stack.callback(shutil.rmtree, workdir, True)
+        api = Client(load_config(str(kubeconfig)), component="stack")
+        stack.callback(api.close)
+        running: list[Running] = []
+        cfg = ServeConfig(kube=load_config(str(kubeconfig)), port=0)
+        stack.enter_context(daemon_thread(serve_extender, "scheduler extender", cfg=cfg, running=running))
+        extender_url = f"http://127.0.0.1:{running[0].port}{cfg.url_prefix}"
+        nodes = NodeAgents(sandbox, api, kubeconfig, workdir, hardware)
+        stack.callback(nodes.stop)
+        nodes.start()
+        scheduler = SchedulerLoop(sandbox, api, extenders_from_config(scheduler_config_text(), extender_url), nodes)
+        stack.callback(scheduler.stop)
+        scheduler.start()
+        yield Stack(extender_url, nodes, scheduler)
+
+
+def scheduler_config_text() -> str:
+    """The KubeSchedulerConfiguration we ship (``kubectl gpushare manifests --only scheduler-config``)."""
+    from importlib import resources
+
+    return (resources.files("kubectl_gpushare.cli") / "_manifests" / "kube-scheduler-config.yaml").read_text()
+
+
+def _stack_option() -> click.Option:
+    return click.Option(
+        ["--stack"],
+        is_flag=True,
+        help="Also run the extender, a scheduler, and a kubelet and device plugin (fake GPUs) per node labelled "
+        "gpushare=true: pods you create are scheduled and run. Spec GPUs then describe hardware.",
+    )
+
+
+def _callback(**options: Any) -> None:
+    stack = options.pop("stack")
+    if stack:
+        from kubectl_gpushare.service import configure_logging, require_daemon_modules
+
+        require_daemon_modules("sandbox --stack", ["prometheus_client", "grpc", "google.protobuf"])
+        configure_logging("text", "warning")
+    base.run(**options, attachment=StackAttachment() if stack else None)
+
+
+def _params() -> Iterable[click.Parameter]:
+    return [*base.sandbox_command.params, _stack_option()]
+
+
+sandbox_command = click.Command(
+    "sandbox",
+    params=list(_params()),
+    callback=_callback,
+    help=base.sandbox_command.help,
+    epilog=base.sandbox_command.epilog,
+    context_settings=base.sandbox_command.context_settings,
+)
+"""``kubectl gpushare sandbox``: the sandbox command with ``--stack``."""
