@@ -23,7 +23,7 @@ import msgspec
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
-from kubectl_gpushare.inspect.source import keyed_pod_record
+from kubectl_gpushare.inspect.source import keyed_pod_record, stack_ledger
 from kubectl_gpushare.kube import stacks
 from kubectl_gpushare.kube.records import Warnings, node_record, shown, unhealthy_gpus, unhealthy_node_name
 from kubectl_gpushare.kube.stacks import hami
@@ -250,24 +250,6 @@ def _hami_pod_findings(pod: Pod) -> Iterable[Finding]:
                   "(see the HAMi scheduler's log, then delete the pod to retry)")
 
 
-def _stack_ledger(
-    nodes: Sequence[Node], pods: Sequence[Pod], now: float, warnings: Warnings
-) -> tuple[list[StackNode], dict[str, list[StackClaim]]]:
-    """The non-gpushare nodes through their stack decoders, and the claims of pods on them."""
-    decoded: dict[str, StackNode] = {}
-    for node in nodes:
-        stack = stacks.detect(node)
-        if stack is not None and stack != protocol.STACK_GPUSHARE:
-            decoded[node.metadata.name] = stacks.stack_node(node, stack, warnings, now)
-    claims: dict[str, list[StackClaim]] = {}
-    if decoded:
-        for pod in pods:
-            where = decoded.get(pod.spec.node_name or pod.metadata.annotations.get(protocol.HAMI_ANN_NODE, ""))
-            if where is not None:
-                claims.setdefault(where.name, []).extend(stacks.stack_claims(pod, where, warnings))
-    return sorted(decoded.values(), key=lambda node: node.name), claims
-
-
 def _stack_findings(stack_nodes: Sequence[StackNode], claims: Mapping[str, list[StackClaim]]) -> Iterable[Finding]:
     """A GPU of another stack whose claims exceed what it has, counted in its own unit."""
     for node in stack_nodes:
@@ -291,7 +273,7 @@ def _other_stack_findings(
         found.extend(_hami_node_findings(node, now))
     for pod in pods:
         found.extend(_hami_pod_findings(pod))
-    stack_nodes, claims = _stack_ledger(nodes, pods, now, warnings)
+    stack_nodes, claims = stack_ledger(nodes, pods, warnings)
     found.extend(_stack_findings(stack_nodes, claims))
     return found
 
