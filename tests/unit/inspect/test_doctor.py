@@ -181,3 +181,17 @@ def test_a_bind_failure_of_a_finished_pod_is_not_reported() -> None:
     raw["status"]["phase"] = "Failed"
     failed = POD_DECODER.decode(json.dumps(raw).encode())
     assert doctor.audit([], [failed], now_ns=0).findings == []
+
+
+def test_a_nano_gpu_card_over_100_percent_is_overcommitted_in_percent() -> None:
+    from kubectl_gpushare.inspect import doctor
+    from kubectl_gpushare.kube.types import NODE_DECODER, POD_DECODER
+    from kubectl_gpushare.sandbox.stack_spec import stack_node_object, stack_pod_object
+
+    node = stack_node_object("nano", "nano-gpu", [0], ip="10.0.0.2", product="", labels={}, annotations={})
+    pods = [stack_pod_object(f"p{i}", "ml", "nano-gpu", [60], node="nano", gpu=0) for i in range(2)]
+    report = doctor.audit([NODE_DECODER.decode(json.dumps(node).encode())],
+                          [POD_DECODER.decode(json.dumps(p).encode()) for p in pods], now_ns=0)
+    assert [(f.check, f.message) for f in report.findings] == [
+        ("stack-gpu-overcommitted", "nano-gpu GPU 0 holds 120 of 100 %: ml/p0, ml/p1")
+    ]
