@@ -209,13 +209,15 @@ def _hami_node_findings(node: Node, now: float) -> Iterable[Finding]:
     """HAMi's node-side failures: a handshake left at ``Requesting_`` and a node lock nobody releases."""
     obj = f"node/{node.metadata.name}"
     annotations = node.metadata.annotations
-    handshake = annotations.get(protocol.HAMI_ANN_HANDSHAKE)
-    requested = hami.handshake_requested_at(handshake)
-    if requested is not None and now - requested > protocol.HAMI_HANDSHAKE_STALE_SECONDS:
-        yield Finding(WARNING, "hami-handshake-stuck", obj,
-                      f"{protocol.HAMI_ANN_HANDSHAKE} still Requesting_ since {_utc(requested)} (more than "
-                      f"{protocol.HAMI_HANDSHAKE_STALE_SECONDS}s): HAMi's device plugin there is not answering, so "
-                      "its scheduler treats the node's GPUs as gone")
+    for key in sorted(k for k in annotations if k.startswith(protocol.HAMI_ANN_HANDSHAKE)):
+        if key != protocol.HAMI_ANN_HANDSHAKE and not key.startswith(protocol.HAMI_ANN_HANDSHAKE + "-"):
+            continue  # NVIDIA's is hami.io/node-handshake, other vendors' hami.io/node-handshake-<vendor>
+        requested = hami.handshake_requested_at(annotations[key])
+        if requested is not None and now - requested > protocol.HAMI_HANDSHAKE_STALE_SECONDS:
+            yield Finding(WARNING, "hami-handshake-stuck", obj,
+                          f"{shown(key)} still Requesting_ since {_utc(requested)} (more than "
+                          f"{protocol.HAMI_HANDSHAKE_STALE_SECONDS}s): HAMi's device plugin there is not answering, "
+                          "so its scheduler treats those devices as gone")
     lock = annotations.get(protocol.HAMI_ANN_MUTEX_LOCK)
     if lock is None:
         return

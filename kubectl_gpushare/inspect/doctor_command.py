@@ -44,7 +44,7 @@ Checks:
   warning  completed-holding       Succeeded/Failed pod still holding gpushare annotations
   error    hami-bind-failed        pod with hami.io/bind-phase=failed (HAMi could not bind it)
   error    stack-gpu-overcommitted  a HAMi/NVIDIA/nano-gpu/elastic-gpu GPU claimed past its size (own unit)
-  warning  hami-handshake-stuck    node's hami.io/node-handshake at Requesting_ for more than 5 minutes
+  warning  hami-handshake-stuck    hami.io/node-handshake[-vendor] at Requesting_ for more than 5 minutes
   warning  hami-mutex-stuck        hami.io/mutex.lock older than 5 minutes, in the future, or unreadable
 
 \\b

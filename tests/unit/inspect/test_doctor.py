@@ -147,6 +147,8 @@ NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
         ({"hami.io/node-handshake": "Requesting_2023-11-14 22:09:00"}, []),  # 260 s: not yet
         ({"hami.io/node-handshake": "Requesting_2023-11-14 22:08:00"}, ["hami-handshake-stuck"]),  # 320 s
         ({"hami.io/node-handshake": "Reported 2020-01-01 00:00:00.1 +0000 UTC m=+1"}, []),
+        ({"hami.io/node-handshake-mlu": "Requesting_2023.11.14 22:00:00"}, ["hami-handshake-stuck"]),  # per vendor
+        ({"hami.io/node-handshakes": "Requesting_2023.11.14 22:00:00"}, []),  # not HAMi's key
         ({"hami.io/mutex.lock": "2023-11-14T22:10:00Z,ns,p"}, []),
         ({"hami.io/mutex.lock": "2023-11-14T22:00:00Z"}, ["hami-mutex-stuck"]),
         ({"hami.io/mutex.lock": "2023-11-14T23:00:00+01:00,ns,p"}, ["hami-mutex-stuck"]),  # 22:00Z
@@ -157,7 +159,8 @@ NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
         ({"hami.io/mutex.lock": "\x00" * 5000}, ["hami-mutex-stuck"]),
         ({"hami.io/mutex.lock": ""}, ["hami-mutex-stuck"]),
     ],
-    ids=["handshake-fresh", "handshake-stuck", "reported", "lock-fresh", "lock-old", "lock-offset", "lock-future",
+    ids=["handshake-fresh", "handshake-stuck", "reported", "handshake-mlu", "handshake-lookalike",
+         "lock-fresh", "lock-old", "lock-offset", "lock-future",
          "lock-year-1", "lock-year-9999", "lock-two-parts", "lock-huge", "lock-empty"],
 )
 def test_hami_timestamps_are_bounded_and_judged(annotations: dict[str, str], checks: list[str]) -> None:
