@@ -158,10 +158,13 @@ NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
         ({"hami.io/mutex.lock": "2023-11-14T22:00:00Z,only-two"}, ["hami-mutex-stuck"]),
         ({"hami.io/mutex.lock": "\x00" * 5000}, ["hami-mutex-stuck"]),
         ({"hami.io/mutex.lock": ""}, ["hami-mutex-stuck"]),
+        ({"hami.io/node-handshake": "Requesting_soon"}, ["invalid-value"]),  # the decoder's one warning
+        ({"hami.io/node-nvidia-register": "GPU-1,10"}, ["invalid-value"]),
     ],
     ids=["handshake-fresh", "handshake-stuck", "reported", "handshake-mlu", "handshake-lookalike",
          "lock-fresh", "lock-old", "lock-offset", "lock-future",
-         "lock-year-1", "lock-year-9999", "lock-two-parts", "lock-huge", "lock-empty"],
+         "lock-year-1", "lock-year-9999", "lock-two-parts", "lock-huge", "lock-empty", "handshake-unreadable",
+         "register-malformed"],
 )
 def test_hami_timestamps_are_bounded_and_judged(annotations: dict[str, str], checks: list[str]) -> None:
     assert [check for check, _ in _hami_audit(annotations, NOW)] == checks
