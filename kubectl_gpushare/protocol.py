@@ -450,8 +450,12 @@ HAMI_ANN_CORDON: Final = "hami.io/device-cordon"
 HAMI_ANN_ALLOCATED: Final = "hami.io/vgpu-devices-allocated"
 HAMI_ANN_NODE: Final = "hami.io/vgpu-node"
 HAMI_ANN_BIND_PHASE: Final = "hami.io/bind-phase"
+HAMI_ANN_MUTEX_LOCK: Final = "hami.io/mutex.lock"
+"""Node lock HAMi's scheduler holds while binding a pod: ``<RFC 3339 time>[,namespace,name]``."""
 HAMI_HANDSHAKE_STALE_SECONDS: Final = 300
 """A handshake left at ``Requesting_<time>`` for longer than this means HAMi treats the node's GPUs as gone."""
+HAMI_MUTEX_STALE_SECONDS: Final = 300
+"""HAMi's default node-lock expiry (``HAMI_NODELOCK_EXPIRE``): a lock held longer is stuck."""
 MAX_HAMI_ANNOTATION_BYTES: Final = 64 * 1024
 """Longest HAMi register or allocation annotation read (64 GPUs with long type names fit easily)."""
 

@@ -23,10 +23,12 @@ import msgspec
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
-from kubectl_gpushare.inspect.source import keyed_pod_record
-from kubectl_gpushare.kube.records import Warnings, node_record, unhealthy_gpus, unhealthy_node_name
+from kubectl_gpushare.inspect.source import keyed_pod_record, stack_ledger
+from kubectl_gpushare.kube import stacks
+from kubectl_gpushare.kube.records import Warnings, node_record, shown, unhealthy_gpus, unhealthy_node_name
+from kubectl_gpushare.kube.stacks import hami
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
-from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger
+from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger, StackClaim, StackNode, stack_usage
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareDoctor"
@@ -197,6 +199,99 @@ def _ledger_findings(ledger: Ledger, names: Sequence[str]) -> Iterable[Finding]:
                           f"GPU {device.index} holds {device.used} of {device.total}: {pods}")
 
 
+def _utc(seconds: float) -> str:
+    """A unix time as ``YYYY-MM-DDTHH:MM:SSZ``, clamped to years 1..9999 so any parsed time prints."""
+    clamped = min(max(seconds, -62_135_596_800.0), 253_402_300_799.0)
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clamped))
+
+
+def _hami_node_findings(node: Node, now: float) -> Iterable[Finding]:
+    """HAMi's node-side failures: a handshake left at ``Requesting_`` and a node lock nobody releases."""
+    obj = f"node/{node.metadata.name}"
+    annotations = node.metadata.annotations
+    for key in sorted(k for k in annotations if k.startswith(protocol.HAMI_ANN_HANDSHAKE)):
+        if key != protocol.HAMI_ANN_HANDSHAKE and not key.startswith(protocol.HAMI_ANN_HANDSHAKE + "-"):
+            continue  # NVIDIA's is hami.io/node-handshake, other vendors' hami.io/node-handshake-<vendor>
+        requested = hami.handshake_requested_at(annotations[key])
+        if requested is not None and now - requested > protocol.HAMI_HANDSHAKE_STALE_SECONDS:
+            yield Finding(WARNING, "hami-handshake-stuck", obj,
+                          f"{shown(key)} still Requesting_ since {_utc(requested)} (more than "
+                          f"{protocol.HAMI_HANDSHAKE_STALE_SECONDS}s): HAMi's device plugin there is not answering, "
+                          "so its scheduler treats those devices as gone")
+    lock = annotations.get(protocol.HAMI_ANN_MUTEX_LOCK)
+    if lock is None:
+        return
+    parsed = hami.parse_mutex_lock(lock)
+    if parsed is None:
+        yield Finding(WARNING, "hami-mutex-stuck", obj,
+                      f"{protocol.HAMI_ANN_MUTEX_LOCK}={shown(lock)} has no readable time: HAMi cannot expire it, "
+                      "so no pod is bound to this node until the annotation is removed")
+        return
+    taken, holder = parsed
+    by = f" by {holder}" if holder else ""
+    if now - taken > protocol.HAMI_MUTEX_STALE_SECONDS:
+        yield Finding(WARNING, "hami-mutex-stuck", obj,
+                      f"{protocol.HAMI_ANN_MUTEX_LOCK} taken{by} at {_utc(taken)}, more than "
+                      f"{protocol.HAMI_MUTEX_STALE_SECONDS}s ago: a bind never released it; binds on this node wait "
+                      "until HAMi expires it or the annotation is removed")
+    elif taken - now > protocol.HAMI_MUTEX_STALE_SECONDS:
+        yield Finding(WARNING, "hami-mutex-stuck", obj,
+                      f"{protocol.HAMI_ANN_MUTEX_LOCK} taken{by} at {_utc(taken)}, in the future (clock skew?): "
+                      "HAMi will not expire it before then")
+
+
+def _hami_pod_findings(pod: Pod) -> Iterable[Finding]:
+    """A pod HAMi failed to bind: it holds no GPU and kube-scheduler may keep retrying it."""
+    meta = pod.metadata
+    if meta.annotations.get(protocol.HAMI_ANN_BIND_PHASE) != hami.BIND_FAILED or pod.status.phase in COMPLETED_PHASES:
+        return
+    node = pod.spec.node_name or meta.annotations.get(protocol.HAMI_ANN_NODE, "")
+    on = f" to {shown(node)}" if node else ""
+    yield Finding(ERROR, "hami-bind-failed", f"pod/{meta.namespace}/{meta.name}",
+                  f"{protocol.HAMI_ANN_BIND_PHASE}=failed: HAMi could not bind it{on}; it holds no GPU "
+                  "(see the HAMi scheduler's log, then delete the pod to retry)")
+
+
+def _stack_findings(stack_nodes: Sequence[StackNode], claims: Mapping[str, list[StackClaim]]) -> Iterable[Finding]:
+    """A GPU of another stack whose claims exceed what it has, counted in its own unit."""
+    for node in stack_nodes:
+        for device in stack_usage(node, claims.get(node.name, [])):
+            if device.gpu.index == PENDING or device.used <= device.gpu.total:
+                continue
+            pods = ", ".join(f"{claim.namespace}/{claim.name}" for claim in device.claims)
+            which = f" ({device.gpu.id})" if device.gpu.id else ""
+            yield Finding(ERROR, "stack-gpu-overcommitted", f"node/{node.name}",
+                          f"{node.stack} GPU {device.gpu.index}{which} holds {device.used} of {device.gpu.total} "
+                          f"{device.gpu.unit}: {pods}")
+
+
+def _other_stack_findings(
+    nodes: Sequence[Node], pods: Sequence[Pod], now_ns: int, warnings: Warnings
+) -> list[Finding]:
+    """Other stacks' checks: HAMi's classic failures and over-committed GPUs of any stack node."""
+    now = now_ns / 1e9
+    found: list[Finding] = []
+    for node in nodes:
+        found.extend(_hami_node_findings(node, now))
+    for pod in pods:
+        found.extend(_hami_pod_findings(pod))
+    stack_nodes, claims = stack_ledger(nodes, pods, warnings)
+    found.extend(_stack_findings(stack_nodes, claims))
+    return found
+
+
+_GPUSHARE_ONLY_CHECKS: Final = frozenset({"gpu-node-unlabelled"})
+"""Node checks that only make sense for a node meant for gpushare: dropped for nodes of another stack."""
+
+
+def _without_other_stacks(findings: list[Finding], nodes: Sequence[Node]) -> list[Finding]:
+    """Drop gpushare advice on nodes of another sharing stack (a second device plugin over their GPUs)."""
+    others = {
+        f"node/{node.metadata.name}" for node in nodes if stacks.detect(node) not in (None, protocol.STACK_GPUSHARE)
+    }
+    return [f for f in findings if not (f.check in _GPUSHARE_ONLY_CHECKS and f.object in others)]
+
+
 def audit(
     nodes: Sequence[Node],
     pods: Sequence[Pod],
@@ -226,11 +321,13 @@ def audit(
         records.append(keyed_pod_record(pod, record_warnings))
     ledger = Ledger.build((node_record(node) for node in nodes), records, basis="capacity")
     findings.extend(_ledger_findings(ledger, sorted(node.metadata.name for node in nodes)))
+    findings.extend(_other_stack_findings(nodes, pods, now_ns, record_warnings))
     for message in record_warnings:
         # The records' messages start "pod NAMESPACE/NAME ..." or "node NAME ...": name the object.
         kind, _, rest = message.partition(" ")
         obj = f"{kind}/{rest.split(' ', 1)[0].rstrip(':')}"
         findings.append(Finding(ERROR, "invalid-value", obj, message))
+    findings = _without_other_stacks(findings, nodes)
     findings.sort(key=lambda f: (f.severity != ERROR, f.check, f.object, f.message))
     errors = sum(1 for finding in findings if finding.severity == ERROR)
     return DoctorReport(Summary(errors, len(findings) - errors), findings)

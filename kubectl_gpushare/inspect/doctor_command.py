@@ -42,6 +42,10 @@ Checks:
   warning  mixed-gpus-unannotated  GPU memory not divisible by the count, no per-GPU annotation
   warning  assigned-stuck          bound pod still ALIYUN_COM_GPU_MEM_ASSIGNED=false
   warning  completed-holding       Succeeded/Failed pod still holding gpushare annotations
+  error    hami-bind-failed        pod with hami.io/bind-phase=failed (HAMi could not bind it)
+  error    stack-gpu-overcommitted  a HAMi/NVIDIA/nano-gpu/elastic-gpu GPU claimed past its size (own unit)
+  warning  hami-handshake-stuck    hami.io/node-handshake[-vendor] at Requesting_ for more than 5 minutes
+  warning  hami-mutex-stuck        hami.io/mutex.lock older than 5 minutes, in the future, or unreadable
 
 \\b
 The verdict is the exit code: 0 no findings, 1 warnings only, 2 errors. When doctor itself cannot

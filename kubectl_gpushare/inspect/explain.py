@@ -15,6 +15,11 @@ JSON: a versioned ``GPUShareExplanation`` (``gpushare.kubectl-gpushare.io/v1``),
     nodes: [{name, reason}]                         # pending pods: why each gpushare node says no
     events: [message]                               # the scheduler's FailedScheduling messages
     largestFit                                      # the largest request that fits now
+    stack, stackGpus: [{gpu, id, amount, total, free, unit, sharing: [{namespace, name, amount}]}]
+                      # a pod on a node of another stack (HAMi, NVIDIA, ...), amounts in its GPU's unit
+
+Other stacks: explain places nothing there (their schedulers do); for a pod on such a node it says
+where the pod sits from the same stack ledger inspect shows (`ledger.stack_usage`).
 """
 
 from __future__ import annotations
@@ -40,7 +45,16 @@ from kubectl_gpushare.kube.types import (
     Taint,
     Toleration,
 )
-from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger, Policy
+from kubectl_gpushare.ledger import (
+    COMPLETED_PHASES,
+    PENDING,
+    Ledger,
+    Policy,
+    StackClaim,
+    StackDeviceUsage,
+    StackNode,
+    stack_usage,
+)
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareExplanation"
@@ -62,6 +76,26 @@ class NodeVerdict(msgspec.Struct):
     reason: str
 
 
+class Holder(msgspec.Struct):
+    """Another pod on the same GPU of another stack, with its amount in that GPU's unit."""
+
+    namespace: str
+    name: str
+    amount: int
+
+
+class StackShare(msgspec.Struct):
+    """What the pod holds on one GPU of another stack, in that GPU's unit, and who else does."""
+
+    gpu: int
+    id: str
+    amount: int
+    total: int
+    free: int
+    unit: str
+    sharing: list[Holder]
+
+
 class Explanation(msgspec.Struct, rename="camel", omit_defaults=True):
     """The answer to "why is my pod Pending?" or "where does my pod sit?"."""
 
@@ -78,6 +112,8 @@ class Explanation(msgspec.Struct, rename="camel", omit_defaults=True):
     sharing: list[Share] = []
     nodes: list[NodeVerdict] = []
     events: list[str] = []
+    stack: str = ""
+    stack_gpus: list[StackShare] = []
     api_version: str = API_VERSION
     kind: str = KIND
 
@@ -181,6 +217,8 @@ def explain(
     events: Sequence[Event] = (),
     policy: Policy = "binpack",
     placement: PodPlacement | None = None,
+    stack_nodes: Sequence[StackNode] = (),
+    stack_claims: Mapping[str, list[StackClaim]] | None = None,
 ) -> Explanation:
     """Explain one pod against the cluster's nodes.
 
@@ -191,6 +229,8 @@ def explain(
         events: the pod's events; ``FailedScheduling`` messages are quoted.
         policy: the extender's GPU policy.
         placement: the pod's required node affinity (`kube.types.PodPlacement`), when known.
+        stack_nodes: nodes of other stacks (`inspect.source.stack_ledger`); a pod on one is located there.
+        stack_claims: node name -> claims of pods on that stack node.
     """
     meta = pod.metadata
     request, _ = pod_request(pod)
@@ -204,6 +244,9 @@ def explain(
     if pod.status.phase in COMPLETED_PHASES:
         return replace(base, state="completed",
                            summary=f"{who} is {pod.status.phase}; it holds no GPU memory any more.")
+    on_stack = next((n for n in stack_nodes if n.name in (pod.spec.node_name, _hami_node(pod))), None)
+    if on_stack is not None and request <= 0:
+        return _on_stack(pod, on_stack, (stack_claims or {}).get(on_stack.name, []), base, who)
     if request <= 0:
         return replace(base, state="no-request",
                            summary=f"{who} requests no {protocol.RESOURCE_MEM}; gpushare does not place it.")
@@ -254,6 +297,55 @@ def _placed(pod: Pod, ledger: Ledger, base: Explanation, who: str) -> Explanatio
                f"{device.free} {unit} free there; shared with {sharing}.")
     return replace(base, state="placed", node=node, gpu=gpu, sharing=others,
                        summary=summary)
+
+
+def _hami_node(pod: Pod) -> str:
+    """The node HAMi picked for a pod it is still binding (``hami.io/vgpu-node``), else ""."""
+    return pod.metadata.annotations.get(protocol.HAMI_ANN_NODE, "") if not pod.spec.node_name else ""
+
+
+def _stack_share(device: StackDeviceUsage, mine: list[StackClaim], key: tuple[str, str]) -> StackShare:
+    amounts: dict[tuple[str, str], int] = {}
+    for claim in device.claims:
+        amounts[(claim.namespace, claim.name)] = amounts.get((claim.namespace, claim.name), 0) + claim.amount
+    others = [Holder(ns, name, amount) for (ns, name), amount in amounts.items() if (ns, name) != key]
+    gpu = device.gpu
+    return StackShare(gpu.index, gpu.id, sum(c.amount for c in mine), gpu.total, device.free, gpu.unit, others)
+
+
+def _on_stack(pod: Pod, node: StackNode, claims: list[StackClaim], base: Explanation, who: str) -> Explanation:
+    """Where a pod sits on a node of another stack, from that stack's claims (amounts in each GPU's unit)."""
+    key = (pod.metadata.namespace, pod.metadata.name)
+    shares: list[StackShare] = []
+    for device in stack_usage(node, claims):
+        mine = [claim for claim in device.claims if (claim.namespace, claim.name) == key]
+        if mine:
+            shares.append(_stack_share(device, mine, key))
+    where = f"{node.name} ({node.stack})"
+    verb = "runs on" if pod.status.phase == "Running" else "is placed on"
+    if not shares:
+        return replace(base, state="placed", node=node.name, stack=node.stack, request=0, unit="", largest_fit=0,
+                       summary=f"{who} {verb} {where} but holds no GPU there by {node.stack}'s annotations "
+                       "(not allocated yet, or its bind failed: kubectl gpushare doctor).")
+    parts = []
+    for share in shares:
+        if share.gpu == PENDING:
+            gpu = "a GPU not in the node's list"
+        elif node.stack == protocol.STACK_NVIDIA:
+            gpu = share.id  # a pool (nvidia.com/gpu, a MIG profile), not one GPU
+        else:
+            gpu = f"GPU {share.gpu}" + (f" ({share.id})" if share.id else "")
+        sharing = ", ".join(f"{h.namespace}/{h.name} ({h.amount})" for h in share.sharing) or "no other pod"
+        room = f" of {share.total} {share.unit}; {share.free} {share.unit} free there" if share.gpu != PENDING else (
+            f" {share.unit}")
+        parts.append(f"{gpu} holding {share.amount}{room}; shared with {sharing}")
+    units = {share.unit for share in shares}
+    return replace(
+        base, state="placed", node=node.name, gpu=shares[0].gpu, stack=node.stack, stack_gpus=shares, largest_fit=0,
+        request=sum(share.amount for share in shares) if len(units) == 1 else 0,
+        unit=shares[0].unit if len(units) == 1 else "",
+        summary=f"{who} {verb} {where}: " + "; and ".join(parts) + ".",
+    )
 
 
 def to_json(explanation: Explanation) -> str:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from kubectl_gpushare.kube.types import ConfigMap, Event, Node, Pod, PodPlacement
-    from kubectl_gpushare.ledger import Ledger, Policy
+    from kubectl_gpushare.ledger import Ledger, Policy, StackClaim, StackNode
 
 POD_PAGE_SIZE: Final = 2000
 
@@ -34,7 +34,8 @@ Examples:
   kubectl gpushare explain trainer-0 -n ml -o json
 For a pod not on a node yet, each node with GPU sharing says why it does or does not take the pod
 (taints, nodeSelector, cordon, not enough memory on one GPU), and the scheduler's FailedScheduling
-messages are quoted. For a placed pod: its node, GPU, and who shares that GPU.
+messages are quoted. For a placed pod: its node, GPU, and who shares that GPU; a pod on a HAMi,
+NVIDIA, nano-gpu or elastic-gpu node is located from that stack's annotations, in its GPU's unit.
 
 """
     + EXIT_CODES_HELP
@@ -49,6 +50,8 @@ class _Inputs:
     events: list[Event] = field(default_factory=list)
     placement: PodPlacement | None = None
     warnings: Warnings = field(default_factory=Warnings)
+    stack_nodes: list[StackNode] = field(default_factory=list)
+    stack_claims: dict[str, list[StackClaim]] = field(default_factory=dict)
 
 
 def _pod_not_found(namespace: str, name: str) -> Exception:
@@ -60,7 +63,7 @@ def _pod_not_found(namespace: str, name: str) -> Exception:
 def _inputs(
     pod: Pod, nodes: list[Node], pods: list[Pod], events: list[Event], configmaps: list[ConfigMap]
 ) -> _Inputs:
-    from kubectl_gpushare.inspect.source import keyed_pod_record, unhealthy_by_node
+    from kubectl_gpushare.inspect.source import keyed_pod_record, stack_ledger, unhealthy_by_node
     from kubectl_gpushare.kube.records import node_record
     from kubectl_gpushare.ledger import Ledger
 
@@ -70,7 +73,8 @@ def _inputs(
         (node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in nodes),
         (keyed_pod_record(p, warnings) for p in pods if p.status.phase not in ("Succeeded", "Failed")),
     )
-    return _Inputs(pod, nodes, ledger, events, warnings=warnings)
+    stack_nodes, stack_claims = stack_ledger(nodes, pods, warnings)
+    return _Inputs(pod, nodes, ledger, events, warnings=warnings, stack_nodes=stack_nodes, stack_claims=stack_claims)
 
 
 def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
@@ -123,7 +127,10 @@ def _render(inputs: _Inputs, options: dict[str, Any]) -> str:
     from kubectl_gpushare.inspect import explain
 
     policy: Policy = "spread" if options["policy"] == "spread" else "binpack"
-    answer = explain.explain(inputs.pod, inputs.nodes, inputs.ledger, inputs.events, policy, inputs.placement)
+    answer = explain.explain(
+        inputs.pod, inputs.nodes, inputs.ledger, inputs.events, policy, inputs.placement,
+        stack_nodes=inputs.stack_nodes, stack_claims=inputs.stack_claims,
+    )
     return explain.to_json(answer) if options["output"] == "json" else explain.to_text(answer)
 
 

@@ -15,16 +15,22 @@ added::
     largestFit                # the largest request that still fits on some GPU
     nodes: [{name, fits, largestFree, gpus: [{index, free, fits}]}]   # nodes and GPUs that take one
     placements: [{node, gpu}] # where the first `count` pods go, one after another
+    otherStacks: {stack: nodes}  # nodes of other sharing stacks, not considered (absent when none)
+
+``fit`` answers for gpushare memory (``aliyun.com/gpu-mem``) only: HAMi, NVIDIA, nano-gpu and
+elastic-gpu nodes are placed by their own schedulers with their own rules, so they are counted and
+named as not considered, never offered.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.ledger import Ledger, Policy
@@ -70,6 +76,7 @@ class FitReport(msgspec.Struct, rename="camel"):
     largest_fit: int
     nodes: list[NodeFit]
     placements: list[Placement]
+    other_stacks: dict[str, int] = msgspec.field(default_factory=dict)
     api_version: str = API_VERSION
     kind: str = KIND
 
@@ -98,7 +105,14 @@ def _place(ledger: Ledger, names: Sequence[str], request: int, count: int, polic
     return placements
 
 
-def plan(ledger: Ledger, names: Sequence[str], request: int, count: int = 1, policy: Policy = "binpack") -> FitReport:
+def plan(
+    ledger: Ledger,
+    names: Sequence[str],
+    request: int,
+    count: int = 1,
+    policy: Policy = "binpack",
+    other_stacks: Mapping[str, int] | None = None,
+) -> FitReport:
     """Answer where pods of ``request`` fit on the given nodes.
 
     Args:
@@ -107,6 +121,7 @@ def plan(ledger: Ledger, names: Sequence[str], request: int, count: int = 1, pol
         request: GPU memory per pod, in the nodes' unit (as ``aliyun.com/gpu-mem``).
         count: how many pods to place one after another.
         policy: the extender's GPU policy.
+        other_stacks: how many nodes of each other sharing stack were left out (reported, not used).
     """
     nodes: list[NodeFit] = []
     largest = 0
@@ -127,14 +142,24 @@ def plan(ledger: Ledger, names: Sequence[str], request: int, count: int = 1, pol
         largest_fit=largest,
         nodes=nodes,
         placements=placements,
+        other_stacks=dict(sorted((other_stacks or {}).items())),
     )
 
 
 def to_json(report: FitReport) -> str:
     """The report as indented JSON, ``apiVersion`` and ``kind`` first."""
     data = msgspec.to_builtins(report)
+    if not data["otherStacks"]:
+        del data["otherStacks"]  # gpushare-only clusters print what they always did
     ordered = {"apiVersion": data.pop("apiVersion"), "kind": data.pop("kind"), **data}
     return msgspec.json.format(msgspec.json.encode(ordered), indent=2).decode() + "\n"
+
+
+def _other_stacks_note(other_stacks: Mapping[str, int]) -> str:
+    """One line naming the nodes of other stacks that fit did not consider."""
+    parts = [f"{count} {stack} node{'' if count == 1 else 's'}" for stack, count in other_stacks.items()]
+    return (f"\nNot considered: {', '.join(parts)} (fit answers for {protocol.RESOURCE_MEM} only; "
+            "kubectl gpushare inspect shows them).\n")
 
 
 def to_text(report: FitReport, *, headers: bool = True) -> str:
@@ -156,4 +181,6 @@ def to_text(report: FitReport, *, headers: bool = True) -> str:
         lines += ["\n", tabwriter.render("".join(rows))]
     if len(report.placements) < report.count:
         lines.append(f"\nOnly {len(report.placements)} of the {report.count} pods asked for fit.\n")
+    if report.other_stacks:
+        lines.append(_other_stacks_note(report.other_stacks))
     return "".join(lines)

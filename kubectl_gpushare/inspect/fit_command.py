@@ -8,6 +8,7 @@ library are imported at module level.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Final
 
 import click
@@ -33,7 +34,8 @@ Examples:
 
 A pod fits a GPU whose free memory is at least MEMORY (a pod never spans GPUs); unhealthy GPUs
 never count. Pods are placed as the extender places them: the node that scores highest for the
-policy, then the policy's GPU on it.
+policy, then the policy's GPU on it. Nodes of other sharing stacks (HAMi, NVIDIA, nano-gpu,
+elastic-gpu) are not considered; a note line counts them.
 
 """
     + EXIT_CODES_HELP
@@ -45,7 +47,8 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str:
 
     names = order.sort_nodes(snapshot.ledger, snapshot.names, "name")
     policy: Policy = "spread" if options["policy"] == "spread" else "binpack"
-    report = fit.plan(snapshot.ledger, names, options["memory"], options["count"], policy)
+    others = Counter(node.stack for node in snapshot.stack_nodes)
+    report = fit.plan(snapshot.ledger, names, options["memory"], options["count"], policy, others)
     if options["output"] == "json":
         return fit.to_json(report)
     return fit.to_text(report, headers=not options["no_headers"])

@@ -130,6 +130,19 @@ class _Stacks:
                 self.claims.setdefault(node.name, []).extend(found)
 
 
+def stack_ledger(
+    nodes: Iterable[types.Node], pods: Iterable[types.Pod], warnings: Warnings, forced: str = stacks.AUTO
+) -> tuple[list[StackNode], dict[str, list[StackClaim]]]:
+    """Nodes of other stacks (by name) and their pods' claims, as inspect reads them, for doctor and explain."""
+    split = _Stacks(forced, warnings)
+    for node in nodes:
+        split.gpushare(node)
+    if split.nodes:
+        for pod in pods:
+            split.add_pod(pod)
+    return sorted(split.nodes.values(), key=lambda node: node.name), split.claims
+
+
 # --- from the API ----------------------------------------------------------------------------------
 
 

@@ -13,6 +13,8 @@ Formats followed (Project-HAMi/HAMi):
   ``,,0,0:``) occur in the wild (HAMi issues #991, #1932) and are skipped.
 - pod ``hami.io/bind-phase`` (``allocating|success|failed``) and ``hami.io/vgpu-node``:
   ``pkg/util/types.go``.
+- node ``hami.io/mutex.lock`` (``<RFC 3339>[,namespace,name]``, expired after 5 minutes by
+  default): ``pkg/util/nodelock/nodelock.go``.
 
 Pure: no I/O and no clock (the caller passes ``now``). A malformed annotation gives one warning and
 nothing is counted from it.
@@ -40,6 +42,8 @@ BIND_FAILED: Final = "failed"
 _UNPRINTABLE: Final = re.compile(r"[^\x21-\x7e]")
 """Anything but printable non-space ASCII: only then are fields stripped (the common case skips it)."""
 _HANDSHAKE_FORMATS: Final = ("%Y-%m-%d %H:%M:%S", "%Y.%m.%d %H:%M:%S", "%Y-%m-%dT%H:%M:%SZ")
+_LOCK_FORMATS: Final = ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S%z")
+"""RFC 3339 as Go's ``time.RFC3339`` writes it (``Z`` or a numeric offset, no fraction)."""
 
 
 class HamiDevice:
@@ -178,6 +182,27 @@ def parse_allocated(text: str) -> list[list[HamiShare]]:
     return containers
 
 
+def _parse_time(stamp: str, layouts: tuple[str, ...]) -> float | None:
+    """Unix seconds of ``stamp`` in one of ``layouts`` (UTC), or None; the text is cut to 64 bytes first."""
+    stamp = stamp[:128].strip()[:64]
+    for layout in layouts:
+        try:
+            when = datetime.datetime.strptime(stamp, layout)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=datetime.timezone.utc)
+            return when.timestamp()
+        except (ValueError, OverflowError):
+            continue
+    return None
+
+
+def handshake_requested_at(text: str | None) -> float | None:
+    """Unix seconds of a ``Requesting_<time>`` handshake; None for another value or an unreadable time."""
+    if not text or not text.startswith("Requesting_"):
+        return None
+    return _parse_time(text[len("Requesting_") :], _HANDSHAKE_FORMATS)
+
+
 def handshake_stale(text: str | None, now: float) -> bool | None:
     """Whether a ``Requesting_<time>`` handshake is older than `HAMI_HANDSHAKE_STALE_SECONDS`.
 
@@ -185,14 +210,28 @@ def handshake_stale(text: str | None, now: float) -> bool | None:
     """
     if not text or not text.startswith("Requesting_"):
         return False
-    stamp = text[len("Requesting_") :].strip()[:64]
-    for layout in _HANDSHAKE_FORMATS:
-        try:
-            when = datetime.datetime.strptime(stamp, layout).replace(tzinfo=datetime.timezone.utc)
-        except ValueError:
-            continue
-        return now - when.timestamp() > protocol.HAMI_HANDSHAKE_STALE_SECONDS
-    return None
+    when = handshake_requested_at(text)
+    if when is None:
+        return None
+    return now - when > protocol.HAMI_HANDSHAKE_STALE_SECONDS
+
+
+def parse_mutex_lock(text: str) -> tuple[float, str] | None:
+    """Read ``hami.io/mutex.lock``: (unix seconds it was taken, ``namespace/name`` of the holder or "").
+
+    HAMi writes ``<RFC 3339 time>`` or ``<time>,<namespace>,<name>`` (``pkg/util/nodelock/nodelock.go``,
+    ``ParseNodeLock``). None when HAMi could not read it either (then it never expires the lock).
+    """
+    if len(text) > 1024:
+        return None
+    parts = text.split(",")
+    if len(parts) not in (1, 3):
+        return None
+    when = _parse_time(parts[0], _LOCK_FORMATS)
+    if when is None:
+        return None
+    holder = f"{parts[1].strip()}/{parts[2].strip()}" if len(parts) == 3 else ""
+    return when, holder
 
 
 def is_hami_node(node: Node) -> bool:
@@ -256,4 +295,7 @@ def claims(pod: Pod, stack_node: StackNode, warnings: Warnings | None) -> list[S
     ]
 
 
-__all__ = ["HamiDevice", "claims", "handshake_stale", "is_hami_node", "node", "parse_allocated", "parse_register"]
+__all__ = [
+    "HamiDevice", "claims", "handshake_requested_at", "handshake_stale", "is_hami_node", "node", "parse_allocated",
+    "parse_mutex_lock", "parse_register",
+]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kubectl_gpushare.sandbox.spec import node_object, pod_object, unhealthy_configmap
+from kubectl_gpushare.sandbox.stack_spec import stack_node_object, stack_pod_object
 
 GOLDEN = Path(__file__).resolve().parent
 UPDATE = os.environ.get("GPUSHARE_UPDATE_GOLDEN") == "1"
@@ -29,6 +30,28 @@ def _daemon(name: str, component: str, node: str) -> dict[str, Any]:
 
 PLUGIN_NODES = ("healthy", "both-plugins", "sick", "mixed", "over")
 """Labelled nodes that run a device-plugin pod; ``no-daemon`` is labelled and advertises but runs none."""
+
+
+def _hami_node(name: str, memories: list[int], ip: str, **annotations: str) -> dict[str, Any]:
+    return stack_node_object(name, "hami", memories, ip=ip, product="NVIDIA-A10", labels={}, annotations=annotations)
+
+
+def hami_seed() -> list[dict[str, Any]]:
+    """HAMi's classic failures, one node or pod each, plus a healthy HAMi node and pod (and an over-committed GPU)."""
+    bind_failed = stack_pod_object("bind-failed", "team-h", "hami", [2000], node=None, gpu=None, phase="Pending")
+    bind_failed["metadata"]["annotations"] = {"hami.io/bind-phase": "failed", "hami.io/vgpu-node": "hami-stuck"}
+    return [
+        _hami_node("hami-ok", [24576], "10.9.1.1"),
+        _hami_node("hami-stuck", [24576], "10.9.1.2", **{
+            "hami.io/node-handshake": "Requesting_2020.09.13 12:26:40",
+            "hami.io/mutex.lock": "2020-09-13T12:26:40Z,team-h,bind-failed",
+        }),
+        _hami_node("hami-over", [8192, 8192], "10.9.1.3", **{"hami.io/mutex.lock": "not-a-time"}),
+        stack_pod_object("vgpu-fine", "team-h", "hami", [3000], node="hami-ok", gpu=0, cores=30),
+        stack_pod_object("vgpu-big", "team-h", "hami", [6000], node="hami-over", gpu=1),
+        stack_pod_object("vgpu-bigger", "team-h", "hami", [6000], node="hami-over", gpu=1),
+        bind_failed,
+    ]
 
 
 def seed() -> list[dict[str, Any]]:
@@ -65,6 +88,7 @@ def seed() -> list[dict[str, Any]]:
         pod_object("bad-index", "team-b", [2], node="healthy", annotations={"ALIYUN_COM_GPU_MEM_IDX": "x"}),
         pod_object("first", "team-c", [6], node="over", gpu=0, gpu_memory=8),
         pod_object("second", "team-c", [6], node="over", gpu=0, gpu_memory=8),
+        *hami_seed(),
     ]
 
 

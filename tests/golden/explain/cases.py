@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kubectl_gpushare.sandbox.spec import node_object, pod_object
+from kubectl_gpushare.sandbox.stack_spec import stack_node_object, stack_pod_object
 
 GOLDEN = Path(__file__).resolve().parent
 UPDATE = os.environ.get("GPUSHARE_UPDATE_GOLDEN") == "1"
@@ -21,6 +22,8 @@ CASES: dict[str, tuple[str, str]] = {
     "placed": ("ml", "trainer"),
     "no-request": ("web", "frontend"),
     "affinity": ("ml", "wants-pool-b"),
+    "hami-placed": ("ml", "vgpu-0"),
+    "nvidia-placed": ("ml", "cuda-job"),
 }
 """golden name -> (namespace, pod)"""
 
@@ -48,6 +51,21 @@ def seed() -> list[dict[str, Any]]:
         selective,
         affine,
         pod_object("frontend", "web", [0]),
+        *stack_seed(),
+    ]
+
+
+def stack_seed() -> list[dict[str, Any]]:
+    """A HAMi node with two pods on one GPU (MiB) and an NVIDIA time-slicing node (slots)."""
+    return [
+        stack_node_object("hami-1", "hami", [24576, 24576], ip="10.8.1.1", product="NVIDIA-A10", labels={},
+                          annotations={}),
+        stack_node_object("ts-1", "nvidia", [16384], ip="10.8.1.2", product="Tesla-T4", labels={}, annotations={},
+                          replicas=4),
+        stack_pod_object("vgpu-0", "ml", "hami", [3000], node="hami-1", gpu=0, cores=30),
+        stack_pod_object("vgpu-1", "ml", "hami", [2000, 1000], node="hami-1", gpu=0),
+        stack_pod_object("cuda-job", "ml", "nvidia", [1], node="ts-1", gpu=None),
+        stack_pod_object("cuda-other", "team-b", "nvidia", [2], node="ts-1", gpu=None),
     ]
 
 

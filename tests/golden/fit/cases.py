@@ -19,6 +19,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "s2-too-big": ("s2", ["16"]),
     "gpushare2-2gib-x4": ("gpushare2", ["2", "--count", "4"]),
     "mib-spread": ("mib-units", ["4000", "--count", "3", "--policy", "spread"]),
+    "mixed-stacks-2gib-x2": ("mixed-stacks", ["2", "--count", "2"]),
     "many-nodes-selector": (
         "many-nodes",
         ["5", "--count", "2", "-l", "kubernetes.io/hostname notin (node-00,node-03)"],

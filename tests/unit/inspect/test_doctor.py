@@ -10,6 +10,8 @@ from types import ModuleType
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubectl_gpushare.inspect.doctor_command import doctor_command
 
@@ -37,7 +39,11 @@ CHECKS = {
     "device-plugin-not-running": "node/no-daemon",
     "unhealthy-gpus-listed": "configmap/kube-system/unhealthy-gpu-sick",
     "scheduler-config-outdated": "configmap/kube-system/scheduler-config",
+    "hami-bind-failed": "pod/team-h/bind-failed",
+    "hami-handshake-stuck": "node/hami-stuck",
+    "stack-gpu-overcommitted": "node/hami-over",
 }
+HAMI_MUTEX_STUCK = {("hami-mutex-stuck", "node/hami-stuck"), ("hami-mutex-stuck", "node/hami-over")}
 HEALTHY = ["healthy", "fine", "extender", "plugin-healthy"]
 
 
@@ -61,8 +67,9 @@ def test_every_check_fires_once_on_its_object(seeded: Path, cli_runner: CliRunne
     report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "-o", "json"]).stdout)
     assert (report["apiVersion"], report["kind"]) == ("gpushare.kubectl-gpushare.io/v1", "GPUShareDoctor")
     found = {(f["check"], f["object"]) for f in report["findings"]}
-    assert found == set(CHECKS.items())
-    assert report["summary"] == {"errors": 5, "warnings": 7}
+    assert found == set(CHECKS.items()) | HAMI_MUTEX_STUCK
+    assert len(report["findings"]) == len(found)
+    assert report["summary"] == {"errors": 7, "warnings": 10}
 
 
 @pytest.mark.parametrize(
@@ -118,3 +125,79 @@ def test_scheduler_configuration_versions(text: str, outdated: bool) -> None:
     assert [f.check for f in report.findings] == (["scheduler-config-outdated"] if outdated else [])
     elsewhere = ConfigMap(metadata=ObjectMeta(name="sched", namespace="team-a"), data={"cfg": text})
     assert doctor.audit([], [], now_ns=0, configmaps=[elsewhere]).findings == []
+
+
+def _hami_audit(node_annotations: dict[str, str], now_s: float) -> list[tuple[str, str]]:
+    from kubectl_gpushare.inspect import doctor
+    from kubectl_gpushare.kube.types import NODE_DECODER
+    from kubectl_gpushare.sandbox.stack_spec import stack_node_object
+
+    raw = stack_node_object("h", "hami", [8192], ip="10.0.0.1", product="X", labels={}, annotations=node_annotations)
+    node = NODE_DECODER.decode(json.dumps(raw).encode())
+    report = doctor.audit([node], [], now_ns=int(now_s * 1e9))
+    return [(f.check, f.message) for f in report.findings]
+
+
+NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+
+
+@pytest.mark.parametrize(
+    ("annotations", "checks"),
+    [
+        ({"hami.io/node-handshake": "Requesting_2023-11-14 22:09:00"}, []),  # 260 s: not yet
+        ({"hami.io/node-handshake": "Requesting_2023-11-14 22:08:00"}, ["hami-handshake-stuck"]),  # 320 s
+        ({"hami.io/node-handshake": "Reported 2020-01-01 00:00:00.1 +0000 UTC m=+1"}, []),
+        ({"hami.io/node-handshake-mlu": "Requesting_2023.11.14 22:00:00"}, ["hami-handshake-stuck"]),  # per vendor
+        ({"hami.io/node-handshakes": "Requesting_2023.11.14 22:00:00"}, []),  # not HAMi's key
+        ({"hami.io/mutex.lock": "2023-11-14T22:10:00Z,ns,p"}, []),
+        ({"hami.io/mutex.lock": "2023-11-14T22:00:00Z"}, ["hami-mutex-stuck"]),
+        ({"hami.io/mutex.lock": "2023-11-14T23:00:00+01:00,ns,p"}, ["hami-mutex-stuck"]),  # 22:00Z
+        ({"hami.io/mutex.lock": "2999-01-01T00:00:00Z,ns,p"}, ["hami-mutex-stuck"]),  # in the future
+        ({"hami.io/mutex.lock": "0001-01-01T00:00:00+14:00"}, ["hami-mutex-stuck"]),
+        ({"hami.io/mutex.lock": "9999-12-31T23:59:59-23:59"}, ["hami-mutex-stuck"]),
+        ({"hami.io/mutex.lock": "2023-11-14T22:00:00Z,only-two"}, ["hami-mutex-stuck"]),
+        ({"hami.io/mutex.lock": "\x00" * 5000}, ["hami-mutex-stuck"]),
+        ({"hami.io/mutex.lock": ""}, ["hami-mutex-stuck"]),
+        ({"hami.io/node-handshake": "Requesting_soon"}, ["invalid-value"]),  # the decoder's one warning
+        ({"hami.io/node-nvidia-register": "GPU-1,10"}, ["invalid-value"]),
+    ],
+    ids=["handshake-fresh", "handshake-stuck", "reported", "handshake-mlu", "handshake-lookalike",
+         "lock-fresh", "lock-old", "lock-offset", "lock-future",
+         "lock-year-1", "lock-year-9999", "lock-two-parts", "lock-huge", "lock-empty", "handshake-unreadable",
+         "register-malformed"],
+)
+def test_hami_timestamps_are_bounded_and_judged(annotations: dict[str, str], checks: list[str]) -> None:
+    assert [check for check, _ in _hami_audit(annotations, NOW)] == checks
+
+
+@settings(max_examples=200, deadline=None)
+@given(handshake=st.text(max_size=80), lock=st.text(max_size=80))
+def test_hostile_hami_annotations_never_crash(handshake: str, lock: str) -> None:
+    found = _hami_audit({"hami.io/node-handshake": "Requesting_" + handshake, "hami.io/mutex.lock": lock}, NOW)
+    assert all(check in ("hami-handshake-stuck", "hami-mutex-stuck", "invalid-value") for check, _ in found)
+
+
+def test_a_bind_failure_of_a_finished_pod_is_not_reported() -> None:
+    from kubectl_gpushare.inspect import doctor
+    from kubectl_gpushare.kube.types import POD_DECODER
+
+    raw = [item for item in cases.seed() if item["metadata"]["name"] == "bind-failed"][0]
+    pending = POD_DECODER.decode(json.dumps(raw).encode())
+    assert [f.check for f in doctor.audit([], [pending], now_ns=0).findings] == ["hami-bind-failed"]
+    raw["status"]["phase"] = "Failed"
+    failed = POD_DECODER.decode(json.dumps(raw).encode())
+    assert doctor.audit([], [failed], now_ns=0).findings == []
+
+
+def test_a_nano_gpu_card_over_100_percent_is_overcommitted_in_percent() -> None:
+    from kubectl_gpushare.inspect import doctor
+    from kubectl_gpushare.kube.types import NODE_DECODER, POD_DECODER
+    from kubectl_gpushare.sandbox.stack_spec import stack_node_object, stack_pod_object
+
+    node = stack_node_object("nano", "nano-gpu", [0], ip="10.0.0.2", product="", labels={}, annotations={})
+    pods = [stack_pod_object(f"p{i}", "ml", "nano-gpu", [60], node="nano", gpu=0) for i in range(2)]
+    report = doctor.audit([NODE_DECODER.decode(json.dumps(node).encode())],
+                          [POD_DECODER.decode(json.dumps(p).encode()) for p in pods], now_ns=0)
+    assert [(f.check, f.message) for f in report.findings] == [
+        ("stack-gpu-overcommitted", "nano-gpu GPU 0 holds 120 of 100 %: ml/p0, ml/p1")
+    ]

@@ -96,3 +96,39 @@ def test_node_affinity_requirements_use_the_shared_selector_rules(
     key = "rank" if operator in ("Gt", "Lt") else "pool"
     requirement = NodeSelectorRequirement(key=key, operator=operator, values=tuple(values))
     assert _requirement_holds(requirement, {"pool": "b", "rank": "7"}) is holds
+
+
+def _explain_items(
+    tmp_path: Path, items: list[dict[str, object]], pod: str, cli_runner: CliRunner
+) -> dict[str, object]:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": items}))
+    result = cli_runner.invoke(explain_command, [pod, "-n", "ml", "-o", "json", "--from-file", str(path)])
+    assert result.exit_code == 0, result.output
+    answer: dict[str, object] = json.loads(result.stdout)
+    return answer
+
+
+def test_a_hami_pod_still_binding_or_failed_is_located_without_a_gpu(tmp_path: Path, cli_runner: CliRunner) -> None:
+    from kubectl_gpushare.sandbox.stack_spec import stack_pod_object
+
+    binding = stack_pod_object("binding", "ml", "hami", [2000], node=None, gpu=None, phase="Pending")
+    binding["metadata"]["annotations"] = {"hami.io/vgpu-node": "hami-1", "hami.io/bind-phase": "failed",
+                                          "hami.io/vgpu-devices-allocated": "GPU-hami-1-0,NVIDIA,2000,0:;"}
+    answer = _explain_items(tmp_path, [*cases.stack_seed(), binding], "binding", cli_runner)
+    assert (answer["state"], answer["node"], answer["stack"]) == ("placed", "hami-1", "hami")
+    assert "stackGpus" not in answer and "holds no GPU there" in str(answer["summary"])
+
+
+def test_a_hami_pod_over_two_gpus_lists_both_in_mib(tmp_path: Path, cli_runner: CliRunner) -> None:
+    from kubectl_gpushare.sandbox.stack_spec import stack_pod_object
+
+    pod = stack_pod_object("wide", "ml", "hami", [1000], node="hami-1", gpu=0)
+    pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = (
+        "GPU-hami-1-0,NVIDIA,1000,0:GPU-hami-1-1,NVIDIA,4000,0:;"
+    )
+    answer = _explain_items(tmp_path, [*cases.stack_seed(), pod], "wide", cli_runner)
+    gpus = answer["stackGpus"]
+    assert isinstance(gpus, list)
+    assert [(g["gpu"], g["amount"], g["unit"]) for g in gpus] == [(0, 1000, "MiB"), (1, 4000, "MiB")]
+    assert (answer["request"], answer["unit"]) == (5000, "MiB")

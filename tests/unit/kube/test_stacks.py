@@ -131,6 +131,28 @@ def test_hami_handshake_staleness(handshake: str | None, stale: bool | None) -> 
     assert hami.handshake_stale(handshake, NOW) is stale
 
 
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("2026-11-22T11:00:00Z", (NOW - 3600, "")),
+        ("2026-11-22T12:00:00+01:00,ml,trainer-0", (NOW - 3600, "ml/trainer-0")),
+        ("2026-11-22T11:00:00Z,ml", None),  # HAMi wants 1 or 3 parts
+        ("2026-11-22 11:00:00", None),  # not RFC 3339
+        ("", None),
+        ("2026-11-22T11:00:00Z" + " " * 2000, None),  # too long to be HAMi's
+        ("0001-01-01T00:00:00+14:00", (-62135647200.0, "")),  # parses, no overflow
+    ],
+)
+def test_hami_mutex_lock_is_read_as_hami_reads_it(text: str, parsed: tuple[float, str] | None) -> None:
+    assert hami.parse_mutex_lock(text) == parsed
+
+
+def test_hami_handshake_request_time() -> None:
+    assert hami.handshake_requested_at("Requesting_2026.11.22 11:00:00") == NOW - 3600
+    assert hami.handshake_requested_at("Reported 2026-11-22 11:00:00") is None
+    assert hami.handshake_requested_at("Requesting_" + "9" * 10**6) is None
+
+
 def test_hami_stale_handshake_is_noted_on_the_node() -> None:
     stuck = "Requesting_2026-11-22 10:00:00"
     node = make_node({}, {protocol.HAMI_ANN_REGISTER: V27, protocol.HAMI_ANN_HANDSHAKE: stuck})
