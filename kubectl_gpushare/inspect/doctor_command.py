@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 POD_PAGE_SIZE: Final = 2000
 
 EPILOG = (
-    """\\b
+    """\b
 Checks:
   error    device-plugin-missing   node labelled gpushare=true without aliyun.com/gpu-mem
   error    two-device-plugins      node advertises nvidia.com/gpu and aliyun.com/gpu-mem
@@ -47,7 +47,7 @@ Checks:
   warning  hami-handshake-stuck    hami.io/node-handshake[-vendor] at Requesting_ for more than 5 minutes
   warning  hami-mutex-stuck        hami.io/mutex.lock older than 5 minutes, in the future, or unreadable
 
-\\b
+\b
 The verdict is the exit code: 0 no findings, 1 warnings only, 2 errors. When doctor itself cannot
 run, the codes below apply (an API error also exits 1, with nothing on stdout).
 

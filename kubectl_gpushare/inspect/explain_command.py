@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 POD_PAGE_SIZE: Final = 2000
 
 EPILOG = (
-    """\\b
+    """\b
 Examples:
   kubectl gpushare explain trainer-0 -n ml     # why is it Pending, or where does it run?
   kubectl gpushare explain trainer-0 -n ml -o json
