@@ -97,10 +97,23 @@ class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     tolerations: tuple[Toleration, ...] = ()
 
 
+class PodCondition(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One ``status.conditions`` entry of a pod: only its type and status (``Ready``/``True``)."""
+
+    type: str = ""
+    status: str = ""
+
+
 class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     """``status`` of a pod."""
 
     phase: str = ""
+    conditions: tuple[PodCondition, ...] = ()
+
+    @property
+    def ready(self) -> bool:
+        """Running with condition ``Ready=True``: what a Deployment or DaemonSet counts as ready."""
+        return self.phase == "Running" and any(c.type == "Ready" and c.status == "True" for c in self.conditions)
 
 
 class NodeSelectorRequirement(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):

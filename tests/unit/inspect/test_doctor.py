@@ -35,6 +35,7 @@ CHECKS = {
     "assigned-stuck": "pod/team-a/stuck",
     "completed-holding": "pod/team-b/finished",
     "device-plugin-not-running": "node/no-daemon",
+    "device-plugin-not-ready": "node/unready",
     "unhealthy-gpus-listed": "configmap/kube-system/unhealthy-gpu-sick",
     "scheduler-config-outdated": "configmap/kube-system/scheduler-config",
 }
@@ -62,14 +63,14 @@ def test_every_check_fires_once_on_its_object(seeded: Path, cli_runner: CliRunne
     assert (report["apiVersion"], report["kind"]) == ("gpushare.kubectl-gpushare.io/v1", "GPUShareDoctor")
     found = {(f["check"], f["object"]) for f in report["findings"]}
     assert found == set(CHECKS.items())
-    assert report["summary"] == {"errors": 5, "warnings": 7}
+    assert report["summary"] == {"errors": 5, "warnings": 8}
 
 
 @pytest.mark.parametrize(
     ("keep", "code"),
     [(HEALTHY, 0), ([*HEALTHY, "sick", "plugin-sick"], 1), ([*HEALTHY, "over", "plugin-over", "first", "second"], 2),
-     (["healthy", "fine", "plugin-healthy"], 2)],
-    ids=["clean", "warnings", "errors", "no-extender"],
+     (["healthy", "fine", "plugin-healthy"], 2), (["healthy", "fine", "plugin-healthy", "extender-unready"], 2)],
+    ids=["clean", "warnings", "errors", "no-extender", "extender-not-ready"],
 )
 def test_exit_code_is_the_verdict(tmp_path: Path, keep: list[str], code: int, cli_runner: CliRunner) -> None:
     items = [item for item in cases.seed() if item["metadata"]["name"] in keep]
@@ -79,6 +80,9 @@ def test_exit_code_is_the_verdict(tmp_path: Path, keep: list[str], code: int, cl
     assert result.exit_code == code, result.stdout
     if code == 0:
         assert result.stdout == "No problems found.\n"
+    if "extender-unready" in keep:
+        assert "extender-not-ready" in result.stdout and "kube-system/extender-unready" in result.stdout
+        assert "extender-missing" not in result.stdout
 
 
 def test_a_fresh_assignment_is_not_stuck_until_the_threshold(tmp_path: Path, cli_runner: CliRunner) -> None:
