@@ -16,7 +16,8 @@ versions, never renamed or removed; a breaking change gets ``v2``)::
     cluster: {nodes, gpus, total, used, free, pending, usedPercent}
 
 ``usedPercent`` is truncated to an integer exactly as the text view computes it. The CSV view
-has one row per GPU (and one ``pending`` row per node that has pending memory).
+has one row per GPU (and one ``pending`` row per node that has pending memory); its last column,
+``HEALTHY``, is ``false`` for a GPU an unhealthy-GPU ConfigMap lists (empty on ``pending`` rows).
 
 This module reads a `ledger.Ledger`; it counts nothing itself and does no I/O.
 """
@@ -35,7 +36,7 @@ from kubectl_gpushare.ledger import PENDING, DeviceUsage, Ledger, PodRecord
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareReport"
-CSV_HEADER: Final = ("NODE", "IPADDRESS", "GPU", "ALLOCATED", "TOTAL", "FREE", "PODS")
+CSV_HEADER: Final = ("NODE", "IPADDRESS", "GPU", "ALLOCATED", "TOTAL", "FREE", "PODS", "HEALTHY")
 
 
 class PodShare(msgspec.Struct, rename="camel"):
@@ -166,18 +167,23 @@ def to_yaml(report: Report) -> str:
 
 
 def to_csv(report: Report, *, headers: bool = True) -> str:
-    """One row per GPU (GPU ``pending`` for memory without an index); PODS is ``ns/name=memory ...``."""
+    """One row per GPU (GPU ``pending`` for memory without an index); PODS is ``ns/name=memory ...``.
+
+    HEALTHY is the last column (``true``/``false``; empty for ``pending``), so readers by position of
+    the first seven columns are unaffected.
+    """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     if headers:
         writer.writerow(CSV_HEADER)
     for node in report.nodes:
-        rows: list[tuple[str, int, int | str, int | str, list[PodShare]]] = [
-            (str(gpu.index), gpu.used, gpu.total, gpu.free, gpu.pods) for gpu in node.gpus
+        rows: list[tuple[str, int, int | str, int | str, list[PodShare], str]] = [
+            (str(gpu.index), gpu.used, gpu.total, gpu.free, gpu.pods, "true" if gpu.healthy else "false")
+            for gpu in node.gpus
         ]
         if node.pending_pods or node.pending:
-            rows.append(("pending", node.pending, "", "", node.pending_pods))
-        for gpu, used, total, free, pods in rows:
+            rows.append(("pending", node.pending, "", "", node.pending_pods, ""))
+        for gpu, used, total, free, pods, healthy in rows:
             shares = " ".join(f"{pod.namespace}/{pod.name}={pod.memory}" for pod in pods)
-            writer.writerow((node.name, node.ip, gpu, used, total, free, shares))
+            writer.writerow((node.name, node.ip, gpu, used, total, free, shares, healthy))
     return out.getvalue()

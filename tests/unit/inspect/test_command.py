@@ -64,7 +64,8 @@ def test_yaml_equals_json(cli_runner: CliRunner) -> None:
 def test_csv_has_a_row_per_gpu_and_pending(cli_runner: CliRunner) -> None:
     rows = list(csv.reader(io.StringIO(invoke(cli_runner, "-o", "csv").stdout)))
     assert rows[0] == list(report.CSV_HEADER)
-    assert rows[-1] == ["gpu-node-2", "192.168.1.12", "pending", "1", "", "", "default/job-c=1"]
+    assert rows[-1] == ["gpu-node-2", "192.168.1.12", "pending", "1", "", "", "default/job-c=1", ""]
+    assert rows[1][-1] == "true"
     assert len(invoke(cli_runner, "-o", "csv", "--no-headers").stdout.splitlines()) == len(rows) - 1
 
 

@@ -37,15 +37,24 @@ def test_json_says_healthy_false_only_where_listed(sick: Path, cli_runner: CliRu
     assert [gpu.get("healthy", True) for gpu in report["nodes"][0]["gpus"]] == [True, False]
 
 
+def test_csv_ends_with_a_healthy_column(sick: Path, cli_runner: CliRunner) -> None:
+    text = cli_runner.invoke(inspect_command, ["-o", "csv", "--from-file", str(sick)]).stdout
+    rows = [line.split(",") for line in text.splitlines()]
+    assert rows[0][-1] == "HEALTHY"
+    assert [(row[2], row[-1]) for row in rows[1:]] == [("0", "true"), ("1", "false")]
+
+
 def test_fit_never_offers_an_unhealthy_gpu(sick: Path, cli_runner: CliRunner) -> None:
     report = json.loads(cli_runner.invoke(fit_command, ["4", "-o", "json", "--from-file", str(sick)]).stdout)
     assert report["fits"] == 3 and report["largestFit"] == 12
     assert {gpu["index"] for node in report["nodes"] for gpu in node["gpus"]} == {0}
 
 
-def test_the_compatible_text_is_unchanged(sick: Path, cli_runner: CliRunner) -> None:
-    text = cli_runner.invoke(inspect_command, ["--from-file", str(sick)]).stdout
-    assert "!" not in text and "4/16" in text and "0/16" in text
+@pytest.mark.parametrize("flags", [[], ["-d"]], ids=["summary", "details"])
+def test_the_compatible_text_is_unchanged(sick: Path, flags: list[str], cli_runner: CliRunner) -> None:
+    """The default and -d views stay byte-compatible with the original, so they do not mark GPUs."""
+    text = cli_runner.invoke(inspect_command, [*flags, "--from-file", str(sick)]).stdout
+    assert "!" not in text and "unhealthy" not in text.lower() and "4/32 (12%)" in text
 
 
 def _quota_cluster(tmp_path: Path) -> Path:
