@@ -152,13 +152,13 @@ def build(ledger: Ledger, names: Sequence[str], unscheduled: Sequence[PodRecord]
     return Report(API_VERSION, KIND, memory_unit(ledger, names), ledger.basis, nodes, cluster, waiting)
 
 
-def to_json(report: Report) -> str:
-    """The report as indented JSON with a final newline."""
+def to_json(report: msgspec.Struct) -> str:
+    """The report (or another versioned document, fields in schema order) as indented JSON."""
     return msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n"
 
 
-def to_yaml(report: Report) -> str:
-    """The report as YAML (block style, keys in schema order)."""
+def to_yaml(report: msgspec.Struct) -> str:
+    """The report (or another versioned document) as YAML (block style, keys in schema order)."""
     import yaml
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

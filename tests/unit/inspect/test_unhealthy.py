@@ -79,3 +79,15 @@ def test_group_by_namespace_shows_the_gpu_memory_quota(tmp_path: Path, cli_runne
     rows = [line.split() for line in result.stdout.splitlines()]
     assert rows[0][-1] == "QUOTA(USED/HARD)"
     assert rows[1] == ["ml", "1", "1", "12", "0", "12/20"] and rows[2] == ["web", "1", "1", "2", "0", "-"]
+
+
+def test_group_by_namespace_json_carries_the_quota(tmp_path: Path, cli_runner: CliRunner) -> None:
+    path = _quota_cluster(tmp_path)
+    result = cli_runner.invoke(inspect_command, ["--group-by", "namespace", "-o", "json", "--from-file", str(path)])
+    document = json.loads(result.stdout)
+    assert document["kind"] == "GPUShareTenants"
+    assert document["namespaces"] == [
+        {"name": "ml", "pods": 1, "nodes": 1, "allocated": 12, "waiting": 0, "quota": {"used": "12", "hard": "20"}},
+        {"name": "web", "pods": 1, "nodes": 1, "allocated": 2, "waiting": 0},
+    ]
+    assert document["total"] == {"pods": 2, "nodes": 1, "allocated": 14, "waiting": 0}
