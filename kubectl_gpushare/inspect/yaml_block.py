@@ -45,7 +45,7 @@ def _scalar(value: Data, cache: dict[str, str]) -> str:
             written = "''"
         elif _NAME.match(value) is None:
             raise _UnsupportedError
-        elif _resolver.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG:
+        elif _resolver.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG:  # type: ignore[no-untyped-call]
             written = value
         else:
             written = f"'{value}'"  # looks like a number, bool, null or date: PyYAML single-quotes it
@@ -54,21 +54,31 @@ def _scalar(value: Data, cache: dict[str, str]) -> str:
 
 
 def _mapping(data: dict[str, Data], indent: int, first: str, out: list[str], cache: dict[str, str]) -> None:
-    """Keys at ``indent``; the first key follows ``first`` (``"- "`` in a list) on the current line."""
+    """Keys at ``indent``; the first key follows ``first`` (``"- "`` in a list) on the current line.
+
+    Hot loop (one pass per pod and GPU): exact-type dispatch, and strings looked up in ``cache``
+    before `_scalar` decides how to write them.
+    """
     pad = " " * indent
     lead = first
     for key, value in data.items():
-        if _scalar(key, cache) != key:  # a key PyYAML would quote (or not a string)
+        if cache.get(key) != key and _scalar(key, cache) != key:  # a key PyYAML would quote (or not a string)
             raise _UnsupportedError
-        if isinstance(value, dict) and value:
+        kind = type(value)
+        if kind is str:
+            written = cache.get(value)  # type: ignore[arg-type]
+            out.append(f"{lead}{key}: {_scalar(value, cache) if written is None else written}\n")
+        elif kind is int:
+            out.append(f"{lead}{key}: {value}\n")
+        elif kind is dict and value:
             out.append(f"{lead}{key}:\n")
-            _mapping(value, indent + 2, " " * (indent + 2), out, cache)
-        elif isinstance(value, list) and value:
+            _mapping(value, indent + 2, " " * (indent + 2), out, cache)  # type: ignore[arg-type]
+        elif kind is list and value:
             out.append(f"{lead}{key}:\n")
-            _sequence(value, indent, out, cache)
-        elif isinstance(value, dict):
+            _sequence(value, indent, out, cache)  # type: ignore[arg-type]
+        elif kind is dict:
             out.append(f"{lead}{key}: {{}}\n")
-        elif isinstance(value, list):
+        elif kind is list:
             out.append(f"{lead}{key}: []\n")
         else:
             out.append(f"{lead}{key}: {_scalar(value, cache)}\n")
