@@ -122,3 +122,28 @@ def test_scheduler_configuration_versions(text: str, outdated: bool) -> None:
     assert [f.check for f in report.findings] == (["scheduler-config-outdated"] if outdated else [])
     elsewhere = ConfigMap(metadata=ObjectMeta(name="sched", namespace="team-a"), data={"cfg": text})
     assert doctor.audit([], [], now_ns=0, configmaps=[elsewhere]).findings == []
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+@pytest.mark.parametrize("conditions", ["x", 5, [["Ready"]], [{"type": {"a": 1}, "status": "True"}], None])
+def test_malformed_conditions_are_not_ready_and_never_hide_the_pod(
+    tmp_path: Path, suffix: str, conditions: object, cli_runner: CliRunner
+) -> None:
+    import yaml
+
+    from kubectl_gpushare.inspect.command import inspect_command
+
+    items = [item for item in cases.seed() if item["metadata"]["name"] in HEALTHY]
+    plugin = next(item for item in items if item["metadata"]["name"] == "plugin-healthy")
+    plugin["status"]["conditions"] = conditions
+    fine = next(item for item in items if item["metadata"]["name"] == "fine")
+    fine["status"]["conditions"] = conditions
+    path = tmp_path / f"c.{suffix}"
+    document = {"kind": "List", "items": items}
+    path.write_text(json.dumps(document) if suffix == "json" else yaml.safe_dump(document))
+    result = cli_runner.invoke(doctor_command, ["--from-file", str(path), "-o", "json"])
+    assert result.exit_code == 1, result.output
+    assert [(f["check"], f["object"]) for f in json.loads(result.stdout)["findings"]] == [
+        ("device-plugin-not-ready", "node/healthy")]
+    report = json.loads(cli_runner.invoke(inspect_command, ["--from-file", str(path), "-o", "json"]).stdout)
+    assert report["cluster"]["used"] == 4, "the pod with malformed conditions still counts"
