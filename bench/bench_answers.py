@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_answers.py            # 5,000 nodes x 8 GPUs / 100,000 pods
     .venv/bin/python bench/bench_answers.py --quick    # 100 nodes / 3,000 pods
+    .venv/bin/python bench/bench_answers.py --nodes 1000 --pods 20000 --runs 3
 
 Each command runs as a user runs it (the console script against a sandbox API server in its own
 process), median of N runs after a warm-up. Goals: ``fit`` and ``doctor`` within 1.2x of plain
@@ -37,8 +38,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small cluster")
     parser.add_argument("--runs", type=int, default=None, help="repetitions per command")
+    parser.add_argument("--nodes", type=int, default=None, help="cluster size (overrides --quick)")
+    parser.add_argument("--pods", type=int, default=None, help="pod count (overrides --quick)")
     args = parser.parse_args()
     nodes, pods = (100, 3000) if args.quick else (5000, 100_000)
+    nodes, pods = args.nodes or nodes, args.pods or pods
     runs = args.runs or (3 if args.quick else 5)
     with tempfile.TemporaryDirectory(prefix="bench-answers-") as tmp:
         sandbox = SandboxProcess(nodes, pods, Path(tmp))

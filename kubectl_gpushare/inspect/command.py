@@ -91,7 +91,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
 
     from kubectl_gpushare.kube.errors import Forbidden
 
-    marks = options.get("output") is not None  # only the compatible text leaves unhealthy GPUs unmarked
+    # Only the compatible text (and the per-namespace totals, which show no GPUs) leave unhealthy GPUs unmarked.
+    marks = options.get("output") is not None and not tenants
     with make_client(options, "inspect") as client:
         snapshot = source.from_api(
             client, options["nodes"], options["selector"], progress, unhealthy=marks, stack=options.get("stack", "auto")
@@ -134,6 +135,11 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     if options.get("group_by") == "namespace":
         from kubectl_gpushare.inspect import tenants
 
+        if options["output"] in ("json", "yaml"):
+            from kubectl_gpushare.inspect import report
+
+            totals = tenants.tenants(snapshot, names)
+            return report.to_json(totals) if options["output"] == "json" else report.to_yaml(totals)
         return tenants.by_namespace(snapshot, names, headers=not options["no_headers"])
     if not names and options["selector"]:
         click.echo("No resources found", err=True)  # kubectl's words when -l matches nothing
@@ -261,7 +267,7 @@ from_file_option = click.option(
     type=click.Choice(["node", "namespace"]),
     default="node",
     show_default=True,
-    help="Rows per node (the views above) or per namespace with totals.",
+    help="Rows per node (the views above) or per namespace with totals (text, -o json|yaml).",
 )
 @click.option(
     "-w", "--watch", is_flag=True, help="Redraw on every change (list + watch, no polling) until Ctrl-C."
@@ -280,8 +286,8 @@ def inspect_command(**options: Any) -> None:
         raise click.UsageError("name cannot be provided when a selector is specified")  # kubectl's refusal
     if options["namespace"] and options["all_namespaces"]:
         raise click.UsageError("-n/--namespace and -A/--all-namespaces go one at a time")
-    if options["group_by"] == "namespace" and (options["output"] is not None or options["details"]):
-        raise click.UsageError("--group-by namespace prints its own table; it takes no -o or -d")
+    if options["group_by"] == "namespace" and (options["output"] not in (None, "json", "yaml") or options["details"]):
+        raise click.UsageError("--group-by namespace prints its own table or -o json|yaml; it takes no other -o or -d")
     if options["watch"]:
         if options["from_file"] is not None:
             raise click.UsageError("--watch needs a cluster; it cannot follow --from-file")

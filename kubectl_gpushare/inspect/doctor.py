@@ -132,22 +132,38 @@ def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding
 
 
 def _workload_findings(nodes: Sequence[Node], pods: Sequence[Pod]) -> Iterable[Finding]:
-    """The extender and the device plugin, judged by their pods (what actually runs)."""
-    running = [pod for pod in pods if pod.status.phase == "Running"]
+    """The extender and the device plugin, judged by their pods' ``Ready`` condition (what serves)."""
+    live = [pod for pod in pods if pod.status.phase not in COMPLETED_PHASES]
     shares = [node for node in nodes if _has(node.status.capacity, protocol.RESOURCE_MEM)]
-    extenders = [pod for pod in running if pod.metadata.labels.get(COMPONENT_LABEL) == EXTENDER_COMPONENT]
+    extenders = [pod for pod in live if pod.metadata.labels.get(COMPONENT_LABEL) == EXTENDER_COMPONENT]
+    selector = f"pods/{COMPONENT_LABEL}={EXTENDER_COMPONENT}"
     if shares and not extenders:
-        yield Finding(ERROR, "extender-missing", f"pods/{COMPONENT_LABEL}={EXTENDER_COMPONENT}",
-                      "no scheduler-extender pod is running: kube-scheduler cannot pick a GPU, and pods asking "
+        yield Finding(ERROR, "extender-missing", selector,
+                      "no scheduler-extender pod exists: kube-scheduler cannot pick a GPU, and pods asking "
                       f"for {protocol.RESOURCE_MEM} stay Pending (kubectl gpushare manifests --only extender)")
-    plugin_nodes = {pod.spec.node_name for pod in running
-                    if pod.metadata.labels.get(COMPONENT_LABEL) == DEVICE_PLUGIN_COMPONENT}
+    elif shares and not any(pod.status.ready for pod in extenders):
+        names = ", ".join(sorted(f"{pod.metadata.namespace}/{pod.metadata.name}" for pod in extenders))
+        yield Finding(ERROR, "extender-not-ready", selector,
+                      f"no scheduler-extender pod is Ready ({names}): kube-scheduler cannot reach it, and pods "
+                      f"asking for {protocol.RESOURCE_MEM} stay Pending")
+    plugins: dict[str, list[Pod]] = {}
+    for pod in live:
+        if pod.metadata.labels.get(COMPONENT_LABEL) == DEVICE_PLUGIN_COMPONENT:
+            plugins.setdefault(pod.spec.node_name, []).append(pod)
     for node in nodes:
         labelled = node.metadata.labels.get(protocol.LABEL_GPUSHARE) == "true"
-        if labelled and _has(node.status.capacity, protocol.RESOURCE_MEM) and node.metadata.name not in plugin_nodes:
+        if not (labelled and _has(node.status.capacity, protocol.RESOURCE_MEM)):
+            continue
+        on_node = plugins.get(node.metadata.name, [])
+        if not on_node:
             yield Finding(WARNING, "device-plugin-not-running", f"node/{node.metadata.name}",
-                          f"no running device-plugin pod ({COMPONENT_LABEL}={DEVICE_PLUGIN_COMPONENT}) on this "
+                          f"no device-plugin pod ({COMPONENT_LABEL}={DEVICE_PLUGIN_COMPONENT}) on this "
                           "node: new pods cannot get their GPU")
+        elif not any(pod.status.ready for pod in on_node):
+            names = ", ".join(sorted(f"{pod.metadata.namespace}/{pod.metadata.name}" for pod in on_node))
+            yield Finding(WARNING, "device-plugin-not-ready", f"node/{node.metadata.name}",
+                          f"the device-plugin pod on this node is not Ready ({names}): new pods may not get "
+                          "their GPU")
 
 
 _OUTDATED_SCHEDULER_APIS: Final = (

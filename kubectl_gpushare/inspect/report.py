@@ -26,8 +26,9 @@ gpushare-only report is byte-for-byte what it was). Each stack GPU keeps its own
 another unit to it.
 
 ``usedPercent`` is truncated to an integer exactly as the text view computes it. The CSV view
-has one row per GPU (and one ``pending`` row per node that has pending memory); with other stacks
-present every row also gets ``STACK`` and ``UNIT``.
+has one row per GPU (and one ``pending`` row per node that has pending memory); its column
+``HEALTHY`` is ``false`` for a GPU an unhealthy-GPU ConfigMap lists (empty on ``pending`` rows);
+with other stacks present every row also gets ``STACK`` and ``UNIT`` after it.
 
 This module reads a `ledger.Ledger`; it counts nothing itself and does no I/O.
 """
@@ -47,7 +48,7 @@ from kubectl_gpushare.ledger import PENDING, DeviceUsage, Ledger, PodRecord, Sta
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareReport"
-CSV_HEADER: Final = ("NODE", "IPADDRESS", "GPU", "ALLOCATED", "TOTAL", "FREE", "PODS")
+CSV_HEADER: Final = ("NODE", "IPADDRESS", "GPU", "ALLOCATED", "TOTAL", "FREE", "PODS", "HEALTHY")
 STACK_CSV_COLUMNS: Final = ("STACK", "UNIT")
 """Appended to every CSV row only when other stacks' nodes are shown (gpushare-only CSV is unchanged)."""
 STACK_GPUSHARE: Final = protocol.STACK_GPUSHARE
@@ -233,22 +234,36 @@ def build(
     )
 
 
-def to_json(report: Report) -> str:
-    """The report as indented JSON with a final newline."""
+def to_json(report: msgspec.Struct) -> str:
+    """The report (or another versioned document, fields in schema order) as indented JSON."""
     return msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n"
 
 
-def to_yaml(report: Report) -> str:
-    """The report as YAML (block style, keys in schema order)."""
+def to_yaml(report: msgspec.Struct) -> str:
+    """The report (or another versioned document) as YAML (block style, keys in schema order).
+
+    Written by `yaml_block` (the same bytes as PyYAML, 4x faster), or by PyYAML's C emitter where a
+    value needs quoting beyond plain and single-quoted names.
+    """
+    from kubectl_gpushare.inspect import yaml_block
+
+    data = msgspec.to_builtins(report)
+    written = yaml_block.dump(data)
+    if written is not None:
+        return written
     import yaml
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    text: str = yaml.dump(msgspec.to_builtins(report), Dumper=dumper, sort_keys=False, default_flow_style=False)
+    text: str = yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=False)
     return text
 
 
 def to_csv(report: Report, *, headers: bool = True) -> str:
-    """One row per GPU (GPU ``pending`` for memory without an index); PODS is ``ns/name=memory ...``."""
+    """One row per GPU (GPU ``pending`` for memory without an index); PODS is ``ns/name=memory ...``.
+
+    HEALTHY is the last column (``true``/``false``; empty for ``pending``), so readers by position of
+    the first seven columns are unaffected.
+    """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     stacked = bool(report.stack_nodes)
@@ -256,14 +271,15 @@ def to_csv(report: Report, *, headers: bool = True) -> str:
         writer.writerow(CSV_HEADER + STACK_CSV_COLUMNS if stacked else CSV_HEADER)
     extra: tuple[str, ...] = (STACK_GPUSHARE, report.unit) if stacked else ()
     for node in report.nodes:
-        rows: list[tuple[str, int, int | str, int | str, list[PodShare]]] = [
-            (str(gpu.index), gpu.used, gpu.total, gpu.free, gpu.pods) for gpu in node.gpus
+        rows: list[tuple[str, int, int | str, int | str, list[PodShare], str]] = [
+            (str(gpu.index), gpu.used, gpu.total, gpu.free, gpu.pods, "true" if gpu.healthy else "false")
+            for gpu in node.gpus
         ]
         if node.pending_pods or node.pending:
-            rows.append(("pending", node.pending, "", "", node.pending_pods))
-        for gpu, used, total, free, pods in rows:
+            rows.append(("pending", node.pending, "", "", node.pending_pods, ""))
+        for gpu, used, total, free, pods, healthy in rows:
             shares = " ".join(f"{pod.namespace}/{pod.name}={pod.memory}" for pod in pods)
-            writer.writerow((node.name, node.ip, gpu, used, total, free, shares, *extra))
+            writer.writerow((node.name, node.ip, gpu, used, total, free, shares, healthy, *extra))
     for stack_node in report.stack_nodes:
         for stack_gpu in stack_node.gpus:
             pending = stack_gpu.index == PENDING
@@ -271,6 +287,6 @@ def to_csv(report: Report, *, headers: bool = True) -> str:
             writer.writerow((
                 stack_node.name, stack_node.ip, "pending" if pending else str(stack_gpu.index), stack_gpu.used,
                 "" if pending else stack_gpu.total, "" if pending else stack_gpu.free, claims,
-                stack_node.stack, stack_gpu.unit,
+                "" if pending else ("true" if stack_gpu.healthy else "false"), stack_node.stack, stack_gpu.unit,
             ))
     return out.getvalue()

@@ -2,14 +2,24 @@
 
 Both read the snapshot's ledger: ``-n`` rebuilds it from the same node records and only that
 namespace's pods, so every view then shows one tenant's allocations against the whole GPUs;
-``--group-by namespace`` sums each namespace's shares (pending included) from the ledger's pods.
-Pure; renders text only.
+``--group-by namespace`` sums each namespace's shares (pending included) from the ledger's pods,
+as a table or (``-o json|yaml``) a versioned ``GPUShareTenants``::
+
+    apiVersion: gpushare.kubectl-gpushare.io/v1
+    kind: GPUShareTenants
+    unit: GiB
+    namespaces: [{name, pods, nodes, allocated, waiting, quota: {used, hard}}]  # quota only where set
+    total: {pods, nodes, allocated, waiting}
+
+Pure: snapshot in, text or report out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Final
+
+import msgspec
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
@@ -36,9 +46,9 @@ def only_namespace(snapshot: Snapshot, namespace: str) -> Snapshot:
 QUOTA_RESOURCE: Final = f"requests.{protocol.RESOURCE_MEM}"
 
 
-def quota_by_namespace(quotas: Sequence[ResourceQuota]) -> dict[str, str]:
-    """Namespace -> ``used/hard`` of ``requests.aliyun.com/gpu-mem`` (the tightest quota if several)."""
-    found: dict[str, tuple[int, str]] = {}
+def quota_by_namespace(quotas: Sequence[ResourceQuota]) -> dict[str, tuple[str, str]]:
+    """Namespace -> ``(used, hard)`` of ``requests.aliyun.com/gpu-mem`` (the tightest quota if several)."""
+    found: dict[str, tuple[int, tuple[str, str]]] = {}
     for quota in quotas:
         hard = quota.status.hard.get(QUOTA_RESOURCE)
         if hard is None:
@@ -50,12 +60,53 @@ def quota_by_namespace(quotas: Sequence[ResourceQuota]) -> dict[str, str]:
             room = 0
         namespace = quota.metadata.namespace
         if namespace not in found or room < found[namespace][0]:
-            found[namespace] = (room, f"{used}/{hard}")
+            found[namespace] = (room, (str(used), str(hard)))
     return {namespace: text for namespace, (_, text) in found.items()}
 
 
-def by_namespace(snapshot: Snapshot, names: Sequence[str], *, headers: bool = True) -> str:
-    """One row per namespace: pods, nodes used and GPU memory allocated on the shown nodes, then the total."""
+API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
+KIND: Final = "GPUShareTenants"
+
+
+class Quota(msgspec.Struct, frozen=True):
+    """``requests.aliyun.com/gpu-mem`` of the namespace's tightest ResourceQuota, quantities as written."""
+
+    used: str
+    hard: str
+
+
+class Tenant(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One namespace: distinct pods and nodes, memory allocated on the shown nodes and waiting for a node."""
+
+    name: str
+    pods: int
+    nodes: int
+    allocated: int
+    waiting: int
+    quota: Quota | None = None
+
+
+class TenantTotal(msgspec.Struct, frozen=True):
+    """Sums over every namespace (nodes counted once)."""
+
+    pods: int
+    nodes: int
+    allocated: int
+    waiting: int
+
+
+class TenantReport(msgspec.Struct, frozen=True, rename="camel"):
+    """``--group-by namespace -o json|yaml``: a versioned ``GPUShareTenants`` (fields only ever added)."""
+
+    api_version: str
+    kind: str
+    unit: str
+    namespaces: list[Tenant]
+    total: TenantTotal
+
+
+def tenants(snapshot: Snapshot, names: Sequence[str]) -> TenantReport:
+    """Per-namespace totals from the ledger's pods on the shown nodes, plus pods waiting for a node."""
     shown = set(names)
     rows: dict[str, tuple[set[str], set[str], int]] = {}
     for pod in snapshot.ledger.pods():
@@ -69,17 +120,34 @@ def by_namespace(snapshot: Snapshot, names: Sequence[str], *, headers: bool = Tr
     for pod in snapshot.unscheduled:
         waiting[pod.namespace] = waiting.get(pod.namespace, 0) + pod.request
     quotas = quota_by_namespace(snapshot.quotas)
-    quota_header = "\tQUOTA(USED/HARD)" if quotas else ""
-    unit = memory_unit(snapshot.ledger, names) or "GiB"
-    lines = [f"NAMESPACE\tPODS\tNODES\tALLOCATED({unit})\tWAITING({unit}){quota_header}\n"] if headers else []
+    namespaces = []
     for namespace in sorted(set(rows) | set(waiting) | set(quotas)):
         uids, nodes, memory = rows.get(namespace, (set(), set(), 0))
-        quota = f"\t{quotas.get(namespace, '-')}" if quotas else ""
-        lines.append(f"{namespace}\t{len(uids)}\t{len(nodes)}\t{memory}\t{waiting.get(namespace, 0)}{quota}\n")
+        quota = quotas.get(namespace)
+        namespaces.append(Tenant(namespace, len(uids), len(nodes), memory, waiting.get(namespace, 0),
+                                 Quota(*quota) if quota else None))
+    total = TenantTotal(
+        pods=sum(len(uids) for uids, _, _ in rows.values()),
+        nodes=len(set().union(*(nodes for _, nodes, _ in rows.values()))) if rows else 0,
+        allocated=sum(memory for _, _, memory in rows.values()),
+        waiting=sum(waiting.values()),
+    )
+    unit = memory_unit(snapshot.ledger, names) or "GiB"
+    return TenantReport(API_VERSION, KIND, unit, namespaces, total)
+
+
+def by_namespace(snapshot: Snapshot, names: Sequence[str], *, headers: bool = True) -> str:
+    """One row per namespace: pods, nodes used and GPU memory allocated on the shown nodes, then the total."""
+    report = tenants(snapshot, names)
+    quoted = any(tenant.quota for tenant in report.namespaces)
+    quota_header = "\tQUOTA(USED/HARD)" if quoted else ""
+    unit = report.unit
+    lines = [f"NAMESPACE\tPODS\tNODES\tALLOCATED({unit})\tWAITING({unit}){quota_header}\n"] if headers else []
+    for row in report.namespaces:
+        quota = (f"\t{row.quota.used}/{row.quota.hard}" if row.quota else "\t-") if quoted else ""
+        lines.append(f"{row.name}\t{row.pods}\t{row.nodes}\t{row.allocated}\t{row.waiting}{quota}\n")
     if headers:
-        total_pods = sum(len(uids) for uids, _, _ in rows.values())
-        total_nodes = len(set().union(*(nodes for _, nodes, _ in rows.values()))) if rows else 0
-        total = sum(memory for _, _, memory in rows.values())
-        quota = "\t" if quotas else ""
-        lines.append(f"TOTAL\t{total_pods}\t{total_nodes}\t{total}\t{sum(waiting.values())}{quota}\n")
+        total = report.total
+        quota = "\t" if quoted else ""
+        lines.append(f"TOTAL\t{total.pods}\t{total.nodes}\t{total.allocated}\t{total.waiting}{quota}\n")
     return tabwriter.render("".join(lines))

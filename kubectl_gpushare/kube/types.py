@@ -101,6 +101,21 @@ class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     """``status`` of a pod."""
 
     phase: str = ""
+    conditions: object = ()
+    """Any JSON value, narrowed by `ready`: a malformed entry must not make the whole pod (and its
+    GPU memory) undecodable, so no shape is imposed here."""
+
+    @property
+    def ready(self) -> bool:
+        """Running with condition ``Ready=True``, what a Deployment or DaemonSet counts as ready.
+
+        Conditions that are not a list of objects count as not ready.
+        """
+        if self.phase != "Running" or not isinstance(self.conditions, (list, tuple)):
+            return False
+        return any(
+            isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True" for c in self.conditions
+        )
 
 
 class NodeSelectorRequirement(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):

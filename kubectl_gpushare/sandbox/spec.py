@@ -252,6 +252,7 @@ def pod_object(
     created: str | None = None,
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
+    ready: bool | None = None,
 ) -> dict[str, Any]:
     """A pod with per-container ``aliyun.com/gpu-mem`` limits and, when placed, the extender's annotations.
 
@@ -270,6 +271,7 @@ def pod_object(
         created: creationTimestamp.
         labels: extra labels.
         annotations: extra annotations.
+        ready: a ``Ready`` condition with this status (None: no conditions, as before).
     """
     phase = phase or ("Running" if node and gpu is not None else "Pending")
     containers: list[dict[str, Any]] = []
@@ -322,6 +324,8 @@ def pod_object(
         status["conditions"] = [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "waiting for a GPU"}
         ]
+    elif ready is not None:
+        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 

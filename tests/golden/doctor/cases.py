@@ -24,12 +24,15 @@ def _with_status(node: dict[str, Any], **resources: str) -> dict[str, Any]:
     return node
 
 
-def _daemon(name: str, component: str, node: str) -> dict[str, Any]:
-    return pod_object(name, "kube-system", [0], node=node, phase="Running", labels={"component": component})
+def _daemon(name: str, component: str, node: str, *, ready: bool = True) -> dict[str, Any]:
+    return pod_object(
+        name, "kube-system", [0], node=node, phase="Running", labels={"component": component}, ready=ready
+    )
 
 
 PLUGIN_NODES = ("healthy", "both-plugins", "sick", "mixed", "over")
-"""Labelled nodes that run a device-plugin pod; ``no-daemon`` is labelled and advertises but runs none."""
+"""Labelled nodes that run a Ready device-plugin pod; ``no-daemon`` is labelled and advertises but runs
+none; ``unready`` runs one that is Running but not Ready."""
 
 
 def _hami_node(name: str, memories: list[int], ip: str, **annotations: str) -> dict[str, Any]:
@@ -71,8 +74,11 @@ def seed() -> list[dict[str, Any]]:
         mixed,
         node_object("over", [8], ip="10.9.0.7"),
         node_object("no-daemon", [16], ip="10.9.0.8"),
+        node_object("unready", [16], ip="10.9.0.9"),
         _daemon("extender", "gpushare-schd-extender", "healthy"),
+        _daemon("extender-unready", "gpushare-schd-extender", "unready", ready=False),
         *(_daemon(f"plugin-{node}", "gpushare-device-plugin", node) for node in PLUGIN_NODES),
+        _daemon("plugin-unready", "gpushare-device-plugin", "unready", ready=False),
         unhealthy_configmap("sick", [1]),
         {
             "apiVersion": "v1", "kind": "ConfigMap",

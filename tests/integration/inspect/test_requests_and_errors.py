@@ -245,7 +245,7 @@ def test_group_by_namespace_live_equals_from_file(sandbox: Sandbox, kube_env: di
         ["kubectl", "get", "nodes,pods", "-A", "-o", "json"], env=kube_env, capture_output=True, text=True, timeout=60
     )
     (tmp_path / "c.json").write_text(dump.stdout)
-    for args in (["--group-by", "namespace"], ["-n", "default", "-d"]):
+    for args in (["--group-by", "namespace"], ["--group-by", "namespace", "-o", "json"], ["-n", "default", "-d"]):
         live = inspect(kube_env, *args)
         offline = inspect(kube_env, *args, "--from-file", str(tmp_path / "c.json"))
         assert live.returncode == 0 and live.stdout == offline.stdout and live.stdout, live.stderr

@@ -64,7 +64,8 @@ def test_yaml_equals_json(cli_runner: CliRunner) -> None:
 def test_csv_has_a_row_per_gpu_and_pending(cli_runner: CliRunner) -> None:
     rows = list(csv.reader(io.StringIO(invoke(cli_runner, "-o", "csv").stdout)))
     assert rows[0] == list(report.CSV_HEADER)
-    assert rows[-1] == ["gpu-node-2", "192.168.1.12", "pending", "1", "", "", "default/job-c=1"]
+    assert rows[-1] == ["gpu-node-2", "192.168.1.12", "pending", "1", "", "", "default/job-c=1", ""]
+    assert rows[1][-1] == "true"
     assert len(invoke(cli_runner, "-o", "csv", "--no-headers").stdout.splitlines()) == len(rows) - 1
 
 
@@ -243,6 +244,20 @@ def test_group_by_namespace_totals_each_tenant(cli_runner: CliRunner) -> None:
     assert rows["TOTAL"][2] == str(sum(int(v[2]) for k, v in rows.items() if k != "TOTAL")) == "6"
 
 
+def test_group_by_namespace_json_and_yaml_are_a_versioned_document_matching_the_table(cli_runner: CliRunner) -> None:
+    table = invoke(cli_runner, "--group-by", "namespace").stdout.splitlines()
+    document = json.loads(invoke(cli_runner, "--group-by", "namespace", "-o", "json").stdout)
+    assert (document["apiVersion"], document["kind"], document["unit"]) == (
+        "gpushare.kubectl-gpushare.io/v1", "GPUShareTenants", "GiB")
+    as_rows = [[t["name"], *(str(t[k]) for k in ("pods", "nodes", "allocated", "waiting"))]
+               for t in document["namespaces"]]
+    total = document["total"]
+    as_rows.append(["TOTAL", *(str(total[k]) for k in ("pods", "nodes", "allocated", "waiting"))])
+    assert as_rows == [line.split() for line in table[1:]]
+    assert all("quota" not in t for t in document["namespaces"])
+    assert yaml.safe_load(invoke(cli_runner, "--group-by", "namespace", "-o", "yaml").stdout) == document
+
+
 def test_namespace_filter_shows_one_tenant_against_whole_gpus(cli_runner: CliRunner) -> None:
     text = invoke(cli_runner, "-n", "ml").stdout
     assert text.splitlines()[-1].startswith("3/45")
@@ -250,7 +265,9 @@ def test_namespace_filter_shows_one_tenant_against_whole_gpus(cli_runner: CliRun
 
 
 @pytest.mark.parametrize(
-    "args", [["-n", "ml", "-A"], ["--group-by", "namespace", "-o", "json"], ["--group-by", "namespace", "-d"]]
+    "args",
+    [["-n", "ml", "-A"], ["--group-by", "namespace", "-o", "csv"], ["--group-by", "namespace", "-o", "wide"],
+     ["--group-by", "namespace", "-d"]],
 )
 def test_tenant_flag_conflicts_are_usage_errors(cli_runner: CliRunner, args: list[str]) -> None:
     assert invoke(cli_runner, *args).exit_code == 2

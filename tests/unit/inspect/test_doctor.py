@@ -37,6 +37,7 @@ CHECKS = {
     "assigned-stuck": "pod/team-a/stuck",
     "completed-holding": "pod/team-b/finished",
     "device-plugin-not-running": "node/no-daemon",
+    "device-plugin-not-ready": "node/unready",
     "unhealthy-gpus-listed": "configmap/kube-system/unhealthy-gpu-sick",
     "scheduler-config-outdated": "configmap/kube-system/scheduler-config",
     "hami-bind-failed": "pod/team-h/bind-failed",
@@ -69,14 +70,14 @@ def test_every_check_fires_once_on_its_object(seeded: Path, cli_runner: CliRunne
     found = {(f["check"], f["object"]) for f in report["findings"]}
     assert found == set(CHECKS.items()) | HAMI_MUTEX_STUCK
     assert len(report["findings"]) == len(found)
-    assert report["summary"] == {"errors": 7, "warnings": 10}
+    assert report["summary"] == {"errors": 7, "warnings": 11}
 
 
 @pytest.mark.parametrize(
     ("keep", "code"),
     [(HEALTHY, 0), ([*HEALTHY, "sick", "plugin-sick"], 1), ([*HEALTHY, "over", "plugin-over", "first", "second"], 2),
-     (["healthy", "fine", "plugin-healthy"], 2)],
-    ids=["clean", "warnings", "errors", "no-extender"],
+     (["healthy", "fine", "plugin-healthy"], 2), (["healthy", "fine", "plugin-healthy", "extender-unready"], 2)],
+    ids=["clean", "warnings", "errors", "no-extender", "extender-not-ready"],
 )
 def test_exit_code_is_the_verdict(tmp_path: Path, keep: list[str], code: int, cli_runner: CliRunner) -> None:
     items = [item for item in cases.seed() if item["metadata"]["name"] in keep]
@@ -86,6 +87,9 @@ def test_exit_code_is_the_verdict(tmp_path: Path, keep: list[str], code: int, cl
     assert result.exit_code == code, result.stdout
     if code == 0:
         assert result.stdout == "No problems found.\n"
+    if "extender-unready" in keep:
+        assert "extender-not-ready" in result.stdout and "kube-system/extender-unready" in result.stdout
+        assert "extender-missing" not in result.stdout
 
 
 def test_a_fresh_assignment_is_not_stuck_until_the_threshold(tmp_path: Path, cli_runner: CliRunner) -> None:
@@ -201,3 +205,28 @@ def test_a_nano_gpu_card_over_100_percent_is_overcommitted_in_percent() -> None:
     assert [(f.check, f.message) for f in report.findings] == [
         ("stack-gpu-overcommitted", "nano-gpu GPU 0 holds 120 of 100 %: ml/p0, ml/p1")
     ]
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+@pytest.mark.parametrize("conditions", ["x", 5, [["Ready"]], [{"type": {"a": 1}, "status": "True"}], None])
+def test_malformed_conditions_are_not_ready_and_never_hide_the_pod(
+    tmp_path: Path, suffix: str, conditions: object, cli_runner: CliRunner
+) -> None:
+    import yaml
+
+    from kubectl_gpushare.inspect.command import inspect_command
+
+    items = [item for item in cases.seed() if item["metadata"]["name"] in HEALTHY]
+    plugin = next(item for item in items if item["metadata"]["name"] == "plugin-healthy")
+    plugin["status"]["conditions"] = conditions
+    fine = next(item for item in items if item["metadata"]["name"] == "fine")
+    fine["status"]["conditions"] = conditions
+    path = tmp_path / f"c.{suffix}"
+    document = {"kind": "List", "items": items}
+    path.write_text(json.dumps(document) if suffix == "json" else yaml.safe_dump(document))
+    result = cli_runner.invoke(doctor_command, ["--from-file", str(path), "-o", "json"])
+    assert result.exit_code == 1, result.output
+    assert [(f["check"], f["object"]) for f in json.loads(result.stdout)["findings"]] == [
+        ("device-plugin-not-ready", "node/healthy")]
+    report = json.loads(cli_runner.invoke(inspect_command, ["--from-file", str(path), "-o", "json"]).stdout)
+    assert report["cluster"]["used"] == 4, "the pod with malformed conditions still counts"
