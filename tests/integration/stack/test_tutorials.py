@@ -122,10 +122,8 @@ def test_selectors_taints_and_other_schedulers_are_honoured(stack_cluster: Calla
 
 
 def test_a_deployment_of_three_replicas(stack_cluster: Callable[[str], StackCluster]) -> None:
-    """The tutorial verbatim, once the sandbox serves apps/v1 (integer quantities, as tutorials write them)."""
+    """The tutorial verbatim (integer quantities, as tutorials write them)."""
     cluster = stack_cluster(ONE_T4)
-    if "apps/v1" not in cluster.kubectl("api-versions").stdout.split():
-        pytest.skip("the sandbox does not serve apps/v1 Deployments")
     cluster.label("gpu-node")
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "binpack-1"},
@@ -136,8 +134,36 @@ def test_a_deployment_of_three_replicas(stack_cluster: Callable[[str], StackClus
     }
     cluster.kubectl("apply", "-f", "-", input=json.dumps(deployment))
     cluster.wait(lambda: sorted(cluster.phases().values()) == ["Running"] * 3, "3 replicas Running", 60)
+    assert "successfully rolled out" in cluster.kubectl(
+        "rollout", "status", "deployment/binpack-1", "--timeout=60s").stdout
     out = cluster.kubectl("inspect", "gpushare").stdout
     assert "3/14" in out and "3/14 (21%)" in out
+
+
+def test_a_statefulset_packs_on_one_gpu_and_scaling_down_frees_memory(
+    stack_cluster: Callable[[str], StackCluster],
+) -> None:
+    """(b) and (d) as the tutorials write them: a Parallel StatefulSet of three 3 GiB replicas, then scale down."""
+    cluster = stack_cluster(EIGHT_GPUS)
+    cluster.label("gpu-node")
+    statefulset = {
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "app"},
+        "spec": {"replicas": 3, "serviceName": "app", "podManagementPolicy": "Parallel",
+                 "selector": {"matchLabels": {"app": "app"}},
+                 "template": {"metadata": {"labels": {"app": "app"}},
+                              "spec": {"containers": [{"name": "app", "image": "cheyang/gpu-player:v2",
+                                                       "resources": {"limits": {"aliyun.com/gpu-mem": 3}}}]}}},
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(statefulset))
+    cluster.wait(lambda: sorted(cluster.phases().items()) == [(f"app-{i}", "Running") for i in range(3)],
+                 "app-0..2 Running", 60)
+    out = cluster.kubectl("inspect", "gpushare").stdout
+    assert "9/23" in out and "9/184 (4%)" in out, out
+
+    cluster.kubectl("scale", "statefulset/app", "--replicas=1")
+    cluster.wait(lambda: list(cluster.phases()) == ["app-0"], "scaled down to app-0", 60)
+    out = cluster.kubectl("inspect", "gpushare").stdout
+    assert "3/23" in out and "3/184 (1%)" in out, out
 
 
 def test_a_pending_pod_is_retried_when_a_node_is_labelled(stack_cluster: Callable[[str], StackCluster]) -> None:
