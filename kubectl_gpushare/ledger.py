@@ -382,8 +382,10 @@ class Ledger:
         return max(0, min(MAX_SCORE, round(fill * MAX_SCORE)))
 
 
-def _api_order(pod: PodRecord) -> tuple[bytes, bytes]:
-    return pod.namespace.encode(), pod.name.encode()
+def _api_order(pod: PodRecord) -> tuple[str, str]:
+    # The API server lists in byte order of the UTF-8 keys; comparing str by code point gives the
+    # same order (UTF-8 preserves it) without encoding every name on every call.
+    return pod.namespace, pod.name
 
 
 POLICIES: Final[dict[str, Callable[[tuple[int, int]], tuple[int, int]]]] = {
