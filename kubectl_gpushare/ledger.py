@@ -285,16 +285,26 @@ class Ledger:
         """GPU index -> memory used on a node (reservations included)."""
         return dict(self._used.get(name, {}))
 
-    def usage(self, name: str) -> NodeUsage:
+    def usage(self, name: str, *, pods: bool = True) -> NodeUsage:
         """Every device of a node with its pods, the way the inspect views show them.
 
         Devices 0..count-1 always appear; a device named by a pod beyond the count, and the
-        pending device -1, appear when some pod uses them, with the per-GPU total.
+        pending device -1, appear when some pod uses them, with the per-GPU total. With
+        ``pods=False`` the devices carry no pod lists (the summary view needs only the sums, which
+        the ledger keeps already; listing 100,000 pods per call is the costly part).
         """
         node = self._nodes.get(name) or NodeRecord(name=name)
         mem, count = self.gpu_mem_and_count(name)
         totals = self.gpu_totals(name)
         default_total = mem // count if count > 0 else 0
+        if not pods:
+            used = self._used.get(name, {})
+            indexes = sorted(set(range(len(totals))) | set(used), key=lambda i: (i == PENDING, i))
+            return NodeUsage(node=node, gpu_count=count, total_mem=mem, devices={
+                index: DeviceUsage(index, totals[index] if 0 <= index < len(totals) else default_total,
+                                   used.get(index, 0))
+                for index in indexes
+            })
         per_device: dict[int, list[tuple[PodRecord, int]]] = {index: [] for index in range(len(totals))}
         for pod in self.pods_on(name):
             for gpu, amount in shares(pod).items():

@@ -57,7 +57,7 @@ def memory_unit(ledger: Ledger, names: Sequence[str]) -> str:
 
 
 def _usages(ledger: Ledger, names: Sequence[str]) -> list[NodeUsage]:
-    return [ledger.usage(name) for name in names]
+    return [ledger.usage(name, pods=False) for name in names]  # the summary shows sums only
 
 
 def summary(ledger: Ledger, names: Sequence[str], *, headers: bool = True) -> str:

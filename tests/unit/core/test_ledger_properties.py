@@ -64,3 +64,21 @@ def test_no_gpu_ever_has_more_free_memory_than_its_total(
         ledger.release(uid)
     for name in ledger.node_names():
         assert ledger.used(name) == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(pods=st.lists(st.tuples(st.integers(-5, 70), st.integers(-3, 40)), max_size=12),
+       reserved=st.lists(st.tuples(st.integers(-1, 3), st.integers(1, 10)), max_size=3))
+def test_usage_without_pods_has_the_same_devices_and_sums(
+    pods: list[tuple[int, int]], reserved: list[tuple[int, int]]
+) -> None:
+    node = NodeRecord(name="n", alloc_mem=32, alloc_count=2, cap_mem=32, cap_count=2)
+    records = [PodRecord(uid=f"u{i}", namespace="ns", name=f"p{i}", node="n", request=mem, gpu_index=gpu)
+               for i, (gpu, mem) in enumerate(pods)]
+    ledger = Ledger.build([node], records)
+    for i, (gpu, mem) in enumerate(reserved):
+        ledger.reserve(f"r{i}", "ns", f"r{i}", "n", gpu, mem)
+    full, sums = ledger.usage("n"), ledger.usage("n", pods=False)
+    assert [(d.index, d.total, d.used) for d in full.devices.values()] == [
+        (d.index, d.total, d.used) for d in sums.devices.values()]
+    assert (full.gpu_count, full.total_mem) == (sums.gpu_count, sums.total_mem)
