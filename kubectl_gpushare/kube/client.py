@@ -27,7 +27,7 @@ from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube._transport import Transport
 from kubectl_gpushare.kube.config import ClientConfig
 from kubectl_gpushare.kube.errors import Conflict, Expired, KubeError
-from kubectl_gpushare.kube.lenient import Undecodable, describe
+from kubectl_gpushare.kube.lenient import Undecodable, decode_page
 from kubectl_gpushare.kube.retry import READ_POLICY, RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, LeaseSpec, Node, ObjectReference, Pod
 from kubectl_gpushare.kube.watch import Watch
@@ -172,7 +172,7 @@ class Client:
 
         All pages are one consistent snapshot with the first page's ``metadata.resourceVersion``.
         An item that does not decode is left out of its page and reported, never the whole list
-        (`kube.types.decode_page`).
+        (`kube.lenient.decode_page`).
 
         Args:
             kind: a `kube.types.Kind` or a plural name (``"pods"``).
@@ -225,8 +225,7 @@ class Client:
                 raise
             token = types.LIST_META_DECODER.decode(data).metadata.continue_
             pending = _in_background(fetch, token) if token and self.prefetch else None
-            on_raw = None if on_undecodable is None else (lambda raw, exc: on_undecodable(describe(k, raw, exc)))
-            yield types.decode_page(k, data, on_skip or _log_skip, on_raw=on_raw)
+            yield decode_page(k, data, on_skip or _log_skip, on_undecodable)
             if not token:
                 return
 

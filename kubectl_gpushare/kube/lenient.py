@@ -4,7 +4,7 @@ The API server's schema guarantees well-formed objects, but an aggregated API, a
 webhook, or a hand-edited etcd can serve an object whose fields have the wrong JSON type (an
 annotation value that is an object, say). `describe` names such an object by what can still be read
 (its key and resourceVersion) as an `Undecodable`, for watch events and for the items
-`kube.types.decode_page` leaves out of a list page.
+`decode_page` leaves out of a list page.
 
 This module decodes only; what to do with an `Undecodable` is the caller's policy (the informer
 keeps the last good copy of the object and reports it, see `kube.informer`).
@@ -12,11 +12,12 @@ keeps the last good copy of the object and reports it, see `kube.informer`).
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final
 
 import msgspec
 
-from kubectl_gpushare.kube.types import ItemT, Kind
+from kubectl_gpushare.kube.types import RAW_LIST_DECODER, ItemT, Kind
 
 
 class Undecodable(msgspec.Struct, frozen=True):
@@ -59,4 +60,41 @@ def describe(kind: Kind[ItemT], raw: bytes | msgspec.Raw, error: Exception) -> U
     return Undecodable(kind.plural, key, meta.resource_version, message)
 
 
-__all__ = ["Undecodable", "describe"]
+def decode_page(
+    kind: Kind[ItemT],
+    data: bytes,
+    on_skip: Callable[[str], None],
+    on_undecodable: Callable[[Undecodable], object] | None = None,
+) -> Any:
+    """Decode one list page, skipping (and reporting) the items that do not decode.
+
+    ``on_skip`` gets one line per skipped item; ``on_undecodable``, if given, gets its `Undecodable`
+    (key and resourceVersion), for callers that track objects.
+
+    The whole page is decoded at once (msgspec's fast path); only when that fails is it decoded item
+    by item, so one malformed object never hides the rest of the list from any face.
+
+    Raises:
+        msgspec.DecodeError: the page itself is not a list (bad JSON, no ``items`` array).
+    """
+    try:
+        return kind.list_decoder.decode(data)
+    except msgspec.ValidationError:
+        pass
+    raw = RAW_LIST_DECODER.decode(data)
+    items: list[Any] = []
+    for item in raw.items:
+        try:
+            items.append(kind.item_decoder.decode(item))
+        except msgspec.ValidationError as exc:
+            bad = describe(kind, item, exc)
+            noun = kind.kind.lower()
+            what = f"{noun} {bad.key[:253]}" if bad.key else f"a {noun} with unreadable metadata"
+            on_skip(f"{what}: cannot be decoded ({bad.error[:200]}); skipped")
+            if on_undecodable is not None:
+                on_undecodable(bad)
+    page_type: Any = kind.list_decoder.type
+    return page_type(metadata=raw.metadata, items=tuple(items))
+
+
+__all__ = ["Undecodable", "decode_page", "describe"]

@@ -14,8 +14,8 @@ This module owns the shapes only: no I/O, no parsing of annotation values, no bu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Final, Generic, TypedDict, TypeVar
+from collections.abc import Mapping
+from typing import Final, Generic, TypedDict, TypeVar
 
 import msgspec
 
@@ -350,19 +350,10 @@ class ListEnvelope(msgspec.Struct, frozen=True, rename="camel"):
 
 
 class RawList(msgspec.Struct, frozen=True, rename="camel"):
-    """A list page whose items are kept undecoded, to decode them one by one (see `decode_page`)."""
+    """A list page whose items are kept undecoded, to decode them one by one (`kube.lenient.decode_page`)."""
 
     metadata: ListMeta = ListMeta()
     items: tuple[msgspec.Raw, ...] = ()
-
-
-class _LooseMeta(msgspec.Struct, frozen=True):
-    name: object = ""
-    namespace: object = ""
-
-
-class _Named(msgspec.Struct, frozen=True):
-    metadata: _LooseMeta = _LooseMeta()
 
 
 class StatusCause(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
@@ -481,7 +472,6 @@ LIST_META_DECODER: Final = msgspec.json.Decoder(ListEnvelope)
 STATUS_DECODER: Final = msgspec.json.Decoder(Status)
 RAW_WATCH_EVENT_DECODER: Final = msgspec.json.Decoder(RawWatchEvent)
 RAW_LIST_DECODER: Final = msgspec.json.Decoder(RawList)
-_NAMED_DECODER: Final = msgspec.json.Decoder(_Named)
 BOOKMARK_DECODER: Final = msgspec.json.Decoder(Bookmark)
 RESOURCEQUOTA_DECODER: Final = msgspec.json.Decoder(ResourceQuota)
 RESOURCEQUOTA_LIST_DECODER: Final = msgspec.json.Decoder(ResourceQuotaList)
@@ -544,48 +534,3 @@ KINDS: Final[dict[str, Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | 
     "events": EVENTS,
 }
 """Readable kinds by plural name."""
-
-
-def describe_raw(kind: str, raw: bytes | msgspec.Raw) -> str:
-    """``pod ns/name`` for an object that failed to decode, as far as its metadata can be read."""
-    try:
-        meta = _NAMED_DECODER.decode(raw).metadata
-    except msgspec.DecodeError:
-        return f"a {kind.lower()} with unreadable metadata"
-    name = meta.name if isinstance(meta.name, str) else "?"
-    where = f"{meta.namespace}/{name}" if isinstance(meta.namespace, str) and meta.namespace else name
-    return f"{kind.lower()} {where[:253]}"
-
-
-def decode_page(
-    kind: Kind[ItemT],
-    data: bytes,
-    on_skip: Callable[[str], None],
-    on_raw: Callable[[msgspec.Raw, Exception], object] | None = None,
-) -> Any:
-    """Decode one list page, skipping (and reporting) the items that do not decode.
-
-    ``on_skip`` gets one line per skipped item; ``on_raw``, if given, gets the item itself and the
-    error, for callers that need more than a message (its key, its resourceVersion).
-
-    The whole page is decoded at once (msgspec's fast path); only when that fails is it decoded item
-    by item, so one malformed object never hides the rest of the list from any face.
-
-    Raises:
-        msgspec.DecodeError: the page itself is not a list (bad JSON, no ``items`` array).
-    """
-    try:
-        return kind.list_decoder.decode(data)
-    except msgspec.ValidationError:
-        pass
-    raw = RAW_LIST_DECODER.decode(data)
-    items: list[Any] = []
-    for item in raw.items:
-        try:
-            items.append(kind.item_decoder.decode(item))
-        except msgspec.ValidationError as exc:
-            on_skip(f"{describe_raw(kind.kind, item)}: cannot be decoded ({str(exc)[:200]}); skipped")
-            if on_raw is not None:
-                on_raw(item, exc)
-    page_type: Any = kind.list_decoder.type
-    return page_type(metadata=raw.metadata, items=tuple(items))
