@@ -21,20 +21,13 @@ class KustomizeError(ValueError):
     """The tree uses something this builder does not support, or a patch does not apply."""
 
 
-def _read(root: Traversable, relative: str) -> str:
+def _at(root: Traversable, relative: str) -> Traversable:
+    """The entry at a ``/``-separated path below ``root`` (package resources have no os.path)."""
     node = root
     for part in relative.split("/"):
         if part not in ("", "."):
             node = node / part
-    return node.read_text()
-
-
-def _is_dir(root: Traversable, relative: str) -> bool:
-    node = root
-    for part in relative.split("/"):
-        if part not in ("", "."):
-            node = node / part
-    return node.is_dir()
+    return node
 
 
 def build(root: Traversable, folder: str = ".") -> list[Document]:
@@ -43,19 +36,19 @@ def build(root: Traversable, folder: str = ".") -> list[Document]:
     Raises:
         KustomizeError: an unsupported field or a patch that does not apply.
     """
-    spec = yaml.safe_load(_read(root, posixpath.join(folder, "kustomization.yaml"))) or {}
+    spec = yaml.safe_load(_at(root, posixpath.join(folder, "kustomization.yaml")).read_text()) or {}
     unsupported = set(spec) - {"apiVersion", "kind", "resources", "patches"}
     if unsupported:
         raise KustomizeError(f"{folder}/kustomization.yaml: unsupported fields {sorted(unsupported)}")
     documents: list[Document] = []
     for entry in spec.get("resources") or ():
         path = posixpath.normpath(posixpath.join(folder, entry))
-        if _is_dir(root, path):
+        if _at(root, path).is_dir():
             documents.extend(build(root, path))
         else:
-            documents.extend(doc for doc in yaml.safe_load_all(_read(root, path)) if doc)
+            documents.extend(doc for doc in yaml.safe_load_all(_at(root, path).read_text()) if doc)
     for patch in spec.get("patches") or ():
-        operations = yaml.safe_load(_read(root, posixpath.join(folder, patch["path"])))
+        operations = yaml.safe_load(_at(root, posixpath.join(folder, patch["path"])).read_text())
         target = patch.get("target") or {}
         matched = [doc for doc in documents if _matches(doc, target)]
         if not isinstance(operations, list) or not matched:
