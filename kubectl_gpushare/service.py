@@ -26,8 +26,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 DAEMONS_EXTRA: Final = "kubectl-gpushare[daemons]"
 """The extra that brings what the daemons import beyond the plugin's own dependencies."""
-EXIT_MISSING_EXTRA: Final = 2
-"""Exit code of a daemon started without `DAEMONS_EXTRA` (a configuration error, like a bad flag)."""
 
 LEVELS: Final = {
     "debug": logging.DEBUG,
@@ -118,13 +116,13 @@ def _installed(module: str) -> bool:
 
 
 def require_daemon_modules(command: str, modules: Iterable[str]) -> None:
-    """Exit with one line naming `DAEMONS_EXTRA` when any of ``modules`` is not installed.
+    """Refuse to start, naming `DAEMONS_EXTRA`, when any of ``modules`` is not installed.
 
     ``pip install kubectl-gpushare`` brings only the plugin's dependencies; the daemons' come with
     the extra. Checking before the first heavy import turns a traceback into an instruction.
     """
     missing = [module for module in modules if not _installed(module)]
     if missing:
-        click.echo(f"error: {command} needs {', '.join(missing)}, which the plain install leaves out; "
-                   f"install them with: pip install '{DAEMONS_EXTRA}'", err=True)
-        sys.exit(EXIT_MISSING_EXTRA)
+        # A usage error: the CLI prints it as one line and exits with the shared table's code (2).
+        raise click.UsageError(f"{command} needs {', '.join(missing)}, which the plain install leaves out; "
+                               f"install them with: pip install '{DAEMONS_EXTRA}'")
