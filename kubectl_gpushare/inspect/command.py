@@ -99,7 +99,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
         )
         if tenants:
             try:
-                snapshot.quotas = source.list_quotas(client)
+                snapshot.quotas = source.list_quotas(client, snapshot.warnings)
             except Forbidden:
                 snapshot.warnings.add("cannot list resourcequotas: the QUOTA column is left out")
         return snapshot

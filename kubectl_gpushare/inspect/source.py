@@ -27,6 +27,7 @@ import msgspec
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import selectors, stacks, types
+from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
 from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
 from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord, StackClaim, StackNode
@@ -156,7 +157,7 @@ def _needs(permission: str) -> Iterator[None]:
 
 
 def from_api(
-    client: Any,
+    client: Client,
     node_names: Sequence[str] = (),
     selector: str | None = None,
     progress: Progress | None = None,
@@ -399,9 +400,10 @@ def quotas_in(data: bytes) -> list[types.ResourceQuota]:
     return _decoded_of_kind(data, "ResourceQuota", types.RESOURCEQUOTA_DECODER)
 
 
-def list_quotas(client: Any) -> list[types.ResourceQuota]:
-    """Every ResourceQuota (one request; quotas are few)."""
-    return list(types.RESOURCEQUOTA_LIST_DECODER.decode(client.request("GET", types.RESOURCEQUOTAS_PATH)).items)
+def list_quotas(client: Client, warnings: Warnings) -> list[types.ResourceQuota]:
+    """Every ResourceQuota (quotas are few; one that does not decode is warned about and left out)."""
+    quotas: list[types.ResourceQuota] = client.list(types.RESOURCEQUOTAS, on_skip=warnings.add)
+    return quotas
 
 
 def unhealthy_by_node(configmaps: Iterable[types.ConfigMap]) -> dict[str, frozenset[int]]:

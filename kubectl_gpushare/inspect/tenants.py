@@ -55,7 +55,7 @@ def quota_by_namespace(quotas: Sequence[ResourceQuota]) -> dict[str, tuple[str, 
             continue
         used = quota.status.used.get(QUOTA_RESOURCE, "0")
         try:
-            room = protocol.parse_quantity(hard) - protocol.parse_quantity(used)
+            room = protocol.parse_quantity(str(hard)) - protocol.parse_quantity(str(used))
         except (ValueError, TypeError):
             room = 0
         namespace = quota.metadata.namespace

@@ -29,7 +29,17 @@ from kubectl_gpushare.kube.config import ClientConfig
 from kubectl_gpushare.kube.errors import Conflict, Expired, KubeError
 from kubectl_gpushare.kube.lenient import Undecodable, decode_page
 from kubectl_gpushare.kube.retry import READ_POLICY, RetryPolicy, call_with_retry
-from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, LeaseSpec, Node, ObjectReference, Pod
+from kubectl_gpushare.kube.types import (
+    ConfigMap,
+    Event,
+    Kind,
+    Lease,
+    LeaseSpec,
+    Node,
+    ObjectReference,
+    Pod,
+    ResourceQuota,
+)
 from kubectl_gpushare.kube.watch import Watch
 
 log = logging.getLogger(__name__)
@@ -42,7 +52,7 @@ PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
 }
-KindRef = Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | str
+KindRef = Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota] | str
 
 
 def _log_skip(message: str) -> None:

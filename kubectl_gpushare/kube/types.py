@@ -232,10 +232,10 @@ class ConfigMap(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
 
 
 class ResourceQuotaStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
-    """``status`` of a ResourceQuota: quantity strings keyed by resource name."""
+    """``status`` of a ResourceQuota: quantities keyed by resource name."""
 
-    hard: dict[str, str] = {}
-    used: dict[str, str] = {}
+    hard: dict[str, QuantityValue] = {}
+    used: dict[str, QuantityValue] = {}
 
 
 class ResourceQuota(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
@@ -246,12 +246,10 @@ class ResourceQuota(msgspec.Struct, frozen=True, rename="camel", omit_defaults=T
 
 
 class ResourceQuotaList(msgspec.Struct, frozen=True, rename="camel"):
-    """All ResourceQuotas (few per cluster: one list, no pages)."""
+    """One page of ResourceQuotas."""
 
+    metadata: ListMeta = ListMeta()
     items: tuple[ResourceQuota, ...] = ()
-
-
-RESOURCEQUOTAS_PATH: Final = "/api/v1/resourcequotas"
 
 
 class LeaseSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
@@ -479,7 +477,7 @@ POD_PLACEMENT_DECODER: Final = msgspec.json.Decoder(PodPlacement)
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 
-ItemT = TypeVar("ItemT", Pod, Node, ConfigMap, Lease, Event)
+ItemT = TypeVar("ItemT", Pod, Node, ConfigMap, Lease, Event, ResourceQuota)
 
 
 class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
@@ -505,6 +503,7 @@ class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
         | msgspec.json.Decoder[ConfigMapList]
         | msgspec.json.Decoder[LeaseList]
         | msgspec.json.Decoder[EventList]
+        | msgspec.json.Decoder[ResourceQuotaList]
     )
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
@@ -525,12 +524,18 @@ NODES: Final = Kind("Node", "nodes", "/api/v1", False, NODE_DECODER, NODE_LIST_D
 CONFIGMAPS: Final = Kind("ConfigMap", "configmaps", "/api/v1", True, CONFIGMAP_DECODER, CONFIGMAP_LIST_DECODER)
 LEASES: Final = Kind("Lease", "leases", "/apis/coordination.k8s.io/v1", True, LEASE_DECODER, LEASE_LIST_DECODER)
 EVENTS: Final = Kind("Event", "events", "/api/v1", True, EVENT_DECODER, EVENT_LIST_DECODER)
+RESOURCEQUOTAS: Final = Kind(
+    "ResourceQuota", "resourcequotas", "/api/v1", True, RESOURCEQUOTA_DECODER, RESOURCEQUOTA_LIST_DECODER
+)
 
-KINDS: Final[dict[str, Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event]]] = {
+KINDS: Final[
+    dict[str, Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota]]
+] = {
     "pods": PODS,
     "nodes": NODES,
     "configmaps": CONFIGMAPS,
     "leases": LEASES,
     "events": EVENTS,
+    "resourcequotas": RESOURCEQUOTAS,
 }
 """Readable kinds by plural name."""
