@@ -20,6 +20,7 @@ from kubectl_gpushare.kube.errors import EXIT_API, EXIT_AUTH, EXIT_CODES_HELP, E
 from kubectl_gpushare.kube.flags import kube_options, make_client
 
 if TYPE_CHECKING:
+    from kubectl_gpushare.kube.client import Client
     from kubectl_gpushare.kube.types import Node
 
 NVIDIA_GPU: Final = "nvidia.com/gpu"
@@ -48,7 +49,7 @@ def has_nvidia_gpus(node: Node) -> bool:
     return labels.get(GFD_PRESENT) == "true" or labels.get(protocol.LABEL_GPU_COUNT, "0") not in ("0", "")
 
 
-def _select(client: Any, names: tuple[str, ...], selector: str | None, all_gpu: bool) -> list[Node]:
+def _select(client: Client, names: tuple[str, ...], selector: str | None, all_gpu: bool) -> list[Node]:
     if names:
         return [client.get_node(name) for name in dict.fromkeys(names)]
     nodes: list[Node] = client.list_nodes(label_selector=selector or None)

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from kubectl_gpushare.inspect.source import ACTIVE_PODS, Snapshot, not_found
 from kubectl_gpushare.kube import selectors, types
+from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.informer import Informer
 from kubectl_gpushare.kube.records import Warnings, node_record, pod_record
 from kubectl_gpushare.ledger import Ledger
@@ -48,7 +49,7 @@ def snapshot(
     return Snapshot(ledger=ledger, names=shown, warnings=warnings)
 
 
-def watch(client: Any, options: dict[str, Any], render: Callable[[Snapshot, dict[str, Any]], str | None]) -> None:
+def watch(client: Client, options: dict[str, Any], render: Callable[[Snapshot, dict[str, Any]], str | None]) -> None:
     """Draw, then redraw on every change until Ctrl-C (which propagates as KeyboardInterrupt).
 
     Raises:
