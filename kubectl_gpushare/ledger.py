@@ -29,7 +29,6 @@ records, no GPU's free memory ever exceeds its total.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Final, Literal
 
 import msgspec
@@ -46,7 +45,7 @@ MAX_SCORE: Final = 10
 COMPLETED_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
 
-class NodeRecord(msgspec.Struct, frozen=True):
+class NodeRecord(msgspec.Struct, frozen=True, gc=False):
     """What the ledger needs to know about a node."""
 
     name: str
@@ -60,7 +59,7 @@ class NodeRecord(msgspec.Struct, frozen=True):
     labels: tuple[tuple[str, str], ...] = ()
 
 
-class PodRecord(msgspec.Struct, frozen=True):
+class PodRecord(msgspec.Struct, frozen=True, gc=False):
     """What the ledger needs to know about a pod."""
 
     uid: str
@@ -89,23 +88,23 @@ def _device(index: int) -> int:
 
 def shares(pod: PodRecord) -> dict[int, int]:
     """GPU index -> memory this pod holds (index -1: requested, no GPU assigned yet); every amount > 0."""
-    result: dict[int, int] = {}
-    for gpu, mem in pod.allocation or ():
-        if mem > 0:
-            result[_device(gpu)] = result.get(_device(gpu), 0) + mem
-    if not result and pod.request > 0:
-        result[_device(pod.gpu_index)] = pod.request
-    return result
+    if pod.allocation:
+        result: dict[int, int] = {}
+        for gpu, mem in pod.allocation:
+            if mem > 0:
+                result[_device(gpu)] = result.get(_device(gpu), 0) + mem
+        if result:
+            return result
+    return {_device(pod.gpu_index): pod.request} if pod.request > 0 else {}
 
 
-@dataclass(frozen=True)
-class DeviceUsage:
-    """One GPU (or the pending pseudo-device -1) of a node."""
+class DeviceUsage(msgspec.Struct, frozen=True, gc=False):
+    """One GPU (or the pending pseudo-device -1) of a node (a struct: views build 45,000 at 5,000 nodes)."""
 
     index: int
     total: int
     used: int
-    pods: list[tuple[PodRecord, int]] = field(default_factory=list)
+    pods: list[tuple[PodRecord, int]] = []
 
     @property
     def free(self) -> int:
@@ -113,8 +112,7 @@ class DeviceUsage:
         return self.total - self.used
 
 
-@dataclass(frozen=True)
-class NodeUsage:
+class NodeUsage(msgspec.Struct, frozen=True, gc=False):
     """A node's devices with their usage; devices are ordered by index, pending (-1) last."""
 
     node: NodeRecord
@@ -128,7 +126,7 @@ class NodeUsage:
         return sum(device.used for device in self.devices.values())
 
 
-class _Reservation(msgspec.Struct, frozen=True):
+class _Reservation(msgspec.Struct, frozen=True, gc=False):
     node: str
     gpu: int
     mem: int
@@ -139,26 +137,38 @@ class _Reservation(msgspec.Struct, frozen=True):
 class Ledger:
     """Per-GPU accounting over a set of nodes and pods; see the module docstring for the rules."""
 
-    def __init__(self, basis: Basis = "allocatable") -> None:
+    def __init__(self, basis: Basis = "allocatable", *, keep_pods: bool = True) -> None:
         """Create an empty ledger.
 
         Args:
             basis: which node status gives totals: ``allocatable`` (what inspect shows, as the
                 original tool does) or ``capacity`` (what the extender schedules against).
+            keep_pods: hold each counted pod's record, so pods can be updated, removed and listed.
+                False gives a ledger of sums for views that show no pods (inspect's summary,
+                ``fit``): every pod is counted once, by the same rules, and its record let go, so a
+                100,000-pod cluster never sits in memory. Such a ledger counts the first copy of a
+                uid and ignores later ones, and refuses to list or remove pods.
         """
         self.basis: Basis = basis
+        self.keep_pods = keep_pods
         self._nodes: dict[str, NodeRecord] = {}
         self._pods: dict[str, PodRecord] = {}
         self._node_pods: dict[str, dict[str, None]] = {}
+        self._counted: set[str] = set()  # keep_pods=False: the uids counted
         self._used: dict[str, dict[int, int]] = {}
         self._reserved: dict[str, _Reservation] = {}
 
     @classmethod
     def build(
-        cls, nodes: Iterable[NodeRecord], pods: Iterable[PodRecord], basis: Basis = "allocatable"
+        cls,
+        nodes: Iterable[NodeRecord],
+        pods: Iterable[PodRecord],
+        basis: Basis = "allocatable",
+        *,
+        keep_pods: bool = True,
     ) -> Ledger:
-        """Build a ledger from full lists of nodes and pods."""
-        ledger = cls(basis)
+        """Build a ledger from full lists of nodes and pods (``keep_pods`` as for the constructor)."""
+        ledger = cls(basis, keep_pods=keep_pods)
         for node in nodes:
             ledger.set_node(node)
         for pod in pods:
@@ -181,17 +191,33 @@ class Ledger:
         A reservation for the same UID ends once the pod is seen on a node with a GPU index, so a
         bind that the extender reserved is never counted twice.
         """
-        self._drop(pod.uid)
-        if pod.uid in self._reserved and pod.node and (pod.gpu_index >= 0 or pod.allocation):
-            self._unreserve(pod.uid)
+        uid = pod.uid
+        if uid in self._pods:
+            self._drop(uid)
+        if uid in self._reserved and pod.node and (pod.gpu_index >= 0 or pod.allocation):
+            self._unreserve(uid)
         if not counts(pod):
             return
-        self._pods[pod.uid] = pod
-        self._node_pods.setdefault(pod.node, {})[pod.uid] = None
+        if self.keep_pods:
+            self._pods[uid] = pod
+            on_node = self._node_pods.get(pod.node)
+            if on_node is None:
+                on_node = self._node_pods[pod.node] = {}
+            on_node[uid] = None
+        elif uid in self._counted:
+            return  # a ledger of sums cannot take back the first copy's share
+        else:
+            self._counted.add(uid)
         self._add_used(pod.node, shares(pod), 1)
 
     def remove_pod(self, uid: str) -> None:
-        """Forget a pod (deleted, or completed) and any reservation for it."""
+        """Forget a pod (deleted, or completed) and any reservation for it.
+
+        Raises:
+            RuntimeError: the ledger keeps sums only and counted this pod.
+        """
+        if uid in self._counted:
+            raise RuntimeError("a ledger of sums (keep_pods=False) cannot remove a pod it counted")
         self._drop(uid)
         self._unreserve(uid)
 
@@ -252,12 +278,22 @@ class Ledger:
         """All known node names, sorted."""
         return sorted(self._nodes)
 
+    def _holding_pods(self) -> None:
+        if not self.keep_pods:
+            raise RuntimeError("this ledger keeps sums only (keep_pods=False): it cannot list pods")
+
     def pods(self) -> list[PodRecord]:
-        """Every counted pod."""
+        """Every counted pod (RuntimeError on a ledger of sums)."""
+        self._holding_pods()
         return list(self._pods.values())
 
     def pods_on(self, name: str) -> list[PodRecord]:
-        """Counted pods on a node, in namespace/name order (the API server's list order)."""
+        """Counted pods on a node, in namespace/name order (the API server's list order).
+
+        Raises:
+            RuntimeError: the ledger keeps sums only.
+        """
+        self._holding_pods()
         uids = self._node_pods.get(name, {})
         return sorted((self._pods[uid] for uid in uids), key=_api_order)
 
@@ -299,12 +335,13 @@ class Ledger:
         default_total = mem // count if count > 0 else 0
         if not pods:
             used = self._used.get(name, {})
-            indexes = sorted(set(range(len(totals))) | set(used), key=lambda i: (i == PENDING, i))
-            return NodeUsage(node=node, gpu_count=count, total_mem=mem, devices={
-                index: DeviceUsage(index, totals[index] if 0 <= index < len(totals) else default_total,
-                                   used.get(index, 0))
-                for index in indexes
-            })
+            sums = {index: DeviceUsage(index, total, used.get(index, 0)) for index, total in enumerate(totals)}
+            for index in sorted(used):  # a phantom device beyond the count, then pending last
+                if index not in sums and index != PENDING:
+                    sums[index] = DeviceUsage(index, default_total, used[index])
+            if PENDING in used:
+                sums[PENDING] = DeviceUsage(PENDING, default_total, used[PENDING])
+            return NodeUsage(node, count, mem, sums)
         per_device: dict[int, list[tuple[PodRecord, int]]] = {index: [] for index in range(len(totals))}
         for pod in self.pods_on(name):
             for gpu, amount in shares(pod).items():
@@ -329,10 +366,13 @@ class Ledger:
         if node is None:
             return {}
         used = self._used.get(name, {})
+        unhealthy = node.unhealthy
+        if not unhealthy:
+            return {index: total - used.get(index, 0) for index, total in enumerate(self.gpu_totals(name))}
         return {
             index: total - used.get(index, 0)
             for index, total in enumerate(self.gpu_totals(name))
-            if index not in node.unhealthy
+            if index not in unhealthy
         }
 
     def largest_free(self, name: str) -> int:
@@ -367,12 +407,7 @@ class Ledger:
         binpack is the original's best fit (least free memory that still fits); spread takes the
         most free memory. Ties go to the lowest index.
         """
-        if request <= 0:
-            return None
-        candidates = [(free, index) for index, free in self.free(name).items() if free >= request]
-        if not candidates:
-            return None
-        return min(candidates, key=POLICIES[policy])[1]
+        return _choose(self.free(name), request, policy)
 
     def score(self, name: str, request: int, policy: Policy = "binpack") -> int:
         """A 0..10 node score for kube-scheduler's prioritize: how well the pod fits this node.
@@ -380,16 +415,27 @@ class Ledger:
         binpack favours the node whose chosen GPU is left fullest; spread the emptiest. A node the
         pod does not fit scores 0.
         """
-        gpu = self.choose_gpu(name, request, policy)
+        free = self.free(name)
+        gpu = _choose(free, request, policy)
         if gpu is None:
             return 0
         total = self.gpu_totals(name)[gpu]
         if total <= 0:
             return 0
-        free_after = self.free(name)[gpu] - request
+        free_after = free[gpu] - request
         emptiness = free_after / total
         fill = 1 - emptiness if policy == "binpack" else emptiness
         return max(0, min(MAX_SCORE, round(fill * MAX_SCORE)))
+
+
+def _choose(free: dict[int, int], request: int, policy: Policy) -> int | None:
+    """`Ledger.choose_gpu` over a node's free memory per healthy GPU."""
+    if request <= 0:
+        return None
+    candidates = [(amount, index) for index, amount in free.items() if amount >= request]
+    if not candidates:
+        return None
+    return min(candidates, key=POLICIES[policy])[1]
 
 
 def _api_order(pod: PodRecord) -> tuple[str, str]:
@@ -408,7 +454,7 @@ POLICIES: Final[dict[str, Callable[[tuple[int, int]], tuple[int, int]]]] = {
 # --- Other sharing stacks (HAMi, NVIDIA time-slicing/MIG, nano-gpu, elastic-gpu), read-only -----------
 
 
-class StackGPU(msgspec.Struct, frozen=True):
+class StackGPU(msgspec.Struct, frozen=True, gc=False):
     """One GPU of a node run by another sharing stack, or one pool of identical slots (NVIDIA, MIG).
 
     ``unit`` is the GPU's own unit (``MiB``, ``%``, ``slots``, ``GPUs``); amounts in other units are
@@ -426,7 +472,7 @@ class StackGPU(msgspec.Struct, frozen=True):
     healthy: bool = True
 
 
-class StackNode(msgspec.Struct, frozen=True):
+class StackNode(msgspec.Struct, frozen=True, gc=False):
     """A node read through a stack decoder: which stack, and its GPUs in their own units."""
 
     name: str
@@ -437,7 +483,7 @@ class StackNode(msgspec.Struct, frozen=True):
     """A short remark shown beside the node (sharing mode, a stale handshake)."""
 
 
-class StackClaim(msgspec.Struct, frozen=True):
+class StackClaim(msgspec.Struct, frozen=True, gc=False):
     """One container's (or pod's) share of one GPU, in the unit the stack counts it in."""
 
     namespace: str
@@ -451,8 +497,7 @@ class StackClaim(msgspec.Struct, frozen=True):
     cores: int = 0
 
 
-@dataclass(frozen=True)
-class StackDeviceUsage:
+class StackDeviceUsage(msgspec.Struct, frozen=True, gc=False):
     """One GPU of a stack node with the claims counted on it (index -1: claimed, no GPU known)."""
 
     gpu: StackGPU

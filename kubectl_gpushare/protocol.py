@@ -252,6 +252,7 @@ def canonical_quantity(text: str) -> str:
 
 
 _INT = re.compile(r"[+-]?[0-9]{1,20}")
+_INT64_TEXT: Final = str(MAX_INT64)
 
 
 def parse_int_strict(text: str | None) -> int | None:
@@ -259,7 +260,11 @@ def parse_int_strict(text: str | None) -> int | None:
 
     The digit count is checked before conversion, so a 5,000-digit string is refused at once.
     """
-    if not isinstance(text, str) or not _INT.fullmatch(text):
+    if not isinstance(text, str):
+        return None
+    if text.isascii() and text.isdigit() and (len(text) < 19 or (len(text) == 19 and text <= _INT64_TEXT)):
+        return int(text)  # the common case (unix nanoseconds have 19 digits), inside int64 by its digits
+    if not _INT.fullmatch(text):
         return None
     value = int(text)
     return value if -MAX_INT64 - 1 <= value <= MAX_INT64 else None

@@ -126,12 +126,13 @@ def plan(
     nodes: list[NodeFit] = []
     largest = 0
     for name in names:
-        largest = max(largest, ledger.largest_free(name))
-        per_gpu = ledger.fit_counts(name, request)
+        node_largest = ledger.largest_free(name)
+        largest = max(largest, node_largest)
+        per_gpu = ledger.fit_counts(name, request) if node_largest >= request else {}
         if per_gpu:
             free = ledger.free(name)
             gpus = [GpuFit(index, free[index], fits) for index, fits in sorted(per_gpu.items())]
-            nodes.append(NodeFit(name, sum(per_gpu.values()), ledger.largest_free(name), gpus))
+            nodes.append(NodeFit(name, sum(per_gpu.values()), node_largest, gpus))
     placements = _place(ledger, names, request, count, policy)
     return FitReport(
         request=request,

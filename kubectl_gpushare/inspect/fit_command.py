@@ -80,4 +80,4 @@ def fit_command(**options: Any) -> None:
 
     Also says the largest request that still fits on some GPU.
     """
-    run(dict(options, nodes=(), details=False, sort="name"), render=_render)
+    run(dict(options, nodes=(), details=False, sort="name", keep_pods=False), render=_render)  # fit needs sums

@@ -5,7 +5,8 @@ From the API it makes as few requests as the data allows: without node names, ON
 ``fieldSelector=status.phase!=Succeeded,status.phase!=Failed`` so completed pods never cross the
 wire; with node names, one GET per named node and the same pod list (narrowed to
 ``spec.nodeName=<node>`` when one node is named). It never asks per node. Pages are decoded into
-`kube.types` structs and reduced to ledger records page by page, so memory holds records, not JSON.
+`kube.types` structs and reduced to ledger records page by page, so memory holds records, not JSON;
+for the views that show sums only (``keep_pods=False``) the ledger counts each record and lets it go.
 
 Offline, it reads what ``kubectl get nodes,pods -A -o json`` (or ``-o yaml``) writes: a ``List``
 of Nodes and Pods, a NodeList/PodList, a single object, or several YAML documents.
@@ -87,15 +88,13 @@ def _unique(names: Sequence[str]) -> list[str]:
 
 
 def _snapshot(
-    nodes: Iterable[NodeRecord],
-    pods: Iterable[PodRecord],
+    ledger: Ledger,
+    node_list: Sequence[NodeRecord],
     named: bool,
     warnings: Warnings,
     stack_nodes: Sequence[StackNode] = (),
     stack_claims: dict[str, list[StackClaim]] | None = None,
 ) -> Snapshot:
-    node_list = list(nodes)
-    ledger = Ledger.build(node_list, pods, basis="allocatable")
     if named:
         names = sorted({node.name for node in node_list})
     else:
@@ -104,7 +103,7 @@ def _snapshot(
     return Snapshot(ledger, names, warnings, shown_stacks, stack_claims or {})
 
 
-class _Stacks:
+class StackSplit:
     """Splits nodes between gpushare (the `Ledger`) and the other stacks' decoders, and collects claims."""
 
     def __init__(self, forced: str, warnings: Warnings) -> None:
@@ -122,6 +121,10 @@ class _Stacks:
         self.nodes[node.metadata.name] = stacks.stack_node(node, stack, self.warnings, self.now)
         return False
 
+    def result(self) -> tuple[list[StackNode], dict[str, list[StackClaim]]]:
+        """The stack nodes by name and their claims, once every node and pod went through."""
+        return sorted(self.nodes.values(), key=lambda node: node.name), self.claims
+
     def add_pod(self, pod: types.Pod) -> None:
         """Record the pod's claims if it sits on a stack node (or HAMi chose one and is still binding it)."""
         node = self.nodes.get(pod.spec.node_name or pod.metadata.annotations.get(protocol.HAMI_ANN_NODE, ""))
@@ -135,13 +138,13 @@ def stack_ledger(
     nodes: Iterable[types.Node], pods: Iterable[types.Pod], warnings: Warnings, forced: str = stacks.AUTO
 ) -> tuple[list[StackNode], dict[str, list[StackClaim]]]:
     """Nodes of other stacks (by name) and their pods' claims, as inspect reads them, for doctor and explain."""
-    split = _Stacks(forced, warnings)
+    split = StackSplit(forced, warnings)
     for node in nodes:
         split.gpushare(node)
     if split.nodes:
         for pod in pods:
             split.add_pod(pod)
-    return sorted(split.nodes.values(), key=lambda node: node.name), split.claims
+    return split.result()
 
 
 # --- from the API ----------------------------------------------------------------------------------
@@ -163,6 +166,7 @@ def from_api(
     progress: Progress | None = None,
     unhealthy: bool = False,
     stack: str = stacks.AUTO,
+    keep_pods: bool = True,
 ) -> Snapshot:
     """Fetch nodes and active pods from the API server.
 
@@ -175,6 +179,8 @@ def from_api(
             unhealthy GPUs ask for it, the compatible text does not). Without permission to list
             them, GPUs are shown as healthy and a warning says why.
         stack: ``auto`` to detect each node's sharing stack, or one stack to read every node with.
+        keep_pods: False for views that show sums only (the summary, ``fit``): the ledger then
+            counts each pod as its page is read and keeps no records (`Ledger` ``keep_pods``).
 
     Raises:
         SelectorError: ``selector`` is malformed (checked here first, by the same grammar as offline).
@@ -197,7 +203,7 @@ def from_api(
             sick = unhealthy_by_node(client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE))
         except Forbidden:
             warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
-    split = _Stacks(stack, warnings)
+    split = StackSplit(stack, warnings)
     nodes = [
         node_record(node, sick.get(node.metadata.name, frozenset()), warnings)
         for node in decoded
@@ -208,7 +214,7 @@ def from_api(
     field_selector = ACTIVE_PODS
     if len(names) == 1:
         field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
-    pods: list[PodRecord] = []
+    ledger = Ledger.build(nodes, (), basis="allocatable", keep_pods=keep_pods)
     unscheduled: list[PodRecord] = []
     cluster_wide = not names and not selector
     if wanted:
@@ -220,7 +226,7 @@ def from_api(
             for page in pages:
                 for pod in page.items:
                     if pod.spec.node_name in wanted and pod.spec.node_name not in split.nodes:
-                        pods.append(pod_record(pod, warnings))
+                        ledger.set_pod(pod_record(pod, warnings))
                         continue
                     if cluster_wide and not pod.spec.node_name:
                         record = pod_record(pod)
@@ -231,7 +237,7 @@ def from_api(
                 seen += len(page.items)
                 if progress is not None:
                     progress(seen)
-    snapshot = _snapshot(nodes, pods, bool(names), warnings, list(split.nodes.values()), split.claims)
+    snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
     snapshot.unscheduled = unscheduled
     return snapshot
 
@@ -471,7 +477,7 @@ def from_documents(
         matches = selectors.matcher(selector)
         chosen = [node for node in chosen if matches(node.metadata.labels)]
     sick = unhealthy_by_node(configmaps_in(data))
-    split = _Stacks(stack, warnings)
+    split = StackSplit(stack, warnings)
     nodes = [
         node_record(node, sick.get(node.metadata.name, frozenset()), warnings)
         for node in chosen
@@ -482,7 +488,8 @@ def from_documents(
     pods = [keyed_pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
     for pod in active:
         split.add_pod(pod)
-    snapshot = _snapshot(nodes, pods, bool(names), warnings, list(split.nodes.values()), split.claims)
+    ledger = Ledger.build(nodes, pods, basis="allocatable")
+    snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
     if not names and not selector:
         records = (pod_record(pod) for pod in active if not pod.spec.node_name)
         snapshot.unscheduled = [record for record in records if waiting(record, record.node)]

@@ -12,11 +12,12 @@ counting rules itself (which pods count is the ledger's business).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.types import ConfigMap, Container, Node, Pod, QuantityValue
+from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
 from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord
 
 
@@ -70,6 +71,23 @@ def shown(text: str) -> str:
     return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
+def _checked_quantity(value: QuantityValue, maximum: int) -> tuple[int, str]:
+    """``(amount, "")`` for a quantity in ``[0, maximum]``, else ``(0, why)``: the caller names the value.
+
+    A JSON number (which kube-apiserver would have normalised to a string) is read as its decimal text.
+    Cached: a cluster repeats a handful of quantities across 100,000 pods.
+    """
+    text = value if isinstance(value, str) else repr(value)
+    try:
+        parsed = protocol.parse_quantity(text)
+    except (ValueError, TypeError) as exc:
+        return 0, str(exc)  # the message quotes at most 64 characters
+    if not 0 <= parsed <= maximum:
+        return 0, f"quantity {shown(text)} is outside [0, {maximum}]"
+    return parsed, ""
+
+
 def _quantity(
     value: QuantityValue | None,
     what: str | Callable[[], str],
@@ -78,27 +96,14 @@ def _quantity(
 ) -> int:
     """Parse a quantity in ``[0, maximum]``, or return 0 and record a warning when it is not one.
 
-    A JSON number (which kube-apiserver would have normalised to a string) is read as its decimal text.
-    ``what`` names the value in a warning; a callable is only called when there is one to write
-    (100,000 pods would otherwise build 100,000 unused strings).
+    ``what`` names the value in a warning; a callable is only called when there is one to write.
     """
     if value is None:
         return 0
-    if not isinstance(value, str):
-        value = repr(value)
-    try:
-        parsed = protocol.parse_quantity(value)
-    except (ValueError, TypeError) as exc:
-        if warnings is not None:
-            label = what() if callable(what) else what
-            warnings.add(f"{label}: {exc}, counted as 0")  # the message quotes at most 64 characters
-        return 0
-    if not 0 <= parsed <= maximum:
-        if warnings is not None:
-            label = what() if callable(what) else what
-            warnings.add(f"{label}: quantity {shown(value)} is outside [0, {maximum}], counted as 0")
-        return 0
-    return parsed
+    amount, problem = _checked_quantity(value, maximum)
+    if problem and warnings is not None:
+        warnings.add(f"{what() if callable(what) else what}: {problem}, counted as 0")
+    return amount
 
 
 def read_quantity(
@@ -117,16 +122,21 @@ def pod_request(pod: Pod, warnings: Warnings | None = None) -> tuple[int, tuple[
     Returns:
         ``(total, per_container)`` with one entry per ``spec.containers`` item, in order.
     """
-    meta = pod.metadata
-
-    def what(container: Container) -> Callable[[], str]:
-        return lambda: f"pod {meta.namespace}/{meta.name} container {container.name!r} limit {protocol.RESOURCE_MEM}"
-
-    per_container = tuple(
-        _quantity(container.resources.limits.get(protocol.RESOURCE_MEM), what(container), warnings)
-        for container in pod.spec.containers
-    )
-    return sum(per_container), per_container
+    amounts: list[int] = []
+    for container in pod.spec.containers:
+        value = container.resources.limits.get(protocol.RESOURCE_MEM)
+        if value is None:
+            amounts.append(0)
+            continue
+        amount, problem = _checked_quantity(value, protocol.MAX_GPU_MEMORY)
+        if problem and warnings is not None:
+            meta = pod.metadata
+            warnings.add(
+                f"pod {meta.namespace}/{meta.name} container {container.name!r} limit {protocol.RESOURCE_MEM}: "
+                f"{problem}, counted as 0"
+            )
+        amounts.append(amount)
+    return sum(amounts), tuple(amounts)
 
 
 def requests_gpu_memory(pod: Pod) -> bool:
@@ -140,19 +150,26 @@ def requests_gpu_memory(pod: Pod) -> bool:
     return False
 
 
-def _allocation(text: str | None, where: str, warnings: Warnings | None) -> tuple[tuple[int, int], ...] | None:
+def _allocation(text: str, pod: Pod, warnings: Warnings | None) -> tuple[tuple[int, int], ...] | None:
     """The valid allocation claim, or None: an invalid one counts the pod's limits on its index GPU."""
     try:
         per_gpu = protocol.parse_allocation(text)
     except protocol.AnnotationError as exc:
         if warnings is not None:
-            warnings.add(f"{where}: {exc}; counting its limits on {protocol.ANN_IDX} instead")
+            warnings.add(f"{_where(pod)}: {exc}; counting its limits on {protocol.ANN_IDX} instead")
         return None
     return None if per_gpu is None else tuple(sorted(per_gpu.items()))
 
 
+def _where(pod: Pod) -> str:
+    return f"pod {pod.metadata.namespace}/{pod.metadata.name}"
+
+
 def pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:
     """Build the ledger's view of a pod.
+
+    Runs once per pod of every list (100,000 in a large cluster), so messages are only formatted
+    when there is something to warn about.
 
     Args:
         pod: the decoded pod.
@@ -166,36 +183,38 @@ def pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:
     """
     meta = pod.metadata
     annotations: Mapping[str, str] = meta.annotations
-    where = f"pod {meta.namespace}/{meta.name}"
     request, per_container = pod_request(pod, warnings)
 
     idx_text = annotations.get(protocol.ANN_IDX)
     gpu_index = protocol.parse_gpu_index(idx_text)
-    if idx_text is not None and gpu_index == PENDING and idx_text != "-1" and warnings is not None:
+    if gpu_index == PENDING and idx_text is not None and idx_text != "-1" and warnings is not None:
         warnings.add(
-            f"{where}: annotation {protocol.ANN_IDX}={shown(idx_text)} is not a GPU index "
+            f"{_where(pod)}: annotation {protocol.ANN_IDX}={shown(idx_text)} is not a GPU index "
             f"in [0, {protocol.MAX_GPUS_PER_NODE}); shown as pending"
         )
 
     assume_text = annotations.get(protocol.ANN_ASSUME_TIME)
     assume_time = protocol.parse_assume_time(assume_text)
-    if assume_text and assume_time == 0 and assume_text.strip() != "0" and warnings is not None:
-        warnings.add(f"{where}: annotation {protocol.ANN_ASSUME_TIME}={shown(assume_text)} is not unix nanoseconds")
+    if assume_time == 0 and assume_text and assume_text.strip() != "0" and warnings is not None:
+        warnings.add(
+            f"{_where(pod)}: annotation {protocol.ANN_ASSUME_TIME}={shown(assume_text)} is not unix nanoseconds"
+        )
 
+    allocation_text = annotations.get(protocol.ANN_ALLOCATION)
     return PodRecord(
-        uid=meta.uid,
-        namespace=meta.namespace,
-        name=meta.name,
-        node=pod.spec.node_name,
-        phase=pod.status.phase,
-        request=request,
-        container_requests=per_container,
-        gpu_index=gpu_index,
-        allocation=_allocation(annotations.get(protocol.ANN_ALLOCATION), where, warnings),
-        assigned=annotations.get(protocol.ANN_ASSIGNED),
-        assume_time=assume_time,
-        terminating=meta.deletion_timestamp is not None,
-        created=meta.creation_timestamp,
+        meta.uid,
+        meta.namespace,
+        meta.name,
+        pod.spec.node_name,
+        pod.status.phase,
+        request,
+        per_container,
+        gpu_index,
+        None if allocation_text is None else _allocation(allocation_text, pod, warnings),
+        annotations.get(protocol.ANN_ASSIGNED),
+        assume_time,
+        meta.deletion_timestamp is not None,
+        meta.creation_timestamp,
     )
 
 
@@ -237,10 +256,16 @@ def node_record(node: Node, unhealthy: frozenset[int] = frozenset(), warnings: W
 
     def quantity(field: str, values: Mapping[str, QuantityValue], resource: str) -> int:
         # A node holds at most MAX_GPUS_PER_NODE GPUs of at most MAX_GPU_MEMORY each.
+        value = values.get(resource)
+        if value is None:
+            return 0
         maximum = protocol.MAX_GPUS_PER_NODE
         if resource == protocol.RESOURCE_MEM:
             maximum *= protocol.MAX_GPU_MEMORY
-        return _quantity(values.get(resource), f"node {name} {field} {resource}", warnings, maximum)
+        amount, problem = _checked_quantity(value, maximum)
+        if problem and warnings is not None:
+            warnings.add(f"node {name} {field} {resource}: {problem}, counted as 0")
+        return amount
 
     return NodeRecord(
         name=name,

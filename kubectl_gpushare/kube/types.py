@@ -22,7 +22,7 @@ import msgspec
 # --- Metadata -------------------------------------------------------------------------------------
 
 
-class OwnerReference(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class OwnerReference(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``metadata.ownerReferences[]``: lets views group pods under their controller."""
 
     kind: str = ""
@@ -31,7 +31,7 @@ class OwnerReference(msgspec.Struct, frozen=True, rename="camel", omit_defaults=
     controller: bool = False
 
 
-class ObjectMeta(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class ObjectMeta(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``metadata`` of any object."""
 
     name: str = ""
@@ -46,7 +46,7 @@ class ObjectMeta(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     owner_references: tuple[OwnerReference, ...] = ()
 
 
-class ListMeta(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class ListMeta(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``metadata`` of a list: the snapshot's resourceVersion and the next page's token."""
 
     resource_version: str = ""
@@ -63,21 +63,21 @@ client may store JSON numbers (``aliyun.com/gpu-mem: 1``). Decoding both keeps o
 from failing a whole list page; `kube.records` turns the value into a string before parsing it."""
 
 
-class ResourceRequirements(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class ResourceRequirements(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``resources`` of a container; quantities keyed by resource name."""
 
     limits: dict[str, QuantityValue] = {}
     requests: dict[str, QuantityValue] = {}
 
 
-class Container(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class Container(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """One entry of ``spec.containers`` or ``spec.initContainers``."""
 
     name: str = ""
     resources: ResourceRequirements = ResourceRequirements()
 
 
-class Toleration(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class Toleration(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """One entry of a pod's ``spec.tolerations`` (read by ``kubectl gpushare explain``)."""
 
     key: str = ""
@@ -86,7 +86,7 @@ class Toleration(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     effect: str = ""
 
 
-class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``spec`` of a pod."""
 
     node_name: str = ""
@@ -97,7 +97,7 @@ class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     tolerations: tuple[Toleration, ...] = ()
 
 
-class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``status`` of a pod."""
 
     phase: str = ""
@@ -118,7 +118,7 @@ class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
         )
 
 
-class NodeSelectorRequirement(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class NodeSelectorRequirement(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """One ``matchExpressions`` / ``matchFields`` entry of a node selector term."""
 
     key: str = ""
@@ -126,30 +126,30 @@ class NodeSelectorRequirement(msgspec.Struct, frozen=True, rename="camel", omit_
     values: tuple[str, ...] = ()
 
 
-class NodeSelectorTerm(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class NodeSelectorTerm(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """One term of a required node affinity (the terms are ORed, their requirements ANDed)."""
 
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
 
-class _RequiredNodeSelector(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class _RequiredNodeSelector(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     node_selector_terms: tuple[NodeSelectorTerm, ...] = ()
 
 
-class _NodeAffinity(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class _NodeAffinity(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     required_during_scheduling_ignored_during_execution: _RequiredNodeSelector | None = None
 
 
-class _Affinity(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class _Affinity(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     node_affinity: _NodeAffinity | None = None
 
 
-class _PlacementSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class _PlacementSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     affinity: _Affinity | None = None
 
 
-class PodPlacement(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class PodPlacement(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """A pod's required node affinity only: decoded apart for ``explain``, so lists of pods stay cheap."""
 
     spec: _PlacementSpec = _PlacementSpec()
@@ -163,7 +163,7 @@ class PodPlacement(msgspec.Struct, frozen=True, rename="camel", omit_defaults=Tr
         return required.node_selector_terms if required else ()
 
 
-class Pod(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class Pod(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """A pod, reduced to what GPU accounting reads."""
 
     metadata: ObjectMeta = ObjectMeta()
@@ -174,7 +174,7 @@ class Pod(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
 # --- Nodes -----------------------------------------------------------------------------------------
 
 
-class Taint(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class Taint(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """One entry of ``spec.taints``."""
 
     key: str = ""
@@ -182,21 +182,21 @@ class Taint(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     effect: str = ""
 
 
-class NodeSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class NodeSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``spec`` of a node."""
 
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
 
 
-class NodeAddress(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class NodeAddress(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """One entry of ``status.addresses`` (``InternalIP``, ``Hostname``, ...)."""
 
     type: str = ""
     address: str = ""
 
 
-class NodeCondition(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class NodeCondition(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """One entry of ``status.conditions`` (``Ready``, ``MemoryPressure``, ...)."""
 
     type: str = ""
@@ -204,7 +204,7 @@ class NodeCondition(msgspec.Struct, frozen=True, rename="camel", omit_defaults=T
     reason: str = ""
 
 
-class NodeStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class NodeStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``status`` of a node: quantity strings keyed by resource name, addresses and conditions."""
 
     capacity: dict[str, QuantityValue] = {}
@@ -213,7 +213,7 @@ class NodeStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     conditions: tuple[NodeCondition, ...] = ()
 
 
-class Node(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class Node(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """A node, reduced to what GPU accounting and scheduling read."""
 
     metadata: ObjectMeta = ObjectMeta()
@@ -224,35 +224,35 @@ class Node(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
 # --- ConfigMaps, Leases, Events ------------------------------------------------------------------
 
 
-class ConfigMap(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class ConfigMap(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """A ConfigMap (the unhealthy-GPU lists live in these)."""
 
     metadata: ObjectMeta = ObjectMeta()
     data: dict[str, str] = {}
 
 
-class ResourceQuotaStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class ResourceQuotaStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``status`` of a ResourceQuota: quantities keyed by resource name."""
 
     hard: dict[str, QuantityValue] = {}
     used: dict[str, QuantityValue] = {}
 
 
-class ResourceQuota(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class ResourceQuota(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """A ResourceQuota (per-tenant GPU-memory limits: ``requests.aliyun.com/gpu-mem``)."""
 
     metadata: ObjectMeta = ObjectMeta()
     status: ResourceQuotaStatus = ResourceQuotaStatus()
 
 
-class ResourceQuotaList(msgspec.Struct, frozen=True, rename="camel"):
+class ResourceQuotaList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """One page of ResourceQuotas."""
 
     metadata: ListMeta = ListMeta()
     items: tuple[ResourceQuota, ...] = ()
 
 
-class LeaseSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class LeaseSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``spec`` of a coordination.k8s.io/v1 Lease (leader election)."""
 
     holder_identity: str | None = None
@@ -262,14 +262,14 @@ class LeaseSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     lease_transitions: int | None = None
 
 
-class Lease(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class Lease(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """A coordination.k8s.io/v1 Lease."""
 
     metadata: ObjectMeta = ObjectMeta()
     spec: LeaseSpec = LeaseSpec()
 
 
-class ObjectReference(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class ObjectReference(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``involvedObject`` of an Event."""
 
     kind: str = ""
@@ -280,14 +280,14 @@ class ObjectReference(msgspec.Struct, frozen=True, rename="camel", omit_defaults
     field_path: str = ""
 
 
-class EventSource(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class EventSource(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``source`` of a core/v1 Event."""
 
     component: str = ""
     host: str = ""
 
 
-class Event(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class Event(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """A core/v1 Event, as written by the extender and the device plugin and read by views."""
 
     metadata: ObjectMeta = ObjectMeta()
@@ -306,55 +306,55 @@ class Event(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
 # --- Lists, watch events, Status -------------------------------------------------------------------
 
 
-class PodList(msgspec.Struct, frozen=True, rename="camel"):
+class PodList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """One page of pods."""
 
     metadata: ListMeta = ListMeta()
     items: tuple[Pod, ...] = ()
 
 
-class NodeList(msgspec.Struct, frozen=True, rename="camel"):
+class NodeList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """One page of nodes."""
 
     metadata: ListMeta = ListMeta()
     items: tuple[Node, ...] = ()
 
 
-class ConfigMapList(msgspec.Struct, frozen=True, rename="camel"):
+class ConfigMapList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """One page of ConfigMaps."""
 
     metadata: ListMeta = ListMeta()
     items: tuple[ConfigMap, ...] = ()
 
 
-class LeaseList(msgspec.Struct, frozen=True, rename="camel"):
+class LeaseList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """One page of Leases."""
 
     metadata: ListMeta = ListMeta()
     items: tuple[Lease, ...] = ()
 
 
-class EventList(msgspec.Struct, frozen=True, rename="camel"):
+class EventList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """One page of Events."""
 
     metadata: ListMeta = ListMeta()
     items: tuple[Event, ...] = ()
 
 
-class ListEnvelope(msgspec.Struct, frozen=True, rename="camel"):
+class ListEnvelope(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """A list of any kind with its items skipped: reads the continue token without decoding items."""
 
     metadata: ListMeta = ListMeta()
 
 
-class RawList(msgspec.Struct, frozen=True, rename="camel"):
+class RawList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """A list page whose items are kept undecoded, to decode them one by one (`kube.lenient.decode_page`)."""
 
     metadata: ListMeta = ListMeta()
     items: tuple[msgspec.Raw, ...] = ()
 
 
-class StatusCause(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class StatusCause(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """One entry of ``Status.details.causes`` (validation failures name the field here)."""
 
     reason: str = ""
@@ -362,7 +362,7 @@ class StatusCause(msgspec.Struct, frozen=True, rename="camel", omit_defaults=Tru
     field: str = ""
 
 
-class StatusDetails(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class StatusDetails(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``details`` of a Status."""
 
     name: str = ""
@@ -371,7 +371,7 @@ class StatusDetails(msgspec.Struct, frozen=True, rename="camel", omit_defaults=T
     retry_after_seconds: int | None = None
 
 
-class Status(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class Status(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``kind: Status``: the body of every API error, of a watch ERROR event, and of a Binding reply."""
 
     kind: str = ""
@@ -404,7 +404,7 @@ class WatchEvent(msgspec.Struct, Generic[T], frozen=True):
     object: T
 
 
-class BookmarkMeta(msgspec.Struct, frozen=True, rename="camel"):
+class BookmarkMeta(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """``metadata`` of a BOOKMARK event's object: only the resourceVersion is meaningful."""
 
     resource_version: str = ""

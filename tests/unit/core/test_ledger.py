@@ -257,3 +257,21 @@ def test_fit_counts_and_largest_free_skip_unhealthy_gpus() -> None:
 def test_largest_free_is_never_negative_on_an_overcommitted_gpu() -> None:
     ledger = Ledger.build([node(gpus=1)], [pod(20, gpu=0)])
     assert ledger.largest_free("n1") == 0 and ledger.fit_counts("n1", 1) == {}
+
+
+def test_a_ledger_of_sums_counts_a_uid_once_and_refuses_to_list_or_remove_pods() -> None:
+    node = NodeRecord(name="n", alloc_mem=32, alloc_count=2)
+    first = PodRecord(uid="u", namespace="ns", name="a", node="n", phase="Running", request=4, gpu_index=0)
+    again = PodRecord(uid="u", namespace="ns", name="a", node="n", phase="Running", request=9, gpu_index=1)
+    ledger = Ledger.build([node], [first, again], keep_pods=False)
+    assert ledger.used("n") == {0: 4}  # the first copy counts; a sums ledger cannot take it back
+    with pytest.raises(RuntimeError, match="sums only"):
+        ledger.pods_on("n")
+    with pytest.raises(RuntimeError, match="sums only"):
+        ledger.usage("n")
+    with pytest.raises(RuntimeError, match="cannot remove"):
+        ledger.remove_pod("u")
+    ledger.remove_pod("never-counted")  # nothing to take back: allowed
+    ledger.reserve("r", "ns", "r", "n", 1, 3)
+    ledger.release("r")
+    assert ledger.used("n") == {0: 4}

@@ -82,3 +82,19 @@ def test_usage_without_pods_has_the_same_devices_and_sums(
     assert [(d.index, d.total, d.used) for d in full.devices.values()] == [
         (d.index, d.total, d.used) for d in sums.devices.values()]
     assert (full.gpu_count, full.total_mem) == (sums.gpu_count, sums.total_mem)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(nodes, max_size=3), st.lists(pods, max_size=12), st.sampled_from(["allocatable", "capacity"]))
+def test_a_ledger_of_sums_shows_what_a_full_ledger_shows(
+    node_records: list[NodeRecord], pod_records: list[PodRecord], basis: str
+) -> None:
+    # Distinct uids, as one API list has them: then keeping records changes no number a view shows.
+    distinct = list({record.uid: record for record in pod_records}.values())
+    full = Ledger.build(node_records, distinct, basis=basis)  # type: ignore[arg-type]
+    sums = Ledger.build(node_records, distinct, basis=basis, keep_pods=False)  # type: ignore[arg-type]
+    for name in full.node_names():
+        assert sums.used(name) == full.used(name)
+        assert sums.free(name) == full.free(name)
+        assert [(d.index, d.total, d.used) for d in sums.usage(name, pods=False).devices.values()] == [
+            (d.index, d.total, d.used) for d in full.usage(name).devices.values()]
