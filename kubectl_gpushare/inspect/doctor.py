@@ -15,7 +15,7 @@ ever added::
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 import msgspec
@@ -23,7 +23,7 @@ import msgspec
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
-from kubectl_gpushare.inspect.source import keyed_pod_record, stack_ledger
+from kubectl_gpushare.inspect.source import StackSplit, keyed_pod_record
 from kubectl_gpushare.kube import stacks
 from kubectl_gpushare.kube.records import Warnings, node_record, shown, unhealthy_gpus, unhealthy_node_name
 from kubectl_gpushare.kube.stacks import hami
@@ -114,11 +114,10 @@ def _node_findings(node: Node, record_warnings: Warnings) -> Iterable[Finding]:
 
 def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding]:
     meta = pod.metadata
-    obj = f"pod/{meta.namespace}/{meta.name}"
     annotations = meta.annotations
     if pod.status.phase in COMPLETED_PHASES:
         if protocol.ANN_IDX in annotations:
-            yield Finding(WARNING, "completed-holding", obj,
+            yield Finding(WARNING, "completed-holding", f"pod/{meta.namespace}/{meta.name}",
                           f"{pod.status.phase} but still annotated {protocol.ANN_IDX}={annotations[protocol.ANN_IDX]}; "
                           "it no longer counts, delete it to tidy up")
         return
@@ -126,7 +125,7 @@ def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding
         assumed = protocol.parse_assume_time(annotations.get(protocol.ANN_ASSUME_TIME))
         if assumed and now_ns - assumed > stuck_after * 1e9:
             when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(assumed // 1_000_000_000))
-            yield Finding(WARNING, "assigned-stuck", obj,
+            yield Finding(WARNING, "assigned-stuck", f"pod/{meta.namespace}/{meta.name}",
                           f"bound to {pod.spec.node_name} at {when} but still {protocol.ANN_ASSIGNED}=false after "
                           f"more than {stuck_after:g}s: the device plugin on that node has not allocated it")
 
@@ -204,7 +203,12 @@ def _configmap_findings(configmaps: Sequence[ConfigMap]) -> Iterable[Finding]:
                           f"marks GPU(s) {listed} of node {node} unhealthy: the extender places nothing there")
 
 
+def _overcommitted(ledger: Ledger, name: str) -> bool:
+    return any(d.index != PENDING and d.used > d.total for d in ledger.usage(name, pods=False).devices.values())
+
+
 def _ledger_findings(ledger: Ledger, names: Sequence[str]) -> Iterable[Finding]:
+    """Over-committed GPUs with the pods on them (``ledger`` keeps pods)."""
     for name in names:
         usage = ledger.usage(name)
         for device in usage.devices.values():
@@ -281,19 +285,6 @@ def _stack_findings(stack_nodes: Sequence[StackNode], claims: Mapping[str, list[
                           f"{device.gpu.unit}: {pods}")
 
 
-def _other_stack_findings(
-    nodes: Sequence[Node], pods: Sequence[Pod], now_ns: int, warnings: Warnings
-) -> list[Finding]:
-    """Other stacks' checks: HAMi's classic failures and over-committed GPUs of any stack node."""
-    now = now_ns / 1e9
-    found: list[Finding] = []
-    for node in nodes:
-        found.extend(_hami_node_findings(node, now))
-    for pod in pods:
-        found.extend(_hami_pod_findings(pod))
-    stack_nodes, claims = stack_ledger(nodes, pods, warnings)
-    found.extend(_stack_findings(stack_nodes, claims))
-    return found
 
 
 _GPUSHARE_ONLY_CHECKS: Final = frozenset({"gpu-node-unlabelled"})
@@ -308,36 +299,73 @@ def _without_other_stacks(findings: list[Finding], nodes: Sequence[Node]) -> lis
     return [f for f in findings if not (f.check in _GPUSHARE_ONLY_CHECKS and f.object in others)]
 
 
+_WORKLOADS: Final = frozenset({EXTENDER_COMPONENT, DEVICE_PLUGIN_COMPONENT})
+
+Reread = Callable[[Sequence[str]], Iterable[Pod]]
+"""Pods on the given nodes, read again: names the pods of over-committed GPUs."""
+
+
 def audit(
     nodes: Sequence[Node],
-    pods: Sequence[Pod],
+    pods: Iterable[Pod],
     *,
     now_ns: int,
     stuck_after: float = DEFAULT_STUCK_AFTER,
     configmaps: Sequence[ConfigMap] = (),
+    reread: Reread | None = None,
 ) -> DoctorReport:
     """Run every check.
 
+    Pods are read once, as they come (a page at a time from the API): each is checked and counted
+    in a ledger of sums, and only the few pods later checks need (the extender's and the device
+    plugin's, pods on other stacks' nodes) are kept, so 100,000 pods never sit in memory. Nodes
+    with an over-committed GPU (rare: an error) have their pods read again through ``reread`` to
+    name them; the finding reports what that second read shows.
+
     Args:
         nodes: every node (not only gpushare ones: unlabelled GPU nodes are a finding).
-        pods: every pod, completed ones included.
+        pods: every pod, completed ones included; iterated once when ``reread`` is given.
         configmaps: ConfigMaps of the unhealthy-GPU namespace (others are ignored).
         now_ns: the current time, unix nanoseconds (passed in, so the audit is reproducible).
         stuck_after: seconds before an unassigned bound pod is reported.
+        reread: pods on the given nodes, read again; None reads ``pods`` twice (held as a list).
     """
+    if reread is None:
+        held = list(pods)
+        pods = held
+
+        def reread(names: Sequence[str]) -> Iterable[Pod]:
+            wanted = set(names)
+            return (pod for pod in held if pod.spec.node_name in wanted)
+
     findings: list[Finding] = []
     record_warnings = Warnings()
     for node in nodes:
         findings.extend(_node_findings(node, record_warnings))
-    findings.extend(_workload_findings(nodes, pods))
+        findings.extend(_hami_node_findings(node, now_ns / 1e9))
     findings.extend(_configmap_findings([c for c in configmaps if c.metadata.namespace == SYSTEM_NAMESPACE]))
-    records = []
+    split = StackSplit(stacks.AUTO, record_warnings)
+    for node in nodes:
+        split.gpushare(node)
+    node_records = [node_record(node) for node in nodes]
+    ledger = Ledger.build(node_records, (), basis="capacity", keep_pods=False)
+    workloads: list[Pod] = []
     for pod in pods:
         findings.extend(_pod_findings(pod, now_ns, stuck_after))
-        records.append(keyed_pod_record(pod, record_warnings))
-    ledger = Ledger.build((node_record(node) for node in nodes), records, basis="capacity")
-    findings.extend(_ledger_findings(ledger, sorted(node.metadata.name for node in nodes)))
-    findings.extend(_other_stack_findings(nodes, pods, now_ns, record_warnings))
+        findings.extend(_hami_pod_findings(pod))
+        ledger.set_pod(keyed_pod_record(pod, record_warnings))
+        if split.nodes:
+            split.add_pod(pod)
+        if pod.metadata.labels.get(COMPONENT_LABEL) in _WORKLOADS:
+            workloads.append(pod)
+    findings.extend(_workload_findings(nodes, workloads))
+    over = [name for name in sorted(ledger.node_names()) if _overcommitted(ledger, name)]
+    if over:
+        names = set(over)
+        again = Ledger.build((record for record in node_records if record.name in names),
+                             (keyed_pod_record(pod) for pod in reread(over)), basis="capacity")
+        findings.extend(_ledger_findings(again, over))
+    findings.extend(_stack_findings(*split.result()))
     for message in record_warnings:
         # The records' messages start "pod NAMESPACE/NAME ..." or "node NAME ...": name the object.
         kind, _, rest = message.partition(" ")

@@ -20,11 +20,14 @@ from kubectl_gpushare.kube.flags import kube_options, make_client
 from kubectl_gpushare.kube.records import Warnings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
+    from kubectl_gpushare.inspect.doctor import DoctorReport
     from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
 
 POD_PAGE_SIZE: Final = 2000
+REREAD_PER_NODE: Final = 20
+"""Nodes with an over-committed GPU re-read one request each up to this many (then one full list)."""
 
 EPILOG = (
     """\b
@@ -57,37 +60,62 @@ run, the codes below apply (an API error also exits 1, with nothing on stdout).
 
 
 @dataclass
-class _Inputs:
-    nodes: list[Node]
-    pods: list[Pod]
-    configmaps: list[ConfigMap] = field(default_factory=list)
+class _Audited:
+    report: DoctorReport
     warnings: Warnings = field(default_factory=Warnings)  # doctor reports malformed values as findings
 
 
-def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
+def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
+    """Read the cluster (or the file) and audit it as the pods arrive, a page at a time.
+
+    The audit runs here, inside the loader, so a failure while paging maps to inspect's exit codes
+    and the decoded pods never have to be held all at once.
+    """
     from kubectl_gpushare import protocol
+    from kubectl_gpushare.inspect import doctor
+
+    def audit(
+        nodes: list[Node], pods: Iterable[Pod], configmaps: list[ConfigMap], reread: doctor.Reread | None = None
+    ) -> _Audited:
+        report = doctor.audit(
+            nodes, pods, now_ns=time.time_ns(), stuck_after=options["stuck_after"], configmaps=configmaps,
+            reread=reread,
+        )  # fmt: skip
+        return _Audited(report)
 
     if options["from_file"] is not None:
-        from kubectl_gpushare.inspect.source import parse_documents
+        from kubectl_gpushare.inspect.source import configmaps_in, parse_documents
 
         data = options["from_file"].read()
         nodes, file_pods = parse_documents(data)
-        from kubectl_gpushare.inspect.source import configmaps_in
-
-        return _Inputs(nodes, file_pods, configmaps_in(data))
+        return audit(nodes, file_pods, configmaps_in(data))
     from kubectl_gpushare.kube import errors, types
 
     with make_client(options, "doctor") as client:
         nodes = client.list_nodes()
-        pods: list[Pod] = []
-        for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE):
-            pods.extend(page.items)
-            progress(len(pods))
         try:
             configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE)
         except errors.Forbidden:
             configmaps = []  # the other checks still stand
-    return _Inputs(nodes, pods, configmaps)
+
+        def pods() -> Iterator[Pod]:
+            seen = 0
+            for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE):
+                yield from page.items
+                seen += len(page.items)
+                progress(seen)
+
+        def reread(names: Sequence[str]) -> Iterator[Pod]:
+            """Pods on a few nodes, one request each; past `REREAD_PER_NODE` nodes, one more full list."""
+            if len(names) <= REREAD_PER_NODE:
+                for name in names:
+                    yield from client.list(types.PODS, field_selector=f"spec.nodeName={name}")
+                return
+            wanted = set(names)
+            for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE):
+                yield from (pod for pod in page.items if pod.spec.node_name in wanted)
+
+        return audit(nodes, pods(), configmaps, reread)
 
 
 @click.command(
@@ -111,17 +139,13 @@ def doctor_command(**options: Any) -> None:
     """Audit a gpushare install: one line per finding with a severity; the exit code is the verdict."""
     verdict: list[int] = []
 
-    def render(inputs: _Inputs, opts: dict[str, Any]) -> str:
+    def render(audited: _Audited, opts: dict[str, Any]) -> str:
         from kubectl_gpushare.inspect import doctor
 
-        report = doctor.audit(
-            inputs.nodes, inputs.pods, now_ns=time.time_ns(), stuck_after=opts["stuck_after"],
-            configmaps=inputs.configmaps,
-        )
-        verdict.append(report.exit_code)
+        verdict.append(audited.report.exit_code)
         if opts["output"] == "json":
-            return doctor.to_json(report)
-        return doctor.to_text(report, headers=not opts["no_headers"])
+            return doctor.to_json(audited.report)
+        return doctor.to_text(audited.report, headers=not opts["no_headers"])
 
     run(dict(options, nodes=(), selector=None), render=render, load=_load)
     raise click.exceptions.Exit(verdict[0] if verdict else 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,3 +40,24 @@ def test_a_healthy_cluster_is_clean(sandbox: Sandbox, kubectl: Callable[..., Any
     sandbox.load([item for item in cases.seed() if item["metadata"]["name"] in names])
     result = kubectl("gpushare", "doctor")
     assert (result.returncode, result.stdout) == (0, "No problems found.\n")
+
+
+def test_over_committed_gpus_are_named_from_a_second_read_past_the_per_node_limit(
+    sandbox: Sandbox, kubectl: Callable[..., Any]
+) -> None:
+    # More over-committed nodes than doctor re-reads one by one: it reads every pod once more.
+    from kubectl_gpushare.inspect.doctor_command import REREAD_PER_NODE
+    from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+    count = REREAD_PER_NODE + 2
+    objects: list[dict[str, Any]] = []
+    for number in range(count):
+        node = f"over-{number:02d}"
+        objects.append(node_object(node, [4], ip=f"10.8.0.{number + 1}"))
+        objects += [pod_object(f"{node}-{pod}", "team", [3], node=node, gpu=0, phase="Running") for pod in "ab"]
+    sandbox.load(objects)
+    result = kubectl("gpushare", "doctor", "-o", "json", check=False)
+    assert result.returncode == 2, result.stderr
+    found = [f for f in json.loads(result.stdout)["findings"] if f["check"] == "gpu-overcommitted"]
+    assert [f["object"] for f in found] == [f"node/over-{number:02d}" for number in range(count)]
+    assert found[0]["message"] == "GPU 0 holds 6 of 4: team/over-00-a, team/over-00-b"
