@@ -54,7 +54,7 @@ STACK_CSV_COLUMNS: Final = ("STACK", "UNIT")
 STACK_GPUSHARE: Final = protocol.STACK_GPUSHARE
 
 
-class PodShare(msgspec.Struct, rename="camel"):
+class PodShare(msgspec.Struct, rename="camel", gc=False):
     """A pod's memory on one GPU (or pending)."""
 
     namespace: str
@@ -64,7 +64,7 @@ class PodShare(msgspec.Struct, rename="camel"):
     memory: int
 
 
-class GPU(msgspec.Struct, rename="camel", omit_defaults=True):
+class GPU(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
     """One GPU of a node (``healthy: false`` only on a GPU its unhealthy-GPU ConfigMap lists)."""
 
     index: int
@@ -75,7 +75,7 @@ class GPU(msgspec.Struct, rename="camel", omit_defaults=True):
     healthy: bool = True
 
 
-class NodeReport(msgspec.Struct, rename="camel"):
+class NodeReport(msgspec.Struct, rename="camel", gc=False):
     """One node with its GPUs and pending pods."""
 
     name: str
@@ -90,7 +90,7 @@ class NodeReport(msgspec.Struct, rename="camel"):
     pending_pods: list[PodShare]
 
 
-class ClusterReport(msgspec.Struct, rename="camel"):
+class ClusterReport(msgspec.Struct, rename="camel", gc=False):
     """Totals over the nodes shown."""
 
     nodes: int
@@ -102,7 +102,7 @@ class ClusterReport(msgspec.Struct, rename="camel"):
     used_percent: int
 
 
-class StackPodShare(msgspec.Struct, rename="camel"):
+class StackPodShare(msgspec.Struct, rename="camel", gc=False):
     """A pod's claim on one GPU of another stack, in that GPU's unit."""
 
     namespace: str
@@ -113,7 +113,7 @@ class StackPodShare(msgspec.Struct, rename="camel"):
     cores: int
 
 
-class StackGPUReport(msgspec.Struct, rename="camel"):
+class StackGPUReport(msgspec.Struct, rename="camel", gc=False):
     """One GPU (or slot pool) of another stack, in its own unit."""
 
     index: int
@@ -130,7 +130,7 @@ class StackGPUReport(msgspec.Struct, rename="camel"):
     pods: list[StackPodShare]
 
 
-class StackNodeReport(msgspec.Struct, rename="camel"):
+class StackNodeReport(msgspec.Struct, rename="camel", gc=False):
     """A node of another sharing stack."""
 
     name: str
@@ -140,7 +140,7 @@ class StackNodeReport(msgspec.Struct, rename="camel"):
     gpus: list[StackGPUReport]
 
 
-class Report(msgspec.Struct, rename="camel", omit_defaults=True):
+class Report(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
     """The whole document (``unscheduledPods`` and ``stackNodes`` only when there are some)."""
 
     api_version: str

@@ -22,6 +22,10 @@ Data = dict[str, "Data"] | list["Data"] | str | int | bool | None
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*\Z")
 _STR_TAG: Final = "tag:yaml.org,2002:str"
 _resolver: Final = Resolver()
+_TYPED_FIRST: Final = frozenset(_resolver.yaml_implicit_resolvers)
+"""First characters of PyYAML's implicit types (int, bool, null, timestamp...): a name starting with
+any other character resolves to a string without running the resolver (most pod names and uids)."""
+_WILDCARD: Final = None in _TYPED_FIRST or bool(_resolver.yaml_path_resolvers)
 
 
 class _UnsupportedError(Exception):
@@ -45,7 +49,9 @@ def _scalar(value: Data, cache: dict[str, str]) -> str:
             written = "''"
         elif _NAME.match(value) is None:
             raise _UnsupportedError
-        elif _resolver.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG:  # type: ignore[no-untyped-call]
+        elif (value[0] not in _TYPED_FIRST and not _WILDCARD) or _resolver.resolve(  # type: ignore[no-untyped-call]
+            yaml.ScalarNode, value, (True, False)
+        ) == _STR_TAG:
             written = value
         else:
             written = f"'{value}'"  # looks like a number, bool, null or date: PyYAML single-quotes it

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.tabwriter import render
 
 
@@ -45,3 +48,16 @@ def test_detail_section_shares_label_and_namespace_columns() -> None:
         "Allocated :  5 (16%)    ",
         "Total :      30         ",
     ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.text("ab\u00e9x ", max_size=5), min_size=1, max_size=5), min_size=1, max_size=6))
+def test_uniform_tables_lay_out_as_go_column_blocks(rows: list[list[str]]) -> None:
+    # The fast path for tables whose lines have equal cells against the general block algorithm.
+    width = len(rows[0])
+    lines = [(row + [""] * width)[:width] for row in rows]
+    fast: list[str] = []
+    general: list[str] = []
+    tabwriter._format_section([list(cells) for cells in lines], fast)
+    tabwriter._format_general([list(cells) for cells in lines], general)
+    assert fast == general
