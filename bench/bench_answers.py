@@ -5,7 +5,8 @@
     .venv/bin/python bench/bench_answers.py --nodes 1000 --pods 20000 --runs 3
 
 Each command runs as a user runs it (the console script against a sandbox API server in its own
-process), median of N runs after a warm-up. Goals: ``fit`` and ``doctor`` within 1.2x of plain
+process), median of N rounds after a warm-up round; each round runs every command once, so drift in
+the machine's speed moves all of them alike. Goals: ``fit`` and ``doctor`` within 1.2x of plain
 ``kubectl inspect gpushare``; ``-o yaml`` within 1.5x of ``-o json``; inspect within 2.5x of the
 floor: a process that only fetches the same two lists (nodes, then active pods in inspect's pages)
 and decodes them into the same typed structs, with no ledger and no output.
@@ -14,6 +15,7 @@ and decodes them into the same typed structs, with no ledger and no output.
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import sys
@@ -39,13 +41,22 @@ with Client(load_config(), component="bench-floor") as client:
 """
 
 
-def median(args: list[str], env: dict[str, str], runs: int, ok: tuple[int, ...] = (0,)) -> float:
-    times = []
-    for _ in range(runs + 1):  # the first run warms the sandbox's caches and the page cache
-        elapsed, _rss, status = run(args, env)
-        assert status in ok, f"{' '.join(args)} exited {status}"
-        times.append(elapsed)
-    return statistics.median(times[1:])
+def medians(commands: dict[str, list[str]], env: dict[str, str], runs: int) -> dict[str, float]:
+    """Median wall time of each command over ``runs`` rounds, after a warm-up round.
+
+    Rounds interleave the commands (each runs once per round), so a machine that speeds up or
+    slows down during the benchmark moves every command alike and the ratios stay comparable.
+    The warm-up round fills the sandbox's caches and the page cache.
+    """
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for round_number in range(runs + 1):
+        for name, args in commands.items():
+            elapsed, _rss, status = run(args, env)
+            ok = (0, 1, 2) if name == "doctor" else (0,)  # doctor's verdict is its exit code
+            assert status in ok, f"{' '.join(args)} exited {status}"
+            if round_number:
+                times[name].append(elapsed)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
@@ -58,17 +69,24 @@ def main() -> None:
     nodes, pods = (100, 3000) if args.quick else (5000, 100_000)
     nodes, pods = args.nodes or nodes, args.pods or pods
     runs = args.runs or (3 if args.quick else 5)
+    # Byte-compile the package first, as `pip install` does: an editable checkout under
+    # PYTHONDONTWRITEBYTECODE would otherwise compile every module on every run, a cost no user pays.
+    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "kubectl_gpushare"), quiet=1)
     with tempfile.TemporaryDirectory(prefix="bench-answers-") as tmp:
         sandbox = SandboxProcess(nodes, pods, Path(tmp))
         env = dict(os.environ, KUBECONFIG=str(sandbox.kubeconfig))
         try:
             print(f"== {nodes:,} nodes x 8 GPUs, {pods:,} pods, median of {runs}")
-            inspect = median([INSPECT], env, runs)
-            floor = median([sys.executable, "-c", FLOOR], env, runs)
-            fit = median([GPUSHARE, "fit", "4", "--count", "10"], env, runs)
-            doctor = median([GPUSHARE, "doctor"], env, runs, ok=(0, 1, 2))
-            as_json = median([INSPECT, "-o", "json"], env, runs)
-            as_yaml = median([INSPECT, "-o", "yaml"], env, runs)
+            times = medians({
+                "inspect": [INSPECT],
+                "floor": [sys.executable, "-c", FLOOR],
+                "fit": [GPUSHARE, "fit", "4", "--count", "10"],
+                "doctor": [GPUSHARE, "doctor"],
+                "json": [INSPECT, "-o", "json"],
+                "yaml": [INSPECT, "-o", "yaml"],
+            }, env, runs)  # fmt: skip
+            inspect, floor, fit, doctor = times["inspect"], times["floor"], times["fit"], times["doctor"]
+            as_json, as_yaml = times["json"], times["yaml"]
         finally:
             sandbox.stop()
     print(f"floor: fetch + decode the lists : {floor:7.2f} s")
