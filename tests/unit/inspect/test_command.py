@@ -271,3 +271,25 @@ def test_namespace_filter_shows_one_tenant_against_whole_gpus(cli_runner: CliRun
 )
 def test_tenant_flag_conflicts_are_usage_errors(cli_runner: CliRunner, args: list[str]) -> None:
     assert invoke(cli_runner, *args).exit_code == 2
+
+
+@pytest.mark.parametrize(("one_shot", "during"), [(True, False), (False, True)])
+def test_one_shot_commands_pause_the_cyclic_collector_and_restore_it(one_shot: bool, during: bool) -> None:
+    import gc
+    from types import SimpleNamespace
+
+    from kubectl_gpushare.kube.records import Warnings
+
+    seen: list[bool] = []
+
+    def load(options: dict[str, object], progress: object) -> SimpleNamespace:
+        seen.append(gc.isenabled())
+        return SimpleNamespace(warnings=Warnings())
+
+    def render(snapshot: object, options: dict[str, object]) -> None:
+        seen.append(gc.isenabled())
+
+    assert gc.isenabled()
+    command.run({"from_file": None}, render=render, load=load, one_shot=one_shot)
+    assert seen == [during, during]  # --watch (one_shot=False) runs for hours: it keeps collecting
+    assert gc.isenabled()
