@@ -367,8 +367,6 @@ class Ledger:
             return {}
         used = self._used.get(name, {})
         unhealthy = node.unhealthy
-        if not unhealthy:
-            return {index: total - used.get(index, 0) for index, total in enumerate(self.gpu_totals(name))}
         return {
             index: total - used.get(index, 0)
             for index, total in enumerate(self.gpu_totals(name))

@@ -275,9 +275,10 @@ def valid_gpu_index(index: int) -> bool:
     return 0 <= index < MAX_GPUS_PER_NODE
 
 
-@functools.lru_cache(maxsize=1024)
 def parse_gpu_index(text: str | None) -> int:
-    """Read ``ALIYUN_COM_GPU_MEM_IDX``: the GPU index, or -1 ("pending"). Cached: a cluster uses a few.
+    """Read ``ALIYUN_COM_GPU_MEM_IDX``: the GPU index, or -1 ("pending").
+
+    Not cached: a cache keyed by annotation text would hold whatever hostile values pods carry.
 
     -1 also stands for a missing or invalid index and one outside ``[0, MAX_GPUS_PER_NODE)``.
     """

@@ -71,13 +71,19 @@ def shown(text: str) -> str:
     return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
 
 
-@functools.lru_cache(maxsize=4096, typed=True)
 def _checked_quantity(value: QuantityValue, maximum: int) -> tuple[int, str]:
     """``(amount, "")`` for a quantity in ``[0, maximum]``, else ``(0, why)``: the caller names the value.
 
     A JSON number (which kube-apiserver would have normalised to a string) is read as its decimal text.
-    Cached: a cluster repeats a handful of quantities across 100,000 pods.
+    Cached: a cluster repeats a handful of quantities across 100,000 pods. Text too long to be a
+    quantity is checked uncached, so hostile values are never held.
     """
+    if isinstance(value, str) and len(value) > protocol.MAX_QUANTITY_LENGTH:
+        return _check_quantity(value, maximum)
+    return _cached_check_quantity(value, maximum)
+
+
+def _check_quantity(value: QuantityValue, maximum: int) -> tuple[int, str]:
     text = value if isinstance(value, str) else repr(value)
     try:
         parsed = protocol.parse_quantity(text)
@@ -86,6 +92,9 @@ def _checked_quantity(value: QuantityValue, maximum: int) -> tuple[int, str]:
     if not 0 <= parsed <= maximum:
         return 0, f"quantity {shown(text)} is outside [0, {maximum}]"
     return parsed, ""
+
+
+_cached_check_quantity = functools.lru_cache(maxsize=4096, typed=True)(_check_quantity)
 
 
 def _quantity(

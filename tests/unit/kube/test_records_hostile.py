@@ -127,3 +127,25 @@ def test_node_gpus_annotation_beyond_bounds_is_ignored_with_a_warning() -> None:
     rec = records.node_record(node("2", annotation=text), warnings=warnings)
     assert rec.gpu_mems is None
     assert len(warnings) == 1
+
+
+def test_distinct_hostile_values_are_not_held_after_their_pods_are_gone() -> None:
+    # Caches keyed by annotation or quantity text would keep every distinct hostile value alive.
+    import gc
+    import tracemalloc
+
+    def garbage(number: int) -> str:
+        return f"{number:08d}" + "x" * 100_000
+
+    records.pod_record(pod([garbage(0)], {protocol.ANN_IDX: garbage(0)}))  # warm up lazily built state
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for number in range(1, 60):
+            records.pod_record(pod([garbage(number)], {protocol.ANN_IDX: garbage(number)}), records.Warnings())
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 1_000_000, f"{held:,} bytes still held after 59 pods with 200 kB of garbage each"
