@@ -72,29 +72,35 @@ PLATFORM: Final = """\
 """
 
 
+def source_copy(target: Path) -> Path:
+    """Copy the files git tracks (and untracked ones it does not ignore) into ``target``.
+
+    The wheel is built from this copy, never from the checkout: setuptools reuses an in-tree
+    ``build/`` directory, and a module deleted since would otherwise ride along in the archive.
+    """
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, check=True, capture_output=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for name in filter(None, listed):
+        source, destination = ROOT / name, target / name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():  # kubectl_gpushare/cli/_manifests points at manifests/
+            destination.symlink_to(os.readlink(source))
+        elif source.is_file():
+            shutil.copy2(source, destination)
+    return target
+
+
 def build_wheel(workdir: Path, epoch: int) -> Path:
-    """Build the project's wheel (no dependencies, no network)."""
+    """Build the project's wheel from a clean copy of the source (no dependencies, no network)."""
     env = dict(os.environ, SOURCE_DATE_EPOCH=str(epoch))
-    scratch = ROOT / "build"
-    leave_scratch = scratch.exists()  # setuptools builds in-tree; remove only what this run created
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(workdir),
-            str(ROOT),
-        ],
-        check=True,
-        env=env,
-    )
-    if not leave_scratch:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="krew-source-") as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+             "-w", str(workdir), str(source_copy(Path(tmp)))],
+            check=True, env=env,
+        )  # fmt: skip
     (wheel,) = workdir.glob("kubectl_gpushare-*.whl")
     return wheel
 
