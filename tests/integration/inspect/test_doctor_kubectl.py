@@ -61,3 +61,30 @@ def test_over_committed_gpus_are_named_from_a_second_read_past_the_per_node_limi
     found = [f for f in json.loads(result.stdout)["findings"] if f["check"] == "gpu-overcommitted"]
     assert [f["object"] for f in found] == [f"node/over-{number:02d}" for number in range(count)]
     assert found[0]["message"] == "GPU 0 holds 6 of 4: team/over-00-a, team/over-00-b"
+
+
+@pytest.mark.parametrize(
+    "failing",
+    [
+        pytest.param(r"^/api/v1/pods\?.*continue=", id="second-page-of-pods"),
+        pytest.param(r"^/api/v1/pods\?.*spec.nodeName", id="re-read-of-an-over-committed-node"),
+    ],
+)
+def test_an_api_failure_while_auditing_fails_as_inspect_does(
+    sandbox: Sandbox, kubectl: Callable[..., Any], failing: str
+) -> None:
+    # The audit runs while pods stream in: a failure mid-stream is still one line and the API exit
+    # code, with no partial report on stdout.
+    from kubectl_gpushare.inspect.doctor_command import POD_PAGE_SIZE
+    from kubectl_gpushare.kube.errors import EXIT_API
+    from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+    objects = [node_object("over", [4], ip="10.8.1.1")]
+    objects += [pod_object(f"p-{number:05d}", "team", [3], node="over", gpu=0, phase="Running")
+                for number in range(POD_PAGE_SIZE + 1)]
+    sandbox.load(objects)
+    sandbox.inject(method="GET", path=failing, status=500)
+    result = kubectl("gpushare", "doctor", check=False, timeout=120)
+    assert result.returncode == EXIT_API, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.startswith("Failed due to") and len(result.stderr.splitlines()) == 1, result.stderr
