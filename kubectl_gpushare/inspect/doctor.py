@@ -285,8 +285,6 @@ def _stack_findings(stack_nodes: Sequence[StackNode], claims: Mapping[str, list[
                           f"{device.gpu.unit}: {pods}")
 
 
-
-
 _GPUSHARE_ONLY_CHECKS: Final = frozenset({"gpu-node-unlabelled"})
 """Node checks that only make sense for a node meant for gpushare: dropped for nodes of another stack."""
 

@@ -8,6 +8,7 @@ are imported at module level.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 POD_PAGE_SIZE: Final = 2000
 REREAD_PER_NODE: Final = 20
 """Nodes with an over-committed GPU re-read one request each up to this many (then one full list)."""
+_SELECTABLE_NAME: Final = re.compile(r"[A-Za-z0-9._-]+")
 
 EPILOG = (
     """\b
@@ -106,8 +108,12 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
                 progress(seen)
 
         def reread(names: Sequence[str]) -> Iterator[Pod]:
-            """Pods on a few nodes, one request each; past `REREAD_PER_NODE` nodes, one more full list."""
-            if len(names) <= REREAD_PER_NODE:
+            """Pods on a few nodes, one request each; past `REREAD_PER_NODE` nodes, one more full list.
+
+            A name with characters a field selector would need escaped (no real node has them) is
+            read through the full list too.
+            """
+            if len(names) <= REREAD_PER_NODE and all(_SELECTABLE_NAME.fullmatch(name) for name in names):
                 for name in names:
                     yield from client.list(types.PODS, field_selector=f"spec.nodeName={name}")
                 return
