@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from golden.doctor import cases
 
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "doctor"
-_spec = importlib.util.spec_from_file_location("doctor_golden_cases", GOLDEN / "cases.py")
-assert _spec is not None and _spec.loader is not None
-cases = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(cases)
 
 
 def test_every_finding_live_and_from_kubectls_dump(

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from golden.explain import cases
 
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "explain"
-_spec = importlib.util.spec_from_file_location("explain_golden_cases", GOLDEN / "cases.py")
-assert _spec is not None and _spec.loader is not None
-cases = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(cases)
 
 
 @pytest.mark.parametrize("name", sorted(cases.CASES))

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
+from golden.fit import cases as fit_cases
 
 from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -18,16 +17,6 @@ pytestmark = pytest.mark.integration
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"{name}_golden_cases", GOLDEN / name / "cases.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-fit_cases = _load("fit")
 
 
 def cluster_objects(case: str) -> list[dict[str, Any]]:

@@ -5,28 +5,16 @@ Same golden files as the --from-file test: online and offline must print identic
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from golden.inspect import cases
 
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
 
-
-def _load_cases() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "golden" / "inspect" / "cases.py"
-    spec = importlib.util.spec_from_file_location("inspect_golden_cases", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _load_cases()
 
 
 def run(kubectl: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

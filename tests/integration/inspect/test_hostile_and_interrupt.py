@@ -2,34 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
+from unit.inspect import hostile
 
 from kubectl_gpushare.inspect import command
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
-
-
-def _load_hostile() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "unit" / "inspect" / "hostile.py"
-    spec = importlib.util.spec_from_file_location("inspect_hostile_cluster", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-hostile = _load_hostile()
 
 
 @pytest.mark.parametrize("view", [[], ["-d"], ["-o", "json"], ["-o", "wide"]], ids=["summary", "d", "json", "wide"])

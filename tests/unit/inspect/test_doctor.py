@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from click.testing import CliRunner
+from golden.doctor import cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubectl_gpushare.inspect.doctor_command import doctor_command
 
-
-def _load_cases() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "golden" / "doctor" / "cases.py"
-    spec = importlib.util.spec_from_file_location("doctor_golden_cases", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _load_cases()
 CHECKS = {
     "device-plugin-missing": "node/no-plugin",
     "two-device-plugins": "node/both-plugins",

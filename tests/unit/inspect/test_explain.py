@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from click.testing import CliRunner
+from golden.explain import cases
 
 from kubectl_gpushare.inspect.explain_command import explain_command
-
-
-def _load_cases() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "golden" / "explain" / "cases.py"
-    spec = importlib.util.spec_from_file_location("explain_golden_cases", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _load_cases()
 
 
 @pytest.fixture

@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 from click.testing import CliRunner
+from golden.fit import cases
 
 from kubectl_gpushare.inspect import fit
 from kubectl_gpushare.inspect.fit_command import fit_command
 from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
-
-
-def _load_cases() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "golden" / "fit" / "cases.py"
-    spec = importlib.util.spec_from_file_location("fit_golden_cases", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _load_cases()
 
 
 @pytest.mark.parametrize("suffix", sorted(cases.OUTPUTS))

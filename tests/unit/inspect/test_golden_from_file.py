@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 from click.testing import CliRunner
+from golden.inspect import cases
 
 from kubectl_gpushare.inspect.command import inspect_command
-
-
-def _load_cases() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "golden" / "inspect" / "cases.py"
-    spec = importlib.util.spec_from_file_location("inspect_golden_cases", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _load_cases()
 
 
 @pytest.mark.parametrize("view", sorted(cases.VIEWS))
