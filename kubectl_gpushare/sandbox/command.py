@@ -87,29 +87,14 @@ class Attachment(Protocol):
     help="Serve HTTPS with a CA made at start, written into the kubeconfig (default: on with --auth, since "
     "kubectl sends tokens only over HTTPS). Needs the 'https' extra (the cryptography package).",
 )
-def sandbox_command(
-    spec_file: Path | None,
-    nodes: int,
-    gpus_per_node: int,
-    gpu_memory: int,
-    pods: int,
-    seed: int,
-    port: int,
-    kubeconfig: Path,
-    state_file: Path | None,
-    auth: bool,
-    idle_timeout: float,
-    https: bool | None,
-) -> None:
+def sandbox_command(**options: Any) -> None:
     """Run an embedded Kubernetes API server with a GPU cluster, in the foreground.
 
     It serves on 127.0.0.1 only, writes a kubeconfig, and stops on Ctrl-C or SIGTERM. Point
     kubectl, `kubectl inspect gpushare`, the extender or the device plugin at it with
     KUBECONFIG=<kubeconfig>.
     """
-    run(
-        spec_file, nodes, gpus_per_node, gpu_memory, pods, seed, port, kubeconfig, state_file, auth, idle_timeout, https
-    )
+    run(**options)  # `run` carries the typed signature
 
 
 def run(
