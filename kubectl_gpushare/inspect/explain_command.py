@@ -65,13 +65,13 @@ def _inputs(
 ) -> _Inputs:
     from kubectl_gpushare.inspect.source import keyed_pod_record, stack_ledger, unhealthy_by_node
     from kubectl_gpushare.kube.records import node_record
-    from kubectl_gpushare.ledger import Ledger
+    from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger
 
     warnings = Warnings()
     sick = unhealthy_by_node(configmaps)
     ledger = Ledger.build(
         (node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in nodes),
-        (keyed_pod_record(p, warnings) for p in pods if p.status.phase not in ("Succeeded", "Failed")),
+        (keyed_pod_record(p, warnings) for p in pods if p.status.phase not in COMPLETED_PHASES),
     )
     stack_nodes, stack_claims = stack_ledger(nodes, pods, warnings)
     return _Inputs(pod, nodes, ledger, events, warnings=warnings, stack_nodes=stack_nodes, stack_claims=stack_claims)

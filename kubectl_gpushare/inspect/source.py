@@ -31,7 +31,7 @@ from kubectl_gpushare.kube import selectors, stacks, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
 from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
-from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord, StackClaim, StackNode
+from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger, NodeRecord, PodRecord, StackClaim, StackNode
 
 ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
 """The field selector that leaves completed pods on the server (they never count)."""
@@ -121,6 +121,14 @@ class StackSplit:
         self.nodes[node.metadata.name] = stacks.stack_node(node, stack, self.warnings, self.now)
         return False
 
+    def gpushare_records(self, nodes: Iterable[types.Node], sick: dict[str, frozenset[int]]) -> list[NodeRecord]:
+        """Ledger records of the gpushare nodes (with their unhealthy GPUs); the others are decoded here."""
+        return [
+            node_record(node, sick.get(node.metadata.name, frozenset()), self.warnings)
+            for node in nodes
+            if self.gpushare(node)
+        ]
+
     def result(self) -> tuple[list[StackNode], dict[str, list[StackClaim]]]:
         """The stack nodes by name and their claims, once every node and pod went through."""
         return sorted(self.nodes.values(), key=lambda node: node.name), self.claims
@@ -204,11 +212,7 @@ def from_api(
         except Forbidden:
             warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
     split = StackSplit(stack, warnings)
-    nodes = [
-        node_record(node, sick.get(node.metadata.name, frozenset()), warnings)
-        for node in decoded
-        if split.gpushare(node)
-    ]
+    nodes = split.gpushare_records(decoded, sick)
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
     field_selector = ACTIVE_PODS
@@ -478,13 +482,9 @@ def from_documents(
         chosen = [node for node in chosen if matches(node.metadata.labels)]
     sick = unhealthy_by_node(configmaps_in(data))
     split = StackSplit(stack, warnings)
-    nodes = [
-        node_record(node, sick.get(node.metadata.name, frozenset()), warnings)
-        for node in chosen
-        if split.gpushare(node)
-    ]
+    nodes = split.gpushare_records(chosen, sick)
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
-    active = [pod for pod in decoded_pods if pod.status.phase not in ("Succeeded", "Failed")]
+    active = [pod for pod in decoded_pods if pod.status.phase not in COMPLETED_PHASES]
     pods = [keyed_pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
     for pod in active:
         split.add_pod(pod)
