@@ -7,10 +7,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
+from kubectl_steps import create_gpu_pod
 
 pytestmark = pytest.mark.integration
 
@@ -49,16 +49,7 @@ def test_demo_keep_schedules_new_pods_and_stops_cleanly(
                     break
             assert kubeconfig, process.stderr.read() if process.stderr else ""
             env = dict(os.environ, KUBECONFIG=kubeconfig, KUBECACHEDIR=str(tmp_path / "cache"))
-            pod = ('{"apiVersion":"v1","kind":"Pod","metadata":{"name":"late"},"spec":{"containers":[{"name":"c",'
-                   '"image":"x","resources":{"limits":{"aliyun.com/gpu-mem":"3"}}}]}}')
-            subprocess.run([kubectl_binaries[0], "create", "-f", "-"], input=pod, env=env, check=True,
-                           capture_output=True, text=True, timeout=60)
-            deadline, phase = time.monotonic() + 30, ""
-            while phase != "Running" and time.monotonic() < deadline:
-                phase = subprocess.run([kubectl_binaries[0], "get", "pod", "late", "-o", "jsonpath={.status.phase}"],
-                                       env=env, capture_output=True, text=True, timeout=60).stdout
-                time.sleep(0.2)
-            assert phase == "Running"
+            assert create_gpu_pod(kubectl_binaries[0], env, "late", 3) == "Running"
             process.send_signal(signum)
             _, err = process.communicate(timeout=30)
         finally:

@@ -7,11 +7,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubectl_steps import create_gpu_pod
 
 pytestmark = pytest.mark.integration
 
@@ -42,17 +42,7 @@ def test_stack_schedules_and_stops_without_leftovers(
         assert banner.startswith("Sandbox API server listening on"), banner
         assert process.stdout.readline().startswith("Stack: extender on http://127.0.0.1:")
         env = dict(os.environ, KUBECONFIG=str(kubeconfig), KUBECACHEDIR=str(tmp_path / "cache"))
-        pod = ('{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c",'
-               '"image":"x","resources":{"limits":{"aliyun.com/gpu-mem":"4"}}}]}}')
-        subprocess.run([kubectl_binaries[0], "create", "-f", "-"], input=pod, env=env, check=True,
-                       capture_output=True, text=True, timeout=60)
-        deadline = time.monotonic() + 30
-        phase = ""
-        while phase != "Running" and time.monotonic() < deadline:
-            phase = subprocess.run([kubectl_binaries[0], "get", "pod", "p", "-o", "jsonpath={.status.phase}"],
-                                   env=env, capture_output=True, text=True, timeout=60).stdout
-            time.sleep(0.2)
-        assert phase == "Running"
+        assert create_gpu_pod(kubectl_binaries[0], env, "p", 4) == "Running"
         assert list(short_tmp.iterdir()), "the stack's socket directory should exist while it runs"
         process.send_signal(signum)
         _, err = process.communicate(timeout=30)

@@ -1,0 +1,22 @@
+"""Steps tests take through the real kubectl against a running cluster (sandbox, stack or demo)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Mapping
+
+
+def create_gpu_pod(kubectl: str, env: Mapping[str, str], name: str, gib: int, *, timeout: float = 30) -> str:
+    """Create a pod limited to ``gib`` of aliyun.com/gpu-mem; its phase once Running, or at the deadline."""
+    container = {"name": "c", "image": "x", "resources": {"limits": {"aliyun.com/gpu-mem": str(gib)}}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [container]}}
+    subprocess.run([kubectl, "create", "-f", "-"], input=json.dumps(pod), env=dict(env), check=True,
+                   capture_output=True, text=True, timeout=60)  # fmt: skip
+    deadline, phase = time.monotonic() + timeout, ""
+    while phase != "Running" and time.monotonic() < deadline:
+        phase = subprocess.run([kubectl, "get", "pod", name, "-o", "jsonpath={.status.phase}"],
+                               env=dict(env), capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+        time.sleep(0.2)
+    return phase
