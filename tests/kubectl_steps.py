@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 
 def create_gpu_pod(kubectl: str, env: Mapping[str, str], name: str, gib: int, *, timeout: float = 30) -> str:
@@ -20,3 +21,14 @@ def create_gpu_pod(kubectl: str, env: Mapping[str, str], name: str, gib: int, *,
                                env=dict(env), capture_output=True, text=True, timeout=60).stdout  # fmt: skip
         time.sleep(0.2)
     return phase
+
+
+@contextmanager
+def reaped(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """Kill and reap ``process`` if the block leaves it running (an assertion failed before it stopped)."""
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from kubectl_steps import create_gpu_pod
+from kubectl_steps import create_gpu_pod, reaped
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ def test_demo_keep_schedules_new_pods_and_stops_cleanly(
     with tempfile.TemporaryDirectory(prefix="gdk") as short_tmp:
         process = subprocess.Popen([str(script), "demo", "--keep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, env=dict(os.environ, TMPDIR=short_tmp))
-        try:
+        with reaped(process):
             assert process.stdout is not None
             kubeconfig = ""
             for line in process.stdout:
@@ -52,10 +52,6 @@ def test_demo_keep_schedules_new_pods_and_stops_cleanly(
             assert create_gpu_pod(kubectl_binaries[0], env, "late", 3) == "Running"
             process.send_signal(signum)
             _, err = process.communicate(timeout=30)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
         assert process.returncode == 0, err
         assert "Demo stopped." in err
         assert os.listdir(short_tmp) == []

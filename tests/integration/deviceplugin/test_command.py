@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kubectl_steps import reaped
 
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -39,7 +40,7 @@ def test_sigterm_stops_the_plugin_cleanly_and_removes_its_socket(
             stderr=subprocess.PIPE,
             text=True,
         )
-        try:
+        with reaped(process):
             assert kubelet.wait_registered(1, timeout=20)
             assert kubelet.wait_devices(lambda d: len(d) == 32)
             socket = Path(plugin_dir, "aliyungpushare.sock")
@@ -47,10 +48,6 @@ def test_sigterm_stops_the_plugin_cleanly_and_removes_its_socket(
             started = time.monotonic()
             process.send_signal(signal.SIGTERM)
             _, stderr = process.communicate(timeout=15)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
         assert process.returncode == 0, stderr
         assert time.monotonic() - started < 10
         assert not socket.exists()

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubectl_steps import create_gpu_pod
+from kubectl_steps import create_gpu_pod, reaped
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ def test_stack_schedules_and_stops_without_leftovers(
         [str(SCRIPT), "sandbox", "--stack", "--spec", str(spec), "--kubeconfig", str(kubeconfig)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(short_tmp)),
     )
-    try:
+    with reaped(process):
         assert process.stdout is not None
         banner = process.stdout.readline()
         assert banner.startswith("Sandbox API server listening on"), banner
@@ -46,10 +46,6 @@ def test_stack_schedules_and_stops_without_leftovers(
         assert list(short_tmp.iterdir()), "the stack's socket directory should exist while it runs"
         process.send_signal(signum)
         _, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
     assert process.returncode == 0, err
     assert "Sandbox stopped." in err
     assert list(short_tmp.iterdir()) == []
