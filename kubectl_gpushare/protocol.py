@@ -17,6 +17,8 @@ import json
 import re
 from typing import Final, TypeGuard
 
+import msgspec
+
 # --- Extended resources that kubelet and kube-scheduler see (device plugin <-> kubelet) ---------
 RESOURCE_MEM: Final = "aliyun.com/gpu-mem"
 """Device-plugin resource: one fake device per memory unit (GiB by default, or MiB)."""
@@ -482,3 +484,131 @@ ELASTIC_GPU_RESOURCE_MEMORY: Final = "elasticgpu.io/gpu-memory"
 ELASTIC_GPU_ANN_CONTAINER: Final = "elasticgpu.io/container-"
 PERCENT_PER_GPU: Final = 100
 """nano-gpu and elastic-gpu advertise 100 units per card."""
+
+# --- Node usage and enforcement (device plugin HTTP -> `kubectl gpushare top`, Prometheus) -------
+# The device plugin serves these on a port of its own; `top` reaches it through the API server's
+# pod proxy (``/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/usage``). Nothing here is written
+# to the Kubernetes API: a write per node per interval would not scale to 5,000 nodes.
+USAGE_PORT: Final = 9445
+"""Default port of the device plugin's HTTP server (``--usage-port``; 0 turns it off)."""
+USAGE_PORT_NAME: Final = "usage"
+"""Name of that port in the DaemonSet's container spec."""
+USAGE_PATH: Final = "/usage"
+"""The usage document (`UsageReport`, JSON)."""
+METRICS_PATH: Final = "/metrics"
+"""Prometheus exposition of the same numbers."""
+USAGE_API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1alpha1"
+USAGE_KIND: Final = "NodeGPUUsage"
+MAX_USAGE_BYTES: Final = 4 * 2**20
+"""Longest usage document a client reads (110 pods x 64 GPUs is well under 1 MiB)."""
+MAX_USAGE_PODS: Final = 4096
+"""Most pod entries a client accepts from one node's document."""
+ENV_ENFORCE_MEMORY: Final = "GPUSHARE_ENFORCE_MEMORY"
+ENV_USAGE_INTERVAL: Final = "GPUSHARE_USAGE_INTERVAL"
+ENV_USAGE_PORT: Final = "GPUSHARE_USAGE_PORT"
+ENFORCE_OFF: Final = "off"
+ENFORCE_SOFT: Final = "soft"
+ENFORCE_HARD: Final = "hard"
+ENFORCE_MODES: Final = (ENFORCE_OFF, ENFORCE_SOFT, ENFORCE_HARD)
+"""``--enforce-memory``: off (the binary's default), soft, hard (the shipped manifests')."""
+
+METRIC_GPU_USED: Final = "gpushare_gpu_memory_used_bytes"
+METRIC_POD_USED: Final = "gpushare_pod_gpu_memory_used_bytes"
+METRIC_POD_LIMIT: Final = "gpushare_pod_gpu_memory_limit_bytes"
+METRIC_GPU_ENFORCED: Final = "gpushare_gpu_memory_enforced"
+"""1 where the driver enforces pod limits on the GPU, else 0 (label ``reason`` says why)."""
+METRIC_LABELS_GPU: Final = ("node", "gpu", "uuid")
+METRIC_LABELS_POD: Final = ("node", "gpu", "uuid", "namespace", "pod")
+
+
+class UsageGpu(msgspec.Struct, frozen=True, gc=False, rename="camel", forbid_unknown_fields=False):
+    """One GPU of a node in the usage document. Byte counts; None where not known."""
+
+    index: int
+    uuid: str
+    total_bytes: int
+    allocated_bytes: int
+    """Sum of the gpushare shares of the pods on this GPU (what the ledger counts)."""
+    used_bytes: int | None = None
+    """Memory in use on the GPU (NVML), all processes; None if it could not be read."""
+    enforcement: str = ENFORCE_OFF
+    """`ENFORCE_OFF`, `ENFORCE_SOFT` or `ENFORCE_HARD`: what the driver holds pods to on this GPU."""
+    reason: str = ""
+    """Why enforcement is off where it was asked for (driver too old, MIG, cgroup v1, ...)."""
+
+
+class UsagePod(msgspec.Struct, frozen=True, gc=False, rename="camel", forbid_unknown_fields=False):
+    """One pod's share of one GPU. A pod spread over two GPUs has two entries."""
+
+    namespace: str
+    name: str
+    uid: str
+    gpu: int
+    """The GPU's index on the node."""
+    allocated_bytes: int
+    """The pod's share: ``ALIYUN_COM_GPU_MEM_POD`` times the node's unit."""
+    used_bytes: int | None = None
+    """What the pod's processes hold on this GPU; None if unknown."""
+    limit_bytes: int | None = None
+    """The hard limit the driver enforces for the pod's cgroup on this GPU; None if none."""
+    soft_limit_bytes: int | None = None
+
+
+class UsageReport(msgspec.Struct, frozen=True, gc=False, rename="camel", forbid_unknown_fields=False):
+    """``GET /usage`` on a device plugin: one node's GPUs and pods, as last sampled."""
+
+    node: str
+    sampled_at: str
+    """RFC 3339 time of the sample."""
+    interval_seconds: float
+    source: str
+    """Where pod usage came from: ``cgroup-limits`` (the driver's per-cgroup ``currentUsed``),
+    ``processes`` (NVML's process list mapped through ``/proc/<pid>/cgroup``) or ``none``."""
+    gpus: list[UsageGpu]
+    pods: list[UsagePod]
+    api_version: str = USAGE_API_VERSION
+    kind: str = USAGE_KIND
+
+
+_usage_decoder = msgspec.json.Decoder(UsageReport)
+
+
+def _valid_bytes(value: int | None) -> bool:
+    return value is None or 0 <= value <= MAX_INT64
+
+
+def decode_usage_report(data: bytes) -> UsageReport:
+    """Decode and bound a usage document from a node.
+
+    Raises:
+        AnnotationError: too long, not the schema, a version this reader does not know (read
+            conservatively: nothing from it is shown as used or free), or values out of range.
+    """
+    if len(data) > MAX_USAGE_BYTES:
+        raise AnnotationError(f"usage document is longer than {MAX_USAGE_BYTES} bytes")
+    if json_depth(data.decode("utf-8", "replace")) > 6:
+        raise AnnotationError("usage document is nested too deeply")
+    try:
+        report = _usage_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise AnnotationError(f"usage document: {exc}") from None
+    if report.api_version != USAGE_API_VERSION or report.kind != USAGE_KIND:
+        raise AnnotationError(f"usage document has unknown version {report.api_version[:64]!r}/{report.kind[:64]!r}")
+    if len(report.gpus) > MAX_GPUS_PER_NODE or len(report.pods) > MAX_USAGE_PODS:
+        raise AnnotationError("usage document lists too many GPUs or pods")
+    for gpu in report.gpus:
+        if not valid_gpu_index(gpu.index) or not all(
+            _valid_bytes(v) for v in (gpu.total_bytes, gpu.allocated_bytes, gpu.used_bytes)
+        ) or gpu.enforcement not in ENFORCE_MODES:
+            raise AnnotationError(f"usage document: GPU entry out of range (index {gpu.index})")
+    for pod in report.pods:
+        if not valid_gpu_index(pod.gpu) or not all(
+            _valid_bytes(v) for v in (pod.allocated_bytes, pod.used_bytes, pod.limit_bytes, pod.soft_limit_bytes)
+        ):
+            raise AnnotationError(f"usage document: pod entry out of range ({pod.namespace[:64]}/{pod.name[:64]})")
+    return report
+
+
+def encode_usage_report(report: UsageReport) -> bytes:
+    """Serialise a usage document (the device plugin's ``GET /usage`` body)."""
+    return msgspec.json.encode(report)
