@@ -53,11 +53,7 @@ def has_nvidia_gpus(node: Node) -> bool:
         value = capacity.get(resource, "0")
         if value not in ("0", ""):
             return True
-    if labels.get(GFD_PRESENT) == "true" or labels.get(protocol.LABEL_GPU_COUNT, "0") not in ("0", ""):
-        return True
-    from kubectl_gpushare.kube import stacks
-
-    return stacks.detect(node) is not None  # a sharing stack's node (nano-gpu, elastic-gpu): listed, then skipped
+    return labels.get(GFD_PRESENT) == "true" or labels.get(protocol.LABEL_GPU_COUNT, "0") not in ("0", "")
 
 
 STACK_NAMES: Final = {
@@ -96,7 +92,12 @@ def _select(client: Client, names: tuple[str, ...], selector: str | None, all_gp
     if names:
         return [client.get_node(name) for name in dict.fromkeys(names)]
     nodes: list[Node] = client.list_nodes(label_selector=selector or None)
-    return [node for node in nodes if has_nvidia_gpus(node)] if all_gpu else nodes
+    if not all_gpu:
+        return nodes
+    from kubectl_gpushare.kube import stacks
+
+    # A sharing stack's node (nano-gpu, elastic-gpu) is listed too, so that its skip line says why.
+    return [node for node in nodes if has_nvidia_gpus(node) or stacks.detect(node) is not None]
 
 
 def _apply(options: dict[str, Any]) -> None:
