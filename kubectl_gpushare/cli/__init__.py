@@ -37,7 +37,7 @@ SHORT_HELP: dict[str, str] = {
     "serve-device-plugin": "Run the GPU-memory device plugin for kubelet (gRPC).",
     "sandbox": "Run an embedded Kubernetes API server with a GPU cluster, for trying things out.",
     "demo": "Start a demo cluster in the sandbox and show the inspect views.",
-    "doctor": "Audit the install: one line per finding; exit 0 clean, 1 warnings, 2 errors.",
+    "doctor": "Audit the install: one line per finding; exit 0 clean, 11 warnings, 12 errors.",
     "explain": "Why a pod is Pending (does not fit), or where it runs and who shares its GPU.",
     "fit": "How many pods of N GPU memory fit, on which nodes and GPUs (the extender's rule).",
     "manifests": "Print the Kubernetes manifests that install kubectl-gpushare.",

@@ -25,6 +25,7 @@ from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
 from kubectl_gpushare.inspect.source import StackSplit, keyed_pod_record
 from kubectl_gpushare.kube import stacks
+from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS, EXIT_OK
 from kubectl_gpushare.kube.records import Warnings, node_record, shown, unhealthy_gpus, unhealthy_node_name
 from kubectl_gpushare.kube.stacks import hami
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
@@ -71,10 +72,10 @@ class DoctorReport(msgspec.Struct, rename="camel"):
 
     @property
     def exit_code(self) -> int:
-        """0 clean, 1 warnings only, 2 errors."""
+        """The verdict, from the shared exit-code table: 0 clean, 11 warnings only, 12 errors."""
         if self.summary.errors:
-            return 2
-        return 1 if self.summary.warnings else 0
+            return EXIT_FINDINGS_ERRORS
+        return EXIT_FINDINGS_WARNINGS if self.summary.warnings else EXIT_OK
 
 
 def _has(values: Mapping[str, QuantityValue], resource: str) -> bool:

@@ -53,8 +53,8 @@ Checks:
   warning  hami-mutex-stuck        hami.io/mutex.lock older than 5 minutes, in the future, or unreadable
 
 \b
-The verdict is the exit code: 0 no findings, 1 warnings only, 2 errors. When doctor itself cannot
-run, the codes below apply (an API error also exits 1, with nothing on stdout).
+The verdict is the exit code: 0 no findings, 11 warnings only, 12 errors (apart from the codes
+1-5 that say doctor itself could not run: an API error exits 1, with nothing on stdout).
 
 """
     + EXIT_CODES_HELP
