@@ -288,8 +288,8 @@ def parse_memory_request(text: str, unit: str, maximum: int) -> int:
     magnitude = len(str(mantissa)) - 1 + exponent + (3 * binary + 1 if binary else 0)
     if magnitude < -_INT64_DIGITS:  # before any power of ten: "1e-999999999" builds no number
         raise ValueError(f"{text!r} is below 1 {unit}, the unit gpushare counts in here")
-    numerator = mantissa * pow(1024, binary) * (pow(10, exponent) if exponent > 0 else 1)
-    denominator = per_unit * (pow(10, -exponent) if exponent < 0 else 1)
+    numerator: int = mantissa * pow(1024, binary) * (pow(10, exponent) if exponent > 0 else 1)
+    denominator: int = per_unit * (pow(10, -exponent) if exponent < 0 else 1)
     if numerator < denominator:
         raise ValueError(f"{text!r} is below 1 {unit}, the unit gpushare counts in here")
     if numerator % denominator:

@@ -44,23 +44,17 @@ elastic-gpu) are not considered; a note line counts them.
 )
 
 
-class MemoryRequest(click.ParamType):
+def check_memory(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """MEMORY: a count in the nodes' unit (``8``) or a Kubernetes quantity of bytes (``8Gi``, ``8192Mi``).
 
     Checked here for syntax and bounds (in MiB, the finer unit), so garbage is a usage error before
-    the cluster is read; converted once the nodes' unit is known (`protocol.parse_memory_request`).
+    the cluster is read; converted once the nodes' unit is known (`request_in`).
     """
-
-    name = "memory"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        """The text as typed, once it parses as a request of at least 1 MiB."""
-        text = str(value)
-        try:
-            protocol.parse_memory_request(text, protocol.UNIT_MIB, MAX_REQUEST * 1024)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-        return text
+    try:
+        protocol.parse_memory_request(value, protocol.UNIT_MIB, MAX_REQUEST * 1024)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    return value
 
 
 def request_in(text: str, unit: str) -> int:
@@ -92,7 +86,7 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("memory", type=MemoryRequest(), metavar="MEMORY")
+@click.argument("memory", callback=check_memory, metavar="MEMORY")
 @click.option(
     "--count", type=click.IntRange(1, 100_000), default=1, show_default=True, help="Pods of MEMORY to place."
 )
