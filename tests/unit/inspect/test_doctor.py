@@ -221,3 +221,19 @@ def test_malformed_conditions_are_not_ready_and_never_hide_the_pod(
         ("device-plugin-not-ready", "node/healthy")]
     report = json.loads(cli_runner.invoke(inspect_command, ["--from-file", str(path), "-o", "json"]).stdout)
     assert report["cluster"]["used"] == 4, "the pod with malformed conditions still counts"
+
+
+def test_findings_are_capped_with_a_count_per_check_and_json_is_whole(seeded: Path, cli_runner: CliRunner) -> None:
+    capped = cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--limit", "2"]).stdout.splitlines()
+    whole = cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--all"]).stdout.splitlines()
+    assert capped[0] == whole[0] == "7 errors, 11 warnings."
+    assert capped[2] == "SEVERITY  CHECK                      FINDINGS"
+    assert "warning   hami-mutex-stuck           2" in capped, "one row per check, with its count"
+    table = capped.index("") + 1 + capped[capped.index("") + 1:].index("") + 1
+    shown = [" ".join(line.split()) for line in capped[table + 1:]]
+    assert shown == [" ".join(line.split()) for line in whole[3:5]] + [
+        "... 16 more findings (--all or --limit N shows them)"]
+    assert len(whole) == 2 + 1 + 18
+    report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--limit", "2",
+                                                          "-o", "json"]).stdout)
+    assert len(report["findings"]) == 18
