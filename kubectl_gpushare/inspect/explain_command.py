@@ -16,7 +16,7 @@ import click
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.caps import limit_options
-from kubectl_gpushare.inspect.command import from_file_option, run
+from kubectl_gpushare.inspect.command import check_namespace, from_file_option, run
 from kubectl_gpushare.kube.errors import EXIT_CODES_HELP
 from kubectl_gpushare.kube.flags import kube_options, make_client
 from kubectl_gpushare.kube.records import Warnings
@@ -68,6 +68,16 @@ def _pod_not_found(namespace: str, name: str, elsewhere: list[str] | None = None
     return NotFound(404, "NotFound", f'pods "{name}" not found in namespace "{namespace}"{hint}')
 
 
+def check_pod_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """POD: a pod name or a usage error, before it reaches a URL."""
+    from kubectl_gpushare.kube.names import check_object_name
+
+    try:
+        return check_object_name(value, "pod")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
 def _only_one(name: str, namespaces: list[str]) -> str:
     """The namespace of the one pod called ``name`` (-A); refused when there are none or several."""
     from kubectl_gpushare.kube.errors import NotFound
@@ -115,7 +125,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
             if raw_key(raw) == (namespace, name):
                 inputs.placement = POD_PLACEMENT_DECODER.decode(raw)
         return inputs
-    from kubectl_gpushare.inspect.source import ACTIVE_PODS
+    from kubectl_gpushare.inspect.source import ACTIVE_PODS, require_namespace
     from kubectl_gpushare.kube import errors, types
 
     def namesakes() -> list[str]:
@@ -134,6 +144,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
         try:
             body = client.request("GET", types.PODS.path(namespace, name))
         except errors.NotFound:
+            if options["namespace"]:
+                require_namespace(client, namespace)  # -n nosuchns: say so, as kubectl does
             raise _pod_not_found(namespace, name, None if options["namespace"] else namesakes()) from None
         pod = types.POD_DECODER.decode(body)
         placement = types.POD_PLACEMENT_DECODER.decode(body)
@@ -173,8 +185,11 @@ def _render(inputs: _Inputs, options: dict[str, Any]) -> str:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("pod", metavar="POD")
-@click.option("-n", "--namespace", default=None, help="The pod's namespace (default: the context's, else default).")
+@click.argument("pod", metavar="POD", callback=check_pod_name)
+@click.option(
+    "-n", "--namespace", default=None, callback=check_namespace,
+    help="The pod's namespace (default: the context's, else default).",
+)
 @click.option("-A", "--all-namespaces", is_flag=True, help="Find the pod by name in any namespace (it must be one).")
 @click.option(
     "--policy",
