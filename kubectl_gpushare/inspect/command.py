@@ -28,7 +28,7 @@ from kubectl_gpushare.kube.errors import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
 )
-from kubectl_gpushare.kube.flags import kube_options, make_client
+from kubectl_gpushare.kube.flags import complete, kube_options, make_client
 
 if TYPE_CHECKING:
     from kubectl_gpushare.inspect.source import Snapshot
@@ -285,7 +285,7 @@ from_file_option = click.option(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("nodes", nargs=-1, metavar="[NODE]...")
+@click.argument("nodes", nargs=-1, metavar="[NODE]...", shell_complete=complete("nodes"))
 @click.option("-d", "--details", is_flag=True, help="Per node, which pod holds how much on which GPU.")
 @click.option(
     "-o", "--output", type=click.Choice(OUTPUTS), default=None, help="Output format (default: the original's text)."
@@ -307,7 +307,7 @@ from_file_option = click.option(
 )
 @click.option("--no-headers", is_flag=True, help="Leave out table header rows (text, wide, csv).")
 @click.option(
-    "-n", "--namespace", default=None, callback=check_namespace,
+    "-n", "--namespace", default=None, callback=check_namespace, shell_complete=complete("namespaces"),
     help="Count only this namespace's pods (one tenant's view).",
 )
 @click.option("-A", "--all-namespaces", is_flag=True, help="Count every namespace's pods (the default).")

@@ -18,7 +18,7 @@ from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.caps import limit_options
 from kubectl_gpushare.inspect.command import check_namespace, from_file_option, run
 from kubectl_gpushare.kube.errors import EXIT_CODES_HELP
-from kubectl_gpushare.kube.flags import kube_options, make_client
+from kubectl_gpushare.kube.flags import complete, kube_options, make_client
 from kubectl_gpushare.kube.records import Warnings
 
 if TYPE_CHECKING:
@@ -185,9 +185,9 @@ def _render(inputs: _Inputs, options: dict[str, Any]) -> str:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("pod", metavar="POD", callback=check_pod_name)
+@click.argument("pod", metavar="POD", callback=check_pod_name, shell_complete=complete("pods"))
 @click.option(
-    "-n", "--namespace", default=None, callback=check_namespace,
+    "-n", "--namespace", default=None, callback=check_namespace, shell_complete=complete("namespaces"),
     help="The pod's namespace (default: the context's, else default).",
 )
 @click.option("-A", "--all-namespaces", is_flag=True, help="Find the pod by name in any namespace (it must be one).")

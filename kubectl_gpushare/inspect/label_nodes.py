@@ -22,7 +22,7 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.errors import EXIT_API, EXIT_AUTH, EXIT_CODES_HELP, EXIT_UNREACHABLE, EXIT_USAGE
-from kubectl_gpushare.kube.flags import kube_options, make_client
+from kubectl_gpushare.kube.flags import complete, kube_options, make_client
 
 if TYPE_CHECKING:
     from kubectl_gpushare.kube.client import Client
@@ -133,7 +133,7 @@ def _apply(options: dict[str, Any]) -> None:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("nodes", nargs=-1, metavar="[NODE]...")
+@click.argument("nodes", nargs=-1, metavar="[NODE]...", shell_complete=complete("nodes"))
 @click.option(
     "--all", "all_gpu", is_flag=True, help="Every node with NVIDIA GPUs (capacity or GFD labels); the default."
 )
