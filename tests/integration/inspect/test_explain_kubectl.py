@@ -32,7 +32,10 @@ def test_kubectl_gpushare_explain_matches_golden_live_and_offline(
 
 
 def test_live_explain_quotes_the_schedulers_event(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
-    sandbox.load(cases.seed())
+    from kubectl_gpushare.sandbox.spec import namespace_object
+
+    # The sandbox admits pods into namespaces that do not exist; a real cluster has "ml" here.
+    sandbox.load([namespace_object("ml"), *cases.seed()])
     said = "0/4 nodes are available: 1 Insufficient GPU Memory in one device."
     event = {
         "apiVersion": "v1", "kind": "Event", "metadata": {"name": "wants-8.1", "namespace": "ml"},
@@ -50,7 +53,9 @@ def test_live_explain_quotes_the_schedulers_event(sandbox: Sandbox, kubectl: Cal
 def test_a_pod_in_another_namespace_is_hinted_and_found_with_all_namespaces(
     sandbox: Sandbox, kubectl: Callable[..., Any], tmp_path: Path
 ) -> None:
-    sandbox.load(cases.seed())
+    from kubectl_gpushare.sandbox.spec import namespace_object
+
+    sandbox.load([namespace_object("ml"), namespace_object("team-b"), *cases.seed()])
     (tmp_path / "c.json").write_text(kubectl("get", "nodes,pods", "-A", "-o", "json").stdout)
     for source in ([], ["--from-file", str(tmp_path / "c.json")]):
         hinted = kubectl("gpushare", "explain", "wants-8", *source, check=False)
