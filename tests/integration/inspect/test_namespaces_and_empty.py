@@ -52,3 +52,12 @@ def test_an_empty_cluster_keeps_the_original_bytes_and_says_why_on_stderr(sandbo
                              "doctor; kubectl gpushare label-nodes)\n")
     gpu = kubectl("inspect", "gpushare", "-o", "json")
     assert gpu.returncode == 0
+
+
+def test_our_own_views_of_an_empty_cluster_show_no_empty_unit(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    # Where the original defines no output (-o wide, -o pretty) there is no "()" or "(?)" to keep.
+    sandbox.load([node_object("cpu", [], ip="10.0.0.9")])
+    wide = kubectl("inspect", "gpushare", "-o", "wide").stdout
+    assert wide.startswith("NAME  IPADDRESS  GPUS  PENDING  ALLOCATED/TOTAL  USED%") and "()" not in wide
+    pretty = kubectl("inspect", "gpushare", "-o", "pretty").stdout
+    assert pretty.startswith("Shared GPU memory ") and "(?)" not in pretty and "()" not in pretty
