@@ -31,6 +31,7 @@ from kubectl_gpushare.kube import selectors, stacks, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
 from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
+from kubectl_gpushare.kube.stacks import kai
 from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger, NodeRecord, PodRecord, StackClaim, StackNode
 
 ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
@@ -53,7 +54,7 @@ class Snapshot:
     names: list[str]
     warnings: Warnings
     stack_nodes: list[StackNode] = field(default_factory=list)
-    """Nodes of other sharing stacks (HAMi, NVIDIA, nano-gpu, elastic-gpu), by name; empty on gpushare-only clusters."""
+    """Nodes of other sharing stacks (HAMi, NVIDIA, KAI, Volcano, ...), by name; empty on gpushare-only clusters."""
     stack_claims: dict[str, list[StackClaim]] = field(default_factory=dict)
     """Node name -> claims of pods on that stack node (the ledger's `stack_usage` counts them)."""
     unscheduled: list[PodRecord] = field(default_factory=list)
@@ -112,13 +113,21 @@ class StackSplit:
         self.now = time.time()
         self.nodes: dict[str, StackNode] = {}
         self.claims: dict[str, list[StackClaim]] = {}
+        self.nvidia: dict[str, types.Node] = {}
+        """NVIDIA (and forced KAI) nodes: one becomes a KAI node if KAI pods sit on it."""
+        self.kai_pods: dict[str, list[types.Pod]] = {}
 
     def gpushare(self, node: types.Node) -> bool:
         """Whether the node is read as gpushare (kept for `node_record`); else it is decoded here."""
         stack = stacks.detect(node, self.forced)
         if stack is None or stack == protocol.STACK_GPUSHARE:
             return True
-        self.nodes[node.metadata.name] = stacks.stack_node(node, stack, self.warnings, self.now)
+        name = node.metadata.name
+        self.nodes[name] = stacks.stack_node(node, stack, self.warnings, self.now)
+        if stack in (protocol.STACK_NVIDIA, protocol.STACK_KAI):
+            self.nvidia[name] = node
+            if stack == protocol.STACK_KAI:
+                self.kai_pods[name] = []
         return False
 
     def gpushare_records(self, nodes: Iterable[types.Node], sick: dict[str, frozenset[int]]) -> list[NodeRecord]:
@@ -131,11 +140,24 @@ class StackSplit:
 
     def result(self) -> tuple[list[StackNode], dict[str, list[StackClaim]]]:
         """The stack nodes by name and their claims, once every node and pod went through."""
+        self.finish()
         return sorted(self.nodes.values(), key=lambda node: node.name), self.claims
+
+    def finish(self) -> None:
+        """Turn NVIDIA nodes with KAI pods into KAI nodes (a reservation pod names a GPU others share)."""
+        for name, pods in self.kai_pods.items():
+            node, found = kai.node(self.nodes[name], self.nvidia[name], pods, self.warnings)
+            self.nodes[name] = node
+            if found:
+                self.claims.setdefault(name, []).extend(found)
+        self.kai_pods = {}
 
     def add_pod(self, pod: types.Pod) -> None:
         """Record the pod's claims if it sits on a stack node (or HAMi chose one and is still binding it)."""
         node = self.nodes.get(pod.spec.node_name or pod.metadata.annotations.get(protocol.HAMI_ANN_NODE, ""))
+        if node is not None and node.name in self.nvidia and kai.is_kai_pod(pod):
+            self.kai_pods.setdefault(node.name, []).append(pod)
+            return
         if node is not None:
             found = stacks.stack_claims(pod, node, self.warnings)
             if found:
@@ -241,6 +263,7 @@ def from_api(
                 seen += len(page.items)
                 if progress is not None:
                     progress(seen)
+    split.finish()
     snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
     snapshot.unscheduled = unscheduled
     return snapshot
@@ -488,6 +511,7 @@ def from_documents(
     pods = [keyed_pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
     for pod in active:
         split.add_pod(pod)
+    split.finish()
     ledger = Ledger.build(nodes, pods, basis="allocatable")
     snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
     if not names and not selector:

@@ -137,6 +137,83 @@ def gpushare() -> list[dict[str, Any]]:
     ]
 
 
+def pod_meta(item: dict[str, Any], labels: dict[str, str] | None = None, scheduler: str = "") -> dict[str, Any]:
+    if labels:
+        item["metadata"]["labels"] = labels
+    if scheduler:
+        item["spec"]["schedulerName"] = scheduler
+    return item
+
+
+def kai() -> list[dict[str, Any]]:
+    """KAI's documented examples (docs/gpu-sharing/gpu-sharing.yaml, gpu-memory.yaml) on a 2-GPU node.
+
+    Group g-a has its reservation pod running on GPU-kai-0; g-b's reservation has no UUID yet ("-1");
+    a multi-GPU fraction spans g-a and g-c (g-c reserved on GPU-kai-1); a whole-GPU pod takes the rest.
+    """
+    labels = {"nvidia.com/gpu.count": "4", "nvidia.com/gpu.memory": "81920",
+              "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    reserve = "kai-resource-reservation"
+
+    def reservation(name: str, group: str, uuid: str) -> dict[str, Any]:
+        return pod_meta(pod(name, "kai-node", [{"nvidia.com/gpu": "1"}], {"run.ai/reserve_for_gpu_index": uuid},
+                            namespace=reserve), {"app": reserve, "runai-gpu-group": group})
+
+    return [
+        node("kai-node", "10.0.6.1", {"nvidia.com/gpu": "4"}, labels=labels),
+        reservation("gpu-reservation-kai-node-a1b2c", "g-a", "GPU-kai-0"),
+        reservation("gpu-reservation-kai-node-d3e4f", "g-b", "-1"),
+        reservation("gpu-reservation-kai-node-g5h6i", "g-c", "GPU-kai-1"),
+        pod_meta(pod("gpu-sharing", "kai-node", [{}], {"gpu-fraction": "0.5"}), {"runai-gpu-group": "g-a"},
+                 "kai-scheduler"),
+        pod_meta(pod("gpu-memory", "kai-node", [{}], {"gpu-memory": "2000"}, namespace="ml"),
+                 {"runai-gpu-group": "g-b"}, "kai-scheduler"),
+        pod_meta(pod("two-halves", "kai-node", [{}], {"gpu-fraction": "0.25", "gpu-fraction-num-devices": "2"}),
+                 {"runai-gpu-group/g-a": "g-a", "runai-gpu-group/g-c": "g-c"}, "kai-scheduler"),
+        pod("whole", "kai-node", [{"nvidia.com/gpu": "1"}]),
+    ]
+
+
+def volcano() -> list[dict[str, Any]]:
+    """Volcano gpu-share as its user guide shows it (89424 over 8 cards; pods of 1024), and a vGPU node."""
+    vgpu = "".join(f"GPU-vc-{i},10,32768,NVIDIA-Tesla V100-PCIE-32GB,{'true' if i == 0 else 'false'},hami-core:"
+                   for i in range(2))
+    return [
+        node("volcano-node", "10.0.7.1", {"volcano.sh/gpu-memory": "89424", "volcano.sh/gpu-number": "8"},
+             {"volcano.sh/gpu-unhealthy-ids": "7"}),
+        pod_meta(pod("gpu-pod1", "volcano-node", [{"volcano.sh/gpu-memory": "1024"}],
+                     {"volcano.sh/gpu-index": "0", "volcano.sh/predicate-time": "1598233413446125395"}),
+                 scheduler="volcano"),
+        pod_meta(pod("gpu-pod2", "volcano-node", [{"volcano.sh/gpu-memory": "1024"}, {"volcano.sh/gpu-memory": "2048"}],
+                     {"volcano.sh/gpu-index": "0"}), scheduler="volcano"),
+        pod_meta(pod("whole-card", "volcano-node", [{"volcano.sh/gpu-number": "1"}], {"volcano.sh/gpu-index": "3"}),
+                 scheduler="volcano"),
+        node("vgpu-node", "10.0.7.2", {"volcano.sh/vgpu-number": "20"}, {"volcano.sh/node-vgpu-register": vgpu}),
+        pod_meta(pod("vgpu-pod", "vgpu-node", [{"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "3000"}],
+                     {"volcano.sh/vgpu-ids-new": "GPU-vc-0,NVIDIA,3000,25:;"}), scheduler="volcano"),
+    ]
+
+
+def koordinator() -> list[dict[str, Any]]:
+    """Koordinator's fine-grained device scheduling example: 2 GPUs of 16Gi, a 50% share and a whole card."""
+    resources = {"koordinator.sh/gpu-core": "200", "koordinator.sh/gpu-memory": "32Gi",
+                 "koordinator.sh/gpu-memory-ratio": "200"}
+
+    def allocated(minor: int, core: str, memory: str) -> str:
+        shares = {"koordinator.sh/gpu-core": core, "koordinator.sh/gpu-memory": memory,
+                  "koordinator.sh/gpu-memory-ratio": core}
+        return json.dumps({"gpu": [{"minor": minor, "resources": shares}]}, separators=(",", ":"))
+
+    half, whole = allocated(0, "50", "8Gi"), allocated(1, "100", "16Gi")
+    return [
+        node("koord-node", "10.0.8.1", resources, labels={"node.koordinator.sh/gpu-model": "Tesla-T4"}),
+        pod_meta(pod("pod-example", "koord-node", [{"koordinator.sh/gpu-memory-ratio": "50"}],
+                     {"scheduling.koordinator.sh/device-allocated": half}), scheduler="koord-scheduler"),
+        pod_meta(pod("pod-whole", "koord-node", [{"koordinator.sh/gpu-memory-ratio": "100"}],
+                     {"scheduling.koordinator.sh/device-allocated": whole}), scheduler="koord-scheduler"),
+    ]
+
+
 CASES = {
     "hami-v27": hami_cluster("hami-a", hami_register_v27("hami-a"), "10.0.0.1"),
     "hami-v28": hami_cluster("hami-b", hami_register_v28("hami-b"), "10.0.0.2"),
@@ -149,6 +226,13 @@ CASES = {
         *hami_cluster("hami-a", hami_register_v27("hami-a"), "10.0.0.1"),
         *hami_cluster("hami-b", hami_register_v28("hami-b"), "10.0.0.2"),
         *nvidia_timeslicing(), *nvidia_mig(), *nano_gpu(), *elastic_gpu(),
+    ],
+    "kai": kai(),
+    "volcano": volcano(),
+    "koordinator": koordinator(),
+    "mixed-schedulers": [
+        *gpushare(), *hami_cluster("hami-b", hami_register_v28("hami-b"), "10.0.0.2"), *kai(), *volcano(),
+        *koordinator(), *nvidia_timeslicing(),
     ],
 }
 
