@@ -46,7 +46,7 @@ def node(node: Node, warnings: Warnings | None) -> StackNode:
     )
     count = ratio // protocol.PERCENT_PER_GPU
     if count <= 0:
-        if warnings is not None:
+        if warnings is not None and is_koordinator_node(node):  # silent under ``--stack`` on another node
             ratio_key = protocol.KOORD_RESOURCE_GPU_MEMORY_RATIO
             warnings.add(f"node {name}: no usable {ratio_key}; no Koordinator GPUs counted")
         return StackNode(name=name, stack=protocol.STACK_KOORDINATOR, ip=node_ip(node))

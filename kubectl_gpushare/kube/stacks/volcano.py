@@ -36,8 +36,11 @@ def is_volcano_node(node: Node) -> bool:
 
 def _vgpu_node(node: Node, warnings: Warnings | None) -> StackNode:
     name = node.metadata.name
+    text = node.metadata.annotations.get(protocol.VOLCANO_ANN_VGPU_REGISTER)
+    if text is None:  # ``--stack volcano`` on a node Volcano does not run: no GPUs, nothing to warn about
+        return StackNode(name=name, stack=protocol.STACK_VOLCANO, ip=node_ip(node))
     try:
-        devices = protocol.parse_volcano_register(node.metadata.annotations[protocol.VOLCANO_ANN_VGPU_REGISTER])
+        devices = protocol.parse_volcano_register(text)
     except protocol.AnnotationError as exc:
         if warnings is not None:
             warnings.add(f"node {name}: annotation {protocol.VOLCANO_ANN_VGPU_REGISTER} {exc}; no Volcano GPUs counted")

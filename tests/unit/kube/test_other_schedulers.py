@@ -323,3 +323,18 @@ def test_hostile_values_never_raise_nor_credit(fraction: str, memory: str, devic
         for device in devices_of_node:
             assert device.used >= 0
             assert all(claim.amount >= 0 for claim in device.claims)
+
+
+def test_inspect_stack_choices_spell_out_every_stack() -> None:
+    from kubectl_gpushare.inspect.command import STACK_CHOICES
+
+    assert STACK_CHOICES == stacks.CHOICES
+
+
+@pytest.mark.parametrize("stack", [protocol.STACK_KAI, protocol.STACK_VOLCANO, protocol.STACK_KOORDINATOR])
+def test_forcing_a_stack_on_a_node_it_does_not_run_is_quiet_and_empty(stack: str) -> None:
+    warnings = Warnings()
+    node = make_node(resources={"cpu": "8"})
+    decoded, _ = stack_ledger([node], [make_pod("p", limits=[{"cpu": "1"}])], warnings, forced=stack)
+    assert list(warnings) == [] and decoded[0].stack == stack
+    assert all(gpu.total == 0 for gpu in decoded[0].gpus)
