@@ -107,9 +107,11 @@ def _snapshot(
 class StackSplit:
     """Splits nodes between gpushare (the `Ledger`) and the other stacks' decoders, and collects claims."""
 
-    def __init__(self, forced: str, warnings: Warnings) -> None:
+    def __init__(self, forced: str, warnings: Warnings, devices: Iterable[types.KoordDevice] = ()) -> None:
         self.forced = forced
         self.warnings = warnings
+        self.devices = {device.metadata.name: device for device in devices}
+        """Koordinator ``Device`` objects by node name (none where the API does not serve them)."""
         self.now = time.time()
         self.nodes: dict[str, StackNode] = {}
         self.claims: dict[str, list[StackClaim]] = {}
@@ -123,7 +125,7 @@ class StackSplit:
         if stack is None or stack == protocol.STACK_GPUSHARE:
             return True
         name = node.metadata.name
-        self.nodes[name] = stacks.stack_node(node, stack, self.warnings, self.now)
+        self.nodes[name] = stacks.stack_node(node, stack, self.warnings, self.now, self.devices.get(name))
         if stack in (protocol.STACK_NVIDIA, protocol.STACK_KAI):
             self.nvidia[name] = node
             if stack == protocol.STACK_KAI:
@@ -180,6 +182,31 @@ def stack_ledger(
 # --- from the API ----------------------------------------------------------------------------------
 
 
+def _has_koordinator(nodes: Iterable[types.Node], forced: str) -> bool:
+    return any(stacks.detect(node, forced) == protocol.STACK_KOORDINATOR for node in nodes)
+
+
+def _koordinator_devices(
+    client: Client, nodes: Sequence[types.Node], forced: str, warnings: Warnings
+) -> list[types.KoordDevice]:
+    """Koordinator's ``Device`` objects, read only when a node is Koordinator's (one request then).
+
+    Not served (404: no Koordinator CRD): none, silently. Forbidden: none, and a warning; either
+    way Koordinator GPUs are read from the nodes' resources.
+    """
+    if not _has_koordinator(nodes, forced):
+        return []
+    try:
+        devices: list[types.KoordDevice] = client.list(types.KOORD_DEVICES, on_skip=warnings.add)
+    except NotFound:
+        return []
+    except Forbidden:
+        resource = f"devices.{protocol.KOORD_DEVICE_GROUP}"
+        warnings.add(f"cannot list {resource}: Koordinator GPUs are read from node resources")
+        return []
+    return devices
+
+
 @contextmanager
 def _needs(permission: str) -> Iterator[None]:
     """Name the RBAC permission a 403 is about, so the user knows what to ask for."""
@@ -233,7 +260,7 @@ def from_api(
             sick = unhealthy_by_node(client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE))
         except Forbidden:
             warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
-    split = StackSplit(stack, warnings)
+    split = StackSplit(stack, warnings, _koordinator_devices(client, decoded, stack, warnings))
     nodes = split.gpushare_records(decoded, sick)
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
@@ -375,19 +402,25 @@ class _Items(msgspec.Struct):
 
 def items_of_kind(data: bytes, kind: str) -> list[msgspec.Raw]:
     """Raw items of one kind in a JSON dump; none from YAML or from a file that is not a list."""
+    return items_of_kinds(data, (kind,))[kind]
+
+
+def items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[msgspec.Raw]]:
+    """Raw items of each of ``kinds`` in a JSON dump, in one pass over it (`items_of_kind`)."""
+    found: dict[str, list[msgspec.Raw]] = {kind: [] for kind in kinds}
     if data.lstrip()[:1] != b"{":
-        return []
+        return found
     try:
         raws = msgspec.json.decode(data, type=_Items).items
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return []
-    found: list[msgspec.Raw] = []
+        return found
     for raw in raws:
         try:
-            if msgspec.json.decode(raw, type=_Kind).kind == kind:
-                found.append(raw)
+            wanted = found.get(msgspec.json.decode(raw, type=_Kind).kind)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
+        if wanted is not None:
+            wanted.append(raw)
     return found
 
 
@@ -410,8 +443,12 @@ _T = TypeVar("_T")
 
 
 def _decoded_of_kind(data: bytes, kind: str, decoder: msgspec.json.Decoder[_T]) -> list[_T]:
+    return _decoded(items_of_kind(data, kind), decoder)
+
+
+def _decoded(raws: Iterable[msgspec.Raw], decoder: msgspec.json.Decoder[_T]) -> list[_T]:
     found: list[_T] = []
-    for raw in items_of_kind(data, kind):
+    for raw in raws:
         try:
             found.append(decoder.decode(raw))
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -503,8 +540,11 @@ def from_documents(
     if selector:
         matches = selectors.matcher(selector)
         chosen = [node for node in chosen if matches(node.metadata.labels)]
-    sick = unhealthy_by_node(configmaps_in(data))
-    split = StackSplit(stack, warnings)
+    koordinator = _has_koordinator(chosen, stack)
+    found = items_of_kinds(data, ("ConfigMap", "Device") if koordinator else ("ConfigMap",))
+    sick = unhealthy_by_node(_decoded(found["ConfigMap"], types.CONFIGMAP_DECODER))
+    devices = _decoded(found.get("Device", ()), types.KOORD_DEVICE_DECODER)
+    split = StackSplit(stack, warnings, devices)
     nodes = split.gpushare_records(chosen, sick)
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     active = [pod for pod in decoded_pods if pod.status.phase not in COMPLETED_PHASES]

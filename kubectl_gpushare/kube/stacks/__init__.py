@@ -14,7 +14,7 @@ from typing import Final
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.records import Warnings
 from kubectl_gpushare.kube.stacks import elasticgpu, hami, koordinator, nanogpu, nvidia, volcano
-from kubectl_gpushare.kube.types import Node, Pod
+from kubectl_gpushare.kube.types import KoordDevice, Node, Pod
 from kubectl_gpushare.ledger import StackClaim, StackNode
 
 AUTO: Final = "auto"
@@ -52,8 +52,10 @@ def detect(node: Node, forced: str = AUTO) -> str | None:
     return None
 
 
-def stack_node(node: Node, stack: str, warnings: Warnings | None, now: float) -> StackNode:
-    """Decode a node of a non-gpushare ``stack``.
+def stack_node(
+    node: Node, stack: str, warnings: Warnings | None, now: float, device: KoordDevice | None = None
+) -> StackNode:
+    """Decode a node of a non-gpushare ``stack`` (``device``: Koordinator's ``Device`` of that node, if read).
 
     Raises:
         ValueError: ``stack`` is gpushare or unknown (a caller's bug, not hostile input).
@@ -65,7 +67,7 @@ def stack_node(node: Node, stack: str, warnings: Warnings | None, now: float) ->
     if stack == protocol.STACK_VOLCANO:
         return volcano.node(node, warnings)
     if stack == protocol.STACK_KOORDINATOR:
-        return koordinator.node(node, warnings)
+        return koordinator.node(node, warnings, device)
     if stack == protocol.STACK_NANO_GPU:
         return nanogpu.node(node, warnings)
     if stack == protocol.STACK_ELASTIC_GPU:

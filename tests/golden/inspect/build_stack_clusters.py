@@ -194,8 +194,27 @@ def volcano() -> list[dict[str, Any]]:
     ]
 
 
+def koord_device(name: str) -> dict[str, Any]:
+    """The node's ``Device`` as koordlet reports it (the shape of Koordinator's device scheduling guide).
+
+    The memory is NVML's (15472384Ki, a T4), so it differs from the node's even split; GPU 1 is unhealthy.
+    """
+    devices = [
+        {"type": "gpu", "id": f"GPU-{name}-{minor}", "minor": minor, "health": minor == 0,
+         "resources": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "15472384Ki",
+                       "koordinator.sh/gpu-memory-ratio": "100"}}
+        for minor in range(2)
+    ]
+    return {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device", "metadata": {"name": name},
+            "spec": {"devices": devices}}
+
+
 def koordinator() -> list[dict[str, Any]]:
-    """Koordinator's fine-grained device scheduling example: 2 GPUs of 16Gi, a 50% share and a whole card."""
+    """Koordinator's fine-grained device scheduling example: 2 GPUs, a 50% share and a whole card.
+
+    koord-node has its Device object (per-GPU UUID, memory and health); koord-plain has none, so its
+    GPUs come from the node's resources.
+    """
     resources = {"koordinator.sh/gpu-core": "200", "koordinator.sh/gpu-memory": "32Gi",
                  "koordinator.sh/gpu-memory-ratio": "200"}
 
@@ -204,13 +223,17 @@ def koordinator() -> list[dict[str, Any]]:
                   "koordinator.sh/gpu-memory-ratio": core}
         return json.dumps({"gpu": [{"minor": minor, "resources": shares}]}, separators=(",", ":"))
 
-    half, whole = allocated(0, "50", "8Gi"), allocated(1, "100", "16Gi")
+    half, whole = allocated(0, "50", "7736192Ki"), allocated(1, "100", "15472384Ki")
     return [
         node("koord-node", "10.0.8.1", resources, labels={"node.koordinator.sh/gpu-model": "Tesla-T4"}),
+        koord_device("koord-node"),
+        node("koord-plain", "10.0.8.2", resources),
         pod_meta(pod("pod-example", "koord-node", [{"koordinator.sh/gpu-memory-ratio": "50"}],
                      {"scheduling.koordinator.sh/device-allocated": half}), scheduler="koord-scheduler"),
         pod_meta(pod("pod-whole", "koord-node", [{"koordinator.sh/gpu-memory-ratio": "100"}],
                      {"scheduling.koordinator.sh/device-allocated": whole}), scheduler="koord-scheduler"),
+        pod_meta(pod("plain-half", "koord-plain", [{"koordinator.sh/gpu-memory-ratio": "50"}],
+                     {"scheduling.koordinator.sh/device-allocated": half}), scheduler="koord-scheduler"),
     ]
 
 

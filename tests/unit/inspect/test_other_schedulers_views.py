@@ -43,7 +43,7 @@ def test_explain_volcano_and_koordinator_pods(cli_runner: CliRunner) -> None:
     volcano = _explain("gpu-pod2", "default", cli_runner)
     assert (volcano["stack"], volcano["request"], volcano["unit"]) == ("volcano", 3072, "MiB")
     koord = _explain("pod-example", "default", cli_runner)
-    assert (koord["stack"], koord["request"], koord["stackGpus"][0]["gpu"]) == ("koordinator", 8192, 0)
+    assert (koord["stack"], koord["request"], koord["stackGpus"][0]["gpu"]) == ("koordinator", 7555, 0)
 
 
 def test_fit_promises_nothing_on_other_schedulers_nodes(cli_runner: CliRunner) -> None:
@@ -53,7 +53,7 @@ def test_fit_promises_nothing_on_other_schedulers_nodes(cli_runner: CliRunner) -
     report = json.loads(result.stdout)
     placed = {node["name"] for node in report.get("nodes", [])}
     assert placed <= {"share-node"}
-    assert report["otherStacks"] == {"hami": 1, "kai": 1, "koordinator": 1, "nvidia": 2, "volcano": 2}
+    assert report["otherStacks"] == {"hami": 1, "kai": 1, "koordinator": 2, "nvidia": 2, "volcano": 2}
 
 
 def _decoded(items: list[dict[str, Any]]) -> tuple[list[Node], list[Pod]]:

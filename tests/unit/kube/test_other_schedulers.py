@@ -338,3 +338,47 @@ def test_forcing_a_stack_on_a_node_it_does_not_run_is_quiet_and_empty(stack: str
     decoded, _ = stack_ledger([node], [make_pod("p", limits=[{"cpu": "1"}])], warnings, forced=stack)
     assert list(warnings) == [] and decoded[0].stack == stack
     assert all(gpu.total == 0 for gpu in decoded[0].gpus)
+
+
+def koord_device(entries: list[dict[str, Any]]) -> types.KoordDevice:
+    body = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device", "metadata": {"name": "n1"},
+            "spec": {"devices": entries}}
+    return types.KOORD_DEVICE_DECODER.decode(json.dumps(body).encode())
+
+
+def gpu_entry(minor: Any, memory: str = "16Gi", health: bool = True, uuid: str = "GPU-x") -> dict[str, Any]:
+    return {"type": "gpu", "id": uuid, "minor": minor, "health": health,
+            "resources": {"koordinator.sh/gpu-memory": memory, "koordinator.sh/gpu-core": "100"}}
+
+
+def test_koordinator_device_object_gives_uuids_memory_and_health() -> None:
+    from kubectl_gpushare.kube.stacks import koordinator
+
+    device = koord_device([gpu_entry(1, "15472384Ki", False, "GPU-b"), gpu_entry(0, "8Gi", True, "GPU-a"),
+                           {"type": "rdma", "minor": 0}])
+    warnings = Warnings()
+    node = koordinator.node(make_node(resources=KOORD), warnings, device)
+    assert not list(warnings)
+    assert [(g.index, g.id, g.total, g.healthy) for g in node.gpus] == [(0, "GPU-a", 8192, True),
+                                                                        (1, "GPU-b", 15110, False)]
+
+
+@pytest.mark.parametrize("entries", [
+    [gpu_entry(None)], [gpu_entry(-1)], [gpu_entry(64)], [gpu_entry(0), gpu_entry(0)],
+])
+def test_koordinator_unusable_device_object_is_one_warning_and_node_resources(entries: list[dict[str, Any]]) -> None:
+    from kubectl_gpushare.kube.stacks import koordinator
+
+    warnings = Warnings()
+    node = koordinator.node(make_node(resources=KOORD), warnings, koord_device(entries))
+    assert len(list(warnings)) == 1
+    assert [(g.index, g.total) for g in node.gpus] == [(0, 16384), (1, 16384)]
+
+
+@pytest.mark.parametrize("memory", ["-1Gi", "1e999", "lots"])
+def test_koordinator_device_bad_memory_is_warned_and_never_credited(memory: str) -> None:
+    from kubectl_gpushare.kube.stacks import koordinator
+
+    warnings = Warnings()
+    node = koordinator.node(make_node(resources=KOORD), warnings, koord_device([gpu_entry(0, memory)]))
+    assert len(list(warnings)) == 1 and node.gpus[0].total == 0
