@@ -237,6 +237,46 @@ def koordinator() -> list[dict[str, Any]]:
     ]
 
 
+def schedulers_malformed() -> list[dict[str, Any]]:
+    """One bad value of each kind on KAI, Volcano and Koordinator nodes: each is warned, none credited."""
+    labels = {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.product": "A100"}
+    reserve = "kai-resource-reservation"
+
+    def reservation(name: str, group: str, uuid: str) -> dict[str, Any]:
+        return pod_meta(pod(name, "kai-bad", [{"nvidia.com/gpu": "1"}], {"run.ai/reserve_for_gpu_index": uuid},
+                            namespace=reserve), {"app": reserve, "runai-gpu-group": group})
+
+    def kai_pod(name: str, group: str, annotations: dict[str, str]) -> dict[str, Any]:
+        return pod_meta(pod(name, "kai-bad", [{}], annotations), {"runai-gpu-group": group})
+
+    koord = {"koordinator.sh/gpu-core": "200", "koordinator.sh/gpu-memory": "32Gi",
+             "koordinator.sh/gpu-memory-ratio": "200"}
+
+    def koord_pod(name: str, text: str) -> dict[str, Any]:
+        return pod(name, "koord-bad", [{}], {"scheduling.koordinator.sh/device-allocated": text})
+
+    return [
+        node("kai-bad", "10.0.9.1", {"nvidia.com/gpu": "3"}, labels=labels),
+        reservation("gpu-reservation-a", "g-a", "GPU-bad-0"),
+        reservation("gpu-reservation-b", "g-b", "GPU-bad-0"),  # a second reservation naming the same UUID
+        kai_pod("good", "g-a", {"gpu-fraction": "0.5"}),
+        kai_pod("same-gpu", "g-b", {"gpu-fraction": "0.75"}),
+        kai_pod("nan", "g-a", {"gpu-fraction": "NaN"}),
+        kai_pod("huge", "g-a", {"gpu-fraction": "1e999"}),
+        kai_pod("over-one", "g-a", {"gpu-fraction": "1.5"}),
+        kai_pod("negative-mib", "g-a", {"gpu-memory": "-2000"}),
+        kai_pod("absurd-mib", "g-a", {"gpu-memory": "99999999999"}),
+        kai_pod("orphan", "g-gone", {"gpu-memory": "1000"}),
+        node("volcano-bad", "10.0.9.2", {"volcano.sh/gpu-memory": "32768", "volcano.sh/gpu-number": "2"}),
+        pod("bad-index", "volcano-bad", [{"volcano.sh/gpu-memory": "1024"}], {"volcano.sh/gpu-index": "0,zero"}),
+        pod("far-index", "volcano-bad", [{"volcano.sh/gpu-memory": "1024"}], {"volcano.sh/gpu-index": "9"}),
+        node("koord-bad", "10.0.9.3", koord),
+        koord_pod("garbage", "{not json"),
+        koord_pod("unknown-minor", '{"gpu":[{"minor":7,"resources":{"koordinator.sh/gpu-memory":"1Gi"}}]}'),
+        koord_pod("deep", "[" * 5000),
+    ]
+
+
 CASES = {
     "hami-v27": hami_cluster("hami-a", hami_register_v27("hami-a"), "10.0.0.1"),
     "hami-v28": hami_cluster("hami-b", hami_register_v28("hami-b"), "10.0.0.2"),
@@ -253,6 +293,7 @@ CASES = {
     "kai": kai(),
     "volcano": volcano(),
     "koordinator": koordinator(),
+    "schedulers-malformed": schedulers_malformed(),
     "mixed-schedulers": [
         *gpushare(), *hami_cluster("hami-b", hami_register_v28("hami-b"), "10.0.0.2"), *kai(), *volcano(),
         *koordinator(), *nvidia_timeslicing(),
