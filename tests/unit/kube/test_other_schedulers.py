@@ -55,10 +55,10 @@ def fractional(name: str, group: str | None, **annotations: str) -> types.Pod:
     return make_pod(name, annotations=annotations, labels={protocol.KAI_LABEL_GROUP: group} if group else {})
 
 
-def read(nodes: list[types.Node], pods: list[types.Pod]) -> tuple[dict[str, list[StackDeviceUsage]], Warnings,
-                                                                   dict[str, StackNode]]:
+def read(nodes: list[types.Node], pods: list[types.Pod], forced: str = stacks.AUTO
+         ) -> tuple[dict[str, list[StackDeviceUsage]], Warnings, dict[str, StackNode]]:
     warnings = Warnings()
-    decoded, claims = stack_ledger(nodes, pods, warnings)
+    decoded, claims = stack_ledger(nodes, pods, warnings, forced)
     usage = {node.name: stack_usage(node, claims.get(node.name, [])) for node in decoded}
     return usage, warnings, {node.name: node for node in decoded}
 
@@ -304,9 +304,10 @@ hostile = st.one_of(st.text(max_size=80), st.sampled_from(
 
 
 @settings(max_examples=150, deadline=None)
-@given(fraction=hostile, memory=hostile, devices=hostile, uuid=hostile, index=hostile, koord=hostile)
+@given(fraction=hostile, memory=hostile, devices=hostile, uuid=hostile, index=hostile, koord=hostile,
+       forced=st.sampled_from([stacks.AUTO, protocol.STACK_KAI, protocol.STACK_VOLCANO, protocol.STACK_KOORDINATOR]))
 def test_hostile_values_never_raise_nor_credit(fraction: str, memory: str, devices: str, uuid: str, index: str,
-                                               koord: str) -> None:
+                                               koord: str, forced: str) -> None:
     nodes = [make_node("kai", labels=GPU_LABELS), make_node("vc", resources={}, capacity=VOLCANO),
              make_node("ko", resources=KOORD)]
     pods = [reservation("r", "g1", uuid),
@@ -318,7 +319,7 @@ def test_hostile_values_never_raise_nor_credit(fraction: str, memory: str, devic
             make_pod("k", node="ko", annotations={protocol.KOORD_ANN_DEVICE_ALLOCATED: koord})]
     pods[0] = make_pod("r", namespace=RESERVE, node="kai", limits=[{"nvidia.com/gpu": "1"}],
                        annotations={protocol.KAI_ANN_RESERVED_GPU: uuid}, labels={protocol.KAI_LABEL_GROUP: "g1"})
-    usage, _, _ = read(nodes, pods)
+    usage, _, _ = read(nodes, pods, forced)
     for devices_of_node in usage.values():
         for device in devices_of_node:
             assert device.used >= 0
