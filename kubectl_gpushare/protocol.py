@@ -528,6 +528,8 @@ VOLCANO_ANN_UNHEALTHY: Final = "volcano.sh/gpu-unhealthy-ids"
 VOLCANO_ANN_VGPU_REGISTER: Final = "volcano.sh/node-vgpu-register"
 VOLCANO_ANN_VGPU_IDS: Final = "volcano.sh/vgpu-ids-new"
 VOLCANO_ANN_VGPU_NODE: Final = "volcano.sh/vgpu-node"
+"""Set with ``volcano.sh/bind-phase: allocating`` when the scheduler picks a node (``device_info.go`` Allocate)."""
+VOLCANO_ANN_BIND_PHASE: Final = "volcano.sh/bind-phase"
 
 # Koordinator DeviceShare (koordinator-sh/koordinator ``apis/extension/device_share.go``: resources,
 # ``scheduling.koordinator.sh/device-allocated`` = ``DeviceAllocations`` {type: [{minor, resources, id}]};

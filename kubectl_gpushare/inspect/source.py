@@ -156,7 +156,9 @@ class StackSplit:
 
     def add_pod(self, pod: types.Pod) -> None:
         """Record the pod's claims if it sits on a stack node (or HAMi chose one and is still binding it)."""
-        node = self.nodes.get(pod.spec.node_name or pod.metadata.annotations.get(protocol.HAMI_ANN_NODE, ""))
+        annotations = pod.metadata.annotations
+        chosen = annotations.get(protocol.HAMI_ANN_NODE) or annotations.get(protocol.VOLCANO_ANN_VGPU_NODE, "")
+        node = self.nodes.get(pod.spec.node_name or chosen)
         if node is not None and node.name in self.nvidia and kai.is_kai_pod(pod):
             self.kai_pods.setdefault(node.name, []).append(pod)
             return

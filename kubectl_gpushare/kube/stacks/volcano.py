@@ -12,7 +12,8 @@ Formats followed (volcano-sh/volcano):
   device plugin reports NVML's MiB, so MiB is shown.
 - vGPU, ``pkg/scheduler/api/devices/nvidia/vgpu/utils.go``: node ``volcano.sh/node-vgpu-register``
   (``UUID,count,devmemMiB,type,health,mode:``, id by position) and pod ``volcano.sh/vgpu-ids-new``
-  (HAMi's ``UUID,type,memMiB,cores:`` per device, ``;`` per container).
+  (HAMi's ``UUID,type,memMiB,cores:`` per device, ``;`` per container); a pod still binding counts
+  on its ``volcano.sh/vgpu-node``, one whose ``volcano.sh/bind-phase`` is ``failed`` holds nothing.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def _pod_amount(pod: Pod, resource: str, warnings: Warnings | None, maximum: int
 def _vgpu_claims(pod: Pod, stack_node: StackNode, warnings: Warnings | None) -> list[StackClaim]:
     meta = pod.metadata
     text = meta.annotations.get(protocol.VOLCANO_ANN_VGPU_IDS)
-    if text is None:
+    if text is None or meta.annotations.get(protocol.VOLCANO_ANN_BIND_PHASE) == hami.BIND_FAILED:
         return []
     try:
         containers = hami.parse_allocated(text)
@@ -105,7 +106,8 @@ def _vgpu_claims(pod: Pod, stack_node: StackNode, warnings: Warnings | None) -> 
         return []
     return [
         StackClaim(
-            namespace=meta.namespace, name=meta.name, uid=meta.uid, node=pod.spec.node_name,
+            namespace=meta.namespace, name=meta.name, uid=meta.uid,
+            node=pod.spec.node_name or meta.annotations.get(protocol.VOLCANO_ANN_VGPU_NODE, ""),
             gpu=next((gpu.index for gpu in stack_node.gpus if gpu.id == share.uuid), PENDING),
             amount=share.memory, unit=protocol.UNIT_MIB, phase=pod.status.phase, cores=share.cores,
         )

@@ -383,3 +383,16 @@ def test_koordinator_device_bad_memory_is_warned_and_never_credited(memory: str)
     warnings = Warnings()
     node = koordinator.node(make_node(resources=KOORD), warnings, koord_device([gpu_entry(0, memory)]))
     assert len(list(warnings)) == 1 and node.gpus[0].total == 0
+
+
+def test_volcano_vgpu_pod_still_binding_counts_on_its_node_and_a_failed_bind_holds_nothing() -> None:
+    register = "GPU-a,10,32768,V100,true,hami-core:"
+    node = make_node(resources={"volcano.sh/vgpu-number": "10"},
+                     annotations={protocol.VOLCANO_ANN_VGPU_REGISTER: register})
+    ids = {protocol.VOLCANO_ANN_VGPU_IDS: "GPU-a,NVIDIA,3000,0:;", protocol.VOLCANO_ANN_VGPU_NODE: "n1"}
+    binding = make_pod("binding", node="", phase="Pending",
+                       annotations={**ids, protocol.VOLCANO_ANN_BIND_PHASE: "allocating"})
+    failed = make_pod("failed", annotations={**ids, protocol.VOLCANO_ANN_BIND_PHASE: "failed"})
+    usage, warnings, _ = read([node], [binding, failed])
+    assert not list(warnings)
+    assert [(d.gpu.id, d.used, [c.name for c in d.claims]) for d in usage["n1"]] == [("GPU-a", 3000, ["binding"])]
