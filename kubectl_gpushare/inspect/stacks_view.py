@@ -85,6 +85,9 @@ def details(
         lines = [f"\nNAME:\t{node.name}\nIPADDRESS:\t{node.ip}\nSTACK:\t{node.stack}\n"]
         if node.note:
             lines.append(f"NOTE:\t{node.note}\n")
+        for position, (pod, index, uuid) in enumerate(node.reservations):
+            gpu = f"GPU {index} ({uuid})" if index != PENDING else "a GPU not reported yet"
+            lines.append(f"{'RESERVED:' if position == 0 else ''}\t{pod} holds {gpu}\n")
         lines.append("\n")
         if headers:
             lines.append(DETAIL_HEADER)

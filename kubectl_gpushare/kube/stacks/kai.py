@@ -84,15 +84,16 @@ def _label_mib(node: Node, warnings: Warnings | None) -> int | None:
     return value
 
 
-def _reservations(pods: Sequence[Pod], node: str, warnings: Warnings | None) -> tuple[dict[str, str], int]:
-    """Group -> GPU UUID ("" while unknown) of the node's active reservation pods, and how many there are."""
+def _reservations(
+    pods: Sequence[Pod], node: str, warnings: Warnings | None
+) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """Group -> GPU UUID ("" while unknown) of the node's active reservation pods, and (pod, UUID) of each."""
     found: dict[str, str] = {}
     holder: dict[str, str] = {}
-    count = 0
+    held: list[tuple[str, str]] = []
     for pod in sorted(pods, key=lambda pod: (pod.metadata.namespace, pod.metadata.name)):
         if not is_reservation(pod) or pod.status.phase in COMPLETED_PHASES:
             continue
-        count += 1
         meta = pod.metadata
         where = f"pod {meta.namespace}/{meta.name}"
         group = meta.labels[protocol.KAI_LABEL_GROUP]
@@ -111,7 +112,8 @@ def _reservations(pods: Sequence[Pod], node: str, warnings: Warnings | None) -> 
         if group in found and warnings is not None:
             warnings.add(f"node {node}: KAI group {shown(group)} has two reservation pods; the first is counted")
         found.setdefault(group, uuid)
-    return found, count
+        held.append((f"{meta.namespace}/{meta.name}", uuid))
+    return found, held
 
 
 def _request(pod: Pod, warnings: Warnings | None) -> tuple[float | None, int | None, int] | None:
@@ -144,7 +146,8 @@ def node(
     ``base`` is the node as the `nvidia` decoder read it (its pool claims stay valid: indices are
     kept); ``pods`` are the node's KAI pods (`is_kai_pod`).
     """
-    reserved, holding = _reservations(pods, base.name, warnings)
+    reserved, held = _reservations(pods, base.name, warnings)
+    holding = len(held)
     memory = _label_mib(raw, warnings)
     uuids = sorted({uuid for uuid in reserved.values() if uuid})
     first = len(base.gpus)
@@ -164,7 +167,9 @@ def node(
     if waiting:
         note += f", {waiting} reservation{'s' if waiting != 1 else ''} without a GPU yet"
     note = f"{base.note}; {note}" if base.note else note
-    stack_node = StackNode(name=base.name, stack=protocol.STACK_KAI, ip=base.ip, gpus=pools + shared, note=note)
+    reservations = tuple((pod, index_of.get(uuid, PENDING), uuid) for pod, uuid in held)
+    stack_node = StackNode(name=base.name, stack=protocol.STACK_KAI, ip=base.ip, gpus=pools + shared, note=note,
+                           reservations=reservations)
     claims: list[StackClaim] = []
     for pod in pods:
         if is_reservation(pod) or pod.status.phase in COMPLETED_PHASES:

@@ -396,3 +396,15 @@ def test_volcano_vgpu_pod_still_binding_counts_on_its_node_and_a_failed_bind_hol
     usage, warnings, _ = read([node], [binding, failed])
     assert not list(warnings)
     assert [(d.gpu.id, d.used, [c.name for c in d.claims]) for d in usage["n1"]] == [("GPU-a", 3000, ["binding"])]
+
+
+def test_kai_node_lists_its_reservation_pods_not_as_claims() -> None:
+    pods = [reservation("r1", "g1", "GPU-1"), reservation("r2", "g2", "-1"),
+            reservation("done", "g3", "GPU-3"), fractional("f", "g1", **{"gpu-fraction": "0.5"})]
+    pods[2] = make_pod("done", namespace=RESERVE, limits=[{"nvidia.com/gpu": "1"}], phase="Succeeded",
+                       annotations={protocol.KAI_ANN_RESERVED_GPU: "GPU-3"},
+                       labels={"app": RESERVE, protocol.KAI_LABEL_GROUP: "g3"})
+    usage, _, nodes = read([make_node(labels=GPU_LABELS)], pods)
+    first_shared = 1  # after the nvidia.com/gpu pool
+    assert nodes["n1"].reservations == ((f"{RESERVE}/r1", first_shared, "GPU-1"), (f"{RESERVE}/r2", PENDING, ""))
+    assert {claim.name for device in usage["n1"] for claim in device.claims} == {"f"}
