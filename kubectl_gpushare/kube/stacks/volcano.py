@@ -136,10 +136,11 @@ def claims(pod: Pod, stack_node: StackNode, warnings: Warnings | None) -> list[S
                 warnings.add(f"pod {meta.namespace}/{meta.name}: annotation {key}={shown(text)} {exc}; not counted")
             return []
     by_index = {gpu.index: gpu for gpu in stack_node.gpus}
+    per_card = stack_node.gpus[0].total if stack_node.gpus else 0  # gpu-share cards are all total / number
     result = []
     for index in indices:
         gpu = by_index.get(index)
-        amount = memory if memory > 0 else (gpu.total if gpu is not None else 0)
+        amount = memory if memory > 0 else (gpu.total if gpu is not None else per_card)
         if index != PENDING and gpu is None and warnings is not None:
             warnings.add(f"pod {meta.namespace}/{meta.name}: {protocol.VOLCANO_ANN_GPU_INDEX} names GPU {index}, "
                          f"which node {stack_node.name} does not have; shown as pending")

@@ -408,3 +408,14 @@ def test_kai_node_lists_its_reservation_pods_not_as_claims() -> None:
     first_shared = 1  # after the nvidia.com/gpu pool
     assert nodes["n1"].reservations == ((f"{RESERVE}/r1", first_shared, "GPU-1"), (f"{RESERVE}/r2", PENDING, ""))
     assert {claim.name for device in usage["n1"] for claim in device.claims} == {"f"}
+
+
+def test_volcano_whole_card_pods_hold_their_cards_and_wait_as_pending_cards() -> None:
+    node = make_node(resources={}, capacity=VOLCANO)
+    placed = make_pod("placed", limits=[{"volcano.sh/gpu-number": "1"}],
+                      annotations={protocol.VOLCANO_ANN_GPU_INDEX: "1"})
+    waiting = make_pod("waiting", limits=[{"volcano.sh/gpu-number": "2"}])
+    usage, warnings, _ = read([node], [placed, waiting])
+    assert not list(warnings)
+    found = [(d.gpu.index, d.used, len(d.claims)) for d in usage["n1"]]
+    assert found == [(0, 0, 0), (1, 16384, 1), (PENDING, 32768, 2)]
