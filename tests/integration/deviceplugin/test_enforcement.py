@@ -87,3 +87,27 @@ def test_allocate_keeps_working_when_nvml_fails(
     running.backend.fail_next(0, 0)
     running.plugin.node.enforcer.wake()
     wait_for(lambda: running.backend.limits(0) != {}, timeout=20)
+
+
+def test_a_restarted_plugin_limits_what_it_missed_and_clears_what_went_stale(
+    kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, tree: Path
+) -> None:
+    first = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    backend = first.backend
+    old = pods.create("old", [2], gpu=0)
+    kubelet.allocate_pod(old)
+    old_cg = tree / cgroups.pod_path(old["metadata"]["uid"], "burstable", "cgroupfs")
+    old_cg.mkdir()
+    wait_for(lambda: backend.limits(0) == {str(old_cg): (2 * GIB, 2 * GIB)})
+    first.shutdown()
+    # while the plugin is down: the old pod is deleted (its cgroup lingers), a new one is bound and started
+    api.delete(types.PODS, "old", "default")
+    new = pods.create("new", [3], gpu=0)
+    new_cg = tree / cgroups.pod_path(new["metadata"]["uid"], "besteffort", "cgroupfs")
+    new_cg.mkdir()
+    second = type(first)(first.cfg, backend).start()  # the same driver: limits outlive the plugin
+    try:
+        wait_for(lambda: backend.limits(0) == {str(new_cg): (3 * GIB, 3 * GIB)})
+    finally:
+        second.shutdown()
