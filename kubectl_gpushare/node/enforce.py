@@ -129,8 +129,9 @@ class Enforcer:
     def status(self) -> list[GpuStatus]:
         """Per GPU: what is enforced now, and why not where it was asked for."""
         out = []
+        gpus = self._gpus()  # outside our lock: the plugin's inventory lock is taken there
         with self._lock:
-            for gpu in self._gpus():
+            for gpu in gpus:
                 if self.mode == protocol.ENFORCE_OFF:
                     out.append(GpuStatus(gpu.index, gpu.uuid, protocol.ENFORCE_OFF, ""))
                 elif gpu.uuid in self._supported:
