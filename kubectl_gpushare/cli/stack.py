@@ -119,8 +119,12 @@ def daemon_thread(target: Callable[..., None], name: str, **kwargs: Any) -> Iter
 
 
 @contextmanager
-def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str]) -> Iterator[Stack]:
-    """Extender, scheduler loop, node agents (kubelet + device plugin per labelled node), stopped on exit."""
+def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str], *,
+                  enforce: str = "off") -> Iterator[Stack]:
+    """Extender, scheduler loop, node agents (kubelet + device plugin per labelled node), stopped on exit.
+
+    ``enforce`` is every device plugin's ``--enforce-memory`` (off, soft, hard).
+    """
     from kubectl_gpushare.cli.nodes import NodeAgents
     from kubectl_gpushare.cli.scheduler import SchedulerLoop, extenders_from_config
     from kubectl_gpushare.extender.server import Running, ServeConfig
@@ -137,7 +141,7 @@ def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str]) 
         cfg = ServeConfig(kube=load_config(str(kubeconfig)), port=0)
         stack.enter_context(daemon_thread(serve_extender, "scheduler extender", cfg=cfg, running=running))
         extender_url = f"http://127.0.0.1:{running[0].port}{cfg.url_prefix}"
-        nodes = NodeAgents(sandbox, api, kubeconfig, workdir, hardware)
+        nodes = NodeAgents(sandbox, api, kubeconfig, workdir, hardware, enforce=enforce)
         stack.callback(nodes.stop)
         nodes.start()
         scheduler = SchedulerLoop(sandbox, api, extenders_from_config(scheduler_config_text(), extender_url), nodes)

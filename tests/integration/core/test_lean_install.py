@@ -92,8 +92,9 @@ def test_plain_install_is_lean_and_inspect_loads_no_daemon_module(
 
 @pytest.mark.parametrize(("argv", "missing"), [
     (["serve-extender"], "prometheus_client"),
-    (["serve-device-plugin", "--node-name", "n1"], "grpc, google.protobuf, pynvml"),
-    (["serve-device-plugin", "--node-name", "n1", "--fake-gpus", "1x16GiB"], "grpc, google.protobuf"),
+    (["serve-device-plugin", "--node-name", "n1"], "grpc, google.protobuf, prometheus_client, pynvml"),
+    (["serve-device-plugin", "--node-name", "n1", "--fake-gpus", "1x16GiB"],
+     "grpc, google.protobuf, prometheus_client"),
     (["demo"], "prometheus_client, grpc, google.protobuf"),
 ], ids=["extender", "device-plugin", "device-plugin-fake-gpus", "demo"])
 def test_daemon_without_the_extra_says_which_to_install_in_one_line(
@@ -143,7 +144,7 @@ def test_daemons_extra_runs_both_daemons(fresh: Path, sandbox: Sandbox, kubeconf
         subprocess.Popen([binary, "serve-extender", "--port", "0", "--kubeconfig", str(kubeconfig)],
                          stderr=subprocess.PIPE, text=True),
         subprocess.Popen([binary, "serve-device-plugin", "--node-name", "gpu-1", "--fake-gpus", "1x16GiB",
-                          "--device-plugin-path", plugin_dir, "--kubeconfig", str(kubeconfig)],
+                          "--device-plugin-path", plugin_dir, "--kubeconfig", str(kubeconfig), "--usage-port", "0"],
                          stderr=subprocess.PIPE, text=True),
     ]
     try:
