@@ -40,14 +40,14 @@ class Attachment(Protocol):
 @click.command(
     "sandbox",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Faults can be injected over HTTP under /_sandbox/ (see the README). The --spec format is documented in "
-    f"the README (Sandbox: the spec file) with an annotated example in {SPEC_EXAMPLE}.",
+    epilog="Faults can be injected over HTTP under /_sandbox/ (see docs/sandbox.md). The --spec format is documented "
+    f"in docs/sandbox.md (the spec file) with an annotated example in {SPEC_EXAMPLE}.",
 )
 @click.option(
     "--spec",
     "spec_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help=f"YAML cluster spec to load (format: README, example: {SPEC_EXAMPLE}).",
+    help=f"YAML cluster spec to load (format: docs/sandbox.md, example: {SPEC_EXAMPLE}).",
 )
 @click.option(
     "--nodes", type=click.IntRange(min=0), default=4, show_default=True, help="Generated GPU nodes (0: empty)."
