@@ -11,6 +11,7 @@ every run; the one varying value, the sandbox's port, is shown as ``PORT``.
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import signal
@@ -112,12 +113,18 @@ def render(readme: str, blocks: dict[str, str]) -> str:
     return BLOCK.sub(replace, readme)
 
 
+def svg_text(svg: str) -> str:
+    """The characters an SVG shows, without the markup and spacing rich's versions write differently."""
+    shown = html.unescape("".join(re.findall(r">([^<>]*)</text>", svg)))
+    return re.sub(r"\s+", "", shown)
+
+
 def stale(blocks: dict[str, str], svg: str) -> list[str]:
     """The files whose committed text differs from what was generated."""
     out = []
     if render(README.read_text(), blocks) != README.read_text():
         out.append("README.md")
-    if not SVG.exists() or SVG.read_text() != svg:
+    if not SVG.exists() or svg_text(SVG.read_text()) != svg_text(svg):
         out.append(str(SVG.relative_to(ROOT)))
     return out
 

@@ -34,7 +34,11 @@ def test_every_marked_block_is_filled_and_the_picture_is_an_svg() -> None:
     for match in readme.BLOCK.finditer(text):
         assert match.group("body").startswith("```console\n$ "), match.group("name")
     assert "](docs/inspect-pretty.svg)" in text
-    assert readme.SVG.read_text().lstrip().startswith("<svg")
+    svg = readme.SVG.read_text()
+    assert svg.lstrip().startswith("<svg") and "gpu-node-1" in readme.svg_text(svg)
+    # The comparison ignores markup and spacing (rich versions differ there), never what is shown.
+    assert readme.svg_text(svg) == readme.svg_text(svg.replace("&#160;", " ").replace("<text ", "<text  "))
+    assert readme.svg_text(svg) != readme.svg_text(svg.replace("gpu-node-1", "gpu-node-9"))
 
 
 def test_render_replaces_only_marked_blocks_and_refuses_unknown_ones() -> None:
