@@ -412,6 +412,11 @@ class Api:
         return Response(200, b"".join((head, b",".join(e.raw for e in found), b"]}")))
 
     # --- watch ---------------------------------------------------------------------------------
+    def open_watches(self) -> int:
+        """How many watch streams are being served now (a client's request may not have arrived yet)."""
+        with self._watch_lock:
+            return len(self._watch_drops)
+
     def drop_watches(self) -> None:
         """Break off every open watch stream (the clients see a dropped connection)."""
         with self._watch_lock:

@@ -443,6 +443,10 @@ class Sandbox:
         """Remove every injected fault."""
         self.faults.clear()
 
+    def open_watches(self) -> int:
+        """How many watch streams the server is serving now."""
+        return self.api.open_watches()
+
     def drop_watches(self) -> None:
         """Break off every open watch stream now."""
         self.api.drop_watches()

@@ -133,6 +133,9 @@ def test_dropped_watch_resumes_without_relisting(sandbox: Sandbox, client: Clien
     informer = start(client, recorder)
     try:
         wait_watching(informer)
+        deadline = time.monotonic() + 10  # the informer is watching once it sent the request; wait for the server
+        while not sandbox.open_watches() and time.monotonic() < deadline:
+            time.sleep(0.01)
         sandbox.drop_watches()
         client.create("pods", pod("b"), "default")
         recorder.wait_for(lambda calls: ("add", "b") in calls)
