@@ -596,8 +596,12 @@ def decode_usage_report(data: bytes) -> UsageReport:
         raise AnnotationError(f"usage document has unknown version {report.api_version[:64]!r}/{report.kind[:64]!r}")
     if len(report.gpus) > MAX_GPUS_PER_NODE or len(report.pods) > MAX_USAGE_PODS:
         raise AnnotationError("usage document lists too many GPUs or pods")
+    if not 0 <= report.interval_seconds <= 86_400 or len(report.node) > 253:  # NaN fails both
+        raise AnnotationError("usage document: node name or interval out of range")
+    if len({gpu.index for gpu in report.gpus}) != len(report.gpus):
+        raise AnnotationError("usage document lists a GPU twice")
     for gpu in report.gpus:
-        if not valid_gpu_index(gpu.index) or not all(
+        if not valid_gpu_index(gpu.index) or len(gpu.reason) > 4096 or not all(
             _valid_bytes(v) for v in (gpu.total_bytes, gpu.allocated_bytes, gpu.used_bytes)
         ) or gpu.enforcement not in ENFORCE_MODES:
             raise AnnotationError(f"usage document: GPU entry out of range (index {gpu.index})")
@@ -612,3 +616,43 @@ def decode_usage_report(data: bytes) -> UsageReport:
 def encode_usage_report(report: UsageReport) -> bytes:
     """Serialise a usage document (the device plugin's ``GET /usage`` body)."""
     return msgspec.json.encode(report)
+
+
+MAX_ENFORCEMENT_REASON: Final = 200
+"""Longest ``enforcementReason`` shown from a node's GPU annotation (longer ones are cut)."""
+
+
+class GpuEnforcement(msgspec.Struct, frozen=True, gc=False):
+    """What a node's device plugin says about memory limits on one GPU (`ANN_NODE_GPUS`)."""
+
+    mode: str
+    """`ENFORCE_OFF`, `ENFORCE_SOFT` or `ENFORCE_HARD`."""
+    reason: str = ""
+
+
+def parse_node_gpu_enforcement(text: str | None) -> dict[int, GpuEnforcement]:
+    """Read each GPU's ``enforcement`` and ``enforcementReason`` keys from `ANN_NODE_GPUS`.
+
+    GPUs whose entry has no ``enforcement`` key (an older plugin, or Alibaba's) are left out:
+    nothing is known of them. An entry with another mode, a non-string reason or a bad index is
+    left out too; a malformed annotation (see `parse_node_gpus`) gives nothing. Reasons are cut
+    to `MAX_ENFORCEMENT_REASON` characters and stripped of control characters.
+    """
+    if not text:
+        return {}
+    try:
+        raw = _load_json(text, f"annotation {ANN_NODE_GPUS}", MAX_NODE_GPUS_BYTES, 2)
+    except AnnotationError:
+        return {}
+    if not isinstance(raw, list) or len(raw) > MAX_GPUS_PER_NODE:
+        return {}
+    found: dict[int, GpuEnforcement] = {}
+    for entry in raw:
+        if not isinstance(entry, dict):
+            return {}
+        index, mode, reason = entry.get("index"), entry.get("enforcement"), entry.get("enforcementReason", "")
+        if not _is_int(index) or not valid_gpu_index(index) or mode not in ENFORCE_MODES or not isinstance(reason, str):
+            continue
+        clean = "".join(ch if ch.isprintable() else " " for ch in reason[:MAX_ENFORCEMENT_REASON])
+        found[index] = GpuEnforcement(mode, clean.strip())
+    return found

@@ -374,6 +374,17 @@ class Sandbox:
         target.write_text(yaml.safe_dump(config, sort_keys=False))
         return target
 
+    def register_proxy_target(self, namespace: str, pod: str, port: int | str, host: str, target_port: int) -> None:
+        """Serve ``pods/<pod>:<port>/proxy/...`` by relaying to ``host:target_port`` (loopback only).
+
+        ``port`` is the pod's container port number or its name (see `sandbox.proxy`).
+        """
+        self.api.proxy_targets.register(namespace, pod, port, host, target_port)
+
+    def unregister_proxy_target(self, namespace: str, pod: str, port: int | str) -> None:
+        """Stop relaying to a pod's port: requests then answer 503 as for a port nothing listens on."""
+        self.api.proxy_targets.unregister(namespace, pod, port)
+
     def add_token(self, token: str, user: str, *, readonly: bool = False) -> None:
         """Accept another bearer token, logged as ``user`` (read-only tokens get 403 on writes)."""
         self._tokens[token] = (user, readonly)
@@ -522,7 +533,8 @@ class Sandbox:
             if identity is None and split.path not in ("/healthz", "/livez", "/readyz"):
                 raise errors.unauthorized()
             user, readonly = identity or ("system:anonymous", False)
-            if readonly and target.verb in WRITE_VERBS:
+            if readonly and (target.verb in WRITE_VERBS or target.subresource == "proxy"):
+                # The viewer is kubectl's "view" role, which grants no pods/proxy (nor any write).
                 assert target.resource is not None
                 plural = target.resource.plural + (f"/{target.subresource}" if target.subresource else "")
                 raise errors.forbidden(user, target.verb, plural, target.group, target.namespace, target.name)
