@@ -30,6 +30,8 @@ class StandIn:
         self.status = 200
         self.headers: dict[str, str] = {"Content-Type": "application/json"}
         self.drip: float = 0.0
+        self.length = True
+        """False: no Content-Length, the body ends when the connection closes."""
         self.hang = threading.Event()
         self.closing = threading.Event()
         standin = self
@@ -45,7 +47,10 @@ class StandIn:
                 self.send_response(standin.status)
                 for key, value in standin.headers.items():
                     self.send_header(key, value)
-                self.send_header("Content-Length", str(len(standin.body)))
+                if standin.length:
+                    self.send_header("Content-Length", str(len(standin.body)))
+                else:
+                    self.close_connection = True
                 self.end_headers()
                 if standin.drip:
                     for index in range(0, len(standin.body), 16):

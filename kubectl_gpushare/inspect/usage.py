@@ -226,7 +226,7 @@ def _prometheus_get(url: str, query: str, timeout: float) -> list[_Sample]:
         response = connection.getresponse()
         chunks: list[bytes] = []
         size = 0
-        while chunk := response.read(64 * 1024):
+        while chunk := response.read1(64 * 1024):
             size += len(chunk)
             if size > MAX_PROMETHEUS_BYTES or time.monotonic() > deadline:
                 raise errors.Unreachable(f"Prometheus at {url}: the answer is too long or too slow", url)

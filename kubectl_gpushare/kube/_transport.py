@@ -337,7 +337,7 @@ def _read_bounded(response: http.client.HTTPResponse, max_bytes: int | None, dea
     while True:
         if deadline is not None and time.monotonic() > deadline:
             raise ReplyTooLarge("the reply did not arrive in time")
-        chunk = response.read(_READ_CHUNK)
+        chunk = response.read1(_READ_CHUNK)  # one recv at most: a slow drip cannot outlast the deadline
         if not chunk:
             return b"".join(parts)
         size += len(chunk)

@@ -34,6 +34,8 @@ DIAL_TIMEOUT: Final = 5.0
 READ_TIMEOUT: Final = 60.0
 CHUNK: Final = 64 * 1024
 _FORWARDED_HEADERS: Final = ("Accept", "Content-Type", "User-Agent")
+_HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+                                "trailer", "transfer-encoding", "upgrade", "content-length", "date", "server"})
 
 
 def split_scheme_name_port(segment: str) -> tuple[str, str, str]:
@@ -134,8 +136,11 @@ def forward(
     query: Mapping[str, str],
     headers: Mapping[str, str],
     body: bytes,
-) -> tuple[int, str, Iterator[bytes]]:
-    """Relay one request to the pod's target: (status, content type, body chunks).
+) -> tuple[int, str, dict[str, str], Iterator[bytes]]:
+    """Relay one request to the pod's target: (status, content type, other headers, body chunks).
+
+    Response headers come back as the real proxy copies them, less the hop-by-hop ones (the
+    sandbox re-frames the body with chunked encoding).
 
     Raises:
         ApiError: 400 for a bad segment or a pod without an address, 503 when the target does not answer.
@@ -170,14 +175,16 @@ def forward(
 
     def chunks() -> Iterator[bytes]:
         try:
-            while chunk := response.read(CHUNK):
+            while chunk := response.read1(CHUNK):
                 yield chunk
         except (OSError, http.client.HTTPException):
             return  # the upstream broke off: so does the relayed body
         finally:
             connection.close()
 
-    return response.status, content_type, chunks()
+    relayed = {name: value for name, value in response.getheaders()
+               if name.lower() not in _HOP_BY_HOP and name.lower() != "content-type"}  # fmt: skip
+    return response.status, content_type, relayed, chunks()
 
 
 def _unreachable(why: str) -> ApiError:
