@@ -51,6 +51,9 @@ Checks:
   error    stack-gpu-overcommitted  a HAMi/NVIDIA/nano-gpu/elastic-gpu GPU claimed past its size (own unit)
   warning  hami-handshake-stuck    hami.io/node-handshake[-vendor] at Requesting_ for more than 5 minutes
   warning  hami-mutex-stuck        hami.io/mutex.lock older than 5 minutes, in the future, or unreadable
+  warning  memory-unenforced       a shared GPU whose device plugin sets no memory limits (with why)
+  error    gpu-over-share          (--usage) a pod uses more than its share beside unenforced neighbours
+                                   (a warning where none is at risk)
 
 \b
 The verdict is the exit code: 0 no findings, 1 warnings only, 2 errors. When doctor itself cannot
@@ -77,13 +80,14 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
     from kubectl_gpushare.inspect import doctor
 
     def audit(
-        nodes: list[Node], pods: Iterable[Pod], configmaps: list[ConfigMap], reread: doctor.Reread | None = None
+        nodes: list[Node], pods: Iterable[Pod], configmaps: list[ConfigMap], reread: doctor.Reread | None = None,
+        usage: dict[str, protocol.UsageReport | None] | None = None, warnings: Warnings | None = None,
     ) -> _Audited:
         report = doctor.audit(
             nodes, pods, now_ns=time.time_ns(), stuck_after=options["stuck_after"], configmaps=configmaps,
-            reread=reread,
+            reread=reread, usage=usage,
         )  # fmt: skip
-        return _Audited(report)
+        return _Audited(report, warnings or Warnings())
 
     if options["from_file"] is not None:
         from kubectl_gpushare.inspect.source import configmaps_in, parse_documents
@@ -121,7 +125,13 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
             for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE):
                 yield from (pod for pod in page.items if pod.spec.node_name in wanted)
 
-        return audit(nodes, pods(), configmaps, reread)
+        usage, usage_warnings = None, Warnings()
+        if options.get("usage"):
+            from kubectl_gpushare.inspect.usage import reports_from_plugins
+
+            sharing = [n.metadata.name for n in nodes if str(n.status.capacity.get(protocol.RESOURCE_MEM, "0")) != "0"]
+            usage = reports_from_plugins(client, sharing, usage_warnings)
+        return audit(nodes, pods(), configmaps, reread, usage, usage_warnings)
 
 
 @click.command(
@@ -139,10 +149,16 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
     metavar="SECONDS",
     help="Report bound pods still ASSIGNED=false after this long.",
 )
+@click.option(
+    "--usage", is_flag=True,
+    help="Also ask each device plugin what its pods use (pods/proxy, as top does): finds gpu-over-share.",
+)  # fmt: skip
 @from_file_option
 @kube_options
 def doctor_command(**options: Any) -> None:
     """Audit a gpushare install: one line per finding with a severity; the exit code is the verdict."""
+    if options["usage"] and options["from_file"] is not None:
+        raise click.UsageError("--usage asks the device plugins of a cluster; it cannot read --from-file")
     verdict: list[int] = []
 
     def render(audited: _Audited, opts: dict[str, Any]) -> str:

@@ -125,7 +125,7 @@ def _timeout(client_timeout: float | None) -> float:
     return client_timeout if client_timeout else DEFAULT_TIMEOUT
 
 
-def _one_node(client: Client, node: str, plugin: Plugin, timeout: float) -> NodeObserved:
+def _one_node(client: Client, node: str, plugin: Plugin, timeout: float) -> protocol.UsageReport:
     """Raises KubeError or AnnotationError: that node only is unknown."""
     data = client.proxy_get(
         plugin.namespace, plugin.name, plugin.port, protocol.USAGE_PATH,
@@ -134,25 +134,27 @@ def _one_node(client: Client, node: str, plugin: Plugin, timeout: float) -> Node
     report = protocol.decode_usage_report(data)
     if report.node != node:
         raise protocol.AnnotationError(f"the document is for node {printable(report.node, 64)!r}")
-    return from_report(report)
+    return report
 
 
-def from_plugins(client: Client, nodes: Sequence[str], warnings: Warnings) -> dict[str, NodeObserved | None]:
-    """Each node's observation from its device plugin; None (and one warning for them all) where none came."""
+def reports_from_plugins(
+    client: Client, nodes: Sequence[str], warnings: Warnings
+) -> dict[str, protocol.UsageReport | None]:
+    """Each node's usage document from its device plugin; None (and one warning for them all) where none came."""
     timeout = _timeout(client.config.timeout)
-    observed: dict[str, NodeObserved | None] = dict.fromkeys(nodes)
+    reports: dict[str, protocol.UsageReport | None] = dict.fromkeys(nodes)
     if not nodes:
-        return observed
+        return reports
     try:
         plugins = plugins_by_node(client)
     except errors.KubeError as exc:
         warnings.add(f"cannot list the device-plugin pods in {PLUGIN_NAMESPACE} ({exc}): usage is unknown")
-        return observed
+        return reports
     failures: dict[str, str] = {node: "no running device-plugin pod with a usage port" for node in nodes
                                 if node not in plugins}  # fmt: skip
     asked = [node for node in nodes if node in plugins]
 
-    def ask(node: str) -> tuple[str, NodeObserved | None, str]:
+    def ask(node: str) -> tuple[str, protocol.UsageReport | None, str]:
         try:
             return node, _one_node(client, node, plugins[node], timeout), ""
         except errors.Unreachable as exc:
@@ -164,13 +166,21 @@ def from_plugins(client: Client, nodes: Sequence[str], warnings: Warnings) -> di
 
     if asked:
         with ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT, len(asked)), thread_name_prefix="top") as pool:
-            for node, seen, why in pool.map(ask, asked):
-                observed[node] = seen
-                if seen is None:
+            for node, report, why in pool.map(ask, asked):
+                reports[node] = report
+                if report is None:
                     failures[node] = why
     if failures:
         warnings.add(unknown_warning(failures))
-    return observed
+    return reports
+
+
+def from_plugins(client: Client, nodes: Sequence[str], warnings: Warnings) -> dict[str, NodeObserved | None]:
+    """Each node's observation from its device plugin (`reports_from_plugins`)."""
+    return {
+        node: None if report is None else from_report(report)
+        for node, report in reports_from_plugins(client, nodes, warnings).items()
+    }
 
 
 def unknown_warning(failures: Mapping[str, str]) -> str:
