@@ -27,6 +27,8 @@ class StandIn:
 
     def __init__(self) -> None:
         self.body: bytes = b""
+        self.metrics: bytes = b""
+        """Served at /metrics (Prometheus text exposition) when set."""
         self.status = 200
         self.headers: dict[str, str] = {"Content-Type": "application/json"}
         self.drip: float = 0.0
@@ -40,6 +42,13 @@ class StandIn:
             def do_GET(self) -> None:  # noqa: N802 - stdlib naming
                 if standin.hang.is_set():
                     standin.closing.wait(30)
+                    return
+                if self.path.split("?")[0] == protocol.METRICS_PATH and standin.metrics:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                    self.send_header("Content-Length", str(len(standin.metrics)))
+                    self.end_headers()
+                    self.wfile.write(standin.metrics)
                     return
                 if self.path.split("?")[0] != protocol.USAGE_PATH:
                     self.send_error(404)
@@ -80,6 +89,32 @@ def report(node: str, gpus: list[protocol.UsageGpu], pods: list[protocol.UsagePo
     return protocol.encode_usage_report(
         protocol.UsageReport(node, "2026-01-01T00:00:00Z", 10.0, "cgroup-limits", gpus, pods)
     )
+
+
+def exposition(data: bytes) -> bytes:
+    """The /metrics text a plugin serves for the usage document ``data``, written by prometheus-client."""
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+    usage = protocol.decode_usage_report(data)
+    registry = CollectorRegistry()
+    gpu_used = Gauge(protocol.METRIC_GPU_USED, "GPU memory in use", protocol.METRIC_LABELS_GPU, registry=registry)
+    enforced = Gauge(protocol.METRIC_GPU_ENFORCED, "1 where pod limits are enforced",
+                     (*protocol.METRIC_LABELS_GPU, "reason"), registry=registry)  # fmt: skip
+    pod_used = Gauge(protocol.METRIC_POD_USED, "pod GPU memory in use", protocol.METRIC_LABELS_POD, registry=registry)
+    pod_limit = Gauge(protocol.METRIC_POD_LIMIT, "pod hard limit", protocol.METRIC_LABELS_POD, registry=registry)
+    uuids = {gpu.index: gpu.uuid for gpu in usage.gpus}
+    for gpu in usage.gpus:
+        labels = (usage.node, str(gpu.index), gpu.uuid)
+        if gpu.used_bytes is not None:
+            gpu_used.labels(*labels).set(gpu.used_bytes)
+        enforced.labels(*labels, gpu.reason).set(int(gpu.enforcement != protocol.ENFORCE_OFF))
+    for pod in usage.pods:
+        labels = (usage.node, str(pod.gpu), uuids.get(pod.gpu, ""), pod.namespace, pod.name)
+        if pod.used_bytes is not None:
+            pod_used.labels(*labels).set(pod.used_bytes)
+        if pod.limit_bytes is not None:
+            pod_limit.labels(*labels).set(pod.limit_bytes)
+    return generate_latest(registry)
 
 
 def plugin_pod(node: str, ip: str, port: int = protocol.USAGE_PORT) -> dict[str, Any]:
