@@ -53,16 +53,23 @@ class _Loaded:
 
 
 def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Loaded:
+    """Nodes and pods as inspect reads them; meanwhile (unless -l must pick the nodes first) the plugins' usage."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from kubectl_gpushare.inspect import source, usage
 
-    with make_client(options, "top") as client:
+    with make_client(options, "top") as client, ThreadPoolExecutor(1, thread_name_prefix="usage") as background:
+        early = None
+        if not options["prometheus"] and not options["selector"]:
+            early = background.submit(usage.fetch_reports, client, options["nodes"] or None)
         snapshot = source.from_api(client, options["nodes"], options["selector"], progress, keep_pods=True)
         namespace = None if options["all_namespaces"] else options["namespace"] or client.config.namespace
         names = sorted(snapshot.names)
         if options["prometheus"]:
             observed = usage.from_prometheus(options["prometheus"], names, snapshot.warnings, client.config.timeout)
         else:
-            observed = usage.from_plugins(client, names, snapshot.warnings)
+            fetched = early.result() if early is not None else usage.fetch_reports(client, names)
+            observed = usage.observations(usage.settle(fetched, names, snapshot.warnings))
     return _Loaded(snapshot, observed, namespace, snapshot.warnings)
 
 

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 PLUGIN_NAMESPACE: Final = "kube-system"
 PLUGIN_SELECTOR: Final = "component=gpushare-device-plugin"
 """The DaemonSet's pod label (manifests/base/device-plugin.yaml; doctor reads the same one)."""
-MAX_CONCURRENT: Final = 32
-"""Plugins asked at once: enough for 1,000 nodes in a few rounds, few enough for the API server."""
+MAX_CONCURRENT: Final = 16
+"""Plugins asked at once: the client's pool of kept-alive connections (`kube._transport`), so no
+request opens a connection of its own."""
 DEFAULT_TIMEOUT: Final = 10.0
 """Seconds per plugin (and per Prometheus query) when ``--request-timeout`` is 0 (none)."""
 MAX_PROMETHEUS_BYTES: Final = 64 * 2**20
@@ -137,22 +138,27 @@ def _one_node(client: Client, node: str, plugin: Plugin, timeout: float) -> prot
     return report
 
 
-def reports_from_plugins(
-    client: Client, nodes: Sequence[str], warnings: Warnings
-) -> dict[str, protocol.UsageReport | None]:
-    """Each node's usage document from its device plugin; None (and one warning for them all) where none came."""
+class Fetched(msgspec.Struct):
+    """What the plugins answered: documents by node, and why the others did not."""
+
+    reports: dict[str, protocol.UsageReport]
+    failures: dict[str, str]
+    listing_error: str = ""
+
+
+def fetch_reports(client: Client, nodes: Sequence[str] | None = None) -> Fetched:
+    """Ask the plugins of ``nodes`` (None: of every node that has one), `MAX_CONCURRENT` at a time.
+
+    Safe to run in a thread beside other requests on the same client (``top`` lists pods meanwhile).
+    """
     timeout = _timeout(client.config.timeout)
-    reports: dict[str, protocol.UsageReport | None] = dict.fromkeys(nodes)
-    if not nodes:
-        return reports
+    fetched = Fetched({}, {})
     try:
         plugins = plugins_by_node(client)
     except errors.KubeError as exc:
-        warnings.add(f"cannot list the device-plugin pods in {PLUGIN_NAMESPACE} ({exc}): usage is unknown")
-        return reports
-    failures: dict[str, str] = {node: "no running device-plugin pod with a usage port" for node in nodes
-                                if node not in plugins}  # fmt: skip
-    asked = [node for node in nodes if node in plugins]
+        fetched.listing_error = f"cannot list the device-plugin pods in {PLUGIN_NAMESPACE} ({exc}): usage is unknown"
+        return fetched
+    asked = [node for node in (plugins if nodes is None else nodes) if node in plugins]
 
     def ask(node: str) -> tuple[str, protocol.UsageReport | None, str]:
         try:
@@ -167,20 +173,43 @@ def reports_from_plugins(
     if asked:
         with ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT, len(asked)), thread_name_prefix="top") as pool:
             for node, report, why in pool.map(ask, asked):
-                reports[node] = report
                 if report is None:
-                    failures[node] = why
+                    fetched.failures[node] = why
+                else:
+                    fetched.reports[node] = report
+    return fetched
+
+
+def settle(fetched: Fetched, nodes: Sequence[str], warnings: Warnings) -> dict[str, protocol.UsageReport | None]:
+    """Each of ``nodes`` with its document or None; one warning names the nodes without one."""
+    if fetched.listing_error:
+        warnings.add(fetched.listing_error)
+        return dict.fromkeys(nodes)
+    reports: dict[str, protocol.UsageReport | None] = {node: fetched.reports.get(node) for node in nodes}
+    failures = {node: fetched.failures.get(node, "no running device-plugin pod with a usage port")
+                for node, report in reports.items() if report is None}  # fmt: skip
     if failures:
         warnings.add(unknown_warning(failures))
     return reports
 
 
+def reports_from_plugins(
+    client: Client, nodes: Sequence[str], warnings: Warnings
+) -> dict[str, protocol.UsageReport | None]:
+    """Each node's usage document from its device plugin; None (and one warning for them all) where none came."""
+    if not nodes:
+        return {}
+    return settle(fetch_reports(client, nodes), nodes, warnings)
+
+
+def observations(reports: Mapping[str, protocol.UsageReport | None]) -> dict[str, NodeObserved | None]:
+    """Documents as observations (`inspect.top.from_report`)."""
+    return {node: None if report is None else from_report(report) for node, report in reports.items()}
+
+
 def from_plugins(client: Client, nodes: Sequence[str], warnings: Warnings) -> dict[str, NodeObserved | None]:
     """Each node's observation from its device plugin (`reports_from_plugins`)."""
-    return {
-        node: None if report is None else from_report(report)
-        for node, report in reports_from_plugins(client, nodes, warnings).items()
-    }
+    return observations(reports_from_plugins(client, nodes, warnings))
 
 
 def unknown_warning(failures: Mapping[str, str]) -> str:

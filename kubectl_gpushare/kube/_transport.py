@@ -339,6 +339,7 @@ def _read_bounded(response: http.client.HTTPResponse, max_bytes: int | None, dea
             raise ReplyTooLarge("the reply did not arrive in time")
         chunk = response.read1(_READ_CHUNK)  # one recv at most: a slow drip cannot outlast the deadline
         if not chunk:
+            response.read()  # read1 leaves a finished body open; this marks it done, so the connection is reusable
             return b"".join(parts)
         size += len(chunk)
         if max_bytes is not None and size > max_bytes:

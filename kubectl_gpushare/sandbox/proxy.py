@@ -33,6 +33,10 @@ DIAL_TIMEOUT: Final = 5.0
 """Seconds to connect to a target (the real proxy's dialer uses 30 s; tests want less)."""
 READ_TIMEOUT: Final = 60.0
 CHUNK: Final = 64 * 1024
+WHOLE_BODY: Final = 1 << 20
+"""A reply with a Content-Length up to this is read whole and its connection kept for the next request."""
+MAX_IDLE_PER_TARGET: Final = 4
+_STALE: Final = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 _FORWARDED_HEADERS: Final = ("Accept", "Content-Type", "User-Agent")
 _HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
                                 "trailer", "transfer-encoding", "upgrade", "content-length", "date", "server"})
@@ -68,6 +72,22 @@ class ProxyTargets:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._targets: dict[tuple[str, str, str], tuple[str, int]] = {}
+        self._idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+
+    def connection(self, key: tuple[str, str, int]) -> tuple[http.client.HTTPConnection | None, bool]:
+        """A kept-alive connection to ``(scheme, host, port)``, if one is idle (as Go's transport keeps them)."""
+        with self._lock:
+            idle = self._idle.get(key)
+            return (idle.pop(), True) if idle else (None, False)
+
+    def keep(self, key: tuple[str, str, int], connection: http.client.HTTPConnection) -> None:
+        """Put a connection whose reply was read whole back for reuse (a few per target; more are closed)."""
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            if len(idle) < MAX_IDLE_PER_TARGET:
+                idle.append(connection)
+                return
+        connection.close()
 
     def register(self, namespace: str, pod: str, port: int | str, host: str, target_port: int) -> None:
         """Relay ``pods/<pod>:<port>/proxy`` to ``host:target_port``.
@@ -88,7 +108,20 @@ class ProxyTargets:
     def unregister(self, namespace: str, pod: str, port: int | str) -> None:
         """Forget a target (the pod's port then refuses connections)."""
         with self._lock:
-            self._targets.pop((namespace, pod, str(port)), None)
+            found = self._targets.pop((namespace, pod, str(port)), None)
+            idle = [c for (_, host, port_), conns in self._idle.items() if (host, port_) == found for c in conns]
+            for key in [k for k in self._idle if (k[1], k[2]) == found]:
+                del self._idle[key]
+        for connection in idle:
+            connection.close()
+
+    def close(self) -> None:
+        """Close every kept-alive connection (the sandbox stops)."""
+        with self._lock:
+            idle = [c for conns in self._idle.values() for c in conns]
+            self._idle.clear()
+        for connection in idle:
+            connection.close()
 
     def lookup(self, namespace: str, pod: str, port: str, names: Mapping[str, str]) -> tuple[str, int] | None:
         """The target for a numeric ``port``, registered by number or by a name in ``names`` (name -> number)."""
@@ -136,8 +169,8 @@ def forward(
     query: Mapping[str, str],
     headers: Mapping[str, str],
     body: bytes,
-) -> tuple[int, str, dict[str, str], Iterator[bytes]]:
-    """Relay one request to the pod's target: (status, content type, other headers, body chunks).
+) -> tuple[int, str, dict[str, str], bytes | Iterator[bytes]]:
+    """Relay one request to the pod's target: (status, content type, other headers, body or its chunks).
 
     Response headers come back as the real proxy copies them, less the hop-by-hop ones (the
     sandbox re-frames the body with chunked encoding).
@@ -158,20 +191,46 @@ def forward(
         where = f"{ip}:{port}" if port else ip
         raise _unreachable(f"dial tcp {where}: connect: connection refused")
     host, target_port = found
-    connection_type = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-    connection = connection_type(host, target_port, timeout=DIAL_TIMEOUT)
     url = quote(path or "/", safe="/:@!$&'()*+,;=-._~%") + (f"?{urlencode(query)}" if query else "")
-    try:
-        connection.connect()
-        assert connection.sock is not None
-        connection.sock.settimeout(READ_TIMEOUT)
-        send = {name: value for name, value in headers.items() if name in _FORWARDED_HEADERS}
-        connection.request(method, url, body=body or None, headers=send)
-        response = connection.getresponse()
-    except (OSError, http.client.HTTPException) as exc:
-        connection.close()
-        raise _unreachable(f"{type(exc).__name__}: {exc}") from None
+    send = {name: value for name, value in headers.items() if name in _FORWARDED_HEADERS}
+    key = (scheme or "http", host, target_port)
+    reusable = method in ("GET", "HEAD")
+    connection, reused = targets.connection(key) if reusable else (None, False)
+    while True:
+        if connection is None:
+            connection_type = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+            connection, reused = connection_type(host, target_port, timeout=DIAL_TIMEOUT), False
+        try:
+            if connection.sock is None:
+                connection.connect()
+                assert connection.sock is not None
+                connection.sock.settimeout(READ_TIMEOUT)
+            connection.request(method, url, body=body or None, headers=send)
+            response = connection.getresponse()
+            break
+        except _STALE as exc:
+            connection.close()
+            if not reused:
+                raise _unreachable(f"{type(exc).__name__}: {exc}") from None
+            connection = None  # the target had closed the kept-alive connection: once more, fresh
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            raise _unreachable(f"{type(exc).__name__}: {exc}") from None
     content_type = response.getheader("Content-Type") or "text/plain; charset=utf-8"
+    relayed = {name: value for name, value in response.getheaders()
+               if name.lower() not in _HOP_BY_HOP and name.lower() != "content-type"}  # fmt: skip
+    if response.length is not None and response.length <= WHOLE_BODY:
+        held = connection
+        try:
+            data = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            held.close()
+            raise _unreachable(f"{type(exc).__name__}: {exc}") from None
+        if response.will_close or not reusable:
+            held.close()
+        else:
+            targets.keep(key, held)
+        return response.status, content_type, relayed, data
 
     def chunks() -> Iterator[bytes]:
         try:
@@ -180,10 +239,9 @@ def forward(
         except (OSError, http.client.HTTPException):
             return  # the upstream broke off: so does the relayed body
         finally:
-            connection.close()
+            held.close()
 
-    relayed = {name: value for name, value in response.getheaders()
-               if name.lower() not in _HOP_BY_HOP and name.lower() != "content-type"}  # fmt: skip
+    held = connection
     return response.status, content_type, relayed, chunks()
 
 

@@ -349,11 +349,13 @@ class Api:
             raise errors.not_found("pods", name)
         wanted = ("Accept", "Content-Type", "User-Agent")
         headers = {key: value for key in wanted if (value := request.headers.get(key))}
-        status, content_type, relayed, chunks = proxy.forward(
+        status, content_type, relayed, body = proxy.forward(
             self.proxy_targets, entry.object(), target.name, request.method, target.proxy_path, request.query,
             headers, request.body,
         )  # fmt: skip
-        return Response(status, content_type=content_type, headers=relayed, stream=chunks)
+        if isinstance(body, bytes):
+            return Response(status, body, content_type=content_type, headers=relayed)
+        return Response(status, content_type=content_type, headers=relayed, stream=body)
 
     # --- reads ---------------------------------------------------------------------------------
     def _entry(self, target: Target) -> Entry:

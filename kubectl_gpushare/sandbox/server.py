@@ -290,6 +290,7 @@ class Sandbox:
         server, self._server = self._server, None
         if server is None:
             return
+        self.api.proxy_targets.close()
         # Refuse new connections first, so a client whose watch ends below cannot reconnect to a
         # server that is going away; then end the watches and close the open connections.
         server.shutdown()
