@@ -8,7 +8,9 @@ The sandbox runs in this process with one device-plugin pod per node, each the `
 target of a stand-in usage server (all of them served by one asyncio loop on loopback, a port
 each, answering each node's `protocol.UsageReport` built from the pods placed there). Each
 command runs as a user runs it (the console script in its own process), median of N interleaved
-rounds after a warm-up round. Goal: ``top`` within 2x of ``kubectl inspect gpushare``.
+rounds after a warm-up round. Goal: ``top`` within 2x of ``kubectl inspect gpushare``. The proxy
+floor, a process that only fetches every document through the sandbox's ``pods/proxy``, shows what
+of ``top``'s time is the stand-in API server relaying 1,000 requests (kube-apiserver does this in Go).
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ from kubectl_gpushare.sandbox.server import Sandbox  # noqa: E402
 from kubectl_gpushare.sandbox.spec import generate_cluster  # noqa: E402
 
 GPUSHARE = str(BIN / "kubectl-gpushare")
+PROXY_FLOOR = r"""
+from kubectl_gpushare.inspect.usage import fetch_reports
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.config import load_config
+
+with Client(load_config(), component="bench-floor") as client:
+    assert not fetch_reports(client).failures
+"""
+"""What the proxying alone costs here: every plugin's document through the sandbox, nothing else."""
 GIB = 1 << 30
 GPUS = 8
 GPU_MEMORY = 80
@@ -161,6 +172,7 @@ def main() -> None:
             env = dict(os.environ, KUBECONFIG=str(sandbox.write_kubeconfig(Path(tmp) / "kubeconfig")))
             commands = {
                 "inspect": [INSPECT], "top": [GPUSHARE, "top", "-A"], "top-json": [GPUSHARE, "top", "-A", "-o", "json"],
+                "proxy-floor": [sys.executable, "-c", PROXY_FLOOR],
             }
             times: dict[str, list[float]] = {name: [] for name in commands}
             print(f"== {nodes:,} nodes x {GPUS} GPUs, {pods:,} pods, {nodes:,} plugins; median of {runs}")
@@ -173,10 +185,13 @@ def main() -> None:
     finally:
         sandbox.stop()
         plugins.stop()
-    inspect, top, top_json = (statistics.median(times[name]) for name in ("inspect", "top", "top-json"))
+    inspect, top, top_json, floor = (
+        statistics.median(times[name]) for name in ("inspect", "top", "top-json", "proxy-floor")
+    )
     print(f"kubectl inspect gpushare     : {inspect:7.2f} s")
     print(f"kubectl gpushare top -A      : {top:7.2f} s   ratio {top / inspect:5.2f} (goal <= 2)")
     print(f"kubectl gpushare top -o json : {top_json:7.2f} s   ratio {top_json / inspect:5.2f}")
+    print(f"proxy floor (documents only) : {floor:7.2f} s   ratio {floor / inspect:5.2f}  (the sandbox's pods/proxy)")
 
 
 if __name__ == "__main__":
