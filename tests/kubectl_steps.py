@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
@@ -21,6 +22,15 @@ def create_gpu_pod(kubectl: str, env: Mapping[str, str], name: str, gib: int, *,
                                env=dict(env), capture_output=True, text=True, timeout=60).stdout  # fmt: skip
         time.sleep(0.2)
     return phase
+
+
+def default_signals() -> None:
+    """``preexec_fn`` for a child the test will interrupt: Ctrl-C as a terminal delivers it.
+
+    A shell that starts the test runner in the background (``bash .ci/run &``) leaves SIGINT ignored,
+    children inherit that, and a Python child then never installs its KeyboardInterrupt handler.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @contextmanager

@@ -2,7 +2,8 @@
 
 Owns bytes on the wire only: reading a request with its Content-Length (refusing oversized bodies
 before reading them), writing the app's `Response`, keep-alive, and optional TLS for
-kube-scheduler's ``enableHTTPS``. Routing, replies and metrics are the app's.
+kube-scheduler's ``enableHTTPS`` and the admission webhook (the key pair is reloaded when its files
+change: `certs`). Routing, replies and metrics are the app's.
 
 Every resource a client can hold is bounded (`Limits`): open connections (one thread each; past
 the cap a new connection gets 503 and is closed), request bodies being read or handled at once
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from kubectl_gpushare.extender.app import ExtenderApp, Response
+from kubectl_gpushare.extender.certs import ReloadingKeyPair
 
 log = logging.getLogger("kubectl_gpushare.extender.httpd")
 
@@ -91,6 +93,7 @@ class _Server(ThreadingHTTPServer):
     budget: _Budget
     connections: threading.BoundedSemaphore
     tls: bool = False
+    key_pair: ReloadingKeyPair | None = None
 
     def handle_error(self, request: object, client_address: object) -> None:
         """Log a broken connection (TLS handshake failure, reset) in one line instead of a traceback."""
@@ -272,15 +275,14 @@ def start_http_server(
     httpd.budget = _Budget(httpd.limits.max_inflight_bytes)
     httpd.connections = threading.BoundedSemaphore(httpd.limits.max_connections)
     if tls_cert_file and tls_key_file:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
         try:
-            context.load_cert_chain(tls_cert_file, tls_key_file)
+            httpd.key_pair = ReloadingKeyPair(tls_cert_file, tls_key_file)
         except (OSError, ssl.SSLError):
             httpd.server_close()
             raise
         # The handshake runs in the handler thread on first read, so a slow client cannot stall accept().
-        httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+        httpd.socket = httpd.key_pair.dispatch.wrap_socket(httpd.socket, server_side=True,
+                                                           do_handshake_on_connect=False)
         httpd.tls = True
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.2},
                               name="extender-http", daemon=True)

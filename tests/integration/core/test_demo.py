@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from kubectl_steps import create_gpu_pod, reaped
+from kubectl_steps import create_gpu_pod, default_signals, reaped
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ def test_demo_keep_schedules_new_pods_and_stops_cleanly(
     script = Path(sys.executable).parent / "kubectl-gpushare"
     with tempfile.TemporaryDirectory(prefix="gdk") as short_tmp:
         process = subprocess.Popen([str(script), "demo", "--keep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True, env=dict(os.environ, TMPDIR=short_tmp))
+                                   text=True, env=dict(os.environ, TMPDIR=short_tmp), preexec_fn=default_signals)
         with reaped(process):
             assert process.stdout is not None
             kubeconfig = ""

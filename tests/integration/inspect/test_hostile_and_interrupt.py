@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubectl_steps import default_signals
 from unit.inspect import hostile
 
 from kubectl_gpushare.inspect import command
@@ -55,8 +56,7 @@ def test_ctrl_c_exits_130_at_once_while_the_server_never_answers(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # A shell may start test runners with SIGINT ignored; the child must see Ctrl-C as a terminal sends it.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_signals,
     )
     try:
         with listener:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kubectl_steps import default_signals
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +20,8 @@ SCRIPT = Path(sys.executable).parent / "kubectl-gpushare"
 
 def start(*args: str) -> tuple[subprocess.Popen[str], int]:
     process = subprocess.Popen(
-        [str(SCRIPT), "sandbox", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [str(SCRIPT), "sandbox", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=default_signals,
     )
     assert process.stdout is not None
     banner = process.stdout.readline()

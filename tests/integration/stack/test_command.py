@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubectl_steps import create_gpu_pod, reaped
+from kubectl_steps import create_gpu_pod, default_signals, reaped
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +35,7 @@ def test_stack_schedules_and_stops_without_leftovers(
     process = subprocess.Popen(
         [str(SCRIPT), "sandbox", "--stack", "--spec", str(spec), "--kubeconfig", str(kubeconfig)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(short_tmp)),
+        preexec_fn=default_signals,
     )
     with reaped(process):
         assert process.stdout is not None
