@@ -114,3 +114,17 @@ def test_without_permission_to_proxy_every_node_is_unknown_and_the_view_stands(
         result = kubectl("gpushare", "top", "-A", "--kubeconfig", str(viewer))
     assert "alpha    0    6144Mi     <unknown>" in result.stdout
     assert "alpha: HTTP 403" in result.stderr
+
+
+def test_what_top_asks_for_is_what_docs_top_md_lists(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
+    from kubectl_gpushare.sandbox.rbac import rules_from_requests
+
+    sandbox.load(usage_standin.cluster())
+    with plugins(sandbox):
+        kubectl("gpushare", "top", "-A", "--request-timeout", "2s")
+    rules = rules_from_requests(sandbox.requests, component="top")
+    assert [(r["resources"], r["verbs"]) for r in rules] == [
+        (["nodes"], ["list"]), (["pods"], ["list"]), (["pods/proxy"], ["get"]),
+    ]
+    proxied = {r.namespace for r in sandbox.requests if r.subresource == "proxy"}
+    assert proxied == {"kube-system"}
