@@ -127,10 +127,10 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
 
         usage, usage_warnings = None, Warnings()
         if options.get("usage"):
-            from kubectl_gpushare.inspect.usage import reports_from_plugins
+            from kubectl_gpushare.inspect.usage import reports_from_plugins, usage_timeout
 
             sharing = [n.metadata.name for n in nodes if str(n.status.capacity.get(protocol.RESOURCE_MEM, "0")) != "0"]
-            usage = reports_from_plugins(client, sharing, usage_warnings)
+            usage = reports_from_plugins(client, sharing, usage_warnings, usage_timeout(options["request_timeout"]))
         return audit(nodes, pods(), configmaps, reread, usage, usage_warnings)
 
 

@@ -59,16 +59,16 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Loaded:
     from kubectl_gpushare.inspect import source, usage
 
     with make_client(options, "top") as client, ThreadPoolExecutor(1, thread_name_prefix="usage") as background:
-        early = None
+        early, timeout = None, usage.usage_timeout(options["request_timeout"])
         if not options["prometheus"] and not options["selector"]:
-            early = background.submit(usage.fetch_reports, client, options["nodes"] or None)
+            early = background.submit(usage.fetch_reports, client, options["nodes"] or None, timeout)
         snapshot = source.from_api(client, options["nodes"], options["selector"], progress, keep_pods=True)
         namespace = None if options["all_namespaces"] else options["namespace"] or client.config.namespace
         names = sorted(snapshot.names)
         if options["prometheus"]:
-            observed = usage.from_prometheus(options["prometheus"], names, snapshot.warnings, client.config.timeout)
+            observed = usage.from_prometheus(options["prometheus"], names, snapshot.warnings, timeout)
         else:
-            fetched = early.result() if early is not None else usage.fetch_reports(client, names)
+            fetched = early.result() if early is not None else usage.fetch_reports(client, names, timeout)
             observed = usage.observations(usage.settle(fetched, names, snapshot.warnings))
     return _Loaded(snapshot, observed, namespace, snapshot.warnings)
 

@@ -15,6 +15,7 @@ bounded the same way; a node with no series is unknown.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import math
 import ssl
@@ -122,15 +123,26 @@ def plugins_by_node(client: Client) -> dict[str, Plugin]:
     return dict(sorted(found.items()))
 
 
+def usage_timeout(request_timeout: str | None) -> float:
+    """Seconds every plugin together has to answer: ``--request-timeout`` when given (not 0), else `DEFAULT_TIMEOUT`.
+
+    Raises:
+        ConfigError: the flag's value is not a duration.
+    """
+    from kubectl_gpushare.kube.config import parse_request_timeout
+
+    return parse_request_timeout(request_timeout) or DEFAULT_TIMEOUT
+
+
 def _timeout(client_timeout: float | None) -> float:
     return client_timeout if client_timeout else DEFAULT_TIMEOUT
 
 
-def _one_node(client: Client, node: str, plugin: Plugin, timeout: float) -> protocol.UsageReport:
+def _one_node(client: Client, node: str, plugin: Plugin, deadline: float) -> protocol.UsageReport:
     """Raises KubeError or AnnotationError: that node only is unknown."""
     data = client.proxy_get(
-        plugin.namespace, plugin.name, plugin.port, protocol.USAGE_PATH,
-        max_bytes=protocol.MAX_USAGE_BYTES, deadline=time.monotonic() + timeout,
+        plugin.namespace, plugin.name, plugin.port, protocol.USAGE_PATH, max_bytes=protocol.MAX_USAGE_BYTES,
+        deadline=deadline,
     )  # fmt: skip
     report = protocol.decode_usage_report(data)
     if report.node != node:
@@ -146,12 +158,13 @@ class Fetched(msgspec.Struct):
     listing_error: str = ""
 
 
-def fetch_reports(client: Client, nodes: Sequence[str] | None = None) -> Fetched:
+def fetch_reports(client: Client, nodes: Sequence[str] | None = None, timeout: float = DEFAULT_TIMEOUT) -> Fetched:
     """Ask the plugins of ``nodes`` (None: of every node that has one), `MAX_CONCURRENT` at a time.
 
+    All of them together get ``timeout`` seconds: a plugin that has not answered by then, or was
+    not yet asked, is "timed out", so a thousand hung plugins cost one timeout, not a thousand.
     Safe to run in a thread beside other requests on the same client (``top`` lists pods meanwhile).
     """
-    timeout = _timeout(client.config.timeout)
     fetched = Fetched({}, {})
     try:
         plugins = plugins_by_node(client)
@@ -159,24 +172,33 @@ def fetch_reports(client: Client, nodes: Sequence[str] | None = None) -> Fetched
         fetched.listing_error = f"cannot list the device-plugin pods in {PLUGIN_NAMESPACE} ({exc}): usage is unknown"
         return fetched
     asked = [node for node in (plugins if nodes is None else nodes) if node in plugins]
+    if not asked:
+        return fetched
+    from kubectl_gpushare.kube.client import Client as ProxyClient
+
+    deadline = time.monotonic() + timeout
+    proxy = ProxyClient(dataclasses.replace(client.config, timeout=timeout), client.user_agent, retry=None)
 
     def ask(node: str) -> tuple[str, protocol.UsageReport | None, str]:
+        if time.monotonic() >= deadline:
+            return node, None, "timed out"
         try:
-            return node, _one_node(client, node, plugins[node], timeout), ""
+            return node, _one_node(proxy, node, plugins[node], deadline), ""
         except errors.Unreachable as exc:
             return node, None, "timed out" if exc.timeout else "unreachable"
+        except errors.ReplyTooLarge as exc:
+            return node, None, "timed out" if "in time" in str(exc) else printable(str(exc), 120)
         except errors.ApiError as exc:
             return node, None, f"HTTP {exc.status}"
         except (errors.KubeError, protocol.AnnotationError) as exc:
             return node, None, printable(str(exc), 120)
 
-    if asked:
-        with ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT, len(asked)), thread_name_prefix="top") as pool:
-            for node, report, why in pool.map(ask, asked):
-                if report is None:
-                    fetched.failures[node] = why
-                else:
-                    fetched.reports[node] = report
+    with proxy, ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT, len(asked)), thread_name_prefix="top") as pool:
+        for node, report, why in pool.map(ask, asked):
+            if report is None:
+                fetched.failures[node] = why
+            else:
+                fetched.reports[node] = report
     return fetched
 
 
@@ -194,12 +216,12 @@ def settle(fetched: Fetched, nodes: Sequence[str], warnings: Warnings) -> dict[s
 
 
 def reports_from_plugins(
-    client: Client, nodes: Sequence[str], warnings: Warnings
+    client: Client, nodes: Sequence[str], warnings: Warnings, timeout: float = DEFAULT_TIMEOUT
 ) -> dict[str, protocol.UsageReport | None]:
     """Each node's usage document from its device plugin; None (and one warning for them all) where none came."""
     if not nodes:
         return {}
-    return settle(fetch_reports(client, nodes), nodes, warnings)
+    return settle(fetch_reports(client, nodes, timeout), nodes, warnings)
 
 
 def observations(reports: Mapping[str, protocol.UsageReport | None]) -> dict[str, NodeObserved | None]:
@@ -207,9 +229,11 @@ def observations(reports: Mapping[str, protocol.UsageReport | None]) -> dict[str
     return {node: None if report is None else from_report(report) for node, report in reports.items()}
 
 
-def from_plugins(client: Client, nodes: Sequence[str], warnings: Warnings) -> dict[str, NodeObserved | None]:
+def from_plugins(
+    client: Client, nodes: Sequence[str], warnings: Warnings, timeout: float = DEFAULT_TIMEOUT
+) -> dict[str, NodeObserved | None]:
     """Each node's observation from its device plugin (`reports_from_plugins`)."""
-    return observations(reports_from_plugins(client, nodes, warnings))
+    return observations(reports_from_plugins(client, nodes, warnings, timeout))
 
 
 def unknown_warning(failures: Mapping[str, str]) -> str:

@@ -8,7 +8,9 @@ stand-in, as they go through kube-apiserver in a cluster.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,3 +130,32 @@ def test_what_top_asks_for_is_what_docs_top_md_lists(sandbox: Sandbox, kubectl: 
     ]
     proxied = {r.namespace for r in sandbox.requests if r.subresource == "proxy"}
     assert proxied == {"kube-system"}
+
+
+def test_many_hung_plugins_cost_one_timeout_together(sandbox: Sandbox) -> None:
+    import time
+
+    from kubectl_gpushare.inspect import usage
+    from kubectl_gpushare.kube.client import Client
+    from kubectl_gpushare.kube.config import load_config
+    from kubectl_gpushare.sandbox.spec import node_object
+
+    count = usage.MAX_CONCURRENT * 3
+    names = [f"hung-{number:02d}" for number in range(count)]
+    sandbox.load([node_object(name, [8], ip=f"10.6.0.{number + 1}") for number, name in enumerate(names)]
+                 + [usage_standin.plugin_pod(name, f"10.6.1.{number + 1}") for number, name in enumerate(names)])
+    hung = usage_standin.StandIn()
+    hung.hang.set()
+    try:
+        for name in names:
+            sandbox.register_proxy_target("kube-system", f"gpushare-device-plugin-{name}", protocol.USAGE_PORT,
+                                          "127.0.0.1", hung.port)  # fmt: skip
+        kubeconfig = sandbox.write_kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")
+        with Client(load_config(kubeconfig=str(kubeconfig)), component="top") as client:
+            start = time.monotonic()
+            fetched = usage.fetch_reports(client, None, timeout=1.5)
+            elapsed = time.monotonic() - start
+    finally:
+        hung.close()
+    assert fetched.failures == dict.fromkeys(names, "timed out") and not fetched.reports
+    assert elapsed < 4.0, f"{count} hung plugins took {elapsed:.1f}s; three rounds of 1.5s would be 4.5s"
