@@ -41,12 +41,12 @@ from kubectl_gpushare.deviceplugin.devices import (  # noqa: E402
     check_budget,
     smallest_fitting_size,
 )
-from kubectl_gpushare.deviceplugin.fake_backend import FakeBackend  # noqa: E402
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim  # noqa: E402
 from kubectl_gpushare.deviceplugin.servicer import Advertisement, DevicePluginServicer  # noqa: E402
 from kubectl_gpushare.kube import types  # noqa: E402
 from kubectl_gpushare.kube.client import Client  # noqa: E402
 from kubectl_gpushare.kube.config import load_config  # noqa: E402
+from kubectl_gpushare.node.fake_backend import FakeBackend  # noqa: E402
 from kubectl_gpushare.sandbox.server import Sandbox  # noqa: E402
 from kubectl_gpushare.sandbox.spec import namespace_object, node_object, pod_object  # noqa: E402
 

@@ -25,8 +25,8 @@ from typing import Literal, Protocol
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin import allocator
 from kubectl_gpushare.deviceplugin.devices import Inventory
-from kubectl_gpushare.deviceplugin.gpus import GpuDevice
 from kubectl_gpushare.ledger import COMPLETED_PHASES, PodRecord
+from kubectl_gpushare.node.gpus import GpuDevice
 
 log = logging.getLogger(__name__)
 

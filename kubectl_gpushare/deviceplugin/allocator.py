@@ -41,8 +41,8 @@ from typing import Literal
 import msgspec
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.deviceplugin.gpus import GpuDevice
 from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
+from kubectl_gpushare.node.gpus import GpuDevice
 
 VisibleMode = Literal["index", "uuid"]
 

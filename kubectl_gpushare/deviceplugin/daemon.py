@@ -31,8 +31,6 @@ from kubectl_gpushare.deviceplugin._api import deviceplugin_pb2_grpc as api_grpc
 from kubectl_gpushare.deviceplugin.allocation import AllocationBook, AssignmentRecorder, PodSource
 from kubectl_gpushare.deviceplugin.allocator import VisibleMode
 from kubectl_gpushare.deviceplugin.devices import DeviceConfigError, Inventory, MemoryUnit
-from kubectl_gpushare.deviceplugin.fake_backend import FakeBackend
-from kubectl_gpushare.deviceplugin.gpus import BackendError, GpuBackend, HealthEvent, NullBackend
 from kubectl_gpushare.deviceplugin.kubelet import (
     Registration,
     RegistrationError,
@@ -43,6 +41,8 @@ from kubectl_gpushare.deviceplugin.kubelet import (
 )
 from kubectl_gpushare.deviceplugin.servicer import POOL_SIZE, Advertisement, DevicePluginServicer
 from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE
+from kubectl_gpushare.node.fake_backend import FakeBackend
+from kubectl_gpushare.node.gpus import BackendError, GpuBackend, HealthEvent, NullBackend
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ def make_backend(cfg: Config) -> GpuBackend:
             return FakeBackend.from_spec(cfg.fake_gpus, seed=cfg.node_name, ignored_xids=cfg.ignored_xids)
         except BackendError as exc:
             raise DaemonError(str(exc), EXIT_CONFIG) from exc
-    from kubectl_gpushare.deviceplugin.nvml_backend import NvmlBackend
+    from kubectl_gpushare.node.nvml_backend import NvmlBackend
 
     try:
         return NvmlBackend.start(cfg.ignored_xids)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.deviceplugin.gpus import GpuDevice
+from kubectl_gpushare.node.gpus import GpuDevice
 
 HEALTHY: Final = "Healthy"
 UNHEALTHY: Final = "Unhealthy"

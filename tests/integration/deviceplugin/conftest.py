@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, Plugin, serve
-from kubectl_gpushare.deviceplugin.fake_backend import FakeBackend
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.node.fake_backend import FakeBackend
 from kubectl_gpushare.sandbox.server import Sandbox
 from kubectl_gpushare.sandbox.spec import namespace_object, node_object, pod_object
 

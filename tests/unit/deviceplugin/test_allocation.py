@@ -17,8 +17,8 @@ from kubectl_gpushare.deviceplugin.allocation import (
     SharedRefresh,
 )
 from kubectl_gpushare.deviceplugin.devices import Inventory, MemoryUnit
-from kubectl_gpushare.deviceplugin.fake_backend import FakeBackend
 from kubectl_gpushare.ledger import PodRecord
+from kubectl_gpushare.node.fake_backend import FakeBackend
 
 
 def pod(name: str, units: int, *, gpu: int = 0, assigned: str | None = "false") -> PodRecord:

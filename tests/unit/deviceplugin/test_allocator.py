@@ -13,8 +13,8 @@ from kubectl_gpushare.deviceplugin.allocator import (
     preferred_devices,
 )
 from kubectl_gpushare.deviceplugin.devices import Inventory, MemoryUnit
-from kubectl_gpushare.deviceplugin.fake_backend import FakeBackend
 from kubectl_gpushare.ledger import PodRecord
+from kubectl_gpushare.node.fake_backend import FakeBackend
 
 
 def pod(

@@ -16,8 +16,8 @@ from kubectl_gpushare.deviceplugin.devices import (
     parse_memory_unit,
     smallest_fitting_size,
 )
-from kubectl_gpushare.deviceplugin.fake_backend import fake_uuid
-from kubectl_gpushare.deviceplugin.gpus import GpuDevice
+from kubectl_gpushare.node.fake_backend import fake_uuid
+from kubectl_gpushare.node.gpus import GpuDevice
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -14,7 +14,7 @@ import re
 import threading
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.deviceplugin.gpus import BackendError, GpuDevice, HealthEvent, HealthSink
+from kubectl_gpushare.node.gpus import BackendError, GpuDevice, HealthEvent, HealthSink
 
 _GROUP = re.compile(r"^\s*(?:(\d+)\s*[xX*]\s*)?(\d+)\s*(GiB|MiB|Gi|Mi|G|M)\s*(?::\s*(.+?))?\s*$")
 _UNIT_BYTES = {"gib": 1 << 30, "gi": 1 << 30, "g": 1 << 30, "mib": 1 << 20, "mi": 1 << 20, "m": 1 << 20}

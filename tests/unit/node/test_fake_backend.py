@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from kubectl_gpushare.deviceplugin.fake_backend import FakeBackend, FakeSpecError, fake_uuid, parse_fake_gpus
-from kubectl_gpushare.deviceplugin.gpus import BackendError, HealthEvent
+from kubectl_gpushare.node.fake_backend import FakeBackend, FakeSpecError, fake_uuid, parse_fake_gpus
+from kubectl_gpushare.node.gpus import BackendError, HealthEvent
 
 GIB = 1 << 30
 

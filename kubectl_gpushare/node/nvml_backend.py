@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.deviceplugin.gpus import BackendError, GpuDevice, HealthEvent, HealthSink
+from kubectl_gpushare.node.gpus import BackendError, GpuDevice, HealthEvent, HealthSink
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pynvml as real
 import pytest
 
-from kubectl_gpushare.deviceplugin.gpus import BackendError, HealthEvent
-from kubectl_gpushare.deviceplugin.nvml_backend import NvmlBackend
+from kubectl_gpushare.node.gpus import BackendError, HealthEvent
+from kubectl_gpushare.node.nvml_backend import NvmlBackend
 
 _spec = importlib.util.spec_from_file_location("fake_pynvml", Path(__file__).with_name("fake_pynvml.py"))
 assert _spec and _spec.loader
