@@ -9,12 +9,22 @@ test or the demo injects them (`inject_xid`, `set_health`, `remove_gpu`, `add_gp
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
 import re
 import threading
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.node.gpus import BackendError, GpuDevice, HealthEvent, HealthSink
+from kubectl_gpushare.node.gpus import (
+    MEMORY_LIMIT_MAX,
+    BackendError,
+    GpuDevice,
+    HealthEvent,
+    HealthSink,
+    LimitsUnsupportedError,
+    MemoryLimits,
+    ProcessUsage,
+)
 
 _GROUP = re.compile(r"^\s*(?:(\d+)\s*[xX*]\s*)?(\d+)\s*(GiB|MiB|Gi|Mi|G|M)\s*(?::\s*(.+?))?\s*$")
 _UNIT_BYTES = {"gib": 1 << 30, "gi": 1 << 30, "g": 1 << 30, "mib": 1 << 20, "mi": 1 << 20, "m": 1 << 20}
@@ -59,8 +69,25 @@ def fake_uuid(seed: str, index: int) -> str:
     return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
 
+class FakeOutOfMemoryError(BackendError):
+    """An allocation the driver refuses: past the cgroup's hard limit, or past the GPU's memory.
+
+    MPS v3 Memory Partitioning: the hard limit "is enforced at allocation time; an allocation that
+    would exceed it fails with an out-of-memory error" (CUDA's ``cudaErrorMemoryAllocation``).
+    """
+
+
 class FakeBackend:
-    """GPUs from a spec, with health events injected by the caller."""
+    """GPUs from a spec, with health events injected by the caller, and per-cgroup memory.
+
+    Memory follows NVIDIA's MPS v3 Memory Partitioning page and NVML's ``nvmlSetMemoryLimits_v1_t``:
+    limits are per (GPU, cgroup path); no limit is soft 0 / hard ``NVML_DEVICE_MEMORY_LIMIT_MAX``;
+    an allocation past the hard limit fails out-of-memory, one past the soft limit succeeds (the
+    "pressure zone": the cgroup borrows, and only real contention evicts it, which a fake GPU never
+    has); ``currentUsed`` is what the cgroup holds; removing the cgroup clears its limits. A GPU marked
+    with `set_limits_unsupported` answers like a pre-r615 driver or a MIG device (NVML_ERROR_NOT_SUPPORTED).
+    Setting limits on a cgroup that does not exist is refused here; NVML does not document that case.
+    """
 
     name = "fake"
 
@@ -69,6 +96,13 @@ class FakeBackend:
         self._gpus = {gpu.uuid: gpu for gpu in gpus}
         self._events: queue.Queue[HealthEvent] = queue.Queue()
         self.ignored_xids = ignored_xids
+        self._limits: dict[tuple[str, str], tuple[int, int]] = {}
+        self._used: dict[tuple[str, str], int] = {}
+        self._unsupported: dict[str, str] = {}
+        self._failures: dict[str, int] = {}
+        self._processes: dict[str, dict[int, int]] = {}
+        self.limit_calls = 0
+        """How many set calls reached the fake (tests count retries and idempotence with it)."""
 
     @classmethod
     def from_spec(
@@ -136,3 +170,115 @@ class FakeBackend:
         with self._lock:
             self._gpus[gpu.uuid] = gpu
         self._events.put(HealthEvent(gpu.uuid, healthy=True, reason="GPU present"))
+
+    # --- per-cgroup memory (MemoryBackend) -------------------------------------------------------
+
+    def _check(self, uuid: str) -> None:
+        with self._lock:
+            if uuid not in self._gpus:
+                raise BackendError(f"NVML: GPU {uuid} not found")
+            reason = self._unsupported.get(uuid)
+            if self._failures.get(uuid, 0) > 0:
+                self._failures[uuid] -= 1
+                raise BackendError("NVML: Unknown Error (injected)")
+        if reason:
+            raise LimitsUnsupportedError(reason)
+
+    def limits_unsupported(self, uuid: str, probe_cgroup: str) -> str:
+        """The reason set by `set_limits_unsupported`, or ""."""
+        try:
+            self._check(uuid)
+        except LimitsUnsupportedError as exc:
+            return str(exc)
+        return ""
+
+    def set_memory_limits(self, uuid: str, cgroup: str, soft: int, hard: int) -> None:
+        """Store one cgroup's limits; soft 0 and hard MAX clears them."""
+        self._check(uuid)
+        if not 0 <= soft <= MEMORY_LIMIT_MAX or not 0 <= hard <= MEMORY_LIMIT_MAX:
+            raise BackendError("NVML: Invalid Argument")
+        if not os.path.isdir(cgroup):
+            raise BackendError(f"NVML: cgroup {cgroup} not found")
+        with self._lock:
+            self.limit_calls += 1
+            if soft == 0 and hard == MEMORY_LIMIT_MAX:
+                self._limits.pop((uuid, cgroup), None)
+            else:
+                self._limits[(uuid, cgroup)] = (soft, hard)
+
+    def get_memory_limits(self, uuid: str, cgroup: str) -> MemoryLimits:
+        """Limits and ``currentUsed`` of one cgroup (none once the cgroup is removed)."""
+        self._check(uuid)
+        with self._lock:
+            if not os.path.isdir(cgroup):
+                self._limits.pop((uuid, cgroup), None)
+                self._used.pop((uuid, cgroup), None)
+            soft, hard = self._limits.get((uuid, cgroup), (0, MEMORY_LIMIT_MAX))
+            return MemoryLimits(soft=soft, hard=hard, used=self._used.get((uuid, cgroup), 0))
+
+    def memory_used(self, uuid: str) -> int:
+        """Everything allocated on the GPU, by any cgroup or process."""
+        with self._lock:
+            if uuid not in self._gpus:
+                raise BackendError(f"NVML: GPU {uuid} not found")
+            return sum(v for (u, _), v in self._used.items() if u == uuid) + sum(
+                self._processes.get(uuid, {}).values()
+            )
+
+    def processes(self, uuid: str) -> list[ProcessUsage]:
+        """Processes added with `add_process`."""
+        with self._lock:
+            return [ProcessUsage(pid, used) for pid, used in sorted(self._processes.get(uuid, {}).items())]
+
+    # --- memory injection (tests, the sandbox's pods) -----------------------------------------------
+
+    def allocate(self, index: int, cgroup: str, size: int) -> None:
+        """Allocate ``size`` bytes on a GPU from a process in ``cgroup``, as cudaMalloc would.
+
+        Raises:
+            FakeOutOfMemoryError: past the cgroup's hard limit or the GPU's free memory.
+        """
+        uuid = self._uuid(index)
+        with self._lock:
+            gpu = self._gpus[uuid]
+            held = self._used.get((uuid, cgroup), 0)
+            _, hard = self._limits.get((uuid, cgroup), (0, MEMORY_LIMIT_MAX))
+            total = sum(v for (u, _), v in self._used.items() if u == uuid)
+            if held + size > hard:
+                raise FakeOutOfMemoryError(f"out of memory: {held + size} bytes exceeds the cgroup's hard limit {hard}")
+            if total + size > gpu.memory:
+                raise FakeOutOfMemoryError(f"out of memory: {total + size} bytes exceeds the GPU's {gpu.memory}")
+            self._used[(uuid, cgroup)] = held + size
+
+    def release(self, index: int, cgroup: str) -> None:
+        """Free everything ``cgroup`` holds on a GPU (its processes exited)."""
+        uuid = self._uuid(index)
+        with self._lock:
+            self._used.pop((uuid, cgroup), None)
+
+    def add_process(self, index: int, pid: int, used: int) -> None:
+        """List a process on a GPU, for the NVML-process fallback of usage sampling."""
+        uuid = self._uuid(index)
+        with self._lock:
+            self._processes.setdefault(uuid, {})[pid] = used
+
+    def set_limits_unsupported(self, index: int, reason: str) -> None:
+        """Make a GPU answer like a pre-r615 driver or a MIG device ("" makes it support limits)."""
+        uuid = self._uuid(index)
+        with self._lock:
+            if reason:
+                self._unsupported[uuid] = reason
+            else:
+                self._unsupported.pop(uuid, None)
+
+    def fail_next(self, index: int, count: int = 1) -> None:
+        """Make the next ``count`` limit calls on a GPU fail as an NVML error would."""
+        uuid = self._uuid(index)
+        with self._lock:
+            self._failures[uuid] = count
+
+    def limits(self, index: int) -> dict[str, tuple[int, int]]:
+        """Map each cgroup path to the (soft, hard) limits set on a GPU now."""
+        uuid = self._uuid(index)
+        with self._lock:
+            return {cg: lim for (u, cg), lim in self._limits.items() if u == uuid}

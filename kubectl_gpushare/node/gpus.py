@@ -53,8 +53,99 @@ class HealthEvent:
 HealthSink = Callable[[HealthEvent], None]
 
 
-class GpuBackend(Protocol):
-    """Where GPUs and their health come from."""
+class BackendError(RuntimeError):
+    """The GPU backend could not start or enumerate devices; the message says why."""
+
+
+MEMORY_LIMIT_MAX = 0xFFFFFFFFFFFFFFFF
+"""``NVML_DEVICE_MEMORY_LIMIT_MAX`` (nvidia-ml-py 13.615): a hard limit of this value means none.
+NVML's ``nvmlSetMemoryLimits_v1_t`` page: "To clear the limits, set softLimit to 0, and hardLimit to
+NVML_DEVICE_MEMORY_LIMIT_MAX. Removing the cgroup will also clear any limits."."""
+
+
+@dataclass(frozen=True)
+class MemoryLimits:
+    """``nvmlGetMemoryLimits_v1_t`` for one cgroup on one GPU: bytes; no limit is soft 0, hard MAX."""
+
+    soft: int
+    hard: int
+    used: int
+    """``currentUsed``: what the cgroup's processes hold on the GPU now."""
+
+    @property
+    def limited(self) -> bool:
+        """Whether any limit is set (NVML: none when soft is 0 and hard is the maximum)."""
+        return self.soft != 0 or self.hard != MEMORY_LIMIT_MAX
+
+
+class LimitsUnsupportedError(BackendError):
+    """This GPU cannot hold cgroups to memory limits (driver older than r615, MIG, no cgroup v2).
+
+    Permanent for the life of the driver: the caller stops asking and reports the reason.
+    """
+
+
+@dataclass(frozen=True)
+class ProcessUsage:
+    """A process holding memory on a GPU, as NVML's running-process lists report it."""
+
+    pid: int
+    used: int
+    """Bytes; 0 where NVML does not know (``NVML_VALUE_NOT_AVAILABLE``)."""
+
+
+class MemoryBackend(Protocol):
+    """Per-cgroup memory limits and usage of GPUs (MPS v3 memory partitioning, driver r615+).
+
+    NVIDIA: "MPS v3 Memory Partitioning" (docs.nvidia.com/deploy/mps/.../mpsv3-memory-partitioning.html):
+    cgroup v2 at /sys/fs/cgroup, CUDA 13.4 or newer, not MIG; the hard limit fails allocations past it
+    with out-of-memory, the soft limit is what the cgroup is guaranteed (crossing it makes a client an
+    eviction candidate under real memory pressure). ``cgroup`` is the cgroup's full sysfs path.
+    """
+
+    def limits_unsupported(self, uuid: str, probe_cgroup: str) -> str:
+        """Why this GPU cannot enforce limits ("" when it can); ``probe_cgroup`` is one that exists.
+
+        Raises:
+            BackendError: a transient NVML error; ask again later.
+        """
+        ...
+
+    def set_memory_limits(self, uuid: str, cgroup: str, soft: int, hard: int) -> None:
+        """Set one cgroup's limits on one GPU (soft 0 / hard `MEMORY_LIMIT_MAX` clears them).
+
+        Raises:
+            LimitsUnsupportedError: the GPU or driver cannot; BackendError: NVML failed (retry later).
+        """
+        ...
+
+    def get_memory_limits(self, uuid: str, cgroup: str) -> MemoryLimits:
+        """Read one cgroup's limits and current use on one GPU.
+
+        Raises:
+            LimitsUnsupportedError, BackendError: as `set_memory_limits`.
+        """
+        ...
+
+    def memory_used(self, uuid: str) -> int:
+        """Bytes in use on the GPU, every process counted (``nvmlDeviceGetMemoryInfo``).
+
+        Raises:
+            BackendError: NVML failed.
+        """
+        ...
+
+    def processes(self, uuid: str) -> list[ProcessUsage]:
+        """Processes holding memory on the GPU, compute and graphics (a pid in both counted once).
+
+        Raises:
+            BackendError: NVML failed.
+        """
+        ...
+
+
+class GpuBackend(MemoryBackend, Protocol):
+    """Where GPUs, their health, and their per-cgroup memory limits come from."""
 
     name: str
 
@@ -79,10 +170,6 @@ class GpuBackend(Protocol):
         ...
 
 
-class BackendError(RuntimeError):
-    """The GPU backend could not start or enumerate devices; the message says why."""
-
-
 class NullBackend:
     """A backend with no GPUs, used when NVML cannot start and the user asked not to fail.
 
@@ -105,3 +192,23 @@ class NullBackend:
 
     def close(self) -> None:
         """Nothing to release."""
+
+    def limits_unsupported(self, uuid: str, probe_cgroup: str) -> str:
+        """No GPUs, nothing to limit."""
+        return "no GPU backend"
+
+    def set_memory_limits(self, uuid: str, cgroup: str, soft: int, hard: int) -> None:
+        """Never called: every GPU is unsupported."""
+        raise LimitsUnsupportedError("no GPU backend")
+
+    def get_memory_limits(self, uuid: str, cgroup: str) -> MemoryLimits:
+        """Never called: every GPU is unsupported."""
+        raise LimitsUnsupportedError("no GPU backend")
+
+    def memory_used(self, uuid: str) -> int:
+        """No GPUs."""
+        raise BackendError("no GPU backend")
+
+    def processes(self, uuid: str) -> list[ProcessUsage]:
+        """No GPUs."""
+        return []

@@ -15,7 +15,15 @@ from types import ModuleType
 from typing import Any
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.node.gpus import BackendError, GpuDevice, HealthEvent, HealthSink
+from kubectl_gpushare.node.gpus import (
+    BackendError,
+    GpuDevice,
+    HealthEvent,
+    HealthSink,
+    LimitsUnsupportedError,
+    MemoryLimits,
+    ProcessUsage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +187,93 @@ class NvmlBackend:
         for uuid in sorted(present - known):
             sink(HealthEvent(uuid, healthy=True, reason="GPU present"))
         return present
+
+    # --- per-cgroup memory limits (driver r615+, nvidia-ml-py 13.615) ------------------------------
+    # nvidia-ml-py 13.615's pynvml: nvmlDeviceSetMemoryLimits_v1(device, c_nvmlSetMemoryLimits_v1_t)
+    # with fields nameSpace (c_char_p: the cgroup's full sysfs path), softLimit, hardLimit;
+    # nvmlDeviceGetMemoryLimits_v1(device, c_nvmlGetMemoryLimits_v1_t) fills softLimit, hardLimit and
+    # currentUsed in place (neither struct has a version field in that binding). A driver without
+    # the symbols raises NVMLError_FunctionNotFound; MIG and unsupported setups NVMLError_NotSupported.
+
+    def _unsupported(self, exc: Exception) -> str | None:
+        nvml = self._nvml
+        if isinstance(exc, nvml.NVMLError_FunctionNotFound):
+            return "driver has no per-cgroup memory limits (needs NVIDIA driver r615 / CUDA 13.4 or newer)"
+        if isinstance(exc, nvml.NVMLError_NotSupported):
+            return f"driver does not support memory limits on this GPU: {exc}"
+        if isinstance(exc, nvml.NVMLError_NoPermission):
+            return f"no permission to set memory limits (run as root): {exc}"
+        return None
+
+    def _limits_call(self, uuid: str, fn: str, struct: Any) -> None:
+        nvml = self._nvml
+        try:
+            handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+            getattr(nvml, fn)(handle, struct)
+        except nvml.NVMLError as exc:
+            reason = self._unsupported(exc)
+            if reason:
+                raise LimitsUnsupportedError(reason) from exc
+            raise BackendError(f"NVML {fn} failed: {exc}") from exc
+
+    def limits_unsupported(self, uuid: str, probe_cgroup: str) -> str:
+        """"" if the GPU takes per-cgroup limits; else why not (MIG, old driver, no permission)."""
+        nvml = self._nvml
+        try:
+            handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+            current, _ = nvml.nvmlDeviceGetMigMode(handle)
+            if current == nvml.NVML_DEVICE_MIG_ENABLE:
+                return "MIG is enabled (NVIDIA: memory partitioning does not support MIG)"
+        except nvml.NVMLError_NotSupported:
+            pass  # GPUs without MIG
+        except nvml.NVMLError as exc:
+            raise BackendError(f"NVML failed reading MIG mode: {exc}") from exc
+        try:
+            self.get_memory_limits(uuid, probe_cgroup)
+        except LimitsUnsupportedError as exc:
+            return str(exc)
+        return ""
+
+    def set_memory_limits(self, uuid: str, cgroup: str, soft: int, hard: int) -> None:
+        """``nvmlDeviceSetMemoryLimits_v1`` for one cgroup."""
+        nvml = self._nvml
+        struct = nvml.c_nvmlSetMemoryLimits_v1_t()
+        struct.nameSpace = cgroup.encode()
+        struct.softLimit = soft
+        struct.hardLimit = hard
+        self._limits_call(uuid, "nvmlDeviceSetMemoryLimits_v1", struct)
+
+    def get_memory_limits(self, uuid: str, cgroup: str) -> MemoryLimits:
+        """``nvmlDeviceGetMemoryLimits_v1`` for one cgroup."""
+        nvml = self._nvml
+        struct = nvml.c_nvmlGetMemoryLimits_v1_t()
+        struct.nameSpace = cgroup.encode()
+        self._limits_call(uuid, "nvmlDeviceGetMemoryLimits_v1", struct)
+        return MemoryLimits(soft=int(struct.softLimit), hard=int(struct.hardLimit), used=int(struct.currentUsed))
+
+    def memory_used(self, uuid: str) -> int:
+        """``nvmlDeviceGetMemoryInfo(...).used``."""
+        nvml = self._nvml
+        try:
+            return int(nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByUUID(uuid)).used)
+        except nvml.NVMLError as exc:
+            raise BackendError(f"NVML failed reading memory of {uuid}: {exc}") from exc
+
+    def processes(self, uuid: str) -> list[ProcessUsage]:
+        """Compute and graphics processes (a pid in both lists counted once, the larger figure)."""
+        nvml = self._nvml
+        found: dict[int, int] = {}
+        try:
+            handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+            listed = [*nvml.nvmlDeviceGetComputeRunningProcesses(handle),
+                      *nvml.nvmlDeviceGetGraphicsRunningProcesses(handle)]
+        except nvml.NVMLError as exc:
+            raise BackendError(f"NVML failed listing processes of {uuid}: {exc}") from exc
+        for proc in listed:
+            used = proc.usedGpuMemory
+            used = int(used) if isinstance(used, int) and 0 <= used < 2**63 else 0  # None: not available
+            found[int(proc.pid)] = max(found.get(int(proc.pid), 0), used)
+        return [ProcessUsage(pid, used) for pid, used in sorted(found.items())]
 
     def close(self) -> None:
         """Shut NVML down once."""

@@ -1,0 +1,126 @@
+"""The device plugin's HTTP port (``--usage-port``): ``/metrics`` for Prometheus, ``/usage`` for ``top``.
+
+Both serve the sampler's latest sample, so a scrape costs no NVML call and no API request. Read-only
+GET; anything else is 404/405. Port 0 binds an ephemeral port (tests, the sandbox), read back from
+`UsageServer.port`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.node.usage import Sampler
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class UsageCollector(Collector):
+    """Turns the latest `protocol.UsageReport` into the gauges named in `protocol`."""
+
+    def __init__(self, sampler: Sampler) -> None:
+        self.sampler = sampler
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """One family per metric; GPU and pod series labelled as `protocol.METRIC_LABELS_*`."""
+        report = self.sampler.latest()
+        node = report.node
+        gpu_used = GaugeMetricFamily(protocol.METRIC_GPU_USED, "GPU memory in use, every process (bytes).",
+                                     labels=list(protocol.METRIC_LABELS_GPU))
+        enforced = GaugeMetricFamily(protocol.METRIC_GPU_ENFORCED,
+                                     "1 where the driver holds pods on this GPU to their share, else 0.",
+                                     labels=[*protocol.METRIC_LABELS_GPU, "mode", "reason"])
+        uuids = {}
+        for gpu in report.gpus:
+            uuids[gpu.index] = gpu.uuid
+            labels = [node, str(gpu.index), gpu.uuid]
+            if gpu.used_bytes is not None:
+                gpu_used.add_metric(labels, float(gpu.used_bytes))
+            enforced.add_metric([*labels, gpu.enforcement, gpu.reason],
+                                0.0 if gpu.enforcement == protocol.ENFORCE_OFF else 1.0)
+        pod_used = GaugeMetricFamily(protocol.METRIC_POD_USED, "GPU memory a pod holds on one GPU (bytes).",
+                                     labels=list(protocol.METRIC_LABELS_POD))
+        pod_limit = GaugeMetricFamily(protocol.METRIC_POD_LIMIT,
+                                      "Hard GPU memory limit the driver enforces for a pod on one GPU (bytes).",
+                                      labels=list(protocol.METRIC_LABELS_POD))
+        for pod in report.pods:
+            labels = [node, str(pod.gpu), uuids.get(pod.gpu, ""), pod.namespace, pod.name]
+            if pod.used_bytes is not None:
+                pod_used.add_metric(labels, float(pod.used_bytes))
+            if pod.limit_bytes is not None:
+                pod_limit.add_metric(labels, float(pod.limit_bytes))
+        yield from (gpu_used, enforced, pod_used, pod_limit)
+
+
+class UsageServer:
+    """A threaded HTTP server on ``host:port`` serving one sampler."""
+
+    def __init__(self, sampler: Sampler, host: str = "", port: int = protocol.USAGE_PORT) -> None:
+        self.sampler = sampler
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(UsageCollector(sampler))
+        self.registry = registry
+        handler = _handler(self)
+        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (the ephemeral one when asked for 0)."""
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        """Serve on a daemon thread."""
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="usage-http", daemon=True)
+        self._thread.start()
+        log.info("serving %s and %s on port %d", protocol.METRICS_PATH, protocol.USAGE_PATH, self.port)
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(5)
+        self._server.server_close()
+
+
+def _handler(server: UsageServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "gpushare-device-plugin"
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            path = self.path.split("?", 1)[0]
+            try:
+                if path == protocol.USAGE_PATH:
+                    body = protocol.encode_usage_report(server.sampler.latest())
+                    ctype = "application/json"
+                elif path == protocol.METRICS_PATH:
+                    body = generate_latest(server.registry)
+                    ctype = CONTENT_TYPE_METRICS
+                else:
+                    self.send_error(404, "not found")
+                    return
+            except Exception:  # never a traceback on the wire
+                log.exception("serving %s failed", path)
+                self.send_error(500, "sample failed")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
+            log.debug("usage http: " + format, *args)
+
+    return Handler
