@@ -144,6 +144,20 @@ def parse_quantity(text: str) -> int:
     Raises:
         ValueError: the text is not a valid quantity, or its value is out of the int64 range.
     """
+    return _parse_scaled(text, 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def parse_milli_quantity(text: str) -> int:
+    """A quantity in thousandths, rounded up as ``Quantity.MilliValue()`` does (``"1500m"`` gives 1500).
+
+    CPU is counted this way by kube-scheduler (``MilliCPU``). Bounds and errors as `parse_quantity`.
+    """
+    return _parse_scaled(text, 3)
+
+
+def _parse_scaled(text: str, shift: int) -> int:
+    """The quantity times ``10**shift``, rounded up; see `parse_quantity`."""
     if not isinstance(text, str) or len(text) > MAX_QUANTITY_LENGTH:
         shown = text[:MAX_QUANTITY_LENGTH] + "..." if isinstance(text, str) else text
         raise ValueError(f"invalid quantity {shown!r}: longer than {MAX_QUANTITY_LENGTH} characters")
@@ -153,7 +167,7 @@ def parse_quantity(text: str) -> int:
     sign, whole, fraction, suffix = match.groups()
     fraction = fraction or ""
     mantissa = int(whole + fraction or "0")  # at most 64 digits
-    exponent = -len(fraction)
+    exponent = shift - len(fraction)
     binary = 0
     if suffix in _BINARY:
         binary = _BINARY[suffix]

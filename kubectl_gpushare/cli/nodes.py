@@ -5,10 +5,12 @@ known, a device plugin with fake GPUs (`deviceplugin.daemon.serve` on a thread) 
 kubelet stand-in (`deviceplugin.kubeletsim.KubeletSim`) over unix sockets in its own directory;
 the kubelet reports the plugin's devices as the node's ``aliyun.com/gpu-mem``. When the label
 goes, the plugin and its kubelet stop and the node's GPU resources are removed, as when the
-DaemonSet's pod leaves the node. The same loop admits pods bound to any node: GPU pods get
-Allocate over gRPC (retried for a few seconds while the plugin's watch catches up with the
-bind), then the pod is reported Running with a Ready condition; an Allocate that fails becomes a
-Warning Event and a Failed pod, as kubelet's admission does.
+DaemonSet's pod leaves the node. The same loop admits pods bound to any node: GPU pods get one
+Allocate over gRPC, then the pod is reported Running with a Ready condition; an Allocate that fails
+becomes a Warning Event and a Failed pod, as kubelet's admission does (``Admit`` in
+``pkg/kubelet/lifecycle/predicate.go`` rejects the pod with ``UnexpectedAdmissionError``; there is no
+retry). Pods already past Pending are never allocated again: their devices are restored, as kubelet
+restores them from its device-manager checkpoint (`KubeletSim.restore`).
 
 Hardware of a node: from the seed (`cli.stack.hardware_of`), else from its ``nvidia.com/gpu.count``
 and ``nvidia.com/gpu.memory`` (MiB) labels.
@@ -40,8 +42,6 @@ MAX_STARTING = 16
 """Device plugins starting at once: 500 labelled nodes start in waves, not one storm on the API server."""
 REGISTER_PATIENCE = 60.0
 """Seconds a new device plugin has to register with its kubelet before it is reported as failed."""
-ALLOCATE_PATIENCE = 10.0
-"""Seconds a bound pod's Allocate is retried while the plugin has not yet seen the bind."""
 
 
 @dataclass
@@ -91,6 +91,8 @@ class NodeAgents:
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="kubelet-admit")
         self._starters = ThreadPoolExecutor(8, thread_name_prefix="plugin-start")
         self._admitting: set[str] = set()
+        self._busy: set[str] = set()
+        """Nodes whose kubelet is admitting pods now (one at a time per node, as kubelet's sync loop does)."""
         self._done: set[str] = set()
         self._seen_rv = -1
         self._deferred = False
@@ -151,6 +153,7 @@ class NodeAgents:
             self._stop_agent(name, publish=False)
         pods = self.sandbox.objects("pods")
         live = set()
+        waiting: dict[str, list[dict[str, Any]]] = {}
         for pod in pods:
             meta, spec = pod["metadata"], pod.get("spec") or {}
             uid = meta.get("uid", "")
@@ -159,9 +162,20 @@ class NodeAgents:
                 continue
             if (pod.get("status") or {}).get("phase", "Pending") != "Pending" or meta.get("deletionTimestamp"):
                 self._done.add(uid)
+                self._restore(pod)
                 continue
-            self._admitting.add(uid)
-            self._pool.submit(self._admit, pod)
+            waiting.setdefault(str(spec["nodeName"]), []).append(pod)
+        for host, batch in waiting.items():
+            with self._lock:
+                if host in self._busy:
+                    self._deferred = True  # admitted after the node's current batch
+                    continue
+                self._busy.add(host)
+            # Kubelet's HandlePodAdditions sorts new pods by creation time and admits them one by one
+            # (pkg/kubelet/kubelet.go); the device plugin sees their Allocate calls in that order.
+            batch.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
+            self._admitting.update(p["metadata"].get("uid", "") for p in batch)
+            self._pool.submit(self._admit_batch, host, batch)
         for uid in self._done - live:
             self._done.discard(uid)
             self.envs.pop(uid, None)
@@ -210,6 +224,9 @@ class NodeAgents:
             if kubelet.wait_registered(1, timeout=0.5) and kubelet.wait_devices(bool, timeout=0.5):
                 if self.agents.get(agent.node) is not agent:
                     return  # unlabelled meanwhile
+                for pod in self.sandbox.objects("pods"):  # kubelet reads its checkpoint before serving
+                    if (pod.get("spec") or {}).get("nodeName") == agent.node:
+                        self._restore(pod)
                 capacity, allocatable = kubelet.capacity()
                 self._patch_node(agent.node, {protocol.RESOURCE_MEM: str(capacity)},
                                  {protocol.RESOURCE_MEM: str(allocatable)})
@@ -240,6 +257,15 @@ class NodeAgents:
 
     # --- kubelet admission ----------------------------------------------------------------------
 
+    def _admit_batch(self, node: str, pods: list[dict[str, Any]]) -> None:
+        try:
+            for pod in pods:
+                if not self._stop.is_set():
+                    self._admit(pod)
+        finally:
+            with self._lock:
+                self._busy.discard(node)
+
     def _admit(self, pod: dict[str, Any]) -> None:
         uid = pod["metadata"].get("uid", "")
         try:
@@ -254,20 +280,21 @@ class NodeAgents:
         node = pod["spec"]["nodeName"]
         if requested(pod, protocol.RESOURCE_MEM):
             agent = self.agents.get(node)
-            deadline = time.monotonic() + ALLOCATE_PATIENCE
-            while True:
-                try:
-                    if agent is None:
-                        raise KubeletAllocateError(None, f"no device plugin registered for {protocol.RESOURCE_MEM}")
-                    self.envs[pod["metadata"].get("uid", "")] = agent.kubelet.allocate_pod(pod)
-                    break
-                except KubeletAllocateError as exc:
-                    if agent is not None and time.monotonic() < deadline and not self._stop.is_set():
-                        time.sleep(0.2)
-                        continue
-                    self._fail(pod, node, exc.details)
-                    return
+            try:
+                if agent is None:
+                    raise KubeletAllocateError(None, f"no device plugin registered for {protocol.RESOURCE_MEM}")
+                self.envs[pod["metadata"].get("uid", "")] = agent.kubelet.allocate_pod(pod)
+            except KubeletAllocateError as exc:
+                self._fail(pod, node, exc.details)
+                return
         self._running(pod, node)
+
+    def _restore(self, pod: dict[str, Any]) -> None:
+        """A pod that runs already: its node's kubelet knows its devices from the checkpoint."""
+        phase = (pod.get("status") or {}).get("phase")
+        agent = self.agents.get(str((pod.get("spec") or {}).get("nodeName") or ""))
+        if agent is not None and phase not in ("Succeeded", "Failed") and requested(pod, protocol.RESOURCE_MEM):
+            agent.kubelet.restore(pod)
 
     def _status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
         meta = pod["metadata"]

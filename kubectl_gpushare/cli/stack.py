@@ -9,7 +9,11 @@ tree, one Ctrl-C, and the sandbox's memory is shared instead of copied per node.
 
 In stack mode a spec node's ``gpus``/``gpuMemory`` describe its hardware: the seed's
 ``aliyun.com/gpu-mem`` and ``aliyun.com/gpu-count`` are removed and the node's device plugin
-(once the node is labelled) publishes them, as on a real cluster.
+(once the node is labelled) publishes them, as on a real cluster. A seed pod bound to a node and
+asking for ``aliyun.com/gpu-mem`` but still Pending without the extender's annotations (the
+generated seed's "unindexed" pods) is a state the extender never leaves (it annotates before it
+binds), and the kubelet would Allocate for it with nothing to match: in stack mode it starts
+unbound, and the scheduler places it through the extender.
 """
 
 from __future__ import annotations
@@ -53,6 +57,19 @@ def hardware_of(node: dict[str, Any]) -> str | None:
     return f"{count}x{total // count}GiB"
 
 
+def unbind_unplaced(pod: dict[str, Any]) -> None:
+    """Unbind a Pending gpu-mem pod the extender never placed (no GPU index): the scheduler places it."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    asks = any(protocol.RESOURCE_MEM in ((c.get("resources") or {}).get("limits") or {})
+               for c in spec.get("containers") or [] if isinstance(c, dict))
+    pending = status.get("phase", "Pending") == "Pending"
+    if spec.get("nodeName") and asks and pending and protocol.ANN_IDX not in annotations:
+        spec.pop("nodeName")
+        status.pop("conditions", None)
+
+
 class StackAttachment:
     """What `sandbox.command.run` needs to run the stack around a sandbox."""
 
@@ -63,6 +80,8 @@ class StackAttachment:
     def prepare(self, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Record each seed node's fake GPUs and strip the GPU resources the device plugin publishes."""
         for obj in objects:
+            if obj.get("kind") == "Pod":
+                unbind_unplaced(obj)
             if obj.get("kind") != "Node":
                 continue
             gpus = hardware_of(obj)
