@@ -91,30 +91,25 @@ def report(node: str, gpus: list[protocol.UsageGpu], pods: list[protocol.UsagePo
     )
 
 
-def exposition(data: bytes) -> bytes:
-    """The /metrics text a plugin serves for the usage document ``data``, written by prometheus-client."""
-    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+class _Latest:
+    """Hands the device plugin's collector a fixed sample (it reads only ``latest()`` of its sampler)."""
 
-    usage = protocol.decode_usage_report(data)
-    registry = CollectorRegistry()
-    gpu_used = Gauge(protocol.METRIC_GPU_USED, "GPU memory in use", protocol.METRIC_LABELS_GPU, registry=registry)
-    enforced = Gauge(protocol.METRIC_GPU_ENFORCED, "1 where pod limits are enforced",
-                     (*protocol.METRIC_LABELS_GPU, "reason"), registry=registry)  # fmt: skip
-    pod_used = Gauge(protocol.METRIC_POD_USED, "pod GPU memory in use", protocol.METRIC_LABELS_POD, registry=registry)
-    pod_limit = Gauge(protocol.METRIC_POD_LIMIT, "pod hard limit", protocol.METRIC_LABELS_POD, registry=registry)
-    uuids = {gpu.index: gpu.uuid for gpu in usage.gpus}
-    for gpu in usage.gpus:
-        labels = (usage.node, str(gpu.index), gpu.uuid)
-        if gpu.used_bytes is not None:
-            gpu_used.labels(*labels).set(gpu.used_bytes)
-        enforced.labels(*labels, gpu.reason).set(int(gpu.enforcement != protocol.ENFORCE_OFF))
-    for pod in usage.pods:
-        labels = (usage.node, str(pod.gpu), uuids.get(pod.gpu, ""), pod.namespace, pod.name)
-        if pod.used_bytes is not None:
-            pod_used.labels(*labels).set(pod.used_bytes)
-        if pod.limit_bytes is not None:
-            pod_limit.labels(*labels).set(pod.limit_bytes)
-    return generate_latest(registry)
+    def __init__(self, report: protocol.UsageReport) -> None:
+        self.report = report
+
+    def latest(self) -> protocol.UsageReport:
+        return self.report
+
+
+def exposition(data: bytes) -> bytes:
+    """The /metrics text the device plugin's own collector (`node.http.UsageCollector`) writes for ``data``."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from kubectl_gpushare.node.http import UsageCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(UsageCollector(_Latest(protocol.decode_usage_report(data))))  # type: ignore[arg-type]
+    return bytes(generate_latest(registry))
 
 
 def plugin_pod(node: str, ip: str, port: int = protocol.USAGE_PORT) -> dict[str, Any]:

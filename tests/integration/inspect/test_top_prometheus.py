@@ -1,7 +1,7 @@
 """A real Prometheus (Debian's binary) scrapes the plugins; ``top --prometheus`` prints what ``top`` prints.
 
-The plugins are stand-ins serving the same numbers as their usage document at /usage and as a
-prometheus-client exposition at /metrics. Prometheus listens on loopback only, keeps its data in
+The plugins are stand-ins serving their usage document at /usage and, written by the device
+plugin's own collector (node.http), the same numbers at /metrics. Prometheus listens on loopback only, keeps its data in
 tmp_path and is stopped at the end. Skipped where the binary is missing (.ci/run installs it under
 CI=true).
 """
