@@ -96,3 +96,35 @@ def test_only_loopback_targets_are_taken(sandbox: Sandbox) -> None:
 def test_kubectl_get_raw_reaches_the_plugin(standin: StandIn, kubectl: Callable[..., Any]) -> None:
     result = kubectl("get", "--raw", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage")
     assert json.loads(result.stdout) == {"hello": "usage"}
+
+
+def test_a_kept_connection_the_target_closed_is_replaced_once(sandbox: Sandbox) -> None:
+    """HTTP/1.1 targets keep connections; one that closes an idle one must not fail the next request."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    served: list[int] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                served.append(1)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
+                # ...then closes it at once, as a server whose idle timeout passed does
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
+    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
+    try:
+        for _ in range(3):
+            assert _call(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage")[::2] == (200, b"ok")
+    finally:
+        listener.close()
+    assert len(served) == 3
