@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin.allocation import OutcomeUnknownError, PodGoneError
@@ -72,6 +73,8 @@ class NodeCluster:
         self._publish_wake = threading.Event()
         self._stop = threading.Event()
         self._publisher: threading.Thread | None = None
+        self.on_pods_changed: list[Callable[[], None]] = []
+        """Called (on the watch thread; must not block) after any pod of this node changes."""
         self.pod_informer: Informer[Pod] = Informer(
             client,
             types.PODS,
@@ -146,6 +149,11 @@ class NodeCluster:
                 self._pods.pop(pod.metadata.uid, None)
             else:
                 self._store(record)
+        self._notify()
+
+    def _notify(self) -> None:
+        for listener in self.on_pods_changed:
+            listener()
 
     def _store(self, record: PodRecord) -> None:
         """Keep a record; a pod new to this node after the first list gets the next arrival number."""
@@ -159,6 +167,7 @@ class NodeCluster:
             self._pods.pop(pod.metadata.uid, None)
             self._arrivals.pop(pod.metadata.uid, None)
             self._unreadable.discard(pod.metadata.uid)
+        self._notify()
 
     def arrivals(self) -> dict[str, int]:
         """Pod UID -> order of arrival on this node (pods listed at start are absent: first)."""

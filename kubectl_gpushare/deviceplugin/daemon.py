@@ -39,8 +39,10 @@ from kubectl_gpushare.deviceplugin.kubelet import (
     dial,
     socket_identity,
 )
+from kubectl_gpushare.deviceplugin.node_agent import NodeAgent
 from kubectl_gpushare.deviceplugin.servicer import POOL_SIZE, Advertisement, DevicePluginServicer
 from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE
+from kubectl_gpushare.node import cgroups
 from kubectl_gpushare.node.fake_backend import FakeBackend
 from kubectl_gpushare.node.gpus import BackendError, GpuBackend, HealthEvent, NullBackend
 
@@ -93,6 +95,15 @@ class Config:
     poll_interval: float = 0.5
     max_backoff: float = 5.0
     sync_timeout: float = 30.0
+    enforce_memory: str = protocol.ENFORCE_OFF
+    usage_interval: float = 10.0
+    usage_port: int | None = None
+    """The command's default is `protocol.USAGE_PORT`; 0: an ephemeral port (tests, the sandbox); None: none."""
+    usage_host: str = ""
+    cgroup_root: str = "/sys/fs/cgroup"
+    cgroup_driver: str | None = None
+    """``systemd``, ``cgroupfs``, or None to detect it from the cgroup tree."""
+    proc_root: str = "/proc"
 
     def as_json(self) -> str:
         """The effective configuration, logged once at start."""
@@ -128,6 +139,9 @@ class Cluster(Protocol):
     def source(self) -> PodSource:
         """This node's pods."""
         ...
+
+    on_pods_changed: list[Callable[[], None]]
+    """Called after any pod of this node changes (the enforcement loop wakes on it)."""
 
     @property
     def recorder(self) -> AssignmentRecorder:
@@ -205,6 +219,17 @@ class Plugin:
             visible=cfg.visible_devices,
             cgpu_disable=cluster.cgpu_disable,
         )
+        driver: cgroups.Driver | None = "systemd" if cfg.cgroup_driver == "systemd" else (
+            "cgroupfs" if cfg.cgroup_driver == "cgroupfs" else None)
+        try:
+            self.node = NodeAgent(
+                cfg.node_name, backend, self.advertisement, cluster.source, self.unit.bytes, self._republish,
+                enforce=cfg.enforce_memory, layout=cgroups.Layout(cfg.cgroup_root, cfg.cgroup_root, driver),
+                interval=cfg.usage_interval, port=cfg.usage_port, host=cfg.usage_host, proc_root=cfg.proc_root,
+            )
+        except OSError as exc:  # the usage port is taken or not ours to bind
+            raise DaemonError(f"cannot serve usage on port {cfg.usage_port}: {exc}", EXIT_CONFIG) from exc
+        cluster.on_pods_changed.append(self.node.enforcer.wake)
         self.registration = Registration(cfg.device_plugin_path, cfg.endpoint, cfg.resource)
         self.registrations = 0
         self.registered = threading.Event()
@@ -244,6 +269,7 @@ class Plugin:
         try:
             with self.advertisement.lock:
                 snapshot = Inventory.of(self.advertisement.inventory.gpus(), self.unit)
+            snapshot.enforcement = {st.uuid: (st.enforcement, st.reason) for st in self.node.enforcer.status()}
             self.cluster.publish(snapshot)
         except Exception as exc:  # the node record is advisory; the plugin keeps serving
             log.warning("cannot update the node's GPU list: %s", exc)
@@ -370,6 +396,7 @@ def serve(
     health_stop = threading.Event()
     health: threading.Thread | None = None
     cluster_started = False
+    plugin: Plugin | None = None
     try:
         try:
             # Refuse what can be refused before touching the API server: a device list kubelet would
@@ -381,6 +408,7 @@ def serve(
             plugin = Plugin(cfg, backend, cluster)
         except (DeviceConfigError, ValueError) as exc:
             raise DaemonError(str(exc), EXIT_CONFIG) from exc
+
         except BackendError as exc:
             raise DaemonError(str(exc), EXIT_BACKEND) from exc
         gpus = plugin.advertisement.inventory.gpus()
@@ -402,10 +430,13 @@ def serve(
                 target=backend.watch_health, args=(health_stop, plugin.on_health), name="gpu-health", daemon=True
             )
             health.start()
+        plugin.node.start()
         if started is not None:
             started(plugin)
         plugin.run(stop, ready)
     finally:
+        if plugin is not None:
+            plugin.node.stop()
         health_stop.set()
         if health is not None:
             health.join(timeout=10)

@@ -168,6 +168,8 @@ class Inventory:
     unit: MemoryUnit
     _gpus: dict[str, _GpuState] = field(default_factory=dict)
     version: int = 0
+    enforcement: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """GPU uuid -> (memory enforcement in force: off|soft|hard, why not); published on the node."""
 
     @classmethod
     def of(cls, gpus: Iterable[GpuDevice], unit: MemoryUnit) -> Inventory:
@@ -261,6 +263,8 @@ class Inventory:
                 "minor": gpu.minor,
                 "memoryBytes": gpu.memory,
                 "unit": self.unit.label,
+                "enforcement": self.enforcement.get(gpu.uuid, (protocol.ENFORCE_OFF, ""))[0],
+                "enforcementReason": self.enforcement.get(gpu.uuid, (protocol.ENFORCE_OFF, ""))[1],
             }
             for gpu in self.gpus()
         ]

@@ -90,6 +90,7 @@ class Enforcer:
         *,
         poll: float = POLL_SECONDS,
         resync: float = RESYNC_SECONDS,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         if mode not in protocol.ENFORCE_MODES:
             raise ValueError(f"unknown enforcement mode {mode!r}")
@@ -100,6 +101,8 @@ class Enforcer:
         self._shares = shares
         self.poll = poll
         self.resync = resync
+        self.on_change = on_change
+        """Called when a GPU's enforcement status changes (the node annotation is republished)."""
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._applied: dict[tuple[str, int], Applied] = {}
@@ -148,6 +151,7 @@ class Enforcer:
         if self.mode == protocol.ENFORCE_OFF:
             return
         next_full = 0.0
+        last = self.status()
         while not stop.is_set():
             now = time.monotonic()
             woken = self._wake.is_set()
@@ -160,6 +164,10 @@ class Enforcer:
                     log.exception("memory enforcement pass failed; retrying")
                 if now >= next_full:
                     next_full = now + self.resync
+                status = self.status()
+                if status != last and self.on_change is not None:
+                    self.on_change()
+                last = status
             elif self._pending:
                 self._apply_pending()
             timeout = self.poll if self._pending else max(0.0, next_full - time.monotonic())
