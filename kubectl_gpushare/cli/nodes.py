@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.cli.scheduler import SandboxView, requested
@@ -42,6 +42,22 @@ MAX_STARTING = 16
 """Device plugins starting at once: 500 labelled nodes start in waves, not one storm on the API server."""
 REGISTER_PATIENCE = 60.0
 """Seconds a new device plugin has to register with its kubelet before it is reported as failed."""
+
+
+PLUGIN_NAMESPACE = "kube-system"
+PLUGIN_POD_PREFIX = "gpushare-device-plugin-"
+"""The stack's device-plugin pod of a node is ``gpushare-device-plugin-<node>`` in kube-system."""
+
+
+@runtime_checkable
+class ProxyRegistry(Protocol):
+    """A sandbox that relays ``pods/proxy`` (`sandbox.server.Sandbox`)."""
+
+    def register_proxy_target(self, namespace: str, pod: str, port: int | str, host: str, target_port: int) -> None:
+        """Relay the pod's port to a loopback address."""
+
+    def unregister_proxy_target(self, namespace: str, pod: str, port: int | str) -> None:
+        """Stop relaying it."""
 
 
 @dataclass
@@ -185,20 +201,29 @@ class NodeAgents:
     # --- device plugins -------------------------------------------------------------------------
 
     def _start_agent(self, node: str, gpus: str) -> None:
-        from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, serve
+        from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, Plugin, serve
 
         directory = tempfile.mkdtemp(prefix="dp", dir=self.workdir)
         kubelet = KubeletSim(directory).start()
         stop = threading.Event()
         # No health watch (nothing injects GPU faults here; it polls 10 times a second) and a slow
         # socket check (the kubelet stand-in never restarts): hundreds of nodes stay cheap when idle.
+        # The usage port is ephemeral on loopback; the node's device-plugin pod relays to it through
+        # the sandbox's pods/proxy, as kube-apiserver relays to the DaemonSet pod's port.
         cfg = Config(node_name=node, device_plugin_path=directory, fake_gpus=gpus,
-                     kube=KubeOptions(str(self.kubeconfig)), health_check=False, poll_interval=2.0)
+                     kube=KubeOptions(str(self.kubeconfig)), health_check=False, poll_interval=2.0,
+                     usage_port=0, usage_host="127.0.0.1")
         errors: list[BaseException] = []
+
+        def relay(plugin: Plugin) -> None:
+            port = plugin.node.port
+            if port is not None and isinstance(self.sandbox, ProxyRegistry):
+                self.sandbox.register_proxy_target(PLUGIN_NAMESPACE, PLUGIN_POD_PREFIX + node,
+                                                   protocol.USAGE_PORT_NAME, "127.0.0.1", port)  # fmt: skip
 
         def run() -> None:
             try:
-                serve(cfg, stop=stop)
+                serve(cfg, stop=stop, started=relay)
             except BaseException as exc:  # logged; the node simply has no plugin
                 errors.append(exc)
                 log.error("device plugin on %s stopped: %s", node, exc)
@@ -241,6 +266,8 @@ class NodeAgents:
         if agent is None:
             return
         agent.stop.set()
+        if isinstance(self.sandbox, ProxyRegistry):
+            self.sandbox.unregister_proxy_target(PLUGIN_NAMESPACE, PLUGIN_POD_PREFIX + node, protocol.USAGE_PORT_NAME)
         agent.thread.join(15)
         agent.kubelet.stop()
         shutil.rmtree(agent.directory, ignore_errors=True)
