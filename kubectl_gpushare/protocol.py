@@ -504,7 +504,7 @@ PERCENT_PER_GPU: Final = 100
 # pod proxy (``/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/usage``). Nothing here is written
 # to the Kubernetes API: a write per node per interval would not scale to 5,000 nodes.
 USAGE_PORT: Final = 9445
-"""Default port of the device plugin's HTTP server (``--usage-port``; 0 turns it off)."""
+"""Default port of the device plugin's HTTP server (``--usage-port``; 0 picks a free port, -1 serves none)."""
 USAGE_PORT_NAME: Final = "usage"
 """Name of that port in the DaemonSet's container spec."""
 USAGE_PATH: Final = "/usage"

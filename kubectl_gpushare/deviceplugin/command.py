@@ -29,6 +29,8 @@ ENV_HEALTH_CHECK = "GPUSHARE_HEALTH_CHECK"
 ENV_IGNORE_XIDS = "GPUSHARE_IGNORE_XIDS"
 ENV_FAIL_ON_INIT_ERROR = "GPUSHARE_FAIL_ON_INIT_ERROR"
 ENV_LOG_LEVEL = "GPUSHARE_LOG_LEVEL"
+ENV_CGROUP_ROOT = "GPUSHARE_CGROUP_ROOT"
+ENV_CGROUP_DRIVER = "GPUSHARE_CGROUP_DRIVER"
 
 
 
@@ -77,6 +79,23 @@ def parse_xids(text: str | None) -> frozenset[int]:
 @click.option("--fail-on-init-error/--no-fail-on-init-error", envvar=ENV_FAIL_ON_INIT_ERROR, default=True,
               show_default=True, show_envvar=True,
               help="Exit when NVML cannot start; with --no-... advertise no GPUs and keep running.")
+@click.option("--enforce-memory", envvar=protocol.ENV_ENFORCE_MEMORY, type=click.Choice(protocol.ENFORCE_MODES),
+              default=protocol.ENFORCE_OFF, show_default=True, show_envvar=True,
+              help="Hold each pod to its share with the driver's per-cgroup limits (NVIDIA r615+, cgroup v2): "
+                   "hard fails allocations past the share; soft lets a pod borrow idle memory.")
+@click.option("--usage-interval", envvar=protocol.ENV_USAGE_INTERVAL, type=click.FloatRange(min=0.1, max=3600),
+              default=10.0, show_default=True, show_envvar=True, help="Seconds between usage samples.")
+@click.option("--usage-port", envvar=protocol.ENV_USAGE_PORT, type=click.IntRange(min=-1, max=65535),
+              default=protocol.USAGE_PORT, show_default=True, show_envvar=True,
+              help=f"Port serving {protocol.METRICS_PATH} and {protocol.USAGE_PATH}; 0 picks a free one, "
+                   "-1 serves none.")
+@click.option("--cgroup-root", envvar=ENV_CGROUP_ROOT, default="/sys/fs/cgroup", show_default=True,
+              show_envvar=True, type=click.Path(file_okay=False),
+              help="The host's cgroup v2 tree (holding kubepods or kubepods.slice), mounted at the same path "
+                   "as on the host: NVML is given these paths.")
+@click.option("--cgroup-driver", envvar=ENV_CGROUP_DRIVER, type=click.Choice(["auto", "systemd", "cgroupfs"]),
+              default="auto", show_default=True, show_envvar=True,
+              help="kubelet's cgroup driver; auto reads it from the tree.")
 @kube_options
 @log_options(ENV_LOG_LEVEL)
 def serve_device_plugin_command(
@@ -91,6 +110,11 @@ def serve_device_plugin_command(
     health_check: bool,
     ignore_xids: str,
     fail_on_init_error: bool,
+    enforce_memory: str,
+    usage_interval: float,
+    usage_port: int,
+    cgroup_root: str,
+    cgroup_driver: str,
     kubeconfig: str | None,
     context: str | None,
     cluster: str | None,
@@ -111,6 +135,7 @@ def serve_device_plugin_command(
       kubectl gpushare serve-device-plugin                       # in the DaemonSet
       kubectl gpushare serve-device-plugin --memory-unit MiB --unit-size 64
       kubectl gpushare serve-device-plugin --fake-gpus 2x16GiB,1x24GiB --node-name n1
+      kubectl gpushare serve-device-plugin --enforce-memory hard  # the shipped DaemonSet's choice
     """  # noqa: D301 - click's \b paragraph marker
     # NVML's Python binding is needed only for real GPUs.
     require_daemon_modules("serve-device-plugin", ["grpc", "google.protobuf", *(() if fake_gpus else ("pynvml",))])
@@ -131,6 +156,11 @@ def serve_device_plugin_command(
         health_check=health_check,
         ignored_xids=ignored,
         fail_on_init_error=fail_on_init_error,
+        enforce_memory=enforce_memory,
+        usage_interval=usage_interval,
+        usage_port=None if usage_port < 0 else usage_port,
+        cgroup_root=cgroup_root,
+        cgroup_driver=None if cgroup_driver == "auto" else cgroup_driver,
         kube=KubeOptions(kubeconfig, context, cluster, user, as_user, as_groups, request_timeout),
     )
     stop = stop_on_signals()

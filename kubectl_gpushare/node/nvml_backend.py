@@ -207,6 +207,8 @@ class NvmlBackend:
 
     def _limits_call(self, uuid: str, fn: str, struct: Any) -> None:
         nvml = self._nvml
+        if not hasattr(nvml, fn):
+            raise LimitsUnsupportedError("nvidia-ml-py is older than 13.615 (no per-cgroup memory-limit calls)")
         try:
             handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
             getattr(nvml, fn)(handle, struct)
@@ -237,6 +239,8 @@ class NvmlBackend:
     def set_memory_limits(self, uuid: str, cgroup: str, soft: int, hard: int) -> None:
         """``nvmlDeviceSetMemoryLimits_v1`` for one cgroup."""
         nvml = self._nvml
+        if not hasattr(nvml, "c_nvmlSetMemoryLimits_v1_t"):
+            raise LimitsUnsupportedError("nvidia-ml-py is older than 13.615 (no per-cgroup memory-limit calls)")
         struct = nvml.c_nvmlSetMemoryLimits_v1_t()
         struct.nameSpace = cgroup.encode()
         struct.softLimit = soft
@@ -246,6 +250,8 @@ class NvmlBackend:
     def get_memory_limits(self, uuid: str, cgroup: str) -> MemoryLimits:
         """``nvmlDeviceGetMemoryLimits_v1`` for one cgroup."""
         nvml = self._nvml
+        if not hasattr(nvml, "c_nvmlGetMemoryLimits_v1_t"):
+            raise LimitsUnsupportedError("nvidia-ml-py is older than 13.615 (no per-cgroup memory-limit calls)")
         struct = nvml.c_nvmlGetMemoryLimits_v1_t()
         struct.nameSpace = cgroup.encode()
         self._limits_call(uuid, "nvmlDeviceGetMemoryLimits_v1", struct)

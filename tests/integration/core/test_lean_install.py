@@ -132,7 +132,7 @@ def test_daemons_extra_runs_both_daemons(fresh: Path, sandbox: Sandbox, kubeconf
         subprocess.Popen([binary, "serve-extender", "--port", "0", "--kubeconfig", str(kubeconfig)],
                          stderr=subprocess.PIPE, text=True),
         subprocess.Popen([binary, "serve-device-plugin", "--node-name", "gpu-1", "--fake-gpus", "1x16GiB",
-                          "--device-plugin-path", plugin_dir, "--kubeconfig", str(kubeconfig)],
+                          "--device-plugin-path", plugin_dir, "--kubeconfig", str(kubeconfig), "--usage-port", "0"],
                          stderr=subprocess.PIPE, text=True),
     ]
     try:

@@ -35,6 +35,8 @@ def test_sigterm_stops_the_plugin_cleanly_and_removes_its_socket(
                 plugin_dir,
                 "--kubeconfig",
                 str(kubeconfig),
+                "--usage-port",
+                "0",  # parallel-safe: never the fixed default port
             ],
             env=env,
             stderr=subprocess.PIPE,

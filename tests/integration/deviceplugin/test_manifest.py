@@ -28,7 +28,7 @@ def test_daemonset_runs_the_command_on_gpushare_nodes_with_the_node_name() -> No
     docs = documents()
     pod = docs["DaemonSet"]["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["args"] == ["serve-device-plugin"]
+    assert container["args"] == ["serve-device-plugin", "--enforce-memory=hard"]
     assert pod["nodeSelector"] == {"gpushare": "true"}
     assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
     env = {entry["name"]: entry for entry in container["env"]}
@@ -36,9 +36,24 @@ def test_daemonset_runs_the_command_on_gpushare_nodes_with_the_node_name() -> No
     assert pod["volumes"][0]["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
     assert container["volumeMounts"][0]["mountPath"] == "/var/lib/kubelet/device-plugins"
     assert any(t.get("key") == "nvidia.com/gpu" for t in pod["tolerations"])
-    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    assert not pod.get("hostPID"), "limits report usage without the host's PID namespace"
     binding = docs["ClusterRoleBinding"]
     assert binding["roleRef"]["name"] == docs["ClusterRole"]["metadata"]["name"]
+
+
+def test_daemonset_has_what_enforcement_touches() -> None:
+    from kubectl_gpushare import protocol
+
+    pod = documents()["DaemonSet"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert {"name": protocol.USAGE_PORT_NAME, "containerPort": protocol.USAGE_PORT, "protocol": "TCP"} in container[
+        "ports"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    # NVML is given host paths: the host's tree sits at the same path, writable
+    assert mounts["cgroup"]["mountPath"] == volumes["cgroup"]["hostPath"]["path"] == "/sys/fs/cgroup"
+    assert not mounts["cgroup"].get("readOnly")
 
 
 @pytest.mark.integration

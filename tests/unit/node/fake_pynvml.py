@@ -23,6 +23,10 @@ class FakeGpu:
     minor: int
     events_supported: bool = True
     lost: bool = False
+    mig: bool = False
+    limits_error: int | None = None
+    """An NVML error code the memory-limit calls answer (e.g. FUNCTION_NOT_FOUND on a pre-r615 driver)."""
+    limits: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,6 +95,32 @@ def make_module(machine: Machine) -> types.ModuleType:
             _raise(real.NVML_ERROR_NOT_SUPPORTED)
         machine.registered.append((handle, mask))
 
+    def set_limits(handle: int, limits: object) -> None:
+        gpu = check(handle)
+        if gpu.limits_error is not None:
+            _raise(gpu.limits_error)
+        gpu.limits[limits.nameSpace] = (limits.softLimit, limits.hardLimit)  # type: ignore[attr-defined]
+
+    def get_limits(handle: int, limits: object) -> None:
+        gpu = check(handle)
+        if gpu.limits_error is not None:
+            _raise(gpu.limits_error)
+        soft, hard = gpu.limits.get(limits.nameSpace, (0, real.NVML_DEVICE_MEMORY_LIMIT_MAX))  # type: ignore[attr-defined]
+        limits.softLimit, limits.hardLimit, limits.currentUsed = soft, hard, 0  # type: ignore[attr-defined]
+
+    def mig_mode(handle: int) -> tuple[int, int]:
+        gpu = check(handle)
+        state = real.NVML_DEVICE_MIG_ENABLE if gpu.mig else real.NVML_DEVICE_MIG_DISABLE
+        return state, state
+
+    # the real structs (ctypes) and constants, so a wrong field name fails here as it would on a GPU
+    module.c_nvmlSetMemoryLimits_v1_t = real.c_nvmlSetMemoryLimits_v1_t
+    module.c_nvmlGetMemoryLimits_v1_t = real.c_nvmlGetMemoryLimits_v1_t
+    module.NVML_DEVICE_MEMORY_LIMIT_MAX = real.NVML_DEVICE_MEMORY_LIMIT_MAX
+    module.NVML_DEVICE_MIG_ENABLE = real.NVML_DEVICE_MIG_ENABLE
+    module.nvmlDeviceSetMemoryLimits_v1 = set_limits
+    module.nvmlDeviceGetMemoryLimits_v1 = get_limits
+    module.nvmlDeviceGetMigMode = mig_mode
     module.nvmlInit = nvmlInit
     module.nvmlShutdown = nvmlShutdown
     module.nvmlDeviceGetCount = lambda: len(machine.gpus)

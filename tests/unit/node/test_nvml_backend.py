@@ -9,7 +9,7 @@ from pathlib import Path
 import pynvml as real
 import pytest
 
-from kubectl_gpushare.node.gpus import BackendError, HealthEvent
+from kubectl_gpushare.node.gpus import BackendError, HealthEvent, LimitsUnsupportedError
 from kubectl_gpushare.node.nvml_backend import NvmlBackend
 
 _spec = importlib.util.spec_from_file_location("fake_pynvml", Path(__file__).with_name("fake_pynvml.py"))
@@ -149,3 +149,38 @@ def test_real_gpus_enumerate() -> None:
         assert gpus and all(g.uuid.startswith(("GPU-", "MIG-")) and g.memory > 0 for g in gpus)
     finally:
         backend.close()
+
+
+def test_memory_limits_round_trip_through_the_real_structs(hetero: fake_pynvml.Machine) -> None:
+    backend = NvmlBackend.start()
+    uuid = hetero.gpus[0].uuid
+    assert backend.limits_unsupported(uuid, "/sys/fs/cgroup/kubepods") == ""
+    backend.set_memory_limits(uuid, "/sys/fs/cgroup/kubepods/podx", 1 << 30, 2 << 30)
+    assert hetero.gpus[0].limits == {"/sys/fs/cgroup/kubepods/podx": (1 << 30, 2 << 30)}
+    got = backend.get_memory_limits(uuid, "/sys/fs/cgroup/kubepods/podx")
+    assert (got.soft, got.hard, got.limited) == (1 << 30, 2 << 30, True)
+    assert not backend.get_memory_limits(uuid, "/sys/fs/cgroup/other").limited
+
+
+@pytest.mark.parametrize(
+    ("mig", "error", "expected"),
+    [
+        (True, None, "MIG is enabled"),
+        (False, fake_pynvml.real.NVML_ERROR_FUNCTION_NOT_FOUND, "needs NVIDIA driver r615"),
+        (False, fake_pynvml.real.NVML_ERROR_NOT_SUPPORTED, "does not support memory limits"),
+        (False, fake_pynvml.real.NVML_ERROR_NO_PERMISSION, "no permission"),
+    ],
+)
+def test_unsupported_gpus_say_why(hetero: fake_pynvml.Machine, mig: bool, error: int | None, expected: str) -> None:
+    hetero.gpus[1].mig, hetero.gpus[1].limits_error = mig, error
+    backend = NvmlBackend.start()
+    assert expected in backend.limits_unsupported(hetero.gpus[1].uuid, "/sys/fs/cgroup/kubepods")
+    assert backend.limits_unsupported(hetero.gpus[0].uuid, "/sys/fs/cgroup/kubepods") == ""
+
+
+def test_a_transient_nvml_error_is_not_unsupported(hetero: fake_pynvml.Machine) -> None:
+    hetero.gpus[0].limits_error = fake_pynvml.real.NVML_ERROR_UNKNOWN
+    backend = NvmlBackend.start()
+    with pytest.raises(BackendError) as err:
+        backend.limits_unsupported(hetero.gpus[0].uuid, "/sys/fs/cgroup/kubepods")
+    assert not isinstance(err.value, LimitsUnsupportedError)

@@ -1,0 +1,89 @@
+"""serve-device-plugin with --enforce-memory: limits over a fake cgroup tree, usage over real HTTP,
+Allocate over real gRPC untouched by NVML errors."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.node import cgroups
+from kubectl_gpushare.sandbox.server import Sandbox
+
+GIB = 1 << 30
+NODE = "gpu-node-1"
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "cgroup"
+    for rel in cgroups.qos_dirs("cgroupfs").values():
+        (root / rel).mkdir(parents=True, exist_ok=True)
+    (root / "cgroup.controllers").write_text("cpu memory\n")
+    return root
+
+
+def test_limits_follow_pods_and_usage_is_served(
+    kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, sandbox: Sandbox, tree: Path
+) -> None:
+    running = start_plugin("2x16GiB", enforce_memory="hard", cgroup_root=str(tree), usage_port=0,
+                           usage_interval=0.1)
+    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 32)
+    backend = running.backend
+    body = pods.create("train", [4], gpu=1)
+    kubelet.allocate_pod(body)
+    uid = body["metadata"]["uid"]
+    cg = tree / cgroups.pod_path(uid, "burstable", "cgroupfs")
+    cg.mkdir()  # kubelet creates the pod cgroup after Allocate
+    wait_for(lambda: backend.limits(1) == {str(cg): (4 * GIB, 4 * GIB)})
+    # the node says what is enforced
+    node = wait_for(lambda: (n := sandbox.get("nodes", None, NODE)) and "enforcement" in
+                    n["metadata"]["annotations"].get(protocol.ANN_NODE_GPUS, "") and n)
+    entries = json.loads(node["metadata"]["annotations"][protocol.ANN_NODE_GPUS])
+    assert [(e["enforcement"], e["enforcementReason"]) for e in entries] == [("hard", ""), ("hard", "")]
+    assert protocol.parse_node_gpus(node["metadata"]["annotations"][protocol.ANN_NODE_GPUS]) is not None
+    backend.allocate(1, str(cg), 3 * GIB)
+    port = running.plugin.node.port
+
+    def pod_used() -> int | None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{protocol.USAGE_PATH}", timeout=10) as resp:
+            report = protocol.decode_usage_report(resp.read())
+        return next((p.used_bytes for p in report.pods if p.name == "train" and p.limit_bytes == 4 * GIB), None)
+
+    assert wait_for(pod_used) == 3 * GIB
+    api.delete(types.PODS, "train", "default")
+    wait_for(lambda: backend.limits(1) == {})
+
+
+def test_allocate_keeps_working_when_nvml_fails(
+    kubelet: KubeletSim, start_plugin: Any, pods: Any, tree: Path
+) -> None:
+    running = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    running.backend.fail_next(0, 1000)
+    body = pods.create("a", [2], gpu=0)
+    envs = kubelet.allocate_pod(body)
+    assert next(iter(envs.values()))[protocol.ENV_POD] == "2"
+    (tree / cgroups.pod_path(body["metadata"]["uid"], "guaranteed", "cgroupfs")).mkdir()
+    running.backend.fail_next(0, 0)
+    running.plugin.node.enforcer.wake()
+    wait_for(lambda: running.backend.limits(0) != {}, timeout=20)
