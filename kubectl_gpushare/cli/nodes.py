@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.cli import stack_components
 from kubectl_gpushare.cli.scheduler import SandboxView, requested
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, KubeletSim
 from kubectl_gpushare.kube import types
@@ -112,6 +113,8 @@ class NodeAgents:
         self._done: set[str] = set()
         self._seen_rv = -1
         self._deferred = False
+        self.plugin_pods: dict[str, tuple[str, str]] = {}
+        """node -> (namespace, name) of the pod that stands for its device plugin (`cli.stack_components`)."""
         self.envs: dict[str, dict[str, dict[str, str]]] = {}
         """pod uid -> container -> the environment Allocate returned (the demo prints it)."""
 
@@ -200,6 +203,10 @@ class NodeAgents:
 
     # --- device plugins -------------------------------------------------------------------------
 
+    def device_plugin_pod(self, node: str) -> tuple[str, str] | None:
+        """(namespace, name) of the pod standing for the device plugin on ``node`` (its ``usage`` port serves)."""
+        return self.plugin_pods.get(node)
+
     def _start_agent(self, node: str, gpus: str) -> None:
         from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, Plugin, serve
 
@@ -233,6 +240,7 @@ class NodeAgents:
         agent = NodeAgent(node, directory, kubelet, stop, thread, errors)
         with self._lock:
             self.agents[node] = agent
+        self.plugin_pods[node] = stack_components.register_device_plugin(self.api, node)
         self._starters.submit(self._publish_when_registered, agent, gpus)
 
     def _publish_when_registered(self, agent: NodeAgent, gpus: str) -> None:
@@ -274,6 +282,8 @@ class NodeAgents:
         if publish:
             gone = {protocol.RESOURCE_MEM: None, protocol.RESOURCE_COUNT: None}
             self._patch_node(node, gone, gone)
+            stack_components.unregister_device_plugin(self.api, node)
+        self.plugin_pods.pop(node, None)
         log.info("device plugin on %s stopped", node)
 
     def _patch_node(self, node: str, capacity: Mapping[str, str | None], allocatable: Mapping[str, str | None]) -> None:

@@ -22,6 +22,7 @@ import logging
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -111,6 +112,10 @@ class Stack:
         self.nodes = nodes
         self.scheduler = scheduler
 
+    def device_plugin_pod(self, node: str) -> tuple[str, str] | None:
+        """(namespace, name) of the kube-system pod standing for ``node``'s device plugin, if it runs one."""
+        return self.nodes.device_plugin_pod(node)
+
 
 @contextmanager
 def daemon_thread(target: Callable[..., None], name: str, **kwargs: Any) -> Iterator[None]:
@@ -140,6 +145,7 @@ def daemon_thread(target: Callable[..., None], name: str, **kwargs: Any) -> Iter
 @contextmanager
 def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str]) -> Iterator[Stack]:
     """Extender, scheduler loop, node agents (kubelet + device plugin per labelled node), stopped on exit."""
+    from kubectl_gpushare.cli import stack_components
     from kubectl_gpushare.cli.nodes import NodeAgents
     from kubectl_gpushare.cli.scheduler import SchedulerLoop, extenders_from_config
     from kubectl_gpushare.extender.server import Running, ServeConfig
@@ -153,9 +159,18 @@ def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str]) 
         api = Client(load_config(str(kubeconfig)), component="stack")
         stack.callback(api.close)
         running: list[Running] = []
-        cfg = ServeConfig(kube=load_config(str(kubeconfig)), port=0)
+        stack_components.ensure_namespace(api)  # the extender's Lease, Service and pod live in kube-system
+        cfg = ServeConfig(kube=load_config(str(kubeconfig)), port=0, leader_elect=True,
+                          lease_namespace=stack_components.NAMESPACE, lease_name=stack_components.EXTENDER_NAME,
+                          identity=stack_components.EXTENDER_POD)
         stack.enter_context(daemon_thread(serve_extender, "scheduler extender", cfg=cfg, running=running))
         extender_url = f"http://127.0.0.1:{running[0].port}{cfg.url_prefix}"
+        elector = running[0].elector
+        deadline = time.monotonic() + 30
+        while elector is not None and not elector.is_leader() and time.monotonic() < deadline:
+            time.sleep(0.05)  # binds before it leads would be refused and retried
+        first = sorted(str(n["metadata"]["name"]) for n in sandbox.objects("nodes"))
+        stack_components.register_extender(api, first[0] if first else None)
         nodes = NodeAgents(sandbox, api, kubeconfig, workdir, hardware)
         stack.callback(nodes.stop)
         nodes.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -50,6 +51,9 @@ def test_demo_keep_schedules_new_pods_and_stops_cleanly(
             assert kubeconfig, process.stderr.read() if process.stderr else ""
             env = dict(os.environ, KUBECONFIG=kubeconfig, KUBECACHEDIR=str(tmp_path / "cache"))
             assert create_gpu_pod(kubectl_binaries[0], env, "late", 3) == "Running"
+            doctor = subprocess.run([str(script), "doctor", "-o", "json"], env=env,
+                                    capture_output=True, text=True, timeout=60, check=False)
+            assert json.loads(doctor.stdout)["findings"] == [], doctor.stdout  # the stack shows as installed
             process.send_signal(signum)
             _, err = process.communicate(timeout=30)
         assert process.returncode == 0, err

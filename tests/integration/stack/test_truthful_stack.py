@@ -136,7 +136,7 @@ def test_the_default_seed_settles_with_no_failed_pod(
     already_failed = {p["metadata"]["name"] for p in seed
                       if p.get("kind") == "Pod" and p["status"].get("phase") == "Failed"}
     sandbox.load(seed)
-    with running_stack(sandbox, kubeconfig, attachment.hardware):
+    with running_stack(sandbox, kubeconfig, attachment.hardware) as stack:
         deadline = time.monotonic() + 30
 
         def unsettled() -> list[str]:
@@ -159,6 +159,25 @@ def test_the_default_seed_settles_with_no_failed_pod(
         assert failed == {}
         out = kubectl("get", "pods", "-A").stdout
         assert "UnexpectedAdmissionError" not in out, out
+        # doctor sees the stack as a real install would show it: no extender-missing, no device-plugin-not-running.
+        report = json.loads(kubectl("gpushare", "doctor", "-o", "json", check=False).stdout)
+        assert report["findings"] == []
+        assert report["summary"] == {"errors": 0, "warnings": 0}
+        system = json.loads(kubectl("get", "pods", "-n", "kube-system", "-o", "json").stdout)["items"]
+        plugins = {p["spec"]["nodeName"]: p for p in system
+                   if p["metadata"]["labels"].get("component") == "gpushare-device-plugin"}
+        labelled = sorted(n["metadata"]["name"] for n in sandbox.objects("nodes")
+                          if n["metadata"].get("labels", {}).get("gpushare") == "true")
+        assert sorted(plugins) == labelled and labelled
+        for node, pod in plugins.items():
+            assert pod["metadata"]["name"] == f"gpushare-device-plugin-{node}"
+            assert pod["status"]["phase"] == "Running"
+            assert {"name": "usage", "containerPort": 9445} in [
+                {k: port[k] for k in ("name", "containerPort")} for port in pod["spec"]["containers"][0]["ports"]]
+            assert stack.device_plugin_pod(node) == ("kube-system", pod["metadata"]["name"])
+        lease = json.loads(kubectl("get", "lease", "-n", "kube-system", "gpushare-schd-extender", "-o", "json").stdout)
+        assert lease["spec"]["holderIdentity"] == "gpushare-schd-extender-stack"
+        kubectl("get", "service", "-n", "kube-system", "gpushare-schd-extender")
     noise = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.WARNING]
     assert noise == []
     served = [r.getMessage() for r in caplog.records if r.getMessage().startswith("allocated GPU")]
