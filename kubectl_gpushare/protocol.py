@@ -267,6 +267,53 @@ def canonical_quantity(text: str) -> str:
     return _decimal_canonical(negative, mantissa, exponent, exponent_form)
 
 
+UNIT_BYTES: Final = {"GiB": 1024**3, "MiB": 1024**2}
+"""Bytes in each unit a gpushare node may count ``aliyun.com/gpu-mem`` in."""
+_BYTE_SUFFIXES: Final = frozenset(_BINARY) | frozenset({"k", "M", "G", "T", "P", "E"})
+
+
+def parse_memory_request(text: str, unit: str, maximum: int) -> int:
+    """A GPU memory request, as a user types it, in the nodes' ``unit`` (``GiB`` or ``MiB``).
+
+    A bare number (``8``, ``8e0``) is already in the unit, as ``aliyun.com/gpu-mem`` is; a quantity
+    with a byte suffix (``8Gi``, ``8192Mi``, ``8G``) is bytes and must come to a whole number of units,
+    since a pod can only ask whole units. Bounded as `parse_quantity` is.
+
+    Raises:
+        ValueError: not a quantity, not positive, a fraction of the unit, or above ``maximum`` units.
+    """
+    if unit not in UNIT_BYTES:
+        raise ValueError(f"unknown memory unit {unit!r}")
+    parse_quantity(text)  # syntax and int64 bounds, before any exact arithmetic
+    match = _QUANTITY.match(text.strip())
+    assert match is not None  # parse_quantity accepted it
+    sign, whole, fraction, suffix = match.groups()
+    fraction = fraction or ""
+    mantissa = int(whole + fraction or "0")
+    if sign == "-" or mantissa == 0:
+        raise ValueError(f"{text!r} is not a positive amount of memory")
+    exponent = -len(fraction)
+    binary = _BINARY.get(suffix or "", 0)
+    if suffix in _DECIMAL:
+        exponent += _DECIMAL[suffix]
+    elif suffix and suffix[0] in "eE":
+        exponent += int(suffix[1:])
+    per_unit = UNIT_BYTES[unit] if suffix in _BYTE_SUFFIXES else 1
+    magnitude = len(str(mantissa)) - 1 + exponent + (3 * binary + 1 if binary else 0)
+    if magnitude < -_INT64_DIGITS:  # before any power of ten: "1e-999999999" builds no number
+        raise ValueError(f"{text!r} is below 1 {unit}, the unit gpushare counts in here")
+    numerator: int = mantissa * pow(1024, binary) * (pow(10, exponent) if exponent > 0 else 1)
+    denominator: int = per_unit * (pow(10, -exponent) if exponent < 0 else 1)
+    if numerator < denominator:
+        raise ValueError(f"{text!r} is below 1 {unit}, the unit gpushare counts in here")
+    if numerator % denominator:
+        raise ValueError(f"{text!r} is not a whole number of {unit}, the unit gpushare counts in here")
+    value = numerator // denominator
+    if value > maximum:
+        raise ValueError(f"{text!r} is more than {maximum} {unit}")
+    return value
+
+
 _INT = re.compile(r"[+-]?[0-9]{1,20}")
 _INT64_TEXT: Final = str(MAX_INT64)
 

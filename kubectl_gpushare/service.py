@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -26,6 +27,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 DAEMONS_EXTRA: Final = "kubectl-gpushare[daemons]"
 """The extra that brings what the daemons import beyond the plugin's own dependencies."""
+ENV_LAUNCHER: Final = "KUBECTL_GPUSHARE_LAUNCHER"
+"""Set to ``krew`` by the krew archive's launcher (plugin/launcher.sh) for the commands it runs."""
+IMAGE: Final = "ghcr.io/kubectl-gpushare/kubectl-gpushare"
+"""The container image, which carries the daemons' extra (manifests/base)."""
 
 LEVELS: Final = {
     "debug": logging.DEBUG,
@@ -124,5 +129,10 @@ def require_daemon_modules(command: str, modules: Iterable[str]) -> None:
     missing = [module for module in modules if not _installed(module)]
     if missing:
         # A usage error: the CLI prints it as one line and exits with the shared table's code (2).
-        raise click.UsageError(f"{command} needs {', '.join(missing)}, which the plain install leaves out; "
-                               f"install them with: pip install '{DAEMONS_EXTRA}'")
+        if os.environ.get(ENV_LAUNCHER) == "krew":
+            # krew's private environment belongs to the launcher: a pip install elsewhere never reaches it.
+            how = (f"krew's install cannot take extras; use pipx install '{DAEMONS_EXTRA}' (then run "
+                   f"kubectl-gpushare from pipx) or the container image {IMAGE}")
+        else:
+            how = f"install them with: pip install '{DAEMONS_EXTRA}'"
+        raise click.UsageError(f"{command} needs {', '.join(missing)}, which the plain install leaves out; {how}")

@@ -10,8 +10,13 @@ that ``pip install kubectl-gpushare`` puts on PATH (krew cannot install it: a kr
 
 The archive holds the launcher (`launcher.sh`, as ``kubectl-gpushare``) and the project's wheel;
 the code is pure Python, so one archive serves every platform. It is reproducible: file order,
-owners, modes and times are fixed (``SOURCE_DATE_EPOCH``, default 2026-01-01), so the sha256
-in the manifest changes only when the content does.
+owners, modes and times are fixed (``SOURCE_DATE_EPOCH``, default 2026-01-01), and the wheel is
+built in pip's isolated build environment with the build backend pinned (`BUILD_PINS`: the wheel's
+``WHEEL`` and ``METADATA`` files name and depend on it), whatever the calling venv holds. So the
+sha256 in the manifest changes only when the content does, and any venv of the project with pip
+and access to its package index builds the same archive. After a change to the package (or to
+README.md, the wheel's long description), run this script and commit krew-manifest.yaml:
+tests/integration/inspect/test_plugin.py checks that its digest is the archive's.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import importlib.util
 import io
 import os
 import shutil
@@ -34,6 +40,8 @@ PLUGIN_NAME: Final = "gpushare"
 HOMEPAGE: Final = "https://github.com/kubectl-gpushare/kubectl-gpushare"
 DEFAULT_EPOCH: Final = 1767225600  # 2026-01-01T00:00:00Z
 PLATFORMS: Final = (("linux", "amd64"), ("linux", "arm64"), ("darwin", "amd64"), ("darwin", "arm64"))
+BUILD_PINS: Final = ("setuptools==84.2.1",)
+"""The build backend the archive's wheel is made with (pip installs it into an isolated build env)."""
 
 MANIFEST: Final = """\
 apiVersion: krew.googlecontainertools.github.com/v1alpha2
@@ -92,15 +100,34 @@ def source_copy(target: Path) -> Path:
     return target
 
 
+class BuildError(Exception):
+    """The archive cannot be built here; the message says what is needed, in one line."""
+
+
 def build_wheel(workdir: Path, epoch: int) -> Path:
-    """Build the project's wheel from a clean copy of the source (no dependencies, no network)."""
-    env = dict(os.environ, SOURCE_DATE_EPOCH=str(epoch))
+    """Build the project's wheel from a clean copy of the source with the pinned backend.
+
+    pip installs `BUILD_PINS` into an isolated build environment (``PIP_CONSTRAINT`` reaches
+    that install), so neither the calling venv's setuptools nor its ``wheel`` matter.
+
+    Raises:
+        BuildError: pip is missing, or could not get the pinned backend or build the wheel.
+    """
+    if importlib.util.find_spec("pip") is None:
+        raise BuildError(f"needs pip in {sys.executable} (python -m ensurepip)")
     with tempfile.TemporaryDirectory(prefix="krew-source-") as tmp:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-             "-w", str(workdir), str(source_copy(Path(tmp)))],
-            check=True, env=env,
+        pins = Path(tmp) / "build-pins.txt"
+        pins.write_text("".join(f"{pin}\n" for pin in BUILD_PINS))
+        env = dict(os.environ, SOURCE_DATE_EPOCH=str(epoch), PIP_CONSTRAINT=str(pins))
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(workdir),
+             str(source_copy(Path(tmp) / "source"))],
+            env=env, capture_output=True, text=True,
         )  # fmt: skip
+    if result.returncode != 0:
+        sys.stderr.write(result.stderr[-4000:])
+        raise BuildError(f"pip could not build the wheel with {', '.join(BUILD_PINS)} from the package index "
+                         "(pip's output is above)")
     (wheel,) = workdir.glob("kubectl_gpushare-*.whl")
     return wheel
 
@@ -143,6 +170,8 @@ def manifest(version: str, uri: str, sha256: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the archive, then write the manifest that points at it."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # the version, from this checkout even where it is not installed
     from kubectl_gpushare import __version__
 
     parser = argparse.ArgumentParser(description="Build the krew archive and manifest.")
@@ -151,8 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", default=__version__, help="plugin version (without the v)")
     parser.add_argument("--uri", default=None, help="download URL of the archive (default: GitHub release)")
     args = parser.parse_args(argv)
-    epoch = int(os.environ.get("SOURCE_DATE_EPOCH", DEFAULT_EPOCH))
-    archive = build_archive(args.out, args.version, epoch)
+    try:
+        epoch = int(os.environ.get("SOURCE_DATE_EPOCH", DEFAULT_EPOCH))
+    except ValueError:
+        print("build_krew.py: SOURCE_DATE_EPOCH must be a number of seconds", file=sys.stderr)
+        return 2
+    try:
+        archive = build_archive(args.out, args.version, epoch)
+    except BuildError as exc:
+        print(f"build_krew.py: {exc}", file=sys.stderr)
+        return 2
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
     uri = args.uri or f"{HOMEPAGE}/releases/download/v{args.version}/{archive.name}"
     args.manifest.write_text(manifest(args.version, uri, digest))

@@ -6,7 +6,8 @@
 # the first run needs Python 3.10+ and access to PyPI), then hands every run over to it. Only the
 # plugin's own dependencies are installed (click, msgspec, PyYAML, rich): the daemons' extra
 # (kubectl-gpushare[daemons]: grpcio, protobuf, nvidia-ml-py, prometheus-client, kubernetes) is
-# for the in-cluster image, not for a kubectl plugin.
+# for the in-cluster image or a pipx install, not for a kubectl plugin (krew cannot add extras to its
+# own environment).
 # Called as kubectl-inspect-gpushare or kubectl-inspect_gpushare it runs `inspect` directly.
 #   KUBECTL_GPUSHARE_PYTHON  interpreter for the first-run install (default: python3)
 #   KUBECTL_GPUSHARE_HOME    where environments live (default: $XDG_DATA_HOME/kubectl-gpushare)
@@ -32,6 +33,8 @@ if [ ! -f "$env/.complete" ]; then
     : > "$env/.complete"
 fi
 
+# Tells the plugin it runs in krew's private environment, so a missing-extra hint names what works here.
+export KUBECTL_GPUSHARE_LAUNCHER=krew
 case $(basename "$0") in
     kubectl-inspect-gpushare | kubectl-inspect_gpushare) exec "$env/bin/kubectl-inspect-gpushare" "$@" ;;
     *) exec "$env/bin/kubectl-gpushare" "$@" ;;

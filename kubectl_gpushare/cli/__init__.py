@@ -38,7 +38,7 @@ SHORT_HELP: dict[str, str] = {
     "serve-device-plugin": "Run the GPU-memory device plugin for kubelet (gRPC).",
     "sandbox": "Run an embedded Kubernetes API server with a GPU cluster, for trying things out.",
     "demo": "Start a demo cluster in the sandbox and show the inspect views.",
-    "doctor": "Audit the install: one line per finding; exit 0 clean, 1 warnings, 2 errors.",
+    "doctor": "Audit the install: one line per finding; exit 0 clean, 11 warnings, 12 errors.",
     "explain": "Why a pod is Pending (does not fit), or where it runs and who shares its GPU.",
     "fit": "How many pods of N GPU memory fit, on which nodes and GPUs (the extender's rule).",
     "manifests": "Print the Kubernetes manifests that install kubectl-gpushare.",
@@ -129,17 +129,18 @@ COBRA_NO_FILE_COMPLETION = ":4"
 """The directive line kubectl expects after a plugin's completions (ShellCompDirectiveNoFileComp)."""
 
 
-def complete_main() -> None:
-    """Console script ``kubectl_complete-gpushare``: kubectl's plugin completion (kubectl 1.26+).
+def _complete(command: click.Command, prog_name: str) -> None:
+    """Answer one kubectl plugin completion request for ``command``.
 
-    kubectl runs it with the words typed after ``kubectl gpushare``, the last one being completed,
-    and reads one ``value<TAB>description`` per line then a directive line, as cobra prints them.
-    The answers come from click's own completion of the same commands and options.
+    kubectl runs the completer with the words typed after the plugin's name, the last one being
+    completed, and reads one ``value<TAB>description`` per line then a directive line, as cobra
+    prints them. The answers come from click's completion of the same command: subcommands, flags,
+    choices, and node, pod, namespace and context names (`kube.completion`).
     """
     from click.shell_completion import ShellComplete
 
     words = sys.argv[1:] or [""]
-    completer = ShellComplete(gpushare, {}, "kubectl gpushare", "_KUBECTL_GPUSHARE_COMPLETE")
+    completer = ShellComplete(command, {}, prog_name, "_KUBECTL_GPUSHARE_COMPLETE")
     lines = []
     for item in completer.get_completions(words[:-1], words[-1]):
         help_text = _one_line(item.help or "")
@@ -149,6 +150,22 @@ def complete_main() -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def complete_main() -> None:
+    """Console script ``kubectl_complete-gpushare``: kubectl's plugin completion (kubectl 1.26+)."""
+    _complete(gpushare, "kubectl gpushare")
+
+
+def complete_inspect_main() -> None:
+    """Console script ``kubectl_complete-inspect-gpushare`` for ``kubectl inspect gpushare``.
+
+    kubectl names a plugin's completer from its command path: each word's dashes become
+    underscores, the words are joined with dashes, and ``_complete`` goes before the first
+    (``plugin_completion.go``, ``pluginCompletion`` and ``lookupCompletionExec``), so
+    ``kubectl inspect gpushare`` looks for ``kubectl_complete-inspect-gpushare``.
+    """
+    _complete(load_command("inspect"), "kubectl inspect gpushare")
 
 
 def inspect_main() -> None:

@@ -28,7 +28,7 @@ from kubectl_gpushare.kube.errors import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
 )
-from kubectl_gpushare.kube.flags import kube_options, make_client
+from kubectl_gpushare.kube.flags import complete, kube_options, make_client
 
 if TYPE_CHECKING:
     from kubectl_gpushare.inspect.source import Snapshot
@@ -96,6 +96,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
     # Only the compatible text (and the per-namespace totals, which show no GPUs) leave unhealthy GPUs unmarked.
     marks = options.get("output") is not None and not tenants
     with make_client(options, "inspect") as client:
+        if options.get("namespace"):
+            source.require_namespace(client, options["namespace"])
         snapshot = source.from_api(
             client, options["nodes"], options["selector"], progress, unhealthy=marks,
             stack=options.get("stack", "auto"), keep_pods=options.get("keep_pods", True),
@@ -147,6 +149,12 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
     if not names and options["selector"]:
         click.echo("No resources found", err=True)  # kubectl's words when -l matches nothing
         return None
+    if not names and not snapshot.stack_nodes and not options["nodes"] and not options.get("watch"):
+        # stdout stays the original's (`GPU Memory()` and 0/0 on an empty cluster); stderr says why.
+        from kubectl_gpushare.protocol import RESOURCE_MEM
+
+        click.echo(f"No GPU-share nodes found: no node advertises {RESOURCE_MEM} (kubectl gpushare doctor; "
+                   "kubectl gpushare label-nodes)", err=True)
     output = options["output"]
     headers = not options["no_headers"]
     if output is None:
@@ -250,6 +258,18 @@ def _run(options: dict[str, Any], render: Renderer, load: Loader) -> None:
         raise click.exceptions.Exit(EXIT_OK) from None
 
 
+def check_namespace(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``-n``: a namespace name or a usage error, before it reaches a URL."""
+    if value is None:
+        return None
+    from kubectl_gpushare.kube.names import check_namespace as valid
+
+    try:
+        return valid(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
 from_file_option = click.option(
     "--from-file",
     type=click.File("rb"),
@@ -265,7 +285,7 @@ from_file_option = click.option(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("nodes", nargs=-1, metavar="[NODE]...")
+@click.argument("nodes", nargs=-1, metavar="[NODE]...", shell_complete=complete("nodes"))
 @click.option("-d", "--details", is_flag=True, help="Per node, which pod holds how much on which GPU.")
 @click.option(
     "-o", "--output", type=click.Choice(OUTPUTS), default=None, help="Output format (default: the original's text)."
@@ -286,7 +306,10 @@ from_file_option = click.option(
     help="Sharing stack to read nodes as; auto detects each node (gpushare, HAMi, NVIDIA, nano-gpu, elastic-gpu).",
 )
 @click.option("--no-headers", is_flag=True, help="Leave out table header rows (text, wide, csv).")
-@click.option("-n", "--namespace", default=None, help="Count only this namespace's pods (one tenant's view).")
+@click.option(
+    "-n", "--namespace", default=None, callback=check_namespace, shell_complete=complete("namespaces"),
+    help="Count only this namespace's pods (one tenant's view).",
+)
 @click.option("-A", "--all-namespaces", is_flag=True, help="Count every namespace's pods (the default).")
 @click.option(
     "--group-by",

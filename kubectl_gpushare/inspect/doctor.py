@@ -15,17 +15,19 @@ ever added::
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 import msgspec
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.inspect import tabwriter
+from kubectl_gpushare.inspect import caps, tabwriter
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
 from kubectl_gpushare.inspect.source import StackSplit, keyed_pod_record
 from kubectl_gpushare.inspect.top import printable
 from kubectl_gpushare.kube import stacks
+from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS, EXIT_OK
 from kubectl_gpushare.kube.records import Warnings, node_record, shown, unhealthy_gpus, unhealthy_node_name
 from kubectl_gpushare.kube.stacks import hami
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
@@ -72,10 +74,10 @@ class DoctorReport(msgspec.Struct, rename="camel"):
 
     @property
     def exit_code(self) -> int:
-        """0 clean, 1 warnings only, 2 errors."""
+        """The verdict, from the shared exit-code table: 0 clean, 11 warnings only, 12 errors."""
         if self.summary.errors:
-            return 2
-        return 1 if self.summary.warnings else 0
+            return EXIT_FINDINGS_ERRORS
+        return EXIT_FINDINGS_WARNINGS if self.summary.warnings else EXIT_OK
 
 
 def _has(values: Mapping[str, QuantityValue], resource: str) -> bool:
@@ -426,16 +428,25 @@ def to_json(report: DoctorReport) -> str:
     return msgspec.json.format(msgspec.json.encode(ordered), indent=2).decode() + "\n"
 
 
-def to_text(report: DoctorReport, *, headers: bool = True) -> str:
-    """One line per finding, then a one-line verdict."""
-    lines: list[str] = []
-    if report.findings:
-        rows = ["SEVERITY\tCHECK\tOBJECT\tMESSAGE\n"] if headers else []
-        rows += [f"{f.severity}\t{f.check}\t{f.object}\t{f.message}\n" for f in report.findings]
-        lines.append(tabwriter.render("".join(rows)))
+def to_text(report: DoctorReport, *, headers: bool = True, limit: int | None = None) -> str:
+    """The verdict first, then one line per finding, at most ``limit`` of them (`inspect.caps`).
+
+    When findings are left out, a count per check comes between the verdict and the findings, so
+    every check that fired is named however many objects it fired on.
+    """
     errors, warnings = report.summary.errors, report.summary.warnings
     if not report.findings:
-        lines.append("No problems found.\n")
-    else:
-        lines.append(f"{errors} error{'' if errors == 1 else 's'}, {warnings} warning{'' if warnings == 1 else 's'}.\n")
+        return "No problems found.\n"
+    lines = [f"{errors} error{'' if errors == 1 else 's'}, {warnings} warning{'' if warnings == 1 else 's'}.\n"]
+    shown, hidden = caps.capped(report.findings, limit)
+    if hidden:
+        counts = Counter((f.severity, f.check) for f in report.findings)
+        rows = ["SEVERITY\tCHECK\tFINDINGS\n"] if headers else []
+        rows += [f"{severity}\t{check}\t{count}\n" for (severity, check), count in counts.items()]
+        lines += ["\n", tabwriter.render("".join(rows))]
+    rows = ["SEVERITY\tCHECK\tOBJECT\tMESSAGE\n"] if headers else []
+    rows += [f"{f.severity}\t{f.check}\t{f.object}\t{f.message}\n" for f in shown]
+    lines += ["\n", tabwriter.render("".join(rows))]
+    if hidden:
+        lines.append(caps.more_line(hidden, "findings"))
     return "".join(lines)

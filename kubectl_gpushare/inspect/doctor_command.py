@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
+from kubectl_gpushare.inspect.caps import limit_options
 from kubectl_gpushare.inspect.command import from_file_option, run
 from kubectl_gpushare.kube.errors import EXIT_CODES_HELP
 from kubectl_gpushare.kube.flags import kube_options, make_client
@@ -56,8 +57,8 @@ Checks:
                                    (a warning where none is at risk)
 
 \b
-The verdict is the exit code: 0 no findings, 1 warnings only, 2 errors. When doctor itself cannot
-run, the codes below apply (an API error also exits 1, with nothing on stdout).
+The verdict is the exit code: 0 no findings, 11 warnings only, 12 errors (apart from the codes
+1-5 that say doctor itself could not run: an API error exits 1, with nothing on stdout).
 
 """
     + EXIT_CODES_HELP
@@ -153,21 +154,25 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
     "--usage", is_flag=True,
     help="Also ask each device plugin what its pods use (pods/proxy, as top does): finds gpu-over-share.",
 )  # fmt: skip
+@limit_options
 @from_file_option
 @kube_options
 def doctor_command(**options: Any) -> None:
-    """Audit a gpushare install: one line per finding with a severity; the exit code is the verdict."""
+    """Audit a gpushare install: the verdict, then one line per finding; the exit code is the verdict.
+
+    The text shows the first --limit findings (and, when it leaves some out, a count per check).
+    """
     if options["usage"] and options["from_file"] is not None:
         raise click.UsageError("--usage asks the device plugins of a cluster; it cannot read --from-file")
     verdict: list[int] = []
 
     def render(audited: _Audited, opts: dict[str, Any]) -> str:
-        from kubectl_gpushare.inspect import doctor
+        from kubectl_gpushare.inspect import caps, doctor
 
         verdict.append(audited.report.exit_code)
         if opts["output"] == "json":
             return doctor.to_json(audited.report)
-        return doctor.to_text(audited.report, headers=not opts["no_headers"])
+        return doctor.to_text(audited.report, headers=not opts["no_headers"], limit=caps.limit_of(opts))
 
     run(dict(options, nodes=(), selector=None), render=render, load=_load)
     raise click.exceptions.Exit(verdict[0] if verdict else 0)

@@ -32,6 +32,7 @@ import msgspec
 from msgspec.structs import replace
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.kube.records import pod_record, pod_request
 from kubectl_gpushare.kube.selectors import Requirement
@@ -57,6 +58,8 @@ from kubectl_gpushare.ledger import (
 )
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
+FITS_PREFIX: Final = "fits on GPU "
+"""How a node verdict that takes the pod begins."""
 KIND: Final = "GPUShareExplanation"
 _BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
 
@@ -191,7 +194,7 @@ def _verdict(
         unhealthy = f"; {record.cap_count - record.alloc_count} of its {record.cap_count} GPUs are unhealthy"
     gpu = ledger.choose_gpu(name, request, policy)
     if gpu is not None:
-        return f"fits on GPU {gpu} ({policy}){unhealthy}"
+        return f"{FITS_PREFIX}{gpu} ({policy}){unhealthy}"
     if record is not None and record.unhealthy:
         usage = ledger.usage(name)
         sick = [i for i in sorted(record.unhealthy) if i in usage.devices and usage.devices[i].free >= request]
@@ -260,7 +263,7 @@ def explain(
                            "plugin runs nowhere (kubectl gpushare doctor; kubectl gpushare label-nodes).")
     verdicts = [NodeVerdict(node.metadata.name, _verdict(ledger, pod, node, request, unit, policy, placement))
                 for node in sorted(gpushare_nodes, key=lambda n: n.metadata.name)]
-    fitting = [v.name for v in verdicts if v.reason.startswith("fits on GPU")]
+    fitting = [v.name for v in verdicts if v.reason.startswith(FITS_PREFIX)]
     usable = [node.metadata.name for node in gpushare_nodes if _excluded(pod, node, placement) is None]
     largest = max((ledger.largest_free(name) for name in usable), default=0)
     base = replace(base, largest_fit=largest)
@@ -268,7 +271,7 @@ def explain(
         summary = (f"{asks}, but every node with GPU sharing is excluded before GPU memory is even "
                    "considered (taints, nodeSelector or cordon, below).")
     elif fitting:
-        summary = (f"{asks} and fits on {', '.join(fitting)} now; if it stays Pending, the scheduler or the "
+        summary = (f"{asks} and fits on {caps.named(fitting)} now; if it stays Pending, the scheduler or the "
                    "extender is not reaching it (see the events).")
     elif any("a pod never spans GPUs" in v.reason for v in verdicts):
         summary = (f"{asks}: some nodes have that much free in total but no single GPU does; the largest "
@@ -355,12 +358,22 @@ def to_json(explanation: Explanation) -> str:
     return msgspec.json.format(msgspec.json.encode(ordered), indent=2).decode() + "\n"
 
 
-def to_text(explanation: Explanation) -> str:
-    """The summary, then one line per node and the scheduler's messages."""
+def to_text(explanation: Explanation, *, limit: int | None = None) -> str:
+    """The summary, then one line per node (at most ``limit``, `inspect.caps`) and the scheduler's messages.
+
+    Nodes are listed by name; when the list is capped, nodes that take the pod come first, so the
+    shortened list still shows where it fits.
+    """
     lines = [explanation.summary + "\n"]
     if explanation.nodes:
+        shown, hidden = caps.capped(explanation.nodes, limit)
+        if hidden:
+            ordered = sorted(explanation.nodes, key=lambda v: not v.reason.startswith(FITS_PREFIX))
+            shown, hidden = caps.capped(ordered, limit)
         lines.append("\nNodes with GPU sharing:\n")
-        lines += [f"  node/{v.name}: {v.reason}\n" for v in explanation.nodes]
+        lines += [f"  node/{v.name}: {v.reason}\n" for v in shown]
+        if hidden:
+            lines.append(caps.more_line(hidden, "nodes", indent="  "))
     if explanation.events:
         lines.append("\nThe scheduler said:\n")
         lines += [f"  {message}\n" for message in dict.fromkeys(explanation.events)]

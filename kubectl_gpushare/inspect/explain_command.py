@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.inspect.command import from_file_option, run
+from kubectl_gpushare.inspect import caps
+from kubectl_gpushare.inspect.caps import limit_options
+from kubectl_gpushare.inspect.command import check_namespace, from_file_option, run
 from kubectl_gpushare.kube.errors import EXIT_CODES_HELP
-from kubectl_gpushare.kube.flags import kube_options, make_client
+from kubectl_gpushare.kube.flags import complete, kube_options, make_client
 from kubectl_gpushare.kube.records import Warnings
 
 if TYPE_CHECKING:
@@ -54,10 +56,38 @@ class _Inputs:
     stack_claims: dict[str, list[StackClaim]] = field(default_factory=dict)
 
 
-def _pod_not_found(namespace: str, name: str) -> Exception:
+def _pod_not_found(namespace: str, name: str, elsewhere: list[str] | None = None) -> Exception:
+    """The NotFound words kubectl uses, plus where a pod of that name does live, when -n was not given."""
     from kubectl_gpushare.kube.errors import NotFound
 
-    return NotFound(404, "NotFound", f'pods "{name}" not found in namespace "{namespace}"')
+    hint = ""
+    if elsewhere:
+        where = caps.named(sorted(elsewhere))
+        hint = (f"; a pod of that name is in namespace{'s' if len(elsewhere) > 1 else ''} {where} "
+                f"(-n {sorted(elsewhere)[0]}, or -A)")
+    return NotFound(404, "NotFound", f'pods "{name}" not found in namespace "{namespace}"{hint}')
+
+
+def check_pod_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """POD: a pod name or a usage error, before it reaches a URL."""
+    from kubectl_gpushare.kube.names import check_object_name
+
+    try:
+        return check_object_name(value, "pod")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def _only_one(name: str, namespaces: list[str]) -> str:
+    """The namespace of the one pod called ``name`` (-A); refused when there are none or several."""
+    from kubectl_gpushare.kube.errors import NotFound
+
+    if not namespaces:
+        raise NotFound(404, "NotFound", f'pods "{name}" not found in any namespace')
+    if len(namespaces) > 1:
+        raise click.UsageError(f"pod {name} is in several namespaces ({caps.named(sorted(namespaces))}): pick one "
+                               "with -n")
+    return namespaces[0]
 
 
 def _inputs(
@@ -85,24 +115,38 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
 
         data = options["from_file"].read()
         file_nodes, file_pods = parse_documents(data)
-        namespace = options["namespace"] or "default"
+        homes = [p.metadata.namespace for p in file_pods if p.metadata.name == name]
+        namespace = _only_one(name, homes) if options["all_namespaces"] else options["namespace"] or "default"
         matches = [p for p in file_pods if (p.metadata.namespace, p.metadata.name) == (namespace, name)]
         if not matches:
-            raise _pod_not_found(namespace, name)
+            raise _pod_not_found(namespace, name, None if options["namespace"] else homes)
         inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data))
         for raw in items_of_kind(data, "Pod"):  # JSON dumps carry the affinity; YAML ones are read without it
             if raw_key(raw) == (namespace, name):
                 inputs.placement = POD_PLACEMENT_DECODER.decode(raw)
         return inputs
-    from kubectl_gpushare.inspect.source import ACTIVE_PODS
+    from kubectl_gpushare.inspect.source import ACTIVE_PODS, require_namespace
     from kubectl_gpushare.kube import errors, types
 
+    def namesakes() -> list[str]:
+        """Namespaces holding a pod called ``name`` (one field-selected list, names only)."""
+        try:
+            found = client.list(types.PODS, field_selector=f"metadata.name={name}")
+        except errors.Forbidden:
+            return []  # no cluster-wide list: no hint, and -A cannot look
+        return [pod.metadata.namespace for pod in found]
+
     with make_client(options, "explain") as client:
-        namespace = options["namespace"] or client.config.namespace or "default"
+        if options["all_namespaces"]:
+            namespace = _only_one(name, namesakes())
+        else:
+            namespace = options["namespace"] or client.config.namespace or "default"
         try:
             body = client.request("GET", types.PODS.path(namespace, name))
         except errors.NotFound:
-            raise _pod_not_found(namespace, name) from None
+            if options["namespace"]:
+                require_namespace(client, namespace)  # -n nosuchns: say so, as kubectl does
+            raise _pod_not_found(namespace, name, None if options["namespace"] else namesakes()) from None
         pod = types.POD_DECODER.decode(body)
         placement = types.POD_PLACEMENT_DECODER.decode(body)
         nodes = client.list_nodes()
@@ -131,7 +175,9 @@ def _render(inputs: _Inputs, options: dict[str, Any]) -> str:
         inputs.pod, inputs.nodes, inputs.ledger, inputs.events, policy, inputs.placement,
         stack_nodes=inputs.stack_nodes, stack_claims=inputs.stack_claims,
     )
-    return explain.to_json(answer) if options["output"] == "json" else explain.to_text(answer)
+    if options["output"] == "json":
+        return explain.to_json(answer)
+    return explain.to_text(answer, limit=caps.limit_of(options))
 
 
 @click.command(
@@ -139,8 +185,12 @@ def _render(inputs: _Inputs, options: dict[str, Any]) -> str:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("pod", metavar="POD")
-@click.option("-n", "--namespace", default=None, help="The pod's namespace (default: the context's, else default).")
+@click.argument("pod", metavar="POD", callback=check_pod_name, shell_complete=complete("pods"))
+@click.option(
+    "-n", "--namespace", default=None, callback=check_namespace, shell_complete=complete("namespaces"),
+    help="The pod's namespace (default: the context's, else default).",
+)
+@click.option("-A", "--all-namespaces", is_flag=True, help="Find the pod by name in any namespace (it must be one).")
 @click.option(
     "--policy",
     type=click.Choice(["binpack", "spread"]),
@@ -149,8 +199,14 @@ def _render(inputs: _Inputs, options: dict[str, Any]) -> str:
     help="The extender's GPU policy.",
 )
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Output format.")
+@limit_options
 @from_file_option
 @kube_options
 def explain_command(**options: Any) -> None:
-    """Why a pod is Pending (does not fit), or where it runs and what shares its GPU."""
+    """Why a pod is Pending (does not fit), or where it runs and what shares its GPU.
+
+    The text names at most --limit nodes; -o json names them all.
+    """
+    if options["namespace"] and options["all_namespaces"]:
+        raise click.UsageError("-n/--namespace and -A/--all-namespaces go one at a time")
     run(dict(options, nodes=(), selector=None), render=_render, load=_load)

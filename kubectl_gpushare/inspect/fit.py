@@ -31,7 +31,7 @@ from typing import Final
 import msgspec
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.inspect import tabwriter
+from kubectl_gpushare.inspect import caps, tabwriter
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.ledger import Ledger, Policy
 
@@ -163,8 +163,11 @@ def _other_stacks_note(other_stacks: Mapping[str, int]) -> str:
             "kubectl gpushare inspect shows them).\n")
 
 
-def to_text(report: FitReport, *, headers: bool = True) -> str:
-    """A summary line, one row per GPU that takes a pod, and where the next pods go."""
+def to_text(report: FitReport, *, headers: bool = True, limit: int | None = None) -> str:
+    """A summary line, one row per GPU that takes a pod, and where the next pods go.
+
+    Each list shows at most ``limit`` rows (`inspect.caps`), then a line counting the rest.
+    """
     unit = report.unit
     pods = "pod" if report.fits == 1 else "pods"
     lines = [
@@ -173,13 +176,19 @@ def to_text(report: FitReport, *, headers: bool = True) -> str:
         f"the largest request that fits on one GPU is {report.largest_fit} {unit}.\n"
     ]
     if report.nodes:
+        gpus, hidden = caps.capped([(node.name, gpu) for node in report.nodes for gpu in node.gpus], limit)
         rows = [f"NODE\tGPU\tFREE({unit})\tFITS\n"] if headers else []
-        rows += [f"{node.name}\t{gpu.index}\t{gpu.free}\t{gpu.fits}\n" for node in report.nodes for gpu in node.gpus]
+        rows += [f"{name}\t{gpu.index}\t{gpu.free}\t{gpu.fits}\n" for name, gpu in gpus]
         lines += ["\n", tabwriter.render("".join(rows))]
+        if hidden:
+            lines.append(caps.more_line(hidden, "GPUs that take a pod"))
     if report.placements:
+        placements, hidden = caps.capped(report.placements, limit)
         rows = ["POD\tNODE\tGPU\n"] if headers else []
-        rows += [f"{number}\t{p.node}\t{p.gpu}\n" for number, p in enumerate(report.placements, 1)]
+        rows += [f"{number}\t{p.node}\t{p.gpu}\n" for number, p in enumerate(placements, 1)]
         lines += ["\n", tabwriter.render("".join(rows))]
+        if hidden:
+            lines.append(caps.more_line(hidden, "placements"))
     if len(report.placements) < report.count:
         lines.append(f"\nOnly {len(report.placements)} of the {report.count} pods asked for fit.\n")
     if report.other_stacks:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.inspect.caps import limit_options
 from kubectl_gpushare.inspect.command import from_file_option, run
-from kubectl_gpushare.kube.errors import EXIT_CODES_HELP
+from kubectl_gpushare.kube.errors import EXIT_CODES_HELP, EXIT_FIT_SHORT, EXIT_OK
 from kubectl_gpushare.kube.flags import kube_options
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ EPILOG = (
     """\b
 Examples:
   kubectl gpushare fit 8                   # where do 8 GiB pods fit, and how many?
+  kubectl gpushare fit 8Gi                 # the same as a quantity (8192Mi too)
   kubectl gpushare fit 8 --count 5 -o json # where would 5 of them go, one after another
   kubectl gpushare fit 20000 -l pool=a100  # MiB units on nodes whose device plugin uses MiB
 
@@ -42,16 +44,41 @@ elastic-gpu) are not considered; a note line counts them.
 )
 
 
+def check_memory(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """MEMORY: a count in the nodes' unit (``8``) or a Kubernetes quantity of bytes (``8Gi``, ``8192Mi``).
+
+    Checked here for syntax and bounds (in MiB, the finer unit), so garbage is a usage error before
+    the cluster is read; converted once the nodes' unit is known (`request_in`).
+    """
+    try:
+        protocol.parse_memory_request(value, protocol.UNIT_MIB, MAX_REQUEST * 1024)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
+def request_in(text: str, unit: str) -> int:
+    """MEMORY in the nodes' unit; a usage error when it is not a whole number of units."""
+    try:
+        return protocol.parse_memory_request(text, unit, MAX_REQUEST)
+    except ValueError as exc:
+        raise click.UsageError(f"Invalid value for 'MEMORY': {exc}") from None
+
+
 def _render(snapshot: Snapshot, options: dict[str, Any]) -> str:
-    from kubectl_gpushare.inspect import fit, order
+    from kubectl_gpushare.inspect import caps, fit, order
+    from kubectl_gpushare.inspect.compat import memory_unit
 
     names = order.sort_nodes(snapshot.ledger, snapshot.names, "name")
     policy: Policy = "spread" if options["policy"] == "spread" else "binpack"
     others = Counter(node.stack for node in snapshot.stack_nodes)
-    report = fit.plan(snapshot.ledger, names, options["memory"], options["count"], policy, others)
+    request = request_in(options["memory"], memory_unit(snapshot.ledger, names) or protocol.UNIT_GIB)
+    report = fit.plan(snapshot.ledger, names, request, options["count"], policy, others)
+    if len(report.placements) < report.count:
+        options["verdict"].append(EXIT_FIT_SHORT)
     if options["output"] == "json":
         return fit.to_json(report)
-    return fit.to_text(report, headers=not options["no_headers"])
+    return fit.to_text(report, headers=not options["no_headers"], limit=caps.limit_of(options))
 
 
 @click.command(
@@ -59,7 +86,7 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("memory", type=click.IntRange(1, MAX_REQUEST), metavar="MEMORY")
+@click.argument("memory", callback=check_memory, metavar="MEMORY")
 @click.option(
     "--count", type=click.IntRange(1, 100_000), default=1, show_default=True, help="Pods of MEMORY to place."
 )
@@ -73,11 +100,16 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str:
 )
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Output format.")
 @click.option("--no-headers", is_flag=True, help="Leave out table header rows.")
+@limit_options
 @from_file_option
 @kube_options
 def fit_command(**options: Any) -> None:
     """How many pods of MEMORY (aliyun.com/gpu-mem) fit, on which nodes and GPUs, and where the next go.
 
-    Also says the largest request that still fits on some GPU.
+    MEMORY is a number in the nodes' unit (GiB, or MiB where the device plugin counts MiB) or a
+    quantity such as 8Gi or 8192Mi. Also says the largest request that still fits on some GPU.
+    Exits 10 when fewer than --count pods fit.
     """
-    run(dict(options, nodes=(), details=False, sort="name", keep_pods=False), render=_render)  # fit needs sums
+    verdict: list[int] = []
+    run(dict(options, nodes=(), details=False, sort="name", keep_pods=False, verdict=verdict), render=_render)
+    raise click.exceptions.Exit(verdict[0] if verdict else EXIT_OK)

@@ -6,6 +6,11 @@ or (with no arguments, or ``--all``) on every node that has NVIDIA GPUs: ``nvidi
 capacity, NVIDIA GPU Feature Discovery's ``nvidia.com/gpu.present``/``nvidia.com/gpu.count``
 labels, or a gpushare ``aliyun.com/gpu-mem`` capacity. It prints one ``node/<name> labeled`` line per node, as
 ``kubectl label`` does, and patches only nodes whose label actually changes.
+
+A node whose GPUs another sharing stack already advertises (NVIDIA's device plugin, with or without
+time-slicing or MIG, HAMi, nano-gpu, elastic-gpu: `kube.stacks.detect`, the rule inspect reads
+nodes with) is skipped with one line saying why: a second device plugin would advertise the same
+GPUs again. Naming the node, or ``--force``, labels it anyway.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.errors import EXIT_API, EXIT_AUTH, EXIT_CODES_HELP, EXIT_UNREACHABLE, EXIT_USAGE
-from kubectl_gpushare.kube.flags import kube_options, make_client
+from kubectl_gpushare.kube.flags import complete, kube_options, make_client
 
 if TYPE_CHECKING:
     from kubectl_gpushare.kube.client import Client
@@ -33,6 +38,8 @@ Examples:
   kubectl gpushare label-nodes gpu-1 gpu-2     # these nodes
   kubectl gpushare label-nodes -l pool=a100 --dry-run
   kubectl gpushare label-nodes --remove        # unlabel every GPU node
+Nodes whose GPUs another stack advertises (nvidia.com/gpu from NVIDIA's device plugin, time-slicing,
+MIG, HAMi, nano-gpu, elastic-gpu) are skipped, one line each, unless named or --force'd.
 Needs list, get and patch on nodes.
 
 """ + EXIT_CODES_HELP
@@ -49,16 +56,55 @@ def has_nvidia_gpus(node: Node) -> bool:
     return labels.get(GFD_PRESENT) == "true" or labels.get(protocol.LABEL_GPU_COUNT, "0") not in ("0", "")
 
 
+STACK_NAMES: Final = {
+    protocol.STACK_NVIDIA: "NVIDIA's device plugin",
+    protocol.STACK_HAMI: "HAMi",
+    protocol.STACK_NANO_GPU: "nano-gpu",
+    protocol.STACK_ELASTIC_GPU: "elastic-gpu",
+}
+
+
+def other_stack(node: Node) -> str | None:
+    """Why another sharing stack owns this node's GPUs, or None when gpushare may take them.
+
+    The stack is `kube.stacks.detect`'s (a node already advertising ``aliyun.com/gpu-mem`` is
+    gpushare's); the sharing mode (time-slicing, MPS, MIG) is the stack decoder's own note.
+    """
+    from kubectl_gpushare.kube import stacks
+
+    stack = stacks.detect(node)
+    if stack is None or stack == protocol.STACK_GPUSHARE:
+        return None
+    what = STACK_NAMES.get(stack, stack)
+    decoded = stacks.stack_node(node, stack, None, 0.0)
+    # Extended resources (a domain-prefixed name) are what a device plugin advertises.
+    resources = sorted(name for name in node.status.capacity if "/" in name)
+    modes = [decoded.note] if decoded.note else []
+    if any(resource.startswith(protocol.NVIDIA_MIG_PREFIX) for resource in resources):
+        modes.append("MIG")
+    advertised = ", ".join(resources[:3]) + (", ..." if len(resources) > 3 else "")
+    detail = f" ({'; '.join(modes)})" if modes else ""
+    on = f" advertises {advertised}" if advertised else " manages its GPUs"
+    return f"{what}{detail}{on}"
+
+
 def _select(client: Client, names: tuple[str, ...], selector: str | None, all_gpu: bool) -> list[Node]:
     if names:
         return [client.get_node(name) for name in dict.fromkeys(names)]
     nodes: list[Node] = client.list_nodes(label_selector=selector or None)
-    return [node for node in nodes if has_nvidia_gpus(node)] if all_gpu else nodes
+    if not all_gpu:
+        return nodes
+    from kubectl_gpushare.kube import stacks
+
+    # A sharing stack's node (nano-gpu, elastic-gpu) is listed too, so that its skip line says why.
+    return [node for node in nodes if has_nvidia_gpus(node) or stacks.detect(node) is not None]
 
 
 def _apply(options: dict[str, Any]) -> None:
     remove = options["remove"]
     suffix = " (dry run)" if options["dry_run"] else ""
+    # Named nodes are the user's explicit choice; --all and -l skip other stacks' nodes unless --force.
+    respect_stacks = not (remove or options["force"] or options["nodes"])
     with make_client(options, "label-nodes") as client:
         nodes = _select(client, options["nodes"], options["selector"], options["all_gpu"])
         if not nodes:
@@ -72,6 +118,10 @@ def _apply(options: dict[str, Any]) -> None:
             if current == wanted:
                 click.echo(f"node/{name} not {'unlabeled' if remove else 'labeled'} (already so){suffix}")
                 continue
+            owner = other_stack(node) if respect_stacks else None
+            if owner is not None:
+                click.echo(f"node/{name} skipped: {owner}; name it or pass --force to label it too{suffix}")
+                continue
             if not options["dry_run"]:
                 body = {"metadata": {"labels": {protocol.LABEL_GPUSHARE: wanted}}}
                 client.patch_node(name, body, patch_type="merge")
@@ -83,18 +133,22 @@ def _apply(options: dict[str, Any]) -> None:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("nodes", nargs=-1, metavar="[NODE]...")
+@click.argument("nodes", nargs=-1, metavar="[NODE]...", shell_complete=complete("nodes"))
 @click.option(
     "--all", "all_gpu", is_flag=True, help="Every node with NVIDIA GPUs (capacity or GFD labels); the default."
 )
 @click.option("-l", "--selector", default=None, metavar="SELECTOR", help="Nodes matching this label selector.")
 @click.option("--remove", is_flag=True, help="Remove the gpushare label instead of setting it.")
 @click.option("--dry-run", is_flag=True, help="Print what would change; change nothing.")
+@click.option(
+    "--force", is_flag=True, help="Also label nodes whose GPUs another stack (NVIDIA, HAMi, ...) advertises."
+)
 @kube_options
 def label_nodes_command(**options: Any) -> None:
     """Label GPU nodes gpushare=true so the gpushare device plugin DaemonSet runs on them.
 
-    With no node names and no -l, every node with NVIDIA GPUs is labelled.
+    With no node names and no -l, every node with NVIDIA GPUs is labelled, except nodes another
+    sharing stack already serves.
     """
     if not (options["nodes"] or options["selector"]):
         options["all_gpu"] = True

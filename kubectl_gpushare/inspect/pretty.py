@@ -52,8 +52,9 @@ def render(
 ) -> None:
     """Draw the nodes (with each GPU's pods when ``details``) onto ``stream``, then pods waiting for a node."""
     console = Console(file=stream, highlight=False, soft_wrap=False)
-    unit = memory_unit(ledger, names) or "?"
-    table = Table(title=f"Shared GPU memory ({unit})", title_justify="left", show_lines=details)
+    unit = memory_unit(ledger, names)
+    title = f"Shared GPU memory ({unit})" if unit else "Shared GPU memory"  # no GPU-share node: no unit
+    table = Table(title=title, title_justify="left", show_lines=details)
     table.add_column("NODE", style="bold")
     table.add_column("IP")
     table.add_column("GPUS")

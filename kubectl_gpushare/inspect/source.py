@@ -72,6 +72,23 @@ def not_found(name: str) -> NotFound:
     return NotFound(404, "NotFound", f'nodes "{name}" not found')
 
 
+def require_namespace(client: Client, namespace: str) -> None:
+    """Fail as kubectl does for a namespace that does not exist (one GET).
+
+    A user who may not read namespaces (a tenant's RBAC often allows pods only) is not refused:
+    the namespace is then taken on trust, as before.
+
+    Raises:
+        NotFound: ``namespaces "<name>" not found``, kubectl's words.
+    """
+    try:
+        client.request("GET", f"/api/v1/namespaces/{namespace}")
+    except NotFound:
+        raise NotFound(404, "NotFound", f'namespaces "{namespace}" not found') from None
+    except Forbidden:
+        return
+
+
 def keyed_pod_record(pod: types.Pod, warnings: Warnings | None = None) -> PodRecord:
     """`pod_record`, keyed by namespace/name when the pod has no uid (hand-written files leave it out).
 

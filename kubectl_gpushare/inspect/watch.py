@@ -25,6 +25,22 @@ from kubectl_gpushare.ledger import Ledger
 
 SETTLE: Final = 0.2
 """Seconds to wait after a change for more changes, so a burst (a bind writes several) draws once."""
+STALE_AFTER: Final = 2.0
+"""Seconds an informer must keep failing before the view is marked stale (a watch that the server
+ends and that reconnects at once is not an outage)."""
+
+
+def stale_since(informers: Sequence[Informer[Any]], now: float) -> float | None:
+    """Wall-clock time since which some informer has failed to list or watch, or None when current."""
+    stale = max((informer.stale_for() for informer in informers), default=0.0)
+    return now - stale if stale >= STALE_AFTER else None
+
+
+def stale_line(since: float) -> str:
+    """The line above a view the API server no longer confirms."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))
+    return (f"STALE since {when} ({time.time() - since:.0f}s): the API server is not answering; "
+            "below is the last state seen, retrying.\n")
 
 
 def snapshot(
@@ -83,15 +99,17 @@ def watch(client: Client, options: dict[str, Any], render: Callable[[Snapshot, d
         first = True
         while True:
             changed.clear()
+            since = stale_since(informers, time.time())
             view = snapshot(node_informer.items(), pod_informer.items(), options["nodes"], options["selector"])
-            text = render(view, options) or ""
+            text = (stale_line(since) if since is not None else "") + (render(view, options) or "")
             if live is not None:
                 live.update(Text(text), refresh=True)
             else:
                 sys.stdout.write(text if first else "\n" + text)
                 sys.stdout.flush()
             first = False
-            while not changed.wait(0.5):
+            # Redraw on a change, and when the API server stops or starts answering again.
+            while not changed.wait(0.5) and (stale_since(informers, time.time()) is None) == (since is None):
                 pass
             time.sleep(SETTLE)  # let a burst of changes (a bind writes several) land before drawing
     finally:

@@ -33,7 +33,8 @@ def render(
     if headers:
         gpu_columns = "".join(f"GPU{index}(Allocated/Total)\t" for index in range(max_gpus))
         lines.append(
-            f"NAME\tIPADDRESS\tGPUS\t{gpu_columns}PENDING\tALLOCATED/TOTAL({unit})\tUSED%\tFREE\tLARGEST-FREE-GPU\tPODS\n"
+            f"NAME\tIPADDRESS\tGPUS\t{gpu_columns}PENDING\tALLOCATED/TOTAL{f'({unit})' if unit else ''}\tUSED%\tFREE"
+            "\tLARGEST-FREE-GPU\tPODS\n"  # no GPU-share node, no unit: no empty "()" (the default view keeps it)
         )
     cluster_used = cluster_total = 0
     for usage in usages:

@@ -293,6 +293,15 @@ def _merge(paths: Sequence[str]) -> _Merged:
     return merged
 
 
+def context_names(kubeconfig: str | None = None) -> list[str]:
+    """The context names the kubeconfig (or ``$KUBECONFIG``'s files, or ``~/.kube/config``) defines.
+
+    Raises:
+        ConfigError: a file is unreadable or malformed.
+    """
+    return sorted(_merge(kubeconfig_paths(kubeconfig)).contexts)
+
+
 def _resolve(path: object, base: str) -> str | None:
     if not path:
         return None

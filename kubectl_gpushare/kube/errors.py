@@ -32,6 +32,14 @@ EXIT_AUTH: Final = 4
 """The API server rejected the credentials (401) or the RBAC permissions (403)."""
 EXIT_START: Final = 5
 """A server could not start: port or socket in use, TLS files unreadable, GPU backend failed."""
+EXIT_FIT_SHORT: Final = 10
+"""``fit`` ran, and fewer than ``--count`` pods fit (a "no" answer, as ``kubectl diff`` exits 1 on a diff).
+
+The answers of question-commands sit at 10 and up so they never read as a failure to run (1-5)."""
+EXIT_FINDINGS_WARNINGS: Final = 11
+"""``doctor`` ran and found warnings, no errors."""
+EXIT_FINDINGS_ERRORS: Final = 12
+"""``doctor`` ran and found errors."""
 EXIT_INTERRUPTED: Final = 130
 """Interrupted by Ctrl-C (128 + SIGINT, as shells report it)."""
 
@@ -43,6 +51,9 @@ Exit codes:
   3    API server unreachable within --request-timeout
   4    unauthorized (401) or forbidden (403)
   5    a server could not start (port or socket in use, GPU backend failed)
+  10   fit: fewer than --count pods fit
+  11   doctor: warnings found (no errors)
+  12   doctor: errors found
   130  interrupted (Ctrl-C)"""
 """The table above as click help text (``\\b`` keeps click from rewrapping it)."""
 
@@ -210,6 +221,9 @@ __all__ = [
     "EXIT_AUTH",
     "EXIT_CODES_HELP",
     "EXIT_CONFIG",
+    "EXIT_FINDINGS_ERRORS",
+    "EXIT_FINDINGS_WARNINGS",
+    "EXIT_FIT_SHORT",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_START",

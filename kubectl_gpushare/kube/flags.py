@@ -20,6 +20,23 @@ if TYPE_CHECKING:
     from kubectl_gpushare.kube.config import ClientConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
+Completer = Callable[[click.Context, click.Parameter, str], list[Any]]
+
+
+def complete(kind: str) -> Completer:
+    """A ``shell_complete`` callback for ``kind`` names (nodes, pods, namespaces, contexts).
+
+    `kube.completion` (and the client) load only when a completion runs, never for a command.
+    """
+
+    def callback(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        from kubectl_gpushare.kube import completion
+
+        answer: list[Any] = getattr(completion, kind)(ctx, param, incomplete)
+        return answer
+
+    return callback
+
 
 _OPTIONS = (
     click.option(
@@ -28,7 +45,7 @@ _OPTIONS = (
         metavar="PATH",
         help="Kubeconfig file (default: $KUBECONFIG path list, ~/.kube/config, in-cluster).",
     ),
-    click.option("--context", default=None, help="Kubeconfig context to use."),
+    click.option("--context", default=None, shell_complete=complete("contexts"), help="Kubeconfig context to use."),
     click.option("--cluster", default=None, help="Kubeconfig cluster to use."),
     click.option("--user", default=None, help="Kubeconfig user to use."),
     click.option("--as", "as_user", default=None, metavar="USER", help="Impersonate this user."),

@@ -26,6 +26,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
     ),
 }
 OUTPUTS: dict[str, list[str]] = {"txt": [], "json": ["-o", "json"]}
+SHORT: frozenset[str] = frozenset({"s2-too-big"})
+"""Cases where fewer than --count pods fit: fit exits EXIT_FIT_SHORT (10) there, 0 elsewhere."""
 
 
 def cluster_file(case: str) -> Path:

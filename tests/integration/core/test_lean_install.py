@@ -107,6 +107,17 @@ def test_daemon_without_the_extra_says_which_to_install_in_one_line(
     assert f"needs {missing}," in result.stderr and "pip install 'kubectl-gpushare[daemons]'" in result.stderr
 
 
+def test_under_krew_the_hint_names_what_works_there(fresh: Path, kubeconfig: Path) -> None:
+    # krew's environment is the launcher's own: a pip install elsewhere never reaches it.
+    where = fresh.parents[3]  # <where>/home/<version>/bin/python
+    env = dict(os.environ, KUBECTL_GPUSHARE_HOME=str(where / "home"), KUBECTL_GPUSHARE_PYTHON=sys.executable)
+    result = subprocess.run([str(where / "store" / "kubectl-gpushare"), "serve-extender", "--kubeconfig",
+                             str(kubeconfig)], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "pipx install 'kubectl-gpushare[daemons]'" in result.stderr
+    assert "ghcr.io/kubectl-gpushare/kubectl-gpushare" in result.stderr and "pip install '" not in result.stderr
+
+
 def wait_for(process: subprocess.Popen[str], text: str, timeout: float = 60) -> None:
     assert process.stderr is not None
     deadline = time.monotonic() + timeout

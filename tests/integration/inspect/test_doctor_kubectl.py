@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from golden.doctor import cases
 
+from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -27,7 +28,7 @@ def test_every_finding_live_and_from_kubectls_dump(
         expected = (GOLDEN / golden).read_text()
         for source in ([], ["--from-file", str(tmp_path / "cluster.json")]):
             result = kubectl("gpushare", "doctor", *flags, *source, check=False)
-            assert result.returncode == 2, result.stderr
+            assert result.returncode == EXIT_FINDINGS_ERRORS, result.stderr
             assert result.stdout == expected, f"{golden} {'offline' if source else 'live'}"
 
 
@@ -53,7 +54,7 @@ def test_over_committed_gpus_are_named_from_a_second_read_past_the_per_node_limi
         objects += [pod_object(f"{node}-{pod}", "team", [3], node=node, gpu=0, phase="Running") for pod in "ab"]
     sandbox.load(objects)
     result = kubectl("gpushare", "doctor", "-o", "json", check=False)
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == EXIT_FINDINGS_ERRORS, result.stderr
     found = [f for f in json.loads(result.stdout)["findings"] if f["check"] == "gpu-overcommitted"]
     assert [f["object"] for f in found] == [f"node/over-{number:02d}" for number in range(count)]
     assert found[0]["message"] == "GPU 0 holds 6 of 4: team/over-00-a, team/over-00-b"

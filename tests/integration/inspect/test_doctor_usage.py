@@ -11,6 +11,7 @@ import usage_standin
 from usage_standin import GIB, plugins, report
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -56,7 +57,7 @@ def test_a_pod_over_its_share_is_an_error_beside_unenforced_neighbours(
         )  # fmt: skip
         standins["charlie"].hang.set()
         code, found, messages, stderr = _findings(kubectl, "--usage")
-    assert code == 2
+    assert code == EXIT_FINDINGS_ERRORS
     assert found == [
         ("error", "gpu-over-share", "pod/team-a/greedy"), ("warning", "gpu-over-share", "pod/team-b/server")
     ]

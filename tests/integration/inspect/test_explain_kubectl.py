@@ -32,7 +32,10 @@ def test_kubectl_gpushare_explain_matches_golden_live_and_offline(
 
 
 def test_live_explain_quotes_the_schedulers_event(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
-    sandbox.load(cases.seed())
+    from kubectl_gpushare.sandbox.spec import namespace_object
+
+    # The sandbox admits pods into namespaces that do not exist; a real cluster has "ml" here.
+    sandbox.load([namespace_object("ml"), *cases.seed()])
     said = "0/4 nodes are available: 1 Insufficient GPU Memory in one device."
     event = {
         "apiVersion": "v1", "kind": "Event", "metadata": {"name": "wants-8.1", "namespace": "ml"},
@@ -45,3 +48,35 @@ def test_live_explain_quotes_the_schedulers_event(sandbox: Sandbox, kubectl: Cal
     missing = kubectl("gpushare", "explain", "ghost", "-n", "ml", check=False)
     assert missing.returncode == 1
     assert missing.stderr.strip() == 'Failed due to pods "ghost" not found in namespace "ml"'
+
+
+def test_a_pod_in_another_namespace_is_hinted_and_found_with_all_namespaces(
+    sandbox: Sandbox, kubectl: Callable[..., Any], tmp_path: Path
+) -> None:
+    from kubectl_gpushare.sandbox.spec import namespace_object
+
+    sandbox.load([namespace_object("ml"), namespace_object("team-b"), *cases.seed()])
+    (tmp_path / "c.json").write_text(kubectl("get", "nodes,pods", "-A", "-o", "json").stdout)
+    for source in ([], ["--from-file", str(tmp_path / "c.json")]):
+        hinted = kubectl("gpushare", "explain", "wants-8", *source, check=False)
+        assert hinted.returncode == 1 and hinted.stdout == ""
+        assert hinted.stderr == ('Failed due to pods "wants-8" not found in namespace "default"; a pod of that name '
+                                 "is in namespace ml (-n ml, or -A)\n"), source
+        named = kubectl("gpushare", "explain", "wants-8", "-n", "team-b", *source, check=False)
+        assert named.stderr == 'Failed due to pods "wants-8" not found in namespace "team-b"\n', "-n given: no hint"
+        found = kubectl("gpushare", "explain", "wants-8", "-A", *source)
+        assert found.stdout == (GOLDEN / "trap.txt").read_text()
+        nowhere = kubectl("gpushare", "explain", "ghost", "-A", *source, check=False)
+        assert (nowhere.returncode, nowhere.stderr) == (1, 'Failed due to pods "ghost" not found in any namespace\n')
+        both = kubectl("gpushare", "explain", "wants-8", "-A", "-n", "ml", *source, check=False)
+        assert both.returncode == 2 and both.stderr.count("\n") == 1
+
+
+def test_a_pod_in_several_namespaces_needs_n(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
+    from kubectl_gpushare.sandbox.spec import pod_object
+
+    sandbox.load([*cases.seed(), pod_object("wants-8", "team-b", [8])])
+    result = kubectl("gpushare", "explain", "wants-8", "-A", check=False)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: pod wants-8 is in several namespaces (ml, team-b): pick one with -n")
+    assert result.stderr.count("\n") == 1

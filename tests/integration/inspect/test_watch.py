@@ -104,3 +104,35 @@ def test_watch_on_a_terminal_redraws_in_place_with_rich(
             process.kill()
             process.wait()
         os.close(master)
+
+
+def test_watch_marks_the_view_stale_while_the_api_server_does_not_answer_and_resumes(
+    sandbox: Sandbox, kube_env: dict[str, str], kubectl: Callable[..., Any]
+) -> None:
+    sandbox.load([node_object("gpu-a", [16, 16], ip="10.7.0.1")])
+    process = subprocess.Popen(
+        ["kubectl-inspect-gpushare", "-w", "--request-timeout", "2s"], env=kube_env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        first = read_until(process, "0/32 (0%)")
+        assert "STALE" not in first
+        sandbox.inject(status=503)  # every request fails, as an API server going away answers
+        sandbox.drop_watches()
+        stale = read_until(process, "retrying.\n", timeout=45)
+        marked = stale[stale.index("STALE since "):]
+        assert marked.splitlines()[1].startswith("NAME "), "the last state seen stays below the mark"
+        assert "0/32 (0%)" in marked
+        sandbox.clear_faults()
+        pod = pod_object("job", "default", [4], node="gpu-a", gpu=1, gpu_memory=16)
+        kubectl("apply", "-f", "-", input=json.dumps(pod))
+        resumed = read_until(process, "4/32 (12%)", timeout=60)
+        before, last = resumed[:resumed.rindex("NAME ")], resumed[resumed.rindex("NAME "):]
+        assert not before.rstrip("\n").rpartition("\n")[2].startswith("STALE"), "a fresh table, unmarked"
+        assert "4/32 (12%)" in last
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 130
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

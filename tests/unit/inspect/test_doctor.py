@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubectl_gpushare.inspect.doctor_command import doctor_command
+from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS
 
 CHECKS = {
     "device-plugin-missing": "node/no-plugin",
@@ -44,11 +45,11 @@ def seeded(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("suffix", "flags"), [("doctor.txt", []), ("doctor.json", ["-o", "json"])])
-def test_seeded_cluster_matches_golden_and_exits_2(
+def test_seeded_cluster_matches_golden_and_exits_with_errors_found(
     seeded: Path, suffix: str, flags: list[str], cli_runner: CliRunner
 ) -> None:
     result = cli_runner.invoke(doctor_command, ["--from-file", str(seeded), *flags])
-    assert result.exit_code == 2, result.stderr
+    assert result.exit_code == EXIT_FINDINGS_ERRORS, result.stderr
     cases.check(suffix, result.stdout)
 
 
@@ -63,8 +64,10 @@ def test_every_check_fires_once_on_its_object(seeded: Path, cli_runner: CliRunne
 
 @pytest.mark.parametrize(
     ("keep", "code"),
-    [(HEALTHY, 0), ([*HEALTHY, "sick", "plugin-sick"], 1), ([*HEALTHY, "over", "plugin-over", "first", "second"], 2),
-     (["healthy", "fine", "plugin-healthy"], 2), (["healthy", "fine", "plugin-healthy", "extender-unready"], 2)],
+    [(HEALTHY, 0), ([*HEALTHY, "sick", "plugin-sick"], EXIT_FINDINGS_WARNINGS),
+     ([*HEALTHY, "over", "plugin-over", "first", "second"], EXIT_FINDINGS_ERRORS),
+     (["healthy", "fine", "plugin-healthy"], EXIT_FINDINGS_ERRORS),
+     (["healthy", "fine", "plugin-healthy", "extender-unready"], EXIT_FINDINGS_ERRORS)],
     ids=["clean", "warnings", "errors", "no-extender", "extender-not-ready"],
 )
 def test_exit_code_is_the_verdict(tmp_path: Path, keep: list[str], code: int, cli_runner: CliRunner) -> None:
@@ -88,7 +91,7 @@ def test_a_fresh_assignment_is_not_stuck_until_the_threshold(tmp_path: Path, cli
     fresh = cli_runner.invoke(doctor_command, ["--from-file", str(path)])
     assert fresh.exit_code == 0, fresh.stdout
     late = cli_runner.invoke(doctor_command, ["--from-file", str(path), "--stuck-after", "30"])
-    assert late.exit_code == 1 and "assigned-stuck" in late.stdout
+    assert late.exit_code == EXIT_FINDINGS_WARNINGS and "assigned-stuck" in late.stdout
 
 
 def test_unreadable_input_is_a_usage_error(tmp_path: Path, cli_runner: CliRunner) -> None:
@@ -213,8 +216,24 @@ def test_malformed_conditions_are_not_ready_and_never_hide_the_pod(
     document = {"kind": "List", "items": items}
     path.write_text(json.dumps(document) if suffix == "json" else yaml.safe_dump(document))
     result = cli_runner.invoke(doctor_command, ["--from-file", str(path), "-o", "json"])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == EXIT_FINDINGS_WARNINGS, result.output
     assert [(f["check"], f["object"]) for f in json.loads(result.stdout)["findings"]] == [
         ("device-plugin-not-ready", "node/healthy")]
     report = json.loads(cli_runner.invoke(inspect_command, ["--from-file", str(path), "-o", "json"]).stdout)
     assert report["cluster"]["used"] == 4, "the pod with malformed conditions still counts"
+
+
+def test_findings_are_capped_with_a_count_per_check_and_json_is_whole(seeded: Path, cli_runner: CliRunner) -> None:
+    capped = cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--limit", "2"]).stdout.splitlines()
+    whole = cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--all"]).stdout.splitlines()
+    assert capped[0] == whole[0] == "7 errors, 11 warnings."
+    assert capped[2] == "SEVERITY  CHECK                      FINDINGS"
+    assert "warning   hami-mutex-stuck           2" in capped, "one row per check, with its count"
+    table = capped.index("") + 1 + capped[capped.index("") + 1:].index("") + 1
+    shown = [" ".join(line.split()) for line in capped[table + 1:]]
+    assert shown == [" ".join(line.split()) for line in whole[3:5]] + [
+        "... 16 more findings (--all or --limit N shows them)"]
+    assert len(whole) == 2 + 1 + 18
+    report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--limit", "2",
+                                                          "-o", "json"]).stdout)
+    assert len(report["findings"]) == 18

@@ -119,3 +119,28 @@ def test_a_hami_pod_over_two_gpus_lists_both_in_mib(tmp_path: Path, cli_runner: 
     assert isinstance(gpus, list)
     assert [(g["gpu"], g["amount"], g["unit"]) for g in gpus] == [(0, 1000, "MiB"), (1, 4000, "MiB")]
     assert (answer["request"], answer["unit"]) == (5000, "MiB")
+
+
+def test_many_nodes_are_summarised_and_capped_in_text_whole_in_json(tmp_path: Path, cli_runner: CliRunner) -> None:
+    from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+    full = [node_object(f"full-{n:02d}", [4], ip=f"10.9.1.{n + 1}") for n in range(25)]
+    roomy = [node_object(f"roomy-{n:02d}", [16], ip=f"10.9.0.{n + 1}") for n in range(5)]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": [*full, *roomy, pod_object("big", "ml", [8])]}))
+
+    def explain(*flags: str) -> list[str]:
+        return cli_runner.invoke(explain_command, ["big", "-n", "ml", "--from-file", str(path), *flags]).stdout.split(
+            "\n")
+
+    capped = explain()
+    assert capped[0].startswith("Pod ml/big asks for 8 GiB on one GPU and fits on roomy-00, roomy-01, roomy-02 "
+                                "and 2 more now;")
+    assert capped[3:8] == [f"  node/roomy-{n:02d}: fits on GPU 0 (binpack)" for n in range(5)], "fitting first"
+    assert capped[3 + 20] == "  ... 10 more nodes (--all or --limit N shows them)"
+    whole = explain("--all")
+    assert len([line for line in whole if line.startswith("  node/")]) == 30
+    assert whole[3].startswith("  node/full-00"), "uncapped: by name, as before"
+    data = json.loads(cli_runner.invoke(explain_command, ["big", "-n", "ml", "--from-file", str(path), "-o",
+                                                          "json"]).stdout)
+    assert len(data["nodes"]) == 30

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from golden.fit import cases
 
 from kubectl_gpushare.inspect import fit
 from kubectl_gpushare.inspect.fit_command import fit_command
+from kubectl_gpushare.kube.errors import EXIT_FIT_SHORT, EXIT_USAGE
 from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
 
 
@@ -19,7 +20,7 @@ def test_from_file_matches_golden(name: str, suffix: str, cli_runner: CliRunner)
     cluster, args = cases.CASES[name]
     argv = [*args, *cases.OUTPUTS[suffix], "--from-file", str(cases.cluster_file(cluster))]
     result = cli_runner.invoke(fit_command, argv, prog_name="kubectl gpushare fit", env={"GPUSHARE_POLICY": None})
-    assert result.exit_code == 0, result.stderr
+    assert result.exit_code == (EXIT_FIT_SHORT if name in cases.SHORT else 0), result.stderr
     cases.check(name, suffix, result.stdout)
 
 
@@ -71,9 +72,64 @@ def test_json_is_versioned_and_counts_agree() -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [["0"], ["-3"], ["lots"], ["4", "--count", "0"], ["4", "--policy", "random"], []],
-    ids=["zero", "negative", "word", "no-count", "bad-policy", "missing"],
+    "args",
+    [["0"], ["-3"], ["lots"], ["4", "--count", "0"], ["4", "--policy", "random"], [], ["8Zi"], ["1e99"],
+     ["x" * 200], ["-1Gi"], ["4", "--limit", "-1"], ["4", "--limit", "many"], ["4", "--count", "1e3"]],
+    ids=["zero", "negative", "word", "no-count", "bad-policy", "missing", "bad-suffix", "huge", "long",
+         "negative-quantity", "negative-limit", "word-limit", "float-count"],
 )
 def test_bad_arguments_are_usage_errors(args: list[str], cli_runner: CliRunner) -> None:
     result = cli_runner.invoke(fit_command, args)
-    assert result.exit_code == 2
+    assert result.exit_code == EXIT_USAGE
+
+
+def _fit(cli_runner: CliRunner, cluster: str, *args: str) -> Result:
+    argv = [*args, "--from-file", str(cases.cluster_file(cluster))]
+    return cli_runner.invoke(fit_command, argv, env={"GPUSHARE_POLICY": None})
+
+
+@pytest.mark.parametrize("memory", ["4Gi", "4096Mi", "4194304Ki", "4e0"])
+def test_quantities_in_bytes_mean_the_same_as_the_nodes_unit(memory: str, cli_runner: CliRunner) -> None:
+    plain = _fit(cli_runner, "s2", "4", "--count", "3", "-o", "json")
+    quantity = _fit(cli_runner, "s2", memory, "--count", "3", "-o", "json")
+    assert quantity.exit_code == 0, quantity.stderr
+    assert quantity.stdout == plain.stdout and json.loads(quantity.stdout)["request"] == 4
+
+
+def test_quantities_convert_to_mib_on_mib_nodes(cli_runner: CliRunner) -> None:
+    result = _fit(cli_runner, "mib-units", "4000Mi", "-o", "json")
+    assert json.loads(result.stdout)["request"] == 4000 == json.loads(_fit(cli_runner, "mib-units", "4000",
+                                                                            "-o", "json").stdout)["request"]
+    half = _fit(cli_runner, "mib-units", "0.5Gi", "-o", "json")
+    assert json.loads(half.stdout)["request"] == 512
+
+
+@pytest.mark.parametrize(
+    ("memory", "needle"),
+    [("0.5Gi", "is below 1 GiB, the unit"), ("1.5Gi", "is not a whole number of GiB"),
+     ("8G", "is not a whole number of MiB"), ("500m", "is below 1 MiB")],
+)
+def test_fractions_of_the_unit_are_refused(memory: str, needle: str, cli_runner: CliRunner) -> None:
+    # One line through the real console script: tests/unit/core/test_exit_codes.py.
+    result = _fit(cli_runner, "s2", memory)
+    assert result.exit_code == EXIT_USAGE and result.stdout == ""
+    assert f"Invalid value for 'MEMORY': {memory!r} {needle}" in result.stderr
+
+
+def test_fewer_than_count_exits_fit_short_with_the_answer_printed(cli_runner: CliRunner) -> None:
+    enough = _fit(cli_runner, "s2", "4", "--count", "3")
+    assert enough.exit_code == 0
+    short = _fit(cli_runner, "s2", "4", "--count", "100")
+    assert short.exit_code == EXIT_FIT_SHORT == 10
+    assert "Only " in short.stdout and "of the 100 pods asked for fit." in short.stdout
+
+
+def test_detail_is_capped_in_text_and_whole_in_json(cli_runner: CliRunner) -> None:
+    capped = _fit(cli_runner, "many-nodes", "5", "--limit", "3").stdout.splitlines()
+    whole = _fit(cli_runner, "many-nodes", "5", "--all").stdout.splitlines()
+    unlimited = _fit(cli_runner, "many-nodes", "5", "--limit", "0").stdout.splitlines()
+    assert whole == unlimited and len(whole) > len(capped)
+    rows = json.loads(_fit(cli_runner, "many-nodes", "5", "--limit", "3", "-o", "json").stdout)["nodes"]
+    gpus = sum(len(node["gpus"]) for node in rows)
+    assert capped[3:6] == whole[3:6] and capped[6] == f"... {gpus - 3} more GPUs that take a pod (--all or --limit N" \
+        " shows them)"
