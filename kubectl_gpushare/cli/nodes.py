@@ -45,11 +45,6 @@ REGISTER_PATIENCE = 60.0
 """Seconds a new device plugin has to register with its kubelet before it is reported as failed."""
 
 
-PLUGIN_NAMESPACE = "kube-system"
-PLUGIN_POD_PREFIX = "gpushare-device-plugin-"
-"""The stack's device-plugin pod of a node is ``gpushare-device-plugin-<node>`` in kube-system."""
-
-
 @runtime_checkable
 class ProxyRegistry(Protocol):
     """A sandbox that relays ``pods/proxy`` (`sandbox.server.Sandbox`)."""
@@ -225,7 +220,8 @@ class NodeAgents:
         def relay(plugin: Plugin) -> None:
             port = plugin.node.port
             if port is not None and isinstance(self.sandbox, ProxyRegistry):
-                self.sandbox.register_proxy_target(PLUGIN_NAMESPACE, PLUGIN_POD_PREFIX + node,
+                self.sandbox.register_proxy_target(stack_components.NAMESPACE,
+                                                   stack_components.device_plugin_pod_name(node),
                                                    protocol.USAGE_PORT_NAME, "127.0.0.1", port)  # fmt: skip
 
         def run() -> None:
@@ -275,7 +271,9 @@ class NodeAgents:
             return
         agent.stop.set()
         if isinstance(self.sandbox, ProxyRegistry):
-            self.sandbox.unregister_proxy_target(PLUGIN_NAMESPACE, PLUGIN_POD_PREFIX + node, protocol.USAGE_PORT_NAME)
+            self.sandbox.unregister_proxy_target(
+                stack_components.NAMESPACE, stack_components.device_plugin_pod_name(node), protocol.USAGE_PORT_NAME
+            )
         agent.thread.join(15)
         agent.kubelet.stop()
         shutil.rmtree(agent.directory, ignore_errors=True)

@@ -7,8 +7,6 @@ import json
 
 import pytest
 
-from kubectl_gpushare import protocol
-
 from .conftest import StackCluster
 
 pytestmark = pytest.mark.integration
@@ -16,22 +14,9 @@ pytestmark = pytest.mark.integration
 TWO_GPUS = "nodes: [{name: gpu-node, gpus: 2, gpuMemory: 16, gpushare: false}]"
 
 
-def _plugin_pod(node: str) -> str:
-    """The node's device-plugin pod, as the DaemonSet makes it (only what top reads: labels, node, ports)."""
-    return json.dumps({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"gpushare-device-plugin-{node}", "namespace": "kube-system",
-                     "labels": {"component": "gpushare-device-plugin"}},
-        "spec": {"nodeName": node, "containers": [{"name": "plugin", "image": "x", "ports": [
-            {"name": protocol.USAGE_PORT_NAME, "containerPort": protocol.USAGE_PORT}]}]},
-    })  # fmt: skip
-
-
 def test_top_reads_each_plugin_through_the_pod_proxy(stack_cluster: object) -> None:
     cluster: StackCluster = stack_cluster(TWO_GPUS)  # type: ignore[operator]
     cluster.label("gpu-node")
-    if cluster.sandbox.get("pods", "kube-system", "gpushare-device-plugin-gpu-node") is None:
-        cluster.kubectl("create", "-f", "-", input=_plugin_pod("gpu-node"))
     cluster.wait(lambda: (cluster.sandbox.get("pods", "kube-system", "gpushare-device-plugin-gpu-node") or {})
                  .get("status", {}).get("phase") == "Running", "the device-plugin pod Running")  # fmt: skip
     cluster.create_pods(["worker"], 4)
