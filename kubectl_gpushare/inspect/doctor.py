@@ -289,19 +289,23 @@ def _stack_findings(stack_nodes: Sequence[StackNode], claims: Mapping[str, list[
 
 
 def _enforcement_findings(node: Node) -> Iterable[Finding]:
-    """GPUs whose device plugin says it sets no memory limits there (only plugins that say so)."""
+    """GPUs where the device plugin was asked to enforce memory limits and cannot (it says why).
+
+    ``--enforce-memory off`` (the binary's default, a drop-in for Alibaba's plugin) is the operator's
+    choice, reported with an empty reason: `top` shows it (ENFORCED no), doctor does not.
+    """
     if not _has(node.status.capacity, protocol.RESOURCE_MEM):
         return
     found = protocol.parse_node_gpu_enforcement(node.metadata.annotations.get(protocol.ANN_NODE_GPUS))
     by_reason: dict[str, list[int]] = {}
     for index, enforcement in sorted(found.items()):
-        if enforcement.mode == protocol.ENFORCE_OFF:
-            reason = enforcement.reason or "enforcement is off (--enforce-memory off)"
-            by_reason.setdefault(reason, []).append(index)
+        if enforcement.mode == protocol.ENFORCE_OFF and enforcement.reason:
+            by_reason.setdefault(enforcement.reason, []).append(index)
     for reason, indices in sorted(by_reason.items()):
         listed = ", ".join(str(index) for index in indices)
         yield Finding(WARNING, "memory-unenforced", f"node/{node.metadata.name}",
-                      f"GPU {listed} shared without memory limits: a pod can take its neighbours' memory ({reason})")
+                      f"GPU {listed} shared without the memory limits the device plugin was asked for: a pod can "
+                      f"take its neighbours' memory ({reason})")
 
 
 def _usage_findings(reports: Mapping[str, protocol.UsageReport | None]) -> Iterable[Finding]:

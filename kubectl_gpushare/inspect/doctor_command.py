@@ -52,7 +52,7 @@ Checks:
   error    stack-gpu-overcommitted  a HAMi/NVIDIA/nano-gpu/elastic-gpu GPU claimed past its size (own unit)
   warning  hami-handshake-stuck    hami.io/node-handshake[-vendor] at Requesting_ for more than 5 minutes
   warning  hami-mutex-stuck        hami.io/mutex.lock older than 5 minutes, in the future, or unreadable
-  warning  memory-unenforced       a shared GPU whose device plugin sets no memory limits (with why)
+  warning  memory-unenforced       GPUs where the device plugin cannot enforce memory limits (with why)
   error    gpu-over-share          (--usage) a pod uses more than its share beside unenforced neighbours
                                    (a warning where none is at risk)
 

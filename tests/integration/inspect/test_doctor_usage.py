@@ -32,17 +32,20 @@ def _findings(kubectl: Callable[..., Any], *flags: str) -> tuple[int, list[tuple
             [f["message"] for f in found if f["check"] in wanted], result.stderr)  # fmt: skip
 
 
-def test_unenforced_gpus_are_a_warning_with_the_reason(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
+def test_gpus_that_cannot_be_enforced_are_a_warning_with_the_reason(
+    sandbox: Sandbox, kubectl: Callable[..., Any]
+) -> None:
     objects = usage_standin.cluster()
     _with_enforcement(objects[0], {"enforcement": "off", "enforcementReason": "driver 550.54 is older than r615"},
                       {"enforcement": "hard"})  # fmt: skip
-    _with_enforcement(objects[1], {"enforcement": "off"})
+    _with_enforcement(objects[1], {"enforcement": "off", "enforcementReason": ""})  # --enforce-memory off: a choice
+    _with_enforcement(objects[2], {"enforcement": "off", "enforcementReason": "MIG is enabled"})
     sandbox.load(objects)
     _, found, messages, _ = _findings(kubectl)
-    assert found == [("warning", "memory-unenforced", "node/alpha"), ("warning", "memory-unenforced", "node/bravo")]
-    assert messages[0] == ("GPU 0 shared without memory limits: a pod can take its neighbours' memory "
-                           "(driver 550.54 is older than r615)")  # fmt: skip
-    assert messages[1].endswith("(enforcement is off (--enforce-memory off))")
+    assert found == [("warning", "memory-unenforced", "node/alpha"), ("warning", "memory-unenforced", "node/charlie")]
+    assert messages[0] == ("GPU 0 shared without the memory limits the device plugin was asked for: a pod can take "
+                           "its neighbours' memory (driver 550.54 is older than r615)")  # fmt: skip
+    assert messages[1].endswith("(MIG is enabled)")
 
 
 def test_a_pod_over_its_share_is_an_error_beside_unenforced_neighbours(
