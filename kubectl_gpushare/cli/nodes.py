@@ -14,6 +14,14 @@ restores them from its device-manager checkpoint (`KubeletSim.restore`).
 
 Hardware of a node: from the seed (`cli.stack.hardware_of`), else from its ``nvidia.com/gpu.count``
 and ``nvidia.com/gpu.memory`` (MiB) labels.
+
+GPU memory in use: each node has a fake cgroup tree (cgroupfs layout) beside its plugin socket; on
+admission the kubelet stand-in creates the pod's cgroup (kubelet creates it after Allocate, before
+the containers), and a pod whose spec says ``uses: 6GiB`` (`spec.ANN_USES`) has its stand-in
+container allocate that much through the fake driver under its cgroup. Past a hard limit the
+allocation fails as a CUDA out-of-memory does: the container exits 1 (a Warning Event; Failed with
+``restartPolicy: Never``, else CrashLoopBackOff). Each plugin serves /usage and /metrics on an
+ephemeral loopback port (`NodeAgent.usage_port`).
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, Kubel
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import KubeError
+from kubectl_gpushare.node import cgroups
+from kubectl_gpushare.node.fake_backend import FakeBackend, FakeOutOfMemoryError
+from kubectl_gpushare.sandbox.spec import ANN_USES
 
 log = logging.getLogger("kubectl_gpushare.nodes")
 
@@ -43,6 +54,11 @@ MAX_STARTING = 16
 """Device plugins starting at once: 500 labelled nodes start in waves, not one storm on the API server."""
 REGISTER_PATIENCE = 60.0
 """Seconds a new device plugin has to register with its kubelet before it is reported as failed."""
+ALLOCATE_PATIENCE = 10.0
+"""Seconds a bound pod's Allocate is retried while the plugin has not yet seen the bind."""
+CONTAINER_START = 2.0
+"""Most seconds a stand-in container waits for the pod's limit before it allocates (kubelet's sandbox
+and image steps take at least this long on a real node; enforcement sets limits within ~20 ms)."""
 
 
 @runtime_checkable
@@ -68,6 +84,10 @@ class NodeAgent:
     errors: list[BaseException] = field(default_factory=list)
     settled: threading.Event = field(default_factory=threading.Event)
     """Set once the plugin registered (or gave up): it no longer counts against `MAX_STARTING`."""
+    backend: FakeBackend | None = None
+    cgroup_root: str = ""
+    usage_port: int | None = None
+    """The plugin's /usage and /metrics port on 127.0.0.1, once it started."""
 
 
 def _hardware_from_labels(node: dict[str, Any]) -> str | None:
@@ -89,8 +109,11 @@ class NodeAgents:
     """The per-node control loop and the kubelet admission of bound pods."""
 
     def __init__(self, sandbox: SandboxView, api: Client, kubeconfig: Path, workdir: str,
-                 hardware: dict[str, str]) -> None:
-        """Nothing runs until `start`."""
+                 hardware: dict[str, str], *, enforce: str = protocol.ENFORCE_OFF) -> None:
+        """Nothing runs until `start`; ``enforce`` is each plugin's ``--enforce-memory``."""
+        self.enforce = enforce
+        self._cgroups: dict[str, tuple[NodeAgent, str, int | None]] = {}
+        """pod uid -> (its node's agent, its cgroup, the GPU its container allocated on)."""
         self.sandbox = sandbox
         self.api = api
         self.kubeconfig = kubeconfig
@@ -195,6 +218,7 @@ class NodeAgents:
             self.envs.pop(uid, None)
             for agent in list(self.agents.values()):
                 agent.kubelet.release_pod(uid)
+            self._remove_cgroup(uid)
 
     # --- device plugins -------------------------------------------------------------------------
 
@@ -208,17 +232,26 @@ class NodeAgents:
         directory = tempfile.mkdtemp(prefix="dp", dir=self.workdir)
         kubelet = KubeletSim(directory).start()
         stop = threading.Event()
+        root = Path(directory, "cgroup")
+        for rel in cgroups.qos_dirs("cgroupfs").values():
+            (root / rel).mkdir(parents=True, exist_ok=True)
+        (root / "cgroup.controllers").write_text("cpu memory\n")  # a cgroup v2 tree
+        backend = FakeBackend.from_spec(gpus, seed=node)
         # No health watch (nothing injects GPU faults here; it polls 10 times a second) and a slow
         # socket check (the kubelet stand-in never restarts): hundreds of nodes stay cheap when idle.
         # The usage port is ephemeral on loopback; the node's device-plugin pod relays to it through
         # the sandbox's pods/proxy, as kube-apiserver relays to the DaemonSet pod's port.
         cfg = Config(node_name=node, device_plugin_path=directory, fake_gpus=gpus,
                      kube=KubeOptions(str(self.kubeconfig)), health_check=False, poll_interval=2.0,
-                     usage_port=0, usage_host="127.0.0.1")
+                     enforce_memory=self.enforce, cgroup_root=str(root), cgroup_driver="cgroupfs",
+                     usage_port=0, usage_host="127.0.0.1", usage_interval=2.0)
         errors: list[BaseException] = []
+        agent: NodeAgent | None = None
 
-        def relay(plugin: Plugin) -> None:
+        def started(plugin: Plugin) -> None:
             port = plugin.node.port
+            if agent is not None:
+                agent.usage_port = port
             if port is not None and isinstance(self.sandbox, ProxyRegistry):
                 self.sandbox.register_proxy_target(stack_components.NAMESPACE,
                                                    stack_components.device_plugin_pod_name(node),
@@ -226,14 +259,14 @@ class NodeAgents:
 
         def run() -> None:
             try:
-                serve(cfg, stop=stop, started=relay)
+                serve(cfg, stop=stop, backend=backend, started=started)
             except BaseException as exc:  # logged; the node simply has no plugin
                 errors.append(exc)
                 log.error("device plugin on %s stopped: %s", node, exc)
 
         thread = threading.Thread(target=run, name=f"device-plugin {node}", daemon=True)
+        agent = NodeAgent(node, directory, kubelet, stop, thread, errors, backend=backend, cgroup_root=str(root))
         thread.start()
-        agent = NodeAgent(node, directory, kubelet, stop, thread, errors)
         with self._lock:
             self.agents[node] = agent
         self.plugin_pods[node] = stack_components.register_device_plugin(self.api, node)
@@ -315,14 +348,90 @@ class NodeAgents:
         node = pod["spec"]["nodeName"]
         if requested(pod, protocol.RESOURCE_MEM):
             agent = self.agents.get(node)
-            try:
-                if agent is None:
-                    raise KubeletAllocateError(None, f"no device plugin registered for {protocol.RESOURCE_MEM}")
-                self.envs[pod["metadata"].get("uid", "")] = agent.kubelet.allocate_pod(pod)
-            except KubeletAllocateError as exc:
-                self._fail(pod, node, exc.details)
+            deadline = time.monotonic() + ALLOCATE_PATIENCE
+            while True:
+                try:
+                    if agent is None:
+                        raise KubeletAllocateError(None, f"no device plugin registered for {protocol.RESOURCE_MEM}")
+                    self.envs[pod["metadata"].get("uid", "")] = agent.kubelet.allocate_pod(pod)
+                    break
+                except KubeletAllocateError as exc:
+                    if agent is not None and time.monotonic() < deadline and not self._stop.is_set():
+                        time.sleep(0.2)
+                        continue
+                    self._fail(pod, node, exc.details)
+                    return
+            failure = self._start_containers(pod, agent)
+            if failure:
+                self._crashed(pod, node, failure)
                 return
         self._running(pod, node)
+
+    # --- GPU memory of the stand-in containers -----------------------------------------------------
+
+    def _start_containers(self, pod: dict[str, Any], agent: NodeAgent | None) -> str | None:
+        """Create the pod's cgroup and allocate what ``uses`` says; the CUDA error if that fails."""
+        meta = pod["metadata"]
+        uid = meta.get("uid", "")
+        if agent is None or agent.backend is None:
+            return None
+        qos = str((pod.get("status") or {}).get("qosClass") or "BestEffort").lower()
+        try:
+            path = Path(agent.cgroup_root, cgroups.pod_path(uid, qos if qos in cgroups.QOS_CLASSES else "besteffort",
+                                                            "cgroupfs"))
+        except cgroups.InvalidUidError:
+            return None
+        path.mkdir(exist_ok=True)
+        envs = self.envs.get(uid) or {}
+        index = next((protocol.parse_int_strict(env.get(protocol.ENV_IDX, "")) for env in envs.values()), None)
+        self._cgroups[uid] = (agent, str(path), index)
+        uses = protocol.parse_int_strict((meta.get("annotations") or {}).get(ANN_USES, "") or "")
+        if not uses or uses < 0 or index is None or index < 0:
+            return None
+        deadline = time.monotonic() + CONTAINER_START
+        while (self.enforce != protocol.ENFORCE_OFF and str(path) not in agent.backend.limits(index)
+               and time.monotonic() < deadline and not self._stop.is_set()):
+            time.sleep(0.01)
+        try:
+            agent.backend.allocate(index, str(path), uses)
+        except FakeOutOfMemoryError as exc:
+            return f"CUDA error: out of memory allocating {uses} bytes on GPU {index} ({exc})"
+        except (KeyError, ValueError) as exc:
+            return f"CUDA error: {exc}"
+        return None
+
+    def _remove_cgroup(self, uid: str) -> None:
+        """The pod is gone: its processes exit (memory freed) and kubelet removes its cgroup."""
+        held = self._cgroups.pop(uid, None)
+        if held is None:
+            return
+        agent, path, index = held
+        if agent.backend is not None and index is not None and index >= 0:
+            try:
+                agent.backend.release(index, path)
+            except KeyError:
+                pass
+        shutil.rmtree(path, ignore_errors=True)
+
+    def _crashed(self, pod: dict[str, Any], node: str, message: str) -> None:
+        """The container exited 1 on a CUDA out-of-memory: Failed with restartPolicy Never, else CrashLoopBackOff."""
+        meta = pod["metadata"]
+        ref = types.ObjectReference(kind="Pod", namespace=meta.get("namespace", "default"), name=meta["name"],
+                                    uid=meta.get("uid", ""), api_version="v1")
+        try:
+            self.api.create_event(ref, "BackOff", message, "Warning", component="kubelet", host=node)
+        except KubeError as exc:
+            log.warning("cannot record a container failure: %s", exc)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        exited = {"terminated": {"exitCode": 1, "reason": "Error", "message": message, "finishedAt": now}}
+        never = (pod.get("spec") or {}).get("restartPolicy") == "Never"
+        containers = [{"name": c.get("name", ""), "image": c.get("image", ""), "ready": False, "started": False,
+                       "restartCount": 0 if never else 1,
+                       "state": exited if never else {"waiting": {"reason": "CrashLoopBackOff", "message": message}},
+                       **({} if never else {"lastState": exited})}
+                      for c in (pod.get("spec") or {}).get("containers") or []]
+        self._status(pod, {"phase": "Failed" if never else "Running", "containerStatuses": containers,
+                           "hostIP": self._host_ip(node), "startTime": now})
 
     def _restore(self, pod: dict[str, Any]) -> None:
         """A pod that runs already: its node's kubelet knows its devices from the checkpoint."""

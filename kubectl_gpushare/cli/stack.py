@@ -143,8 +143,12 @@ def daemon_thread(target: Callable[..., None], name: str, **kwargs: Any) -> Iter
 
 
 @contextmanager
-def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str]) -> Iterator[Stack]:
-    """Extender, scheduler loop, node agents (kubelet + device plugin per labelled node), stopped on exit."""
+def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str], *,
+                  enforce: str = "off") -> Iterator[Stack]:
+    """Extender, scheduler loop, node agents (kubelet + device plugin per labelled node), stopped on exit.
+
+    ``enforce`` is every device plugin's ``--enforce-memory`` (off, soft, hard).
+    """
     from kubectl_gpushare.cli import stack_components
     from kubectl_gpushare.cli.nodes import NodeAgents
     from kubectl_gpushare.cli.scheduler import SchedulerLoop, extenders_from_config
@@ -171,7 +175,7 @@ def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str]) 
             time.sleep(0.05)  # binds before it leads would be refused and retried
         first = sorted(str(n["metadata"]["name"]) for n in sandbox.objects("nodes"))
         stack_components.register_extender(api, first[0] if first else None)
-        nodes = NodeAgents(sandbox, api, kubeconfig, workdir, hardware)
+        nodes = NodeAgents(sandbox, api, kubeconfig, workdir, hardware, enforce=enforce)
         stack.callback(nodes.stop)
         nodes.start()
         scheduler = SchedulerLoop(sandbox, api, extenders_from_config(scheduler_config_text(), extender_url), nodes)

@@ -138,7 +138,9 @@ def serve_device_plugin_command(
       kubectl gpushare serve-device-plugin --enforce-memory hard  # the shipped DaemonSet's choice
     """  # noqa: D301 - click's \b paragraph marker
     # NVML's Python binding is needed only for real GPUs.
-    require_daemon_modules("serve-device-plugin", ["grpc", "google.protobuf", *(() if fake_gpus else ("pynvml",))])
+    require_daemon_modules(
+        "serve-device-plugin", ["grpc", "google.protobuf", "prometheus_client", *(() if fake_gpus else ("pynvml",))]
+    )
     from kubectl_gpushare.deviceplugin.daemon import Config, DaemonError, KubeOptions, serve
 
     if not node_name:

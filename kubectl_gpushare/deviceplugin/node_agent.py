@@ -62,7 +62,7 @@ class NodeAgent:
 
         self.enforcer = Enforcer(backend, layout, enforce, self.gpus, shares, on_change=republish)
         self.sampler = Sampler(node_name, backend, self.gpus, shares, self.enforcer, interval=interval,
-                               proc_root=proc_root)
+                               proc_root=proc_root, layout=layout)
         self.server = UsageServer(self.sampler, host, port) if port is not None else None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

@@ -1,9 +1,10 @@
 """What each pod really holds on each GPU, sampled every ``--usage-interval`` (default 10 s).
 
-Where the driver limits a pod's cgroup, the pod's use is that cgroup's ``currentUsed``
-(``nvmlDeviceGetMemoryLimits_v1``). Elsewhere (drivers older than r615, MIG, enforcement off) it is
-the sum over NVML's running processes on the GPU (compute and graphics), each mapped to its pod
-through ``/proc/<pid>/cgroup``. NVML reports PIDs of the host's PID namespace, so that mapping needs
+Where the driver supports per-cgroup limits (r615+, not MIG), the pod's use is its cgroup's
+``currentUsed`` (``nvmlDeviceGetMemoryLimits_v1``, which answers for limited and unlimited cgroups
+alike, so this holds with ``--enforce-memory off`` too). Elsewhere (older drivers, MIG) it is the sum
+over NVML's running processes on the GPU (compute and graphics), each mapped to its pod through
+``/proc/<pid>/cgroup``. NVML reports PIDs of the host's PID namespace, so that mapping needs
 the plugin to run with ``hostPID: true``; without it the PIDs name nothing here and pod use is unknown
 (``usedBytes`` null), while each GPU's total use (``nvmlDeviceGetMemoryInfo``) is still reported.
 Nothing is written to the Kubernetes API: the sample is served over HTTP (`node.http`).
@@ -40,6 +41,7 @@ class Sampler:
         *,
         interval: float = DEFAULT_INTERVAL,
         proc_root: str = "/proc",
+        layout: cgroups.Layout | None = None,
     ) -> None:
         self.node = node
         self.backend = backend
@@ -48,6 +50,8 @@ class Sampler:
         self.enforcer = enforcer
         self.interval = interval
         self.proc_root = proc_root.rstrip("/")
+        self.layout = layout
+        self._capable: dict[str, bool] = {}
         self._latest: protocol.UsageReport | None = None
         self._lock = threading.Lock()
         self._warned: set[str] = set()
@@ -95,7 +99,16 @@ class Sampler:
             except BackendError as exc:
                 self._warn_once(f"used:{gpu.uuid}", "GPU %d: cannot read memory use: %s", index, exc)
                 used_gpu[index] = None
-            if any(s.gpu == index and (s.uid, index) not in applied for s in shares):
+        from_cgroups: dict[tuple[str, int], tuple[int, int, int]] = {}
+        for share in shares:
+            key = (share.uid, share.gpu)
+            if key not in applied:
+                seen = self._cgroup_use(share, gpus[share.gpu])
+                if seen is not None:
+                    from_cgroups[key] = seen
+        for index, gpu in gpus.items():
+            if any(s.gpu == index and (s.uid, index) not in applied and (s.uid, index) not in from_cgroups
+                   for s in shares):
                 if self._processes(gpu, by_process):
                     process_gpus.add(index)
         pods: list[protocol.UsagePod] = []
@@ -114,6 +127,11 @@ class Sampler:
                     soft = got.soft or None
                 except BackendError as exc:
                     self._warn_once(f"limits:{share.gpu}", "GPU %d: cannot read pod limits: %s", share.gpu, exc)
+            elif key in from_cgroups:
+                used, hard, soft_now = from_cgroups[key]
+                sources = sources | {"cgroup-limits"}
+                limit = hard if hard != MEMORY_LIMIT_MAX else None
+                soft = soft_now or None
             elif share.gpu in process_gpus:
                 used, sources = by_process.get(key, 0), sources | {"processes"}
             pods.append(protocol.UsagePod(
@@ -139,6 +157,30 @@ class Sampler:
             gpus=report_gpus,
             pods=sorted(pods, key=lambda p: (p.namespace, p.name, p.gpu)),
         )
+
+    def _cgroup_use(self, share: PodShare, gpu: GpuDevice) -> tuple[int, int, int] | None:
+        """(currentUsed, hard, soft) of the pod's cgroup where the driver tracks cgroups, else None."""
+        layout = self.layout
+        if layout is None or not layout.cgroup_v2():
+            return None
+        driver = layout.detect()
+        if driver is None:
+            return None
+        capable = self._capable.get(gpu.uuid)
+        if capable is None:
+            try:
+                capable = not self.backend.limits_unsupported(gpu.uuid, layout.kubepods(driver))
+            except BackendError:
+                return None
+            self._capable[gpu.uuid] = capable
+        found = layout.find(share.uid, driver) if capable else None
+        if found is None:
+            return None
+        try:
+            got = self.backend.get_memory_limits(gpu.uuid, found[1])
+        except BackendError:
+            return None
+        return got.used, got.hard, got.soft
 
     def _processes(self, gpu: GpuDevice, into: dict[tuple[str, int], int]) -> bool:
         """Add each of the GPU's processes to its pod's total; False if NVML cannot list them."""

@@ -16,6 +16,7 @@ A spec file (all keys optional)::
     pods:
       - {name: train, namespace: team-a, node: gpu-a, gpu: 0, memory: 8, phase: Running}
       - {name: waiting, memory: 4}                      # unbound, Pending
+      - {name: greedy, memory: 2, uses: 6GiB}           # sandbox --stack: its container allocates 6 GiB
     generate: {nodes: 100, gpusPerNode: 8, gpuMemory: 80, pods: 2000, seed: 1}
     objects: []                                        # any other Kubernetes objects, verbatim
 
@@ -35,10 +36,11 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -52,6 +54,27 @@ _EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 class SpecError(ValueError):
     """A spec file that cannot be used; the message says where and why, in one line."""
+
+
+ANN_USES: Final = "sandbox.kubectl-gpushare.io/uses"
+"""Sandbox only: GPU memory in bytes the pod's stand-in container allocates once running (``uses:``)."""
+_USES = re.compile(r"\s*(\d{1,7})\s*(GiB|MiB)\s*")
+MAX_USES = 1 << 50
+
+
+def parse_uses(text: str) -> int:
+    """Read ``uses: 6GiB`` (or MiB) into bytes.
+
+    Raises:
+        SpecError: not ``<n>GiB`` / ``<n>MiB``, zero, or absurdly large.
+    """
+    match = _USES.fullmatch(text)
+    if match is None or int(match.group(1)) == 0:
+        raise SpecError(f"uses: {text[:32]!r} is not a positive amount like 6GiB or 512MiB")
+    amount = int(match.group(1)) << (30 if match.group(2) == "GiB" else 20)
+    if amount > MAX_USES:
+        raise SpecError(f"uses: {text[:32]!r} is too large")
+    return amount
 
 
 class TaintSpec(msgspec.Struct, forbid_unknown_fields=True):
@@ -99,6 +122,8 @@ class PodSpec(msgspec.Struct, forbid_unknown_fields=True):
     stack: str | None = None
     cores: int = 0
     resource: str | None = None
+    uses: str | None = None
+    """GPU memory the pod's container allocates under ``sandbox --stack`` (``6GiB``); see `ANN_USES`."""
 
 
 class GenerateSpec(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
@@ -533,7 +558,7 @@ def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
                 phase=pod.phase,
                 assigned=pod.assigned,
                 labels=pod.labels,
-                annotations=pod.annotations,
+                annotations={**pod.annotations, **({ANN_USES: str(parse_uses(pod.uses))} if pod.uses else {})},
             )
         )
     if spec.generate is not None:

@@ -92,8 +92,9 @@ def test_plain_install_is_lean_and_inspect_loads_no_daemon_module(
 
 @pytest.mark.parametrize(("argv", "missing"), [
     (["serve-extender"], "prometheus_client"),
-    (["serve-device-plugin", "--node-name", "n1"], "grpc, google.protobuf, pynvml"),
-    (["serve-device-plugin", "--node-name", "n1", "--fake-gpus", "1x16GiB"], "grpc, google.protobuf"),
+    (["serve-device-plugin", "--node-name", "n1"], "grpc, google.protobuf, prometheus_client, pynvml"),
+    (["serve-device-plugin", "--node-name", "n1", "--fake-gpus", "1x16GiB"],
+     "grpc, google.protobuf, prometheus_client"),
     (["demo"], "prometheus_client, grpc, google.protobuf"),
 ], ids=["extender", "device-plugin", "device-plugin-fake-gpus", "demo"])
 def test_daemon_without_the_extra_says_which_to_install_in_one_line(

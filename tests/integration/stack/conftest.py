@@ -68,10 +68,10 @@ def stack_cluster(sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl) -> Itera
     """``stack_cluster(spec_yaml)``: load the spec (stack mode: GPUs are hardware) and start the stack."""
     with ExitStack() as stack:
 
-        def start(spec: str) -> StackCluster:
+        def start(spec: str, enforce: str = "off") -> StackCluster:
             attachment = StackAttachment()
             sandbox.load(attachment.prepare(parse_spec(spec)))
-            running = stack.enter_context(running_stack(sandbox, kubeconfig, attachment.hardware))
+            running = stack.enter_context(running_stack(sandbox, kubeconfig, attachment.hardware, enforce=enforce))
             return StackCluster(sandbox, running, kubectl)
 
         yield start
