@@ -166,7 +166,9 @@ def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str], 
         stack_components.ensure_namespace(api)  # the extender's Lease, Service and pod live in kube-system
         cfg = ServeConfig(kube=load_config(str(kubeconfig)), port=0, leader_elect=True,
                           lease_namespace=stack_components.NAMESPACE, lease_name=stack_components.EXTENDER_NAME,
-                          identity=stack_components.EXTENDER_POD)
+                          identity=stack_components.EXTENDER_POD,
+                          # One renewal every 10 s, not every second: each write wakes the stack's loops for a pass.
+                          lease_duration=60.0, renew_deadline=45.0, retry_period=10.0)
         stack.enter_context(daemon_thread(serve_extender, "scheduler extender", cfg=cfg, running=running))
         extender_url = f"http://127.0.0.1:{running[0].port}{cfg.url_prefix}"
         elector = running[0].elector

@@ -28,7 +28,14 @@ from kubectl_gpushare.inspect.source import StackSplit, keyed_pod_record
 from kubectl_gpushare.inspect.top import printable
 from kubectl_gpushare.kube import stacks
 from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS, EXIT_OK
-from kubectl_gpushare.kube.records import Warnings, node_record, shown, unhealthy_gpus, unhealthy_node_name
+from kubectl_gpushare.kube.records import (
+    Warnings,
+    node_record,
+    pod_request,
+    shown,
+    unhealthy_gpus,
+    unhealthy_node_name,
+)
 from kubectl_gpushare.kube.stacks import hami
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
 from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger, StackClaim, StackNode, stack_usage
@@ -124,6 +131,15 @@ def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding
                           f"{pod.status.phase} but still annotated {protocol.ANN_IDX}={annotations[protocol.ANN_IDX]}; "
                           "it no longer counts, delete it to tidy up")
         return
+    if pod.spec.node_name and protocol.ANN_IDX not in annotations and pod_request(pod)[0] > 0:
+        # The extender writes its annotations before it binds: a bound pod without them was bound by hand
+        # (nodeName set) or by another scheduler. The device plugin, matching Allocate by size, may give
+        # it the GPU another pod was placed on.
+        yield Finding(ERROR, "bypassed-extender", f"pod/{meta.namespace}/{meta.name}",
+                      f"holds {protocol.RESOURCE_MEM} on {pod.spec.node_name} without the extender's "
+                      f"{protocol.ANN_IDX} annotation: it was bound without the gpushare scheduler extender, so "
+                      "no GPU was chosen for it and the device plugin may hand it another pod's GPU; delete it "
+                      "and create it without nodeName")
     if annotations.get(protocol.ANN_ASSIGNED) == protocol.ASSIGNED_FALSE and pod.spec.node_name:
         assumed = protocol.parse_assume_time(annotations.get(protocol.ANN_ASSUME_TIME))
         if assumed and now_ns - assumed > stuck_after * 1e9:

@@ -135,6 +135,9 @@ def test_the_default_seed_settles_with_no_failed_pod(
     seed = attachment.prepare(generate_cluster(4, 8, 12, 0))
     already_failed = {p["metadata"]["name"] for p in seed
                       if p.get("kind") == "Pod" and p["status"].get("phase") == "Failed"}
+    running_at_start = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in seed
+                        if p.get("kind") == "Pod" and p["status"].get("phase") == "Running"}
+    assert running_at_start
     sandbox.load(seed)
     with running_stack(sandbox, kubeconfig, attachment.hardware) as stack:
         deadline = time.monotonic() + 30
@@ -175,6 +178,10 @@ def test_the_default_seed_settles_with_no_failed_pod(
             assert {"name": "usage", "containerPort": 9445} in [
                 {k: port[k] for k in ("name", "containerPort")} for port in pod["spec"]["containers"][0]["ports"]]
             assert stack.device_plugin_pod(node) == ("kube-system", pod["metadata"]["name"])
+        for pod in sandbox.objects("pods"):  # every running GPU pod holds devices in its kubelet's book
+            if pod["status"].get("phase") == "Running" and pod["metadata"].get("annotations", {}).get(
+                    "ALIYUN_COM_GPU_MEM_IDX"):
+                assert pod["metadata"]["uid"] in stack.nodes.agents[pod["spec"]["nodeName"]].kubelet.allocations
         lease = json.loads(kubectl("get", "lease", "-n", "kube-system", "gpushare-schd-extender", "-o", "json").stdout)
         assert lease["spec"]["holderIdentity"] == "gpushare-schd-extender-stack"
         kubectl("get", "service", "-n", "kube-system", "gpushare-schd-extender")
@@ -182,3 +189,6 @@ def test_the_default_seed_settles_with_no_failed_pod(
     assert noise == []
     served = [r.getMessage() for r in caplog.records if r.getMessage().startswith("allocated GPU")]
     assert served and all(" to pod " in line for line in served)  # which pod each Allocate served, at info
+    # Kubelet restores the devices of pods that were running already: no Allocate for them.
+    pods = {line.split(" to pod ", 1)[1].split(" ", 1)[0] for line in served}
+    assert pods and not pods & running_at_start
