@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from kubectl_gpushare.cli.stack import Stack
     from kubectl_gpushare.kube.client import Client
     from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -152,6 +153,7 @@ def _run_demo(workdir: Path, keep: bool) -> None:
 
         for args in ([], ["-d"]):
             _show_inspect(args, kubeconfig, workdir)
+        _top_demo(sandbox, api, running, kubeconfig, workdir)
         if keep:
             click.echo(
                 f"\nThe demo cluster keeps running and scheduling what you create. In another shell:\n"
@@ -161,6 +163,67 @@ def _run_demo(workdir: Path, keep: bool) -> None:
                 f"Press Ctrl-C to stop.",
             )
             threading.Event().wait()
+
+
+GREEDY = ("greedy", "ml", 2, 6)
+"""(name, namespace, GiB asked, GiB its container allocates): the pod that takes more than its share."""
+
+
+def _top_demo(sandbox: Sandbox, api: Client, running: Stack, kubeconfig: Path, workdir: Path) -> None:
+    """``kubectl gpushare top``: a pod over its share with enforcement off, then held to it with it on."""
+    from kubectl_gpushare import protocol
+    from kubectl_gpushare.inspect.usage import fetch_reports
+    from kubectl_gpushare.kube import errors, types
+    from kubectl_gpushare.sandbox.spec import ANN_USES, pod_object
+
+    name, namespace, asked, uses = GREEDY
+
+    def create() -> str:
+        pod = pod_object(name, namespace, [asked], annotations={ANN_USES: str(uses << 30)})
+        api.create(types.PODS, pod, namespace)
+        _wait(lambda: ((sandbox.get("pods", namespace, name) or {}).get("status") or {}).get("phase")
+              in ("Running", "Failed"), 30, f"{namespace}/{name} to start")
+        return str(((sandbox.get("pods", namespace, name) or {}).get("spec") or {}).get("nodeName") or "")
+
+    def sampled(node: str, limited: bool) -> bool:
+        report = fetch_reports(api, [node], timeout=5).reports.get(node)
+        pod = next((p for p in report.pods if p.name == name), None) if report else None
+        return pod is not None and pod.used_bytes is not None and (pod.limit_bytes is not None) == limited
+
+    node = create()
+    _say(f"• {namespace}/{name} asks for {asked} GiB and allocates {uses} GiB: nothing holds it to its share")
+    _wait(partial(sampled, node, False), 30, f"the device plugin on {node} to sample {name}")
+    _show(["gpushare", "top", "-n", namespace], kubeconfig, workdir)
+
+    _say(f"\n• every device plugin restarts with --enforce-memory {protocol.ENFORCE_HARD}; {name} runs again")
+    running.nodes.roll_plugins(protocol.ENFORCE_HARD)
+    api.delete(types.PODS, name, namespace)
+    _wait(lambda: sandbox.get("pods", namespace, name) is None, 30, f"{namespace}/{name} to go")
+    _wait(lambda: all(agent.settled.is_set() for agent in running.nodes.agents.values())
+          and len(running.nodes.agents) == len(GPU_NODES), 60, "the device plugins to restart")
+    try:
+        node = create()
+    except errors.KubeError as exc:
+        raise click.ClickException(f"demo: cannot create {namespace}/{name}: {exc}") from None
+    _wait(partial(sampled, node, True), 30, f"the device plugin on {node} to limit {name}")
+    status = (sandbox.get("pods", namespace, name) or {}).get("status") or {}
+    ended = next((str((c.get("state") or {}).get("waiting", {}).get("message", ""))
+                  for c in status.get("containerStatuses") or []), "")  # CrashLoopBackOff's last error
+    _say(f"• {namespace}/{name}: {ended or 'held to its share'}")
+    _show(["gpushare", "top", "-n", namespace], kubeconfig, workdir)
+
+
+def _show(words: list[str], kubeconfig: Path, workdir: Path) -> None:
+    """Print ``kubectl WORDS`` (a plugin command), through the real kubectl when there is one."""
+    env, kubectl, plugin = _kubectl_env(kubeconfig, workdir)
+    command = [kubectl, *words] if kubectl and plugin else None
+    if command is None:
+        command = [sys.executable, "-c", "from kubectl_gpushare.cli import main; main()", *words[1:]]
+    click.secho(f"\n$ kubectl {' '.join(words)}", bold=True)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    click.echo(result.stdout, nl=False)
+    if result.returncode != 0:
+        raise click.ClickException(f"demo: kubectl {' '.join(words)} failed: {result.stderr.strip()}")
 
 
 def _show_inspect(args: list[str], kubeconfig: Path, workdir: Path) -> None:

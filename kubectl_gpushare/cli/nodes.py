@@ -222,6 +222,17 @@ class NodeAgents:
 
     # --- device plugins -------------------------------------------------------------------------
 
+    def roll_plugins(self, enforce: str) -> None:
+        """Restart every device plugin with ``--enforce-memory enforce``, as a DaemonSet rollout does.
+
+        The plugins stop here; the control loop starts them again with the new mode, and each
+        reconciles its node's pods on start.
+        """
+        self.enforce = enforce
+        for name in list(self.agents):
+            self._stop_agent(name, publish=False)
+        self._deferred = True
+
     def device_plugin_pod(self, node: str) -> tuple[str, str] | None:
         """(namespace, name) of the pod standing for the device plugin on ``node`` (its ``usage`` port serves)."""
         return self.plugin_pods.get(node)
