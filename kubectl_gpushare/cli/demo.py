@@ -5,7 +5,10 @@ runs continuously, and a kubelet and a device plugin with fake GPUs on every nod
 ``gpushare=true``), then walks the tutorial: label the GPU nodes (their device plugins start and
 publish ``aliyun.com/gpu-mem``), create pods asking for GPU memory one after another, watch each
 get bound by the extender and admitted by the device plugin, then ``kubectl inspect gpushare`` and
-``-d``, through the real kubectl when one is on PATH. Everything listens on 127.0.0.1 or unix
+``-d``, through the real kubectl when one is on PATH. Last, ``kubectl gpushare top``: a pod whose
+container allocates 6 GiB of its 2 GiB share shows OVER; the device plugins then roll to
+``--enforce-memory hard`` and the same pod, created again, is held to its share (its allocation
+fails with the driver's out-of-memory, as a CUDA program's would). Everything listens on 127.0.0.1 or unix
 sockets in a temporary directory and stops when the demo ends; with ``--keep`` the cluster keeps
 scheduling what the user applies until Ctrl-C or SIGTERM.
 """
