@@ -10,8 +10,10 @@ For each pod on the node that holds gpushare memory on a GPU, the pod's cgroup g
 Several containers of one pod on one GPU share one limit: the pod cgroup holds them all, and the share
 is the pod's (``ALIYUN_COM_GPU_MEM_POD`` times the unit, as `ledger.shares` counts it). kubelet admits
 the pod (Allocate), then creates its cgroup, then its containers; while a pod waits for its cgroup
-the loop polls for it every `POLL_SECONDS` (three ``stat`` calls per waiting pod; nothing is polled
-when no pod waits), so the limit lands before the containers start in practice. Limits of pods that
+the loop watches the QoS cgroup directories with inotify (`dirwatch`) and looks for it on every new
+entry, or, where inotify is not available, polls every `POLL_SECONDS` (three ``stat`` calls per
+waiting pod; nothing is watched or polled when no pod waits), so the limit lands before the
+containers start in practice. Limits of pods that
 end are cleared (a removed cgroup clears its own, NVML says); on start, and every `RESYNC_SECONDS`,
 everything is reconciled, and a first pass clears limits left on pod cgroups that no longer hold a share.
 
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.node import cgroups
+from kubectl_gpushare.node.dirwatch import DirWatch
 from kubectl_gpushare.node.gpus import MEMORY_LIMIT_MAX, BackendError, GpuDevice, LimitsUnsupportedError, MemoryBackend
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,8 @@ RESYNC_SECONDS = 30.0
 """Full reconcile period: catches anything a missed event or a failed NVML call left behind."""
 RETRY_SECONDS = 2.0
 """How soon a failed NVML call is tried again."""
+WATCHED_RECHECK_SECONDS = 0.5
+"""With inotify, waiting pods are still looked for this often (a safety net, not the path)."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,9 @@ class Enforcer:
         self._warned: set[str] = set()
         self._swept = False
         self._retry_at: float | None = None
+        self._watch: DirWatch | None = None
+        self._watch_tried = False
+        self.use_inotify = True
         self.passes = 0
 
     # --- what others read -------------------------------------------------------------------
@@ -121,8 +129,9 @@ class Enforcer:
     def status(self) -> list[GpuStatus]:
         """Per GPU: what is enforced now, and why not where it was asked for."""
         out = []
+        gpus = self._gpus()  # outside our lock: the plugin's inventory lock is taken there
         with self._lock:
-            for gpu in self._gpus():
+            for gpu in gpus:
                 if self.mode == protocol.ENFORCE_OFF:
                     out.append(GpuStatus(gpu.index, gpu.uuid, protocol.ENFORCE_OFF, ""))
                 elif gpu.uuid in self._supported:
@@ -140,6 +149,19 @@ class Enforcer:
     def wake(self) -> None:
         """Pods changed: reconcile soon."""
         self._wake.set()
+        watch = self._watch
+        if watch is not None:
+            watch.interrupt()
+
+    def _watcher(self) -> DirWatch | None:
+        """The inotify watch on the QoS cgroup directories, opened once (retried each full pass)."""
+        if self._watch is None and not self._watch_tried and self.use_inotify:
+            self._watch_tried = True
+            driver = self.layout.detect()
+            if driver is not None:
+                root = self.layout.root.rstrip("/")
+                self._watch = DirWatch.open(f"{root}/{rel}" for rel in cgroups.qos_dirs(driver).values())
+        return self._watch
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -152,6 +174,14 @@ class Enforcer:
             return
         next_full = 0.0
         last = self.status()
+        try:
+            self._loop(stop, next_full, last)
+        finally:
+            if self._watch is not None:
+                self._watch.close()
+                self._watch = None
+
+    def _loop(self, stop: threading.Event, next_full: float, last: list[GpuStatus]) -> None:
         while not stop.is_set():
             now = time.monotonic()
             woken = self._wake.is_set()
@@ -164,16 +194,24 @@ class Enforcer:
                     log.exception("memory enforcement pass failed; retrying")
                 if now >= next_full:
                     next_full = now + self.resync
+                    self._watch_tried = False
                 status = self.status()
                 if status != last and self.on_change is not None:
                     self.on_change()
                 last = status
             elif self._pending:
                 self._apply_pending()
-            timeout = self.poll if self._pending else max(0.0, next_full - time.monotonic())
+            watch = self._watcher() if self._pending else None
+            if self._pending:
+                timeout = WATCHED_RECHECK_SECONDS if watch is not None else self.poll
+            else:
+                timeout = max(0.0, next_full - time.monotonic())
             if self._retry_at is not None:
                 timeout = min(timeout, max(0.0, self._retry_at - time.monotonic()))
-            self._wake.wait(timeout)
+            if watch is not None and not self._wake.is_set():
+                watch.wait(timeout)
+            else:
+                self._wake.wait(timeout)
 
     def reconcile(self) -> None:
         """One full pass: probe GPUs, set what is missing, clear what is stale."""

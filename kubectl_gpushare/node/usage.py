@@ -42,6 +42,7 @@ class Sampler:
         interval: float = DEFAULT_INTERVAL,
         proc_root: str = "/proc",
         layout: cgroups.Layout | None = None,
+        clock: Callable[[], datetime.datetime] | None = None,
     ) -> None:
         self.node = node
         self.backend = backend
@@ -51,6 +52,7 @@ class Sampler:
         self.interval = interval
         self.proc_root = proc_root.rstrip("/")
         self.layout = layout
+        self._clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self._capable: dict[str, bool] = {}
         self._latest: protocol.UsageReport | None = None
         self._lock = threading.Lock()
@@ -151,7 +153,7 @@ class Sampler:
         source = "cgroup-limits" if "cgroup-limits" in sources else "processes" if sources else "none"
         return protocol.UsageReport(
             node=self.node,
-            sampled_at=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            sampled_at=self._clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
             interval_seconds=self.interval,
             source=source,
             gpus=report_gpus,

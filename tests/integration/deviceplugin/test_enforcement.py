@@ -87,3 +87,49 @@ def test_allocate_keeps_working_when_nvml_fails(
     running.backend.fail_next(0, 0)
     running.plugin.node.enforcer.wake()
     wait_for(lambda: running.backend.limits(0) != {}, timeout=20)
+
+
+def test_a_restarted_plugin_limits_what_it_missed_and_clears_what_went_stale(
+    kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, tree: Path
+) -> None:
+    first = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    backend = first.backend
+    old = pods.create("old", [2], gpu=0)
+    kubelet.allocate_pod(old)
+    old_cg = tree / cgroups.pod_path(old["metadata"]["uid"], "burstable", "cgroupfs")
+    old_cg.mkdir()
+    wait_for(lambda: backend.limits(0) == {str(old_cg): (2 * GIB, 2 * GIB)})
+    first.shutdown()
+    # while the plugin is down: the old pod is deleted (its cgroup lingers), a new one is bound and started
+    api.delete(types.PODS, "old", "default")
+    new = pods.create("new", [3], gpu=0)
+    new_cg = tree / cgroups.pod_path(new["metadata"]["uid"], "besteffort", "cgroupfs")
+    new_cg.mkdir()
+    second = type(first)(first.cfg, backend).start()  # the same driver: limits outlive the plugin
+    try:
+        wait_for(lambda: backend.limits(0) == {str(new_cg): (3 * GIB, 3 * GIB)})
+    finally:
+        second.shutdown()
+
+
+def test_hostile_pods_never_get_a_limit(kubelet: KubeletSim, start_plugin: Any, pods: Any, tree: Path,
+                                        sandbox: Sandbox) -> None:
+    running = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    hostile = [
+        pods.create("other-gpu", [2], gpu=7),  # a GPU this node does not have
+        pods.create("too-big", [40], gpu=0),  # more than the GPU's memory
+        pods.create("bad-index", [2], gpu=0, annotations={protocol.ANN_IDX: "-3"}),
+        pods.create("bad-mem", [10**30], gpu=0),  # a request no quantity parser accepts
+        pods.create("negative", [-4], gpu=0),
+    ]
+    for body in hostile:
+        (tree / cgroups.pod_path(body["metadata"]["uid"], "burstable", "cgroupfs")).mkdir()
+    good = pods.create("good", [1], gpu=0)
+    good_cg = tree / cgroups.pod_path(good["metadata"]["uid"], "burstable", "cgroupfs")
+    good_cg.mkdir()
+    # the good pod's limit proves passes ran over every pod; no hostile pod got one
+    wait_for(lambda: str(good_cg) in running.backend.limits(0))
+    running.plugin.node.enforcer.reconcile()
+    assert running.backend.limits(0) == {str(good_cg): (GIB, GIB)}

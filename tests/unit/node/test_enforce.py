@@ -167,3 +167,24 @@ def test_off_sets_nothing(tmp_path: Path) -> None:
     n.enforcer.reconcile()
     assert n.backend.limits(0) == {} and n.backend.limit_calls == 0
     assert MEMORY_LIMIT_MAX == 2**64 - 1
+
+
+def test_polling_finds_the_cgroup_where_inotify_is_not_available(tmp_path: Path) -> None:
+    n = Node(tmp_path, "cgroupfs", protocol.ENFORCE_HARD)
+    n.enforcer.use_inotify = False
+    n.start()
+    try:
+        n.add(UIDS[7], 0, 1)
+        cg = n.pod_cgroup(UIDS[7], "guaranteed")
+        wait_for(lambda: n.backend.limits(0) == {str(cg): (GiB, GiB)})
+        assert n.enforcer._watch is None
+    finally:
+        n.halt()
+
+
+def test_inotify_watch_is_used_while_a_pod_waits(node: Node) -> None:
+    node.start()
+    node.add(UIDS[0], 0, 1)
+    wait_for(lambda: node.enforcer._watch is not None)
+    cg = node.pod_cgroup(UIDS[0], "besteffort")
+    wait_for(lambda: node.backend.limits(0) == {str(cg): (GiB, GiB)})

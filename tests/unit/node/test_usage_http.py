@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from kubectl_gpushare.node.http import UsageServer
 from kubectl_gpushare.node.usage import Sampler
 
 GiB = 1 << 30
+GOLDEN = Path(__file__).parents[2] / "golden" / "node"
 A, B = "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"
 
 
@@ -41,7 +43,8 @@ def served(tmp_path: Path) -> Iterator[tuple[FakeBackend, UsageServer, Path]]:
     (proc / "4242" / "cgroup").write_text(f"0::/kubepods/besteffort/pod{B}/ctr\n")
     backend.add_process(1, 4242, 5 * GiB)
     backend.add_process(1, 999, GiB)  # not in this PID namespace: no /proc entry, unmapped
-    sampler = Sampler("n1", backend, backend.devices, lambda: shares, enforcer, proc_root=str(proc))
+    sampler = Sampler("n1", backend, backend.devices, lambda: shares, enforcer, proc_root=str(proc),
+                      clock=lambda: datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC))
     server = UsageServer(sampler, "127.0.0.1", 0)
     server.start()
     yield backend, server, root
@@ -82,3 +85,10 @@ def test_unknown_path_is_404(served: tuple[FakeBackend, UsageServer, Path]) -> N
     with pytest.raises(urllib.error.HTTPError) as err:
         get(server, "/../etc/passwd")
     assert err.value.code == 404
+
+
+@pytest.mark.parametrize(("path", "name"),
+                         [(protocol.USAGE_PATH, "usage.json"), (protocol.METRICS_PATH, "metrics.txt")])
+def test_bodies_match_golden(served: tuple[FakeBackend, UsageServer, Path], path: str, name: str) -> None:
+    _, server, _ = served
+    assert get(server, path) == (GOLDEN / name).read_bytes(), f"body differs from tests/golden/node/{name}"
