@@ -479,6 +479,8 @@ class StackNode(msgspec.Struct, frozen=True, gc=False):
     gpus: tuple[StackGPU, ...] = ()
     note: str = ""
     """A short remark shown beside the node (sharing mode, a stale handshake)."""
+    reservations: tuple[tuple[str, int, str], ...] = ()
+    """KAI's reservation pods: (``namespace/name``, GPU index or -1, GPU UUID or ""), not workloads."""
 
 
 class StackClaim(msgspec.Struct, frozen=True, gc=False):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from typing import Final, TypeGuard
 
@@ -507,8 +508,14 @@ STACK_HAMI: Final = "hami"
 STACK_NVIDIA: Final = "nvidia"
 STACK_NANO_GPU: Final = "nano-gpu"
 STACK_ELASTIC_GPU: Final = "elastic-gpu"
-STACKS: Final = (STACK_GPUSHARE, STACK_HAMI, STACK_NVIDIA, STACK_NANO_GPU, STACK_ELASTIC_GPU)
-"""Stack names for ``inspect --stack`` (plus ``auto``), in auto-detection order."""
+STACK_KAI: Final = "kai"
+STACK_VOLCANO: Final = "volcano"
+STACK_KOORDINATOR: Final = "koordinator"
+STACKS: Final = (
+    STACK_GPUSHARE, STACK_HAMI, STACK_NVIDIA, STACK_NANO_GPU, STACK_ELASTIC_GPU, STACK_KAI, STACK_VOLCANO,
+    STACK_KOORDINATOR,
+)
+"""Stack names for ``inspect --stack`` (plus ``auto``); `kube.stacks.detect` gives the detection order."""
 
 UNIT_PERCENT: Final = "%"
 UNIT_SLOTS: Final = "slots"
@@ -545,6 +552,214 @@ ELASTIC_GPU_RESOURCE_MEMORY: Final = "elasticgpu.io/gpu-memory"
 ELASTIC_GPU_ANN_CONTAINER: Final = "elasticgpu.io/container-"
 PERCENT_PER_GPU: Final = 100
 """nano-gpu and elastic-gpu advertise 100 units per card."""
+
+# NVIDIA KAI Scheduler (NVIDIA/KAI-Scheduler). Keys: ``pkg/common/constants/constants.go`` (GpuFraction,
+# GpuMemory, GpuFractionsNumDevices, GPUGroup, MultiGpuGroupLabelPrefix, DefaultResourceReservationName);
+# the reservation pod's labels and annotation: ``pkg/binder/binding/resourcereservation/resource_reservation.go``
+# (``app: <appLabelValue>``, ``runai-gpu-group: <group>``, ``run.ai/reserve_for_gpu_index``, "-1" unknown)
+# and ``pkg/resourcereservation/patcher/pod_patcher.go`` (writes the GPU's UUID there).
+KAI_ANN_FRACTION: Final = "gpu-fraction"
+KAI_ANN_MEMORY: Final = "gpu-memory"
+"""MiB (``docs/gpu-sharing/README.md``; ``strconv.ParseUint``, > 0, in ``gpu_request_validator.go``)."""
+KAI_ANN_NUM_DEVICES: Final = "gpu-fraction-num-devices"
+KAI_LABEL_GROUP: Final = "runai-gpu-group"
+KAI_LABEL_GROUP_PREFIX: Final = KAI_LABEL_GROUP + "/"
+"""Multi-GPU fractional pods carry one ``runai-gpu-group/<group>: <group>`` label per GPU (``gpu_sharing.go``)."""
+KAI_ANN_RESERVED_GPU: Final = "run.ai/reserve_for_gpu_index"
+KAI_RESERVED_UNKNOWN: Final = "-1"
+KAI_RESERVATION_NAMESPACES: Final = ("kai-resource-reservation", "runai-reservation")
+"""The default reservation namespace and the older Run:ai one (it is configurable: the app label also counts)."""
+KAI_RESERVATION_APP: Final = "kai-resource-reservation"
+"""``app`` label value of reservation pods (``pkg/scheduler/conf/global_config.go`` default)."""
+MAX_KAI_GPU_MEMORY_MIB: Final = 2**20
+"""Most MiB one KAI request may name (1 TiB per GPU): above it the value is absurd."""
+MAX_KAI_DEVICES: Final = MAX_GPUS_PER_NODE
+
+# Volcano gpu-share (volcano-sh/volcano ``pkg/scheduler/api/devices/nvidia/gpushare/type.go``,
+# ``device_info.go`` NewGPUDevices: capacity memory / number per card, indices 0..n-1; ``share.go``
+# GetGPUIndex: comma-separated ``strconv.Atoi``; getUnhealthyGPUs: comma-separated indices).
+VOLCANO_RESOURCE_MEMORY: Final = "volcano.sh/gpu-memory"
+"""MB per the user guide (``docs/user-guide/how_to_use_gpu_sharing.md``: "requesting 1024MB"); shown as MiB."""
+VOLCANO_RESOURCE_NUMBER: Final = "volcano.sh/gpu-number"
+VOLCANO_ANN_GPU_INDEX: Final = "volcano.sh/gpu-index"
+VOLCANO_ANN_UNHEALTHY: Final = "volcano.sh/gpu-unhealthy-ids"
+# Volcano vGPU (``pkg/scheduler/api/devices/config/vgpu.go``, ``nvidia/vgpu/type.go``, ``utils.go``):
+# register ``UUID,count,devmemMiB,type,health,mode:`` per GPU (decodeNodeDevices: >= 6 fields, id by
+# position); pod ``volcano.sh/vgpu-ids-new`` in HAMi's ``UUID,type,memMiB,cores:`` / ``;`` format.
+VOLCANO_ANN_VGPU_REGISTER: Final = "volcano.sh/node-vgpu-register"
+VOLCANO_ANN_VGPU_IDS: Final = "volcano.sh/vgpu-ids-new"
+VOLCANO_ANN_VGPU_NODE: Final = "volcano.sh/vgpu-node"
+"""Set with ``volcano.sh/bind-phase: allocating`` when the scheduler picks a node (``device_info.go`` Allocate)."""
+VOLCANO_ANN_BIND_PHASE: Final = "volcano.sh/bind-phase"
+
+# Koordinator DeviceShare (koordinator-sh/koordinator ``apis/extension/device_share.go``: resources,
+# ``scheduling.koordinator.sh/device-allocated`` = ``DeviceAllocations`` {type: [{minor, resources, id}]};
+# ``apis/scheduling/v1alpha1/device_types.go``: the cluster-scoped ``Device`` named after its node).
+KOORD_RESOURCE_GPU_MEMORY: Final = "koordinator.sh/gpu-memory"
+KOORD_RESOURCE_GPU_MEMORY_RATIO: Final = "koordinator.sh/gpu-memory-ratio"
+KOORD_RESOURCE_GPU_CORE: Final = "koordinator.sh/gpu-core"
+KOORD_ANN_DEVICE_ALLOCATED: Final = "scheduling.koordinator.sh/device-allocated"
+KOORD_DEVICE_GROUP: Final = "scheduling.koordinator.sh"
+KOORD_DEVICE_VERSION: Final = "v1alpha1"
+KOORD_DEVICE_PLURAL: Final = "devices"
+MAX_KOORD_ANNOTATION_BYTES: Final = 64 * 1024
+MIB: Final = 2**20
+
+
+def parse_kai_fraction(text: str) -> float:
+    """A KAI ``gpu-fraction``: a finite number in (0, 1].
+
+    KAI's admission (``gpu_request_validator.go``) takes ``strconv.ParseFloat`` values in (0, 1);
+    1 is accepted here as a whole GPU's memory, never more.
+
+    Raises:
+        AnnotationError: not a number, NaN or infinite, or outside (0, 1].
+    """
+    stripped = text.strip()
+    if not stripped or len(stripped) > 32:
+        raise AnnotationError("is not a number")
+    try:
+        value = float(stripped)
+    except ValueError:
+        raise AnnotationError("is not a number") from None
+    if not math.isfinite(value) or not 0 < value <= 1:
+        raise AnnotationError("is not a fraction in (0, 1]")
+    return value
+
+
+def parse_kai_mib(text: str) -> int:
+    """A KAI ``gpu-memory`` in MiB: an integer in [1, `MAX_KAI_GPU_MEMORY_MIB`].
+
+    Raises:
+        AnnotationError: not a decimal integer, or out of those bounds.
+    """
+    value = parse_int_strict(text.strip())
+    if value is None or not 0 < value <= MAX_KAI_GPU_MEMORY_MIB:
+        raise AnnotationError(f"is not a whole number of MiB in [1, {MAX_KAI_GPU_MEMORY_MIB}]")
+    return value
+
+
+def parse_kai_devices(text: str | None) -> int:
+    """``gpu-fraction-num-devices``: 1 when absent.
+
+    Raises:
+        AnnotationError: not an integer in [1, `MAX_KAI_DEVICES`].
+    """
+    if text is None:
+        return 1
+    value = parse_int_strict(text.strip())
+    if value is None or not 0 < value <= MAX_KAI_DEVICES:
+        raise AnnotationError(f"is not a device count in [1, {MAX_KAI_DEVICES}]")
+    return value
+
+
+def parse_index_list(text: str) -> list[int]:
+    """Comma-separated GPU indices (Volcano's ``gpu-index``), each valid and named once.
+
+    Raises:
+        AnnotationError: too long, a part that is not an index, or an index named twice.
+    """
+    if len(text) > 4 * MAX_GPUS_PER_NODE:
+        raise AnnotationError("is too long to be a list of GPU indices")
+    indices = [parse_int_strict(part.strip()) for part in text.split(",")]
+    if any(index is None or not valid_gpu_index(index) for index in indices):
+        raise AnnotationError(f"is not a list of GPU indices in [0, {MAX_GPUS_PER_NODE})")
+    found = [index for index in indices if index is not None]
+    if len(set(found)) != len(found):
+        raise AnnotationError("names a GPU twice")
+    return found
+
+
+def parse_unhealthy_indices(text: str) -> frozenset[int]:
+    """Volcano's ``gpu-unhealthy-ids``: the valid indices; Volcano itself skips parts Atoi rejects."""
+    parts = (parse_int_strict(part.strip()) for part in text[: 4 * MAX_GPUS_PER_NODE].split(","))
+    return frozenset(index for index in parts if index is not None and valid_gpu_index(index))
+
+
+class VolcanoVgpu(msgspec.Struct, frozen=True, gc=False):
+    """One GPU of Volcano's vGPU register."""
+
+    uuid: str
+    index: int
+    memory: int
+    model: str
+    healthy: bool
+
+
+def parse_volcano_register(text: str) -> list[VolcanoVgpu]:
+    """``volcano.sh/node-vgpu-register``: ``UUID,count,devmemMiB,type,health,mode`` per GPU, ``:``-separated.
+
+    Raises:
+        AnnotationError: too long, a device with fewer than 6 fields, a bad number, a duplicate id,
+            or more than `MAX_GPUS_PER_NODE` GPUs.
+    """
+    if len(text) > MAX_HAMI_ANNOTATION_BYTES:
+        raise AnnotationError(f"is longer than {MAX_HAMI_ANNOTATION_BYTES} bytes")
+    devices: list[VolcanoVgpu] = []
+    for position, entry in enumerate(text.split(":")):
+        if "," not in entry:
+            continue  # decodeNodeDevices skips parts without a comma (the trailing empty one)
+        fields = [field.strip() for field in entry.split(",")]
+        if len(fields) < 6:
+            raise AnnotationError(f"device {position} has {len(fields)} fields, expected at least 6")
+        memory = parse_int_strict(fields[2])
+        if memory is None or not 0 <= memory <= MAX_KAI_GPU_MEMORY_MIB or not fields[0] or len(fields[0]) > 256:
+            raise AnnotationError(f"device {position} has no id or a memory outside [0, {MAX_KAI_GPU_MEMORY_MIB}]")
+        devices.append(VolcanoVgpu(fields[0], len(devices), memory, fields[3][:128], fields[4].lower() == "true"))
+        if len(devices) > MAX_GPUS_PER_NODE:
+            raise AnnotationError(f"lists more than {MAX_GPUS_PER_NODE} GPUs")
+    if len({device.uuid for device in devices}) != len(devices):
+        raise AnnotationError("names a GPU id twice")
+    return devices
+
+
+class _KoordAllocation(msgspec.Struct, gc=False):
+    minor: int
+    resources: dict[str, str | int] = {}
+    id: str = ""
+
+
+_KOORD_DECODER: Final = msgspec.json.Decoder(dict[str, list[_KoordAllocation]])
+
+
+def parse_koord_allocated(text: str) -> list[tuple[int, int, int, int]]:
+    """``scheduling.koordinator.sh/device-allocated``: per GPU ``(minor, memory bytes, memory ratio, core)``.
+
+    Only the ``gpu`` list is read (RDMA and FPGA entries are skipped). Memory comes from
+    ``koordinator.sh/gpu-memory`` (a quantity, bytes); core from ``koordinator.sh/gpu-core``.
+
+    Raises:
+        AnnotationError: too long, not the documented JSON shape, nested too deep, a minor outside
+            [0, `MAX_GPUS_PER_NODE`) or named twice, or a quantity that is not one.
+    """
+    if len(text) > MAX_KOORD_ANNOTATION_BYTES:
+        raise AnnotationError(f"is longer than {MAX_KOORD_ANNOTATION_BYTES} bytes")
+    try:
+        allocations = _KOORD_DECODER.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        raise AnnotationError('is not {"gpu":[{"minor":N,"resources":{...}}]} JSON') from None
+    result: list[tuple[int, int, int, int]] = []
+    for entry in allocations.get("gpu", []):
+        if not valid_gpu_index(entry.minor):
+            raise AnnotationError(f"minor {entry.minor} is outside [0, {MAX_GPUS_PER_NODE})")
+        memory = _koord_quantity(entry.resources.get(KOORD_RESOURCE_GPU_MEMORY, 0), MAX_GPU_MEMORY * MIB)
+        ratio = _koord_quantity(entry.resources.get(KOORD_RESOURCE_GPU_MEMORY_RATIO, 0), 100)
+        core = _koord_quantity(entry.resources.get(KOORD_RESOURCE_GPU_CORE, 0), 100 * 1024)
+        result.append((entry.minor, memory, ratio, core))
+    if len({entry[0] for entry in result}) != len(result):
+        raise AnnotationError("names a minor twice")
+    return result
+
+
+def _koord_quantity(value: str | int, maximum: int) -> int:
+    text = str(value)
+    try:
+        amount = parse_quantity(text)
+    except ValueError:
+        raise AnnotationError(f"resource quantity {text[:32]!r} is not a quantity") from None
+    if not 0 <= amount <= maximum:
+        raise AnnotationError(f"resource quantity {text[:32]!r} is out of bounds")
+    return amount
 
 # --- Node usage and enforcement (device plugin HTTP -> `kubectl gpushare top`, Prometheus) -------
 # The device plugin serves these on a port of its own; `top` reaches it through the API server's

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from kubectl_gpushare.inspect.source import Snapshot
 
 OUTPUTS: Final = ("json", "yaml", "csv", "wide", "pretty")
-STACK_CHOICES: Final = ("auto", "gpushare", "hami", "nvidia", "nano-gpu", "elastic-gpu")
+STACK_CHOICES: Final = (
+    "auto", "gpushare", "hami", "nvidia", "nano-gpu", "elastic-gpu", "kai", "volcano", "koordinator",
+)
 """``--stack``: kube.stacks.CHOICES, spelled out here so ``--help`` imports no decoder."""
 SORT_KEYS: Final = ("name", "used", "free", "total", "percent")
 PROGRESS_DELAY: Final = 0.3

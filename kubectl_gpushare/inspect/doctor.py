@@ -36,7 +36,7 @@ from kubectl_gpushare.kube.records import (
     unhealthy_gpus,
     unhealthy_node_name,
 )
-from kubectl_gpushare.kube.stacks import hami
+from kubectl_gpushare.kube.stacks import hami, kai
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
 from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger, StackClaim, StackNode, stack_usage
 
@@ -346,6 +346,39 @@ def _usage_findings(reports: Mapping[str, protocol.UsageReport | None]) -> Itera
                           f"its share of {pod.allocated_bytes >> 20}Mi: {risk}")
 
 
+_OTHER_STACK_KEYS: Final = (
+    protocol.HAMI_ANN_ALLOCATED, protocol.VOLCANO_ANN_GPU_INDEX, protocol.VOLCANO_ANN_VGPU_IDS,
+    protocol.KOORD_ANN_DEVICE_ALLOCATED,
+)
+"""Pod annotations by which another stack says it holds (part of) a GPU."""
+
+
+def _two_stack_findings(pod: Pod, gpushare_nodes: frozenset[str]) -> Iterable[Finding]:
+    """A pod on a gpushare node that another stack placed there: one GPU counted by two schedulers."""
+    if pod.spec.node_name not in gpushare_nodes or pod.status.phase in COMPLETED_PHASES:
+        return
+    meta = pod.metadata
+    by = "a KAI reservation pod" if kai.is_reservation(pod) else ""
+    if not by and kai.groups(pod):
+        by = "a KAI fractional pod"
+    key = next((key for key in _OTHER_STACK_KEYS if key in meta.annotations), "")
+    if not by and key:
+        by = f"placed by another scheduler ({key})"
+    if by:
+        yield Finding(ERROR, "gpu-claimed-by-two-stacks", f"pod/{meta.namespace}/{meta.name}",
+                      f"{by} on gpushare node {pod.spec.node_name}: its GPU is also shared by gpushare, and neither "
+                      "scheduler counts the other's pods")
+
+
+def _stack_warning(message: str) -> Finding:
+    """A decoder's warning as a finding: a KAI group without its reservation pod is a warning, the rest errors."""
+    kind, _, rest = message.partition(" ")  # "pod NAMESPACE/NAME ..." or "node NAME ...": name the object
+    obj = f"{kind}/{rest.split(' ', 1)[0].rstrip(':')}"
+    if kai.NO_RESERVATION in message:
+        return Finding(WARNING, "kai-group-without-reservation", obj, message)
+    return Finding(ERROR, "invalid-value", obj, message)
+
+
 _GPUSHARE_ONLY_CHECKS: Final = frozenset({"gpu-node-unlabelled"})
 """Node checks that only make sense for a node meant for gpushare: dropped for nodes of another stack."""
 
@@ -414,9 +447,11 @@ def audit(
     node_records = [node_record(node) for node in nodes]
     ledger = Ledger.build(node_records, (), basis="capacity", keep_pods=False)
     workloads: list[Pod] = []
+    gpushare_nodes = frozenset(node.metadata.name for node in nodes if stacks.detect(node) == protocol.STACK_GPUSHARE)
     for pod in pods:
         findings.extend(_pod_findings(pod, now_ns, stuck_after))
         findings.extend(_hami_pod_findings(pod))
+        findings.extend(_two_stack_findings(pod, gpushare_nodes))
         ledger.set_pod(keyed_pod_record(pod, record_warnings))
         if split.nodes:
             split.add_pod(pod)
@@ -430,11 +465,7 @@ def audit(
                              (keyed_pod_record(pod) for pod in reread(over)), basis="capacity")
         findings.extend(_ledger_findings(again, over))
     findings.extend(_stack_findings(*split.result()))
-    for message in record_warnings:
-        # The records' messages start "pod NAMESPACE/NAME ..." or "node NAME ...": name the object.
-        kind, _, rest = message.partition(" ")
-        obj = f"{kind}/{rest.split(' ', 1)[0].rstrip(':')}"
-        findings.append(Finding(ERROR, "invalid-value", obj, message))
+    findings.extend(_stack_warning(message) for message in record_warnings)
     findings = _without_other_stacks(findings, nodes)
     findings.sort(key=lambda f: (f.severity != ERROR, f.check, f.object, f.message))
     errors = sum(1 for finding in findings if finding.severity == ERROR)

@@ -34,8 +34,9 @@ from msgspec.structs import replace
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
-from kubectl_gpushare.kube.records import pod_record, pod_request
+from kubectl_gpushare.kube.records import pod_record, pod_request, shown
 from kubectl_gpushare.kube.selectors import Requirement
+from kubectl_gpushare.kube.stacks import kai
 from kubectl_gpushare.kube.types import (
     Event,
     Node,
@@ -302,6 +303,15 @@ def _placed(pod: Pod, ledger: Ledger, base: Explanation, who: str) -> Explanatio
                        summary=summary)
 
 
+def _kai_reserves(pod: Pod) -> str:
+    """What a KAI reservation pod holds, in words: its group and the GPU UUID it wrote (if any yet)."""
+    group = shown(pod.metadata.labels.get(protocol.KAI_LABEL_GROUP, ""))
+    uuid = pod.metadata.annotations.get(protocol.KAI_ANN_RESERVED_GPU, protocol.KAI_RESERVED_UNKNOWN)
+    if uuid.strip() == protocol.KAI_RESERVED_UNKNOWN:
+        return f"it holds one GPU for group {group}, which GPU not reported yet ({protocol.KAI_ANN_RESERVED_GPU}=-1)"
+    return f"it holds GPU {shown(uuid)} for group {group}"
+
+
 def _hami_node(pod: Pod) -> str:
     """The node HAMi picked for a pod it is still binding (``hami.io/vgpu-node``), else ""."""
     return pod.metadata.annotations.get(protocol.HAMI_ANN_NODE, "") if not pod.spec.node_name else ""
@@ -326,15 +336,23 @@ def _on_stack(pod: Pod, node: StackNode, claims: list[StackClaim], base: Explana
             shares.append(_stack_share(device, mine, key))
     where = f"{node.name} ({node.stack})"
     verb = "runs on" if pod.status.phase == "Running" else "is placed on"
+    if node.stack == protocol.STACK_KAI and kai.is_reservation(pod):
+        return replace(base, state="placed", node=node.name, stack=node.stack, request=0, unit="", largest_fit=0,
+                       summary=f"{who} is KAI's reservation pod on {node.name}: {_kai_reserves(pod)}; it is not a "
+                       "workload (the pods of its group share that GPU).")
     if not shares:
         return replace(base, state="placed", node=node.name, stack=node.stack, request=0, unit="", largest_fit=0,
                        summary=f"{who} {verb} {where} but holds no GPU there by {node.stack}'s annotations "
                        "(not allocated yet, or its bind failed: kubectl gpushare doctor).")
     parts = []
     for share in shares:
-        if share.gpu == PENDING:
+        if share.gpu == PENDING and node.stack == protocol.STACK_KAI:
+            gpu = "a GPU its reservation pod has not named yet (or no reservation pod)"
+        elif share.gpu == PENDING:
             gpu = "a GPU not in the node's list"
-        elif node.stack == protocol.STACK_NVIDIA:
+        elif node.stack == protocol.STACK_NVIDIA or (
+            node.stack == protocol.STACK_KAI and share.unit != protocol.UNIT_MIB
+        ):
             gpu = share.id  # a pool (nvidia.com/gpu, a MIG profile), not one GPU
         else:
             gpu = f"GPU {share.gpu}" + (f" ({share.id})" if share.id else "")

@@ -37,7 +37,8 @@ Examples:
 A pod fits a GPU whose free memory is at least MEMORY (a pod never spans GPUs); unhealthy GPUs
 never count. Pods are placed as the extender places them: the node that scores highest for the
 policy, then the policy's GPU on it. Nodes of other sharing stacks (HAMi, NVIDIA, nano-gpu,
-elastic-gpu) are not considered; a note line counts them.
+elastic-gpu, KAI, Volcano, Koordinator) are not considered: their own schedulers place pods there by
+rules this command does not implement, so it promises nothing there; a note line counts them.
 
 """
     + EXIT_CODES_HELP

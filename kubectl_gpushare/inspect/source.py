@@ -31,6 +31,7 @@ from kubectl_gpushare.kube import selectors, stacks, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
 from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
+from kubectl_gpushare.kube.stacks import kai
 from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger, NodeRecord, PodRecord, StackClaim, StackNode
 
 ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
@@ -53,7 +54,7 @@ class Snapshot:
     names: list[str]
     warnings: Warnings
     stack_nodes: list[StackNode] = field(default_factory=list)
-    """Nodes of other sharing stacks (HAMi, NVIDIA, nano-gpu, elastic-gpu), by name; empty on gpushare-only clusters."""
+    """Nodes of other sharing stacks (HAMi, NVIDIA, KAI, Volcano, ...), by name; empty on gpushare-only clusters."""
     stack_claims: dict[str, list[StackClaim]] = field(default_factory=dict)
     """Node name -> claims of pods on that stack node (the ledger's `stack_usage` counts them)."""
     unscheduled: list[PodRecord] = field(default_factory=list)
@@ -123,19 +124,29 @@ def _snapshot(
 class StackSplit:
     """Splits nodes between gpushare (the `Ledger`) and the other stacks' decoders, and collects claims."""
 
-    def __init__(self, forced: str, warnings: Warnings) -> None:
+    def __init__(self, forced: str, warnings: Warnings, devices: Iterable[types.KoordDevice] = ()) -> None:
         self.forced = forced
         self.warnings = warnings
+        self.devices = {device.metadata.name: device for device in devices}
+        """Koordinator ``Device`` objects by node name (none where the API does not serve them)."""
         self.now = time.time()
         self.nodes: dict[str, StackNode] = {}
         self.claims: dict[str, list[StackClaim]] = {}
+        self.nvidia: dict[str, types.Node] = {}
+        """NVIDIA (and forced KAI) nodes: one becomes a KAI node if KAI pods sit on it."""
+        self.kai_pods: dict[str, list[types.Pod]] = {}
 
     def gpushare(self, node: types.Node) -> bool:
         """Whether the node is read as gpushare (kept for `node_record`); else it is decoded here."""
         stack = stacks.detect(node, self.forced)
         if stack is None or stack == protocol.STACK_GPUSHARE:
             return True
-        self.nodes[node.metadata.name] = stacks.stack_node(node, stack, self.warnings, self.now)
+        name = node.metadata.name
+        self.nodes[name] = stacks.stack_node(node, stack, self.warnings, self.now, self.devices.get(name))
+        if stack in (protocol.STACK_NVIDIA, protocol.STACK_KAI):
+            self.nvidia[name] = node
+            if stack == protocol.STACK_KAI:
+                self.kai_pods[name] = []
         return False
 
     def gpushare_records(self, nodes: Iterable[types.Node], sick: dict[str, frozenset[int]]) -> list[NodeRecord]:
@@ -148,11 +159,26 @@ class StackSplit:
 
     def result(self) -> tuple[list[StackNode], dict[str, list[StackClaim]]]:
         """The stack nodes by name and their claims, once every node and pod went through."""
+        self.finish()
         return sorted(self.nodes.values(), key=lambda node: node.name), self.claims
+
+    def finish(self) -> None:
+        """Turn NVIDIA nodes with KAI pods into KAI nodes (a reservation pod names a GPU others share)."""
+        for name, pods in self.kai_pods.items():
+            node, found = kai.node(self.nodes[name], self.nvidia[name], pods, self.warnings)
+            self.nodes[name] = node
+            if found:
+                self.claims.setdefault(name, []).extend(found)
+        self.kai_pods = {}
 
     def add_pod(self, pod: types.Pod) -> None:
         """Record the pod's claims if it sits on a stack node (or HAMi chose one and is still binding it)."""
-        node = self.nodes.get(pod.spec.node_name or pod.metadata.annotations.get(protocol.HAMI_ANN_NODE, ""))
+        annotations = pod.metadata.annotations
+        chosen = annotations.get(protocol.HAMI_ANN_NODE) or annotations.get(protocol.VOLCANO_ANN_VGPU_NODE, "")
+        node = self.nodes.get(pod.spec.node_name or chosen)
+        if node is not None and node.name in self.nvidia and kai.is_kai_pod(pod):
+            self.kai_pods.setdefault(node.name, []).append(pod)
+            return
         if node is not None:
             found = stacks.stack_claims(pod, node, self.warnings)
             if found:
@@ -173,6 +199,31 @@ def stack_ledger(
 
 
 # --- from the API ----------------------------------------------------------------------------------
+
+
+def _has_koordinator(nodes: Iterable[types.Node], forced: str) -> bool:
+    return any(stacks.detect(node, forced) == protocol.STACK_KOORDINATOR for node in nodes)
+
+
+def _koordinator_devices(
+    client: Client, nodes: Sequence[types.Node], forced: str, warnings: Warnings
+) -> list[types.KoordDevice]:
+    """Koordinator's ``Device`` objects, read only when a node is Koordinator's (one request then).
+
+    Not served (404: no Koordinator CRD): none, silently. Forbidden: none, and a warning; either
+    way Koordinator GPUs are read from the nodes' resources.
+    """
+    if not _has_koordinator(nodes, forced):
+        return []
+    try:
+        devices: list[types.KoordDevice] = client.list(types.KOORD_DEVICES, on_skip=warnings.add)
+    except NotFound:
+        return []
+    except Forbidden:
+        resource = f"devices.{protocol.KOORD_DEVICE_GROUP}"
+        warnings.add(f"cannot list {resource}: Koordinator GPUs are read from node resources")
+        return []
+    return devices
 
 
 @contextmanager
@@ -228,7 +279,7 @@ def from_api(
             sick = unhealthy_by_node(client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE))
         except Forbidden:
             warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
-    split = StackSplit(stack, warnings)
+    split = StackSplit(stack, warnings, _koordinator_devices(client, decoded, stack, warnings))
     nodes = split.gpushare_records(decoded, sick)
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
@@ -258,6 +309,7 @@ def from_api(
                 seen += len(page.items)
                 if progress is not None:
                     progress(seen)
+    split.finish()
     snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
     snapshot.unscheduled = unscheduled
     return snapshot
@@ -369,19 +421,25 @@ class _Items(msgspec.Struct):
 
 def items_of_kind(data: bytes, kind: str) -> list[msgspec.Raw]:
     """Raw items of one kind in a JSON dump; none from YAML or from a file that is not a list."""
+    return items_of_kinds(data, (kind,))[kind]
+
+
+def items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[msgspec.Raw]]:
+    """Raw items of each of ``kinds`` in a JSON dump, in one pass over it (`items_of_kind`)."""
+    found: dict[str, list[msgspec.Raw]] = {kind: [] for kind in kinds}
     if data.lstrip()[:1] != b"{":
-        return []
+        return found
     try:
         raws = msgspec.json.decode(data, type=_Items).items
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return []
-    found: list[msgspec.Raw] = []
+        return found
     for raw in raws:
         try:
-            if msgspec.json.decode(raw, type=_Kind).kind == kind:
-                found.append(raw)
+            wanted = found.get(msgspec.json.decode(raw, type=_Kind).kind)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
+        if wanted is not None:
+            wanted.append(raw)
     return found
 
 
@@ -404,8 +462,12 @@ _T = TypeVar("_T")
 
 
 def _decoded_of_kind(data: bytes, kind: str, decoder: msgspec.json.Decoder[_T]) -> list[_T]:
+    return _decoded(items_of_kind(data, kind), decoder)
+
+
+def _decoded(raws: Iterable[msgspec.Raw], decoder: msgspec.json.Decoder[_T]) -> list[_T]:
     found: list[_T] = []
-    for raw in items_of_kind(data, kind):
+    for raw in raws:
         try:
             found.append(decoder.decode(raw))
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -497,14 +559,18 @@ def from_documents(
     if selector:
         matches = selectors.matcher(selector)
         chosen = [node for node in chosen if matches(node.metadata.labels)]
-    sick = unhealthy_by_node(configmaps_in(data))
-    split = StackSplit(stack, warnings)
+    koordinator = _has_koordinator(chosen, stack)
+    found = items_of_kinds(data, ("ConfigMap", "Device") if koordinator else ("ConfigMap",))
+    sick = unhealthy_by_node(_decoded(found["ConfigMap"], types.CONFIGMAP_DECODER))
+    devices = _decoded(found.get("Device", ()), types.KOORD_DEVICE_DECODER)
+    split = StackSplit(stack, warnings, devices)
     nodes = split.gpushare_records(chosen, sick)
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     active = [pod for pod in decoded_pods if pod.status.phase not in COMPLETED_PHASES]
     pods = [keyed_pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
     for pod in active:
         split.add_pod(pod)
+    split.finish()
     ledger = Ledger.build(nodes, pods, basis="allocatable")
     snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
     if not names and not selector:

@@ -25,8 +25,8 @@ def gpu_label(device: StackDeviceUsage, stack: str = "") -> str:
     """``0``, ``1``... or ``pending``; an NVIDIA pool by its resource (``gpu``, ``mig-1g.10gb``)."""
     if device.gpu.index == PENDING:
         return "pending"
-    if stack == protocol.STACK_NVIDIA:
-        return device.gpu.id.removeprefix("nvidia.com/")
+    if stack == protocol.STACK_NVIDIA or (stack == protocol.STACK_KAI and device.gpu.unit != protocol.UNIT_MIB):
+        return device.gpu.id.removeprefix("nvidia.com/")  # KAI keeps the NVIDIA pools beside its shared GPUs
     return str(device.gpu.index)
 
 
@@ -85,6 +85,9 @@ def details(
         lines = [f"\nNAME:\t{node.name}\nIPADDRESS:\t{node.ip}\nSTACK:\t{node.stack}\n"]
         if node.note:
             lines.append(f"NOTE:\t{node.note}\n")
+        for position, (pod, index, uuid) in enumerate(node.reservations):
+            gpu = f"GPU {index} ({uuid})" if index != PENDING else "a GPU not reported yet"
+            lines.append(f"{'RESERVED:' if position == 0 else ''}\t{pod} holds {gpu}\n")
         lines.append("\n")
         if headers:
             lines.append(DETAIL_HEADER)

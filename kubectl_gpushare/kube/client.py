@@ -52,7 +52,10 @@ PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
 }
-KindRef = Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota] | str
+KindRef = (
+    Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota]
+    | Kind[types.KoordDevice] | str
+)
 
 
 def _log_skip(message: str) -> None:

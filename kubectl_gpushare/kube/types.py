@@ -320,6 +320,36 @@ class NodeList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     items: tuple[Node, ...] = ()
 
 
+class KoordDeviceInfo(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """One device of a Koordinator ``Device`` (koordinator ``apis/scheduling/v1alpha1/device_types.go`` DeviceInfo)."""
+
+    type: str = ""
+    id: str = ""
+    minor: int | None = None
+    health: bool = False
+    resources: dict[str, QuantityValue] = {}
+
+
+class KoordDeviceSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """``spec`` of a Koordinator ``Device``."""
+
+    devices: tuple[KoordDeviceInfo, ...] = ()
+
+
+class KoordDevice(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """Koordinator's per-node device inventory (cluster-scoped, named after its node)."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    spec: KoordDeviceSpec = KoordDeviceSpec()
+
+
+class KoordDeviceList(msgspec.Struct, frozen=True, rename="camel", gc=False):
+    """One page of Koordinator ``Device`` objects."""
+
+    metadata: ListMeta = ListMeta()
+    items: tuple[KoordDevice, ...] = ()
+
+
 class ConfigMapList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """One page of ConfigMaps."""
 
@@ -473,11 +503,13 @@ RAW_LIST_DECODER: Final = msgspec.json.Decoder(RawList)
 BOOKMARK_DECODER: Final = msgspec.json.Decoder(Bookmark)
 RESOURCEQUOTA_DECODER: Final = msgspec.json.Decoder(ResourceQuota)
 RESOURCEQUOTA_LIST_DECODER: Final = msgspec.json.Decoder(ResourceQuotaList)
+KOORD_DEVICE_DECODER: Final = msgspec.json.Decoder(KoordDevice)
+KOORD_DEVICE_LIST_DECODER: Final = msgspec.json.Decoder(KoordDeviceList)
 POD_PLACEMENT_DECODER: Final = msgspec.json.Decoder(PodPlacement)
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 
-ItemT = TypeVar("ItemT", Pod, Node, ConfigMap, Lease, Event, ResourceQuota)
+ItemT = TypeVar("ItemT", Pod, Node, ConfigMap, Lease, Event, ResourceQuota, KoordDevice)
 
 
 class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
@@ -504,6 +536,7 @@ class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
         | msgspec.json.Decoder[LeaseList]
         | msgspec.json.Decoder[EventList]
         | msgspec.json.Decoder[ResourceQuotaList]
+        | msgspec.json.Decoder[KoordDeviceList]
     )
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
@@ -527,6 +560,11 @@ EVENTS: Final = Kind("Event", "events", "/api/v1", True, EVENT_DECODER, EVENT_LI
 RESOURCEQUOTAS: Final = Kind(
     "ResourceQuota", "resourcequotas", "/api/v1", True, RESOURCEQUOTA_DECODER, RESOURCEQUOTA_LIST_DECODER
 )
+KOORD_DEVICES: Final = Kind(
+    "Device", "devices", "/apis/scheduling.koordinator.sh/v1alpha1", False, KOORD_DEVICE_DECODER,
+    KOORD_DEVICE_LIST_DECODER,
+)
+"""Koordinator's ``Device`` (served only where Koordinator's CRD is installed)."""
 
 KINDS: Final[
     dict[str, Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota]]

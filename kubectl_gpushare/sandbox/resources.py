@@ -179,6 +179,9 @@ RESOURCES: tuple[Resource, ...] = (
     _resource("clusterroles", "ClusterRole", False, group=RBAC),
     _resource("clusterrolebindings", "ClusterRoleBinding", False, group=RBAC),
     _resource("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False, group=ADMISSION),
+    # Koordinator's per-node GPU inventory, as its CRD serves it (koordinator
+    # ``apis/scheduling/v1alpha1/device_types.go``: cluster-scoped, named after the node).
+    _resource("devices", "Device", False, group="scheduling.koordinator.sh", version="v1alpha1"),
 )
 WORKLOADS = frozenset({"deployments", "replicasets", "statefulsets", "daemonsets", "jobs"})
 """Kinds with a pod template, a ``metadata.generation`` and a ``status.observedGeneration``."""

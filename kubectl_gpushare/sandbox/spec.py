@@ -38,6 +38,7 @@ import hashlib
 import random
 import re
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final
@@ -124,6 +125,8 @@ class PodSpec(msgspec.Struct, forbid_unknown_fields=True):
     resource: str | None = None
     uses: str | None = None
     """GPU memory the pod's container allocates under ``sandbox --stack`` (``6GiB``); see `ANN_USES`."""
+    fraction: float | None = None
+    """KAI only: ask ``gpu-fraction`` (0 < f <= 1) instead of ``memory`` MiB."""
 
 
 class GenerateSpec(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
@@ -488,10 +491,26 @@ def _stack_pod(pod: PodSpec, stack: str, amounts: list[int]) -> dict[str, Any]:
 
     if stack not in protocol.STACKS:
         raise SpecError(f"pod {pod.namespace}/{pod.name}: stack must be one of {', '.join(protocol.STACKS)}")
+    if pod.fraction is not None and (stack != protocol.STACK_KAI or not 0 < pod.fraction <= 1):
+        raise SpecError(f"pod {pod.namespace}/{pod.name}: fraction is for stack kai, in (0, 1]")
     return stack_spec.stack_pod_object(
         pod.name, pod.namespace, stack, amounts, node=pod.node, gpu=pod.gpu, cores=pod.cores,
         resource=pod.resource, phase=pod.phase, labels=pod.labels, annotations=pod.annotations,
+        fraction=pod.fraction,
     )
+
+
+def _add_kai_reservation(
+    objects: list[dict[str, Any]], reserved: set[tuple[str, int]], node: str, gpu: int,
+    add_namespace: Callable[[str], None],
+) -> None:
+    """KAI's reservation pod for a shared GPU, once per GPU (its binder runs one per GPU group)."""
+    from kubectl_gpushare.sandbox import stack_spec
+
+    if (node, gpu) not in reserved:
+        reserved.add((node, gpu))
+        add_namespace(protocol.KAI_RESERVATION_NAMESPACES[0])
+        objects.append(stack_spec.kai_reservation_object(node, gpu))
 
 
 def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
@@ -507,6 +526,7 @@ def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
         add_namespace(name)
     gpu_of: dict[str, list[int]] = {}
     stack_of: dict[str, str] = {}
+    reserved: set[tuple[str, int]] = set()
     for index, node in enumerate(spec.nodes):
         memories = node.gpu_memories if node.gpu_memories is not None else [node.gpu_memory] * node.gpus
         if node.gpu_memories is not None and node.gpus and node.gpus != len(node.gpu_memories):
@@ -546,6 +566,8 @@ def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
         stack = pod.stack or stack_of.get(pod.node or "", protocol.STACK_GPUSHARE)
         if stack != protocol.STACK_GPUSHARE:
             objects.append(_stack_pod(pod, stack, requests))
+            if stack == protocol.STACK_KAI and pod.node and pod.gpu is not None:
+                _add_kai_reservation(objects, reserved, pod.node, pod.gpu, add_namespace)
             continue
         objects.append(
             pod_object(

@@ -1,11 +1,15 @@
-"""Spec nodes and pods of other sharing stacks (``stack: hami|nvidia|nano-gpu|elastic-gpu``).
+"""Spec nodes and pods of other sharing stacks (``stack: hami|nvidia|nano-gpu|elastic-gpu|kai|volcano|koordinator``).
 
 Builds what each stack's own components would leave in the API, so tests and the demo can show
 ``kubectl inspect gpushare`` reading them: HAMi's register/handshake annotations and
 ``vgpu-devices-allocated``; the NVIDIA device plugin's ``nvidia.com/gpu`` (times ``replicas``) or
 MIG resources with GFD labels; nano-gpu's and elastic-gpu's percent resources and per-container
-card annotations. Amounts are in the stack's unit: MiB for HAMi (``gpuMemory`` too), slots or
-GPUs for NVIDIA, percent for nano-gpu and elastic-gpu. Pure: produces dicts, does no I/O.
+card annotations; KAI's GFD-labelled NVIDIA node, fractional pods (``gpu-fraction``/``gpu-memory``
+annotations, ``runai-gpu-group`` label) and the reservation pod its binder runs per shared GPU;
+Volcano's gpu-share capacity and ``volcano.sh/gpu-index``; Koordinator's GPU resources and
+``scheduling.koordinator.sh/device-allocated``. Amounts are in the stack's unit: MiB for HAMi,
+KAI, Volcano and Koordinator (``gpuMemory`` too), slots or GPUs for NVIDIA, percent for nano-gpu
+and elastic-gpu. Pure: produces dicts, does no I/O.
 """
 
 from __future__ import annotations
@@ -78,6 +82,19 @@ def stack_node_object(
         })
         if memories and min(memories) > 0:
             meta_labels[protocol.NVIDIA_LABEL_MEMORY] = str(min(memories))
+    elif stack == protocol.STACK_KAI:  # an NVIDIA device-plugin node with GFD labels (KAI reads gpu.memory)
+        resources[protocol.NVIDIA_RESOURCE_GPU] = str(count)
+        meta_labels.update({protocol.NVIDIA_LABEL_COUNT: str(count), protocol.NVIDIA_LABEL_PRODUCT: product})
+        if memories and min(memories) > 0:
+            meta_labels[protocol.NVIDIA_LABEL_MEMORY] = str(min(memories))
+    elif stack == protocol.STACK_VOLCANO:  # gpu-share: Volcano reads capacity, memory over all cards
+        resources[protocol.VOLCANO_RESOURCE_MEMORY] = str(sum(memories))
+        resources[protocol.VOLCANO_RESOURCE_NUMBER] = str(count)
+    elif stack == protocol.STACK_KOORDINATOR:
+        resources[protocol.KOORD_RESOURCE_GPU_CORE] = str(count * protocol.PERCENT_PER_GPU)
+        resources[protocol.KOORD_RESOURCE_GPU_MEMORY_RATIO] = str(count * protocol.PERCENT_PER_GPU)
+        resources[protocol.KOORD_RESOURCE_GPU_MEMORY] = f"{sum(memories)}Mi"
+        meta_labels.setdefault("node.koordinator.sh/gpu-model", product)
     elif stack == protocol.STACK_NANO_GPU:
         resources[protocol.NANO_GPU_RESOURCE] = str(count * protocol.PERCENT_PER_GPU)
     elif stack == protocol.STACK_ELASTIC_GPU:
@@ -90,6 +107,28 @@ def stack_node_object(
     node["status"]["capacity"].update(resources)
     node["status"]["allocatable"].update(resources)
     return node
+
+
+def kai_group(node: str, gpu: int) -> str:
+    """The GPU group a spec KAI pod on ``node``'s GPU ``gpu`` joins (one reservation pod per group)."""
+    return f"{node}-gpu{gpu}"
+
+
+def kai_reservation_object(node: str, gpu: int) -> dict[str, Any]:
+    """The reservation pod KAI's binder runs for a shared GPU, once it reported the GPU's UUID.
+
+    As ``resource_reservation.go`` creates it: ``nvidia.com/gpu: 1`` in the reservation namespace,
+    labels ``app`` and ``runai-gpu-group``, the UUID in ``run.ai/reserve_for_gpu_index``.
+    """
+    namespace = protocol.KAI_RESERVATION_NAMESPACES[0]
+    pod = pod_object(f"gpu-reservation-{node}-{gpu}", namespace, [0], node=node, phase="Running",
+                     labels={"app": protocol.KAI_RESERVATION_APP, protocol.KAI_LABEL_GROUP: kai_group(node, gpu)},
+                     annotations={protocol.KAI_ANN_RESERVED_GPU: hami_uuid(node, gpu)})
+    container = pod["spec"]["containers"][0]
+    container["name"] = "resource-reservation"
+    one = {protocol.NVIDIA_RESOURCE_GPU: "1"}
+    container["resources"] = {"limits": dict(one), "requests": dict(one)}
+    return pod
 
 
 def stack_pod_object(
@@ -105,8 +144,13 @@ def stack_pod_object(
     phase: str | None = None,
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
+    fraction: float | None = None,
 ) -> dict[str, Any]:
-    """A pod of ``stack`` whose containers claim ``amounts`` (in the stack's unit) on GPU ``gpu``."""
+    """A pod of ``stack`` whose containers claim ``amounts`` (in the stack's unit) on GPU ``gpu``.
+
+    A KAI pod asks by annotation (``fraction`` of a GPU, else the summed ``amounts`` in MiB) and,
+    once placed, joins the group of `kai_reservation_object` for that GPU (the caller adds it).
+    """
     pod = pod_object(name, namespace, [0] * len(amounts), node=node, phase=phase or ("Running" if node else None),
                      labels=labels)
     containers: list[dict[str, Any]] = pod["spec"]["containers"]
@@ -125,6 +169,12 @@ def stack_pod_object(
                 shares.append(f"{hami_uuid(node, gpu)},NVIDIA,{amount},{cores}:")
         elif stack == protocol.STACK_NVIDIA:
             limits = {resource or protocol.NVIDIA_RESOURCE_GPU: str(amount)}
+        elif stack == protocol.STACK_KAI:
+            continue  # KAI asks by pod annotation, not by container limit
+        elif stack == protocol.STACK_VOLCANO:
+            limits = {protocol.VOLCANO_RESOURCE_MEMORY: str(amount)}
+        elif stack == protocol.STACK_KOORDINATOR:
+            limits = {protocol.KOORD_RESOURCE_GPU_MEMORY: f"{amount}Mi"}
         elif stack in (protocol.STACK_NANO_GPU, protocol.STACK_ELASTIC_GPU):
             nano = stack == protocol.STACK_NANO_GPU
             limits = {(protocol.NANO_GPU_RESOURCE if nano else protocol.ELASTIC_GPU_RESOURCE_CORE): str(amount)}
@@ -139,6 +189,22 @@ def stack_pod_object(
         pod_annotations[protocol.HAMI_ANN_ALLOCATED] = ";".join(shares) + ";"
         pod_annotations[protocol.HAMI_ANN_NODE] = node
         pod_annotations[protocol.HAMI_ANN_BIND_PHASE] = "success"
+    if stack == protocol.STACK_KAI:
+        if fraction is not None:
+            pod_annotations[protocol.KAI_ANN_FRACTION] = str(fraction)
+        else:
+            pod_annotations[protocol.KAI_ANN_MEMORY] = str(sum(amounts))
+        pod["spec"]["schedulerName"] = "kai-scheduler"
+        if node and gpu is not None:
+            pod["metadata"].setdefault("labels", {})[protocol.KAI_LABEL_GROUP] = kai_group(node, gpu)
+    if stack == protocol.STACK_VOLCANO and node and gpu is not None:
+        pod_annotations[protocol.VOLCANO_ANN_GPU_INDEX] = str(gpu)
+    if stack == protocol.STACK_KOORDINATOR and node and gpu is not None:
+        held = {protocol.KOORD_RESOURCE_GPU_MEMORY: f"{sum(amounts)}Mi"}
+        if cores:
+            held[protocol.KOORD_RESOURCE_GPU_CORE] = str(cores)
+        allocated = {"gpu": [{"minor": gpu, "resources": held}]}
+        pod_annotations[protocol.KOORD_ANN_DEVICE_ALLOCATED] = json.dumps(allocated, separators=(",", ":"))
     pod_annotations.update(annotations or {})
     if pod_annotations:
         pod["metadata"]["annotations"] = pod_annotations

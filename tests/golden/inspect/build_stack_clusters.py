@@ -137,6 +137,146 @@ def gpushare() -> list[dict[str, Any]]:
     ]
 
 
+def pod_meta(item: dict[str, Any], labels: dict[str, str] | None = None, scheduler: str = "") -> dict[str, Any]:
+    if labels:
+        item["metadata"]["labels"] = labels
+    if scheduler:
+        item["spec"]["schedulerName"] = scheduler
+    return item
+
+
+def kai() -> list[dict[str, Any]]:
+    """KAI's documented examples (docs/gpu-sharing/gpu-sharing.yaml, gpu-memory.yaml) on a 2-GPU node.
+
+    Group g-a has its reservation pod running on GPU-kai-0; g-b's reservation has no UUID yet ("-1");
+    a multi-GPU fraction spans g-a and g-c (g-c reserved on GPU-kai-1); a whole-GPU pod takes the rest.
+    """
+    labels = {"nvidia.com/gpu.count": "4", "nvidia.com/gpu.memory": "81920",
+              "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    reserve = "kai-resource-reservation"
+
+    def reservation(name: str, group: str, uuid: str) -> dict[str, Any]:
+        return pod_meta(pod(name, "kai-node", [{"nvidia.com/gpu": "1"}], {"run.ai/reserve_for_gpu_index": uuid},
+                            namespace=reserve), {"app": reserve, "runai-gpu-group": group})
+
+    return [
+        node("kai-node", "10.0.6.1", {"nvidia.com/gpu": "4"}, labels=labels),
+        reservation("gpu-reservation-kai-node-a1b2c", "g-a", "GPU-kai-0"),
+        reservation("gpu-reservation-kai-node-d3e4f", "g-b", "-1"),
+        reservation("gpu-reservation-kai-node-g5h6i", "g-c", "GPU-kai-1"),
+        pod_meta(pod("gpu-sharing", "kai-node", [{}], {"gpu-fraction": "0.5"}), {"runai-gpu-group": "g-a"},
+                 "kai-scheduler"),
+        pod_meta(pod("gpu-memory", "kai-node", [{}], {"gpu-memory": "2000"}, namespace="ml"),
+                 {"runai-gpu-group": "g-b"}, "kai-scheduler"),
+        pod_meta(pod("two-halves", "kai-node", [{}], {"gpu-fraction": "0.25", "gpu-fraction-num-devices": "2"}),
+                 {"runai-gpu-group/g-a": "g-a", "runai-gpu-group/g-c": "g-c"}, "kai-scheduler"),
+        pod("whole", "kai-node", [{"nvidia.com/gpu": "1"}]),
+    ]
+
+
+def volcano() -> list[dict[str, Any]]:
+    """Volcano gpu-share as its user guide shows it (89424 over 8 cards; pods of 1024), and a vGPU node."""
+    vgpu = "".join(f"GPU-vc-{i},10,32768,NVIDIA-Tesla V100-PCIE-32GB,{'true' if i == 0 else 'false'},hami-core:"
+                   for i in range(2))
+    return [
+        node("volcano-node", "10.0.7.1", {"volcano.sh/gpu-memory": "89424", "volcano.sh/gpu-number": "8"},
+             {"volcano.sh/gpu-unhealthy-ids": "7"}),
+        pod_meta(pod("gpu-pod1", "volcano-node", [{"volcano.sh/gpu-memory": "1024"}],
+                     {"volcano.sh/gpu-index": "0", "volcano.sh/predicate-time": "1598233413446125395"}),
+                 scheduler="volcano"),
+        pod_meta(pod("gpu-pod2", "volcano-node", [{"volcano.sh/gpu-memory": "1024"}, {"volcano.sh/gpu-memory": "2048"}],
+                     {"volcano.sh/gpu-index": "0"}), scheduler="volcano"),
+        pod_meta(pod("whole-card", "volcano-node", [{"volcano.sh/gpu-number": "1"}], {"volcano.sh/gpu-index": "3"}),
+                 scheduler="volcano"),
+        node("vgpu-node", "10.0.7.2", {"volcano.sh/vgpu-number": "20"}, {"volcano.sh/node-vgpu-register": vgpu}),
+        pod_meta(pod("vgpu-pod", "vgpu-node", [{"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "3000"}],
+                     {"volcano.sh/vgpu-ids-new": "GPU-vc-0,NVIDIA,3000,25:;"}), scheduler="volcano"),
+    ]
+
+
+def koord_device(name: str) -> dict[str, Any]:
+    """The node's ``Device`` as koordlet reports it (the shape of Koordinator's device scheduling guide).
+
+    The memory is NVML's (15472384Ki, a T4), so it differs from the node's even split; GPU 1 is unhealthy.
+    """
+    devices = [
+        {"type": "gpu", "id": f"GPU-{name}-{minor}", "minor": minor, "health": minor == 0,
+         "resources": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "15472384Ki",
+                       "koordinator.sh/gpu-memory-ratio": "100"}}
+        for minor in range(2)
+    ]
+    return {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device", "metadata": {"name": name},
+            "spec": {"devices": devices}}
+
+
+def koordinator() -> list[dict[str, Any]]:
+    """Koordinator's fine-grained device scheduling example: 2 GPUs, a 50% share and a whole card.
+
+    koord-node has its Device object (per-GPU UUID, memory and health); koord-plain has none, so its
+    GPUs come from the node's resources.
+    """
+    resources = {"koordinator.sh/gpu-core": "200", "koordinator.sh/gpu-memory": "32Gi",
+                 "koordinator.sh/gpu-memory-ratio": "200"}
+
+    def allocated(minor: int, core: str, memory: str) -> str:
+        shares = {"koordinator.sh/gpu-core": core, "koordinator.sh/gpu-memory": memory,
+                  "koordinator.sh/gpu-memory-ratio": core}
+        return json.dumps({"gpu": [{"minor": minor, "resources": shares}]}, separators=(",", ":"))
+
+    half, whole = allocated(0, "50", "7736192Ki"), allocated(1, "100", "15472384Ki")
+    return [
+        node("koord-node", "10.0.8.1", resources, labels={"node.koordinator.sh/gpu-model": "Tesla-T4"}),
+        koord_device("koord-node"),
+        node("koord-plain", "10.0.8.2", resources),
+        pod_meta(pod("pod-example", "koord-node", [{"koordinator.sh/gpu-memory-ratio": "50"}],
+                     {"scheduling.koordinator.sh/device-allocated": half}), scheduler="koord-scheduler"),
+        pod_meta(pod("pod-whole", "koord-node", [{"koordinator.sh/gpu-memory-ratio": "100"}],
+                     {"scheduling.koordinator.sh/device-allocated": whole}), scheduler="koord-scheduler"),
+        pod_meta(pod("plain-half", "koord-plain", [{"koordinator.sh/gpu-memory-ratio": "50"}],
+                     {"scheduling.koordinator.sh/device-allocated": half}), scheduler="koord-scheduler"),
+    ]
+
+
+def schedulers_malformed() -> list[dict[str, Any]]:
+    """One bad value of each kind on KAI, Volcano and Koordinator nodes: each is warned, none credited."""
+    labels = {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.product": "A100"}
+    reserve = "kai-resource-reservation"
+
+    def reservation(name: str, group: str, uuid: str) -> dict[str, Any]:
+        return pod_meta(pod(name, "kai-bad", [{"nvidia.com/gpu": "1"}], {"run.ai/reserve_for_gpu_index": uuid},
+                            namespace=reserve), {"app": reserve, "runai-gpu-group": group})
+
+    def kai_pod(name: str, group: str, annotations: dict[str, str]) -> dict[str, Any]:
+        return pod_meta(pod(name, "kai-bad", [{}], annotations), {"runai-gpu-group": group})
+
+    koord = {"koordinator.sh/gpu-core": "200", "koordinator.sh/gpu-memory": "32Gi",
+             "koordinator.sh/gpu-memory-ratio": "200"}
+
+    def koord_pod(name: str, text: str) -> dict[str, Any]:
+        return pod(name, "koord-bad", [{}], {"scheduling.koordinator.sh/device-allocated": text})
+
+    return [
+        node("kai-bad", "10.0.9.1", {"nvidia.com/gpu": "3"}, labels=labels),
+        reservation("gpu-reservation-a", "g-a", "GPU-bad-0"),
+        reservation("gpu-reservation-b", "g-b", "GPU-bad-0"),  # a second reservation naming the same UUID
+        kai_pod("good", "g-a", {"gpu-fraction": "0.5"}),
+        kai_pod("same-gpu", "g-b", {"gpu-fraction": "0.75"}),
+        kai_pod("nan", "g-a", {"gpu-fraction": "NaN"}),
+        kai_pod("huge", "g-a", {"gpu-fraction": "1e999"}),
+        kai_pod("over-one", "g-a", {"gpu-fraction": "1.5"}),
+        kai_pod("negative-mib", "g-a", {"gpu-memory": "-2000"}),
+        kai_pod("absurd-mib", "g-a", {"gpu-memory": "99999999999"}),
+        kai_pod("orphan", "g-gone", {"gpu-memory": "1000"}),
+        node("volcano-bad", "10.0.9.2", {"volcano.sh/gpu-memory": "32768", "volcano.sh/gpu-number": "2"}),
+        pod("bad-index", "volcano-bad", [{"volcano.sh/gpu-memory": "1024"}], {"volcano.sh/gpu-index": "0,zero"}),
+        pod("far-index", "volcano-bad", [{"volcano.sh/gpu-memory": "1024"}], {"volcano.sh/gpu-index": "9"}),
+        node("koord-bad", "10.0.9.3", koord),
+        koord_pod("garbage", "{not json"),
+        koord_pod("unknown-minor", '{"gpu":[{"minor":7,"resources":{"koordinator.sh/gpu-memory":"1Gi"}}]}'),
+        koord_pod("deep", "[" * 5000),
+    ]
+
+
 CASES = {
     "hami-v27": hami_cluster("hami-a", hami_register_v27("hami-a"), "10.0.0.1"),
     "hami-v28": hami_cluster("hami-b", hami_register_v28("hami-b"), "10.0.0.2"),
@@ -149,6 +289,14 @@ CASES = {
         *hami_cluster("hami-a", hami_register_v27("hami-a"), "10.0.0.1"),
         *hami_cluster("hami-b", hami_register_v28("hami-b"), "10.0.0.2"),
         *nvidia_timeslicing(), *nvidia_mig(), *nano_gpu(), *elastic_gpu(),
+    ],
+    "kai": kai(),
+    "volcano": volcano(),
+    "koordinator": koordinator(),
+    "schedulers-malformed": schedulers_malformed(),
+    "mixed-schedulers": [
+        *gpushare(), *hami_cluster("hami-b", hami_register_v28("hami-b"), "10.0.0.2"), *kai(), *volcano(),
+        *koordinator(), *nvidia_timeslicing(),
     ],
 }
 

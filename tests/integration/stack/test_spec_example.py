@@ -21,7 +21,8 @@ def test_the_example_ships_and_loads() -> None:
     shipped = resources.files("kubectl_gpushare.sandbox") / "examples" / "cluster.yaml"
     assert shipped.read_text() == (ROOT / SPEC_EXAMPLE).read_text()
     kinds = [obj["kind"] for obj in load_spec(ROOT / SPEC_EXAMPLE)]
-    assert kinds.count("Node") == 4 and kinds.count("Pod") == 3 and "ConfigMap" in kinds
+    # 4 gpushare/CPU nodes and 5 of other schedulers; 3 gpushare pods, 6 others and KAI's reservation pod.
+    assert kinds.count("Node") == 9 and kinds.count("Pod") == 10 and "ConfigMap" in kinds
 
 
 def test_help_and_readme_point_at_the_example() -> None:

@@ -45,5 +45,5 @@ def test_json_keeps_each_gpu_in_its_own_unit_and_cluster_is_gpushare_only(cli_ru
 
 
 def test_unknown_stack_is_a_usage_error(cli_runner: CliRunner) -> None:
-    code, _, err = run(cli_runner, "--from-file", MIXED, "--stack", "volcano")
+    code, _, err = run(cli_runner, "--from-file", MIXED, "--stack", "slurm")
     assert code == 2 and "--stack" in err
