@@ -159,3 +159,13 @@ def test_many_hung_plugins_cost_one_timeout_together(sandbox: Sandbox) -> None:
         hung.close()
     assert fetched.failures == dict.fromkeys(names, "timed out") and not fetched.reports
     assert elapsed < 4.0, f"{count} hung plugins took {elapsed:.1f}s; three rounds of 1.5s would be 4.5s"
+
+
+def test_a_selector_picks_the_nodes_first_and_shows_the_same(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
+    sandbox.load(usage_standin.cluster())
+    with plugins(sandbox, ("alpha",)):
+        by_name = kubectl("gpushare", "top", "alpha", "-A")
+        by_label = kubectl("gpushare", "top", "-l", "kubernetes.io/hostname=alpha", "-A")
+        none = kubectl("gpushare", "top", "-l", "kubernetes.io/hostname=nowhere")
+    assert by_label.stdout == by_name.stdout and "OVER" in by_name.stdout
+    assert (none.stdout, none.stderr) == ("", "No resources found\n")
