@@ -123,10 +123,10 @@ class PodSpec(msgspec.Struct, forbid_unknown_fields=True):
     stack: str | None = None
     cores: int = 0
     resource: str | None = None
-    uses: str | None = None
-    """GPU memory the pod's container allocates under ``sandbox --stack`` (``6GiB``); see `ANN_USES`."""
     fraction: float | None = None
     """KAI only: ask ``gpu-fraction`` (0 < f <= 1) instead of ``memory`` MiB."""
+    uses: str | None = None
+    """GPU memory the pod's container allocates under ``sandbox --stack`` (``6GiB``); see `ANN_USES`."""
 
 
 class GenerateSpec(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):

@@ -106,6 +106,12 @@ def test_watch_on_a_terminal_redraws_in_place_with_rich(
         os.close(master)
 
 
+def _marked(output: str) -> bool:
+    """Whether the last table in ``output`` stands below a STALE mark."""
+    before = output[:output.rindex("NAME ")]
+    return before.rstrip("\n").rpartition("\n")[2].startswith("STALE")
+
+
 def test_watch_marks_the_view_stale_while_the_api_server_does_not_answer_and_resumes(
     sandbox: Sandbox, kube_env: dict[str, str], kubectl: Callable[..., Any]
 ) -> None:
@@ -126,9 +132,14 @@ def test_watch_marks_the_view_stale_while_the_api_server_does_not_answer_and_res
         sandbox.clear_faults()
         pod = pod_object("job", "default", [4], node="gpu-a", gpu=1, gpu_memory=16)
         kubectl("apply", "-f", "-", input=json.dumps(pod))
-        resumed = read_until(process, "4/32 (12%)", timeout=60)
-        before, last = resumed[:resumed.rindex("NAME ")], resumed[resumed.rindex("NAME "):]
-        assert not before.rstrip("\n").rpartition("\n")[2].startswith("STALE"), "a fresh table, unmarked"
+        # On a loaded machine a request can still time out after the faults end and mark the view
+        # again; what must come is a fresh, unmarked table showing the new pod.
+        resumed, deadline = read_until(process, "4/32 (12%)", timeout=60), time.monotonic() + 60
+        while _marked(resumed) and time.monotonic() < deadline:
+            resumed += read_until(process, "NAME ", timeout=max(1.0, deadline - time.monotonic()))
+            resumed += read_until(process, "(", timeout=10)
+        last = resumed[resumed.rindex("NAME "):]
+        assert not _marked(resumed), "a fresh table, unmarked"
         assert "4/32 (12%)" in last
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=10) == 130
