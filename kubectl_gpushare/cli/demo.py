@@ -97,6 +97,7 @@ def _run_demo(workdir: Path, keep: bool) -> None:
     from kubectl_gpushare.kube import types
     from kubectl_gpushare.kube.client import Client
     from kubectl_gpushare.kube.config import load_config
+    from kubectl_gpushare.sandbox import ipam
     from kubectl_gpushare.sandbox.server import Sandbox
     from kubectl_gpushare.sandbox.spec import namespace_object, node_object, pod_object
 
@@ -113,6 +114,7 @@ def _run_demo(workdir: Path, keep: bool) -> None:
                         for count, size in [part.split("x")] for _ in range(int(count))]
             seed.append(node_object(name, memories, ip=ip, product=product, gpushare=False))
         seed.append(node_object("cpu-node-1", [], ip="192.168.1.21"))
+        ipam.assign(seed)  # each node's pod range, as kube-controller-manager's node IPAM gives it
         sandbox.load(attachment.prepare(seed))
         api = Client(load_config(str(kubeconfig)), component="demo")
         stack.callback(api.close)

@@ -46,6 +46,8 @@ from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import KubeError
 from kubectl_gpushare.node import cgroups
 from kubectl_gpushare.node.fake_backend import FakeBackend, FakeOutOfMemoryError
+from kubectl_gpushare.sandbox.ipam import PodAddresses
+from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.spec import ANN_USES
 
 log = logging.getLogger("kubectl_gpushare.nodes")
@@ -105,10 +107,18 @@ def _has_gpu_resources(node: dict[str, Any]) -> bool:
                for resource in (protocol.RESOURCE_MEM, protocol.RESOURCE_COUNT))
 
 
+class LoggedSandbox(SandboxView, Protocol):
+    """The sandbox as the kubelet stand-in sees it: reads, plus the node-side container logs it writes."""
+
+    @property
+    def logs(self) -> ContainerLogs:
+        """Where each started container's lines go (``kubectl logs`` reads them through the API)."""
+
+
 class NodeAgents:
     """The per-node control loop and the kubelet admission of bound pods."""
 
-    def __init__(self, sandbox: SandboxView, api: Client, kubeconfig: Path, workdir: str,
+    def __init__(self, sandbox: LoggedSandbox, api: Client, kubeconfig: Path, workdir: str,
                  hardware: dict[str, str], *, enforce: str = protocol.ENFORCE_OFF) -> None:
         """Nothing runs until `start`; ``enforce`` is each plugin's ``--enforce-memory``."""
         self.enforce = enforce
@@ -133,6 +143,7 @@ class NodeAgents:
         self._deferred = False
         self.plugin_pods: dict[str, tuple[str, str]] = {}
         """node -> (namespace, name) of the pod that stands for its device plugin (`cli.stack_components`)."""
+        self._addresses = PodAddresses()
         self.envs: dict[str, dict[str, dict[str, str]]] = {}
         """pod uid -> container -> the environment Allocate returned (the demo prints it)."""
 
@@ -216,6 +227,8 @@ class NodeAgents:
         for uid in self._done - live:
             self._done.discard(uid)
             self.envs.pop(uid, None)
+            self._addresses.release(uid)
+            self.sandbox.logs.forget(uid)
             for agent in list(self.agents.values()):
                 agent.kubelet.release_pod(uid)
             self._remove_cgroup(uid)
@@ -466,8 +479,24 @@ class NodeAgents:
         containers = [{"name": c.get("name", ""), "image": c.get("image", ""), "ready": True, "started": True,
                        "restartCount": 0, "state": {"running": {"startedAt": now}}}
                       for c in (pod.get("spec") or {}).get("containers") or []]
+        self._log_started(pod, node)
         self._status(pod, {"phase": "Running", "conditions": conditions, "startTime": now,
-                           "containerStatuses": containers, "hostIP": self._host_ip(node), "podIP": "10.244.0.1"})
+                           "containerStatuses": containers, "hostIP": self._host_ip(node), **self._pod_ip(pod, node)})
+
+    def _log_started(self, pod: dict[str, Any], node: str) -> None:
+        """Each fake container's output: that it started, and the environment the device plugin's Allocate gave it."""
+        uid = pod["metadata"].get("uid", "")
+        envs = self.envs.get(uid, {})
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            name = str(container.get("name", ""))
+            self.sandbox.logs.write(uid, name, f"started container {name} (image {container.get('image', '')}) "
+                                               f"on node {node} by the kubelet stand-in")
+            env = envs.get(name)
+            if env is None:
+                continue
+            self.sandbox.logs.write(uid, name, "environment from the device plugin's Allocate:")
+            for key, value in sorted(env.items()):
+                self.sandbox.logs.write(uid, name, f"{key}={value}")
 
     def _fail(self, pod: dict[str, Any], node: str, details: str) -> None:
         message = f"Allocate failed due to {details}, which is unexpected"
@@ -479,6 +508,22 @@ class NodeAgents:
         except KubeError as exc:
             log.warning("cannot record an admission error: %s", exc)
         self._status(pod, {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": message})
+
+    def _pod_ip(self, pod: dict[str, Any], node: str) -> dict[str, Any]:
+        """``podIP``/``podIPs`` from the node's ``spec.podCIDR``, as its CNI's host-local IPAM gives them.
+
+        None while the node has no range: a real pod network would not start the pod (`sandbox.ipam`).
+        """
+        cidr = ((self.sandbox.get("nodes", None, node) or {}).get("spec") or {}).get("podCIDR")
+        if not cidr:
+            return {}
+
+        def existing() -> list[object]:
+            return [(p.get("status") or {}).get("podIP") for p in self.sandbox.objects("pods")
+                    if (p.get("spec") or {}).get("nodeName") == node]
+
+        address = self._addresses.take(node, cidr, pod["metadata"].get("uid", ""), existing)
+        return {"podIP": address, "podIPs": [{"ip": address}]} if address else {}
 
     def _host_ip(self, node: str) -> str:
         obj = self.sandbox.get("nodes", None, node) or {}

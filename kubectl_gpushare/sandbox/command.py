@@ -40,14 +40,14 @@ class Attachment(Protocol):
 @click.command(
     "sandbox",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Faults can be injected over HTTP under /_sandbox/ (see the README). The --spec format is documented in "
-    f"the README (Sandbox: the spec file) with an annotated example in {SPEC_EXAMPLE}.",
+    epilog="Faults can be injected over HTTP under /_sandbox/ (see docs/sandbox.md). The --spec format is documented "
+    f"in docs/sandbox.md (the spec file) with an annotated example in {SPEC_EXAMPLE}.",
 )
 @click.option(
     "--spec",
     "spec_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help=f"YAML cluster spec to load (format: README, example: {SPEC_EXAMPLE}).",
+    help=f"YAML cluster spec to load (format: docs/sandbox.md, example: {SPEC_EXAMPLE}).",
 )
 @click.option(
     "--nodes", type=click.IntRange(min=0), default=4, show_default=True, help="Generated GPU nodes (0: empty)."
@@ -64,7 +64,8 @@ class Attachment(Protocol):
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("sandbox.kubeconfig"),
     show_default=True,
-    help="Where to write a kubeconfig for the sandbox.",
+    help="Where to write a kubeconfig for the sandbox. One whose server on this machine still answers "
+    "(another running sandbox) is refused, never overwritten.",
 )
 @click.option(
     "--state",
@@ -135,6 +136,11 @@ def run(
             raise SystemExit(EXIT_BAD_INPUT) from None
     from kubectl_gpushare.sandbox.tls import TlsUnavailableError
 
+    live = served_elsewhere(kubeconfig)
+    if live is not None:
+        click.echo(f"error: {kubeconfig} belongs to the API server still answering at {live} (another sandbox?); "
+                   "stop it, or pass --kubeconfig with another path", err=True)
+        raise SystemExit(EXIT_BAD_INPUT)
     if attachment is not None:
         seed_objects = attachment.prepare(seed_objects)
     sandbox = Sandbox(
@@ -175,6 +181,49 @@ def run(
             click.echo(f"error: the state was not saved: {exc}", err=True)
             raise SystemExit(EXIT_CANNOT_START) from None
     click.echo("Sandbox stopped." + (f" State saved to {state_file}." if state_file else ""), err=True)
+
+
+KUBECONFIG_READ_LIMIT = 1 << 20
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def served_elsewhere(path: Path, timeout: float = 0.5) -> str | None:
+    """The server of an existing kubeconfig at ``path`` when it is on this machine and still answers.
+
+    A second sandbox must not take over the kubeconfig another running one serves (its users would
+    silently switch clusters). Only loopback servers are probed (a TCP connect, nothing sent): a
+    sandbox only ever writes those, and nothing here reaches out to another machine. A file that
+    is not a readable kubeconfig is not in use.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    import yaml
+
+    try:
+        with path.open("rb") as handle:
+            config = yaml.safe_load(handle.read(KUBECONFIG_READ_LIMIT))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError):
+        return None
+    clusters = config.get("clusters") if isinstance(config, dict) else None
+    for entry in clusters if isinstance(clusters, list) else []:
+        cluster = entry.get("cluster") if isinstance(entry, dict) else None
+        server = cluster.get("server") if isinstance(cluster, dict) else None
+        if not isinstance(server, str):
+            continue
+        try:
+            url = urlsplit(server)
+            host, port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
+        except ValueError:
+            continue
+        if host not in LOOPBACK:
+            continue
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return server
+        except OSError:
+            continue
+    return None
 
 
 def _recent(pods: int) -> datetime:

@@ -90,7 +90,7 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
         entries.append(entry)
         for sub in resource.subresources:
             kind = {"binding": "Binding", "scale": "Scale"}.get(sub, resource.kind)
-            verbs = ["create"] if sub == "binding" else ["get", "patch", "update"]
+            verbs = {"binding": ["create"], "log": ["get"]}.get(sub, ["get", "patch", "update"])
             sub_entry: dict[str, Any] = {
                 "name": f"{resource.plural}/{sub}",
                 "singularName": "",

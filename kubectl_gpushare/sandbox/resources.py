@@ -97,7 +97,7 @@ RESOURCES: tuple[Resource, ...] = (
         True,
         short_names=("po",),
         categories=("all",),
-        subresources=("status", "binding"),
+        subresources=("status", "binding", "log"),
         fields=(
             "spec.nodeName",
             "spec.restartPolicy",

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from kubectl_gpushare.sandbox import bodies, discovery, errors, objects, patch, protobuf, proxy, tables
+from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for
 from kubectl_gpushare.sandbox.selectors import (
@@ -191,6 +191,10 @@ def _verb(method: str, name: str, sub: str, query: Mapping[str, str]) -> str:
         if method != "POST":
             raise errors.method_not_allowed(method)
         return "create"
+    if sub == "log":
+        if method != "GET":
+            raise errors.method_not_allowed(method)
+        return "get"
     table = {
         ("GET", True): "get",
         ("GET", False): "watch" if query.get("watch") in ("true", "1") else "list",
@@ -302,6 +306,11 @@ class Api:
         self._watch_lock = threading.Lock()
         # Weak, so a stream whose generator never ran (client gone before the headers) is forgotten.
         self._watch_drops: weakref.WeakSet[threading.Event] = weakref.WeakSet()
+        self.logs = logs.ContainerLogs()
+        """What the fake containers printed (the kubelet stand-in writes it; ``pods/log`` reads it)."""
+        self.node_cidrs = ipam.NodeCIDRAllocator(
+            lambda: ((e.object().get("spec") or {}).get("podCIDR") for e in store.entries("nodes")),
+            lambda: store.count("nodes"))
 
     # --- entry point ---------------------------------------------------------------------------
     def handle(self, request: Request, target: Target) -> Response:
@@ -323,6 +332,8 @@ class Api:
         assert target.resource is not None
         if target.subresource == "proxy":
             return self._proxy(request, target)
+        if target.subresource == "log":  # plain text, whatever the client accepts, as kube-apiserver sends it
+            return Response(200, logs.pod_log(self._entry(target).object(), request.query, self.logs), "text/plain")
         if target.verb in ("get", "list", "watch"):
             _check_accept(request)
         if target.subresource == "binding" or target.resource.plural == "bindings":
@@ -572,8 +583,20 @@ class Api:
             if self.store.get(resource.plural, key) is not None:
                 raise errors.already_exists(resource.plural, obj["metadata"]["name"], resource.group)
             if not dry_run:
+                if resource.plural == "nodes":
+                    self._assign_pod_cidr(obj)
                 self.store.put(resource.plural, key, obj)
         return json_response(201, obj)
+
+    def _assign_pod_cidr(self, node: dict[str, Any]) -> None:
+        """kube-controller-manager's node IPAM: a new node without a pod range gets one (`ipam`)."""
+        spec = node.setdefault("spec", {})
+        if not isinstance(spec, dict) or spec.get("podCIDR"):
+            return
+        cidr = self.node_cidrs.allocate()
+        if cidr is not None:
+            spec["podCIDR"] = cidr
+            spec["podCIDRs"] = [cidr]
 
     def _write_update(self, target: Target, old: dict[str, Any], new: dict[str, Any], dry_run: bool) -> Response:
         resource = target.resource

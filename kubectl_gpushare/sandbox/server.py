@@ -51,6 +51,7 @@ from kubectl_gpushare.sandbox.framing import (
     drain,
     read_chunked,
 )
+from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
     WRITE_VERBS,
     Api,
@@ -401,6 +402,11 @@ class Sandbox:
             ValueError: an object has an unknown kind or no name (nothing is loaded).
         """
         return self.store.load(objects)
+
+    @property
+    def logs(self) -> ContainerLogs:
+        """The fake containers' lines that ``kubectl logs`` reads (the node side: a kubelet stand-in writes them)."""
+        return self.api.logs
 
     def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         """A stored object by resource plural (``pods``), namespace (None/"" for cluster) and name."""

@@ -46,6 +46,7 @@ from typing import Any, Final
 import msgspec
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.sandbox import ipam
 
 DEFAULT_PRODUCT = "NVIDIA-A100-SXM4-80GB"
 REQUEST_SIZES = (1, 2, 2, 4, 4, 4, 8, 8, 10, 16, 20, 40)
@@ -160,11 +161,6 @@ def _stable_hex(seed: str, length: int) -> str:
 
 def _timestamp(offset_seconds: int, epoch: datetime = _EPOCH) -> str:
     return (epoch + timedelta(seconds=offset_seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _pod_ip(index: int) -> str:
-    subnet, host = divmod(index, 254)
-    return f"10.{128 + (subnet >> 8 & 127)}.{subnet & 255}.{host + 1}"
 
 
 def namespace_object(name: str) -> dict[str, Any]:
@@ -294,7 +290,7 @@ def pod_object(
         phase: the pod phase (default Running when bound with an index, else Pending).
         assigned: ``ALIYUN_COM_GPU_MEM_ASSIGNED`` (default: true once Running).
         assume_time: ``ALIYUN_COM_GPU_MEM_ASSUME_TIME`` in unix nanoseconds.
-        ip: status.podIP when running.
+        ip: status.podIP when running (None: none yet; `ipam.assign` gives one from the node's range).
         uid: metadata.uid (generated on load when None).
         created: creationTimestamp.
         labels: extra labels.
@@ -335,7 +331,9 @@ def pod_object(
         spec["nodeName"] = node
     status: dict[str, Any] = {"phase": phase}
     if phase == "Running":
-        status["podIP"] = ip or "10.244.0.1"
+        if ip:  # else `ipam.assign` gives one from the node's range when the seed is built
+            status["podIP"] = ip
+            status["podIPs"] = [{"ip": ip}]
         status["containerStatuses"] = [
             {
                 "name": c["name"],
@@ -395,7 +393,8 @@ def generate_cluster(
             a fixed date, so output is identical for a seed; the CLI passes "now" minus that span).
 
     Returns:
-        Objects for `Sandbox.load` (namespaces first, then nodes, then pods).
+        Objects for `Sandbox.load` (namespaces first, then nodes, then pods); every node has a pod
+        range and every Running pod an address in its node's range (`ipam.assign`).
     """
     rng = random.Random(seed)
     start = epoch or _EPOCH
@@ -466,10 +465,10 @@ def generate_cluster(
                 gpu=gpu,
                 gpu_memory=gpu_memory,
                 assume_time=assume_base + i,
-                ip=_pod_ip(i),
                 created=created,
             )
         )
+    ipam.assign(objects)
     return objects
 
 
@@ -607,6 +606,7 @@ def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
         if not isinstance(raw, dict) or not raw.get("kind") or not (raw.get("metadata") or {}).get("name"):
             raise SpecError("objects: every entry needs kind and metadata.name")
         objects.append(raw)
+    ipam.assign(objects)
     return objects
 
 

@@ -35,7 +35,8 @@ def test_resolve_maps_urls_to_verbs(
     ("method", "path", "code"),
     [
         ("GET", "/api/v1/namespaces/d/nodes", 404),
-        ("GET", "/api/v1/namespaces/d/pods/p/log", 404),
+        ("GET", "/api/v1/namespaces/d/pods/p/exec", 404),
+        ("POST", "/api/v1/namespaces/d/pods/p/log", 405),
         ("GET", "/api/v1/namespaces/d/pods/a/b/c", 404),
         ("GET", "/apis/coordination.k8s.io/v1/namespaces", 404),
         ("GET", "/apis/coordination.k8s.io/v2/leases", 404),

@@ -1,0 +1,152 @@
+"""Sandbox manners through the real kubectl: pod ranges and addresses, ``kubectl logs``, a kubeconfig in use."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kubectl_gpushare.sandbox.command import served_elsewhere
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import generate_cluster, node_object, pod_object
+
+pytestmark = pytest.mark.integration
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _node(name: str, cidr: str | None = None) -> dict[str, object]:
+    spec = {"podCIDR": cidr, "podCIDRs": [cidr]} if cidr else {}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec}
+
+
+def test_created_nodes_get_distinct_pod_ranges_and_keep_their_own(kubectl: Kubectl) -> None:
+    items = [_node("a"), _node("b", "10.64.1.0/24"), _node("c"), _node("d")]
+    kubectl("create", "-f", "-", input="\n".join(json.dumps(i) for i in items))
+    out = kubectl("get", "nodes", "-o", 'jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDR} '
+                  '{.spec.podCIDRs[0]}{"\\n"}{end}').stdout
+    ranges = {name: (cidr, first) for name, cidr, first in (line.split() for line in out.splitlines())}
+    assert ranges == {"a": ("10.64.0.0/24",) * 2, "b": ("10.64.1.0/24",) * 2, "c": ("10.64.2.0/24",) * 2,
+                      "d": ("10.64.3.0/24",) * 2}
+
+
+def test_seeded_pods_show_distinct_addresses_inside_their_nodes_range(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    sandbox.load(generate_cluster(20, 4, 200, seed=1))
+    nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    cidr = {n["metadata"]["name"]: ipaddress.ip_network(n["spec"]["podCIDR"]) for n in nodes}
+    assert len(set(cidr.values())) == 20
+    out = kubectl("get", "pods", "-A", "--field-selector=status.phase=Running", "-o", "wide",
+                  "--no-headers").stdout.splitlines()
+    rows = [line.split() for line in out]
+    assert len(rows) > 100
+    ips = [row[6] for row in rows]  # NAMESPACE NAME READY STATUS RESTARTS AGE IP NODE ...
+    assert len(set(ips)) == len(ips)
+    assert all(ipaddress.ip_address(row[6]) in cidr[row[7]] for row in rows)
+
+
+@pytest.fixture
+def log_pods(sandbox: Sandbox) -> Sandbox:
+    sandbox.load([
+        node_object("n1", [16], ip="10.0.0.1"),
+        pod_object("two", "default", [2, 3], node="n1", gpu=0, uid="uid-two"),
+        pod_object("one", "default", [1], node="n1", gpu=0, uid="uid-one"),
+        pod_object("waiting", "default", [1]),
+        pod_object("admitting", "default", [1], node="n1", phase="Pending"),
+    ])
+    for i in range(5):
+        sandbox.logs.write("uid-one", "main", f"line {i}")
+    return sandbox
+
+
+def test_kubectl_logs_prints_the_fake_containers_lines(log_pods: Sandbox, kubectl: Kubectl) -> None:
+    assert kubectl("logs", "one").stdout == "".join(f"line {i}\n" for i in range(5))
+    assert kubectl("logs", "one", "--tail=2").stdout == "line 3\nline 4\n"
+    assert kubectl("logs", "one", "--tail=0").stdout == ""
+    assert kubectl("logs", "one", "--limit-bytes=8").stdout == "line 0\nl"
+    stamped = kubectl("logs", "one", "--timestamps", "--tail=1").stdout
+    assert stamped.endswith("Z line 4\n") and stamped[:4].isdigit()
+    assert kubectl("logs", "-f", "one", timeout=30).stdout.endswith("line 4\n")  # what exists, then it closes
+    # A seeded pod nothing wrote for: the one line its fake container prints; kubectl picks the first container.
+    result = kubectl("logs", "two")
+    assert result.stdout == "started container main (image nvcr.io/nvidia/cuda:12.4.1-base) on node n1\n"
+    assert 'Defaulted container "main" out of: main, sidecar-1' in result.stderr
+    assert "sidecar-1" in kubectl("logs", "two", "-c", "sidecar-1").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["nosuch"], 'error: error from server (NotFound): pods "nosuch" not found in namespace "default"'),
+        (["one", "-c", "nosuch"], "error: container nosuch is not valid for pod one"),  # kubectl checks first
+        (["one", "--previous"],
+         'Error from server (BadRequest): previous terminated container "main" in pod "one" not found'),
+        (["waiting"], "Error from server (BadRequest): pod waiting does not have a host assigned"),
+        (["admitting"],
+         'Error from server (BadRequest): container "main" in pod "admitting" is waiting to start: ContainerCreating'),
+    ],
+)
+def test_kubectl_logs_errors_are_kube_apiservers(log_pods: Sandbox, kubectl: Kubectl, args: list[str],
+                                                 error: str) -> None:
+    result = kubectl("logs", *args, check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip() == error
+
+
+def test_the_log_endpoint_refuses_bad_parameters_and_names_every_container(log_pods: Sandbox) -> None:
+    import urllib.error
+    import urllib.request
+
+    def get(query: str) -> tuple[int, dict[str, object]]:
+        try:
+            with urllib.request.urlopen(f"{log_pods.url}/api/v1/namespaces/default/pods/{query}", timeout=10) as r:
+                return r.status, {}
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    assert get("one/log?tailLines=x")[0] == 400
+    code, body = get("one/log?tailLines=-1")
+    assert code == 422 and body["reason"] == "Invalid"
+    code, body = get("two/log")
+    assert code == 400
+    assert body["message"] == "a container name must be specified for pod two, choose one of: [main sidecar-1]"
+    assert get("one/log?previous=maybe")[0] == 400
+    code, body = get("one/log?container=nosuch")  # what kube-apiserver answers a client that does not check
+    assert code == 400 and body["message"] == "container nosuch is not valid for pod one"
+    assert get("nosuch/log")[1]["message"] == 'pods "nosuch" not found'
+
+
+def test_a_new_pod_under_an_old_name_starts_with_an_empty_log(sandbox: Sandbox) -> None:
+    sandbox.logs.write("old", "main", "from before")
+    assert sandbox.logs.lines("new", "main") is None
+    sandbox.logs.forget("old")
+    assert sandbox.logs.lines("old", "main") is None
+
+
+def test_a_second_sandbox_refuses_the_kubeconfig_a_running_one_serves(kubeconfig: Path, sandbox: Sandbox,
+                                                                      tmp_path: Path) -> None:
+    before = kubeconfig.read_bytes()
+    script = Path(sys.executable).parent / "kubectl-gpushare"
+    result = subprocess.run([str(script), "sandbox", "--kubeconfig", str(kubeconfig)], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--kubeconfig" in lines[0] and sandbox.url in lines[0], result.stderr
+    assert kubeconfig.read_bytes() == before
+
+
+def test_only_a_live_loopback_server_counts_as_in_use(kubeconfig: Path, sandbox: Sandbox, tmp_path: Path) -> None:
+    assert served_elsewhere(kubeconfig) == sandbox.url
+    stale = tmp_path / "stale"
+    stale.write_text(kubeconfig.read_text().replace(f":{sandbox.port}", ":1"))
+    assert served_elsewhere(stale) is None
+    remote = tmp_path / "remote"
+    remote.write_text(kubeconfig.read_text().replace("127.0.0.1", "192.0.2.1"))  # never probed
+    assert served_elsewhere(remote) is None
+    for junk in (b"\xff\xfe", b"clusters: 5", b"[[[[", b"clusters: [{cluster: {server: 'http://[::1'}}]"):
+        (tmp_path / "junk").write_bytes(junk)
+        assert served_elsewhere(tmp_path / "junk") is None
+    assert served_elsewhere(tmp_path / "absent") is None
