@@ -216,6 +216,8 @@ def _top_demo(sandbox: Sandbox, api: Client, running: Stack, kubeconfig: Path, w
                   for c in status.get("containerStatuses") or []), "")  # CrashLoopBackOff's last error
     _say(f"• {namespace}/{name}: {ended or 'held to its share'}")
     _show(["gpushare", "top", "-n", namespace], kubeconfig, workdir)
+    api.delete(types.PODS, name, namespace)  # the cluster left for --keep is the tutorial's, as before
+    _wait(lambda: sandbox.get("pods", namespace, name) is None, 30, f"{namespace}/{name} to go")
 
 
 def _show(words: list[str], kubeconfig: Path, workdir: Path) -> None:
