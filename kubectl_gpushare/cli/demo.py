@@ -191,9 +191,12 @@ def _top_demo(sandbox: Sandbox, api: Client, running: Stack, kubeconfig: Path, w
         return str(((sandbox.get("pods", namespace, name) or {}).get("spec") or {}).get("nodeName") or "")
 
     def sampled(node: str, limited: bool) -> bool:
+        """The plugin's latest sample shows the pod over its share (off), or under its limit (hard)."""
         report = fetch_reports(api, [node], timeout=5).reports.get(node)
         pod = next((p for p in report.pods if p.name == name), None) if report else None
-        return pod is not None and pod.used_bytes is not None and (pod.limit_bytes is not None) == limited
+        if pod is None or pod.used_bytes is None:
+            return False
+        return pod.limit_bytes is not None if limited else pod.used_bytes > pod.allocated_bytes
 
     node = create()
     _say(f"• {namespace}/{name} asks for {asked} GiB and allocates {uses} GiB: nothing holds it to its share")
