@@ -145,6 +145,20 @@ def parse_quantity(text: str) -> int:
     Raises:
         ValueError: the text is not a valid quantity, or its value is out of the int64 range.
     """
+    return _parse_scaled(text, 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def parse_milli_quantity(text: str) -> int:
+    """A quantity in thousandths, rounded up as ``Quantity.MilliValue()`` does (``"1500m"`` gives 1500).
+
+    CPU is counted this way by kube-scheduler (``MilliCPU``). Bounds and errors as `parse_quantity`.
+    """
+    return _parse_scaled(text, 3)
+
+
+def _parse_scaled(text: str, shift: int) -> int:
+    """The quantity times ``10**shift``, rounded up; see `parse_quantity`."""
     if not isinstance(text, str) or len(text) > MAX_QUANTITY_LENGTH:
         shown = text[:MAX_QUANTITY_LENGTH] + "..." if isinstance(text, str) else text
         raise ValueError(f"invalid quantity {shown!r}: longer than {MAX_QUANTITY_LENGTH} characters")
@@ -154,7 +168,7 @@ def parse_quantity(text: str) -> int:
     sign, whole, fraction, suffix = match.groups()
     fraction = fraction or ""
     mantissa = int(whole + fraction or "0")  # at most 64 digits
-    exponent = -len(fraction)
+    exponent = shift - len(fraction)
     binary = 0
     if suffix in _BINARY:
         binary = _BINARY[suffix]
@@ -858,8 +872,12 @@ def decode_usage_report(data: bytes) -> UsageReport:
         raise AnnotationError(f"usage document has unknown version {report.api_version[:64]!r}/{report.kind[:64]!r}")
     if len(report.gpus) > MAX_GPUS_PER_NODE or len(report.pods) > MAX_USAGE_PODS:
         raise AnnotationError("usage document lists too many GPUs or pods")
+    if not 0 <= report.interval_seconds <= 86_400 or len(report.node) > 253:  # NaN fails both
+        raise AnnotationError("usage document: node name or interval out of range")
+    if len({gpu.index for gpu in report.gpus}) != len(report.gpus):
+        raise AnnotationError("usage document lists a GPU twice")
     for gpu in report.gpus:
-        if not valid_gpu_index(gpu.index) or not all(
+        if not valid_gpu_index(gpu.index) or len(gpu.reason) > 4096 or not all(
             _valid_bytes(v) for v in (gpu.total_bytes, gpu.allocated_bytes, gpu.used_bytes)
         ) or gpu.enforcement not in ENFORCE_MODES:
             raise AnnotationError(f"usage document: GPU entry out of range (index {gpu.index})")
@@ -874,3 +892,43 @@ def decode_usage_report(data: bytes) -> UsageReport:
 def encode_usage_report(report: UsageReport) -> bytes:
     """Serialise a usage document (the device plugin's ``GET /usage`` body)."""
     return msgspec.json.encode(report)
+
+
+MAX_ENFORCEMENT_REASON: Final = 200
+"""Longest ``enforcementReason`` shown from a node's GPU annotation (longer ones are cut)."""
+
+
+class GpuEnforcement(msgspec.Struct, frozen=True, gc=False):
+    """What a node's device plugin says about memory limits on one GPU (`ANN_NODE_GPUS`)."""
+
+    mode: str
+    """`ENFORCE_OFF`, `ENFORCE_SOFT` or `ENFORCE_HARD`."""
+    reason: str = ""
+
+
+def parse_node_gpu_enforcement(text: str | None) -> dict[int, GpuEnforcement]:
+    """Read each GPU's ``enforcement`` and ``enforcementReason`` keys from `ANN_NODE_GPUS`.
+
+    GPUs whose entry has no ``enforcement`` key (an older plugin, or Alibaba's) are left out:
+    nothing is known of them. An entry with another mode, a non-string reason or a bad index is
+    left out too; a malformed annotation (see `parse_node_gpus`) gives nothing. Reasons are cut
+    to `MAX_ENFORCEMENT_REASON` characters and stripped of control characters.
+    """
+    if not text:
+        return {}
+    try:
+        raw = _load_json(text, f"annotation {ANN_NODE_GPUS}", MAX_NODE_GPUS_BYTES, 2)
+    except AnnotationError:
+        return {}
+    if not isinstance(raw, list) or len(raw) > MAX_GPUS_PER_NODE:
+        return {}
+    found: dict[int, GpuEnforcement] = {}
+    for entry in raw:
+        if not isinstance(entry, dict):
+            return {}
+        index, mode, reason = entry.get("index"), entry.get("enforcement"), entry.get("enforcementReason", "")
+        if not _is_int(index) or not valid_gpu_index(index) or mode not in ENFORCE_MODES or not isinstance(reason, str):
+            continue
+        clean = "".join(ch if ch.isprintable() else " " for ch in reason[:MAX_ENFORCEMENT_REASON])
+        found[index] = GpuEnforcement(mode, clean.strip())
+    return found

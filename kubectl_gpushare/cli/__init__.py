@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "explain": "kubectl_gpushare.inspect.explain_command:explain_command",
     "fit": "kubectl_gpushare.inspect.fit_command:fit_command",
     "manifests": "kubectl_gpushare.cli.manifests:manifests_command",
+    "top": "kubectl_gpushare.inspect.top_command:top_command",
 }
 
 SHORT_HELP: dict[str, str] = {
@@ -41,6 +42,7 @@ SHORT_HELP: dict[str, str] = {
     "explain": "Why a pod is Pending (does not fit), or where it runs and who shares its GPU.",
     "fit": "How many pods of N GPU memory fit, on which nodes and GPUs (the extender's rule).",
     "manifests": "Print the Kubernetes manifests that install kubectl-gpushare.",
+    "top": "What each shared GPU and pod really uses, beside its share; OVER where a pod exceeds it.",
 }
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

@@ -5,7 +5,10 @@ runs continuously, and a kubelet and a device plugin with fake GPUs on every nod
 ``gpushare=true``), then walks the tutorial: label the GPU nodes (their device plugins start and
 publish ``aliyun.com/gpu-mem``), create pods asking for GPU memory one after another, watch each
 get bound by the extender and admitted by the device plugin, then ``kubectl inspect gpushare`` and
-``-d``, through the real kubectl when one is on PATH. Everything listens on 127.0.0.1 or unix
+``-d``, through the real kubectl when one is on PATH. Last, ``kubectl gpushare top``: a pod whose
+container allocates 6 GiB of its 2 GiB share shows OVER; the device plugins then roll to
+``--enforce-memory hard`` and the same pod, created again, is held to its share (its allocation
+fails with the driver's out-of-memory, as a CUDA program's would). Everything listens on 127.0.0.1 or unix
 sockets in a temporary directory and stops when the demo ends; with ``--keep`` the cluster keeps
 scheduling what the user applies until Ctrl-C or SIGTERM.
 """
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from kubectl_gpushare.cli.stack import Stack
     from kubectl_gpushare.kube.client import Client
     from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -154,6 +158,7 @@ def _run_demo(workdir: Path, keep: bool) -> None:
 
         for args in ([], ["-d"]):
             _show_inspect(args, kubeconfig, workdir)
+        _top_demo(sandbox, api, running, kubeconfig, workdir)
         if keep:
             click.echo(
                 f"\nThe demo cluster keeps running and scheduling what you create. In another shell:\n"
@@ -163,6 +168,72 @@ def _run_demo(workdir: Path, keep: bool) -> None:
                 f"Press Ctrl-C to stop.",
             )
             threading.Event().wait()
+
+
+GREEDY = ("greedy", "ml", 2, 6)
+"""(name, namespace, GiB asked, GiB its container allocates): the pod that takes more than its share."""
+
+
+def _top_demo(sandbox: Sandbox, api: Client, running: Stack, kubeconfig: Path, workdir: Path) -> None:
+    """``kubectl gpushare top``: a pod over its share with enforcement off, then held to it with it on."""
+    from kubectl_gpushare import protocol
+    from kubectl_gpushare.inspect.usage import fetch_reports
+    from kubectl_gpushare.kube import errors, types
+    from kubectl_gpushare.sandbox.spec import ANN_USES, pod_object
+
+    name, namespace, asked, uses = GREEDY
+
+    def create() -> str:
+        pod = pod_object(name, namespace, [asked], annotations={ANN_USES: str(uses << 30)})
+        api.create(types.PODS, pod, namespace)
+        _wait(lambda: ((sandbox.get("pods", namespace, name) or {}).get("status") or {}).get("phase")
+              in ("Running", "Failed"), 30, f"{namespace}/{name} to start")
+        return str(((sandbox.get("pods", namespace, name) or {}).get("spec") or {}).get("nodeName") or "")
+
+    def sampled(node: str, limited: bool) -> bool:
+        """The plugin's latest sample shows the pod over its share (off), or under its limit (hard)."""
+        report = fetch_reports(api, [node], timeout=5).reports.get(node)
+        pod = next((p for p in report.pods if p.name == name), None) if report else None
+        if pod is None or pod.used_bytes is None:
+            return False
+        return pod.limit_bytes is not None if limited else pod.used_bytes > pod.allocated_bytes
+
+    node = create()
+    _say(f"• {namespace}/{name} asks for {asked} GiB and allocates {uses} GiB: nothing holds it to its share")
+    _wait(partial(sampled, node, False), 30, f"the device plugin on {node} to sample {name}")
+    _show(["gpushare", "top", "-n", namespace], kubeconfig, workdir)
+
+    _say(f"\n• every device plugin restarts with --enforce-memory {protocol.ENFORCE_HARD}; {name} runs again")
+    running.nodes.roll_plugins(protocol.ENFORCE_HARD)
+    api.delete(types.PODS, name, namespace)
+    _wait(lambda: sandbox.get("pods", namespace, name) is None, 30, f"{namespace}/{name} to go")
+    _wait(lambda: all(agent.settled.is_set() for agent in running.nodes.agents.values())
+          and len(running.nodes.agents) == len(GPU_NODES), 60, "the device plugins to restart")
+    try:
+        node = create()
+    except errors.KubeError as exc:
+        raise click.ClickException(f"demo: cannot create {namespace}/{name}: {exc}") from None
+    _wait(partial(sampled, node, True), 30, f"the device plugin on {node} to limit {name}")
+    status = (sandbox.get("pods", namespace, name) or {}).get("status") or {}
+    ended = next((str((c.get("state") or {}).get("waiting", {}).get("message", ""))
+                  for c in status.get("containerStatuses") or []), "")  # CrashLoopBackOff's last error
+    _say(f"• {namespace}/{name}: {ended or 'held to its share'}")
+    _show(["gpushare", "top", "-n", namespace], kubeconfig, workdir)
+    api.delete(types.PODS, name, namespace)  # the cluster left for --keep is the tutorial's, as before
+    _wait(lambda: sandbox.get("pods", namespace, name) is None, 30, f"{namespace}/{name} to go")
+
+
+def _show(words: list[str], kubeconfig: Path, workdir: Path) -> None:
+    """Print ``kubectl WORDS`` (a plugin command), through the real kubectl when there is one."""
+    env, kubectl, plugin = _kubectl_env(kubeconfig, workdir)
+    command = [kubectl, *words] if kubectl and plugin else None
+    if command is None:
+        command = [sys.executable, "-c", "from kubectl_gpushare.cli import main; main()", *words[1:]]
+    click.secho(f"\n$ kubectl {' '.join(words)}", bold=True)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    click.echo(result.stdout, nl=False)
+    if result.returncode != 0:
+        raise click.ClickException(f"demo: kubectl {' '.join(words)} failed: {result.stderr.strip()}")
 
 
 def _show_inspect(args: list[str], kubeconfig: Path, workdir: Path) -> None:

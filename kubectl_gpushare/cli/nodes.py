@@ -5,10 +5,12 @@ known, a device plugin with fake GPUs (`deviceplugin.daemon.serve` on a thread) 
 kubelet stand-in (`deviceplugin.kubeletsim.KubeletSim`) over unix sockets in its own directory;
 the kubelet reports the plugin's devices as the node's ``aliyun.com/gpu-mem``. When the label
 goes, the plugin and its kubelet stop and the node's GPU resources are removed, as when the
-DaemonSet's pod leaves the node. The same loop admits pods bound to any node: GPU pods get
-Allocate over gRPC (retried for a few seconds while the plugin's watch catches up with the
-bind), then the pod is reported Running with a Ready condition; an Allocate that fails becomes a
-Warning Event and a Failed pod, as kubelet's admission does.
+DaemonSet's pod leaves the node. The same loop admits pods bound to any node: GPU pods get one
+Allocate over gRPC, then the pod is reported Running with a Ready condition; an Allocate that fails
+becomes a Warning Event and a Failed pod, as kubelet's admission does (``Admit`` in
+``pkg/kubelet/lifecycle/predicate.go`` rejects the pod with ``UnexpectedAdmissionError``; there is no
+retry). Pods already past Pending are never allocated again: their devices are restored, as kubelet
+restores them from its device-manager checkpoint (`KubeletSim.restore`).
 
 Hardware of a node: from the seed (`cli.stack.hardware_of`), else from its ``nvidia.com/gpu.count``
 and ``nvidia.com/gpu.memory`` (MiB) labels.
@@ -33,9 +35,10 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.cli import stack_components
 from kubectl_gpushare.cli.scheduler import SandboxView, requested
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, KubeletSim
 from kubectl_gpushare.kube import types
@@ -58,6 +61,17 @@ ALLOCATE_PATIENCE = 10.0
 CONTAINER_START = 2.0
 """Most seconds a stand-in container waits for the pod's limit before it allocates (kubelet's sandbox
 and image steps take at least this long on a real node; enforcement sets limits within ~20 ms)."""
+
+
+@runtime_checkable
+class ProxyRegistry(Protocol):
+    """A sandbox that relays ``pods/proxy`` (`sandbox.server.Sandbox`)."""
+
+    def register_proxy_target(self, namespace: str, pod: str, port: int | str, host: str, target_port: int) -> None:
+        """Relay the pod's port to a loopback address."""
+
+    def unregister_proxy_target(self, namespace: str, pod: str, port: int | str) -> None:
+        """Stop relaying it."""
 
 
 @dataclass
@@ -122,11 +136,15 @@ class NodeAgents:
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="kubelet-admit")
         self._starters = ThreadPoolExecutor(8, thread_name_prefix="plugin-start")
         self._admitting: set[str] = set()
+        self._busy: set[str] = set()
+        """Nodes whose kubelet is admitting pods now (one at a time per node, as kubelet's sync loop does)."""
         self._done: set[str] = set()
         self._seen_rv = -1
         self._deferred = False
-        self.envs: dict[str, dict[str, dict[str, str]]] = {}
+        self.plugin_pods: dict[str, tuple[str, str]] = {}
+        """node -> (namespace, name) of the pod that stands for its device plugin (`cli.stack_components`)."""
         self._addresses = PodAddresses()
+        self.envs: dict[str, dict[str, dict[str, str]]] = {}
         """pod uid -> container -> the environment Allocate returned (the demo prints it)."""
 
     def start(self) -> None:
@@ -183,6 +201,7 @@ class NodeAgents:
             self._stop_agent(name, publish=False)
         pods = self.sandbox.objects("pods")
         live = set()
+        waiting: dict[str, list[dict[str, Any]]] = {}
         for pod in pods:
             meta, spec = pod["metadata"], pod.get("spec") or {}
             uid = meta.get("uid", "")
@@ -191,9 +210,20 @@ class NodeAgents:
                 continue
             if (pod.get("status") or {}).get("phase", "Pending") != "Pending" or meta.get("deletionTimestamp"):
                 self._done.add(uid)
+                self._restore(pod)
                 continue
-            self._admitting.add(uid)
-            self._pool.submit(self._admit, pod)
+            waiting.setdefault(str(spec["nodeName"]), []).append(pod)
+        for host, batch in waiting.items():
+            with self._lock:
+                if host in self._busy:
+                    self._deferred = True  # admitted after the node's current batch
+                    continue
+                self._busy.add(host)
+            # Kubelet's HandlePodAdditions sorts new pods by creation time and admits them one by one
+            # (pkg/kubelet/kubelet.go); the device plugin sees their Allocate calls in that order.
+            batch.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
+            self._admitting.update(p["metadata"].get("uid", "") for p in batch)
+            self._pool.submit(self._admit_batch, host, batch)
         for uid in self._done - live:
             self._done.discard(uid)
             self.envs.pop(uid, None)
@@ -205,8 +235,23 @@ class NodeAgents:
 
     # --- device plugins -------------------------------------------------------------------------
 
+    def roll_plugins(self, enforce: str) -> None:
+        """Restart every device plugin with ``--enforce-memory enforce``, as a DaemonSet rollout does.
+
+        The plugins stop here; the control loop starts them again with the new mode, and each
+        reconciles its node's pods on start.
+        """
+        self.enforce = enforce
+        for name in list(self.agents):
+            self._stop_agent(name, publish=False)
+        self._deferred = True
+
+    def device_plugin_pod(self, node: str) -> tuple[str, str] | None:
+        """(namespace, name) of the pod standing for the device plugin on ``node`` (its ``usage`` port serves)."""
+        return self.plugin_pods.get(node)
+
     def _start_agent(self, node: str, gpus: str) -> None:
-        from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, serve
+        from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, Plugin, serve
 
         directory = tempfile.mkdtemp(prefix="dp", dir=self.workdir)
         kubelet = KubeletSim(directory).start()
@@ -218,6 +263,8 @@ class NodeAgents:
         backend = FakeBackend.from_spec(gpus, seed=node)
         # No health watch (nothing injects GPU faults here; it polls 10 times a second) and a slow
         # socket check (the kubelet stand-in never restarts): hundreds of nodes stay cheap when idle.
+        # The usage port is ephemeral on loopback; the node's device-plugin pod relays to it through
+        # the sandbox's pods/proxy, as kube-apiserver relays to the DaemonSet pod's port.
         cfg = Config(node_name=node, device_plugin_path=directory, fake_gpus=gpus,
                      kube=KubeOptions(str(self.kubeconfig)), health_check=False, poll_interval=2.0,
                      enforce_memory=self.enforce, cgroup_root=str(root), cgroup_driver="cgroupfs",
@@ -225,9 +272,14 @@ class NodeAgents:
         errors: list[BaseException] = []
         agent: NodeAgent | None = None
 
-        def started(plugin: Any) -> None:
+        def started(plugin: Plugin) -> None:
+            port = plugin.node.port
             if agent is not None:
-                agent.usage_port = plugin.node.port
+                agent.usage_port = port
+            if port is not None and isinstance(self.sandbox, ProxyRegistry):
+                self.sandbox.register_proxy_target(stack_components.NAMESPACE,
+                                                   stack_components.device_plugin_pod_name(node),
+                                                   protocol.USAGE_PORT_NAME, "127.0.0.1", port)  # fmt: skip
 
         def run() -> None:
             try:
@@ -241,6 +293,7 @@ class NodeAgents:
         thread.start()
         with self._lock:
             self.agents[node] = agent
+        self.plugin_pods[node] = stack_components.register_device_plugin(self.api, node)
         self._starters.submit(self._publish_when_registered, agent, gpus)
 
     def _publish_when_registered(self, agent: NodeAgent, gpus: str) -> None:
@@ -257,6 +310,9 @@ class NodeAgents:
             if kubelet.wait_registered(1, timeout=0.5) and kubelet.wait_devices(bool, timeout=0.5):
                 if self.agents.get(agent.node) is not agent:
                     return  # unlabelled meanwhile
+                for pod in self.sandbox.objects("pods"):  # kubelet reads its checkpoint before serving
+                    if (pod.get("spec") or {}).get("nodeName") == agent.node:
+                        self._restore(pod)
                 capacity, allocatable = kubelet.capacity()
                 self._patch_node(agent.node, {protocol.RESOURCE_MEM: str(capacity)},
                                  {protocol.RESOURCE_MEM: str(allocatable)})
@@ -271,12 +327,18 @@ class NodeAgents:
         if agent is None:
             return
         agent.stop.set()
+        if isinstance(self.sandbox, ProxyRegistry):
+            self.sandbox.unregister_proxy_target(
+                stack_components.NAMESPACE, stack_components.device_plugin_pod_name(node), protocol.USAGE_PORT_NAME
+            )
         agent.thread.join(15)
         agent.kubelet.stop()
         shutil.rmtree(agent.directory, ignore_errors=True)
         if publish:
             gone = {protocol.RESOURCE_MEM: None, protocol.RESOURCE_COUNT: None}
             self._patch_node(node, gone, gone)
+            stack_components.unregister_device_plugin(self.api, node)
+        self.plugin_pods.pop(node, None)
         log.info("device plugin on %s stopped", node)
 
     def _patch_node(self, node: str, capacity: Mapping[str, str | None], allocatable: Mapping[str, str | None]) -> None:
@@ -286,6 +348,15 @@ class NodeAgents:
             log.warning("cannot update GPU resources of node %s: %s", node, exc)
 
     # --- kubelet admission ----------------------------------------------------------------------
+
+    def _admit_batch(self, node: str, pods: list[dict[str, Any]]) -> None:
+        try:
+            for pod in pods:
+                if not self._stop.is_set():
+                    self._admit(pod)
+        finally:
+            with self._lock:
+                self._busy.discard(node)
 
     def _admit(self, pod: dict[str, Any]) -> None:
         uid = pod["metadata"].get("uid", "")
@@ -385,6 +456,13 @@ class NodeAgents:
                       for c in (pod.get("spec") or {}).get("containers") or []]
         self._status(pod, {"phase": "Failed" if never else "Running", "containerStatuses": containers,
                            "hostIP": self._host_ip(node), "startTime": now})
+
+    def _restore(self, pod: dict[str, Any]) -> None:
+        """A pod that runs already: its node's kubelet knows its devices from the checkpoint."""
+        phase = (pod.get("status") or {}).get("phase")
+        agent = self.agents.get(str((pod.get("spec") or {}).get("nodeName") or ""))
+        if agent is not None and phase not in ("Succeeded", "Failed") and requested(pod, protocol.RESOURCE_MEM):
+            agent.kubelet.restore(pod)
 
     def _status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
         meta = pod["metadata"]

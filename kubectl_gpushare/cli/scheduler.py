@@ -3,14 +3,14 @@
 Every pass it takes the unscheduled pods whose ``spec.schedulerName`` is ``default-scheduler`` (or
 unset) and, one at a time, does what kube-scheduler does around its extenders: its own filters
 (``spec.unschedulable``, node Ready, ``nodeSelector``, NoSchedule/NoExecute taints against the
-pod's tolerations, and node-level fit of each managed resource that is not ``ignoredByScheduler``),
+pod's tolerations, and NodeResourcesFit on every resource the node advertises, `cli.noderesources`),
 then, for pods that ask for an extender's ``managedResources``, the extender's filter, prioritize
 and bind over HTTP (`extender.schedsim.HTTPExtender`); other pods are bound with a Binding. A pod
 no node fits gets a ``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with
 the reasons, and is retried with backoff (1 s doubling to 16 s), at once when nodes or bound pods
 change. Reads come from the sandbox's store in-process; every write goes through the API.
 
-Not done: scheduling profiles, affinity and spreading, preemption, priority queues, CPU/memory fit.
+Not done: scheduling profiles, affinity and spreading, preemption, priority queues.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import yaml
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.cli import noderesources
 from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
@@ -148,13 +149,6 @@ def _ready(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def _allocatable(node: Mapping[str, Any], resource: str) -> int:
-    try:
-        return protocol.parse_quantity(str(((node.get("status") or {}).get("allocatable") or {}).get(resource, "0")))
-    except ValueError:
-        return 0
-
-
 def _active(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
@@ -219,14 +213,7 @@ class SchedulerLoop:
         for uid in [u for u in self._backoff if u not in live]:
             del self._backoff[uid]
         now = time.monotonic()
-        used: dict[tuple[str, str], int] = {}
-        managed = {resource for extender in self.extenders for resource in extender.managed}
-        for pod in pods:
-            node_name = (pod.get("spec") or {}).get("nodeName")
-            if node_name and _active(pod):
-                for resource in managed:
-                    key = (node_name, resource)
-                    used[key] = used.get(key, 0) + requested(pod, resource)
+        used = noderesources.usage(pods)
         for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", "")):
             if self._stop.is_set():
                 return
@@ -252,21 +239,21 @@ class SchedulerLoop:
                 continue
             self._backoff.pop(uid, None)
             self.scheduled += 1
-            for resource in managed:  # later pods of this pass see what this one holds
-                used[(node, resource)] = used.get((node, resource), 0) + requested(pod, resource)
+            used.add(node, noderesources.pod_requests(pod))  # later pods of this pass see what this one holds
             self._event(pod, "Scheduled", f"Successfully assigned {meta.get('namespace')}/{meta['name']} to {node}",
                         "Normal")
 
-    def schedule(self, pod: dict[str, Any], nodes: list[dict[str, Any]], used: Mapping[tuple[str, str], int]) -> str:
+    def schedule(self, pod: dict[str, Any], nodes: list[dict[str, Any]], used: noderesources.NodeUsage) -> str:
         """One cycle: own filters, extender filter and prioritize, bind; returns the node.
 
-        ``used`` is (node, managed resource) -> what bound, unfinished pods hold there.
+        ``used`` is what bound, unfinished pods request on each node.
 
         Raises:
             ExtenderCallError: no node fits (kube-scheduler's message) or an extender or bind failed.
         """
         reasons: dict[str, int] = {}
-        candidates = [n for n in nodes if self._fits(pod, n, used, reasons)]
+        wants = noderesources.pod_requests(pod)
+        candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons)]
         interested = [e for e in self.extenders if any(requested(pod, r) for r in e.managed)]
         scores: dict[str, int] = {}
         for extender in interested:
@@ -282,7 +269,8 @@ class SchedulerLoop:
                 reasons[reason] = reasons.get(reason, 0) + 1
             candidates = outcome.nodes
         if not candidates:
-            summary = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+            # kube-scheduler's FitError: "<count> <reason>" strings, sorted as strings.
+            summary = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
             raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {summary}.")
         for extender in interested:
             if extender.client.config.prioritize_verb:
@@ -303,8 +291,8 @@ class SchedulerLoop:
                 raise ExtenderCallError(f"binding rejected: {exc}") from None
         return str(best)
 
-    def _fits(self, pod: Mapping[str, Any], node: Mapping[str, Any], used: Mapping[tuple[str, str], int],
-              reasons: dict[str, int]) -> bool:
+    def _fits(self, pod: Mapping[str, Any], wants: Mapping[str, int], node: Mapping[str, Any],
+              used: noderesources.NodeUsage, reasons: dict[str, int]) -> bool:
         spec = pod.get("spec") or {}
         labels = (node.get("metadata") or {}).get("labels") or {}
 
@@ -323,15 +311,11 @@ class SchedulerLoop:
             if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations") or [],
                                                                                    taint):
                 return fail(f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}")
-        name = node["metadata"]["name"]
-        for extender in self.extenders:
-            for resource, ignored in extender.managed.items():
-                want = requested(pod, resource)
-                if ignored or not want:
-                    continue
-                if used.get((name, resource), 0) + want > _allocatable(node, resource):
-                    return fail(f"Insufficient {resource}")
-        return True
+        ignored = {resource for e in self.extenders for resource, skip in e.managed.items() if skip}
+        missing = noderesources.insufficient(wants, node, used.of(node["metadata"]["name"]), ignored)
+        for reason in missing:  # NodeResourcesFit reports every resource that does not fit
+            reasons[reason] = reasons.get(reason, 0) + 1
+        return not missing
 
     def _unschedulable(self, pod: dict[str, Any], message: str) -> None:
         meta = pod["metadata"]

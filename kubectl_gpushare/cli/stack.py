@@ -9,7 +9,11 @@ tree, one Ctrl-C, and the sandbox's memory is shared instead of copied per node.
 
 In stack mode a spec node's ``gpus``/``gpuMemory`` describe its hardware: the seed's
 ``aliyun.com/gpu-mem`` and ``aliyun.com/gpu-count`` are removed and the node's device plugin
-(once the node is labelled) publishes them, as on a real cluster.
+(once the node is labelled) publishes them, as on a real cluster. A seed pod bound to a node and
+asking for ``aliyun.com/gpu-mem`` but still Pending without the extender's annotations (the
+generated seed's "unindexed" pods) is a state the extender never leaves (it annotates before it
+binds), and the kubelet would Allocate for it with nothing to match: in stack mode it starts
+unbound, and the scheduler places it through the extender.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import logging
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -53,6 +58,19 @@ def hardware_of(node: dict[str, Any]) -> str | None:
     return f"{count}x{total // count}GiB"
 
 
+def unbind_unplaced(pod: dict[str, Any]) -> None:
+    """Unbind a Pending gpu-mem pod the extender never placed (no GPU index): the scheduler places it."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    asks = any(protocol.RESOURCE_MEM in ((c.get("resources") or {}).get("limits") or {})
+               for c in spec.get("containers") or [] if isinstance(c, dict))
+    pending = status.get("phase", "Pending") == "Pending"
+    if spec.get("nodeName") and asks and pending and protocol.ANN_IDX not in annotations:
+        spec.pop("nodeName")
+        status.pop("conditions", None)
+
+
 class StackAttachment:
     """What `sandbox.command.run` needs to run the stack around a sandbox."""
 
@@ -63,6 +81,8 @@ class StackAttachment:
     def prepare(self, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Record each seed node's fake GPUs and strip the GPU resources the device plugin publishes."""
         for obj in objects:
+            if obj.get("kind") == "Pod":
+                unbind_unplaced(obj)
             if obj.get("kind") != "Node":
                 continue
             gpus = hardware_of(obj)
@@ -91,6 +111,10 @@ class Stack:
         self.extender_url = extender_url
         self.nodes = nodes
         self.scheduler = scheduler
+
+    def device_plugin_pod(self, node: str) -> tuple[str, str] | None:
+        """(namespace, name) of the kube-system pod standing for ``node``'s device plugin, if it runs one."""
+        return self.nodes.device_plugin_pod(node)
 
 
 @contextmanager
@@ -125,6 +149,7 @@ def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str], 
 
     ``enforce`` is every device plugin's ``--enforce-memory`` (off, soft, hard).
     """
+    from kubectl_gpushare.cli import stack_components
     from kubectl_gpushare.cli.nodes import NodeAgents
     from kubectl_gpushare.cli.scheduler import SchedulerLoop, extenders_from_config
     from kubectl_gpushare.extender.server import Running, ServeConfig
@@ -138,9 +163,20 @@ def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str], 
         api = Client(load_config(str(kubeconfig)), component="stack")
         stack.callback(api.close)
         running: list[Running] = []
-        cfg = ServeConfig(kube=load_config(str(kubeconfig)), port=0)
+        stack_components.ensure_namespace(api)  # the extender's Lease, Service and pod live in kube-system
+        cfg = ServeConfig(kube=load_config(str(kubeconfig)), port=0, leader_elect=True,
+                          lease_namespace=stack_components.NAMESPACE, lease_name=stack_components.EXTENDER_NAME,
+                          identity=stack_components.EXTENDER_POD,
+                          # One renewal every 10 s, not every second: each write wakes the stack's loops for a pass.
+                          lease_duration=60.0, renew_deadline=45.0, retry_period=10.0)
         stack.enter_context(daemon_thread(serve_extender, "scheduler extender", cfg=cfg, running=running))
         extender_url = f"http://127.0.0.1:{running[0].port}{cfg.url_prefix}"
+        elector = running[0].elector
+        deadline = time.monotonic() + 30
+        while elector is not None and not elector.is_leader() and time.monotonic() < deadline:
+            time.sleep(0.05)  # binds before it leads would be refused and retried
+        first = sorted(str(n["metadata"]["name"]) for n in sandbox.objects("nodes"))
+        stack_components.register_extender(api, first[0] if first else None)
         nodes = NodeAgents(sandbox, api, kubeconfig, workdir, hardware, enforce=enforce)
         stack.callback(nodes.stop)
         nodes.start()

@@ -324,6 +324,8 @@ class AllocationBook:
             except allocator.NoRoomError as exc:
                 raise AllocateError(str(exc), kind="exhausted") from exc
             except allocator.NoMatchingPodError as exc:
+                log.debug("no pod for %d unit(s) among %s", units, [
+                    (p.namespace, p.name, p.phase, p.assigned, p.gpu_index, p.uid in self._claims) for p in pods])
                 raise AllocateError(str(exc)) from exc
 
     def _fresh(self, needed_since: float) -> list[PodRecord]:

@@ -68,6 +68,8 @@ class NodeCluster:
         self._node: Node | None = None
         self._desired: Inventory | None = None
         self._published = threading.Event()
+        self._suspect = threading.Event()
+        """A watch event showed the node without our gpu-count: `_publish_loop` checks the node itself."""
         self._publish_wake = threading.Event()
         self._stop = threading.Event()
         self._publisher: threading.Thread | None = None
@@ -245,10 +247,9 @@ class NodeCluster:
             self._node = node
             desired = self._desired
         if desired is not None and self._published.is_set():
-            count = str(len(desired.gpus()))
-            if node.status.capacity.get(protocol.RESOURCE_COUNT) != count:
-                log.warning("node %s lost %s; publishing it again", self.node, protocol.RESOURCE_COUNT)
-                self._published.clear()
+            if node.status.capacity.get(protocol.RESOURCE_COUNT) != str(len(desired.gpus())):
+                # Maybe a stale event from before our own write: the publisher reads the node to be sure.
+                self._suspect.set()
                 self._publish_wake.set()
 
     def cgpu_disable(self) -> bool:
@@ -295,6 +296,12 @@ class NodeCluster:
                 return
             with self._lock:
                 desired = self._desired
+            if desired is not None and self._suspect.is_set():
+                self._suspect.clear()
+                if not self._lost(desired):
+                    continue
+                log.warning("node %s lost %s; publishing it again", self.node, protocol.RESOURCE_COUNT)
+                self._published.clear()
             if desired is None or self._published.is_set():
                 continue
             try:
@@ -307,6 +314,15 @@ class NodeCluster:
                 if self._stop.wait(delay):
                     return
                 self._publish_wake.set()
+
+
+    def _lost(self, desired: Inventory) -> bool:
+        """Whether the node as the API server has it now lacks our gpu-count (unreadable: assume so)."""
+        try:
+            node = self.client.get_node(self.node)
+        except KubeError:
+            return True
+        return node.status.capacity.get(protocol.RESOURCE_COUNT) != str(len(desired.gpus()))
 
 
 def _unanswered(error: KubeError) -> bool:

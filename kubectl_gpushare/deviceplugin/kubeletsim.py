@@ -8,10 +8,16 @@ does: per container that asks for the resource, in container order, GetPreferred
 when the plugin offers it, then Allocate. `restart` behaves like a kubelet restart: every socket in
 the directory is deleted and ``kubelet.sock`` is created anew.
 
-Where it differs from kubelet: no checkpoint file, no pod admission or lifecycle beyond the device
-calls the caller asks for, no topology manager, no pod-resources API, no 5-minute grace period
-before a vanished resource is dropped (devices simply turn Unhealthy), one plugin per resource,
-and init containers are not allocated. It ships in the package so the demo can use it too.
+Pods that were already running when it started are not allocated again: `restore` records their
+devices as kubelet does from its checkpoint (``kubelet_internal_checkpoint``, read by the device
+manager's ``readCheckpoint`` in ``pkg/kubelet/cm/devicemanager/manager.go``; ``devicesToAllocate``
+then finds the container's devices already allocated and calls no Allocate).
+
+Where it differs from kubelet: no checkpoint file (`restore` is told what it would hold), no pod
+admission or lifecycle beyond the device calls the caller asks for, no topology manager, no
+pod-resources API, no 5-minute grace period before a vanished resource is dropped (devices simply
+turn Unhealthy), one plugin per resource, and init containers are not allocated. It ships in the
+package so the demo can use it too.
 """
 
 from __future__ import annotations
@@ -237,6 +243,39 @@ class KubeletSim(api_grpc.RegistrationServicer):
                 self.allocations.setdefault(uid, {})[container["name"]] = devices
             result[container["name"]] = dict(response.container_responses[0].envs)
         return result
+
+    def restore(self, pod: Mapping[str, Any], resource: str = protocol.RESOURCE_MEM) -> bool:
+        """Record a running pod's devices without calling the plugin, as kubelet restores them from its checkpoint.
+
+        The checkpoint names the device ids; here the lowest free healthy ids stand for them (gpu-mem
+        ids are interchangeable units). Idempotent; False when the pod holds nothing of ``resource``
+        or the plugin has not listed enough devices yet.
+        """
+        uid = str(pod["metadata"].get("uid", ""))
+        with self._cond:
+            if uid in self.allocations:
+                return True
+            plugin = self._plugins.get(resource)
+            if plugin is None:
+                return False
+            used = {device for containers in self.allocations.values() for ids in containers.values() for device in ids}
+            free = sorted(d for d, health in plugin.devices.items() if health == "Healthy" and d not in used)
+            restored: dict[str, list[str]] = {}
+            for container in (pod.get("spec") or {}).get("containers") or []:
+                limit = ((container.get("resources") or {}).get("limits") or {}).get(resource)
+                try:
+                    count = protocol.parse_quantity(str(limit)) if limit is not None else 0
+                except ValueError:
+                    count = 0
+                if count <= 0:
+                    continue
+                if count > len(free):
+                    return False
+                restored[str(container.get("name", ""))], free = free[:count], free[count:]
+            if not restored:
+                return False
+            self.allocations[uid] = restored
+            return True
 
     def release_pod(self, uid: str) -> None:
         """Give a pod's devices back (the pod ended)."""

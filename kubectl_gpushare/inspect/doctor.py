@@ -25,9 +25,17 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import caps, tabwriter
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
 from kubectl_gpushare.inspect.source import StackSplit, keyed_pod_record
+from kubectl_gpushare.inspect.top import printable
 from kubectl_gpushare.kube import stacks
 from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS, EXIT_OK
-from kubectl_gpushare.kube.records import Warnings, node_record, shown, unhealthy_gpus, unhealthy_node_name
+from kubectl_gpushare.kube.records import (
+    Warnings,
+    node_record,
+    pod_request,
+    shown,
+    unhealthy_gpus,
+    unhealthy_node_name,
+)
 from kubectl_gpushare.kube.stacks import hami, kai
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
 from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger, StackClaim, StackNode, stack_usage
@@ -123,6 +131,15 @@ def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding
                           f"{pod.status.phase} but still annotated {protocol.ANN_IDX}={annotations[protocol.ANN_IDX]}; "
                           "it no longer counts, delete it to tidy up")
         return
+    if pod.spec.node_name and protocol.ANN_IDX not in annotations and pod_request(pod)[0] > 0:
+        # The extender writes its annotations before it binds: a bound pod without them was bound by hand
+        # (nodeName set) or by another scheduler. The device plugin, matching Allocate by size, may give
+        # it the GPU another pod was placed on.
+        yield Finding(ERROR, "bypassed-extender", f"pod/{meta.namespace}/{meta.name}",
+                      f"holds {protocol.RESOURCE_MEM} on {pod.spec.node_name} without the extender's "
+                      f"{protocol.ANN_IDX} annotation: it was bound without the gpushare scheduler extender, so "
+                      "no GPU was chosen for it and the device plugin may hand it another pod's GPU; delete it "
+                      "and create it without nodeName")
     if annotations.get(protocol.ANN_ASSIGNED) == protocol.ASSIGNED_FALSE and pod.spec.node_name:
         assumed = protocol.parse_assume_time(annotations.get(protocol.ANN_ASSUME_TIME))
         if assumed and now_ns - assumed > stuck_after * 1e9:
@@ -287,6 +304,48 @@ def _stack_findings(stack_nodes: Sequence[StackNode], claims: Mapping[str, list[
                           f"{device.gpu.unit}: {pods}")
 
 
+def _enforcement_findings(node: Node) -> Iterable[Finding]:
+    """GPUs where the device plugin was asked to enforce memory limits and cannot (it says why).
+
+    ``--enforce-memory off`` (the binary's default, a drop-in for Alibaba's plugin) is the operator's
+    choice, reported with an empty reason: `top` shows it (ENFORCED no), doctor does not.
+    """
+    if not _has(node.status.capacity, protocol.RESOURCE_MEM):
+        return
+    found = protocol.parse_node_gpu_enforcement(node.metadata.annotations.get(protocol.ANN_NODE_GPUS))
+    by_reason: dict[str, list[int]] = {}
+    for index, enforcement in sorted(found.items()):
+        if enforcement.mode == protocol.ENFORCE_OFF and enforcement.reason:
+            by_reason.setdefault(enforcement.reason, []).append(index)
+    for reason, indices in sorted(by_reason.items()):
+        listed = ", ".join(str(index) for index in indices)
+        yield Finding(WARNING, "memory-unenforced", f"node/{node.metadata.name}",
+                      f"GPU {listed} shared without the memory limits the device plugin was asked for: a pod can "
+                      f"take its neighbours' memory ({reason})")
+
+
+def _usage_findings(reports: Mapping[str, protocol.UsageReport | None]) -> Iterable[Finding]:
+    """Pods using more than their share: an error where unenforced neighbours share the GPU, else a warning."""
+    for node, report in sorted(reports.items()):
+        if report is None:
+            continue
+        enforced = {gpu.index: gpu.enforcement != protocol.ENFORCE_OFF for gpu in report.gpus}
+        on_gpu: dict[int, set[tuple[str, str]]] = {}
+        for pod in report.pods:
+            on_gpu.setdefault(pod.gpu, set()).add((pod.namespace, pod.name))
+        for pod in report.pods:
+            if pod.used_bytes is None or pod.used_bytes <= pod.allocated_bytes:
+                continue
+            neighbours = len(on_gpu[pod.gpu] - {(pod.namespace, pod.name)})
+            at_risk = neighbours > 0 and not enforced.get(pod.gpu, False)
+            obj = f"pod/{printable(pod.namespace, 253)}/{printable(pod.name, 253)}"
+            risk = (f"{neighbours} other pod(s) share GPU {pod.gpu} without memory limits and may run out of memory"
+                    if at_risk else "no unenforced neighbour is at risk")  # fmt: skip
+            yield Finding(ERROR if at_risk else WARNING, "gpu-over-share", obj,
+                          f"uses {pod.used_bytes >> 20}Mi of GPU {pod.gpu} on {printable(node, 253)}, more than "
+                          f"its share of {pod.allocated_bytes >> 20}Mi: {risk}")
+
+
 _OTHER_STACK_KEYS: Final = (
     protocol.HAMI_ANN_ALLOCATED, protocol.VOLCANO_ANN_GPU_INDEX, protocol.VOLCANO_ANN_VGPU_IDS,
     protocol.KOORD_ANN_DEVICE_ALLOCATED,
@@ -346,6 +405,7 @@ def audit(
     stuck_after: float = DEFAULT_STUCK_AFTER,
     configmaps: Sequence[ConfigMap] = (),
     reread: Reread | None = None,
+    usage: Mapping[str, protocol.UsageReport | None] | None = None,
 ) -> DoctorReport:
     """Run every check.
 
@@ -362,6 +422,8 @@ def audit(
         now_ns: the current time, unix nanoseconds (passed in, so the audit is reproducible).
         stuck_after: seconds before an unassigned bound pod is reported.
         reread: pods on the given nodes, read again; None reads ``pods`` twice (held as a list).
+        usage: node -> its device plugin's usage document (None: it did not answer), for
+            ``gpu-over-share``; None skips that check.
     """
     if reread is None:
         held = list(pods)
@@ -376,6 +438,8 @@ def audit(
     for node in nodes:
         findings.extend(_node_findings(node, record_warnings))
         findings.extend(_hami_node_findings(node, now_ns / 1e9))
+        findings.extend(_enforcement_findings(node))
+    findings.extend(_usage_findings(usage or {}))
     findings.extend(_configmap_findings([c for c in configmaps if c.metadata.namespace == SYSTEM_NAMESPACE]))
     split = StackSplit(stacks.AUTO, record_warnings)
     for node in nodes:

@@ -52,6 +52,9 @@ Checks:
   error    stack-gpu-overcommitted  a HAMi/NVIDIA/nano-gpu/elastic-gpu GPU claimed past its size (own unit)
   warning  hami-handshake-stuck    hami.io/node-handshake[-vendor] at Requesting_ for more than 5 minutes
   warning  hami-mutex-stuck        hami.io/mutex.lock older than 5 minutes, in the future, or unreadable
+  warning  memory-unenforced       GPUs where the device plugin cannot enforce memory limits (with why)
+  error    gpu-over-share          (--usage) a pod uses more than its share beside unenforced neighbours
+                                   (a warning where none is at risk)
 
 \b
 The verdict is the exit code: 0 no findings, 11 warnings only, 12 errors (apart from the codes
@@ -78,13 +81,14 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
     from kubectl_gpushare.inspect import doctor
 
     def audit(
-        nodes: list[Node], pods: Iterable[Pod], configmaps: list[ConfigMap], reread: doctor.Reread | None = None
+        nodes: list[Node], pods: Iterable[Pod], configmaps: list[ConfigMap], reread: doctor.Reread | None = None,
+        usage: dict[str, protocol.UsageReport | None] | None = None, warnings: Warnings | None = None,
     ) -> _Audited:
         report = doctor.audit(
             nodes, pods, now_ns=time.time_ns(), stuck_after=options["stuck_after"], configmaps=configmaps,
-            reread=reread,
+            reread=reread, usage=usage,
         )  # fmt: skip
-        return _Audited(report)
+        return _Audited(report, warnings or Warnings())
 
     if options["from_file"] is not None:
         from kubectl_gpushare.inspect.source import configmaps_in, parse_documents
@@ -122,7 +126,13 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
             for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE):
                 yield from (pod for pod in page.items if pod.spec.node_name in wanted)
 
-        return audit(nodes, pods(), configmaps, reread)
+        usage, usage_warnings = None, Warnings()
+        if options.get("usage"):
+            from kubectl_gpushare.inspect.usage import reports_from_plugins, usage_timeout
+
+            sharing = [n.metadata.name for n in nodes if str(n.status.capacity.get(protocol.RESOURCE_MEM, "0")) != "0"]
+            usage = reports_from_plugins(client, sharing, usage_warnings, usage_timeout(options["request_timeout"]))
+        return audit(nodes, pods(), configmaps, reread, usage, usage_warnings)
 
 
 @click.command(
@@ -140,6 +150,10 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
     metavar="SECONDS",
     help="Report bound pods still ASSIGNED=false after this long.",
 )
+@click.option(
+    "--usage", is_flag=True,
+    help="Also ask each device plugin what its pods use (pods/proxy, as top does): finds gpu-over-share.",
+)  # fmt: skip
 @limit_options
 @from_file_option
 @kube_options
@@ -148,6 +162,8 @@ def doctor_command(**options: Any) -> None:
 
     The text shows the first --limit findings (and, when it leaves some out, a count per check).
     """
+    if options["usage"] and options["from_file"] is not None:
+        raise click.UsageError("--usage asks the device plugins of a cluster; it cannot read --from-file")
     verdict: list[int] = []
 
     def render(audited: _Audited, opts: dict[str, Any]) -> str:

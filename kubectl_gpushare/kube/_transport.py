@@ -26,7 +26,15 @@ import msgspec
 
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.config import ClientConfig
-from kubectl_gpushare.kube.errors import ApiError, Expired, KubeError, Unauthorized, Unreachable, api_error
+from kubectl_gpushare.kube.errors import (
+    ApiError,
+    Expired,
+    KubeError,
+    ReplyTooLarge,
+    Unauthorized,
+    Unreachable,
+    api_error,
+)
 
 MAX_IDLE_CONNECTIONS: Final = 16
 """Idle keep-alive connections kept for reuse; more concurrent requests open (and then close) extra ones."""
@@ -184,12 +192,20 @@ class Transport:
         query: Mapping[str, object] | None = None,
         body: bytes | None = None,
         content_type: str | None = None,
+        *,
+        max_bytes: int | None = None,
+        deadline: float | None = None,
     ) -> bytes:
         """Send one request and return the body of a 2xx reply.
+
+        ``max_bytes`` bounds the reply body and ``deadline`` (a `time.monotonic` instant) the whole
+        exchange, for replies that come from somewhere less trusted than the API server itself (a pod
+        behind ``pods/proxy``); the connection is dropped when either is passed.
 
         Raises:
             ApiError: the server answered with an error status (subclass by status).
             Unreachable: refused, reset, TLS failure or no answer within the timeout.
+            ReplyTooLarge: the body was longer than ``max_bytes`` or not in by ``deadline``.
             ConfigError: credentials could not be obtained.
         """
         target = self._target(path, query)
@@ -200,7 +216,12 @@ class Transport:
             connection, reused = self._acquire()
             try:
                 response = self._send(connection, method, target, body, content_type, refresh)
-                data = response.read()
+                data = response.read() if max_bytes is None and deadline is None else _read_bounded(
+                    response, max_bytes, deadline
+                )
+            except ReplyTooLarge:
+                connection.close()
+                raise
             except _STALE_CONNECTION as exc:
                 connection.close()
                 if reused and attempts == 1:
@@ -299,6 +320,31 @@ class _TLSConnection(http.client.HTTPSConnection):
             return
         http.client.HTTPConnection.connect(self)
         self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_hostname)  # type: ignore[attr-defined]
+
+
+_READ_CHUNK: Final = 64 * 1024
+
+
+def _read_bounded(response: http.client.HTTPResponse, max_bytes: int | None, deadline: float | None) -> bytes:
+    """The body, a chunk at a time, refusing more than ``max_bytes`` or reading past ``deadline``."""
+    if (response.getheader("Content-Encoding") or "identity").lower() != "identity":
+        raise ReplyTooLarge("the reply is compressed, which was not asked for (its size is unbounded)")
+    declared = response.getheader("Content-Length")
+    if max_bytes is not None and declared and declared.isdigit() and int(declared) > max_bytes:
+        raise ReplyTooLarge(f"the reply declares {declared} bytes, more than {max_bytes}")
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        if deadline is not None and time.monotonic() > deadline:
+            raise ReplyTooLarge("the reply did not arrive in time")
+        chunk = response.read1(_READ_CHUNK)  # one recv at most: a slow drip cannot outlast the deadline
+        if not chunk:
+            response.read()  # read1 leaves a finished body open; this marks it done, so the connection is reusable
+            return b"".join(parts)
+        size += len(chunk)
+        if max_bytes is not None and size > max_bytes:
+            raise ReplyTooLarge(f"the reply is longer than {max_bytes} bytes")
+        parts.append(chunk)
 
 
 def _query_string(query: Mapping[str, object] | None) -> str:

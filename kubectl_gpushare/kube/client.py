@@ -157,6 +157,23 @@ class Client:
             return call_with_retry(lambda: send(method, path, query, body, content_type), self.retry)
         return send(method, path, query, body, content_type)
 
+    def proxy_get(
+        self, namespace: str, pod: str, port: int, path: str, *, max_bytes: int, deadline: float
+    ) -> bytes:
+        """``GET`` a pod's port through the API server's ``pods/proxy``, bounded in size and time.
+
+        The reply comes from whatever listens in the pod, so it is bounded as untrusted input;
+        it is not retried (the caller decides what a missing answer means).
+
+        Raises:
+            ApiError: the API server (or the pod, relayed) answered with an error status.
+            Unreachable: no answer within the client's timeout.
+            ReplyTooLarge: longer than ``max_bytes`` or not in by ``deadline`` (`time.monotonic`).
+        """
+        segment = f"{pod}:{port}"
+        proxy_path = f"/api/v1/namespaces/{namespace}/pods/{segment}/proxy/{path.lstrip('/')}"
+        return self._transport.request("GET", proxy_path, max_bytes=max_bytes, deadline=deadline)
+
     # --- generic verbs -------------------------------------------------------------------------------
 
     def get(self, kind: KindRef, name: str, namespace: str | None = None, subresource: str | None = None) -> Any:

@@ -97,6 +97,10 @@ class Unreachable(KubeError):
         self.timeout = timeout
 
 
+class ReplyTooLarge(KubeError):
+    """A reply was longer than the caller's bound, or took longer than its deadline to arrive; it was dropped."""
+
+
 class ApiError(KubeError):
     """The API server answered with an error status.
 

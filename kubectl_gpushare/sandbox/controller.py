@@ -258,6 +258,8 @@ class Controller:
     def _replica_set(self, rs: dict[str, Any]) -> None:
         wanted = int(rs["spec"].get("replicas", 1))
         pods = self._owned("pods", rs)
+        # Failed and Succeeded pods do not count: new ones replace them, and the old ones stay for the pod
+        # garbage collector (pkg/controller/replicaset/replica_set.go, controller.FilterActivePods).
         active = [p for p in pods if _active(p)]
         extra = {k: v for k, v in (rs["metadata"].get("labels") or {}).items() if k == "pod-template-hash"}
         for _ in range(min(wanted - len(active), BURST)):
@@ -374,8 +376,15 @@ class Controller:
         by_ordinal: dict[int, dict[str, Any]] = {}
         for pod in self._owned("pods", sts):
             suffix = pod["metadata"]["name"][len(name) + 1 :]
-            if suffix.isdigit():
-                by_ordinal[int(suffix)] = pod
+            if not suffix.isdigit():
+                continue
+            if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
+                # The StatefulSet controller deletes a Failed (or Succeeded) pod and creates it again under
+                # the same name in the same sync (pkg/controller/statefulset/stateful_set_control.go,
+                # processReplica; https://kubernetes.io/docs/concepts/workloads/controllers/statefulset/).
+                self._delete("pods", pod)
+                continue
+            by_ordinal[int(suffix)] = pod
         created = 0
         for ordinal in range(wanted):
             if created >= BURST:

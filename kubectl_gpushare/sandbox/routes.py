@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, tables
+from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for
 from kubectl_gpushare.sandbox.selectors import (
@@ -92,6 +92,8 @@ class Target:
     group: str = ""
     document: dict[str, Any] | None = None
     """The answer for non-resource URLs (discovery, version, OpenAPI)."""
+    proxy_path: str = ""
+    """For ``pods/proxy``: the path after ``/proxy`` that goes to the pod."""
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -157,6 +159,12 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
             namespace, rest = rest[1], rest[2:]
     elif rest[0] == "namespaces" and len(rest) >= 3:
         namespace, rest = rest[1], rest[2:]
+    if group == "" and namespace and len(rest) >= 3 and rest[0] == "pods" and rest[2] == "proxy":
+        verb = proxy.PROXY_VERBS.get(method)
+        if verb is None:
+            raise errors.method_not_allowed(method)
+        tail = "/" + "/".join(rest[3:]) + ("/" if path.endswith("/") and len(rest) > 3 else "")
+        return Target(verb, resource_for("", version, "pods"), namespace, rest[1], "proxy", "", proxy_path=tail)
     if rest:
         if len(rest) > 3:
             raise errors.path_not_found()
@@ -294,6 +302,7 @@ class Api:
         self.store = store
         self.bookmark_interval = bookmark_interval
         self.stopping = threading.Event()
+        self.proxy_targets = proxy.ProxyTargets()
         self._watch_lock = threading.Lock()
         # Weak, so a stream whose generator never ran (client gone before the headers) is forgotten.
         self._watch_drops: weakref.WeakSet[threading.Event] = weakref.WeakSet()
@@ -321,6 +330,8 @@ class Api:
 
     def _dispatch(self, request: Request, target: Target) -> Response:
         assert target.resource is not None
+        if target.subresource == "proxy":
+            return self._proxy(request, target)
         if target.subresource == "log":  # plain text, whatever the client accepts, as kube-apiserver sends it
             return Response(200, logs.pod_log(self._entry(target).object(), request.query, self.logs), "text/plain")
         if target.verb in ("get", "list", "watch"):
@@ -340,6 +351,22 @@ class Api:
             "deletecollection": self._delete_collection,
         }[target.verb]
         return handler(request, target)
+
+    def _proxy(self, request: Request, target: Target) -> Response:
+        """Relay to the pod's registered target (`sandbox.proxy`)."""
+        _, name, _ = proxy.split_scheme_name_port(target.name)
+        entry = self.store.get("pods", object_key(target.namespace, name))
+        if entry is None:
+            raise errors.not_found("pods", name)
+        wanted = ("Accept", "Content-Type", "User-Agent")
+        headers = {key: value for key in wanted if (value := request.headers.get(key))}
+        status, content_type, relayed, body = proxy.forward(
+            self.proxy_targets, entry.object(), target.name, request.method, target.proxy_path, request.query,
+            headers, request.body,
+        )  # fmt: skip
+        if isinstance(body, bytes):
+            return Response(status, body, content_type=content_type, headers=relayed)
+        return Response(status, content_type=content_type, headers=relayed, stream=body)
 
     # --- reads ---------------------------------------------------------------------------------
     def _entry(self, target: Target) -> Entry:

@@ -291,6 +291,7 @@ class Sandbox:
         server, self._server = self._server, None
         if server is None:
             return
+        self.api.proxy_targets.close()
         # Refuse new connections first, so a client whose watch ends below cannot reconnect to a
         # server that is going away; then end the watches and close the open connections.
         server.shutdown()
@@ -374,6 +375,17 @@ class Sandbox:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(yaml.safe_dump(config, sort_keys=False))
         return target
+
+    def register_proxy_target(self, namespace: str, pod: str, port: int | str, host: str, target_port: int) -> None:
+        """Serve ``pods/<pod>:<port>/proxy/...`` by relaying to ``host:target_port`` (loopback only).
+
+        ``port`` is the pod's container port number or its name (see `sandbox.proxy`).
+        """
+        self.api.proxy_targets.register(namespace, pod, port, host, target_port)
+
+    def unregister_proxy_target(self, namespace: str, pod: str, port: int | str) -> None:
+        """Stop relaying to a pod's port: requests then answer 503 as for a port nothing listens on."""
+        self.api.proxy_targets.unregister(namespace, pod, port)
 
     def add_token(self, token: str, user: str, *, readonly: bool = False) -> None:
         """Accept another bearer token, logged as ``user`` (read-only tokens get 403 on writes)."""
@@ -532,7 +544,8 @@ class Sandbox:
             if identity is None and split.path not in ("/healthz", "/livez", "/readyz"):
                 raise errors.unauthorized()
             user, readonly = identity or ("system:anonymous", False)
-            if readonly and target.verb in WRITE_VERBS:
+            if readonly and (target.verb in WRITE_VERBS or target.subresource == "proxy"):
+                # The viewer is kubectl's "view" role, which grants no pods/proxy (nor any write).
                 assert target.resource is not None
                 plural = target.resource.plural + (f"/{target.subresource}" if target.subresource else "")
                 raise errors.forbidden(user, target.verb, plural, target.group, target.namespace, target.name)

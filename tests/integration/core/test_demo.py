@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -28,6 +29,12 @@ def test_demo_places_pods_through_the_stack_and_shows_both_views() -> None:
     assert "gpu-node-3  192.168.1.13  79/80                  0/40" in out
     assert "Allocated/Total GPU Memory In Cluster:\n135/248 (54%)  \n" in out
     assert "Allocated/Total GPU Memory In Cluster:  135/248 (54%)  \n" in out
+    # top: the pod that allocates 6 GiB of its 2 GiB share is OVER; with enforcement on it is held to 2 GiB.
+    over, held = out.split("$ kubectl gpushare top -n ml\n")[1:]
+    greedy = [line.split()[3:] for part in (over, held) for line in part.splitlines() if line.startswith("greedy ")]
+    assert greedy == [["2048Mi", "6144Mi", "<none>", "OVER"], ["2048Mi", "0Mi", "2048Mi", "ok"]]
+    assert " no\n" in over and " no\n" not in held.split("\n\n")[0]  # ENFORCED no, then yes on every GPU
+    assert "CUDA error: out of memory" in out
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -50,6 +57,9 @@ def test_demo_keep_schedules_new_pods_and_stops_cleanly(
             assert kubeconfig, process.stderr.read() if process.stderr else ""
             env = dict(os.environ, KUBECONFIG=kubeconfig, KUBECACHEDIR=str(tmp_path / "cache"))
             assert create_gpu_pod(kubectl_binaries[0], env, "late", 3) == "Running"
+            doctor = subprocess.run([str(script), "doctor", "-o", "json"], env=env,
+                                    capture_output=True, text=True, timeout=60, check=False)
+            assert json.loads(doctor.stdout)["findings"] == [], doctor.stdout  # the stack shows as installed
             process.send_signal(signum)
             _, err = process.communicate(timeout=30)
         assert process.returncode == 0, err

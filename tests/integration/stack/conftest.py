@@ -34,7 +34,9 @@ class StackCluster:
             time.sleep(0.1)
 
     def phases(self) -> dict[str, str]:
-        return {p["metadata"]["name"]: (p.get("status") or {}).get("phase", "") for p in self.sandbox.objects("pods")}
+        """Pod name -> phase, for the test's pods (not the stack's own pods in kube-system)."""
+        return {p["metadata"]["name"]: (p.get("status") or {}).get("phase", "") for p in self.sandbox.objects("pods")
+                if p["metadata"].get("namespace") != "kube-system"}
 
     def node_gpu_mem(self, node: str) -> str | None:
         obj = self.sandbox.get("nodes", None, node) or {}

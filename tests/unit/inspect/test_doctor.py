@@ -237,3 +237,29 @@ def test_findings_are_capped_with_a_count_per_check_and_json_is_whole(seeded: Pa
     report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--limit", "2",
                                                           "-o", "json"]).stdout)
     assert len(report["findings"]) == 18
+
+
+def test_a_pod_bound_around_the_extender_is_named() -> None:
+    """nodeName set by hand, aliyun.com/gpu-mem asked, no extender annotations: an error naming the pod."""
+    from kubectl_gpushare.inspect import doctor
+    from kubectl_gpushare.kube.types import NODE_DECODER, POD_DECODER
+    from kubectl_gpushare.sandbox.spec import node_object, pod_object
+
+    node = NODE_DECODER.decode(json.dumps(node_object("gpu-a", [16, 16], ip="10.0.0.1")).encode())
+
+    def audit(*pods: dict[str, object]) -> list[tuple[str, str, str]]:
+        decoded = [POD_DECODER.decode(json.dumps(p).encode()) for p in pods]
+        return [(f.severity, f.check, f.object) for f in doctor.audit([node], decoded, now_ns=0).findings
+                if f.check == "bypassed-extender"]
+
+    by_hand = pod_object("by-hand", "ml", [8], node="gpu-a", phase="Running")
+    assert audit(by_hand) == [("error", "bypassed-extender", "pod/ml/by-hand")]
+    message = next(f.message for f in doctor.audit([node], [POD_DECODER.decode(json.dumps(by_hand).encode())],
+                                                   now_ns=0).findings if f.check == "bypassed-extender")
+    assert "gpu-a" in message and "ALIYUN_COM_GPU_MEM_IDX" in message and "without" in message
+    # Not reported: placed by the extender, not bound yet, no GPU memory asked, or finished.
+    placed = pod_object("placed", "ml", [8], node="gpu-a", gpu=1, gpu_memory=16)
+    unbound = pod_object("unbound", "ml", [8])
+    cpu_only = pod_object("cpu-only", "ml", [0], node="gpu-a", phase="Running")
+    finished = pod_object("finished", "ml", [8], node="gpu-a", phase="Succeeded")
+    assert audit(placed, unbound, cpu_only, finished) == []

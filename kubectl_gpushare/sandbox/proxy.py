@@ -1,0 +1,249 @@
+"""The ``pods/proxy`` subresource: the API server relays a request to a port of a pod.
+
+kube-apiserver (``pkg/registry/core/pod/strategy.go`` ``ResourceLocation``) takes the path segment
+as ``name``, ``name:port`` or ``scheme:name:port`` (``utilnet.SplitSchemeNamePort``; anything else
+is 400 ``invalid pod request "<id>"``), reads the pod (404 when it is missing), takes the first
+container port when none is given, refuses a pod without a global unicast IP (400 ``address not
+allowed``) and dials ``podIP:port``; a port is a number there, never resolved by name. A dial or
+transport failure is 503 ``error trying to reach service: <err>``
+(``apimachinery/pkg/util/proxy/transport.go``). The upstream's status, content type and body come
+back as they are.
+
+The sandbox has no pod network, so the in-process stack registers where each pod's port really
+listens (`ProxyTargets.register`); a pod with an IP but no registered target answers as a pod
+whose port refuses connections does. Only loopback targets are accepted.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+from urllib.parse import quote, urlencode
+
+from kubectl_gpushare.sandbox import errors
+from kubectl_gpushare.sandbox.errors import ApiError
+
+PROXY_VERBS: Final = {"GET": "get", "HEAD": "get", "OPTIONS": "get", "POST": "create", "PUT": "update",
+                      "PATCH": "patch", "DELETE": "delete"}  # fmt: skip
+"""HTTP method -> RBAC verb on ``pods/proxy`` (kube-apiserver's RequestInfoFactory)."""
+DIAL_TIMEOUT: Final = 5.0
+"""Seconds to connect to a target (the real proxy's dialer uses 30 s; tests want less)."""
+READ_TIMEOUT: Final = 60.0
+CHUNK: Final = 64 * 1024
+WHOLE_BODY: Final = 1 << 20
+"""A reply with a Content-Length up to this is read whole and its connection kept for the next request."""
+MAX_IDLE_PER_TARGET: Final = 4
+_STALE: Final = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+_FORWARDED_HEADERS: Final = ("Accept", "Content-Type", "User-Agent")
+_HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+                                "trailer", "transfer-encoding", "upgrade", "content-length", "date", "server"})
+
+
+def split_scheme_name_port(segment: str) -> tuple[str, str, str]:
+    """``name``, ``name:port`` or ``scheme:name:port`` -> (scheme, name, port), as Go's utilnet does.
+
+    Raises:
+        ApiError: 400 for any other shape, or a scheme other than http/https.
+    """
+    parts = segment.split(":")
+    if len(parts) == 1:
+        scheme, name, port = "", parts[0], ""
+    elif len(parts) == 2:
+        scheme, name, port = "", parts[0], parts[1]
+    elif len(parts) == 3:
+        scheme, name, port = parts
+    else:
+        scheme, name, port = "", "", ""
+    if not name or scheme not in ("", "http", "https"):
+        raise errors.bad_request(f"invalid pod request {_go_quote(segment)}")
+    return scheme, name, port
+
+
+def _go_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class ProxyTargets:
+    """Where each (namespace, pod, port) really listens; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._targets: dict[tuple[str, str, str], tuple[str, int]] = {}
+        self._idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+
+    def connection(self, key: tuple[str, str, int]) -> tuple[http.client.HTTPConnection | None, bool]:
+        """A kept-alive connection to ``(scheme, host, port)``, if one is idle (as Go's transport keeps them)."""
+        with self._lock:
+            idle = self._idle.get(key)
+            return (idle.pop(), True) if idle else (None, False)
+
+    def keep(self, key: tuple[str, str, int], connection: http.client.HTTPConnection) -> None:
+        """Put a connection whose reply was read whole back for reuse (a few per target; more are closed)."""
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            if len(idle) < MAX_IDLE_PER_TARGET:
+                idle.append(connection)
+                return
+        connection.close()
+
+    def register(self, namespace: str, pod: str, port: int | str, host: str, target_port: int) -> None:
+        """Relay ``pods/<pod>:<port>/proxy`` to ``host:target_port``.
+
+        ``port`` is the container port number, or its name (matched against the pod's
+        ``containerPort`` entries when a request arrives).
+
+        Raises:
+            ValueError: ``host`` is not a loopback address, or the port is out of range.
+        """
+        if not ipaddress.ip_address(host).is_loopback:
+            raise ValueError(f"proxy targets must be loopback addresses, not {host!r}")
+        if not 0 < target_port < 65536:
+            raise ValueError(f"target port {target_port} out of range")
+        with self._lock:
+            self._targets[(namespace, pod, str(port))] = (host, target_port)
+
+    def unregister(self, namespace: str, pod: str, port: int | str) -> None:
+        """Forget a target (the pod's port then refuses connections)."""
+        with self._lock:
+            found = self._targets.pop((namespace, pod, str(port)), None)
+            idle = [c for (_, host, port_), conns in self._idle.items() if (host, port_) == found for c in conns]
+            for key in [k for k in self._idle if (k[1], k[2]) == found]:
+                del self._idle[key]
+        for connection in idle:
+            connection.close()
+
+    def close(self) -> None:
+        """Close every kept-alive connection (the sandbox stops)."""
+        with self._lock:
+            idle = [c for conns in self._idle.values() for c in conns]
+            self._idle.clear()
+        for connection in idle:
+            connection.close()
+
+    def lookup(self, namespace: str, pod: str, port: str, names: Mapping[str, str]) -> tuple[str, int] | None:
+        """The target for a numeric ``port``, registered by number or by a name in ``names`` (name -> number)."""
+        with self._lock:
+            found = self._targets.get((namespace, pod, port))
+            if found is None:
+                for name, number in names.items():
+                    if number == port and (namespace, pod, name) in self._targets:
+                        return self._targets[(namespace, pod, name)]
+            return found
+
+
+def _container_ports(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
+    ports: list[tuple[str, str]] = []
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for entry in (container or {}).get("ports") or []:
+            number = (entry or {}).get("containerPort")
+            if isinstance(number, int):
+                ports.append((str(entry.get("name") or ""), str(number)))
+    return ports
+
+
+def _proxyable(ip: object) -> bool:
+    try:
+        address = ipaddress.ip_address(str(ip))
+    except ValueError:
+        return False
+    return not (address.is_unspecified or address.is_multicast or address.is_link_local)
+
+
+def _pod_ip(pod: Mapping[str, Any]) -> str:
+    status = pod.get("status") or {}
+    ips = status.get("podIPs") or []
+    if ips and isinstance(ips[0], dict):
+        return str(ips[0].get("ip") or "")
+    return str(status.get("podIP") or "")
+
+
+def forward(
+    targets: ProxyTargets,
+    pod: Mapping[str, Any],
+    segment: str,
+    method: str,
+    path: str,
+    query: Mapping[str, str],
+    headers: Mapping[str, str],
+    body: bytes,
+) -> tuple[int, str, dict[str, str], bytes | Iterator[bytes]]:
+    """Relay one request to the pod's target: (status, content type, other headers, body or its chunks).
+
+    Response headers come back as the real proxy copies them, less the hop-by-hop ones (the
+    sandbox re-frames the body with chunked encoding).
+
+    Raises:
+        ApiError: 400 for a bad segment or a pod without an address, 503 when the target does not answer.
+    """
+    scheme, _, port = split_scheme_name_port(segment)
+    ports = _container_ports(pod)
+    if not port and ports:
+        port = ports[0][1]
+    meta = pod.get("metadata") or {}
+    ip = _pod_ip(pod)
+    found = targets.lookup(str(meta.get("namespace", "")), str(meta.get("name", "")), port, dict(ports))
+    if found is None:
+        if not _proxyable(ip):
+            raise errors.bad_request("address not allowed")
+        where = f"{ip}:{port}" if port else ip
+        raise _unreachable(f"dial tcp {where}: connect: connection refused")
+    host, target_port = found
+    url = quote(path or "/", safe="/:@!$&'()*+,;=-._~%") + (f"?{urlencode(query)}" if query else "")
+    send = {name: value for name, value in headers.items() if name in _FORWARDED_HEADERS}
+    key = (scheme or "http", host, target_port)
+    reusable = method in ("GET", "HEAD")
+    connection, reused = targets.connection(key) if reusable else (None, False)
+    while True:
+        if connection is None:
+            connection_type = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+            connection, reused = connection_type(host, target_port, timeout=DIAL_TIMEOUT), False
+        try:
+            if connection.sock is None:
+                connection.connect()
+                assert connection.sock is not None
+                connection.sock.settimeout(READ_TIMEOUT)
+            connection.request(method, url, body=body or None, headers=send)
+            response = connection.getresponse()
+            break
+        except _STALE as exc:
+            connection.close()
+            if not reused:
+                raise _unreachable(f"{type(exc).__name__}: {exc}") from None
+            connection = None  # the target had closed the kept-alive connection: once more, fresh
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            raise _unreachable(f"{type(exc).__name__}: {exc}") from None
+    content_type = response.getheader("Content-Type") or "text/plain; charset=utf-8"
+    relayed = {name: value for name, value in response.getheaders()
+               if name.lower() not in _HOP_BY_HOP and name.lower() != "content-type"}  # fmt: skip
+    if response.length is not None and response.length <= WHOLE_BODY:
+        held = connection
+        try:
+            data = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            held.close()
+            raise _unreachable(f"{type(exc).__name__}: {exc}") from None
+        if response.will_close or not reusable:
+            held.close()
+        else:
+            targets.keep(key, held)
+        return response.status, content_type, relayed, data
+
+    def chunks() -> Iterator[bytes]:
+        try:
+            while chunk := response.read1(CHUNK):
+                yield chunk
+        except (OSError, http.client.HTTPException):
+            return  # the upstream broke off: so does the relayed body
+        finally:
+            held.close()
+
+    held = connection
+    return response.status, content_type, relayed, chunks()
+
+
+def _unreachable(why: str) -> ApiError:
+    return ApiError(503, "ServiceUnavailable", f"error trying to reach service: {why}")

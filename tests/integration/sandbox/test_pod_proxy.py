@@ -1,0 +1,130 @@
+"""The sandbox's ``pods/proxy`` subresource, over HTTP and through the real kubectl.
+
+What is checked is kube-apiserver's behaviour (``pkg/registry/core/pod/strategy.go``
+``ResourceLocation``; ``apimachinery/pkg/util/proxy/transport.go``): ``[scheme:]name[:port]``,
+404 for a missing pod, 400 for a bad segment or a pod without an address, 503 ``error trying to
+reach service`` when nothing answers, the upstream's status, type and body relayed as they are.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from usage_standin import StandIn, plugin_pod
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import pod_object
+
+pytestmark = pytest.mark.integration
+
+PLUGIN = "gpushare-device-plugin-alpha"
+BASE = f"/api/v1/namespaces/kube-system/pods/{PLUGIN}"
+
+
+def _call(sandbox: Sandbox, method: str, path: str, body: bytes | None = None,
+          token: str | None = None) -> tuple[int, str, bytes]:  # fmt: skip
+    connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=10)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.getheader("Content-Type") or "", response.read()
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def standin(sandbox: Sandbox) -> Any:
+    sandbox.load([plugin_pod("alpha", "10.7.1.1"), pod_object("no-ip", "kube-system", [0], node="alpha",
+                                                                phase="Pending")])  # fmt: skip
+    server = StandIn()
+    server.body = b'{"hello": "usage"}'
+    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT_NAME, "127.0.0.1", server.port)
+    yield server
+    server.close()
+
+
+def test_a_get_is_relayed_by_port_number_and_scheme_forms(sandbox: Sandbox, standin: StandIn) -> None:
+    for segment in (f"{PLUGIN}:{protocol.USAGE_PORT}", f"http:{PLUGIN}:{protocol.USAGE_PORT}"):
+        status, content_type, body = _call(sandbox, "GET", f"/api/v1/namespaces/kube-system/pods/{segment}/proxy/usage")
+        assert (status, content_type, body) == (200, "application/json", b'{"hello": "usage"}')
+    status, _, _ = _call(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/elsewhere")
+    assert status == 404  # the plugin's own 404, relayed
+    record = sandbox.requests[-1]
+    assert (record.verb, record.resource, record.subresource) == ("get", "pods", "proxy")
+
+
+def test_failures_answer_as_kube_apiserver_does(sandbox: Sandbox, standin: StandIn) -> None:
+    def status_of(method: str, path: str, token: str | None = None) -> tuple[int, str, str]:
+        code, _, body = _call(sandbox, method, path, token=token)
+        document = json.loads(body)
+        assert document["kind"] == "Status" and document["code"] == code
+        return code, document["reason"], document["message"]
+
+    ns = "/api/v1/namespaces/kube-system/pods"
+    assert status_of("GET", f"{ns}/nope:9445/proxy/usage") == (404, "NotFound", 'pods "nope" not found')
+    assert status_of("GET", f"{ns}/a:b:c:d/proxy/") == (400, "BadRequest", 'invalid pod request "a:b:c:d"')
+    assert status_of("GET", f"{ns}/ftp:{PLUGIN}:1/proxy/")[0] == 400
+    assert status_of("GET", f"{ns}/no-ip/proxy/") == (400, "BadRequest", "address not allowed")
+    # No port: the first container port (1234), where nothing listens.
+    assert status_of("GET", f"{BASE}/proxy/usage") == (
+        503, "ServiceUnavailable", "error trying to reach service: dial tcp 10.7.1.1:1234: connect: connection refused"
+    )
+    forbidden = status_of("GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage", token=Sandbox.READONLY_TOKEN)
+    assert forbidden[:2] == (403, "Forbidden") and 'cannot get resource "pods/proxy"' in forbidden[2]
+    standin.close()  # registered, but down
+    code, reason, message = status_of("GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage")
+    assert (code, reason) == (503, "ServiceUnavailable") and message.startswith("error trying to reach service: ")
+
+
+def test_writes_are_relayed_with_their_body(sandbox: Sandbox, standin: StandIn) -> None:
+    status, _, _ = _call(sandbox, "POST", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage", body=b"{}")
+    assert status == 501  # the stand-in serves GET only: http.server answers 501 Unsupported method
+    assert sandbox.requests[-1].verb == "create"
+
+
+def test_only_loopback_targets_are_taken(sandbox: Sandbox) -> None:
+    with pytest.raises(ValueError, match="loopback"):
+        sandbox.register_proxy_target("kube-system", PLUGIN, 9445, "10.0.0.1", 80)
+
+
+def test_kubectl_get_raw_reaches_the_plugin(standin: StandIn, kubectl: Callable[..., Any]) -> None:
+    result = kubectl("get", "--raw", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage")
+    assert json.loads(result.stdout) == {"hello": "usage"}
+
+
+def test_a_kept_connection_the_target_closed_is_replaced_once(sandbox: Sandbox) -> None:
+    """HTTP/1.1 targets keep connections; one that closes an idle one must not fail the next request."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    served: list[int] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                served.append(1)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
+                # ...then closes it at once, as a server whose idle timeout passed does
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
+    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
+    try:
+        for _ in range(3):
+            assert _call(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage")[::2] == (200, b"ok")
+    finally:
+        listener.close()
+    assert len(served) == 3
