@@ -257,7 +257,7 @@ def canonical_quantity(text: str) -> str:
             value //= 1024
             power += 1
         return f"{'-' if negative else ''}{value}{_BINARY_SUFFIX[power]}"
-    exponent_form = bool(suffix) and suffix[0] in "eE"
+    exponent_form = bool(suffix) and len(suffix) > 1 and suffix[0] in "eE"  # a lone "E" is exa, not e<n>
     if exponent_form:
         shift = int(suffix[1:])
         if abs(shift) > _MAX_EXPONENT:

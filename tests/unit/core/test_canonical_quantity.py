@@ -37,6 +37,13 @@ def test_canonical_strings_match_kube_apiserver(text: str, canonical: str) -> No
     assert protocol.canonical_quantity(text) == canonical
 
 
+def test_a_lone_capital_e_is_exa_not_an_exponent() -> None:
+    # Hypothesis found it: 25000000000000000k is 25E, and 25E must read back (as exa, not as e<n>).
+    assert protocol.canonical_quantity("25000000000000000k") == "25E"
+    assert protocol.canonical_quantity("25E") == "25E"
+    assert protocol.canonical_quantity("2E") == "2E" and protocol.canonical_quantity("2e3") == "2e3"
+
+
 @pytest.mark.parametrize("text", ["", "abc", "1x", "Gi", "1.2.3", "1e99999999999", "9" * 65])
 def test_non_quantities_are_refused_with_the_servers_words(text: str) -> None:
     with pytest.raises(ValueError, match="quantities must match the regular expression"):
