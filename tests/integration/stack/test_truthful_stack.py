@@ -192,3 +192,27 @@ def test_the_default_seed_settles_with_no_failed_pod(
     # Kubelet restores the devices of pods that were running already: no Allocate for them.
     pods = {line.split(" to pod ", 1)[1].split(" ", 1)[0] for line in served}
     assert pods and not pods & running_at_start
+
+
+def test_each_pod_gets_the_gpu_the_extender_chose_for_it(stack_cluster: Callable[[str], StackCluster]) -> None:
+    """Kubelet admits one pod at a time, in order: no Allocate serves one pod with another's GPU.
+
+    Three 20 GiB pods on 23 GiB GPUs go on three GPUs; a kubelet that admitted them concurrently let the
+    device plugin hand a pod the assignment of another of the same size (and fail the last one).
+    """
+    from kubectl_gpushare import protocol
+
+    cluster = stack_cluster("nodes: [{name: gpu-node, gpus: 4, gpuMemory: 23, gpushare: false}]")
+    cluster.label("gpu-node")
+    names = ["wide-0", "wide-1", "wide-2"]
+    cluster.create_pods(names, 20)
+    cluster.wait_running(names)
+    chosen = {}
+    for name in names:
+        pod = cluster.sandbox.get("pods", "default", name) or {}
+        annotations = pod["metadata"]["annotations"]
+        assert annotations[protocol.ANN_ASSIGNED] == protocol.ASSIGNED_TRUE
+        env = next(iter(cluster.stack.nodes.envs[pod["metadata"]["uid"]].values()))
+        assert env[protocol.ENV_IDX] == annotations[protocol.ANN_IDX], name
+        chosen[name] = annotations[protocol.ANN_IDX]
+    assert len(set(chosen.values())) == 3
