@@ -92,7 +92,7 @@ class _BindError(Exception):
 
 
 class _UnknownOutcomeError(_BindError):
-    """The Binding may have happened: keep the reservation and the annotations."""
+    """The Binding may have happened, or its annotations may still claim the GPU: keep the reservation."""
 
 
 class _PodGoneError(Exception):
@@ -385,7 +385,7 @@ class Binder:
                 log.warning("bind %s/%s to %s: refused, and its GPU annotations could not be removed yet; "
                             "keeping its GPU reserved until they are", args.pod_namespace, args.pod_name, args.node)
                 self._ensure_sweeper()
-            raise _BindError(message, "binding_failed")
+            raise _UnknownOutcomeError(message, "binding_failed")  # keeps the reservation
         if self.state.mark_unsettled(args.pod_uid, unsettled):
             log.warning("bind %s/%s to %s: outcome unknown; keeping its GPU reserved until the API server "
                         "shows it", args.pod_namespace, args.pod_name, args.node)

@@ -113,6 +113,8 @@ class ExtenderState:
         self._binding: set[str] = set()
         self._unsettled: dict[str, Unsettled] = {}
         self._assumed: dict[str, Assumed] = {}
+        self._held: set[str] = set()
+        """Pods whose reservation the binder made (the ledger's reservation is the claim's otherwise)."""
         self._max_free: dict[str, int] = {}
         self._scores: dict[str, dict[tuple[int, str], int]] = {}
         self._dirty: set[str] = set()
@@ -157,14 +159,15 @@ class ExtenderState:
             if uid in self._reserved_node and not self.ledger.is_reserved(uid):
                 del self._reserved_node[uid]
                 self._unsettled.pop(uid, None)
+                self._held.discard(uid)
             if counts(pod):
                 self._pod_node[uid] = pod.node
                 self._dirty.add(pod.node)
             if assumed is not None and not pod.node:
                 self._assumed[uid] = assumed
-                if uid not in self._binding and uid not in self._unsettled:
+                if uid not in self._held:
                     self._reserve_assumed(uid, assumed)
-            elif self._assumed.pop(uid, None) is not None and uid not in self._binding and uid not in self._unsettled:
+            elif self._assumed.pop(uid, None) is not None and uid not in self._held:
                 self._unreserve(uid)  # bound (counted from its node now), or its claim was removed
 
     def _reserve_assumed(self, uid: str, assumed: Assumed) -> None:
@@ -189,6 +192,7 @@ class ExtenderState:
             self._reserved_node.pop(uid, None)
             self._unsettled.pop(uid, None)
             self._assumed.pop(uid, None)
+            self._held.discard(uid)
 
     def drop_pods_except(self, keep: set[str]) -> int:
         """Forget every counted pod whose UID is not in ``keep`` (after a fresh re-list).
@@ -199,7 +203,7 @@ class ExtenderState:
         with self.lock:
             for uid in [uid for uid in self._assumed if uid not in keep]:
                 del self._assumed[uid]
-                if uid not in self._binding and uid not in self._unsettled:
+                if uid not in self._held:
                     self._unreserve(uid)
             stale = [uid for uid in self._pod_node if uid not in keep]
             for uid in stale:
@@ -207,6 +211,7 @@ class ExtenderState:
                 self.ledger.remove_pod(uid)
                 self._reserved_node.pop(uid, None)
                 self._unsettled.pop(uid, None)
+                self._held.discard(uid)
             return len(stale)
 
     def _touch(self, uid: str) -> None:
@@ -251,7 +256,7 @@ class ExtenderState:
         """
         with self.lock:
             claim = self._assumed.get(uid)
-            if claim is not None and uid not in self._unsettled:
+            if claim is not None and uid not in self._held:
                 self._unreserve(uid)  # this pod's own earlier claim must not crowd it out
             reason = self.fits_one(node, request)
             gpu = self.ledger.choose_gpu(node, request, policy) if reason is None else None
@@ -260,6 +265,7 @@ class ExtenderState:
                     self._reserve_assumed(uid, claim)
                 return reason or protocol.REASON_INSUFFICIENT
             self.ledger.reserve(uid, namespace, name, node, gpu, request)
+            self._held.add(uid)
             self._reserved_node[uid] = node
             self._dirty.add(node)
             return Reservation(gpu=gpu, dev_total=self.ledger.gpu_totals(node)[gpu], request=request)
@@ -273,6 +279,7 @@ class ExtenderState:
         with self.lock:
             self._unreserve(uid)
             self._unsettled.pop(uid, None)
+            self._held.discard(uid)
             claim = self._assumed.get(uid)
             if claim is not None:
                 self._reserve_assumed(uid, claim)
@@ -280,8 +287,7 @@ class ExtenderState:
     def assumed(self) -> dict[str, Assumed]:
         """The claims of unbound pods that no bind of this replica is settling, by pod UID."""
         with self.lock:
-            return {uid: claim for uid, claim in self._assumed.items()
-                    if uid not in self._unsettled and uid not in self._binding}
+            return {uid: claim for uid, claim in self._assumed.items() if uid not in self._held}
 
     def reserved(self, uid: str) -> bool:
         """Whether a reservation for this pod is outstanding."""
@@ -294,7 +300,7 @@ class ExtenderState:
         (The watch may have seen the pod bound, or deleted, while the binder waited for its reply.)
         """
         with self.lock:
-            if not self.ledger.is_reserved(uid):
+            if uid not in self._held:
                 return False
             self._unsettled[uid] = unsettled
             return True
