@@ -232,9 +232,8 @@ class LeaderElector:
         if not holder and not self._leading:
             self._warn_once("no holder", logging.INFO, "leader election: the lease %s/%s names no holder "
                             "(released, or edited by hand); taking it", cfg.namespace, cfg.name)
-        duration = self._duration(spec.lease_duration_seconds)
         held_by_other = holder and holder != cfg.identity
-        if held_by_other and self.clock() - self._observed_at < duration:
+        if held_by_other and self.clock() - self._observed_at < self._duration(spec.lease_duration_seconds):
             return False
         transitions = spec.lease_transitions or 0
         new = LeaseSpec(
