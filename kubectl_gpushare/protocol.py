@@ -36,6 +36,11 @@ ANN_ASSIGN_TIME: Final = "ALIYUN_COM_GPU_MEM_ASSIGN_TIME"
 """Defined by the original but never written by it; our device plugin writes it on Allocate."""
 ANN_ALLOCATION: Final = "scheduler.framework.gpushare.allocation"
 """gpushare 2.0: JSON ``{"<container index>": {"<gpu index>": <mem>}}``, read by inspect."""
+ANN_ASSUMED_NODE: Final = "gpushare.kubectl-gpushare.io/assumed-node"
+"""Ours, written by the extender with the five annotations above, before the Binding: the node the
+GPU index was chosen on. An unbound pod carrying it is counted on that node and GPU by every
+replica until the Binding lands or the leader cleans it up (see `extender.binder`). The original
+components ignore the key; an unbound pod without it counts nowhere, as in the original."""
 ASSIGNED_FALSE: Final = "false"
 ASSIGNED_TRUE: Final = "true"
 
@@ -459,9 +464,27 @@ def parse_unhealthy_gpus(text: str | None) -> frozenset[int]:
     return frozenset(index for index in found if index is not None and valid_gpu_index(index))
 
 
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def parse_assumed_node(text: str | None) -> str | None:
+    """Read `ANN_ASSUMED_NODE`: a node name (a DNS subdomain of at most 253 characters), else None."""
+    if not isinstance(text, str) or not 0 < len(text) <= 253 or not _DNS_SUBDOMAIN.fullmatch(text):
+        return None
+    return text
+
+
+NODE_GPUS_VERSION: Final = 1
+"""The version of `ANN_NODE_GPUS` this code writes (in each entry, ``"version"``; absent means 1)."""
+
+
 def format_node_gpus(gpus: list[dict[str, object]]) -> str:
-    """Serialise the per-GPU node annotation (see `ANN_NODE_GPUS`) compactly and stably."""
-    return json.dumps(gpus, separators=(",", ":"), sort_keys=True)
+    """Serialise the per-GPU node annotation (see `ANN_NODE_GPUS`) compactly and stably, versioned.
+
+    The version goes in each entry, so readers from before versions (which ignore unknown keys of
+    an entry) keep reading it.
+    """
+    return json.dumps([{**gpu, "version": NODE_GPUS_VERSION} for gpu in gpus], separators=(",", ":"), sort_keys=True)
 
 
 def parse_node_gpus(text: str | None) -> tuple[int, ...] | None:
@@ -469,7 +492,10 @@ def parse_node_gpus(text: str | None) -> tuple[int, ...] | None:
 
     Malformed includes: longer than `MAX_NODE_GPUS_BYTES`, nested deeper than a list of objects,
     more than `MAX_GPUS_PER_NODE` GPUs, indices not exactly 0..n-1, memory not an integer in
-    ``[0, MAX_GPU_MEMORY]``.
+    ``[0, MAX_GPU_MEMORY]``, a version that is not a positive integer.
+
+    An entry of a version newer than `NODE_GPUS_VERSION` is read conservatively: its GPU counts
+    with no memory (nothing is placed on it until this reader is upgraded).
     """
     if not text:
         return None
@@ -483,8 +509,12 @@ def parse_node_gpus(text: str | None) -> tuple[int, ...] | None:
     for entry in raw:
         if not isinstance(entry, dict):
             return None
-        index, memory = entry.get("index"), entry.get("memory")
-        if not _is_int(index) or not _is_int(memory) or not 0 <= memory <= MAX_GPU_MEMORY:
+        index, memory, version = entry.get("index"), entry.get("memory"), entry.get("version", 1)
+        if not _is_int(index) or not _is_int(version) or version < 1:
+            return None
+        if version > NODE_GPUS_VERSION:
+            memory = 0  # a newer writer may mean something else by "memory": never count it as free
+        elif not _is_int(memory) or not 0 <= memory <= MAX_GPU_MEMORY:
             return None
         entries.append((index, memory))
     entries.sort()

@@ -294,14 +294,17 @@ class KubeletSim(api_grpc.RegistrationServicer):
         if not plugin.options.get_preferred_allocation_available:
             return available[:count]
         self.preferred_calls += 1
-        response = plugin.stub.GetPreferredAllocation(
-            api.PreferredAllocationRequest(
-                container_requests=[
-                    api.ContainerPreferredAllocationRequest(available_deviceIDs=available, allocation_size=count)
-                ]
-            ),
-            timeout=30,
-        )
+        try:  # kubelet's devicemanager fails the admission when this call fails (callGetPreferredAllocationIfAvailable)
+            response = plugin.stub.GetPreferredAllocation(
+                api.PreferredAllocationRequest(
+                    container_requests=[
+                        api.ContainerPreferredAllocationRequest(available_deviceIDs=available, allocation_size=count)
+                    ]
+                ),
+                timeout=30,
+            )
+        except grpc.RpcError as exc:
+            raise KubeletAllocateError(exc.code(), exc.details() or "") from exc
         chosen = list(response.container_responses[0].deviceIDs)
         if len(chosen) != count or not set(chosen) <= set(available):
             log.warning("preferred allocation %s is not %d available devices; ignoring it", chosen, count)

@@ -40,7 +40,7 @@ from typing import NoReturn, Protocol
 from kubectl_gpushare import protocol
 from kubectl_gpushare.extender import wire
 from kubectl_gpushare.extender.app import BindOutcome
-from kubectl_gpushare.extender.state import ExtenderState, Reservation, Unsettled
+from kubectl_gpushare.extender.state import Assumed, ExtenderState, Reservation, Unsettled
 from kubectl_gpushare.kube import errors, records
 from kubectl_gpushare.kube.types import Pod
 from kubectl_gpushare.ledger import Policy
@@ -53,6 +53,7 @@ ANNOTATION_KEYS = (
     protocol.ANN_POD,
     protocol.ANN_ASSIGNED,
     protocol.ANN_ASSUME_TIME,
+    protocol.ANN_ASSUMED_NODE,
 )
 NOT_LEADER = "this extender replica is not the leader; retry"
 PATCH_ATTEMPTS = 4
@@ -91,7 +92,7 @@ class _BindError(Exception):
 
 
 class _UnknownOutcomeError(_BindError):
-    """The Binding may have happened: keep the reservation and the annotations."""
+    """The Binding may have happened, or its annotations may still claim the GPU: keep the reservation."""
 
 
 class _PodGoneError(Exception):
@@ -145,6 +146,7 @@ class Binder:
         self._idle = threading.Condition()
         self._sweeper: threading.Thread | None = None
         self._closed = threading.Event()
+        self._keep_sweeping = False
 
     def drain(self, timeout: float) -> bool:
         """Wait until no bind is in flight and no Binding's outcome is unknown; False on timeout.
@@ -221,7 +223,7 @@ class Binder:
             reason = "unknown_node" if reservation.startswith("node ") else "no_fit"
             raise _BindError(self._cannot_place(args, request, reservation), reason)
         try:
-            annotations = self._annotations(reservation)
+            annotations = self._annotations(reservation, args.node)
             patched = self._patch(args, pod, annotations, deadline)
             self._create_binding(args, patched, annotations, deadline)
         except _UnknownOutcomeError:
@@ -272,13 +274,14 @@ class Binder:
         return protocol.BIND_CANNOT_PLACE.format(
             node=args.node, name=args.pod_name, namespace=args.pod_namespace, spec=spec)
 
-    def _annotations(self, reservation: Reservation) -> dict[str, str | None]:
+    def _annotations(self, reservation: Reservation, reservation_node: str) -> dict[str, str | None]:
         return {
             protocol.ANN_IDX: str(reservation.gpu),
             protocol.ANN_DEV: str(reservation.dev_total),
             protocol.ANN_POD: str(reservation.request),
             protocol.ANN_ASSIGNED: protocol.ASSIGNED_FALSE,
             protocol.ANN_ASSUME_TIME: str(self.clock_ns()),
+            protocol.ANN_ASSUMED_NODE: reservation_node,
         }
 
     def _patch(self, args: wire.BindingArgs, pod: Pod, annotations: dict[str, str | None], deadline: float) -> Pod:
@@ -350,7 +353,10 @@ class Binder:
             raise _BindError(message + " (the pod is gone)", "not_found") from None
         except errors.KubeError as exc:
             if definite and not isinstance(failure, errors.Conflict):
-                raise _BindError(message, "binding_failed") from None  # it did not happen: release
+                # It did not happen, but our annotations may still claim the GPU on the unbound pod:
+                # keep the reservation until the sweep has removed them (its next round).
+                self._keep(args, annotations, sent_at - self.unknown_grace,
+                           f"{message}; reading the pod back failed too: {exc}", refused=True)
             self._keep(args, annotations, sent_at, f"{message}; reading the pod back failed too: {exc}")
         if current.spec.node_name == args.node and _has(current, annotations):
             return  # it was bound after all (a lost reply, or a repeated request that landed)
@@ -358,17 +364,28 @@ class Binder:
             self._keep(args, annotations, sent_at, f"{message}; the pod is on {args.node} without its GPU annotations")
         if current.spec.node_name or definite:
             # Refused, or bound elsewhere by another scheduler meanwhile: our annotations are wrong there.
-            self._roll_back(args, current, annotations, deadline)
+            if not self._roll_back(args, current, annotations, deadline) and not current.spec.node_name and not resend:
+                self._keep(args, annotations, sent_at - self.unknown_grace, message, refused=True)
             if resend:
                 self.state.release(args.pod_uid)
             raise _BindError(message, "binding_failed")
         self._keep(args, annotations, sent_at, message)
 
     def _keep(self, args: wire.BindingArgs, annotations: dict[str, str | None], sent_at: float,
-              message: str) -> NoReturn:
-        """Keep the reservation of a Binding of unknown outcome until the API shows what happened."""
+              message: str, *, refused: bool = False) -> NoReturn:
+        """Keep the reservation of a Binding of unknown outcome until the API shows what happened.
+
+        ``refused``: the Binding was refused but the annotations could not be removed; ``sent_at``
+        is then already past the grace, so the sweep removes them on its next round.
+        """
         unsettled = Unsettled(args.pod_namespace, args.pod_name, args.node,
                               tuple((k, v) for k, v in annotations.items() if v is not None), sent_at)
+        if refused:
+            if self.state.mark_unsettled(args.pod_uid, unsettled):
+                log.warning("bind %s/%s to %s: refused, and its GPU annotations could not be removed yet; "
+                            "keeping its GPU reserved until they are", args.pod_namespace, args.pod_name, args.node)
+                self._ensure_sweeper()
+            raise _UnknownOutcomeError(message, "binding_failed")  # keeps the reservation
         if self.state.mark_unsettled(args.pod_uid, unsettled):
             log.warning("bind %s/%s to %s: outcome unknown; keeping its GPU reserved until the API server "
                         "shows it", args.pod_namespace, args.pod_name, args.node)
@@ -378,34 +395,48 @@ class Binder:
 
     def _roll_back(
         self, args: wire.BindingArgs, pod: Pod, annotations: dict[str, str | None], deadline: float
-    ) -> None:
+    ) -> bool:
         """Remove our annotations from a pod we did not bind, unless someone has rewritten them since.
 
-        Tries until ``deadline`` (and at least once).
+        Tries until ``deadline`` (and at least once). Returns whether they are gone (or no longer
+        ours, or the pod is gone or bound to the node they name); False when that is not known.
         """
         removal: dict[str, str | None] = dict.fromkeys(ANNOTATION_KEYS)
         for attempt in range(2 * PATCH_ATTEMPTS):
             if not _has(pod, annotations) or pod.spec.node_name == args.node:
-                return
+                return True
             if attempt and self._left(deadline) <= 0:
                 break
             try:
                 self.api.patch_pod_annotations(args.pod_namespace, args.pod_name, removal,
                                                uid=args.pod_uid, resource_version=pod.metadata.resource_version,
                                                budget=max(0.0, self._left(deadline)))
-                return
+                return True
+            except errors.NotFound:
+                return True
             except errors.Conflict:
                 try:
                     pod = self._get(args, max(0.0, self._left(deadline)))
-                except (_PodGoneError, errors.KubeError):
-                    return
+                except _PodGoneError:
+                    return True
+                except errors.KubeError:
+                    return False
             except errors.KubeError as exc:
-                log.error("could not remove GPU annotations from unbound pod %s/%s: %s "
-                          "(harmless: an unbound pod counts nowhere, and the next bind rewrites them)",
-                          args.pod_namespace, args.pod_name, exc)
-                return
+                log.error("could not remove GPU annotations from unbound pod %s/%s: %s (their GPU stays "
+                          "counted on %s until they are removed)", args.pod_namespace, args.pod_name, exc, args.node)
+                return False
+        return False
 
     # --- unsettled reservations ------------------------------------------------------------------------
+
+    def start_sweeper(self) -> None:
+        """Sweep until `close`, also when nothing of this replica is unsettled.
+
+        While it leads, the sweep removes the expired GPU claims of unbound pods that any replica
+        wrote (a leader that crashed mid-bind, a Binding that never landed).
+        """
+        self._keep_sweeping = True
+        self._ensure_sweeper()
 
     def _ensure_sweeper(self) -> None:
         with self._idle:
@@ -417,7 +448,7 @@ class Binder:
     def _sweep_loop(self) -> None:
         while not self._closed.wait(self.sweep_interval):
             try:
-                if not self.sweep():
+                if not self.sweep() and not self._keep_sweeping:
                     with self._idle:  # ended under the lock, so a new mark starts a new sweeper
                         if not self.state.unsettled():
                             self._sweeper = None
@@ -437,7 +468,33 @@ class Binder:
             with self.state.binding(uid) as first:
                 if first:  # else a retried bind of this pod is settling it now
                     self._settle(uid, unsettled)
+        if self._keep_sweeping and self.is_leader():
+            now = time.monotonic()  # the cache's clock for claims
+            for uid, claim in self.state.assumed().items():
+                if self._closed.is_set():
+                    break
+                if now >= claim.expires:
+                    with self.state.binding(uid) as first:
+                        if first:
+                            self._clean_claim(uid, claim)
         return len(self.state.unsettled())
+
+    def _clean_claim(self, uid: str, claim: Assumed) -> None:
+        """Remove an expired GPU claim from an unbound pod (no Binding written with it can land now)."""
+        args = wire.BindingArgs(pod_name=claim.name, pod_namespace=claim.namespace, pod_uid=uid, node=claim.node)
+        try:
+            pod = self._get(args, self.request_timeout)
+        except (_PodGoneError, errors.KubeError):
+            return  # the watch shows a deletion; an unreadable pod is tried again next round
+        annotations = pod.metadata.annotations
+        if (pod.spec.node_name or protocol.parse_assumed_node(annotations.get(protocol.ANN_ASSUMED_NODE)) != claim.node
+                or protocol.parse_gpu_index(annotations.get(protocol.ANN_IDX)) != claim.gpu
+                or protocol.parse_assume_time(annotations.get(protocol.ANN_ASSUME_TIME)) != claim.assume_time):
+            return  # bound, or claimed anew since: the watch brings the new state
+        log.warning("pod %s/%s is still unbound long after its GPU on %s was claimed for it; removing the claim",
+                    claim.namespace, claim.name, claim.node)
+        current = {key: annotations[key] for key in ANNOTATION_KEYS if key in annotations}
+        self._roll_back(args, pod, dict(current), self.clock() + 2 * self.request_timeout)
 
     def _settle(self, uid: str, unsettled: Unsettled) -> None:
         args = wire.BindingArgs(pod_name=unsettled.name, pod_namespace=unsettled.namespace, pod_uid=uid,
@@ -464,8 +521,8 @@ class Binder:
             return  # unbound, but the Binding may still land
         log.warning("unsettled bind of %s: still unbound %.0f s after its Binding; taking it as lost, "
                     "removing its annotations and releasing its GPU", where, self.unknown_grace)
-        self._roll_back(args, pod, dict(unsettled.annotations), self.clock() + 2 * self.request_timeout)
-        self.state.release(uid)
+        if self._roll_back(args, pod, dict(unsettled.annotations), self.clock() + 2 * self.request_timeout):
+            self.state.release(uid)  # else the next round tries again: the annotations still claim the GPU
 
 
 def _has(pod: Pod, annotations: dict[str, str | None]) -> bool:

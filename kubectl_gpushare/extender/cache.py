@@ -31,11 +31,12 @@ import threading
 import time
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.extender.state import ExtenderState
+from kubectl_gpushare.extender.state import Assumed, ExtenderState
 from kubectl_gpushare.kube import records, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.informer import Informer
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
+from kubectl_gpushare.ledger import COMPLETED_PHASES, PodRecord
 
 log = logging.getLogger("kubectl_gpushare.extender.cache")
 _WARNED_LIMIT = 10_000
@@ -45,14 +46,19 @@ _WARNED_LIMIT = 10_000
 class ExtenderCache:
     """The informers that keep one `ExtenderState` in sync with the API server."""
 
-    def __init__(self, client: Client, state: ExtenderState, *, page_size: int = 1000) -> None:
+    def __init__(self, client: Client, state: ExtenderState, *, page_size: int = 1000,
+                 claim_lifetime: float = 90.0) -> None:
         """Prepare the informers; `start` runs them.
 
         Args:
             client: the shared API client.
             state: the model to keep current.
             page_size: items per list page.
+            claim_lifetime: seconds after its ``ASSUME_TIME`` that an unbound pod's GPU claim can
+                still be followed by its Binding (the bind deadline, one request, the unknown-outcome
+                grace); counted from when it is first seen if that time is in the future.
         """
+        self.claim_lifetime = claim_lifetime
         self.client = client
         self.state = state
         self.page_size = page_size
@@ -195,7 +201,19 @@ class ExtenderCache:
             self._unreadable(f"pod {pod.metadata.namespace}/{pod.metadata.name}", exc)
             return
         self._warn_once(warnings)
-        self.state.set_pod(record)
+        self.state.set_pod(record, self._claim(pod, record))
+
+    def _claim(self, pod: Pod, record: PodRecord) -> Assumed | None:
+        """The GPU claim of an unbound pod that carries the extender's annotations, else None."""
+        if record.node or record.phase in COMPLETED_PHASES:
+            return None
+        node = protocol.parse_assumed_node(pod.metadata.annotations.get(protocol.ANN_ASSUMED_NODE))
+        if node is None or record.gpu_index < 0 or record.request <= 0:
+            return None
+        left = record.assume_time / 1e9 + self.claim_lifetime - time.time()
+        expires = time.monotonic() + min(max(left, 0.0), self.claim_lifetime)
+        return Assumed(record.namespace, record.name, node, record.gpu_index, record.request, record.assume_time,
+                       expires)
 
     def _pod_update(self, old: Pod, new: Pod) -> None:
         if old.metadata.uid != new.metadata.uid:

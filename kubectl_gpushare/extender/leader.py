@@ -37,6 +37,9 @@ from kubectl_gpushare.kube.types import Lease, LeaseSpec
 
 log = logging.getLogger("kubectl_gpushare.extender.leader")
 
+MAX_LEASE_FACTOR = 4.0
+"""A Lease's duration is believed up to this many times ours: a hand-edited huge one cannot stall takeover."""
+
 
 class LeaseApi(Protocol):
     """The Lease calls leader election makes."""
@@ -95,6 +98,7 @@ class LeaderElector:
         """Whether the last successful round took the Lease from another holder (or created it)."""
         self._observed: tuple[str, str, str] | None = None  # holder, renewTime, resourceVersion
         self._observed_at = 0.0
+        self._warned: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -225,9 +229,11 @@ class LeaderElector:
         spec = lease.spec
         holder = spec.holder_identity or ""
         self._observe(holder, spec.renew_time or "", lease.metadata.resource_version)
-        duration = float(spec.lease_duration_seconds or cfg.lease_duration)
+        if not holder and not self._leading:
+            self._warn_once("no holder", logging.INFO, "leader election: the lease %s/%s names no holder "
+                            "(released, or edited by hand); taking it", cfg.namespace, cfg.name)
         held_by_other = holder and holder != cfg.identity
-        if held_by_other and self.clock() - self._observed_at < duration:
+        if held_by_other and self.clock() - self._observed_at < self._duration(spec.lease_duration_seconds):
             return False
         transitions = spec.lease_transitions or 0
         new = LeaseSpec(
@@ -244,6 +250,28 @@ class LeaderElector:
         self._observe(cfg.identity, now, updated.metadata.resource_version)
         self._acquired = holder != cfg.identity
         return True
+
+    def _duration(self, seconds: object) -> float:
+        """The Lease's duration, bounded: not below ours (two leaders), not above `MAX_LEASE_FACTOR` x ours (stall)."""
+        ours = self.config.lease_duration
+        longest = MAX_LEASE_FACTOR * ours
+        if seconds is None:
+            return ours
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or not ours <= seconds <= longest:
+            bounded = ours if not isinstance(seconds, int) or seconds < ours else longest
+            shown = str(seconds)[:40]
+            self._warn_once(f"duration {shown}", logging.WARNING, "leader election: the lease %s/%s has "
+                            "leaseDurationSeconds %s; waiting %.0f s for it instead", self.config.namespace,
+                            self.config.name, shown, bounded)
+            return bounded
+        return float(seconds)
+
+    def _warn_once(self, key: str, level: int, message: str, *args: object) -> None:
+        if key not in self._warned:
+            if len(self._warned) > 100:
+                self._warned.clear()
+            self._warned.add(key)
+            log.log(level, message, *args)
 
     def _observe(self, holder: str, renew_time: str, resource_version: str) -> None:
         record = (holder, renew_time, resource_version)

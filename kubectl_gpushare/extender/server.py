@@ -118,7 +118,9 @@ def serve(
     request_timeout = min(cfg.kube.timeout or cfg.bind_deadline, cfg.bind_deadline / 4)
     api = KubeApi(Client(dataclasses.replace(cfg.kube, timeout=request_timeout), component="extender", retry=None))
     state = ExtenderState()
-    cache = ExtenderCache(client, state)
+    # An unbound pod's GPU claim lives as long as its Binding may still land: sent within the bind
+    # deadline (plus one request) of the claim, landing within the grace of being sent.
+    cache = ExtenderCache(client, state, claim_lifetime=cfg.bind_deadline + request_timeout + cfg.unknown_grace)
     elector: LeaderElector | None = None
     if cfg.leader_elect:
         elector = LeaderElector(
@@ -159,6 +161,7 @@ def serve(
             log.info("cache synced: %d nodes, %d GPU pods", nodes, pods)
             if elector is not None:
                 elector.start()
+            binder.start_sweeper()
         stop.wait()
     finally:
         log.info("extender stopping")

@@ -72,6 +72,33 @@ class Unsettled:
     since: float
 
 
+@dataclass(frozen=True)
+class Assumed:
+    """An unbound pod whose annotations claim a GPU (`protocol.ANN_ASSUMED_NODE` and the GPU index).
+
+    Some replica wrote them before a Binding that may still land, so every replica counts the claim
+    on that node and GPU (as a reservation) until the pod is seen bound, deleted, or without the
+    annotations; the leader's sweep removes them once ``expires`` has passed (`Binder.sweep`).
+
+    Attributes:
+        namespace: the pod's namespace.
+        name: the pod's name.
+        node: the node the annotations name.
+        gpu: the GPU index they name.
+        request: the pod's request (its limits, as every count reads it).
+        assume_time: ``ALIYUN_COM_GPU_MEM_ASSUME_TIME`` (unix ns), to clean up only this claim.
+        expires: monotonic seconds after which no Binding written with the claim can still land.
+    """
+
+    namespace: str
+    name: str
+    node: str
+    gpu: int
+    request: int
+    assume_time: int
+    expires: float
+
+
 class ExtenderState:
     """A thread-safe ledger (capacity basis, like the original) with a fast filter path."""
 
@@ -85,6 +112,9 @@ class ExtenderState:
         self._reserved_node: dict[str, str] = {}
         self._binding: set[str] = set()
         self._unsettled: dict[str, Unsettled] = {}
+        self._assumed: dict[str, Assumed] = {}
+        self._held: set[str] = set()
+        """Pods whose reservation the binder made (the ledger's reservation is the claim's otherwise)."""
         self._max_free: dict[str, int] = {}
         self._scores: dict[str, dict[tuple[int, str], int]] = {}
         self._dirty: set[str] = set()
@@ -117,17 +147,42 @@ class ExtenderState:
             if node in self._raw_nodes:
                 self._apply_node(node)
 
-    def set_pod(self, pod: PodRecord) -> None:
-        """Add or update a pod by UID; a pod whose GPU index changed moves, it is never counted twice."""
+    def set_pod(self, pod: PodRecord, assumed: Assumed | None = None) -> None:
+        """Add or update a pod by UID; a pod whose GPU index changed moves, it is never counted twice.
+
+        ``assumed``: the claim an unbound pod's annotations make (counted as a reservation), or None.
+        """
+        uid = pod.uid
         with self.lock:
-            self._touch(pod.uid)
+            self._touch(uid)
             self.ledger.set_pod(pod)
-            if pod.uid in self._reserved_node and not self.ledger.is_reserved(pod.uid):
-                del self._reserved_node[pod.uid]
-                self._unsettled.pop(pod.uid, None)
+            if uid in self._reserved_node and not self.ledger.is_reserved(uid):
+                del self._reserved_node[uid]
+                self._unsettled.pop(uid, None)
+                self._held.discard(uid)
             if counts(pod):
-                self._pod_node[pod.uid] = pod.node
+                self._pod_node[uid] = pod.node
                 self._dirty.add(pod.node)
+            if assumed is not None and not pod.node:
+                self._assumed[uid] = assumed
+                if uid not in self._held:
+                    self._reserve_assumed(uid, assumed)
+            elif self._assumed.pop(uid, None) is not None and uid not in self._held:
+                self._unreserve(uid)  # bound (counted from its node now), or its claim was removed
+
+    def _reserve_assumed(self, uid: str, assumed: Assumed) -> None:
+        old = self._reserved_node.get(uid)
+        if old is not None:
+            self._dirty.add(old)
+        self.ledger.reserve(uid, assumed.namespace, assumed.name, assumed.node, assumed.gpu, assumed.request)
+        self._reserved_node[uid] = assumed.node
+        self._dirty.add(assumed.node)
+
+    def _unreserve(self, uid: str) -> None:
+        node = self._reserved_node.pop(uid, None)
+        if node is not None:
+            self._dirty.add(node)
+        self.ledger.release(uid)
 
     def remove_pod(self, uid: str) -> None:
         """Forget a deleted pod; a reservation for it ends too."""
@@ -136,19 +191,27 @@ class ExtenderState:
             self.ledger.remove_pod(uid)
             self._reserved_node.pop(uid, None)
             self._unsettled.pop(uid, None)
+            self._assumed.pop(uid, None)
+            self._held.discard(uid)
 
     def drop_pods_except(self, keep: set[str]) -> int:
         """Forget every counted pod whose UID is not in ``keep`` (after a fresh re-list).
 
-        Reservations of binds in flight are kept. Returns how many pods were dropped.
+        Reservations of binds in flight are kept; claims of unbound pods the list lacks end.
+        Returns how many pods were dropped.
         """
         with self.lock:
+            for uid in [uid for uid in self._assumed if uid not in keep]:
+                del self._assumed[uid]
+                if uid not in self._held:
+                    self._unreserve(uid)
             stale = [uid for uid in self._pod_node if uid not in keep]
             for uid in stale:
                 self._touch(uid)
                 self.ledger.remove_pod(uid)
                 self._reserved_node.pop(uid, None)
                 self._unsettled.pop(uid, None)
+                self._held.discard(uid)
             return len(stale)
 
     def _touch(self, uid: str) -> None:
@@ -192,25 +255,39 @@ class ExtenderState:
             The reservation, or the reason the pod does not fit (the original's filter words).
         """
         with self.lock:
+            claim = self._assumed.get(uid)
+            if claim is not None and uid not in self._held:
+                self._unreserve(uid)  # this pod's own earlier claim must not crowd it out
             reason = self.fits_one(node, request)
-            if reason is not None:
-                return reason
-            gpu = self.ledger.choose_gpu(node, request, policy)
-            if gpu is None:  # pragma: no cover - fits_one said some GPU has room
-                return protocol.REASON_INSUFFICIENT
+            gpu = self.ledger.choose_gpu(node, request, policy) if reason is None else None
+            if gpu is None:
+                if claim is not None and not self.ledger.is_reserved(uid):
+                    self._reserve_assumed(uid, claim)
+                return reason or protocol.REASON_INSUFFICIENT
             self.ledger.reserve(uid, namespace, name, node, gpu, request)
+            self._held.add(uid)
             self._reserved_node[uid] = node
             self._dirty.add(node)
             return Reservation(gpu=gpu, dev_total=self.ledger.gpu_totals(node)[gpu], request=request)
 
     def release(self, uid: str) -> None:
-        """Undo a reservation after a failed bind (or once the API shows an unknown one is not held)."""
+        """Undo a reservation after a failed bind (or once the API shows an unknown one is not held).
+
+        A claim the watch last saw on the unbound pod's annotations stays counted (their removal
+        may have failed, or not reached the watch yet).
+        """
         with self.lock:
-            node = self._reserved_node.pop(uid, None)
-            if node is not None:
-                self._dirty.add(node)
-            self.ledger.release(uid)
+            self._unreserve(uid)
             self._unsettled.pop(uid, None)
+            self._held.discard(uid)
+            claim = self._assumed.get(uid)
+            if claim is not None:
+                self._reserve_assumed(uid, claim)
+
+    def assumed(self) -> dict[str, Assumed]:
+        """The claims of unbound pods that no bind of this replica is settling, by pod UID."""
+        with self.lock:
+            return {uid: claim for uid, claim in self._assumed.items() if uid not in self._held}
 
     def reserved(self, uid: str) -> bool:
         """Whether a reservation for this pod is outstanding."""
@@ -223,7 +300,7 @@ class ExtenderState:
         (The watch may have seen the pod bound, or deleted, while the binder waited for its reply.)
         """
         with self.lock:
-            if not self.ledger.is_reserved(uid):
+            if uid not in self._held:
                 return False
             self._unsettled[uid] = unsettled
             return True

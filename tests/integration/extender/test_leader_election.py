@@ -196,3 +196,36 @@ def test_graceful_handover_waits_for_a_binding_of_unknown_outcome(
     with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
         b.scheduler().bind(sandbox.get("pods", "default", "b"), "gpu-0")
     assert check_no_overcommit_of(sandbox, 16) == 10
+
+
+def hand_edited_lease(spec: dict[str, object]) -> dict[str, object]:
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "gpushare-schd-extender", "namespace": "kube-system"},
+            "spec": {"renewTime": now, "acquireTime": now, **spec}}
+
+
+@pytest.mark.parametrize(("spec", "at_least", "at_most", "logged"), [
+    ({"holderIdentity": "ghost", "leaseDurationSeconds": -5}, 2.5, 3.0 + 3, "leaseDurationSeconds -5"),
+    ({"holderIdentity": "ghost", "leaseDurationSeconds": 0}, 2.5, 3.0 + 3, "leaseDurationSeconds 0"),
+    ({"holderIdentity": "ghost", "leaseDurationSeconds": 10**15}, 11.5, 12.0 + 4, "leaseDurationSeconds 10000"),
+    ({"leaseDurationSeconds": 10**15}, 0.0, 3.0, "names no holder"),
+], ids=["negative", "zero", "huge", "no-holder"])
+def test_hand_edited_lease_is_read_with_bounds_and_one_log_line(
+    sandbox: Sandbox, extender_factory, caplog, spec, at_least, at_most, logged  # type: ignore[no-untyped-def]
+) -> None:
+    caplog.set_level("INFO", logger="kubectl_gpushare.extender.leader")
+    sandbox.load([node_object("gpu-0", [8], ip="10.0.0.1"), pod_object("p0", "default", [3]),
+                  hand_edited_lease(spec)])
+    started = time.monotonic()
+    ext = extender_factory(identity="replica-a", **FAST)
+    wait_until(lambda: ready(ext), at_most + 5)
+    took = time.monotonic() - started
+    # Never sooner than our own lease duration after the last change (a negative one is no licence to
+    # take a live leader's Lease), never later than 4 times it (a huge one is no licence to stall).
+    assert at_least <= took <= at_most + 3, took
+    lines = [r.getMessage() for r in caplog.records if logged in r.getMessage()]
+    assert len(lines) == 1, lines
+    ext.scheduler().bind(sandbox.get("pods", "default", "p0"), "gpu-0")
+    assert sandbox.get("leases", "kube-system", "gpushare-schd-extender")["spec"]["holderIdentity"] == "replica-a"
+    check_no_overcommit(sandbox)

@@ -25,7 +25,8 @@ from kubectl_gpushare.sandbox.spec import node_object, pod_object
 
 pytestmark = pytest.mark.integration
 
-ANNOTATIONS = (protocol.ANN_IDX, protocol.ANN_DEV, protocol.ANN_POD, protocol.ANN_ASSIGNED, protocol.ANN_ASSUME_TIME)
+ANNOTATIONS = (protocol.ANN_IDX, protocol.ANN_DEV, protocol.ANN_POD, protocol.ANN_ASSIGNED, protocol.ANN_ASSUME_TIME,
+               protocol.ANN_ASSUMED_NODE)
 PODS_WATCH = r"^/api/v1/pods\?watch=true"
 
 
@@ -172,7 +173,7 @@ def test_sweep_releases_a_binding_the_api_shows_was_lost_after_the_grace(
         sched.bind(pod(sandbox, "b"), "gpu-1")  # within the grace the GPU stays reserved
     wait_for(lambda: not state.unsettled(), 10)
     assert "gpushare_extender_unsettled_binds 0.0" in ext.running.app.handle("GET", "/metrics").body.decode()
-    assert not state.reserved(uid)
+    wait_for(lambda: not state.reserved(uid))  # the claim ends when the watch shows the annotations removed
     assert not set(ANNOTATIONS) & set(pod(sandbox, "a")["metadata"].get("annotations") or {})
     sched.bind(pod(sandbox, "b"), "gpu-1")
     with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
@@ -211,3 +212,81 @@ def test_bind_answers_within_its_deadline_while_reads_keep_failing(
     took = time.monotonic() - started
     assert took < 3.0 + 0.75 + 2.0, took  # the deadline, one request timeout (3 / 4), room for a slow CI
     assert not ext.running.state.reserved(pod(sandbox, "a")["metadata"]["uid"])
+
+
+# --- what a replica writes before a Binding is enough for any other replica ---------------------------
+
+
+def test_binding_in_flight_when_the_leader_dies_is_counted_by_the_next_replica(
+    sandbox: Sandbox, extender_factory, two_pods: None  # type: ignore[no-untyped-def]
+) -> None:
+    first = extender_factory(request_timeout=1)
+    first.wait_synced()
+    late = sandbox.inject("POST", r"/pods/a/binding", latency=4.0, times=1)  # lands 4 s after it was sent
+    a = pod(sandbox, "a")
+    with pytest.raises(ExtenderCallError, match="outcome is unknown"):
+        first.scheduler(http_timeout=30).bind(a, "gpu-1")
+    assert late.hits == 1 and "nodeName" not in pod(sandbox, "a")["spec"]
+    assert pod(sandbox, "a")["metadata"]["annotations"][protocol.ANN_ASSUMED_NODE] == "gpu-1"
+    # The leader is gone; a replica that never saw the bind starts and lists the unbound, annotated pod.
+    nxt = extender_factory()
+    nxt.wait_synced()
+    assert nxt.running.state.ledger.used("gpu-1") == {0: 10}
+    with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
+        nxt.scheduler(http_timeout=30).bind(pod(sandbox, "b"), "gpu-1")
+    wait_for(lambda: pod(sandbox, "a")["spec"].get("nodeName") == "gpu-1", 10)  # the Binding lands
+    wait_for(lambda: nxt.running.state.counted_on(a["metadata"]["uid"]) == "gpu-1")
+    assert not nxt.running.state.reserved(a["metadata"]["uid"]) and nxt.running.state.ledger.used("gpu-1") == {0: 10}
+    with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
+        nxt.scheduler(http_timeout=30).bind(pod(sandbox, "b"), "gpu-1")
+    assert_within_memory(sandbox)
+
+
+def test_claim_whose_binding_never_lands_is_removed_by_the_next_replica_after_its_lifetime(
+    sandbox: Sandbox, extender_factory, two_pods: None  # type: ignore[no-untyped-def]
+) -> None:
+    first = extender_factory()
+    first.wait_synced()
+    sandbox.inject("POST", r"/pods/a/binding", drop_watch=True)  # reset: never applied
+    with pytest.raises(ExtenderCallError, match="outcome is unknown"):
+        first.scheduler(http_timeout=30).bind(pod(sandbox, "a"), "gpu-1")
+    sandbox.clear_faults()
+    # The next replica counts the claim for bind deadline + one request + the grace (2 + 0.5 + 1 s) ...
+    nxt = extender_factory(bind_deadline=2.0, unknown_grace=1.0)
+    nxt.wait_synced()
+    with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
+        nxt.scheduler(http_timeout=30).bind(pod(sandbox, "b"), "gpu-1")
+    # ... then removes it from the still unbound pod, and the GPU is free again.
+    wait_for(lambda: not set(ANNOTATIONS) & set(pod(sandbox, "a")["metadata"].get("annotations") or {}), 15)
+    wait_for(lambda: nxt.running.state.ledger.used("gpu-1") == {})
+    nxt.scheduler(http_timeout=30).bind(pod(sandbox, "b"), "gpu-1")
+    assert pod(sandbox, "b")["spec"]["nodeName"] == "gpu-1"
+    assert_within_memory(sandbox)
+
+
+def test_refused_binding_whose_read_back_fails_keeps_its_gpu_until_the_annotations_are_removed(
+    sandbox: Sandbox, extender_factory, two_pods: None  # type: ignore[no-untyped-def]
+) -> None:
+    ext = extender_factory()
+    ext.wait_synced()
+    state = ext.running.state
+    sandbox.inject("POST", r"/pods/a/binding", status=422, times=1)  # refused: it did not happen
+    sandbox.inject("GET", r"/namespaces/default/pods/a$", times=1)  # the bind's own read passes
+    reads = sandbox.inject("GET", r"/namespaces/default/pods/a$", status=500)  # the read-back fails
+    a = pod(sandbox, "a")
+    with pytest.raises(ExtenderCallError, match="bind default/a to gpu-1"):
+        ext.scheduler(http_timeout=30).bind(a, "gpu-1")
+    assert reads.hits >= 1
+    assert pod(sandbox, "a")["metadata"]["annotations"][protocol.ANN_ASSUMED_NODE] == "gpu-1"  # left behind
+    assert state.reserved(a["metadata"]["uid"])
+    with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
+        ext.scheduler(http_timeout=30).bind(pod(sandbox, "b"), "gpu-1")
+    other = extender_factory()  # a replica that never saw the bind counts the annotations too
+    other.wait_synced()
+    assert other.running.state.ledger.used("gpu-1") == {0: 10}
+    sandbox.clear_faults()
+    wait_for(lambda: not set(ANNOTATIONS) & set(pod(sandbox, "a")["metadata"].get("annotations") or {}), 10)
+    wait_for(lambda: not state.reserved(a["metadata"]["uid"]) and not other.running.state.ledger.used("gpu-1"))
+    ext.scheduler(http_timeout=30).bind(pod(sandbox, "b"), "gpu-1")
+    assert "nodeName" not in pod(sandbox, "a")["spec"]
+    assert_within_memory(sandbox)

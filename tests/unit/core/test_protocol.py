@@ -211,3 +211,31 @@ def test_fake_device_ids_keep_the_original_format() -> None:
     device = protocol.fake_device_id("GPU-a68d8362-b4ac-17f8-b19a-7cd116a45ee1", 7)
     assert device == "GPU-a68d8362-b4ac-17f8-b19a-7cd116a45ee1-_-7"
     assert protocol.uuid_of_fake_device(device) == "GPU-a68d8362-b4ac-17f8-b19a-7cd116a45ee1"
+
+
+def test_node_gpus_carry_a_version_that_older_readers_ignore() -> None:
+    import json
+
+    text = protocol.format_node_gpus([{"index": 0, "memory": 16, "uuid": "GPU-a"}])
+    assert json.loads(text) == [{"index": 0, "memory": 16, "uuid": "GPU-a", "version": protocol.NODE_GPUS_VERSION}]
+    assert protocol.parse_node_gpus(text) == (16,)
+    assert protocol.parse_node_gpus('[{"index":0,"memory":16}]') == (16,)  # written before versions
+
+
+@pytest.mark.parametrize("version", [protocol.NODE_GPUS_VERSION + 1, 10**30])
+def test_node_gpus_of_a_newer_version_are_never_counted_as_free_memory(version: int) -> None:
+    text = f'[{{"index":0,"memory":16,"version":{version}}},{{"index":1,"memory":"a lot","version":{version}}}]'
+    assert protocol.parse_node_gpus(text) == (0, 0)
+
+
+@pytest.mark.parametrize("version", ["0", "-1", '"2"', "true", "1.5", "null"])
+def test_node_gpus_with_a_version_that_is_not_one_are_malformed(version: str) -> None:
+    assert protocol.parse_node_gpus(f'[{{"index":0,"memory":16,"version":{version}}}]') is None
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("gpu-1", "gpu-1"), ("node.example.com", "node.example.com"), ("a" * 253, "a" * 253), ("a" * 254, None),
+    ("", None), (None, None), ("Node", None), ("-a", None), ("a..b", None), ("a b", None), ("gpu-1\n", None),
+])
+def test_assumed_node_is_a_bounded_node_name(text: str | None, expected: str | None) -> None:
+    assert protocol.parse_assumed_node(text) == expected

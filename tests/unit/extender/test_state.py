@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.extender.state import ExtenderState, Reservation, Unsettled
+from kubectl_gpushare.extender.state import Assumed, ExtenderState, Reservation, Unsettled
 from kubectl_gpushare.ledger import PENDING, Ledger, NodeRecord, PodRecord
 
 
@@ -213,3 +213,39 @@ def test_a_node_with_too_many_gpus_fails_alone_and_recovers_when_fixed() -> None
     assert all(name == "ok" or not totals for name, totals, _ in state.gauges())
     state.set_node(node("huge"))
     assert state.filter(["huge", "ok"], 4) == (["huge", "ok"], {})
+
+
+def claim(node_name: str = "n1", gpu: int = 0, mem: int = 10) -> Assumed:
+    return Assumed("default", "pod-a", node_name, gpu, mem, 1, expires=0.0)
+
+
+def test_claim_of_an_unbound_pod_counts_until_it_is_bound_or_removed() -> None:
+    state = state_with(node("n1", 1))
+    state.set_pod(pod("a", 10, 0, ""), claim())
+    assert state.ledger.used("n1") == {0: 10} and state.fits_one("n1", 10) is not None
+    state.set_pod(pod("a", 10, 0, "n1"))  # the Binding landed: counted once, from the pod
+    assert state.ledger.used("n1") == {0: 10} and not state.reserved("a") and not state.assumed()
+    other = state_with(node("n1", 1), pods=(pod("b", 10, PENDING, ""),))
+    other.set_pod(pod("b", 10, 0, ""), claim())
+    other.set_pod(pod("b", 10, PENDING, ""))  # the annotations were removed (the claim never bound)
+    assert other.ledger.used("n1") == {} and not other.reserved("b")
+
+
+def test_release_of_a_failed_bind_keeps_what_the_annotations_still_claim() -> None:
+    state = state_with(node("n1", 1))
+    assert isinstance(state.reserve("a", "default", "pod-a", "n1", 10, "binpack"), Reservation)
+    state.set_pod(pod("a", 10, 0, ""), claim())  # the watch shows the patch
+    state.release("a")  # the Binding failed and removing the annotations did too
+    assert state.reserved("a") and state.ledger.used("n1") == {0: 10}
+    assert isinstance(state.reserve("a", "default", "pod-a", "n1", 10, "binpack"), Reservation)  # its own claim
+    assert state.ledger.used("n1") == {0: 10}
+    state.release("a")
+    state.set_pod(pod("a", 10, PENDING, ""))
+    assert state.ledger.used("n1") == {} and not state.reserved("a")
+
+
+def test_fresh_list_without_the_pod_ends_its_claim() -> None:
+    state = state_with(node("n1", 1))
+    state.set_pod(pod("a", 10, 0, ""), claim())
+    state.drop_pods_except(set())
+    assert state.ledger.used("n1") == {} and not state.assumed()
