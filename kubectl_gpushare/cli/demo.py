@@ -57,6 +57,10 @@ DEMO_PODS: list[tuple[str, str, list[int]]] = [
 ]
 """(name, namespace, per-container GiB). The last one fits no single GPU and stays Pending."""
 
+DEMO_USES: dict[str, int] = {"train-bert": 10, "train-resnet": 18, "serve-llm": 52, "serve-embed": 3,
+                             "notebook-alice": 1, "sweep-1": 9, "sweep-2": 9}
+"""GiB each pod's fake container allocates within its share, so ``top`` has something to show."""
+
 
 def _say(message: str) -> None:
     click.secho(message, fg="cyan")
@@ -99,7 +103,7 @@ def _run_demo(workdir: Path, keep: bool) -> None:
     from kubectl_gpushare.kube.config import load_config
     from kubectl_gpushare.sandbox import ipam
     from kubectl_gpushare.sandbox.server import Sandbox
-    from kubectl_gpushare.sandbox.spec import namespace_object, node_object, pod_object
+    from kubectl_gpushare.sandbox.spec import ANN_USES, namespace_object, node_object, pod_object
 
     with ExitStack() as stack:
         sandbox: Sandbox = Sandbox(port=0).start()
@@ -131,7 +135,8 @@ def _run_demo(workdir: Path, keep: bool) -> None:
             _say(f"• kubectl label node {node} gpushare=true: device plugin with GPUs {gpus} registered with kubelet")
 
         for name, namespace, sizes in DEMO_PODS:
-            api.create(types.PODS, pod_object(name, namespace, sizes), namespace)
+            uses = {ANN_USES: str(DEMO_USES[name] << 30)} if name in DEMO_USES else None
+            api.create(types.PODS, pod_object(name, namespace, sizes, annotations=uses), namespace)
             shown = f"{namespace}/{name} ({'+'.join(map(str, sizes))} GiB)"
 
             def settled(name: str = name, namespace: str = namespace) -> bool:

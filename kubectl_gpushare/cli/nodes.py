@@ -123,6 +123,8 @@ class NodeAgents:
         """Nothing runs until `start`; ``enforce`` is each plugin's ``--enforce-memory``."""
         self.enforce = enforce
         self._cgroups: dict[str, tuple[NodeAgent, str, int | None]] = {}
+        self._hosts: dict[str, tuple[FakeBackend, Path, str]] = {}
+        """node -> (its fake GPUs, its cgroup root, the hardware string they were made from)."""
         """pod uid -> (its node's agent, its cgroup, the GPU its container allocated on)."""
         self.sandbox = sandbox
         self.api = api
@@ -256,11 +258,7 @@ class NodeAgents:
         directory = tempfile.mkdtemp(prefix="dp", dir=self.workdir)
         kubelet = KubeletSim(directory).start()
         stop = threading.Event()
-        root = Path(directory, "cgroup")
-        for rel in cgroups.qos_dirs("cgroupfs").values():
-            (root / rel).mkdir(parents=True, exist_ok=True)
-        (root / "cgroup.controllers").write_text("cpu memory\n")  # a cgroup v2 tree
-        backend = FakeBackend.from_spec(gpus, seed=node)
+        backend, root = self._host(node, gpus)
         # No health watch (nothing injects GPU faults here; it polls 10 times a second) and a slow
         # socket check (the kubelet stand-in never restarts): hundreds of nodes stay cheap when idle.
         # The usage port is ephemeral on loopback; the node's device-plugin pod relays to it through
@@ -295,6 +293,21 @@ class NodeAgents:
             self.agents[node] = agent
         self.plugin_pods[node] = stack_components.register_device_plugin(self.api, node)
         self._starters.submit(self._publish_when_registered, agent, gpus)
+
+    def _host(self, node: str, gpus: str) -> tuple[FakeBackend, Path]:
+        """The node's GPUs and cgroup tree: the host's, so they outlive a device-plugin restart.
+
+        A DaemonSet rollout replaces the plugin's container, not the node: the pods' cgroups (and the
+        memory their processes hold) stay, and the new plugin reconciles its limits over them.
+        """
+        host = self._hosts.get(node)
+        if host is None or host[2] != gpus:
+            root = Path(tempfile.mkdtemp(prefix="host", dir=self.workdir), "cgroup")
+            for rel in cgroups.qos_dirs("cgroupfs").values():
+                (root / rel).mkdir(parents=True, exist_ok=True)
+            (root / "cgroup.controllers").write_text("cpu memory\n")  # a cgroup v2 tree
+            host = self._hosts[node] = (FakeBackend.from_spec(gpus, seed=node), root, gpus)
+        return host[0], host[1]
 
     def _publish_when_registered(self, agent: NodeAgent, gpus: str) -> None:
         """What kubelet does once a plugin registers: report its devices as the node's gpu-mem."""
@@ -393,8 +406,11 @@ class NodeAgents:
 
     # --- GPU memory of the stand-in containers -----------------------------------------------------
 
-    def _start_containers(self, pod: dict[str, Any], agent: NodeAgent | None) -> str | None:
-        """Create the pod's cgroup and allocate what ``uses`` says; the CUDA error if that fails."""
+    def _start_containers(self, pod: dict[str, Any], agent: NodeAgent | None, index: int | None = None) -> str | None:
+        """Create the pod's cgroup and allocate what ``uses`` says; the CUDA error if that fails.
+
+        ``index``: the pod's GPU when known without an Allocate (a restored pod); else Allocate's env says.
+        """
         meta = pod["metadata"]
         uid = meta.get("uid", "")
         if agent is None or agent.backend is None:
@@ -406,8 +422,9 @@ class NodeAgents:
         except cgroups.InvalidUidError:
             return None
         path.mkdir(exist_ok=True)
-        envs = self.envs.get(uid) or {}
-        index = next((protocol.parse_int_strict(env.get(protocol.ENV_IDX, "")) for env in envs.values()), None)
+        if index is None:
+            envs = self.envs.get(uid) or {}
+            index = next((protocol.parse_int_strict(env.get(protocol.ENV_IDX, "")) for env in envs.values()), None)
         self._cgroups[uid] = (agent, str(path), index)
         uses = protocol.parse_int_strict((meta.get("annotations") or {}).get(ANN_USES, "") or "")
         if not uses or uses < 0 or index is None or index < 0:
@@ -463,6 +480,14 @@ class NodeAgents:
         agent = self.agents.get(str((pod.get("spec") or {}).get("nodeName") or ""))
         if agent is not None and phase not in ("Succeeded", "Failed") and requested(pod, protocol.RESOURCE_MEM):
             agent.kubelet.restore(pod)
+            uid = (pod.get("metadata") or {}).get("uid", "")
+            if uid not in self._cgroups:  # a running pod has its cgroup (and its memory) already
+                index = protocol.parse_gpu_index(((pod.get("metadata") or {}).get("annotations") or {})
+                                                 .get(protocol.ANN_IDX))
+                failure = self._start_containers(pod, agent, index)
+                if failure:
+                    log.info("restored pod %s/%s: %s", pod["metadata"].get("namespace"), pod["metadata"]["name"],
+                             failure)
 
     def _status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
         meta = pod["metadata"]
