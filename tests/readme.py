@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
     "inspect-d": ("kubectl inspect gpushare -d gpu-node-3", ["kubectl-inspect-gpushare", "-d", "gpu-node-3"]),
     "fit": ("kubectl gpushare fit 16", ["kubectl-gpushare", "fit", "16"]),
     "doctor": ("kubectl gpushare doctor", ["kubectl-gpushare", "doctor"]),
+    "top": ("kubectl gpushare top -A", ["kubectl-gpushare", "top", "-A"]),
 }
 """Block name -> (the command as the README shows it, the installed script and arguments that run it)."""
 

@@ -13,12 +13,6 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
-PENDING_PAGES = {
-    "docs/sandbox-stack.md", "docs/cli.md", "docs/memory-enforcement.md", "docs/top.md", "docs/other-schedulers.md",
-}
-"""Pages other branches of issue 16 add; linked from the README already, checked once they exist."""
-
-
 def test_readme_examples_are_what_the_demo_cluster_prints() -> None:
     blocks, svg = readme.generate()
     assert set(blocks) == set(readme.BLOCK_NAMES)
@@ -60,7 +54,7 @@ def test_relative_links_in_readme_and_docs_lead_to_files() -> None:
     missing = []
     for page, target in links:
         path = (page.parent / target.split("#", 1)[0]).resolve()
-        if not path.exists() and str(path.relative_to(ROOT)) not in PENDING_PAGES:
+        if not path.exists():
             missing.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not missing, missing
 
