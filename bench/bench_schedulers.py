@@ -13,16 +13,11 @@ process, as `bench_stacks`: median CPU seconds of ``--runs`` runs and the ratio 
 
 from __future__ import annotations
 
-import argparse
-import json
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from bench_stacks import GIB_MIB, GPUS, INSPECT, timed
+from bench_stacks import GIB_MIB, GPUS, compare
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.sandbox.spec import generate_cluster
 from kubectl_gpushare.sandbox.stack_spec import kai_reservation_object, stack_node_object, stack_pod_object
 
 DEAL = (protocol.STACK_GPUSHARE, protocol.STACK_HAMI, protocol.STACK_KAI, protocol.STACK_VOLCANO,
@@ -69,34 +64,5 @@ def as_mixed(objects: list[dict[str, Any]], gpu_memory: int) -> list[dict[str, A
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="500 nodes and 10,000 pods")
-    parser.add_argument("--runs", type=int, default=3, help="repetitions per measurement (median)")
-    args = parser.parse_args()
-    nodes, pods = (500, 10_000) if args.quick else (5_000, 100_000)
-    gpu_memory = 80
-    gpushare = generate_cluster(nodes, GPUS, pods, seed=0, gpu_memory=gpu_memory)
-    mixed = as_mixed(gpushare, gpu_memory)
-    print(f"== {nodes:,} nodes x {GPUS} GPUs, {pods:,} pods; mixed: {', '.join(DEAL)}; median of {args.runs}")
-    with tempfile.TemporaryDirectory(prefix="bench-schedulers-") as tmp:
-        files = {}
-        for name, items in (("gpushare", gpushare), ("mixed", mixed)):
-            path = Path(tmp) / f"{name}.json"
-            path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-            files[name] = path
-            print(f"{name:9s} input: {path.stat().st_size / 1e6:7.1f} MB, {len(items):,} objects")
-        for flags in ([], ["-o", "json"]):
-            results = {
-                name: timed([INSPECT, "--from-file", str(path), *flags], args.runs) for name, path in files.items()
-            }
-            view = " ".join(flags) or "summary"
-            (share_wall, share_cpu), (mixed_wall, mixed_cpu) = results["gpushare"], results["mixed"]
-            print(
-                f"{view:10s} CPU gpushare {share_cpu:6.2f} s  mixed {mixed_cpu:6.2f} s  "
-                f"ratio {mixed_cpu / share_cpu:5.2f} (goal <= 1.3)   wall {share_wall:6.2f} s / {mixed_wall:6.2f} s"
-            )
-
-
 if __name__ == "__main__":
-    main()
+    compare("mixed", as_mixed, __doc__.splitlines()[0], f"mixed: {', '.join(DEAL)}")

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,34 +74,36 @@ def timed(args: list[str], runs: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def compare(other: str, convert: Callable[[list[dict[str, Any]], int], list[dict[str, Any]]],
+            description: str, detail: str = "") -> None:
+    """Time inspect over a gpushare cluster and the same cluster converted to ``other``; print the ratios."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="500 nodes and 10,000 pods")
     parser.add_argument("--runs", type=int, default=3, help="repetitions per measurement (median)")
     args = parser.parse_args()
     nodes, pods = (500, 10_000) if args.quick else (5_000, 100_000)
     gpu_memory = 80
     gpushare = generate_cluster(nodes, GPUS, pods, seed=0, gpu_memory=gpu_memory)
-    hami = as_hami(gpushare, gpu_memory)
-    print(f"== {nodes:,} nodes x {GPUS} GPUs, {pods:,} pods; median of {args.runs}")
+    converted = convert(gpushare, gpu_memory)
+    print(f"== {nodes:,} nodes x {GPUS} GPUs, {pods:,} pods; {detail or other}; median of {args.runs}")
     with tempfile.TemporaryDirectory(prefix="bench-stacks-") as tmp:
         files = {}
-        for name, objects in (("gpushare", gpushare), ("hami", hami)):
+        for name, items in (("gpushare", gpushare), (other, converted)):
             path = Path(tmp) / f"{name}.json"
-            path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+            path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
             files[name] = path
-            print(f"{name:9s} input: {path.stat().st_size / 1e6:7.1f} MB")
+            print(f"{name:9s} input: {path.stat().st_size / 1e6:7.1f} MB, {len(items):,} objects")
         for flags in ([], ["-o", "json"]):
             results = {
                 name: timed([INSPECT, "--from-file", str(path), *flags], args.runs) for name, path in files.items()
             }
             view = " ".join(flags) or "summary"
-            (share_wall, share_cpu), (hami_wall, hami_cpu) = results["gpushare"], results["hami"]
+            (share_wall, share_cpu), (other_wall, other_cpu) = results["gpushare"], results[other]
             print(
-                f"{view:10s} CPU gpushare {share_cpu:6.2f} s  hami {hami_cpu:6.2f} s  ratio {hami_cpu / share_cpu:5.2f}"
-                f" (goal <= 1.3)   wall {share_wall:6.2f} s / {hami_wall:6.2f} s"
+                f"{view:10s} CPU gpushare {share_cpu:6.2f} s  {other} {other_cpu:6.2f} s  "
+                f"ratio {other_cpu / share_cpu:5.2f} (goal <= 1.3)   wall {share_wall:6.2f} s / {other_wall:6.2f} s"
             )
 
 
 if __name__ == "__main__":
-    main()
+    compare("hami", as_hami, __doc__.splitlines()[0])
