@@ -37,7 +37,7 @@ from kubectl_gpushare.kube.records import (
     unhealthy_node_name,
 )
 from kubectl_gpushare.kube.stacks import hami, kai
-from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
+from kubectl_gpushare.kube.types import ConfigMap, KoordDevice, Node, Pod, QuantityValue
 from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger, StackClaim, StackNode, stack_usage
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
@@ -406,6 +406,7 @@ def audit(
     configmaps: Sequence[ConfigMap] = (),
     reread: Reread | None = None,
     usage: Mapping[str, protocol.UsageReport | None] | None = None,
+    devices: Sequence[KoordDevice] = (),
 ) -> DoctorReport:
     """Run every check.
 
@@ -424,6 +425,7 @@ def audit(
         reread: pods on the given nodes, read again; None reads ``pods`` twice (held as a list).
         usage: node -> its device plugin's usage document (None: it did not answer), for
             ``gpu-over-share``; None skips that check.
+        devices: Koordinator's ``Device`` objects, where the API serves them (per-GPU memory, as inspect reads it).
     """
     if reread is None:
         held = list(pods)
@@ -441,7 +443,7 @@ def audit(
         findings.extend(_enforcement_findings(node))
     findings.extend(_usage_findings(usage or {}))
     findings.extend(_configmap_findings([c for c in configmaps if c.metadata.namespace == SYSTEM_NAMESPACE]))
-    split = StackSplit(stacks.AUTO, record_warnings)
+    split = StackSplit(stacks.AUTO, record_warnings, devices)
     for node in nodes:
         split.gpushare(node)
     node_records = [node_record(node) for node in nodes]

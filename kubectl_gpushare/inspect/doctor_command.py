@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from kubectl_gpushare.inspect.doctor import DoctorReport
-    from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
+    from kubectl_gpushare.kube.types import ConfigMap, KoordDevice, Node, Pod
 
 POD_PAGE_SIZE: Final = 2000
 REREAD_PER_NODE: Final = 20
@@ -83,20 +83,22 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
     def audit(
         nodes: list[Node], pods: Iterable[Pod], configmaps: list[ConfigMap], reread: doctor.Reread | None = None,
         usage: dict[str, protocol.UsageReport | None] | None = None, warnings: Warnings | None = None,
+        devices: Sequence[KoordDevice] = (),
     ) -> _Audited:
         report = doctor.audit(
             nodes, pods, now_ns=time.time_ns(), stuck_after=options["stuck_after"], configmaps=configmaps,
-            reread=reread, usage=usage,
+            reread=reread, usage=usage, devices=devices,
         )  # fmt: skip
         return _Audited(report, warnings or Warnings())
 
     if options["from_file"] is not None:
-        from kubectl_gpushare.inspect.source import configmaps_in, parse_documents
+        from kubectl_gpushare.inspect.source import configmaps_in, devices_in, parse_documents
 
         data = options["from_file"].read()
         nodes, file_pods = parse_documents(data)
-        return audit(nodes, file_pods, configmaps_in(data))
-    from kubectl_gpushare.kube import errors, types
+        return audit(nodes, file_pods, configmaps_in(data), devices=devices_in(data, nodes))
+    from kubectl_gpushare.inspect.source import koordinator_devices
+    from kubectl_gpushare.kube import errors, stacks, types
 
     with make_client(options, "doctor") as client:
         nodes = client.list_nodes()
@@ -132,7 +134,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
 
             sharing = [n.metadata.name for n in nodes if str(n.status.capacity.get(protocol.RESOURCE_MEM, "0")) != "0"]
             usage = reports_from_plugins(client, sharing, usage_warnings, usage_timeout(options["request_timeout"]))
-        return audit(nodes, pods(), configmaps, reread, usage, usage_warnings)
+        devices = koordinator_devices(client, nodes, stacks.AUTO, usage_warnings)
+        return audit(nodes, pods(), configmaps, reread, usage, usage_warnings, devices)
 
 
 @click.command(

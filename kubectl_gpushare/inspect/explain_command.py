@@ -22,9 +22,9 @@ from kubectl_gpushare.kube.flags import complete, kube_options, make_client
 from kubectl_gpushare.kube.records import Warnings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
-    from kubectl_gpushare.kube.types import ConfigMap, Event, Node, Pod, PodPlacement
+    from kubectl_gpushare.kube.types import ConfigMap, Event, KoordDevice, Node, Pod, PodPlacement
     from kubectl_gpushare.ledger import Ledger, Policy, StackClaim, StackNode
 
 POD_PAGE_SIZE: Final = 2000
@@ -91,7 +91,8 @@ def _only_one(name: str, namespaces: list[str]) -> str:
 
 
 def _inputs(
-    pod: Pod, nodes: list[Node], pods: list[Pod], events: list[Event], configmaps: list[ConfigMap]
+    pod: Pod, nodes: list[Node], pods: list[Pod], events: list[Event], configmaps: list[ConfigMap],
+    devices: Sequence[KoordDevice] = (),
 ) -> _Inputs:
     from kubectl_gpushare.inspect.source import keyed_pod_record, stack_ledger, unhealthy_by_node
     from kubectl_gpushare.kube.records import node_record
@@ -103,14 +104,14 @@ def _inputs(
         (node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in nodes),
         (keyed_pod_record(p, warnings) for p in pods if p.status.phase not in COMPLETED_PHASES),
     )
-    stack_nodes, stack_claims = stack_ledger(nodes, pods, warnings)
+    stack_nodes, stack_claims = stack_ledger(nodes, pods, warnings, devices=devices)
     return _Inputs(pod, nodes, ledger, events, warnings=warnings, stack_nodes=stack_nodes, stack_claims=stack_claims)
 
 
 def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
     name = options["pod"]
     if options["from_file"] is not None:
-        from kubectl_gpushare.inspect.source import configmaps_in, items_of_kind, parse_documents, raw_key
+        from kubectl_gpushare.inspect.source import configmaps_in, devices_in, items_of_kind, parse_documents, raw_key
         from kubectl_gpushare.kube.types import POD_PLACEMENT_DECODER
 
         data = options["from_file"].read()
@@ -120,13 +121,13 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
         matches = [p for p in file_pods if (p.metadata.namespace, p.metadata.name) == (namespace, name)]
         if not matches:
             raise _pod_not_found(namespace, name, None if options["namespace"] else homes)
-        inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data))
+        inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data), devices_in(data, file_nodes))
         for raw in items_of_kind(data, "Pod"):  # JSON dumps carry the affinity; YAML ones are read without it
             if raw_key(raw) == (namespace, name):
                 inputs.placement = POD_PLACEMENT_DECODER.decode(raw)
         return inputs
-    from kubectl_gpushare.inspect.source import ACTIVE_PODS, require_namespace
-    from kubectl_gpushare.kube import errors, types
+    from kubectl_gpushare.inspect.source import ACTIVE_PODS, koordinator_devices, require_namespace
+    from kubectl_gpushare.kube import errors, stacks, types
 
     def namesakes() -> list[str]:
         """Namespaces holding a pod called ``name`` (one field-selected list, names only)."""
@@ -162,7 +163,11 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
             configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE)
         except errors.Forbidden:
             configmaps = []  # unhealthy GPUs are then judged by capacity != allocatable only
-    inputs = _inputs(pod, nodes, pods, events, configmaps)
+        device_warnings = Warnings()
+        devices = koordinator_devices(client, nodes, stacks.AUTO, device_warnings)
+    inputs = _inputs(pod, nodes, pods, events, configmaps, devices)
+    for message in device_warnings:
+        inputs.warnings.add(message)
     inputs.placement = placement
     return inputs
 

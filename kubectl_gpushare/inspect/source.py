@@ -186,16 +186,24 @@ class StackSplit:
 
 
 def stack_ledger(
-    nodes: Iterable[types.Node], pods: Iterable[types.Pod], warnings: Warnings, forced: str = stacks.AUTO
+    nodes: Iterable[types.Node], pods: Iterable[types.Pod], warnings: Warnings, forced: str = stacks.AUTO,
+    devices: Iterable[types.KoordDevice] = (),
 ) -> tuple[list[StackNode], dict[str, list[StackClaim]]]:
     """Nodes of other stacks (by name) and their pods' claims, as inspect reads them, for doctor and explain."""
-    split = StackSplit(forced, warnings)
+    split = StackSplit(forced, warnings, devices)
     for node in nodes:
         split.gpushare(node)
     if split.nodes:
         for pod in pods:
             split.add_pod(pod)
     return split.result()
+
+
+def devices_in(data: bytes, nodes: Sequence[types.Node]) -> list[types.KoordDevice]:
+    """Koordinator's ``Device`` objects in a file dump, read only when one of ``nodes`` is Koordinator's."""
+    if not _has_koordinator(nodes, stacks.AUTO):
+        return []
+    return _decoded(items_of_kinds(data, ("Device",)).get("Device", ()), types.KOORD_DEVICE_DECODER)
 
 
 # --- from the API ----------------------------------------------------------------------------------
@@ -205,7 +213,7 @@ def _has_koordinator(nodes: Iterable[types.Node], forced: str) -> bool:
     return any(stacks.detect(node, forced) == protocol.STACK_KOORDINATOR for node in nodes)
 
 
-def _koordinator_devices(
+def koordinator_devices(
     client: Client, nodes: Sequence[types.Node], forced: str, warnings: Warnings
 ) -> list[types.KoordDevice]:
     """Koordinator's ``Device`` objects, read only when a node is Koordinator's (one request then).
@@ -279,7 +287,7 @@ def from_api(
             sick = unhealthy_by_node(client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE))
         except Forbidden:
             warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
-    split = StackSplit(stack, warnings, _koordinator_devices(client, decoded, stack, warnings))
+    split = StackSplit(stack, warnings, koordinator_devices(client, decoded, stack, warnings))
     nodes = split.gpushare_records(decoded, sick)
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
@@ -559,8 +567,7 @@ def from_documents(
     if selector:
         matches = selectors.matcher(selector)
         chosen = [node for node in chosen if matches(node.metadata.labels)]
-    koordinator = _has_koordinator(chosen, stack)
-    found = items_of_kinds(data, ("ConfigMap", "Device") if koordinator else ("ConfigMap",))
+    found = items_of_kinds(data, ("ConfigMap", "Device") if _has_koordinator(chosen, stack) else ("ConfigMap",))
     sick = unhealthy_by_node(_decoded(found["ConfigMap"], types.CONFIGMAP_DECODER))
     devices = _decoded(found.get("Device", ()), types.KOORD_DEVICE_DECODER)
     split = StackSplit(stack, warnings, devices)

@@ -49,3 +49,23 @@ def test_no_device_request_without_koordinator_nodes(sandbox: Sandbox, kube_env:
     sandbox.clear_requests()
     inspect_json(kube_env)
     assert "devices" not in {r.resource for r in sandbox.requests}
+
+
+def test_explain_and_doctor_read_the_device_objects_as_inspect_does(sandbox: Sandbox, kube_env: dict[str, str]) -> None:
+    sandbox.load(cases.cluster_objects("koordinator"))
+    sandbox.clear_requests()
+    explain = subprocess.run(["kubectl-gpushare", "explain", "pod-example"], env=kube_env, capture_output=True,
+                             text=True, timeout=60)
+    assert explain.returncode == 0 and explain.stderr == "", explain.stderr
+    # The Device object's 15110 MiB and UUID, not the node resources' even split (16384 MiB each).
+    assert "GPU 0 (GPU-koord-node-0) holding 7555 of 15110 MiB" in explain.stdout, explain.stdout
+    doctor = subprocess.run(["kubectl-gpushare", "doctor"], env=kube_env, capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in doctor.stderr
+    devices = [(r.verb, r.resource) for r in sandbox.requests if r.resource == "devices"]
+    assert devices == [("list", "devices"), ("list", "devices")]
+
+    sandbox.inject(method="GET", path=DEVICES, status=403)
+    explain = subprocess.run(["kubectl-gpushare", "explain", "pod-example"], env=kube_env, capture_output=True,
+                             text=True, timeout=60)
+    assert "holding 7555 of 16384 MiB" in explain.stdout
+    assert "cannot list devices.scheduling.koordinator.sh" in explain.stderr
