@@ -47,8 +47,8 @@ from kubectl_gpushare.kube import types  # noqa: E402
 from kubectl_gpushare.kube.client import Client  # noqa: E402
 from kubectl_gpushare.kube.config import load_config  # noqa: E402
 from kubectl_gpushare.node.fake_backend import FakeBackend  # noqa: E402
+from kubectl_gpushare.sandbox.builders import namespace_object, node_object, pod_object  # noqa: E402
 from kubectl_gpushare.sandbox.server import Sandbox  # noqa: E402
-from kubectl_gpushare.sandbox.spec import namespace_object, node_object, pod_object  # noqa: E402
 
 NODE = "gpu-node-1"
 VENV_BIN = Path(sys.executable).parent

@@ -34,8 +34,8 @@ from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import node_object, pod_object
 
 NODES = 32
 GPUS = [16] * 4

@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from kubectl_gpushare.sandbox.spec import pod_object
+from kubectl_gpushare.sandbox.builders import pod_object
 
 ROOT = Path(__file__).resolve().parent.parent
 

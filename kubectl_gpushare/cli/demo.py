@@ -102,8 +102,9 @@ def _run_demo(workdir: Path, keep: bool) -> None:
     from kubectl_gpushare.kube.client import Client
     from kubectl_gpushare.kube.config import load_config
     from kubectl_gpushare.sandbox import ipam
+    from kubectl_gpushare.sandbox.builders import namespace_object, node_object, pod_object
     from kubectl_gpushare.sandbox.server import Sandbox
-    from kubectl_gpushare.sandbox.spec import ANN_USES, namespace_object, node_object, pod_object
+    from kubectl_gpushare.sandbox.spec import ANN_USES
 
     with ExitStack() as stack:
         sandbox: Sandbox = Sandbox(port=0).start()
@@ -184,7 +185,8 @@ def _top_demo(sandbox: Sandbox, api: Client, running: Stack, kubeconfig: Path, w
     from kubectl_gpushare import protocol
     from kubectl_gpushare.inspect.usage import fetch_reports
     from kubectl_gpushare.kube import errors, types
-    from kubectl_gpushare.sandbox.spec import ANN_USES, pod_object
+    from kubectl_gpushare.sandbox.builders import pod_object
+    from kubectl_gpushare.sandbox.spec import ANN_USES
 
     name, namespace, asked, uses = GREEDY
 

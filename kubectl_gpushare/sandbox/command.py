@@ -116,8 +116,9 @@ def run(
     """The command's body; ``attachment`` runs around the serving sandbox (``--stack``)."""
     from contextlib import ExitStack
 
+    from kubectl_gpushare.sandbox.builders import namespace_object
     from kubectl_gpushare.sandbox.server import Sandbox
-    from kubectl_gpushare.sandbox.spec import SpecError, generate_cluster, load_spec, namespace_object
+    from kubectl_gpushare.sandbox.spec import SpecError, generate_cluster, load_spec
     from kubectl_gpushare.sandbox.state import StateFileError
 
     seed_objects: list[dict[str, Any]] = []

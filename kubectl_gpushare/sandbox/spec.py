@@ -1,10 +1,8 @@
 """Cluster specs: a declarative YAML description of a GPU cluster, and a generator for big ones.
 
-Owns how test and demo clusters look: GPU nodes with ``aliyun.com/gpu-mem`` and
-``aliyun.com/gpu-count`` in capacity and allocatable, ``InternalIP`` addresses (data only, never
-contacted), the ``gpushare=true`` and ``nvidia.com/gpu.*`` labels, taints and unhealthy-GPU
-ConfigMaps; pods with ``aliyun.com/gpu-mem`` limits, phases and the annotations the original
-scheduler extender writes on bind. Generated data never over-commits a GPU and is deterministic
+Owns how test and demo clusters are described: which nodes (with taints and unhealthy GPUs),
+pods and other objects a spec file asks for, built by `builders` (gpushare objects) and
+`stack_spec` (other sharing stacks). Generated data never over-commits a GPU and is deterministic
 for a seed. Produces plain dicts for `Sandbox.load`; does no I/O except reading a spec file.
 
 A spec file (all keys optional)::
@@ -34,24 +32,29 @@ Other sharing stacks (``stack:`` on a node; its pods follow it, see `stack_spec`
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
-import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.sandbox import ipam
+from kubectl_gpushare.sandbox import ipam, stack_spec
+from kubectl_gpushare.sandbox.builders import (
+    DEFAULT_PRODUCT,
+    EPOCH,
+    namespace_object,
+    node_object,
+    pod_object,
+    timestamp,
+    unhealthy_configmap,
+)
 
-DEFAULT_PRODUCT = "NVIDIA-A100-SXM4-80GB"
 REQUEST_SIZES = (1, 2, 2, 4, 4, 4, 8, 8, 10, 16, 20, 40)
 """Typical per-pod GPU memory requests (in the memory unit), sampled by the generator."""
-_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 class SpecError(ValueError):
@@ -155,206 +158,6 @@ class ClusterSpec(msgspec.Struct, forbid_unknown_fields=True):
     objects: list[dict[str, Any]] = []
 
 
-def _stable_hex(seed: str, length: int) -> str:
-    return hashlib.sha256(seed.encode()).hexdigest()[:length]
-
-
-def _timestamp(offset_seconds: int, epoch: datetime = _EPOCH) -> str:
-    return (epoch + timedelta(seconds=offset_seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def namespace_object(name: str) -> dict[str, Any]:
-    """A Namespace object."""
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
-def node_object(
-    name: str,
-    gpu_memories: list[int],
-    *,
-    ip: str,
-    product: str = DEFAULT_PRODUCT,
-    labels: dict[str, str] | None = None,
-    annotations: dict[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
-    gpushare: bool = True,
-    ready: bool = True,
-    created: str | None = None,
-) -> dict[str, Any]:
-    """A GPU node as the gpushare device plugin leaves it (an empty list gives a CPU-only node)."""
-    total = sum(gpu_memories)
-    all_labels = {
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-    }
-    resources: dict[str, str] = {"cpu": "96", "memory": "1056816536Ki", "pods": "110", "ephemeral-storage": "1Ti"}
-    if gpu_memories:
-        if gpushare:
-            all_labels[protocol.LABEL_GPUSHARE] = "true"
-        all_labels[protocol.LABEL_GPU_PRODUCT] = product
-        all_labels[protocol.LABEL_GPU_COUNT] = str(len(gpu_memories))
-        all_labels[protocol.LABEL_GPU_MEMORY] = str(min(gpu_memories) * 1024)
-        resources[protocol.RESOURCE_MEM] = str(total)
-        resources[protocol.RESOURCE_COUNT] = str(len(gpu_memories))
-    all_labels.update(labels or {})
-    node_annotations = dict(annotations or {})
-    if gpu_memories and len(set(gpu_memories)) > 1:
-        node_annotations.setdefault(
-            protocol.ANN_NODE_GPUS,
-            protocol.format_node_gpus(
-                [{"index": i, "memory": m, "model": product} for i, m in enumerate(gpu_memories)]
-            ),
-        )
-    heartbeat = created or _timestamp(0)
-    metadata: dict[str, Any] = {"name": name, "labels": all_labels}
-    if node_annotations:
-        metadata["annotations"] = node_annotations
-    if created:
-        metadata["creationTimestamp"] = created
-    spec: dict[str, Any] = {}
-    if taints:
-        spec["taints"] = taints
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": metadata,
-        "spec": spec,
-        "status": {
-            "capacity": dict(resources),
-            "allocatable": dict(resources),
-            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "False",
-                    "reason": "KubeletReady" if ready else "KubeletNotReady",
-                    "message": "kubelet is posting ready status",
-                    "lastHeartbeatTime": heartbeat,
-                    "lastTransitionTime": heartbeat,
-                }
-            ],
-            "nodeInfo": {
-                "machineID": _stable_hex(name, 32),
-                "systemUUID": str(uuid.UUID(_stable_hex(name + "/system", 32))),
-                "bootID": str(uuid.UUID(_stable_hex(name + "/boot", 32))),
-                "kubeletVersion": "v1.32.0",
-                "kubeProxyVersion": "v1.32.0",
-                "osImage": "Ubuntu 22.04.4 LTS",
-                "kernelVersion": "5.15.0-105-generic",
-                "containerRuntimeVersion": "containerd://1.7.13",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
-        },
-    }
-
-
-def unhealthy_configmap(node: str, gpus: list[int]) -> dict[str, Any]:
-    """The ConfigMap that marks GPUs of a node unhealthy (read by the extender)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": protocol.UNHEALTHY_CM_PREFIX + node, "namespace": protocol.UNHEALTHY_CM_NAMESPACE},
-        "data": {protocol.UNHEALTHY_CM_KEY: ",".join(str(g) for g in gpus)},
-    }
-
-
-def pod_object(
-    name: str,
-    namespace: str,
-    requests: list[int],
-    *,
-    node: str | None = None,
-    gpu: int | None = None,
-    gpu_memory: int | None = None,
-    phase: str | None = None,
-    assigned: bool | None = None,
-    assume_time: int = 0,
-    ip: str | None = None,
-    uid: str | None = None,
-    created: str | None = None,
-    labels: dict[str, str] | None = None,
-    annotations: dict[str, str] | None = None,
-    ready: bool | None = None,
-) -> dict[str, Any]:
-    """A pod with per-container ``aliyun.com/gpu-mem`` limits and, when placed, the extender's annotations.
-
-    Args:
-        name: pod name.
-        namespace: its namespace.
-        requests: GPU memory per container (0 leaves a container without the limit).
-        node: the node it is bound to (None: unbound and Pending).
-        gpu: the GPU index the extender chose (None: no ``ALIYUN_COM_GPU_MEM_IDX``).
-        gpu_memory: that GPU's total memory, for ``ALIYUN_COM_GPU_MEM_DEV``.
-        phase: the pod phase (default Running when bound with an index, else Pending).
-        assigned: ``ALIYUN_COM_GPU_MEM_ASSIGNED`` (default: true once Running).
-        assume_time: ``ALIYUN_COM_GPU_MEM_ASSUME_TIME`` in unix nanoseconds.
-        ip: status.podIP when running (None: none yet; `ipam.assign` gives one from the node's range).
-        uid: metadata.uid (generated on load when None).
-        created: creationTimestamp.
-        labels: extra labels.
-        annotations: extra annotations.
-        ready: a ``Ready`` condition with this status (None: no conditions, as before).
-    """
-    phase = phase or ("Running" if node and gpu is not None else "Pending")
-    containers: list[dict[str, Any]] = []
-    for i, request in enumerate(requests):
-        container: dict[str, Any] = {
-            "name": "main" if i == 0 else f"sidecar-{i}",
-            "image": "nvcr.io/nvidia/cuda:12.4.1-base",
-        }
-        if request > 0:
-            quantity = {protocol.RESOURCE_MEM: str(request)}
-            container["resources"] = {"limits": dict(quantity), "requests": dict(quantity)}
-        containers.append(container)
-    pod_annotations: dict[str, str] = {}
-    if node and gpu is not None:
-        pod_annotations[protocol.ANN_IDX] = str(gpu)
-        pod_annotations[protocol.ANN_POD] = str(sum(requests))
-        if gpu_memory is not None:
-            pod_annotations[protocol.ANN_DEV] = str(gpu_memory)
-        is_assigned = assigned if assigned is not None else phase != "Pending"
-        pod_annotations[protocol.ANN_ASSIGNED] = protocol.ASSIGNED_TRUE if is_assigned else protocol.ASSIGNED_FALSE
-        pod_annotations[protocol.ANN_ASSUME_TIME] = str(assume_time)
-    pod_annotations.update(annotations or {})
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"app": name.rsplit("-", 1)[0]}}
-    metadata["labels"].update(labels or {})
-    if pod_annotations:
-        metadata["annotations"] = pod_annotations
-    if uid:
-        metadata["uid"] = uid
-    if created:
-        metadata["creationTimestamp"] = created
-    spec: dict[str, Any] = {"containers": containers, "restartPolicy": "Always", "schedulerName": "default-scheduler"}
-    if node:
-        spec["nodeName"] = node
-    status: dict[str, Any] = {"phase": phase}
-    if phase == "Running":
-        if ip:  # else `ipam.assign` gives one from the node's range when the seed is built
-            status["podIP"] = ip
-            status["podIPs"] = [{"ip": ip}]
-        status["containerStatuses"] = [
-            {
-                "name": c["name"],
-                "ready": True,
-                "restartCount": 0,
-                "image": c["image"],
-                "imageID": "",
-                "started": True,
-                "state": {"running": {"startedAt": created or _timestamp(0)}},
-            }
-            for c in containers
-        ]
-    if not node:
-        status["conditions"] = [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "waiting for a GPU"}
-        ]
-    elif ready is not None:
-        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
-
-
 def _node_ip(index: int) -> str:
     return f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
 
@@ -397,14 +200,14 @@ def generate_cluster(
         range and every Running pod an address in its node's range (`ipam.assign`).
     """
     rng = random.Random(seed)
-    start = epoch or _EPOCH
+    start = epoch or EPOCH
     names = ["default"] + [f"team-{i}" for i in range(1, max(namespaces, 1))]
     objects: list[dict[str, Any]] = [namespace_object(name) for name in names]
     width = max(len(str(max(nodes - 1, 0))), 3)
     node_names = [f"{node_prefix}{i:0{width}d}" for i in range(nodes)]
     for i, name in enumerate(node_names):
         objects.append(
-            node_object(name, [gpu_memory] * gpus_per_node, ip=_node_ip(i + 1), created=_timestamp(i % 3600, start))
+            node_object(name, [gpu_memory] * gpus_per_node, ip=_node_ip(i + 1), created=timestamp(i % 3600, start))
         )
     free = [[gpu_memory] * gpus_per_node for _ in range(nodes)]
     open_nodes = list(range(nodes)) if gpus_per_node and gpu_memory > 0 else []
@@ -413,7 +216,7 @@ def generate_cluster(
         namespace = names[i % len(names)]
         request = min(rng.choice(REQUEST_SIZES), max(gpu_memory, 1))
         name = f"job-{i:06d}-{rng.randrange(16**5):05x}"
-        created = _timestamp(3600 + i, start)
+        created = timestamp(3600 + i, start)
         roll = rng.random()
         placed: tuple[int, int] | None = None
         if roll >= pending_fraction and open_nodes:
@@ -473,8 +276,6 @@ def generate_cluster(
 
 
 def _stack_node(node: NodeSpec, memories: list[int], index: int) -> dict[str, Any]:
-    from kubectl_gpushare.sandbox import stack_spec
-
     if node.stack not in protocol.STACKS or node.register_format not in ("json", "colon") or node.replicas < 1:
         raise SpecError(f"node {node.name}: stack must be one of {', '.join(protocol.STACKS)}, "
                         "registerFormat json or colon, replicas at least 1")
@@ -486,8 +287,6 @@ def _stack_node(node: NodeSpec, memories: list[int], index: int) -> dict[str, An
 
 
 def _stack_pod(pod: PodSpec, stack: str, amounts: list[int]) -> dict[str, Any]:
-    from kubectl_gpushare.sandbox import stack_spec
-
     if stack not in protocol.STACKS:
         raise SpecError(f"pod {pod.namespace}/{pod.name}: stack must be one of {', '.join(protocol.STACKS)}")
     if pod.fraction is not None and (stack != protocol.STACK_KAI or not 0 < pod.fraction <= 1):
@@ -504,8 +303,6 @@ def _add_kai_reservation(
     add_namespace: Callable[[str], None],
 ) -> None:
     """KAI's reservation pod for a shared GPU, once per GPU (its binder runs one per GPU group)."""
-    from kubectl_gpushare.sandbox import stack_spec
-
     if (node, gpu) not in reserved:
         reserved.add((node, gpu))
         add_namespace(protocol.KAI_RESERVATION_NAMESPACES[0])

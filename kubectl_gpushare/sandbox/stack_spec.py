@@ -18,7 +18,7 @@ import json
 from typing import Any, Final
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.sandbox.spec import node_object, pod_object
+from kubectl_gpushare.sandbox.builders import node_object, pod_object
 
 HAMI_SPLIT: Final = 10
 """HAMi's default ``deviceSplitCount``: ``nvidia.com/gpu`` advertises GPUs x 10."""

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kubectl_gpushare.sandbox.spec import node_object, pod_object
+from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.stack_spec import stack_node_object, stack_pod_object
 
 GOLDEN = Path(__file__).resolve().parent

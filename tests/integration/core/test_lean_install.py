@@ -22,8 +22,8 @@ import pytest
 
 from kubectl_gpushare import __version__
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
+from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import node_object, pod_object
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -18,8 +18,8 @@ from kubectl_gpushare.deviceplugin.kubelet import target
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, KubeletSim
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.sandbox.builders import pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import pod_object
 
 pytestmark = pytest.mark.integration
 

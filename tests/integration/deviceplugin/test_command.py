@@ -12,8 +12,8 @@ import pytest
 from kubectl_steps import reaped
 
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
+from kubectl_gpushare.sandbox.builders import node_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import node_object
 
 VENV_BIN = Path(sys.executable).parent
 

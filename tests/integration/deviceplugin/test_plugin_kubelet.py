@@ -11,8 +11,8 @@ import pytest
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin.daemon import DaemonError
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, KubeletSim
+from kubectl_gpushare.sandbox.builders import node_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import node_object
 
 pytestmark = pytest.mark.integration
 

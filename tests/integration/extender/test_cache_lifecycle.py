@@ -12,8 +12,8 @@ from kubectl_gpushare.extender.cache import ExtenderCache
 from kubectl_gpushare.extender.state import ExtenderState
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import node_object, pod_object
 
 pytestmark = pytest.mark.integration
 

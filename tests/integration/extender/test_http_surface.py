@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from kubectl_gpushare.extender.schedsim import ExtenderCallError
+from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import node_object, pod_object
 
 pytestmark = pytest.mark.integration
 

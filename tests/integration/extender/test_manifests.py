@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubectl_gpushare.sandbox.builders import node_object, pod_object, unhealthy_configmap
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import node_object, pod_object, unhealthy_configmap
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubectl_gpushare.sandbox.builders import namespace_object, node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import namespace_object, node_object, pod_object
 
 pytestmark = pytest.mark.integration
 

@@ -44,7 +44,7 @@ def test_over_committed_gpus_are_named_from_a_second_read_past_the_per_node_limi
 ) -> None:
     # More over-committed nodes than doctor re-reads one by one: it reads every pod once more.
     from kubectl_gpushare.inspect.doctor_command import REREAD_PER_NODE
-    from kubectl_gpushare.sandbox.spec import node_object, pod_object
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
 
     count = REREAD_PER_NODE + 2
     objects: list[dict[str, Any]] = []
@@ -74,7 +74,7 @@ def test_an_api_failure_while_auditing_fails_as_inspect_does(
     # code, with no partial report on stdout.
     from kubectl_gpushare.inspect.doctor_command import POD_PAGE_SIZE
     from kubectl_gpushare.kube.errors import EXIT_API
-    from kubectl_gpushare.sandbox.spec import node_object, pod_object
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
 
     objects = [node_object("over", [4], ip="10.8.1.1")]
     objects += [pod_object(f"p-{number:05d}", "team", [3], node="over", gpu=0, phase="Running")

@@ -32,7 +32,7 @@ def test_kubectl_gpushare_explain_matches_golden_live_and_offline(
 
 
 def test_live_explain_quotes_the_schedulers_event(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
-    from kubectl_gpushare.sandbox.spec import namespace_object
+    from kubectl_gpushare.sandbox.builders import namespace_object
 
     # The sandbox admits pods into namespaces that do not exist; a real cluster has "ml" here.
     sandbox.load([namespace_object("ml"), *cases.seed()])
@@ -53,7 +53,7 @@ def test_live_explain_quotes_the_schedulers_event(sandbox: Sandbox, kubectl: Cal
 def test_a_pod_in_another_namespace_is_hinted_and_found_with_all_namespaces(
     sandbox: Sandbox, kubectl: Callable[..., Any], tmp_path: Path
 ) -> None:
-    from kubectl_gpushare.sandbox.spec import namespace_object
+    from kubectl_gpushare.sandbox.builders import namespace_object
 
     sandbox.load([namespace_object("ml"), namespace_object("team-b"), *cases.seed()])
     (tmp_path / "c.json").write_text(kubectl("get", "nodes,pods", "-A", "-o", "json").stdout)
@@ -73,7 +73,7 @@ def test_a_pod_in_another_namespace_is_hinted_and_found_with_all_namespaces(
 
 
 def test_a_pod_in_several_namespaces_needs_n(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
-    from kubectl_gpushare.sandbox.spec import pod_object
+    from kubectl_gpushare.sandbox.builders import pod_object
 
     sandbox.load([*cases.seed(), pod_object("wants-8", "team-b", [8])])
     result = kubectl("gpushare", "explain", "wants-8", "-A", check=False)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from kubectl_gpushare.inspect import command
+from kubectl_gpushare.sandbox.builders import node_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import node_object
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from kubectl_gpushare.kube.errors import EXIT_API, EXIT_USAGE
+from kubectl_gpushare.sandbox.builders import namespace_object, node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import namespace_object, node_object, pod_object
 
 pytestmark = pytest.mark.integration
 

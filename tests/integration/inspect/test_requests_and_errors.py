@@ -252,7 +252,7 @@ def test_group_by_namespace_live_equals_from_file(sandbox: Sandbox, kube_env: di
 
 
 def test_unhealthy_gpus_are_read_only_by_the_views_that_mark_them(sandbox: Sandbox, kube_env: dict[str, str]) -> None:
-    from kubectl_gpushare.sandbox.spec import node_object, unhealthy_configmap
+    from kubectl_gpushare.sandbox.builders import node_object, unhealthy_configmap
 
     sandbox.load([node_object("n", [16, 16], ip="10.0.0.1"), unhealthy_configmap("n", [0])])
     sandbox.clear_requests()
@@ -267,7 +267,7 @@ def test_unhealthy_gpus_are_read_only_by_the_views_that_mark_them(sandbox: Sandb
 def test_quota_column_live_equals_from_kubectls_dump(
     sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from kubectl_gpushare.sandbox.spec import node_object, pod_object
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
 
     quota = {
         "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu", "namespace": "ml"},

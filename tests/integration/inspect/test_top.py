@@ -138,7 +138,7 @@ def test_many_hung_plugins_cost_one_timeout_together(sandbox: Sandbox) -> None:
     from kubectl_gpushare.inspect import usage
     from kubectl_gpushare.kube.client import Client
     from kubectl_gpushare.kube.config import load_config
-    from kubectl_gpushare.sandbox.spec import node_object
+    from kubectl_gpushare.sandbox.builders import node_object
 
     count = usage.MAX_CONCURRENT * 3
     names = [f"hung-{number:02d}" for number in range(count)]

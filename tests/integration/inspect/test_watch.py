@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kubectl_steps import default_signals
 
+from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import node_object, pod_object
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.command import served_elsewhere
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import generate_cluster, node_object, pod_object
+from kubectl_gpushare.sandbox.spec import generate_cluster
 
 pytestmark = pytest.mark.integration
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]

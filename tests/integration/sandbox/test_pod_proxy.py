@@ -17,8 +17,8 @@ import pytest
 from usage_standin import StandIn, plugin_pod
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.sandbox.builders import pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import pod_object
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from kubectl_gpushare.sandbox.builders import pod_object
 from kubectl_gpushare.sandbox.rbac import rules_from_requests, uncovered_requests
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import generate_cluster, pod_object
+from kubectl_gpushare.sandbox.spec import generate_cluster
 
 pytestmark = pytest.mark.integration
 

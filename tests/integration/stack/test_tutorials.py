@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.sandbox.spec import node_object
+from kubectl_gpushare.sandbox.builders import node_object
 
 from .conftest import StackCluster
 

@@ -7,7 +7,7 @@ import pytest
 from kubectl_gpushare import protocol
 from kubectl_gpushare.cli.scheduler import _tolerates, extenders_from_config, requested
 from kubectl_gpushare.cli.stack import StackAttachment, hardware_of, scheduler_config_text
-from kubectl_gpushare.sandbox.spec import node_object
+from kubectl_gpushare.sandbox.builders import node_object
 
 
 def test_the_shipped_scheduler_configuration_drives_the_scheduler() -> None:

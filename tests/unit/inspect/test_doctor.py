@@ -243,7 +243,7 @@ def test_a_pod_bound_around_the_extender_is_named() -> None:
     """nodeName set by hand, aliyun.com/gpu-mem asked, no extender annotations: an error naming the pod."""
     from kubectl_gpushare.inspect import doctor
     from kubectl_gpushare.kube.types import NODE_DECODER, POD_DECODER
-    from kubectl_gpushare.sandbox.spec import node_object, pod_object
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
 
     node = NODE_DECODER.decode(json.dumps(node_object("gpu-a", [16, 16], ip="10.0.0.1")).encode())
 

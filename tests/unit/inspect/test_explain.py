@@ -55,7 +55,7 @@ def test_missing_pod_is_an_api_style_not_found(seeded: Path, cli_runner: CliRunn
 
 
 def test_an_unhealthy_gpu_with_room_is_named(tmp_path: Path, cli_runner: CliRunner) -> None:
-    from kubectl_gpushare.sandbox.spec import node_object, pod_object, unhealthy_configmap
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object, unhealthy_configmap
 
     items = [
         node_object("n", [16, 16], ip="10.0.0.1"),
@@ -122,7 +122,7 @@ def test_a_hami_pod_over_two_gpus_lists_both_in_mib(tmp_path: Path, cli_runner: 
 
 
 def test_many_nodes_are_summarised_and_capped_in_text_whole_in_json(tmp_path: Path, cli_runner: CliRunner) -> None:
-    from kubectl_gpushare.sandbox.spec import node_object, pod_object
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
 
     full = [node_object(f"full-{n:02d}", [4], ip=f"10.9.1.{n + 1}") for n in range(25)]
     roomy = [node_object(f"roomy-{n:02d}", [16], ip=f"10.9.0.{n + 1}") for n in range(5)]

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from kubectl_gpushare.inspect.command import inspect_command
 from kubectl_gpushare.inspect.fit_command import fit_command
-from kubectl_gpushare.sandbox.spec import node_object, pod_object, unhealthy_configmap
+from kubectl_gpushare.sandbox.builders import node_object, pod_object, unhealthy_configmap
 
 
 @pytest.fixture

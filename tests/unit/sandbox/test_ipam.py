@@ -5,7 +5,8 @@ from __future__ import annotations
 import ipaddress
 
 from kubectl_gpushare.sandbox import ipam
-from kubectl_gpushare.sandbox.spec import generate_cluster, node_object, parse_spec, pod_object
+from kubectl_gpushare.sandbox.builders import node_object, pod_object
+from kubectl_gpushare.sandbox.spec import generate_cluster, parse_spec
 
 
 def test_node_ranges_are_distinct_24s_of_the_cluster_cidr() -> None:

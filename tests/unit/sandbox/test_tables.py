@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.resources import BY_PLURAL
-from kubectl_gpushare.sandbox.spec import node_object, pod_object
 from kubectl_gpushare.sandbox.tables import human_duration, table
 
 
