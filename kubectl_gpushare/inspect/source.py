@@ -224,7 +224,7 @@ def koordinator_devices(
     if not _has_koordinator(nodes, forced):
         return []
     try:
-        devices: list[types.KoordDevice] = client.list(types.KOORD_DEVICES, on_skip=warnings.add)
+        devices = client.list(types.KOORD_DEVICES, on_skip=warnings.add)
     except NotFound:
         return []
     except Forbidden:
@@ -499,7 +499,7 @@ def quotas_in(data: bytes) -> list[types.ResourceQuota]:
 
 def list_quotas(client: Client, warnings: Warnings) -> list[types.ResourceQuota]:
     """Every ResourceQuota (quotas are few; one that does not decode is warned about and left out)."""
-    quotas: list[types.ResourceQuota] = client.list(types.RESOURCEQUOTAS, on_skip=warnings.add)
+    quotas = client.list(types.RESOURCEQUOTAS, on_skip=warnings.add)
     return quotas
 
 

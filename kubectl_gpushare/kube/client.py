@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, TypedDict, overload
 
 import msgspec
 
@@ -32,15 +32,20 @@ from kubectl_gpushare.kube.retry import READ_POLICY, RetryPolicy, call_with_retr
 from kubectl_gpushare.kube.types import (
     ConfigMap,
     Event,
+    ItemT,
     Kind,
+    KubeObject,
     Lease,
     LeaseSpec,
     Node,
+    ObjectList,
     ObjectReference,
     Pod,
-    ResourceQuota,
 )
 from kubectl_gpushare.kube.watch import Watch
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; annotations are not evaluated at run time
+    from typing import Unpack
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +57,22 @@ PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
 }
-KindRef = (
-    Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota]
-    | Kind[types.KoordDevice] | str
-)
+Body = Mapping[str, object] | msgspec.Struct
+"""An object to create or replace: a mapping (a plain dict or a `TypedDict`) or a Struct, encoded as JSON."""
+PatchBody = Mapping[str, object] | Sequence[Mapping[str, object]]
+"""A merge or strategic patch document, or a JSON patch's list of operations (RFC 6902)."""
+
+
+class ListOptions(TypedDict, total=False):
+    """The keyword options of `Client.list_pages`, passed on by `Client.list_all`, `list` and `iter_items`."""
+
+    label_selector: str | None
+    field_selector: str | None
+    page_size: int
+    resource_version: str | None
+    allow_inconsistent: bool
+    on_skip: Callable[[str], None] | None
+    on_undecodable: Callable[[Undecodable], object] | None
 
 
 def _log_skip(message: str) -> None:
@@ -67,7 +84,12 @@ def default_user_agent(component: str = "client") -> str:
     return f"kubectl-gpushare/{__version__} ({component})"
 
 
-def _kind(kind: KindRef) -> Any:
+@overload
+def _kind(kind: Kind[ItemT]) -> Kind[ItemT]: ...
+@overload
+def _kind(kind: str) -> Kind[KubeObject]: ...
+def _kind(kind: Kind[ItemT] | str) -> Kind[ItemT] | Kind[KubeObject]:
+    """The `Kind` itself, or the one a plural name (``"pods"``) names; its objects are then typed `KubeObject`."""
     if isinstance(kind, str):
         try:
             return types.KINDS[kind]
@@ -76,7 +98,9 @@ def _kind(kind: KindRef) -> Any:
     return kind
 
 
-def _object_path(kind: Any, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+def _object_path(
+    kind: Kind[KubeObject], namespace: str | None, name: str | None = None, subresource: str | None = None
+) -> str:
     """The path of one object (or, without a name, where to create one); namespaced kinds need a namespace."""
     if kind.namespaced and not namespace:
         raise KubeError(f"{kind.plural} are namespaced: a namespace is required")
@@ -176,7 +200,15 @@ class Client:
 
     # --- generic verbs -------------------------------------------------------------------------------
 
-    def get(self, kind: KindRef, name: str, namespace: str | None = None, subresource: str | None = None) -> Any:
+    @overload
+    def get(
+        self, kind: Kind[ItemT], name: str, namespace: str | None = None, subresource: str | None = None
+    ) -> ItemT: ...
+    @overload
+    def get(self, kind: str, name: str, namespace: str | None = None, subresource: str | None = None) -> KubeObject: ...
+    def get(
+        self, kind: Kind[ItemT] | str, name: str, namespace: str | None = None, subresource: str | None = None
+    ) -> ItemT | KubeObject:
         """One object, decoded as its kind's Struct.
 
         Raises:
@@ -185,9 +217,17 @@ class Client:
         k = _kind(kind)
         return k.item_decoder.decode(self.request("GET", _object_path(k, namespace, name, subresource)))
 
+    @overload
+    def list_pages(
+        self, kind: Kind[ItemT], namespace: str | None = None, **options: Unpack[ListOptions]
+    ) -> Iterator[ObjectList[ItemT]]: ...
+    @overload
+    def list_pages(
+        self, kind: str, namespace: str | None = None, **options: Unpack[ListOptions]
+    ) -> Iterator[ObjectList[KubeObject]]: ...
     def list_pages(
         self,
-        kind: KindRef,
+        kind: Kind[ItemT] | str,
         namespace: str | None = None,
         *,
         label_selector: str | None = None,
@@ -197,7 +237,7 @@ class Client:
         allow_inconsistent: bool = False,
         on_skip: Callable[[str], None] | None = None,
         on_undecodable: Callable[[Undecodable], object] | None = None,
-    ) -> Iterator[Any]:
+    ) -> Iterator[ObjectList[ItemT]] | Iterator[ObjectList[KubeObject]]:
         """Yield a kind's list one decoded page at a time (``limit`` + ``continue``).
 
         All pages are one consistent snapshot with the first page's ``metadata.resourceVersion``.
@@ -259,10 +299,25 @@ class Client:
             if not token:
                 return
 
-    def list_all(self, kind: KindRef, namespace: str | None = None, **options: Any) -> tuple[builtins.list[Any], str]:
+    @overload
+    def list_all(
+        self, kind: Kind[ItemT], namespace: str | None = None, **options: Unpack[ListOptions]
+    ) -> tuple[builtins.list[ItemT], str]: ...
+    @overload
+    def list_all(
+        self, kind: str, namespace: str | None = None, **options: Unpack[ListOptions]
+    ) -> tuple[builtins.list[KubeObject], str]: ...
+    def list_all(
+        self, kind: Kind[ItemT] | str, namespace: str | None = None, **options: Unpack[ListOptions]
+    ) -> tuple[builtins.list[ItemT], str] | tuple[builtins.list[KubeObject], str]:
         """Every item of a kind and the list's resourceVersion; starts over (up to 3 times) if paging expires."""
+        return self._list_all(_kind(kind), namespace, options)
+
+    def _list_all(
+        self, kind: Kind[ItemT], namespace: str | None, options: ListOptions
+    ) -> tuple[builtins.list[ItemT], str]:
         for attempt in range(3):
-            items: builtins.list[Any] = []
+            items: builtins.list[ItemT] = []
             version = ""
             try:
                 for page in self.list_pages(kind, namespace, **options):
@@ -274,54 +329,94 @@ class Client:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def list(self, kind: KindRef, namespace: str | None = None, **options: Any) -> builtins.list[Any]:
+    @overload
+    def list(
+        self, kind: Kind[ItemT], namespace: str | None = None, **options: Unpack[ListOptions]
+    ) -> builtins.list[ItemT]: ...
+    @overload
+    def list(
+        self, kind: str, namespace: str | None = None, **options: Unpack[ListOptions]
+    ) -> builtins.list[KubeObject]: ...
+    def list(
+        self, kind: Kind[ItemT] | str, namespace: str | None = None, **options: Unpack[ListOptions]
+    ) -> builtins.list[ItemT] | builtins.list[KubeObject]:
         """Every item of a kind (see `list_pages` for the options)."""
-        return self.list_all(kind, namespace, **options)[0]
+        return self._list_all(_kind(kind), namespace, options)[0]
 
-    def iter_items(self, kind: KindRef, namespace: str | None = None, **options: Any) -> Iterator[Any]:
+    @overload
+    def iter_items(
+        self, kind: Kind[ItemT], namespace: str | None = None, **options: Unpack[ListOptions]
+    ) -> Iterator[ItemT]: ...
+    @overload
+    def iter_items(
+        self, kind: str, namespace: str | None = None, **options: Unpack[ListOptions]
+    ) -> Iterator[KubeObject]: ...
+    def iter_items(
+        self, kind: Kind[ItemT] | str, namespace: str | None = None, **options: Unpack[ListOptions]
+    ) -> Iterator[ItemT | KubeObject]:
         """Items of a kind, fetched page by page (see `list_pages` for the options)."""
         for page in self.list_pages(kind, namespace, **options):
             yield from page.items
 
-    def create(self, kind: KindRef, body: Mapping[str, Any] | msgspec.Struct, namespace: str | None = None) -> Any:
+    @overload
+    def create(self, kind: Kind[ItemT], body: Body, namespace: str | None = None) -> ItemT: ...
+    @overload
+    def create(self, kind: str, body: Body, namespace: str | None = None) -> KubeObject: ...
+    def create(self, kind: Kind[ItemT] | str, body: Body, namespace: str | None = None) -> ItemT | KubeObject:
         """POST a new object and return it as the server stored it.
 
         Raises:
             Conflict: an object of that name exists (``AlreadyExists``).
         """
         k = _kind(kind)
-        payload = dict(msgspec.to_builtins(body)) if isinstance(body, msgspec.Struct) else dict(body)
-        payload.setdefault("apiVersion", _api_version(k))
-        payload.setdefault("kind", k.kind)
-        return k.item_decoder.decode(
-            self.request("POST", _object_path(k, namespace), body=types.ENCODER.encode(payload))
-        )
+        return k.item_decoder.decode(self.request("POST", _object_path(k, namespace), body=_encode_object(k, body)))
 
+    @overload
+    def replace(self, kind: Kind[ItemT], name: str, body: Body, namespace: str | None = None) -> ItemT: ...
+    @overload
+    def replace(self, kind: str, name: str, body: Body, namespace: str | None = None) -> KubeObject: ...
     def replace(
-        self, kind: KindRef, name: str, body: Mapping[str, Any] | msgspec.Struct, namespace: str | None = None
-    ) -> Any:
+        self, kind: Kind[ItemT] | str, name: str, body: Body, namespace: str | None = None
+    ) -> ItemT | KubeObject:
         """PUT an object; a ``metadata.resourceVersion`` in the body makes it conditional.
 
         Raises:
             Conflict: the object changed since that resourceVersion.
         """
         k = _kind(kind)
-        payload = dict(msgspec.to_builtins(body)) if isinstance(body, msgspec.Struct) else dict(body)
-        payload.setdefault("apiVersion", _api_version(k))
-        payload.setdefault("kind", k.kind)
         return k.item_decoder.decode(
-            self.request("PUT", _object_path(k, namespace, name), body=types.ENCODER.encode(payload))
+            self.request("PUT", _object_path(k, namespace, name), body=_encode_object(k, body))
         )
 
+    @overload
     def patch(
         self,
-        kind: KindRef,
+        kind: Kind[ItemT],
         name: str,
-        body: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        body: PatchBody,
         namespace: str | None = None,
         patch_type: PatchType = "strategic",
         subresource: str | None = None,
-    ) -> Any:
+    ) -> ItemT: ...
+    @overload
+    def patch(
+        self,
+        kind: str,
+        name: str,
+        body: PatchBody,
+        namespace: str | None = None,
+        patch_type: PatchType = "strategic",
+        subresource: str | None = None,
+    ) -> KubeObject: ...
+    def patch(
+        self,
+        kind: Kind[ItemT] | str,
+        name: str,
+        body: PatchBody,
+        namespace: str | None = None,
+        patch_type: PatchType = "strategic",
+        subresource: str | None = None,
+    ) -> ItemT | KubeObject:
         """PATCH an object and return the result.
 
         Args:
@@ -346,7 +441,9 @@ class Client:
             )
         )
 
-    def delete(self, kind: KindRef, name: str, namespace: str | None = None, uid: str | None = None) -> None:
+    def delete(
+        self, kind: Kind[KubeObject] | str, name: str, namespace: str | None = None, uid: str | None = None
+    ) -> None:
         """DELETE an object, optionally only if it still has ``uid``.
 
         Raises:
@@ -357,9 +454,10 @@ class Client:
         body = types.ENCODER.encode({"preconditions": {"uid": uid}}) if uid else None
         self.request("DELETE", _object_path(k, namespace, name), body=body)
 
+    @overload
     def watch(
         self,
-        kind: KindRef,
+        kind: Kind[ItemT],
         resource_version: str | None = None,
         *,
         namespace: str | None = None,
@@ -367,7 +465,30 @@ class Client:
         label_selector: str | None = None,
         timeout_seconds: int | None = None,
         allow_bookmarks: bool = True,
-    ) -> Watch[Any]:
+    ) -> Watch[ItemT]: ...
+    @overload
+    def watch(
+        self,
+        kind: str,
+        resource_version: str | None = None,
+        *,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> Watch[KubeObject]: ...
+    def watch(
+        self,
+        kind: Kind[ItemT] | str,
+        resource_version: str | None = None,
+        *,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> Watch[ItemT] | Watch[KubeObject]:
         """Open a watch stream on a dedicated connection.
 
         Args:
@@ -411,14 +532,11 @@ class Client:
         on_skip: Callable[[str], None] | None = None,
     ) -> builtins.list[Node]:
         """All nodes (optionally only those matching a label selector); see `list_pages` for ``on_skip``."""
-        nodes: builtins.list[Node] = self.list(
-            types.NODES, label_selector=label_selector, page_size=page_size, on_skip=on_skip
-        )
-        return nodes
+        return self.list(types.NODES, label_selector=label_selector, page_size=page_size, on_skip=on_skip)
 
     def get_node(self, name: str) -> Node:
         """One node. Raises `NotFound` if absent."""
-        return self.get(types.NODES, name)  # type: ignore[no-any-return]
+        return self.get(types.NODES, name)
 
     def iter_pods(
         self,
@@ -434,17 +552,17 @@ class Client:
 
     def get_pod(self, namespace: str, name: str) -> Pod:
         """One pod. Raises `NotFound` if absent."""
-        return self.get(types.PODS, name, namespace)  # type: ignore[no-any-return]
+        return self.get(types.PODS, name, namespace)
 
     def patch_pod(
         self,
         namespace: str,
         name: str,
-        body: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        body: PatchBody,
         patch_type: PatchType = "strategic",
     ) -> Pod:
         """Patch a pod (annotations, typically) and return it."""
-        return self.patch(types.PODS, name, body, namespace, patch_type)  # type: ignore[no-any-return]
+        return self.patch(types.PODS, name, body, namespace, patch_type)
 
     def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         """Bind a pod to a node (what a scheduler's bind does), only if the pod still has ``uid``.
@@ -461,26 +579,26 @@ class Client:
         }
         self.request("POST", types.PODS.path(namespace, name, "binding"), body=types.ENCODER.encode(binding))
 
-    def patch_node(self, name: str, body: Mapping[str, Any], patch_type: PatchType = "strategic") -> Node:
+    def patch_node(self, name: str, body: Mapping[str, object], patch_type: PatchType = "strategic") -> Node:
         """Patch a node's metadata or spec (labels, annotations) and return it."""
-        return self.patch(types.NODES, name, body, None, patch_type)  # type: ignore[no-any-return]
+        return self.patch(types.NODES, name, body, None, patch_type)
 
-    def patch_node_status(self, name: str, body: Mapping[str, Any], patch_type: PatchType = "strategic") -> Node:
+    def patch_node_status(self, name: str, body: Mapping[str, object], patch_type: PatchType = "strategic") -> Node:
         """Patch a node's status subresource (capacity/allocatable) and return the node."""
-        return self.patch(types.NODES, name, body, None, patch_type, subresource="status")  # type: ignore[no-any-return]
+        return self.patch(types.NODES, name, body, None, patch_type, subresource="status")
 
     def get_configmap(self, namespace: str, name: str) -> ConfigMap:
         """One ConfigMap. Raises `NotFound` if absent."""
-        return self.get(types.CONFIGMAPS, name, namespace)  # type: ignore[no-any-return]
+        return self.get(types.CONFIGMAPS, name, namespace)
 
     def get_lease(self, namespace: str, name: str) -> Lease:
         """One Lease. Raises `NotFound` if absent."""
-        return self.get(types.LEASES, name, namespace)  # type: ignore[no-any-return]
+        return self.get(types.LEASES, name, namespace)
 
     def create_lease(self, namespace: str, name: str, spec: LeaseSpec) -> Lease:
         """Create a Lease. Raises `Conflict` if another holder created it first."""
         body = {"metadata": {"name": name, "namespace": namespace}, "spec": msgspec.to_builtins(spec)}
-        return self.create(types.LEASES, body, namespace)  # type: ignore[no-any-return]
+        return self.create(types.LEASES, body, namespace)
 
     def update_lease(self, lease: Lease, spec: LeaseSpec) -> Lease:
         """Replace a Lease's spec, only if it is unchanged since ``lease`` was read.
@@ -495,7 +613,7 @@ class Client:
             "metadata": {"name": meta.name, "namespace": meta.namespace, "resourceVersion": meta.resource_version},
             "spec": msgspec.to_builtins(spec),
         }
-        return self.replace(types.LEASES, meta.name, body, meta.namespace)  # type: ignore[no-any-return]
+        return self.replace(types.LEASES, meta.name, body, meta.namespace)
 
     def create_event(
         self,
@@ -533,11 +651,19 @@ class Client:
             "reportingComponent": component,
             "reportingInstance": host or component,
         }
-        return self.create(types.EVENTS, body, namespace)  # type: ignore[no-any-return]
+        return self.create(types.EVENTS, body, namespace)
 
 
-def _api_version(kind: Kind[Any]) -> str:
+def _api_version(kind: Kind[KubeObject]) -> str:
     return kind.api_path.removeprefix("/apis/").removeprefix("/api/")
+
+
+def _encode_object(kind: Kind[KubeObject], body: Body) -> bytes:
+    """``body`` as JSON, with ``apiVersion`` and ``kind`` filled in from ``kind`` where it has none."""
+    payload: dict[str, object] = dict(msgspec.to_builtins(body)) if isinstance(body, msgspec.Struct) else dict(body)
+    payload.setdefault("apiVersion", _api_version(kind))
+    payload.setdefault("kind", kind.kind)
+    return types.ENCODER.encode(payload)
 
 
 

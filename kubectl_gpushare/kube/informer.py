@@ -28,17 +28,16 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Final, Generic, TypeVar
+from typing import Final, Generic
 
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Expired, KubeError
 from kubectl_gpushare.kube.lenient import Undecodable
 from kubectl_gpushare.kube.retry import RetryPolicy, backoff_delay
-from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, Node, Pod
+from kubectl_gpushare.kube.types import ItemT, Kind, KubeObject
 from kubectl_gpushare.kube.watch import UndecodableEventError, Watch
 
-T = TypeVar("T", Pod, Node, ConfigMap, Lease, Event)
 log = logging.getLogger(__name__)
 
 ERROR_BACKOFF: Final = RetryPolicy(attempts=1_000_000, base=0.5, cap=30.0, jitter=0.5, deadline=None)
@@ -51,13 +50,13 @@ def _ignore(_message: str) -> None:
     pass
 
 
-def object_key(obj: Any) -> str:
+def object_key(obj: KubeObject) -> str:
     """``namespace/name`` (or ``name`` for cluster-scoped objects), as client-go keys its caches."""
     meta = obj.metadata
     return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
-class Informer(Generic[T]):
+class Informer(Generic[ItemT]):
     """Keep a local copy of one kind in sync and report every change.
 
     Args:
@@ -85,27 +84,27 @@ class Informer(Generic[T]):
     def __init__(
         self,
         client: Client,
-        kind: Kind[T],
+        kind: Kind[ItemT],
         *,
         namespace: str | None = None,
         field_selector: str | None = None,
         label_selector: str | None = None,
-        on_add: Callable[[T], object] | None = None,
-        on_update: Callable[[T, T], object] | None = None,
-        on_delete: Callable[[T], object] | None = None,
+        on_add: Callable[[ItemT], object] | None = None,
+        on_update: Callable[[ItemT, ItemT], object] | None = None,
+        on_delete: Callable[[ItemT], object] | None = None,
         on_undecodable: Callable[[Undecodable], object] | None = None,
         page_size: int = 500,
         watch_timeout: int = 300,
         name: str | None = None,
     ) -> None:
         self.client = client
-        self.kind: Kind[T] = kind
+        self.kind: Kind[ItemT] = kind
         self.namespace = namespace
         self.field_selector = field_selector
         self.label_selector = label_selector
-        self.on_add: Callable[[T], object] | None = on_add
-        self.on_update: Callable[[T, T], object] | None = on_update
-        self.on_delete: Callable[[T], object] | None = on_delete
+        self.on_add: Callable[[ItemT], object] | None = on_add
+        self.on_update: Callable[[ItemT, ItemT], object] | None = on_update
+        self.on_delete: Callable[[ItemT], object] | None = on_delete
         self.on_undecodable: Callable[[Undecodable], object] = on_undecodable or self._log_undecodable
         self.page_size = page_size
         self.watch_timeout = watch_timeout
@@ -119,10 +118,10 @@ class Informer(Generic[T]):
         """How many distinct (key, resourceVersion) objects did not decode: for tests and metrics."""
         self._reported: set[tuple[str, str]] = set()
         self._failing_since: float | None = None
-        self._store: dict[str, T] = {}
+        self._store: dict[str, ItemT] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._watch: Watch[Any] | None = None
+        self._watch: Watch[ItemT] | None = None
         self._thread: threading.Thread | None = None
         self._resource_version = ""
         self._relist_requested = threading.Event()
@@ -131,7 +130,7 @@ class Informer(Generic[T]):
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
-    def start(self) -> Informer[T]:
+    def start(self) -> Informer[ItemT]:
         """Start the background thread (once) and return self."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
@@ -180,7 +179,7 @@ class Informer(Generic[T]):
         """Block until the first list is delivered; False on timeout."""
         return self.synced.wait(timeout)
 
-    def __enter__(self) -> Informer[T]:
+    def __enter__(self) -> Informer[ItemT]:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -211,12 +210,12 @@ class Informer(Generic[T]):
         """The last resourceVersion seen (list, event or bookmark)."""
         return self._resource_version
 
-    def get(self, key: str) -> T | None:
+    def get(self, key: str) -> ItemT | None:
         """The cached object with ``namespace/name`` (or ``name``) key, or None."""
         with self._lock:
             return self._store.get(key)
 
-    def items(self) -> list[T]:
+    def items(self) -> list[ItemT]:
         """A snapshot of every cached object."""
         with self._lock:
             return list(self._store.values())
@@ -324,7 +323,7 @@ class Informer(Generic[T]):
         if self._stop.is_set():
             return
         self.lists += 1
-        fresh: dict[str, T] = {object_key(item): item for item in items}
+        fresh: dict[str, ItemT] = {object_key(item): item for item in items}
         with self._lock:
             for undecodable in bad:  # keep the last copy that decoded, if any
                 key = undecodable.key
@@ -378,7 +377,7 @@ class Informer(Generic[T]):
             self._watch = None
             watch.close()
 
-    def _apply(self, event: types.WatchEvent[Any]) -> None:
+    def _apply(self, event: types.WatchEvent[ItemT] | types.WatchEvent[Undecodable]) -> None:
         obj = event.object
         if isinstance(obj, Undecodable):
             self._apply_undecodable(event.type, obj)
@@ -417,7 +416,7 @@ class Informer(Generic[T]):
         if item.resource_version:
             self._resource_version = item.resource_version
 
-    def _emit(self, callback: Callable[..., object] | None, *args: Any) -> None:
+    def _emit(self, callback: Callable[..., object] | None, *args: object) -> None:
         if callback is None:
             return
         try:

@@ -13,11 +13,11 @@ keeps the last good copy of the object and reports it, see `kube.informer`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
-from kubectl_gpushare.kube.types import RAW_LIST_DECODER, ItemT, Kind
+from kubectl_gpushare.kube.types import RAW_LIST_DECODER, ItemT, Kind, ObjectList
 
 
 class Undecodable(msgspec.Struct, frozen=True):
@@ -65,7 +65,7 @@ def decode_page(
     data: bytes,
     on_skip: Callable[[str], None],
     on_undecodable: Callable[[Undecodable], object] | None = None,
-) -> Any:
+) -> ObjectList[ItemT]:
     """Decode one list page, skipping (and reporting) the items that do not decode.
 
     ``on_skip`` gets one line per skipped item; ``on_undecodable``, if given, gets its `Undecodable`
@@ -82,7 +82,7 @@ def decode_page(
     except msgspec.ValidationError:
         pass
     raw = RAW_LIST_DECODER.decode(data)
-    items: list[Any] = []
+    items: list[ItemT] = []
     for item in raw.items:
         try:
             items.append(kind.item_decoder.decode(item))
@@ -93,8 +93,7 @@ def decode_page(
             on_skip(f"{what}: cannot be decoded ({bad.error[:200]}); skipped")
             if on_undecodable is not None:
                 on_undecodable(bad)
-    page_type: Any = kind.list_decoder.type
-    return page_type(metadata=raw.metadata, items=tuple(items))
+    return ObjectList(metadata=raw.metadata, items=tuple(items))
 
 
 __all__ = ["Undecodable", "decode_page", "describe"]

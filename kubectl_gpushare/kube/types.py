@@ -245,13 +245,6 @@ class ResourceQuota(msgspec.Struct, frozen=True, rename="camel", omit_defaults=T
     status: ResourceQuotaStatus = ResourceQuotaStatus()
 
 
-class ResourceQuotaList(msgspec.Struct, frozen=True, rename="camel", gc=False):
-    """One page of ResourceQuotas."""
-
-    metadata: ListMeta = ListMeta()
-    items: tuple[ResourceQuota, ...] = ()
-
-
 class LeaseSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``spec`` of a coordination.k8s.io/v1 Lease (leader election)."""
 
@@ -303,22 +296,7 @@ class Event(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=
     reporting_instance: str = ""
 
 
-# --- Lists, watch events, Status -------------------------------------------------------------------
-
-
-class PodList(msgspec.Struct, frozen=True, rename="camel", gc=False):
-    """One page of pods."""
-
-    metadata: ListMeta = ListMeta()
-    items: tuple[Pod, ...] = ()
-
-
-class NodeList(msgspec.Struct, frozen=True, rename="camel", gc=False):
-    """One page of nodes."""
-
-    metadata: ListMeta = ListMeta()
-    items: tuple[Node, ...] = ()
-
+# --- Koordinator devices ---------------------------------------------------------------------------
 
 class KoordDeviceInfo(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """One device of a Koordinator ``Device`` (koordinator ``apis/scheduling/v1alpha1/device_types.go`` DeviceInfo)."""
@@ -343,32 +321,25 @@ class KoordDevice(msgspec.Struct, frozen=True, rename="camel", omit_defaults=Tru
     spec: KoordDeviceSpec = KoordDeviceSpec()
 
 
-class KoordDeviceList(msgspec.Struct, frozen=True, rename="camel", gc=False):
-    """One page of Koordinator ``Device`` objects."""
+
+# --- Lists, watch events, Status -------------------------------------------------------------------
+
+
+KubeObject = Pod | Node | ConfigMap | Lease | Event | ResourceQuota | KoordDevice
+"""Every kind the client decodes: what an object of a kind named only by its plural (``"pods"``) can be."""
+ItemT = TypeVar("ItemT", bound=KubeObject)
+"""One kind's item type, in functions generic over kinds (`Client.get` returns a `Pod` for `PODS`)."""
+ItemT_co = TypeVar("ItemT_co", bound=KubeObject, covariant=True)
+"""Covariant twin of `ItemT` for the frozen containers (`Kind`, `ObjectList`): a ``Kind[Pod]`` is a
+``Kind[KubeObject]``, which is what a kind looked up by name is typed as."""
+
+
+class ObjectList(msgspec.Struct, Generic[ItemT_co], frozen=True, rename="camel", gc=False):
+    """One page of a list of one kind (``PodList``, ``NodeList``, ...)."""
 
     metadata: ListMeta = ListMeta()
-    items: tuple[KoordDevice, ...] = ()
+    items: tuple[ItemT_co, ...] = ()
 
-
-class ConfigMapList(msgspec.Struct, frozen=True, rename="camel", gc=False):
-    """One page of ConfigMaps."""
-
-    metadata: ListMeta = ListMeta()
-    items: tuple[ConfigMap, ...] = ()
-
-
-class LeaseList(msgspec.Struct, frozen=True, rename="camel", gc=False):
-    """One page of Leases."""
-
-    metadata: ListMeta = ListMeta()
-    items: tuple[Lease, ...] = ()
-
-
-class EventList(msgspec.Struct, frozen=True, rename="camel", gc=False):
-    """One page of Events."""
-
-    metadata: ListMeta = ListMeta()
-    items: tuple[Event, ...] = ()
 
 
 class ListEnvelope(msgspec.Struct, frozen=True, rename="camel", gc=False):
@@ -491,28 +462,26 @@ NODE_DECODER: Final = msgspec.json.Decoder(Node)
 CONFIGMAP_DECODER: Final = msgspec.json.Decoder(ConfigMap)
 LEASE_DECODER: Final = msgspec.json.Decoder(Lease)
 EVENT_DECODER: Final = msgspec.json.Decoder(Event)
-POD_LIST_DECODER: Final = msgspec.json.Decoder(PodList)
-NODE_LIST_DECODER: Final = msgspec.json.Decoder(NodeList)
-CONFIGMAP_LIST_DECODER: Final = msgspec.json.Decoder(ConfigMapList)
-LEASE_LIST_DECODER: Final = msgspec.json.Decoder(LeaseList)
-EVENT_LIST_DECODER: Final = msgspec.json.Decoder(EventList)
+POD_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[Pod])
+NODE_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[Node])
+CONFIGMAP_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[ConfigMap])
+LEASE_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[Lease])
+EVENT_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[Event])
 LIST_META_DECODER: Final = msgspec.json.Decoder(ListEnvelope)
 STATUS_DECODER: Final = msgspec.json.Decoder(Status)
 RAW_WATCH_EVENT_DECODER: Final = msgspec.json.Decoder(RawWatchEvent)
 RAW_LIST_DECODER: Final = msgspec.json.Decoder(RawList)
 BOOKMARK_DECODER: Final = msgspec.json.Decoder(Bookmark)
 RESOURCEQUOTA_DECODER: Final = msgspec.json.Decoder(ResourceQuota)
-RESOURCEQUOTA_LIST_DECODER: Final = msgspec.json.Decoder(ResourceQuotaList)
+RESOURCEQUOTA_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[ResourceQuota])
 KOORD_DEVICE_DECODER: Final = msgspec.json.Decoder(KoordDevice)
-KOORD_DEVICE_LIST_DECODER: Final = msgspec.json.Decoder(KoordDeviceList)
+KOORD_DEVICE_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[KoordDevice])
 POD_PLACEMENT_DECODER: Final = msgspec.json.Decoder(PodPlacement)
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 
-ItemT = TypeVar("ItemT", Pod, Node, ConfigMap, Lease, Event, ResourceQuota, KoordDevice)
 
-
-class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
+class Kind(msgspec.Struct, Generic[ItemT_co], frozen=True):
     """How to reach and decode one resource type.
 
     Attributes:
@@ -528,16 +497,8 @@ class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
     plural: str
     api_path: str
     namespaced: bool
-    item_decoder: msgspec.json.Decoder[ItemT]
-    list_decoder: (
-        msgspec.json.Decoder[PodList]
-        | msgspec.json.Decoder[NodeList]
-        | msgspec.json.Decoder[ConfigMapList]
-        | msgspec.json.Decoder[LeaseList]
-        | msgspec.json.Decoder[EventList]
-        | msgspec.json.Decoder[ResourceQuotaList]
-        | msgspec.json.Decoder[KoordDeviceList]
-    )
+    item_decoder: msgspec.json.Decoder[ItemT_co]
+    list_decoder: msgspec.json.Decoder[ObjectList[ItemT_co]]
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
         """The URL path of a collection (all namespaces when ``namespace`` is None) or one object."""
@@ -566,9 +527,7 @@ KOORD_DEVICES: Final = Kind(
 )
 """Koordinator's ``Device`` (served only where Koordinator's CRD is installed)."""
 
-KINDS: Final[
-    dict[str, Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota]]
-] = {
+KINDS: Final[dict[str, Kind[KubeObject]]] = {
     "pods": PODS,
     "nodes": NODES,
     "configmaps": CONFIGMAPS,

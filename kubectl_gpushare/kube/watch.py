@@ -17,23 +17,21 @@ import http.client
 import socket
 import threading
 from collections.abc import Iterator
-from typing import Any, Generic, TypeVar
+from typing import Generic
 
 import msgspec
 
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.errors import KubeError, Unreachable, api_error
 from kubectl_gpushare.kube.lenient import Undecodable, describe
-from kubectl_gpushare.kube.types import ConfigMap, Event, Kind, Lease, Node, Pod, WatchEvent
-
-T = TypeVar("T", Pod, Node, ConfigMap, Lease, Event)
+from kubectl_gpushare.kube.types import ItemT, Kind, WatchEvent
 
 
 class UndecodableEventError(KubeError):
     """A watch line that is not a watch event at all; the stream cannot be trusted past it (re-list)."""
 
 
-class Watch(Generic[T]):
+class Watch(Generic[ItemT]):
     """An open watch stream: iterate for typed events; `close` from any thread to stop it.
 
     The stream ends when the server closes it (``timeoutSeconds``), on `close`, or by raising:
@@ -41,13 +39,13 @@ class Watch(Generic[T]):
     `Unreachable` if the connection breaks, `UndecodableEventError` for a line that is not an event.
     """
 
-    def __init__(self, kind: Kind[Any], connection: http.client.HTTPConnection, response: http.client.HTTPResponse):
-        self.kind: Kind[Any] = kind
+    def __init__(self, kind: Kind[ItemT], connection: http.client.HTTPConnection, response: http.client.HTTPResponse):
+        self.kind: Kind[ItemT] = kind
         self._connection = connection
         self._response = response
         self._closed = threading.Event()
 
-    def __iter__(self) -> Iterator[WatchEvent[T] | WatchEvent[Undecodable]]:
+    def __iter__(self) -> Iterator[WatchEvent[ItemT] | WatchEvent[Undecodable]]:
         decoder = self.kind.item_decoder
         try:
             while not self._closed.is_set():
@@ -70,7 +68,8 @@ class Watch(Generic[T]):
                 except msgspec.DecodeError as exc:
                     raise UndecodableEventError(f"watch of {self.kind.plural}: undecodable event: {exc}") from None
                 try:
-                    event: WatchEvent[T] | WatchEvent[Undecodable] = WatchEvent(raw.type, decoder.decode(raw.object))
+                    event: WatchEvent[ItemT] | WatchEvent[Undecodable]
+                    event = WatchEvent(raw.type, decoder.decode(raw.object))
                 except (msgspec.DecodeError, RecursionError) as exc:
                     event = WatchEvent(raw.type, describe(self.kind, raw.object, exc))
                 yield event
@@ -90,7 +89,7 @@ class Watch(Generic[T]):
                 pass
         self._connection.close()
 
-    def __enter__(self) -> Watch[T]:
+    def __enter__(self) -> Watch[ItemT]:
         return self
 
     def __exit__(self, *exc: object) -> None:
