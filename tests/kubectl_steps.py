@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+
+from waiting import poll
 
 
 def create_gpu_pod(kubectl: str, env: Mapping[str, str], name: str, gib: int, *, timeout: float = 30) -> str:
@@ -16,11 +17,15 @@ def create_gpu_pod(kubectl: str, env: Mapping[str, str], name: str, gib: int, *,
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [container]}}
     subprocess.run([kubectl, "create", "-f", "-"], input=json.dumps(pod), env=dict(env), check=True,
                    capture_output=True, text=True, timeout=60)  # fmt: skip
-    deadline, phase = time.monotonic() + timeout, ""
-    while phase != "Running" and time.monotonic() < deadline:
+    phase = ""
+
+    def running() -> bool:
+        nonlocal phase
         phase = subprocess.run([kubectl, "get", "pod", name, "-o", "jsonpath={.status.phase}"],
                                env=dict(env), capture_output=True, text=True, timeout=60).stdout  # fmt: skip
-        time.sleep(0.2)
+        return phase == "Running"
+
+    poll(running, timeout, interval=0.2)  # each look runs kubectl: a slower poll than the default
     return phase
 
 

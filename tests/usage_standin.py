@@ -9,7 +9,6 @@ at `protocol.USAGE_PATH` (``application/json``) and 404 elsewhere.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -167,12 +166,3 @@ def plugins(sandbox: Sandbox, nodes: tuple[str, ...] = ("alpha", "bravo", "charl
         if "alpha" in found:
             found["alpha"].body = alpha_report()
         yield found
-
-
-def wait_for(condition: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import grpc
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin._api import deviceplugin_pb2 as api
@@ -24,15 +24,6 @@ from kubectl_gpushare.sandbox.server import Sandbox
 pytestmark = pytest.mark.integration
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
-
-
 def ready(kubelet: KubeletSim, devices: int) -> None:
     assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == devices)
 
@@ -45,7 +36,7 @@ def break_the_watch(plugin: Any, sandbox: Sandbox) -> None:
     """From now on the plugin sees new pods only through its direct re-read (the fallback path)."""
     sandbox.inject(method="GET", path=r"watch=", drop_watch=True)
     sandbox.drop_watches()
-    assert wait_until(lambda: not plugin.plugin.cluster.pod_informer.watching)
+    wait_for(lambda: not plugin.plugin.cluster.pod_informer.watching)
 
 
 def allocate_ids(kubelet: KubeletSim, ids: list[str], timeout: float = 10) -> api.AllocateResponse:
@@ -88,7 +79,7 @@ def test_a_pod_re_created_under_the_same_name_is_not_marked_by_the_old_ones_patc
     plugin = start_plugin("2x16GiB")
     ready(kubelet, 32)
     old = pods.create("reborn", [2], gpu=1, assume_time=1)
-    assert wait_until(lambda: cached(plugin, "reborn"))
+    wait_for(lambda: cached(plugin, "reborn"))
     break_the_watch(plugin, sandbox)  # the cache keeps the old pod
     api.delete(types.PODS, "reborn", "default", uid=old["metadata"]["uid"])
     new = pods.create("reborn", [2], gpu=0, assume_time=2)
@@ -112,7 +103,7 @@ def test_a_slow_patch_holds_up_no_other_allocate_and_no_pod_is_picked_twice(
     ready(kubelet, 32)
     slow = pods.create("slow", [4], gpu=0, assume_time=1)
     quick = pods.create("quick", [4], gpu=1, assume_time=2)
-    assert wait_until(lambda: cached(plugin, "slow") and cached(plugin, "quick"))
+    wait_for(lambda: cached(plugin, "slow") and cached(plugin, "quick"))
     fault = sandbox.inject(method="PATCH", path=r"/pods/slow", latency=4.0, times=1)
     results: dict[str, Any] = {}
 
@@ -121,7 +112,7 @@ def test_a_slow_patch_holds_up_no_other_allocate_and_no_pod_is_picked_twice(
 
     first = threading.Thread(target=admit_slow, daemon=True)
     first.start()
-    assert wait_until(lambda: fault.hits >= 1)  # the slow pod's patch is in flight
+    wait_for(lambda: fault.hits >= 1)  # the slow pod's patch is in flight
     started = time.monotonic()
     env = kubelet.allocate_pod(quick)["main"]
     took = time.monotonic() - started
@@ -229,7 +220,7 @@ def test_an_unanswered_patch_fails_allocate_within_its_budget_and_the_pod_stays_
     ready(kubelet, 32)
     late = pods.create("late", [4], gpu=0, assume_time=1)
     other = pods.create("other", [4], gpu=1, assume_time=2)
-    assert wait_until(lambda: cached(plugin, "late") and cached(plugin, "other"))
+    wait_for(lambda: cached(plugin, "late") and cached(plugin, "other"))
     sandbox.inject(method="PATCH", path=r"/pods/late", latency=8.0)  # answered only after the client gave up
     started = time.monotonic()
     with pytest.raises(KubeletAllocateError) as info:
@@ -241,5 +232,5 @@ def test_an_unanswered_patch_fails_allocate_within_its_budget_and_the_pod_stays_
     kubelet.release_pod(late["metadata"]["uid"])
     # The write may still land, so "late" stays claimed: the next 4-unit call is "other"'s.
     assert kubelet.allocate_pod(other)["main"]["ALIYUN_COM_GPU_MEM_IDX"] == "1"
-    assert wait_until(lambda: pods.annotations("late").get(protocol.ANN_ASSIGNED) == "true", timeout=20)
+    wait_for(lambda: pods.annotations("late").get(protocol.ANN_ASSIGNED) == "true", timeout=20)
     sandbox.clear_faults()

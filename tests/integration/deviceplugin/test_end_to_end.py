@@ -3,11 +3,12 @@ plugin pins each container to the GPU the extender chose, on a node with unequal
 
 from __future__ import annotations
 
+import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
@@ -46,10 +47,7 @@ def test_extender_and_device_plugin_agree_on_unequal_gpus(
         node = sandbox.get("nodes", None, NODE)
         return node is not None and protocol.ANN_NODE_GPUS in node["metadata"].get("annotations", {})
 
-    deadline = time.monotonic() + 10
-    while not node_ready() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert node_ready()
+    wait_for(node_ready, what="the plugin's per-GPU annotation on the node")
 
     stop, ready, running = threading.Event(), threading.Event(), []
     cfg = ServeConfig(kube=load_config(str(kubeconfig)), port=0)
@@ -59,7 +57,13 @@ def test_extender_and_device_plugin_agree_on_unequal_gpus(
         assert ready.wait(20) and running
         extender: Running = running[0]
         assert extender.cache.synced.wait(20)
-        time.sleep(0.3)  # let the extender's node cache see the published per-GPU memory
+
+        def extender_gpus() -> list[int]:
+            view = json.loads(extender.app.handle("GET", f"{cfg.url_prefix}/inspect").body)
+            return [dev["totalGPU"] for n in view["nodes"] if n["name"] == NODE for dev in n["devs"]]
+
+        # The extender's node cache has the published per-GPU memory.
+        wait_for(lambda: extender_gpus() == [16, 16, 24], what=lambda: f"the extender's GPUs: {extender_gpus()}")
         scheduler = HTTPExtender(ExtenderConfig(url_prefix=f"http://127.0.0.1:{extender.port}{cfg.url_prefix}"))
         envs = {}
         for name, size in (("big", 20), ("small", 10)):
@@ -70,7 +74,10 @@ def test_extender_and_device_plugin_agree_on_unequal_gpus(
             assert schedule_one(scheduler, body, [node]) == NODE
             bound = sandbox.get("pods", "default", name)
             assert bound is not None and bound["metadata"]["annotations"][protocol.ANN_ASSIGNED] == "false"
-            time.sleep(0.2)  # the bind reaches the plugin's watch, as it reaches kubelet's
+            # The bind reaches the plugin's watch, as it reaches kubelet's.
+            wait_for(lambda: plugin.plugin is not None  # noqa: B023
+                     and created.metadata.uid in {p.uid for p in plugin.plugin.cluster.pods()},  # noqa: B023
+                     what=f"the plugin to see {name} bound")
             envs[name] = kubelet.allocate_pod(bound)["main"]
             annotations = sandbox.get("pods", "default", name)["metadata"]["annotations"]
             assert annotations[protocol.ANN_ASSIGNED] == "true"

@@ -4,13 +4,12 @@ Allocate over real gRPC untouched by NVML errors."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
@@ -21,16 +20,6 @@ from kubectl_gpushare.sandbox.server import Sandbox
 
 GIB = 1 << 30
 NODE = "gpu-node-1"
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 @pytest.fixture

@@ -3,10 +3,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from typing import Any
 
 import grpc
 import pytest
+from waiting import holds_for, wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin.daemon import DaemonError
@@ -17,15 +18,6 @@ from kubectl_gpushare.sandbox.server import Sandbox
 pytestmark = pytest.mark.integration
 
 NODE = "gpu-node-1"
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
 
 
 def per_gpu(devices: dict[str, str], health: str | None = None) -> list[int]:
@@ -56,7 +48,7 @@ def test_registers_and_advertises_each_gpus_own_memory(kubelet: KubeletSim, star
         node = sandbox.get("nodes", None, NODE)
         return node is not None and node["status"]["capacity"].get(protocol.RESOURCE_COUNT) == "3"
 
-    assert wait_until(published)
+    wait_for(published, what="the node published")
     node = sandbox.get("nodes", None, NODE)
     assert node["status"]["allocatable"][protocol.RESOURCE_COUNT] == "3"
     gpus = json.loads(node["metadata"]["annotations"][protocol.ANN_NODE_GPUS])
@@ -158,13 +150,13 @@ def test_kubelet_restart_is_noticed_and_the_plugin_registers_again(kubelet: Kube
     assert kubelet.wait_registered(2, timeout=5), "no registration within 5 s of kubelet.sock being re-created"
     assert time.monotonic() - started < 5
     assert kubelet.wait_devices(lambda d: len(d) == 32, timeout=5)
-    assert wait_until(lambda: plugin.plugin is not None and plugin.plugin.registrations == 2)
+    wait_for(lambda: plugin.plugin is not None and plugin.plugin.registrations == 2, what="a second registration")
 
 
 def test_kubelet_absent_at_start_is_retried_until_it_appears(plugin_dir: str, start_plugin) -> None:
     plugin = start_plugin("2x16GiB")
-    time.sleep(1.0)
-    assert plugin.plugin is not None and plugin.plugin.registrations == 0
+    holds_for(lambda: plugin.plugin is not None and plugin.plugin.registrations == 0, 1.0,
+              "no registration while kubelet is absent (its attempts fail and are retried)")
     with KubeletSim(plugin_dir) as kubelet:
         assert kubelet.wait_registered(1, timeout=5)
         assert kubelet.wait_devices(lambda d: len(d) == 32)
@@ -205,7 +197,7 @@ def test_deleted_plugin_socket_is_served_again_and_re_registered(kubelet: Kubele
     assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 8)
     os.unlink(plugin.socket)
     assert kubelet.wait_registered(2, timeout=5)
-    assert wait_until(lambda: os.path.exists(plugin.socket))
+    wait_for(lambda: os.path.exists(plugin.socket), what="the plugin socket served again")
     assert kubelet.wait_devices(lambda d: len(d) == 8)
 
 
@@ -234,7 +226,7 @@ def test_api_server_down_at_start_does_not_stop_serving_and_the_node_is_publishe
         node = sandbox.get("nodes", None, NODE)
         return node is not None and node["status"]["capacity"].get(protocol.RESOURCE_COUNT) == "2"
 
-    assert wait_until(published, timeout=15)
+    wait_for(published, 15, "the node published")
 
 
 def test_pod_seen_by_kubelet_before_the_plugins_watch_is_found_by_a_direct_read(
@@ -242,9 +234,9 @@ def test_pod_seen_by_kubelet_before_the_plugins_watch_is_found_by_a_direct_read(
 ) -> None:
     start_plugin("2x16GiB")
     assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 32)
-    sandbox.inject(method="GET", path=r"watch=", drop_watch=True)
+    broken = sandbox.inject(method="GET", path=r"watch=", drop_watch=True)
     sandbox.drop_watches()
-    time.sleep(0.2)
+    wait_for(lambda: broken.hits >= 1, what="the plugin's watch to reconnect into the broken one")
     pod = pods.create("early", [2], gpu=1, assume_time=1)
     assert kubelet.allocate_pod(pod)["main"]["ALIYUN_COM_GPU_MEM_IDX"] == "1"
     assert pods.annotations("early")[protocol.ANN_ASSIGNED] == "true"
@@ -255,13 +247,17 @@ def test_pod_seen_by_kubelet_before_the_plugins_watch_is_found_by_a_direct_read(
 
 
 def test_racing_binds_do_not_swap_gpus_between_same_size_pods(kubelet: KubeletSim, start_plugin, pods) -> None:
-    start_plugin("2x16GiB")
+    plugin = start_plugin("2x16GiB")
     assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 32)
+
+    def arrived(pod: dict[str, Any]) -> bool:  # the plugin's watch has seen it (its arrival order is recorded)
+        return plugin.plugin is not None and pod["metadata"]["uid"] in plugin.plugin.cluster.arrivals()
+
     # Extender replicas stamped the assume times in one order and the binds landed in the other.
     bound_first = pods.create("bound-first", [4], gpu=1, assume_time=2_000)
-    time.sleep(0.2)
+    wait_for(lambda: arrived(bound_first), what="bound-first to arrive")
     bound_second = pods.create("bound-second", [4], gpu=0, assume_time=1_000)
-    time.sleep(0.2)
+    wait_for(lambda: arrived(bound_second), what="bound-second to arrive")
     # Kubelet admits in arrival order, so "bound-first" is allocated first.
     assert kubelet.allocate_pod(bound_first)["main"]["NVIDIA_VISIBLE_DEVICES"] == "1"
     assert kubelet.allocate_pod(bound_second)["main"]["NVIDIA_VISIBLE_DEVICES"] == "0"

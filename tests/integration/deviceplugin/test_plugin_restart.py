@@ -15,6 +15,7 @@ import time
 from collections import Counter
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, KubeletSim
@@ -49,20 +50,19 @@ def test_plugin_restarted_during_admissions_loses_no_allocate_and_assigns_no_pod
                     env = kubelet.allocate_pod(pod)["main"]
                     assert env[protocol.ENV_IDX] == str(gpu), env
                     counts["admitted"] += 1
-                    time.sleep(0.02)  # the next pod arrives
+                    time.sleep(0.02)  # the pace of the load: the next pod arrives
                     break
                 except KubeletAllocateError:
                     counts["retried"] += 1
                     if attempt == RETRIES:
                         counts["failed"] += 1
-                    time.sleep(0.05)
+                    time.sleep(0.05)  # kubelet's retry pace for a pod whose admission failed
             admitted.append((pod["metadata"]["name"], pod["metadata"]["uid"], gpu, request))
 
     def admitted_more(target: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while counts["admitted"] < target:
-            assert time.monotonic() < deadline and client.is_alive(), counts
-            time.sleep(0.02)
+        wait_for(lambda: counts["admitted"] >= target or not client.is_alive(), timeout,
+                 lambda: f"admissions: {counts}")
+        assert counts["admitted"] >= target, f"the client stopped: {counts}"
 
     client = threading.Thread(target=admit)
     client.start()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare.extender.cache import ExtenderCache
 from kubectl_gpushare.extender.state import ExtenderState
@@ -34,20 +34,17 @@ def test_catch_up_racing_stop_leaves_no_pod_informer_running(
     try:
         assert cache.synced.wait(15)
         if concurrent:  # the leader's catch-up thread re-lists (slowly) while the daemon shuts down
-            sandbox.inject("GET", r"^/api/v1/pods\?(?!.*watch=)", latency=1.0, times=1)
+            slow = sandbox.inject("GET", r"^/api/v1/pods\?(?!.*watch=)", latency=1.0, times=1)
             catching_up = threading.Thread(target=cache.catch_up, kwargs={"timeout": 10.0})
             catching_up.start()
-            time.sleep(0.2)
+            wait_for(lambda: slow.hits >= 1, what="the catch-up's list to be under way")
             cache.stop()
             catching_up.join(15)
             assert not catching_up.is_alive()
         else:
             cache.stop()
             cache.catch_up(timeout=5.0)  # a catch-up that arrives after stop starts nothing
-        deadline = time.monotonic() + 10
-        while set(pod_informers()) - before:
-            assert time.monotonic() < deadline, "a pod informer kept running after stop()"
-            time.sleep(0.05)
+        wait_for(lambda: not set(pod_informers()) - before, 10, "every pod informer to stop after stop()")
     finally:
         cache.stop()
         client.close()

@@ -13,10 +13,10 @@ import os
 import shutil
 import ssl
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare.extender.certs import ReloadingKeyPair
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -61,15 +61,6 @@ def _presented_cn(port: int, ca: Path) -> str:
         conn.close()
 
 
-def _wait_for(predicate, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
 def test_renewed_certificate_is_served_without_restart(sandbox: Sandbox, extender_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     volume = tmp_path / "volume"
     volume.mkdir()
@@ -89,7 +80,7 @@ def test_renewed_certificate_is_served_without_restart(sandbox: Sandbox, extende
     assert kept.getresponse().read() == b"0.1.0"
 
     _secret_volume(volume, new)
-    assert _wait_for(lambda: _try_cn(port, new / "tls.crt") == "second"), "the renewed certificate was not served"
+    wait_for(lambda: _try_cn(port, new / "tls.crt") == "second", what="the renewed certificate to be served")
     kept.request("GET", "/version")  # the connection from before the swap finishes its work
     assert kept.getresponse().read() == b"0.1.0"
     kept.close()

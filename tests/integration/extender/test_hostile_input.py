@@ -12,10 +12,10 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.extender.httpd import Limits
@@ -55,15 +55,6 @@ def raw_exchange(port: int, data: bytes, timeout: float = 20) -> bytes:
         while chunk := sock.recv(65536):
             chunks.append(chunk)
     return b"".join(chunks)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"{what} not met within {timeout} s")
 
 
 def filter_body(limit: str | None, names: list[str], name: str = "p") -> bytes:
@@ -166,7 +157,7 @@ def test_a_node_claiming_1e8_gpus_fails_alone_and_the_rest_keep_answering(
     huge["status"]["capacity"][protocol.RESOURCE_COUNT] = "1e8"
     huge["status"]["allocatable"][protocol.RESOURCE_COUNT] = "1e8"
     sandbox.load([huge])
-    wait_until(lambda: ext.running.state.counts()[0] == 3, what="the node to reach the cache")
+    wait_for(lambda: ext.running.state.counts()[0] == 3, what="the node to reach the cache")
     for _ in range(2):  # the second filter must not trip over the first one's leftovers
         status, reply = post(ext.running.port, FILTER, filter_body("2", ["huge", "gpu-1", "gpu-2"]))
         assert status == 200
@@ -212,7 +203,7 @@ def test_connections_past_the_cap_get_503_and_a_freed_slot_is_reused(extender_fa
             b"HTTP/1.1 200")
 
     try:
-        wait_until(served, what="a freed connection slot to be reused")
+        wait_for(served, what="a freed connection slot to be reused")
     finally:
         for sock in held:
             sock.close()
@@ -281,7 +272,7 @@ def test_bodies_past_the_in_flight_byte_budget_wait_then_get_503(extender_factor
                 refusals.append(reply)
             return bool(refusals)
 
-        wait_until(refused, what="a body past the budget to be refused")
+        wait_for(refused, what="a body past the budget to be refused")
         assert json.loads(refusals[0])["Error"] == "too many request bytes in flight; try again later"
         first.sendall(body[100:])
         reply = first.makefile("rb").readline()
@@ -324,16 +315,16 @@ def test_an_undecodable_watch_event_is_skipped_and_the_last_good_copy_kept(ext, 
     placed = pod_object("p", "default", [4], node="gpu-1", gpu=0, gpu_memory=16, phase="Running", assigned=True,
                         uid="uid-p")
     sandbox.load([placed])
-    wait_until(lambda: used(port) == 4, what="the pod to be counted")
+    wait_for(lambda: used(port) == 4, what="the pod to be counted")
     sandbox.load([bad_pod("p")])  # MODIFIED into something that does not decode: keep counting 4
     sandbox.load([pod_object("later", "default", [5], node="gpu-1", gpu=1, gpu_memory=16, phase="Running",
                              assigned=True)])
-    wait_until(lambda: used(port) == 9, what="a later event to be applied past the bad one")
+    wait_for(lambda: used(port) == 9, what="a later event to be applied past the bad one")
     assert get(port, "/readyz")[0] == 200
     assert ext.running.cache._pods.undecodable == 1  # reported once, not once per retry
     status, _ = http_delete(sandbox, "/api/v1/namespaces/default/pods/p")
     assert status == 200
-    wait_until(lambda: used(port) == 5, what="the deletion of the undecodable pod to be applied")
+    wait_for(lambda: used(port) == 5, what="the deletion of the undecodable pod to be applied")
 
 
 def http_delete(sandbox: Sandbox, path: str) -> tuple[int, bytes]:
@@ -355,10 +346,10 @@ def test_readyz_fails_while_the_cache_cannot_be_kept_current(extender_factory, s
     assert get(port, "/readyz")[0] == 200
     sandbox.inject(method="GET", path=r"/api/v1/pods", status=500)
     sandbox.drop_watches()
-    wait_until(lambda: get(port, "/readyz")[0] == 503, what="/readyz to report the stale cache")
+    wait_for(lambda: get(port, "/readyz")[0] == 503, what="/readyz to report the stale cache")
     assert get(port, "/healthz")[0] == 200
     sandbox.clear_faults()
-    wait_until(lambda: get(port, "/readyz")[0] == 200, timeout=45, what="/readyz to recover")
+    wait_for(lambda: get(port, "/readyz")[0] == 200, timeout=45, what="/readyz to recover")
 
 
 def test_an_unparsable_pod_is_logged_once_and_keeps_its_last_record(
@@ -367,7 +358,7 @@ def test_an_unparsable_pod_is_logged_once_and_keeps_its_last_record(
     port = ext.running.port
     sandbox.load([pod_object("p", "default", [4], node="gpu-1", gpu=0, gpu_memory=16, phase="Running",
                              assigned=True, uid="uid-p")])
-    wait_until(lambda: used(port) == 4, what="the pod to be counted")
+    wait_for(lambda: used(port) == 4, what="the pod to be counted")
     caplog.clear()
     for version in ("1", "2"):  # two versions, the same problem
         bad = pod_object("p", "default", [4], node="gpu-1", gpu=0, gpu_memory=16, phase="Running", assigned=True,
@@ -376,7 +367,7 @@ def test_an_unparsable_pod_is_logged_once_and_keeps_its_last_record(
         sandbox.load([bad])
     sandbox.load([pod_object("later", "default", [5], node="gpu-1", gpu=1, gpu_memory=16, phase="Running",
                              assigned=True)])
-    wait_until(lambda: used(port) == 9, what="later events to be applied")
+    wait_for(lambda: used(port) == 9, what="later events to be applied")
     about_p = [r for r in caplog.records if "default/p" in r.getMessage() and r.levelno >= 30]
     assert len(about_p) <= 1, [r.getMessage() for r in about_p]
     assert not any(r.exc_info for r in caplog.records)

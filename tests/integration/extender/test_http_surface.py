@@ -10,10 +10,10 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare.extender.schedsim import ExtenderCallError
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
@@ -154,15 +154,15 @@ def test_cli_process_serves_logs_json_without_secrets_and_stops_on_sigterm(
     proc = subprocess.Popen([sys.executable, "-m", "kubectl_gpushare.cli", "serve-extender"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:
+
+        def ready() -> bool:
             try:
-                if request(port, "GET", "/readyz")[0] == 200:
-                    break
+                return request(port, "GET", "/readyz")[0] == 200
             except OSError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "CLI extender did not become ready"
-            time.sleep(0.1)
+                return False  # not listening yet
+
+        wait_for(lambda: ready() or proc.poll() is not None, 20, "the CLI extender to become ready")
+        assert proc.poll() is None, "the CLI extender exited"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=20)
     finally:

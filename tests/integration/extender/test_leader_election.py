@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from waiting import holds_for, wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.extender.schedsim import ExtenderCallError
@@ -25,10 +26,9 @@ def ready(ext) -> bool:  # type: ignore[no-untyped-def]
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float) -> float:
+    """Wait for ``predicate``; how long it took (the handover times below are what is measured)."""
     started = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - started < timeout, "timed out"
-        time.sleep(0.05)
+    wait_for(predicate, timeout, getattr(predicate, "__name__", "the condition"))
     return time.monotonic() - started
 
 
@@ -58,8 +58,7 @@ def test_only_the_leader_is_ready_and_a_killed_leader_hands_over(
     wait_until(lambda: ready(a), 10)
     b = extender_factory(identity="replica-b", release_lease=not crash, **FAST)
     b.wait_synced()
-    time.sleep(0.6)
-    assert ready(a) and not ready(b)
+    holds_for(lambda: ready(a) and not ready(b), 0.6, "a leads and b does not, through a few election rounds")
     metrics = b.running.app.handle("GET", "/metrics").body.decode()
     assert "gpushare_extender_leader 0.0" in metrics
     pod0 = sandbox.get("pods", "default", "p0")
@@ -77,7 +76,7 @@ def test_only_the_leader_is_ready_and_a_killed_leader_hands_over(
         while pending and not stop.is_set():
             target = a if ready(a) else b if ready(b) else None
             if target is None:
-                time.sleep(0.05)
+                time.sleep(0.05)  # the scheduler's retry pace while no replica is ready (the handover)
                 continue
             name = pending[0]
             pod = sandbox.get("pods", "default", name)
@@ -89,7 +88,7 @@ def test_only_the_leader_is_ready_and_a_killed_leader_hands_over(
             except ExtenderCallError as exc:
                 if "Insufficient" in str(exc):
                     pending.pop(0)
-                time.sleep(0.05)
+                time.sleep(0.05)  # the scheduler's retry pace after a refused bind
 
     loop = threading.Thread(target=scheduler_loop)
     loop.start()
@@ -152,10 +151,10 @@ def test_lease_is_renewed_while_the_new_leader_catches_up_longer_than_the_lease_
         renewals.add(spec["renewTime"])
         assert not ready(b) and not b.running.elector.is_leader()
         assert len(renewals) < 100, "catch-up never finished"
-        time.sleep(0.1)
+        time.sleep(0.1)  # the sampling period of the renewals counted here (the thing under test)
     assert len(renewals) >= 5  # renewed every 0.25 s while catching up for about 4 s
-    time.sleep(1.0)
-    assert lease(sandbox)["spec"]["holderIdentity"] == "replica-a" and ready(a) and not ready(b)
+    holds_for(lambda: lease(sandbox)["spec"]["holderIdentity"] == "replica-a" and ready(a) and not ready(b), 1.0,
+              "a keeps the lease and b stays a follower once a caught up")
 
 
 def test_leader_whose_renewals_fail_stops_leading_within_the_renew_deadline(
@@ -172,9 +171,8 @@ def test_leader_whose_renewals_fail_stops_leading_within_the_renew_deadline(
     with pytest.raises(ExtenderCallError, match="not the leader"):
         a.scheduler().bind(sandbox.get("pods", "default", "p0"), "gpu-0")
     assert not ready(a)
-    while time.monotonic() - started < FAST["lease_duration"]:
-        assert not a.running.elector.is_leader()
-        time.sleep(0.05)
+    holds_for(lambda: not a.running.elector.is_leader(), FAST["lease_duration"] - (time.monotonic() - started),
+              "a does not lead again before its lease would have ended")
     sandbox.clear_faults()
     wait_until(lambda: ready(a), 10)  # renewing again: it catches up and leads again
 

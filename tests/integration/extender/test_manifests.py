@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from waiting import wait_for
 
 from kubectl_gpushare.sandbox.builders import node_object, pod_object, unhealthy_configmap
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -38,16 +38,18 @@ def test_rbac_covers_every_call_and_nothing_more(sandbox: Sandbox, extender_fact
     sandbox.load([node_object("gpu-1", [16, 16], ip="10.0.0.1"), unhealthy_configmap("gpu-1", [1]),
                   pod_object("job", "default", [4]), pod_object("fail", "default", [4])])
     ext = extender_factory(leader_elect=True, lease_duration=3.0, renew_deadline=2.0, retry_period=0.2)
-    deadline = time.monotonic() + 10
-    while ext.running.app.handle("GET", "/readyz").status != 200:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for(lambda: ext.running.app.handle("GET", "/readyz").status == 200, what="the extender to lead")
     sched = ext.scheduler()
     sched.bind(sandbox.get("pods", "default", "job"), "gpu-1")
     sandbox.inject("POST", r"/pods/fail/binding", status=409)
     with pytest.raises(Exception, match="bind default/fail"):
         sched.bind(sandbox.get("pods", "default", "fail"), "gpu-1")  # exercises the rollback patch
-    time.sleep(0.5)  # a few lease renewals
+
+    def lease_updates() -> int:
+        return sum(r.resource == "leases" and r.verb == "update" for r in sandbox.requests)
+
+    before = lease_updates()
+    wait_for(lambda: lease_updates() >= before + 2, what="a few lease renewals")
     ext.shutdown()  # releases the lease
     used: set[tuple[str, str, str, str]] = set()
     for record in sandbox.requests:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.extender.schedsim import ExtenderCallError, schedule_one
@@ -74,7 +75,7 @@ def test_replicas_replaced_one_after_the_other_while_binding_never_overcommit(
                     outcomes["landed"] += 1
                     break
                 if target is None:
-                    time.sleep(0.02)
+                    time.sleep(0.02)  # the client's retry pace while no replica is ready (the gap measured)
                     continue
                 try:
                     schedule_one(target.scheduler(http_timeout=30), pod, nodes)
@@ -84,10 +85,10 @@ def test_replicas_replaced_one_after_the_other_while_binding_never_overcommit(
                     outcomes["nodes are available" in str(exc) and "full" or "retried"] += 1
                     if "nodes are available" in str(exc):
                         break  # the cluster is full: the next pod
-                    time.sleep(0.02)
+                    time.sleep(0.02)  # the client's retry pace
                 except OSError:
                     outcomes["retried"] += 1
-                    time.sleep(0.02)
+                    time.sleep(0.02)  # the client's retry pace
             if outcomes["full"]:
                 return
             binds.append(time.monotonic())
@@ -97,23 +98,20 @@ def test_replicas_replaced_one_after_the_other_while_binding_never_overcommit(
             over.extend(over_committed(sandbox))
 
     threads = [threading.Thread(target=client), threading.Thread(target=monitor)]
-    deadline = time.monotonic() + 20
-    while not any(ready(r) for r in replicas):
-        assert time.monotonic() < deadline, "no leader"
-        time.sleep(0.05)
+    wait_for(lambda: any(ready(r) for r in replicas), 20, "a leader")
     for t in threads:
         t.start()
     gaps: dict[str, float] = {}
     try:
         for index, (label, release) in enumerate((("graceful", True), ("crash", False))):
-            time.sleep(0.5)
+            bound = len(binds)  # replaced while binds flow
+            wait_for(lambda: len(binds) >= bound + 3, 20, f"{label}: binds before the replacement")  # noqa: B023
             began = time.monotonic()
             old = replicas[index]
             old.shutdown()  # replica a releases its Lease (if it leads), replica b does not (a crash)
             replicas[index] = extender_factory(identity=f"{'ab'[index]}-2", release_lease=release, **FAST)
-            while not binds or binds[-1] < began + 0.01 or not any(ready(r) for r in replicas):
-                assert time.monotonic() - began < 20, f"{label}: no bind after the replacement"
-                time.sleep(0.02)
+            wait_for(lambda: binds and binds[-1] >= began + 0.01 and any(ready(r) for r in replicas),  # noqa: B023
+                     20, f"{label}: a bind after the replacement")
             window = [began] + [t for t in binds if t >= began]
             gaps[label] = max(b - a for a, b in zip(window, window[1:], strict=False))
     finally:

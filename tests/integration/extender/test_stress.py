@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender, schedule_one
@@ -139,7 +140,7 @@ def test_concurrent_binds_with_faults_and_restart_never_overcommit(
                     if "nodes are available" in text:
                         result = "unschedulable"
                     elif attempt < 60:
-                        time.sleep(min(0.5, 0.05 * (attempt + 1)))
+                        time.sleep(min(0.5, 0.05 * (attempt + 1)))  # the scheduler's backoff: the load's pace
                         work.put((namespace, name, attempt + 1))
                         result = "retried"
                     else:
@@ -181,28 +182,24 @@ def test_concurrent_binds_with_faults_and_restart_never_overcommit(
     def processed() -> int:
         return outcome["bound"] + outcome["unschedulable"]
 
-    while processed() < PODS // 3:
-        time.sleep(0.05)
+    wait_for(lambda: processed() >= PODS // 3, 180, lambda: f"a third of the pods processed: {outcome}")
     sandbox.drop_watches()  # pods watch resumes 2 s late, twice
-    while processed() < PODS // 2:
-        time.sleep(0.05)
+    wait_for(lambda: processed() >= PODS // 2, 180, lambda: f"half of the pods processed: {outcome}")
     # Crash with Bindings in flight: they land 2.5 s after they were sent, after the crash.
     in_flight = sandbox.inject("POST", r"/binding", latency=2.5, times=6)
-    deadline = time.monotonic() + 60
-    while in_flight.hits < 3:
-        assert time.monotonic() < deadline, "no Binding was sent"
-        time.sleep(0.02)
+    wait_for(lambda: in_flight.hits >= 3, 60, "Bindings in flight")
     ext.shutdown()  # the new replica rebuilds its ledger from the annotations, claims of unbound pods included
     ext = extender_factory(port=port, **settings)
     sandbox.drop_watches()
     for t in threads:
         t.join(180)
-    deadline = time.monotonic() + 30
-    while ext.running.state.unsettled() or any(
+
+    def settled() -> bool:  # an unschedulable pod's stale claim ends with its lifetime
+        return not ext.running.state.unsettled() and not any(
             protocol.ANN_IDX in (p["metadata"].get("annotations") or {}) and not p["spec"].get("nodeName")
-            for p in sandbox.objects("pods")):  # an unschedulable pod's stale claim ends with its lifetime
-        assert time.monotonic() < deadline, "unknown outcomes and claims did not settle"
-        time.sleep(0.1)
+            for p in sandbox.objects("pods"))
+
+    wait_for(settled, 30, "unknown outcomes and claims to settle")
     done.set()
     watcher.join()
     sandbox.clear_faults()
@@ -243,10 +240,7 @@ def test_concurrent_binds_with_faults_and_restart_never_overcommit(
         view = json.loads(ext.running.app.handle("GET", "/gpushare-scheduler/inspect").body)
         return Counter({(n["name"], d["id"]): d["usedGPU"] for n in view["nodes"] for d in n["devs"] if d["usedGPU"]})
 
-    deadline = time.monotonic() + 20
-    while inspect_used() != used:
-        assert time.monotonic() < deadline, "extender /inspect disagrees with the annotations"
-        time.sleep(0.1)
+    wait_for(lambda: inspect_used() == used, 20, "extender /inspect to agree with the annotations")
 
     # 3. A ledger rebuilt from scratch agrees.
     client = Client(load_config(str(kubeconfig)), component="test")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.extender.schedsim import ExtenderCallError
@@ -28,13 +28,6 @@ pytestmark = pytest.mark.integration
 ANNOTATIONS = (protocol.ANN_IDX, protocol.ANN_DEV, protocol.ANN_POD, protocol.ANN_ASSIGNED, protocol.ANN_ASSUME_TIME,
                protocol.ANN_ASSUMED_NODE)
 PODS_WATCH = r"^/api/v1/pods\?watch=true"
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
 
 
 def pod(sandbox: Sandbox, name: str) -> dict[str, Any]:

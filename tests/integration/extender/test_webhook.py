@@ -8,12 +8,12 @@ import json
 import shutil
 import ssl
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import holds_for, wait_for
 
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -139,13 +139,10 @@ def test_every_replica_answers_while_another_leads(sandbox: Sandbox, extender_fa
     sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1")])
     election = {"leader_elect": True, "lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.2}
     leader = extender_factory(identity="a", **election)
-    deadline = time.monotonic() + 15
-    while leader.running.app.handle("GET", "/readyz").status != 200:
-        assert time.monotonic() < deadline, "the first replica never led"
-        time.sleep(0.05)
+    wait_for(lambda: leader.running.app.handle("GET", "/readyz").status == 200, 15, "the first replica to lead")
     follower = extender_factory(identity="b", **election)
     follower.wait_synced()
-    time.sleep(0.5)  # several election rounds: b must still not lead
-    assert follower.running.elector is not None and not follower.running.elector.is_leader()
+    assert follower.running.elector is not None
+    holds_for(lambda: not follower.running.elector.is_leader(), 0.5, "b does not lead, through several election rounds")
     assert follower.running.app.handle("GET", "/readyz").status == 503
     check_all(follower.running.port)

@@ -13,7 +13,6 @@ import json
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 import usage_standin
 from kubectl_steps import reaped
 from usage_standin import StandIn, exposition, plugins
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -92,17 +92,16 @@ def test_top_from_prometheus_prints_what_top_prints(
         for standin in standins.values():
             standin.metrics = exposition(standin.body)
         port = prometheus(list(standins.values()))
-        deadline = time.monotonic() + READY_WITHIN
-        while time.monotonic() < deadline:
+
+        def scraped() -> bool:
             try:
                 pods, gpus = _query(port, protocol.METRIC_POD_USED), _query(port, protocol.METRIC_GPU_ENFORCED)
-                if len(pods) == 4 and len(gpus) == 3:
-                    break
             except (OSError, http.client.HTTPException, ValueError):
-                pass  # not listening yet
-            time.sleep(0.25)
-        else:
-            pytest.fail("Prometheus did not scrape both plugins in time")
+                return False  # not listening yet
+            return len(pods) == 4 and len(gpus) == 3
+
+        # Every look is two queries to Prometheus: a slower poll than the default.
+        wait_for(scraped, READY_WITHIN, "Prometheus to scrape both plugins", interval=0.25)
         url = f"http://127.0.0.1:{port}"
         for flags in (["-A"], ["-A", "-o", "json"], ["-A", "-o", "yaml"], ["-n", "team-a", "--sort", "over"]):
             direct = kubectl("gpushare", "top", *flags)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import errors, types
@@ -53,14 +54,12 @@ class Recorder:
         with self._lock:
             self.calls.append(("delete", obj.metadata.name))
 
+    def snapshot(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self.calls)
+
     def wait_for(self, predicate: Callable[[list[tuple[str, str]]], bool], timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if predicate(list(self.calls)):
-                    return
-            time.sleep(0.02)
-        pytest.fail(f"condition not met; calls: {self.calls}")
+        wait_for(lambda: predicate(self.snapshot()), timeout, lambda: f"the callbacks; calls: {self.snapshot()}")
 
 
 @pytest.fixture
@@ -71,10 +70,7 @@ def client(kubeconfig: Path) -> Iterator[Client]:
 
 
 def wait_watching(informer: Informer[Any], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not informer.watching and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert informer.watching
+    wait_for(lambda: informer.watching, timeout, "the informer to watch")
 
 
 def start(client: Client, recorder: Recorder, **options: Any) -> Informer[Pod]:
@@ -133,9 +129,8 @@ def test_dropped_watch_resumes_without_relisting(sandbox: Sandbox, client: Clien
     informer = start(client, recorder)
     try:
         wait_watching(informer)
-        deadline = time.monotonic() + 10  # the informer is watching once it sent the request; wait for the server
-        while not sandbox.open_watches() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # The informer is watching once it sent the request; wait for the server to hold it.
+        wait_for(sandbox.open_watches, what="the watch to reach the server")
         sandbox.drop_watches()
         client.create("pods", pod("b"), "default")
         recorder.wait_for(lambda calls: ("add", "b") in calls)
@@ -162,10 +157,7 @@ def expired_watch_scenario(sandbox: Sandbox, client: Client) -> None:
         wait_watching(informer)
         blocker = sandbox.inject(method="GET", path=r"watch=true", status=500)
         sandbox.drop_watches()
-        deadline = time.monotonic() + 10
-        while blocker.hits == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert blocker.hits >= 1, "the informer did not try to watch again"
+        wait_for(lambda: blocker.hits >= 1, what="the informer to try to watch again")
         client.delete("pods", "doomed", "default")
         client.create("pods", pod("arrived"), "default")
         for _ in range(4):  # push the informer's resourceVersion out of the short history
@@ -207,9 +199,7 @@ def test_failing_callback_does_not_stop_the_informer(sandbox: Sandbox, client: C
         assert informer.wait_synced(10)
         client.create("pods", pod("bad"), "default")
         client.create("pods", pod("good"), "default")
-        deadline = time.monotonic() + 10
-        while "good" not in seen and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: "good" in seen, what=lambda: f"the callback for good; seen: {seen}")
         assert seen == ["bad", "good"]
     finally:
         informer.stop()
@@ -218,7 +208,8 @@ def test_failing_callback_does_not_stop_the_informer(sandbox: Sandbox, client: C
 def test_stop_is_prompt_while_watching(sandbox: Sandbox, client: Client) -> None:
     informer = Informer(client, types.NODES, watch_timeout=300).start()
     assert informer.wait_synced(10)
-    time.sleep(0.2)
+    wait_watching(informer)  # stopped while blocked reading the stream the server holds open
+    wait_for(sandbox.open_watches, what="the watch to reach the server")
     started = time.monotonic()
     informer.stop()
     assert not informer.running
@@ -235,10 +226,7 @@ def test_bookmarks_advance_the_resource_version_without_callbacks(tmp_path: Path
             listed = int(informer.resource_version)
             for _ in range(3):  # writes to another kind move the global resourceVersion only
                 client.create("configmaps", {"metadata": {"generateName": "other-"}}, "default")
-            deadline = time.monotonic() + 10
-            while int(informer.resource_version) <= listed and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert int(informer.resource_version) > listed
+            wait_for(lambda: int(informer.resource_version) > listed, what="a bookmark to advance the version")
             assert recorder.calls == [("add", "a")]
         finally:
             informer.stop()
@@ -254,8 +242,8 @@ def test_informer_survives_an_api_server_restart(tmp_path: Path) -> None:
     informer = start(client, recorder)
     try:
         wait_watching(informer)
-        first.stop()  # saves the state and ends the watch; reconnects are refused for a while
-        time.sleep(1.5)
+        first.stop()  # saves the state and ends the watch; reconnects are refused until the restart
+        wait_for(lambda: isinstance(informer.last_error, errors.Unreachable), 20, "a refused reconnect")
         second = Sandbox(port=port, state_file=state).start()
         try:
             client.create("pods", pod("after"), "default")
@@ -280,9 +268,7 @@ def test_relist_on_demand_reconciles_objects_changed_behind_its_back(tmp_path: P
             # Take the watch down so the deletion below reaches the informer only through the list.
             blocker = sandbox.inject(method="GET", path=r"watch=true", status=500)
             sandbox.drop_watches()
-            deadline = time.monotonic() + 10
-            while blocker.hits == 0 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for(lambda: blocker.hits >= 1, what="the informer to try to watch again")
             client.delete("pods", "doomed", "default")
             assert ("delete", "doomed") not in recorder.calls
             assert informer.relist(timeout=10)
@@ -305,10 +291,8 @@ def test_relist_is_answered_even_when_its_first_list_fails(sandbox: Sandbox, cli
         result: list[bool] = []
         waiter = threading.Thread(target=lambda: result.append(informer.relist(timeout=30)), daemon=True)
         waiter.start()
-        deadline = time.monotonic() + 20
-        while lists.hits < 5 and time.monotonic() < deadline:  # the client tries 4 times per list
-            time.sleep(0.02)
-        assert lists.hits >= 5, "the informer did not list again after a failed list"
+        # The client tries 4 times per list: a fifth request is the informer listing again.
+        wait_for(lambda: lists.hits >= 5, 20, "the informer to list again after a failed list")
         client.create("pods", pod("b"), "default")
         sandbox.clear_faults()
         waiter.join(30)
@@ -320,11 +304,11 @@ def test_relist_is_answered_even_when_its_first_list_fails(sandbox: Sandbox, cli
 
 def test_relist_without_timeout_returns_when_the_informer_stops(sandbox: Sandbox, client: Client) -> None:
     informer = start(client, Recorder())
-    sandbox.inject(method="GET", path=r"^/api/v1/pods", status=500)
+    fault = sandbox.inject(method="GET", path=r"^/api/v1/pods", status=500)
     result: list[bool] = []
     waiter = threading.Thread(target=lambda: result.append(informer.relist()), daemon=True)
     waiter.start()
-    time.sleep(0.3)  # let the relist reach its failing list; nothing observable to wait on
+    wait_for(lambda: fault.hits >= 1, what="the relist to reach its failing list")
     informer.stop()
     waiter.join(10)
     assert result == [False]

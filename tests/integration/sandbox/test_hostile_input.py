@@ -288,7 +288,7 @@ def test_trickling_client_is_cut_off_at_the_read_timeout(small: Sandbox) -> None
         with pytest.raises(OSError):
             while time.monotonic() - started < 8:  # a byte every 0.2 s never lets the idle timeout fire
                 sock.sendall(b"x")
-                time.sleep(0.2)
+                time.sleep(0.2)  # the trickle's pace (the thing under test)
                 sock.settimeout(0.01)
                 try:
                     if sock.recv(1) == b"":
@@ -308,4 +308,4 @@ def test_keep_alive_within_the_idle_timeout_is_kept(sandbox: Sandbox) -> None:
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":")[1])
             reader.read(length)
-            time.sleep(0.3)
+            time.sleep(0.3)  # idle between requests, within the idle timeout (the thing under test)

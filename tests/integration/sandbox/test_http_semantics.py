@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare.sandbox.server import Sandbox
 from kubectl_gpushare.sandbox.spec import generate_cluster
@@ -355,7 +356,7 @@ def test_watch_streams_events_with_selectors_and_resume(sandbox: Sandbox, client
         target=lambda: got.extend(_watch_lines(sandbox, f"resourceVersion={start}&labelSelector=app%3Da", 3))
     )
     watcher.start()
-    time.sleep(0.2)
+    wait_for(sandbox.open_watches, what="the watch to be served")
     path = "/api/v1/namespaces/default/pods/p1"
     client.call("PATCH", path, {"metadata": {"annotations": {"k": "v"}}}, content_type="application/merge-patch+json")
     client.call("PATCH", path, {"metadata": {"labels": {"app": "other"}}}, content_type="application/merge-patch+json")
@@ -508,7 +509,7 @@ def test_concurrent_writers_and_watchers_lose_nothing(sandbox: Sandbox) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=30)
     conn.request("GET", f"/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={start}&timeoutSeconds=20")
     stream = conn.getresponse()
-    time.sleep(0.1)
+    wait_for(sandbox.open_watches, what="the watch to be served")
     conflicts = [0]
     lock = threading.Lock()
 
@@ -568,10 +569,7 @@ def test_state_is_saved_periodically_and_atomically(tmp_path: Any) -> None:
     state = tmp_path / "state.json"
     with Sandbox(state_file=state, save_interval=0.1) as sb:
         sb.load([{"kind": "Node", "metadata": {"name": "n1"}}])
-        deadline = time.monotonic() + 5
-        while not (state.exists() and b'"n1"' in state.read_bytes()):
-            assert time.monotonic() < deadline, "no periodic save"
-            time.sleep(0.05)
+        wait_for(lambda: state.exists() and b'"n1"' in state.read_bytes(), what="a periodic save")
         Client(sb).call("POST", "/api/v1/nodes", {"metadata": {"name": "n2"}})
     saved = json.loads(state.read_text())
     assert sorted(o["metadata"]["name"] for o in saved["items"]) == ["n1", "n2"]

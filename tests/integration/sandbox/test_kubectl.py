@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare.sandbox.builders import pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -112,10 +112,8 @@ def test_kubectl_get_watch_receives_live_events(
             header = watcher.stdout.readline()
             assert header.split()[:2] == ["NAME", "READY"]
             assert watcher.stdout.readline().split()[0] == "first"
-            deadline = time.monotonic() + 5
-            while not any(r.verb == "watch" and r.resource == "pods" for r in sandbox.requests):
-                assert time.monotonic() < deadline, "kubectl never started watching"
-                time.sleep(0.05)
+            wait_for(lambda: any(r.verb == "watch" and r.resource == "pods" for r in sandbox.requests),
+                     what="kubectl to start watching")
             name = f"live-{Path(binary).parent.name}"
             sandbox.store.put("pods", f"default/{name}", pod_object(name, "default", [2]) | {"kind": "Pod"})
             assert watcher.stdout.readline().split()[0] == name

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare.sandbox.builders import pod_object
 from kubectl_gpushare.sandbox.rbac import rules_from_requests, uncovered_requests
@@ -73,7 +73,7 @@ def test_watch_with_label_selector_from_resource_version(core: client.CoreV1Api,
 
     thread = threading.Thread(target=consume)
     thread.start()
-    time.sleep(0.3)
+    wait_for(sandbox.open_watches, what="the watch to be served")
     core.create_namespaced_pod("default", pod_object("watched", "default", [2], labels={"team": "a"}))
     core.create_namespaced_pod("default", pod_object("ignored", "default", [2], labels={"team": "b"}))
     core.patch_namespaced_pod("watched", "default", {"metadata": {"annotations": {"x": "1"}}})

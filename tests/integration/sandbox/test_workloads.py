@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import json
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import holds_for, wait_for
 
 from kubectl_gpushare.sandbox.controller import pod_ready
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -59,16 +59,6 @@ spec:
     spec:
       containers: [{name: c, image: busybox}]
 """
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def pods(sandbox: Sandbox, prefix: str) -> list[dict[str, Any]]:
@@ -225,5 +215,5 @@ def test_a_job_whose_pods_fail_stops_at_its_backoff_limit(sandbox: Sandbox, kube
         wait_for(lambda attempt=attempt: len(pods(sandbox, "once-")) == attempt)
         run_pods(kubectl, sandbox, "once-", phase="Failed")
     kubectl("wait", "--for=condition=Failed", "job/once", "--timeout=20s")
-    time.sleep(0.3)  # would a third pod appear? (the controller reacts within milliseconds)
-    assert len(pods(sandbox, "once-")) == 2
+    # Would a third pod appear? (the controller reacts within milliseconds)
+    holds_for(lambda: len(pods(sandbox, "once-")) == 2, 0.3, "no third pod after the backoff limit")

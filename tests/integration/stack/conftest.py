@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare.cli.stack import Stack, StackAttachment, running_stack
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -27,11 +27,7 @@ class StackCluster:
         self.kubectl = kubectl
 
     def wait(self, predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting for {what}")
-            time.sleep(0.1)
+        wait_for(predicate, timeout, what)
 
     def phases(self) -> dict[str, str]:
         """Pod name -> phase, for the test's pods (not the stack's own pods in kube-system)."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from waiting import holds_for, wait_for
 
 from kubectl_gpushare.cli.stack import StackAttachment, running_stack
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -140,7 +140,6 @@ def test_the_default_seed_settles_with_no_failed_pod(
     assert running_at_start
     sandbox.load(seed)
     with running_stack(sandbox, kubeconfig, attachment.hardware) as stack:
-        deadline = time.monotonic() + 30
 
         def unsettled() -> list[str]:
             result = []
@@ -153,13 +152,13 @@ def test_the_default_seed_settles_with_no_failed_pod(
                     result.append(pod["metadata"]["name"])
             return result
 
-        while unsettled() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert unsettled() == []
-        time.sleep(1)  # a late Allocate would fail a pod now
-        failed = {p["metadata"]["name"]: p["status"].get("reason") for p in sandbox.objects("pods")
-                  if p["status"].get("phase") == "Failed" and p["metadata"]["name"] not in already_failed}
-        assert failed == {}
+        wait_for(lambda: not unsettled(), 30, lambda: f"every pod to settle; unsettled: {unsettled()}")
+
+        def failed() -> dict[str, str]:
+            return {p["metadata"]["name"]: p["status"].get("reason") for p in sandbox.objects("pods")
+                    if p["status"].get("phase") == "Failed" and p["metadata"]["name"] not in already_failed}
+
+        holds_for(lambda: not failed(), 1.0, lambda: f"no pod failed by a late Allocate: {failed()}")
         out = kubectl("get", "pods", "-A").stdout
         assert "UnexpectedAdmissionError" not in out, out
         # doctor sees the stack as a real install would show it: no extender-missing, no device-plugin-not-running.

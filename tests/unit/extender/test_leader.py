@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable
+
+from waiting import wait_for
 
 from kubectl_gpushare.extender.leader import LeaderConfig, LeaderElector
 from kubectl_gpushare.kube import errors
@@ -140,29 +141,22 @@ def test_stop_steps_down_drains_then_releases() -> None:
     assert store.lease is not None and store.lease.spec.holder_identity == ""
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def test_catch_up_runs_beside_renewals_and_leading_waits_for_it() -> None:
     store, gate, calls = LeaseStore(), threading.Event(), []
     a = LeaderElector(store, LeaderConfig("kube-system", "lease", "a", 1.0, 0.6, 0.05),
                       on_started_leading=lambda: (calls.append(1), gate.wait(10))).start()
     try:
-        wait_until(lambda: store.lease is not None)
+        wait_for(lambda: store.lease is not None)
         renewals: set[str | None] = set()
         started = time.monotonic()
         while time.monotonic() - started < 1.5:  # longer than the lease lasts
             assert store.lease is not None and store.lease.spec.holder_identity == "a"
             renewals.add(store.lease.spec.renew_time)
             assert not a.is_leader()  # not before the catch-up has finished
-            time.sleep(0.02)
+            time.sleep(0.02)  # the sampling period of the renewals counted over the window (the thing under test)
         assert len(renewals) >= 5
         gate.set()
-        wait_until(a.is_leader)
+        wait_for(a.is_leader)
         assert calls == [1]
     finally:
         gate.set()
@@ -174,14 +168,16 @@ def test_catch_up_finishing_after_the_lease_lapsed_does_not_lead_and_a_new_term_
     a = LeaderElector(store, LeaderConfig("kube-system", "lease", "a", 1.0, 0.3, 0.05),
                       on_started_leading=lambda: (calls.append(1), gate.wait(10))).start()
     try:
-        wait_until(lambda: calls == [1])
+        wait_for(lambda: calls == [1])
+        catch_up = a._catching_up
+        assert catch_up is not None
         store.fail = True  # renewals fail while catching up
-        time.sleep(0.5)
+        wait_for(lambda: not a._live(), what="the lease to lapse by a's clock (renew deadline 0.3 s)")
         gate.set()
-        time.sleep(0.2)
+        wait_for(lambda: not catch_up.is_alive(), what="the catch-up to return")
         assert not a.is_leader()
         store.fail = False
-        wait_until(a.is_leader)
+        wait_for(a.is_leader)
         assert calls == [1, 1]  # leadership began again with a fresh catch-up
     finally:
         gate.set()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.node import cgroups
@@ -17,13 +17,6 @@ from kubectl_gpushare.node.gpus import MEMORY_LIMIT_MAX
 
 GiB = 1 << 30
 UIDS = [f"00000000-0000-4000-8000-{i:012x}" for i in range(8)]
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)
 
 
 class Node:
@@ -71,8 +64,10 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
 @pytest.mark.parametrize("qos", cgroups.QOS_CLASSES)
 def test_limit_set_once_cgroup_appears_and_cleared_on_delete(node: Node, qos: str) -> None:
     node.start()
+    wait_for(lambda: node.enforcer.passes >= 1, what="the first enforcement pass")
+    before = node.enforcer.passes
     node.add(UIDS[0], 1, 4)
-    time.sleep(0.05)
+    wait_for(lambda: node.enforcer.passes > before, what="a pass that sees the new share")
     assert node.backend.limits(1) == {}  # no cgroup yet: nothing to limit
     cg = node.pod_cgroup(UIDS[0], qos)
     wait_for(lambda: node.backend.limits(1) == {str(cg): (4 * GiB, 4 * GiB)})
