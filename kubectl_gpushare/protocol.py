@@ -16,6 +16,7 @@ import functools
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Final, TypeGuard
 
 import msgspec
@@ -487,7 +488,7 @@ def format_node_gpus(gpus: list[dict[str, object]]) -> str:
     return json.dumps([{**gpu, "version": NODE_GPUS_VERSION} for gpu in gpus], separators=(",", ":"), sort_keys=True)
 
 
-def parse_node_gpus(text: str | None) -> tuple[int, ...] | None:
+def parse_node_gpus(text: str | None, on_newer: Callable[[int], object] | None = None) -> tuple[int, ...] | None:
     """Read per-GPU memory from `ANN_NODE_GPUS`, ordered by index; None if absent or malformed.
 
     Malformed includes: longer than `MAX_NODE_GPUS_BYTES`, nested deeper than a list of objects,
@@ -495,7 +496,9 @@ def parse_node_gpus(text: str | None) -> tuple[int, ...] | None:
     ``[0, MAX_GPU_MEMORY]``, a version that is not a positive integer.
 
     An entry of a version newer than `NODE_GPUS_VERSION` is read conservatively: its GPU counts
-    with no memory (nothing is placed on it until this reader is upgraded).
+    with no memory (nothing is placed on it until this reader is upgraded). ``on_newer``, if given,
+    is then called once with the newest such version, so the caller can say why (a well-formed
+    annotation only: a malformed one is None, whatever its versions).
     """
     if not text:
         return None
@@ -506,6 +509,7 @@ def parse_node_gpus(text: str | None) -> tuple[int, ...] | None:
     if not isinstance(raw, list) or len(raw) > MAX_GPUS_PER_NODE:
         return None
     entries: list[tuple[int, int]] = []
+    newest = NODE_GPUS_VERSION
     for entry in raw:
         if not isinstance(entry, dict):
             return None
@@ -514,12 +518,15 @@ def parse_node_gpus(text: str | None) -> tuple[int, ...] | None:
             return None
         if version > NODE_GPUS_VERSION:
             memory = 0  # a newer writer may mean something else by "memory": never count it as free
+            newest = max(newest, version)
         elif not _is_int(memory) or not 0 <= memory <= MAX_GPU_MEMORY:
             return None
         entries.append((index, memory))
     entries.sort()
     if [index for index, _ in entries] != list(range(len(entries))):
         return None
+    if newest > NODE_GPUS_VERSION and on_newer is not None:
+        on_newer(newest)
     return tuple(memory for _, memory in entries)
 
 

@@ -259,9 +259,17 @@ def node_record(node: Node, unhealthy: frozenset[int] = frozenset(), warnings: W
     name = node.metadata.name
     status = node.status
     gpus_text = node.metadata.annotations.get(protocol.ANN_NODE_GPUS)
-    gpu_mems = protocol.parse_node_gpus(gpus_text)
+    newer: list[int] = []
+    gpu_mems = protocol.parse_node_gpus(gpus_text, newer.append)
     if gpus_text and gpu_mems is None and warnings is not None:
         warnings.add(f"node {name}: annotation {protocol.ANN_NODE_GPUS} is malformed; assuming equal GPUs")
+    if newer and warnings is not None:  # the same words on every read: warned once per node and version
+        version = str(newer[0]) if newer[0] < 10**12 else f"{str(newer[0])[:12]}..."
+        warnings.add(
+            f"node {name}: annotation {protocol.ANN_NODE_GPUS} is version {version}, newer than "
+            f"version {protocol.NODE_GPUS_VERSION} that this kubectl-gpushare reads; its GPUs count with no "
+            "free memory until kubectl-gpushare is upgraded"
+        )
 
     def quantity(field: str, values: Mapping[str, QuantityValue], resource: str) -> int:
         # A node holds at most MAX_GPUS_PER_NODE GPUs of at most MAX_GPU_MEMORY each.

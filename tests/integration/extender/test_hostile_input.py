@@ -372,3 +372,29 @@ def test_an_unparsable_pod_is_logged_once_and_keeps_its_last_record(
     assert len(about_p) <= 1, [r.getMessage() for r in about_p]
     assert not any(r.exc_info for r in caplog.records)
     assert get(port, "/readyz")[0] == 200
+
+
+def newer_node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A node whose per-GPU annotation a newer device plugin wrote (version 2: not understood here)."""
+    gpus = [{"index": i, "memory": 16, "version": protocol.NODE_GPUS_VERSION + 1} for i in range(2)]
+    return node_object(name, [16, 16], ip="10.0.0.9", labels=labels,
+                       annotations={protocol.ANN_NODE_GPUS: json.dumps(gpus)})
+
+
+def test_a_node_annotation_from_a_newer_version_is_logged_once_and_never_counted_free(
+    sandbox: Sandbox, extender_factory, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+) -> None:
+    caplog.set_level("WARNING", logger="kubectl_gpushare.extender.cache")
+    sandbox.load([newer_node("gpu-new")])
+    ext = extender_factory()
+    ext.wait_synced()
+    for i in range(3):  # the node is read again on every change
+        sandbox.load([newer_node("gpu-new", labels={"round": str(i)})])
+    sandbox.load([node_object("gpu-plain", [16, 16], ip="10.0.0.1")])  # arrives after the three updates
+    wait_for(lambda: ext.running.state.counts()[0] == 2, what="the node updates to reach the cache")
+    lines = [r.getMessage() for r in caplog.records if protocol.ANN_NODE_GPUS in r.getMessage()]
+    assert lines == [f"node gpu-new: annotation {protocol.ANN_NODE_GPUS} is version 2, newer than version 1 that "
+                     "this kubectl-gpushare reads; its GPUs count with no free memory until kubectl-gpushare is "
+                     "upgraded"], lines
+    fits, failed = ext.running.state.filter(["gpu-new", "gpu-plain"], 1)
+    assert fits == ["gpu-plain"] and "gpu-new" in failed

@@ -14,7 +14,9 @@ import yaml
 from kubectl_steps import default_signals
 from unit.inspect import hostile
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import command
+from kubectl_gpushare.sandbox.builders import node_object
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -36,6 +38,23 @@ def test_live_inspect_survives_hostile_pods_and_nodes(
         nodes = {node["name"]: node for node in json.loads(result.stdout)["nodes"]}
         used = {gpu["index"]: gpu["used"] for gpu in nodes["n1"]["gpus"]}
         assert used == {0: 2, 1: hostile.GOOD_POD_MEM + 1}
+
+
+def test_a_node_annotation_from_a_newer_version_is_one_warning_and_no_free_memory(
+    sandbox: Sandbox, kube_env: dict[str, str]
+) -> None:
+    gpus = [{"index": i, "memory": 16, "version": protocol.NODE_GPUS_VERSION + 1} for i in range(2)]
+    sandbox.load([node_object("n1", [16, 16], ip="10.0.0.1", annotations={protocol.ANN_NODE_GPUS: json.dumps(gpus)})])
+    result = subprocess.run(
+        ["kubectl-inspect-gpushare", "-o", "json"], env=kube_env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"warning: node n1: annotation {protocol.ANN_NODE_GPUS} is version 2, newer than version 1 that this "
+        "kubectl-gpushare reads; its GPUs count with no free memory until kubectl-gpushare is upgraded"
+    ]
+    (node,) = json.loads(result.stdout)["nodes"]
+    assert [gpu["total"] for gpu in node["gpus"]] == [0, 0]
 
 
 @pytest.mark.parametrize("request_timeout", ["30s", "0"])

@@ -228,6 +228,19 @@ def test_node_gpus_of_a_newer_version_are_never_counted_as_free_memory(version: 
     assert protocol.parse_node_gpus(text) == (0, 0)
 
 
+def test_a_newer_node_gpus_version_is_reported_once_with_the_newest_version() -> None:
+    seen: list[int] = []
+    current = protocol.NODE_GPUS_VERSION
+    mixed = f'[{{"index":0,"memory":16,"version":{current + 2}}},{{"index":1,"memory":16,"version":{current + 1}}}]'
+    assert protocol.parse_node_gpus(mixed, seen.append) == (0, 0)
+    assert seen == [current + 2]
+    seen.clear()
+    assert protocol.parse_node_gpus(protocol.format_node_gpus([{"index": 0, "memory": 16}]), seen.append) == (16,)
+    gap = f'[{{"index":1,"memory":16,"version":{current + 1}}}]'  # malformed (no GPU 0): nothing to say why
+    assert protocol.parse_node_gpus(gap, seen.append) is None
+    assert seen == []
+
+
 @pytest.mark.parametrize("version", ["0", "-1", '"2"', "true", "1.5", "null"])
 def test_node_gpus_with_a_version_that_is_not_one_are_malformed(version: str) -> None:
     assert protocol.parse_node_gpus(f'[{{"index":0,"memory":16,"version":{version}}}]') is None

@@ -129,6 +129,19 @@ def test_node_gpus_annotation_beyond_bounds_is_ignored_with_a_warning() -> None:
     assert len(warnings) == 1
 
 
+@pytest.mark.parametrize(("version", "shown"), [(2, "version 2,"), (10**30, "version 100000000000...,")])
+def test_node_gpus_of_a_newer_version_count_no_memory_and_say_why_in_one_warning(version: int, shown: str) -> None:
+    text = f'[{{"index":0,"memory":16,"version":{version}}},{{"index":1,"memory":16,"version":{version}}}]'
+    warnings = records.Warnings()
+    for _ in range(3):  # every read of the node says the same: one message, however often it is read
+        rec = records.node_record(node("2", "32", annotation=text), warnings=warnings)
+        assert rec.gpu_mems == (0, 0)
+    (message,) = warnings.messages
+    assert warnings.count(message) == 3
+    assert message.startswith(f"node n1: annotation {protocol.ANN_NODE_GPUS} is {shown} newer than version 1")
+    assert "no free memory" in message and len(message) < 300
+
+
 def test_distinct_hostile_values_are_not_held_after_their_pods_are_gone() -> None:
     # Caches keyed by annotation or quantity text would keep every distinct hostile value alive.
     import gc
