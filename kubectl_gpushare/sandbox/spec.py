@@ -39,7 +39,7 @@ import random
 import re
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -51,7 +51,7 @@ from kubectl_gpushare.sandbox import ipam
 DEFAULT_PRODUCT = "NVIDIA-A100-SXM4-80GB"
 REQUEST_SIZES = (1, 2, 2, 4, 4, 4, 8, 8, 10, 16, 20, 40)
 """Typical per-pod GPU memory requests (in the memory unit), sampled by the generator."""
-_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class SpecError(ValueError):
