@@ -60,7 +60,7 @@ spec:
     inspect gpushare, plus JSON, YAML, CSV and coloured views.
     `kubectl gpushare label-nodes` marks GPU nodes for the device plugin.
   caveats: |
-    The plugin is written in Python. Its first run needs Python 3.10 or newer
+    The plugin is written in Python. Its first run needs Python 3.11 or newer
     (python3, or set KUBECTL_GPUSHARE_PYTHON) and access to PyPI: it installs
     itself into a private virtual environment under ~/.local/share/kubectl-gpushare.
     Reading needs get/list on nodes and list on pods in all namespaces.

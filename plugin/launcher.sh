@@ -3,7 +3,7 @@
 #
 # krew installs one executable per plugin; kubectl-gpushare is Python, so this script installs the
 # bundled wheel into a private virtual environment on first run (pip fetches its dependencies, so
-# the first run needs Python 3.10+ and access to PyPI), then hands every run over to it. Only the
+# the first run needs Python 3.11+ and access to PyPI), then hands every run over to it. Only the
 # plugin's own dependencies are installed (click, msgspec, PyYAML, rich): the daemons' extra
 # (kubectl-gpushare[daemons]: grpcio, protobuf, nvidia-ml-py, prometheus-client, kubernetes) is
 # for the in-cluster image or a pipx install, not for a kubectl plugin (krew cannot add extras to its
@@ -21,8 +21,8 @@ env="$home/$version"
 python=${KUBECTL_GPUSHARE_PYTHON:-python3}
 
 if [ ! -f "$env/.complete" ]; then
-    if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
-        echo "kubectl-gpushare: needs Python 3.10 or newer as '$python' (set KUBECTL_GPUSHARE_PYTHON)" >&2
+    if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+        echo "kubectl-gpushare: needs Python 3.11 or newer as '$python' (set KUBECTL_GPUSHARE_PYTHON)" >&2
         exit 2
     fi
     echo "kubectl-gpushare: first run, installing $version into $env" >&2

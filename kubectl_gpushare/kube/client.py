@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Final, Literal, TypedDict, overload
+from typing import Final, Literal, TypedDict, Unpack, overload
 
 import msgspec
 
@@ -43,9 +43,6 @@ from kubectl_gpushare.kube.types import (
     Pod,
 )
 from kubectl_gpushare.kube.watch import Watch
-
-if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; annotations are not evaluated at run time
-    from typing import Unpack
 
 log = logging.getLogger(__name__)
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubectl_gpushare import protocol
 
 DEFAULT_PRODUCT = "NVIDIA-A100-SXM4-80GB"
-EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """Generated objects are dated from here, so output is identical for a seed."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -229,7 +229,7 @@ def served_elsewhere(path: Path, timeout: float = 0.5) -> str | None:
 
 def _recent(pods: int) -> datetime:
     """An epoch that makes the newest generated pod a few seconds old, so ages look natural."""
-    return datetime.now(timezone.utc) - timedelta(seconds=3600 + pods + 5)
+    return datetime.now(UTC) - timedelta(seconds=3600 + pods + 5)
 
 
 def _install_stop_handlers(stop: threading.Event) -> dict[int, Any]:

@@ -13,7 +13,7 @@ import copy
 import random
 import re
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_gpushare import protocol
@@ -30,7 +30,7 @@ _POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePe
 
 def now() -> str:
     """The current time as Kubernetes writes timestamps (RFC 3339, UTC, seconds)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _random_suffix(rng: random.Random = random.Random()) -> str:  # noqa: B008 - one shared generator

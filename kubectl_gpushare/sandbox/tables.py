@@ -8,7 +8,7 @@ never has (container probes, init-container progress). No I/O.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_gpushare.sandbox.resources import Resource
@@ -112,7 +112,7 @@ def _age(obj: dict[str, Any], now: datetime) -> str:
     if not stamp:
         return "<unknown>"
     try:
-        created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     except ValueError:
         return "<unknown>"
     return human_duration((now - created).total_seconds())
@@ -274,7 +274,7 @@ def table(
     headers: bool = True,
 ) -> dict[str, Any]:
     """A ``meta.k8s.io/v1`` Table for ``objects`` (headers left out after a watch's first event)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     result: dict[str, Any] = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata}
     if headers:
         result["columnDefinitions"] = column_definitions(resource)

@@ -43,7 +43,7 @@ def make_server_tls(valid_days: int = 365) -> ServerTls:
         raise TlsUnavailableError(
             "HTTPS needs the 'cryptography' package: pip install 'kubectl-gpushare[https]'"
         ) from None
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=valid_days)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubectl-gpushare sandbox CA")])

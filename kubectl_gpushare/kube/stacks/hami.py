@@ -189,7 +189,7 @@ def _parse_time(stamp: str, layouts: tuple[str, ...]) -> float | None:
         try:
             when = datetime.datetime.strptime(stamp, layout)
             if when.tzinfo is None:
-                when = when.replace(tzinfo=datetime.timezone.utc)
+                when = when.replace(tzinfo=datetime.UTC)
             return when.timestamp()
         except (ValueError, OverflowError):
             continue

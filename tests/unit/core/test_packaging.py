@@ -18,7 +18,7 @@ def test_plain_install_is_the_plugin_set_and_the_daemons_come_with_the_extra() -
     cfg.read(ROOT / "setup.cfg")
     assert requirements(cfg["options"]["install_requires"]) == {"click", "msgspec", "pyyaml", "rich"}
     assert requirements(cfg["options.extras_require"]["daemons"]) == {
-        "grpcio", "protobuf", "nvidia-ml-py", "prometheus-client", "kubernetes"}
+        "grpcio", "protobuf", "nvidia-ml-py", "prometheus-client", "kubernetes", "cel-expr-python"}
     assert "tabulate" not in (ROOT / "setup.cfg").read_text()
     assert "'.[test,dev,daemons]'" in (ROOT / ".ci" / "run").read_text()
 

@@ -14,7 +14,7 @@ from kubectl_gpushare.kube.records import Warnings
 from kubectl_gpushare.kube.stacks import hami
 from kubectl_gpushare.ledger import PENDING, StackClaim, StackGPU, StackNode, stack_usage
 
-NOW = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.timezone.utc).timestamp()
+NOW = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.UTC).timestamp()
 V27 = "GPU-a,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:GPU-b,10,16384,100,NVIDIA-T4,1,false:"
 V28 = json.dumps([
     {"id": "GPU-a", "index": 0, "count": 10, "devmem": 32768, "devcore": 100, "type": "NVIDIA-Tesla V100-PCIE-32GB",

@@ -1,0 +1,185 @@
+"""CEL as the API server evaluates it, for the sandbox's admission policies and DRA selectors.
+
+The language is Google's own implementation (``cel-expr-python``: cel-cpp behind Python bindings,
+type-checked like cel-go in the API server, so an undeclared variable fails at compile time as it
+does there). This module adds only what Kubernetes adds on top: the quantity library
+(``k8s.io/apiserver/pkg/cel/library/quantity.go``: ``quantity()``, ``isQuantity()``,
+``compareTo()``, ``isGreaterThan()``, ``isLessThan()``, ``add()``, ``sub()``, ``sign()``,
+``asInteger()``, ``isInteger()``, ``asApproximateFloat()``), the bound on an expression's length, and
+one error type whose message fits on one line.
+
+A quantity travels through CEL as a map ``{"__quantity__": <thousandths>}``: the binding passes only
+CEL's own types, and the API server compares quantities by value (``Quantity.Cmp``), which the integer
+of thousandths does exactly for everything ``parse_milli_quantity`` accepts; two quantities are ``==``
+when their values are, as ``Quantity.Equal`` makes them. Values finer than a thousandth round up, as
+``MilliValue()`` does.
+
+Not built: the API server's static cost estimate (``cel.PerCallLimit``). An expression is bounded
+here by its length, the limit the API server checks first (``CELSelectorExpressionMaxLength``).
+The package is an optional dependency (the ``daemons`` extra: 50 MB of native code the kubectl plugin
+does not need); `available` says whether it is installed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Final
+
+from kubectl_gpushare import protocol
+
+if TYPE_CHECKING:
+    from cel_expr_python import cel as _cel
+
+MAX_EXPRESSION_LENGTH: Final = 10 * 1024
+"""Longest expression compiled: DRA's ``CELSelectorExpressionMaxLength`` (resource/v1 types.go)."""
+
+INSTALL_HINT: Final = "CEL needs the daemons extra: pip install 'kubectl-gpushare[daemons]'"
+
+_QUANTITY_KEY: Final = "__quantity__"
+
+Activation = Mapping[str, object]
+"""The variables an expression sees: JSON-like values (dicts, lists, str, int, float, bool, None)."""
+
+
+class CelError(ValueError):
+    """An expression that does not compile or fails while evaluating; the message is one line."""
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text[:300] + "..." if len(text) > 300 else text
+
+
+def available() -> bool:
+    """Whether the CEL implementation is installed (it comes with the ``daemons`` extra)."""
+    try:
+        from cel_expr_python import cel  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# --- The quantity library -------------------------------------------------------------------------
+def quantity(text: str) -> dict[str, int]:
+    """A quantity as CEL sees it: for activations (DRA capacities are quantities) and ``quantity()``."""
+    return {_QUANTITY_KEY: protocol.parse_milli_quantity(text)}  # ValueError: a CEL error upstream
+
+
+def _millis(value: Mapping[str, object]) -> int:
+    millis = value.get(_QUANTITY_KEY)
+    if not isinstance(millis, int) or isinstance(millis, bool):
+        raise ValueError("not a quantity")
+    return millis
+
+
+def _is_quantity(text: str) -> bool:
+    try:
+        quantity(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _compare(a: Mapping[str, object], b: Mapping[str, object]) -> int:
+    left, right = _millis(a), _millis(b)
+    return (left > right) - (left < right)
+
+
+def _checked(millis: int) -> dict[str, int]:
+    if not -protocol.MAX_INT64 - 1 <= millis <= protocol.MAX_INT64:
+        raise ValueError("quantity out of range")
+    return {_QUANTITY_KEY: millis}
+
+
+def _as_integer(q: Mapping[str, object]) -> int:
+    millis = _millis(q)
+    if millis % 1000:
+        raise ValueError("quantity is not an integer")
+    return millis // 1000
+
+
+def _declarations() -> list[_cel.FunctionDecl]:
+    from cel_expr_python import cel
+
+    t = cel.Type
+    q = t.Map(t.STRING, t.DYN)
+
+    def member(name: str, result: _cel.Type, impl: Callable[..., object], *args: _cel.Type) -> _cel.FunctionDecl:
+        overload = cel.Overload(f"quantity_{name}", result, [q, *args], is_member=True, impl=impl)
+        return cel.FunctionDecl(name, [overload])
+
+    return [
+        cel.FunctionDecl("quantity", [cel.Overload("string_to_quantity", q, [t.STRING], impl=quantity)]),
+        cel.FunctionDecl("isQuantity", [cel.Overload("string_is_quantity", t.BOOL, [t.STRING],
+                                                     impl=_is_quantity)]),
+        member("compareTo", t.INT, _compare, q),
+        member("isGreaterThan", t.BOOL, lambda a, b: _compare(a, b) > 0, q),
+        member("isLessThan", t.BOOL, lambda a, b: _compare(a, b) < 0, q),
+        member("add", q, lambda a, b: _checked(_millis(a) + _millis(b)), q),
+        member("sub", q, lambda a, b: _checked(_millis(a) - _millis(b)), q),
+        member("sign", t.INT, lambda a: (_millis(a) > 0) - (_millis(a) < 0)),
+        member("isInteger", t.BOOL, lambda a: _millis(a) % 1000 == 0),
+        member("asInteger", t.INT, _as_integer),
+        member("asApproximateFloat", t.DOUBLE, lambda a: _millis(a) / 1000.0),
+    ]
+
+
+@functools.lru_cache(maxsize=16)
+def _environment(variables: tuple[str, ...]) -> _cel.Env:
+    try:
+        from cel_expr_python import cel
+    except ImportError:
+        raise CelError(INSTALL_HINT) from None
+    return cel.NewEnv(variables={name: cel.Type.DYN for name in variables}, functions=_declarations())
+
+
+# --- Compile and evaluate -------------------------------------------------------------------------
+class Expression:
+    """One compiled expression over a fixed set of variables."""
+
+    __slots__ = ("source", "_compiled")
+
+    def __init__(self, source: str, compiled: _cel.Expression) -> None:
+        self.source = source
+        self._compiled = compiled
+
+    def evaluate(self, activation: Activation) -> object:
+        """The expression's value over ``activation``; raises `CelError` on any evaluation error."""
+        from cel_expr_python import cel
+
+        try:
+            value = self._compiled.eval(data=activation)
+            if value.type() == cel.Type.ERROR:
+                raise CelError(f"evaluating {self.source[:200]!r}: {_one_line(str(value))}")
+            result: object = value.plain_value()
+        except CelError:
+            raise
+        except Exception as error:  # the binding raises RuntimeError for values CEL cannot hold
+            raise CelError(f"evaluating {self.source[:200]!r}: {_one_line(str(error))}") from None
+        return result
+
+    def evaluate_bool(self, activation: Activation) -> bool:
+        """As `evaluate`, for selectors and validations: anything but a bool is an error, as upstream."""
+        result = self.evaluate(activation)
+        if not isinstance(result, bool):
+            raise CelError(f"{self.source[:200]!r} must evaluate to bool, not {type(result).__name__}")
+        return result
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_expression(source: str, variables: tuple[str, ...]) -> Expression:
+    """Compile once over the named variables (all typed ``dyn``); cached, raises `CelError`.
+
+    Type-checked as the API server does: a name outside ``variables`` fails here, not at run time.
+    """
+    if not source.strip():
+        raise CelError("empty CEL expression")
+    if len(source) > MAX_EXPRESSION_LENGTH:
+        raise CelError(f"CEL expression longer than {MAX_EXPRESSION_LENGTH} characters")
+    environment = _environment(variables)
+    try:
+        compiled = environment.compile(source)
+    except Exception as error:  # RuntimeError(INVALID_ARGUMENT: ...) for syntax and undeclared names
+        raise CelError(f"compiling {source[:200]!r}: {_one_line(str(error))}") from None
+    return Expression(source, compiled)
