@@ -350,6 +350,40 @@ class KoordDeviceList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     items: tuple[KoordDevice, ...] = ()
 
 
+class AdmissionPolicy(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """An ``admissionregistration.k8s.io/v1`` ValidatingAdmissionPolicy: only its name and labels are read."""
+
+    metadata: ObjectMeta = ObjectMeta()
+
+
+class AdmissionPolicyList(msgspec.Struct, frozen=True, rename="camel", gc=False):
+    """One page of ValidatingAdmissionPolicies."""
+
+    metadata: ListMeta = ListMeta()
+    items: tuple[AdmissionPolicy, ...] = ()
+
+
+class AdmissionPolicyBindingSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """``spec`` of a ValidatingAdmissionPolicyBinding: which policy, and what a refusal does."""
+
+    policy_name: str = ""
+    validation_actions: tuple[str, ...] = ()
+
+
+class AdmissionPolicyBinding(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """An ``admissionregistration.k8s.io/v1`` ValidatingAdmissionPolicyBinding."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    spec: AdmissionPolicyBindingSpec = AdmissionPolicyBindingSpec()
+
+
+class AdmissionPolicyBindingList(msgspec.Struct, frozen=True, rename="camel", gc=False):
+    """One page of ValidatingAdmissionPolicyBindings."""
+
+    metadata: ListMeta = ListMeta()
+    items: tuple[AdmissionPolicyBinding, ...] = ()
+
+
 class ConfigMapList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """One page of ConfigMaps."""
 
@@ -506,10 +540,16 @@ RESOURCEQUOTA_LIST_DECODER: Final = msgspec.json.Decoder(ResourceQuotaList)
 KOORD_DEVICE_DECODER: Final = msgspec.json.Decoder(KoordDevice)
 KOORD_DEVICE_LIST_DECODER: Final = msgspec.json.Decoder(KoordDeviceList)
 POD_PLACEMENT_DECODER: Final = msgspec.json.Decoder(PodPlacement)
+ADMISSION_POLICY_DECODER: Final = msgspec.json.Decoder(AdmissionPolicy)
+ADMISSION_POLICY_LIST_DECODER: Final = msgspec.json.Decoder(AdmissionPolicyList)
+ADMISSION_POLICY_BINDING_DECODER: Final = msgspec.json.Decoder(AdmissionPolicyBinding)
+ADMISSION_POLICY_BINDING_LIST_DECODER: Final = msgspec.json.Decoder(AdmissionPolicyBindingList)
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 
-ItemT = TypeVar("ItemT", Pod, Node, ConfigMap, Lease, Event, ResourceQuota, KoordDevice)
+ItemT = TypeVar(
+    "ItemT", Pod, Node, ConfigMap, Lease, Event, ResourceQuota, KoordDevice, AdmissionPolicy, AdmissionPolicyBinding
+)
 
 
 class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
@@ -537,6 +577,8 @@ class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
         | msgspec.json.Decoder[EventList]
         | msgspec.json.Decoder[ResourceQuotaList]
         | msgspec.json.Decoder[KoordDeviceList]
+        | msgspec.json.Decoder[AdmissionPolicyList]
+        | msgspec.json.Decoder[AdmissionPolicyBindingList]
     )
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
@@ -565,6 +607,15 @@ KOORD_DEVICES: Final = Kind(
     KOORD_DEVICE_LIST_DECODER,
 )
 """Koordinator's ``Device`` (served only where Koordinator's CRD is installed)."""
+ADMISSION_POLICIES: Final = Kind(
+    "ValidatingAdmissionPolicy", "validatingadmissionpolicies", "/apis/admissionregistration.k8s.io/v1", False,
+    ADMISSION_POLICY_DECODER, ADMISSION_POLICY_LIST_DECODER,
+)
+ADMISSION_POLICY_BINDINGS: Final = Kind(
+    "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", "/apis/admissionregistration.k8s.io/v1",
+    False, ADMISSION_POLICY_BINDING_DECODER, ADMISSION_POLICY_BINDING_LIST_DECODER,
+)
+"""Served from Kubernetes 1.30 (``admissionregistration.k8s.io/v1``); doctor checks node confinement with them."""
 
 KINDS: Final[
     dict[str, Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota]]
