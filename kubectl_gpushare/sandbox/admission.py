@@ -190,6 +190,15 @@ class _ConfigError(Exception):
     """A policy or binding that cannot be applied (its failure policy decides)."""
 
 
+def _items(value: Any) -> list[Any]:
+    """A list field as stored; anything else (a seeded object can hold any JSON) reads as empty."""
+    return value if isinstance(value, list) else []
+
+
+def _strings(value: Any) -> list[str]:
+    return [item for item in _items(value) if isinstance(item, str)]
+
+
 def _split(resource: str) -> tuple[str, str]:
     name, _, sub = resource.partition("/")
     return name, sub
@@ -198,7 +207,7 @@ def _split(resource: str) -> tuple[str, str]:
 def _rule_matches(rule: Mapping[str, Any], attrs: Attributes) -> bool:
     """``webhook/predicates/rules/rules.go``: operation, group, version, resource/subresource, scope."""
     def has(key: str, value: str) -> bool:
-        values = rule.get(key) or []
+        values = _strings(rule.get(key))
         return "*" in values or value in values
 
     resource = attrs.resource
@@ -206,12 +215,12 @@ def _rule_matches(rule: Mapping[str, Any], attrs: Attributes) -> bool:
             and has("apiVersions", resource.version)):
         return False
     if not any((name in ("*", resource.plural)) and (sub in ("*", attrs.subresource))
-               for name, sub in map(_split, rule.get("resources") or [])):
+               for name, sub in map(_split, _strings(rule.get("resources")))):
         return False
-    names = rule.get("resourceNames") or []
+    names = _strings(rule.get("resourceNames"))
     if names and attrs.name not in names:
         return False
-    scope = rule.get("scope") or "*"
+    scope = rule.get("scope") if isinstance(rule.get("scope"), str) else "*"
     cluster = not attrs.namespace or resource.plural == "namespaces"
     return scope == "*" or (scope == "Cluster") == cluster
 
@@ -222,13 +231,16 @@ def _selector(selector: Any, what: str) -> tuple[Requirement, ...]:
         return ()
     if not isinstance(selector, dict):
         raise _ConfigError(f"{what} is not a label selector")
-    found = [Requirement(str(k), "=", (str(v),)) for k, v in (selector.get("matchLabels") or {}).items()]
+    labels = selector.get("matchLabels") or {}
+    if not isinstance(labels, dict):
+        raise _ConfigError(f"{what}.matchLabels is not a map")
+    found = [Requirement(str(k), "=", (str(v),)) for k, v in labels.items()]
     operators = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
-    for expression in selector.get("matchExpressions") or []:
+    for expression in _items(selector.get("matchExpressions")):
         op = operators.get(str(expression.get("operator"))) if isinstance(expression, dict) else None
         if op is None:
-            raise _ConfigError(f"{what}: {expression!r} is not a valid label selector requirement")
-        found.append(Requirement(str(expression.get("key", "")), op, tuple(map(str, expression.get("values") or ()))))
+            raise _ConfigError(f"{what}: {str(expression)[:100]} is not a valid label selector requirement")
+        found.append(Requirement(str(expression.get("key", "")), op, tuple(map(str, _items(expression.get("values"))))))
     return tuple(found)
 
 
@@ -273,9 +285,9 @@ class Admission:
                                        for labels in (_labels(attrs.object), _labels(attrs.old_object))):
             return False
         rules = resources.get("resourceRules")
-        if rules is not None and not any(_rule_matches(rule, attrs) for rule in rules if isinstance(rule, dict)):
+        if rules is not None and not any(_rule_matches(r, attrs) for r in _items(rules) if isinstance(r, dict)):
             return False
-        excluded = resources.get("excludeResourceRules") or []
+        excluded = _items(resources.get("excludeResourceRules"))
         return not any(_rule_matches(rule, attrs) for rule in excluded if isinstance(rule, dict))
 
     # --- the activation ------------------------------------------------------------------------
@@ -329,7 +341,8 @@ class Admission:
         bindings: dict[str, list[dict[str, Any]]] = {}
         for stored in self.store.entries(BINDINGS):
             binding = stored.object()
-            name = str(((binding.get("spec") or {}).get("policyName")) or "")
+            spec = binding.get("spec")
+            name = str(spec.get("policyName") or "") if isinstance(spec, dict) else ""
             bindings.setdefault(name, []).append(binding)
         denied: list[_Decision] = []
         shared: dict[str, Any] | None = None
@@ -355,7 +368,7 @@ class Admission:
         name = str(policy["metadata"].get("name", ""))
         spec = policy.get("spec") if isinstance(policy.get("spec"), dict) else {}
         assert isinstance(spec, dict)
-        failure = spec.get("failurePolicy") or FAIL
+        failure = spec.get("failurePolicy") if isinstance(spec.get("failurePolicy"), str) else FAIL
         try:
             if not self._resources_match(spec.get("matchConstraints"), attrs, "spec.matchConstraints"):
                 return []
@@ -375,7 +388,7 @@ class Admission:
             except _ConfigError as exc:
                 decisions += _config_error(failure, f"failed to configure binding: {exc}", name, binding_name)
                 continue
-            actions = binding_spec.get("validationActions") or []
+            actions = _strings(binding_spec.get("validationActions"))
             for decision in _evaluate(spec, failure, shared):
                 decision.policy, decision.binding = name, binding_name
                 if decision.action != "deny":
@@ -444,7 +457,7 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: dict[str, Any]) -> lis
     """``validator.go`` ``Validate``: match conditions, variables, then each validation's decision."""
     activation: dict[str, object] = {**shared, "variables": {}}
     errors_seen: list[str] = []
-    for condition in spec.get("matchConditions") or []:
+    for condition in _items(spec.get("matchConditions")):
         value, error = _run(condition.get("expression") if isinstance(condition, dict) else None, activation, {})
         if error is not None:
             errors_seen.append(error)
@@ -455,7 +468,7 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: dict[str, Any]) -> lis
         return [] if failure == IGNORE else [_error_decision(failure, message)]
     variables: dict[str, object] = {}
     failed: dict[str, str] = {}
-    for variable in spec.get("variables") or []:
+    for variable in _items(spec.get("variables")):
         if not isinstance(variable, dict):
             continue
         name = str(variable.get("name") or "")
@@ -466,7 +479,7 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: dict[str, Any]) -> lis
             failed[name] = error
     activation["variables"] = variables
     decisions: list[_Decision] = []
-    for validation in spec.get("validations") or []:
+    for validation in _items(spec.get("validations")):
         if not isinstance(validation, dict):
             continue
         source = validation.get("expression")
@@ -476,8 +489,9 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: dict[str, Any]) -> lis
             continue
         if value is True:
             continue
-        reason = validation.get("reason") or "Invalid"
-        decisions.append(_Decision("deny", _message(validation, activation, failed), reason=str(reason)))
+        reason = validation.get("reason")
+        reason = reason if isinstance(reason, str) and reason in REASONS else "Invalid"
+        decisions.append(_Decision("deny", _message(validation, activation, failed), reason=reason))
     return decisions
 
 

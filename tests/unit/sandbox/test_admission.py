@@ -128,3 +128,41 @@ def test_a_binding_without_its_policy_and_admission_kinds_are_left_alone() -> No
                         UserInfo("u"))
     assert refused(admission([{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"]}]),
                    policy) is None
+
+
+GARBAGE: list[Any] = [None, 5, "x", [1, "a"], {"a": [None]}, True, -1.5]
+
+
+@pytest.mark.parametrize("junk", GARBAGE, ids=repr)
+def test_hostile_stored_policies_never_break_a_write(junk: Any) -> None:
+    # Objects seeded with load() skip validation: every field may hold any JSON, and admission must
+    # answer with a decision (or an ApiError), never an exception of its own.
+    rules = [rule(["*"])]
+    specs = [
+        {"matchConstraints": junk},
+        {"matchConstraints": {"resourceRules": junk}},
+        {"matchConstraints": {"resourceRules": [{"operations": junk, "resources": junk, "apiGroups": junk,
+                                                 "apiVersions": junk, "resourceNames": junk, "scope": junk}]}},
+        {"matchConstraints": {"resourceRules": rules, "namespaceSelector": junk, "objectSelector": junk}},
+        {"matchConstraints": {"resourceRules": rules, "objectSelector": {"matchLabels": junk,
+                                                                           "matchExpressions": junk}}},
+        {"matchConstraints": {"resourceRules": rules}, "validations": junk, "variables": junk,
+         "matchConditions": junk, "failurePolicy": junk, "paramKind": junk},
+        {"matchConstraints": {"resourceRules": rules},
+         "validations": [{"expression": junk, "message": junk, "messageExpression": junk, "reason": junk}]},
+    ]
+    for spec in specs:
+        store = Store()
+        store.load([
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+             "metadata": {"name": "pol"}, "spec": spec},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+             "metadata": {"name": "b"}, "spec": {"policyName": "pol", "validationActions": junk,
+                                                 "matchResources": junk}},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+             "metadata": {"name": "c"}, "spec": junk},
+        ])
+        try:
+            Admission(store).validate(write("pods"))
+        except ApiError as error:
+            assert error.code in (401, 403, 413, 422) and "\n" not in error.message
