@@ -368,7 +368,8 @@ class Admission:
         name = str(policy["metadata"].get("name", ""))
         spec = policy.get("spec") if isinstance(policy.get("spec"), dict) else {}
         assert isinstance(spec, dict)
-        failure = spec.get("failurePolicy") if isinstance(spec.get("failurePolicy"), str) else FAIL
+        stated = spec.get("failurePolicy")
+        failure = stated if isinstance(stated, str) else FAIL
         try:
             if not self._resources_match(spec.get("matchConstraints"), attrs, "spec.matchConstraints"):
                 return []
