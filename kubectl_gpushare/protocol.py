@@ -66,6 +66,21 @@ ANN_NODE_GPUS: Final = "gpushare.kubectl-gpushare.io/gpus"
 "model": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-..."}]`` with memory in the node's unit, so
 inspect and the extender see heterogeneous GPUs (the original assumes equal GPUs)."""
 
+# --- What the device plugin writes (the node-confinement policy in manifests/base) ------------
+DEVICE_PLUGIN_POD_ANNOTATIONS: Final = (ANN_ASSIGNED, ANN_ASSIGN_TIME, ANN_IDX, ANN_POD, ANN_DEV, ANN_ASSUME_TIME)
+"""Pod annotation keys the device plugin writes on Allocate (the last four only when it adopts a pod
+the extender did not annotate). Its ValidatingAdmissionPolicy lets it change no other key."""
+DEVICE_PLUGIN_NODE_ANNOTATIONS: Final = (ANN_NODE_GPUS,)
+"""Node annotation keys the device plugin writes (``nodes`` patch); no labels."""
+DEVICE_PLUGIN_NODE_STATUS_RESOURCES: Final = (RESOURCE_COUNT,)
+"""Node ``status.capacity`` / ``status.allocatable`` keys the device plugin writes (``nodes/status``
+patch); kubelet writes ``aliyun.com/gpu-mem`` from the devices the plugin advertises."""
+DEVICE_PLUGIN_SERVICE_ACCOUNT: Final = ("kube-system", "gpushare-device-plugin")
+"""The shipped DaemonSet's ServiceAccount (namespace, name): the user the policy confines."""
+NODE_NAME_EXTRA: Final = "authentication.kubernetes.io/node-name"
+"""The user-info extra in which kube-apiserver names the node of a pod-bound service-account
+token's pod (``k8s.io/apiserver/pkg/authentication/serviceaccount``: ``NodeNameKey``)."""
+
 # --- Unhealthy-GPU ConfigMap (written by an external health component, read by the extender) ----
 UNHEALTHY_CM_NAMESPACE: Final = "kube-system"
 UNHEALTHY_CM_PREFIX: Final = "unhealthy-gpu-"

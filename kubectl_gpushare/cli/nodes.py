@@ -252,9 +252,33 @@ class NodeAgents:
         """(namespace, name) of the pod standing for the device plugin on ``node`` (its ``usage`` port serves)."""
         return self.plugin_pods.get(node)
 
+    def _plugin_kubeconfig(self, node: str, directory: str) -> Path:
+        """The stack's kubeconfig with the token of ``node``'s device-plugin pod (confined to its node).
+
+        Falls back to the stack's own credentials (unconfined, logged) when no token can be had, e.g.
+        for a plugin pod left by an older ``--state`` that runs as no ServiceAccount.
+        """
+        import yaml
+
+        try:
+            token = stack_components.device_plugin_token(self.api, node)
+        except KubeError as exc:
+            log.warning("device plugin on %s runs with the stack's own credentials, not confined to its node: "
+                        "no token for its pod (%s)", node, exc)
+            return self.kubeconfig
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        for user in config.get("users") or []:
+            user["user"] = {"token": token}
+        path = Path(directory, "kubeconfig")
+        path.touch(mode=0o600)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
+
     def _start_agent(self, node: str, gpus: str) -> None:
         from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, Plugin, serve
 
+        # The DaemonSet's pod exists before its container starts: the plugin's token is bound to it.
+        self.plugin_pods[node] = stack_components.register_device_plugin(self.api, node)
         directory = tempfile.mkdtemp(prefix="dp", dir=self.workdir)
         kubelet = KubeletSim(directory).start()
         stop = threading.Event()
@@ -264,7 +288,8 @@ class NodeAgents:
         # The usage port is ephemeral on loopback; the node's device-plugin pod relays to it through
         # the sandbox's pods/proxy, as kube-apiserver relays to the DaemonSet pod's port.
         cfg = Config(node_name=node, device_plugin_path=directory, fake_gpus=gpus,
-                     kube=KubeOptions(str(self.kubeconfig)), health_check=False, poll_interval=2.0,
+                     kube=KubeOptions(str(self._plugin_kubeconfig(node, directory))), health_check=False,
+                     poll_interval=2.0,
                      enforce_memory=self.enforce, cgroup_root=str(root), cgroup_driver="cgroupfs",
                      usage_port=0, usage_host="127.0.0.1", usage_interval=2.0)
         errors: list[BaseException] = []
@@ -291,7 +316,6 @@ class NodeAgents:
         thread.start()
         with self._lock:
             self.agents[node] = agent
-        self.plugin_pods[node] = stack_components.register_device_plugin(self.api, node)
         self._starters.submit(self._publish_when_registered, agent, gpus)
 
     def _host(self, node: str, gpus: str) -> tuple[FakeBackend, Path]:

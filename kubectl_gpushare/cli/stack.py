@@ -5,7 +5,9 @@ kube-scheduler stand-in (`cli.scheduler`) that loops over unscheduled pods and c
 over HTTP as configured by the KubeSchedulerConfiguration we ship; and, for every node labelled
 ``gpushare=true``, a device plugin with fake GPUs and a kubelet stand-in (`cli.nodes`) that talk
 gRPC over unix sockets in a temporary directory. Threads rather than child processes: one process
-tree, one Ctrl-C, and the sandbox's memory is shared instead of copied per node.
+tree, one Ctrl-C, and the sandbox's memory is shared instead of copied per node. The shipped
+node-confinement policy is installed and each device plugin uses a token bound to its node's
+plugin pod, so every plugin write goes through that policy (`cli.stack_components`).
 
 In stack mode a spec node's ``gpus``/``gpuMemory`` describe its hardware: the seed's
 ``aliyun.com/gpu-mem`` and ``aliyun.com/gpu-count`` are removed and the node's device plugin
@@ -164,6 +166,7 @@ def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str], 
         stack.callback(api.close)
         running: list[Running] = []
         stack_components.ensure_namespace(api)  # the extender's Lease, Service and pod live in kube-system
+        stack_components.install_confinement(api)  # each node's device plugin is kept to its node
         cfg = ServeConfig(kube=load_config(str(kubeconfig)), port=0, leader_elect=True,
                           lease_namespace=stack_components.NAMESPACE, lease_name=stack_components.EXTENDER_NAME,
                           identity=stack_components.EXTENDER_POD,
@@ -207,7 +210,7 @@ def _callback(**options: Any) -> None:
     if stack:
         from kubectl_gpushare.service import configure_logging, require_daemon_modules
 
-        require_daemon_modules("sandbox --stack", ["prometheus_client", "grpc", "google.protobuf"])
+        require_daemon_modules("sandbox --stack", ["prometheus_client", "grpc", "google.protobuf", "cel_expr_python"])
         configure_logging("text", "warning")
     base.run(**options, attachment=StackAttachment() if stack else None)
 

@@ -9,6 +9,13 @@ API: pods with the manifests' labels, bound to their node, which the stack's kub
 reports Running and Ready like any other pod. The extender's pod goes on the first node (a real
 Deployment's pod lands on some node too); with no node yet it waits for the scheduler.
 
+Node confinement is on, as with the shipped manifests: the device plugin's ServiceAccount and its
+ValidatingAdmissionPolicy and binding are created from the packaged ``manifests/base/device-plugin.yaml``,
+the device-plugin pods run as that ServiceAccount, and each node's plugin talks to the API with a
+token bound to its own pod (`device_plugin_token`), which names its node, as kubelet's projected
+token does. Where kubelet refreshes that token before it expires, the stack asks for one valid for a
+year.
+
 Not created: Endpoints/EndpointSlices (the sandbox does not serve them), ReplicaSet and DaemonSet
 owners (the sandbox would run a ReplicaSet's pods itself).
 """
@@ -28,6 +35,14 @@ from kubectl_gpushare.kube.errors import Conflict, KubeError, NotFound
 log = logging.getLogger("kubectl_gpushare.stack")
 
 NAMESPACE: Final = "kube-system"
+DEVICE_PLUGIN_ACCOUNT: Final = protocol.DEVICE_PLUGIN_SERVICE_ACCOUNT[1]
+TOKEN_LIFETIME: Final = 365 * 24 * 3600
+"""Seconds a device plugin's token is valid (kubelet would refresh a projected one; the stack does not)."""
+_CONFINEMENT_PATHS: Final = {
+    "ServiceAccount": f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
+    "ValidatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+}
 EXTENDER_NAME: Final = "gpushare-schd-extender"
 EXTENDER_POD: Final = f"{EXTENDER_NAME}-stack"
 """The extender's pod (and its leader identity): one replica, in this process."""
@@ -56,9 +71,9 @@ def _create(api: Client, path: str, body: Mapping[str, Any]) -> None:
 
 
 def _pod(name: str, labels: Mapping[str, str], container: Mapping[str, Any], node: str | None,
-         tolerations: list[dict[str, str]]) -> dict[str, Any]:
+         tolerations: list[dict[str, str]], account: str = "default") -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [dict(container)], "tolerations": tolerations,
-                            "priorityClassName": "system-node-critical"}
+                            "priorityClassName": "system-node-critical", "serviceAccountName": account}
     if node:
         spec["nodeName"] = node
     return {"apiVersion": "v1", "kind": "Pod",
@@ -97,10 +112,49 @@ def register_device_plugin(api: Client, node: str) -> tuple[str, str]:
     tolerations.append({"key": "CriticalAddonsOnly", "operator": "Exists"})
     try:
         _create(api, f"/api/v1/namespaces/{NAMESPACE}/pods", _pod(name, DEVICE_PLUGIN_LABELS, container, node,
-                                                                  tolerations))
+                                                                  tolerations, DEVICE_PLUGIN_ACCOUNT))
     except KubeError as exc:
         log.warning("cannot create the device-plugin pod of node %s: %s", node, exc)
     return NAMESPACE, name
+
+
+def install_confinement(api: Client) -> None:
+    """The device plugin's ServiceAccount, ValidatingAdmissionPolicy and binding, from the shipped manifest.
+
+    One that cannot be created is logged; the stack then runs unconfined rather than not at all.
+    """
+    import yaml
+
+    from kubectl_gpushare.cli.manifests import read_manifest
+
+    for doc in yaml.safe_load_all(read_manifest("device-plugin")):
+        path = _CONFINEMENT_PATHS.get(str((doc or {}).get("kind")))
+        if path is None:
+            continue
+        try:
+            _create(api, path, doc)
+        except KubeError as exc:
+            log.warning("cannot create the device plugin's %s: %s", doc["kind"], exc)
+
+
+def device_plugin_token(api: Client, node: str) -> str:
+    """A token of the device plugin's ServiceAccount bound to its pod on ``node`` (a TokenRequest).
+
+    The API server writes the pod's node into it (``authentication.kubernetes.io/node-name``), which
+    is what the node-confinement policy keys on.
+
+    Raises:
+        KubeError: the API refused (no ServiceAccount, no such pod, a pod running as another account).
+    """
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+               "spec": {"expirationSeconds": TOKEN_LIFETIME,
+                        "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": device_plugin_pod_name(node)}}}
+    path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{DEVICE_PLUGIN_ACCOUNT}/token"
+    answer = json.loads(api.request("POST", path, body=json.dumps(request).encode(), content_type="application/json"))
+    token = (answer.get("status") or {}).get("token") if isinstance(answer, dict) else None
+    if not isinstance(token, str) or not token:
+        raise KubeError(f"the TokenRequest for node {node} was answered without a token")
+    return token
 
 
 def unregister_device_plugin(api: Client, node: str) -> None:

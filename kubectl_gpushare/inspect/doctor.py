@@ -24,7 +24,7 @@ import msgspec
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import caps, tabwriter
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
-from kubectl_gpushare.inspect.source import StackSplit, keyed_pod_record
+from kubectl_gpushare.inspect.source import Confinement, StackSplit, keyed_pod_record
 from kubectl_gpushare.inspect.top import printable
 from kubectl_gpushare.kube import stacks
 from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS, EXIT_OK
@@ -53,6 +53,9 @@ COMPONENT_LABEL: Final = "component"
 EXTENDER_COMPONENT: Final = "gpushare-schd-extender"
 DEVICE_PLUGIN_COMPONENT: Final = "gpushare-device-plugin"
 """Pod labels of the shipped (and the original) extender Deployment and device-plugin DaemonSet."""
+CONFINEMENT_POLICY: Final = "gpushare-device-plugin-confinement"
+"""The shipped ValidatingAdmissionPolicy (and binding) that keeps the device plugin to its node; a policy
+labelled ``component=gpushare-device-plugin`` counts too (renamed by an overlay)."""
 
 
 class Finding(msgspec.Struct, frozen=True):
@@ -182,6 +185,33 @@ def _workload_findings(nodes: Sequence[Node], pods: Sequence[Pod]) -> Iterable[F
             yield Finding(WARNING, "device-plugin-not-ready", f"node/{node.metadata.name}",
                           f"the device-plugin pod on this node is not Ready ({names}): new pods may not get "
                           "their GPU")
+
+
+def _confinement_findings(confinement: Confinement | None, pods: Sequence[Pod]) -> Iterable[Finding]:
+    """The device plugin runs but no policy keeps it to its own node (docs/operating.md, "Node confinement")."""
+    plugins = [pod for pod in pods if pod.metadata.labels.get(COMPONENT_LABEL) == DEVICE_PLUGIN_COMPONENT
+               and pod.status.phase not in COMPLETED_PHASES]
+    if confinement is None or not plugins:
+        return
+    risk = "a broken-into GPU node can rewrite any pod's GPU assignment or any node's capacity"
+    if not confinement.served:
+        yield Finding(WARNING, "node-confinement-missing", f"validatingadmissionpolicy/{CONFINEMENT_POLICY}",
+                      "the API server serves no admissionregistration.k8s.io/v1 ValidatingAdmissionPolicies "
+                      f"(Kubernetes before 1.30), so nothing keeps the device plugin to its own node: {risk}")
+        return
+    ours = sorted(p.metadata.name for p in confinement.policies
+                  if p.metadata.name == CONFINEMENT_POLICY or p.metadata.labels.get(COMPONENT_LABEL)
+                  == DEVICE_PLUGIN_COMPONENT)
+    if not ours:
+        yield Finding(WARNING, "node-confinement-missing", f"validatingadmissionpolicy/{CONFINEMENT_POLICY}",
+                      f"the device plugin runs ({len(plugins)} pod(s)) but no ValidatingAdmissionPolicy keeps it to "
+                      f"its own node: {risk} (kubectl gpushare manifests --only device-plugin; Kubernetes 1.30+)")
+        return
+    denying = {b.spec.policy_name for b in confinement.bindings if "Deny" in b.spec.validation_actions}
+    if not denying.intersection(ours):
+        yield Finding(WARNING, "node-confinement-missing", f"validatingadmissionpolicybinding/{ours[0]}",
+                      f"ValidatingAdmissionPolicy {ours[0]} has no binding with validationActions Deny, so it "
+                      f"refuses nothing and the device plugin is not kept to its own node: {risk}")
 
 
 _OUTDATED_SCHEDULER_APIS: Final = (
@@ -407,6 +437,7 @@ def audit(
     reread: Reread | None = None,
     usage: Mapping[str, protocol.UsageReport | None] | None = None,
     devices: Sequence[KoordDevice] = (),
+    confinement: Confinement | None = None,
 ) -> DoctorReport:
     """Run every check.
 
@@ -426,6 +457,8 @@ def audit(
         usage: node -> its device plugin's usage document (None: it did not answer), for
             ``gpu-over-share``; None skips that check.
         devices: Koordinator's ``Device`` objects, where the API serves them (per-GPU memory, as inspect reads it).
+        confinement: the cluster's admission policies and bindings, for ``node-confinement-missing``;
+            None skips that check (they could not be read).
     """
     if reread is None:
         held = list(pods)
@@ -460,6 +493,7 @@ def audit(
         if pod.metadata.labels.get(COMPONENT_LABEL) in _WORKLOADS:
             workloads.append(pod)
     findings.extend(_workload_findings(nodes, workloads))
+    findings.extend(_confinement_findings(confinement, workloads))
     over = [name for name in sorted(ledger.node_names()) if _overcommitted(ledger, name)]
     if over:
         names = set(over)

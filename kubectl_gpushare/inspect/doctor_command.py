@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from kubectl_gpushare.inspect.doctor import DoctorReport
+    from kubectl_gpushare.inspect.source import Confinement
     from kubectl_gpushare.kube.types import ConfigMap, KoordDevice, Node, Pod
 
 POD_PAGE_SIZE: Final = 2000
@@ -55,6 +56,8 @@ Checks:
   warning  memory-unenforced       GPUs where the device plugin cannot enforce memory limits (with why)
   error    gpu-over-share          (--usage) a pod uses more than its share beside unenforced neighbours
                                    (a warning where none is at risk)
+  warning  node-confinement-missing  the device plugin runs but no ValidatingAdmissionPolicy (with a Deny
+                                   binding) keeps it to its own node
 
 \b
 The verdict is the exit code: 0 no findings, 11 warnings only, 12 errors (apart from the codes
@@ -83,21 +86,22 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
     def audit(
         nodes: list[Node], pods: Iterable[Pod], configmaps: list[ConfigMap], reread: doctor.Reread | None = None,
         usage: dict[str, protocol.UsageReport | None] | None = None, warnings: Warnings | None = None,
-        devices: Sequence[KoordDevice] = (),
+        devices: Sequence[KoordDevice] = (), confinement: Confinement | None = None,
     ) -> _Audited:
         report = doctor.audit(
             nodes, pods, now_ns=time.time_ns(), stuck_after=options["stuck_after"], configmaps=configmaps,
-            reread=reread, usage=usage, devices=devices,
+            reread=reread, usage=usage, devices=devices, confinement=confinement,
         )  # fmt: skip
         return _Audited(report, warnings or Warnings())
 
     if options["from_file"] is not None:
-        from kubectl_gpushare.inspect.source import configmaps_in, devices_in, parse_documents
+        from kubectl_gpushare.inspect.source import configmaps_in, confinement_in, devices_in, parse_documents
 
         data = options["from_file"].read()
         nodes, file_pods = parse_documents(data)
-        return audit(nodes, file_pods, configmaps_in(data), devices=devices_in(data, nodes))
-    from kubectl_gpushare.inspect.source import koordinator_devices
+        return audit(nodes, file_pods, configmaps_in(data), devices=devices_in(data, nodes),
+                     confinement=confinement_in(data))
+    from kubectl_gpushare.inspect.source import confinement_from_api, koordinator_devices
     from kubectl_gpushare.kube import errors, stacks, types
 
     with make_client(options, "doctor") as client:
@@ -135,7 +139,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
             sharing = [n.metadata.name for n in nodes if str(n.status.capacity.get(protocol.RESOURCE_MEM, "0")) != "0"]
             usage = reports_from_plugins(client, sharing, usage_warnings, usage_timeout(options["request_timeout"]))
         devices = koordinator_devices(client, nodes, stacks.AUTO, usage_warnings)
-        return audit(nodes, pods(), configmaps, reread, usage, usage_warnings, devices)
+        confinement = confinement_from_api(client, usage_warnings)
+        return audit(nodes, pods(), configmaps, reread, usage, usage_warnings, devices, confinement)
 
 
 @click.command(

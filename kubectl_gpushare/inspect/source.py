@@ -234,6 +234,52 @@ def koordinator_devices(
     return devices
 
 
+@dataclass(frozen=True)
+class Confinement:
+    """What the cluster shows of the device plugin's node confinement (doctor's ``node-confinement-missing``).
+
+    Attributes:
+        served: whether the API serves ``admissionregistration.k8s.io/v1`` policies (Kubernetes 1.30+).
+        policies: every ValidatingAdmissionPolicy.
+        bindings: every ValidatingAdmissionPolicyBinding.
+    """
+
+    served: bool
+    policies: tuple[types.AdmissionPolicy, ...] = ()
+    bindings: tuple[types.AdmissionPolicyBinding, ...] = ()
+
+
+def confinement_from_api(client: Client, warnings: Warnings) -> Confinement | None:
+    """The policies and bindings, two list calls; None (and a warning) when they may not be listed.
+
+    Not served (404: Kubernetes before 1.30) is an answer, not an error: nothing can confine the plugin.
+    """
+    try:
+        policies: list[types.AdmissionPolicy] = client.list(types.ADMISSION_POLICIES, on_skip=warnings.add)
+        bindings: list[types.AdmissionPolicyBinding] = client.list(types.ADMISSION_POLICY_BINDINGS,
+                                                                   on_skip=warnings.add)
+    except NotFound:
+        return Confinement(served=False)
+    except Forbidden:
+        warnings.add("cannot list validatingadmissionpolicies and validatingadmissionpolicybindings: whether the "
+                     "device plugin is kept to its node is not checked")
+        return None
+    return Confinement(True, tuple(policies), tuple(bindings))
+
+
+def confinement_in(data: bytes) -> Confinement | None:
+    """The policies and bindings of a file dump; None (not checked) when it holds neither kind.
+
+    A dump of ``nodes,pods`` says nothing about policies, so their absence there is not reported.
+    """
+    found = items_of_kinds(data, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
+    policies = _decoded(found.get("ValidatingAdmissionPolicy", ()), types.ADMISSION_POLICY_DECODER)
+    bindings = _decoded(found.get("ValidatingAdmissionPolicyBinding", ()), types.ADMISSION_POLICY_BINDING_DECODER)
+    if not policies and not bindings:
+        return None
+    return Confinement(True, tuple(policies), tuple(bindings))
+
+
 @contextmanager
 def _needs(permission: str) -> Iterator[None]:
     """Name the RBAC permission a 403 is about, so the user knows what to ask for."""

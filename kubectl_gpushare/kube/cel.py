@@ -43,7 +43,15 @@ Activation = Mapping[str, object]
 
 
 class CelError(ValueError):
-    """An expression that does not compile or fails while evaluating; the message is one line."""
+    """An expression that does not compile or fails while evaluating; the message is one line.
+
+    ``detail`` is the reason alone (one line), without the expression: the API server's admission
+    messages put the expression in their own words (``expression '...' resulted in error: ...``).
+    """
+
+    def __init__(self, message: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail if detail is not None else message
 
 
 def _one_line(text: str) -> str:
@@ -151,19 +159,22 @@ class Expression:
         try:
             value = self._compiled.eval(data=activation)
             if value.type() == cel.Type.ERROR:
-                raise CelError(f"evaluating {self.source[:200]!r}: {_one_line(str(value))}")
+                detail = _one_line(str(value))
+                raise CelError(f"evaluating {self.source[:200]!r}: {detail}", detail)
             result: object = value.plain_value()
         except CelError:
             raise
         except Exception as error:  # the binding raises RuntimeError for values CEL cannot hold
-            raise CelError(f"evaluating {self.source[:200]!r}: {_one_line(str(error))}") from None
+            detail = _one_line(str(error))
+            raise CelError(f"evaluating {self.source[:200]!r}: {detail}", detail) from None
         return result
 
     def evaluate_bool(self, activation: Activation) -> bool:
         """As `evaluate`, for selectors and validations: anything but a bool is an error, as upstream."""
         result = self.evaluate(activation)
         if not isinstance(result, bool):
-            raise CelError(f"{self.source[:200]!r} must evaluate to bool, not {type(result).__name__}")
+            detail = f"must evaluate to bool, not {type(result).__name__}"
+            raise CelError(f"{self.source[:200]!r} {detail}", detail)
         return result
 
 
@@ -181,5 +192,6 @@ def compile_expression(source: str, variables: tuple[str, ...]) -> Expression:
     try:
         compiled = environment.compile(source)
     except Exception as error:  # RuntimeError(INVALID_ARGUMENT: ...) for syntax and undeclared names
-        raise CelError(f"compiling {source[:200]!r}: {_one_line(str(error))}") from None
+        detail = _one_line(str(error))
+        raise CelError(f"compiling {source[:200]!r}: {detail}", detail) from None
     return Expression(source, compiled)

@@ -322,10 +322,33 @@ class KoordDevice(msgspec.Struct, frozen=True, rename="camel", omit_defaults=Tru
 
 
 
+class AdmissionPolicy(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """An ``admissionregistration.k8s.io/v1`` ValidatingAdmissionPolicy: only its name and labels are read."""
+
+    metadata: ObjectMeta = ObjectMeta()
+
+
+class AdmissionPolicyBindingSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """``spec`` of a ValidatingAdmissionPolicyBinding: which policy, and what a refusal does."""
+
+    policy_name: str = ""
+    validation_actions: tuple[str, ...] = ()
+
+
+class AdmissionPolicyBinding(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """An ``admissionregistration.k8s.io/v1`` ValidatingAdmissionPolicyBinding."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    spec: AdmissionPolicyBindingSpec = AdmissionPolicyBindingSpec()
+
+
 # --- Lists, watch events, Status -------------------------------------------------------------------
 
 
-KubeObject = Pod | Node | ConfigMap | Lease | Event | ResourceQuota | KoordDevice
+KubeObject = (
+    Pod | Node | ConfigMap | Lease | Event | ResourceQuota | KoordDevice | AdmissionPolicy
+    | AdmissionPolicyBinding
+)
 """Every kind the client decodes: what an object of a kind named only by its plural (``"pods"``) can be."""
 ItemT = TypeVar("ItemT", bound=KubeObject)
 """One kind's item type, in functions generic over kinds (`Client.get` returns a `Pod` for `PODS`)."""
@@ -477,6 +500,10 @@ RESOURCEQUOTA_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[ResourceQuot
 KOORD_DEVICE_DECODER: Final = msgspec.json.Decoder(KoordDevice)
 KOORD_DEVICE_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[KoordDevice])
 POD_PLACEMENT_DECODER: Final = msgspec.json.Decoder(PodPlacement)
+ADMISSION_POLICY_DECODER: Final = msgspec.json.Decoder(AdmissionPolicy)
+ADMISSION_POLICY_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[AdmissionPolicy])
+ADMISSION_POLICY_BINDING_DECODER: Final = msgspec.json.Decoder(AdmissionPolicyBinding)
+ADMISSION_POLICY_BINDING_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[AdmissionPolicyBinding])
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 
@@ -526,6 +553,15 @@ KOORD_DEVICES: Final = Kind(
     KOORD_DEVICE_LIST_DECODER,
 )
 """Koordinator's ``Device`` (served only where Koordinator's CRD is installed)."""
+ADMISSION_POLICIES: Final = Kind(
+    "ValidatingAdmissionPolicy", "validatingadmissionpolicies", "/apis/admissionregistration.k8s.io/v1", False,
+    ADMISSION_POLICY_DECODER, ADMISSION_POLICY_LIST_DECODER,
+)
+ADMISSION_POLICY_BINDINGS: Final = Kind(
+    "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", "/apis/admissionregistration.k8s.io/v1",
+    False, ADMISSION_POLICY_BINDING_DECODER, ADMISSION_POLICY_BINDING_LIST_DECODER,
+)
+"""Served from Kubernetes 1.30 (``admissionregistration.k8s.io/v1``); doctor checks node confinement with them."""
 
 KINDS: Final[dict[str, Kind[KubeObject]]] = {
     "pods": PODS,

@@ -89,8 +89,8 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
             entry["categories"] = list(resource.categories)
         entries.append(entry)
         for sub in resource.subresources:
-            kind = {"binding": "Binding", "scale": "Scale"}.get(sub, resource.kind)
-            verbs = {"binding": ["create"], "log": ["get"]}.get(sub, ["get", "patch", "update"])
+            kind = {"binding": "Binding", "scale": "Scale", "token": "TokenRequest"}.get(sub, resource.kind)
+            verbs = {"binding": ["create"], "log": ["get"], "token": ["create"]}.get(sub, ["get", "patch", "update"])
             sub_entry: dict[str, Any] = {
                 "name": f"{resource.plural}/{sub}",
                 "singularName": "",
@@ -100,6 +100,8 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
             }
             if sub == "scale":
                 sub_entry.update(group="autoscaling", version="v1")
+            if sub == "token":
+                sub_entry.update(group="authentication.k8s.io", version="v1")
             entries.append(sub_entry)
     return {
         "kind": "APIResourceList",

@@ -17,13 +17,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.sandbox import errors
+from kubectl_gpushare.sandbox import admission, errors
 from kubectl_gpushare.sandbox.resources import SCALABLE, WORKLOADS, Resource
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-_STATUS_SPLIT = {"pods", "nodes", "namespaces", "services", *WORKLOADS}
+_STATUS_SPLIT = {"pods", "nodes", "namespaces", "services", admission.POLICIES, *WORKLOADS}
 _MAX_INT32 = 2**31 - 1
 _POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
 
@@ -214,6 +214,7 @@ def _validate(resource: Resource, obj: dict[str, Any]) -> None:
         causes.extend(_container_causes((obj.get("spec") or {}).get("containers"), "spec.containers"))
     if resource.plural in WORKLOADS:
         causes.extend(_workload_causes(resource, obj))
+    causes.extend(admission.spec_causes(resource, obj))
     if causes:
         raise errors.invalid(resource.kind, name, causes, resource.group)
 
@@ -396,6 +397,7 @@ def prepare_create(resource: Resource, obj: Any, namespace: str) -> dict[str, An
         meta["generation"] = 1
         created.pop("status", None)
         _default_workload(resource, created)
+    admission.default(resource, created)
     _validate(resource, created)
     return created
 
@@ -461,6 +463,7 @@ def prepare_update(
         if subresource == "" and updated.get("spec") != old.get("spec"):
             generation = int(generation) + 1 if isinstance(generation, int) else 1
         updated["metadata"]["generation"] = generation
+    admission.default(resource, updated)
     _validate(resource, updated)
     return updated
 

@@ -1,7 +1,7 @@
 """Kubernetes protobuf request bodies, for the few kinds kubectl sends that way.
 
 kubectl 1.32's typed ``create`` commands (``kubectl create namespace``, ``create configmap``,
-``create serviceaccount``) send ``application/vnd.kubernetes.protobuf`` and do not fall back to
+``create serviceaccount``, ``create token``) send ``application/vnd.kubernetes.protobuf`` and do not fall back to
 JSON on a 415. This decodes the ``k8s<NUL>`` envelope (``runtime.Unknown``) and those kinds' messages
 into the JSON-shaped dicts the rest of the sandbox handles; any other kind, or a field this decoder
 does not know, is refused as an unsupported media type rather than half-read. Bounded: every length
@@ -129,7 +129,35 @@ def _service_account(number: int, value: bytes | int, obj: dict[str, Any]) -> No
         raise UnsupportedKindError(f"ServiceAccount field {number} is not read by the sandbox")
 
 
-_KINDS = {("v1", "Namespace"): _namespace, ("v1", "ConfigMap"): _config_map, ("v1", "ServiceAccount"): _service_account}
+def _token_request(number: int, value: bytes | int, obj: dict[str, Any]) -> None:
+    """``authentication/v1`` TokenRequest (``k8s.io/api/authentication/v1/generated.proto``): its spec."""
+    if number == 3:  # status is the server's
+        return
+    if number != 2:
+        raise UnsupportedKindError(f"TokenRequest field {number} is not read by the sandbox")
+    spec: dict[str, Any] = obj.setdefault("spec", {})
+    for sub, _, item in fields(_message(value)):
+        if sub == 1:
+            spec.setdefault("audiences", []).append(_text(item))
+        elif sub == 4 and isinstance(item, int):
+            spec["expirationSeconds"] = item - (1 << 64) if item >= 1 << 63 else item  # int64, two's complement
+        elif sub == 3:
+            names = {1: "kind", 2: "apiVersion", 3: "name", 4: "uid"}
+            ref: dict[str, str] = spec.setdefault("boundObjectRef", {})
+            for key, _, text in fields(_message(item)):
+                if key not in names:
+                    raise UnsupportedKindError(f"BoundObjectReference field {key} is not read by the sandbox")
+                ref[names[key]] = _text(text)
+        else:
+            raise UnsupportedKindError(f"TokenRequestSpec field {sub} is not read by the sandbox")
+
+
+_KINDS = {
+    ("v1", "Namespace"): _namespace,
+    ("v1", "ConfigMap"): _config_map,
+    ("v1", "ServiceAccount"): _service_account,
+    ("authentication.k8s.io/v1", "TokenRequest"): _token_request,
+}
 
 
 def decode(body: bytes) -> dict[str, Any]:

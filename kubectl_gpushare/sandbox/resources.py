@@ -135,7 +135,7 @@ RESOURCES: tuple[Resource, ...] = (
     _resource("resourcequotas", "ResourceQuota", True, short_names=("quota",)),
     _resource("bindings", "Binding", True),
     _resource("leases", "Lease", True, group="coordination.k8s.io"),
-    _resource("serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
+    _resource("serviceaccounts", "ServiceAccount", True, short_names=("sa",), subresources=("token",)),
     _resource("services", "Service", True, short_names=("svc",), categories=("all",), subresources=("status",)),
     _resource(
         "deployments",
@@ -179,6 +179,9 @@ RESOURCES: tuple[Resource, ...] = (
     _resource("clusterroles", "ClusterRole", False, group=RBAC),
     _resource("clusterrolebindings", "ClusterRoleBinding", False, group=RBAC),
     _resource("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False, group=ADMISSION),
+    _resource("validatingadmissionpolicies", "ValidatingAdmissionPolicy", False, group=ADMISSION,
+              subresources=("status",)),
+    _resource("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", False, group=ADMISSION),
     # Koordinator's per-node GPU inventory, as its CRD serves it (koordinator
     # ``apis/scheduling/v1alpha1/device_types.go``: cluster-scoped, named after the node).
     _resource("devices", "Device", False, group="scheduling.koordinator.sh", version="v1alpha1"),

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import msgspec
 
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
+from kubectl_gpushare.sandbox.admission import Admission, Attributes
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for
 from kubectl_gpushare.sandbox.selectors import (
@@ -34,6 +35,7 @@ from kubectl_gpushare.sandbox.selectors import (
     parse_label_selector,
 )
 from kubectl_gpushare.sandbox.store import Change, Entry, ExpiredError, Store, object_key
+from kubectl_gpushare.sandbox.tokens import ANONYMOUS, Tokens, UserInfo
 
 _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
@@ -63,6 +65,8 @@ class Request:
     query: dict[str, str]
     headers: Headers
     body: bytes = b""
+    user: UserInfo = ANONYMOUS
+    """Who sent it (``server.py`` authenticates); admission policies see it as ``request.userInfo``."""
 
 
 @dataclass
@@ -187,7 +191,7 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
 
 
 def _verb(method: str, name: str, sub: str, query: Mapping[str, str]) -> str:
-    if sub == "binding":
+    if sub in ("binding", "token"):
         if method != "POST":
             raise errors.method_not_allowed(method)
         return "create"
@@ -308,9 +312,16 @@ class Api:
         self._watch_drops: weakref.WeakSet[threading.Event] = weakref.WeakSet()
         self.logs = logs.ContainerLogs()
         """What the fake containers printed (the kubelet stand-in writes it; ``pods/log`` reads it)."""
+        self.tokens = Tokens(self._lookup)
+        """Bearer tokens, service-account tokens minted here included (``server.py`` authenticates with them)."""
+        self.admission = Admission(store)
         self.node_cidrs = ipam.NodeCIDRAllocator(
             lambda: ((e.object().get("spec") or {}).get("podCIDR") for e in store.entries("nodes")),
             lambda: store.count("nodes"))
+
+    def _lookup(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        entry = self.store.get(plural, object_key(namespace, name))
+        return None if entry is None else entry.object()
 
     # --- entry point ---------------------------------------------------------------------------
     def handle(self, request: Request, target: Target) -> Response:
@@ -340,6 +351,8 @@ class Api:
             return self._bind(request, target)
         if target.subresource == "scale":
             return self._scale(request, target)
+        if target.subresource == "token":
+            return json_response(201, self.tokens.request_token(target.namespace, target.name, decode_body(request)))
         handler = {
             "get": self._get,
             "list": self._list,
@@ -587,11 +600,12 @@ class Api:
             key = object_key(obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
             if self.store.get(resource.plural, key) is not None:
                 raise errors.already_exists(resource.plural, obj["metadata"]["name"], resource.group)
+            warnings = self._admit(request, target, "CREATE", obj, None, dry_run)
             if not dry_run:
                 if resource.plural == "nodes":
                     self._assign_pod_cidr(obj)
                 self.store.put(resource.plural, key, obj)
-        return json_response(201, obj)
+        return json_response(201, obj, warnings)
 
     def _assign_pod_cidr(self, node: dict[str, Any]) -> None:
         """kube-controller-manager's node IPAM: a new node without a pod range gets one (`ipam`)."""
@@ -603,15 +617,31 @@ class Api:
             spec["podCIDR"] = cidr
             spec["podCIDRs"] = [cidr]
 
-    def _write_update(self, target: Target, old: dict[str, Any], new: dict[str, Any], dry_run: bool) -> Response:
+    def _admit(self, request: Request, target: Target, operation: str, new: dict[str, Any] | None,
+               old: dict[str, Any] | None, dry_run: bool, kind: tuple[str, str, str] | None = None) -> dict[str, str]:
+        """Validating admission (`sandbox.admission`); returns the response's ``Warning`` header, if any."""
+        assert target.resource is not None
+        verdict = self.admission.validate(Attributes(
+            operation, target.resource, target.subresource, target.namespace,
+            target.name or str(((new or {}).get("metadata") or {}).get("name") or ""), new, old, request.user,
+            dry_run, kind))  # fmt: skip
+        if not verdict.warnings:
+            return {}
+        return {"Warning": ", ".join('299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"'
+                                     for w in verdict.warnings)}
+
+    def _write_update(
+        self, request: Request, target: Target, old: dict[str, Any], new: dict[str, Any], dry_run: bool
+    ) -> Response:
         resource = target.resource
         assert resource is not None
         old_rv = old["metadata"]["resourceVersion"]
         new["metadata"]["resourceVersion"] = old_rv
+        warnings = self._admit(request, target, "UPDATE", new, old, dry_run)
         if new == old or dry_run:
-            return json_response(200, new)
+            return json_response(200, new, warnings)
         self.store.put(resource.plural, object_key(target.namespace, target.name), new)
-        return json_response(200, new)
+        return json_response(200, new, warnings)
 
     def _update(self, request: Request, target: Target) -> Response:
         resource = target.resource
@@ -625,7 +655,7 @@ class Api:
                 raise errors.not_found(resource.plural, target.name, resource.group)
             old = entry.object()
             new = objects.prepare_update(resource, old, body, target.name, target.subresource)
-            return self._write_update(target, old, new, request.query.get("dryRun") == "All")
+            return self._write_update(request, target, old, new, request.query.get("dryRun") == "All")
 
     def _patch(self, request: Request, target: Target) -> Response:
         resource = target.resource
@@ -643,7 +673,7 @@ class Api:
             old = entry.object()
             patched = _apply_patch(kind, old, body, resource, target.name)
             new = objects.prepare_update(resource, old, patched, target.name, target.subresource)
-            return self._write_update(target, old, new, request.query.get("dryRun") == "All")
+            return self._write_update(request, target, old, new, request.query.get("dryRun") == "All")
 
     def _scale(self, request: Request, target: Target) -> Response:
         """``/scale``: read or set a workload's ``spec.replicas`` through an ``autoscaling/v1`` Scale."""
@@ -684,7 +714,12 @@ class Api:
             changed = json.loads(json.dumps(old))
             changed["spec"]["replicas"] = replicas
             new = objects.prepare_update(resource, old, changed, target.name, "", check_rv=False)
-            self._write_update(target, old, new, request.query.get("dryRun") == "All")
+            dry_run = request.query.get("dryRun") == "All"
+            scaled = ("autoscaling", "v1", "Scale")
+            self._admit(request, target, "UPDATE", objects.scale_of(new), scale, dry_run, scaled)
+            new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+            if new != old and not dry_run:
+                self.store.put(resource.plural, object_key(target.namespace, target.name), new)
             return json_response(200, objects.scale_of(new))
 
     def _delete_options(self, request: Request) -> dict[str, Any]:
@@ -733,6 +768,7 @@ class Api:
                     f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
                     resource.group,
                 )
+            self._admit(request, target, "DELETE", None, obj, dry_run)
             if not dry_run:
                 if resource.plural == "namespaces":
                     self._empty_namespace(target.name)

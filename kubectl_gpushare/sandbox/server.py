@@ -11,11 +11,14 @@ processes inject faults in-process (`Sandbox.inject`) or over HTTP (``admin.py``
 
 Where it deliberately differs from kube-apiserver:
 
-* No admission chain: namespaces need not exist, no quota, no defaulting webhooks.
+* The admission chain is ValidatingAdmissionPolicy only (``admission.py``): namespaces need not
+  exist, no quota, no defaulting webhooks.
 * No real RBAC engine: with ``auth=True`` there are bearer tokens only; `ADMIN_TOKEN` may do
   anything, `READONLY_TOKEN` may get, list and watch (writes get 403), and no token gets 401.
   Extra tokens can be added with `Sandbox.add_token`, so each component shows up under its own
-  user in the request log.
+  user in the request log, and service-account tokens can be requested through the TokenRequest
+  API (``tokens.py``): bound to a pod, they name its node as kube-apiserver's do, and admission
+  policies see that user.
 * No etcd: state is in memory (saved to a JSON file with ``state_file``); the watch history is
   bounded by ``history`` events, and older resourceVersions get 410 Expired.
 * JSON and YAML only (no protobuf), no server-side apply (415), no graceful deletion (pods go
@@ -63,6 +66,7 @@ from kubectl_gpushare.sandbox.routes import (
     resolve,
 )
 from kubectl_gpushare.sandbox.store import Store
+from kubectl_gpushare.sandbox.tokens import ANONYMOUS, Identity, UserInfo, static_user
 
 DEFAULT_MAX_BODY = 3 * 1024 * 1024
 """kube-apiserver's limit for a request body (3 MiB); larger bodies get 413."""
@@ -236,10 +240,9 @@ class Sandbox:
         """The CA certificate (PEM) clients must trust when ``https`` is on (set by `start`)."""
         self.faults = Faults()
         self.log = RequestLog()
-        self._tokens: dict[str, tuple[str, bool]] = {
-            self.ADMIN_TOKEN: (self.ADMIN_USER, False),
-            self.READONLY_TOKEN: (self.READONLY_USER, True),
-        }
+        self.api.tokens.add(self.ADMIN_TOKEN, Identity(UserInfo(self.ADMIN_USER, groups=(
+            "system:masters", "system:authenticated"))))  # fmt: skip
+        self.api.tokens.add(self.READONLY_TOKEN, Identity(static_user(self.READONLY_USER), readonly=True))
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._saver: threading.Thread | None = None
@@ -389,7 +392,31 @@ class Sandbox:
 
     def add_token(self, token: str, user: str, *, readonly: bool = False) -> None:
         """Accept another bearer token, logged as ``user`` (read-only tokens get 403 on writes)."""
-        self._tokens[token] = (user, readonly)
+        self.api.tokens.add(token, Identity(static_user(user), readonly=readonly))
+
+    def request_token(self, namespace: str, service_account: str, *, pod: str | None = None,
+                      node: str | None = None, expiration: int = 3600) -> str:
+        """A service-account token, as ``kubectl create token`` gets one (the TokenRequest API, in-process).
+
+        Args:
+            namespace: the ServiceAccount's namespace (and the pod's).
+            service_account: its name; it must exist.
+            pod: bind the token to this pod (it must run as the ServiceAccount); the token then
+                names the pod's node, as kube-apiserver 1.30+ does.
+            node: bind the token to this Node instead.
+            expiration: seconds the token is valid, 600 to 2^32.
+
+        Raises:
+            ApiError: what the API would answer (404 no ServiceAccount or bound object, 400, 422).
+        """
+        spec: dict[str, Any] = {"expirationSeconds": expiration}
+        if pod is not None:
+            spec["boundObjectRef"] = {"kind": "Pod", "apiVersion": "v1", "name": pod}
+        elif node is not None:
+            spec["boundObjectRef"] = {"kind": "Node", "apiVersion": "v1", "name": node}
+        with self.store.lock:
+            answered = self.api.tokens.request_token(namespace, service_account, {"spec": spec})
+        return str(answered["status"]["token"])
 
     def load(self, objects: Iterable[dict[str, Any]]) -> int:
         """Seed objects directly (no HTTP, no validation); returns the count.
@@ -473,14 +500,14 @@ class Sandbox:
         self.log.clear()
 
     # --- serving -----------------------------------------------------------------------------
-    def _authenticate(self, handler: _Handler) -> tuple[str, bool] | None:
+    def _authenticate(self, handler: _Handler) -> Identity | None:
         header = handler.headers.get("Authorization") or ""
         if header.startswith("Bearer "):
-            found = self._tokens.get(header[7:].strip())
+            found = self.api.tokens.authenticate(header[7:].strip())
             if found is not None:
                 return found
         if not self.auth:
-            return ("system:anonymous" if not header else "system:unknown-token", False)
+            return Identity(ANONYMOUS) if not header else Identity(static_user("system:unknown-token"))
         return None
 
     def _read_body(self, handler: _Handler) -> bytes | ApiError:
@@ -543,7 +570,8 @@ class Sandbox:
             identity = self._authenticate(handler)
             if identity is None and split.path not in ("/healthz", "/livez", "/readyz"):
                 raise errors.unauthorized()
-            user, readonly = identity or ("system:anonymous", False)
+            identity = identity or Identity(ANONYMOUS)
+            user, readonly = identity.user.username, identity.readonly
             if readonly and (target.verb in WRITE_VERBS or target.subresource == "proxy"):
                 # The viewer is kubectl's "view" role, which grants no pods/proxy (nor any write).
                 assert target.resource is not None
@@ -560,7 +588,8 @@ class Sandbox:
                 if fault.status is not None:
                     raise _fault_error(fault)
             response = self.api.handle(
-                Request(method, split.path, query, handler.headers, body if isinstance(body, bytes) else b""),
+                Request(method, split.path, query, handler.headers, body if isinstance(body, bytes) else b"",
+                        identity.user),
                 target,
             )
             if fault is not None and fault.after:  # the request took effect; the client never hears so
@@ -584,10 +613,9 @@ class Sandbox:
         identity = self._authenticate(handler)
         if self.auth and identity is None:
             return error_response(errors.unauthorized())
-        if self.auth and identity is not None and identity[0] != self.ADMIN_USER:
-            return error_response(
-                ApiError(403, "Forbidden", f'User "{identity[0]}" cannot use the sandbox admin API ({path})')
-            )
+        if self.auth and identity is not None and identity.user.username != self.ADMIN_USER:
+            return error_response(ApiError(
+                403, "Forbidden", f'User "{identity.user.username}" cannot use the sandbox admin API ({path})'))
         return admin.handle(method, path, body, self.faults, self.drop_watches)
 
     def _record(

@@ -39,6 +39,23 @@ def _hami_node(name: str, memories: list[int], ip: str, **annotations: str) -> d
     return stack_node_object(name, "hami", memories, ip=ip, product="NVIDIA-A10", labels={}, annotations=annotations)
 
 
+CONFINEMENT = "gpushare-device-plugin-confinement"
+
+
+def confinement(actions: tuple[str, ...] = ("Deny",)) -> list[dict[str, Any]]:
+    """The shipped node-confinement policy (trimmed to what doctor reads) and its binding."""
+    group = "admissionregistration.k8s.io/v1"
+    meta = {"name": CONFINEMENT, "labels": {"app": "gpushare", "component": "gpushare-device-plugin"}}
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"]}]
+    return [
+        {"apiVersion": group, "kind": "ValidatingAdmissionPolicy", "metadata": meta,
+         "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": rules},
+                  "validations": [{"expression": "true"}]}},
+        {"apiVersion": group, "kind": "ValidatingAdmissionPolicyBinding", "metadata": dict(meta),
+         "spec": {"policyName": CONFINEMENT, "validationActions": list(actions)}},
+    ]
+
+
 def hami_seed() -> list[dict[str, Any]]:
     """HAMi's classic failures, one node or pod each, plus a healthy HAMi node and pod (and an over-committed GPU)."""
     bind_failed = stack_pod_object("bind-failed", "team-h", "hami", [2000], node=None, gpu=None, phase="Pending")
@@ -95,6 +112,7 @@ def seed() -> list[dict[str, Any]]:
         pod_object("first", "team-c", [6], node="over", gpu=0, gpu_memory=8),
         pod_object("second", "team-c", [6], node="over", gpu=0, gpu_memory=8),
         *hami_seed(),
+        *confinement(("Warn",)),  # bound, but only to warn: the plugin is not confined
     ]
 
 

@@ -64,7 +64,8 @@ def bindings(docs: dict[tuple[str, str, str], Doc], account: str) -> set[tuple[s
 def test_base_tree_is_the_extender_and_the_device_plugin(kubectl_binaries: list[str]) -> None:
     docs = index(kustomize(kubectl_binaries[0], "."))
     assert {kind for kind, _, _ in docs} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-                                             "RoleBinding", "Deployment", "DaemonSet", "Service"}
+                                             "RoleBinding", "Deployment", "DaemonSet", "Service",
+                                             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     assert rules(docs["ClusterRole", "", "gpushare-schd-extender"]) == {
         ("", "nodes", "list", ""), ("", "nodes", "watch", ""), ("", "pods", "get", ""), ("", "pods", "list", ""),
         ("", "pods", "watch", ""), ("", "pods", "patch", ""), ("", "pods/binding", "create", "")}
@@ -192,7 +193,9 @@ def test_webhook_routes_gpu_pods_to_https_on_every_extender_replica(managed: dic
 NEEDED = {"serviceaccounts", "services", "configmaps", "deployments.apps", "daemonsets.apps",
           "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
           "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io",
-          "mutatingwebhookconfigurations.admissionregistration.k8s.io"}
+          "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+          "validatingadmissionpolicies.admissionregistration.k8s.io",
+          "validatingadmissionpolicybindings.admissionregistration.k8s.io"}
 CERT_MANAGER = "cert-manager.io/v1"
 
 

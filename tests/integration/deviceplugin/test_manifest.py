@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from kubectl_gpushare import protocol
+from kubectl_gpushare.deviceplugin.allocator import Choice, assignment_annotations
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
+from kubectl_gpushare.ledger import PodRecord
 from kubectl_gpushare.sandbox.server import Sandbox
 
 MANIFEST = Path(__file__).parents[3] / "manifests" / "base" / "device-plugin.yaml"
@@ -69,3 +73,58 @@ def test_rbac_grants_exactly_what_the_plugin_calls(kubelet: KubeletSim, start_pl
         if "(device-plugin)" in r.user_agent
     }
     assert used == granted()
+
+
+# --- The node-confinement policy: derived from what the plugin writes ------------------------------
+
+
+def _quoted(expression: str) -> set[str]:
+    return set(re.findall(r"'([^']*)'", expression))
+
+
+def _policy_variables() -> dict[str, str]:
+    policy = documents()["ValidatingAdmissionPolicy"]
+    return {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+
+
+def test_confinement_allows_exactly_the_keys_the_plugin_writes() -> None:
+    variables = _policy_variables()
+    assert _quoted(variables["podAnnotationKeys"]) == set(protocol.DEVICE_PLUGIN_POD_ANNOTATIONS)
+    assert _quoted(variables["nodeAnnotationKeys"]) == set(protocol.DEVICE_PLUGIN_NODE_ANNOTATIONS)
+    assert _quoted(variables["nodeStatusResources"]) == set(protocol.DEVICE_PLUGIN_NODE_STATUS_RESOURCES)
+    for adopt in (False, True):  # what Allocate writes, adopting a pod the extender did not annotate or not
+        choice = Choice(PodRecord("uid", "ns", "p", request=2), gpu=1, container=0, first=True, last=True, adopt=adopt)
+        written = assignment_annotations(choice, now_ns=1, gpu_units=16)
+        assert set(written) <= set(protocol.DEVICE_PLUGIN_POD_ANNOTATIONS)
+    assert variables["nodeName"].count(protocol.NODE_NAME_EXTRA) == 3
+
+
+def test_confinement_covers_every_write_the_cluster_role_grants_and_only_its_user() -> None:
+    docs = documents()
+    policy, binding = docs["ValidatingAdmissionPolicy"], docs["ValidatingAdmissionPolicyBinding"]
+    writes = {resource for resource, verb in granted() if verb in ("create", "update", "patch", "delete")}
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert set(rule["resources"]) == writes == {"pods", "nodes", "nodes/status"}
+    assert rule["operations"] == ["UPDATE"] and {verb for _, verb in granted()} == {"list", "watch", "patch"}
+    account = docs["ServiceAccount"]["metadata"]
+    assert (account["namespace"], account["name"]) == protocol.DEVICE_PLUGIN_SERVICE_ACCOUNT
+    (condition,) = policy["spec"]["matchConditions"]
+    assert _quoted(condition["expression"]) == {f"system:serviceaccount:{account['namespace']}:{account['name']}"}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    rules = [re.search(r"rule ([a-z-]+):", v.get("message") or v["messageExpression"]) for v in
+             policy["spec"]["validations"]]
+    assert [m.group(1) for m in rules if m] == ["node-claim", "own-node-pods", "own-node", "pod-annotations-only",
+                                                "pod-annotation-keys", "node-annotations", "node-status"]
+
+
+def test_confinement_expressions_compile_in_kubernetes_cel() -> None:
+    cel = pytest.importorskip("kubectl_gpushare.kube.cel")
+    if not cel.available():
+        pytest.skip(cel.INSTALL_HINT)
+    names = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
+    spec = documents()["ValidatingAdmissionPolicy"]["spec"]
+    sources = [v["expression"] for v in spec["variables"] + spec["matchConditions"] + spec["validations"]]
+    sources += [v["messageExpression"] for v in spec["validations"] if "messageExpression" in v]
+    for source in sources:
+        cel.compile_expression(source, names)

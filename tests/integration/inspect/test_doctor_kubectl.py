@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from golden.doctor import cases
 
-from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS
+from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,8 @@ def test_every_finding_live_and_from_kubectls_dump(
     sandbox: Sandbox, kubectl: Callable[..., Any], tmp_path: Path
 ) -> None:
     sandbox.load(cases.seed())
-    dump = kubectl("get", "nodes,pods,configmaps", "-A", "-o", "json").stdout
+    dump = kubectl("get", "nodes,pods,configmaps,validatingadmissionpolicies,validatingadmissionpolicybindings", "-A",
+                   "-o", "json").stdout
     (tmp_path / "cluster.json").write_text(dump)
     for golden, flags in (("doctor.txt", []), ("doctor.json", ["-o", "json"])):
         expected = (GOLDEN / golden).read_text()
@@ -34,7 +35,7 @@ def test_every_finding_live_and_from_kubectls_dump(
 
 def test_a_healthy_cluster_is_clean(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
     names = ("healthy", "fine", "extender", "plugin-healthy")
-    sandbox.load([item for item in cases.seed() if item["metadata"]["name"] in names])
+    sandbox.load([item for item in cases.seed() if item["metadata"]["name"] in names] + cases.confinement())
     result = kubectl("gpushare", "doctor")
     assert (result.returncode, result.stdout) == (0, "No problems found.\n")
 
@@ -85,3 +86,40 @@ def test_an_api_failure_while_auditing_fails_as_inspect_does(
     assert result.returncode == EXIT_API, result.stderr
     assert result.stdout == ""
     assert result.stderr.startswith("Failed due to") and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize(("seeded", "fault", "finding"), [
+    ([], None, ("validatingadmissionpolicy/gpushare-device-plugin-confinement",
+                "the device plugin runs (1 pod(s)) but no ValidatingAdmissionPolicy keeps it to its own node")),
+    (cases.confinement(("Audit",)), None, (
+        "validatingadmissionpolicybinding/gpushare-device-plugin-confinement",
+        "ValidatingAdmissionPolicy gpushare-device-plugin-confinement has no binding with validationActions Deny")),
+    ([], 404, ("validatingadmissionpolicy/gpushare-device-plugin-confinement",
+               "the API server serves no admissionregistration.k8s.io/v1 ValidatingAdmissionPolicies (Kubernetes "
+               "before 1.30)")),
+], ids=["no-policy", "no-deny-binding", "not-served"])
+def test_node_confinement_missing_is_a_warning(
+    sandbox: Sandbox, kubectl: Callable[..., Any], seeded: list[dict[str, Any]], fault: int | None,
+    finding: tuple[str, str],
+) -> None:
+    names = ("healthy", "fine", "extender", "plugin-healthy")
+    sandbox.load([item for item in cases.seed() if item["metadata"]["name"] in names] + seeded)
+    if fault is not None:
+        sandbox.inject("GET", r"/apis/admissionregistration\.k8s\.io/v1/validatingadmissionpolic", status=fault)
+    result = kubectl("gpushare", "doctor", "-o", "json", check=False)
+    assert result.returncode == EXIT_FINDINGS_WARNINGS, result.stdout + result.stderr
+    (found,) = json.loads(result.stdout)["findings"]
+    assert (found["severity"], found["check"], found["object"]) == ("warning", "node-confinement-missing", finding[0])
+    assert found["message"].startswith(finding[1])
+
+
+def test_a_doctor_that_may_not_list_policies_says_it_could_not_tell(
+    sandbox: Sandbox, kubectl: Callable[..., Any]
+) -> None:
+    names = ("healthy", "fine", "extender", "plugin-healthy")
+    sandbox.load([item for item in cases.seed() if item["metadata"]["name"] in names])
+    sandbox.inject("GET", r"/apis/admissionregistration\.k8s\.io/v1/validatingadmissionpolicies", status=403)
+    result = kubectl("gpushare", "doctor", check=False)
+    assert (result.returncode, result.stdout) == (0, "No problems found.\n")
+    assert "cannot list validatingadmissionpolicies and validatingadmissionpolicybindings: whether the device " \
+           "plugin is kept to its node is not checked" in result.stderr

@@ -111,7 +111,7 @@ def test_launcher_runs_the_installed_environment(built: tuple[Path, Path], tmp_p
         capture_output=True,
         text=True,
     )
-    assert bad.returncode == 2 and "needs Python 3.10" in bad.stderr
+    assert bad.returncode == 2 and "needs Python 3.11" in bad.stderr
 
 
 def test_real_kubectl_completes_the_plugin(kube_env: dict[str, str], kubectl_binaries: list[str]) -> None:

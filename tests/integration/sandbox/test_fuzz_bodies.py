@@ -26,10 +26,15 @@ ROUTES = [
     ("POST", "/api/v1/namespaces/default/pods/p1/binding", "application/json"),
     ("POST", "/api/v1/namespaces/default/bindings", "application/json"),
     ("DELETE", "/api/v1/namespaces/default/pods/p1", "application/json"),
+    ("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", "application/json"),
+    ("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", "application/json"),
+    ("POST", "/api/v1/namespaces/default/serviceaccounts/sa/token", "application/json"),
 ]
 KEYS = st.sampled_from(
     ["metadata", "name", "spec", "status", "target", "op", "path", "value", "from", "$patch", "containers", "labels"]
     + ["annotations", "uid", "resourceVersion", "preconditions", "dryRun", "kind", "apiVersion", "nodeName", "x"]
+    + ["validations", "expression", "matchConstraints", "resourceRules", "policyName", "validationActions",
+       "boundObjectRef", "expirationSeconds", "audiences", "failurePolicy", "variables", "matchConditions"]
 )
 LEAVES = st.one_of(
     st.none(),
@@ -37,6 +42,7 @@ LEAVES = st.one_of(
     st.integers(-3, 3),
     st.sampled_from(["", "p1", "/metadata", "/spec/containers/0", "add", "remove", "replace", "move", "test"]),
     st.sampled_from(["copy", "Pod", "v1", "delete", "merge", "/", "/metadata/name", "/spec/containers/-"]),
+    st.sampled_from(["true", "object.x ==", "Deny", "Warn", "Fail", "Ignore", "pods", "*", 600]),
 )
 JSON = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4))
 
@@ -44,6 +50,7 @@ JSON = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dicti
 @pytest.fixture(scope="module")
 def shared() -> Iterator[Sandbox]:
     with Sandbox() as sb:
+        sb.load([{"kind": "ServiceAccount", "metadata": {"name": "sa", "namespace": "default"}}])
         yield sb
 
 

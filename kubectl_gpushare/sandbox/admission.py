@@ -1,0 +1,510 @@
+"""Validating admission policies: the sandbox's stand-in for kube-apiserver's ValidatingAdmissionPolicy plugin.
+
+Owns the defaulting and validation of ``admissionregistration.k8s.io/v1`` ValidatingAdmissionPolicy and
+ValidatingAdmissionPolicyBinding objects, and their enforcement on writes: `Admission.validate` runs
+after an object passed its own validation and before it is stored, as the API server's validating
+admission does (``k8s.io/apiserver/pkg/registry/generic/registry/store.go``: ``BeforeUpdate``, then
+``updateValidation``). Expressions are Kubernetes' CEL (`kube.cel`). Pure over the store's objects;
+no I/O beyond reading them.
+
+Each behaviour follows ``k8s.io/apiserver/pkg/admission/plugin/policy/`` (``validating/dispatcher.go``,
+``validating/validator.go``, ``generic/``, ``matching/``), ``.../plugin/cel/filter.go`` and
+``.../plugin/webhook/predicates/`` (rules, namespace and object selectors), as named at each function.
+
+Where it differs from kube-apiserver:
+
+* ``paramKind`` is not served: a policy with params is a configuration error (its ``failurePolicy``
+  decides). Expressions cannot use ``authorizer`` (there is no RBAC engine): they fail to compile.
+* ``Audit`` actions record nothing (there is no audit log); ``Warn`` answers a ``Warning`` header.
+* No cost budget: an expression is bounded by its length (`kube.cel.MAX_EXPRESSION_LENGTH`). Variables
+  are evaluated in order before the validations, not lazily; a validation that uses a variable that
+  failed fails with that variable's error, as upstream composition reports it.
+* Exempt, as upstream: writes to the admissionregistration kinds themselves. Not run: ``pods/binding``
+  and ``deletecollection`` (the sandbox's routes answer those without admission).
+* No ``status.typeChecking``; ``matchPolicy`` is accepted and ignored (every kind has one version).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kubectl_gpushare.kube.selectors import Requirement, labels_match
+from kubectl_gpushare.sandbox import errors
+from kubectl_gpushare.sandbox.errors import ApiError
+from kubectl_gpushare.sandbox.resources import Resource
+from kubectl_gpushare.sandbox.store import Store, object_key
+from kubectl_gpushare.sandbox.tokens import UserInfo
+
+POLICIES: Final = "validatingadmissionpolicies"
+BINDINGS: Final = "validatingadmissionpolicybindings"
+ADMISSION_GROUP: Final = "admissionregistration.k8s.io"
+EXEMPT: Final = frozenset({"mutatingwebhookconfigurations", "validatingwebhookconfigurations", POLICIES, BINDINGS,
+                           "mutatingadmissionpolicies", "mutatingadmissionpolicybindings"})
+"""``rules.IsExemptAdmissionConfigurationResource``: admission never judges its own configuration."""
+VARIABLES: Final = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
+"""The names a policy's expressions see (``plugin/cel/filter.go``: ``evaluationActivation``; the
+``authorizer`` is left out, see the module docstring)."""
+FAIL: Final = "Fail"
+IGNORE: Final = "Ignore"
+ACTIONS: Final = ("Deny", "Warn", "Audit")
+REASONS: Final = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422, "RequestEntityTooLarge": 413}
+"""A validation's ``reason`` and the code it answers (``policy_decision.go``: ``reasonToCode``)."""
+MAX_MESSAGE: Final = 5 * 1024
+"""``celconfig.MaxEvaluatedMessageExpressionSizeBytes``: a longer evaluated message is not used."""
+_VARIABLE_USE = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """One write as admission sees it (``admission.Attributes``)."""
+
+    operation: str
+    """CREATE, UPDATE (a PATCH too) or DELETE."""
+    resource: Resource
+    subresource: str
+    namespace: str
+    name: str
+    object: dict[str, Any] | None
+    old_object: dict[str, Any] | None
+    user: UserInfo
+    dry_run: bool = False
+    kind: tuple[str, str, str] | None = None
+    """(group, version, kind) of the objects when not the resource's own (``/scale``: autoscaling/v1 Scale)."""
+
+
+@dataclass
+class _Decision:
+    action: str  # "deny" or "admit"
+    message: str = ""
+    reason: str = "Invalid"
+    policy: str = ""
+    binding: str | None = None
+
+
+@dataclass
+class Verdict:
+    """What admission allows: ``warnings`` go back to the client as ``Warning`` headers."""
+
+    warnings: list[str] = field(default_factory=list)
+
+
+# --- Defaulting and validation of the policy objects -----------------------------------------------
+
+
+def default(resource: Resource, obj: dict[str, Any]) -> None:
+    """The defaults the API server stores (``admissionregistration/v1/defaults.go``)."""
+    spec = obj.get("spec")
+    if resource.plural != POLICIES or not isinstance(spec, dict):
+        return
+    spec.setdefault("failurePolicy", FAIL)
+    constraints = spec.get("matchConstraints")
+    if isinstance(constraints, dict):
+        constraints.setdefault("matchPolicy", "Equivalent")
+        constraints.setdefault("namespaceSelector", {})
+        constraints.setdefault("objectSelector", {})
+        for rule in constraints.get("resourceRules") or []:
+            if isinstance(rule, dict):
+                rule.setdefault("scope", "*")
+
+
+def _compile_causes(path: str, source: Any, *, required: bool = True) -> list[str]:
+    from kubectl_gpushare.kube.cel import CelError, compile_expression
+
+    if source is None and not required:
+        return []
+    if not isinstance(source, str) or not source.strip():
+        return [f"{path}: Required value: expression is not specified"]
+    try:
+        compile_expression(source, VARIABLES)
+    except CelError as exc:
+        return [f'{path}: Invalid value: "{source[:200]}": compilation failed: {exc.detail}']
+    return []
+
+
+def _named(items: Any, path: str) -> Iterable[tuple[str, dict[str, Any]]]:
+    for index, item in enumerate(items if isinstance(items, list) else []):
+        yield f"{path}[{index}]", item if isinstance(item, dict) else {}
+
+
+def spec_causes(resource: Resource, obj: dict[str, Any]) -> list[str]:
+    """Why a policy or binding is invalid (``pkg/apis/admissionregistration/validation``); [] when valid.
+
+    Every expression is compiled, as the API server does on create and update.
+    """
+    spec = obj.get("spec")
+    if resource.plural not in (POLICIES, BINDINGS):
+        return []
+    if not isinstance(spec, dict):
+        return ["spec: Required value"]
+    if resource.plural == BINDINGS:
+        return _binding_causes(spec)
+    causes: list[str] = []
+    if spec.get("failurePolicy") not in (FAIL, IGNORE):
+        causes.append(f'spec.failurePolicy: Unsupported value: "{spec.get("failurePolicy")}": supported values: '
+                      '"Fail", "Ignore"')
+    constraints = spec.get("matchConstraints")
+    if not isinstance(constraints, dict) or not constraints.get("resourceRules"):
+        causes.append("spec.matchConstraints.resourceRules: Required value")
+    if not spec.get("validations") and not spec.get("auditAnnotations"):
+        causes.append("spec.validations: Required value: validations or auditAnnotations must contain at least "
+                      "one item")
+    for path, validation in _named(spec.get("validations"), "spec.validations"):
+        causes += _compile_causes(f"{path}.expression", validation.get("expression"))
+        causes += _compile_causes(f"{path}.messageExpression", validation.get("messageExpression"), required=False)
+        reason = validation.get("reason")
+        if reason is not None and reason not in REASONS:
+            causes.append(f'{path}.reason: Unsupported value: "{reason}"')
+    for kind in ("matchConditions", "variables"):
+        for path, item in _named(spec.get(kind), f"spec.{kind}"):
+            if not item.get("name"):
+                causes.append(f"{path}.name: Required value")
+            causes += _compile_causes(f"{path}.expression", item.get("expression"))
+    return causes
+
+
+def _binding_causes(spec: dict[str, Any]) -> list[str]:
+    causes: list[str] = []
+    if not spec.get("policyName"):
+        causes.append("spec.policyName: Required value")
+    actions = spec.get("validationActions")
+    if not isinstance(actions, list) or not actions:
+        return [*causes, "spec.validationActions: Required value"]
+    for index, action in enumerate(actions):
+        if action not in ACTIONS:
+            causes.append(f'spec.validationActions[{index}]: Unsupported value: "{action}": supported values: '
+                          '"Audit", "Deny", "Warn"')
+    if "Deny" in actions and "Warn" in actions:
+        causes.append("spec.validationActions: Forbidden: must not contain both Deny and Warn (repeating the same "
+                      "validation failure information in the API response and headers serves no purpose)")
+    return causes
+
+
+# --- Matching ------------------------------------------------------------------------------------
+
+
+class _ConfigError(Exception):
+    """A policy or binding that cannot be applied (its failure policy decides)."""
+
+
+def _items(value: Any) -> list[Any]:
+    """A list field as stored; anything else (a seeded object can hold any JSON) reads as empty."""
+    return value if isinstance(value, list) else []
+
+
+def _strings(value: Any) -> list[str]:
+    return [item for item in _items(value) if isinstance(item, str)]
+
+
+def _split(resource: str) -> tuple[str, str]:
+    name, _, sub = resource.partition("/")
+    return name, sub
+
+
+def _rule_matches(rule: Mapping[str, Any], attrs: Attributes) -> bool:
+    """``webhook/predicates/rules/rules.go``: operation, group, version, resource/subresource, scope."""
+    def has(key: str, value: str) -> bool:
+        values = _strings(rule.get(key))
+        return "*" in values or value in values
+
+    resource = attrs.resource
+    if not (has("operations", attrs.operation) and has("apiGroups", resource.group)
+            and has("apiVersions", resource.version)):
+        return False
+    if not any((name in ("*", resource.plural)) and (sub in ("*", attrs.subresource))
+               for name, sub in map(_split, _strings(rule.get("resources")))):
+        return False
+    names = _strings(rule.get("resourceNames"))
+    if names and attrs.name not in names:
+        return False
+    scope = rule.get("scope") if isinstance(rule.get("scope"), str) else "*"
+    cluster = not attrs.namespace or resource.plural == "namespaces"
+    return scope == "*" or (scope == "Cluster") == cluster
+
+
+def _selector(selector: Any, what: str) -> tuple[Requirement, ...]:
+    """A ``metav1.LabelSelector`` as requirements (``LabelSelectorAsSelector``)."""
+    if selector is None:
+        return ()
+    if not isinstance(selector, dict):
+        raise _ConfigError(f"{what} is not a label selector")
+    labels = selector.get("matchLabels") or {}
+    if not isinstance(labels, dict):
+        raise _ConfigError(f"{what}.matchLabels is not a map")
+    found = [Requirement(str(k), "=", (str(v),)) for k, v in labels.items()]
+    operators = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+    for expression in _items(selector.get("matchExpressions")):
+        op = operators.get(str(expression.get("operator"))) if isinstance(expression, dict) else None
+        if op is None:
+            raise _ConfigError(f"{what}: {str(expression)[:100]} is not a valid label selector requirement")
+        found.append(Requirement(str(expression.get("key", "")), op, tuple(map(str, _items(expression.get("values"))))))
+    return tuple(found)
+
+
+def _labels(obj: dict[str, Any] | None) -> dict[str, str] | None:
+    if obj is None:
+        return None
+    labels = (obj.get("metadata") or {}).get("labels")
+    return labels if isinstance(labels, dict) else {}
+
+
+class Admission:
+    """The ValidatingAdmissionPolicy plugin over one store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _namespace(self, name: str) -> dict[str, Any] | None:
+        entry = self.store.get("namespaces", object_key("", name))
+        return None if entry is None else entry.object()
+
+    def _namespace_labels(self, attrs: Attributes) -> dict[str, str] | None:
+        """The labels a namespaceSelector judges (``namespace/matcher.go``); None: not namespaced (matches)."""
+        if attrs.resource.plural == "namespaces":
+            return _labels(attrs.object if attrs.object is not None else attrs.old_object) or {}
+        if not attrs.namespace:
+            return None
+        namespace = self._namespace(attrs.namespace)
+        # The sandbox lets objects live in namespaces that were never created: judge them by the
+        # label every namespace carries.
+        return _labels(namespace) or {"kubernetes.io/metadata.name": attrs.namespace}
+
+    def _resources_match(self, resources: Any, attrs: Attributes, what: str) -> bool:
+        """``matching.Matcher.Matches``: selectors, then rules minus excluded rules."""
+        if not isinstance(resources, dict):
+            raise _ConfigError(f"{what} is not a MatchResources")
+        namespace_labels = self._namespace_labels(attrs)
+        if namespace_labels is not None and not labels_match(
+                _selector(resources.get("namespaceSelector"), f"{what}.namespaceSelector"), namespace_labels):
+            return False
+        object_selector = _selector(resources.get("objectSelector"), f"{what}.objectSelector")
+        if object_selector and not any(labels is not None and labels_match(object_selector, labels)
+                                       for labels in (_labels(attrs.object), _labels(attrs.old_object))):
+            return False
+        rules = resources.get("resourceRules")
+        if rules is not None and not any(_rule_matches(r, attrs) for r in _items(rules) if isinstance(r, dict)):
+            return False
+        excluded = _items(resources.get("excludeResourceRules"))
+        return not any(_rule_matches(rule, attrs) for rule in excluded if isinstance(rule, dict))
+
+    # --- the activation ------------------------------------------------------------------------
+
+    def _request(self, attrs: Attributes) -> dict[str, Any]:
+        """``plugin/cel/filter.go`` ``CreateAdmissionRequest``, as JSON (empty optional fields left out)."""
+        resource = attrs.resource
+        group, version, kind = attrs.kind or (resource.group, resource.version, resource.kind)
+        gvk = {"group": group, "version": version, "kind": kind}
+        gvr = {"group": resource.group, "version": resource.version, "resource": resource.plural}
+        options = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
+        request: dict[str, Any] = {
+            "uid": str(uuid.uuid4()), "kind": gvk, "resource": gvr, "requestKind": dict(gvk),
+            "requestResource": dict(gvr), "operation": attrs.operation, "userInfo": attrs.user.as_json(),
+            "dryRun": attrs.dry_run,
+            "options": {"kind": options.get(attrs.operation, "CreateOptions"), "apiVersion": "meta.k8s.io/v1"},
+        }
+        for key, value in (("subResource", attrs.subresource), ("requestSubResource", attrs.subresource),
+                           ("name", attrs.name), ("namespace", attrs.namespace)):
+            if value:
+                request[key] = value
+        return request
+
+    def _namespace_object(self, attrs: Attributes) -> dict[str, Any] | None:
+        """``CreateNamespaceObject``: the request's namespace (metadata without managedFields, spec, status)."""
+        if not attrs.namespace or attrs.resource.plural == "namespaces":
+            return None
+        namespace = self._namespace(attrs.namespace)
+        if namespace is None:
+            return None
+        meta = {k: v for k, v in (namespace.get("metadata") or {}).items() if k != "managedFields"}
+        return {"metadata": meta, "spec": namespace.get("spec") or {}, "status": namespace.get("status") or {}}
+
+    # --- evaluation ----------------------------------------------------------------------------
+
+    def validate(self, attrs: Attributes) -> Verdict:
+        """Judge a write by every bound policy that matches it.
+
+        Returns:
+            The verdict: warnings from ``Warn`` bindings (the write may go ahead).
+
+        Raises:
+            ApiError: a ``Deny`` binding's policy refused it (the first refusal, worded as the API
+                server words it; code from the validation's ``reason``, 422 by default).
+        """
+        verdict = Verdict()
+        if attrs.resource.group == ADMISSION_GROUP and attrs.resource.plural in EXEMPT:
+            return verdict
+        if not self.store.count(BINDINGS):
+            return verdict
+        bindings: dict[str, list[dict[str, Any]]] = {}
+        for stored in self.store.entries(BINDINGS):
+            binding = stored.object()
+            spec = binding.get("spec")
+            name = str(spec.get("policyName") or "") if isinstance(spec, dict) else ""
+            bindings.setdefault(name, []).append(binding)
+        denied: list[_Decision] = []
+        shared: dict[str, Any] | None = None
+        for policy_name in sorted(bindings):
+            entry = self.store.get(POLICIES, object_key("", policy_name))
+            if entry is None:
+                continue  # a binding of no policy does nothing
+            if shared is None:  # built once, for the first policy that could apply
+                shared = {"object": attrs.object, "oldObject": attrs.old_object, "request": self._request(attrs),
+                          "params": None, "namespaceObject": self._namespace_object(attrs)}
+            for decision in self._policy(entry.object(), bindings[policy_name], attrs, shared):
+                if decision.action == "deny":
+                    denied.append(decision)
+                elif decision.action == "warn":
+                    verdict.warnings.append(decision.message)
+        if denied:
+            raise _denial(denied[0], attrs)
+        return verdict
+
+    def _policy(self, policy: dict[str, Any], bindings: list[dict[str, Any]], attrs: Attributes,
+                shared: dict[str, Any]) -> list[_Decision]:
+        """``validating/dispatcher.go`` ``Dispatch`` for one policy and its bindings."""
+        name = str(policy["metadata"].get("name", ""))
+        spec = policy.get("spec") if isinstance(policy.get("spec"), dict) else {}
+        assert isinstance(spec, dict)
+        stated = spec.get("failurePolicy")
+        failure = stated if isinstance(stated, str) else FAIL
+        try:
+            if not self._resources_match(spec.get("matchConstraints"), attrs, "spec.matchConstraints"):
+                return []
+            if spec.get("paramKind"):
+                raise _ConfigError("paramKind is not supported by the sandbox")
+        except _ConfigError as exc:
+            return _config_error(failure, f"failed to configure policy: {exc}", name, None)
+        decisions: list[_Decision] = []
+        for binding in sorted(bindings, key=lambda b: str(b["metadata"].get("name", ""))):
+            binding_name = str(binding["metadata"].get("name", ""))
+            binding_spec = binding.get("spec") if isinstance(binding.get("spec"), dict) else {}
+            assert isinstance(binding_spec, dict)
+            try:
+                resources = binding_spec.get("matchResources")
+                if resources is not None and not self._resources_match(resources, attrs, "spec.matchResources"):
+                    continue
+            except _ConfigError as exc:
+                decisions += _config_error(failure, f"failed to configure binding: {exc}", name, binding_name)
+                continue
+            actions = _strings(binding_spec.get("validationActions"))
+            for decision in _evaluate(spec, failure, shared):
+                decision.policy, decision.binding = name, binding_name
+                if decision.action != "deny":
+                    continue
+                if "Deny" in actions:
+                    decisions.append(decision)
+                if "Warn" in actions:
+                    decisions.append(_Decision("warn", f"Validation failed for ValidatingAdmissionPolicy '{name}' "
+                                                       f"with binding '{binding_name}': {decision.message}"))
+        return decisions
+
+
+def _config_error(failure: str, message: str, policy: str, binding: str | None) -> list[_Decision]:
+    """``dispatcher.go`` ``addConfigError``: Ignore admits, Fail (and anything else) refuses."""
+    if failure == IGNORE:
+        return []
+    if failure != FAIL:
+        message = f"unrecognized failure policy: '{failure}'"
+    return [_Decision("deny", message, policy=policy, binding=binding)]
+
+
+def _denial(decision: _Decision, attrs: Attributes) -> ApiError:
+    """The refusal as the API server words it: ``admission.NewForbidden`` with the policy's reason and code."""
+    if decision.binding is not None:
+        message = (f"ValidatingAdmissionPolicy '{decision.policy}' with binding '{decision.binding}' denied request: "
+                   f"{decision.message}")
+    else:
+        message = f"ValidatingAdmissionPolicy '{decision.policy}' denied request: {decision.message}"
+    name = attrs.name
+    if not name:
+        meta = (attrs.object or {}).get("metadata") or {}
+        name = str(meta.get("name") or meta.get("generateName") or "Unknown")
+    resource = errors.qualified(attrs.resource.plural, attrs.resource.group)
+    details: dict[str, Any] = {"name": name, "kind": attrs.resource.plural, "causes": [{"message": message}]}
+    if attrs.resource.group:
+        details["group"] = attrs.resource.group
+    return ApiError(REASONS.get(decision.reason, 422), decision.reason, f'{resource} "{name}" is forbidden: {message}',
+                    details=details)
+
+
+def _error_decision(failure: str, message: str) -> _Decision:
+    """``validator.go`` ``policyDecisionActionForError``: an error admits under Ignore, refuses otherwise."""
+    return _Decision("admit" if failure == IGNORE else "deny", message)
+
+
+def _run(source: Any, activation: Mapping[str, object], failed: Mapping[str, str]) -> tuple[object, str | None]:
+    """Evaluate one expression: (value, None), or (None, the error as ``plugin/cel/filter.go`` words it)."""
+    from kubectl_gpushare.kube.cel import CelError, compile_expression
+
+    text = source if isinstance(source, str) else ""
+    try:
+        expression = compile_expression(text, VARIABLES)
+    except CelError as exc:
+        return None, f"compilation error: {exc.detail}"
+    try:
+        return expression.evaluate(activation), None
+    except CelError as exc:
+        detail = exc.detail
+        broken = [name for name in _VARIABLE_USE.findall(text) if name in failed]
+        if broken:
+            detail = f'composited variable "{broken[0]}" fails to evaluate: {failed[broken[0]]}'
+        return None, f"expression '{text}' resulted in error: {detail}"
+
+
+def _evaluate(spec: dict[str, Any], failure: str, shared: dict[str, Any]) -> list[_Decision]:
+    """``validator.go`` ``Validate``: match conditions, variables, then each validation's decision."""
+    activation: dict[str, object] = {**shared, "variables": {}}
+    errors_seen: list[str] = []
+    for condition in _items(spec.get("matchConditions")):
+        value, error = _run(condition.get("expression") if isinstance(condition, dict) else None, activation, {})
+        if error is not None:
+            errors_seen.append(error)
+        elif value is False:  # any false condition: the policy does not apply (matchconditions/matcher.go)
+            return []
+    if errors_seen:
+        message = errors_seen[0] if len(errors_seen) == 1 else f"[{', '.join(errors_seen)}]"
+        return [] if failure == IGNORE else [_error_decision(failure, message)]
+    variables: dict[str, object] = {}
+    failed: dict[str, str] = {}
+    for variable in _items(spec.get("variables")):
+        if not isinstance(variable, dict):
+            continue
+        name = str(variable.get("name") or "")
+        value, error = _run(variable.get("expression"), {**activation, "variables": variables}, failed)
+        if error is None:
+            variables[name] = value
+        else:
+            failed[name] = error
+    activation["variables"] = variables
+    decisions: list[_Decision] = []
+    for validation in _items(spec.get("validations")):
+        if not isinstance(validation, dict):
+            continue
+        source = validation.get("expression")
+        value, error = _run(source, activation, failed)
+        if error is not None:
+            decisions.append(_error_decision(failure, error))
+            continue
+        if value is True:
+            continue
+        reason = validation.get("reason")
+        reason = reason if isinstance(reason, str) and reason in REASONS else "Invalid"
+        decisions.append(_Decision("deny", _message(validation, activation, failed), reason=reason))
+    return decisions
+
+
+def _message(validation: dict[str, Any], activation: Mapping[str, object], failed: Mapping[str, str]) -> str:
+    """A failed validation's message: its messageExpression's string, else ``message``, else the expression."""
+    if validation.get("messageExpression") is not None:
+        value, error = _run(validation["messageExpression"], activation, failed)
+        if error is None and isinstance(value, str):
+            text = value.strip()
+            if text and len(text.encode()) <= MAX_MESSAGE and "\n" not in text:
+                return text
+    message = validation.get("message")
+    if isinstance(message, str) and message.strip():
+        return message.strip()
+    return f"failed expression: {str(validation.get('expression') or '').strip()}"
