@@ -82,8 +82,7 @@ def consumed_memory(result: types.DeviceRequestAllocationResult, gpu: PublishedG
     except ValueError:
         raise ClaimRejectedError(f"consumed memory {_short(raw)!r} on {gpu.device} is not a quantity") from None
     if not 0 < value <= gpu.memory:
-        limit = protocol.canonical_quantity(str(gpu.memory))
-        raise ClaimRejectedError(f"consumed memory {_short(raw)} on {gpu.device} is outside (0, {limit}]")
+        raise ClaimRejectedError(f"consumed memory {_short(raw)} on {gpu.device} is outside (0, {gpu.capacity}]")
     return value
 
 
@@ -135,5 +134,5 @@ def holding(
         raise ClaimRejectedError(f"claim {where} has no device of driver {protocol.DRA_DRIVER}")
     total = sum(device.memory for device in found)
     if total > gpu.memory:
-        raise ClaimRejectedError(f"claim {where} consumes {total} bytes of {gpu.device}, more than its {gpu.memory}")
+        raise ClaimRejectedError(f"claim {where} consumes {total} bytes of {gpu.device}, more than its {gpu.capacity}")
     return ClaimHolding(gpu, tuple(found))

@@ -137,7 +137,3 @@ class SlicePublisher:
                 log.exception("publishing the ResourceSlice failed unexpectedly")
                 wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF)
             wake.wait(wait)
-
-    def delete_all(self) -> int:
-        """Delete every slice of this node and driver (``--cleanup-on-exit``); how many were deleted."""
-        return sum(self._delete(s) for s in self._listed())

@@ -45,6 +45,12 @@ class PublishedGpu:
         """The advertised capacity in bytes."""
         return self.units * self.unit_bytes
 
+    @property
+    def capacity(self) -> str:
+        """The advertised capacity as the slice writes it (``16Gi``)."""
+        unit = protocol.UNIT_MIB if self.unit_bytes == protocol.UNIT_BYTES[protocol.UNIT_MIB] else protocol.UNIT_GIB
+        return protocol.dra_memory_quantity(self.units, unit)
+
 
 def published(states: Iterable[GpuState], unit: str, mode: UnhealthyMode) -> list[PublishedGpu]:
     """The GPUs the slice lists: healthy ones (all, with ``taint``), with at least one unit of memory."""
