@@ -54,7 +54,7 @@ PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
 }
 KindRef = (
     Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota]
-    | Kind[types.KoordDevice] | str
+    | Kind[types.KoordDevice] | Kind[types.ResourceSlice] | Kind[types.ResourceClaim] | str
 )
 
 
