@@ -143,9 +143,29 @@ def causes(resource: Resource, obj: dict[str, Any]) -> list[str]:
 
 
 def prepare_create(resource: Resource, obj: dict[str, Any]) -> None:
-    """``PrepareForCreate``: a new claim has no status."""
+    """``PrepareForCreate``: a new claim has no status; then the API's defaults (`set_defaults`)."""
     if resource.plural == CLAIMS:
         obj.pop("status", None)
+    set_defaults(resource, obj)
+
+
+def set_defaults(resource: Resource, obj: dict[str, Any]) -> None:
+    """resource/v1 ``defaults.go``: ``allocationMode: ExactCount`` and then ``count: 1``; tolerations ``Equal``."""
+    spec = _dict(obj.get("spec"))
+    if resource.plural == TEMPLATES:
+        spec = _dict(spec.get("spec"))
+    if resource.plural not in (CLAIMS, TEMPLATES):
+        return
+    for request in _dict(spec.get("devices")).get("requests") or []:
+        exactly = request.get("exactly") if isinstance(request, dict) else None
+        if not isinstance(exactly, dict):
+            continue
+        exactly.setdefault("allocationMode", dra.MODE_EXACT_COUNT)
+        if exactly.get("allocationMode") == dra.MODE_EXACT_COUNT and not exactly.get("count"):
+            exactly["count"] = 1
+        for toleration in exactly.get("tolerations") or []:
+            if isinstance(toleration, dict) and not toleration.get("operator"):
+                toleration["operator"] = dra.OPERATOR_EQUAL
 
 
 def _consumers(status: Any) -> list[Any]:

@@ -459,6 +459,7 @@ def prepare_update(
     if resource.plural == "pods" and subresource == "":
         _check_pod_spec_update(old, updated, name)
     if dra_kinds.is_dra(resource):
+        dra_kinds.set_defaults(resource, updated)  # defaults apply to every decoded body, as in the API server
         immutable = dra_kinds.update_causes(resource, old, updated, subresource)
         if immutable:
             raise errors.invalid(resource.kind, name, immutable, resource.group)
