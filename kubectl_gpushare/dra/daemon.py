@@ -2,16 +2,18 @@
 
 Start-up, refusing what can be refused before serving: open the GPU backend, reach the API server,
 read this Node and refuse it when the device plugin advertises ``aliyun.com/gpu-mem`` there (both
-would sell the same GPUs' memory twice; `EXIT_REFUSED`), restore prepared claims from the
-checkpoint. Then publish the node's ResourceSlice (a thread that re-syncs on every health change
-and every ``resync`` seconds), serve the DRA service on ``<plugin dir>/dra.sock`` and, once it
-answers, the registration service on ``<registration dir>/<driver>-reg.sock`` (kubelet's plugin
-watcher dials it at once, so the DRA socket must be up first, as the kubeletplugin helper orders
-them). Until ``stop``: watch both socket files and serve again if one is deleted; health events
-update the slice. Memory enforcement (``--enforce-memory``) holds each pod a prepared claim is
-reserved for to the claim's memory, through `node.enforce`.
+would sell the same GPUs' memory twice; `EXIT_REFUSED`; the Node is read again every ``resync``
+seconds, and if the device plugin starts later the driver withdraws its slice and stops the same
+way), restore prepared claims from the checkpoint. Then publish the node's ResourceSlice (a thread
+that re-syncs on every health change and every ``resync`` seconds), serve the DRA service on
+``<plugin dir>/dra.sock`` and, once it answers, the registration service on ``<registration
+dir>/<driver>-reg.sock`` (kubelet's plugin watcher dials it at once, so the DRA socket must be up
+first, as the kubeletplugin helper orders them). Until ``stop``: watch both socket files and serve
+again if one is deleted; health events update the slice. Memory enforcement (``--enforce-memory``)
+holds each pod a prepared claim is reserved for to the claim's memory, through `node.enforce`.
 
-This module wires the parts together; decisions live in `preparer`, `claims`, `slices` and `publisher`.
+This module wires the parts together; decisions live in `preparer`, `claims`, `slices` and
+`publisher`.
 """
 
 from __future__ import annotations
@@ -193,6 +195,8 @@ class Driver:
         self.preparer.on_change.append(self.enforcer.wake)
         self._wake_publisher = threading.Event()
         self._servers: list[grpc.Server] = []
+        self.refused = ""
+        """Set when the node starts advertising ``aliyun.com/gpu-mem`` while we run (`watch_node`)."""
 
     # --- what the slice and the claims see ----------------------------------------------------
 
@@ -285,10 +289,37 @@ class Driver:
             self.stop_servers()
             self.republish()  # kubelet wipes a deregistered driver's slices
 
+    def watch_node(self, stop: threading.Event) -> None:
+        """Every ``resync`` seconds, re-check that the device plugin has not started on this node since.
+
+        If it has (``aliyun.com/gpu-mem`` advertised), both would sell the same GPUs: withdraw our
+        slice, log it, and stop (``serve`` then exits with `EXIT_REFUSED`, as at start).
+        """
+        while not stop.wait(self.cfg.resync):
+            try:
+                node = self.client.get_node(self.cfg.node_name)
+            except KubeError as exc:
+                log.warning("cannot re-read node %s: %s", self.cfg.node_name, exc)
+                continue
+            advertised = advertised_gpu_memory(node)
+            if advertised is None:
+                continue
+            self.refused = (f"stopping: node {self.cfg.node_name} now advertises {protocol.RESOURCE_MEM}="
+                            f"{advertised} (the gpushare device plugin started there); the device plugin and the "
+                            "DRA driver must not sell the same GPUs")
+            log.error("%s", self.refused)
+            try:
+                self.publisher.withdraw()
+            except KubeError as exc:
+                log.warning("cannot delete our ResourceSlice: %s", exc)
+            stop.set()
+            return
+
     def threads(self, stop: threading.Event) -> list[threading.Thread]:
-        """The background work: slice publishing, health watching, enforcement."""
+        """The background work: slice publishing, node re-checks, health watching, enforcement."""
         work = [threading.Thread(target=self.publisher.run, args=(stop, self._wake_publisher, self.devices),
-                                 kwargs={"resync": self.cfg.resync}, name="slice-publisher", daemon=True)]
+                                 kwargs={"resync": self.cfg.resync}, name="slice-publisher", daemon=True),
+                threading.Thread(target=self.watch_node, args=(stop,), name="node-check", daemon=True)]
         if self.cfg.health_check:
             work.append(threading.Thread(target=self.backend.watch_health, args=(stop, self.on_health),
                                          name="gpu-health", daemon=True))
@@ -349,6 +380,8 @@ def serve(
         if started is not None:
             started(driver)
         driver.run(stop, ready)
+        if driver.refused:
+            raise DaemonError(driver.refused, EXIT_REFUSED)
     finally:
         stop.set()
         if driver is not None:

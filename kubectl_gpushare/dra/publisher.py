@@ -137,3 +137,7 @@ class SlicePublisher:
                 log.exception("publishing the ResourceSlice failed unexpectedly")
                 wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF)
             wake.wait(wait)
+
+    def withdraw(self) -> int:
+        """Delete every slice of this node and driver (the node turned out to be the device plugin's)."""
+        return sum(self._delete(s) for s in self._listed())

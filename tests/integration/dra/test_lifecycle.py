@@ -131,3 +131,16 @@ def test_a_node_that_does_not_exist_is_refused(start_driver, sandbox: Sandbox, k
         serve(cfg)
     assert refused.value.exit_code == 1
     assert not os.path.exists(os.path.join(dirs.registration, protocol.DRA_REGISTRATION_SOCKET))
+
+
+def test_a_device_plugin_starting_later_makes_the_driver_withdraw_and_stop(
+    start_driver, api: Client, sandbox: Sandbox
+) -> None:
+    running = start_driver("1x16GiB", resync=1.0)
+    wait_for(lambda: _devices(api) == ["gpu-0"], what="the slice")
+    api.patch(types.NODES, NODE, {"status": {"capacity": {"aliyun.com/gpu-mem": "16"}}}, subresource="status")
+    running.thread.join(15)
+    assert not running.thread.is_alive()
+    assert isinstance(running.error, DaemonError) and running.error.exit_code == 2
+    assert running.error.message.startswith(f"stopping: node {NODE} now advertises aliyun.com/gpu-mem=16")
+    assert _slices(api) == []
