@@ -126,23 +126,27 @@ class ResourceClaimController:
     def _handle(self, changes: list[Change]) -> None:
         pods: dict[str, None] = {}
         claims: dict[str, None] = {}
-        namespaces: dict[str, None] = {}
+        claim_namespaces: dict[str, None] = {}
+        """Namespaces whose claims may reserve, or be owned by, a pod that changed or went."""
+        template_namespaces: dict[str, None] = {}
+        """Namespaces whose pods may wait for a template that appeared."""
         for change in changes:
             if change.plural == PODS:
                 meta = change.entry.object()["metadata"]
                 if change.type != "DELETED":
                     pods[object_key(change.namespace, meta["name"])] = None
-                namespaces[change.namespace] = None  # its claims may reserve or be owned by this pod
+                claim_namespaces[change.namespace] = None
             elif change.plural == CLAIMS and change.type != "DELETED":
                 claims[object_key(change.namespace, change.entry.object()["metadata"]["name"])] = None
             elif change.plural == TEMPLATES:
-                namespaces[change.namespace] = None  # pods waiting for this template
+                template_namespaces[change.namespace] = None
         with self.store.lock:
-            for namespace in namespaces:
+            for namespace in template_namespaces:
                 for entry in self.store.select(PODS, namespace)[0]:
                     pod = entry.object()
                     if _template_claims(pod):
                         pods[object_key(namespace, pod["metadata"]["name"])] = None
+            for namespace in claim_namespaces:
                 for entry in self.store.select(CLAIMS, namespace)[0]:
                     claims[object_key(namespace, entry.object()["metadata"]["name"])] = None
             for key in pods:
