@@ -984,3 +984,95 @@ def parse_node_gpu_enforcement(text: str | None) -> dict[int, GpuEnforcement]:
         clean = "".join(ch if ch.isprintable() else " " for ch in reason[:MAX_ENFORCEMENT_REASON])
         found[index] = GpuEnforcement(mode, clean.strip())
     return found
+
+# --- DRA driver (kubelet plugin <-> kubelet, ResourceSlices and claims in resource.k8s.io/v1) ----
+# One contract for the node side (``serve-dra-driver``), the sandbox's allocator and the views.
+# Field names and rules: k8s.io/api resource/v1 types.go; KEP-5075 (consumable capacity); the
+# kubelet's pluginregistration v1 and dra v1/v1beta1 protos; k8s.io/dynamic-resource-allocation's
+# kubeletplugin (socket names) and resourceslice controller (slice names); the CDI spec (SPEC.md).
+DRA_API_GROUP: Final = "resource.k8s.io"
+DRA_API_VERSION: Final = "v1"
+DRA_DRIVER: Final = "gpu-mem.kubectl-gpushare.io"
+"""Our driver name: ``spec.driver`` of our ResourceSlices, ``driver`` of allocation results."""
+DRA_DEVICE_CLASS: Final = DRA_DRIVER
+"""The DeviceClass the manifests install; claims name it in ``exactly.deviceClassName``."""
+DRA_DEVICE_CLASS_SELECTOR: Final = f'device.driver == "{DRA_DRIVER}"'
+"""The DeviceClass's one CEL selector."""
+DRA_DEVICE_PREFIX: Final = "gpu-"
+"""Device names are ``gpu-<index>`` (NVIDIA's DRA driver names whole GPUs ``gpu-<minor>`` too)."""
+DRA_CAPACITY_MEMORY: Final = "memory"
+"""The capacity claims consume: ``capacity.requests.memory`` and ``consumedCapacity.memory``."""
+DRA_ATTR_INDEX: Final = "index"
+DRA_ATTR_UUID: Final = "uuid"
+DRA_ATTR_MODEL: Final = "model"
+DRA_ATTR_DRIVER_VERSION: Final = "driverVersion"
+DRA_UNIT_QUANTITY: Final = {UNIT_GIB: "1Gi", UNIT_MIB: "1Mi"}
+"""``--memory-unit`` -> the request policy's default, min and step (claims are rounded up to it)."""
+DRA_UNIT_SUFFIX: Final = {UNIT_GIB: "Gi", UNIT_MIB: "Mi"}
+DRA_TAINT_UNHEALTHY: Final = f"{DRA_DRIVER}/unhealthy"
+"""Device taint key on an unhealthy GPU (``--unhealthy taint``; the DRADeviceTaints gate must be on)."""
+LABEL_DRA: Final = "gpushare.kubectl-gpushare.io/dra"
+"""``=true`` selects the nodes the DRA driver's DaemonSet runs on (``manifests/dra``; not ``gpushare=true`` ones)."""
+DRA_SLICE_INDEX: Final = "00000"
+"""The slice's index prefix (the resourceslice controller encodes the index in at least 5 hex digits)."""
+DRA_SLICE_MAX_DEVICES: Final = 64
+"""``ResourceSliceMaxDevicesWithAdvancedFeatures`` (taints, shared counters): one slice holds every GPU."""
+DRA_PLUGIN_TYPE: Final = "DRAPlugin"
+"""``PluginInfo.type`` (pluginregistration v1 ``constants.go``)."""
+DRA_SERVICE_V1: Final = "v1.DRAPlugin"
+DRA_SERVICE_V1BETA1: Final = "v1beta1.DRAPlugin"
+"""``DRAPluginService`` of dra v1 and v1beta1: what ``supported_versions`` lists (kubelet prefers v1)."""
+DRA_REGISTRATION_DIR: Final = "/var/lib/kubelet/plugins_registry"
+DRA_PLUGIN_DIR: Final = f"/var/lib/kubelet/plugins/{DRA_DRIVER}"
+DRA_REGISTRATION_SOCKET: Final = f"{DRA_DRIVER}-reg.sock"
+DRA_PLUGIN_SOCKET: Final = "dra.sock"
+DRA_CDI_ROOT: Final = "/var/run/cdi"
+DRA_CDI_VENDOR: Final = f"k8s.{DRA_DRIVER}"
+DRA_CDI_CLASS: Final = "claim"
+DRA_CDI_KIND: Final = f"{DRA_CDI_VENDOR}/{DRA_CDI_CLASS}"
+DRA_CDI_VERSION: Final = "0.5.0"
+"""The oldest CDI spec version whose device names may start with a digit (claim UIDs may)."""
+ENV_DRA_REGISTRATION_DIR: Final = "GPUSHARE_PLUGIN_REGISTRATION_DIR"
+ENV_DRA_PLUGIN_DIR: Final = "GPUSHARE_DRA_PLUGIN_DIR"
+ENV_DRA_CDI_ROOT: Final = "GPUSHARE_CDI_ROOT"
+_DRA_DEVICE: Final = re.compile(r"gpu-(0|[1-9][0-9]?)")
+
+
+def dra_device_name(index: int) -> str:
+    """``gpu-<index>``: the device a GPU is published as."""
+    return f"{DRA_DEVICE_PREFIX}{index}"
+
+
+def parse_dra_device_name(name: object) -> int | None:
+    """The GPU index a device name of ours stands for; None for any other name (no leading zeros)."""
+    if not isinstance(name, str) or len(name) > 8:
+        return None
+    match = _DRA_DEVICE.fullmatch(name)
+    if match is None:
+        return None
+    index = int(match.group(1))
+    return index if valid_gpu_index(index) else None
+
+
+def dra_memory_quantity(units: int, unit: str) -> str:
+    """``units`` of ``unit`` as a quantity (``16``, ``GiB`` -> ``"16Gi"``), the form kube-apiserver keeps."""
+    return canonical_quantity(f"{units}{DRA_UNIT_SUFFIX[unit]}")
+
+
+def dra_slice_generate_name(node: str) -> str:
+    """``metadata.generateName`` of a node's slice: ``<index>-<driver>-<node>-``.
+
+    The resourceslice controller's scheme; kube-apiserver cuts the prefix to 58 characters before
+    adding 5 random ones.
+    """
+    return f"{DRA_SLICE_INDEX}-{DRA_DRIVER}-{node}-"
+
+
+def dra_cdi_device_name(claim_uid: str, index: int) -> str:
+    """The CDI device of one GPU of one claim: ``<claim UID>-gpu-<index>``."""
+    return f"{claim_uid}-{dra_device_name(index)}"
+
+
+def dra_cdi_id(claim_uid: str, index: int) -> str:
+    """The fully qualified CDI device id NodePrepareResources returns (``<kind>=<device>``)."""
+    return f"{DRA_CDI_KIND}={dra_cdi_device_name(claim_uid, index)}"

@@ -5,14 +5,18 @@ type-checked like cel-go in the API server, so an undeclared variable fails at c
 does there). This module adds only what Kubernetes adds on top: the quantity library
 (``k8s.io/apiserver/pkg/cel/library/quantity.go``: ``quantity()``, ``isQuantity()``,
 ``compareTo()``, ``isGreaterThan()``, ``isLessThan()``, ``add()``, ``sub()``, ``sign()``,
-``asInteger()``, ``isInteger()``, ``asApproximateFloat()``), the bound on an expression's length, and
-one error type whose message fits on one line.
+``asInteger()``, ``isInteger()``, ``asApproximateFloat()``), the semver library DRA selectors use for
+version attributes (``library/semverlib.go``: ``semver()``, ``isSemver()``, ``major()``, ``minor()``,
+``patch()`` and the same comparisons), the extensions the API server's base environment and DRA's
+add (``cel.bind()``, optional values ``.?``/``orValue()``, the strings library), the bound on an
+expression's length, and one error type whose message fits on one line.
 
 A quantity travels through CEL as a map ``{"__quantity__": <thousandths>}``: the binding passes only
 CEL's own types, and the API server compares quantities by value (``Quantity.Cmp``), which the integer
 of thousandths does exactly for everything ``parse_milli_quantity`` accepts; two quantities are ``==``
 when their values are, as ``Quantity.Equal`` makes them. Values finer than a thousandth round up, as
-``MilliValue()`` does.
+``MilliValue()`` does. A semantic version travels as ``{"__semver__": "<text>"}`` (`semver`); the
+comparison functions, declared once for both, dispatch on which of the two they are given.
 
 Not built: the API server's static cost estimate (``cel.PerCallLimit``). An expression is bounded
 here by its length, the limit the API server checks first (``CELSelectorExpressionMaxLength``).
@@ -26,7 +30,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare import dra_objects, protocol
 
 if TYPE_CHECKING:
     from cel_expr_python import cel as _cel
@@ -37,6 +41,7 @@ MAX_EXPRESSION_LENGTH: Final = 10 * 1024
 INSTALL_HINT: Final = "CEL needs the daemons extra: pip install 'kubectl-gpushare[daemons]'"
 
 _QUANTITY_KEY: Final = "__quantity__"
+_SEMVER_KEY: Final = "__semver__"
 
 Activation = Mapping[str, object]
 """The variables an expression sees: JSON-like values (dicts, lists, str, int, float, bool, None)."""
@@ -90,8 +95,30 @@ def _is_quantity(text: str) -> bool:
 
 
 def _compare(a: Mapping[str, object], b: Mapping[str, object]) -> int:
+    if _SEMVER_KEY in a or _SEMVER_KEY in b:
+        return dra_objects.compare_versions(_version(a), _version(b))
     left, right = _millis(a), _millis(b)
     return (left > right) - (left < right)
+
+
+# --- The semver library -----------------------------------------------------------------------------
+def semver(text: str) -> dict[str, str]:
+    """A semantic version as CEL sees it: for activations (DRA version attributes) and ``semver()``."""
+    if dra_objects.parse_version(text) is None:
+        raise ValueError(f"invalid semver {text[:64]!r}")  # a CEL error upstream
+    return {_SEMVER_KEY: text}
+
+
+def _version(value: Mapping[str, object]) -> dra_objects.Version:
+    text = value.get(_SEMVER_KEY)
+    version = dra_objects.parse_version(text) if isinstance(text, str) else None
+    if version is None:
+        raise ValueError("not a semver")
+    return version
+
+
+def _is_semver(text: str) -> bool:
+    return dra_objects.parse_version(text) is not None
 
 
 def _checked(millis: int) -> dict[str, int]:
@@ -130,6 +157,11 @@ def _declarations() -> list[_cel.FunctionDecl]:
         member("isInteger", t.BOOL, lambda a: _millis(a) % 1000 == 0),
         member("asInteger", t.INT, _as_integer),
         member("asApproximateFloat", t.DOUBLE, lambda a: _millis(a) / 1000.0),
+        cel.FunctionDecl("semver", [cel.Overload("string_to_semver", q, [t.STRING], impl=semver)]),
+        cel.FunctionDecl("isSemver", [cel.Overload("string_is_semver", t.BOOL, [t.STRING], impl=_is_semver)]),
+        member("major", t.INT, lambda a: _version(a).major),
+        member("minor", t.INT, lambda a: _version(a).minor),
+        member("patch", t.INT, lambda a: _version(a).patch),
     ]
 
 
@@ -137,9 +169,12 @@ def _declarations() -> list[_cel.FunctionDecl]:
 def _environment(variables: tuple[str, ...]) -> _cel.Env:
     try:
         from cel_expr_python import cel
+        from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
     except ImportError:
         raise CelError(INSTALL_HINT) from None
-    return cel.NewEnv(variables={name: cel.Type.DYN for name in variables}, functions=_declarations())
+    extensions = [ext_bindings.ExtBindings(), ext_optional.ExtOptional(), ext_strings.ExtStrings()]
+    return cel.NewEnv(variables={name: cel.Type.DYN for name in variables}, functions=_declarations(),
+                      extensions=extensions)
 
 
 # --- Compile and evaluate -------------------------------------------------------------------------

@@ -49,8 +49,12 @@ def node_object(
     gpushare: bool = True,
     ready: bool = True,
     created: str | None = None,
+    dra: bool = False,
 ) -> dict[str, Any]:
-    """A GPU node as the gpushare device plugin leaves it (an empty list gives a CPU-only node)."""
+    """A GPU node as the gpushare device plugin leaves it (an empty list gives a CPU-only node).
+
+    ``dra``: a node for the DRA driver instead: its label, and no ``aliyun.com/gpu-*`` resources.
+    """
     total = sum(gpu_memories)
     all_labels = {
         "kubernetes.io/hostname": name,
@@ -59,13 +63,16 @@ def node_object(
     }
     resources: dict[str, str] = {"cpu": "96", "memory": "1056816536Ki", "pods": "110", "ephemeral-storage": "1Ti"}
     if gpu_memories:
-        if gpushare:
+        if dra:
+            all_labels[protocol.LABEL_DRA] = "true"
+        elif gpushare:
             all_labels[protocol.LABEL_GPUSHARE] = "true"
         all_labels[protocol.LABEL_GPU_PRODUCT] = product
         all_labels[protocol.LABEL_GPU_COUNT] = str(len(gpu_memories))
         all_labels[protocol.LABEL_GPU_MEMORY] = str(min(gpu_memories) * 1024)
-        resources[protocol.RESOURCE_MEM] = str(total)
-        resources[protocol.RESOURCE_COUNT] = str(len(gpu_memories))
+        if not dra:
+            resources[protocol.RESOURCE_MEM] = str(total)
+            resources[protocol.RESOURCE_COUNT] = str(len(gpu_memories))
     all_labels.update(labels or {})
     node_annotations = dict(annotations or {})
     if gpu_memories and len(set(gpu_memories)) > 1:

@@ -13,6 +13,7 @@ from typing import Any
 
 RBAC = "rbac.authorization.k8s.io"
 ADMISSION = "admissionregistration.k8s.io"
+DRA = "resource.k8s.io"
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -185,6 +186,13 @@ RESOURCES: tuple[Resource, ...] = (
     # Koordinator's per-node GPU inventory, as its CRD serves it (koordinator
     # ``apis/scheduling/v1alpha1/device_types.go``: cluster-scoped, named after the node).
     _resource("devices", "Device", False, group="scheduling.koordinator.sh", version="v1alpha1"),
+    # Dynamic Resource Allocation, resource.k8s.io/v1 (k8s.io/api resource/v1 types.go): slices are
+    # selectable by spec.nodeName and spec.driver (ResourceSliceSelectorNodeName, ...Driver); a claim
+    # has a status subresource, which the scheduler writes the allocation through.
+    _resource("deviceclasses", "DeviceClass", False, group=DRA),
+    _resource("resourceslices", "ResourceSlice", False, group=DRA, fields=("spec.nodeName", "spec.driver")),
+    _resource("resourceclaims", "ResourceClaim", True, group=DRA, subresources=("status",)),
+    _resource("resourceclaimtemplates", "ResourceClaimTemplate", True, group=DRA),
 )
 WORKLOADS = frozenset({"deployments", "replicasets", "statefulsets", "daemonsets", "jobs"})
 """Kinds with a pod template, a ``metadata.generation`` and a ``status.observedGeneration``."""

@@ -18,6 +18,13 @@ A spec file (all keys optional)::
     generate: {nodes: 100, gpusPerNode: 8, gpuMemory: 80, pods: 2000, seed: 1}
     objects: []                                        # any other Kubernetes objects, verbatim
 
+A node with ``dra: true`` is a GPU node for the DRA driver (labelled ``gpushare.kubectl-gpushare.io/dra``,
+no ``aliyun.com/gpu-mem``): under ``sandbox --stack`` the driver runs there and publishes its
+ResourceSlice, and pods get its GPUs' memory through ResourceClaims::
+
+    nodes:
+      - {name: dra-1, dra: true, gpus: 2, gpuMemory: 16}
+
 Other sharing stacks (``stack:`` on a node; its pods follow it, see `stack_spec`)::
 
     nodes:
@@ -104,6 +111,7 @@ class NodeSpec(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     taints: list[TaintSpec] = []
     unhealthy: list[int] = []
     gpushare: bool = True
+    dra: bool = False
     ready: bool = True
     stack: str = protocol.STACK_GPUSHARE
     replicas: int = 1
@@ -330,6 +338,9 @@ def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
         if any(m < 0 for m in memories) or node.gpus < 0:
             raise SpecError(f"node {node.name}: GPU counts and memory must not be negative")
         gpu_of[node.name] = memories
+        if node.dra and node.stack != protocol.STACK_GPUSHARE:
+            raise SpecError(f"node {node.name}: dra: true is a node of kubectl-gpushare's DRA driver, not of "
+                            f"stack {node.stack}")
         if node.stack != protocol.STACK_GPUSHARE:
             objects.append(_stack_node(node, memories, index))
             stack_of[node.name] = node.stack
@@ -346,6 +357,7 @@ def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
                 taints=taints,
                 gpushare=node.gpushare,
                 ready=node.ready,
+                dra=node.dra,
             )
         )
         if node.unhealthy:

@@ -57,3 +57,15 @@ def test_bad_expressions_fail_with_one_line(source: str, message: str) -> None:
 def test_values_cel_cannot_hold_are_an_error_not_a_crash() -> None:
     with pytest.raises(cel.CelError, match="out of range"):
         cel.compile_expression("device == 1", DEVICE).evaluate({"device": 2**70})
+
+
+def test_version_attributes_compare_as_semantic_versions() -> None:
+    device = {"attributes": {"gpu-mem.kubectl-gpushare.io": {"driverVersion": cel.semver("550.54.15")}}}
+    check = 'cel.bind(a, device.attributes["gpu-mem.kubectl-gpushare.io"], {})'
+    assert _eval(check.format('a.driverVersion.isGreaterThan(semver("535.0.0"))'), device=device) is True
+    assert _eval(check.format("a.driverVersion.major() == 550 && a.driverVersion.minor() == 54"), device=device)
+    assert _eval('semver("1.0.0-rc.1").compareTo(semver("1.0.0"))', device={}) == -1
+    assert _eval('isSemver("1.2.3") && !isSemver("v1.2")', device={}) is True
+    assert _eval(check.format("a.?missing.orValue(7) == 7"), device=device) is True
+    with pytest.raises(cel.CelError, match="invalid semver"):
+        _eval('semver("one") == semver("1.0.0")', device={})

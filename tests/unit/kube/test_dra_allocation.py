@@ -1,0 +1,294 @@
+"""The structured allocator's rules: pools, selectors, consumable capacity, taints, and the plugin's reasons."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubectl_gpushare import dra_objects as dra
+from kubectl_gpushare import protocol
+from kubectl_gpushare.kube import cel
+from kubectl_gpushare.kube import dra_allocation as alloc
+
+pytestmark = pytest.mark.skipif(not cel.available(), reason=cel.INSTALL_HINT)
+
+DRIVER = protocol.DRA_DRIVER
+GIB = 2**30
+CLASS = dra.decode_class({"metadata": {"name": DRIVER},
+                          "spec": {"selectors": [{"cel": {"expression": protocol.DRA_DEVICE_CLASS_SELECTOR}}]}})
+CLASSES = {CLASS.name: CLASS}
+
+
+def gpu(index: int, gib: int = 16, *, shared: bool = True, policy: Any = "range", taints: Any = (),
+        model: str = "A100") -> dict[str, Any]:
+    capacity: dict[str, Any] = {"value": f"{gib}Gi"}
+    if policy == "range":
+        capacity["requestPolicy"] = {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}
+    elif policy is not None:
+        capacity["requestPolicy"] = policy
+    body: dict[str, Any] = {"name": f"gpu-{index}", "attributes": {"index": {"int": index}, "model": {"string": model}},
+                            "capacity": {"memory": capacity}, "taints": list(taints)}
+    if shared:
+        body["allowMultipleAllocations"] = True
+    else:
+        body["capacity"]["memory"].pop("requestPolicy", None)
+    return body
+
+
+def node_slice(node: str, *devices: dict[str, Any], generation: int = 1, count: int = 1, name: str = "",
+               driver: str = DRIVER) -> dra.ResourceSlice:
+    return dra.decode_slice({"metadata": {"name": name or f"{node}-{generation}"},
+                             "spec": {"driver": driver, "nodeName": node, "devices": list(devices),
+                                      "pool": {"name": node, "generation": generation, "resourceSliceCount": count}}})
+
+
+_names = itertools.count()
+
+
+def claim(memory: str | None = "4Gi", *, count: int | None = None, mode: str | None = None,
+          selectors: tuple[str, ...] = (), tolerations: Any = (), klass: str = DRIVER,
+          name: str = "") -> dra.ResourceClaim:
+    exactly: dict[str, Any] = {"deviceClassName": klass, "selectors": [{"cel": {"expression": s}} for s in selectors],
+                               "tolerations": list(tolerations)}
+    if memory is not None:
+        exactly["capacity"] = {"requests": {"memory": memory}}
+    if count is not None:
+        exactly["count"] = count
+    if mode is not None:
+        exactly["allocationMode"] = mode
+    return dra.decode_claim({"metadata": {"name": name or f"c{next(_names)}", "namespace": "ns"},
+                             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}})
+
+
+def share_ids() -> Any:
+    counter = itertools.count()
+    return lambda: f"share-{next(counter)}"
+
+
+def run(node: str, claims: list[dra.ResourceClaim], slices: list[dra.ResourceSlice],
+        allocated: tuple[dra.Allocation, ...] = ()) -> tuple[dra.Allocation, ...] | str:
+    inventory = alloc.Inventory(slices, CLASSES, alloc.allocated_state(allocated))
+    return alloc.allocate(node, claims, inventory, share_ids())
+
+
+def test_shared_gpus_pack_by_consumed_memory_first_fit() -> None:
+    slices = [node_slice("n1", gpu(0), gpu(1))]
+    held: list[dra.Allocation] = []
+    placed = []
+    for _ in range(4):
+        got = run("n1", [claim("6Gi")], slices, tuple(held))
+        assert isinstance(got, tuple)
+        held.extend(got)
+        placed.append(got[0].results[0].device)
+    assert placed == ["gpu-0", "gpu-0", "gpu-1", "gpu-1"]  # 16Gi each: two 6Gi claims per GPU
+    result = held[0].results[0]
+    assert result.share_id and result.consumed_capacity == {"memory": dra.read_quantity("6Gi")}
+    assert held[0].node_name == "n1"
+    assert run("n1", [claim("6Gi")], slices, tuple(held)) == alloc.REASON_CANNOT_ALLOCATE
+    got = run("n1", [claim("4Gi")], slices, tuple(held))
+    assert isinstance(got, tuple) and got[0].results[0].device == "gpu-0"
+
+
+def test_requests_round_up_to_the_step_and_default_when_absent() -> None:
+    slices = [node_slice("n1", gpu(0))]
+    got = run("n1", [claim("1500Mi")], slices)
+    assert isinstance(got, tuple) and got[0].results[0].consumed_capacity == {"memory": dra.read_quantity("2Gi")}
+    got = run("n1", [claim(None)], slices)
+    assert isinstance(got, tuple) and got[0].results[0].consumed_capacity == {"memory": dra.read_quantity("1Gi")}
+
+
+def test_valid_values_round_to_the_next_and_refuse_above_the_last() -> None:
+    policy = {"default": "4Gi", "validValues": ["4Gi", "8Gi", "16Gi"]}
+    slices = [node_slice("n1", gpu(0, policy=policy))]
+    got = run("n1", [claim("5Gi")], slices)
+    assert isinstance(got, tuple) and got[0].results[0].consumed_capacity == {"memory": dra.read_quantity("8Gi")}
+    assert run("n1", [claim("17Gi")], slices) == alloc.REASON_CANNOT_ALLOCATE
+
+
+def test_a_range_max_refuses_larger_requests() -> None:
+    policy = {"default": "1Gi", "validRange": {"min": "1Gi", "max": "8Gi", "step": "1Gi"}}
+    slices = [node_slice("n1", gpu(0, policy=policy))]
+    assert run("n1", [claim("9Gi")], slices) == alloc.REASON_CANNOT_ALLOCATE
+    assert isinstance(run("n1", [claim("8Gi")], slices), tuple)
+
+
+def test_an_exclusive_device_is_held_whole_and_records_no_consumption() -> None:
+    slices = [node_slice("n1", gpu(0, shared=False))]
+    first = run("n1", [claim(None)], slices)
+    assert isinstance(first, tuple) and first[0].results[0].share_id == ""
+    assert first[0].results[0].consumed_capacity is None
+    assert run("n1", [claim(None)], slices, first) == alloc.REASON_CANNOT_ALLOCATE
+    assert run("n1", [claim("32Gi")], slices) == alloc.REASON_CANNOT_ALLOCATE  # larger than the device
+
+
+def test_selectors_of_class_and_claim_both_apply() -> None:
+    slices = [node_slice("n1", gpu(0, model="T4"), gpu(1, model="A100"))]
+    selector = f'device.attributes["{DRIVER}"].model == "A100"'
+    got = run("n1", [claim(selectors=(selector,))], slices)
+    assert isinstance(got, tuple) and got[0].results[0].device == "gpu-1"
+    other_driver = node_slice("n1", gpu(5), driver="other.example.com", name="other")
+    assert run("n1", [claim()], [other_driver]) == alloc.REASON_CANNOT_ALLOCATE  # the class wants our driver
+    unknown_domain = 'device.attributes["nvidia.com"].?model.orValue("") == "x"'
+    assert run("n1", [claim(selectors=(unknown_domain,))], slices) == alloc.REASON_CANNOT_ALLOCATE
+
+
+def test_capacity_selectors_see_quantities_by_value() -> None:
+    slices = [node_slice("n1", gpu(0, 8), gpu(1, 80))]
+    selector = f'device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0'
+    got = run("n1", [claim(selectors=(selector,))], slices)
+    assert isinstance(got, tuple) and got[0].results[0].device == "gpu-1"
+
+
+@pytest.mark.parametrize(("selector", "message"), [
+    ("device.attributes[", "selector #0: CEL compile error"),
+    ("device.nothing == 1", "CEL runtime error"),
+    ("1 + 1", "must evaluate to bool"),
+])
+def test_a_bad_selector_is_an_error_naming_the_claim(selector: str, message: str) -> None:
+    bad = claim(selectors=(selector,))
+    with pytest.raises(alloc.AllocationError, match=message) as raised:
+        run("n1", [bad], [node_slice("n1", gpu(0))])
+    assert bad.key in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_count_and_all_modes() -> None:
+    slices = [node_slice("n1", gpu(0, shared=False), gpu(1, shared=False), gpu(2, shared=False))]
+    got = run("n1", [claim(None, count=2)], slices)
+    assert isinstance(got, tuple) and [r.device for r in got[0].results] == ["gpu-0", "gpu-1"]
+    got = run("n1", [claim(None, mode="All")], slices)
+    assert isinstance(got, tuple) and len(got[0].results) == 3
+    assert run("n1", [claim(None, count=4)], slices) == alloc.REASON_CANNOT_ALLOCATE
+    assert run("n1", [claim(None, mode="All")], slices, got) == alloc.REASON_CANNOT_ALLOCATE
+    assert run("n2", [claim(None, mode="All")], slices) == alloc.REASON_CANNOT_ALLOCATE
+    with pytest.raises(alloc.AllocationError, match="exceeds the claim limit of 32"):
+        run("n1", [claim(None, count=33)], slices)
+
+
+def test_two_claims_of_one_pod_share_the_search() -> None:
+    slices = [node_slice("n1", gpu(0, shared=False), gpu(1, shared=False))]
+    got = run("n1", [claim(None), claim(None)], slices)
+    assert isinstance(got, tuple) and [a.results[0].device for a in got] == ["gpu-0", "gpu-1"]
+    assert run("n1", [claim(None), claim(None), claim(None)], slices) == alloc.REASON_CANNOT_ALLOCATE
+
+
+def test_taints_block_unless_tolerated() -> None:
+    taint = {"key": f"{DRIVER}/unhealthy", "value": "xid", "effect": "NoSchedule"}
+    slices = [node_slice("n1", gpu(0, taints=[taint]), gpu(1, taints=[{**taint, "effect": "None"}]))]
+    got = run("n1", [claim()], slices)
+    assert isinstance(got, tuple) and got[0].results[0].device == "gpu-1"
+    tolerate = [{"key": f"{DRIVER}/unhealthy", "operator": "Exists"}]
+    slices = [node_slice("n1", gpu(0, taints=[taint]))]
+    assert run("n1", [claim()], slices) == alloc.REASON_CANNOT_ALLOCATE
+    assert isinstance(run("n1", [claim(tolerations=tolerate)], slices), tuple)
+    wrong_value = [{"key": f"{DRIVER}/unhealthy", "operator": "Equal", "value": "other"}]
+    assert run("n1", [claim(tolerations=wrong_value)], slices) == alloc.REASON_CANNOT_ALLOCATE
+
+
+def test_only_the_newest_complete_generation_of_a_pool_counts() -> None:
+    old = node_slice("n1", gpu(0, 80), generation=1)
+    new = node_slice("n1", gpu(0, 8), generation=2)
+    assert run("n1", [claim("40Gi")], [old, new]) == alloc.REASON_CANNOT_ALLOCATE
+    half = node_slice("n1", gpu(0, 80), generation=3, count=2)
+    assert run("n1", [claim("4Gi")], [old, new, half]) == alloc.REASON_CANNOT_ALLOCATE  # incomplete: nothing
+    with pytest.raises(alloc.AllocationError, match="being updated"):
+        run("n1", [claim(None, mode="All")], [half])
+
+
+def test_invalid_devices_and_pools_are_never_allocated() -> None:
+    broken = node_slice("n1", gpu(0, policy={"default": "1Gi", "validRange": {"min": "1Gi", "step": "0"}}))
+    assert broken.devices[0].invalid and run("n1", [claim()], [broken]) == alloc.REASON_CANNOT_ALLOCATE
+    twice = [node_slice("n1", gpu(0), count=2, name="a"), node_slice("n1", gpu(0), count=2, name="b")]
+    assert run("n1", [claim()], twice) == alloc.REASON_CANNOT_ALLOCATE
+
+
+def test_an_unreadable_consumption_holds_the_whole_device() -> None:
+    slices = [node_slice("n1", gpu(0))]
+    bad = dra.Allocation((dra.AllocatedDevice("gpu", DRIVER, "n1", "gpu-0", "s", None, invalid="negative"),))
+    assert run("n1", [claim("1Gi")], slices, (bad,)) == alloc.REASON_CANNOT_ALLOCATE
+    admin = dra.Allocation((dra.AllocatedDevice("gpu", DRIVER, "n1", "gpu-0", "", None, admin_access=True),))
+    assert isinstance(run("n1", [claim("1Gi")], slices, (admin,)), tuple)
+
+
+def test_problems_the_plugin_reports_before_filtering() -> None:
+    missing = claim(klass="nothing.example.com")
+    assert alloc.prefilter([missing], CLASSES, "pod") == "request gpu: device class nothing.example.com does not exist"
+    assert alloc.prefilter([claim()], CLASSES, "pod") == ""
+    negative = dra.decode_claim({"metadata": {"name": "neg", "namespace": "ns"}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "capacity": {"requests": {"memory": "-1Gi"}}}}]}}})
+    assert "negative" in alloc.claim_problem(negative, CLASSES)
+    with pytest.raises(alloc.AllocationError, match="ns/neg"):
+        run("n1", [negative], [node_slice("n1", gpu(0))])
+
+
+def test_allocations_encode_with_the_upstream_field_names() -> None:
+    got = run("n1", [claim("4Gi")], [node_slice("n1", gpu(0))])
+    assert isinstance(got, tuple)
+    assert alloc.encode_allocation(got[0]) == {
+        "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0",
+                                 "shareID": "share-0", "consumedCapacity": {"memory": "4Gi"}}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}
+
+
+def test_a_search_that_runs_too_long_gives_the_timeout_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(alloc, "MAX_STEPS", 3)
+    slices = [node_slice("n1", *(gpu(i, shared=False) for i in range(8)))]
+    assert run("n1", [claim(None, count=8)], slices) == alloc.REASON_TIMED_OUT
+
+
+# --- Properties ------------------------------------------------------------------------------------------
+QUANTITIES = st.integers(min_value=0, max_value=64 * 1024).map(lambda mib: dra.read_quantity(f"{mib}Mi"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=24 * 1024), min_size=1, max_size=25),
+       st.sampled_from(["range", None, {"default": "2Gi", "validValues": ["2Gi", "4Gi", "8Gi"]}]))
+def test_never_over_commits_a_shared_gpu(requests_mib: list[int], policy: Any) -> None:
+    slices = [node_slice("n1", gpu(0, 16, policy=policy), gpu(1, 24, policy=policy))]
+    held: list[dra.Allocation] = []
+    for mib in requests_mib:
+        got = run("n1", [claim(f"{mib}Mi")], slices, tuple(held))
+        if isinstance(got, tuple):
+            held.extend(got)
+    used: dict[str, int] = {}
+    for allocation in held:
+        for result in allocation.results:
+            assert result.consumed_capacity is not None
+            used[result.device] = used.get(result.device, 0) + result.consumed_capacity["memory"].millis
+    assert used.get("gpu-0", 0) <= 16 * GIB * 1000 and used.get("gpu-1", 0) <= 24 * GIB * 1000
+
+
+@settings(max_examples=300, deadline=None)
+@given(QUANTITIES, QUANTITIES, st.sampled_from([
+    {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}},
+    {"default": "256Mi", "validRange": {"min": "256Mi", "max": "48Gi", "step": "256Mi"}},
+    {"default": "1Gi", "validRange": {"min": "1Gi"}},
+    {"default": "4Gi", "validValues": ["4Gi", "8Gi", "16Gi", "40Gi"]},
+]))
+def test_rounding_is_monotone_and_never_below_the_request(a: dra.Quantity, b: dra.Quantity, policy: Any) -> None:
+    capacity = node_slice("n1", gpu(0, 80, policy=policy)).devices[0].capacity["memory"]
+    low, high = sorted((a, b), key=lambda q: q.millis)
+    rounded_low, rounded_high = alloc.consumed_amount(low, capacity), alloc.consumed_amount(high, capacity)
+    assert rounded_low is not None and rounded_high is not None
+    assert rounded_low.millis <= rounded_high.millis
+    assert rounded_low.millis >= low.millis and rounded_high.millis >= high.millis
+    assert protocol.parse_milli_quantity(rounded_high.text) == rounded_high.millis
+
+
+def test_place_answers_for_every_node_in_order() -> None:
+    slices = [node_slice("a", gpu(0, 8)), node_slice("b", gpu(0, 16))]
+    inventory = alloc.Inventory(slices, CLASSES)
+    placed = alloc.place(["a", "b", "c"], [claim("10Gi")], inventory, share_ids())
+    assert placed.node == "b" and placed.reasons == {"a": alloc.REASON_CANNOT_ALLOCATE}
+    assert placed.allocations[0].results[0].pool == "b"
+    nowhere = alloc.place(["a", "c"], [claim("20Gi")], inventory, share_ids())
+    assert nowhere.node is None and nowhere.reasons == {"a": alloc.REASON_CANNOT_ALLOCATE,
+                                                        "c": alloc.REASON_CANNOT_ALLOCATE}
+    pinned = dra.decode_claim({"metadata": {"name": "x", "namespace": "ns"}, "status": {"allocation": {
+        "devices": {"results": []}, "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}})
+    assert alloc.place(["a", "b"], [pinned], inventory).reasons == {"a": alloc.REASON_NOT_ON_NODE}
