@@ -26,12 +26,21 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.kube import selectors, stacks, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
-from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
-from kubectl_gpushare.kube.stacks import kai
+from kubectl_gpushare.kube.records import (
+    Warnings,
+    node_ip,
+    node_record,
+    pod_record,
+    shown,
+    unhealthy_gpus,
+    unhealthy_node_name,
+)
+from kubectl_gpushare.kube.stacks import dra, kai
+from kubectl_gpushare.kube.stacks.dra import DraNode, DraObjects
 from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger, NodeRecord, PodRecord, StackClaim, StackNode
 
 ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
@@ -61,6 +70,18 @@ class Snapshot:
     """Active pods that request GPU memory but are on no node yet (cluster-wide views only)."""
     quotas: list[types.ResourceQuota] = field(default_factory=list)
     """ResourceQuotas, read only for ``--group-by namespace``."""
+    dra: DraObjects = field(default_factory=lambda: DraObjects(served=False))
+    """The DRA objects read (empty where the API serves no ``resource.k8s.io/v1``)."""
+    dra_nodes: dict[str, DraNode] = field(default_factory=dict)
+    """Nodes shown whose GPUs our DRA driver publishes (``fit`` rounds requests by their policies)."""
+
+
+READS_DRA: Final = (stacks.AUTO, protocol.STACK_GPUSHARE)
+"""``--stack`` values under which DRA objects are read (our driver's GPUs are gpushare's; NVIDIA's need auto)."""
+
+
+def _ips(nodes: Iterable[types.Node]) -> dict[str, str]:
+    return {node.metadata.name: node_ip(node) for node in nodes}
 
 
 def waiting(record: PodRecord, node_name: str) -> bool:
@@ -135,6 +156,9 @@ class StackSplit:
         self.nvidia: dict[str, types.Node] = {}
         """NVIDIA (and forced KAI) nodes: one becomes a KAI node if KAI pods sit on it."""
         self.kai_pods: dict[str, list[types.Pod]] = {}
+        self.dra_nodes: dict[str, dra.DraNode] = {}
+        """Nodes whose GPUs our DRA driver publishes (`add_dra`)."""
+        self.nvidia_dra: dict[str, StackNode] = {}
 
     def gpushare(self, node: types.Node) -> bool:
         """Whether the node is read as gpushare (kept for `node_record`); else it is decoded here."""
@@ -156,6 +180,33 @@ class StackSplit:
             for node in nodes
             if self.gpushare(node)
         ]
+
+    def add_dra(self, records: list[NodeRecord], objects: dra.DraObjects, ips: dict[str, str]) -> list[NodeRecord]:
+        """Read the DRA objects: our driver's GPUs into ``records`` (returned), NVIDIA's nodes as stack nodes.
+
+        Only nodes in ``records`` (the nodes being read) are taken; NVIDIA's DRA nodes need the
+        ``auto`` reading, and a node another stack already reads stays with it.
+        """
+        if not objects:
+            return records
+        known = {record.name for record in records}
+        self.dra_nodes = {name: node for name, node in dra.our_nodes(objects, self.warnings).items() if name in known}
+        if self.forced == stacks.AUTO:
+            nvidia = dra.nvidia_nodes(objects, ips, self.warnings)
+            self.nvidia_dra = {name: node for name, node in nvidia.items() if name in known and name not in self.nodes}
+            self.nodes.update(self.nvidia_dra)
+        return dra.with_gpus(records, self.dra_nodes)
+
+    def dra_records(
+        self, records: list[NodeRecord], objects: dra.DraObjects, phases: dict[str, str]
+    ) -> list[PodRecord]:
+        """The claims on our driver's GPUs as pod records (their NVIDIA claims go to the stack claims)."""
+        if not objects.claims:
+            return []
+        if self.nvidia_dra:
+            for node, found in dra.nvidia_claims(objects, self.nvidia_dra, phases).items():
+                self.claims.setdefault(node, []).extend(found)
+        return dra.claim_records(objects, dra.units(records, self.dra_nodes), phases)
 
     def result(self) -> tuple[list[StackNode], dict[str, list[StackClaim]]]:
         """The stack nodes by name and their claims, once every node and pod went through."""
@@ -234,6 +285,34 @@ def koordinator_devices(
     return devices
 
 
+DRA_RESOURCES: Final = f"resourceslices.{protocol.DRA_API_GROUP}"
+
+
+def dra_from_api(client: Client, warnings: Warnings, *, claims: bool = False) -> dra.DraObjects:
+    """The DRA objects the views read: one list of ResourceSlices, then ResourceClaims if they matter.
+
+    A cluster without ``resource.k8s.io/v1`` answers the slice list with 404: nothing more is read
+    and nothing is said. Without permission to list slices (or claims): one warning, and the views
+    show what they can. Claims are listed when a slice of a driver read here exists, or always
+    with ``claims`` (doctor: a claim may name devices no slice publishes).
+    """
+    try:
+        slices = client.list(types.DRA_SLICES, on_skip=warnings.add)
+    except NotFound:
+        return dra.DraObjects(served=False)
+    except Forbidden:
+        warnings.add(f"cannot list {DRA_RESOURCES}: GPUs shared through DRA are not shown")
+        return dra.DraObjects()
+    relevant = [wire for wire in slices if wire.spec.driver in dra.DRIVERS]
+    wire_claims: list[dra_objects.WireResourceClaim] = []
+    if relevant or claims:
+        try:
+            wire_claims = client.list(types.DRA_CLAIMS, on_skip=warnings.add, page_size=POD_PAGE_SIZE)
+        except (NotFound, Forbidden):
+            warnings.add(f"cannot list resourceclaims.{protocol.DRA_API_GROUP}: DRA GPUs are shown without claims")
+    return dra.read(relevant, wire_claims, warnings)
+
+
 @contextmanager
 def _needs(permission: str) -> Iterator[None]:
     """Name the RBAC permission a 403 is about, so the user knows what to ask for."""
@@ -288,7 +367,8 @@ def from_api(
         except Forbidden:
             warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
     split = StackSplit(stack, warnings, koordinator_devices(client, decoded, stack, warnings))
-    nodes = split.gpushare_records(decoded, sick)
+    objects = dra_from_api(client, warnings) if stack in READS_DRA else dra.DraObjects(served=False)
+    nodes = split.add_dra(split.gpushare_records(decoded, sick), objects, _ips(decoded))
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
     field_selector = ACTIVE_PODS
@@ -297,6 +377,8 @@ def from_api(
     ledger = Ledger.build(nodes, (), basis="allocatable", keep_pods=keep_pods)
     unscheduled: list[PodRecord] = []
     cluster_wide = not names and not selector
+    reserved = dra.reserved_pods(objects.claims)
+    phases: dict[str, str] = {}
     if wanted:
         seen = 0
         with _needs("list pods in all namespaces"):
@@ -305,6 +387,8 @@ def from_api(
             )
             for page in pages:
                 for pod in page.items:
+                    if reserved and pod.metadata.uid in reserved:
+                        phases[pod.metadata.uid] = pod.status.phase
                     if pod.spec.node_name in wanted and pod.spec.node_name not in split.nodes:
                         ledger.set_pod(pod_record(pod, warnings))
                         continue
@@ -317,9 +401,13 @@ def from_api(
                 seen += len(page.items)
                 if progress is not None:
                     progress(seen)
+    for record in split.dra_records(nodes, objects, phases):
+        if record.node in wanted:
+            ledger.set_pod(record)
     split.finish()
     snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
     snapshot.unscheduled = unscheduled
+    snapshot.dra, snapshot.dra_nodes = objects, split.dra_nodes
     return snapshot
 
 
@@ -483,6 +571,67 @@ def _decoded(raws: Iterable[msgspec.Raw], decoder: msgspec.json.Decoder[_T]) -> 
     return found
 
 
+DRA_KINDS: Final = ("ResourceSlice", "ResourceClaim")
+
+
+def _yaml_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Items of each of ``kinds`` in YAML documents (already judged readable by `parse_documents`)."""
+    import yaml
+
+    found: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    loader = yaml.BaseLoader if _bracket_depth(data) > YAML_C_DEPTH else getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+    try:
+        documents = list(yaml.load_all(data.decode("utf-8", errors="replace"), Loader=loader))  # noqa: S506
+    except (yaml.YAMLError, RecursionError):
+        return found
+    for document in documents:
+        if not isinstance(document, dict):
+            continue
+        items = document.get("items")
+        for item in items if isinstance(items, list) else [document]:
+            if isinstance(item, dict) and item.get("kind") in found:
+                found[str(item["kind"])].append(item)
+    return found
+
+
+def dra_in(data: bytes, warnings: Warnings) -> dra.DraObjects:
+    """The ResourceSlices and ResourceClaims of a file (``kubectl get nodes,pods,resourceslices,resourceclaims -A``).
+
+    JSON or YAML; a file without them costs one substring search. An item that does not decode is
+    one warning.
+    """
+    if b"ResourceSlice" not in data and b"ResourceClaim" not in data:
+        return dra.DraObjects(served=False)
+    json = data.lstrip()[:1] == b"{"
+    found = items_of_kinds(data, DRA_KINDS) if json else _yaml_items_of_kinds(data, DRA_KINDS)
+    slices = _wires(found["ResourceSlice"], dra_objects.WireResourceSlice, "ResourceSlice", warnings)
+    claims = _wires(found["ResourceClaim"], dra_objects.WireResourceClaim, "ResourceClaim", warnings)
+    return dra.read([wire for wire in slices if wire.spec.driver in dra.DRIVERS], claims, warnings)
+
+
+_W = TypeVar("_W", dra_objects.WireResourceSlice, dra_objects.WireResourceClaim)
+
+
+def _wires(items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], wire: type[_W], kind: str,
+           warnings: Warnings) -> list[_W]:
+    """Wire structs of JSON items, or of YAML items (all scalars strings: read as kubectl wrote them)."""
+    found: list[_W] = []
+    for item in items:
+        try:
+            if isinstance(item, msgspec.Raw):
+                found.append(dra_objects.decode_wire(bytes(item), wire, kind))
+            else:
+                found.append(msgspec.convert(item, wire, strict=False))
+        except dra_objects.InvalidObjectError as exc:
+            warnings.add(f"{exc}; skipped")
+        except (msgspec.ValidationError, RecursionError, TypeError) as exc:
+            meta = item.get("metadata") if isinstance(item, dict) else None
+            name = meta.get("name") if isinstance(meta, dict) else None
+            what = f"{kind} {shown(name)}" if isinstance(name, str) else f"a {kind}"
+            warnings.add(f"{what}: cannot be decoded ({str(exc).splitlines()[0][:200]}); skipped")
+    return found
+
+
 def configmaps_in(data: bytes) -> list[types.ConfigMap]:
     """ConfigMaps in a JSON dump (``kubectl get nodes,pods,configmaps -A -o json``); none from YAML.
 
@@ -571,16 +720,20 @@ def from_documents(
     sick = unhealthy_by_node(_decoded(found["ConfigMap"], types.CONFIGMAP_DECODER))
     devices = _decoded(found.get("Device", ()), types.KOORD_DEVICE_DECODER)
     split = StackSplit(stack, warnings, devices)
-    nodes = split.gpushare_records(chosen, sick)
+    objects = dra_in(data, warnings) if stack in READS_DRA else dra.DraObjects(served=False)
+    nodes = split.add_dra(split.gpushare_records(chosen, sick), objects, _ips(chosen))
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     active = [pod for pod in decoded_pods if pod.status.phase not in COMPLETED_PHASES]
     pods = [keyed_pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
     for pod in active:
         split.add_pod(pod)
+    phases = {pod.metadata.uid: pod.status.phase for pod in active if pod.metadata.uid}
+    pods += [record for record in split.dra_records(nodes, objects, phases) if record.node in wanted]
     split.finish()
     ledger = Ledger.build(nodes, pods, basis="allocatable")
     snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
     if not names and not selector:
         records = (pod_record(pod) for pod in active if not pod.spec.node_name)
         snapshot.unscheduled = [record for record in records if waiting(record, record.node)]
+    snapshot.dra, snapshot.dra_nodes = objects, split.dra_nodes
     return snapshot

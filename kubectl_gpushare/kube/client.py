@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from kubectl_gpushare import __version__
+from kubectl_gpushare import __version__, dra_objects
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube._transport import Transport
 from kubectl_gpushare.kube.config import ClientConfig
@@ -54,7 +54,7 @@ PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
 }
 KindRef = (
     Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota]
-    | Kind[types.KoordDevice] | str
+    | Kind[types.KoordDevice] | Kind[dra_objects.WireResourceSlice] | Kind[dra_objects.WireResourceClaim] | str
 )
 
 

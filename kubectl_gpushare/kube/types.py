@@ -19,6 +19,8 @@ from typing import Final, Generic, TypedDict, TypeVar
 
 import msgspec
 
+from kubectl_gpushare import dra_objects
+
 # --- Metadata -------------------------------------------------------------------------------------
 
 
@@ -86,6 +88,21 @@ class Toleration(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     effect: str = ""
 
 
+class PodResourceClaim(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """One entry of a pod's ``spec.resourceClaims``: a claim by name, or a template to make one from."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """One entry of a pod's ``status.resourceClaimStatuses``: the claim made from a template (None: none needed)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+
+
 class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``spec`` of a pod."""
 
@@ -95,6 +112,7 @@ class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, g
     init_containers: tuple[Container, ...] = ()
     node_selector: dict[str, str] = {}
     tolerations: tuple[Toleration, ...] = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
 
 
 class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
@@ -102,6 +120,7 @@ class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True,
 
     phase: str = ""
     conditions: object = ()
+    resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
     """Any JSON value, narrowed by `ready`: a malformed entry must not make the whole pod (and its
     GPU memory) undecodable, so no shape is imposed here."""
 
@@ -350,6 +369,20 @@ class KoordDeviceList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     items: tuple[KoordDevice, ...] = ()
 
 
+class DraSliceList(msgspec.Struct, frozen=True, rename="camel", gc=False):
+    """One page of ResourceSlices as `dra_objects` reads them (``dra_objects.read_slice`` checks each)."""
+
+    metadata: ListMeta = ListMeta()
+    items: tuple[dra_objects.WireResourceSlice, ...] = ()
+
+
+class DraClaimList(msgspec.Struct, frozen=True, rename="camel", gc=False):
+    """One page of ResourceClaims as `dra_objects` reads them (``dra_objects.read_claim`` checks each)."""
+
+    metadata: ListMeta = ListMeta()
+    items: tuple[dra_objects.WireResourceClaim, ...] = ()
+
+
 class ConfigMapList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """One page of ConfigMaps."""
 
@@ -506,10 +539,17 @@ RESOURCEQUOTA_LIST_DECODER: Final = msgspec.json.Decoder(ResourceQuotaList)
 KOORD_DEVICE_DECODER: Final = msgspec.json.Decoder(KoordDevice)
 KOORD_DEVICE_LIST_DECODER: Final = msgspec.json.Decoder(KoordDeviceList)
 POD_PLACEMENT_DECODER: Final = msgspec.json.Decoder(PodPlacement)
+DRA_SLICE_DECODER: Final = msgspec.json.Decoder(dra_objects.WireResourceSlice)
+DRA_SLICE_LIST_DECODER: Final = msgspec.json.Decoder(DraSliceList)
+DRA_CLAIM_DECODER: Final = msgspec.json.Decoder(dra_objects.WireResourceClaim)
+DRA_CLAIM_LIST_DECODER: Final = msgspec.json.Decoder(DraClaimList)
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 
-ItemT = TypeVar("ItemT", Pod, Node, ConfigMap, Lease, Event, ResourceQuota, KoordDevice)
+ItemT = TypeVar(
+    "ItemT", Pod, Node, ConfigMap, Lease, Event, ResourceQuota, KoordDevice, dra_objects.WireResourceSlice,
+    dra_objects.WireResourceClaim,
+)
 
 
 class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
@@ -537,6 +577,8 @@ class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
         | msgspec.json.Decoder[EventList]
         | msgspec.json.Decoder[ResourceQuotaList]
         | msgspec.json.Decoder[KoordDeviceList]
+        | msgspec.json.Decoder[DraSliceList]
+        | msgspec.json.Decoder[DraClaimList]
     )
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
@@ -565,6 +607,14 @@ KOORD_DEVICES: Final = Kind(
     KOORD_DEVICE_LIST_DECODER,
 )
 """Koordinator's ``Device`` (served only where Koordinator's CRD is installed)."""
+DRA_SLICES: Final = Kind(
+    "ResourceSlice", "resourceslices", "/apis/resource.k8s.io/v1", False, DRA_SLICE_DECODER, DRA_SLICE_LIST_DECODER
+)
+"""ResourceSlices (served from Kubernetes 1.34; a 404 where the cluster has no ``resource.k8s.io/v1``)."""
+DRA_CLAIMS: Final = Kind(
+    "ResourceClaim", "resourceclaims", "/apis/resource.k8s.io/v1", True, DRA_CLAIM_DECODER, DRA_CLAIM_LIST_DECODER
+)
+"""ResourceClaims, decoded for the views (the DRA driver reads single claims)."""
 
 KINDS: Final[
     dict[str, Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota]]
