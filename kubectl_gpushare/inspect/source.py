@@ -288,13 +288,14 @@ def koordinator_devices(
 DRA_RESOURCES: Final = f"resourceslices.{protocol.DRA_API_GROUP}"
 
 
-def dra_from_api(client: Client, warnings: Warnings, *, claims: bool = False) -> dra.DraObjects:
+def dra_from_api(client: Client, warnings: Warnings, *, claims: bool = False, classes: bool = False) -> dra.DraObjects:
     """The DRA objects the views read: one list of ResourceSlices, then ResourceClaims if they matter.
 
     A cluster without ``resource.k8s.io/v1`` answers the slice list with 404: nothing more is read
     and nothing is said. Without permission to list slices (or claims): one warning, and the views
     show what they can. Claims are listed when a slice of a driver read here exists, or always
-    with ``claims`` (doctor: a claim may name devices no slice publishes).
+    with ``claims`` (doctor: a claim may name devices no slice publishes); DeviceClasses with
+    ``classes`` (explain and doctor ask the allocator, which needs them; unreadable: not read).
     """
     try:
         slices = client.list(types.DRA_SLICES, on_skip=warnings.add)
@@ -310,7 +311,13 @@ def dra_from_api(client: Client, warnings: Warnings, *, claims: bool = False) ->
             wire_claims = client.list(types.DRA_CLAIMS, on_skip=warnings.add, page_size=POD_PAGE_SIZE)
         except (NotFound, Forbidden):
             warnings.add(f"cannot list resourceclaims.{protocol.DRA_API_GROUP}: DRA GPUs are shown without claims")
-    return dra.read(relevant, wire_claims, warnings)
+    objects = dra.read(relevant, wire_claims, warnings)
+    if classes:
+        try:
+            objects.classes = dra.read_classes(client.list(types.DRA_CLASSES, on_skip=warnings.add), warnings)
+        except (NotFound, Forbidden):
+            warnings.add(f"cannot list deviceclasses.{protocol.DRA_API_GROUP}: claims are judged without their classes")
+    return objects
 
 
 @contextmanager
@@ -571,7 +578,7 @@ def _decoded(raws: Iterable[msgspec.Raw], decoder: msgspec.json.Decoder[_T]) -> 
     return found
 
 
-DRA_KINDS: Final = ("ResourceSlice", "ResourceClaim")
+DRA_KINDS: Final = ("ResourceSlice", "ResourceClaim", "DeviceClass")
 
 
 def _yaml_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
@@ -594,11 +601,11 @@ def _yaml_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[di
     return found
 
 
-def dra_in(data: bytes, warnings: Warnings) -> dra.DraObjects:
+def dra_in(data: bytes, warnings: Warnings, *, classes: bool = False) -> dra.DraObjects:
     """The ResourceSlices and ResourceClaims of a file (``kubectl get nodes,pods,resourceslices,resourceclaims -A``).
 
     JSON or YAML; a file without them costs one substring search. An item that does not decode is
-    one warning.
+    one warning. With ``classes``, DeviceClasses too, where the file has some (else they are not read).
     """
     if b"ResourceSlice" not in data and b"ResourceClaim" not in data:
         return dra.DraObjects(served=False)
@@ -606,10 +613,14 @@ def dra_in(data: bytes, warnings: Warnings) -> dra.DraObjects:
     found = items_of_kinds(data, DRA_KINDS) if json else _yaml_items_of_kinds(data, DRA_KINDS)
     slices = _wires(found["ResourceSlice"], dra_objects.WireResourceSlice, "ResourceSlice", warnings)
     claims = _wires(found["ResourceClaim"], dra_objects.WireResourceClaim, "ResourceClaim", warnings)
-    return dra.read([wire for wire in slices if wire.spec.driver in dra.DRIVERS], claims, warnings)
+    objects = dra.read([wire for wire in slices if wire.spec.driver in dra.DRIVERS], claims, warnings)
+    if classes and found["DeviceClass"]:
+        wires = _wires(found["DeviceClass"], dra_objects.WireDeviceClass, "DeviceClass", warnings)
+        objects.classes = dra.read_classes(wires, warnings)
+    return objects
 
 
-_W = TypeVar("_W", dra_objects.WireResourceSlice, dra_objects.WireResourceClaim)
+_W = TypeVar("_W", dra_objects.WireResourceSlice, dra_objects.WireResourceClaim, dra_objects.WireDeviceClass)
 
 
 def _wires(items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], wire: type[_W], kind: str,

@@ -383,6 +383,13 @@ class DraClaimList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     items: tuple[dra_objects.WireResourceClaim, ...] = ()
 
 
+class DraClassList(msgspec.Struct, frozen=True, rename="camel", gc=False):
+    """One page of DeviceClasses as `dra_objects` reads them."""
+
+    metadata: ListMeta = ListMeta()
+    items: tuple[dra_objects.WireDeviceClass, ...] = ()
+
+
 class ConfigMapList(msgspec.Struct, frozen=True, rename="camel", gc=False):
     """One page of ConfigMaps."""
 
@@ -543,12 +550,14 @@ DRA_SLICE_DECODER: Final = msgspec.json.Decoder(dra_objects.WireResourceSlice)
 DRA_SLICE_LIST_DECODER: Final = msgspec.json.Decoder(DraSliceList)
 DRA_CLAIM_DECODER: Final = msgspec.json.Decoder(dra_objects.WireResourceClaim)
 DRA_CLAIM_LIST_DECODER: Final = msgspec.json.Decoder(DraClaimList)
+DRA_CLASS_DECODER: Final = msgspec.json.Decoder(dra_objects.WireDeviceClass)
+DRA_CLASS_LIST_DECODER: Final = msgspec.json.Decoder(DraClassList)
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 
 ItemT = TypeVar(
     "ItemT", Pod, Node, ConfigMap, Lease, Event, ResourceQuota, KoordDevice, dra_objects.WireResourceSlice,
-    dra_objects.WireResourceClaim,
+    dra_objects.WireResourceClaim, dra_objects.WireDeviceClass,
 )
 
 
@@ -579,6 +588,7 @@ class Kind(msgspec.Struct, Generic[ItemT], frozen=True):
         | msgspec.json.Decoder[KoordDeviceList]
         | msgspec.json.Decoder[DraSliceList]
         | msgspec.json.Decoder[DraClaimList]
+        | msgspec.json.Decoder[DraClassList]
     )
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
@@ -615,6 +625,10 @@ DRA_CLAIMS: Final = Kind(
     "ResourceClaim", "resourceclaims", "/apis/resource.k8s.io/v1", True, DRA_CLAIM_DECODER, DRA_CLAIM_LIST_DECODER
 )
 """ResourceClaims, decoded for the views (the DRA driver reads single claims)."""
+DRA_CLASSES: Final = Kind(
+    "DeviceClass", "deviceclasses", "/apis/resource.k8s.io/v1", False, DRA_CLASS_DECODER, DRA_CLASS_LIST_DECODER
+)
+"""DeviceClasses (explain and doctor: the selectors a claim's class adds)."""
 
 KINDS: Final[
     dict[str, Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota]]

@@ -41,6 +41,7 @@ import msgspec
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.records import Warnings, shown
+from kubectl_gpushare.kube.types import Pod
 from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord, StackClaim, StackGPU, StackNode
 
 GIB: Final = protocol.UNIT_BYTES[protocol.UNIT_GIB]
@@ -61,14 +62,14 @@ class DraObjects:
         slices: our driver's slices of each pool's newest generation, checked by `dra_objects.read_slice`.
         nvidia: NVIDIA's driver's slices (newest generations), read here as a stack.
         claims: every claim that decoded, checked by `dra_objects.read_claim`.
-        classes: DeviceClasses by name, read only where a question needs them (explain).
+        classes: DeviceClasses by name, where a question read them (explain, doctor); None: not read.
         served: whether the API serves ``resource.k8s.io/v1`` (False: no DRA, nothing else to read).
     """
 
     slices: list[dra.ResourceSlice] = field(default_factory=list)
     nvidia: list[dra.WireResourceSlice] = field(default_factory=list)
     claims: list[dra.ResourceClaim] = field(default_factory=list)
-    classes: dict[str, dra.DeviceClass] = field(default_factory=dict)
+    classes: dict[str, dra.DeviceClass] | None = None
     served: bool = True
 
     def __bool__(self) -> bool:
@@ -124,6 +125,19 @@ def read(
     ours = _newest(ours, lambda s: (s.driver, s.pool, s.generation))
     nvidia = _newest(nvidia, lambda s: (s.spec.driver, s.spec.pool.name, s.spec.pool.generation))
     return DraObjects(ours, nvidia, read_claims)
+
+
+def read_classes(classes: Iterable[dra.WireDeviceClass], warnings: Warnings | None) -> dict[str, dra.DeviceClass]:
+    """DeviceClasses by name; one that cannot be read is one warning (a class with bad selectors is kept, invalid)."""
+    found: dict[str, dra.DeviceClass] = {}
+    for wire in classes:
+        try:
+            klass = dra.read_class(wire)
+        except dra.InvalidObjectError as exc:
+            _warn(warnings, f"{exc}; skipped")
+            continue
+        found[klass.name] = klass
+    return found
 
 
 def _warn(warnings: Warnings | None, message: str) -> None:
@@ -390,6 +404,86 @@ def claim_records(
     ]
 
 
+# --- A pod's claims ---------------------------------------------------------------------------------------
+class PodClaim(msgspec.Struct, frozen=True, gc=False):
+    """One entry of a pod's ``spec.resourceClaims`` and the claim it resolves to (None: ``missing`` says why)."""
+
+    name: str
+    claim: dra.ResourceClaim | None
+    missing: str = ""
+
+
+class ClaimIndex:
+    """Claims by ``namespace/name`` and by (owner pod UID, ``pod-claim-name``), built once per snapshot."""
+
+    def __init__(self, claims: Iterable[dra.ResourceClaim]) -> None:
+        self.by_key: dict[tuple[str, str], dra.ResourceClaim] = {}
+        self.by_owner: dict[tuple[str, str], dra.ResourceClaim] = {}
+        for claim in claims:
+            self.by_key[(claim.namespace, claim.name)] = claim
+            if claim.owner is not None and claim.owner.kind == "Pod":
+                entry = claim.annotations.get(dra.ANN_POD_CLAIM_NAME, "")
+                self.by_owner[(claim.owner.uid, entry)] = claim
+
+    def of(self, pod: Pod) -> list[PodClaim]:
+        """The pod's claims in ``spec.resourceClaims`` order, resolved as kubelet and the scheduler do.
+
+        A claim by name is looked up in the pod's namespace; one made from a template is the claim
+        ``status.resourceClaimStatuses`` names, else the one the pod owns with its entry's
+        ``resource.kubernetes.io/pod-claim-name`` (the resourceclaim controller's annotation).
+        """
+        namespace = pod.metadata.namespace
+        statuses = {status.name: status.resource_claim_name for status in pod.status.resource_claim_statuses}
+        found: list[PodClaim] = []
+        for entry in pod.spec.resource_claims:
+            if entry.resource_claim_name:
+                claim = self.by_key.get((namespace, entry.resource_claim_name))
+                missing = f"ResourceClaim {entry.resource_claim_name} does not exist"
+            else:
+                name = statuses.get(entry.name)
+                claim = self.by_key.get((namespace, name)) if name else None
+                if claim is None:
+                    claim = self.by_owner.get((pod.metadata.uid, entry.name))
+                template = entry.resource_claim_template_name or "?"
+                missing = f"the claim from ResourceClaimTemplate {template} is not created yet"
+            found.append(PodClaim(entry.name, claim, "" if claim is not None else missing))
+        return found
+
+
+DRIVER_CLASSES: Final = {
+    protocol.DRA_DRIVER: frozenset({protocol.DRA_DEVICE_CLASS}),
+    protocol.NVIDIA_DRA_DRIVER: frozenset({"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"}),
+}
+"""The DeviceClasses each driver installs (ours: manifests/dra; NVIDIA's: its Helm chart's deviceclass-*.yaml)."""
+
+
+def asks_driver(claim: dra.ResourceClaim, classes: Mapping[str, dra.DeviceClass] | None, driver: str) -> bool:
+    """Whether a claim asks for a class of ``driver``: one the driver installs, or one whose selector names it."""
+    for request in claim.requests:
+        if request.exactly is None:
+            continue
+        name = request.exactly.device_class_name
+        if name in DRIVER_CLASSES.get(driver, ()):
+            return True
+        klass = (classes or {}).get(name)
+        if klass is not None and any(driver in selector for selector in klass.selectors):
+            return True
+    return False
+
+
+def requested_memory(claim: dra.ResourceClaim) -> int:
+    """Bytes of ``memory`` a claim's requests name (count times amount; 0 where they name none)."""
+    total = 0
+    for request in claim.requests:
+        exactly = request.exactly
+        if exactly is None or not exactly.capacity:
+            continue
+        for name, amount in exactly.capacity.items():
+            if dra.split_qualified_name(name, protocol.DRA_DRIVER)[1] == protocol.DRA_CAPACITY_MEMORY:
+                total += amount.value * max(exactly.count, 1)
+    return total
+
+
 # --- NVIDIA's driver, read-only ---------------------------------------------------------------------------
 def _wire_text(attributes: Mapping[str, dra.WireAttribute], name: str) -> str:
     attribute = attributes.get(name) or attributes.get(f"{protocol.NVIDIA_DRA_DRIVER}/{name}")
@@ -494,8 +588,11 @@ __all__ = [
     "DRIVERS",
     "DraGpu",
     "DraNode",
+    "ClaimIndex",
     "DraObjects",
     "Holder",
+    "PodClaim",
+    "asks_driver",
     "claim_records",
     "consumed_memory",
     "holder",
@@ -507,6 +604,8 @@ __all__ = [
     "our_nodes",
     "pool_nodes",
     "read",
+    "read_classes",
+    "requested_memory",
     "reserved_pods",
     "result_node",
     "units",

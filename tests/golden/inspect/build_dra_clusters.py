@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent.parent))  # run as a script: make ``golden`` importable, as the tests do
 
-from build_stack_clusters import node, pod  # noqa: E402
+from golden.inspect.build_stack_clusters import node, pod  # noqa: E402
 
 OUR_DRIVER = "gpu-mem.kubectl-gpushare.io"
 NVIDIA_DRIVER = "gpu.nvidia.com"
@@ -82,6 +82,12 @@ def nvidia_device(index: int, node_name: str) -> dict[str, Any]:
     }
 
 
+def device_class(name: str = OUR_DRIVER, driver: str = OUR_DRIVER) -> dict[str, Any]:
+    """The DeviceClass a driver installs: one CEL selector on the driver name."""
+    return {"apiVersion": API, "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}}
+
+
 def claim(
     name: str, node_name: str, device: str, memory: str | None, pods: list[str], *, driver: str = OUR_DRIVER,
     owner: str | None = None, namespace: str = "default",
@@ -115,7 +121,8 @@ def claim(
     }
 
 
-def pending_claim(name: str, owner: str, memory: str, namespace: str = "default") -> dict[str, Any]:
+def pending_claim(name: str, owner: str, memory: str, namespace: str = "default",
+                  device_class: str = OUR_DRIVER) -> dict[str, Any]:
     """A claim made from a template for a pod still Pending: no allocation yet."""
     return {
         "apiVersion": API, "kind": "ResourceClaim",
@@ -124,19 +131,25 @@ def pending_claim(name: str, owner: str, memory: str, namespace: str = "default"
                      "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": owner,
                                           "uid": f"uid-{namespace}-{owner}", "controller": True}]},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": OUR_DRIVER, "allocationMode": "ExactCount", "count": 1,
+            "deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1,
             "capacity": {"requests": {"memory": memory}}}}]}},
         "status": {},
     }
 
 
-def dra_pod(name: str, node_name: str, claim_name: str, template: str = "gpu-mem-4gi",
-            phase: str = "Running") -> dict[str, Any]:
-    """A pod whose claim comes from a template (spec.resourceClaims, status.resourceClaimStatuses)."""
-    item = pod(name, node_name, [{}], phase=phase)
+def dra_pod(name: str, node_name: str, claim_name: str | None, template: str = "gpu-mem-4gi",
+            phase: str = "Running", namespace: str = "default", created: str = "") -> dict[str, Any]:
+    """A pod whose claim comes from a template (spec.resourceClaims, status.resourceClaimStatuses).
+
+    ``claim_name`` None: the resourceclaim controller has not made the claim yet (no status entry).
+    """
+    item = pod(name, node_name, [{}], phase=phase, namespace=namespace)
     item["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
     item["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
-    item["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    if claim_name is not None:
+        item["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    if created:
+        item["metadata"]["creationTimestamp"] = created
     return item
 
 
