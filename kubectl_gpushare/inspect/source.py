@@ -620,6 +620,19 @@ def dra_in(data: bytes, warnings: Warnings, *, classes: bool = False) -> dra.Dra
     return objects
 
 
+def _named(message: str, kind: str, item: msgspec.Raw | dict[str, Any]) -> str:
+    """An `InvalidObjectError` message for raw JSON (which names no object) with the object's name in it."""
+    anonymous = f"a {kind}:"
+    if not message.startswith(anonymous) or not isinstance(item, msgspec.Raw):
+        return message
+    try:
+        namespace, name = raw_key(item)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return message
+    key = f"{namespace}/{name}" if namespace else name
+    return f"{kind} {key[:253]}:{message[len(anonymous):]}" if key else message
+
+
 _W = TypeVar("_W", dra_objects.WireResourceSlice, dra_objects.WireResourceClaim, dra_objects.WireDeviceClass)
 
 
@@ -634,7 +647,7 @@ def _wires(items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], wire: type[_
             else:
                 found.append(msgspec.convert(item, wire, strict=False))
         except dra_objects.InvalidObjectError as exc:
-            warnings.add(f"{exc}; skipped")
+            warnings.add(f"{_named(str(exc), kind, item)}; skipped")
         except (msgspec.ValidationError, RecursionError, TypeError) as exc:
             meta = item.get("metadata") if isinstance(item, dict) else None
             name = meta.get("name") if isinstance(meta, dict) else None

@@ -288,6 +288,30 @@ def units(records: Iterable[NodeRecord], nodes: Mapping[str, DraNode]) -> dict[s
     return found
 
 
+def request_units(node: DraNode, request: int) -> int | None:
+    """What one claim asking ``request`` bytes of memory consumes on this node's GPUs, in its unit (rounded up).
+
+    The allocator's rule (`dra_allocation.capacity_fit`: the request policy's rounding, its
+    bounds, the capacity) on an empty GPU; None when no GPU of the node would take it even empty.
+    """
+    from kubectl_gpushare.kube import dra_allocation  # the allocator (and its CEL) only where asked
+
+    asked = {protocol.DRA_CAPACITY_MEMORY: dra.quantity_from_millis(min(request, protocol.MAX_INT64 // 1000) * 1000,
+                                                                     binary=True)}
+    found: list[int] = []
+    for gpu in node.gpus:
+        if not gpu.memory:
+            continue
+        consumed = dra_allocation.capacity_fit(gpu.device, protocol.DRA_DRIVER, asked, {})
+        if consumed is None:
+            continue
+        amounts = [q.value for name, q in consumed.items()
+                   if dra.split_qualified_name(name, protocol.DRA_DRIVER)[1] == protocol.DRA_CAPACITY_MEMORY]
+        if amounts:
+            found.append(_units_up(amounts[0], node.unit_bytes))
+    return min(found) if found else None
+
+
 # --- Claims ----------------------------------------------------------------------------------------------
 def pool_nodes(objects: DraObjects) -> dict[tuple[str, str], str]:
     """(driver, pool) -> the node whose slice it is (node-local slices of the drivers read here)."""
@@ -605,6 +629,7 @@ __all__ = [
     "pool_nodes",
     "read",
     "read_classes",
+    "request_units",
     "requested_memory",
     "reserved_pods",
     "result_node",

@@ -153,9 +153,9 @@ def dra_pod(name: str, node_name: str, claim_name: str | None, template: str = "
     return item
 
 
-def shared_pod(name: str, node_name: str, claim_name: str) -> dict[str, Any]:
+def shared_pod(name: str, node_name: str, claim_name: str, namespace: str = "default") -> dict[str, Any]:
     """A pod naming a claim created by hand (spec.resourceClaims[].resourceClaimName), shared with others."""
-    item = pod(name, node_name, [{}])
+    item = pod(name, node_name, [{}], namespace=namespace)
     item["spec"]["resourceClaims"] = [{"name": "cache", "resourceClaimName": claim_name}]
     item["spec"]["containers"][0]["resources"] = {"claims": [{"name": "cache"}]}
     return item
