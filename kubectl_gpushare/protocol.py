@@ -1000,6 +1000,8 @@ DRA_UNIT_QUANTITY: Final = {UNIT_GIB: "1Gi", UNIT_MIB: "1Mi"}
 DRA_UNIT_SUFFIX: Final = {UNIT_GIB: "Gi", UNIT_MIB: "Mi"}
 DRA_TAINT_UNHEALTHY: Final = f"{DRA_DRIVER}/unhealthy"
 """Device taint key on an unhealthy GPU (``--unhealthy taint``; the DRADeviceTaints gate must be on)."""
+LABEL_DRA: Final = "gpushare.kubectl-gpushare.io/dra"
+"""``=true`` selects the nodes the DRA driver's DaemonSet runs on (``manifests/dra``; not ``gpushare=true`` ones)."""
 DRA_SLICE_INDEX: Final = "00000"
 """The slice's index prefix (the resourceslice controller encodes the index in at least 5 hex digits)."""
 DRA_SLICE_MAX_DEVICES: Final = 64

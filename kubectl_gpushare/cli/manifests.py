@@ -2,7 +2,7 @@
 
 The kustomize trees in the repository's ``manifests/`` folder are the single source: the package
 ships them through the ``_manifests`` link, and this command builds them (`kustomize.build`) into
-the same objects ``kubectl kustomize manifests/`` (or ``manifests/managed``) prints.
+the same objects ``kubectl kustomize manifests/`` (or ``manifests/managed``, ``manifests/dra``) prints.
 """
 
 from __future__ import annotations
@@ -25,9 +25,12 @@ COMPONENTS = {
     "certificates": "managed/certificates.yaml",
     "scheduler": "managed/scheduler.yaml",
     "webhook": "managed/webhook.yaml",
+    "dra-driver": "dra/dra-driver.yaml",
+    "device-class": "dra/deviceclass.yaml",
 }
 """Component -> file. ``scheduler-config`` is a kube-scheduler file, not an API object, so it is in no tree."""
 MANAGED_ONLY = ("certificates", "scheduler", "webhook")
+DRA_ONLY = ("dra-driver", "device-class")
 
 
 def manifests_root() -> Traversable:
@@ -49,7 +52,7 @@ def _key(doc: dict[str, object]) -> tuple[str, str, str]:
     return str(doc.get("kind")), str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
-def render(*, managed: bool = False, only: str = "all", image: str = DEFAULT_IMAGE,
+def render(*, managed: bool = False, dra: bool = False, only: str = "all", image: str = DEFAULT_IMAGE,
            scheduler_image: str = SCHEDULER_IMAGE) -> str:
     """The chosen tree (or one component of it) as one YAML stream, with the images replaced.
 
@@ -62,7 +65,7 @@ def render(*, managed: bool = False, only: str = "all", image: str = DEFAULT_IMA
 
     if only == "scheduler-config":
         return read_manifest(only).strip() + "\n"
-    documents = build(manifests_root(), "managed" if managed else ".")
+    documents = build(manifests_root(), "dra" if dra else "managed" if managed else ".")
     if only != "all":
         wanted = {_key(doc) for doc in yaml.safe_load_all(read_manifest(only)) if doc}
         documents = [doc for doc in documents if _key(doc) in wanted]
@@ -74,6 +77,9 @@ def render(*, managed: bool = False, only: str = "all", image: str = DEFAULT_IMA
 @click.option("--managed", is_flag=True,
               help="The install for managed control planes (EKS, GKE, AKS): adds a second kube-scheduler, the "
                    "webhook that sends GPU pods to it, and their cert-manager certificates.")
+@click.option("--dra", is_flag=True,
+              help="The DRA driver instead (Kubernetes 1.34+): its DaemonSet, RBAC and DeviceClass; kube-scheduler "
+                   "allocates GPU memory itself, no extender.")
 @click.option(
     "--only",
     "only",
@@ -85,15 +91,22 @@ def render(*, managed: bool = False, only: str = "all", image: str = DEFAULT_IMA
 @click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="Container image to run.")
 @click.option("--scheduler-image", default=SCHEDULER_IMAGE, show_default=True,
               help="kube-scheduler image for --managed; use your control plane's version.")
-def manifests_command(*, managed: bool, only: str, image: str, scheduler_image: str) -> None:
-    """Print the manifests that install the extender and the device plugin (kubectl kustomize manifests/).
+def manifests_command(*, managed: bool, dra: bool, only: str, image: str, scheduler_image: str) -> None:
+    """Print the manifests that install the extender and the device plugin, or the DRA driver (--dra).
 
     \b
     Example:
       kubectl gpushare manifests | kubectl apply -f -
       kubectl gpushare manifests --managed --scheduler-image registry.k8s.io/kube-scheduler:v1.31.4 | kubectl apply -f -
       kubectl gpushare manifests --only scheduler-config > /etc/kubernetes/gpushare-scheduler.yaml
+      kubectl gpushare manifests --dra | kubectl apply -f -
     """  # noqa: D301 - click's \b paragraph marker must stay a real backspace escape
+    if managed and dra:
+        raise click.UsageError("--managed and --dra are two different installs; pick one")
     if only in MANAGED_ONLY and not managed:
         raise click.UsageError(f"--only {only} is part of the managed install; add --managed")
-    click.echo(render(managed=managed, only=only, image=image, scheduler_image=scheduler_image), nl=False)
+    if only in DRA_ONLY and not dra:
+        raise click.UsageError(f"--only {only} is part of the DRA install; add --dra")
+    if dra and only != "all" and only not in DRA_ONLY:
+        raise click.UsageError(f"--only {only} is not part of the DRA install")
+    click.echo(render(managed=managed, dra=dra, only=only, image=image, scheduler_image=scheduler_image), nl=False)

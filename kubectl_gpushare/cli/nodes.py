@@ -39,6 +39,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.cli import stack_components
+from kubectl_gpushare.cli.dra_nodes import FAILED_PREPARE, DraAgents
+from kubectl_gpushare.cli.dynamicresources import has_claims
 from kubectl_gpushare.cli.scheduler import SandboxView, requested
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, KubeletSim
 from kubectl_gpushare.kube import types
@@ -58,6 +60,8 @@ REGISTER_PATIENCE = 60.0
 """Seconds a new device plugin has to register with its kubelet before it is reported as failed."""
 ALLOCATE_PATIENCE = 10.0
 """Seconds a bound pod's Allocate is retried while the plugin has not yet seen the bind."""
+PREPARE_BACKOFF = (1.0, 16.0)
+"""A pod whose claims could not be prepared is tried again after 1 s, doubling to 16 s (kubelet's pod sync backoff)."""
 CONTAINER_START = 2.0
 """Most seconds a stand-in container waits for the pod's limit before it allocates (kubelet's sandbox
 and image steps take at least this long on a real node; enforcement sets limits within ~20 ms)."""
@@ -148,6 +152,10 @@ class NodeAgents:
         self._addresses = PodAddresses()
         self.envs: dict[str, dict[str, dict[str, str]]] = {}
         """pod uid -> container -> the environment Allocate returned (the demo prints it)."""
+        self.dra = DraAgents(kubeconfig, workdir, self._host)
+        """The DRA drivers of the nodes labelled for them (`cli.dra_nodes`)."""
+        self._retry: dict[str, tuple[float, float]] = {}
+        """pod uid -> (when its claims' preparation is tried again, the current backoff)."""
 
     def start(self) -> None:
         """Start the loop."""
@@ -166,6 +174,7 @@ class NodeAgents:
         with ThreadPoolExecutor(16, thread_name_prefix="plugin-stop") as stoppers:
             for name in list(self.agents):
                 stoppers.submit(self._stop_agent, name, publish=False)
+        self.dra.stop()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -201,7 +210,9 @@ class NodeAgents:
                 self._patch_node(name, gone, gone)
         for name in [n for n in self.agents if n not in nodes]:
             self._stop_agent(name, publish=False)
+        self.dra.reconcile(nodes, lambda name: self.hardware.get(name) or _hardware_from_labels(nodes[name]))
         pods = self.sandbox.objects("pods")
+        now = time.monotonic()
         live = set()
         waiting: dict[str, list[dict[str, Any]]] = {}
         for pod in pods:
@@ -213,6 +224,9 @@ class NodeAgents:
             if (pod.get("status") or {}).get("phase", "Pending") != "Pending" or meta.get("deletionTimestamp"):
                 self._done.add(uid)
                 self._restore(pod)
+                continue
+            if self._retry.get(uid, (0.0, 0.0))[0] > now:
+                self._deferred = True  # its claims are prepared again when the backoff ends
                 continue
             waiting.setdefault(str(spec["nodeName"]), []).append(pod)
         for host, batch in waiting.items():
@@ -226,8 +240,11 @@ class NodeAgents:
             batch.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
             self._admitting.update(p["metadata"].get("uid", "") for p in batch)
             self._pool.submit(self._admit_batch, host, batch)
+        for uid in [u for u in self._retry if u not in live]:
+            del self._retry[uid]
         for uid in self._done - live:
             self._done.discard(uid)
+            self.dra.forget(uid)
             self.envs.pop(uid, None)
             self._addresses.release(uid)
             self.sandbox.logs.forget(uid)
@@ -373,16 +390,29 @@ class NodeAgents:
 
     def _admit(self, pod: dict[str, Any]) -> None:
         uid = pod["metadata"].get("uid", "")
+        settled = True
         try:
-            self._admit_pod(pod)
+            settled = self._admit_pod(pod)
         except Exception:
             log.exception("admitting a pod failed")
         finally:
-            self._done.add(uid)
+            if settled:
+                self._done.add(uid)
+                self._retry.pop(uid, None)
+            else:
+                backoff = min(max(self._retry.get(uid, (0.0, 0.0))[1] * 2, PREPARE_BACKOFF[0]), PREPARE_BACKOFF[1])
+                self._retry[uid] = (time.monotonic() + backoff, backoff)
+                self._deferred = True
             self._admitting.discard(uid)
 
-    def _admit_pod(self, pod: dict[str, Any]) -> None:
+    def _admit_pod(self, pod: dict[str, Any]) -> bool:
+        """Admit and start one pod; False: its claims could not be prepared yet (it stays Pending)."""
         node = pod["spec"]["nodeName"]
+        if has_claims(pod):
+            unprepared = self.dra.prepare(pod, node)
+            if unprepared:
+                self._event(pod, node, FAILED_PREPARE, unprepared)
+                return False
         if requested(pod, protocol.RESOURCE_MEM):
             agent = self.agents.get(node)
             deadline = time.monotonic() + ALLOCATE_PATIENCE
@@ -397,12 +427,22 @@ class NodeAgents:
                         time.sleep(0.2)
                         continue
                     self._fail(pod, node, exc.details)
-                    return
+                    return True
             failure = self._start_containers(pod, agent)
             if failure:
                 self._crashed(pod, node, failure)
-                return
+                return True
         self._running(pod, node)
+        return True
+
+    def _event(self, pod: dict[str, Any], node: str, reason: str, message: str) -> None:
+        meta = pod["metadata"]
+        ref = types.ObjectReference(kind="Pod", namespace=meta.get("namespace", "default"), name=meta["name"],
+                                    uid=meta.get("uid", ""), api_version="v1")
+        try:
+            self.api.create_event(ref, reason, message, "Warning", component="kubelet", host=node)
+        except KubeError as exc:
+            log.warning("cannot record %s: %s", reason, exc)
 
     # --- GPU memory of the stand-in containers -----------------------------------------------------
 

@@ -3,12 +3,16 @@
 Every pass it takes the unscheduled pods whose ``spec.schedulerName`` is ``default-scheduler`` (or
 unset) and, one at a time, does what kube-scheduler does around its extenders: its own filters
 (``spec.unschedulable``, node Ready, ``nodeSelector``, NoSchedule/NoExecute taints against the
-pod's tolerations, and NodeResourcesFit on every resource the node advertises, `cli.noderesources`),
-then, for pods that ask for an extender's ``managedResources``, the extender's filter, prioritize
-and bind over HTTP (`extender.schedsim.HTTPExtender`); other pods are bound with a Binding. A pod
-no node fits gets a ``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with
-the reasons, and is retried with backoff (1 s doubling to 16 s), at once when nodes or bound pods
-change. Reads come from the sandbox's store in-process; every write goes through the API.
+pod's tolerations, NodeResourcesFit on every resource the node advertises, `cli.noderesources`,
+and DynamicResources for pods with ResourceClaims, `cli.dynamicresources`: claims allocated and
+reserved through the claim's status before the Binding), then, for pods that ask for an extender's
+``managedResources``, the extender's filter, prioritize and bind over HTTP
+(`extender.schedsim.HTTPExtender`); other pods are bound with a Binding. A pod no node fits gets a
+``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with the reasons
+(``SchedulerError`` when a plugin fails rather than rejects), and is retried with backoff (1 s
+doubling to 16 s), at once when nodes or bound pods change. A pod whose claims do not exist yet is
+not tried (PreEnqueue) until they do. Reads come from the sandbox's store in-process; every write
+goes through the API.
 
 Not done: scheduling profiles, affinity and spreading, preemption, priority queues.
 """
@@ -26,6 +30,15 @@ import yaml
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.cli import noderesources
+from kubectl_gpushare.cli.dynamicresources import (
+    SCHEDULER_ERROR,
+    DynamicResources,
+    PassState,
+    PodClaims,
+    SchedulingError,
+    Unschedulable,
+    has_claims,
+)
 from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
@@ -168,6 +181,7 @@ class SchedulerLoop:
         """pod uid -> (retry at, current backoff, cluster signature at the failure)."""
         self.scheduled = 0
         self._seen_rv = -1
+        self.dra = DynamicResources(api)
 
     def start(self) -> None:
         """Start the loop thread."""
@@ -208,12 +222,14 @@ class SchedulerLoop:
         signature = (
             tuple((n["metadata"]["name"], n["metadata"].get("resourceVersion")) for n in nodes),
             tuple(sorted(p["metadata"].get("uid", "") for p in pods if (p.get("spec") or {}).get("nodeName"))),
+            self._dra_signature(),
         )
         live = {p["metadata"].get("uid", "") for p in pods}
         for uid in [u for u in self._backoff if u not in live]:
             del self._backoff[uid]
         now = time.monotonic()
         used = noderesources.usage(pods)
+        dra_state: PassState | None = None
         for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", "")):
             if self._stop.is_set():
                 return
@@ -227,15 +243,19 @@ class SchedulerLoop:
             retry_at, backoff, seen = self._backoff.get(uid, (0.0, 0.0, None))
             if now < retry_at and seen == signature:
                 continue
+            if has_claims(pod):
+                dra_state = dra_state or self.dra.begin_pass(self.sandbox)
+                if not self.dra.pre_enqueue(pod, dra_state):
+                    continue  # its claims are not all made yet: the controller's write wakes it
             try:
-                node = self.schedule(pod, nodes, used)
-            except (ExtenderCallError, AttributeError, TypeError, ValueError, KeyError) as exc:
+                node = self.schedule(pod, nodes, used, dra_state)
+            except (ExtenderCallError, SchedulingError, AttributeError, TypeError, ValueError, KeyError) as exc:
                 backoff = min(max(backoff * 2, BACKOFF_START), BACKOFF_MAX)
                 self._backoff[uid] = (time.monotonic() + backoff, backoff, signature)
-                if not isinstance(exc, ExtenderCallError):  # a malformed pod or node: skip it, keep serving
+                if not isinstance(exc, (ExtenderCallError, SchedulingError)):  # a malformed pod or node: skip it
                     log.warning("cannot schedule %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
                     continue
-                self._unschedulable(pod, str(exc))
+                self._unschedulable(pod, str(exc), SCHEDULER_ERROR if isinstance(exc, SchedulingError) else None)
                 continue
             self._backoff.pop(uid, None)
             self.scheduled += 1
@@ -243,17 +263,35 @@ class SchedulerLoop:
             self._event(pod, "Scheduled", f"Successfully assigned {meta.get('namespace')}/{meta['name']} to {node}",
                         "Normal")
 
-    def schedule(self, pod: dict[str, Any], nodes: list[dict[str, Any]], used: noderesources.NodeUsage) -> str:
-        """One cycle: own filters, extender filter and prioritize, bind; returns the node.
+    def _dra_signature(self) -> tuple[object, ...]:
+        """What retries a pod with claims at once (the plugin's events): slices, classes, claims (de)allocated."""
+        versions = tuple((o["metadata"].get("name"), o["metadata"].get("resourceVersion"))
+                         for kind in ("resourceslices", "deviceclasses") for o in self.sandbox.objects(kind))
+        claims = tuple(sorted((str(o["metadata"].get("uid", "")), bool((o.get("status") or {}).get("allocation")))
+                              for o in self.sandbox.objects("resourceclaims")))
+        return versions, claims
 
-        ``used`` is what bound, unfinished pods request on each node.
+    def schedule(self, pod: dict[str, Any], nodes: list[dict[str, Any]], used: noderesources.NodeUsage,
+                 dra_state: PassState | None = None) -> str:
+        """One cycle: own filters, extender filter and prioritize, claims' PreBind, bind; returns the node.
+
+        ``used`` is what bound, unfinished pods request on each node; ``dra_state`` what this pass
+        read of ResourceSlices, DeviceClasses and claims (needed for a pod with claims).
 
         Raises:
             ExtenderCallError: no node fits (kube-scheduler's message) or an extender or bind failed.
+            SchedulingError: the DynamicResources plugin failed (a claim it cannot evaluate or write).
         """
         reasons: dict[str, int] = {}
         wants = noderesources.pod_requests(pod)
-        candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons)]
+        claims: PodClaims | None = None
+        if dra_state is not None and has_claims(pod):
+            try:
+                claims = self.dra.pre_filter(pod, dra_state)
+            except Unschedulable as exc:  # FitError with a PreFilter message
+                raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {exc}.") from None
+        candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons)
+                      and self._claims_fit(claims, n, dra_state, reasons)]
         interested = [e for e in self.extenders if any(requested(pod, r) for r in e.managed)]
         scores: dict[str, int] = {}
         for extender in interested:
@@ -280,16 +318,34 @@ class SchedulerLoop:
                 except ExtenderCallError:
                     pass  # kube-scheduler ignores prioritize errors
         best = max(candidates, key=lambda n: scores.get(n["metadata"]["name"], 0))["metadata"]["name"]
+        if claims is not None and dra_state is not None:
+            self.dra.reserve(claims, str(best), dra_state)
+            self.dra.pre_bind(pod, claims, str(best))
         binder = next((e for e in interested if e.client.config.bind_verb), None)
-        if binder is not None:
-            binder.client.bind(pod, best)
-        else:
-            meta = pod["metadata"]
-            try:
-                self.api.bind_pod(meta.get("namespace", "default"), meta["name"], meta.get("uid", ""), best)
-            except KubeError as exc:
-                raise ExtenderCallError(f"binding rejected: {exc}") from None
+        try:
+            if binder is not None:
+                binder.client.bind(pod, best)
+            else:
+                meta = pod["metadata"]
+                try:
+                    self.api.bind_pod(meta.get("namespace", "default"), meta["name"], meta.get("uid", ""), best)
+                except KubeError as exc:
+                    raise ExtenderCallError(f"binding rejected: {exc}") from None
+        except ExtenderCallError:
+            if claims is not None:
+                self.dra.unreserve(pod, claims)
+            raise
         return str(best)
+
+    def _claims_fit(self, claims: PodClaims | None, node: Mapping[str, Any], dra_state: PassState | None,
+                    reasons: dict[str, int]) -> bool:
+        """The DynamicResources filter (after the others, as in kube-scheduler's default plugin order)."""
+        if claims is None or dra_state is None:
+            return True
+        reason = self.dra.filter(claims, str(node["metadata"]["name"]), dra_state)
+        if reason:
+            reasons[reason] = reasons.get(reason, 0) + 1
+        return not reason
 
     def _fits(self, pod: Mapping[str, Any], wants: Mapping[str, int], node: Mapping[str, Any],
               used: noderesources.NodeUsage, reasons: dict[str, int]) -> bool:
@@ -317,9 +373,9 @@ class SchedulerLoop:
             reasons[reason] = reasons.get(reason, 0) + 1
         return not missing
 
-    def _unschedulable(self, pod: dict[str, Any], message: str) -> None:
+    def _unschedulable(self, pod: dict[str, Any], message: str, reason: str | None = None) -> None:
         meta = pod["metadata"]
-        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+        condition = {"type": "PodScheduled", "status": "False", "reason": reason or "Unschedulable", "message": message,
                      "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         try:
             self.api.patch(types.PODS, meta["name"], {"status": {"conditions": [condition]}},

@@ -14,6 +14,12 @@ asking for ``aliyun.com/gpu-mem`` but still Pending without the extender's annot
 generated seed's "unindexed" pods) is a state the extender never leaves (it annotates before it
 binds), and the kubelet would Allocate for it with nothing to match: in stack mode it starts
 unbound, and the scheduler places it through the extender.
+
+DRA (``--dra``, or spec nodes with ``dra: true``): nodes labelled ``gpushare.kubectl-gpushare.io/dra``
+run the DRA driver and a kubelet stand-in that prepares claims (`cli.dra_nodes`) instead of a device
+plugin, the DeviceClass of ``manifests/dra`` is installed, the resourceclaim controller (in the
+sandbox) makes claims from templates, and the scheduler allocates them (`cli.dynamicresources`).
+``--dra`` turns every ``gpushare=true`` node of the seed into such a node.
 """
 
 from __future__ import annotations
@@ -74,9 +80,10 @@ def unbind_unplaced(pod: dict[str, Any]) -> None:
 class StackAttachment:
     """What `sandbox.command.run` needs to run the stack around a sandbox."""
 
-    def __init__(self) -> None:
-        """No hardware known until `prepare` sees the seed."""
+    def __init__(self, dra: bool = False) -> None:
+        """No hardware known until `prepare` sees the seed; ``dra``: GPU nodes are the DRA driver's."""
         self.hardware: dict[str, str] = {}
+        self.dra = dra
 
     def prepare(self, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Record each seed node's fake GPUs and strip the GPU resources the device plugin publishes."""
@@ -85,6 +92,10 @@ class StackAttachment:
                 unbind_unplaced(obj)
             if obj.get("kind") != "Node":
                 continue
+            labels = (obj.get("metadata") or {}).get("labels")
+            if self.dra and isinstance(labels, dict) and labels.get(protocol.LABEL_GPUSHARE) == "true":
+                del labels[protocol.LABEL_GPUSHARE]  # the DRA driver's DaemonSet, not the device plugin's
+                labels[protocol.LABEL_DRA] = "true"
             gpus = hardware_of(obj)
             name = str((obj.get("metadata") or {}).get("name", ""))
             if gpus and name:
@@ -99,8 +110,9 @@ class StackAttachment:
     @contextmanager
     def run(self, sandbox: Sandbox, kubeconfig: Path) -> Iterator[str]:
         """Start the stack; yields a line for the banner; stops everything on exit."""
-        with running_stack(sandbox, kubeconfig, self.hardware) as stack:
-            yield f"Stack: extender on {stack.extender_url}, scheduler, kubelets and device plugins on labelled nodes"
+        with running_stack(sandbox, kubeconfig, self.hardware, dra=self.dra) as stack:
+            drivers = "DRA drivers" if self.dra else "device plugins"
+            yield f"Stack: extender on {stack.extender_url}, scheduler, kubelets and {drivers} on labelled nodes"
 
 
 class Stack:
@@ -144,12 +156,14 @@ def daemon_thread(target: Callable[..., None], name: str, **kwargs: Any) -> Iter
 
 @contextmanager
 def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str], *,
-                  enforce: str = "off") -> Iterator[Stack]:
+                  enforce: str = "off", dra: bool = False) -> Iterator[Stack]:
     """Extender, scheduler loop, node agents (kubelet + device plugin per labelled node), stopped on exit.
 
-    ``enforce`` is every device plugin's ``--enforce-memory`` (off, soft, hard).
+    ``enforce`` is every device plugin's ``--enforce-memory`` (off, soft, hard). The DRA DeviceClass
+    is installed when ``dra`` is set or a node is labelled for the DRA driver.
     """
     from kubectl_gpushare.cli import stack_components
+    from kubectl_gpushare.cli.dra_nodes import is_dra_node
     from kubectl_gpushare.cli.nodes import NodeAgents
     from kubectl_gpushare.cli.scheduler import SchedulerLoop, extenders_from_config
     from kubectl_gpushare.extender.server import Running, ServeConfig
@@ -177,6 +191,8 @@ def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str], 
             time.sleep(0.05)  # binds before it leads would be refused and retried
         first = sorted(str(n["metadata"]["name"]) for n in sandbox.objects("nodes"))
         stack_components.register_extender(api, first[0] if first else None)
+        if dra or any(is_dra_node(n) for n in sandbox.objects("nodes")):
+            stack_components.install_device_class(api)
         nodes = NodeAgents(sandbox, api, kubeconfig, workdir, hardware, enforce=enforce)
         stack.callback(nodes.stop)
         nodes.start()
@@ -202,18 +218,30 @@ def _stack_option() -> click.Option:
     )
 
 
+def _dra_option() -> click.Option:
+    return click.Option(
+        ["--dra"],
+        is_flag=True,
+        help="With --stack: GPU nodes run kubectl-gpushare's DRA driver instead of the device plugin; pods get "
+        "GPU memory through ResourceClaims (the DeviceClass gpu-mem.kubectl-gpushare.io is installed).",
+    )
+
+
 def _callback(**options: Any) -> None:
     stack = options.pop("stack")
+    dra = options.pop("dra")
+    if dra and not stack:
+        raise click.UsageError("--dra needs --stack")
     if stack:
         from kubectl_gpushare.service import configure_logging, require_daemon_modules
 
         require_daemon_modules("sandbox --stack", ["prometheus_client", "grpc", "google.protobuf"])
         configure_logging("text", "warning")
-    base.run(**options, attachment=StackAttachment() if stack else None)
+    base.run(**options, attachment=StackAttachment(dra) if stack else None)
 
 
 def _params() -> Iterable[click.Parameter]:
-    return [*base.sandbox_command.params, _stack_option()]
+    return [*base.sandbox_command.params, _stack_option(), _dra_option()]
 
 
 sandbox_command = click.Command(

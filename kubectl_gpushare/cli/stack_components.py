@@ -111,3 +111,16 @@ def unregister_device_plugin(api: Client, node: str) -> None:
         pass
     except KubeError as exc:
         log.warning("cannot delete the device-plugin pod of node %s: %s", node, exc)
+
+
+def install_device_class(api: Client) -> None:
+    """Create the DRA driver's DeviceClass, as ``kubectl apply -k manifests/dra`` does (kept if it exists)."""
+    from importlib import resources
+
+    import yaml
+
+    text = (resources.files("kubectl_gpushare.cli") / "_manifests" / "dra" / "deviceclass.yaml").read_text()
+    try:
+        _create(api, "/apis/resource.k8s.io/v1/deviceclasses", yaml.safe_load(text))
+    except KubeError as exc:
+        log.warning("cannot install the DRA DeviceClass: %s", exc)

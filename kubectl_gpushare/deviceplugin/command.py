@@ -19,37 +19,23 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import kube_options
+from kubectl_gpushare.node.flags import (
+    ENV_CGROUP_DRIVER,
+    ENV_CGROUP_ROOT,
+    ENV_FAIL_ON_INIT_ERROR,
+    ENV_HEALTH_CHECK,
+    ENV_IGNORE_XIDS,
+    ENV_VISIBLE_DEVICES_MODE,
+    parse_xids,
+)
 from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
+
+__all__ = ["parse_xids", "serve_device_plugin_command"]
 
 ENV_DEVICE_PLUGIN_PATH = "GPUSHARE_DEVICE_PLUGIN_PATH"
 ENV_ENDPOINT = "GPUSHARE_DEVICE_PLUGIN_ENDPOINT"
 ENV_UNIT_SIZE = "GPUSHARE_UNIT_SIZE"
-ENV_VISIBLE_DEVICES_MODE = "GPUSHARE_VISIBLE_DEVICES"
-ENV_HEALTH_CHECK = "GPUSHARE_HEALTH_CHECK"
-ENV_IGNORE_XIDS = "GPUSHARE_IGNORE_XIDS"
-ENV_FAIL_ON_INIT_ERROR = "GPUSHARE_FAIL_ON_INIT_ERROR"
 ENV_LOG_LEVEL = "GPUSHARE_LOG_LEVEL"
-ENV_CGROUP_ROOT = "GPUSHARE_CGROUP_ROOT"
-ENV_CGROUP_DRIVER = "GPUSHARE_CGROUP_DRIVER"
-
-
-
-def parse_xids(text: str | None) -> frozenset[int]:
-    """Read ``--ignore-xids``: a comma-separated list of Xid numbers (blank entries are skipped).
-
-    Raises:
-        click.BadParameter: an entry is not a non-negative integer.
-    """
-    found: set[int] = set()
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        value = protocol.parse_int_strict(part)
-        if value is None or value < 0:
-            raise click.BadParameter(f"{part!r} is not an Xid number", param_hint="--ignore-xids")
-        found.add(value)
-    return frozenset(found)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -43,8 +43,8 @@ from kubectl_gpushare.deviceplugin.node_agent import NodeAgent
 from kubectl_gpushare.deviceplugin.servicer import POOL_SIZE, Advertisement, DevicePluginServicer
 from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE
 from kubectl_gpushare.node import cgroups
-from kubectl_gpushare.node.fake_backend import FakeBackend
-from kubectl_gpushare.node.gpus import BackendError, GpuBackend, HealthEvent, NullBackend
+from kubectl_gpushare.node.backends import FakeSpecError, open_backend
+from kubectl_gpushare.node.gpus import BackendError, GpuBackend, HealthEvent
 
 log = logging.getLogger(__name__)
 
@@ -155,20 +155,13 @@ def make_backend(cfg: Config) -> GpuBackend:
     Raises:
         DaemonError: the fake spec is invalid, or NVML cannot start and failing is configured.
     """
-    if cfg.fake_gpus:
-        try:
-            return FakeBackend.from_spec(cfg.fake_gpus, seed=cfg.node_name, ignored_xids=cfg.ignored_xids)
-        except BackendError as exc:
-            raise DaemonError(str(exc), EXIT_CONFIG) from exc
-    from kubectl_gpushare.node.nvml_backend import NvmlBackend
-
     try:
-        return NvmlBackend.start(cfg.ignored_xids)
+        return open_backend(cfg.fake_gpus, seed=cfg.node_name, ignored_xids=cfg.ignored_xids,
+                            fail_on_init_error=cfg.fail_on_init_error)
+    except FakeSpecError as exc:
+        raise DaemonError(str(exc), EXIT_CONFIG) from exc
     except BackendError as exc:
-        if cfg.fail_on_init_error:
-            raise DaemonError(str(exc), EXIT_BACKEND) from exc
-        log.error("%s; advertising no GPUs (--no-fail-on-init-error)", exc)
-        return NullBackend(str(exc))
+        raise DaemonError(str(exc), EXIT_BACKEND) from exc
 
 
 def make_cluster(cfg: Config) -> Cluster:

@@ -10,7 +10,6 @@ This module knows nothing about GPUs or pods.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 
 import grpc
@@ -18,71 +17,41 @@ import grpc
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin._api import deviceplugin_pb2 as api
 from kubectl_gpushare.deviceplugin._api import deviceplugin_pb2_grpc as api_grpc
+from kubectl_gpushare.node.sockets import CHANNEL_OPTIONS as _CHANNEL_OPTIONS
+from kubectl_gpushare.node.sockets import (
+    MAX_SOCKET_PATH,
+    SocketIdentity,
+    check_socket_dir,
+    check_socket_path,
+    dial,
+    socket_identity,
+    target,
+)
 
-MAX_SOCKET_PATH = 107
-"""sun_path holds 108 bytes including the terminating NUL."""
-_CHANNEL_OPTIONS = [("grpc.enable_http_proxy", 0)]
+__all__ = [
+    "MAX_SOCKET_PATH",
+    "Registration",
+    "RegistrationError",
+    "SocketIdentity",
+    "check_plugin_dir",
+    "check_socket_path",
+    "dial",
+    "socket_identity",
+    "target",
+]
 
 
 class RegistrationError(RuntimeError):
     """Kubelet did not accept the registration (absent, refused, or an error reply)."""
 
 
-SocketIdentity = tuple[int, int, int]
-
-
-def socket_identity(path: str) -> SocketIdentity | None:
-    """What changes when a socket file is re-created: (device, inode, ctime ns); None if absent."""
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_dev, stat.st_ino, stat.st_ctime_ns
-
-
-def check_socket_path(path: str) -> None:
-    """Refuse a socket path the kernel cannot bind.
-
-    Raises:
-        ValueError: the path is longer than 107 bytes.
-    """
-    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
-        size = len(os.fsencode(path))
-        raise ValueError(f"socket path {path!r} is {size} bytes; unix sockets allow {MAX_SOCKET_PATH}")
-
-
 def check_plugin_dir(path: str) -> None:
     """Make sure the device-plugin directory exists and takes new files (our socket goes there).
-
-    Tried by creating and removing a file, so it holds for root too (``os.access`` says yes to root).
 
     Raises:
         ValueError: the directory cannot be created or written; the message says why.
     """
-    try:
-        os.makedirs(path, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".gpushare-probe-")
-        probe.close()
-    except OSError as exc:
-        raise ValueError(
-            f"cannot use the device-plugin directory {path}: {exc.strerror or exc} "
-            "(kubelet's socket directory must exist and be writable; see --device-plugin-path)"
-        ) from None
-
-
-def target(path: str) -> str:
-    """A gRPC target for a unix socket path."""
-    return f"unix://{os.path.abspath(path)}"
-
-
-def dial(path: str, timeout: float) -> bool:
-    """Whether a gRPC server answers on ``path`` within ``timeout`` seconds."""
-    with grpc.insecure_channel(target(path), options=_CHANNEL_OPTIONS) as channel:
-        try:
-            grpc.channel_ready_future(channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            return False
-    return True
+    check_socket_dir(path, "device-plugin directory", "--device-plugin-path")
 
 
 @dataclass(frozen=True)

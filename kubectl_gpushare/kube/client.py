@@ -54,8 +54,9 @@ PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
 }
 KindRef = (
     Kind[Pod] | Kind[Node] | Kind[ConfigMap] | Kind[Lease] | Kind[Event] | Kind[ResourceQuota]
-    | Kind[types.KoordDevice] | Kind[dra_objects.WireResourceSlice] | Kind[dra_objects.WireResourceClaim]
-    | Kind[dra_objects.WireDeviceClass] | str
+    | Kind[types.KoordDevice] | Kind[types.ResourceSlice] | Kind[types.ResourceClaim]
+    | Kind[dra_objects.WireResourceSlice] | Kind[dra_objects.WireResourceClaim] | Kind[dra_objects.WireDeviceClass]
+    | str
 )
 
 

@@ -594,6 +594,41 @@ def _allocation(index: int, chosen: Sequence[_Chosen], node: str, new_share_id: 
     return dra.Allocation(tuple(results), node if local else "")
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a pod's claims can go: the first node that holds them all, and every other node's reason."""
+
+    node: str | None
+    allocations: tuple[dra.Allocation, ...]
+    """One per claim to allocate, on ``node`` (empty when no node fits)."""
+    reasons: Mapping[str, str]
+    """node -> the Filter's reason it was refused (`REASON_CANNOT_ALLOCATE`, `REASON_NOT_ON_NODE` ...)."""
+
+
+def place(nodes: Sequence[str], claims: Sequence[dra.ResourceClaim], inventory: Inventory,
+          new_share_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> Placement:
+    """The DynamicResources Filter over ``nodes`` in order, for ``fit``/``explain``-style questions.
+
+    Allocated claims must be usable on the node; the others are allocated there (`allocate`). Only
+    this plugin's answer: the node filters of other plugins (taints, resources) are the caller's.
+
+    Raises:
+        AllocationError: a claim or class the allocator cannot evaluate.
+    """
+    pending = [c for c in claims if c.allocation is None]
+    reasons: dict[str, str] = {}
+    for node in nodes:
+        if any(not available_on(c, node) for c in claims):
+            reasons[node] = REASON_NOT_ON_NODE
+            continue
+        found = allocate(node, pending, inventory, new_share_id) if pending else ()
+        if isinstance(found, str):
+            reasons[node] = found
+            continue
+        return Placement(node, found, reasons)
+    return Placement(None, (), reasons)
+
+
 def prefilter(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.DeviceClass],
               pod_uid: str) -> str:
     """What the plugin's PreFilter says before any node is tried ("" when nothing stops the pod).
@@ -643,6 +678,7 @@ def encode_allocation(allocation: dra.Allocation) -> dict[str, object]:
 __all__ = [
     "FILTER_ERROR",
     "MAX_STEPS",
+    "Placement",
     "REASON_CANNOT_ALLOCATE",
     "REASON_IN_USE",
     "REASON_NOT_ON_NODE",
@@ -660,6 +696,7 @@ __all__ = [
     "device_activation",
     "encode_allocation",
     "gather_pools",
+    "place",
     "prefilter",
     "violates_policy",
 ]

@@ -17,13 +17,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.sandbox import errors
+from kubectl_gpushare.sandbox import dra_kinds, errors
 from kubectl_gpushare.sandbox.resources import SCALABLE, WORKLOADS, Resource
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-_STATUS_SPLIT = {"pods", "nodes", "namespaces", "services", *WORKLOADS}
+_STATUS_SPLIT = {"pods", "nodes", "namespaces", "services", dra_kinds.CLAIMS, *WORKLOADS}
 _MAX_INT32 = 2**31 - 1
 _POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
 
@@ -149,6 +149,7 @@ _POD_SPEC_QUANTITIES = (
 _QUANTITY_MAPS: dict[str, tuple[str, ...]] = {
     "pods": tuple(f"spec.{path}" for path in _POD_SPEC_QUANTITIES),
     "nodes": ("status.capacity", "status.allocatable"),
+    **dra_kinds.QUANTITY_PATHS,
 }
 """Where each kind holds ``ResourceList`` maps (a workload's pod template is under spec.template.spec)."""
 
@@ -214,6 +215,8 @@ def _validate(resource: Resource, obj: dict[str, Any]) -> None:
         causes.extend(_container_causes((obj.get("spec") or {}).get("containers"), "spec.containers"))
     if resource.plural in WORKLOADS:
         causes.extend(_workload_causes(resource, obj))
+    if dra_kinds.is_dra(resource):
+        causes.extend(dra_kinds.causes(resource, obj))
     if causes:
         raise errors.invalid(resource.kind, name, causes, resource.group)
 
@@ -391,6 +394,7 @@ def prepare_create(resource: Resource, obj: Any, namespace: str) -> dict[str, An
     if resource.plural == "pods":
         _default_pod(created)
         created["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+    dra_kinds.prepare_create(resource, created)
     _stamp_new(resource, created)
     if resource.plural in WORKLOADS:
         meta["generation"] = 1
@@ -454,6 +458,11 @@ def prepare_update(
             updated.pop("status", None)
     if resource.plural == "pods" and subresource == "":
         _check_pod_spec_update(old, updated, name)
+    if dra_kinds.is_dra(resource):
+        dra_kinds.set_defaults(resource, updated)  # defaults apply to every decoded body, as in the API server
+        immutable = dra_kinds.update_causes(resource, old, updated, subresource)
+        if immutable:
+            raise errors.invalid(resource.kind, name, immutable, resource.group)
     if resource.plural in WORKLOADS:
         if subresource == "":
             _default_workload(resource, updated)

@@ -40,6 +40,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
 from kubectl_gpushare.sandbox import admin, errors
+from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.faults import Fault, Faults, RequestLog, RequestRecord
@@ -198,7 +199,8 @@ class Sandbox:
         https: serve HTTPS with a CA made at start (written into `write_kubeconfig`'s kubeconfig;
             needs the ``cryptography`` package). kubectl sends tokens only over HTTPS.
         controllers: run the workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs into
-            pods; owner deletion cascades). Idle while no workload is stored.
+            pods; owner deletion cascades) and the resourceclaim controller (claims from templates,
+            reservations of gone pods dropped). Idle while no workload, claim or template is stored.
     """
 
     ADMIN_TOKEN = "sandbox-admin-token"
@@ -231,6 +233,7 @@ class Sandbox:
         self.store = Store(history=history)
         self.api = Api(self.store, bookmark_interval=bookmark_interval)
         self.controller = Controller(self.store) if controllers else None
+        self.claim_controller = ResourceClaimController(self.store) if controllers else None
         self.https = https
         self.ca_pem: bytes | None = None
         """The CA certificate (PEM) clients must trust when ``https`` is on (set by `start`)."""
@@ -276,6 +279,8 @@ class Sandbox:
         self._thread.start()
         if self.controller is not None:
             self.controller.start()
+        if self.claim_controller is not None:
+            self.claim_controller.start()
         if self.state_file is not None and self.save_interval > 0:
             self._saver = threading.Thread(target=self._save_periodically, name="sandbox-save", daemon=True)
             self._saver.start()
@@ -298,6 +303,8 @@ class Sandbox:
         server.server_close()
         if self.controller is not None:
             self.controller.stop()
+        if self.claim_controller is not None:
+            self.claim_controller.stop()
         self.api.stopping.set()
         self.store.close()
         server.close_open_connections()

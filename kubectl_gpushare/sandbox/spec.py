@@ -20,6 +20,13 @@ A spec file (all keys optional)::
     generate: {nodes: 100, gpusPerNode: 8, gpuMemory: 80, pods: 2000, seed: 1}
     objects: []                                        # any other Kubernetes objects, verbatim
 
+A node with ``dra: true`` is a GPU node for the DRA driver (labelled ``gpushare.kubectl-gpushare.io/dra``,
+no ``aliyun.com/gpu-mem``): under ``sandbox --stack`` the driver runs there and publishes its
+ResourceSlice, and pods get its GPUs' memory through ResourceClaims::
+
+    nodes:
+      - {name: dra-1, dra: true, gpus: 2, gpuMemory: 16}
+
 Other sharing stacks (``stack:`` on a node; its pods follow it, see `stack_spec`)::
 
     nodes:
@@ -101,6 +108,7 @@ class NodeSpec(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     taints: list[TaintSpec] = []
     unhealthy: list[int] = []
     gpushare: bool = True
+    dra: bool = False
     ready: bool = True
     stack: str = protocol.STACK_GPUSHARE
     replicas: int = 1
@@ -180,8 +188,12 @@ def node_object(
     gpushare: bool = True,
     ready: bool = True,
     created: str | None = None,
+    dra: bool = False,
 ) -> dict[str, Any]:
-    """A GPU node as the gpushare device plugin leaves it (an empty list gives a CPU-only node)."""
+    """A GPU node as the gpushare device plugin leaves it (an empty list gives a CPU-only node).
+
+    ``dra``: a node for the DRA driver instead: its label, and no ``aliyun.com/gpu-*`` resources.
+    """
     total = sum(gpu_memories)
     all_labels = {
         "kubernetes.io/hostname": name,
@@ -190,13 +202,16 @@ def node_object(
     }
     resources: dict[str, str] = {"cpu": "96", "memory": "1056816536Ki", "pods": "110", "ephemeral-storage": "1Ti"}
     if gpu_memories:
-        if gpushare:
+        if dra:
+            all_labels[protocol.LABEL_DRA] = "true"
+        elif gpushare:
             all_labels[protocol.LABEL_GPUSHARE] = "true"
         all_labels[protocol.LABEL_GPU_PRODUCT] = product
         all_labels[protocol.LABEL_GPU_COUNT] = str(len(gpu_memories))
         all_labels[protocol.LABEL_GPU_MEMORY] = str(min(gpu_memories) * 1024)
-        resources[protocol.RESOURCE_MEM] = str(total)
-        resources[protocol.RESOURCE_COUNT] = str(len(gpu_memories))
+        if not dra:
+            resources[protocol.RESOURCE_MEM] = str(total)
+            resources[protocol.RESOURCE_COUNT] = str(len(gpu_memories))
     all_labels.update(labels or {})
     node_annotations = dict(annotations or {})
     if gpu_memories and len(set(gpu_memories)) > 1:
@@ -533,6 +548,9 @@ def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
         if any(m < 0 for m in memories) or node.gpus < 0:
             raise SpecError(f"node {node.name}: GPU counts and memory must not be negative")
         gpu_of[node.name] = memories
+        if node.dra and node.stack != protocol.STACK_GPUSHARE:
+            raise SpecError(f"node {node.name}: dra: true is a node of kubectl-gpushare's DRA driver, not of "
+                            f"stack {node.stack}")
         if node.stack != protocol.STACK_GPUSHARE:
             objects.append(_stack_node(node, memories, index))
             stack_of[node.name] = node.stack
@@ -549,6 +567,7 @@ def _from_spec(spec: ClusterSpec) -> list[dict[str, Any]]:
                 taints=taints,
                 gpushare=node.gpushare,
                 ready=node.ready,
+                dra=node.dra,
             )
         )
         if node.unhealthy:

@@ -2,7 +2,8 @@
 
 Columns follow kube-apiserver's printers for nodes (NAME, STATUS, ROLES, AGE, VERSION and the
 ``-o wide`` ones), pods (NAME, READY, STATUS, RESTARTS, AGE, IP, NODE, ...), namespaces, events,
-configmaps and leases. Simplified where the real printer reads state the sandbox
+configmaps, leases, ResourceClaims (NAME, STATE, AGE) and ResourceSlices (NAME, NODE, DRIVER, POOL,
+AGE) (``pkg/printers/internalversion/printers.go``). Simplified where the real printer reads state the sandbox
 never has (container probes, init-container progress). No I/O.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from kubectl_gpushare.sandbox import dra_kinds
 from kubectl_gpushare.sandbox.resources import Resource
 
 Column = tuple[str, str, int, str]  # name, type, priority, format
@@ -75,6 +77,14 @@ _COLUMNS: dict[str, list[Column]] = {
         ("Name", "string", 0, "name"),
         ("Type", "string", 0, ""),
         ("Cluster-IP", "string", 0, ""),
+        ("Age", "string", 0, ""),
+    ],
+    dra_kinds.CLAIMS: [("Name", "string", 0, "name"), ("State", "string", 0, ""), ("Age", "string", 0, "")],
+    dra_kinds.SLICES: [
+        ("Name", "string", 0, "name"),
+        ("Node", "string", 0, ""),
+        ("Driver", "string", 0, ""),
+        ("Pool", "string", 0, ""),
         ("Age", "string", 0, ""),
     ],
 }
@@ -212,6 +222,10 @@ def _cells(resource: Resource, obj: dict[str, Any], now: datetime) -> list[Any]:
         return _pod_cells(obj, age)
     if resource.plural == "namespaces":
         return [obj["metadata"]["name"], (obj.get("status") or {}).get("phase", ""), age]
+    if resource.plural == dra_kinds.CLAIMS:
+        return [obj["metadata"]["name"], dra_kinds.claim_state(obj), age]
+    if resource.plural == dra_kinds.SLICES:
+        return [obj["metadata"]["name"], *dra_kinds.slice_cells(obj), age]
     workload = _workload_cells(resource.plural, obj, age)
     if workload is not None:
         return workload

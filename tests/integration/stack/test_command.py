@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,3 +52,46 @@ def test_stack_schedules_and_stops_without_leftovers(
     assert process.returncode == 0, err
     assert "Sandbox stopped." in err
     assert list(short_tmp.iterdir()) == []
+
+
+def test_dra_stack_runs_the_driver_on_the_gpu_nodes_and_stops_clean(tmp_path: Path, short_tmp: Path,
+                                                                      kubectl_binaries: list[str]) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("nodes: [{name: gpu-node, gpus: 2, gpuMemory: 16}]\n")
+    kubeconfig = tmp_path / "kc"
+    process = subprocess.Popen(
+        [str(SCRIPT), "sandbox", "--stack", "--dra", "--spec", str(spec), "--kubeconfig", str(kubeconfig)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(short_tmp)),
+        preexec_fn=default_signals,
+    )
+    with reaped(process):
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("Sandbox API server listening on")
+        assert "DRA drivers on labelled nodes" in process.stdout.readline()
+        env = dict(os.environ, KUBECONFIG=str(kubeconfig), KUBECACHEDIR=str(tmp_path / "cache"))
+
+        def get(*args: str) -> str:
+            return subprocess.run([kubectl_binaries[0], *args], env=env, capture_output=True, text=True,
+                                  timeout=60).stdout
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "gpu-node" not in get("get", "resourceslices"):
+            time.sleep(0.2)
+        node = json.loads(get("get", "node", "gpu-node", "-o", "json"))
+        assert node["metadata"]["labels"].get("gpushare.kubectl-gpushare.io/dra") == "true"
+        assert "gpushare" not in node["metadata"]["labels"]
+        assert "aliyun.com/gpu-mem" not in node["status"]["allocatable"]
+        devices = json.loads(get("get", "resourceslices", "-o", "json"))["items"][0]["spec"]["devices"]
+        assert [d["name"] for d in devices] == ["gpu-0", "gpu-1"]
+        assert get("get", "deviceclasses", "-o", "name").strip() == \
+            "deviceclass.resource.k8s.io/gpu-mem.kubectl-gpushare.io"
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert list(short_tmp.iterdir()) == []
+
+
+def test_dra_needs_the_stack(tmp_path: Path) -> None:
+    result = subprocess.run([str(SCRIPT), "sandbox", "--dra", "--kubeconfig", str(tmp_path / "kc")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "--dra needs --stack" in result.stderr

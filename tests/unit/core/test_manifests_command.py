@@ -60,3 +60,16 @@ def test_only_picks_one_component_of_the_chosen_tree() -> None:
 def test_managed_only_component_without_managed_is_a_usage_error() -> None:
     result = CliRunner().invoke(manifests_command, ["--only", "webhook"])
     assert result.exit_code == 2 and "add --managed" in result.output
+
+
+def test_dra_prints_the_driver_and_its_device_class_only() -> None:
+    out = CliRunner().invoke(manifests_command, ["--dra", "--image", "registry.example/gpushare:dev"]).output
+    kinds = sorted(doc["kind"] for doc in yaml.safe_load_all(out) if doc)
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "DaemonSet", "DeviceClass", "ServiceAccount"]
+    assert out.count("registry.example/gpushare:dev") == 1 and "serve-dra-driver" in out
+
+
+def test_dra_and_managed_are_different_installs() -> None:
+    assert CliRunner().invoke(manifests_command, ["--dra", "--managed"]).exit_code == 2
+    result = CliRunner().invoke(manifests_command, ["--only", "device-class"])
+    assert result.exit_code == 2 and "add --dra" in result.output

@@ -277,3 +277,18 @@ def test_rounding_is_monotone_and_never_below_the_request(a: dra.Quantity, b: dr
     assert rounded_low.millis <= rounded_high.millis
     assert rounded_low.millis >= low.millis and rounded_high.millis >= high.millis
     assert protocol.parse_milli_quantity(rounded_high.text) == rounded_high.millis
+
+
+def test_place_answers_for_every_node_in_order() -> None:
+    slices = [node_slice("a", gpu(0, 8)), node_slice("b", gpu(0, 16))]
+    inventory = alloc.Inventory(slices, CLASSES)
+    placed = alloc.place(["a", "b", "c"], [claim("10Gi")], inventory, share_ids())
+    assert placed.node == "b" and placed.reasons == {"a": alloc.REASON_CANNOT_ALLOCATE}
+    assert placed.allocations[0].results[0].pool == "b"
+    nowhere = alloc.place(["a", "c"], [claim("20Gi")], inventory, share_ids())
+    assert nowhere.node is None and nowhere.reasons == {"a": alloc.REASON_CANNOT_ALLOCATE,
+                                                        "c": alloc.REASON_CANNOT_ALLOCATE}
+    pinned = dra.decode_claim({"metadata": {"name": "x", "namespace": "ns"}, "status": {"allocation": {
+        "devices": {"results": []}, "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}})
+    assert alloc.place(["a", "b"], [pinned], inventory).reasons == {"a": alloc.REASON_NOT_ON_NODE}

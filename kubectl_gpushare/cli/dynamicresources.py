@@ -1,0 +1,345 @@
+"""kube-scheduler's DynamicResources plugin, for the stack's scheduler stand-in (`cli.scheduler`).
+
+The plugin's extension points, after ``pkg/scheduler/framework/plugins/dynamicresources``:
+
+- PreEnqueue: a pod whose claims do not all exist yet (a template claim not yet in
+  ``status.resourceClaimStatuses``, a named claim not created, a generated claim not owned by the
+  pod) is not tried at all, and gets no condition: the resourceclaim controller's write wakes it.
+- PreFilter: a claim being deleted, an allocated claim that cannot take one more consumer, a claim
+  whose allocation is in flight for another pod, a request naming a class that does not exist:
+  the pod is unschedulable with that message (``0/N nodes are available: <message>.``).
+- Filter: an allocated claim must be usable on the node (its node selector); the others are
+  allocated on the node by `kube.dra_allocation` (the structured allocator), or the node is
+  rejected with ``cannot allocate all claims``. A claim the allocator cannot evaluate (a CEL error,
+  a request it does not support) is the filter's error: the pod gets ``SchedulerError``.
+- Reserve: the chosen node's allocations are in flight: counted by every later decision of this
+  scheduler until the API shows them (`in_flight`), so two pods scheduled back to back never
+  over-commit a device, and a write whose outcome is unknown is kept counted until it shows.
+- PreBind (``bindClaim``), before the Binding: the scheduler's finalizer is added to a claim it
+  allocates, then ``status.allocation`` and the pod in ``status.reservedFor`` are written through the
+  status subresource, retried on a conflict; a claim allocated elsewhere meanwhile fails the pod's
+  cycle. Unreserve (the Binding failed): the pod's reservation is taken back.
+
+Reads come from the sandbox's store, once per scheduling pass; writes go through the API.
+Not done: PostFilter's deallocation of claims to make room, binding conditions, extended
+resources backed by DRA, scoring (the first node that fits, in node order, wins).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgspec
+
+from kubectl_gpushare import dra_objects as dra
+from kubectl_gpushare.kube import dra_allocation as alloc
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import PATCH_CONTENT_TYPES, Client
+from kubectl_gpushare.kube.errors import ApiError, Conflict, KubeError
+
+log = logging.getLogger("kubectl_gpushare.scheduler")
+
+SCHEDULER_ERROR = "SchedulerError"
+"""``v1.PodReasonSchedulerError``: the PodScheduled reason when a plugin fails rather than rejects."""
+CONFLICT_RETRIES = 5
+
+
+class StoreReader(Protocol):
+    """The sandbox reads the plugin needs."""
+
+    def objects(self, resource: str) -> list[dict[str, Any]]:
+        """Every stored object of a resource."""
+
+
+class Unschedulable(Exception):  # noqa: N818 - the framework's status name
+    """No node can take the pod now; the message is kube-scheduler's."""
+
+
+class SchedulingError(Exception):
+    """A plugin failed (not a rejection); the pod's condition reason is ``SchedulerError``."""
+
+
+@dataclass
+class PodClaims:
+    """One pod's claims for one scheduling cycle, and what Filter found for each node."""
+
+    pod_uid: str
+    claims: list[dra.ResourceClaim]
+    to_allocate: list[dra.ResourceClaim]
+    allocations: dict[str, tuple[dra.Allocation, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class PassState:
+    """What one scheduling pass reads: claims by key, and the allocator's inventory."""
+
+    claims: dict[tuple[str, str], dra.ResourceClaim | str]
+    """(namespace, name) -> the claim, or why it cannot be read."""
+    inventory: alloc.Inventory
+    allocations: list[dra.Allocation]
+
+
+def _pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str, bool]] | None:
+    """(pod claim name, claim name, generated?) for each ``spec.resourceClaims`` entry; None: not all made yet."""
+    spec = pod.get("spec") or {}
+    entries = spec.get("resourceClaims") if isinstance(spec, dict) else None
+    if not isinstance(entries, list) or not entries:
+        return []
+    status = pod.get("status") or {}
+    recorded = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
+                if isinstance(s, dict)}
+    found: list[tuple[str, str, bool]] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            return None
+        if isinstance(entry.get("resourceClaimName"), str):
+            found.append((entry["name"], entry["resourceClaimName"], False))
+        elif isinstance(entry.get("resourceClaimTemplateName"), str):
+            name = recorded.get(entry["name"])
+            if not isinstance(name, str) or not name:
+                return None  # resourceclaim.Name: ErrClaimNotFound ("ResourceClaim not created yet")
+            found.append((entry["name"], name, True))
+        else:
+            return None
+    return found
+
+
+def has_claims(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod asks for any ResourceClaim (the plugin has nothing to do otherwise)."""
+    spec = pod.get("spec") or {}
+    return bool(isinstance(spec, dict) and spec.get("resourceClaims"))
+
+
+class DynamicResources:
+    """The plugin's state across passes: the allocations it made that the API does not show yet."""
+
+    def __init__(self, api: Client) -> None:
+        """Nothing in flight."""
+        self.api = api
+        self.in_flight: dict[str, dra.Allocation] = {}
+        """claim UID -> the allocation written (or being written) for it."""
+        self._warned: set[str] = set()
+        self._slices: dict[tuple[str, str], dra.ResourceSlice | None] = {}
+
+    def _warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            log.warning("%s", message)
+
+    # --- once per pass ---------------------------------------------------------------------------
+    def begin_pass(self, store: StoreReader) -> PassState:
+        """Decode the slices, classes and claims once; drop in-flight allocations the API now shows."""
+        claims: dict[tuple[str, str], dra.ResourceClaim | str] = {}
+        allocations: list[dra.Allocation] = []
+        shown: set[str] = set()
+        for obj in store.objects("resourceclaims"):
+            meta = obj.get("metadata") or {}
+            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+            try:
+                claim = dra.decode_claim(obj)
+            except dra.InvalidObjectError as exc:
+                claims[key] = str(exc)
+                self._warn(str(exc))
+                continue
+            claims[key] = claim
+            for problem in claim.problems:
+                self._warn(problem)
+            if claim.allocation is not None:
+                allocations.append(claim.allocation)
+                shown.add(claim.uid)
+            else:
+                shown.discard(claim.uid)
+        live = {c.uid for c in claims.values() if isinstance(c, dra.ResourceClaim)}
+        for uid in [u for u in self.in_flight if u in shown or u not in live]:
+            del self.in_flight[uid]
+        allocations.extend(self.in_flight.values())
+        classes: dict[str, dra.DeviceClass] = {}
+        for obj in store.objects("deviceclasses"):
+            try:
+                klass = dra.decode_class(obj)
+            except dra.InvalidObjectError as exc:
+                self._warn(str(exc))
+                continue
+            classes[klass.name] = klass
+        slices = self._decode_slices(store.objects("resourceslices"))
+        return PassState(claims, alloc.Inventory(slices, classes, alloc.allocated_state(allocations)), allocations)
+
+    def _decode_slices(self, objects: list[dict[str, Any]]) -> list[dra.ResourceSlice]:
+        cache: dict[tuple[str, str], dra.ResourceSlice | None] = {}
+        result: list[dra.ResourceSlice] = []
+        for obj in objects:
+            meta = obj.get("metadata") or {}
+            key = (str(meta.get("name", "")), str(meta.get("resourceVersion", "")))
+            if key in self._slices:
+                decoded = self._slices[key]
+            else:
+                try:
+                    decoded = dra.decode_slice(obj)
+                    for problem in decoded.problems:
+                        self._warn(problem)
+                except dra.InvalidObjectError as exc:
+                    self._warn(f"{exc}; not allocated from")
+                    decoded = None
+            cache[key] = decoded
+            if decoded is not None:
+                result.append(decoded)
+        self._slices = cache
+        return result
+
+    # --- per pod ---------------------------------------------------------------------------------
+    def pre_enqueue(self, pod: Mapping[str, Any], state: PassState) -> bool:
+        """Whether every claim of the pod exists (and generated ones are the pod's): else it waits, silently."""
+        names = _pod_claim_names(pod)
+        if names is None:
+            return False
+        meta = pod.get("metadata") or {}
+        for _, name, generated in names:
+            claim = state.claims.get((str(meta.get("namespace", "")), name))
+            if claim is None:
+                return False
+            if generated and isinstance(claim, dra.ResourceClaim) and (
+                    claim.owner is None or claim.owner.uid != meta.get("uid")):
+                return False  # resourceclaim.IsForPod: "pod is not owner"
+        return True
+
+    def pre_filter(self, pod: Mapping[str, Any], state: PassState) -> PodClaims:
+        """The pod's claims, checked as PreFilter checks them.
+
+        Raises:
+            Unschedulable: the PreFilter message (the caller adds ``0/N nodes are available: ...``).
+            SchedulingError: a claim that cannot be read at all.
+        """
+        meta = pod.get("metadata") or {}
+        namespace, uid = str(meta.get("namespace", "")), str(meta.get("uid", ""))
+        claims: list[dra.ResourceClaim] = []
+        for _, name, _ in _pod_claim_names(pod) or []:
+            found = state.claims.get((namespace, name))
+            if isinstance(found, str):
+                raise SchedulingError(alloc.FILTER_ERROR.format(error=found))
+            if found is None:
+                raise Unschedulable(f'pod "{namespace}/{meta.get("name", "")}": ResourceClaim not created yet')
+            claims.append(found)
+        message = alloc.prefilter(claims, state.inventory.classes, uid)
+        if message:
+            raise Unschedulable(message)
+        to_allocate = [c for c in claims if c.allocation is None]
+        for claim in to_allocate:
+            if claim.uid in self.in_flight:
+                raise Unschedulable(f"resource claim {claim.key} is in the process of being allocated")
+        return PodClaims(uid, claims, to_allocate)
+
+    def filter(self, claims: PodClaims, node: str, state: PassState) -> str:
+        """The node's rejection reason ("" when the pod's claims can be had there).
+
+        Raises:
+            SchedulingError: the allocator cannot evaluate a claim (wrapped as the framework wraps it).
+        """
+        if any(not alloc.available_on(claim, node) for claim in claims.claims):
+            return alloc.REASON_NOT_ON_NODE
+        if not claims.to_allocate:
+            return ""
+        try:
+            found = alloc.allocate(node, claims.to_allocate, state.inventory)
+        except alloc.AllocationError as exc:
+            raise SchedulingError(alloc.FILTER_ERROR.format(error=exc)) from None
+        if isinstance(found, str):
+            return found
+        claims.allocations[node] = found
+        return ""
+
+    def reserve(self, claims: PodClaims, node: str, state: PassState) -> None:
+        """Count the node's allocations as in flight, for this pass and the next ones."""
+        for claim, allocation in zip(claims.to_allocate, claims.allocations.get(node, ()), strict=True):
+            self.in_flight[claim.uid] = allocation
+            state.allocations.append(allocation)
+        state.inventory = alloc.Inventory(state.inventory.slices, state.inventory.classes,
+                                          alloc.allocated_state(state.allocations))
+
+    def pre_bind(self, pod: Mapping[str, Any], claims: PodClaims, node: str) -> None:
+        """Write each claim's allocation (if new) and the pod's reservation, before the Binding.
+
+        Raises:
+            SchedulingError: a write was refused (the claim was allocated elsewhere, deleted ...).
+        """
+        allocations = dict(zip((c.uid for c in claims.to_allocate), claims.allocations.get(node, ()), strict=True))
+        for claim in claims.claims:
+            if any(c.uid == claims.pod_uid for c in claim.reserved_for):
+                continue
+            try:
+                self._bind_claim(pod, claim, allocations.get(claim.uid))
+            except SchedulingError:
+                self._forget(claim)
+                raise
+            except ApiError as exc:
+                if exc.status < 500 and exc.status != 429:  # refused: it did not land
+                    self._forget(claim)
+                raise SchedulingError(f"add allocation and reservation to claim {claim.key}: {exc}") from None
+            except KubeError as exc:  # unknown outcome: stays in flight until the API shows it
+                raise SchedulingError(f"add allocation and reservation to claim {claim.key}: {exc}") from None
+
+    def _forget(self, claim: dra.ResourceClaim) -> None:
+        self.in_flight.pop(claim.uid, None)
+
+    def _get(self, claim: dra.ResourceClaim) -> dict[str, Any]:
+        raw = msgspec.json.decode(self.api.request("GET", types.RESOURCECLAIMS.path(claim.namespace, claim.name)))
+        return raw if isinstance(raw, dict) else {}
+
+    def _patch(self, claim: dra.ResourceClaim, body: Mapping[str, Any],
+               subresource: str | None = None) -> dict[str, Any]:
+        path = types.RESOURCECLAIMS.path(claim.namespace, claim.name, subresource)
+        raw = msgspec.json.decode(self.api.request("PATCH", path, body=msgspec.json.encode(body),
+                                                   content_type=PATCH_CONTENT_TYPES["merge"]))
+        return raw if isinstance(raw, dict) else {}
+
+    def _bind_claim(self, pod: Mapping[str, Any], claim: dra.ResourceClaim, allocation: dra.Allocation | None) -> None:
+        """``bindClaim``: conditional writes (the resourceVersion), re-read and retried on a conflict."""
+        meta = pod.get("metadata") or {}
+        consumer = {"resource": "pods", "name": meta.get("name", ""), "uid": meta.get("uid", "")}
+        for _ in range(CONFLICT_RETRIES):
+            current = self._get(claim)
+            cmeta, status = current.get("metadata") or {}, current.get("status") or {}
+            if cmeta.get("deletionTimestamp") or cmeta.get("uid") != claim.uid:
+                raise SchedulingError(f"claim {claim.key} got deleted in the meantime")
+            version = cmeta.get("resourceVersion", "")
+            body: dict[str, Any] = {"status": {}}
+            try:
+                if allocation is not None:
+                    if status.get("allocation"):
+                        raise SchedulingError(f"claim {claim.key} got allocated elsewhere in the meantime")
+                    finalizers = list(cmeta.get("finalizers") or [])
+                    if dra.FINALIZER not in finalizers:  # added in a normal update first
+                        updated = self._patch(claim, {"metadata": {"finalizers": [*finalizers, dra.FINALIZER],
+                                                                   "resourceVersion": version}})
+                        version = (updated.get("metadata") or {}).get("resourceVersion", "")
+                    body["status"]["allocation"] = alloc.encode_allocation(allocation)
+                elif not status.get("allocation"):
+                    raise SchedulingError(f"claim {claim.key} is not allocated any more")
+                reserved = [r for r in status.get("reservedFor") or [] if isinstance(r, dict)]
+                body["status"]["reservedFor"] = [*reserved, consumer]
+                body["metadata"] = {"resourceVersion": version}
+                self._patch(claim, body, "status")
+                return
+            except Conflict:
+                continue
+        raise SchedulingError(f"add reservation to claim {claim.key}: it kept changing ({CONFLICT_RETRIES} conflicts)")
+
+    def unreserve(self, pod: Mapping[str, Any], claims: PodClaims) -> None:
+        """Take the pod's reservation back (the Binding failed); allocations stay until the controller frees them."""
+        for claim in claims.claims:
+            try:
+                current = self._get(claim)
+                listed = (current.get("status") or {}).get("reservedFor") or []
+                reserved = [r for r in listed if isinstance(r, dict) and r.get("uid") != claims.pod_uid]
+                if len(reserved) == len(listed):
+                    continue
+                self._patch(claim, {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                                    "status": {"reservedFor": reserved or None}}, "status")
+            except (KubeError, KeyError) as exc:
+                log.warning("unreserve %s: %s", claim.key, exc)
+
+
+__all__ = ["SCHEDULER_ERROR", "DynamicResources", "PassState", "PodClaims", "SchedulingError", "Unschedulable",
+           "has_claims"]

@@ -1,0 +1,154 @@
+"""``kubectl gpushare serve-dra-driver``: flags and environment to a `daemon.Config`, then `serve`.
+
+Every flag has an environment twin, shown in --help (flag first, then environment, then default);
+the GPU and cgroup flags share the device plugin's twins (`node.flags`). The effective
+configuration is logged once as JSON at start. SIGTERM and SIGINT stop the driver cleanly (its
+sockets are removed; prepared claims stay prepared, in the checkpoint). Heavy imports (grpc, the
+daemon) happen inside the command body, so ``--help`` stays fast.
+
+Exit codes: 0 after a clean stop; 2 for usage and configuration errors (bad flags, unusable
+directories, no kubeconfig and not in a cluster, the ``kubectl-gpushare[daemons]`` extra not
+installed) and when the node advertises ``aliyun.com/gpu-mem`` (the device plugin serves its GPUs:
+the two must not sell the same memory); 1 when the Node cannot be read or does not exist; 3 and 4
+when the API server cannot be reached or refuses our credentials; 5 when NVML or a socket cannot
+start and ``--fail-on-init-error`` is on.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.flags import kube_options
+from kubectl_gpushare.node.flags import (
+    ENV_CGROUP_DRIVER,
+    ENV_CGROUP_ROOT,
+    ENV_FAIL_ON_INIT_ERROR,
+    ENV_HEALTH_CHECK,
+    ENV_IGNORE_XIDS,
+    ENV_VISIBLE_DEVICES_MODE,
+    parse_xids,
+)
+from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
+
+ENV_UNHEALTHY = "GPUSHARE_DRA_UNHEALTHY"
+ENV_RESYNC = "GPUSHARE_DRA_RESYNC"
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--node-name", envvar=protocol.ENV_NODE_NAME, show_envvar=True,
+              help="This node's name: its pool and the ResourceSlice's spec.nodeName (the DaemonSet passes it "
+                   "from the downward API).")
+@click.option("--plugin-registration-dir", envvar=protocol.ENV_DRA_REGISTRATION_DIR,
+              default=protocol.DRA_REGISTRATION_DIR, show_default=True, show_envvar=True,
+              type=click.Path(file_okay=False),
+              help=f"kubelet's plugin watcher directory; {protocol.DRA_REGISTRATION_SOCKET} is created there.")
+@click.option("--plugin-dir", envvar=protocol.ENV_DRA_PLUGIN_DIR, default=protocol.DRA_PLUGIN_DIR,
+              show_default=True, show_envvar=True, type=click.Path(file_okay=False),
+              help=f"This driver's directory: the DRA socket ({protocol.DRA_PLUGIN_SOCKET}) kubelet calls, and the "
+                   "checkpoint of prepared claims.")
+@click.option("--cdi-root", envvar=protocol.ENV_DRA_CDI_ROOT, default=protocol.DRA_CDI_ROOT, show_default=True,
+              show_envvar=True, type=click.Path(file_okay=False),
+              help="Where the container runtime reads CDI specs; one is written per prepared claim.")
+@click.option("--memory-unit", envvar=protocol.ENV_MEMORY_UNIT, type=click.Choice(["GiB", "MiB"], case_sensitive=False),
+              default="GiB", show_default=True, show_envvar=True,
+              help="The step claims' memory is rounded up to (the request policy's default, min and step).")
+@click.option("--fake-gpus", envvar=protocol.ENV_FAKE_GPUS, show_envvar=True, metavar="SPEC",
+              help="Publish made-up GPUs instead of NVML's, e.g. 4x80GiB or 2x16GiB,1x24GiB:NVIDIA L4.")
+@click.option("--visible-devices", envvar=ENV_VISIBLE_DEVICES_MODE, type=click.Choice(["index", "uuid"]),
+              default="index", show_default=True, show_envvar=True,
+              help="NVIDIA_VISIBLE_DEVICES in the claims' CDI specs: the GPU index or its UUID.")
+@click.option("--unhealthy", envvar=ENV_UNHEALTHY, type=click.Choice(["remove", "taint"]), default="remove",
+              show_default=True, show_envvar=True,
+              help=f"An unhealthy GPU leaves the slice, or stays with a NoSchedule device taint "
+                   f"{protocol.DRA_TAINT_UNHEALTHY} (needs the DRADeviceTaints feature gate).")
+@click.option("--health-check/--no-health-check", envvar=ENV_HEALTH_CHECK, default=True, show_default=True,
+              show_envvar=True, help="Watch NVML Xid events and take failing GPUs out of the slice.")
+@click.option("--ignore-xids", envvar=ENV_IGNORE_XIDS, default="", show_envvar=True, metavar="LIST",
+              help="More Xids to ignore, comma-separated (13, 31, 43, 45, 68 and 109 always are).")
+@click.option("--fail-on-init-error/--no-fail-on-init-error", envvar=ENV_FAIL_ON_INIT_ERROR, default=True,
+              show_default=True, show_envvar=True,
+              help="Exit when NVML cannot start; with --no-... publish no GPUs and keep running.")
+@click.option("--enforce-memory", envvar=protocol.ENV_ENFORCE_MEMORY, type=click.Choice(protocol.ENFORCE_MODES),
+              default=protocol.ENFORCE_OFF, show_default=True, show_envvar=True,
+              help="Hold each pod a claim is reserved for to the claim's memory with the driver's per-cgroup "
+                   "limits (NVIDIA r615+, cgroup v2).")
+@click.option("--cgroup-root", envvar=ENV_CGROUP_ROOT, default="/sys/fs/cgroup", show_default=True,
+              show_envvar=True, type=click.Path(file_okay=False),
+              help="The host's cgroup v2 tree, mounted at the same path as on the host (--enforce-memory).")
+@click.option("--cgroup-driver", envvar=ENV_CGROUP_DRIVER, type=click.Choice(["auto", "systemd", "cgroupfs"]),
+              default="auto", show_default=True, show_envvar=True,
+              help="kubelet's cgroup driver; auto reads it from the tree.")
+@click.option("--resync", envvar=ENV_RESYNC, type=click.FloatRange(min=1, max=3600), default=60.0,
+              show_default=True, show_envvar=True,
+              help="Seconds between checks that the ResourceSlice is still as published.")
+@kube_options
+@log_options()
+def serve_dra_driver_command(
+    *,
+    node_name: str | None,
+    plugin_registration_dir: str,
+    plugin_dir: str,
+    cdi_root: str,
+    memory_unit: str,
+    fake_gpus: str | None,
+    visible_devices: str,
+    unhealthy: str,
+    health_check: bool,
+    ignore_xids: str,
+    fail_on_init_error: bool,
+    enforce_memory: str,
+    cgroup_root: str,
+    cgroup_driver: str,
+    resync: float,
+    log_format: str,
+    log_level: str,
+    **kube: object,
+) -> None:
+    """Run the DRA driver for shared GPU memory (gpu-mem.kubectl-gpushare.io) for kubelet.
+
+    Publishes one device per GPU with a memory capacity that claims share (Kubernetes 1.34+ with
+    consumable capacity), and prepares claims by writing CDI specs with the environment the device
+    plugin gives containers. Not on a node where the gpushare device plugin runs.
+
+    \b
+    Examples:
+      kubectl gpushare serve-dra-driver                              # in the DaemonSet
+      kubectl gpushare serve-dra-driver --memory-unit MiB            # claims in 1 MiB steps
+      kubectl gpushare serve-dra-driver --fake-gpus 2x16GiB --node-name n1 --plugin-dir /tmp/p
+    """  # noqa: D301 - click's \b paragraph marker
+    require_daemon_modules(
+        "serve-dra-driver", ["grpc", "google.protobuf", *(() if fake_gpus else ("pynvml",))]
+    )
+    from kubectl_gpushare.dra.daemon import Config, DaemonError, serve
+
+    if not node_name:
+        raise click.UsageError(f"--node-name (or {protocol.ENV_NODE_NAME}) is required")
+    ignored = protocol.APPLICATION_XIDS | parse_xids(ignore_xids)
+    configure_logging(log_format, log_level)
+    cfg = Config(
+        node_name=node_name,
+        registration_dir=plugin_registration_dir,
+        plugin_dir=plugin_dir,
+        cdi_root=cdi_root,
+        memory_unit=protocol.UNIT_MIB if memory_unit.lower() == "mib" else protocol.UNIT_GIB,
+        unhealthy="taint" if unhealthy == "taint" else "remove",
+        visible_devices="uuid" if visible_devices == "uuid" else "index",
+        fake_gpus=fake_gpus or None,
+        health_check=health_check,
+        ignored_xids=ignored,
+        fail_on_init_error=fail_on_init_error,
+        enforce_memory=enforce_memory,
+        cgroup_root=cgroup_root,
+        cgroup_driver=None if cgroup_driver == "auto" else cgroup_driver,
+        resync=resync,
+        kube=dict(kube),
+    )
+    stop = stop_on_signals()
+    try:
+        serve(cfg, stop=stop)
+    except DaemonError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        sys.exit(exc.exit_code)

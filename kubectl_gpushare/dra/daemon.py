@@ -1,0 +1,394 @@
+"""The DRA driver's lifecycle: ``serve(cfg, *, stop, ready)``.
+
+Start-up, refusing what can be refused before serving: open the GPU backend, reach the API server,
+read this Node and refuse it when the device plugin advertises ``aliyun.com/gpu-mem`` there (both
+would sell the same GPUs' memory twice; `EXIT_REFUSED`; the Node is read again every ``resync``
+seconds, and if the device plugin starts later the driver withdraws its slice and stops the same
+way), restore prepared claims from the checkpoint. Then publish the node's ResourceSlice (a thread
+that re-syncs on every health change and every ``resync`` seconds), serve the DRA service on
+``<plugin dir>/dra.sock`` and, once it answers, the registration service on ``<registration
+dir>/<driver>-reg.sock`` (kubelet's plugin watcher dials it at once, so the DRA socket must be up
+first, as the kubeletplugin helper orders them). Until ``stop``: watch both socket files and serve
+again if one is deleted; health events update the slice. Memory enforcement (``--enforce-memory``)
+holds each pod a prepared claim is reserved for to the claim's memory, through `node.enforce`.
+
+This module wires the parts together; decisions live in `preparer`, `claims`, `slices` and
+`publisher`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent import futures
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import grpc
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.dra import cdi, slices
+from kubectl_gpushare.dra._api import pluginregistration_v1_pb2_grpc as reg_grpc
+from kubectl_gpushare.dra.checkpoint import CheckpointFile, PreparedClaim
+from kubectl_gpushare.dra.preparer import ApiClaims, Preparer
+from kubectl_gpushare.dra.publisher import RESYNC_SECONDS, SlicePublisher
+from kubectl_gpushare.dra.servicer import RegistrationServicer, add_dra_services
+from kubectl_gpushare.dra.slices import PublishedGpu, UnhealthyMode
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.errors import EXIT_API, EXIT_START, EXIT_USAGE, KubeError, NotFound
+from kubectl_gpushare.node import cgroups, sockets
+from kubectl_gpushare.node.backends import FakeSpecError, open_backend
+from kubectl_gpushare.node.enforce import Enforcer, PodShare
+from kubectl_gpushare.node.gpus import BackendError, GpuBackend, GpuDevice, HealthEvent
+from kubectl_gpushare.node.health import HealthBook
+
+log = logging.getLogger(__name__)
+
+EXIT_CONFIG = EXIT_USAGE
+"""Bad flags, unusable directories, no usable kubeconfig."""
+EXIT_REFUSED = EXIT_USAGE
+"""The node advertises ``aliyun.com/gpu-mem``: our device plugin serves its GPUs already."""
+EXIT_BACKEND = EXIT_START
+"""The GPU backend or a socket cannot start."""
+POOL_SIZE = 8
+"""gRPC workers: kubelet calls one driver at a time per pod, and a few pods at once."""
+
+
+class DaemonError(Exception):
+    """The driver cannot run as configured; ``exit_code`` says which kind of problem it is."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything ``serve`` needs; the command builds it from flags and environment."""
+
+    node_name: str
+    registration_dir: str = protocol.DRA_REGISTRATION_DIR
+    plugin_dir: str = protocol.DRA_PLUGIN_DIR
+    cdi_root: str = protocol.DRA_CDI_ROOT
+    memory_unit: str = protocol.UNIT_GIB
+    unhealthy: UnhealthyMode = "remove"
+    visible_devices: cdi.VisibleMode = "index"
+    fake_gpus: str | None = None
+    health_check: bool = True
+    ignored_xids: frozenset[int] = protocol.APPLICATION_XIDS
+    fail_on_init_error: bool = True
+    enforce_memory: str = protocol.ENFORCE_OFF
+    cgroup_root: str = cgroups.DEFAULT_ROOT
+    cgroup_driver: str | None = None
+    resync: float = RESYNC_SECONDS
+    poll_interval: float = 0.5
+    kube: Mapping[str, Any] = field(default_factory=dict)
+    """kubectl's connection flags by option name (``kubeconfig``, ``context``, ...); none is a secret."""
+
+    @property
+    def registration_socket(self) -> str:
+        """Where kubelet's plugin watcher finds us."""
+        return os.path.join(self.registration_dir, protocol.DRA_REGISTRATION_SOCKET)
+
+    @property
+    def plugin_socket(self) -> str:
+        """The DRA service kubelet calls."""
+        return os.path.join(self.plugin_dir, protocol.DRA_PLUGIN_SOCKET)
+
+    def as_json(self) -> str:
+        """The effective configuration, logged once at start."""
+        data = asdict(self)
+        data["ignored_xids"] = sorted(self.ignored_xids)
+        data["kube"] = {key: value for key, value in self.kube.items() if value}
+        return json.dumps(data, sort_keys=True, default=str)
+
+
+def make_client(cfg: Config) -> Client:
+    """The API client from kubectl's flags (in-cluster configuration when none is given).
+
+    Raises:
+        DaemonError: no usable kubeconfig or in-cluster configuration.
+    """
+    from kubectl_gpushare.kube.flags import make_client as client_from_flags
+
+    options = {key: cfg.kube.get(key) for key in ("kubeconfig", "context", "cluster", "user", "as_user",
+                                                   "request_timeout")}
+    options["as_groups"] = tuple(cfg.kube.get("as_groups") or ())
+    try:
+        return client_from_flags(options, "dra-driver")
+    except KubeError as exc:
+        raise DaemonError(str(exc), EXIT_CONFIG) from exc
+
+
+def advertised_gpu_memory(node: types.Node) -> str | None:
+    """The node's ``aliyun.com/gpu-mem`` capacity when the device plugin advertises some, else None."""
+    for table in (node.status.capacity, node.status.allocatable):
+        value = table.get(protocol.RESOURCE_MEM)
+        if value is None:
+            continue
+        try:
+            if protocol.parse_quantity(str(value)) > 0:
+                return str(value)
+        except ValueError:
+            return str(value)[:64]  # unreadable, but present: someone advertises it
+    return None
+
+
+def check_node(client: Client, name: str) -> types.Node:
+    """Read this node and refuse it when our device plugin already sells its GPUs.
+
+    Raises:
+        DaemonError: the node does not exist, cannot be read, or advertises ``aliyun.com/gpu-mem``.
+    """
+    try:
+        node = client.get_node(name)
+    except NotFound:
+        raise DaemonError(f"node {name!r} does not exist (is --node-name right?)", EXIT_API) from None
+    except KubeError as exc:
+        raise DaemonError(f"cannot read node {name!r}: {exc}", exc.exit_code) from exc
+    advertised = advertised_gpu_memory(node)
+    if advertised is not None:
+        raise DaemonError(
+            f"refusing to start: node {name} advertises {protocol.RESOURCE_MEM}={advertised} (the gpushare device "
+            f"plugin runs there); the device plugin and the DRA driver must not sell the same GPUs",
+            EXIT_REFUSED,
+        )
+    return node
+
+
+def pod_shares(prepared: Iterable[PreparedClaim]) -> list[PodShare]:
+    """Each pod a prepared claim is reserved for, holding the claim's memory on its GPU (summed per pod and GPU)."""
+    totals: dict[tuple[str, int], tuple[PreparedClaim, str, int]] = {}
+    for claim in prepared:
+        for pod in claim.pods:
+            key = (pod.uid, claim.gpu)
+            _, name, held = totals.get(key, (claim, pod.name, 0))
+            totals[key] = (claim, name, held + claim.memory_bytes)
+    return [PodShare(uid, claim.namespace, name, gpu, held) for (uid, gpu), (claim, name, held) in totals.items()]
+
+
+class Driver:
+    """The running parts, exposed for tests and the sandbox (``serve`` builds and runs one)."""
+
+    def __init__(self, cfg: Config, backend: GpuBackend, client: Client, node_uid: str = "") -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.client = client
+        self.health = HealthBook(backend.devices(), backend.devices)
+        self.publisher = SlicePublisher(client, cfg.node_name, node_uid)
+        self.preparer = Preparer(
+            cfg.node_name, ApiClaims(client), self.published, cdi.CdiDir(cfg.cdi_root),
+            CheckpointFile(cfg.plugin_dir, cfg.node_name), visible=cfg.visible_devices,
+        )
+        self.registration = RegistrationServicer(os.path.abspath(cfg.plugin_socket))
+        driver: cgroups.Driver | None = "systemd" if cfg.cgroup_driver == "systemd" else (
+            "cgroupfs" if cfg.cgroup_driver == "cgroupfs" else None)
+        self.enforcer = Enforcer(
+            backend, cgroups.Layout(cfg.cgroup_root, cfg.cgroup_root, driver), cfg.enforce_memory, self.gpus,
+            lambda: pod_shares(self.preparer.prepared().values()),
+        )
+        self.preparer.on_change.append(self.enforcer.wake)
+        self._wake_publisher = threading.Event()
+        self._servers: list[grpc.Server] = []
+        self.refused = ""
+        """Set when the node starts advertising ``aliyun.com/gpu-mem`` while we run (`watch_node`)."""
+
+    # --- what the slice and the claims see ----------------------------------------------------
+
+    def mode(self) -> UnhealthyMode:
+        """How unhealthy GPUs are shown: as asked, unless the API server drops device taints."""
+        return "remove" if "DRADeviceTaints" in self.publisher.dropped else self.cfg.unhealthy
+
+    def devices(self) -> tuple[types.Device, ...]:
+        """The slice's devices now."""
+        return slices.devices(self.health.states(), self.cfg.memory_unit, self.mode())
+
+    def published(self) -> dict[str, PublishedGpu]:
+        """Device name -> GPU, for the devices the slice offers now."""
+        return {gpu.device: gpu for gpu in slices.published(self.health.states(), self.cfg.memory_unit, self.mode())}
+
+    def gpus(self) -> list[GpuDevice]:
+        """The GPUs present (enforcement holds limits on all of them)."""
+        return [state.gpu for state in self.health.states()]
+
+    def on_health(self, event: HealthEvent) -> None:
+        """A GPU's health changed: re-publish the slice."""
+        if self.health.apply(event):
+            self._wake_publisher.set()
+
+    def republish(self) -> None:
+        """Sync the slice soon (tests, and after kubelet re-registers us)."""
+        self._wake_publisher.set()
+
+    # --- sockets -------------------------------------------------------------------------------
+
+    def _serve(self, path: str, add: Callable[[grpc.Server], None]) -> grpc.Server:
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="dra"))
+        add(server)
+        try:
+            server.add_insecure_port(sockets.target(path))
+        except RuntimeError as exc:
+            raise DaemonError(f"cannot listen on {path}: {exc}", EXIT_BACKEND) from exc
+        server.start()
+        self._servers.append(server)
+        if not sockets.dial(path, timeout=5.0):
+            raise DaemonError(f"our own socket {path} does not answer", EXIT_BACKEND)
+        return server
+
+    def start_servers(self) -> None:
+        """Serve DRA, then registration (kubelet dials the DRA socket as soon as it sees the other).
+
+        Raises:
+            DaemonError: a directory cannot be used or a socket cannot be served.
+        """
+        for path, what, flag in ((self.cfg.plugin_socket, "plugin directory", "--plugin-dir"),
+                                 (self.cfg.registration_socket, "plugin registration directory",
+                                  "--plugin-registration-dir")):
+            try:
+                sockets.check_socket_path(path)
+                sockets.check_socket_dir(os.path.dirname(path), what, flag)
+            except ValueError as exc:
+                raise DaemonError(str(exc), EXIT_CONFIG) from exc
+        self._serve(self.cfg.plugin_socket, lambda server: add_dra_services(server, self.preparer))
+        self._serve(self.cfg.registration_socket, lambda server: reg_grpc.add_RegistrationServicer_to_server(
+            self.registration, server))  # type: ignore[no-untyped-call]
+        log.info("serving %s on %s (registration %s)", protocol.DRA_DRIVER, self.cfg.plugin_socket,
+                 self.cfg.registration_socket)
+
+    def stop_servers(self, grace: float = 1.0) -> None:
+        """Stop serving and remove both sockets (the registration one first: kubelet stops calling)."""
+        for server in reversed(self._servers):
+            server.stop(grace).wait()
+        self._servers.clear()
+        for path in (self.cfg.registration_socket, self.cfg.plugin_socket):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("cannot remove %s: %s", path, exc)
+
+    def run(self, stop: threading.Event, ready: threading.Event | None = None) -> None:
+        """Serve until ``stop``; serve again when a socket file is deleted."""
+        while not stop.is_set():
+            self.start_servers()
+            if ready is not None:
+                ready.set()
+            seen = {path: sockets.socket_identity(path)
+                    for path in (self.cfg.plugin_socket, self.cfg.registration_socket)}
+            while not stop.wait(self.cfg.poll_interval):
+                gone = [path for path, identity in seen.items() if sockets.socket_identity(path) != identity]
+                if gone:
+                    log.warning("socket %s was deleted or replaced; serving again", gone[0])
+                    break
+            self.stop_servers()
+            self.republish()  # kubelet wipes a deregistered driver's slices
+
+    def watch_node(self, stop: threading.Event) -> None:
+        """Every ``resync`` seconds, re-check that the device plugin has not started on this node since.
+
+        If it has (``aliyun.com/gpu-mem`` advertised), both would sell the same GPUs: withdraw our
+        slice, log it, and stop (``serve`` then exits with `EXIT_REFUSED`, as at start).
+        """
+        while not stop.wait(self.cfg.resync):
+            try:
+                node = self.client.get_node(self.cfg.node_name)
+            except KubeError as exc:
+                log.warning("cannot re-read node %s: %s", self.cfg.node_name, exc)
+                continue
+            advertised = advertised_gpu_memory(node)
+            if advertised is None:
+                continue
+            self.refused = (f"stopping: node {self.cfg.node_name} now advertises {protocol.RESOURCE_MEM}="
+                            f"{advertised} (the gpushare device plugin started there); the device plugin and the "
+                            "DRA driver must not sell the same GPUs")
+            log.error("%s", self.refused)
+            try:
+                self.publisher.withdraw()
+            except KubeError as exc:
+                log.warning("cannot delete our ResourceSlice: %s", exc)
+            stop.set()
+            return
+
+    def threads(self, stop: threading.Event) -> list[threading.Thread]:
+        """The background work: slice publishing, node re-checks, health watching, enforcement."""
+        work = [threading.Thread(target=self.publisher.run, args=(stop, self._wake_publisher, self.devices),
+                                 kwargs={"resync": self.cfg.resync}, name="slice-publisher", daemon=True),
+                threading.Thread(target=self.watch_node, args=(stop,), name="node-check", daemon=True)]
+        if self.cfg.health_check:
+            work.append(threading.Thread(target=self.backend.watch_health, args=(stop, self.on_health),
+                                         name="gpu-health", daemon=True))
+        if self.cfg.enforce_memory != protocol.ENFORCE_OFF:
+            work.append(threading.Thread(target=self.enforcer.run, args=(stop,), name="memory-enforcer",
+                                         daemon=True))
+        return work
+
+
+def serve(
+    cfg: Config,
+    *,
+    stop: threading.Event | None = None,
+    ready: threading.Event | None = None,
+    backend: GpuBackend | None = None,
+    client: Client | None = None,
+    started: Callable[[Driver], None] | None = None,
+) -> None:
+    """Run the DRA driver until ``stop`` is set; set ``ready`` once kubelet can register it.
+
+    Args:
+        cfg: the configuration.
+        stop: set it to stop (SIGTERM does, through the command); None runs forever.
+        ready: set once both sockets answer.
+        backend: a GPU backend to use instead of the configured one (tests inject a `FakeBackend`).
+        client: the API client to use instead of one built from ``cfg.kube``.
+        started: called with the running `Driver` before serving (tests and the sandbox).
+
+    Raises:
+        DaemonError: the configuration or the node is refused, the backend or the API cannot start.
+    """
+    stop = stop or threading.Event()
+    log.info("DRA driver configuration: %s", cfg.as_json())
+    if backend is None:
+        try:
+            backend = open_backend(cfg.fake_gpus, seed=cfg.node_name, ignored_xids=cfg.ignored_xids,
+                                   fail_on_init_error=cfg.fail_on_init_error)
+        except FakeSpecError as exc:
+            raise DaemonError(str(exc), EXIT_CONFIG) from exc
+        except BackendError as exc:
+            raise DaemonError(str(exc), EXIT_BACKEND) from exc
+    background: list[threading.Thread] = []
+    driver: Driver | None = None
+    try:
+        client = client or make_client(cfg)
+        node = check_node(client, cfg.node_name)
+        try:
+            driver = Driver(cfg, backend, client, node.metadata.uid)
+        except BackendError as exc:
+            raise DaemonError(str(exc), EXIT_BACKEND) from exc
+        gpus = driver.health.states()
+        log.info("%d GPU(s): %s", len(gpus), ", ".join(
+            f"{s.gpu.index}:{s.gpu.name} {s.gpu.memory // 2**20}MiB" for s in gpus) or "none")
+        driver.preparer.restore()
+        background = driver.threads(stop)
+        for thread in background:
+            thread.start()
+        if started is not None:
+            started(driver)
+        driver.run(stop, ready)
+        if driver.refused:
+            raise DaemonError(driver.refused, EXIT_REFUSED)
+    finally:
+        stop.set()
+        if driver is not None:
+            driver.republish()
+            driver.enforcer.wake()
+            driver.stop_servers()
+        for thread in background:
+            thread.join(timeout=10)
+        backend.close()
+        log.info("DRA driver stopped")

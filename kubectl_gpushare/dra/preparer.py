@@ -1,0 +1,296 @@
+"""NodePrepareResources and NodeUnprepareResources, decided: the driver's one stateful core.
+
+For each claim kubelet names, `Preparer.prepare` answers with what it prepared or one line of
+error, per claim: a bad claim never fails the others or changes anything. A claim prepared before
+(this run or, through the checkpoint, an earlier one) is answered from the record, with no API read
+and no second write, so kubelet's retries and repeats are idempotent. A new claim is read from the
+API server (outside any lock: reads are the slow part), checked (`claims.holding`), and then, under
+the lock, its CDI spec is written and the checkpoint saved once for the whole call; if the
+checkpoint cannot be saved, the call's new specs are removed again and each claim gets the error.
+`unprepare` removes a claim's spec and record; a claim it never prepared is already unprepared.
+
+It speaks neither gRPC nor HTTP: claims come from a `ClaimSource`, files go through `cdi.CdiDir`
+and `checkpoint.CheckpointFile`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.dra import cdi
+from kubectl_gpushare.dra.checkpoint import Checkpoint, CheckpointFile, ClaimPod, PreparedClaim, PreparedDevice
+from kubectl_gpushare.dra.claims import ClaimRejectedError, holding
+from kubectl_gpushare.dra.slices import PublishedGpu
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.errors import KubeError, NotFound
+from kubectl_gpushare.node import cgroups
+
+log = logging.getLogger(__name__)
+
+MAX_RESERVED = 256
+"""``ResourceClaimReservedForMaxSize``: more consumers than this are not read."""
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+class ClaimSource(Protocol):
+    """Where claims are read (the API server; `ApiClaims`)."""
+
+    def claim(self, namespace: str, name: str) -> types.ResourceClaim:
+        """One claim as stored now.
+
+        Raises:
+            NotFound: no such claim; KubeError: the API server failed or could not be reached.
+        """
+        ...
+
+
+class ApiClaims:
+    """Claims read through the project's client (one GET each, as the kubeletplugin helper does)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def claim(self, namespace: str, name: str) -> types.ResourceClaim:
+        """GET the claim."""
+        claim: types.ResourceClaim = self._client.get(types.RESOURCECLAIMS, name, namespace)
+        return claim
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A claim as kubelet names it: namespace, name and the UID it must still have."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+def _check_ref(ref: ClaimRef) -> str:
+    """"" if the reference can be acted on, else why not (before any read or path)."""
+    if not cgroups.valid_uid(ref.uid):
+        return f"claim UID {ref.uid[:64]!r} is not a UUID"
+    if not _NAME.fullmatch(ref.namespace) or not _NAME.fullmatch(ref.name):
+        return f"claim {ref.namespace[:64]!r}/{ref.name[:64]!r} is not a valid namespace and name"
+    return ""
+
+
+class Preparer:
+    """Prepared claims, their CDI specs and the checkpoint, kept consistent under one lock."""
+
+    def __init__(
+        self,
+        node: str,
+        source: ClaimSource,
+        gpus: Callable[[], Mapping[str, PublishedGpu]],
+        cdi_dir: cdi.CdiDir,
+        checkpoint: CheckpointFile,
+        *,
+        visible: cdi.VisibleMode = "index",
+        cgpu_disable: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.node = node
+        self.source = source
+        self.gpus = gpus
+        self.cdi = cdi_dir
+        self.checkpoint = checkpoint
+        self.visible: cdi.VisibleMode = visible
+        self.cgpu_disable = cgpu_disable
+        self._lock = threading.Lock()
+        self._claims: dict[str, PreparedClaim] = {}
+        self.on_change: list[Callable[[], None]] = []
+        """Called after prepared claims change (memory enforcement wakes on it)."""
+        self.reads = 0
+        """Claims read from the API server (tests count idempotence with it)."""
+
+    # --- start -------------------------------------------------------------------------------
+
+    def restore(self) -> int:
+        """Load the checkpoint and rewrite any CDI spec of a recorded claim that went missing.
+
+        Returns:
+            How many prepared claims were restored.
+        """
+        loaded = self.checkpoint.load()
+        with self._lock:
+            self._claims = dict(loaded.claims)
+            claims = list(self._claims.items())
+        for uid, claim in claims:
+            if self.cdi.read(uid) is None:
+                try:
+                    self.cdi.write(uid, cdi.spec(uid, claim.gpu, claim.env))
+                    log.warning("claim %s/%s: its CDI spec was missing; rewritten", claim.namespace, claim.name)
+                except OSError as exc:
+                    log.error("claim %s/%s: cannot rewrite its CDI spec: %s", claim.namespace, claim.name, exc)
+        if claims:
+            log.info("restored %d prepared claim(s) from %s", len(claims), self.checkpoint.path)
+        return len(claims)
+
+    def prepared(self) -> dict[str, PreparedClaim]:
+        """Claim UID -> what is prepared now."""
+        with self._lock:
+            return dict(self._claims)
+
+    # --- prepare -----------------------------------------------------------------------------
+
+    def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PreparedClaim | str]:
+        """Prepare each claim; claim UID -> the prepared record, or the error to report for it."""
+        results: dict[str, PreparedClaim | str] = {}
+        fresh: dict[str, PreparedClaim] = {}
+        for ref in refs:
+            problem = _check_ref(ref)
+            if problem:
+                results[ref.uid] = problem
+                continue
+            with self._lock:
+                known = self._claims.get(ref.uid)
+            if known is not None:
+                results[ref.uid] = self._again(ref, known)
+                continue
+            if ref.uid in fresh:
+                results[ref.uid] = fresh[ref.uid]
+                continue
+            try:
+                fresh[ref.uid] = self._build(ref)
+                results[ref.uid] = fresh[ref.uid]
+            except ClaimRejectedError as exc:
+                log.warning("NodePrepareResources: %s", exc.message)
+                results[ref.uid] = exc.message
+        if fresh:
+            for uid, outcome in self._commit(fresh).items():
+                results[uid] = outcome
+        return results
+
+    def _again(self, ref: ClaimRef, known: PreparedClaim) -> PreparedClaim | str:
+        if (known.namespace, known.name) != (ref.namespace, ref.name):
+            before = f"{known.namespace}/{known.name}"
+            return f"claim UID {ref.uid} was prepared for {before}, not {ref.namespace}/{ref.name}"
+        if self.cdi.read(ref.uid) is None:  # removed behind our back: the runtime needs it
+            try:
+                self.cdi.write(ref.uid, cdi.spec(ref.uid, known.gpu, known.env))
+            except OSError as exc:
+                return f"claim {ref.namespace}/{ref.name}: cannot write its CDI spec: {exc.strerror or exc}"
+        return known
+
+    def _build(self, ref: ClaimRef) -> PreparedClaim:
+        """Read and check one claim; what preparing it will record."""
+        where = f"{ref.namespace}/{ref.name}"
+        try:
+            self.reads += 1
+            claim = self.source.claim(ref.namespace, ref.name)
+        except NotFound:
+            raise ClaimRejectedError(f"claim {where} not found") from None
+        except KubeError as exc:
+            raise ClaimRejectedError(f"cannot read claim {where}: {str(exc)[:200]}") from None
+        except ValueError as exc:  # msgspec.ValidationError: a field of the wrong type
+            raise ClaimRejectedError(f"claim {where} cannot be decoded: {str(exc)[:200]}") from None
+        held = holding(claim, uid=ref.uid, node=self.node, gpus=self.gpus())
+        env = cdi.container_env(held, self.visible, self.cgpu_disable())
+        pods = tuple(
+            ClaimPod(uid=consumer.uid[:64], name=consumer.name[:253])
+            for consumer in claim.status.reserved_for[:MAX_RESERVED]
+            if consumer.resource == "pods" and not consumer.api_group
+        )
+        return PreparedClaim(
+            namespace=ref.namespace,
+            name=ref.name,
+            pool=self.node,
+            gpu=held.gpu.index,
+            gpu_uuid=held.gpu.uuid,
+            memory_bytes=held.memory,
+            cdi_ids=(protocol.dra_cdi_id(ref.uid, held.gpu.index),),
+            devices=tuple(PreparedDevice(d.request, d.device, d.memory, d.share_id) for d in held.devices),
+            env=env,
+            pods=pods,
+            prepared_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        )
+
+    def _commit(self, fresh: dict[str, PreparedClaim]) -> dict[str, PreparedClaim | str]:
+        """Write the specs and save the checkpoint once; roll the call back if it cannot be saved."""
+        outcome: dict[str, PreparedClaim | str] = {}
+        with self._lock:
+            written: list[str] = []
+            for uid, claim in fresh.items():
+                if uid in self._claims:  # a concurrent call prepared it meanwhile
+                    outcome[uid] = self._claims[uid]
+                    continue
+                try:
+                    self.cdi.write(uid, cdi.spec(uid, claim.gpu, claim.env))
+                except OSError as exc:
+                    reason = exc.strerror or exc
+                    outcome[uid] = f"claim {claim.namespace}/{claim.name}: cannot write its CDI spec: {reason}"
+                    continue
+                written.append(uid)
+            if not written:
+                return outcome
+            claims = dict(self._claims)
+            claims.update((uid, fresh[uid]) for uid in written)
+            try:
+                self.checkpoint.save(Checkpoint(self.node, claims))
+            except OSError as exc:
+                for uid in written:
+                    self._quietly_remove(uid)
+                    outcome[uid] = f"cannot save the checkpoint: {exc.strerror or exc}"
+                return outcome
+            self._claims = claims
+        for uid in written:
+            claim = fresh[uid]
+            outcome[uid] = claim
+            log.info("prepared claim %s/%s: GPU %d, %d bytes (%s)", claim.namespace, claim.name, claim.gpu,
+                     claim.memory_bytes, claim.cdi_ids[0])
+        self._changed()
+        return outcome
+
+    def _quietly_remove(self, uid: str) -> None:
+        try:
+            self.cdi.remove(uid)
+        except OSError as exc:
+            log.error("cannot remove the CDI spec of claim %s: %s", uid, exc)
+
+    # --- unprepare ---------------------------------------------------------------------------
+
+    def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
+        """Unprepare each claim; claim UID -> "" when done, else the error to report."""
+        results: dict[str, str] = {}
+        removed: list[str] = []
+        with self._lock:
+            for ref in refs:
+                if not cgroups.valid_uid(ref.uid):
+                    results[ref.uid] = f"claim UID {ref.uid[:64]!r} is not a UUID"
+                    continue
+                try:
+                    self.cdi.remove(ref.uid)
+                except OSError as exc:
+                    results[ref.uid] = f"claim {ref.namespace}/{ref.name}: cannot remove its CDI spec: {exc.strerror}"
+                    continue
+                results[ref.uid] = ""
+                if ref.uid in self._claims:
+                    removed.append(ref.uid)
+            if removed:
+                claims = {uid: claim for uid, claim in self._claims.items() if uid not in removed}
+                try:
+                    self.checkpoint.save(Checkpoint(self.node, claims))
+                except OSError as exc:  # the specs are gone; kubelet retries and the record follows
+                    for uid in removed:
+                        results[uid] = f"cannot save the checkpoint: {exc.strerror or exc}"
+                    return results
+                self._claims = claims
+        for uid in removed:
+            log.info("unprepared claim %s", uid)
+        if removed:
+            self._changed()
+        return results
+
+    def _changed(self) -> None:
+        for callback in self.on_change:
+            try:
+                callback()
+            except Exception:  # a listener's bug must not fail kubelet's call
+                log.exception("prepared-claims listener failed")

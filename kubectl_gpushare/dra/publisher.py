@@ -1,0 +1,143 @@
+"""Keep this node's ResourceSlice equal to its GPUs: create it, update it on change, delete strays.
+
+The node's pool is one slice (`slices.spec`), named and versioned as k8s.io/dynamic-resource-allocation's
+resourceslice controller does: ``generateName`` ``00000-<driver>-<node>-``, owned by the Node (so it
+goes with the node), the pool generation kept across an update of the one slice and bumped when a
+slice is created anew. Every `sync` lists the slices of this node and driver (field selectors
+``spec.nodeName`` and ``spec.driver``), keeps the newest one whose name carries index 0, deletes the
+rest (with a UID precondition: a slice re-created meanwhile is not ours to delete), and writes only
+if the devices differ. kubelet wipes a driver's slices when the driver deregisters, and anyone may
+delete one, so `run` syncs on every change and every `resync` seconds, backing off on errors.
+
+A slice the API server stored without ``allowMultipleAllocations`` or without device taints means
+the DRAConsumableCapacity or DRADeviceTaints feature gate is off there: logged once, as an error
+(without consumable capacity each claim gets a whole GPU), and with taints off unhealthy GPUs are
+removed instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.dra import slices
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.errors import Conflict, KubeError, NotFound
+
+log = logging.getLogger(__name__)
+
+RESYNC_SECONDS = 60.0
+MAX_BACKOFF = 30.0
+
+
+class SlicePublisher:
+    """Publishes one node's slice through the API server."""
+
+    def __init__(self, client: Client, node: str, node_uid: str = "") -> None:
+        self.client = client
+        self.node = node
+        self.node_uid = node_uid
+        self.current: types.ResourceSlice | None = None
+        self.writes = 0
+        self.dropped: set[str] = set()
+        """Feature gates the API server showed it lacks (see the module docstring)."""
+
+    def _listed(self) -> list[types.ResourceSlice]:
+        selector = f"spec.nodeName={self.node},spec.driver={protocol.DRA_DRIVER}"
+        found: list[types.ResourceSlice] = self.client.list(types.RESOURCESLICES, field_selector=selector)
+        return [s for s in found if s.spec.node_name == self.node and s.spec.driver == protocol.DRA_DRIVER]
+
+    def sync(self, devices: tuple[types.Device, ...]) -> bool:
+        """Make the API hold exactly one slice with ``devices``; True if anything was written.
+
+        Raises:
+            KubeError: the API server refused or could not be reached (the caller retries).
+        """
+        existing = self._listed()
+        prefix = protocol.DRA_SLICE_INDEX + "-"
+        generation = max((s.spec.pool.generation for s in existing), default=0)
+        candidates = [s for s in existing if s.metadata.name.startswith(prefix) and s.spec.pool.name == self.node]
+        keep = max(candidates, key=lambda s: (s.spec.pool.generation, s.metadata.resource_version), default=None)
+        if keep is not None and keep.spec.pool.generation < generation:
+            keep = None  # an older generation is obsolete, as the resourceslice controller has it
+        wrote = False
+        for stale in existing:
+            if keep is None or stale.metadata.uid != keep.metadata.uid:
+                wrote |= self._delete(stale)
+        if keep is None:
+            self._store(self._create(devices, generation + 1), devices)
+            return True
+        current_pool = keep.spec.pool
+        same_pool = (current_pool.name, current_pool.resource_slice_count) == (self.node, 1)
+        if same_pool and slices.comparable(keep.spec.devices) == slices.comparable(devices):
+            self.current = keep
+            return wrote
+        body = types.ResourceSlice(
+            metadata=keep.metadata, spec=slices.spec(self.node, devices, max(current_pool.generation, 1))
+        )
+        stored: types.ResourceSlice = self.client.replace(types.RESOURCESLICES, keep.metadata.name, body)
+        self.writes += 1
+        log.info("updated ResourceSlice %s: %d device(s)", stored.metadata.name, len(devices))
+        self._store(stored, devices)
+        return True
+
+    def _create(self, devices: tuple[types.Device, ...], generation: int) -> types.ResourceSlice:
+        owners: tuple[types.OwnerReference, ...] = ()
+        if self.node_uid:
+            owners = (types.OwnerReference(api_version="v1", kind="Node", name=self.node, uid=self.node_uid,
+                                           controller=True),)
+        body = types.ResourceSlice(
+            metadata=types.ObjectMeta(generate_name=protocol.dra_slice_generate_name(self.node),
+                                      owner_references=owners),
+            spec=slices.spec(self.node, devices, generation),
+        )
+        stored: types.ResourceSlice = self.client.create(types.RESOURCESLICES, body)
+        self.writes += 1
+        log.info("created ResourceSlice %s: %d device(s), pool generation %d", stored.metadata.name, len(devices),
+                 generation)
+        return stored
+
+    def _delete(self, stale: types.ResourceSlice) -> bool:
+        try:
+            self.client.delete(types.RESOURCESLICES, stale.metadata.name, uid=stale.metadata.uid)
+        except NotFound:
+            return False
+        except Conflict:
+            return False  # re-created meanwhile: the next sync looks again
+        self.writes += 1
+        log.info("deleted stale ResourceSlice %s", stale.metadata.name)
+        return True
+
+    def _store(self, stored: types.ResourceSlice, desired: tuple[types.Device, ...]) -> None:
+        self.current = stored
+        for gate in slices.dropped_features(desired, stored.spec.devices):
+            if gate not in self.dropped:
+                self.dropped.add(gate)
+                log.error("the API server dropped fields of our ResourceSlice: enable the %s feature gate%s", gate,
+                          " (until then each claim gets a whole GPU)" if gate == "DRAConsumableCapacity" else
+                          "; unhealthy GPUs are removed from the slice instead")
+
+    def run(self, stop: threading.Event, wake: threading.Event, devices: Callable[[], tuple[types.Device, ...]],
+            resync: float = RESYNC_SECONDS) -> None:
+        """Sync now, on every ``wake`` and every ``resync`` seconds, until ``stop`` (set ``wake`` too)."""
+        backoff = 0.5
+        while not stop.is_set():
+            wake.clear()
+            try:
+                self.sync(devices())
+                backoff = 0.5
+                wait = resync
+            except KubeError as exc:
+                log.warning("publishing the ResourceSlice failed, retrying in %.1fs: %s", backoff, exc)
+                wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF)
+            except Exception:  # a bug must not end publishing for good
+                log.exception("publishing the ResourceSlice failed unexpectedly")
+                wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF)
+            wake.wait(wait)
+
+    def withdraw(self) -> int:
+        """Delete every slice of this node and driver (the node turned out to be the device plugin's)."""
+        return sum(self._delete(s) for s in self._listed())

@@ -1,0 +1,296 @@
+"""kube-controller-manager's resourceclaim controller, inside the sandbox.
+
+What ``pkg/controller/resourceclaim/controller.go`` does, as clients see it:
+
+- A pod's ``spec.resourceClaims[]`` entry with ``resourceClaimTemplateName`` gets a claim made from
+  the template (``handleClaim``): ``generateName`` ``<pod>-<claim>-`` (both parts cut in proportion
+  when longer than 57 characters), the pod as controlling owner (``blockOwnerDeletion``), the
+  template's labels and annotations plus ``resource.kubernetes.io/pod-claim-name: <claim>``, the
+  template's claim spec. The name is recorded in the pod's ``status.resourceClaimStatuses``. An
+  existing claim owned by the pod with that annotation is reused (``findPodResourceClaim``). Pods
+  that are done or being deleted get no new claims.
+- ``syncClaim``: a ``reservedFor`` pod that is gone, replaced (another UID) or done is removed;
+  a claim nobody reserves any more is deallocated (``status.allocation`` cleared, the scheduler's
+  ``resource.kubernetes.io/delete-protection`` finalizer removed); a generated claim whose pod is
+  done or replaced is deleted, and so (the garbage collector's part) is one whose pod is gone.
+
+Writes go straight to the store through the registry rules in ``objects.py``, as the workload
+controllers' do. Differs: the sandbox deletes at once (no finalizers hold a deletion), a template
+that does not exist is retried on the next change rather than with backoff, and there is no event
+for it (a warning in the log, once).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from typing import Any, Final
+
+from kubectl_gpushare import dra_objects as dra
+from kubectl_gpushare.sandbox import objects
+from kubectl_gpushare.sandbox.errors import ApiError
+from kubectl_gpushare.sandbox.resources import BY_PLURAL
+from kubectl_gpushare.sandbox.store import Change, ExpiredError, Store, object_key
+
+log = logging.getLogger(__name__)
+
+PODS: Final = "pods"
+CLAIMS: Final = "resourceclaims"
+TEMPLATES: Final = "resourceclaimtemplates"
+MAX_BASE_LENGTH: Final = 57
+"""``maxBaseLen``: room for the hyphen and the 5 random characters in a 63-character name."""
+
+
+def generate_name(pod: str, claim: str) -> str:
+    """The claim's ``generateName`` (``handleClaim``), both names cut in proportion when too long."""
+    name = f"{pod}-{claim}-"
+    if len(name) > MAX_BASE_LENGTH:
+        name = (pod[: len(pod) * MAX_BASE_LENGTH // len(name)] + "-"
+                + claim[: len(claim) * MAX_BASE_LENGTH // len(name)])
+    return name
+
+
+def _done(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _owner_uid(claim: dict[str, Any]) -> str:
+    for ref in claim["metadata"].get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True and ref.get("kind") == "Pod":
+            return str(ref.get("uid") or "")
+    return ""
+
+
+def _template_claims(pod: dict[str, Any]) -> list[tuple[str, str]]:
+    """(pod claim name, template name) for each template-backed entry of ``spec.resourceClaims``."""
+    found: list[tuple[str, str]] = []
+    entries = (pod.get("spec") or {}).get("resourceClaims")
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str) \
+                and isinstance(entry.get("resourceClaimTemplateName"), str):
+            found.append((entry["name"], entry["resourceClaimTemplateName"]))
+    return found
+
+
+class ResourceClaimController:
+    """Follows the store's changes on a thread until `stop`; idle while no claim or template is stored."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._warned: set[str] = set()
+
+    def start(self) -> None:
+        """Start following the store."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="sandbox-resourceclaims", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread."""
+        self._stop.set()
+        with self.store.lock:
+            self.store.changed.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _active(self) -> bool:
+        return bool(self.store.count(CLAIMS) or self.store.count(TEMPLATES))
+
+    def _run(self) -> None:
+        cursor = self.store.cursor_after(self.store.resource_version)
+        self._resync()
+        while not self._stop.is_set() and not self.store.closed:
+            try:
+                changes, cursor = self.store.changes_since(cursor, 1.0, self._stop)
+            except ExpiredError:
+                with self.store.lock:
+                    cursor = self.store.cursor_after(self.store.resource_version)
+                self._resync()
+                continue
+            if changes and self._active():
+                self._handle(changes)
+
+    def _resync(self) -> None:
+        if not self._active():
+            return
+        with self.store.lock:
+            pods = [entry.object() for entry in self.store.entries(PODS)]
+            for pod in pods:
+                self._safely(self._sync_pod, pod)
+            for entry in self.store.entries(CLAIMS):
+                self._safely(self._sync_claim, entry.object())
+
+    def _handle(self, changes: list[Change]) -> None:
+        pods: dict[str, None] = {}
+        claims: dict[str, None] = {}
+        claim_namespaces: dict[str, None] = {}
+        """Namespaces whose claims may reserve, or be owned by, a pod that changed or went."""
+        template_namespaces: dict[str, None] = {}
+        """Namespaces whose pods may wait for a template that appeared."""
+        for change in changes:
+            if change.plural == PODS:
+                meta = change.entry.object()["metadata"]
+                if change.type != "DELETED":
+                    pods[object_key(change.namespace, meta["name"])] = None
+                claim_namespaces[change.namespace] = None
+            elif change.plural == CLAIMS and change.type != "DELETED":
+                claims[object_key(change.namespace, change.entry.object()["metadata"]["name"])] = None
+            elif change.plural == TEMPLATES:
+                template_namespaces[change.namespace] = None
+        with self.store.lock:
+            for namespace in template_namespaces:
+                for entry in self.store.select(PODS, namespace)[0]:
+                    pod = entry.object()
+                    if _template_claims(pod):
+                        pods[object_key(namespace, pod["metadata"]["name"])] = None
+            for namespace in claim_namespaces:
+                for entry in self.store.select(CLAIMS, namespace)[0]:
+                    claims[object_key(namespace, entry.object()["metadata"]["name"])] = None
+            for key in pods:
+                found = self.store.get(PODS, key)
+                if found is not None:
+                    self._safely(self._sync_pod, found.object())
+            for key in claims:
+                found = self.store.get(CLAIMS, key)
+                if found is not None:
+                    self._safely(self._sync_claim, found.object())
+
+    def _safely(self, sync: Any, obj: dict[str, Any]) -> None:
+        if self._stop.is_set():
+            return
+        try:
+            sync(obj)
+        except (ApiError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            meta = obj.get("metadata") or {}
+            text = f"{obj.get('kind', '')} {meta.get('namespace', '')}/{meta.get('name', '')}: {exc}"
+            if text not in self._warned:
+                self._warned.add(text)
+                log.warning("resourceclaim controller: %s", text)
+
+    # --- pods -> claims (syncPod, handleClaim) -----------------------------------------------------
+    def _sync_pod(self, pod: dict[str, Any]) -> None:
+        wanted = _template_claims(pod)
+        meta = pod["metadata"]
+        if not wanted or meta.get("deletionTimestamp") or _done(pod):
+            return
+        namespace = meta.get("namespace", "default")
+        statuses = (pod.get("status") or {}).get("resourceClaimStatuses")
+        recorded = {s.get("name"): s.get("resourceClaimName") for s in statuses or [] if isinstance(s, dict)}
+        created: dict[str, str] = {}
+        for claim_name, template_name in wanted:
+            name = recorded.get(claim_name)
+            if isinstance(name, str) and name:
+                existing = self.store.get(CLAIMS, object_key(namespace, name))
+                if existing is not None and _owner_uid(existing.object()) == meta.get("uid"):
+                    continue
+            found = self._find_claim(namespace, str(meta.get("uid", "")), claim_name)
+            if found is None:
+                found = self._create_claim(pod, claim_name, template_name)
+            if found is not None and found != name:
+                created[claim_name] = found
+        if created:
+            self._record_statuses(pod, created)
+
+    def _find_claim(self, namespace: str, pod_uid: str, claim_name: str) -> str | None:
+        for entry in self.store.select(CLAIMS, namespace)[0]:
+            claim = entry.object()
+            annotations = claim["metadata"].get("annotations") or {}
+            if _owner_uid(claim) == pod_uid and annotations.get(dra.ANN_POD_CLAIM_NAME) == claim_name:
+                return str(claim["metadata"]["name"])
+        return None
+
+    def _create_claim(self, pod: dict[str, Any], claim_name: str, template_name: str) -> str | None:
+        meta = pod["metadata"]
+        namespace = meta.get("namespace", "default")
+        template = self.store.get(TEMPLATES, object_key(namespace, template_name))
+        if template is None:
+            raise ValueError(f'resource claim template "{template_name}": not found')
+        spec = template.object().get("spec") or {}
+        template_meta = spec.get("metadata") or {}
+        annotations = dict(template_meta.get("annotations") or {})
+        annotations[dra.ANN_POD_CLAIM_NAME] = claim_name
+        claim_meta: dict[str, Any] = {
+            "generateName": generate_name(str(meta["name"]), claim_name),
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
+                                 "controller": True, "blockOwnerDeletion": True}],
+            "annotations": annotations,
+        }
+        if template_meta.get("labels"):
+            claim_meta["labels"] = dict(template_meta["labels"])
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": claim_meta,
+                "spec": copy.deepcopy(spec.get("spec") or {})}
+        claim = objects.prepare_create(BY_PLURAL[CLAIMS], body, namespace)
+        key = object_key(namespace, claim["metadata"]["name"])
+        if self.store.get(CLAIMS, key) is not None:
+            return None  # a generated name taken: the next change tries another
+        self.store.put(CLAIMS, key, claim)
+        return str(claim["metadata"]["name"])
+
+    def _record_statuses(self, pod: dict[str, Any], created: dict[str, str]) -> None:
+        key = object_key(pod["metadata"].get("namespace", "default"), pod["metadata"]["name"])
+        entry = self.store.get(PODS, key)
+        if entry is None:
+            return
+        current = entry.object()
+        status = current.setdefault("status", {})
+        statuses = [s for s in status.get("resourceClaimStatuses") or []
+                    if isinstance(s, dict) and s.get("name") not in created]
+        statuses.extend({"name": name, "resourceClaimName": claim} for name, claim in created.items())
+        status["resourceClaimStatuses"] = sorted(statuses, key=lambda s: str(s.get("name")))
+        self.store.put(PODS, key, current)
+
+    # --- claims (syncClaim) --------------------------------------------------------------------------
+    def _sync_claim(self, claim: dict[str, Any]) -> None:
+        meta = claim["metadata"]
+        namespace = meta.get("namespace", "")
+        status = claim.get("status") or {}
+        listed = status.get("reservedFor")
+        reserved: list[Any] = listed if isinstance(listed, list) else []
+        valid = [entry for entry in reserved if self._still_reserved(namespace, entry)]
+        key = object_key(namespace, meta["name"])
+        if len(valid) < len(reserved):
+            updated = copy.deepcopy(claim)
+            new_status = updated.setdefault("status", {})
+            new_status["reservedFor"] = valid
+            if not valid:
+                new_status.pop("reservedFor")
+                if dra.FINALIZER in (meta.get("finalizers") or []):
+                    new_status.pop("allocation", None)  # allocated by the scheduler: deallocate
+                    new_status.pop("devices", None)
+                    updated["metadata"]["finalizers"] = [f for f in meta["finalizers"] if f != dra.FINALIZER]
+                    if not updated["metadata"]["finalizers"]:
+                        del updated["metadata"]["finalizers"]
+            if not new_status:
+                updated.pop("status")
+            self.store.put(CLAIMS, key, updated)
+            claim = updated
+        if valid:
+            return
+        owner = _owner_uid(claim)
+        if not owner:
+            return
+        pod = self._pod_by_uid(namespace, owner, claim)
+        if pod is None or _done(pod):
+            self.store.remove(CLAIMS, key)  # not needed by its pod any more (or, for a gone pod, the GC's part)
+
+    def _pod_by_uid(self, namespace: str, uid: str, claim: dict[str, Any]) -> dict[str, Any] | None:
+        for ref in claim["metadata"].get("ownerReferences") or []:
+            if isinstance(ref, dict) and ref.get("uid") == uid and isinstance(ref.get("name"), str):
+                entry = self.store.get(PODS, object_key(namespace, ref["name"]))
+                pod = entry.object() if entry is not None else None
+                return pod if pod is not None and pod["metadata"].get("uid") == uid else None
+        return None
+
+    def _still_reserved(self, namespace: str, entry: Any) -> bool:
+        if not isinstance(entry, dict):
+            return False
+        if entry.get("apiGroup") or entry.get("resource") != PODS:
+            return True  # only pods are checked (upstream errors out on other consumers)
+        found = self.store.get(PODS, object_key(namespace, str(entry.get("name") or "")))
+        if found is None:
+            return False
+        pod = found.object()
+        return pod["metadata"].get("uid") == entry.get("uid") and not _done(pod)

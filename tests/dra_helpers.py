@@ -1,0 +1,154 @@
+"""Helpers for the DRA driver's tests (fixtures in tests/integration/dra/conftest.py): the driver's
+directories, ``serve`` on a thread, waiting on conditions, and claims as the scheduler leaves them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.dra.daemon import Config, Driver, serve
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.node.fake_backend import FakeBackend
+
+NODE = "gpu-node-1"
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Dirs:
+    """The host directories the driver uses, under one short temporary directory."""
+
+    root: Path
+
+    @property
+    def registration(self) -> str:
+        return str(self.root / "reg")
+
+    @property
+    def plugin(self) -> str:
+        return str(self.root / "plugin")
+
+    @property
+    def cdi(self) -> str:
+        return str(self.root / "cdi")
+
+    def cdi_spec(self, uid: str) -> Path:
+        return Path(self.cdi) / f"k8s.gpu-mem.kubectl-gpushare.io-claim_{uid}.json"
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll ``condition`` until it is truthy (its value is returned) or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+class RunningDriver:
+    """``serve`` on a thread with a FakeBackend the test can poke."""
+
+    def __init__(self, cfg: Config, backend: FakeBackend) -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self.driver: Driver | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="dra-under-test", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            serve(self.cfg, stop=self.stop, ready=self.ready, backend=self.backend, started=self._started)
+        except BaseException as exc:  # surfaced by the test through .error
+            self.error = exc
+            self.ready.set()
+
+    def _started(self, driver: Driver) -> None:
+        self.driver = driver
+
+    def start(self, timeout: float = 15) -> RunningDriver:
+        self.thread.start()
+        assert self.ready.wait(timeout), "the driver did not become ready"
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def shutdown(self, timeout: float = 15) -> None:
+        self.stop.set()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the driver did not stop"
+
+
+class Claims:
+    """ResourceClaims and pods as the scheduler leaves them: the claim allocated and reserved for the pod."""
+
+    def __init__(self, api: Client) -> None:
+        self.api = api
+        self.count = 0
+
+    def pod(self, name: str, claims: dict[str, str], namespace: str = "default", node: str = NODE) -> dict[str, Any]:
+        """A pod on ``node`` referencing ``claims`` (pod claim name -> ResourceClaim name); its JSON, with UID."""
+        body = {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "main", "image": "cuda", "resources": {
+                    "claims": [{"name": pod_claim} for pod_claim in claims]}}],
+                "resourceClaims": [{"name": pod_claim, "resourceClaimName": claim}
+                                   for pod_claim, claim in claims.items()],
+            },
+        }
+        created = self.api.create(types.PODS, body, namespace)
+        body["metadata"]["uid"] = created.metadata.uid
+        return body
+
+    def claim(
+        self,
+        name: str,
+        *,
+        device: str = "gpu-0",
+        memory: str | None = "4Gi",
+        pool: str = NODE,
+        driver: str = protocol.DRA_DRIVER,
+        pods: list[dict[str, Any]] = (),  # type: ignore[assignment]
+        namespace: str = "default",
+        results: list[dict[str, Any]] | None = None,
+        allocate: bool = True,
+    ) -> types.ResourceClaim:
+        """Create a claim asking ``memory`` of our class, then allocate it on ``device`` via /status."""
+        self.count += 1
+        request: dict[str, Any] = {"deviceClassName": protocol.DRA_DEVICE_CLASS}
+        if memory is not None:
+            request["capacity"] = {"requests": {"memory": memory}}
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}}
+        created: types.ResourceClaim = self.api.create(types.RESOURCECLAIMS, body, namespace)
+        if not allocate:
+            return created
+        result: dict[str, Any] = {"request": "gpu", "driver": driver, "pool": pool, "device": device,
+                                  "shareID": f"00000000-0000-4000-8000-{self.count:012d}"}
+        if memory is not None:
+            result["consumedCapacity"] = {"memory": memory}
+        status = {"status": {
+            "allocation": {"devices": {"results": results if results is not None else [result]}},
+            "reservedFor": [{"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
+                            for p in pods],
+        }}
+        patched: types.ResourceClaim = self.api.patch(types.RESOURCECLAIMS, name, status, namespace, "merge",
+                                                      subresource="status")
+        return patched
+
+

@@ -1,0 +1,76 @@
+"""Fixtures for the DRA driver's tests (helpers in tests/dra_helpers.py)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dra_helpers import NODE, Claims, Dirs, RunningDriver
+
+from kubectl_gpushare.dra.daemon import Config
+from kubectl_gpushare.dra.kubeletsim import KubeletSim
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.node.fake_backend import FakeBackend
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import namespace_object, node_object
+
+
+@pytest.fixture
+def dirs() -> Iterator[Dirs]:
+    """Short enough for unix socket paths (pytest's tmp_path may not be)."""
+    path = tempfile.mkdtemp(prefix="dra", dir="/tmp")
+    try:
+        yield Dirs(Path(path))
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def api(sandbox: Sandbox, kubeconfig: Path) -> Iterator[Client]:
+    client = Client(load_config(str(kubeconfig)), component="test")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def start_driver(sandbox: Sandbox, kubeconfig: Path, dirs: Dirs) -> Iterator[Callable[..., RunningDriver]]:
+    """Start a driver for NODE: ``start_driver("2x16GiB", memory_unit="MiB", ...)``; stopped after."""
+    running: list[RunningDriver] = []
+
+    def start(spec: str = "2x16GiB", *, node: str = NODE, backend: FakeBackend | None = None,
+              **overrides: Any) -> RunningDriver:
+        if sandbox.get("nodes", None, node) is None:
+            sandbox.load([namespace_object("default"), node_object(node, [], ip="10.0.0.1", gpushare=False)])
+        cfg = Config(
+            node_name=node, registration_dir=dirs.registration, plugin_dir=dirs.plugin, cdi_root=dirs.cdi,
+            fake_gpus=spec, kube={"kubeconfig": str(kubeconfig)}, **{"poll_interval": 0.05, **overrides},
+        )
+        driver = RunningDriver(cfg, backend or FakeBackend.from_spec(spec, seed=node))
+        running.append(driver)
+        return driver.start()
+
+    yield start
+    for driver in running:
+        if driver.thread.is_alive():
+            driver.shutdown()
+
+
+@pytest.fixture
+def kubelet(api: Client, dirs: Dirs) -> Iterator[KubeletSim]:
+    sim = KubeletSim(dirs.registration, api).start()
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture
+def claims(api: Client) -> Claims:
+    return Claims(api)

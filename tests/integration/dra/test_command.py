@@ -1,0 +1,83 @@
+"""``kubectl-gpushare serve-dra-driver`` as a process: it registers, prepares, stops on SIGTERM, and
+refuses a node the device plugin serves with one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dra_helpers import NODE, Claims, Dirs
+from kubectl_steps import reaped
+
+from kubectl_gpushare.dra.kubeletsim import KubeletSim
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import namespace_object, node_object
+
+pytestmark = pytest.mark.integration
+VENV_BIN = Path(sys.executable).parent
+
+
+def _command(dirs: Dirs, kubeconfig: Path, *extra: str) -> list[str]:
+    return [str(VENV_BIN / "kubectl-gpushare"), "serve-dra-driver", "--fake-gpus", "2x16GiB",
+            "--plugin-registration-dir", dirs.registration, "--plugin-dir", dirs.plugin, "--cdi-root", dirs.cdi,
+            "--kubeconfig", str(kubeconfig), *extra]
+
+
+def test_the_driver_process_serves_kubelet_and_stops_cleanly_on_sigterm(
+    sandbox: Sandbox, kubeconfig: Path, dirs: Dirs, api: Client, claims: Claims
+) -> None:
+    sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    env = dict(os.environ, NODE_NAME=NODE, GPUSHARE_LOG_FORMAT="json", GPUSHARE_MEMORY_UNIT="MiB")
+    with KubeletSim(dirs.registration, api) as kubelet:
+        process = subprocess.Popen(_command(dirs, kubeconfig), env=env, stderr=subprocess.PIPE, text=True)
+        with reaped(process):
+            assert kubelet.wait_registered(timeout=30) is not None
+            pod = claims.pod("p", {"gpu": "c1"})
+            uid = claims.claim("c1", memory="1536Mi", pods=[pod]).metadata.uid
+            assert kubelet.prepare(pod) == {uid: [f"k8s.gpu-mem.kubectl-gpushare.io/claim={uid}-gpu-0"]}
+            spec = json.loads(dirs.cdi_spec(uid).read_text())
+            assert "ALIYUN_COM_GPU_MEM_POD=1536" in spec["devices"][0]["containerEdits"]["env"]
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    assert not os.path.exists(os.path.join(dirs.registration, "gpu-mem.kubectl-gpushare.io-reg.sock"))
+    assert not os.path.exists(os.path.join(dirs.plugin, "dra.sock"))
+    assert dirs.cdi_spec(uid).exists(), "prepared claims stay prepared across a driver restart"
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    config = next(line["msg"] for line in lines if line["msg"].startswith("DRA driver configuration: "))
+    effective = json.loads(config.split(": ", 1)[1])
+    assert effective["node_name"] == NODE and effective["memory_unit"] == "MiB"
+    assert effective["kube"] == {"kubeconfig": str(kubeconfig)}
+    assert any(line["msg"] == "DRA driver stopped" for line in lines)
+
+
+def test_a_node_the_device_plugin_serves_is_refused_in_one_line(
+    sandbox: Sandbox, kubeconfig: Path, dirs: Dirs
+) -> None:
+    sandbox.load([namespace_object("default"), node_object(NODE, [16], ip="10.0.0.1")])
+    done = subprocess.run(_command(dirs, kubeconfig, "--node-name", NODE), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [f"error: refusing to start: node {NODE} advertises aliyun.com/gpu-mem=16 (the gpushare "
+                      "device plugin runs there); the device plugin and the DRA driver must not sell the same GPUs"]
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((), "--node-name (or NODE_NAME) is required"),
+    (("--node-name", "n", "--memory-unit", "KiB"), "Invalid value for '--memory-unit'"),
+    (("--node-name", "n", "--fake-gpus", "lots"), "invalid --fake-gpus group 'lots'"),
+])
+def test_bad_flags_are_one_line_and_exit_2(kubeconfig: Path, dirs: Dirs, args: tuple[str, ...], message: str) -> None:
+    command = [a for a in _command(dirs, kubeconfig) if a not in ("--fake-gpus", "2x16GiB")] + list(args)
+    env = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr

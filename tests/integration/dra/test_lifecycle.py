@@ -1,0 +1,146 @@
+"""The driver's life on a node: health changes re-publish the slice, stale slices go, a deleted slice or
+socket comes back, and a node the device plugin serves is refused."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from dra_helpers import NODE, Dirs, wait_for
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.dra.daemon import DaemonError
+from kubectl_gpushare.dra.kubeletsim import KubeletSim
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.node.fake_backend import FakeBackend
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import namespace_object, node_object
+
+pytestmark = pytest.mark.integration
+
+
+def _slices(api: Client) -> list[types.ResourceSlice]:
+    found: list[types.ResourceSlice] = api.list(types.RESOURCESLICES, field_selector=f"spec.nodeName={NODE}")
+    return found
+
+
+def _devices(api: Client) -> list[str]:
+    found = _slices(api)
+    return [d.name for d in found[0].spec.devices] if len(found) == 1 else []
+
+
+def test_an_unhealthy_gpu_leaves_the_slice_and_comes_back(start_driver, api: Client) -> None:
+    backend = FakeBackend.from_spec("2x16GiB", seed=NODE)
+    running = start_driver("2x16GiB", backend=backend)
+    wait_for(lambda: _devices(api) == ["gpu-0", "gpu-1"], what="both GPUs published")
+    name = _slices(api)[0].metadata.name
+    backend.inject_xid(1, 79)
+    wait_for(lambda: _devices(api) == ["gpu-0"], what="gpu-1 unpublished")
+    assert "gpu-1" not in running.driver.published()
+    backend.set_health(1, True, "recovered")
+    wait_for(lambda: _devices(api) == ["gpu-0", "gpu-1"], what="gpu-1 back")
+    assert _slices(api)[0].metadata.name == name, "updated in place, not re-created"
+    assert _slices(api)[0].spec.pool.generation == 1
+
+
+def test_an_application_xid_changes_nothing(start_driver, api: Client) -> None:
+    backend = FakeBackend.from_spec("2x16GiB", seed=NODE)
+    running = start_driver("2x16GiB", backend=backend)
+    wait_for(lambda: _devices(api) == ["gpu-0", "gpu-1"], what="both GPUs published")
+    assert not backend.inject_xid(1, 43)
+    backend.set_health(0, True, "already healthy")  # an event after it, to know the first was handled
+    assert running.driver.health.version == 0 and _devices(api) == ["gpu-0", "gpu-1"]
+
+
+def test_taint_mode_keeps_an_unhealthy_gpu_with_a_noschedule_taint(start_driver, api: Client) -> None:
+    backend = FakeBackend.from_spec("2x16GiB", seed=NODE)
+    start_driver("2x16GiB", backend=backend, unhealthy="taint")
+    wait_for(lambda: _devices(api) == ["gpu-0", "gpu-1"], what="both GPUs published")
+    backend.set_health(0, False, "Xid 79")
+    tainted = wait_for(lambda: _slices(api)[0].spec.devices[0].taints, what="the taint")
+    assert [(t.key, t.effect) for t in tainted] == [("gpu-mem.kubectl-gpushare.io/unhealthy", "NoSchedule")]
+    assert _devices(api) == ["gpu-0", "gpu-1"]
+
+
+def test_a_removed_gpu_leaves_the_slice(start_driver, api: Client) -> None:
+    backend = FakeBackend.from_spec("3x16GiB", seed=NODE)
+    start_driver("3x16GiB", backend=backend)
+    wait_for(lambda: _devices(api) == ["gpu-0", "gpu-1", "gpu-2"], what="three GPUs")
+    backend.remove_gpu(1)
+    wait_for(lambda: _devices(api) == ["gpu-0", "gpu-2"], what="gpu-1 gone")
+
+
+def test_stale_slices_of_this_node_are_deleted_at_start_and_others_kept(
+    start_driver, api: Client, sandbox: Sandbox
+) -> None:
+    def stale(name: str, node: str, driver: str = protocol.DRA_DRIVER, generation: int = 7) -> dict[str, object]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+                "spec": {"driver": driver, "nodeName": node,
+                         "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+                         "devices": [{"name": "gpu-9"}]}}
+
+    sandbox.load([stale("old-a", NODE), stale("00000-gpu-mem.kubectl-gpushare.io-x", NODE, generation=3),
+                  stale("theirs", NODE, driver="gpu.nvidia.com"), stale("elsewhere", "gpu-node-2")])
+    start_driver("1x16GiB")
+    mine = wait_for(lambda: [s for s in _slices(api) if s.spec.driver == protocol.DRA_DRIVER
+                             and [d.name for d in s.spec.devices] == ["gpu-0"]], what="our slice")
+    assert len(mine) == 1 and mine[0].spec.pool.generation == 8, "a new generation above the stale ones"
+    left = sorted(s.metadata.name for s in api.list(types.RESOURCESLICES))
+    assert "old-a" not in left and "00000-gpu-mem.kubectl-gpushare.io-x" not in left
+    assert {"theirs", "elsewhere"} <= set(left)
+
+
+def test_a_deleted_slice_is_published_again(start_driver, api: Client) -> None:
+    running = start_driver("1x16GiB")
+    first = wait_for(lambda: _slices(api), what="the slice")[0]
+    api.delete(types.RESOURCESLICES, first.metadata.name)  # kubelet wipes a deregistered driver's slices
+    running.driver.republish()
+    again = wait_for(lambda: _slices(api), what="the slice again")[0]
+    assert again.metadata.name != first.metadata.name
+    assert again.spec.pool.generation == 1
+
+
+def test_a_deleted_socket_is_served_again_and_kubelet_registers_it_again(
+    start_driver, api: Client, dirs: Dirs
+) -> None:
+    start_driver()
+    with KubeletSim(dirs.registration, api) as kubelet:
+        assert kubelet.wait_registered() is not None
+        os.unlink(os.path.join(dirs.registration, protocol.DRA_REGISTRATION_SOCKET))
+        wait_for(lambda: kubelet.plugin() is None, what="deregistration")
+        assert kubelet.wait_registered(timeout=10) is not None
+
+
+def test_a_node_the_device_plugin_serves_is_refused(start_driver, sandbox: Sandbox) -> None:
+    sandbox.load([namespace_object("default"), node_object(NODE, [16, 16], ip="10.0.0.1")])
+    with pytest.raises(DaemonError) as refused:
+        start_driver()
+    assert refused.value.exit_code == 2
+    assert refused.value.message == (
+        f"refusing to start: node {NODE} advertises aliyun.com/gpu-mem=32 (the gpushare device plugin runs "
+        "there); the device plugin and the DRA driver must not sell the same GPUs")
+
+
+def test_a_node_that_does_not_exist_is_refused(start_driver, sandbox: Sandbox, kubeconfig, dirs: Dirs) -> None:
+    from kubectl_gpushare.dra.daemon import Config, serve
+
+    cfg = Config(node_name="nowhere", registration_dir=dirs.registration, plugin_dir=dirs.plugin,
+                 cdi_root=dirs.cdi, fake_gpus="1x16GiB", kube={"kubeconfig": str(kubeconfig)})
+    with pytest.raises(DaemonError, match="node 'nowhere' does not exist") as refused:
+        serve(cfg)
+    assert refused.value.exit_code == 1
+    assert not os.path.exists(os.path.join(dirs.registration, protocol.DRA_REGISTRATION_SOCKET))
+
+
+def test_a_device_plugin_starting_later_makes_the_driver_withdraw_and_stop(
+    start_driver, api: Client, sandbox: Sandbox
+) -> None:
+    running = start_driver("1x16GiB", resync=1.0)
+    wait_for(lambda: _devices(api) == ["gpu-0"], what="the slice")
+    api.patch(types.NODES, NODE, {"status": {"capacity": {"aliyun.com/gpu-mem": "16"}}}, subresource="status")
+    running.thread.join(15)
+    assert not running.thread.is_alive()
+    assert isinstance(running.error, DaemonError) and running.error.exit_code == 2
+    assert running.error.message.startswith(f"stopping: node {NODE} now advertises aliyun.com/gpu-mem=16")
+    assert _slices(api) == []

@@ -1,0 +1,104 @@
+"""manifests/dra: what kubectl kustomize builds is what `kubectl gpushare manifests --dra` prints, the
+DaemonSet mounts what the driver touches, and its RBAC is exactly the calls the driver makes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+from dra_helpers import NODE, Claims, Dirs, wait_for
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.cli.manifests import DEFAULT_IMAGE, render
+from kubectl_gpushare.dra._api import dra_v1_pb2
+from kubectl_gpushare.dra._api import dra_v1_pb2_grpc as v1_grpc
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.node.fake_backend import FakeBackend
+from kubectl_gpushare.node.sockets import target
+from kubectl_gpushare.sandbox.server import Sandbox
+
+MANIFESTS = Path(__file__).resolve().parents[3] / "manifests" / "dra"
+
+
+def documents() -> dict[str, dict[str, Any]]:
+    docs = [doc for name in ("dra-driver.yaml", "deviceclass.yaml")
+            for doc in yaml.safe_load_all((MANIFESTS / name).read_text()) if doc]
+    return {doc["kind"]: doc for doc in docs}
+
+
+def granted() -> set[tuple[str, str, str]]:
+    return {(group, resource, verb) for rule in documents()["ClusterRole"]["rules"]
+            for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+@pytest.mark.integration
+def test_plugin_prints_what_kubectl_kustomize_builds(kubectl_binaries: list[str]) -> None:
+    def key(doc: dict[str, Any]) -> tuple[str, str, str]:
+        return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
+
+    ours = {key(doc): doc for doc in yaml.safe_load_all(render(dra=True)) if doc}
+    assert {kind for kind, _, _ in ours} == {"DeviceClass", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                                            "DaemonSet"}
+    for binary in kubectl_binaries:
+        built = subprocess.run([binary, "kustomize", str(MANIFESTS)], capture_output=True, text=True, timeout=120)
+        assert built.returncode == 0, built.stderr
+        assert {key(doc): doc for doc in yaml.safe_load_all(built.stdout) if doc} == ours, binary
+
+
+def test_device_class_selects_our_driver() -> None:
+    spec = documents()["DeviceClass"]
+    assert spec["metadata"]["name"] == protocol.DRA_DEVICE_CLASS
+    assert spec["spec"]["selectors"] == [{"cel": {"expression": protocol.DRA_DEVICE_CLASS_SELECTOR}}]
+
+
+def test_daemonset_mounts_what_the_driver_touches_and_never_runs_beside_the_device_plugin() -> None:
+    docs = documents()
+    pod = docs["DaemonSet"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == DEFAULT_IMAGE
+    assert container["args"] == ["serve-dra-driver", "--enforce-memory=hard"]
+    env = {entry["name"]: entry for entry in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    hosts = {v["hostPath"]["path"] for v in pod["volumes"]}
+    wanted = {protocol.DRA_REGISTRATION_DIR, protocol.DRA_PLUGIN_DIR, protocol.DRA_CDI_ROOT, "/sys/fs/cgroup"}
+    assert mounts == hosts == wanted
+    assert pod["nodeSelector"] == {"gpushare.kubectl-gpushare.io/dra": "true"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "gpushare", "operator": "NotIn", "values": ["true"]}]}]
+    assert docs["DaemonSet"]["spec"]["updateStrategy"]["rollingUpdate"]["maxSurge"] == 0
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
+
+
+@pytest.mark.integration
+def test_rbac_grants_exactly_what_the_driver_calls(
+    start_driver, sandbox: Sandbox, api: Client, claims: Claims, dirs: Dirs
+) -> None:
+    sandbox.load([{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "stale"},
+                   "spec": {"driver": protocol.DRA_DRIVER, "nodeName": NODE,
+                            "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1}}}])
+    backend = FakeBackend.from_spec("2x16GiB", seed=NODE)
+    start_driver("2x16GiB", backend=backend)
+    wait_for(lambda: [s for s in api.list(types.RESOURCESLICES) if s.metadata.name != "stale"], what="the slice")
+    backend.set_health(1, False, "Xid 79")  # an update
+    wait_for(lambda: len(api.list(types.RESOURCESLICES)[0].spec.devices) == 1, what="the update")
+    uid = claims.claim("c1").metadata.uid
+    with grpc.insecure_channel(target(os.path.join(dirs.plugin, "dra.sock"))) as channel:
+        answer = v1_grpc.DRAPluginStub(channel).NodePrepareResources(dra_v1_pb2.NodePrepareResourcesRequest(
+            claims=[dra_v1_pb2.Claim(namespace="default", name="c1", uid=uid)]), timeout=10)
+    assert not answer.claims[uid].error
+    used = set()
+    for request in sandbox.requests:
+        if "(dra-driver)" not in request.user_agent:
+            continue
+        group = "resource.k8s.io" if request.resource in ("resourceslices", "resourceclaims") else ""
+        used.add((group, request.resource, request.verb))
+    assert used == granted()

@@ -1,0 +1,212 @@
+"""The scheduler stand-in's DynamicResources plugin against the sandbox: allocation, bad claims, the JSON it writes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.cli.scheduler import SchedulerLoop
+from kubectl_gpushare.kube import cel
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.sandbox.server import Sandbox
+from kubectl_gpushare.sandbox.spec import node_object
+
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(not cel.available(), reason=cel.INSTALL_HINT)]
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+DRIVER = protocol.DRA_DRIVER
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "dra"
+
+CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER},
+         "spec": {"selectors": [{"cel": {"expression": protocol.DRA_DEVICE_CLASS_SELECTOR}}]}}
+
+
+def slice_object(node: str, gib: int = 16) -> dict[str, Any]:
+    """A slice as the DRA driver publishes one (one shared GPU, memory in 1Gi steps)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-slice"},
+            "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1,
+                                                                  "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-0", "allowMultipleAllocations": True,
+                                  "attributes": {"index": {"int": 0}, "model": {"string": "A100"}},
+                                  "capacity": {"memory": {"value": f"{gib}Gi", "requestPolicy": {
+                                      "default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}}}]}}
+
+
+def template(name: str, memory: str, **exactly: Any) -> str:
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": DRIVER, "capacity": {"requests": {"memory": memory}}, **exactly}}]}}}}
+    return json.dumps(body)
+
+
+def pod(name: str, template_name: str) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                       "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
+                                "containers": [{"name": "c", "image": "busybox",
+                                                "resources": {"claims": [{"name": "gpu"}]}}]}})
+
+
+@pytest.fixture
+def scheduling(sandbox: Sandbox, kubeconfig: Path) -> Iterator[Sandbox]:
+    """One Ready node with one 16Gi shared GPU published, the class, and the scheduler loop running."""
+    sandbox.load([node_object("n1", [], ip="10.0.0.1"), CLASS, slice_object("n1")])
+    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
+    loop = SchedulerLoop(sandbox, api, [])
+    loop.start()
+    try:
+        yield sandbox
+    finally:
+        loop.stop()
+        api.close()
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def scheduled_condition(sandbox: Sandbox, name: str) -> dict[str, Any]:
+    found = sandbox.get("pods", "default", name) or {}
+    return next((c for c in (found.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"),
+                {})
+
+
+def bound(sandbox: Sandbox, name: str) -> str:
+    return str(((sandbox.get("pods", "default", name) or {}).get("spec") or {}).get("nodeName") or "")
+
+
+def test_pods_created_at_once_never_over_commit_the_gpu(scheduling: Sandbox, kubectl: Kubectl) -> None:
+    kubectl("create", "-f", "-", input="\n".join([template("t", "6Gi"), *(pod(f"p{i}", "t") for i in range(4))]))
+    wait_for(lambda: sum(bool(bound(scheduling, f"p{i}")) for i in range(4)) == 2
+             and sum(scheduled_condition(scheduling, f"p{i}").get("status") == "False" for i in range(4)) == 2,
+             "two pods bound and two unschedulable")
+    allocated = [c for c in scheduling.objects("resourceclaims") if (c.get("status") or {}).get("allocation")]
+    assert len(allocated) == 2  # 2 x 6Gi of 16Gi: a third would need 18Gi
+    waiting = next(f"p{i}" for i in range(4) if not bound(scheduling, f"p{i}"))
+    assert scheduled_condition(scheduling, waiting)["message"] == "0/1 nodes are available: 1 cannot allocate all " \
+                                                                  "claims."
+
+
+def _normalised(obj: dict[str, Any]) -> dict[str, Any]:
+    text = json.dumps(obj, sort_keys=True)
+    text = re.sub(r'"(uid|resourceVersion|creationTimestamp|shareID)": "[^"]*"', r'"\1": "X"', text)
+    text = re.sub(r'-gpu-[bcdfghjklmnpqrstvwxz2456789]{5}"', '-gpu-XXXXX"', text)
+    normalised: dict[str, Any] = json.loads(text)
+    return normalised
+
+
+# The JSON names of k8s.io/api resource/v1 (and the metav1 and core/v1 structs they embed), per struct,
+# read from types.go's json tags: what the sandbox serves and the scheduler writes must use only these.
+META = {"name": None, "generateName": None, "namespace": None, "uid": None, "resourceVersion": None,
+        "generation": None, "creationTimestamp": None, "deletionTimestamp": None, "labels": "map",
+        "annotations": "map", "finalizers": [None], "ownerReferences": [{
+            "apiVersion": None, "kind": None, "name": None, "uid": None, "controller": None,
+            "blockOwnerDeletion": None}]}
+SELECTORS = [{"cel": {"expression": None}}]
+CLAIM_SPEC = {"devices": {"requests": [{"name": None, "exactly": {
+    "deviceClassName": None, "selectors": SELECTORS, "allocationMode": None, "count": None, "adminAccess": None,
+    "tolerations": [{"key": None, "operator": None, "value": None, "effect": None, "tolerationSeconds": None}],
+    "capacity": {"requests": "map"}}, "firstAvailable": [None]}], "constraints": [None], "config": [None]}}
+REQUIREMENT = [{"key": None, "operator": None, "values": [None]}]
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "ResourceClaim": {"apiVersion": None, "kind": None, "metadata": META, "spec": CLAIM_SPEC, "status": {
+        "allocation": {"devices": {"results": [{
+            "request": None, "driver": None, "pool": None, "device": None, "adminAccess": None, "tolerations": [None],
+            "bindingConditions": [None], "bindingFailureConditions": [None], "shareID": None,
+            "consumedCapacity": "map"}], "config": [None]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": REQUIREMENT, "matchFields": REQUIREMENT}]},
+            "allocationTimestamp": None},
+        "reservedFor": [{"apiGroup": None, "resource": None, "name": None, "uid": None}], "devices": [None]}},
+    "ResourceClaimTemplate": {"apiVersion": None, "kind": None, "metadata": META,
+                              "spec": {"metadata": META, "spec": CLAIM_SPEC}},
+    "DeviceClass": {"apiVersion": None, "kind": None, "metadata": META,
+                    "spec": {"selectors": SELECTORS, "config": [None], "extendedResourceName": None}},
+}
+
+
+def unknown_fields(value: Any, schema: Any, path: str = "") -> list[str]:
+    if schema is None or schema == "map":
+        return []
+    if isinstance(schema, list):
+        return [bad for i, item in enumerate(value) for bad in unknown_fields(item, schema[0], f"{path}[{i}]")]
+    found: list[str] = []
+    for key, item in value.items():
+        if key not in schema:
+            found.append(f"{path}.{key}")
+        else:
+            found.extend(unknown_fields(item, schema[key], f"{path}.{key}"))
+    return found
+
+
+def test_the_objects_written_match_the_golden_json_and_the_upstream_field_names(scheduling: Sandbox,
+                                                                                kubectl: Kubectl) -> None:
+    kubectl("create", "-f", "-", input=template("t", "1500Mi") + "\n" + pod("p", "t"))
+    wait_for(lambda: bound(scheduling, "p"), "the pod bound")
+    claim = scheduling.objects("resourceclaims")[0]
+    objects = {"ResourceClaim": claim, "ResourceClaimTemplate": scheduling.objects("resourceclaimtemplates")[0],
+               "DeviceClass": scheduling.objects("deviceclasses")[0]}
+    for kind, obj in objects.items():
+        assert unknown_fields(obj, SCHEMAS[kind]) == [], kind
+        golden = GOLDEN / f"{kind.lower()}.json"
+        assert _normalised(obj) == json.loads(golden.read_text()), f"{kind} differs from {golden.name}"
+    result = claim["status"]["allocation"]["devices"]["results"][0]
+    assert result["consumedCapacity"] == {"memory": "2Gi"}  # 1500Mi rounded up to the 1Gi step
+    pod_status = (scheduling.get("pods", "default", "p") or {})["status"]
+    assert pod_status["resourceClaimStatuses"] == [{"name": "gpu", "resourceClaimName": claim["metadata"]["name"]}]
+
+
+def test_bad_claims_fail_their_pod_alone_and_nothing_else_changes(scheduling: Sandbox, kubectl: Kubectl) -> None:
+    # An absurd request: kube-apiserver accepts it, the scheduler refuses that claim (a filter error).
+    kubectl("create", "-f", "-", input=template("huge", "64Ei") + "\n" + pod("huge", "huge"))
+    # A class that does not exist: unschedulable until it does (PreFilter).
+    kubectl("create", "-f", "-", input=template("noclass", "1Gi").replace(DRIVER, "nothing.example.com")
+            + "\n" + pod("noclass", "noclass"))
+    # A selector that does not compile, stored before validation could refuse it (seeded as etcd would hold it).
+    kubectl("create", "-f", "-", input=pod("badcel", "absent"))
+    owner = wait_for(lambda: scheduling.get("pods", "default", "badcel"), "the pod")
+    scheduling.load([{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                      "metadata": {"name": "badcel-gpu", "namespace": "default",
+                                   "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+                                   "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "badcel",
+                                                        "uid": owner["metadata"]["uid"], "controller": True}]},
+                      "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                          "deviceClassName": DRIVER,
+                          "selectors": [{"cel": {"expression": "device.attributes["}}]}}]}}}])
+    kubectl("patch", "pod", "badcel", "--subresource=status", "--type=merge", "-p", json.dumps(
+        {"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "badcel-gpu"}]}}))
+    # ... and a good pod beside them is scheduled.
+    kubectl("create", "-f", "-", input=template("good", "4Gi") + "\n" + pod("good", "good"))
+    wait_for(lambda: bound(scheduling, "good"), "the good pod bound")
+    huge = wait_for(lambda: scheduled_condition(scheduling, "huge"), "the absurd pod's condition")
+    assert huge["reason"] == "SchedulerError"
+    assert huge["message"].startswith('running "DynamicResources" filter plugin: claim default/huge-gpu-')
+    assert "capacity.requests[memory]: Invalid value: quantity '64Ei' is out of range" in huge["message"]
+    noclass = wait_for(lambda: scheduled_condition(scheduling, "noclass"), "the classless pod's condition")
+    assert (noclass["reason"], noclass["message"]) == (
+        "Unschedulable", "0/1 nodes are available: request gpu: device class nothing.example.com does not exist.")
+    badcel = wait_for(lambda: scheduled_condition(scheduling, "badcel"), "the bad selector's condition")
+    assert badcel["reason"] == "SchedulerError"
+    assert "claim default/badcel-gpu: selector #0: CEL compile error" in badcel["message"]
+    assert "\n" not in badcel["message"] + huge["message"]
+    for name in ("huge", "noclass", "badcel"):
+        assert not bound(scheduling, name)
+    allocated = [c["metadata"]["name"] for c in scheduling.objects("resourceclaims")
+                 if (c.get("status") or {}).get("allocation")]
+    assert len(allocated) == 1 and allocated[0].startswith("good-gpu-")
+    served = scheduling.requests
+    assert served and not [r for r in served if r.status >= 500]
+    events = json.loads(kubectl("get", "events", "--field-selector", "reason=FailedScheduling", "-o", "json").stdout)
+    assert {e["involvedObject"]["name"] for e in events["items"]} == {"huge", "noclass", "badcel"}

@@ -1,0 +1,143 @@
+"""The DRA driver's pure rules: the slice's devices, a claim's holding, the CDI spec, the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kubectl_gpushare.dra import cdi, checkpoint, slices
+from kubectl_gpushare.dra.claims import ClaimRejectedError, holding
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.node.gpus import GpuDevice
+from kubectl_gpushare.node.health import GpuState
+
+UID = "0b6ef1a3-3c5f-4ad6-9d0b-5f1f0e8c9a10"
+GIB = 1 << 30
+
+
+def state(index: int, gib: float = 16, healthy: bool = True, name: str = "NVIDIA L4") -> GpuState:
+    return GpuState(GpuDevice(index, f"GPU-{index}", name, int(gib * GIB), index), healthy)
+
+
+def claim(*results: types.DeviceRequestAllocationResult, uid: str = UID) -> types.ResourceClaim:
+    return types.ResourceClaim(
+        metadata=types.ObjectMeta(name="c", namespace="ns", uid=uid),
+        status=types.ResourceClaimStatus(allocation=types.AllocationResult(
+            devices=types.DeviceAllocationResult(results=results))),
+    )
+
+
+def result(device: str = "gpu-0", memory: str | None = "4Gi") -> types.DeviceRequestAllocationResult:
+    return types.DeviceRequestAllocationResult(
+        request="gpu", driver="gpu-mem.kubectl-gpushare.io", pool="n1", device=device,
+        consumed_capacity={"memory": memory} if memory is not None else {})
+
+
+def published(*states: GpuState, unit: str = "GiB") -> dict[str, slices.PublishedGpu]:
+    return {gpu.device: gpu for gpu in slices.published(states, unit, "remove")}
+
+
+def test_memory_is_rounded_down_to_whole_units_as_the_device_plugin_counts_it() -> None:
+    (gpu,) = slices.devices([state(0, gib=79.6)], "GiB", "remove")
+    assert gpu.capacity["memory"].value == "79Gi"
+    (gpu,) = slices.devices([state(0, gib=79.6)], "MiB", "remove")
+    assert gpu.capacity["memory"].value == "81510Mi"
+
+
+def test_a_one_unit_gpu_has_no_step_as_types_go_requires_min_plus_step_within_capacity() -> None:
+    (gpu,) = slices.devices([state(0, gib=1)], "GiB", "remove")
+    policy = gpu.capacity["memory"].request_policy
+    assert policy is not None and policy.valid_range is not None
+    assert (policy.valid_range.min, policy.valid_range.step) == ("1Gi", None)
+
+
+def test_a_gpu_below_one_unit_and_unhealthy_ones_are_not_published() -> None:
+    names = [d.name for d in slices.devices([state(0, gib=0.5), state(1, healthy=False), state(2)], "GiB", "remove")]
+    assert names == ["gpu-2"]
+
+
+def test_long_model_names_are_cut_to_the_attribute_limit() -> None:
+    (gpu,) = slices.devices([state(0, name="N" * 300)], "GiB", "remove")
+    assert gpu.attributes["model"].string_value == "N" * 64
+
+
+def test_dropped_fields_name_the_missing_feature_gates() -> None:
+    desired = slices.devices([state(0, healthy=False)], "GiB", "taint")
+    stored = (types.Device(name="gpu-0"),)
+    assert slices.dropped_features(desired, stored) == ["DRAConsumableCapacity", "DRADeviceTaints"]
+    assert slices.dropped_features(desired, desired) == []
+
+
+def test_a_result_without_consumed_capacity_holds_the_whole_gpu() -> None:
+    held = holding(claim(result(memory=None)), uid=UID, node="n1", gpus=published(state(0)))
+    assert (held.memory, held.units) == (16 * GIB, 16)
+
+
+def test_memory_is_counted_in_units_rounded_up_for_the_environment() -> None:
+    held = holding(claim(result(memory="1500Mi")), uid=UID, node="n1", gpus=published(state(0)))
+    assert held.units == 2
+    assert cdi.container_env(held, "uuid")["NVIDIA_VISIBLE_DEVICES"] == "GPU-0"
+
+
+def test_two_requests_on_one_gpu_add_up() -> None:
+    held = holding(claim(result(memory="4Gi"), result(memory="2Gi")), uid=UID, node="n1", gpus=published(state(0)))
+    assert held.units == 6 and len(held.devices) == 2
+
+
+@pytest.mark.parametrize("memory", ["4.5", "1e400", "NaN", "4Gi ", "0x10"])
+def test_odd_quantities_are_refused_or_read_exactly(memory: str) -> None:
+    try:
+        held = holding(claim(result(memory=memory)), uid=UID, node="n1", gpus=published(state(0)))
+    except ClaimRejectedError as exc:
+        assert "on gpu-0" in exc.message
+    else:
+        assert 0 < held.memory <= 16 * GIB
+
+
+@pytest.mark.parametrize("uid", ["../x", "", "0B6EF1A3-3C5F-4AD6-9D0B-5F1F0E8C9A10", UID + "/..", UID[:-1]])
+def test_cdi_file_names_come_only_from_uuids(uid: str) -> None:
+    with pytest.raises(cdi.InvalidClaimUidError):
+        cdi.spec_name(uid)
+
+
+def test_cdi_file_name_is_the_transient_spec_name() -> None:
+    assert cdi.spec_name(UID) == f"k8s.gpu-mem.kubectl-gpushare.io-claim_{UID}.json"
+
+
+def _prepared(gpu: int = 0, memory: int = 4 * GIB) -> checkpoint.PreparedClaim:
+    return checkpoint.PreparedClaim(
+        namespace="ns", name="c", pool="n1", gpu=gpu, gpu_uuid="GPU-0", memory_bytes=memory, cdi_ids=("x",),
+        devices=(checkpoint.PreparedDevice("gpu", "gpu-0", memory, "s"),), env={})
+
+
+def test_the_checkpoint_round_trips_with_upstream_style_names(tmp_path: Path) -> None:
+    file = checkpoint.CheckpointFile(str(tmp_path), "n1")
+    file.save(checkpoint.Checkpoint("n1", {UID: _prepared()}))
+    saved = json.loads((tmp_path / "checkpoint.json").read_text())
+    assert saved["apiVersion"] == "gpushare.kubectl-gpushare.io/v1alpha1" and saved["kind"] == "DRAClaimCheckpoint"
+    assert saved["claims"][UID]["devices"][0]["shareID"] == "s"
+    assert file.load().claims == {UID: _prepared()}
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.json"]
+
+
+@pytest.mark.parametrize("text", [
+    b"{", b"[]", b'{"node":"n1","apiVersion":"v9","kind":"DRAClaimCheckpoint"}',
+    b'{"node":"n2","apiVersion":"gpushare.kubectl-gpushare.io/v1alpha1","kind":"DRAClaimCheckpoint"}',
+    b"[" * 10000,
+])
+def test_an_unreadable_checkpoint_is_moved_aside_never_overwritten(tmp_path: Path, text: bytes) -> None:
+    (tmp_path / "checkpoint.json").write_bytes(text)
+    assert checkpoint.CheckpointFile(str(tmp_path), "n1").load().claims == {}
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("checkpoint.json.unreadable-")]
+    assert aside.read_bytes() == text
+    assert not os.path.exists(tmp_path / "checkpoint.json")
+
+
+@pytest.mark.parametrize("entry", [("../etc", _prepared()), (UID, _prepared(gpu=64)), (UID, _prepared(memory=-1))])
+def test_out_of_bounds_entries_are_dropped(tmp_path: Path, entry: tuple[str, checkpoint.PreparedClaim]) -> None:
+    good = "11111111-2222-4333-8444-555555555555"
+    data = checkpoint.encode(checkpoint.Checkpoint("n1", {entry[0]: entry[1], good: _prepared()}))
+    assert list(checkpoint.decode(data, "n1").claims) == [good]
