@@ -32,6 +32,7 @@ def test_dra_pods_have_usage_rows_from_the_dra_driver(sandbox: Sandbox, kubectl:
         dra.dra_pod("infer", "dra-a", "infer-gpu"),
         dra.claim("infer-gpu", "dra-a", "gpu-0", "4Gi", ["infer"], owner="infer"),
         dra.shared_pod("reader", "dra-a", "cache"),
+        dra.shared_pod("other-reader", "dra-a", "cache"),
         dra.claim("cache", "dra-a", "gpu-0", "2Gi", ["reader", "other-reader"]),
         driver_pod("dra-a"),
     ])
