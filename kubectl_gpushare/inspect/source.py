@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -35,7 +35,6 @@ from kubectl_gpushare.kube.records import (
     node_ip,
     node_record,
     pod_record,
-    shown,
     unhealthy_gpus,
     unhealthy_node_name,
 )
@@ -288,7 +287,9 @@ def koordinator_devices(
 DRA_RESOURCES: Final = f"resourceslices.{protocol.DRA_API_GROUP}"
 
 
-def dra_from_api(client: Client, warnings: Warnings, *, claims: bool = False, classes: bool = False) -> dra.DraObjects:
+def dra_from_api(
+    client: Client, warnings: Warnings, *, claims: bool = False, classes: bool = False
+) -> dra.DraObjects:
     """The DRA objects the views read: one list of ResourceSlices, then ResourceClaims if they matter.
 
     A cluster without ``resource.k8s.io/v1`` answers the slice list with 404: nothing more is read
@@ -311,7 +312,7 @@ def dra_from_api(client: Client, warnings: Warnings, *, claims: bool = False, cl
             wire_claims = client.list(types.DRA_CLAIMS, on_skip=warnings.add, page_size=POD_PAGE_SIZE)
         except (NotFound, Forbidden):
             warnings.add(f"cannot list resourceclaims.{protocol.DRA_API_GROUP}: DRA GPUs are shown without claims")
-    objects = dra.read(relevant, wire_claims, warnings)
+    objects = dra.read(relevant, wire_claims, warnings, pending=claims or classes)
     if classes:
         try:
             objects.classes = dra.read_classes(client.list(types.DRA_CLASSES, on_skip=warnings.add), warnings)
@@ -450,8 +451,12 @@ def _bracket_depth(data: bytes) -> int:
     return deepest
 
 
-def _json_objects(data: bytes) -> Iterator[tuple[str, Any]]:
-    """Yield ``(kind, decoded struct)`` for each Node and Pod in a JSON document."""
+Others = dict[str, list[Any]]
+"""Kind -> the raw items of that kind (``msgspec.Raw`` from JSON, mappings from YAML), collected in passing."""
+
+
+def _json_objects(data: bytes, others: Others | None = None) -> Iterator[tuple[str, Any]]:
+    """Yield ``(kind, decoded struct)`` for each Node and Pod in a JSON document; collect ``others`` in passing."""
     try:
         document = _DOCUMENT_DECODER.decode(data)
         raws = document.items if document.items is not None else [msgspec.Raw(data)]
@@ -462,14 +467,16 @@ def _json_objects(data: bytes) -> Iterator[tuple[str, Any]]:
                 yield kind, types.NODE_DECODER.decode(raw)
             elif kind == "Pod":
                 yield kind, types.POD_DECODER.decode(raw)
+            elif others is not None and kind in others:
+                others[kind].append(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise InputError(f"not a Kubernetes JSON list: {exc}") from None
     except RecursionError:
         raise InputError("not a Kubernetes JSON list: nested too deeply") from None
 
 
-def _yaml_objects(text: str, deep: bool) -> Iterator[tuple[str, Any]]:
-    """Yield ``(kind, decoded struct)`` for each Node and Pod in YAML documents.
+def _yaml_objects(text: str, deep: bool, others: Others | None = None) -> Iterator[tuple[str, Any]]:
+    """Yield ``(kind, decoded struct)`` for each Node and Pod in YAML documents; collect ``others`` in passing.
 
     Scalars are read as strings and coerced by field type, so a hand-written ``gpu-mem: 30`` or an
     unquoted timestamp reads the same as kubectl's quoted output.
@@ -497,6 +504,8 @@ def _yaml_objects(text: str, deep: bool) -> Iterator[tuple[str, Any]]:
             kind = str(item.get("kind") or default_kind)
             target = {"Node": types.Node, "Pod": types.Pod}.get(kind)
             if target is None:
+                if others is not None and kind in others:
+                    others[kind].append(item)
                 continue
             try:
                 yield kind, msgspec.convert(item, target, strict=False)
@@ -564,6 +573,11 @@ def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
 _T = TypeVar("_T")
 
 
+def _json_only(items: Sequence[Any]) -> list[msgspec.Raw]:
+    """The JSON items of a collection (ConfigMaps and Devices are read from JSON dumps only, as before)."""
+    return [item for item in items if isinstance(item, msgspec.Raw)]
+
+
 def _decoded_of_kind(data: bytes, kind: str, decoder: msgspec.json.Decoder[_T]) -> list[_T]:
     return _decoded(items_of_kind(data, kind), decoder)
 
@@ -611,48 +625,73 @@ def dra_in(data: bytes, warnings: Warnings, *, classes: bool = False) -> dra.Dra
         return dra.DraObjects(served=False)
     json = data.lstrip()[:1] == b"{"
     found = items_of_kinds(data, DRA_KINDS) if json else _yaml_items_of_kinds(data, DRA_KINDS)
-    slices = _wires(found["ResourceSlice"], dra_objects.WireResourceSlice, "ResourceSlice", warnings)
-    claims = _wires(found["ResourceClaim"], dra_objects.WireResourceClaim, "ResourceClaim", warnings)
-    objects = dra.read([wire for wire in slices if wire.spec.driver in dra.DRIVERS], claims, warnings)
-    if classes and found["DeviceClass"]:
+    return dra_of(found, warnings, classes=classes)
+
+
+def dra_of(found: Mapping[str, Sequence[Any]], warnings: Warnings, *, classes: bool = False) -> dra.DraObjects:
+    """`dra_in` over items already collected by kind (`parse_documents` ``others``)."""
+    if not found.get("ResourceSlice") and not found.get("ResourceClaim"):
+        return dra.DraObjects(served=False)
+    slices = _wires(found.get("ResourceSlice", ()), dra_objects.WireResourceSlice, "ResourceSlice", warnings,
+                    keep=lambda wire: wire.spec.driver in dra.DRIVERS)
+    claims = _wires(found.get("ResourceClaim", ()), dra_objects.WireResourceClaim, "ResourceClaim", warnings)
+    objects = dra.read(slices, claims, warnings, pending=classes)
+    if classes and found.get("DeviceClass"):
         wires = _wires(found["DeviceClass"], dra_objects.WireDeviceClass, "DeviceClass", warnings)
         objects.classes = dra.read_classes(wires, warnings)
     return objects
 
 
 def _named(message: str, kind: str, item: msgspec.Raw | dict[str, Any]) -> str:
-    """An `InvalidObjectError` message for raw JSON (which names no object) with the object's name in it."""
+    """A decoding error (``a <kind>: ...``) with the object's name in it, where it can be read."""
     anonymous = f"a {kind}:"
-    if not message.startswith(anonymous) or not isinstance(item, msgspec.Raw):
+    if not message.startswith(anonymous):
         return message
-    try:
-        namespace, name = raw_key(item)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return message
+    if isinstance(item, msgspec.Raw):
+        try:
+            namespace, name = raw_key(item)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return message
+    else:
+        meta = item.get("metadata")
+        namespace, name = ("", "")
+        if isinstance(meta, dict):
+            namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     key = f"{namespace}/{name}" if namespace else name
     return f"{kind} {key[:253]}:{message[len(anonymous):]}" if key else message
 
 
 _W = TypeVar("_W", dra_objects.WireResourceSlice, dra_objects.WireResourceClaim, dra_objects.WireDeviceClass)
+_WIRE_DECODERS: Final[dict[type, Any]] = {
+    dra_objects.WireResourceSlice: types.DRA_SLICE_DECODER,
+    dra_objects.WireResourceClaim: types.DRA_CLAIM_DECODER,
+    dra_objects.WireDeviceClass: types.DRA_CLASS_DECODER,
+}
 
 
-def _wires(items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], wire: type[_W], kind: str,
-           warnings: Warnings) -> list[_W]:
-    """Wire structs of JSON items, or of YAML items (all scalars strings: read as kubectl wrote them)."""
+def _wires(
+    items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], wire: type[_W], kind: str, warnings: Warnings,
+    keep: Callable[[_W], bool] | None = None,
+) -> list[_W]:
+    """Wire structs of JSON items (decoded straight from the buffer, as a list page is) or of YAML items.
+
+    YAML items have every scalar as a string and are read as kubectl wrote them (non-strict). ``keep``
+    drops the ones not wanted; one that does not decode is one warning.
+    """
+    decoder = _WIRE_DECODERS[wire]
     found: list[_W] = []
     for item in items:
         try:
             if isinstance(item, msgspec.Raw):
-                found.append(dra_objects.decode_wire(bytes(item), wire, kind))
+                decoded = decoder.decode(item)
             else:
-                found.append(msgspec.convert(item, wire, strict=False))
-        except dra_objects.InvalidObjectError as exc:
-            warnings.add(f"{_named(str(exc), kind, item)}; skipped")
-        except (msgspec.ValidationError, RecursionError, TypeError) as exc:
-            meta = item.get("metadata") if isinstance(item, dict) else None
-            name = meta.get("name") if isinstance(meta, dict) else None
-            what = f"{kind} {shown(name)}" if isinstance(name, str) else f"a {kind}"
-            warnings.add(f"{what}: cannot be decoded ({str(exc).splitlines()[0][:200]}); skipped")
+                decoded = msgspec.convert(item, wire, strict=False)
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as exc:
+            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            warnings.add(f"{_named(f'a {kind}: cannot be decoded ({reason})', kind, item)}; skipped")
+            continue
+        if keep is None or keep(decoded):
+            found.append(decoded)
     return found
 
 
@@ -686,11 +725,14 @@ def unhealthy_by_node(configmaps: Iterable[types.ConfigMap]) -> dict[str, frozen
     return found
 
 
-def parse_documents(data: bytes, warnings: Warnings | None = None) -> tuple[list[types.Node], list[types.Pod]]:
+def parse_documents(
+    data: bytes, warnings: Warnings | None = None, others: Others | None = None
+) -> tuple[list[types.Node], list[types.Pod]]:
     """Decode nodes and pods from ``kubectl get ... -o json`` or ``-o yaml`` output.
 
     Invalid UTF-8 is read with U+FFFD in its place (and a warning), so one bad byte in one pod's
-    annotation does not hide the cluster.
+    annotation does not hide the cluster. Items of the kinds ``others`` names are collected there
+    undecoded, in the same pass (a 200 MB file is walked once).
 
     Raises:
         InputError: the data is neither, nests too deeply, or holds no Node and no Pod.
@@ -700,15 +742,17 @@ def parse_documents(data: bytes, warnings: Warnings | None = None) -> tuple[list
         raise InputError("the input is empty; expected the output of `kubectl get nodes,pods -A -o json`")
     if stripped[:1] in (b"{", b"["):
         try:
-            objects = list(_json_objects(data))
+            objects = list(_json_objects(data, others))
         except UnicodeDecodeError:
-            objects = list(_json_objects(_replace_invalid_utf8(data, warnings)))
+            for found in (others or {}).values():
+                found.clear()
+            objects = list(_json_objects(_replace_invalid_utf8(data, warnings), others))
     else:
         try:
             text = data.decode()
         except UnicodeDecodeError:
             text = _replace_invalid_utf8(data, warnings).decode()
-        objects = list(_yaml_objects(text, deep=_bracket_depth(data) > YAML_C_DEPTH))
+        objects = list(_yaml_objects(text, deep=_bracket_depth(data) > YAML_C_DEPTH, others=others))
     nodes = [obj for kind, obj in objects if kind == "Node"]
     pods = [obj for kind, obj in objects if kind == "Pod"]
     if not nodes and not pods:
@@ -727,7 +771,8 @@ def from_documents(
         SelectorError: ``selector`` is malformed.
     """
     warnings = Warnings()
-    decoded_nodes, decoded_pods = parse_documents(data, warnings)
+    others: Others = {kind: [] for kind in ("ConfigMap", "Device", *DRA_KINDS)}
+    decoded_nodes, decoded_pods = parse_documents(data, warnings, others)
     by_name = {node.metadata.name: node for node in decoded_nodes}
     names = _unique(node_names)
     if names:
@@ -740,11 +785,11 @@ def from_documents(
     if selector:
         matches = selectors.matcher(selector)
         chosen = [node for node in chosen if matches(node.metadata.labels)]
-    found = items_of_kinds(data, ("ConfigMap", "Device") if _has_koordinator(chosen, stack) else ("ConfigMap",))
-    sick = unhealthy_by_node(_decoded(found["ConfigMap"], types.CONFIGMAP_DECODER))
-    devices = _decoded(found.get("Device", ()), types.KOORD_DEVICE_DECODER)
+    sick = unhealthy_by_node(_decoded(_json_only(others["ConfigMap"]), types.CONFIGMAP_DECODER))
+    koordinator = _has_koordinator(chosen, stack)
+    devices = _decoded(_json_only(others["Device"]), types.KOORD_DEVICE_DECODER) if koordinator else []
     split = StackSplit(stack, warnings, devices)
-    objects = dra_in(data, warnings) if stack in READS_DRA else dra.DraObjects(served=False)
+    objects = dra_of(others, warnings) if stack in READS_DRA else dra.DraObjects(served=False)
     nodes = split.add_dra(split.gpushare_records(chosen, sick), objects, _ips(chosen))
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     active = [pod for pod in decoded_pods if pod.status.phase not in COMPLETED_PHASES]
