@@ -288,7 +288,7 @@ DRA_RESOURCES: Final = f"resourceslices.{protocol.DRA_API_GROUP}"
 
 
 def dra_from_api(
-    client: Client, warnings: Warnings, *, claims: bool = False, classes: bool = False
+    client: Client, warnings: Warnings, *, claims: bool = False, classes: bool = False, pending: bool = False
 ) -> dra.DraObjects:
     """The DRA objects the views read: one list of ResourceSlices, then ResourceClaims if they matter.
 
@@ -297,6 +297,7 @@ def dra_from_api(
     show what they can. Claims are listed when a slice of a driver read here exists, or always
     with ``claims`` (doctor: a claim may name devices no slice publishes); DeviceClasses with
     ``classes`` (explain and doctor ask the allocator, which needs them; unreadable: not read).
+    Unallocated claims are kept with ``pending`` (or ``claims``, ``classes``).
     """
     try:
         slices = client.list(types.DRA_SLICES, on_skip=warnings.add)
@@ -312,7 +313,7 @@ def dra_from_api(
             wire_claims = client.list(types.DRA_CLAIMS, on_skip=warnings.add, page_size=POD_PAGE_SIZE)
         except (NotFound, Forbidden):
             warnings.add(f"cannot list resourceclaims.{protocol.DRA_API_GROUP}: DRA GPUs are shown without claims")
-    objects = dra.read(relevant, wire_claims, warnings, pending=claims or classes)
+    objects = dra.read(relevant, wire_claims, warnings, pending=claims or classes or pending)
     if classes:
         try:
             objects.classes = dra.read_classes(client.list(types.DRA_CLASSES, on_skip=warnings.add), warnings)
@@ -375,7 +376,9 @@ def from_api(
         except Forbidden:
             warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
     split = StackSplit(stack, warnings, koordinator_devices(client, decoded, stack, warnings))
-    objects = dra_from_api(client, warnings) if stack in READS_DRA else dra.DraObjects(served=False)
+    cluster_wide = not names and not selector
+    objects = dra_from_api(client, warnings, pending=cluster_wide) if stack in READS_DRA else dra.DraObjects(
+        served=False)
     nodes = split.add_dra(split.gpushare_records(decoded, sick), objects, _ips(decoded))
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
@@ -384,7 +387,7 @@ def from_api(
         field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
     ledger = Ledger.build(nodes, (), basis="allocatable", keep_pods=keep_pods)
     unscheduled: list[PodRecord] = []
-    cluster_wide = not names and not selector
+    claiming: list[types.Pod] = []  # pods on no node with claims: few; their claims may wait
     reserved = dra.reserved_pods(objects.claims)
     phases: dict[str, str] = {}
     if wanted:
@@ -404,6 +407,8 @@ def from_api(
                         record = pod_record(pod)
                         if waiting(record, pod.spec.node_name):
                             unscheduled.append(record)
+                        elif pod.spec.resource_claims and objects.claims:
+                            claiming.append(pod)
                     if split.nodes:  # a HAMi pod still binding has no node yet but counts on its vgpu-node
                         split.add_pod(pod)
                 seen += len(page.items)
@@ -414,9 +419,18 @@ def from_api(
             ledger.set_pod(record)
     split.finish()
     snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
-    snapshot.unscheduled = unscheduled
+    snapshot.unscheduled = unscheduled + _dra_waiting(claiming, objects, snapshot)
     snapshot.dra, snapshot.dra_nodes = objects, split.dra_nodes
     return snapshot
+
+
+def _dra_waiting(pods: Sequence[types.Pod], objects: dra.DraObjects, snapshot: Snapshot) -> list[PodRecord]:
+    """Pods waiting for their claims of our driver to be allocated, in the views' unit (`dra.waiting_records`)."""
+    if not pods or not objects.claims:
+        return []
+    from kubectl_gpushare.inspect.compat import memory_unit
+
+    return dra.waiting_records(pods, objects, memory_unit(snapshot.ledger, snapshot.names) or protocol.UNIT_GIB)
 
 
 # --- from a file -----------------------------------------------------------------------------------
@@ -628,14 +642,16 @@ def dra_in(data: bytes, warnings: Warnings, *, classes: bool = False) -> dra.Dra
     return dra_of(found, warnings, classes=classes)
 
 
-def dra_of(found: Mapping[str, Sequence[Any]], warnings: Warnings, *, classes: bool = False) -> dra.DraObjects:
-    """`dra_in` over items already collected by kind (`parse_documents` ``others``)."""
+def dra_of(
+    found: Mapping[str, Sequence[Any]], warnings: Warnings, *, classes: bool = False, pending: bool = False
+) -> dra.DraObjects:
+    """`dra_in` over items already collected by kind (`parse_documents` ``others``); ``pending`` as `dra_from_api`."""
     if not found.get("ResourceSlice") and not found.get("ResourceClaim"):
         return dra.DraObjects(served=False)
     slices = _wires(found.get("ResourceSlice", ()), dra_objects.WireResourceSlice, "ResourceSlice", warnings,
                     keep=lambda wire: wire.spec.driver in dra.DRIVERS)
     claims = _wires(found.get("ResourceClaim", ()), dra_objects.WireResourceClaim, "ResourceClaim", warnings)
-    objects = dra.read(slices, claims, warnings, pending=classes)
+    objects = dra.read(slices, claims, warnings, pending=classes or pending)
     if classes and found.get("DeviceClass"):
         wires = _wires(found["DeviceClass"], dra_objects.WireDeviceClass, "DeviceClass", warnings)
         objects.classes = dra.read_classes(wires, warnings)
@@ -789,7 +805,7 @@ def from_documents(
     koordinator = _has_koordinator(chosen, stack)
     devices = _decoded(_json_only(others["Device"]), types.KOORD_DEVICE_DECODER) if koordinator else []
     split = StackSplit(stack, warnings, devices)
-    objects = dra_of(others, warnings) if stack in READS_DRA else dra.DraObjects(served=False)
+    objects = dra_of(others, warnings, pending=True) if stack in READS_DRA else dra.DraObjects(served=False)
     nodes = split.add_dra(split.gpushare_records(chosen, sick), objects, _ips(chosen))
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     active = [pod for pod in decoded_pods if pod.status.phase not in COMPLETED_PHASES]
@@ -804,5 +820,7 @@ def from_documents(
     if not names and not selector:
         records = (pod_record(pod) for pod in active if not pod.spec.node_name)
         snapshot.unscheduled = [record for record in records if waiting(record, record.node)]
+        claiming = [pod for pod in active if not pod.spec.node_name and pod.spec.resource_claims]
+        snapshot.unscheduled += _dra_waiting(claiming, objects, snapshot)
     snapshot.dra, snapshot.dra_nodes = objects, split.dra_nodes
     return snapshot

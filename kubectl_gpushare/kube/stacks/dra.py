@@ -534,6 +534,34 @@ def requested_memory(claim: dra.ResourceClaim) -> int:
     return total
 
 
+def waiting_records(pods: Iterable[Pod], objects: DraObjects, unit: str) -> list[PodRecord]:
+    """Pods on no node yet whose claims of our driver wait to be allocated, asking what those claims ask.
+
+    What a claim asks is its requests' ``capacity.requests.memory`` (count times amount), in
+    ``unit`` rounded up; a pod whose waiting claims name no memory is left out (the policy's
+    default applies, which only the node tells).
+    """
+    index = ClaimIndex(objects.claims)
+    unit_bytes = protocol.UNIT_BYTES[unit]
+    found: list[PodRecord] = []
+    for pod in pods:
+        if pod.spec.node_name or not pod.spec.resource_claims:
+            continue
+        claims = [entry.claim for entry in index.of(pod) if entry.claim is not None]
+        waiting = [claim for claim in claims
+                   if claim.allocation is None and asks_driver(claim, objects.classes, protocol.DRA_DRIVER)]
+        asked = sum(requested_memory(claim) for claim in waiting)
+        if asked <= 0:
+            continue
+        meta = pod.metadata
+        found.append(PodRecord(
+            uid=meta.uid or f"{meta.namespace}/{meta.name}", namespace=meta.namespace, name=meta.name,
+            phase=pod.status.phase, request=_units_up(asked, unit_bytes),
+            claim=",".join(claim.name for claim in waiting),
+        ))  # fmt: skip
+    return found
+
+
 # --- NVIDIA's driver, read-only ---------------------------------------------------------------------------
 def _wire_text(attributes: Mapping[str, dra.WireAttribute], name: str) -> str:
     attribute = attributes.get(name) or attributes.get(f"{protocol.NVIDIA_DRA_DRIVER}/{name}")
@@ -656,6 +684,7 @@ __all__ = [
     "read",
     "read_classes",
     "request_units",
+    "waiting_records",
     "requested_memory",
     "reserved_pods",
     "result_node",
