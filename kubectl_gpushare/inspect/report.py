@@ -237,7 +237,7 @@ def build(
         pending=sum(node.pending for node in nodes),
         used_percent=percent(used, total),
     )
-    waiting = [PodShare(p.namespace, p.name, p.uid, p.phase, p.request)
+    waiting = [PodShare(p.namespace, p.name, p.uid, p.phase, p.request, p.claim)
                for p in sorted(unscheduled, key=lambda p: (p.namespace, p.name))]
     extra = stack_nodes(stacks, claims or {})
     return Report(
