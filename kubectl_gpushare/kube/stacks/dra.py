@@ -541,15 +541,14 @@ def waiting_records(pods: Iterable[Pod], objects: DraObjects, unit: str) -> list
     ``unit`` rounded up; a pod whose waiting claims name no memory is left out (the policy's
     default applies, which only the node tells).
     """
-    index = ClaimIndex(objects.claims)
+    index = ClaimIndex(claim for claim in objects.claims if claim.allocation is None)  # only these wait
     unit_bytes = protocol.UNIT_BYTES[unit]
     found: list[PodRecord] = []
     for pod in pods:
         if pod.spec.node_name or not pod.spec.resource_claims:
             continue
         claims = [entry.claim for entry in index.of(pod) if entry.claim is not None]
-        waiting = [claim for claim in claims
-                   if claim.allocation is None and asks_driver(claim, objects.classes, protocol.DRA_DRIVER)]
+        waiting = [claim for claim in claims if asks_driver(claim, objects.classes, protocol.DRA_DRIVER)]
         asked = sum(requested_memory(claim) for claim in waiting)
         if asked <= 0:
             continue
