@@ -39,8 +39,8 @@ from kubectl_gpushare.kube.config import load_config  # noqa: E402
 from kubectl_gpushare.node.fake_backend import FakeBackend  # noqa: E402
 from kubectl_gpushare.node.health import GpuState  # noqa: E402
 from kubectl_gpushare.node.sockets import dial, target  # noqa: E402
+from kubectl_gpushare.sandbox.builders import namespace_object, node_object  # noqa: E402
 from kubectl_gpushare.sandbox.server import Sandbox  # noqa: E402
-from kubectl_gpushare.sandbox.spec import namespace_object, node_object  # noqa: E402
 
 NODE = "gpu-node-1"
 VENV_BIN = Path(sys.executable).parent

@@ -19,6 +19,8 @@ from typing import Final, Generic, TypedDict, TypeVar
 
 import msgspec
 
+from kubectl_gpushare import dra_objects
+
 # --- Metadata -------------------------------------------------------------------------------------
 
 
@@ -88,6 +90,21 @@ class Toleration(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     effect: str = ""
 
 
+class PodResourceClaim(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """One entry of a pod's ``spec.resourceClaims``: a claim by name, or a template to make one from."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """One entry of a pod's ``status.resourceClaimStatuses``: the claim made from a template (None: none needed)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+
+
 class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``spec`` of a pod."""
 
@@ -97,6 +114,7 @@ class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, g
     init_containers: tuple[Container, ...] = ()
     node_selector: dict[str, str] = {}
     tolerations: tuple[Toleration, ...] = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
 
 
 class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
@@ -104,6 +122,7 @@ class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True,
 
     phase: str = ""
     conditions: object = ()
+    resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
     """Any JSON value, narrowed by `ready`: a malformed entry must not make the whole pod (and its
     GPU memory) undecodable, so no shape is imposed here."""
 
@@ -510,21 +529,6 @@ class ResourceClaim(msgspec.Struct, frozen=True, rename="camel", omit_defaults=T
     status: ResourceClaimStatus = ResourceClaimStatus()
 
 
-class PodResourceClaim(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of a pod's ``spec.resourceClaims``: a claim by name, or a template to make one from."""
-
-    name: str = ""
-    resource_claim_name: str | None = None
-    resource_claim_template_name: str | None = None
-
-
-class PodResourceClaimStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of a pod's ``status.resourceClaimStatuses``: the claim made from a template (None: none needed)."""
-
-    name: str = ""
-    resource_claim_name: str | None = None
-
-
 class _PodClaimsSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     node_name: str = ""
     resource_claims: tuple[PodResourceClaim, ...] = ()
@@ -548,7 +552,8 @@ class PodClaims(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True,
 
 KubeObject = (
     Pod | Node | ConfigMap | Lease | Event | ResourceQuota | KoordDevice | AdmissionPolicy
-    | AdmissionPolicyBinding | ResourceSlice | ResourceClaim
+    | AdmissionPolicyBinding | ResourceSlice | ResourceClaim | dra_objects.WireResourceSlice
+    | dra_objects.WireResourceClaim | dra_objects.WireDeviceClass
 )
 """Every kind the client decodes: what an object of a kind named only by its plural (``"pods"``) can be."""
 ItemT = TypeVar("ItemT", bound=KubeObject)
@@ -709,6 +714,12 @@ RESOURCESLICE_DECODER: Final = msgspec.json.Decoder(ResourceSlice)
 RESOURCESLICE_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[ResourceSlice])
 RESOURCECLAIM_DECODER: Final = msgspec.json.Decoder(ResourceClaim)
 RESOURCECLAIM_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[ResourceClaim])
+DRA_SLICE_DECODER: Final = msgspec.json.Decoder(dra_objects.WireResourceSlice)
+DRA_SLICE_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[dra_objects.WireResourceSlice])
+DRA_CLAIM_DECODER: Final = msgspec.json.Decoder(dra_objects.WireResourceClaim)
+DRA_CLAIM_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[dra_objects.WireResourceClaim])
+DRA_CLASS_DECODER: Final = msgspec.json.Decoder(dra_objects.WireDeviceClass)
+DRA_CLASS_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[dra_objects.WireDeviceClass])
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 
@@ -775,6 +786,18 @@ RESOURCECLAIMS: Final = Kind(
     "ResourceClaim", "resourceclaims", "/apis/resource.k8s.io/v1", True, RESOURCECLAIM_DECODER,
     RESOURCECLAIM_LIST_DECODER,
 )
+DRA_SLICES: Final = Kind(
+    "ResourceSlice", "resourceslices", "/apis/resource.k8s.io/v1", False, DRA_SLICE_DECODER, DRA_SLICE_LIST_DECODER
+)
+"""ResourceSlices (served from Kubernetes 1.34; a 404 where the cluster has no ``resource.k8s.io/v1``)."""
+DRA_CLAIMS: Final = Kind(
+    "ResourceClaim", "resourceclaims", "/apis/resource.k8s.io/v1", True, DRA_CLAIM_DECODER, DRA_CLAIM_LIST_DECODER
+)
+"""ResourceClaims, decoded for the views (the DRA driver reads single claims)."""
+DRA_CLASSES: Final = Kind(
+    "DeviceClass", "deviceclasses", "/apis/resource.k8s.io/v1", False, DRA_CLASS_DECODER, DRA_CLASS_LIST_DECODER
+)
+"""DeviceClasses (explain and doctor: the selectors a claim's class adds)."""
 
 KINDS: Final[dict[str, Kind[KubeObject]]] = {
     "pods": PODS,

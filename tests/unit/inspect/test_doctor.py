@@ -33,7 +33,13 @@ CHECKS = {
     "hami-handshake-stuck": "node/hami-stuck",
     "stack-gpu-overcommitted": "node/hami-over",
     "node-confinement-missing": "validatingadmissionpolicybinding/gpushare-device-plugin-confinement",
+    "gpu-advertised-by-extender-and-dra": "node/dra-and-plugin",
+    "gpu-published-by-two-dra-drivers": "node/dra-twice",
+    "dra-claim-on-unpublished-device": "resourceclaim/team-d/dra-ghost",
+    "dra-claim-unallocatable": "pod/team-d/dra-no-class",
 }
+DRA_TWICE = {("gpu-overcommitted", "node/dra-over"), ("dra-claim-pending", "pod/team-d/dra-waiting"),
+             ("dra-claim-pending", "pod/team-d/dra-no-claim")}
 HAMI_MUTEX_STUCK = {("hami-mutex-stuck", "node/hami-stuck"), ("hami-mutex-stuck", "node/hami-over")}
 HEALTHY = ["healthy", "fine", "extender", "plugin-healthy"]
 
@@ -58,9 +64,9 @@ def test_every_check_fires_once_on_its_object(seeded: Path, cli_runner: CliRunne
     report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "-o", "json"]).stdout)
     assert (report["apiVersion"], report["kind"]) == ("gpushare.kubectl-gpushare.io/v1", "GPUShareDoctor")
     found = {(f["check"], f["object"]) for f in report["findings"]}
-    assert found == set(CHECKS.items()) | HAMI_MUTEX_STUCK
+    assert found == set(CHECKS.items()) | HAMI_MUTEX_STUCK | DRA_TWICE
     assert len(report["findings"]) == len(found)
-    assert report["summary"] == {"errors": 7, "warnings": 12}
+    assert report["summary"] == {"errors": 12, "warnings": 14}
 
 
 @pytest.mark.parametrize(
@@ -227,17 +233,17 @@ def test_malformed_conditions_are_not_ready_and_never_hide_the_pod(
 def test_findings_are_capped_with_a_count_per_check_and_json_is_whole(seeded: Path, cli_runner: CliRunner) -> None:
     capped = cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--limit", "2"]).stdout.splitlines()
     whole = cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--all"]).stdout.splitlines()
-    assert capped[0] == whole[0] == "7 errors, 12 warnings."
-    assert capped[2] == "SEVERITY  CHECK                      FINDINGS"
-    assert "warning   hami-mutex-stuck           2" in capped, "one row per check, with its count"
+    assert capped[0] == whole[0] == "12 errors, 14 warnings."
+    assert capped[2] == "SEVERITY  CHECK                               FINDINGS"
+    assert "warning   hami-mutex-stuck                    2" in capped, "one row per check, with its count"
     table = capped.index("") + 1 + capped[capped.index("") + 1:].index("") + 1
     shown = [" ".join(line.split()) for line in capped[table + 1:]]
     assert shown == [" ".join(line.split()) for line in whole[3:5]] + [
-        "... 17 more findings (--all or --limit N shows them)"]
-    assert len(whole) == 2 + 1 + 19
+        "... 24 more findings (--all or --limit N shows them)"]
+    assert len(whole) == 2 + 1 + 26
     report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--limit", "2",
                                                           "-o", "json"]).stdout)
-    assert len(report["findings"]) == 19
+    assert len(report["findings"]) == 26
 
 
 def test_a_pod_bound_around_the_extender_is_named() -> None:
