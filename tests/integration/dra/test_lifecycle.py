@@ -1,12 +1,13 @@
 """The driver's life on a node: health changes re-publish the slice, stale slices go, a deleted slice or
-socket comes back, and a node the device plugin serves is refused."""
+socket comes back, kubelet retries a registration that failed, and a node the device plugin serves is refused."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from dra_helpers import NODE, Dirs, wait_for
+from dra_helpers import NODE, Dirs, NotServedYet, wait_for
+from waiting import holds_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra.daemon import DaemonError
@@ -110,6 +111,39 @@ def test_a_deleted_socket_is_served_again_and_kubelet_registers_it_again(
         os.unlink(os.path.join(dirs.registration, protocol.DRA_REGISTRATION_SOCKET))
         wait_for(lambda: kubelet.plugin() is None, what="deregistration")
         assert kubelet.wait_registered(timeout=10) is not None
+
+
+def test_kubelet_retries_a_registration_socket_that_did_not_answer_at_first(
+    start_driver, api: Client, dirs: Dirs
+) -> None:
+    # kubelet's reconciler tries a socket again until it registers (pluginmanager/reconciler): a driver
+    # whose socket kubelet dialled before the driver served it still registers, through the same file.
+    with KubeletSim(dirs.registration, api) as kubelet:
+        early = NotServedYet(os.path.join(dirs.registration, protocol.DRA_REGISTRATION_SOCKET))
+        try:
+            wait_for(lambda: early.closed_unserved >= 1, what="kubelet dialling the socket before it is served")
+            running = start_driver(registration_dir=str(dirs.root / "served"))
+            early.serve_from(running.cfg.registration_socket)
+            plugin = kubelet.wait_registered(timeout=30)
+            assert plugin is not None and plugin.registration_socket == early.path
+            assert plugin.endpoint == os.path.join(dirs.plugin, protocol.DRA_PLUGIN_SOCKET)
+        finally:
+            early.close()
+
+
+def test_kubelet_backs_off_between_attempts_and_stops_when_the_socket_goes(api: Client, dirs: Dirs) -> None:
+    with KubeletSim(dirs.registration, api, dial_timeout=0.2) as kubelet:
+        early = NotServedYet(os.path.join(dirs.registration, protocol.DRA_REGISTRATION_SOCKET))
+        try:
+            wait_for(lambda: kubelet.attempts.get(early.path, 0) >= 3, what="three registration attempts")
+            assert kubelet.refused[early.path].startswith("dial failed at socket")
+        finally:
+            early.close()
+        os.unlink(early.path)
+        tried = kubelet.attempts[early.path]
+        # the next attempt would be due 2 s after the third failure (0.5 s, 1 s, 2 s): none comes
+        holds_for(lambda: kubelet.attempts[early.path] == tried, 3.0, "no attempt once the socket is gone")
+        assert kubelet.plugin() is None
 
 
 def test_a_node_the_device_plugin_serves_is_refused(start_driver, sandbox: Sandbox) -> None:
