@@ -178,3 +178,20 @@ def test_a_device_plugin_starting_later_makes_the_driver_withdraw_and_stop(
     assert isinstance(running.error, DaemonError) and running.error.exit_code == 2
     assert running.error.message.startswith(f"stopping: node {NODE} now advertises aliyun.com/gpu-mem=16")
     assert _slices(api) == []
+
+
+def test_withdrawing_waits_for_a_publish_in_flight_and_leaves_no_slice(
+    start_driver, api: Client, sandbox: Sandbox
+) -> None:
+    running = start_driver("1x16GiB", resync=0.2)
+    first = wait_for(lambda: _slices(api), what="the slice")[0]
+    slow = sandbox.inject("POST", r"/resourceslices", latency=2.0, times=1)
+    api.delete(types.RESOURCESLICES, first.metadata.name)  # as kubelet wipes it: the publisher creates it again
+    running.driver.republish()
+    wait_for(lambda: slow.hits == 1, what="the publisher's create on its way (slowly)")
+    api.patch(types.NODES, NODE, {"status": {"capacity": {"aliyun.com/gpu-mem": "16"}}}, subresource="status")
+    running.thread.join(20)
+    assert not running.thread.is_alive()
+    assert isinstance(running.error, DaemonError) and running.error.exit_code == 2
+    assert _slices(api) == [], "the slice created while withdrawing was deleted too"
+    assert running.driver.publisher.withdrawn
