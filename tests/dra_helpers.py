@@ -1,8 +1,11 @@
 """Helpers for the DRA driver's tests (fixtures in tests/integration/dra/conftest.py): the driver's
-directories, ``serve`` on a thread, waiting on conditions, and claims as the scheduler leaves them."""
+directories, ``serve`` on a thread, waiting on conditions, claims as the scheduler leaves them, and a
+registration socket that exists before anything serves it."""
 
 from __future__ import annotations
 
+import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -152,3 +155,66 @@ class Claims:
         return patched
 
 
+
+
+class NotServedYet:
+    """A unix socket file that exists before anything serves it, then is served through the same file.
+
+    Until `serve_from` its connections are accepted and closed at once (a dial gets no HTTP/2 answer,
+    as when the plugin's server is not up yet); afterwards each connection is forwarded to
+    ``upstream``, a socket a driver serves elsewhere. The file is never re-created, so a watcher sees
+    one socket whose first answers failed.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.closed_unserved = 0
+        self._upstream: str | None = None
+        self._stop = threading.Event()
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(path)
+        self._listener.listen(16)
+        self._listener.settimeout(0.05)
+        self._threads = [threading.Thread(target=self._accept, name="not-served-yet", daemon=True)]
+        self._threads[0].start()
+
+    def serve_from(self, upstream: str) -> None:
+        self._upstream = upstream
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(5)
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            if self._upstream is None:
+                self.closed_unserved += 1
+                conn.close()
+                continue
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(self._upstream)
+            thread = threading.Thread(target=self._forward, args=(conn, upstream), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _forward(self, a: socket.socket, b: socket.socket) -> None:
+        with a, b, selectors.DefaultSelector() as selector:
+            selector.register(a, selectors.EVENT_READ, b)
+            selector.register(b, selectors.EVENT_READ, a)
+            while not self._stop.is_set():
+                for key, _ in selector.select(0.05):
+                    source: socket.socket = key.fileobj  # type: ignore[assignment]
+                    try:
+                        data = source.recv(1 << 16)
+                        if data:
+                            key.data.sendall(data)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        return

@@ -93,30 +93,21 @@ class DraAgents:
         cfg = Config(node_name=node, registration_dir=str(Path(directory, "reg")),
                      plugin_dir=str(Path(directory, "plugin")), cdi_root=str(Path(directory, "cdi")),
                      fake_gpus=gpus, health_check=False, poll_interval=2.0)
-        stop, ready = threading.Event(), threading.Event()
+        stop = threading.Event()
         agent = DraAgent(node, directory, kubelet, client, stop, threading.Thread())
 
         def run() -> None:
             try:
-                serve(cfg, stop=stop, ready=ready, backend=backend, client=client)
+                serve(cfg, stop=stop, backend=backend, client=client)
             except BaseException as exc:  # logged; the node simply has no driver
                 agent.errors.append(exc)
                 log.error("DRA driver on %s stopped: %s", node, exc)
-            finally:
-                ready.set()
 
-        def watch_when_ready() -> None:
-            # kubelet's plugin watcher finds the socket once the driver serves on it (a DaemonSet pod
-            # starts after kubelet, but here both start together: dialling a socket not yet served
-            # would fail the one GetInfo the stand-in makes).
-            if ready.wait(REGISTER_PATIENCE) and not stop.is_set() and not agent.errors:
-                kubelet.start()
-            elif not stop.is_set():
-                log.error("DRA driver on %s did not start serving", node)
-
+        # kubelet runs before the driver's DaemonSet pod; a socket its plugin manager dials before the
+        # driver serves it is tried again with backoff, so both start together here.
+        kubelet.start()
         agent.thread = threading.Thread(target=run, name=f"dra-driver {node}", daemon=True)
         agent.thread.start()
-        threading.Thread(target=watch_when_ready, name=f"kubelet-dra {node}", daemon=True).start()
         with self._lock:
             self.agents[node] = agent
         log.info("DRA driver on %s started with %s", node, gpus)

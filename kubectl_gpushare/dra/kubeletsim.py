@@ -1,14 +1,25 @@
-"""A kubelet stand-in for DRA: the plugin watcher, the registration handshake, and the DRA manager's calls.
+"""A kubelet stand-in for DRA: the plugin manager, the registration handshake, and the DRA manager's calls.
 
 What it does, after kubelet (kubernetes/kubernetes):
 
 - ``pkg/kubelet/pluginmanager/pluginwatcher``: watches the registration directory; files whose name
-  starts with ``.`` and files that are not unix sockets are ignored; a new socket is dialled and
-  ``GetInfo`` called; a socket that disappears deregisters its plugin.
+  starts with ``.`` and files that are not unix sockets are ignored; what is left is the desired
+  state of the world, one entry per socket path (a re-created socket is a new entry).
+- ``pkg/kubelet/pluginmanager/reconciler`` (``reconcile``): a registered plugin whose socket is gone
+  or was re-created is deregistered first; every socket not registered (with its current identity)
+  gets a registration attempt, again and again until it succeeds or the socket goes away. A failed
+  attempt is not fatal: ``operationexecutor`` runs each attempt on its own goroutine, at most one
+  per socket path (``nestedpendingoperations``), and a failed one makes that path wait out an
+  exponential backoff (``pkg/util/goroutinemap/exponentialbackoff``: 0.5 s, doubled after each
+  failure up to 2 min 2 s, kept per path, cleared by a success) before the next attempt.
+- ``operationexecutor/operation_generator.go`` (``GenerateRegisterPluginFunc``): dial the socket,
+  waiting up to 10 s for it to answer (``dialTimeoutDuration``, a blocking dial), call ``GetInfo``,
+  validate, then ``NotifyRegistrationStatus``; a refusal is notified and counts as a failed attempt
+  (so it is retried with backoff too).
 - ``pkg/kubelet/cm/dra/plugin`` (``RegistrationHandler``, ``DRAPlugin``): only ``type: DRAPlugin``
   is handled; the service is the first of ``v1.DRAPlugin``, ``v1beta1.DRAPlugin`` that both sides
-  list (``servicesSupportedByKubelet``; an empty list is refused); ``NotifyRegistrationStatus`` tells
-  the plugin the verdict; calls go to the ``endpoint`` from ``GetInfo``.
+  list (``servicesSupportedByKubelet``; an empty list is refused); calls go to the ``endpoint``
+  from ``GetInfo``.
 - ``pkg/kubelet/cm/dra/manager.go`` (``PrepareResources``): for each of the pod's
   ``spec.resourceClaims``, the claim is ``resourceClaimName`` or, for a template, the name in
   ``status.resourceClaimStatuses`` (none there: nothing to prepare); the claim is read from the API,
@@ -19,8 +30,13 @@ What it does, after kubelet (kubernetes/kubernetes):
 
 Where it differs from kubelet: no checkpoint of its own, no CDI injection into containers (the CDI
 ids are returned to the caller), no check that a container references the claim, no ownership check
-of template claims, no retries or 45-second backoff (each call is made once, with `call_timeout`),
-one plugin per driver name, polling (and inotify where available) instead of fsnotify.
+of template claims, no retries of the DRA calls (each is made once, with `call_timeout`; kubelet's
+pod sync retries those, the sandbox's stack does the same), ``GetInfo`` and
+``NotifyRegistrationStatus`` get `call_timeout` instead of kubelet's 1 s and 5 s (a loaded test
+machine is slower, and a timeout would only cost a retry), a ``NotifyRegistrationStatus`` that fails
+after a successful registration is logged and leaves the plugin registered (kubelet too keeps it,
+but also starts that path's backoff), one plugin per driver name, the reconciler runs every 0.2 s
+(kubelet: every 1 s) and inotify wakes it early.
 
 API: `start`/`stop` (or ``with``), `wait_registered`, `prepare(pod)` -> CDI ids per claim UID,
 `unprepare(pod)`. ``pod`` is the pod's JSON (a mapping) or a `types.PodClaims`.
@@ -32,6 +48,7 @@ import logging
 import os
 import stat
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,13 +66,19 @@ from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import KubeError
 from kubectl_gpushare.node.dirwatch import DirWatch
-from kubectl_gpushare.node.sockets import CHANNEL_OPTIONS, socket_identity, target
+from kubectl_gpushare.node.sockets import CHANNEL_OPTIONS, SocketIdentity, socket_identity, target
 
 log = logging.getLogger(__name__)
 
 KUBELET_SERVICES = (protocol.DRA_SERVICE_V1, protocol.DRA_SERVICE_V1BETA1)
 """What kubelet 1.34+ speaks, most recent first (``servicesSupportedByKubelet``)."""
 POLL_SECONDS = 0.05
+DIAL_TIMEOUT = 10.0
+"""Seconds a registration attempt waits for the socket to answer (``dialTimeoutDuration``)."""
+INITIAL_BACKOFF = 0.5
+"""Seconds before a socket path is tried again after its first failure (``initialDurationBeforeRetry``)."""
+MAX_BACKOFF = 122.0
+"""The longest wait between attempts, 2 min 2 s (``maxDurationBeforeRetry``)."""
 
 
 class KubeletPrepareError(RuntimeError):
@@ -82,14 +105,32 @@ class _Prepared:
     pods: set[str] = field(default_factory=set)
 
 
+@dataclass
+class _Backoff:
+    """kubelet's ``exponentialbackoff.ExponentialBackoff`` for one socket path."""
+
+    duration: float = 0.0
+    failed_at: float = 0.0
+
+    def allows(self, now: float) -> bool:
+        """``SafeToRetry``: the wait since the last failure is over."""
+        return now - self.failed_at > self.duration
+
+    def failed(self, now: float) -> None:
+        """``Update``: 0.5 s after the first failure, doubled after each further one, capped."""
+        self.duration = INITIAL_BACKOFF if not self.duration else min(2 * self.duration, MAX_BACKOFF)
+        self.failed_at = now
+
+
 class KubeletSim:
-    """kubelet's plugin watcher and DRA manager, over real unix sockets, for tests and the sandbox.
+    """kubelet's plugin manager and DRA manager, over real unix sockets, for tests and the sandbox.
 
     Args:
         registration_dir: the directory to watch (kubelet's ``plugins_registry``).
         client: reads ResourceClaims (kubelet's own client).
         services: the DRA services this "kubelet" speaks, most recent first (an older kubelet: v1beta1 only).
         call_timeout: seconds for each gRPC call.
+        dial_timeout: seconds a registration attempt waits for a socket to answer.
     """
 
     def __init__(
@@ -99,17 +140,24 @@ class KubeletSim:
         *,
         services: tuple[str, ...] = KUBELET_SERVICES,
         call_timeout: float = 10.0,
+        dial_timeout: float = DIAL_TIMEOUT,
     ) -> None:
         self.registration_dir = registration_dir
         self.client = client
         self.services = services
         self.call_timeout = call_timeout
+        self.dial_timeout = dial_timeout
         self._cond = threading.Condition()
         self._plugins: dict[str, Plugin] = {}
-        self._seen: dict[str, tuple[int, int, int] | None] = {}
+        self._registered: dict[str, SocketIdentity] = {}
+        """Socket path -> the identity it had when its plugin registered (the actual state of the world)."""
+        self._pending: dict[str, threading.Thread] = {}
+        self._backoff: dict[str, _Backoff] = {}
         self._prepared: dict[tuple[str, str], _Prepared] = {}
         self.refused: dict[str, str] = {}
-        """Registration socket -> why its plugin was refused."""
+        """Registration socket -> why its last registration attempt failed (cleared when it registers)."""
+        self.attempts: dict[str, int] = {}
+        """Registration socket -> how many registration attempts were started on it."""
         self.prepare_calls = 0
         self.unprepare_calls = 0
         self._stop = threading.Event()
@@ -126,15 +174,20 @@ class KubeletSim:
         return self
 
     def stop(self) -> None:
-        """Stop watching and drop every plugin connection."""
+        """Stop watching, wait for registration attempts in flight, and drop every plugin connection."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
             self._thread = None
         with self._cond:
+            pending = list(self._pending.values())
+        for thread in pending:
+            thread.join(5)
+        with self._cond:
             plugins = list(self._plugins.values())
             self._plugins.clear()
-            self._seen.clear()
+            self._registered.clear()
+            self._backoff.clear()
         for plugin in plugins:
             plugin.channel.close()
 
@@ -155,27 +208,28 @@ class KubeletSim:
         with self._cond:
             return self._plugins.get(driver)
 
-    # --- the plugin watcher -------------------------------------------------------------------------
+    # --- the plugin manager -----------------------------------------------------------------------
 
     def _watch(self) -> None:
         watch = DirWatch.open([self.registration_dir])
         try:
             while not self._stop.is_set():
-                self._scan()
+                self._reconcile(self._sockets())
                 if watch is not None:
-                    watch.wait(POLL_SECONDS * 4)  # inotify wakes us; the timeout catches removals
+                    watch.wait(POLL_SECONDS * 4)  # inotify wakes us; the timeout catches removals and backoffs
                 else:
                     self._stop.wait(POLL_SECONDS)
         finally:
             if watch is not None:
                 watch.close()
 
-    def _scan(self) -> None:
+    def _sockets(self) -> dict[str, SocketIdentity]:
+        """The desired state of the world: socket path -> its identity (a re-created socket has a new one)."""
         try:
             names = os.listdir(self.registration_dir)
         except OSError:
             names = []
-        present: dict[str, tuple[int, int, int] | None] = {}
+        present: dict[str, SocketIdentity] = {}
         for name in names:
             path = os.path.join(self.registration_dir, name)
             if name.startswith("."):
@@ -185,56 +239,113 @@ class KubeletSim:
                     continue
             except OSError:
                 continue
-            present[path] = socket_identity(path)
-        for path in [p for p in self._seen if p not in present]:
-            self._deregister(path)
-        for path, identity in present.items():
-            if self._seen.get(path, "new") != identity:
-                self._seen[path] = identity
-                self._register(path)
+            identity = socket_identity(path)
+            if identity is not None:
+                present[path] = identity
+        return present
 
-    def _register(self, path: str) -> None:
+    def _reconcile(self, desired: dict[str, SocketIdentity]) -> None:
+        """reconciler.go ``reconcile``: deregister what went away or changed, then try what is not registered."""
+        with self._cond:
+            stale = [path for path, identity in self._registered.items() if desired.get(path) != identity]
+        for path in stale:
+            self._deregister(path)
+        now = time.monotonic()
+        with self._cond:
+            for path, identity in desired.items():
+                if self._stop.is_set() or self._registered.get(path) == identity or path in self._pending:
+                    continue  # registered, or an attempt is in flight (nestedpendingoperations: one per path)
+                backoff = self._backoff.get(path)
+                if backoff is not None and not backoff.allows(now):
+                    continue
+                self.attempts[path] = self.attempts.get(path, 0) + 1
+                thread = threading.Thread(target=self._register, args=(path, identity),
+                                          name="kubeletsim-dra-register", daemon=True)
+                self._pending[path] = thread
+                thread.start()
+
+    def _register(self, path: str, identity: SocketIdentity) -> None:
+        """One registration attempt (``GenerateRegisterPluginFunc``), recorded as success or failure."""
+        try:
+            outcome = self._handshake(path)
+        except Exception as exc:  # a bug in an attempt is a failed attempt, as kubelet recovers panics
+            log.exception("registering the plugin at %s failed unexpectedly", path)
+            outcome = f"{type(exc).__name__}: {exc}"
+        replaced: Plugin | None = None
+        with self._cond:
+            self._pending.pop(path, None)
+            if isinstance(outcome, Plugin) and not self._stop.is_set():
+                replaced = self._plugins.get(outcome.name)
+                self._plugins[outcome.name] = outcome
+                self._registered[path] = identity
+                self._backoff.pop(path, None)
+                self.refused.pop(path, None)
+            elif isinstance(outcome, str):
+                self.refused[path] = outcome
+                self._backoff.setdefault(path, _Backoff()).failed(time.monotonic())
+                log.info("registering the plugin at %s failed (retried with backoff): %s", path, outcome)
+            self._cond.notify_all()
+        if isinstance(outcome, Plugin):
+            if self._stop.is_set():
+                outcome.channel.close()
+                return
+            if replaced is not None:
+                replaced.channel.close()
+            log.info("registered DRA plugin %s (%s at %s)", outcome.name, outcome.service, outcome.endpoint)
+
+    def _dial(self, channel: grpc.Channel) -> bool:
+        """Wait up to `dial_timeout` for the socket to answer (gRPC reconnects meanwhile), or until `stop`."""
+        ready = grpc.channel_ready_future(channel)
+        deadline = time.monotonic() + self.dial_timeout
+        try:
+            while not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                try:
+                    ready.result(timeout=min(left, POLL_SECONDS * 4))
+                    return True
+                except grpc.FutureTimeoutError:
+                    continue
+            return False
+        finally:
+            ready.cancel()
+
+    def _handshake(self, path: str) -> Plugin | str:
+        """Dial, GetInfo, validate, NotifyRegistrationStatus: the plugin, or why the attempt failed."""
         channel = grpc.insecure_channel(target(path), options=CHANNEL_OPTIONS)
         try:
+            if not self._dial(channel):
+                return f"dial failed at socket {path}: no answer within {self.dial_timeout:g}s"
             stub = reg_grpc.RegistrationStub(channel)  # type: ignore[no-untyped-call]
-            info: reg.PluginInfo = stub.GetInfo(reg.InfoRequest(), timeout=self.call_timeout)
-        except grpc.RpcError as exc:
-            self.refused[path] = f"GetInfo failed: {exc.details()}"
+            try:
+                info: reg.PluginInfo = stub.GetInfo(reg.InfoRequest(), timeout=self.call_timeout)
+            except grpc.RpcError as exc:
+                return f"GetInfo failed: {exc.details()}"
+            error = ""
+            chosen = next((s for s in self.services if s in info.supported_versions), "")
+            if info.type != protocol.DRA_PLUGIN_TYPE:
+                error = f"plugin type {info.type!r} is not handled here"
+            elif not info.supported_versions:
+                error = "empty list of supported gRPC services (aka supported versions)"
+            elif not chosen:
+                error = f"none of the services {list(info.supported_versions)} is supported"
+            try:
+                stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=not error, error=error),
+                                              timeout=self.call_timeout)
+            except grpc.RpcError as exc:
+                log.info("NotifyRegistrationStatus: %s", exc.details())
+            if error:
+                return error
+        finally:
             channel.close()
-            return
-        error = ""
-        chosen = next((s for s in self.services if s in info.supported_versions), "")
-        if info.type != protocol.DRA_PLUGIN_TYPE:
-            error = f"plugin type {info.type!r} is not handled here"
-        elif not info.supported_versions:
-            error = "empty list of supported gRPC services (aka supported versions)"
-        elif not chosen:
-            error = f"none of the services {list(info.supported_versions)} is supported"
-        try:
-            stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=not error, error=error),
-                                          timeout=self.call_timeout)
-        except grpc.RpcError as exc:
-            log.info("NotifyRegistrationStatus: %s", exc.details())
-        channel.close()
-        if error:
-            self.refused[path] = error
-            return
         plugin_channel = grpc.insecure_channel(target(info.endpoint), options=CHANNEL_OPTIONS)
         grpc_module = v1_grpc if chosen == protocol.DRA_SERVICE_V1 else v1beta1_grpc
-        plugin = Plugin(info.name, info.endpoint, chosen, path, plugin_channel,
-                        grpc_module.DRAPluginStub(plugin_channel))
-        with self._cond:
-            old = self._plugins.get(info.name)
-            self._plugins[info.name] = plugin
-            self.refused.pop(path, None)
-            self._cond.notify_all()
-        if old is not None:
-            old.channel.close()
-        log.info("registered DRA plugin %s (%s at %s)", info.name, chosen, info.endpoint)
+        return Plugin(info.name, info.endpoint, chosen, path, plugin_channel, grpc_module.DRAPluginStub(plugin_channel))
 
     def _deregister(self, path: str) -> None:
-        self._seen.pop(path, None)
         with self._cond:
+            self._registered.pop(path, None)
             gone = [name for name, plugin in self._plugins.items() if plugin.registration_socket == path]
             plugins = [self._plugins.pop(name) for name in gone]
             self._cond.notify_all()

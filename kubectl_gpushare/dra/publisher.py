@@ -8,6 +8,8 @@ slice is created anew. Every `sync` lists the slices of this node and driver (fi
 rest (with a UID precondition: a slice re-created meanwhile is not ours to delete), and writes only
 if the devices differ. kubelet wipes a driver's slices when the driver deregisters, and anyone may
 delete one, so `run` syncs on every change and every `resync` seconds, backing off on errors.
+`withdraw` ends publishing for good: it and `sync` take one lock, so a sync in flight finishes
+before withdraw lists (and its slice is deleted with the rest) and none writes after.
 
 A slice the API server stored without ``allowMultipleAllocations`` or without device taints means
 the DRAConsumableCapacity or DRADeviceTaints feature gate is off there: logged once, as an error
@@ -44,6 +46,9 @@ class SlicePublisher:
         self.writes = 0
         self.dropped: set[str] = set()
         """Feature gates the API server showed it lacks (see the module docstring)."""
+        self.withdrawn = False
+        """Set by `withdraw`: nothing is published any more."""
+        self._lock = threading.Lock()
 
     def _listed(self) -> list[types.ResourceSlice]:
         selector = f"spec.nodeName={self.node},spec.driver={protocol.DRA_DRIVER}"
@@ -53,9 +58,17 @@ class SlicePublisher:
     def sync(self, devices: tuple[types.Device, ...]) -> bool:
         """Make the API hold exactly one slice with ``devices``; True if anything was written.
 
+        Once `withdraw` has run, nothing: False.
+
         Raises:
             KubeError: the API server refused or could not be reached (the caller retries).
         """
+        with self._lock:
+            if self.withdrawn:
+                return False
+            return self._sync(devices)
+
+    def _sync(self, devices: tuple[types.Device, ...]) -> bool:
         existing = self._listed()
         prefix = protocol.DRA_SLICE_INDEX + "-"
         generation = max((s.spec.pool.generation for s in existing), default=0)
@@ -122,9 +135,9 @@ class SlicePublisher:
 
     def run(self, stop: threading.Event, wake: threading.Event, devices: Callable[[], tuple[types.Device, ...]],
             resync: float = RESYNC_SECONDS) -> None:
-        """Sync now, on every ``wake`` and every ``resync`` seconds, until ``stop`` (set ``wake`` too)."""
+        """Sync now, on every ``wake`` and every ``resync`` seconds, until ``stop`` (set ``wake`` too) or `withdraw`."""
         backoff = 0.5
-        while not stop.is_set():
+        while not stop.is_set() and not self.withdrawn:
             wake.clear()
             try:
                 self.sync(devices())
@@ -139,5 +152,15 @@ class SlicePublisher:
             wake.wait(wait)
 
     def withdraw(self) -> int:
-        """Delete every slice of this node and driver (the node turned out to be the device plugin's)."""
-        return sum(self._delete(s) for s in self._listed())
+        """Stop publishing for good and delete every slice of this node and driver; how many were deleted.
+
+        For a node that turned out to be the device plugin's. A `sync` in flight finishes first, and
+        none writes afterwards, so no slice of ours is left when this returns (a write whose reply was
+        lost earlier could still land; kubelet wipes the slices once the driver has gone).
+
+        Raises:
+            KubeError: the slices could not be listed or deleted (publishing stays stopped).
+        """
+        with self._lock:
+            self.withdrawn = True
+            return sum(self._delete(s) for s in self._listed())

@@ -48,10 +48,9 @@ def start_driver(sandbox: Sandbox, kubeconfig: Path, dirs: Dirs) -> Iterator[Cal
               **overrides: Any) -> RunningDriver:
         if sandbox.get("nodes", None, node) is None:
             sandbox.load([namespace_object("default"), node_object(node, [], ip="10.0.0.1", gpushare=False)])
-        cfg = Config(
-            node_name=node, registration_dir=dirs.registration, plugin_dir=dirs.plugin, cdi_root=dirs.cdi,
-            fake_gpus=spec, kube={"kubeconfig": str(kubeconfig)}, **{"poll_interval": 0.05, **overrides},
-        )
+        settings: dict[str, Any] = {"registration_dir": dirs.registration, "plugin_dir": dirs.plugin,
+                                    "cdi_root": dirs.cdi, "poll_interval": 0.05, **overrides}
+        cfg = Config(node_name=node, fake_gpus=spec, kube={"kubeconfig": str(kubeconfig)}, **settings)
         driver = RunningDriver(cfg, backend or FakeBackend.from_spec(spec, seed=node))
         running.append(driver)
         return driver.start()

@@ -1,12 +1,13 @@
 """The driver's life on a node: health changes re-publish the slice, stale slices go, a deleted slice or
-socket comes back, and a node the device plugin serves is refused."""
+socket comes back, kubelet retries a registration that failed, and a node the device plugin serves is refused."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from dra_helpers import NODE, Dirs, wait_for
+from dra_helpers import NODE, Dirs, NotServedYet, wait_for
+from waiting import holds_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra.daemon import DaemonError
@@ -112,6 +113,39 @@ def test_a_deleted_socket_is_served_again_and_kubelet_registers_it_again(
         assert kubelet.wait_registered(timeout=10) is not None
 
 
+def test_kubelet_retries_a_registration_socket_that_did_not_answer_at_first(
+    start_driver, api: Client, dirs: Dirs
+) -> None:
+    # kubelet's reconciler tries a socket again until it registers (pluginmanager/reconciler): a driver
+    # whose socket kubelet dialled before the driver served it still registers, through the same file.
+    with KubeletSim(dirs.registration, api) as kubelet:
+        early = NotServedYet(os.path.join(dirs.registration, protocol.DRA_REGISTRATION_SOCKET))
+        try:
+            wait_for(lambda: early.closed_unserved >= 1, what="kubelet dialling the socket before it is served")
+            running = start_driver(registration_dir=str(dirs.root / "served"))
+            early.serve_from(running.cfg.registration_socket)
+            plugin = kubelet.wait_registered(timeout=30)
+            assert plugin is not None and plugin.registration_socket == early.path
+            assert plugin.endpoint == os.path.join(dirs.plugin, protocol.DRA_PLUGIN_SOCKET)
+        finally:
+            early.close()
+
+
+def test_kubelet_backs_off_between_attempts_and_stops_when_the_socket_goes(api: Client, dirs: Dirs) -> None:
+    with KubeletSim(dirs.registration, api, dial_timeout=0.2) as kubelet:
+        early = NotServedYet(os.path.join(dirs.registration, protocol.DRA_REGISTRATION_SOCKET))
+        try:
+            wait_for(lambda: kubelet.attempts.get(early.path, 0) >= 3, what="three registration attempts")
+            assert kubelet.refused[early.path].startswith("dial failed at socket")
+        finally:
+            early.close()
+        os.unlink(early.path)
+        tried = kubelet.attempts[early.path]
+        # the next attempt would be due 2 s after the third failure (0.5 s, 1 s, 2 s): none comes
+        holds_for(lambda: kubelet.attempts[early.path] == tried, 3.0, "no attempt once the socket is gone")
+        assert kubelet.plugin() is None
+
+
 def test_a_node_the_device_plugin_serves_is_refused(start_driver, sandbox: Sandbox) -> None:
     sandbox.load([namespace_object("default"), node_object(NODE, [16, 16], ip="10.0.0.1")])
     with pytest.raises(DaemonError) as refused:
@@ -144,3 +178,20 @@ def test_a_device_plugin_starting_later_makes_the_driver_withdraw_and_stop(
     assert isinstance(running.error, DaemonError) and running.error.exit_code == 2
     assert running.error.message.startswith(f"stopping: node {NODE} now advertises aliyun.com/gpu-mem=16")
     assert _slices(api) == []
+
+
+def test_withdrawing_waits_for_a_publish_in_flight_and_leaves_no_slice(
+    start_driver, api: Client, sandbox: Sandbox
+) -> None:
+    running = start_driver("1x16GiB", resync=0.2)
+    first = wait_for(lambda: _slices(api), what="the slice")[0]
+    slow = sandbox.inject("POST", r"/resourceslices", latency=2.0, times=1)
+    api.delete(types.RESOURCESLICES, first.metadata.name)  # as kubelet wipes it: the publisher creates it again
+    running.driver.republish()
+    wait_for(lambda: slow.hits == 1, what="the publisher's create on its way (slowly)")
+    api.patch(types.NODES, NODE, {"status": {"capacity": {"aliyun.com/gpu-mem": "16"}}}, subresource="status")
+    running.thread.join(20)
+    assert not running.thread.is_alive()
+    assert isinstance(running.error, DaemonError) and running.error.exit_code == 2
+    assert _slices(api) == [], "the slice created while withdrawing was deleted too"
+    assert running.driver.publisher.withdrawn
