@@ -405,11 +405,19 @@ _GPUSHARE_ONLY_CHECKS: Final = frozenset({"gpu-node-unlabelled"})
 """Node checks that only make sense for a node meant for gpushare: dropped for nodes of another stack."""
 
 
-def _without_other_stacks(findings: list[Finding], nodes: Sequence[Node]) -> list[Finding]:
-    """Drop gpushare advice on nodes of another sharing stack (a second device plugin over their GPUs)."""
+def _without_other_stacks(findings: list[Finding], nodes: Sequence[Node], objects: DraObjects) -> list[Finding]:
+    """Drop gpushare advice on nodes of another sharing stack (a second device plugin over their GPUs).
+
+    A node that shares its GPUs through DRA (labelled for our driver, or publishing slices of ours or
+    NVIDIA's) is such a node too: labelling it ``gpushare=true`` would sell its GPUs twice.
+    """
     others = {
-        f"node/{node.metadata.name}" for node in nodes if stacks.detect(node) not in (None, protocol.STACK_GPUSHARE)
+        f"node/{node.metadata.name}" for node in nodes
+        if stacks.detect(node) not in (None, protocol.STACK_GPUSHARE)
+        or node.metadata.labels.get(protocol.LABEL_DRA) == "true"
     }
+    others.update(f"node/{piece.node_name}" for piece in objects.slices if piece.node_name)
+    others.update(f"node/{piece.spec.node_name}" for piece in objects.nvidia if piece.spec.node_name)
     return [f for f in findings if not (f.check in _GPUSHARE_ONLY_CHECKS and f.object in others)]
 
 
@@ -516,7 +524,7 @@ def audit(
         findings.extend(doctor_dra.pending_findings(waiting, objects, now_ns / 1e9, stuck_after))
     findings.extend(_stack_findings(*split.result()))
     findings.extend(_stack_warning(message) for message in record_warnings)
-    findings = _without_other_stacks(findings, nodes)
+    findings = _without_other_stacks(findings, nodes, objects)
     findings.sort(key=lambda f: (f.severity != ERROR, f.check, f.object, f.message))
     errors = sum(1 for finding in findings if finding.severity == ERROR)
     return DoctorReport(Summary(errors, len(findings) - errors), findings)

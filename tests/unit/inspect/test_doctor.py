@@ -270,3 +270,26 @@ def test_a_pod_bound_around_the_extender_is_named() -> None:
     cpu_only = pod_object("cpu-only", "ml", [0], node="gpu-a", phase="Running")
     finished = pod_object("finished", "ml", [8], node="gpu-a", phase="Succeeded")
     assert audit(placed, unbound, cpu_only, finished) == []
+
+
+def test_a_node_sharing_through_dra_is_not_told_to_get_the_gpushare_label() -> None:
+    from kubectl_gpushare import protocol
+    from kubectl_gpushare.dra_objects import decode_slice
+    from kubectl_gpushare.inspect import doctor
+    from kubectl_gpushare.kube.stacks.dra import DraObjects
+    from kubectl_gpushare.kube.types import NODE_DECODER
+    from kubectl_gpushare.sandbox.builders import node_object
+
+    gpu = {"nvidia.com/gpu.present": "true"}
+    labelled = node_object("dra-labelled", [16], ip="10.9.0.5", dra=True, labels=gpu)
+    publishing = node_object("dra-publishing", [], ip="10.9.0.6", labels=gpu)
+    plain = node_object("plain", [], ip="10.9.0.7", labels=gpu)
+    nodes = [NODE_DECODER.decode(json.dumps(n).encode()) for n in (labelled, publishing, plain)]
+    piece = decode_slice({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+        "spec": {"driver": protocol.DRA_DRIVER, "nodeName": "dra-publishing",
+                 "pool": {"name": "dra-publishing", "generation": 1, "resourceSliceCount": 1}, "devices": []},
+    })
+    report = doctor.audit(nodes, [], now_ns=0, dra_objects=DraObjects(slices=[piece]))
+    assert [(f.check, f.object) for f in report.findings if f.check == "gpu-node-unlabelled"] == [
+        ("gpu-node-unlabelled", "node/plain")]
