@@ -60,11 +60,11 @@ def claims(client: Client, round_no: int, count: int) -> list[tuple[str, str]]:
                 "metadata": {"name": name, "namespace": "default"},
                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                     "deviceClassName": protocol.DRA_DEVICE_CLASS, "capacity": {"requests": {"memory": "1Gi"}}}}]}}}
-        uid = client.create(types.RESOURCECLAIMS, body, "default").metadata.uid
+        uid = client.create(types.DRA_CLAIMS, body, "default").metadata.uid
         status = {"status": {"allocation": {"devices": {"results": [{
             "request": "gpu", "driver": protocol.DRA_DRIVER, "pool": NODE, "device": f"gpu-{i % 8}",
             "shareID": f"00000000-0000-4000-8000-{round_no:06d}{i:06d}", "consumedCapacity": {"memory": "1Gi"}}]}}}}
-        client.patch(types.RESOURCECLAIMS, name, status, "default", "merge", subresource="status")
+        client.patch(types.DRA_CLAIMS, name, status, "default", "merge", subresource="status")
         made.append((name, uid))
     return made
 
