@@ -983,8 +983,16 @@ def _requests(devices: WireDeviceClaim) -> tuple[tuple[DeviceRequest, ...], str,
 
 
 def _result(raw: WireResult) -> AllocatedDevice:
+    share_id = raw.share_id or ""
     base = AllocatedDevice(raw.request[:128], raw.driver[:63], raw.pool[:253], raw.device[:63],
-                           (raw.share_id or "")[:64], None, bool(raw.admin_access))
+                           share_id[:64], None, bool(raw.admin_access))
+    # Cut names would stand for other objects (two share IDs equal once cut): such a result is kept
+    # but marked, so the driver refuses to prepare it and views trust none of its names.
+    long = [what for what, value, limit in (("request", raw.request, 128), ("driver", raw.driver, 63),
+                                            ("pool", raw.pool, 253), ("device", raw.device, 63),
+                                            ("shareID", share_id, 64)) if len(value) > limit]
+    if long:
+        base = msgspec.structs.replace(base, invalid=f"{', '.join(long)} longer than the API allows")
     if raw.consumed_capacity is None:
         return base
     try:

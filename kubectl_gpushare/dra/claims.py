@@ -131,6 +131,8 @@ def holding(
         if gpu is not None and target.index != gpu.index:
             both = f"{gpu.device} and {target.device}"
             raise ClaimRejectedError(f"claim {where} holds {both}; a gpushare claim holds one GPU")
+        if result.invalid and result.unread_capacity is None:  # the capacity case is named below
+            raise ClaimRejectedError(f"claim {where}: {result.invalid}")
         if result.admin_access:
             raise ClaimRejectedError(f"claim {where}: admin access to {target.device} is not supported")
         share = result.share_id or None

@@ -69,7 +69,7 @@ class SlicePublisher:
                 return False
             return self._sync(devices)
 
-    def _sync(self, devices: tuple[types.Device, ...]) -> bool:
+    def _sync(self, devices: slices.Devices) -> bool:
         existing = self._listed()
         prefix = protocol.DRA_SLICE_INDEX + "-"
         generation = max((s.spec.pool.generation for s in existing), default=0)

@@ -186,7 +186,7 @@ def test_withdrawing_waits_for_a_publish_in_flight_and_leaves_no_slice(
     running = start_driver("1x16GiB", resync=0.2)
     first = wait_for(lambda: _slices(api), what="the slice")[0]
     slow = sandbox.inject("POST", r"/resourceslices", latency=2.0, times=1)
-    api.delete(types.RESOURCESLICES, first.metadata.name)  # as kubelet wipes it: the publisher creates it again
+    api.delete(types.DRA_SLICES, first.metadata.name)  # as kubelet wipes it: the publisher creates it again
     running.driver.republish()
     wait_for(lambda: slow.hits == 1, what="the publisher's create on its way (slowly)")
     api.patch(types.NODES, NODE, {"status": {"capacity": {"aliyun.com/gpu-mem": "16"}}}, subresource="status")
