@@ -28,6 +28,7 @@ No I/O, no clock, no logging; imports only `protocol` and msgspec.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any, Final, TypeVar
@@ -330,6 +331,17 @@ class WireResourceClaim(msgspec.Struct, frozen=True, gc=False):
     status: WireClaimStatus = WireClaimStatus()
 
 
+class WireAllocatedClaim(msgspec.Struct, frozen=True, gc=False):
+    """A ResourceClaim without its ``spec``: what counts an allocated claim (its allocation, not its requests).
+
+    Decoding skips the requests of the many allocated claims; a claim found unallocated is decoded
+    again as `WireResourceClaim` where its requests are wanted.
+    """
+
+    metadata: WireMeta = WireMeta()
+    status: WireClaimStatus = WireClaimStatus()
+
+
 class WireTemplateSpec(msgspec.Struct, frozen=True, gc=False):
     """``ResourceClaimTemplateSpec``."""
 
@@ -591,7 +603,15 @@ def read_quantity(raw: object) -> Quantity:
     Raises:
         ValueError: not a quantity, negative, or too large (one line).
     """
-    text = _quantity_text(raw)
+    return _text_quantity(raw if type(raw) is str else _quantity_text(raw))
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_quantity(text: str) -> Quantity:
+    """`read_quantity` of a text; the same few amounts fill every slice and claim, so each is parsed once.
+
+    Bounded, and a refused text is not kept (the error is raised again each time).
+    """
     millis = protocol.parse_milli_quantity(text)  # length, syntax and range bounds
     if millis < 0:
         raise ValueError(f"quantity {text[:64]!r} is negative")
@@ -978,29 +998,30 @@ def _requests(devices: WireDeviceClaim) -> tuple[tuple[DeviceRequest, ...], str,
 
 
 def _result(raw: WireResult) -> AllocatedDevice:
-    base = AllocatedDevice(raw.request[:128], raw.driver[:63], raw.pool[:253], raw.device[:63],
-                           (raw.share_id or "")[:64], None, bool(raw.admin_access))
-    if raw.consumed_capacity is None:
-        return base
-    try:
-        if len(raw.consumed_capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
-            raise ValueError("too many consumedCapacity entries")
-        consumed = {name[:100]: read_quantity(value) for name, value in raw.consumed_capacity.items()}
-    except ValueError as exc:
-        return msgspec.structs.replace(base, invalid=f"consumedCapacity: {str(exc).splitlines()[0][:200]}")
-    return msgspec.structs.replace(base, consumed_capacity=consumed)
+    consumed: dict[str, Quantity] | None = None
+    invalid = ""
+    if raw.consumed_capacity is not None:
+        try:
+            if len(raw.consumed_capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
+                raise ValueError("too many consumedCapacity entries")
+            consumed = {name[:100]: read_quantity(value) for name, value in raw.consumed_capacity.items()}
+        except ValueError as exc:
+            consumed, invalid = None, f"consumedCapacity: {str(exc).splitlines()[0][:200]}"
+    return AllocatedDevice(raw.request[:128], raw.driver[:63], raw.pool[:253], raw.device[:63],
+                           (raw.share_id or "")[:64], consumed, bool(raw.admin_access), invalid)
 
 
-def _allocation(raw: WireAllocation, what: str, problems: list[str]) -> Allocation:
+def _allocation(raw: WireAllocation, meta: WireMeta, problems: list[str]) -> Allocation:
     results = raw.devices.results
     if len(results) > MAX_RESULTS:
-        problems.append(f"{what}: more than {MAX_RESULTS} allocation results; the first {MAX_RESULTS} are read")
+        problems.append(f"ResourceClaim {_meta_key(meta)}: more than {MAX_RESULTS} allocation results; "
+                        f"the first {MAX_RESULTS} are read")
         results = results[:MAX_RESULTS]
-    read = tuple(_result(r) for r in results)
+    read = tuple([_result(r) for r in results])
     for result in read:
         if result.invalid:
-            problems.append(f"{what}: device {result.driver}/{result.pool}/{result.device}: {result.invalid}; "
-                            "counted as using the whole device")
+            problems.append(f"ResourceClaim {_meta_key(meta)}: device {result.driver}/{result.pool}/{result.device}: "
+                            f"{result.invalid}; counted as using the whole device")
     node = ""
     selector = raw.node_selector
     if selector is not None and len(selector.node_selector_terms) == 1:
@@ -1019,19 +1040,24 @@ def _owner(meta: WireMeta) -> OwnerReference | None:
     return None
 
 
+_NONE: Final[tuple[tuple[DeviceRequest, ...], str, str]] = ((), "", "")
+"""`_requests` of a claim without requests or constraints."""
+
+
 def read_claim(wire: WireResourceClaim) -> ResourceClaim:
     """A decoded claim, checked. Raises `InvalidObjectError` when it has no name or namespace."""
     meta = wire.metadata
     _require_name(meta, "ResourceClaim")
     if not meta.namespace:
         raise InvalidObjectError(f"ResourceClaim {meta.name[:253]}: no metadata.namespace")
-    what = f"ResourceClaim {_meta_key(meta)}"
-    requests, spec_invalid, unsupported = _requests(wire.spec.devices)
+    devices = wire.spec.devices
+    requests, spec_invalid, unsupported = _requests(devices) if devices.requests or devices.constraints else _NONE
     problems: list[str] = []
-    allocation = _allocation(wire.status.allocation, what, problems) if wire.status.allocation else None
+    allocation = _allocation(wire.status.allocation, meta, problems) if wire.status.allocation else None
     reserved = wire.status.reserved_for
     if len(reserved) > MAX_RESERVED_FOR:
-        problems.append(f"{what}: more than {MAX_RESERVED_FOR} reservedFor entries; the first are read")
+        problems.append(f"ResourceClaim {_meta_key(meta)}: more than {MAX_RESERVED_FOR} reservedFor entries; "
+                        "the first are read")
         reserved = reserved[:MAX_RESERVED_FOR]
     return ResourceClaim(
         namespace=meta.namespace[:63], name=meta.name, uid=meta.uid[:64], resource_version=meta.resource_version[:64],

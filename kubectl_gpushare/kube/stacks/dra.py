@@ -124,7 +124,10 @@ def read(
         if allocation is None and not pending:
             continue
         if allocation is not None:
-            if not any(result.driver in DRIVERS for result in allocation.devices.results):
+            for result in allocation.devices.results:
+                if result.driver in DRIVERS:
+                    break
+            else:
                 continue
             wire_claim = msgspec.structs.replace(wire_claim, spec=_NO_SPEC)
         try:
@@ -132,7 +135,7 @@ def read(
         except dra.InvalidObjectError as exc:
             _warn(warnings, f"{exc}; not counted")
             continue
-        if _ours_or_nvidia(claim):
+        if claim.problems and _ours_or_nvidia(claim):
             for problem in claim.problems:
                 _warn(warnings, problem)
         read_claims.append(claim)
