@@ -655,7 +655,9 @@ def split_qualified_name(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if slash else (driver, name)
 
 
+@functools.lru_cache(maxsize=1024)
 def _valid_qualified_name(name: str) -> bool:
+    """Cached: every device of a slice names the same few attributes and capacities."""
     domain, slash, ident = name.partition("/")
     if not slash:
         return len(name) <= MAX_QUALIFIED_ID and _C_IDENTIFIER.fullmatch(name) is not None

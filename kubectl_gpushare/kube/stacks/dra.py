@@ -393,7 +393,7 @@ def reserved_pods(claims: Iterable[dra.ResourceClaim]) -> set[str]:
     return {c.uid for claim in claims if _ours_or_nvidia(claim) for c in claim.reserved_for if c.resource == "pods"}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Group:
     namespace: str
     name: str
@@ -422,26 +422,30 @@ def claim_records(
     groups: dict[str, _Group] = {}
     indices: dict[str, int | None] = {}  # device name -> GPU index, parsed once per name
     unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
+    ours = protocol.DRA_DRIVER
     for claim in objects.claims:
         allocation = claim.allocation
         if allocation is None:
             continue
         owner: Holder | None = None
         for result in allocation.results:
-            if result.driver != protocol.DRA_DRIVER or result.admin_access:
+            if result.driver != ours or result.admin_access:
                 continue
-            node = allocation.node_name or pools.get((result.driver, result.pool), "")
+            node = allocation.node_name or pools.get((ours, result.pool), "")
+            node_bytes = unit_bytes.get(node)
             index = indices.get(result.device, -1)
             if index == -1:
                 index = indices[result.device] = protocol.parse_dra_device_name(result.device)
-            if index is None or node not in unit_bytes:
+            if index is None or node_bytes is None:
                 continue
-            consumed = consumed_memory(result, result.driver)
-            amount = _whole(units[node][1], index) if consumed is None else _units_up(consumed, unit_bytes[node])
+            consumed = consumed_memory(result, ours)
+            amount = _whole(units[node][1], index) if consumed is None else -(-consumed // node_bytes)
             owner = owner or holder(claim)
             group = groups.get(owner.uid)
             if group is None:
-                group = groups[owner.uid] = _Group(claim.namespace, owner.name, node, phases.get(owner.uid, ""))
+                group = groups[owner.uid] = _Group(claim.namespace, owner.name, node, phases.get(owner.uid, ""),
+                                                   {index: amount}, [claim.name])
+                continue
             if group.node != node:
                 continue  # one pod is on one node; a claim naming two is left to doctor
             group.amounts[index] = group.amounts.get(index, 0) + amount
@@ -450,11 +454,11 @@ def claim_records(
     return [
         PodRecord(
             uid=uid, namespace=group.namespace, name=group.name, node=group.node, phase=group.phase,
-            request=sum(group.amounts.values()), gpu_index=min(group.amounts) if group.amounts else PENDING,
+            request=sum(group.amounts.values()), gpu_index=min(group.amounts),
             allocation=tuple(sorted(group.amounts.items())), claim=",".join(group.claims),
         )
         for uid, group in groups.items()
-    ]
+    ]  # every group holds at least the amount it was made with
 
 
 # --- A pod's claims ---------------------------------------------------------------------------------------
