@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -1108,6 +1108,38 @@ def decode_class(data: bytes | Mapping[str, object]) -> DeviceClass:
 
 
 # --- Reading our driver's devices -----------------------------------------------------------------------
+class PoolGenerations:
+    """Each pool's newest generation and how many slices publish it, counted in one pass over the slices.
+
+    The pool rules (``resourceslice`` types, the allocator's ``checkSlicesInPool``): only a pool's
+    highest generation counts, older slices are being replaced; the pool is complete when that
+    generation has ``resourceSliceCount`` slices.
+    """
+
+    __slots__ = ("newest", "published")
+
+    def __init__(self, pools: Iterable[tuple[str, str, int]]) -> None:
+        """``pools``: (driver, pool name, generation) of each slice."""
+        self.newest: dict[tuple[str, str], int] = {}
+        self.published: dict[tuple[str, str], int] = {}
+        for driver, name, generation in pools:
+            key = (driver, name)
+            current = self.newest.get(key)
+            if current is None or generation > current:
+                self.newest[key], self.published[key] = generation, 1
+            elif generation == current:
+                self.published[key] += 1
+
+    def is_newest(self, driver: str, pool: str, generation: int) -> bool:
+        """Whether ``generation`` is the pool's newest (a pool never seen: yes)."""
+        return self.newest.get((driver, pool), generation) <= generation
+
+    @classmethod
+    def of(cls, slices: Iterable[ResourceSlice]) -> PoolGenerations:
+        """Of checked slices."""
+        return cls((slice_.driver, slice_.pool, slice_.generation) for slice_ in slices)
+
+
 def lookup_capacity(device: Device, name: str, driver: str) -> DeviceCapacity | None:
     """A device's capacity by name, qualified or not, as the allocator resolves it.
 
@@ -1153,6 +1185,7 @@ __all__ = [
     "RequestPolicy",
     "ResourceClaim",
     "ResourceClaimTemplate",
+    "PoolGenerations",
     "ResourceSlice",
     "Taint",
     "Toleration",

@@ -32,9 +32,9 @@ Pure: decoded objects in, records out; warnings through the caller's `Warnings`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import Final
 
 import msgspec
 
@@ -75,18 +75,6 @@ class DraObjects:
     def __bool__(self) -> bool:
         """Whether there is anything of the drivers the views read."""
         return bool(self.slices or self.nvidia or self.claims)
-
-
-_S = TypeVar("_S")
-
-
-def _newest(items: Sequence[_S], pool: Callable[[_S], tuple[str, str, int]]) -> list[_S]:
-    """Each pool's slices of its highest generation (``pool`` gives driver, pool name and generation)."""
-    newest: dict[tuple[str, str], int] = {}
-    for item in items:
-        driver, name, generation = pool(item)
-        newest[(driver, name)] = max(generation, newest.get((driver, name), generation))
-    return [item for item in items if newest[pool(item)[:2]] == pool(item)[2]]
 
 
 _NO_SPEC: Final = dra.WireClaimSpec()
@@ -139,8 +127,10 @@ def read(
             for problem in claim.problems:
                 _warn(warnings, problem)
         read_claims.append(claim)
-    ours = _newest(ours, lambda s: (s.driver, s.pool, s.generation))
-    nvidia = _newest(nvidia, lambda s: (s.spec.driver, s.spec.pool.name, s.spec.pool.generation))
+    generations = dra.PoolGenerations.of(ours)
+    ours = [s for s in ours if generations.is_newest(s.driver, s.pool, s.generation)]
+    generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation) for s in nvidia)
+    nvidia = [s for s in nvidia if generations.is_newest(s.spec.driver, s.spec.pool.name, s.spec.pool.generation)]
     return DraObjects(ours, nvidia, read_claims)
 
 
