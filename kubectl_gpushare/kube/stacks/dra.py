@@ -117,7 +117,8 @@ def read(
                     break
             else:
                 continue
-            wire_claim = msgspec.structs.replace(wire_claim, spec=_NO_SPEC)
+            if wire_claim.spec.devices.requests or wire_claim.spec.devices.constraints:
+                wire_claim = msgspec.structs.replace(wire_claim, spec=_NO_SPEC)  # (a file's are decoded without)
         try:
             claim = dra.read_claim(wire_claim)
         except dra.InvalidObjectError as exc:
