@@ -30,8 +30,9 @@ No I/O, no clock, no logging; imports only `protocol` and msgspec.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -332,6 +333,17 @@ class WireResourceClaim(msgspec.Struct, frozen=True, gc=False):
     status: WireClaimStatus = WireClaimStatus()
 
 
+class WireAllocatedClaim(msgspec.Struct, frozen=True, gc=False):
+    """A ResourceClaim without its ``spec``: what counts an allocated claim (its allocation, not its requests).
+
+    Decoding skips the requests of the many allocated claims; a claim found unallocated is decoded
+    again as `WireResourceClaim` where its requests are wanted.
+    """
+
+    metadata: WireMeta = WireMeta()
+    status: WireClaimStatus = WireClaimStatus()
+
+
 class WireTemplateSpec(msgspec.Struct, frozen=True, gc=False):
     """``ResourceClaimTemplateSpec``."""
 
@@ -596,7 +608,15 @@ def read_quantity(raw: object) -> Quantity:
     Raises:
         ValueError: not a quantity, negative, or too large (one line).
     """
-    text = _quantity_text(raw)
+    return _text_quantity(raw if type(raw) is str else _quantity_text(raw))
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_quantity(text: str) -> Quantity:
+    """`read_quantity` of a text; the same few amounts fill every slice and claim, so each is parsed once.
+
+    Bounded, and a refused text is not kept (the error is raised again each time).
+    """
     millis = protocol.parse_milli_quantity(text)  # length, syntax and range bounds
     if millis < 0:
         raise ValueError(f"quantity {text[:64]!r} is negative")
@@ -640,7 +660,9 @@ def split_qualified_name(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if slash else (driver, name)
 
 
+@functools.lru_cache(maxsize=1024)
 def _valid_qualified_name(name: str) -> bool:
+    """Cached: every device of a slice names the same few attributes and capacities."""
     domain, slash, ident = name.partition("/")
     if not slash:
         return len(name) <= MAX_QUALIFIED_ID and _C_IDENTIFIER.fullmatch(name) is not None
@@ -984,39 +1006,38 @@ def _requests(devices: WireDeviceClaim) -> tuple[tuple[DeviceRequest, ...], str,
 
 def _result(raw: WireResult) -> AllocatedDevice:
     share_id = raw.share_id or ""
-    base = AllocatedDevice(raw.request[:128], raw.driver[:63], raw.pool[:253], raw.device[:63],
-                           share_id[:64], None, bool(raw.admin_access))
+    consumed: dict[str, Quantity] | None = None
+    unread: dict[str, str] | None = None
+    invalid = ""
+    if raw.consumed_capacity is not None:
+        try:
+            if len(raw.consumed_capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
+                raise ValueError("too many consumedCapacity entries")
+            consumed = {name[:100]: read_quantity(value) for name, value in raw.consumed_capacity.items()}
+        except ValueError as exc:
+            entries = list(raw.consumed_capacity.items())[:MAX_ATTRIBUTES_AND_CAPACITIES]
+            unread = {name[:100]: str(value)[:100] for name, value in entries}
+            consumed, invalid = None, f"consumedCapacity: {str(exc).splitlines()[0][:200]}"
     # Cut names would stand for other objects (two share IDs equal once cut): such a result is kept
     # but marked, so the driver refuses to prepare it and views trust none of its names.
-    long = [what for what, value, limit in (("request", raw.request, 128), ("driver", raw.driver, 63),
-                                            ("pool", raw.pool, 253), ("device", raw.device, 63),
-                                            ("shareID", share_id, 64)) if len(value) > limit]
-    if long:
-        base = msgspec.structs.replace(base, invalid=f"{', '.join(long)} longer than the API allows")
-    if raw.consumed_capacity is None:
-        return base
-    try:
-        if len(raw.consumed_capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
-            raise ValueError("too many consumedCapacity entries")
-        consumed = {name[:100]: read_quantity(value) for name, value in raw.consumed_capacity.items()}
-    except ValueError as exc:
-        entries = list(raw.consumed_capacity.items())[:MAX_ATTRIBUTES_AND_CAPACITIES]
-        written = {name[:100]: str(value)[:100] for name, value in entries}
-        return msgspec.structs.replace(base, invalid=f"consumedCapacity: {str(exc).splitlines()[0][:200]}",
-                                       unread_capacity=written)
-    return msgspec.structs.replace(base, consumed_capacity=consumed)
+    if (len(raw.request) > 128 or len(raw.driver) > 63 or len(raw.pool) > 253 or len(raw.device) > 63
+            or len(share_id) > 64) and not invalid:
+        invalid = "a name (request, driver, pool, device or shareID) longer than the API allows"
+    return AllocatedDevice(raw.request[:128], raw.driver[:63], raw.pool[:253], raw.device[:63], share_id[:64],
+                           consumed, bool(raw.admin_access), invalid, unread)
 
 
-def _allocation(raw: WireAllocation, what: str, problems: list[str]) -> Allocation:
+def _allocation(raw: WireAllocation, meta: WireMeta, problems: list[str]) -> Allocation:
     results = raw.devices.results
     if len(results) > MAX_RESULTS:
-        problems.append(f"{what}: more than {MAX_RESULTS} allocation results; the first {MAX_RESULTS} are read")
+        problems.append(f"ResourceClaim {_meta_key(meta)}: more than {MAX_RESULTS} allocation results; "
+                        f"the first {MAX_RESULTS} are read")
         results = results[:MAX_RESULTS]
-    read = tuple(_result(r) for r in results)
+    read = tuple([_result(r) for r in results])
     for result in read:
         if result.invalid:
-            problems.append(f"{what}: device {result.driver}/{result.pool}/{result.device}: {result.invalid}; "
-                            "counted as using the whole device")
+            problems.append(f"ResourceClaim {_meta_key(meta)}: device {result.driver}/{result.pool}/{result.device}: "
+                            f"{result.invalid}; counted as using the whole device")
     node = ""
     selector = raw.node_selector
     if selector is not None and len(selector.node_selector_terms) == 1:
@@ -1035,19 +1056,24 @@ def _owner(meta: WireMeta) -> OwnerReference | None:
     return None
 
 
+_NONE: Final[tuple[tuple[DeviceRequest, ...], str, str]] = ((), "", "")
+"""`_requests` of a claim without requests or constraints."""
+
+
 def read_claim(wire: WireResourceClaim) -> ResourceClaim:
     """A decoded claim, checked. Raises `InvalidObjectError` when it has no name or namespace."""
     meta = wire.metadata
     _require_name(meta, "ResourceClaim")
     if not meta.namespace:
         raise InvalidObjectError(f"ResourceClaim {meta.name[:253]}: no metadata.namespace")
-    what = f"ResourceClaim {_meta_key(meta)}"
-    requests, spec_invalid, unsupported = _requests(wire.spec.devices)
+    devices = wire.spec.devices
+    requests, spec_invalid, unsupported = _requests(devices) if devices.requests or devices.constraints else _NONE
     problems: list[str] = []
-    allocation = _allocation(wire.status.allocation, what, problems) if wire.status.allocation else None
+    allocation = _allocation(wire.status.allocation, meta, problems) if wire.status.allocation else None
     reserved = wire.status.reserved_for
     if len(reserved) > MAX_RESERVED_FOR:
-        problems.append(f"{what}: more than {MAX_RESERVED_FOR} reservedFor entries; the first are read")
+        problems.append(f"ResourceClaim {_meta_key(meta)}: more than {MAX_RESERVED_FOR} reservedFor entries; "
+                        "the first are read")
         reserved = reserved[:MAX_RESERVED_FOR]
     return ResourceClaim(
         namespace=meta.namespace[:63], name=meta.name, uid=meta.uid[:64], resource_version=meta.resource_version[:64],
@@ -1096,6 +1122,38 @@ def decode_class(data: bytes | Mapping[str, object]) -> DeviceClass:
 
 
 # --- Reading our driver's devices -----------------------------------------------------------------------
+class PoolGenerations:
+    """Each pool's newest generation and how many slices publish it, counted in one pass over the slices.
+
+    The pool rules (``resourceslice`` types, the allocator's ``checkSlicesInPool``): only a pool's
+    highest generation counts, older slices are being replaced; the pool is complete when that
+    generation has ``resourceSliceCount`` slices.
+    """
+
+    __slots__ = ("newest", "published")
+
+    def __init__(self, pools: Iterable[tuple[str, str, int]]) -> None:
+        """``pools``: (driver, pool name, generation) of each slice."""
+        self.newest: dict[tuple[str, str], int] = {}
+        self.published: dict[tuple[str, str], int] = {}
+        for driver, name, generation in pools:
+            key = (driver, name)
+            current = self.newest.get(key)
+            if current is None or generation > current:
+                self.newest[key], self.published[key] = generation, 1
+            elif generation == current:
+                self.published[key] += 1
+
+    def is_newest(self, driver: str, pool: str, generation: int) -> bool:
+        """Whether ``generation`` is the pool's newest (a pool never seen: yes)."""
+        return self.newest.get((driver, pool), generation) <= generation
+
+    @classmethod
+    def of(cls, slices: Iterable[ResourceSlice]) -> PoolGenerations:
+        """Of checked slices."""
+        return cls((slice_.driver, slice_.pool, slice_.generation) for slice_ in slices)
+
+
 def lookup_capacity(device: Device, name: str, driver: str) -> DeviceCapacity | None:
     """A device's capacity by name, qualified or not, as the allocator resolves it.
 
@@ -1141,6 +1199,7 @@ __all__ = [
     "RequestPolicy",
     "ResourceClaim",
     "ResourceClaimTemplate",
+    "PoolGenerations",
     "ResourceSlice",
     "Taint",
     "Toleration",

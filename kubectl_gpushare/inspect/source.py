@@ -696,7 +696,7 @@ def dra_of(
         return dra.DraObjects(served=False)
     slices = _wires(found.get("ResourceSlice", ()), dra_objects.WireResourceSlice, "ResourceSlice", warnings,
                     keep=lambda wire: wire.spec.driver in dra.DRIVERS)
-    claims = _wires(found.get("ResourceClaim", ()), dra_objects.WireResourceClaim, "ResourceClaim", warnings)
+    claims = _claim_wires(found.get("ResourceClaim", ()), warnings, pending=classes or pending)
     objects = dra.read(slices, claims, warnings, pending=classes or pending)
     if classes and found.get("DeviceClass"):
         wires = _wires(found["DeviceClass"], dra_objects.WireDeviceClass, "DeviceClass", warnings)
@@ -754,6 +754,33 @@ def _wires(
             continue
         if keep is None or keep(decoded):
             found.append(decoded)
+    return found
+
+
+_ALLOCATED_CLAIM_DECODER: Final = msgspec.json.Decoder(dra_objects.WireAllocatedClaim)
+
+
+def _claim_wires(
+    items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], warnings: Warnings, *, pending: bool
+) -> list[dra_objects.WireResourceClaim]:
+    """`_wires` of ResourceClaims; a JSON claim's requests are decoded only while it waits (``pending``).
+
+    An allocated claim counts by its allocation (`dra.read` drops its requests), so its ``spec``
+    is skipped, undecoded; an unallocated one is decoded whole (or, without ``pending``, left out).
+    """
+    if not items or not isinstance(items[0], msgspec.Raw):
+        return _wires(items, dra_objects.WireResourceClaim, "ResourceClaim", warnings)
+    found: list[dra_objects.WireResourceClaim] = []
+    for item in items:
+        assert isinstance(item, msgspec.Raw)
+        try:
+            lean = _ALLOCATED_CLAIM_DECODER.decode(item)
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            lean = None  # decoded whole, for its one warning
+        if lean is not None and lean.status.allocation is not None:
+            found.append(dra_objects.WireResourceClaim(metadata=lean.metadata, status=lean.status))
+        elif pending or lean is None:
+            found += _wires([item], dra_objects.WireResourceClaim, "ResourceClaim", warnings)
     return found
 
 

@@ -130,6 +130,22 @@ class Inventory:
     slices: Sequence[dra.ResourceSlice]
     classes: Mapping[str, dra.DeviceClass]
     state: AllocatedState = AllocatedState()
+    generations: dra.PoolGenerations = field(init=False, repr=False, compare=False)
+    """Each pool's newest generation, counted once for every node."""
+    by_node: Mapping[str, Sequence[dra.ResourceSlice]] = field(init=False, repr=False, compare=False)
+    """Node-local slices by node, and all nodes' under "" (`on_node`: no pass over every slice per node)."""
+
+    def __post_init__(self) -> None:
+        by_node: dict[str, list[dra.ResourceSlice]] = {}
+        for slice_ in self.slices:
+            if slice_.node_name or slice_.all_nodes:
+                by_node.setdefault(slice_.node_name, []).append(slice_)
+        object.__setattr__(self, "generations", dra.PoolGenerations.of(self.slices))
+        object.__setattr__(self, "by_node", by_node)
+
+    def on_node(self, node: str) -> list[dra.ResourceSlice]:
+        """The slices whose devices ``node`` can use (``allocatable_on``): its own and all nodes'."""
+        return [*self.by_node.get(node, ()), *(self.by_node.get("", ()) if node else ())]
 
 
 # --- Pools --------------------------------------------------------------------------------------------
@@ -142,8 +158,16 @@ class _Pool:
     invalid: str = ""
 
 
-def gather_pools(node: str, slices: Sequence[dra.ResourceSlice]) -> list[_Pool]:
-    """The pools with devices for ``node`` (``GatherPools``), sorted by driver and pool name."""
+def gather_pools(
+    node: str, slices: Sequence[dra.ResourceSlice], generations: dra.PoolGenerations | None = None
+) -> list[_Pool]:
+    """The pools with devices for ``node`` (``GatherPools``), sorted by driver and pool name.
+
+    ``generations``: of every slice of the cluster (`Inventory.generations`), where ``slices``
+    are only some (`Inventory.on_node`); by default, of ``slices``.
+    """
+    if generations is None:
+        generations = dra.PoolGenerations.of(slices)
     pools: dict[tuple[str, str], _Pool] = {}
     for slice_ in slices:
         if not slice_.allocatable_on(node):
@@ -157,12 +181,10 @@ def gather_pools(node: str, slices: Sequence[dra.ResourceSlice]) -> list[_Pool]:
     result: list[_Pool] = []
     for key in sorted(pools):
         pool = pools[key]
-        generation = pool.slices[0].generation
-        same = [s for s in slices if (s.driver, s.pool) == key]
-        if any(s.generation > generation for s in same):
+        if not generations.is_newest(pool.driver, pool.name, pool.slices[0].generation):
             continue  # a newer generation exists for other nodes: this one is obsolete (checkSlicesInPool)
         pool.slices.sort(key=lambda s: s.name)
-        pool.incomplete = sum(1 for s in same if s.generation == generation) < pool.slices[0].slice_count
+        pool.incomplete = generations.published[key] < pool.slices[0].slice_count
         seen: set[str] = set()
         for slice_ in pool.slices:
             for device in slice_.devices:
@@ -351,7 +373,7 @@ class _Search:
         self.claims = claims
         self.inventory = inventory
         self.new_share_id = new_share_id
-        self.pools = gather_pools(node, inventory.slices)
+        self.pools = gather_pools(node, inventory.on_node(node), inventory.generations)
         self.requests: list[_Request] = []
         self.allocating: set[DeviceId] = set()
         self.allocating_consumed: dict[DeviceId, dict[str, int]] = {}

@@ -32,9 +32,9 @@ Pure: decoded objects in, records out; warnings through the caller's `Warnings`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import Final
 
 import msgspec
 
@@ -77,18 +77,6 @@ class DraObjects:
         return bool(self.slices or self.nvidia or self.claims)
 
 
-_S = TypeVar("_S")
-
-
-def _newest(items: Sequence[_S], pool: Callable[[_S], tuple[str, str, int]]) -> list[_S]:
-    """Each pool's slices of its highest generation (``pool`` gives driver, pool name and generation)."""
-    newest: dict[tuple[str, str], int] = {}
-    for item in items:
-        driver, name, generation = pool(item)
-        newest[(driver, name)] = max(generation, newest.get((driver, name), generation))
-    return [item for item in items if newest[pool(item)[:2]] == pool(item)[2]]
-
-
 _NO_SPEC: Final = dra.WireClaimSpec()
 
 
@@ -124,20 +112,26 @@ def read(
         if allocation is None and not pending:
             continue
         if allocation is not None:
-            if not any(result.driver in DRIVERS for result in allocation.devices.results):
+            for result in allocation.devices.results:
+                if result.driver in DRIVERS:
+                    break
+            else:
                 continue
-            wire_claim = msgspec.structs.replace(wire_claim, spec=_NO_SPEC)
+            if wire_claim.spec.devices.requests or wire_claim.spec.devices.constraints:
+                wire_claim = msgspec.structs.replace(wire_claim, spec=_NO_SPEC)  # (a file's are decoded without)
         try:
             claim = dra.read_claim(wire_claim)
         except dra.InvalidObjectError as exc:
             _warn(warnings, f"{exc}; not counted")
             continue
-        if _ours_or_nvidia(claim):
+        if claim.problems and _ours_or_nvidia(claim):
             for problem in claim.problems:
                 _warn(warnings, problem)
         read_claims.append(claim)
-    ours = _newest(ours, lambda s: (s.driver, s.pool, s.generation))
-    nvidia = _newest(nvidia, lambda s: (s.spec.driver, s.spec.pool.name, s.spec.pool.generation))
+    generations = dra.PoolGenerations.of(ours)
+    ours = [s for s in ours if generations.is_newest(s.driver, s.pool, s.generation)]
+    generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation) for s in nvidia)
+    nvidia = [s for s in nvidia if generations.is_newest(s.spec.driver, s.spec.pool.name, s.spec.pool.generation)]
     return DraObjects(ours, nvidia, read_claims)
 
 
@@ -390,7 +384,7 @@ def reserved_pods(claims: Iterable[dra.ResourceClaim]) -> set[str]:
     return {c.uid for claim in claims if _ours_or_nvidia(claim) for c in claim.reserved_for if c.resource == "pods"}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Group:
     namespace: str
     name: str
@@ -419,26 +413,30 @@ def claim_records(
     groups: dict[str, _Group] = {}
     indices: dict[str, int | None] = {}  # device name -> GPU index, parsed once per name
     unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
+    ours = protocol.DRA_DRIVER
     for claim in objects.claims:
         allocation = claim.allocation
         if allocation is None:
             continue
         owner: Holder | None = None
         for result in allocation.results:
-            if result.driver != protocol.DRA_DRIVER or result.admin_access:
+            if result.driver != ours or result.admin_access:
                 continue
-            node = allocation.node_name or pools.get((result.driver, result.pool), "")
+            node = allocation.node_name or pools.get((ours, result.pool), "")
+            node_bytes = unit_bytes.get(node)
             index = indices.get(result.device, -1)
             if index == -1:
                 index = indices[result.device] = protocol.parse_dra_device_name(result.device)
-            if index is None or node not in unit_bytes:
+            if index is None or node_bytes is None:
                 continue
-            consumed = consumed_memory(result, result.driver)
-            amount = _whole(units[node][1], index) if consumed is None else _units_up(consumed, unit_bytes[node])
+            consumed = consumed_memory(result, ours)
+            amount = _whole(units[node][1], index) if consumed is None else -(-consumed // node_bytes)
             owner = owner or holder(claim)
             group = groups.get(owner.uid)
             if group is None:
-                group = groups[owner.uid] = _Group(claim.namespace, owner.name, node, phases.get(owner.uid, ""))
+                group = groups[owner.uid] = _Group(claim.namespace, owner.name, node, phases.get(owner.uid, ""),
+                                                   {index: amount}, [claim.name])
+                continue
             if group.node != node:
                 continue  # one pod is on one node; a claim naming two is left to doctor
             group.amounts[index] = group.amounts.get(index, 0) + amount
@@ -447,11 +445,11 @@ def claim_records(
     return [
         PodRecord(
             uid=uid, namespace=group.namespace, name=group.name, node=group.node, phase=group.phase,
-            request=sum(group.amounts.values()), gpu_index=min(group.amounts) if group.amounts else PENDING,
+            request=sum(group.amounts.values()), gpu_index=min(group.amounts),
             allocation=tuple(sorted(group.amounts.items())), claim=",".join(group.claims),
         )
         for uid, group in groups.items()
-    ]
+    ]  # every group holds at least the amount it was made with
 
 
 # --- A pod's claims ---------------------------------------------------------------------------------------

@@ -292,3 +292,18 @@ def test_place_answers_for_every_node_in_order() -> None:
         "devices": {"results": []}, "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}})
     assert alloc.place(["a", "b"], [pinned], inventory).reasons == {"a": alloc.REASON_NOT_ON_NODE}
+
+
+def test_a_pools_newer_generation_on_another_node_makes_this_nodes_slice_obsolete() -> None:
+    def pool_slice(node: str, generation: int, count: int = 1) -> dra.ResourceSlice:
+        return dra.decode_slice({"metadata": {"name": f"{node}-{generation}"}, "spec": {
+            "driver": DRIVER, "nodeName": node, "devices": [gpu(0)],
+            "pool": {"name": "shared", "generation": generation, "resourceSliceCount": count}}})
+
+    old_here, new_there = pool_slice("n1", 1), pool_slice("n2", 2)
+    assert run("n1", [claim()], [old_here, new_there]) == alloc.REASON_CANNOT_ALLOCATE
+    assert isinstance(run("n2", [claim()], [old_here, new_there]), tuple)
+    complete = [pool_slice("n1", 3, count=2), pool_slice("n2", 3, count=2)]  # its slices on both nodes count
+    assert isinstance(run("n1", [claim()], complete), tuple)
+    with pytest.raises(alloc.AllocationError, match="being updated"):
+        run("n1", [claim(None, mode="All")], complete[:1])

@@ -267,3 +267,28 @@ def test_hostile_slices_never_raise(hostile: dict[str, Any]) -> None:
         return  # the list decoder skips such an item with a warning (kube.lenient)
     objects = dra.read([wire], [], warnings)
     assert objects.slices == [] and len(warnings) == 1
+
+
+def test_a_file_decodes_an_allocated_claims_requests_only_while_it_waits() -> None:
+    from kubectl_gpushare.inspect.source import dra_of
+
+    def raw(body: dict[str, Any]) -> msgspec.Raw:
+        return msgspec.Raw(json.dumps({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **body}).encode())
+
+    meta = {"namespace": "ns", "uid": "u"}
+    requests = {"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": protocol.DRA_DEVICE_CLASS, "capacity": {"requests": {"memory": "4Gi"}}}}]}}
+    allocated = json.loads(msgspec.json.encode(claim("held", [result("n", "gpu-0")], ["a"], node="n")))
+    broken_spec = {**allocated, "metadata": {"name": "broken", **meta}, "spec": {"devices": "not a claim spec"}}
+    waits = {"metadata": {"name": "waits", **meta}, "spec": requests}
+    found = {"ResourceSlice": [msgspec.Raw(msgspec.json.encode(slice_("n", [device(0)])))], "ResourceClaim": [
+        raw({**allocated, "spec": requests}), raw(broken_spec), raw(waits),
+        raw({"metadata": {"name": "bad", **meta}, "status": "not a status"})]}
+    warnings = Warnings()
+    objects = dra_of(found, warnings, pending=True)
+    by_name = {c.name: c for c in objects.claims}
+    assert list(by_name) == ["held", "broken", "waits"]  # the file's order; the allocated claims count
+    assert by_name["held"].requests == () and by_name["broken"].allocation is not None
+    assert dra.requested_memory(by_name["waits"]) == 4 * 2**30
+    assert [m.split(":")[0] for m in warnings] == ["ResourceClaim ns/bad"]
+    assert [c.name for c in dra_of(found, Warnings()).claims] == ["held", "broken"]
