@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
 from typing import Any, Final
 
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare.sandbox import objects
 from kubectl_gpushare.sandbox.errors import ApiError
+from kubectl_gpushare.sandbox.follower import StoreFollower
 from kubectl_gpushare.sandbox.resources import BY_PLURAL
-from kubectl_gpushare.sandbox.store import Change, ExpiredError, Store, object_key
+from kubectl_gpushare.sandbox.store import Change, object_key
 
 log = logging.getLogger(__name__)
 
@@ -73,45 +73,16 @@ def _template_claims(pod: dict[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
-class ResourceClaimController:
+class ResourceClaimController(StoreFollower):
     """Follows the store's changes on a thread until `stop`; idle while no claim or template is stored."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._warned: set[str] = set()
-
-    def start(self) -> None:
-        """Start following the store."""
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sandbox-resourceclaims", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop the thread."""
-        self._stop.set()
-        with self.store.lock:
-            self.store.changed.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+    thread_name = "sandbox-resourceclaims"
 
     def _active(self) -> bool:
         return bool(self.store.count(CLAIMS) or self.store.count(TEMPLATES))
 
-    def _run(self) -> None:
-        cursor = self.store.cursor_after(self.store.resource_version)
-        self._resync()
-        while not self._stop.is_set() and not self.store.closed:
-            try:
-                changes, cursor = self.store.changes_since(cursor, 1.0, self._stop)
-            except ExpiredError:
-                with self.store.lock:
-                    cursor = self.store.cursor_after(self.store.resource_version)
-                self._resync()
-                continue
-            if changes and self._active():
-                self._handle(changes)
+    def _wants(self, changes: list[Change]) -> bool:
+        return self._active()
 
     def _resync(self) -> None:
         if not self._active():

@@ -17,14 +17,14 @@ import copy
 import hashlib
 import json
 import logging
-import threading
 from typing import Any
 
 from kubectl_gpushare.sandbox import objects
 from kubectl_gpushare.sandbox.errors import ApiError
+from kubectl_gpushare.sandbox.follower import StoreFollower
 from kubectl_gpushare.sandbox.resources import BY_KIND, BY_PLURAL
 from kubectl_gpushare.sandbox.selectors import SelectorError, labels_match, parse_label_selector
-from kubectl_gpushare.sandbox.store import Change, ExpiredError, Store, object_key
+from kubectl_gpushare.sandbox.store import Change, object_key
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def template_hash(template: Any) -> str:
     return "".join("bcdfghjklmnpqrstvwxz2456789"[int(digest[i : i + 2], 16) % 27] for i in range(0, 20, 2))
 
 
-class Controller:
+class Controller(StoreFollower):
     """Reconciles workloads in a background thread until `stop`.
 
     Args:
@@ -87,40 +87,10 @@ class Controller:
             through the API server's registry rules in ``objects.py``).
     """
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._warned: set[str] = set()
+    thread_name = "sandbox-controller"
 
-    def start(self) -> None:
-        """Start following the store."""
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sandbox-controller", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop the thread (wakes it through the store's condition)."""
-        self._stop.set()
-        with self.store.lock:
-            self.store.changed.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    # --- the loop ----------------------------------------------------------------------------
-    def _run(self) -> None:
-        cursor = self.store.cursor_after(self.store.resource_version)
-        self._resync()
-        while not self._stop.is_set() and not self.store.closed:
-            try:
-                changes, cursor = self.store.changes_since(cursor, 1.0, self._stop)
-            except ExpiredError:
-                with self.store.lock:
-                    cursor = self.store.cursor_after(self.store.resource_version)
-                self._resync()
-                continue
-            if changes and (self._any_owners() or any(change.plural in OWNERS for change in changes)):
-                self._handle(changes)
+    def _wants(self, changes: list[Change]) -> bool:
+        return self._any_owners() or any(change.plural in OWNERS for change in changes)
 
     def _any_owners(self) -> bool:
         return any(self.store.count(plural) for plural in OWNERS)
