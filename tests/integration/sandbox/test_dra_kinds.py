@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import cel
@@ -72,16 +73,6 @@ spec:
 """
 
 
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 def claims_of(sandbox: Sandbox) -> list[dict[str, Any]]:
     return sandbox.objects("resourceclaims")
 
@@ -90,7 +81,7 @@ def test_a_template_claim_is_created_for_its_pod_and_recorded_in_its_status(sand
                                                                             kubectl: Kubectl) -> None:
     kubectl("apply", "-f", "-", input=CLASS + "---\n" + TEMPLATE)
     kubectl("apply", "-f", "-", input=POD.replace("NAME", "binpack-1"))
-    claim = wait_for(lambda: next(iter(claims_of(sandbox)), None), "the claim")
+    claim = wait_for(lambda: next(iter(claims_of(sandbox)), None), what="the claim")
     meta = claim["metadata"]
     pod = sandbox.get("pods", "default", "binpack-1")
     assert pod is not None
@@ -104,7 +95,7 @@ def test_a_template_claim_is_created_for_its_pod_and_recorded_in_its_status(sand
     assert claim["spec"]["devices"]["requests"][0]["exactly"]["capacity"] == {"requests": {"memory": "4Gi"}}
     assert "status" not in claim
     statuses = wait_for(lambda: (sandbox.get("pods", "default", "binpack-1") or {}).get("status", {}).get(
-        "resourceClaimStatuses"), "the pod's resourceClaimStatuses")
+        "resourceClaimStatuses"), what="the pod's resourceClaimStatuses")
     assert statuses == [{"name": "gpu", "resourceClaimName": meta["name"]}]
     table = kubectl("get", "resourceclaims").stdout.splitlines()
     assert table[0].split() == ["NAME", "STATE", "AGE"] and table[1].split()[:2] == [meta["name"], "pending"]
@@ -114,7 +105,7 @@ def test_a_template_claim_is_created_for_its_pod_and_recorded_in_its_status(sand
 
 def test_the_claim_status_subresource_and_its_rules(sandbox: Sandbox, kubectl: Kubectl) -> None:
     kubectl("apply", "-f", "-", input=CLASS + "---\n" + TEMPLATE + "---\n" + POD.replace("NAME", "p"))
-    claim = wait_for(lambda: next(iter(claims_of(sandbox)), None), "the claim")
+    claim = wait_for(lambda: next(iter(claims_of(sandbox)), None), what="the claim")
     name, pod = claim["metadata"]["name"], sandbox.get("pods", "default", "p")
     assert pod is not None
     reserved = {"status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": pod["metadata"]["uid"]}]}}
@@ -148,7 +139,7 @@ def test_the_claim_status_subresource_and_its_rules(sandbox: Sandbox, kubectl: K
 def test_a_deleted_pod_leaves_its_claims_reservation_and_its_generated_claim_goes(sandbox: Sandbox,
                                                                                    kubectl: Kubectl) -> None:
     kubectl("apply", "-f", "-", input=CLASS + "---\n" + TEMPLATE + "---\n" + POD.replace("NAME", "p"))
-    claim = wait_for(lambda: next(iter(claims_of(sandbox)), None), "the claim")
+    claim = wait_for(lambda: next(iter(claims_of(sandbox)), None), what="the claim")
     pod = sandbox.get("pods", "default", "p")
     assert pod is not None
     shared = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
@@ -161,15 +152,16 @@ def test_a_deleted_pod_leaves_its_claims_reservation_and_its_generated_claim_goe
                                          {"resource": "pods", "name": "gone", "uid": "u-gone"}]}}
     sandbox.load([shared])
     kept = wait_for(lambda: (sandbox.get("resourceclaims", "default", "shared") or {}).get("status", {}).get(
-        "reservedFor") == [{"resource": "pods", "name": "p", "uid": pod["metadata"]["uid"]}], "the gone pod dropped")
+        "reservedFor") == [{"resource": "pods", "name": "p", "uid": pod["metadata"]["uid"]}],
+        what="the gone pod dropped")
     assert kept
     kubectl("delete", "pod", "p", "--wait=false")
     wait_for(lambda: not (sandbox.get("resourceclaims", "default", "shared") or {}).get("status"),
-             "the shared claim deallocated")
+             what="the shared claim deallocated")
     stored = sandbox.get("resourceclaims", "default", "shared")
     assert stored is not None and "finalizers" not in stored["metadata"]
     wait_for(lambda: sandbox.get("resourceclaims", "default", claim["metadata"]["name"]) is None,
-             "the generated claim deleted")
+             what="the generated claim deleted")
 
 
 def test_resourceslices_print_as_kubectl_prints_them(kubectl: Kubectl) -> None:

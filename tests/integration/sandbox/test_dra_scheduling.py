@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.cli.scheduler import SchedulerLoop
@@ -68,16 +68,6 @@ def scheduling(sandbox: Sandbox, kubeconfig: Path) -> Iterator[Sandbox]:
         api.close()
 
 
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 def scheduled_condition(sandbox: Sandbox, name: str) -> dict[str, Any]:
     found = sandbox.get("pods", "default", name) or {}
     return next((c for c in (found.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"),
@@ -92,7 +82,7 @@ def test_pods_created_at_once_never_over_commit_the_gpu(scheduling: Sandbox, kub
     kubectl("create", "-f", "-", input="\n".join([template("t", "6Gi"), *(pod(f"p{i}", "t") for i in range(4))]))
     wait_for(lambda: sum(bool(bound(scheduling, f"p{i}")) for i in range(4)) == 2
              and sum(scheduled_condition(scheduling, f"p{i}").get("status") == "False" for i in range(4)) == 2,
-             "two pods bound and two unschedulable")
+             timeout=30, what="two pods bound and two unschedulable")
     allocated = [c for c in scheduling.objects("resourceclaims") if (c.get("status") or {}).get("allocation")]
     assert len(allocated) == 2  # 2 x 6Gi of 16Gi: a third would need 18Gi
     waiting = next(f"p{i}" for i in range(4) if not bound(scheduling, f"p{i}"))
@@ -154,7 +144,7 @@ def unknown_fields(value: Any, schema: Any, path: str = "") -> list[str]:
 def test_the_objects_written_match_the_golden_json_and_the_upstream_field_names(scheduling: Sandbox,
                                                                                 kubectl: Kubectl) -> None:
     kubectl("create", "-f", "-", input=template("t", "1500Mi") + "\n" + pod("p", "t"))
-    wait_for(lambda: bound(scheduling, "p"), "the pod bound")
+    wait_for(lambda: bound(scheduling, "p"), timeout=30, what="the pod bound")
     claim = scheduling.objects("resourceclaims")[0]
     objects = {"ResourceClaim": claim, "ResourceClaimTemplate": scheduling.objects("resourceclaimtemplates")[0],
                "DeviceClass": scheduling.objects("deviceclasses")[0]}
@@ -176,7 +166,7 @@ def test_bad_claims_fail_their_pod_alone_and_nothing_else_changes(scheduling: Sa
             + "\n" + pod("noclass", "noclass"))
     # A selector that does not compile, stored before validation could refuse it (seeded as etcd would hold it).
     kubectl("create", "-f", "-", input=pod("badcel", "absent"))
-    owner = wait_for(lambda: scheduling.get("pods", "default", "badcel"), "the pod")
+    owner = wait_for(lambda: scheduling.get("pods", "default", "badcel"), timeout=30, what="the pod")
     scheduling.load([{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                       "metadata": {"name": "badcel-gpu", "namespace": "default",
                                    "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
@@ -189,15 +179,17 @@ def test_bad_claims_fail_their_pod_alone_and_nothing_else_changes(scheduling: Sa
         {"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "badcel-gpu"}]}}))
     # ... and a good pod beside them is scheduled.
     kubectl("create", "-f", "-", input=template("good", "4Gi") + "\n" + pod("good", "good"))
-    wait_for(lambda: bound(scheduling, "good"), "the good pod bound")
-    huge = wait_for(lambda: scheduled_condition(scheduling, "huge"), "the absurd pod's condition")
+    wait_for(lambda: bound(scheduling, "good"), timeout=30, what="the good pod bound")
+    huge = wait_for(lambda: scheduled_condition(scheduling, "huge"), timeout=30, what="the absurd pod's condition")
     assert huge["reason"] == "SchedulerError"
     assert huge["message"].startswith('running "DynamicResources" filter plugin: claim default/huge-gpu-')
     assert "capacity.requests[memory]: Invalid value: quantity '64Ei' is out of range" in huge["message"]
-    noclass = wait_for(lambda: scheduled_condition(scheduling, "noclass"), "the classless pod's condition")
+    noclass = wait_for(lambda: scheduled_condition(scheduling, "noclass"), timeout=30,
+                       what="the classless pod's condition")
     assert (noclass["reason"], noclass["message"]) == (
         "Unschedulable", "0/1 nodes are available: request gpu: device class nothing.example.com does not exist.")
-    badcel = wait_for(lambda: scheduled_condition(scheduling, "badcel"), "the bad selector's condition")
+    badcel = wait_for(lambda: scheduled_condition(scheduling, "badcel"), timeout=30,
+                      what="the bad selector's condition")
     assert badcel["reason"] == "SchedulerError"
     assert "claim default/badcel-gpu: selector #0: CEL compile error" in badcel["message"]
     assert "\n" not in badcel["message"] + huge["message"]
