@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from typing import Literal
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra.claims import ClaimHolding
 from kubectl_gpushare.node import cgroups
+from kubectl_gpushare.node.files import replace_file
 
 VisibleMode = Literal["index", "uuid"]
 SPEC_MODE = 0o644
@@ -101,20 +101,7 @@ class CdiDir:
         target = self.path(claim_uid)
         os.makedirs(self.root, mode=0o755, exist_ok=True)
         data = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
-        fd, temp = tempfile.mkstemp(dir=self.root, prefix=".gpushare-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fchmod(handle.fileno(), SPEC_MODE)
-                os.fsync(handle.fileno())
-            os.replace(temp, target)
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise
+        replace_file(target, data, prefix=".gpushare-", mode=SPEC_MODE)
         return target
 
     def read(self, claim_uid: str) -> bytes | None:

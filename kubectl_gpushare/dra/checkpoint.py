@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 
 import msgspec
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.node import cgroups
+from kubectl_gpushare.node.files import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -154,19 +154,7 @@ class CheckpointFile:
         """
         data = encode(checkpoint)
         os.makedirs(self.directory, mode=0o750, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".checkpoint-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self.path)
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise
+        replace_file(self.path, data, prefix=".checkpoint-")
         directory = os.open(self.directory, os.O_RDONLY)
         try:
             os.fsync(directory)

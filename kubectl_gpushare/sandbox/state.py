@@ -12,13 +12,12 @@ resourceVersions stay comparable.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Final
 
 import msgspec
 
+from kubectl_gpushare.node.files import replace_file
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.objects import check_types
 from kubectl_gpushare.sandbox.resources import BY_KIND
@@ -68,16 +67,7 @@ def save_state(store: Store, path: Path) -> None:
     body = b"".join((_HEAD, str(STATE_VERSION).encode(), b',"resourceVersion":', str(rv).encode(), b',"items":['))
     body += b",".join(raws) + b"]}"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(body)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    replace_file(path, body, prefix=f".{path.name}.")
 
 
 def load_state(store: Store, path: Path) -> int:
