@@ -23,13 +23,16 @@ import click
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import kube_options
 from kubectl_gpushare.node.flags import (
-    ENV_CGROUP_DRIVER,
-    ENV_CGROUP_ROOT,
-    ENV_FAIL_ON_INIT_ERROR,
-    ENV_HEALTH_CHECK,
-    ENV_IGNORE_XIDS,
-    ENV_VISIBLE_DEVICES_MODE,
+    cgroup_driver_option,
+    cgroup_root_option,
+    enforce_memory_option,
+    fail_on_init_error_option,
+    fake_gpus_option,
+    health_check_option,
+    ignore_xids_option,
+    memory_unit_option,
     parse_xids,
+    visible_devices_option,
 )
 from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
 
@@ -52,35 +55,20 @@ ENV_RESYNC = "GPUSHARE_DRA_RESYNC"
 @click.option("--cdi-root", envvar=protocol.ENV_DRA_CDI_ROOT, default=protocol.DRA_CDI_ROOT, show_default=True,
               show_envvar=True, type=click.Path(file_okay=False),
               help="Where the container runtime reads CDI specs; one is written per prepared claim.")
-@click.option("--memory-unit", envvar=protocol.ENV_MEMORY_UNIT, type=click.Choice(["GiB", "MiB"], case_sensitive=False),
-              default="GiB", show_default=True, show_envvar=True,
-              help="The step claims' memory is rounded up to (the request policy's default, min and step).")
-@click.option("--fake-gpus", envvar=protocol.ENV_FAKE_GPUS, show_envvar=True, metavar="SPEC",
-              help="Publish made-up GPUs instead of NVML's, e.g. 4x80GiB or 2x16GiB,1x24GiB:NVIDIA L4.")
-@click.option("--visible-devices", envvar=ENV_VISIBLE_DEVICES_MODE, type=click.Choice(["index", "uuid"]),
-              default="index", show_default=True, show_envvar=True,
-              help="NVIDIA_VISIBLE_DEVICES in the claims' CDI specs: the GPU index or its UUID.")
+@memory_unit_option("The step claims' memory is rounded up to (the request policy's default, min and step).")
+@fake_gpus_option("Publish made-up GPUs instead of NVML's, e.g. 4x80GiB or 2x16GiB,1x24GiB:NVIDIA L4.")
+@visible_devices_option("NVIDIA_VISIBLE_DEVICES in the claims' CDI specs: the GPU index or its UUID.")
 @click.option("--unhealthy", envvar=ENV_UNHEALTHY, type=click.Choice(["remove", "taint"]), default="remove",
               show_default=True, show_envvar=True,
               help=f"An unhealthy GPU leaves the slice, or stays with a NoSchedule device taint "
                    f"{protocol.DRA_TAINT_UNHEALTHY} (needs the DRADeviceTaints feature gate).")
-@click.option("--health-check/--no-health-check", envvar=ENV_HEALTH_CHECK, default=True, show_default=True,
-              show_envvar=True, help="Watch NVML Xid events and take failing GPUs out of the slice.")
-@click.option("--ignore-xids", envvar=ENV_IGNORE_XIDS, default="", show_envvar=True, metavar="LIST",
-              help="More Xids to ignore, comma-separated (13, 31, 43, 45, 68 and 109 always are).")
-@click.option("--fail-on-init-error/--no-fail-on-init-error", envvar=ENV_FAIL_ON_INIT_ERROR, default=True,
-              show_default=True, show_envvar=True,
-              help="Exit when NVML cannot start; with --no-... publish no GPUs and keep running.")
-@click.option("--enforce-memory", envvar=protocol.ENV_ENFORCE_MEMORY, type=click.Choice(protocol.ENFORCE_MODES),
-              default=protocol.ENFORCE_OFF, show_default=True, show_envvar=True,
-              help="Hold each pod a claim is reserved for to the claim's memory with the driver's per-cgroup "
-                   "limits (NVIDIA r615+, cgroup v2).")
-@click.option("--cgroup-root", envvar=ENV_CGROUP_ROOT, default="/sys/fs/cgroup", show_default=True,
-              show_envvar=True, type=click.Path(file_okay=False),
-              help="The host's cgroup v2 tree, mounted at the same path as on the host (--enforce-memory).")
-@click.option("--cgroup-driver", envvar=ENV_CGROUP_DRIVER, type=click.Choice(["auto", "systemd", "cgroupfs"]),
-              default="auto", show_default=True, show_envvar=True,
-              help="kubelet's cgroup driver; auto reads it from the tree.")
+@health_check_option("Watch NVML Xid events and take failing GPUs out of the slice.")
+@ignore_xids_option()
+@fail_on_init_error_option("Exit when NVML cannot start; with --no-... publish no GPUs and keep running.")
+@enforce_memory_option("Hold each pod a claim is reserved for to the claim's memory with the driver's per-cgroup "
+                       "limits (NVIDIA r615+, cgroup v2).")
+@cgroup_root_option("The host's cgroup v2 tree, mounted at the same path as on the host (--enforce-memory).")
+@cgroup_driver_option()
 @click.option("--resync", envvar=ENV_RESYNC, type=click.FloatRange(min=1, max=3600), default=60.0,
               show_default=True, show_envvar=True,
               help="Seconds between checks that the ResourceSlice is still as published.")
