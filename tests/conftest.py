@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.sandbox.server import Sandbox
 
 VENV_BIN = Path(sys.executable).parent
@@ -35,6 +37,16 @@ def sandbox() -> Iterator[Sandbox]:
 def kubeconfig(sandbox: Sandbox, tmp_path: Path) -> Path:
     """A kubeconfig file pointing at the test's sandbox (admin token when auth is on)."""
     return sandbox.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+def api(sandbox: Sandbox, kubeconfig: Path) -> Iterator[Client]:
+    """A client of the test's sandbox, closed after."""
+    client = Client(load_config(str(kubeconfig)), component="test")
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 @pytest.fixture

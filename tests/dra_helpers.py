@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from node_agents import ServeThread
 
 from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra.daemon import Config, Driver, serve
@@ -59,39 +60,15 @@ def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "c
         time.sleep(0.02)
 
 
-class RunningDriver:
+class RunningDriver(ServeThread[Config, Driver]):
     """``serve`` on a thread with a FakeBackend the test can poke."""
 
     def __init__(self, cfg: Config, backend: FakeBackend) -> None:
-        self.cfg = cfg
-        self.backend = backend
-        self.stop = threading.Event()
-        self.ready = threading.Event()
-        self.driver: Driver | None = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="dra-under-test", daemon=True)
+        super().__init__(serve, cfg, backend, what="driver", name="dra-under-test")
 
-    def _run(self) -> None:
-        try:
-            serve(self.cfg, stop=self.stop, ready=self.ready, backend=self.backend, started=self._started)
-        except BaseException as exc:  # surfaced by the test through .error
-            self.error = exc
-            self.ready.set()
-
-    def _started(self, driver: Driver) -> None:
-        self.driver = driver
-
-    def start(self, timeout: float = 15) -> RunningDriver:
-        self.thread.start()
-        assert self.ready.wait(timeout), "the driver did not become ready"
-        if self.error is not None:
-            raise self.error
-        return self
-
-    def shutdown(self, timeout: float = 15) -> None:
-        self.stop.set()
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the driver did not stop"
+    @property
+    def driver(self) -> Driver | None:
+        return self.agent
 
 
 class Claims:

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from node_agents import ServeThread
 
 from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, Plugin, serve
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.node.fake_backend import FakeBackend
 from kubectl_gpushare.sandbox.builders import namespace_object, node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -44,48 +43,15 @@ def kubelet(plugin_dir: str) -> Iterator[KubeletSim]:
         sim.stop()
 
 
-@pytest.fixture
-def api(sandbox: Sandbox, kubeconfig: Path) -> Iterator[Client]:
-    client = Client(load_config(str(kubeconfig)), component="test")
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-class RunningPlugin:
+class RunningPlugin(ServeThread[Config, Plugin]):
     """``serve`` on a thread with a FakeBackend the test can poke."""
 
     def __init__(self, cfg: Config, backend: FakeBackend) -> None:
-        self.cfg = cfg
-        self.backend = backend
-        self.stop = threading.Event()
-        self.ready = threading.Event()
-        self.plugin: Plugin | None = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="plugin-under-test", daemon=True)
+        super().__init__(serve, cfg, backend, what="plugin", name="plugin-under-test")
 
-    def _run(self) -> None:
-        try:
-            serve(self.cfg, stop=self.stop, ready=self.ready, backend=self.backend, started=self._started)
-        except BaseException as exc:  # surfaced by the test through .error
-            self.error = exc
-            self.ready.set()
-
-    def _started(self, plugin: Plugin) -> None:
-        self.plugin = plugin
-
-    def start(self, timeout: float = 15) -> RunningPlugin:
-        self.thread.start()
-        assert self.ready.wait(timeout), "the plugin did not become ready"
-        if self.error is not None:
-            raise self.error
-        return self
-
-    def shutdown(self, timeout: float = 15) -> None:
-        self.stop.set()
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the plugin did not stop"
+    @property
+    def plugin(self) -> Plugin | None:
+        return self.agent
 
     @property
     def socket(self) -> str:

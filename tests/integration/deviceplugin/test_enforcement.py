@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from node_agents import cgroup_tree
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
@@ -24,11 +25,7 @@ NODE = "gpu-node-1"
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    root = tmp_path / "cgroup"
-    for rel in cgroups.qos_dirs("cgroupfs").values():
-        (root / rel).mkdir(parents=True, exist_ok=True)
-    (root / "cgroup.controllers").write_text("cpu memory\n")
-    return root
+    return cgroup_tree(tmp_path)
 
 
 def test_limits_follow_pods_and_usage_is_served(

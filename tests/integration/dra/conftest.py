@@ -14,7 +14,6 @@ from dra_helpers import NODE, Claims, Dirs, RunningDriver
 from kubectl_gpushare.dra.daemon import Config
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.node.fake_backend import FakeBackend
 from kubectl_gpushare.sandbox.builders import namespace_object, node_object
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -28,15 +27,6 @@ def dirs() -> Iterator[Dirs]:
         yield Dirs(Path(path))
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def api(sandbox: Sandbox, kubeconfig: Path) -> Iterator[Client]:
-    client = Client(load_config(str(kubeconfig)), component="test")
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from dra_helpers import Claims, Dirs, wait_for
+from node_agents import cgroup_tree
 
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
 from kubectl_gpushare.kube.client import Client
@@ -18,11 +19,7 @@ GIB = 1 << 30
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    root = tmp_path / "cgroup"
-    for rel in cgroups.qos_dirs("cgroupfs").values():
-        (root / rel).mkdir(parents=True, exist_ok=True)
-    (root / "cgroup.controllers").write_text("cpu memory\n")
-    return root
+    return cgroup_tree(tmp_path)
 
 
 def test_a_pod_is_held_to_its_claims_memory(start_driver, dirs: Dirs, api: Client, claims: Claims,
