@@ -19,18 +19,8 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import kube_options
-from kubectl_gpushare.node.flags import (
-    cgroup_driver_option,
-    cgroup_root_option,
-    enforce_memory_option,
-    fail_on_init_error_option,
-    fake_gpus_option,
-    health_check_option,
-    ignore_xids_option,
-    memory_unit_option,
-    parse_xids,
-    visible_devices_option,
-)
+from kubectl_gpushare.node import flags
+from kubectl_gpushare.node.flags import parse_xids
 from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
 
 __all__ = ["parse_xids", "serve_device_plugin_command"]
@@ -49,27 +39,27 @@ ENV_LOG_LEVEL = "GPUSHARE_LOG_LEVEL"
               help="Kubelet's device-plugin directory (holds kubelet.sock and our socket).")
 @click.option("--endpoint", envvar=ENV_ENDPOINT, default=protocol.PLUGIN_SOCKET, show_default=True,
               show_envvar=True, help="Our socket's file name inside --device-plugin-path.")
-@memory_unit_option("What one aliyun.com/gpu-mem stands for; must match the extender and the pods' requests.")
+@flags.memory_unit_option("What one aliyun.com/gpu-mem stands for; must match the extender and the pods' requests.")
 @click.option("--unit-size", envvar=ENV_UNIT_SIZE, type=click.IntRange(min=1), default=1, show_default=True,
               show_envvar=True,
               help="Memory units per device, e.g. --memory-unit MiB --unit-size 64 advertises one device per "
                    "64 MiB, keeping large GPUs under kubelet's 4 MiB message limit.")
-@fake_gpus_option("Advertise made-up GPUs instead of NVML's, e.g. 4x80GiB or 2x16GiB,1x24GiB:NVIDIA L4.")
-@visible_devices_option("NVIDIA_VISIBLE_DEVICES as the GPU index (the original's) or its UUID.")
-@health_check_option("Watch NVML Xid events and report failing GPUs as Unhealthy.")
-@ignore_xids_option()
-@fail_on_init_error_option("Exit when NVML cannot start; with --no-... advertise no GPUs and keep running.")
-@enforce_memory_option("Hold each pod to its share with the driver's per-cgroup limits (NVIDIA r615+, cgroup v2): "
-                       "hard fails allocations past the share; soft lets a pod borrow idle memory.")
+@flags.fake_gpus_option("Advertise made-up GPUs instead of NVML's, e.g. 4x80GiB or 2x16GiB,1x24GiB:NVIDIA L4.")
+@flags.visible_devices_option("NVIDIA_VISIBLE_DEVICES as the GPU index (the original's) or its UUID.")
+@flags.health_check_option("Watch NVML Xid events and report failing GPUs as Unhealthy.")
+@flags.ignore_xids_option()
+@flags.fail_on_init_error_option("Exit when NVML cannot start; with --no-... advertise no GPUs and keep running.")
+@flags.enforce_memory_option("Hold each pod to its share with the driver's per-cgroup limits (NVIDIA r615+, "
+                             "cgroup v2): hard fails allocations past the share; soft lets a pod borrow idle memory.")
 @click.option("--usage-interval", envvar=protocol.ENV_USAGE_INTERVAL, type=click.FloatRange(min=0.1, max=3600),
               default=10.0, show_default=True, show_envvar=True, help="Seconds between usage samples.")
 @click.option("--usage-port", envvar=protocol.ENV_USAGE_PORT, type=click.IntRange(min=-1, max=65535),
               default=protocol.USAGE_PORT, show_default=True, show_envvar=True,
               help=f"Port serving {protocol.METRICS_PATH} and {protocol.USAGE_PATH}; 0 picks a free one, "
                    "-1 serves none.")
-@cgroup_root_option("The host's cgroup v2 tree (holding kubepods or kubepods.slice), mounted at the same path "
-                    "as on the host: NVML is given these paths.")
-@cgroup_driver_option()
+@flags.cgroup_root_option("The host's cgroup v2 tree (holding kubepods or kubepods.slice), mounted at the same path "
+                          "as on the host: NVML is given these paths.")
+@flags.cgroup_driver_option()
 @kube_options
 @log_options(ENV_LOG_LEVEL)
 def serve_device_plugin_command(

@@ -22,18 +22,7 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import kube_options
-from kubectl_gpushare.node.flags import (
-    cgroup_driver_option,
-    cgroup_root_option,
-    enforce_memory_option,
-    fail_on_init_error_option,
-    fake_gpus_option,
-    health_check_option,
-    ignore_xids_option,
-    memory_unit_option,
-    parse_xids,
-    visible_devices_option,
-)
+from kubectl_gpushare.node import flags
 from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
 
 ENV_UNHEALTHY = "GPUSHARE_DRA_UNHEALTHY"
@@ -55,20 +44,20 @@ ENV_RESYNC = "GPUSHARE_DRA_RESYNC"
 @click.option("--cdi-root", envvar=protocol.ENV_DRA_CDI_ROOT, default=protocol.DRA_CDI_ROOT, show_default=True,
               show_envvar=True, type=click.Path(file_okay=False),
               help="Where the container runtime reads CDI specs; one is written per prepared claim.")
-@memory_unit_option("The step claims' memory is rounded up to (the request policy's default, min and step).")
-@fake_gpus_option("Publish made-up GPUs instead of NVML's, e.g. 4x80GiB or 2x16GiB,1x24GiB:NVIDIA L4.")
-@visible_devices_option("NVIDIA_VISIBLE_DEVICES in the claims' CDI specs: the GPU index or its UUID.")
+@flags.memory_unit_option("The step claims' memory is rounded up to (the request policy's default, min and step).")
+@flags.fake_gpus_option("Publish made-up GPUs instead of NVML's, e.g. 4x80GiB or 2x16GiB,1x24GiB:NVIDIA L4.")
+@flags.visible_devices_option("NVIDIA_VISIBLE_DEVICES in the claims' CDI specs: the GPU index or its UUID.")
 @click.option("--unhealthy", envvar=ENV_UNHEALTHY, type=click.Choice(["remove", "taint"]), default="remove",
               show_default=True, show_envvar=True,
               help=f"An unhealthy GPU leaves the slice, or stays with a NoSchedule device taint "
                    f"{protocol.DRA_TAINT_UNHEALTHY} (needs the DRADeviceTaints feature gate).")
-@health_check_option("Watch NVML Xid events and take failing GPUs out of the slice.")
-@ignore_xids_option()
-@fail_on_init_error_option("Exit when NVML cannot start; with --no-... publish no GPUs and keep running.")
-@enforce_memory_option("Hold each pod a claim is reserved for to the claim's memory with the driver's per-cgroup "
-                       "limits (NVIDIA r615+, cgroup v2).")
-@cgroup_root_option("The host's cgroup v2 tree, mounted at the same path as on the host (--enforce-memory).")
-@cgroup_driver_option()
+@flags.health_check_option("Watch NVML Xid events and take failing GPUs out of the slice.")
+@flags.ignore_xids_option()
+@flags.fail_on_init_error_option("Exit when NVML cannot start; with --no-... publish no GPUs and keep running.")
+@flags.enforce_memory_option("Hold each pod a claim is reserved for to the claim's memory with the driver's per-cgroup "
+                             "limits (NVIDIA r615+, cgroup v2).")
+@flags.cgroup_root_option("The host's cgroup v2 tree, mounted at the same path as on the host (--enforce-memory).")
+@flags.cgroup_driver_option()
 @click.option("--resync", envvar=ENV_RESYNC, type=click.FloatRange(min=1, max=3600), default=60.0,
               show_default=True, show_envvar=True,
               help="Seconds between checks that the ResourceSlice is still as published.")
@@ -114,7 +103,7 @@ def serve_dra_driver_command(
 
     if not node_name:
         raise click.UsageError(f"--node-name (or {protocol.ENV_NODE_NAME}) is required")
-    ignored = protocol.APPLICATION_XIDS | parse_xids(ignore_xids)
+    ignored = protocol.APPLICATION_XIDS | flags.parse_xids(ignore_xids)
     configure_logging(log_format, log_level)
     cfg = Config(
         node_name=node_name,
