@@ -7,7 +7,7 @@
   fsync, the checkpoint recorded durably) vs kubelet asking again (answered from the record) vs
   NodeUnprepareResources. With ``--baseline DIR`` (another checkout of the project, e.g. from
   ``git worktree add`` or ``git archive``) a second driver runs that code on a second node, the
-  rounds alternate between the two, and the ratios compare them under the same load.
+  calls alternate between the two, and the ratios compare them under the same load.
   ``--cdi-tmpfs`` puts the CDI specs on tmpfs, as the default ``/var/run/cdi`` is on most nodes.
 * Publishing a node's ResourceSlice: building and creating it for 64 GPUs vs 1 GPU, and the update
   after one GPU turns unhealthy (through the project's client against the sandbox).
@@ -107,41 +107,49 @@ class DriverChild:
         shutil.rmtree(self.cdi, ignore_errors=True)
 
 
-def prepare_round(driver: DriverChild, client: Client, prefix: str, timings: dict[str, list[float]]) -> None:
-    """110 claims prepared, asked again and unprepared, one claim per call; latencies appended in ms."""
-    made = claims(client, prefix, driver.node, 110)
-    stub = driver.stub
-    for verb, call in (("prepare", stub.NodePrepareResources), ("again", stub.NodePrepareResources),
-                       ("unprepare", stub.NodeUnprepareResources)):
-        for name, uid in made:
-            refs = [api.Claim(namespace="default", name=name, uid=uid)]
-            request = (api.NodePrepareResourcesRequest(claims=refs) if verb != "unprepare"
-                       else api.NodeUnprepareResourcesRequest(claims=refs))
-            started = time.perf_counter()
-            answer = call(request, timeout=10)
-            timings[verb].append((time.perf_counter() - started) * 1000)
-            assert not answer.claims[uid].error, answer.claims[uid].error
+def prepare_round(drivers: dict[str, DriverChild], client: Client, round_no: int,
+                  timings: dict[str, dict[str, list[float]]]) -> None:
+    """110 claims per driver prepared, asked again and unprepared, one claim per call; latencies in ms.
+
+    With two drivers the calls alternate between them (claim i on one, then on the other, the
+    order swapped every call), so both see the same moment's load.
+    """
+    made = {name: claims(client, f"{name[0]}{round_no}", driver.node, 110) for name, driver in drivers.items()}
+    names = list(drivers)
+    for verb in ("prepare", "again", "unprepare"):
+        for i in range(110):
+            for name in names if i % 2 == 0 else reversed(names):
+                stub = drivers[name].stub
+                claim, uid = made[name][i]
+                refs = [api.Claim(namespace="default", name=claim, uid=uid)]
+                if verb == "unprepare":
+                    call, request = stub.NodeUnprepareResources, api.NodeUnprepareResourcesRequest(claims=refs)
+                else:
+                    call, request = stub.NodePrepareResources, api.NodePrepareResourcesRequest(claims=refs)
+                started = time.perf_counter()
+                answer = call(request, timeout=10)
+                timings[name][verb].append((time.perf_counter() - started) * 1000)
+                assert not answer.claims[uid].error, answer.claims[uid].error
         if verb == "prepare":
-            assert len(os.listdir(driver.cdi)) == 110
-    for name, _ in made:
+            assert all(len(os.listdir(driver.cdi)) == 110 for driver in drivers.values())
+    for name, _ in (pair for pairs in made.values() for pair in pairs):
         client.delete(types.RESOURCECLAIMS, name, "default")
 
 
 def prepare_bench(client: Client, kubeconfig: Path, rounds: int, baseline: str | None,
                   cdi_tmpfs: bool) -> dict[str, dict[str, list[float]]]:
-    """Timings per variant ("this tree", and "baseline" with ``--baseline``), rounds alternating."""
-    variants = {"this tree": (NODE, None)}
+    """Timings per variant ("this tree", and "baseline" with ``--baseline``), calls alternating."""
+    variants: dict[str, tuple[str, str | None]] = {"this tree": (NODE, None)}
     if baseline:
         variants["baseline"] = (BASELINE_NODE, baseline)
     drivers: dict[str, DriverChild] = {}
-    timings = {name: {"prepare": [], "again": [], "unprepare": []} for name in variants}
+    timings: dict[str, dict[str, list[float]]] = {name: {"prepare": [], "again": [], "unprepare": []}
+                                                  for name in variants}
     try:
         for name, (node, pythonpath) in variants.items():
             drivers[name] = DriverChild(node, kubeconfig, pythonpath, cdi_tmpfs)
         for round_no in range(rounds):
-            order = list(variants) if round_no % 2 == 0 else list(reversed(variants))
-            for name in order:
-                prepare_round(drivers[name], client, f"{name[0]}{round_no}", timings[name])
+            prepare_round(drivers, client, round_no, timings)
     finally:
         for driver in drivers.values():
             driver.close()
