@@ -43,8 +43,8 @@ from kubectl_gpushare.kube.config import load_config  # noqa: E402
 from kubectl_gpushare.node.fake_backend import FakeBackend  # noqa: E402
 from kubectl_gpushare.node.health import GpuState  # noqa: E402
 from kubectl_gpushare.node.sockets import dial, target  # noqa: E402
+from kubectl_gpushare.sandbox.builders import namespace_object, node_object  # noqa: E402
 from kubectl_gpushare.sandbox.server import Sandbox  # noqa: E402
-from kubectl_gpushare.sandbox.spec import namespace_object, node_object  # noqa: E402
 
 NODE = "gpu-node-1"
 BASELINE_NODE = "gpu-node-2"
@@ -64,11 +64,11 @@ def claims(client: Client, prefix: str, node: str, count: int) -> list[tuple[str
                 "metadata": {"name": name, "namespace": "default"},
                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                     "deviceClassName": protocol.DRA_DEVICE_CLASS, "capacity": {"requests": {"memory": "1Gi"}}}}]}}}
-        uid = client.create(types.RESOURCECLAIMS, body, "default").metadata.uid
+        uid = client.create(types.DRA_CLAIMS, body, "default").metadata.uid
         status = {"status": {"allocation": {"devices": {"results": [{
             "request": "gpu", "driver": protocol.DRA_DRIVER, "pool": node, "device": f"gpu-{i % 8}",
             "shareID": str(uuid.uuid4()), "consumedCapacity": {"memory": "1Gi"}}]}}}}
-        client.patch(types.RESOURCECLAIMS, name, status, "default", "merge", subresource="status")
+        client.patch(types.DRA_CLAIMS, name, status, "default", "merge", subresource="status")
         made.append((name, uid))
     return made
 
@@ -133,7 +133,7 @@ def prepare_round(drivers: dict[str, DriverChild], client: Client, round_no: int
         if verb == "prepare":
             assert all(len(os.listdir(driver.cdi)) == 110 for driver in drivers.values())
     for name, _ in (pair for pairs in made.values() for pair in pairs):
-        client.delete(types.RESOURCECLAIMS, name, "default")
+        client.delete(types.DRA_CLAIMS, name, "default")
 
 
 def prepare_bench(client: Client, kubeconfig: Path, rounds: int, baseline: str | None,

@@ -21,7 +21,9 @@ What is hostile input here:
   and says so in ``invalid``: readers count it as holding the whole device (nothing free credited).
 
 Each model carries ``problems``: one line per thing dropped or distrusted, for the caller's one
-warning. The wire structs (``Wire*``) are public so `kube.types` can build list decoders from them.
+warning. The wire structs (``Wire*``) are public so `kube.types` can build list decoders from them;
+the slice's structs omit defaults so the DRA driver writes its ResourceSlice with them (encoded, they
+hold only the fields set, under the upstream names).
 
 No I/O, no clock, no logging; imports only `protocol` and msgspec.
 """
@@ -87,7 +89,7 @@ QuantityValue = str | int | float | bool
 decoded only to be refused where it stands, not to fail the whole object)."""
 
 
-class WireOwnerReference(msgspec.Struct, frozen=True, rename="camel", gc=False):
+class WireOwnerReference(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``metadata.ownerReferences[]``."""
 
     api_version: str = ""
@@ -97,7 +99,7 @@ class WireOwnerReference(msgspec.Struct, frozen=True, rename="camel", gc=False):
     controller: bool | None = None
 
 
-class WireMeta(msgspec.Struct, frozen=True, rename="camel", gc=False):
+class WireMeta(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``metadata``: what the DRA readers use."""
 
     name: str = ""
@@ -113,7 +115,7 @@ class WireMeta(msgspec.Struct, frozen=True, rename="camel", gc=False):
     owner_references: list[WireOwnerReference] = []
 
 
-class WireAttribute(msgspec.Struct, frozen=True, gc=False):
+class WireAttribute(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``DeviceAttribute``: exactly one value (the list forms are the DRAListTypeAttributes gate's)."""
 
     int_: int | None = msgspec.field(default=None, name="int")
@@ -126,7 +128,7 @@ class WireAttribute(msgspec.Struct, frozen=True, gc=False):
     versions: list[str] | None = None
 
 
-class WireRange(msgspec.Struct, frozen=True, gc=False):
+class WireRange(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``CapacityRequestPolicyRange``."""
 
     min: QuantityValue | None = None
@@ -134,7 +136,7 @@ class WireRange(msgspec.Struct, frozen=True, gc=False):
     step: QuantityValue | None = None
 
 
-class WireRequestPolicy(msgspec.Struct, frozen=True, rename="camel", gc=False):
+class WireRequestPolicy(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``CapacityRequestPolicy``."""
 
     default: QuantityValue | None = None
@@ -142,14 +144,14 @@ class WireRequestPolicy(msgspec.Struct, frozen=True, rename="camel", gc=False):
     valid_range: WireRange | None = None
 
 
-class WireCapacity(msgspec.Struct, frozen=True, rename="camel", gc=False):
+class WireCapacity(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``DeviceCapacity``."""
 
     value: QuantityValue | None = None
     request_policy: WireRequestPolicy | None = None
 
 
-class WireTaint(msgspec.Struct, frozen=True, rename="camel", gc=False):
+class WireTaint(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``DeviceTaint``."""
 
     key: str = ""
@@ -157,7 +159,7 @@ class WireTaint(msgspec.Struct, frozen=True, rename="camel", gc=False):
     effect: str = ""
 
 
-class WireDevice(msgspec.Struct, frozen=True, rename="camel", gc=False):
+class WireDevice(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``Device``; the fields of features not allocated here are read only to refuse the device."""
 
     name: str = ""
@@ -172,7 +174,7 @@ class WireDevice(msgspec.Struct, frozen=True, rename="camel", gc=False):
     all_nodes: bool | None = None
 
 
-class WirePool(msgspec.Struct, frozen=True, rename="camel", gc=False):
+class WirePool(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``ResourcePool``."""
 
     name: str = ""
@@ -180,7 +182,7 @@ class WirePool(msgspec.Struct, frozen=True, rename="camel", gc=False):
     resource_slice_count: int = 0
 
 
-class WireSliceSpec(msgspec.Struct, frozen=True, rename="camel", gc=False):
+class WireSliceSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``ResourceSliceSpec``."""
 
     driver: str = ""
@@ -192,7 +194,7 @@ class WireSliceSpec(msgspec.Struct, frozen=True, rename="camel", gc=False):
     devices: list[WireDevice] = []
 
 
-class WireResourceSlice(msgspec.Struct, frozen=True, gc=False):
+class WireResourceSlice(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``ResourceSlice``."""
 
     metadata: WireMeta = WireMeta()
@@ -505,6 +507,9 @@ class AllocatedDevice(msgspec.Struct, frozen=True, gc=False):
     """None when the result records none (an exclusive device) or it cannot be read (see ``invalid``)."""
     admin_access: bool = False
     invalid: str = ""
+    unread_capacity: dict[str, str] | None = None
+    """The ``consumedCapacity`` entries as written (cut to 100 characters) when one cannot be read, for
+    the node driver's per-claim error; None otherwise."""
 
 
 class Allocation(msgspec.Struct, frozen=True, gc=False):
@@ -978,8 +983,16 @@ def _requests(devices: WireDeviceClaim) -> tuple[tuple[DeviceRequest, ...], str,
 
 
 def _result(raw: WireResult) -> AllocatedDevice:
+    share_id = raw.share_id or ""
     base = AllocatedDevice(raw.request[:128], raw.driver[:63], raw.pool[:253], raw.device[:63],
-                           (raw.share_id or "")[:64], None, bool(raw.admin_access))
+                           share_id[:64], None, bool(raw.admin_access))
+    # Cut names would stand for other objects (two share IDs equal once cut): such a result is kept
+    # but marked, so the driver refuses to prepare it and views trust none of its names.
+    long = [what for what, value, limit in (("request", raw.request, 128), ("driver", raw.driver, 63),
+                                            ("pool", raw.pool, 253), ("device", raw.device, 63),
+                                            ("shareID", share_id, 64)) if len(value) > limit]
+    if long:
+        base = msgspec.structs.replace(base, invalid=f"{', '.join(long)} longer than the API allows")
     if raw.consumed_capacity is None:
         return base
     try:
@@ -987,7 +1000,10 @@ def _result(raw: WireResult) -> AllocatedDevice:
             raise ValueError("too many consumedCapacity entries")
         consumed = {name[:100]: read_quantity(value) for name, value in raw.consumed_capacity.items()}
     except ValueError as exc:
-        return msgspec.structs.replace(base, invalid=f"consumedCapacity: {str(exc).splitlines()[0][:200]}")
+        entries = list(raw.consumed_capacity.items())[:MAX_ATTRIBUTES_AND_CAPACITIES]
+        written = {name[:100]: str(value)[:100] for name, value in entries}
+        return msgspec.structs.replace(base, invalid=f"consumedCapacity: {str(exc).splitlines()[0][:200]}",
+                                       unread_capacity=written)
     return msgspec.structs.replace(base, consumed_capacity=consumed)
 
 

@@ -57,6 +57,10 @@ class NodeRecord(msgspec.Struct, frozen=True, gc=False):
     gpu_mems: tuple[int, ...] | None = None
     unhealthy: frozenset[int] = frozenset()
     labels: tuple[tuple[str, str], ...] = ()
+    driver: str = ""
+    """The DRA driver whose ResourceSlice gave the GPUs (`protocol.DRA_DRIVER`); "" for the device plugin's."""
+    unit: str = ""
+    """The memory unit when known for sure (a DRA node's, from its slice); "" where the views guess it."""
 
 
 class PodRecord(msgspec.Struct, frozen=True, gc=False):
@@ -75,6 +79,8 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
     assume_time: int = 0
     terminating: bool = False
     created: str = ""
+    claim: str = ""
+    """The DRA ResourceClaim(s) the memory is allocated to (comma-separated); "" for the extender's pods."""
 
 
 def counts(pod: PodRecord) -> bool:

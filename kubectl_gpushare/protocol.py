@@ -596,6 +596,17 @@ NVIDIA_LABEL_COUNT: Final = "nvidia.com/gpu.count"
 NVIDIA_LABEL_MEMORY: Final = "nvidia.com/gpu.memory"
 NVIDIA_LABEL_PRODUCT: Final = "nvidia.com/gpu.product"
 NVIDIA_SHARED_SUFFIX: Final = "-SHARED"
+# NVIDIA's DRA driver, read-only (NVIDIA/k8s-dra-driver-gpu ``cmd/gpu-kubelet-plugin``): the driver name
+# (main.go ``DriverName``); whole GPUs ``gpu-<minor>`` and MIG devices ``gpu-<minor>-mig-...`` with the
+# attributes ``type`` (gpu, mig, vfio), ``uuid`` and ``productName`` (deviceinfo.go; releases before
+# September 2025 also had ``index`` and ``minor``) and the capacity ``memory`` in bytes (partitions.go).
+STACK_NVIDIA_DRA: Final = "nvidia-dra"
+"""How NVIDIA DRA nodes are shown (found from their ResourceSlices, not a ``--stack`` choice)."""
+NVIDIA_DRA_DRIVER: Final = "gpu.nvidia.com"
+NVIDIA_DRA_ATTR_TYPE: Final = "type"
+NVIDIA_DRA_ATTR_UUID: Final = "uuid"
+NVIDIA_DRA_ATTR_PRODUCT: Final = "productName"
+NVIDIA_DRA_CAPACITY_MEMORY: Final = "memory"
 
 NANO_GPU_RESOURCE: Final = "nano-gpu/gpu-percent"
 NANO_GPU_ANN_CONTAINER: Final = "nano-gpu/container-"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra.daemon import Config, Driver, serve
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
@@ -143,7 +143,7 @@ class Claims:
         namespace: str = "default",
         results: list[dict[str, Any]] | None = None,
         allocate: bool = True,
-    ) -> types.ResourceClaim:
+    ) -> dra_objects.WireResourceClaim:
         """Create a claim asking ``memory`` of our class, then allocate it on ``device`` via /status."""
         self.count += 1
         request: dict[str, Any] = {"deviceClassName": protocol.DRA_DEVICE_CLASS}
@@ -152,7 +152,7 @@ class Claims:
         body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                 "metadata": {"name": name, "namespace": namespace},
                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}}
-        created: types.ResourceClaim = self.api.create(types.RESOURCECLAIMS, body, namespace)
+        created: dra_objects.WireResourceClaim = self.api.create(types.DRA_CLAIMS, body, namespace)
         if not allocate:
             return created
         result: dict[str, Any] = {"request": "gpu", "driver": driver, "pool": pool, "device": device,
@@ -164,7 +164,7 @@ class Claims:
             "reservedFor": [{"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
                             for p in pods],
         }}
-        patched: types.ResourceClaim = self.api.patch(types.RESOURCECLAIMS, name, status, namespace, "merge",
+        patched: dra_objects.WireResourceClaim = self.api.patch(types.DRA_CLAIMS, name, status, namespace, "merge",
                                                       subresource="status")
         return patched
 

@@ -284,12 +284,12 @@ class DynamicResources:
         self.in_flight.pop(claim.uid, None)
 
     def _get(self, claim: dra.ResourceClaim) -> dict[str, Any]:
-        raw = msgspec.json.decode(self.api.request("GET", types.RESOURCECLAIMS.path(claim.namespace, claim.name)))
+        raw = msgspec.json.decode(self.api.request("GET", types.DRA_CLAIMS.path(claim.namespace, claim.name)))
         return raw if isinstance(raw, dict) else {}
 
     def _patch(self, claim: dra.ResourceClaim, body: Mapping[str, Any],
                subresource: str | None = None) -> dict[str, Any]:
-        path = types.RESOURCECLAIMS.path(claim.namespace, claim.name, subresource)
+        path = types.DRA_CLAIMS.path(claim.namespace, claim.name, subresource)
         raw = msgspec.json.decode(self.api.request("PATCH", path, body=msgspec.json.encode(body),
                                                    content_type=PATCH_CONTENT_TYPES["merge"]))
         return raw if isinstance(raw, dict) else {}

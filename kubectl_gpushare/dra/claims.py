@@ -1,13 +1,14 @@
 """Whether a ResourceClaim may be prepared here, and what it holds: the rules of NodePrepareResources.
 
-Pure: a decoded claim, the UID kubelet named and the GPUs this node publishes in; the claim's GPU
-(one per claim: the container environment names one GPU, as gpushare's always has) and memory out,
-or `ClaimRejectedError` with one line kubelet shows on the pod. Every value in the claim is hostile:
-results for other drivers are skipped (kubelet sends each driver the claims that name it, a claim
-may name several), ours must name this node's pool and a device we publish, and their consumed
-memory must be a quantity in ``(0, GPU memory]``. A result without ``consumedCapacity`` is a whole
-GPU: that is what the scheduler allocates when the API server dropped ``allowMultipleAllocations``
-(DRAConsumableCapacity off).
+Pure: a claim as `dra_objects` reads it (names bounded, quantities parsed), the UID kubelet named and
+the GPUs this node publishes in; the claim's GPU (one per claim: the container environment names one
+GPU, as gpushare's always has) and memory out, or `ClaimRejectedError` with one line kubelet shows
+on the pod. Every value in the claim is hostile: results for other drivers are skipped (kubelet
+sends each driver the claims that name it, a claim may name several), ours must name this node's
+pool and a device we publish, and their consumed memory must be a quantity in ``(0, GPU memory]``
+(one `dra_objects` could not read is named as written). A result without ``consumedCapacity`` is a
+whole GPU: that is what the scheduler allocates when the API server dropped
+``allowMultipleAllocations`` (DRAConsumableCapacity off).
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra.slices import PublishedGpu
-from kubectl_gpushare.kube import types
 
-MAX_NAME = 253
 MAX_SHARE_ID = 64
 _SHARE_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*")
 """A share ID is a UID (types.UID); anything else is refused before it reaches kubelet or a log."""
@@ -68,26 +67,38 @@ def _short(text: object) -> str:
     return shown if len(shown) <= 64 else shown[:64] + "..."
 
 
-def consumed_memory(result: types.DeviceRequestAllocationResult, gpu: PublishedGpu) -> int:
+def consumed_memory(result: dra_objects.AllocatedDevice, gpu: PublishedGpu) -> int:
     """Bytes one result consumes: its ``consumedCapacity.memory``, or the whole GPU when it has none.
 
     Raises:
-        ClaimRejectedError: not a quantity, not positive, or more than the GPU's memory.
+        ClaimRejectedError: not a quantity, not positive, more than the GPU's memory, or another consumed
+            capacity of the result cannot be read.
     """
-    raw = result.consumed_capacity.get(protocol.DRA_CAPACITY_MEMORY)
-    if raw is None:
+    if result.unread_capacity is not None:  # dra_objects refused an entry: the memory is named as written
+        text = result.unread_capacity.get(protocol.DRA_CAPACITY_MEMORY)
+        if text is not None:
+            try:
+                value = protocol.parse_quantity(text)  # tells a negative quantity from none at all
+            except ValueError:
+                message = f"consumed memory {_short(text)!r} on {gpu.device} is not a quantity"
+                raise ClaimRejectedError(message) from None
+            _check_memory(text, value, gpu)
+        reason = result.invalid.removeprefix("consumedCapacity: ")[:200]
+        raise ClaimRejectedError(f"consumed capacity on {gpu.device} cannot be read: {reason}")
+    quantity = (result.consumed_capacity or {}).get(protocol.DRA_CAPACITY_MEMORY)
+    if quantity is None:
         return gpu.memory
-    try:
-        value = protocol.parse_quantity(str(raw))
-    except ValueError:
-        raise ClaimRejectedError(f"consumed memory {_short(raw)!r} on {gpu.device} is not a quantity") from None
+    _check_memory(quantity.text, quantity.value, gpu)
+    return quantity.value
+
+
+def _check_memory(text: str, value: int, gpu: PublishedGpu) -> None:
     if not 0 < value <= gpu.memory:
-        raise ClaimRejectedError(f"consumed memory {_short(raw)} on {gpu.device} is outside (0, {gpu.capacity}]")
-    return value
+        raise ClaimRejectedError(f"consumed memory {_short(text)} on {gpu.device} is outside (0, {gpu.capacity}]")
 
 
 def holding(
-    claim: types.ResourceClaim, *, uid: str, node: str, gpus: Mapping[str, PublishedGpu]
+    claim: dra_objects.ResourceClaim, *, uid: str, node: str, gpus: Mapping[str, PublishedGpu]
 ) -> ClaimHolding:
     """Check a claim kubelet asked us to prepare and say what it holds here.
 
@@ -101,15 +112,14 @@ def holding(
         ClaimRejectedError: replaced, not allocated, not ours, another node's, a device or capacity we
             never published, more than one GPU, or admin access (not supported).
     """
-    meta = claim.metadata
-    where = f"{_short(meta.namespace)}/{_short(meta.name)}"
-    if meta.uid != uid:
-        raise ClaimRejectedError(f"claim {where} has UID {_short(meta.uid)}, not {_short(uid)}: it was replaced")
-    if claim.status.allocation is None:
+    where = f"{_short(claim.namespace)}/{_short(claim.name)}"
+    if claim.uid != uid:
+        raise ClaimRejectedError(f"claim {where} has UID {_short(claim.uid)}, not {_short(uid)}: it was replaced")
+    if claim.allocation is None:
         raise ClaimRejectedError(f"claim {where} is not allocated")
     found: list[ClaimDevice] = []
     gpu: PublishedGpu | None = None
-    for result in claim.status.allocation.devices.results:
+    for result in claim.allocation.results:
         if result.driver != protocol.DRA_DRIVER:
             continue
         if result.pool != node:
@@ -121,13 +131,13 @@ def holding(
         if gpu is not None and target.index != gpu.index:
             both = f"{gpu.device} and {target.device}"
             raise ClaimRejectedError(f"claim {where} holds {both}; a gpushare claim holds one GPU")
+        if result.invalid and result.unread_capacity is None:  # the capacity case is named below
+            raise ClaimRejectedError(f"claim {where}: {result.invalid}")
         if result.admin_access:
             raise ClaimRejectedError(f"claim {where}: admin access to {target.device} is not supported")
-        share = result.share_id
+        share = result.share_id or None
         if share is not None and (len(share) > MAX_SHARE_ID or not _SHARE_ID.fullmatch(share)):
             raise ClaimRejectedError(f"claim {where}: share ID {_short(share)!r} is not a UID")
-        if len(result.request) > MAX_NAME:
-            raise ClaimRejectedError(f"claim {where}: a request name is longer than {MAX_NAME} characters")
         gpu = target
         found.append(ClaimDevice(result.request, result.device, share, consumed_memory(result, target)))
     if gpu is None:

@@ -204,7 +204,7 @@ class Driver:
         """How unhealthy GPUs are shown: as asked, unless the API server drops device taints."""
         return "remove" if "DRADeviceTaints" in self.publisher.dropped else self.cfg.unhealthy
 
-    def devices(self) -> tuple[types.Device, ...]:
+    def devices(self) -> slices.Devices:
         """The slice's devices now."""
         return slices.devices(self.health.states(), self.cfg.memory_unit, self.mode())
 

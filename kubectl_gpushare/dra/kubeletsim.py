@@ -39,7 +39,7 @@ but also starts that path's backoff), one plugin per driver name, the reconciler
 (kubelet: every 1 s) and inotify wakes it early.
 
 API: `start`/`stop` (or ``with``), `wait_registered`, `prepare(pod)` -> CDI ids per claim UID,
-`unprepare(pod)`. ``pod`` is the pod's JSON (a mapping) or a `types.PodClaims`.
+`unprepare(pod)`. ``pod`` is the pod's JSON (a mapping) or a `types.Pod`.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from kubectl_gpushare.dra._api import dra_v1_pb2_grpc as v1_grpc
 from kubectl_gpushare.dra._api import dra_v1beta1_pb2_grpc as v1beta1_grpc
 from kubectl_gpushare.dra._api import pluginregistration_v1_pb2 as reg
 from kubectl_gpushare.dra._api import pluginregistration_v1_pb2_grpc as reg_grpc
+from kubectl_gpushare.dra_objects import WireResourceClaim
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import KubeError
@@ -356,12 +357,12 @@ class KubeletSim:
     # --- the DRA manager ------------------------------------------------------------------------
 
     @staticmethod
-    def _pod(pod: Mapping[str, Any] | types.PodClaims) -> types.PodClaims:
-        if isinstance(pod, types.PodClaims):
+    def _pod(pod: Mapping[str, Any] | types.Pod) -> types.Pod:
+        if isinstance(pod, types.Pod):
             return pod
-        return msgspec.convert(dict(pod), types.PodClaims, from_attributes=False)
+        return msgspec.convert(dict(pod), types.Pod, from_attributes=False)
 
-    def _claim_names(self, pod: types.PodClaims) -> list[str]:
+    def _claim_names(self, pod: types.Pod) -> list[str]:
         statuses = {status.name: status.resource_claim_name for status in pod.status.resource_claim_statuses}
         names = []
         for claim in pod.spec.resource_claims:
@@ -376,7 +377,7 @@ class KubeletSim:
                     names.append(name)
         return names
 
-    def prepare(self, pod: Mapping[str, Any] | types.PodClaims) -> dict[str, list[str]]:
+    def prepare(self, pod: Mapping[str, Any] | types.Pod) -> dict[str, list[str]]:
         """Prepare a pod's claims, as kubelet does before its containers start.
 
         Returns:
@@ -388,7 +389,7 @@ class KubeletSim:
         """
         decoded = self._pod(pod)
         namespace, pod_uid = decoded.metadata.namespace, decoded.metadata.uid
-        by_driver: dict[str, list[types.ResourceClaim]] = {}
+        by_driver: dict[str, list[WireResourceClaim]] = {}
         out: dict[str, list[str]] = {}
         for name in self._claim_names(decoded):
             with self._cond:
@@ -398,7 +399,7 @@ class KubeletSim:
                     out[known.uid] = list(known.cdi_ids)
                     continue
             try:
-                claim: types.ResourceClaim = self.client.get(types.RESOURCECLAIMS, name, namespace)
+                claim: WireResourceClaim = self.client.get(types.DRA_CLAIMS, name, namespace)
             except KubeError as exc:
                 raise KubeletPrepareError(
                     f"failed to fetch ResourceClaim {name} referenced by pod {decoded.metadata.name}: {exc}") from exc
@@ -428,7 +429,7 @@ class KubeletSim:
             raise KubeletPrepareError(f"DRA driver {driver} is not registered")
         return plugin
 
-    def _call_prepare(self, driver: str, claims: list[types.ResourceClaim]) -> dict[str, list[str]]:
+    def _call_prepare(self, driver: str, claims: list[WireResourceClaim]) -> dict[str, list[str]]:
         plugin = self._stub(driver)
         api = dra_v1_pb2 if plugin.service == protocol.DRA_SERVICE_V1 else dra_v1beta1_pb2
         request = api.NodePrepareResourcesRequest(claims=[
@@ -452,7 +453,7 @@ class KubeletSim:
             out[uid] = [cdi for device in result.devices for cdi in device.cdi_device_ids]
         return out
 
-    def unprepare(self, pod: Mapping[str, Any] | types.PodClaims) -> list[str]:
+    def unprepare(self, pod: Mapping[str, Any] | types.Pod) -> list[str]:
         """Unprepare the pod's claims that no other pod uses any more; their UIDs.
 
         Raises:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra import cdi
 from kubectl_gpushare.dra.checkpoint import Checkpoint, CheckpointFile, ClaimPod, PreparedClaim, PreparedDevice
 from kubectl_gpushare.dra.claims import ClaimRejectedError, holding
@@ -45,11 +45,12 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 class ClaimSource(Protocol):
     """Where claims are read (the API server; `ApiClaims`)."""
 
-    def claim(self, namespace: str, name: str) -> types.ResourceClaim:
-        """One claim as stored now.
+    def claim(self, namespace: str, name: str) -> dra_objects.ResourceClaim:
+        """One claim as stored now, read by `dra_objects`.
 
         Raises:
-            NotFound: no such claim; KubeError: the API server failed or could not be reached.
+            NotFound: no such claim; KubeError: the API server failed or could not be reached;
+            ValueError: the claim cannot be decoded or read.
         """
         ...
 
@@ -60,10 +61,9 @@ class ApiClaims:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def claim(self, namespace: str, name: str) -> types.ResourceClaim:
-        """GET the claim."""
-        claim: types.ResourceClaim = self._client.get(types.RESOURCECLAIMS, name, namespace)
-        return claim
+    def claim(self, namespace: str, name: str) -> dra_objects.ResourceClaim:
+        """GET the claim (decoded as `dra_objects.WireResourceClaim`) and read it."""
+        return dra_objects.read_claim(self._client.get(types.DRA_CLAIMS, name, namespace))
 
 
 @dataclass(frozen=True)
@@ -191,13 +191,13 @@ class Preparer:
             raise ClaimRejectedError(f"claim {where} not found") from None
         except KubeError as exc:
             raise ClaimRejectedError(f"cannot read claim {where}: {str(exc)[:200]}") from None
-        except ValueError as exc:  # msgspec.ValidationError: a field of the wrong type
+        except ValueError as exc:  # msgspec.ValidationError (a field of the wrong type), InvalidObjectError
             raise ClaimRejectedError(f"claim {where} cannot be decoded: {str(exc)[:200]}") from None
         held = holding(claim, uid=ref.uid, node=self.node, gpus=self.gpus())
         env = cdi.container_env(held, self.visible, self.cgpu_disable())
         pods = tuple(
             ClaimPod(uid=consumer.uid[:64], name=consumer.name[:253])
-            for consumer in claim.status.reserved_for[:MAX_RESERVED]
+            for consumer in claim.reserved_for[:MAX_RESERVED]
             if consumer.resource == "pods" and not consumer.api_group
         )
         return PreparedClaim(

@@ -23,6 +23,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from kubectl_gpushare import dra_objects as wire
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
 from kubectl_gpushare.kube import types
@@ -42,7 +43,7 @@ class SlicePublisher:
         self.client = client
         self.node = node
         self.node_uid = node_uid
-        self.current: types.ResourceSlice | None = None
+        self.current: wire.WireResourceSlice | None = None
         self.writes = 0
         self.dropped: set[str] = set()
         """Feature gates the API server showed it lacks (see the module docstring)."""
@@ -50,12 +51,12 @@ class SlicePublisher:
         """Set by `withdraw`: nothing is published any more."""
         self._lock = threading.Lock()
 
-    def _listed(self) -> list[types.ResourceSlice]:
+    def _listed(self) -> list[wire.WireResourceSlice]:
         selector = f"spec.nodeName={self.node},spec.driver={protocol.DRA_DRIVER}"
-        found: list[types.ResourceSlice] = self.client.list(types.RESOURCESLICES, field_selector=selector)
+        found: list[wire.WireResourceSlice] = self.client.list(types.DRA_SLICES, field_selector=selector)
         return [s for s in found if s.spec.node_name == self.node and s.spec.driver == protocol.DRA_DRIVER]
 
-    def sync(self, devices: tuple[types.Device, ...]) -> bool:
+    def sync(self, devices: slices.Devices) -> bool:
         """Make the API hold exactly one slice with ``devices``; True if anything was written.
 
         Once `withdraw` has run, nothing: False.
@@ -68,7 +69,7 @@ class SlicePublisher:
                 return False
             return self._sync(devices)
 
-    def _sync(self, devices: tuple[types.Device, ...]) -> bool:
+    def _sync(self, devices: slices.Devices) -> bool:
         existing = self._listed()
         prefix = protocol.DRA_SLICE_INDEX + "-"
         generation = max((s.spec.pool.generation for s in existing), default=0)
@@ -88,34 +89,33 @@ class SlicePublisher:
         if same_pool and slices.comparable(keep.spec.devices) == slices.comparable(devices):
             self.current = keep
             return wrote
-        body = types.ResourceSlice(
+        body = wire.WireResourceSlice(
             metadata=keep.metadata, spec=slices.spec(self.node, devices, max(current_pool.generation, 1))
         )
-        stored: types.ResourceSlice = self.client.replace(types.RESOURCESLICES, keep.metadata.name, body)
+        stored: wire.WireResourceSlice = self.client.replace(types.DRA_SLICES, keep.metadata.name, body)
         self.writes += 1
         log.info("updated ResourceSlice %s: %d device(s)", stored.metadata.name, len(devices))
         self._store(stored, devices)
         return True
 
-    def _create(self, devices: tuple[types.Device, ...], generation: int) -> types.ResourceSlice:
-        owners: tuple[types.OwnerReference, ...] = ()
+    def _create(self, devices: slices.Devices, generation: int) -> wire.WireResourceSlice:
+        owners: list[wire.WireOwnerReference] = []
         if self.node_uid:
-            owners = (types.OwnerReference(api_version="v1", kind="Node", name=self.node, uid=self.node_uid,
-                                           controller=True),)
-        body = types.ResourceSlice(
-            metadata=types.ObjectMeta(generate_name=protocol.dra_slice_generate_name(self.node),
-                                      owner_references=owners),
+            owners = [wire.WireOwnerReference(api_version="v1", kind="Node", name=self.node, uid=self.node_uid,
+                                              controller=True)]
+        body = wire.WireResourceSlice(
+            metadata=wire.WireMeta(generate_name=protocol.dra_slice_generate_name(self.node), owner_references=owners),
             spec=slices.spec(self.node, devices, generation),
         )
-        stored: types.ResourceSlice = self.client.create(types.RESOURCESLICES, body)
+        stored: wire.WireResourceSlice = self.client.create(types.DRA_SLICES, body)
         self.writes += 1
         log.info("created ResourceSlice %s: %d device(s), pool generation %d", stored.metadata.name, len(devices),
                  generation)
         return stored
 
-    def _delete(self, stale: types.ResourceSlice) -> bool:
+    def _delete(self, stale: wire.WireResourceSlice) -> bool:
         try:
-            self.client.delete(types.RESOURCESLICES, stale.metadata.name, uid=stale.metadata.uid)
+            self.client.delete(types.DRA_SLICES, stale.metadata.name, uid=stale.metadata.uid)
         except NotFound:
             return False
         except Conflict:
@@ -124,7 +124,7 @@ class SlicePublisher:
         log.info("deleted stale ResourceSlice %s", stale.metadata.name)
         return True
 
-    def _store(self, stored: types.ResourceSlice, desired: tuple[types.Device, ...]) -> None:
+    def _store(self, stored: wire.WireResourceSlice, desired: slices.Devices) -> None:
         self.current = stored
         for gate in slices.dropped_features(desired, stored.spec.devices):
             if gate not in self.dropped:
@@ -133,7 +133,7 @@ class SlicePublisher:
                           " (until then each claim gets a whole GPU)" if gate == "DRAConsumableCapacity" else
                           "; unhealthy GPUs are removed from the slice instead")
 
-    def run(self, stop: threading.Event, wake: threading.Event, devices: Callable[[], tuple[types.Device, ...]],
+    def run(self, stop: threading.Event, wake: threading.Event, devices: Callable[[], slices.Devices],
             resync: float = RESYNC_SECONDS) -> None:
         """Sync now, on every ``wake`` and every ``resync`` seconds, until ``stop`` (set ``wake`` too) or `withdraw`."""
         backoff = 0.5

@@ -1,7 +1,7 @@
 """What this node's ResourceSlice says: one device per GPU, its memory a capacity claims share.
 
-Pure: GPU states and the operator's choices in, a `types.ResourceSliceSpec` out (field names as
-k8s.io/api resource/v1 declares them). Each GPU is a device named ``gpu-<index>`` with
+Pure: GPU states and the operator's choices in, a `dra_objects.WireSliceSpec` out (the wire structs
+the readers decode with, so field names are k8s.io/api resource/v1's). Each GPU is a device named ``gpu-<index>`` with
 ``allowMultipleAllocations: true`` and a ``memory`` capacity of its whole units (the memory is
 rounded down to the unit, as the device plugin counts it), whose request policy rounds every claim
 up to a whole unit (KEP-5075: ``validRange`` min and step, ``default`` for a claim that asks
@@ -15,11 +15,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from kubectl_gpushare import dra_objects as wire
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube import types
 from kubectl_gpushare.node.health import GpuState
 
 UnhealthyMode = Literal["remove", "taint"]
+Devices = tuple[wire.WireDevice, ...]
+"""The slice's devices, as written and as read back."""
 MAX_ATTRIBUTE_LENGTH = 64
 """``DeviceAttributeMaxValueLength``: longer model names are cut."""
 
@@ -66,25 +68,25 @@ def published(states: Iterable[GpuState], unit: str, mode: UnhealthyMode) -> lis
     return gpus
 
 
-def _policy(units: int, unit: str) -> types.CapacityRequestPolicy:
+def _policy(units: int, unit: str) -> wire.WireRequestPolicy:
     one = protocol.DRA_UNIT_QUANTITY[unit]
     # types.go: "Min + Step must be less than or equal to the capacity value", so a one-unit GPU has no step.
     step = one if units >= 2 else None
-    return types.CapacityRequestPolicy(default=one, valid_range=types.CapacityRequestPolicyRange(min=one, step=step))
+    return wire.WireRequestPolicy(default=one, valid_range=wire.WireRange(min=one, step=step))
 
 
-def device(gpu: PublishedGpu, unit: str, unhealthy: bool) -> types.Device:
+def device(gpu: PublishedGpu, unit: str, unhealthy: bool) -> wire.WireDevice:
     """One GPU as a device of the slice."""
-    taints = (types.DeviceTaint(key=protocol.DRA_TAINT_UNHEALTHY, effect="NoSchedule"),) if unhealthy else ()
-    return types.Device(
+    taints = [wire.WireTaint(key=protocol.DRA_TAINT_UNHEALTHY, effect=wire.EFFECT_NO_SCHEDULE)] if unhealthy else []
+    return wire.WireDevice(
         name=gpu.device,
         attributes={
-            protocol.DRA_ATTR_INDEX: types.DeviceAttribute(int_value=gpu.index),
-            protocol.DRA_ATTR_UUID: types.DeviceAttribute(string_value=gpu.uuid[:MAX_ATTRIBUTE_LENGTH]),
-            protocol.DRA_ATTR_MODEL: types.DeviceAttribute(string_value=gpu.model[:MAX_ATTRIBUTE_LENGTH]),
+            protocol.DRA_ATTR_INDEX: wire.WireAttribute(int_=gpu.index),
+            protocol.DRA_ATTR_UUID: wire.WireAttribute(string=gpu.uuid[:MAX_ATTRIBUTE_LENGTH]),
+            protocol.DRA_ATTR_MODEL: wire.WireAttribute(string=gpu.model[:MAX_ATTRIBUTE_LENGTH]),
         },
         capacity={
-            protocol.DRA_CAPACITY_MEMORY: types.DeviceCapacity(
+            protocol.DRA_CAPACITY_MEMORY: wire.WireCapacity(
                 value=protocol.dra_memory_quantity(gpu.units, unit), request_policy=_policy(gpu.units, unit)
             )
         },
@@ -93,35 +95,38 @@ def device(gpu: PublishedGpu, unit: str, unhealthy: bool) -> types.Device:
     )
 
 
-def devices(states: Sequence[GpuState], unit: str, mode: UnhealthyMode) -> tuple[types.Device, ...]:
+def devices(states: Sequence[GpuState], unit: str, mode: UnhealthyMode) -> Devices:
     """The slice's devices, by GPU index."""
     health = {state.gpu.uuid: state.healthy for state in states}
     return tuple(device(gpu, unit, not health[gpu.uuid]) for gpu in published(states, unit, mode))
 
 
-def spec(node: str, devices: tuple[types.Device, ...], generation: int) -> types.ResourceSliceSpec:
+def spec(node: str, devices: Sequence[wire.WireDevice], generation: int) -> wire.WireSliceSpec:
     """The whole spec: our driver, the node's pool (one slice), the node."""
-    return types.ResourceSliceSpec(
+    return wire.WireSliceSpec(
         driver=protocol.DRA_DRIVER,
-        pool=types.ResourcePool(name=node, generation=generation, resource_slice_count=1),
+        pool=wire.WirePool(name=node, generation=generation, resource_slice_count=1),
         node_name=node,
-        devices=devices,
+        devices=list(devices),
     )
 
 
-def comparable(devices: Iterable[types.Device]) -> tuple[types.Device, ...]:
-    """Devices without what the API server adds (a taint's ``timeAdded``), for change detection."""
+def comparable(devices: Iterable[wire.WireDevice]) -> Devices:
+    """Devices with only the fields this driver writes, for change detection.
+
+    The API server's additions (a taint's ``timeAdded``) are not declared by the wire structs; fields of
+    features this driver never sets are dropped here.
+    """
     return tuple(
-        types.Device(
+        wire.WireDevice(
             name=d.name, attributes=d.attributes, capacity=d.capacity,
-            allow_multiple_allocations=d.allow_multiple_allocations,
-            taints=tuple(types.DeviceTaint(key=t.key, value=t.value, effect=t.effect) for t in d.taints),
+            allow_multiple_allocations=d.allow_multiple_allocations, taints=d.taints,
         )
         for d in devices
     )
 
 
-def dropped_features(desired: Sequence[types.Device], stored: Sequence[types.Device]) -> list[str]:
+def dropped_features(desired: Sequence[wire.WireDevice], stored: Sequence[wire.WireDevice]) -> list[str]:
     """Feature gates the API server lacks, told by the fields it dropped (the resourceslice controller's test)."""
     found = []
     pairs = list(zip(desired, stored, strict=False))

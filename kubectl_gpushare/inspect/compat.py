@@ -46,12 +46,16 @@ def memory_unit(ledger: Ledger, names: Sequence[str]) -> str:
     """The unit label: set by the first node (in display order) that has GPU memory and GPUs.
 
     Returns:
-        ``"MiB"`` when that node has more than 100 per GPU, ``"GiB"`` otherwise, ``""`` when no
-        node qualifies (the original then prints ``GPU Memory()``).
+        That node's unit when known (a DRA node's), else ``"MiB"`` when it has more than 100 per
+        GPU and ``"GiB"`` otherwise; ``""`` when no node qualifies (the original then prints
+        ``GPU Memory()``).
     """
     for name in names:
         mem, count = ledger.gpu_mem_and_count(name)
         if mem > 0 and count > 0:
+            record = ledger.node(name)
+            if record is not None and record.unit:
+                return record.unit  # a DRA node's unit is known, not guessed
             return protocol.UNIT_MIB if mem // count > MIB_THRESHOLD else protocol.UNIT_GIB
     return ""
 

@@ -22,7 +22,8 @@ from typing import Final
 import msgspec
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.inspect import caps, tabwriter
+from kubectl_gpushare.inspect import caps, doctor_dra, tabwriter
+from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
 from kubectl_gpushare.inspect.source import Confinement, StackSplit, keyed_pod_record
 from kubectl_gpushare.inspect.top import printable
@@ -30,6 +31,7 @@ from kubectl_gpushare.kube import stacks
 from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS, EXIT_OK
 from kubectl_gpushare.kube.records import (
     Warnings,
+    node_ip,
     node_record,
     pod_request,
     shown,
@@ -37,13 +39,12 @@ from kubectl_gpushare.kube.records import (
     unhealthy_node_name,
 )
 from kubectl_gpushare.kube.stacks import hami, kai
+from kubectl_gpushare.kube.stacks.dra import DraObjects, reserved_pods
 from kubectl_gpushare.kube.types import ConfigMap, KoordDevice, Node, Pod, QuantityValue
 from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger, StackClaim, StackNode, stack_usage
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareDoctor"
-ERROR: Final = "error"
-WARNING: Final = "warning"
 DEFAULT_STUCK_AFTER: Final = 300.0
 """Seconds a pod may stay ``ALIYUN_COM_GPU_MEM_ASSIGNED=false`` before it is reported (kubelet
 normally allocates within seconds of the bind)."""
@@ -56,15 +57,6 @@ DEVICE_PLUGIN_COMPONENT: Final = "gpushare-device-plugin"
 CONFINEMENT_POLICY: Final = "gpushare-device-plugin-confinement"
 """The shipped ValidatingAdmissionPolicy (and binding) that keeps the device plugin to its node; a policy
 labelled ``component=gpushare-device-plugin`` counts too (renamed by an overlay)."""
-
-
-class Finding(msgspec.Struct, frozen=True):
-    """One problem: how bad, which check found it, on which object, in plain words."""
-
-    severity: str
-    check: str
-    object: str
-    message: str
 
 
 class Summary(msgspec.Struct, frozen=True):
@@ -413,11 +405,19 @@ _GPUSHARE_ONLY_CHECKS: Final = frozenset({"gpu-node-unlabelled"})
 """Node checks that only make sense for a node meant for gpushare: dropped for nodes of another stack."""
 
 
-def _without_other_stacks(findings: list[Finding], nodes: Sequence[Node]) -> list[Finding]:
-    """Drop gpushare advice on nodes of another sharing stack (a second device plugin over their GPUs)."""
+def _without_other_stacks(findings: list[Finding], nodes: Sequence[Node], objects: DraObjects) -> list[Finding]:
+    """Drop gpushare advice on nodes of another sharing stack (a second device plugin over their GPUs).
+
+    A node that shares its GPUs through DRA (labelled for our driver, or publishing slices of ours or
+    NVIDIA's) is such a node too: labelling it ``gpushare=true`` would sell its GPUs twice.
+    """
     others = {
-        f"node/{node.metadata.name}" for node in nodes if stacks.detect(node) not in (None, protocol.STACK_GPUSHARE)
+        f"node/{node.metadata.name}" for node in nodes
+        if stacks.detect(node) not in (None, protocol.STACK_GPUSHARE)
+        or node.metadata.labels.get(protocol.LABEL_DRA) == "true"
     }
+    others.update(f"node/{piece.node_name}" for piece in objects.slices if piece.node_name)
+    others.update(f"node/{piece.spec.node_name}" for piece in objects.nvidia if piece.spec.node_name)
     return [f for f in findings if not (f.check in _GPUSHARE_ONLY_CHECKS and f.object in others)]
 
 
@@ -438,6 +438,7 @@ def audit(
     usage: Mapping[str, protocol.UsageReport | None] | None = None,
     devices: Sequence[KoordDevice] = (),
     confinement: Confinement | None = None,
+    dra_objects: DraObjects | None = None,
 ) -> DoctorReport:
     """Run every check.
 
@@ -459,6 +460,8 @@ def audit(
         devices: Koordinator's ``Device`` objects, where the API serves them (per-GPU memory, as inspect reads it).
         confinement: the cluster's admission policies and bindings, for ``node-confinement-missing``;
             None skips that check (they could not be read).
+        dra_objects: ResourceSlices, ResourceClaims and DeviceClasses (`inspect.source.dra_from_api`):
+            claims on our driver's GPUs count in the ledger as pods do; `doctor_dra` adds its checks.
     """
     if reread is None:
         held = list(pods)
@@ -479,9 +482,14 @@ def audit(
     split = StackSplit(stacks.AUTO, record_warnings, devices)
     for node in nodes:
         split.gpushare(node)
-    node_records = [node_record(node) for node in nodes]
+    objects = dra_objects or DraObjects(served=False)
+    node_records = split.add_dra([node_record(node) for node in nodes], objects,
+                                 {node.metadata.name: node_ip(node) for node in nodes})
     ledger = Ledger.build(node_records, (), basis="capacity", keep_pods=False)
     workloads: list[Pod] = []
+    waiting: list[Pod] = []  # pending pods with claims: few, kept for doctor_dra
+    reserved = reserved_pods(objects.claims)
+    phases: dict[str, str] = {}
     gpushare_nodes = frozenset(node.metadata.name for node in nodes if stacks.detect(node) == protocol.STACK_GPUSHARE)
     for pod in pods:
         findings.extend(_pod_findings(pod, now_ns, stuck_after))
@@ -492,6 +500,13 @@ def audit(
             split.add_pod(pod)
         if pod.metadata.labels.get(COMPONENT_LABEL) in _WORKLOADS:
             workloads.append(pod)
+        if reserved and pod.metadata.uid in reserved:
+            phases[pod.metadata.uid] = pod.status.phase
+        if pod.spec.resource_claims and not pod.spec.node_name and objects:
+            waiting.append(pod)
+    claim_records = split.dra_records(node_records, objects, phases)
+    for record in claim_records:
+        ledger.set_pod(record)
     findings.extend(_workload_findings(nodes, workloads))
     findings.extend(_confinement_findings(confinement, workloads))
     over = [name for name in sorted(ledger.node_names()) if _overcommitted(ledger, name)]
@@ -499,10 +514,17 @@ def audit(
         names = set(over)
         again = Ledger.build((record for record in node_records if record.name in names),
                              (keyed_pod_record(pod) for pod in reread(over)), basis="capacity")
+        for record in claim_records:
+            if record.node in names:
+                again.set_pod(record)
         findings.extend(_ledger_findings(again, over))
+    if objects:
+        findings.extend(doctor_dra.node_findings(nodes, objects, split.dra_nodes))
+        findings.extend(doctor_dra.claim_findings(objects))
+        findings.extend(doctor_dra.pending_findings(waiting, objects, now_ns / 1e9, stuck_after))
     findings.extend(_stack_findings(*split.result()))
     findings.extend(_stack_warning(message) for message in record_warnings)
-    findings = _without_other_stacks(findings, nodes)
+    findings = _without_other_stacks(findings, nodes, objects)
     findings.sort(key=lambda f: (f.severity != ERROR, f.check, f.object, f.message))
     errors = sum(1 for finding in findings if finding.severity == ERROR)
     return DoctorReport(Summary(errors, len(findings) - errors), findings)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from kubectl_gpushare.inspect.doctor import DoctorReport
     from kubectl_gpushare.inspect.source import Confinement
+    from kubectl_gpushare.kube.stacks.dra import DraObjects
     from kubectl_gpushare.kube.types import ConfigMap, KoordDevice, Node, Pod
 
 POD_PAGE_SIZE: Final = 2000
@@ -58,6 +59,13 @@ Checks:
                                    (a warning where none is at risk)
   warning  node-confinement-missing  the device plugin runs but no ValidatingAdmissionPolicy (with a Deny
                                    binding) keeps it to its own node
+  error    gpu-advertised-by-extender-and-dra  node advertises aliyun.com/gpu-mem and publishes GPUs
+                                   through DRA (ResourceSlices of our driver or NVIDIA's)
+  error    gpu-published-by-two-dra-drivers  our DRA driver and NVIDIA's publish the same GPU UUIDs
+                                   (a warning where the UUIDs cannot be compared)
+  error    dra-claim-on-unpublished-device  a claim holds a device of our driver no slice publishes
+  error    dra-claim-unallocatable  a pending pod's claim cannot be allocated as written (e.g. no class)
+  warning  dra-claim-pending       a pod waits longer than --stuck-after for its claim (made, allocated)
 
 \b
 The verdict is the exit code: 0 no findings, 11 warnings only, 12 errors (apart from the codes
@@ -87,21 +95,30 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
         nodes: list[Node], pods: Iterable[Pod], configmaps: list[ConfigMap], reread: doctor.Reread | None = None,
         usage: dict[str, protocol.UsageReport | None] | None = None, warnings: Warnings | None = None,
         devices: Sequence[KoordDevice] = (), confinement: Confinement | None = None,
+        dra_objects: DraObjects | None = None,
     ) -> _Audited:
         report = doctor.audit(
             nodes, pods, now_ns=time.time_ns(), stuck_after=options["stuck_after"], configmaps=configmaps,
-            reread=reread, usage=usage, devices=devices, confinement=confinement,
+            reread=reread, usage=usage, devices=devices, confinement=confinement, dra_objects=dra_objects,
         )  # fmt: skip
         return _Audited(report, warnings or Warnings())
 
     if options["from_file"] is not None:
-        from kubectl_gpushare.inspect.source import configmaps_in, confinement_in, devices_in, parse_documents
+        from kubectl_gpushare.inspect.source import (
+            configmaps_in,
+            confinement_in,
+            devices_in,
+            dra_in,
+            parse_documents,
+        )
 
         data = options["from_file"].read()
         nodes, file_pods = parse_documents(data)
+        file_warnings = Warnings()  # as findings (invalid-value), through the audit's own warnings
         return audit(nodes, file_pods, configmaps_in(data), devices=devices_in(data, nodes),
-                     confinement=confinement_in(data))
-    from kubectl_gpushare.inspect.source import confinement_from_api, koordinator_devices
+                     confinement=confinement_in(data), dra_objects=dra_in(data, file_warnings, classes=True),
+                     warnings=file_warnings)
+    from kubectl_gpushare.inspect.source import confinement_from_api, dra_from_api, koordinator_devices
     from kubectl_gpushare.kube import errors, stacks, types
 
     with make_client(options, "doctor") as client:
@@ -140,7 +157,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
             usage = reports_from_plugins(client, sharing, usage_warnings, usage_timeout(options["request_timeout"]))
         devices = koordinator_devices(client, nodes, stacks.AUTO, usage_warnings)
         confinement = confinement_from_api(client, usage_warnings)
-        return audit(nodes, pods(), configmaps, reread, usage, usage_warnings, devices, confinement)
+        objects = dra_from_api(client, usage_warnings, claims=True, classes=True)
+        return audit(nodes, pods(), configmaps, reread, usage, usage_warnings, devices, confinement, objects)
 
 
 @click.command(

@@ -17,6 +17,9 @@ JSON: a versioned ``GPUShareExplanation`` (``gpushare.kubectl-gpushare.io/v1``),
     largestFit                                      # the largest request that fits now
     stack, stackGpus: [{gpu, id, amount, total, free, unit, sharing: [{namespace, name, amount}]}]
                       # a pod on a node of another stack (HAMi, NVIDIA, ...), amounts in its GPU's unit
+    claims: [{name, state, node, devices, memory, reason}]
+                      # a pod with DRA claims of our driver (`explain_dra`): state allocated | pending |
+                      # missing; memory in `unit`
 
 Other stacks: explain places nothing there (their schedulers do); for a pod on such a node it says
 where the pod sits from the same stack ledger inspect shows (`ledger.stack_usage`).
@@ -100,6 +103,17 @@ class StackShare(msgspec.Struct):
     sharing: list[Holder]
 
 
+class ClaimState(msgspec.Struct, omit_defaults=True):
+    """One of the pod's ResourceClaims: allocated (on which node and devices), pending, or missing."""
+
+    name: str
+    state: str
+    node: str = ""
+    devices: list[str] = []
+    memory: int = 0
+    reason: str = ""
+
+
 class Explanation(msgspec.Struct, rename="camel", omit_defaults=True):
     """The answer to "why is my pod Pending?" or "where does my pod sit?"."""
 
@@ -118,6 +132,7 @@ class Explanation(msgspec.Struct, rename="camel", omit_defaults=True):
     events: list[str] = []
     stack: str = ""
     stack_gpus: list[StackShare] = []
+    claims: list[ClaimState] = []
     api_version: str = API_VERSION
     kind: str = KIND
 
@@ -164,7 +179,7 @@ def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
     )
 
 
-def _excluded(pod: Pod, node: Node, placement: PodPlacement | None = None) -> str | None:
+def excluded(pod: Pod, node: Node, placement: PodPlacement | None = None) -> str | None:
     """Why kube-scheduler drops the node before the extender is asked; None if it does not."""
     if node.spec.unschedulable:
         return "cordoned (unschedulable)"
@@ -186,9 +201,9 @@ def _verdict(
     ledger: Ledger, pod: Pod, node: Node, request: int, unit: str, policy: Policy, placement: PodPlacement | None
 ) -> str:
     name = node.metadata.name
-    excluded = _excluded(pod, node, placement)
-    if excluded:
-        return excluded
+    dropped = excluded(pod, node, placement)
+    if dropped:
+        return dropped
     record = ledger.node(name)
     unhealthy = ""
     if record is not None and (record.cap_count, record.cap_mem) != (record.alloc_count, record.alloc_mem):
@@ -240,7 +255,7 @@ def explain(
     request, _ = pod_request(pod)
     names = [node.metadata.name for node in nodes]
     unit = memory_unit(ledger, sorted(names)) or protocol.UNIT_GIB
-    largest = max((ledger.largest_free(name) for name in names), default=0)
+    largest = max((ledger.largest_free(name) for name in names if not _dra_node(ledger, name)), default=0)
     said = [e.message for e in events if e.reason == "FailedScheduling" and e.message]
     base = Explanation(pod=meta.name, namespace=meta.namespace, phase=pod.status.phase or "Pending",
                        request=request, unit=unit, state="", summary="", largest_fit=largest, events=said)
@@ -256,7 +271,9 @@ def explain(
                            summary=f"{who} requests no {protocol.RESOURCE_MEM}; gpushare does not place it.")
     if pod.spec.node_name:
         return _placed(pod, ledger, base, who)
-    gpushare_nodes = [node for node in nodes if (r := ledger.node(node.metadata.name)) and r.alloc_mem > 0]
+    gpushare_nodes = [  # a node of the DRA driver serves claims, not aliyun.com/gpu-mem (explain_dra asks it)
+        node for node in nodes
+        if (r := ledger.node(node.metadata.name)) and r.alloc_mem > 0 and not _dra_node(ledger, r.name)]
     asks = f"{who} asks for {request} {unit} on one GPU"
     if not gpushare_nodes:
         return replace(base, state="pending",
@@ -265,7 +282,7 @@ def explain(
     verdicts = [NodeVerdict(node.metadata.name, _verdict(ledger, pod, node, request, unit, policy, placement))
                 for node in sorted(gpushare_nodes, key=lambda n: n.metadata.name)]
     fitting = [v.name for v in verdicts if v.reason.startswith(FITS_PREFIX)]
-    usable = [node.metadata.name for node in gpushare_nodes if _excluded(pod, node, placement) is None]
+    usable = [node.metadata.name for node in gpushare_nodes if excluded(pod, node, placement) is None]
     largest = max((ledger.largest_free(name) for name in usable), default=0)
     base = replace(base, largest_fit=largest)
     if not usable:
@@ -281,6 +298,12 @@ def explain(
         summary = (f"{asks}: no GPU it may use has that much free; the largest request that fits on a node it "
                    f"may use is {largest} {unit}.")
     return replace(base, state="pending", summary=summary, nodes=verdicts)
+
+
+def _dra_node(ledger: Ledger, name: str) -> bool:
+    """A node whose GPUs our DRA driver publishes: it serves claims, not ``aliyun.com/gpu-mem`` limits."""
+    record = ledger.node(name)
+    return record is not None and bool(record.driver)
 
 
 def _placed(pod: Pod, ledger: Ledger, base: Explanation, who: str) -> Explanation:
@@ -350,7 +373,7 @@ def _on_stack(pod: Pod, node: StackNode, claims: list[StackClaim], base: Explana
             gpu = "a GPU its reservation pod has not named yet (or no reservation pod)"
         elif share.gpu == PENDING:
             gpu = "a GPU not in the node's list"
-        elif node.stack == protocol.STACK_NVIDIA or (
+        elif node.stack in (protocol.STACK_NVIDIA, protocol.STACK_NVIDIA_DRA) or (
             node.stack == protocol.STACK_KAI and share.unit != protocol.UNIT_MIB
         ):
             gpu = share.id  # a pool (nvidia.com/gpu, a MIG profile), not one GPU

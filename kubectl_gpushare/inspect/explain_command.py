@@ -24,6 +24,8 @@ from kubectl_gpushare.kube.records import Warnings
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from kubectl_gpushare.inspect.explain_dra import DraInputs
+    from kubectl_gpushare.kube.stacks.dra import DraObjects
     from kubectl_gpushare.kube.types import ConfigMap, Event, KoordDevice, Node, Pod, PodPlacement
     from kubectl_gpushare.ledger import Ledger, Policy, StackClaim, StackNode
 
@@ -38,6 +40,8 @@ For a pod not on a node yet, each node with GPU sharing says why it does or does
 (taints, nodeSelector, cordon, not enough memory on one GPU), and the scheduler's FailedScheduling
 messages are quoted. For a placed pod: its node, GPU, and who shares that GPU; a pod on a HAMi,
 NVIDIA, nano-gpu or elastic-gpu node is located from that stack's annotations, in its GPU's unit.
+A pod with ResourceClaims of the DRA driver (gpu-mem.kubectl-gpushare.io): where each claim is
+allocated, or, Pending, what kube-scheduler's DRA allocator says on each node of the driver.
 
 """
     + EXIT_CODES_HELP
@@ -54,6 +58,7 @@ class _Inputs:
     warnings: Warnings = field(default_factory=Warnings)
     stack_nodes: list[StackNode] = field(default_factory=list)
     stack_claims: dict[str, list[StackClaim]] = field(default_factory=dict)
+    dra: DraInputs | None = None
 
 
 def _pod_not_found(namespace: str, name: str, elsewhere: list[str] | None = None) -> Exception:
@@ -92,26 +97,50 @@ def _only_one(name: str, namespaces: list[str]) -> str:
 
 def _inputs(
     pod: Pod, nodes: list[Node], pods: list[Pod], events: list[Event], configmaps: list[ConfigMap],
-    devices: Sequence[KoordDevice] = (),
+    devices: Sequence[KoordDevice] = (), objects: DraObjects | None = None, warnings: Warnings | None = None,
 ) -> _Inputs:
-    from kubectl_gpushare.inspect.source import keyed_pod_record, stack_ledger, unhealthy_by_node
-    from kubectl_gpushare.kube.records import node_record
+    """The ledger inspect would build (DRA claims on our driver's GPUs included) and the other stacks'."""
+    from kubectl_gpushare.inspect.explain_dra import DraInputs
+    from kubectl_gpushare.inspect.source import StackSplit, keyed_pod_record, unhealthy_by_node
+    from kubectl_gpushare.kube import stacks
+    from kubectl_gpushare.kube.records import node_ip, node_record
+    from kubectl_gpushare.kube.stacks.dra import DraObjects
     from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger
 
-    warnings = Warnings()
+    warnings = warnings if warnings is not None else Warnings()
+    objects = objects if objects is not None else DraObjects(served=False)
     sick = unhealthy_by_node(configmaps)
-    ledger = Ledger.build(
-        (node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in nodes),
-        (keyed_pod_record(p, warnings) for p in pods if p.status.phase not in COMPLETED_PHASES),
+    split = StackSplit(stacks.AUTO, warnings, devices)
+    for node in nodes:
+        split.gpushare(node)
+    records = split.add_dra(
+        [node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in nodes], objects,
+        {node.metadata.name: node_ip(node) for node in nodes},
     )
-    stack_nodes, stack_claims = stack_ledger(nodes, pods, warnings, devices=devices)
-    return _Inputs(pod, nodes, ledger, events, warnings=warnings, stack_nodes=stack_nodes, stack_claims=stack_claims)
+    active = [p for p in pods if p.status.phase not in COMPLETED_PHASES]
+    phases = {p.metadata.uid: p.status.phase for p in active if p.metadata.uid}
+    ledger = Ledger.build(records, [keyed_pod_record(p, warnings) for p in active])
+    for record in split.dra_records(records, objects, phases):
+        ledger.set_pod(record)
+    if split.nodes:
+        for other in pods:
+            split.add_pod(other)
+    stack_nodes, stack_claims = split.result()
+    return _Inputs(pod, nodes, ledger, events, warnings=warnings, stack_nodes=stack_nodes, stack_claims=stack_claims,
+                   dra=DraInputs(objects, split.dra_nodes))
 
 
 def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
     name = options["pod"]
     if options["from_file"] is not None:
-        from kubectl_gpushare.inspect.source import configmaps_in, devices_in, items_of_kind, parse_documents, raw_key
+        from kubectl_gpushare.inspect.source import (
+            configmaps_in,
+            devices_in,
+            dra_in,
+            items_of_kind,
+            parse_documents,
+            raw_key,
+        )
         from kubectl_gpushare.kube.types import POD_PLACEMENT_DECODER
 
         data = options["from_file"].read()
@@ -121,12 +150,15 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
         matches = [p for p in file_pods if (p.metadata.namespace, p.metadata.name) == (namespace, name)]
         if not matches:
             raise _pod_not_found(namespace, name, None if options["namespace"] else homes)
-        inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data), devices_in(data, file_nodes))
+        warnings = Warnings()
+        objects = dra_in(data, warnings, classes=True)
+        inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data), devices_in(data, file_nodes),
+                         objects, warnings)
         for raw in items_of_kind(data, "Pod"):  # JSON dumps carry the affinity; YAML ones are read without it
             if raw_key(raw) == (namespace, name):
                 inputs.placement = POD_PLACEMENT_DECODER.decode(raw)
         return inputs
-    from kubectl_gpushare.inspect.source import ACTIVE_PODS, koordinator_devices, require_namespace
+    from kubectl_gpushare.inspect.source import ACTIVE_PODS, dra_from_api, koordinator_devices, require_namespace
     from kubectl_gpushare.kube import errors, stacks, types
 
     def namesakes() -> list[str]:
@@ -165,7 +197,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
             configmaps = []  # unhealthy GPUs are then judged by capacity != allocatable only
         device_warnings = Warnings()
         devices = koordinator_devices(client, nodes, stacks.AUTO, device_warnings)
-    inputs = _inputs(pod, nodes, pods, events, configmaps, devices)
+        objects = dra_from_api(client, device_warnings, classes=True)
+    inputs = _inputs(pod, nodes, pods, events, configmaps, devices, objects)
     for message in device_warnings:
         inputs.warnings.add(message)
     inputs.placement = placement
@@ -176,10 +209,16 @@ def _render(inputs: _Inputs, options: dict[str, Any]) -> str:
     from kubectl_gpushare.inspect import explain
 
     policy: Policy = "spread" if options["policy"] == "spread" else "binpack"
-    answer = explain.explain(
-        inputs.pod, inputs.nodes, inputs.ledger, inputs.events, policy, inputs.placement,
-        stack_nodes=inputs.stack_nodes, stack_claims=inputs.stack_claims,
-    )
+    answer = None
+    if inputs.dra is not None and inputs.pod.spec.resource_claims:
+        from kubectl_gpushare.inspect.explain_dra import explain_claims
+
+        answer = explain_claims(inputs.pod, inputs.nodes, inputs.ledger, inputs.dra, inputs.events, inputs.placement)
+    if answer is None:
+        answer = explain.explain(
+            inputs.pod, inputs.nodes, inputs.ledger, inputs.events, policy, inputs.placement,
+            stack_nodes=inputs.stack_nodes, stack_claims=inputs.stack_claims,
+        )
     if options["output"] == "json":
         return explain.to_json(answer)
     return explain.to_text(answer, limit=caps.limit_of(options))

@@ -17,7 +17,9 @@ added::
     placements: [{node, gpu}] # where the first `count` pods go, one after another
     otherStacks: {stack: nodes}  # nodes of other sharing stacks, not considered (absent when none)
 
-``fit`` answers for gpushare memory (``aliyun.com/gpu-mem``) only: HAMi, NVIDIA, nano-gpu and
+``fit`` answers for gpushare memory: ``aliyun.com/gpu-mem`` and the GPUs of our DRA driver, where
+one pod's claim takes what the driver's request policy rounds it up to (the structured allocator's
+rule, `kube.stacks.dra.request_units`). HAMi, NVIDIA (device plugin or DRA), nano-gpu and
 elastic-gpu nodes are placed by their own schedulers with their own rules, so they are counted and
 named as not considered, never offered.
 """
@@ -25,7 +27,7 @@ named as not considered, never offered.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 import msgspec
@@ -81,17 +83,22 @@ class FitReport(msgspec.Struct, rename="camel"):
     kind: str = KIND
 
 
-def _place(ledger: Ledger, names: Sequence[str], request: int, count: int, policy: Policy) -> list[Placement]:
+def _place(
+    ledger: Ledger, names: Sequence[str], asked: Mapping[str, int], count: int, policy: Policy
+) -> list[Placement]:
     """Place ``count`` pods one by one as kube-scheduler and the extender would, then undo it.
 
-    Only the node that took a pod changes score, so a heap keeps this O(count * log nodes).
+    ``asked`` is what one pod takes on each node, in that node's unit. Only the node that took a
+    pod changes score, so a heap keeps this O(count * log nodes).
     """
-    heap = [(-ledger.score(name, request, policy), name) for name in names if ledger.fits(name, request) is None]
+    heap = [(-ledger.score(name, asked[name], policy), name) for name in names
+            if ledger.fits(name, asked[name]) is None]
     heapq.heapify(heap)
     placements: list[Placement] = []
     try:
         while heap and len(placements) < count:
             _, name = heapq.heappop(heap)
+            request = asked[name]
             gpu = ledger.choose_gpu(name, request, policy)
             if gpu is None:
                 continue
@@ -105,6 +112,15 @@ def _place(ledger: Ledger, names: Sequence[str], request: int, count: int, polic
     return placements
 
 
+def _scale(ledger: Ledger, name: str, unit: str) -> Callable[[int], int]:
+    """Amounts of a node in the report's ``unit``: a DRA node counting in another unit is converted (rounded down)."""
+    record = ledger.node(name)
+    if record is None or not record.unit or record.unit == unit:
+        return lambda amount: amount
+    mine, theirs = protocol.UNIT_BYTES[record.unit], protocol.UNIT_BYTES[unit]
+    return lambda amount: amount * mine // theirs
+
+
 def plan(
     ledger: Ledger,
     names: Sequence[str],
@@ -112,6 +128,7 @@ def plan(
     count: int = 1,
     policy: Policy = "binpack",
     other_stacks: Mapping[str, int] | None = None,
+    per_node: Mapping[str, int | None] | None = None,
 ) -> FitReport:
     """Answer where pods of ``request`` fit on the given nodes.
 
@@ -122,23 +139,34 @@ def plan(
         count: how many pods to place one after another.
         policy: the extender's GPU policy.
         other_stacks: how many nodes of each other sharing stack were left out (reported, not used).
+        per_node: what one pod takes on a node where that is not ``request``: a node of our DRA
+            driver, whose request policy rounds a claim up (`kube.stacks.dra.request_units`), in its
+            own unit; None where no GPU of it takes such a claim.
     """
+    unit = memory_unit(ledger, names) or protocol.UNIT_GIB
+    unreachable = protocol.MAX_GPU_MEMORY + 1  # more than any GPU has: the node takes no pod
+    asked = {name: request for name in names}
+    for name, amount in (per_node or {}).items():
+        if name in asked:
+            asked[name] = unreachable if amount is None else amount
     nodes: list[NodeFit] = []
     largest = 0
     for name in names:
+        shown = _scale(ledger, name, unit)
         node_largest = ledger.largest_free(name)
-        largest = max(largest, node_largest)
-        per_gpu = ledger.fit_counts(name, request) if node_largest >= request else {}
+        largest = max(largest, shown(node_largest))
+        node_request = asked[name]
+        per_gpu = ledger.fit_counts(name, node_request) if node_largest >= node_request else {}
         if per_gpu:
             free = ledger.free(name)
-            gpus = [GpuFit(index, free[index], fits) for index, fits in sorted(per_gpu.items())]
-            nodes.append(NodeFit(name, sum(per_gpu.values()), node_largest, gpus))
-    placements = _place(ledger, names, request, count, policy)
+            gpus = [GpuFit(index, shown(free[index]), fits) for index, fits in sorted(per_gpu.items())]
+            nodes.append(NodeFit(name, sum(per_gpu.values()), shown(node_largest), gpus))
+    placements = _place(ledger, names, asked, count, policy)
     return FitReport(
         request=request,
         count=count,
         policy=policy,
-        unit=memory_unit(ledger, names) or "GiB",
+        unit=unit,
         fits=sum(node.fits for node in nodes),
         largest_fit=largest,
         nodes=nodes,
@@ -159,8 +187,8 @@ def to_json(report: FitReport) -> str:
 def _other_stacks_note(other_stacks: Mapping[str, int]) -> str:
     """One line naming the nodes of other stacks that fit did not consider."""
     parts = [f"{count} {stack} node{'' if count == 1 else 's'}" for stack, count in other_stacks.items()]
-    return (f"\nNot considered: {', '.join(parts)} (fit answers for {protocol.RESOURCE_MEM} only; "
-            "kubectl gpushare inspect shows them).\n")
+    return (f"\nNot considered: {', '.join(parts)} (fit answers for {protocol.RESOURCE_MEM} and "
+            f"{protocol.DRA_DRIVER} GPUs only; kubectl gpushare inspect shows them).\n")
 
 
 def to_text(report: FitReport, *, headers: bool = True, limit: int | None = None) -> str:

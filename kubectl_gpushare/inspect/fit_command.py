@@ -35,8 +35,10 @@ Examples:
   kubectl gpushare fit 20000 -l pool=a100  # MiB units on nodes whose device plugin uses MiB
 
 A pod fits a GPU whose free memory is at least MEMORY (a pod never spans GPUs); unhealthy GPUs
-never count. Pods are placed as the extender places them: the node that scores highest for the
-policy, then the policy's GPU on it. Nodes of other sharing stacks (HAMi, NVIDIA, nano-gpu,
+never count. On a node of the DRA driver (gpu-mem.kubectl-gpushare.io) a pod is a claim asking
+MEMORY, rounded up by the driver's request policy as kube-scheduler's allocator rounds it. Pods
+are placed as the extender places them: the node that scores highest for the policy, then the
+policy's GPU on it. Nodes of other sharing stacks (HAMi, NVIDIA, nano-gpu,
 elastic-gpu, KAI, Volcano, Koordinator) are not considered: their own schedulers place pods there by
 rules this command does not implement, so it promises nothing there; a note line counts them.
 
@@ -73,8 +75,16 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str:
     names = order.sort_nodes(snapshot.ledger, snapshot.names, "name")
     policy: Policy = "spread" if options["policy"] == "spread" else "binpack"
     others = Counter(node.stack for node in snapshot.stack_nodes)
-    request = request_in(options["memory"], memory_unit(snapshot.ledger, names) or protocol.UNIT_GIB)
-    report = fit.plan(snapshot.ledger, names, request, options["count"], policy, others)
+    unit = memory_unit(snapshot.ledger, names) or protocol.UNIT_GIB
+    request = request_in(options["memory"], unit)
+    per_node: dict[str, int | None] = {}
+    if snapshot.dra_nodes:
+        from kubectl_gpushare.kube.stacks.dra import request_units
+
+        asked = request * protocol.UNIT_BYTES[unit]  # one claim's capacity.requests.memory, in bytes
+        per_node = {name: request_units(node, asked) for name, node in snapshot.dra_nodes.items()
+                    if (record := snapshot.ledger.node(name)) is not None and record.driver}
+    report = fit.plan(snapshot.ledger, names, request, options["count"], policy, others, per_node)
     if len(report.placements) < report.count:
         options["verdict"].append(EXIT_FIT_SHORT)
     if options["output"] == "json":

@@ -11,14 +11,21 @@ versions, never renamed or removed; a breaking change gets ``v2``)::
     - name, ip, gpuCount
       total, used, free, pending, usedPercent    # node memory; used includes pending
       gpus:              # index 0..gpuCount-1, plus any index a pod names beyond that
-      - {index, total, used, free, pods: [{namespace, name, uid, phase, memory}]}
+      - {index, total, used, free, pods: [{namespace, name, uid, phase, memory, claim}]}
       pendingPods: [{namespace, name, uid, phase, memory}]  # requested, no GPU index yet
+      driver, unit       # only on a node of our DRA driver: its driver and its unit (known, not guessed)
     cluster: {nodes, gpus, total, used, free, pending, usedPercent}
     stackNodes:          # only when nodes of other sharing stacks are shown (absent otherwise)
-    - name, ip, stack, note   # stack: hami | nvidia | nano-gpu | elastic-gpu
+    - name, ip, stack, note   # stack: hami | nvidia | nano-gpu | elastic-gpu | ... | nvidia-dra
       gpus:              # index -1: claims naming no GPU the node reports
       - {index, id, model, unit, total, used, free, cores, coresUsed, cordoned, healthy,
          pods: [{namespace, name, uid, phase, amount, cores}]}
+
+A node of our DRA driver (``gpu-mem.kubectl-gpushare.io``) is a node like the device plugin's: its
+GPUs are its ResourceSlice's devices, its pods the claims allocated on them (``claim`` names them;
+a claim reserved for several pods, or none, is listed under its own name). ``claim``, ``driver``
+and ``unit`` are omitted elsewhere. NVIDIA's DRA driver's nodes are ``stackNodes`` of stack
+``nvidia-dra``.
 
 ``stackNodes`` is additive (v1 readers that ignore unknown keys are unaffected, and a
 gpushare-only report is byte-for-byte what it was). Each stack GPU keeps its own ``unit``
@@ -54,14 +61,15 @@ STACK_CSV_COLUMNS: Final = ("STACK", "UNIT")
 STACK_GPUSHARE: Final = protocol.STACK_GPUSHARE
 
 
-class PodShare(msgspec.Struct, rename="camel", gc=False):
-    """A pod's memory on one GPU (or pending)."""
+class PodShare(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
+    """A pod's memory on one GPU (or pending); ``claim`` names the DRA claim(s) the memory is allocated to."""
 
     namespace: str
     name: str
     uid: str
     phase: str
     memory: int
+    claim: str = ""
 
 
 class GPU(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
@@ -75,8 +83,8 @@ class GPU(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
     healthy: bool = True
 
 
-class NodeReport(msgspec.Struct, rename="camel", gc=False):
-    """One node with its GPUs and pending pods."""
+class NodeReport(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
+    """One node with its GPUs and pending pods; ``driver`` and ``unit`` only for a node of our DRA driver."""
 
     name: str
     ip: str
@@ -88,6 +96,8 @@ class NodeReport(msgspec.Struct, rename="camel", gc=False):
     used_percent: int
     gpus: list[GPU]
     pending_pods: list[PodShare]
+    driver: str = ""
+    unit: str = ""
 
 
 class ClusterReport(msgspec.Struct, rename="camel", gc=False):
@@ -154,7 +164,7 @@ class Report(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
 
 
 def _shares(device: DeviceUsage) -> list[PodShare]:
-    return [PodShare(pod.namespace, pod.name, pod.uid, pod.phase, amount) for pod, amount in device.pods]
+    return [PodShare(pod.namespace, pod.name, pod.uid, pod.phase, amount, pod.claim) for pod, amount in device.pods]
 
 
 def stack_nodes(nodes: Sequence[StackNode], claims: Mapping[str, list[StackClaim]]) -> list[StackNodeReport]:
@@ -212,6 +222,8 @@ def build(
                 used_percent=percent(used, usage.total_mem),
                 gpus=gpus,
                 pending_pods=_shares(pending_device) if pending_device else [],
+                driver=usage.node.driver,
+                unit=usage.node.unit,
             )
         )
     total = sum(node.total for node in nodes)
@@ -225,7 +237,7 @@ def build(
         pending=sum(node.pending for node in nodes),
         used_percent=percent(used, total),
     )
-    waiting = [PodShare(p.namespace, p.name, p.uid, p.phase, p.request)
+    waiting = [PodShare(p.namespace, p.name, p.uid, p.phase, p.request, p.claim)
                for p in sorted(unscheduled, key=lambda p: (p.namespace, p.name))]
     extra = stack_nodes(stacks, claims or {})
     return Report(
@@ -269,8 +281,8 @@ def to_csv(report: Report, *, headers: bool = True) -> str:
     stacked = bool(report.stack_nodes)
     if headers:
         writer.writerow(CSV_HEADER + STACK_CSV_COLUMNS if stacked else CSV_HEADER)
-    extra: tuple[str, ...] = (STACK_GPUSHARE, report.unit) if stacked else ()
     for node in report.nodes:
+        extra: tuple[str, ...] = (STACK_GPUSHARE, node.unit or report.unit) if stacked else ()
         rows: list[tuple[str, int, int | str, int | str, list[PodShare], str]] = [
             (str(gpu.index), gpu.used, gpu.total, gpu.free, gpu.pods, "true" if gpu.healthy else "false")
             for gpu in node.gpus

@@ -19,19 +19,27 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 import msgspec
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.kube import selectors, stacks, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
-from kubectl_gpushare.kube.records import Warnings, node_record, pod_record, unhealthy_gpus, unhealthy_node_name
-from kubectl_gpushare.kube.stacks import kai
+from kubectl_gpushare.kube.records import (
+    Warnings,
+    node_ip,
+    node_record,
+    pod_record,
+    unhealthy_gpus,
+    unhealthy_node_name,
+)
+from kubectl_gpushare.kube.stacks import dra, kai
+from kubectl_gpushare.kube.stacks.dra import DraNode, DraObjects
 from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger, NodeRecord, PodRecord, StackClaim, StackNode
 
 ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
@@ -61,6 +69,18 @@ class Snapshot:
     """Active pods that request GPU memory but are on no node yet (cluster-wide views only)."""
     quotas: list[types.ResourceQuota] = field(default_factory=list)
     """ResourceQuotas, read only for ``--group-by namespace``."""
+    dra: DraObjects = field(default_factory=lambda: DraObjects(served=False))
+    """The DRA objects read (empty where the API serves no ``resource.k8s.io/v1``)."""
+    dra_nodes: dict[str, DraNode] = field(default_factory=dict)
+    """Nodes shown whose GPUs our DRA driver publishes (``fit`` rounds requests by their policies)."""
+
+
+READS_DRA: Final = (stacks.AUTO, protocol.STACK_GPUSHARE)
+"""``--stack`` values under which DRA objects are read (our driver's GPUs are gpushare's; NVIDIA's need auto)."""
+
+
+def _ips(nodes: Iterable[types.Node]) -> dict[str, str]:
+    return {node.metadata.name: node_ip(node) for node in nodes}
 
 
 def waiting(record: PodRecord, node_name: str) -> bool:
@@ -135,6 +155,9 @@ class StackSplit:
         self.nvidia: dict[str, types.Node] = {}
         """NVIDIA (and forced KAI) nodes: one becomes a KAI node if KAI pods sit on it."""
         self.kai_pods: dict[str, list[types.Pod]] = {}
+        self.dra_nodes: dict[str, dra.DraNode] = {}
+        """Nodes whose GPUs our DRA driver publishes (`add_dra`)."""
+        self.nvidia_dra: dict[str, StackNode] = {}
 
     def gpushare(self, node: types.Node) -> bool:
         """Whether the node is read as gpushare (kept for `node_record`); else it is decoded here."""
@@ -156,6 +179,33 @@ class StackSplit:
             for node in nodes
             if self.gpushare(node)
         ]
+
+    def add_dra(self, records: list[NodeRecord], objects: dra.DraObjects, ips: dict[str, str]) -> list[NodeRecord]:
+        """Read the DRA objects: our driver's GPUs into ``records`` (returned), NVIDIA's nodes as stack nodes.
+
+        Only nodes in ``records`` (the nodes being read) are taken; NVIDIA's DRA nodes need the
+        ``auto`` reading, and a node another stack already reads stays with it.
+        """
+        if not objects:
+            return records
+        known = {record.name for record in records}
+        self.dra_nodes = {name: node for name, node in dra.our_nodes(objects, self.warnings).items() if name in known}
+        if self.forced == stacks.AUTO:
+            nvidia = dra.nvidia_nodes(objects, ips, self.warnings)
+            self.nvidia_dra = {name: node for name, node in nvidia.items() if name in known and name not in self.nodes}
+            self.nodes.update(self.nvidia_dra)
+        return dra.with_gpus(records, self.dra_nodes)
+
+    def dra_records(
+        self, records: list[NodeRecord], objects: dra.DraObjects, phases: dict[str, str]
+    ) -> list[PodRecord]:
+        """The claims on our driver's GPUs as pod records (their NVIDIA claims go to the stack claims)."""
+        if not objects.claims:
+            return []
+        if self.nvidia_dra:
+            for node, found in dra.nvidia_claims(objects, self.nvidia_dra, phases).items():
+                self.claims.setdefault(node, []).extend(found)
+        return dra.claim_records(objects, dra.units(records, self.dra_nodes), phases)
 
     def result(self) -> tuple[list[StackNode], dict[str, list[StackClaim]]]:
         """The stack nodes by name and their claims, once every node and pod went through."""
@@ -280,6 +330,44 @@ def confinement_in(data: bytes) -> Confinement | None:
     return Confinement(True, tuple(policies), tuple(bindings))
 
 
+DRA_RESOURCES: Final = f"resourceslices.{protocol.DRA_API_GROUP}"
+
+
+def dra_from_api(
+    client: Client, warnings: Warnings, *, claims: bool = False, classes: bool = False, pending: bool = False
+) -> dra.DraObjects:
+    """The DRA objects the views read: one list of ResourceSlices, then ResourceClaims if they matter.
+
+    A cluster without ``resource.k8s.io/v1`` answers the slice list with 404: nothing more is read
+    and nothing is said. Without permission to list slices (or claims): one warning, and the views
+    show what they can. Claims are listed when a slice of a driver read here exists, or always
+    with ``claims`` (doctor: a claim may name devices no slice publishes); DeviceClasses with
+    ``classes`` (explain and doctor ask the allocator, which needs them; unreadable: not read).
+    Unallocated claims are kept with ``pending`` (or ``claims``, ``classes``).
+    """
+    try:
+        slices = client.list(types.DRA_SLICES, on_skip=warnings.add)
+    except NotFound:
+        return dra.DraObjects(served=False)
+    except Forbidden:
+        warnings.add(f"cannot list {DRA_RESOURCES}: GPUs shared through DRA are not shown")
+        return dra.DraObjects()
+    relevant = [wire for wire in slices if wire.spec.driver in dra.DRIVERS]
+    wire_claims: list[dra_objects.WireResourceClaim] = []
+    if relevant or claims:
+        try:
+            wire_claims = client.list(types.DRA_CLAIMS, on_skip=warnings.add, page_size=POD_PAGE_SIZE)
+        except (NotFound, Forbidden):
+            warnings.add(f"cannot list resourceclaims.{protocol.DRA_API_GROUP}: DRA GPUs are shown without claims")
+    objects = dra.read(relevant, wire_claims, warnings, pending=claims or classes or pending)
+    if classes:
+        try:
+            objects.classes = dra.read_classes(client.list(types.DRA_CLASSES, on_skip=warnings.add), warnings)
+        except (NotFound, Forbidden):
+            warnings.add(f"cannot list deviceclasses.{protocol.DRA_API_GROUP}: claims are judged without their classes")
+    return objects
+
+
 @contextmanager
 def _needs(permission: str) -> Iterator[None]:
     """Name the RBAC permission a 403 is about, so the user knows what to ask for."""
@@ -334,7 +422,10 @@ def from_api(
         except Forbidden:
             warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
     split = StackSplit(stack, warnings, koordinator_devices(client, decoded, stack, warnings))
-    nodes = split.gpushare_records(decoded, sick)
+    cluster_wide = not names and not selector
+    objects = dra_from_api(client, warnings, pending=cluster_wide) if stack in READS_DRA else dra.DraObjects(
+        served=False)
+    nodes = split.add_dra(split.gpushare_records(decoded, sick), objects, _ips(decoded))
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
     field_selector = ACTIVE_PODS
@@ -342,7 +433,9 @@ def from_api(
         field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
     ledger = Ledger.build(nodes, (), basis="allocatable", keep_pods=keep_pods)
     unscheduled: list[PodRecord] = []
-    cluster_wide = not names and not selector
+    claiming: list[types.Pod] = []  # pods on no node with claims: few; their claims may wait
+    reserved = dra.reserved_pods(objects.claims)
+    phases: dict[str, str] = {}
     if wanted:
         seen = 0
         with _needs("list pods in all namespaces"):
@@ -351,6 +444,8 @@ def from_api(
             )
             for page in pages:
                 for pod in page.items:
+                    if reserved and pod.metadata.uid in reserved:
+                        phases[pod.metadata.uid] = pod.status.phase
                     if pod.spec.node_name in wanted and pod.spec.node_name not in split.nodes:
                         ledger.set_pod(pod_record(pod, warnings))
                         continue
@@ -358,15 +453,30 @@ def from_api(
                         record = pod_record(pod)
                         if waiting(record, pod.spec.node_name):
                             unscheduled.append(record)
+                        elif pod.spec.resource_claims and objects.claims:
+                            claiming.append(pod)
                     if split.nodes:  # a HAMi pod still binding has no node yet but counts on its vgpu-node
                         split.add_pod(pod)
                 seen += len(page.items)
                 if progress is not None:
                     progress(seen)
+    for record in split.dra_records(nodes, objects, phases):
+        if record.node in wanted:
+            ledger.set_pod(record)
     split.finish()
     snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
-    snapshot.unscheduled = unscheduled
+    snapshot.unscheduled = unscheduled + _dra_waiting(claiming, objects, snapshot)
+    snapshot.dra, snapshot.dra_nodes = objects, split.dra_nodes
     return snapshot
+
+
+def _dra_waiting(pods: Sequence[types.Pod], objects: dra.DraObjects, snapshot: Snapshot) -> list[PodRecord]:
+    """Pods waiting for their claims of our driver to be allocated, in the views' unit (`dra.waiting_records`)."""
+    if not pods or not objects.claims:
+        return []
+    from kubectl_gpushare.inspect.compat import memory_unit
+
+    return dra.waiting_records(pods, objects, memory_unit(snapshot.ledger, snapshot.names) or protocol.UNIT_GIB)
 
 
 # --- from a file -----------------------------------------------------------------------------------
@@ -401,8 +511,12 @@ def _bracket_depth(data: bytes) -> int:
     return deepest
 
 
-def _json_objects(data: bytes) -> Iterator[tuple[str, Any]]:
-    """Yield ``(kind, decoded struct)`` for each Node and Pod in a JSON document."""
+Others = dict[str, list[Any]]
+"""Kind -> the raw items of that kind (``msgspec.Raw`` from JSON, mappings from YAML), collected in passing."""
+
+
+def _json_objects(data: bytes, others: Others | None = None) -> Iterator[tuple[str, Any]]:
+    """Yield ``(kind, decoded struct)`` for each Node and Pod in a JSON document; collect ``others`` in passing."""
     try:
         document = _DOCUMENT_DECODER.decode(data)
         raws = document.items if document.items is not None else [msgspec.Raw(data)]
@@ -413,14 +527,16 @@ def _json_objects(data: bytes) -> Iterator[tuple[str, Any]]:
                 yield kind, types.NODE_DECODER.decode(raw)
             elif kind == "Pod":
                 yield kind, types.POD_DECODER.decode(raw)
+            elif others is not None and kind in others:
+                others[kind].append(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise InputError(f"not a Kubernetes JSON list: {exc}") from None
     except RecursionError:
         raise InputError("not a Kubernetes JSON list: nested too deeply") from None
 
 
-def _yaml_objects(text: str, deep: bool) -> Iterator[tuple[str, Any]]:
-    """Yield ``(kind, decoded struct)`` for each Node and Pod in YAML documents.
+def _yaml_objects(text: str, deep: bool, others: Others | None = None) -> Iterator[tuple[str, Any]]:
+    """Yield ``(kind, decoded struct)`` for each Node and Pod in YAML documents; collect ``others`` in passing.
 
     Scalars are read as strings and coerced by field type, so a hand-written ``gpu-mem: 30`` or an
     unquoted timestamp reads the same as kubectl's quoted output.
@@ -448,6 +564,8 @@ def _yaml_objects(text: str, deep: bool) -> Iterator[tuple[str, Any]]:
             kind = str(item.get("kind") or default_kind)
             target = {"Node": types.Node, "Pod": types.Pod}.get(kind)
             if target is None:
+                if others is not None and kind in others:
+                    others[kind].append(item)
                 continue
             try:
                 yield kind, msgspec.convert(item, target, strict=False)
@@ -515,6 +633,11 @@ def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
 _T = TypeVar("_T")
 
 
+def _json_only(items: Sequence[Any]) -> list[msgspec.Raw]:
+    """The JSON items of a collection (ConfigMaps and Devices are read from JSON dumps only, as before)."""
+    return [item for item in items if isinstance(item, msgspec.Raw)]
+
+
 def _decoded_of_kind(data: bytes, kind: str, decoder: msgspec.json.Decoder[_T]) -> list[_T]:
     return _decoded(items_of_kind(data, kind), decoder)
 
@@ -526,6 +649,111 @@ def _decoded(raws: Iterable[msgspec.Raw], decoder: msgspec.json.Decoder[_T]) -> 
             found.append(decoder.decode(raw))
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
+    return found
+
+
+DRA_KINDS: Final = ("ResourceSlice", "ResourceClaim", "DeviceClass")
+
+
+def _yaml_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Items of each of ``kinds`` in YAML documents (already judged readable by `parse_documents`)."""
+    import yaml
+
+    found: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    loader = yaml.BaseLoader if _bracket_depth(data) > YAML_C_DEPTH else getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+    try:
+        documents = list(yaml.load_all(data.decode("utf-8", errors="replace"), Loader=loader))  # noqa: S506
+    except (yaml.YAMLError, RecursionError):
+        return found
+    for document in documents:
+        if not isinstance(document, dict):
+            continue
+        items = document.get("items")
+        for item in items if isinstance(items, list) else [document]:
+            if isinstance(item, dict) and item.get("kind") in found:
+                found[str(item["kind"])].append(item)
+    return found
+
+
+def dra_in(data: bytes, warnings: Warnings, *, classes: bool = False) -> dra.DraObjects:
+    """The ResourceSlices and ResourceClaims of a file (``kubectl get nodes,pods,resourceslices,resourceclaims -A``).
+
+    JSON or YAML; a file without them costs one substring search. An item that does not decode is
+    one warning. With ``classes``, DeviceClasses too, where the file has some (else they are not read).
+    """
+    if b"ResourceSlice" not in data and b"ResourceClaim" not in data:
+        return dra.DraObjects(served=False)
+    json = data.lstrip()[:1] == b"{"
+    found = items_of_kinds(data, DRA_KINDS) if json else _yaml_items_of_kinds(data, DRA_KINDS)
+    return dra_of(found, warnings, classes=classes)
+
+
+def dra_of(
+    found: Mapping[str, Sequence[Any]], warnings: Warnings, *, classes: bool = False, pending: bool = False
+) -> dra.DraObjects:
+    """`dra_in` over items already collected by kind (`parse_documents` ``others``); ``pending`` as `dra_from_api`."""
+    if not found.get("ResourceSlice") and not found.get("ResourceClaim"):
+        return dra.DraObjects(served=False)
+    slices = _wires(found.get("ResourceSlice", ()), dra_objects.WireResourceSlice, "ResourceSlice", warnings,
+                    keep=lambda wire: wire.spec.driver in dra.DRIVERS)
+    claims = _wires(found.get("ResourceClaim", ()), dra_objects.WireResourceClaim, "ResourceClaim", warnings)
+    objects = dra.read(slices, claims, warnings, pending=classes or pending)
+    if classes and found.get("DeviceClass"):
+        wires = _wires(found["DeviceClass"], dra_objects.WireDeviceClass, "DeviceClass", warnings)
+        objects.classes = dra.read_classes(wires, warnings)
+    return objects
+
+
+def _named(message: str, kind: str, item: msgspec.Raw | dict[str, Any]) -> str:
+    """A decoding error (``a <kind>: ...``) with the object's name in it, where it can be read."""
+    anonymous = f"a {kind}:"
+    if not message.startswith(anonymous):
+        return message
+    if isinstance(item, msgspec.Raw):
+        try:
+            namespace, name = raw_key(item)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return message
+    else:
+        meta = item.get("metadata")
+        namespace, name = ("", "")
+        if isinstance(meta, dict):
+            namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    key = f"{namespace}/{name}" if namespace else name
+    return f"{kind} {key[:253]}:{message[len(anonymous):]}" if key else message
+
+
+_W = TypeVar("_W", dra_objects.WireResourceSlice, dra_objects.WireResourceClaim, dra_objects.WireDeviceClass)
+_WIRE_DECODERS: Final[dict[type, Any]] = {
+    dra_objects.WireResourceSlice: types.DRA_SLICE_DECODER,
+    dra_objects.WireResourceClaim: types.DRA_CLAIM_DECODER,
+    dra_objects.WireDeviceClass: types.DRA_CLASS_DECODER,
+}
+
+
+def _wires(
+    items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], wire: type[_W], kind: str, warnings: Warnings,
+    keep: Callable[[_W], bool] | None = None,
+) -> list[_W]:
+    """Wire structs of JSON items (decoded straight from the buffer, as a list page is) or of YAML items.
+
+    YAML items have every scalar as a string and are read as kubectl wrote them (non-strict). ``keep``
+    drops the ones not wanted; one that does not decode is one warning.
+    """
+    decoder = _WIRE_DECODERS[wire]
+    found: list[_W] = []
+    for item in items:
+        try:
+            if isinstance(item, msgspec.Raw):
+                decoded = decoder.decode(item)
+            else:
+                decoded = msgspec.convert(item, wire, strict=False)
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as exc:
+            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            warnings.add(f"{_named(f'a {kind}: cannot be decoded ({reason})', kind, item)}; skipped")
+            continue
+        if keep is None or keep(decoded):
+            found.append(decoded)
     return found
 
 
@@ -559,11 +787,14 @@ def unhealthy_by_node(configmaps: Iterable[types.ConfigMap]) -> dict[str, frozen
     return found
 
 
-def parse_documents(data: bytes, warnings: Warnings | None = None) -> tuple[list[types.Node], list[types.Pod]]:
+def parse_documents(
+    data: bytes, warnings: Warnings | None = None, others: Others | None = None
+) -> tuple[list[types.Node], list[types.Pod]]:
     """Decode nodes and pods from ``kubectl get ... -o json`` or ``-o yaml`` output.
 
     Invalid UTF-8 is read with U+FFFD in its place (and a warning), so one bad byte in one pod's
-    annotation does not hide the cluster.
+    annotation does not hide the cluster. Items of the kinds ``others`` names are collected there
+    undecoded, in the same pass (a 200 MB file is walked once).
 
     Raises:
         InputError: the data is neither, nests too deeply, or holds no Node and no Pod.
@@ -573,15 +804,17 @@ def parse_documents(data: bytes, warnings: Warnings | None = None) -> tuple[list
         raise InputError("the input is empty; expected the output of `kubectl get nodes,pods -A -o json`")
     if stripped[:1] in (b"{", b"["):
         try:
-            objects = list(_json_objects(data))
+            objects = list(_json_objects(data, others))
         except UnicodeDecodeError:
-            objects = list(_json_objects(_replace_invalid_utf8(data, warnings)))
+            for found in (others or {}).values():
+                found.clear()
+            objects = list(_json_objects(_replace_invalid_utf8(data, warnings), others))
     else:
         try:
             text = data.decode()
         except UnicodeDecodeError:
             text = _replace_invalid_utf8(data, warnings).decode()
-        objects = list(_yaml_objects(text, deep=_bracket_depth(data) > YAML_C_DEPTH))
+        objects = list(_yaml_objects(text, deep=_bracket_depth(data) > YAML_C_DEPTH, others=others))
     nodes = [obj for kind, obj in objects if kind == "Node"]
     pods = [obj for kind, obj in objects if kind == "Pod"]
     if not nodes and not pods:
@@ -600,7 +833,8 @@ def from_documents(
         SelectorError: ``selector`` is malformed.
     """
     warnings = Warnings()
-    decoded_nodes, decoded_pods = parse_documents(data, warnings)
+    others: Others = {kind: [] for kind in ("ConfigMap", "Device", *DRA_KINDS)}
+    decoded_nodes, decoded_pods = parse_documents(data, warnings, others)
     by_name = {node.metadata.name: node for node in decoded_nodes}
     names = _unique(node_names)
     if names:
@@ -613,20 +847,26 @@ def from_documents(
     if selector:
         matches = selectors.matcher(selector)
         chosen = [node for node in chosen if matches(node.metadata.labels)]
-    found = items_of_kinds(data, ("ConfigMap", "Device") if _has_koordinator(chosen, stack) else ("ConfigMap",))
-    sick = unhealthy_by_node(_decoded(found["ConfigMap"], types.CONFIGMAP_DECODER))
-    devices = _decoded(found.get("Device", ()), types.KOORD_DEVICE_DECODER)
+    sick = unhealthy_by_node(_decoded(_json_only(others["ConfigMap"]), types.CONFIGMAP_DECODER))
+    koordinator = _has_koordinator(chosen, stack)
+    devices = _decoded(_json_only(others["Device"]), types.KOORD_DEVICE_DECODER) if koordinator else []
     split = StackSplit(stack, warnings, devices)
-    nodes = split.gpushare_records(chosen, sick)
+    objects = dra_of(others, warnings, pending=True) if stack in READS_DRA else dra.DraObjects(served=False)
+    nodes = split.add_dra(split.gpushare_records(chosen, sick), objects, _ips(chosen))
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     active = [pod for pod in decoded_pods if pod.status.phase not in COMPLETED_PHASES]
     pods = [keyed_pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
     for pod in active:
         split.add_pod(pod)
+    phases = {pod.metadata.uid: pod.status.phase for pod in active if pod.metadata.uid}
+    pods += [record for record in split.dra_records(nodes, objects, phases) if record.node in wanted]
     split.finish()
     ledger = Ledger.build(nodes, pods, basis="allocatable")
     snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
     if not names and not selector:
         records = (pod_record(pod) for pod in active if not pod.spec.node_name)
         snapshot.unscheduled = [record for record in records if waiting(record, record.node)]
+        claiming = [pod for pod in active if not pod.spec.node_name and pod.spec.resource_claims]
+        snapshot.unscheduled += _dra_waiting(claiming, objects, snapshot)
+    snapshot.dra, snapshot.dra_nodes = objects, split.dra_nodes
     return snapshot

@@ -5,7 +5,8 @@ exactly what it did. Each GPU carries its stack and its own unit (MiB, %, slots,
 adds one unit to another, so there is no cluster total across stacks. GPU ``pending`` holds
 claims that name no GPU the node reports (HAMi UUIDs not registered, nano-gpu containers not
 yet assumed); an NVIDIA node's pools show their resource as GPU (``gpu``,
-``mig-1g.10gb``: kubelet alone knows the physical GPU). Renders from the ledger's
+``mig-1g.10gb``: kubelet alone knows the physical GPU), an NVIDIA DRA node's GPUs their device
+names (``gpu-0``, ``gpu-0-mig-...``). Renders from the ledger's
 `stack_usage`; counts nothing itself and does no I/O.
 """
 
@@ -27,6 +28,8 @@ def gpu_label(device: StackDeviceUsage, stack: str = "") -> str:
         return "pending"
     if stack == protocol.STACK_NVIDIA or (stack == protocol.STACK_KAI and device.gpu.unit != protocol.UNIT_MIB):
         return device.gpu.id.removeprefix("nvidia.com/")  # KAI keeps the NVIDIA pools beside its shared GPUs
+    if stack == protocol.STACK_NVIDIA_DRA:
+        return device.gpu.id  # the device as its ResourceSlice names it (gpu-<minor>, gpu-<minor>-mig-...)
     return str(device.gpu.index)
 
 

@@ -1,8 +1,8 @@
 """Where ``top`` gets each node's observed usage: the device plugins (through ``pods/proxy``) or Prometheus.
 
-From the plugins: the device-plugin pods in kube-system (label ``component=gpushare-device-plugin``,
-as the DaemonSet and doctor name them) are listed once; each Running one's container port named
-`protocol.USAGE_PORT_NAME` is asked for `protocol.USAGE_PATH` through the API server
+From the plugins: the device-plugin and DRA-driver pods in kube-system (label ``component`` in
+`PLUGIN_COMPONENTS`, as the DaemonSets and doctor name them) are listed once; each Running one's
+container port named `protocol.USAGE_PORT_NAME` is asked for `protocol.USAGE_PATH` through the API server
 (``GET /api/v1/namespaces/kube-system/pods/<pod>:<port>/proxy/usage``), a bounded number at a
 time, each reply bounded in size (`protocol.MAX_USAGE_BYTES`) and time (``--request-timeout``).
 Any pod in that namespace with that label could answer, so a reply is decoded by the bounded
@@ -36,8 +36,10 @@ if TYPE_CHECKING:
     from kubectl_gpushare.kube.client import Client
 
 PLUGIN_NAMESPACE: Final = "kube-system"
-PLUGIN_SELECTOR: Final = "component=gpushare-device-plugin"
-"""The DaemonSet's pod label (manifests/base/device-plugin.yaml; doctor reads the same one)."""
+PLUGIN_COMPONENTS: Final = ("gpushare-device-plugin", "gpushare-dra-driver")
+"""The ``component`` pod label of the device plugin's DaemonSet (manifests/base/device-plugin.yaml; doctor
+reads the same one) and of the DRA driver's (manifests/dra/dra-driver.yaml): both serve the node's usage."""
+PLUGIN_SELECTOR: Final = f"component in ({','.join(PLUGIN_COMPONENTS)})"
 MAX_CONCURRENT: Final = 16
 """Plugins asked at once: the client's pool of kept-alive connections (`kube._transport`), so no
 request opens a connection of its own."""

@@ -19,6 +19,8 @@ from typing import Final, Generic, TypedDict, TypeVar
 
 import msgspec
 
+from kubectl_gpushare import dra_objects
+
 # --- Metadata -------------------------------------------------------------------------------------
 
 
@@ -29,8 +31,6 @@ class OwnerReference(msgspec.Struct, frozen=True, rename="camel", omit_defaults=
     name: str = ""
     uid: str = ""
     controller: bool = False
-    api_version: str = ""
-    """Required when an object is written with an owner (a ResourceSlice owned by its Node)."""
 
 
 class ObjectMeta(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
@@ -88,6 +88,21 @@ class Toleration(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     effect: str = ""
 
 
+class PodResourceClaim(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """One entry of a pod's ``spec.resourceClaims``: a claim by name, or a template to make one from."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """One entry of a pod's ``status.resourceClaimStatuses``: the claim made from a template (None: none needed)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+
+
 class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``spec`` of a pod."""
 
@@ -97,6 +112,7 @@ class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, g
     init_containers: tuple[Container, ...] = ()
     node_selector: dict[str, str] = {}
     tolerations: tuple[Toleration, ...] = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
 
 
 class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
@@ -104,6 +120,7 @@ class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True,
 
     phase: str = ""
     conditions: object = ()
+    resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
     """Any JSON value, narrowed by `ready`: a malformed entry must not make the whole pod (and its
     GPU memory) undecodable, so no shape is imposed here."""
 
@@ -344,211 +361,13 @@ class AdmissionPolicyBinding(msgspec.Struct, frozen=True, rename="camel", omit_d
     spec: AdmissionPolicyBindingSpec = AdmissionPolicyBindingSpec()
 
 
-# --- Dynamic Resource Allocation (resource.k8s.io/v1) ----------------------------------------------
-# Field names as k8s.io/api resource/v1 types.go declares them (JSON tags); the ones camel-casing
-# would get wrong are named explicitly (``shareID``, ``int``). Read by the DRA driver and written by
-# it (its ResourceSlice), so only what one of the two needs is declared.
-
-
-class DeviceAttribute(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
-    """One value of ``devices[].attributes`` (exactly one of the fields is set)."""
-
-    int_value: int | None = msgspec.field(default=None, name="int")
-    bool_value: bool | None = msgspec.field(default=None, name="bool")
-    string_value: str | None = msgspec.field(default=None, name="string")
-    version_value: str | None = msgspec.field(default=None, name="version")
-
-
-class CapacityRequestPolicyRange(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
-    """``requestPolicy.validRange``: requests below ``min`` round up to it, others up to ``min + n*step``."""
-
-    min: QuantityValue | None = None
-    max: QuantityValue | None = None
-    step: QuantityValue | None = None
-
-
-class CapacityRequestPolicy(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """``capacity[*].requestPolicy`` (KEP-5075): what a claim without a request consumes, and the steps."""
-
-    default: QuantityValue | None = None
-    valid_values: tuple[QuantityValue, ...] = ()
-    valid_range: CapacityRequestPolicyRange | None = None
-
-
-class DeviceCapacity(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of ``devices[].capacity``: the device's total and how claims consume it."""
-
-    value: QuantityValue = "0"
-    request_policy: CapacityRequestPolicy | None = None
-
-
-class DeviceTaint(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of ``devices[].taints`` (DRADeviceTaints feature gate; the apiserver drops it otherwise)."""
-
-    key: str = ""
-    value: str = ""
-    effect: str = ""
-    time_added: str | None = None
-
-
-class Device(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One device of a ResourceSlice."""
-
-    name: str = ""
-    attributes: dict[str, DeviceAttribute] = {}
-    capacity: dict[str, DeviceCapacity] = {}
-    allow_multiple_allocations: bool | None = None
-    taints: tuple[DeviceTaint, ...] = ()
-
-
-class ResourcePool(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """``spec.pool``: consumers trust only a pool's highest generation."""
-
-    name: str = ""
-    generation: int = 0
-    resource_slice_count: int = 0
-
-
-class ResourceSliceSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """``spec`` of a ResourceSlice."""
-
-    driver: str = ""
-    pool: ResourcePool = ResourcePool()
-    node_name: str | None = None
-    all_nodes: bool | None = None
-    devices: tuple[Device, ...] = ()
-
-
-class ResourceSlice(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """A ResourceSlice: some or all devices of one pool of one driver."""
-
-    metadata: ObjectMeta = ObjectMeta()
-    spec: ResourceSliceSpec = ResourceSliceSpec()
-
-
-class CapacityRequirements(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
-    """``exactly.capacity``: how much of each capacity one allocated device must give the request."""
-
-    requests: dict[str, QuantityValue] = {}
-
-
-class ExactDeviceRequest(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """``requests[].exactly``: devices of one class."""
-
-    device_class_name: str = ""
-    allocation_mode: str = ""
-    count: int = 0
-    capacity: CapacityRequirements | None = None
-
-
-class DeviceRequest(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of a claim's ``spec.devices.requests``."""
-
-    name: str = ""
-    exactly: ExactDeviceRequest | None = None
-
-
-class DeviceClaim(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """``spec.devices`` of a claim."""
-
-    requests: tuple[DeviceRequest, ...] = ()
-
-
-class ResourceClaimSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """``spec`` of a claim (and of a claim template's ``spec.spec``)."""
-
-    devices: DeviceClaim = DeviceClaim()
-
-
-class DeviceRequestAllocationResult(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of ``status.allocation.devices.results``: a device given to one request."""
-
-    request: str = ""
-    driver: str = ""
-    pool: str = ""
-    device: str = ""
-    admin_access: bool | None = None
-    share_id: str | None = msgspec.field(default=None, name="shareID")
-    consumed_capacity: dict[str, QuantityValue] = {}
-
-
-class DeviceAllocationResult(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """``status.allocation.devices``."""
-
-    results: tuple[DeviceRequestAllocationResult, ...] = ()
-
-
-class AllocationResult(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """``status.allocation``; ``node_selector`` limits where the claim may be used (kept as raw JSON)."""
-
-    devices: DeviceAllocationResult = DeviceAllocationResult()
-    node_selector: dict[str, object] | None = None
-    allocation_timestamp: str | None = None
-
-
-class ResourceClaimConsumerReference(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of ``status.reservedFor``: a pod (``resource: pods``) allowed to use the claim."""
-
-    api_group: str = ""
-    resource: str = ""
-    name: str = ""
-    uid: str = ""
-
-
-class ResourceClaimStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """``status`` of a claim."""
-
-    allocation: AllocationResult | None = None
-    reserved_for: tuple[ResourceClaimConsumerReference, ...] = ()
-
-
-class ResourceClaim(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """A ResourceClaim."""
-
-    metadata: ObjectMeta = ObjectMeta()
-    spec: ResourceClaimSpec = ResourceClaimSpec()
-    status: ResourceClaimStatus = ResourceClaimStatus()
-
-
-class PodResourceClaim(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of a pod's ``spec.resourceClaims``: a claim by name, or a template to make one from."""
-
-    name: str = ""
-    resource_claim_name: str | None = None
-    resource_claim_template_name: str | None = None
-
-
-class PodResourceClaimStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of a pod's ``status.resourceClaimStatuses``: the claim made from a template (None: none needed)."""
-
-    name: str = ""
-    resource_claim_name: str | None = None
-
-
-class _PodClaimsSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    node_name: str = ""
-    resource_claims: tuple[PodResourceClaim, ...] = ()
-
-
-class _PodClaimsStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    phase: str = ""
-    resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
-
-
-class PodClaims(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """A pod reduced to its ResourceClaims (what kubelet's DRA manager reads), decoded apart from `Pod`."""
-
-    metadata: ObjectMeta = ObjectMeta()
-    spec: _PodClaimsSpec = _PodClaimsSpec()
-    status: _PodClaimsStatus = _PodClaimsStatus()
-
-
 # --- Lists, watch events, Status -------------------------------------------------------------------
 
 
 KubeObject = (
     Pod | Node | ConfigMap | Lease | Event | ResourceQuota | KoordDevice | AdmissionPolicy
-    | AdmissionPolicyBinding | ResourceSlice | ResourceClaim
+    | AdmissionPolicyBinding | dra_objects.WireResourceSlice | dra_objects.WireResourceClaim
+    | dra_objects.WireDeviceClass
 )
 """Every kind the client decodes: what an object of a kind named only by its plural (``"pods"``) can be."""
 ItemT = TypeVar("ItemT", bound=KubeObject)
@@ -705,10 +524,12 @@ ADMISSION_POLICY_DECODER: Final = msgspec.json.Decoder(AdmissionPolicy)
 ADMISSION_POLICY_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[AdmissionPolicy])
 ADMISSION_POLICY_BINDING_DECODER: Final = msgspec.json.Decoder(AdmissionPolicyBinding)
 ADMISSION_POLICY_BINDING_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[AdmissionPolicyBinding])
-RESOURCESLICE_DECODER: Final = msgspec.json.Decoder(ResourceSlice)
-RESOURCESLICE_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[ResourceSlice])
-RESOURCECLAIM_DECODER: Final = msgspec.json.Decoder(ResourceClaim)
-RESOURCECLAIM_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[ResourceClaim])
+DRA_SLICE_DECODER: Final = msgspec.json.Decoder(dra_objects.WireResourceSlice)
+DRA_SLICE_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[dra_objects.WireResourceSlice])
+DRA_CLAIM_DECODER: Final = msgspec.json.Decoder(dra_objects.WireResourceClaim)
+DRA_CLAIM_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[dra_objects.WireResourceClaim])
+DRA_CLASS_DECODER: Final = msgspec.json.Decoder(dra_objects.WireDeviceClass)
+DRA_CLASS_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[dra_objects.WireDeviceClass])
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
 
@@ -767,14 +588,18 @@ ADMISSION_POLICY_BINDINGS: Final = Kind(
     False, ADMISSION_POLICY_BINDING_DECODER, ADMISSION_POLICY_BINDING_LIST_DECODER,
 )
 """Served from Kubernetes 1.30 (``admissionregistration.k8s.io/v1``); doctor checks node confinement with them."""
-RESOURCESLICES: Final = Kind(
-    "ResourceSlice", "resourceslices", "/apis/resource.k8s.io/v1", False, RESOURCESLICE_DECODER,
-    RESOURCESLICE_LIST_DECODER,
+DRA_SLICES: Final = Kind(
+    "ResourceSlice", "resourceslices", "/apis/resource.k8s.io/v1", False, DRA_SLICE_DECODER, DRA_SLICE_LIST_DECODER
 )
-RESOURCECLAIMS: Final = Kind(
-    "ResourceClaim", "resourceclaims", "/apis/resource.k8s.io/v1", True, RESOURCECLAIM_DECODER,
-    RESOURCECLAIM_LIST_DECODER,
+"""ResourceSlices (served from Kubernetes 1.34; a 404 where the cluster has no ``resource.k8s.io/v1``)."""
+DRA_CLAIMS: Final = Kind(
+    "ResourceClaim", "resourceclaims", "/apis/resource.k8s.io/v1", True, DRA_CLAIM_DECODER, DRA_CLAIM_LIST_DECODER
 )
+"""ResourceClaims (the views list them; the DRA driver and the kubelet stand-in get single claims)."""
+DRA_CLASSES: Final = Kind(
+    "DeviceClass", "deviceclasses", "/apis/resource.k8s.io/v1", False, DRA_CLASS_DECODER, DRA_CLASS_LIST_DECODER
+)
+"""DeviceClasses (explain and doctor: the selectors a claim's class adds)."""
 
 KINDS: Final[dict[str, Kind[KubeObject]]] = {
     "pods": PODS,

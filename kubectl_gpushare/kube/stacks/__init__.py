@@ -89,6 +89,8 @@ def stack_claims(pod: Pod, node: StackNode, warnings: Warnings | None) -> list[S
         return nanogpu.claims(pod, node, warnings)
     if node.stack == protocol.STACK_ELASTIC_GPU:
         return elasticgpu.claims(pod, node, warnings)
+    if node.stack == protocol.STACK_NVIDIA_DRA:
+        return []  # NVIDIA's DRA claims are ResourceClaims (`dra.nvidia_claims`), not pod fields
     raise ValueError(f"no stack decoder for {node.stack!r}")
 
 

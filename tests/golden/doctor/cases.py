@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+from golden.inspect import build_dra_clusters as dra
 
 from kubectl_gpushare.sandbox.builders import node_object, pod_object, unhealthy_configmap
 from kubectl_gpushare.sandbox.stack_spec import stack_node_object, stack_pod_object
@@ -30,7 +32,7 @@ def _daemon(name: str, component: str, node: str, *, ready: bool = True) -> dict
     )
 
 
-PLUGIN_NODES = ("healthy", "both-plugins", "sick", "mixed", "over")
+PLUGIN_NODES = ("healthy", "both-plugins", "sick", "mixed", "over", "dra-and-plugin")
 """Labelled nodes that run a Ready device-plugin pod; ``no-daemon`` is labelled and advertises but runs
 none; ``unready`` runs one that is Running but not Ready."""
 
@@ -74,6 +76,39 @@ def hami_seed() -> list[dict[str, Any]]:
     ]
 
 
+LONG_AGO: Final = "2020-09-13T12:26:40Z"
+"""A creation time always older than --stuck-after."""
+
+
+def dra_seed() -> list[dict[str, Any]]:
+    """DRA's failures: GPUs sold twice, a claim on a device nobody publishes, an over-committed GPU, stuck pods."""
+    gi = "1Gi"
+    no_class = dra.pending_claim("dra-no-class-gpu", "dra-no-class", "4Gi", namespace="team-d",
+                                 device_class=dra.NVIDIA_DRIVER)  # NVIDIA's driver (and its class) not installed
+    return [
+        dra.device_class(),
+        node_object("dra-and-plugin", [16], ip="10.9.2.1"),
+        dra.resource_slice("dra-and-plugin", dra.OUR_DRIVER,
+                           [dra.our_device(0, "16Gi", gi, "T4", "dra-and-plugin")], "aaaaa"),
+        node_object("dra-twice", [], ip="10.9.2.2"),
+        dra.resource_slice("dra-twice", dra.OUR_DRIVER, [dra.our_device(0, "80Gi", gi, "H100", "dra-twice")], "bbbbb"),
+        dra.resource_slice("dra-twice", dra.NVIDIA_DRIVER, [dra.nvidia_device(0, "dra-twice")], "ccccc"),
+        node_object("dra-over", [], ip="10.9.2.3"),
+        dra.resource_slice("dra-over", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", gi, "T4", "dra-over")], "ddddd"),
+        dra.dra_pod("dra-big", "dra-over", "dra-big-gpu", namespace="team-d"),
+        dra.claim("dra-big-gpu", "dra-over", "gpu-0", "10Gi", ["dra-big"], owner="dra-big", namespace="team-d"),
+        dra.dra_pod("dra-bigger", "dra-over", "dra-bigger-gpu", namespace="team-d"),
+        dra.claim("dra-bigger-gpu", "dra-over", "gpu-0", "8Gi", ["dra-bigger"], owner="dra-bigger", namespace="team-d"),
+        dra.claim("dra-ghost", "dra-over", "gpu-5", "2Gi", [], namespace="team-d"),
+        dra.dra_pod("dra-no-class", "", "dra-no-class-gpu", phase="Pending", namespace="team-d", created=LONG_AGO),
+        no_class,
+        dra.dra_pod("dra-waiting", "", "dra-waiting-gpu", phase="Pending", namespace="team-d", created=LONG_AGO),
+        dra.pending_claim("dra-waiting-gpu", "dra-waiting", "64Gi", namespace="team-d"),
+        dra.dra_pod("dra-no-claim", "", None, phase="Pending", namespace="team-d", created=LONG_AGO),
+        dra.dra_pod("dra-new", "", None, phase="Pending", namespace="team-d", created="2999-01-01T00:00:00Z"),
+    ]
+
+
 def seed() -> list[dict[str, Any]]:
     both = node_object("both-plugins", [16, 16], ip="10.9.0.3")
     for field in ("capacity", "allocatable"):
@@ -113,6 +148,7 @@ def seed() -> list[dict[str, Any]]:
         pod_object("second", "team-c", [6], node="over", gpu=0, gpu_memory=8),
         *hami_seed(),
         *confinement(("Warn",)),  # bound, but only to warn: the plugin is not confined
+        *dra_seed(),
     ]
 
 

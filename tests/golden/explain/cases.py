@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from golden.inspect import build_dra_clusters as dra
+
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.stack_spec import stack_node_object, stack_pod_object
 
@@ -24,6 +26,11 @@ CASES: dict[str, tuple[str, str]] = {
     "affinity": ("ml", "wants-pool-b"),
     "hami-placed": ("ml", "vgpu-0"),
     "nvidia-placed": ("ml", "cuda-job"),
+    "dra-placed": ("ml", "dra-infer"),
+    "dra-shared": ("ml", "dra-reader"),
+    "dra-pending": ("ml", "dra-waiting"),
+    "dra-too-big": ("ml", "dra-huge"),
+    "dra-no-claim": ("ml", "dra-unmade"),
 }
 """golden name -> (namespace, pod)"""
 
@@ -52,6 +59,30 @@ def seed() -> list[dict[str, Any]]:
         affine,
         pod_object("frontend", "web", [0]),
         *stack_seed(),
+        *dra_seed(),
+    ]
+
+
+def dra_seed() -> list[dict[str, Any]]:
+    """Two nodes of our DRA driver (one tainted), a placed claim, a claim two pods share, and pending pods."""
+    return [
+        dra.device_class(),
+        node_object("dra-1", [], ip="10.8.2.1"),
+        dra.resource_slice("dra-1", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", "dra-1"),
+                                                    dra.our_device(1, "16Gi", "1Gi", "T4", "dra-1")], "aaaaa"),
+        node_object("dra-2", [], ip="10.8.2.2",
+                    taints=[{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]),
+        dra.resource_slice("dra-2", dra.OUR_DRIVER, [dra.our_device(0, "40Gi", "1Gi", "A100", "dra-2")], "bbbbb"),
+        dra.dra_pod("dra-infer", "dra-1", "dra-infer-gpu", namespace="ml"),
+        dra.claim("dra-infer-gpu", "dra-1", "gpu-0", "12Gi", ["dra-infer"], owner="dra-infer", namespace="ml"),
+        dra.shared_pod("dra-reader", "dra-1", "dra-cache", namespace="ml"),
+        dra.shared_pod("dra-reader-2", "dra-1", "dra-cache", namespace="ml"),
+        dra.claim("dra-cache", "dra-1", "gpu-1", "6Gi", ["dra-reader", "dra-reader-2"], namespace="ml"),
+        dra.dra_pod("dra-waiting", "", "dra-waiting-gpu", phase="Pending", namespace="ml"),
+        dra.pending_claim("dra-waiting-gpu", "dra-waiting", "8Gi", namespace="ml"),
+        dra.dra_pod("dra-huge", "", "dra-huge-gpu", phase="Pending", namespace="ml"),
+        dra.pending_claim("dra-huge-gpu", "dra-huge", "12Gi", namespace="ml"),
+        dra.dra_pod("dra-unmade", "", None, phase="Pending", namespace="ml"),
     ]
 
 

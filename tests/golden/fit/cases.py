@@ -20,13 +20,15 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "gpushare2-2gib-x4": ("gpushare2", ["2", "--count", "4"]),
     "mib-spread": ("mib-units", ["4000", "--count", "3", "--policy", "spread"]),
     "mixed-stacks-2gib-x2": ("mixed-stacks", ["2", "--count", "2"]),
+    "mixed-dra-4gib-x3": ("mixed-dra", ["4Gi", "--count", "3"]),
+    "mixed-dra-too-big": ("mixed-dra", ["20", "--count", "2"]),
     "many-nodes-selector": (
         "many-nodes",
         ["5", "--count", "2", "-l", "kubernetes.io/hostname notin (node-00,node-03)"],
     ),
 }
 OUTPUTS: dict[str, list[str]] = {"txt": [], "json": ["-o", "json"]}
-SHORT: frozenset[str] = frozenset({"s2-too-big"})
+SHORT: frozenset[str] = frozenset({"s2-too-big", "mixed-dra-too-big"})
 """Cases where fewer than --count pods fit: fit exits EXIT_FIT_SHORT (10) there, 0 elsewhere."""
 
 

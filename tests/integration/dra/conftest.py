@@ -16,8 +16,8 @@ from kubectl_gpushare.dra.kubeletsim import KubeletSim
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.node.fake_backend import FakeBackend
+from kubectl_gpushare.sandbox.builders import namespace_object, node_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import namespace_object, node_object
 
 
 @pytest.fixture

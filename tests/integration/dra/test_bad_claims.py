@@ -48,6 +48,7 @@ CASES = {
                             "consumes 25769803776 bytes of gpu-0, more than its 16Gi"),
     "admin-access": ([_result(adminAccess=True)], "admin access to gpu-0 is not supported"),
     "bad-share-id": ([_result(shareID="../x")], "share ID '../x' is not a UID"),
+    "long-share-id": ([_result(shareID="a" * 65)], "shareID longer than the API allows"),
 }
 
 

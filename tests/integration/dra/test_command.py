@@ -23,8 +23,8 @@ from kubectl_gpushare.dra.checkpoint import CheckpointFile
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.node.sockets import dial, target
+from kubectl_gpushare.sandbox.builders import namespace_object, node_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import namespace_object, node_object
 
 pytestmark = pytest.mark.integration
 VENV_BIN = Path(sys.executable).parent

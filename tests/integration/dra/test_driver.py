@@ -10,7 +10,7 @@ import grpc
 import pytest
 from dra_helpers import NODE, Claims, Dirs, RunningDriver, wait_for
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra._api import dra_v1_pb2, dra_v1beta1_pb2
 from kubectl_gpushare.dra._api import dra_v1_pb2_grpc as v1_grpc
 from kubectl_gpushare.dra._api import pluginregistration_v1_pb2 as reg
@@ -46,8 +46,8 @@ def test_kubelet_registers_the_driver_with_v1(start_driver, kubelet: KubeletSim)
     wait_for(lambda: driver.driver.registration.registered.is_set(), what="NotifyRegistrationStatus")
 
 
-def _slice(api: Client) -> types.ResourceSlice:
-    found = wait_for(lambda: api.list(types.RESOURCESLICES, field_selector=f"spec.nodeName={NODE}"),
+def _slice(api: Client) -> dra_objects.WireResourceSlice:
+    found = wait_for(lambda: api.list(types.DRA_SLICES, field_selector=f"spec.nodeName={NODE}"),
                      what="the node's ResourceSlice")
     assert len(found) == 1
     return found[0]

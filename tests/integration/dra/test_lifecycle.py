@@ -9,20 +9,20 @@ import pytest
 from dra_helpers import NODE, Dirs, NotServedYet, wait_for
 from waiting import holds_for
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra.daemon import DaemonError
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.node.fake_backend import FakeBackend
+from kubectl_gpushare.sandbox.builders import namespace_object, node_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import namespace_object, node_object
 
 pytestmark = pytest.mark.integration
 
 
-def _slices(api: Client) -> list[types.ResourceSlice]:
-    found: list[types.ResourceSlice] = api.list(types.RESOURCESLICES, field_selector=f"spec.nodeName={NODE}")
+def _slices(api: Client) -> list[dra_objects.WireResourceSlice]:
+    found: list[dra_objects.WireResourceSlice] = api.list(types.DRA_SLICES, field_selector=f"spec.nodeName={NODE}")
     return found
 
 
@@ -87,7 +87,7 @@ def test_stale_slices_of_this_node_are_deleted_at_start_and_others_kept(
     mine = wait_for(lambda: [s for s in _slices(api) if s.spec.driver == protocol.DRA_DRIVER
                              and [d.name for d in s.spec.devices] == ["gpu-0"]], what="our slice")
     assert len(mine) == 1 and mine[0].spec.pool.generation == 8, "a new generation above the stale ones"
-    left = sorted(s.metadata.name for s in api.list(types.RESOURCESLICES))
+    left = sorted(s.metadata.name for s in api.list(types.DRA_SLICES))
     assert "old-a" not in left and "00000-gpu-mem.kubectl-gpushare.io-x" not in left
     assert {"theirs", "elsewhere"} <= set(left)
 
@@ -95,7 +95,7 @@ def test_stale_slices_of_this_node_are_deleted_at_start_and_others_kept(
 def test_a_deleted_slice_is_published_again(start_driver, api: Client) -> None:
     running = start_driver("1x16GiB")
     first = wait_for(lambda: _slices(api), what="the slice")[0]
-    api.delete(types.RESOURCESLICES, first.metadata.name)  # kubelet wipes a deregistered driver's slices
+    api.delete(types.DRA_SLICES, first.metadata.name)  # kubelet wipes a deregistered driver's slices
     running.driver.republish()
     again = wait_for(lambda: _slices(api), what="the slice again")[0]
     assert again.metadata.name != first.metadata.name
@@ -186,7 +186,7 @@ def test_withdrawing_waits_for_a_publish_in_flight_and_leaves_no_slice(
     running = start_driver("1x16GiB", resync=0.2)
     first = wait_for(lambda: _slices(api), what="the slice")[0]
     slow = sandbox.inject("POST", r"/resourceslices", latency=2.0, times=1)
-    api.delete(types.RESOURCESLICES, first.metadata.name)  # as kubelet wipes it: the publisher creates it again
+    api.delete(types.DRA_SLICES, first.metadata.name)  # as kubelet wipes it: the publisher creates it again
     running.driver.republish()
     wait_for(lambda: slow.hits == 1, what="the publisher's create on its way (slowly)")
     api.patch(types.NODES, NODE, {"status": {"capacity": {"aliyun.com/gpu-mem": "16"}}}, subresource="status")

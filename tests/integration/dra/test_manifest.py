@@ -87,9 +87,9 @@ def test_rbac_grants_exactly_what_the_driver_calls(
                             "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1}}}])
     backend = FakeBackend.from_spec("2x16GiB", seed=NODE)
     start_driver("2x16GiB", backend=backend)
-    wait_for(lambda: [s for s in api.list(types.RESOURCESLICES) if s.metadata.name != "stale"], what="the slice")
+    wait_for(lambda: [s for s in api.list(types.DRA_SLICES) if s.metadata.name != "stale"], what="the slice")
     backend.set_health(1, False, "Xid 79")  # an update
-    wait_for(lambda: len(api.list(types.RESOURCESLICES)[0].spec.devices) == 1, what="the update")
+    wait_for(lambda: len(api.list(types.DRA_SLICES)[0].spec.devices) == 1, what="the update")
     uid = claims.claim("c1").metadata.uid
     with grpc.insecure_channel(target(os.path.join(dirs.plugin, "dra.sock"))) as channel:
         answer = v1_grpc.DRAPluginStub(channel).NodePrepareResources(dra_v1_pb2.NodePrepareResourcesRequest(

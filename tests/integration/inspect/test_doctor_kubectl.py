@@ -22,8 +22,9 @@ def test_every_finding_live_and_from_kubectls_dump(
     sandbox: Sandbox, kubectl: Callable[..., Any], tmp_path: Path
 ) -> None:
     sandbox.load(cases.seed())
-    dump = kubectl("get", "nodes,pods,configmaps,validatingadmissionpolicies,validatingadmissionpolicybindings", "-A",
-                   "-o", "json").stdout
+    kinds = ("nodes,pods,configmaps,validatingadmissionpolicies,validatingadmissionpolicybindings,"
+             "resourceslices,resourceclaims,deviceclasses")
+    dump = kubectl("get", kinds, "-A", "-o", "json").stdout
     (tmp_path / "cluster.json").write_text(dump)
     for golden, flags in (("doctor.txt", []), ("doctor.json", ["-o", "json"])):
         expected = (GOLDEN / golden).read_text()

@@ -23,7 +23,8 @@ def test_kubectl_gpushare_explain_matches_golden_live_and_offline(
 ) -> None:
     kube_env.pop("GPUSHARE_POLICY", None)
     sandbox.load(cases.seed())
-    (tmp_path / "c.json").write_text(kubectl("get", "nodes,pods", "-A", "-o", "json").stdout)
+    kinds = "nodes,pods,resourceslices,resourceclaims,deviceclasses"
+    (tmp_path / "c.json").write_text(kubectl("get", kinds, "-A", "-o", "json").stdout)
     namespace, pod = cases.CASES[name]
     for suffix, flags in (("txt", []), ("json", ["-o", "json"])):
         for source in ([], ["--from-file", str(tmp_path / "c.json")]):

@@ -42,7 +42,8 @@ def test_summary_makes_one_node_list_and_one_paginated_active_pod_list(
     node_requests = [r for r in requests if r.resource == "nodes"]
     pod_requests = [r for r in requests if r.resource == "pods"]
     assert [r.verb for r in node_requests] == ["list"]
-    assert len(requests) == len(node_requests) + len(pod_requests), "nothing but nodes and pods is asked for"
+    others = [(r.verb, r.resource) for r in requests if r.resource not in ("nodes", "pods")]
+    assert others == [("list", "resourceslices")], "nothing but nodes, pods and DRA slices (none here) is asked for"
     assert len(pod_requests) == 3, "4,500 pods in pages of 2,000"
     assert all(r.verb == "list" and r.namespace in (None, "") for r in pod_requests)
     assert all(r.query.get("fieldSelector") == "status.phase!=Succeeded,status.phase!=Failed" for r in pod_requests)

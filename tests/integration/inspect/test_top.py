@@ -126,7 +126,7 @@ def test_what_top_asks_for_is_what_docs_top_md_lists(sandbox: Sandbox, kubectl: 
         kubectl("gpushare", "top", "-A", "--request-timeout", "2s")
     rules = rules_from_requests(sandbox.requests, component="top")
     assert [(r["resources"], r["verbs"]) for r in rules] == [
-        (["nodes"], ["list"]), (["pods"], ["list"]), (["pods/proxy"], ["get"]),
+        (["nodes"], ["list"]), (["pods"], ["list"]), (["pods/proxy"], ["get"]), (["resourceslices"], ["list"]),
     ]
     proxied = {r.namespace for r in sandbox.requests if r.subresource == "proxy"}
     assert proxied == {"kube-system"}

@@ -17,8 +17,8 @@ from kubectl_gpushare.cli.scheduler import SchedulerLoop
 from kubectl_gpushare.kube import cel
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.sandbox.builders import node_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from kubectl_gpushare.sandbox.spec import node_object
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(not cel.available(), reason=cel.INSTALL_HINT)]
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]

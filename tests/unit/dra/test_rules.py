@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from kubectl_gpushare import dra_objects
 from kubectl_gpushare.dra import cdi, checkpoint, slices
 from kubectl_gpushare.dra.claims import ClaimRejectedError, holding
-from kubectl_gpushare.kube import types
 from kubectl_gpushare.node.gpus import GpuDevice
 from kubectl_gpushare.node.health import GpuState
 
@@ -22,18 +23,16 @@ def state(index: int, gib: float = 16, healthy: bool = True, name: str = "NVIDIA
     return GpuState(GpuDevice(index, f"GPU-{index}", name, int(gib * GIB), index), healthy)
 
 
-def claim(*results: types.DeviceRequestAllocationResult, uid: str = UID) -> types.ResourceClaim:
-    return types.ResourceClaim(
-        metadata=types.ObjectMeta(name="c", namespace="ns", uid=uid),
-        status=types.ResourceClaimStatus(allocation=types.AllocationResult(
-            devices=types.DeviceAllocationResult(results=results))),
-    )
+def claim(*results: dict[str, Any], uid: str = UID) -> dra_objects.ResourceClaim:
+    return dra_objects.decode_claim({"metadata": {"name": "c", "namespace": "ns", "uid": uid},
+                                     "status": {"allocation": {"devices": {"results": list(results)}}}})
 
 
-def result(device: str = "gpu-0", memory: str | None = "4Gi") -> types.DeviceRequestAllocationResult:
-    return types.DeviceRequestAllocationResult(
-        request="gpu", driver="gpu-mem.kubectl-gpushare.io", pool="n1", device=device,
-        consumed_capacity={"memory": memory} if memory is not None else {})
+def result(device: str = "gpu-0", memory: str | None = "4Gi") -> dict[str, Any]:
+    found: dict[str, Any] = {"request": "gpu", "driver": "gpu-mem.kubectl-gpushare.io", "pool": "n1", "device": device}
+    if memory is not None:
+        found["consumedCapacity"] = {"memory": memory}
+    return found
 
 
 def published(*states: GpuState, unit: str = "GiB") -> dict[str, slices.PublishedGpu]:
@@ -61,12 +60,12 @@ def test_a_gpu_below_one_unit_and_unhealthy_ones_are_not_published() -> None:
 
 def test_long_model_names_are_cut_to_the_attribute_limit() -> None:
     (gpu,) = slices.devices([state(0, name="N" * 300)], "GiB", "remove")
-    assert gpu.attributes["model"].string_value == "N" * 64
+    assert gpu.attributes["model"].string == "N" * 64
 
 
 def test_dropped_fields_name_the_missing_feature_gates() -> None:
     desired = slices.devices([state(0, healthy=False)], "GiB", "taint")
-    stored = (types.Device(name="gpu-0"),)
+    stored = (dra_objects.WireDevice(name="gpu-0"),)
     assert slices.dropped_features(desired, stored) == ["DRAConsumableCapacity", "DRADeviceTaints"]
     assert slices.dropped_features(desired, desired) == []
 
@@ -228,3 +227,23 @@ def test_out_of_bounds_entries_are_dropped(tmp_path: Path, entry: tuple[str, che
     good = "11111111-2222-4333-8444-555555555555"
     data = checkpoint.encode(checkpoint.Checkpoint("n1", {entry[0]: entry[1], good: _prepared()}))
     assert list(checkpoint.decode(data, "n1").claims) == [good]
+
+
+@pytest.mark.parametrize(("memory", "message"), [
+    ("-4Gi", "consumed memory -4Gi on gpu-0 is outside (0, 16Gi]"),
+    ("lots", "consumed memory 'lots' on gpu-0 is not a quantity"),
+    ("9" * 60 + "Ei", "on gpu-0 is not a quantity"),
+    ("1Pi", "consumed memory 1Pi on gpu-0 is outside (0, 16Gi]"),
+    ("0", "consumed memory 0 on gpu-0 is outside (0, 16Gi]"),
+])
+def test_memory_the_claim_reader_refuses_is_named_as_written(memory: str, message: str) -> None:
+    with pytest.raises(ClaimRejectedError) as caught:
+        holding(claim(result(memory=memory)), uid=UID, node="n1", gpus=published(state(0)))
+    assert message in caught.value.message
+
+
+def test_another_unreadable_capacity_of_our_result_refuses_the_claim() -> None:
+    bad = {**result(), "consumedCapacity": {"memory": "4Gi", "other": "-1"}}
+    with pytest.raises(ClaimRejectedError) as caught:
+        holding(claim(bad), uid=UID, node="n1", gpus=published(state(0)))
+    assert caught.value.message == "consumed capacity on gpu-0 cannot be read: quantity '-1' is negative"

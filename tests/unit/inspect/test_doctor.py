@@ -33,7 +33,13 @@ CHECKS = {
     "hami-handshake-stuck": "node/hami-stuck",
     "stack-gpu-overcommitted": "node/hami-over",
     "node-confinement-missing": "validatingadmissionpolicybinding/gpushare-device-plugin-confinement",
+    "gpu-advertised-by-extender-and-dra": "node/dra-and-plugin",
+    "gpu-published-by-two-dra-drivers": "node/dra-twice",
+    "dra-claim-on-unpublished-device": "resourceclaim/team-d/dra-ghost",
+    "dra-claim-unallocatable": "pod/team-d/dra-no-class",
 }
+DRA_TWICE = {("gpu-overcommitted", "node/dra-over"), ("dra-claim-pending", "pod/team-d/dra-waiting"),
+             ("dra-claim-pending", "pod/team-d/dra-no-claim")}
 HAMI_MUTEX_STUCK = {("hami-mutex-stuck", "node/hami-stuck"), ("hami-mutex-stuck", "node/hami-over")}
 HEALTHY = ["healthy", "fine", "extender", "plugin-healthy"]
 
@@ -58,9 +64,9 @@ def test_every_check_fires_once_on_its_object(seeded: Path, cli_runner: CliRunne
     report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "-o", "json"]).stdout)
     assert (report["apiVersion"], report["kind"]) == ("gpushare.kubectl-gpushare.io/v1", "GPUShareDoctor")
     found = {(f["check"], f["object"]) for f in report["findings"]}
-    assert found == set(CHECKS.items()) | HAMI_MUTEX_STUCK
+    assert found == set(CHECKS.items()) | HAMI_MUTEX_STUCK | DRA_TWICE
     assert len(report["findings"]) == len(found)
-    assert report["summary"] == {"errors": 7, "warnings": 12}
+    assert report["summary"] == {"errors": 12, "warnings": 14}
 
 
 @pytest.mark.parametrize(
@@ -227,17 +233,17 @@ def test_malformed_conditions_are_not_ready_and_never_hide_the_pod(
 def test_findings_are_capped_with_a_count_per_check_and_json_is_whole(seeded: Path, cli_runner: CliRunner) -> None:
     capped = cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--limit", "2"]).stdout.splitlines()
     whole = cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--all"]).stdout.splitlines()
-    assert capped[0] == whole[0] == "7 errors, 12 warnings."
-    assert capped[2] == "SEVERITY  CHECK                      FINDINGS"
-    assert "warning   hami-mutex-stuck           2" in capped, "one row per check, with its count"
+    assert capped[0] == whole[0] == "12 errors, 14 warnings."
+    assert capped[2] == "SEVERITY  CHECK                               FINDINGS"
+    assert "warning   hami-mutex-stuck                    2" in capped, "one row per check, with its count"
     table = capped.index("") + 1 + capped[capped.index("") + 1:].index("") + 1
     shown = [" ".join(line.split()) for line in capped[table + 1:]]
     assert shown == [" ".join(line.split()) for line in whole[3:5]] + [
-        "... 17 more findings (--all or --limit N shows them)"]
-    assert len(whole) == 2 + 1 + 19
+        "... 24 more findings (--all or --limit N shows them)"]
+    assert len(whole) == 2 + 1 + 26
     report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--limit", "2",
                                                           "-o", "json"]).stdout)
-    assert len(report["findings"]) == 19
+    assert len(report["findings"]) == 26
 
 
 def test_a_pod_bound_around_the_extender_is_named() -> None:
@@ -264,3 +270,26 @@ def test_a_pod_bound_around_the_extender_is_named() -> None:
     cpu_only = pod_object("cpu-only", "ml", [0], node="gpu-a", phase="Running")
     finished = pod_object("finished", "ml", [8], node="gpu-a", phase="Succeeded")
     assert audit(placed, unbound, cpu_only, finished) == []
+
+
+def test_a_node_sharing_through_dra_is_not_told_to_get_the_gpushare_label() -> None:
+    from kubectl_gpushare import protocol
+    from kubectl_gpushare.dra_objects import decode_slice
+    from kubectl_gpushare.inspect import doctor
+    from kubectl_gpushare.kube.stacks.dra import DraObjects
+    from kubectl_gpushare.kube.types import NODE_DECODER
+    from kubectl_gpushare.sandbox.builders import node_object
+
+    gpu = {"nvidia.com/gpu.present": "true"}
+    labelled = node_object("dra-labelled", [16], ip="10.9.0.5", dra=True, labels=gpu)
+    publishing = node_object("dra-publishing", [], ip="10.9.0.6", labels=gpu)
+    plain = node_object("plain", [], ip="10.9.0.7", labels=gpu)
+    nodes = [NODE_DECODER.decode(json.dumps(n).encode()) for n in (labelled, publishing, plain)]
+    piece = decode_slice({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+        "spec": {"driver": protocol.DRA_DRIVER, "nodeName": "dra-publishing",
+                 "pool": {"name": "dra-publishing", "generation": 1, "resourceSliceCount": 1}, "devices": []},
+    })
+    report = doctor.audit(nodes, [], now_ns=0, dra_objects=DraObjects(slices=[piece]))
+    assert [(f.check, f.object) for f in report.findings if f.check == "gpu-node-unlabelled"] == [
+        ("gpu-node-unlabelled", "node/plain")]

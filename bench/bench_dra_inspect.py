@@ -1,0 +1,122 @@
+"""inspect on a cluster shared through our DRA driver vs the same cluster through annotations (goal: within 1.3x).
+
+    .venv/bin/python bench/bench_dra_inspect.py            # 5,000 nodes x 8 GPUs, 100,000 pods
+    .venv/bin/python bench/bench_dra_inspect.py --quick    # 500 nodes, 10,000 pods
+
+The annotation cluster comes from the sandbox's generator (the extender's and device plugin's
+annotations on every pod). The DRA cluster is the same placement as our driver and kube-scheduler
+leave it: every node a plain Node with one ResourceSlice (8 ``gpu-<index>`` devices with a
+``memory`` capacity and the driver's 1 GiB request policy), every pod a pod with a
+``spec.resourceClaims`` template entry and one ResourceClaim (allocated on its GPU with
+``consumedCapacity``, a share ID and ``reservedFor`` its pod; unallocated for a pod still Pending;
+deallocated and gone for a finished one, as the resourceclaim controller leaves it). Both are read
+offline by ``kubectl-inspect-gpushare --from-file`` (default view and ``-o json``) in a child
+process, as `bench_stacks`: median CPU seconds of ``--runs`` runs and the ratio DRA / annotations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench_stacks import GPUS, compare
+
+from kubectl_gpushare import protocol
+
+DRIVER = protocol.DRA_DRIVER
+API = f"{protocol.DRA_API_GROUP}/{protocol.DRA_API_VERSION}"
+POLICY = {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}
+
+
+def dra_slice(node: str, gpu_memory: int) -> dict[str, Any]:
+    devices = [{
+        "name": protocol.dra_device_name(index),
+        "attributes": {"index": {"int": index}, "uuid": {"string": f"GPU-{node}-{index}"},
+                       "model": {"string": "NVIDIA A100-SXM4-80GB"}},
+        "capacity": {"memory": {"value": f"{gpu_memory}Gi", "requestPolicy": POLICY}},
+        "allowMultipleAllocations": True,
+    } for index in range(GPUS)]
+    return {
+        "apiVersion": API, "kind": "ResourceSlice",
+        "metadata": {"name": f"{protocol.dra_slice_generate_name(node)}x7k2p",
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": f"uid-{node}",
+                                          "controller": True}]},
+        "spec": {"driver": DRIVER, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                 "nodeName": node, "devices": devices},
+    }
+
+
+def dra_claim(pod: dict[str, Any], request: int, node: str | None, gpu: int | None) -> dict[str, Any]:
+    meta = pod["metadata"]
+    name = f"{meta['name']}-gpu-mem-abcde"
+    memory = f"{request}Gi"
+    claim: dict[str, Any] = {
+        "apiVersion": API, "kind": "ResourceClaim",
+        "metadata": {
+            "name": name, "namespace": meta["namespace"], "uid": f"claim-{meta['uid']}",
+            "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu-mem"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
+                                 "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": protocol.DRA_DEVICE_CLASS, "allocationMode": "ExactCount", "count": 1,
+            "capacity": {"requests": {"memory": memory}}}}]}},
+        "status": {},
+    }
+    if node is not None and gpu is not None:
+        claim["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+        claim["status"] = {
+            "allocation": {
+                "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node,
+                                         "device": protocol.dra_device_name(gpu), "shareID": f"share-{meta['uid']}",
+                                         "consumedCapacity": {"memory": memory}}]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
+            },
+            "reservedFor": [{"resource": "pods", "name": meta["name"], "uid": meta["uid"]}],
+        }
+    return claim
+
+
+def as_dra(objects: list[dict[str, Any]], gpu_memory: int) -> list[dict[str, Any]]:
+    """The same nodes and placements, shared through our DRA driver's slices and claims.
+
+    Every pod of both clusters first gets the UID kube-apiserver would have given it (a claim's
+    ``reservedFor`` names its pod by UID; the generator's file pods have none).
+    """
+    for obj in objects:
+        if obj["kind"] == "Pod":
+            obj["metadata"]["uid"] = f"uid-{obj['metadata']['namespace']}-{obj['metadata']['name']}"
+    result: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj["kind"] == "Node":
+            node = {**obj, "status": {**obj["status"], "allocatable": {
+                k: v for k, v in obj["status"]["allocatable"].items() if not k.startswith("aliyun.com/")}}}
+            node["status"]["capacity"] = node["status"]["allocatable"]
+            result += [node, dra_slice(obj["metadata"]["name"], gpu_memory)]
+        elif obj["kind"] == "Pod":
+            container = obj["spec"]["containers"][0]
+            limits = container.get("resources", {}).get("limits", {})
+            request = int(limits.get(protocol.RESOURCE_MEM, "0"))
+            meta = {k: v for k, v in obj["metadata"].items() if k != "annotations"}
+            index = obj["metadata"].get("annotations", {}).get(protocol.ANN_IDX)
+            claim_name = f"{meta['name']}-gpu-mem-abcde"
+            pod = {
+                **obj, "metadata": meta,
+                "spec": {**obj["spec"], "resourceClaims": [
+                    {"name": "gpu-mem", "resourceClaimTemplateName": "gpu-mem"}],
+                         "containers": [{**container, "resources": {"claims": [{"name": "gpu-mem"}]}}]},
+                "status": {**obj["status"], "resourceClaimStatuses": [
+                    {"name": "gpu-mem", "resourceClaimName": claim_name}]},
+            }
+            result.append(pod)
+            if obj["status"]["phase"] not in ("Succeeded", "Failed") and request > 0:
+                node = obj["spec"].get("nodeName")
+                gpu = int(index) if index is not None else None  # bound without a GPU: left unallocated
+                result.append(dra_claim(pod, request, node, gpu))
+        else:
+            result.append(obj)
+    return result
+
+
+if __name__ == "__main__":
+    compare("dra", as_dra, __doc__.splitlines()[0], "the same placement through DRA slices and claims")

@@ -1,0 +1,143 @@
+"""doctor's checks of Dynamic Resource Allocation: GPUs sold twice, claims nobody publishes, pods stuck on claims.
+
+Over-committed GPUs of our driver need no check of their own: their claims are in the ledger as
+pods, so ``gpu-overcommitted`` reports them as it reports the device plugin's (and
+``stack-gpu-overcommitted`` NVIDIA's). Pure: decoded objects and the clock in, findings out.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+from kubectl_gpushare import dra_objects, protocol
+from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
+from kubectl_gpushare.kube import dra_allocation
+from kubectl_gpushare.kube.records import shown
+from kubectl_gpushare.kube.stacks import dra
+from kubectl_gpushare.kube.types import Node, Pod
+
+CHECKS: Final = {
+    "gpu-advertised-by-extender-and-dra": "a node advertising aliyun.com/gpu-mem also publishes its GPUs through DRA",
+    "gpu-published-by-two-dra-drivers": "our DRA driver and NVIDIA's publish the same GPUs (by UUID)",
+    "dra-claim-on-unpublished-device": "a claim is allocated on a device of our driver that no ResourceSlice publishes",
+    "dra-claim-unallocatable": "a pod's claim cannot be allocated as written (its request or class)",
+    "dra-claim-pending": "a pod has waited for its claim to be allocated (or created) longer than --stuck-after",
+}
+"""Check name -> what it finds (doctor's help lists them)."""
+
+
+def _advertises_gpu_mem(node: Node) -> bool:
+    return str(node.status.capacity.get(protocol.RESOURCE_MEM, "0")) not in ("0", "")
+
+
+def node_findings(nodes: Sequence[Node], objects: dra.DraObjects, ours: Mapping[str, dra.DraNode]) -> Iterable[Finding]:
+    """GPUs two components sell: the device plugin and a DRA driver, or two DRA drivers."""
+    nvidia = dra.nvidia_uuids(objects)
+    nvidia_nodes = {s.spec.node_name for s in objects.nvidia if s.spec.node_name and s.spec.devices}
+    for node in nodes:
+        name = node.metadata.name
+        obj = f"node/{name}"
+        drivers = [driver for driver, on in ((protocol.DRA_DRIVER, name in ours and ours[name].gpus),
+                                             (protocol.NVIDIA_DRA_DRIVER, name in nvidia_nodes)) if on]
+        if drivers and _advertises_gpu_mem(node):
+            yield Finding(ERROR, "gpu-advertised-by-extender-and-dra", obj,
+                          f"advertises {protocol.RESOURCE_MEM} (the device plugin) and publishes GPUs through DRA "
+                          f"({', '.join(drivers)}): kube-scheduler's DRA allocator and the extender each sell the same "
+                          "GPU memory without counting the other's pods; run one of them on this node")
+        if name not in ours or name not in nvidia_nodes:
+            continue
+        mine = {gpu.uuid for gpu in ours[name].gpus if gpu.uuid}
+        theirs = nvidia.get(name, set())
+        both = sorted(mine & theirs)
+        if both:
+            yield Finding(ERROR, "gpu-published-by-two-dra-drivers", obj,
+                          f"GPU(s) {', '.join(shown(uuid) for uuid in both[:4])} published by both "
+                          f"{protocol.DRA_DRIVER} and {protocol.NVIDIA_DRA_DRIVER}: claims of both drivers can land on "
+                          "one GPU, and neither counts the other's")
+        elif not mine or not theirs:
+            yield Finding(WARNING, "gpu-published-by-two-dra-drivers", obj,
+                          f"both {protocol.DRA_DRIVER} and {protocol.NVIDIA_DRA_DRIVER} publish GPUs here, and their "
+                          "UUIDs cannot be compared: if they are the same GPUs, claims of both drivers can share one")
+
+
+def claim_findings(objects: dra.DraObjects) -> Iterable[Finding]:
+    """Claims allocated on devices of our driver that no current ResourceSlice publishes."""
+    published = {(s.pool, device.name) for s in objects.slices for device in s.devices}
+    for claim in objects.claims:
+        if claim.allocation is None:
+            continue
+        for result in claim.allocation.results:
+            if result.driver != protocol.DRA_DRIVER or (result.pool, result.device) in published:
+                continue
+            yield Finding(ERROR, "dra-claim-on-unpublished-device", f"resourceclaim/{claim.namespace}/{claim.name}",
+                          f"allocated {shown(result.device)} of pool {shown(result.pool)}, which no ResourceSlice of "
+                          f"{protocol.DRA_DRIVER} publishes (now): what it holds is on no GPU the node publishes, so "
+                          "that memory may be sold again; delete the pod (and claim) to free it")
+
+
+def _age(pod: Pod, now: float) -> float | None:
+    """Seconds since the pod was created; None when the timestamp cannot be read."""
+    try:
+        created = datetime.datetime.fromisoformat(pod.metadata.creation_timestamp)
+    except ValueError:
+        return None
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=datetime.UTC)
+    return now - created.timestamp()
+
+
+def _spec_problem(claim: dra_objects.ResourceClaim, classes: Mapping[str, dra_objects.DeviceClass] | None) -> str:
+    """What kube-scheduler refuses in a claim as written: an invalid request, or a class with invalid selectors.
+
+    Features only this project's allocator lacks (``dra_objects.ResourceClaim.unsupported``) are
+    not problems of a real cluster, so they are not reported.
+    """
+    if claim.spec_invalid:
+        return f"claim {claim.name}: {claim.spec_invalid}"
+    for request in claim.requests:
+        klass = (classes or {}).get(request.exactly.device_class_name) if request.exactly is not None else None
+        if klass is not None and klass.invalid:
+            return f"class {klass.name}: {klass.invalid}"
+    return ""
+
+
+def pending_findings(
+    pods: Iterable[Pod], objects: dra.DraObjects, now: float, stuck_after: float
+) -> Iterable[Finding]:
+    """Pods waiting on claims of the drivers read here: cannot be allocated (error), or waiting long (warning)."""
+    index = dra.ClaimIndex(objects.claims)
+    classes = objects.classes
+    for pod in pods:
+        if pod.spec.node_name or pod.status.phase not in ("Pending", "") or not pod.spec.resource_claims:
+            continue
+        obj = f"pod/{pod.metadata.namespace}/{pod.metadata.name}"
+        resolved = index.of(pod)
+        claims = [entry.claim for entry in resolved if entry.claim is not None]
+        ours = [c for c in claims if any(dra.asks_driver(c, classes, d) for d in dra.DRIVERS)]
+        for claim in ours:
+            problem = _spec_problem(claim, classes)
+            if problem:
+                yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {problem}")
+                break
+        else:
+            age = _age(pod, now)
+            if age is not None and age <= stuck_after:
+                continue
+            missing = [entry.missing for entry in resolved if entry.claim is None]
+            waiting = [c.name for c in ours if c.allocation is None]
+            said = dra_allocation.prefilter(ours, classes, pod.metadata.uid) if classes is not None else ""
+            if said:
+                yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {said}")
+            elif missing and (ours or not claims):
+                yield Finding(WARNING, "dra-claim-pending", obj, f"waits: {missing[0]}")
+            elif waiting:
+                how_long = f"for more than {stuck_after:g}s" if age is not None else "(created at an unreadable time)"
+                yield Finding(WARNING, "dra-claim-pending", obj,
+                              f"waits {how_long} for claim(s) {', '.join(waiting)} to be allocated: no node "
+                              f"has a device that fits (kubectl gpushare explain {pod.metadata.name} -n "
+                              f"{pod.metadata.namespace} says why per node)")
+
+
+__all__ = ["CHECKS", "claim_findings", "node_findings", "pending_findings"]

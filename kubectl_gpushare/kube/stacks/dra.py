@@ -1,0 +1,692 @@
+"""Dynamic Resource Allocation as the views read it: our driver's GPUs as gpushare records, NVIDIA's as a stack.
+
+ResourceSlices and ResourceClaims (``resource.k8s.io/v1``) come in as `dra_objects` decodes them
+and leave as the records inspect already shows, so every view counts DRA by the rules it counts
+the device plugin's pods with.
+
+Our driver (`protocol.DRA_DRIVER`): a node's slice lists ``gpu-<index>`` devices with a ``memory``
+capacity. The node becomes a ledger `NodeRecord` as if the device plugin advertised those GPUs
+(per-GPU totals in the node's unit), and the claims allocated on them `PodRecord` s holding their
+``consumedCapacity.memory`` on their GPU:
+
+- unit: GiB when every GPU's memory and every amount of its request policy are whole GiB (the
+  driver's default ``--memory-unit``), else MiB. Totals round down and consumption rounds up, so
+  nothing a slice does not publish is ever credited as free;
+- a result without ``consumedCapacity`` (an exclusive allocation), or with one that cannot be read,
+  holds the whole device; an admin-access result holds nothing (the allocator's
+  ``allocatedstate.go`` counts them so);
+- a claim reserved for one pod (``status.reservedFor``) is shown as that pod, its claims summed; a
+  claim reserved for several pods, or for none yet, is shown under its own name, so memory is
+  counted once however many pods share it;
+- only the newest generation of each pool counts (``resourceslice`` pool rules); a device that is
+  not ``gpu-<index>`` or has no readable memory is left out with a warning, an invalid one (marked
+  by `dra_objects`) is kept with no memory.
+
+NVIDIA's driver (`protocol.NVIDIA_DRA_DRIVER`, read-only like the other stacks): one stack GPU per
+device, named as the slice names it (``gpu-0``, MIG devices ``gpu-0-mig-...``). Its devices are
+allocated whole (unit ``GPUs``, one per claim), unless a device allows multiple allocations: then
+its ``memory`` in MiB, by ``consumedCapacity`` as above.
+
+Pure: decoded objects in, records out; warnings through the caller's `Warnings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, TypeVar
+
+import msgspec
+
+from kubectl_gpushare import dra_objects as dra
+from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.records import Warnings, shown
+from kubectl_gpushare.kube.types import Pod
+from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord, StackClaim, StackGPU, StackNode
+
+GIB: Final = protocol.UNIT_BYTES[protocol.UNIT_GIB]
+MIB: Final = protocol.UNIT_BYTES[protocol.UNIT_MIB]
+BLOCKING_TAINTS: Final = (dra.EFFECT_NO_SCHEDULE, dra.EFFECT_NO_EXECUTE)
+"""Device taint effects that keep new claims off a device (the allocator's ``taintPreventsAllocation``)."""
+DRIVERS: Final = (protocol.DRA_DRIVER, protocol.NVIDIA_DRA_DRIVER)
+"""The drivers the views read."""
+MAX_TEXT: Final = 128
+"""Longest attribute text (UUID, product name) kept for display."""
+
+
+@dataclass
+class DraObjects:
+    """The DRA objects of a cluster that the views read, each decoded and checked once.
+
+    Attributes:
+        slices: our driver's slices of each pool's newest generation, checked by `dra_objects.read_slice`.
+        nvidia: NVIDIA's driver's slices (newest generations), read here as a stack.
+        claims: the claims that matter here, checked by `dra_objects.read_claim` (see `read`).
+        classes: DeviceClasses by name, where a question read them (explain, doctor); None: not read.
+        served: whether the API serves ``resource.k8s.io/v1`` (False: no DRA, nothing else to read).
+    """
+
+    slices: list[dra.ResourceSlice] = field(default_factory=list)
+    nvidia: list[dra.WireResourceSlice] = field(default_factory=list)
+    claims: list[dra.ResourceClaim] = field(default_factory=list)
+    classes: dict[str, dra.DeviceClass] | None = None
+    served: bool = True
+
+    def __bool__(self) -> bool:
+        """Whether there is anything of the drivers the views read."""
+        return bool(self.slices or self.nvidia or self.claims)
+
+
+_S = TypeVar("_S")
+
+
+def _newest(items: Sequence[_S], pool: Callable[[_S], tuple[str, str, int]]) -> list[_S]:
+    """Each pool's slices of its highest generation (``pool`` gives driver, pool name and generation)."""
+    newest: dict[tuple[str, str], int] = {}
+    for item in items:
+        driver, name, generation = pool(item)
+        newest[(driver, name)] = max(generation, newest.get((driver, name), generation))
+    return [item for item in items if newest[pool(item)[:2]] == pool(item)[2]]
+
+
+_NO_SPEC: Final = dra.WireClaimSpec()
+
+
+def read(
+    slices: Iterable[dra.WireResourceSlice], claims: Iterable[dra.WireResourceClaim], warnings: Warnings | None,
+    *, pending: bool = True,
+) -> DraObjects:
+    """Check the slices of the drivers read here and the claims; each unreadable object is one warning.
+
+    Slices of other drivers are skipped undecoded; of each pool only the newest generation is kept
+    (older ones are being replaced by their driver). An allocated claim is read without its
+    requests (what it holds is its allocation; 100,000 claims cost a third less so), and one
+    allocated on no driver read here not at all; unallocated claims are kept with ``pending``
+    (explain and doctor ask why they wait), else left out (the tables show what is allocated).
+    """
+    ours: list[dra.ResourceSlice] = []
+    nvidia: list[dra.WireResourceSlice] = []
+    for wire in slices:
+        if wire.spec.driver == protocol.NVIDIA_DRA_DRIVER:
+            nvidia.append(wire)
+        elif wire.spec.driver == protocol.DRA_DRIVER:
+            try:
+                checked = dra.read_slice(wire)
+            except dra.InvalidObjectError as exc:
+                _warn(warnings, f"{exc}; not shown")
+                continue
+            for problem in checked.problems:
+                _warn(warnings, problem)
+            ours.append(checked)
+    read_claims: list[dra.ResourceClaim] = []
+    for wire_claim in claims:
+        allocation = wire_claim.status.allocation
+        if allocation is None and not pending:
+            continue
+        if allocation is not None:
+            if not any(result.driver in DRIVERS for result in allocation.devices.results):
+                continue
+            wire_claim = msgspec.structs.replace(wire_claim, spec=_NO_SPEC)
+        try:
+            claim = dra.read_claim(wire_claim)
+        except dra.InvalidObjectError as exc:
+            _warn(warnings, f"{exc}; not counted")
+            continue
+        if _ours_or_nvidia(claim):
+            for problem in claim.problems:
+                _warn(warnings, problem)
+        read_claims.append(claim)
+    ours = _newest(ours, lambda s: (s.driver, s.pool, s.generation))
+    nvidia = _newest(nvidia, lambda s: (s.spec.driver, s.spec.pool.name, s.spec.pool.generation))
+    return DraObjects(ours, nvidia, read_claims)
+
+
+def read_classes(classes: Iterable[dra.WireDeviceClass], warnings: Warnings | None) -> dict[str, dra.DeviceClass]:
+    """DeviceClasses by name; one that cannot be read is one warning (a class with bad selectors is kept, invalid)."""
+    found: dict[str, dra.DeviceClass] = {}
+    for wire in classes:
+        try:
+            klass = dra.read_class(wire)
+        except dra.InvalidObjectError as exc:
+            _warn(warnings, f"{exc}; skipped")
+            continue
+        found[klass.name] = klass
+    return found
+
+
+def _warn(warnings: Warnings | None, message: str) -> None:
+    if warnings is not None:
+        warnings.add(message)
+
+
+def _ours_or_nvidia(claim: dra.ResourceClaim) -> bool:
+    return claim.allocation is not None and any(r.driver in DRIVERS for r in claim.allocation.results)
+
+
+# --- Our driver's GPUs --------------------------------------------------------------------------------
+class DraGpu(msgspec.Struct, frozen=True, gc=False):
+    """One GPU our driver publishes: device ``gpu-<index>`` of a node's pool, its memory in bytes."""
+
+    index: int
+    pool: str
+    memory: int
+    """The ``memory`` capacity in bytes; 0 when the device is invalid (nothing credited)."""
+    device: dra.Device
+    uuid: str = ""
+    model: str = ""
+    healthy: bool = True
+    """False when a NoSchedule or NoExecute taint keeps new claims off it (``--unhealthy taint``)."""
+
+
+class DraNode(msgspec.Struct, frozen=True, gc=False):
+    """A node's GPUs of our driver, by index, and the unit its views count them in."""
+
+    name: str
+    unit: str
+    gpus: tuple[DraGpu, ...]
+
+    @property
+    def unit_bytes(self) -> int:
+        """Bytes per unit."""
+        return protocol.UNIT_BYTES[self.unit]
+
+    def totals(self) -> dict[int, int]:
+        """GPU index -> whole units of memory (rounded down)."""
+        return {gpu.index: gpu.memory // self.unit_bytes for gpu in self.gpus}
+
+
+def _text(value: dra.AttributeValue | None) -> str:
+    if not isinstance(value, str):
+        return ""
+    value = value[:MAX_TEXT]
+    return value if value.isprintable() else "".join(ch if ch.isprintable() else " " for ch in value)
+
+
+def _memory(device: dra.Device, driver: str) -> dra.DeviceCapacity | None:
+    return dra.lookup_capacity(device, protocol.DRA_CAPACITY_MEMORY, driver)
+
+
+def _amounts(capacity: dra.DeviceCapacity) -> Iterator[dra.Quantity]:
+    yield capacity.value
+    policy = capacity.request_policy
+    if policy is None:
+        return
+    yield from (q for q in (policy.default, *policy.valid_values) if q is not None)
+    if policy.valid_range is not None:
+        found = (policy.valid_range.min, policy.valid_range.max, policy.valid_range.step)
+        yield from (q for q in found if q is not None)
+
+
+def node_unit(capacities: Iterable[dra.DeviceCapacity]) -> str:
+    """GiB when every capacity and policy amount is a whole number of GiB (the driver's default), else MiB."""
+    whole = all(q.millis % (GIB * 1000) == 0 for capacity in capacities for q in _amounts(capacity))
+    return protocol.UNIT_GIB if whole else protocol.UNIT_MIB
+
+
+def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNode]:
+    """Node -> its GPUs of our driver, from every node-local slice (GPUs by index)."""
+    found: dict[str, dict[int, DraGpu]] = {}
+    capacities: dict[str, list[dra.DeviceCapacity]] = {}
+    for slice_ in objects.slices:
+        what = f"ResourceSlice {slice_.name}"
+        if not slice_.node_name:
+            _warn(warnings, f"{what}: not local to one node (allNodes or a node selector); its devices are not shown")
+            continue
+        gpus = found.setdefault(slice_.node_name, {})
+        for device in slice_.devices:
+            index = protocol.parse_dra_device_name(device.name)
+            if index is None:
+                _warn(warnings, f"{what}: device {shown(device.name)} is not gpu-<index>; not counted")
+                continue
+            if index in gpus:
+                _warn(warnings, f"{what}: GPU {index} of node {slice_.node_name} is published twice; the first counts")
+                continue
+            capacity = _memory(device, slice_.driver)
+            if capacity is None and not device.invalid:
+                _warn(warnings, f"{what}: device {device.name} has no {protocol.DRA_CAPACITY_MEMORY} capacity; "
+                                "counted as 0")
+            memory = 0 if capacity is None or device.invalid else capacity.value.value
+            if memory and capacity is not None:
+                capacities.setdefault(slice_.node_name, []).append(capacity)
+            healthy = not any(taint.effect in BLOCKING_TAINTS for taint in device.taints)
+            uuid = _text(dra.lookup_attribute(device, protocol.DRA_ATTR_UUID, slice_.driver))
+            model = _text(dra.lookup_attribute(device, protocol.DRA_ATTR_MODEL, slice_.driver))
+            gpus[index] = DraGpu(index, slice_.pool, memory, device, uuid, model, healthy)
+    return {
+        name: DraNode(name, node_unit(capacities.get(name, ())), tuple(gpus[i] for i in sorted(gpus)))
+        for name, gpus in found.items()
+    }
+
+
+def node_record(base: NodeRecord, node: DraNode) -> NodeRecord:
+    """``base`` (the Node's name, address and labels) with the GPUs the slice publishes, in the node's unit.
+
+    GPUs are 0..highest index; an index the slice skips (a GPU gone unhealthy and removed) has 0.
+    """
+    totals = node.totals()
+    count = max(totals) + 1 if totals else 0
+    mems = tuple(totals.get(index, 0) for index in range(count))
+    unhealthy = frozenset(gpu.index for gpu in node.gpus if not gpu.healthy)
+    return msgspec.structs.replace(
+        base, alloc_mem=sum(mems), alloc_count=count, cap_mem=sum(mems), cap_count=count, gpu_mems=mems,
+        unhealthy=base.unhealthy | unhealthy, driver=protocol.DRA_DRIVER, unit=node.unit,
+    )
+
+
+def with_gpus(records: Iterable[NodeRecord], nodes: Mapping[str, DraNode]) -> list[NodeRecord]:
+    """The records, those of DRA nodes with their slices' GPUs.
+
+    A node that also advertises ``aliyun.com/gpu-mem`` keeps the device plugin's numbers (the
+    claims on it still count there, and doctor reports the node: both would sell the same GPUs).
+    """
+    return [
+        node_record(record, nodes[record.name])
+        if record.name in nodes and record.alloc_mem <= 0 and record.cap_mem <= 0 else record
+        for record in records
+    ]
+
+
+def units(records: Iterable[NodeRecord], nodes: Mapping[str, DraNode]) -> dict[str, tuple[str, dict[int, int]]]:
+    """Node -> (unit, GPU index -> total units) for `claim_records`: a DRA node's own unit, else the views' guess.
+
+    The guess is the original tool's (more than 100 per GPU means MiB).
+    """
+    found: dict[str, tuple[str, dict[int, int]]] = {}
+    for record in records:
+        node = nodes.get(record.name)
+        if record.driver and node is not None:
+            found[record.name] = (node.unit, node.totals())
+            continue
+        count = record.alloc_count if 0 < record.alloc_count <= protocol.MAX_GPUS_PER_NODE else 0
+        mems = record.gpu_mems if record.gpu_mems is not None and len(record.gpu_mems) == count else (
+            (max(record.alloc_mem, 0) // count,) * count if count else ())
+        unit = protocol.UNIT_MIB if count and max(record.alloc_mem, 0) // count > 100 else protocol.UNIT_GIB
+        found[record.name] = (unit, dict(enumerate(mems)))
+    return found
+
+
+def request_units(node: DraNode, request: int) -> int | None:
+    """What one claim asking ``request`` bytes of memory consumes on this node's GPUs, in its unit (rounded up).
+
+    The allocator's rule (`dra_allocation.capacity_fit`: the request policy's rounding, its
+    bounds, the capacity) on an empty GPU; None when no GPU of the node would take it even empty.
+    """
+    from kubectl_gpushare.kube import dra_allocation  # the allocator (and its CEL) only where asked
+
+    asked = {protocol.DRA_CAPACITY_MEMORY: dra.quantity_from_millis(min(request, protocol.MAX_INT64 // 1000) * 1000,
+                                                                     binary=True)}
+    found: list[int] = []
+    for gpu in node.gpus:
+        if not gpu.memory:
+            continue
+        consumed = dra_allocation.capacity_fit(gpu.device, protocol.DRA_DRIVER, asked, {})
+        if consumed is None:
+            continue
+        amounts = [q.value for name, q in consumed.items()
+                   if dra.split_qualified_name(name, protocol.DRA_DRIVER)[1] == protocol.DRA_CAPACITY_MEMORY]
+        if amounts:
+            found.append(_units_up(amounts[0], node.unit_bytes))
+    return min(found) if found else None
+
+
+# --- Claims ----------------------------------------------------------------------------------------------
+def pool_nodes(objects: DraObjects) -> dict[tuple[str, str], str]:
+    """(driver, pool) -> the node whose slice it is (node-local slices of the drivers read here)."""
+    found = {(s.driver, s.pool): s.node_name for s in objects.slices if s.node_name}
+    found.update({(s.spec.driver, s.spec.pool.name): s.spec.node_name or "" for s in objects.nvidia
+                  if s.spec.node_name})
+    return found
+
+
+def result_node(claim: dra.ResourceClaim, result: dra.AllocatedDevice, pools: Mapping[tuple[str, str], str]) -> str:
+    """The node a result's device is on: the allocation's node selector, else its pool's slice ("" unknown)."""
+    assert claim.allocation is not None
+    return claim.allocation.node_name or pools.get((result.driver, result.pool), "")
+
+
+def consumed_memory(result: dra.AllocatedDevice, driver: str) -> int | None:
+    """Bytes of ``memory`` a result consumes, rounded up; None: it holds the whole device.
+
+    None for a result with no ``consumedCapacity`` (an exclusive allocation), one that cannot be
+    read, or one without ``memory`` (the allocator records every capacity of a shared device).
+    """
+    if result.invalid or result.consumed_capacity is None:
+        return None
+    found = result.consumed_capacity.get(protocol.DRA_CAPACITY_MEMORY)
+    if found is not None:
+        return found.value
+    for name, amount in result.consumed_capacity.items():
+        domain, ident = dra.split_qualified_name(name, driver)
+        if (domain, ident) == (driver, protocol.DRA_CAPACITY_MEMORY):
+            return amount.value
+    return None
+
+
+def _units_up(amount: int, unit_bytes: int) -> int:
+    return -(-amount // unit_bytes)
+
+
+class Holder(msgspec.Struct, frozen=True, gc=False):
+    """Who a claim's memory is shown under: its one pod, or the claim itself."""
+
+    uid: str
+    name: str
+    pod: bool
+
+
+def holder(claim: dra.ResourceClaim) -> Holder:
+    """The one pod a claim is reserved for, else the claim (reserved for several pods, or none yet)."""
+    reserved = claim.reserved_for
+    if len(reserved) == 1 and reserved[0].resource == "pods" and not reserved[0].api_group:
+        return Holder(reserved[0].uid or f"{claim.namespace}/{reserved[0].name}", reserved[0].name, True)
+    pods = [c for c in reserved if c.resource == "pods" and not c.api_group]
+    if len(pods) == 1:
+        return Holder(pods[0].uid or f"{claim.namespace}/{pods[0].name}", pods[0].name, True)
+    return Holder(claim.uid or claim.key, claim.name, False)
+
+
+def reserved_pods(claims: Iterable[dra.ResourceClaim]) -> set[str]:
+    """UIDs of the pods our drivers' allocated claims are reserved for (whose phases the records show)."""
+    return {c.uid for claim in claims if _ours_or_nvidia(claim) for c in claim.reserved_for if c.resource == "pods"}
+
+
+@dataclass
+class _Group:
+    namespace: str
+    name: str
+    node: str
+    phase: str
+    amounts: dict[int, int] = field(default_factory=dict)
+    claims: list[str] = field(default_factory=list)
+
+
+def _whole(totals: Mapping[int, int], index: int) -> int:
+    return totals[index] if index in totals else max(totals.values(), default=0)
+
+
+def claim_records(
+    objects: DraObjects, units: Mapping[str, tuple[str, Mapping[int, int]]], phases: Mapping[str, str],
+) -> list[PodRecord]:
+    """Ledger records of the memory claims hold on our driver's GPUs.
+
+    Args:
+        objects: the DRA objects.
+        units: node -> (its unit, GPU index -> total units) for every node shown (DRA nodes and the
+            device plugin's); claims on other nodes are left out (doctor names them).
+        phases: pod UID -> phase, for the pods claims are reserved for (unknown: "").
+    """
+    pools = pool_nodes(objects)
+    groups: dict[str, _Group] = {}
+    indices: dict[str, int | None] = {}  # device name -> GPU index, parsed once per name
+    unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
+    for claim in objects.claims:
+        allocation = claim.allocation
+        if allocation is None:
+            continue
+        owner: Holder | None = None
+        for result in allocation.results:
+            if result.driver != protocol.DRA_DRIVER or result.admin_access:
+                continue
+            node = allocation.node_name or pools.get((result.driver, result.pool), "")
+            index = indices.get(result.device, -1)
+            if index == -1:
+                index = indices[result.device] = protocol.parse_dra_device_name(result.device)
+            if index is None or node not in unit_bytes:
+                continue
+            consumed = consumed_memory(result, result.driver)
+            amount = _whole(units[node][1], index) if consumed is None else _units_up(consumed, unit_bytes[node])
+            owner = owner or holder(claim)
+            group = groups.get(owner.uid)
+            if group is None:
+                group = groups[owner.uid] = _Group(claim.namespace, owner.name, node, phases.get(owner.uid, ""))
+            if group.node != node:
+                continue  # one pod is on one node; a claim naming two is left to doctor
+            group.amounts[index] = group.amounts.get(index, 0) + amount
+            if claim.name not in group.claims:
+                group.claims.append(claim.name)
+    return [
+        PodRecord(
+            uid=uid, namespace=group.namespace, name=group.name, node=group.node, phase=group.phase,
+            request=sum(group.amounts.values()), gpu_index=min(group.amounts) if group.amounts else PENDING,
+            allocation=tuple(sorted(group.amounts.items())), claim=",".join(group.claims),
+        )
+        for uid, group in groups.items()
+    ]
+
+
+# --- A pod's claims ---------------------------------------------------------------------------------------
+class PodClaim(msgspec.Struct, frozen=True, gc=False):
+    """One entry of a pod's ``spec.resourceClaims`` and the claim it resolves to (None: ``missing`` says why)."""
+
+    name: str
+    claim: dra.ResourceClaim | None
+    missing: str = ""
+
+
+class ClaimIndex:
+    """Claims by ``namespace/name`` and by (owner pod UID, ``pod-claim-name``), built once per snapshot."""
+
+    def __init__(self, claims: Iterable[dra.ResourceClaim]) -> None:
+        self.by_key: dict[tuple[str, str], dra.ResourceClaim] = {}
+        self.by_owner: dict[tuple[str, str], dra.ResourceClaim] = {}
+        for claim in claims:
+            self.by_key[(claim.namespace, claim.name)] = claim
+            if claim.owner is not None and claim.owner.kind == "Pod":
+                entry = claim.annotations.get(dra.ANN_POD_CLAIM_NAME, "")
+                self.by_owner[(claim.owner.uid, entry)] = claim
+
+    def of(self, pod: Pod) -> list[PodClaim]:
+        """The pod's claims in ``spec.resourceClaims`` order, resolved as kubelet and the scheduler do.
+
+        A claim by name is looked up in the pod's namespace; one made from a template is the claim
+        ``status.resourceClaimStatuses`` names, else the one the pod owns with its entry's
+        ``resource.kubernetes.io/pod-claim-name`` (the resourceclaim controller's annotation).
+        """
+        namespace = pod.metadata.namespace
+        statuses = {status.name: status.resource_claim_name for status in pod.status.resource_claim_statuses}
+        found: list[PodClaim] = []
+        for entry in pod.spec.resource_claims:
+            if entry.resource_claim_name:
+                claim = self.by_key.get((namespace, entry.resource_claim_name))
+                missing = f"ResourceClaim {entry.resource_claim_name} does not exist"
+            else:
+                name = statuses.get(entry.name)
+                claim = self.by_key.get((namespace, name)) if name else None
+                if claim is None:
+                    claim = self.by_owner.get((pod.metadata.uid, entry.name))
+                template = entry.resource_claim_template_name or "?"
+                missing = f"the claim from ResourceClaimTemplate {template} is not created yet"
+            found.append(PodClaim(entry.name, claim, "" if claim is not None else missing))
+        return found
+
+
+DRIVER_CLASSES: Final = {
+    protocol.DRA_DRIVER: frozenset({protocol.DRA_DEVICE_CLASS}),
+    protocol.NVIDIA_DRA_DRIVER: frozenset({"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"}),
+}
+"""The DeviceClasses each driver installs (ours: manifests/dra; NVIDIA's: its Helm chart's deviceclass-*.yaml)."""
+
+
+def asks_driver(claim: dra.ResourceClaim, classes: Mapping[str, dra.DeviceClass] | None, driver: str) -> bool:
+    """Whether a claim asks for a class of ``driver``: one the driver installs, or one whose selector names it."""
+    for request in claim.requests:
+        if request.exactly is None:
+            continue
+        name = request.exactly.device_class_name
+        if name in DRIVER_CLASSES.get(driver, ()):
+            return True
+        klass = (classes or {}).get(name)
+        if klass is not None and any(driver in selector for selector in klass.selectors):
+            return True
+    return False
+
+
+def requested_memory(claim: dra.ResourceClaim) -> int:
+    """Bytes of ``memory`` a claim's requests name (count times amount; 0 where they name none)."""
+    total = 0
+    for request in claim.requests:
+        exactly = request.exactly
+        if exactly is None or not exactly.capacity:
+            continue
+        for name, amount in exactly.capacity.items():
+            if dra.split_qualified_name(name, protocol.DRA_DRIVER)[1] == protocol.DRA_CAPACITY_MEMORY:
+                total += amount.value * max(exactly.count, 1)
+    return total
+
+
+def waiting_records(pods: Iterable[Pod], objects: DraObjects, unit: str) -> list[PodRecord]:
+    """Pods on no node yet whose claims of our driver wait to be allocated, asking what those claims ask.
+
+    What a claim asks is its requests' ``capacity.requests.memory`` (count times amount), in
+    ``unit`` rounded up; a pod whose waiting claims name no memory is left out (the policy's
+    default applies, which only the node tells).
+    """
+    index = ClaimIndex(claim for claim in objects.claims if claim.allocation is None)  # only these wait
+    unit_bytes = protocol.UNIT_BYTES[unit]
+    found: list[PodRecord] = []
+    for pod in pods:
+        if pod.spec.node_name or not pod.spec.resource_claims:
+            continue
+        claims = [entry.claim for entry in index.of(pod) if entry.claim is not None]
+        waiting = [claim for claim in claims if asks_driver(claim, objects.classes, protocol.DRA_DRIVER)]
+        asked = sum(requested_memory(claim) for claim in waiting)
+        if asked <= 0:
+            continue
+        meta = pod.metadata
+        found.append(PodRecord(
+            uid=meta.uid or f"{meta.namespace}/{meta.name}", namespace=meta.namespace, name=meta.name,
+            phase=pod.status.phase, request=_units_up(asked, unit_bytes),
+            claim=",".join(claim.name for claim in waiting),
+        ))  # fmt: skip
+    return found
+
+
+# --- NVIDIA's driver, read-only ---------------------------------------------------------------------------
+def _wire_text(attributes: Mapping[str, dra.WireAttribute], name: str) -> str:
+    attribute = attributes.get(name) or attributes.get(f"{protocol.NVIDIA_DRA_DRIVER}/{name}")
+    return _text(attribute.string) if attribute is not None and attribute.string is not None else ""
+
+
+def _wire_memory(device: dra.WireDevice, what: str, warnings: Warnings | None) -> int:
+    capacity = device.capacity.get(protocol.NVIDIA_DRA_CAPACITY_MEMORY) or device.capacity.get(
+        f"{protocol.NVIDIA_DRA_DRIVER}/{protocol.NVIDIA_DRA_CAPACITY_MEMORY}")
+    if capacity is None or capacity.value is None:
+        return 0
+    try:
+        return dra.read_quantity(capacity.value).value
+    except ValueError as exc:
+        _warn(warnings, f"{what}: memory {str(exc).splitlines()[0][:120]}; counted as 0")
+        return 0
+
+
+def _device_order(name: str) -> tuple[tuple[int, str], ...]:
+    """``gpu-2`` before ``gpu-10``: numbers compared as numbers."""
+    return tuple((int(part), "") if part.isdigit() else (-1, part) for part in name.split("-"))
+
+
+def nvidia_nodes(objects: DraObjects, ips: Mapping[str, str], warnings: Warnings | None) -> dict[str, StackNode]:
+    """NVIDIA DRA nodes by name: one stack GPU per device of their node-local slices."""
+    devices: dict[str, dict[str, dra.WireDevice]] = {}
+    for slice_ in objects.nvidia:
+        node = slice_.spec.node_name
+        if not node:
+            continue  # allNodes or a node selector: no node to show it on
+        on_node = devices.setdefault(node[:253], {})
+        for device in slice_.spec.devices[: dra.MAX_DEVICES_PER_SLICE]:
+            if dra.valid_dns_label(device.name) and device.name not in on_node:
+                on_node[device.name] = device
+    nodes: dict[str, StackNode] = {}
+    for name, found in devices.items():
+        gpus: list[StackGPU] = []
+        memories: set[int] = set()
+        for index, device_name in enumerate(sorted(found, key=_device_order)):
+            device = found[device_name]
+            memory = _wire_memory(device, f"ResourceSlice device {name}/{device_name}", warnings)
+            memories.add(memory)
+            shared = bool(device.allow_multiple_allocations) and memory > 0
+            gpus.append(StackGPU(
+                index=index, total=memory // MIB if shared else 1,
+                unit=protocol.UNIT_MIB if shared else protocol.UNIT_GPUS, id=device_name,
+                model=_wire_text(device.attributes, protocol.NVIDIA_DRA_ATTR_PRODUCT),
+                healthy=not any(t.effect in BLOCKING_TAINTS for t in device.taints),
+            ))  # fmt: skip
+        note = f"{protocol.NVIDIA_DRA_DRIVER}"
+        if len(memories) == 1 and (memory := memories.pop()) > 0:
+            note += f", {memory // MIB} MiB each"
+        nodes[name] = StackNode(name, protocol.STACK_NVIDIA_DRA, ips.get(name, "unknown"), tuple(gpus), note)
+    return nodes
+
+
+def nvidia_uuids(objects: DraObjects) -> dict[str, set[str]]:
+    """Node -> UUIDs of the GPUs NVIDIA's slices publish there (for doctor's two-drivers check)."""
+    found: dict[str, set[str]] = {}
+    for slice_ in objects.nvidia:
+        for device in slice_.spec.devices[: dra.MAX_DEVICES_PER_SLICE]:
+            uuid = _wire_text(device.attributes, protocol.NVIDIA_DRA_ATTR_UUID)
+            if uuid and slice_.spec.node_name:
+                found.setdefault(slice_.spec.node_name, set()).add(uuid)
+    return found
+
+
+def nvidia_claims(
+    objects: DraObjects, nodes: Mapping[str, StackNode], phases: Mapping[str, str]
+) -> dict[str, list[StackClaim]]:
+    """Node -> what claims hold on NVIDIA DRA GPUs: 1 GPU per allocation, or MiB of a shared device.
+
+    A result naming a device the node does not publish is claimed on GPU ``pending`` (-1).
+    """
+    pools = pool_nodes(objects)
+    found: dict[str, list[StackClaim]] = {}
+    for claim in objects.claims:
+        if claim.allocation is None:
+            continue
+        for result in claim.allocation.results:
+            if result.driver != protocol.NVIDIA_DRA_DRIVER or result.admin_access:
+                continue
+            node = nodes.get(result_node(claim, result, pools))
+            if node is None:
+                continue
+            gpu = next((g for g in node.gpus if g.id == result.device), None)
+            owner = holder(claim)
+            consumed = consumed_memory(result, result.driver)
+            if gpu is not None and gpu.unit == protocol.UNIT_MIB:
+                amount, unit = (gpu.total if consumed is None else _units_up(consumed, MIB)), protocol.UNIT_MIB
+            else:
+                amount, unit = 1, protocol.UNIT_GPUS
+            found.setdefault(node.name, []).append(StackClaim(
+                namespace=claim.namespace, name=owner.name, uid=owner.uid, node=node.name,
+                gpu=gpu.index if gpu is not None else PENDING, amount=amount, unit=unit,
+                phase=phases.get(owner.uid, ""),
+            ))  # fmt: skip
+    return found
+
+
+__all__ = [
+    "DRIVERS",
+    "DraGpu",
+    "DraNode",
+    "ClaimIndex",
+    "DraObjects",
+    "Holder",
+    "PodClaim",
+    "asks_driver",
+    "claim_records",
+    "consumed_memory",
+    "holder",
+    "node_record",
+    "node_unit",
+    "nvidia_claims",
+    "nvidia_nodes",
+    "nvidia_uuids",
+    "our_nodes",
+    "pool_nodes",
+    "read",
+    "read_classes",
+    "request_units",
+    "waiting_records",
+    "requested_memory",
+    "reserved_pods",
+    "result_node",
+    "units",
+    "with_gpus",
+]

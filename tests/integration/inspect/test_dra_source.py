@@ -1,0 +1,95 @@
+"""inspect reads ResourceSlices and ResourceClaims from the API only where they are served and allowed.
+
+A cluster without ``resource.k8s.io/v1`` (the list answers 404), or a user who may not list it
+(403), gets the views it got before: one request more, at most one warning line. ``--from-file``
+reads the same objects from kubectl's JSON and YAML and prints what the live cluster prints.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from golden.inspect import cases
+
+from kubectl_gpushare.sandbox.server import Sandbox
+
+pytestmark = pytest.mark.integration
+CASE = "mixed-dra"
+DRA_PATHS = r"^/apis/resource\.k8s\.io/"
+
+
+def inspect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(["kubectl-inspect-gpushare", *args], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+def shown_nodes(stdout: str) -> tuple[list[str], list[str]]:
+    report = json.loads(stdout)
+    return [n["name"] for n in report["nodes"]], [n["name"] for n in report.get("stackNodes", [])]
+
+
+def test_slices_then_claims_are_listed_once_each(sandbox: Sandbox, kube_env: dict[str, str]) -> None:
+    sandbox.load(cases.cluster_objects(CASE))
+    sandbox.clear_requests()
+    result = inspect(kube_env, "-o", "json")
+    assert result.stdout == cases.expected(CASE, "out.json").read_text() and result.stderr == ""
+    dra = [(r.verb, r.resource) for r in sandbox.requests if r.group == "resource.k8s.io"]
+    assert dra == [("list", "resourceslices"), ("list", "resourceclaims")]
+
+
+def test_a_cluster_without_dra_costs_one_request_and_prints_what_it_did(
+    sandbox: Sandbox, kube_env: dict[str, str]
+) -> None:
+    sandbox.load(cases.cluster_objects("mixed-stacks"))
+    sandbox.inject(method="GET", path=DRA_PATHS, status=404)
+    sandbox.clear_requests()
+    for view, flags in cases.VIEWS.items():
+        result = inspect(kube_env, *flags)
+        assert result.stdout == cases.expected("mixed-stacks", view).read_text() and result.stderr == "", view
+    dra = [(r.verb, r.resource, r.status) for r in sandbox.requests if r.group == "resource.k8s.io"]
+    assert dra == [("list", "resourceslices", 404)] * len(cases.VIEWS), "no claims are asked for without slices"
+
+    sandbox.load(cases.cluster_objects(CASE))
+    gpushare, stack = shown_nodes(inspect(kube_env, "-o", "json").stdout)
+    assert "dra-a" not in gpushare and "nv-dra" not in stack, "DRA nodes are plain nodes without resource.k8s.io/v1"
+
+
+def test_forbidden_slices_or_claims_are_one_warning_and_the_rest_is_shown(
+    sandbox: Sandbox, kube_env: dict[str, str]
+) -> None:
+    sandbox.load(cases.cluster_objects(CASE))
+    sandbox.inject(method="GET", path=r"^/apis/resource\.k8s\.io/v1/resourceslices", status=403, times=1)
+    result = inspect(kube_env, "-o", "json")
+    assert shown_nodes(result.stdout) == (["share-node"], [])
+    assert result.stderr.splitlines() == [
+        "warning: cannot list resourceslices.resource.k8s.io: GPUs shared through DRA are not shown"]
+
+    sandbox.inject(method="GET", path=r"^/apis/resource\.k8s\.io/v1/resourceclaims", status=403, times=1)
+    result = inspect(kube_env, "-o", "json")
+    report = json.loads(result.stdout)
+    assert shown_nodes(result.stdout) == (["dra-a", "dra-b", "share-node"], ["nv-dra"])
+    assert [node["used"] for node in report["nodes"]] == [0, 0, 4], "the GPUs are shown, no claim counted"
+    assert result.stderr.splitlines() == [
+        "warning: cannot list resourceclaims.resource.k8s.io: DRA GPUs are shown without claims"]
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_from_file_reads_the_dra_objects_kubectl_writes(
+    output: str, sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path
+) -> None:
+    sandbox.load(cases.cluster_objects(CASE))
+    dump = subprocess.run(
+        ["kubectl", "get", "nodes,pods,resourceslices,resourceclaims", "-A", "-o", output], env=kube_env,
+        capture_output=True, text=True, timeout=60,
+    )
+    assert dump.returncode == 0, dump.stderr
+    (tmp_path / f"cluster.{output}").write_text(dump.stdout)
+    for view, flags in cases.VIEWS.items():
+        live = inspect(kube_env, *flags)
+        offline = inspect(kube_env, *flags, "--from-file", str(tmp_path / f"cluster.{output}"))
+        assert offline.stdout == live.stdout == cases.expected(CASE, view).read_text(), view
+        assert offline.stderr == live.stderr == ""

@@ -1,0 +1,269 @@
+"""kube.stacks.dra: ResourceSlices and ResourceClaims as the views' records, hostile ones included."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+from golden.inspect import cases
+
+from kubectl_gpushare import dra_objects, protocol
+from kubectl_gpushare.kube.records import Warnings
+from kubectl_gpushare.kube.stacks import dra
+from kubectl_gpushare.kube.types import Pod
+from kubectl_gpushare.ledger import PENDING, Ledger, NodeRecord
+
+OURS = protocol.DRA_DRIVER
+NVIDIA = protocol.NVIDIA_DRA_DRIVER
+
+
+def device(index: int | str, memory: object = "16Gi", unit: str = "1Gi", **extra: Any) -> dict[str, Any]:
+    name = index if isinstance(index, str) else f"gpu-{index}"
+    capacity: dict[str, Any] = {"value": memory}
+    if unit:
+        capacity["requestPolicy"] = {"default": unit, "validRange": {"min": unit, "step": unit}}
+    return {"name": name, "attributes": {"uuid": {"string": f"GPU-{name}"}, "model": {"string": "T4"}},
+            "capacity": {"memory": capacity}, "allowMultipleAllocations": True, **extra}
+
+
+def slice_(node: str, devices: list[dict[str, Any]], driver: str = OURS, generation: int = 1,
+           name: str = "") -> dra_objects.WireResourceSlice:
+    body = {"metadata": {"name": name or f"{node}-{driver}-{generation}"},
+            "spec": {"driver": driver, "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+                     "nodeName": node, "devices": devices}}
+    return msgspec.convert(body, dra_objects.WireResourceSlice)
+
+
+def result(node: str, gpu: str, memory: object | None = "4Gi", driver: str = OURS, **extra: Any) -> dict[str, Any]:
+    found: dict[str, Any] = {"request": "gpu", "driver": driver, "pool": node, "device": gpu, **extra}
+    if memory is not None:
+        found.update(shareID="s", consumedCapacity={"memory": memory})
+    return found
+
+
+def claim(name: str, results: list[dict[str, Any]], pods: list[str] | None = None,
+          node: str = "") -> dra_objects.WireResourceClaim:
+    allocation: dict[str, Any] = {"devices": {"results": results}}
+    if node:
+        allocation["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    body = {"metadata": {"name": name, "namespace": "ns", "uid": f"claim-{name}"},
+            "status": {"allocation": allocation,
+                       "reservedFor": [{"resource": "pods", "name": p, "uid": f"uid-{p}"} for p in (pods or [])]}}
+    return msgspec.convert(body, dra_objects.WireResourceClaim)
+
+
+def view(slices: list[dra_objects.WireResourceSlice], claims: list[dra_objects.WireResourceClaim],
+         extra: list[NodeRecord] = ()) -> tuple[Ledger, Warnings, dra.DraObjects]:  # type: ignore[assignment]
+    warnings = Warnings()
+    objects = dra.read(slices, claims, warnings)
+    nodes = dra.our_nodes(objects, warnings)
+    records = dra.with_gpus([*(NodeRecord(name) for name in nodes), *extra], nodes)
+    pods = dra.claim_records(objects, dra.units(records, nodes), {"uid-a": "Running"})
+    return Ledger.build(records, pods), warnings, objects
+
+
+def used(ledger: Ledger, node: str) -> dict[int, tuple[int, int]]:
+    return {d.index: (d.used, d.total) for d in ledger.usage(node).devices.values()}
+
+
+def test_a_node_of_our_driver_counts_consumed_memory_per_gpu_in_gib() -> None:
+    ledger, warnings, _ = view(
+        [slice_("n", [device(0), device(1, "24Gi")])],
+        [claim("a", [result("n", "gpu-0", "4Gi")], ["a"]), claim("b", [result("n", "gpu-1", "6Gi")], ["b"])],
+    )
+    assert used(ledger, "n") == {0: (4, 16), 1: (6, 24)} and not warnings
+    record = ledger.node("n")
+    assert record is not None and (record.driver, record.unit, record.alloc_mem, record.alloc_count) == (
+        OURS, "GiB", 40, 2)
+    (pod,) = [p for p in ledger.pods_on("n") if p.name == "a"]
+    assert (pod.uid, pod.phase, pod.claim, pod.allocation) == ("uid-a", "Running", "a", ((0, 4),))
+
+
+def test_mib_policies_count_in_mib_totals_round_down_and_consumption_up() -> None:
+    ledger, _, _ = view([slice_("n", [device(0, "16000Mi", "1Mi")])],
+                        [claim("a", [result("n", "gpu-0", "1536Mi")], ["a"]),
+                         claim("b", [result("n", "gpu-0", "1000001")], ["b"])])  # bytes: a little under 1 MiB
+    assert used(ledger, "n") == {0: (1536 + 1, 16000)}
+    assert dra.node_unit([dra_objects.DeviceCapacity(dra_objects.read_quantity("16G"))]) == "MiB"
+
+
+def test_whole_device_when_consumed_capacity_is_missing_or_unreadable() -> None:
+    ledger, warnings, _ = view(
+        [slice_("n", [device(0), device(1)])],
+        [claim("exclusive", [result("n", "gpu-0", None)], ["a"]),
+         claim("garbage", [result("n", "gpu-1", "-3Gi")], ["b"])],
+    )
+    assert used(ledger, "n") == {0: (16, 16), 1: (16, 16)}
+    assert any("counted as using the whole device" in m for m in warnings), warnings.messages
+
+
+def test_admin_access_holds_nothing_and_other_drivers_are_not_ours() -> None:
+    ledger, _, _ = view(
+        [slice_("n", [device(0)])],
+        [claim("admin", [result("n", "gpu-0", "4Gi", adminAccess=True)], ["a"]),
+         claim("theirs", [result("n", "gpu-0", "4Gi", driver="other.example.com")], ["b"])],
+    )
+    assert used(ledger, "n") == {0: (0, 16)}
+
+
+def test_a_shared_claim_counts_once_under_its_name_and_a_pods_claims_are_summed() -> None:
+    ledger, _, _ = view(
+        [slice_("n", [device(0), device(1)])],
+        [claim("cache", [result("n", "gpu-0", "2Gi")], ["a", "b"]),
+         claim("leftover", [result("n", "gpu-0", "1Gi")], []),
+         claim("a-1", [result("n", "gpu-1", "3Gi")], ["a"]), claim("a-2", [result("n", "gpu-1", "5Gi")], ["a"])],
+    )
+    pods = {p.name: (p.uid, p.allocation, p.claim) for p in ledger.pods_on("n")}
+    assert pods == {"cache": ("claim-cache", ((0, 2),), "cache"), "leftover": ("claim-leftover", ((0, 1),), "leftover"),
+                    "a": ("uid-a", ((1, 8),), "a-1,a-2")}
+
+
+def test_only_the_newest_generation_of_a_pool_counts() -> None:
+    ledger, _, _ = view([slice_("n", [device(0, "8Gi")], generation=1), slice_("n", [device(0), device(1)],
+                                                                             generation=2)], [])
+    assert used(ledger, "n") == {0: (0, 16), 1: (0, 16)}
+
+
+def test_devices_we_cannot_read_are_left_out_or_credit_nothing() -> None:
+    ledger, warnings, _ = view(
+        [slice_("n", [device(0, "-16Gi"), device("gpu-01"), device(1, "1e400"), device(2, "8Gi", "")])],
+        [claim("on-bad", [result("n", "gpu-0", "4Gi")], ["a"]), claim("beyond", [result("n", "gpu-7", "2Gi")], ["b"])],
+    )
+    assert used(ledger, "n") == {0: (4, 0), 1: (0, 0), 2: (0, 8), 7: (2, 2)}, "a phantom GPU 7 credits nothing"
+    assert ledger.free("n") == {0: -4, 1: 0, 2: 8}
+    text = " ".join(warnings)
+    assert "gpu-01" in text and "not gpu-<index>" in text and "not allocatable" in text
+
+
+def test_a_tainted_gpu_is_unhealthy_and_claims_on_unknown_nodes_are_not_counted() -> None:
+    taint = {"taints": [{"key": f"{OURS}/unhealthy", "effect": "NoSchedule"}]}
+    ledger, _, _ = view([slice_("n", [device(0), device(1, **taint)])],
+                        [claim("elsewhere", [result("gone", "gpu-0")], ["a"], node="gone")])
+    record = ledger.node("n")
+    assert record is not None and record.unhealthy == frozenset({1})
+    assert ledger.pods() == []
+
+
+def test_unreadable_slices_and_claims_are_one_warning_each() -> None:
+    too_many = slice_("n", [device(i % 64) for i in range(200)])
+    nameless = msgspec.convert({"metadata": {"namespace": "ns"}}, dra_objects.WireResourceClaim)
+    _, warnings, objects = view([too_many], [nameless])
+    assert objects.slices == [] and objects.claims == []
+    assert [m.split(":")[0] for m in warnings] == ["ResourceSlice n-gpu-mem.kubectl-gpushare.io-1",
+                                                   "a ResourceClaim without a valid metadata.name; not counted"]
+
+
+def test_a_device_plugin_node_keeps_its_numbers_and_counts_claims_in_its_guessed_unit() -> None:
+    plugin = NodeRecord("p", alloc_mem=30, alloc_count=2, cap_mem=30, cap_count=2)
+    ledger, _, _ = view([slice_("p", [device(0)])], [claim("a", [result("p", "gpu-1", "2Gi")], ["a"])], [plugin])
+    assert used(ledger, "p") == {0: (0, 15), 1: (2, 15)}
+    record = ledger.node("p")
+    assert record is not None and record.driver == ""
+
+
+def test_nvidia_dra_gpus_are_whole_unless_shared() -> None:
+    nvidia = [
+        device(0, "80Gi", "", allowMultipleAllocations=None),
+        device("gpu-0-mig-9-4-4", "40Gi", "", allowMultipleAllocations=None),
+        device(1, "80Gi", ""),
+    ]
+    warnings = Warnings()
+    objects = dra.read([slice_("nv", nvidia, driver=NVIDIA)], [
+        claim("whole", [result("nv", "gpu-0", None, driver=NVIDIA)], ["a"]),
+        claim("part", [result("nv", "gpu-1", "10Gi", driver=NVIDIA)], ["b"]),
+        claim("ghost", [result("nv", "gpu-9", None, driver=NVIDIA)], ["c"]),
+    ], warnings)
+    nodes = dra.nvidia_nodes(objects, {"nv": "10.0.0.9"}, warnings)
+    node = nodes["nv"]
+    assert [(g.index, g.id, g.total, g.unit) for g in node.gpus] == [
+        (0, "gpu-0", 1, "GPUs"), (1, "gpu-0-mig-9-4-4", 1, "GPUs"), (2, "gpu-1", 81920, "MiB")]
+    assert (node.stack, node.ip, node.note) == (protocol.STACK_NVIDIA_DRA, "10.0.0.9", NVIDIA)
+    claims = dra.nvidia_claims(objects, nodes, {})
+    assert [(c.name, c.gpu, c.amount, c.unit) for c in claims["nv"]] == [
+        ("a", 0, 1, "GPUs"), ("b", 2, 10240, "MiB"), ("c", PENDING, 1, "GPUs")]
+    assert dra.nvidia_uuids(objects) == {"nv": {"GPU-gpu-0", "GPU-gpu-0-mig-9-4-4", "GPU-gpu-1"}}
+
+
+# --- Field names against k8s.io/api (kubernetes/api 10b39a39, 2026-07-24) ------------------------------
+RESOURCE_V1_JSON_TAGS = frozenset("""
+adminAccess allNodes allocation allocationMode allocationTimestamp allowMultipleAllocations apiGroup attributes
+bindingConditions bindingFailureConditions bindsToNode bool bools capacity capacityKey capacityMultiplier cel
+conditions config constraints consumedCapacity consumesCounters controller count counterSet counters data
+deallocationRequested default device deviceClassName deviceMultiplier deviceSelector devices distinctAttribute
+driver effect exactly expression extendedResourceName firstAvailable generation hardwareAddress int interfaceName
+ints ips items key mapping matchAttribute max metadata min name networkData nodeAllocatableResourceMappings
+nodeAllocatableResources nodeName nodeSelector opaque operator overhead parameters partitionTypeAttribute
+perContainer perDeviceNodeSelection perPod pool request requestPolicy requests reservedFor resource
+resourceSliceCount results selectors shareID sharedCounters skipNodeOperations source spec status step string
+strings suitableNodes taint taints timeAdded tolerationSeconds tolerations uid validRange validValues value version
+versions
+""".split())
+"""Every ``json:"..."`` tag of k8s.io/api ``resource/v1/types.go``."""
+META_JSON_TAGS = frozenset("""
+apiVersion kind name namespace uid generateName annotations labels finalizers ownerReferences blockOwnerDeletion
+controller matchFields matchExpressions nodeSelectorTerms operator values key
+""".split())
+"""ObjectMeta, OwnerReference and NodeSelector tags (k8s.io/apimachinery meta/v1, k8s.io/api core/v1)."""
+POD_CLAIM_JSON_TAGS = frozenset({"resourceClaims", "resourceClaimStatuses", "resourceClaimName",
+                                 "resourceClaimTemplateName", "claims", "name"})
+"""k8s.io/api core/v1: PodSpec.resourceClaims, PodStatus.resourceClaimStatuses, ResourceRequirements.claims."""
+MAPS = (("devices", "attributes"), ("devices", "capacity"), ("capacity", "requests"), ("consumedCapacity",),
+        ("annotations",), ("labels",))
+"""Fields (by the end of their path) whose keys are names the user or the driver chose, not field names."""
+
+
+def _keys(value: object, path: tuple[str, ...] = ()) -> set[str]:
+    found: set[str] = set()
+    is_map = any(path[-len(end):] == end for end in MAPS)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not is_map:
+                found.add(key)
+            found |= _keys(item, (*path, "*" if is_map else key))
+    elif isinstance(value, list):
+        for item in value:
+            found |= _keys(item, path)
+    return found
+
+
+def test_the_golden_clusters_dra_objects_use_upstream_field_names() -> None:
+    kinds = ("ResourceSlice", "ResourceClaim")
+    objects = [item for item in cases.cluster_objects("mixed-dra") if item["kind"] in kinds]
+    assert objects
+    unknown = set().union(*(_keys(item) for item in objects)) - RESOURCE_V1_JSON_TAGS - META_JSON_TAGS
+    assert unknown == set()
+    pods = [item for item in cases.cluster_objects("mixed-dra") if item.get("spec", {}).get("resourceClaims")]
+    pod_keys = set().union(*(_keys({k: item[k]["resourceClaims" if k == "spec" else "resourceClaimStatuses"]}
+                                   for k in ("spec", "status") if k in item) for item in pods))
+    assert pod_keys - {"spec", "status"} <= POD_CLAIM_JSON_TAGS
+
+
+def test_pod_claim_fields_decode_under_their_upstream_names() -> None:
+    body = {"metadata": {"name": "p"}, "spec": {"resourceClaims": [
+        {"name": "gpu", "resourceClaimTemplateName": "t"}, {"name": "c", "resourceClaimName": "shared"}]},
+        "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x"}]}}
+    pod = msgspec.json.decode(json.dumps(body), type=Pod)
+    assert [(c.name, c.resource_claim_name, c.resource_claim_template_name) for c in pod.spec.resource_claims] == [
+        ("gpu", None, "t"), ("c", "shared", None)]
+    assert pod.status.resource_claim_statuses[0].resource_claim_name == "p-gpu-x"
+    assert json.loads(msgspec.json.encode(pod))["spec"]["resourceClaims"][0] == {
+        "name": "gpu", "resourceClaimTemplateName": "t"}
+
+
+@pytest.mark.parametrize("hostile", [
+    {"spec": {"driver": OURS, "devices": "not a list"}},
+    {"metadata": {"name": "x" * 300}, "spec": {"driver": OURS}},
+    {"metadata": {"name": "deep"}, "spec": {"driver": OURS, "pool": {"name": "n", "generation": -1,
+                                                                      "resourceSliceCount": 1}, "nodeName": "n"}},
+])
+def test_hostile_slices_never_raise(hostile: dict[str, Any]) -> None:
+    warnings = Warnings()
+    try:
+        wire = msgspec.convert(hostile, dra_objects.WireResourceSlice)
+    except msgspec.ValidationError:
+        return  # the list decoder skips such an item with a warning (kube.lenient)
+    objects = dra.read([wire], [], warnings)
+    assert objects.slices == [] and len(warnings) == 1
