@@ -3,13 +3,16 @@
 * NodePrepareResources latency with 110 claims on one node (budget: p99 <= 10 ms), end to end: the
   driver runs as ``kubectl-gpushare serve-dra-driver`` in a child process against the sandbox API
   server, and this process plays kubelet over the real unix socket, one call per pod as kubelet
-  makes them. Side by side: a first preparation (one GET of the claim, the CDI spec and the
-  checkpoint written with fsync) vs kubelet asking again (answered from the record) vs
-  NodeUnprepareResources.
+  makes them. Side by side: a first preparation (one GET of the claim, the CDI spec written with
+  fsync, the checkpoint recorded durably) vs kubelet asking again (answered from the record) vs
+  NodeUnprepareResources. With ``--baseline DIR`` (another checkout of the project, e.g. from
+  ``git worktree add`` or ``git archive``) a second driver runs that code on a second node, the
+  calls alternate between the two, and the ratios compare them under the same load.
+  ``--cdi-tmpfs`` puts the CDI specs on tmpfs, as the default ``/var/run/cdi`` is on most nodes.
 * Publishing a node's ResourceSlice: building and creating it for 64 GPUs vs 1 GPU, and the update
   after one GPU turns unhealthy (through the project's client against the sandbox).
 
-Usage: .venv/bin/python bench/bench_dra.py [--quick]
+Usage: .venv/bin/python bench/bench_dra.py [--quick] [--rounds N] [--baseline DIR] [--cdi-tmpfs]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +47,7 @@ from kubectl_gpushare.sandbox.builders import namespace_object, node_object  # n
 from kubectl_gpushare.sandbox.server import Sandbox  # noqa: E402
 
 NODE = "gpu-node-1"
-VENV_BIN = Path(sys.executable).parent
+BASELINE_NODE = "gpu-node-2"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -51,60 +55,104 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def claims(client: Client, round_no: int, count: int) -> list[tuple[str, str]]:
-    """``count`` claims of 1 GiB on 8 GPUs, allocated as the scheduler leaves them; (name, uid)."""
+def claims(client: Client, prefix: str, node: str, count: int) -> list[tuple[str, str]]:
+    """``count`` claims of 1 GiB on 8 GPUs of ``node``, allocated as the scheduler leaves them; (name, uid)."""
     made = []
     for i in range(count):
-        name = f"r{round_no}-c{i}"
+        name = f"{prefix}-c{i}"
         body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                 "metadata": {"name": name, "namespace": "default"},
                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                     "deviceClassName": protocol.DRA_DEVICE_CLASS, "capacity": {"requests": {"memory": "1Gi"}}}}]}}}
         uid = client.create(types.DRA_CLAIMS, body, "default").metadata.uid
         status = {"status": {"allocation": {"devices": {"results": [{
-            "request": "gpu", "driver": protocol.DRA_DRIVER, "pool": NODE, "device": f"gpu-{i % 8}",
-            "shareID": f"00000000-0000-4000-8000-{round_no:06d}{i:06d}", "consumedCapacity": {"memory": "1Gi"}}]}}}}
+            "request": "gpu", "driver": protocol.DRA_DRIVER, "pool": node, "device": f"gpu-{i % 8}",
+            "shareID": str(uuid.uuid4()), "consumedCapacity": {"memory": "1Gi"}}]}}}}
         client.patch(types.DRA_CLAIMS, name, status, "default", "merge", subresource="status")
         made.append((name, uid))
     return made
 
 
-def prepare_bench(sandbox: Sandbox, client: Client, kubeconfig: Path, rounds: int) -> dict[str, list[float]]:
-    root = tempfile.mkdtemp(prefix="bdra", dir="/tmp")
-    reg, plugin, cdi = (os.path.join(root, d) for d in ("reg", "plugin", "cdi"))
-    child = subprocess.Popen(
-        [str(VENV_BIN / "kubectl-gpushare"), "serve-dra-driver", "--node-name", NODE, "--fake-gpus", "8x80GiB",
-         "--plugin-registration-dir", reg, "--plugin-dir", plugin, "--cdi-root", cdi,
-         "--kubeconfig", str(kubeconfig), "--log-level", "warning"],
-        stderr=subprocess.DEVNULL,
-    )
-    socket = os.path.join(plugin, "dra.sock")
-    timings: dict[str, list[float]] = {"prepare": [], "again": [], "unprepare": []}
-    try:
+class DriverChild:
+    """``serve-dra-driver`` for one node in a child process, from this tree or from ``pythonpath``."""
+
+    def __init__(self, node: str, kubeconfig: Path, pythonpath: str | None, cdi_tmpfs: bool) -> None:
+        self.node = node
+        self.root = tempfile.mkdtemp(prefix="bdra", dir="/tmp")
+        reg, plugin, self.cdi = (os.path.join(self.root, d) for d in ("reg", "plugin", "cdi"))
+        if cdi_tmpfs:
+            self.cdi = tempfile.mkdtemp(prefix="bdra-cdi", dir="/dev/shm")
+        env = dict(os.environ)
+        if pythonpath:
+            env["PYTHONPATH"] = pythonpath  # ahead of the editable install's finder
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kubectl_gpushare.cli", "serve-dra-driver", "--node-name", node,
+             "--fake-gpus", "8x80GiB", "--plugin-registration-dir", reg, "--plugin-dir", plugin, "--cdi-root",
+             self.cdi, "--kubeconfig", str(kubeconfig), "--log-level", "warning"],
+            stderr=subprocess.DEVNULL, env=env, cwd=self.root,  # not this tree: -m puts the cwd first
+        )
+        socket = os.path.join(plugin, "dra.sock")
         deadline = time.monotonic() + 30
         while not (os.path.exists(socket) and dial(socket, 1.0)):
-            assert time.monotonic() < deadline and child.poll() is None, "the driver did not start"
+            assert time.monotonic() < deadline and self.process.poll() is None, "the driver did not start"
             time.sleep(0.05)
-        with grpc.insecure_channel(target(socket)) as channel:
-            stub = api_grpc.DRAPluginStub(channel)
-            for round_no in range(rounds):
-                made = claims(client, round_no, 110)
-                for verb, call in (("prepare", stub.NodePrepareResources), ("again", stub.NodePrepareResources),
-                                   ("unprepare", stub.NodeUnprepareResources)):
-                    for name, uid in made:
-                        refs = [api.Claim(namespace="default", name=name, uid=uid)]
-                        request = (api.NodePrepareResourcesRequest(claims=refs) if verb != "unprepare"
-                                   else api.NodeUnprepareResourcesRequest(claims=refs))
-                        started = time.perf_counter()
-                        answer = call(request, timeout=10)
-                        timings[verb].append((time.perf_counter() - started) * 1000)
-                        assert not answer.claims[uid].error, answer.claims[uid].error
-                    if verb == "prepare":
-                        assert len(os.listdir(cdi)) == 110
+        self.channel = grpc.insecure_channel(target(socket))
+        self.stub = api_grpc.DRAPluginStub(self.channel)
+
+    def close(self) -> None:
+        self.channel.close()
+        self.process.terminate()
+        self.process.wait(15)
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.cdi, ignore_errors=True)
+
+
+def prepare_round(drivers: dict[str, DriverChild], client: Client, round_no: int,
+                  timings: dict[str, dict[str, list[float]]]) -> None:
+    """110 claims per driver prepared, asked again and unprepared, one claim per call; latencies in ms.
+
+    With two drivers the calls alternate between them (claim i on one, then on the other, the
+    order swapped every call), so both see the same moment's load.
+    """
+    made = {name: claims(client, f"{name[0]}{round_no}", driver.node, 110) for name, driver in drivers.items()}
+    names = list(drivers)
+    for verb in ("prepare", "again", "unprepare"):
+        for i in range(110):
+            for name in names if i % 2 == 0 else reversed(names):
+                stub = drivers[name].stub
+                claim, uid = made[name][i]
+                refs = [api.Claim(namespace="default", name=claim, uid=uid)]
+                if verb == "unprepare":
+                    call, request = stub.NodeUnprepareResources, api.NodeUnprepareResourcesRequest(claims=refs)
+                else:
+                    call, request = stub.NodePrepareResources, api.NodePrepareResourcesRequest(claims=refs)
+                started = time.perf_counter()
+                answer = call(request, timeout=10)
+                timings[name][verb].append((time.perf_counter() - started) * 1000)
+                assert not answer.claims[uid].error, answer.claims[uid].error
+        if verb == "prepare":
+            assert all(len(os.listdir(driver.cdi)) == 110 for driver in drivers.values())
+    for name, _ in (pair for pairs in made.values() for pair in pairs):
+        client.delete(types.DRA_CLAIMS, name, "default")
+
+
+def prepare_bench(client: Client, kubeconfig: Path, rounds: int, baseline: str | None,
+                  cdi_tmpfs: bool) -> dict[str, dict[str, list[float]]]:
+    """Timings per variant ("this tree", and "baseline" with ``--baseline``), calls alternating."""
+    variants: dict[str, tuple[str, str | None]] = {"this tree": (NODE, None)}
+    if baseline:
+        variants["baseline"] = (BASELINE_NODE, baseline)
+    drivers: dict[str, DriverChild] = {}
+    timings: dict[str, dict[str, list[float]]] = {name: {"prepare": [], "again": [], "unprepare": []}
+                                                  for name in variants}
+    try:
+        for name, (node, pythonpath) in variants.items():
+            drivers[name] = DriverChild(node, kubeconfig, pythonpath, cdi_tmpfs)
+        for round_no in range(rounds):
+            prepare_round(drivers, client, round_no, timings)
     finally:
-        child.terminate()
-        child.wait(15)
-        shutil.rmtree(root, ignore_errors=True)
+        for driver in drivers.values():
+            driver.close()
     return timings
 
 
@@ -137,25 +185,39 @@ def line(name: str, values: list[float], budget: float | None = None) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round instead of three")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds of 110 claims (default 3)")
+    parser.add_argument("--baseline", metavar="DIR", help="another checkout whose driver runs side by side")
+    parser.add_argument("--cdi-tmpfs", action="store_true",
+                        help="CDI specs under /dev/shm, as /var/run/cdi is tmpfs on most nodes (default: /tmp)")
     args = parser.parse_args()
-    rounds = 1 if args.quick else 3
+    rounds = args.rounds or (1 if args.quick else 3)
     sandbox = Sandbox(port=0).start()
     work = Path(tempfile.mkdtemp(prefix="bdra-kc"))
     try:
         kubeconfig = sandbox.write_kubeconfig(work / "kubeconfig")
-        sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+        sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False),
+                      node_object(BASELINE_NODE, [], ip="10.0.0.2", gpushare=False)])
         client = Client(load_config(str(kubeconfig)), component="bench")
-        prepared = prepare_bench(sandbox, client, kubeconfig, rounds)
+        prepared = prepare_bench(client, kubeconfig, rounds, args.baseline, args.cdi_tmpfs)
         published = publish_bench(client, 5 if args.quick else 20)
     finally:
         sandbox.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print("NodePrepareResources, 110 claims on one node (8 GPUs), one claim per call, driver in a child process:")
-    print(line("prepare (GET + CDI + ckpt)", prepared["prepare"], 10.0))
-    print(line("asked again (from record)", prepared["again"]))
-    print(line("unprepare", prepared["unprepare"]))
-    ratio = pct(prepared["prepare"], 0.99) / max(pct(prepared["again"], 0.99), 1e-6)
-    print(f"  first preparation / repeat (p99): {ratio:.1f}x")
+    print("NodePrepareResources, 110 claims on one node (8 GPUs), one claim per call, driver in a child process, "
+          f"CDI specs on {'tmpfs' if args.cdi_tmpfs else 'the /tmp file system'}:")
+    for name, timings in prepared.items():
+        if len(prepared) > 1:
+            print(f" {name}{'' if name == 'this tree' else f' ({args.baseline})'}:")
+        print(line("prepare (GET + CDI + ckpt)", timings["prepare"], 10.0))
+        print(line("asked again (from record)", timings["again"]))
+        print(line("unprepare", timings["unprepare"]))
+        ratio = pct(timings["prepare"], 0.99) / max(pct(timings["again"], 0.99), 1e-6)
+        print(f"  first preparation / repeat (p99): {ratio:.1f}x")
+    if "baseline" in prepared:
+        ours, theirs = prepared["this tree"], prepared["baseline"]
+        for verb in ("prepare", "unprepare"):
+            print(f"  {verb}: baseline / this tree  p50 {pct(theirs[verb], 0.5) / pct(ours[verb], 0.5):.2f}x"
+                  f"   p99 {pct(theirs[verb], 0.99) / pct(ours[verb], 0.99):.2f}x")
     print("ResourceSlice publishing (build + API write, sandbox):")
     print(line("create, 64 GPUs", published["create-64"]))
     print(line("create, 1 GPU", published["create-1"]))

@@ -4,6 +4,7 @@ registration socket that exists before anything serves it."""
 
 from __future__ import annotations
 
+import json
 import selectors
 import socket
 import threading
@@ -58,6 +59,19 @@ def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "c
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def saved_claims(plugin_dir: str | Path) -> dict[str, Any]:
+    """The claims the checkpoint on disk holds now, read without touching it: the document, then each
+    journal line in order (a claim prepared, or removed)."""
+    claims: dict[str, Any] = json.loads((Path(plugin_dir) / "checkpoint.json").read_text())["claims"]
+    journal = Path(plugin_dir) / "checkpoint.journal"
+    for line in journal.read_text().splitlines() if journal.exists() else []:
+        change = json.loads(line)
+        for uid in change.get("unprepared", []):
+            claims.pop(uid, None)
+        claims.update(change.get("prepared", {}))
+    return claims
 
 
 class RunningDriver(ServeThread[Config, Driver]):

@@ -5,8 +5,9 @@ once with a clear message when it cannot fit), connect to the API server, publis
 and start the watch cache of this node's pods. Then, in a loop until ``stop``: serve gRPC on the
 plugin socket, confirm it by dialling it, register with kubelet (retrying with backoff while
 kubelet is absent, and at once when ``kubelet.sock`` appears), and watch for kubelet restarts (a
-re-created ``kubelet.sock``) or our socket being deleted, which restart the server and register
-again. Health events from the backend update the advertised list as they come.
+re-created ``kubelet.sock``) or our socket being deleted (also while still registering: a kubelet
+that restarts again wipes the socket we just served), which restart the server and register again.
+Health events from the backend update the advertised list as they come.
 
 This module wires the parts together; decisions live in `allocator`, `devices` and the backends.
 """
@@ -34,6 +35,7 @@ from kubectl_gpushare.deviceplugin.devices import DeviceConfigError, Inventory, 
 from kubectl_gpushare.deviceplugin.kubelet import (
     Registration,
     RegistrationError,
+    SocketIdentity,
     check_plugin_dir,
     check_socket_path,
     dial,
@@ -227,6 +229,8 @@ class Plugin:
         self.registrations = 0
         self.registered = threading.Event()
         self._server: grpc.Server | None = None
+        self._served: SocketIdentity | None = None
+        """Our socket file as `start_server` created it (a kubelet restart deletes it)."""
 
     # --- health ----------------------------------------------------------------------------------
 
@@ -270,7 +274,7 @@ class Plugin:
     # --- gRPC server -----------------------------------------------------------------------------
 
     def start_server(self) -> None:
-        """Serve on the plugin socket and wait until it answers.
+        """Serve on the plugin socket and wait until it answers (or is deleted meanwhile: see `socket_gone`).
 
         Raises:
             DaemonError: the socket cannot be bound or does not answer.
@@ -294,9 +298,13 @@ class Plugin:
             server.add_insecure_port(f"unix://{os.path.abspath(path)}")
         except RuntimeError as exc:
             raise DaemonError(f"cannot listen on {path}: {exc}", EXIT_CONFIG) from exc
+        self._served = socket_identity(path)  # the file exists once bound
         server.start()
         self._server = server
         if not dial(path, timeout=5.0):
+            if self.socket_gone():  # deleted as we started (kubelet restarting): `run` serves again
+                log.warning("our socket %s was deleted as we started serving it", path)
+                return
             raise DaemonError(f"the plugin's own socket {path} does not answer", EXIT_CONFIG)
         log.info("serving %s on %s", self.cfg.resource, path)
 
@@ -313,14 +321,25 @@ class Plugin:
         except OSError as exc:
             log.warning("cannot remove %s: %s", self.registration.plugin_socket, exc)
 
+    def socket_gone(self) -> bool:
+        """Our socket file was deleted or replaced since `start_server` (kubelet wipes the directory at start)."""
+        now = socket_identity(self.registration.plugin_socket)
+        return now is None or now != self._served
+
     def register_until_done(self, stop: threading.Event) -> bool:
-        """Register with kubelet, retrying with backoff; return False if stopped first.
+        """Register with kubelet, retrying with backoff; False if stopped first or our socket went meanwhile.
 
         A kubelet that appears (``kubelet.sock`` created) is tried at once instead of waiting out
-        the backoff.
+        the backoff. A kubelet that restarts while we retry (it can restart twice in a row) deletes
+        our socket as well: kubelet dials the endpoint back inside Register, so registering one that
+        is gone can never succeed; we return and `run` serves again first.
         """
         backoff = min(0.5, self.cfg.max_backoff)
         while not stop.is_set():
+            if self.socket_gone():
+                log.warning("our socket %s was deleted while registering (kubelet restarted); serving again",
+                            self.registration.plugin_socket)
+                return False
             seen = socket_identity(self.registration.kubelet_socket)
             try:
                 self.registration.register()
@@ -328,7 +347,7 @@ class Plugin:
                 log.warning("registration failed, retrying in %.1fs: %s", backoff, exc)
                 deadline = time.monotonic() + backoff
                 while not stop.is_set() and time.monotonic() < deadline:
-                    if socket_identity(self.registration.kubelet_socket) != seen:
+                    if socket_identity(self.registration.kubelet_socket) != seen or self.socket_gone():
                         break
                     stop.wait(min(self.cfg.poll_interval, max(0.0, deadline - time.monotonic())))
                 backoff = min(backoff * 2, self.cfg.max_backoff)
@@ -345,20 +364,23 @@ class Plugin:
             self.start_server()
             if ready is not None:
                 ready.set()
-            if not self.register_until_done(stop):
-                break
-            kubelet = socket_identity(self.registration.kubelet_socket)
-            while not stop.wait(self.cfg.poll_interval):
-                now = socket_identity(self.registration.kubelet_socket)
-                if now is not None and now != kubelet:
-                    log.warning("kubelet.sock was re-created (kubelet restarted); registering again")
-                    break
-                if socket_identity(self.registration.plugin_socket) is None:
-                    log.warning("our socket %s was deleted; restarting the server", self.registration.plugin_socket)
-                    break
+            if self.register_until_done(stop):
+                self._watch_kubelet(stop)
             self.registered.clear()
             self.stop_server()
         self.stop_server()
+
+    def _watch_kubelet(self, stop: threading.Event) -> None:
+        """Return once kubelet restarts (``kubelet.sock`` re-created), our socket goes, or ``stop``."""
+        kubelet = socket_identity(self.registration.kubelet_socket)
+        while not stop.wait(self.cfg.poll_interval):
+            now = socket_identity(self.registration.kubelet_socket)
+            if now is not None and now != kubelet:
+                log.warning("kubelet.sock was re-created (kubelet restarted); registering again")
+                return
+            if self.socket_gone():
+                log.warning("our socket %s was deleted; restarting the server", self.registration.plugin_socket)
+                return
 
 
 def serve(

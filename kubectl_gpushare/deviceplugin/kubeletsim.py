@@ -152,16 +152,20 @@ class KubeletSim(api_grpc.RegistrationServicer):
         return api.Empty()
 
     def _watch(self, plugin: _Plugin) -> None:
-        stream = plugin.stub.ListAndWatch(api.Empty())
-        plugin.stream = stream
         try:
-            for response in stream:
-                with self._cond:
-                    plugin.devices = {device.ID: device.health for device in response.devices}
-                    plugin.updates += 1
-                    self._cond.notify_all()
-        except grpc.RpcError:
-            pass
+            stream = plugin.stub.ListAndWatch(api.Empty())
+        except ValueError:  # "Channel closed!": kubelet stopped, or the plugin registered again, meanwhile
+            stream = None
+        if stream is not None:
+            plugin.stream = stream
+            try:
+                for response in stream:
+                    with self._cond:
+                        plugin.devices = {device.ID: device.health for device in response.devices}
+                        plugin.updates += 1
+                        self._cond.notify_all()
+            except grpc.RpcError:
+                pass
         with self._cond:
             plugin.connected = False
             plugin.devices = dict.fromkeys(plugin.devices, "Unhealthy")

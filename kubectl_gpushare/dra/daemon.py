@@ -388,6 +388,7 @@ def serve(
             driver.republish()
             driver.enforcer.wake()
             driver.stop_servers()
+            driver.preparer.checkpoint.close()
         for thread in background:
             thread.join(timeout=10)
         backend.close()

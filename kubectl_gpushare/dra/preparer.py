@@ -5,8 +5,10 @@ error, per claim: a bad claim never fails the others or changes anything. A clai
 (this run or, through the checkpoint, an earlier one) is answered from the record, with no API read
 and no second write, so kubelet's retries and repeats are idempotent. A new claim is read from the
 API server (outside any lock: reads are the slow part), checked (`claims.holding`), and then, under
-the lock, its CDI spec is written and the checkpoint saved once for the whole call; if the
-checkpoint cannot be saved, the call's new specs are removed again and each claim gets the error.
+the lock, its CDI spec is written (complete before it is renamed into place) and the call's claims
+recorded in the checkpoint with one durable append for the whole call; if that fails, the call's new
+specs are removed again and each claim gets the error. So a claim whose preparation was answered is
+in the checkpoint after a crash, and its spec is complete (or missing, and rewritten by `restore`).
 `unprepare` removes a claim's spec and record; a claim it never prepared is already unprepared.
 
 It speaks neither gRPC nor HTTP: claims come from a `ClaimSource`, files go through `cdi.CdiDir`
@@ -233,7 +235,7 @@ class Preparer:
             claims = dict(self._claims)
             claims.update((uid, fresh[uid]) for uid in written)
             try:
-                self.checkpoint.save(Checkpoint(self.node, claims))
+                self.checkpoint.record(Checkpoint(self.node, claims), prepared={uid: fresh[uid] for uid in written})
             except OSError as exc:
                 for uid in written:
                     self._quietly_remove(uid)
@@ -276,7 +278,7 @@ class Preparer:
             if removed:
                 claims = {uid: claim for uid, claim in self._claims.items() if uid not in removed}
                 try:
-                    self.checkpoint.save(Checkpoint(self.node, claims))
+                    self.checkpoint.record(Checkpoint(self.node, claims), unprepared=removed)
                 except OSError as exc:  # the specs are gone; kubelet retries and the record follows
                     for uid in removed:
                         results[uid] = f"cannot save the checkpoint: {exc.strerror or exc}"

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 import grpc
 import pytest
-from dra_helpers import NODE, Claims, Dirs
+from dra_helpers import NODE, Claims, Dirs, saved_claims
 
 from kubectl_gpushare.dra._api import dra_v1_pb2
 from kubectl_gpushare.dra._api import dra_v1_pb2_grpc as v1_grpc
@@ -74,8 +73,7 @@ def test_a_bad_claim_fails_alone_and_changes_nothing(start_driver, claims: Claim
     assert not answer.claims[bad.metadata.uid].devices
     assert not answer.claims[good.metadata.uid].error
     assert os.listdir(dirs.cdi) == [f"k8s.gpu-mem.kubectl-gpushare.io-claim_{good.metadata.uid}.json"]
-    saved = json.loads((dirs.root / "plugin" / "checkpoint.json").read_text())
-    assert list(saved["claims"]) == [good.metadata.uid]
+    assert list(saved_claims(dirs.plugin)) == [good.metadata.uid]
     assert list(running.driver.preparer.prepared()) == [good.metadata.uid]
 
 

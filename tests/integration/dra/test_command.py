@@ -1,5 +1,5 @@
-"""``kubectl-gpushare serve-dra-driver`` as a process: it registers, prepares, stops on SIGTERM, and
-refuses a node the device plugin serves with one line and exit 2."""
+"""``kubectl-gpushare serve-dra-driver`` as a process: it registers, prepares, stops on SIGTERM, keeps
+what it answered when killed, and refuses a node the device plugin serves with one line and exit 2."""
 
 from __future__ import annotations
 
@@ -8,14 +8,21 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import grpc
 import pytest
-from dra_helpers import NODE, Claims, Dirs
+from dra_helpers import NODE, Claims, Dirs, wait_for
 from kubectl_steps import reaped
 
+from kubectl_gpushare import protocol
+from kubectl_gpushare.dra._api import dra_v1_pb2
+from kubectl_gpushare.dra._api import dra_v1_pb2_grpc as v1_grpc
+from kubectl_gpushare.dra.checkpoint import CheckpointFile
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
 from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.node.sockets import dial, target
 from kubectl_gpushare.sandbox.builders import namespace_object, node_object
 from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -81,3 +88,41 @@ def test_bad_flags_are_one_line_and_exit_2(kubeconfig: Path, dirs: Dirs, args: t
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_killed_driver_kept_every_answered_preparation_with_a_complete_cdi_spec(
+    sandbox: Sandbox, kubeconfig: Path, dirs: Dirs, claims: Claims
+) -> None:
+    sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    made = [claims.claim(f"c{i}", device=f"gpu-{i % 2}", memory="512Mi") for i in range(24)]
+    socket = os.path.join(dirs.plugin, protocol.DRA_PLUGIN_SOCKET)
+    answered: list[str] = []
+    process = subprocess.Popen(_command(dirs, kubeconfig), env=dict(os.environ, NODE_NAME=NODE), text=True,
+                               stderr=subprocess.DEVNULL)
+    with reaped(process), grpc.insecure_channel(target(socket)) as channel:
+        wait_for(lambda: os.path.exists(socket) and dial(socket, 1.0), what="the driver serving")
+        stub = v1_grpc.DRAPluginStub(channel)
+
+        def prepare_one_by_one() -> None:  # as kubelet does, one pod's claim per call
+            for claim in made:
+                ref = dra_v1_pb2.Claim(namespace="default", name=claim.metadata.name, uid=claim.metadata.uid)
+                try:
+                    answer = stub.NodePrepareResources(dra_v1_pb2.NodePrepareResourcesRequest(claims=[ref]),
+                                                       timeout=10)
+                except grpc.RpcError:
+                    return  # killed
+                assert not answer.claims[claim.metadata.uid].error
+                answered.append(claim.metadata.uid)
+
+        kubelet = threading.Thread(target=prepare_one_by_one, daemon=True)
+        kubelet.start()
+        wait_for(lambda: len(answered) >= 6, what="a few preparations answered")
+        process.kill()  # no chance to tidy up
+        process.wait(10)
+        kubelet.join(15)
+    saved = CheckpointFile(dirs.plugin, NODE).load().claims
+    assert set(answered) <= set(saved), "every answered preparation is in the checkpoint"
+    for uid in answered:
+        spec = json.loads(dirs.cdi_spec(uid).read_text())  # complete: it parses
+        assert spec["devices"][0]["name"] == f"{uid}-gpu-{saved[uid].gpu}"
+    assert all(name.endswith(".json") or name.endswith(".tmp") for name in os.listdir(dirs.cdi))

@@ -98,11 +98,20 @@ def test_binpack_pods_share_one_gpu_by_claims_and_the_fifth_waits_with_the_reaso
     events = json.loads(kubectl("get", "events", "--field-selector", "reason=FailedScheduling", "-o", "json").stdout)
     assert any(e["involvedObject"]["name"] == waiting["metadata"]["name"] for e in events["items"])
 
-    # One running pod goes: its claim is deallocated and deleted, and the waiting pod takes its share.
-    victim = next(p for p in _binpack_pods(cluster) if (p.get("status") or {}).get("phase") == "Running")
-    kubectl("delete", "pod", victim["metadata"]["name"], "--wait=false")
-    cluster.wait(lambda: (cluster.sandbox.get("pods", "default", waiting["metadata"]["name"]) or {}).get(
-        "status", {}).get("phase") == "Running", "the waiting pod Running", 60)
+    # One running pod goes: its claim is deallocated and deleted, and a pending pod takes its share: the
+    # waiting one or the victim's replacement, whichever the scheduler tries first (kube-scheduler's
+    # queue may also put the new pod ahead of one moved back from the unschedulable pods).
+    before = {p["metadata"]["name"] for p in _binpack_pods(cluster)
+              if (p.get("status") or {}).get("phase") == "Running"}
+    victim = sorted(before)[0]
+    kubectl("delete", "pod", victim, "--wait=false")
+
+    def share_taken() -> bool:
+        pods = [p for p in _binpack_pods(cluster) if p["metadata"]["name"] != victim]
+        running = {p["metadata"]["name"] for p in pods if (p.get("status") or {}).get("phase") == "Running"}
+        return len(pods) == 5 and len(running) == 4 and bool(running - before)
+
+    cluster.wait(share_taken, "a pending pod Running on the freed share", 60)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         allocated = [c for c in cluster.sandbox.objects("resourceclaims") if (c.get("status") or {}).get("allocation")]

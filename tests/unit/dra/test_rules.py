@@ -119,7 +119,94 @@ def test_the_checkpoint_round_trips_with_upstream_style_names(tmp_path: Path) ->
     assert saved["apiVersion"] == "gpushare.kubectl-gpushare.io/v1alpha1" and saved["kind"] == "DRAClaimCheckpoint"
     assert saved["claims"][UID]["devices"][0]["shareID"] == "s"
     assert file.load().claims == {UID: _prepared()}
-    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.journal", "checkpoint.json"]
+    assert (tmp_path / "checkpoint.journal").read_bytes() == b""
+
+
+OTHER = "11111111-2222-4333-8444-555555555555"
+
+
+def test_changes_are_journal_lines_folded_into_the_document_at_the_next_start(tmp_path: Path) -> None:
+    file = checkpoint.CheckpointFile(str(tmp_path), "n1")
+    file.load()
+    file.record(checkpoint.Checkpoint("n1", {UID: _prepared()}), prepared={UID: _prepared()})  # no journal yet
+    document = (tmp_path / "checkpoint.json").read_bytes()
+    file.record(checkpoint.Checkpoint("n1", {UID: _prepared(), OTHER: _prepared(1)}), prepared={OTHER: _prepared(1)})
+    file.record(checkpoint.Checkpoint("n1", {OTHER: _prepared(1)}), unprepared=[UID])
+    assert (file.saves, file.records) == (1, 2)
+    assert (tmp_path / "checkpoint.json").read_bytes() == document, "a change does not rewrite the document"
+    lines = (tmp_path / "checkpoint.journal").read_bytes().splitlines()
+    assert [sorted(json.loads(line)) for line in lines] == [["prepared"], ["unprepared"]]
+    assert json.loads(lines[1]) == {"unprepared": [UID]}
+    again = checkpoint.CheckpointFile(str(tmp_path), "n1")
+    assert again.load().claims == {OTHER: _prepared(1)}
+    assert json.loads((tmp_path / "checkpoint.json").read_text())["claims"].keys() == {OTHER}
+    assert (tmp_path / "checkpoint.journal").read_bytes() == b""
+
+
+def test_replaying_a_journal_the_document_already_holds_changes_nothing(tmp_path: Path) -> None:
+    # a crash after the document was rewritten and before the journal was emptied
+    file = checkpoint.CheckpointFile(str(tmp_path), "n1")
+    file.save(checkpoint.Checkpoint("n1", {}))
+    file.record(checkpoint.Checkpoint("n1", {UID: _prepared()}), prepared={UID: _prepared()})
+    file.record(checkpoint.Checkpoint("n1", {UID: _prepared(), OTHER: _prepared()}), prepared={OTHER: _prepared()})
+    file.record(checkpoint.Checkpoint("n1", {OTHER: _prepared()}), unprepared=[UID])
+    journal = (tmp_path / "checkpoint.journal").read_bytes()
+    file.save(checkpoint.Checkpoint("n1", {OTHER: _prepared()}))
+    (tmp_path / "checkpoint.journal").write_bytes(journal)
+    assert checkpoint.CheckpointFile(str(tmp_path), "n1").load().claims == {OTHER: _prepared()}
+
+
+def test_a_torn_last_line_is_dropped_and_the_lines_before_it_kept(tmp_path: Path) -> None:
+    file = checkpoint.CheckpointFile(str(tmp_path), "n1")
+    file.save(checkpoint.Checkpoint("n1", {}))
+    file.record(checkpoint.Checkpoint("n1", {UID: _prepared()}), prepared={UID: _prepared()})
+    with open(tmp_path / "checkpoint.journal", "ab") as journal:
+        journal.write(checkpoint.encode(checkpoint.Checkpoint("n1", {OTHER: _prepared()}))[:40])
+    assert checkpoint.CheckpointFile(str(tmp_path), "n1").load().claims == {UID: _prepared()}
+    assert not [p for p in tmp_path.iterdir() if "unreadable" in p.name]
+
+
+@pytest.mark.parametrize("bad", [b"{", b'{"prepared": 5}', b"[" * 10000, b'{"prepared":{"../x":{}}}'])
+def test_an_unreadable_journal_line_ends_the_journal_which_is_moved_aside(tmp_path: Path, bad: bytes) -> None:
+    file = checkpoint.CheckpointFile(str(tmp_path), "n1")
+    file.save(checkpoint.Checkpoint("n1", {}))
+    file.record(checkpoint.Checkpoint("n1", {UID: _prepared()}), prepared={UID: _prepared()})
+    good = json.dumps({"prepared": {OTHER: json.loads(checkpoint.encode(checkpoint.Checkpoint("n1", {
+        OTHER: _prepared()})))["claims"][OTHER]}}).encode()
+    with open(tmp_path / "checkpoint.journal", "ab") as journal:
+        journal.write(bad + b"\n" + good + b"\n")
+    assert checkpoint.CheckpointFile(str(tmp_path), "n1").load().claims == {UID: _prepared()}
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("checkpoint.journal.unreadable-")]
+    assert aside.read_bytes().endswith(bad + b"\n" + good + b"\n")
+
+
+def test_a_failed_append_leaves_the_journal_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    file = checkpoint.CheckpointFile(str(tmp_path), "n1")
+    file.save(checkpoint.Checkpoint("n1", {}))
+    file.record(checkpoint.Checkpoint("n1", {UID: _prepared()}), prepared={UID: _prepared()})
+    before = (tmp_path / "checkpoint.journal").read_bytes()
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)  # the disk, not our code, fails
+    with pytest.raises(OSError):
+        file.record(checkpoint.Checkpoint("n1", {UID: _prepared(), OTHER: _prepared()}), prepared={OTHER: _prepared()})
+    monkeypatch.undo()
+    assert (tmp_path / "checkpoint.journal").read_bytes() == before
+    file.record(checkpoint.Checkpoint("n1", {}), unprepared=[UID])
+    assert checkpoint.CheckpointFile(str(tmp_path), "n1").load().claims == {}
+
+
+def test_a_journal_deleted_behind_our_back_makes_the_next_change_rewrite_the_document(tmp_path: Path) -> None:
+    file = checkpoint.CheckpointFile(str(tmp_path), "n1")
+    file.save(checkpoint.Checkpoint("n1", {}))
+    file.record(checkpoint.Checkpoint("n1", {UID: _prepared()}), prepared={UID: _prepared()})
+    os.unlink(tmp_path / "checkpoint.journal")
+    file.record(checkpoint.Checkpoint("n1", {UID: _prepared(), OTHER: _prepared()}), prepared={OTHER: _prepared()})
+    assert file.saves == 2
+    assert checkpoint.CheckpointFile(str(tmp_path), "n1").load().claims == {UID: _prepared(), OTHER: _prepared()}
 
 
 @pytest.mark.parametrize("text", [
