@@ -1,5 +1,5 @@
 """Helpers for the DRA driver's tests (fixtures in tests/integration/dra/conftest.py): the driver's
-directories, ``serve`` on a thread, waiting on conditions, claims as the scheduler leaves them, and a
+directories, ``serve`` on a thread, claims as the scheduler leaves them, and a
 registration socket that exists before anything serves it."""
 
 from __future__ import annotations
@@ -8,13 +8,10 @@ import json
 import selectors
 import socket
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from node_agents import ServeThread
 
 from kubectl_gpushare import dra_objects, protocol
@@ -47,18 +44,6 @@ class Dirs:
 
     def cdi_spec(self, uid: str) -> Path:
         return Path(self.cdi) / f"k8s.gpu-mem.kubectl-gpushare.io-claim_{uid}.json"
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll ``condition`` until it is truthy (its value is returned) or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def saved_claims(plugin_dir: str | Path) -> dict[str, Any]:

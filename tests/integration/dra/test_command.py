@@ -13,8 +13,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from dra_helpers import NODE, Claims, Dirs, wait_for
+from dra_helpers import NODE, Claims, Dirs
 from kubectl_steps import reaped
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra._api import dra_v1_pb2

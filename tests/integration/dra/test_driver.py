@@ -8,7 +8,8 @@ import os
 
 import grpc
 import pytest
-from dra_helpers import NODE, Claims, Dirs, RunningDriver, wait_for
+from dra_helpers import NODE, Claims, Dirs, RunningDriver
+from waiting import wait_for
 
 from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra._api import dra_v1_pb2, dra_v1beta1_pb2

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dra_helpers import Claims, Dirs, wait_for
+from dra_helpers import Claims, Dirs
 from node_agents import cgroup_tree
+from waiting import wait_for
 
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
 from kubectl_gpushare.kube.client import Client

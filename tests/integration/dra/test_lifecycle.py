@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from dra_helpers import NODE, Dirs, NotServedYet, wait_for
-from waiting import holds_for
+from dra_helpers import NODE, Dirs, NotServedYet
+from waiting import holds_for, wait_for
 
 from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra.daemon import DaemonError

@@ -11,7 +11,8 @@ from typing import Any
 import grpc
 import pytest
 import yaml
-from dra_helpers import NODE, Claims, Dirs, wait_for
+from dra_helpers import NODE, Claims, Dirs
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.cli.manifests import DEFAULT_IMAGE, render
