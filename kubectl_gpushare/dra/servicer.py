@@ -78,62 +78,41 @@ def _internal(context: grpc.ServicerContext, call: str, exc: Exception) -> None:
                   f"{protocol.DRA_DRIVER}: internal error in {call} ({type(exc).__name__}: {str(exc)[:200]})")
 
 
-class DraV1Servicer(v1_grpc.DRAPluginServicer):
+class _DraServicer:
+    """The DRA node service of one version (``api``): the same two calls over `Preparer`."""
+
+    api: ModuleType
+
+    def __init__(self, preparer: Preparer) -> None:
+        self.preparer = preparer
+
+    def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        """Prepare each claim (see `Preparer.prepare`)."""
+        try:
+            return prepare_response(self.api, self.preparer, request)
+        except Exception as exc:
+            _internal(context, "NodePrepareResources", exc)
+            raise
+
+    def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        """Unprepare each claim (see `Preparer.unprepare`)."""
+        try:
+            return unprepare_response(self.api, self.preparer, request)
+        except Exception as exc:
+            _internal(context, "NodeUnprepareResources", exc)
+            raise
+
+
+class DraV1Servicer(_DraServicer, v1_grpc.DRAPluginServicer):
     """``k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin``."""
 
-    def __init__(self, preparer: Preparer) -> None:
-        self.preparer = preparer
-
-    def NodePrepareResources(  # noqa: N802
-        self, request: v1.NodePrepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1.NodePrepareResourcesResponse:
-        """Prepare each claim (see `Preparer.prepare`)."""
-        try:
-            response: v1.NodePrepareResourcesResponse = prepare_response(v1, self.preparer, request)
-            return response
-        except Exception as exc:
-            _internal(context, "NodePrepareResources", exc)
-            raise
-
-    def NodeUnprepareResources(  # noqa: N802
-        self, request: v1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1.NodeUnprepareResourcesResponse:
-        """Unprepare each claim (see `Preparer.unprepare`)."""
-        try:
-            response: v1.NodeUnprepareResourcesResponse = unprepare_response(v1, self.preparer, request)
-            return response
-        except Exception as exc:
-            _internal(context, "NodeUnprepareResources", exc)
-            raise
+    api = v1
 
 
-class DraV1beta1Servicer(v1beta1_grpc.DRAPluginServicer):
+class DraV1beta1Servicer(_DraServicer, v1beta1_grpc.DRAPluginServicer):
     """``k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin``, for kubelets older than v1's."""
 
-    def __init__(self, preparer: Preparer) -> None:
-        self.preparer = preparer
-
-    def NodePrepareResources(  # noqa: N802
-        self, request: v1beta1.NodePrepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1beta1.NodePrepareResourcesResponse:
-        """Prepare each claim (see `Preparer.prepare`)."""
-        try:
-            response: v1beta1.NodePrepareResourcesResponse = prepare_response(v1beta1, self.preparer, request)
-            return response
-        except Exception as exc:
-            _internal(context, "NodePrepareResources", exc)
-            raise
-
-    def NodeUnprepareResources(  # noqa: N802
-        self, request: v1beta1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1beta1.NodeUnprepareResourcesResponse:
-        """Unprepare each claim (see `Preparer.unprepare`)."""
-        try:
-            response: v1beta1.NodeUnprepareResourcesResponse = unprepare_response(v1beta1, self.preparer, request)
-            return response
-        except Exception as exc:
-            _internal(context, "NodeUnprepareResources", exc)
-            raise
+    api = v1beta1
 
 
 def add_dra_services(server: grpc.Server, preparer: Preparer) -> None:
