@@ -146,7 +146,7 @@ class Preparer:
         """Prepare each claim; claim UID -> the prepared record, or the error to report for it."""
         results: dict[str, PreparedClaim | str] = {}
         fresh: dict[str, PreparedClaim] = {}
-        for ref in refs:
+        for ref in dict.fromkeys(refs):  # a claim named twice is looked at once
             problem = _check_ref(ref)
             if problem:
                 results[ref.uid] = problem
@@ -263,7 +263,7 @@ class Preparer:
         results: dict[str, str] = {}
         removed: list[str] = []
         with self._lock:
-            for ref in refs:
+            for ref in dict.fromkeys(refs):  # a claim named twice is removed and journalled once
                 if not cgroups.valid_uid(ref.uid):
                     results[ref.uid] = f"claim UID {ref.uid[:64]!r} is not a UUID"
                     continue
@@ -273,7 +273,7 @@ class Preparer:
                     results[ref.uid] = f"claim {ref.namespace}/{ref.name}: cannot remove its CDI spec: {exc.strerror}"
                     continue
                 results[ref.uid] = ""
-                if ref.uid in self._claims:
+                if ref.uid in self._claims and ref.uid not in removed:
                     removed.append(ref.uid)
             if removed:
                 claims = {uid: claim for uid, claim in self._claims.items() if uid not in removed}
