@@ -1019,9 +1019,9 @@ DRA_ATTR_INDEX: Final = "index"
 DRA_ATTR_UUID: Final = "uuid"
 DRA_ATTR_MODEL: Final = "model"
 DRA_ATTR_DRIVER_VERSION: Final = "driverVersion"
-DRA_UNIT_QUANTITY: Final = {UNIT_GIB: "1Gi", UNIT_MIB: "1Mi"}
-"""``--memory-unit`` -> the request policy's default, min and step (claims are rounded up to it)."""
 DRA_UNIT_SUFFIX: Final = {UNIT_GIB: "Gi", UNIT_MIB: "Mi"}
+DRA_UNIT_QUANTITY: Final = {unit: f"1{suffix}" for unit, suffix in DRA_UNIT_SUFFIX.items()}
+"""``--memory-unit`` -> the request policy's default, min and step (claims are rounded up to it)."""
 DRA_TAINT_UNHEALTHY: Final = f"{DRA_DRIVER}/unhealthy"
 """Device taint key on an unhealthy GPU (``--unhealthy taint``; the DRADeviceTaints gate must be on)."""
 LABEL_DRA: Final = "gpushare.kubectl-gpushare.io/dra"
