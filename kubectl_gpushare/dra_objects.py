@@ -725,7 +725,8 @@ def decode_wire(data: bytes | Mapping[str, object], wire: type[_W], kind: str) -
     """One object as its wire struct, from JSON bytes or an already decoded mapping.
 
     Raises:
-        InvalidObjectError: the JSON does not fit the type, or nests so deep that decoding recurses.
+        InvalidObjectError: the JSON does not fit the type, nests so deep that decoding recurses, or is
+            not UTF-8 (msgspec raises `UnicodeDecodeError` for that, not `msgspec.DecodeError`).
     """
     try:
         if isinstance(data, (bytes, bytearray, memoryview)):
@@ -736,7 +737,7 @@ def decode_wire(data: bytes | Mapping[str, object], wire: type[_W], kind: str) -
             assert isinstance(result, wire)
             return result
         return msgspec.convert(data, wire)
-    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as exc:
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError, UnicodeDecodeError) as exc:
         key = _key(data.get("metadata")) if isinstance(data, Mapping) else ""  # type: ignore[arg-type]
         what = f"{kind} {key}" if key else f"a {kind}"
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__

@@ -143,7 +143,9 @@ MAX_NODE_GPUS_BYTES: Final = 64 * 1024
 """Longest per-GPU node annotation read (64 GPUs with long model names fit easily)."""
 
 # --- Quantities -----------------------------------------------------------------------------------
-_QUANTITY = re.compile(r"^([+-]?)(\d*)(?:\.(\d*))?(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|n|u|m|k|M|G|T|P|E)?$")
+# ASCII digits only, and the end of the text (not before a final newline): what Go's parser and the
+# API's pattern accept; Python's ``\d`` would read "١٢" (Arabic-Indic digits) as 12.
+_QUANTITY = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|n|u|m|k|M|G|T|P|E)?\Z")
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _INT64_DIGITS: Final = 19
@@ -1017,9 +1019,9 @@ DRA_ATTR_INDEX: Final = "index"
 DRA_ATTR_UUID: Final = "uuid"
 DRA_ATTR_MODEL: Final = "model"
 DRA_ATTR_DRIVER_VERSION: Final = "driverVersion"
-DRA_UNIT_QUANTITY: Final = {UNIT_GIB: "1Gi", UNIT_MIB: "1Mi"}
-"""``--memory-unit`` -> the request policy's default, min and step (claims are rounded up to it)."""
 DRA_UNIT_SUFFIX: Final = {UNIT_GIB: "Gi", UNIT_MIB: "Mi"}
+DRA_UNIT_QUANTITY: Final = {unit: f"1{suffix}" for unit, suffix in DRA_UNIT_SUFFIX.items()}
+"""``--memory-unit`` -> the request policy's default, min and step (claims are rounded up to it)."""
 DRA_TAINT_UNHEALTHY: Final = f"{DRA_DRIVER}/unhealthy"
 """Device taint key on an unhealthy GPU (``--unhealthy taint``; the DRADeviceTaints gate must be on)."""
 LABEL_DRA: Final = "gpushare.kubectl-gpushare.io/dra"

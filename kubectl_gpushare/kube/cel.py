@@ -213,6 +213,15 @@ class Expression:
         return result
 
 
+def _encodable(source: str) -> bool:
+    """Whether the text is UTF-8 once encoded (the binding refuses lone surrogates with its signature)."""
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @functools.lru_cache(maxsize=1024)
 def compile_expression(source: str, variables: tuple[str, ...]) -> Expression:
     """Compile once over the named variables (all typed ``dyn``); cached, raises `CelError`.
@@ -223,6 +232,8 @@ def compile_expression(source: str, variables: tuple[str, ...]) -> Expression:
         raise CelError("empty CEL expression")
     if len(source) > MAX_EXPRESSION_LENGTH:
         raise CelError(f"CEL expression longer than {MAX_EXPRESSION_LENGTH} characters")
+    if not source.isascii() and not _encodable(source):
+        raise CelError("CEL expression is not valid UTF-8 (it holds a lone surrogate)")
     environment = _environment(variables)
     try:
         compiled = environment.compile(source)

@@ -123,6 +123,15 @@ def test_json_nested_past_the_decoder_is_refused_not_a_crash() -> None:
         dra.decode_claim(b"\xff not json")
 
 
+@pytest.mark.parametrize("body", [b'{"metadata":{"name":"\xff\xfe"}}', b'{"metadata":{"name":"c","namespace":"n"},'
+                                  b'"spec":{"devices":{"requests":[{"name":"\xc3"}]}}}'])
+def test_a_string_that_is_not_utf8_is_refused_not_a_crash(body: bytes) -> None:
+    with pytest.raises(dra.InvalidObjectError, match="cannot be decoded"):
+        dra.decode_slice(body)
+    with pytest.raises(dra.InvalidObjectError, match="cannot be decoded"):
+        dra.decode_claim(body)
+
+
 def test_a_claim_reads_requests_allocation_node_and_consumers() -> None:
     status = {"allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1",
                                                       "device": "gpu-0", "shareID": "s-1",

@@ -31,10 +31,17 @@ def test_parse_quantity_rounds_up_like_quantity_value(text: str, expected: int) 
     assert protocol.parse_quantity(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "5 Gi", "Gi", "1x", "--1"])
+@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "5 Gi", "Gi", "1x", "--1",
+                                  "\u0661\u0662", "\u0661Gi", "1e\u0663"])
 def test_parse_quantity_rejects_malformed_text(text: str) -> None:
     with pytest.raises(ValueError, match="invalid quantity"):
         protocol.parse_quantity(text)
+
+
+@pytest.mark.parametrize("text", ["\u0661\u0662", "1Gi\n", "\uff11Gi"])
+def test_canonical_quantity_takes_ascii_digits_to_the_very_end(text: str) -> None:
+    with pytest.raises(ValueError, match="must match"):
+        protocol.canonical_quantity(text)
 
 
 @pytest.mark.parametrize(

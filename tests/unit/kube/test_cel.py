@@ -46,6 +46,8 @@ def test_an_admission_policy_reads_the_request() -> None:
     ("1", "must evaluate to bool"),
     ("", "empty CEL expression"),
     ("true && " * 2000 + "true", "longer than 10240 characters"),
+    ("device.driver == '\udcff'", "not valid UTF-8"),
+    ("(" * 5000 + "true" + ")" * 5000, "recursion limit"),
 ])
 def test_bad_expressions_fail_with_one_line(source: str, message: str) -> None:
     with pytest.raises(cel.CelError) as raised:
