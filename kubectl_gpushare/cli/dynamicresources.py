@@ -38,7 +38,7 @@ from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare.kube import dra_allocation as alloc
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import PATCH_CONTENT_TYPES, Client
-from kubectl_gpushare.kube.errors import ApiError, Conflict, KubeError
+from kubectl_gpushare.kube.errors import ApiError, Conflict, KubeError, NotFound
 
 log = logging.getLogger("kubectl_gpushare.scheduler")
 
@@ -327,7 +327,14 @@ class DynamicResources:
         raise SchedulingError(f"add reservation to claim {claim.key}: it kept changing ({CONFLICT_RETRIES} conflicts)")
 
     def unreserve(self, pod: Mapping[str, Any], claims: PodClaims) -> None:
-        """Take the pod's reservation back (the Binding failed); allocations stay until the controller frees them."""
+        """Take the pod's reservation back once the API shows the Binding did not land.
+
+        A Binding whose reply was lost may have landed: while the pod shows bound, or cannot be read,
+        the reservation stays (the resourceclaim controller drops it if the pod goes away; a retry of
+        an unbound pod reuses it). Allocations stay until the controller frees them.
+        """
+        if not self._unbound(pod):
+            return
         for claim in claims.claims:
             try:
                 current = self._get(claim)
@@ -339,6 +346,19 @@ class DynamicResources:
                                     "status": {"reservedFor": reserved or None}}, "status")
             except (KubeError, KeyError) as exc:
                 log.warning("unreserve %s: %s", claim.key, exc)
+
+    def _unbound(self, pod: Mapping[str, Any]) -> bool:
+        """Whether the API shows the pod (this UID) not bound to a node; False when that is unknown."""
+        meta = pod.get("metadata") or {}
+        try:
+            current = self.api.get_pod(str(meta.get("namespace", "default")), str(meta.get("name", "")))
+        except NotFound:
+            return True  # gone: nothing can run on the reservation
+        except KubeError as exc:
+            log.warning("unreserve %s/%s: the pod cannot be read, reservations kept: %s",
+                        meta.get("namespace"), meta.get("name"), exc)
+            return False
+        return current.metadata.uid != meta.get("uid") or not current.spec.node_name
 
 
 __all__ = ["SCHEDULER_ERROR", "DynamicResources", "PassState", "PodClaims", "SchedulingError", "Unschedulable",

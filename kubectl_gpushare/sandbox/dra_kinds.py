@@ -20,6 +20,7 @@ scheduler for that claim alone. No I/O.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Final
 
 from kubectl_gpushare import dra_objects as dra
@@ -88,6 +89,29 @@ def _negative_requests(requests: Any, prefix: str) -> list[str]:
     return causes
 
 
+def _in_range(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec with every capacity request `dra.read_quantity` refuses read as zero, for decoding.
+
+    Those are answered apart (negative: `_negative_requests`; too large: accepted, the scheduler's
+    to refuse); the decoder stops at its first problem, so left in they would hide the next one.
+    """
+    copied = copy.deepcopy(spec)
+    devices = copied.get("devices")
+    requests = devices.get("requests") if isinstance(devices, dict) else None
+    for request in requests if isinstance(requests, list) else []:
+        exactly = request.get("exactly") if isinstance(request, dict) else None
+        capacity = exactly.get("capacity") if isinstance(exactly, dict) else None
+        wanted = capacity.get("requests") if isinstance(capacity, dict) else None
+        if not isinstance(wanted, dict):
+            continue
+        for name, value in list(wanted.items()):
+            try:
+                dra.read_quantity(value)
+            except ValueError:
+                wanted[name] = "0"
+    return copied
+
+
 def _claim_spec_causes(spec: Any, prefix: str, kind: str) -> list[str]:
     """Causes for a claim spec at ``prefix`` (``spec`` or ``spec.spec``)."""
     if not isinstance(spec, dict):
@@ -96,7 +120,7 @@ def _claim_spec_causes(spec: Any, prefix: str, kind: str) -> list[str]:
     requests = devices.get("requests") if isinstance(devices, dict) else None
     causes = _negative_requests(requests, prefix)
     try:
-        claim = dra.decode_claim({"metadata": {"name": "x", "namespace": "x"}, "spec": spec})
+        claim = dra.decode_claim({"metadata": {"name": "x", "namespace": "x"}, "spec": _in_range(spec)})
     except dra.InvalidObjectError as exc:
         raise errors.bad_request(f"{kind} in version \"v1\" cannot be handled as a {kind}: "
                                  f"{str(exc).partition('(')[2].rstrip(')') or exc}") from None

@@ -200,6 +200,10 @@ class Tokens:
         """Check the bound object and note what it adds to the user's extra."""
         if not isinstance(ref, dict):
             raise errors.bad_request("json: cannot unmarshal into Go struct field TokenRequestSpec.spec.boundObjectRef")
+        for key in ("kind", "apiVersion", "name", "uid"):
+            if not isinstance(ref.get(key, ""), str | None):
+                raise errors.bad_request(f"json: cannot unmarshal into Go struct field BoundObjectReference"
+                                         f".spec.boundObjectRef.{key} of type string")
         kind, api_version = str(ref.get("kind") or ""), str(ref.get("apiVersion") or "")
         name, uid = str(ref.get("name") or ""), str(ref.get("uid") or "")
         group = api_version.rpartition("/")[0] if "/" in api_version else ""

@@ -228,6 +228,10 @@ def test_token_requests_are_checked_as_the_api_server_checks_them(cluster: Clust
                                              "uid": "not-its-uid"}})[0] == 409
     assert refused(base, {"boundObjectRef": {"kind": "Deployment", "apiVersion": "apps/v1", "name": "x"}}) == (
         400, "cannot bind token to object of type apps/v1, Kind=Deployment")
+    assert refused(base, {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": ["other"]}}) == (
+        400, "json: cannot unmarshal into Go struct field BoundObjectReference.spec.boundObjectRef.name of type "
+             "string")
+    assert refused(base, {"expirationSeconds": -1})[0] == 422
 
 
 def test_a_pod_bound_token_dies_with_its_pod() -> None:

@@ -198,3 +198,13 @@ def test_invalid_dra_objects_are_refused_with_the_field(kubectl: Kubectl, sandbo
 def test_an_absurd_request_is_accepted_by_the_api_as_upstream_does(kubectl: Kubectl, sandbox: Sandbox) -> None:
     kubectl("apply", "-f", "-", input=TEMPLATE.replace("4096Mi", "64Ei"))
     assert sandbox.get("resourceclaimtemplates", "default", "gpu-4gi") is not None
+
+
+def test_an_absurd_request_does_not_hide_a_later_invalid_one(kubectl: Kubectl, sandbox: Sandbox) -> None:
+    # The absurd first request is accepted (as above); the second one's count is still checked.
+    document = TEMPLATE.replace("4096Mi", "64Ei") + (
+        "      - name: gpu2\n"
+        "        exactly: {deviceClassName: " + DRIVER + ", count: -2}\n")
+    result = kubectl("apply", "-f", "-", input=document, check=False)
+    assert result.returncode == 1 and "requests[1].exactly.count: Invalid value: -2" in result.stderr
+    assert sandbox.get("resourceclaimtemplates", "default", "gpu-4gi") is None

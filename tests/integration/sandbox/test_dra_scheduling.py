@@ -202,3 +202,18 @@ def test_bad_claims_fail_their_pod_alone_and_nothing_else_changes(scheduling: Sa
     assert served and not [r for r in served if r.status >= 500]
     events = json.loads(kubectl("get", "events", "--field-selector", "reason=FailedScheduling", "-o", "json").stdout)
     assert {e["involvedObject"]["name"] for e in events["items"]} == {"huge", "noclass", "badcel"}
+
+
+def test_a_binding_whose_reply_is_lost_keeps_the_claim_reserved_for_the_pod(scheduling: Sandbox,
+                                                                           kubectl: Kubectl) -> None:
+    # The Binding lands but its reply never comes: the outcome is unknown, so the reservation stays
+    # until the API shows the pod unbound (here it shows it bound: the claim must still name the pod).
+    lost = scheduling.inject("POST", r"/pods/p/binding", status=504, after=True, times=1)
+    kubectl("create", "-f", "-", input=template("t", "2Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: bound(scheduling, "p") and lost.hits, timeout=30, what="the pod bound, its reply lost")
+    wait_for(lambda: scheduled_condition(scheduling, "p"), timeout=30, what="the scheduler done with the failed bind")
+    uid = (scheduling.get("pods", "default", "p") or {})["metadata"]["uid"]
+    claim = wait_for(lambda: next(iter(scheduling.objects("resourceclaims")), None), timeout=30, what="the claim")
+    status = claim.get("status") or {}
+    assert status.get("allocation")
+    assert [r.get("uid") for r in status.get("reservedFor") or []] == [uid]
