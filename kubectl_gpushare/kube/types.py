@@ -120,9 +120,9 @@ class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True,
 
     phase: str = ""
     conditions: object = ()
-    resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
     """Any JSON value, narrowed by `ready`: a malformed entry must not make the whole pod (and its
     GPU memory) undecodable, so no shape is imposed here."""
+    resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
 
     @property
     def ready(self) -> bool:
