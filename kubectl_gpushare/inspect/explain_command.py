@@ -135,6 +135,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
     if options["from_file"] is not None:
         from kubectl_gpushare.inspect.source import (
             configmaps_in,
+            decode_raw,
             devices_in,
             dra_in,
             items_of_kind,
@@ -156,7 +157,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
                          objects, warnings)
         for raw in items_of_kind(data, "Pod"):  # JSON dumps carry the affinity; YAML ones are read without it
             if raw_key(raw) == (namespace, name):
-                inputs.placement = POD_PLACEMENT_DECODER.decode(raw)
+                inputs.placement = decode_raw(POD_PLACEMENT_DECODER, raw)
         return inputs
     from kubectl_gpushare.inspect.source import ACTIVE_PODS, dra_from_api, koordinator_devices, require_namespace
     from kubectl_gpushare.kube import errors, stacks, types

@@ -583,6 +583,21 @@ def _replace_invalid_utf8(data: bytes, warnings: Warnings | None) -> bytes:
     return data.decode("utf-8", errors="replace").encode()
 
 
+_T = TypeVar("_T")
+
+
+def decode_raw(decoder: msgspec.json.Decoder[_T], raw: msgspec.Raw, warnings: Warnings | None = None) -> _T:
+    """One raw item of a dump, decoded; invalid UTF-8 in it is read as U+FFFD (`_replace_invalid_utf8`).
+
+    `parse_documents` replaces invalid bytes only when a Node or Pod holds one; the other kinds are
+    collected undecoded, so each is mended here, when (and only if) its decoding meets one.
+    """
+    try:
+        return decoder.decode(raw)
+    except UnicodeDecodeError:
+        return decoder.decode(_replace_invalid_utf8(bytes(raw), warnings))
+
+
 class _Kind(msgspec.Struct):
     kind: str = ""
 
@@ -624,13 +639,13 @@ class _Named(msgspec.Struct):
     metadata: _NameMeta = msgspec.field(default_factory=_NameMeta)
 
 
+_NAMED_DECODER: Final = msgspec.json.Decoder(_Named)
+
+
 def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
     """``(namespace, name)`` of a raw JSON object, decoding nothing else."""
-    meta = msgspec.json.decode(raw, type=_Named).metadata
+    meta = decode_raw(_NAMED_DECODER, raw).metadata
     return meta.namespace, meta.name
-
-
-_T = TypeVar("_T")
 
 
 def _json_only(items: Sequence[Any]) -> list[msgspec.Raw]:
@@ -646,7 +661,7 @@ def _decoded(raws: Iterable[msgspec.Raw], decoder: msgspec.json.Decoder[_T]) -> 
     found: list[_T] = []
     for raw in raws:
         try:
-            found.append(decoder.decode(raw))
+            found.append(decode_raw(decoder, raw))
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
     return found
@@ -745,7 +760,7 @@ def _wires(
     for item in items:
         try:
             if isinstance(item, msgspec.Raw):
-                decoded = decoder.decode(item)
+                decoded = decode_raw(decoder, item, warnings)
             else:
                 decoded = msgspec.convert(item, wire, strict=False)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as exc:
@@ -774,7 +789,7 @@ def _claim_wires(
     for item in items:
         assert isinstance(item, msgspec.Raw)
         try:
-            lean = _ALLOCATED_CLAIM_DECODER.decode(item)
+            lean = decode_raw(_ALLOCATED_CLAIM_DECODER, item, warnings)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
             lean = None  # decoded whole, for its one warning
         if lean is not None and lean.status.allocation is not None:

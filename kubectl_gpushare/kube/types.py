@@ -88,6 +88,19 @@ class Toleration(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     effect: str = ""
 
 
+_EntryT = TypeVar("_EntryT", bound=msgspec.Struct)
+
+
+def _entries(raw: object, entry: type[_EntryT]) -> tuple[_EntryT, ...]:
+    """A list field kept as raw JSON, converted on read; () for anything that is not a list of ``entry``."""
+    if not raw or not isinstance(raw, list):
+        return ()
+    try:
+        return tuple(msgspec.convert(item, entry) for item in raw)
+    except msgspec.ValidationError:
+        return ()
+
+
 class PodResourceClaim(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """One entry of a pod's ``spec.resourceClaims``: a claim by name, or a template to make one from."""
 
@@ -112,7 +125,13 @@ class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, g
     init_containers: tuple[Container, ...] = ()
     node_selector: dict[str, str] = {}
     tolerations: tuple[Toleration, ...] = ()
-    resource_claims: tuple[PodResourceClaim, ...] = ()
+    resource_claims_raw: object = msgspec.field(default=(), name="resourceClaims")
+    """Any JSON value, read through `resource_claims`: a malformed entry must not make the pod undecodable."""
+
+    @property
+    def resource_claims(self) -> tuple[PodResourceClaim, ...]:
+        """``spec.resourceClaims`` as entries; () when it is not a list of claim references."""
+        return _entries(self.resource_claims_raw, PodResourceClaim)
 
 
 class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
@@ -120,9 +139,15 @@ class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True,
 
     phase: str = ""
     conditions: object = ()
-    resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
     """Any JSON value, narrowed by `ready`: a malformed entry must not make the whole pod (and its
     GPU memory) undecodable, so no shape is imposed here."""
+    resource_claim_statuses_raw: object = msgspec.field(default=(), name="resourceClaimStatuses")
+    """Any JSON value, read through `resource_claim_statuses` (as `conditions`, no shape imposed)."""
+
+    @property
+    def resource_claim_statuses(self) -> tuple[PodResourceClaimStatus, ...]:
+        """``status.resourceClaimStatuses`` as entries; () when it is not a list of such entries."""
+        return _entries(self.resource_claim_statuses_raw, PodResourceClaimStatus)
 
     @property
     def ready(self) -> bool:

@@ -119,3 +119,20 @@ def test_stack_forced_to_another_stack_reads_no_dra(cli_runner: CliRunner) -> No
     report = json.loads(forced.stdout)
     assert [n["name"] for n in report["nodes"]] == ["dra-a", "dra-b", "share-node"]
     assert "stackNodes" not in report, "NVIDIA's DRA nodes are read with --stack auto only"
+
+
+def test_an_invalid_utf8_byte_in_a_claim_is_one_warning_in_every_view(tmp_path: Path, cli_runner: CliRunner) -> None:
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+
+    items = [*cases.cluster_objects(CASE), dra.claim("mangled", "dra-a", "gpu-2", "1025Mi", ["z"])]
+    path = tmp_path / "cluster.json"
+    data = json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode()
+    path.write_bytes(data.replace(b'"1025Mi"', b'"1025\xffMi"'))
+    assert b"\xff" in path.read_bytes(), "the byte sits in a claim no Node or Pod repeats"
+    views = [(inspect_command, ["-o", "json"]), (fit_command, ["1Gi"]), (doctor_command, []),
+             (explain_command, ["infer-1", "-n", "default"])]
+    for command, flags in views:
+        result = cli_runner.invoke(command, ["--from-file", str(path), *flags])
+        assert result.exception is None or isinstance(result.exception, SystemExit), (command.name, result.exception)
+        assert "not valid UTF-8" in result.stderr + result.stdout, (command.name, result.stderr)
+        assert "default/mangled" in result.stderr + result.stdout, (command.name, result.stderr)

@@ -256,3 +256,18 @@ def test_unhealthy_configmap_helpers() -> None:
     other = types.CONFIGMAP_DECODER.decode(b'{"metadata":{"name":"unhealthy-gpu-n1","namespace":"default"}}')
     assert records.unhealthy_node_name(other) is None
     assert records.unhealthy_gpus(None) == frozenset()
+
+
+def test_malformed_pod_claim_fields_leave_the_pod_readable() -> None:
+    from kubectl_gpushare.kube.types import POD_DECODER
+
+    good = POD_DECODER.decode(b'{"metadata": {"name": "p"}, "spec": {"resourceClaims": [{"name": "gpu", '
+                              b'"resourceClaimTemplateName": "t"}]}, "status": {"resourceClaimStatuses": '
+                              b'[{"name": "gpu", "resourceClaimName": "p-gpu-x"}]}}')
+    assert [c.resource_claim_template_name for c in good.spec.resource_claims] == ["t"]
+    assert [s.resource_claim_name for s in good.status.resource_claim_statuses] == ["p-gpu-x"]
+    for spec, status in [(b"5", b'"x"'), (b"[5]", b"[[1]]"), (b'{"a": 1}', b"[null]")]:
+        pod = POD_DECODER.decode(b'{"metadata": {"name": "p"}, "spec": {"resourceClaims": ' + spec +
+                                 b'}, "status": {"resourceClaimStatuses": ' + status + b"}}")
+        assert pod.metadata.name == "p"
+        assert pod.spec.resource_claims == () and pod.status.resource_claim_statuses == ()
