@@ -140,9 +140,10 @@ def test_failed_binding_rolls_back_annotations_and_reservation(sandbox: Sandbox,
     after = pod(sandbox, "job")
     assert "nodeName" not in after["spec"]
     assert not set(ANNOTATIONS) & set(after["metadata"].get("annotations") or {})
-    assert not cluster.running.state.reserved(after["metadata"]["uid"])
-    # The ledger follows the watch, which may still deliver the annotated pod after the rollback
-    # (counted a moment longer: conservative); it then settles without the pod.
+    # The reservation and the ledger follow the watch, which may still deliver the annotated pod
+    # after the rollback (counted a moment longer: conservative); both then settle without the pod.
+    wait_for(lambda: not cluster.running.state.reserved(after["metadata"]["uid"]),
+             what="the reservation of the refused pod to end")
     wait_for(lambda: cluster.running.state.ledger.used("gpu-1") == {1: 10},
              what=lambda: f"the ledger to drop the rolled-back pod: {cluster.running.state.ledger.used('gpu-1')}")
     sandbox.clear_faults()
