@@ -198,12 +198,19 @@ def _top_demo(sandbox: Sandbox, api: Client, running: Stack, kubeconfig: Path, w
         return str(((sandbox.get("pods", namespace, name) or {}).get("spec") or {}).get("nodeName") or "")
 
     def sampled(node: str, limited: bool) -> bool:
-        """The plugin's latest sample shows the pod over its share (off), or under its limit (hard)."""
+        """The plugin's latest sample shows the pod over its share (off), or held under its limit (hard).
+
+        Held means limited and using no more than the limit: a sample can already carry the limit
+        while still counting what the container allocated before the limit took hold (seen once in
+        a fresh-clone run: the final table said OVER), so the demo waits for a sample that shows it held.
+        """
         report = fetch_reports(api, [node], timeout=5).reports.get(node)
         pod = next((p for p in report.pods if p.name == name), None) if report else None
         if pod is None or pod.used_bytes is None:
             return False
-        return pod.limit_bytes is not None if limited else pod.used_bytes > pod.allocated_bytes
+        if limited:
+            return pod.limit_bytes is not None and pod.used_bytes <= pod.limit_bytes
+        return pod.used_bytes > pod.allocated_bytes
 
     node = create()
     _say(f"• {namespace}/{name} asks for {asked} GiB and allocates {uses} GiB: nothing holds it to its share")
