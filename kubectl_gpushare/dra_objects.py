@@ -344,6 +344,40 @@ class WireAllocatedClaim(msgspec.Struct, frozen=True, gc=False):
     status: WireClaimStatus = WireClaimStatus()
 
 
+class WireTallyMeta(msgspec.Struct, frozen=True, gc=False):
+    """``metadata`` of a claim read only to count it: its key and UID."""
+
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+
+
+class WireTallyAllocation(msgspec.Struct, frozen=True, rename="camel", gc=False):
+    """``AllocationResult`` with its node selector left undecoded (`tally_claim` decodes each distinct one once)."""
+
+    devices: WireDeviceResults = WireDeviceResults()
+    node_selector: msgspec.Raw = msgspec.Raw()
+
+
+class WireTallyStatus(msgspec.Struct, frozen=True, rename="camel", gc=False):
+    """``ResourceClaimStatus`` of a claim read only to count it."""
+
+    allocation: WireTallyAllocation | None = None
+    reserved_for: list[WireConsumer] = []
+
+
+class WireTallyClaim(msgspec.Struct, frozen=True, gc=False):
+    """A ResourceClaim read only to count what it holds: its key, allocation and consumers.
+
+    What inspect needs of the many allocated claims of a large cluster, at under half the cost of
+    `WireAllocatedClaim` (no labels, annotations, finalizers or owners; each distinct node selector
+    decoded once). `tally_claim` takes a claim only where nothing in it needs the whole reading.
+    """
+
+    metadata: WireTallyMeta = WireTallyMeta()
+    status: WireTallyStatus = WireTallyStatus()
+
+
 class WireTemplateSpec(msgspec.Struct, frozen=True, gc=False):
     """``ResourceClaimTemplateSpec``."""
 
@@ -1039,15 +1073,18 @@ def _allocation(raw: WireAllocation, meta: WireMeta, problems: list[str]) -> All
         if result.invalid:
             problems.append(f"ResourceClaim {_meta_key(meta)}: device {result.driver}/{result.pool}/{result.device}: "
                             f"{result.invalid}; counted as using the whole device")
-    node = ""
-    selector = raw.node_selector
+    return Allocation(read, _selector_node(raw.node_selector))
+
+
+def _selector_node(selector: WireNodeSelector | None) -> str:
+    """The node of a ``metadata.name In [node]`` node selector (the scheduler's form for local devices), else ""."""
     if selector is not None and len(selector.node_selector_terms) == 1:
         term = selector.node_selector_terms[0]
         fields = term.match_fields
         if (not term.match_expressions and len(fields) == 1 and fields[0].key == "metadata.name"
                 and fields[0].operator == "In" and len(fields[0].values) == 1):
-            node = fields[0].values[0][:253]
-    return Allocation(read, node)
+            return fields[0].values[0][:253]
+    return ""
 
 
 def _owner(meta: WireMeta) -> OwnerReference | None:
@@ -1084,6 +1121,59 @@ def read_claim(wire: WireResourceClaim) -> ResourceClaim:
         reserved_for=tuple(Consumer(c.resource[:64], c.name[:253], c.uid[:64], c.api_group[:253]) for c in reserved),
         problems=tuple(problems),
     )
+
+
+_SELECTOR_DECODER: Final = msgspec.json.Decoder(WireNodeSelector)
+
+
+def tally_claim(wire: WireTallyClaim, selectors: dict[bytes, str | None]) -> ResourceClaim | None:
+    """An allocated claim read for counting, with the checks of `read_claim`; None: read it whole instead.
+
+    The claim carries its key, UID, allocation and consumers only (no requests, annotations,
+    finalizers or owner), which is what the tables count. Anything `read_claim` would warn about,
+    cut or refuse (no name, names longer than the API allows, too many results or consumers, a result
+    it marks invalid, an undecodable node selector) and an unallocated claim give None, so such a
+    claim is read whole and says why there; a plain claim is read the same either way.
+
+    Args:
+        wire: the claim as `WireTallyClaim`.
+        selectors: node selector JSON -> its node (None: undecodable), shared by the calls of one
+            reading; a cluster's claims repeat one selector per node.
+    """
+    meta, status = wire.metadata, wire.status
+    allocation = status.allocation
+    if (allocation is None or not meta.name or len(meta.name) > 253 or not meta.namespace
+            or len(meta.namespace) > 63 or len(meta.uid) > 64):
+        return None
+    results = allocation.devices.results
+    reserved = status.reserved_for
+    if len(results) > MAX_RESULTS or len(reserved) > MAX_RESERVED_FOR:
+        return None
+    read = tuple([_result(r) for r in results])
+    for result in read:
+        if result.invalid:
+            return None
+    consumers: list[Consumer] = []
+    for c in reserved:
+        if len(c.resource) > 64 or len(c.name) > 253 or len(c.uid) > 64 or len(c.api_group) > 253:
+            return None
+        consumers.append(Consumer(c.resource, c.name, c.uid, c.api_group))
+    node: str | None = ""
+    raw = allocation.node_selector
+    if raw:
+        key = bytes(raw)
+        if key in selectors:
+            node = selectors[key]
+        else:
+            try:
+                node = _selector_node(_SELECTOR_DECODER.decode(key))
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                node = None
+            selectors[key] = node
+    if node is None:
+        return None
+    return ResourceClaim(namespace=meta.namespace, name=meta.name, uid=meta.uid, allocation=Allocation(read, node),
+                         reserved_for=tuple(consumers))
 
 
 def decode_claim(data: bytes | Mapping[str, object]) -> ResourceClaim:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -704,14 +704,19 @@ def dra_in(data: bytes, warnings: Warnings, *, classes: bool = False) -> dra.Dra
 
 
 def dra_of(
-    found: Mapping[str, Sequence[Any]], warnings: Warnings, *, classes: bool = False, pending: bool = False
+    found: Mapping[str, Sequence[Any]], warnings: Warnings, *, classes: bool = False, pending: bool = False,
+    waiting: Collection[str] | None = None,
 ) -> dra.DraObjects:
-    """`dra_in` over items already collected by kind (`parse_documents` ``others``); ``pending`` as `dra_from_api`."""
+    """`dra_in` over items already collected by kind (`parse_documents` ``others``); ``pending`` as `dra_from_api`.
+
+    ``waiting``: read plain allocated claims for counting only (`_claim_wires`), for views that
+    count claims and resolve them only for the pods not yet on a node (these UIDs).
+    """
     if not found.get("ResourceSlice") and not found.get("ResourceClaim"):
         return dra.DraObjects(served=False)
     slices = _wires(found.get("ResourceSlice", ()), dra_objects.WireResourceSlice, "ResourceSlice", warnings,
                     keep=lambda wire: wire.spec.driver in dra.DRIVERS)
-    claims = _claim_wires(found.get("ResourceClaim", ()), warnings, pending=classes or pending)
+    claims = _claim_wires(found.get("ResourceClaim", ()), warnings, pending=classes or pending, waiting=waiting)
     objects = dra.read(slices, claims, warnings, pending=classes or pending)
     if classes and found.get("DeviceClass"):
         wires = _wires(found["DeviceClass"], dra_objects.WireDeviceClass, "DeviceClass", warnings)
@@ -773,21 +778,37 @@ def _wires(
 
 
 _ALLOCATED_CLAIM_DECODER: Final = msgspec.json.Decoder(dra_objects.WireAllocatedClaim)
+_TALLY_CLAIM_DECODER: Final = msgspec.json.Decoder(dra_objects.WireTallyClaim)
 
 
 def _claim_wires(
-    items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], warnings: Warnings, *, pending: bool
-) -> list[dra_objects.WireResourceClaim]:
+    items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], warnings: Warnings, *, pending: bool,
+    waiting: Collection[str] | None = None,
+) -> list[dra_objects.WireResourceClaim | dra_objects.ResourceClaim]:
     """`_wires` of ResourceClaims; a JSON claim's requests are decoded only while it waits (``pending``).
 
     An allocated claim counts by its allocation (`dra.read` drops its requests), so its ``spec``
     is skipped, undecoded; an unallocated one is decoded whole (or, without ``pending``, left out).
+    With ``waiting`` (the UIDs of pods not yet on a node, which the views resolve claims for), a
+    JSON claim that is allocated and plain is read for counting only (`dra_objects.tally_claim`) and
+    returned already read, unless it is reserved for one of those pods or for none; the order is the file's.
     """
     if not items or not isinstance(items[0], msgspec.Raw):
-        return _wires(items, dra_objects.WireResourceClaim, "ResourceClaim", warnings)
-    found: list[dra_objects.WireResourceClaim] = []
+        return [*_wires(items, dra_objects.WireResourceClaim, "ResourceClaim", warnings)]
+    found: list[dra_objects.WireResourceClaim | dra_objects.ResourceClaim] = []
+    selectors: dict[bytes, str | None] = {}
     for item in items:
         assert isinstance(item, msgspec.Raw)
+        if waiting is not None:
+            try:
+                tally = _TALLY_CLAIM_DECODER.decode(item)
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+                tally = None
+            claim = dra_objects.tally_claim(tally, selectors) if tally is not None else None
+            # A claim reserved for nobody may be a waiting pod's own (found by its owner): read whole.
+            if claim is not None and claim.reserved_for and not any(c.uid in waiting for c in claim.reserved_for):
+                found.append(claim)
+                continue
         try:
             lean = decode_raw(_ALLOCATED_CLAIM_DECODER, item, warnings)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
@@ -893,15 +914,23 @@ def from_documents(
     koordinator = _has_koordinator(chosen, stack)
     devices = _decoded(_json_only(others["Device"]), types.KOORD_DEVICE_DECODER) if koordinator else []
     split = StackSplit(stack, warnings, devices)
-    objects = dra_of(others, warnings, pending=True) if stack in READS_DRA else dra.DraObjects(served=False)
+    active = [pod for pod in decoded_pods if pod.status.phase not in COMPLETED_PHASES]
+    objects = dra.DraObjects(served=False)
+    if stack in READS_DRA:
+        unplaced = {pod.metadata.uid for pod in active if not pod.spec.node_name and pod.spec.resource_claims}
+        objects = dra_of(others, warnings, pending=True, waiting=unplaced)
     nodes = split.add_dra(split.gpushare_records(chosen, sick), objects, _ips(chosen))
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
-    active = [pod for pod in decoded_pods if pod.status.phase not in COMPLETED_PHASES]
-    pods = [keyed_pod_record(pod, warnings) for pod in active if pod.spec.node_name in wanted]
     for pod in active:
         split.add_pod(pod)
     phases = {pod.metadata.uid: pod.status.phase for pod in active if pod.metadata.uid}
-    pods += [record for record in split.dra_records(nodes, objects, phases) if record.node in wanted]
+    held = [record for record in split.dra_records(nodes, objects, phases) if record.node in wanted]
+    # A pod whose claims hold memory is counted by its claim record, which replaces its own in the
+    # ledger (the same UID), so its own record is not built.
+    holders = {record.uid for record in held}
+    pods = [keyed_pod_record(pod, warnings) for pod in active
+            if pod.spec.node_name in wanted and pod.metadata.uid not in holders]
+    pods += held
     split.finish()
     ledger = Ledger.build(nodes, pods, basis="allocatable")
     snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)

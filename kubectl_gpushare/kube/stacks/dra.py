@@ -81,8 +81,8 @@ _NO_SPEC: Final = dra.WireClaimSpec()
 
 
 def read(
-    slices: Iterable[dra.WireResourceSlice], claims: Iterable[dra.WireResourceClaim], warnings: Warnings | None,
-    *, pending: bool = True,
+    slices: Iterable[dra.WireResourceSlice], claims: Iterable[dra.WireResourceClaim | dra.ResourceClaim],
+    warnings: Warnings | None, *, pending: bool = True,
 ) -> DraObjects:
     """Check the slices of the drivers read here and the claims; each unreadable object is one warning.
 
@@ -91,6 +91,8 @@ def read(
     requests (what it holds is its allocation; 100,000 claims cost a third less so), and one
     allocated on no driver read here not at all; unallocated claims are kept with ``pending``
     (explain and doctor ask why they wait), else left out (the tables show what is allocated).
+    A claim passed already read (`dra.tally_claim`, for counting) is kept where it is allocated on a
+    driver read here.
     """
     ours: list[dra.ResourceSlice] = []
     nvidia: list[dra.WireResourceSlice] = []
@@ -108,6 +110,10 @@ def read(
             ours.append(checked)
     read_claims: list[dra.ResourceClaim] = []
     for wire_claim in claims:
+        if isinstance(wire_claim, dra.ResourceClaim):  # already read, for counting (`dra.tally_claim`)
+            if _ours_or_nvidia(wire_claim):
+                read_claims.append(wire_claim)
+            continue
         allocation = wire_claim.status.allocation
         if allocation is None and not pending:
             continue
@@ -386,12 +392,13 @@ def reserved_pods(claims: Iterable[dra.ResourceClaim]) -> set[str]:
 
 @dataclass(slots=True)
 class _Group:
+    """A holder's claims on one node, once it has more than one (the common single claim needs none)."""
+
     namespace: str
     name: str
     node: str
-    phase: str
-    amounts: dict[int, int] = field(default_factory=dict)
-    claims: list[str] = field(default_factory=list)
+    amounts: dict[int, int]
+    claims: list[str]
 
 
 def _whole(totals: Mapping[int, int], index: int) -> int:
@@ -401,7 +408,7 @@ def _whole(totals: Mapping[int, int], index: int) -> int:
 def claim_records(
     objects: DraObjects, units: Mapping[str, tuple[str, Mapping[int, int]]], phases: Mapping[str, str],
 ) -> list[PodRecord]:
-    """Ledger records of the memory claims hold on our driver's GPUs.
+    """Ledger records of the memory claims hold on our driver's GPUs: one per holder (`holder`).
 
     Args:
         objects: the DRA objects.
@@ -410,7 +417,9 @@ def claim_records(
         phases: pod UID -> phase, for the pods claims are reserved for (unknown: "").
     """
     pools = pool_nodes(objects)
-    groups: dict[str, _Group] = {}
+    # holder UID -> (namespace, name, node, GPU index, units, claim) for a holder seen once (the
+    # common case, kept cheap for 100,000 claims); a second claim of the holder makes it a `_Group`.
+    held: dict[str, tuple[str, str, str, int, int, str] | _Group] = {}
     indices: dict[str, int | None] = {}  # device name -> GPU index, parsed once per name
     unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
     ours = protocol.DRA_DRIVER
@@ -432,24 +441,30 @@ def claim_records(
             consumed = consumed_memory(result, ours)
             amount = _whole(units[node][1], index) if consumed is None else -(-consumed // node_bytes)
             owner = owner or holder(claim)
-            group = groups.get(owner.uid)
+            group = held.get(owner.uid)
             if group is None:
-                group = groups[owner.uid] = _Group(claim.namespace, owner.name, node, phases.get(owner.uid, ""),
-                                                   {index: amount}, [claim.name])
+                held[owner.uid] = (claim.namespace, owner.name, node, index, amount, claim.name)
                 continue
+            if isinstance(group, tuple):
+                group = held[owner.uid] = _Group(group[0], group[1], group[2], {group[3]: group[4]}, [group[5]])
             if group.node != node:
                 continue  # one pod is on one node; a claim naming two is left to doctor
             group.amounts[index] = group.amounts.get(index, 0) + amount
             if claim.name not in group.claims:
                 group.claims.append(claim.name)
-    return [
-        PodRecord(
-            uid=uid, namespace=group.namespace, name=group.name, node=group.node, phase=group.phase,
-            request=sum(group.amounts.values()), gpu_index=min(group.amounts),
-            allocation=tuple(sorted(group.amounts.items())), claim=",".join(group.claims),
-        )
-        for uid, group in groups.items()
-    ]  # every group holds at least the amount it was made with
+    found: list[PodRecord] = []
+    for uid, group in held.items():
+        if isinstance(group, tuple):
+            namespace, name, node, index, amount, claim_name = group
+            found.append(PodRecord(uid=uid, namespace=namespace, name=name, node=node, phase=phases.get(uid, ""),
+                                   request=amount, gpu_index=index, allocation=((index, amount),), claim=claim_name))
+        else:  # every group holds at least the amount it was made with
+            found.append(PodRecord(
+                uid=uid, namespace=group.namespace, name=group.name, node=group.node, phase=phases.get(uid, ""),
+                request=sum(group.amounts.values()), gpu_index=min(group.amounts),
+                allocation=tuple(sorted(group.amounts.items())), claim=",".join(group.claims),
+            ))
+    return found
 
 
 # --- A pod's claims ---------------------------------------------------------------------------------------

@@ -1,0 +1,159 @@
+"""Claims read for counting only (`dra_objects.tally_claim`) count exactly as claims read whole, hostile ones too."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubectl_gpushare import dra_objects, protocol
+from kubectl_gpushare.inspect.source import dra_of
+from kubectl_gpushare.kube.records import Warnings
+from kubectl_gpushare.kube.stacks import dra
+
+OURS = protocol.DRA_DRIVER
+NODES = ("n1", "n2")
+
+
+def slice_raw(node: str) -> msgspec.Raw:
+    devices = [{"name": f"gpu-{i}", "capacity": {"memory": {"value": "16Gi", "requestPolicy": {
+        "default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}}, "allowMultipleAllocations": True}
+        for i in range(2)]
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-s"},
+            "spec": {"driver": OURS, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "nodeName": node, "devices": devices}}
+    return msgspec.Raw(json.dumps(body).encode())
+
+
+def selector(node: str) -> dict[str, Any]:
+    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+
+
+def claim_raw(name: str, results: list[dict[str, Any]], pods: list[dict[str, Any]], node_selector: object = None,
+              namespace: str = "ns", allocated: bool = True) -> msgspec.Raw:
+    status: dict[str, Any] = {"reservedFor": pods}
+    if allocated:
+        status["allocation"] = {"devices": {"results": results}}
+        if node_selector is not None:
+            status["allocation"]["nodeSelector"] = node_selector
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"claim-{name}",
+                         "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"}},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "c"}}]}},
+            "status": status}
+    return msgspec.Raw(json.dumps(body).encode())
+
+
+def pod_ref(name: str, **extra: Any) -> dict[str, Any]:
+    return {"resource": "pods", "name": name, "uid": f"uid-{name}", **extra}
+
+
+def counted(claims: list[msgspec.Raw], waiting: set[str] | None) -> tuple[list[Any], list[str], list[str]]:
+    """(records, warnings, claim names) of one reading; ``waiting`` None reads every claim whole."""
+    warnings = Warnings()
+    found = {"ResourceSlice": [slice_raw(node) for node in NODES], "ResourceClaim": claims}
+    objects = dra_of(found, warnings, pending=True, waiting=waiting)
+    units = {node: (protocol.UNIT_GIB, {0: 16, 1: 16}) for node in NODES}
+    records = dra.claim_records(objects, units, {"uid-a": "Running", "uid-b": "Pending"})
+    return [msgspec.structs.asdict(r) for r in records], list(warnings), [c.name for c in objects.claims]
+
+
+def both(claims: list[msgspec.Raw], waiting: set[str] | None = None) -> tuple[list[Any], list[str], list[str]]:
+    whole = counted(claims, None)
+    assert counted(claims, waiting or set()) == whole
+    return whole
+
+
+def result(device: str = "gpu-0", memory: object = "4Gi", node: str = "n1", **extra: Any) -> dict[str, Any]:
+    return {"request": "gpu", "driver": OURS, "pool": node, "device": device, "shareID": "s",
+            "consumedCapacity": {"memory": memory}, **extra}
+
+
+def test_plain_claims_count_the_same_and_a_pod_with_two_claims_sums_them() -> None:
+    records, warnings, names = both([
+        claim_raw("c1", [result()], [pod_ref("a")], selector("n1")),
+        claim_raw("c2", [result("gpu-1", "2Gi")], [pod_ref("a")], selector("n1")),
+        claim_raw("c3", [result(node="n2")], [pod_ref("b")]),
+    ])
+    assert warnings == [] and names == ["c1", "c2", "c3"]
+    by_name = {r["name"]: r for r in records}
+    assert by_name["a"]["allocation"] == ((0, 4), (1, 2)) and by_name["a"]["claim"] == "c1,c2"
+    assert by_name["b"]["node"] == "n2" and by_name["b"]["request"] == 4
+
+
+def test_claims_read_whole_where_tallying_would_lose_something() -> None:
+    """Each of these is read whole (its warning, its truncation, its whole-device count) either way."""
+    records, warnings, _ = both([
+        claim_raw("long-share", [result(shareID="x" * 65)], [pod_ref("a")]),
+        claim_raw("bad-qty", [result(memory="-4Gi")], [pod_ref("b")]),
+        claim_raw("int-qty", [result(memory=4 * 2**30)], [pod_ref("c")]),
+        claim_raw("null-selector", [result()], [pod_ref("d")], None),
+        claim_raw("odd-selector", [result()], [pod_ref("e")], {"nodeSelectorTerms": "no"}),
+        claim_raw("many", [result()] * 33, [pod_ref("f")]),
+        claim_raw("x" * 254, [result()], [pod_ref("g")]),
+        claim_raw("no-ns", [result()], [pod_ref("h")], namespace=""),
+        claim_raw("long-consumer", [result()], [pod_ref("i" * 254)]),
+        claim_raw("two-pods", [result()], [pod_ref("j"), pod_ref("k")]),
+        claim_raw("admin", [result(adminAccess=True)], [pod_ref("l")]),
+        claim_raw("unallocated", [], [], allocated=False),
+    ])
+    shown = {r["name"]: r for r in records}
+    assert set(shown) >= {"a", "b", "c", "d", "f", "two-pods"} and "e" not in shown and "l" not in shown
+    assert shown["a"]["request"] == shown["b"]["request"] == 16  # invalid results count the whole GPU
+    assert shown["c"]["request"] == 4
+    warned = " ".join(warnings)
+    assert "ns/odd-selector: cannot be decoded" in warned and "more than 32 allocation results" in warned
+
+
+def test_a_claim_reserved_for_a_pod_not_yet_on_a_node_is_read_whole() -> None:
+    raws = [claim_raw("c1", [result()], [pod_ref("a")], selector("n1"))]
+    whole = dra_of({"ResourceClaim": raws, "ResourceSlice": [slice_raw("n1")]}, Warnings(), pending=True,
+                   waiting={"uid-a"})
+    tallied = dra_of({"ResourceClaim": raws, "ResourceSlice": [slice_raw("n1")]}, Warnings(), pending=True,
+                     waiting=set())
+    assert whole.claims[0].annotations and whole.claims[0].requests == ()  # read whole (its pod resolves it)
+    assert not tallied.claims[0].annotations  # read for counting only
+    assert both(raws, {"uid-a"}) == both(raws)
+
+
+names = st.sampled_from(["a", "b", "", "x" * 254, "ü"])
+quantities = st.one_of(st.sampled_from(["1Gi", "4Gi", "0", "-1Gi", "1e999", "1.5Gi", "", "16Gi", "١Gi"]),
+                       st.integers(-2**70, 2**70), st.floats(allow_nan=True), st.booleans())
+results = st.fixed_dictionaries({
+    "request": st.sampled_from(["gpu", "r" * 129]),
+    "driver": st.sampled_from([OURS, protocol.NVIDIA_DRA_DRIVER, "other.example.com", "d" * 64]),
+    "pool": st.sampled_from([*NODES, "gone", "p" * 254]),
+    "device": st.sampled_from(["gpu-0", "gpu-1", "gpu-9", "cpu", "gpu-01"]),
+}, optional={
+    "shareID": st.sampled_from(["s", "s" * 65]),
+    "consumedCapacity": st.dictionaries(st.sampled_from(["memory", f"{OURS}/memory", "cores"]), quantities,
+                                        max_size=2),
+    "adminAccess": st.booleans(),
+})
+consumers = st.fixed_dictionaries({"resource": st.sampled_from(["pods", "jobs"]), "name": names,
+                                   "uid": st.sampled_from(["uid-a", "uid-b", "", "u" * 65])},
+                                  optional={"apiGroup": st.sampled_from(["", "batch"])})
+selectors = st.one_of(st.none(), st.sampled_from(NODES).map(selector), st.just({"nodeSelectorTerms": []}),
+                      st.just([1, 2]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(names, st.lists(results, max_size=3), st.lists(consumers, max_size=3), selectors,
+                          st.booleans()), max_size=6),
+       st.sets(st.sampled_from(["uid-a", "uid-b"])))
+def test_any_claims_count_the_same_read_whole_or_tallied(claims: list[Any], waiting: set[str]) -> None:
+    raws = [claim_raw(name or "", found, pods, node_selector, allocated=allocated)
+            for name, found, pods, node_selector, allocated in claims]
+    both(raws, waiting)
+
+
+def test_the_tally_decoder_reads_what_it_declares() -> None:
+    wire = msgspec.json.decode(bytes(claim_raw("c", [result()], [pod_ref("a")], selector("n1"))),
+                               type=dra_objects.WireTallyClaim)
+    claim = dra_objects.tally_claim(wire, {})
+    assert claim is not None and claim.allocation is not None
+    assert (claim.key, claim.uid, claim.allocation.node_name) == ("ns/c", "claim-c", "n1")
+    assert claim.reserved_for == (dra_objects.Consumer("pods", "a", "uid-a"),)
