@@ -61,7 +61,7 @@ def test_the_plugin_serves_the_gpus_nvml_lists(
     assert kubelet.registrations[0].resource_name == protocol.RESOURCE_MEM
     want = {gpu.uuid: gpu.gib for gpu in nvml.gpus}
     devices = kubelet.wait_devices(lambda d: _per_gpu(dict(d)) == want, timeout=20)
-    assert _per_gpu(devices) == want, f"advertised {len(devices)} devices"
+    assert _per_gpu(devices) == want, f"healthy per GPU {_per_gpu(devices)}; health {sorted(set(devices.values()))}"
     assert kubelet.capacity() == (sum(want.values()), sum(want.values()))
 
     # the node: gpu-count and the per-GPU annotation with NVML's UUIDs, models and sizes
