@@ -42,7 +42,11 @@ def load_fake_pynvml() -> Any:
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     module = sys.modules.setdefault("fake_pynvml", module)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["fake_pynvml"]  # not half a module for the next caller
+        raise
     return module
 
 
@@ -131,6 +135,7 @@ def fake_machine() -> Any:
 def open_nvml(variant: str, monkeypatch: pytest.MonkeyPatch) -> Nvml:
     """Put the variant's ``pynvml`` in place (skip ``real-nvml`` where NVML cannot start) and read it."""
     if variant == FAKE:
+        pytest.importorskip("pynvml", reason="fake_pynvml reuses nvidia-ml-py's error classes and structs")
         monkeypatch.setitem(sys.modules, "pynvml", load_fake_pynvml().make_module(fake_machine()))
     else:
         try:
