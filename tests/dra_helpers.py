@@ -60,9 +60,9 @@ def saved_claims(plugin_dir: str | Path) -> dict[str, Any]:
 
 
 class RunningDriver(ServeThread[Config, Driver]):
-    """``serve`` on a thread with a FakeBackend the test can poke."""
+    """``serve`` on a thread with a FakeBackend the test can poke (None: the driver opens NVML itself)."""
 
-    def __init__(self, cfg: Config, backend: FakeBackend) -> None:
+    def __init__(self, cfg: Config, backend: FakeBackend | None) -> None:
         super().__init__(serve, cfg, backend, what="driver", name="dra-under-test")
 
     @property

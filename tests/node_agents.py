@@ -18,7 +18,8 @@ A = TypeVar("A")
 
 
 class ServeThread(Generic[C, A]):
-    """``serve(cfg, stop=, ready=, backend=, started=)`` on a thread, with a FakeBackend the test can poke.
+    """``serve(cfg, stop=, ready=, backend=, started=)`` on a thread, with a FakeBackend the test can poke
+    (or none: ``serve`` then opens the backend ``cfg`` names, NVML where it names no fake GPUs).
 
     Args:
         serve: the agent's ``serve``.
@@ -26,7 +27,9 @@ class ServeThread(Generic[C, A]):
         name: the thread's name.
     """
 
-    def __init__(self, serve: Callable[..., None], cfg: C, backend: FakeBackend, *, what: str, name: str) -> None:
+    def __init__(
+        self, serve: Callable[..., None], cfg: C, backend: FakeBackend | None, *, what: str, name: str
+    ) -> None:
         self.serve = serve
         self.cfg = cfg
         self.backend = backend

@@ -44,9 +44,9 @@ def kubelet(plugin_dir: str) -> Iterator[KubeletSim]:
 
 
 class RunningPlugin(ServeThread[Config, Plugin]):
-    """``serve`` on a thread with a FakeBackend the test can poke."""
+    """``serve`` on a thread with a FakeBackend the test can poke (None: the plugin opens NVML itself)."""
 
-    def __init__(self, cfg: Config, backend: FakeBackend) -> None:
+    def __init__(self, cfg: Config, backend: FakeBackend | None) -> None:
         super().__init__(serve, cfg, backend, what="plugin", name="plugin-under-test")
 
     @property
@@ -60,10 +60,15 @@ class RunningPlugin(ServeThread[Config, Plugin]):
 
 @pytest.fixture
 def start_plugin(sandbox: Sandbox, kubeconfig: Path, plugin_dir: str) -> Iterator[Any]:
-    """Start a plugin for NODE: ``start_plugin("2x16GiB", memory_unit="GiB", ...)``; stopped after."""
+    """Start a plugin for NODE: ``start_plugin("2x16GiB", memory_unit="GiB", ...)``; stopped after.
+
+    A spec of None runs it without ``--fake-gpus``: on NVML, as on a GPU node.
+    """
     running: list[RunningPlugin] = []
 
-    def start(spec: str = "2x16GiB", *, node: str = NODE, add_node: bool = True, **overrides: Any) -> RunningPlugin:
+    def start(
+        spec: str | None = "2x16GiB", *, node: str = NODE, add_node: bool = True, **overrides: Any
+    ) -> RunningPlugin:
         if add_node and sandbox.get("nodes", None, node) is None:
             sandbox.load(
                 [namespace_object("default"), node_object(node, [], ip="10.0.0.1", labels={"gpushare": "true"})]
@@ -75,7 +80,8 @@ def start_plugin(sandbox: Sandbox, kubeconfig: Path, plugin_dir: str) -> Iterato
             kube=KubeOptions(kubeconfig=str(kubeconfig)),
             **{"poll_interval": 0.1, "max_backoff": 1.0, "sync_timeout": 10, **overrides},
         )
-        plugin = RunningPlugin(cfg, FakeBackend.from_spec(spec, seed=node, ignored_xids=cfg.ignored_xids))
+        backend = FakeBackend.from_spec(spec, seed=node, ignored_xids=cfg.ignored_xids) if spec is not None else None
+        plugin = RunningPlugin(cfg, backend)
         running.append(plugin)
         return plugin.start()
 

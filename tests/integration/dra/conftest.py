@@ -31,17 +31,22 @@ def dirs() -> Iterator[Dirs]:
 
 @pytest.fixture
 def start_driver(sandbox: Sandbox, kubeconfig: Path, dirs: Dirs) -> Iterator[Callable[..., RunningDriver]]:
-    """Start a driver for NODE: ``start_driver("2x16GiB", memory_unit="MiB", ...)``; stopped after."""
+    """Start a driver for NODE: ``start_driver("2x16GiB", memory_unit="MiB", ...)``; stopped after.
+
+    A spec of None runs it without ``--fake-gpus``: on NVML, as on a GPU node.
+    """
     running: list[RunningDriver] = []
 
-    def start(spec: str = "2x16GiB", *, node: str = NODE, backend: FakeBackend | None = None,
+    def start(spec: str | None = "2x16GiB", *, node: str = NODE, backend: FakeBackend | None = None,
               **overrides: Any) -> RunningDriver:
         if sandbox.get("nodes", None, node) is None:
             sandbox.load([namespace_object("default"), node_object(node, [], ip="10.0.0.1", gpushare=False)])
         settings: dict[str, Any] = {"registration_dir": dirs.registration, "plugin_dir": dirs.plugin,
                                     "cdi_root": dirs.cdi, "poll_interval": 0.05, **overrides}
         cfg = Config(node_name=node, fake_gpus=spec, kube={"kubeconfig": str(kubeconfig)}, **settings)
-        driver = RunningDriver(cfg, backend or FakeBackend.from_spec(spec, seed=node))
+        if backend is None and spec is not None:
+            backend = FakeBackend.from_spec(spec, seed=node)
+        driver = RunningDriver(cfg, backend)
         running.append(driver)
         return driver.start()
 

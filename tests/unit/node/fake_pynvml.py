@@ -27,6 +27,8 @@ class FakeGpu:
     limits_error: int | None = None
     """An NVML error code the memory-limit calls answer (e.g. FUNCTION_NOT_FOUND on a pre-r615 driver)."""
     limits: dict[str, tuple[int, int]] = field(default_factory=dict)
+    processes: list[tuple[int, int]] = field(default_factory=list)
+    """(pid, used bytes) of the compute processes on it (``nvmlDeviceGetComputeRunningProcesses``)."""
 
 
 @dataclass
@@ -37,6 +39,8 @@ class Machine:
     events: queue.Queue[types.SimpleNamespace] = field(default_factory=queue.Queue)
     registered: list[tuple[int, int]] = field(default_factory=list)
     shutdowns: int = 0
+    driver: str = "615.00"
+    """``nvmlSystemGetDriverVersion``; set limits_error on each GPU to model a driver older than r615."""
 
     def xid(self, index: int | None, xid: int) -> None:
         """Queue an Xid event (index None: the event carries no device)."""
@@ -113,6 +117,11 @@ def make_module(machine: Machine) -> types.ModuleType:
         state = real.NVML_DEVICE_MIG_ENABLE if gpu.mig else real.NVML_DEVICE_MIG_DISABLE
         return state, state
 
+    def processes(handle: int) -> list[types.SimpleNamespace]:
+        # pynvml's wrappers return one object per process with ``pid`` and ``usedGpuMemory`` (None where
+        # NVML reports NVML_VALUE_NOT_AVAILABLE); NVML lists no process twice in one call.
+        return [types.SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in check(handle).processes]
+
     # the real structs (ctypes) and constants, so a wrong field name fails here as it would on a GPU
     module.c_nvmlSetMemoryLimits_v1_t = real.c_nvmlSetMemoryLimits_v1_t
     module.c_nvmlGetMemoryLimits_v1_t = real.c_nvmlGetMemoryLimits_v1_t
@@ -122,6 +131,9 @@ def make_module(machine: Machine) -> types.ModuleType:
     module.nvmlDeviceGetMemoryLimits_v1 = get_limits
     module.nvmlDeviceGetMigMode = mig_mode
     module.nvmlInit = nvmlInit
+    module.nvmlSystemGetDriverVersion = lambda: machine.driver
+    module.nvmlDeviceGetComputeRunningProcesses = processes
+    module.nvmlDeviceGetGraphicsRunningProcesses = lambda handle: (check(handle), [])[1]
     module.nvmlShutdown = nvmlShutdown
     module.nvmlDeviceGetCount = lambda: len(machine.gpus)
     module.nvmlDeviceGetHandleByIndex = lambda index: (

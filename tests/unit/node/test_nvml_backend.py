@@ -1,22 +1,17 @@
 from __future__ import annotations
 
-import importlib.util
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pynvml as real
 import pytest
+from real_nvml import load_fake_pynvml
 
 from kubectl_gpushare.node.gpus import BackendError, HealthEvent, LimitsUnsupportedError
 from kubectl_gpushare.node.nvml_backend import NvmlBackend
 
-_spec = importlib.util.spec_from_file_location("fake_pynvml", Path(__file__).with_name("fake_pynvml.py"))
-assert _spec and _spec.loader
-fake_pynvml = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("fake_pynvml", fake_pynvml)
-_spec.loader.exec_module(fake_pynvml)
+fake_pynvml = load_fake_pynvml()
 
 GIB = 1 << 30
 
