@@ -789,6 +789,11 @@ def _require_name(meta: WireMeta, kind: str) -> None:
 
 # --- Slices ---------------------------------------------------------------------------------------------
 def _attribute(raw: WireAttribute) -> AttributeValue:
+    text = raw.string
+    if (text is not None and raw.int_ is None and raw.bool_ is None and raw.version is None and raw.ints is None
+            and raw.bools is None and raw.strings is None and raw.versions is None
+            and len(text) <= MAX_ATTRIBUTE_VALUE_LENGTH):
+        return text  # the common one: a single string within bounds
     values: list[AttributeValue] = []
     if raw.int_ is not None:
         if not -protocol.MAX_INT64 - 1 <= raw.int_ <= protocol.MAX_INT64:
@@ -866,6 +871,21 @@ def _policy(raw: WireRequestPolicy, value: Quantity) -> RequestPolicy:
     return RequestPolicy(default, valid_values, valid_range)
 
 
+@functools.lru_cache(maxsize=512, typed=True)
+def _ranged_capacity(
+    value: QuantityValue, default: QuantityValue | None, ranged: bool, low: QuantityValue | None,
+    high: QuantityValue | None, step: QuantityValue | None,
+) -> DeviceCapacity:
+    """A capacity with a policy of a default and maybe a range, checked by `_policy` once per distinct one.
+
+    ``typed``: ``1``, ``1.0`` and ``True`` are different quantities (the last one invalid).
+    Raises ValueError as `_policy` (not cached: raised again each time).
+    """
+    quantity = read_quantity(value)
+    span = WireRange(low, high, step) if ranged else None
+    return DeviceCapacity(quantity, _policy(WireRequestPolicy(default, None, span), quantity))
+
+
 def _device(raw: WireDevice) -> Device:
     name = raw.name[:63]
     try:
@@ -889,14 +909,20 @@ def _device(raw: WireDevice) -> Device:
                 raise ValueError(f"capacity name {key[:100]!r} is not a qualified name")
             if cap.value is None:
                 raise ValueError(f"capacity {key} has no value")
+            policy = cap.request_policy
+            if policy is None:
+                capacity[key] = DeviceCapacity(read_quantity(cap.value))
+                continue
+            if not shared:
+                raise ValueError(f"capacity {key} has a requestPolicy, but the device does not allow "
+                                 "multiple allocations")
+            span = policy.valid_range
+            if policy.valid_values is None:  # every GPU of a node, and of a fleet, repeats one of a few
+                capacity[key] = _ranged_capacity(cap.value, policy.default, span is not None,
+                                                 *((span.min, span.max, span.step) if span else (None, None, None)))
+                continue
             value = read_quantity(cap.value)
-            policy = None
-            if cap.request_policy is not None:
-                if not shared:
-                    raise ValueError(f"capacity {key} has a requestPolicy, but the device does not allow "
-                                     "multiple allocations")
-                policy = _policy(cap.request_policy, value)
-            capacity[key] = DeviceCapacity(value, policy)
+            capacity[key] = DeviceCapacity(value, _policy(policy, value))
         taints = tuple(Taint(t.key[:317], t.value[:63], t.effect[:32]) for t in raw.taints)
         return Device(name, attributes, capacity, shared, taints)
     except ValueError as exc:

@@ -219,7 +219,8 @@ def _amounts(capacity: dra.DeviceCapacity) -> Iterator[dra.Quantity]:
 
 def node_unit(capacities: Iterable[dra.DeviceCapacity]) -> str:
     """GiB when every capacity and policy amount is a whole number of GiB (the driver's default), else MiB."""
-    whole = all(q.millis % (GIB * 1000) == 0 for capacity in capacities for q in _amounts(capacity))
+    distinct = {id(capacity): capacity for capacity in capacities}.values()  # a node's GPUs share one or two
+    whole = all(q.millis % (GIB * 1000) == 0 for capacity in distinct for q in _amounts(capacity))
     return protocol.UNIT_GIB if whole else protocol.UNIT_MIB
 
 

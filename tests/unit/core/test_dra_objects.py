@@ -271,3 +271,18 @@ def test_wire_structs_name_the_upstream_go_fields() -> None:
     assert names == {"default", "validValues", "validRange"}
     names = {f.encode_name for f in msgspec.structs.fields(dra.WirePool)}
     assert names == {"name", "generation", "resourceSliceCount"}
+
+
+def test_repeated_capacities_are_checked_alike_and_quantities_of_another_type_are_not_confused() -> None:
+    """A policy is checked once per distinct capacity (`_ranged_capacity`); ``1``, ``1.0`` and ``True`` stay apart."""
+    one = {"default": 1, "validRange": {"min": 1, "step": 1}}
+    truth = {"default": True, "validRange": {"min": True, "step": True}}
+    got = dra.decode_slice(slice_body(
+        device("gpu-0", 1, policy=one), device("gpu-1", True, policy=truth), device("gpu-2", 1.0, policy=one),
+        device("gpu-3", "16Gi", policy=GIB_POLICY), device("gpu-4", "16Gi", policy={**GIB_POLICY, "default": "1.5Gi"}),
+        device("gpu-5", "16Gi", policy=GIB_POLICY)))
+    invalid = {d.name: d.invalid for d in got.devices}
+    assert not invalid["gpu-0"] and not invalid["gpu-2"] and not invalid["gpu-3"] and not invalid["gpu-5"]
+    assert invalid["gpu-1"] and "multiple of step" in invalid["gpu-4"]
+    assert got.devices[3].capacity == got.devices[5].capacity
+    assert got.devices[3].capacity["memory"].request_policy.valid_range.step.value == 2**30  # type: ignore[union-attr]
