@@ -18,7 +18,9 @@ The plugin's extension points, after ``pkg/scheduler/framework/plugins/dynamicre
 - PreBind (``bindClaim``), before the Binding: the scheduler's finalizer is added to a claim it
   allocates, then ``status.allocation`` and the pod in ``status.reservedFor`` are written through the
   status subresource, retried on a conflict; a claim allocated elsewhere meanwhile fails the pod's
-  cycle. Unreserve (the Binding failed): the pod's reservation is taken back.
+  cycle. Unreserve (a later claim's PreBind or the Binding failed): the pod leaves ``reservedFor``
+  of every claim the API shows it in (those written earlier in the cycle too), once the API shows
+  the pod unbound; a write whose outcome is unknown is left alone until the API shows it.
 
 Reads come from the sandbox's store, once per scheduling pass; writes go through the API.
 Not done: PostFilter's deallocation of claims to make room, binding conditions, extended
@@ -327,11 +329,13 @@ class DynamicResources:
         raise SchedulingError(f"add reservation to claim {claim.key}: it kept changing ({CONFLICT_RETRIES} conflicts)")
 
     def unreserve(self, pod: Mapping[str, Any], claims: PodClaims) -> None:
-        """Take the pod's reservation back once the API shows the Binding did not land.
+        """Take the pod's reservations back once the API shows the Binding did not land.
 
-        A Binding whose reply was lost may have landed: while the pod shows bound, or cannot be read,
-        the reservation stays (the resourceclaim controller drops it if the pod goes away; a retry of
-        an unbound pod reuses it). Allocations stay until the controller frees them.
+        Called when PreBind (any claim) or the Binding fails. Only what a fresh read shows is
+        removed: a claim write whose outcome is unknown and not shown yet is left as it lands. A
+        Binding whose reply was lost may have landed: while the pod shows bound, or cannot be read,
+        the reservations stay (the resourceclaim controller drops them if the pod goes away; a retry
+        of an unbound pod reuses them). Allocations stay until the controller frees them.
         """
         if not self._unbound(pod):
             return

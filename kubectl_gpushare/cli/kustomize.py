@@ -2,8 +2,11 @@
 
 Only what ``manifests/`` uses is supported: ``resources`` (files and folders, also ``../x``) and
 ``patches`` given as a file of RFC 6902 operations (add, replace, remove) with a ``target`` of
-kind, name and optional namespace. Anything else is an error, never silently skipped: the tests
-build both trees with the real ``kubectl kustomize`` and require the same objects.
+kind, name and optional namespace. A ``kind: Component`` folder (``manifests/dra``) builds on its
+own as a Kustomization does, and, as in kustomize (api/internal/target/kusttarget.go), is refused
+when ``resources:`` names it: overlays take it through ``components:``, which this builder lacks.
+Anything else is an error, never silently skipped: the tests build every tree with the real
+``kubectl kustomize`` and require the same objects.
 """
 
 from __future__ import annotations
@@ -30,13 +33,16 @@ def _at(root: Traversable, relative: str) -> Traversable:
     return node
 
 
-def build(root: Traversable, folder: str = ".") -> list[Document]:
+def build(root: Traversable, folder: str = ".", *, top: bool = True) -> list[Document]:
     """The objects of the kustomization in ``folder`` (relative to ``root``), in kustomize's input order.
 
     Raises:
-        KustomizeError: an unsupported field or a patch that does not apply.
+        KustomizeError: an unsupported field, a Component named in ``resources:``, or a patch that
+            does not apply.
     """
     spec = yaml.safe_load(_at(root, posixpath.join(folder, "kustomization.yaml")).read_text()) or {}
+    if not top and spec.get("kind") == "Component":
+        raise KustomizeError(f"{folder} is a Component: an overlay names it in components:, not resources:")
     unsupported = set(spec) - {"apiVersion", "kind", "resources", "patches"}
     if unsupported:
         raise KustomizeError(f"{folder}/kustomization.yaml: unsupported fields {sorted(unsupported)}")
@@ -44,7 +50,7 @@ def build(root: Traversable, folder: str = ".") -> list[Document]:
     for entry in spec.get("resources") or ():
         path = posixpath.normpath(posixpath.join(folder, entry))
         if _at(root, path).is_dir():
-            documents.extend(build(root, path))
+            documents.extend(build(root, path, top=False))
         else:
             documents.extend(doc for doc in yaml.safe_load_all(_at(root, path).read_text()) if doc)
     for patch in spec.get("patches") or ():

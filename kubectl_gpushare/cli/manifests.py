@@ -3,6 +3,7 @@
 The kustomize trees in the repository's ``manifests/`` folder are the single source: the package
 ships them through the ``_manifests`` link, and this command builds them (`kustomize.build`) into
 the same objects ``kubectl kustomize manifests/`` (or ``manifests/managed``, ``manifests/dra``) prints.
+``manifests/dra`` is a kustomize Component, which kustomize (and `kustomize.build`) builds on its own.
 """
 
 from __future__ import annotations

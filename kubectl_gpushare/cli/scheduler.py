@@ -318,11 +318,11 @@ class SchedulerLoop:
                 except ExtenderCallError:
                     pass  # kube-scheduler ignores prioritize errors
         best = max(candidates, key=lambda n: scores.get(n["metadata"]["name"], 0))["metadata"]["name"]
-        if claims is not None and dra_state is not None:
-            self.dra.reserve(claims, str(best), dra_state)
-            self.dra.pre_bind(pod, claims, str(best))
         binder = next((e for e in interested if e.client.config.bind_verb), None)
         try:
+            if claims is not None and dra_state is not None:
+                self.dra.reserve(claims, str(best), dra_state)
+                self.dra.pre_bind(pod, claims, str(best))
             if binder is not None:
                 binder.client.bind(pod, best)
             else:
@@ -331,7 +331,11 @@ class SchedulerLoop:
                     self.api.bind_pod(meta.get("namespace", "default"), meta["name"], meta.get("uid", ""), best)
                 except KubeError as exc:
                     raise ExtenderCallError(f"binding rejected: {exc}") from None
-        except ExtenderCallError:
+        except (ExtenderCallError, SchedulingError):
+            # kube-scheduler's binding cycle runs every Reserve plugin's Unreserve when PreBind or Bind
+            # fails (pkg/scheduler/schedule_one.go); DynamicResources' Unreserve takes the pod out of
+            # reservedFor of all its claims (pkg/scheduler/framework/plugins/dynamicresources/
+            # dynamicresources.go), so a claim PreBind wrote before a later one failed is released too.
             if claims is not None:
                 self.dra.unreserve(pod, claims)
             raise

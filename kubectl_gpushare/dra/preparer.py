@@ -42,15 +42,20 @@ MAX_RESERVED = 256
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
+ANSWER_RESERVE = 0.5
+"""Seconds of the caller's deadline kept back from the claims' reads, to write the CDI specs and the
+checkpoint and send the reply in: a read still unanswered by then fails its claim instead."""
+
+
 class ClaimSource(Protocol):
     """Where claims are read (the API server; `ApiClaims`)."""
 
-    def claim(self, namespace: str, name: str) -> dra_objects.ResourceClaim:
-        """One claim as stored now, read by `dra_objects`.
+    def claim(self, namespace: str, name: str, deadline: float | None = None) -> dra_objects.ResourceClaim:
+        """One claim as stored now, read by `dra_objects`; the read gives up at ``deadline`` (`time.monotonic`).
 
         Raises:
-            NotFound: no such claim; KubeError: the API server failed or could not be reached;
-            ValueError: the claim cannot be decoded or read.
+            NotFound: no such claim; KubeError: the API server failed, could not be reached, or did
+            not answer before ``deadline``; ValueError: the claim cannot be decoded or read.
         """
         ...
 
@@ -61,9 +66,9 @@ class ApiClaims:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def claim(self, namespace: str, name: str) -> dra_objects.ResourceClaim:
-        """GET the claim (decoded as `dra_objects.WireResourceClaim`) and read it."""
-        return dra_objects.read_claim(self._client.get(types.DRA_CLAIMS, name, namespace))
+    def claim(self, namespace: str, name: str, deadline: float | None = None) -> dra_objects.ResourceClaim:
+        """GET the claim (decoded as `dra_objects.WireResourceClaim`) and read it, by ``deadline``."""
+        return dra_objects.read_claim(self._client.get(types.DRA_CLAIMS, name, namespace, deadline=deadline))
 
 
 @dataclass(frozen=True)
@@ -142,8 +147,17 @@ class Preparer:
 
     # --- prepare -----------------------------------------------------------------------------
 
-    def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PreparedClaim | str]:
-        """Prepare each claim; claim UID -> the prepared record, or the error to report for it."""
+    def prepare(self, refs: Sequence[ClaimRef], deadline: float | None = None) -> dict[str, PreparedClaim | str]:
+        """Prepare each claim; claim UID -> the prepared record, or the error to report for it.
+
+        Args:
+            refs: the claims kubelet names.
+            deadline: when the caller stops waiting (`time.monotonic`; the gRPC call's deadline).
+                Claims are read one after another, each read bounded by what is left of it less
+                `ANSWER_RESERVE`; a claim not read by then fails alone, and the call still answers
+                in time for the claims read (or already prepared).
+        """
+        reads_until = None if deadline is None else deadline - ANSWER_RESERVE
         results: dict[str, PreparedClaim | str] = {}
         fresh: dict[str, PreparedClaim] = {}
         for ref in dict.fromkeys(refs):  # a claim named twice is looked at once
@@ -160,7 +174,7 @@ class Preparer:
                 results[ref.uid] = fresh[ref.uid]
                 continue
             try:
-                fresh[ref.uid] = self._build(ref)
+                fresh[ref.uid] = self._build(ref, reads_until)
                 results[ref.uid] = fresh[ref.uid]
             except ClaimRejectedError as exc:
                 log.warning("NodePrepareResources: %s", exc.message)
@@ -181,12 +195,15 @@ class Preparer:
                 return f"claim {ref.namespace}/{ref.name}: cannot write its CDI spec: {exc.strerror or exc}"
         return known
 
-    def _build(self, ref: ClaimRef) -> PreparedClaim:
-        """Read and check one claim; what preparing it will record."""
+    def _build(self, ref: ClaimRef, reads_until: float | None = None) -> PreparedClaim:
+        """Read (by ``reads_until``) and check one claim; what preparing it will record."""
         where = f"{ref.namespace}/{ref.name}"
+        if reads_until is not None and time.monotonic() >= reads_until:
+            raise ClaimRejectedError(f"cannot read claim {where}: no time left before the call's deadline "
+                                     "(the API server answered too slowly for the claims before it)")
         try:
             self.reads += 1
-            claim = self.source.claim(ref.namespace, ref.name)
+            claim = self.source.claim(ref.namespace, ref.name, reads_until)
         except NotFound:
             raise ClaimRejectedError(f"claim {where} not found") from None
         except KubeError as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from types import ModuleType
 from typing import Any
 
@@ -53,10 +54,16 @@ def _devices(api: ModuleType, claim: PreparedClaim) -> list[Any]:
     return devices
 
 
-def prepare_response(api: ModuleType, preparer: Preparer, request: Any) -> Any:
-    """A NodePrepareResourcesResponse of ``api`` (dra v1 or v1beta1) for ``request``."""
+def deadline_of(context: grpc.ServicerContext) -> float | None:
+    """The call's deadline as a `time.monotonic` instant (None: the caller set none)."""
+    left = context.time_remaining()
+    return None if left is None else time.monotonic() + left
+
+
+def prepare_response(api: ModuleType, preparer: Preparer, request: Any, deadline: float | None = None) -> Any:
+    """A NodePrepareResourcesResponse of ``api`` (dra v1 or v1beta1) for ``request``, answered by ``deadline``."""
     response = api.NodePrepareResourcesResponse()
-    for uid, outcome in preparer.prepare(_refs(request)).items():
+    for uid, outcome in preparer.prepare(_refs(request), deadline).items():
         if isinstance(outcome, str):
             response.claims[uid].CopyFrom(api.NodePrepareResourceResponse(error=outcome))
         else:
@@ -87,9 +94,9 @@ class _DraServicer:
         self.preparer = preparer
 
     def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        """Prepare each claim (see `Preparer.prepare`)."""
+        """Prepare each claim (see `Preparer.prepare`), the API reads bounded by the call's deadline."""
         try:
-            return prepare_response(self.api, self.preparer, request)
+            return prepare_response(self.api, self.preparer, request, deadline_of(context))
         except Exception as exc:
             _internal(context, "NodePrepareResources", exc)
             raise

@@ -198,13 +198,17 @@ class Transport:
     ) -> bytes:
         """Send one request and return the body of a 2xx reply.
 
-        ``max_bytes`` bounds the reply body and ``deadline`` (a `time.monotonic` instant) the whole
-        exchange, for replies that come from somewhere less trusted than the API server itself (a pod
-        behind ``pods/proxy``); the connection is dropped when either is passed.
+        ``max_bytes`` bounds the reply body, for replies that come from somewhere less trusted than
+        the API server itself (a pod behind ``pods/proxy``). ``deadline`` (a `time.monotonic`
+        instant) bounds the whole exchange, connecting and waiting for the headers included (each
+        socket wait gets what is left of it, never more than the client's timeout), for callers
+        that owe an answer by then (a gRPC call's deadline). The connection is dropped when either
+        is passed.
 
         Raises:
             ApiError: the server answered with an error status (subclass by status).
-            Unreachable: refused, reset, TLS failure or no answer within the timeout.
+            Unreachable: refused, reset, TLS failure, no answer within the timeout, or none before
+                ``deadline`` (``timeout`` True).
             ReplyTooLarge: the body was longer than ``max_bytes`` or not in by ``deadline``.
             ConfigError: credentials could not be obtained.
         """
@@ -213,11 +217,14 @@ class Transport:
         attempts = 0
         while True:
             attempts += 1
+            bound = self._bound(deadline, path, query)
             connection, reused = self._acquire()
             try:
+                if bound is not None:
+                    _set_timeout(connection, bound)
                 response = self._send(connection, method, target, body, content_type, refresh)
                 data = response.read() if max_bytes is None and deadline is None else _read_bounded(
-                    response, max_bytes, deadline
+                    response, max_bytes, deadline, connection
                 )
             except ReplyTooLarge:
                 connection.close()
@@ -229,13 +236,15 @@ class Transport:
                 raise self.unreachable(path, query, exc) from None
             except (OSError, http.client.HTTPException) as exc:
                 connection.close()
-                raise self.unreachable(path, query, exc) from None
+                raise self.unreachable(path, query, exc, bound) from None
             except BaseException:
                 connection.close()
                 raise
             if response.will_close:
                 connection.close()
             else:
+                if bound is not None:
+                    _set_timeout(connection, self.config.timeout)  # pooled connections wait as the client does
                 self._release(connection)
             if response.getheader("Content-Encoding") == "gzip":
                 data = gzip.decompress(data)
@@ -282,12 +291,29 @@ class Transport:
                 continue
             raise error
 
-    def unreachable(self, path: str, query: Mapping[str, object] | None, exc: BaseException) -> Unreachable:
-        """The `Unreachable` error for a failed request, worded for a user."""
+    def _bound(self, deadline: float | None, path: str, query: Mapping[str, object] | None) -> float | None:
+        """Seconds each socket wait may take before ``deadline`` (None: the client's timeout applies).
+
+        Raises:
+            Unreachable: the deadline has passed already (nothing is sent).
+        """
+        if deadline is None:
+            return None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            url = self.url(path, query)
+            raise Unreachable(f"no time left to ask the API server at {self.config.server} ({url})", url, True)
+        return min(left, self.config.timeout) if self.config.timeout else left
+
+    def unreachable(
+        self, path: str, query: Mapping[str, object] | None, exc: BaseException, bound: float | None = None
+    ) -> Unreachable:
+        """The `Unreachable` error for a failed request, worded for a user (``bound``: the seconds it was given)."""
         server = self.config.server
         url = self.url(path, query)
         if isinstance(exc, (TimeoutError, socket.timeout)):
-            after = f" after {self.config.timeout:g}s" if self.config.timeout else ""
+            waited = bound if bound is not None else self.config.timeout
+            after = f" after {waited:.3g}s" if waited else ""
             return Unreachable(f"the API server at {server} did not answer{after} ({url})", url, True)
         if isinstance(exc, ssl.SSLCertVerificationError):
             detail = exc.verify_message or exc.reason or "certificate verify failed"
@@ -325,9 +351,22 @@ class _TLSConnection(http.client.HTTPSConnection):
 _READ_CHUNK: Final = 64 * 1024
 
 
-def _read_bounded(response: http.client.HTTPResponse, max_bytes: int | None, deadline: float | None) -> bytes:
-    """The body, a chunk at a time, refusing more than ``max_bytes`` or reading past ``deadline``."""
-    if (response.getheader("Content-Encoding") or "identity").lower() != "identity":
+def _set_timeout(connection: http.client.HTTPConnection, seconds: float | None) -> None:
+    """The timeout of the connection's socket waits: for its next connect, and for the open socket."""
+    connection.timeout = seconds
+    if connection.sock is not None:
+        connection.sock.settimeout(seconds)
+
+
+def _read_bounded(response: http.client.HTTPResponse, max_bytes: int | None, deadline: float | None,
+                  connection: http.client.HTTPConnection | None = None) -> bytes:
+    """The body, a chunk at a time, refusing more than ``max_bytes`` or reading past ``deadline``.
+
+    With ``connection``, each wait for a chunk is cut to what is left before ``deadline``. A
+    compressed reply is refused where the size is bounded (its expanded size is not).
+    """
+    encoding = (response.getheader("Content-Encoding") or "identity").lower()
+    if max_bytes is not None and encoding != "identity":
         raise ReplyTooLarge("the reply is compressed, which was not asked for (its size is unbounded)")
     declared = response.getheader("Content-Length")
     if max_bytes is not None and declared and declared.isdigit() and int(declared) > max_bytes:
@@ -335,8 +374,11 @@ def _read_bounded(response: http.client.HTTPResponse, max_bytes: int | None, dea
     parts: list[bytes] = []
     size = 0
     while True:
-        if deadline is not None and time.monotonic() > deadline:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
             raise ReplyTooLarge("the reply did not arrive in time")
+        if left is not None and connection is not None and connection.sock is not None:
+            connection.sock.settimeout(min(left, connection.timeout or left))
         chunk = response.read1(_READ_CHUNK)  # one recv at most: a slow drip cannot outlast the deadline
         if not chunk:
             response.read()  # read1 leaves a finished body open; this marks it done, so the connection is reusable

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Final, Literal, TypedDict, Unpack, overload
 
 import msgspec
@@ -162,21 +163,32 @@ class Client:
         query: Mapping[str, object] | None = None,
         body: bytes | None = None,
         content_type: str | None = None,
+        *,
+        deadline: float | None = None,
     ) -> bytes:
         """Send one request and return the body of a 2xx reply; GETs follow the ``retry`` policy.
 
         A kept-alive connection the server closed is replaced once, and credentials are re-read
-        once after a 401 (a rotated token file, an expired exec credential).
+        once after a 401 (a rotated token file, an expired exec credential). ``deadline`` (a
+        `time.monotonic` instant) bounds the whole call, retries and their waits included.
 
         Raises:
             ApiError: the server answered with an error status (subclass by status).
-            Unreachable: no answer within the timeout, refused, or TLS failed.
+            Unreachable: no answer within the timeout or before ``deadline``, refused, or TLS failed.
+            ReplyTooLarge: the reply's body was not in by ``deadline``.
             ConfigError: credentials could not be obtained.
         """
-        send = self._transport.request
+
+        def send() -> bytes:
+            return self._transport.request(method, path, query, body, content_type, deadline=deadline)
+
         if method == "GET" and self.retry is not None:
-            return call_with_retry(lambda: send(method, path, query, body, content_type), self.retry)
-        return send(method, path, query, body, content_type)
+            policy = self.retry
+            if deadline is not None:  # no retry, nor wait for one, past the caller's deadline
+                left = max(0.0, deadline - time.monotonic())
+                policy = replace(policy, deadline=left if policy.deadline is None else min(policy.deadline, left))
+            return call_with_retry(send, policy)
+        return send()
 
     def proxy_get(
         self, namespace: str, pod: str, port: int, path: str, *, max_bytes: int, deadline: float
@@ -199,20 +211,24 @@ class Client:
 
     @overload
     def get(
-        self, kind: Kind[ItemT], name: str, namespace: str | None = None, subresource: str | None = None
+        self, kind: Kind[ItemT], name: str, namespace: str | None = None, subresource: str | None = None, *,
+        deadline: float | None = None,
     ) -> ItemT: ...
     @overload
-    def get(self, kind: str, name: str, namespace: str | None = None, subresource: str | None = None) -> KubeObject: ...
+    def get(self, kind: str, name: str, namespace: str | None = None, subresource: str | None = None, *,
+            deadline: float | None = None) -> KubeObject: ...
     def get(
-        self, kind: Kind[ItemT] | str, name: str, namespace: str | None = None, subresource: str | None = None
+        self, kind: Kind[ItemT] | str, name: str, namespace: str | None = None, subresource: str | None = None, *,
+        deadline: float | None = None,
     ) -> ItemT | KubeObject:
-        """One object, decoded as its kind's Struct.
+        """One object, decoded as its kind's Struct; ``deadline`` as for `request`.
 
         Raises:
             NotFound: no such object.
         """
         k = _kind(kind)
-        return k.item_decoder.decode(self.request("GET", _object_path(k, namespace, name, subresource)))
+        path = _object_path(k, namespace, name, subresource)
+        return k.item_decoder.decode(self.request("GET", path, deadline=deadline))
 
     @overload
     def list_pages(

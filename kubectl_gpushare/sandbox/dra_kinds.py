@@ -12,6 +12,9 @@ that clients observe (422 with field causes, worded as ``field.Invalid``/``Requi
 - ResourceSlice: driver, pool (generation >= 0, resourceSliceCount > 0), exactly one node choice,
   at most 128 uniquely named devices, each device's attributes, capacities and request policy.
 - DeviceClass: selectors that compile.
+- Every ``int64`` field (`INT64_FIELDS`: counts, pool generation and slice count, int attributes,
+  toleration seconds, condition generations) is bounded as Go's JSON decoder bounds it: a 400
+  before validation, from `objects.check_types`.
 
 The checks reuse `dra_objects` (the one decoder) and `kube.cel` (the one CEL); a capacity request
 too large for int64 thousandths is accepted here, as upstream accepts it, and refused by the
@@ -39,6 +42,29 @@ QUANTITY_PATHS: Final = {
     TEMPLATES: ("spec.spec.devices.requests[].exactly.capacity.requests",),
 }
 """Flat quantity maps of the DRA kinds (canonicalised like a ResourceList by `objects`)."""
+
+
+def _claim_spec_int64(prefix: str) -> tuple[tuple[str, str], ...]:
+    requests = f"{prefix}.devices.requests[]"
+    return ((f"{requests}.exactly.count", "ExactDeviceRequest"),
+            (f"{requests}.exactly.tolerations[].tolerationSeconds", "DeviceToleration"),
+            (f"{requests}.firstAvailable[].count", "DeviceSubRequest"),
+            (f"{requests}.firstAvailable[].tolerations[].tolerationSeconds", "DeviceToleration"))
+
+
+INT64_FIELDS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
+    CLAIMS: (*_claim_spec_int64("spec"),
+             ("status.allocation.devices.results[].tolerations[].tolerationSeconds", "DeviceToleration"),
+             ("status.devices[].conditions[].observedGeneration", "Condition")),
+    TEMPLATES: (("spec.metadata.generation", "ObjectMeta"), ("spec.metadata.deletionGracePeriodSeconds", "ObjectMeta"),
+                *_claim_spec_int64("spec.spec")),
+    SLICES: (("spec.pool.generation", "ResourcePool"), ("spec.pool.resourceSliceCount", "ResourcePool"),
+             ("spec.devices[].attributes{}.int", "DeviceAttribute"),
+             ("spec.devices[].attributes{}.ints[]", "DeviceAttribute")),
+}
+"""The ``int64`` and ``*int64`` fields of the kinds (k8s.io/api resource/v1 types.go, metav1.Condition), each
+with the Go struct that holds it: Go's JSON decoder refuses a value outside int64 there with 400 (`objects`).
+``[]`` marks every element of an array, ``{}`` every value of a map."""
 
 
 def _dict(value: Any) -> dict[str, Any]:

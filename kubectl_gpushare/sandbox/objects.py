@@ -83,10 +83,12 @@ def _check_shapes(kind: str, obj: dict[str, Any]) -> None:
 
 
 def _step(parents: list[Any], segment: str) -> list[Any]:
-    name, each = (segment[:-2], True) if segment.endswith("[]") else (segment, False)
+    name, each = (segment[:-2], segment[-2:]) if segment.endswith(("[]", "{}")) else (segment, "")
     found = [p[name] for p in parents if isinstance(p, dict) and isinstance(p.get(name), (dict, list))]
-    if each:
+    if each == "[]":
         return [item for value in found if isinstance(value, list) for item in value]
+    if each == "{}":
+        return [item for value in found if isinstance(value, dict) for item in value.values()]
     return [value for value in found if isinstance(value, dict)]
 
 
@@ -95,6 +97,39 @@ def _leaves(parents: list[Any], segment: str) -> list[tuple[Any, Any]]:
         lists = [p[segment[:-2]] for p in parents if isinstance(p, dict) and isinstance(p.get(segment[:-2]), list)]
         return [(items, i) for items in lists for i in range(len(items))]
     return [(p, segment) for p in parents if isinstance(p, dict) and segment in p]
+
+
+INT64_FIELDS: tuple[tuple[str, str], ...] = (
+    ("metadata.generation", "ObjectMeta"),
+    ("metadata.deletionGracePeriodSeconds", "ObjectMeta"),
+)
+"""The ``int64`` fields of every kind (ObjectMeta), with their Go struct; a kind's own: `dra_kinds.INT64_FIELDS`."""
+_INT64 = range(-(2**63), 2**63)
+
+
+def _check_int64(resource: Resource, obj: dict[str, Any]) -> None:
+    """Go's JSON decoder into an int64 field: a non-integer or a value outside int64 is a 400.
+
+    The message is ``UnmarshalTypeError``'s (sigs.k8s.io/json, the decoder kube-apiserver uses:
+    the innermost struct, the JSON field path without indices or map keys) wrapped as the handlers'
+    ``transformDecodeError`` wraps it. Differs: a float is shown as Python prints it (Go shows the
+    literal as sent), and the first field in table order is reported, not the first in the body.
+    """
+    for path, struct in (*INT64_FIELDS, *dra_kinds.INT64_FIELDS.get(resource.plural, ())):
+        parents: list[Any] = [obj]
+        *heads, last = path.split(".")
+        for head in heads:
+            parents = _step(parents, head)
+        for parent, key in _leaves(parents, last):
+            value = parent[key]
+            if value is None or (type(value) is int and value in _INT64):
+                continue
+            shown = f"number {value!r}" if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                else _json_name(value)
+            field = path.replace("[]", "").replace("{}", "")
+            raise errors.bad_request(
+                f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: '
+                f"json: cannot unmarshal {shown} into Go struct field {struct}.{field} of type int64")
 
 
 def _json_name(value: object) -> str:
@@ -129,6 +164,7 @@ def check_types(resource: Resource, obj: Any) -> None:
                 f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{key} of type map[string]string"
             )
     _check_shapes(resource.kind, obj)
+    _check_int64(resource, obj)
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     if (kind and kind != resource.kind) or (api_version and api_version != resource.api_version):
         raise errors.bad_request(

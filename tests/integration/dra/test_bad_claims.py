@@ -18,11 +18,11 @@ pytestmark = pytest.mark.integration
 OTHER_UID = "6a3d3b9e-2f0c-4d1b-9d71-0c0e7e0f0a11"
 
 
-def _prepare(dirs: Dirs, refs: list[tuple[str, str]]) -> Any:
+def _prepare(dirs: Dirs, refs: list[tuple[str, str]], timeout: float = 10) -> Any:
     request = dra_v1_pb2.NodePrepareResourcesRequest(
         claims=[dra_v1_pb2.Claim(namespace="default", name=name, uid=uid) for name, uid in refs])
     with grpc.insecure_channel(target(os.path.join(dirs.plugin, "dra.sock"))) as channel:
-        return v1_grpc.DRAPluginStub(channel).NodePrepareResources(request, timeout=10)
+        return v1_grpc.DRAPluginStub(channel).NodePrepareResources(request, timeout=timeout)
 
 
 def _result(device: str = "gpu-0", memory: str | None = "4Gi", **extra: Any) -> dict[str, Any]:
@@ -117,3 +117,28 @@ def test_unpreparing_a_claim_never_prepared_succeeds(start_driver, dirs: Dirs) -
         gone = v1_grpc.DRAPluginStub(channel).NodeUnprepareResources(dra_v1_pb2.NodeUnprepareResourcesRequest(
             claims=[dra_v1_pb2.Claim(namespace="default", name="c1", uid=OTHER_UID)]), timeout=10)
     assert OTHER_UID in gone.claims and gone.claims[OTHER_UID].error == ""
+
+
+def test_a_slow_api_fails_the_unread_claims_before_the_call_deadline(start_driver, claims: Claims, dirs: Dirs,
+                                                                     sandbox: Sandbox) -> None:
+    # kubelet gives NodePrepareResources a deadline (its PluginClientTimeout); the claims are read one by
+    # one, each read bounded by what is left of it, so a read the API server sits on fails its claim and
+    # the claims after it, and the call still answers, in time, for the claim already read.
+    running = start_driver("2x16GiB")
+    good, slow, later = (claims.claim(name, device="gpu-1", memory="2Gi") for name in ("good", "slow", "later"))
+    stalled = sandbox.inject("GET", r"/resourceclaims/slow$", latency=8.0, times=1)
+    refs = [("good", good.metadata.uid), ("slow", slow.metadata.uid), ("later", later.metadata.uid)]
+    answer = _prepare(dirs, refs, timeout=4)  # grpc raises DEADLINE_EXCEEDED if the answer comes late
+    assert stalled.hits == 1
+    assert not answer.claims[good.metadata.uid].error and answer.claims[good.metadata.uid].devices
+    assert "cannot read claim default/slow: the API server at" in answer.claims[slow.metadata.uid].error
+    assert "did not answer after" in answer.claims[slow.metadata.uid].error
+    assert answer.claims[later.metadata.uid].error.startswith(
+        "cannot read claim default/later: no time left before the call's deadline")
+    assert not [r for r in sandbox.requests if r.verb == "get" and r.name == "later"]  # never asked
+    assert list(saved_claims(dirs.plugin)) == [good.metadata.uid]
+    assert list(running.driver.preparer.prepared()) == [good.metadata.uid]
+    # kubelet's retry, the API server quick again: the two are prepared, the first answered from its record.
+    again = _prepare(dirs, refs)
+    assert not any(again.claims[uid].error for _, uid in refs)
+    assert sorted(saved_claims(dirs.plugin)) == sorted(uid for _, uid in refs)

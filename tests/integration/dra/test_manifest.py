@@ -1,9 +1,11 @@
-"""manifests/dra: what kubectl kustomize builds is what `kubectl gpushare manifests --dra` prints, the
-DaemonSet mounts what the driver touches, and its RBAC is exactly the calls the driver makes."""
+"""manifests/dra: a kustomize Component that builds on its own (the DRA-only install) and inside an
+overlay beside manifests/; what kubectl kustomize builds is what `kubectl gpushare manifests --dra`
+prints, the DaemonSet mounts what the driver touches, and its RBAC is exactly the calls the driver makes."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,16 @@ from kubectl_gpushare.sandbox.server import Sandbox
 MANIFESTS = Path(__file__).resolve().parents[3] / "manifests" / "dra"
 
 
+def key(doc: dict[str, Any]) -> tuple[str, str, str]:
+    return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
+
+
+def kustomize(binary: str, folder: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
+    built = subprocess.run([binary, "kustomize", str(folder)], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    return {key(doc): doc for doc in yaml.safe_load_all(built.stdout) if doc}
+
+
 def documents() -> dict[str, dict[str, Any]]:
     docs = [doc for name in ("dra-driver.yaml", "deviceclass.yaml")
             for doc in yaml.safe_load_all((MANIFESTS / name).read_text()) if doc]
@@ -40,16 +52,36 @@ def granted() -> set[tuple[str, str, str]]:
 
 @pytest.mark.integration
 def test_plugin_prints_what_kubectl_kustomize_builds(kubectl_binaries: list[str]) -> None:
-    def key(doc: dict[str, Any]) -> tuple[str, str, str]:
-        return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
-
     ours = {key(doc): doc for doc in yaml.safe_load_all(render(dra=True)) if doc}
     assert {kind for kind, _, _ in ours} == {"DeviceClass", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
                                             "DaemonSet"}
     for binary in kubectl_binaries:
-        built = subprocess.run([binary, "kustomize", str(MANIFESTS)], capture_output=True, text=True, timeout=120)
-        assert built.returncode == 0, built.stderr
-        assert {key(doc): doc for doc in yaml.safe_load_all(built.stdout) if doc} == ours, binary
+        assert kustomize(binary, MANIFESTS) == ours, binary
+
+
+def test_dra_is_a_kustomize_component() -> None:
+    spec = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
+    assert (spec["apiVersion"], spec["kind"]) == ("kustomize.config.k8s.io/v1alpha1", "Component")
+
+
+@pytest.mark.integration
+def test_an_overlay_adds_the_dra_component_beside_the_extender_and_device_plugin(
+    kubectl_binaries: list[str], tmp_path: Path
+) -> None:
+    """manifests/README.md's overlay (``components:`` beside ``resources:``) builds both installs, unchanged."""
+    readme = (MANIFESTS.parent / "README.md").read_text()
+    (snippet,) = [block for block in re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL)
+                  if yaml.safe_load(block).get("kind") == "Kustomization"]
+    (tmp_path / "kubectl-gpushare").symlink_to(MANIFESTS.parents[1])  # "next to a checkout of this repository"
+    overlay = tmp_path / "my-overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(snippet)
+    base = {key(doc): doc for doc in yaml.safe_load_all(render()) if doc}
+    dra = {key(doc): doc for doc in yaml.safe_load_all(render(dra=True)) if doc}
+    assert not base.keys() & dra.keys()
+    assert ("DaemonSet", "kube-system", "gpushare-device-plugin-ds") in base
+    for binary in kubectl_binaries:
+        assert kustomize(binary, overlay) == base | dra, binary
 
 
 def test_device_class_selects_our_driver() -> None:

@@ -199,6 +199,24 @@ def test_slow_server_times_out_within_the_request_timeout(sandbox: Sandbox, kube
     assert time.monotonic() - started < 2.5
 
 
+def test_a_deadline_bounds_a_read_and_leaves_the_pooled_connection_as_the_client_waits(
+        sandbox: Sandbox, client: Client) -> None:
+    sandbox.load([node("n1")])
+    sandbox.inject(method="GET", path=r"/api/v1/nodes/n1$", latency=3.0, times=1)
+    started = time.monotonic()
+    with pytest.raises(errors.Unreachable) as info:  # the client's own timeout is 30 s
+        client.get(types.NODES, "n1", deadline=started + 0.5)
+    assert info.value.timeout is True and "did not answer after 0.5s" in str(info.value)
+    assert time.monotonic() - started < 2.5
+    with pytest.raises(errors.Unreachable, match="no time left"):  # nothing is sent past the deadline
+        client.get(types.NODES, "n1", deadline=time.monotonic() - 1)
+    # A read that made its deadline returns its connection to the pool with the client's timeout,
+    # so a later slow reply without a deadline is waited for.
+    assert client.get(types.NODES, "n1", deadline=time.monotonic() + 1).metadata.name == "n1"
+    sandbox.inject(method="GET", path=r"/api/v1/nodes/n1$", latency=2.0, times=1)
+    assert client.get(types.NODES, "n1").metadata.name == "n1"
+
+
 @pytest.mark.parametrize("patch_type", ["strategic", "merge", "json"])
 def test_patch_types(sandbox: Sandbox, client: Client, patch_type: Any) -> None:
     sandbox.load([pod("p")])

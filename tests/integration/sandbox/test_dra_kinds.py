@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import subprocess
@@ -208,3 +209,97 @@ def test_an_absurd_request_does_not_hide_a_later_invalid_one(kubectl: Kubectl, s
     result = kubectl("apply", "-f", "-", input=document, check=False)
     assert result.returncode == 1 and "requests[1].exactly.count: Invalid value: -2" in result.stderr
     assert sandbox.get("resourceclaimtemplates", "default", "gpu-4gi") is None
+
+
+def send(sandbox: Sandbox, method: str, path: str, body: Any,
+         content_type: str = "application/json") -> tuple[int, dict[str, Any]]:
+    """One request over HTTP with a JSON body whose integers are written out as given (no float rounding)."""
+    connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=30)
+    try:
+        connection.request(method, path, json.dumps(body), {"Content-Type": content_type})
+        reply = connection.getresponse()
+        return reply.status, json.loads(reply.read() or b"{}")
+    finally:
+        connection.close()
+
+
+CLAIMS_PATH = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+TEMPLATES_PATH = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
+INT64_MAX = 2**63 - 1
+
+
+def claim_body(**exactly: Any) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER, **exactly}}]}}}
+
+
+def slice_body(pool: dict[str, Any] | None = None, attributes: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+            "spec": {"driver": DRIVER, "nodeName": "n1",
+                     "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1, **(pool or {})},
+                     "devices": [{"name": "gpu-0", "attributes": attributes or {"index": {"int": 0}}}]}}
+
+
+def template_body(meta: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t"},
+            "spec": {"metadata": meta, "spec": claim_body()["spec"]}}
+
+
+OVERFLOWS = [
+    (CLAIMS_PATH, claim_body(count=INT64_MAX + 1),
+     "ExactDeviceRequest.spec.devices.requests.exactly.count", f"number {INT64_MAX + 1}"),
+    (CLAIMS_PATH, claim_body(count=-INT64_MAX - 2),
+     "ExactDeviceRequest.spec.devices.requests.exactly.count", f"number {-INT64_MAX - 2}"),
+    (CLAIMS_PATH, claim_body(count=2.5), "ExactDeviceRequest.spec.devices.requests.exactly.count", "number 2.5"),
+    (CLAIMS_PATH, claim_body(tolerations=[{"key": "k", "operator": "Exists", "effect": "NoExecute",
+                                           "tolerationSeconds": 10**30}]),
+     "DeviceToleration.spec.devices.requests.exactly.tolerations.tolerationSeconds", f"number {10**30}"),
+    (CLAIMS_PATH, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
+                   "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
+                       {"name": "a", "deviceClassName": DRIVER, "count": "3"}]}]}}},
+     "DeviceSubRequest.spec.devices.requests.firstAvailable.count", "string"),
+    (SLICES_PATH, slice_body({"generation": INT64_MAX + 1}), "ResourcePool.spec.pool.generation",
+     f"number {INT64_MAX + 1}"),
+    (SLICES_PATH, slice_body({"resourceSliceCount": 2**64}), "ResourcePool.spec.pool.resourceSliceCount",
+     f"number {2**64}"),
+    (SLICES_PATH, slice_body(attributes={"index": {"int": INT64_MAX + 1}}),
+     "DeviceAttribute.spec.devices.attributes.int", f"number {INT64_MAX + 1}"),
+    (SLICES_PATH, {**slice_body(), "metadata": {"name": "s", "generation": 10**19}},
+     "ObjectMeta.metadata.generation", f"number {10**19}"),
+    (TEMPLATES_PATH, template_body({"deletionGracePeriodSeconds": 2**63}),
+     "ObjectMeta.spec.metadata.deletionGracePeriodSeconds", f"number {2**63}"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "field", "value"), OVERFLOWS,
+                         ids=[f"{o[2].rsplit('.', 1)[-1]}-{i}" for i, o in enumerate(OVERFLOWS)])
+def test_an_int64_field_outside_int64_is_a_one_line_400_and_nothing_is_stored(
+        sandbox: Sandbox, path: str, body: dict[str, Any], field: str, value: str) -> None:
+    status, answer = send(sandbox, "POST", path, body)
+    kind = body["kind"]
+    assert (status, answer["reason"]) == (400, "BadRequest"), answer
+    assert answer["message"] == (f'{kind} in version "v1" cannot be handled as a {kind}: json: cannot unmarshal '
+                                 f"{value} into Go struct field {field} of type int64")
+    assert not any(sandbox.objects(k) for k in ("resourceclaims", "resourceslices", "resourceclaimtemplates"))
+
+
+def test_int64_bounds_are_accepted_and_a_status_write_past_them_is_refused(sandbox: Sandbox) -> None:
+    status, stored = send(sandbox, "POST", SLICES_PATH, slice_body(
+        {"generation": INT64_MAX, "resourceSliceCount": INT64_MAX}, {"index": {"int": -INT64_MAX - 1}}))
+    assert status == 201, stored
+    assert stored["spec"]["pool"]["generation"] == INT64_MAX
+    status, claim = send(sandbox, "POST", CLAIMS_PATH, claim_body(count=INT64_MAX))
+    assert status == 201 and claim["spec"]["devices"]["requests"][0]["exactly"]["count"] == INT64_MAX, claim
+    allocation = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]}}
+    condition = {"type": "Ready", "status": "True", "reason": "R", "message": "", "observedGeneration": 2**63,
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    patch = {"status": {"allocation": allocation, "devices": [
+        {"driver": DRIVER, "pool": "n1", "device": "gpu-0", "conditions": [condition]}]}}
+    status, answer = send(sandbox, "PATCH", f"{CLAIMS_PATH}/c/status", patch, "application/merge-patch+json")
+    assert status == 400 and answer["message"].endswith(
+        f"cannot unmarshal number {2**63} into Go struct field "
+        "Condition.status.devices.conditions.observedGeneration of type int64"), answer
+    assert "\n" not in answer["message"]
+    assert not (sandbox.get("resourceclaims", "default", "c") or {}).get("status")
+    assert not [r for r in sandbox.requests if r.status >= 500]

@@ -217,3 +217,47 @@ def test_a_binding_whose_reply_is_lost_keeps_the_claim_reserved_for_the_pod(sche
     status = claim.get("status") or {}
     assert status.get("allocation")
     assert [r.get("uid") for r in status.get("reservedFor") or []] == [uid]
+
+
+def two_claims_pod(name: str) -> str:
+    """A pod whose first claim comes from template ``a`` and second from ``b`` (PreBind writes them in that order)."""
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                       "spec": {"resourceClaims": [{"name": "a", "resourceClaimTemplateName": "a"},
+                                                   {"name": "b", "resourceClaimTemplateName": "b"}],
+                                "containers": [{"name": "c", "image": "busybox",
+                                                "resources": {"claims": [{"name": "a"}, {"name": "b"}]}}]}})
+
+
+def claim_of(sandbox: Sandbox, pod_name: str, claim: str) -> dict[str, Any]:
+    prefix = f"{pod_name}-{claim}-"
+    return next((c for c in sandbox.objects("resourceclaims") if c["metadata"]["name"].startswith(prefix)), {})
+
+
+def reserved_for(sandbox: Sandbox, pod_name: str, claim: str) -> list[str]:
+    status = claim_of(sandbox, pod_name, claim).get("status") or {}
+    return [str(r.get("uid")) for r in status.get("reservedFor") or []]
+
+
+@pytest.mark.parametrize("fault", [{"status": 403}, {"status": 504, "after": True}],
+                         ids=["refused", "reply-lost-after-the-write"])
+def test_a_second_claim_failing_prebind_unreserves_the_first(scheduling: Sandbox, kubectl: Kubectl,
+                                                             fault: dict[str, Any]) -> None:
+    # Claim a is written; writing claim b fails. Unreserve (as kube-scheduler's after a failed PreBind)
+    # takes the unbound pod out of a's reservedFor, and out of b's where the API shows the lost reply's
+    # write landed. Until the fault goes, every retry fails the same way; then the pod binds once.
+    failing = scheduling.inject("PATCH", r"/resourceclaims/p-b-[a-z0-9]+/status", **fault)
+    kubectl("create", "-f", "-", input="\n".join([template("a", "2Gi"), template("b", "4Gi"), two_claims_pod("p")]))
+    wait_for(lambda: failing.hits, timeout=30, what="claim b's write failed")
+    condition = wait_for(lambda: scheduled_condition(scheduling, "p"), timeout=30, what="PreBind's failure")
+    assert condition["reason"] == "SchedulerError" and "claim default/p-b-" in condition["message"], condition
+    uid = (scheduling.get("pods", "default", "p") or {})["metadata"]["uid"]
+    wait_for(lambda: claim_of(scheduling, "p", "a").get("status", {}).get("allocation")
+             and not reserved_for(scheduling, "p", "a"), timeout=30, what="claim a allocated, the pod unreserved")
+    assert not bound(scheduling, "p")
+    if fault.get("after"):  # the write landed: the API shows it, so it is taken back as well
+        wait_for(lambda: claim_of(scheduling, "p", "b").get("status", {}).get("allocation")
+                 and not reserved_for(scheduling, "p", "b"), timeout=30, what="claim b allocated, the pod unreserved")
+    scheduling.clear_faults()
+    wait_for(lambda: bound(scheduling, "p"), timeout=60, what="the pod bound once the fault is gone")
+    assert reserved_for(scheduling, "p", "a") == reserved_for(scheduling, "p", "b") == [uid]
+    assert not [r for r in scheduling.requests if r.status >= 500 and r.subresource != "status"]  # only the injected

@@ -39,3 +39,15 @@ def test_unsupported_fields_and_unmatched_patches_are_refused(tmp_path: Path) ->
     (tmp_path / "p.yaml").write_text("- {op: remove, path: /metadata}\n")
     with pytest.raises(KustomizeError, match="no object matches"):
         build(tmp_path)
+
+
+def test_a_component_builds_on_its_own_but_not_as_a_resource(tmp_path: Path) -> None:
+    component = tmp_path / "comp"
+    component.mkdir()
+    (component / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [a.yaml]\n")
+    (component / "a.yaml").write_text("kind: Service\nmetadata: {name: a}\n")
+    assert build(tmp_path, "comp") == [{"kind": "Service", "metadata": {"name": "a"}}]
+    (tmp_path / "kustomization.yaml").write_text("resources: [comp]\n")
+    with pytest.raises(KustomizeError, match="components:"):
+        build(tmp_path)
