@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -334,7 +334,8 @@ DRA_RESOURCES: Final = f"resourceslices.{protocol.DRA_API_GROUP}"
 
 
 def dra_from_api(
-    client: Client, warnings: Warnings, *, claims: bool = False, classes: bool = False, pending: bool = False
+    client: Client, warnings: Warnings, *, claims: bool = False, classes: bool = False, pending: bool = False,
+    tally: bool = False,
 ) -> dra.DraObjects:
     """The DRA objects the views read: one list of ResourceSlices, then ResourceClaims if they matter.
 
@@ -343,7 +344,8 @@ def dra_from_api(
     show what they can. Claims are listed when a slice of a driver read here exists, or always
     with ``claims`` (doctor: a claim may name devices no slice publishes); DeviceClasses with
     ``classes`` (explain and doctor ask the allocator, which needs them; unreadable: not read).
-    Unallocated claims are kept with ``pending`` (or ``claims``, ``classes``).
+    Unallocated claims are kept with ``pending`` (or ``claims``, ``classes``). With ``tally``, plain
+    allocated claims are read for counting only (`_claim_wires`), for views that need no more of them.
     """
     try:
         slices = client.list(types.DRA_SLICES, on_skip=warnings.add)
@@ -353,13 +355,18 @@ def dra_from_api(
         warnings.add(f"cannot list {DRA_RESOURCES}: GPUs shared through DRA are not shown")
         return dra.DraObjects()
     relevant = [wire for wire in slices if wire.spec.driver in dra.DRIVERS]
-    wire_claims: list[dra_objects.WireResourceClaim] = []
+    wire_claims: list[dra_objects.WireResourceClaim | dra_objects.ResourceClaim] = []
+    keep = claims or classes or pending
     if relevant or claims:
         try:
-            wire_claims = client.list(types.DRA_CLAIMS, on_skip=warnings.add, page_size=POD_PAGE_SIZE)
+            if tally:
+                raws = client.list_raw(types.DRA_CLAIMS, page_size=POD_PAGE_SIZE)
+                wire_claims = _claim_wires(raws, warnings, pending=keep, tally=True)
+            else:
+                wire_claims = [*client.list(types.DRA_CLAIMS, on_skip=warnings.add, page_size=POD_PAGE_SIZE)]
         except (NotFound, Forbidden):
             warnings.add(f"cannot list resourceclaims.{protocol.DRA_API_GROUP}: DRA GPUs are shown without claims")
-    objects = dra.read(relevant, wire_claims, warnings, pending=claims or classes or pending)
+    objects = dra.read(relevant, wire_claims, warnings, pending=keep)
     if classes:
         try:
             objects.classes = dra.read_classes(client.list(types.DRA_CLASSES, on_skip=warnings.add), warnings)
@@ -423,8 +430,8 @@ def from_api(
             warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
     split = StackSplit(stack, warnings, koordinator_devices(client, decoded, stack, warnings))
     cluster_wide = not names and not selector
-    objects = dra_from_api(client, warnings, pending=cluster_wide) if stack in READS_DRA else dra.DraObjects(
-        served=False)
+    objects = dra_from_api(client, warnings, pending=cluster_wide, tally=True) if stack in READS_DRA else (
+        dra.DraObjects(served=False))
     nodes = split.add_dra(split.gpushare_records(decoded, sick), objects, _ips(decoded))
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
@@ -705,18 +712,17 @@ def dra_in(data: bytes, warnings: Warnings, *, classes: bool = False) -> dra.Dra
 
 def dra_of(
     found: Mapping[str, Sequence[Any]], warnings: Warnings, *, classes: bool = False, pending: bool = False,
-    waiting: Collection[str] | None = None,
+    tally: bool = False,
 ) -> dra.DraObjects:
-    """`dra_in` over items already collected by kind (`parse_documents` ``others``); ``pending`` as `dra_from_api`.
+    """`dra_in` over items already collected by kind (`parse_documents` ``others``).
 
-    ``waiting``: read plain allocated claims for counting only (`_claim_wires`), for views that
-    count claims and resolve them only for the pods not yet on a node (these UIDs).
+    ``pending`` and ``tally`` as `dra_from_api`.
     """
     if not found.get("ResourceSlice") and not found.get("ResourceClaim"):
         return dra.DraObjects(served=False)
     slices = _wires(found.get("ResourceSlice", ()), dra_objects.WireResourceSlice, "ResourceSlice", warnings,
                     keep=lambda wire: wire.spec.driver in dra.DRIVERS)
-    claims = _claim_wires(found.get("ResourceClaim", ()), warnings, pending=classes or pending, waiting=waiting)
+    claims = _claim_wires(found.get("ResourceClaim", ()), warnings, pending=classes or pending, tally=tally)
     objects = dra.read(slices, claims, warnings, pending=classes or pending)
     if classes and found.get("DeviceClass"):
         wires = _wires(found["DeviceClass"], dra_objects.WireDeviceClass, "DeviceClass", warnings)
@@ -783,15 +789,16 @@ _TALLY_CLAIM_DECODER: Final = msgspec.json.Decoder(dra_objects.WireTallyClaim)
 
 def _claim_wires(
     items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], warnings: Warnings, *, pending: bool,
-    waiting: Collection[str] | None = None,
+    tally: bool = False,
 ) -> list[dra_objects.WireResourceClaim | dra_objects.ResourceClaim]:
     """`_wires` of ResourceClaims; a JSON claim's requests are decoded only while it waits (``pending``).
 
     An allocated claim counts by its allocation (`dra.read` drops its requests), so its ``spec``
     is skipped, undecoded; an unallocated one is decoded whole (or, without ``pending``, left out).
-    With ``waiting`` (the UIDs of pods not yet on a node, which the views resolve claims for), a
-    JSON claim that is allocated and plain is read for counting only (`dra_objects.tally_claim`) and
-    returned already read, unless it is reserved for one of those pods or for none; the order is the file's.
+    With ``tally`` (views that count allocated claims and ask only unallocated ones what they
+    request: inspect, fit), a JSON claim that is allocated and plain is read for counting only
+    (`dra_objects.tally_claim`: no annotations, finalizers or owner) and returned already read; the
+    order is the input's.
     """
     if not items or not isinstance(items[0], msgspec.Raw):
         return [*_wires(items, dra_objects.WireResourceClaim, "ResourceClaim", warnings)]
@@ -799,14 +806,13 @@ def _claim_wires(
     selectors: dict[bytes, str | None] = {}
     for item in items:
         assert isinstance(item, msgspec.Raw)
-        if waiting is not None:
+        if tally:
             try:
-                tally = _TALLY_CLAIM_DECODER.decode(item)
+                wire = _TALLY_CLAIM_DECODER.decode(item)
             except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, UnicodeDecodeError):
-                tally = None
-            claim = dra_objects.tally_claim(tally, selectors) if tally is not None else None
-            # A claim reserved for nobody may be a waiting pod's own (found by its owner): read whole.
-            if claim is not None and claim.reserved_for and not any(c.uid in waiting for c in claim.reserved_for):
+                wire = None  # read whole below, for its one warning
+            claim = dra_objects.tally_claim(wire, selectors) if wire is not None else None
+            if claim is not None:
                 found.append(claim)
                 continue
         try:
@@ -915,10 +921,8 @@ def from_documents(
     devices = _decoded(_json_only(others["Device"]), types.KOORD_DEVICE_DECODER) if koordinator else []
     split = StackSplit(stack, warnings, devices)
     active = [pod for pod in decoded_pods if pod.status.phase not in COMPLETED_PHASES]
-    objects = dra.DraObjects(served=False)
-    if stack in READS_DRA:
-        unplaced = {pod.metadata.uid for pod in active if not pod.spec.node_name and pod.spec.resource_claims}
-        objects = dra_of(others, warnings, pending=True, waiting=unplaced)
+    objects = dra_of(others, warnings, pending=True, tally=True) if stack in READS_DRA else dra.DraObjects(
+        served=False)
     nodes = split.add_dra(split.gpushare_records(chosen, sick), objects, _ips(chosen))
     wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
     for pod in active:

@@ -274,6 +274,15 @@ class Client:
             Expired: the snapshot expired mid-list (start over), unless ``allow_inconsistent``.
         """
         k = _kind(kind)
+        for data in self._page_data(k, namespace, label_selector, field_selector, page_size, resource_version,
+                                    allow_inconsistent):
+            yield decode_page(k, data, on_skip or _log_skip, on_undecodable)
+
+    def _page_data(
+        self, k: Kind[ItemT], namespace: str | None, label_selector: str | None, field_selector: str | None,
+        page_size: int, resource_version: str | None, allow_inconsistent: bool,
+    ) -> Iterator[bytes]:
+        """The JSON of each page of a list (`list_pages` for the arguments)."""
         path = k.path(namespace or None)
         query: dict[str, object] = {
             "labelSelector": label_selector,
@@ -308,9 +317,31 @@ class Client:
                 raise
             token = types.LIST_META_DECODER.decode(data).metadata.continue_
             pending = _in_background(fetch, token) if token and self.prefetch else None
-            yield decode_page(k, data, on_skip or _log_skip, on_undecodable)
+            yield data
             if not token:
                 return
+
+    def list_raw(
+        self, kind: Kind[ItemT], namespace: str | None = None, *, label_selector: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> builtins.list[msgspec.Raw]:
+        """Every item of a kind as its JSON, undecoded, for a reader that decodes each only as far as it needs.
+
+        One consistent snapshot, started over (up to 3 times) if paging expires, as `list_all`.
+
+        Raises:
+            msgspec.DecodeError: a page is not a list.
+        """
+        for attempt in range(3):
+            items: builtins.list[msgspec.Raw] = []
+            try:
+                for data in self._page_data(kind, namespace, label_selector, None, page_size, None, False):
+                    items.extend(types.RAW_LIST_DECODER.decode(data).items)
+                return items
+            except Expired:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @overload
     def list_all(

@@ -51,19 +51,19 @@ def pod_ref(name: str, **extra: Any) -> dict[str, Any]:
     return {"resource": "pods", "name": name, "uid": f"uid-{name}", **extra}
 
 
-def counted(claims: list[msgspec.Raw], waiting: set[str] | None) -> tuple[list[Any], list[str], list[str]]:
-    """(records, warnings, claim names) of one reading; ``waiting`` None reads every claim whole."""
+def counted(claims: list[msgspec.Raw], tally: bool) -> tuple[list[Any], list[str], list[str]]:
+    """(records, warnings, claim names) of one reading, claims tallied or read whole."""
     warnings = Warnings()
     found = {"ResourceSlice": [slice_raw(node) for node in NODES], "ResourceClaim": claims}
-    objects = dra_of(found, warnings, pending=True, waiting=waiting)
+    objects = dra_of(found, warnings, pending=True, tally=tally)
     units = {node: (protocol.UNIT_GIB, {0: 16, 1: 16}) for node in NODES}
     records = dra.claim_records(objects, units, {"uid-a": "Running", "uid-b": "Pending"})
     return [msgspec.structs.asdict(r) for r in records], list(warnings), [c.name for c in objects.claims]
 
 
-def both(claims: list[msgspec.Raw], waiting: set[str] | None = None) -> tuple[list[Any], list[str], list[str]]:
-    whole = counted(claims, None)
-    assert counted(claims, waiting or set()) == whole
+def both(claims: list[msgspec.Raw]) -> tuple[list[Any], list[str], list[str]]:
+    whole = counted(claims, tally=False)
+    assert counted(claims, tally=True) == whole
     return whole
 
 
@@ -108,15 +108,13 @@ def test_claims_read_whole_where_tallying_would_lose_something() -> None:
     assert "ns/odd-selector: cannot be decoded" in warned and "more than 32 allocation results" in warned
 
 
-def test_a_claim_reserved_for_a_pod_not_yet_on_a_node_is_read_whole() -> None:
-    raws = [claim_raw("c1", [result()], [pod_ref("a")], selector("n1"))]
-    whole = dra_of({"ResourceClaim": raws, "ResourceSlice": [slice_raw("n1")]}, Warnings(), pending=True,
-                   waiting={"uid-a"})
-    tallied = dra_of({"ResourceClaim": raws, "ResourceSlice": [slice_raw("n1")]}, Warnings(), pending=True,
-                     waiting=set())
-    assert whole.claims[0].annotations and whole.claims[0].requests == ()  # read whole (its pod resolves it)
-    assert not tallied.claims[0].annotations  # read for counting only
-    assert both(raws, {"uid-a"}) == both(raws)
+def test_an_unallocated_claim_is_read_whole_for_what_it_asks_an_allocated_one_for_counting() -> None:
+    raws = [claim_raw("held", [result()], [pod_ref("a")], selector("n1")), claim_raw("waits", [], [], allocated=False)]
+    objects = dra_of({"ResourceClaim": raws, "ResourceSlice": [slice_raw("n1")]}, Warnings(), pending=True, tally=True)
+    held, waits = objects.claims
+    assert held.allocation is not None and not held.annotations  # read for counting only
+    assert waits.allocation is None and waits.requests and waits.annotations  # asked what it requests
+    both(raws)
 
 
 names = st.sampled_from(["a", "b", "", "x" * 254, "ü"])
@@ -143,11 +141,11 @@ selectors = st.one_of(st.none(), st.sampled_from(NODES).map(selector), st.just({
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(names, st.lists(results, max_size=3), st.lists(consumers, max_size=3), selectors,
                           st.booleans()), max_size=6),
-       st.sets(st.sampled_from(["uid-a", "uid-b"])))
-def test_any_claims_count_the_same_read_whole_or_tallied(claims: list[Any], waiting: set[str]) -> None:
+       )
+def test_any_claims_count_the_same_read_whole_or_tallied(claims: list[Any]) -> None:
     raws = [claim_raw(name or "", found, pods, node_selector, allocated=allocated)
             for name, found, pods, node_selector, allocated in claims]
-    both(raws, waiting)
+    both(raws)
 
 
 def test_the_tally_decoder_reads_what_it_declares() -> None:
