@@ -12,7 +12,11 @@ The expected values come from pynvml itself (`read_nvml`), never from the agents
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,3 +155,40 @@ def open_nvml(variant: str, monkeypatch: pytest.MonkeyPatch) -> Nvml:
 def under(path: str | Path, root: str | Path) -> bool:
     """``path`` is ``root`` or inside it (the agents' host paths must all be the test's own)."""
     return Path(path).resolve().is_relative_to(Path(root).resolve())
+
+
+@contextmanager
+def real_backend() -> Iterator[NvmlBackend]:
+    """NVML on this machine's driver, closed afterwards; the test is skipped where it cannot start."""
+    try:
+        backend = NvmlBackend.start()
+    except BackendError as exc:
+        pytest.skip(f"no GPU here: {exc}")
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+@contextmanager
+def scratch_cgroup(*below: str) -> Iterator[str]:
+    """A new cgroup v2 directory (and the ``below`` ones inside it, innermost yielded), removed afterwards.
+
+    Made directly under ``/sys/fs/cgroup``, never under a real ``kubepods``; skipped where
+    ``/sys/fs/cgroup`` is not cgroup v2 or cannot be written (not root).
+    """
+    if not os.path.isfile("/sys/fs/cgroup/cgroup.controllers"):
+        pytest.skip("/sys/fs/cgroup is not cgroup v2")
+    paths = [f"/sys/fs/cgroup/gpushare-test-{uuid.uuid4().hex[:12]}"]
+    for name in below:
+        paths.append(f"{paths[-1]}/{name}")
+    try:
+        os.makedirs(paths[-1])
+    except OSError as exc:
+        pytest.skip(f"cannot create a cgroup (needs root): {exc}")
+    try:
+        yield paths[-1]
+    finally:
+        for path in reversed(paths):
+            if os.path.isdir(path):
+                os.rmdir(path)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pynvml as real
 import pytest
-from real_nvml import load_fake_pynvml
+from real_nvml import load_fake_pynvml, real_backend
 
 from kubectl_gpushare.node.gpus import BackendError, HealthEvent, LimitsUnsupportedError
 from kubectl_gpushare.node.nvml_backend import NvmlBackend
@@ -135,15 +135,9 @@ def test_close_shuts_nvml_down_once(hetero: fake_pynvml.Machine) -> None:
 
 @pytest.mark.gpu
 def test_real_gpus_enumerate() -> None:
-    try:
-        backend = NvmlBackend.start()
-    except BackendError as exc:
-        pytest.skip(f"no GPU here: {exc}")
-    try:
+    with real_backend() as backend:
         gpus = backend.devices()
         assert gpus and all(g.uuid.startswith(("GPU-", "MIG-")) and g.memory > 0 for g in gpus)
-    finally:
-        backend.close()
 
 
 def test_memory_limits_round_trip_through_the_real_structs(hetero: fake_pynvml.Machine) -> None:

@@ -10,18 +10,16 @@ like kubelet's cgroupfs pod cgroup (``pod<uid>``) under a scratch cgroup, which 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
 
 import pytest
+from real_nvml import real_backend, scratch_cgroup
+from waiting import wait_for
 
 from kubectl_gpushare.node.enforce import PodShare
-from kubectl_gpushare.node.gpus import BackendError
-from kubectl_gpushare.node.nvml_backend import NvmlBackend
 from kubectl_gpushare.node.usage import Sampler
-from tests.waiting import wait_for
 
 MiB = 1 << 20
 ALLOCATE = 256 * MiB
@@ -48,47 +46,29 @@ sys.stdin.read()
 
 @pytest.mark.gpu
 def test_real_process_memory_is_charged_to_its_pod() -> None:
-    try:
-        backend = NvmlBackend.start()
-    except BackendError as exc:
-        pytest.skip(f"no GPU here: {exc}")
-    scratch = f"/sys/fs/cgroup/gpushare-test-{uuid.uuid4().hex[:12]}"
     pod_uid = str(uuid.uuid4())
-    pod_cgroup = f"{scratch}/pod{pod_uid}"
-    child: subprocess.Popen[str] | None = None
-    try:
-        if not os.path.isfile("/sys/fs/cgroup/cgroup.controllers"):
-            pytest.skip("/sys/fs/cgroup is not cgroup v2")
-        try:
-            os.makedirs(pod_cgroup)
-        except OSError as exc:
-            pytest.skip(f"cannot create a cgroup (needs root): {exc}")
+    with real_backend() as backend, scratch_cgroup(f"pod{pod_uid}") as pod_cgroup:
         gpu = backend.devices()[0]
         child = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  text=True)
-        with open(f"{pod_cgroup}/cgroup.procs", "w") as procs:
-            procs.write(str(child.pid))
-        assert child.stdout is not None
-        line = child.stdout.readline().strip()
-        if line != "allocated":
-            pytest.skip(f"could not allocate through libcuda: {line or child.wait()}")
-        share = PodShare(uid=pod_uid, namespace="default", name="greedy", gpu=gpu.index, bytes=1 << 30)
-        sampler = Sampler("node-a", backend, lambda: [gpu], lambda: [share])
+        try:
+            with open(f"{pod_cgroup}/cgroup.procs", "w") as procs:
+                procs.write(str(child.pid))
+            assert child.stdout is not None
+            line = child.stdout.readline().strip()
+            if line != "allocated":
+                pytest.skip(f"could not allocate through libcuda: {line or child.wait()}")
+            share = PodShare(uid=pod_uid, namespace="default", name="greedy", gpu=gpu.index, bytes=1 << 30)
+            sampler = Sampler("node-a", backend, lambda: [gpu], lambda: [share])
 
-        def charged() -> int:
-            pods = sampler.sample().pods
-            return pods[0].used_bytes or 0
+            def charged() -> int:
+                return sampler.sample().pods[0].used_bytes or 0
 
-        wait_for(lambda: charged() >= ALLOCATE, timeout=20, what="the child's allocation charged to its pod")
-        report = sampler.sample()
-        assert report.source == "processes"
-        assert report.gpus[0].used_bytes is not None and report.gpus[0].used_bytes >= ALLOCATE
-        assert ALLOCATE <= (report.pods[0].used_bytes or 0) < gpu.memory
-    finally:
-        if child is not None:
+            wait_for(lambda: charged() >= ALLOCATE, timeout=20, what="the child's allocation charged to its pod")
+            report = sampler.sample()
+            assert report.source == "processes"
+            assert report.gpus[0].used_bytes is not None and report.gpus[0].used_bytes >= ALLOCATE
+            assert ALLOCATE <= (report.pods[0].used_bytes or 0) < gpu.memory
+        finally:
             child.kill()
-            child.wait()
-        for path in (pod_cgroup, scratch):
-            if os.path.isdir(path):
-                os.rmdir(path)
-        backend.close()
+            child.wait()  # out of the cgroup before it is removed
