@@ -48,6 +48,8 @@ class NvmlBackend:
         self.wait_ms = wait_ms
         self._closed = False
         self._lock = threading.Lock()
+        self._memory_v2: bool | None = None
+        """Whether ``nvmlDeviceGetMemoryInfo_v2`` answers (None: not asked yet)."""
 
     @classmethod
     def start(cls, ignored_xids: frozenset[int] = protocol.APPLICATION_XIDS, wait_ms: int = WAIT_MS) -> NvmlBackend:
@@ -258,10 +260,25 @@ class NvmlBackend:
         return MemoryLimits(soft=int(struct.softLimit), hard=int(struct.hardLimit), used=int(struct.currentUsed))
 
     def memory_used(self, uuid: str) -> int:
-        """``nvmlDeviceGetMemoryInfo(...).used``."""
+        """Memory in use on the GPU, as ``nvidia-smi`` shows it: without what the driver reserves.
+
+        ``nvmlDeviceGetMemoryInfo_v2`` (``nvmlMemory_v2_t``, NVML API reference) splits ``reserved``
+        (driver and firmware) from ``used``; the v1 call counts it as used, which on an idle H200
+        with driver 580 read 615 MiB where nvidia-smi shows 0. Drivers without the v2 call (before
+        r510) answer through v1.
+        """
         nvml = self._nvml
         try:
-            return int(nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByUUID(uuid)).used)
+            handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+            if self._memory_v2 is not False and hasattr(nvml, "nvmlMemory_v2"):
+                try:
+                    used = int(nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2).used)
+                    self._memory_v2 = True
+                    return used
+                except (nvml.NVMLError_FunctionNotFound, nvml.NVMLError_NotSupported,
+                        nvml.NVMLError_ArgumentVersionMismatch):
+                    self._memory_v2 = False
+            return int(nvml.nvmlDeviceGetMemoryInfo(handle).used)
         except nvml.NVMLError as exc:
             raise BackendError(f"NVML failed reading memory of {uuid}: {exc}") from exc
 

@@ -29,6 +29,9 @@ class FakeGpu:
     limits: dict[str, tuple[int, int]] = field(default_factory=dict)
     processes: list[tuple[int, int]] = field(default_factory=list)
     """(pid, used bytes) of the compute processes on it (``nvmlDeviceGetComputeRunningProcesses``)."""
+    used: int = 0
+    reserved: int = 0
+    """Memory the driver keeps (``nvmlMemory_v2_t.reserved``): v1's ``used`` counts it, v2's does not."""
 
 
 @dataclass
@@ -41,6 +44,8 @@ class Machine:
     shutdowns: int = 0
     driver: str = "615.00"
     """``nvmlSystemGetDriverVersion``; set limits_error on each GPU to model a driver older than r615."""
+    memory_v2: bool = True
+    """Whether ``nvmlDeviceGetMemoryInfo_v2`` exists (from r510; older drivers: FUNCTION_NOT_FOUND)."""
 
     def xid(self, index: int | None, xid: int) -> None:
         """Queue an Xid event (index None: the event carries no device)."""
@@ -143,7 +148,22 @@ def make_module(machine: Machine) -> types.ModuleType:
     module.nvmlDeviceGetUUID = lambda handle: check(handle).uuid
     module.nvmlDeviceGetName = lambda handle: check(handle).name
     module.nvmlDeviceGetMinorNumber = lambda handle: check(handle).minor
-    module.nvmlDeviceGetMemoryInfo = lambda handle: types.SimpleNamespace(total=check(handle).memory, free=0, used=0)
+    def memory_info(handle: int, version: int | None = None) -> types.SimpleNamespace:
+        # NVML API reference: nvmlDeviceGetMemoryInfo (v1: reserved memory counts as used) and
+        # nvmlDeviceGetMemoryInfo_v2 / nvmlMemory_v2_t (total, reserved, free, used apart).
+        gpu = check(handle)
+        if version is None:
+            return types.SimpleNamespace(total=gpu.memory, free=gpu.memory - gpu.used - gpu.reserved,
+                                         used=gpu.used + gpu.reserved)
+        if not machine.memory_v2:
+            _raise(real.NVML_ERROR_FUNCTION_NOT_FOUND)
+        if version != real.nvmlMemory_v2:
+            _raise(real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        return types.SimpleNamespace(version=version, total=gpu.memory, reserved=gpu.reserved,
+                                     free=gpu.memory - gpu.used - gpu.reserved, used=gpu.used)
+
+    module.nvmlMemory_v2 = real.nvmlMemory_v2
+    module.nvmlDeviceGetMemoryInfo = memory_info
     module.nvmlDeviceGetSupportedEventTypes = lambda handle: (check(handle), real.nvmlEventTypeAll)[1]
     module.nvmlDeviceRegisterEvents = register
     module.nvmlEventSetCreate = lambda: object()

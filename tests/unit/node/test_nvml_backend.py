@@ -173,3 +173,14 @@ def test_a_transient_nvml_error_is_not_unsupported(hetero: fake_pynvml.Machine) 
     with pytest.raises(BackendError) as err:
         backend.limits_unsupported(hetero.gpus[0].uuid, "/sys/fs/cgroup/kubepods")
     assert not isinstance(err.value, LimitsUnsupportedError)
+
+
+@pytest.mark.parametrize(("memory_v2", "expected"), [(True, 3 << 30), (False, (3 << 30) + (615 << 20))])
+def test_memory_in_use_leaves_out_what_the_driver_reserves_where_nvml_can_tell(
+        hetero: fake_pynvml.Machine, memory_v2: bool, expected: int) -> None:
+    """As nvidia-smi: on an idle H200 (driver 580) NVML's v1 call counted 615 MiB reserved as used."""
+    hetero.memory_v2 = memory_v2
+    hetero.gpus[0].used, hetero.gpus[0].reserved = 3 << 30, 615 << 20
+    backend = NvmlBackend.start()
+    assert backend.memory_used(hetero.gpus[0].uuid) == expected
+    assert backend.memory_used(hetero.gpus[0].uuid) == expected  # the v2 answer is remembered, not re-asked
