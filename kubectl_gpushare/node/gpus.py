@@ -128,7 +128,7 @@ class MemoryBackend(Protocol):
         ...
 
     def memory_used(self, uuid: str) -> int:
-        """Bytes in use on the GPU, every process counted (``nvmlDeviceGetMemoryInfo``).
+        """Bytes in use on the GPU, every process counted, the driver's own reserve not (as nvidia-smi).
 
         Raises:
             BackendError: NVML failed.

@@ -6,7 +6,8 @@ alike, so this holds with ``--enforce-memory off`` too). Elsewhere (older driver
 over NVML's running processes on the GPU (compute and graphics), each mapped to its pod through
 ``/proc/<pid>/cgroup``. NVML reports PIDs of the host's PID namespace, so that mapping needs
 the plugin to run with ``hostPID: true``; without it the PIDs name nothing here and pod use is unknown
-(``usedBytes`` null), while each GPU's total use (``nvmlDeviceGetMemoryInfo``) is still reported.
+(``usedBytes`` null), while each GPU's total use is still reported (``nvmlDeviceGetMemoryInfo_v2``:
+what ``nvidia-smi`` shows, the driver's own reserve left out).
 Nothing is written to the Kubernetes API: the sample is served over HTTP (`node.http`).
 """
 
