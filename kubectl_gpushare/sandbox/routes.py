@@ -578,6 +578,8 @@ class Api:
                     yield _encode({"type": "ERROR", "object": errors.expired(str(exc)).status()}) + b"\n"
                     return
                 for change in changes:
+                    if drop.is_set():  # a dropped connection carries nothing more, not even what was waiting
+                        raise DroppedConnectionError()
                     last_rv = change.rv
                     kind = _visible(change, resource, namespace, labels, fields)
                     if kind:
