@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -96,6 +97,17 @@ def test_expired_continue_token_raises_clearly_and_list_all_starts_over(short_hi
         list(pages)
     items, version = client.list_all("pods", page_size=2)
     assert len(items) == 6 and version
+
+
+def test_list_raw_keeps_every_item_as_its_json_across_pages_and_starts_over_when_paging_expires(
+        sandbox: Sandbox, client: Client) -> None:
+    sandbox.load([node("n1")] + [pod(f"p{i:03d}", "n1") for i in range(25)])
+    raws = client.list_raw(types.PODS, page_size=10)
+    assert [json.loads(bytes(raw))["metadata"]["name"] for raw in raws] == [f"p{i:03d}" for i in range(25)]
+    assert json.loads(bytes(raws[0])) == sandbox.get("pods", "default", "p000")
+    # A continue token that expired mid-list (410) starts the list over, as list_all does.
+    fault = sandbox.inject(method="GET", path=r"/api/v1/pods\?.*continue=", status=410, times=1)
+    assert len(client.list_raw(types.PODS, page_size=10)) == 25 and fault.hits == 1
 
 
 def test_error_replies_map_to_error_classes(sandbox: Sandbox, client: Client) -> None:
