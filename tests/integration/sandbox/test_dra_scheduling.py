@@ -393,3 +393,26 @@ def test_a_binding_landing_after_the_client_gave_up_keeps_its_reservation(lossy:
     writes = [r for r in lossy.requests if r.subresource == "status" and r.resource == "resourceclaims"]
     assert [(r.method, r.name, r.status) for r in writes] == [("PATCH", name, 200)]
     assert_not_over_committed(lossy)
+
+
+def test_a_lost_claim_write_is_settled_at_once_when_the_claim_changes(scheduling: Sandbox, kubectl: Kubectl) -> None:
+    # The scheduler assumes kube-apiserver's 1m request timeout here. The status write never lands;
+    # then the claim changes (an annotation): the write was conditional on the old resourceVersion,
+    # so it can never land, and the pod is allocated and bound long before that minute is up.
+    lost = scheduling.inject("PATCH", r"/resourceclaims/p-gpu-[a-z0-9]+/status", status=504, times=1)
+    kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: lost.hits, timeout=30, what="the claim's status write lost")
+    name = claim_of(scheduling, "p", "gpu")["metadata"]["name"]
+    wait_for(lambda: any("is in the process of being allocated" in m for m in failed_scheduling(scheduling, "p")),
+             timeout=30, what=lambda: f"p waiting for its claim; {failed_scheduling(scheduling, 'p')}")
+    precondition = claim_of(scheduling, "p", "gpu")["metadata"]["resourceVersion"]
+    kubectl("annotate", "resourceclaim", name, "example.com/touched=yes")
+    wait_for(lambda: bound(scheduling, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(scheduling, 'p')}")
+    uid = (scheduling.get("pods", "default", "p") or {})["metadata"]["uid"]
+    assert reserved_for(scheduling, "p", "gpu") == [uid] and allocated_claims(scheduling) == [name]
+    assert_not_over_committed(scheduling)
+    # What the rule rests on: a status write conditioned on the old resourceVersion is refused.
+    stale = json.dumps({"metadata": {"resourceVersion": precondition}, "status": {"reservedFor": None}})
+    refused = kubectl("patch", "resourceclaim", name, "--subresource=status", "--type=merge", "-p", stale, check=False)
+    assert refused.returncode != 0 and "the object has been modified" in refused.stderr, refused.stderr
+    assert reserved_for(scheduling, "p", "gpu") == [uid]
