@@ -67,9 +67,12 @@ The API server bounds each non-long-running request's context at its arrival plu
 ``staging/src/k8s.io/apiserver/pkg/endpoints/filters/request_deadline.go``, ``WithRequestDeadline``);
 the flag is ``staging/src/k8s.io/apiserver/pkg/server/options/server_run_options.go`` (``AddUniversalFlags``)
 and its default ``RequestTimeout: time.Duration(60) * time.Second`` is set in
-``staging/src/k8s.io/apiserver/pkg/server/config.go`` (``NewConfig``). Measured from the moment the
-client gave up on the request (never earlier than the server received it), so a write that has not
-shown by then never will. A cluster that raises the flag needs this raised too.
+``staging/src/k8s.io/apiserver/pkg/server/config.go`` (``NewConfig``). At the deadline the client
+gets a 504 (``asyncFinisher`` in ``.../endpoints/handlers/finisher/finisher.go``); the handler may
+run on, but its storage write runs under the expired context, so only a write already handed to
+etcd at that instant can still commit. Measured from the moment the client gave up on the request
+(never earlier than the server received it), so a write that has not shown by then never will. A
+cluster that raises the flag needs this raised too.
 """
 
 

@@ -62,9 +62,12 @@ def running_scheduler(sandbox: Sandbox, kubeconfig: Path, *, client_timeout: flo
     """One Ready node with one 16Gi shared GPU published, the class, and the scheduler loop running.
 
     ``client_timeout``: the scheduler's API client gives up on a request after this long;
-    ``request_timeout``: the API server's ``--request-timeout`` the scheduler assumes.
+    ``request_timeout``: the API server's ``--request-timeout``, the sandbox's and the one the
+    scheduler assumes.
     """
     sandbox.load([node_object("n1", [], ip="10.0.0.1"), CLASS, slice_object("n1")])
+    if request_timeout is not None:
+        sandbox.request_timeout = request_timeout
     config = load_config(str(kubeconfig))
     if client_timeout is not None:
         config = dataclasses.replace(config, timeout=client_timeout)
