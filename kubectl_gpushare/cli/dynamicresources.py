@@ -35,8 +35,8 @@ never by a guess, so an allocation is released only when it can no longer land:
   which gives up on a request ``--request-timeout`` after receiving it (`kube.errors.API_REQUEST_TIMEOUT`,
   1m by default): once that long has passed since this scheduler gave up on the write, it did not
   land. The allocation leaves `in_flight` and the pod is tried again at once.
-- A claim write of unknown outcome that was not the status write (the re-read, the finalizer
-  update) allocates nothing: the allocation is released at once.
+- An allocation whose status write was never sent (its re-read or finalizer update failed, or an
+  earlier claim of the pod failed first) or was refused can never land: released at once.
 - A Binding of unknown outcome (kube-scheduler's does not carry a resourceVersion, so only the time
   rule applies): Unreserve leaves the pod's reservations until ``--request-timeout`` has passed
   since, as a Binding landing after the pod left ``reservedFor`` would bind a pod kubelet refuses
@@ -352,21 +352,27 @@ class DynamicResources:
             SchedulingError: a write was refused (the claim was allocated elsewhere, deleted ...).
         """
         allocations = dict(zip((c.uid for c in claims.to_allocate), claims.allocations.get(node, ()), strict=True))
-        for claim in claims.claims:
-            if any(c.uid == claims.pod_uid for c in claim.reserved_for):
-                continue
-            try:
-                self._bind_claim(pod, claim, allocations.get(claim.uid))
-            except SchedulingError:
-                self._forget(claim.uid)
-                raise
-            except KubeError as exc:
-                if refused(exc) or claim.uid not in self.lost:  # refused, or no write that allocates was sent
-                    self._forget(claim.uid)
-                    raise SchedulingError(f"add allocation and reservation to claim {claim.key}: {exc}") from None
-                raise SchedulingError(  # unknown outcome: counted until the API shows it, or it cannot land
-                    f"add allocation and reservation to claim {claim.key}: {exc} (outcome unknown: the allocation "
-                    f"stays counted until the API shows it, at most {self.request_timeout:g}s)") from None
+        written: set[str] = set()
+        try:
+            for claim in claims.claims:
+                if any(c.uid == claims.pod_uid for c in claim.reserved_for):
+                    continue
+                try:
+                    self._bind_claim(pod, claim, allocations.get(claim.uid))
+                except KubeError as exc:
+                    if claim.uid not in self.lost:  # refused, or no write that allocates was sent
+                        raise SchedulingError(f"add allocation and reservation to claim {claim.key}: {exc}") from None
+                    raise SchedulingError(  # unknown outcome: counted until the API shows it, or it cannot land
+                        f"add allocation and reservation to claim {claim.key}: {exc} (outcome unknown: the "
+                        f"allocation stays counted until the API shows it, at most {self.request_timeout:g}s)"
+                    ) from None
+                written.add(claim.uid)
+        finally:
+            # An allocation neither written nor lost (refused, never sent because an earlier claim
+            # failed, or failed before its status write) can never land: it leaves in_flight now.
+            for uid in allocations:
+                if uid not in written and uid not in self.lost:
+                    self._forget(uid)
 
     def _forget(self, uid: str) -> None:
         self.in_flight.pop(uid, None)

@@ -419,3 +419,20 @@ def test_a_lost_claim_write_is_settled_at_once_when_the_claim_changes(scheduling
     refused = kubectl("patch", "resourceclaim", name, "--subresource=status", "--type=merge", "-p", stale, check=False)
     assert refused.returncode != 0 and "the object has been modified" in refused.stderr, refused.stderr
     assert reserved_for(scheduling, "p", "gpu") == [uid]
+
+
+def test_a_lost_write_of_a_pods_first_claim_releases_the_second_claim_never_sent(lossy: Sandbox,
+                                                                                 kubectl: Kubectl) -> None:
+    # PreBind writes claim a, then b. a's write never lands (a 504): b's allocation was never sent,
+    # so it leaves the in-flight set at once; a's after the request timeout. Then the pod is
+    # allocated both and bound.
+    lost = lossy.inject("PATCH", r"/resourceclaims/p-a-[a-z0-9]+/status", status=504, times=1)
+    kubectl("create", "-f", "-", input="\n".join([template("a", "2Gi"), template("b", "4Gi"), two_claims_pod("p")]))
+    wait_for(lambda: lost.hits, timeout=30, what="claim a's status write lost")
+    wait_for(lambda: bound(lossy, "p"), timeout=60, what=lambda: f"p bound; {failed_scheduling(lossy, 'p')}")
+    uid = (lossy.get("pods", "default", "p") or {})["metadata"]["uid"]
+    assert reserved_for(lossy, "p", "a") == reserved_for(lossy, "p", "b") == [uid]
+    messages = failed_scheduling(lossy, "p")
+    assert not [m for m in messages if "p-b-" in m and "in the process of being allocated" in m], messages
+    assert sum(consumed(lossy).values()) == 6 * 2**30
+    assert_not_over_committed(lossy)
