@@ -14,13 +14,37 @@ The plugin's extension points, after ``pkg/scheduler/framework/plugins/dynamicre
   a request it does not support) is the filter's error: the pod gets ``SchedulerError``.
 - Reserve: the chosen node's allocations are in flight: counted by every later decision of this
   scheduler until the API shows them (`in_flight`), so two pods scheduled back to back never
-  over-commit a device, and a write whose outcome is unknown is kept counted until it shows.
+  over-commit a device, and a write whose outcome is unknown is kept counted until the API shows
+  what happened (below).
 - PreBind (``bindClaim``), before the Binding: the scheduler's finalizer is added to a claim it
   allocates, then ``status.allocation`` and the pod in ``status.reservedFor`` are written through the
   status subresource, retried on a conflict; a claim allocated elsewhere meanwhile fails the pod's
   cycle. Unreserve (a later claim's PreBind or the Binding failed): the pod leaves ``reservedFor``
   of every claim the API shows it in (those written earlier in the cycle too), once the API shows
   the pod unbound; a write whose outcome is unknown is left alone until the API shows it.
+
+An unknown outcome (a 5xx, 429, a timeout, a dropped connection) becomes a known one by a rule,
+never by a guess, so an allocation is released only when it can no longer land:
+
+- The status write is conditional: it carries the ``metadata.resourceVersion`` it was built on, as
+  kube-scheduler's ``bindClaim`` sends ``UpdateStatus`` the claim object it read (with its
+  resourceVersion), so the API server refuses it with a 409 once the claim changed.
+- A later read showing the claim at another resourceVersion settles it: it landed iff the claim
+  shows an allocation (then that counts, from the API); else it never can.
+- While the claim is still at the precondition, the write may still be executing in the API server,
+  which gives up on a request ``--request-timeout`` after receiving it (`kube.errors.API_REQUEST_TIMEOUT`,
+  1m by default): once that long has passed since this scheduler gave up on the write, it did not
+  land. The allocation leaves `in_flight` and the pod is tried again at once.
+- An allocation whose status write was never sent (its re-read or finalizer update failed, or an
+  earlier claim of the pod failed first) or was refused can never land: released at once.
+- A Binding of unknown outcome (kube-scheduler's does not carry a resourceVersion, so only the time
+  rule applies): Unreserve leaves the pod's reservations until ``--request-timeout`` has passed
+  since, as a Binding landing after the pod left ``reservedFor`` would bind a pod kubelet refuses
+  to start; the pod's retry reuses them.
+
+kube-scheduler itself drops its in-flight allocation when the write fails, whatever the error
+(``RemoveClaimPendingAllocation`` in ``bindClaim``'s defer); this stand-in deliberately keeps it
+until the outcome is known, as the house rule wants.
 
 Reads come from the sandbox's store, once per scheduling pass; writes go through the API.
 Not done: PostFilter's deallocation of claims to make room, binding conditions, extended
@@ -30,6 +54,7 @@ resources backed by DRA, scoring (the first node that fits, in node order, wins)
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -40,7 +65,7 @@ from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare.kube import dra_allocation as alloc
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import PATCH_CONTENT_TYPES, Client
-from kubectl_gpushare.kube.errors import ApiError, Conflict, KubeError, NotFound
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, ApiError, Conflict, KubeError, NotFound
 
 log = logging.getLogger("kubectl_gpushare.scheduler")
 
@@ -54,6 +79,21 @@ class StoreReader(Protocol):
 
     def objects(self, resource: str) -> list[dict[str, Any]]:
         """Every stored object of a resource."""
+
+
+def refused(exc: KubeError) -> bool:
+    """Whether the API answered that a write did not happen (a 4xx other than 429): its outcome is known."""
+    return isinstance(exc, ApiError) and exc.status < 500 and exc.status != 429
+
+
+@dataclass(frozen=True)
+class LostWrite:
+    """A claim status write of unknown outcome: what settles it."""
+
+    resource_version: str
+    """The precondition it carried: once the claim shows another, the write has landed or never will."""
+    settles_at: float
+    """`time.monotonic` instant past which it can no longer land (the API server's request timeout)."""
 
 
 class Unschedulable(Exception):  # noqa: N818 - the framework's status name
@@ -118,11 +158,22 @@ def has_claims(pod: Mapping[str, Any]) -> bool:
 class DynamicResources:
     """The plugin's state across passes: the allocations it made that the API does not show yet."""
 
-    def __init__(self, api: Client) -> None:
-        """Nothing in flight."""
+    def __init__(self, api: Client, request_timeout: float = API_REQUEST_TIMEOUT) -> None:
+        """Nothing in flight.
+
+        Args:
+            api: where the writes go.
+            request_timeout: the API server's ``--request-timeout``: how long after this scheduler
+                gave up on a write it may still land.
+        """
         self.api = api
+        self.request_timeout = request_timeout
         self.in_flight: dict[str, dra.Allocation] = {}
         """claim UID -> the allocation written (or being written) for it."""
+        self.lost: dict[str, LostWrite] = {}
+        """claim UID -> its status write of unknown outcome (the claim is in `in_flight` too)."""
+        self._unknown_bindings: dict[str, float] = {}
+        """pod UID -> `time.monotonic` instant past which its Binding of unknown outcome can no longer land."""
         self._warned: set[str] = set()
         self._slices: dict[tuple[str, str], dra.ResourceSlice | None] = {}
 
@@ -132,11 +183,49 @@ class DynamicResources:
             log.warning("%s", message)
 
     # --- once per pass ---------------------------------------------------------------------------
+    def settles_at(self) -> float:
+        """The `time.monotonic` instant the next write of unknown outcome settles (inf: none pending)."""
+        return min([w.settles_at for w in self.lost.values()], default=float("inf"))
+
+    def settle(self, store: StoreReader) -> None:
+        """Drop the in-flight allocations whose outcome the API now shows, or that can no longer land."""
+        if not self.in_flight:
+            return
+        found: dict[str, dra.ResourceClaim] = {}
+        for obj in store.objects("resourceclaims"):
+            uid = (obj.get("metadata") or {}).get("uid")
+            if isinstance(uid, str) and uid in self.in_flight:
+                try:
+                    found[uid] = dra.decode_claim(obj)
+                except dra.InvalidObjectError:
+                    continue  # not live: dropped below, as begin_pass does
+        self._settle(found)
+
+    def _settle(self, claims: Mapping[str, dra.ResourceClaim]) -> None:
+        now = time.monotonic()
+        for uid in [u for u in self._unknown_bindings if self._unknown_bindings[u] <= now]:
+            del self._unknown_bindings[uid]
+        for uid in list(self.in_flight):
+            claim, lost = claims.get(uid), self.lost.get(uid)
+            if claim is None or claim.allocation is not None:
+                pass  # gone, or the API shows an allocation (counted from the API now)
+            elif lost is None:
+                continue  # being written in this cycle
+            elif claim.resource_version != lost.resource_version:
+                log.info("claim %s changed and shows no allocation: its status write of unknown outcome did "
+                         "not land; its allocation is released", claim.key)
+            elif now >= lost.settles_at:
+                log.info("claim %s: its status write of unknown outcome did not land within the API server's "
+                         "request timeout (%gs); its allocation is released", claim.key, self.request_timeout)
+            else:
+                continue  # it may still land
+            self._forget(uid)
+
     def begin_pass(self, store: StoreReader) -> PassState:
-        """Decode the slices, classes and claims once; drop in-flight allocations the API now shows."""
+        """Decode the slices, classes and claims once; settle in-flight allocations (`settle`)."""
         claims: dict[tuple[str, str], dra.ResourceClaim | str] = {}
         allocations: list[dra.Allocation] = []
-        shown: set[str] = set()
+        by_uid: dict[str, dra.ResourceClaim] = {}
         for obj in store.objects("resourceclaims"):
             meta = obj.get("metadata") or {}
             key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -147,16 +236,12 @@ class DynamicResources:
                 self._warn(str(exc))
                 continue
             claims[key] = claim
+            by_uid[claim.uid] = claim
             for problem in claim.problems:
                 self._warn(problem)
             if claim.allocation is not None:
                 allocations.append(claim.allocation)
-                shown.add(claim.uid)
-            else:
-                shown.discard(claim.uid)
-        live = {c.uid for c in claims.values() if isinstance(c, dra.ResourceClaim)}
-        for uid in [u for u in self.in_flight if u in shown or u not in live]:
-            del self.in_flight[uid]
+        self._settle(by_uid)
         allocations.extend(self.in_flight.values())
         classes: dict[str, dra.DeviceClass] = {}
         for obj in store.objects("deviceclasses"):
@@ -267,23 +352,31 @@ class DynamicResources:
             SchedulingError: a write was refused (the claim was allocated elsewhere, deleted ...).
         """
         allocations = dict(zip((c.uid for c in claims.to_allocate), claims.allocations.get(node, ()), strict=True))
-        for claim in claims.claims:
-            if any(c.uid == claims.pod_uid for c in claim.reserved_for):
-                continue
-            try:
-                self._bind_claim(pod, claim, allocations.get(claim.uid))
-            except SchedulingError:
-                self._forget(claim)
-                raise
-            except ApiError as exc:
-                if exc.status < 500 and exc.status != 429:  # refused: it did not land
-                    self._forget(claim)
-                raise SchedulingError(f"add allocation and reservation to claim {claim.key}: {exc}") from None
-            except KubeError as exc:  # unknown outcome: stays in flight until the API shows it
-                raise SchedulingError(f"add allocation and reservation to claim {claim.key}: {exc}") from None
+        written: set[str] = set()
+        try:
+            for claim in claims.claims:
+                if any(c.uid == claims.pod_uid for c in claim.reserved_for):
+                    continue
+                try:
+                    self._bind_claim(pod, claim, allocations.get(claim.uid))
+                except KubeError as exc:
+                    if claim.uid not in self.lost:  # refused, or no write that allocates was sent
+                        raise SchedulingError(f"add allocation and reservation to claim {claim.key}: {exc}") from None
+                    raise SchedulingError(  # unknown outcome: counted until the API shows it, or it cannot land
+                        f"add allocation and reservation to claim {claim.key}: {exc} (outcome unknown: the "
+                        f"allocation stays counted until the API shows it, at most {self.request_timeout:g}s)"
+                    ) from None
+                written.add(claim.uid)
+        finally:
+            # An allocation neither written nor lost (refused, never sent because an earlier claim
+            # failed, or failed before its status write) can never land: it leaves in_flight now.
+            for uid in allocations:
+                if uid not in written and uid not in self.lost:
+                    self._forget(uid)
 
-    def _forget(self, claim: dra.ResourceClaim) -> None:
-        self.in_flight.pop(claim.uid, None)
+    def _forget(self, uid: str) -> None:
+        self.in_flight.pop(uid, None)
+        self.lost.pop(uid, None)
 
     def _get(self, claim: dra.ResourceClaim) -> dict[str, Any]:
         raw = msgspec.json.decode(self.api.request("GET", types.DRA_CLAIMS.path(claim.namespace, claim.name)))
@@ -321,22 +414,46 @@ class DynamicResources:
                     raise SchedulingError(f"claim {claim.key} is not allocated any more")
                 reserved = [r for r in status.get("reservedFor") or [] if isinstance(r, dict)]
                 body["status"]["reservedFor"] = [*reserved, consumer]
+                # Conditional on the resourceVersion read, as kube-scheduler's bindClaim
+                # (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go) sends
+                # UpdateStatus the claim object it read: a changed claim answers 409, so a lost write
+                # is settled by the claim's next resourceVersion (see the module docstring).
                 body["metadata"] = {"resourceVersion": version}
-                self._patch(claim, body, "status")
+                self._send_status(claim, body, version if allocation is not None else None)
                 return
             except Conflict:
                 continue
         raise SchedulingError(f"add reservation to claim {claim.key}: it kept changing ({CONFLICT_RETRIES} conflicts)")
 
-    def unreserve(self, pod: Mapping[str, Any], claims: PodClaims) -> None:
+    def _send_status(self, claim: dra.ResourceClaim, body: Mapping[str, Any], precondition: str | None) -> None:
+        """The status write; one that allocates (``precondition`` given) and has an unknown outcome is noted lost."""
+        try:
+            self._patch(claim, body, "status")
+        except KubeError as exc:
+            if precondition is not None and not refused(exc):
+                self.lost[claim.uid] = LostWrite(precondition, time.monotonic() + self.request_timeout)
+            raise
+
+    def unreserve(self, pod: Mapping[str, Any], claims: PodClaims, *, binding_unknown: bool = False) -> None:
         """Take the pod's reservations back once the API shows the Binding did not land.
 
         Called when PreBind (any claim) or the Binding fails. Only what a fresh read shows is
         removed: a claim write whose outcome is unknown and not shown yet is left as it lands. A
         Binding whose reply was lost may have landed: while the pod shows bound, or cannot be read,
         the reservations stay (the resourceclaim controller drops them if the pod goes away; a retry
-        of an unbound pod reuses them). Allocations stay until the controller frees them.
+        of an unbound pod reuses them). ``binding_unknown``: this cycle's Binding has an unknown
+        outcome, so it may still land for the API server's request timeout although the pod shows
+        unbound: until then the reservations stay too (a pod bound to a claim not reserved for it
+        would never start). Allocations stay until the controller frees them.
         """
+        uid = claims.pod_uid
+        if binding_unknown:
+            self._unknown_bindings[uid] = time.monotonic() + self.request_timeout
+        if self._unknown_bindings.get(uid, 0.0) > time.monotonic():
+            meta = pod.get("metadata") or {}
+            log.info("unreserve %s/%s: its Binding of unknown outcome may still land; reservations kept",
+                     meta.get("namespace"), meta.get("name"))
+            return
         if not self._unbound(pod):
             return
         for claim in claims.claims:
@@ -365,5 +482,5 @@ class DynamicResources:
         return current.metadata.uid != meta.get("uid") or not current.spec.node_name
 
 
-__all__ = ["SCHEDULER_ERROR", "DynamicResources", "PassState", "PodClaims", "SchedulingError", "Unschedulable",
-           "has_claims"]
+__all__ = ["SCHEDULER_ERROR", "DynamicResources", "LostWrite", "PassState", "PodClaims", "SchedulingError",
+           "Unschedulable", "has_claims", "refused"]

@@ -38,11 +38,12 @@ from kubectl_gpushare.cli.dynamicresources import (
     SchedulingError,
     Unschedulable,
     has_claims,
+    refused,
 )
 from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import KubeError
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError
 
 log = logging.getLogger("kubectl_gpushare.scheduler")
 
@@ -169,8 +170,9 @@ def _active(pod: Mapping[str, Any]) -> bool:
 class SchedulerLoop:
     """The loop, on one thread; `wake` makes it look again now."""
 
-    def __init__(self, sandbox: SandboxView, api: Client, extenders: list[Extender], nodes: object = None) -> None:
-        """Nothing runs until `start`."""
+    def __init__(self, sandbox: SandboxView, api: Client, extenders: list[Extender], nodes: object = None, *,
+                 request_timeout: float = API_REQUEST_TIMEOUT) -> None:
+        """Nothing runs until `start`; ``request_timeout`` is the API server's (`DynamicResources`)."""
         self.sandbox = sandbox
         self.api = api
         self.extenders = extenders
@@ -181,7 +183,7 @@ class SchedulerLoop:
         """pod uid -> (retry at, current backoff, cluster signature at the failure)."""
         self.scheduled = 0
         self._seen_rv = -1
-        self.dra = DynamicResources(api)
+        self.dra = DynamicResources(api, request_timeout)
 
     def start(self) -> None:
         """Start the loop thread."""
@@ -213,10 +215,11 @@ class SchedulerLoop:
     def run_once(self) -> None:
         """One pass over the pending pods; skipped while nothing changed and no retry is due."""
         rv = self.sandbox.store.resource_version
-        due = min((at for at, _, _ in self._backoff.values()), default=float("inf")) <= time.monotonic()
-        if rv == self._seen_rv and not due:
-            return
+        retry_at = min((at for at, _, _ in self._backoff.values()), default=float("inf"))
+        if rv == self._seen_rv and min(retry_at, self.dra.settles_at()) > time.monotonic():
+            return  # nothing changed, no retry due, no write of unknown outcome settles yet
         self._seen_rv = rv
+        self.dra.settle(self.sandbox)  # an allocation released here retries its pod at once (the signature)
         pods = self.sandbox.objects("pods")
         nodes = self.sandbox.objects("nodes")
         signature = (
@@ -269,7 +272,7 @@ class SchedulerLoop:
                          for kind in ("resourceslices", "deviceclasses") for o in self.sandbox.objects(kind))
         claims = tuple(sorted((str(o["metadata"].get("uid", "")), bool((o.get("status") or {}).get("allocation")))
                               for o in self.sandbox.objects("resourceclaims")))
-        return versions, claims
+        return versions, claims, tuple(sorted(self.dra.in_flight))
 
     def schedule(self, pod: dict[str, Any], nodes: list[dict[str, Any]], used: noderesources.NodeUsage,
                  dra_state: PassState | None = None) -> str:
@@ -319,17 +322,20 @@ class SchedulerLoop:
                     pass  # kube-scheduler ignores prioritize errors
         best = max(candidates, key=lambda n: scores.get(n["metadata"]["name"], 0))["metadata"]["name"]
         binder = next((e for e in interested if e.client.config.bind_verb), None)
+        binding_unknown = False
         try:
             if claims is not None and dra_state is not None:
                 self.dra.reserve(claims, str(best), dra_state)
                 self.dra.pre_bind(pod, claims, str(best))
             if binder is not None:
+                binding_unknown = True  # the extender may have created the Binding, whatever it answers
                 binder.client.bind(pod, best)
             else:
                 meta = pod["metadata"]
                 try:
                     self.api.bind_pod(meta.get("namespace", "default"), meta["name"], meta.get("uid", ""), best)
                 except KubeError as exc:
+                    binding_unknown = not refused(exc)
                     raise ExtenderCallError(f"binding rejected: {exc}") from None
         except (ExtenderCallError, SchedulingError):
             # kube-scheduler's binding cycle runs every Reserve plugin's Unreserve when PreBind or Bind
@@ -337,7 +343,7 @@ class SchedulerLoop:
             # reservedFor of all its claims (pkg/scheduler/framework/plugins/dynamicresources/
             # dynamicresources.go), so a claim PreBind wrote before a later one failed is released too.
             if claims is not None:
-                self.dra.unreserve(pod, claims)
+                self.dra.unreserve(pod, claims, binding_unknown=binding_unknown)
             raise
         return str(best)
 

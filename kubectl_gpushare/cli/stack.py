@@ -199,7 +199,8 @@ def running_stack(sandbox: Sandbox, kubeconfig: Path, hardware: dict[str, str], 
         nodes = NodeAgents(sandbox, api, kubeconfig, workdir, hardware, enforce=enforce)
         stack.callback(nodes.stop)
         nodes.start()
-        scheduler = SchedulerLoop(sandbox, api, extenders_from_config(scheduler_config_text(), extender_url), nodes)
+        scheduler = SchedulerLoop(sandbox, api, extenders_from_config(scheduler_config_text(), extender_url), nodes,
+                                  request_timeout=sandbox.request_timeout)
         stack.callback(scheduler.stop)
         scheduler.start()
         yield Stack(extender_url, nodes, scheduler)

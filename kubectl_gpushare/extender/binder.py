@@ -60,7 +60,7 @@ PATCH_ATTEMPTS = 4
 """How often a conflicting annotation patch (the pod changed under us) is re-read and retried."""
 DEFAULT_DEADLINE = 20.0
 """Seconds a bind may take (plus one request timeout): below kube-scheduler's 30 s ``httpTimeout``."""
-DEFAULT_UNKNOWN_GRACE = 60.0
+DEFAULT_UNKNOWN_GRACE = errors.API_REQUEST_TIMEOUT
 """Seconds a Binding of unknown outcome may still land: kube-apiserver's default ``--request-timeout``."""
 
 

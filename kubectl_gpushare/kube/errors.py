@@ -58,6 +58,24 @@ Exit codes:
 """The table above as click help text (``\\b`` keeps click from rewrapping it)."""
 
 
+API_REQUEST_TIMEOUT: Final = 60.0
+"""Seconds after which a write whose outcome is unknown can no longer land: kube-apiserver's default
+``--request-timeout`` (1m0s).
+
+The API server bounds each non-long-running request's context at its arrival plus
+``--request-timeout`` (a ``timeout`` query parameter may shorten it, never lengthen it:
+``staging/src/k8s.io/apiserver/pkg/endpoints/filters/request_deadline.go``, ``WithRequestDeadline``);
+the flag is ``staging/src/k8s.io/apiserver/pkg/server/options/server_run_options.go`` (``AddUniversalFlags``)
+and its default ``RequestTimeout: time.Duration(60) * time.Second`` is set in
+``staging/src/k8s.io/apiserver/pkg/server/config.go`` (``NewConfig``). At the deadline the client
+gets a 504 (``asyncFinisher`` in ``.../endpoints/handlers/finisher/finisher.go``); the handler may
+run on, but its storage write runs under the expired context, so only a write already handed to
+etcd at that instant can still commit. Measured from the moment the client gave up on the request
+(never earlier than the server received it), so a write that has not shown by then never will. A
+cluster that raises the flag needs this raised too.
+"""
+
+
 class KubeError(Exception):
     """Base class of every error raised by `kubectl_gpushare.kube`.
 

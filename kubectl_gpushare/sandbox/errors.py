@@ -176,6 +176,16 @@ def not_acceptable(accept: str) -> ApiError:
     )
 
 
+REQUEST_TIMEOUT_MESSAGE = "Timeout: request did not complete within requested timeout - context deadline exceeded"
+"""How ``asyncFinisher`` words a request abandoned at its deadline
+(``staging/src/k8s.io/apiserver/pkg/endpoints/handlers/finisher/finisher.go``)."""
+
+
+def request_timeout() -> ApiError:
+    """504 ``Timeout`` for a request abandoned at its deadline (`REQUEST_TIMEOUT_MESSAGE`)."""
+    return ApiError(504, "Timeout", REQUEST_TIMEOUT_MESSAGE)
+
+
 def status_for(code: int, message: str = "injected fault") -> ApiError:
     """An error for an arbitrary status code (fault injection), with the reason the real server uses."""
     reasons = {

@@ -4,9 +4,12 @@ A `Fault` matches requests by method and a regular expression searched in the re
 (path plus query string, so ``watch=true`` can be targeted) and then adds latency, answers with an
 error status (429 with Retry-After, 409, 500, ...) or drops the connection (for a watch: the stream
 breaks off without its final chunk), before the request is handled or, with ``after``, once it has
-taken effect (a lost reply). ``times`` bounds how often it fires. The request log records
-who called which verb on which resource, so RBAC rules can be derived from a test run. No network
-I/O; the server consults these.
+taken effect (a lost reply). A write of unknown outcome thus has three shapes: an error status or a
+dropped connection without ``after`` never lands, with ``after`` it has landed, and a ``latency``
+longer than the client's timeout lands after the client gave up (unless it reaches the server's
+request timeout: then it never lands either). ``times`` bounds how often it fires. The request
+log records who called which verb on which resource, so RBAC rules can be derived from a test run.
+No network I/O; the server consults these.
 
 The vocabulary is stable: `Fault`'s fields are `Sandbox.inject`'s keyword arguments and the keys
 of the admin API's JSON (`fault_from_json`, `fault_to_json`), which are derived from the dataclass

@@ -6,8 +6,11 @@ Owns sockets, threads, authentication, fault injection and the request log; REST
 watches are streamed with chunked transfer encoding. Body framing is strict (``framing.py``):
 a bad chunk size or Content-Length gets 400 and a closed connection, a body over ``max_body``
 413. Each connection may sit idle ``idle_timeout`` seconds between requests and has
-``read_timeout`` seconds to send one request (head and body); then it is closed. Tests and other
-processes inject faults in-process (`Sandbox.inject`) or over HTTP (``admin.py``, ``/_sandbox/``).
+``read_timeout`` seconds to send one request (head and body); then it is closed. A request that
+is not long-running and has not been handled ``request_timeout`` seconds after it arrived (only an
+injected latency makes that happen) is answered 504 ``Timeout`` and never takes effect, as
+kube-apiserver abandons it at ``--request-timeout``. Tests and other processes inject faults
+in-process (`Sandbox.inject`) or over HTTP (``admin.py``, ``/_sandbox/``).
 
 Where it deliberately differs from kube-apiserver:
 
@@ -42,6 +45,7 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
@@ -78,6 +82,11 @@ DEFAULT_IDLE_TIMEOUT = 90.0
 clients' idle pool timeout: the client usually closes first, so keep-alive is never cut mid-use)."""
 DEFAULT_READ_TIMEOUT = 60.0
 """Seconds a client has to send one request, head and body, once its first byte arrived."""
+LONG_RUNNING_VERBS = frozenset({"watch", "proxy"})
+LONG_RUNNING_SUBRESOURCES = frozenset({"attach", "exec", "proxy", "log", "portforward"})
+"""Requests no request timeout applies to: kube-apiserver's ``LongRunningFunc``, the verbs and
+subresources it gives ``filters.BasicLongRunningRequestCheck`` in ``BuildGenericConfig``
+(``pkg/controlplane/apiserver/config.go``)."""
 
 _log = logging.getLogger(__name__)
 
@@ -200,6 +209,9 @@ class Sandbox:
         save_interval: seconds between periodic saves of ``state_file`` (0 disables them).
         idle_timeout: seconds a connection may wait between requests before it is closed.
         read_timeout: seconds a client has to send a whole request once it started.
+        request_timeout: seconds after its arrival a request that is not long-running is abandoned
+            (504 ``Timeout``, no effect): kube-apiserver's ``--request-timeout``
+            (`kube.errors.API_REQUEST_TIMEOUT`). Only an injected ``latency`` can reach it.
         https: serve HTTPS with a CA made at start (written into `write_kubeconfig`'s kubeconfig;
             needs the ``cryptography`` package). kubectl sends tokens only over HTTPS.
         controllers: run the workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs into
@@ -224,12 +236,14 @@ class Sandbox:
         save_interval: float = 30.0,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
+        request_timeout: float = API_REQUEST_TIMEOUT,
         controllers: bool = True,
         https: bool = False,
     ) -> None:
         self.port = port
         self.idle_timeout = idle_timeout
         self.read_timeout = read_timeout
+        self.request_timeout = request_timeout
         self.auth = auth
         self.state_file = Path(state_file) if state_file else None
         self.max_body = max_body
@@ -551,6 +565,7 @@ class Sandbox:
         return body
 
     def _serve(self, handler: _Handler) -> None:
+        received = time.monotonic()  # the request's arrival (WithRequestReceivedTimestamp): its deadline counts from it
         split = urlsplit(handler.path)
         query = dict(parse_qsl(split.query, keep_blank_values=True))
         method = handler.command
@@ -587,6 +602,9 @@ class Sandbox:
             fault = self.faults.take(method, handler.path)
             if fault is not None and fault.latency:
                 time.sleep(fault.latency)
+                long_running = target.verb in LONG_RUNNING_VERBS or target.subresource in LONG_RUNNING_SUBRESOURCES
+                if not long_running and time.monotonic() - received >= self.request_timeout:
+                    raise errors.request_timeout()  # abandoned before it took effect, as kube-apiserver's deadline
             if fault is not None and not fault.after:
                 if fault.drop_watch:
                     self._drop(handler, target)

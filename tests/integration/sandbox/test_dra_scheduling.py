@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import re
 import subprocess
@@ -54,18 +56,37 @@ def pod(name: str, template_name: str) -> str:
                                                 "resources": {"claims": [{"name": "gpu"}]}}]}})
 
 
-@pytest.fixture
-def scheduling(sandbox: Sandbox, kubeconfig: Path) -> Iterator[Sandbox]:
-    """One Ready node with one 16Gi shared GPU published, the class, and the scheduler loop running."""
+@contextlib.contextmanager
+def running_scheduler(sandbox: Sandbox, kubeconfig: Path, *, client_timeout: float | None = None,
+                      request_timeout: float | None = None) -> Iterator[Sandbox]:
+    """One Ready node with one 16Gi shared GPU published, the class, and the scheduler loop running.
+
+    ``client_timeout``: the scheduler's API client gives up on a request after this long;
+    ``request_timeout``: the API server's ``--request-timeout``, the sandbox's and the one the
+    scheduler assumes.
+    """
     sandbox.load([node_object("n1", [], ip="10.0.0.1"), CLASS, slice_object("n1")])
-    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
-    loop = SchedulerLoop(sandbox, api, [])
+    if request_timeout is not None:
+        sandbox.request_timeout = request_timeout
+    config = load_config(str(kubeconfig))
+    if client_timeout is not None:
+        config = dataclasses.replace(config, timeout=client_timeout)
+    api = Client(config, component="test-scheduler")
+    loop = (SchedulerLoop(sandbox, api, []) if request_timeout is None
+            else SchedulerLoop(sandbox, api, [], request_timeout=request_timeout))
     loop.start()
     try:
         yield sandbox
     finally:
         loop.stop()
         api.close()
+
+
+@pytest.fixture
+def scheduling(sandbox: Sandbox, kubeconfig: Path) -> Iterator[Sandbox]:
+    """One Ready node with one 16Gi shared GPU published, the class, and the scheduler loop running."""
+    with running_scheduler(sandbox, kubeconfig) as running:
+        yield running
 
 
 def scheduled_condition(sandbox: Sandbox, name: str) -> dict[str, Any]:
@@ -261,3 +282,157 @@ def test_a_second_claim_failing_prebind_unreserves_the_first(scheduling: Sandbox
     wait_for(lambda: bound(scheduling, "p"), timeout=60, what="the pod bound once the fault is gone")
     assert reserved_for(scheduling, "p", "a") == reserved_for(scheduling, "p", "b") == [uid]
     assert not [r for r in scheduling.requests if r.status >= 500 and r.subresource != "status"]  # only the injected
+
+
+# --- writes of unknown outcome -------------------------------------------------------------------
+REQUEST_TIMEOUT = 8.0
+"""The API server's request timeout as these tests' scheduler assumes it (kube-apiserver's is 1m)."""
+CLIENT_TIMEOUT = 2.5
+"""How long these tests' scheduler waits for one reply (ordinary replies come well within it on a loaded machine)."""
+LATE = 2 * CLIENT_TIMEOUT
+"""A write held this long by the sandbox lands after the scheduler gave up on it, within the request timeout."""
+GPU_CAPACITY = 16 * 2**30
+"""What `slice_object` publishes for n1's gpu-0."""
+
+
+@pytest.fixture
+def lossy(sandbox: Sandbox, kubeconfig: Path) -> Iterator[Sandbox]:
+    """`scheduling`, with a short client timeout and a short request timeout (a write may land late)."""
+    with running_scheduler(sandbox, kubeconfig, client_timeout=CLIENT_TIMEOUT,
+                           request_timeout=REQUEST_TIMEOUT) as running:
+        yield running
+
+
+def consumed(sandbox: Sandbox) -> dict[tuple[str, str, str], int]:
+    """Bytes of memory the claims' allocations consume, per (driver, pool, device)."""
+    total: dict[tuple[str, str, str], int] = {}
+    for claim in sandbox.objects("resourceclaims"):
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for result in allocation.get("devices", {}).get("results") or []:
+            key = (result["driver"], result["pool"], result["device"])
+            total[key] = total.get(key, 0) + protocol.parse_quantity(result["consumedCapacity"]["memory"])
+    return total
+
+
+def assert_not_over_committed(sandbox: Sandbox) -> None:
+    used = consumed(sandbox)
+    assert set(used) <= {(DRIVER, "n1", "gpu-0")} and all(v <= GPU_CAPACITY for v in used.values()), used
+
+
+def failed_scheduling(sandbox: Sandbox, name: str) -> list[str]:
+    """The FailedScheduling messages recorded for pod ``name`` (in no particular order)."""
+    return [str(e.get("message")) for e in sandbox.objects("events")
+            if e.get("reason") == "FailedScheduling" and (e.get("involvedObject") or {}).get("name") == name]
+
+
+def allocated_claims(sandbox: Sandbox) -> list[str]:
+    return [c["metadata"]["name"] for c in sandbox.objects("resourceclaims")
+            if (c.get("status") or {}).get("allocation")]
+
+
+def test_a_claim_write_lost_before_it_landed_is_released_after_the_request_timeout(lossy: Sandbox,
+                                                                                 kubectl: Kubectl) -> None:
+    # The status write never lands, but the scheduler only sees a 504: the allocation stays counted
+    # (the pod's own retry finds its claim "in the process of being allocated") until the claim is
+    # still at the write's resourceVersion one request timeout later; then it is known not to have
+    # landed, and the pod is allocated and bound normally.
+    lost = lossy.inject("PATCH", r"/resourceclaims/p-gpu-[a-z0-9]+/status", status=504, times=1)
+    kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: lost.hits, timeout=30, what="the claim's status write lost")
+    wait_for(lambda: bound(lossy, "p"), timeout=60, what=lambda: f"p bound; {failed_scheduling(lossy, 'p')}")
+    uid = (lossy.get("pods", "default", "p") or {})["metadata"]["uid"]
+    assert reserved_for(lossy, "p", "gpu") == [uid]
+    messages = failed_scheduling(lossy, "p")
+    assert any("outcome unknown" in m for m in messages), messages
+    assert any("is in the process of being allocated" in m for m in messages), messages
+    assert lost.hits == 1 and allocated_claims(lossy) == [claim_of(lossy, "p", "gpu")["metadata"]["name"]]
+    assert_not_over_committed(lossy)
+
+
+def test_a_claim_write_whose_reply_is_lost_is_not_allocated_twice(lossy: Sandbox, kubectl: Kubectl) -> None:
+    # The write lands and only its reply is lost: the claim's next resourceVersion shows the
+    # allocation, which counts from the API from then on; the pod binds with one reservation.
+    lost = lossy.inject("PATCH", r"/resourceclaims/p-gpu-[a-z0-9]+/status", status=504, after=True, times=1)
+    kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: lost.hits, timeout=30, what="the claim's status reply lost")
+    wait_for(lambda: bound(lossy, "p"), timeout=60, what=lambda: f"p bound; {failed_scheduling(lossy, 'p')}")
+    uid = (lossy.get("pods", "default", "p") or {})["metadata"]["uid"]
+    assert reserved_for(lossy, "p", "gpu") == [uid]
+    assert allocated_claims(lossy) == [claim_of(lossy, "p", "gpu")["metadata"]["name"]]
+    assert any("outcome unknown" in m for m in failed_scheduling(lossy, "p"))
+    assert_not_over_committed(lossy)
+
+
+def test_a_claim_write_landing_after_the_client_gave_up_is_never_over_committed(lossy: Sandbox,
+                                                                               kubectl: Kubectl) -> None:
+    # The sandbox holds p's status write past the client's timeout and applies it later, within the
+    # request timeout. q, created meanwhile, asks for what is left only if p's allocation were
+    # released: it must stay pending, then and after p's write shows.
+    late = lossy.inject("PATCH", r"/resourceclaims/p-gpu-[a-z0-9]+/status", latency=LATE, times=1)
+    kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: failed_scheduling(lossy, "p"), timeout=30, what="p's status write timed out")
+    kubectl("create", "-f", "-", input=pod("q", "t"))
+    wait_for(lambda: bound(lossy, "p"), timeout=60, what=lambda: f"p bound; {failed_scheduling(lossy, 'p')}")
+    wait_for(lambda: any("cannot allocate all claims" in m for m in failed_scheduling(lossy, "q")), timeout=30,
+             what=lambda: f"q rejected; {failed_scheduling(lossy, 'q')}")
+    uid = (lossy.get("pods", "default", "p") or {})["metadata"]["uid"]
+    assert late.hits == 1 and reserved_for(lossy, "p", "gpu") == [uid]
+    assert not bound(lossy, "q") and not claim_of(lossy, "q", "gpu").get("status", {}).get("allocation")
+    assert_not_over_committed(lossy)
+
+
+def test_a_binding_landing_after_the_client_gave_up_keeps_its_reservation(lossy: Sandbox, kubectl: Kubectl) -> None:
+    # The Binding is held past the client's timeout: the pod reads unbound, but the Binding may
+    # still land, so Unreserve leaves reservedFor alone (taken away when the Binding lands, kubelet
+    # would never start the pod): the claim's status is written once, by PreBind, never undone.
+    late = lossy.inject("POST", r"/pods/p/binding", latency=LATE, times=1)
+    kubectl("create", "-f", "-", input=template("t", "2Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: late.hits and bound(lossy, "p"), timeout=60, what="p bound")
+    uid = (lossy.get("pods", "default", "p") or {})["metadata"]["uid"]
+    wait_for(lambda: failed_scheduling(lossy, "p"), timeout=30, what="the Binding's timeout recorded")
+    assert any("binding rejected" in m for m in failed_scheduling(lossy, "p"))
+    assert reserved_for(lossy, "p", "gpu") == [uid]
+    name = claim_of(lossy, "p", "gpu")["metadata"]["name"]
+    writes = [r for r in lossy.requests if r.subresource == "status" and r.resource == "resourceclaims"]
+    assert [(r.method, r.name, r.status) for r in writes] == [("PATCH", name, 200)]
+    assert_not_over_committed(lossy)
+
+
+def test_a_lost_claim_write_is_settled_at_once_when_the_claim_changes(scheduling: Sandbox, kubectl: Kubectl) -> None:
+    # The scheduler assumes kube-apiserver's 1m request timeout here. The status write never lands;
+    # then the claim changes (an annotation): the write was conditional on the old resourceVersion,
+    # so it can never land, and the pod is allocated and bound long before that minute is up.
+    lost = scheduling.inject("PATCH", r"/resourceclaims/p-gpu-[a-z0-9]+/status", status=504, times=1)
+    kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: lost.hits, timeout=30, what="the claim's status write lost")
+    name = claim_of(scheduling, "p", "gpu")["metadata"]["name"]
+    wait_for(lambda: any("is in the process of being allocated" in m for m in failed_scheduling(scheduling, "p")),
+             timeout=30, what=lambda: f"p waiting for its claim; {failed_scheduling(scheduling, 'p')}")
+    precondition = claim_of(scheduling, "p", "gpu")["metadata"]["resourceVersion"]
+    kubectl("annotate", "resourceclaim", name, "example.com/touched=yes")
+    wait_for(lambda: bound(scheduling, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(scheduling, 'p')}")
+    uid = (scheduling.get("pods", "default", "p") or {})["metadata"]["uid"]
+    assert reserved_for(scheduling, "p", "gpu") == [uid] and allocated_claims(scheduling) == [name]
+    assert_not_over_committed(scheduling)
+    # What the rule rests on: a status write conditioned on the old resourceVersion is refused.
+    stale = json.dumps({"metadata": {"resourceVersion": precondition}, "status": {"reservedFor": None}})
+    refused = kubectl("patch", "resourceclaim", name, "--subresource=status", "--type=merge", "-p", stale, check=False)
+    assert refused.returncode != 0 and "the object has been modified" in refused.stderr, refused.stderr
+    assert reserved_for(scheduling, "p", "gpu") == [uid]
+
+
+def test_a_lost_write_of_a_pods_first_claim_releases_the_second_claim_never_sent(lossy: Sandbox,
+                                                                                 kubectl: Kubectl) -> None:
+    # PreBind writes claim a, then b. a's write never lands (a 504): b's allocation was never sent,
+    # so it leaves the in-flight set at once; a's after the request timeout. Then the pod is
+    # allocated both and bound.
+    lost = lossy.inject("PATCH", r"/resourceclaims/p-a-[a-z0-9]+/status", status=504, times=1)
+    kubectl("create", "-f", "-", input="\n".join([template("a", "2Gi"), template("b", "4Gi"), two_claims_pod("p")]))
+    wait_for(lambda: lost.hits, timeout=30, what="claim a's status write lost")
+    wait_for(lambda: bound(lossy, "p"), timeout=60, what=lambda: f"p bound; {failed_scheduling(lossy, 'p')}")
+    uid = (lossy.get("pods", "default", "p") or {})["metadata"]["uid"]
+    assert reserved_for(lossy, "p", "a") == reserved_for(lossy, "p", "b") == [uid]
+    messages = failed_scheduling(lossy, "p")
+    assert not [m for m in messages if "p-b-" in m and "in the process of being allocated" in m], messages
+    assert sum(consumed(lossy).values()) == 6 * 2**30
+    assert_not_over_committed(lossy)

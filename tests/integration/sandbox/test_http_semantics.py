@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from waiting import wait_for
 
+from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.server import Sandbox
 from kubectl_gpushare.sandbox.spec import generate_cluster
 
@@ -612,3 +613,20 @@ def test_continued_pages_report_the_first_pages_version_so_a_watch_misses_nothin
     assert second["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
     (event,) = _watch_lines(sandbox, f"resourceVersion={second['metadata']['resourceVersion']}", 1)
     assert event["type"] == "MODIFIED" and event["object"]["metadata"]["labels"]["changed"] == "while-paging"
+
+
+def test_a_request_held_past_the_request_timeout_is_abandoned_without_effect() -> None:
+    # kube-apiserver answers 504 Timeout at --request-timeout and the write never reaches storage
+    # (here shortened to half a second; only an injected latency makes a request that slow). A
+    # watch is long-running: no request timeout applies to it.
+    with Sandbox(port=0, request_timeout=0.5) as sb:
+        client = Client(sb)
+        configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}
+        held = sb.inject("POST", r"/configmaps$", latency=1.0, times=1)
+        body = assert_status(client.call("POST", "/api/v1/namespaces/default/configmaps", configmap), 504, "Timeout")
+        assert body["message"] == errors.REQUEST_TIMEOUT_MESSAGE
+        assert held.hits == 1 and not sb.objects("configmaps")
+        assert client.call("POST", "/api/v1/namespaces/default/configmaps", configmap)[0] == 201
+        slow_watch = sb.inject("GET", r"watch=true", latency=1.0, times=1)
+        status, events, _ = client.call("GET", "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1")
+        assert status == 200 and slow_watch.hits == 1 and events["type"] == "ADDED", events
