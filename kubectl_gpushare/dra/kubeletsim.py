@@ -24,8 +24,10 @@ What it does, after kubelet (kubernetes/kubernetes):
   ``spec.resourceClaims``, the claim is ``resourceClaimName`` or, for a template, the name in
   ``status.resourceClaimStatuses`` (none there: nothing to prepare); the claim is read from the API,
   must be allocated and list the pod in ``status.reservedFor``; claims already prepared on this node
-  only gain the pod; the rest are grouped by the drivers of their allocation results and sent in one
-  ``NodePrepareResources`` per driver, which must answer every claim without error.
+  only gain the pod (``claimInfo.addPodReference``, then ``isPrepared``: no driver call; one of the
+  same name with another UID is refused); the rest are grouped by the drivers of their allocation
+  results and sent in one ``NodePrepareResources`` per driver, which must answer every claim without
+  error.
   ``UnprepareResources`` calls ``NodeUnprepareResources`` for a claim once no pod uses it.
 
 Where it differs from kubelet: no checkpoint of its own, no CDI injection into containers (the CDI
@@ -392,12 +394,6 @@ class KubeletSim:
         by_driver: dict[str, list[WireResourceClaim]] = {}
         out: dict[str, list[str]] = {}
         for name in self._claim_names(decoded):
-            with self._cond:
-                known = self._prepared.get((namespace, name))
-                if known is not None:
-                    known.pods.add(pod_uid)
-                    out[known.uid] = list(known.cdi_ids)
-                    continue
             try:
                 claim: WireResourceClaim = self.client.get(types.DRA_CLAIMS, name, namespace)
             except KubeError as exc:
@@ -408,6 +404,15 @@ class KubeletSim:
             if not any(ref.uid == pod_uid for ref in claim.status.reserved_for):
                 raise KubeletPrepareError(f"pod {decoded.metadata.name}({pod_uid}) is not allowed to use resource "
                                           f"claim {name}({claim.metadata.uid})")
+            with self._cond:  # already prepared: the pod is only added, the driver is not called
+                known = self._prepared.get((namespace, name))
+                if known is not None:
+                    if known.uid != claim.metadata.uid:
+                        raise KubeletPrepareError(f"old ResourceClaim with same name {name} and different UID "
+                                                  f"{known.uid} still exists (previous pod force-deleted?!)")
+                    known.pods.add(pod_uid)
+                    out[known.uid] = list(known.cdi_ids)
+                    continue
             drivers = {result.driver for result in claim.status.allocation.devices.results}
             for driver in sorted(drivers):
                 by_driver.setdefault(driver, []).append(claim)
