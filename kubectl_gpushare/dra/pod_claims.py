@@ -3,7 +3,7 @@
 Why it exists: kubelet calls ``NodePrepareResources`` once per claim and node. A pod that joins a
 claim already prepared there (a shared claim several pods name; the scheduler adds the new pod to
 ``status.reservedFor``) only gains a pod reference in kubelet's claim cache and the driver is not
-called again (kubernetes/kubernetes ``pkg/kubelet/cm/dra/manager.go``, ``prepareResources``:
+called again (kubernetes/kubernetes ``pkg/kubelet/cm/dra/manager.go`` at 001332b0, ``prepareResources``:
 ``claimInfo.addPodReference(pod.UID)``, then ``if claimInfo.isPrepared() { continue }``). The pods a
 prepared claim records are those of its ``reservedFor`` when it was read, so without this module a
 pod that joins later is never held to the claim's memory.
@@ -17,10 +17,16 @@ pod's own namespace) and matched to the prepared claims by namespace and name. W
   every node; at 5,000 nodes with 110 claims each and a 30 s period, about 18,000 requests a second
   that almost always find nothing new, and a joined pod still waits up to a period;
 - watching ResourceClaims: the API has no field selector for a claim's node (only ``metadata.name``
-  and ``metadata.namespace``), so every driver would receive every claim change of the cluster;
-- kubelet's pod-resources API (a unix socket, no API server at all): its DRA part is behind the
-  ``KubeletPodResourcesDynamicResources`` gate and it has no watch, only polling, and we would need
-  a stand-in for it too.
+  and ``metadata.namespace``: ``pkg/registry/resource/resourceclaim/strategy.go``,
+  ``toSelectableFields``), so every driver would receive every claim change of the cluster;
+- kubelet's pod-resources API (a node-local unix socket, no API server and no cluster-wide read):
+  its ``v1`` service only lists (``List``, ``Get``; no watch), so a joined pod's limit would wait up
+  to a poll period and race its containers' start, where the pod watch sees the pod when it is
+  bound, before kubelet admits it; its claims are there only with
+  ``KubeletPodResourcesDynamicResources`` (alpha and off from 1.27 to 1.33, so in the older kubelets
+  this driver serves over ``v1beta1``; beta and on since 1.34, ``pkg/features/kube_features.go``);
+  and it would need a stand-in of its own. It remains the alternative if a cluster-wide pod read is
+  not acceptable.
 
 The pod watch costs the API server one list and one watch per node, served from its watch cache,
 which indexes pods by ``spec.nodeName`` (``pkg/registry/core/pod/strategy.go``,

@@ -151,3 +151,30 @@ def test_without_enforcement_the_driver_reads_no_pod(
     driver_calls = [r for r in sandbox.requests if "(dra-driver)" in r.user_agent]
     assert any(r.resource == "resourceclaims" for r in driver_calls)  # the log holds the driver's calls
     assert not [r for r in driver_calls if r.resource == "pods"]
+
+
+def test_a_restarted_driver_finds_joined_pods_again_before_its_first_pass(
+    start_driver, dirs: Dirs, api: Client, claims: Claims, tree: Path
+) -> None:
+    """Joined pods are not checkpointed: the restarted driver lists the node's pods before its first pass,
+    whose sweep of stale limits would otherwise clear the joined pod's limit until the list arrived."""
+    settings = {"enforce_memory": "hard", "cgroup_root": str(tree)}
+    first = start_driver("2x16GiB", **settings)
+    backend = first.backend
+    a = claims.pod("a", {"gpu": "shared"})
+    claims.claim("shared", device="gpu-1", memory="4Gi", pods=[a])
+    with KubeletSim(dirs.registration, api) as kubelet:
+        kubelet.wait_registered()
+        kubelet.prepare(a)
+        b = claims.pod("b", {"gpu": "shared"})
+        claims.reserve("shared", [a, b])
+        kubelet.prepare(b)
+    held = {str(pod_cgroup(tree, pod)): (4 * GIB, 4 * GIB) for pod in (a, b)}
+    wait_for(lambda: backend.limits(1) == held, what="a's and b's limits")
+    first.shutdown()
+    calls = backend.limit_calls
+    second = start_driver("2x16GiB", backend=backend, **settings)
+    wait_for(lambda: second.driver.enforcer.passes >= 1 and second.driver.enforcer.applied().keys() == {
+        (pod["metadata"]["uid"], 1) for pod in (a, b)}, what="the restarted driver's limits")
+    assert backend.limits(1) == held
+    assert backend.limit_calls - calls == 2, "each limit set once, b's never cleared in between"
