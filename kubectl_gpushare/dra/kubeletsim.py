@@ -68,6 +68,7 @@ from kubectl_gpushare.dra_objects import WireResourceClaim
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import KubeError
+from kubectl_gpushare.kube.stacks.dra import claim_names
 from kubectl_gpushare.node.dirwatch import DirWatch
 from kubectl_gpushare.node.sockets import CHANNEL_OPTIONS, SocketIdentity, socket_identity, target
 
@@ -365,18 +366,14 @@ class KubeletSim:
         return msgspec.convert(dict(pod), types.Pod, from_attributes=False)
 
     def _claim_names(self, pod: types.Pod) -> list[str]:
-        statuses = {status.name: status.resource_claim_name for status in pod.status.resource_claim_statuses}
+        given = {status.name for status in pod.status.resource_claim_statuses}
         names = []
-        for claim in pod.spec.resource_claims:
-            if claim.resource_claim_name:
-                names.append(claim.resource_claim_name)
-            elif claim.resource_claim_template_name:
-                if claim.name not in statuses:
-                    raise KubeletPrepareError(
-                        f"prepare resource claim: pod {pod.metadata.name}: no status for claim {claim.name!r} yet")
-                name = statuses[claim.name]
-                if name:  # None: the template made no claim, nothing to prepare
-                    names.append(name)
+        for entry, name in claim_names(pod):
+            if not entry.resource_claim_name and entry.resource_claim_template_name and entry.name not in given:
+                raise KubeletPrepareError(
+                    f"prepare resource claim: pod {pod.metadata.name}: no status for claim {entry.name!r} yet")
+            if name:  # None: the template made no claim, nothing to prepare
+                names.append(name)
         return names
 
     def prepare(self, pod: Mapping[str, Any] | types.Pod) -> dict[str, list[str]]:

@@ -481,13 +481,16 @@ def claim_names(pod: Pod) -> list[tuple[PodResourceClaim, str | None]]:
     """Each of the pod's ``spec.resourceClaims`` entries and the claim it names in the pod's namespace.
 
     The rule of kubelet and the scheduler (``k8s.io/dynamic-resource-allocation/resourceclaim``
-    ``Name``): an entry's ``resourceClaimName``; for a template, the name ``status.resourceClaimStatuses``
-    gives the entry (None where it gives none: no claim made yet, or none needed). A claim is always
-    in the pod's own namespace: no entry can name another's. The views (`ClaimIndex.of`) and the
-    DRA driver's enforcement (`dra.pod_claims`) both resolve a pod's claims with it.
+    ``Name``): an entry's ``resourceClaimName``; for a ``resourceClaimTemplateName``, the name
+    ``status.resourceClaimStatuses`` gives the entry (None where it gives none: no claim made yet, or
+    none needed); an entry with neither names nothing. A claim is always in the pod's own namespace:
+    no entry can name another's. The views (`ClaimIndex.of`), the DRA driver's enforcement
+    (`dra.pod_claims`) and the kubelet stand-in resolve a pod's claims with it.
     """
     statuses = {status.name: status.resource_claim_name for status in pod.status.resource_claim_statuses}
-    return [(entry, entry.resource_claim_name or statuses.get(entry.name)) for entry in pod.spec.resource_claims]
+    return [(entry, entry.resource_claim_name or (statuses.get(entry.name) if entry.resource_claim_template_name
+                                                  else None))
+            for entry in pod.spec.resource_claims]
 
 
 class ClaimIndex:

@@ -38,6 +38,7 @@ def pod(claims: Any = None, statuses: Any = None, *, uid: str = UID, node: str =
     (pod(statuses="not a list"), {"shared"}),
     (pod([{"name": "gpu", "resourceClaimTemplateName": "t"}], [{"name": 5}]), None),
     (pod("not a list"), None),
+    (pod([{"name": "gpu"}], [{"name": "gpu", "resourceClaimName": "shared"}]), None),
     (pod([{"name": "gpu", "resourceClaimName": "x" * 254}]), None),
     (pod(node="n2"), None),
     (pod(phase="Succeeded"), None),
@@ -45,8 +46,8 @@ def pod(claims: Any = None, statuses: Any = None, *, uid: str = UID, node: str =
     (pod(uid="../../kubepods.slice"), None),
     (pod(uid=UID.upper()), None),
 ], ids=["by-name", "template-via-status", "status-of-another-entry", "template-made-none", "garbage-statuses",
-        "status-entry-of-wrong-type", "claims-not-a-list", "name-too-long", "another-node", "succeeded", "failed",
-        "uid-a-path", "uid-upper-case"])
+        "status-entry-of-wrong-type", "claims-not-a-list", "entry-names-neither", "name-too-long", "another-node",
+        "succeeded", "failed", "uid-a-path", "uid-upper-case"])
 def test_claim_user_names_only_what_kubelet_would_resolve(given: Pod, claims: set[str] | None) -> None:
     found = claim_user(given, NODE)
     assert (found.claims if found else None) == claims
