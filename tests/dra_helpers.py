@@ -130,6 +130,12 @@ class Claims:
                                                       subresource="status")
         return patched
 
+    def reserve(self, name: str, pods: list[dict[str, Any]], namespace: str = "default") -> None:
+        """Set the claim's ``status.reservedFor`` to ``pods``, as the scheduler does when another pod joins it."""
+        status = {"status": {"reservedFor": [
+            {"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]} for p in pods]}}
+        self.api.patch(types.DRA_CLAIMS, name, status, namespace, "merge", subresource="status")
+
 
 
 

@@ -1,6 +1,6 @@
 """The device plugin's view of the API server: this node's pods, its node object, and its writes.
 
-A watch cache (`kube.informer.Informer` with ``fieldSelector=spec.nodeName=<node>``) keeps this
+A watch cache (`kube.informer.node_pods`: ``fieldSelector=spec.nodeName=<node>``) keeps this
 node's pods as ledger records, converted once per event, so Allocate never lists the API server
 (the original listed every Pending pod on every call; on large clusters that overloaded it). The
 node is watched too, for the ``cgpu.disable.isolation`` label and to restore ``gpu-count`` if it
@@ -26,7 +26,7 @@ from kubectl_gpushare.deviceplugin.devices import Inventory
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Conflict, KubeError, NotFound, ServerError, Unreachable
-from kubectl_gpushare.kube.informer import Informer
+from kubectl_gpushare.kube.informer import Informer, node_pods
 from kubectl_gpushare.kube.records import pod_record
 from kubectl_gpushare.kube.retry import RetryPolicy, backoff_delay, call_with_retry
 from kubectl_gpushare.kube.types import Node, Pod
@@ -75,10 +75,9 @@ class NodeCluster:
         self._publisher: threading.Thread | None = None
         self.on_pods_changed: list[Callable[[], None]] = []
         """Called (on the watch thread; must not block) after any pod of this node changes."""
-        self.pod_informer: Informer[Pod] = Informer(
+        self.pod_informer: Informer[Pod] = node_pods(
             client,
-            types.PODS,
-            field_selector=f"spec.nodeName={node}",
+            node,
             on_add=self._pod_changed,
             on_update=lambda old, new: self._pod_changed(new),
             on_delete=self._pod_deleted,

@@ -60,7 +60,11 @@ class PreparedDevice(msgspec.Struct, frozen=True, rename="camel", gc=False):
 
 
 class ClaimPod(msgspec.Struct, frozen=True, gc=False):
-    """A pod the claim was reserved for (``status.reservedFor``) when last read."""
+    """A pod the claim was reserved for (``status.reservedFor``) when last read.
+
+    Pods that join the claim later are not recorded: `pod_claims` learns them from the API again
+    after a restart, and the API, not a record, says whether they still exist.
+    """
 
     uid: str
     name: str = ""

@@ -10,7 +10,9 @@ that re-syncs on every health change and every ``resync`` seconds), serve the DR
 dir>/<driver>-reg.sock`` (kubelet's plugin watcher dials it at once, so the DRA socket must be up
 first, as the kubeletplugin helper orders them). Until ``stop``: watch both socket files and serve
 again if one is deleted; health events update the slice. Memory enforcement (``--enforce-memory``)
-holds each pod a prepared claim is reserved for to the claim's memory, through `node.enforce`.
+holds each pod using a prepared claim to the claim's memory, through `node.enforce`: the pods the
+claim was reserved for when prepared, and those of this node that name it later (`pod_claims`, a pod
+watch made only when enforcement is on).
 
 This module wires the parts together; decisions live in `preparer`, `claims`, `slices` and
 `publisher`.
@@ -22,6 +24,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent import futures
 from dataclasses import asdict, dataclass, field
@@ -32,7 +35,8 @@ import grpc
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import cdi, slices
 from kubectl_gpushare.dra._api import pluginregistration_v1_pb2_grpc as reg_grpc
-from kubectl_gpushare.dra.checkpoint import CheckpointFile, PreparedClaim
+from kubectl_gpushare.dra.checkpoint import CheckpointFile, ClaimPod, PreparedClaim
+from kubectl_gpushare.dra.pod_claims import SYNC_SECONDS, PodClaims
 from kubectl_gpushare.dra.preparer import ApiClaims, Preparer
 from kubectl_gpushare.dra.publisher import RESYNC_SECONDS, SlicePublisher
 from kubectl_gpushare.dra.servicer import RegistrationServicer, add_dra_services
@@ -161,11 +165,20 @@ def check_node(client: Client, name: str) -> types.Node:
     return node
 
 
-def pod_shares(prepared: Iterable[PreparedClaim]) -> list[PodShare]:
-    """Each pod a prepared claim is reserved for, holding the claim's memory on its GPU (summed per pod and GPU)."""
+def pod_shares(
+    prepared: Iterable[PreparedClaim], users: Mapping[tuple[str, str], Iterable[ClaimPod]] | None = None
+) -> list[PodShare]:
+    """Each pod using a prepared claim, holding the claim's memory on its GPU (summed per pod and GPU).
+
+    A claim's pods are those it was reserved for when prepared, and those of this node that name it
+    now (``users``, by namespace and name, from `pod_claims.PodClaims`), each counted once.
+    """
     totals: dict[tuple[str, int], tuple[PreparedClaim, str, int]] = {}
     for claim in prepared:
-        for pod in claim.pods:
+        pods = {pod.uid: pod for pod in claim.pods}
+        for pod in (users or {}).get((claim.namespace, claim.name), ()):
+            pods.setdefault(pod.uid, pod)
+        for pod in pods.values():
             key = (pod.uid, claim.gpu)
             _, name, held = totals.get(key, (claim, pod.name, 0))
             totals[key] = (claim, name, held + claim.memory_bytes)
@@ -190,15 +203,42 @@ class Driver:
             "cgroupfs" if cfg.cgroup_driver == "cgroupfs" else None)
         self.enforcer = Enforcer(
             backend, cgroups.Layout(cfg.cgroup_root, cfg.cgroup_root, driver), cfg.enforce_memory, self.gpus,
-            lambda: pod_shares(self.preparer.prepared().values()),
+            self.shares,
         )
         self.preparer.on_change.append(self.enforcer.wake)
+        self.pod_claims: PodClaims | None = None
+        """This node's pods and the claims they name (enforcement only: otherwise no pod is read)."""
+        if cfg.enforce_memory != protocol.ENFORCE_OFF:
+            self.pod_claims = PodClaims(client, cfg.node_name, self.enforcer.wake)
         self._wake_publisher = threading.Event()
         self._servers: list[grpc.Server] = []
         self.refused = ""
         """Set when the node starts advertising ``aliyun.com/gpu-mem`` while we run (`watch_node`)."""
 
-    # --- what the slice and the claims see ----------------------------------------------------
+    # --- what the slice, the claims and enforcement see ------------------------------------------
+
+    def shares(self) -> list[PodShare]:
+        """The memory each pod using a prepared claim is held to (`pod_shares`)."""
+        users = self.pod_claims.users() if self.pod_claims is not None else None
+        return pod_shares(self.preparer.prepared().values(), users)
+
+    def enforce(self, stop: threading.Event) -> None:
+        """Run the enforcer, once this node's pods are listed (bounded by `pod_claims.SYNC_SECONDS`).
+
+        Its first pass clears limits on pod cgroups that hold no share; before the first list, pods
+        that joined a shared claim would lose theirs until it arrived.
+        """
+        if self.pod_claims is not None:
+            self.pod_claims.start()
+            deadline = time.monotonic() + SYNC_SECONDS
+            while not self.pod_claims.wait_synced(0.1):
+                if stop.is_set():
+                    return
+                if time.monotonic() >= deadline:
+                    log.warning("this node's pods are not listed after %.0fs (%s); enforcing the claims' "
+                                "first pods meanwhile", SYNC_SECONDS, self.pod_claims.informer.last_error)
+                    break
+        self.enforcer.run(stop)
 
     def mode(self) -> UnhealthyMode:
         """How unhealthy GPUs are shown: as asked, unless the API server drops device taints."""
@@ -324,8 +364,7 @@ class Driver:
             work.append(threading.Thread(target=self.backend.watch_health, args=(stop, self.on_health),
                                          name="gpu-health", daemon=True))
         if self.cfg.enforce_memory != protocol.ENFORCE_OFF:
-            work.append(threading.Thread(target=self.enforcer.run, args=(stop,), name="memory-enforcer",
-                                         daemon=True))
+            work.append(threading.Thread(target=self.enforce, args=(stop,), name="memory-enforcer", daemon=True))
         return work
 
 
@@ -387,6 +426,8 @@ def serve(
         if driver is not None:
             driver.republish()
             driver.enforcer.wake()
+            if driver.pod_claims is not None:
+                driver.pod_claims.stop()
             driver.stop_servers()
             driver.preparer.checkpoint.close()
         for thread in background:

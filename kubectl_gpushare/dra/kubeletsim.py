@@ -24,8 +24,10 @@ What it does, after kubelet (kubernetes/kubernetes):
   ``spec.resourceClaims``, the claim is ``resourceClaimName`` or, for a template, the name in
   ``status.resourceClaimStatuses`` (none there: nothing to prepare); the claim is read from the API,
   must be allocated and list the pod in ``status.reservedFor``; claims already prepared on this node
-  only gain the pod; the rest are grouped by the drivers of their allocation results and sent in one
-  ``NodePrepareResources`` per driver, which must answer every claim without error.
+  only gain the pod (``claimInfo.addPodReference``, then ``isPrepared``: no driver call; one of the
+  same name with another UID is refused); the rest are grouped by the drivers of their allocation
+  results and sent in one ``NodePrepareResources`` per driver, which must answer every claim without
+  error.
   ``UnprepareResources`` calls ``NodeUnprepareResources`` for a claim once no pod uses it.
 
 Where it differs from kubelet: no checkpoint of its own, no CDI injection into containers (the CDI
@@ -66,6 +68,7 @@ from kubectl_gpushare.dra_objects import WireResourceClaim
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import KubeError
+from kubectl_gpushare.kube.stacks.dra import claim_names
 from kubectl_gpushare.node.dirwatch import DirWatch
 from kubectl_gpushare.node.sockets import CHANNEL_OPTIONS, SocketIdentity, socket_identity, target
 
@@ -363,18 +366,14 @@ class KubeletSim:
         return msgspec.convert(dict(pod), types.Pod, from_attributes=False)
 
     def _claim_names(self, pod: types.Pod) -> list[str]:
-        statuses = {status.name: status.resource_claim_name for status in pod.status.resource_claim_statuses}
+        given = {status.name for status in pod.status.resource_claim_statuses}
         names = []
-        for claim in pod.spec.resource_claims:
-            if claim.resource_claim_name:
-                names.append(claim.resource_claim_name)
-            elif claim.resource_claim_template_name:
-                if claim.name not in statuses:
-                    raise KubeletPrepareError(
-                        f"prepare resource claim: pod {pod.metadata.name}: no status for claim {claim.name!r} yet")
-                name = statuses[claim.name]
-                if name:  # None: the template made no claim, nothing to prepare
-                    names.append(name)
+        for entry, name in claim_names(pod):
+            if not entry.resource_claim_name and entry.resource_claim_template_name and entry.name not in given:
+                raise KubeletPrepareError(
+                    f"prepare resource claim: pod {pod.metadata.name}: no status for claim {entry.name!r} yet")
+            if name:  # None: the template made no claim, nothing to prepare
+                names.append(name)
         return names
 
     def prepare(self, pod: Mapping[str, Any] | types.Pod) -> dict[str, list[str]]:
@@ -392,12 +391,6 @@ class KubeletSim:
         by_driver: dict[str, list[WireResourceClaim]] = {}
         out: dict[str, list[str]] = {}
         for name in self._claim_names(decoded):
-            with self._cond:
-                known = self._prepared.get((namespace, name))
-                if known is not None:
-                    known.pods.add(pod_uid)
-                    out[known.uid] = list(known.cdi_ids)
-                    continue
             try:
                 claim: WireResourceClaim = self.client.get(types.DRA_CLAIMS, name, namespace)
             except KubeError as exc:
@@ -408,6 +401,15 @@ class KubeletSim:
             if not any(ref.uid == pod_uid for ref in claim.status.reserved_for):
                 raise KubeletPrepareError(f"pod {decoded.metadata.name}({pod_uid}) is not allowed to use resource "
                                           f"claim {name}({claim.metadata.uid})")
+            with self._cond:  # already prepared: the pod is only added, the driver is not called
+                known = self._prepared.get((namespace, name))
+                if known is not None:
+                    if known.uid != claim.metadata.uid:
+                        raise KubeletPrepareError(f"old ResourceClaim with same name {name} and different UID "
+                                                  f"{known.uid} still exists (previous pod force-deleted?!)")
+                    known.pods.add(pod_uid)
+                    out[known.uid] = list(known.cdi_ids)
+                    continue
             drivers = {result.driver for result in claim.status.allocation.devices.results}
             for driver in sorted(drivers):
                 by_driver.setdefault(driver, []).append(claim)

@@ -425,4 +425,25 @@ class Informer(Generic[ItemT]):
             log.exception("%s: callback %s failed", self.name, getattr(callback, "__name__", callback))
 
 
-__all__ = ["ERROR_BACKOFF", "Informer", "object_key"]
+def node_pods(
+    client: Client,
+    node: str,
+    *,
+    on_add: Callable[[types.Pod], object] | None = None,
+    on_update: Callable[[types.Pod, types.Pod], object] | None = None,
+    on_delete: Callable[[types.Pod], object] | None = None,
+    name: str | None = None,
+) -> Informer[types.Pod]:
+    """The pods bound to one node (``fieldSelector=spec.nodeName=<node>``), as a node agent watches them.
+
+    Every phase is included (a caller that wants only active pods filters them): an informer whose
+    selector also named the phase would see a pod that finishes as deleted. The API server indexes
+    pods by ``spec.nodeName`` in its watch cache (``pkg/registry/core/pod/strategy.go``,
+    ``NodeNameTriggerFunc``), so a node's watch costs it the node's pods, not the cluster's: kubelet
+    watches its pods the same way. Not started: call `Informer.start`.
+    """
+    return Informer(client, types.PODS, field_selector=f"spec.nodeName={node}", on_add=on_add,
+                    on_update=on_update, on_delete=on_delete, name=name or f"pods-{node}")
+
+
+__all__ = ["ERROR_BACKOFF", "Informer", "node_pods", "object_key"]

@@ -41,7 +41,7 @@ import msgspec
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.records import Warnings, shown
-from kubectl_gpushare.kube.types import Pod
+from kubectl_gpushare.kube.types import Pod, PodResourceClaim
 from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord, StackClaim, StackGPU, StackNode
 
 GIB: Final = protocol.UNIT_BYTES[protocol.UNIT_GIB]
@@ -477,6 +477,22 @@ class PodClaim(msgspec.Struct, frozen=True, gc=False):
     missing: str = ""
 
 
+def claim_names(pod: Pod) -> list[tuple[PodResourceClaim, str | None]]:
+    """Each of the pod's ``spec.resourceClaims`` entries and the claim it names in the pod's namespace.
+
+    The rule of kubelet and the scheduler (``k8s.io/dynamic-resource-allocation/resourceclaim``
+    ``Name``): an entry's ``resourceClaimName``; for a ``resourceClaimTemplateName``, the name
+    ``status.resourceClaimStatuses`` gives the entry (None where it gives none: no claim made yet, or
+    none needed); an entry with neither names nothing. A claim is always in the pod's own namespace:
+    no entry can name another's. The views (`ClaimIndex.of`), the DRA driver's enforcement
+    (`dra.pod_claims`) and the kubelet stand-in resolve a pod's claims with it.
+    """
+    statuses = {status.name: status.resource_claim_name for status in pod.status.resource_claim_statuses}
+    return [(entry, entry.resource_claim_name or (statuses.get(entry.name) if entry.resource_claim_template_name
+                                                  else None))
+            for entry in pod.spec.resource_claims]
+
+
 class ClaimIndex:
     """Claims by ``namespace/name`` and by (owner pod UID, ``pod-claim-name``), built once per snapshot."""
 
@@ -497,15 +513,12 @@ class ClaimIndex:
         ``resource.kubernetes.io/pod-claim-name`` (the resourceclaim controller's annotation).
         """
         namespace = pod.metadata.namespace
-        statuses = {status.name: status.resource_claim_name for status in pod.status.resource_claim_statuses}
         found: list[PodClaim] = []
-        for entry in pod.spec.resource_claims:
+        for entry, name in claim_names(pod):
+            claim = self.by_key.get((namespace, name)) if name else None
             if entry.resource_claim_name:
-                claim = self.by_key.get((namespace, entry.resource_claim_name))
                 missing = f"ResourceClaim {entry.resource_claim_name} does not exist"
             else:
-                name = statuses.get(entry.name)
-                claim = self.by_key.get((namespace, name)) if name else None
                 if claim is None:
                     claim = self.by_owner.get((pod.metadata.uid, entry.name))
                 template = entry.resource_claim_template_name or "?"
@@ -680,6 +693,7 @@ __all__ = [
     "DraGpu",
     "DraNode",
     "ClaimIndex",
+    "claim_names",
     "DraObjects",
     "Holder",
     "PodClaim",

@@ -1,18 +1,24 @@
 """--enforce-memory with DRA: each pod a prepared claim is reserved for is held to the claim's memory on
-its GPU (limits over a fake cgroup tree through the fake backend), and released when the claim is."""
+its GPU (limits over a fake cgroup tree through the fake backend), and released when the claim is; so is
+a pod that joins a shared claim later (found by the driver's watch of its node's pods), until it is gone."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
-from dra_helpers import Claims, Dirs
+from dra_helpers import NODE, Claims, Dirs
 from node_agents import cgroup_tree
 from waiting import wait_for
 
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
+from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.node import cgroups
+from kubectl_gpushare.sandbox.builders import namespace_object
+from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
 GIB = 1 << 30
@@ -39,3 +45,136 @@ def test_a_pod_is_held_to_its_claims_memory(start_driver, dirs: Dirs, api: Clien
         assert backend.limits(0) == {}
         kubelet.unprepare(pod)
         wait_for(lambda: backend.limits(1) == {}, what="the limit cleared")
+
+
+def pod_cgroup(tree: Path, pod: dict[str, Any]) -> Path:
+    """The pod's cgroup, made as kubelet makes it after preparing the pod's claims."""
+    cgroup = tree / cgroups.pod_path(pod["metadata"]["uid"], "burstable", "cgroupfs")
+    cgroup.mkdir()
+    return cgroup
+
+
+def test_a_pod_that_joins_a_prepared_claim_is_held_to_it_until_it_is_gone(
+    start_driver, dirs: Dirs, api: Client, claims: Claims, tree: Path, sandbox: Sandbox
+) -> None:
+    """kubelet does not call the driver for a pod joining a prepared claim; the driver's pod watch finds it."""
+    running = start_driver("2x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    a = claims.pod("a", {"gpu": "shared"})
+    uid = claims.claim("shared", device="gpu-1", memory="4Gi", pods=[a]).metadata.uid
+    backend = running.backend
+    with KubeletSim(dirs.registration, api) as kubelet:
+        kubelet.wait_registered()
+        kubelet.prepare(a)
+        held_a = {str(pod_cgroup(tree, a)): (4 * GIB, 4 * GIB)}
+        wait_for(lambda: backend.limits(1) == held_a, what="a's limit")
+        b = claims.pod("b", {"gpu": "shared"})
+        claims.reserve("shared", [a, b])  # the scheduler adds b
+        kubelet.prepare(b)  # the claim is prepared: kubelet only adds b, the driver learns nothing
+        assert [pod.name for pod in running.driver.preparer.prepared()[uid].pods] == ["a"]
+        held_b = {str(pod_cgroup(tree, b)): (4 * GIB, 4 * GIB)}
+        wait_for(lambda: backend.limits(1) == held_a | held_b, what="b's limit")
+        assert backend.limits(0) == {}
+        api.delete(types.PODS, "b", "default")
+        wait_for(lambda: backend.limits(1) == held_a, what="b's limit cleared, a's kept")
+    watches = {(r.verb, r.query.get("fieldSelector")) for r in sandbox.requests
+               if "(dra-driver)" in r.user_agent and r.resource == "pods"}
+    assert watches == {("list", f"spec.nodeName={NODE}"), ("watch", f"spec.nodeName={NODE}")}
+
+
+def test_pods_elsewhere_or_with_hostile_claims_get_no_limit_and_take_none(
+    start_driver, dirs: Dirs, api: Client, claims: Claims, tree: Path, sandbox: Sandbox
+) -> None:
+    """A pod on another node, one naming the claim from another namespace, garbage claim statuses, a UID
+    that is no UUID: none is limited, none clears the limit of the claim's pod, none stops the watch."""
+    running = start_driver("2x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    sandbox.load([namespace_object("other")])
+    a = claims.pod("a", {"gpu": "shared"})
+    claims.claim("shared", device="gpu-1", memory="4Gi", pods=[a])
+    backend = running.backend
+    with KubeletSim(dirs.registration, api) as kubelet:
+        kubelet.wait_registered()
+        kubelet.prepare(a)
+        held = {str(pod_cgroup(tree, a)): (4 * GIB, 4 * GIB)}
+        wait_for(lambda: backend.limits(1) == held, what="a's limit")
+        hostile = [
+            claims.pod("elsewhere", {"gpu": "shared"}, node="gpu-node-2"),
+            claims.pod("other-namespace", {"gpu": "shared"}, namespace="other"),
+        ]
+        sandbox.load([
+            hostile_pod("statuses-not-a-list", "default", str(uuid.uuid4()), "not a list"),
+            hostile_pod("status-names-a-path", "other", str(uuid.uuid4()),
+                        [{"name": "gpu", "resourceClaimName": "../default/shared"}]),
+            hostile_pod("status-names-another-namespace", "other", str(uuid.uuid4()),
+                        [{"name": "gpu", "resourceClaimName": "shared", "namespace": "default"}]),
+            hostile_pod("uid-not-a-uuid", "default", "../../../kubepods.slice", [{"name": "gpu"}], by_name=True),
+        ])
+        hostile += [sandbox.get("pods", ns, name) for ns, name in (
+            ("default", "statuses-not-a-list"), ("other", "status-names-a-path"),
+            ("other", "status-names-another-namespace"))]
+        for pod in hostile:
+            pod_cgroup(tree, pod)
+        late = claims.pod("late", {"gpu": "shared"})  # a pod seen after all of them: the sync point
+        claims.reserve("shared", [a, late])
+        kubelet.prepare(late)
+        joined = {str(pod_cgroup(tree, late)): (4 * GIB, 4 * GIB)}
+        wait_for(lambda: backend.limits(1) == held | joined, what=lambda: f"only a and late limited: "
+                 f"{backend.limits(1)}")
+        for pod in hostile:
+            api.delete(types.PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
+        api.delete(types.PODS, "late", "default")
+        wait_for(lambda: backend.limits(1) == held, what="late's limit cleared, a's kept")
+    assert backend.limits(0) == {}
+
+
+def hostile_pod(name: str, namespace: str, uid: str, statuses: object, *, by_name: bool = False) -> dict[str, Any]:
+    """A pod on NODE stored as is (no API validation): a claim entry by name or from a template, and ``statuses``."""
+    entry: dict[str, Any] = {"name": "gpu"}
+    entry["resourceClaimName" if by_name else "resourceClaimTemplateName"] = "shared"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "cuda"}], "resourceClaims": [entry]},
+            "status": {"phase": "Running", "resourceClaimStatuses": statuses}}
+
+
+def test_without_enforcement_the_driver_reads_no_pod(
+    start_driver, dirs: Dirs, api: Client, claims: Claims, sandbox: Sandbox
+) -> None:
+    running = start_driver("2x16GiB")
+    a = claims.pod("a", {"gpu": "shared"})
+    claims.claim("shared", device="gpu-1", memory="4Gi", pods=[a])
+    with KubeletSim(dirs.registration, api) as kubelet:
+        kubelet.wait_registered()
+        kubelet.prepare(a)
+        b = claims.pod("b", {"gpu": "shared"})
+        claims.reserve("shared", [a, b])
+        kubelet.prepare(b)
+    assert running.driver.pod_claims is None
+    driver_calls = [r for r in sandbox.requests if "(dra-driver)" in r.user_agent]
+    assert any(r.resource == "resourceclaims" for r in driver_calls)  # the log holds the driver's calls
+    assert not [r for r in driver_calls if r.resource == "pods"]
+
+
+def test_a_restarted_driver_finds_joined_pods_again_before_its_first_pass(
+    start_driver, dirs: Dirs, api: Client, claims: Claims, tree: Path
+) -> None:
+    """Joined pods are not checkpointed: the restarted driver lists the node's pods before its first pass,
+    whose sweep of stale limits would otherwise clear the joined pod's limit until the list arrived."""
+    settings = {"enforce_memory": "hard", "cgroup_root": str(tree)}
+    first = start_driver("2x16GiB", **settings)
+    backend = first.backend
+    a = claims.pod("a", {"gpu": "shared"})
+    claims.claim("shared", device="gpu-1", memory="4Gi", pods=[a])
+    with KubeletSim(dirs.registration, api) as kubelet:
+        kubelet.wait_registered()
+        kubelet.prepare(a)
+        b = claims.pod("b", {"gpu": "shared"})
+        claims.reserve("shared", [a, b])
+        kubelet.prepare(b)
+    held = {str(pod_cgroup(tree, pod)): (4 * GIB, 4 * GIB) for pod in (a, b)}
+    wait_for(lambda: backend.limits(1) == held, what="a's and b's limits")
+    first.shutdown()
+    calls = backend.limit_calls
+    second = start_driver("2x16GiB", backend=backend, **settings)
+    wait_for(lambda: second.driver.enforcer.passes >= 1 and second.driver.enforcer.applied().keys() == {
+        (pod["metadata"]["uid"], 1) for pod in (a, b)}, what="the restarted driver's limits")
+    assert backend.limits(1) == held
+    assert backend.limit_calls - calls == 2, "each limit set once, b's never cleared in between"

@@ -14,6 +14,7 @@ import grpc
 import pytest
 import yaml
 from dra_helpers import NODE, Claims, Dirs
+from node_agents import cgroup_tree
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
@@ -39,15 +40,33 @@ def kustomize(binary: str, folder: Path) -> dict[tuple[str, str, str], dict[str,
     return {key(doc): doc for doc in yaml.safe_load_all(built.stdout) if doc}
 
 
-def documents() -> dict[str, dict[str, Any]]:
-    docs = [doc for name in ("dra-driver.yaml", "deviceclass.yaml")
+ENFORCEMENT_ROLE = "gpushare-dra-driver-enforcement"
+"""The ClusterRole (and binding) the manifest says to drop with --enforce-memory=off."""
+
+
+def all_documents() -> list[dict[str, Any]]:
+    return [doc for name in ("dra-driver.yaml", "deviceclass.yaml")
             for doc in yaml.safe_load_all((MANIFESTS / name).read_text()) if doc]
-    return {doc["kind"]: doc for doc in docs}
 
 
-def granted() -> set[tuple[str, str, str]]:
-    return {(group, resource, verb) for rule in documents()["ClusterRole"]["rules"]
+def documents() -> dict[str, dict[str, Any]]:
+    """One document per kind (the driver's own ClusterRole and binding; not the enforcement ones)."""
+    return {doc["kind"]: doc for doc in all_documents() if doc["metadata"]["name"] != ENFORCEMENT_ROLE}
+
+
+def granted(*, enforcement: bool) -> set[tuple[str, str, str]]:
+    roles = [doc for doc in all_documents() if doc["kind"] == "ClusterRole"
+             and (enforcement or doc["metadata"]["name"] != ENFORCEMENT_ROLE)]
+    return {(group, resource, verb) for role in roles for rule in role["rules"]
             for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def test_every_cluster_role_is_bound_to_the_driver() -> None:
+    docs = all_documents()
+    roles = {doc["metadata"]["name"] for doc in docs if doc["kind"] == "ClusterRole"}
+    bound = {doc["roleRef"]["name"] for doc in docs if doc["kind"] == "ClusterRoleBinding"
+             for subject in doc["subjects"] if subject["name"] == documents()["ServiceAccount"]["metadata"]["name"]}
+    assert roles == bound == {"gpushare-dra-driver", ENFORCEMENT_ROLE}
 
 
 @pytest.mark.integration
@@ -55,6 +74,7 @@ def test_plugin_prints_what_kubectl_kustomize_builds(kubectl_binaries: list[str]
     ours = {key(doc): doc for doc in yaml.safe_load_all(render(dra=True)) if doc}
     assert {kind for kind, _, _ in ours} == {"DeviceClass", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
                                             "DaemonSet"}
+    assert ("ClusterRole", "", ENFORCEMENT_ROLE) in ours
     for binary in kubectl_binaries:
         assert kustomize(binary, MANIFESTS) == ours, binary
 
@@ -112,14 +132,17 @@ def test_daemonset_mounts_what_the_driver_touches_and_never_runs_beside_the_devi
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("enforcement", [False, True], ids=["enforcement-off", "enforcement-hard"])
 def test_rbac_grants_exactly_what_the_driver_calls(
-    start_driver, sandbox: Sandbox, api: Client, claims: Claims, dirs: Dirs
+    start_driver, sandbox: Sandbox, api: Client, claims: Claims, dirs: Dirs, tmp_path: Path, enforcement: bool
 ) -> None:
+    """With enforcement the driver also lists and watches this node's pods: the enforcement role, no more."""
     sandbox.load([{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "stale"},
                    "spec": {"driver": protocol.DRA_DRIVER, "nodeName": NODE,
                             "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1}}}])
     backend = FakeBackend.from_spec("2x16GiB", seed=NODE)
-    start_driver("2x16GiB", backend=backend)
+    settings = {"enforce_memory": "hard", "cgroup_root": str(cgroup_tree(tmp_path))} if enforcement else {}
+    running = start_driver("2x16GiB", backend=backend, **settings)
     wait_for(lambda: [s for s in api.list(types.DRA_SLICES) if s.metadata.name != "stale"], what="the slice")
     backend.set_health(1, False, "Xid 79")  # an update
     wait_for(lambda: len(api.list(types.DRA_SLICES)[0].spec.devices) == 1, what="the update")
@@ -128,10 +151,12 @@ def test_rbac_grants_exactly_what_the_driver_calls(
         answer = v1_grpc.DRAPluginStub(channel).NodePrepareResources(dra_v1_pb2.NodePrepareResourcesRequest(
             claims=[dra_v1_pb2.Claim(namespace="default", name="c1", uid=uid)]), timeout=10)
     assert not answer.claims[uid].error
+    if enforcement:  # the pod watch is open: its list and watch are in the log
+        wait_for(lambda: running.driver.pod_claims.informer.watching, what="the pod watch")
     used = set()
     for request in sandbox.requests:
         if "(dra-driver)" not in request.user_agent:
             continue
         group = "resource.k8s.io" if request.resource in ("resourceslices", "resourceclaims") else ""
         used.add((group, request.resource, request.verb))
-    assert used == granted()
+    assert used == granted(enforcement=enforcement)
