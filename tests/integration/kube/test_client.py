@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -218,7 +219,8 @@ def test_a_deadline_bounds_a_read_and_leaves_the_pooled_connection_as_the_client
     started = time.monotonic()
     with pytest.raises(errors.Unreachable) as info:  # the client's own timeout is 30 s
         client.get(types.NODES, "n1", deadline=started + 0.5)
-    assert info.value.timeout is True and "did not answer after 0.5s" in str(info.value)
+    # (the message names the time the read had left: 0.5 s, or a hair less on a loaded machine)
+    assert info.value.timeout is True and re.search(r"did not answer after 0\.[45]\d*s", str(info.value))
     assert time.monotonic() - started < 2.5
     with pytest.raises(errors.Unreachable, match="no time left"):  # nothing is sent past the deadline
         client.get(types.NODES, "n1", deadline=time.monotonic() - 1)

@@ -64,8 +64,12 @@ def test_managed_only_component_without_managed_is_a_usage_error() -> None:
 
 def test_dra_prints_the_driver_and_its_device_class_only() -> None:
     out = CliRunner().invoke(manifests_command, ["--dra", "--image", "registry.example/gpushare:dev"]).output
-    kinds = sorted(doc["kind"] for doc in yaml.safe_load_all(out) if doc)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "DaemonSet", "DeviceClass", "ServiceAccount"]
+    docs = [doc for doc in yaml.safe_load_all(out) if doc]
+    assert sorted(doc["kind"] for doc in docs) == [
+        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "DaemonSet", "DeviceClass",
+        "ServiceAccount"]  # the second role: pods list/watch for --enforce-memory (delete it with enforcement off)
+    assert {doc["metadata"]["name"] for doc in docs if doc["kind"] == "ClusterRole"} == {
+        "gpushare-dra-driver", "gpushare-dra-driver-enforcement"}
     assert out.count("registry.example/gpushare:dev") == 1 and "serve-dra-driver" in out
 
 
