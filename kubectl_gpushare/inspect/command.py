@@ -95,8 +95,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
 
     from kubectl_gpushare.kube.errors import Forbidden
 
-    # Only the compatible text (and the per-namespace totals, which show no GPUs) leave unhealthy GPUs unmarked.
-    marks = options.get("output") is not None and not tenants
+    marks = _marks_unhealthy(options)
     with make_client(options, "inspect") as client:
         if options.get("namespace"):
             source.require_namespace(client, options["namespace"])
@@ -112,12 +111,20 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
         return snapshot
 
 
+def _marks_unhealthy(options: dict[str, Any]) -> bool:
+    """Whether the view marks unhealthy GPUs, so their ConfigMaps are read (one-shot and ``-w`` alike).
+
+    Only the compatible text (and the per-namespace totals, which show no GPUs) leave them unmarked.
+    """
+    return options.get("output") is not None and options.get("group_by") != "namespace"
+
+
 def _watch(options: dict[str, Any], progress: Callable[[int], None]) -> None:
     """``-w``: draw and redraw until Ctrl-C; run() maps its errors and the interrupt (130)."""
     from kubectl_gpushare.inspect.watch import watch
 
     with make_client(options, "inspect") as client:
-        watch(client, options, _render)
+        watch(client, options, _render, unhealthy=_marks_unhealthy(options))
 
 
 def _with_stacks(snapshot: Snapshot, gpushare: str | None, options: dict[str, Any]) -> str | None:
