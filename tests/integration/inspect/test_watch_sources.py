@@ -114,7 +114,25 @@ def test_the_first_frame_is_the_one_shot_view(
         assert watch.stop() == shown.stderr, "the same warnings, once"
 
 
-def claim(name: str, device: str) -> dict[str, Any]:
+@pytest.mark.parametrize(("case", "namespace", "pod"), [
+    ("mixed-stacks", "default", "hami-a-train"),  # a HAMi pod: its vGPU claim goes
+    ("kai", "default", "two-halves"),  # a KAI pod: its reservation's GPU is shared by one pod less
+])
+def test_a_pod_of_another_stack_going_redraws_the_one_shot_view(
+    case: str, namespace: str, pod: str, sandbox: Sandbox, kube_env: dict[str, str], kubectl: Callable[..., Any]
+) -> None:
+    sandbox.load(cases.cluster_objects(case))
+    before = cases.expected(case, "details.txt").read_text()
+    with watching(kube_env, "-d") as watch:
+        watch.first_frame(before)
+        kubectl("delete", "pod", pod, "-n", namespace)
+        after = one_shot(kube_env, "-d").stdout
+        assert after != before
+        watch.last_frame(after)
+        assert watch.stop() == ""
+
+
+def claim(name: str) -> dict[str, Any]:
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
@@ -138,7 +156,7 @@ def test_a_claim_allocated_then_deleted_redraws_the_one_shot_view(
     with watching(kube_env, *flags) as watch:
         watch.first_frame(before)
         sandbox.clear_requests()
-        kubectl("apply", "-f", "-", input=json.dumps(claim("extra", "gpu-2")))
+        kubectl("apply", "-f", "-", input=json.dumps(claim("extra")))
         kubectl("patch", "resourceclaim", "extra", "--subresource=status", "--type=merge",
                 "-p", json.dumps(allocation("gpu-2")))
         allocated = one_shot(kube_env, *flags).stdout
