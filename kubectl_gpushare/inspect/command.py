@@ -93,8 +93,6 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
             snapshot.quotas = source.quotas_in(data)
         return snapshot
 
-    from kubectl_gpushare.kube.errors import Forbidden
-
     marks = _marks_unhealthy(options)
     with make_client(options, "inspect") as client:
         if options.get("namespace"):
@@ -104,10 +102,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
             stack=options.get("stack", "auto"), keep_pods=options.get("keep_pods", True),
         )  # fmt: skip
         if tenants:
-            try:
-                snapshot.quotas = source.list_quotas(client, snapshot.warnings)
-            except Forbidden:
-                snapshot.warnings.add("cannot list resourcequotas: the QUOTA column is left out")
+            snapshot.quotas = source.quotas_of(lambda: source.list_quotas(client, snapshot.warnings), snapshot.warnings)
         return snapshot
 
 
@@ -124,6 +119,10 @@ def _watch(options: dict[str, Any], progress: Callable[[int], None]) -> None:
     from kubectl_gpushare.inspect.watch import watch
 
     with make_client(options, "inspect") as client:
+        if options.get("namespace"):
+            from kubectl_gpushare.inspect import source
+
+            source.require_namespace(client, options["namespace"])
         watch(client, options, _render, unhealthy=_marks_unhealthy(options))
 
 

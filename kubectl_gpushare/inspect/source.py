@@ -1016,6 +1016,20 @@ def list_quotas(client: Client, warnings: Warnings) -> list[types.ResourceQuota]
     return quotas
 
 
+def quotas_of(
+    list_quotas: Callable[[], Sequence[types.ResourceQuota]], warnings: Warnings
+) -> list[types.ResourceQuota]:
+    """The ResourceQuotas ``--group-by namespace`` shows (the API, or ``inspect -w``'s informer).
+
+    Without permission to list them, the QUOTA column is left out and a warning says why.
+    """
+    try:
+        return list(list_quotas())
+    except Forbidden:
+        warnings.add("cannot list resourcequotas: the QUOTA column is left out")
+        return []
+
+
 def unhealthy_by_node(configmaps: Iterable[types.ConfigMap]) -> dict[str, frozenset[int]]:
     """Node -> GPU indices its unhealthy-GPU ConfigMap lists (the extender's source of truth)."""
     found: dict[str, frozenset[int]] = {}

@@ -4,13 +4,14 @@ Informers (`kube.informer.Informer`: one list, then a watch from its resourceVer
 keep what a one-shot inspect (`source.from_api`) reads, and only where it reads it: nodes and
 active pods; ResourceSlices where the API serves ``resource.k8s.io/v1``, and ResourceClaims once a
 slice of a driver read there exists; the unhealthy-GPU ConfigMaps for the views that mark them;
-Koordinator's Devices once a Koordinator node is read. Every change marks the view dirty and the
-main thread builds the frame from the caches with `source.from_objects` and the same listing
-rules (`source.dra_of_lists`, `source.devices_of`, `source.unhealthy_of`), so a frame is what a
-one-shot inspect prints for the same state. Bursts are coalesced (`SETTLE` seconds). On a terminal
-the view is redrawn in place with rich's live display; piped, each change prints a new table,
-separated by a blank line. Ctrl-C stops at once: the informers' threads are daemons and are told
-to stop without waiting.
+Koordinator's Devices once a Koordinator node is read; ResourceQuotas for ``--group-by
+namespace``. Every change marks the view dirty and the main thread builds the frame from the
+caches with `source.from_objects` and the same listing rules (`source.dra_of_lists`,
+`source.devices_of`, `source.unhealthy_of`, `source.quotas_of`), so a frame is what a one-shot
+inspect prints for the same state. Bursts are coalesced (`SETTLE` seconds). On a terminal the view
+is redrawn in place with rich's live display; piped, each change prints a new table, separated by
+a blank line. Ctrl-C stops at once: the informers' threads are daemons and are told to stop
+without waiting.
 """
 
 from __future__ import annotations
@@ -166,6 +167,9 @@ class _Sources:
             _Optional(lambda quiet: informer(types.CONFIGMAPS, "configmaps", quiet,
                                              namespace=protocol.UNHEALTHY_CM_NAMESPACE))
             if unhealthy else None)  # fmt: skip
+        self.quotas = (
+            _Optional(lambda quiet: informer(types.RESOURCEQUOTAS, "resourcequotas", quiet))
+            if options.get("group_by") == "namespace" else None)  # fmt: skip
 
     def start(self) -> None:
         """Start the informers of nodes and pods and wait for their first lists (a failure is raised)."""
@@ -179,7 +183,7 @@ class _Sources:
     @property
     def informers(self) -> list[Informer[Any]]:
         """The informers running now (for the stale mark)."""
-        optional = (self.slices, self.claims, self.devices, self.configmaps)
+        optional = (self.slices, self.claims, self.devices, self.configmaps, self.quotas)
         return [self.nodes, self.pods, *(o.informer for o in optional if o is not None and o.informer is not None)]
 
     def snapshot(self, *, first: bool) -> Snapshot:
@@ -201,13 +205,18 @@ class _Sources:
         if self.stack in READS_DRA:
             objects = source.dra_of_lists(lambda: self.slices.items(first=first),
                                           lambda: self.claims.items(first=first), warnings, pending=self.cluster_wide)
-        return source.from_objects(chosen, _in_key_order(self.pods), self.names, cluster_wide=self.cluster_wide,
-                                   stack=self.stack, warnings=warnings, sick=sick, devices=devices, objects=objects)
+        snapshot = source.from_objects(chosen, _in_key_order(self.pods), self.names, cluster_wide=self.cluster_wide,
+                                       stack=self.stack, warnings=warnings, sick=sick, devices=devices,
+                                       objects=objects)
+        quotas = self.quotas
+        if quotas is not None:
+            snapshot.quotas = source.quotas_of(lambda: quotas.items(first=first), warnings)
+        return snapshot
 
     def stop(self) -> None:
         for informer in (self.nodes, self.pods):
             informer.stop(timeout=0)
-        for optional in (self.slices, self.claims, self.devices, self.configmaps):
+        for optional in (self.slices, self.claims, self.devices, self.configmaps, self.quotas):
             if optional is not None:
                 optional.stop()
 

@@ -224,3 +224,30 @@ def test_an_undecodable_pod_is_one_warning_line_as_one_shot_says_it(
                                                                    gpu_memory=16)))
         watch.last_frame(one_shot(kube_env, "-d").stdout)
         assert watch.stop() == shown.stderr, "said once, not once per frame"
+
+
+def test_group_by_namespace_follows_quotas_as_one_shot_reads_them(
+    sandbox: Sandbox, kube_env: dict[str, str], kubectl: Callable[..., Any]
+) -> None:
+    quota = {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu", "namespace": "ml"},
+        "status": {"hard": {"requests.aliyun.com/gpu-mem": "20"}, "used": {"requests.aliyun.com/gpu-mem": "4"}},
+    }
+    sandbox.load([node_object("n", [16], ip="10.0.0.1"), pod_object("p", "ml", [4], node="n", gpu=0), quota])
+    shown = one_shot(kube_env, "--group-by", "namespace")
+    assert "4/20" in shown.stdout
+    with watching(kube_env, "--group-by", "namespace") as watch:
+        watch.first_frame(shown.stdout)
+        kubectl("apply", "-f", "-", input=json.dumps(pod_object("q", "ml", [2], node="n", gpu=0)))
+        watch.last_frame(one_shot(kube_env, "--group-by", "namespace").stdout)
+        assert watch.stop() == shown.stderr
+
+
+def test_a_namespace_that_does_not_exist_fails_as_one_shot_does(sandbox: Sandbox, kube_env: dict[str, str]) -> None:
+    sandbox.load([node_object("n", [16], ip="10.0.0.1")])
+    once = subprocess.run(["kubectl-inspect-gpushare", "-n", "nowhere"], env=kube_env, capture_output=True,
+                          text=True, timeout=60)
+    watched = subprocess.run(["kubectl-inspect-gpushare", "-w", "-n", "nowhere"], env=kube_env, capture_output=True,
+                             text=True, timeout=60)
+    assert once.returncode == watched.returncode != 0
+    assert once.stderr == watched.stderr and 'namespaces "nowhere" not found' in watched.stderr
