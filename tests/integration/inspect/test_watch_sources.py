@@ -22,7 +22,7 @@ import pytest
 from golden.inspect import cases
 from kubectl_steps import default_signals
 
-from kubectl_gpushare.sandbox.builders import node_object, pod_object
+from kubectl_gpushare.sandbox.builders import node_object, pod_object, unhealthy_configmap
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -251,3 +251,22 @@ def test_a_namespace_that_does_not_exist_fails_as_one_shot_does(sandbox: Sandbox
                              text=True, timeout=60)
     assert once.returncode == watched.returncode != 0
     assert once.stderr == watched.stderr and 'namespaces "nowhere" not found' in watched.stderr
+
+
+def test_wide_follows_the_unhealthy_gpu_configmaps(
+    sandbox: Sandbox, kube_env: dict[str, str], kubectl: Callable[..., Any]
+) -> None:
+    sandbox.load([node_object("n", [16, 16], ip="10.0.0.1"), node_object("m", [16, 16], ip="10.0.0.2"),
+                  unhealthy_configmap("n", [0])])
+    shown = one_shot(kube_env, "-o", "wide")
+    assert "0/16!" in shown.stdout.splitlines()[2], "n's GPU 0 is marked"
+    sandbox.clear_requests()
+    with watching(kube_env, "-o", "wide") as watch:
+        watch.first_frame(shown.stdout)
+        kubectl("apply", "-f", "-", input=json.dumps(unhealthy_configmap("m", [1])))
+        marked = one_shot(kube_env, "-o", "wide").stdout
+        assert "0/16!" in marked.splitlines()[1], "m's GPU 1 is marked too"
+        watch.last_frame(marked)
+        assert watch.stop() == ""
+    lists = [(r.resource, r.namespace) for r in sandbox.requests if r.verb in ("list", "watch")]
+    assert lists.count(("configmaps", "kube-system")) >= 2 and ("configmaps", "") not in lists
