@@ -97,7 +97,7 @@ def one_shot(env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[st
     return result
 
 
-@pytest.mark.parametrize("case", ["mixed-dra", "mixed-stacks", "kai"])
+@pytest.mark.parametrize("case", ["mixed-dra", "mixed-stacks", "kai", "koordinator", "volcano", "hami-v28"])
 @pytest.mark.parametrize("view", list(VIEWS))
 def test_the_first_frame_is_the_one_shot_view(
     case: str, view: str, sandbox: Sandbox, kube_env: dict[str, str]
