@@ -93,10 +93,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
             snapshot.quotas = source.quotas_in(data)
         return snapshot
 
-    from kubectl_gpushare.kube.errors import Forbidden
-
-    # Only the compatible text (and the per-namespace totals, which show no GPUs) leave unhealthy GPUs unmarked.
-    marks = options.get("output") is not None and not tenants
+    marks = _marks_unhealthy(options)
     with make_client(options, "inspect") as client:
         if options.get("namespace"):
             source.require_namespace(client, options["namespace"])
@@ -105,11 +102,16 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
             stack=options.get("stack", "auto"), keep_pods=options.get("keep_pods", True),
         )  # fmt: skip
         if tenants:
-            try:
-                snapshot.quotas = source.list_quotas(client, snapshot.warnings)
-            except Forbidden:
-                snapshot.warnings.add("cannot list resourcequotas: the QUOTA column is left out")
+            snapshot.quotas = source.quotas_of(lambda: source.list_quotas(client, snapshot.warnings), snapshot.warnings)
         return snapshot
+
+
+def _marks_unhealthy(options: dict[str, Any]) -> bool:
+    """Whether the view marks unhealthy GPUs, so their ConfigMaps are read (one-shot and ``-w`` alike).
+
+    Only the compatible text (and the per-namespace totals, which show no GPUs) leave them unmarked.
+    """
+    return options.get("output") is not None and options.get("group_by") != "namespace"
 
 
 def _watch(options: dict[str, Any], progress: Callable[[int], None]) -> None:
@@ -117,7 +119,11 @@ def _watch(options: dict[str, Any], progress: Callable[[int], None]) -> None:
     from kubectl_gpushare.inspect.watch import watch
 
     with make_client(options, "inspect") as client:
-        watch(client, options, _render)
+        if options.get("namespace"):
+            from kubectl_gpushare.inspect import source
+
+            source.require_namespace(client, options["namespace"])
+        watch(client, options, _render, unhealthy=_marks_unhealthy(options))
 
 
 def _with_stacks(snapshot: Snapshot, gpushare: str | None, options: dict[str, Any]) -> str | None:

@@ -202,10 +202,14 @@ class StackSplit:
         """The claims on our driver's GPUs as pod records (their NVIDIA claims go to the stack claims)."""
         if not objects.claims:
             return []
-        if self.nvidia_dra:
+        self.nvidia_dra_claims(objects, phases)
+        return dra.claim_records(objects, dra.units(records, self.dra_nodes), phases)
+
+    def nvidia_dra_claims(self, objects: dra.DraObjects, phases: dict[str, str]) -> None:
+        """Add the claims on NVIDIA's DRA GPUs of the nodes read to the stack claims."""
+        if self.nvidia_dra and objects.claims:
             for node, found in dra.nvidia_claims(objects, self.nvidia_dra, phases).items():
                 self.claims.setdefault(node, []).extend(found)
-        return dra.claim_records(objects, dra.units(records, self.dra_nodes), phases)
 
     def result(self) -> tuple[list[StackNode], dict[str, list[StackClaim]]]:
         """The stack nodes by name and their claims, once every node and pod went through."""
@@ -271,17 +275,42 @@ def koordinator_devices(
     Not served (404: no Koordinator CRD): none, silently. Forbidden: none, and a warning; either
     way Koordinator GPUs are read from the nodes' resources.
     """
+    return devices_of(lambda: client.list(types.KOORD_DEVICES, on_skip=warnings.add), nodes, forced, warnings)
+
+
+def devices_of(
+    list_devices: Callable[[], Sequence[types.KoordDevice]], nodes: Sequence[types.Node], forced: str,
+    warnings: Warnings,
+) -> list[types.KoordDevice]:
+    """`koordinator_devices` with the listing passed in (the API, or ``inspect -w``'s informer).
+
+    ``list_devices`` is called only when a node is Koordinator's; it raises NotFound (not served)
+    or Forbidden as the API answers.
+    """
     if not _has_koordinator(nodes, forced):
         return []
     try:
-        devices = client.list(types.KOORD_DEVICES, on_skip=warnings.add)
+        return list(list_devices())
     except NotFound:
         return []
     except Forbidden:
         resource = f"devices.{protocol.KOORD_DEVICE_GROUP}"
         warnings.add(f"cannot list {resource}: Koordinator GPUs are read from node resources")
         return []
-    return devices
+
+
+def unhealthy_of(
+    list_configmaps: Callable[[], Iterable[types.ConfigMap]], warnings: Warnings
+) -> dict[str, frozenset[int]]:
+    """`unhealthy_by_node` of the unhealthy-GPU ConfigMaps ``list_configmaps`` lists (the API, or an informer).
+
+    Without permission to list them, GPUs are shown as healthy and a warning says why.
+    """
+    try:
+        return unhealthy_by_node(list_configmaps())
+    except Forbidden:
+        warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
+        return {}
 
 
 @dataclass(frozen=True)
@@ -333,6 +362,10 @@ def confinement_in(data: bytes) -> Confinement | None:
 DRA_RESOURCES: Final = f"resourceslices.{protocol.DRA_API_GROUP}"
 
 
+WireClaims = Sequence[dra_objects.WireResourceClaim | dra_objects.ResourceClaim]
+"""ResourceClaims as listed: wire structs, or (`_claim_wires` ``tally``) already read for counting."""
+
+
 def dra_from_api(
     client: Client, warnings: Warnings, *, claims: bool = False, classes: bool = False, pending: bool = False,
     tally: bool = False,
@@ -347,32 +380,55 @@ def dra_from_api(
     Unallocated claims are kept with ``pending`` (or ``claims``, ``classes``). With ``tally``, plain
     allocated claims are read for counting only (`_claim_wires`), for views that need no more of them.
     """
-    try:
+    keep = claims or classes or pending
+
+    def list_claims() -> WireClaims:
+        if tally:
+            raws = client.list_raw(types.DRA_CLAIMS, page_size=POD_PAGE_SIZE)
+            return _claim_wires(raws, warnings, pending=keep, tally=True)
+        return [*client.list(types.DRA_CLAIMS, on_skip=warnings.add, page_size=POD_PAGE_SIZE)]
+
+    listed: list[bool] = []  # classes are read only where the slices could be
+
+    def list_slices() -> list[dra_objects.WireResourceSlice]:
         slices = client.list(types.DRA_SLICES, on_skip=warnings.add)
+        listed.append(True)
+        return slices
+
+    objects = dra_of_lists(list_slices, list_claims, warnings, claims=claims, pending=keep)
+    if classes and listed:
+        try:
+            objects.classes = dra.read_classes(client.list(types.DRA_CLASSES, on_skip=warnings.add), warnings)
+        except (NotFound, Forbidden):
+            warnings.add(f"cannot list deviceclasses.{protocol.DRA_API_GROUP}: claims are judged without their classes")
+    return objects
+
+
+def dra_of_lists(
+    list_slices: Callable[[], Sequence[dra_objects.WireResourceSlice]], list_claims: Callable[[], WireClaims],
+    warnings: Warnings, *, claims: bool = False, pending: bool = False,
+) -> dra.DraObjects:
+    """`dra_from_api`'s rules with the listings passed in (the API, or ``inspect -w``'s informers).
+
+    Each listing raises NotFound or Forbidden as the API answers: slices not served, nothing read
+    and nothing said; forbidden, one warning. ``list_claims`` is called only where a slice of a
+    driver read here exists (or with ``claims``); unreadable, one warning.
+    """
+    try:
+        slices = list_slices()
     except NotFound:
         return dra.DraObjects(served=False)
     except Forbidden:
         warnings.add(f"cannot list {DRA_RESOURCES}: GPUs shared through DRA are not shown")
         return dra.DraObjects()
     relevant = [wire for wire in slices if wire.spec.driver in dra.DRIVERS]
-    wire_claims: list[dra_objects.WireResourceClaim | dra_objects.ResourceClaim] = []
-    keep = claims or classes or pending
+    wire_claims: WireClaims = []
     if relevant or claims:
         try:
-            if tally:
-                raws = client.list_raw(types.DRA_CLAIMS, page_size=POD_PAGE_SIZE)
-                wire_claims = _claim_wires(raws, warnings, pending=keep, tally=True)
-            else:
-                wire_claims = [*client.list(types.DRA_CLAIMS, on_skip=warnings.add, page_size=POD_PAGE_SIZE)]
+            wire_claims = list_claims()
         except (NotFound, Forbidden):
             warnings.add(f"cannot list resourceclaims.{protocol.DRA_API_GROUP}: DRA GPUs are shown without claims")
-    objects = dra.read(relevant, wire_claims, warnings, pending=keep)
-    if classes:
-        try:
-            objects.classes = dra.read_classes(client.list(types.DRA_CLASSES, on_skip=warnings.add), warnings)
-        except (NotFound, Forbidden):
-            warnings.add(f"cannot list deviceclasses.{protocol.DRA_API_GROUP}: claims are judged without their classes")
-    return objects
+    return dra.read(relevant, wire_claims, warnings, pending=pending)
 
 
 @contextmanager
@@ -424,26 +480,17 @@ def from_api(
             decoded = client.list_nodes(label_selector=selector or None, on_skip=warnings.add)
     sick: dict[str, frozenset[int]] = {}
     if unhealthy:
-        try:
-            sick = unhealthy_by_node(client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE))
-        except Forbidden:
-            warnings.add(f"cannot list configmaps in {protocol.UNHEALTHY_CM_NAMESPACE}: unhealthy GPUs are not marked")
-    split = StackSplit(stack, warnings, koordinator_devices(client, decoded, stack, warnings))
+        sick = unhealthy_of(lambda: client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE), warnings)
+    devices = koordinator_devices(client, decoded, stack, warnings)
     cluster_wide = not names and not selector
     objects = dra_from_api(client, warnings, pending=cluster_wide, tally=True) if stack in READS_DRA else (
         dra.DraObjects(served=False))
-    nodes = split.add_dra(split.gpushare_records(decoded, sick), objects, _ips(decoded))
-    wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
-    wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
-    field_selector = ACTIVE_PODS
-    if len(names) == 1:
-        field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
-    ledger = Ledger.build(nodes, (), basis="allocatable", keep_pods=keep_pods)
-    unscheduled: list[PodRecord] = []
-    claiming: list[types.Pod] = []  # pods on no node with claims: few; their claims may wait
-    reserved = dra.reserved_pods(objects.claims)
-    phases: dict[str, str] = {}
-    if wanted:
+    build = Build(decoded, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings, sick=sick,
+                  devices=devices, objects=objects, keep_pods=keep_pods)
+    if build.reads_pods:
+        field_selector = ACTIVE_PODS
+        if len(names) == 1:
+            field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
         seen = 0
         with _needs("list pods in all namespaces"):
             pages = client.list_pages(
@@ -451,30 +498,153 @@ def from_api(
             )
             for page in pages:
                 for pod in page.items:
-                    if reserved and pod.metadata.uid in reserved:
-                        phases[pod.metadata.uid] = pod.status.phase
-                    if pod.spec.node_name in wanted and pod.spec.node_name not in split.nodes:
-                        ledger.set_pod(pod_record(pod, warnings))
-                        continue
-                    if cluster_wide and not pod.spec.node_name:
-                        record = pod_record(pod)
-                        if waiting(record, pod.spec.node_name):
-                            unscheduled.append(record)
-                        elif pod.spec.resource_claims and objects.claims:
-                            claiming.append(pod)
-                    if split.nodes:  # a HAMi pod still binding has no node yet but counts on its vgpu-node
-                        split.add_pod(pod)
+                    build.add_pod(pod)
                 seen += len(page.items)
                 if progress is not None:
                     progress(seen)
-    for record in split.dra_records(nodes, objects, phases):
-        if record.node in wanted:
-            ledger.set_pod(record)
-    split.finish()
-    snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
-    snapshot.unscheduled = unscheduled + _dra_waiting(claiming, objects, snapshot)
-    snapshot.dra, snapshot.dra_nodes = objects, split.dra_nodes
-    return snapshot
+    return build.snapshot()
+
+
+def from_objects(
+    nodes: Sequence[types.Node],
+    pods: Iterable[types.Pod],
+    names: Sequence[str] = (),
+    *,
+    cluster_wide: bool,
+    stack: str = stacks.AUTO,
+    warnings: Warnings | None = None,
+    sick: Mapping[str, frozenset[int]] | None = None,
+    devices: Iterable[types.KoordDevice] = (),
+    objects: dra.DraObjects | None = None,
+) -> Snapshot:
+    """The snapshot of objects already decoded (a file, or ``inspect -w``'s informers), as `from_api` builds it.
+
+    Args:
+        nodes: the nodes read (`choose_nodes`: the named ones, or those ``-l`` matches).
+        pods: the pods (completed ones are left out here, as the API leaves them out for `from_api`).
+        names: the node names given (``[NODE]...``), each once.
+        cluster_wide: no names and no selector (pods waiting for a node are shown then).
+        stack: ``auto``, or the one stack every node is read as.
+        warnings: where problems go (a new collection when None).
+        sick: node -> unhealthy GPU indices (`unhealthy_by_node`).
+        devices: Koordinator ``Device`` objects (`devices_of`).
+        objects: the DRA objects (`dra_of` / `dra_of_lists`); None: none served.
+    """
+    build = Build(nodes, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings or Warnings(), sick=sick,
+                  devices=devices, objects=objects)
+    if build.reads_pods:
+        for pod in pods:
+            build.add_pod(pod)
+    return build.snapshot()
+
+
+class Build:
+    """One snapshot being built: nodes and the other kinds first, then each active pod (`add_pod`).
+
+    The one place the rules live (which node is whose, which pod counts where, which waits), for
+    `from_api` (which streams pods page by page, so 100,000 of them are never held) and
+    `from_objects` (files and ``inspect -w``), so the views cannot differ by where objects came from.
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[types.Node],
+        names: Sequence[str],
+        *,
+        cluster_wide: bool,
+        stack: str,
+        warnings: Warnings,
+        sick: Mapping[str, frozenset[int]] | None = None,
+        devices: Iterable[types.KoordDevice] = (),
+        objects: dra.DraObjects | None = None,
+        keep_pods: bool = True,
+    ) -> None:
+        self.names = names
+        self.cluster_wide = cluster_wide
+        self.warnings = warnings
+        self.objects = objects if objects is not None else dra.DraObjects(served=False)
+        self.split = split = StackSplit(stack, warnings, devices)
+        self.nodes = split.add_dra(split.gpushare_records(nodes, dict(sick or {})), self.objects, _ips(nodes))
+        wanted = {node.name for node in self.nodes if names or node.alloc_mem > 0}
+        wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
+        self.wanted = wanted
+        # With one node named, `from_api` asks the server for that node's pods only.
+        self.only = names[0] if len(names) == 1 else None
+        self.ledger = Ledger.build(self.nodes, (), basis="allocatable", keep_pods=keep_pods)
+        self.unscheduled: list[PodRecord] = []
+        self.claiming: list[types.Pod] = []  # pods on no node with claims: few; their claims may wait
+        self.reserved = dra.reserved_pods(self.objects.claims)
+        self.phases: dict[str, str] = {}
+        # The claims on our driver's GPUs, as records of their holders (phases are filled in at the
+        # end); a pod counted by its claims builds no record of its own.
+        self.held: list[PodRecord] = []
+        if self.objects.claims:
+            units = dra.units(self.nodes, split.dra_nodes)
+            self.held = [record for record in dra.claim_records(self.objects, units, {}) if record.node in wanted]
+        self.holders = {record.uid for record in self.held}
+
+    @property
+    def reads_pods(self) -> bool:
+        """Whether any node shown can hold pods (else `from_api` lists none, and none is shown waiting)."""
+        return bool(self.wanted)
+
+    def add_pod(self, pod: types.Pod) -> None:
+        """Count one pod: on its gpushare node, as a claim on its stack node, or as waiting for a node."""
+        node_name = pod.spec.node_name
+        if pod.status.phase in COMPLETED_PHASES or (self.only is not None and node_name != self.only):
+            return
+        if self.reserved and pod.metadata.uid in self.reserved:
+            self.phases[pod.metadata.uid] = pod.status.phase
+        split = self.split
+        if node_name in self.wanted and node_name not in split.nodes:
+            if not self.holders or pod.metadata.uid not in self.holders:
+                self.ledger.set_pod(keyed_pod_record(pod, self.warnings))
+            return
+        if self.cluster_wide and not node_name:
+            record = pod_record(pod)
+            if waiting(record, node_name):
+                self.unscheduled.append(record)
+            elif pod.spec.resource_claims and self.objects.claims:
+                self.claiming.append(pod)
+        if split.nodes:  # a HAMi pod still binding has no node yet but counts on its vgpu-node
+            split.add_pod(pod)
+
+    def snapshot(self) -> Snapshot:
+        """The snapshot, once every pod went through `add_pod`."""
+        split, objects, phases = self.split, self.objects, self.phases
+        split.nvidia_dra_claims(objects, phases)
+        for record in self.held:
+            phase = phases.get(record.uid, "")
+            self.ledger.set_pod(msgspec.structs.replace(record, phase=phase) if phase else record)
+        split.finish()
+        snapshot = _snapshot(
+            self.ledger, self.nodes, bool(self.names), self.warnings, list(split.nodes.values()), split.claims
+        )
+        snapshot.unscheduled = self.unscheduled + _dra_waiting(self.claiming, objects, snapshot)
+        snapshot.dra, snapshot.dra_nodes = objects, split.dra_nodes
+        return snapshot
+
+
+def choose_nodes(nodes: Iterable[types.Node], node_names: Sequence[str], selector: str | None) -> list[types.Node]:
+    """The nodes a view reads of ``nodes``: the named ones (each once, in order), then those ``-l`` matches.
+
+    What `from_api` asks the server for, applied to objects already read.
+
+    Raises:
+        NotFound: a named node is not among ``nodes``.
+        SelectorError: ``selector`` is malformed.
+    """
+    matches = selectors.matcher(selector)
+    by_name = {node.metadata.name: node for node in nodes}
+    names = _unique(node_names)
+    if names:
+        missing = [name for name in names if name not in by_name]
+        if missing:
+            raise not_found(missing[0])
+        chosen = [by_name[name] for name in names]
+    else:
+        chosen = list(by_name.values())
+    return [node for node in chosen if matches(node.metadata.labels)] if selector else chosen
 
 
 def _dra_waiting(pods: Sequence[types.Pod], objects: dra.DraObjects, snapshot: Snapshot) -> list[PodRecord]:
@@ -846,6 +1016,20 @@ def list_quotas(client: Client, warnings: Warnings) -> list[types.ResourceQuota]
     return quotas
 
 
+def quotas_of(
+    list_quotas: Callable[[], Sequence[types.ResourceQuota]], warnings: Warnings
+) -> list[types.ResourceQuota]:
+    """The ResourceQuotas ``--group-by namespace`` shows (the API, or ``inspect -w``'s informer).
+
+    Without permission to list them, the QUOTA column is left out and a warning says why.
+    """
+    try:
+        return list(list_quotas())
+    except Forbidden:
+        warnings.add("cannot list resourcequotas: the QUOTA column is left out")
+        return []
+
+
 def unhealthy_by_node(configmaps: Iterable[types.ConfigMap]) -> dict[str, frozenset[int]]:
     """Node -> GPU indices its unhealthy-GPU ConfigMap lists (the extender's source of truth)."""
     found: dict[str, frozenset[int]] = {}
@@ -904,44 +1088,13 @@ def from_documents(
     warnings = Warnings()
     others: Others = {kind: [] for kind in ("ConfigMap", "Device", *DRA_KINDS)}
     decoded_nodes, decoded_pods = parse_documents(data, warnings, others)
-    by_name = {node.metadata.name: node for node in decoded_nodes}
     names = _unique(node_names)
-    if names:
-        missing = [name for name in names if name not in by_name]
-        if missing:
-            raise not_found(missing[0])
-        chosen = [by_name[name] for name in names]
-    else:
-        chosen = list(by_name.values())
-    if selector:
-        matches = selectors.matcher(selector)
-        chosen = [node for node in chosen if matches(node.metadata.labels)]
+    chosen = choose_nodes(decoded_nodes, names, selector)
+    cluster_wide = not names and not selector
     sick = unhealthy_by_node(_decoded(_json_only(others["ConfigMap"]), types.CONFIGMAP_DECODER))
-    koordinator = _has_koordinator(chosen, stack)
-    devices = _decoded(_json_only(others["Device"]), types.KOORD_DEVICE_DECODER) if koordinator else []
-    split = StackSplit(stack, warnings, devices)
-    active = [pod for pod in decoded_pods if pod.status.phase not in COMPLETED_PHASES]
-    objects = dra_of(others, warnings, pending=True, tally=True) if stack in READS_DRA else dra.DraObjects(
-        served=False)
-    nodes = split.add_dra(split.gpushare_records(chosen, sick), objects, _ips(chosen))
-    wanted = {node.name for node in nodes if names or node.alloc_mem > 0}
-    for pod in active:
-        split.add_pod(pod)
-    phases = {pod.metadata.uid: pod.status.phase for pod in active if pod.metadata.uid}
-    held = [record for record in split.dra_records(nodes, objects, phases) if record.node in wanted]
-    # A pod whose claims hold memory is counted by its claim record, which replaces its own in the
-    # ledger (the same UID), so its own record is not built.
-    holders = {record.uid for record in held}
-    pods = [keyed_pod_record(pod, warnings) for pod in active
-            if pod.spec.node_name in wanted and pod.metadata.uid not in holders]
-    pods += held
-    split.finish()
-    ledger = Ledger.build(nodes, pods, basis="allocatable")
-    snapshot = _snapshot(ledger, nodes, bool(names), warnings, list(split.nodes.values()), split.claims)
-    if not names and not selector:
-        records = (pod_record(pod) for pod in active if not pod.spec.node_name)
-        snapshot.unscheduled = [record for record in records if waiting(record, record.node)]
-        claiming = [pod for pod in active if not pod.spec.node_name and pod.spec.resource_claims]
-        snapshot.unscheduled += _dra_waiting(claiming, objects, snapshot)
-    snapshot.dra, snapshot.dra_nodes = objects, split.dra_nodes
-    return snapshot
+    devices = devices_of(lambda: _decoded(_json_only(others["Device"]), types.KOORD_DEVICE_DECODER), chosen, stack,
+                         warnings)
+    objects = dra_of(others, warnings, pending=cluster_wide, tally=True) if stack in READS_DRA else (
+        dra.DraObjects(served=False))
+    return from_objects(chosen, decoded_pods, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings,
+                        sick=sick, devices=devices, objects=objects)

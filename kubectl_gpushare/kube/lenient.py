@@ -13,7 +13,7 @@ keeps the last good copy of the object and reports it, see `kube.informer`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -60,6 +60,13 @@ def describe(kind: Kind[ItemT], raw: bytes | msgspec.Raw, error: Exception) -> U
     return Undecodable(kind.plural, key, meta.resource_version, message)
 
 
+def skipped(kind: Kind[Any], bad: Undecodable) -> str:
+    """The line that says an object was left out because it does not decode (the views' warning)."""
+    noun = kind.kind.lower()
+    what = f"{noun} {bad.key[:253]}" if bad.key else f"a {noun} with unreadable metadata"
+    return f"{what}: cannot be decoded ({bad.error[:200]}); skipped"
+
+
 def decode_page(
     kind: Kind[ItemT],
     data: bytes,
@@ -88,12 +95,10 @@ def decode_page(
             items.append(kind.item_decoder.decode(item))
         except msgspec.ValidationError as exc:
             bad = describe(kind, item, exc)
-            noun = kind.kind.lower()
-            what = f"{noun} {bad.key[:253]}" if bad.key else f"a {noun} with unreadable metadata"
-            on_skip(f"{what}: cannot be decoded ({bad.error[:200]}); skipped")
+            on_skip(skipped(kind, bad))
             if on_undecodable is not None:
                 on_undecodable(bad)
     return ObjectList(metadata=raw.metadata, items=tuple(items))
 
 
-__all__ = ["Undecodable", "decode_page", "describe"]
+__all__ = ["Undecodable", "decode_page", "describe", "skipped"]

@@ -312,3 +312,48 @@ def test_relist_without_timeout_returns_when_the_informer_stops(sandbox: Sandbox
     informer.stop()
     waiter.join(10)
     assert result == [False]
+
+
+def test_resource_k8s_io_kinds_cluster_scoped_and_across_namespaces(sandbox: Sandbox, client: Client) -> None:
+    """ResourceSlices (cluster-scoped) and ResourceClaims of every namespace: list, then watch (inspect -w)."""
+    seen: dict[str, list[tuple[str, str]]] = {"slices": [], "claims": []}
+    lock = threading.Lock()
+
+    def record(kind: str, event: str) -> Callable[..., None]:
+        def call(*objects: Any) -> None:
+            meta = objects[-1].metadata
+            with lock:
+                seen[kind].append((event, f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name))
+        return call
+
+    def body(kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+        if kind == "ResourceSlice":
+            spec: dict[str, Any] = {"driver": protocol.DRA_DRIVER, "nodeName": "n1",
+                                    "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1}}
+        else:
+            request = {"name": "gpu", "exactly": {"deviceClassName": protocol.DRA_DEVICE_CLASS}}
+            spec = {"devices": {"requests": [request]}}
+        return {"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": meta, "spec": spec}
+
+    client.create(types.DRA_SLICES, body("ResourceSlice", "s1"))
+    client.create(types.DRA_CLAIMS, body("ResourceClaim", "c1", "default"), "default")
+    informers = [
+        Informer(client, kind, on_add=record(name, "add"), on_update=record(name, "update"),
+                 on_delete=record(name, "delete"), name=name).start()
+        for name, kind in (("slices", types.DRA_SLICES), ("claims", types.DRA_CLAIMS))
+    ]
+    try:
+        for informer in informers:
+            assert informer.wait_synced(10)
+            wait_watching(informer)
+        client.create(types.DRA_SLICES, body("ResourceSlice", "s2"))
+        client.create(types.DRA_CLAIMS, body("ResourceClaim", "c2", "kube-system"), "kube-system")
+        client.delete(types.DRA_CLAIMS, "c1", "default")
+        wait_for(lambda: len(seen["claims"]) == 3 and len(seen["slices"]) == 2, 10, lambda: f"events: {seen}")
+        assert seen == {"slices": [("add", "s1"), ("add", "s2")],
+                        "claims": [("add", "default/c1"), ("add", "kube-system/c2"), ("delete", "default/c1")]}
+        assert sorted(informers[1].keys()) == ["kube-system/c2"] and sorted(informers[0].keys()) == ["s1", "s2"]
+    finally:
+        for informer in informers:
+            informer.stop()

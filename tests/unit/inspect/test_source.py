@@ -129,3 +129,47 @@ def test_pods_waiting_for_a_node_are_kept_apart_in_cluster_wide_views_only() -> 
     assert [p.name for p in source.from_documents(data).unscheduled] == ["w"]
     assert source.from_documents(data, ["a"]).unscheduled == []
     assert source.from_documents(data, selector="pool=x").unscheduled == []
+
+
+def test_one_named_node_reads_only_its_pods_as_the_api_field_selector_does() -> None:
+    """A HAMi pod still binding (no nodeName) counts on its vgpu-node cluster-wide, not in a one-node view.
+
+    `from_api` lists one named node's pods with ``spec.nodeName=<node>``; a file is read the same way.
+    """
+    from golden.inspect import cases
+
+    data = as_list(*cases.cluster_objects("mixed-stacks"))
+
+    def names(snapshot: source.Snapshot) -> list[str]:
+        return sorted(claim.name for claim in snapshot.stack_claims.get("hami-a", []))
+
+    everywhere = names(source.from_documents(data))
+    assert "hami-a-binding" in everywhere
+    assert names(source.from_documents(data, ["hami-a"])) == [n for n in everywhere if n != "hami-a-binding"]
+    assert names(source.from_documents(data, ["hami-a", "share-node"])) == everywhere
+
+
+def test_dra_listing_rules_are_the_same_for_any_listing() -> None:
+    """404 on slices: not served, nothing said; 403: one warning; claims listed only for a relevant slice."""
+    from kubectl_gpushare.kube.errors import Forbidden
+    from kubectl_gpushare.kube.records import Warnings
+
+    def refuse(error: Exception) -> object:
+        def listing() -> list[object]:
+            raise error
+        return listing
+
+    asked: list[str] = []
+
+    def claims() -> list[object]:
+        asked.append("claims")
+        return []
+
+    warnings = Warnings()
+    objects = source.dra_of_lists(refuse(NotFound(404, "NotFound", "")), claims, warnings)  # type: ignore[arg-type]
+    assert not objects.served and warnings.messages == [] and asked == []
+    objects = source.dra_of_lists(refuse(Forbidden(403, "Forbidden", "")), claims, warnings)  # type: ignore[arg-type]
+    assert objects.served and not objects and asked == []
+    assert warnings.messages == ["cannot list resourceslices.resource.k8s.io: GPUs shared through DRA are not shown"]
+    objects = source.dra_of_lists(lambda: [], claims, Warnings())
+    assert objects.served and asked == [], "no slice of a driver read here: claims are not asked for"
