@@ -300,10 +300,10 @@ class Transport:
         if deadline is None:
             return None
         left = deadline - time.monotonic()
-        if left <= 0:
+        if not left > 0:  # NaN too: a deadline that is no instant leaves no time
             url = self.url(path, query)
             raise Unreachable(f"no time left to ask the API server at {self.config.server} ({url})", url, True)
-        return min(left, self.config.timeout) if self.config.timeout else left
+        return _socket_wait(left, self.config.timeout)
 
     def unreachable(
         self, path: str, query: Mapping[str, object] | None, exc: BaseException, bound: float | None = None
@@ -349,6 +349,14 @@ class _TLSConnection(http.client.HTTPSConnection):
 
 
 _READ_CHUNK: Final = 64 * 1024
+_LONGEST_WAIT: Final = 86400.0
+"""The longest socket wait a far deadline gives where the client sets no timeout: a gRPC call
+without a deadline reports ~9e18 s left, which no socket accepts as a timeout (OverflowError)."""
+
+
+def _socket_wait(left: float, timeout: float | None) -> float:
+    """Seconds one socket wait may take: what is left before a deadline, within ``timeout`` (or `_LONGEST_WAIT`)."""
+    return min(left, timeout or _LONGEST_WAIT)
 
 
 def _set_timeout(connection: http.client.HTTPConnection, seconds: float | None) -> None:
@@ -378,7 +386,7 @@ def _read_bounded(response: http.client.HTTPResponse, max_bytes: int | None, dea
         if left is not None and left <= 0:
             raise ReplyTooLarge("the reply did not arrive in time")
         if left is not None and connection is not None and connection.sock is not None:
-            connection.sock.settimeout(min(left, connection.timeout or left))
+            connection.sock.settimeout(_socket_wait(left, connection.timeout))
         chunk = response.read1(_READ_CHUNK)  # one recv at most: a slow drip cannot outlast the deadline
         if not chunk:
             response.read()  # read1 leaves a finished body open; this marks it done, so the connection is reusable

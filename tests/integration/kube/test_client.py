@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import threading
@@ -230,6 +231,16 @@ def test_a_deadline_bounds_a_read_and_leaves_the_pooled_connection_as_the_client
     assert client.get(types.NODES, "n1", deadline=time.monotonic() + 2.5).metadata.name == "n1"
     sandbox.inject(method="GET", path=r"/api/v1/nodes/n1$", latency=3.5, times=1)
     assert client.get(types.NODES, "n1").metadata.name == "n1"
+
+
+@pytest.mark.parametrize("far", [math.inf, 9.223372035059116e18])  # the second: a gRPC call without a deadline
+def test_a_far_deadline_on_a_client_without_timeout_is_no_socket_wait_and_nan_leaves_no_time(
+        sandbox: Sandbox, kubeconfig: Path, far: float) -> None:
+    sandbox.load([node("n1")])
+    c = Client(load_config(str(kubeconfig), request_timeout="0"))  # "0": no timeout of its own
+    assert c.get(types.NODES, "n1", deadline=time.monotonic() + far).metadata.name == "n1"
+    with pytest.raises(errors.Unreachable, match="no time left"):
+        c.get(types.NODES, "n1", deadline=math.nan)
 
 
 @pytest.mark.parametrize("patch_type", ["strategic", "merge", "json"])
