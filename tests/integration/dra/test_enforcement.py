@@ -135,10 +135,8 @@ def hostile_pod(name: str, namespace: str, uid: str, statuses: object, *, by_nam
             "status": {"phase": "Running", "resourceClaimStatuses": statuses}}
 
 
-def test_without_enforcement_the_driver_reads_no_pod(
-    start_driver, dirs: Dirs, api: Client, claims: Claims, sandbox: Sandbox
-) -> None:
-    running = start_driver("2x16GiB")
+def join_a_prepared_claim(dirs: Dirs, api: Client, claims: Claims) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Pods a and b: a's claim ``shared`` (4 GiB of gpu-1) is prepared, then b joins it (kubelet only adds b)."""
     a = claims.pod("a", {"gpu": "shared"})
     claims.claim("shared", device="gpu-1", memory="4Gi", pods=[a])
     with KubeletSim(dirs.registration, api) as kubelet:
@@ -147,6 +145,14 @@ def test_without_enforcement_the_driver_reads_no_pod(
         b = claims.pod("b", {"gpu": "shared"})
         claims.reserve("shared", [a, b])
         kubelet.prepare(b)
+    return a, b
+
+
+def test_without_enforcement_the_driver_reads_no_pod(
+    start_driver, dirs: Dirs, api: Client, claims: Claims, sandbox: Sandbox
+) -> None:
+    running = start_driver("2x16GiB")
+    join_a_prepared_claim(dirs, api, claims)
     assert running.driver.pod_claims is None
     driver_calls = [r for r in sandbox.requests if "(dra-driver)" in r.user_agent]
     assert any(r.resource == "resourceclaims" for r in driver_calls)  # the log holds the driver's calls
@@ -161,14 +167,7 @@ def test_a_restarted_driver_finds_joined_pods_again_before_its_first_pass(
     settings = {"enforce_memory": "hard", "cgroup_root": str(tree)}
     first = start_driver("2x16GiB", **settings)
     backend = first.backend
-    a = claims.pod("a", {"gpu": "shared"})
-    claims.claim("shared", device="gpu-1", memory="4Gi", pods=[a])
-    with KubeletSim(dirs.registration, api) as kubelet:
-        kubelet.wait_registered()
-        kubelet.prepare(a)
-        b = claims.pod("b", {"gpu": "shared"})
-        claims.reserve("shared", [a, b])
-        kubelet.prepare(b)
+    a, b = join_a_prepared_claim(dirs, api, claims)
     held = {str(pod_cgroup(tree, pod)): (4 * GIB, 4 * GIB) for pod in (a, b)}
     wait_for(lambda: backend.limits(1) == held, what="a's and b's limits")
     first.shutdown()
