@@ -25,7 +25,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent import futures
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -166,16 +166,19 @@ def check_node(client: Client, name: str) -> types.Node:
 
 
 def pod_shares(
-    prepared: Iterable[PreparedClaim], users: Mapping[tuple[str, str], Iterable[ClaimPod]] | None = None
+    prepared: Iterable[PreparedClaim],
+    users: Mapping[tuple[str, str], Iterable[ClaimPod]] | None = None,
+    ended: Collection[str] = frozenset(),
 ) -> list[PodShare]:
     """Each pod using a prepared claim, holding the claim's memory on its GPU (summed per pod and GPU).
 
-    A claim's pods are those it was reserved for when prepared, and those of this node that name it
-    now (``users``, by namespace and name, from `pod_claims.PodClaims`), each counted once.
+    A claim's pods are those it was reserved for when prepared, less those since deleted or finished
+    (``ended``, UIDs), and those of this node that name it now (``users``, by namespace and name);
+    both from `pod_claims.PodClaims`; each pod counted once.
     """
     totals: dict[tuple[str, int], tuple[PreparedClaim, str, int]] = {}
     for claim in prepared:
-        pods = {pod.uid: pod for pod in claim.pods}
+        pods = {pod.uid: pod for pod in claim.pods if pod.uid not in ended}
         for pod in (users or {}).get((claim.namespace, claim.name), ()):
             pods.setdefault(pod.uid, pod)
         for pod in pods.values():
@@ -219,8 +222,11 @@ class Driver:
 
     def shares(self) -> list[PodShare]:
         """The memory each pod using a prepared claim is held to (`pod_shares`)."""
-        users = self.pod_claims.users() if self.pod_claims is not None else None
-        return pod_shares(self.preparer.prepared().values(), users)
+        prepared = list(self.preparer.prepared().values())
+        if self.pod_claims is None:
+            return pod_shares(prepared)
+        ended = self.pod_claims.ended({pod.uid for claim in prepared for pod in claim.pods})
+        return pod_shares(prepared, self.pod_claims.users(), ended)
 
     def enforce(self, stop: threading.Event) -> None:
         """Run the enforcer, once this node's pods are listed (bounded by `pod_claims.SYNC_SECONDS`).

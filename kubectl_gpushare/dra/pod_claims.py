@@ -47,13 +47,18 @@ Nothing here is checkpointed: after a restart the informer lists this node's pod
 API server, not the driver, knows which pods use a claim now (a pod deleted while the driver was down
 would otherwise be held from a stale record). The enforcer waits (bounded, `SYNC_SECONDS`) for that
 first list before its first pass, whose sweep would otherwise clear the joined pods' limits.
+
+A pod a claim recorded when prepared (``reservedFor``) that the watch then sees deleted or finished
+holds nothing more while the claim stays prepared for the others (`PodClaims.ended`). Only an event
+ends it, never a pod's absence from the cache, which may only lag kubelet's own watch: so a pod
+deleted while the driver was down keeps its record's limit until the claim is unprepared.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from kubectl_gpushare.dra.checkpoint import ClaimPod
@@ -113,6 +118,8 @@ class PodClaims:
         self._users: dict[str, ClaimUser] = {}
         """Informer key (``namespace/name``) -> what that pod uses."""
         self._warned: set[str] = set()
+        self._ended: set[str] = set()
+        """UIDs of pods the watch saw deleted or finished, kept while a prepared claim records them."""
         self.informer: Informer[Pod] = node_pods(
             client, node, on_add=self._seen, on_update=lambda _old, new: self._seen(new), on_delete=self._gone,
             name=f"dra-driver-pods-{node}",
@@ -141,6 +148,15 @@ class PodClaims:
                 found.setdefault((user.namespace, claim), []).append(ClaimPod(user.uid, user.name))
         return found
 
+    def ended(self, recorded: Collection[str]) -> frozenset[str]:
+        """Which of ``recorded`` (pods prepared claims were reserved for) the watch saw deleted or finished.
+
+        UIDs not in ``recorded`` are forgotten: a claim records its pods when prepared, before they end.
+        """
+        with self._lock:
+            self._ended.intersection_update(recorded)
+            return frozenset(self._ended)
+
     def _key(self, pod: Pod) -> str:
         return f"{pod.metadata.namespace}/{pod.metadata.name}"
 
@@ -152,18 +168,21 @@ class PodClaims:
                 self._warned.add(where)
                 log.warning("pod %s: UID %r is not a UUID; its claims' memory is not enforced", where,
                             pod.metadata.uid[:64])
-        self._put(self._key(pod), user)
+        self._put(self._key(pod), user, pod.metadata.uid if pod.status.phase in TERMINAL_PHASES else None)
 
     def _gone(self, pod: Pod) -> None:
-        self._put(self._key(pod), None)
+        self._put(self._key(pod), None, pod.metadata.uid)
 
-    def _put(self, key: str, user: ClaimUser | None) -> None:
+    def _put(self, key: str, user: ClaimUser | None, ended: str | None = None) -> None:
         with self._lock:
             before = self._users.get(key)
             if user is None:
                 self._users.pop(key, None)
             else:
                 self._users[key] = user
-        if before != user:
+            newly_ended = ended is not None and ended not in self._ended
+            if ended is not None:
+                self._ended.add(ended)
+        if before != user or newly_ended:
             self.on_change()
 

@@ -81,6 +81,26 @@ def test_a_pod_that_joins_a_prepared_claim_is_held_to_it_until_it_is_gone(
     assert watches == {("list", f"spec.nodeName={NODE}"), ("watch", f"spec.nodeName={NODE}")}
 
 
+def test_a_pod_the_claim_was_prepared_for_is_released_when_deleted_while_the_claim_stays_prepared(
+    start_driver, dirs: Dirs, api: Client, claims: Claims, tree: Path
+) -> None:
+    """The record keeps b (reservedFor when prepared), but the watch saw b deleted: b holds nothing more."""
+    running = start_driver("2x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    a, b = claims.pod("a", {"gpu": "shared"}), claims.pod("b", {"gpu": "shared"})
+    uid = claims.claim("shared", device="gpu-1", memory="4Gi", pods=[a, b]).metadata.uid
+    backend = running.backend
+    with KubeletSim(dirs.registration, api) as kubelet:
+        kubelet.wait_registered()
+        kubelet.prepare(a)
+        kubelet.prepare(b)
+        held_a = {str(pod_cgroup(tree, a)): (4 * GIB, 4 * GIB)}
+        held_b = {str(pod_cgroup(tree, b)): (4 * GIB, 4 * GIB)}
+        wait_for(lambda: backend.limits(1) == held_a | held_b, what="a's and b's limits")
+        api.delete(types.PODS, "b", "default")
+        wait_for(lambda: backend.limits(1) == held_a, what="b's limit cleared, a's kept")
+        assert [pod.name for pod in running.driver.preparer.prepared()[uid].pods] == ["a", "b"]
+
+
 def test_pods_elsewhere_or_with_hostile_claims_get_no_limit_and_take_none(
     start_driver, dirs: Dirs, api: Client, claims: Claims, tree: Path, sandbox: Sandbox
 ) -> None:

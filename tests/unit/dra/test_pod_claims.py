@@ -69,5 +69,11 @@ def test_joined_pods_hold_the_claims_they_name_in_their_namespace_once_each() ->
     assert {(s.uid, s.gpu) for s in pod_shares(claims)} == {(UID, 1), (OTHER_UID, 1)}
 
 
+def test_a_recorded_pod_that_ended_holds_nothing_more() -> None:
+    a, b = ClaimPod(UID, "a"), ClaimPod(OTHER_UID, "b")
+    claims = [prepared("shared", 1, 4, a, b), prepared("mine", 1, 2, b)]
+    assert [(share.uid, share.bytes) for share in pod_shares(claims, {}, frozenset({OTHER_UID}))] == [(UID, 4 * GIB)]
+
+
 def test_claim_user_is_hashable_state() -> None:
     assert claim_user(pod(), NODE) == ClaimUser(UID, "ns", "p", frozenset({"shared"}))
