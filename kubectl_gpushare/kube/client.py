@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
-from typing import Final, Literal, TypedDict, Unpack, overload
+from typing import Final, Literal, TypedDict, TypeVar, Unpack, overload
 
 import msgspec
 
@@ -46,6 +46,8 @@ from kubectl_gpushare.kube.types import (
 from kubectl_gpushare.kube.watch import Watch
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 DEFAULT_PAGE_SIZE: Final = 500
 """kubectl's chunk size: small enough to bound memory, large enough that round trips do not dominate."""
@@ -94,6 +96,21 @@ def _kind(kind: Kind[ItemT] | str) -> Kind[ItemT] | Kind[KubeObject]:
         except KeyError:
             raise KubeError(f"unknown resource {kind!r}; known: {', '.join(sorted(types.KINDS))}") from None
     return kind
+
+
+def _started_over_on_expiry(read: Callable[[], _T]) -> _T:
+    """``read()`` (a whole paged list), started over up to 3 times while its snapshot expires mid-list.
+
+    Raises:
+        Expired: the third try expired too.
+    """
+    for attempt in range(3):
+        try:
+            return read()
+        except Expired:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _object_path(
@@ -332,16 +349,14 @@ class Client:
         Raises:
             msgspec.DecodeError: a page is not a list.
         """
-        for attempt in range(3):
+
+        def read() -> builtins.list[msgspec.Raw]:
             items: builtins.list[msgspec.Raw] = []
-            try:
-                for data in self._page_data(kind, namespace, label_selector, None, page_size, None, False):
-                    items.extend(types.RAW_LIST_DECODER.decode(data).items)
-                return items
-            except Expired:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+            for data in self._page_data(kind, namespace, label_selector, None, page_size, None, False):
+                items.extend(types.RAW_LIST_DECODER.decode(data).items)
+            return items
+
+        return _started_over_on_expiry(read)
 
     @overload
     def list_all(
@@ -360,18 +375,16 @@ class Client:
     def _list_all(
         self, kind: Kind[ItemT], namespace: str | None, options: ListOptions
     ) -> tuple[builtins.list[ItemT], str]:
-        for attempt in range(3):
+
+        def read() -> tuple[builtins.list[ItemT], str]:
             items: builtins.list[ItemT] = []
             version = ""
-            try:
-                for page in self.list_pages(kind, namespace, **options):
-                    version = version or page.metadata.resource_version
-                    items.extend(page.items)
-                return items, version
-            except Expired:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+            for page in self.list_pages(kind, namespace, **options):
+                version = version or page.metadata.resource_version
+                items.extend(page.items)
+            return items, version
+
+        return _started_over_on_expiry(read)
 
     @overload
     def list(
