@@ -242,10 +242,17 @@ class Client:
 
         Raises:
             NotFound: no such object.
+            msgspec.DecodeError: the reply does not decode as the kind, or is nested deeper than the
+                decoder goes (free JSON such as a claim's opaque parameters: kube-apiserver accepts
+                10,000 levels, msgspec stops at Python's recursion limit).
         """
         k = _kind(kind)
         path = _object_path(k, namespace, name, subresource)
-        return k.item_decoder.decode(self.request("GET", path, deadline=deadline))
+        data = self.request("GET", path, deadline=deadline)
+        try:
+            return k.item_decoder.decode(data)
+        except RecursionError:
+            raise msgspec.DecodeError(f"nested too deeply to decode ({k.kind} {name[:253]})") from None
 
     @overload
     def list_pages(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import grpc
@@ -74,6 +75,31 @@ def test_a_bad_claim_fails_alone_and_changes_nothing(start_driver, claims: Claim
     assert not answer.claims[good.metadata.uid].error
     assert os.listdir(dirs.cdi) == [f"k8s.gpu-mem.kubectl-gpushare.io-claim_{good.metadata.uid}.json"]
     assert list(saved_claims(dirs.plugin)) == [good.metadata.uid]
+    assert list(running.driver.preparer.prepared()) == [good.metadata.uid]
+
+
+def test_a_claim_nested_deeper_than_the_decoder_goes_fails_alone(start_driver, claims: Claims, dirs: Dirs,
+                                                                 sandbox: Sandbox) -> None:
+    """Opaque parameters are free JSON (10 KiB allow ~1,700 levels): past the decoder's depth the claim fails, alone."""
+    running = start_driver("2x16GiB")
+    good = claims.claim("good", device="gpu-1", memory="2Gi")
+    bad = claims.claim("bad")
+    stored = sandbox.get("resourceclaims", "default", "bad")
+    assert stored is not None
+    parameters: dict[str, Any] = {}
+    for _ in range(1500):
+        parameters = {"a": parameters}
+    stored["spec"]["devices"]["config"] = [{"opaque": {"driver": "gpu-mem.kubectl-gpushare.io",
+                                                       "parameters": parameters}}]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(4 * limit)  # the sandbox encodes what it stores; kube-apiserver's Go JSON goes 10,000 deep
+    try:
+        sandbox.load([stored])
+    finally:
+        sys.setrecursionlimit(limit)
+    answer = _prepare(dirs, [("bad", bad.metadata.uid), ("good", good.metadata.uid)])
+    assert "claim default/bad cannot be decoded: nested too deeply" in answer.claims[bad.metadata.uid].error
+    assert not answer.claims[good.metadata.uid].error
     assert list(running.driver.preparer.prepared()) == [good.metadata.uid]
 
 
