@@ -13,6 +13,7 @@ from dra_helpers import NODE, Claims, Dirs
 from node_agents import cgroup_tree
 from waiting import wait_for
 
+from kubectl_gpushare.dra import daemon
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
@@ -197,3 +198,24 @@ def test_a_restarted_driver_finds_joined_pods_again_before_its_first_pass(
         (pod["metadata"]["uid"], 1) for pod in (a, b)}, what="the restarted driver's limits")
     assert backend.limits(1) == held
     assert backend.limit_calls - calls == 2, "each limit set once, b's never cleared in between"
+
+
+def test_while_the_pods_cannot_be_listed_claims_are_prepared_and_their_first_pods_held_after_the_wait(
+    start_driver, dirs: Dirs, api: Client, claims: Claims, tree: Path, sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The enforcer's wait for the first pod list is bounded and holds up nothing else: kubelet's calls are served."""
+    monkeypatch.setattr(daemon, "SYNC_SECONDS", 0.5)
+    unlisted = sandbox.inject(method="GET", path=r"/api/v1/pods\?", status=503)  # list and watch of the pods
+    running = start_driver("2x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    a = claims.pod("a", {"gpu": "mine"})
+    uid = claims.claim("mine", device="gpu-1", memory="4Gi", pods=[a]).metadata.uid
+    with KubeletSim(dirs.registration, api) as kubelet:
+        kubelet.wait_registered()
+        kubelet.prepare(a)
+        held = {str(pod_cgroup(tree, a)): (4 * GIB, 4 * GIB)}
+        wait_for(lambda: running.backend.limits(1) == held, what="a's limit, from the claim's record")
+        assert unlisted.hits >= 1 and not running.driver.pod_claims.wait_synced(0)
+        kubelet.unprepare(a)
+        assert uid not in running.driver.preparer.prepared()
+        wait_for(lambda: running.backend.limits(1) == {}, what="a's limit cleared")
