@@ -270,3 +270,21 @@ def test_wide_follows_the_unhealthy_gpu_configmaps(
         assert watch.stop() == ""
     lists = [(r.resource, r.namespace) for r in sandbox.requests if r.verb in ("list", "watch")]
     assert lists.count(("configmaps", "kube-system")) >= 2 and ("configmaps", "") not in lists
+
+
+def test_a_claim_with_a_mistyped_field_is_read_by_the_watch_as_one_shot_reads_it(
+    sandbox: Sandbox, kube_env: dict[str, str]
+) -> None:
+    """One-shot counts allocated claims from their JSON (`dra_objects.tally_claim`), -w from its informer's
+    decoded claims: a claim either refuses (a finalizer that is not a string) is skipped by both, with one warning
+    in the same words, said with the first frame (its informer is first listed while that frame is built)."""
+    objects = cases.cluster_objects("mixed-dra")
+    odd = next(obj for obj in objects if obj["kind"] == "ResourceClaim" and obj.get("status", {}).get("allocation"))
+    odd["metadata"]["finalizers"] = [1]
+    sandbox.load(objects)
+    shown = one_shot(kube_env, "-d")
+    assert f"{odd['metadata']['namespace']}/{odd['metadata']['name']}" in shown.stderr
+    assert shown.stdout != cases.expected("mixed-dra", "details.txt").read_text(), "its memory is not counted"
+    with watching(kube_env, "-d") as watch:
+        watch.first_frame(shown.stdout)
+        assert watch.stop() == shown.stderr
