@@ -30,7 +30,6 @@ from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.kube import selectors, stacks, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
-from kubectl_gpushare.kube.lenient import Undecodable, skipped
 from kubectl_gpushare.kube.records import (
     Warnings,
     node_ip,
@@ -891,38 +890,36 @@ def dra_of(
     """
     if not found.get("ResourceSlice") and not found.get("ResourceClaim"):
         return dra.DraObjects(served=False)
-    slices = _wires(found.get("ResourceSlice", ()), dra_objects.WireResourceSlice, warnings,
+    slices = _wires(found.get("ResourceSlice", ()), dra_objects.WireResourceSlice, "ResourceSlice", warnings,
                     keep=lambda wire: wire.spec.driver in dra.DRIVERS)
     claims = _claim_wires(found.get("ResourceClaim", ()), warnings, pending=classes or pending, tally=tally)
     objects = dra.read(slices, claims, warnings, pending=classes or pending)
     if classes and found.get("DeviceClass"):
-        wires = _wires(found["DeviceClass"], dra_objects.WireDeviceClass, warnings)
+        wires = _wires(found["DeviceClass"], dra_objects.WireDeviceClass, "DeviceClass", warnings)
         objects.classes = dra.read_classes(wires, warnings)
     return objects
 
 
-def _item_key(item: msgspec.Raw | dict[str, Any]) -> str:
-    """``namespace/name`` (``name`` if cluster-scoped) of an item that did not decode; "" if even that is unreadable."""
-    namespace, name = ("", "")
+def _named(message: str, kind: str, item: msgspec.Raw | dict[str, Any]) -> str:
+    """A decoding error (``a <kind>: ...``) with the object's name in it, where it can be read."""
+    anonymous = f"a {kind}:"
+    if not message.startswith(anonymous):
+        return message
     if isinstance(item, msgspec.Raw):
         try:
             namespace, name = raw_key(item)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            pass
+            return message
     else:
         meta = item.get("metadata")
+        namespace, name = ("", "")
         if isinstance(meta, dict):
             namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-    return f"{namespace}/{name}" if namespace and name else name
+    key = f"{namespace}/{name}" if namespace else name
+    return f"{kind} {key[:253]}:{message[len(anonymous):]}" if key else message
 
 
 _W = TypeVar("_W", dra_objects.WireResourceSlice, dra_objects.WireResourceClaim, dra_objects.WireDeviceClass)
-_WIRE_KINDS: Final[dict[type, types.Kind[Any]]] = {
-    dra_objects.WireResourceSlice: types.DRA_SLICES,
-    dra_objects.WireResourceClaim: types.DRA_CLAIMS,
-    dra_objects.WireDeviceClass: types.DRA_CLASSES,
-}
-"""The kind of each wire struct, for the line that says an item was skipped (worded as an API list says it)."""
 _WIRE_DECODERS: Final[dict[type, Any]] = {
     dra_objects.WireResourceSlice: types.DRA_SLICE_DECODER,
     dra_objects.WireResourceClaim: types.DRA_CLAIM_DECODER,
@@ -931,14 +928,13 @@ _WIRE_DECODERS: Final[dict[type, Any]] = {
 
 
 def _wires(
-    items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], wire: type[_W], warnings: Warnings,
+    items: Sequence[msgspec.Raw] | Sequence[dict[str, Any]], wire: type[_W], kind: str, warnings: Warnings,
     keep: Callable[[_W], bool] | None = None,
 ) -> list[_W]:
     """Wire structs of JSON items (decoded straight from the buffer, as a list page is) or of YAML items.
 
     YAML items have every scalar as a string and are read as kubectl wrote them (non-strict). ``keep``
-    drops the ones not wanted; one that does not decode is one warning, worded as `kube.lenient.skipped`
-    words it for a list from the API (so a file, a one-shot inspect and ``inspect -w`` say the same).
+    drops the ones not wanted; one that does not decode is one warning.
     """
     decoder = _WIRE_DECODERS[wire]
     found: list[_W] = []
@@ -950,8 +946,7 @@ def _wires(
                 decoded = msgspec.convert(item, wire, strict=False)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as exc:
             reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-            kind = _WIRE_KINDS[wire]
-            warnings.add(skipped(kind, Undecodable(kind.plural, _item_key(item), "", reason)))
+            warnings.add(f"{_named(f'a {kind}: cannot be decoded ({reason})', kind, item)}; skipped")
             continue
         if keep is None or keep(decoded):
             found.append(decoded)
@@ -976,7 +971,7 @@ def _claim_wires(
     order is the input's.
     """
     if not items or not isinstance(items[0], msgspec.Raw):
-        return [*_wires(items, dra_objects.WireResourceClaim, warnings)]
+        return [*_wires(items, dra_objects.WireResourceClaim, "ResourceClaim", warnings)]
     found: list[dra_objects.WireResourceClaim | dra_objects.ResourceClaim] = []
     selectors: dict[bytes, str | None] = {}
     for item in items:
@@ -997,7 +992,7 @@ def _claim_wires(
         if lean is not None and lean.status.allocation is not None:
             found.append(dra_objects.WireResourceClaim(metadata=lean.metadata, status=lean.status))
         elif pending or lean is None:
-            found += _wires([item], dra_objects.WireResourceClaim, warnings)
+            found += _wires([item], dra_objects.WireResourceClaim, "ResourceClaim", warnings)
     return found
 
 

@@ -13,7 +13,7 @@ keeps the last good copy of the object and reports it, see `kube.informer`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -60,7 +60,7 @@ def describe(kind: Kind[ItemT], raw: bytes | msgspec.Raw, error: Exception) -> U
     return Undecodable(kind.plural, key, meta.resource_version, message)
 
 
-def skipped(kind: Kind[ItemT], bad: Undecodable) -> str:
+def skipped(kind: Kind[Any], bad: Undecodable) -> str:
     """The line that says an object was left out because it does not decode (the views' warning)."""
     noun = kind.kind.lower()
     what = f"{noun} {bad.key[:253]}" if bad.key else f"a {noun} with unreadable metadata"
