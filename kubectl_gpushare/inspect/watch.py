@@ -193,8 +193,7 @@ class _Sources:
             NotFound: a named node is not (or no longer) there, as a one-shot inspect says.
         """
         warnings = Warnings()
-        while self._skipped:
-            warnings.add(self._skipped.popleft())
+        self._say_skipped(warnings)
         chosen = source.choose_nodes(_in_key_order(self.nodes), self.names, self.selector)
         sick: dict[str, frozenset[int]] = {}
         configmaps = self.configmaps
@@ -205,13 +204,19 @@ class _Sources:
         if self.stack in READS_DRA:
             objects = source.dra_of_lists(lambda: self.slices.items(first=first),
                                           lambda: self.claims.items(first=first), warnings, pending=self.cluster_wide)
+        self._say_skipped(warnings)  # a kind first listed above has just reported the objects that do not decode
         snapshot = source.from_objects(chosen, _in_key_order(self.pods), self.names, cluster_wide=self.cluster_wide,
                                        stack=self.stack, warnings=warnings, sick=sick, devices=devices,
                                        objects=objects)
         quotas = self.quotas
         if quotas is not None:
             snapshot.quotas = source.quotas_of(lambda: quotas.items(first=first), warnings)
+            self._say_skipped(warnings)
         return snapshot
+
+    def _say_skipped(self, warnings: Warnings) -> None:
+        while self._skipped:
+            warnings.add(self._skipped.popleft())
 
     def stop(self) -> None:
         for informer in (self.nodes, self.pods):

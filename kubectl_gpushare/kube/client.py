@@ -296,11 +296,16 @@ class Client:
 
         Raises:
             Expired: the snapshot expired mid-list (start over), unless ``allow_inconsistent``.
+            KubeError: a page is not a list that can be read (`_unreadable_page`).
         """
         k = _kind(kind)
         for data in self._page_data(k, namespace, label_selector, field_selector, page_size, resource_version,
                                     allow_inconsistent):
-            yield decode_page(k, data, on_skip or _log_skip, on_undecodable)
+            try:
+                page = decode_page(k, data, on_skip or _log_skip, on_undecodable)
+            except _PAGE_ERRORS as exc:
+                raise _unreadable_page(k, exc) from None
+            yield page
 
     def _page_data(
         self, k: Kind[ItemT], namespace: str | None, label_selector: str | None, field_selector: str | None,
@@ -339,7 +344,10 @@ class Client:
                         "list again",
                     ) from None
                 raise
-            token = types.LIST_META_DECODER.decode(data).metadata.continue_
+            try:
+                token = types.LIST_META_DECODER.decode(data).metadata.continue_
+            except _PAGE_ERRORS as exc:
+                raise _unreadable_page(k, exc) from None
             pending = _in_background(fetch, token) if token and self.prefetch else None
             yield data
             if not token:
@@ -354,13 +362,16 @@ class Client:
         One consistent snapshot, started over (up to 3 times) if paging expires, as `list_all`.
 
         Raises:
-            msgspec.DecodeError: a page is not a list.
+            KubeError: a page is not a list that can be read (`_unreadable_page`).
         """
 
         def read() -> builtins.list[msgspec.Raw]:
             items: builtins.list[msgspec.Raw] = []
             for data in self._page_data(kind, namespace, label_selector, None, page_size, None, False):
-                items.extend(types.RAW_LIST_DECODER.decode(data).items)
+                try:
+                    items.extend(types.RAW_LIST_DECODER.decode(data).items)
+                except _PAGE_ERRORS as exc:
+                    raise _unreadable_page(kind, exc) from None
             return items
 
         return _started_over_on_expiry(read)
@@ -729,6 +740,20 @@ def _encode_object(kind: Kind[KubeObject], body: Body) -> bytes:
     payload.setdefault("kind", kind.kind)
     return types.ENCODER.encode(payload)
 
+
+
+_PAGE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError)
+
+
+def _unreadable_page(kind: Kind[ItemT], exc: Exception) -> KubeError:
+    """The one-line error of a list page that cannot be read at all (one bad item is skipped, not this).
+
+    Not JSON, no ``items`` array, or an item nested deeper than the decoder follows (about 1,000
+    levels; the API server accepts thousands, e.g. in a claim's opaque driver parameters): a clear
+    error that callers report as any other API failure, never a traceback.
+    """
+    reason = "nested too deeply" if isinstance(exc, RecursionError) else (str(exc).splitlines() or [""])[0][:200]
+    return KubeError(f"the API server's list of {kind.plural} cannot be read: {reason or type(exc).__name__}")
 
 
 def _in_background(fetch: Callable[[str], bytes], token: str) -> Future[bytes]:

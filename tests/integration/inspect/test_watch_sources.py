@@ -270,3 +270,22 @@ def test_wide_follows_the_unhealthy_gpu_configmaps(
         assert watch.stop() == ""
     lists = [(r.resource, r.namespace) for r in sandbox.requests if r.verb in ("list", "watch")]
     assert lists.count(("configmaps", "kube-system")) >= 2 and ("configmaps", "") not in lists
+
+
+def test_a_claim_with_a_mistyped_field_is_read_by_the_watch_as_one_shot_reads_it(
+    sandbox: Sandbox, kube_env: dict[str, str]
+) -> None:
+    """One-shot counts allocated claims from their JSON (`dra_objects.tally_claim`), -w from its informer's
+    decoded claims: a claim either refuses (a finalizer that is not a string) is skipped by both, with one warning
+    said with the first frame (its informer is first listed while that frame is built). The words differ in case
+    only: one-shot reads claims as a file does (``ResourceClaim ns/x``), -w as an API list (``resourceclaim ns/x``)."""
+    objects = cases.cluster_objects("mixed-dra")
+    odd = next(obj for obj in objects if obj["kind"] == "ResourceClaim" and obj.get("status", {}).get("allocation"))
+    odd["metadata"]["finalizers"] = [1]
+    sandbox.load(objects)
+    shown = one_shot(kube_env, "-d")
+    assert f"{odd['metadata']['namespace']}/{odd['metadata']['name']}" in shown.stderr
+    assert shown.stdout != cases.expected("mixed-dra", "details.txt").read_text(), "its memory is not counted"
+    with watching(kube_env, "-d") as watch:
+        watch.first_frame(shown.stdout)
+        assert watch.stop().lower() == shown.stderr.lower()

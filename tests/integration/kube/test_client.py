@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -426,3 +427,51 @@ def test_gzip_and_no_prefetch_options_read_the_same_pages(sandbox: Sandbox, kube
     assert [p.metadata.name for p in plain.iter_pods(page_size=4)] == [
         p.metadata.name for p in other.iter_pods(page_size=4)
     ]
+
+
+class _ListPages(BaseHTTPRequestHandler):
+    """Answers every GET with the class's ``body``: list pages no sandbox serves (Python's json cannot nest them)."""
+
+    body = b""
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    # kube-apiserver accepts thousands of levels (a claim's opaque driver parameters); msgspec follows about 1,000
+    (b'{"metadata":{},"items":[{"metadata":{"name":"c"},"x":' + b"[" * 5000 + b"]" * 5000 + b"}]}",
+     "nested too deeply"),
+    (b'{"metadata":{},"items":5}', "Expected `array`, got `int`"),
+    (b"<html>proxy error</html>", "JSON is malformed"),
+], ids=["deep-item", "items-not-a-list", "not-json"])
+def test_a_list_page_that_cannot_be_read_is_one_clear_error_on_every_list_path(
+        tmp_path: Path, body: bytes, reason: str) -> None:
+    _ListPages.body = body
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ListPages)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    config = tmp_path / "kubeconfig"
+    config.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    try:
+        with Client(load_config(str(config)), retry=None) as client:
+            for read in (lambda: client.list_raw(types.DRA_CLAIMS), lambda: client.list_all(types.DRA_CLAIMS)):
+                with pytest.raises(errors.KubeError) as info:
+                    read()
+                assert str(info.value).startswith("the API server's list of resourceclaims cannot be read: ")
+                assert reason in str(info.value) and "\n" not in str(info.value)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,6 +107,20 @@ def test_claims_read_whole_where_tallying_would_lose_something() -> None:
     assert shown["c"]["request"] == 4
     warned = " ".join(warnings)
     assert "ns/odd-selector: cannot be decoded" in warned and "more than 32 allocation results" in warned
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("labels", 5), ("annotations", {"a": 5}), ("finalizers", [1]), ("ownerReferences", "x"),
+    ("deletionTimestamp", 5), ("creationTimestamp", 5), ("resourceVersion", 5), ("generateName", 5),
+])
+def test_a_claim_whose_metadata_the_whole_reading_refuses_is_refused_tallied_too(field: str, value: object) -> None:
+    """The tally decodes no more of the metadata than it counts by, but checks all of it: else a view
+    would count (silently) what doctor and explain skip (with a warning)."""
+    body = json.loads(bytes(claim_raw("odd", [result()], [pod_ref("a")], selector("n1"))))
+    body["metadata"][field] = value
+    records, warnings, names = both([msgspec.Raw(json.dumps(body).encode())])
+    assert (records, names) == ([], [])
+    assert warnings and "ns/odd: cannot be decoded" in warnings[0] and field in warnings[0]
 
 
 def test_an_unallocated_claim_is_read_whole_for_what_it_asks_an_allocated_one_for_counting() -> None:
