@@ -27,7 +27,7 @@ from typing import Any, Final, TypeVar
 import msgspec
 
 from kubectl_gpushare import dra_objects, protocol
-from kubectl_gpushare.kube import selectors, stacks, types
+from kubectl_gpushare.kube import lenient, selectors, shallow, stacks, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
 from kubectl_gpushare.kube.records import (
@@ -692,14 +692,44 @@ Others = dict[str, list[Any]]
 """Kind -> the raw items of that kind (``msgspec.Raw`` from JSON, mappings from YAML), collected in passing."""
 
 
+def _document(data: bytes) -> _Document:
+    """The file's list, its kind and items undecoded.
+
+    Past an item nested deeper than msgspec goes, a flat scan splits the items (`kube.shallow`), so
+    only that item is refused, where it is decoded.
+
+    Raises:
+        RecursionError: the file is nested too deeply even at its top level.
+    """
+    try:
+        return _DOCUMENT_DECODER.decode(data)
+    except RecursionError:
+        found = shallow.split_list(data)
+        if found is None or any(bytes(item)[:1] != b"{" for item in found.items or ()):
+            raise  # no object here to save from a deep neighbour: the input itself is too deep
+        return _Document(found.kind, list(found.items) if found.items is not None else None)
+
+
+def _item_kind(raw: msgspec.Raw) -> str:
+    """An item's ``kind`` (found by a flat scan where the item nests too deeply to decode)."""
+    try:
+        return _KIND_DECODER.decode(raw).kind
+    except RecursionError:
+        found = shallow.members(bytes(raw))
+        try:
+            return msgspec.json.decode(found["kind"], type=str) if found and "kind" in found else ""
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return ""
+
+
 def _json_objects(data: bytes, others: Others | None = None) -> Iterator[tuple[str, Any]]:
     """Yield ``(kind, decoded struct)`` for each Node and Pod in a JSON document; collect ``others`` in passing."""
     try:
-        document = _DOCUMENT_DECODER.decode(data)
+        document = _document(data)
         raws = document.items if document.items is not None else [msgspec.Raw(data)]
         default_kind = _ITEM_KINDS.get(document.kind, "")
         for raw in raws:
-            kind = _KIND_DECODER.decode(raw).kind or default_kind
+            kind = _item_kind(raw) or default_kind
             if kind == "Node":
                 yield kind, types.NODE_DECODER.decode(raw)
             elif kind == "Pod":
@@ -821,7 +851,10 @@ _NAMED_DECODER: Final = msgspec.json.Decoder(_Named)
 
 def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
     """``(namespace, name)`` of a raw JSON object, decoding nothing else."""
-    meta = decode_raw(_NAMED_DECODER, raw).metadata
+    try:
+        meta = decode_raw(_NAMED_DECODER, raw).metadata
+    except RecursionError:  # nested past the decoder elsewhere: the flat scan finds the metadata
+        return lenient.object_meta(raw)[:2]
     return meta.namespace, meta.name
 
 
@@ -945,7 +978,7 @@ def _wires(
             else:
                 decoded = msgspec.convert(item, wire, strict=False)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as exc:
-            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            reason = lenient.reason(exc)[:200]
             warnings.add(f"{_named(f'a {kind}: cannot be decoded ({reason})', kind, item)}; skipped")
             continue
         if keep is None or keep(decoded):

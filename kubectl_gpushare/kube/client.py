@@ -28,7 +28,7 @@ from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube._transport import Transport
 from kubectl_gpushare.kube.config import ClientConfig
 from kubectl_gpushare.kube.errors import Conflict, Expired, KubeError
-from kubectl_gpushare.kube.lenient import Undecodable, decode_page
+from kubectl_gpushare.kube.lenient import Undecodable, decode_page, list_meta, raw_list
 from kubectl_gpushare.kube.retry import READ_POLICY, RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import (
     ConfigMap,
@@ -345,7 +345,7 @@ class Client:
                     ) from None
                 raise
             try:
-                token = types.LIST_META_DECODER.decode(data).metadata.continue_
+                token = list_meta(data).continue_
             except _PAGE_ERRORS as exc:
                 raise _unreadable_page(k, exc) from None
             pending = _in_background(fetch, token) if token and self.prefetch else None
@@ -369,7 +369,7 @@ class Client:
             items: builtins.list[msgspec.Raw] = []
             for data in self._page_data(kind, namespace, label_selector, None, page_size, None, False):
                 try:
-                    items.extend(types.RAW_LIST_DECODER.decode(data).items)
+                    items.extend(raw_list(data).items)
                 except _PAGE_ERRORS as exc:
                     raise _unreadable_page(kind, exc) from None
             return items

@@ -17,7 +17,16 @@ from typing import Any, Final
 
 import msgspec
 
-from kubectl_gpushare.kube.types import RAW_LIST_DECODER, ItemT, Kind, ObjectList
+from kubectl_gpushare.kube.shallow import split_list
+from kubectl_gpushare.kube.types import (
+    LIST_META_DECODER,
+    RAW_LIST_DECODER,
+    ItemT,
+    Kind,
+    ListMeta,
+    ObjectList,
+    RawList,
+)
 
 
 class Undecodable(msgspec.Struct, frozen=True):
@@ -47,17 +56,39 @@ class _Envelope(msgspec.Struct, frozen=True):
 
 
 _ENVELOPE: Final = msgspec.json.Decoder(_Envelope)
+_META_ONLY: Final = msgspec.json.Decoder(_Meta)
 
 
 def describe(kind: Kind[ItemT], raw: bytes | msgspec.Raw, error: Exception) -> Undecodable:
     """An `Undecodable` for one object, with its key and version when those fields can be read."""
+    namespace, name, version = object_meta(raw)
+    key = f"{namespace}/{name}" if namespace and name else name
+    return Undecodable(kind.plural, key, version, reason(error))
+
+
+def object_meta(raw: bytes | msgspec.Raw) -> tuple[str, str, str]:
+    """``(namespace, name, resourceVersion)`` of an object, as far as they can be read ("" where not).
+
+    An object nested past the decoder somewhere has its metadata found by a flat scan (`kube.shallow`).
+    """
     try:
         meta = _ENVELOPE.decode(raw).metadata
-    except (msgspec.DecodeError, RecursionError):
+    except RecursionError:
+        found = split_list(bytes(raw))
+        try:
+            meta = _META_ONLY.decode(found.metadata) if found is not None and found.metadata else _Meta()
+        except (msgspec.DecodeError, RecursionError):
+            meta = _Meta()
+    except msgspec.DecodeError:
         meta = _Meta()
-    key = f"{meta.namespace}/{meta.name}" if meta.namespace and meta.name else meta.name
-    message = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return Undecodable(kind.plural, key, meta.resource_version, message)
+    return meta.namespace, meta.name, meta.resource_version
+
+
+def reason(error: BaseException) -> str:
+    """Why an object did not decode, in one line (``nested too deeply`` past the decoder's depth)."""
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def skipped(kind: Kind[Any], bad: Undecodable) -> str:
@@ -86,14 +117,14 @@ def decode_page(
     """
     try:
         return kind.list_decoder.decode(data)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, RecursionError):
         pass
-    raw = RAW_LIST_DECODER.decode(data)
+    raw = raw_list(data)
     items: list[ItemT] = []
     for item in raw.items:
         try:
             items.append(kind.item_decoder.decode(item))
-        except msgspec.ValidationError as exc:
+        except (msgspec.ValidationError, RecursionError) as exc:
             bad = describe(kind, item, exc)
             on_skip(skipped(kind, bad))
             if on_undecodable is not None:
@@ -101,4 +132,39 @@ def decode_page(
     return ObjectList(metadata=raw.metadata, items=tuple(items))
 
 
-__all__ = ["Undecodable", "decode_page", "describe", "skipped"]
+_META: Final = msgspec.json.Decoder(ListMeta)
+
+
+def raw_list(data: bytes) -> RawList:
+    """A list page's metadata and its items undecoded; an item nested deeper than msgspec goes is split off alone.
+
+    Raises:
+        msgspec.DecodeError: the page is not a list object (bad JSON, or no object at all).
+    """
+    try:
+        return RAW_LIST_DECODER.decode(data)
+    except RecursionError:
+        pass
+    found = split_list(data)
+    if found is None:
+        raise msgspec.DecodeError("nested too deeply")
+    try:
+        meta = _META.decode(found.metadata) if found.metadata else ListMeta()
+    except RecursionError:
+        raise msgspec.DecodeError("nested too deeply") from None
+    return RawList(metadata=meta, items=found.items or ())
+
+
+def list_meta(data: bytes) -> ListMeta:
+    """A list page's metadata (its continue token), its items skipped, or split off where one is too deep.
+
+    Raises:
+        msgspec.DecodeError, msgspec.ValidationError: the page is not a list object.
+    """
+    try:
+        return LIST_META_DECODER.decode(data).metadata
+    except RecursionError:
+        return raw_list(data).metadata
+
+
+__all__ = ["Undecodable", "decode_page", "describe", "list_meta", "object_meta", "raw_list", "reason", "skipped"]

@@ -24,11 +24,31 @@ import msgspec
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.errors import KubeError, Unreachable, api_error
 from kubectl_gpushare.kube.lenient import Undecodable, describe
+from kubectl_gpushare.kube.shallow import members
 from kubectl_gpushare.kube.types import ItemT, Kind, WatchEvent
 
 
 class UndecodableEventError(KubeError):
     """A watch line that is not a watch event at all; the stream cannot be trusted past it (re-list)."""
+
+
+def _raw_event(line: bytes) -> types.RawWatchEvent:
+    """A watch line's type and undecoded object; an object nested past the decoder is split off by a flat scan.
+
+    Raises:
+        msgspec.DecodeError: the line is not an event.
+    """
+    try:
+        return types.RAW_WATCH_EVENT_DECODER.decode(line)
+    except RecursionError:
+        found = members(line)
+        if found is None or "type" not in found:
+            raise msgspec.DecodeError("nested too deeply") from None
+        try:
+            kind = msgspec.json.decode(found["type"], type=str)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise msgspec.DecodeError("an event type that is not a string") from None
+        return types.RawWatchEvent(kind, found.get("object", msgspec.Raw(b"null")))
 
 
 class Watch(Generic[ItemT]):
@@ -61,7 +81,7 @@ class Watch(Generic[ItemT]):
                 if not line:
                     continue
                 try:
-                    raw = types.RAW_WATCH_EVENT_DECODER.decode(line)
+                    raw = _raw_event(line)
                     if raw.type == "ERROR":
                         status = types.STATUS_DECODER.decode(raw.object)
                         raise api_error(status.code or 500, status.reason, status.message)

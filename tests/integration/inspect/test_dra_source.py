@@ -93,3 +93,18 @@ def test_from_file_reads_the_dra_objects_kubectl_writes(
         offline = inspect(kube_env, *flags, "--from-file", str(tmp_path / f"cluster.{output}"))
         assert offline.stdout == live.stdout == cases.expected(CASE, view).read_text(), view
         assert offline.stderr == live.stderr == ""
+
+
+def test_a_claim_nested_past_the_decoder_in_a_file_is_skipped_alone_with_one_warning(
+        kube_env: dict[str, str], tmp_path: Path) -> None:
+    """kube-apiserver takes opaque parameters 5,000 deep (10 KiB, OpaqueParametersMaxLength); msgspec does not."""
+    listing = json.loads(cases.cluster_file(CASE).read_text())
+    deep = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "deep", "namespace": "default", "uid": "claim-deep"},
+            "spec": {"devices": {"config": [{"opaque": {"driver": "gpu-mem.kubectl-gpushare.io", "parameters": 0}}]}}}
+    text = json.dumps({**listing, "items": [*listing["items"], deep]})
+    text = text.replace('"parameters": 0', '"parameters": ' + "[" * 5000 + "]" * 5000)
+    (tmp_path / "deep.json").write_text(text)
+    result = inspect(kube_env, "--from-file", str(tmp_path / "deep.json"))
+    assert result.stdout == cases.expected(CASE, "summary.txt").read_text()
+    assert result.stderr.count("\n") == 1 and "ResourceClaim default/deep: cannot be decoded" in result.stderr

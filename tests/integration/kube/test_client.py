@@ -9,9 +9,10 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from waiting import poll
@@ -20,6 +21,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import errors, types
 from kubectl_gpushare.kube.client import Client, default_user_agent
 from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.kube.lenient import Undecodable
 from kubectl_gpushare.kube.retry import RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import LeaseSpec
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -445,15 +447,9 @@ class _ListPages(BaseHTTPRequestHandler):
         self.wfile.write(self.body)
 
 
-@pytest.mark.parametrize(("body", "reason"), [
-    # kube-apiserver accepts thousands of levels (a claim's opaque driver parameters); msgspec follows about 1,000
-    (b'{"metadata":{},"items":[{"metadata":{"name":"c"},"x":' + b"[" * 5000 + b"]" * 5000 + b"}]}",
-     "nested too deeply"),
-    (b'{"metadata":{},"items":5}', "Expected `array`, got `int`"),
-    (b"<html>proxy error</html>", "JSON is malformed"),
-], ids=["deep-item", "items-not-a-list", "not-json"])
-def test_a_list_page_that_cannot_be_read_is_one_clear_error_on_every_list_path(
-        tmp_path: Path, body: bytes, reason: str) -> None:
+@contextmanager
+def _serving(tmp_path: Path, body: bytes) -> Iterator[Client]:
+    """A client of a loopback server that answers every GET with ``body``."""
     _ListPages.body = body
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ListPages)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -466,12 +462,52 @@ def test_a_list_page_that_cannot_be_read_is_one_clear_error_on_every_list_path(
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     try:
         with Client(load_config(str(config)), retry=None) as client:
-            for read in (lambda: client.list_raw(types.DRA_CLAIMS), lambda: client.list_all(types.DRA_CLAIMS)):
-                with pytest.raises(errors.KubeError) as info:
-                    read()
-                assert str(info.value).startswith("the API server's list of resourceclaims cannot be read: ")
-                assert reason in str(info.value) and "\n" not in str(info.value)
+            yield client
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    (b'{"metadata":{},"items":5}', "Expected `array`, got `int`"),
+    (b"<html>proxy error</html>", "JSON is malformed"),
+    (b'{"metadata":{"x":' + b"[" * 5000 + b"]" * 5000 + b'},"items":[]}', "nested too deeply"),  # its own metadata
+], ids=["items-not-a-list", "not-json", "deep-page"])
+def test_a_list_page_that_cannot_be_read_is_one_clear_error_on_every_list_path(
+        tmp_path: Path, body: bytes, reason: str) -> None:
+    with _serving(tmp_path, body) as client:
+        for read in (lambda: client.list_raw(types.DRA_CLAIMS), lambda: client.list_all(types.DRA_CLAIMS)):
+            with pytest.raises(errors.KubeError) as info:
+                read()
+            assert str(info.value).startswith("the API server's list of resourceclaims cannot be read: ")
+            assert reason in str(info.value) and "\n" not in str(info.value)
+
+
+DEEP_CLAIM: Final = (b'{"metadata":{"name":"deep","namespace":"ns"},"spec":{"devices":{"config":[{"opaque":'
+                     b'{"driver":"d","parameters":' + b"[" * 5000 + b"]" * 5000 + b"}}]}}}")
+"""A claim whose opaque parameters nest 5,000 deep: kube-apiserver takes it (10 KiB, OpaqueParametersMaxLength;
+Go's decoder follows 10,000 levels), msgspec follows about 1,000."""
+
+
+def test_one_claim_nested_past_the_decoder_is_skipped_alone_on_every_list_path(tmp_path: Path) -> None:
+    good = b'{"metadata":{"name":"%s","namespace":"ns"}}'
+    body = b'{"metadata":{"resourceVersion":"9"},"items":[' + b",".join([good % b"a", DEEP_CLAIM, good % b"b"]) + b"]}"
+    with _serving(tmp_path, body) as client:
+        skipped: list[str] = []
+        items, version = client.list_all(types.DRA_CLAIMS, on_skip=skipped.append)
+        assert [c.metadata.name for c in items] == ["a", "b"] and version == "9"
+        assert skipped == ["resourceclaim ns/deep: cannot be decoded (nested too deeply); skipped"]
+        assert [bytes(raw)[:40] for raw in client.list_raw(types.DRA_CLAIMS)] == [
+            (good % b"a")[:40], DEEP_CLAIM[:40], (good % b"b")[:40]]
+
+
+def test_a_watch_event_nested_past_the_decoder_arrives_undecodable_and_the_stream_goes_on(tmp_path: Path) -> None:
+    lines = [b'{"type":"MODIFIED","object":' + DEEP_CLAIM + b"}",
+             b'{"type":"ADDED","object":{"metadata":{"name":"a","namespace":"ns"}}}']
+    with _serving(tmp_path, b"\n".join(lines) + b"\n") as client:
+        events = list(client.watch(types.DRA_CLAIMS, "1"))
+    assert [e.type for e in events] == ["MODIFIED", "ADDED"]
+    bad = events[0].object
+    assert isinstance(bad, Undecodable) and (bad.key, bad.error) == ("ns/deep", "nested too deeply")
+    assert not isinstance(events[1].object, Undecodable) and events[1].object.metadata.name == "a"
