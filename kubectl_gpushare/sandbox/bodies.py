@@ -64,6 +64,8 @@ def decode_yaml(data: bytes) -> Any:
         raise BodyError(" ".join(str(exc).split())) from None
     except RecursionError:
         raise BodyError(f"the body nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # a scalar the constructor cannot build: a 5,000-digit int, 2024-02-30
+        raise BodyError(f"the YAML document has a value that cannot be decoded ({str(exc).split(';')[0]})") from None
     check_depth(value)
     try:  # the JSON view: map keys become strings, dates ISO strings; what JSON cannot hold is refused
         return _decode(_encode(value))

@@ -172,6 +172,17 @@ def test_yaml_is_decoded_as_its_json_view(sandbox: Sandbox) -> None:
     assert status == 201 and created["metadata"]["labels"] == {"1": "2"} and created["data"] == {"when": "2024-01-01"}
 
 
+@pytest.mark.parametrize("value", [b"9" * 5000, b"2024-02-30"], ids=["5000-digit-int", "no-such-date"])
+def test_a_yaml_scalar_python_cannot_build_is_a_one_line_400(sandbox: Sandbox, value: bytes) -> None:
+    # PyYAML raises ValueError (not a YAMLError) for these: once a 500 with Python's advice in it.
+    body = b"metadata: {name: big}\ndata: {n: " + value + b"}\n"
+    status, answer, _ = exchange(sandbox, request("POST", CONFIGMAPS, body, {"Content-Type": "application/yaml"}))
+    assert (status, answer["reason"]) == (400, "BadRequest"), answer
+    assert "cannot be decoded" in answer["message"] and "\n" not in answer["message"], answer
+    assert "set_int_max_str_digits" not in answer["message"]
+    assert sandbox.objects("configmaps") == []
+
+
 @pytest.mark.parametrize("content_type", ["application/json", "application/yaml"])
 def test_deeply_nested_bodies_get_400(sandbox: Sandbox, content_type: str) -> None:
     for depth in (150, 5000):
