@@ -65,7 +65,7 @@ from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare.kube import dra_allocation as alloc
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import PATCH_CONTENT_TYPES, Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, ApiError, Conflict, KubeError, NotFound
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, refused
 
 log = logging.getLogger("kubectl_gpushare.scheduler")
 
@@ -79,11 +79,6 @@ class StoreReader(Protocol):
 
     def objects(self, resource: str) -> list[dict[str, Any]]:
         """Every stored object of a resource."""
-
-
-def refused(exc: KubeError) -> bool:
-    """Whether the API answered that a write did not happen (a 4xx other than 429): its outcome is known."""
-    return isinstance(exc, ApiError) and exc.status < 500 and exc.status != 429
 
 
 @dataclass(frozen=True)
@@ -483,4 +478,4 @@ class DynamicResources:
 
 
 __all__ = ["SCHEDULER_ERROR", "DynamicResources", "LostWrite", "PassState", "PodClaims", "SchedulingError",
-           "Unschedulable", "has_claims", "refused"]
+           "Unschedulable", "has_claims"]

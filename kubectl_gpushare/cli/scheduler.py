@@ -38,12 +38,11 @@ from kubectl_gpushare.cli.dynamicresources import (
     SchedulingError,
     Unschedulable,
     has_claims,
-    refused,
 )
 from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError, refused
 
 log = logging.getLogger("kubectl_gpushare.scheduler")
 

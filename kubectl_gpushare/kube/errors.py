@@ -234,6 +234,15 @@ def api_error(status: int, reason: str = "", message: str = "", retry_after: flo
     return cls(status, reason, text)
 
 
+def refused(exc: KubeError) -> bool:
+    """Whether the API answered that a write did not happen (a 4xx other than 429): its outcome is known.
+
+    Anything else (a 5xx, a 429, a timeout, a dropped connection) leaves the outcome unknown: the
+    write may have landed, or may still land within `API_REQUEST_TIMEOUT`.
+    """
+    return isinstance(exc, ApiError) and exc.status < 500 and exc.status != 429
+
+
 __all__ = [
     "EXIT_API",
     "EXIT_AUTH",
@@ -261,4 +270,5 @@ __all__ = [
     "Unauthorized",
     "Unreachable",
     "api_error",
+    "refused",
 ]

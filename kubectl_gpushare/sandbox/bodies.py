@@ -10,6 +10,7 @@ set or an integer map key. Every failure is a `BodyError` with a one-line messag
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import msgspec
@@ -64,11 +65,29 @@ def decode_yaml(data: bytes) -> Any:
         raise BodyError(" ".join(str(exc).split())) from None
     except RecursionError:
         raise BodyError(f"the body nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # a scalar the constructor cannot build: a 5,000-digit int, 2024-02-30
+        raise BodyError(f"the YAML document has a value that cannot be decoded ({str(exc).split(';')[0]})") from None
     check_depth(value)
+    if not _finite(value):  # JSON has no infinity or NaN (msgspec would write null)
+        raise BodyError("the YAML document has a value JSON cannot represent (an infinite or NaN number)")
     try:  # the JSON view: map keys become strings, dates ISO strings; what JSON cannot hold is refused
         return _decode(_encode(value))
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
         raise BodyError(f"the YAML document has a value JSON cannot represent ({exc})") from None
+
+
+def _finite(value: Any) -> bool:
+    """Whether no float in ``value`` is infinite or NaN (YAML's ``.inf``, ``.nan``, ``1.0e+400``)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
 
 
 def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:

@@ -169,7 +169,9 @@ def _parent(doc: Any, parts: list[str], path: str) -> tuple[Any, str]:
 def _index(container: list[Any], part: str, path: str, *, allow_end: bool) -> int:
     if part == "-" and allow_end:
         return len(container)
-    if not part.isdigit() or (len(part) > 1 and part.startswith("0")):
+    # ASCII digits, as Go's strconv.Atoi takes them (str.isdigit also takes '²', which int() refuses),
+    # and no longer than an int64 (int() refuses 5,000 digits; no list is that long anyway).
+    if not (part.isascii() and part.isdigit()) or len(part) > 19 or (len(part) > 1 and part.startswith("0")):
         raise PatchConflictError(f"invalid array index {part!r} in {path}")
     index = int(part)
     if index > len(container) or (index == len(container) and not allow_end):

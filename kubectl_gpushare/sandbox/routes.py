@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
 from kubectl_gpushare.sandbox.admission import Admission, Attributes
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -412,9 +413,9 @@ class Api:
         assert resource is not None
         labels, fields = self._selectors(request, resource)
         limit_text = request.query.get("limit", "0") or "0"
-        if not limit_text.isdigit():
-            raise errors.bad_request(f"limit: Invalid value: {limit_text!r}: must be a non-negative integer")
-        limit = int(limit_text)
+        limit = protocol.parse_int_strict(limit_text)  # int64, as the query parameter is (not '²', not 5,000 digits)
+        if limit is None or limit < 0:
+            raise errors.bad_request(f"limit: Invalid value: {limit_text[:64]!r}: must be a non-negative integer")
         after = ""
         token_rv = 0
         token = request.query.get("continue", "")
@@ -476,8 +477,9 @@ class Api:
         except ValueError:
             raise errors.bad_request(f"timeoutSeconds: Invalid value: {query.get('timeoutSeconds')!r}") from None
         rv_text = query.get("resourceVersion", "")
-        if rv_text not in ("", "0") and not rv_text.isdigit():
-            raise errors.bad_request(f"resourceVersion: Invalid value: {rv_text!r}")
+        rv = protocol.parse_int_strict(rv_text) if rv_text.isascii() and rv_text.isdigit() else None
+        if rv_text not in ("", "0") and rv is None:  # digits only, in range ('²' is a digit to str.isdigit)
+            raise errors.bad_request(f"resourceVersion: Invalid value: {rv_text[:64]!r}")
         send_initial = query.get("sendInitialEvents") == "true"
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         table = _wants_table(request)
@@ -485,12 +487,12 @@ class Api:
         initial: list[Entry] = []
         expired: str | None = None
         with self.store.lock:
-            if rv_text in ("", "0") or send_initial:
+            if rv is None or rv_text == "0" or send_initial:
                 initial = self.store.select(resource.plural, target.namespace, labels, fields)[0]
                 start_rv = self.store.resource_version
                 cursor = self.store.cursor_after(start_rv)
             else:
-                start_rv = int(rv_text)
+                start_rv = rv
                 try:
                     cursor = self.store.cursor_after(start_rv)
                 except ExpiredError as exc:

@@ -172,6 +172,33 @@ def test_yaml_is_decoded_as_its_json_view(sandbox: Sandbox) -> None:
     assert status == 201 and created["metadata"]["labels"] == {"1": "2"} and created["data"] == {"when": "2024-01-01"}
 
 
+@pytest.mark.parametrize("value", [b"9" * 5000, b"2024-02-30", b".inf", b"1.0e+400"],
+                         ids=["5000-digit-int", "no-such-date", "inf", "overflowing-float"])
+def test_a_yaml_scalar_without_a_json_value_is_a_one_line_400(sandbox: Sandbox, value: bytes) -> None:
+    # PyYAML raises ValueError (not a YAMLError) for the first two: once a 500 with Python's advice
+    # in it. An infinite float has no JSON form (sigs.k8s.io/yaml's json.Marshal refuses it): it was
+    # stored as null.
+    body = b"metadata: {name: big}\ndata: {n: " + value + b"}\n"
+    status, answer, _ = exchange(sandbox, request("POST", CONFIGMAPS, body, {"Content-Type": "application/yaml"}))
+    assert (status, answer["reason"]) == (400, "BadRequest"), answer
+    assert "the YAML document has a value" in answer["message"] and "\n" not in answer["message"], answer
+    assert "set_int_max_str_digits" not in answer["message"]
+    assert sandbox.objects("configmaps") == []
+
+
+@pytest.mark.parametrize("query", ["limit=%C2%B2", "limit=" + "9" * 5000, "limit=9223372036854775808", "limit=-1",
+                                   "watch=true&resourceVersion=%C2%B2", "watch=true&resourceVersion=" + "9" * 5000,
+                                   "watch=true&resourceVersion=-3"],
+                         ids=["limit-superscript", "limit-5000-digits", "limit-past-int64", "limit-negative",
+                              "watch-rv-superscript", "watch-rv-5000-digits", "watch-rv-negative"])
+def test_a_list_or_watch_number_that_is_no_integer_is_a_one_line_400(sandbox: Sandbox, query: str) -> None:
+    # str.isdigit accepts '²' (int() does not) and int() refuses 5,000 digits: both were a 500.
+    status, answer, _ = exchange(sandbox, request("GET", f"{CONFIGMAPS}?{query}"))
+    assert (status, answer["reason"]) == (400, "BadRequest"), answer
+    assert "Invalid value" in answer["message"] and len(answer["message"]) < 200, answer
+    assert not [r for r in sandbox.requests if r.status >= 500]
+
+
 @pytest.mark.parametrize("content_type", ["application/json", "application/yaml"])
 def test_deeply_nested_bodies_get_400(sandbox: Sandbox, content_type: str) -> None:
     for depth in (150, 5000):

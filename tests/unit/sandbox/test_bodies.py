@@ -32,8 +32,11 @@ def test_bad_json_is_a_body_error(data: bytes) -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"a: &x 1\nb: *x\n", b"a: \xff\n", b"[" * 100_000, b"? [a, b]\n: c\n", b"a: !!python/object:os.system x\n"],
-    ids=["alias", "utf8", "deep", "complex-key", "python-tag"],
+    [b"a: &x 1\nb: *x\n", b"a: \xff\n", b"[" * 100_000, b"? [a, b]\n: c\n", b"a: !!python/object:os.system x\n",
+     b"a: " + b"9" * 5000 + b"\n", b"a: 2024-02-30\n", b"a: .inf\n", b"a: [1, -.Inf]\n", b"a: {b: .NaN}\n",
+     b"a: 1.0e+400\n"],
+    ids=["alias", "utf8", "deep", "complex-key", "python-tag", "5000-digit-int", "no-such-date", "inf", "minus-inf",
+         "nan", "overflowing-float"],
 )
 def test_bad_yaml_is_a_one_line_body_error(data: bytes) -> None:
     with pytest.raises(BodyError) as caught:

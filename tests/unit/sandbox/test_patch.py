@@ -127,8 +127,13 @@ def test_json_patch_operations() -> None:
         [{"op": "remove", "path": "/metadata/nothing"}],
         [{"op": "replace", "path": "/spec/containers/9/image", "value": "x"}],
         [{"op": "add", "path": "/missing/deeper", "value": 1}],
+        [{"op": "replace", "path": "/spec/containers/\u00b2/image", "value": "x"}],
+        [{"op": "replace", "path": "/spec/containers/\u0661/image", "value": "x"}],
+        [{"op": "remove", "path": "/spec/containers/" + "9" * 5000}],
+        [{"op": "copy", "from": "/spec/containers/\u00b2", "path": "/spec/x"}],
     ],
-    ids=["failed-test", "remove-missing", "index-out-of-range", "missing-parent"],
+    ids=["failed-test", "remove-missing", "index-out-of-range", "missing-parent", "superscript-index",
+         "arabic-indic-index", "5000-digit-index", "superscript-from"],
 )
 def test_json_patch_conflicts(ops: list[dict[str, object]]) -> None:
     with pytest.raises(PatchConflictError):
