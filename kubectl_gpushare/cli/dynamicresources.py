@@ -413,6 +413,8 @@ class DynamicResources:
                 # (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go) sends
                 # UpdateStatus the claim object it read: a changed claim answers 409, so a lost write
                 # is settled by the claim's next resourceVersion (see the module docstring).
+                if not isinstance(version, str) or not version:  # unconditional: a lost reply would never settle
+                    raise SchedulingError(f"claim {claim.key}: the API answered it without a resourceVersion")
                 body["metadata"] = {"resourceVersion": version}
                 self._send_status(claim, body, version if allocation is not None else None)
                 return
