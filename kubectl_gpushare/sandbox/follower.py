@@ -7,9 +7,12 @@ cares about. Subclasses say which batches (`_wants`), and what a resync and a ba
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from kubectl_gpushare.sandbox.store import Change, ExpiredError, Store
+
+log = logging.getLogger(__name__)
 
 
 class StoreFollower:
@@ -49,7 +52,20 @@ class StoreFollower:
                 self._resync()
                 continue
             if changes and self._wants(changes):
-                self._handle(changes)
+                try:
+                    self._handle(changes)
+                except Exception as exc:  # noqa: BLE001 - one object must not stop the controller for all
+                    # As kube-controller-manager's controllers: a failed reconcile is logged and the
+                    # loop goes on (client-go's runtime.HandleError; the workqueue retries the key).
+                    # The batch's objects are reconciled again by the next change or resync.
+                    self._warn_once(f"{type(exc).__name__}", f"{self.thread_name}: a batch of changes failed: "
+                                    f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}; "
+                                    "going on")
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s", message)
 
     def _wants(self, changes: list[Change]) -> bool:
         """Whether this batch can concern the controller (a cheap check before `_handle`)."""

@@ -78,6 +78,8 @@ def test_a_bad_claim_fails_alone_and_changes_nothing(start_driver, claims: Claim
     assert list(running.driver.preparer.prepared()) == [good.metadata.uid]
 
 
+# The sandbox's claim controller reads the same claim: its thread must survive it (a dying thread warns).
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_claim_nested_deeper_than_the_decoder_goes_fails_alone(start_driver, claims: Claims, dirs: Dirs,
                                                                  sandbox: Sandbox) -> None:
     """Opaque parameters are free JSON (10 KiB allow ~1,700 levels): past the decoder's depth the claim fails, alone."""
