@@ -19,8 +19,12 @@ from typing import Final
 
 import msgspec
 
-_TOKENS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}:,]')
-"""A JSON string (escapes included) or a structural character: all the scan needs to track depth."""
+_TOKENS: Final = re.compile(rb'"(?:[^"\\]|\\.)*+"|"|[\[\]{}:,]', re.DOTALL)
+"""A JSON string (escapes included), a lone quote (a string never closed), or a structural character.
+
+The lone quote ends the scan at the first unclosed string: without it every escaped quote after it
+would start a new search to the end of the input, quadratic time (seconds for 40 KB).
+"""
 
 
 class ShallowList(msgspec.Struct, frozen=True, gc=False):
@@ -52,6 +56,8 @@ def _top_level(data: bytes) -> list[tuple[bytes, msgspec.Raw]] | None:
         token = match.group()
         mark = token[:1]
         if mark == b'"':
+            if len(token) == 1:
+                return None  # a string that is never closed
             if depth == 1:
                 last = token
         elif mark in b"{[":
@@ -83,7 +89,7 @@ def members(data: bytes) -> dict[str, msgspec.Raw] | None:
     for key, value in found:
         try:
             result[msgspec.json.decode(key, type=str)] = value
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):  # msgspec raises the latter for non-UTF-8
             return None
     return result
 
@@ -95,7 +101,7 @@ def split_list(data: bytes) -> ShallowList | None:
         return None
     try:
         kind = msgspec.json.decode(found["kind"], type=str) if "kind" in found else ""
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         kind = ""
     items: tuple[msgspec.Raw, ...] | None = None
     if "items" in found and bytes(found["items"])[:1] == b"[":

@@ -62,3 +62,17 @@ def test_a_watch_event_with_a_deep_object_is_split_into_type_and_object() -> Non
     deep = '{"metadata":{"name":"d"},"spec":' + "[" * 3000 + "]" * 3000 + "}"
     found = members(('{"type": "MODIFIED", "object": ' + deep + "}").encode())
     assert found is not None and bytes(found["type"]) == b'"MODIFIED"' and bytes(found["object"]) == deep.encode()
+
+
+def test_a_string_never_closed_is_none_in_one_pass() -> None:
+    # Past an unclosed string, each escaped quote once began a search to the end: 400 KB of them took
+    # hours; one pass ends at the first unclosed string (the test's timeout catches a relapse).
+    deep = "[" * 3000 + "]" * 3000
+    for tail in (b'\\"' * 200_000, b'\\"x' * 200_000, b"\\"):
+        data = b'{"kind":"L","items":[' + deep.encode() + b'],"x":"' + tail
+        assert split_list(data) is None and members(data) is None
+
+
+def test_a_key_or_kind_that_is_not_utf8_is_unreadable_not_an_exception() -> None:
+    assert split_list(b'{"kind":"\xff","items":[1]}') == split_list(b'{"kind":"","items":[1]}')
+    assert members(b'{"\xff":1}') is None
