@@ -77,9 +77,9 @@ def object_meta(raw: bytes | msgspec.Raw) -> tuple[str, str, str]:
         found = split_list(bytes(raw))
         try:
             meta = _META_ONLY.decode(found.metadata) if found is not None and found.metadata else _Meta()
-        except (msgspec.DecodeError, RecursionError):
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             meta = _Meta()
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         meta = _Meta()
     return meta.namespace, meta.name, meta.resource_version
 
@@ -117,14 +117,14 @@ def decode_page(
     """
     try:
         return kind.list_decoder.decode(data)
-    except (msgspec.ValidationError, RecursionError):
+    except (msgspec.ValidationError, RecursionError, UnicodeDecodeError):  # msgspec raises the last for non-UTF-8
         pass
     raw = raw_list(data)
     items: list[ItemT] = []
     for item in raw.items:
         try:
             items.append(kind.item_decoder.decode(item))
-        except (msgspec.ValidationError, RecursionError) as exc:
+        except (msgspec.ValidationError, RecursionError, UnicodeDecodeError) as exc:
             bad = describe(kind, item, exc)
             on_skip(skipped(kind, bad))
             if on_undecodable is not None:

@@ -46,7 +46,7 @@ def _raw_event(line: bytes) -> types.RawWatchEvent:
             raise msgspec.DecodeError("nested too deeply") from None
         try:
             kind = msgspec.json.decode(found["type"], type=str)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             raise msgspec.DecodeError("an event type that is not a string") from None
         return types.RawWatchEvent(kind, found.get("object", msgspec.Raw(b"null")))
 
@@ -85,12 +85,12 @@ class Watch(Generic[ItemT]):
                     if raw.type == "ERROR":
                         status = types.STATUS_DECODER.decode(raw.object)
                         raise api_error(status.code or 500, status.reason, status.message)
-                except msgspec.DecodeError as exc:
+                except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                     raise UndecodableEventError(f"watch of {self.kind.plural}: undecodable event: {exc}") from None
                 try:
                     event: WatchEvent[ItemT] | WatchEvent[Undecodable]
                     event = WatchEvent(raw.type, decoder.decode(raw.object))
-                except (msgspec.DecodeError, RecursionError) as exc:
+                except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:
                     event = WatchEvent(raw.type, describe(self.kind, raw.object, exc))
                 yield event
         finally:
