@@ -44,7 +44,7 @@ from kubectl_gpushare.deviceplugin.kubelet import (
 from kubectl_gpushare.deviceplugin.node_agent import NodeAgent
 from kubectl_gpushare.deviceplugin.servicer import POOL_SIZE, Advertisement, DevicePluginServicer
 from kubectl_gpushare.node import cgroups
-from kubectl_gpushare.node.daemon import EXIT_BACKEND, EXIT_CONFIG, DaemonError, open_agent_backend
+from kubectl_gpushare.node.daemon import EXIT_BACKEND, EXIT_CONFIG, DaemonError, api_client, open_agent_backend
 from kubectl_gpushare.node.gpus import BackendError, GpuBackend, HealthEvent
 
 log = logging.getLogger(__name__)
@@ -152,24 +152,8 @@ def make_cluster(cfg: Config) -> Cluster:
         DaemonError: no usable kubeconfig or in-cluster configuration.
     """
     from kubectl_gpushare.deviceplugin.cluster import NodeCluster
-    from kubectl_gpushare.kube.client import Client
-    from kubectl_gpushare.kube.config import load_config
-    from kubectl_gpushare.kube.errors import KubeError
 
-    try:
-        config = load_config(
-            cfg.kube.kubeconfig,
-            cfg.kube.context,
-            cfg.kube.cluster,
-            cfg.kube.user,
-            cfg.kube.as_user,
-            cfg.kube.as_groups,
-            cfg.kube.request_timeout,
-        )
-        client = Client(config, component="device-plugin")
-    except KubeError as exc:
-        raise DaemonError(str(exc), EXIT_CONFIG) from exc
-    return NodeCluster(client, cfg.node_name)
+    return NodeCluster(api_client(asdict(cfg.kube), "device-plugin"), cfg.node_name)
 
 
 class Plugin:

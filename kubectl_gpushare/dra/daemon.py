@@ -45,7 +45,7 @@ from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import EXIT_API, EXIT_USAGE, KubeError, NotFound
 from kubectl_gpushare.node import cgroups, sockets
-from kubectl_gpushare.node.daemon import EXIT_BACKEND, EXIT_CONFIG, DaemonError, open_agent_backend
+from kubectl_gpushare.node.daemon import EXIT_BACKEND, EXIT_CONFIG, DaemonError, api_client, open_agent_backend
 from kubectl_gpushare.node.enforce import Enforcer, PodShare
 from kubectl_gpushare.node.gpus import BackendError, GpuBackend, GpuDevice, HealthEvent
 from kubectl_gpushare.node.health import HealthBook
@@ -105,15 +105,7 @@ def make_client(cfg: Config) -> Client:
     Raises:
         DaemonError: no usable kubeconfig or in-cluster configuration.
     """
-    from kubectl_gpushare.kube.flags import make_client as client_from_flags
-
-    options = {key: cfg.kube.get(key) for key in ("kubeconfig", "context", "cluster", "user", "as_user",
-                                                   "request_timeout")}
-    options["as_groups"] = tuple(cfg.kube.get("as_groups") or ())
-    try:
-        return client_from_flags(options, "dra-driver")
-    except KubeError as exc:
-        raise DaemonError(str(exc), EXIT_CONFIG) from exc
+    return api_client(cfg.kube, "dra-driver")
 
 
 def advertised_gpu_memory(node: types.Node) -> str | None:

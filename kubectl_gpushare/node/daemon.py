@@ -1,22 +1,26 @@
-"""What the two node agents' ``serve`` and command share: their error, their backend, their exit.
+"""What the two node agents' ``serve`` and command share: their error, backend, API client and exit.
 
-One `DaemonError` and one mapping of backend failures to exit codes, so the device plugin and the
-DRA driver refuse the same ``--fake-gpus`` or NVML failure with the same message and exit code.
+One `DaemonError` and one mapping of failures to exit codes, so the device plugin and the DRA driver
+refuse the same ``--fake-gpus``, NVML failure or kubeconfig with the same message and exit code.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import click
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE
+from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE, KubeError
 from kubectl_gpushare.node.backends import FakeSpecError, open_backend
 from kubectl_gpushare.node.gpus import BackendError, GpuBackend
 from kubectl_gpushare.service import stop_on_signals
+
+if TYPE_CHECKING:
+    from kubectl_gpushare.kube.client import Client
 
 EXIT_CONFIG = EXIT_USAGE
 """Bad flags or a configuration the agent refuses (unusable directories, no usable kubeconfig)."""
@@ -51,6 +55,27 @@ def open_agent_backend(
         raise DaemonError(str(exc), EXIT_CONFIG) from exc
     except BackendError as exc:
         raise DaemonError(str(exc), EXIT_BACKEND) from exc
+
+
+KUBE_FLAGS = ("kubeconfig", "context", "cluster", "user", "as_user", "as_groups", "request_timeout")
+"""kubectl's connection flags (`kube.flags.kube_options`); an agent's options may leave any out."""
+
+
+def api_client(options: Mapping[str, object], component: str) -> Client:
+    """`kube.flags.make_client` over the kubectl flags in ``options`` (absent ones: kubectl's defaults).
+
+    Raises:
+        DaemonError: no usable kubeconfig or in-cluster configuration (`EXIT_CONFIG`).
+    """
+    from kubectl_gpushare.kube.flags import make_client
+
+    flags = {key: options.get(key) for key in KUBE_FLAGS}
+    groups = options.get("as_groups")
+    flags["as_groups"] = tuple(groups) if isinstance(groups, (list, tuple)) else ()
+    try:
+        return make_client(flags, component)
+    except KubeError as exc:
+        raise DaemonError(str(exc), EXIT_CONFIG) from exc
 
 
 def serve_until_signalled(serve: Callable[[threading.Event], None]) -> None:
