@@ -177,12 +177,10 @@ class Plugin:
             visible=cfg.visible_devices,
             cgpu_disable=cluster.cgpu_disable,
         )
-        driver: cgroups.Driver | None = "systemd" if cfg.cgroup_driver == "systemd" else (
-            "cgroupfs" if cfg.cgroup_driver == "cgroupfs" else None)
         try:
             self.node = NodeAgent(
                 cfg.node_name, backend, self.advertisement, cluster.source, self.unit.bytes, self._republish,
-                enforce=cfg.enforce_memory, layout=cgroups.Layout(cfg.cgroup_root, cfg.cgroup_root, driver),
+                enforce=cfg.enforce_memory, layout=cgroups.Layout.mounted(cfg.cgroup_root, cfg.cgroup_driver),
                 interval=cfg.usage_interval, port=cfg.usage_port, host=cfg.usage_host, proc_root=cfg.proc_root,
             )
         except OSError as exc:  # the usage port is taken or not ours to bind

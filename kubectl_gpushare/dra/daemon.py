@@ -181,10 +181,8 @@ class Driver:
             CheckpointFile(cfg.plugin_dir, cfg.node_name), visible=cfg.visible_devices,
         )
         self.registration = RegistrationServicer(os.path.abspath(cfg.plugin_socket))
-        driver: cgroups.Driver | None = "systemd" if cfg.cgroup_driver == "systemd" else (
-            "cgroupfs" if cfg.cgroup_driver == "cgroupfs" else None)
         self.enforcer = Enforcer(
-            backend, cgroups.Layout(cfg.cgroup_root, cfg.cgroup_root, driver), cfg.enforce_memory, self.gpus,
+            backend, cgroups.Layout.mounted(cfg.cgroup_root, cfg.cgroup_driver), cfg.enforce_memory, self.gpus,
             self.shares,
         )
         self.preparer.on_change.append(self.enforcer.wake)
