@@ -1,10 +1,13 @@
 """Helpers for the node agents' tests (the device plugin's and the DRA driver's): an agent's ``serve``
-on a thread, and a cgroup v2 tree for --enforce-memory."""
+on a thread, a directory short enough for its sockets, and a cgroup v2 tree for --enforce-memory."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Generic, Self, TypeVar
 
@@ -61,6 +64,16 @@ class ServeThread(Generic[C, A]):
         self.stop.set()
         self.thread.join(timeout)
         assert not self.thread.is_alive(), f"the {self.what} did not stop"
+
+
+@contextmanager
+def socket_dir(prefix: str) -> Iterator[str]:
+    """A fresh directory under /tmp, short enough for unix socket paths (pytest's tmp_path may not be)."""
+    path = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def cgroup_tree(base: Path) -> Path:

@@ -13,15 +13,13 @@ start and ``--fail-on-init-error`` is on.
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import kube_options
 from kubectl_gpushare.node import flags
 from kubectl_gpushare.node.flags import parse_xids
-from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
+from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules
 
 __all__ = ["parse_xids", "serve_device_plugin_command"]
 
@@ -105,7 +103,8 @@ def serve_device_plugin_command(
     require_daemon_modules(
         "serve-device-plugin", ["grpc", "google.protobuf", "prometheus_client", *(() if fake_gpus else ("pynvml",))]
     )
-    from kubectl_gpushare.deviceplugin.daemon import Config, DaemonError, KubeOptions, serve
+    from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, serve
+    from kubectl_gpushare.node.daemon import serve_until_signalled
 
     if not node_name:
         raise click.UsageError(f"--node-name (or {protocol.ENV_NODE_NAME}) is required")
@@ -129,9 +128,4 @@ def serve_device_plugin_command(
         cgroup_driver=None if cgroup_driver == "auto" else cgroup_driver,
         kube=KubeOptions(kubeconfig, context, cluster, user, as_user, as_groups, request_timeout),
     )
-    stop = stop_on_signals()
-    try:
-        serve(cfg, stop=stop)
-    except DaemonError as exc:
-        click.echo(f"error: {exc.message}", err=True)
-        sys.exit(exc.exit_code)
+    serve_until_signalled(lambda stop: serve(cfg, stop=stop))

@@ -43,27 +43,11 @@ from kubectl_gpushare.deviceplugin.kubelet import (
 )
 from kubectl_gpushare.deviceplugin.node_agent import NodeAgent
 from kubectl_gpushare.deviceplugin.servicer import POOL_SIZE, Advertisement, DevicePluginServicer
-from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE
 from kubectl_gpushare.node import cgroups
-from kubectl_gpushare.node.backends import FakeSpecError, open_backend
+from kubectl_gpushare.node.daemon import EXIT_BACKEND, EXIT_CONFIG, DaemonError, api_client, open_agent_backend
 from kubectl_gpushare.node.gpus import BackendError, GpuBackend, HealthEvent
 
 log = logging.getLogger(__name__)
-
-EXIT_CONFIG = EXIT_USAGE
-"""Exit code for a configuration the plugin refuses (bad flags, device list too large)."""
-EXIT_BACKEND = EXIT_START
-"""Exit code when the GPU backend cannot start and ``--fail-on-init-error`` is on."""
-
-
-class DaemonError(Exception):
-    """The plugin cannot run as configured; ``exit_code`` says which kind of problem it is."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-
 
 @dataclass(frozen=True)
 class KubeOptions:
@@ -157,13 +141,8 @@ def make_backend(cfg: Config) -> GpuBackend:
     Raises:
         DaemonError: the fake spec is invalid, or NVML cannot start and failing is configured.
     """
-    try:
-        return open_backend(cfg.fake_gpus, seed=cfg.node_name, ignored_xids=cfg.ignored_xids,
-                            fail_on_init_error=cfg.fail_on_init_error)
-    except FakeSpecError as exc:
-        raise DaemonError(str(exc), EXIT_CONFIG) from exc
-    except BackendError as exc:
-        raise DaemonError(str(exc), EXIT_BACKEND) from exc
+    return open_agent_backend(cfg.fake_gpus, seed=cfg.node_name, ignored_xids=cfg.ignored_xids,
+                              fail_on_init_error=cfg.fail_on_init_error)
 
 
 def make_cluster(cfg: Config) -> Cluster:
@@ -173,24 +152,8 @@ def make_cluster(cfg: Config) -> Cluster:
         DaemonError: no usable kubeconfig or in-cluster configuration.
     """
     from kubectl_gpushare.deviceplugin.cluster import NodeCluster
-    from kubectl_gpushare.kube.client import Client
-    from kubectl_gpushare.kube.config import load_config
-    from kubectl_gpushare.kube.errors import KubeError
 
-    try:
-        config = load_config(
-            cfg.kube.kubeconfig,
-            cfg.kube.context,
-            cfg.kube.cluster,
-            cfg.kube.user,
-            cfg.kube.as_user,
-            cfg.kube.as_groups,
-            cfg.kube.request_timeout,
-        )
-        client = Client(config, component="device-plugin")
-    except KubeError as exc:
-        raise DaemonError(str(exc), EXIT_CONFIG) from exc
-    return NodeCluster(client, cfg.node_name)
+    return NodeCluster(api_client(asdict(cfg.kube), "device-plugin"), cfg.node_name)
 
 
 class Plugin:
@@ -214,12 +177,10 @@ class Plugin:
             visible=cfg.visible_devices,
             cgpu_disable=cluster.cgpu_disable,
         )
-        driver: cgroups.Driver | None = "systemd" if cfg.cgroup_driver == "systemd" else (
-            "cgroupfs" if cfg.cgroup_driver == "cgroupfs" else None)
         try:
             self.node = NodeAgent(
                 cfg.node_name, backend, self.advertisement, cluster.source, self.unit.bytes, self._republish,
-                enforce=cfg.enforce_memory, layout=cgroups.Layout(cfg.cgroup_root, cfg.cgroup_root, driver),
+                enforce=cfg.enforce_memory, layout=cgroups.Layout.mounted(cfg.cgroup_root, cfg.cgroup_driver),
                 interval=cfg.usage_interval, port=cfg.usage_port, host=cfg.usage_host, proc_root=cfg.proc_root,
             )
         except OSError as exc:  # the usage port is taken or not ours to bind

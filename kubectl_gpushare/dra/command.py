@@ -16,14 +16,12 @@ start and ``--fail-on-init-error`` is on.
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import kube_options
 from kubectl_gpushare.node import flags
-from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
+from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules
 
 ENV_UNHEALTHY = "GPUSHARE_DRA_UNHEALTHY"
 ENV_RESYNC = "GPUSHARE_DRA_RESYNC"
@@ -99,7 +97,8 @@ def serve_dra_driver_command(
     require_daemon_modules(
         "serve-dra-driver", ["grpc", "google.protobuf", *(() if fake_gpus else ("pynvml",))]
     )
-    from kubectl_gpushare.dra.daemon import Config, DaemonError, serve
+    from kubectl_gpushare.dra.daemon import Config, serve
+    from kubectl_gpushare.node.daemon import serve_until_signalled
 
     if not node_name:
         raise click.UsageError(f"--node-name (or {protocol.ENV_NODE_NAME}) is required")
@@ -123,9 +122,4 @@ def serve_dra_driver_command(
         resync=resync,
         kube=dict(kube),
     )
-    stop = stop_on_signals()
-    try:
-        serve(cfg, stop=stop)
-    except DaemonError as exc:
-        click.echo(f"error: {exc.message}", err=True)
-        sys.exit(exc.exit_code)
+    serve_until_signalled(lambda stop: serve(cfg, stop=stop))

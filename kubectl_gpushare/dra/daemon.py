@@ -43,32 +43,19 @@ from kubectl_gpushare.dra.servicer import RegistrationServicer, add_dra_services
 from kubectl_gpushare.dra.slices import PublishedGpu, UnhealthyMode
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import EXIT_API, EXIT_START, EXIT_USAGE, KubeError, NotFound
+from kubectl_gpushare.kube.errors import EXIT_API, EXIT_USAGE, KubeError, NotFound
 from kubectl_gpushare.node import cgroups, sockets
-from kubectl_gpushare.node.backends import FakeSpecError, open_backend
+from kubectl_gpushare.node.daemon import EXIT_BACKEND, EXIT_CONFIG, DaemonError, api_client, open_agent_backend
 from kubectl_gpushare.node.enforce import Enforcer, PodShare
 from kubectl_gpushare.node.gpus import BackendError, GpuBackend, GpuDevice, HealthEvent
 from kubectl_gpushare.node.health import HealthBook
 
 log = logging.getLogger(__name__)
 
-EXIT_CONFIG = EXIT_USAGE
-"""Bad flags, unusable directories, no usable kubeconfig."""
 EXIT_REFUSED = EXIT_USAGE
 """The node advertises ``aliyun.com/gpu-mem``: our device plugin serves its GPUs already."""
-EXIT_BACKEND = EXIT_START
-"""The GPU backend or a socket cannot start."""
 POOL_SIZE = 8
 """gRPC workers: kubelet calls one driver at a time per pod, and a few pods at once."""
-
-
-class DaemonError(Exception):
-    """The driver cannot run as configured; ``exit_code`` says which kind of problem it is."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -118,15 +105,7 @@ def make_client(cfg: Config) -> Client:
     Raises:
         DaemonError: no usable kubeconfig or in-cluster configuration.
     """
-    from kubectl_gpushare.kube.flags import make_client as client_from_flags
-
-    options = {key: cfg.kube.get(key) for key in ("kubeconfig", "context", "cluster", "user", "as_user",
-                                                   "request_timeout")}
-    options["as_groups"] = tuple(cfg.kube.get("as_groups") or ())
-    try:
-        return client_from_flags(options, "dra-driver")
-    except KubeError as exc:
-        raise DaemonError(str(exc), EXIT_CONFIG) from exc
+    return api_client(cfg.kube, "dra-driver")
 
 
 def advertised_gpu_memory(node: types.Node) -> str | None:
@@ -202,10 +181,8 @@ class Driver:
             CheckpointFile(cfg.plugin_dir, cfg.node_name), visible=cfg.visible_devices,
         )
         self.registration = RegistrationServicer(os.path.abspath(cfg.plugin_socket))
-        driver: cgroups.Driver | None = "systemd" if cfg.cgroup_driver == "systemd" else (
-            "cgroupfs" if cfg.cgroup_driver == "cgroupfs" else None)
         self.enforcer = Enforcer(
-            backend, cgroups.Layout(cfg.cgroup_root, cfg.cgroup_root, driver), cfg.enforce_memory, self.gpus,
+            backend, cgroups.Layout.mounted(cfg.cgroup_root, cfg.cgroup_driver), cfg.enforce_memory, self.gpus,
             self.shares,
         )
         self.preparer.on_change.append(self.enforcer.wake)
@@ -399,13 +376,8 @@ def serve(
     stop = stop or threading.Event()
     log.info("DRA driver configuration: %s", cfg.as_json())
     if backend is None:
-        try:
-            backend = open_backend(cfg.fake_gpus, seed=cfg.node_name, ignored_xids=cfg.ignored_xids,
-                                   fail_on_init_error=cfg.fail_on_init_error)
-        except FakeSpecError as exc:
-            raise DaemonError(str(exc), EXIT_CONFIG) from exc
-        except BackendError as exc:
-            raise DaemonError(str(exc), EXIT_BACKEND) from exc
+        backend = open_agent_backend(cfg.fake_gpus, seed=cfg.node_name, ignored_xids=cfg.ignored_xids,
+                                     fail_on_init_error=cfg.fail_on_init_error)
     background: list[threading.Thread] = []
     driver: Driver | None = None
     try:

@@ -121,6 +121,15 @@ class Layout:
     nvml_root: str = DEFAULT_ROOT
     driver: Driver | None = None
 
+    @classmethod
+    def mounted(cls, root: str, driver: str | None) -> Layout:
+        """The host's tree mounted at the same path, as the agents' manifests do (NVML's view is ``root`` too).
+
+        ``driver`` is ``--cgroup-driver``'s value; anything but systemd or cgroupfs (None) is detected.
+        """
+        named: Driver | None = "systemd" if driver == "systemd" else ("cgroupfs" if driver == "cgroupfs" else None)
+        return cls(root, root, named)
+
     def detect(self) -> Driver | None:
         """The driver whose kubepods cgroup exists under the root (systemd first), or the configured one."""
         if self.driver is not None:

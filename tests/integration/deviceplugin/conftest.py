@@ -3,14 +3,12 @@ stand-in, and a running plugin (``serve`` on a thread) against the test's sandbo
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from node_agents import ServeThread
+from node_agents import ServeThread, socket_dir
 
 from kubectl_gpushare.deviceplugin.daemon import Config, KubeOptions, Plugin, serve
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
@@ -27,11 +25,8 @@ GIB = 1 << 30
 @pytest.fixture
 def plugin_dir() -> Iterator[str]:
     """A device-plugin directory short enough for unix socket paths (pytest's tmp_path may not be)."""
-    path = tempfile.mkdtemp(prefix="dp", dir="/tmp")
-    try:
+    with socket_dir("dp") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dra_helpers import NODE, Claims, Dirs, RunningDriver
+from node_agents import socket_dir
 
 from kubectl_gpushare.dra.daemon import Config
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
@@ -22,11 +21,8 @@ from kubectl_gpushare.sandbox.server import Sandbox
 @pytest.fixture
 def dirs() -> Iterator[Dirs]:
     """Short enough for unix socket paths (pytest's tmp_path may not be)."""
-    path = tempfile.mkdtemp(prefix="dra", dir="/tmp")
-    try:
+    with socket_dir("dra") as path:
         yield Dirs(Path(path))
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
