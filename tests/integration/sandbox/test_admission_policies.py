@@ -345,3 +345,11 @@ def test_a_warning_from_a_stored_message_stays_one_utf8_header(sandbox: Sandbox,
     assert response.getheader("X-Injected") is None
     warning = (response.getheader("Warning") or "").encode("latin-1").decode("utf-8")  # read as Latin-1
     assert warning == f"299 - \"Validation failed for ValidatingAdmissionPolicy 'w' with binding 'w': {shown}\""
+
+
+def test_a_policy_message_with_a_line_break_is_refused_when_created(sandbox: Sandbox) -> None:
+    status, answer, _ = call(sandbox, "POST", VAPS, policy("lines", "false", message="one\ntwo"))
+    assert status == 422 and answer["reason"] == "Invalid", answer
+    assert "spec.validations[0].message" in answer["message"]
+    assert "message must not contain line breaks" in answer["message"]
+    assert call(sandbox, "POST", VAPS, policy("trailing", "false", message="one line\n"))[0] == 201
