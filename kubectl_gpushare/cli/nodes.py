@@ -48,6 +48,7 @@ from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import KubeError
 from kubectl_gpushare.node import cgroups
 from kubectl_gpushare.node.fake_backend import FakeBackend, FakeOutOfMemoryError
+from kubectl_gpushare.node.files import replace_file
 from kubectl_gpushare.sandbox.ipam import PodAddresses
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.spec import ANN_USES
@@ -287,8 +288,7 @@ class NodeAgents:
         for user in config.get("users") or []:
             user["user"] = {"token": token}
         path = Path(directory, "kubeconfig")
-        path.touch(mode=0o600)
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        replace_file(path, yaml.safe_dump(config, sort_keys=False).encode(), prefix=".kubeconfig.")  # 0600: a token
         return path
 
     def _start_agent(self, node: str, gpus: str) -> None:

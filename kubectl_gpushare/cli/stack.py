@@ -31,10 +31,10 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -213,22 +213,21 @@ def scheduler_config_text() -> str:
     return (resources.files("kubectl_gpushare.cli") / "_manifests" / "kube-scheduler-config.yaml").read_text()
 
 
-def _stack_option() -> click.Option:
-    return click.Option(
+_STACK_OPTIONS: Final = (
+    click.Option(
         ["--stack"],
         is_flag=True,
         help="Also run the extender, a scheduler, and a kubelet and device plugin (fake GPUs) per node labelled "
         "gpushare=true: pods you create are scheduled and run. Spec GPUs then describe hardware.",
-    )
-
-
-def _dra_option() -> click.Option:
-    return click.Option(
+    ),
+    click.Option(
         ["--dra"],
         is_flag=True,
         help="With --stack: GPU nodes run kubectl-gpushare's DRA driver instead of the device plugin; pods get "
         "GPU memory through ResourceClaims (the DeviceClass gpu-mem.kubectl-gpushare.io is installed).",
-    )
+    ),
+)
+"""The options ``sandbox --stack`` adds to the plain sandbox command."""
 
 
 def _callback(**options: Any) -> None:
@@ -244,13 +243,9 @@ def _callback(**options: Any) -> None:
     base.run(**options, attachment=StackAttachment(dra) if stack else None)
 
 
-def _params() -> Iterable[click.Parameter]:
-    return [*base.sandbox_command.params, _stack_option(), _dra_option()]
-
-
 sandbox_command = click.Command(
     "sandbox",
-    params=list(_params()),
+    params=[*base.sandbox_command.params, *_STACK_OPTIONS],
     callback=_callback,
     help=base.sandbox_command.help,
     epilog=base.sandbox_command.epilog,

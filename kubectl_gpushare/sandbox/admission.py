@@ -26,6 +26,7 @@ Where it differs from kube-apiserver:
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping
@@ -155,6 +156,11 @@ def spec_causes(resource: Resource, obj: dict[str, Any]) -> list[str]:
     for path, validation in _named(spec.get("validations"), "spec.validations"):
         causes += _compile_causes(f"{path}.expression", validation.get("expression"))
         causes += _compile_causes(f"{path}.messageExpression", validation.get("messageExpression"), required=False)
+        message = validation.get("message")
+        if isinstance(message, str) and ("\n" in message.strip() or "\r" in message.strip()):
+            # The API's documented rule for Validation.message: "The message must not contain line breaks."
+            causes.append(f"{path}.message: Invalid value: {json.dumps(message[:100])}: message must not contain "
+                          "line breaks")
         reason = validation.get("reason")
         if reason is not None and reason not in REASONS:
             causes.append(f'{path}.reason: Unsupported value: "{reason}"')

@@ -137,9 +137,7 @@ class ResourceClaimController(StoreFollower):
         except (ApiError, ValueError, TypeError, KeyError, AttributeError) as exc:
             meta = obj.get("metadata") or {}
             text = f"{obj.get('kind', '')} {meta.get('namespace', '')}/{meta.get('name', '')}: {exc}"
-            if text not in self._warned:
-                self._warned.add(text)
-                log.warning("resourceclaim controller: %s", text)
+            self._warn_once(text, f"resourceclaim controller: {text}", log)
 
     # --- pods -> claims (syncPod, handleClaim) -----------------------------------------------------
     def _sync_pod(self, pod: dict[str, Any]) -> None:

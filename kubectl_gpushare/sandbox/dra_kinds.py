@@ -24,6 +24,7 @@ scheduler for that claim alone. No I/O.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any, Final
 
 from kubectl_gpushare import dra_objects as dra
@@ -90,11 +91,25 @@ def _compile_causes(expressions: list[tuple[str, str]]) -> list[str]:
     return causes
 
 
-def _selector_paths(requests: Any, prefix: str) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
+def _exact_requests(requests: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, ``exactly``) of each device request that has one, skipping malformed entries."""
     for i, request in enumerate(requests if isinstance(requests, list) else []):
         exactly = request.get("exactly") if isinstance(request, dict) else None
-        selectors = exactly.get("selectors") if isinstance(exactly, dict) else None
+        if isinstance(exactly, dict):
+            yield i, exactly
+
+
+def _capacity_requests(exactly: dict[str, Any]) -> dict[str, Any]:
+    """``exactly.capacity.requests`` (empty when absent or malformed)."""
+    capacity = exactly.get("capacity")
+    wanted = capacity.get("requests") if isinstance(capacity, dict) else None
+    return wanted if isinstance(wanted, dict) else {}
+
+
+def _selector_paths(requests: Any, prefix: str) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for i, exactly in _exact_requests(requests):
+        selectors = exactly.get("selectors")
         for j, selector in enumerate(selectors if isinstance(selectors, list) else []):
             expression = (selector.get("cel") or {}).get("expression") if isinstance(selector, dict) else None
             if isinstance(expression, str) and expression.strip():
@@ -104,11 +119,8 @@ def _selector_paths(requests: Any, prefix: str) -> list[tuple[str, str]]:
 
 def _negative_requests(requests: Any, prefix: str) -> list[str]:
     causes: list[str] = []
-    for i, request in enumerate(requests if isinstance(requests, list) else []):
-        exactly = request.get("exactly") if isinstance(request, dict) else None
-        capacity = exactly.get("capacity") if isinstance(exactly, dict) else None
-        wanted = capacity.get("requests") if isinstance(capacity, dict) else None
-        for name, value in (wanted or {}).items() if isinstance(wanted, dict) else ():
+    for i, exactly in _exact_requests(requests):
+        for name, value in _capacity_requests(exactly).items():
             if isinstance(value, str) and value.lstrip().startswith("-") and value.strip("-+0. ") != "":
                 causes.append(f"{prefix}.devices.requests[{i}].exactly.capacity.requests[{name}]: "
                               f"Invalid value: {value!r}: must be greater than or equal to zero")
@@ -124,12 +136,8 @@ def _in_range(spec: dict[str, Any]) -> dict[str, Any]:
     copied = copy.deepcopy(spec)
     devices = copied.get("devices")
     requests = devices.get("requests") if isinstance(devices, dict) else None
-    for request in requests if isinstance(requests, list) else []:
-        exactly = request.get("exactly") if isinstance(request, dict) else None
-        capacity = exactly.get("capacity") if isinstance(exactly, dict) else None
-        wanted = capacity.get("requests") if isinstance(capacity, dict) else None
-        if not isinstance(wanted, dict):
-            continue
+    for _, exactly in _exact_requests(requests):
+        wanted = _capacity_requests(exactly)
         for name, value in list(wanted.items()):
             try:
                 dra.read_quantity(value)

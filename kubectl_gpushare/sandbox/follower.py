@@ -62,10 +62,11 @@ class StoreFollower:
                                     f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}; "
                                     "going on")
 
-    def _warn_once(self, key: str, message: str) -> None:
+    def _warn_once(self, key: str, message: str, logger: logging.Logger = log) -> None:
+        """Log ``message`` the first time ``key`` is seen (one bad object warns once, not per batch)."""
         if key not in self._warned:
             self._warned.add(key)
-            log.warning("%s", message)
+            logger.warning("%s", message)
 
     def _wants(self, changes: list[Change]) -> bool:
         """Whether this batch can concern the controller (a cheap check before `_handle`)."""

@@ -99,6 +99,17 @@ def _fault_error(fault: Fault) -> ApiError:
     return error
 
 
+def _wire_header_value(value: str) -> str:
+    """A header value as Go's net/http writes it: one line, trimmed, its UTF-8 bytes.
+
+    CR and LF become spaces (``net/http/header.go``: ``headerNewlineToSpace``, then ``TrimSpace``). A
+    value carries text from stored objects (a policy's warning message), so it must never split the
+    response or fail ``http.server``'s Latin-1 encoding after the write took effect.
+    """
+    one_line = value.replace("\n", " ").replace("\r", " ").strip()
+    return one_line.encode("utf-8", "replace").decode("latin-1")  # a lone surrogate (JSON allows one) as '?'
+
+
 class _Server(ThreadingHTTPServer):
     # Handler threads must not keep the process alive, and the server must not track them:
     # long-lived watch threads would otherwise pile up in a list until shutdown.
@@ -670,7 +681,7 @@ class Sandbox:
             handler.send_header("Content-Type", response.content_type)
             handler.send_header("Cache-Control", "no-cache, private")
             for key, value in response.headers.items():
-                handler.send_header(key, value)
+                handler.send_header(key, _wire_header_value(value))
             if response.stream is None:
                 handler.send_header("Content-Length", str(len(response.body)))
                 if handler.close_connection:

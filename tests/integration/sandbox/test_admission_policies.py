@@ -328,3 +328,28 @@ def test_messages_selectors_reasons_and_warnings(sandbox: Sandbox) -> None:
     assert status == 201, answer  # Warn lets the write through, with the failed messageExpression's fallback
     assert response.getheader("Warning") == (
         "299 - \"Validation failed for ValidatingAdmissionPolicy 'warned' with binding 'warned': static words\"")
+
+
+@pytest.mark.parametrize(("message", "shown"), [
+    ("line one\nline two", "line one line two"),
+    ("a\r\nX-Injected: yes", "a  X-Injected: yes"),
+    ("naïve ✓ 警告", "naïve ✓ 警告"),
+], ids=["line-break", "header-injection", "not-latin-1"])
+def test_a_warning_from_a_stored_message_stays_one_utf8_header(sandbox: Sandbox, message: str, shown: str) -> None:
+    """A policy stored as it may be (loaded, or written by an older server) warns on one line, in UTF-8,
+    and the write's answer still arrives (Go's net/http turns CR/LF into spaces)."""
+    sandbox.load([policy("w", "false", message=message)])
+    created(sandbox, BINDINGS, binding("w", ["Warn"]))
+    status, answer, response = call(sandbox, "POST", "/api/v1/namespaces/default/configmaps", configmap("d"))
+    assert status == 201, answer
+    assert response.getheader("X-Injected") is None
+    warning = (response.getheader("Warning") or "").encode("latin-1").decode("utf-8")  # read as Latin-1
+    assert warning == f"299 - \"Validation failed for ValidatingAdmissionPolicy 'w' with binding 'w': {shown}\""
+
+
+def test_a_policy_message_with_a_line_break_is_refused_when_created(sandbox: Sandbox) -> None:
+    status, answer, _ = call(sandbox, "POST", VAPS, policy("lines", "false", message="one\ntwo"))
+    assert status == 422 and answer["reason"] == "Invalid", answer
+    assert "spec.validations[0].message" in answer["message"]
+    assert "message must not contain line breaks" in answer["message"]
+    assert call(sandbox, "POST", VAPS, policy("trailing", "false", message="one line\n"))[0] == 201
