@@ -144,16 +144,6 @@ def _placed(pod: Pod, ledger: Ledger, claims: list[dra_objects.ResourceClaim],
 
 
 # --- A pending pod ---------------------------------------------------------------------------------------
-def _spec_problem(claim: dra_objects.ResourceClaim, classes: Mapping[str, dra_objects.DeviceClass]) -> str:
-    if claim.spec_invalid:
-        return f"claim {claim.name}: {claim.spec_invalid}"
-    for request in claim.requests:
-        klass = classes.get(request.exactly.device_class_name) if request.exactly is not None else None
-        if klass is not None and klass.invalid:
-            return f"class {klass.name}: {klass.invalid}"
-    return ""
-
-
 def _pending(
     pod: Pod, nodes: Sequence[Node], ledger: Ledger, inputs: DraInputs, ours: list[dra_objects.ResourceClaim],
     missing: list[dra.PodClaim], base: Explanation, who: str, placement: PodPlacement | None,
@@ -174,7 +164,7 @@ def _pending(
     if missing:
         return replace(base, summary=f"{who} waits for its claims: {missing[0].missing} (kube-controller-manager's "
                                      "resourceclaim controller makes it; kubectl describe pod says why not).")
-    stop = next((p for p in (_spec_problem(c, classes) for c in ours) if p), "")
+    stop = next((p for p in (dra.spec_problem(c, classes) for c in ours) if p), "")
     stop = stop or dra_allocation.prefilter(ours, classes, pod.metadata.uid)
     if stop:
         return replace(base, summary=f"{asks}, but kube-scheduler cannot schedule it: {stop}.")
