@@ -186,7 +186,7 @@ def _pending(
             reason = _allocate(name, waiting, inventory, ledger, inputs.nodes[name], base)
         verdicts.append(NodeVerdict(name, reason))
     fitting = [v.name for v in verdicts if v.reason.startswith(FITS_PREFIX)]
-    largest = max((_in_unit(ledger, name, ledger.largest_free(name), unit) for name in usable), default=0)
+    largest = max((ledger.in_unit(name, unit)(ledger.largest_free(name)) for name in usable), default=0)
     base = replace(base, nodes=verdicts, largest_fit=largest)
     if not verdicts:
         summary = (f"{asks}, but no node publishes GPUs of {protocol.DRA_DRIVER}: the DRA driver runs nowhere "
@@ -201,13 +201,6 @@ def _pending(
         summary = (f"{asks}: no GPU it may use has that much free; the largest free GPU on a node it may use has "
                    f"{largest} {unit}.")
     return replace(base, summary=summary)
-
-
-def _in_unit(ledger: Ledger, name: str, amount: int, unit: str) -> int:
-    record = ledger.node(name)
-    if record is None or not record.unit or record.unit == unit:
-        return amount
-    return amount * protocol.UNIT_BYTES[record.unit] // protocol.UNIT_BYTES[unit]
 
 
 def _allocate(name: str, claims: list[dra_objects.ResourceClaim], inventory: dra_allocation.Inventory,
