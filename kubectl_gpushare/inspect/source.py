@@ -79,7 +79,8 @@ READS_DRA: Final = (stacks.AUTO, protocol.STACK_GPUSHARE)
 """``--stack`` values under which DRA objects are read (our driver's GPUs are gpushare's; NVIDIA's need auto)."""
 
 
-def _ips(nodes: Iterable[types.Node]) -> dict[str, str]:
+def node_ips(nodes: Iterable[types.Node]) -> dict[str, str]:
+    """Node name -> the IP the views show (`StackSplit.add_dra` gives it to the nodes of DRA slices)."""
     return {node.metadata.name: node_ip(node) for node in nodes}
 
 
@@ -564,7 +565,7 @@ class Build:
         self.warnings = warnings
         self.objects = objects if objects is not None else dra.DraObjects(served=False)
         self.split = split = StackSplit(stack, warnings, devices)
-        self.nodes = split.add_dra(split.gpushare_records(nodes, dict(sick or {})), self.objects, _ips(nodes))
+        self.nodes = split.add_dra(split.gpushare_records(nodes, dict(sick or {})), self.objects, node_ips(nodes))
         wanted = {node.name for node in self.nodes if names or node.alloc_mem > 0}
         wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
         self.wanted = wanted
