@@ -280,6 +280,14 @@ class Ledger:
         """The node record, or None if unknown."""
         return self._nodes.get(name)
 
+    def in_unit(self, name: str, unit: str) -> Callable[[int], int]:
+        """Amounts of a node in ``unit``: a node counting in another unit (DRA: MiB) is converted, rounded down."""
+        record = self._nodes.get(name)
+        if record is None or not record.unit or record.unit == unit:
+            return lambda amount: amount
+        mine, theirs = protocol.UNIT_BYTES[record.unit], protocol.UNIT_BYTES[unit]
+        return lambda amount: amount * mine // theirs
+
     def node_names(self) -> list[str]:
         """All known node names, sorted."""
         return sorted(self._nodes)

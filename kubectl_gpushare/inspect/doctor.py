@@ -25,13 +25,12 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import caps, doctor_dra, tabwriter
 from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
-from kubectl_gpushare.inspect.source import Confinement, StackSplit, keyed_pod_record
+from kubectl_gpushare.inspect.source import Confinement, StackSplit, keyed_pod_record, node_ips
 from kubectl_gpushare.inspect.top import printable
 from kubectl_gpushare.kube import stacks
 from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS, EXIT_OK
 from kubectl_gpushare.kube.records import (
     Warnings,
-    node_ip,
     node_record,
     pod_request,
     shown,
@@ -483,8 +482,7 @@ def audit(
     for node in nodes:
         split.gpushare(node)
     objects = dra_objects or DraObjects(served=False)
-    node_records = split.add_dra([node_record(node) for node in nodes], objects,
-                                 {node.metadata.name: node_ip(node) for node in nodes})
+    node_records = split.add_dra([node_record(node) for node in nodes], objects, node_ips(nodes))
     ledger = Ledger.build(node_records, (), basis="capacity", keep_pods=False)
     workloads: list[Pod] = []
     waiting: list[Pod] = []  # pending pods with claims: few, kept for doctor_dra

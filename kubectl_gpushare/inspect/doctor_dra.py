@@ -11,7 +11,7 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from kubectl_gpushare import dra_objects, protocol
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
 from kubectl_gpushare.kube import dra_allocation
 from kubectl_gpushare.kube.records import shown
@@ -88,21 +88,6 @@ def _age(pod: Pod, now: float) -> float | None:
     return now - created.timestamp()
 
 
-def _spec_problem(claim: dra_objects.ResourceClaim, classes: Mapping[str, dra_objects.DeviceClass] | None) -> str:
-    """What kube-scheduler refuses in a claim as written: an invalid request, or a class with invalid selectors.
-
-    Features only this project's allocator lacks (``dra_objects.ResourceClaim.unsupported``) are
-    not problems of a real cluster, so they are not reported.
-    """
-    if claim.spec_invalid:
-        return f"claim {claim.name}: {claim.spec_invalid}"
-    for request in claim.requests:
-        klass = (classes or {}).get(request.exactly.device_class_name) if request.exactly is not None else None
-        if klass is not None and klass.invalid:
-            return f"class {klass.name}: {klass.invalid}"
-    return ""
-
-
 def pending_findings(
     pods: Iterable[Pod], objects: dra.DraObjects, now: float, stuck_after: float
 ) -> Iterable[Finding]:
@@ -117,7 +102,7 @@ def pending_findings(
         claims = [entry.claim for entry in resolved if entry.claim is not None]
         ours = [c for c in claims if any(dra.asks_driver(c, classes, d) for d in dra.DRIVERS)]
         for claim in ours:
-            problem = _spec_problem(claim, classes)
+            problem = dra.spec_problem(claim, classes)
             if problem:
                 yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {problem}")
                 break

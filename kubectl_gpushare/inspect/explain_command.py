@@ -101,9 +101,9 @@ def _inputs(
 ) -> _Inputs:
     """The ledger inspect would build (DRA claims on our driver's GPUs included) and the other stacks'."""
     from kubectl_gpushare.inspect.explain_dra import DraInputs
-    from kubectl_gpushare.inspect.source import StackSplit, keyed_pod_record, unhealthy_by_node
+    from kubectl_gpushare.inspect.source import StackSplit, keyed_pod_record, node_ips, unhealthy_by_node
     from kubectl_gpushare.kube import stacks
-    from kubectl_gpushare.kube.records import node_ip, node_record
+    from kubectl_gpushare.kube.records import node_record
     from kubectl_gpushare.kube.stacks.dra import DraObjects
     from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger
 
@@ -115,7 +115,7 @@ def _inputs(
         split.gpushare(node)
     records = split.add_dra(
         [node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in nodes], objects,
-        {node.metadata.name: node_ip(node) for node in nodes},
+        node_ips(nodes),
     )
     active = [p for p in pods if p.status.phase not in COMPLETED_PHASES]
     phases = {p.metadata.uid: p.status.phase for p in active if p.metadata.uid}

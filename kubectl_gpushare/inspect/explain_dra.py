@@ -144,16 +144,6 @@ def _placed(pod: Pod, ledger: Ledger, claims: list[dra_objects.ResourceClaim],
 
 
 # --- A pending pod ---------------------------------------------------------------------------------------
-def _spec_problem(claim: dra_objects.ResourceClaim, classes: Mapping[str, dra_objects.DeviceClass]) -> str:
-    if claim.spec_invalid:
-        return f"claim {claim.name}: {claim.spec_invalid}"
-    for request in claim.requests:
-        klass = classes.get(request.exactly.device_class_name) if request.exactly is not None else None
-        if klass is not None and klass.invalid:
-            return f"class {klass.name}: {klass.invalid}"
-    return ""
-
-
 def _pending(
     pod: Pod, nodes: Sequence[Node], ledger: Ledger, inputs: DraInputs, ours: list[dra_objects.ResourceClaim],
     missing: list[dra.PodClaim], base: Explanation, who: str, placement: PodPlacement | None,
@@ -174,7 +164,7 @@ def _pending(
     if missing:
         return replace(base, summary=f"{who} waits for its claims: {missing[0].missing} (kube-controller-manager's "
                                      "resourceclaim controller makes it; kubectl describe pod says why not).")
-    stop = next((p for p in (_spec_problem(c, classes) for c in ours) if p), "")
+    stop = next((p for p in (dra.spec_problem(c, classes) for c in ours) if p), "")
     stop = stop or dra_allocation.prefilter(ours, classes, pod.metadata.uid)
     if stop:
         return replace(base, summary=f"{asks}, but kube-scheduler cannot schedule it: {stop}.")
@@ -196,7 +186,7 @@ def _pending(
             reason = _allocate(name, waiting, inventory, ledger, inputs.nodes[name], base)
         verdicts.append(NodeVerdict(name, reason))
     fitting = [v.name for v in verdicts if v.reason.startswith(FITS_PREFIX)]
-    largest = max((_in_unit(ledger, name, ledger.largest_free(name), unit) for name in usable), default=0)
+    largest = max((ledger.in_unit(name, unit)(ledger.largest_free(name)) for name in usable), default=0)
     base = replace(base, nodes=verdicts, largest_fit=largest)
     if not verdicts:
         summary = (f"{asks}, but no node publishes GPUs of {protocol.DRA_DRIVER}: the DRA driver runs nowhere "
@@ -211,13 +201,6 @@ def _pending(
         summary = (f"{asks}: no GPU it may use has that much free; the largest free GPU on a node it may use has "
                    f"{largest} {unit}.")
     return replace(base, summary=summary)
-
-
-def _in_unit(ledger: Ledger, name: str, amount: int, unit: str) -> int:
-    record = ledger.node(name)
-    if record is None or not record.unit or record.unit == unit:
-        return amount
-    return amount * protocol.UNIT_BYTES[record.unit] // protocol.UNIT_BYTES[unit]
 
 
 def _allocate(name: str, claims: list[dra_objects.ResourceClaim], inventory: dra_allocation.Inventory,

@@ -27,7 +27,7 @@ named as not considered, never offered.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import msgspec
@@ -112,15 +112,6 @@ def _place(
     return placements
 
 
-def _scale(ledger: Ledger, name: str, unit: str) -> Callable[[int], int]:
-    """Amounts of a node in the report's ``unit``: a DRA node counting in another unit is converted (rounded down)."""
-    record = ledger.node(name)
-    if record is None or not record.unit or record.unit == unit:
-        return lambda amount: amount
-    mine, theirs = protocol.UNIT_BYTES[record.unit], protocol.UNIT_BYTES[unit]
-    return lambda amount: amount * mine // theirs
-
-
 def plan(
     ledger: Ledger,
     names: Sequence[str],
@@ -152,7 +143,7 @@ def plan(
     nodes: list[NodeFit] = []
     largest = 0
     for name in names:
-        shown = _scale(ledger, name, unit)
+        shown = ledger.in_unit(name, unit)
         node_largest = ledger.largest_free(name)
         largest = max(largest, shown(node_largest))
         node_request = asked[name]

@@ -79,7 +79,8 @@ READS_DRA: Final = (stacks.AUTO, protocol.STACK_GPUSHARE)
 """``--stack`` values under which DRA objects are read (our driver's GPUs are gpushare's; NVIDIA's need auto)."""
 
 
-def _ips(nodes: Iterable[types.Node]) -> dict[str, str]:
+def node_ips(nodes: Iterable[types.Node]) -> dict[str, str]:
+    """Node name -> the IP the views show (`StackSplit.add_dra` gives it to the nodes of DRA slices)."""
     return {node.metadata.name: node_ip(node) for node in nodes}
 
 
@@ -564,7 +565,7 @@ class Build:
         self.warnings = warnings
         self.objects = objects if objects is not None else dra.DraObjects(served=False)
         self.split = split = StackSplit(stack, warnings, devices)
-        self.nodes = split.add_dra(split.gpushare_records(nodes, dict(sick or {})), self.objects, _ips(nodes))
+        self.nodes = split.add_dra(split.gpushare_records(nodes, dict(sick or {})), self.objects, node_ips(nodes))
         wanted = {node.name for node in self.nodes if names or node.alloc_mem > 0}
         wanted |= {name for name, node in split.nodes.items() if names or node.gpus}
         self.wanted = wanted
@@ -805,31 +806,26 @@ def decode_raw(decoder: msgspec.json.Decoder[_T], raw: msgspec.Raw, warnings: Wa
         return decoder.decode(_replace_invalid_utf8(bytes(raw), warnings))
 
 
-class _Kind(msgspec.Struct):
-    kind: str = ""
-
-
-class _Items(msgspec.Struct):
-    items: list[msgspec.Raw] = []
-
-
 def items_of_kind(data: bytes, kind: str) -> list[msgspec.Raw]:
     """Raw items of one kind in a JSON dump; none from YAML or from a file that is not a list."""
     return items_of_kinds(data, (kind,))[kind]
 
 
 def items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[msgspec.Raw]]:
-    """Raw items of each of ``kinds`` in a JSON dump, in one pass over it (`items_of_kind`)."""
+    """Raw items of each of ``kinds`` in a JSON dump, in one pass over it (`items_of_kind`).
+
+    An item nested too deeply to decode does not hide the others (`_document`, `_item_kind`).
+    """
     found: dict[str, list[msgspec.Raw]] = {kind: [] for kind in kinds}
     if data.lstrip()[:1] != b"{":
         return found
     try:
-        raws = msgspec.json.decode(data, type=_Items).items
-    except (msgspec.DecodeError, msgspec.ValidationError):
+        raws = _document(data).items or ()
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return found
     for raw in raws:
         try:
-            wanted = found.get(msgspec.json.decode(raw, type=_Kind).kind)
+            wanted = found.get(_item_kind(raw))
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
         if wanted is not None:

@@ -181,10 +181,15 @@ class _Sources:
         self._quiet.clear()
 
     @property
+    def _optionals(self) -> list[_Optional[Any]]:
+        """The kinds followed only once a frame reads them (those this view follows at all)."""
+        optional = (self.slices, self.claims, self.devices, self.configmaps, self.quotas)
+        return [o for o in optional if o is not None]
+
+    @property
     def informers(self) -> list[Informer[Any]]:
         """The informers running now (for the stale mark)."""
-        optional = (self.slices, self.claims, self.devices, self.configmaps, self.quotas)
-        return [self.nodes, self.pods, *(o.informer for o in optional if o is not None and o.informer is not None)]
+        return [self.nodes, self.pods, *(o.informer for o in self._optionals if o.informer is not None)]
 
     def snapshot(self, *, first: bool) -> Snapshot:
         """The snapshot `source.from_api` would build now, from the caches.
@@ -221,9 +226,8 @@ class _Sources:
     def stop(self) -> None:
         for informer in (self.nodes, self.pods):
             informer.stop(timeout=0)
-        for optional in (self.slices, self.claims, self.devices, self.configmaps, self.quotas):
-            if optional is not None:
-                optional.stop()
+        for optional in self._optionals:
+            optional.stop()
 
 
 def watch(

@@ -548,6 +548,21 @@ def asks_driver(claim: dra.ResourceClaim, classes: Mapping[str, dra.DeviceClass]
     return False
 
 
+def spec_problem(claim: dra.ResourceClaim, classes: Mapping[str, dra.DeviceClass] | None) -> str:
+    """What kube-scheduler refuses in a claim as written: an invalid request, or a class with invalid selectors.
+
+    Features only this project's allocator lacks (``dra_objects.ResourceClaim.unsupported``) are
+    not problems of a real cluster, so they are not reported. "" when there is none.
+    """
+    if claim.spec_invalid:
+        return f"claim {claim.name}: {claim.spec_invalid}"
+    for request in claim.requests:
+        klass = (classes or {}).get(request.exactly.device_class_name) if request.exactly is not None else None
+        if klass is not None and klass.invalid:
+            return f"class {klass.name}: {klass.invalid}"
+    return ""
+
+
 def requested_memory(claim: dra.ResourceClaim) -> int:
     """Bytes of ``memory`` a claim's requests name (count times amount; 0 where they name none)."""
     total = 0
@@ -698,6 +713,7 @@ __all__ = [
     "Holder",
     "PodClaim",
     "asks_driver",
+    "spec_problem",
     "claim_records",
     "consumed_memory",
     "holder",

@@ -275,3 +275,13 @@ def test_a_ledger_of_sums_counts_a_uid_once_and_refuses_to_list_or_remove_pods()
     ledger.reserve("r", "ns", "r", "n", 1, 3)
     ledger.release("r")
     assert ledger.used("n") == {0: 4}
+
+
+def test_in_unit_converts_a_node_counting_in_another_unit_rounding_down() -> None:
+    ledger = Ledger.build([NodeRecord("mib", unit=protocol.UNIT_MIB), NodeRecord("gib", unit=protocol.UNIT_GIB),
+                           NodeRecord("plain")], [])
+    assert ledger.in_unit("mib", protocol.UNIT_GIB)(3 * 1024 + 1023) == 3
+    assert ledger.in_unit("gib", protocol.UNIT_MIB)(2) == 2048
+    assert ledger.in_unit("gib", protocol.UNIT_GIB)(7) == 7
+    assert ledger.in_unit("plain", protocol.UNIT_MIB)(7) == 7
+    assert ledger.in_unit("unknown", protocol.UNIT_MIB)(7) == 7

@@ -173,3 +173,14 @@ def test_dra_listing_rules_are_the_same_for_any_listing() -> None:
     assert warnings.messages == ["cannot list resourceslices.resource.k8s.io: GPUs shared through DRA are not shown"]
     objects = source.dra_of_lists(lambda: [], claims, Warnings())
     assert objects.served and asked == [], "no slice of a driver read here: claims are not asked for"
+
+
+def test_items_of_kinds_skips_an_item_nested_too_deeply_and_keeps_its_neighbours() -> None:
+    deep = b'{"kind":"ResourceSlice","spec":{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    kept = b'{"kind":"ResourceSlice","metadata":{"name":"s2"}}'
+    policy = b'{"kind":"ValidatingAdmissionPolicy","metadata":{"name":"p"}}'
+    data = b'{"kind":"List","items":[' + b",".join([deep, kept, policy]) + b"]}"
+    found = source.items_of_kinds(data, ("ResourceSlice", "ValidatingAdmissionPolicy"))
+    assert [bytes(raw) for raw in found["ResourceSlice"]] == [deep, kept]  # the deep one is refused where decoded
+    assert [bytes(raw) for raw in found["ValidatingAdmissionPolicy"]] == [policy]
+    assert source.items_of_kinds(b'{"items":' + b"[" * 100_000 + b"]" * 100_000 + b"}", ("Pod",)) == {"Pod": []}

@@ -292,3 +292,17 @@ def test_a_file_decodes_an_allocated_claims_requests_only_while_it_waits() -> No
     assert dra.requested_memory(by_name["waits"]) == 4 * 2**30
     assert [m.split(":")[0] for m in warnings] == ["ResourceClaim ns/bad"]
     assert [c.name for c in dra_of(found, Warnings()).claims] == ["held", "broken"]
+
+
+def test_spec_problem_names_the_invalid_request_or_class_and_nothing_else() -> None:
+    def claim(exactly: dict[str, Any]) -> dra_objects.ResourceClaim:
+        return dra_objects.decode_claim({"metadata": {"name": "c", "namespace": "n"},
+                                         "spec": {"devices": {"requests": [{"name": "r", "exactly": exactly}]}}})
+
+    negative = claim({"deviceClassName": "x", "count": -1})
+    assert dra.spec_problem(negative, None).startswith("claim c: spec.devices.requests[0].exactly.count")
+    plain = claim({"deviceClassName": "x"})
+    broken = dra_objects.DeviceClass("x", invalid="spec.selectors[0]: too long")
+    assert dra.spec_problem(plain, {"x": broken}) == "class x: spec.selectors[0]: too long"
+    assert dra.spec_problem(plain, None) == ""
+    assert dra.spec_problem(plain, {"x": dra_objects.DeviceClass("x")}) == ""
