@@ -38,7 +38,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.kube.records import pod_record, pod_request, shown
-from kubectl_gpushare.kube.selectors import Requirement
+from kubectl_gpushare.kube.selectors import NODE_OPERATORS, Requirement
 from kubectl_gpushare.kube.stacks import kai
 from kubectl_gpushare.kube.types import (
     Event,
@@ -148,13 +148,12 @@ def _tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
     return False
 
 
-_AFFINITY_OPS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!", "Gt": "gt", "Lt": "lt"}
 _INTEGER: Final = re.compile(r"-?[0-9]{1,18}")
 
 
 def _requirement_holds(requirement: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
     """One affinity requirement, evaluated by the shared selector grammar's `Requirement`."""
-    op = _AFFINITY_OPS.get(requirement.operator)
+    op = NODE_OPERATORS.get(requirement.operator)
     if op is None:
         return False
     if op in ("gt", "lt") and (len(requirement.values) != 1 or not _INTEGER.fullmatch(requirement.values[0])):

@@ -29,6 +29,12 @@ MAX_PREFIX: Final = 253
 INT64_MAX: Final = 2**63 - 1
 
 
+API_OPERATORS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+"""``metav1.LabelSelector`` matchExpressions operators, as this grammar writes them."""
+NODE_OPERATORS: Final = {**API_OPERATORS, "Gt": "gt", "Lt": "lt"}
+"""``NodeSelectorRequirement`` (core/v1) operators: the label ones plus Gt and Lt."""
+
+
 class SelectorError(ValueError):
     """A selector that does not parse; the message is the one-line reason."""
 

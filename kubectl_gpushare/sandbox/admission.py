@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kubectl_gpushare.kube.selectors import Requirement, labels_match
+from kubectl_gpushare.kube.selectors import API_OPERATORS, Requirement, labels_match
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.resources import Resource
@@ -241,9 +241,8 @@ def _selector(selector: Any, what: str) -> tuple[Requirement, ...]:
     if not isinstance(labels, dict):
         raise _ConfigError(f"{what}.matchLabels is not a map")
     found = [Requirement(str(k), "=", (str(v),)) for k, v in labels.items()]
-    operators = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
     for expression in _items(selector.get("matchExpressions")):
-        op = operators.get(str(expression.get("operator"))) if isinstance(expression, dict) else None
+        op = API_OPERATORS.get(str(expression.get("operator"))) if isinstance(expression, dict) else None
         if op is None:
             raise _ConfigError(f"{what}: {str(expression)[:100]} is not a valid label selector requirement")
         found.append(Requirement(str(expression.get("key", "")), op, tuple(map(str, _items(expression.get("values"))))))
