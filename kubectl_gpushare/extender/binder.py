@@ -11,9 +11,10 @@ them. Around that order this module adds what the original lacked:
   (a retried bind of a pod bound to the same node with our annotations succeeds without a write);
 - the patch carries the pod's UID and resourceVersion as preconditions; a conflict re-reads the
   pod and tries again a bounded number of times;
-- the Binding has three outcomes. Created: done. Refused (a 4xx: the API says it did not happen):
-  the annotations are removed again (only while they are still ours) and the reservation released.
-  Unknown (a 5xx, a timeout, a reset connection: it may have happened, or may still happen): the
+- the Binding has three outcomes. Created: done. Refused (a 4xx other than 429: the API says it did
+  not happen, `kube.errors.refused`): the annotations are removed again (only while they are still
+  ours) and the reservation released. Unknown (a 5xx, a 429, a timeout, a reset connection: it may
+  have happened, or may still happen): the
   pod is read back; unless that shows the answer, nothing is rolled back, the reservation is kept
   (marked unsettled) and kube-scheduler gets an error, so it retries. The watch settles it (the
   pod seen bound ends the reservation, its deletion too); `Binder.sweep` reads unsettled pods
@@ -342,7 +343,7 @@ class Binder:
             return
         except errors.ApiError as exc:
             failure: errors.KubeError = exc
-            definite = 400 <= exc.status < 500 and not resend
+            definite = errors.refused(exc) and not resend
         except errors.KubeError as exc:  # timeout, reset, refused after sending: it may have happened
             failure, definite = exc, False
         message = f"bind {args.pod_namespace}/{args.pod_name} to {args.node}: {failure}"

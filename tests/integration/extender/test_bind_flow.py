@@ -151,6 +151,21 @@ def test_failed_binding_rolls_back_annotations_and_reservation(sandbox: Sandbox,
     assert pod(sandbox, "job")["spec"]["nodeName"] == "gpu-1"
 
 
+def test_throttled_binding_keeps_annotations_and_reservation(sandbox: Sandbox, cluster) -> None:  # type: ignore[no-untyped-def]
+    """A 429 on the Binding is not a refusal: the outcome is unknown (`kube.errors.refused`), nothing rolls back."""
+    sandbox.load([pod_object("job", "default", [5])])
+    fault = sandbox.inject("POST", r"/pods/job/binding", status=429, retry_after=1, times=1)
+    with pytest.raises(ExtenderCallError, match="outcome is unknown"):
+        cluster.scheduler().bind(pod(sandbox, "job"), "gpu-1")
+    assert fault.hits == 1
+    after = pod(sandbox, "job")
+    assert "nodeName" not in after["spec"]
+    assert set(ANNOTATIONS) <= set(after["metadata"]["annotations"])
+    assert cluster.running.state.reserved(after["metadata"]["uid"])
+    cluster.scheduler().bind(pod(sandbox, "job"), "gpu-1")  # kube-scheduler's retry re-sends the same Binding
+    assert pod(sandbox, "job")["spec"]["nodeName"] == "gpu-1"
+
+
 def test_transient_faults_are_retried(sandbox: Sandbox, cluster) -> None:  # type: ignore[no-untyped-def]
     sandbox.load([pod_object("job", "default", [5])])
     faults = [
