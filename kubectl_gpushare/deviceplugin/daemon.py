@@ -43,7 +43,7 @@ from kubectl_gpushare.deviceplugin.kubelet import (
 )
 from kubectl_gpushare.deviceplugin.node_agent import NodeAgent
 from kubectl_gpushare.deviceplugin.servicer import POOL_SIZE, Advertisement, DevicePluginServicer
-from kubectl_gpushare.node import cgroups
+from kubectl_gpushare.node import cgroups, health
 from kubectl_gpushare.node.daemon import EXIT_BACKEND, EXIT_CONFIG, DaemonError, api_client, open_agent_backend
 from kubectl_gpushare.node.gpus import BackendError, GpuBackend, HealthEvent
 
@@ -196,32 +196,9 @@ class Plugin:
     # --- health ----------------------------------------------------------------------------------
 
     def on_health(self, event: HealthEvent) -> None:
-        """Apply one backend health event to the advertised list (and the node, if GPUs changed)."""
-        if event.removed and event.uuid is not None:
-            uuid = event.uuid
-            if self.advertisement.change(lambda inventory: inventory.remove(uuid)):
-                log.error("GPU %s removed: %s", uuid, event.reason)
-                self._republish()
-            return
-        if event.healthy and event.uuid is not None:
-            with self.advertisement.lock:
-                known = any(gpu.uuid == event.uuid for gpu in self.advertisement.inventory.gpus())
-            if not known:
-                try:
-                    gpu = next((g for g in self.backend.devices() if g.uuid == event.uuid), None)
-                except BackendError as exc:
-                    log.warning("cannot re-read GPUs: %s", exc)
-                    return
-                if gpu is not None:
-                    found = gpu
-                    self.advertisement.change(lambda inventory: inventory.add(found))
-                    log.info("GPU %d (%s) is back", found.index, found.uuid)
-                    self._republish()
-                return
-        uuid_or_all = event.uuid
-        if self.advertisement.change(lambda inventory: inventory.set_health(uuid_or_all, event.healthy, event.reason)):
-            state = "healthy" if event.healthy else "unhealthy"
-            log.warning("GPU %s is now %s: %s", uuid_or_all or "(all)", state, event.reason)
+        """Apply one backend health event to the advertised list (`node.health.apply`); republish if GPUs changed."""
+        if health.apply(event, self.advertisement, self.backend.devices) is health.Change.GPUS:
+            self._republish()
 
     def _republish(self) -> None:
         try:

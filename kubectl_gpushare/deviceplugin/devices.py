@@ -221,12 +221,13 @@ class Inventory:
             self.version += 1
         return changed
 
-    def remove(self, uuid: str) -> bool:
-        """Stop advertising a GPU that disappeared; return whether it was there."""
-        if self._gpus.pop(uuid, None) is None:
-            return False
+    def remove(self, uuid: str) -> GpuDevice | None:
+        """Stop advertising a GPU that disappeared; the GPU, or None if it was not advertised."""
+        state = self._gpus.pop(uuid, None)
+        if state is None:
+            return None
         self.version += 1
-        return True
+        return state.gpu
 
     def add(self, gpu: GpuDevice) -> bool:
         """Advertise a GPU that (re)appeared, healthy; return whether it is new."""

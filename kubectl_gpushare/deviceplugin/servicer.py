@@ -22,6 +22,7 @@ from kubectl_gpushare.deviceplugin._api import deviceplugin_pb2_grpc as api_grpc
 from kubectl_gpushare.deviceplugin.allocation import AllocateError, AllocationBook
 from kubectl_gpushare.deviceplugin.allocator import preferred_devices
 from kubectl_gpushare.deviceplugin.devices import Inventory
+from kubectl_gpushare.node.gpus import GpuDevice
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,33 @@ class Advertisement:
             if changed:
                 self._changed.notify_all()
             return changed
+
+    # The GPUs' health, kept by `node.health.apply` (a `node.health.HealthKeeper`): each a `change`.
+
+    def knows(self, uuid: str) -> bool:
+        """Whether a GPU is advertised."""
+        with self.lock:
+            return any(gpu.uuid == uuid for gpu in self.inventory.gpus())
+
+    def remove(self, uuid: str) -> GpuDevice | None:
+        """Stop advertising a GPU that disappeared (`Inventory.remove`)."""
+        gone: GpuDevice | None = None
+
+        def update(inventory: Inventory) -> bool:
+            nonlocal gone
+            gone = inventory.remove(uuid)
+            return gone is not None
+
+        self.change(update)
+        return gone
+
+    def add(self, gpu: GpuDevice) -> bool:
+        """Advertise a GPU that came back (`Inventory.add`)."""
+        return self.change(lambda inventory: inventory.add(gpu))
+
+    def set_health(self, uuid: str | None, healthy: bool, reason: str) -> bool:
+        """Mark one GPU, or all (`Inventory.set_health`)."""
+        return self.change(lambda inventory: inventory.set_health(uuid, healthy, reason))
 
     def close(self) -> None:
         """End every stream (the plugin is stopping or restarting)."""

@@ -1,21 +1,78 @@
 """Which GPUs a node has and whether each is healthy, kept current from the backend's health events.
 
-`HealthBook.apply` is the rule for one `gpus.HealthEvent`: a removed GPU leaves the book; a healthy
-event for a GPU the book does not know re-reads the backend (a GPU that came back); any other event
-sets the health of one GPU (or of all, for ``uuid`` None). It returns whether anything changed, so
-the caller republishes only then. Thread-safe; no I/O beyond the backend's ``devices()``.
+`apply` is the one rule for a `gpus.HealthEvent`, whatever keeps the GPUs (the DRA driver's
+`HealthBook`, the device plugin's advertised inventory): a removed GPU leaves; a healthy event for
+a GPU not kept re-reads the backend (a GPU that came back); any other event sets the health of one
+GPU (or of all, for ``uuid`` None). It says what changed, so the caller republishes only then.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from kubectl_gpushare.node.gpus import BackendError, GpuDevice, HealthEvent
 
 log = logging.getLogger(__name__)
+
+
+class Change(enum.Enum):
+    """What one health event changed."""
+
+    NONE = "none"
+    HEALTH = "health"
+    """A GPU's health (the same GPUs are present)."""
+    GPUS = "gpus"
+    """A GPU left or came back."""
+
+
+class HealthKeeper(Protocol):
+    """The GPUs an agent keeps, each call atomic on its own (`apply` makes no compound promise)."""
+
+    def knows(self, uuid: str) -> bool:
+        """Whether a GPU is kept."""
+        ...
+
+    def remove(self, uuid: str) -> GpuDevice | None:
+        """Drop a GPU; the one dropped, or None if it was not kept."""
+        ...
+
+    def add(self, gpu: GpuDevice) -> bool:
+        """Keep a GPU that (re)appeared, healthy; whether it is new."""
+        ...
+
+    def set_health(self, uuid: str | None, healthy: bool, reason: str) -> bool:
+        """Set one GPU's health (all, for None); whether anything changed."""
+        ...
+
+
+def apply(event: HealthEvent, keeper: HealthKeeper, reread: Callable[[], list[GpuDevice]]) -> Change:
+    """Apply one health event to ``keeper``; ``reread`` lists the backend's GPUs (only for a GPU come back)."""
+    if event.removed and event.uuid is not None:
+        gone = keeper.remove(event.uuid)
+        if gone is None:
+            return Change.NONE
+        log.error("GPU %d (%s) removed: %s", gone.index, event.uuid, event.reason)
+        return Change.GPUS
+    if event.healthy and event.uuid is not None and not keeper.knows(event.uuid):
+        try:
+            gpu = next((g for g in reread() if g.uuid == event.uuid), None)
+        except BackendError as exc:
+            log.warning("cannot re-read GPUs: %s", exc)
+            return Change.NONE
+        if gpu is None or not keeper.add(gpu):
+            return Change.NONE
+        log.info("GPU %d (%s) is back", gpu.index, gpu.uuid)
+        return Change.GPUS
+    if not keeper.set_health(event.uuid, event.healthy, "" if event.healthy else event.reason):
+        return Change.NONE
+    log.warning("GPU %s is now %s: %s", event.uuid or "(all)", "healthy" if event.healthy else "unhealthy",
+                event.reason)
+    return Change.HEALTH
 
 
 @dataclass(frozen=True)
@@ -28,7 +85,7 @@ class GpuState:
 
 
 class HealthBook:
-    """The node's GPUs by UUID, with health; versioned so readers can tell a change."""
+    """The node's GPUs by UUID, with health; versioned so readers can tell a change. Thread-safe."""
 
     def __init__(self, gpus: list[GpuDevice], reread: Callable[[], list[GpuDevice]]) -> None:
         self._lock = threading.Lock()
@@ -46,41 +103,37 @@ class HealthBook:
         return [state.gpu for state in self.states() if state.healthy]
 
     def apply(self, event: HealthEvent) -> bool:
-        """Apply one health event; True if the book changed."""
-        if event.removed and event.uuid is not None:
-            with self._lock:
-                gone = self._states.pop(event.uuid, None)
-                self.version += gone is not None
-            if gone is not None:
-                log.error("GPU %d (%s) removed: %s", gone.gpu.index, event.uuid, event.reason)
-            return gone is not None
-        if event.healthy and event.uuid is not None:
-            with self._lock:
-                known = event.uuid in self._states
-            if not known:
-                return self._readd(event.uuid)
+        """Apply one health event (`apply`); True if the book changed."""
+        return apply(event, self, self._reread) is not Change.NONE
+
+    def knows(self, uuid: str) -> bool:
+        """Whether a GPU is in the book."""
+        with self._lock:
+            return uuid in self._states
+
+    def remove(self, uuid: str) -> GpuDevice | None:
+        """Drop a GPU that disappeared (`HealthKeeper.remove`)."""
+        with self._lock:
+            gone = self._states.pop(uuid, None)
+            self.version += gone is not None
+        return gone.gpu if gone is not None else None
+
+    def add(self, gpu: GpuDevice) -> bool:
+        """Keep a GPU that came back, healthy (`HealthKeeper.add`)."""
+        with self._lock:
+            if gpu.uuid in self._states:
+                return False
+            self._states[gpu.uuid] = GpuState(gpu)
+            self.version += 1
+        return True
+
+    def set_health(self, uuid: str | None, healthy: bool, reason: str) -> bool:
+        """Set health (`HealthKeeper.set_health`)."""
         changed = False
         with self._lock:
-            for uuid, state in self._states.items():
-                if (event.uuid is None or uuid == event.uuid) and state.healthy != event.healthy:
-                    self._states[uuid] = GpuState(state.gpu, event.healthy, "" if event.healthy else event.reason)
+            for key, state in self._states.items():
+                if (uuid is None or key == uuid) and state.healthy != healthy:
+                    self._states[key] = GpuState(state.gpu, healthy, reason)
                     changed = True
             self.version += changed
-        if changed:
-            log.warning("GPU %s is now %s: %s", event.uuid or "(all)", "healthy" if event.healthy else "unhealthy",
-                        event.reason)
         return changed
-
-    def _readd(self, uuid: str) -> bool:
-        try:
-            gpu = next((g for g in self._reread() if g.uuid == uuid), None)
-        except BackendError as exc:
-            log.warning("cannot re-read GPUs: %s", exc)
-            return False
-        if gpu is None:
-            return False
-        with self._lock:
-            self._states[uuid] = GpuState(gpu)
-            self.version += 1
-        log.info("GPU %d (%s) is back", gpu.index, uuid)
-        return True
