@@ -99,35 +99,21 @@ def _inputs(
     pod: Pod, nodes: list[Node], pods: list[Pod], events: list[Event], configmaps: list[ConfigMap],
     devices: Sequence[KoordDevice] = (), objects: DraObjects | None = None, warnings: Warnings | None = None,
 ) -> _Inputs:
-    """The ledger inspect would build (DRA claims on our driver's GPUs included) and the other stacks'."""
+    """The whole cluster as inspect reads it (`source.Build`: DRA claims included), other stacks' nodes too."""
     from kubectl_gpushare.inspect.explain_dra import DraInputs
-    from kubectl_gpushare.inspect.source import StackSplit, keyed_pod_record, node_ips, unhealthy_by_node
+    from kubectl_gpushare.inspect.source import Build, unhealthy_by_node
     from kubectl_gpushare.kube import stacks
-    from kubectl_gpushare.kube.records import node_record
-    from kubectl_gpushare.kube.stacks.dra import DraObjects
-    from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger
 
     warnings = warnings if warnings is not None else Warnings()
-    objects = objects if objects is not None else DraObjects(served=False)
-    sick = unhealthy_by_node(configmaps)
-    split = StackSplit(stacks.AUTO, warnings, devices)
-    for node in nodes:
-        split.gpushare(node)
-    records = split.add_dra(
-        [node_record(node, sick.get(node.metadata.name, frozenset()), warnings) for node in nodes], objects,
-        node_ips(nodes),
-    )
-    active = [p for p in pods if p.status.phase not in COMPLETED_PHASES]
-    phases = {p.metadata.uid: p.status.phase for p in active if p.metadata.uid}
-    ledger = Ledger.build(records, [keyed_pod_record(p, warnings) for p in active])
-    for record in split.dra_records(records, objects, phases):
-        ledger.set_pod(record)
-    if split.nodes:
-        for other in pods:
-            split.add_pod(other)
-    stack_nodes, stack_claims = split.result()
-    return _Inputs(pod, nodes, ledger, events, warnings=warnings, stack_nodes=stack_nodes, stack_claims=stack_claims,
-                   dra=DraInputs(objects, split.dra_nodes))
+    build = Build(nodes, (), cluster_wide=True, stack=stacks.AUTO, warnings=warnings,
+                  sick=unhealthy_by_node(configmaps), devices=devices, objects=objects)
+    for other in pods:
+        build.add_pod(other)
+    snapshot = build.snapshot()
+    split = build.split  # every stack node, GPUs or none (a view leaves the empty ones out)
+    return _Inputs(pod, nodes, snapshot.ledger, events, warnings=warnings,
+                   stack_nodes=sorted(split.nodes.values(), key=lambda node: node.name), stack_claims=split.claims,
+                   dra=DraInputs(snapshot.dra, snapshot.dra_nodes))
 
 
 def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
