@@ -390,7 +390,10 @@ def serve(
         gpus = driver.health.states()
         log.info("%d GPU(s): %s", len(gpus), ", ".join(
             f"{s.gpu.index}:{s.gpu.name} {s.gpu.memory // 2**20}MiB" for s in gpus) or "none")
-        driver.preparer.restore()
+        try:
+            driver.preparer.restore()
+        except OSError as exc:  # the checkpoint's files cannot be read or folded: an unusable --plugin-dir
+            raise DaemonError(f"cannot load the checkpoint in {cfg.plugin_dir}: {exc}", EXIT_CONFIG) from exc
         background = driver.threads(stop)
         for thread in background:
             thread.start()

@@ -124,18 +124,18 @@ class Preparer:
 
         Returns:
             How many prepared claims were restored.
+
+        Raises:
+            OSError: the checkpoint's files cannot be read, or the journal cannot be folded in.
         """
         loaded = self.checkpoint.load()
         with self._lock:
             self._claims = dict(loaded.claims)
             claims = list(self._claims.items())
         for uid, claim in claims:
-            if self.cdi.read(uid) is None:
-                try:
-                    self.cdi.write(uid, cdi.spec(uid, claim.gpu, claim.env))
-                    log.warning("claim %s/%s: its CDI spec was missing; rewritten", claim.namespace, claim.name)
-                except OSError as exc:
-                    log.error("claim %s/%s: cannot rewrite its CDI spec: %s", claim.namespace, claim.name, exc)
+            problem = self._ensure_spec(uid, claim)
+            if problem:  # that claim alone: kubelet's next call for it gets the error (`_again`)
+                log.error("%s", problem)
         if claims:
             log.info("restored %d prepared claim(s) from %s", len(claims), self.checkpoint.path)
         return len(claims)
@@ -188,12 +188,26 @@ class Preparer:
         if (known.namespace, known.name) != (ref.namespace, ref.name):
             before = f"{known.namespace}/{known.name}"
             return f"claim UID {ref.uid} was prepared for {before}, not {ref.namespace}/{ref.name}"
-        if self.cdi.read(ref.uid) is None:  # removed behind our back: the runtime needs it
-            try:
-                self.cdi.write(ref.uid, cdi.spec(ref.uid, known.gpu, known.env))
-            except OSError as exc:
-                return f"claim {ref.namespace}/{ref.name}: cannot write its CDI spec: {exc.strerror or exc}"
-        return known
+        return self._ensure_spec(ref.uid, known) or known
+
+    def _ensure_spec(self, uid: str, claim: PreparedClaim) -> str:
+        """Rewrite a recorded claim's CDI spec if it went missing (the runtime needs it); "" or why not.
+
+        A spec that cannot be read or written (EIO, EACCES, a directory in its place) fails that
+        claim alone, never the call or the start.
+        """
+        where = f"claim {claim.namespace}/{claim.name}"
+        try:
+            if self.cdi.read(uid) is not None:
+                return ""
+        except OSError as exc:
+            return f"{where}: cannot read its CDI spec: {exc.strerror or exc}"
+        try:
+            self.cdi.write(uid, cdi.spec(uid, claim.gpu, claim.env))
+        except OSError as exc:
+            return f"{where}: cannot write its CDI spec: {exc.strerror or exc}"
+        log.warning("%s: its CDI spec was missing; rewritten", where)
+        return ""
 
     def _build(self, ref: ClaimRef, reads_until: float | None = None) -> PreparedClaim:
         """Read (by ``reads_until``) and check one claim; what preparing it will record."""

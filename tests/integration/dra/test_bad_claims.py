@@ -170,3 +170,23 @@ def test_a_slow_api_fails_the_unread_claims_before_the_call_deadline(start_drive
     again = _prepare(dirs, refs)
     assert not any(again.claims[uid].error for _, uid in refs)
     assert sorted(saved_claims(dirs.plugin)) == sorted(uid for _, uid in refs)
+
+
+def test_a_cdi_spec_that_cannot_be_read_fails_its_claim_alone_at_a_call_and_at_start(
+        start_driver, claims: Claims, dirs: Dirs) -> None:
+    running = start_driver("2x16GiB")
+    known = claims.claim("known", device="gpu-0", memory="2Gi")
+    assert not _prepare(dirs, [("known", known.metadata.uid)]).claims[known.metadata.uid].error
+    spec = dirs.cdi_spec(known.metadata.uid)
+    spec.unlink()
+    spec.mkdir()  # read() fails with EISDIR, as with EIO or EACCES
+    fresh = claims.claim("fresh", device="gpu-1", memory="2Gi")
+    answer = _prepare(dirs, [("known", known.metadata.uid), ("fresh", fresh.metadata.uid)])
+    assert answer.claims[known.metadata.uid].error == "claim default/known: cannot read its CDI spec: Is a directory"
+    assert not answer.claims[fresh.metadata.uid].error
+    assert dirs.cdi_spec(fresh.metadata.uid).is_file()
+    running.shutdown()
+    start_driver("2x16GiB")  # the restored claim whose spec cannot be read does not stop the start
+    again = _prepare(dirs, [("known", known.metadata.uid), ("fresh", fresh.metadata.uid)])
+    assert again.claims[known.metadata.uid].error == "claim default/known: cannot read its CDI spec: Is a directory"
+    assert not again.claims[fresh.metadata.uid].error

@@ -78,6 +78,21 @@ def test_a_node_the_device_plugin_serves_is_refused_in_one_line(
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("name", ["checkpoint.json", "checkpoint.journal"])
+def test_a_checkpoint_that_cannot_be_opened_is_one_line_and_exit_2(
+    sandbox: Sandbox, kubeconfig: Path, dirs: Dirs, name: str
+) -> None:
+    sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    (Path(dirs.plugin) / name).mkdir(parents=True)  # EISDIR on open, as EIO or EACCES would be
+    done = subprocess.run(_command(dirs, kubeconfig, "--node-name", NODE), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [f"error: cannot load the checkpoint in {dirs.plugin}: [Errno 21] Is a directory: "
+                      f"'{Path(dirs.plugin) / name}'"]
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize(("args", "message"), [
     ((), "--node-name (or NODE_NAME) is required"),
     (("--node-name", "n", "--memory-unit", "KiB"), "Invalid value for '--memory-unit'"),
