@@ -127,6 +127,16 @@ def _handler(server: UsageServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
+        def _not_allowed(self) -> None:
+            self.send_response(405, "method not allowed")
+            self.send_header("Allow", "GET")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        # http.server answers a method without a do_ handler 501 Not Implemented; these are known methods
+        # this read-only port refuses (RFC 9110 section 15.5.6: 405 with an Allow header).
+        do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed  # noqa: N815
+
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
             log.debug("usage http: " + format, *args)
 

@@ -88,6 +88,16 @@ def test_unknown_path_is_404(served: tuple[FakeBackend, UsageServer, Path]) -> N
     assert err.value.code == 404
 
 
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
+def test_other_methods_are_405_with_allow_get(served: tuple[FakeBackend, UsageServer, Path], method: str) -> None:
+    _, server, _ = served
+    request = urllib.request.Request(f"http://127.0.0.1:{server.port}{protocol.METRICS_PATH}", method=method,
+                                     data=b"x" if method in ("POST", "PUT", "PATCH") else None)
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=10)
+    assert err.value.code == 405 and err.value.headers["Allow"] == "GET"
+
+
 @pytest.mark.parametrize(("path", "name"),
                          [(protocol.USAGE_PATH, "usage.json"), (protocol.METRICS_PATH, "metrics.txt")])
 def test_bodies_match_golden(served: tuple[FakeBackend, UsageServer, Path], path: str, name: str) -> None:
