@@ -16,7 +16,7 @@ from __future__ import annotations
 import click
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.flags import kube_options
+from kubectl_gpushare.kube.flags import FiniteFloatRange, kube_options
 from kubectl_gpushare.node import flags
 from kubectl_gpushare.node.flags import parse_xids
 from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules
@@ -49,7 +49,7 @@ ENV_LOG_LEVEL = "GPUSHARE_LOG_LEVEL"
 @flags.fail_on_init_error_option("Exit when NVML cannot start; with --no-... advertise no GPUs and keep running.")
 @flags.enforce_memory_option("Hold each pod to its share with the driver's per-cgroup limits (NVIDIA r615+, "
                              "cgroup v2): hard fails allocations past the share; soft lets a pod borrow idle memory.")
-@click.option("--usage-interval", envvar=protocol.ENV_USAGE_INTERVAL, type=click.FloatRange(min=0.1, max=3600),
+@click.option("--usage-interval", envvar=protocol.ENV_USAGE_INTERVAL, type=FiniteFloatRange(min=0.1, max=3600),
               default=10.0, show_default=True, show_envvar=True, help="Seconds between usage samples.")
 @click.option("--usage-port", envvar=protocol.ENV_USAGE_PORT, type=click.IntRange(min=-1, max=65535),
               default=protocol.USAGE_PORT, show_default=True, show_envvar=True,

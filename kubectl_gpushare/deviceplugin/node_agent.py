@@ -25,14 +25,20 @@ log = logging.getLogger(__name__)
 
 
 def pod_shares(source: PodSource, unit_bytes: int) -> list[PodShare]:
-    """Every (pod, GPU) share on this node in bytes; pods still pending a GPU are left out."""
+    """Every (pod, GPU) share on this node in bytes; pods still pending a GPU are left out.
+
+    A share never exceeds the pod's request (its containers' limits, which cannot change): the
+    gpushare 2.0 allocation annotation that `ledger.shares` reads is the pod owner's to edit, and
+    the ledger may count a larger claim (that only holds memory back), but a limit raised past the
+    request would let the pod take memory the scheduler gave to others.
+    """
     out = []
     for pod in source.pods():
         if not ledger.counts(pod):
             continue
         for gpu, units in ledger.shares(pod).items():
             if gpu >= 0 and units > 0:
-                out.append(PodShare(pod.uid, pod.namespace, pod.name, gpu, units * unit_bytes))
+                out.append(PodShare(pod.uid, pod.namespace, pod.name, gpu, min(units, pod.request) * unit_bytes))
     return out
 
 

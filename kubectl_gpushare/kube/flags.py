@@ -10,6 +10,7 @@ load when a client is built.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,6 +21,23 @@ if TYPE_CHECKING:
     from kubectl_gpushare.kube.config import ClientConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` and ``inf``.
+
+    click's bounds are comparisons, which ``nan`` passes, so ``--usage-interval nan`` became a wait that
+    returns at once (a busy loop), and a range with no upper bound takes ``inf``.
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The number, within the range and finite; else click's usage error (exit 2)."""
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 Completer = Callable[[click.Context, click.Parameter, str], list[Any]]
 
 

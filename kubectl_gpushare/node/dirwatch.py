@@ -55,7 +55,11 @@ class DirWatch:
 
     def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds; True if a directory entry appeared (events are drained)."""
-        ready, _, _ = select.select([self._fd, self._wake_r], [], [], max(0.0, timeout))
+        # poll(2), not select(2): select refuses fds numbered 1024 and up, which a busy agent reaches.
+        poller = select.poll()
+        for fd in (self._fd, self._wake_r):
+            poller.register(fd, select.POLLIN)
+        ready = [fd for fd, _ in poller.poll(max(0.0, timeout) * 1000)]
         created = self._fd in ready
         for fd in ready:
             try:

@@ -29,6 +29,9 @@ from kubectl_gpushare.node.gpus import (
 _GROUP = re.compile(r"^\s*(?:(\d+)\s*[xX*]\s*)?(\d+)\s*(GiB|MiB|Gi|Mi|G|M)\s*(?::\s*(.+?))?\s*$")
 _UNIT_BYTES = {"gib": 1 << 30, "gi": 1 << 30, "g": 1 << 30, "mib": 1 << 20, "mi": 1 << 20, "m": 1 << 20}
 MAX_FAKE_GPUS = 64
+_MAX_DIGITS = 9
+"""Longest count or size read (under a billion GiB, within NVML's 64-bit byte counts); a longer number is
+refused before ``int`` parses it (Python refuses past 4,300 digits with a traceback)."""
 
 
 class FakeSpecError(ValueError):
@@ -52,14 +55,18 @@ def parse_fake_gpus(spec: str) -> list[tuple[int, str]]:
                 "e.g. 4x80GiB or 2x16GiB,1x24GiB"
             )
         count_text, size_text, unit, model = match.groups()
+        if len(count_text or "") > _MAX_DIGITS or len(size_text) > _MAX_DIGITS:
+            raise FakeSpecError(f"invalid --fake-gpus group {group.strip()[:64]!r}: count or size too large")
         count, size = int(count_text or 1), int(size_text)
         if count < 1 or size < 1:
             raise FakeSpecError(f"invalid --fake-gpus group {group.strip()!r}: count and size must be positive")
+        if len(gpus) + count > MAX_FAKE_GPUS:  # before the list is built: a count of 10**9 must not fill memory
+            raise FakeSpecError(
+                f"--fake-gpus describes {len(gpus) + count} GPUs or more; at most {MAX_FAKE_GPUS} are supported"
+            )
         memory = size * _UNIT_BYTES[unit.lower()]
         name = model or f"Fake GPU {size}{'GiB' if unit.lower().startswith('g') else 'MiB'}"
         gpus.extend((memory, name) for _ in range(count))
-    if len(gpus) > MAX_FAKE_GPUS:
-        raise FakeSpecError(f"--fake-gpus describes {len(gpus)} GPUs; at most {MAX_FAKE_GPUS} are supported")
     return gpus
 
 

@@ -22,6 +22,9 @@ from kubectl_gpushare.node.usage import Sampler
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
+IDLE_TIMEOUT = 10.0
+"""Seconds a connection may sit without sending its request: each connection holds a thread, and the port
+is open to the pod network, so a client that connects and stays silent must not keep one for ever."""
 
 
 class UsageCollector(Collector):
@@ -64,8 +67,11 @@ class UsageCollector(Collector):
 class UsageServer:
     """A threaded HTTP server on ``host:port`` serving one sampler."""
 
-    def __init__(self, sampler: Sampler, host: str = "", port: int = protocol.USAGE_PORT) -> None:
+    def __init__(
+        self, sampler: Sampler, host: str = "", port: int = protocol.USAGE_PORT, idle_timeout: float = IDLE_TIMEOUT
+    ) -> None:
         self.sampler = sampler
+        self.idle_timeout = idle_timeout
         registry = CollectorRegistry(auto_describe=False)
         registry.register(UsageCollector(sampler))
         self.registry = registry
@@ -97,6 +103,7 @@ class UsageServer:
 def _handler(server: UsageServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "gpushare-device-plugin"
+        timeout = server.idle_timeout  # StreamRequestHandler: a silent client's read times out, its thread ends
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             path = self.path.split("?", 1)[0]
@@ -119,6 +126,16 @@ def _handler(server: UsageServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def _not_allowed(self) -> None:
+            self.send_response(405, "method not allowed")
+            self.send_header("Allow", "GET")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        # http.server answers a method without a do_ handler 501 Not Implemented; these are known methods
+        # this read-only port refuses (RFC 9110 section 15.5.6: 405 with an Allow header).
+        do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed  # noqa: N815
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
             log.debug("usage http: " + format, *args)

@@ -119,3 +119,23 @@ def test_hostile_pods_never_get_a_limit(kubelet: KubeletSim, start_plugin: Any, 
     wait_for(lambda: str(good_cg) in running.backend.limits(0))
     running.plugin.node.enforcer.reconcile()
     assert running.backend.limits(0) == {str(good_cg): (GIB, GIB)}
+
+
+def test_a_pod_cannot_raise_its_own_limit_past_its_request_by_annotation(
+    kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, tree: Path
+) -> None:
+    running = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    backend = running.backend
+    body = pods.create("greedy", [2], gpu=0)
+    kubelet.allocate_pod(body)
+    cg = tree / cgroups.pod_path(body["metadata"]["uid"], "burstable", "cgroupfs")
+    cg.mkdir()
+    wait_for(lambda: backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)})
+    # Annotations are the pod owner's to edit: a gpushare 2.0 allocation claiming the whole GPU must not
+    # lift the pod's hard limit past the 2 GiB its containers asked for (other pods hold the rest).
+    api.patch_pod("default", "greedy", {"metadata": {"annotations": {protocol.ANN_ALLOCATION: '{"0":{"0":16}}'}}})
+    wait_for(lambda: next((p for p in running.plugin.cluster.source.pods() if p.name == "greedy"
+                           and p.allocation), None))
+    running.plugin.node.enforcer.reconcile()
+    assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}

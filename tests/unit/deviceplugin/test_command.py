@@ -30,8 +30,9 @@ def test_parse_xids_rejects_junk(text: str) -> None:
         (["--node-name", "n", "--fake-gpus", "8x80GiB", "--memory-unit", "MiB"], 2, "--unit-size 10 or more"),
         (["--node-name", "n", "--ignore-xids", "x"], 2, "'x' is not an Xid number"),
         (["--node-name", "n", "--memory-unit", "KiB"], 2, "'KiB' is not one of"),
+        (["--node-name", "n", "--usage-interval", "nan"], 2, "'nan' is not a finite number"),
     ],
-    ids=["no-node", "bad-fake-spec", "too-many-devices", "bad-xids", "bad-unit"],
+    ids=["no-node", "bad-fake-spec", "too-many-devices", "bad-xids", "bad-unit", "nan-interval"],
 )
 def test_bad_configuration_exits_2_with_one_clear_line(args: list[str], code: int, message: str) -> None:
     runner = CliRunner(env={"NODE_NAME": None, "GPUSHARE_FAKE_GPUS": None})

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import resource
 import threading
 from pathlib import Path
+
+import pytest
 
 from kubectl_gpushare.node.dirwatch import DirWatch
 
@@ -25,3 +29,25 @@ def test_a_new_directory_wakes_the_wait(tmp_path: Path) -> None:
 
 def test_a_missing_parent_falls_back_to_polling(tmp_path: Path) -> None:
     assert DirWatch.open([str(tmp_path), str(tmp_path / "absent")]) is None
+
+
+def test_the_wait_works_with_descriptors_numbered_past_1024(tmp_path: Path) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1100
+    if soft < wanted + 64:
+        if hard != resource.RLIM_INFINITY and hard < wanted + 64:
+            pytest.skip(f"RLIMIT_NOFILE hard limit {hard} is too low to open {wanted} descriptors")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted + 64, hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(wanted)]  # a busy agent: sockets, connections
+    try:
+        watch = DirWatch.open([str(tmp_path)])
+        assert watch is not None
+        try:
+            threading.Timer(0.05, (tmp_path / "pod1").mkdir).start()
+            assert watch.wait(10) is True
+        finally:
+            watch.close()
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

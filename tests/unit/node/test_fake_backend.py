@@ -29,7 +29,8 @@ def test_parse_fake_gpus_takes_a_model_name() -> None:
     assert parse_fake_gpus("2x80GiB:NVIDIA H100 80GB HBM3") == [(80 * GIB, "NVIDIA H100 80GB HBM3")] * 2
 
 
-@pytest.mark.parametrize("spec", ["", "4x", "x80GiB", "4x80", "0x16GiB", "4x0GiB", "4x80TiB", "65x1GiB", "a,b"])
+@pytest.mark.parametrize("spec", ["", "4x", "x80GiB", "4x80", "0x16GiB", "4x0GiB", "4x80TiB", "65x1GiB", "a,b",
+                                  "99999999999x1GiB", "60x1GiB,5x1GiB", f"1x{'9' * 5000}GiB"])
 def test_parse_fake_gpus_rejects_bad_specs_with_the_expected_form(spec: str) -> None:
     with pytest.raises(FakeSpecError, match="fake-gpus"):
         parse_fake_gpus(spec)

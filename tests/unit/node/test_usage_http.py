@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -87,8 +88,34 @@ def test_unknown_path_is_404(served: tuple[FakeBackend, UsageServer, Path]) -> N
     assert err.value.code == 404
 
 
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
+def test_other_methods_are_405_with_allow_get(served: tuple[FakeBackend, UsageServer, Path], method: str) -> None:
+    _, server, _ = served
+    request = urllib.request.Request(f"http://127.0.0.1:{server.port}{protocol.METRICS_PATH}", method=method,
+                                     data=b"x" if method in ("POST", "PUT", "PATCH") else None)
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=10)
+    assert err.value.code == 405 and err.value.headers["Allow"] == "GET"
+
+
 @pytest.mark.parametrize(("path", "name"),
                          [(protocol.USAGE_PATH, "usage.json"), (protocol.METRICS_PATH, "metrics.txt")])
 def test_bodies_match_golden(served: tuple[FakeBackend, UsageServer, Path], path: str, name: str) -> None:
     _, server, _ = served
     assert get(server, path) == (GOLDEN / name).read_bytes(), f"body differs from tests/golden/node/{name}"
+
+
+def test_a_silent_client_is_disconnected_and_scrapes_go_on(tmp_path: Path) -> None:
+    backend = FakeBackend.from_spec("1x16GiB", seed="n1")
+    sampler = Sampler("n1", backend, backend.devices, lambda: [])
+    server = UsageServer(sampler, "127.0.0.1", 0, idle_timeout=0.5)
+    server.start()
+    try:
+        silent = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(5)]
+        silent[0].sendall(b"GET /metr")  # half a request line, then nothing
+        for conn in silent:
+            with conn:
+                assert conn.recv(1024) == b"", "the server kept a silent connection (and its thread) open"
+        assert get(server, protocol.METRICS_PATH).startswith(b"# HELP")
+    finally:
+        server.stop()
