@@ -66,7 +66,10 @@ class NodeAgent:
         def shares() -> list[PodShare]:
             return pod_shares(source, unit_bytes)
 
-        self.enforcer = Enforcer(backend, layout, enforce, self.gpus, shares, on_change=republish)
+        def alive() -> set[str]:
+            return {pod.uid for pod in source.pods() if pod.phase not in ledger.COMPLETED_PHASES}
+
+        self.enforcer = Enforcer(backend, layout, enforce, self.gpus, shares, on_change=republish, alive=alive)
         self.sampler = Sampler(node_name, backend, self.gpus, shares, self.enforcer, interval=interval,
                                proc_root=proc_root, layout=layout)
         self.server = UsageServer(self.sampler, host, port) if port is not None else None

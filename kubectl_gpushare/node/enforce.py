@@ -15,7 +15,10 @@ entry, or, where inotify is not available, polls every `POLL_SECONDS` (three ``s
 waiting pod; nothing is watched or polled when no pod waits), so the limit lands before the
 containers start in practice. Limits of pods that
 end are cleared (a removed cgroup clears its own, NVML says); on start, and every `RESYNC_SECONDS`,
-everything is reconciled, and a first pass clears limits left on pod cgroups that no longer hold a share.
+everything is reconciled, and a first pass clears limits left on pod cgroups that no longer hold a
+share. Where shares come from annotations the pod's owner may edit (the device plugin's), a limit
+stays while its pod has not ended, whatever the annotations say later: a pod cannot lift its own
+limit by editing its GPU index.
 
 Faults: a pod UID that is not a UUID, a share of 0 or above the GPU's memory, or a GPU index the node
 does not have gets no limit and one warning. An NVML error on one GPU is logged once and retried at the
@@ -96,7 +99,14 @@ class Enforcer:
         poll: float = POLL_SECONDS,
         resync: float = RESYNC_SECONDS,
         on_change: Callable[[], None] | None = None,
+        alive: Callable[[], set[str]] | None = None,
     ) -> None:
+        """Enforce in ``mode``; ``alive`` lists the UIDs of the node's pods that have not ended.
+
+        ``alive`` is for shares read from what the pod's owner may edit (the device plugin's
+        annotations): a limit set on a pod alive is kept when its share vanishes or moves, so an
+        edit never lifts it. None: a vanished share clears its limit.
+        """
         if mode not in protocol.ENFORCE_MODES:
             raise ValueError(f"unknown enforcement mode {mode!r}")
         self.backend = backend
@@ -108,6 +118,7 @@ class Enforcer:
         self.resync = resync
         self.on_change = on_change
         """Called when a GPU's enforcement status changes (the node annotation is republished)."""
+        self._alive = alive
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._applied: dict[tuple[str, int], Applied] = {}
@@ -227,8 +238,9 @@ class Enforcer:
             return
         self._probe(gpus.values(), driver)
         desired = self._desired(gpus)
+        alive = self._alive() if self._alive is not None else set()
         with self._lock:
-            stale = [key for key in self._applied if key not in desired]
+            stale = [key for key in self._applied if key not in desired and key[0] not in alive]
             self._pending = {
                 key: share for key, share in desired.items()
                 if gpus[share.gpu].uuid in self._supported and not self._current(key, share, gpus)
@@ -236,7 +248,7 @@ class Enforcer:
         for key in stale:
             self._clear(key, gpus)
         if not self._swept:
-            self._sweep(driver, gpus, {uid for uid, _ in desired})
+            self._sweep(driver, gpus, {uid for uid, _ in desired} | alive)
         self._apply_pending(driver, gpus)
 
     # --- internals --------------------------------------------------------------------------

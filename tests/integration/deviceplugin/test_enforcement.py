@@ -139,3 +139,24 @@ def test_a_pod_cannot_raise_its_own_limit_past_its_request_by_annotation(
                            and p.allocation), None))
     running.plugin.node.enforcer.reconcile()
     assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}
+
+
+@pytest.mark.parametrize("index", ["garbage", "1"], ids=["unreadable", "another-gpu"])
+def test_a_pod_cannot_lift_its_own_limit_by_editing_its_gpu_index(
+    kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, tree: Path, index: str
+) -> None:
+    running = start_plugin("2x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 32)
+    backend = running.backend
+    body = pods.create("sly", [2], gpu=0)
+    kubelet.allocate_pod(body)  # its containers now run on GPU 0, whatever the annotations say later
+    cg = tree / cgroups.pod_path(body["metadata"]["uid"], "burstable", "cgroupfs")
+    cg.mkdir()
+    wait_for(lambda: backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)})
+    api.patch_pod("default", "sly", {"metadata": {"annotations": {protocol.ANN_IDX: index}}})
+    wait_for(lambda: next((p for p in running.plugin.cluster.source.pods() if p.name == "sly"
+                           and p.gpu_index != 0), None))
+    running.plugin.node.enforcer.reconcile()
+    assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}  # the GPU it runs on keeps its limit
+    api.delete(types.PODS, "sly", "default")  # a pod that ends still gives its limits back
+    wait_for(lambda: backend.limits(0) == {} and backend.limits(1) == {})
