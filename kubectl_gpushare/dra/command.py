@@ -19,7 +19,7 @@ from __future__ import annotations
 import click
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.flags import kube_options
+from kubectl_gpushare.kube.flags import FiniteFloatRange, kube_options
 from kubectl_gpushare.node import flags
 from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules
 
@@ -56,7 +56,7 @@ ENV_RESYNC = "GPUSHARE_DRA_RESYNC"
                              "limits (NVIDIA r615+, cgroup v2).")
 @flags.cgroup_root_option("The host's cgroup v2 tree, mounted at the same path as on the host (--enforce-memory).")
 @flags.cgroup_driver_option()
-@click.option("--resync", envvar=ENV_RESYNC, type=click.FloatRange(min=1, max=3600), default=60.0,
+@click.option("--resync", envvar=ENV_RESYNC, type=FiniteFloatRange(min=1, max=3600), default=60.0,
               show_default=True, show_envvar=True,
               help="Seconds between checks that the ResourceSlice is still as published.")
 @kube_options

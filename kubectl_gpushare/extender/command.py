@@ -16,7 +16,7 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.errors import EXIT_START
-from kubectl_gpushare.kube.flags import kube_options
+from kubectl_gpushare.kube.flags import FiniteFloatRange, kube_options
 from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
 
 ENV_BIND_ADDRESS = "GPUSHARE_BIND_ADDRESS"
@@ -60,11 +60,11 @@ def _port(value: str | int) -> int:
               show_envvar=True)
 @click.option("--lease-name", envvar=ENV_LEASE_NAME, default="gpushare-schd-extender", show_default=True,
               show_envvar=True)
-@click.option("--lease-duration", type=click.FloatRange(min=1), default=12.0, show_default=True,
+@click.option("--lease-duration", type=FiniteFloatRange(min=1), default=12.0, show_default=True,
               help="Seconds a Lease lasts without renewal (a crashed leader is replaced after this).")
-@click.option("--renew-deadline", type=click.FloatRange(min=0.5), default=8.0, show_default=True,
+@click.option("--renew-deadline", type=FiniteFloatRange(min=0.5), default=8.0, show_default=True,
               help="Seconds the leader keeps trying to renew before it steps down.")
-@click.option("--retry-period", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+@click.option("--retry-period", type=FiniteFloatRange(min=0.1), default=1.0, show_default=True,
               help="Seconds between election attempts and renewals.")
 @click.option("--tls-cert-file", envvar=ENV_TLS_CERT, type=click.Path(dir_okay=False), show_envvar=True,
               help="PEM certificate for HTTPS (kube-scheduler's enableHTTPS).")
@@ -80,16 +80,16 @@ def _port(value: str | int) -> int:
               default=64 * 1024 * 1024, show_default=True, show_envvar=True,
               help="Request body bytes read or handled at once; a body that finds no room within 5 s "
                    "gets 503. At least --max-request-bytes.")
-@click.option("--idle-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+@click.option("--idle-timeout", type=FiniteFloatRange(min=0.1), default=60.0, show_default=True,
               help="Seconds a keep-alive connection may wait for its next request.")
-@click.option("--read-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+@click.option("--read-timeout", type=FiniteFloatRange(min=0.1), default=30.0, show_default=True,
               help="Seconds a request may take to arrive in full once it has started.")
-@click.option("--cache-stale-after", type=click.FloatRange(min=1), default=30.0, show_default=True,
+@click.option("--cache-stale-after", type=FiniteFloatRange(min=1), default=30.0, show_default=True,
               help="Seconds a failing list or watch may last before /readyz reports not ready.")
-@click.option("--bind-deadline", type=click.FloatRange(min=2, max=29), default=20.0, show_default=True,
+@click.option("--bind-deadline", type=FiniteFloatRange(min=2, max=29), default=20.0, show_default=True,
               help="Seconds a bind may take (plus one request of at most a quarter of this); keep it below "
                    "kube-scheduler's extender httpTimeout (30 s).")
-@click.option("--unknown-outcome-grace", type=click.FloatRange(min=1), default=60.0, show_default=True,
+@click.option("--unknown-outcome-grace", type=FiniteFloatRange(min=1), default=60.0, show_default=True,
               help="Seconds a Binding whose reply was lost or timed out may still land; until then its GPU "
                    "stays reserved unless the API server shows the pod bound or gone.")
 @log_options(ENV_LOG_LEVEL)

@@ -18,7 +18,7 @@ import click
 from kubectl_gpushare.inspect.caps import limit_options
 from kubectl_gpushare.inspect.command import from_file_option, run
 from kubectl_gpushare.kube.errors import EXIT_CODES_HELP
-from kubectl_gpushare.kube.flags import kube_options, make_client
+from kubectl_gpushare.kube.flags import FiniteFloatRange, kube_options, make_client
 from kubectl_gpushare.kube.records import Warnings
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
 @click.option("--no-headers", is_flag=True, help="Leave out the header row.")
 @click.option(
     "--stuck-after",
-    type=click.FloatRange(0, 86_400 * 365),
+    type=FiniteFloatRange(0, 86_400 * 365),
     default=300.0,
     show_default=True,
     metavar="SECONDS",

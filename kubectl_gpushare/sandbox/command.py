@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from kubectl_gpushare.sandbox.server import Sandbox
 
 from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE
+from kubectl_gpushare.kube.flags import FiniteFloatRange
 
 EXIT_BAD_INPUT = EXIT_USAGE
 EXIT_CANNOT_START = EXIT_START
@@ -76,7 +77,7 @@ class Attachment(Protocol):
 )
 @click.option(
     "--idle-timeout",
-    type=click.FloatRange(min=0.1, max=86_400),
+    type=FiniteFloatRange(min=0.1, max=86_400),
     default=90.0,
     show_default=True,
     help="Seconds a client connection may sit idle between requests before it is closed.",
