@@ -5,9 +5,10 @@ unset) and, one at a time, does what kube-scheduler does around its extenders: i
 (``spec.unschedulable``, node Ready, ``nodeSelector``, NoSchedule/NoExecute taints against the
 pod's tolerations, NodeResourcesFit on every resource the node advertises, `cli.noderesources`,
 and DynamicResources for pods with ResourceClaims, `cli.dynamicresources`: claims allocated and
-reserved through the claim's status before the Binding), then, for pods that ask for an extender's
-``managedResources``, the extender's filter, prioritize and bind over HTTP
-(`extender.schedsim.HTTPExtender`); other pods are bound with a Binding. A pod no node fits gets a
+reserved through the claim's status before the Binding), then, for pods that name one of an
+extender's ``managedResources`` in any container's requests or limits (`is_interested`), the
+extender's filter, prioritize and bind over HTTP (`extender.schedsim.HTTPExtender`); other pods are
+bound with a Binding. A pod no node fits gets a
 ``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with the reasons
 (``SchedulerError`` when a plugin fails rather than rejects), and is retried with backoff (1 s
 doubling to 16 s), at once when nodes or bound pods change. A pod whose claims do not exist yet is
@@ -143,6 +144,30 @@ def requested(pod: Mapping[str, Any], resource: str) -> int:
         except ValueError:
             continue
     return total
+
+
+def is_interested(pod: Mapping[str, Any], managed: Iterable[str]) -> bool:
+    """Whether kube-scheduler would call an extender managing ``managed`` for this pod.
+
+    As ``HTTPExtender.IsInterested`` (kubernetes pkg/scheduler/extender.go): an extender without
+    managedResources is asked about every pod; otherwise a pod is its when any container or init
+    container names one of them in requests or limits, whatever the amount (a "0" still asks).
+    """
+    names = set(managed)
+    if not names:
+        return True
+    spec = pod.get("spec") or {}
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        for container in containers if isinstance(containers, list) else []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if not isinstance(resources, dict):
+                continue
+            for field in ("requests", "limits"):
+                amounts = resources.get(field)
+                if isinstance(amounts, dict) and not names.isdisjoint(amounts):
+                    return True
+    return False
 
 
 def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
@@ -294,7 +319,7 @@ class SchedulerLoop:
                 raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {exc}.") from None
         candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons)
                       and self._claims_fit(claims, n, dra_state, reasons)]
-        interested = [e for e in self.extenders if any(requested(pod, r) for r in e.managed)]
+        interested = [e for e in self.extenders if is_interested(pod, e.managed)]
         scores: dict[str, int] = {}
         for extender in interested:
             if not candidates or not extender.client.config.filter_verb:
