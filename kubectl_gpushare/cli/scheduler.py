@@ -187,6 +187,23 @@ def _ready(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+def unreadable(node: Mapping[str, Any]) -> str | None:
+    """What makes a Node's fields that the filters read malformed, or None when they are readable.
+
+    kube-apiserver decodes a Node into its Go struct and refuses such an object; the sandbox may
+    store one. It fails the filters alone (`SchedulerLoop._fits`), so the other nodes still take pods.
+    """
+    spec, status, meta = node.get("spec") or {}, node.get("status") or {}, node.get("metadata") or {}
+    if not isinstance(spec, dict) or not isinstance(status, dict) or not isinstance(meta, dict):
+        return "spec, status or metadata is not an object"
+    if not isinstance(meta.get("labels") or {}, dict):
+        return "metadata.labels is not an object"
+    for path, items in (("spec.taints", spec.get("taints")), ("status.conditions", status.get("conditions"))):
+        if not isinstance(items or [], list) or not all(isinstance(item, dict) for item in items or []):
+            return f"{path} is not a list of objects"
+    return None
+
+
 def _active(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
@@ -208,6 +225,8 @@ class SchedulerLoop:
         self.scheduled = 0
         self._seen_rv = -1
         self.dra = DynamicResources(api, request_timeout)
+        self._unreadable_logged: set[tuple[object, str]] = set()
+        """Malformed nodes already logged (node name, problem): once each, not every pass."""
 
     def start(self) -> None:
         """Start the loop thread."""
@@ -390,6 +409,13 @@ class SchedulerLoop:
             reasons[reason] = reasons.get(reason, 0) + 1
             return False
 
+        problem = unreadable(node)
+        if problem:
+            name = (node.get("metadata") or {}).get("name")
+            if (name, problem) not in self._unreadable_logged:
+                self._unreadable_logged.add((name, problem))
+                log.warning("node %s cannot be read (%s): no pod is scheduled onto it", name, problem)
+            return fail("node(s) could not be read")
         if (node.get("spec") or {}).get("unschedulable"):
             return fail("node(s) were unschedulable")
         if not _ready(node):

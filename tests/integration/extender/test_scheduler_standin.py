@@ -10,6 +10,8 @@ leaves Pending with the extender's error.
 from __future__ import annotations
 
 import copy
+import json
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -82,3 +84,25 @@ def test_a_pod_without_gpu_mem_is_bound_by_the_scheduler_itself(sandbox: Sandbox
     stored = sandbox.get("pods", "default", "cpu-only")
     assert node == "gpu-1" and stored is not None and stored["spec"]["nodeName"] == "gpu-1"
     assert protocol.ANN_IDX not in (stored["metadata"].get("annotations") or {})
+
+
+@pytest.mark.parametrize("bad_spec", [{"taints": "x"}, {"taints": [1]}], ids=["taints-string", "taint-number"])
+def test_a_node_with_unreadable_taints_fails_alone_and_the_loop_binds_on_the_others(
+    sandbox: Sandbox, kubeconfig: Path, bad_spec: dict[str, Any]
+) -> None:
+    # The sandbox API server stores these (kube-apiserver would refuse them): only that node drops out.
+    sandbox.load([node_object("gpu-0", [], ip="10.0.0.1"), node_object("gpu-1", [], ip="10.0.0.2")])
+    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
+    try:
+        request = urllib.request.Request(
+            f"{sandbox.url}/api/v1/nodes/gpu-0", data=json.dumps({"spec": bad_spec}).encode(), method="PATCH",
+            headers={"Content-Type": "application/merge-patch+json"})
+        with urllib.request.urlopen(request, timeout=20) as reply:
+            assert reply.status == 200
+        sandbox.load([pod_object("cpu-only", "default", [0])])
+        standin = SchedulerLoop(sandbox, api, [])
+        standin.run_once()
+        stored = sandbox.get("pods", "default", "cpu-only")
+        assert stored is not None and stored["spec"].get("nodeName") == "gpu-1"
+    finally:
+        api.close()
