@@ -5,9 +5,10 @@ unset) and, one at a time, does what kube-scheduler does around its extenders: i
 (``spec.unschedulable``, node Ready, ``nodeSelector``, NoSchedule/NoExecute taints against the
 pod's tolerations, NodeResourcesFit on every resource the node advertises, `cli.noderesources`,
 and DynamicResources for pods with ResourceClaims, `cli.dynamicresources`: claims allocated and
-reserved through the claim's status before the Binding), then, for pods that ask for an extender's
-``managedResources``, the extender's filter, prioritize and bind over HTTP
-(`extender.schedsim.HTTPExtender`); other pods are bound with a Binding. A pod no node fits gets a
+reserved through the claim's status before the Binding), then, for pods that name one of an
+extender's ``managedResources`` in any container's requests or limits (`is_interested`), the
+extender's filter, prioritize and bind over HTTP (`extender.schedsim.HTTPExtender`); other pods are
+bound with a Binding. A pod no node fits gets a
 ``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with the reasons
 (``SchedulerError`` when a plugin fails rather than rejects), and is retried with backoff (1 s
 doubling to 16 s), at once when nodes or bound pods change. A pod whose claims do not exist yet is
@@ -145,6 +146,30 @@ def requested(pod: Mapping[str, Any], resource: str) -> int:
     return total
 
 
+def is_interested(pod: Mapping[str, Any], managed: Iterable[str]) -> bool:
+    """Whether kube-scheduler would call an extender managing ``managed`` for this pod.
+
+    As ``HTTPExtender.IsInterested`` (kubernetes pkg/scheduler/extender.go): an extender without
+    managedResources is asked about every pod; otherwise a pod is its when any container or init
+    container names one of them in requests or limits, whatever the amount (a "0" still asks).
+    """
+    names = set(managed)
+    if not names:
+        return True
+    spec = pod.get("spec") or {}
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        for container in containers if isinstance(containers, list) else []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if not isinstance(resources, dict):
+                continue
+            for field in ("requests", "limits"):
+                amounts = resources.get(field)
+                if isinstance(amounts, dict) and not names.isdisjoint(amounts):
+                    return True
+    return False
+
+
 def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
     for tol in tolerations:
         if tol.get("effect") and tol.get("effect") != taint.get("effect"):
@@ -160,6 +185,23 @@ def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any
 def _ready(node: Mapping[str, Any]) -> bool:
     conditions = (node.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def unreadable(node: Mapping[str, Any]) -> str | None:
+    """What makes a Node's fields that the filters read malformed, or None when they are readable.
+
+    kube-apiserver decodes a Node into its Go struct and refuses such an object; the sandbox may
+    store one. It fails the filters alone (`SchedulerLoop._fits`), so the other nodes still take pods.
+    """
+    spec, status, meta = node.get("spec") or {}, node.get("status") or {}, node.get("metadata") or {}
+    if not isinstance(spec, dict) or not isinstance(status, dict) or not isinstance(meta, dict):
+        return "spec, status or metadata is not an object"
+    if not isinstance(meta.get("labels") or {}, dict):
+        return "metadata.labels is not an object"
+    for path, items in (("spec.taints", spec.get("taints")), ("status.conditions", status.get("conditions"))):
+        if not isinstance(items or [], list) or not all(isinstance(item, dict) for item in items or []):
+            return f"{path} is not a list of objects"
+    return None
 
 
 def _active(pod: Mapping[str, Any]) -> bool:
@@ -183,6 +225,8 @@ class SchedulerLoop:
         self.scheduled = 0
         self._seen_rv = -1
         self.dra = DynamicResources(api, request_timeout)
+        self._unreadable_logged: set[tuple[object, str]] = set()
+        """Malformed nodes already logged (node name, problem): once each, not every pass."""
 
     def start(self) -> None:
         """Start the loop thread."""
@@ -294,7 +338,7 @@ class SchedulerLoop:
                 raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {exc}.") from None
         candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons)
                       and self._claims_fit(claims, n, dra_state, reasons)]
-        interested = [e for e in self.extenders if any(requested(pod, r) for r in e.managed)]
+        interested = [e for e in self.extenders if is_interested(pod, e.managed)]
         scores: dict[str, int] = {}
         for extender in interested:
             if not candidates or not extender.client.config.filter_verb:
@@ -365,6 +409,13 @@ class SchedulerLoop:
             reasons[reason] = reasons.get(reason, 0) + 1
             return False
 
+        problem = unreadable(node)
+        if problem:
+            name = (node.get("metadata") or {}).get("name")
+            if (name, problem) not in self._unreadable_logged:
+                self._unreadable_logged.add((name, problem))
+                log.warning("node %s cannot be read (%s): no pod is scheduled onto it", name, problem)
+            return fail("node(s) could not be read")
         if (node.get("spec") or {}).get("unschedulable"):
             return fail("node(s) were unschedulable")
         if not _ready(node):

@@ -319,3 +319,21 @@ def test_pod_bound_elsewhere_during_our_bind_loses_our_annotations(sandbox: Sand
     assert after["spec"]["nodeName"] == "gpu-2"
     assert not set(ANNOTATIONS) & set(after["metadata"].get("annotations") or {})
     assert cluster.running.state.ledger.used("gpu-1") == {1: 10}
+
+
+@pytest.mark.parametrize(("name", "namespace"), [("ok/status", "default"), ("ok", "default/pods/ok/.."),
+                                                 ("..", "default"), ("ok%2Fstatus", "default")],
+                         ids=["subresource-in-name", "path-in-namespace", "dot-dot", "percent"])
+def test_bind_names_that_are_not_path_segments_reach_no_api_path(
+    sandbox: Sandbox, cluster, name: str, namespace: str  # type: ignore[no-untyped-def]
+) -> None:
+    # client-go's Request.Name/Namespace refuse "." and "..", "/" and "%" (apimachinery IsValidPathSegmentName),
+    # so "ok/status" must not read, patch and bind through the pod's status subresource.
+    sandbox.load([pod_object("ok", "default", [2])])
+    victim = pod(sandbox, "ok")
+    sandbox.clear_requests()
+    with pytest.raises(ExtenderCallError, match="invalid"):
+        cluster.scheduler().bind({"metadata": {**victim["metadata"], "name": name, "namespace": namespace}}, "gpu-1")
+    assert [r.path for r in sandbox.requests if "/namespaces/" in r.path and "/pods" in r.path] == []
+    assert pod(sandbox, "ok")["metadata"]["resourceVersion"] == victim["metadata"]["resourceVersion"]
+    assert not cluster.running.state.reserved(victim["metadata"]["uid"])
