@@ -41,7 +41,7 @@ def call(port: int, method: str, path: str, body: object = None) -> tuple[int, d
 
 def stop(process: subprocess.Popen[str]) -> str:
     process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=15)
+    _, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     return err
 
@@ -82,7 +82,7 @@ def test_empty_cluster_and_ctrl_c(tmp_path: Path) -> None:
     _, pods = call(port, "GET", "/api/v1/pods")
     assert nodes["items"] == [] and pods["items"] == []
     process.send_signal(signal.SIGINT)
-    process.communicate(timeout=15)
+    process.communicate(timeout=60)
     assert process.returncode == 0
 
 
@@ -168,7 +168,7 @@ def test_state_replaced_while_running_is_not_overwritten_on_stop(tmp_path: Path)
     process, _ = start("--nodes", "1", "--kubeconfig", str(tmp_path / "kc"), "--state", str(state))
     state.write_text('{"precious": true}')
     process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=15)
+    _, err = process.communicate(timeout=60)
     assert process.returncode == 5 and "refusing to overwrite" in err and "Traceback" not in err, err
     assert state.read_text() == '{"precious": true}'
 
