@@ -131,13 +131,13 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
         from kubectl_gpushare.kube.types import POD_PLACEMENT_DECODER
 
         data = options["from_file"].read()
-        file_nodes, file_pods = parse_documents(data)
+        warnings = Warnings()
+        file_nodes, file_pods = parse_documents(data, warnings)
         homes = [p.metadata.namespace for p in file_pods if p.metadata.name == name]
         namespace = _only_one(name, homes) if options["all_namespaces"] else options["namespace"] or "default"
         matches = [p for p in file_pods if (p.metadata.namespace, p.metadata.name) == (namespace, name)]
         if not matches:
             raise _pod_not_found(namespace, name, None if options["namespace"] else homes)
-        warnings = Warnings()
         objects = dra_in(data, warnings, classes=True)
         inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data), devices_in(data, file_nodes),
                          objects, warnings)
