@@ -87,10 +87,11 @@ def _only_one(name: str, namespaces: list[str]) -> str:
     """The namespace of the one pod called ``name`` (-A); refused when there are none or several."""
     from kubectl_gpushare.kube.errors import NotFound
 
+    namespaces = sorted(set(namespaces))  # a dump may hold one pod twice: that is still one namespace
     if not namespaces:
         raise NotFound(404, "NotFound", f'pods "{name}" not found in any namespace')
     if len(namespaces) > 1:
-        raise click.UsageError(f"pod {name} is in several namespaces ({caps.named(sorted(namespaces))}): pick one "
+        raise click.UsageError(f"pod {name} is in several namespaces ({caps.named(namespaces)}): pick one "
                                "with -n")
     return namespaces[0]
 

@@ -715,6 +715,8 @@ def _item_kind(raw: msgspec.Raw) -> str:
     """An item's ``kind`` (found by a flat scan where the item nests too deeply to decode)."""
     try:
         return _KIND_DECODER.decode(raw).kind
+    except msgspec.ValidationError:
+        return ""  # a kind that is not a string names no kind read here: the list's own item kind, if any
     except RecursionError:
         found = shallow.members(bytes(raw))
         try:
@@ -883,6 +885,8 @@ def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
         meta = decode_raw(_NAMED_DECODER, raw).metadata
     except RecursionError:  # nested past the decoder elsewhere: the flat scan finds the metadata
         return lenient.object_meta(raw)[:2]
+    except msgspec.DecodeError:  # a name or namespace of the wrong type: no key, so no pod is this one
+        return "", ""
     return meta.namespace, meta.name
 
 

@@ -108,3 +108,19 @@ def test_a_dumped_pod_of_the_wrong_type_is_skipped_with_one_warning_by_every_com
     if command == ["-o", "json"]:
         nodes = {node["name"]: node for node in json.loads(result.stdout)["nodes"]}
         assert nodes["n1"]["used"] == GOOD_POD_MEM, "the neighbours count, nothing from the skipped pod"
+
+
+def test_explain_reads_past_a_neighbour_of_the_wrong_type_an_item_kind_that_is_no_string_and_a_duplicate(
+    cli_runner: CliRunner, tmp_path: Path
+) -> None:
+    from kubectl_gpushare.cli import load_command
+
+    good = hostile_cluster()[3]
+    nameless = {**good, "metadata": {**good["metadata"], "name": ["not", "a", "name"]}}
+    kindless = {**good, "kind": 5}
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"kind": "List", "items": [*hostile_cluster()[:4], nameless, kindless, good]}))
+    result = cli_runner.invoke(load_command("explain"), ["--from-file", str(path), "-A", "good", "-o", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["pod"] == "good"
+    assert result.stderr.count("cannot be decoded") == 1, "the nameless pod; the kindless item is no kind read here"
