@@ -35,6 +35,7 @@ from kubectl_gpushare.kube.records import (
     node_ip,
     node_record,
     pod_record,
+    shown,
     unhealthy_gpus,
     unhealthy_node_name,
 )
@@ -120,6 +121,31 @@ def keyed_pod_record(pod: types.Pod, warnings: Warnings | None = None) -> PodRec
     if record.uid:
         return record
     return msgspec.structs.replace(record, uid=f"{record.namespace}/{record.name}")
+
+
+class PodKeys:
+    """Ledger keys for the pods of one snapshot: `keyed_pod_record`, and a uid two pods share keys the later apart.
+
+    The API gives each object its own uid, but a hand-merged or hand-written dump may not; the ledger
+    keys pods by uid, so the second pod would replace the first and its memory would show as free.
+    A pod listed twice (same namespace and name) is still one pod. Only a hash of each owner is
+    kept, so a streamed list of 100,000 pods holds no record for this.
+    """
+
+    def __init__(self, warnings: Warnings | None) -> None:
+        self._owners: dict[str, int] = {}
+        self._warnings = warnings
+
+    def record(self, pod: types.Pod) -> PodRecord:
+        """The pod's record, keyed as the ledger should count it (one warning per pod sharing a uid)."""
+        record = keyed_pod_record(pod, self._warnings)
+        owner = hash((record.namespace, record.name))
+        if self._owners.setdefault(record.uid, owner) == owner:
+            return record
+        if self._warnings is not None:
+            self._warnings.add(f"pod {record.namespace}/{record.name}: uid {shown(record.uid)} is another pod's too; "
+                               "both are counted")
+        return msgspec.structs.replace(record, uid=f"{record.uid}/{record.namespace}/{record.name}")
 
 
 def _unique(names: Sequence[str]) -> list[str]:
@@ -583,6 +609,7 @@ class Build:
             units = dra.units(self.nodes, split.dra_nodes)
             self.held = [record for record in dra.claim_records(self.objects, units, {}) if record.node in wanted]
         self.holders = {record.uid for record in self.held}
+        self.keys = PodKeys(warnings)
 
     @property
     def reads_pods(self) -> bool:
@@ -599,7 +626,7 @@ class Build:
         split = self.split
         if node_name in self.wanted and node_name not in split.nodes:
             if not self.holders or pod.metadata.uid not in self.holders:
-                self.ledger.set_pod(keyed_pod_record(pod, self.warnings))
+                self.ledger.set_pod(self.keys.record(pod))
             return
         if self.cluster_wide and not node_name:
             record = pod_record(pod)

@@ -214,3 +214,16 @@ def test_a_listed_node_nested_too_deeply_is_skipped_alone() -> None:
     snapshot = source.from_documents(data)
     assert snapshot.names == ["a"] and snapshot.ledger.used("a") == {0: 3}
     assert snapshot.warnings.messages == ["node deep: cannot be decoded (nested too deeply); skipped"]
+
+
+def test_pods_that_share_a_uid_are_all_counted_and_a_pod_listed_twice_once() -> None:
+    """A merged dump can repeat a uid: the later pod must not replace the first and free its memory."""
+    first, second, elsewhere = pod("a", "n", "4"), pod("b", "n", "4"), pod("c", "n", "2", idx="1")
+    second["metadata"]["uid"] = elsewhere["metadata"]["uid"] = first["metadata"]["uid"]
+    elsewhere["metadata"]["namespace"] = "other"
+    snapshot = source.from_documents(as_list(node("n"), first, second, elsewhere, pod("a", "n", "4")))
+    assert snapshot.ledger.used("n") == {0: 8, 1: 2}, "a listed twice is one pod; b and c count beside it"
+    assert [m for m in snapshot.warnings.messages if "uid" in m] == [
+        "pod default/b: uid 'a' is another pod's too; both are counted",
+        "pod other/c: uid 'a' is another pod's too; both are counted",
+    ]
