@@ -25,7 +25,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import caps, doctor_dra, tabwriter
 from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
-from kubectl_gpushare.inspect.source import Confinement, StackSplit, keyed_pod_record, node_ips
+from kubectl_gpushare.inspect.source import Confinement, PodKeys, StackSplit, keyed_pod_record, node_ips
 from kubectl_gpushare.inspect.top import printable
 from kubectl_gpushare.kube import stacks
 from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS, EXIT_OK
@@ -479,6 +479,7 @@ def audit(
     findings.extend(_usage_findings(usage or {}))
     findings.extend(_configmap_findings([c for c in configmaps if c.metadata.namespace == SYSTEM_NAMESPACE]))
     split = StackSplit(stacks.AUTO, record_warnings, devices)
+    keys = PodKeys(record_warnings)
     for node in nodes:
         split.gpushare(node)
     objects = dra_objects or DraObjects(served=False)
@@ -493,7 +494,7 @@ def audit(
         findings.extend(_pod_findings(pod, now_ns, stuck_after))
         findings.extend(_hami_pod_findings(pod))
         findings.extend(_two_stack_findings(pod, gpushare_nodes))
-        ledger.set_pod(keyed_pod_record(pod, record_warnings))
+        ledger.set_pod(keys.record(pod))
         if split.nodes:
             split.add_pod(pod)
         if pod.metadata.labels.get(COMPONENT_LABEL) in _WORKLOADS:

@@ -113,8 +113,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
         )
 
         data = options["from_file"].read()
-        nodes, file_pods = parse_documents(data)
         file_warnings = Warnings()  # as findings (invalid-value), through the audit's own warnings
+        nodes, file_pods = parse_documents(data, file_warnings)
         return audit(nodes, file_pods, configmaps_in(data), devices=devices_in(data, nodes),
                      confinement=confinement_in(data), dra_objects=dra_in(data, file_warnings, classes=True),
                      warnings=file_warnings)

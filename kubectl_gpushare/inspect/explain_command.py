@@ -87,10 +87,11 @@ def _only_one(name: str, namespaces: list[str]) -> str:
     """The namespace of the one pod called ``name`` (-A); refused when there are none or several."""
     from kubectl_gpushare.kube.errors import NotFound
 
+    namespaces = sorted(set(namespaces))  # a dump may hold one pod twice: that is still one namespace
     if not namespaces:
         raise NotFound(404, "NotFound", f'pods "{name}" not found in any namespace')
     if len(namespaces) > 1:
-        raise click.UsageError(f"pod {name} is in several namespaces ({caps.named(sorted(namespaces))}): pick one "
+        raise click.UsageError(f"pod {name} is in several namespaces ({caps.named(namespaces)}): pick one "
                                "with -n")
     return namespaces[0]
 
@@ -131,13 +132,13 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
         from kubectl_gpushare.kube.types import POD_PLACEMENT_DECODER
 
         data = options["from_file"].read()
-        file_nodes, file_pods = parse_documents(data)
+        warnings = Warnings()
+        file_nodes, file_pods = parse_documents(data, warnings)
         homes = [p.metadata.namespace for p in file_pods if p.metadata.name == name]
         namespace = _only_one(name, homes) if options["all_namespaces"] else options["namespace"] or "default"
         matches = [p for p in file_pods if (p.metadata.namespace, p.metadata.name) == (namespace, name)]
         if not matches:
             raise _pod_not_found(namespace, name, None if options["namespace"] else homes)
-        warnings = Warnings()
         objects = dra_in(data, warnings, classes=True)
         inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data), devices_in(data, file_nodes),
                          objects, warnings)

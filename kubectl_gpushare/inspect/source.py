@@ -35,6 +35,7 @@ from kubectl_gpushare.kube.records import (
     node_ip,
     node_record,
     pod_record,
+    shown,
     unhealthy_gpus,
     unhealthy_node_name,
 )
@@ -120,6 +121,31 @@ def keyed_pod_record(pod: types.Pod, warnings: Warnings | None = None) -> PodRec
     if record.uid:
         return record
     return msgspec.structs.replace(record, uid=f"{record.namespace}/{record.name}")
+
+
+class PodKeys:
+    """Ledger keys for the pods of one snapshot: `keyed_pod_record`, and a uid two pods share keys the later apart.
+
+    The API gives each object its own uid, but a hand-merged or hand-written dump may not; the ledger
+    keys pods by uid, so the second pod would replace the first and its memory would show as free.
+    A pod listed twice (same namespace and name) is still one pod. Only a hash of each owner is
+    kept, so a streamed list of 100,000 pods holds no record for this.
+    """
+
+    def __init__(self, warnings: Warnings | None) -> None:
+        self._owners: dict[str, int] = {}
+        self._warnings = warnings
+
+    def record(self, pod: types.Pod) -> PodRecord:
+        """The pod's record, keyed as the ledger should count it (one warning per pod sharing a uid)."""
+        record = keyed_pod_record(pod, self._warnings)
+        owner = hash((record.namespace, record.name))
+        if self._owners.setdefault(record.uid, owner) == owner:
+            return record
+        if self._warnings is not None:
+            self._warnings.add(f"pod {record.namespace}/{record.name}: uid {shown(record.uid)} is another pod's too; "
+                               "both are counted")
+        return msgspec.structs.replace(record, uid=f"{record.uid}/{record.namespace}/{record.name}")
 
 
 def _unique(names: Sequence[str]) -> list[str]:
@@ -583,6 +609,7 @@ class Build:
             units = dra.units(self.nodes, split.dra_nodes)
             self.held = [record for record in dra.claim_records(self.objects, units, {}) if record.node in wanted]
         self.holders = {record.uid for record in self.held}
+        self.keys = PodKeys(warnings)
 
     @property
     def reads_pods(self) -> bool:
@@ -599,7 +626,7 @@ class Build:
         split = self.split
         if node_name in self.wanted and node_name not in split.nodes:
             if not self.holders or pod.metadata.uid not in self.holders:
-                self.ledger.set_pod(keyed_pod_record(pod, self.warnings))
+                self.ledger.set_pod(self.keys.record(pod))
             return
         if self.cluster_wide and not node_name:
             record = pod_record(pod)
@@ -715,6 +742,8 @@ def _item_kind(raw: msgspec.Raw) -> str:
     """An item's ``kind`` (found by a flat scan where the item nests too deeply to decode)."""
     try:
         return _KIND_DECODER.decode(raw).kind
+    except msgspec.ValidationError:
+        return ""  # a kind that is not a string names no kind read here: the list's own item kind, if any
     except RecursionError:
         found = shallow.members(bytes(raw))
         try:
@@ -723,18 +752,41 @@ def _item_kind(raw: msgspec.Raw) -> str:
             return ""
 
 
-def _json_objects(data: bytes, others: Others | None = None) -> Iterator[tuple[str, Any]]:
-    """Yield ``(kind, decoded struct)`` for each Node and Pod in a JSON document; collect ``others`` in passing."""
+_NODE_OR_POD: Final[dict[str, types.Kind[Any]]] = {"Node": types.NODES, "Pod": types.PODS}
+
+
+def _skipped(kind: str, namespace: object, name: object, error: BaseException) -> str:
+    """The API path's warning for an item of a list that does not decode (`lenient.skipped`)."""
+    key = f"{namespace}/{name}" if isinstance(namespace, str) and namespace and isinstance(name, str) and name else (
+        name if isinstance(name, str) else "")
+    plural = _NODE_OR_POD[kind]
+    return lenient.skipped(plural, lenient.Undecodable(plural.plural, key, "", lenient.reason(error)))
+
+
+def _json_objects(
+    data: bytes, others: Others | None = None, warnings: Warnings | None = None
+) -> Iterator[tuple[str, Any]]:
+    """Yield ``(kind, decoded struct)`` for each Node and Pod in a JSON document; collect ``others`` in passing.
+
+    In a list, a Node or Pod that does not decode (a field of the wrong type, nested too deeply) is
+    skipped with one warning, as the API path skips it from a list page (`lenient.decode_page`);
+    a file that is one such object is unreadable.
+    """
     try:
         document = _document(data)
         raws = document.items if document.items is not None else [msgspec.Raw(data)]
         default_kind = _ITEM_KINDS.get(document.kind, "")
         for raw in raws:
             kind = _item_kind(raw) or default_kind
-            if kind == "Node":
-                yield kind, types.NODE_DECODER.decode(raw)
-            elif kind == "Pod":
-                yield kind, types.POD_DECODER.decode(raw)
+            if kind in _NODE_OR_POD:
+                try:
+                    yield kind, _NODE_OR_POD[kind].item_decoder.decode(raw)
+                except (msgspec.ValidationError, RecursionError) as exc:
+                    if document.items is None:
+                        raise
+                    if warnings is not None:
+                        namespace, name, _ = lenient.object_meta(raw)
+                        warnings.add(_skipped(kind, namespace, name, exc))
             elif others is not None and kind in others:
                 others[kind].append(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -743,11 +795,14 @@ def _json_objects(data: bytes, others: Others | None = None) -> Iterator[tuple[s
         raise InputError("not a Kubernetes JSON list: nested too deeply") from None
 
 
-def _yaml_objects(text: str, deep: bool, others: Others | None = None) -> Iterator[tuple[str, Any]]:
+def _yaml_objects(
+    text: str, deep: bool, others: Others | None = None, warnings: Warnings | None = None
+) -> Iterator[tuple[str, Any]]:
     """Yield ``(kind, decoded struct)`` for each Node and Pod in YAML documents; collect ``others`` in passing.
 
     Scalars are read as strings and coerced by field type, so a hand-written ``gpu-mem: 30`` or an
-    unquoted timestamp reads the same as kubectl's quoted output.
+    unquoted timestamp reads the same as kubectl's quoted output. In a list, a Node or Pod that does
+    not convert is skipped with one warning, as in JSON (`_json_objects`).
     """
     import yaml
 
@@ -776,12 +831,18 @@ def _yaml_objects(text: str, deep: bool, others: Others | None = None) -> Iterat
                     others[kind].append(item)
                 continue
             try:
-                yield kind, msgspec.convert(item, target, strict=False)
-            except RecursionError:
-                raise InputError(f"{kind}: nested too deeply") from None
-            except msgspec.ValidationError as exc:
-                name = item.get("metadata", {}).get("name", "?") if isinstance(item.get("metadata"), dict) else "?"
-                raise InputError(f"{kind} {name}: {exc}") from None
+                converted = msgspec.convert(item, target, strict=False)
+            except (RecursionError, msgspec.ValidationError) as exc:
+                meta = item.get("metadata")
+                meta = meta if isinstance(meta, dict) else {}
+                if isinstance(items, list):
+                    if warnings is not None:
+                        warnings.add(_skipped(kind, meta.get("namespace"), meta.get("name"), exc))
+                    continue
+                if isinstance(exc, RecursionError):
+                    raise InputError(f"{kind}: nested too deeply") from None
+                raise InputError(f"{kind} {meta.get('name', '?')}: {exc}") from None
+            yield kind, converted
 
 
 def _replace_invalid_utf8(data: bytes, warnings: Warnings | None) -> bytes:
@@ -851,6 +912,8 @@ def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
         meta = decode_raw(_NAMED_DECODER, raw).metadata
     except RecursionError:  # nested past the decoder elsewhere: the flat scan finds the metadata
         return lenient.object_meta(raw)[:2]
+    except msgspec.DecodeError:  # a name or namespace of the wrong type: no key, so no pod is this one
+        return "", ""
     return meta.namespace, meta.name
 
 
@@ -1075,7 +1138,8 @@ def parse_documents(
     """Decode nodes and pods from ``kubectl get ... -o json`` or ``-o yaml`` output.
 
     Invalid UTF-8 is read with U+FFFD in its place (and a warning), so one bad byte in one pod's
-    annotation does not hide the cluster. Items of the kinds ``others`` names are collected there
+    annotation does not hide the cluster; nor does one listed Node or Pod that does not decode (it
+    is skipped with a warning, as from the API). Items of the kinds ``others`` names are collected there
     undecoded, in the same pass (a 200 MB file is walked once).
 
     Raises:
@@ -1086,17 +1150,17 @@ def parse_documents(
         raise InputError("the input is empty; expected the output of `kubectl get nodes,pods -A -o json`")
     if stripped[:1] in (b"{", b"["):
         try:
-            objects = list(_json_objects(data, others))
+            objects = list(_json_objects(data, others, warnings))
         except UnicodeDecodeError:
             for found in (others or {}).values():
                 found.clear()
-            objects = list(_json_objects(_replace_invalid_utf8(data, warnings), others))
+            objects = list(_json_objects(_replace_invalid_utf8(data, warnings), others, warnings))
     else:
         try:
             text = data.decode()
         except UnicodeDecodeError:
             text = _replace_invalid_utf8(data, warnings).decode()
-        objects = list(_yaml_objects(text, deep=_bracket_depth(data) > YAML_C_DEPTH, others=others))
+        objects = list(_yaml_objects(text, deep=_bracket_depth(data) > YAML_C_DEPTH, others=others, warnings=warnings))
     nodes = [obj for kind, obj in objects if kind == "Node"]
     pods = [obj for kind, obj in objects if kind == "Pod"]
     if not nodes and not pods:

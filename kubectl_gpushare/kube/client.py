@@ -119,23 +119,7 @@ def _object_path(
     """The path of one object (or, without a name, where to create one); namespaced kinds need a namespace."""
     if kind.namespaced and not namespace:
         raise KubeError(f"{kind.plural} are namespaced: a namespace is required")
-    _check_segment("namespace", namespace)
-    _check_segment("name", name)
-    return str(kind.path(namespace, name, subresource))
-
-
-def _check_segment(what: str, value: str | None) -> None:
-    """Refuse a name that is not one URL path segment, as client-go's ``Request.Name``/``Namespace`` do.
-
-    apimachinery's ``IsValidPathSegmentName``: not ``.`` or ``..``, no ``/`` or ``%``. Without this, a
-    pod named ``x/status`` (from a request body, say) would reach the pod's status subresource.
-    """
-    if not value:
-        return
-    problems = [f"may not be '{value}'"] if value in (".", "..") else []
-    problems += [f"may not contain '{char}'" for char in ("/", "%") if char in value]
-    if problems:
-        raise KubeError(f"invalid resource {what} {value!r}: {', '.join(problems)}")
+    return str(kind.path(namespace, name, subresource))  # ConfigError: not one path segment (`types.path_segment`)
 
 
 class Client:
@@ -328,7 +312,6 @@ class Client:
         page_size: int, resource_version: str | None, allow_inconsistent: bool,
     ) -> Iterator[bytes]:
         """The JSON of each page of a list (`list_pages` for the arguments)."""
-        _check_segment("namespace", namespace)
         path = k.path(namespace or None)
         query: dict[str, object] = {
             "labelSelector": label_selector,
@@ -600,7 +583,6 @@ class Client:
             Expired: the resourceVersion is too old (re-list), when the server says so up front.
         """
         k = _kind(kind)
-        _check_segment("namespace", namespace)
         path = k.path(namespace or None)
         query: dict[str, object] = {
             "watch": "true",

@@ -43,6 +43,12 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+MAX_REQUEST_TIMEOUT: Final = 2562047 * 3600.0
+"""Whole hours of Go's longest ``time.Duration`` (int64 nanoseconds, the ``time`` package's
+``maxDuration``); ``time.ParseDuration`` refuses longer ones, and Python's socket timeouts (also
+int64 nanoseconds, ``_PyTime_t``) overflow past it."""
+
+
 def parse_request_timeout(text: str | float | int | None) -> float | None:
     """Parse kubectl's ``--request-timeout``.
 
@@ -73,6 +79,8 @@ def parse_request_timeout(text: str | float | int | None) -> float | None:
             seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
     if seconds < 0:
         raise ConfigError(f"invalid request timeout {text!r}: must not be negative")
+    if not seconds <= MAX_REQUEST_TIMEOUT:  # also NaN
+        raise ConfigError(f"invalid request timeout {text!r}: longer than 2562047h, the longest duration Go has")
     return None if seconds == 0 else seconds
 
 

@@ -20,6 +20,7 @@ from typing import Final, Generic, TypedDict, TypeVar
 import msgspec
 
 from kubectl_gpushare import dra_objects
+from kubectl_gpushare.kube.errors import ConfigError
 
 # --- Metadata -------------------------------------------------------------------------------------
 
@@ -579,16 +580,38 @@ class Kind(msgspec.Struct, Generic[ItemT_co], frozen=True):
     list_decoder: msgspec.json.Decoder[ObjectList[ItemT_co]]
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
-        """The URL path of a collection (all namespaces when ``namespace`` is None) or one object."""
+        """The URL path of a collection (all namespaces when ``namespace`` is None) or one object.
+
+        Raises:
+            ConfigError: ``namespace`` or ``name`` cannot be one path segment (`path_segment`).
+        """
         parts = [self.api_path]
         if self.namespaced and namespace:
-            parts.append(f"namespaces/{namespace}")
+            parts.append(f"namespaces/{path_segment(namespace)}")
         parts.append(self.plural)
         if name:
-            parts.append(name)
+            parts.append(path_segment(name))
             if subresource:
                 parts.append(subresource)
         return "/".join(parts)
+
+
+def path_segment(name: str) -> str:
+    """``name``, unchanged, if it can be one segment of a URL path; else the error client-go gives.
+
+    client-go's ``Request.Name``/``Namespace`` (``rest/request.go``) refuse a name that
+    ``IsValidPathSegmentName`` (``apimachinery/pkg/api/validation/path/name.go``) rejects: ``.``,
+    ``..``, or one holding ``/`` or ``%``, so ``gpu-a/status`` or ``../x`` never walks the URL.
+
+    Raises:
+        ConfigError: the name is ``.`` or ``..`` or holds ``/`` or ``%`` (a usage error, exit 2).
+    """
+    problems = [f"may not be '{name}'"] if name in (".", "..") else []
+    problems += [f"may not contain '{c}'" for c in "/%" if c in name]
+    if problems:
+        shown = name if len(name) <= 70 else name[:70] + "..."
+        raise ConfigError(f"invalid resource name {shown!r}: {'; '.join(problems)}")
+    return name
 
 
 PODS: Final = Kind("Pod", "pods", "/api/v1", True, POD_DECODER, POD_LIST_DECODER)

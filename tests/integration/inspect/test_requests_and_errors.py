@@ -94,6 +94,29 @@ def test_node_not_found_keeps_the_original_text(sandbox: Sandbox, kube_env: dict
     assert_one_line_error(result, command.EXIT_API, 'Failed due to nodes "no-such-node" not found')
 
 
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["gpu-node-000/status"], "'gpu-node-000/status': may not contain '/'"),  # was a GET of the status
+        (["../x", "-d"], "'../x': may not contain '/'"),
+        (["..", "-o", "json"], "'..': may not be '..'"),
+    ],
+)
+def test_a_node_name_that_is_no_path_segment_is_refused_before_any_request(
+    sandbox: Sandbox, kube_env: dict[str, str], args: list[str], needle: str
+) -> None:
+    """As client-go refuses it (``IsValidPathSegmentName``): a name never walks the URL to a subresource."""
+    sandbox.load(generate_cluster(nodes=1, pods=0, gpus_per_node=2))
+    sandbox.clear_requests()
+    result = inspect(kube_env, *args)
+    assert_one_line_error(result, command.EXIT_USAGE, "invalid resource name", needle)
+    assert sandbox.requests == []
+    labeled = subprocess.run(["kubectl-gpushare", "label-nodes", *args[:1]], env=kube_env, capture_output=True,
+                             text=True, timeout=60)
+    assert_one_line_error(labeled, command.EXIT_USAGE, "invalid resource name", needle)
+    assert sandbox.requests == []
+
+
 def test_no_kubeconfig_is_a_config_error(tmp_path: Path, kube_env: dict[str, str]) -> None:
     env = dict(kube_env, KUBECONFIG=str(tmp_path / "missing"))
     env.pop("KUBERNETES_SERVICE_HOST", None)

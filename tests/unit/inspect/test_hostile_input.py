@@ -81,3 +81,46 @@ def test_deeply_nested_input_is_a_one_line_usage_error(cli_runner: CliRunner, tm
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [result.stderr.strip()]
     assert "nested too deeply" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[], ["-o", "json"], ["fit", "1"], ["doctor"], ["explain", "good"]],
+    ids=lambda command: " ".join(command) or "inspect",
+)
+def test_a_dumped_pod_of_the_wrong_type_is_skipped_with_one_warning_by_every_command(
+    cli_runner: CliRunner, tmp_path: Path, command: list[str]
+) -> None:
+    """``kubectl get -o json`` dumps what the API serves, so a file is read as the API is: one bad pod is left out."""
+    from kubectl_gpushare.cli import load_command
+
+    garbage = hostile_cluster()[3]  # the good pod, under another name with an annotation of the wrong type
+    garbage = {**garbage, "metadata": {**garbage["metadata"], "name": "garbage", "annotations": {"k": {"x": 1}}}}
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"kind": "List", "items": [*hostile_cluster()[:4], garbage]}))
+    invoked = load_command(command[0]) if command[:1] in (["fit"], ["doctor"], ["explain"]) else inspect_command
+    arguments = command[1:] if invoked is not inspect_command else command
+    result = cli_runner.invoke(invoked, ["--from-file", str(path), *arguments])
+    assert result.exit_code in (0, 11, 12), result.stderr  # doctor's verdicts: warnings, errors
+    assert "Traceback" not in result.stderr
+    output = result.stdout + result.stderr
+    assert output.count("default/garbage: cannot be decoded") == 1, output
+    if command == ["-o", "json"]:
+        nodes = {node["name"]: node for node in json.loads(result.stdout)["nodes"]}
+        assert nodes["n1"]["used"] == GOOD_POD_MEM, "the neighbours count, nothing from the skipped pod"
+
+
+def test_explain_reads_past_a_neighbour_of_the_wrong_type_an_item_kind_that_is_no_string_and_a_duplicate(
+    cli_runner: CliRunner, tmp_path: Path
+) -> None:
+    from kubectl_gpushare.cli import load_command
+
+    good = hostile_cluster()[3]
+    nameless = {**good, "metadata": {**good["metadata"], "name": ["not", "a", "name"]}}
+    kindless = {**good, "kind": 5}
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"kind": "List", "items": [*hostile_cluster()[:4], nameless, kindless, good]}))
+    result = cli_runner.invoke(load_command("explain"), ["--from-file", str(path), "-A", "good", "-o", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["pod"] == "good"
+    assert result.stderr.count("cannot be decoded") == 1, "the nameless pod; the kindless item is no kind read here"

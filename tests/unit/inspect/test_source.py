@@ -184,3 +184,46 @@ def test_items_of_kinds_skips_an_item_nested_too_deeply_and_keeps_its_neighbours
     assert [bytes(raw) for raw in found["ResourceSlice"]] == [deep, kept]  # the deep one is refused where decoded
     assert [bytes(raw) for raw in found["ValidatingAdmissionPolicy"]] == [policy]
     assert source.items_of_kinds(b'{"items":' + b"[" * 100_000 + b"]" * 100_000 + b"}", ("Pod",)) == {"Pod": []}
+
+
+
+def _mistyped(item: dict) -> dict:
+    item["metadata"]["annotations" if item["kind"] == "Pod" else "labels"] = {"k": ["a list where a string goes"]}
+    return item
+
+
+@pytest.mark.parametrize("form", ["json", "yaml"])
+def test_a_listed_node_or_pod_that_does_not_decode_is_skipped_alone_with_one_warning(form: str) -> None:
+    """As from the API (`lenient.decode_page`): the neighbours are counted, nothing is credited from the bad one."""
+    import yaml
+
+    items = [node("a"), _mistyped(pod("mistyped", "a", "5")), pod("fine", "a", "3"), _mistyped(node("b"))]
+    data = as_list(*items) if form == "json" else yaml.safe_dump({"kind": "List", "items": items}).encode()
+    snapshot = source.from_documents(data)
+    assert snapshot.names == ["a"]
+    assert snapshot.ledger.used("a") == {0: 3}
+    assert [message.split(" (")[0] for message in snapshot.warnings.messages] == [
+        "pod default/mistyped: cannot be decoded", "node b: cannot be decoded"
+    ]
+    assert all(message.endswith("; skipped") for message in snapshot.warnings.messages)
+
+
+def test_a_listed_node_nested_too_deeply_is_skipped_alone() -> None:
+    deep = b'{"kind":"Node","metadata":{"name":"deep"},"spec":{"x":' + b"[" * 5000 + b"]" * 5000 + b"}}"
+    data = as_list(node("a"), pod("fine", "a", "3")).replace(b'"items": [', b'"items": [' + deep + b",", 1)
+    snapshot = source.from_documents(data)
+    assert snapshot.names == ["a"] and snapshot.ledger.used("a") == {0: 3}
+    assert snapshot.warnings.messages == ["node deep: cannot be decoded (nested too deeply); skipped"]
+
+
+def test_pods_that_share_a_uid_are_all_counted_and_a_pod_listed_twice_once() -> None:
+    """A merged dump can repeat a uid: the later pod must not replace the first and free its memory."""
+    first, second, elsewhere = pod("a", "n", "4"), pod("b", "n", "4"), pod("c", "n", "2", idx="1")
+    second["metadata"]["uid"] = elsewhere["metadata"]["uid"] = first["metadata"]["uid"]
+    elsewhere["metadata"]["namespace"] = "other"
+    snapshot = source.from_documents(as_list(node("n"), first, second, elsewhere, pod("a", "n", "4")))
+    assert snapshot.ledger.used("n") == {0: 8, 1: 2}, "a listed twice is one pod; b and c count beside it"
+    assert [m for m in snapshot.warnings.messages if "uid" in m] == [
+        "pod default/b: uid 'a' is another pod's too; both are counted",
+        "pod other/c: uid 'a' is another pod's too; both are counted",
+    ]

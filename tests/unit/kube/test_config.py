@@ -62,6 +62,7 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
         ("1m30s", 90.0),
         ("500ms", 0.5),
         ("1h", 3600.0),
+        ("2562047h", 2562047 * 3600.0),
         (7, 7.0),
         (None, None),
     ],
@@ -70,7 +71,12 @@ def test_request_timeout_accepts_kubectl_syntax(text: Any, seconds: float | None
     assert kc.parse_request_timeout(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "abc", "5x", "1m 30s", "-5", "s", "5s5"])
+@pytest.mark.parametrize(
+    "text",
+    # Past Go's longest duration (2562047h): socket timeouts overflowed with a traceback
+    ["", "abc", "5x", "1m 30s", "-5", "s", "5s5", "99999999999999999999h", "2562048h", "9999999999999",
+     float("nan"), float("inf")],
+)
 def test_request_timeout_rejects_garbage_with_one_line(text: str) -> None:
     with pytest.raises(ConfigError) as info:
         kc.parse_request_timeout(text)
