@@ -51,7 +51,14 @@ SHAPES: tuple[tuple[str, type, str], ...] = (
     ("data", dict, "map[string]string"),
     ("spec.nodeName", str, "string"),
     ("spec.unschedulable", bool, "bool"),
+    ("spec.taints", list, "[]v1.Taint"),
+    ("spec.taints[]", dict, "v1.Taint"),
+    *((f"spec.taints[].{field}", str, "string") for field in ("key", "value", "effect")),
     ("spec.tolerations", list, "[]v1.Toleration"),
+    ("spec.tolerations[]", dict, "v1.Toleration"),
+    *((f"spec.tolerations[].{field}", str, "string") for field in ("key", "operator", "value", "effect")),
+    ("spec.nodeSelector", dict, "map[string]string"),
+    ("spec.nodeSelector{}", str, "string"),
     ("spec.containers", list, "[]v1.Container"),
     *((f"spec.containers{path}", kind, go) for path, kind, go in _CONTAINER_FIELDS),
     ("spec.initContainers", list, "[]v1.Container"),
@@ -59,11 +66,12 @@ SHAPES: tuple[tuple[str, type, str], ...] = (
     ("status.phase", str, "string"),
     ("status.conditions", list, "[]Condition"),
     ("status.conditions[]", dict, "Condition"),
+    *((f"status.conditions[].{field}", str, "string") for field in ("type", "status")),
 )
 """JSON types of the fields the sandbox's own code reads (Go's decoder refuses others with 400).
 
-A path segment ending in ``[]`` means every element of that array. A null is dropped, as Go decodes
-it to the zero value."""
+A path segment ending in ``[]`` means every element of that array, ``{}`` every value of that map. A
+null is dropped, as Go decodes it to the zero value."""
 
 
 def _check_shapes(kind: str, obj: dict[str, Any]) -> None:
@@ -96,6 +104,9 @@ def _leaves(parents: list[Any], segment: str) -> list[tuple[Any, Any]]:
     if segment.endswith("[]"):
         lists = [p[segment[:-2]] for p in parents if isinstance(p, dict) and isinstance(p.get(segment[:-2]), list)]
         return [(items, i) for items in lists for i in range(len(items))]
+    if segment.endswith("{}"):  # every value of a map
+        maps = [p[segment[:-2]] for p in parents if isinstance(p, dict) and isinstance(p.get(segment[:-2]), dict)]
+        return [(mapping, key) for mapping in maps for key in list(mapping)]
     return [(p, segment) for p in parents if isinstance(p, dict) and segment in p]
 
 

@@ -336,3 +336,24 @@ def test_keep_alive_within_the_idle_timeout_is_kept(sandbox: Sandbox) -> None:
                     length = int(line.split(b":")[1])
             reader.read(length)
             time.sleep(0.3)  # idle between requests, within the idle timeout (the thing under test)
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "spec"),
+    [
+        ("Node", "/api/v1/nodes", {"taints": "x"}),
+        ("Node", "/api/v1/nodes", {"taints": [1]}),
+        ("Node", "/api/v1/nodes", {"taints": [{"key": "k", "effect": 7}]}),
+        ("Pod", "/api/v1/namespaces/default/pods", {**POD["spec"], "tolerations": ["x"]}),
+        ("Pod", "/api/v1/namespaces/default/pods", {**POD["spec"], "nodeSelector": {"gpu": True}}),
+    ],
+    ids=["taints-string", "taint-number", "taint-effect-number", "toleration-string", "node-selector-bool"],
+)
+def test_mistyped_scheduling_fields_get_400_as_go_decodes_them(
+    sandbox: Sandbox, kind: str, path: str, spec: dict[str, Any]
+) -> None:
+    """kube-apiserver decodes into typed structs: a Node or Pod the scheduler could not read is never stored."""
+    body = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "odd"}, "spec": spec}
+    status, answer, _ = exchange(sandbox, request("POST", path, json.dumps(body).encode()))
+    assert (status, answer["reason"]) == (400, "BadRequest") and "cannot unmarshal" in answer["message"], answer
+    assert sandbox.get(path.rsplit("/", 1)[1], "default" if kind == "Pod" else None, "odd") is None
