@@ -249,6 +249,8 @@ def _constant_string(expr: syntax_pb2.Expr) -> str | None:
 
 def _text(size: Size) -> int:
     """The longest text a value prints as (``format``'s ``%s``): its elements' texts, with separators."""
+    if size.fields:  # an object prints each field as name: value
+        return _add(2, *(_add(len(name), _text(value), 4) for name, value in size.fields.items()))
     if size.entry is None:
         return max(size.length, _SCALAR_TEXT)
     each = _add(_text(size.entry), _text(size.key) if size.key is not None else 0, 4)
