@@ -18,8 +18,10 @@ when their values are, as ``Quantity.Equal`` makes them. Values finer than a tho
 ``MilliValue()`` does. A semantic version travels as ``{"__semver__": "<text>"}`` (`semver`); the
 comparison functions, declared once for both, dispatch on which of the two they are given.
 
-Not built: the API server's static cost estimate (``cel.PerCallLimit``). An expression is bounded
-here by its length, the limit the API server checks first (``CELSelectorExpressionMaxLength``).
+An expression is bounded by its length, the limit the API server checks first
+(``CELSelectorExpressionMaxLength``); a DRA selector (`compile_selector`) also by its static
+worst-case cost (`kube.cel_cost`), so one that could exhaust memory is refused before it runs.
+Admission policies have no cost bound here.
 The package is an optional dependency (the ``daemons`` extra: 50 MB of native code the kubectl plugin
 does not need); `available` says whether it is installed.
 """
@@ -57,6 +59,13 @@ class CelError(ValueError):
     def __init__(self, message: str, detail: str | None = None) -> None:
         super().__init__(message)
         self.detail = detail if detail is not None else message
+
+
+class CelCostError(CelError):
+    """A selector whose static worst-case cost exceeds the limit: refused as the API server does.
+
+    ``detail`` is upstream's ``too complex, exceeds cost limit``; the message adds the estimate.
+    """
 
 
 def _one_line(text: str) -> str:
@@ -187,6 +196,11 @@ class Expression:
         self.source = source
         self._compiled = compiled
 
+    def serialized(self) -> bytes:
+        """The checked expression, a ``google.protobuf.Any`` holding cel-spec's ``cel.expr.CheckedExpr``."""
+        serialized: bytes = self._compiled.serialize()
+        return serialized
+
     def evaluate(self, activation: Activation) -> object:
         """The expression's value over ``activation``; raises `CelError` on any evaluation error."""
         from cel_expr_python import cel
@@ -241,3 +255,26 @@ def compile_expression(source: str, variables: tuple[str, ...]) -> Expression:
         detail = _one_line(str(error))
         raise CelError(f"compiling {source[:200]!r}: {detail}", detail) from None
     return Expression(source, compiled)
+
+
+SELECTOR_VARIABLES: Final = ("device",)
+"""The variables of a DRA device selector (dynamic-resource-allocation ``cel/compile.go``)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_selector(source: str) -> Expression:
+    """Compile a DRA device selector, refusing one whose worst-case cost exceeds the limit; cached.
+
+    Raises:
+        CelCostError: the static estimate (`kube.cel_cost`) is above ``CELSelectorExpressionMaxCost``.
+        CelError: as `compile_expression`.
+    """
+    from kubectl_gpushare.kube import cel_cost
+
+    expression = compile_expression(source, SELECTOR_VARIABLES)
+    cost = cel_cost.worst_case_cost(expression.serialized(), {"device": cel_cost.DEVICE})
+    if cost > cel_cost.MAX_COST:
+        shown = "unbounded" if cost >= cel_cost.UNBOUNDED else str(cost)
+        raise CelCostError(f"{cel_cost.TOO_COMPLEX} (worst-case cost {shown} > {cel_cost.MAX_COST})",
+                           cel_cost.TOO_COMPLEX)
+    return expression

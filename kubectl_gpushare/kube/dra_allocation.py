@@ -62,7 +62,6 @@ FILTER_ERROR: Final = 'running "DynamicResources" filter plugin: {error}'
 MAX_STEPS: Final = 100_000
 """Device tries per node before giving up (the plugin's filter timeout, as a count: no clock here)."""
 
-CEL_VARIABLES: Final = ("device",)
 _STRING_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.){1,253})"|\'((?:[^\'\\\n]|\\.){1,253})\'')
 
 
@@ -419,7 +418,7 @@ class _Search:
     def _matches(selectors: Sequence[str], base: dict[str, object], key: DeviceId, owner: str) -> bool:
         for i, source in enumerate(selectors):
             try:
-                expression = cel.compile_expression(source, CEL_VARIABLES)
+                expression = cel.compile_selector(source)
             except cel.CelError as exc:
                 raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {exc}") from None
             try:

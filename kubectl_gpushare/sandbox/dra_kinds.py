@@ -78,13 +78,18 @@ def is_dra(resource: Resource) -> bool:
 
 
 def _compile_causes(expressions: list[tuple[str, str]]) -> list[str]:
-    """``validateCELSelector``: each expression must compile (checked only where CEL is installed)."""
+    """``validateCELSelector``: each expression must compile and stay within the cost limit.
+
+    Checked only where CEL is installed. Over the limit is ``field.Forbidden`` upstream, without the value.
+    """
     if not cel.available():
         return []
     causes: list[str] = []
     for path, source in expressions:
         try:
-            cel.compile_expression(source, ("device",))
+            cel.compile_selector(source)
+        except cel.CelCostError as exc:
+            causes.append(f"{path}: Forbidden: {exc.detail}")
         except cel.CelError as exc:
             shown = source if len(source) <= 200 else source[:200] + "..."
             causes.append(f"{path}: Invalid value: {shown!r}: compilation failed: {exc}")

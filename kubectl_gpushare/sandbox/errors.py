@@ -97,13 +97,25 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
+_CAUSE_TYPES = {"Forbidden": "FieldValueForbidden", "Required value": "FieldValueRequired",
+                "Too long": "FieldValueTooLong", "Too many": "FieldValueTooMany",
+                "Unsupported value": "FieldValueNotSupported", "Duplicate value": "FieldValueDuplicate",
+                "Not found": "FieldValueNotFound", "Internal error": "InternalError"}
+"""A cause's reason by the words its message starts with (apimachinery ``field.ErrorType`` and its
+``String()``; the API server's ``NewInvalid`` sets ``Type: metav1.CauseType(err.Type)``); others are Invalid."""
+
+
+def _cause(cause: str) -> dict[str, str]:
+    field, _, body = cause.partition(": ")
+    body = body or cause
+    reason = next((t for words, t in _CAUSE_TYPES.items() if body.startswith(words)), "FieldValueInvalid")
+    return {"reason": reason, "message": body, "field": field}
+
+
 def invalid(kind: str, name: str, causes: list[str], group: str = "") -> ApiError:
     """422 for an object that decodes but fails validation (``details.causes`` is what kubectl lists)."""
     details = _details(kind, name, group)
-    details["causes"] = [
-        {"reason": "FieldValueInvalid", "message": cause.partition(": ")[2] or cause, "field": cause.partition(": ")[0]}
-        for cause in causes
-    ]
+    details["causes"] = [_cause(cause) for cause in causes]
     return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {", ".join(causes)}', details=details)
 
 

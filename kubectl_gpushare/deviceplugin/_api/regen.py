@@ -1,4 +1,4 @@
-"""Regenerate the v1beta1 device-plugin modules from ``deviceplugin.proto`` (see `node.protoc`).
+"""Regenerate the v1beta1 device-plugin modules from ``deviceplugin.proto`` (see `kube.protoc`).
 
 Run ``python -m kubectl_gpushare.deviceplugin._api.regen`` after editing the proto.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kubectl_gpushare.node import protoc
+from kubectl_gpushare.kube import protoc
 
 PROTOS = (Path(__file__).with_name("deviceplugin.proto"),)
 

@@ -1,4 +1,4 @@
-"""Regenerate the kubelet DRA and plugin-registration modules from the protos here (see `node.protoc`).
+"""Regenerate the kubelet DRA and plugin-registration modules from the protos here (see `kube.protoc`).
 
 Run ``python -m kubectl_gpushare.dra._api.regen`` after updating a proto from kubernetes/kubelet.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kubectl_gpushare.node import protoc
+from kubectl_gpushare.kube import protoc
 
 HERE = Path(__file__).parent
 PROTOS = (HERE / "dra_v1.proto", HERE / "dra_v1beta1.proto", HERE / "pluginregistration_v1.proto")

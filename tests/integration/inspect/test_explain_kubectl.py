@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from costly_cel import NESTED_BIND, REPLACE_CHAIN
 from golden.explain import cases
 
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -81,3 +83,30 @@ def test_a_pod_in_several_namespaces_needs_n(sandbox: Sandbox, kubectl: Callable
     assert result.returncode == 2
     assert result.stderr.startswith("error: pod wants-8 is in several namespaces (ml, team-b): pick one with -n")
     assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("selector", [NESTED_BIND, REPLACE_CHAIN], ids=["nested-bind", "replace-chain"])
+def test_a_claim_whose_selector_is_over_the_cost_limit_gets_its_reason_and_is_never_run(
+    selector: str, sandbox: Sandbox, kubectl: Callable[..., Any], tmp_path: Path
+) -> None:
+    from golden.inspect import build_dra_clusters as dra
+
+    from kubectl_gpushare.kube import cel
+
+    if not cel.available():
+        pytest.skip(cel.INSTALL_HINT)
+    claim = dra.pending_claim("dra-costly-gpu", "dra-costly", "4Gi", namespace="ml")
+    claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression": selector}}]
+    # Loaded past admission (which refuses it), as a dump from a cluster without the bound could hold it.
+    sandbox.load([*cases.dra_seed(), dra.dra_pod("dra-costly", "", "dra-costly-gpu", phase="Pending",
+                                                 namespace="ml"), claim])
+    kinds = "nodes,pods,resourceslices,resourceclaims,deviceclasses"
+    (tmp_path / "c.json").write_text(kubectl("get", kinds, "-A", "-o", "json").stdout)
+    for source in ([], ["--from-file", str(tmp_path / "c.json")]):
+        result = kubectl("gpushare", "explain", "dra-costly", "-n", "ml", *source)
+        reason = [line for line in result.stdout.splitlines() if line.startswith("  node/dra-1:")]
+        expected = (r'  node/dra-1: running "DynamicResources" filter plugin: claim ml/dra-costly-gpu: selector #0: '
+                    r"CEL compile error: too complex, exceeds cost limit \(worst-case cost \d+ > 1000000\)")
+        assert len(reason) == 1 and re.fullmatch(expected, reason[0]), result.stdout
+    # The other pods are explained as before, beside it.
+    assert kubectl("gpushare", "explain", "dra-waiting", "-n", "ml").stdout == (GOLDEN / "dra-pending.txt").read_text()

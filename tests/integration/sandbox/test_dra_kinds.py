@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from costly_cel import NESTED_BIND, REPLACE_CHAIN
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
@@ -303,3 +304,30 @@ def test_int64_bounds_are_accepted_and_a_status_write_past_them_is_refused(sandb
     assert "\n" not in answer["message"]
     assert not (sandbox.get("resourceclaims", "default", "c") or {}).get("status")
     assert not [r for r in sandbox.requests if r.status >= 500]
+
+
+CLASSES_PATH = "/apis/resource.k8s.io/v1/deviceclasses"
+
+
+@pytest.mark.parametrize("selector", [NESTED_BIND, REPLACE_CHAIN], ids=["nested-bind", "replace-chain"])
+def test_a_selector_over_the_cost_limit_is_refused_with_422_as_upstream(sandbox: Sandbox, selector: str) -> None:
+    if not cel.available():
+        pytest.skip(cel.INSTALL_HINT)
+    cel_selector = [{"cel": {"expression": selector}}, {"cel": {"expression": f'device.driver == "{DRIVER}"'}}]
+    device_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "costly"},
+                    "spec": {"selectors": cel_selector}}
+    for path, body, field in (
+            (CLAIMS_PATH, claim_body(selectors=cel_selector), "spec.devices.requests[0].exactly.selectors[0]"),
+            (CLASSES_PATH, device_class, "spec.selectors[0]")):
+        status, answer = send(sandbox, "POST", path, body)
+        kind = body["kind"]
+        assert (status, answer["reason"]) == (422, "Invalid"), answer
+        name = body["metadata"]["name"]
+        assert answer["message"].startswith(kind) and answer["message"].endswith(
+            f'"{name}" is invalid: {field}.cel.expression: Forbidden: too complex, exceeds cost limit')
+        assert answer["details"]["causes"] == [{"reason": "FieldValueForbidden", "field": f"{field}.cel.expression",
+                                                "message": "Forbidden: too complex, exceeds cost limit"}]
+    assert not sandbox.objects("resourceclaims") and not sandbox.objects("deviceclasses")
+    # The second selector alone is ordinary and admitted.
+    status, _ = send(sandbox, "POST", CLASSES_PATH, {**device_class, "spec": {"selectors": cel_selector[1:]}})
+    assert status == 201

@@ -6,6 +6,7 @@ import itertools
 from typing import Any
 
 import pytest
+from costly_cel import NESTED_BIND
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -145,6 +146,7 @@ def test_capacity_selectors_see_quantities_by_value() -> None:
 
 @pytest.mark.parametrize(("selector", "message"), [
     ("device.attributes[", "selector #0: CEL compile error"),
+    (NESTED_BIND, "selector #0: CEL compile error: too complex, exceeds cost limit"),
     ("device.nothing == 1", "CEL runtime error"),
     ("1 + 1", "must evaluate to bool"),
 ])

@@ -1,0 +1,316 @@
+"""A static worst-case cost bound for DRA device selectors, so one that could exhaust memory never runs.
+
+The API server estimates each selector's worst-case cost when it validates a ResourceClaim, claim
+template or DeviceClass and refuses one above ``CELSelectorExpressionMaxCost`` (1,000,000; k8s.io/api
+resource/v1 types.go) with ``Forbidden: too complex, exceeds cost limit`` (pkg/apis/resource/validation
+``validateCELSelector``). The estimate is cel-go's (``checker/cost.go``) over the declared ``device``
+type (k8s.io/dynamic-resource-allocation ``cel/compile.go``: a driver name of at most 63 characters,
+attribute and capacity maps of at most 32 domains of at most 32 entries, attribute values of at most 64
+characters) plus the Kubernetes library costs (``k8s.io/apiserver/pkg/cel/library/cost.go``). Without it a
+430-character selector that nests ``cel.bind`` over string concatenation (or chains ``.replace()``)
+grows eightfold per level and allocates gigabytes when the scheduler evaluates it.
+
+This module walks the checked expression (cel-spec's ``cel.expr.CheckedExpr``, which ``cel-expr-python``
+serializes; the protos are vendored in `kube._api`) and follows those rules where sizes grow:
+
+* sizes: string and bytes literals by their length, the ``device`` fields as declared above, a variable
+  bound by ``cel.bind`` or a comprehension by the size of what it is bound to;
+* concatenation (``+``) adds sizes and costs a tenth of the result; comparisons a tenth of the smaller
+  side; ``contains`` the product of tenths; selection and variables 1, list literals 10, map 30;
+* comprehensions (``all``, ``exists``, ``map``, ``filter``, ``cel.bind``) multiply the cost of their
+  step by the size of their range, and an accumulator that grows per step grows by that size;
+* the strings extension: ``replace``, ``join``, ``split``, ``format``, ``quote`` and the case and trim
+  functions produce strings bounded from their inputs, and cost a tenth of what they traverse.
+
+Conservative (refuses a little more than upstream), where exact parity would need cel-go's estimator
+with the declared types: variables here are ``dyn``, so list concatenation is priced like string
+concatenation (upstream: 1); ``replace`` assumes the worst replacement (an empty pattern); ``format``
+assumes every verb prints the largest element; a function this module does not know returns at most
+the sum of its inputs' sizes; a size that cannot be known (a field ``device`` does not declare) is
+unbounded, as cel-go's unknown size is. Ordinary selectors (driver and attribute comparisons, capacity
+``compareTo``, semver, ``cel.bind`` of small values, comprehensions over the attribute maps) cost
+hundreds, far below the limit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from kubectl_gpushare import dra_objects as dra
+from kubectl_gpushare.kube._api import checked_pb2, syntax_pb2
+
+MAX_COST: Final = 1_000_000
+"""``CELSelectorExpressionMaxCost`` (k8s.io/api resource/v1 types.go)."""
+
+UNBOUNDED: Final = 1 << 62
+"""A size or cost that cannot be known; every sum and product saturates here, as cel-go's uint64s do."""
+
+TOO_COMPLEX: Final = "too complex, exceeds cost limit"
+"""The API server's detail (``validateCELSelector``: ``field.Forbidden``)."""
+
+_TRAVERSAL: Final = 0.1  # common.StringTraversalCostFactor
+_REGEX: Final = 0.25  # common.RegexStringLengthCostFactor
+_LIST_CREATE: Final = 10  # checker/cost.go: createListBaseCost
+_MAP_CREATE: Final = 30  # createMapBaseCost
+_STRUCT_CREATE: Final = 40  # createMessageBaseCost
+_SCALAR_TEXT: Final = 32  # the longest text a number, bool or null prints as (a double's shortest form)
+
+
+@dataclass(frozen=True)
+class Size:
+    """The largest length of a value (characters, bytes, elements or entries; 1 for a scalar).
+
+    ``entry`` bounds a list's elements or a map's values, ``key`` a map's keys (``None`` for a list),
+    ``fields`` an object's fields (the ``device`` variable).
+    """
+
+    length: int
+    entry: Size | None = None
+    key: Size | None = None
+    fields: Mapping[str, Size] = field(default_factory=dict)
+
+    def element(self) -> Size:
+        """The bound of an element or value; unknown where none is declared."""
+        return self.entry if self.entry is not None else UNKNOWN
+
+
+UNKNOWN: Final = Size(UNBOUNDED)
+SCALAR: Final = Size(1)
+
+
+def _union(a: Size | None, b: Size | None) -> Size | None:
+    if a is None or b is None:
+        return a or b
+    fields = {name: _union(a.fields.get(name), b.fields.get(name)) or UNKNOWN
+              for name in a.fields.keys() | b.fields.keys()}
+    return Size(max(a.length, b.length), _union(a.entry, b.entry), _union(a.key, b.key), fields)
+
+
+def _add(*values: int) -> int:
+    return min(UNBOUNDED, sum(values))
+
+
+def _mul(a: int, b: int) -> int:
+    return min(UNBOUNDED, a * b)
+
+
+def _tenth(size: int, factor: float = _TRAVERSAL) -> int:
+    return min(UNBOUNDED, math.ceil(size * factor))
+
+
+def _map(entries: int, key: Size, value: Size) -> Size:
+    return Size(entries, entry=value, key=key)
+
+
+DEVICE: Final = Size(4, fields={
+    "driver": Size(dra.MAX_DRIVER_LENGTH),
+    "attributes": _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_DOMAIN),
+                       _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID),
+                            Size(dra.MAX_ATTRIBUTE_VALUE_LENGTH))),
+    "capacity": _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_DOMAIN),
+                     _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID), SCALAR)),
+    "allowMultipleAllocations": SCALAR,
+})
+"""The declared ``device`` variable (dynamic-resource-allocation ``cel/compile.go``: ``deviceType``)."""
+
+_Estimate = tuple[int, Size]
+_Scope = Mapping[str, Size]
+
+
+def worst_case_cost(serialized: bytes, roots: Mapping[str, Size]) -> int:
+    """The worst-case cost of a serialized checked expression (``Expression.serialize()``).
+
+    ``roots`` bounds the declared variables (a name missing there is `UNKNOWN`). An expression nested
+    too deep to walk is `UNBOUNDED`.
+    """
+    from google.protobuf import any_pb2
+
+    wrapped = any_pb2.Any()
+    wrapped.ParseFromString(serialized)
+    checked = checked_pb2.CheckedExpr()
+    if not wrapped.Unpack(checked):
+        return UNBOUNDED
+    try:
+        cost, _ = _Walker(roots).walk(checked.expr, {})
+    except RecursionError:
+        return UNBOUNDED
+    return cost
+
+
+class _Walker:
+    """One pass over an expression: (cost, size) of every node, bottom up."""
+
+    def __init__(self, roots: Mapping[str, Size]) -> None:
+        self.roots = roots
+
+    def walk(self, expr: syntax_pb2.Expr, scope: _Scope) -> _Estimate:
+        kind = expr.WhichOneof("expr_kind")
+        if kind == "const_expr":
+            return 0, _constant(expr.const_expr)
+        if kind == "ident_expr":
+            name = expr.ident_expr.name
+            return 1, scope[name] if name in scope else self.roots.get(name, UNKNOWN)
+        if kind == "select_expr":
+            select = expr.select_expr
+            cost, size = self.walk(select.operand, scope)
+            return _add(cost, 1), SCALAR if select.test_only else _field(size, select.field)
+        if kind == "list_expr":
+            elements = [self.walk(e, scope) for e in expr.list_expr.elements]
+            entry = None
+            for _, size in elements:
+                entry = _union(entry, size)
+            return _add(_LIST_CREATE, *(c for c, _ in elements)), Size(len(elements), entry or Size(0))
+        if kind == "struct_expr":
+            return self._struct(expr.struct_expr, scope)
+        if kind == "comprehension_expr":
+            return self._comprehension(expr.comprehension_expr, scope)
+        if kind == "call_expr":
+            return self._call(expr.call_expr, scope)
+        return 1, UNKNOWN  # an unset node: never from the checker
+
+    def _struct(self, struct: syntax_pb2.Expr.CreateStruct, scope: _Scope) -> _Estimate:
+        cost = _STRUCT_CREATE if struct.message_name else _MAP_CREATE
+        key: Size | None = None
+        value: Size | None = None
+        for entry in struct.entries:
+            value_cost, value_size = self.walk(entry.value, scope)
+            cost = _add(cost, value_cost)
+            value = _union(value, value_size)
+            if entry.HasField("map_key"):
+                key_cost, key_size = self.walk(entry.map_key, scope)
+                cost = _add(cost, key_cost)
+                key = _union(key, key_size)
+        return cost, Size(len(struct.entries), value or Size(0), key or Size(0))
+
+    def _comprehension(self, comp: syntax_pb2.Expr.Comprehension, scope: _Scope) -> _Estimate:
+        """cel-go ``coster.cost`` for a comprehension: range + init + size of range × (condition + step) + result."""
+        range_cost, range_size = self.walk(comp.iter_range, scope)
+        init_cost, accu = self.walk(comp.accu_init, scope)
+        count = range_size.length
+        inner = dict(scope)
+        if range_size.key is not None:  # a map: the first variable is the key
+            inner[comp.iter_var] = range_size.key
+            if comp.iter_var2:
+                inner[comp.iter_var2] = range_size.element()
+        elif comp.iter_var2:  # a list, two variables: index and element
+            inner[comp.iter_var], inner[comp.iter_var2] = SCALAR, range_size.element()
+        else:
+            inner[comp.iter_var] = range_size.element()
+        inner[comp.accu_var] = accu
+        _, stepped = self.walk(comp.loop_step, inner)
+        growth = max(0, stepped.length - accu.length)
+        if growth:  # an accumulator that grows each step (map, filter) ends up to range-size steps larger
+            accu = Size(_add(accu.length, _mul(count, growth)), _union(accu.entry, stepped.entry), accu.key)
+            inner[comp.accu_var] = accu
+        condition_cost, _ = self.walk(comp.loop_condition, inner)
+        step_cost, _ = self.walk(comp.loop_step, inner)
+        result_cost, result = self.walk(comp.result, {**scope, comp.accu_var: accu})
+        return _add(range_cost, init_cost, _mul(count, _add(condition_cost, step_cost)), result_cost), result
+
+    def _call(self, call: syntax_pb2.Expr.Call, scope: _Scope) -> _Estimate:
+        name = call.function
+        args = [self.walk(a, scope) for a in call.args]
+        target = self.walk(call.target, scope) if call.HasField("target") else None
+        operands = ([target] if target else []) + args
+        arg_cost = _add(*(c for c, _ in operands))
+        sizes = [s for _, s in operands]
+        if name in ("_&&_", "_||_"):
+            return arg_cost, SCALAR
+        if name == "_?_:_" and len(args) == 3:
+            return _add(args[0][0], max(args[1][0], args[2][0])), _union(sizes[1], sizes[2]) or UNKNOWN
+        cost, size = _function(name, sizes, [a for a in call.args], target is not None)
+        return _add(arg_cost, cost), size
+
+
+def _constant(constant: syntax_pb2.Constant) -> Size:
+    kind = constant.WhichOneof("constant_kind")
+    if kind == "string_value":
+        return Size(len(constant.string_value))
+    if kind == "bytes_value":
+        return Size(len(constant.bytes_value))
+    return SCALAR
+
+
+def _field(size: Size, name: str) -> Size:
+    """A field of an object, or a value of a map selected by a field name (``attrs.model``)."""
+    if size.fields:
+        return size.fields.get(name, UNKNOWN)
+    return size.element()
+
+
+def _constant_string(expr: syntax_pb2.Expr) -> str | None:
+    if expr.WhichOneof("expr_kind") == "const_expr" and expr.const_expr.WhichOneof("constant_kind") == "string_value":
+        return expr.const_expr.string_value
+    return None
+
+
+def _text(size: Size) -> int:
+    """The longest text a value prints as (``format``'s ``%s``): its elements' texts, with separators."""
+    if size.fields:  # an object prints each field as name: value
+        return _add(2, *(_add(len(name), _text(value), 4) for name, value in size.fields.items()))
+    if size.entry is None:
+        return max(size.length, _SCALAR_TEXT)
+    each = _add(_text(size.entry), _text(size.key) if size.key is not None else 0, 4)
+    return _add(2, _mul(size.length, each))
+
+
+def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member: bool) -> _Estimate:
+    """Cost of the call itself (arguments excluded) and its result's size.
+
+    ``sizes`` lists the target first for a member call (``member``); ``args`` the argument nodes.
+    """
+    first = sizes[0].length if sizes else 0
+    second = sizes[1].length if len(sizes) > 1 else 0
+    if name == "_+_" and len(sizes) == 2:  # AddString/AddBytes/AddList (lists priced like strings)
+        result = Size(_add(first, second), _union(sizes[0].entry, sizes[1].entry), _union(sizes[0].key, sizes[1].key))
+        return max(1, _tenth(result.length)), result
+    if name in ("_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_") and len(sizes) == 2:
+        return max(1, _tenth(min(first, second))), SCALAR
+    if name in ("_[_]", "_[?_]") and len(sizes) == 2:
+        key = _constant_string(args[1])
+        return 1, _field(sizes[0], key) if key is not None and sizes[0].fields else sizes[0].element()
+    if name == "_?._" and len(sizes) == 2:
+        key = _constant_string(args[1])
+        return 1, _field(sizes[0], key) if key is not None else sizes[0].element()
+    if name == "@in" and len(sizes) == 2:
+        return max(1, second), SCALAR
+    if name == "matches" and len(sizes) == 2:
+        return max(1, _mul(_tenth(first), _tenth(second, _REGEX))), SCALAR
+    if name in ("contains", "indexOf", "lastIndexOf") and len(sizes) >= 2 and member:
+        return max(1, _mul(_tenth(first), max(1, _tenth(second)))), SCALAR
+    if name in ("startsWith", "endsWith", "charAt", "size") or name.startswith("is"):
+        return max(1, _tenth(second if name in ("startsWith", "endsWith") else 0)), SCALAR
+    if name in ("lowerAscii", "upperAscii", "trim", "reverse", "substring") and member:
+        return max(1, _tenth(first)), Size(first)
+    if name == "replace" and member and len(sizes) >= 3:
+        # Worst case: an empty pattern puts the replacement before every character and at the end.
+        replacement = sizes[2].length
+        length = _add(first, _mul(_add(first, 1), replacement))
+        return max(1, _tenth(_add(first, length))), Size(length)
+    if name == "split" and member:
+        return max(1, _tenth(first)), Size(_add(first, 1), Size(first))
+    if name == "join" and member:
+        element = sizes[0].element().length
+        separator = second if len(sizes) > 1 else 0
+        length = _add(_mul(first, element), _mul(first, separator))
+        return max(1, _tenth(length)), Size(length)
+    if name == "format" and member and len(sizes) == 2:
+        verbs = first // 2 + 1  # each verb is at least two characters (%s)
+        length = _add(first, _mul(verbs, _text(sizes[1].element())))
+        return max(1, _tenth(_add(first, length))), Size(length)
+    if name == "strings.quote" and sizes:
+        return max(1, _tenth(first)), Size(_add(_mul(first, 6), 2))  # \uXXXX at worst, and the quotes
+    if name in ("string", "bytes") and len(sizes) == 1:
+        return max(1, _tenth(first)), Size(max(first, _SCALAR_TEXT))
+    if name in ("dyn", "optional.of", "optional.ofNonZeroValue", "value", "orValue") and sizes:
+        result = sizes[0]
+        for other in sizes[1:]:
+            result = _union(result, other) or result
+        return 1, result
+    # Any other function (quantity, semver, conversions, getters): cel-go's fixed call cost; its result
+    # is bounded by the sum of its inputs, which holds for every function the environment declares.
+    total = Size(_add(*(s.length for s in sizes)), None) if sizes else SCALAR
+    return 1, total
