@@ -28,6 +28,16 @@ def tree(tmp_path: Path) -> Path:
     return cgroup_tree(tmp_path)
 
 
+def limited_pod(kubelet: KubeletSim, pods: Any, tree: Path, backend: Any, name: str) -> Path:
+    """A 2 GiB pod on GPU 0, admitted by kubelet, its cgroup made and its hard limit in force; its cgroup."""
+    body = pods.create(name, [2], gpu=0)
+    kubelet.allocate_pod(body)  # its containers run on GPU 0 from now on, whatever the annotations say later
+    cg = tree / cgroups.pod_path(body["metadata"]["uid"], "burstable", "cgroupfs")
+    cg.mkdir()
+    wait_for(lambda: backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)})
+    return cg
+
+
 def test_limits_follow_pods_and_usage_is_served(
     kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, sandbox: Sandbox, tree: Path
 ) -> None:
@@ -81,11 +91,7 @@ def test_a_restarted_plugin_limits_what_it_missed_and_clears_what_went_stale(
     first = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
     assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
     backend = first.backend
-    old = pods.create("old", [2], gpu=0)
-    kubelet.allocate_pod(old)
-    old_cg = tree / cgroups.pod_path(old["metadata"]["uid"], "burstable", "cgroupfs")
-    old_cg.mkdir()
-    wait_for(lambda: backend.limits(0) == {str(old_cg): (2 * GIB, 2 * GIB)})
+    limited_pod(kubelet, pods, tree, backend, "old")
     first.shutdown()
     # while the plugin is down: the old pod is deleted (its cgroup lingers), a new one is bound and started
     api.delete(types.PODS, "old", "default")
@@ -127,11 +133,7 @@ def test_a_pod_cannot_raise_its_own_limit_past_its_request_by_annotation(
     running = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
     assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
     backend = running.backend
-    body = pods.create("greedy", [2], gpu=0)
-    kubelet.allocate_pod(body)
-    cg = tree / cgroups.pod_path(body["metadata"]["uid"], "burstable", "cgroupfs")
-    cg.mkdir()
-    wait_for(lambda: backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)})
+    cg = limited_pod(kubelet, pods, tree, backend, "greedy")
     # Annotations are the pod owner's to edit: a gpushare 2.0 allocation claiming the whole GPU must not
     # lift the pod's hard limit past the 2 GiB its containers asked for (other pods hold the rest).
     api.patch_pod("default", "greedy", {"metadata": {"annotations": {protocol.ANN_ALLOCATION: '{"0":{"0":16}}'}}})
@@ -148,11 +150,7 @@ def test_a_pod_cannot_lift_its_own_limit_by_editing_its_gpu_index(
     running = start_plugin("2x16GiB", enforce_memory="hard", cgroup_root=str(tree))
     assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 32)
     backend = running.backend
-    body = pods.create("sly", [2], gpu=0)
-    kubelet.allocate_pod(body)  # its containers now run on GPU 0, whatever the annotations say later
-    cg = tree / cgroups.pod_path(body["metadata"]["uid"], "burstable", "cgroupfs")
-    cg.mkdir()
-    wait_for(lambda: backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)})
+    cg = limited_pod(kubelet, pods, tree, backend, "sly")
     api.patch_pod("default", "sly", {"metadata": {"annotations": {protocol.ANN_IDX: index}}})
     wait_for(lambda: next((p for p in running.plugin.cluster.source.pods() if p.name == "sly"
                            and p.gpu_index != 0), None))
