@@ -113,10 +113,15 @@ def _cause(cause: str) -> dict[str, str]:
 
 
 def invalid(kind: str, name: str, causes: list[str], group: str = "") -> ApiError:
-    """422 for an object that decodes but fails validation (``details.causes`` is what kubectl lists)."""
+    """422 for an object that decodes but fails validation (``details.causes`` is what kubectl lists).
+
+    The message names the kind qualified by its group, as apimachinery's ``NewInvalid`` does
+    (``GroupKind.String()``: ``TokenRequest.authentication.k8s.io``; a core kind alone).
+    """
     details = _details(kind, name, group)
     details["causes"] = [_cause(cause) for cause in causes]
-    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {", ".join(causes)}', details=details)
+    qualified = f"{kind}.{group}" if group else kind
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {", ".join(causes)}', details=details)
 
 
 def method_not_allowed(method: str) -> ApiError:

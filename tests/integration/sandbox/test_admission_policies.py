@@ -219,9 +219,9 @@ def test_token_requests_are_checked_as_the_api_server_checks_them(cluster: Clust
 
     assert refused("/api/v1/namespaces/kube-system/serviceaccounts/nobody/token", {}) == (
         404, 'serviceaccounts "nobody" not found')
-    assert refused(base, {"expirationSeconds": 10}) == (422, 'TokenRequest "" is invalid: spec.expirationSeconds: '
-                                                        'Invalid value: 10: may not specify a duration less than 10 '
-                                                        'minutes')
+    assert refused(base, {"expirationSeconds": 10}) == (
+        422, 'TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid value: 10: '
+        'may not specify a duration less than 10 minutes')
     assert refused(base, {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "other"}}) == (
         400, f'cannot bind token for serviceaccount "{SA}" to pod running with different serviceaccount name.')
     assert refused(base, {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "plugin-node-a",
