@@ -933,6 +933,8 @@ def decode_usage_report(data: bytes) -> UsageReport:
         report = _usage_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise AnnotationError(f"usage document: {exc}") from None
+    except UnicodeDecodeError:  # msgspec's error for a string that is not UTF-8, not a DecodeError
+        raise AnnotationError("usage document: a string is not UTF-8") from None
     if report.api_version != USAGE_API_VERSION or report.kind != USAGE_KIND:
         raise AnnotationError(f"usage document has unknown version {report.api_version[:64]!r}/{report.kind[:64]!r}")
     if len(report.gpus) > MAX_GPUS_PER_NODE or len(report.pods) > MAX_USAGE_PODS:

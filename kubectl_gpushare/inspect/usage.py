@@ -275,15 +275,19 @@ def _prometheus_get(url: str, query: str, timeout: float) -> list[_Sample]:
     Raises:
         Unreachable: no answer, an error status, or an answer that is not a vector.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # urllib checks the port (a number below 65536) only when asked for it
+    except ValueError:  # "http://[::1" (an unclosed IPv6 host), "http://host:99999"
+        parts, port = urlsplit(""), None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise errors.ConfigError(f"--prometheus {url!r} is not an http(s) URL")
     connection: http.client.HTTPConnection
     if parts.scheme == "https":
-        connection = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
+        connection = http.client.HTTPSConnection(parts.hostname, port, timeout=timeout,
                                                  context=ssl.create_default_context())  # fmt: skip
     else:
-        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+        connection = http.client.HTTPConnection(parts.hostname, port, timeout=timeout)
     path = f"{parts.path.rstrip('/')}/api/v1/query?{urlencode({'query': query})}"
     deadline = time.monotonic() + timeout
     try:
@@ -303,7 +307,7 @@ def _prometheus_get(url: str, query: str, timeout: float) -> list[_Sample]:
         connection.close()
     try:
         answer = _answer_decoder.decode(b"".join(chunks))
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):  # msgspec raises the latter for a string not in UTF-8
         why = f"Prometheus at {url} answered HTTP {response.status} without a query result"
         raise errors.Unreachable(why, url) from None
     if answer.status != "success" or answer.data is None or answer.data.result_type != "vector":

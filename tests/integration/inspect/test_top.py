@@ -86,6 +86,7 @@ HOSTILE: dict[str, tuple[bytes, dict[str, Any], str]] = {
     "gzip-bomb-header": (b"\x1f\x8b", {"headers": {"Content-Encoding": "gzip"}}, "compressed"),
     "error-status": (b"oops", {"status": 500}, "HTTP 500"),
     "slow-drip": (usage_standin.alpha_report(), {"drip": 0.5}, "time"),  # timed out, or did not arrive in time
+    "not-utf-8-in-a-string": (usage_standin.alpha_report().replace(b"GPU-alpha-0", b"GPU-\xff"), {}, "not UTF-8"),
 }
 
 

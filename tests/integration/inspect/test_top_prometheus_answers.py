@@ -91,6 +91,8 @@ def test_hostile_values_are_unknown_and_other_nodes_stand(
         ((400, {"status": "error", "errorType": "bad_data", "error": "parse error"}), "refused the query"),
         ((200, b"<html>login</html>"), "without a query result"),
         ((200, {"status": "success", "data": {"resultType": "matrix", "result": []}}), "refused the query"),
+        ((200, b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"node": "\xff"}, '
+               b'"value": [1, "1"]}]}}'), "without a query result"),
     ],
 )
 def test_a_failing_prometheus_fails_the_command_with_one_line(
@@ -105,7 +107,8 @@ def test_a_failing_prometheus_fails_the_command_with_one_line(
     assert words in result.stderr and result.stderr.count("\n") == 1
 
 
-def test_not_a_url_is_a_usage_error(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "http://127.0.0.1:99999", "http://127.0.0.1:port", "http://[::1"])
+def test_not_a_url_is_a_usage_error(sandbox: Sandbox, kubectl: Callable[..., Any], url: str) -> None:
     sandbox.load(usage_standin.cluster())
-    result = kubectl("gpushare", "top", "--prometheus", "file:///etc/passwd", check=False)
-    assert result.returncode == 2 and "is not an http(s) URL" in result.stderr
+    result = kubectl("gpushare", "top", "--prometheus", url, check=False)
+    assert result.returncode == 2 and "is not an http(s) URL" in result.stderr and result.stderr.count("\n") == 1
