@@ -1265,6 +1265,21 @@ class PoolGenerations:
         return cls((slice_.driver, slice_.pool, slice_.generation) for slice_ in slices)
 
 
+def repeated_device(slices: Iterable[ResourceSlice]) -> str | None:
+    """The first device name the slices of one pool (one generation) repeat, else None.
+
+    The allocator's pool rule (``GatherPools``: a pool listing a device name twice is invalid, and
+    nothing is allocated from it), shared by the allocator and the views.
+    """
+    seen: set[str] = set()
+    for slice_ in slices:
+        for device in slice_.devices:
+            if device.name in seen:
+                return device.name
+            seen.add(device.name)
+    return None
+
+
 def lookup_capacity(device: Device, name: str, driver: str) -> DeviceCapacity | None:
     """A device's capacity by name, qualified or not, as the allocator resolves it.
 

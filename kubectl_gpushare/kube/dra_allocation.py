@@ -184,12 +184,9 @@ def gather_pools(
             continue  # a newer generation exists for other nodes: this one is obsolete (checkSlicesInPool)
         pool.slices.sort(key=lambda s: s.name)
         pool.incomplete = generations.published[key] < pool.slices[0].slice_count
-        seen: set[str] = set()
-        for slice_ in pool.slices:
-            for device in slice_.devices:
-                if device.name in seen:
-                    pool.invalid = f"duplicate device name {device.name}"
-                seen.add(device.name)
+        repeated = dra.repeated_device(pool.slices)
+        if repeated is not None:
+            pool.invalid = f"duplicate device name {repeated}"
         result.append(pool)
     return result
 

@@ -26,6 +26,9 @@ _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _STATUS_SPLIT = {"pods", "nodes", "namespaces", "services", admission.POLICIES, dra_kinds.CLAIMS, *WORKLOADS}
 _MAX_INT32 = 2**31 - 1
 _POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
+MAX_GENERATED_BASE = 58
+"""kube-apiserver cuts ``generateName`` to 63 - 5 characters before adding 5 random ones
+(k8s.io/apiserver ``pkg/storage/names/generate.go``, ``MaxGeneratedNameLength``)."""
 
 
 def now() -> str:
@@ -432,7 +435,7 @@ def prepare_create(resource: Resource, obj: Any, namespace: str) -> dict[str, An
         raise errors.internal("resourceVersion should not be set on objects to be created")
     if not meta.get("name"):
         if meta.get("generateName"):
-            meta["name"] = meta["generateName"] + _random_suffix()
+            meta["name"] = str(meta["generateName"])[:MAX_GENERATED_BASE] + _random_suffix()
         else:
             raise errors.invalid(
                 resource.kind, "", ["metadata.name: Required value: name or generateName is required"], resource.group

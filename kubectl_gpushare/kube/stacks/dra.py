@@ -18,7 +18,8 @@ capacity. The node becomes a ledger `NodeRecord` as if the device plugin adverti
 - a claim reserved for one pod (``status.reservedFor``) is shown as that pod, its claims summed; a
   claim reserved for several pods, or for none yet, is shown under its own name, so memory is
   counted once however many pods share it;
-- only the newest generation of each pool counts (``resourceslice`` pool rules); a device that is
+- only the newest generation of each pool counts (``resourceslice`` pool rules), and a pool that
+  repeats a device name credits no memory (the allocator allocates nothing from it); a device that is
   not ``gpu-<index>`` or has no readable memory is left out with a warning, an invalid one (marked
   by `dra_objects`) is kept with no memory.
 
@@ -228,8 +229,19 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
     """Node -> its GPUs of our driver, from every node-local slice (GPUs by index)."""
     found: dict[str, dict[int, DraGpu]] = {}
     capacities: dict[str, list[dra.DeviceCapacity]] = {}
+    pools: dict[tuple[str, str], list[dra.ResourceSlice]] = {}
+    for slice_ in objects.slices:
+        pools.setdefault((slice_.driver, slice_.pool), []).append(slice_)
+    invalid: set[tuple[str, str]] = set()
+    for (driver, pool), members in pools.items():
+        repeated = dra.repeated_device(members)
+        if repeated is not None:  # the allocator allocates nothing from it: none of its memory is free
+            invalid.add((driver, pool))
+            _warn(warnings, f"pool {shown(pool)} of {driver} lists device {shown(repeated)} twice; it is invalid "
+                            "and its GPUs are counted as 0")
     for slice_ in objects.slices:
         what = f"ResourceSlice {slice_.name}"
+        pool_invalid = (slice_.driver, slice_.pool) in invalid
         if not slice_.node_name:
             _warn(warnings, f"{what}: not local to one node (allNodes or a node selector); its devices are not shown")
             continue
@@ -246,7 +258,7 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
             if capacity is None and not device.invalid:
                 _warn(warnings, f"{what}: device {device.name} has no {protocol.DRA_CAPACITY_MEMORY} capacity; "
                                 "counted as 0")
-            memory = 0 if capacity is None or device.invalid else capacity.value.value
+            memory = 0 if capacity is None or device.invalid or pool_invalid else capacity.value.value
             if memory and capacity is not None:
                 capacities.setdefault(slice_.node_name, []).append(capacity)
             healthy = not any(taint.effect in BLOCKING_TAINTS for taint in device.taints)

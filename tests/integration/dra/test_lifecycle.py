@@ -195,3 +195,12 @@ def test_withdrawing_waits_for_a_publish_in_flight_and_leaves_no_slice(
     assert isinstance(running.error, DaemonError) and running.error.exit_code == 2
     assert _slices(api) == [], "the slice created while withdrawing was deleted too"
     assert running.driver.publisher.withdrawn
+
+
+def test_a_node_with_a_long_name_gets_its_slice(start_driver, api: Client) -> None:
+    """kube-apiserver cuts a generateName to 58 characters: the slice of a 223-character node is created."""
+    node = ("a" * 60 + ".") * 3 + "b" * 40
+    start_driver("1x16GiB", node=node)
+    found = wait_for(lambda: api.list(types.DRA_SLICES, field_selector=f"spec.nodeName={node}"), what="the slice")
+    assert len(found) == 1 and len(found[0].metadata.name) == 63
+    assert found[0].metadata.name.startswith(protocol.dra_slice_generate_name(node)[:58])

@@ -127,6 +127,16 @@ def test_only_the_newest_generation_of_a_pool_counts() -> None:
     assert used(ledger, "n") == {0: (0, 16), 1: (0, 16)}
 
 
+def test_a_pool_listing_a_device_twice_credits_no_memory_on_any_of_its_gpus() -> None:
+    """The allocator allocates nothing from such a pool (GatherPools: invalid), in one slice or over two."""
+    two = [slice_("n", [device(0, "80Gi"), device(1)], name="a"), slice_("n", [device(0)], name="b")]
+    for slices in (two, [slice_("n", [device(0), device(0, "80Gi"), device(1)])]):
+        ledger, warnings, _ = view([*slices, slice_("m", [device(0)])], [])
+        assert ledger.free("n") == {0: 0, 1: 0}, "an invalid pool's memory is not free"
+        assert ledger.free("m") == {0: 16}, "another node's pool is untouched"
+        assert any("lists device 'gpu-0' twice" in warning for warning in warnings)
+
+
 def test_devices_we_cannot_read_are_left_out_or_credit_nothing() -> None:
     ledger, warnings, _ = view(
         [slice_("n", [device(0, "-16Gi"), device("gpu-01"), device(1, "1e400"), device(2, "8Gi", "")])],
