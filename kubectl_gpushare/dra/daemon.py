@@ -390,6 +390,10 @@ def serve(
         gpus = driver.health.states()
         log.info("%d GPU(s): %s", len(gpus), ", ".join(
             f"{s.gpu.index}:{s.gpu.name} {s.gpu.memory // 2**20}MiB" for s in gpus) or "none")
+        shown = {gpu.index for gpu in slices.published(gpus, cfg.memory_unit, "taint")}
+        for left in (s.gpu for s in gpus if s.gpu.index not in shown):
+            log.warning("GPU %d (%s) is not published: an index past %d or less than one %s of memory", left.index,
+                        left.uuid, protocol.MAX_GPUS_PER_NODE - 1, cfg.memory_unit)
         try:
             driver.preparer.restore()
         except OSError as exc:  # the checkpoint's files cannot be read or folded: an unusable --plugin-dir

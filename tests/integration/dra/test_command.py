@@ -142,3 +142,20 @@ def test_a_killed_driver_kept_every_answered_preparation_with_a_complete_cdi_spe
         spec = json.loads(dirs.cdi_spec(uid).read_text())  # complete: it parses
         assert spec["devices"][0]["name"] == f"{uid}-gpu-{saved[uid].gpu}"
     assert all(name.endswith(".json") or name.endswith(".tmp") for name in os.listdir(dirs.cdi))
+
+
+def test_a_gpu_too_small_to_publish_is_named_in_the_log(
+    sandbox: Sandbox, kubeconfig: Path, dirs: Dirs, api: Client
+) -> None:
+    sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    env = dict(os.environ, NODE_NAME=NODE)
+    command = [a if a != "2x16GiB" else "1x16GiB,1x512MiB" for a in _command(dirs, kubeconfig)]
+    with KubeletSim(dirs.registration, api) as kubelet:
+        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        with reaped(process):
+            assert kubelet.wait_registered(timeout=30) is not None
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    assert "GPU 1 (" in stderr and "is not published: an index past 63 or less than one GiB of memory" in stderr
+    assert "GPU 0 (" not in stderr.split("is not published")[0].rsplit("\n", 1)[-1]
