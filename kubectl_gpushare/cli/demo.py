@@ -27,7 +27,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -265,7 +265,7 @@ def _show_inspect(args: list[str], kubeconfig: Path, workdir: Path) -> None:
 
 
 def _interrupt(*_: object) -> None:
-    """SIGTERM ends the demo like Ctrl-C: the stack unwinds and the temporary directories go."""
+    """SIGTERM, and SIGINT even when inherited ignored, end the demo as Ctrl-C does: the stack unwinds."""
     raise KeyboardInterrupt
 
 
@@ -291,9 +291,12 @@ def demo_command(*, keep: bool, verbose: bool) -> None:
 
     require_daemon_modules("demo", ["prometheus_client", "grpc", "google.protobuf"])
     configure_logging("text", "info" if verbose else "error")
-    previous = None
+    previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        # SIGINT too, as `sandbox` does: started in the background of a script (`demo --keep &`)
+        # SIGINT arrives ignored, and Python then never turns it into KeyboardInterrupt
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, _interrupt)
     try:
         with tempfile.TemporaryDirectory(prefix="gpushare-demo-") as workdir:
             _run_demo(Path(workdir), keep)
@@ -302,5 +305,5 @@ def demo_command(*, keep: bool, verbose: bool) -> None:
         if not keep:
             raise SystemExit(130) from None
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)

@@ -327,6 +327,10 @@ class Transport:
             reason = f"TLS error: {exc.reason or exc}"
         elif isinstance(exc, http.client.RemoteDisconnected):
             reason = "the server closed the connection without replying"
+        elif isinstance(exc, ConnectionRefusedError):
+            # nothing listens there: a stopped cluster (a sandbox or demo ends with its command) or
+            # the wrong context; kubectl's own hint is "did you specify the right host or port?"
+            reason += " (is it running, and is the kubeconfig's current context the one you meant?)"
         return Unreachable(f"cannot reach the API server at {server}: {reason}", url)
 
 

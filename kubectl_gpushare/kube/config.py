@@ -377,7 +377,9 @@ def load_config(
     context_name = context or merged.current_context
     if context_name:
         if context_name not in merged.contexts:
-            raise ConfigError(f'context "{context_name}" not found in {source}')
+            raise ConfigError(
+                f'context "{context_name}" not found in {source}; `kubectl config get-contexts` lists the contexts'
+            )
         ctx_body, _ = merged.contexts[context_name]
     elif cluster:
         ctx_body = {}

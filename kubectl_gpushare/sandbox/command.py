@@ -7,6 +7,7 @@ CLI's help stays fast.
 
 from __future__ import annotations
 
+import errno
 import signal
 import threading
 from contextlib import AbstractContextManager
@@ -156,7 +157,10 @@ def run(
     except StateFileError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_BAD_INPUT) from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        click.echo(f"error: cannot start the sandbox: {_start_failure(exc, port)}", err=True)
+        raise SystemExit(EXIT_CANNOT_START) from None
+    except ValueError as exc:
         click.echo(f"error: cannot start the sandbox: {exc}", err=True)
         raise SystemExit(EXIT_CANNOT_START) from None
     stop = threading.Event()
@@ -226,6 +230,13 @@ def served_elsewhere(path: Path, timeout: float = 0.5) -> str | None:
         except OSError:
             continue
     return None
+
+
+def _start_failure(exc: OSError, port: int) -> str:
+    """Why the server could not bind, with what to do about it (a busy port is the usual case)."""
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {port} on 127.0.0.1 is already in use; pass another --port, or --port 0 for any free one"
+    return str(exc)
 
 
 def _recent(pods: int) -> datetime:

@@ -65,3 +65,24 @@ def test_demo_keep_schedules_new_pods_and_stops_cleanly(
         assert process.returncode == 0, err
         assert "Demo stopped." in err
         assert os.listdir(short_tmp) == []
+
+
+def _sigint_ignored() -> None:
+    """``preexec_fn``: SIGINT ignored, as a shell without job control leaves it for ``demo --keep &``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_demo_keep_started_in_the_background_still_stops_on_sigint() -> None:
+    """An inherited ignored SIGINT (a script's ``demo --keep &``) still stops the demo, as it stops ``sandbox``."""
+    script = Path(sys.executable).parent / "kubectl-gpushare"
+    with tempfile.TemporaryDirectory(prefix="gdi") as short_tmp:
+        process = subprocess.Popen([str(script), "demo", "--keep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=dict(os.environ, TMPDIR=short_tmp), preexec_fn=_sigint_ignored)
+        with reaped(process):
+            assert process.stdout is not None
+            assert any(line.startswith("Press Ctrl-C") for line in process.stdout)
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err
+        assert "Demo stopped." in err
+        assert os.listdir(short_tmp) == []

@@ -204,6 +204,8 @@ def test_unreachable_server_is_reported_with_the_url(tmp_path: Path) -> None:
         c.list_nodes()
     assert time.monotonic() - started < 2
     assert f"127.0.0.1:{port}" in str(info.value) and info.value.exit_code == errors.EXIT_UNREACHABLE
+    # a refused connection (a stopped sandbox, the wrong context) says what to check
+    assert "is it running" in str(info.value) and "current context" in str(info.value)
 
 
 def test_slow_server_times_out_within_the_request_timeout(sandbox: Sandbox, kubeconfig: Path) -> None:

@@ -103,6 +103,8 @@ def test_bad_spec_and_busy_port_exit_with_documented_codes(tmp_path: Path) -> No
             timeout=30,
         )
     assert result.returncode == 5 and "cannot start the sandbox" in result.stderr
+    # one line that names the busy port and what to pass instead (not Python's "[Errno 98] ...")
+    assert result.stderr.count("\n") == 1 and f"port {port} " in result.stderr and "--port 0" in result.stderr
     spec.write_text("objects: [{kind: Widget, metadata: {name: w}}]\n")
     result = subprocess.run(
         [str(SCRIPT), "sandbox", "--spec", str(spec), "--kubeconfig", str(tmp_path / "kc")],

@@ -149,7 +149,7 @@ def test_context_cluster_and_user_overrides(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"context": "nope"}, 'context "nope" not found'),
+        ({"context": "nope"}, 'context "nope" not found.*; `kubectl config get-contexts` lists'),
         ({"cluster": "nope"}, 'cluster "nope" not found'),
         ({"user": "nope"}, 'user "nope" not found'),
         ({"request_timeout": "soon"}, "invalid request timeout"),
