@@ -75,8 +75,11 @@ def timed(args: list[str], runs: int) -> tuple[float, float]:
 
 
 def compare(other: str, convert: Callable[[list[dict[str, Any]], int], list[dict[str, Any]]],
-            description: str, detail: str = "") -> None:
-    """Time inspect over a gpushare cluster and the same cluster converted to ``other``; print the ratios."""
+            description: str, detail: str = "", then: Callable[[dict[str, Path], int], None] | None = None) -> None:
+    """Time inspect over a gpushare cluster and the same cluster converted to ``other``; print the ratios.
+
+    ``then`` gets both files (``gpushare`` and ``other``) and ``--runs``, for more figures over them.
+    """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="500 nodes and 10,000 pods")
     parser.add_argument("--runs", type=int, default=3, help="repetitions per measurement (median)")
@@ -103,6 +106,8 @@ def compare(other: str, convert: Callable[[list[dict[str, Any]], int], list[dict
                 f"{view:10s} CPU gpushare {share_cpu:6.2f} s  {other} {other_cpu:6.2f} s  "
                 f"ratio {other_cpu / share_cpu:5.2f} (goal <= 1.3)   wall {share_wall:6.2f} s / {other_wall:6.2f} s"
             )
+        if then is not None:
+            then(files, args.runs)
 
 
 if __name__ == "__main__":
