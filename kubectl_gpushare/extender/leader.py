@@ -37,6 +37,10 @@ from kubectl_gpushare.kube.types import Lease, LeaseSpec
 
 log = logging.getLogger("kubectl_gpushare.extender.leader")
 
+MAX_LEASE_TRANSITIONS = 2**31 - 1
+"""``leaseTransitions`` is an int32 (kubernetes/api coordination/v1 types.go): one more is refused,
+and a Lease no replica could write again would leave the extender without a leader."""
+
 MAX_LEASE_FACTOR = 4.0
 """A Lease's duration is believed up to this many times ours: a hand-edited huge one cannot stall takeover."""
 
@@ -241,7 +245,7 @@ class LeaderElector:
             lease_duration_seconds=round(cfg.lease_duration),
             acquire_time=spec.acquire_time if holder == cfg.identity else now,
             renew_time=now,
-            lease_transitions=transitions if holder == cfg.identity else transitions + 1,
+            lease_transitions=transitions if holder == cfg.identity else min(transitions + 1, MAX_LEASE_TRANSITIONS),
         )
         try:
             updated = self.api.replace_lease(cfg.namespace, cfg.name, new, lease.metadata.resource_version)
