@@ -32,10 +32,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+import msgspec
+
 from kubectl_gpushare.kube import errors
 from kubectl_gpushare.kube.types import Lease, LeaseSpec
 
 log = logging.getLogger("kubectl_gpushare.extender.leader")
+
+MAX_LEASE_TRANSITIONS = 2**31 - 1
+"""``leaseTransitions`` is an int32 (kubernetes/api coordination/v1 types.go): one more is refused,
+and a Lease no replica could write again would leave the extender without a leader."""
 
 MAX_LEASE_FACTOR = 4.0
 """A Lease's duration is believed up to this many times ours: a hand-edited huge one cannot stall takeover."""
@@ -146,6 +152,12 @@ class LeaderElector:
             except errors.KubeError as exc:
                 log.warning("leader election: %s", exc)
                 won = False
+            except msgspec.DecodeError as exc:  # a Lease of the wrong shape: say so once, not a traceback a round
+                detail = (str(exc) or type(exc).__name__).splitlines()[0][:200]
+                self._warn_once(f"unreadable {detail}", logging.WARNING, "leader election: the lease %s/%s cannot "
+                                "be read (%s); not taking it until it is fixed or deleted", self.config.namespace,
+                                self.config.name, detail)
+                won = False
             except Exception:  # a bug must not silently end the campaign while we still lead
                 log.exception("leader election: unexpected error")
                 won = False
@@ -241,7 +253,7 @@ class LeaderElector:
             lease_duration_seconds=round(cfg.lease_duration),
             acquire_time=spec.acquire_time if holder == cfg.identity else now,
             renew_time=now,
-            lease_transitions=transitions if holder == cfg.identity else transitions + 1,
+            lease_transitions=transitions if holder == cfg.identity else min(transitions + 1, MAX_LEASE_TRANSITIONS),
         )
         try:
             updated = self.api.replace_lease(cfg.namespace, cfg.name, new, lease.metadata.resource_version)

@@ -227,3 +227,21 @@ def test_hand_edited_lease_is_read_with_bounds_and_one_log_line(
     ext.scheduler().bind(sandbox.get("pods", "default", "p0"), "gpu-0")
     assert sandbox.get("leases", "kube-system", "gpushare-schd-extender")["spec"]["holderIdentity"] == "replica-a"
     check_no_overcommit(sandbox)
+
+
+@pytest.mark.parametrize("spec", [{"holderIdentity": ["ghost"]},
+                                  {"holderIdentity": "ghost", "leaseDurationSeconds": "12"}],
+                         ids=["holder-list", "duration-string"])
+def test_lease_of_the_wrong_shape_is_one_log_line_not_a_traceback_a_round(
+    sandbox: Sandbox, extender_factory, caplog, spec  # type: ignore[no-untyped-def]
+) -> None:
+    caplog.set_level("INFO", logger="kubectl_gpushare.extender.leader")
+    sandbox.load([node_object("gpu-0", [8], ip="10.0.0.1"), hand_edited_lease(spec)])
+    ext = extender_factory(identity="replica-a", **FAST)
+    rounds = sum(r.resource == "leases" for r in sandbox.requests)
+    wait_for(lambda: sum(r.resource == "leases" for r in sandbox.requests) >= rounds + 4, what="a few rounds")
+    assert not ready(ext)  # nobody can tell who holds it: not taken
+    mine = [r for r in caplog.records if r.name == "kubectl_gpushare.extender.leader"]
+    assert not [r for r in mine if r.exc_info], "a traceback was logged"
+    unreadable = [r.getMessage() for r in mine if "cannot be read" in r.getMessage()]
+    assert len(unreadable) == 1 and "gpushare-schd-extender" in unreadable[0], unreadable

@@ -9,11 +9,23 @@ import yaml
 from waiting import wait_for
 
 from kubectl_gpushare.sandbox.builders import node_object, pod_object, unhealthy_configmap
+from kubectl_gpushare.sandbox.rbac import uncovered_requests
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
 
 MANIFESTS = Path(__file__).parents[3] / "manifests"
+
+
+def role_rules() -> dict[str, list[dict[str, list[str]]]]:
+    """scope ("cluster" or a namespace) -> the extender's RBAC rules there, as the manifest writes them."""
+    docs = [d for d in yaml.safe_load_all((MANIFESTS / "base" / "extender.yaml").read_text()) if d]
+    scoped: dict[str, list[dict[str, list[str]]]] = {}
+    for doc in docs:
+        if doc["kind"] in ("ClusterRole", "Role"):
+            scope = "cluster" if doc["kind"] == "ClusterRole" else doc["metadata"]["namespace"]
+            scoped.setdefault(scope, []).extend(doc["rules"])
+    return scoped
 
 
 def rules() -> dict[str, set[tuple[str, str, str]]]:
@@ -65,6 +77,11 @@ def test_rbac_covers_every_call_and_nothing_more(sandbox: Sandbox, extender_fact
         rule = (group, resource, verb)
         allowed = rule in granted["cluster"] or rule in granted.get(namespace, set())
         assert allowed, f"the extender calls {verb} {group}/{resource} in {namespace} without RBAC"
+    scoped = role_rules()
+    for namespace in {record.namespace for record in sandbox.requests if record.namespace}:
+        mine = [r for r in sandbox.requests if r.namespace == namespace]
+        missing = uncovered_requests(mine, scoped["cluster"] + scoped.get(namespace, []), component="extender")
+        assert not missing, f"the extender's resourceNames forbid what it calls in {namespace}: {missing}"
     needed = {(g, r, v) for _, g, r, v in used}
     for scope, grants in granted.items():
         unused = grants - needed
@@ -85,3 +102,17 @@ def test_scheduler_config_names_the_routes_the_extender_serves() -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert "--leader-elect" in container["args"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_lease_rights_name_only_the_extenders_lease() -> None:
+    """get/update on any Lease in kube-system would let the extender take over kube-scheduler's or
+    kube-controller-manager's leader election; only create, which RBAC cannot limit by name, is unnamed."""
+    deployment = next(d for d in yaml.safe_load_all((MANIFESTS / "base" / "extender.yaml").read_text())
+                      if d and d["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    (lease_name,) = [a.split("=", 1)[1] for a in args if a.startswith("--lease-name=")]
+    lease_rules = [r for r in role_rules()["kube-system"] if "leases" in r["resources"]]
+    for rule in lease_rules:
+        if set(rule["verbs"]) != {"create"}:
+            assert rule.get("resourceNames") == [lease_name], rule
+    assert {v for r in lease_rules for v in r["verbs"]} == {"get", "create", "update"}

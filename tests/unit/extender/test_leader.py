@@ -43,6 +43,10 @@ class LeaseStore:
 
     def replace_lease(self, namespace: str, name: str, spec: LeaseSpec, resource_version: str) -> Lease:
         self._check()
+        if spec.lease_transitions is not None and not 0 <= spec.lease_transitions < 2**31:
+            # leaseTransitions is an int32 (kubernetes/api coordination/v1 types.go), never negative
+            # (kubernetes/kubernetes pkg/apis/coordination/validation): the API server refuses others.
+            raise errors.ApiError(400, "BadRequest", "leaseTransitions out of range")
         assert self.lease is not None
         if self.lease.metadata.resource_version != resource_version:
             raise errors.Conflict(409, "Conflict", "stale")
@@ -182,3 +186,12 @@ def test_catch_up_finishing_after_the_lease_lapsed_does_not_lead_and_a_new_term_
     finally:
         gate.set()
         a.stop()
+
+
+def test_a_lease_at_the_int32_limit_of_transitions_can_still_be_taken_over() -> None:
+    store, clock = LeaseStore(), Clock()
+    store.lease = Lease(ObjectMeta(name="lease", namespace="kube-system", resource_version="1"),
+                        LeaseSpec(holder_identity="", lease_duration_seconds=12, lease_transitions=2**31 - 1))
+    b = elector(store, clock, "b")
+    assert b.try_acquire_or_renew()
+    assert store.lease.spec.holder_identity == "b" and store.lease.spec.lease_transitions == 2**31 - 1
