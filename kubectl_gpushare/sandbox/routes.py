@@ -283,6 +283,29 @@ def _check_accept(request: Request) -> None:
         raise errors.not_acceptable(accept)
 
 
+_OPTIONS_KIND = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions"}
+
+
+def _dry_run(request: Request, verb: str, in_body: list[str] | None = None) -> bool:
+    """Whether a write is a dry run; any ``dryRun`` value but ``All`` is refused before anything is written.
+
+    kube-apiserver validates the options before the write (``ValidateDryRun`` in
+    k8s.io/apimachinery/pkg/apis/meta/internalversion/validation, called from the create, update,
+    patch and delete handlers in k8s.io/apiserver/pkg/endpoints/handlers): ``dryRun=true`` is a 422,
+    never a real write. The API concepts page: "An invalid or unrecognized dryRun directive will
+    result in an error response and no further processing of the request."
+    """
+    values = [v for v in (request.query.get("dryRun"), *(in_body or [])) if v is not None]
+    unsupported = [v for v in values if v != "All"]
+    if unsupported:
+        listed = ", ".join(json.dumps(v) for v in unsupported)
+        raise errors.invalid(
+            _OPTIONS_KIND.get(verb, "DeleteOptions"), "",
+            [f'dryRun: Unsupported value: []string{{{listed}}}: supported values: "All"'], "meta.k8s.io",
+        )  # fmt: skip
+    return bool(values)
+
+
 def _encode_continue(rv: int, key: str) -> str:
     return base64.urlsafe_b64encode(json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).encode()).decode()
 
@@ -598,8 +621,8 @@ class Api:
     def _create(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        dry_run = _dry_run(request, "create")
         obj = objects.prepare_create(resource, decode_body(request), target.namespace)
-        dry_run = request.query.get("dryRun") == "All"
         with self.store.lock:
             key = object_key(obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
             if self.store.get(resource.plural, key) is not None:
@@ -650,6 +673,7 @@ class Api:
     def _update(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        dry_run = _dry_run(request, "update")
         body = decode_body(request)
         with self.store.lock:
             entry = self.store.get(resource.plural, object_key(target.namespace, target.name))
@@ -659,7 +683,7 @@ class Api:
                 raise errors.not_found(resource.plural, target.name, resource.group)
             old = entry.object()
             new = objects.prepare_update(resource, old, body, target.name, target.subresource)
-            return self._write_update(request, target, old, new, request.query.get("dryRun") == "All")
+            return self._write_update(request, target, old, new, dry_run)
 
     def _patch(self, request: Request, target: Target) -> Response:
         resource = target.resource
@@ -668,6 +692,7 @@ class Api:
         kind = PATCH_TYPES.get(content_type)
         if kind is None:
             raise errors.unsupported_media_type(content_type)
+        dry_run = _dry_run(request, "patch")
         try:
             body = bodies.decode_json(request.body)
         except bodies.BodyError as exc:
@@ -677,7 +702,7 @@ class Api:
             old = entry.object()
             patched = _apply_patch(kind, old, body, resource, target.name)
             new = objects.prepare_update(resource, old, patched, target.name, target.subresource)
-            return self._write_update(request, target, old, new, request.query.get("dryRun") == "All")
+            return self._write_update(request, target, old, new, dry_run)
 
     def _scale(self, request: Request, target: Target) -> Response:
         """``/scale``: read or set a workload's ``spec.replicas`` through an ``autoscaling/v1`` Scale."""
@@ -685,6 +710,7 @@ class Api:
         assert resource is not None
         body: Any = None
         kind = ""
+        dry_run = target.verb != "get" and _dry_run(request, target.verb)
         if target.verb == "update":
             body = decode_body(request)
         elif target.verb == "patch":
@@ -718,7 +744,6 @@ class Api:
             changed = json.loads(json.dumps(old))
             changed["spec"]["replicas"] = replicas
             new = objects.prepare_update(resource, old, changed, target.name, "", check_rv=False)
-            dry_run = request.query.get("dryRun") == "All"
             scaled = ("autoscaling", "v1", "Scale")
             self._admit(request, target, "UPDATE", objects.scale_of(new), scale, dry_run, scaled)
             new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
@@ -751,7 +776,7 @@ class Api:
         resource = target.resource
         assert resource is not None
         options = self._delete_options(request)
-        dry_run = request.query.get("dryRun") == "All" or "All" in (options.get("dryRun") or [])
+        dry_run = _dry_run(request, "delete", options.get("dryRun"))
         with self.store.lock:
             entry = self._entry(target)
             obj = entry.object()
@@ -802,9 +827,14 @@ class Api:
         resource = target.resource
         assert resource is not None
         labels, fields = self._selectors(request, resource)
+        options = self._delete_options(request)
+        dry_run = _dry_run(request, "deletecollection", options.get("dryRun"))
         deleted: list[bytes] = []
         with self.store.lock:
             for entry in self.store.select(resource.plural, target.namespace, labels, fields)[0]:
+                if dry_run:  # what would go, nothing removed (a dry run never persists)
+                    deleted.append(entry.raw)
+                    continue
                 meta = entry.object()["metadata"]
                 removed = self.store.remove(resource.plural, object_key(meta.get("namespace", ""), meta["name"]))
                 if removed is not None:
@@ -822,6 +852,7 @@ class Api:
         return Response(200, head + b",".join(deleted) + b"]}")
 
     def _bind(self, request: Request, target: Target) -> Response:
+        dry_run = _dry_run(request, "create")
         body = decode_body(request)
         objects.check_types(BY_PLURAL["bindings"], body)  # 400 for what Go's decoder refuses
         target_ref = body.get("target") or {}
@@ -870,7 +901,7 @@ class Api:
             conditions = pod.setdefault("status", {}).setdefault("conditions", [])
             conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]
             conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": objects.now()})
-            if request.query.get("dryRun") != "All":
+            if not dry_run:
                 self.store.put(pods.plural, object_key(target.namespace, name), pod)
         return json_response(201, errors.success(201))
 
