@@ -306,6 +306,65 @@ def _dry_run(request: Request, verb: str, in_body: list[str] | None = None) -> b
     return bool(values)
 
 
+def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
+    """Refuse the ListOptions combinations kube-apiserver refuses, before reading anything.
+
+    ``ValidateListOptions`` / ``validateWatchOptions`` in
+    k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go (the list and watch
+    handlers answer their errors as a 422 on ``ListOptions.meta.k8s.io``), and the etcd3 store's
+    ``GetList``, which refuses a continue token paired with a resourceVersion (400). A client that
+    sends these against a real cluster fails, so it fails here too.
+    """
+    match = query.get("resourceVersionMatch", "")
+    send_initial = query.get("sendInitialEvents")
+    token = query.get("continue", "")
+    causes: list[str] = []
+    with_continue = "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided"
+    if watch:
+        if send_initial is not None and match != "NotOlderThan":
+            causes.append(
+                "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to "
+                "NotOlderThan"
+            )
+        if match:
+            if send_initial is None:
+                causes.append(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless "
+                    "sendInitialEvents is provided"
+                )
+            if match != "NotOlderThan":
+                causes.append(
+                    f'resourceVersionMatch: Unsupported value: {json.dumps(match)}: supported values: "NotOlderThan"'
+                )
+            if token:
+                causes.append(with_continue)
+    else:
+        rv = query.get("resourceVersion", "")
+        if match:
+            if not rv:
+                causes.append(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion "
+                    "is provided"
+                )
+            if token:
+                causes.append(with_continue)
+            if match not in ("Exact", "NotOlderThan"):
+                causes.append(
+                    f"resourceVersionMatch: Unsupported value: {json.dumps(match)}: "
+                    'supported values: "Exact", "NotOlderThan", ""'
+                )
+            if match == "Exact" and rv == "0":
+                causes.append(
+                    'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"'
+                )
+        if send_initial is not None:
+            causes.append("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list")
+        if not causes and token and rv not in ("", "0"):
+            raise errors.bad_request("specifying resource version is not allowed when using continue")
+    if causes:
+        raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
+
+
 def _encode_continue(rv: int, key: str) -> str:
     return base64.urlsafe_b64encode(json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).encode()).decode()
 
@@ -434,6 +493,7 @@ class Api:
     def _list(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        _check_list_options(request.query, watch=False)
         labels, fields = self._selectors(request, resource)
         limit_text = request.query.get("limit", "0") or "0"
         limit = protocol.parse_int_strict(limit_text)  # int64, as the query parameter is (not '²', not 5,000 digits)
@@ -493,6 +553,7 @@ class Api:
     def _watch(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        _check_list_options(request.query, watch=True)
         labels, fields = self._selectors(request, resource)
         query = request.query
         try:
