@@ -321,7 +321,11 @@ class Client:
         }
 
         def fetch(token: str) -> bytes:
-            return self.request("GET", path, dict(query, **{"continue": token}) if token else query)
+            # A continue token carries the snapshot's resourceVersion; sending one beside it is a 400
+            # from kube-apiserver ("specifying resource version is not allowed when using continue"),
+            # so later pages drop it, as client-go's pager does (k8s.io/client-go/tools/pager/pager.go).
+            later = {"continue": token, "resourceVersion": None}
+            return self.request("GET", path, dict(query, **later) if token else query)
 
         # While one page is decoded, the next is already on its way: the continue token is read
         # first with a decoder that skips the items, then the request for the next page starts.

@@ -283,6 +283,88 @@ def _check_accept(request: Request) -> None:
         raise errors.not_acceptable(accept)
 
 
+_OPTIONS_KIND = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions"}
+
+
+def _dry_run(request: Request, verb: str, in_body: list[str] | None = None) -> bool:
+    """Whether a write is a dry run; any ``dryRun`` value but ``All`` is refused before anything is written.
+
+    kube-apiserver validates the options before the write (``ValidateDryRun`` in
+    k8s.io/apimachinery/pkg/apis/meta/internalversion/validation, called from the create, update,
+    patch and delete handlers in k8s.io/apiserver/pkg/endpoints/handlers): ``dryRun=true`` is a 422,
+    never a real write. The API concepts page: "An invalid or unrecognized dryRun directive will
+    result in an error response and no further processing of the request."
+    """
+    values = [v for v in (request.query.get("dryRun"), *(in_body or [])) if v is not None]
+    unsupported = [v for v in values if v != "All"]
+    if unsupported:
+        listed = ", ".join(json.dumps(v) for v in unsupported)
+        raise errors.invalid(
+            _OPTIONS_KIND.get(verb, "DeleteOptions"), "",
+            [f'dryRun: Unsupported value: []string{{{listed}}}: supported values: "All"'], "meta.k8s.io",
+        )  # fmt: skip
+    return bool(values)
+
+
+def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
+    """Refuse the ListOptions combinations kube-apiserver refuses, before reading anything.
+
+    ``ValidateListOptions`` / ``validateWatchOptions`` in
+    k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go (the list and watch
+    handlers answer their errors as a 422 on ``ListOptions.meta.k8s.io``), and the etcd3 store's
+    ``GetList``, which refuses a continue token paired with a resourceVersion (400). A client that
+    sends these against a real cluster fails, so it fails here too.
+    """
+    match = query.get("resourceVersionMatch", "")
+    send_initial = query.get("sendInitialEvents")
+    token = query.get("continue", "")
+    causes: list[str] = []
+    with_continue = "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided"
+    if watch:
+        if send_initial is not None and match != "NotOlderThan":
+            causes.append(
+                "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to "
+                "NotOlderThan"
+            )
+        if match:
+            if send_initial is None:
+                causes.append(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless "
+                    "sendInitialEvents is provided"
+                )
+            if match != "NotOlderThan":
+                causes.append(
+                    f'resourceVersionMatch: Unsupported value: {json.dumps(match)}: supported values: "NotOlderThan"'
+                )
+            if token:
+                causes.append(with_continue)
+    else:
+        rv = query.get("resourceVersion", "")
+        if match:
+            if not rv:
+                causes.append(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion "
+                    "is provided"
+                )
+            if token:
+                causes.append(with_continue)
+            if match not in ("Exact", "NotOlderThan"):
+                causes.append(
+                    f"resourceVersionMatch: Unsupported value: {json.dumps(match)}: "
+                    'supported values: "Exact", "NotOlderThan", ""'
+                )
+            if match == "Exact" and rv == "0":
+                causes.append(
+                    'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"'
+                )
+        if send_initial is not None:
+            causes.append("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list")
+        if not causes and token and rv not in ("", "0"):
+            raise errors.bad_request("specifying resource version is not allowed when using continue")
+    if causes:
+        raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
+
+
 def _encode_continue(rv: int, key: str) -> str:
     return base64.urlsafe_b64encode(json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).encode()).decode()
 
@@ -411,6 +493,7 @@ class Api:
     def _list(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        _check_list_options(request.query, watch=False)
         labels, fields = self._selectors(request, resource)
         limit_text = request.query.get("limit", "0") or "0"
         limit = protocol.parse_int_strict(limit_text)  # int64, as the query parameter is (not '²', not 5,000 digits)
@@ -470,6 +553,7 @@ class Api:
     def _watch(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        _check_list_options(request.query, watch=True)
         labels, fields = self._selectors(request, resource)
         query = request.query
         try:
@@ -598,8 +682,8 @@ class Api:
     def _create(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        dry_run = _dry_run(request, "create")
         obj = objects.prepare_create(resource, decode_body(request), target.namespace)
-        dry_run = request.query.get("dryRun") == "All"
         with self.store.lock:
             key = object_key(obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
             if self.store.get(resource.plural, key) is not None:
@@ -650,6 +734,7 @@ class Api:
     def _update(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        dry_run = _dry_run(request, "update")
         body = decode_body(request)
         with self.store.lock:
             entry = self.store.get(resource.plural, object_key(target.namespace, target.name))
@@ -659,7 +744,7 @@ class Api:
                 raise errors.not_found(resource.plural, target.name, resource.group)
             old = entry.object()
             new = objects.prepare_update(resource, old, body, target.name, target.subresource)
-            return self._write_update(request, target, old, new, request.query.get("dryRun") == "All")
+            return self._write_update(request, target, old, new, dry_run)
 
     def _patch(self, request: Request, target: Target) -> Response:
         resource = target.resource
@@ -668,6 +753,7 @@ class Api:
         kind = PATCH_TYPES.get(content_type)
         if kind is None:
             raise errors.unsupported_media_type(content_type)
+        dry_run = _dry_run(request, "patch")
         try:
             body = bodies.decode_json(request.body)
         except bodies.BodyError as exc:
@@ -677,7 +763,7 @@ class Api:
             old = entry.object()
             patched = _apply_patch(kind, old, body, resource, target.name)
             new = objects.prepare_update(resource, old, patched, target.name, target.subresource)
-            return self._write_update(request, target, old, new, request.query.get("dryRun") == "All")
+            return self._write_update(request, target, old, new, dry_run)
 
     def _scale(self, request: Request, target: Target) -> Response:
         """``/scale``: read or set a workload's ``spec.replicas`` through an ``autoscaling/v1`` Scale."""
@@ -685,6 +771,7 @@ class Api:
         assert resource is not None
         body: Any = None
         kind = ""
+        dry_run = target.verb != "get" and _dry_run(request, target.verb)
         if target.verb == "update":
             body = decode_body(request)
         elif target.verb == "patch":
@@ -718,7 +805,6 @@ class Api:
             changed = json.loads(json.dumps(old))
             changed["spec"]["replicas"] = replicas
             new = objects.prepare_update(resource, old, changed, target.name, "", check_rv=False)
-            dry_run = request.query.get("dryRun") == "All"
             scaled = ("autoscaling", "v1", "Scale")
             self._admit(request, target, "UPDATE", objects.scale_of(new), scale, dry_run, scaled)
             new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
@@ -751,7 +837,7 @@ class Api:
         resource = target.resource
         assert resource is not None
         options = self._delete_options(request)
-        dry_run = request.query.get("dryRun") == "All" or "All" in (options.get("dryRun") or [])
+        dry_run = _dry_run(request, "delete", options.get("dryRun"))
         with self.store.lock:
             entry = self._entry(target)
             obj = entry.object()
@@ -802,9 +888,14 @@ class Api:
         resource = target.resource
         assert resource is not None
         labels, fields = self._selectors(request, resource)
+        options = self._delete_options(request)
+        dry_run = _dry_run(request, "deletecollection", options.get("dryRun"))
         deleted: list[bytes] = []
         with self.store.lock:
             for entry in self.store.select(resource.plural, target.namespace, labels, fields)[0]:
+                if dry_run:  # what would go, nothing removed (a dry run never persists)
+                    deleted.append(entry.raw)
+                    continue
                 meta = entry.object()["metadata"]
                 removed = self.store.remove(resource.plural, object_key(meta.get("namespace", ""), meta["name"]))
                 if removed is not None:
@@ -822,6 +913,7 @@ class Api:
         return Response(200, head + b",".join(deleted) + b"]}")
 
     def _bind(self, request: Request, target: Target) -> Response:
+        dry_run = _dry_run(request, "create")
         body = decode_body(request)
         objects.check_types(BY_PLURAL["bindings"], body)  # 400 for what Go's decoder refuses
         target_ref = body.get("target") or {}
@@ -870,7 +962,7 @@ class Api:
             conditions = pod.setdefault("status", {}).setdefault("conditions", [])
             conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]
             conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": objects.now()})
-            if request.query.get("dryRun") != "All":
+            if not dry_run:
                 self.store.put(pods.plural, object_key(target.namespace, name), pod)
         return json_response(201, errors.success(201))
 

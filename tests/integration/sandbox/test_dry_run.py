@@ -1,0 +1,89 @@
+"""Server-side dry run: ``dryRun=All`` never persists, on any write verb; any other value is refused.
+
+kube-apiserver validates ``dryRun`` before a write (API concepts page, "Dry-run": "An invalid or
+unrecognized dryRun directive will result in an error response and no further processing of the
+request"), so a client that sends ``dryRun=true`` sees a 422 on a real cluster and must see one here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kubectl_gpushare.sandbox.server import Sandbox
+
+pytestmark = pytest.mark.integration
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
+
+
+def call(
+    sb: Sandbox, method: str, path: str, body: Any = None, content_type: str = "application/json"
+) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(sb.url + path, data=data, method=method, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def seed(sb: Sandbox, *names: str) -> None:
+    sb.load([{"kind": "ConfigMap", "metadata": {"name": n, "namespace": "default"}, "data": {"k": "v"}} for n in names])
+
+
+def test_delete_collection_with_dry_run_deletes_nothing(sandbox: Sandbox) -> None:
+    seed(sandbox, "a", "b")
+    status, answer = call(sandbox, "DELETE", CONFIGMAPS + "?dryRun=All")
+    assert status == 200 and sorted(i["metadata"]["name"] for i in answer["items"]) == ["a", "b"]
+    status, answer = call(sandbox, "DELETE", CONFIGMAPS, {"dryRun": ["All"]})
+    assert status == 200 and len(answer["items"]) == 2
+    assert all(sandbox.get("configmaps", "default", name) is not None for name in ("a", "b"))
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "content_type", "options"),
+    [
+        ("POST", CONFIGMAPS, {"metadata": {"name": "new"}}, "application/json", "CreateOptions"),
+        ("PUT", CONFIGMAPS + "/a", {"metadata": {"name": "a"}, "data": {}}, "application/json", "UpdateOptions"),
+        ("PATCH", CONFIGMAPS + "/a", {"data": {"k": "w"}}, "application/merge-patch+json", "PatchOptions"),
+        ("DELETE", CONFIGMAPS + "/a", None, "application/json", "DeleteOptions"),
+        ("DELETE", CONFIGMAPS, None, "application/json", "DeleteOptions"),
+    ],
+    ids=["create", "update", "patch", "delete", "deletecollection"],
+)
+def test_an_unknown_dry_run_value_is_refused_and_writes_nothing(
+    sandbox: Sandbox, method: str, path: str, body: Any, content_type: str, options: str
+) -> None:
+    seed(sandbox, "a")
+    before = sandbox.get("configmaps", "default", "a")
+    status, answer = call(sandbox, method, path + "?dryRun=true", body, content_type)
+    assert status == 422 and answer["reason"] == "Invalid", answer
+    assert answer["message"] == (
+        f'{options}.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{{"true"}}: supported values: "All"'
+    )
+    assert sandbox.get("configmaps", "default", "a") == before
+    assert sandbox.get("configmaps", "default", "new") is None
+
+
+def test_delete_options_with_an_unknown_dry_run_value_are_refused(sandbox: Sandbox) -> None:
+    seed(sandbox, "a")
+    status, answer = call(sandbox, "DELETE", CONFIGMAPS + "/a", {"dryRun": ["All", "Some"]})
+    assert status == 422 and '[]string{"Some"}' in answer["message"], answer
+    assert sandbox.get("configmaps", "default", "a") is not None
+
+
+def test_kubectl_server_dry_run_still_works(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    seed(sandbox, "a")
+    out = kubectl("delete", "configmap", "a", "--dry-run=server")
+    assert "(server dry run)" in out.stdout
+    kubectl("label", "configmap", "a", "x=y", "--dry-run=server")
+    assert sandbox.get("configmaps", "default", "a") is not None
+    assert "labels" not in sandbox.get("configmaps", "default", "a")["metadata"]
