@@ -15,7 +15,7 @@ import sys
 import click
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.errors import EXIT_START
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, EXIT_START
 from kubectl_gpushare.kube.flags import FiniteFloatRange, kube_options
 from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules, stop_on_signals
 
@@ -89,7 +89,7 @@ def _port(value: str | int) -> int:
 @click.option("--bind-deadline", type=FiniteFloatRange(min=2, max=29), default=20.0, show_default=True,
               help="Seconds a bind may take (plus one request of at most a quarter of this); keep it below "
                    "kube-scheduler's extender httpTimeout (30 s).")
-@click.option("--unknown-outcome-grace", type=FiniteFloatRange(min=1), default=60.0, show_default=True,
+@click.option("--unknown-outcome-grace", type=FiniteFloatRange(min=1), default=API_REQUEST_TIMEOUT, show_default=True,
               help="Seconds a Binding whose reply was lost or timed out may still land; until then its GPU "
                    "stays reserved unless the API server shows the pod bound or gone.")
 @log_options(ENV_LOG_LEVEL)
