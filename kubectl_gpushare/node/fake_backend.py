@@ -48,18 +48,19 @@ def parse_fake_gpus(spec: str) -> list[tuple[int, str]]:
     """
     gpus: list[tuple[int, str]] = []
     for group in spec.split(","):
+        shown = group.strip()[:64]  # a hostile spec is named, not echoed whole
         match = _GROUP.match(group)
         if match is None:
             raise FakeSpecError(
-                f"invalid --fake-gpus group {group.strip()!r}: expected [<count>x]<size>GiB|MiB[:<model>], "
+                f"invalid --fake-gpus group {shown!r}: expected [<count>x]<size>GiB|MiB[:<model>], "
                 "e.g. 4x80GiB or 2x16GiB,1x24GiB"
             )
         count_text, size_text, unit, model = match.groups()
         if len(count_text or "") > _MAX_DIGITS or len(size_text) > _MAX_DIGITS:
-            raise FakeSpecError(f"invalid --fake-gpus group {group.strip()[:64]!r}: count or size too large")
+            raise FakeSpecError(f"invalid --fake-gpus group {shown!r}: count or size too large")
         count, size = int(count_text or 1), int(size_text)
         if count < 1 or size < 1:
-            raise FakeSpecError(f"invalid --fake-gpus group {group.strip()!r}: count and size must be positive")
+            raise FakeSpecError(f"invalid --fake-gpus group {shown!r}: count and size must be positive")
         if len(gpus) + count > MAX_FAKE_GPUS:  # before the list is built: a count of 10**9 must not fill memory
             raise FakeSpecError(
                 f"--fake-gpus describes {len(gpus) + count} GPUs or more; at most {MAX_FAKE_GPUS} are supported"

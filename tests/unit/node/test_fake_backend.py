@@ -36,6 +36,13 @@ def test_parse_fake_gpus_rejects_bad_specs_with_the_expected_form(spec: str) -> 
         parse_fake_gpus(spec)
 
 
+@pytest.mark.parametrize("spec", ["x" * 5000, "0x1GiB:" + "m" * 5000, "1x" + "9" * 5000 + "GiB"])
+def test_parse_fake_gpus_names_a_hostile_group_without_echoing_it_whole(spec: str) -> None:
+    with pytest.raises(FakeSpecError) as raised:
+        parse_fake_gpus(spec)
+    assert len(str(raised.value)) < 200
+
+
 def test_fake_uuids_are_stable_per_node_and_distinct_across_nodes() -> None:
     assert fake_uuid("a", 0) == fake_uuid("a", 0)
     assert len({fake_uuid("a", 0), fake_uuid("a", 1), fake_uuid("b", 0)}) == 3
