@@ -755,8 +755,8 @@ def _item_kind(raw: msgspec.Raw) -> str:
 _NODE_OR_POD: Final[dict[str, types.Kind[Any]]] = {"Node": types.NODES, "Pod": types.PODS}
 
 
-def _skipped(kind: str, namespace: object, name: object, error: BaseException) -> str:
-    """The API path's warning for an item of a list that does not decode (`lenient.skipped`)."""
+def _skipped(kind: str, namespace: object, name: object, error: Exception) -> str:
+    """The API path's warning for a YAML item of a list that does not convert (`lenient.describe`'s key rule)."""
     key = f"{namespace}/{name}" if isinstance(namespace, str) and namespace and isinstance(name, str) and name else (
         name if isinstance(name, str) else "")
     plural = _NODE_OR_POD[kind]
@@ -785,8 +785,8 @@ def _json_objects(
                     if document.items is None:
                         raise
                     if warnings is not None:
-                        namespace, name, _ = lenient.object_meta(raw)
-                        warnings.add(_skipped(kind, namespace, name, exc))
+                        plural = _NODE_OR_POD[kind]
+                        warnings.add(lenient.skipped(plural, lenient.describe(plural, raw, exc)))
             elif others is not None and kind in others:
                 others[kind].append(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

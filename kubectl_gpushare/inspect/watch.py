@@ -61,12 +61,13 @@ def _in_key_order(informer: Informer[ItemT]) -> list[ItemT]:
     return sorted(informer.items(), key=object_key)
 
 
-def _synced(informer: Informer[Any]) -> None:
-    """Wait for the first list to be delivered; its failure is raised (the informer would retry it)."""
+def _first_list(informer: Informer[Any]) -> BaseException | None:
+    """Wait for the first list: None once it is delivered, else the failure that ended the wait (retried)."""
     while not informer.wait_synced(0.2):
         error = informer.last_error
         if error is not None:
-            raise error
+            return error
+    return None
 
 
 class _Optional(Generic[ItemT]):
@@ -94,8 +95,7 @@ class _Optional(Generic[ItemT]):
         if informer is None:
             self.quiet.set()
             informer = self.informer = self._make(self.quiet).start()
-            while not informer.wait_synced(0.2) and informer.last_error is None:
-                pass
+            _first_list(informer)
             self.quiet.clear()
         if not informer.synced.is_set():
             error = informer.last_error
@@ -177,7 +177,9 @@ class _Sources:
         for informer in (self.nodes, self.pods):
             informer.start()
         for informer in (self.nodes, self.pods):
-            _synced(informer)
+            error = _first_list(informer)
+            if error is not None:
+                raise error
         self._quiet.clear()
 
     @property
