@@ -111,11 +111,15 @@ class DeviceUsage(msgspec.Struct, frozen=True, gc=False):
     total: int
     used: int
     pods: list[tuple[PodRecord, int]] = []
+    phantom: bool = False
+    """A GPU index pods name beyond the node's count: shown with the per-GPU total, as the original
+    does, but it does not exist, so none of it is free."""
 
     @property
     def free(self) -> int:
-        """Memory still unallocated on this GPU (negative if the GPU is over-committed)."""
-        return self.total - self.used
+        """Memory still unallocated on this GPU (negative if over-committed; never positive on a phantom)."""
+        free = self.total - self.used
+        return min(free, 0) if self.phantom else free
 
 
 class NodeUsage(msgspec.Struct, frozen=True, gc=False):
@@ -352,7 +356,7 @@ class Ledger:
             sums = {index: DeviceUsage(index, total, used.get(index, 0)) for index, total in enumerate(totals)}
             for index in sorted(used):  # a phantom device beyond the count, then pending last
                 if index not in sums and index != PENDING:
-                    sums[index] = DeviceUsage(index, default_total, used[index])
+                    sums[index] = DeviceUsage(index, default_total, used[index], phantom=True)
             if PENDING in used:
                 sums[PENDING] = DeviceUsage(PENDING, default_total, used[PENDING])
             return NodeUsage(node, count, mem, sums)
@@ -371,7 +375,8 @@ class Ledger:
         for index in sorted(per_device, key=lambda i: (i == PENDING, i)):
             total = totals[index] if 0 <= index < len(totals) else default_total
             entries = per_device[index]
-            devices[index] = DeviceUsage(index, total, sum(amount for _, amount in entries), entries)
+            devices[index] = DeviceUsage(index, total, sum(amount for _, amount in entries), entries,
+                                         phantom=index >= len(totals))
         return NodeUsage(node=node, gpu_count=count, total_mem=mem, devices=devices)
 
     def free(self, name: str) -> dict[int, int]:

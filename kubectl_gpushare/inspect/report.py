@@ -201,10 +201,9 @@ def build(
         usage = ledger.usage(name)
         if usage.total_mem <= 0:
             continue
-        gpus = [  # a GPU pods name beyond the node's count does not exist: none of it is free
-            GPU(device.index, device.total, device.used,
-                device.free if device.index < usage.gpu_count else min(device.free, 0),
-                _shares(device), device.index not in usage.node.unhealthy)
+        gpus = [
+            GPU(device.index, device.total, device.used, device.free, _shares(device),
+                device.index not in usage.node.unhealthy)
             for device in usage.devices.values()
             if device.index != PENDING
         ]
