@@ -160,13 +160,8 @@ def is_interested(pod: Mapping[str, Any], managed: Iterable[str]) -> bool:
     for key in ("containers", "initContainers"):
         containers = spec.get(key)
         for container in containers if isinstance(containers, list) else []:
-            resources = container.get("resources") if isinstance(container, dict) else None
-            if not isinstance(resources, dict):
-                continue
-            for field in ("requests", "limits"):
-                amounts = resources.get(field)
-                if isinstance(amounts, dict) and not names.isdisjoint(amounts):
-                    return True
+            if not names.isdisjoint(noderesources.container_requests(container)):  # its requests and limits
+                return True
     return False
 
 

@@ -556,10 +556,13 @@ class Api:
         _check_list_options(request.query, watch=True)
         labels, fields = self._selectors(request, resource)
         query = request.query
-        try:
-            timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
-        except ValueError:
-            raise errors.bad_request(f"timeoutSeconds: Invalid value: {query.get('timeoutSeconds')!r}") from None
+        timeout_text = query.get("timeoutSeconds") or ""
+        # int64, as Go decodes the query parameter (strconv.ParseInt): never NaN, infinite or 5,000 digits,
+        # which would hold the stream (and its thread) open for ever
+        timeout_seconds = protocol.parse_int_strict(timeout_text) if timeout_text else DEFAULT_WATCH_TIMEOUT
+        if timeout_seconds is None:
+            raise errors.bad_request(f"timeoutSeconds: Invalid value: {timeout_text[:64]!r}")
+        timeout = float(timeout_seconds)
         rv_text = query.get("resourceVersion", "")
         rv = protocol.parse_int_strict(rv_text) if rv_text.isascii() and rv_text.isdigit() else None
         if rv_text not in ("", "0") and rv is None:  # digits only, in range ('²' is a digit to str.isdigit)
