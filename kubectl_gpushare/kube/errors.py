@@ -240,7 +240,7 @@ def refused(exc: KubeError) -> bool:
     Anything else (a 5xx, a 429, a timeout, a dropped connection) leaves the outcome unknown: the
     write may have landed, or may still land within `API_REQUEST_TIMEOUT`.
     """
-    return isinstance(exc, ApiError) and exc.status < 500 and exc.status != 429
+    return isinstance(exc, ApiError) and 400 <= exc.status < 500 and exc.status != 429
 
 
 __all__ = [

@@ -140,3 +140,10 @@ def test_backoff_is_capped_and_jittered_upwards_only() -> None:
         delay = backoff_delay(attempt, policy)
         expected = min(4, 2 ** (attempt - 1))
         assert expected <= delay <= expected * 1.5
+
+
+@pytest.mark.parametrize(("status", "known"), [(400, True), (403, True), (404, True), (409, True), (422, True),
+                                              (429, False), (500, False), (504, False), (302, False), (101, False)])
+def test_only_a_4xx_other_than_429_says_a_write_did_not_happen(status: int, known: bool) -> None:
+    """A redirect or an informational reply from a proxy says nothing about the write: its outcome stays unknown."""
+    assert errors.refused(errors.ApiError(status, "Reason", "message")) is known
