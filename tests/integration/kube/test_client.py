@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 import pytest
 from waiting import poll
 
@@ -523,3 +524,10 @@ def test_pages_after_the_first_send_no_resource_version_beside_the_continue_toke
     pages = list(client.list_pages("pods", page_size=2, resource_version=version))
     assert [len(page.items) for page in pages] == [2, 2, 1]
     assert {page.metadata.resource_version for page in pages} == {version}
+
+
+def test_a_get_reply_with_a_string_that_is_not_utf8_is_a_decode_error(tmp_path: Path) -> None:
+    with _serving(tmp_path, b'{"metadata":{"name":"a\xff","namespace":"ns"}}') as client:
+        with pytest.raises(msgspec.DecodeError, match="not UTF-8"):
+            client.get(types.DRA_CLAIMS, "a", "ns")
+
