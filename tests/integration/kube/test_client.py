@@ -25,6 +25,7 @@ from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.kube.lenient import Undecodable
 from kubectl_gpushare.kube.retry import RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import LeaseSpec
+from kubectl_gpushare.kube.watch import UndecodableEventError
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -531,3 +532,8 @@ def test_a_get_reply_with_a_string_that_is_not_utf8_is_a_decode_error(tmp_path: 
         with pytest.raises(msgspec.DecodeError, match="not UTF-8"):
             client.get(types.DRA_CLAIMS, "a", "ns")
 
+
+def test_a_watch_error_event_nested_past_the_decoder_is_an_undecodable_event(tmp_path: Path) -> None:
+    line = b'{"type":"ERROR","object":{"code":500,"extra":' + b"[" * 5000 + b"]" * 5000 + b"}}\n"
+    with _serving(tmp_path, line) as client, pytest.raises(UndecodableEventError, match="undecodable event"):
+        list(client.watch(types.DRA_CLAIMS, "1"))
