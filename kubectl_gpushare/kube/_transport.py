@@ -62,7 +62,7 @@ def error_from_reply(status: int, body: bytes, headers: Mapping[str, str] | http
     parsed = None
     try:
         parsed = types.STATUS_DECODER.decode(body) if body else None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # any body, even deep or not UTF-8, is an error
         text = body.decode("utf-8", errors="replace").strip()
         message = text.splitlines()[0][:300] if text else ""
     if parsed is not None:

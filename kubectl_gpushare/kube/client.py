@@ -242,9 +242,9 @@ class Client:
 
         Raises:
             NotFound: no such object.
-            msgspec.DecodeError: the reply does not decode as the kind, or is nested deeper than the
-                decoder goes (free JSON such as a claim's opaque parameters: kube-apiserver accepts
-                10,000 levels, msgspec stops at Python's recursion limit).
+            msgspec.DecodeError: the reply does not decode as the kind (a string not UTF-8 included),
+                or is nested deeper than the decoder goes (free JSON such as a claim's opaque parameters:
+                kube-apiserver accepts 10,000 levels, msgspec stops at Python's recursion limit).
         """
         k = _kind(kind)
         path = _object_path(k, namespace, name, subresource)
@@ -253,6 +253,8 @@ class Client:
             return k.item_decoder.decode(data)
         except RecursionError:
             raise msgspec.DecodeError(f"nested too deeply to decode ({k.kind} {name[:253]})") from None
+        except UnicodeDecodeError:  # msgspec's error for a string that is not UTF-8, not a DecodeError
+            raise msgspec.DecodeError(f"a string is not UTF-8 ({k.kind} {name[:253]})") from None
 
     @overload
     def list_pages(

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
-from kubectl_gpushare.kube.shallow import split_list
+from kubectl_gpushare.kube.shallow import members, split_list
 from kubectl_gpushare.kube.types import (
     LIST_META_DECODER,
     RAW_LIST_DECODER,
@@ -74,9 +74,9 @@ def object_meta(raw: bytes | msgspec.Raw) -> tuple[str, str, str]:
     try:
         meta = _ENVELOPE.decode(raw).metadata
     except RecursionError:
-        found = split_list(bytes(raw))
+        found = members(bytes(raw))  # the object's own members: its metadata, never a scan of any items
         try:
-            meta = _META_ONLY.decode(found.metadata) if found is not None and found.metadata else _Meta()
+            meta = _META_ONLY.decode(found["metadata"]) if found and "metadata" in found else _Meta()
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             meta = _Meta()
     except (msgspec.DecodeError, UnicodeDecodeError):

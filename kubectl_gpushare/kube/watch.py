@@ -85,7 +85,7 @@ class Watch(Generic[ItemT]):
                     if raw.type == "ERROR":
                         status = types.STATUS_DECODER.decode(raw.object)
                         raise api_error(status.code or 500, status.reason, status.message)
-                except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+                except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:
                     raise UndecodableEventError(f"watch of {self.kind.plural}: undecodable event: {exc}") from None
                 try:
                     event: WatchEvent[ItemT] | WatchEvent[Undecodable]

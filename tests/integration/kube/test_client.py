@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 import pytest
 from waiting import poll
 
@@ -24,6 +25,7 @@ from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.kube.lenient import Undecodable
 from kubectl_gpushare.kube.retry import RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import LeaseSpec
+from kubectl_gpushare.kube.watch import UndecodableEventError
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -523,3 +525,15 @@ def test_pages_after_the_first_send_no_resource_version_beside_the_continue_toke
     pages = list(client.list_pages("pods", page_size=2, resource_version=version))
     assert [len(page.items) for page in pages] == [2, 2, 1]
     assert {page.metadata.resource_version for page in pages} == {version}
+
+
+def test_a_get_reply_with_a_string_that_is_not_utf8_is_a_decode_error(tmp_path: Path) -> None:
+    with _serving(tmp_path, b'{"metadata":{"name":"a\xff","namespace":"ns"}}') as client:
+        with pytest.raises(msgspec.DecodeError, match="not UTF-8"):
+            client.get(types.DRA_CLAIMS, "a", "ns")
+
+
+def test_a_watch_error_event_nested_past_the_decoder_is_an_undecodable_event(tmp_path: Path) -> None:
+    line = b'{"type":"ERROR","object":{"code":500,"extra":' + b"[" * 5000 + b"]" * 5000 + b"}}\n"
+    with _serving(tmp_path, line) as client, pytest.raises(UndecodableEventError, match="undecodable event"):
+        list(client.watch(types.DRA_CLAIMS, "1"))

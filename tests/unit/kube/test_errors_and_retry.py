@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from kubectl_gpushare.kube import errors
+from kubectl_gpushare.kube._transport import error_from_reply
 from kubectl_gpushare.kube.retry import RetryPolicy, backoff_delay, call_with_retry, is_retryable
 
 
@@ -58,6 +59,13 @@ def failing(*failures: Exception, result: str = "ok") -> tuple[list[int], Callab
         return result
 
     return calls, operation
+
+
+@pytest.mark.parametrize("body", [b'{"message":"bad \xff"}', b'{"x":' + b"[" * 5000 + b"]" * 5000 + b"}"],
+                         ids=["not-utf8", "deep"])
+def test_an_error_body_that_does_not_decode_is_still_the_status_error(body: bytes) -> None:
+    error = error_from_reply(503, body, {})
+    assert isinstance(error, errors.ApiError) and error.status == 503 and "\n" not in str(error)
 
 
 def test_retries_429_honouring_retry_after() -> None:
