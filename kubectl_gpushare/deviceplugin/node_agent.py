@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kubectl_gpushare import ledger, protocol
 from kubectl_gpushare.deviceplugin.allocation import PodSource
 from kubectl_gpushare.deviceplugin.servicer import Advertisement
 from kubectl_gpushare.node import cgroups
-from kubectl_gpushare.node.enforce import Enforcer, PodShare
+from kubectl_gpushare.node.enforce import Enforcer, NodePods, PodShare
 from kubectl_gpushare.node.gpus import GpuBackend, GpuDevice
 from kubectl_gpushare.node.http import UsageServer
 from kubectl_gpushare.node.usage import Sampler
@@ -24,8 +24,10 @@ from kubectl_gpushare.node.usage import Sampler
 log = logging.getLogger(__name__)
 
 
-def pod_shares(source: PodSource, unit_bytes: int) -> list[PodShare]:
-    """Every (pod, GPU) share on this node in bytes; pods still pending a GPU are left out.
+def node_pods(pods: Iterable[ledger.PodRecord], unit_bytes: int) -> NodePods:
+    """Every (pod, GPU) share on this node in bytes, and the pods not ended, from one read of the pods.
+
+    Pods still pending a GPU hold no share.
 
     A share never exceeds the pod's request (its containers' limits, which cannot change): the
     gpushare 2.0 allocation annotation that `ledger.shares` reads is the pod owner's to edit, and
@@ -33,13 +35,16 @@ def pod_shares(source: PodSource, unit_bytes: int) -> list[PodShare]:
     request would let the pod take memory the scheduler gave to others.
     """
     out = []
-    for pod in source.pods():
+    alive = set()
+    for pod in pods:
+        if pod.phase not in ledger.COMPLETED_PHASES:
+            alive.add(pod.uid)
         if not ledger.counts(pod):
             continue
         for gpu, units in ledger.shares(pod).items():
             if gpu >= 0 and units > 0:
                 out.append(PodShare(pod.uid, pod.namespace, pod.name, gpu, min(units, pod.request) * unit_bytes))
-    return out
+    return NodePods(tuple(out), frozenset(alive))
 
 
 class NodeAgent:
@@ -63,13 +68,10 @@ class NodeAgent:
     ) -> None:
         self._advertisement = advertisement
 
-        def shares() -> list[PodShare]:
-            return pod_shares(source, unit_bytes)
+        def shares() -> NodePods:  # one read of the pod cache per pass, the enforcer's or the sampler's
+            return node_pods(source.pods(), unit_bytes)
 
-        def alive() -> set[str]:
-            return {pod.uid for pod in source.pods() if pod.phase not in ledger.COMPLETED_PHASES}
-
-        self.enforcer = Enforcer(backend, layout, enforce, self.gpus, shares, on_change=republish, alive=alive)
+        self.enforcer = Enforcer(backend, layout, enforce, self.gpus, shares, on_change=republish)
         self.sampler = Sampler(node_name, backend, self.gpus, shares, self.enforcer, interval=interval,
                                proc_root=proc_root, layout=layout)
         self.server = UsageServer(self.sampler, host, port) if port is not None else None

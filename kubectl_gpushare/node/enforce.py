@@ -33,7 +33,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from kubectl_gpushare import protocol
@@ -62,6 +62,21 @@ class PodShare:
     name: str
     gpu: int
     bytes: int
+
+
+@dataclass(frozen=True)
+class NodePods:
+    """One read of the node's pods: the shares to hold, and the UIDs of the pods that have not ended.
+
+    Both come from the same list, so a pass never weighs shares of one moment against pods of another
+    (and reads the pods once). Iterating gives the shares, so it serves where shares alone are read.
+    """
+
+    shares: tuple[PodShare, ...]
+    alive: frozenset[str]
+
+    def __iter__(self) -> Iterator[PodShare]:
+        return iter(self.shares)
 
 
 @dataclass(frozen=True)
@@ -99,13 +114,13 @@ class Enforcer:
         poll: float = POLL_SECONDS,
         resync: float = RESYNC_SECONDS,
         on_change: Callable[[], None] | None = None,
-        alive: Callable[[], set[str]] | None = None,
     ) -> None:
-        """Enforce in ``mode``; ``alive`` lists the UIDs of the node's pods that have not ended.
+        """Enforce in ``mode`` the shares that ``shares`` reads (called once per pass).
 
-        ``alive`` is for shares read from what the pod's owner may edit (the device plugin's
-        annotations): a limit set on a pod alive is kept when its share vanishes or moves, so an
-        edit never lifts it. None: a vanished share clears its limit.
+        Where shares are read from what the pod's owner may edit (the device plugin's annotations),
+        ``shares`` returns a `NodePods`: a limit set on a pod it lists alive is kept when the pod's
+        share vanishes or moves, so an edit never lifts it. Plain shares: a vanished share clears
+        its limit.
         """
         if mode not in protocol.ENFORCE_MODES:
             raise ValueError(f"unknown enforcement mode {mode!r}")
@@ -118,7 +133,6 @@ class Enforcer:
         self.resync = resync
         self.on_change = on_change
         """Called when a GPU's enforcement status changes (the node annotation is republished)."""
-        self._alive = alive
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._applied: dict[tuple[str, int], Applied] = {}
@@ -237,8 +251,9 @@ class Enforcer:
                 self._pending.clear()
             return
         self._probe(gpus.values(), driver)
-        desired = self._desired(gpus)
-        alive = self._alive() if self._alive is not None else set()
+        read = self._shares()
+        alive = read.alive if isinstance(read, NodePods) else frozenset()
+        desired = self._desired(gpus, read)
         with self._lock:
             stale = [key for key in self._applied if key not in desired and key[0] not in alive]
             self._pending = {
@@ -301,9 +316,9 @@ class Enforcer:
             self._warned.add(key)
             log.warning(message, *args)
 
-    def _desired(self, gpus: dict[int, GpuDevice]) -> dict[tuple[str, int], PodShare]:
+    def _desired(self, gpus: dict[int, GpuDevice], shares: Iterable[PodShare]) -> dict[tuple[str, int], PodShare]:
         desired: dict[tuple[str, int], PodShare] = {}
-        for share in self._shares():
+        for share in shares:
             where = f"{share.namespace[:64]}/{share.name[:64]}"
             if not cgroups.valid_uid(share.uid):
                 self._warn_once(f"uid:{share.uid[:64]}", "pod %s: UID %r is not a UUID; no memory limit", where,

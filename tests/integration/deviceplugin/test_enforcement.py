@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,12 @@ from node_agents import cgroup_tree
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.deviceplugin.allocation import PodSource
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
+from kubectl_gpushare.deviceplugin.node_agent import NodeAgent
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.ledger import PodRecord
 from kubectl_gpushare.node import cgroups
 from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -158,3 +162,46 @@ def test_a_pod_cannot_lift_its_own_limit_by_editing_its_gpu_index(
     assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}  # the GPU it runs on keeps its limit
     api.delete(types.PODS, "sly", "default")  # a pod that ends still gives its limits back
     wait_for(lambda: backend.limits(0) == {} and backend.limits(1) == {})
+
+
+class CountedSource:
+    """The plugin's own pod cache, counting how often it is read (the seam the node agent reads through)."""
+
+    def __init__(self, inner: PodSource) -> None:
+        self.inner = inner
+        self.reads = 0
+
+    def pods(self) -> list[PodRecord]:
+        self.reads += 1
+        return self.inner.pods()
+
+    def refresh(self) -> list[PodRecord]:
+        return self.inner.refresh()
+
+    def arrivals(self) -> Mapping[str, int]:
+        return self.inner.arrivals()
+
+
+def test_an_enforcement_pass_reads_the_nodes_pods_once_and_lists_nothing(
+    kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, sandbox: Sandbox, tree: Path
+) -> None:
+    running = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    backend = running.backend
+    cg = limited_pod(kubelet, pods, tree, backend, "kept")
+    counted = CountedSource(running.plugin.cluster.source)
+    agent = NodeAgent(NODE, backend, running.plugin.advertisement, counted, running.plugin.unit.bytes,
+                      lambda: None, enforce="hard", layout=cgroups.Layout.mounted(str(tree), None), interval=1,
+                      port=None)
+    # an edit of its GPU index drops the pod's share: only its being alive, from the same read, keeps its limit
+    api.patch_pod("default", "kept", {"metadata": {"annotations": {protocol.ANN_IDX: "garbage"}}})
+    wait_for(lambda: next((p for p in running.plugin.cluster.source.pods() if p.name == "kept"
+                           and p.gpu_index != 0), None))
+    sandbox.clear_requests()
+    passes = 3
+    for _ in range(passes):
+        agent.enforcer.reconcile()
+    assert counted.reads == passes, "each pass reads the node's pods once"
+    # the pod cache answers: a pass sends the API server no list of pods at all
+    assert [r for r in sandbox.requests if r.resource == "pods" and r.verb == "list"] == []
+    assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}, "the pod, alive, keeps its limit"
