@@ -183,6 +183,10 @@ class Inventory:
         """Advertised GPUs, by index."""
         return sorted((state.gpu for state in self._gpus.values()), key=lambda gpu: gpu.index)
 
+    def has(self, uuid: str) -> bool:
+        """Whether a GPU is advertised (a lookup by UUID, as `node.health.HealthBook` keeps its GPUs)."""
+        return uuid in self._gpus
+
     def units(self, uuid: str) -> int:
         """Devices advertised for one GPU (0 if unknown)."""
         state = self._gpus.get(uuid)

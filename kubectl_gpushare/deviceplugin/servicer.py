@@ -67,7 +67,7 @@ class Advertisement:
     def knows(self, uuid: str) -> bool:
         """Whether a GPU is advertised."""
         with self.lock:
-            return any(gpu.uuid == uuid for gpu in self.inventory.gpus())
+            return self.inventory.has(uuid)
 
     def remove(self, uuid: str) -> GpuDevice | None:
         """Stop advertising a GPU that disappeared (`Inventory.remove`)."""

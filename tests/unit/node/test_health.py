@@ -84,3 +84,26 @@ def test_the_advertisement_wakes_its_streams_on_every_change() -> None:
         health.apply(event, keeper, backend.devices)
         versions.append(keeper.message()[0])
     assert versions == sorted(set(versions))  # a new ListAndWatch message after each of the three
+
+
+@pytest.mark.parametrize("make", KEEPERS, ids=["dra-book", "device-plugin"])
+def test_knows_a_gpu_by_its_uuid_alone(make: Callable[[FakeBackend], HealthBook | Advertisement]) -> None:
+    backend = FakeBackend.from_spec("2x16GiB", seed="n")
+    gpu0, gpu1 = backend.devices()
+    keeper = make(backend)
+    assert keeper.knows(gpu0.uuid) and keeper.knows(gpu1.uuid)
+    for stranger in ("", gpu0.uuid[:-1], f"{gpu0.uuid}-_-0", "GPU-not-on-this-node"):
+        assert not keeper.knows(stranger), stranger
+    health.apply(HealthEvent(gpu1.uuid, healthy=False, reason="GPU is lost", removed=True), keeper, backend.devices)
+    assert keeper.knows(gpu0.uuid) and not keeper.knows(gpu1.uuid)
+
+
+def test_the_inventory_looks_a_gpu_up_by_uuid() -> None:
+    backend = FakeBackend.from_spec("2x16GiB", seed="n")
+    gpu0, gpu1 = backend.devices()
+    inventory = Inventory.of(backend.devices(), parse_memory_unit("GiB"))
+    assert inventory.has(gpu0.uuid) and inventory.has(gpu1.uuid) and not inventory.has(f"{gpu0.uuid}-_-0")
+    inventory.remove(gpu1.uuid)
+    assert not inventory.has(gpu1.uuid)
+    inventory.add(gpu1)
+    assert inventory.has(gpu1.uuid)
