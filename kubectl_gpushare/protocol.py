@@ -16,7 +16,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final, TypeGuard
 
 import msgspec
@@ -959,6 +959,35 @@ def decode_usage_report(data: bytes) -> UsageReport:
 def encode_usage_report(report: UsageReport) -> bytes:
     """Serialise a usage document (the device plugin's ``GET /usage`` body)."""
     return msgspec.json.encode(report)
+
+
+class PodUsage(msgspec.Struct, frozen=True, gc=False):
+    """What one pod name holds on one GPU, its entries merged (`pod_usage_by_name`)."""
+
+    used_bytes: int | None
+    limit_bytes: int | None
+
+
+def pod_usage_by_name(pods: Iterable[UsagePod]) -> dict[tuple[str, str, int], PodUsage]:
+    """(namespace, pod name, GPU index) -> the usage of every entry under that name, merged once.
+
+    `top` and ``/metrics`` show a pod by name, so both read a document through this one rule. Two
+    entries share a name on one GPU when a pod replaced under its name (a StatefulSet's) starts while
+    the old one still ends, each with its own UID and cgroup. Used bytes are summed (capped at
+    `MAX_INT64`): the name holds both; unknown if any entry's is unknown (a part of a sum is not the
+    sum). The limit is the first entry's (each pod has its own; they are not added).
+    """
+    merged: dict[tuple[str, str, int], PodUsage] = {}
+    for pod in pods:
+        key = (pod.namespace, pod.name, pod.gpu)
+        seen = merged.get(key)
+        if seen is None:
+            merged[key] = PodUsage(pod.used_bytes, pod.limit_bytes)
+            continue
+        used = None if seen.used_bytes is None or pod.used_bytes is None else min(
+            seen.used_bytes + pod.used_bytes, MAX_INT64)
+        merged[key] = PodUsage(used, seen.limit_bytes)
+    return merged
 
 
 MAX_ENFORCEMENT_REASON: Final = 200

@@ -66,14 +66,10 @@ def from_report(report: protocol.UsageReport) -> NodeObserved:
         gpu.index: GpuObserved(gpu.used_bytes, gpu.enforcement != protocol.ENFORCE_OFF, printable(gpu.reason))
         for gpu in report.gpus
     }
-    pods: dict[tuple[str, str, int], PodObserved] = {}
-    for pod in report.pods:
-        key = (pod.namespace, pod.name, pod.gpu)
-        seen = pods.get(key)
-        used = pod.used_bytes
-        if seen is not None and seen.used is not None and used is not None:
-            used = min(seen.used + used, protocol.MAX_INT64)  # two entries for one pod: one share, summed
-        pods[key] = PodObserved(used, pod.limit_bytes if seen is None else seen.limit)
+    pods = {  # two entries under one name (a pod replaced while the old one ends): merged as /metrics does
+        key: PodObserved(usage.used_bytes, usage.limit_bytes)
+        for key, usage in protocol.pod_usage_by_name(report.pods).items()
+    }
     return NodeObserved(gpus, pods)
 
 

@@ -55,12 +55,23 @@ class UsageCollector(Collector):
         pod_limit = GaugeMetricFamily(protocol.METRIC_POD_LIMIT,
                                       "Hard GPU memory limit the driver enforces for a pod on one GPU (bytes).",
                                       labels=list(protocol.METRIC_LABELS_POD))
-        for pod in report.pods:
-            labels = [node, str(pod.gpu), uuids.get(pod.gpu, ""), pod.namespace, pod.name]
-            if pod.used_bytes is not None:
-                pod_used.add_metric(labels, float(pod.used_bytes))
-            if pod.limit_bytes is not None:
-                pod_limit.add_metric(labels, float(pod.limit_bytes))
+        # One sample per label set. Two pods of one name on one GPU (one replaced under its name while
+        # the old one ends) would give two series with the same labels: prometheus_client writes every
+        # sample it is given and its parser reads both back (client_python d0b497f, exposition.py
+        # generate_latest, parser.py), but Prometheus keeps the first and drops the second as a
+        # "duplicate sample for timestamp" (prometheus d15adb9, scrape/scrape.go: scrapeCache.get's
+        # alreadyScraped -> storage.ErrDuplicateSampleForTimestamp, counted by
+        # prometheus_target_scrapes_sample_duplicate_timestamp_total), so it would show half of what
+        # `top` shows. Merged per name by the rule `top` reads /usage with (`protocol.pod_usage_by_name`:
+        # used summed, the first limit) rather than told apart by a ``uid`` label: a uid label makes a new
+        # series at every pod re-creation (cardinality and churn in Prometheus' head), and every query
+        # would have to ``sum by`` it away again to get what a pod name holds.
+        for (namespace, name, index), usage in protocol.pod_usage_by_name(report.pods).items():
+            labels = [node, str(index), uuids.get(index, ""), namespace, name]
+            if usage.used_bytes is not None:
+                pod_used.add_metric(labels, float(usage.used_bytes))
+            if usage.limit_bytes is not None:
+                pod_limit.add_metric(labels, float(usage.limit_bytes))
         yield from (gpu_used, enforced, pod_used, pod_limit)
 
 

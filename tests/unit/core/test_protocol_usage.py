@@ -77,3 +77,26 @@ def test_enforcement_keys_of_the_node_annotation() -> None:
 @pytest.mark.parametrize("text", [None, "", "{", "[[]]", json.dumps({"index": 0}), "[" * 10_000, "x" * 100_000])
 def test_a_malformed_annotation_says_nothing(text: str | None) -> None:
     assert protocol.parse_node_gpu_enforcement(text) == {}
+
+
+def _entry(uid: str, used: int | None, limit: int | None, name: str = "web-0") -> protocol.UsagePod:
+    return protocol.UsagePod("ns", name, uid, 0, 4 << 30, used, limit)
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        ([_entry("u1", 3, 8)], protocol.PodUsage(3, 8)),
+        ([_entry("u1", 3, 8), _entry("u2", 1, 6)], protocol.PodUsage(4, 8)),
+        ([_entry("u1", None, None), _entry("u2", 1, 6)], protocol.PodUsage(None, None)),
+        ([_entry("u1", 1, 6), _entry("u2", None, None)], protocol.PodUsage(None, 6)),
+        ([_entry("u1", protocol.MAX_INT64, None), _entry("u2", 1, None)], protocol.PodUsage(protocol.MAX_INT64, None)),
+    ],
+    ids=["one", "summed-first-limit", "unknown-first", "unknown-second", "capped"],
+)
+def test_pod_usage_by_name_merges_entries_of_one_name(entries: list[protocol.UsagePod],
+                                                      expected: protocol.PodUsage) -> None:
+    other = _entry("u9", 5, 5, name="web-1")
+    assert protocol.pod_usage_by_name([*entries, other]) == {
+        ("ns", "web-0", 0): expected, ("ns", "web-1", 0): protocol.PodUsage(5, 5),
+    }

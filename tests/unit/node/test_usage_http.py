@@ -13,6 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.inspect import top
 from kubectl_gpushare.node import cgroups
 from kubectl_gpushare.node.enforce import Enforcer, PodShare
 from kubectl_gpushare.node.fake_backend import FakeBackend
@@ -119,3 +120,34 @@ def test_a_silent_client_is_disconnected_and_scrapes_go_on(tmp_path: Path) -> No
         assert get(server, protocol.METRICS_PATH).startswith(b"# HELP")
     finally:
         server.stop()
+
+
+def test_two_pods_of_one_name_on_one_gpu_are_one_series_with_what_top_shows(tmp_path: Path) -> None:
+    # A StatefulSet pod replaced under its name while the old one still ends: two UIDs, two cgroups, one name.
+    old, new = A, "00000000-0000-4000-8000-00000000000c"
+    root = tmp_path / "cg"
+    (root / "kubepods" / "burstable").mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("memory\n")
+    backend = FakeBackend.from_spec("1x16GiB", seed="n1")
+    shares = [PodShare(old, "ns", "web-0", 0, 4 * GiB), PodShare(new, "ns", "web-0", 0, 4 * GiB)]
+    enforcer = Enforcer(backend, cgroups.Layout(str(root), str(root)), protocol.ENFORCE_HARD, backend.devices,
+                        lambda: shares)
+    for uid, used in ((old, 3 * GiB), (new, GiB)):
+        cg = root / cgroups.pod_path(uid, "burstable", "cgroupfs")
+        cg.mkdir()
+        enforcer.reconcile()
+        backend.allocate(0, str(cg), used)
+    server = UsageServer(Sampler("n1", backend, backend.devices, lambda: shares, enforcer), "127.0.0.1", 0)
+    server.start()
+    try:
+        exposition = get(server, protocol.METRICS_PATH).decode()
+        shown = top.from_report(protocol.decode_usage_report(get(server, protocol.USAGE_PATH)))
+    finally:
+        server.stop()
+    samples = [(s.name, tuple(sorted(s.labels.items())), s.value)
+               for family in text_string_to_metric_families(exposition) for s in family.samples]
+    label_sets = [(name, labels) for name, labels, _ in samples]
+    assert len(label_sets) == len(set(label_sets)), "a metric name and label set appears twice"
+    web = {name: value for name, labels, value in samples if dict(labels).get("pod") == "web-0"}
+    assert web == {protocol.METRIC_POD_USED: 4 * GiB, protocol.METRIC_POD_LIMIT: 4 * GiB}
+    assert shown.pods[("ns", "web-0", 0)] == top.PodObserved(used=4 * GiB, limit=4 * GiB)
