@@ -54,6 +54,10 @@ class PodSource(Protocol):
         """Pod UID -> order of arrival on this node since the source started (see `allocator.choose`)."""
         ...
 
+    def synced(self) -> bool:
+        """Whether `pods` reflects a list of the API (before the first, an empty list says nothing)."""
+        ...
+
 
 class PodGoneError(Exception):
     """The pod no longer exists with the UID that was picked (deleted or re-created); nothing was written."""
@@ -135,6 +139,10 @@ class StaticPods:
         """The current list (there is nothing fresher)."""
         self.refreshes += 1
         return list(self._pods)
+
+    def synced(self) -> bool:
+        """Always: the list is all there is."""
+        return True
 
     def arrivals(self) -> Mapping[str, int]:
         """The arrival order given at construction."""

@@ -173,6 +173,10 @@ class NodeCluster:
         with self._lock:
             return dict(self._arrivals)
 
+    def synced(self) -> bool:
+        """Whether the cache holds the first list of this node's pods."""
+        return self.pod_informer.synced.is_set()
+
     def pods(self) -> list[PodRecord]:
         """This node's pods from the cache."""
         with self._lock:

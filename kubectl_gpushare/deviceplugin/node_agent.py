@@ -24,10 +24,11 @@ from kubectl_gpushare.node.usage import Sampler
 log = logging.getLogger(__name__)
 
 
-def node_pods(pods: Iterable[ledger.PodRecord], unit_bytes: int) -> NodePods:
+def node_pods(pods: Iterable[ledger.PodRecord], unit_bytes: int, *, known: bool = True) -> NodePods:
     """Every (pod, GPU) share on this node in bytes, and the pods not ended, from one read of the pods.
 
-    Pods still pending a GPU hold no share.
+    Pods still pending a GPU hold no share. ``known`` False: the pods were never listed (the cache
+    has not synced), so the enforcer lifts no limit on what the read lacks.
 
     A share never exceeds the pod's request (its containers' limits, which cannot change): the
     gpushare 2.0 allocation annotation that `ledger.shares` reads is the pod owner's to edit, and
@@ -44,7 +45,7 @@ def node_pods(pods: Iterable[ledger.PodRecord], unit_bytes: int) -> NodePods:
         for gpu, units in ledger.shares(pod).items():
             if gpu >= 0 and units > 0:
                 out.append(PodShare(pod.uid, pod.namespace, pod.name, gpu, min(units, pod.request) * unit_bytes))
-    return NodePods(tuple(out), frozenset(alive))
+    return NodePods(tuple(out), frozenset(alive), known)
 
 
 class NodeAgent:
@@ -69,7 +70,8 @@ class NodeAgent:
         self._advertisement = advertisement
 
         def shares() -> NodePods:  # one read of the pod cache per pass, the enforcer's or the sampler's
-            return node_pods(source.pods(), unit_bytes)
+            known = source.synced()  # before pods(): a list landing in between only adds what is known
+            return node_pods(source.pods(), unit_bytes, known=known)
 
         self.enforcer = Enforcer(backend, layout, enforce, self.gpus, shares, on_change=republish)
         self.sampler = Sampler(node_name, backend, self.gpus, shares, self.enforcer, interval=interval,

@@ -18,7 +18,8 @@ end are cleared (a removed cgroup clears its own, NVML says); on start, and ever
 everything is reconciled, and a first pass clears limits left on pod cgroups that no longer hold a
 share. Where shares come from annotations the pod's owner may edit (the device plugin's), a limit
 stays while its pod has not ended, whatever the annotations say later: a pod cannot lift its own
-limit by editing its GPU index.
+limit by editing its GPU index; and until the node's pods were listed once (the API unreachable at
+start), no limit is cleared and none left by a previous run is swept: an unknown is not an end.
 
 Faults: a pod UID that is not a UUID, a share of 0 or above the GPU's memory, or a GPU index the node
 does not have gets no limit and one warning. An NVML error on one GPU is logged once and retried at the
@@ -74,6 +75,8 @@ class NodePods:
 
     shares: tuple[PodShare, ...]
     alive: frozenset[str]
+    known: bool = True
+    """False before the pods were ever listed: no pod is known to have ended, so no limit is lifted."""
 
     def __iter__(self) -> Iterator[PodShare]:
         return iter(self.shares)
@@ -119,8 +122,8 @@ class Enforcer:
 
         Where shares are read from what the pod's owner may edit (the device plugin's annotations),
         ``shares`` returns a `NodePods`: a limit set on a pod it lists alive is kept when the pod's
-        share vanishes or moves, so an edit never lifts it. Plain shares: a vanished share clears
-        its limit.
+        share vanishes or moves, so an edit never lifts it, and before the pods are known (not
+        listed yet) every limit stays as it is. Plain shares: a vanished share clears its limit.
         """
         if mode not in protocol.ENFORCE_MODES:
             raise ValueError(f"unknown enforcement mode {mode!r}")
@@ -253,16 +256,17 @@ class Enforcer:
         self._probe(gpus.values(), driver)
         read = self._shares()
         alive = read.alive if isinstance(read, NodePods) else frozenset()
+        known = read.known if isinstance(read, NodePods) else True
         desired = self._desired(gpus, read)
         with self._lock:
-            stale = [key for key in self._applied if key not in desired and key[0] not in alive]
+            stale = [key for key in self._applied if known and key not in desired and key[0] not in alive]
             self._pending = {
                 key: share for key, share in desired.items()
                 if gpus[share.gpu].uuid in self._supported and not self._current(key, share, gpus)
             }
         for key in stale:
             self._clear(key, gpus)
-        if not self._swept:
+        if not self._swept and known:
             self._sweep(driver, gpus, {uid for uid, _ in desired} | alive)
         self._apply_pending(driver, gpus)
 

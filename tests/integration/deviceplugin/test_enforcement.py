@@ -3,6 +3,7 @@ Allocate over real gRPC untouched by NVML errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.request
 from collections.abc import Mapping
@@ -181,6 +182,9 @@ class CountedSource:
     def arrivals(self) -> Mapping[str, int]:
         return self.inner.arrivals()
 
+    def synced(self) -> bool:
+        return self.inner.synced()
+
 
 def test_an_enforcement_pass_reads_the_nodes_pods_once_and_lists_nothing(
     kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, sandbox: Sandbox, tree: Path
@@ -205,3 +209,26 @@ def test_an_enforcement_pass_reads_the_nodes_pods_once_and_lists_nothing(
     # the pod cache answers: a pass sends the API server no list of pods at all
     assert [r for r in sandbox.requests if r.resource == "pods" and r.verb == "list"] == []
     assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}, "the pod, alive, keeps its limit"
+
+
+def test_a_plugin_restarted_while_pods_cannot_be_listed_keeps_the_limits_in_force(
+    kubelet: KubeletSim, start_plugin: Any, pods: Any, sandbox: Sandbox, tree: Path
+) -> None:
+    first = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
+    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    backend = first.backend
+    cg = limited_pod(kubelet, pods, tree, backend, "running")
+    first.shutdown()
+    # the plugin comes back while the API server refuses to list pods: nothing says the pod ended
+    refused = sandbox.inject(method="GET", path=r"/pods\?", status=500)
+    second = type(first)(dataclasses.replace(first.cfg, sync_timeout=0.2), backend).start()
+    try:
+        wait_for(lambda: refused.hits >= 1 and second.plugin.node.enforcer.passes >= 1)
+        second.plugin.node.enforcer.reconcile()
+        assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}, "an unknown list lifted a limit"
+        sandbox.clear_faults()
+        assert second.plugin.cluster.wait_synced(20)
+        second.plugin.node.enforcer.reconcile()
+        assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}
+    finally:
+        second.shutdown()

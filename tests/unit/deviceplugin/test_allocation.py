@@ -46,6 +46,9 @@ class SplitSource:
     def arrivals(self) -> Mapping[str, int]:
         return {}
 
+    def synced(self) -> bool:
+        return True
+
 
 class Recorder:
     def __init__(self, errors: dict[str, Exception] | None = None) -> None:
