@@ -48,9 +48,17 @@ class Watching:
             assert remaining > 0, f"timed out waiting for {what}; got {self.seen!r}"
             if select.select([stdout], [], [], remaining)[0]:
                 chunk = os.read(stdout.fileno(), 65536).decode()
-                assert chunk, f"stdout closed before {what}; got {self.seen!r}"
+                assert chunk, f"stdout closed before {what}; got {self.seen!r}; {self.ended()}"
                 self.seen += chunk
         return self.seen
+
+    def ended(self) -> str:
+        """How the process ended (its exit code and stderr), for a failure's message."""
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return "the process is still running"
+        return f"exit code {code}, stderr {self.process.stderr.read() if self.process.stderr else ''!r}"
 
     def first_frame(self, expected: str) -> None:
         """The first table is ``expected``, whole."""
