@@ -69,7 +69,12 @@ class PodApi(Protocol):
     """The three API calls a bind makes (reads and patches with bounded retries for transient faults)."""
 
     def get_pod(self, namespace: str, name: str, *, budget: float | None = None) -> Pod:
-        """Read a pod, retrying for at most ``budget`` seconds. Raises `errors.NotFound` if absent."""
+        """Read a pod, retrying for at most ``budget`` seconds.
+
+        Raises:
+            errors.NotFound: the pod is absent.
+            errors.Undecodable: the pod the API serves does not decode (a field of the wrong type).
+        """
 
     def patch_pod_annotations(
         self, namespace: str, name: str, annotations: dict[str, str | None], *, uid: str, resource_version: str,
@@ -79,6 +84,7 @@ class PodApi(Protocol):
 
         Raises:
             errors.Conflict: a precondition failed (the pod changed or was replaced).
+            errors.Undecodable: the patch was applied, but the pod returned does not decode.
         """
 
     def create_binding(self, namespace: str, name: str, uid: str, node: str) -> None:
@@ -255,6 +261,8 @@ class Binder:
         except errors.NotFound:
             raise _BindError(f'pods "{args.pod_name}" not found in namespace {args.pod_namespace}',
                               "not_found") from None
+        except errors.Undecodable as exc:  # nothing reserved or written yet: refuse this bind alone
+            raise _BindError(f"{exc}; not binding it", "undecodable") from None
         if pod.metadata.uid != args.pod_uid:
             raise _BindError(protocol.BIND_UID_MISMATCH.format(
                 name=args.pod_name, namespace=args.pod_namespace, uid=pod.metadata.uid, expected=args.pod_uid),
@@ -300,6 +308,11 @@ class Binder:
             except errors.NotFound:
                 raise _BindError(f'pods "{args.pod_name}" not found in namespace {args.pod_namespace}',
                                   "not_found") from None
+            except errors.Undecodable as exc:
+                # The pod changed into garbage since it was read; the patch landed on the unbound pod, whose
+                # annotations no reader can decode now. No Binding is sent, the reservation is released.
+                raise _BindError(f"{exc} after its GPU annotations were written; not binding it",
+                                 "undecodable") from None
             except (errors.Conflict, errors.ServerError, errors.TooManyRequests, errors.Unreachable) as exc:
                 current = self._read(args, deadline)
                 if _has(current, annotations):

@@ -10,12 +10,13 @@ assigned", so the binder resolves an unknown outcome by reading the pod back ins
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import msgspec
 
-from kubectl_gpushare.kube import retry
+from kubectl_gpushare.kube import errors, lenient, retry
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.types import Lease, LeaseSpec, Pod
 
@@ -24,6 +25,19 @@ T = TypeVar("T")
 BIND_POLICY = retry.RetryPolicy(attempts=6, base=0.05, cap=1.0, deadline=10.0, max_retry_after=5.0)
 """Up to six tries within 10 s: a bind must answer well within kube-scheduler's httpTimeout (30 s
 in our scheduler configuration); a Retry-After over 5 s ends the retries."""
+
+
+@contextmanager
+def _decoded(namespace: str, name: str) -> Iterator[None]:
+    """Turn a pod the API serves that does not decode into `errors.Undecodable`, its reason cut to 200 characters.
+
+    The binder answers that bind alone with an error (as for any `errors.KubeError`), never a 500.
+    """
+    try:
+        yield
+    except msgspec.DecodeError as exc:  # ValidationError included: a field of the wrong type
+        reason = lenient.reason(exc)[:200]
+        raise errors.Undecodable(f"pod {namespace}/{name} does not decode as a v1.Pod ({reason})") from None
 
 
 class KubeApi:
@@ -49,16 +63,22 @@ class KubeApi:
     # --- PodApi ----------------------------------------------------------------------------------------
 
     def get_pod(self, namespace: str, name: str, *, budget: float | None = None) -> Pod:
-        """Read a pod (retried, for at most ``budget`` seconds when given)."""
-        return self._retry(lambda: self.client.get_pod(namespace, name), budget)
+        """Read a pod (retried, for at most ``budget`` seconds); `errors.Undecodable` if it does not decode."""
+        with _decoded(namespace, name):
+            return self._retry(lambda: self.client.get_pod(namespace, name), budget)
 
     def patch_pod_annotations(
         self, namespace: str, name: str, annotations: dict[str, str | None], *, uid: str, resource_version: str,
         budget: float | None = None,
     ) -> Pod:
-        """Strategic-merge-patch annotations with UID and resourceVersion preconditions (retried)."""
+        """Strategic-merge-patch annotations with UID and resourceVersion preconditions (retried).
+
+        Raises:
+            errors.Undecodable: the patch was applied, but the pod it returned does not decode.
+        """
         body = {"metadata": {"uid": uid, "resourceVersion": resource_version, "annotations": annotations}}
-        return self._retry(lambda: self.client.patch_pod(namespace, name, body), budget)
+        with _decoded(namespace, name):
+            return self._retry(lambda: self.client.patch_pod(namespace, name, body), budget)
 
     def create_binding(self, namespace: str, name: str, uid: str, node: str) -> None:
         """POST the Binding once (see the module docstring for why it is not retried)."""

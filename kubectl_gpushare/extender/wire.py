@@ -105,12 +105,14 @@ def _node_name(node: Any) -> str:
 
 
 def _pod_key(raw: msgspec.Raw) -> str:
-    """``namespace/name`` of a pod that did not decode, best effort, for the error message."""
+    """``namespace/name`` of a pod that did not decode, best effort, for the error message (at most 253 characters)."""
     try:
         meta = _decode_json(raw).get("metadata") or {}
-        return f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
+        namespace, name = meta.get("namespace"), meta.get("name")
     except (msgspec.DecodeError, AttributeError):
         return "?"
+    namespace = namespace if isinstance(namespace, str) and namespace else "default"
+    return f"{namespace}/{name if isinstance(name, str) and name else '?'}"[:253]
 
 
 def decode_extender_args(body: bytes) -> ExtenderArgs:
@@ -128,7 +130,7 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     try:
         pod = _guarded(_decode_pod, pod_raw)
     except msgspec.DecodeError as exc:
-        raise WireError(f"pod {_pod_key(pod_raw)} is not a valid v1.Pod: {exc}") from None
+        raise WireError(f"pod {_pod_key(pod_raw)} is not a valid v1.Pod: {str(exc)[:200]}") from None
     names: list[str] | None = None
     if "nodenames" in raw:
         try:

@@ -17,6 +17,7 @@ the original tool would have shown, sorted by name. This module renders nothing.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -738,29 +739,101 @@ def _document(data: bytes) -> _Document:
         return _Document(found.kind, list(found.items) if found.items is not None else None)
 
 
-def _item_kind(raw: msgspec.Raw) -> str:
-    """An item's ``kind`` (found by a flat scan where the item nests too deeply to decode)."""
+OwnKind = tuple[str | None, str]
+"""An item's own ``kind`` ("" where it has none) and "", or None and why, where it is there but not a string."""
+
+
+def listed_kind(own: str | None, default: str) -> str | None:
+    """The kind a listed item is read as: its own, else its list's (the items of a ``NodeList`` are Nodes).
+
+    The one rule of every ``--from-file`` reader (`parse_documents`, `items_of_kinds`, `dra_in`).
+    ``own`` None is a ``kind`` that is not a string (a number, null, an object, a list): the item is
+    then its list's kind where the list names one, else None: nothing says what it is, and
+    `parse_documents` skips it with one warning (`unkinded`). An absent or empty kind is the
+    list's kind, silently (a plain ``List`` has none: the item is not read, as any other kind).
+    """
+    if own:
+        return own
+    if own is None and not default:
+        return None
+    return default
+
+
+def _raw_kind(raw: msgspec.Raw) -> OwnKind:
+    """A JSON item's own kind (`OwnKind`; found by a flat scan where the item nests too deeply to decode)."""
     try:
-        return _KIND_DECODER.decode(raw).kind
-    except msgspec.ValidationError:
-        return ""  # a kind that is not a string names no kind read here: the list's own item kind, if any
+        return _KIND_DECODER.decode(raw).kind, ""
+    except msgspec.ValidationError as exc:  # not an object, or a kind that is not a string
+        return None, lenient.reason(exc)
     except RecursionError:
         found = shallow.members(bytes(raw))
+        if found is None:
+            return None, "nested too deeply"
         try:
-            return msgspec.json.decode(found["kind"], type=str) if found and "kind" in found else ""
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return ""
+            return (msgspec.json.decode(found["kind"], type=str), "") if "kind" in found else ("", "")
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return None, f"{lenient.reason(exc)} - at `$.kind`"
+
+
+def _yaml_kind(item: dict[str, Any]) -> OwnKind:
+    """A YAML item's own kind (`OwnKind`), with JSON's wording for one that is not a string (`_raw_kind`).
+
+    The loader reads every scalar as a string, so a plain scalar that YAML 1.1 resolves to another
+    type (``5``, ``null``, ``~``, ``true``, ``yes``) is that type, as sigs.k8s.io/yaml (go-yaml v2,
+    YAML 1.1) reads it for kubectl. Quoting is not kept, so ``"5"`` reads as a number too: either way
+    no kind is called that. An empty kind is no kind.
+    """
+    value = item.get("kind", "")
+    if isinstance(value, str):
+        got = _plain_scalar_type(value) if value else "str"
+        if got == "str":
+            return value, ""
+    else:
+        got = "object" if isinstance(value, dict) else "array" if isinstance(value, list) else type(value).__name__
+    return None, f"Expected `str`, got `{got}` - at `$.kind`"
+
+
+@functools.cache
+def _yaml_resolver() -> Any:
+    import yaml
+
+    return yaml.resolver.Resolver()
+
+
+def _plain_scalar_type(value: str) -> str:
+    """What YAML 1.1 reads a plain scalar as: ``str``, ``int``, ``float``, ``bool``, ``null``, ``timestamp``..."""
+    import yaml
+
+    return str(_yaml_resolver().resolve(yaml.ScalarNode, value, (True, False))).rpartition(":")[2]
 
 
 _NODE_OR_POD: Final[dict[str, types.Kind[Any]]] = {"Node": types.NODES, "Pod": types.PODS}
 
 
+def _key(namespace: object, name: object) -> str:
+    """``namespace/name``, or ``name`` (cluster-scoped), as far as they are strings (`lenient.describe`'s rule)."""
+    if isinstance(namespace, str) and namespace and isinstance(name, str) and name:
+        return f"{namespace}/{name}"
+    return name if isinstance(name, str) else ""
+
+
 def _skipped(kind: str, namespace: object, name: object, error: Exception) -> str:
     """The API path's warning for a YAML item of a list that does not convert (`lenient.describe`'s key rule)."""
-    key = f"{namespace}/{name}" if isinstance(namespace, str) and namespace and isinstance(name, str) and name else (
-        name if isinstance(name, str) else "")
     plural = _NODE_OR_POD[kind]
-    return lenient.skipped(plural, lenient.Undecodable(plural.plural, key, "", lenient.reason(error)))
+    return lenient.skipped(plural, lenient.Undecodable(plural.plural, _key(namespace, name), "", lenient.reason(error)))
+
+
+def unkinded(namespace: object, name: object, why: str) -> str:
+    """The warning for a listed item whose kind is not a string, in `lenient.skipped`'s words.
+
+    ``list item ml/x: cannot be decoded (Expected `str`, got `int` - at `$.kind`); skipped``
+    """
+    return lenient.skipped_as("list item", lenient.Undecodable("", _key(namespace, name), "", why))
+
+
+def _yaml_meta(item: dict[str, Any]) -> dict[str, Any]:
+    meta = item.get("metadata")
+    return meta if isinstance(meta, dict) else {}
 
 
 def _json_objects(
@@ -777,8 +850,12 @@ def _json_objects(
         raws = document.items if document.items is not None else [msgspec.Raw(data)]
         default_kind = _ITEM_KINDS.get(document.kind, "")
         for raw in raws:
-            kind = _item_kind(raw) or default_kind
-            if kind in _NODE_OR_POD:
+            own, why = _raw_kind(raw)
+            kind = listed_kind(own, default_kind)
+            if kind is None:
+                if warnings is not None:
+                    warnings.add(unkinded(*lenient.object_meta(raw)[:2], why))
+            elif kind in _NODE_OR_POD:
                 try:
                     yield kind, _NODE_OR_POD[kind].item_decoder.decode(raw)
                 except (msgspec.ValidationError, RecursionError) as exc:
@@ -824,7 +901,13 @@ def _yaml_objects(
         for item in objects:
             if not isinstance(item, dict):
                 raise InputError("not a Kubernetes list: an item is not a mapping")
-            kind = str(item.get("kind") or default_kind)
+            own, why = _yaml_kind(item)
+            kind = listed_kind(own, default_kind)
+            if kind is None:
+                if warnings is not None:
+                    meta = _yaml_meta(item)
+                    warnings.add(unkinded(meta.get("namespace"), meta.get("name"), why))
+                continue
             target = {"Node": types.Node, "Pod": types.Pod}.get(kind)
             if target is None:
                 if others is not None and kind in others:
@@ -833,8 +916,7 @@ def _yaml_objects(
             try:
                 converted = msgspec.convert(item, target, strict=False)
             except (RecursionError, msgspec.ValidationError) as exc:
-                meta = item.get("metadata")
-                meta = meta if isinstance(meta, dict) else {}
+                meta = _yaml_meta(item)
                 if isinstance(items, list):
                     if warnings is not None:
                         warnings.add(_skipped(kind, meta.get("namespace"), meta.get("name"), exc))
@@ -875,20 +957,23 @@ def items_of_kind(data: bytes, kind: str) -> list[msgspec.Raw]:
 def items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[msgspec.Raw]]:
     """Raw items of each of ``kinds`` in a JSON dump, in one pass over it (`items_of_kind`).
 
-    An item nested too deeply to decode does not hide the others (`_document`, `_item_kind`).
+    Items are told apart by `listed_kind`, as `parse_documents` tells them (which warned about the
+    items it could not). An item nested too deeply to decode does not hide the others (`_document`, `_raw_kind`).
     """
     found: dict[str, list[msgspec.Raw]] = {kind: [] for kind in kinds}
     if data.lstrip()[:1] != b"{":
         return found
     try:
-        raws = _document(data).items or ()
+        document = _document(data)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return found
-    for raw in raws:
+    default_kind = _ITEM_KINDS.get(document.kind, "")
+    for raw in document.items or ():
         try:
-            wanted = found.get(_item_kind(raw))
-        except (msgspec.DecodeError, msgspec.ValidationError):
+            kind = listed_kind(_raw_kind(raw)[0], default_kind)
+        except msgspec.DecodeError:
             continue
+        wanted = found.get(kind) if kind is not None else None
         if wanted is not None:
             wanted.append(raw)
     return found
@@ -940,7 +1025,7 @@ DRA_KINDS: Final = ("ResourceSlice", "ResourceClaim", "DeviceClass")
 
 
 def _yaml_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """Items of each of ``kinds`` in YAML documents (already judged readable by `parse_documents`)."""
+    """Items of each of ``kinds`` in YAML documents (already judged readable by `parse_documents`; `listed_kind`)."""
     import yaml
 
     found: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
@@ -953,9 +1038,11 @@ def _yaml_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[di
         if not isinstance(document, dict):
             continue
         items = document.get("items")
+        default_kind = _ITEM_KINDS.get(str(document.get("kind", "")), "")
         for item in items if isinstance(items, list) else [document]:
-            if isinstance(item, dict) and item.get("kind") in found:
-                found[str(item["kind"])].append(item)
+            kind = listed_kind(_yaml_kind(item)[0], default_kind) if isinstance(item, dict) else None
+            if kind is not None and kind in found:
+                found[kind].append(item)
     return found
 
 

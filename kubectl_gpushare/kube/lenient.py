@@ -93,7 +93,11 @@ def reason(error: BaseException) -> str:
 
 def skipped(kind: Kind[Any], bad: Undecodable) -> str:
     """The line that says an object was left out because it does not decode (the views' warning)."""
-    noun = kind.kind.lower()
+    return skipped_as(kind.kind.lower(), bad)
+
+
+def skipped_as(noun: str, bad: Undecodable) -> str:
+    """`skipped` naming the object by ``noun`` (``list item`` where even its kind is unreadable)."""
     what = f"{noun} {bad.key[:253]}" if bad.key else f"a {noun} with unreadable metadata"
     return f"{what}: cannot be decoded ({bad.error[:200]}); skipped"
 

@@ -123,4 +123,5 @@ def test_explain_reads_past_a_neighbour_of_the_wrong_type_an_item_kind_that_is_n
     result = cli_runner.invoke(load_command("explain"), ["--from-file", str(path), "-A", "good", "-o", "json"])
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["pod"] == "good"
-    assert result.stderr.count("cannot be decoded") == 1, "the nameless pod; the kindless item is no kind read here"
+    assert result.stderr.count("cannot be decoded") == 2, "the nameless pod, and the item of no readable kind"
+    assert "list item default/good: cannot be decoded (Expected `str`, got `int` - at `$.kind`)" in result.stderr

@@ -186,6 +186,15 @@ def test_items_of_kinds_skips_an_item_nested_too_deeply_and_keeps_its_neighbours
     assert source.items_of_kinds(b'{"items":' + b"[" * 100_000 + b"]" * 100_000 + b"}", ("Pod",)) == {"Pod": []}
 
 
+def test_items_of_kinds_tells_items_apart_as_parse_documents_does() -> None:
+    plain = b'{"metadata":{"name":"p","namespace":"ml"}}'
+    unkinded = b'{"kind":5,"metadata":{"name":"q","namespace":"ml"}}'
+    pod_list = b'{"kind":"PodList","items":[' + plain + b"," + unkinded + b"]}"
+    assert [bytes(raw) for raw in source.items_of_kind(pod_list, "Pod")] == [plain, unkinded]
+    assert [pod.metadata.name for pod in source.parse_documents(pod_list)[1]] == ["p", "q"]
+    assert source.items_of_kind(pod_list.replace(b"PodList", b"List"), "Pod") == []
+
+
 
 def _mistyped(item: dict) -> dict:
     item["metadata"]["annotations" if item["kind"] == "Pod" else "labels"] = {"k": ["a list where a string goes"]}
