@@ -41,6 +41,10 @@ from kubectl_gpushare.sandbox.tokens import ANONYMOUS, Tokens, UserInfo
 _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
 DEFAULT_WATCH_TIMEOUT = 1800.0
+BLOCK_TIMEOUT = 3.0
+"""How long a list (or a watch with ``sendInitialEvents``) at a resourceVersion the store has not reached
+waits for it before the 504: the watch cache's ``blockTimeout`` (k8s.io/apiserver/pkg/storage/cacher/
+watch_cache.go). Fixed, as upstream's is: a client's retry timing depends on it."""
 PATCH_TYPES = {
     "application/json-patch+json": "json",
     "application/merge-patch+json": "merge",
@@ -365,6 +369,14 @@ def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
         raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
 
 
+def _resource_version(query: Mapping[str, str]) -> int | None:
+    """The request's ``resourceVersion`` as a number; None when unset, "0" or not a number."""
+    text = query.get("resourceVersion", "")
+    if text in ("", "0") or not (text.isascii() and text.isdigit()):
+        return None
+    return protocol.parse_int_strict(text)
+
+
 def _encode_continue(rv: int, key: str) -> str:
     return base64.urlsafe_b64encode(json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).encode()).decode()
 
@@ -511,6 +523,8 @@ class Api:
                 )
         if request.query.get("resourceVersion") == "0" and not token:
             limit = 0  # served "from the cache", which ignores limit, as kube-apiserver does
+        elif not token:
+            self._wait_until_fresh(_resource_version(request.query))
         found, rv, last, remaining = self.store.select(
             resource.plural, target.namespace, labels, fields, limit=limit, after=after
         )
@@ -534,6 +548,15 @@ class Api:
             + b',"items":['
         )
         return Response(200, b"".join((head, b",".join(e.raw for e in found), b"]}")))
+
+    def _wait_until_fresh(self, rv: int | None) -> None:
+        """Block until the store reaches ``rv``, as the watch cache's ``waitUntilFreshAndBlock`` does.
+
+        Raises:
+            ApiError: 504 ``Too large resource version`` once `BLOCK_TIMEOUT` passes without it.
+        """
+        if rv is not None and not self.store.wait_for(rv, BLOCK_TIMEOUT):
+            raise errors.resource_version_too_large(rv, self.store.resource_version)
 
     # --- watch ---------------------------------------------------------------------------------
     def open_watches(self) -> int:
@@ -572,7 +595,15 @@ class Api:
         table = _wants_table(request)
         include = _include(request)
         initial: list[Entry] = []
-        expired: str | None = None
+        expired: ApiError | None = None
+        if send_initial and rv_text != "0":
+            # Only a watch-list waits (cacher.go Watch: waitUntilWatchCacheFreshAndForceAllEvents); its
+            # 504 is the stream's ERROR event (newErrWatcher), not the response's code. A plain watch
+            # from a future resourceVersion opens at once and stays quiet until the store passes it.
+            try:
+                self._wait_until_fresh(rv)
+            except ApiError as error:
+                expired = error
         with self.store.lock:
             if rv is None or rv_text == "0" or send_initial:
                 initial = self.store.select(resource.plural, target.namespace, labels, fields)[0]
@@ -583,7 +614,7 @@ class Api:
                 try:
                     cursor = self.store.cursor_after(start_rv)
                 except ExpiredError as exc:
-                    expired, cursor = str(exc), 0
+                    expired, cursor = errors.expired(str(exc)), 0
         drop = threading.Event()
         with self._watch_lock:  # registered before the headers go out: a drop right after them counts
             self._watch_drops.add(drop)
@@ -620,7 +651,7 @@ class Api:
         send_initial: bool,
         table: bool,
         include: str,
-        expired: str | None,
+        expired: ApiError | None,
         drop: threading.Event,
     ) -> Iterator[bytes]:
         headers = [True]
@@ -640,9 +671,9 @@ class Api:
             return _encode({"type": "BOOKMARK", "object": body}) + b"\n"
 
         if expired is not None:
-            error = errors.expired(expired)
-            yield _encode({"type": "ERROR", "object": error.status()}) + b"\n"
+            yield _encode({"type": "ERROR", "object": expired.status()}) + b"\n"
             return
+        since = last_rv  # cache_watcher.go process: only events newer than the watch's resourceVersion
         try:
             if drop.is_set():
                 raise DroppedConnectionError()
@@ -669,13 +700,16 @@ class Api:
                 for change in changes:
                     if drop.is_set():  # a dropped connection carries nothing more, not even what was waiting
                         raise DroppedConnectionError()
+                    if change.rv <= since:
+                        continue
                     last_rv = change.rv
                     kind = _visible(change, resource, namespace, labels, fields)
                     if kind:
                         yield event(kind, change.entry)
                 if bookmarks and time.monotonic() - last_bookmark >= self.bookmark_interval:
                     last_rv = max(last_rv, self.store.resource_version) if not changes else last_rv
-                    yield bookmark(last_rv)
+                    if last_rv <= self.store.resource_version:  # never a version the store has not reached
+                        yield bookmark(last_rv)
                     last_bookmark = time.monotonic()
         finally:
             with self._watch_lock:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -325,6 +326,21 @@ class Store:
         self.changed.notify_all()
 
     # --- watch -------------------------------------------------------------------------------
+    def wait_for(self, rv: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the store to reach resourceVersion ``rv``; whether it has.
+
+        The watch cache's ``waitUntilFreshAndBlock`` (k8s.io/apiserver/pkg/storage/cacher/watch_cache.go):
+        a write that lands during the wait ends it at once.
+        """
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self._rv < rv and not self.closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.changed.wait(left)
+            return self._rv >= rv
+
     def cursor_after(self, rv: int) -> int:
         """The history position of the first change after ``rv``.
 
