@@ -15,9 +15,9 @@ import json
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -290,7 +290,7 @@ def _check_accept(request: Request) -> None:
 _OPTIONS_KIND = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions"}
 
 
-def _dry_run(request: Request, verb: str, in_body: list[str] | None = None) -> bool:
+def _dry_run(request: Request, verb: str, in_body: list[str] | None = None, causes: Iterable[str] = ()) -> bool:
     """Whether a write is a dry run; any ``dryRun`` value but ``All`` is refused before anything is written.
 
     kube-apiserver validates the options before the write (``ValidateDryRun`` in
@@ -298,16 +298,43 @@ def _dry_run(request: Request, verb: str, in_body: list[str] | None = None) -> b
     patch and delete handlers in k8s.io/apiserver/pkg/endpoints/handlers): ``dryRun=true`` is a 422,
     never a real write. The API concepts page: "An invalid or unrecognized dryRun directive will
     result in an error response and no further processing of the request."
+
+    ``causes`` are the options' other errors (`_propagation_causes`), answered with it in one 422.
     """
     values = [v for v in (request.query.get("dryRun"), *(in_body or [])) if v is not None]
     unsupported = [v for v in values if v != "All"]
+    found = list(causes)
     if unsupported:
         listed = ", ".join(json.dumps(v) for v in unsupported)
-        raise errors.invalid(
-            _OPTIONS_KIND.get(verb, "DeleteOptions"), "",
-            [f'dryRun: Unsupported value: []string{{{listed}}}: supported values: "All"'], "meta.k8s.io",
-        )  # fmt: skip
+        found.append(f'dryRun: Unsupported value: []string{{{listed}}}: supported values: "All"')
+    if found:
+        raise errors.invalid(_OPTIONS_KIND.get(verb, "DeleteOptions"), "", found, "meta.k8s.io")
     return bool(values)
+
+
+PROPAGATION_POLICIES: Final = ("Foreground", "Background", "Orphan")
+
+
+def _propagation_causes(request: Request, options: Mapping[str, Any]) -> list[str]:
+    """Why a delete's ``propagationPolicy`` is refused, as ``ValidateDeleteOptions`` refuses it.
+
+    k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go: with ``orphanDependents`` it is
+    Invalid, anything but the three policies is NotSupported; the delete handlers answer a 422 on
+    ``DeleteOptions.meta.k8s.io``. The body's options win over the query's, as the handler decodes the
+    body when there is one.
+    """
+    query = request.query
+    policy = options["propagationPolicy"] if "propagationPolicy" in options else query.get("propagationPolicy")
+    orphan = options["orphanDependents"] if "orphanDependents" in options else query.get("orphanDependents")
+    causes: list[str] = []
+    shown = json.dumps(policy)[:200]
+    if policy is not None and orphan is not None:
+        causes.append(f"propagationPolicy: Invalid value: {shown}: orphanDependents and deletionPropagation cannot "
+                      "be both set")
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        supported = ", ".join(json.dumps(p) for p in (*PROPAGATION_POLICIES, "nil"))
+        causes.append(f"propagationPolicy: Unsupported value: {shown}: supported values: {supported}")
+    return causes
 
 
 def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
@@ -868,13 +895,19 @@ class Api:
             raise errors.bad_request(
                 "json: cannot unmarshal into Go struct field DeleteOptions.dryRun of type []string"
             )
+        policy = body.get("propagationPolicy")
+        if policy is not None and not isinstance(policy, str):
+            raise errors.bad_request(
+                "json: cannot unmarshal into Go struct field DeleteOptions.propagationPolicy of type "
+                "v1.DeletionPropagation"
+            )
         return body
 
     def _delete(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
         options = self._delete_options(request)
-        dry_run = _dry_run(request, "delete", options.get("dryRun"))
+        dry_run = _dry_run(request, "delete", options.get("dryRun"), _propagation_causes(request, options))
         with self.store.lock:
             entry = self._entry(target)
             obj = entry.object()
@@ -926,7 +959,7 @@ class Api:
         assert resource is not None
         labels, fields = self._selectors(request, resource)
         options = self._delete_options(request)
-        dry_run = _dry_run(request, "deletecollection", options.get("dryRun"))
+        dry_run = _dry_run(request, "deletecollection", options.get("dryRun"), _propagation_causes(request, options))
         deleted: list[bytes] = []
         with self.store.lock:
             for entry in self.store.select(resource.plural, target.namespace, labels, fields)[0]:
