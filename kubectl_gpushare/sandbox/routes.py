@@ -10,8 +10,8 @@ touch sockets or threads beyond waiting on the store for watch events; ``server.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
+import re
 import threading
 import time
 import weakref
@@ -404,16 +404,71 @@ def _resource_version(query: Mapping[str, str]) -> int | None:
     return protocol.parse_int_strict(text)
 
 
+CONTINUE_VERSION: Final = "meta.k8s.io/v1"
+_BASE64_URL = re.compile(r"[A-Za-z0-9_-]*")
+
+
 def _encode_continue(rv: int, key: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).encode()).decode()
+    """The continue token kube-apiserver hands out (``storage.EncodeContinue``: unpadded URL-safe base64)."""
+    token = json.dumps({"v": CONTINUE_VERSION, "rv": rv, "start": key}).encode()
+    return base64.urlsafe_b64encode(token).decode().rstrip("=")
 
 
 def _decode_continue(token: str) -> tuple[int, str]:
+    """(resourceVersion, start key) of a token, refused as ``storage.DecodeContinue`` refuses it.
+
+    k8s.io/apiserver/pkg/storage/continue.go, wrapped by the etcd3 store's list as a 400 ``invalid continue
+    token: continue key is not valid...``: the reason names what is wrong (the byte where base64 breaks,
+    the JSON error, the field), never the token itself. Go's JSON errors are matched for their common
+    shapes (an end too early, a bad character, a field of the wrong type).
+    """
+    bad = "invalid continue token: continue key is not valid"
+    legal = _BASE64_URL.match(token)
+    assert legal is not None
+    if legal.end() < len(token) or len(token) % 4 == 1:  # RawURLEncoding: no padding, no other alphabet
+        at = legal.end() if legal.end() < len(token) else len(token) - 1
+        raise errors.bad_request(f"{bad}: illegal base64 data at input byte {at}")
+    data = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
     try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
-        return int(data["rv"]), str(data["start"])
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        raise errors.bad_request(f"continue key is not valid: {token!r}") from None
+        decoded = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        position = exc.pos if isinstance(exc, json.JSONDecodeError) else 0
+        text = data.decode("utf-8", "replace")
+        if position >= len(text.rstrip()) or str(exc).startswith("Unterminated"):
+            raise errors.bad_request(f"{bad}: unexpected end of JSON input") from None
+        raise errors.bad_request(
+            f"{bad}: invalid character {text[position]!r} looking for beginning of value") from None
+    if not isinstance(decoded, dict):
+        raise errors.bad_request(f"{bad}: json: cannot unmarshal {_go_json_type(decoded)} into Go value of type "
+                                 "storage.continueToken")
+    for field_name, go_type, wanted in (("v", "string", str), ("rv", "int64", int), ("start", "string", str)):
+        value = decoded.get(field_name)
+        if value is None or (isinstance(value, wanted) and not isinstance(value, bool)
+                             and not (isinstance(value, int) and not -(1 << 63) <= value < 1 << 63)):
+            continue
+        kind = _go_json_type(value)
+        if kind == "number" and wanted is int:  # a number that is not an int64 is named with its text
+            kind = f"number {json.dumps(value)[:64]}"
+        raise errors.bad_request(f"{bad}: json: cannot unmarshal {kind} into Go struct field "
+                                 f"continueToken.{field_name} of type {go_type}")
+    version, rv, start = decoded.get("v") or "", decoded.get("rv") or 0, decoded.get("start") or ""
+    if version != CONTINUE_VERSION:
+        raise errors.bad_request(f"{bad}: server does not recognize this encoded version {version}")
+    if rv == 0:
+        raise errors.bad_request(f"{bad}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    if not start:
+        raise errors.bad_request(f"{bad}: encoded start key empty (version meta.k8s.io/v1)")
+    return int(rv), str(start)
+
+
+def _go_json_type(value: object) -> str:
+    """How Go's ``encoding/json`` names a JSON value's kind in an ``UnmarshalTypeError``."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return names.get(type(value), "null")
 
 
 class Api:
