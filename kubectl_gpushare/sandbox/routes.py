@@ -789,8 +789,14 @@ class Api:
                     if kind:
                         yield event(kind, change.entry)
                 if bookmarks and time.monotonic() - last_bookmark >= self.bookmark_interval:
-                    last_rv = max(last_rv, self.store.resource_version) if not changes else last_rv
-                    if last_rv <= self.store.resource_version:  # never a version the store has not reached
+                    # Past the last event sent only when no change is waiting for this watcher: a write
+                    # that landed since the wait ended goes out as its event first (cache_watcher.go
+                    # sends a bookmark in order with the events, never ahead of them).
+                    reached = self.store.caught_up(cursor)
+                    if reached is not None and reached >= last_rv:  # never a version the store has not reached
+                        last_rv = reached
+                        yield bookmark(last_rv)
+                    elif reached is None and last_rv > since:
                         yield bookmark(last_rv)
                     last_bookmark = time.monotonic()
         finally:

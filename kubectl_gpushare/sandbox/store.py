@@ -326,6 +326,15 @@ class Store:
         self.changed.notify_all()
 
     # --- watch -------------------------------------------------------------------------------
+    def caught_up(self, cursor: int) -> int | None:
+        """The latest resourceVersion when a watcher at history position ``cursor`` has every change; else None.
+
+        Read under the lock with the history's end, so a write that lands after the watcher's last wait
+        is never announced (by a bookmark) before its event reaches that watcher.
+        """
+        with self.lock:
+            return self._rv if cursor >= self._first_seq + len(self._changes) else None
+
     def wait_for(self, rv: int, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the store to reach resourceVersion ``rv``; whether it has.
 
