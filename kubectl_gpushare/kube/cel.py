@@ -21,7 +21,7 @@ comparison functions, declared once for both, dispatch on which of the two they 
 An expression is bounded by its length, the limit the API server checks first
 (``CELSelectorExpressionMaxLength``); a DRA selector (`compile_selector`) also by its static
 worst-case cost (`kube.cel_cost`), so one that could exhaust memory is refused before it runs.
-Admission policies have no cost bound here.
+Admission policies are priced by the same estimate, per request (`sandbox.admission`).
 The package is an optional dependency (the ``daemons`` extra: 50 MB of native code the kubectl plugin
 does not need); `available` says whether it is installed.
 """

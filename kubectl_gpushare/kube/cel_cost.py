@@ -10,6 +10,9 @@ characters) plus the Kubernetes library costs (``k8s.io/apiserver/pkg/cel/librar
 430-character selector that nests ``cel.bind`` over string concatenation (or chains ``.replace()``)
 grows eightfold per level and allocates gigabytes when the scheduler evaluates it.
 
+The sandbox's ValidatingAdmissionPolicies use the same estimate over the sizes of a request's actual
+values (`value_size`), in place of cel-go's runtime cost tracker, which the sandbox's CEL lacks.
+
 This module walks the checked expression (cel-spec's ``cel.expr.CheckedExpr``, which ``cel-expr-python``
 serializes; the protos are vendored in `kube._api`) and follows those rules where sizes grow:
 
@@ -86,7 +89,12 @@ def _union(a: Size | None, b: Size | None) -> Size | None:
         return a or b
     fields = {name: _union(a.fields.get(name), b.fields.get(name)) or UNKNOWN
               for name in a.fields.keys() | b.fields.keys()}
-    return Size(max(a.length, b.length), _union(a.entry, b.entry), _union(a.key, b.key), fields)
+    entry, key = _union(a.entry, b.entry), _union(a.key, b.key)
+    if key is not None and any(side.key is None and side.entry is not None for side in (a, b)):
+        # A list and a map bounded together (the values of one JSON object): a comprehension binds either
+        # a list's element or a map's key, so the element bounds both and the union iterates as a list.
+        entry, key = _union(entry, key), None
+    return Size(max(a.length, b.length), entry, key, fields)
 
 
 def _add(*values: int) -> int:
@@ -314,3 +322,34 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
     # is bounded by the sum of its inputs, which holds for every function the environment declares.
     total = Size(_add(*(s.length for s in sizes)), None) if sizes else SCALAR
     return 1, total
+
+
+_MAX_VALUE_DEPTH: Final = 64
+"""Deeper than this a value's size is `UNKNOWN` (never reached by a Kubernetes object; bounds the walk)."""
+
+
+def value_size(value: object, depth: int = 0) -> Size:
+    """The size of a known value (a JSON-like activation value), for `worst_case_cost`'s ``roots``.
+
+    What cel-go's runtime cost tracker measures (``interpreter/runtimecost.go``: ``actualSize``): a
+    string's characters, a list's elements, a map's entries. A map's values (and a list's elements) are
+    bounded together, by the largest of each shape, so ``object.spec.x`` is priced as the largest value
+    of ``spec``: a field the value lacks is an evaluation error there, not a cost. An estimate over these
+    sizes bounds what evaluating over this value can cost.
+    """
+    if isinstance(value, str | bytes):
+        return Size(len(value))
+    if depth >= _MAX_VALUE_DEPTH:
+        return UNKNOWN
+    if isinstance(value, Mapping):
+        entry: Size | None = None
+        for item in value.values():
+            entry = _union(entry, value_size(item, depth + 1))
+        key = Size(max((len(str(name)) for name in value), default=0))
+        return Size(len(value), entry or Size(0), key)
+    if isinstance(value, list | tuple):
+        entry = None
+        for item in value:
+            entry = _union(entry, value_size(item, depth + 1))
+        return Size(len(value), entry or Size(0))
+    return SCALAR

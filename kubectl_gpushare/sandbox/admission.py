@@ -16,9 +16,17 @@ Where it differs from kube-apiserver:
 * ``paramKind`` is not served: a policy with params is a configuration error (its ``failurePolicy``
   decides). Expressions cannot use ``authorizer`` (there is no RBAC engine): they fail to compile.
 * ``Audit`` actions record nothing (there is no audit log); ``Warn`` answers a ``Warning`` header.
-* No cost budget: an expression is bounded by its length (`kube.cel.MAX_EXPRESSION_LENGTH`). Variables
-  are evaluated in order before the validations, not lazily; a validation that uses a variable that
-  failed fails with that variable's error, as upstream composition reports it.
+* Cost: upstream meters each evaluation (cel-go's runtime cost tracker) against ``PerCallLimit`` and a
+  policy's validations together against ``RuntimeCELCostBudget``. The sandbox's CEL cannot meter, so it
+  prices each expression before it runs with `kube.cel_cost`'s static worst case over the sizes of the
+  request's actual values (`kube.cel_cost.value_size`), and answers that price's overrun with
+  upstream's words: it refuses a little more than upstream does (the estimate is a bound, not the
+  actual cost), never runs an expression that could exhaust memory, and never refuses a policy at
+  create for its cost (upstream compiles only; the cost is known only against a request).
+* Variables are evaluated in order before the validations, not lazily (an expression over the cost
+  limit is not run, and fails only where it is used); a validation that uses a variable that failed
+  fails with that variable's error, as upstream composition reports it. A variable's cost is charged to
+  the budget where a validation first uses it, as upstream's lazy evaluation charges it.
 * Exempt, as upstream: writes to the admissionregistration kinds themselves. Not run: ``pods/binding``
   and ``deletecollection`` (the sandbox's routes answer those without admission).
 * No ``status.typeChecking``; ``matchPolicy`` is accepted and ignored (every kind has one version).
@@ -31,7 +39,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kubectl_gpushare.kube.selectors import API_OPERATORS, Requirement, labels_match
 from kubectl_gpushare.sandbox import errors
@@ -39,6 +47,9 @@ from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.resources import Resource
 from kubectl_gpushare.sandbox.store import Store, object_key
 from kubectl_gpushare.sandbox.tokens import UserInfo
+
+if TYPE_CHECKING:
+    from kubectl_gpushare.kube.cel_cost import Size
 
 POLICIES: Final = "validatingadmissionpolicies"
 BINDINGS: Final = "validatingadmissionpolicybindings"
@@ -56,6 +67,15 @@ REASONS: Final = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422, "Reques
 """A validation's ``reason`` and the code it answers (``policy_decision.go``: ``reasonToCode``)."""
 MAX_MESSAGE: Final = 5 * 1024
 """``celconfig.MaxEvaluatedMessageExpressionSizeBytes``: a longer evaluated message is not used."""
+PER_CALL_LIMIT: Final = 1_000_000
+"""``celconfig.PerCallLimit`` (k8s.io/apiserver/pkg/apis/cel/config.go), the ``cel.CostLimit`` of every
+admission program (``pkg/cel/environment/base.go``): one evaluation above it is cancelled."""
+RUNTIME_BUDGET: Final = 10_000_000
+"""``celconfig.RuntimeCELCostBudget``: what one policy's validations may cost together, per binding."""
+OVER_LIMIT: Final = "operation cancelled: actual cost limit exceeded"
+"""cel-go's ``EvalCancelledError`` for ``CostLimitExceeded`` (``interpreter/runtimecost.go``)."""
+OUT_OF_BUDGET: Final = "validation failed due to running out of cost budget, no further validation rules will be run"
+"""``plugin/cel/activation.go`` ``Evaluate``: the whole policy's error once the budget is spent."""
 _VARIABLE_USE = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -350,14 +370,15 @@ class Admission:
             name = str(spec.get("policyName") or "") if isinstance(spec, dict) else ""
             bindings.setdefault(name, []).append(binding)
         denied: list[_Decision] = []
-        shared: dict[str, Any] | None = None
+        shared: _Inputs | None = None
         for policy_name in sorted(bindings):
             entry = self.store.get(POLICIES, object_key("", policy_name))
             if entry is None:
                 continue  # a binding of no policy does nothing
             if shared is None:  # built once, for the first policy that could apply
-                shared = {"object": attrs.object, "oldObject": attrs.old_object, "request": self._request(attrs),
-                          "params": None, "namespaceObject": self._namespace_object(attrs)}
+                shared = _Inputs({"object": attrs.object, "oldObject": attrs.old_object,
+                                  "request": self._request(attrs), "params": None,
+                                  "namespaceObject": self._namespace_object(attrs)})
             for decision in self._policy(entry.object(), bindings[policy_name], attrs, shared):
                 if decision.action == "deny":
                     denied.append(decision)
@@ -368,7 +389,7 @@ class Admission:
         return verdict
 
     def _policy(self, policy: dict[str, Any], bindings: list[dict[str, Any]], attrs: Attributes,
-                shared: dict[str, Any]) -> list[_Decision]:
+                shared: _Inputs) -> list[_Decision]:
         """``validating/dispatcher.go`` ``Dispatch`` for one policy and its bindings."""
         name = str(policy["metadata"].get("name", ""))
         spec = policy.get("spec") if isinstance(policy.get("spec"), dict) else {}
@@ -440,31 +461,83 @@ def _error_decision(failure: str, message: str) -> _Decision:
     return _Decision("admit" if failure == IGNORE else "deny", message)
 
 
-def _run(source: Any, activation: Mapping[str, object], failed: Mapping[str, str]) -> tuple[object, str | None]:
-    """Evaluate one expression: (value, None), or (None, the error as ``plugin/cel/filter.go`` words it)."""
+@dataclass
+class _Inputs:
+    """The activation every policy of one request sees, and its values' sizes (priced once, when first needed)."""
+
+    values: dict[str, object]
+    _sizes: dict[str, Size] | None = None
+
+    def sizes(self) -> dict[str, Size]:
+        from kubectl_gpushare.kube.cel_cost import value_size
+
+        if self._sizes is None:
+            self._sizes = {name: value_size(value) for name, value in self.values.items()}
+        return self._sizes
+
+
+@dataclass
+class _Budget:
+    """What one policy's evaluation may still spend (``plugin/cel/activation.go``: ``remainingBudget``).
+
+    Validations, the variables they use and message expressions draw on it; variables are charged once,
+    where first used, as upstream's lazy composition charges them (``composition.go``).
+    """
+
+    remaining: int = RUNTIME_BUDGET
+    variable_costs: dict[str, int] = field(default_factory=dict)
+
+    def charge(self, cost: int, source: Any = "") -> bool:
+        """Spend ``cost`` and what the variables ``source`` uses first cost; False once more than is left."""
+        used = _VARIABLE_USE.findall(source) if isinstance(source, str) else []
+        for name in dict.fromkeys(used):
+            cost += self.variable_costs.pop(name, 0)
+        if cost > self.remaining:
+            self.remaining = -1
+            return False
+        self.remaining -= cost
+        return True
+
+
+def _run(source: Any, activation: Mapping[str, object], failed: Mapping[str, str],
+         sizes: Mapping[str, Size]) -> tuple[object, str | None, int]:
+    """Evaluate one expression: (value, None, cost), or (None, the error as ``plugin/cel/filter.go`` words it, cost).
+
+    The cost is `kube.cel_cost`'s worst case over the values' ``sizes``; above ``PER_CALL_LIMIT`` the
+    expression is not run and fails as cel-go's cost limit cancels it (charged the limit, about what
+    upstream's tracker had counted when it stopped).
+    """
     from kubectl_gpushare.kube.cel import CelError, compile_expression
+    from kubectl_gpushare.kube.cel_cost import worst_case_cost
 
     text = source if isinstance(source, str) else ""
     try:
         expression = compile_expression(text, VARIABLES)
     except CelError as exc:
-        return None, f"compilation error: {exc.detail}"
+        return None, f"compilation error: {exc.detail}", 0
+    cost = worst_case_cost(expression.serialized(), sizes)
+    if cost > PER_CALL_LIMIT:
+        return None, f"expression '{text}' resulted in error: {OVER_LIMIT}", PER_CALL_LIMIT
     try:
-        return expression.evaluate(activation), None
+        return expression.evaluate(activation), None, cost
     except CelError as exc:
         detail = exc.detail
         broken = [name for name in _VARIABLE_USE.findall(text) if name in failed]
         if broken:
             detail = f'composited variable "{broken[0]}" fails to evaluate: {failed[broken[0]]}'
-        return None, f"expression '{text}' resulted in error: {detail}"
+        return None, f"expression '{text}' resulted in error: {detail}", cost
 
 
-def _evaluate(spec: dict[str, Any], failure: str, shared: dict[str, Any]) -> list[_Decision]:
+def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Decision]:
     """``validator.go`` ``Validate``: match conditions, variables, then each validation's decision."""
-    activation: dict[str, object] = {**shared, "variables": {}}
+    from kubectl_gpushare.kube.cel_cost import value_size
+
+    activation: dict[str, object] = {**shared.values, "variables": {}}
+    sizes = {**shared.sizes(), "variables": value_size({})}
     errors_seen: list[str] = []
     for condition in _items(spec.get("matchConditions")):
-        value, error = _run(condition.get("expression") if isinstance(condition, dict) else None, activation, {})
+        source = condition.get("expression") if isinstance(condition, dict) else None
+        value, error, _ = _run(source, activation, {}, sizes)
         if error is not None:
             errors_seen.append(error)
         elif value is False:  # any false condition: the policy does not apply (matchconditions/matcher.go)
@@ -474,22 +547,28 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: dict[str, Any]) -> lis
         return [] if failure == IGNORE else [_error_decision(failure, message)]
     variables: dict[str, object] = {}
     failed: dict[str, str] = {}
+    budget = _Budget()
     for variable in _items(spec.get("variables")):
         if not isinstance(variable, dict):
             continue
         name = str(variable.get("name") or "")
-        value, error = _run(variable.get("expression"), {**activation, "variables": variables}, failed)
+        value, error, cost = _run(variable.get("expression"), {**activation, "variables": variables}, failed,
+                                  {**sizes, "variables": value_size(variables)})
+        budget.variable_costs[name] = cost
         if error is None:
             variables[name] = value
         else:
             failed[name] = error
     activation["variables"] = variables
+    sizes["variables"] = value_size(variables)
     decisions: list[_Decision] = []
     for validation in _items(spec.get("validations")):
         if not isinstance(validation, dict):
             continue
         source = validation.get("expression")
-        value, error = _run(source, activation, failed)
+        value, error, cost = _run(source, activation, failed, sizes)
+        if not budget.charge(cost, source):
+            return [_error_decision(failure, OUT_OF_BUDGET)]
         if error is not None:
             decisions.append(_error_decision(failure, error))
             continue
@@ -497,14 +576,25 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: dict[str, Any]) -> lis
             continue
         reason = validation.get("reason")
         reason = reason if isinstance(reason, str) and reason in REASONS else "Invalid"
-        decisions.append(_Decision("deny", _message(validation, activation, failed), reason=reason))
+        decisions.append(_Decision("deny", "", reason=reason))
+        decisions[-1].message = _message(validation, activation, failed, sizes, budget, decisions[-1], failure)
     return decisions
 
 
-def _message(validation: dict[str, Any], activation: Mapping[str, object], failed: Mapping[str, str]) -> str:
-    """A failed validation's message: its messageExpression's string, else ``message``, else the expression."""
+def _message(validation: dict[str, Any], activation: Mapping[str, object], failed: Mapping[str, str],
+             sizes: Mapping[str, Size], budget: _Budget, decision: _Decision, failure: str) -> str:
+    """A failed validation's message: its messageExpression's string, else ``message``, else the expression.
+
+    A message expression that would overrun the budget turns the denial into the failure policy's
+    error (``validator.go``: ``failed messageExpression: ...``).
+    """
     if validation.get("messageExpression") is not None:
-        value, error = _run(validation["messageExpression"], activation, failed)
+        source = validation["messageExpression"]
+        value, error, cost = _run(source, activation, failed, sizes)
+        if not budget.charge(cost, source):
+            errored = _error_decision(failure, "")
+            decision.action, decision.reason = errored.action, "Invalid"
+            return f"failed messageExpression: {OUT_OF_BUDGET}"
         if error is None and isinstance(value, str):
             text = value.strip()
             if text and len(text.encode()) <= MAX_MESSAGE and "\n" not in text:

@@ -136,6 +136,23 @@ def expired(message: str) -> ApiError:
     return ApiError(410, "Expired", message)
 
 
+def resource_version_too_large(requested: int, current: int) -> ApiError:
+    """504 for a resourceVersion the store has not reached after the wait (``storage.NewTooLargeResourceVersionError``).
+
+    k8s.io/apiserver/pkg/storage/errors.go: ``NewTimeoutError("Too large resource version: N, current: M",
+    resourceVersionTooHighRetrySeconds)`` (1 s, storage/cacher/watch_cache.go) with the cause
+    ``ResourceVersionTooLarge``; ``NewTimeoutError`` prefixes ``Timeout: ``.
+    """
+    return ApiError(
+        504,
+        "Timeout",
+        f"Timeout: Too large resource version: {requested}, current: {current}",
+        details={"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                 "retryAfterSeconds": 1},
+        retry_after=1,
+    )
+
+
 def too_large(limit: int) -> ApiError:
     """413 for a request body over the limit."""
     return ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")

@@ -10,14 +10,14 @@ touch sockets or threads beyond waiting on the store for watch events; ``server.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
+import re
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -41,6 +41,10 @@ from kubectl_gpushare.sandbox.tokens import ANONYMOUS, Tokens, UserInfo
 _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
 DEFAULT_WATCH_TIMEOUT = 1800.0
+BLOCK_TIMEOUT = 3.0
+"""How long a list (or a watch with ``sendInitialEvents``) at a resourceVersion the store has not reached
+waits for it before the 504: the watch cache's ``blockTimeout`` (k8s.io/apiserver/pkg/storage/cacher/
+watch_cache.go). Fixed, as upstream's is: a client's retry timing depends on it."""
 PATCH_TYPES = {
     "application/json-patch+json": "json",
     "application/merge-patch+json": "merge",
@@ -286,7 +290,7 @@ def _check_accept(request: Request) -> None:
 _OPTIONS_KIND = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions"}
 
 
-def _dry_run(request: Request, verb: str, in_body: list[str] | None = None) -> bool:
+def _dry_run(request: Request, verb: str, in_body: list[str] | None = None, causes: Iterable[str] = ()) -> bool:
     """Whether a write is a dry run; any ``dryRun`` value but ``All`` is refused before anything is written.
 
     kube-apiserver validates the options before the write (``ValidateDryRun`` in
@@ -294,16 +298,43 @@ def _dry_run(request: Request, verb: str, in_body: list[str] | None = None) -> b
     patch and delete handlers in k8s.io/apiserver/pkg/endpoints/handlers): ``dryRun=true`` is a 422,
     never a real write. The API concepts page: "An invalid or unrecognized dryRun directive will
     result in an error response and no further processing of the request."
+
+    ``causes`` are the options' other errors (`_propagation_causes`), answered with it in one 422.
     """
     values = [v for v in (request.query.get("dryRun"), *(in_body or [])) if v is not None]
     unsupported = [v for v in values if v != "All"]
+    found = list(causes)
     if unsupported:
         listed = ", ".join(json.dumps(v) for v in unsupported)
-        raise errors.invalid(
-            _OPTIONS_KIND.get(verb, "DeleteOptions"), "",
-            [f'dryRun: Unsupported value: []string{{{listed}}}: supported values: "All"'], "meta.k8s.io",
-        )  # fmt: skip
+        found.append(f'dryRun: Unsupported value: []string{{{listed}}}: supported values: "All"')
+    if found:
+        raise errors.invalid(_OPTIONS_KIND.get(verb, "DeleteOptions"), "", found, "meta.k8s.io")
     return bool(values)
+
+
+PROPAGATION_POLICIES: Final = ("Foreground", "Background", "Orphan")
+
+
+def _propagation_causes(request: Request, options: Mapping[str, Any]) -> list[str]:
+    """Why a delete's ``propagationPolicy`` is refused, as ``ValidateDeleteOptions`` refuses it.
+
+    k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go: with ``orphanDependents`` it is
+    Invalid, anything but the three policies is NotSupported; the delete handlers answer a 422 on
+    ``DeleteOptions.meta.k8s.io``. The body's options win over the query's, as the handler decodes the
+    body when there is one.
+    """
+    query = request.query
+    policy = options["propagationPolicy"] if "propagationPolicy" in options else query.get("propagationPolicy")
+    orphan = options["orphanDependents"] if "orphanDependents" in options else query.get("orphanDependents")
+    causes: list[str] = []
+    shown = json.dumps(policy)[:200]
+    if policy is not None and orphan is not None:
+        causes.append(f"propagationPolicy: Invalid value: {shown}: orphanDependents and deletionPropagation cannot "
+                      "be both set")
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        supported = ", ".join(json.dumps(p) for p in (*PROPAGATION_POLICIES, "nil"))
+        causes.append(f"propagationPolicy: Unsupported value: {shown}: supported values: {supported}")
+    return causes
 
 
 def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
@@ -365,16 +396,79 @@ def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
         raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
 
 
+def _resource_version(query: Mapping[str, str]) -> int | None:
+    """The request's ``resourceVersion`` as a number; None when unset, "0" or not a number."""
+    text = query.get("resourceVersion", "")
+    if text in ("", "0") or not (text.isascii() and text.isdigit()):
+        return None
+    return protocol.parse_int_strict(text)
+
+
+CONTINUE_VERSION: Final = "meta.k8s.io/v1"
+_BASE64_URL = re.compile(r"[A-Za-z0-9_-]*")
+
+
 def _encode_continue(rv: int, key: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).encode()).decode()
+    """The continue token kube-apiserver hands out (``storage.EncodeContinue``: unpadded URL-safe base64)."""
+    token = json.dumps({"v": CONTINUE_VERSION, "rv": rv, "start": key}).encode()
+    return base64.urlsafe_b64encode(token).decode().rstrip("=")
 
 
 def _decode_continue(token: str) -> tuple[int, str]:
+    """(resourceVersion, start key) of a token, refused as ``storage.DecodeContinue`` refuses it.
+
+    k8s.io/apiserver/pkg/storage/continue.go, wrapped by the etcd3 store's list as a 400 ``invalid continue
+    token: continue key is not valid...``: the reason names what is wrong (the byte where base64 breaks,
+    the JSON error, the field), never the token itself. Go's JSON errors are matched for their common
+    shapes (an end too early, a bad character, a field of the wrong type).
+    """
+    bad = "invalid continue token: continue key is not valid"
+    legal = _BASE64_URL.match(token)
+    assert legal is not None
+    if legal.end() < len(token) or len(token) % 4 == 1:  # RawURLEncoding: no padding, no other alphabet
+        at = legal.end() if legal.end() < len(token) else len(token) - 1
+        raise errors.bad_request(f"{bad}: illegal base64 data at input byte {at}")
+    data = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
     try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
-        return int(data["rv"]), str(data["start"])
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        raise errors.bad_request(f"continue key is not valid: {token!r}") from None
+        decoded = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        position = exc.pos if isinstance(exc, json.JSONDecodeError) else 0
+        text = data.decode("utf-8", "replace")
+        if position >= len(text.rstrip()) or str(exc).startswith("Unterminated"):
+            raise errors.bad_request(f"{bad}: unexpected end of JSON input") from None
+        raise errors.bad_request(
+            f"{bad}: invalid character {text[position]!r} looking for beginning of value") from None
+    if not isinstance(decoded, dict):
+        raise errors.bad_request(f"{bad}: json: cannot unmarshal {_go_json_type(decoded)} into Go value of type "
+                                 "storage.continueToken")
+    for field_name, go_type, wanted in (("v", "string", str), ("rv", "int64", int), ("start", "string", str)):
+        value = decoded.get(field_name)
+        if value is None or (isinstance(value, wanted) and not isinstance(value, bool)
+                             and not (isinstance(value, int) and not -(1 << 63) <= value < 1 << 63)):
+            continue
+        kind = _go_json_type(value)
+        if kind == "number" and wanted is int:  # a number that is not an int64 is named with its text
+            kind = f"number {json.dumps(value)[:64]}"
+        raise errors.bad_request(f"{bad}: json: cannot unmarshal {kind} into Go struct field "
+                                 f"continueToken.{field_name} of type {go_type}")
+    version, rv, start = decoded.get("v") or "", decoded.get("rv") or 0, decoded.get("start") or ""
+    if version != CONTINUE_VERSION:
+        raise errors.bad_request(f"{bad}: server does not recognize this encoded version {version}")
+    if rv == 0:
+        raise errors.bad_request(f"{bad}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    if not start:
+        raise errors.bad_request(f"{bad}: encoded start key empty (version meta.k8s.io/v1)")
+    return int(rv), str(start)
+
+
+def _go_json_type(value: object) -> str:
+    """How Go's ``encoding/json`` names a JSON value's kind in an ``UnmarshalTypeError``."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return names.get(type(value), "null")
 
 
 class Api:
@@ -511,6 +605,8 @@ class Api:
                 )
         if request.query.get("resourceVersion") == "0" and not token:
             limit = 0  # served "from the cache", which ignores limit, as kube-apiserver does
+        elif not token:
+            self._wait_until_fresh(_resource_version(request.query))
         found, rv, last, remaining = self.store.select(
             resource.plural, target.namespace, labels, fields, limit=limit, after=after
         )
@@ -534,6 +630,15 @@ class Api:
             + b',"items":['
         )
         return Response(200, b"".join((head, b",".join(e.raw for e in found), b"]}")))
+
+    def _wait_until_fresh(self, rv: int | None) -> None:
+        """Block until the store reaches ``rv``, as the watch cache's ``waitUntilFreshAndBlock`` does.
+
+        Raises:
+            ApiError: 504 ``Too large resource version`` once `BLOCK_TIMEOUT` passes without it.
+        """
+        if rv is not None and not self.store.wait_for(rv, BLOCK_TIMEOUT):
+            raise errors.resource_version_too_large(rv, self.store.resource_version)
 
     # --- watch ---------------------------------------------------------------------------------
     def open_watches(self) -> int:
@@ -572,7 +677,15 @@ class Api:
         table = _wants_table(request)
         include = _include(request)
         initial: list[Entry] = []
-        expired: str | None = None
+        expired: ApiError | None = None
+        if send_initial and rv_text != "0":
+            # Only a watch-list waits (cacher.go Watch: waitUntilWatchCacheFreshAndForceAllEvents); its
+            # 504 is the stream's ERROR event (newErrWatcher), not the response's code. A plain watch
+            # from a future resourceVersion opens at once and stays quiet until the store passes it.
+            try:
+                self._wait_until_fresh(rv)
+            except ApiError as error:
+                expired = error
         with self.store.lock:
             if rv is None or rv_text == "0" or send_initial:
                 initial = self.store.select(resource.plural, target.namespace, labels, fields)[0]
@@ -583,7 +696,7 @@ class Api:
                 try:
                     cursor = self.store.cursor_after(start_rv)
                 except ExpiredError as exc:
-                    expired, cursor = str(exc), 0
+                    expired, cursor = errors.expired(str(exc)), 0
         drop = threading.Event()
         with self._watch_lock:  # registered before the headers go out: a drop right after them counts
             self._watch_drops.add(drop)
@@ -620,7 +733,7 @@ class Api:
         send_initial: bool,
         table: bool,
         include: str,
-        expired: str | None,
+        expired: ApiError | None,
         drop: threading.Event,
     ) -> Iterator[bytes]:
         headers = [True]
@@ -640,9 +753,9 @@ class Api:
             return _encode({"type": "BOOKMARK", "object": body}) + b"\n"
 
         if expired is not None:
-            error = errors.expired(expired)
-            yield _encode({"type": "ERROR", "object": error.status()}) + b"\n"
+            yield _encode({"type": "ERROR", "object": expired.status()}) + b"\n"
             return
+        since = last_rv  # cache_watcher.go process: only events newer than the watch's resourceVersion
         try:
             if drop.is_set():
                 raise DroppedConnectionError()
@@ -669,13 +782,22 @@ class Api:
                 for change in changes:
                     if drop.is_set():  # a dropped connection carries nothing more, not even what was waiting
                         raise DroppedConnectionError()
+                    if change.rv <= since:
+                        continue
                     last_rv = change.rv
                     kind = _visible(change, resource, namespace, labels, fields)
                     if kind:
                         yield event(kind, change.entry)
                 if bookmarks and time.monotonic() - last_bookmark >= self.bookmark_interval:
-                    last_rv = max(last_rv, self.store.resource_version) if not changes else last_rv
-                    yield bookmark(last_rv)
+                    # Past the last event sent only when no change is waiting for this watcher: a write
+                    # that landed since the wait ended goes out as its event first (cache_watcher.go
+                    # sends a bookmark in order with the events, never ahead of them).
+                    reached = self.store.caught_up(cursor)
+                    if reached is not None and reached >= last_rv:  # never a version the store has not reached
+                        last_rv = reached
+                        yield bookmark(last_rv)
+                    elif reached is None and last_rv > since:
+                        yield bookmark(last_rv)
                     last_bookmark = time.monotonic()
         finally:
             with self._watch_lock:
@@ -834,13 +956,19 @@ class Api:
             raise errors.bad_request(
                 "json: cannot unmarshal into Go struct field DeleteOptions.dryRun of type []string"
             )
+        policy = body.get("propagationPolicy")
+        if policy is not None and not isinstance(policy, str):
+            raise errors.bad_request(
+                "json: cannot unmarshal into Go struct field DeleteOptions.propagationPolicy of type "
+                "v1.DeletionPropagation"
+            )
         return body
 
     def _delete(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
         options = self._delete_options(request)
-        dry_run = _dry_run(request, "delete", options.get("dryRun"))
+        dry_run = _dry_run(request, "delete", options.get("dryRun"), _propagation_causes(request, options))
         with self.store.lock:
             entry = self._entry(target)
             obj = entry.object()
@@ -892,7 +1020,7 @@ class Api:
         assert resource is not None
         labels, fields = self._selectors(request, resource)
         options = self._delete_options(request)
-        dry_run = _dry_run(request, "deletecollection", options.get("dryRun"))
+        dry_run = _dry_run(request, "deletecollection", options.get("dryRun"), _propagation_causes(request, options))
         deleted: list[bytes] = []
         with self.store.lock:
             for entry in self.store.select(resource.plural, target.namespace, labels, fields)[0]:

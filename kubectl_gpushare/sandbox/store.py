@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -325,6 +326,30 @@ class Store:
         self.changed.notify_all()
 
     # --- watch -------------------------------------------------------------------------------
+    def caught_up(self, cursor: int) -> int | None:
+        """The latest resourceVersion when a watcher at history position ``cursor`` has every change; else None.
+
+        Read under the lock with the history's end, so a write that lands after the watcher's last wait
+        is never announced (by a bookmark) before its event reaches that watcher.
+        """
+        with self.lock:
+            return self._rv if cursor >= self._first_seq + len(self._changes) else None
+
+    def wait_for(self, rv: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the store to reach resourceVersion ``rv``; whether it has.
+
+        The watch cache's ``waitUntilFreshAndBlock`` (k8s.io/apiserver/pkg/storage/cacher/watch_cache.go):
+        a write that lands during the wait ends it at once.
+        """
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self._rv < rv and not self.closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.changed.wait(left)
+            return self._rv >= rv
+
     def cursor_after(self, rv: int) -> int:
         """The history position of the first change after ``rv``.
 

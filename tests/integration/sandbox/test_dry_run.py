@@ -3,6 +3,7 @@
 kube-apiserver validates ``dryRun`` before a write (API concepts page, "Dry-run": "An invalid or
 unrecognized dryRun directive will result in an error response and no further processing of the
 request"), so a client that sends ``dryRun=true`` sees a 422 on a real cluster and must see one here.
+The other delete options it validates (``propagationPolicy``) are refused the same way.
 """
 
 from __future__ import annotations
@@ -87,3 +88,26 @@ def test_kubectl_server_dry_run_still_works(sandbox: Sandbox, kubectl: Kubectl) 
     kubectl("label", "configmap", "a", "x=y", "--dry-run=server")
     assert sandbox.get("configmaps", "default", "a") is not None
     assert "labels" not in sandbox.get("configmaps", "default", "a")["metadata"]
+
+
+@pytest.mark.parametrize("path", [CONFIGMAPS + "/a", CONFIGMAPS], ids=["delete", "deletecollection"])
+def test_an_unknown_propagation_policy_is_refused_and_deletes_nothing(sandbox: Sandbox, path: str) -> None:
+    # ValidateDeleteOptions (apimachinery meta/v1/validation): NotSupported, a 422 on DeleteOptions.meta.k8s.io.
+    seed(sandbox, "a")
+    for query, body in (("?propagationPolicy=Bogus", None), ("", {"propagationPolicy": "Bogus"})):
+        status, answer = call(sandbox, "DELETE", path + query, body)
+        assert status == 422 and answer["reason"] == "Invalid", answer
+        assert answer["message"] == ('DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: '
+                                     '"Bogus": supported values: "Foreground", "Background", "Orphan", "nil"')
+        assert answer["details"]["causes"][0]["field"] == "propagationPolicy"
+    status, answer = call(sandbox, "DELETE", path, {"propagationPolicy": "Background", "orphanDependents": True})
+    assert status == 422 and answer["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: "Background": '
+        "orphanDependents and deletionPropagation cannot be both set")
+    status, answer = call(sandbox, "DELETE", path, {"propagationPolicy": 5})
+    assert status == 400, answer
+    assert sandbox.get("configmaps", "default", "a") is not None
+    for policy in ("Foreground", "Background", "Orphan"):
+        seed(sandbox, "a")
+        status, _ = call(sandbox, "DELETE", path + f"?propagationPolicy={policy}")
+        assert status == 200 and sandbox.get("configmaps", "default", "a") is None

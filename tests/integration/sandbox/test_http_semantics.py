@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import http.client
+import inspect
 import json
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 from waiting import wait_for
 
-from kubectl_gpushare.sandbox import errors
+from kubectl_gpushare.sandbox import errors, routes
 from kubectl_gpushare.sandbox.server import Sandbox
 from kubectl_gpushare.sandbox.spec import generate_cluster
 
@@ -630,3 +632,58 @@ def test_a_request_held_past_the_request_timeout_is_abandoned_without_effect() -
         slow_watch = sb.inject("GET", r"watch=true", latency=1.0, times=1)
         status, events, _ = client.call("GET", "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1")
         assert status == 200 and slow_watch.hits == 1 and events["type"] == "ADDED", events
+
+
+class _WriteInTheGap:
+    """A clock for the watch code that lands one write at the exact point the bookmark race needs.
+
+    The watch loop reads the clock to decide on a bookmark right after a wait came back empty; once
+    armed, that read (and only that one, found by its source line) first writes a ConfigMap from the
+    watcher's own thread, so the write falls after the wait and before the bookmark's version is read.
+    """
+
+    def __init__(self, sb: Sandbox) -> None:
+        source, first = inspect.getsourcelines(routes.Api._stream)
+        check = "time.monotonic() - last_bookmark >= self.bookmark_interval"
+        self.line = first + next(i for i, text in enumerate(source) if check in text)
+        self.sb = sb
+        self.armed = threading.Event()
+        self.fired = threading.Event()
+
+    def monotonic(self) -> float:
+        caller = sys._getframe(1)
+        if (self.armed.is_set() and caller.f_lineno == self.line and caller.f_locals.get("changes") == []
+                and not self.fired.is_set()):
+            self.fired.set()
+            self.sb.load([{"kind": "ConfigMap", "metadata": {"name": "in-the-gap", "namespace": "default"}}])
+        return time.monotonic()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def test_a_bookmark_never_announces_a_write_before_its_event(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A client resuming from a bookmark's resourceVersion would miss for good an event sent after it.
+    clock = _WriteInTheGap(sandbox)
+    monkeypatch.setattr(routes, "time", clock)
+    sandbox.api.bookmark_interval = 0.0  # a bookmark after every wait
+    start = sandbox.store.resource_version
+    conn = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=30)
+    conn.request("GET", "/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true"
+                        f"&resourceVersion={start}&timeoutSeconds=60")
+    response = conn.getresponse()
+    seen: list[tuple[str, int]] = []
+    try:
+        while len(seen) < 2 or seen[-1][0] != "BOOKMARK":  # idle: the watch bookmarks its start
+            event = json.loads(response.readline())
+            seen.append((event["type"], int(event["object"]["metadata"]["resourceVersion"])))
+        clock.armed.set()
+        while not seen or seen[-1][0] != "ADDED":
+            event = json.loads(response.readline())
+            seen.append((event["type"], int(event["object"]["metadata"]["resourceVersion"])))
+    finally:
+        conn.close()
+    assert clock.fired.is_set()
+    written = start + 1
+    assert seen[-1] == ("ADDED", written)
+    assert all(rv < written for kind, rv in seen if kind == "BOOKMARK"), seen

@@ -7,14 +7,19 @@ resourceVersion (400). A client that sends these passes nowhere, so it must not 
 
 from __future__ import annotations
 
+import base64
 import json
+import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
 
 import pytest
 
+from kubectl_gpushare.sandbox.routes import BLOCK_TIMEOUT
 from kubectl_gpushare.sandbox.server import Sandbox
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
@@ -63,9 +68,119 @@ def test_a_continue_token_with_a_resource_version_is_a_400(sandbox: Sandbox) -> 
 
 
 def test_valid_combinations_still_serve(sandbox: Sandbox) -> None:
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])  # resourceVersion 1
     for query in (
         "resourceVersion=1&resourceVersionMatch=NotOlderThan",
         "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1",
     ):
         status, _ = get(sandbox, query)
         assert status == 200, query
+
+
+def test_a_list_at_a_future_resource_version_waits_then_is_a_504_too_large(sandbox: Sandbox) -> None:
+    # cacher's waitUntilFreshAndBlock: blockTimeout (3 s), then storage.NewTooLargeResourceVersionError.
+    current = sandbox.store.resource_version
+    began = time.monotonic()
+    try:
+        urllib.request.urlopen(f"{sandbox.url}{CONFIGMAPS}?resourceVersion={current + 5}", timeout=30)
+        raise AssertionError("a list at a future resourceVersion was answered")
+    except urllib.error.HTTPError as exc:
+        status, answer, retry_after = exc.code, json.loads(exc.read()), exc.headers.get("Retry-After")
+    assert time.monotonic() - began >= BLOCK_TIMEOUT - 0.1
+    assert status == 504 and retry_after == "1"
+    assert answer == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f"Timeout: Too large resource version: {current + 5}, current: {current}", "reason": "Timeout",
+        "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                    "retryAfterSeconds": 1},
+        "code": 504,
+    }
+
+
+def test_a_write_during_the_wait_answers_the_list(sandbox: Sandbox) -> None:
+    wanted = sandbox.store.resource_version + 1
+    answers: list[tuple[int, Any]] = []
+    began = time.monotonic()
+    lister = threading.Thread(target=lambda: answers.append(get(sandbox, f"resourceVersion={wanted}")))
+    lister.start()
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "late", "namespace": "default"}}])
+    lister.join(30)
+    status, body = answers[0]
+    assert status == 200 and time.monotonic() - began < BLOCK_TIMEOUT
+    listed = json.loads(body)
+    assert int(listed["metadata"]["resourceVersion"]) >= wanted
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["late"]
+
+
+def _watch(sb: Sandbox, query: str, count: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    with urllib.request.urlopen(f"{sb.url}{CONFIGMAPS}?watch=true&{query}", timeout=30) as resp:
+        assert resp.status == 200
+        while len(events) < count and (line := resp.readline()):
+            events.append(json.loads(line))
+    return events
+
+
+def test_a_watch_list_at_a_future_resource_version_ends_in_a_504_error_event(sandbox: Sandbox) -> None:
+    # Only a watch-list waits (cacher.go Watch); the 504 comes as the stream's ERROR event (newErrWatcher).
+    current = sandbox.store.resource_version
+    query = f"resourceVersion={current + 5}&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+    [event] = _watch(sandbox, query + "&allowWatchBookmarks=true&timeoutSeconds=20", 2)
+    assert event["type"] == "ERROR"
+    assert event["object"]["code"] == 504 and event["object"]["reason"] == "Timeout"
+    assert event["object"]["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+
+
+def test_a_plain_watch_at_a_future_resource_version_stays_quiet_until_the_store_passes_it(sandbox: Sandbox) -> None:
+    sandbox.api.bookmark_interval = 0.05
+    current = sandbox.store.resource_version
+    got: list[dict[str, Any]] = []
+    watcher = threading.Thread(target=lambda: got.extend(
+        _watch(sandbox, f"resourceVersion={current + 3}&allowWatchBookmarks=true&timeoutSeconds=20", 2)))
+    watcher.start()
+    wait_for(sandbox.open_watches, what="the watch to be served")
+    for i in range(4):  # resourceVersions current+1 .. current+4: only the last is newer than the watch's
+        sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": "default"}}])
+    watcher.join(30)
+    assert got[0]["type"] == "ADDED" and got[0]["object"]["metadata"]["name"] == "c3"
+    assert all(int(e["object"]["metadata"]["resourceVersion"]) > current + 3 for e in got)
+
+
+def _token(value: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(("token", "reason"), [
+    ("x" * 5000 + "!", "illegal base64 data at input byte 5000"),
+    ("eyJ2Ijo=", "illegal base64 data at input byte 7"),
+    (_token({"v": "meta.k8s.io/v1"})[:10], "unexpected end of JSON input"),
+    (_token(["x" * 5000]), "json: cannot unmarshal array into Go value of type storage.continueToken"),
+    (_token({"v": "meta.k8s.io/v1", "rv": "7", "start": "x" * 5000}),
+     "json: cannot unmarshal string into Go struct field continueToken.rv of type int64"),
+    (_token({"v": "meta.k8s.io/v1", "rv": 0, "start": "x" * 5000}),
+     "incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
+    (_token({"v": "meta.k8s.io/v1", "rv": 3, "start": ""}), "encoded start key empty (version meta.k8s.io/v1)"),
+], ids=["alphabet", "padding", "truncated", "array", "rv-type", "rv-zero", "no-start"])
+def test_a_bad_continue_token_is_a_400_that_names_the_fault_not_the_token(
+    sandbox: Sandbox, token: str, reason: str
+) -> None:
+    # storage.DecodeContinue's errors, wrapped by the etcd3 store's list: the token itself is never echoed.
+    status, answer = get(sandbox, f"limit=1&continue={token}")
+    assert status == 400 and answer["reason"] == "BadRequest"
+    assert answer["message"] == f"invalid continue token: continue key is not valid: {reason}"
+
+
+def test_continue_tokens_are_unpadded_url_safe_base64(sandbox: Sandbox) -> None:
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": "default"}} for i in range(3)])
+    names = []
+    token = ""
+    while True:
+        status, body = get(sandbox, "limit=1" + (f"&continue={token}" if token else ""))
+        page = json.loads(body)
+        names += [item["metadata"]["name"] for item in page["items"]]
+        token = page["metadata"].get("continue", "")
+        if not token:
+            break
+        assert "=" not in token and json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["v"] == (
+            "meta.k8s.io/v1")
+    assert names == ["c0", "c1", "c2"]

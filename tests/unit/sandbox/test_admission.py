@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 import pytest
 
-from kubectl_gpushare.sandbox.admission import Admission, Attributes
+from kubectl_gpushare.sandbox.admission import Admission, Attributes, spec_causes
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.resources import BY_PLURAL
 from kubectl_gpushare.sandbox.store import Store
 from kubectl_gpushare.sandbox.tokens import UserInfo
+from tests import costly_cel
 
 pytest.importorskip("cel_expr_python")
 
@@ -166,3 +168,52 @@ def test_hostile_stored_policies_never_break_a_write(junk: Any) -> None:
             Admission(store).validate(write("pods"))
         except ApiError as error:
             assert error.code in (401, 403, 413, 422) and "\n" not in error.message
+
+
+def test_an_expression_over_the_cost_limit_fails_as_cel_go_cancels_it_and_is_never_run() -> None:
+    # Nested string concatenation: 8**8 copies of ten characters (1.3 GB) if it ran. kube-apiserver
+    # accepts the policy (it only compiles) and cancels the evaluation at PerCallLimit.
+    costly = costly_cel.nested_bind(9).replace("v8.size() > 0", "v8.size() > 0 || object.metadata.name == 'p'")
+    assert spec_causes(BY_PLURAL["validatingadmissionpolicies"], {"spec": {
+        "failurePolicy": "Fail", "matchConstraints": {"resourceRules": [rule(["pods"])]},
+        "validations": [{"expression": costly}]}}) == []
+    tracemalloc.start()
+    try:
+        message = refused(admission([rule(["pods"])], validations=[{"expression": costly}]), write("pods"))
+        assert refused(admission([rule(["pods"])], validations=[{"expression": costly}], failure="Ignore"),
+                       write("pods")) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert message == ("pods \"p\" is forbidden: ValidatingAdmissionPolicy 'pol' with binding 'bind' denied request: "
+                       f"expression '{costly}' resulted in error: operation cancelled: actual cost limit exceeded")
+    assert peak < 64 << 20
+
+
+def test_a_comprehension_over_a_large_object_is_priced_by_the_request_s_own_sizes() -> None:
+    # The same expression passes over a small object and is cancelled over one whose list makes it cost more.
+    grow = "object.spec.containers.map(c, c.image + c.image + c.image).all(s, s.contains(object.metadata.name))"
+    small = {**POD, "spec": {"containers": [{"image": "registry/app"}] * 3}}
+    large = {**POD, "spec": {"containers": [{"image": "i" * 1000}] * 2000}}
+    adm = admission([rule(["pods"])], validations=[{"expression": grow}])
+    user = UserInfo("u")
+    assert refused(adm, Attributes("CREATE", BY_PLURAL["pods"], "", "ns", "p", small, None, user)) is None
+    message = refused(adm, Attributes("CREATE", BY_PLURAL["pods"], "", "ns", "p", large, None, user))
+    assert message is not None and message.endswith("operation cancelled: actual cost limit exceeded")
+
+
+def test_a_policy_s_validations_share_the_runtime_budget() -> None:
+    # Each costs (8,000 / 10)**2 = 640,000 (contains: the product of both traversals), under PerCallLimit;
+    # sixteen of them overrun RuntimeCELCostBudget (10,000,000), fifteen do not.
+    pod = {**POD, "metadata": {**POD["metadata"], "annotations": {"a": "x" * 8000}}}
+    each = {"expression": "object.metadata.annotations.a.contains(object.metadata.annotations.a)"}
+    attrs = Attributes("CREATE", BY_PLURAL["pods"], "", "ns", "p", pod, None, UserInfo("u"))
+    assert refused(admission([rule(["pods"])], validations=[each] * 15), attrs) is None
+    message = refused(admission([rule(["pods"])], validations=[each] * 16), attrs)
+    assert message is not None and message.endswith(
+        "denied request: validation failed due to running out of cost budget, no further validation rules will be run")
+    assert refused(admission([rule(["pods"])], validations=[each] * 16, failure="Ignore"), attrs) is None
+    # A variable's cost counts once, where a validation first uses it.
+    shared = {"name": "found", "expression": each["expression"]}
+    uses = [{"expression": "variables.found"}] * 16
+    assert refused(admission([rule(["pods"])], variables=[shared], validations=uses), attrs) is None
