@@ -810,17 +810,11 @@ def _plain_scalar_type(value: str) -> str:
 _NODE_OR_POD: Final[dict[str, types.Kind[Any]]] = {"Node": types.NODES, "Pod": types.PODS}
 
 
-def _key(namespace: object, name: object) -> str:
-    """``namespace/name``, or ``name`` (cluster-scoped), as far as they are strings (`lenient.describe`'s rule)."""
-    if isinstance(namespace, str) and namespace and isinstance(name, str) and name:
-        return f"{namespace}/{name}"
-    return name if isinstance(name, str) else ""
-
-
 def _skipped(kind: str, namespace: object, name: object, error: Exception) -> str:
-    """The API path's warning for a YAML item of a list that does not convert (`lenient.describe`'s key rule)."""
+    """The API path's warning for a YAML item of a list that does not convert (keyed by `lenient.key_of`)."""
     plural = _NODE_OR_POD[kind]
-    return lenient.skipped(plural, lenient.Undecodable(plural.plural, _key(namespace, name), "", lenient.reason(error)))
+    key = lenient.key_of(namespace, name)
+    return lenient.skipped(plural, lenient.Undecodable(plural.plural, key, "", lenient.reason(error)))
 
 
 def unkinded(namespace: object, name: object, why: str) -> str:
@@ -828,7 +822,7 @@ def unkinded(namespace: object, name: object, why: str) -> str:
 
     ``list item ml/x: cannot be decoded (Expected `str`, got `int` - at `$.kind`); skipped``
     """
-    return lenient.skipped_as("list item", lenient.Undecodable("", _key(namespace, name), "", why))
+    return lenient.skipped_as("list item", lenient.Undecodable("", lenient.key_of(namespace, name), "", why))
 
 
 def _yaml_meta(item: dict[str, Any]) -> dict[str, Any]:

@@ -62,8 +62,17 @@ _META_ONLY: Final = msgspec.json.Decoder(_Meta)
 def describe(kind: Kind[ItemT], raw: bytes | msgspec.Raw, error: Exception) -> Undecodable:
     """An `Undecodable` for one object, with its key and version when those fields can be read."""
     namespace, name, version = object_meta(raw)
-    key = f"{namespace}/{name}" if namespace and name else name
-    return Undecodable(kind.plural, key, version, reason(error))
+    return Undecodable(kind.plural, key_of(namespace, name), version, reason(error))
+
+
+def key_of(namespace: object, name: object) -> str:
+    """``namespace/name``, or ``name`` (cluster-scoped), as far as they are strings ("" if the name is not).
+
+    `Undecodable.key`'s rule, also for metadata read as plain data (a YAML item's).
+    """
+    if isinstance(namespace, str) and namespace and isinstance(name, str) and name:
+        return f"{namespace}/{name}"
+    return name if isinstance(name, str) else ""
 
 
 def object_meta(raw: bytes | msgspec.Raw) -> tuple[str, str, str]:
@@ -171,4 +180,7 @@ def list_meta(data: bytes) -> ListMeta:
         return raw_list(data).metadata
 
 
-__all__ = ["Undecodable", "decode_page", "describe", "list_meta", "object_meta", "raw_list", "reason", "skipped"]
+__all__ = [
+    "Undecodable", "decode_page", "describe", "key_of", "list_meta", "object_meta", "raw_list", "reason", "skipped",
+    "skipped_as",
+]
