@@ -255,19 +255,19 @@ class Enforcer:
             return
         self._probe(gpus.values(), driver)
         read = self._shares()
-        alive = read.alive if isinstance(read, NodePods) else frozenset()
-        known = read.known if isinstance(read, NodePods) else True
-        desired = self._desired(gpus, read)
+        pods = read if isinstance(read, NodePods) else NodePods(tuple(read), frozenset())  # plain shares: none kept
+        desired = self._desired(gpus, pods.shares)
         with self._lock:
-            stale = [key for key in self._applied if known and key not in desired and key[0] not in alive]
+            stale = [key for key in self._applied if key not in desired and key[0] not in pods.alive]
             self._pending = {
                 key: share for key, share in desired.items()
                 if gpus[share.gpu].uuid in self._supported and not self._current(key, share, gpus)
             }
-        for key in stale:
-            self._clear(key, gpus)
-        if not self._swept and known:
-            self._sweep(driver, gpus, {uid for uid, _ in desired} | alive)
+        if pods.known:  # before the pods were ever listed, no pod is known to have ended
+            for key in stale:
+                self._clear(key, gpus)
+            if not self._swept:
+                self._sweep(driver, gpus, {uid for uid, _ in desired} | pods.alive)
         self._apply_pending(driver, gpus)
 
     # --- internals --------------------------------------------------------------------------
