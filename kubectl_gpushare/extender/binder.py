@@ -261,7 +261,7 @@ class Binder:
         except errors.NotFound:
             raise _BindError(f'pods "{args.pod_name}" not found in namespace {args.pod_namespace}',
                               "not_found") from None
-        except errors.Undecodable as exc:  # nothing reserved or written yet: refuse this bind alone
+        except errors.Undecodable as exc:  # refuse this bind alone; no Binding was sent (see `_patch`)
             raise _BindError(f"{exc}; not binding it", "undecodable") from None
         if pod.metadata.uid != args.pod_uid:
             raise _BindError(protocol.BIND_UID_MISMATCH.format(
