@@ -242,19 +242,11 @@ class Client:
 
         Raises:
             NotFound: no such object.
-            msgspec.DecodeError: the reply does not decode as the kind (a string not UTF-8 included),
-                or is nested deeper than the decoder goes (free JSON such as a claim's opaque parameters:
-                kube-apiserver accepts 10,000 levels, msgspec stops at Python's recursion limit).
+            msgspec.DecodeError: the reply cannot be read as the kind (`_decoded_item`).
         """
         k = _kind(kind)
         path = _object_path(k, namespace, name, subresource)
-        data = self.request("GET", path, deadline=deadline)
-        try:
-            return k.item_decoder.decode(data)
-        except RecursionError:
-            raise msgspec.DecodeError(f"nested too deeply to decode ({k.kind} {name[:253]})") from None
-        except UnicodeDecodeError:  # msgspec's error for a string that is not UTF-8, not a DecodeError
-            raise msgspec.DecodeError(f"a string is not UTF-8 ({k.kind} {name[:253]})") from None
+        return _decoded_item(k, self.request("GET", path, deadline=deadline), name)
 
     @overload
     def list_pages(
@@ -448,9 +440,10 @@ class Client:
 
         Raises:
             Conflict: an object of that name exists (``AlreadyExists``).
+            msgspec.DecodeError: the reply cannot be read as the kind (`_decoded_item`); the object may exist.
         """
         k = _kind(kind)
-        return k.item_decoder.decode(self.request("POST", _object_path(k, namespace), body=_encode_object(k, body)))
+        return _decoded_item(k, self.request("POST", _object_path(k, namespace), body=_encode_object(k, body)), "")
 
     @overload
     def replace(self, kind: Kind[ItemT], name: str, body: Body, namespace: str | None = None) -> ItemT: ...
@@ -463,11 +456,11 @@ class Client:
 
         Raises:
             Conflict: the object changed since that resourceVersion.
+            msgspec.DecodeError: the reply cannot be read as the kind (`_decoded_item`); the write landed.
         """
         k = _kind(kind)
-        return k.item_decoder.decode(
-            self.request("PUT", _object_path(k, namespace, name), body=_encode_object(k, body))
-        )
+        reply = self.request("PUT", _object_path(k, namespace, name), body=_encode_object(k, body))
+        return _decoded_item(k, reply, name)
 
     @overload
     def patch(
@@ -508,19 +501,17 @@ class Client:
             namespace: the object's namespace (ignored for cluster-scoped kinds).
             patch_type: ``strategic`` (kubectl patch's default), ``merge`` (RFC 7386) or ``json`` (RFC 6902).
             subresource: e.g. ``status``.
+
+        Raises:
+            msgspec.DecodeError: the reply cannot be read as the kind (`_decoded_item`); the patch landed.
         """
         k = _kind(kind)
         if patch_type not in PATCH_CONTENT_TYPES:
             raise KubeError(f"unknown patch type {patch_type!r}; use strategic, merge or json")
         data = types.ENCODER.encode(body)
-        return k.item_decoder.decode(
-            self.request(
-                "PATCH",
-                _object_path(k, namespace, name, subresource),
-                body=data,
-                content_type=PATCH_CONTENT_TYPES[patch_type],
-            )
-        )
+        path = _object_path(k, namespace, name, subresource)
+        reply = self.request("PATCH", path, body=data, content_type=PATCH_CONTENT_TYPES[patch_type])
+        return _decoded_item(k, reply, name)
 
     def delete(
         self, kind: Kind[KubeObject] | str, name: str, namespace: str | None = None, uid: str | None = None
@@ -746,6 +737,22 @@ def _encode_object(kind: Kind[KubeObject], body: Body) -> bytes:
     payload.setdefault("kind", kind.kind)
     return types.ENCODER.encode(payload)
 
+
+
+def _decoded_item(k: Kind[ItemT], data: bytes, name: str) -> ItemT:
+    """One object of a reply (get, create, replace, patch) as its kind's Struct.
+
+    Raises:
+        msgspec.DecodeError: it does not decode as the kind, a string in it is not UTF-8, or it is
+            nested deeper than the decoder goes (free JSON such as a claim's opaque parameters:
+            kube-apiserver accepts 10,000 levels, msgspec stops at Python's recursion limit).
+    """
+    try:
+        return k.item_decoder.decode(data)
+    except RecursionError:
+        raise msgspec.DecodeError(f"nested too deeply to decode ({k.kind} {name[:253]})") from None
+    except UnicodeDecodeError:  # msgspec's error for a string that is not UTF-8, not a DecodeError
+        raise msgspec.DecodeError(f"a string is not UTF-8 ({k.kind} {name[:253]})") from None
 
 
 _PAGE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError)

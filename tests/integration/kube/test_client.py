@@ -8,7 +8,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -436,7 +436,7 @@ def test_gzip_and_no_prefetch_options_read_the_same_pages(sandbox: Sandbox, kube
 
 
 class _ListPages(BaseHTTPRequestHandler):
-    """Answers every GET with the class's ``body``: list pages no sandbox serves (Python's json cannot nest them)."""
+    """Answers every GET and write with the class's ``body``: replies no sandbox serves (Python's json cannot nest)."""
 
     body = b""
 
@@ -450,10 +450,17 @@ class _ListPages(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(self.body)
 
+    def do_write(self) -> None:
+        """A write: its body read (so the connection stays usable), answered as a GET is."""
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.do_GET()
+
+    do_POST = do_PUT = do_PATCH = do_write  # noqa: N815
+
 
 @contextmanager
 def _serving(tmp_path: Path, body: bytes) -> Iterator[Client]:
-    """A client of a loopback server that answers every GET with ``body``."""
+    """A client of a loopback server that answers every GET and write with ``body``."""
     _ListPages.body = body
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ListPages)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -527,10 +534,25 @@ def test_pages_after_the_first_send_no_resource_version_beside_the_continue_toke
     assert {page.metadata.resource_version for page in pages} == {version}
 
 
-def test_a_get_reply_with_a_string_that_is_not_utf8_is_a_decode_error(tmp_path: Path) -> None:
-    with _serving(tmp_path, b'{"metadata":{"name":"a\xff","namespace":"ns"}}') as client:
-        with pytest.raises(msgspec.DecodeError, match="not UTF-8"):
-            client.get(types.DRA_CLAIMS, "a", "ns")
+WRITES: Final[dict[str, Callable[[Client], object]]] = {
+    "get": lambda client: client.get(types.DRA_CLAIMS, "a", "ns"),
+    "create": lambda client: client.create(types.DRA_CLAIMS, {"metadata": {"name": "a"}}, "ns"),
+    "replace": lambda client: client.replace(types.DRA_CLAIMS, "a", {"metadata": {"name": "a"}}, "ns"),
+    "patch": lambda client: client.patch(types.DRA_CLAIMS, "a", {"metadata": {"labels": {"x": "y"}}}, "ns"),
+}
+"""Every verb that answers one object, by what it sends."""
+
+
+@pytest.mark.parametrize("verb", WRITES)
+@pytest.mark.parametrize(("reply", "reason"), [
+    (b'{"metadata":{"name":"a\xff","namespace":"ns"}}', "not UTF-8"),
+    (DEEP_CLAIM, "nested too deeply"),
+])
+def test_a_reply_with_a_string_not_utf8_or_nested_past_the_decoder_is_a_decode_error(
+        verb: str, reply: bytes, reason: str, tmp_path: Path) -> None:
+    # The binder and the other writers sort a reply they cannot read as a DecodeError (never a traceback).
+    with _serving(tmp_path, reply) as client, pytest.raises(msgspec.DecodeError, match=reason):
+        WRITES[verb](client)
 
 
 def test_a_watch_error_event_nested_past_the_decoder_is_an_undecodable_event(tmp_path: Path) -> None:
