@@ -23,10 +23,12 @@ Where it differs from kube-apiserver:
   upstream's words: it refuses a little more than upstream does (the estimate is a bound, not the
   actual cost), never runs an expression that could exhaust memory, and never refuses a policy at
   create for its cost (upstream compiles only; the cost is known only against a request).
-* Variables are evaluated in order before the validations, not lazily (an expression over the cost
-  limit is not run, and fails only where it is used); a validation that uses a variable that failed
-  fails with that variable's error, as upstream composition reports it. A variable's cost is charged to
-  the budget where a validation first uses it, as upstream's lazy evaluation charges it.
+* Variables are evaluated in order before the validations, not lazily, but only those a validation or
+  message expression uses (directly or through another variable), so an unused one never runs, as
+  upstream's never does (an expression over the cost limit is not run, and fails only where it is
+  used); a validation that uses a variable that failed fails with that variable's error, as upstream
+  composition reports it. A variable's cost is charged to the budget where a validation first uses it,
+  as upstream's lazy evaluation charges it.
 * Exempt, as upstream: writes to the admissionregistration kinds themselves. Not run: ``pods/binding``
   and ``deletecollection`` (the sandbox's routes answer those without admission).
 * No ``status.typeChecking``; ``matchPolicy`` is accepted and ignored (every kind has one version).
@@ -77,6 +79,7 @@ OVER_LIMIT: Final = "operation cancelled: actual cost limit exceeded"
 OUT_OF_BUDGET: Final = "validation failed due to running out of cost budget, no further validation rules will be run"
 """``plugin/cel/activation.go`` ``Evaluate``: the whole policy's error once the budget is spent."""
 _VARIABLE_USE = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
+_OTHER_VARIABLE_USE = re.compile(r"\bvariables\b(?!\.[A-Za-z_])")
 
 
 @dataclass(frozen=True)
@@ -548,10 +551,13 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Deci
     variables: dict[str, object] = {}
     failed: dict[str, str] = {}
     budget = _Budget()
+    needed = _needed_variables(spec)
     for variable in _items(spec.get("variables")):
         if not isinstance(variable, dict):
             continue
         name = str(variable.get("name") or "")
+        if needed is not None and name not in needed:
+            continue  # never used: upstream's lazy composition never runs it (composition.go)
         value, error, cost = _run(variable.get("expression"), {**activation, "variables": variables}, failed,
                                   {**sizes, "variables": value_size(variables)})
         budget.variable_costs[name] = cost
@@ -579,6 +585,29 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Deci
         decisions.append(_Decision("deny", "", reason=reason))
         decisions[-1].message = _message(validation, activation, failed, sizes, budget, decisions[-1], failure)
     return decisions
+
+
+def _needed_variables(spec: dict[str, Any]) -> set[str] | None:
+    """The variables the validations and message expressions use, with those they use in turn; None: all.
+
+    Upstream composition (``plugin/cel/composition.go``) evaluates a variable lazily, on first use, so
+    one no validation reaches costs nothing; the sandbox runs them in order, but only these. A use the
+    ``variables.name`` pattern cannot see (``variables[...]``) keeps every variable.
+    """
+    sources = [v.get(key) for v in _items(spec.get("validations")) if isinstance(v, dict)
+               for key in ("expression", "messageExpression")]
+    texts = [text for text in sources if isinstance(text, str)]
+    if any(_OTHER_VARIABLE_USE.search(text) for text in texts):
+        return None
+    needed = {name for text in texts for name in _VARIABLE_USE.findall(text)}
+    for variable in reversed(_items(spec.get("variables"))):  # a variable uses only those before it
+        if isinstance(variable, dict) and str(variable.get("name") or "") in needed:
+            text = variable.get("expression")
+            if isinstance(text, str):
+                if _OTHER_VARIABLE_USE.search(text):
+                    return None
+                needed.update(_VARIABLE_USE.findall(text))
+    return needed
 
 
 def _message(validation: dict[str, Any], activation: Mapping[str, object], failed: Mapping[str, str],

@@ -217,3 +217,17 @@ def test_a_policy_s_validations_share_the_runtime_budget() -> None:
     shared = {"name": "found", "expression": each["expression"]}
     uses = [{"expression": "variables.found"}] * 16
     assert refused(admission([rule(["pods"])], variables=[shared], validations=uses), attrs) is None
+
+
+@pytest.mark.timeout(30)
+def test_a_variable_no_validation_uses_is_never_run_or_priced() -> None:
+    # Each variable doubles the last ([v, v] shares v): 2**48 elements to walk if it ran and were sized.
+    # Upstream composition evaluates a variable only where it is first used, so these cost nothing.
+    chain = [{"name": "v0", "expression": "[object, object]"}]
+    chain += [{"name": f"v{i}", "expression": f"[variables.v{i - 1}, variables.v{i - 1}]"} for i in range(1, 48)]
+    used = {"name": "used", "expression": "object.metadata.name"}
+    adm = admission([rule(["pods"])], variables=[*chain, used],
+                    validations=[{"expression": "variables.used == 'q'",
+                                  "messageExpression": "'not q: ' + variables.used"}])
+    assert refused(adm, write("pods")) == (
+        "pods \"p\" is forbidden: ValidatingAdmissionPolicy 'pol' with binding 'bind' denied request: not q: p")
