@@ -17,7 +17,8 @@ Where it differs from kube-apiserver:
   decides). Expressions cannot use ``authorizer`` (there is no RBAC engine): they fail to compile.
 * ``Audit`` actions record nothing (there is no audit log); ``Warn`` answers a ``Warning`` header.
 * Cost: upstream meters each evaluation (cel-go's runtime cost tracker) against ``PerCallLimit`` and a
-  policy's validations together against ``RuntimeCELCostBudget``. The sandbox's CEL cannot meter, so it
+  policy's validations together against ``RuntimeCELCostBudget`` (its match conditions against
+  ``RuntimeCELCostBudgetMatchConditions``). The sandbox's CEL cannot meter, so it
   prices each expression before it runs with `kube.cel_cost`'s static worst case over the sizes of the
   request's actual values (`kube.cel_cost.value_size`), and answers that price's overrun with
   upstream's words: it refuses a little more than upstream does (the estimate is a bound, not the
@@ -74,6 +75,9 @@ PER_CALL_LIMIT: Final = 1_000_000
 admission program (``pkg/cel/environment/base.go``): one evaluation above it is cancelled."""
 RUNTIME_BUDGET: Final = 10_000_000
 """``celconfig.RuntimeCELCostBudget``: what one policy's validations may cost together, per binding."""
+MATCH_CONDITIONS_BUDGET: Final = 2_500_000
+"""``celconfig.RuntimeCELCostBudgetMatchConditions``: what one binding's match conditions may cost together
+(``matchconditions/matcher.go`` passes it to ``ForInput``, which fails with `OUT_OF_BUDGET` past it)."""
 OVER_LIMIT: Final = "operation cancelled: actual cost limit exceeded"
 """cel-go's ``EvalCancelledError`` for ``CostLimitExceeded`` (``interpreter/runtimecost.go``)."""
 OUT_OF_BUDGET: Final = "validation failed due to running out of cost budget, no further validation rules will be run"
@@ -538,13 +542,19 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Deci
     activation: dict[str, object] = {**shared.values, "variables": {}}
     sizes = {**shared.sizes(), "variables": value_size({})}
     errors_seen: list[str] = []
+    matched = True
+    conditions = _Budget(MATCH_CONDITIONS_BUDGET)  # filter.go ForInput: all are run, on their own budget
     for condition in _items(spec.get("matchConditions")):
         source = condition.get("expression") if isinstance(condition, dict) else None
-        value, error, _ = _run(source, activation, {}, sizes)
+        value, error, cost = _run(source, activation, {}, sizes)
+        if not conditions.charge(cost):
+            return [] if failure == IGNORE else [_error_decision(failure, OUT_OF_BUDGET)]
         if error is not None:
             errors_seen.append(error)
-        elif value is False:  # any false condition: the policy does not apply (matchconditions/matcher.go)
-            return []
+        elif value is False:
+            matched = False
+    if not matched:  # any false condition: the policy does not apply, errors or not (matchconditions/matcher.go)
+        return []
     if errors_seen:
         message = errors_seen[0] if len(errors_seen) == 1 else f"[{', '.join(errors_seen)}]"
         return [] if failure == IGNORE else [_error_decision(failure, message)]

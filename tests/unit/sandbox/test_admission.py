@@ -231,3 +231,18 @@ def test_a_variable_no_validation_uses_is_never_run_or_priced() -> None:
                                   "messageExpression": "'not q: ' + variables.used"}])
     assert refused(adm, write("pods")) == (
         "pods \"p\" is forbidden: ValidatingAdmissionPolicy 'pol' with binding 'bind' denied request: not q: p")
+
+
+def test_match_conditions_share_their_own_smaller_budget() -> None:
+    # 640,000 each (as above): four pass RuntimeCELCostBudgetMatchConditions (2,500,000), three do not; a
+    # false condition does not spare the others (ForInput runs them all before the matcher reads them).
+    pod = {**POD, "metadata": {**POD["metadata"], "annotations": {"a": "x" * 8000}}}
+    each = {"name": "c", "expression": "object.metadata.annotations.a.contains(object.metadata.annotations.a)"}
+    attrs = Attributes("CREATE", BY_PLURAL["pods"], "", "ns", "p", pod, None, UserInfo("u"))
+    assert refused(admission([rule(["pods"])], matchConditions=[each] * 3), attrs) is not None  # applies: refused
+    never = {"name": "never", "expression": "false"}
+    message = refused(admission([rule(["pods"])], matchConditions=[never, *[each] * 4]), attrs)
+    assert message is not None and message.endswith(
+        "denied request: validation failed due to running out of cost budget, no further validation rules will be run")
+    assert refused(admission([rule(["pods"])], matchConditions=[never, *[each] * 4], failure="Ignore"), attrs) is None
+    assert refused(admission([rule(["pods"])], matchConditions=[never, *[each] * 3]), attrs) is None
