@@ -17,16 +17,19 @@ Where it differs from kube-apiserver:
   decides). Expressions cannot use ``authorizer`` (there is no RBAC engine): they fail to compile.
 * ``Audit`` actions record nothing (there is no audit log); ``Warn`` answers a ``Warning`` header.
 * Cost: upstream meters each evaluation (cel-go's runtime cost tracker) against ``PerCallLimit`` and a
-  policy's validations together against ``RuntimeCELCostBudget``. The sandbox's CEL cannot meter, so it
+  policy's validations together against ``RuntimeCELCostBudget`` (its match conditions against
+  ``RuntimeCELCostBudgetMatchConditions``). The sandbox's CEL cannot meter, so it
   prices each expression before it runs with `kube.cel_cost`'s static worst case over the sizes of the
   request's actual values (`kube.cel_cost.value_size`), and answers that price's overrun with
   upstream's words: it refuses a little more than upstream does (the estimate is a bound, not the
   actual cost), never runs an expression that could exhaust memory, and never refuses a policy at
   create for its cost (upstream compiles only; the cost is known only against a request).
-* Variables are evaluated in order before the validations, not lazily (an expression over the cost
-  limit is not run, and fails only where it is used); a validation that uses a variable that failed
-  fails with that variable's error, as upstream composition reports it. A variable's cost is charged to
-  the budget where a validation first uses it, as upstream's lazy evaluation charges it.
+* Variables are evaluated in order before the validations, not lazily, but only those a validation or
+  message expression uses (directly or through another variable), so an unused one never runs, as
+  upstream's never does (an expression over the cost limit is not run, and fails only where it is
+  used); a validation that uses a variable that failed fails with that variable's error, as upstream
+  composition reports it. A variable's cost is charged to the budget where a validation first uses it,
+  as upstream's lazy evaluation charges it.
 * Exempt, as upstream: writes to the admissionregistration kinds themselves. Not run: ``pods/binding``
   and ``deletecollection`` (the sandbox's routes answer those without admission).
 * No ``status.typeChecking``; ``matchPolicy`` is accepted and ignored (every kind has one version).
@@ -72,11 +75,15 @@ PER_CALL_LIMIT: Final = 1_000_000
 admission program (``pkg/cel/environment/base.go``): one evaluation above it is cancelled."""
 RUNTIME_BUDGET: Final = 10_000_000
 """``celconfig.RuntimeCELCostBudget``: what one policy's validations may cost together, per binding."""
+MATCH_CONDITIONS_BUDGET: Final = 2_500_000
+"""``celconfig.RuntimeCELCostBudgetMatchConditions``: what one binding's match conditions may cost together
+(``matchconditions/matcher.go`` passes it to ``ForInput``, which fails with `OUT_OF_BUDGET` past it)."""
 OVER_LIMIT: Final = "operation cancelled: actual cost limit exceeded"
 """cel-go's ``EvalCancelledError`` for ``CostLimitExceeded`` (``interpreter/runtimecost.go``)."""
 OUT_OF_BUDGET: Final = "validation failed due to running out of cost budget, no further validation rules will be run"
 """``plugin/cel/activation.go`` ``Evaluate``: the whole policy's error once the budget is spent."""
 _VARIABLE_USE = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
+_OTHER_VARIABLE_USE = re.compile(r"\bvariables\b(?!\.[A-Za-z_])")
 
 
 @dataclass(frozen=True)
@@ -535,23 +542,32 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Deci
     activation: dict[str, object] = {**shared.values, "variables": {}}
     sizes = {**shared.sizes(), "variables": value_size({})}
     errors_seen: list[str] = []
+    matched = True
+    conditions = _Budget(MATCH_CONDITIONS_BUDGET)  # filter.go ForInput: all are run, on their own budget
     for condition in _items(spec.get("matchConditions")):
         source = condition.get("expression") if isinstance(condition, dict) else None
-        value, error, _ = _run(source, activation, {}, sizes)
+        value, error, cost = _run(source, activation, {}, sizes)
+        if not conditions.charge(cost):
+            return [] if failure == IGNORE else [_error_decision(failure, OUT_OF_BUDGET)]
         if error is not None:
             errors_seen.append(error)
-        elif value is False:  # any false condition: the policy does not apply (matchconditions/matcher.go)
-            return []
+        elif value is False:
+            matched = False
+    if not matched:  # any false condition: the policy does not apply, errors or not (matchconditions/matcher.go)
+        return []
     if errors_seen:
         message = errors_seen[0] if len(errors_seen) == 1 else f"[{', '.join(errors_seen)}]"
         return [] if failure == IGNORE else [_error_decision(failure, message)]
     variables: dict[str, object] = {}
     failed: dict[str, str] = {}
     budget = _Budget()
+    needed = _needed_variables(spec)
     for variable in _items(spec.get("variables")):
         if not isinstance(variable, dict):
             continue
         name = str(variable.get("name") or "")
+        if needed is not None and name not in needed:
+            continue  # never used: upstream's lazy composition never runs it (composition.go)
         value, error, cost = _run(variable.get("expression"), {**activation, "variables": variables}, failed,
                                   {**sizes, "variables": value_size(variables)})
         budget.variable_costs[name] = cost
@@ -579,6 +595,29 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Deci
         decisions.append(_Decision("deny", "", reason=reason))
         decisions[-1].message = _message(validation, activation, failed, sizes, budget, decisions[-1], failure)
     return decisions
+
+
+def _needed_variables(spec: dict[str, Any]) -> set[str] | None:
+    """The variables the validations and message expressions use, with those they use in turn; None: all.
+
+    Upstream composition (``plugin/cel/composition.go``) evaluates a variable lazily, on first use, so
+    one no validation reaches costs nothing; the sandbox runs them in order, but only these. A use the
+    ``variables.name`` pattern cannot see (``variables[...]``) keeps every variable.
+    """
+    sources = [v.get(key) for v in _items(spec.get("validations")) if isinstance(v, dict)
+               for key in ("expression", "messageExpression")]
+    texts = [text for text in sources if isinstance(text, str)]
+    if any(_OTHER_VARIABLE_USE.search(text) for text in texts):
+        return None
+    needed = {name for text in texts for name in _VARIABLE_USE.findall(text)}
+    for variable in reversed(_items(spec.get("variables"))):  # a variable uses only those before it
+        if isinstance(variable, dict) and str(variable.get("name") or "") in needed:
+            text = variable.get("expression")
+            if isinstance(text, str):
+                if _OTHER_VARIABLE_USE.search(text):
+                    return None
+                needed.update(_VARIABLE_USE.findall(text))
+    return needed
 
 
 def _message(validation: dict[str, Any], activation: Mapping[str, object], failed: Mapping[str, str],

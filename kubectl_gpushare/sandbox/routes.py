@@ -428,12 +428,16 @@ def _decode_continue(token: str) -> tuple[int, str]:
     if legal.end() < len(token) or len(token) % 4 == 1:  # RawURLEncoding: no padding, no other alphabet
         at = legal.end() if legal.end() < len(token) else len(token) - 1
         raise errors.bad_request(f"{bad}: illegal base64 data at input byte {at}")
-    data = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    # Go's encoding/json reads invalid UTF-8 in a string as U+FFFD, and refuses nesting past its maximum
+    # depth (scanner.go pushParseState: "invalid character '[' exceeded max depth"); Python's decoder stops
+    # sooner, at its recursion limit, and is answered in those words (naming the outermost bracket).
+    text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("utf-8", "replace")
     try:
-        decoded = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+        decoded = json.loads(text)
+    except RecursionError:
+        raise errors.bad_request(f"{bad}: invalid character {text.lstrip()[:1]!r} exceeded max depth") from None
+    except ValueError as exc:
         position = exc.pos if isinstance(exc, json.JSONDecodeError) else 0
-        text = data.decode("utf-8", "replace")
         if position >= len(text.rstrip()) or str(exc).startswith("Unterminated"):
             raise errors.bad_request(f"{bad}: unexpected end of JSON input") from None
         raise errors.bad_request(

@@ -160,7 +160,8 @@ def _token(value: Any) -> str:
     (_token({"v": "meta.k8s.io/v1", "rv": 0, "start": "x" * 5000}),
      "incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
     (_token({"v": "meta.k8s.io/v1", "rv": 3, "start": ""}), "encoded start key empty (version meta.k8s.io/v1)"),
-], ids=["alphabet", "padding", "truncated", "array", "rv-type", "rv-zero", "no-start"])
+    (base64.urlsafe_b64encode(b"[" * 20000).decode().rstrip("="), "invalid character '[' exceeded max depth"),
+], ids=["alphabet", "padding", "truncated", "array", "rv-type", "rv-zero", "no-start", "deep"])
 def test_a_bad_continue_token_is_a_400_that_names_the_fault_not_the_token(
     sandbox: Sandbox, token: str, reason: str
 ) -> None:

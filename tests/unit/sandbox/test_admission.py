@@ -217,3 +217,32 @@ def test_a_policy_s_validations_share_the_runtime_budget() -> None:
     shared = {"name": "found", "expression": each["expression"]}
     uses = [{"expression": "variables.found"}] * 16
     assert refused(admission([rule(["pods"])], variables=[shared], validations=uses), attrs) is None
+
+
+@pytest.mark.timeout(30)
+def test_a_variable_no_validation_uses_is_never_run_or_priced() -> None:
+    # Each variable doubles the last ([v, v] shares v): 2**48 elements to walk if it ran and were sized.
+    # Upstream composition evaluates a variable only where it is first used, so these cost nothing.
+    chain = [{"name": "v0", "expression": "[object, object]"}]
+    chain += [{"name": f"v{i}", "expression": f"[variables.v{i - 1}, variables.v{i - 1}]"} for i in range(1, 48)]
+    used = {"name": "used", "expression": "object.metadata.name"}
+    adm = admission([rule(["pods"])], variables=[*chain, used],
+                    validations=[{"expression": "variables.used == 'q'",
+                                  "messageExpression": "'not q: ' + variables.used"}])
+    assert refused(adm, write("pods")) == (
+        "pods \"p\" is forbidden: ValidatingAdmissionPolicy 'pol' with binding 'bind' denied request: not q: p")
+
+
+def test_match_conditions_share_their_own_smaller_budget() -> None:
+    # 640,000 each (as above): four pass RuntimeCELCostBudgetMatchConditions (2,500,000), three do not; a
+    # false condition does not spare the others (ForInput runs them all before the matcher reads them).
+    pod = {**POD, "metadata": {**POD["metadata"], "annotations": {"a": "x" * 8000}}}
+    each = {"name": "c", "expression": "object.metadata.annotations.a.contains(object.metadata.annotations.a)"}
+    attrs = Attributes("CREATE", BY_PLURAL["pods"], "", "ns", "p", pod, None, UserInfo("u"))
+    assert refused(admission([rule(["pods"])], matchConditions=[each] * 3), attrs) is not None  # applies: refused
+    never = {"name": "never", "expression": "false"}
+    message = refused(admission([rule(["pods"])], matchConditions=[never, *[each] * 4]), attrs)
+    assert message is not None and message.endswith(
+        "denied request: validation failed due to running out of cost budget, no further validation rules will be run")
+    assert refused(admission([rule(["pods"])], matchConditions=[never, *[each] * 4], failure="Ignore"), attrs) is None
+    assert refused(admission([rule(["pods"])], matchConditions=[never, *[each] * 3]), attrs) is None
