@@ -286,7 +286,9 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
     if name == "@in" and len(sizes) == 2:
         return max(1, second), SCALAR
     if name == "matches" and len(sizes) == 2:
-        return max(1, _mul(_tenth(first), _tenth(second, _REGEX))), SCALAR
+        # checker/cost.go MatchesString: (size of the string + 1) x 0.1 times the pattern's length x 0.25, so
+        # an empty string still pays for compiling the pattern (cel-cpp compiles it on every call).
+        return max(1, _mul(_tenth(_add(first, 1)), _tenth(second, _REGEX))), SCALAR
     if name in ("contains", "indexOf", "lastIndexOf") and len(sizes) >= 2 and member:
         return max(1, _mul(_tenth(first), max(1, _tenth(second)))), SCALAR
     if name in ("startsWith", "endsWith", "charAt", "size") or name.startswith("is"):
