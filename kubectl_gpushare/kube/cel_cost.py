@@ -300,8 +300,8 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         replacement = sizes[2].length
         length = _add(first, _mul(_add(first, 1), replacement))
         return max(1, _tenth(_add(first, length))), Size(length)
-    if name == "split" and member:
-        return max(1, _tenth(first)), Size(_add(first, 1), Size(first))
+    if name == "split" and member:  # library/cost.go: the traversal plus the construction of the result
+        return max(1, _tenth(first, 2 * _TRAVERSAL)), Size(_add(first, 1), Size(first))
     if name == "join" and member:
         element = sizes[0].element().length
         separator = second if len(sizes) > 1 else 0
