@@ -291,6 +291,9 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         return max(1, _mul(_tenth(_add(first, 1)), _tenth(second, _REGEX))), SCALAR
     if name in ("contains", "indexOf", "lastIndexOf") and len(sizes) >= 2 and member:
         return max(1, _mul(_tenth(first), max(1, _tenth(second)))), SCALAR
+    if name in ("quantity", "isQuantity", "semver", "isSemver") and sizes:
+        # library/cost.go prices quantity parsing as a traversal of the text; semver parses the same way here.
+        return max(1, _tenth(first)), Size(first)
     if name in ("startsWith", "endsWith", "charAt", "size") or name.startswith("is"):
         return max(1, _tenth(second if name in ("startsWith", "endsWith") else 0)), SCALAR
     if name in ("lowerAscii", "upperAscii", "trim", "reverse", "substring") and member:

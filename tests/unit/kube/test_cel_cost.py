@@ -96,3 +96,9 @@ def test_matching_an_empty_string_still_pays_for_the_pattern() -> None:
 def test_split_pays_for_the_list_it_builds_as_upstream() -> None:
     # library/cost.go "split": 2 x 0.1 of the string's size (a 2.6-million-character split took 170 MB).
     assert cost(f'"{"x" * 1000}".split(",").size() > 0') >= 200
+
+
+@pytest.mark.parametrize("function", ["quantity", "isQuantity", "semver", "isSemver"])
+def test_parsing_a_quantity_or_version_pays_for_its_text(function: str) -> None:
+    # library/cost.go "quantity", "isQuantity": 0.1 x the text's size (it was 1 whatever the length).
+    assert cost(f'{function}("{"1" * 8000}") == {function}("1")') >= 800
