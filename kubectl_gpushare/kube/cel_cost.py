@@ -316,7 +316,9 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         return max(1, _tenth(_add(first, length))), Size(length)
     if name == "strings.quote" and sizes:
         return max(1, _tenth(first)), Size(_add(_mul(first, 6), 2))  # \uXXXX at worst, and the quotes
-    if name in ("string", "bytes") and len(sizes) == 1:
+    if name == "bytes" and len(sizes) == 1:  # checker/cost.go StringToBytes: up to 4 bytes a character
+        return max(1, _tenth(first)), Size(max(_mul(first, 4), _SCALAR_TEXT))
+    if name == "string" and len(sizes) == 1:
         return max(1, _tenth(first)), Size(max(first, _SCALAR_TEXT))
     if name in ("dyn", "optional.of", "optional.ofNonZeroValue", "value", "orValue") and sizes:
         result = sizes[0]

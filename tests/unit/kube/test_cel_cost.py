@@ -102,3 +102,8 @@ def test_split_pays_for_the_list_it_builds_as_upstream() -> None:
 def test_parsing_a_quantity_or_version_pays_for_its_text(function: str) -> None:
     # library/cost.go "quantity", "isQuantity": 0.1 x the text's size (it was 1 whatever the length).
     assert cost(f'{function}("{"1" * 8000}") == {function}("1")') >= 800
+
+
+def test_bytes_of_a_string_may_be_four_times_its_length() -> None:
+    # checker/cost.go StringToBytes: a character is up to 4 bytes in UTF-8; the concatenation pays 0.1 of those.
+    assert cost(f'bytes("{"x" * 1000}") + bytes("{"x" * 1000}") == b""') >= 800
