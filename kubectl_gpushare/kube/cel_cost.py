@@ -294,7 +294,13 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
     if name in ("quantity", "isQuantity", "semver", "isSemver") and sizes:
         # library/cost.go prices quantity parsing as a traversal of the text; semver parses the same way here.
         return max(1, _tenth(first)), Size(first)
-    if name in ("startsWith", "endsWith", "charAt", "size") or name.startswith("is"):
+    if name in ("size", "charAt") and sizes:
+        # Beyond cel-go (1): cel-cpp counts and indexes a string by code point, a scan of it (5,000 size()
+        # calls on a 2.6-million-character string took 2.4 s at an estimate of 489,000). A list's or map's
+        # size is stored.
+        scanned = sizes[0].entry is None and not sizes[0].fields
+        return max(1, _tenth(first) if scanned else 1), SCALAR
+    if name in ("startsWith", "endsWith") or name.startswith("is"):
         return max(1, _tenth(second if name in ("startsWith", "endsWith") else 0)), SCALAR
     if name in ("lowerAscii", "upperAscii", "trim", "reverse", "substring") and member:
         return max(1, _tenth(first)), Size(first)
