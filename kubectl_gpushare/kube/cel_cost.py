@@ -255,6 +255,15 @@ def _constant_string(expr: syntax_pb2.Expr) -> str | None:
     return None
 
 
+def _volume(size: Size) -> int:
+    """How much a comparison may traverse: every character, element and entry a value holds."""
+    if size.fields:
+        return _add(*(_volume(value) for value in size.fields.values()))
+    if size.entry is None:
+        return size.length
+    return _mul(size.length, _add(_volume(size.entry), _volume(size.key) if size.key is not None else 0))
+
+
 def _text(size: Size) -> int:
     """The longest text a value prints as (``format``'s ``%s``): its elements' texts, with separators."""
     if size.fields:  # an object prints each field as name: value
@@ -276,15 +285,19 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         result = Size(_add(first, second), _union(sizes[0].entry, sizes[1].entry), _union(sizes[0].key, sizes[1].key))
         return max(1, _tenth(result.length)), result
     if name in ("_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_") and len(sizes) == 2:
-        return max(1, _tenth(min(first, second))), SCALAR
+        # Beyond cel-go (a tenth of the smaller length): lists and maps compare element by element, so the
+        # smaller side's every string counts (100-element lists of 330,000-character strings compared 5,000
+        # times took 2.4 s at an estimate of 272,000).
+        return max(1, _tenth(min(_volume(sizes[0]), _volume(sizes[1])))), SCALAR
     if name in ("_[_]", "_[?_]") and len(sizes) == 2:
         key = _constant_string(args[1])
         return 1, _field(sizes[0], key) if key is not None and sizes[0].fields else sizes[0].element()
     if name == "_?._" and len(sizes) == 2:
         key = _constant_string(args[1])
         return 1, _field(sizes[0], key) if key is not None else sizes[0].element()
-    if name == "@in" and len(sizes) == 2:
-        return max(1, second), SCALAR
+    if name == "@in" and len(sizes) == 2:  # checker/cost.go InList: 1 an element; each compares as == does
+        compare = max(1, _tenth(min(_volume(sizes[0]), _volume(sizes[1].key or sizes[1].element()))))
+        return max(1, _mul(second, compare)), SCALAR
     if name == "matches" and len(sizes) == 2:
         # checker/cost.go MatchesString: (size of the string + 1) x 0.1 times the pattern's length x 0.25, so
         # an empty string still pays for compiling the pattern (cel-cpp compiles it on every call).
