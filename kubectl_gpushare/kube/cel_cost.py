@@ -113,16 +113,27 @@ def _map(entries: int, key: Size, value: Size) -> Size:
     return Size(entries, entry=value, key=key)
 
 
-DEVICE: Final = Size(4, fields={
-    "driver": Size(dra.MAX_DRIVER_LENGTH),
-    "attributes": _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_DOMAIN),
-                       _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID),
-                            Size(dra.MAX_ATTRIBUTE_VALUE_LENGTH))),
-    "capacity": _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_DOMAIN),
-                     _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID), SCALAR)),
-    "allowMultipleAllocations": SCALAR,
-})
-"""The declared ``device`` variable (dynamic-resource-allocation ``cel/compile.go``: ``deviceType``)."""
+def device(literal_domains: int = 0) -> Size:
+    """The declared ``device`` variable (dynamic-resource-allocation ``cel/compile.go``: ``deviceType``).
+
+    ``literal_domains`` more domains (of up to 253 characters) in the attribute and capacity maps: the
+    allocator adds each domain a selector spells as a string literal as an empty map (`cel.selector_domains`),
+    and a comprehension over the maps iterates those too.
+    """
+    domains = dra.MAX_ATTRIBUTES_AND_CAPACITIES + literal_domains
+    domain = Size(253 if literal_domains else dra.MAX_QUALIFIED_DOMAIN)
+    return Size(4, fields={
+        "driver": Size(dra.MAX_DRIVER_LENGTH),
+        "attributes": _map(domains, domain, _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID),
+                                                 Size(dra.MAX_ATTRIBUTE_VALUE_LENGTH))),
+        "capacity": _map(domains, domain, _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID),
+                                               SCALAR)),
+        "allowMultipleAllocations": SCALAR,
+    })
+
+
+DEVICE: Final = device()
+"""The declared ``device`` variable with no literal domains added."""
 
 _Estimate = tuple[int, Size]
 _Scope = Mapping[str, Size]

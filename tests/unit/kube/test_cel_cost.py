@@ -123,3 +123,15 @@ def test_comparing_lists_pays_for_every_string_they_hold(comparison: str) -> Non
     selector = f'cel.bind(s, "{"x" * 1000}", cel.bind(l, [{copies}], "{"x" * 5000}".split("").all(i, {comparison})))'
     assert cost(selector) > 1_000_000
     assert cost(f'"A100" in ["T4", "A100"] && device.attributes["{DRIVER}"].model == "A100"') < 100
+
+
+def test_a_selectors_literal_domains_count_among_the_maps_it_iterates() -> None:
+    # The allocator adds each quoted domain as an empty map (cel.selector_domains): 600 of them made three
+    # nested comprehensions over device.attributes iterate 632**3 times, estimated as 32**3.
+    domains = [f"{a}{b}" for a in "abcdefghijklmnopqrstuvwxyz" for b in "abcdefghijklmnopqrstuvwxyz"][:600]
+    nested = "device.attributes.all(a, device.attributes.all(b, device.attributes.all(c, true)))"
+    selector = f"[{', '.join(map(repr, domains))}].size() > 0 && {nested}"
+    assert cost(selector) < 1_000_000 and len(cel.selector_domains(selector)) == 600
+    with pytest.raises(cel.CelCostError):
+        cel.compile_selector(selector)
+    assert cel.compile_selector(f'"{DRIVER}" in device.attributes && {nested}').source.endswith(nested)
