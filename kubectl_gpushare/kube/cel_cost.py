@@ -202,6 +202,11 @@ class _Walker:
                 key_cost, key_size = self.walk(entry.map_key, scope)
                 cost = _add(cost, key_cost)
                 key = _union(key, key_size)
+        if struct.message_name:
+            # A well-known type becomes the value it wraps (cel-spec's protobuf conversions):
+            # google.protobuf.ListValue{values: l} is the list l, Struct{fields: m} the map m, Value and the
+            # wrappers their one field; so a message is as large as its largest field.
+            return cost, value or Size(0)
         return cost, Size(len(struct.entries), value or Size(0), key or Size(0))
 
     def _comprehension(self, comp: syntax_pb2.Expr.Comprehension, scope: _Scope) -> _Estimate:

@@ -135,3 +135,11 @@ def test_a_selectors_literal_domains_count_among_the_maps_it_iterates() -> None:
     with pytest.raises(cel.CelCostError):
         cel.compile_selector(selector)
     assert cel.compile_selector(f'"{DRIVER}" in device.attributes && {nested}').source.endswith(nested)
+
+
+def test_a_well_known_message_is_as_large_as_the_value_it_wraps() -> None:
+    # google.protobuf.ListValue{values: l} evaluates to the list l: it was taken as one element long.
+    items = f'"{"x" * 3000}".split("")'
+    wrapped = f"google.protobuf.ListValue{{values: {items}}}"
+    assert cost(f'{wrapped}.all(i, {wrapped}.all(j, i == j))') > 1_000_000
+    assert cel.compile_expression(f"{wrapped}.size() == 3000", ("device",)).evaluate({}) is True
