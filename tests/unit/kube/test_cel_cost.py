@@ -143,3 +143,13 @@ def test_a_well_known_message_is_as_large_as_the_value_it_wraps() -> None:
     wrapped = f"google.protobuf.ListValue{{values: {items}}}"
     assert cost(f'{wrapped}.all(i, {wrapped}.all(j, i == j))') > 1_000_000
     assert cel.compile_expression(f"{wrapped}.size() == 3000", ("device",)).evaluate({}) is True
+
+
+CONVERSIONS = ["int(s) == 0", "double(s) == 0.0", 'timestamp(s) == timestamp("2024-01-01T00:00:00Z")',
+               'duration(s) == duration("1s")']
+
+
+@pytest.mark.parametrize("conversion", CONVERSIONS)
+def test_converting_a_string_pays_for_parsing_it(conversion: str) -> None:
+    # 5,000 int() calls on a 1.3-million-digit string took 11.7 s in cel-cpp at an estimate of 293,000.
+    assert cost(f'cel.bind(s, "{"0" * 5000}", s.split("").all(i, {conversion}))') > 1_000_000
