@@ -38,6 +38,7 @@ hundreds, far below the limit.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -290,6 +291,23 @@ def _text(size: Size) -> int:
     return _add(2, _mul(size.length, each))
 
 
+_VERB = re.compile(r"%(?:\.(\d+))?([a-zA-Z%])")
+_NUMBER_TEXT: Final = 320  # cel-cpp's %d or %f of the largest double: 309 digits, a sign, a point, 6 decimals
+_MAX_PRECISION: Final = 1000  # cel-cpp refuses a larger precision ("precision specifier exceeds maximum")
+
+
+def _formatted(pattern: str | None, length: int, element: Size) -> int:
+    """The most text ``format``'s verbs print.
+
+    A number up to `_NUMBER_TEXT` plus its precision, ``%x`` of a string twice its length, ``%s`` its
+    `_text`. A pattern not known until run time (``None``) may be all verbs of the largest precision.
+    """
+    each = max(_mul(_text(element), 2), _NUMBER_TEXT)
+    if pattern is None:
+        return _mul(length // 2 + 1, _add(each, _MAX_PRECISION))
+    return _add(*(_add(each, int(precision or 0)) for precision, verb in _VERB.findall(pattern) if verb != "%"))
+
+
 def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member: bool) -> _Estimate:
     """Cost of the call itself (arguments excluded) and its result's size.
 
@@ -346,8 +364,7 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         length = _add(_mul(first, element), _mul(first, separator))
         return max(1, _tenth(length)), Size(length)
     if name == "format" and member and len(sizes) == 2:
-        verbs = first // 2 + 1  # each verb is at least two characters (%s)
-        length = _add(first, _mul(verbs, _text(sizes[1].element())))
+        length = _add(first, _formatted(_constant_string(args[0]) if args else None, first, sizes[1].element()))
         return max(1, _tenth(_add(first, length))), Size(length)
     if name == "strings.quote" and sizes:
         return max(1, _tenth(first)), Size(_add(_mul(first, 6), 2))  # \uXXXX at worst, and the quotes

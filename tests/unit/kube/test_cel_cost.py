@@ -153,3 +153,12 @@ CONVERSIONS = ["int(s) == 0", "double(s) == 0.0", 'timestamp(s) == timestamp("20
 def test_converting_a_string_pays_for_parsing_it(conversion: str) -> None:
     # 5,000 int() calls on a 1.3-million-digit string took 11.7 s in cel-cpp at an estimate of 293,000.
     assert cost(f'cel.bind(s, "{"0" * 5000}", s.split("").all(i, {conversion}))') > 1_000_000
+
+
+def test_format_bounds_every_verb_by_the_longest_number_it_prints() -> None:
+    # cel-cpp prints %.1000f of 1.8e308 as 1,310 characters and %x of a string at twice its length.
+    text = '"%.1000f".format([1.7976931348623157e308])'
+    assert cel.compile_expression(f"{text}.size()", ("device",)).evaluate({}) == 1310
+    assert cost(f'cel.bind(t, {text}, t + t == "")') >= 262
+    assert cost(f'cel.bind(t, "%x".format(["{"x" * 1000}"]), t + t == "")') >= 400
+    assert cost('cel.bind(p, "%" + ".1000f", cel.bind(t, p.format([1.0]), t + t == ""))') >= 262
