@@ -28,11 +28,20 @@ serializes; the protos are vendored in `kube._api`) and follows those rules wher
 Conservative (refuses a little more than upstream), where exact parity would need cel-go's estimator
 with the declared types: variables here are ``dyn``, so list concatenation is priced like string
 concatenation (upstream: 1); ``replace`` assumes the worst replacement (an empty pattern); ``format``
-assumes every verb prints the largest element; a function this module does not know returns at most
-the sum of its inputs' sizes; a size that cannot be known (a field ``device`` does not declare) is
-unbounded, as cel-go's unknown size is. Ordinary selectors (driver and attribute comparisons, capacity
-``compareTo``, semver, ``cel.bind`` of small values, comprehensions over the attribute maps) cost
-hundreds, far below the limit.
+(unpriced upstream) bounds each verb by the longest number or twice the longest element it prints; a
+function this module does not know returns at most the sum of its inputs' sizes; a size that cannot be
+known (a field ``device`` does not declare) is unbounded, as cel-go's unknown size is.
+
+Beyond upstream, where cel-cpp (which runs the selectors here) does work upstream prices at 1, each
+found by evaluating a selector estimated under the limit for seconds: ``size()`` and ``charAt()`` of a
+string scan it (cel-cpp counts code points); a comparison or ``in`` pays for every string the lists or
+maps hold, not their length; any other function pays a traversal of its string inputs (``int()``,
+``timestamp()``, ... parse them); a well-known message (``google.protobuf.ListValue{values: l}``) is
+as large as the value it wraps; ``device.attributes`` and ``device.capacity`` also hold the domains a
+selector quotes (the allocator adds them, `cel.selector_domains`).
+
+Ordinary selectors (driver and attribute comparisons, capacity ``compareTo``, semver, ``cel.bind`` of
+small values, comprehensions over the attribute maps) cost hundreds to thousands, far below the limit.
 """
 
 from __future__ import annotations
