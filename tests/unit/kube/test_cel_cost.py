@@ -34,7 +34,8 @@ def cost(source: str) -> int:
 
 @pytest.mark.parametrize("selector", ORDINARY)
 def test_ordinary_selectors_cost_far_below_the_limit_and_compile(selector: str) -> None:
-    assert 0 < cost(selector) < 30_000  # the most: a pattern matched against each of 32 x 32 attribute names
+    # The most (about 83,000): a pattern compiled and matched for each of 32 x 32 attribute names.
+    assert 0 < cost(selector) < 100_000
     assert cel.compile_selector(selector).source == selector
 
 
@@ -172,9 +173,15 @@ def test_a_pattern_pays_for_the_program_re2_compiles_not_its_length(pattern: str
     # cel-cpp compiles the pattern on every call: \pL alone took 3.2 ms, so 1,000 calls took 3.2 s at an
     # estimate of about 5,000.
     assert cost(f'"{"x" * 999}".split("").all(i, i.matches("{pattern}"))') > 1_000_000
-    assert cost(f'device.attributes["{DRIVER}"].model.matches("^A[0-9]+(-SXM)?$")') < 100
+    assert cost(f'device.attributes["{DRIVER}"].model.matches("^A[0-9]+(-SXM)?$")') < 500
 
 
 def test_a_pattern_built_at_run_time_may_be_the_largest_program() -> None:
     assert cost('device.driver.matches(device.driver + "x")') >= 500_000
     assert cost('device.attributes.all(d, device.driver.matches(d))') > 1_000_000
+
+
+@pytest.mark.parametrize("pattern", ["a{1000}", "[[:alpha:]]{1000}", r"\\x{1F600}{1000}", r"\\Qab\\E{1000}", "é{1000}"])
+def test_a_repeated_literal_pays_for_each_copy_re2_compiles(pattern: str) -> None:
+    # a{1000} took 0.3 ms to compile: about 1 us a unit before literals weighed a unit per 4 bytes.
+    assert cost(f'"".matches("{pattern}")') >= 1000
