@@ -33,15 +33,18 @@ function this module does not know returns at most the sum of its inputs' sizes;
 known (a field ``device`` does not declare) is unbounded, as cel-go's unknown size is.
 
 Beyond upstream, where cel-cpp (which runs the selectors here) does work upstream prices at 1, each
-found by evaluating a selector estimated under the limit for seconds: ``size()`` and ``charAt()`` of a
-string scan it (cel-cpp counts code points); a comparison or ``in`` pays for every string the lists or
-maps hold, not their length; any other function pays a traversal of its string inputs (``int()``,
+found by evaluating a selector estimated under the limit for seconds: ``matches`` weighs its pattern by
+the program RE2 compiles on every call (a Unicode class alone takes 3 ms), not its length, and a pattern
+built at run time as the largest program; ``size()`` and ``charAt()`` of a string scan it (cel-cpp
+counts code points); a comparison or ``in`` pays for every string the lists or maps hold, not their
+length; any other function pays a traversal of its string inputs (``int()``,
 ``timestamp()``, ... parse them); a well-known message (``google.protobuf.ListValue{values: l}``) is
 as large as the value it wraps; ``device.attributes`` and ``device.capacity`` also hold the domains a
 selector quotes (the allocator adds them, `cel.selector_domains`).
 
 Ordinary selectors (driver and attribute comparisons, capacity ``compareTo``, semver, ``cel.bind`` of
-small values, comprehensions over the attribute maps) cost hundreds to thousands, far below the limit.
+small values, comprehensions over the attribute maps) cost hundreds to thousands, far below the limit;
+the most in the tests, a pattern matched against every attribute name, about 83,000.
 """
 
 from __future__ import annotations
