@@ -135,10 +135,13 @@ def device(literal_domains: int = 0) -> Size:
     """
     domains = dra.MAX_ATTRIBUTES_AND_CAPACITIES + literal_domains
     domain = Size(253 if literal_domains else dra.MAX_QUALIFIED_DOMAIN)
+    # A value is a string of up to 64 characters or a list of up to 48 of them (`dra_objects` checks both).
+    text = dra.MAX_ATTRIBUTE_VALUE_LENGTH
+    value = Size(max(text, dra.MAX_ATTRIBUTE_VALUES), entry=Size(text))
     return Size(4, fields={
         "driver": Size(dra.MAX_DRIVER_LENGTH),
         "attributes": _map(domains, domain, _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID),
-                                                 Size(dra.MAX_ATTRIBUTE_VALUE_LENGTH))),
+                                                 value)),
         "capacity": _map(domains, domain, _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID),
                                                SCALAR)),
         "allowMultipleAllocations": SCALAR,

@@ -185,3 +185,10 @@ def test_a_pattern_built_at_run_time_may_be_the_largest_program() -> None:
 def test_a_repeated_literal_pays_for_each_copy_re2_compiles(pattern: str) -> None:
     # a{1000} took 0.3 ms to compile: about 1 us a unit before literals weighed a unit per 4 bytes.
     assert cost(f'"".matches("{pattern}")') >= 1000
+
+
+def test_a_list_attributes_items_are_bounded_like_string_attributes() -> None:
+    # dra_objects refuses a list attribute of more than 48 items or an item over 64 characters.
+    tags = f'device.attributes["{DRIVER}"].tags'
+    assert cost(f'{tags}.exists(t, t.size() > 3 && t.matches("^gpu-[0-9]+$"))') < 20_000
+    assert cel.compile_selector(f'"{DRIVER}" in device.attributes && {tags}.exists(t, t.size() > 3)')
