@@ -29,6 +29,7 @@ does not need); `available` says whether it is installed.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -260,6 +261,24 @@ def compile_expression(source: str, variables: tuple[str, ...]) -> Expression:
 SELECTOR_VARIABLES: Final = ("device",)
 """The variables of a DRA device selector (dynamic-resource-allocation ``cel/compile.go``)."""
 
+_STRING_LITERAL: Final = re.compile(r'"((?:[^"\\\n]|\\.){1,253})"|\'((?:[^\'\\\n]|\\.){1,253})\'')
+
+
+@functools.lru_cache(maxsize=1024)
+def selector_domains(source: str) -> frozenset[str]:
+    """The domains a selector spells as string literals (anything quoted that is a DNS subdomain).
+
+    Upstream's ``device.attributes`` and ``device.capacity`` answer an unknown domain with an empty map
+    (``newStringInterfaceMapWithDefault``); CEL maps here are plain values, so the allocator adds these
+    domains as empty maps, and the cost bound counts them among the maps' entries.
+    """
+    found = set()
+    for match in _STRING_LITERAL.finditer(source):
+        text = match.group(1) or match.group(2) or ""
+        if dra_objects.valid_dns_subdomain(text):
+            found.add(text)
+    return frozenset(found)
+
 
 @functools.lru_cache(maxsize=1024)
 def compile_selector(source: str) -> Expression:
@@ -272,7 +291,8 @@ def compile_selector(source: str) -> Expression:
     from kubectl_gpushare.kube import cel_cost
 
     expression = compile_expression(source, SELECTOR_VARIABLES)
-    cost = cel_cost.worst_case_cost(expression.serialized(), {"device": cel_cost.DEVICE})
+    device = cel_cost.device(len(selector_domains(source)))
+    cost = cel_cost.worst_case_cost(expression.serialized(), {"device": device})
     if cost > cel_cost.MAX_COST:
         shown = "unbounded" if cost >= cel_cost.UNBOUNDED else str(cost)
         raise CelCostError(f"{cel_cost.TOO_COMPLEX} (worst-case cost {shown} > {cel_cost.MAX_COST})",

@@ -28,16 +28,29 @@ serializes; the protos are vendored in `kube._api`) and follows those rules wher
 Conservative (refuses a little more than upstream), where exact parity would need cel-go's estimator
 with the declared types: variables here are ``dyn``, so list concatenation is priced like string
 concatenation (upstream: 1); ``replace`` assumes the worst replacement (an empty pattern); ``format``
-assumes every verb prints the largest element; a function this module does not know returns at most
-the sum of its inputs' sizes; a size that cannot be known (a field ``device`` does not declare) is
-unbounded, as cel-go's unknown size is. Ordinary selectors (driver and attribute comparisons, capacity
-``compareTo``, semver, ``cel.bind`` of small values, comprehensions over the attribute maps) cost
-hundreds, far below the limit.
+(unpriced upstream) bounds each verb by the longest number or twice the longest element it prints; a
+function this module does not know returns at most the sum of its inputs' sizes; a size that cannot be
+known (a field ``device`` does not declare) is unbounded, as cel-go's unknown size is.
+
+Beyond upstream, where cel-cpp (which runs the selectors here) does work upstream prices at 1, each
+found by evaluating a selector estimated under the limit for seconds: ``matches`` weighs its pattern by
+the program RE2 compiles on every call (a Unicode class alone takes 3 ms), not its length, and a pattern
+built at run time as the largest program; ``size()`` and ``charAt()`` of a string scan it (cel-cpp
+counts code points); a comparison or ``in`` pays for every string the lists or maps hold, not their
+length; any other function pays a traversal of its string inputs (``int()``,
+``timestamp()``, ... parse them); a well-known message (``google.protobuf.ListValue{values: l}``) is
+as large as the value it wraps; ``device.attributes`` and ``device.capacity`` also hold the domains a
+selector quotes (the allocator adds them, `cel.selector_domains`).
+
+Ordinary selectors (driver and attribute comparisons, capacity ``compareTo``, semver, ``cel.bind`` of
+small values, comprehensions over the attribute maps) cost hundreds to thousands, far below the limit;
+the most in the tests, a pattern matched against every attribute name, about 83,000.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -113,16 +126,30 @@ def _map(entries: int, key: Size, value: Size) -> Size:
     return Size(entries, entry=value, key=key)
 
 
-DEVICE: Final = Size(4, fields={
-    "driver": Size(dra.MAX_DRIVER_LENGTH),
-    "attributes": _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_DOMAIN),
-                       _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID),
-                            Size(dra.MAX_ATTRIBUTE_VALUE_LENGTH))),
-    "capacity": _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_DOMAIN),
-                     _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID), SCALAR)),
-    "allowMultipleAllocations": SCALAR,
-})
-"""The declared ``device`` variable (dynamic-resource-allocation ``cel/compile.go``: ``deviceType``)."""
+def device(literal_domains: int = 0) -> Size:
+    """The declared ``device`` variable (dynamic-resource-allocation ``cel/compile.go``: ``deviceType``).
+
+    ``literal_domains`` more domains (of up to 253 characters) in the attribute and capacity maps: the
+    allocator adds each domain a selector spells as a string literal as an empty map (`cel.selector_domains`),
+    and a comprehension over the maps iterates those too.
+    """
+    domains = dra.MAX_ATTRIBUTES_AND_CAPACITIES + literal_domains
+    domain = Size(253 if literal_domains else dra.MAX_QUALIFIED_DOMAIN)
+    # A value is a string of up to 64 characters or a list of up to 48 of them (`dra_objects` checks both).
+    text = dra.MAX_ATTRIBUTE_VALUE_LENGTH
+    value = Size(max(text, dra.MAX_ATTRIBUTE_VALUES), entry=Size(text))
+    return Size(4, fields={
+        "driver": Size(dra.MAX_DRIVER_LENGTH),
+        "attributes": _map(domains, domain, _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID),
+                                                 value)),
+        "capacity": _map(domains, domain, _map(dra.MAX_ATTRIBUTES_AND_CAPACITIES, Size(dra.MAX_QUALIFIED_ID),
+                                               SCALAR)),
+        "allowMultipleAllocations": SCALAR,
+    })
+
+
+DEVICE: Final = device()
+"""The declared ``device`` variable with no literal domains added."""
 
 _Estimate = tuple[int, Size]
 _Scope = Mapping[str, Size]
@@ -191,6 +218,11 @@ class _Walker:
                 key_cost, key_size = self.walk(entry.map_key, scope)
                 cost = _add(cost, key_cost)
                 key = _union(key, key_size)
+        if struct.message_name:
+            # A well-known type becomes the value it wraps (cel-spec's protobuf conversions):
+            # google.protobuf.ListValue{values: l} is the list l, Struct{fields: m} the map m, Value and the
+            # wrappers their one field; so a message is as large as its largest field.
+            return cost, value or Size(0)
         return cost, Size(len(struct.entries), value or Size(0), key or Size(0))
 
     def _comprehension(self, comp: syntax_pb2.Expr.Comprehension, scope: _Scope) -> _Estimate:
@@ -255,6 +287,15 @@ def _constant_string(expr: syntax_pb2.Expr) -> str | None:
     return None
 
 
+def _volume(size: Size) -> int:
+    """How much a comparison may traverse: every character, element and entry a value holds."""
+    if size.fields:
+        return _add(*(_volume(value) for value in size.fields.values()))
+    if size.entry is None:
+        return size.length
+    return _mul(size.length, _add(_volume(size.entry), _volume(size.key) if size.key is not None else 0))
+
+
 def _text(size: Size) -> int:
     """The longest text a value prints as (``format``'s ``%s``): its elements' texts, with separators."""
     if size.fields:  # an object prints each field as name: value
@@ -263,6 +304,112 @@ def _text(size: Size) -> int:
         return max(size.length, _SCALAR_TEXT)
     each = _add(_text(size.entry), _text(size.key) if size.key is not None else 0, 4)
     return _add(2, _mul(size.length, each))
+
+
+# RE2 compile times in cel-cpp (1,000 compilations each), so that a unit (0.25 of a weight) is at most
+# about half a microsecond: a literal byte about 1.1 us per 4, ., \S or [^a] about 4 us, \pL 3.2 ms.
+_BYTE: Final = 4
+_CLASS: Final = 64
+_UNICODE_CLASS: Final = 12_000
+_CASE_FOLD: Final = 32  # (?i)k: 50 us against 2.6 us for k
+_MAX_REPEAT: Final = 1000  # RE2 refuses a larger counted repetition
+_DYNAMIC_PATTERN: Final = 2_000_000  # a pattern built at run time may be the largest program RE2 compiles (~1 s)
+_REPEAT = re.compile(r"\{(\d+)(,(\d*))?\}")
+_PERL_CLASSES: Final = frozenset("dDwWsS")
+
+
+def _escape(pattern: str, i: int) -> tuple[int, int]:
+    r"""The weight of the escape at ``pattern[i]`` (a backslash) and the index after it."""
+    escaped = pattern[i + 1:i + 2]
+    if escaped in ("p", "P"):  # \pL or \p{Greek}
+        end = pattern.find("}", i) + 1 if pattern[i + 2:i + 3] == "{" else i + 3
+        return _UNICODE_CLASS, end if end > i else len(pattern)
+    if escaped == "x" and pattern[i + 2:i + 3] == "{":  # \x{10FFFF}: one character of up to 4 bytes
+        end = pattern.find("}", i) + 1
+        return 4 * _BYTE, end if end > i else len(pattern)
+    if escaped == "Q":  # \Q...\E: literal text
+        end = pattern.find("\\E", i + 2)
+        end = len(pattern) if end < 0 else end
+        return _mul(_BYTE, len(pattern[i + 2:end].encode())), end + 2
+    return (_CLASS if escaped in _PERL_CLASSES else _BYTE), i + 2
+
+
+def _bracket(pattern: str, i: int) -> tuple[int, int]:
+    """The weight of the bracket class at ``pattern[i]`` and the index after it."""
+    end = i + 1 + (pattern[i + 1:i + 2] == "^")
+    end += pattern[end:end + 1] == "]"
+    unicode_classes = 0
+    while end < len(pattern) and pattern[end] != "]":
+        if pattern[end] == "\\":
+            unicode_classes += pattern[end + 1:end + 2] in ("p", "P")
+            end += 2
+        elif pattern.startswith("[:", end):  # [[:alpha:]]
+            close = pattern.find(":]", end + 2)
+            end = close + 2 if close >= 0 else end + 1
+        else:
+            end += 1
+    return _add(_CLASS, _mul(_UNICODE_CLASS, unicode_classes)), end + 1
+
+
+def _pattern_weight(pattern: str) -> int:
+    r"""A regular expression's compile cost in literal characters: RE2 compiles to UTF-8 byte programs.
+
+    Each atom weighs `_BYTE` a byte (a literal, ``|``, a quantifier), `_CLASS` (``.``, ``\w``, a bracket
+    class) or `_UNICODE_CLASS` (each ``\p``/``\P`` class); a group the sum of its atoms; a counted
+    repetition multiplies what it repeats; case folding multiplies everything. An upper bound measured in
+    cel-cpp, not a parser: a malformed pattern only weighs more, and RE2 refuses it anyway.
+    """
+    fold = _CASE_FOLD if re.search(r"\(\?[a-zA-Z-]*i", pattern) else 1
+    groups = [[0, 0]]  # per open group: [total weight, weight of the last atom]
+
+    def atom(weight: int) -> None:
+        groups[-1][0] = _add(groups[-1][0], _mul(weight, fold))
+        groups[-1][1] = _mul(weight, fold)
+
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            weight, i = _escape(pattern, i)
+            atom(weight)
+        elif c == "[":
+            weight, i = _bracket(pattern, i)
+            atom(weight)
+        elif c == "(":
+            groups.append([0, 0])
+            i += 1
+        elif c == ")":
+            total = groups.pop()[0] if len(groups) > 1 else 0
+            atom(max(1, total // fold))
+            i += 1
+        elif c == "{" and (repeat := _REPEAT.match(pattern, i)):
+            low, comma, high = repeat.groups()
+            times = min(_MAX_REPEAT, max(int(low), int(high) if high else int(low) + (1 if comma else 0)))
+            last = groups[-1][1]
+            groups[-1][0] = _add(groups[-1][0], _mul(last, max(0, times - 1)))
+            groups[-1][1] = _mul(last, times)
+            i = repeat.end()
+        else:
+            atom(_CLASS if c == "." else _BYTE if c.isascii() else _mul(2 * _BYTE, len(c.encode())))  # é: 0.7 us
+            i += 1
+    return max(len(pattern), _add(*(total for total, _ in groups)))  # never below upstream's length
+
+
+_VERB = re.compile(r"%(?:\.(\d+))?([a-zA-Z%])")
+_NUMBER_TEXT: Final = 320  # cel-cpp's %d or %f of the largest double: 309 digits, a sign, a point, 6 decimals
+_MAX_PRECISION: Final = 1000  # cel-cpp refuses a larger precision ("precision specifier exceeds maximum")
+
+
+def _formatted(pattern: str | None, length: int, element: Size) -> int:
+    """The most text ``format``'s verbs print.
+
+    A number up to `_NUMBER_TEXT` plus its precision, ``%x`` of a string twice its length, ``%s`` its
+    `_text`. A pattern not known until run time (``None``) may be all verbs of the largest precision.
+    """
+    each = max(_mul(_text(element), 2), _NUMBER_TEXT)
+    if pattern is None:
+        return _mul(length // 2 + 1, _add(each, _MAX_PRECISION))
+    return _add(*(_add(each, int(precision or 0)) for precision, verb in _VERB.findall(pattern) if verb != "%"))
 
 
 def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member: bool) -> _Estimate:
@@ -276,20 +423,38 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         result = Size(_add(first, second), _union(sizes[0].entry, sizes[1].entry), _union(sizes[0].key, sizes[1].key))
         return max(1, _tenth(result.length)), result
     if name in ("_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_") and len(sizes) == 2:
-        return max(1, _tenth(min(first, second))), SCALAR
+        # Beyond cel-go (a tenth of the smaller length): lists and maps compare element by element, so the
+        # smaller side's every string counts (100-element lists of 330,000-character strings compared 5,000
+        # times took 2.4 s at an estimate of 272,000).
+        return max(1, _tenth(min(_volume(sizes[0]), _volume(sizes[1])))), SCALAR
     if name in ("_[_]", "_[?_]") and len(sizes) == 2:
         key = _constant_string(args[1])
         return 1, _field(sizes[0], key) if key is not None and sizes[0].fields else sizes[0].element()
     if name == "_?._" and len(sizes) == 2:
         key = _constant_string(args[1])
         return 1, _field(sizes[0], key) if key is not None else sizes[0].element()
-    if name == "@in" and len(sizes) == 2:
-        return max(1, second), SCALAR
+    if name == "@in" and len(sizes) == 2:  # checker/cost.go InList: 1 an element; each compares as == does
+        compare = max(1, _tenth(min(_volume(sizes[0]), _volume(sizes[1].key or sizes[1].element()))))
+        return max(1, _mul(second, compare)), SCALAR
     if name == "matches" and len(sizes) == 2:
-        return max(1, _mul(_tenth(first), _tenth(second, _REGEX))), SCALAR
+        # checker/cost.go MatchesString: (size of the string + 1) x 0.1 times the pattern's length x 0.25, so
+        # an empty string still pays for compiling the pattern (cel-cpp compiles it on every call). Beyond
+        # cel-go, the length is the pattern's weight (`_pattern_weight`): RE2 compiles \pL in 3 ms.
+        pattern = _constant_string(args[-1]) if args else None
+        weight = _pattern_weight(pattern) if pattern is not None else max(second, _DYNAMIC_PATTERN)
+        return max(1, _mul(_tenth(_add(first, 1)), _tenth(weight, _REGEX))), SCALAR
     if name in ("contains", "indexOf", "lastIndexOf") and len(sizes) >= 2 and member:
         return max(1, _mul(_tenth(first), max(1, _tenth(second)))), SCALAR
-    if name in ("startsWith", "endsWith", "charAt", "size") or name.startswith("is"):
+    if name in ("quantity", "isQuantity", "semver", "isSemver") and sizes:
+        # library/cost.go prices quantity parsing as a traversal of the text; semver parses the same way here.
+        return max(1, _tenth(first)), Size(first)
+    if name in ("size", "charAt") and sizes:
+        # Beyond cel-go (1): cel-cpp counts and indexes a string by code point, a scan of it (5,000 size()
+        # calls on a 2.6-million-character string took 2.4 s at an estimate of 489,000). A list's or map's
+        # size is stored.
+        scanned = sizes[0].entry is None and not sizes[0].fields
+        return max(1, _tenth(first) if scanned else 1), SCALAR
+    if name in ("startsWith", "endsWith") or name.startswith("is"):
         return max(1, _tenth(second if name in ("startsWith", "endsWith") else 0)), SCALAR
     if name in ("lowerAscii", "upperAscii", "trim", "reverse", "substring") and member:
         return max(1, _tenth(first)), Size(first)
@@ -298,30 +463,35 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         replacement = sizes[2].length
         length = _add(first, _mul(_add(first, 1), replacement))
         return max(1, _tenth(_add(first, length))), Size(length)
-    if name == "split" and member:
-        return max(1, _tenth(first)), Size(_add(first, 1), Size(first))
+    if name == "split" and member:  # library/cost.go: the traversal plus the construction of the result
+        return max(1, _tenth(first, 2 * _TRAVERSAL)), Size(_add(first, 1), Size(first))
     if name == "join" and member:
         element = sizes[0].element().length
         separator = second if len(sizes) > 1 else 0
         length = _add(_mul(first, element), _mul(first, separator))
         return max(1, _tenth(length)), Size(length)
     if name == "format" and member and len(sizes) == 2:
-        verbs = first // 2 + 1  # each verb is at least two characters (%s)
-        length = _add(first, _mul(verbs, _text(sizes[1].element())))
+        length = _add(first, _formatted(_constant_string(args[0]) if args else None, first, sizes[1].element()))
         return max(1, _tenth(_add(first, length))), Size(length)
     if name == "strings.quote" and sizes:
         return max(1, _tenth(first)), Size(_add(_mul(first, 6), 2))  # \uXXXX at worst, and the quotes
-    if name in ("string", "bytes") and len(sizes) == 1:
+    if name == "bytes" and len(sizes) == 1:  # checker/cost.go StringToBytes: up to 4 bytes a character
+        return max(1, _tenth(first)), Size(max(_mul(first, 4), _SCALAR_TEXT))
+    if name == "string" and len(sizes) == 1:
         return max(1, _tenth(first)), Size(max(first, _SCALAR_TEXT))
     if name in ("dyn", "optional.of", "optional.ofNonZeroValue", "value", "orValue") and sizes:
         result = sizes[0]
         for other in sizes[1:]:
             result = _union(result, other) or result
         return 1, result
-    # Any other function (quantity, semver, conversions, getters): cel-go's fixed call cost; its result
-    # is bounded by the sum of its inputs, which holds for every function the environment declares.
+    # Any other function (quantity arithmetic, semver getters, conversions, timestamp accessors):
+    # cel-go's fixed call cost, plus (beyond cel-go) a traversal of every input that may be a string,
+    # as int(), double(), timestamp() and duration() parse theirs (5,000 int() calls on a
+    # 1.3-million-digit string took 11.7 s at an estimate of 293,000). The result is bounded by the
+    # sum of its inputs, which holds for every function the environment declares.
+    parsed = _add(*(s.length for s in sizes if s.entry is None and not s.fields))
     total = Size(_add(*(s.length for s in sizes)), None) if sizes else SCALAR
-    return 1, total
+    return max(1, _tenth(parsed)), total
 
 
 _MAX_VALUE_DEPTH: Final = 64

@@ -38,7 +38,6 @@ simply does not fit). No I/O; the share IDs come from the caller.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,8 +60,6 @@ FILTER_ERROR: Final = 'running "DynamicResources" filter plugin: {error}'
 
 MAX_STEPS: Final = 100_000
 """Device tries per node before giving up (the plugin's filter timeout, as a count: no clock here)."""
-
-_STRING_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.){1,253})"|\'((?:[^\'\\\n]|\\.){1,253})\'')
 
 
 class AllocationError(Exception):
@@ -314,15 +311,6 @@ def device_activation(driver: str, device: dra.Device) -> dict[str, object]:
             "allowMultipleAllocations": device.allow_multiple_allocations}
 
 
-def _literal_domains(expression: str) -> frozenset[str]:
-    found = set()
-    for match in _STRING_LITERAL.finditer(expression):
-        text = match.group(1) or match.group(2) or ""
-        if dra.valid_dns_subdomain(text):
-            found.add(text)
-    return frozenset(found)
-
-
 def _with_domains(activation: dict[str, object], domains: frozenset[str]) -> dict[str, object]:
     """An unknown domain looks up as an empty map (``newStringInterfaceMapWithDefault``).
 
@@ -419,7 +407,7 @@ class _Search:
             except cel.CelError as exc:
                 raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {exc}") from None
             try:
-                matched = expression.evaluate_bool({"device": _with_domains(base, _literal_domains(source))})
+                matched = expression.evaluate_bool({"device": _with_domains(base, cel.selector_domains(source))})
             except cel.CelError as exc:
                 raise AllocationError(f"{owner}: selector #{i} on device {key}: CEL runtime error: {exc}") from None
             if not matched:
