@@ -69,6 +69,10 @@ class CelCostError(CelError):
     """
 
 
+class ValueTooLargeError(CelError):
+    """A value past `Expression.evaluate`'s ``max_units``, refused before it was copied into Python."""
+
+
 def _one_line(text: str) -> str:
     text = " ".join(text.split())
     return text[:300] + "..." if len(text) > 300 else text
@@ -202,8 +206,13 @@ class Expression:
         serialized: bytes = self._compiled.serialize()
         return serialized
 
-    def evaluate(self, activation: Activation) -> object:
-        """The expression's value over ``activation``; raises `CelError` on any evaluation error."""
+    def evaluate(self, activation: Activation, max_units: int | None = None) -> object:
+        """The expression's value over ``activation``; raises `CelError` on any evaluation error.
+
+        With ``max_units``, a value larger than that (`value_units`) is refused before it is turned
+        into Python (`ValueTooLargeError`): the binding copies what cel-cpp shares, so ``[v, v]`` over a
+        large ``v`` doubles it in memory here, and a chain of such values grows exponentially.
+        """
         from cel_expr_python import cel
 
         try:
@@ -211,6 +220,9 @@ class Expression:
             if value.type() == cel.Type.ERROR:
                 detail = _one_line(str(value))
                 raise CelError(f"evaluating {self.source[:200]!r}: {detail}", detail)
+            if max_units is not None and value_units(value, max_units) > max_units:
+                detail = f"the value is larger than {max_units} units"
+                raise ValueTooLargeError(f"evaluating {self.source[:200]!r}: {detail}", detail)
             result: object = value.plain_value()
         except CelError:
             raise
@@ -226,6 +238,31 @@ class Expression:
             detail = f"must evaluate to bool, not {type(result).__name__}"
             raise CelError(f"{self.source[:200]!r} {detail}", detail)
         return result
+
+
+def value_units(value: object, limit: int) -> int:
+    """The size a CEL value takes once turned into Python, counted until past ``limit``.
+
+    One unit per element, entry and scalar, plus the characters of its strings and bytes. Walks the
+    binding's lazy accessors (``value()`` of a list gives its items unconverted), so nothing is copied
+    and a value shared many times over is counted as the copies it would become.
+    """
+    units = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        read = item.value() if hasattr(item, "value") else item
+        units += 1
+        if isinstance(read, str | bytes | bytearray):
+            units += len(read)
+        elif isinstance(read, list):
+            stack.extend(read)
+        elif isinstance(read, dict):
+            units += sum(len(key) for key in read if isinstance(key, str))
+            stack.extend(read.values())
+        if units > limit:
+            return units
+    return units
 
 
 def _encodable(source: str) -> bool:

@@ -506,20 +506,41 @@ def value_size(value: object, depth: int = 0) -> Size:
     bounded together, by the largest of each shape, so ``object.spec.x`` is priced as the largest value
     of ``spec``: a field the value lacks is an evaluation error there, not a cost. An estimate over these
     sizes bounds what evaluating over this value can cost.
+
+    A list or map met again at the same depth is sized once: CEL results share structure (a chain of
+    variables ``v1 = [v0, v0]``, ``v2 = [v1, v1]`` ... is 2**n elements as a tree, n lists in memory), so
+    the walk is bounded by the distinct containers times `_MAX_VALUE_DEPTH`, not by the tree.
     """
+    return _value_size(value, depth, {})
+
+
+def _value_size(value: object, depth: int, seen: dict[tuple[int, int], Size]) -> Size:
     if isinstance(value, str | bytes):
         return Size(len(value))
     if depth >= _MAX_VALUE_DEPTH:
         return UNKNOWN
+    if not isinstance(value, Mapping | list | tuple):
+        return SCALAR
+    known = seen.get((id(value), depth))  # the value is alive for the whole walk, so its id is its own
+    if known is not None:
+        return known
+    entry: Size | None = None
+    for item in value.values() if isinstance(value, Mapping) else value:
+        entry = _union(entry, _value_size(item, depth + 1, seen))
     if isinstance(value, Mapping):
-        entry: Size | None = None
-        for item in value.values():
-            entry = _union(entry, value_size(item, depth + 1))
-        key = Size(max((len(str(name)) for name in value), default=0))
-        return Size(len(value), entry or Size(0), key)
-    if isinstance(value, list | tuple):
-        entry = None
-        for item in value:
-            entry = _union(entry, value_size(item, depth + 1))
-        return Size(len(value), entry or Size(0))
-    return SCALAR
+        size = Size(len(value), entry or Size(0), Size(max((len(str(name)) for name in value), default=0)))
+    else:
+        size = Size(len(value), entry or Size(0))
+    seen[(id(value), depth)] = size
+    return size
+
+
+def with_entry(size: Size, name: str, value: object) -> Size:
+    """``size`` (of a map, as `value_size` gives it) once ``value`` is added under the new key ``name``.
+
+    Lets a map that grows one entry at a time (an admission policy's ``variables``) be sized without
+    walking it again after each entry.
+    """
+    entry = _union(size.entry if size.length else None, value_size(value, 1))
+    key = _union(size.key if size.length else None, Size(len(name)))
+    return Size(size.length + 1, entry, key)

@@ -78,6 +78,28 @@ RUNTIME_BUDGET: Final = 10_000_000
 MATCH_CONDITIONS_BUDGET: Final = 2_500_000
 """``celconfig.RuntimeCELCostBudgetMatchConditions``: what one binding's match conditions may cost together
 (``matchconditions/matcher.go`` passes it to ``ForInput``, which fails with `OUT_OF_BUDGET` past it)."""
+VARIABLE_UNITS: Final = 3 * 1024 * 1024
+"""What a policy's variable values may hold together, in `kube.cel.value_units` (about a character each).
+
+Not upstream's: cel-go shares values, so ``[v, v]`` costs two elements whatever ``v`` holds; the
+sandbox's binding copies each value into Python and back into every later evaluation, so a chain
+of variables ``v1 = [v0, v0]``, ``v2 = [v1, v1]`` ... grows exponentially here. Sized as the largest
+request body kube-apiserver reads (``DefaultMaxRequestBodyBytes``, 3 MiB): a variable past it fails
+with the cost-limit error, as if upstream's tracker had stopped it.
+"""
+CONVERSION_UNITS: Final = RUNTIME_BUDGET
+"""What one policy's evaluations may copy into CEL together, in `kube.cel.value_units`.
+
+Not upstream's: cel-go reads the request's objects where they are, while the sandbox's binding
+copies every value an expression names into cel-cpp on each evaluation (a 1,000,000-element object
+takes about 0.3 s), so 1,000 validations over a large object would hold the store for minutes.
+Each evaluation pays the units of the roots and variables its text names; past this, the expression
+fails with the cost-limit error. Sized as ``RuntimeCELCostBudget``: upstream charges a traversal of
+a value about a unit an element too.
+"""
+MAX_FAILURE: Final = 4096
+"""A failed variable's error is kept to this many characters, its middle cut: each variable that uses
+it repeats it (``composited variable "v" fails to evaluate: ...``), so a chain of n would keep n**2."""
 OVER_LIMIT: Final = "operation cancelled: actual cost limit exceeded"
 """cel-go's ``EvalCancelledError`` for ``CostLimitExceeded`` (``interpreter/runtimecost.go``)."""
 OUT_OF_BUDGET: Final = "validation failed due to running out of cost budget, no further validation rules will be run"
@@ -475,12 +497,58 @@ class _Inputs:
     values: dict[str, object]
     _sizes: dict[str, Size] | None = None
 
+    _units: dict[str, int] | None = None
+
     def sizes(self) -> dict[str, Size]:
         from kubectl_gpushare.kube.cel_cost import value_size
 
         if self._sizes is None:
             self._sizes = {name: value_size(value) for name, value in self.values.items()}
         return self._sizes
+
+    def units(self) -> dict[str, int]:
+        """Each value's `kube.cel.value_units` (counted to just past `CONVERSION_UNITS`)."""
+        from kubectl_gpushare.kube.cel import value_units
+
+        if self._units is None:
+            self._units = {name: value_units(value, CONVERSION_UNITS) for name, value in self.values.items()}
+        return self._units
+
+
+_ROOT_USE: Final = {name: re.compile(rf"\b{name}\b") for name in VARIABLES}
+
+
+@dataclass
+class _Scope:
+    """The values one policy's expressions see, and what copying them into CEL may still take.
+
+    Each evaluation gets only the roots, and the variables, its text names (`visible`): the binding
+    copies every value it is given, while upstream reads them in place (see `CONVERSION_UNITS`).
+    """
+
+    inputs: _Inputs
+    variables: dict[str, object] = field(default_factory=dict)
+    variable_units: dict[str, int] = field(default_factory=dict)
+    remaining: int = CONVERSION_UNITS
+
+    def visible(self, text: str) -> dict[str, object] | None:
+        """The activation of ``text``, charged; None once the copies would overrun what is left."""
+        activation: dict[str, object] = {}
+        units = 0
+        root_units = self.inputs.units()
+        for name, value in self.inputs.values.items():
+            if _ROOT_USE[name].search(text):
+                activation[name] = value
+                units += root_units[name]
+        if _ROOT_USE["variables"].search(text):
+            names = self.variables if _OTHER_VARIABLE_USE.search(text) else dict.fromkeys(_VARIABLE_USE.findall(text))
+            activation["variables"] = {name: self.variables[name] for name in names if name in self.variables}
+            units += sum(self.variable_units.get(name, 0) for name in names)
+        if units > self.remaining:
+            self.remaining = -1
+            return None
+        self.remaining -= units
+        return activation
 
 
 @dataclass
@@ -506,15 +574,17 @@ class _Budget:
         return True
 
 
-def _run(source: Any, activation: Mapping[str, object], failed: Mapping[str, str],
-         sizes: Mapping[str, Size]) -> tuple[object, str | None, int]:
+def _run(source: Any, scope: _Scope, failed: Mapping[str, str],
+         sizes: Mapping[str, Size], max_units: int | None = None) -> tuple[object, str | None, int]:
     """Evaluate one expression: (value, None, cost), or (None, the error as ``plugin/cel/filter.go`` words it, cost).
 
     The cost is `kube.cel_cost`'s worst case over the values' ``sizes``; above ``PER_CALL_LIMIT`` the
     expression is not run and fails as cel-go's cost limit cancels it (charged the limit, about what
-    upstream's tracker had counted when it stopped).
+    upstream's tracker had counted when it stopped). A value larger than ``max_units`` (a variable's,
+    `VARIABLE_UNITS`) fails the same way, before it is copied, and so does an evaluation whose
+    values would overrun the scope's `CONVERSION_UNITS`.
     """
-    from kubectl_gpushare.kube.cel import CelError, compile_expression
+    from kubectl_gpushare.kube.cel import CelError, ValueTooLargeError, compile_expression
     from kubectl_gpushare.kube.cel_cost import worst_case_cost
 
     text = source if isinstance(source, str) else ""
@@ -523,10 +593,13 @@ def _run(source: Any, activation: Mapping[str, object], failed: Mapping[str, str
     except CelError as exc:
         return None, f"compilation error: {exc.detail}", 0
     cost = worst_case_cost(expression.serialized(), sizes)
-    if cost > PER_CALL_LIMIT:
+    activation = scope.visible(text) if cost <= PER_CALL_LIMIT else None
+    if activation is None:
         return None, f"expression '{text}' resulted in error: {OVER_LIMIT}", PER_CALL_LIMIT
     try:
-        return expression.evaluate(activation), None, cost
+        return expression.evaluate(activation, max_units), None, cost
+    except ValueTooLargeError:
+        return None, f"expression '{text}' resulted in error: {OVER_LIMIT}", PER_CALL_LIMIT
     except CelError as exc:
         detail = exc.detail
         broken = [name for name in _VARIABLE_USE.findall(text) if name in failed]
@@ -537,16 +610,17 @@ def _run(source: Any, activation: Mapping[str, object], failed: Mapping[str, str
 
 def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Decision]:
     """``validator.go`` ``Validate``: match conditions, variables, then each validation's decision."""
-    from kubectl_gpushare.kube.cel_cost import value_size
+    from kubectl_gpushare.kube.cel import value_units
+    from kubectl_gpushare.kube.cel_cost import value_size, with_entry
 
-    activation: dict[str, object] = {**shared.values, "variables": {}}
+    scope = _Scope(shared)
     sizes = {**shared.sizes(), "variables": value_size({})}
     errors_seen: list[str] = []
     matched = True
     conditions = _Budget(MATCH_CONDITIONS_BUDGET)  # filter.go ForInput: all are run, on their own budget
     for condition in _items(spec.get("matchConditions")):
         source = condition.get("expression") if isinstance(condition, dict) else None
-        value, error, cost = _run(source, activation, {}, sizes)
+        value, error, cost = _run(source, scope, {}, sizes)
         if not conditions.charge(cost):
             return [] if failure == IGNORE else [_error_decision(failure, OUT_OF_BUDGET)]
         if error is not None:
@@ -558,31 +632,33 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Deci
     if errors_seen:
         message = errors_seen[0] if len(errors_seen) == 1 else f"[{', '.join(errors_seen)}]"
         return [] if failure == IGNORE else [_error_decision(failure, message)]
-    variables: dict[str, object] = {}
+    variables = scope.variables
     failed: dict[str, str] = {}
     budget = _Budget()
     needed = _needed_variables(spec)
+    units = VARIABLE_UNITS
     for variable in _items(spec.get("variables")):
         if not isinstance(variable, dict):
             continue
         name = str(variable.get("name") or "")
         if needed is not None and name not in needed:
             continue  # never used: upstream's lazy composition never runs it (composition.go)
-        value, error, cost = _run(variable.get("expression"), {**activation, "variables": variables}, failed,
-                                  {**sizes, "variables": value_size(variables)})
+        value, error, cost = _run(variable.get("expression"), scope, failed, sizes, max_units=units)
         budget.variable_costs[name] = cost
         if error is None:
+            scope.variable_units[name] = value_units(value, units)
+            units -= scope.variable_units[name]
             variables[name] = value
+            sizes["variables"] = with_entry(sizes["variables"], name, value)  # a repeated name only widens it
         else:
-            failed[name] = error
-    activation["variables"] = variables
-    sizes["variables"] = value_size(variables)
+            half = MAX_FAILURE // 2  # the outermost variables and the cause, at the end
+            failed[name] = error if len(error) <= MAX_FAILURE else f"{error[:half]} ... {error[-half:]}"
     decisions: list[_Decision] = []
     for validation in _items(spec.get("validations")):
         if not isinstance(validation, dict):
             continue
         source = validation.get("expression")
-        value, error, cost = _run(source, activation, failed, sizes)
+        value, error, cost = _run(source, scope, failed, sizes)
         if not budget.charge(cost, source):
             return [_error_decision(failure, OUT_OF_BUDGET)]
         if error is not None:
@@ -593,7 +669,7 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Deci
         reason = validation.get("reason")
         reason = reason if isinstance(reason, str) and reason in REASONS else "Invalid"
         decisions.append(_Decision("deny", "", reason=reason))
-        decisions[-1].message = _message(validation, activation, failed, sizes, budget, decisions[-1], failure)
+        decisions[-1].message = _message(validation, scope, failed, sizes, budget, decisions[-1], failure)
     return decisions
 
 
@@ -620,7 +696,7 @@ def _needed_variables(spec: dict[str, Any]) -> set[str] | None:
     return needed
 
 
-def _message(validation: dict[str, Any], activation: Mapping[str, object], failed: Mapping[str, str],
+def _message(validation: dict[str, Any], scope: _Scope, failed: Mapping[str, str],
              sizes: Mapping[str, Size], budget: _Budget, decision: _Decision, failure: str) -> str:
     """A failed validation's message: its messageExpression's string, else ``message``, else the expression.
 
@@ -629,7 +705,7 @@ def _message(validation: dict[str, Any], activation: Mapping[str, object], faile
     """
     if validation.get("messageExpression") is not None:
         source = validation["messageExpression"]
-        value, error, cost = _run(source, activation, failed, sizes)
+        value, error, cost = _run(source, scope, failed, sizes)
         if not budget.charge(cost, source):
             errored = _error_decision(failure, "")
             decision.action, decision.reason = errored.action, "Invalid"

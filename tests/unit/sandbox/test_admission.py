@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kubectl_gpushare.sandbox import admission as admission_module
 from kubectl_gpushare.sandbox.admission import Admission, Attributes, spec_causes
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.resources import BY_PLURAL
@@ -231,6 +232,45 @@ def test_a_variable_no_validation_uses_is_never_run_or_priced() -> None:
                                   "messageExpression": "'not q: ' + variables.used"}])
     assert refused(adm, write("pods")) == (
         "pods \"p\" is forbidden: ValidatingAdmissionPolicy 'pol' with binding 'bind' denied request: not q: p")
+
+
+@pytest.mark.timeout(60)
+def test_a_chain_of_variables_each_doubling_the_last_stops_at_the_variable_bound() -> None:
+    # cel-go shares [v, v]; the binding copies it, so v5 holds 2**6 copies of the 100,000-character
+    # annotation. Each variable is used (by the next, the last by the validation), so each runs until
+    # one passes VARIABLE_UNITS; that one fails with the cost-limit error, every later one through it.
+    pod = {**POD, "metadata": {**POD["metadata"], "annotations": {"a": "x" * 100_000}}}
+    attrs = Attributes("CREATE", BY_PLURAL["pods"], "", "ns", "p", pod, None, UserInfo("u"))
+    chain = [{"name": "v0", "expression": "[object.metadata.annotations.a, object.metadata.annotations.a]"}]
+    chain += [{"name": f"v{i}", "expression": f"[variables.v{i - 1}, variables.v{i - 1}]"} for i in range(1, 400)]
+    adm = admission([rule(["pods"])], variables=chain, validations=[{"expression": "variables.v399.size() == 2"}])
+    tracemalloc.start()
+    try:
+        message = refused(adm, attrs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert message is not None and message.endswith(f"resulted in error: {admission_module.OVER_LIMIT}")
+    assert 'composited variable "v398" fails to evaluate' in message and " ... " in message
+    assert len(message) < 2 * admission_module.MAX_FAILURE  # not 400 errors nested in one another, middle cut
+    assert peak < 64 << 20  # the copies stop near VARIABLE_UNITS (3 Mi characters), not at 2**400 copies
+
+
+@pytest.mark.timeout(60)
+def test_evaluations_copy_what_they_name_and_stop_at_the_conversion_bound() -> None:
+    # Every validation names the 200,000-element list; copying it into CEL for each of 51 validations
+    # (10,200,000 units) passes CONVERSION_UNITS (10,000,000) at the 50th: it fails with the cost-limit error.
+    pod = {**POD, "metadata": {**POD["metadata"], "annotations": {"a": "x"}}, "spec": {"l": [0] * 200_000}}
+    attrs = Attributes("CREATE", BY_PLURAL["pods"], "", "ns", "p", pod, None, UserInfo("u"))
+    names = {"expression": "object.metadata.name == 'p'"}
+    counts = {"expression": "object.spec.l.size() > 0"}
+    message = refused(admission([rule(["pods"])], validations=[counts] * 51), attrs)
+    assert message is not None and message.endswith(
+        f"expression 'object.spec.l.size() > 0' resulted in error: {admission_module.OVER_LIMIT}")
+    assert refused(admission([rule(["pods"])], validations=[counts] * 45), attrs) is None
+    # An expression that names no value copies nothing: a thousand of them pass.
+    assert refused(admission([rule(["pods"])], validations=[{"expression": "1 < 2"}] * 1000), attrs) is None
+    assert refused(admission([rule(["pods"])], validations=[names] * 3), attrs) is None
 
 
 def test_match_conditions_share_their_own_smaller_budget() -> None:
