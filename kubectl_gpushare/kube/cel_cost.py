@@ -80,13 +80,17 @@ class Size:
     """The largest length of a value (characters, bytes, elements or entries; 1 for a scalar).
 
     ``entry`` bounds a list's elements or a map's values, ``key`` a map's keys (``None`` for a list),
-    ``fields`` an object's fields (the ``device`` variable).
+    ``fields`` an object's fields (the ``device`` variable). ``total``, where a known value gave the
+    size (`value_size`), is the most characters, elements and entries such a value actually holds: the
+    shape alone (every entry as large as the largest, each of its own as large as theirs ...) can be
+    far more for a value whose entries differ (a Node's ``status``).
     """
 
     length: int
     entry: Size | None = None
     key: Size | None = None
     fields: Mapping[str, Size] = field(default_factory=dict)
+    total: int | None = None
 
     def element(self) -> Size:
         """The bound of an element or value; unknown where none is declared."""
@@ -107,7 +111,8 @@ def _union(a: Size | None, b: Size | None) -> Size | None:
         # A list and a map bounded together (the values of one JSON object): a comprehension binds either
         # a list's element or a map's key, so the element bounds both and the union iterates as a list.
         entry, key = _union(entry, key), None
-    return Size(max(a.length, b.length), entry, key, fields)
+    total = max(a.total, b.total) if a.total is not None and b.total is not None else None
+    return Size(max(a.length, b.length), entry, key, fields, total)
 
 
 def _add(*values: int) -> int:
@@ -276,8 +281,8 @@ def _constant(constant: syntax_pb2.Constant) -> Size:
 
 def _field(size: Size, name: str) -> Size:
     """A field of an object, or a value of a map selected by a field name (``attrs.model``)."""
-    if size.fields:
-        return size.fields.get(name, UNKNOWN)
+    if size.fields:  # a map kept with its entries as fields (`with_entry`) bounds the others by its entry
+        return size.fields.get(name) or size.element()
     return size.element()
 
 
@@ -290,10 +295,12 @@ def _constant_string(expr: syntax_pb2.Expr) -> str | None:
 def _volume(size: Size) -> int:
     """How much a comparison may traverse: every character, element and entry a value holds."""
     if size.fields:
-        return _add(*(_volume(value) for value in size.fields.values()))
-    if size.entry is None:
-        return size.length
-    return _mul(size.length, _add(_volume(size.entry), _volume(size.key) if size.key is not None else 0))
+        shape = _add(*(_volume(value) for value in size.fields.values()))
+    elif size.entry is None:
+        shape = size.length
+    else:
+        shape = _mul(size.length, _add(_volume(size.entry), _volume(size.key) if size.key is not None else 0))
+    return shape if size.total is None else min(shape, size.total)
 
 
 def _text(size: Size) -> int:
@@ -514,23 +521,31 @@ def value_size(value: object, depth: int = 0) -> Size:
     return _value_size(value, depth, {})
 
 
+_KNOWN_SCALAR: Final = Size(1, total=1)
+
+
 def _value_size(value: object, depth: int, seen: dict[tuple[int, int], Size]) -> Size:
     if isinstance(value, str | bytes):
-        return Size(len(value))
+        return Size(len(value), total=len(value))
     if depth >= _MAX_VALUE_DEPTH:
         return UNKNOWN
     if not isinstance(value, Mapping | list | tuple):
-        return SCALAR
+        return _KNOWN_SCALAR
     known = seen.get((id(value), depth))  # the value is alive for the whole walk, so its id is its own
     if known is not None:
         return known
     entry: Size | None = None
+    total: int | None = len(value)
     for item in value.values() if isinstance(value, Mapping) else value:
-        entry = _union(entry, _value_size(item, depth + 1, seen))
+        child = _value_size(item, depth + 1, seen)
+        entry = _union(entry, child)
+        total = None if total is None or child.total is None else total + child.total
     if isinstance(value, Mapping):
-        size = Size(len(value), entry or Size(0), Size(max((len(str(name)) for name in value), default=0)))
+        names = [len(str(name)) for name in value]
+        total = None if total is None else total + sum(names)
+        size = Size(len(value), entry or Size(0), Size(max(names, default=0)), total=total)
     else:
-        size = Size(len(value), entry or Size(0))
+        size = Size(len(value), entry or Size(0), total=total)
     seen[(id(value), depth)] = size
     return size
 
@@ -539,8 +554,11 @@ def with_entry(size: Size, name: str, value: object) -> Size:
     """``size`` (of a map, as `value_size` gives it) once ``value`` is added under the new key ``name``.
 
     Lets a map that grows one entry at a time (an admission policy's ``variables``) be sized without
-    walking it again after each entry.
+    walking it again after each entry. Each entry is also kept as a field, so ``variables.name`` is
+    priced as that value, not as the largest of all.
     """
-    entry = _union(size.entry if size.length else None, value_size(value, 1))
+    added = value_size(value, 1)
+    entry = _union(size.entry if size.length else None, added)
     key = _union(size.key if size.length else None, Size(len(name)))
-    return Size(size.length + 1, entry, key)
+    total = None if size.total is None or added.total is None else size.total + added.total + len(name) + 1
+    return Size(size.length + 1, entry, key, {**size.fields, name: added}, total)

@@ -192,3 +192,42 @@ def test_a_list_attributes_items_are_bounded_like_string_attributes() -> None:
     tags = f'device.attributes["{DRIVER}"].tags'
     assert cost(f'{tags}.exists(t, t.size() > 3 && t.matches("^gpu-[0-9]+$"))') < 20_000
     assert cel.compile_selector(f'"{DRIVER}" in device.attributes && {tags}.exists(t, t.size() > 3)')
+
+
+def test_a_known_value_bounds_a_comparison_by_what_it_holds_not_its_shape() -> None:
+    # A Node's status: a few entries of very different shapes. Bounded by shape alone, every entry is as
+    # long as the longest with entries as large as the largest: comparing two was priced past the limit,
+    # and the device plugin's confinement policy refused every node status write the stack made.
+    from kubectl_gpushare.kube import cel_cost
+
+    status = {
+        "capacity": {"cpu": "8", "memory": "32Gi", "aliyun.com/gpu-mem": "128"},
+        "conditions": [{"type": f"C{i}", "status": "True", "message": "x" * 200} for i in range(40)],
+        "images": [{"names": [f"registry/image-{i}:{j}" for j in range(40)], "sizeBytes": 1} for i in range(40)],
+        "nodeInfo": {"kernelVersion": "6.1", "osImage": "x" * 2000},
+    }
+    size = cel_cost.value_size(status)
+    held = sum(len(name) for image in status["images"] for name in image["names"])  # the largest entry's strings
+
+    def shape(of: cel_cost.Size | None) -> cel_cost.Size | None:
+        return None if of is None else cel_cost.Size(of.length, shape(of.entry), shape(of.key))
+
+    shape_only = shape(size)
+    assert shape_only is not None
+    source = "s.all(k, s[k] == s[k])"
+    serialized = cel.compile_expression(source, ("s",)).serialized()
+    assert cel_cost.worst_case_cost(serialized, {"s": shape_only}) > 1_000_000
+    assert cel_cost.worst_case_cost(serialized, {"s": size}) < 4 * len(status) * held
+
+
+def test_a_map_grown_entry_by_entry_prices_each_entry_as_itself() -> None:
+    # An admission policy's variables: `variables.small` is the small value, not the largest variable.
+    from kubectl_gpushare.kube import cel_cost
+
+    variables = cel_cost.value_size({})
+    variables = cel_cost.with_entry(variables, "big", ["x" * 100_000] * 100)
+    variables = cel_cost.with_entry(variables, "small", ["a", "b"])
+    serialized = cel.compile_expression("v.small.all(e, e == 'a')", ("v",)).serialized()
+    assert cel_cost.worst_case_cost(serialized, {"v": variables}) < 100
+    assert variables.length == 2 and variables.total == cel_cost.value_size(
+        {"big": ["x" * 100_000] * 100, "small": ["a", "b"]}).total
