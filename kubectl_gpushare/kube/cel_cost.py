@@ -104,15 +104,29 @@ SCALAR: Final = Size(1)
 def _union(a: Size | None, b: Size | None) -> Size | None:
     if a is None or b is None:
         return a or b
-    fields = {name: _union(a.fields.get(name), b.fields.get(name)) or UNKNOWN
-              for name in a.fields.keys() | b.fields.keys()}
-    entry, key = _union(a.entry, b.entry), _union(a.key, b.key)
+    if a.fields and b.fields:  # two objects: a field is either side's (`_field`: its entry where undeclared)
+        fields = {name: _union(_field(a, name), _field(b, name)) or UNKNOWN
+                  for name in a.fields.keys() | b.fields.keys()}
+        entry = _union(a.entry, b.entry)
+    else:
+        # An object and a map, list or string (``c ? variables : object``): ``.name`` may select any value of
+        # either, so none of the object's fields bounds it alone; its fields join its entry bound.
+        fields, entry = {}, _union(_entry_bound(a), _entry_bound(b))
+    key = _union(a.key, b.key)
     if key is not None and any(side.key is None and side.entry is not None for side in (a, b)):
         # A list and a map bounded together (the values of one JSON object): a comprehension binds either
         # a list's element or a map's key, so the element bounds both and the union iterates as a list.
         entry, key = _union(entry, key), None
     total = max(a.total, b.total) if a.total is not None and b.total is not None else None
     return Size(max(a.length, b.length), entry, key, fields, total)
+
+
+def _entry_bound(size: Size) -> Size | None:
+    """What any entry or field of a value is bounded by: its entry, and each field it keeps."""
+    bound = size.entry
+    for value in size.fields.values():
+        bound = _union(bound, value)
+    return bound
 
 
 def _add(*values: int) -> int:
@@ -295,7 +309,7 @@ def _constant_string(expr: syntax_pb2.Expr) -> str | None:
 def _volume(size: Size) -> int:
     """How much a comparison may traverse: every character, element and entry a value holds."""
     if size.fields:
-        shape = _add(*(_volume(value) for value in size.fields.values()))
+        shape = _add(*(_add(len(name), _volume(value)) for name, value in size.fields.items()))
     elif size.entry is None:
         shape = size.length
     else:
