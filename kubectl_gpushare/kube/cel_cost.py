@@ -67,6 +67,13 @@ UNBOUNDED: Final = 1 << 62
 TOO_COMPLEX: Final = "too complex, exceeds cost limit"
 """The API server's detail (``validateCELSelector``: ``field.Forbidden``)."""
 
+PYTHON_FUNCTIONS: Final = frozenset({
+    "quantity", "isQuantity", "compareTo", "isGreaterThan", "isLessThan", "add", "sub", "sign", "isInteger",
+    "asInteger", "asApproximateFloat", "semver", "isSemver", "major", "minor", "patch"})
+"""The functions `kube.cel` implements in Python (the quantity and semver libraries): cel-expr-python
+copies every argument into Python on each call (a 200,000-entry map given to ``sign()`` 100 times took
+8 s at an estimate of 851), so each call also pays every element, entry and character of its inputs."""
+
 _TRAVERSAL: Final = 0.1  # common.StringTraversalCostFactor
 _REGEX: Final = 0.25  # common.RegexStringLengthCostFactor
 _LIST_CREATE: Final = 10  # checker/cost.go: createListBaseCost
@@ -281,6 +288,8 @@ class _Walker:
         if name == "_?_:_" and len(args) == 3:
             return _add(args[0][0], max(args[1][0], args[2][0])), _union(sizes[1], sizes[2]) or UNKNOWN
         cost, size = _function(name, sizes, [a for a in call.args], target is not None)
+        if name in PYTHON_FUNCTIONS:  # beyond upstream: the binding copies each input into Python per call
+            cost = _add(cost, *(_volume(s) for s in sizes))
         return _add(arg_cost, cost), size
 
 

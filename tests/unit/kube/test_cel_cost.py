@@ -255,3 +255,18 @@ def test_comparing_a_map_kept_by_its_fields_pays_for_their_names_too() -> None:
     variables = cel_cost.with_entry(cel_cost.value_size({}), "n" * 10_000, "a")
     serialized = cel.compile_expression("v == v", ("v",)).serialized()
     assert cel_cost.worst_case_cost(serialized, {"v": variables}) >= 1_000
+
+
+def test_a_function_implemented_in_python_pays_for_copying_its_inputs() -> None:
+    # quantity and semver functions run in Python: the binding copies a map argument on every call.
+    import inspect
+    import re
+
+    from kubectl_gpushare.kube import cel_cost
+
+    declared = set(re.findall(r'(?:member|FunctionDecl)\("(\w+)"', inspect.getsource(cel._declarations)))
+    assert cel_cost.PYTHON_FUNCTIONS == declared
+    obj = cel_cost.value_size({"m": {str(i): i for i in range(200_000)}})
+    serialized = cel.compile_expression("[1, 2, 3, 4, 5].all(i, o.m.sign() == 0)", ("o",)).serialized()
+    assert cel_cost.worst_case_cost(serialized, {"o": obj}) > 5 * 200_000
+    assert cost(f'device.capacity["{DRIVER}"].memory.compareTo(quantity("8Gi")) >= 0') < 100
