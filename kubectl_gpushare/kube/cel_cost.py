@@ -509,7 +509,7 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         return max(1, _tenth(first)), Size(max(_mul(first, 4), _SCALAR_TEXT))
     if name == "string" and len(sizes) == 1:
         return max(1, _tenth(first)), Size(max(first, _SCALAR_TEXT))
-    if name in ("dyn", "optional.of", "optional.ofNonZeroValue", "value", "orValue") and sizes:
+    if name in ("dyn", "optional.of", "optional.ofNonZeroValue", "value", "orValue", "or") and sizes:
         result = sizes[0]
         for other in sizes[1:]:
             result = _union(result, other) or result
@@ -518,10 +518,15 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
     # cel-go's fixed call cost, plus (beyond cel-go) a traversal of every input that may be a string,
     # as int(), double(), timestamp() and duration() parse theirs (5,000 int() calls on a
     # 1.3-million-digit string took 11.7 s at an estimate of 293,000). The result is bounded by the
-    # sum of its inputs, which holds for every function the environment declares.
+    # sum of its inputs, which holds for every function the environment declares; its elements, entries
+    # and keys by theirs (a list it passes on holds what theirs did).
     parsed = _add(*(s.length for s in sizes if s.entry is None and not s.fields))
-    total = Size(_add(*(s.length for s in sizes)), None) if sizes else SCALAR
-    return max(1, _tenth(parsed)), total
+    if not sizes:
+        return 1, SCALAR
+    entry = key = None
+    for size in sizes:
+        entry, key = _union(entry, _entry_bound(size)), _union(key, size.key)
+    return max(1, _tenth(parsed)), Size(_add(*(s.length for s in sizes)), entry, key)
 
 
 _MAX_VALUE_DEPTH: Final = 64
