@@ -523,10 +523,11 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
     parsed = _add(*(s.length for s in sizes if s.entry is None and not s.fields))
     if not sizes:
         return 1, SCALAR
-    entry = key = None
+    entries: Size | None = None
+    keys: Size | None = None
     for size in sizes:
-        entry, key = _union(entry, _entry_bound(size)), _union(key, size.key)
-    return max(1, _tenth(parsed)), Size(_add(*(s.length for s in sizes)), entry, key)
+        entries, keys = _union(entries, _entry_bound(size)), _union(keys, size.key)
+    return max(1, _tenth(parsed)), Size(_add(*(s.length for s in sizes)), entries, keys)
 
 
 _MAX_VALUE_DEPTH: Final = 64
