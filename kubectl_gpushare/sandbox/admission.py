@@ -32,6 +32,8 @@ Where it differs from kube-apiserver:
   as upstream's lazy evaluation charges it.
 * Exempt, as upstream: writes to the admissionregistration kinds themselves. Not run: ``pods/binding``
   and ``deletecollection`` (the sandbox's routes answer those without admission).
+* A policy is evaluated once per request, however many bindings apply it (upstream: once per binding,
+  to the same decisions, as the sandbox serves no params).
 * No ``status.typeChecking``; ``matchPolicy`` is accepted and ignored (every kind has one version).
 """
 
@@ -41,7 +43,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from kubectl_gpushare.kube.selectors import API_OPERATORS, Requirement, labels_match
@@ -433,6 +435,7 @@ class Admission:
         except _ConfigError as exc:
             return _config_error(failure, f"failed to configure policy: {exc}", name, None)
         decisions: list[_Decision] = []
+        evaluated: list[_Decision] | None = None
         for binding in sorted(bindings, key=lambda b: str(b["metadata"].get("name", ""))):
             binding_name = str(binding["metadata"].get("name", ""))
             binding_spec = binding.get("spec") if isinstance(binding.get("spec"), dict) else {}
@@ -445,7 +448,11 @@ class Admission:
                 decisions += _config_error(failure, f"failed to configure binding: {exc}", name, binding_name)
                 continue
             actions = _strings(binding_spec.get("validationActions"))
-            for decision in _evaluate(spec, failure, shared):
+            if evaluated is None:
+                # Upstream validates once per binding (dispatcher.go); without params each binding gives the
+                # same inputs, so the same decisions: evaluated once, or N bindings would hold the store N times.
+                evaluated = _evaluate(spec, failure, shared)
+            for decision in map(replace, evaluated):
                 decision.policy, decision.binding = name, binding_name
                 if decision.action != "deny":
                     continue

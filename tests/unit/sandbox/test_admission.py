@@ -286,3 +286,18 @@ def test_match_conditions_share_their_own_smaller_budget() -> None:
         "denied request: validation failed due to running out of cost budget, no further validation rules will be run")
     assert refused(admission([rule(["pods"])], matchConditions=[never, *[each] * 4], failure="Ignore"), attrs) is None
     assert refused(admission([rule(["pods"])], matchConditions=[never, *[each] * 3]), attrs) is None
+
+
+def test_a_policy_is_evaluated_once_however_many_bindings_apply_it() -> None:
+    # Without params every binding sees the same inputs: 20 bindings must not hold the store 20 times.
+    from kubectl_gpushare.kube import cel
+
+    adm = admission([rule(["pods"])], validations=[{"expression": "object.metadata.name == 'q'"}])
+    adm.store.load([{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                     "metadata": {"name": f"bind{i}"}, "spec": {"policyName": "pol", "validationActions": ["Deny"]}}
+                    for i in range(20)])
+    before = cel.compile_expression.cache_info()
+    message = refused(adm, write("pods"))
+    after = cel.compile_expression.cache_info()
+    assert message is not None and "with binding 'bind' denied request" in message
+    assert (after.hits + after.misses) - (before.hits + before.misses) == 1
