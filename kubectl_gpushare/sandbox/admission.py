@@ -28,8 +28,10 @@ Where it differs from kube-apiserver:
   message expression uses (directly or through another variable), so an unused one never runs, as
   upstream's never does (an expression over the cost limit is not run, and fails only where it is
   used); a validation that uses a variable that failed fails with that variable's error, as upstream
-  composition reports it. A variable's cost is charged to the budget where a validation first uses it,
-  as upstream's lazy evaluation charges it.
+  composition reports it. A variable's cost is charged to the budget where a validation first uses it
+  (with the costs of the variables it uses in turn), as upstream's lazy evaluation charges it; once the
+  variables run have together cost more than the budget, the later ones are not run, and a use of one
+  runs out of budget, as upstream's lazy evaluation would before reaching it.
 * Exempt, as upstream: writes to the admissionregistration kinds themselves. Not run: ``pods/binding``
   and ``deletecollection`` (the sandbox's routes answer those without admission).
 * A policy is evaluated once per request, however many bindings apply it (upstream: once per binding,
@@ -569,11 +571,16 @@ class _Budget:
     remaining: int = RUNTIME_BUDGET
     variable_costs: dict[str, int] = field(default_factory=dict)
 
+    def take(self, source: Any) -> int:
+        """What the variables ``source`` uses cost and were not charged yet (every one, for ``variables[...]``)."""
+        if not isinstance(source, str):
+            return 0
+        used = self.variable_costs if _OTHER_VARIABLE_USE.search(source) else _VARIABLE_USE.findall(source)
+        return sum(self.variable_costs.pop(name, 0) for name in list(dict.fromkeys(used)))
+
     def charge(self, cost: int, source: Any = "") -> bool:
         """Spend ``cost`` and what the variables ``source`` uses first cost; False once more than is left."""
-        used = _VARIABLE_USE.findall(source) if isinstance(source, str) else []
-        for name in dict.fromkeys(used):
-            cost += self.variable_costs.pop(name, 0)
+        cost += self.take(source)
         if cost > self.remaining:
             self.remaining = -1
             return False
@@ -644,14 +651,23 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Deci
     budget = _Budget()
     needed = _needed_variables(spec)
     units = VARIABLE_UNITS
+    ran = 0
     for variable in _items(spec.get("variables")):
         if not isinstance(variable, dict):
             continue
         name = str(variable.get("name") or "")
         if needed is not None and name not in needed:
             continue  # never used: upstream's lazy composition never runs it (composition.go)
+        if ran > RUNTIME_BUDGET:
+            # Upstream's lazy evaluation would have run out of budget before reaching it (every cost the
+            # variables before it took is charged where used): not run, and any use of it overruns the budget.
+            budget.variable_costs[name] = RUNTIME_BUDGET + 1
+            failed[name] = OUT_OF_BUDGET
+            continue
         value, error, cost = _run(variable.get("expression"), scope, failed, sizes, max_units=units)
-        budget.variable_costs[name] = cost
+        ran += cost
+        # Charged with the variables it uses in turn, so a validation using it pays for them all.
+        budget.variable_costs[name] = cost + budget.take(variable.get("expression"))
         if error is None:
             scope.variable_units[name] = value_units(value, units)
             units -= scope.variable_units[name]
