@@ -316,13 +316,18 @@ def _constant_string(expr: syntax_pb2.Expr) -> str | None:
 
 
 def _volume(size: Size) -> int:
-    """How much a comparison may traverse: every character, element and entry a value holds."""
+    """How much a comparison may traverse: every character, element and entry a value holds.
+
+    An element or entry counts for itself too: comparing 300,000 empty lists (or empty strings) is not
+    free (20 such comparisons took 0.4 s in cel-cpp, priced at 171 while an empty element weighed 0).
+    """
     if size.fields:
-        shape = _add(*(_add(len(name), _volume(value)) for name, value in size.fields.items()))
+        shape = _add(*(_add(len(name), _volume(value), 1) for name, value in size.fields.items()))
     elif size.entry is None:
         shape = size.length
     else:
-        shape = _mul(size.length, _add(_volume(size.entry), _volume(size.key) if size.key is not None else 0))
+        each = _add(1, _volume(size.entry), _volume(size.key) if size.key is not None else 0)
+        shape = _mul(size.length, each)
     return shape if size.total is None else min(shape, size.total)
 
 

@@ -288,3 +288,12 @@ def test_a_function_the_estimate_does_not_know_passes_on_its_inputs_elements() -
 
     _, size = cel_cost._function("unknown", [cel_cost.Size(2, cel_cost.Size(1000))], [], True)
     assert size.length == 2 and size.element().length == 1000
+
+
+@pytest.mark.parametrize("empty", [[], {}, ""], ids=["lists", "maps", "strings"])
+def test_comparing_many_empty_elements_pays_for_each(empty: object) -> None:
+    from kubectl_gpushare.kube import cel_cost
+
+    obj = cel_cost.value_size({"l": [empty] * 300_000})
+    serialized = cel.compile_expression("o.l == o.l", ("o",)).serialized()
+    assert cel_cost.worst_case_cost(serialized, {"o": obj}) >= 300_000 // 10
