@@ -111,6 +111,8 @@ SCALAR: Final = Size(1)
 def _union(a: Size | None, b: Size | None) -> Size | None:
     if a is None or b is None:
         return a or b
+    if a is b or a == b:  # most of a large value's elements share one shape: nothing to build
+        return a
     if a.fields and b.fields:  # two objects: a field is either side's (`_field`: its entry where undeclared)
         fields = {name: _union(_field(a, name), _field(b, name)) or UNKNOWN
                   for name in a.fields.keys() | b.fields.keys()}
@@ -552,35 +554,80 @@ def value_size(value: object, depth: int = 0) -> Size:
     variables ``v1 = [v0, v0]``, ``v2 = [v1, v1]`` ... is 2**n elements as a tree, n lists in memory), so
     the walk is bounded by the distinct containers times `_MAX_VALUE_DEPTH`, not by the tree.
     """
-    return _value_size(value, depth, {})
+    return _value_size(value, depth, _Sizes())
 
 
 _KNOWN_SCALAR: Final = Size(1, total=1)
 
 
-def _value_size(value: object, depth: int, seen: dict[tuple[int, int], Size]) -> Size:
+class _Sizes:
+    """One `value_size` walk's memory: each container sized once per depth, and equal sizes built once.
+
+    Most of a large value repeats a few shapes (a list of like objects): interned, their sizes are one
+    object, so bounding them together (`_union`) is an identity check, not a comparison and a copy.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, int], Size] = {}
+        self.interned: dict[tuple[int, int, int, int | None], Size] = {}
+        self.unions: dict[tuple[int, int], tuple[Size, Size, Size | None]] = {}
+
+    def size(self, length: int, entry: Size | None = None, key: Size | None = None, total: int | None = None) -> Size:
+        handle = (length, id(entry), id(key), total)
+        known = self.interned.get(handle)
+        if known is None:
+            known = self.interned[handle] = Size(length, entry, key, total=total)  # alive: so are entry and key
+        return known
+
+    def union(self, a: Size | None, b: Size | None) -> Size | None:
+        if a is None or b is None or a is b:
+            return a or b
+        handle = (id(a), id(b))
+        known = self.unions.get(handle)
+        if known is None:
+            united = _union(a, b)
+            if united is not None and not united.fields:
+                united = self.size(united.length, united.entry, united.key, united.total)
+            known = self.unions[handle] = (a, b, united)  # a and b kept alive: their ids stay theirs
+        return known[2]
+
+
+def _value_size(value: object, depth: int, sizes: _Sizes) -> Size:
     if isinstance(value, str | bytes):
-        return Size(len(value), total=len(value))
+        return sizes.size(len(value), total=len(value))
     if depth >= _MAX_VALUE_DEPTH:
         return UNKNOWN
     if not isinstance(value, Mapping | list | tuple):
         return _KNOWN_SCALAR
-    known = seen.get((id(value), depth))  # the value is alive for the whole walk, so its id is its own
+    known = sizes.seen.get((id(value), depth))  # the value is alive for the whole walk, so its id is its own
     if known is not None:
         return known
     entry: Size | None = None
     total: int | None = len(value)
+    longest = -1  # strings and scalars, most of a large value, are bounded together once, not one by one
+    scalars = text = 0
     for item in value.values() if isinstance(value, Mapping) else value:
-        child = _value_size(item, depth + 1, seen)
-        entry = _union(entry, child)
+        if isinstance(item, str | bytes):
+            longest, text = max(longest, len(item)), text + len(item)
+            continue
+        if depth + 1 < _MAX_VALUE_DEPTH and not isinstance(item, Mapping | list | tuple):
+            scalars += 1
+            continue
+        child = _value_size(item, depth + 1, sizes)
+        entry = sizes.union(entry, child)
         total = None if total is None or child.total is None else total + child.total
+    if longest >= 0:
+        entry = sizes.union(entry, sizes.size(longest, total=longest))
+    if scalars:
+        entry = sizes.union(entry, _KNOWN_SCALAR)
+    total = None if total is None else total + text + scalars
     if isinstance(value, Mapping):
         names = [len(str(name)) for name in value]
         total = None if total is None else total + sum(names)
-        size = Size(len(value), entry or Size(0), Size(max(names, default=0)), total=total)
+        size = sizes.size(len(value), entry or sizes.size(0), sizes.size(max(names, default=0)), total)
     else:
-        size = Size(len(value), entry or Size(0), total=total)
-    seen[(id(value), depth)] = size
+        size = sizes.size(len(value), entry or sizes.size(0), None, total)
+    sizes.seen[(id(value), depth)] = size
     return size
 
 

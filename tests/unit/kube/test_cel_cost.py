@@ -297,3 +297,15 @@ def test_comparing_many_empty_elements_pays_for_each(empty: object) -> None:
     obj = cel_cost.value_size({"l": [empty] * 300_000})
     serialized = cel.compile_expression("o.l == o.l", ("o",)).serialized()
     assert cel_cost.worst_case_cost(serialized, {"o": obj}) >= 300_000 // 10
+
+
+def test_like_elements_of_a_large_value_are_bounded_together_as_each_would_be() -> None:
+    # value_size interns equal sizes (a 3 MB list of like objects is a few shapes); the bound is unchanged.
+    from kubectl_gpushare.kube import cel_cost
+
+    items = [{"a": i, "b": "x" * (i % 50), str(i % 7): [i] * (i % 3)} for i in range(1000)]
+    size = cel_cost.value_size({"l": items})
+    entry = size.element().element()
+    assert entry.length == 3 and entry.key is not None and entry.key.length == 1
+    assert entry.element().length == 49  # the longest string; a list of up to 2 is bounded with it
+    assert size.total == 2 + len(items) + sum(3 + 3 + i % 50 + i % 3 + 1 + (i % 3) for i in range(1000))
