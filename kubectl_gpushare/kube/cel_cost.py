@@ -37,10 +37,11 @@ found by evaluating a selector estimated under the limit for seconds: ``matches`
 the program RE2 compiles on every call (a Unicode class alone takes 3 ms), not its length, and a pattern
 built at run time as the largest program; ``size()`` and ``charAt()`` of a string scan it (cel-cpp
 counts code points); a comparison or ``in`` pays for every string the lists or maps hold, not their
-length; any other function pays a traversal of its string inputs (``int()``,
-``timestamp()``, ... parse them); a well-known message (``google.protobuf.ListValue{values: l}``) is
-as large as the value it wraps; ``device.attributes`` and ``device.capacity`` also hold the domains a
-selector quotes (the allocator adds them, `cel.selector_domains`).
+length, and each element or entry weighs ten characters (cel-cpp dispatches on its type); any other
+function pays a traversal of its string inputs (``int()``, ``timestamp()``, ... parse them); a
+well-known message (``google.protobuf.ListValue{values: l}``) is as large as the value it wraps;
+``device.attributes`` and ``device.capacity`` also hold the domains a selector quotes (the allocator
+adds them, `cel.selector_domains`).
 
 Ordinary selectors (driver and attribute comparisons, capacity ``compareTo``, semver, ``cel.bind`` of
 small values, comprehensions over the attribute maps) cost hundreds to thousands, far below the limit;
@@ -106,6 +107,8 @@ class Size:
 
 UNKNOWN: Final = Size(UNBOUNDED)
 SCALAR: Final = Size(1)
+_EMPTY: Final = Size(0, total=0)
+"""The entries of an empty list or map: none, so bounding them with others keeps their `Size.total`."""
 
 
 def _union(a: Size | None, b: Size | None) -> Size | None:
@@ -225,7 +228,8 @@ class _Walker:
             entry = None
             for _, size in elements:
                 entry = _union(entry, size)
-            return _add(_LIST_CREATE, *(c for c, _ in elements)), Size(len(elements), entry or Size(0))
+            total = _known_total(len(elements), [size for _, size in elements])
+            return _add(_LIST_CREATE, *(c for c, _ in elements)), Size(len(elements), entry or _EMPTY, total=total)
         if kind == "struct_expr":
             return self._struct(expr.struct_expr, scope)
         if kind == "comprehension_expr":
@@ -238,20 +242,24 @@ class _Walker:
         cost = _STRUCT_CREATE if struct.message_name else _MAP_CREATE
         key: Size | None = None
         value: Size | None = None
+        held: list[Size] = []
         for entry in struct.entries:
             value_cost, value_size = self.walk(entry.value, scope)
             cost = _add(cost, value_cost)
             value = _union(value, value_size)
+            held.append(value_size)
             if entry.HasField("map_key"):
                 key_cost, key_size = self.walk(entry.map_key, scope)
                 cost = _add(cost, key_cost)
                 key = _union(key, key_size)
+                held.append(key_size)
         if struct.message_name:
             # A well-known type becomes the value it wraps (cel-spec's protobuf conversions):
             # google.protobuf.ListValue{values: l} is the list l, Struct{fields: m} the map m, Value and the
             # wrappers their one field; so a message is as large as its largest field.
             return cost, value or Size(0)
-        return cost, Size(len(struct.entries), value or Size(0), key or Size(0))
+        total = _known_total(len(struct.entries), held)
+        return cost, Size(len(struct.entries), value or _EMPTY, key or _EMPTY, total=total)
 
     def _comprehension(self, comp: syntax_pb2.Expr.Comprehension, scope: _Scope) -> _Estimate:
         """cel-go ``coster.cost`` for a comprehension: range + init + size of range × (condition + step) + result."""
@@ -295,13 +303,22 @@ class _Walker:
         return _add(arg_cost, cost), size
 
 
+def _known_total(length: int, held: list[Size]) -> int | None:
+    """A literal's `Size.total`, where each part's is known.
+
+    ``{}`` holds nothing, so ``c ? object.spec : {}`` is still bounded by what the spec holds.
+    """
+    totals = [size.total for size in held]
+    return None if None in totals else _add(length, *(t for t in totals if t is not None))
+
+
 def _constant(constant: syntax_pb2.Constant) -> Size:
     kind = constant.WhichOneof("constant_kind")
     if kind == "string_value":
-        return Size(len(constant.string_value))
+        return Size(len(constant.string_value), total=len(constant.string_value))
     if kind == "bytes_value":
-        return Size(len(constant.bytes_value))
-    return SCALAR
+        return Size(len(constant.bytes_value), total=len(constant.bytes_value))
+    return _KNOWN_SCALAR
 
 
 def _field(size: Size, name: str) -> Size:
@@ -317,6 +334,11 @@ def _constant_string(expr: syntax_pb2.Expr) -> str | None:
     return None
 
 
+_ELEMENT: Final = 10
+"""What an element or entry weighs in a comparison, in characters: cel-cpp compares values by type
+dispatch, 100 to 600 ns each (a map entry's lookup, a nested list), where a character is a byte compared."""
+
+
 def _volume(size: Size) -> int:
     """How much a comparison may traverse: every character, element and entry a value holds.
 
@@ -324,13 +346,13 @@ def _volume(size: Size) -> int:
     free (20 such comparisons took 0.4 s in cel-cpp, priced at 171 while an empty element weighed 0).
     """
     if size.fields:
-        shape = _add(*(_add(len(name), _volume(value), 1) for name, value in size.fields.items()))
+        shape = _add(*(_add(len(name), _volume(value), _ELEMENT) for name, value in size.fields.items()))
     elif size.entry is None:
         shape = size.length
     else:
-        each = _add(1, _volume(size.entry), _volume(size.key) if size.key is not None else 0)
+        each = _add(_ELEMENT, _volume(size.entry), _volume(size.key) if size.key is not None else 0)
         shape = _mul(size.length, each)
-    return shape if size.total is None else min(shape, size.total)
+    return shape if size.total is None else min(shape, _add(size.total, _mul(_ELEMENT - 1, size.total)))
 
 
 def _text(size: Size) -> int:
@@ -624,9 +646,9 @@ def _value_size(value: object, depth: int, sizes: _Sizes) -> Size:
     if isinstance(value, Mapping):
         names = [len(str(name)) for name in value]
         total = None if total is None else total + sum(names)
-        size = sizes.size(len(value), entry or sizes.size(0), sizes.size(max(names, default=0)), total)
+        size = sizes.size(len(value), entry or _EMPTY, sizes.size(max(names, default=0)), total)
     else:
-        size = sizes.size(len(value), entry or sizes.size(0), None, total)
+        size = sizes.size(len(value), entry or _EMPTY, None, total)
     sizes.seen[(id(value), depth)] = size
     return size
 

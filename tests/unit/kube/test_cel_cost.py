@@ -309,3 +309,30 @@ def test_like_elements_of_a_large_value_are_bounded_together_as_each_would_be() 
     assert entry.length == 3 and entry.key is not None and entry.key.length == 1
     assert entry.element().length == 49  # the longest string; a list of up to 2 is bounded with it
     assert size.total == 2 + len(items) + sum(3 + 3 + i % 50 + i % 3 + 1 + (i % 3) for i in range(1000))
+
+
+def test_comparing_containers_pays_a_full_unit_for_each_element() -> None:
+    # cel-cpp compares 200,000 elements of [[]] in 0.12 s: priced as characters (a tenth each), 40,006.
+    from kubectl_gpushare.kube import cel_cost
+
+    obj = cel_cost.value_size({"l": [[[]]] * 200_000})
+    serialized = cel.compile_expression("dyn(o.l) == dyn(o.l)", ("o",)).serialized()
+    assert cel_cost.worst_case_cost(serialized, {"o": obj}) >= 200_000
+    assert cost('device.attributes == device.attributes') < 1_000_000  # the declared maps still compare
+
+
+def test_a_literal_keeps_the_total_of_what_it_holds() -> None:
+    # The confinement policy compares `has(object.spec) ? object.spec : {}`: with `{}` of unknown total,
+    # the union fell back to the spec's shape (every entry as large as the largest) and passed the limit.
+    from kubectl_gpushare.kube import cel_cost
+
+    spec = {"containers": [{"name": f"c{i}", "env": [{"name": "E", "value": "v"}] * 5} for i in range(3)],
+            "volumes": [{"name": "v", "secret": {"secretName": "s" * 50}}],
+            "tolerations": [{"key": "k" * 200, "operator": "Exists"}] * 50, "nodeName": "n" * 250}
+    size = cel_cost.value_size({"spec": spec})
+    either = "(has(o.spec) ? o.spec : {})"
+    serialized = cel.compile_expression(f"{either} == {either}", ("o",)).serialized()
+    plain = cel.compile_expression("o.spec == o.spec", ("o",)).serialized()
+    # The same as comparing the spec itself, but for has() and the conditional.
+    assert cel_cost.worst_case_cost(serialized, {"o": size}) <= cel_cost.worst_case_cost(plain, {"o": size}) + 100
+    assert cel.compile_expression("[1, 'ab', {'c': []}]", ("o",)).evaluate({}) == [1, "ab", {"c": []}]
