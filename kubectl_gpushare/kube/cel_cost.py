@@ -89,9 +89,10 @@ class Size:
 
     ``entry`` bounds a list's elements or a map's values, ``key`` a map's keys (``None`` for a list),
     ``fields`` an object's fields (the ``device`` variable). ``total``, where a known value gave the
-    size (`value_size`), is the most characters, elements and entries such a value actually holds: the
-    shape alone (every entry as large as the largest, each of its own as large as theirs ...) can be
-    far more for a value whose entries differ (a Node's ``status``).
+    size (`value_size`), is what a comparison of such a value traverses (`_volume`): its characters,
+    and its elements and entries weighing `_ELEMENT` each. The shape alone (every entry as large as the
+    largest, each of its own as large as theirs ...) can be far more for a value whose entries differ
+    (a Node's ``status``).
     """
 
     length: int
@@ -309,7 +310,7 @@ def _known_total(length: int, held: list[Size]) -> int | None:
     ``{}`` holds nothing, so ``c ? object.spec : {}`` is still bounded by what the spec holds.
     """
     totals = [size.total for size in held]
-    return None if None in totals else _add(length, *(t for t in totals if t is not None))
+    return None if None in totals else _add(_mul(length, _ELEMENT), *(t for t in totals if t is not None))
 
 
 def _constant(constant: syntax_pb2.Constant) -> Size:
@@ -352,7 +353,7 @@ def _volume(size: Size) -> int:
     else:
         each = _add(_ELEMENT, _volume(size.entry), _volume(size.key) if size.key is not None else 0)
         shape = _mul(size.length, each)
-    return shape if size.total is None else min(shape, _add(size.total, _mul(_ELEMENT - 1, size.total)))
+    return shape if size.total is None else min(shape, size.total)
 
 
 def _text(size: Size) -> int:
@@ -625,7 +626,7 @@ def _value_size(value: object, depth: int, sizes: _Sizes) -> Size:
     if known is not None:
         return known
     entry: Size | None = None
-    total: int | None = len(value)
+    total: int | None = len(value) * _ELEMENT
     longest = -1  # strings and scalars, most of a large value, are bounded together once, not one by one
     scalars = text = 0
     for item in value.values() if isinstance(value, Mapping) else value:
@@ -663,5 +664,5 @@ def with_entry(size: Size, name: str, value: object) -> Size:
     added = value_size(value, 1)
     entry = _union(size.entry if size.length else None, added)
     key = _union(size.key if size.length else None, Size(len(name)))
-    total = None if size.total is None or added.total is None else size.total + added.total + len(name) + 1
+    total = None if size.total is None or added.total is None else size.total + added.total + len(name) + _ELEMENT
     return Size(size.length + 1, entry, key, {**size.fields, name: added}, total)

@@ -308,7 +308,8 @@ def test_like_elements_of_a_large_value_are_bounded_together_as_each_would_be() 
     entry = size.element().element()
     assert entry.length == 3 and entry.key is not None and entry.key.length == 1
     assert entry.element().length == 49  # the longest string; a list of up to 2 is bounded with it
-    assert size.total == 2 + len(items) + sum(3 + 3 + i % 50 + i % 3 + 1 + (i % 3) for i in range(1000))
+    # Each element or entry weighs 10, a name or string its characters, a number 1.
+    assert size.total == 11 + 10 * len(items) + sum(30 + 3 + 1 + i % 50 + 11 * (i % 3) for i in range(1000))
 
 
 def test_comparing_containers_pays_a_full_unit_for_each_element() -> None:
@@ -336,3 +337,14 @@ def test_a_literal_keeps_the_total_of_what_it_holds() -> None:
     # The same as comparing the spec itself, but for has() and the conditional.
     assert cel_cost.worst_case_cost(serialized, {"o": size}) <= cel_cost.worst_case_cost(plain, {"o": size}) + 100
     assert cel.compile_expression("[1, 'ab', {'c': []}]", ("o",)).evaluate({}) == [1, "ab", {"c": []}]
+
+
+def test_a_large_annotation_weighs_its_characters_not_ten_times_them() -> None:
+    # Only elements and entries weigh ten: comparing two names of a metadata that holds a 200,000-character
+    # annotation pays at most a tenth of that annotation, not the whole of it.
+    from kubectl_gpushare.kube import cel_cost
+
+    labels = {f"l{i}": "v" for i in range(1000)}  # bounded with the annotation: 1,000 entries of 200,000
+    size = cel_cost.value_size({"metadata": {"name": "p", "labels": labels, "annotations": {"a": "x" * 200_000}}})
+    serialized = cel.compile_expression("o.metadata.name == q.metadata.name", ("o", "q")).serialized()
+    assert cel_cost.worst_case_cost(serialized, {"o": size, "q": size}) < 50_000
