@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,18 @@ def tree(tmp_path: Path) -> Path:
     return cgroup_tree(tmp_path)
 
 
+@pytest.fixture
+def hard_plugin(kubelet: KubeletSim, start_plugin: Any, tree: Path) -> Callable[..., Any]:
+    """Start the plugin enforcing hard limits over ``tree`` on ``gpus`` 16 GiB GPUs; return it once kubelet has them."""
+
+    def start(gpus: int = 1, **options: Any) -> Any:
+        running = start_plugin(f"{gpus}x16GiB", enforce_memory="hard", cgroup_root=str(tree), **options)
+        assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16 * gpus)
+        return running
+
+    return start
+
+
 def limited_pod(kubelet: KubeletSim, pods: Any, tree: Path, backend: Any, name: str) -> Path:
     """A 2 GiB pod on GPU 0, admitted by kubelet, its cgroup made and its hard limit in force; its cgroup."""
     body = pods.create(name, [2], gpu=0)
@@ -44,11 +56,9 @@ def limited_pod(kubelet: KubeletSim, pods: Any, tree: Path, backend: Any, name: 
 
 
 def test_limits_follow_pods_and_usage_is_served(
-    kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, sandbox: Sandbox, tree: Path
+    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, sandbox: Sandbox, tree: Path
 ) -> None:
-    running = start_plugin("2x16GiB", enforce_memory="hard", cgroup_root=str(tree), usage_port=0,
-                           usage_interval=0.1)
-    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 32)
+    running = hard_plugin(2, usage_port=0, usage_interval=0.1)
     backend = running.backend
     body = pods.create("train", [4], gpu=1)
     kubelet.allocate_pod(body)
@@ -76,10 +86,9 @@ def test_limits_follow_pods_and_usage_is_served(
 
 
 def test_allocate_keeps_working_when_nvml_fails(
-    kubelet: KubeletSim, start_plugin: Any, pods: Any, tree: Path
+    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, tree: Path
 ) -> None:
-    running = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
-    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    running = hard_plugin()
     running.backend.fail_next(0, 1000)
     body = pods.create("a", [2], gpu=0)
     envs = kubelet.allocate_pod(body)
@@ -91,10 +100,9 @@ def test_allocate_keeps_working_when_nvml_fails(
 
 
 def test_a_restarted_plugin_limits_what_it_missed_and_clears_what_went_stale(
-    kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, tree: Path
+    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, tree: Path
 ) -> None:
-    first = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
-    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    first = hard_plugin()
     backend = first.backend
     limited_pod(kubelet, pods, tree, backend, "old")
     first.shutdown()
@@ -110,10 +118,9 @@ def test_a_restarted_plugin_limits_what_it_missed_and_clears_what_went_stale(
         second.shutdown()
 
 
-def test_hostile_pods_never_get_a_limit(kubelet: KubeletSim, start_plugin: Any, pods: Any, tree: Path,
+def test_hostile_pods_never_get_a_limit(kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, tree: Path,
                                         sandbox: Sandbox) -> None:
-    running = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
-    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    running = hard_plugin()
     hostile = [
         pods.create("other-gpu", [2], gpu=7),  # a GPU this node does not have
         pods.create("too-big", [40], gpu=0),  # more than the GPU's memory
@@ -133,10 +140,9 @@ def test_hostile_pods_never_get_a_limit(kubelet: KubeletSim, start_plugin: Any, 
 
 
 def test_a_pod_cannot_raise_its_own_limit_past_its_request_by_annotation(
-    kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, tree: Path
+    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, tree: Path
 ) -> None:
-    running = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
-    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    running = hard_plugin()
     backend = running.backend
     cg = limited_pod(kubelet, pods, tree, backend, "greedy")
     # Annotations are the pod owner's to edit: a gpushare 2.0 allocation claiming the whole GPU must not
@@ -150,10 +156,9 @@ def test_a_pod_cannot_raise_its_own_limit_past_its_request_by_annotation(
 
 @pytest.mark.parametrize("index", ["garbage", "1"], ids=["unreadable", "another-gpu"])
 def test_a_pod_cannot_lift_its_own_limit_by_editing_its_gpu_index(
-    kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, tree: Path, index: str
+    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, tree: Path, index: str
 ) -> None:
-    running = start_plugin("2x16GiB", enforce_memory="hard", cgroup_root=str(tree))
-    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 32)
+    running = hard_plugin(2)
     backend = running.backend
     cg = limited_pod(kubelet, pods, tree, backend, "sly")
     api.patch_pod("default", "sly", {"metadata": {"annotations": {protocol.ANN_IDX: index}}})
@@ -187,10 +192,9 @@ class CountedSource:
 
 
 def test_an_enforcement_pass_reads_the_nodes_pods_once_and_lists_nothing(
-    kubelet: KubeletSim, start_plugin: Any, pods: Any, api: Client, sandbox: Sandbox, tree: Path
+    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, sandbox: Sandbox, tree: Path
 ) -> None:
-    running = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
-    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    running = hard_plugin()
     backend = running.backend
     cg = limited_pod(kubelet, pods, tree, backend, "kept")
     counted = CountedSource(running.plugin.cluster.source)
@@ -212,10 +216,9 @@ def test_an_enforcement_pass_reads_the_nodes_pods_once_and_lists_nothing(
 
 
 def test_a_plugin_restarted_while_pods_cannot_be_listed_keeps_the_limits_in_force(
-    kubelet: KubeletSim, start_plugin: Any, pods: Any, sandbox: Sandbox, tree: Path
+    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, sandbox: Sandbox, tree: Path
 ) -> None:
-    first = start_plugin("1x16GiB", enforce_memory="hard", cgroup_root=str(tree))
-    assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 16)
+    first = hard_plugin()
     backend = first.backend
     cg = limited_pod(kubelet, pods, tree, backend, "running")
     first.shutdown()
