@@ -698,8 +698,11 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Deci
             continue
         reason = validation.get("reason")
         reason = reason if isinstance(reason, str) and reason in REASONS else "Invalid"
-        decisions.append(_Decision("deny", "", reason=reason))
-        decisions[-1].message = _message(validation, scope, failed, sizes, budget, decisions[-1], failure)
+        shown = _message(validation, scope, failed, sizes, budget)
+        if shown is None:  # validator.go: the failure policy's error instead of the denial
+            decisions.append(_error_decision(failure, f"failed messageExpression: {OUT_OF_BUDGET}"))
+        else:
+            decisions.append(_Decision("deny", shown, reason=reason))
     return decisions
 
 
@@ -729,19 +732,17 @@ def _needed_variables(spec: dict[str, Any]) -> set[str] | None:
 
 
 def _message(validation: dict[str, Any], scope: _Scope, failed: Mapping[str, str],
-             sizes: Mapping[str, Size], budget: _Budget, decision: _Decision, failure: str) -> str:
+             sizes: Mapping[str, Size], budget: _Budget) -> str | None:
     """A failed validation's message: its messageExpression's string, else ``message``, else the expression.
 
-    A message expression that would overrun the budget turns the denial into the failure policy's
+    None when the message expression would overrun the budget: the denial becomes the failure policy's
     error (``validator.go``: ``failed messageExpression: ...``).
     """
     if validation.get("messageExpression") is not None:
         source = validation["messageExpression"]
         value, error, cost = _run(source, scope, failed, sizes)
         if not budget.charge(cost, source):
-            errored = _error_decision(failure, "")
-            decision.action, decision.reason = errored.action, "Invalid"
-            return f"failed messageExpression: {OUT_OF_BUDGET}"
+            return None
         if error is None and isinstance(value, str):
             text = value.strip()
             if text and len(text.encode()) <= MAX_MESSAGE and "\n" not in text:
