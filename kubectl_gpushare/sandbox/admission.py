@@ -505,7 +505,6 @@ class _Inputs:
 
     values: dict[str, object]
     _sizes: dict[str, Size] | None = None
-
     _units: dict[str, int] | None = None
 
     def sizes(self) -> dict[str, Size]:
@@ -527,6 +526,16 @@ class _Inputs:
 _ROOT_USE: Final = {name: re.compile(rf"\b{name}\b") for name in VARIABLES}
 
 
+def _variables_named(text: str) -> list[str] | None:
+    """The variables ``text`` uses as ``variables.name``, once each, in order; None: it may use any.
+
+    A use the pattern cannot follow (``variables[...]``, ``variables`` alone) names every variable.
+    """
+    if _OTHER_VARIABLE_USE.search(text):
+        return None
+    return list(dict.fromkeys(_VARIABLE_USE.findall(text)))
+
+
 @dataclass
 class _Scope:
     """The values one policy's expressions see, and what copying them into CEL may still take.
@@ -538,7 +547,7 @@ class _Scope:
     inputs: _Inputs
     variables: dict[str, object] = field(default_factory=dict)
     variable_units: dict[str, int] = field(default_factory=dict)
-    remaining: int = CONVERSION_UNITS
+    copies: _Budget = field(default_factory=lambda: _Budget(CONVERSION_UNITS))
 
     def visible(self, text: str) -> dict[str, object] | None:
         """The activation of ``text``, charged; None once the copies would overrun what is left."""
@@ -550,14 +559,11 @@ class _Scope:
                 activation[name] = value
                 units += root_units[name]
         if _ROOT_USE["variables"].search(text):
-            names = self.variables if _OTHER_VARIABLE_USE.search(text) else dict.fromkeys(_VARIABLE_USE.findall(text))
+            named = _variables_named(text)
+            names = self.variables if named is None else named
             activation["variables"] = {name: self.variables[name] for name in names if name in self.variables}
             units += sum(self.variable_units.get(name, 0) for name in names)
-        if units > self.remaining:
-            self.remaining = -1
-            return None
-        self.remaining -= units
-        return activation
+        return activation if self.copies.charge(units) else None
 
 
 @dataclass
@@ -565,7 +571,8 @@ class _Budget:
     """What one policy's evaluation may still spend (``plugin/cel/activation.go``: ``remainingBudget``).
 
     Validations, the variables they use and message expressions draw on it; variables are charged once,
-    where first used, as upstream's lazy composition charges them (``composition.go``).
+    where first used, as upstream's lazy composition charges them (``composition.go``). The match
+    conditions have one of their own, and `_Scope` one for its copies (`CONVERSION_UNITS`).
     """
 
     remaining: int = RUNTIME_BUDGET
@@ -575,8 +582,8 @@ class _Budget:
         """What the variables ``source`` uses cost and were not charged yet (every one, for ``variables[...]``)."""
         if not isinstance(source, str):
             return 0
-        used = self.variable_costs if _OTHER_VARIABLE_USE.search(source) else _VARIABLE_USE.findall(source)
-        return sum(self.variable_costs.pop(name, 0) for name in list(dict.fromkeys(used)))
+        named = _variables_named(source)
+        return sum(self.variable_costs.pop(name, 0) for name in (list(self.variable_costs) if named is None else named))
 
     def charge(self, cost: int, source: Any = "") -> bool:
         """Spend ``cost`` and what the variables ``source`` uses first cost; False once more than is left."""
@@ -691,8 +698,11 @@ def _evaluate(spec: dict[str, Any], failure: str, shared: _Inputs) -> list[_Deci
             continue
         reason = validation.get("reason")
         reason = reason if isinstance(reason, str) and reason in REASONS else "Invalid"
-        decisions.append(_Decision("deny", "", reason=reason))
-        decisions[-1].message = _message(validation, scope, failed, sizes, budget, decisions[-1], failure)
+        shown = _message(validation, scope, failed, sizes, budget)
+        if shown is None:  # validator.go: the failure policy's error instead of the denial
+            decisions.append(_error_decision(failure, f"failed messageExpression: {OUT_OF_BUDGET}"))
+        else:
+            decisions.append(_Decision("deny", shown, reason=reason))
     return decisions
 
 
@@ -705,34 +715,34 @@ def _needed_variables(spec: dict[str, Any]) -> set[str] | None:
     """
     sources = [v.get(key) for v in _items(spec.get("validations")) if isinstance(v, dict)
                for key in ("expression", "messageExpression")]
-    texts = [text for text in sources if isinstance(text, str)]
-    if any(_OTHER_VARIABLE_USE.search(text) for text in texts):
-        return None
-    needed = {name for text in texts for name in _VARIABLE_USE.findall(text)}
+    needed: set[str] = set()
+    for text in sources:
+        named = _variables_named(text) if isinstance(text, str) else []
+        if named is None:
+            return None
+        needed.update(named)
     for variable in reversed(_items(spec.get("variables"))):  # a variable uses only those before it
         if isinstance(variable, dict) and str(variable.get("name") or "") in needed:
             text = variable.get("expression")
-            if isinstance(text, str):
-                if _OTHER_VARIABLE_USE.search(text):
-                    return None
-                needed.update(_VARIABLE_USE.findall(text))
+            named = _variables_named(text) if isinstance(text, str) else []
+            if named is None:
+                return None
+            needed.update(named)
     return needed
 
 
 def _message(validation: dict[str, Any], scope: _Scope, failed: Mapping[str, str],
-             sizes: Mapping[str, Size], budget: _Budget, decision: _Decision, failure: str) -> str:
+             sizes: Mapping[str, Size], budget: _Budget) -> str | None:
     """A failed validation's message: its messageExpression's string, else ``message``, else the expression.
 
-    A message expression that would overrun the budget turns the denial into the failure policy's
+    None when the message expression would overrun the budget: the denial becomes the failure policy's
     error (``validator.go``: ``failed messageExpression: ...``).
     """
     if validation.get("messageExpression") is not None:
         source = validation["messageExpression"]
         value, error, cost = _run(source, scope, failed, sizes)
         if not budget.charge(cost, source):
-            errored = _error_decision(failure, "")
-            decision.action, decision.reason = errored.action, "Invalid"
-            return f"failed messageExpression: {OUT_OF_BUDGET}"
+            return None
         if error is None and isinstance(value, str):
             text = value.strip()
             if text and len(text.encode()) <= MAX_MESSAGE and "\n" not in text:

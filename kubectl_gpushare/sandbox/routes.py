@@ -673,7 +673,7 @@ class Api:
             raise errors.bad_request(f"timeoutSeconds: Invalid value: {timeout_text[:64]!r}")
         timeout = float(timeout_seconds)
         rv_text = query.get("resourceVersion", "")
-        rv = protocol.parse_int_strict(rv_text) if rv_text.isascii() and rv_text.isdigit() else None
+        rv = _resource_version(query)
         if rv_text not in ("", "0") and rv is None:  # digits only, in range ('²' is a digit to str.isdigit)
             raise errors.bad_request(f"resourceVersion: Invalid value: {rv_text[:64]!r}")
         send_initial = query.get("sendInitialEvents") == "true"
@@ -682,7 +682,7 @@ class Api:
         include = _include(request)
         initial: list[Entry] = []
         expired: ApiError | None = None
-        if send_initial and rv_text != "0":
+        if send_initial:
             # Only a watch-list waits (cacher.go Watch: waitUntilWatchCacheFreshAndForceAllEvents); its
             # 504 is the stream's ERROR event (newErrWatcher), not the response's code. A plain watch
             # from a future resourceVersion opens at once and stays quiet until the store passes it.
@@ -691,7 +691,7 @@ class Api:
             except ApiError as error:
                 expired = error
         with self.store.lock:
-            if rv is None or rv_text == "0" or send_initial:
+            if rv is None or send_initial:
                 initial = self.store.select(resource.plural, target.namespace, labels, fields)[0]
                 start_rv = self.store.resource_version
                 cursor = self.store.cursor_after(start_rv)

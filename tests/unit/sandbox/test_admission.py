@@ -337,3 +337,16 @@ def test_variables_stop_running_once_their_costs_pass_the_budget() -> None:
     after = cel.compile_expression.cache_info()
     assert message is not None and message.endswith(admission_module.OUT_OF_BUDGET)
     assert (after.hits + after.misses) - (before.hits + before.misses) <= 18
+
+
+def test_a_message_expression_past_the_budget_is_the_failure_policy_s_error() -> None:
+    # Fifteen passing validations spend 9,600,000; the sixteenth fails, and its 640,000 message expression
+    # would overrun the budget: validator.go answers the failure policy's error instead of the denial.
+    passing = [{"expression": COSTLY}] * 15
+    last = {"expression": "false", "messageExpression": f"string({COSTLY})"}
+    message = refused(admission([rule(["pods"])], validations=[*passing, last]), _annotated(8000))
+    assert message is not None and message.endswith(f"failed messageExpression: {admission_module.OUT_OF_BUDGET}")
+    ignored = admission([rule(["pods"])], validations=[*passing, last], failure="Ignore")
+    assert refused(ignored, _annotated(8000)) is None
+    message = refused(admission([rule(["pods"])], validations=[*passing[:14], last]), _annotated(8000))
+    assert message is not None and message.endswith("denied request: true")
