@@ -277,13 +277,14 @@ class _Walker:
         else:
             inner[comp.iter_var] = range_size.element()
         inner[comp.accu_var] = accu
-        _, stepped = self.walk(comp.loop_step, inner)
+        step_cost, stepped = self.walk(comp.loop_step, inner)
         growth = max(0, stepped.length - accu.length)
         if growth:  # an accumulator that grows each step (map, filter) ends up to range-size steps larger
             accu = Size(_add(accu.length, _mul(count, growth)), _union(accu.entry, stepped.entry), accu.key)
             inner[comp.accu_var] = accu
+            # Walked again over the grown accumulator; only here, so nested all()/exists() walk once each.
+            step_cost, _ = self.walk(comp.loop_step, inner)
         condition_cost, _ = self.walk(comp.loop_condition, inner)
-        step_cost, _ = self.walk(comp.loop_step, inner)
         result_cost, result = self.walk(comp.result, {**scope, comp.accu_var: accu})
         return _add(range_cost, init_cost, _mul(count, _add(condition_cost, step_cost)), result_cost), result
 
