@@ -191,14 +191,18 @@ def worst_case_cost(serialized: bytes, roots: Mapping[str, Size]) -> int:
     """The worst-case cost of a serialized checked expression (``Expression.serialize()``).
 
     ``roots`` bounds the declared variables (a name missing there is `UNKNOWN`). An expression nested
-    too deep to walk is `UNBOUNDED`.
+    too deep to decode (protobuf's depth limit of 100, which 26 nested ``all()`` pass) or to walk is
+    `UNBOUNDED`.
     """
-    from google.protobuf import any_pb2
+    from google.protobuf import any_pb2, message
 
     wrapped = any_pb2.Any()
-    wrapped.ParseFromString(serialized)
     checked = checked_pb2.CheckedExpr()
-    if not wrapped.Unpack(checked):
+    try:
+        wrapped.ParseFromString(serialized)
+        if not wrapped.Unpack(checked):
+            return UNBOUNDED
+    except message.DecodeError:
         return UNBOUNDED
     try:
         cost, _ = _Walker(roots).walk(checked.expr, {})

@@ -361,3 +361,9 @@ def test_nested_all_walks_each_step_once_where_the_accumulator_does_not_grow() -
     # all() keeps a boolean accumulator: its step was walked twice a level, 2**24 walks here (minutes).
     assert cost(nested_all(24)) == 285_212_655
 
+
+def test_a_selector_too_deep_to_decode_is_refused_not_a_traceback() -> None:
+    # cel-cpp parses 30 levels; protobuf refuses to decode the checked expression past depth 100.
+    with pytest.raises(cel.CelCostError) as refused:
+        cel.compile_selector(nested_all(30))
+    assert "worst-case cost unbounded" in str(refused.value)
