@@ -191,8 +191,8 @@ def worst_case_cost(serialized: bytes, roots: Mapping[str, Size]) -> int:
     """The worst-case cost of a serialized checked expression (``Expression.serialize()``).
 
     ``roots`` bounds the declared variables (a name missing there is `UNKNOWN`). An expression nested
-    too deep to decode (protobuf's depth limit of 100, which 26 nested ``all()`` pass) or to walk is
-    `UNBOUNDED`.
+    too deep to decode (protobuf's depth limit of 100, which 26 nested ``all()`` pass) or to walk, or
+    too long to walk (`_MAX_WALKS`), is `UNBOUNDED`.
     """
     from google.protobuf import any_pb2, message
 
@@ -206,9 +206,20 @@ def worst_case_cost(serialized: bytes, roots: Mapping[str, Size]) -> int:
         return UNBOUNDED
     try:
         cost, _ = _Walker(roots).walk(checked.expr, {})
-    except RecursionError:
+    except (RecursionError, _WalkTooLongError):
         return UNBOUNDED
     return cost
+
+
+_MAX_WALKS: Final = 100_000
+"""Nodes one estimate may walk (under half a second): a comprehension whose accumulator grows walks its
+step twice, so nested ``map()`` or ``exists_one()`` double the walk a level (16 levels in 200 characters
+took 6 s, each level more twice that) while costing little. Past it the estimate is `UNBOUNDED`; the
+largest walk in the tests (selectors, admission policies, the confinement policy) is 633 nodes."""
+
+
+class _WalkTooLongError(Exception):
+    """The walk passed `_MAX_WALKS`."""
 
 
 class _Walker:
@@ -216,8 +227,12 @@ class _Walker:
 
     def __init__(self, roots: Mapping[str, Size]) -> None:
         self.roots = roots
+        self.walks = 0
 
     def walk(self, expr: syntax_pb2.Expr, scope: _Scope) -> _Estimate:
+        self.walks += 1
+        if self.walks > _MAX_WALKS:
+            raise _WalkTooLongError
         kind = expr.WhichOneof("expr_kind")
         if kind == "const_expr":
             return 0, _constant(expr.const_expr)

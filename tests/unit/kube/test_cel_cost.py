@@ -367,3 +367,19 @@ def test_a_selector_too_deep_to_decode_is_refused_not_a_traceback() -> None:
     with pytest.raises(cel.CelCostError) as refused:
         cel.compile_selector(nested_all(30))
     assert "worst-case cost unbounded" in str(refused.value)
+
+
+def nested_growing(macro: str, levels: int) -> str:
+    source = "true"
+    for level in reversed(range(1, levels)):
+        source = f"[x{level - 1}].{macro}(x{level}, {source})"
+    return f"[1].{macro}(x0, {source})"
+
+
+@pytest.mark.parametrize("macro", ["map", "exists_one"])
+def test_a_selector_too_long_to_walk_is_refused(macro: str) -> None:
+    # A growing accumulator walks its step twice a level: 2**16 steps here, each level doubling; the walk stops.
+    assert cost(nested_growing(macro, 10)) < 1_000
+    with pytest.raises(cel.CelCostError) as refused:
+        cel.compile_selector(nested_growing(macro, 16))
+    assert "worst-case cost unbounded" in str(refused.value)
