@@ -335,10 +335,9 @@ def _known_total(length: int, held: list[Size]) -> int | None:
 
 def _constant(constant: syntax_pb2.Constant) -> Size:
     kind = constant.WhichOneof("constant_kind")
-    if kind == "string_value":
-        return Size(len(constant.string_value), total=len(constant.string_value))
-    if kind == "bytes_value":
-        return Size(len(constant.bytes_value), total=len(constant.bytes_value))
+    if kind in ("string_value", "bytes_value"):
+        length = len(constant.string_value if kind == "string_value" else constant.bytes_value)
+        return Size(length, total=length)
     return _KNOWN_SCALAR
 
 
@@ -507,10 +506,7 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         # smaller side's every string counts (100-element lists of 330,000-character strings compared 5,000
         # times took 2.4 s at an estimate of 272,000).
         return max(1, _tenth(min(_volume(sizes[0]), _volume(sizes[1])))), SCALAR
-    if name in ("_[_]", "_[?_]") and len(sizes) == 2:
-        key = _constant_string(args[1])
-        return 1, _field(sizes[0], key) if key is not None and sizes[0].fields else sizes[0].element()
-    if name == "_?._" and len(sizes) == 2:
+    if name in ("_[_]", "_[?_]", "_?._") and len(sizes) == 2:  # m["key"], m[?"key"], m.?key: as m.key
         key = _constant_string(args[1])
         return 1, _field(sizes[0], key) if key is not None else sizes[0].element()
     if name == "@in" and len(sizes) == 2:  # checker/cost.go InList: 1 an element; each compares as == does
