@@ -191,20 +191,35 @@ def worst_case_cost(serialized: bytes, roots: Mapping[str, Size]) -> int:
     """The worst-case cost of a serialized checked expression (``Expression.serialize()``).
 
     ``roots`` bounds the declared variables (a name missing there is `UNKNOWN`). An expression nested
-    too deep to walk is `UNBOUNDED`.
+    too deep to decode (protobuf's depth limit of 100, which 26 nested ``all()`` pass) or to walk, or
+    too long to walk (`_MAX_WALKS`), is `UNBOUNDED`.
     """
-    from google.protobuf import any_pb2
+    from google.protobuf import any_pb2, message
 
     wrapped = any_pb2.Any()
-    wrapped.ParseFromString(serialized)
     checked = checked_pb2.CheckedExpr()
-    if not wrapped.Unpack(checked):
+    try:
+        wrapped.ParseFromString(serialized)
+        if not wrapped.Unpack(checked):
+            return UNBOUNDED
+    except message.DecodeError:
         return UNBOUNDED
     try:
         cost, _ = _Walker(roots).walk(checked.expr, {})
-    except RecursionError:
+    except (RecursionError, _WalkTooLongError):
         return UNBOUNDED
     return cost
+
+
+_MAX_WALKS: Final = 100_000
+"""Nodes one estimate may walk (under half a second): a comprehension whose accumulator grows walks its
+step twice, so nested ``map()`` or ``exists_one()`` double the walk a level (16 levels in 200 characters
+took 6 s, each level more twice that) while costing little. Past it the estimate is `UNBOUNDED`; the
+largest walk in the tests (selectors, admission policies, the confinement policy) is 633 nodes."""
+
+
+class _WalkTooLongError(Exception):
+    """The walk passed `_MAX_WALKS`."""
 
 
 class _Walker:
@@ -212,8 +227,12 @@ class _Walker:
 
     def __init__(self, roots: Mapping[str, Size]) -> None:
         self.roots = roots
+        self.walks = 0
 
     def walk(self, expr: syntax_pb2.Expr, scope: _Scope) -> _Estimate:
+        self.walks += 1
+        if self.walks > _MAX_WALKS:
+            raise _WalkTooLongError
         kind = expr.WhichOneof("expr_kind")
         if kind == "const_expr":
             return 0, _constant(expr.const_expr)
@@ -277,13 +296,14 @@ class _Walker:
         else:
             inner[comp.iter_var] = range_size.element()
         inner[comp.accu_var] = accu
-        _, stepped = self.walk(comp.loop_step, inner)
+        step_cost, stepped = self.walk(comp.loop_step, inner)
         growth = max(0, stepped.length - accu.length)
         if growth:  # an accumulator that grows each step (map, filter) ends up to range-size steps larger
             accu = Size(_add(accu.length, _mul(count, growth)), _union(accu.entry, stepped.entry), accu.key)
             inner[comp.accu_var] = accu
+            # Walked again over the grown accumulator; only here, so nested all()/exists() walk once each.
+            step_cost, _ = self.walk(comp.loop_step, inner)
         condition_cost, _ = self.walk(comp.loop_condition, inner)
-        step_cost, _ = self.walk(comp.loop_step, inner)
         result_cost, result = self.walk(comp.result, {**scope, comp.accu_var: accu})
         return _add(range_cost, init_cost, _mul(count, _add(condition_cost, step_cost)), result_cost), result
 
@@ -315,10 +335,9 @@ def _known_total(length: int, held: list[Size]) -> int | None:
 
 def _constant(constant: syntax_pb2.Constant) -> Size:
     kind = constant.WhichOneof("constant_kind")
-    if kind == "string_value":
-        return Size(len(constant.string_value), total=len(constant.string_value))
-    if kind == "bytes_value":
-        return Size(len(constant.bytes_value), total=len(constant.bytes_value))
+    if kind in ("string_value", "bytes_value"):
+        length = len(constant.string_value if kind == "string_value" else constant.bytes_value)
+        return Size(length, total=length)
     return _KNOWN_SCALAR
 
 
@@ -487,10 +506,7 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         # smaller side's every string counts (100-element lists of 330,000-character strings compared 5,000
         # times took 2.4 s at an estimate of 272,000).
         return max(1, _tenth(min(_volume(sizes[0]), _volume(sizes[1])))), SCALAR
-    if name in ("_[_]", "_[?_]") and len(sizes) == 2:
-        key = _constant_string(args[1])
-        return 1, _field(sizes[0], key) if key is not None and sizes[0].fields else sizes[0].element()
-    if name == "_?._" and len(sizes) == 2:
+    if name in ("_[_]", "_[?_]", "_?._") and len(sizes) == 2:  # m["key"], m[?"key"], m.?key: as m.key
         key = _constant_string(args[1])
         return 1, _field(sizes[0], key) if key is not None else sizes[0].element()
     if name == "@in" and len(sizes) == 2:  # checker/cost.go InList: 1 an element; each compares as == does

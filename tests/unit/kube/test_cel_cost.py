@@ -348,3 +348,38 @@ def test_a_large_annotation_weighs_its_characters_not_ten_times_them() -> None:
     size = cel_cost.value_size({"metadata": {"name": "p", "labels": labels, "annotations": {"a": "x" * 200_000}}})
     serialized = cel.compile_expression("o.metadata.name == q.metadata.name", ("o", "q")).serialized()
     assert cel_cost.worst_case_cost(serialized, {"o": size, "q": size}) < 50_000
+
+
+def nested_all(levels: int) -> str:
+    source = "true"
+    for level in range(levels):
+        source = f"[1, 2].all(x{level}, {source})"
+    return source
+
+
+def test_nested_all_walks_each_step_once_where_the_accumulator_does_not_grow() -> None:
+    # all() keeps a boolean accumulator: its step was walked twice a level, 2**24 walks here (minutes).
+    assert cost(nested_all(24)) == 285_212_655
+
+
+def test_a_selector_too_deep_to_decode_is_refused_not_a_traceback() -> None:
+    # cel-cpp parses 30 levels; protobuf refuses to decode the checked expression past depth 100.
+    with pytest.raises(cel.CelCostError) as refused:
+        cel.compile_selector(nested_all(30))
+    assert "worst-case cost unbounded" in str(refused.value)
+
+
+def nested_growing(macro: str, levels: int) -> str:
+    source = "true"
+    for level in reversed(range(1, levels)):
+        source = f"[x{level - 1}].{macro}(x{level}, {source})"
+    return f"[1].{macro}(x0, {source})"
+
+
+@pytest.mark.parametrize("macro", ["map", "exists_one"])
+def test_a_selector_too_long_to_walk_is_refused(macro: str) -> None:
+    # A growing accumulator walks its step twice a level: 2**16 steps here, each level doubling; the walk stops.
+    assert cost(nested_growing(macro, 10)) < 1_000
+    with pytest.raises(cel.CelCostError) as refused:
+        cel.compile_selector(nested_growing(macro, 16))
+    assert "worst-case cost unbounded" in str(refused.value)
