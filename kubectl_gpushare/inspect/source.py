@@ -952,10 +952,18 @@ def items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[msgspec.
 
     Items are told apart by `listed_kind`, as `parse_documents` tells them (which warned about the
     items it could not). An item nested too deeply to decode does not hide the others (`_document`, `_raw_kind`).
+    A kind that is not UTF-8 is read with U+FFFD in its place, as `parse_documents` reads it.
     """
-    found: dict[str, list[msgspec.Raw]] = {kind: [] for kind in kinds}
     if data.lstrip()[:1] != b"{":
-        return found
+        return {kind: [] for kind in kinds}
+    try:
+        return _json_items_of_kinds(data, kinds)
+    except UnicodeDecodeError:  # msgspec's error for a kind (the list's or an item's) that is not UTF-8
+        return _json_items_of_kinds(_replace_invalid_utf8(data, None), kinds)
+
+
+def _json_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[msgspec.Raw]]:
+    found: dict[str, list[msgspec.Raw]] = {kind: [] for kind in kinds}
     try:
         document = _document(data)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
