@@ -810,10 +810,9 @@ def _plain_scalar_type(value: str) -> str:
 _NODE_OR_POD: Final[dict[str, types.Kind[Any]]] = {"Node": types.NODES, "Pod": types.PODS}
 
 
-def _skipped(kind: str, namespace: object, name: object, error: Exception) -> str:
+def _skipped(plural: types.Kind[Any], item: dict[str, Any], error: Exception) -> str:
     """The API path's warning for a YAML item of a list that does not convert (keyed by `lenient.key_of`)."""
-    plural = _NODE_OR_POD[kind]
-    key = lenient.key_of(namespace, name)
+    key = lenient.key_of(*_yaml_key(item))
     return lenient.skipped(plural, lenient.Undecodable(plural.plural, key, "", lenient.reason(error)))
 
 
@@ -825,9 +824,10 @@ def unkinded(namespace: object, name: object, why: str) -> str:
     return lenient.skipped_as("list item", lenient.Undecodable("", lenient.key_of(namespace, name), "", why))
 
 
-def _yaml_meta(item: dict[str, Any]) -> dict[str, Any]:
+def _yaml_key(item: dict[str, Any]) -> tuple[object, object]:
+    """A YAML item's ``metadata.namespace`` and ``metadata.name``, whatever they are (None where absent)."""
     meta = item.get("metadata")
-    return meta if isinstance(meta, dict) else {}
+    return (meta.get("namespace"), meta.get("name")) if isinstance(meta, dict) else (None, None)
 
 
 def _json_objects(
@@ -899,25 +899,24 @@ def _yaml_objects(
             kind = listed_kind(own, default_kind)
             if kind is None:
                 if warnings is not None:
-                    meta = _yaml_meta(item)
-                    warnings.add(unkinded(meta.get("namespace"), meta.get("name"), why))
+                    warnings.add(unkinded(*_yaml_key(item), why))
                 continue
-            target = {"Node": types.Node, "Pod": types.Pod}.get(kind)
-            if target is None:
+            plural = _NODE_OR_POD.get(kind)
+            if plural is None:
                 if others is not None and kind in others:
                     others[kind].append(item)
                 continue
             try:
-                converted = msgspec.convert(item, target, strict=False)
+                converted = msgspec.convert(item, plural.item_decoder.type, strict=False)
             except (RecursionError, msgspec.ValidationError) as exc:
-                meta = _yaml_meta(item)
                 if isinstance(items, list):
                     if warnings is not None:
-                        warnings.add(_skipped(kind, meta.get("namespace"), meta.get("name"), exc))
+                        warnings.add(_skipped(plural, item, exc))
                     continue
                 if isinstance(exc, RecursionError):
                     raise InputError(f"{kind}: nested too deeply") from None
-                raise InputError(f"{kind} {meta.get('name', '?')}: {exc}") from None
+                name = _yaml_key(item)[1]
+                raise InputError(f"{kind} {'?' if name is None else name}: {exc}") from None
             yield kind, converted
 
 
@@ -953,10 +952,18 @@ def items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[msgspec.
 
     Items are told apart by `listed_kind`, as `parse_documents` tells them (which warned about the
     items it could not). An item nested too deeply to decode does not hide the others (`_document`, `_raw_kind`).
+    A kind that is not UTF-8 is read with U+FFFD in its place, as `parse_documents` reads it.
     """
-    found: dict[str, list[msgspec.Raw]] = {kind: [] for kind in kinds}
     if data.lstrip()[:1] != b"{":
-        return found
+        return {kind: [] for kind in kinds}
+    try:
+        return _json_items_of_kinds(data, kinds)
+    except UnicodeDecodeError:  # msgspec's error for a kind (the list's or an item's) that is not UTF-8
+        return _json_items_of_kinds(_replace_invalid_utf8(data, None), kinds)
+
+
+def _json_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[msgspec.Raw]]:
+    found: dict[str, list[msgspec.Raw]] = {kind: [] for kind in kinds}
     try:
         document = _document(data)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):

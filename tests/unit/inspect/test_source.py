@@ -195,6 +195,15 @@ def test_items_of_kinds_tells_items_apart_as_parse_documents_does() -> None:
     assert source.items_of_kind(pod_list.replace(b"PodList", b"List"), "Pod") == []
 
 
+def test_items_of_kinds_reads_a_kind_not_in_utf8_as_parse_documents_does() -> None:
+    kept = b'{"kind":"ResourceSlice","metadata":{"name":"s"}}'
+    data = b'{"kind":"Li\xffst","items":[{"kind":"Resource\xffSlice"},' + kept + b"]}"
+    assert [bytes(raw) for raw in source.items_of_kind(data, "ResourceSlice")] == [kept]
+    pods = b'{"kind":"PodList","items":[{"kind":"P\xffd","metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}'
+    assert [bytes(raw) for raw in source.items_of_kind(pods, "Pod")] == [b'{"metadata":{"name":"b"}}']
+    assert [pod.metadata.name for pod in source.parse_documents(pods)[1]] == ["b"]
+
+
 
 def _mistyped(item: dict) -> dict:
     item["metadata"]["annotations" if item["kind"] == "Pod" else "labels"] = {"k": ["a list where a string goes"]}
