@@ -973,9 +973,10 @@ def pod_usage_by_name(pods: Iterable[UsagePod]) -> dict[tuple[str, str, int], Po
 
     `top` and ``/metrics`` show a pod by name, so both read a document through this one rule. Two
     entries share a name on one GPU when a pod replaced under its name (a StatefulSet's) starts while
-    the old one still ends, each with its own UID and cgroup. Used bytes are summed (capped at
-    `MAX_INT64`): the name holds both; unknown if any entry's is unknown (a part of a sum is not the
-    sum). The limit is the first entry's (each pod has its own; they are not added).
+    the old one still ends, each with its own UID and cgroup. Used bytes and limits are both summed
+    (capped at `MAX_INT64`): the name holds both pods' memory under both pods' limits, so its use is
+    measured against what bounds it, and the result does not depend on the order entries come in.
+    Either is unknown if any entry's is (a part of a sum is not the sum).
     """
     merged: dict[tuple[str, str, int], PodUsage] = {}
     for pod in pods:
@@ -984,10 +985,14 @@ def pod_usage_by_name(pods: Iterable[UsagePod]) -> dict[tuple[str, str, int], Po
         if seen is None:
             merged[key] = PodUsage(pod.used_bytes, pod.limit_bytes)
             continue
-        used = None if seen.used_bytes is None or pod.used_bytes is None else min(
-            seen.used_bytes + pod.used_bytes, MAX_INT64)
-        merged[key] = PodUsage(used, seen.limit_bytes)
+        merged[key] = PodUsage(_sum_known(seen.used_bytes, pod.used_bytes),
+                               _sum_known(seen.limit_bytes, pod.limit_bytes))
     return merged
+
+
+def _sum_known(a: int | None, b: int | None) -> int | None:
+    """``a + b`` capped at `MAX_INT64`; None if either is unknown."""
+    return None if a is None or b is None else min(a + b, MAX_INT64)
 
 
 MAX_ENFORCEMENT_REASON: Final = 200

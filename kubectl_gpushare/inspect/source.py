@@ -747,16 +747,18 @@ def listed_kind(own: str | None, default: str) -> str | None:
     """The kind a listed item is read as: its own, else its list's (the items of a ``NodeList`` are Nodes).
 
     The one rule of every ``--from-file`` reader (`parse_documents`, `items_of_kinds`, `dra_in`).
-    ``own`` None is a ``kind`` that is not a string (a number, null, an object, a list): the item is
-    then its list's kind where the list names one, else None: nothing says what it is, and
-    `parse_documents` skips it with one warning (`unkinded`). An absent or empty kind is the
-    list's kind, silently (a plain ``List`` has none: the item is not read, as any other kind).
+    ``own`` None is a ``kind`` that is not a string (a number, null, an object, a list), "" an absent
+    or empty one: the item is then its list's kind where the list names one (the API leaves the
+    items of a ``PodList`` without one), else None: nothing says what it is, and `parse_documents`
+    skips it with one warning (`unkinded`; kubectl writes every item of a plain ``List`` with its kind).
     """
     if own:
         return own
-    if own is None and not default:
-        return None
-    return default
+    return default or None
+
+
+NO_KIND: Final = "Object missing required field `kind`"
+"""Why an item of a plain ``List`` without a kind is skipped (msgspec's words for a missing field)."""
 
 
 def _raw_kind(raw: msgspec.Raw) -> OwnKind:
@@ -775,22 +777,27 @@ def _raw_kind(raw: msgspec.Raw) -> OwnKind:
             return None, f"{lenient.reason(exc)} - at `$.kind`"
 
 
-def _yaml_kind(item: dict[str, Any]) -> OwnKind:
-    """A YAML item's own kind (`OwnKind`), with JSON's wording for one that is not a string (`_raw_kind`).
+def _yaml_kind(item: object) -> OwnKind:
+    """A YAML item's own kind (`OwnKind`), in JSON's words where it is not a string or not a mapping (`_raw_kind`).
 
     The loader reads every scalar as a string, so a plain scalar that YAML 1.1 resolves to another
     type (``5``, ``null``, ``~``, ``true``, ``yes``) is that type, as sigs.k8s.io/yaml (go-yaml v2,
     YAML 1.1) reads it for kubectl. Quoting is not kept, so ``"5"`` reads as a number too: either way
     no kind is called that. An empty kind is no kind.
     """
+    if not isinstance(item, dict):
+        return None, f"Expected `object`, got `{_yaml_type(item)}`"
     value = item.get("kind", "")
+    if isinstance(value, str) and (not value or _yaml_type(value) == "str"):
+        return value, ""
+    return None, f"Expected `str`, got `{_yaml_type(value)}` - at `$.kind`"
+
+
+def _yaml_type(value: object) -> str:
+    """The JSON type name msgspec's errors use for a value the YAML loader read (`_plain_scalar_type`)."""
     if isinstance(value, str):
-        got = _plain_scalar_type(value) if value else "str"
-        if got == "str":
-            return value, ""
-    else:
-        got = "object" if isinstance(value, dict) else "array" if isinstance(value, list) else type(value).__name__
-    return None, f"Expected `str`, got `{got}` - at `$.kind`"
+        return _plain_scalar_type(value)
+    return "object" if isinstance(value, dict) else "array" if isinstance(value, list) else type(value).__name__
 
 
 @functools.cache
@@ -810,10 +817,10 @@ def _plain_scalar_type(value: str) -> str:
 _NODE_OR_POD: Final[dict[str, types.Kind[Any]]] = {"Node": types.NODES, "Pod": types.PODS}
 
 
-def _skipped(plural: types.Kind[Any], item: dict[str, Any], error: Exception) -> str:
+def _skipped(plural: types.Kind[Any], item: object, why: str) -> str:
     """The API path's warning for a YAML item of a list that does not convert (keyed by `lenient.key_of`)."""
     key = lenient.key_of(*_yaml_key(item))
-    return lenient.skipped(plural, lenient.Undecodable(plural.plural, key, "", lenient.reason(error)))
+    return lenient.skipped(plural, lenient.Undecodable(plural.plural, key, "", why))
 
 
 def unkinded(namespace: object, name: object, why: str) -> str:
@@ -824,9 +831,9 @@ def unkinded(namespace: object, name: object, why: str) -> str:
     return lenient.skipped_as("list item", lenient.Undecodable("", lenient.key_of(namespace, name), "", why))
 
 
-def _yaml_key(item: dict[str, Any]) -> tuple[object, object]:
+def _yaml_key(item: object) -> tuple[object, object]:
     """A YAML item's ``metadata.namespace`` and ``metadata.name``, whatever they are (None where absent)."""
-    meta = item.get("metadata")
+    meta = item.get("metadata") if isinstance(item, dict) else None
     return (meta.get("namespace"), meta.get("name")) if isinstance(meta, dict) else (None, None)
 
 
@@ -848,7 +855,7 @@ def _json_objects(
             kind = listed_kind(own, default_kind)
             if kind is None:
                 if warnings is not None:
-                    warnings.add(unkinded(*lenient.object_meta(raw)[:2], why))
+                    warnings.add(unkinded(*lenient.object_meta(raw)[:2], why or NO_KIND))
             elif kind in _NODE_OR_POD:
                 try:
                     yield kind, _NODE_OR_POD[kind].item_decoder.decode(raw)
@@ -893,25 +900,27 @@ def _yaml_objects(
         default_kind = _ITEM_KINDS.get(str(document.get("kind", "")), "")
         objects = items if isinstance(items, list) else [document]
         for item in objects:
-            if not isinstance(item, dict):
-                raise InputError("not a Kubernetes list: an item is not a mapping")
-            own, why = _yaml_kind(item)
+            own, why = _yaml_kind(item)  # an item that is not a mapping is skipped with a warning, as in JSON
             kind = listed_kind(own, default_kind)
             if kind is None:
                 if warnings is not None:
-                    warnings.add(unkinded(*_yaml_key(item), why))
+                    warnings.add(unkinded(*_yaml_key(item), why or NO_KIND))
                 continue
             plural = _NODE_OR_POD.get(kind)
             if plural is None:
                 if others is not None and kind in others:
                     others[kind].append(item)
                 continue
+            if not isinstance(item, dict):  # an item of a NodeList or PodList: JSON's words for it
+                if warnings is not None:
+                    warnings.add(_skipped(plural, item, why))
+                continue
             try:
                 converted = msgspec.convert(item, plural.item_decoder.type, strict=False)
             except (RecursionError, msgspec.ValidationError) as exc:
                 if isinstance(items, list):
                     if warnings is not None:
-                        warnings.add(_skipped(plural, item, exc))
+                        warnings.add(_skipped(plural, item, lenient.reason(exc)))
                     continue
                 if isinstance(exc, RecursionError):
                     raise InputError(f"{kind}: nested too deeply") from None
@@ -1041,7 +1050,7 @@ def _yaml_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[di
         items = document.get("items")
         default_kind = _ITEM_KINDS.get(str(document.get("kind", "")), "")
         for item in items if isinstance(items, list) else [document]:
-            kind = listed_kind(_yaml_kind(item)[0], default_kind) if isinstance(item, dict) else None
+            kind = listed_kind(_yaml_kind(item)[0], default_kind)
             if kind is not None and kind in found:
                 found[kind].append(item)
     return found

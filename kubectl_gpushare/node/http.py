@@ -63,7 +63,7 @@ class UsageCollector(Collector):
         # alreadyScraped -> storage.ErrDuplicateSampleForTimestamp, counted by
         # prometheus_target_scrapes_sample_duplicate_timestamp_total), so it would show half of what
         # `top` shows. Merged per name by the rule `top` reads /usage with (`protocol.pod_usage_by_name`:
-        # used summed, the first limit) rather than told apart by a ``uid`` label: a uid label makes a new
+        # used and limits summed) rather than told apart by a ``uid`` label: a uid label makes a new
         # series at every pod re-creation (cardinality and churn in Prometheus' head), and every query
         # would have to ``sum by`` it away again to get what a pod name holds.
         for (namespace, name, index), usage in protocol.pod_usage_by_name(report.pods).items():

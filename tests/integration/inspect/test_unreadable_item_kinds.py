@@ -1,4 +1,5 @@
-"""A listed item whose ``kind`` is not a string is one warning in every ``--from-file`` reader, JSON or YAML."""
+"""A listed item whose ``kind`` is not a string, absent, or that is not an object at all, is one warning in
+every ``--from-file`` reader, JSON or YAML alike."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def _good() -> list[dict[str, Any]]:
     return [node, pod]
 
 
-def _unkinded() -> list[dict[str, Any]]:
+def _unkinded() -> list[Any]:
     return [
         {"kind": 5, "metadata": {"name": "weird", "namespace": "ml"}},
         {"kind": None, "metadata": {"name": "nul"}},
@@ -35,15 +36,28 @@ def _unkinded() -> list[dict[str, Any]]:
     ]
 
 
+def _kindless() -> list[Any]:
+    return [
+        {"metadata": {"name": "nokind", "namespace": "ml"}},  # a hand-made List: what is it?
+        7, "text", [1],  # not objects: the YAML reader refused the whole file for them
+    ]
+
+
 WARNINGS = [
     "warning: list item ml/weird: cannot be decoded (Expected `str`, got `int` - at `$.kind`); skipped",
     "warning: list item nul: cannot be decoded (Expected `str`, got `null` - at `$.kind`); skipped",
     "warning: list item obj: cannot be decoded (Expected `str`, got `object` - at `$.kind`); skipped",
     f"warning: list item ml/{LONG[:250]}: cannot be decoded (Expected `str`, got `array` - at `$.kind`); skipped",
 ]
+KINDLESS_WARNINGS = [
+    "warning: list item ml/nokind: cannot be decoded (Object missing required field `kind`); skipped",
+    "warning: a list item with unreadable metadata: cannot be decoded (Expected `object`, got `int`); skipped",
+    "warning: a list item with unreadable metadata: cannot be decoded (Expected `object`, got `str`); skipped",
+    "warning: a list item with unreadable metadata: cannot be decoded (Expected `object`, got `array`); skipped",
+]
 
 
-def _write(path: Path, items: list[dict[str, Any]]) -> Path:
+def _write(path: Path, items: list[Any]) -> Path:
     document = {"apiVersion": "v1", "kind": "List", "items": items}
     path.write_text(json.dumps(document) if path.suffix == ".json" else yaml.safe_dump(document))
     return path
@@ -54,12 +68,15 @@ def _inspect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
 
 
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
+@pytest.mark.parametrize(("bad_items", "warnings"), [(_unkinded, WARNINGS), (_kindless, KINDLESS_WARNINGS)],
+                         ids=["kind-not-a-string", "no-kind-or-not-an-object"])
 def test_an_item_whose_kind_is_not_a_string_is_one_warning_and_changes_no_row(
-    suffix: str, kube_env: dict[str, str], kubectl: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+    suffix: str, bad_items: Callable[[], list[Any]], warnings: list[str], kube_env: dict[str, str],
+    kubectl: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
     good = _good()
     clean = _write(tmp_path / f"clean{suffix}", good)
-    bad = _write(tmp_path / f"bad{suffix}", [good[0], *_unkinded(), good[1]])
+    bad = _write(tmp_path / f"bad{suffix}", [good[0], *bad_items(), good[1]])
     runs: dict[str, Callable[[Path], subprocess.CompletedProcess[str]]] = {
         "inspect": lambda path: _inspect(kube_env, "--from-file", str(path)),
         "inspect -o json": lambda path: _inspect(kube_env, "-o", "json", "--from-file", str(path)),
@@ -73,7 +90,7 @@ def test_an_item_whose_kind_is_not_a_string_is_one_warning_and_changes_no_row(
         expected, result = run(clean), run(bad)
         assert expected.stderr == "", f"{name}: {expected.stderr}"
         assert (result.returncode, result.stdout) == (expected.returncode, expected.stdout), f"{name}: {result.stderr}"
-        assert result.stderr.splitlines() == WARNINGS, name
+        assert result.stderr.splitlines() == warnings, name
 
 
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
@@ -87,3 +104,20 @@ def test_in_a_node_list_an_item_of_an_unreadable_kind_is_a_node(
     result = _inspect(kube_env, "-o", "json", "--from-file", str(path))
     assert (result.returncode, result.stderr) == (0, "")
     assert [node["name"] for node in json.loads(result.stdout)["nodes"]] == ["n1"], "the list says what its items are"
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_in_a_node_list_an_item_that_is_not_an_object_is_a_node_skipped(
+    suffix: str, kube_env: dict[str, str], tmp_path: Path
+) -> None:
+    node = node_object("n1", [16], ip="10.0.0.1")
+    path = tmp_path / f"nodes{suffix}"
+    document = {"apiVersion": "v1", "kind": "NodeList", "items": [None, 5, node]}
+    path.write_text(json.dumps(document) if suffix == ".json" else yaml.safe_dump(document))
+    result = _inspect(kube_env, "-o", "json", "--from-file", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"warning: a node with unreadable metadata: cannot be decoded (Expected `object`, got `{got}`); skipped"
+        for got in ("null", "int")
+    ]
+    assert [node["name"] for node in json.loads(result.stdout)["nodes"]] == ["n1"]

@@ -87,12 +87,15 @@ def _entry(uid: str, used: int | None, limit: int | None, name: str = "web-0") -
     ("entries", "expected"),
     [
         ([_entry("u1", 3, 8)], protocol.PodUsage(3, 8)),
-        ([_entry("u1", 3, 8), _entry("u2", 1, 6)], protocol.PodUsage(4, 8)),
+        ([_entry("u1", 3, 8), _entry("u2", 1, 6)], protocol.PodUsage(4, 14)),
         ([_entry("u1", None, None), _entry("u2", 1, 6)], protocol.PodUsage(None, None)),
-        ([_entry("u1", 1, 6), _entry("u2", None, None)], protocol.PodUsage(None, 6)),
-        ([_entry("u1", protocol.MAX_INT64, None), _entry("u2", 1, None)], protocol.PodUsage(protocol.MAX_INT64, None)),
+        ([_entry("u1", 1, 6), _entry("u2", None, None)], protocol.PodUsage(None, None)),
+        ([_entry("u1", 1, None), _entry("u2", 2, 6)], protocol.PodUsage(3, None)),
+        ([_entry("u1", 1, 6), _entry("u2", 2, None)], protocol.PodUsage(3, None)),
+        ([_entry("u1", protocol.MAX_INT64, protocol.MAX_INT64), _entry("u2", 1, 1)],
+         protocol.PodUsage(protocol.MAX_INT64, protocol.MAX_INT64)),
     ],
-    ids=["one", "summed-first-limit", "unknown-first", "unknown-second", "capped"],
+    ids=["one", "summed", "unknown-first", "unknown-second", "limit-unknown-first", "limit-unknown-second", "capped"],
 )
 def test_pod_usage_by_name_merges_entries_of_one_name(entries: list[protocol.UsagePod],
                                                       expected: protocol.PodUsage) -> None:

@@ -149,5 +149,5 @@ def test_two_pods_of_one_name_on_one_gpu_are_one_series_with_what_top_shows(tmp_
     label_sets = [(name, labels) for name, labels, _ in samples]
     assert len(label_sets) == len(set(label_sets)), "a metric name and label set appears twice"
     web = {name: value for name, labels, value in samples if dict(labels).get("pod") == "web-0"}
-    assert web == {protocol.METRIC_POD_USED: 4 * GiB, protocol.METRIC_POD_LIMIT: 4 * GiB}
-    assert shown.pods[("ns", "web-0", 0)] == top.PodObserved(used=4 * GiB, limit=4 * GiB)
+    assert web == {protocol.METRIC_POD_USED: 4 * GiB, protocol.METRIC_POD_LIMIT: 8 * GiB}  # both pods' limits
+    assert shown.pods[("ns", "web-0", 0)] == top.PodObserved(used=4 * GiB, limit=8 * GiB)
