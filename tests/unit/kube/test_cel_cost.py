@@ -264,7 +264,10 @@ def test_a_function_implemented_in_python_pays_for_copying_its_inputs() -> None:
 
     from kubectl_gpushare.kube import cel_cost
 
-    declared = set(re.findall(r'(?:member|FunctionDecl)\("(\w+)"', inspect.getsource(cel._declarations)))
+    from kubectl_gpushare.kube import cel_library
+
+    sources = inspect.getsource(cel._declarations) + inspect.getsource(cel_library.declarations)
+    declared = set(re.findall(r'(?:member|FunctionDecl|one|getter)\("([\w.]+)"', sources))
     assert cel_cost.PYTHON_FUNCTIONS == declared
     obj = cel_cost.value_size({"m": {str(i): i for i in range(200_000)}})
     serialized = cel.compile_expression("[1, 2, 3, 4, 5].all(i, o.m.sign() == 0)", ("o",)).serialized()
