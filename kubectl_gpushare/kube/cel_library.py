@@ -19,7 +19,8 @@ Left out, and so refused at compile time as an undeclared function: the regex li
 ``findAll`` (``library/regex.go``): upstream runs RE2, which never backtracks; Python's ``re`` does, so
 a hostile pattern could hang the allocator, and RE2 is not a dependency here. Also the ``format``
 library (1.31, ``library/format.go``), whose ``validate`` returns an optional list the binding cannot
-build from Python, and the image library (1.33).
+build from Python, the image library (1.33), and two-variable comprehensions (1.32), whose macros
+cel-expr-python's parser lacks.
 
 A URL, IP or CIDR travels through CEL as a one-entry map, as quantities do (`kube.cel`): ``{"__url__":
 text}``, ``{"__ip__": canonical}``, ``{"__cidr__": canonical}``. Two IPs or CIDRs are ``==`` when their
