@@ -486,6 +486,14 @@ _LIST_FUNCTIONS: Final = frozenset({"isSorted", "sum", "min", "max", "indexOf", 
 _URL_GETTERS: Final = frozenset({"getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery"})
 _NET_ACCESSORS: Final = frozenset({"family", "isUnspecified", "isLoopback", "isLinkLocalMulticast",
                                    "isLinkLocalUnicast", "isGlobalUnicast", "masked", "prefixLength", "ip"})
+_PYTHON_COMPARISON: Final = 50
+"""A comparison of two values in Python (`cel_library`'s CEL equality): 0.7 to 1.4 us, where a unit of
+cel-cpp's comparisons is 10 to 60 ns (`_ELEMENT`). Priced at 1, sets.intersects of two lists of 1,000
+strings took 1.5 s at an estimate of 1,027,791."""
+_PYTHON_PARSE: Final = 50
+"""A parse of a URL, IP or CIDR text in Python (``ipaddress``, `cel_library.parse_url`), once per call:
+5 to 30 us with the binding's call, as a quantity's call costs about 200 ns a unit. Priced at 1
+(upstream's accessors), 1,000 ``ip(...).isGlobalUnicast()`` took 36 ms at an estimate of 60."""
 _NET_TEXT: Final = 43
 """The longest canonical IP or CIDR text (eight hextets and ``/128``): what `kube.cel_library` carries."""
 
@@ -560,31 +568,32 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         return max(1, _mul(_tenth(first), max(1, _tenth(second)))), SCALAR
     if name in ("sets.contains", "sets.intersects", "sets.equivalent") and len(sizes) == 2:
         # cel-go ext/sets.go estimateSetsCost: size x size (twice for equivalent) + 1. Beyond it, each pair
-        # compares as == does (`_volume`), as `in` is priced here.
+        # is a comparison in Python (`_PYTHON_COMPARISON`) of what == would traverse (`_volume`).
         pairs = _mul(first, second)
-        compare = max(1, _tenth(min(_volume(sizes[0].element()), _volume(sizes[1].element()))))
+        compare = _add(_PYTHON_COMPARISON, _tenth(min(_volume(sizes[0].element()), _volume(sizes[1].element()))))
         return _add(1, _mul(_mul(pairs, compare), 2 if name == "sets.equivalent" else 1)), SCALAR
     if name in ("url", "isURL", "ip", "isIP", "cidr", "isCIDR", "ip.isCanonical") and sizes and not member:
         # library/cost.go "url", "ip", "cidr", "isIP", "isCIDR": 0.1 of the text; ip.isCanonical twice
         # that (parsed, then compared). isURL is unpriced there (1): it parses as url() does.
         factor = 2 * _TRAVERSAL if name == "ip.isCanonical" else _TRAVERSAL
         result = SCALAR if name.startswith("is") else Size(first if name == "url" else _NET_TEXT)
-        return max(1, _tenth(first, factor)), result
+        return max(_PYTHON_PARSE, _tenth(first, factor)), result
     if name in _URL_GETTERS and member and sizes:
         # Unpriced upstream (1); beyond it, each call parses the URL's text again in Python. A component is
         # at most the text, escaping at most triples it; the query a map of lists of such strings.
         text = Size(_mul(first, 3))
         if name == "getQuery":
-            return max(1, _tenth(first)), Size(first, Size(first, text), text)
-        return max(1, _tenth(first)), text
+            return max(_PYTHON_PARSE, _tenth(first)), Size(first, Size(first, text), text)
+        return max(_PYTHON_PARSE, _tenth(first)), text
     if name in _NET_ACCESSORS and member and sizes:
-        # library/cost.go: IP and CIDR accessors are nominal (1); ip() of a CIDR is a field.
-        return 1, Size(_NET_TEXT) if name in ("masked", "ip") else SCALAR
+        # library/cost.go: IP and CIDR accessors are nominal (1); ip() of a CIDR is a field. Beyond it,
+        # each parses the canonical text again in Python (`_PYTHON_PARSE`).
+        return _PYTHON_PARSE, Size(_NET_TEXT) if name in ("masked", "ip") else SCALAR
     if name in ("containsIP", "containsCIDR") and member and len(sizes) == 2:
         # library/cost.go: (16 + 16) x 0.1 to compare the addresses, + 16 x 0.1 + 1 to mask for a CIDR,
         # + 0.1 of the argument's text for the string overloads (priced whatever the argument is here).
         masking = _add(_tenth(16), 1) if name == "containsCIDR" else 0
-        return _add(_tenth(32), masking, _tenth(second)), SCALAR
+        return _add(_tenth(32), masking, _tenth(second), _mul(2, _PYTHON_PARSE)), SCALAR
     if name in ("quantity", "isQuantity", "semver", "isSemver") and sizes:
         # library/cost.go prices quantity parsing as a traversal of the text; semver parses the same way here.
         return max(1, _tenth(first)), Size(first)

@@ -432,10 +432,11 @@ def _is_link_local_unicast(value: object) -> bool:
 def _is_global_unicast(value: object) -> bool:
     """Go ``Addr.IsGlobalUnicast``: not broadcast, unspecified, loopback, multicast or link-local unicast."""
     address = _address(value)
-    if isinstance(address, ipaddress.IPv4Address) and int(address) == 0xFFFFFFFF:
-        return False
-    return not (address.is_unspecified or _is_loopback(value) or address.is_multicast
-                or _is_link_local_unicast(value))
+    if isinstance(address, ipaddress.IPv4Address):
+        return int(address) != 0xFFFFFFFF and not (address.is_unspecified or address.is_loopback
+                                                   or address.is_multicast or int(address) >> 16 == 0xA9FE)
+    return not (address.is_unspecified or address.is_loopback or address.is_multicast
+                or _first_hextet(address) & 0xFFC0 == 0xFE80)
 
 
 def _is_loopback(value: object) -> bool:
