@@ -28,7 +28,8 @@ serializes; the protos are vendored in `kube._api`) and follows those rules wher
   list's size times a comparison of an element; the sets extension: the product of the two sizes
   (twice for ``sets.equivalent``) times a comparison; ``url``, ``ip``, ``cidr`` and their ``is``
   forms a tenth of the text; IP and CIDR accessors 1, ``containsIP``/``containsCIDR`` a few units
-  plus a tenth of a string argument.
+  plus a tenth of a string argument (beyond upstream, as these run in Python: each set comparison
+  and each URL, IP or CIDR parse has a floor, measured, `_PYTHON_COMPARISON`, `_PYTHON_PARSE`).
 
 Conservative (refuses a little more than upstream), where exact parity would need cel-go's estimator
 with the declared types: variables here are ``dyn``, so list concatenation is priced like string
