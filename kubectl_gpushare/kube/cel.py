@@ -8,8 +8,10 @@ does there). This module adds only what Kubernetes adds on top: the quantity lib
 ``asInteger()``, ``isInteger()``, ``asApproximateFloat()``), the semver library DRA selectors use for
 version attributes (``library/semverlib.go``: ``semver()``, ``isSemver()``, ``major()``, ``minor()``,
 ``patch()`` and the same comparisons), the extensions the API server's base environment and DRA's
-add (``cel.bind()``, optional values ``.?``/``orValue()``, the strings library), the bound on an
-expression's length, and one error type whose message fits on one line.
+add (``cel.bind()``, optional values ``.?``/``orValue()``, the strings library), Kubernetes' lists,
+sets, URL, IP and CIDR libraries (`kube.cel_library`, which says what is left out: the regex
+library's ``find``/``findAll``, as Python's ``re`` backtracks, and the ``format`` library), the
+bound on an expression's length, and one error type whose message fits on one line.
 
 A quantity travels through CEL as a map ``{"__quantity__": <thousandths>}``: the binding passes only
 CEL's own types, and the API server compares quantities by value (``Quantity.Cmp``), which the integer
@@ -186,7 +188,11 @@ def _environment(variables: tuple[str, ...]) -> _cel.Env:
         from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
     except ImportError:
         raise CelError(INSTALL_HINT) from None
-    extensions = [ext_bindings.ExtBindings(), ext_optional.ExtOptional(), ext_strings.ExtStrings()]
+    from kubectl_gpushare.kube import cel_library
+
+    # Last: in an extension the binding merges overloads into a name the strings extension declares (indexOf).
+    kubernetes = cel.CelExtension("kubernetes", cel_library.declarations())
+    extensions = [ext_bindings.ExtBindings(), ext_optional.ExtOptional(), ext_strings.ExtStrings(), kubernetes]
     return cel.NewEnv(variables={name: cel.Type.DYN for name in variables}, functions=_declarations(),
                       extensions=extensions)
 

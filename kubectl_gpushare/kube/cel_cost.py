@@ -23,7 +23,13 @@ serializes; the protos are vendored in `kube._api`) and follows those rules wher
 * comprehensions (``all``, ``exists``, ``map``, ``filter``, ``cel.bind``) multiply the cost of their
   step by the size of their range, and an accumulator that grows per step grows by that size;
 * the strings extension: ``replace``, ``join``, ``split``, ``format``, ``quote`` and the case and trim
-  functions produce strings bounded from their inputs, and cost a tenth of what they traverse.
+  functions produce strings bounded from their inputs, and cost a tenth of what they traverse;
+* the lists library (``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``): the
+  list's size times a comparison of an element; the sets extension: the product of the two sizes
+  (twice for ``sets.equivalent``) times a comparison; ``url``, ``ip``, ``cidr`` and their ``is``
+  forms a tenth of the text; IP and CIDR accessors 1, ``containsIP``/``containsCIDR`` a few units
+  plus a tenth of a string argument (beyond upstream, as these run in Python: each set comparison
+  and each URL, IP or CIDR parse has a floor, measured, `_PYTHON_COMPARISON`, `_PYTHON_PARSE`).
 
 Conservative (refuses a little more than upstream), where exact parity would need cel-go's estimator
 with the declared types: variables here are ``dyn``, so list concatenation is priced like string
@@ -57,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kubectl_gpushare import dra_objects as dra
+from kubectl_gpushare.kube import cel_library
 from kubectl_gpushare.kube._api import checked_pb2, syntax_pb2
 
 MAX_COST: Final = 1_000_000
@@ -70,8 +77,10 @@ TOO_COMPLEX: Final = "too complex, exceeds cost limit"
 
 PYTHON_FUNCTIONS: Final = frozenset({
     "quantity", "isQuantity", "compareTo", "isGreaterThan", "isLessThan", "add", "sub", "sign", "isInteger",
-    "asInteger", "asApproximateFloat", "semver", "isSemver", "major", "minor", "patch"})
-"""The functions `kube.cel` implements in Python (the quantity and semver libraries): cel-expr-python
+    "asInteger", "asApproximateFloat", "semver", "isSemver", "major", "minor", "patch"}) | cel_library.FUNCTIONS
+"""The functions `kube.cel` implements in Python (the quantity and semver libraries, and the lists, sets,
+URL, IP and CIDR libraries of `kube.cel_library`; ``indexOf``, ``lastIndexOf`` and ``string`` share a
+name with cel-cpp's, and pay as they do, more than upstream): cel-expr-python
 copies every argument into Python on each call (a 200,000-entry map given to ``sign()`` 100 times took
 8 s at an estimate of 851), so each call also pays every element, entry and character of its inputs."""
 
@@ -474,6 +483,41 @@ def _pattern_weight(pattern: str) -> int:
     return max(len(pattern), _add(*(total for total, _ in groups)))  # never below upstream's length
 
 
+_LIST_FUNCTIONS: Final = frozenset({"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"})
+_URL_GETTERS: Final = frozenset({"getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery"})
+_NET_ACCESSORS: Final = frozenset({"family", "isUnspecified", "isLoopback", "isLinkLocalMulticast",
+                                   "isLinkLocalUnicast", "isGlobalUnicast", "masked", "prefixLength", "ip"})
+_PYTHON_COMPARISON: Final = 50
+"""A comparison of two values in Python (`cel_library`'s CEL equality): 0.7 to 1.4 us, where a unit of
+cel-cpp's comparisons is 10 to 60 ns (`_ELEMENT`). Priced at 1, sets.intersects of two lists of 1,000
+strings took 1.5 s at an estimate of 1,027,791."""
+_PYTHON_PARSE: Final = 50
+"""A parse of a URL, IP or CIDR text in Python (``ipaddress``, `cel_library.parse_url`), once per call:
+5 to 30 us with the binding's call, as a quantity's call costs about 200 ns a unit. Priced at 1
+(upstream's accessors), 1,000 ``ip(...).isGlobalUnicast()`` took 36 ms at an estimate of 60."""
+_NET_TEXT: Final = 43
+"""The longest canonical IP or CIDR text (eight hextets and ``/128``): what `kube.cel_library` carries."""
+
+
+def _list_function(name: str, sizes: list[Size]) -> _Estimate:
+    """library/cost.go "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf" over a list.
+
+    Upstream: the list's size times (1 + 0.1 of an element's size where elements are strings). Beyond
+    it, an element compares as == does (`_volume`: nested lists and maps are walked). ``indexOf`` of a
+    string (the strings extension) shares the name: a target that may be a string is also priced so.
+    """
+    target = sizes[0]
+    element = target.element() if target.entry is not None else SCALAR
+    compared = _volume(element)
+    if len(sizes) > 1:
+        compared = min(compared, _volume(sizes[1]))
+    cost = _mul(target.length, _add(1, _tenth(compared)))
+    if target.entry is None and not target.fields and len(sizes) > 1:  # maybe a string: strings.indexOf
+        cost = max(cost, _mul(_tenth(target.length), max(1, _tenth(sizes[1].length))))
+    result = element if name in ("min", "max") else SCALAR
+    return max(1, cost), result
+
+
 _VERB = re.compile(r"%(?:\.(\d+))?([a-zA-Z%])")
 _NUMBER_TEXT: Final = 320  # cel-cpp's %d or %f of the largest double: 309 digits, a sign, a point, 6 decimals
 _MAX_PRECISION: Final = 1000  # cel-cpp refuses a larger precision ("precision specifier exceeds maximum")
@@ -519,8 +563,39 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         pattern = _constant_string(args[-1]) if args else None
         weight = _pattern_weight(pattern) if pattern is not None else max(second, _DYNAMIC_PATTERN)
         return max(1, _mul(_tenth(_add(first, 1)), _tenth(weight, _REGEX))), SCALAR
+    if name in _LIST_FUNCTIONS and member and sizes:
+        return _list_function(name, sizes)
     if name in ("contains", "indexOf", "lastIndexOf") and len(sizes) >= 2 and member:
         return max(1, _mul(_tenth(first), max(1, _tenth(second)))), SCALAR
+    if name in ("sets.contains", "sets.intersects", "sets.equivalent") and len(sizes) == 2:
+        # cel-go ext/sets.go estimateSetsCost: size x size (twice for equivalent) + 1. Beyond it, each pair
+        # is a comparison in Python (`_PYTHON_COMPARISON`) walking what == would traverse (`_volume`), each
+        # element or character a unit (a nested element is a Python step, 0.3 us, not a tenth of cel-cpp's).
+        pairs = _mul(first, second)
+        compare = _add(_PYTHON_COMPARISON, min(_volume(sizes[0].element()), _volume(sizes[1].element())))
+        return _add(1, _mul(_mul(pairs, compare), 2 if name == "sets.equivalent" else 1)), SCALAR
+    if name in ("url", "isURL", "ip", "isIP", "cidr", "isCIDR", "ip.isCanonical") and sizes and not member:
+        # library/cost.go "url", "ip", "cidr", "isIP", "isCIDR": 0.1 of the text; ip.isCanonical twice
+        # that (parsed, then compared). isURL is unpriced there (1): it parses as url() does.
+        factor = 2 * _TRAVERSAL if name == "ip.isCanonical" else _TRAVERSAL
+        result = SCALAR if name.startswith("is") else Size(first if name == "url" else _NET_TEXT)
+        return max(_PYTHON_PARSE, _tenth(first, factor)), result
+    if name in _URL_GETTERS and member and sizes:
+        # Unpriced upstream (1); beyond it, each call parses the URL's text again in Python. A component is
+        # at most the text, escaping at most triples it; the query a map of lists of such strings.
+        text = Size(_mul(first, 3))
+        if name == "getQuery":
+            return max(_PYTHON_PARSE, _tenth(first)), Size(first, Size(first, text), text)
+        return max(_PYTHON_PARSE, _tenth(first)), text
+    if name in _NET_ACCESSORS and member and sizes:
+        # library/cost.go: IP and CIDR accessors are nominal (1); ip() of a CIDR is a field. Beyond it,
+        # each parses the canonical text again in Python (`_PYTHON_PARSE`).
+        return _PYTHON_PARSE, Size(_NET_TEXT) if name in ("masked", "ip") else SCALAR
+    if name in ("containsIP", "containsCIDR") and member and len(sizes) == 2:
+        # library/cost.go: (16 + 16) x 0.1 to compare the addresses, + 16 x 0.1 + 1 to mask for a CIDR,
+        # + 0.1 of the argument's text for the string overloads (priced whatever the argument is here).
+        masking = _add(_tenth(16), 1) if name == "containsCIDR" else 0
+        return _add(_tenth(32), masking, _tenth(second), _mul(2, _PYTHON_PARSE)), SCALAR
     if name in ("quantity", "isQuantity", "semver", "isSemver") and sizes:
         # library/cost.go prices quantity parsing as a traversal of the text; semver parses the same way here.
         return max(1, _tenth(first)), Size(first)

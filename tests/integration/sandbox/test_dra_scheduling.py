@@ -436,3 +436,20 @@ def test_a_lost_write_of_a_pods_first_claim_releases_the_second_claim_never_sent
     assert not [m for m in messages if "p-b-" in m and "in the process of being allocated" in m], messages
     assert sum(consumed(lossy).values()) == 6 * 2**30
     assert_not_over_committed(lossy)
+
+
+def test_a_selector_using_the_lists_and_sets_libraries_allocates_only_the_devices_it_matches(
+        scheduling: Sandbox, kubectl: Kubectl) -> None:
+    # The API server's base environment has library/lists.go and cel-go's ext/sets.go: such a selector
+    # compiles there, so it must allocate (or not) here rather than fail as an undeclared function.
+    model = f'device.attributes["{DRIVER}"].model'
+    matching = [{"cel": {"expression": f'["T4", "A100"].indexOf({model}) >= 0 && {model}.indexOf("100") == 1'}}]
+    missing = [{"cel": {"expression": f'sets.intersects([{model}], ["H100", "T4"])'}}]
+    kubectl("create", "-f", "-", input="\n".join([
+        template("t-yes", "1Gi", selectors=matching), template("t-no", "1Gi", selectors=missing),
+        pod("p-yes", "t-yes"), pod("p-no", "t-no")]))
+    wait_for(lambda: bound(scheduling, "p-yes") == "n1" and scheduled_condition(scheduling, "p-no").get("status")
+             == "False", timeout=30, what="p-yes bound and p-no unschedulable")
+    assert scheduled_condition(scheduling, "p-no")["message"] == "0/1 nodes are available: 1 cannot allocate all " \
+                                                                 "claims."
+    assert not bound(scheduling, "p-no")

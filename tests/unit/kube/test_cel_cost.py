@@ -22,6 +22,10 @@ ORDINARY = [
     f'device.attributes["{DRIVER}"].?uuid.orValue("").lowerAscii().contains("gpu-")',
     f'["T4", "A10"].exists(m, m == device.attributes["{DRIVER}"].model)',
     f'device.attributes["{DRIVER}"].model.replace("-", " ").split(" ").size() == 2',
+    f'["T4", "A100"].indexOf(device.attributes["{DRIVER}"].model) >= 0',
+    f'sets.intersects(device.attributes["{DRIVER}"].tags, ["a", "b"]) && device.attributes["{DRIVER}"].tags.isSorted()',
+    f'cidr("10.0.0.0/8").containsIP(device.attributes["{DRIVER}"].address)',
+    f'url(device.attributes["{DRIVER}"].endpoint).getScheme() == "https"',
 ]
 
 
@@ -262,9 +266,10 @@ def test_a_function_implemented_in_python_pays_for_copying_its_inputs() -> None:
     import inspect
     import re
 
-    from kubectl_gpushare.kube import cel_cost
+    from kubectl_gpushare.kube import cel_cost, cel_library
 
-    declared = set(re.findall(r'(?:member|FunctionDecl)\("(\w+)"', inspect.getsource(cel._declarations)))
+    sources = inspect.getsource(cel._declarations) + inspect.getsource(cel_library.declarations)
+    declared = set(re.findall(r'(?:member|FunctionDecl|one|getter)\("([\w.]+)"', sources))
     assert cel_cost.PYTHON_FUNCTIONS == declared
     obj = cel_cost.value_size({"m": {str(i): i for i in range(200_000)}})
     serialized = cel.compile_expression("[1, 2, 3, 4, 5].all(i, o.m.sign() == 0)", ("o",)).serialized()
@@ -383,3 +388,54 @@ def test_a_selector_too_long_to_walk_is_refused(macro: str) -> None:
     with pytest.raises(cel.CelCostError) as refused:
         cel.compile_selector(nested_growing(macro, 16))
     assert "worst-case cost unbounded" in str(refused.value)
+
+
+LIST_FUNCTIONS = ["o.l.isSorted()", "o.l.sum() > 0", "o.l.min() == ''", "o.l.max() == ''", "o.l.indexOf('x') > 0",
+                  "o.l.lastIndexOf('x') > 0"]
+
+
+@pytest.mark.parametrize("call", LIST_FUNCTIONS)
+def test_a_list_function_pays_for_the_size_of_its_list(call: str) -> None:
+    # library/cost.go "isSorted", "sum", "min", "max", "indexOf", "lastIndexOf": the list's size times a
+    # comparison; the binding also copies the list into Python on every call.
+    from kubectl_gpushare.kube import cel_cost
+
+    obj = cel_cost.value_size({"l": ["x" * 10] * 200_000})
+    serialized = cel.compile_expression(f"[1, 2, 3, 4, 5].all(i, {call})", ("o",)).serialized()
+    assert cel_cost.worst_case_cost(serialized, {"o": obj}) > 5 * 200_000
+    small = cel.compile_expression(call, ("o",)).serialized()
+    assert cel_cost.worst_case_cost(small, {"o": cel_cost.value_size({"l": ["a", "b"]})}) < 100
+
+
+@pytest.mark.parametrize("function", ["sets.contains", "sets.intersects", "sets.equivalent"])
+def test_a_set_function_pays_for_every_pair_it_may_compare(function: str) -> None:
+    # cel-go ext/sets.go estimateSetsCost: the product of the sizes (twice for equivalent), + 1.
+    from kubectl_gpushare.kube import cel_cost
+
+    # Beyond it, each pair is a comparison in Python: priced at 1, sets.intersects of two lists of 1,000
+    # strings took 1.5 s at an estimate of 1,027,791.
+    obj = cel_cost.value_size({"a": [str(i) for i in range(1000)], "b": [str(-i) for i in range(1000)]})
+    serialized = cel.compile_expression(f"{function}(o.a, o.b)", ("o",)).serialized()
+    assert cel_cost.worst_case_cost(serialized, {"o": obj}) > 10 * cel_cost.MAX_COST
+    assert cost(f'{function}(["a"], ["b"])') < 200
+
+
+@pytest.mark.parametrize("function", ["url", "isURL", "ip", "isIP", "cidr", "isCIDR", "ip.isCanonical"])
+def test_parsing_a_url_ip_or_cidr_pays_for_its_text(function: str) -> None:
+    # library/cost.go "url", "ip", "cidr", "isIP", "isCIDR": 0.1 of the text (isCanonical twice that).
+    text = "1" * 8000
+    assert cost(f'{function}("{text}") == {function}("1")') >= 800
+
+
+def test_a_url_getter_pays_for_parsing_the_url_again() -> None:
+    long_url = f'url("https://example.com/{"x" * 5000}")'
+    assert cost(f'"{"x" * 1000}".split("").all(i, {long_url}.getEscapedPath().size() > 0)') > 1_000_000
+    assert cost(f'{long_url}.getQuery().size() == 0') < 20_000  # once: the text a tenth, its copy whole
+
+
+def test_an_ip_or_cidr_accessor_pays_for_parsing_in_python() -> None:
+    # library/cost.go prices the accessors at 1; here each parses the canonical text again (5 to 30 us):
+    # 1,000 ip(...).isGlobalUnicast() took 36 ms at an estimate of 60.
+    per_call = cost('ip("2001:db8::1").isGlobalUnicast()')
+    assert per_call >= 100
+    assert cost('cidr("10.0.0.0/8").containsIP("10.1.2.3") && ip("10.1.2.3").family() == 4') < 1_000
