@@ -582,11 +582,12 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         return max(_PYTHON_PARSE, _tenth(first, factor)), result
     if name in _URL_GETTERS and member and sizes:
         # Unpriced upstream (1); beyond it, each call parses the URL's text again in Python. A component is
-        # at most the text, escaping at most triples it; the query a map of lists of such strings.
+        # at most the text, kept at three times it; the escaped path up to 12 times: a character of 4 UTF-8
+        # bytes escapes to "%F0%9F%98%80". The query is a map of lists of such strings.
         text = Size(_mul(first, 3))
         if name == "getQuery":
             return max(_PYTHON_PARSE, _tenth(first)), Size(first, Size(first, text), text)
-        return max(_PYTHON_PARSE, _tenth(first)), text
+        return max(_PYTHON_PARSE, _tenth(first)), Size(_mul(first, 12)) if name == "getEscapedPath" else text
     if name in _NET_ACCESSORS and member and sizes:
         # library/cost.go: IP and CIDR accessors are nominal (1); ip() of a CIDR is a field. Beyond it,
         # each parses the canonical text again in Python (`_PYTHON_PARSE`).

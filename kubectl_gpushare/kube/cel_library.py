@@ -227,6 +227,9 @@ def _valid_port(port: str) -> bool:
 
 
 _HOST_ASCII: Final = re.compile(r"[^A-Za-z0-9\-_.~!$&'()*+,;=:\[\]<>\"%\x80-\U0010ffff]")
+_HOST_ASCII_ESCAPE: Final = re.compile(r"%(?!25)[0-7][0-9A-Fa-f]")
+"""net/url ``unescape(encodeHost)``: in a host, ``%XX`` only escapes a non-ASCII byte (RFC 3986), or is
+``%25`` (RFC 6874's IPv6 zone); the zone itself (after ``%25`` in brackets) may escape any byte."""
 
 
 def _parse_host(host: str) -> str:
@@ -244,6 +247,10 @@ def _parse_host(host: str) -> str:
         raise ValueError(f"invalid port {_quote(host[colon:])} after host")
     if bad := _HOST_ASCII.search(host):
         raise ValueError(f"invalid character {_quote(bad.group())} in host name")
+    end = host.rfind("]") if host.startswith("[") else -1
+    zone = host.find("%25", 0, end) if end >= 0 else -1
+    if bad := _HOST_ASCII_ESCAPE.search(host[:zone] + host[end:] if zone >= 0 else host):
+        raise ValueError(f"invalid URL escape {_quote(bad.group())}")
     return _unescape(host).decode("utf-8", "replace")
 
 

@@ -439,3 +439,13 @@ def test_an_ip_or_cidr_accessor_pays_for_parsing_in_python() -> None:
     per_call = cost('ip("2001:db8::1").isGlobalUnicast()')
     assert per_call >= 100
     assert cost('cidr("10.0.0.0/8").containsIP("10.1.2.3") && ip("10.1.2.3").family() == 4') < 1_000
+
+
+def test_an_escaped_path_may_be_twelve_times_its_text() -> None:
+    # A character of 4 UTF-8 bytes escapes to 12 ("%F0%9F%98%80"); a list of 100 such paths is copied into
+    # Python by isSorted(), which pays every character of it.
+    selector = 'cel.bind(p, url("http://a/' + "\U0001F600" * 100 + '").getEscapedPath(), [' + ", ".join(
+        ["1"] * 100) + "].map(i, p).isSorted())"
+    path = cel.compile_expression(selector.replace(".isSorted()", "[0]"), ("device",)).evaluate({"device": {}})
+    assert isinstance(path, str) and len(path) == 1201
+    assert cost(selector) > 100 * len(path)

@@ -32,6 +32,9 @@ CASES = [
     ("isURL('https://user:pass@example.com:80/path?query=val#fragment')", True), ("isURL('/absolute-path')", True),
     ("isURL('https://a:b:c/')", False), ("isURL('../relative-path')", False), ("isURL('')", False),
     ("isURL('mailto:someone')", True), ("isURL('http://a b/')", False), ("isURL('/a%zz')", False),
+    # net/url unescape(encodeHost): a host escapes only non-ASCII bytes, or %25 (an IPv6 zone, which may escape any).
+    ("isURL('http://a%41b/')", False), ("isURL('http://a%C3%A9/')", True), ("isURL('http://[fe80::1%25en%41]/')", True),
+    ("url('http://a%C3%A9:8/').getHostname()", "a\u00e9"),
     ("url('/path').getScheme()", ""), ("url('HTTPS://example.com/').getScheme()", "https"),
     ("url('https://example.com:80/').getHost()", "example.com:80"), ("url('https://[::1]:80/').getHost()", "[::1]:80"),
     ("url('https://[::1]/').getHost()", "[::1]"), ("url('/path').getHost()", ""),
