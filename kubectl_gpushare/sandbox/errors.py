@@ -215,6 +215,11 @@ REQUEST_TIMEOUT_MESSAGE = "Timeout: request did not complete within requested ti
 (``staging/src/k8s.io/apiserver/pkg/endpoints/handlers/finisher/finisher.go``)."""
 
 
+INVALID_TIMEOUT_IN_URL = "invalid timeout specified in the request URL"
+"""The start of the 400 for a ``timeout`` parameter that is not a Go duration (``invalidTimeoutInURL`` in
+``staging/src/k8s.io/apiserver/pkg/endpoints/filters/request_deadline.go``; Go's parse error follows)."""
+
+
 def request_timeout() -> ApiError:
     """504 ``Timeout`` for a request abandoned at its deadline (`REQUEST_TIMEOUT_MESSAGE`)."""
     return ApiError(504, "Timeout", REQUEST_TIMEOUT_MESSAGE)

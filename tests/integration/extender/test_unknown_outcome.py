@@ -72,8 +72,8 @@ def test_lost_binding_reply_with_failing_reads_and_lagging_watch_keeps_the_gpu_r
     sched = ext.scheduler(http_timeout=30)
     lag_pods_watch(sandbox)
     lost = sandbox.inject("POST", r"/pods/a/binding", status=500, after=True, times=1)
-    first_read = sandbox.inject("GET", r"/namespaces/default/pods/a$", times=1)  # the bind's own read passes
-    reads = sandbox.inject("GET", r"/namespaces/default/pods/a$", status=500)  # every read after it fails
+    first_read = sandbox.inject("GET", r"/namespaces/default/pods/a(\?|$)", times=1)  # the bind's own read passes
+    reads = sandbox.inject("GET", r"/namespaces/default/pods/a(\?|$)", status=500)  # every read after it fails
     a = pod(sandbox, "a")
     with pytest.raises(ExtenderCallError, match="bind default/a to gpu-1: .*outcome is unknown"):
         sched.bind(a, "gpu-1")
@@ -106,7 +106,8 @@ def test_binding_landing_after_the_request_timeout_is_not_rolled_back(
     ext.wait_synced()
     state = ext.running.state
     sched = ext.scheduler(http_timeout=30)
-    late = sandbox.inject("POST", r"/pods/a/binding", latency=3.0, times=1)  # applied after 3 s; we wait 2
+    # The Binding commits after 3 s; the client, and the server it told timeout=2s, give up at 2 s.
+    late = sandbox.inject("POST", r"/pods/a/binding", latency=3.0, after=True, times=1)
     a = pod(sandbox, "a")
     with pytest.raises(ExtenderCallError, match="bind default/a to gpu-1: .*outcome is unknown"):
         sched.bind(a, "gpu-1")
@@ -198,7 +199,7 @@ def test_bind_answers_within_its_deadline_while_reads_keep_failing(
 ) -> None:
     ext = extender_factory(bind_deadline=3.0)
     ext.wait_synced()
-    sandbox.inject("GET", r"/namespaces/default/pods/a$", **fault)
+    sandbox.inject("GET", r"/namespaces/default/pods/a(\?|$)", **fault)
     started = time.monotonic()
     with pytest.raises(ExtenderCallError, match="bind default/a"):
         ext.scheduler(http_timeout=30).bind(pod(sandbox, "a"), "gpu-1")
@@ -215,7 +216,7 @@ def test_binding_in_flight_when_the_leader_dies_is_counted_by_the_next_replica(
 ) -> None:
     first = extender_factory(request_timeout=1)
     first.wait_synced()
-    late = sandbox.inject("POST", r"/pods/a/binding", latency=4.0, times=1)  # lands 4 s after it was sent
+    late = sandbox.inject("POST", r"/pods/a/binding", latency=4.0, after=True, times=1)  # commits 4 s after it was sent
     a = pod(sandbox, "a")
     with pytest.raises(ExtenderCallError, match="outcome is unknown"):
         first.scheduler(http_timeout=30).bind(a, "gpu-1")
@@ -264,8 +265,8 @@ def test_refused_binding_whose_read_back_fails_keeps_its_gpu_until_the_annotatio
     ext.wait_synced()
     state = ext.running.state
     sandbox.inject("POST", r"/pods/a/binding", status=422, times=1)  # refused: it did not happen
-    sandbox.inject("GET", r"/namespaces/default/pods/a$", times=1)  # the bind's own read passes
-    reads = sandbox.inject("GET", r"/namespaces/default/pods/a$", status=500)  # the read-back fails
+    sandbox.inject("GET", r"/namespaces/default/pods/a(\?|$)", times=1)  # the bind's own read passes
+    reads = sandbox.inject("GET", r"/namespaces/default/pods/a(\?|$)", status=500)  # the read-back fails
     a = pod(sandbox, "a")
     with pytest.raises(ExtenderCallError, match="bind default/a to gpu-1"):
         ext.scheduler(http_timeout=30).bind(a, "gpu-1")
