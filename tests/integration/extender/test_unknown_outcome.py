@@ -1,9 +1,9 @@
 """Binds whose Binding has an unknown outcome (lost reply, late Binding, reset) never over-commit a GPU.
 
 Each test drives the real extender over HTTP against the sandbox, with the sandbox's faults making
-the Binding's reply a 500 after it took effect, making it land after the client's timeout, or
-breaking the connection off before it is handled; reads of the pod fail and the pods watch lags
-meanwhile. The invariant is read from the API objects: no GPU holds more than its memory.
+the Binding's reply a 500 (or a 504 Timeout) after it took effect, making it land after the
+client's timeout, or breaking the connection off before it is handled; reads of the pod fail and
+the pods watch lags meanwhile. The invariant is read from the API objects: no GPU holds more than its memory.
 """
 
 from __future__ import annotations
@@ -120,6 +120,36 @@ def test_binding_landing_after_the_request_timeout_is_not_rolled_back(
     assert after["metadata"]["annotations"][protocol.ANN_IDX] == "0"  # bound, with its GPU on record
     wait_for(lambda: state.counted_on(a["metadata"]["uid"]) == "gpu-1")
     assert not state.unsettled() and state.ledger.used("gpu-1") == {0: 10}
+    with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
+        sched.bind(pod(sandbox, "b"), "gpu-1")
+    assert_within_memory(sandbox)
+
+
+def test_binding_answered_504_timeout_while_it_lands_keeps_the_gpu_until_the_api_shows_it_bound(
+    sandbox: Sandbox, extender_factory, two_pods: None  # type: ignore[no-untyped-def]
+) -> None:
+    # kube-apiserver answers a write whose deadline passed 504 Timeout while its storage call may
+    # still complete (asyncFinisher). The server's request timeout (1 s) is shorter than the
+    # extender's, so the extender hears the 504, not its own timeout; the Binding lands 4 s after it was sent.
+    sandbox.request_timeout = 1.0
+    ext = extender_factory()
+    ext.wait_synced()
+    state = ext.running.state
+    sched = ext.scheduler(http_timeout=30)
+    slow = sandbox.inject("POST", r"/pods/a/binding", latency=4.0, after=True, times=1)
+    a = pod(sandbox, "a")
+    uid = a["metadata"]["uid"]
+    with pytest.raises(ExtenderCallError, match="bind default/a to gpu-1: Timeout: .*outcome is unknown"):
+        sched.bind(a, "gpu-1")
+    assert slow.hits == 1 and [r.status for r in sandbox.requests if r.subresource == "binding"] == [504]
+    assert "nodeName" not in pod(sandbox, "a")["spec"]  # not bound yet: a 504 is no refusal, nothing rolled back
+    assert set(ANNOTATIONS) <= set(pod(sandbox, "a")["metadata"]["annotations"])
+    assert state.reserved(uid) and state.unsettled(uid)
+    with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
+        sched.bind(pod(sandbox, "b"), "gpu-1")
+    wait_for(lambda: pod(sandbox, "a")["spec"].get("nodeName") == "gpu-1", 10)  # the Binding lands
+    wait_for(lambda: state.counted_on(uid) == "gpu-1")
+    assert not state.reserved(uid) and not state.unsettled() and state.ledger.used("gpu-1") == {0: 10}
     with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
         sched.bind(pod(sandbox, "b"), "gpu-1")
     assert_within_memory(sandbox)
