@@ -10,10 +10,9 @@ holds the request before it is handled, and one that passes the request's deadli
 ``timeout`` parameter, capped at the server's request timeout) makes it a 504 that never lands,
 while a ``latency`` with ``after`` is a slow commit: past the deadline the client gets a 504
 ``Timeout`` at the deadline and the write lands when the latency ends (kube-apiserver's
-``asyncFinisher``); a client that sent no shorter ``timeout`` and gives up first sees it land
-after it gave up. ``times`` bounds how often it fires. The request log records who called which
-verb on which resource, so RBAC rules can be derived from a test run.
-No network I/O; the server consults these.
+``asyncFinisher``), unless that is past the server's request timeout: then it never lands.
+``times`` bounds how often it fires. The request log records who called which verb on which
+resource, so RBAC rules can be derived from a test run. No network I/O; the server consults these.
 
 The vocabulary is stable: `Fault`'s fields are `Sandbox.inject`'s keyword arguments and the keys
 of the admin API's JSON (`fault_from_json`, `fault_to_json`), which are derived from the dataclass

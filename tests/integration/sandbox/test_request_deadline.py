@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from waiting import wait_for
+from waiting import poll, wait_for
 
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -123,3 +123,13 @@ def test_a_slow_commit_within_its_timeout_answers_as_usual() -> None:
         sb.inject("POST", r"/configmaps\?", latency=0.3, after=True, times=1)
         status, body, took = call(sb, "POST", f"{CONFIGMAPS}?timeout=20s", configmap("c"))
         assert status == 201 and json.loads(body)["metadata"]["name"] == "c" and took >= 0.3
+
+
+def test_a_slow_commit_ending_past_the_servers_request_timeout_never_lands() -> None:
+    # The storage call runs under the request's context: nothing lands once it can no longer live,
+    # which is what clients count on (kube.errors.API_REQUEST_TIMEOUT).
+    with Sandbox(port=0, request_timeout=0.5) as sb:
+        sb.inject("POST", r"/configmaps", latency=1.0, after=True, times=1)
+        status, body, took = call(sb, "POST", CONFIGMAPS, configmap("c"))
+        assert status == 504 and took < 0.95, (status, took)
+        assert not poll(lambda: sb.get("configmaps", "default", "c"), 2.0)  # past the commit's end, still absent
