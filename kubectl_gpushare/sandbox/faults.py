@@ -10,7 +10,8 @@ holds the request before it is handled, and one that passes the request's deadli
 ``timeout`` parameter, capped at the server's request timeout) makes it a 504 that never lands,
 while a ``latency`` with ``after`` is a slow commit: past the deadline the client gets a 504
 ``Timeout`` at the deadline and the write lands when the latency ends (kube-apiserver's
-``asyncFinisher``), unless that is past the server's request timeout: then it never lands.
+``asyncFinisher``), unless that is more than the server's request timeout past the deadline:
+then it never lands.
 ``times`` bounds how often it fires. The request log records who called which verb on which
 resource, so RBAC rules can be derived from a test run. No network I/O; the server consults these.
 

@@ -633,8 +633,7 @@ class Sandbox:
                               identity.user)
             if committing:
                 assert fault is not None and deadline is not None
-                response = self._commit_slowly(request, target, fault.latency, deadline,
-                                               received + self.request_timeout)
+                response = self._commit_slowly(request, target, fault.latency, deadline)
             else:
                 response = self.api.handle(request, target)
             if fault is not None and fault.after:  # the request took effect; the client never hears so
@@ -672,20 +671,21 @@ class Sandbox:
             raise errors.bad_request(f"{errors.INVALID_TIMEOUT_IN_URL} - {exc}") from None
         return seconds if 0 < seconds < self.request_timeout else self.request_timeout
 
-    def _commit_slowly(
-        self, request: Request, target: Target, latency: float, deadline: float, expires: float
-    ) -> Response:
+    def _commit_slowly(self, request: Request, target: Target, latency: float, deadline: float) -> Response:
         """Handle a request whose write takes ``latency`` to commit; past ``deadline``, answer 504 and let it land.
 
         kube-apiserver runs a write's storage call on a goroutine of its own and answers 504
         ``Timeout`` when the request's deadline passes first, while that call may still complete
         (``asyncFinisher`` in ``endpoints/handlers/finisher/finisher.go``): the unknown outcome.
-        The call runs under the request's context, so it cannot commit later than that lives: a
-        commit ending after ``expires`` (the arrival plus `request_timeout`, the longest deadline
-        any request gets, which `kube.errors.API_REQUEST_TIMEOUT` promises clients) never lands.
+        The call runs under the request's context, so only a write already on its way to etcd at
+        the deadline commits after it. The sandbox allows up to `request_timeout` past the deadline,
+        the bound clients assume (`kube.errors.API_REQUEST_TIMEOUT`, counted from when the client
+        gave up, which is the deadline for a client that sent its timeout); a commit ending later
+        never lands.
         """
         outcome: list[Response] = []
         done = threading.Event()
+        expires = deadline + self.request_timeout
 
         def commit() -> None:
             time.sleep(latency)

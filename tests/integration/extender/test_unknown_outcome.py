@@ -129,25 +129,28 @@ def test_binding_answered_504_timeout_while_it_lands_keeps_the_gpu_until_the_api
     sandbox: Sandbox, extender_factory, two_pods: None  # type: ignore[no-untyped-def]
 ) -> None:
     # kube-apiserver answers a write whose deadline passed 504 Timeout while its storage call may
-    # still complete (asyncFinisher). The server's request timeout (1 s) is shorter than the
-    # extender's, so the extender hears the 504, not its own timeout; the Binding lands 4 s after it was sent.
-    sandbox.request_timeout = 1.0
+    # still complete (asyncFinisher). The server's request timeout (2 s) is shorter than the
+    # extender's, so the extender hears the 504, not its own timeout; the Binding lands 3.5 s after
+    # it was sent, after the bind's read-back found the pod unbound. The pods watch lags meanwhile.
+    sandbox.request_timeout = 2.0
     ext = extender_factory()
     ext.wait_synced()
     state = ext.running.state
     sched = ext.scheduler(http_timeout=30)
-    slow = sandbox.inject("POST", r"/pods/a/binding", latency=4.0, after=True, times=1)
+    lag_pods_watch(sandbox)
+    slow = sandbox.inject("POST", r"/pods/a/binding", latency=3.5, after=True, times=1)
     a = pod(sandbox, "a")
     uid = a["metadata"]["uid"]
     with pytest.raises(ExtenderCallError, match="bind default/a to gpu-1: Timeout: .*outcome is unknown"):
-        sched.bind(a, "gpu-1")
+        sched.bind(a, "gpu-1")  # "unknown": the read-back after the 504 found a unbound, and nothing was rolled back
     assert slow.hits == 1 and [r.status for r in sandbox.requests if r.subresource == "binding"] == [504]
-    assert "nodeName" not in pod(sandbox, "a")["spec"]  # not bound yet: a 504 is no refusal, nothing rolled back
     assert set(ANNOTATIONS) <= set(pod(sandbox, "a")["metadata"]["annotations"])
     assert state.reserved(uid) and state.unsettled(uid)
     with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
         sched.bind(pod(sandbox, "b"), "gpu-1")
     wait_for(lambda: pod(sandbox, "a")["spec"].get("nodeName") == "gpu-1", 10)  # the Binding lands
+    assert state.reserved(uid)  # the watch has not shown it yet
+    sandbox.clear_faults()
     wait_for(lambda: state.counted_on(uid) == "gpu-1")
     assert not state.reserved(uid) and not state.unsettled() and state.ledger.used("gpu-1") == {0: 10}
     with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
