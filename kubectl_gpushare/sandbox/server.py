@@ -12,7 +12,8 @@ is not long-running has a deadline, as kube-apiserver gives it one: its arrival 
 ``request_timeout`` (``--request-timeout``). Only an injected latency makes a request that slow:
 held before it is handled past its deadline, it is answered 504 ``Timeout`` and never takes
 effect; a write whose commit is slow (``after`` with ``latency``) is answered 504 at the deadline
-and lands when its latency ends (the unknown outcome). Tests and other processes inject faults
+and lands when its latency ends, if that is within ``request_timeout`` past the deadline (the
+unknown outcome). Tests and other processes inject faults
 in-process (`Sandbox.inject`) or over HTTP (``admin.py``, ``/_sandbox/``).
 
 Where it deliberately differs from kube-apiserver:
@@ -662,7 +663,8 @@ class Sandbox:
             ApiError: 400 ``BadRequest`` for a value that is not a duration, worded as
                 ``parseTimeout`` words it (``invalid timeout specified in the request URL - <Go's error>``).
         """
-        value = next((v for k, v in parse_qsl(query, keep_blank_values=True) if k == "timeout"), "")
+        pairs = parse_qsl(query, keep_blank_values=True, errors="surrogateescape")  # Go reads bytes, UTF-8 or not
+        value = next((v for k, v in pairs if k == "timeout"), "")
         if not value:
             return self.request_timeout
         try:

@@ -69,8 +69,9 @@ def status_of(body: bytes) -> dict[str, Any]:
     ("5", 'time: missing unit in duration "5"'),
     ("3d", 'time: unknown unit "d" in duration "3d"'),
     ("%C2%B5s", 'time: invalid duration "\\xc2\\xb5s"'),  # "µs": Go quotes non-ASCII bytes as \xNN
+    ("1%FFs", 'time: unknown unit "\\xffs" in duration "1\\xffs"'),  # not UTF-8: the byte itself
     ("9223372036854775808ns", 'time: invalid duration "9223372036854775808ns"'),
-], ids=["word", "no-unit", "unknown-unit", "non-ascii", "overflow"])
+], ids=["word", "no-unit", "unknown-unit", "non-ascii", "not-utf8", "overflow"])
 def test_a_timeout_that_is_not_a_go_duration_is_a_400_before_authentication(value: str, go_error: str) -> None:
     with Sandbox(port=0, auth=True) as sb:
         status, body, _ = call(sb, "POST", f"{CONFIGMAPS}?timeout={value}", configmap("c"))  # no token
