@@ -426,8 +426,8 @@ class Binder:
                                                uid=args.pod_uid, resource_version=pod.metadata.resource_version,
                                                budget=max(0.0, self._left(deadline)))
                 return True
-            except errors.NotFound:
-                return True
+            except (errors.NotFound, errors.Undecodable):
+                return True  # Undecodable: the patch was applied, only the pod it returned does not decode
             except errors.Conflict:
                 try:
                     pod = self._get(args, max(0.0, self._left(deadline)))

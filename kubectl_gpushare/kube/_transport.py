@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import math
 import socket
 import ssl
 import threading
@@ -26,6 +27,7 @@ import msgspec
 
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.config import ClientConfig
+from kubectl_gpushare.kube.deadlines import MAX_DURATION, MILLISECOND, format_duration, long_running
 from kubectl_gpushare.kube.errors import (
     ApiError,
     Expired,
@@ -146,11 +148,32 @@ class Transport:
     # --- requests --------------------------------------------------------------------------------------
 
     def url(self, path: str, query: Mapping[str, object] | None = None) -> str:
-        """The full URL of an API path (for messages and logs), with the query exactly as sent."""
+        """The full URL of an API path (for messages and logs), with the caller's query (not `server_timeout`'s)."""
         return f"{self.config.server.rstrip('/')}{path}" + _query_string(query)
 
     def _target(self, path: str, query: Mapping[str, object] | None) -> str:
         return self._prefix + quote(path, safe="/:@") + _query_string(query)
+
+    def server_timeout(self, path: str, bound: float | None) -> str | None:
+        """The ``timeout`` query parameter of a request: its budget, so the server stops when the client does.
+
+        client-go sends ``timeout=<Go duration>`` on every request that has a timeout (the
+        config's, from ``--request-timeout``, or ``Request.Timeout``: ``rest/request.go``,
+        ``Request.URL``), and kube-apiserver answers 504 ``Timeout`` once it passes (capped at its
+        own ``--request-timeout``, ``filters/request_deadline.go``); a write it abandons that way
+        may still land. The budget here is ``bound`` (what is left of the caller's deadline, within
+        the client's timeout) or else the client's timeout, rounded up to whole milliseconds (a
+        budget under 1 ms must not read as ``0s``, which the server takes for "none given").
+
+        Never on long-running requests (`kube.deadlines.long_running`: ``pods/proxy``, ``log``,
+        ``exec``, ...): the server ignores it there, and a proxy would hand it on to the pod. Never
+        on watches either (`stream` does not call this): kube-apiserver's watch handler ignores
+        ``timeout`` and ends a watch at ``timeoutSeconds``, which `Client.watch` sends.
+        """
+        budget = bound if bound is not None else self.config.timeout
+        if not budget or budget <= 0 or long_running(path):
+            return None
+        return format_duration(min(math.ceil(budget * 1000) * MILLISECOND, MAX_DURATION))
 
     def _send(
         self,
@@ -203,7 +226,9 @@ class Transport:
         instant) bounds the whole exchange, connecting and waiting for the headers included (each
         socket wait gets what is left of it, never more than the client's timeout), for callers
         that owe an answer by then (a gRPC call's deadline). The connection is dropped when either
-        is passed.
+        is passed. Each try tells the server its budget (what is left of ``deadline``, or else the
+        client's timeout: `server_timeout`), so the server gives up when the client does (504
+        ``Timeout``; a write abandoned so may still land).
 
         Raises:
             ApiError: the server answered with an error status (subclass by status).
@@ -212,12 +237,13 @@ class Transport:
             ReplyTooLarge: the body was longer than ``max_bytes`` or not in by ``deadline``.
             ConfigError: credentials could not be obtained.
         """
-        target = self._target(path, query)
         refresh = False
         attempts = 0
         while True:
             attempts += 1
             bound = self._bound(deadline, path, query)
+            timeout = self.server_timeout(path, bound)
+            target = self._target(path, dict(query or {}, timeout=timeout) if timeout else query)
             connection, reused = self._acquire()
             try:
                 if bound is not None:

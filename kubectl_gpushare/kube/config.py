@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from kubectl_gpushare.kube._exec import EXEC_API_VERSIONS, ExecCredential, ExecProvider, parse_timestamp
+from kubectl_gpushare.kube.deadlines import SECOND, parse_duration
 from kubectl_gpushare.kube.errors import ConfigError
 
 SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -39,8 +40,6 @@ DEFAULT_TIMEOUT: Final = 30.0
 TOKEN_FILE_REFRESH: Final = 60.0
 """Seconds a token file's content is trusted before it is read again (bound tokens rotate)."""
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 MAX_REQUEST_TIMEOUT: Final = 2562047 * 3600.0
@@ -71,12 +70,12 @@ def parse_request_timeout(text: str | float | int | None) -> float | None:
         if re.fullmatch(r"\d+(?:\.\d*)?|\.\d+", raw):
             seconds = float(raw)
         else:
-            parts = _DURATION_PART.findall(raw)
-            if not raw or not parts or "".join(a + b for a, b in parts) != raw:
+            try:
+                seconds = parse_duration(raw) / SECOND  # kubectl's ParseTimeout: time.ParseDuration
+            except ValueError:
                 raise ConfigError(
                     f"invalid request timeout {text!r}: use a number of seconds or a duration such as 5s, 1m or 1m30s"
-                )
-            seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+                ) from None
     if seconds < 0:
         raise ConfigError(f"invalid request timeout {text!r}: must not be negative")
     if not seconds <= MAX_REQUEST_TIMEOUT:  # also NaN

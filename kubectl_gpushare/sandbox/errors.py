@@ -30,7 +30,12 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
     def status(self) -> dict[str, Any]:
-        """The ``Status`` object kube-apiserver would send for this error."""
+        """The ``Status`` object kube-apiserver would send for this error.
+
+        Keys in ``metav1.Status``'s field order (``details`` before ``code``), as Go's encoder
+        writes them; ``details`` whenever it is set, ``{}`` included (``NewTimeoutError`` sets an
+        empty one).
+        """
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
@@ -38,10 +43,10 @@ class ApiError(Exception):
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         }
-        if self.details:
+        if self.details is not None:
             body["details"] = self.details
+        body["code"] = self.code
         return body
 
 
@@ -215,9 +220,14 @@ REQUEST_TIMEOUT_MESSAGE = "Timeout: request did not complete within requested ti
 (``staging/src/k8s.io/apiserver/pkg/endpoints/handlers/finisher/finisher.go``)."""
 
 
+INVALID_TIMEOUT_IN_URL = "invalid timeout specified in the request URL"
+"""The start of the 400 for a ``timeout`` parameter that is not a Go duration (``invalidTimeoutInURL`` in
+``staging/src/k8s.io/apiserver/pkg/endpoints/filters/request_deadline.go``; Go's parse error follows)."""
+
+
 def request_timeout() -> ApiError:
     """504 ``Timeout`` for a request abandoned at its deadline (`REQUEST_TIMEOUT_MESSAGE`)."""
-    return ApiError(504, "Timeout", REQUEST_TIMEOUT_MESSAGE)
+    return ApiError(504, "Timeout", REQUEST_TIMEOUT_MESSAGE, details={})  # NewTimeoutError: RetryAfterSeconds 0
 
 
 def status_for(code: int, message: str = "injected fault") -> ApiError:

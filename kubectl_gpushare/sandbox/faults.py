@@ -4,12 +4,16 @@ A `Fault` matches requests by method and a regular expression searched in the re
 (path plus query string, so ``watch=true`` can be targeted) and then adds latency, answers with an
 error status (429 with Retry-After, 409, 500, ...) or drops the connection (for a watch: the stream
 breaks off without its final chunk), before the request is handled or, with ``after``, once it has
-taken effect (a lost reply). A write of unknown outcome thus has three shapes: an error status or a
-dropped connection without ``after`` never lands, with ``after`` it has landed, and a ``latency``
-longer than the client's timeout lands after the client gave up (unless it reaches the server's
-request timeout: then it never lands either). ``times`` bounds how often it fires. The request
-log records who called which verb on which resource, so RBAC rules can be derived from a test run.
-No network I/O; the server consults these.
+taken effect (a lost reply). A write of unknown outcome thus has these shapes: an error status or
+a dropped connection without ``after`` never lands, with ``after`` it has landed; a ``latency``
+holds the request before it is handled, and one that passes the request's deadline (its
+``timeout`` parameter, capped at the server's request timeout) makes it a 504 that never lands,
+while a ``latency`` with ``after`` is a slow commit: past the deadline the client gets a 504
+``Timeout`` at the deadline and the write lands when the latency ends (kube-apiserver's
+``asyncFinisher``), unless that is more than the server's request timeout past the deadline:
+then it never lands.
+``times`` bounds how often it fires. The request log records who called which verb on which
+resource, so RBAC rules can be derived from a test run. No network I/O; the server consults these.
 
 The vocabulary is stable: `Fault`'s fields are `Sandbox.inject`'s keyword arguments and the keys
 of the admin API's JSON (`fault_from_json`, `fault_to_json`), which are derived from the dataclass
@@ -39,7 +43,8 @@ class Fault:
     times: int | None = None
     drop_watch: bool = False
     after: bool = False
-    """Apply the request first, then fail the reply (a lost response after a committed write)."""
+    """Apply the request first, then fail the reply (a lost response after a committed write); with
+    ``latency``, the write commits that late (answered 504 if that passes the request's deadline)."""
     hits: int = 0
     """How often the fault fired so far."""
 

@@ -7,9 +7,13 @@ watches are streamed with chunked transfer encoding. Body framing is strict (``f
 a bad chunk size or Content-Length gets 400 and a closed connection, a body over ``max_body``
 413. Each connection may sit idle ``idle_timeout`` seconds between requests and has
 ``read_timeout`` seconds to send one request (head and body); then it is closed. A request that
-is not long-running and has not been handled ``request_timeout`` seconds after it arrived (only an
-injected latency makes that happen) is answered 504 ``Timeout`` and never takes effect, as
-kube-apiserver abandons it at ``--request-timeout``. Tests and other processes inject faults
+is not long-running has a deadline, as kube-apiserver gives it one: its arrival plus its
+``timeout`` query parameter (a Go duration; one that does not parse is a 400), capped at
+``request_timeout`` (``--request-timeout``). Only an injected latency makes a request that slow:
+held before it is handled past its deadline, it is answered 504 ``Timeout`` and never takes
+effect; a write whose commit is slow (``after`` with ``latency``) is answered 504 at the deadline
+and lands when its latency ends, if that is within ``request_timeout`` past the deadline (the
+unknown outcome). Tests and other processes inject faults
 in-process (`Sandbox.inject`) or over HTTP (``admin.py``, ``/_sandbox/``).
 
 Where it deliberately differs from kube-apiserver:
@@ -24,6 +28,9 @@ Where it deliberately differs from kube-apiserver:
   policies see that user.
 * No etcd: state is in memory (saved to a JSON file with ``state_file``); the watch history is
   bounded by ``history`` events, and older resourceVersions get 410 Expired.
+* A request held before it is handled (a ``latency`` without ``after``) gets its 504 when the
+  hold ends, not at its deadline as kube-apiserver's timeout filter answers: a client whose own
+  timeout is its deadline has given up by then, and its tests see its own timeout, never a race.
 * JSON and YAML only (no protobuf), no server-side apply (415), no graceful deletion (pods go
   at once), no ``events.k8s.io`` group, no managedFields.
 """
@@ -45,6 +52,7 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
+from kubectl_gpushare.kube.deadlines import LONG_RUNNING_SUBRESOURCES, LONG_RUNNING_VERBS, SECOND, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
@@ -82,11 +90,6 @@ DEFAULT_IDLE_TIMEOUT = 90.0
 clients' idle pool timeout: the client usually closes first, so keep-alive is never cut mid-use)."""
 DEFAULT_READ_TIMEOUT = 60.0
 """Seconds a client has to send one request, head and body, once its first byte arrived."""
-LONG_RUNNING_VERBS = frozenset({"watch", "proxy"})
-LONG_RUNNING_SUBRESOURCES = frozenset({"attach", "exec", "proxy", "log", "portforward"})
-"""Requests no request timeout applies to: kube-apiserver's ``LongRunningFunc``, the verbs and
-subresources it gives ``filters.BasicLongRunningRequestCheck`` in ``BuildGenericConfig``
-(``pkg/controlplane/apiserver/config.go``)."""
 
 _log = logging.getLogger(__name__)
 
@@ -220,9 +223,10 @@ class Sandbox:
         save_interval: seconds between periodic saves of ``state_file`` (0 disables them).
         idle_timeout: seconds a connection may wait between requests before it is closed.
         read_timeout: seconds a client has to send a whole request once it started.
-        request_timeout: seconds after its arrival a request that is not long-running is abandoned
-            (504 ``Timeout``, no effect): kube-apiserver's ``--request-timeout``
-            (`kube.errors.API_REQUEST_TIMEOUT`). Only an injected ``latency`` can reach it.
+        request_timeout: the longest deadline (seconds after its arrival) of a request that is not
+            long-running, which its ``timeout`` parameter may shorten: kube-apiserver's
+            ``--request-timeout`` (`kube.errors.API_REQUEST_TIMEOUT`). Only an injected ``latency``
+            can reach it (504 ``Timeout``).
         https: serve HTTPS with a CA made at start (written into `write_kubeconfig`'s kubeconfig;
             needs the ``cryptography`` package). kubectl sends tokens only over HTTPS.
         controllers: run the workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs into
@@ -600,6 +604,9 @@ class Sandbox:
             except ApiError:
                 target = Target()
                 raise
+            long_running = target.verb in LONG_RUNNING_VERBS or target.subresource in LONG_RUNNING_SUBRESOURCES
+            # WithRequestDeadline runs before authentication: a malformed timeout is a 400 for anyone.
+            deadline = None if long_running else received + self._allotted(split.query)
             identity = self._authenticate(handler)
             if identity is None and split.path not in ("/healthz", "/livez", "/readyz"):
                 raise errors.unauthorized()
@@ -611,10 +618,10 @@ class Sandbox:
                 plural = target.resource.plural + (f"/{target.subresource}" if target.subresource else "")
                 raise errors.forbidden(user, target.verb, plural, target.group, target.namespace, target.name)
             fault = self.faults.take(method, handler.path)
-            if fault is not None and fault.latency:
-                time.sleep(fault.latency)
-                long_running = target.verb in LONG_RUNNING_VERBS or target.subresource in LONG_RUNNING_SUBRESOURCES
-                if not long_running and time.monotonic() - received >= self.request_timeout:
+            committing = fault is not None and fault.after and fault.latency > 0 and deadline is not None
+            if fault is not None and fault.latency and not committing:
+                time.sleep(fault.latency)  # held before it is handled
+                if deadline is not None and time.monotonic() >= deadline:
                     raise errors.request_timeout()  # abandoned before it took effect, as kube-apiserver's deadline
             if fault is not None and not fault.after:
                 if fault.drop_watch:
@@ -623,11 +630,13 @@ class Sandbox:
                     return
                 if fault.status is not None:
                     raise _fault_error(fault)
-            response = self.api.handle(
-                Request(method, split.path, query, handler.headers, body if isinstance(body, bytes) else b"",
-                        identity.user),
-                target,
-            )
+            request = Request(method, split.path, query, handler.headers, body if isinstance(body, bytes) else b"",
+                              identity.user)
+            if committing:
+                assert fault is not None and deadline is not None
+                response = self._commit_slowly(request, target, fault.latency, deadline)
+            else:
+                response = self.api.handle(request, target)
             if fault is not None and fault.after:  # the request took effect; the client never hears so
                 if fault.drop_watch:
                     self._record(handler, method, target, 0, user, query, split.path)
@@ -642,6 +651,62 @@ class Sandbox:
         # Recorded before sending, so a client that has its answer always finds it in the log.
         self._record(handler, method, target, response.status, user, query, split.path)
         self._send(handler, method, response)
+
+    def _allotted(self, query: str) -> float:
+        """Seconds a request that is not long-running may take: its ``timeout`` parameter, capped at `request_timeout`.
+
+        ``WithRequestDeadline`` (``k8s.io/apiserver/pkg/endpoints/filters/request_deadline.go``):
+        the first ``timeout`` value, read by ``time.ParseDuration``; absent, empty, zero, negative
+        or not shorter than ``--request-timeout``, the server's own timeout applies.
+
+        Raises:
+            ApiError: 400 ``BadRequest`` for a value that is not a duration, worded as
+                ``parseTimeout`` words it (``invalid timeout specified in the request URL - <Go's error>``).
+        """
+        pairs = parse_qsl(query, keep_blank_values=True, errors="surrogateescape")  # Go reads bytes, UTF-8 or not
+        value = next((v for k, v in pairs if k == "timeout"), "")
+        if not value:
+            return self.request_timeout
+        try:
+            seconds = parse_duration(value) / SECOND
+        except ValueError as exc:
+            raise errors.bad_request(f"{errors.INVALID_TIMEOUT_IN_URL} - {exc}") from None
+        return seconds if 0 < seconds < self.request_timeout else self.request_timeout
+
+    def _commit_slowly(self, request: Request, target: Target, latency: float, deadline: float) -> Response:
+        """Handle a request whose write takes ``latency`` to commit; past ``deadline``, answer 504 and let it land.
+
+        kube-apiserver runs a write's storage call on a goroutine of its own and answers 504
+        ``Timeout`` when the request's deadline passes first, while that call may still complete
+        (``asyncFinisher`` in ``endpoints/handlers/finisher/finisher.go``): the unknown outcome.
+        The call runs under the request's context, so only a write already on its way to etcd at
+        the deadline commits after it. The sandbox allows up to `request_timeout` past the deadline,
+        the bound clients assume (`kube.errors.API_REQUEST_TIMEOUT`, counted from when the client
+        gave up, which is the deadline for a client that sent its timeout); a commit ending later
+        never lands.
+        """
+        outcome: list[Response] = []
+        done = threading.Event()
+        expires = deadline + self.request_timeout
+
+        def commit() -> None:
+            time.sleep(latency)
+            if time.monotonic() > expires:
+                outcome.append(error_response(errors.request_timeout()))
+                done.set()
+                return
+            try:
+                outcome.append(self.api.handle(request, target))
+            except ApiError as error:
+                outcome.append(error_response(error))
+            except Exception as exc:  # noqa: BLE001 - a bug must answer 500, as `_serve` does
+                outcome.append(error_response(errors.internal(f"{type(exc).__name__}: {exc}")))
+            done.set()
+
+        threading.Thread(target=commit, name="sandbox-slow-commit", daemon=True).start()
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            raise errors.request_timeout()
+        return outcome[0]
 
     def _serve_admin(self, handler: _Handler, method: str, path: str, body: bytes | ApiError) -> Response:
         if isinstance(body, ApiError):

@@ -221,7 +221,7 @@ def test_an_unanswered_patch_fails_allocate_within_its_budget_and_the_pod_stays_
     late = pods.create("late", [4], gpu=0, assume_time=1)
     other = pods.create("other", [4], gpu=1, assume_time=2)
     wait_for(lambda: cached(plugin, "late") and cached(plugin, "other"))
-    sandbox.inject(method="PATCH", path=r"/pods/late", latency=8.0)  # answered only after the client gave up
+    sandbox.inject(method="PATCH", path=r"/pods/late", latency=8.0, after=True)  # lands after the client gave up
     started = time.monotonic()
     with pytest.raises(KubeletAllocateError) as info:
         kubelet.allocate_pod(late)

@@ -169,9 +169,9 @@ def test_throttled_binding_keeps_annotations_and_reservation(sandbox: Sandbox, c
 def test_transient_faults_are_retried(sandbox: Sandbox, cluster) -> None:  # type: ignore[no-untyped-def]
     sandbox.load([pod_object("job", "default", [5])])
     faults = [
-        sandbox.inject("GET", r"/pods/job$", status=429, retry_after=1, times=1),
-        sandbox.inject("PATCH", r"/pods/job$", status=500, times=1),
-        sandbox.inject("PATCH", r"/pods/job$", status=409, times=1),
+        sandbox.inject("GET", r"/pods/job(\?|$)", status=429, retry_after=1, times=1),
+        sandbox.inject("PATCH", r"/pods/job(\?|$)", status=500, times=1),
+        sandbox.inject("PATCH", r"/pods/job(\?|$)", status=409, times=1),
     ]
     started = time.monotonic()
     cluster.scheduler(http_timeout=30).bind(pod(sandbox, "job"), "gpu-1")
@@ -288,7 +288,7 @@ def test_api_timeouts_are_retried(
     sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1"), pod_object("job", "default", [2])])
     ext = extender_factory(request_timeout=0.5)
     ext.wait_synced()
-    slow = sandbox.inject("GET", r"/namespaces/default/pods/job$", latency=1.0, times=1)
+    slow = sandbox.inject("GET", r"/namespaces/default/pods/job(\?|$)", latency=1.0, times=1)
     with caplog.at_level("DEBUG", logger="kubectl_gpushare.kube.retry"):
         ext.scheduler(http_timeout=30).bind(pod(sandbox, "job"), "gpu-1")
     assert slow.hits == 1

@@ -186,7 +186,7 @@ def test_graceful_handover_waits_for_a_binding_of_unknown_outcome(
     wait_until(lambda: ready(a), 10)
     b = extender_factory(identity="replica-b", **FAST)
     b.wait_synced()
-    sandbox.inject("POST", r"/pods/a/binding", latency=3.0, times=1)  # lands after a's client gave up
+    sandbox.inject("POST", r"/pods/a/binding", latency=3.0, after=True, times=1)  # lands after a's client gave up
     with pytest.raises(ExtenderCallError, match="outcome is unknown"):
         a.scheduler().bind(sandbox.get("pods", "default", "a"), "gpu-0")
     a.shutdown()  # graceful: the Lease is released only once the Binding has landed and been seen

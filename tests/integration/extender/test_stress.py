@@ -168,12 +168,12 @@ def test_concurrent_binds_with_faults_and_restart_never_overcommit(
     ]
     unknown = [  # outcomes the extender cannot know; all used up in the first part of the run
         sandbox.inject("POST", r"/namespaces/team-0/pods/[^/]*/binding", status=500, after=True, times=25),
-        sandbox.inject("POST", r"/namespaces/team-1/pods/[^/]*/binding", latency=1.5, times=15),
+        sandbox.inject("POST", r"/namespaces/team-1/pods/[^/]*/binding", latency=1.5, after=True, times=15),
         sandbox.inject("POST", r"/namespaces/team-2/pods/[^/]*/binding", drop_watch=True, times=20),
-        sandbox.inject("GET", r"/namespaces/team-[03]/pods/[^/?]*$", status=500, times=120),
+        sandbox.inject("GET", r"/namespaces/team-[03]/pods/[^/?]*(\?|$)", status=500, times=120),
     ]
     lagging = sandbox.inject("GET", r"^/api/v1/pods\?watch=true", latency=2.0, times=2)
-    late = sandbox.inject("POST", LATE_AFTER_GRACE, latency=5.0, times=4)  # lands after the 3 s grace
+    late = sandbox.inject("POST", LATE_AFTER_GRACE, latency=5.0, after=True, times=4)  # lands after the 3 s grace
     threads = [threading.Thread(target=worker, args=(schedulers[i % 2],)) for i in range(WORKERS)]
     watcher = threading.Thread(target=monitor)
     watcher.start()
@@ -186,7 +186,7 @@ def test_concurrent_binds_with_faults_and_restart_never_overcommit(
     sandbox.drop_watches()  # pods watch resumes 2 s late, twice
     wait_for(lambda: processed() >= PODS // 2, 180, lambda: f"half of the pods processed: {outcome}")
     # Crash with Bindings in flight: they land 2.5 s after they were sent, after the crash.
-    in_flight = sandbox.inject("POST", r"/binding", latency=2.5, times=6)
+    in_flight = sandbox.inject("POST", r"/binding", latency=2.5, after=True, times=6)
     wait_for(lambda: in_flight.hits >= 3, 60, "Bindings in flight")
     ext.shutdown()  # the new replica rebuilds its ledger from the annotations, claims of unbound pods included
     ext = extender_factory(port=port, **settings)

@@ -1,9 +1,9 @@
 """Binds whose Binding has an unknown outcome (lost reply, late Binding, reset) never over-commit a GPU.
 
 Each test drives the real extender over HTTP against the sandbox, with the sandbox's faults making
-the Binding's reply a 500 after it took effect, making it land after the client's timeout, or
-breaking the connection off before it is handled; reads of the pod fail and the pods watch lags
-meanwhile. The invariant is read from the API objects: no GPU holds more than its memory.
+the Binding's reply a 500 (or a 504 Timeout) after it took effect, making it land after the
+client's timeout, or breaking the connection off before it is handled; reads of the pod fail and
+the pods watch lags meanwhile. The invariant is read from the API objects: no GPU holds more than its memory.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def test_lost_binding_reply_with_failing_reads_and_lagging_watch_keeps_the_gpu_r
     sched = ext.scheduler(http_timeout=30)
     lag_pods_watch(sandbox)
     lost = sandbox.inject("POST", r"/pods/a/binding", status=500, after=True, times=1)
-    first_read = sandbox.inject("GET", r"/namespaces/default/pods/a$", times=1)  # the bind's own read passes
-    reads = sandbox.inject("GET", r"/namespaces/default/pods/a$", status=500)  # every read after it fails
+    first_read = sandbox.inject("GET", r"/namespaces/default/pods/a(\?|$)", times=1)  # the bind's own read passes
+    reads = sandbox.inject("GET", r"/namespaces/default/pods/a(\?|$)", status=500)  # every read after it fails
     a = pod(sandbox, "a")
     with pytest.raises(ExtenderCallError, match="bind default/a to gpu-1: .*outcome is unknown"):
         sched.bind(a, "gpu-1")
@@ -106,7 +106,8 @@ def test_binding_landing_after_the_request_timeout_is_not_rolled_back(
     ext.wait_synced()
     state = ext.running.state
     sched = ext.scheduler(http_timeout=30)
-    late = sandbox.inject("POST", r"/pods/a/binding", latency=3.0, times=1)  # applied after 3 s; we wait 2
+    # The Binding commits after 3 s; the client, and the server it told timeout=2s, give up at 2 s.
+    late = sandbox.inject("POST", r"/pods/a/binding", latency=3.0, after=True, times=1)
     a = pod(sandbox, "a")
     with pytest.raises(ExtenderCallError, match="bind default/a to gpu-1: .*outcome is unknown"):
         sched.bind(a, "gpu-1")
@@ -119,6 +120,39 @@ def test_binding_landing_after_the_request_timeout_is_not_rolled_back(
     assert after["metadata"]["annotations"][protocol.ANN_IDX] == "0"  # bound, with its GPU on record
     wait_for(lambda: state.counted_on(a["metadata"]["uid"]) == "gpu-1")
     assert not state.unsettled() and state.ledger.used("gpu-1") == {0: 10}
+    with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
+        sched.bind(pod(sandbox, "b"), "gpu-1")
+    assert_within_memory(sandbox)
+
+
+def test_binding_answered_504_timeout_while_it_lands_keeps_the_gpu_until_the_api_shows_it_bound(
+    sandbox: Sandbox, extender_factory, two_pods: None  # type: ignore[no-untyped-def]
+) -> None:
+    # kube-apiserver answers a write whose deadline passed 504 Timeout while its storage call may
+    # still complete (asyncFinisher). The server's request timeout (2 s) is shorter than the
+    # extender's, so the extender hears the 504, not its own timeout; the Binding lands 3.5 s after
+    # it was sent, after the bind's read-back found the pod unbound. The pods watch lags meanwhile.
+    sandbox.request_timeout = 2.0
+    ext = extender_factory()
+    ext.wait_synced()
+    state = ext.running.state
+    sched = ext.scheduler(http_timeout=30)
+    lag_pods_watch(sandbox)
+    slow = sandbox.inject("POST", r"/pods/a/binding", latency=3.5, after=True, times=1)
+    a = pod(sandbox, "a")
+    uid = a["metadata"]["uid"]
+    with pytest.raises(ExtenderCallError, match="bind default/a to gpu-1: Timeout: .*outcome is unknown"):
+        sched.bind(a, "gpu-1")  # "unknown": the read-back after the 504 found a unbound, and nothing was rolled back
+    assert slow.hits == 1 and [r.status for r in sandbox.requests if r.subresource == "binding"] == [504]
+    assert set(ANNOTATIONS) <= set(pod(sandbox, "a")["metadata"]["annotations"])
+    assert state.reserved(uid) and state.unsettled(uid)
+    with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
+        sched.bind(pod(sandbox, "b"), "gpu-1")
+    wait_for(lambda: pod(sandbox, "a")["spec"].get("nodeName") == "gpu-1", 10)  # the Binding lands
+    assert state.reserved(uid)  # the watch has not shown it yet
+    sandbox.clear_faults()
+    wait_for(lambda: state.counted_on(uid) == "gpu-1")
+    assert not state.reserved(uid) and not state.unsettled() and state.ledger.used("gpu-1") == {0: 10}
     with pytest.raises(ExtenderCallError, match="Insufficient GPU Memory"):
         sched.bind(pod(sandbox, "b"), "gpu-1")
     assert_within_memory(sandbox)
@@ -198,7 +232,7 @@ def test_bind_answers_within_its_deadline_while_reads_keep_failing(
 ) -> None:
     ext = extender_factory(bind_deadline=3.0)
     ext.wait_synced()
-    sandbox.inject("GET", r"/namespaces/default/pods/a$", **fault)
+    sandbox.inject("GET", r"/namespaces/default/pods/a(\?|$)", **fault)
     started = time.monotonic()
     with pytest.raises(ExtenderCallError, match="bind default/a"):
         ext.scheduler(http_timeout=30).bind(pod(sandbox, "a"), "gpu-1")
@@ -215,7 +249,7 @@ def test_binding_in_flight_when_the_leader_dies_is_counted_by_the_next_replica(
 ) -> None:
     first = extender_factory(request_timeout=1)
     first.wait_synced()
-    late = sandbox.inject("POST", r"/pods/a/binding", latency=4.0, times=1)  # lands 4 s after it was sent
+    late = sandbox.inject("POST", r"/pods/a/binding", latency=4.0, after=True, times=1)  # commits 4 s after it was sent
     a = pod(sandbox, "a")
     with pytest.raises(ExtenderCallError, match="outcome is unknown"):
         first.scheduler(http_timeout=30).bind(a, "gpu-1")
@@ -264,8 +298,8 @@ def test_refused_binding_whose_read_back_fails_keeps_its_gpu_until_the_annotatio
     ext.wait_synced()
     state = ext.running.state
     sandbox.inject("POST", r"/pods/a/binding", status=422, times=1)  # refused: it did not happen
-    sandbox.inject("GET", r"/namespaces/default/pods/a$", times=1)  # the bind's own read passes
-    reads = sandbox.inject("GET", r"/namespaces/default/pods/a$", status=500)  # the read-back fails
+    sandbox.inject("GET", r"/namespaces/default/pods/a(\?|$)", times=1)  # the bind's own read passes
+    reads = sandbox.inject("GET", r"/namespaces/default/pods/a(\?|$)", status=500)  # the read-back fails
     a = pod(sandbox, "a")
     with pytest.raises(ExtenderCallError, match="bind default/a to gpu-1"):
         ext.scheduler(http_timeout=30).bind(a, "gpu-1")

@@ -22,6 +22,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import errors, types
 from kubectl_gpushare.kube.client import Client, default_user_agent
 from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.kube.deadlines import MILLISECOND, parse_duration
 from kubectl_gpushare.kube.lenient import Undecodable
 from kubectl_gpushare.kube.retry import RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import LeaseSpec
@@ -223,7 +224,7 @@ def test_slow_server_times_out_within_the_request_timeout(sandbox: Sandbox, kube
 def test_a_deadline_bounds_a_read_and_leaves_the_pooled_connection_as_the_client_waits(
         sandbox: Sandbox, client: Client) -> None:
     sandbox.load([node("n1")])
-    sandbox.inject(method="GET", path=r"/api/v1/nodes/n1$", latency=3.0, times=1)
+    sandbox.inject(method="GET", path=r"/api/v1/nodes/n1(\?|$)", latency=3.0, times=1)
     started = time.monotonic()
     with pytest.raises(errors.Unreachable) as info:  # the client's own timeout is 30 s
         client.get(types.NODES, "n1", deadline=started + 0.5)
@@ -236,8 +237,44 @@ def test_a_deadline_bounds_a_read_and_leaves_the_pooled_connection_as_the_client
     # so a later reply slower than that deadline, without a deadline of its own, is waited for.
     # (2.5 s leaves a loaded 2-core machine room to answer; a 1 s deadline failed there once.)
     assert client.get(types.NODES, "n1", deadline=time.monotonic() + 2.5).metadata.name == "n1"
-    sandbox.inject(method="GET", path=r"/api/v1/nodes/n1$", latency=3.5, times=1)
+    sandbox.inject(method="GET", path=r"/api/v1/nodes/n1(\?|$)", latency=3.5, times=1)
     assert client.get(types.NODES, "n1").metadata.name == "n1"
+
+
+def test_requests_tell_the_server_their_budget_as_client_go_does_and_watches_do_not(
+        sandbox: Sandbox, kubeconfig: Path) -> None:
+    # client-go's Request.URL adds timeout=<Duration.String()> when the request has a timeout;
+    # kube-apiserver's watch handler ignores it and ends a watch at timeoutSeconds.
+    sandbox.load([node("n1")])
+    c = Client(load_config(str(kubeconfig), request_timeout="1m30s"), retry=None)
+    c.get(types.NODES, "n1")
+    c.patch_node("n1", {"metadata": {"labels": {"checked": "yes"}}})
+    c.get(types.NODES, "n1", deadline=time.monotonic() + 2.5)
+    c.watch(types.NODES, timeout_seconds=1).close()
+    untimed = Client(load_config(str(kubeconfig), request_timeout="0"), retry=None)  # no timeout of its own
+    untimed.get(types.NODES, "n1")
+    get, patch, bounded, watch, unbounded = [r for r in sandbox.requests if r.resource == "nodes"]
+    assert (get.verb, get.query) == ("get", {"timeout": "1m30s"})
+    assert (patch.verb, patch.query) == ("patch", {"timeout": "1m30s"})
+    left = parse_duration(bounded.query["timeout"])  # what was left of the deadline, in whole milliseconds
+    assert 0 < left <= 2500 * MILLISECOND and left % MILLISECOND == 0 and bounded.status == 200
+    assert watch.verb == "watch" and "timeout" not in watch.query and watch.query["timeoutSeconds"] == "1"
+    assert unbounded.verb == "get" and unbounded.query == {}
+    c.close()
+    untimed.close()
+
+
+def test_a_server_answering_504_timeout_is_an_api_error_of_unknown_outcome(
+        sandbox: Sandbox, kubeconfig: Path) -> None:
+    sandbox.request_timeout = 0.5  # the server gives up before the client (30 s)
+    sandbox.inject("POST", r"/configmaps\?", latency=0.8, after=True, times=1)  # lands 0.3 s after the 504
+    c = Client(load_config(str(kubeconfig)), retry=None)
+    with pytest.raises(errors.ServerError) as info:
+        c.create(types.CONFIGMAPS, {"metadata": {"name": "late"}, "data": {"k": "v"}}, "default")
+    assert (info.value.status, info.value.reason) == (504, "Timeout")
+    assert not errors.refused(info.value)  # not a refusal: the write may land, and here it does
+    assert poll(lambda: sandbox.get("configmaps", "default", "late"), 10), "the write landed after its 504"
+    c.close()
 
 
 @pytest.mark.parametrize("far", [math.inf, 9.223372035059116e18])  # the second: a gRPC call without a deadline

@@ -365,10 +365,10 @@ def test_a_claim_write_whose_reply_is_lost_is_not_allocated_twice(lossy: Sandbox
 
 def test_a_claim_write_landing_after_the_client_gave_up_is_never_over_committed(lossy: Sandbox,
                                                                                kubectl: Kubectl) -> None:
-    # The sandbox holds p's status write past the client's timeout and applies it later, within the
-    # request timeout. q, created meanwhile, asks for what is left only if p's allocation were
-    # released: it must stay pending, then and after p's write shows.
-    late = lossy.inject("PATCH", r"/resourceclaims/p-gpu-[a-z0-9]+/status", latency=LATE, times=1)
+    # p's status write commits past the client's timeout (the server, told that timeout, answers
+    # 504 then) and lands later, within the request timeout. q, created meanwhile, asks for what is
+    # left only if p's allocation were released: it must stay pending, then and after p's write shows.
+    late = lossy.inject("PATCH", r"/resourceclaims/p-gpu-[a-z0-9]+/status", latency=LATE, after=True, times=1)
     kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
     wait_for(lambda: failed_scheduling(lossy, "p"), timeout=30, what="p's status write timed out")
     kubectl("create", "-f", "-", input=pod("q", "t"))
@@ -382,10 +382,10 @@ def test_a_claim_write_landing_after_the_client_gave_up_is_never_over_committed(
 
 
 def test_a_binding_landing_after_the_client_gave_up_keeps_its_reservation(lossy: Sandbox, kubectl: Kubectl) -> None:
-    # The Binding is held past the client's timeout: the pod reads unbound, but the Binding may
+    # The Binding commits past the client's timeout: the pod reads unbound, but the Binding may
     # still land, so Unreserve leaves reservedFor alone (taken away when the Binding lands, kubelet
     # would never start the pod): the claim's status is written once, by PreBind, never undone.
-    late = lossy.inject("POST", r"/pods/p/binding", latency=LATE, times=1)
+    late = lossy.inject("POST", r"/pods/p/binding", latency=LATE, after=True, times=1)
     kubectl("create", "-f", "-", input=template("t", "2Gi") + "\n" + pod("p", "t"))
     wait_for(lambda: late.hits and bound(lossy, "p"), timeout=60, what="p bound")
     uid = (lossy.get("pods", "default", "p") or {})["metadata"]["uid"]

@@ -62,6 +62,7 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
         ("1m30s", 90.0),
         ("500ms", 0.5),
         ("1h", 3600.0),
+        ("1.5h", 5400.0),
         ("2562047h", 2562047 * 3600.0),
         (7, 7.0),
         (None, None),
@@ -74,7 +75,7 @@ def test_request_timeout_accepts_kubectl_syntax(text: Any, seconds: float | None
 @pytest.mark.parametrize(
     "text",
     # Past Go's longest duration (2562047h): socket timeouts overflowed with a traceback
-    ["", "abc", "5x", "1m 30s", "-5", "s", "5s5", "99999999999999999999h", "2562048h", "9999999999999",
+    ["", "abc", "5x", "1m 30s", "-5", "-1s", "1d", "s", "5s5", "99999999999999999999h", "2562048h", "9999999999999",
      float("nan"), float("inf")],
 )
 def test_request_timeout_rejects_garbage_with_one_line(text: str) -> None:
