@@ -161,7 +161,12 @@ def _warn(warnings: Warnings | None, message: str) -> None:
 
 
 def _ours_or_nvidia(claim: dra.ResourceClaim) -> bool:
-    return claim.allocation is not None and any(r.driver in DRIVERS for r in claim.allocation.results)
+    allocation = claim.allocation
+    if allocation is not None:
+        for result in allocation.results:  # a loop, not any() over a generator: called for every claim
+            if result.driver in DRIVERS:
+                return True
+    return False
 
 
 # --- Our driver's GPUs --------------------------------------------------------------------------------
@@ -400,7 +405,13 @@ def holder(claim: dra.ResourceClaim) -> Holder:
 
 def reserved_pods(claims: Iterable[dra.ResourceClaim]) -> set[str]:
     """UIDs of the pods our drivers' allocated claims are reserved for (whose phases the records show)."""
-    return {c.uid for claim in claims if _ours_or_nvidia(claim) for c in claim.reserved_for if c.resource == "pods"}
+    found: set[str] = set()
+    for claim in claims:
+        if claim.reserved_for and _ours_or_nvidia(claim):
+            for consumer in claim.reserved_for:
+                if consumer.resource == "pods":
+                    found.add(consumer.uid)
+    return found
 
 
 @dataclass(slots=True)
