@@ -912,12 +912,13 @@ def _device(raw: WireDevice) -> Device:
                                  "multiple allocations")
             span = policy.valid_range
             if policy.valid_values is None:  # every GPU of a node, and of a fleet, repeats one of a few
-                capacity[key] = _ranged_capacity(cap.value, policy.default, span is not None,
-                                                 *((span.min, span.max, span.step) if span else (None, None, None)))
+                capacity[key] = (
+                    _ranged_capacity(cap.value, policy.default, False, None, None, None) if span is None
+                    else _ranged_capacity(cap.value, policy.default, True, span.min, span.max, span.step))
                 continue
             value = read_quantity(cap.value)
             capacity[key] = DeviceCapacity(value, _policy(policy, value))
-        taints = tuple(Taint(t.key[:317], t.value[:63], t.effect[:32]) for t in raw.taints)
+        taints = tuple([Taint(t.key[:317], t.value[:63], t.effect[:32]) for t in raw.taints]) if raw.taints else ()
         return Device(name, attributes, capacity, shared, taints)
     except ValueError as exc:
         return Device(name, invalid=str(exc).splitlines()[0][:300])
