@@ -238,6 +238,7 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
     for slice_ in objects.slices:
         pools.setdefault((slice_.driver, slice_.pool), []).append(slice_)
     invalid: set[tuple[str, str]] = set()
+    indices: dict[str, int | None] = {}  # device name -> GPU index, parsed once per name (every node has gpu-0 ...)
     for (driver, pool), members in pools.items():
         repeated = dra.repeated_device(members)
         if repeated is not None:  # the allocator allocates nothing from it: none of its memory is free
@@ -252,7 +253,9 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
             continue
         gpus = found.setdefault(slice_.node_name, {})
         for device in slice_.devices:
-            index = protocol.parse_dra_device_name(device.name)
+            index = indices.get(device.name, -1)
+            if index == -1:
+                index = indices[device.name] = protocol.parse_dra_device_name(device.name)
             if index is None:
                 _warn(warnings, f"{what}: device {shown(device.name)} is not gpu-<index>; not counted")
                 continue
@@ -266,14 +269,20 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
             memory = 0 if capacity is None or device.invalid or pool_invalid else capacity.value.value
             if memory and capacity is not None:
                 capacities.setdefault(slice_.node_name, []).append(capacity)
-            healthy = not any(taint.effect in BLOCKING_TAINTS for taint in device.taints)
+            healthy = not device.taints or not any(taint.effect in BLOCKING_TAINTS for taint in device.taints)
             uuid = _text(dra.lookup_attribute(device, protocol.DRA_ATTR_UUID, slice_.driver))
             model = _text(dra.lookup_attribute(device, protocol.DRA_ATTR_MODEL, slice_.driver))
             gpus[index] = DraGpu(index, slice_.pool, memory, device, uuid, model, healthy)
-    return {
-        name: DraNode(name, node_unit(capacities.get(name, ())), tuple(gpus[i] for i in sorted(gpus)))
-        for name, gpus in found.items()
-    }
+    nodes: dict[str, DraNode] = {}
+    unit_of: dict[tuple[int, ...], str] = {}  # distinct capacities -> unit: a fleet's nodes share a few
+    for name, gpus in found.items():
+        distinct = {id(capacity): capacity for capacity in capacities.get(name, ())}  # alive: held in `capacities`
+        key = tuple(distinct)
+        unit = unit_of.get(key)
+        if unit is None:
+            unit = unit_of[key] = node_unit(distinct.values())
+        nodes[name] = DraNode(name, unit, tuple([gpus[i] for i in sorted(gpus)]))
+    return nodes
 
 
 def node_record(base: NodeRecord, node: DraNode) -> NodeRecord:
