@@ -438,21 +438,19 @@ def _whole(totals: Mapping[int, int], index: int) -> int:
     return totals[index] if index in totals else max(totals.values(), default=0)
 
 
-def claim_records(
-    objects: DraObjects, units: Mapping[str, tuple[str, Mapping[int, int]]], phases: Mapping[str, str],
-) -> list[PodRecord]:
-    """Ledger records of the memory claims hold on our driver's GPUs: one per holder (`holder`).
+Holding = tuple[str, str, str, int, int, str] | _Group
+"""What one holder's claims hold (`claim_holdings`): (namespace, name, node, GPU index, units, claim)
+for a holder seen once (the common case, kept cheap for 100,000 claims), a `_Group` for one with more."""
 
-    Args:
-        objects: the DRA objects.
-        units: node -> (its unit, GPU index -> total units) for every node shown (DRA nodes and the
-            device plugin's); claims on other nodes are left out (doctor names them).
-        phases: pod UID -> phase, for the pods claims are reserved for (unknown: "").
+
+def claim_holdings(objects: DraObjects, units: Mapping[str, tuple[str, Mapping[int, int]]]) -> dict[str, Holding]:
+    """`claim_records` before the pods' phases are known: holder UID -> what its claims hold.
+
+    inspect groups the claims before it reads the pods (a pod counted by its claims builds no record
+    of its own) and makes the records (`holding_records`) once the pods gave their phases.
     """
     pools = pool_nodes(objects)
-    # holder UID -> (namespace, name, node, GPU index, units, claim) for a holder seen once (the
-    # common case, kept cheap for 100,000 claims); a second claim of the holder makes it a `_Group`.
-    held: dict[str, tuple[str, str, str, int, int, str] | _Group] = {}
+    held: dict[str, Holding] = {}  # a second claim of a holder makes it a `_Group`
     indices: dict[str, int | None] = {}  # device name -> GPU index, parsed once per name
     unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
     ours = protocol.DRA_DRIVER
@@ -485,6 +483,16 @@ def claim_records(
             group.amounts[index] = group.amounts.get(index, 0) + amount
             if claim.name not in group.claims:
                 group.claims.append(claim.name)
+    return held
+
+
+def holding_node(holding: Holding) -> str:
+    """The node a holding is on."""
+    return holding[2] if isinstance(holding, tuple) else holding.node
+
+
+def holding_records(held: Mapping[str, Holding], phases: Mapping[str, str]) -> list[PodRecord]:
+    """The ledger records of `claim_holdings`, with the phases of the pods they are reserved for (unknown: "")."""
     found: list[PodRecord] = []
     for uid, group in held.items():
         if isinstance(group, tuple):
@@ -498,6 +506,20 @@ def claim_records(
                 allocation=tuple(sorted(group.amounts.items())), claim=",".join(group.claims),
             ))
     return found
+
+
+def claim_records(
+    objects: DraObjects, units: Mapping[str, tuple[str, Mapping[int, int]]], phases: Mapping[str, str],
+) -> list[PodRecord]:
+    """Ledger records of the memory claims hold on our driver's GPUs: one per holder (`holder`).
+
+    Args:
+        objects: the DRA objects.
+        units: node -> (its unit, GPU index -> total units) for every node shown (DRA nodes and the
+            device plugin's); claims on other nodes are left out (doctor names them).
+        phases: pod UID -> phase, for the pods claims are reserved for (unknown: "").
+    """
+    return holding_records(claim_holdings(objects, units), phases)
 
 
 # --- A pod's claims ---------------------------------------------------------------------------------------
@@ -746,9 +768,13 @@ __all__ = [
     "PodClaim",
     "asks_driver",
     "spec_problem",
+    "claim_holdings",
     "claim_records",
     "consumed_memory",
     "holder",
+    "Holding",
+    "holding_node",
+    "holding_records",
     "node_record",
     "node_unit",
     "nvidia_claims",
