@@ -608,8 +608,9 @@ class Build:
         self.held: dict[str, dra.Holding] = {}
         if self.objects.claims:
             units = dra.units(self.nodes, split.dra_nodes)
-            self.held = {uid: holding for uid, holding in dra.claim_holdings(self.objects, units).items()
-                         if dra.holding_node(holding) in wanted}
+            held = dra.claim_holdings(self.objects, units)  # on nodes of `units` only: all shown, commonly
+            self.held = held if wanted.issuperset(units) else {
+                uid: holding for uid, holding in held.items() if dra.holding_node(holding) in wanted}
         self.keys = PodKeys(warnings)
 
     @property
