@@ -198,7 +198,8 @@ class DraNode(msgspec.Struct, frozen=True, gc=False):
 
     def totals(self) -> dict[int, int]:
         """GPU index -> whole units of memory (rounded down)."""
-        return {gpu.index: gpu.memory // self.unit_bytes for gpu in self.gpus}
+        unit_bytes = protocol.UNIT_BYTES[self.unit]
+        return {gpu.index: gpu.memory // unit_bytes for gpu in self.gpus}
 
 
 def _text(value: dra.AttributeValue | None) -> str:
