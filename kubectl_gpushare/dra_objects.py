@@ -912,12 +912,13 @@ def _device(raw: WireDevice) -> Device:
                                  "multiple allocations")
             span = policy.valid_range
             if policy.valid_values is None:  # every GPU of a node, and of a fleet, repeats one of a few
-                capacity[key] = _ranged_capacity(cap.value, policy.default, span is not None,
-                                                 *((span.min, span.max, span.step) if span else (None, None, None)))
+                capacity[key] = (
+                    _ranged_capacity(cap.value, policy.default, False, None, None, None) if span is None
+                    else _ranged_capacity(cap.value, policy.default, True, span.min, span.max, span.step))
                 continue
             value = read_quantity(cap.value)
             capacity[key] = DeviceCapacity(value, _policy(policy, value))
-        taints = tuple(Taint(t.key[:317], t.value[:63], t.effect[:32]) for t in raw.taints)
+        taints = tuple([Taint(t.key[:317], t.value[:63], t.effect[:32]) for t in raw.taints]) if raw.taints else ()
         return Device(name, attributes, capacity, shared, taints)
     except ValueError as exc:
         return Device(name, invalid=str(exc).splitlines()[0][:300])
@@ -1060,26 +1061,28 @@ def _requests(devices: WireDeviceClaim) -> tuple[tuple[DeviceRequest, ...], str,
 
 
 def _result(raw: WireResult) -> AllocatedDevice:
-    share_id = raw.share_id or ""
+    request, driver, pool, device, share_id = raw.request, raw.driver, raw.pool, raw.device, raw.share_id or ""
+    capacity = raw.consumed_capacity
     consumed: dict[str, Quantity] | None = None
     unread: dict[str, str] | None = None
     invalid = ""
-    if raw.consumed_capacity is not None:
+    if capacity is not None:
         try:
-            if len(raw.consumed_capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
+            if len(capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
                 raise ValueError("too many consumedCapacity entries")
-            consumed = {name[:100]: read_quantity(value) for name, value in raw.consumed_capacity.items()}
+            consumed = {}
+            for name, value in capacity.items():  # a loop, not a comprehension: one entry, 100,000 claims
+                consumed[name[:100]] = read_quantity(value)
         except ValueError as exc:
-            entries = list(raw.consumed_capacity.items())[:MAX_ATTRIBUTES_AND_CAPACITIES]
+            entries = list(capacity.items())[:MAX_ATTRIBUTES_AND_CAPACITIES]
             unread = {name[:100]: str(value)[:100] for name, value in entries}
             consumed, invalid = None, f"consumedCapacity: {str(exc).splitlines()[0][:200]}"
     # Cut names would stand for other objects (two share IDs equal once cut): such a result is kept
     # but marked, so the driver refuses to prepare it and views trust none of its names.
-    if (len(raw.request) > 128 or len(raw.driver) > 63 or len(raw.pool) > 253 or len(raw.device) > 63
-            or len(share_id) > 64) and not invalid:
-        invalid = "a name (request, driver, pool, device or shareID) longer than the API allows"
-    return AllocatedDevice(raw.request[:128], raw.driver[:63], raw.pool[:253], raw.device[:63], share_id[:64],
-                           consumed, bool(raw.admin_access), invalid, unread)
+    if len(request) > 128 or len(driver) > 63 or len(pool) > 253 or len(device) > 63 or len(share_id) > 64:
+        invalid = invalid or "a name (request, driver, pool, device or shareID) longer than the API allows"
+        request, driver, pool, device, share_id = request[:128], driver[:63], pool[:253], device[:63], share_id[:64]
+    return AllocatedDevice(request, driver, pool, device, share_id, consumed, raw.admin_access is True, invalid, unread)
 
 
 def _allocation(raw: WireAllocation, meta: WireMeta, problems: list[str]) -> Allocation:
@@ -1169,10 +1172,12 @@ def tally_claim(wire: WireTallyClaim, selectors: dict[bytes, str | None]) -> Res
     reserved = status.reserved_for
     if len(results) > MAX_RESULTS or len(reserved) > MAX_RESERVED_FOR:
         return None
-    read = tuple([_result(r) for r in results])
-    for result in read:
+    read: list[AllocatedDevice] = []
+    for wire_result in results:
+        result = _result(wire_result)
         if result.invalid:
             return None
+        read.append(result)
     consumers: list[Consumer] = []
     for c in reserved:
         if len(c.resource) > 64 or len(c.name) > 253 or len(c.uid) > 64 or len(c.api_group) > 253:
@@ -1192,8 +1197,8 @@ def tally_claim(wire: WireTallyClaim, selectors: dict[bytes, str | None]) -> Res
             selectors[key] = node
     if node is None:
         return None
-    return ResourceClaim(namespace=meta.namespace, name=meta.name, uid=meta.uid, allocation=Allocation(read, node),
-                         reserved_for=tuple(consumers))
+    return ResourceClaim(namespace=meta.namespace, name=meta.name, uid=meta.uid,
+                         allocation=Allocation(tuple(read), node), reserved_for=tuple(consumers))
 
 
 def decode_claim(data: bytes | Mapping[str, object]) -> ResourceClaim:

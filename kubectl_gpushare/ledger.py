@@ -98,7 +98,8 @@ def shares(pod: PodRecord) -> dict[int, int]:
         result: dict[int, int] = {}
         for gpu, mem in pod.allocation:
             if mem > 0:
-                result[_device(gpu)] = result.get(_device(gpu), 0) + mem
+                device = _device(gpu)
+                result[device] = result.get(device, 0) + mem
         if result:
             return result
     return {_device(pod.gpu_index): pod.request} if pod.request > 0 else {}

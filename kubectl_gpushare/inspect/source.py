@@ -603,13 +603,14 @@ class Build:
         self.claiming: list[types.Pod] = []  # pods on no node with claims: few; their claims may wait
         self.reserved = dra.reserved_pods(self.objects.claims)
         self.phases: dict[str, str] = {}
-        # The claims on our driver's GPUs, as records of their holders (phases are filled in at the
-        # end); a pod counted by its claims builds no record of its own.
-        self.held: list[PodRecord] = []
+        # The claims on our driver's GPUs by holder (made records at the end, with the pods' phases);
+        # a pod counted by its claims builds no record of its own.
+        self.held: dict[str, dra.Holding] = {}
         if self.objects.claims:
             units = dra.units(self.nodes, split.dra_nodes)
-            self.held = [record for record in dra.claim_records(self.objects, units, {}) if record.node in wanted]
-        self.holders = {record.uid for record in self.held}
+            held = dra.claim_holdings(self.objects, units)  # on nodes of `units` only: all shown, commonly
+            self.held = held if wanted.issuperset(units) else {
+                uid: holding for uid, holding in held.items() if dra.holding_node(holding) in wanted}
         self.keys = PodKeys(warnings)
 
     @property
@@ -626,7 +627,7 @@ class Build:
             self.phases[pod.metadata.uid] = pod.status.phase
         split = self.split
         if node_name in self.wanted and node_name not in split.nodes:
-            if not self.holders or pod.metadata.uid not in self.holders:
+            if not self.held or pod.metadata.uid not in self.held:
                 self.ledger.set_pod(self.keys.record(pod))
             return
         if self.cluster_wide and not node_name:
@@ -642,9 +643,8 @@ class Build:
         """The snapshot, once every pod went through `add_pod`."""
         split, objects, phases = self.split, self.objects, self.phases
         split.nvidia_dra_claims(objects, phases)
-        for record in self.held:
-            phase = phases.get(record.uid, "")
-            self.ledger.set_pod(msgspec.structs.replace(record, phase=phase) if phase else record)
+        for record in dra.holding_records(self.held, phases):
+            self.ledger.set_pod(record)
         split.finish()
         snapshot = _snapshot(
             self.ledger, self.nodes, bool(self.names), self.warnings, list(split.nodes.values()), split.claims

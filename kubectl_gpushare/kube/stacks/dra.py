@@ -161,7 +161,12 @@ def _warn(warnings: Warnings | None, message: str) -> None:
 
 
 def _ours_or_nvidia(claim: dra.ResourceClaim) -> bool:
-    return claim.allocation is not None and any(r.driver in DRIVERS for r in claim.allocation.results)
+    allocation = claim.allocation
+    if allocation is not None:
+        for result in allocation.results:  # a loop, not any() over a generator: called for every claim
+            if result.driver in DRIVERS:
+                return True
+    return False
 
 
 # --- Our driver's GPUs --------------------------------------------------------------------------------
@@ -193,7 +198,8 @@ class DraNode(msgspec.Struct, frozen=True, gc=False):
 
     def totals(self) -> dict[int, int]:
         """GPU index -> whole units of memory (rounded down)."""
-        return {gpu.index: gpu.memory // self.unit_bytes for gpu in self.gpus}
+        unit_bytes = protocol.UNIT_BYTES[self.unit]
+        return {gpu.index: gpu.memory // unit_bytes for gpu in self.gpus}
 
 
 def _text(value: dra.AttributeValue | None) -> str:
@@ -233,6 +239,7 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
     for slice_ in objects.slices:
         pools.setdefault((slice_.driver, slice_.pool), []).append(slice_)
     invalid: set[tuple[str, str]] = set()
+    indices: dict[str, int | None] = {}  # device name -> GPU index, parsed once per name (every node has gpu-0 ...)
     for (driver, pool), members in pools.items():
         repeated = dra.repeated_device(members)
         if repeated is not None:  # the allocator allocates nothing from it: none of its memory is free
@@ -247,7 +254,9 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
             continue
         gpus = found.setdefault(slice_.node_name, {})
         for device in slice_.devices:
-            index = protocol.parse_dra_device_name(device.name)
+            index = indices.get(device.name, -1)
+            if index == -1:
+                index = indices[device.name] = protocol.parse_dra_device_name(device.name)
             if index is None:
                 _warn(warnings, f"{what}: device {shown(device.name)} is not gpu-<index>; not counted")
                 continue
@@ -261,14 +270,20 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
             memory = 0 if capacity is None or device.invalid or pool_invalid else capacity.value.value
             if memory and capacity is not None:
                 capacities.setdefault(slice_.node_name, []).append(capacity)
-            healthy = not any(taint.effect in BLOCKING_TAINTS for taint in device.taints)
+            healthy = not device.taints or not any(taint.effect in BLOCKING_TAINTS for taint in device.taints)
             uuid = _text(dra.lookup_attribute(device, protocol.DRA_ATTR_UUID, slice_.driver))
             model = _text(dra.lookup_attribute(device, protocol.DRA_ATTR_MODEL, slice_.driver))
             gpus[index] = DraGpu(index, slice_.pool, memory, device, uuid, model, healthy)
-    return {
-        name: DraNode(name, node_unit(capacities.get(name, ())), tuple(gpus[i] for i in sorted(gpus)))
-        for name, gpus in found.items()
-    }
+    nodes: dict[str, DraNode] = {}
+    unit_of: dict[tuple[int, ...], str] = {}  # distinct capacities -> unit: a fleet's nodes share a few
+    for name, gpus in found.items():
+        distinct = {id(capacity): capacity for capacity in capacities.get(name, ())}  # alive: held in `capacities`
+        key = tuple(distinct)
+        unit = unit_of.get(key)
+        if unit is None:
+            unit = unit_of[key] = node_unit(distinct.values())
+        nodes[name] = DraNode(name, unit, tuple([gpus[i] for i in sorted(gpus)]))
+    return nodes
 
 
 def node_record(base: NodeRecord, node: DraNode) -> NodeRecord:
@@ -400,7 +415,13 @@ def holder(claim: dra.ResourceClaim) -> Holder:
 
 def reserved_pods(claims: Iterable[dra.ResourceClaim]) -> set[str]:
     """UIDs of the pods our drivers' allocated claims are reserved for (whose phases the records show)."""
-    return {c.uid for claim in claims if _ours_or_nvidia(claim) for c in claim.reserved_for if c.resource == "pods"}
+    found: set[str] = set()
+    for claim in claims:
+        if claim.reserved_for and _ours_or_nvidia(claim):
+            for consumer in claim.reserved_for:
+                if consumer.resource == "pods":
+                    found.add(consumer.uid)
+    return found
 
 
 @dataclass(slots=True)
@@ -418,21 +439,19 @@ def _whole(totals: Mapping[int, int], index: int) -> int:
     return totals[index] if index in totals else max(totals.values(), default=0)
 
 
-def claim_records(
-    objects: DraObjects, units: Mapping[str, tuple[str, Mapping[int, int]]], phases: Mapping[str, str],
-) -> list[PodRecord]:
-    """Ledger records of the memory claims hold on our driver's GPUs: one per holder (`holder`).
+Holding = tuple[str, str, str, int, int, str] | _Group
+"""What one holder's claims hold (`claim_holdings`): (namespace, name, node, GPU index, units, claim)
+for a holder seen once (the common case, kept cheap for 100,000 claims), a `_Group` for one with more."""
 
-    Args:
-        objects: the DRA objects.
-        units: node -> (its unit, GPU index -> total units) for every node shown (DRA nodes and the
-            device plugin's); claims on other nodes are left out (doctor names them).
-        phases: pod UID -> phase, for the pods claims are reserved for (unknown: "").
+
+def claim_holdings(objects: DraObjects, units: Mapping[str, tuple[str, Mapping[int, int]]]) -> dict[str, Holding]:
+    """`claim_records` before the pods' phases are known: holder UID -> what its claims hold.
+
+    inspect groups the claims before it reads the pods (a pod counted by its claims builds no record
+    of its own) and makes the records (`holding_records`) once the pods gave their phases.
     """
     pools = pool_nodes(objects)
-    # holder UID -> (namespace, name, node, GPU index, units, claim) for a holder seen once (the
-    # common case, kept cheap for 100,000 claims); a second claim of the holder makes it a `_Group`.
-    held: dict[str, tuple[str, str, str, int, int, str] | _Group] = {}
+    held: dict[str, Holding] = {}  # a second claim of a holder makes it a `_Group`
     indices: dict[str, int | None] = {}  # device name -> GPU index, parsed once per name
     unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
     ours = protocol.DRA_DRIVER
@@ -465,6 +484,16 @@ def claim_records(
             group.amounts[index] = group.amounts.get(index, 0) + amount
             if claim.name not in group.claims:
                 group.claims.append(claim.name)
+    return held
+
+
+def holding_node(holding: Holding) -> str:
+    """The node a holding is on."""
+    return holding[2] if isinstance(holding, tuple) else holding.node
+
+
+def holding_records(held: Mapping[str, Holding], phases: Mapping[str, str]) -> list[PodRecord]:
+    """The ledger records of `claim_holdings`, with the phases of the pods they are reserved for (unknown: "")."""
     found: list[PodRecord] = []
     for uid, group in held.items():
         if isinstance(group, tuple):
@@ -478,6 +507,20 @@ def claim_records(
                 allocation=tuple(sorted(group.amounts.items())), claim=",".join(group.claims),
             ))
     return found
+
+
+def claim_records(
+    objects: DraObjects, units: Mapping[str, tuple[str, Mapping[int, int]]], phases: Mapping[str, str],
+) -> list[PodRecord]:
+    """Ledger records of the memory claims hold on our driver's GPUs: one per holder (`holder`).
+
+    Args:
+        objects: the DRA objects.
+        units: node -> (its unit, GPU index -> total units) for every node shown (DRA nodes and the
+            device plugin's); claims on other nodes are left out (doctor names them).
+        phases: pod UID -> phase, for the pods claims are reserved for (unknown: "").
+    """
+    return holding_records(claim_holdings(objects, units), phases)
 
 
 # --- A pod's claims ---------------------------------------------------------------------------------------
@@ -726,9 +769,13 @@ __all__ = [
     "PodClaim",
     "asks_driver",
     "spec_problem",
+    "claim_holdings",
     "claim_records",
     "consumed_memory",
     "holder",
+    "Holding",
+    "holding_node",
+    "holding_records",
     "node_record",
     "node_unit",
     "nvidia_claims",
