@@ -94,30 +94,19 @@ def test_an_item_whose_kind_is_not_a_string_is_one_warning_and_changes_no_row(
 
 
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
-def test_in_a_node_list_an_item_of_an_unreadable_kind_is_a_node(
-    suffix: str, kube_env: dict[str, str], tmp_path: Path
+@pytest.mark.parametrize(("before", "warnings"), [
+    ([], []),
+    ([None, 5], [f"warning: a node with unreadable metadata: cannot be decoded (Expected `object`, got `{got}`); "
+                 "skipped" for got in ("null", "int")]),
+], ids=["kind-not-a-string", "items-not-objects"])
+def test_in_a_node_list_an_item_is_a_node_whatever_its_kind(
+    suffix: str, before: list[Any], warnings: list[str], kube_env: dict[str, str], tmp_path: Path
 ) -> None:
+    """The list says what its items are: one whose kind is unreadable is a Node; one that is no object is skipped."""
     node = node_object("n1", [16], ip="10.0.0.1")
     path = tmp_path / f"nodes{suffix}"
-    document = {"apiVersion": "v1", "kind": "NodeList", "items": [{**node, "kind": {"not": "a string"}}]}
+    document = {"apiVersion": "v1", "kind": "NodeList", "items": [*before, {**node, "kind": {"not": "a string"}}]}
     path.write_text(json.dumps(document) if suffix == ".json" else yaml.safe_dump(document))
     result = _inspect(kube_env, "-o", "json", "--from-file", str(path))
-    assert (result.returncode, result.stderr) == (0, "")
-    assert [node["name"] for node in json.loads(result.stdout)["nodes"]] == ["n1"], "the list says what its items are"
-
-
-@pytest.mark.parametrize("suffix", [".json", ".yaml"])
-def test_in_a_node_list_an_item_that_is_not_an_object_is_a_node_skipped(
-    suffix: str, kube_env: dict[str, str], tmp_path: Path
-) -> None:
-    node = node_object("n1", [16], ip="10.0.0.1")
-    path = tmp_path / f"nodes{suffix}"
-    document = {"apiVersion": "v1", "kind": "NodeList", "items": [None, 5, node]}
-    path.write_text(json.dumps(document) if suffix == ".json" else yaml.safe_dump(document))
-    result = _inspect(kube_env, "-o", "json", "--from-file", str(path))
-    assert result.returncode == 0, result.stderr
-    assert result.stderr.splitlines() == [
-        f"warning: a node with unreadable metadata: cannot be decoded (Expected `object`, got `{got}`); skipped"
-        for got in ("null", "int")
-    ]
+    assert (result.returncode, result.stderr.splitlines()) == (0, warnings)
     assert [node["name"] for node in json.loads(result.stdout)["nodes"]] == ["n1"]
