@@ -198,7 +198,7 @@ class DraNode(msgspec.Struct, frozen=True, gc=False):
 
     def totals(self) -> dict[int, int]:
         """GPU index -> whole units of memory (rounded down)."""
-        unit_bytes = protocol.UNIT_BYTES[self.unit]
+        unit_bytes = self.unit_bytes  # once, not per GPU
         return {gpu.index: gpu.memory // unit_bytes for gpu in self.gpus}
 
 
