@@ -54,6 +54,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from kubectl_gpushare.kube.deadlines import LONG_RUNNING_SUBRESOURCES, LONG_RUNNING_VERBS, SECOND, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
+from kubectl_gpushare.kube.go_query import parse_query
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
@@ -656,15 +657,15 @@ class Sandbox:
         """Seconds a request that is not long-running may take: its ``timeout`` parameter, capped at `request_timeout`.
 
         ``WithRequestDeadline`` (``k8s.io/apiserver/pkg/endpoints/filters/request_deadline.go``):
-        the first ``timeout`` value, read by ``time.ParseDuration``; absent, empty, zero, negative
+        the first ``timeout`` value (``URL.Query().Get``: a pair with ``;`` or a bad escape is skipped),
+        read by ``time.ParseDuration``; absent, empty, zero, negative
         or not shorter than ``--request-timeout``, the server's own timeout applies.
 
         Raises:
             ApiError: 400 ``BadRequest`` for a value that is not a duration, worded as
                 ``parseTimeout`` words it (``invalid timeout specified in the request URL - <Go's error>``).
         """
-        pairs = parse_qsl(query, keep_blank_values=True, errors="surrogateescape")  # Go reads bytes, UTF-8 or not
-        value = next((v for k, v in pairs if k == "timeout"), "")
+        value = parse_query(query, errors="surrogateescape").get("timeout", [""])[0]  # Go reads bytes, UTF-8 or not
         if not value:
             return self.request_timeout
         try:
