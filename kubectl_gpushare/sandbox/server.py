@@ -52,7 +52,7 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
-from kubectl_gpushare.kube.deadlines import LONG_RUNNING_SUBRESOURCES, LONG_RUNNING_VERBS, SECOND, parse_duration
+from kubectl_gpushare.kube.deadlines import SECOND, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_query import parse_query
 from kubectl_gpushare.sandbox import admin, errors
@@ -605,9 +605,11 @@ class Sandbox:
             except ApiError:
                 target = Target()
                 raise
-            long_running = target.verb in LONG_RUNNING_VERBS or target.subresource in LONG_RUNNING_SUBRESOURCES
             # WithRequestDeadline runs before authentication: a malformed timeout is a 400 for anyone.
-            deadline = None if long_running else received + self._allotted(split.query)
+            if long_running_request(target.verb, target.subresource):
+                deadline = None
+            else:
+                deadline = received + self._allotted(split.query)
             identity = self._authenticate(handler)
             if identity is None and split.path not in ("/healthz", "/livez", "/readyz"):
                 raise errors.unauthorized()
