@@ -46,6 +46,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from kubectl_gpushare.kube.go_query import BAD_ESCAPE, parse_query
+
 if TYPE_CHECKING:
     from cel_expr_python import cel as _cel
 
@@ -209,13 +211,12 @@ class _Url:
 
 
 _SCHEME_CHAR: Final = re.compile(r"[A-Za-z0-9+.\-]")
-_BAD_ESCAPE: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _USERINFO: Final = re.compile(r"[A-Za-z0-9\-._:~!$&'()*+,;=%@]*")
 
 
 def _unescape(text: str) -> bytes:
     """Go's ``url.unescape``: ``%XX`` decoded; a ``%`` not followed by two hex digits is an error."""
-    bad = _BAD_ESCAPE.search(text)
+    bad = BAD_ESCAPE.search(text)
     if bad:
         raise ValueError(f"invalid URL escape {_quote(text[bad.start():bad.start() + 3])}")
     return urllib.parse.unquote_to_bytes(text)
@@ -351,14 +352,7 @@ def _escaped_path(value: object) -> str:
 
 def _query(value: object) -> dict[str, list[str]]:
     """``URL.Query()``: ``&``-separated pairs; one with ``;`` or a bad escape is skipped, as ``ParseQuery``."""
-    result: dict[str, list[str]] = {}
-    for pair in _url(value).query.split("&"):
-        key, _, item = pair.partition("=")
-        if not pair or ";" in key or _BAD_ESCAPE.search(key) or _BAD_ESCAPE.search(item):
-            continue
-        result.setdefault(urllib.parse.unquote_plus(key, errors="replace"), []).append(
-            urllib.parse.unquote_plus(item, errors="replace"))
-    return result
+    return parse_query(_url(value).query)
 
 
 # --- library/ip.go and library/cidr.go over Go's net/netip ---------------------------------------------

@@ -183,6 +183,11 @@ def parse_duration(text: str) -> int:
     return total
 
 
+def long_running_request(verb: str, subresource: str) -> bool:
+    """Whether a ``verb`` request on ``subresource`` is long-running: ``BasicLongRunningRequestCheck``."""
+    return verb in LONG_RUNNING_VERBS or subresource in LONG_RUNNING_SUBRESOURCES
+
+
 def long_running(path: str) -> bool:
     """Whether kube-apiserver treats a request for ``path`` as long-running (`LONG_RUNNING_SUBRESOURCES`).
 
@@ -197,11 +202,11 @@ def long_running(path: str) -> bool:
         parts = parts[3:]
     else:
         return False
-    if parts[:1] and parts[0] in LONG_RUNNING_VERBS:
+    if parts[:1] and long_running_request(parts[0], ""):
         return True
     if len(parts) > 2 and parts[0] == "namespaces":
         parts = parts[2:]
-    return len(parts) > 2 and parts[2] in LONG_RUNNING_SUBRESOURCES
+    return len(parts) > 2 and long_running_request("", parts[2])
 
 
 __all__ = [
@@ -217,5 +222,6 @@ __all__ = [
     "format_duration",
     "go_quote",
     "long_running",
+    "long_running_request",
     "parse_duration",
 ]

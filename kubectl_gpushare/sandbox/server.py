@@ -52,8 +52,9 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
-from kubectl_gpushare.kube.deadlines import LONG_RUNNING_SUBRESOURCES, LONG_RUNNING_VERBS, SECOND, parse_duration
+from kubectl_gpushare.kube.deadlines import SECOND, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
+from kubectl_gpushare.kube.go_query import parse_query
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
@@ -604,9 +605,11 @@ class Sandbox:
             except ApiError:
                 target = Target()
                 raise
-            long_running = target.verb in LONG_RUNNING_VERBS or target.subresource in LONG_RUNNING_SUBRESOURCES
             # WithRequestDeadline runs before authentication: a malformed timeout is a 400 for anyone.
-            deadline = None if long_running else received + self._allotted(split.query)
+            if long_running_request(target.verb, target.subresource):
+                deadline = None
+            else:
+                deadline = received + self._allotted(split.query)
             identity = self._authenticate(handler)
             if identity is None and split.path not in ("/healthz", "/livez", "/readyz"):
                 raise errors.unauthorized()
@@ -656,15 +659,15 @@ class Sandbox:
         """Seconds a request that is not long-running may take: its ``timeout`` parameter, capped at `request_timeout`.
 
         ``WithRequestDeadline`` (``k8s.io/apiserver/pkg/endpoints/filters/request_deadline.go``):
-        the first ``timeout`` value, read by ``time.ParseDuration``; absent, empty, zero, negative
+        the first ``timeout`` value (``URL.Query().Get``: a pair with ``;`` or a bad escape is skipped),
+        read by ``time.ParseDuration``; absent, empty, zero, negative
         or not shorter than ``--request-timeout``, the server's own timeout applies.
 
         Raises:
             ApiError: 400 ``BadRequest`` for a value that is not a duration, worded as
                 ``parseTimeout`` words it (``invalid timeout specified in the request URL - <Go's error>``).
         """
-        pairs = parse_qsl(query, keep_blank_values=True, errors="surrogateescape")  # Go reads bytes, UTF-8 or not
-        value = next((v for k, v in pairs if k == "timeout"), "")
+        value = parse_query(query, errors="surrogateescape").get("timeout", [""])[0]  # Go reads bytes, UTF-8 or not
         if not value:
             return self.request_timeout
         try:

@@ -264,6 +264,22 @@ def test_requests_tell_the_server_their_budget_as_client_go_does_and_watches_do_
     untimed.close()
 
 
+def test_a_fault_pattern_ending_in_dollar_misses_our_clients_requests_as_docs_sandbox_md_warns(
+        sandbox: Sandbox, kubeconfig: Path) -> None:
+    # Every request carries timeout=, and a fault's pattern is searched in path and query: the
+    # pattern docs/sandbox.md shows, (\?|$), fires; one ending in $ never does.
+    sandbox.load([node("n1")])
+    client = Client(load_config(str(kubeconfig)), retry=None)
+    missed = sandbox.inject("GET", r"/nodes/n1$", status=500, times=1)
+    assert client.get(types.NODES, "n1").metadata.name == "n1" and missed.hits == 0
+    sandbox.clear_faults()
+    documented = sandbox.inject("GET", r"/nodes/n1(\?|$)", status=500, times=1)
+    with pytest.raises(errors.ServerError):
+        client.get(types.NODES, "n1")
+    assert documented.hits == 1
+    client.close()
+
+
 def test_a_server_answering_504_timeout_is_an_api_error_of_unknown_outcome(
         sandbox: Sandbox, kubeconfig: Path) -> None:
     sandbox.request_timeout = 0.5  # the server gives up before the client (30 s)

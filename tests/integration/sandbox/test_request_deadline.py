@@ -133,3 +133,15 @@ def test_a_slow_commit_ending_a_request_timeout_past_its_deadline_never_lands() 
         status, body, took = call(sb, "POST", CONFIGMAPS, configmap("c"))
         assert status == 504 and took < 1.4, (status, took)
         assert not poll(lambda: sb.get("configmaps", "default", "c"), 2.5)  # past the commit's end, still absent
+
+
+@pytest.mark.parametrize("query", ["timeout=%zz", "timeout=1%s", "timeout=abc;x=1", "timeout=%zz&timeout=300ms"],
+                         ids=["bad-escape", "bad-escape-in-unit", "semicolon", "skipped-then-read"])
+def test_a_timeout_pair_go_cannot_unescape_or_split_is_skipped_not_refused(query: str) -> None:
+    # url.ParseQuery (net/url/url.go) skips a pair with a bad %-escape or a ';' in its key and goes
+    # on; WithRequestDeadline's URL.Query().Get then sees no timeout (or the next one), never a 400.
+    with Sandbox(port=0) as sb:
+        held = sb.inject("POST", r"/configmaps\?", latency=0.6, times=1)
+        status, body, _ = call(sb, "POST", f"{CONFIGMAPS}?{query}", configmap("c"))
+        expected = 504 if query.endswith("300ms") else 201
+        assert (status, held.hits) == (expected, 1), body

@@ -48,6 +48,7 @@ CASES = [
      {"key with spaces": ["value with spaces"]}),
     ("url('https://example.com/path?').getQuery()", {}), ("url('https://example.com/path').getQuery()", {}),
     ("url('https://example.com/p?a=1#frag').getQuery()", {"a": ["1"]}),
+    ("url('https://example.com/p?a=1;b&c=2&d=%zz').getQuery()", {"c": ["2"]}),  # ParseQuery skips ';' anywhere
     ("ip('127.0.0.1').family()", 4), ("ip('::1').family() == 6", True), ("isIP('127.0.0.1')", True),
     ("isIP('::1')", True), ("isIP('127.0.0.256')", False), ("isIP(':::1')", False), ("isIP('::ffff:1.2.3.4')", False),
     ("isIP('fe80::1%eth0')", False), ("isIP('01.2.3.4')", False),

@@ -17,6 +17,7 @@ from kubectl_gpushare.kube.deadlines import (
     SECOND,
     format_duration,
     long_running,
+    long_running_request,
     parse_duration,
 )
 
@@ -94,3 +95,13 @@ def test_parse_duration_refuses_with_gos_message(text: str, message: str) -> Non
 ])
 def test_long_running_reads_the_subresource_where_the_api_server_does(path: str, expected: bool) -> None:
     assert long_running(path) is expected
+
+
+@pytest.mark.parametrize(("verb", "subresource", "expected"), [
+    ("watch", "", True), ("proxy", "", True), ("get", "exec", True), ("create", "attach", True),
+    ("get", "log", True), ("create", "portforward", True), ("get", "proxy", True),
+    ("list", "", False), ("create", "binding", False), ("update", "status", False), ("create", "eviction", False),
+])
+def test_long_running_request_is_kube_apiservers_basic_check(verb: str, subresource: str, expected: bool) -> None:
+    # BuildGenericConfig: BasicLongRunningRequestCheck({watch, proxy}, {attach, exec, proxy, log, portforward}).
+    assert long_running_request(verb, subresource) is expected
