@@ -52,8 +52,10 @@ def parse_request_timeout(text: str | float | int | None) -> float | None:
     """Parse kubectl's ``--request-timeout``.
 
     Args:
-        text: ``"0"`` (no timeout), plain seconds (``"5"``, ``"2.5"``), or a Go duration
-            (``"5s"``, ``"1m"``, ``"1m30s"``, ``"500ms"``); None means "not given".
+        text: ``"0"`` (no timeout), whole seconds (``"5"``), or a Go duration (``"5s"``, ``"1m"``,
+            ``"1m30s"``, ``"500ms"``, ``"2.5s"``), as kubectl's ``clientcmd.ParseTimeout`` reads them
+            (``strconv.ParseInt`` then ``time.ParseDuration``: ``"2.5"`` and non-ASCII digits are
+            refused there); None means "not given".
 
     Returns:
         Seconds, or None for "no timeout" (``"0"``) and for "not given".
@@ -66,9 +68,9 @@ def parse_request_timeout(text: str | float | int | None) -> float | None:
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         seconds = float(text)
     else:
-        raw = str(text).strip()
-        if re.fullmatch(r"\d+(?:\.\d*)?|\.\d+", raw):
-            seconds = float(raw)
+        raw = str(text)
+        if re.fullmatch(r"\+?[0-9]+", raw):  # strconv.ParseInt's base 10 (a sign, ASCII digits)
+            seconds = float(int(raw))
         else:
             try:
                 seconds = parse_duration(raw) / SECOND  # kubectl's ParseTimeout: time.ParseDuration

@@ -56,7 +56,8 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     [
         ("0", None),
         ("5", 5.0),
-        ("2.5", 2.5),
+        ("+5", 5.0),
+        ("2.5s", 2.5),
         ("5s", 5.0),
         ("1m", 60.0),
         ("1m30s", 90.0),
@@ -75,7 +76,8 @@ def test_request_timeout_accepts_kubectl_syntax(text: Any, seconds: float | None
 @pytest.mark.parametrize(
     "text",
     # Past Go's longest duration (2562047h): socket timeouts overflowed with a traceback
-    ["", "abc", "5x", "1m 30s", "-5", "-1s", "1d", "s", "5s5", "99999999999999999999h", "2562048h", "9999999999999",
+    ["", "abc", "5x", "1m 30s", "-5", "-1s", "2.5", " 5", "\u0661\u0662",  # kubectl refuses these three too
+     "1d", "s", "5s5", "99999999999999999999h", "2562048h", "9999999999999",
      float("nan"), float("inf")],
 )
 def test_request_timeout_rejects_garbage_with_one_line(text: str) -> None:
