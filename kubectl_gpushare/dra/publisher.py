@@ -8,6 +8,12 @@ slice is created anew. Every `sync` lists the slices of this node and driver (fi
 rest (with a UID precondition: a slice re-created meanwhile is not ours to delete), and writes only
 if the devices differ. kubelet wipes a driver's slices when the driver deregisters, and anyone may
 delete one, so `run` syncs on every change and every `resync` seconds, backing off on errors.
+A create whose outcome is unknown (a timeout, a 5xx: `errors.refused`) may still land after the
+next sync created the slice again: two slices for a pool published as one leave it incomplete and
+invalid (a device name twice) to the scheduler (k8s.io/dynamic-resource-allocation structured
+``GatherPools``: ``IsIncomplete`` when the pool's slices are not ``resourceSliceCount``), so no claim
+is allocated on the node. While such a create can still land (`errors.API_REQUEST_TIMEOUT`), `run`
+syncs every `SETTLE_SECONDS`, and the sync that sees the second slice deletes one.
 `withdraw` ends publishing for good: it and `sync` take one lock, so a sync in flight finishes
 before withdraw lists (and its slice is deleted with the rest) and none writes after.
 
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from kubectl_gpushare import dra_objects as wire
@@ -28,12 +35,14 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import Conflict, KubeError, NotFound
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, refused
 
 log = logging.getLogger(__name__)
 
 RESYNC_SECONDS = 60.0
 MAX_BACKOFF = 30.0
+SETTLE_SECONDS = 1.0
+"""Seconds between syncs while a create of unknown outcome may still land (see the module docstring)."""
 
 
 class SlicePublisher:
@@ -49,6 +58,8 @@ class SlicePublisher:
         """Feature gates the API server showed it lacks (see the module docstring)."""
         self.withdrawn = False
         """Set by `withdraw`: nothing is published any more."""
+        self.landing_until = 0.0
+        """`time.monotonic` instant until which a create of unknown outcome may still land."""
         self._lock = threading.Lock()
 
     def _listed(self) -> list[wire.WireResourceSlice]:
@@ -107,7 +118,12 @@ class SlicePublisher:
             metadata=wire.WireMeta(generate_name=protocol.dra_slice_generate_name(self.node), owner_references=owners),
             spec=slices.spec(self.node, devices, generation),
         )
-        stored: wire.WireResourceSlice = self.client.create(types.DRA_SLICES, body)
+        try:
+            stored: wire.WireResourceSlice = self.client.create(types.DRA_SLICES, body)
+        except KubeError as exc:
+            if not refused(exc):  # it may still land, beside the one the next sync creates
+                self.landing_until = time.monotonic() + API_REQUEST_TIMEOUT
+            raise
         self.writes += 1
         log.info("created ResourceSlice %s: %d device(s), pool generation %d", stored.metadata.name, len(devices),
                  generation)
@@ -142,7 +158,7 @@ class SlicePublisher:
             try:
                 self.sync(devices())
                 backoff = 0.5
-                wait = resync
+                wait = resync if time.monotonic() >= self.landing_until else min(resync, SETTLE_SECONDS)
             except KubeError as exc:
                 log.warning("publishing the ResourceSlice failed, retrying in %.1fs: %s", backoff, exc)
                 wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF)

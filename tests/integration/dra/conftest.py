@@ -37,9 +37,10 @@ def start_driver(sandbox: Sandbox, kubeconfig: Path, dirs: Dirs) -> Iterator[Cal
               **overrides: Any) -> RunningDriver:
         if sandbox.get("nodes", None, node) is None:
             sandbox.load([namespace_object("default"), node_object(node, [], ip="10.0.0.1", gpushare=False)])
+        kube = {"kubeconfig": str(kubeconfig), **overrides.pop("kube", {})}  # kube={"request_timeout": "1s"}
         settings: dict[str, Any] = {"registration_dir": dirs.registration, "plugin_dir": dirs.plugin,
                                     "cdi_root": dirs.cdi, "poll_interval": 0.05, **overrides}
-        cfg = Config(node_name=node, fake_gpus=spec, kube={"kubeconfig": str(kubeconfig)}, **settings)
+        cfg = Config(node_name=node, fake_gpus=spec, kube=kube, **settings)
         if backend is None and spec is not None:
             backend = FakeBackend.from_spec(spec, seed=node)
         driver = RunningDriver(cfg, backend)

@@ -204,3 +204,27 @@ def test_a_node_with_a_long_name_gets_its_slice(start_driver, api: Client) -> No
     found = wait_for(lambda: api.list(types.DRA_SLICES, field_selector=f"spec.nodeName={node}"), what="the slice")
     assert len(found) == 1 and len(found[0].metadata.name) == 63
     assert found[0].metadata.name.startswith(protocol.dra_slice_generate_name(node)[:58])
+
+
+def test_a_create_that_lands_after_its_timeout_leaves_one_slice(
+    start_driver, api: Client, sandbox: Sandbox
+) -> None:
+    """A slow commit: the 504 comes at the client's deadline, the create lands later, beside the next one.
+
+    Two slices of a pool published as one make it incomplete to the scheduler: the publisher syncs
+    often while the first create can still land, so one of the two goes within seconds, not at the
+    next resync (a minute).
+    """
+    running = start_driver("1x16GiB", kube={"request_timeout": "1s"})
+    first = wait_for(lambda: _slices(api), what="the slice")[0]
+    slow = sandbox.inject("POST", r"/resourceslices(\?|$)", latency=5.0, after=True, times=1)
+    api.delete(types.DRA_SLICES, first.metadata.name)  # as kubelet wipes it: the publisher creates it again
+    publisher = running.driver.publisher
+    writes = publisher.writes
+    running.driver.republish()
+    wait_for(lambda: slow.hits == 1, what="the publisher's create on its way (slowly)")
+    # The retry creates the slice again (a write), the slow create lands, a sync deletes one of the two (a write).
+    wait_for(lambda: publisher.writes >= writes + 2 and len(_slices(api)) == 1, timeout=30,
+             what=lambda: f"one slice again after the late create; writes {publisher.writes - writes}, "
+                          f"slices {[s.metadata.name for s in _slices(api)]}")
+    holds_for(lambda: len(_slices(api)) == 1, 1.5, what="one slice")
