@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_dra_inspect.py            # 5,000 nodes x 8 GPUs, 100,000 pods
     .venv/bin/python bench/bench_dra_inspect.py --quick    # 500 nodes, 10,000 pods
+    .venv/bin/python bench/bench_dra_inspect.py --padded   # pods with a real pod's bulk (both clusters)
 
 The annotation cluster comes from the sandbox's generator (the extender's and device plugin's
 annotations on every pod). The DRA cluster is the same placement as our driver and kube-scheduler
@@ -157,4 +158,5 @@ def floor(files: dict[str, Path], runs: int) -> None:
 
 
 if __name__ == "__main__":
-    compare("dra", as_dra, __doc__.splitlines()[0], "the same placement through DRA slices and claims", floor)
+    compare("dra", as_dra, __doc__.splitlines()[0], "the same placement through DRA slices and claims", floor,
+            paddable=True)

@@ -57,6 +57,16 @@ def as_hami(objects: list[dict[str, Any]], gpu_memory: int) -> list[dict[str, An
     return result
 
 
+def padded(pod: dict[str, Any], index: int) -> dict[str, Any]:
+    """A generated pod with the bulk a real one has (`bench_decode.pad`), as ``kubectl get -o json`` prints
+    it: without ``managedFields``, which kubectl leaves out unless ``--show-managed-fields``."""
+    from bench_decode import pad
+
+    pod = pad(pod, index)
+    del pod["metadata"]["managedFields"]
+    return pod
+
+
 def timed(args: list[str], runs: int) -> tuple[float, float]:
     """Median wall seconds and median CPU seconds (user + system) of the child, over ``runs`` runs.
 
@@ -75,20 +85,28 @@ def timed(args: list[str], runs: int) -> tuple[float, float]:
 
 
 def compare(other: str, convert: Callable[[list[dict[str, Any]], int], list[dict[str, Any]]],
-            description: str, detail: str = "", then: Callable[[dict[str, Path], int], None] | None = None) -> None:
+            description: str, detail: str = "", then: Callable[[dict[str, Path], int], None] | None = None,
+            paddable: bool = False) -> None:
     """Time inspect over a gpushare cluster and the same cluster converted to ``other``; print the ratios.
 
     ``then`` gets both files (``gpushare`` and ``other``) and ``--runs``, for more figures over them.
+    ``paddable``: ``convert`` keeps each pod's own fields, so ``--padded`` (real pods' bulk) is offered.
     """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="500 nodes and 10,000 pods")
     parser.add_argument("--runs", type=int, default=3, help="repetitions per measurement (median)")
+    if paddable:
+        parser.add_argument("--padded", action="store_true",
+                            help="pods carry the bulk a Deployment's pods have as kubectl prints them (about 3.5 KB)")
     args = parser.parse_args()
     nodes, pods = (500, 10_000) if args.quick else (5_000, 100_000)
     gpu_memory = 80
     gpushare = generate_cluster(nodes, GPUS, pods, seed=0, gpu_memory=gpu_memory)
+    if getattr(args, "padded", False):
+        gpushare = [padded(obj, index) if obj["kind"] == "Pod" else obj for index, obj in enumerate(gpushare)]
     converted = convert(gpushare, gpu_memory)
-    print(f"== {nodes:,} nodes x {GPUS} GPUs, {pods:,} pods; {detail or other}; median of {args.runs}")
+    shape = "padded pods" if getattr(args, "padded", False) else "the generator's lean pods (about 1 KB)"
+    print(f"== {nodes:,} nodes x {GPUS} GPUs, {pods:,} pods ({shape}); {detail or other}; median of {args.runs}")
     with tempfile.TemporaryDirectory(prefix="bench-stacks-") as tmp:
         files = {}
         for name, items in (("gpushare", gpushare), (other, converted)):
