@@ -135,13 +135,28 @@ class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, g
         return _entries(self.resource_claims_raw, PodResourceClaim)
 
 
+class PodCondition(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """One entry of a pod's ``status.conditions``: what `PodStatus.ready` reads, any JSON value each."""
+
+    type: object = None
+    status: object = None
+
+
+JsonScalar = str | int | float | bool | None
+
+PodConditions = tuple[PodCondition | list[object] | JsonScalar, ...] | dict[str, object] | JsonScalar
+"""``status.conditions`` as any JSON value: a list's objects become `PodCondition` (their other
+fields, two timestamps and a message, are skipped unread: a third of a real pod's decoding was
+these generic objects), anything else stays as it came."""
+
+
 class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """``status`` of a pod."""
 
     phase: str = ""
-    conditions: object = ()
+    conditions: PodConditions = ()
     """Any JSON value, narrowed by `ready`: a malformed entry must not make the whole pod (and its
-    GPU memory) undecodable, so no shape is imposed here."""
+    GPU memory) undecodable, so every shape decodes."""
     resource_claim_statuses_raw: object = msgspec.field(default=(), name="resourceClaimStatuses")
     """Any JSON value, read through `resource_claim_statuses` (as `conditions`, no shape imposed)."""
 
@@ -156,10 +171,10 @@ class PodStatus(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True,
 
         Conditions that are not a list of objects count as not ready.
         """
-        if self.phase != "Running" or not isinstance(self.conditions, (list, tuple)):
+        if self.phase != "Running" or not isinstance(self.conditions, tuple):
             return False
         return any(
-            isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True" for c in self.conditions
+            isinstance(c, PodCondition) and c.type == "Ready" and c.status == "True" for c in self.conditions
         )
 
 
