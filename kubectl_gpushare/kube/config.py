@@ -70,7 +70,7 @@ def parse_request_timeout(text: str | float | int | None) -> float | None:
     else:
         raw = str(text)
         if re.fullmatch(r"\+?[0-9]+", raw):  # strconv.ParseInt's base 10 (a sign, ASCII digits)
-            seconds = float(int(raw))
+            seconds = float(raw)  # not int(raw): past 4,300 digits that raises; this is inf, refused below
         else:
             try:
                 seconds = parse_duration(raw) / SECOND  # kubectl's ParseTimeout: time.ParseDuration
