@@ -68,6 +68,14 @@ class _NoSuchOverloadError(ValueError):
         super().__init__("no such overload")
 
 
+def _unwrapped(value: object, key: str) -> str:
+    """The text a URL, IP or CIDR carries (``{key: text}``); any other value has no such overload."""
+    text = value.get(key) if isinstance(value, Mapping) else None
+    if not isinstance(text, str):
+        raise _NoSuchOverloadError
+    return text
+
+
 # --- library/lists.go ---------------------------------------------------------------------------------
 def _kind(value: object) -> str:
     """The CEL kind of a value as the binding hands it over (bool before int: Python's bool is an int)."""
@@ -321,10 +329,7 @@ def _is_url(text: str) -> bool:
 
 
 def _url(value: object) -> _Url:
-    text = value.get(URL_KEY) if isinstance(value, Mapping) else None
-    if not isinstance(text, str):
-        raise _NoSuchOverloadError
-    return parse_url(text.partition("#")[0], request=False)
+    return parse_url(_unwrapped(value, URL_KEY).partition("#")[0], request=False)
 
 
 def _split_host_port(host: str) -> tuple[str, str]:
@@ -404,10 +409,7 @@ def _is_canonical(text: str) -> bool:
 
 
 def _address(value: object) -> Address:
-    text = value.get(IP_KEY) if isinstance(value, Mapping) else None
-    if not isinstance(text, str):
-        raise _NoSuchOverloadError
-    return ipaddress.ip_address(text)
+    return ipaddress.ip_address(_unwrapped(value, IP_KEY))
 
 
 def _first_hextet(address: Address) -> int:
@@ -495,10 +497,7 @@ def _is_cidr(text: str) -> bool:
 
 
 def _cidr(value: object) -> tuple[Address, int]:
-    text = value.get(CIDR_KEY) if isinstance(value, Mapping) else None
-    if not isinstance(text, str):
-        raise _NoSuchOverloadError
-    head, _, bits = text.rpartition("/")
+    head, _, bits = _unwrapped(value, CIDR_KEY).rpartition("/")
     return ipaddress.ip_address(head), int(bits)
 
 
