@@ -463,24 +463,20 @@ def _parse_cidr(text: str) -> tuple[Address, int]:
 
     head, slash, bits = text.rpartition("/")
     if not slash:
-        return _raise(refused("no '/'"))
+        raise refused("no '/'")
     if "%" in head:
-        return _raise(refused("IPv6 zones cannot be present in a prefix"))
+        raise refused("IPv6 zones cannot be present in a prefix")
     address = _address_or_none(head)
     if address is None:
-        return _raise(refused("ParseAddr(" + _quote(head) + "): unable to parse IP"))
+        raise refused("ParseAddr(" + _quote(head) + "): unable to parse IP")
     if not _BITS.fullmatch(bits):
-        return _raise(refused(f"bad bits after slash: {_quote(bits)}"))
+        raise refused(f"bad bits after slash: {_quote(bits)}")
     if int(bits) > address.max_prefixlen:
-        return _raise(refused("prefix length out of range"))
+        raise refused("prefix length out of range")
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         raise ValueError(f"network address parse error during conversion from string: IPv4-mapped IPv6 "
                          f"address {_quote(text)} is not allowed")
     return address, int(bits)
-
-
-def _raise(error: ValueError) -> tuple[Address, int]:
-    raise error
 
 
 def _to_cidr(text: str) -> dict[str, str]:
