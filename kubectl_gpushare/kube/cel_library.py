@@ -68,6 +68,14 @@ class _NoSuchOverloadError(ValueError):
         super().__init__("no such overload")
 
 
+def _unwrapped(value: object, key: str) -> str:
+    """The text a URL, IP or CIDR carries (``{key: text}``); any other value has no such overload."""
+    text = value.get(key) if isinstance(value, Mapping) else None
+    if not isinstance(text, str):
+        raise _NoSuchOverloadError
+    return text
+
+
 # --- library/lists.go ---------------------------------------------------------------------------------
 def _kind(value: object) -> str:
     """The CEL kind of a value as the binding hands it over (bool before int: Python's bool is an int)."""
@@ -321,10 +329,7 @@ def _is_url(text: str) -> bool:
 
 
 def _url(value: object) -> _Url:
-    text = value.get(URL_KEY) if isinstance(value, Mapping) else None
-    if not isinstance(text, str):
-        raise _NoSuchOverloadError
-    return parse_url(text.partition("#")[0], request=False)
+    return parse_url(_unwrapped(value, URL_KEY).partition("#")[0], request=False)
 
 
 def _split_host_port(host: str) -> tuple[str, str]:
@@ -404,10 +409,7 @@ def _is_canonical(text: str) -> bool:
 
 
 def _address(value: object) -> Address:
-    text = value.get(IP_KEY) if isinstance(value, Mapping) else None
-    if not isinstance(text, str):
-        raise _NoSuchOverloadError
-    return ipaddress.ip_address(text)
+    return ipaddress.ip_address(_unwrapped(value, IP_KEY))
 
 
 def _first_hextet(address: Address) -> int:
@@ -461,24 +463,20 @@ def _parse_cidr(text: str) -> tuple[Address, int]:
 
     head, slash, bits = text.rpartition("/")
     if not slash:
-        return _raise(refused("no '/'"))
+        raise refused("no '/'")
     if "%" in head:
-        return _raise(refused("IPv6 zones cannot be present in a prefix"))
+        raise refused("IPv6 zones cannot be present in a prefix")
     address = _address_or_none(head)
     if address is None:
-        return _raise(refused("ParseAddr(" + _quote(head) + "): unable to parse IP"))
+        raise refused("ParseAddr(" + _quote(head) + "): unable to parse IP")
     if not _BITS.fullmatch(bits):
-        return _raise(refused(f"bad bits after slash: {_quote(bits)}"))
+        raise refused(f"bad bits after slash: {_quote(bits)}")
     if int(bits) > address.max_prefixlen:
-        return _raise(refused("prefix length out of range"))
+        raise refused("prefix length out of range")
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         raise ValueError(f"network address parse error during conversion from string: IPv4-mapped IPv6 "
                          f"address {_quote(text)} is not allowed")
     return address, int(bits)
-
-
-def _raise(error: ValueError) -> tuple[Address, int]:
-    raise error
 
 
 def _to_cidr(text: str) -> dict[str, str]:
@@ -495,10 +493,7 @@ def _is_cidr(text: str) -> bool:
 
 
 def _cidr(value: object) -> tuple[Address, int]:
-    text = value.get(CIDR_KEY) if isinstance(value, Mapping) else None
-    if not isinstance(text, str):
-        raise _NoSuchOverloadError
-    head, _, bits = text.rpartition("/")
+    head, _, bits = _unwrapped(value, CIDR_KEY).rpartition("/")
     return ipaddress.ip_address(head), int(bits)
 
 
