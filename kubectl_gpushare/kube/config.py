@@ -65,6 +65,7 @@ def parse_request_timeout(text: str | float | int | None) -> float | None:
     """
     if text is None:
         return None
+    shown = repr(text[:64] if isinstance(text, str) else text)  # a 5,000-digit value is not echoed whole
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         seconds = float(text)
     else:
@@ -76,12 +77,12 @@ def parse_request_timeout(text: str | float | int | None) -> float | None:
                 seconds = parse_duration(raw) / SECOND  # kubectl's ParseTimeout: time.ParseDuration
             except ValueError:
                 raise ConfigError(
-                    f"invalid request timeout {text!r}: use a number of seconds or a duration such as 5s, 1m or 1m30s"
+                    f"invalid request timeout {shown}: use a number of seconds or a duration such as 5s, 1m or 1m30s"
                 ) from None
     if seconds < 0:
-        raise ConfigError(f"invalid request timeout {text!r}: must not be negative")
+        raise ConfigError(f"invalid request timeout {shown}: must not be negative")
     if not seconds <= MAX_REQUEST_TIMEOUT:  # also NaN
-        raise ConfigError(f"invalid request timeout {text!r}: longer than 2562047h, the longest duration Go has")
+        raise ConfigError(f"invalid request timeout {shown}: longer than 2562047h, the longest duration Go has")
     return None if seconds == 0 else seconds
 
 

@@ -433,7 +433,9 @@ def _decode_continue(token: str) -> tuple[int, str]:
     # sooner, at its recursion limit, and is answered in those words (naming the outermost bracket).
     text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("utf-8", "replace")
     try:
-        decoded = json.loads(text)
+        # A number is kept to its first 64 characters: still out of int64's range when longer (JSON has no
+        # leading zeros), named as Go names it, and never past int()'s 4,300-digit limit (a ValueError).
+        decoded = json.loads(text, parse_int=lambda digits: int(digits[:64]))
     except RecursionError:
         raise errors.bad_request(f"{bad}: invalid character {text.lstrip()[:1]!r} exceeded max depth") from None
     except ValueError as exc:

@@ -185,3 +185,13 @@ def test_continue_tokens_are_unpadded_url_safe_base64(sandbox: Sandbox) -> None:
         assert "=" not in token and json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["v"] == (
             "meta.k8s.io/v1")
     assert names == ["c0", "c1", "c2"]
+
+
+def test_a_continue_token_with_a_5000_digit_resource_version_names_the_number(sandbox: Sandbox) -> None:
+    # Past int()'s 4,300-digit limit json.loads raised a bare ValueError, answered as a bad character.
+    text = '{"v": "meta.k8s.io/v1", "rv": ' + "1" * 5000 + ', "start": "x"}'
+    token = base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+    status, answer = get(sandbox, f"limit=1&continue={token}")
+    assert status == 400 and answer["message"] == (
+        "invalid continue token: continue key is not valid: json: cannot unmarshal number " + "1" * 64
+        + " into Go struct field continueToken.rv of type int64")

@@ -396,3 +396,10 @@ def test_auth_provider_with_cached_oidc_token_needs_no_kubernetes_package(tmp_pa
         user={"auth-provider": {"name": "oidc", "config": {"id-token": "oidc-token", "client-id": "x"}}},
     )
     assert kc.load_config(kubeconfig=str(path)).auth_headers()["Authorization"] == "Bearer oidc-token"
+
+
+@pytest.mark.parametrize("text", ["9" * 5000, "9" * 5000 + "s", "x" * 5000])
+def test_request_timeout_error_does_not_echo_a_5000_character_value(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        kc.parse_request_timeout(text)
+    assert len(str(info.value)) < 200 and repr(text[:64]) in str(info.value)
