@@ -202,6 +202,17 @@ class DraNode(msgspec.Struct, frozen=True, gc=False):
         return {gpu.index: gpu.memory // unit_bytes for gpu in self.gpus}
 
 
+class _DeviceIndices(dict[str, "int | None"]):
+    """Device name -> GPU index (`protocol.parse_dra_device_name`), each name parsed once.
+
+    Every node has gpu-0 ...: one read of 100,000 claims or 40,000 devices parses a few names.
+    """
+
+    def __missing__(self, name: str) -> int | None:
+        index = self[name] = protocol.parse_dra_device_name(name)
+        return index
+
+
 def _text(value: dra.AttributeValue | None) -> str:
     if not isinstance(value, str):
         return ""
@@ -239,7 +250,7 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
     for slice_ in objects.slices:
         pools.setdefault((slice_.driver, slice_.pool), []).append(slice_)
     invalid: set[tuple[str, str]] = set()
-    indices: dict[str, int | None] = {}  # device name -> GPU index, parsed once per name (every node has gpu-0 ...)
+    indices = _DeviceIndices()
     for (driver, pool), members in pools.items():
         repeated = dra.repeated_device(members)
         if repeated is not None:  # the allocator allocates nothing from it: none of its memory is free
@@ -254,9 +265,7 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
             continue
         gpus = found.setdefault(slice_.node_name, {})
         for device in slice_.devices:
-            index = indices.get(device.name, -1)
-            if index == -1:
-                index = indices[device.name] = protocol.parse_dra_device_name(device.name)
+            index = indices[device.name]
             if index is None:
                 _warn(warnings, f"{what}: device {shown(device.name)} is not gpu-<index>; not counted")
                 continue
@@ -452,7 +461,7 @@ def claim_holdings(objects: DraObjects, units: Mapping[str, tuple[str, Mapping[i
     """
     pools = pool_nodes(objects)
     held: dict[str, Holding] = {}  # a second claim of a holder makes it a `_Group`
-    indices: dict[str, int | None] = {}  # device name -> GPU index, parsed once per name
+    indices = _DeviceIndices()
     unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
     ours = protocol.DRA_DRIVER
     for claim in objects.claims:
@@ -465,9 +474,7 @@ def claim_holdings(objects: DraObjects, units: Mapping[str, tuple[str, Mapping[i
                 continue
             node = allocation.node_name or pools.get((ours, result.pool), "")
             node_bytes = unit_bytes.get(node)
-            index = indices.get(result.device, -1)
-            if index == -1:
-                index = indices[result.device] = protocol.parse_dra_device_name(result.device)
+            index = indices[result.device]
             if index is None or node_bytes is None:
                 continue
             consumed = consumed_memory(result, ours)
