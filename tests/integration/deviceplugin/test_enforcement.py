@@ -45,14 +45,20 @@ def hard_plugin(kubelet: KubeletSim, start_plugin: Any, tree: Path) -> Callable[
     return start
 
 
-def limited_pod(kubelet: KubeletSim, pods: Any, tree: Path, backend: Any, name: str) -> Path:
-    """A 2 GiB pod on GPU 0, admitted by kubelet, its cgroup made and its hard limit in force; its cgroup."""
-    body = pods.create(name, [2], gpu=0)
-    kubelet.allocate_pod(body)  # its containers run on GPU 0 from now on, whatever the annotations say later
-    cg = tree / cgroups.pod_path(body["metadata"]["uid"], "burstable", "cgroupfs")
-    cg.mkdir()
-    wait_for(lambda: backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)})
-    return cg
+@pytest.fixture
+def limited_pod(kubelet: KubeletSim, pods: Any, tree: Path) -> Callable[[Any, str], Path]:
+    """Make ``name``: a 2 GiB pod on GPU 0, admitted by kubelet, its cgroup made and its hard limit in force
+    on ``backend``; return its cgroup."""
+
+    def make(backend: Any, name: str) -> Path:
+        body = pods.create(name, [2], gpu=0)
+        kubelet.allocate_pod(body)  # its containers run on GPU 0 from now on, whatever the annotations say later
+        cg = tree / cgroups.pod_path(body["metadata"]["uid"], "burstable", "cgroupfs")
+        cg.mkdir()
+        wait_for(lambda: backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)})
+        return cg
+
+    return make
 
 
 def test_limits_follow_pods_and_usage_is_served(
@@ -100,11 +106,11 @@ def test_allocate_keeps_working_when_nvml_fails(
 
 
 def test_a_restarted_plugin_limits_what_it_missed_and_clears_what_went_stale(
-    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, tree: Path
+    hard_plugin: Callable[..., Any], limited_pod: Callable[[Any, str], Path], pods: Any, api: Client, tree: Path
 ) -> None:
     first = hard_plugin()
     backend = first.backend
-    limited_pod(kubelet, pods, tree, backend, "old")
+    limited_pod(backend, "old")
     first.shutdown()
     # while the plugin is down: the old pod is deleted (its cgroup lingers), a new one is bound and started
     api.delete(types.PODS, "old", "default")
@@ -140,11 +146,11 @@ def test_hostile_pods_never_get_a_limit(kubelet: KubeletSim, hard_plugin: Callab
 
 
 def test_a_pod_cannot_raise_its_own_limit_past_its_request_by_annotation(
-    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, tree: Path
+    hard_plugin: Callable[..., Any], limited_pod: Callable[[Any, str], Path], api: Client
 ) -> None:
     running = hard_plugin()
     backend = running.backend
-    cg = limited_pod(kubelet, pods, tree, backend, "greedy")
+    cg = limited_pod(backend, "greedy")
     # Annotations are the pod owner's to edit: a gpushare 2.0 allocation claiming the whole GPU must not
     # lift the pod's hard limit past the 2 GiB its containers asked for (other pods hold the rest).
     api.patch_pod("default", "greedy", {"metadata": {"annotations": {protocol.ANN_ALLOCATION: '{"0":{"0":16}}'}}})
@@ -156,11 +162,11 @@ def test_a_pod_cannot_raise_its_own_limit_past_its_request_by_annotation(
 
 @pytest.mark.parametrize("index", ["garbage", "1"], ids=["unreadable", "another-gpu"])
 def test_a_pod_cannot_lift_its_own_limit_by_editing_its_gpu_index(
-    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, tree: Path, index: str
+    hard_plugin: Callable[..., Any], limited_pod: Callable[[Any, str], Path], api: Client, index: str
 ) -> None:
     running = hard_plugin(2)
     backend = running.backend
-    cg = limited_pod(kubelet, pods, tree, backend, "sly")
+    cg = limited_pod(backend, "sly")
     api.patch_pod("default", "sly", {"metadata": {"annotations": {protocol.ANN_IDX: index}}})
     wait_for(lambda: next((p for p in running.plugin.cluster.source.pods() if p.name == "sly"
                            and p.gpu_index != 0), None))
@@ -192,11 +198,12 @@ class CountedSource:
 
 
 def test_an_enforcement_pass_reads_the_nodes_pods_once_and_lists_nothing(
-    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, sandbox: Sandbox, tree: Path
+    hard_plugin: Callable[..., Any], limited_pod: Callable[[Any, str], Path], api: Client, sandbox: Sandbox,
+    tree: Path
 ) -> None:
     running = hard_plugin()
     backend = running.backend
-    cg = limited_pod(kubelet, pods, tree, backend, "kept")
+    cg = limited_pod(backend, "kept")
     counted = CountedSource(running.plugin.cluster.source)
     agent = NodeAgent(NODE, backend, running.plugin.advertisement, counted, running.plugin.unit.bytes,
                       lambda: None, enforce="hard", layout=cgroups.Layout.mounted(str(tree), None), interval=1,
@@ -216,11 +223,11 @@ def test_an_enforcement_pass_reads_the_nodes_pods_once_and_lists_nothing(
 
 
 def test_a_plugin_restarted_while_pods_cannot_be_listed_keeps_the_limits_in_force(
-    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, sandbox: Sandbox, tree: Path
+    hard_plugin: Callable[..., Any], limited_pod: Callable[[Any, str], Path], sandbox: Sandbox
 ) -> None:
     first = hard_plugin()
     backend = first.backend
-    cg = limited_pod(kubelet, pods, tree, backend, "running")
+    cg = limited_pod(backend, "running")
     first.shutdown()
     # the plugin comes back while the API server refuses to list pods: nothing says the pod ended
     refused = sandbox.inject(method="GET", path=r"/pods\?", status=500)
