@@ -61,6 +61,11 @@ def limited_pod(kubelet: KubeletSim, pods: Any, tree: Path) -> Callable[[Any, st
     return make
 
 
+def wait_cached(running: Any, name: str, edited: Callable[[PodRecord], bool]) -> None:
+    """Wait until the plugin's pod cache shows the edit ``edited`` tells on pod ``name``."""
+    wait_for(lambda: any(p.name == name and edited(p) for p in running.plugin.cluster.source.pods()))
+
+
 def test_limits_follow_pods_and_usage_is_served(
     kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, sandbox: Sandbox, tree: Path
 ) -> None:
@@ -154,8 +159,7 @@ def test_a_pod_cannot_raise_its_own_limit_past_its_request_by_annotation(
     # Annotations are the pod owner's to edit: a gpushare 2.0 allocation claiming the whole GPU must not
     # lift the pod's hard limit past the 2 GiB its containers asked for (other pods hold the rest).
     api.patch_pod("default", "greedy", {"metadata": {"annotations": {protocol.ANN_ALLOCATION: '{"0":{"0":16}}'}}})
-    wait_for(lambda: next((p for p in running.plugin.cluster.source.pods() if p.name == "greedy"
-                           and p.allocation), None))
+    wait_cached(running, "greedy", lambda p: bool(p.allocation))
     running.plugin.node.enforcer.reconcile()
     assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}
 
@@ -168,8 +172,7 @@ def test_a_pod_cannot_lift_its_own_limit_by_editing_its_gpu_index(
     backend = running.backend
     cg = limited_pod(backend, "sly")
     api.patch_pod("default", "sly", {"metadata": {"annotations": {protocol.ANN_IDX: index}}})
-    wait_for(lambda: next((p for p in running.plugin.cluster.source.pods() if p.name == "sly"
-                           and p.gpu_index != 0), None))
+    wait_cached(running, "sly", lambda p: p.gpu_index != 0)
     running.plugin.node.enforcer.reconcile()
     assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}  # the GPU it runs on keeps its limit
     api.delete(types.PODS, "sly", "default")  # a pod that ends still gives its limits back
@@ -210,8 +213,7 @@ def test_an_enforcement_pass_reads_the_nodes_pods_once_and_lists_nothing(
                       port=None)
     # an edit of its GPU index drops the pod's share: only its being alive, from the same read, keeps its limit
     api.patch_pod("default", "kept", {"metadata": {"annotations": {protocol.ANN_IDX: "garbage"}}})
-    wait_for(lambda: next((p for p in running.plugin.cluster.source.pods() if p.name == "kept"
-                           and p.gpu_index != 0), None))
+    wait_cached(running, "kept", lambda p: p.gpu_index != 0)
     sandbox.clear_requests()
     passes = 3
     for _ in range(passes):
