@@ -45,14 +45,27 @@ def hard_plugin(kubelet: KubeletSim, start_plugin: Any, tree: Path) -> Callable[
     return start
 
 
-def limited_pod(kubelet: KubeletSim, pods: Any, tree: Path, backend: Any, name: str) -> Path:
-    """A 2 GiB pod on GPU 0, admitted by kubelet, its cgroup made and its hard limit in force; its cgroup."""
-    body = pods.create(name, [2], gpu=0)
-    kubelet.allocate_pod(body)  # its containers run on GPU 0 from now on, whatever the annotations say later
-    cg = tree / cgroups.pod_path(body["metadata"]["uid"], "burstable", "cgroupfs")
-    cg.mkdir()
-    wait_for(lambda: backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)})
-    return cg
+@pytest.fixture
+def plugin_limiting(hard_plugin: Callable[..., Any], kubelet: KubeletSim, pods: Any,
+                    tree: Path) -> Callable[..., tuple[Any, Path]]:
+    """Start the plugin on ``gpus`` GPUs and make ``name``: a 2 GiB pod on GPU 0, admitted by kubelet, its
+    cgroup made and its hard limit in force; return the plugin and the pod's cgroup."""
+
+    def start(name: str, gpus: int = 1) -> tuple[Any, Path]:
+        running = hard_plugin(gpus)
+        body = pods.create(name, [2], gpu=0)
+        kubelet.allocate_pod(body)  # its containers run on GPU 0 from now on, whatever the annotations say later
+        cg = tree / cgroups.pod_path(body["metadata"]["uid"], "burstable", "cgroupfs")
+        cg.mkdir()
+        wait_for(lambda: running.backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)})
+        return running, cg
+
+    return start
+
+
+def wait_cached(running: Any, name: str, edited: Callable[[PodRecord], bool]) -> None:
+    """Wait until the plugin's pod cache shows the edit ``edited`` tells on pod ``name``."""
+    wait_for(lambda: any(p.name == name and edited(p) for p in running.plugin.cluster.source.pods()))
 
 
 def test_limits_follow_pods_and_usage_is_served(
@@ -100,11 +113,10 @@ def test_allocate_keeps_working_when_nvml_fails(
 
 
 def test_a_restarted_plugin_limits_what_it_missed_and_clears_what_went_stale(
-    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, tree: Path
+    plugin_limiting: Callable[..., tuple[Any, Path]], pods: Any, api: Client, tree: Path
 ) -> None:
-    first = hard_plugin()
+    first, _ = plugin_limiting("old")
     backend = first.backend
-    limited_pod(kubelet, pods, tree, backend, "old")
     first.shutdown()
     # while the plugin is down: the old pod is deleted (its cgroup lingers), a new one is bound and started
     api.delete(types.PODS, "old", "default")
@@ -140,30 +152,26 @@ def test_hostile_pods_never_get_a_limit(kubelet: KubeletSim, hard_plugin: Callab
 
 
 def test_a_pod_cannot_raise_its_own_limit_past_its_request_by_annotation(
-    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, tree: Path
+    plugin_limiting: Callable[..., tuple[Any, Path]], api: Client
 ) -> None:
-    running = hard_plugin()
+    running, cg = plugin_limiting("greedy")
     backend = running.backend
-    cg = limited_pod(kubelet, pods, tree, backend, "greedy")
     # Annotations are the pod owner's to edit: a gpushare 2.0 allocation claiming the whole GPU must not
     # lift the pod's hard limit past the 2 GiB its containers asked for (other pods hold the rest).
     api.patch_pod("default", "greedy", {"metadata": {"annotations": {protocol.ANN_ALLOCATION: '{"0":{"0":16}}'}}})
-    wait_for(lambda: next((p for p in running.plugin.cluster.source.pods() if p.name == "greedy"
-                           and p.allocation), None))
+    wait_cached(running, "greedy", lambda p: bool(p.allocation))
     running.plugin.node.enforcer.reconcile()
     assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}
 
 
 @pytest.mark.parametrize("index", ["garbage", "1"], ids=["unreadable", "another-gpu"])
 def test_a_pod_cannot_lift_its_own_limit_by_editing_its_gpu_index(
-    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, tree: Path, index: str
+    plugin_limiting: Callable[..., tuple[Any, Path]], api: Client, index: str
 ) -> None:
-    running = hard_plugin(2)
+    running, cg = plugin_limiting("sly", gpus=2)
     backend = running.backend
-    cg = limited_pod(kubelet, pods, tree, backend, "sly")
     api.patch_pod("default", "sly", {"metadata": {"annotations": {protocol.ANN_IDX: index}}})
-    wait_for(lambda: next((p for p in running.plugin.cluster.source.pods() if p.name == "sly"
-                           and p.gpu_index != 0), None))
+    wait_cached(running, "sly", lambda p: p.gpu_index != 0)
     running.plugin.node.enforcer.reconcile()
     assert backend.limits(0) == {str(cg): (2 * GIB, 2 * GIB)}  # the GPU it runs on keeps its limit
     api.delete(types.PODS, "sly", "default")  # a pod that ends still gives its limits back
@@ -192,19 +200,17 @@ class CountedSource:
 
 
 def test_an_enforcement_pass_reads_the_nodes_pods_once_and_lists_nothing(
-    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, api: Client, sandbox: Sandbox, tree: Path
+    plugin_limiting: Callable[..., tuple[Any, Path]], api: Client, sandbox: Sandbox, tree: Path
 ) -> None:
-    running = hard_plugin()
+    running, cg = plugin_limiting("kept")
     backend = running.backend
-    cg = limited_pod(kubelet, pods, tree, backend, "kept")
     counted = CountedSource(running.plugin.cluster.source)
     agent = NodeAgent(NODE, backend, running.plugin.advertisement, counted, running.plugin.unit.bytes,
                       lambda: None, enforce="hard", layout=cgroups.Layout.mounted(str(tree), None), interval=1,
                       port=None)
     # an edit of its GPU index drops the pod's share: only its being alive, from the same read, keeps its limit
     api.patch_pod("default", "kept", {"metadata": {"annotations": {protocol.ANN_IDX: "garbage"}}})
-    wait_for(lambda: next((p for p in running.plugin.cluster.source.pods() if p.name == "kept"
-                           and p.gpu_index != 0), None))
+    wait_cached(running, "kept", lambda p: p.gpu_index != 0)
     sandbox.clear_requests()
     passes = 3
     for _ in range(passes):
@@ -216,11 +222,10 @@ def test_an_enforcement_pass_reads_the_nodes_pods_once_and_lists_nothing(
 
 
 def test_a_plugin_restarted_while_pods_cannot_be_listed_keeps_the_limits_in_force(
-    kubelet: KubeletSim, hard_plugin: Callable[..., Any], pods: Any, sandbox: Sandbox, tree: Path
+    plugin_limiting: Callable[..., tuple[Any, Path]], sandbox: Sandbox
 ) -> None:
-    first = hard_plugin()
+    first, cg = plugin_limiting("running")
     backend = first.backend
-    cg = limited_pod(kubelet, pods, tree, backend, "running")
     first.shutdown()
     # the plugin comes back while the API server refuses to list pods: nothing says the pod ended
     refused = sandbox.inject(method="GET", path=r"/pods\?", status=500)

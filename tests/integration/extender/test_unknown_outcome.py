@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.extender.schedsim import ExtenderCallError
+from kubectl_gpushare.extender.schedsim import ExtenderCallError, HTTPExtender
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
@@ -57,6 +58,14 @@ def lag_pods_watch(sandbox: Sandbox) -> None:
     sandbox.drop_watches()
 
 
+def synced(extender_factory: Callable[..., Any], **options: Any) -> tuple[Any, HTTPExtender]:
+    """A started extender whose cache has synced, and kube-scheduler calling it with the 30 s httpTimeout
+    of the stack's scheduler configuration (longer than any bind: each bind's own answer is heard)."""
+    ext = extender_factory(**options)
+    ext.wait_synced()
+    return ext, ext.scheduler(http_timeout=30)
+
+
 @pytest.fixture
 def two_pods(sandbox: Sandbox) -> None:
     sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1"), pod_object("a", "default", [10]),
@@ -66,10 +75,8 @@ def two_pods(sandbox: Sandbox) -> None:
 def test_lost_binding_reply_with_failing_reads_and_lagging_watch_keeps_the_gpu_reserved(
     sandbox: Sandbox, extender_factory, two_pods: None  # type: ignore[no-untyped-def]
 ) -> None:
-    ext = extender_factory()
-    ext.wait_synced()
+    ext, sched = synced(extender_factory)
     state = ext.running.state
-    sched = ext.scheduler(http_timeout=30)
     lag_pods_watch(sandbox)
     lost = sandbox.inject("POST", r"/pods/a/binding", status=500, after=True, times=1)
     first_read = sandbox.inject("GET", r"/namespaces/default/pods/a(\?|$)", times=1)  # the bind's own read passes
@@ -102,10 +109,8 @@ def test_lost_binding_reply_with_failing_reads_and_lagging_watch_keeps_the_gpu_r
 def test_binding_landing_after_the_request_timeout_is_not_rolled_back(
     sandbox: Sandbox, extender_factory, two_pods: None  # type: ignore[no-untyped-def]
 ) -> None:
-    ext = extender_factory(request_timeout=2)
-    ext.wait_synced()
+    ext, sched = synced(extender_factory, request_timeout=2)
     state = ext.running.state
-    sched = ext.scheduler(http_timeout=30)
     # The Binding commits after 3 s; the client, and the server it told timeout=2s, give up at 2 s.
     late = sandbox.inject("POST", r"/pods/a/binding", latency=3.0, after=True, times=1)
     a = pod(sandbox, "a")
@@ -133,10 +138,8 @@ def test_binding_answered_504_timeout_while_it_lands_keeps_the_gpu_until_the_api
     # extender's, so the extender hears the 504, not its own timeout; the Binding lands 3.5 s after
     # it was sent, after the bind's read-back found the pod unbound. The pods watch lags meanwhile.
     sandbox.request_timeout = 2.0
-    ext = extender_factory()
-    ext.wait_synced()
+    ext, sched = synced(extender_factory)
     state = ext.running.state
-    sched = ext.scheduler(http_timeout=30)
     lag_pods_watch(sandbox)
     slow = sandbox.inject("POST", r"/pods/a/binding", latency=3.5, after=True, times=1)
     a = pod(sandbox, "a")
@@ -162,9 +165,7 @@ def test_retried_bind_resends_the_same_binding_and_another_node_waits(
     sandbox: Sandbox, extender_factory, two_pods: None  # type: ignore[no-untyped-def]
 ) -> None:
     sandbox.load([node_object("gpu-2", [16], ip="10.0.0.2")])
-    ext = extender_factory()
-    ext.wait_synced()
-    sched = ext.scheduler(http_timeout=30)
+    ext, sched = synced(extender_factory)
     reset = sandbox.inject("POST", r"/pods/a/binding", drop_watch=True)  # connection reset, never applied
     a = pod(sandbox, "a")
     with pytest.raises(ExtenderCallError, match="outcome is unknown"):
@@ -184,10 +185,8 @@ def test_retried_bind_resends_the_same_binding_and_another_node_waits(
 def test_sweep_releases_a_binding_the_api_shows_was_lost_after_the_grace(
     sandbox: Sandbox, extender_factory, two_pods: None  # type: ignore[no-untyped-def]
 ) -> None:
-    ext = extender_factory(unknown_grace=2.0)
-    ext.wait_synced()
+    ext, sched = synced(extender_factory, unknown_grace=2.0)
     state = ext.running.state
-    sched = ext.scheduler(http_timeout=30)
     sandbox.inject("POST", r"/pods/a/binding", drop_watch=True)
     a = pod(sandbox, "a")
     uid = a["metadata"]["uid"]

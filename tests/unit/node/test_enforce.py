@@ -11,7 +11,7 @@ from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.node import cgroups
-from kubectl_gpushare.node.enforce import Enforcer, PodShare
+from kubectl_gpushare.node.enforce import Enforcer, NodePods, PodShare
 from kubectl_gpushare.node.fake_backend import FakeBackend, FakeOutOfMemoryError
 from kubectl_gpushare.node.gpus import MEMORY_LIMIT_MAX
 
@@ -103,6 +103,24 @@ def test_restart_reconciles_and_clears_stale_limits(node: Node) -> None:
     fresh.reconcile()
     assert node.backend.limits(0) == {str(live): (3 * GiB, 3 * GiB)}
     assert set(fresh.applied()) == {(UIDS[2], 0)}
+
+
+def test_node_pods_keep_a_live_pods_limit_and_lift_none_before_the_pods_are_known(node: Node) -> None:
+    held, ended, leftover = node.pod_cgroup(UIDS[5]), node.pod_cgroup(UIDS[6]), node.pod_cgroup(UIDS[7])
+    node.backend.set_memory_limits(node.backend.devices()[0].uuid, str(leftover), GiB, GiB)  # a previous run's
+    shares = (PodShare(UIDS[5], "ns", "held", 0, 2 * GiB), PodShare(UIDS[6], "ns", "ended", 0, 3 * GiB))
+    read = NodePods(shares, frozenset({UIDS[5], UIDS[6]}), known=False)
+    enforcer = Enforcer(node.backend, node.layout, protocol.ENFORCE_HARD, node.backend.devices, lambda: read)
+    enforcer.reconcile()  # before the pods were listed: limits are set, the leftover is not swept
+    in_force = {str(held): (2 * GiB, 2 * GiB), str(ended): (3 * GiB, 3 * GiB), str(leftover): (GiB, GiB)}
+    assert node.backend.limits(0) == in_force
+    read = NodePods((), frozenset(), known=False)  # every share seems gone, and nothing says a pod ended
+    enforcer.reconcile()
+    assert node.backend.limits(0) == in_force
+    # listed: "held" is alive with its share edited away (keeps its limit); "ended" ended; the leftover is swept
+    read = NodePods((), frozenset({UIDS[5]}))
+    enforcer.reconcile()
+    assert node.backend.limits(0) == {str(held): (2 * GiB, 2 * GiB)}
 
 
 @pytest.mark.parametrize(
