@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import pytest
+from extender_http import get, post, used
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
@@ -25,26 +26,6 @@ from kubectl_gpushare.sandbox.server import Sandbox
 pytestmark = pytest.mark.integration
 
 FILTER = "/gpushare-scheduler/filter"
-
-
-def post(port: int, path: str, body: bytes, timeout: float = 20) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
-def get(port: int, path: str) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-    try:
-        conn.request("GET", path)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
 
 
 def raw_exchange(port: int, data: bytes, timeout: float = 20) -> bytes:
@@ -292,12 +273,6 @@ def bad_pod(name: str, node: str = "gpu-1", gpu: int = 0) -> dict[str, Any]:
                      uid=f"uid-{name}")
     pod["metadata"]["annotations"]["hostile"] = {"not": "a string"}
     return pod
-
-
-def used(port: int, node: str = "gpu-1") -> int:
-    status, reply = get(port, f"/gpushare-scheduler/inspect/{node}")
-    assert status == 200
-    return int(json.loads(reply)["nodes"][0]["usedGPU"])
 
 
 def test_an_undecodable_pod_in_the_list_does_not_stop_the_sync(extender_factory, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]

@@ -6,13 +6,13 @@ nothing, reserves nothing, and the next pod is served as if it had never come.
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
+from extender_http import exchange, used
 
 from kubectl_gpushare.extender.schedsim import schedule_one
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
@@ -25,14 +25,7 @@ PREFIX = "/gpushare-scheduler"
 
 
 def post(port: int, verb: str, body: dict[str, Any]) -> tuple[int, str | None, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-    try:
-        conn.request("POST", f"{PREFIX}/{verb}", body=json.dumps(body).encode(),
-                     headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        return response.status, response.getheader("Content-Type"), response.read()
-    finally:
-        conn.close()
+    return exchange(port, "POST", f"{PREFIX}/{verb}", json.dumps(body).encode())
 
 
 def garbage_pod(name: str) -> dict[str, Any]:
@@ -49,15 +42,6 @@ def ext(sandbox: Sandbox, extender_factory):  # type: ignore[no-untyped-def]
     e = extender_factory()
     e.wait_synced()
     return e
-
-
-def used(port: int) -> int:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-    try:
-        conn.request("GET", f"{PREFIX}/inspect/gpu-1")
-        return int(json.loads(conn.getresponse().read())["nodes"][0]["usedGPU"])
-    finally:
-        conn.close()
 
 
 def test_bind_of_a_pod_that_does_not_decode_is_one_error_reply_and_writes_nothing(
