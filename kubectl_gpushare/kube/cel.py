@@ -102,14 +102,6 @@ def _millis(value: Mapping[str, object]) -> int:
     return millis
 
 
-def _is_quantity(text: str) -> bool:
-    try:
-        quantity(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _compare(a: Mapping[str, object], b: Mapping[str, object]) -> int:
     if _SEMVER_KEY in a or _SEMVER_KEY in b:
         return dra_objects.compare_versions(_version(a), _version(b))
@@ -153,6 +145,8 @@ def _as_integer(q: Mapping[str, object]) -> int:
 def _declarations() -> list[_cel.FunctionDecl]:
     from cel_expr_python import cel
 
+    from kubectl_gpushare.kube.cel_library import parses
+
     t = cel.Type
     q = t.Map(t.STRING, t.DYN)
 
@@ -163,7 +157,7 @@ def _declarations() -> list[_cel.FunctionDecl]:
     return [
         cel.FunctionDecl("quantity", [cel.Overload("string_to_quantity", q, [t.STRING], impl=quantity)]),
         cel.FunctionDecl("isQuantity", [cel.Overload("string_is_quantity", t.BOOL, [t.STRING],
-                                                     impl=_is_quantity)]),
+                                                     impl=parses(quantity))]),
         member("compareTo", t.INT, _compare, q),
         member("isGreaterThan", t.BOOL, lambda a, b: _compare(a, b) > 0, q),
         member("isLessThan", t.BOOL, lambda a, b: _compare(a, b) < 0, q),

@@ -58,6 +58,19 @@ CIDR_KEY: Final = "__cidr__"
 _INT64: Final = (-(1 << 63), (1 << 63) - 1)
 
 
+def parses(parse: Callable[[str], object]) -> Callable[[str], bool]:
+    """The ``isX(string)`` check of a library whose ``x(string)`` is ``parse``: whether it raises no ValueError."""
+
+    def check(text: str) -> bool:
+        try:
+            parse(text)
+        except ValueError:
+            return False
+        return True
+
+    return check
+
+
 def _quote(text: str) -> str:
     """Go's ``%q`` of a string, near enough for error messages (JSON's escapes), cut to 100 characters."""
     return json.dumps(text[:100])
@@ -320,12 +333,7 @@ def _to_url(text: str) -> dict[str, str]:
     return {URL_KEY: text}
 
 
-def _is_url(text: str) -> bool:
-    try:
-        parse_url(text)
-    except ValueError:
-        return False
-    return True
+_is_url = parses(parse_url)
 
 
 def _url(value: object) -> _Url:
@@ -395,12 +403,7 @@ def _to_ip(text: str) -> dict[str, str]:
     return {IP_KEY: str(_parse_address(text))}
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        _parse_address(text)
-    except ValueError:
-        return False
-    return True
+_is_ip = parses(_parse_address)
 
 
 def _is_canonical(text: str) -> bool:
@@ -484,12 +487,7 @@ def _to_cidr(text: str) -> dict[str, str]:
     return {CIDR_KEY: f"{address}/{bits}"}  # netip.Prefix.String()
 
 
-def _is_cidr(text: str) -> bool:
-    try:
-        _parse_cidr(text)
-    except ValueError:
-        return False
-    return True
+_is_cidr = parses(_parse_cidr)
 
 
 def _cidr(value: object) -> tuple[Address, int]:
