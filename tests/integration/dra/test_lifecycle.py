@@ -266,12 +266,17 @@ def test_a_node_registered_again_owns_the_slice_again(start_driver, api: Client,
 
 def test_no_slice_is_published_while_the_node_is_gone(start_driver, api: Client, sandbox: Sandbox) -> None:
     """A slice owned by a Node UID that no longer exists would be collected at once: none is written until the
-    Node is back, and then it is owned by the new UID."""
-    running = start_driver("1x16GiB", resync=0.2)
-    first = wait_for(lambda: _slices(api), what="the slice")[0]
+    Node is back, and then it is owned by the new UID.
+
+    Syncs come only when woken here (the resync is a minute): one in flight when the Node goes may have
+    read it just before, and create the slice with the UID that is gone (the garbage collector's to delete).
+    """
+    running = start_driver("1x16GiB")
+    first = wait_for(lambda: _slices(api), what="the slice")[0]  # the first sync's last call was its create
     api.delete(types.NODES, NODE)
     api.delete(types.DRA_SLICES, first.metadata.name)  # the garbage collector's part: its owner is gone
     writes = running.driver.publisher.writes
+    running.driver.republish()  # then retried with backoff while the Node is gone
     holds_for(lambda: _slices(api) == [], 1.5, what="no slice while the Node is gone")
     assert running.driver.publisher.writes == writes
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
