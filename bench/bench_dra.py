@@ -10,7 +10,8 @@
   calls alternate between the two, and the ratios compare them under the same load.
   ``--cdi-tmpfs`` puts the CDI specs on tmpfs, as the default ``/var/run/cdi`` is on most nodes.
 * Publishing a node's ResourceSlice: building and creating it for 64 GPUs vs 1 GPU, and the update
-  after one GPU turns unhealthy (through the project's client against the sandbox).
+  after one GPU turns unhealthy (through the project's client against the sandbox; each sync reads
+  the Node, lists the slices and writes).
 
 Usage: .venv/bin/python bench/bench_dra.py [--quick] [--rounds N] [--baseline DIR] [--cdi-tmpfs]
 """
@@ -156,11 +157,12 @@ def prepare_bench(client: Client, kubeconfig: Path, rounds: int, baseline: str |
     return timings
 
 
-def publish_bench(client: Client, repeats: int) -> dict[str, list[float]]:
+def publish_bench(client: Client, sandbox: Sandbox, repeats: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"create-64": [], "create-1": [], "update-64": []}
     for n in range(repeats):
         for gpus in (64, 1):
             node = f"pub-{gpus}-{n}"
+            sandbox.load([node_object(node, [], ip="10.0.1.1", gpushare=False)])  # each sync reads its Node
             backend = FakeBackend.from_spec(f"{gpus}x80GiB", seed=node)
             states = [GpuState(gpu) for gpu in backend.devices()]
             publisher = SlicePublisher(client, node)
@@ -199,7 +201,7 @@ def main() -> int:
                       node_object(BASELINE_NODE, [], ip="10.0.0.2", gpushare=False)])
         client = Client(load_config(str(kubeconfig)), component="bench")
         prepared = prepare_bench(client, kubeconfig, rounds, args.baseline, args.cdi_tmpfs)
-        published = publish_bench(client, 5 if args.quick else 20)
+        published = publish_bench(client, sandbox, 5 if args.quick else 20)
     finally:
         sandbox.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -170,12 +170,12 @@ def pod_shares(
 class Driver:
     """The running parts, exposed for tests and the sandbox (``serve`` builds and runs one)."""
 
-    def __init__(self, cfg: Config, backend: GpuBackend, client: Client, node_uid: str = "") -> None:
+    def __init__(self, cfg: Config, backend: GpuBackend, client: Client) -> None:
         self.cfg = cfg
         self.backend = backend
         self.client = client
         self.health = HealthBook(backend.devices(), backend.devices)
-        self.publisher = SlicePublisher(client, cfg.node_name, node_uid)
+        self.publisher = SlicePublisher(client, cfg.node_name)
         self.preparer = Preparer(
             cfg.node_name, ApiClaims(client), self.published, cdi.CdiDir(cfg.cdi_root),
             CheckpointFile(cfg.plugin_dir, cfg.node_name), visible=cfg.visible_devices,
@@ -382,9 +382,9 @@ def serve(
     driver: Driver | None = None
     try:
         client = client or make_client(cfg)
-        node = check_node(client, cfg.node_name)
+        check_node(client, cfg.node_name)
         try:
-            driver = Driver(cfg, backend, client, node.metadata.uid)
+            driver = Driver(cfg, backend, client)
         except BackendError as exc:
             raise DaemonError(str(exc), EXIT_BACKEND) from exc
         gpus = driver.health.states()

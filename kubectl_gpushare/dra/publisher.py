@@ -3,19 +3,29 @@
 The node's pool is one slice (`slices.spec`), named and versioned as k8s.io/dynamic-resource-allocation's
 resourceslice controller does: ``generateName`` ``00000-<driver>-<node>-``, owned by the Node (so it
 goes with the node), the pool generation kept across an update of the one slice and bumped when a
-slice is created anew. Every `sync` lists the slices of this node and driver (field selectors
-``spec.nodeName`` and ``spec.driver``), keeps the newest one whose name carries index 0, deletes the
-rest (with a UID precondition: a slice re-created meanwhile is not ours to delete), and writes only
-if the devices differ. kubelet wipes a driver's slices when the driver deregisters, and anyone may
-delete one, so `run` syncs on every change and every `resync` seconds, backing off on errors.
-A create whose outcome is unknown (a timeout, a 5xx: `errors.refused`) may still land after the
-next sync created the slice again: two slices for a pool published as one leave it incomplete and
-invalid (a device name twice) to the scheduler (k8s.io/dynamic-resource-allocation structured
-``GatherPools``: ``IsIncomplete`` when the pool's slices are not ``resourceSliceCount``), so no claim
-is allocated on the node. While such a create can still land (`errors.API_REQUEST_TIMEOUT`), `run`
-syncs every `SETTLE_SECONDS`, and the sync that sees the second slice deletes one.
-`withdraw` ends publishing for good: it and `sync` take one lock, so a sync in flight finishes
-before withdraw lists (and its slice is deleted with the rest) and none writes after.
+slice is created anew. Every `sync` reads this Node, lists the slices of this node and driver (field
+selectors ``spec.nodeName`` and ``spec.driver``), keeps the newest one whose name carries index 0,
+deletes the rest (with a UID precondition: a slice re-created meanwhile is not ours to delete), and
+writes only if the devices or the owner differ.
+
+The owner is the Node's UID as read at that sync, not at start-up (the resourceslice controller looks
+it up once): a Node deleted and registered again under its name has a new UID, and the garbage
+collector deletes a dependent whose every owner is gone, an owner of another UID under the same name
+included (kube-controller-manager ``garbagecollector.go``, ``isDangling``), so a slice naming the old
+UID would be deleted again after each write. While the Node does not exist nothing is written
+(`NodeGoneError`, retried as any error): a slice owned by no Node, or by a UID that is gone, would
+not stay.
+
+kubelet wipes a driver's slices when the driver deregisters, and anyone may delete one, so `run`
+syncs on every change and every `resync` seconds, backing off on errors. A create whose outcome is
+unknown (a timeout, a 5xx: `errors.refused`) may still land after the next sync created the slice
+again: two slices for a pool published as one leave it incomplete and invalid (a device name twice)
+to the scheduler (k8s.io/dynamic-resource-allocation structured ``GatherPools``: ``IsIncomplete``
+when the pool's slices are not ``resourceSliceCount``), so no claim is allocated on the node. While
+such a create can still land (`errors.API_REQUEST_TIMEOUT`), `run` syncs every `SETTLE_SECONDS`, and
+the sync that sees the second slice deletes one (the one kept gets the current owner if it landed with
+an older one). `withdraw` ends publishing for good: it and `sync` take one lock, so a sync in flight
+finishes before withdraw lists (and its slice is deleted with the rest) and none writes after.
 
 A slice the API server stored without ``allowMultipleAllocations`` or without device taints means
 the DRAConsumableCapacity or DRADeviceTaints feature gate is off there: logged once, as an error
@@ -29,6 +39,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+
+import msgspec
 
 from kubectl_gpushare import dra_objects as wire
 from kubectl_gpushare import protocol
@@ -45,13 +57,16 @@ SETTLE_SECONDS = 1.0
 """Seconds between syncs while a create of unknown outcome may still land (see the module docstring)."""
 
 
+class NodeGoneError(KubeError):
+    """This node's Node object does not exist (deleted, not registered again yet): no slice is written."""
+
+
 class SlicePublisher:
     """Publishes one node's slice through the API server."""
 
-    def __init__(self, client: Client, node: str, node_uid: str = "") -> None:
+    def __init__(self, client: Client, node: str) -> None:
         self.client = client
         self.node = node
-        self.node_uid = node_uid
         self.current: wire.WireResourceSlice | None = None
         self.writes = 0
         self.dropped: set[str] = set()
@@ -61,6 +76,22 @@ class SlicePublisher:
         self.landing_until = 0.0
         """`time.monotonic` instant until which a create of unknown outcome may still land."""
         self._lock = threading.Lock()
+
+    def _owner(self) -> wire.WireOwnerReference:
+        """The Node, as it is now, as the slice's controlling owner (the resourceslice controller's reference).
+
+        Raises:
+            NodeGoneError: the Node does not exist, or has no UID to be owned by.
+            KubeError: it could not be read.
+        """
+        try:
+            uid = self.client.get_node(self.node).metadata.uid
+        except NotFound:
+            uid = ""
+        if not uid:
+            raise NodeGoneError(f"node {self.node} does not exist (deleted, not registered again yet): "
+                                "no ResourceSlice is published until it does")
+        return wire.WireOwnerReference(api_version="v1", kind="Node", name=self.node, uid=uid, controller=True)
 
     def _listed(self) -> list[wire.WireResourceSlice]:
         selector = f"spec.nodeName={self.node},spec.driver={protocol.DRA_DRIVER}"
@@ -73,6 +104,7 @@ class SlicePublisher:
         Once `withdraw` has run, nothing: False.
 
         Raises:
+            NodeGoneError: the Node does not exist: nothing was written (the caller retries).
             KubeError: the API server refused or could not be reached (the caller retries).
         """
         with self._lock:
@@ -81,6 +113,7 @@ class SlicePublisher:
             return self._sync(devices)
 
     def _sync(self, devices: slices.Devices) -> bool:
+        owners = [self._owner()]
         existing = self._listed()
         prefix = protocol.DRA_SLICE_INDEX + "-"
         generation = max((s.spec.pool.generation for s in existing), default=0)
@@ -93,27 +126,27 @@ class SlicePublisher:
             if keep is None or stale.metadata.uid != keep.metadata.uid:
                 wrote |= self._delete(stale)
         if keep is None:
-            self._store(self._create(devices, generation + 1), devices)
+            self._store(self._create(devices, generation + 1, owners), devices)
             return True
         current_pool = keep.spec.pool
         same_pool = (current_pool.name, current_pool.resource_slice_count) == (self.node, 1)
-        if same_pool and slices.comparable(keep.spec.devices) == slices.comparable(devices):
+        same_owner = keep.metadata.owner_references == owners
+        if same_pool and same_owner and slices.comparable(keep.spec.devices) == slices.comparable(devices):
             self.current = keep
             return wrote
         body = wire.WireResourceSlice(
-            metadata=keep.metadata, spec=slices.spec(self.node, devices, max(current_pool.generation, 1))
+            metadata=msgspec.structs.replace(keep.metadata, owner_references=owners),
+            spec=slices.spec(self.node, devices, max(current_pool.generation, 1)),
         )
         stored: wire.WireResourceSlice = self.client.replace(types.DRA_SLICES, keep.metadata.name, body)
         self.writes += 1
-        log.info("updated ResourceSlice %s: %d device(s)", stored.metadata.name, len(devices))
+        log.info("updated ResourceSlice %s: %d device(s)%s", stored.metadata.name, len(devices),
+                 "" if same_owner else f", its owner now node {self.node} of UID {owners[0].uid}")
         self._store(stored, devices)
         return True
 
-    def _create(self, devices: slices.Devices, generation: int) -> wire.WireResourceSlice:
-        owners: list[wire.WireOwnerReference] = []
-        if self.node_uid:
-            owners = [wire.WireOwnerReference(api_version="v1", kind="Node", name=self.node, uid=self.node_uid,
-                                              controller=True)]
+    def _create(self, devices: slices.Devices, generation: int,
+                owners: list[wire.WireOwnerReference]) -> wire.WireResourceSlice:
         body = wire.WireResourceSlice(
             metadata=wire.WireMeta(generate_name=protocol.dra_slice_generate_name(self.node), owner_references=owners),
             spec=slices.spec(self.node, devices, generation),

@@ -228,3 +228,58 @@ def test_a_create_that_lands_after_its_timeout_leaves_one_slice(
              what=lambda: f"one slice again after the late create; writes {publisher.writes - writes}, "
                           f"slices {[s.metadata.name for s in _slices(api)]}")
     holds_for(lambda: len(_slices(api)) == 1, 1.5, what="one slice")
+
+
+def _owner_uids(api: Client) -> list[str]:
+    found = _slices(api)
+    return [ref.uid for ref in found[0].metadata.owner_references] if len(found) == 1 else []
+
+
+def _recreate_node(api: Client, sandbox: Sandbox) -> str:
+    """Delete the Node and register it again under its name, as kubelet does: a new UID."""
+    old = sandbox.get("nodes", None, NODE)
+    assert old is not None
+    api.delete(types.NODES, NODE)
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    new = sandbox.get("nodes", None, NODE)
+    assert new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
+    return str(new["metadata"]["uid"])
+
+
+def test_a_node_registered_again_owns_the_slice_again(start_driver, api: Client, sandbox: Sandbox) -> None:
+    """The garbage collector deletes a slice whose owner UID no longer exists: the owner follows the Node.
+
+    The sandbox runs no garbage collector for slices, so the owner reference the slice carries is checked.
+    """
+    start_driver("1x16GiB", resync=0.2)
+    first = wait_for(lambda: _slices(api), what="the slice")[0]
+    assert _owner_uids(api) == [sandbox.get("nodes", None, NODE)["metadata"]["uid"]]  # type: ignore[index]
+    uid = _recreate_node(api, sandbox)
+    wait_for(lambda: _owner_uids(api) == [uid], what=lambda: f"the new Node's UID as owner: {_owner_uids(api)}")
+    holds_for(lambda: _owner_uids(api) == [uid], 1.0, what="the new owner kept")
+    again = _slices(api)[0]
+    assert again.metadata.name == first.metadata.name, "updated in place, not re-created"
+    assert again.spec.pool.generation == 1 and [d.name for d in again.spec.devices] == ["gpu-0"]
+    ref = again.metadata.owner_references[0]
+    assert (ref.api_version, ref.kind, ref.name, ref.controller) == ("v1", "Node", NODE, True)
+
+
+def test_no_slice_is_published_while_the_node_is_gone(start_driver, api: Client, sandbox: Sandbox) -> None:
+    """A slice owned by a Node UID that no longer exists would be collected at once: none is written until the
+    Node is back, and then it is owned by the new UID.
+
+    Syncs come only when woken here (the resync is a minute): one in flight when the Node goes may have
+    read it just before, and create the slice with the UID that is gone (the garbage collector's to delete).
+    """
+    running = start_driver("1x16GiB")
+    first = wait_for(lambda: _slices(api), what="the slice")[0]  # the first sync's last call was its create
+    api.delete(types.NODES, NODE)
+    api.delete(types.DRA_SLICES, first.metadata.name)  # the garbage collector's part: its owner is gone
+    writes = running.driver.publisher.writes
+    running.driver.republish()  # then retried with backoff while the Node is gone
+    holds_for(lambda: _slices(api) == [], 1.5, what="no slice while the Node is gone")
+    assert running.driver.publisher.writes == writes
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    uid = sandbox.get("nodes", None, NODE)["metadata"]["uid"]  # type: ignore[index]
+    wait_for(lambda: _owner_uids(api) == [uid], timeout=30, what="the slice, owned by the new Node")
+    assert _slices(api)[0].spec.pool.generation == 1
