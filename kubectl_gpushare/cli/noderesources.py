@@ -135,6 +135,6 @@ def usage(pods: Iterable[Mapping[str, Any]]) -> NodeUsage:
     result = NodeUsage()
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
-        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        if node and not protocol.pod_phase_terminal((pod.get("status") or {}).get("phase")):
             result.add(str(node), pod_requests(pod))
     return result

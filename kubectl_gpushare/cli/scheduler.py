@@ -200,7 +200,7 @@ def unreadable(node: Mapping[str, Any]) -> str | None:
 
 
 def _active(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    return not protocol.pod_phase_terminal((pod.get("status") or {}).get("phase"))
 
 
 class SchedulerLoop:
