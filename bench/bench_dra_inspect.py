@@ -116,7 +116,7 @@ def as_dra(objects: list[dict[str, Any]], gpu_memory: int) -> list[dict[str, Any
                     {"name": "gpu-mem", "resourceClaimName": claim_name}]},
             }
             result.append(pod)
-            if obj["status"]["phase"] not in ("Succeeded", "Failed") and request > 0:
+            if not protocol.pod_phase_terminal(obj["status"]["phase"]) and request > 0:
                 node = obj["spec"].get("nodeName")
                 gpu = int(index) if index is not None else None  # bound without a GPU: left unallocated
                 result.append(dra_claim(pod, request, node, gpu))

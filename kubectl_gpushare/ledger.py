@@ -42,7 +42,6 @@ PENDING: Final = -1
 """Device index of memory requested by pods that have no GPU index yet."""
 MAX_SCORE: Final = 10
 """kube-scheduler's MaxExtenderPriority: extender scores run from 0 to 10."""
-COMPLETED_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
 
 class NodeRecord(msgspec.Struct, frozen=True, gc=False):
@@ -85,7 +84,7 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
 
 def counts(pod: PodRecord) -> bool:
     """Whether a pod holds GPU memory on its node."""
-    return pod.request > 0 and bool(pod.node) and pod.phase not in COMPLETED_PHASES
+    return pod.request > 0 and bool(pod.node) and not protocol.pod_phase_terminal(pod.phase)
 
 
 def _device(index: int) -> int:
@@ -537,7 +536,7 @@ def _claim_order(claim: StackClaim) -> tuple[bytes, bytes]:
 
 def stack_counts(claim: StackClaim, node: str) -> bool:
     """Whether a claim holds something on ``node``: positive, on that node, pod not completed."""
-    return claim.amount > 0 and claim.node == node and claim.phase not in COMPLETED_PHASES
+    return claim.amount > 0 and claim.node == node and not protocol.pod_phase_terminal(claim.phase)
 
 
 def stack_usage(node: StackNode, claims: Iterable[StackClaim]) -> list[StackDeviceUsage]:

@@ -128,6 +128,19 @@ ENV_LOG_FORMAT: Final = "GPUSHARE_LOG_FORMAT"
 ENV_MEMORY_UNIT: Final = "GPUSHARE_MEMORY_UNIT"
 ENV_FAKE_GPUS: Final = "GPUSHARE_FAKE_GPUS"
 
+# --- Pod lifecycle ---------------------------------------------------------------------------------
+_TERMINAL_POD_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+
+def pod_phase_terminal(phase: object) -> bool:
+    """Whether a pod's ``status.phase`` says it has finished: its containers stopped for good, so it holds nothing.
+
+    Kubernetes' own rule (``IsPodPhaseTerminal`` in k8s.io/kubernetes pkg/api/v1/pod/util.go). Takes any
+    decoded JSON value: a phase that is not a string is not terminal.
+    """
+    return isinstance(phase, str) and phase in _TERMINAL_POD_PHASES
+
+
 # --- Bounds on hostile input ----------------------------------------------------------------------
 MAX_GPUS_PER_NODE: Final = 64
 """GPUs one node may have; a GPU index is valid in ``[0, MAX_GPUS_PER_NODE)`` and a larger count is invalid."""

@@ -40,8 +40,8 @@ def _amount(resource: str, value: object) -> int:
         return 0
 
 
-def container_requests(container: object) -> dict[str, int]:
-    """One container's requests (its limits where a request is missing, as API defaulting does)."""
+def _declared(container: object) -> dict[str, object]:
+    """One container's raw requests, its limits where a request is missing (as API defaulting does)."""
     resources = container.get("resources") if isinstance(container, dict) else None
     if not isinstance(resources, dict):
         return {}
@@ -49,7 +49,17 @@ def container_requests(container: object) -> dict[str, int]:
     merged: dict[str, object] = dict(limits) if isinstance(limits, dict) else {}
     if isinstance(requests, dict):
         merged.update(requests)
-    return {str(name): _amount(str(name), value) for name, value in merged.items()}
+    return merged
+
+
+def container_requests(container: object) -> dict[str, int]:
+    """One container's requests (its limits where a request is missing, as API defaulting does)."""
+    return {str(name): _amount(str(name), value) for name, value in _declared(container).items()}
+
+
+def container_resource_names(container: object) -> set[str]:
+    """The resources one container names in its requests or limits, whatever the amounts (none parsed)."""
+    return {str(name) for name in _declared(container)}
 
 
 def _add(total: dict[str, int], more: Mapping[str, int]) -> None:
@@ -135,6 +145,6 @@ def usage(pods: Iterable[Mapping[str, Any]]) -> NodeUsage:
     result = NodeUsage()
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
-        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        if node and not protocol.pod_phase_terminal((pod.get("status") or {}).get("phase")):
             result.add(str(node), pod_requests(pod))
     return result

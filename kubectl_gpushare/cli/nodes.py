@@ -542,7 +542,7 @@ class NodeAgents:
         """A pod that runs already: its node's kubelet knows its devices from the checkpoint."""
         phase = (pod.get("status") or {}).get("phase")
         agent = self.agents.get(str((pod.get("spec") or {}).get("nodeName") or ""))
-        if agent is not None and phase not in ("Succeeded", "Failed") and requested(pod, protocol.RESOURCE_MEM):
+        if agent is not None and not protocol.pod_phase_terminal(phase) and requested(pod, protocol.RESOURCE_MEM):
             agent.kubelet.restore(pod)
             uid = (pod.get("metadata") or {}).get("uid", "")
             if uid not in self._cgroups:  # a running pod has its cgroup (and its memory) already

@@ -160,7 +160,7 @@ def is_interested(pod: Mapping[str, Any], managed: Iterable[str]) -> bool:
     for key in ("containers", "initContainers"):
         containers = spec.get(key)
         for container in containers if isinstance(containers, list) else []:
-            if not names.isdisjoint(noderesources.container_requests(container)):  # its requests and limits
+            if not names.isdisjoint(noderesources.container_resource_names(container)):
                 return True
     return False
 
@@ -200,7 +200,7 @@ def unreadable(node: Mapping[str, Any]) -> str | None:
 
 
 def _active(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    return not protocol.pod_phase_terminal((pod.get("status") or {}).get("phase"))
 
 
 class SchedulerLoop:

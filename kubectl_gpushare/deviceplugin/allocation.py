@@ -25,7 +25,7 @@ from typing import Literal, Protocol
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin import allocator
 from kubectl_gpushare.deviceplugin.devices import Inventory
-from kubectl_gpushare.ledger import COMPLETED_PHASES, PodRecord
+from kubectl_gpushare.ledger import PodRecord
 from kubectl_gpushare.node.gpus import GpuDevice
 
 log = logging.getLogger(__name__)
@@ -250,7 +250,7 @@ class AllocationBook:
             gpu_units = [0] * (max((gpu.index for gpu in gpus), default=-1) + 1)
             for gpu in gpus:
                 gpu_units[gpu.index] = self.inventory.units(gpu.uuid)
-        completed = {pod.uid for pod in pods if pod.phase in COMPLETED_PHASES}
+        completed = {pod.uid for pod in pods if protocol.pod_phase_terminal(pod.phase)}
         reserved = {
             uid: allocator.Reservation(claim.namespace, claim.name, claim.gpu, claim.units)
             for uid, claim in self._claims.items()

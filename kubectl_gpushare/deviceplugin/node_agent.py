@@ -38,7 +38,7 @@ def node_pods(pods: Iterable[ledger.PodRecord], unit_bytes: int, *, known: bool 
     out = []
     alive = set()
     for pod in pods:
-        if pod.phase not in ledger.COMPLETED_PHASES:
+        if not protocol.pod_phase_terminal(pod.phase):
             alive.add(pod.uid)
         if not ledger.counts(pod):
             continue

@@ -61,12 +61,12 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.dra.checkpoint import ClaimPod
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.informer import Informer, node_pods
 from kubectl_gpushare.kube.stacks.dra import claim_names
 from kubectl_gpushare.kube.types import Pod
-from kubectl_gpushare.ledger import COMPLETED_PHASES
 from kubectl_gpushare.node import cgroups
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class ClaimUser:
 def claim_user(pod: Pod, node: str) -> ClaimUser | None:
     """What a pod uses, or None where it uses nothing we would act on (see the module docstring)."""
     meta = pod.metadata
-    if pod.spec.node_name != node or pod.status.phase in COMPLETED_PHASES or not cgroups.valid_uid(meta.uid):
+    if pod.spec.node_name != node or protocol.pod_phase_terminal(pod.status.phase) or not cgroups.valid_uid(meta.uid):
         return None
     names = frozenset(
         name for _, name in claim_names(pod)[:MAX_CLAIMS_PER_POD] if name and len(name) <= MAX_NAME
@@ -167,7 +167,7 @@ class PodClaims:
                 self._warned.add(where)
                 log.warning("pod %s: UID %r is not a UUID; its claims' memory is not enforced", where,
                             pod.metadata.uid[:64])
-        self._put(self._key(pod), user, pod.metadata.uid if pod.status.phase in COMPLETED_PHASES else None)
+        self._put(self._key(pod), user, pod.metadata.uid if protocol.pod_phase_terminal(pod.status.phase) else None)
 
     def _gone(self, pod: Pod) -> None:
         self._put(self._key(pod), None, pod.metadata.uid)

@@ -73,7 +73,7 @@ class PodApi(Protocol):
 
         Raises:
             errors.NotFound: the pod is absent.
-            errors.Undecodable: the pod the API serves does not decode (a field of the wrong type).
+            errors.UndecodableReply: the pod the API serves does not decode (a field of the wrong type).
         """
 
     def patch_pod_annotations(
@@ -84,7 +84,7 @@ class PodApi(Protocol):
 
         Raises:
             errors.Conflict: a precondition failed (the pod changed or was replaced).
-            errors.Undecodable: the patch was applied, but the pod returned does not decode.
+            errors.UndecodableReply: the patch was applied, but the pod returned does not decode.
         """
 
     def create_binding(self, namespace: str, name: str, uid: str, node: str) -> None:
@@ -261,7 +261,7 @@ class Binder:
         except errors.NotFound:
             raise _BindError(f'pods "{args.pod_name}" not found in namespace {args.pod_namespace}',
                               "not_found") from None
-        except errors.Undecodable as exc:  # refuse this bind alone; no Binding was sent (see `_patch`)
+        except errors.UndecodableReply as exc:  # refuse this bind alone; no Binding was sent (see `_patch`)
             raise _BindError(f"{exc}; not binding it", "undecodable") from None
         if pod.metadata.uid != args.pod_uid:
             raise _BindError(protocol.BIND_UID_MISMATCH.format(
@@ -308,7 +308,7 @@ class Binder:
             except errors.NotFound:
                 raise _BindError(f'pods "{args.pod_name}" not found in namespace {args.pod_namespace}',
                                   "not_found") from None
-            except errors.Undecodable as exc:
+            except errors.UndecodableReply as exc:
                 # The pod changed into garbage since it was read; the patch landed on the unbound pod, whose
                 # annotations no reader can decode now. No Binding is sent, the reservation is released.
                 raise _BindError(f"{exc} after its GPU annotations were written; not binding it",
@@ -426,8 +426,8 @@ class Binder:
                                                uid=args.pod_uid, resource_version=pod.metadata.resource_version,
                                                budget=max(0.0, self._left(deadline)))
                 return True
-            except (errors.NotFound, errors.Undecodable):
-                return True  # Undecodable: the patch was applied, only the pod it returned does not decode
+            except (errors.NotFound, errors.UndecodableReply):
+                return True  # UndecodableReply: the patch was applied, only the pod it returned does not decode
             except errors.Conflict:
                 try:
                     pod = self._get(args, max(0.0, self._left(deadline)))

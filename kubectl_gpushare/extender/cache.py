@@ -36,7 +36,7 @@ from kubectl_gpushare.kube import records, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.informer import Informer
 from kubectl_gpushare.kube.types import ConfigMap, Node, Pod
-from kubectl_gpushare.ledger import COMPLETED_PHASES, PodRecord
+from kubectl_gpushare.ledger import PodRecord
 
 log = logging.getLogger("kubectl_gpushare.extender.cache")
 _WARNED_LIMIT = 10_000
@@ -205,7 +205,7 @@ class ExtenderCache:
 
     def _claim(self, pod: Pod, record: PodRecord) -> Assumed | None:
         """The GPU claim of an unbound pod that carries the extender's annotations, else None."""
-        if record.node or record.phase in COMPLETED_PHASES:
+        if record.node or protocol.pod_phase_terminal(record.phase):
             return None
         node = protocol.parse_assumed_node(pod.metadata.annotations.get(protocol.ANN_ASSUMED_NODE))
         if node is None or record.gpu_index < 0 or record.request <= 0:

@@ -29,7 +29,7 @@ in our scheduler configuration); a Retry-After over 5 s ends the retries."""
 
 @contextmanager
 def _decoded(namespace: str, name: str) -> Iterator[None]:
-    """Turn a pod the API serves that does not decode into `errors.Undecodable`, its reason cut to 200 characters.
+    """Turn a pod the API serves that does not decode into `errors.UndecodableReply`, its reason cut to 200 characters.
 
     The binder answers that bind alone with an error (as for any `errors.KubeError`), never a 500.
     """
@@ -37,7 +37,7 @@ def _decoded(namespace: str, name: str) -> Iterator[None]:
         yield
     except msgspec.DecodeError as exc:  # ValidationError included: a field of the wrong type
         reason = lenient.reason(exc)[:200]
-        raise errors.Undecodable(f"pod {namespace}/{name} does not decode as a v1.Pod ({reason})") from None
+        raise errors.UndecodableReply(f"pod {namespace}/{name} does not decode as a v1.Pod ({reason})") from None
 
 
 class KubeApi:
@@ -63,7 +63,7 @@ class KubeApi:
     # --- PodApi ----------------------------------------------------------------------------------------
 
     def get_pod(self, namespace: str, name: str, *, budget: float | None = None) -> Pod:
-        """Read a pod (retried, for at most ``budget`` seconds); `errors.Undecodable` if it does not decode."""
+        """Read a pod (retried, for at most ``budget`` seconds); `errors.UndecodableReply` if it does not decode."""
         with _decoded(namespace, name):
             return self._retry(lambda: self.client.get_pod(namespace, name), budget)
 
@@ -74,7 +74,7 @@ class KubeApi:
         """Strategic-merge-patch annotations with UID and resourceVersion preconditions (retried).
 
         Raises:
-            errors.Undecodable: the patch was applied, but the pod it returned does not decode.
+            errors.UndecodableReply: the patch was applied, but the pod it returned does not decode.
         """
         body = {"metadata": {"uid": uid, "resourceVersion": resource_version, "annotations": annotations}}
         with _decoded(namespace, name):

@@ -40,7 +40,7 @@ from kubectl_gpushare.kube.records import (
 from kubectl_gpushare.kube.stacks import hami, kai
 from kubectl_gpushare.kube.stacks.dra import DraObjects, reserved_pods
 from kubectl_gpushare.kube.types import ConfigMap, KoordDevice, Node, Pod, QuantityValue
-from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, Ledger, StackClaim, StackNode, stack_usage
+from kubectl_gpushare.ledger import PENDING, Ledger, StackClaim, StackNode, stack_usage
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareDoctor"
@@ -119,7 +119,7 @@ def _node_findings(node: Node, record_warnings: Warnings) -> Iterable[Finding]:
 def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding]:
     meta = pod.metadata
     annotations = meta.annotations
-    if pod.status.phase in COMPLETED_PHASES:
+    if protocol.pod_phase_terminal(pod.status.phase):
         if protocol.ANN_IDX in annotations:
             yield Finding(WARNING, "completed-holding", f"pod/{meta.namespace}/{meta.name}",
                           f"{pod.status.phase} but still annotated {protocol.ANN_IDX}={annotations[protocol.ANN_IDX]}; "
@@ -145,7 +145,7 @@ def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding
 
 def _workload_findings(nodes: Sequence[Node], pods: Sequence[Pod]) -> Iterable[Finding]:
     """The extender and the device plugin, judged by their pods' ``Ready`` condition (what serves)."""
-    live = [pod for pod in pods if pod.status.phase not in COMPLETED_PHASES]
+    live = [pod for pod in pods if not protocol.pod_phase_terminal(pod.status.phase)]
     shares = [node for node in nodes if _has(node.status.capacity, protocol.RESOURCE_MEM)]
     extenders = [pod for pod in live if pod.metadata.labels.get(COMPONENT_LABEL) == EXTENDER_COMPONENT]
     selector = f"pods/{COMPONENT_LABEL}={EXTENDER_COMPONENT}"
@@ -181,7 +181,7 @@ def _workload_findings(nodes: Sequence[Node], pods: Sequence[Pod]) -> Iterable[F
 def _confinement_findings(confinement: Confinement | None, pods: Sequence[Pod]) -> Iterable[Finding]:
     """The device plugin runs but no policy keeps it to its own node (docs/operating.md, "Node confinement")."""
     plugins = [pod for pod in pods if pod.metadata.labels.get(COMPONENT_LABEL) == DEVICE_PLUGIN_COMPONENT
-               and pod.status.phase not in COMPLETED_PHASES]
+               and not protocol.pod_phase_terminal(pod.status.phase)]
     if confinement is None or not plugins:
         return
     risk = "a broken-into GPU node can rewrite any pod's GPU assignment or any node's capacity"
@@ -303,7 +303,8 @@ def _hami_node_findings(node: Node, now: float) -> Iterable[Finding]:
 def _hami_pod_findings(pod: Pod) -> Iterable[Finding]:
     """A pod HAMi failed to bind: it holds no GPU and kube-scheduler may keep retrying it."""
     meta = pod.metadata
-    if meta.annotations.get(protocol.HAMI_ANN_BIND_PHASE) != hami.BIND_FAILED or pod.status.phase in COMPLETED_PHASES:
+    if (meta.annotations.get(protocol.HAMI_ANN_BIND_PHASE) != hami.BIND_FAILED
+            or protocol.pod_phase_terminal(pod.status.phase)):
         return
     node = pod.spec.node_name or meta.annotations.get(protocol.HAMI_ANN_NODE, "")
     on = f" to {shown(node)}" if node else ""
@@ -376,7 +377,7 @@ _OTHER_STACK_KEYS: Final = (
 
 def _two_stack_findings(pod: Pod, gpushare_nodes: frozenset[str]) -> Iterable[Finding]:
     """A pod on a gpushare node that another stack placed there: one GPU counted by two schedulers."""
-    if pod.spec.node_name not in gpushare_nodes or pod.status.phase in COMPLETED_PHASES:
+    if pod.spec.node_name not in gpushare_nodes or protocol.pod_phase_terminal(pod.status.phase):
         return
     meta = pod.metadata
     by = "a KAI reservation pod" if kai.is_reservation(pod) else ""

@@ -51,7 +51,6 @@ from kubectl_gpushare.kube.types import (
     Toleration,
 )
 from kubectl_gpushare.ledger import (
-    COMPLETED_PHASES,
     PENDING,
     Ledger,
     Policy,
@@ -259,7 +258,7 @@ def explain(
     base = Explanation(pod=meta.name, namespace=meta.namespace, phase=pod.status.phase or "Pending",
                        request=request, unit=unit, state="", summary="", largest_fit=largest, events=said)
     who = f"Pod {meta.namespace}/{meta.name}"
-    if pod.status.phase in COMPLETED_PHASES:
+    if protocol.pod_phase_terminal(pod.status.phase):
         return replace(base, state="completed",
                            summary=f"{who} is {pod.status.phase}; it holds no GPU memory any more.")
     on_stack = next((n for n in stack_nodes if n.name in (pod.spec.node_name, _hami_node(pod))), None)

@@ -30,7 +30,7 @@ from kubectl_gpushare.inspect.explain import (
 from kubectl_gpushare.kube import dra_allocation
 from kubectl_gpushare.kube.stacks import dra
 from kubectl_gpushare.kube.types import Event, Node, Pod, PodPlacement
-from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger
+from kubectl_gpushare.ledger import Ledger
 
 FALLBACK_CLASS = dra_objects.DeviceClass(protocol.DRA_DEVICE_CLASS, (protocol.DRA_DEVICE_CLASS_SELECTOR,))
 """The DeviceClass manifests/dra installs, assumed where the classes could not be read (a file without them)."""
@@ -64,7 +64,7 @@ def explain_claims(
 ) -> Explanation | None:
     """Explain a pod through its claims of our driver; None when it has none (`explain.explain` answers then)."""
     objects = inputs.objects
-    if not pod.spec.resource_claims or not objects or pod.status.phase in COMPLETED_PHASES:
+    if not pod.spec.resource_claims or not objects or protocol.pod_phase_terminal(pod.status.phase):
         return None
     resolved = dra.ClaimIndex(objects.claims).of(pod)
     classes = objects.classes

@@ -42,7 +42,7 @@ from kubectl_gpushare.kube.records import (
 )
 from kubectl_gpushare.kube.stacks import dra, kai
 from kubectl_gpushare.kube.stacks.dra import DraNode, DraObjects
-from kubectl_gpushare.ledger import COMPLETED_PHASES, Ledger, NodeRecord, PodRecord, StackClaim, StackNode
+from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord, StackClaim, StackNode
 
 ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
 """The field selector that leaves completed pods on the server (they never count)."""
@@ -621,7 +621,7 @@ class Build:
     def add_pod(self, pod: types.Pod) -> None:
         """Count one pod: on its gpushare node, as a claim on its stack node, or as waiting for a node."""
         node_name = pod.spec.node_name
-        if pod.status.phase in COMPLETED_PHASES or (self.only is not None and node_name != self.only):
+        if protocol.pod_phase_terminal(pod.status.phase) or (self.only is not None and node_name != self.only):
             return
         if self.reserved and pod.metadata.uid in self.reserved:
             self.phases[pod.metadata.uid] = pod.status.phase

@@ -119,7 +119,7 @@ class ReplyTooLarge(KubeError):
     """A reply was longer than the caller's bound, or took longer than its deadline to arrive; it was dropped."""
 
 
-class Undecodable(KubeError):
+class UndecodableReply(KubeError):
     """The API server answered, but with an object that does not decode as its kind (a field of the wrong type).
 
     Not a refusal: a write whose reply is undecodable has happened.

@@ -27,6 +27,7 @@ import logging
 from typing import Any, Final
 
 from kubectl_gpushare import dra_objects as dra
+from kubectl_gpushare import protocol
 from kubectl_gpushare.sandbox import objects
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.follower import StoreFollower
@@ -52,7 +53,7 @@ def generate_name(pod: str, claim: str) -> str:
 
 
 def _done(pod: dict[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return protocol.pod_phase_terminal((pod.get("status") or {}).get("phase"))
 
 
 def _owner_uid(claim: dict[str, Any]) -> str:

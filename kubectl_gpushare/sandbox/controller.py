@@ -19,6 +19,7 @@ import json
 import logging
 from typing import Any
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.sandbox import objects
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.follower import StoreFollower
@@ -48,7 +49,7 @@ def pod_ready(pod: dict[str, Any]) -> bool:
 
 def _active(pod: dict[str, Any]) -> bool:
     phase = (pod.get("status") or {}).get("phase")
-    return phase not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp")
+    return not protocol.pod_phase_terminal(phase) and not pod["metadata"].get("deletionTimestamp")
 
 
 def _controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -348,7 +349,7 @@ class Controller(StoreFollower):
             suffix = pod["metadata"]["name"][len(name) + 1 :]
             if not suffix.isdigit():
                 continue
-            if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
+            if protocol.pod_phase_terminal((pod.get("status") or {}).get("phase")):
                 # The StatefulSet controller deletes a Failed (or Succeeded) pod and creates it again under
                 # the same name in the same sync (pkg/controller/statefulset/stateful_set_control.go,
                 # processReplica; https://kubernetes.io/docs/concepts/workloads/controllers/statefulset/).

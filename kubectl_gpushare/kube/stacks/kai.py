@@ -29,7 +29,7 @@ import msgspec
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.records import Warnings, shown
 from kubectl_gpushare.kube.types import Node, Pod
-from kubectl_gpushare.ledger import COMPLETED_PHASES, PENDING, StackClaim, StackGPU, StackNode
+from kubectl_gpushare.ledger import PENDING, StackClaim, StackGPU, StackNode
 
 NO_RESERVATION: Final = "has no reservation pod"
 """Words of the warning for a group label no reservation pod backs (doctor shows it as its own check)."""
@@ -92,7 +92,7 @@ def _reservations(
     holder: dict[str, str] = {}
     held: list[tuple[str, str]] = []
     for pod in sorted(pods, key=lambda pod: (pod.metadata.namespace, pod.metadata.name)):
-        if not is_reservation(pod) or pod.status.phase in COMPLETED_PHASES:
+        if not is_reservation(pod) or protocol.pod_phase_terminal(pod.status.phase):
             continue
         meta = pod.metadata
         where = f"pod {meta.namespace}/{meta.name}"
@@ -172,7 +172,7 @@ def node(
                            reservations=reservations)
     claims: list[StackClaim] = []
     for pod in pods:
-        if is_reservation(pod) or pod.status.phase in COMPLETED_PHASES:
+        if is_reservation(pod) or protocol.pod_phase_terminal(pod.status.phase):
             continue
         claims.extend(_claims(pod, reserved, index_of, memory, base.name, warnings))
     return stack_node, claims

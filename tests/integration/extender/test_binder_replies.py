@@ -79,7 +79,7 @@ def test_a_roll_back_patch_that_landed_with_an_undecodable_reply_releases_the_gp
     sandbox: Sandbox, kubeconfig: Path
 ) -> None:
     # The Binding is refused (422: it did not happen), so the binder removes its annotations; that
-    # patch lands, but its reply does not decode as a Pod (errors.Undecodable). The annotations
+    # patch lands, but its reply does not decode as a Pod (errors.UndecodableReply). The annotations
     # are gone: the GPU is free at once, not kept as if the removal had failed.
     sandbox.load([pod_object("a", "default", [10])])
     refused = sandbox.inject("POST", r"/pods/a/binding", status=422, times=1)

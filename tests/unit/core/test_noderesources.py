@@ -68,3 +68,18 @@ def test_milli_quantities_round_up(text: str, milli: int) -> None:
 def test_bad_milli_quantities_are_refused(text: str) -> None:
     with pytest.raises(ValueError):
         protocol.parse_milli_quantity(text)
+
+
+@pytest.mark.parametrize("container", [
+    {"resources": {"limits": {"cpu": "1", "a": "x"}, "requests": {"b": "0", "c": "-1", "d": [1], "e": "1e999"}}},
+    {"resources": {"limits": {"a": "1"}, "requests": "garbage"}}, {"resources": {"limits": None}},
+    {"resources": []}, {"name": "no-resources"}, "not-a-container",
+])
+def test_resource_names_are_those_requests_count_whatever_their_quantities(container: object) -> None:
+    # IsInterested reads names only: a malformed, zero or negative quantity still names its resource.
+    assert noderesources.container_resource_names(container) == set(noderesources.container_requests(container))
+
+
+def test_a_malformed_or_zero_quantity_still_names_its_resource() -> None:
+    container = {"resources": {"limits": {"aliyun.com/gpu-mem": "lots"}, "requests": {"cpu": "0", "memory": "-1"}}}
+    assert noderesources.container_resource_names(container) == {"aliyun.com/gpu-mem", "cpu", "memory"}

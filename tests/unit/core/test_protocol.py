@@ -259,3 +259,10 @@ def test_node_gpus_with_a_version_that_is_not_one_are_malformed(version: str) ->
 ])
 def test_assumed_node_is_a_bounded_node_name(text: str | None, expected: str | None) -> None:
     assert protocol.parse_assumed_node(text) == expected
+
+
+@pytest.mark.parametrize(("phase", "terminal"), [
+    ("Succeeded", True), ("Failed", True), ("Running", False), ("Pending", False), ("Unknown", False),
+    ("", False), ("failed", False), (None, False), (["Failed"], False), ({"Failed": 1}, False)])
+def test_only_succeeded_and_failed_pods_have_finished(phase: object, terminal: bool) -> None:
+    assert protocol.pod_phase_terminal(phase) is terminal
