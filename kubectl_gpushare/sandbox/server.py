@@ -513,6 +513,7 @@ class Sandbox:
         times: int | None = None,
         drop_watch: bool = False,
         after: bool = False,
+        in_transit: bool = False,
     ) -> Fault:
         """Add a fault for requests whose method and target (path + query) match.
 
@@ -526,13 +527,17 @@ class Sandbox:
             drop_watch: break the connection off (watches: after the response headers).
             after: handle the request first, then fail it: the write takes effect but the client
                 sees the error (or the dropped connection), as when a reply is lost.
+            in_transit: with ``latency``, hold the request before it reaches the server (a network
+                or proxy in between): its deadline starts when the hold ends, so a client whose
+                timeout is shorter sees its own timeout rather than the server's 504.
 
         Returns:
             The fault; its ``hits`` counts how often it fired.
         """
         import re
 
-        return self.faults.add(Fault(method, re.compile(path), status, retry_after, latency, times, drop_watch, after))
+        return self.faults.add(Fault(method, re.compile(path), status, retry_after, latency, times, drop_watch, after,
+                                     in_transit))
 
     def clear_faults(self) -> None:
         """Remove every injected fault."""
@@ -642,8 +647,13 @@ class Sandbox:
                 plural = target.resource.plural + (f"/{target.subresource}" if target.subresource else "")
                 raise errors.forbidden(user, target.verb, plural, target.group, target.namespace, target.name)
             fault = self.faults.take(method, handler.path)
-            committing = fault is not None and fault.after and fault.latency > 0 and deadline is not None
-            if fault is not None and fault.latency and not committing and not self._hold(fault.latency, deadline):
+            if fault is not None and fault.in_transit and fault.latency > 0:
+                time.sleep(fault.latency)  # not arrived yet: the server's clock starts when it does
+                deadline = None if deadline is None else deadline + fault.latency
+            committing = (fault is not None and fault.after and not fault.in_transit and fault.latency > 0
+                          and deadline is not None)
+            held = fault.latency if fault is not None and not fault.in_transit and not committing else 0.0
+            if held > 0 and not self._hold(held, deadline):
                 raise _HandlerTimeoutError  # cut off at the deadline before it was handled: it never lands
             if fault is not None and not fault.after:
                 if fault.drop_watch:

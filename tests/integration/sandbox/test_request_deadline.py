@@ -141,6 +141,16 @@ def test_a_timeout_shorter_than_a_hold_abandons_the_write_at_the_deadline() -> N
         assert call(sb, "POST", f"{CONFIGMAPS}?timeout=10s", configmap("c"))[0] == 201
 
 
+def test_a_hold_in_transit_starts_the_deadline_when_the_request_arrives() -> None:
+    # The deadline counts from arrival (WithRequestReceivedTimestamp in DefaultBuildHandlerChain):
+    # a request the network sits on is not cut off by the server, however long it took to come.
+    with Sandbox(port=0) as sb:
+        transit = sb.inject("POST", r"/configmaps\?", latency=1.0, in_transit=True, times=1)
+        status, body, took = call(sb, "POST", f"{CONFIGMAPS}?timeout=300ms", configmap("c"))
+        assert (status, transit.hits) == (201, 1), body
+        assert took >= 1.0 and sb.get("configmaps", "default", "c") is not None
+
+
 @pytest.mark.parametrize("after", [False, True], ids=["held", "slow-read"])
 def test_a_read_past_its_deadline_gets_the_timeout_filters_504_not_the_finishers(after: bool) -> None:
     # Reads have no finisher (endpoints/handlers/get.go): the timeout filter answers, in text/plain
