@@ -8,12 +8,15 @@ a bad chunk size or Content-Length gets 400 and a closed connection, a body over
 413. Each connection may sit idle ``idle_timeout`` seconds between requests and has
 ``read_timeout`` seconds to send one request (head and body); then it is closed. A request that
 is not long-running has a deadline, as kube-apiserver gives it one: its arrival plus its
-``timeout`` query parameter (a Go duration; one that does not parse is a 400), capped at
-``request_timeout`` (``--request-timeout``). Only an injected latency makes a request that slow:
-held before it is handled past its deadline, it is answered 504 ``Timeout`` and never takes
-effect; a write whose commit is slow (``after`` with ``latency``) is answered 504 at the deadline
-and lands when its latency ends, if that is within ``request_timeout`` past the deadline (the
-unknown outcome). Tests and other processes inject faults
+``timeout`` query parameter (a Go duration; one that does not parse is a 400 on any path, before
+authentication and routing), capped at ``request_timeout`` (``--request-timeout``). Only an
+injected latency makes a request that slow: held before it is handled past its deadline, it is
+answered 504 at the deadline by the timeout filter's reply and never takes effect (held
+``in_transit``, its deadline starts when the hold ends); a read whose handling is slow gets that
+reply too, while a write whose commit is slow (``after`` with ``latency``) gets the finisher's 504
+at the deadline and lands when its latency ends, if that is within ``request_timeout`` past the
+deadline (the unknown outcome) and `Sandbox.stop` has not run by then (a commit still pending at
+stop is dropped, so memory and the saved state agree). Tests and other processes inject faults
 in-process (`Sandbox.inject`) or over HTTP (``admin.py``, ``/_sandbox/``).
 
 Where it deliberately differs from kube-apiserver:
@@ -28,9 +31,6 @@ Where it deliberately differs from kube-apiserver:
   policies see that user.
 * No etcd: state is in memory (saved to a JSON file with ``state_file``); the watch history is
   bounded by ``history`` events, and older resourceVersions get 410 Expired.
-* A request held before it is handled (a ``latency`` without ``after``) gets its 504 when the
-  hold ends, not at its deadline as kube-apiserver's timeout filter answers: a client whose own
-  timeout is its deadline has given up by then, and its tests see its own timeout, never a race.
 * JSON and YAML only (no protobuf), no server-side apply (415), no graceful deletion (pods go
   at once), no ``events.k8s.io`` group, no managedFields.
 """
