@@ -7,6 +7,7 @@ response.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -216,8 +217,19 @@ def not_acceptable(accept: str) -> ApiError:
 
 
 REQUEST_TIMEOUT_MESSAGE = "Timeout: request did not complete within requested timeout - context deadline exceeded"
-"""How ``asyncFinisher`` words a request abandoned at its deadline
-(``staging/src/k8s.io/apiserver/pkg/endpoints/handlers/finisher/finisher.go``)."""
+"""How ``asyncFinisher`` words a write abandoned at its deadline while its storage call runs on
+(``staging/src/k8s.io/apiserver/pkg/endpoints/handlers/finisher/finisher.go``: ``NewTimeoutError``
+of ``"request did not complete within requested timeout - " + ctx.Err()``). Only writes (create,
+update, patch, delete, deletecollection) go through the finisher."""
+
+ALLOTTED_TIMEOUT_MESSAGE = "Timeout: request did not complete within the allotted timeout"
+"""How the timeout filter words a request whose handler has not answered by the deadline: every read,
+and a write not yet at its finisher (``staging/src/k8s.io/apiserver/pkg/server/filters/timeout.go``,
+``WithTimeoutForNonLongRunningRequests``: ``NewTimeoutError("request did not complete within the
+allotted timeout", 0)``). client-go shows it as ``the server was unable to return a response in the
+time allotted, but may still be processing the request``: the filter writes it as text/plain
+(`handler_timeout_body`), so client-go cannot decode it and words the 504 itself
+(``NewGenericServerResponse`` in ``k8s.io/apimachinery/pkg/api/errors/errors.go``)."""
 
 
 INVALID_TIMEOUT_IN_URL = "invalid timeout specified in the request URL"
@@ -226,8 +238,25 @@ INVALID_TIMEOUT_IN_URL = "invalid timeout specified in the request URL"
 
 
 def request_timeout() -> ApiError:
-    """504 ``Timeout`` for a request abandoned at its deadline (`REQUEST_TIMEOUT_MESSAGE`)."""
+    """504 ``Timeout`` for a write abandoned at its deadline by its finisher (`REQUEST_TIMEOUT_MESSAGE`)."""
     return ApiError(504, "Timeout", REQUEST_TIMEOUT_MESSAGE, details={})  # NewTimeoutError: RetryAfterSeconds 0
+
+
+HANDLER_TIMEOUT_CONTENT_TYPE = "text/plain; charset=utf-8"
+"""The timeout filter's 504 sets no Content-Type, so Go's ``net/http`` sniffs one from the body
+(``http.DetectContentType``: JSON text is ``text/plain; charset=utf-8``)."""
+
+
+def handler_timeout_body() -> bytes:
+    """The body of the timeout filter's 504 (`ALLOTTED_TIMEOUT_MESSAGE`), byte for byte.
+
+    ``baseTimeoutWriter.timeout`` in ``staging/src/k8s.io/apiserver/pkg/server/filters/timeout.go``
+    encodes ``err.ErrStatus`` with ``json.NewEncoder``: not negotiated, so no ``kind`` or
+    ``apiVersion`` (its TypeMeta is empty and omitted), and ``Encode`` ends it with a newline.
+    """
+    status = ApiError(504, "Timeout", ALLOTTED_TIMEOUT_MESSAGE, details={}).status()
+    del status["kind"], status["apiVersion"]
+    return json.dumps(status, separators=(",", ":")).encode() + b"\n"
 
 
 def status_for(code: int, message: str = "injected fault") -> ApiError:

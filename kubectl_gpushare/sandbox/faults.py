@@ -7,7 +7,9 @@ breaks off without its final chunk), before the request is handled or, with ``af
 taken effect (a lost reply). A write of unknown outcome thus has these shapes: an error status or
 a dropped connection without ``after`` never lands, with ``after`` it has landed; a ``latency``
 holds the request before it is handled, and one that passes the request's deadline (its
-``timeout`` parameter, capped at the server's request timeout) makes it a 504 that never lands,
+``timeout`` parameter, capped at the server's request timeout) is cut off there: a 504 at the
+deadline (the timeout filter's), and the request never lands; with ``in_transit`` the hold comes
+before the request reaches the server, so the deadline only starts when it ends;
 while a ``latency`` with ``after`` is a slow commit: past the deadline the client gets a 504
 ``Timeout`` at the deadline and the write lands when the latency ends (kube-apiserver's
 ``asyncFinisher``), unless that is more than the server's request timeout past the deadline:
@@ -45,6 +47,11 @@ class Fault:
     after: bool = False
     """Apply the request first, then fail the reply (a lost response after a committed write); with
     ``latency``, the write commits that late (answered 504 if that passes the request's deadline)."""
+    in_transit: bool = False
+    """With ``latency``: hold the request before it reaches the API server (a network or a proxy in
+    between), so its deadline counts from when the hold ends (kube-apiserver's clock starts at
+    arrival, ``WithRequestReceivedTimestamp``): a client whose own timeout is shorter always sees
+    that timeout, never a 504."""
     hits: int = 0
     """How often the fault fired so far."""
 

@@ -8,12 +8,15 @@ a bad chunk size or Content-Length gets 400 and a closed connection, a body over
 413. Each connection may sit idle ``idle_timeout`` seconds between requests and has
 ``read_timeout`` seconds to send one request (head and body); then it is closed. A request that
 is not long-running has a deadline, as kube-apiserver gives it one: its arrival plus its
-``timeout`` query parameter (a Go duration; one that does not parse is a 400), capped at
-``request_timeout`` (``--request-timeout``). Only an injected latency makes a request that slow:
-held before it is handled past its deadline, it is answered 504 ``Timeout`` and never takes
-effect; a write whose commit is slow (``after`` with ``latency``) is answered 504 at the deadline
-and lands when its latency ends, if that is within ``request_timeout`` past the deadline (the
-unknown outcome). Tests and other processes inject faults
+``timeout`` query parameter (a Go duration; one that does not parse is a 400 on any path, before
+authentication and routing), capped at ``request_timeout`` (``--request-timeout``). Only an
+injected latency makes a request that slow: held before it is handled past its deadline, it is
+answered 504 at the deadline by the timeout filter's reply and never takes effect (held
+``in_transit``, its deadline starts when the hold ends); a read whose handling is slow gets that
+reply too, while a write whose commit is slow (``after`` with ``latency``) gets the finisher's 504
+at the deadline and lands when its latency ends, if that is within ``request_timeout`` past the
+deadline (the unknown outcome) and `Sandbox.stop` has not run by then (a commit still pending at
+stop is dropped, so memory and the saved state agree). Tests and other processes inject faults
 in-process (`Sandbox.inject`) or over HTTP (``admin.py``, ``/_sandbox/``).
 
 Where it deliberately differs from kube-apiserver:
@@ -28,9 +31,6 @@ Where it deliberately differs from kube-apiserver:
   policies see that user.
 * No etcd: state is in memory (saved to a JSON file with ``state_file``); the watch history is
   bounded by ``history`` events, and older resourceVersions get 410 Expired.
-* A request held before it is handled (a ``latency`` without ``after``) gets its 504 when the
-  hold ends, not at its deadline as kube-apiserver's timeout filter answers: a client whose own
-  timeout is its deadline has given up by then, and its tests see its own timeout, never a race.
 * JSON and YAML only (no protobuf), no server-side apply (415), no graceful deletion (pods go
   at once), no ``events.k8s.io`` group, no managedFields.
 """
@@ -52,7 +52,7 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
-from kubectl_gpushare.kube.deadlines import SECOND, long_running_request, parse_duration
+from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_query import parse_query
 from kubectl_gpushare.sandbox import admin, errors
@@ -101,6 +101,15 @@ def _fault_error(fault: Fault) -> ApiError:
     error = errors.status_for(fault.status or 500)
     error.retry_after = fault.retry_after
     return error
+
+
+class _HandlerTimeoutError(Exception):
+    """The request's deadline passed before its handler answered: the timeout filter answers for it."""
+
+
+def _handler_timeout_response() -> Response:
+    """The 504 ``WithTimeoutForNonLongRunningRequests`` writes at the deadline (`errors.handler_timeout_body`)."""
+    return Response(504, errors.handler_timeout_body(), content_type=errors.HANDLER_TIMEOUT_CONTENT_TYPE)
 
 
 def _wire_header_value(value: str) -> str:
@@ -281,6 +290,9 @@ class Sandbox:
         self._saver: threading.Thread | None = None
         self._stop_saving = threading.Event()
         self._save_lock = threading.Lock()
+        self._commit_lock = threading.Lock()
+        self._commits_dropped = threading.Event()
+        """Set by `stop` (under ``_commit_lock``): slow commits still pending then never land."""
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Sandbox:
@@ -292,6 +304,7 @@ class Sandbox:
         """
         if self._server is not None:
             return self
+        self._commits_dropped = threading.Event()  # a commit left pending by an earlier stop stays dropped
         if self.state_file is not None and self.state_file.exists():
             from kubectl_gpushare.sandbox.state import load_state
 
@@ -322,6 +335,10 @@ class Sandbox:
     def stop(self) -> None:
         """Stop serving, end open watches, and save state if a state file is set.
 
+        A slow commit (``latency`` with ``after``) still pending is dropped: it never lands, neither
+        in memory nor in the saved state, so the two agree; one that landed before is saved. (A
+        kube-apiserver that goes away leaves such a write's outcome unknown either way.)
+
         Raises:
             OSError: the state file cannot be written (serving has stopped regardless).
             ValueError: the state file is no longer a sandbox state (left alone).
@@ -334,6 +351,8 @@ class Sandbox:
         # server that is going away; then end the watches and close the open connections.
         server.shutdown()
         server.server_close()
+        with self._commit_lock:  # waits for a commit being applied; none lands after this
+            self._commits_dropped.set()
         if self.controller is not None:
             self.controller.stop()
         if self.claim_controller is not None:
@@ -494,6 +513,7 @@ class Sandbox:
         times: int | None = None,
         drop_watch: bool = False,
         after: bool = False,
+        in_transit: bool = False,
     ) -> Fault:
         """Add a fault for requests whose method and target (path + query) match.
 
@@ -507,13 +527,17 @@ class Sandbox:
             drop_watch: break the connection off (watches: after the response headers).
             after: handle the request first, then fail it: the write takes effect but the client
                 sees the error (or the dropped connection), as when a reply is lost.
+            in_transit: with ``latency``, hold the request before it reaches the server (a network
+                or proxy in between): its deadline starts when the hold ends, so a client whose
+                timeout is shorter sees its own timeout rather than the server's 504.
 
         Returns:
             The fault; its ``hits`` counts how often it fired.
         """
         import re
 
-        return self.faults.add(Fault(method, re.compile(path), status, retry_after, latency, times, drop_watch, after))
+        return self.faults.add(Fault(method, re.compile(path), status, retry_after, latency, times, drop_watch, after,
+                                     in_transit))
 
     def clear_faults(self) -> None:
         """Remove every injected fault."""
@@ -600,16 +624,18 @@ class Sandbox:
         try:
             if isinstance(body, ApiError):
                 raise body
+            unrouted: ApiError | None = None
             try:
                 target = resolve(method, split.path, query)
-            except ApiError:
-                target = Target()
-                raise
-            # WithRequestDeadline runs before authentication: a malformed timeout is a 400 for anyone.
-            if long_running_request(target.verb, target.subresource):
-                deadline = None
-            else:
-                deadline = received + self._allotted(split.query)
+            except ApiError as error:
+                unrouted = error
+            # WithRequestDeadline wraps authentication and routing (DefaultBuildHandlerChain in
+            # k8s.io/apiserver/pkg/server/config.go: the API handler is the chain's innermost), so a
+            # malformed timeout is a 400 for anyone, on any path, a 404 one included.
+            deadline = self._deadline(received, method, split.path, query, split.query,
+                                      None if unrouted is not None else target)
+            if unrouted is not None:
+                raise unrouted
             identity = self._authenticate(handler)
             if identity is None and split.path not in ("/healthz", "/livez", "/readyz"):
                 raise errors.unauthorized()
@@ -621,11 +647,14 @@ class Sandbox:
                 plural = target.resource.plural + (f"/{target.subresource}" if target.subresource else "")
                 raise errors.forbidden(user, target.verb, plural, target.group, target.namespace, target.name)
             fault = self.faults.take(method, handler.path)
-            committing = fault is not None and fault.after and fault.latency > 0 and deadline is not None
-            if fault is not None and fault.latency and not committing:
-                time.sleep(fault.latency)  # held before it is handled
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise errors.request_timeout()  # abandoned before it took effect, as kube-apiserver's deadline
+            if fault is not None and fault.in_transit and fault.latency > 0:
+                time.sleep(fault.latency)  # not arrived yet: the server's clock starts when it does
+                deadline = None if deadline is None else deadline + fault.latency
+            committing = (fault is not None and fault.after and not fault.in_transit and fault.latency > 0
+                          and deadline is not None)
+            held = fault.latency if fault is not None and not fault.in_transit and not committing else 0.0
+            if held > 0 and not self._hold(held, deadline):
+                raise _HandlerTimeoutError  # cut off at the deadline before it was handled: it never lands
             if fault is not None and not fault.after:
                 if fault.drop_watch:
                     self._drop(handler, target)
@@ -649,11 +678,45 @@ class Sandbox:
                     response = error_response(_fault_error(fault))
         except ApiError as error:
             response = error_response(error)
+        except _HandlerTimeoutError:
+            response = _handler_timeout_response()
         except Exception as exc:  # noqa: BLE001 - a bug must answer 500, never kill the connection thread
             response = error_response(errors.internal(f"{type(exc).__name__}: {exc}"))
         # Recorded before sending, so a client that has its answer always finds it in the log.
         self._record(handler, method, target, response.status, user, query, split.path)
         self._send(handler, method, response)
+
+    def _deadline(self, received: float, method: str, path: str, query: dict[str, str], raw_query: str,
+                  target: Target | None) -> float | None:
+        """When a request must be answered: None for a long-running one, else ``received`` plus `_allotted`.
+
+        ``WithRequestDeadline`` asks ``LongRunningFunc`` with the request's ``RequestInfo``, which
+        ``RequestInfoFactory`` reads from the path and query whether or not anything serves it
+        (``k8s.io/apiserver/pkg/endpoints/request/requestinfo.go``): for a path no route knows
+        (``target`` None) the sandbox reads the subresource and ``watch`` the same way.
+
+        Raises:
+            ApiError: 400 for a ``timeout`` that is not a Go duration (`_allotted`).
+        """
+        if target is not None:
+            unbounded = long_running_request(target.verb, target.subresource)
+        else:
+            unbounded = long_running(path) or (method == "GET" and query.get("watch") in ("true", "1"))
+        return None if unbounded else received + self._allotted(raw_query)
+
+    @staticmethod
+    def _hold(latency: float, deadline: float | None) -> bool:
+        """Hold a request ``latency`` seconds before it is handled; False when its deadline comes first.
+
+        The timeout filter answers at the deadline whatever the handler is doing
+        (``timeoutHandler.ServeHTTP`` in ``k8s.io/apiserver/pkg/server/filters/timeout.go`` selects on
+        the request context's ``Done``), so a hold past the deadline ends there.
+        """
+        if deadline is None or time.monotonic() + latency < deadline:
+            time.sleep(latency)  # the injected latency itself
+            return True
+        time.sleep(max(0.0, deadline - time.monotonic()))  # until the deadline: the filter answers then
+        return False
 
     def _allotted(self, query: str) -> float:
         """Seconds a request that is not long-running may take: its ``timeout`` parameter, capped at `request_timeout`.
@@ -686,29 +749,36 @@ class Sandbox:
         the deadline commits after it. The sandbox allows up to `request_timeout` past the deadline,
         the bound clients assume (`kube.errors.API_REQUEST_TIMEOUT`, counted from when the client
         gave up, which is the deadline for a client that sent its timeout); a commit ending later
-        never lands.
+        never lands, nor does one still pending when `stop` runs. A write's 504 is the finisher's
+        (`errors.REQUEST_TIMEOUT_MESSAGE`; when the deadline is the request's own, the timeout
+        filter may win that race upstream); a read (``after`` on a GET) has no finisher, so its
+        504 is the timeout filter's (`_handler_timeout_response`).
         """
         outcome: list[Response] = []
         done = threading.Event()
         expires = deadline + self.request_timeout
+        dropped = self._commits_dropped  # this run's: `stop` sets it, a later `start` makes another
 
         def commit() -> None:
-            time.sleep(latency)
-            if time.monotonic() > expires:
-                outcome.append(error_response(errors.request_timeout()))
-                done.set()
-                return
-            try:
-                outcome.append(self.api.handle(request, target))
-            except ApiError as error:
-                outcome.append(error_response(error))
-            except Exception as exc:  # noqa: BLE001 - a bug must answer 500, as `_serve` does
-                outcome.append(error_response(errors.internal(f"{type(exc).__name__}: {exc}")))
+            dropped.wait(latency)  # the slow commit itself; `stop` ends it early
+            with self._commit_lock:  # `stop` saves the state only after this: land before, or never
+                if dropped.is_set() or time.monotonic() > expires:
+                    outcome.append(error_response(errors.request_timeout()))
+                    done.set()
+                    return
+                try:
+                    outcome.append(self.api.handle(request, target))
+                except ApiError as error:
+                    outcome.append(error_response(error))
+                except Exception as exc:  # noqa: BLE001 - a bug must answer 500, as `_serve` does
+                    outcome.append(error_response(errors.internal(f"{type(exc).__name__}: {exc}")))
             done.set()
 
         threading.Thread(target=commit, name="sandbox-slow-commit", daemon=True).start()
         if not done.wait(max(0.0, deadline - time.monotonic())):
-            raise errors.request_timeout()
+            if target.verb in WRITE_VERBS:  # the finisher answers (it runs the storage call)
+                raise errors.request_timeout()
+            raise _HandlerTimeoutError  # a read has no finisher: the timeout filter answers
         return outcome[0]
 
     def _serve_admin(self, handler: _Handler, method: str, path: str, body: bytes | ApiError) -> Response:

@@ -154,7 +154,8 @@ def test_a_slow_api_fails_the_unread_claims_before_the_call_deadline(start_drive
     # the claims after it, and the call still answers, in time, for the claim already read.
     running = start_driver("2x16GiB")
     good, slow, later = (claims.claim(name, device="gpu-1", memory="2Gi") for name in ("good", "slow", "later"))
-    stalled = sandbox.inject("GET", r"/resourceclaims/slow(\?|$)", latency=8.0, times=1)
+    # in transit: the API server, which would answer 504 at the deadline it was told, never sees it in time
+    stalled = sandbox.inject("GET", r"/resourceclaims/slow(\?|$)", latency=8.0, times=1, in_transit=True)
     refs = [("good", good.metadata.uid), ("slow", slow.metadata.uid), ("later", later.metadata.uid)]
     answer = _prepare(dirs, refs, timeout=4)  # grpc raises DEADLINE_EXCEEDED if the answer comes late
     assert stalled.hits == 1

@@ -288,7 +288,8 @@ def test_api_timeouts_are_retried(
     sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1"), pod_object("job", "default", [2])])
     ext = extender_factory(request_timeout=0.5)
     ext.wait_synced()
-    slow = sandbox.inject("GET", r"/namespaces/default/pods/job(\?|$)", latency=1.0, times=1)
+    # in transit: the client's own timeout, not the API server's 504 at the deadline it was told
+    slow = sandbox.inject("GET", r"/namespaces/default/pods/job(\?|$)", latency=1.0, times=1, in_transit=True)
     with caplog.at_level("DEBUG", logger="kubectl_gpushare.kube.retry"):
         ext.scheduler(http_timeout=30).bind(pod(sandbox, "job"), "gpu-1")
     assert slow.hits == 1

@@ -212,7 +212,8 @@ def test_unreachable_server_is_reported_with_the_url(tmp_path: Path) -> None:
 
 
 def test_slow_server_times_out_within_the_request_timeout(sandbox: Sandbox, kubeconfig: Path) -> None:
-    sandbox.inject(method="GET", path=r"/api/v1/nodes", latency=3.0, times=1)
+    # in transit: the server, which answers 504 at its deadline, never sees it in time (a slow network)
+    sandbox.inject(method="GET", path=r"/api/v1/nodes", latency=3.0, times=1, in_transit=True)
     c = Client(load_config(str(kubeconfig), request_timeout="500ms"), retry=None)
     started = time.monotonic()
     with pytest.raises(errors.Unreachable) as info:
@@ -224,7 +225,8 @@ def test_slow_server_times_out_within_the_request_timeout(sandbox: Sandbox, kube
 def test_a_deadline_bounds_a_read_and_leaves_the_pooled_connection_as_the_client_waits(
         sandbox: Sandbox, client: Client) -> None:
     sandbox.load([node("n1")])
-    sandbox.inject(method="GET", path=r"/api/v1/nodes/n1(\?|$)", latency=3.0, times=1)
+    # in transit, so the server's 504 at the deadline it was told cannot race the client's own timeout
+    sandbox.inject(method="GET", path=r"/api/v1/nodes/n1(\?|$)", latency=3.0, times=1, in_transit=True)
     started = time.monotonic()
     with pytest.raises(errors.Unreachable) as info:  # the client's own timeout is 30 s
         client.get(types.NODES, "n1", deadline=started + 0.5)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,13 @@ def configmap(name: str) -> bytes:
 def call(sb: Sandbox, method: str, path: str, body: bytes | None = None,
          token: str | None = None) -> tuple[int, bytes, float]:
     """One request on a fresh connection: status, raw body, seconds it took."""
+    status, _, raw, took = call_with_type(sb, method, path, body, token)
+    return status, raw, took
+
+
+def call_with_type(sb: Sandbox, method: str, path: str, body: bytes | None = None,
+                   token: str | None = None) -> tuple[int, str, bytes, float]:
+    """As `call`, with the reply's Content-Type."""
     conn = http.client.HTTPConnection("127.0.0.1", sb.port, timeout=30)
     headers = {"Content-Type": "application/json"} if body is not None else {}
     if token:
@@ -44,9 +52,12 @@ def call(sb: Sandbox, method: str, path: str, body: bytes | None = None,
     try:
         conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
-        return response.status, response.read(), time.monotonic() - started
+        raw = response.read()
+        return response.status, response.getheader("Content-Type") or "", raw, time.monotonic() - started
     finally:
         conn.close()
+
+
 
 
 def golden(name: str, body: bytes) -> None:
@@ -87,6 +98,23 @@ def test_a_timeout_that_is_not_a_go_duration_is_a_400_before_authentication(valu
         assert call(sb, "GET", watch, token=Sandbox.ADMIN_TOKEN)[0] == 200
 
 
+@pytest.mark.parametrize("path", ["/nothing-here", "/api/v1/widgets", "/apis/nope.example.com/v1/things",
+                                  "/api/v1/namespaces/default/configmaps/c/nosuchsub"],
+                         ids=["non-resource", "unknown-resource", "unknown-group", "unknown-subresource"])
+def test_a_malformed_timeout_on_a_path_nothing_serves_is_a_400_not_a_404(path: str) -> None:
+    # DefaultBuildHandlerChain (k8s.io/apiserver/pkg/server/config.go) wraps the API handler, which
+    # routes, in WithRequestDeadline: the timeout is read before anything looks the path up.
+    with Sandbox(port=0) as sb:
+        status, body, _ = call(sb, "GET", f"{path}?timeout=abc")
+        assert status == 400, body
+        assert status_of(body)["message"] == f'{errors.INVALID_TIMEOUT_IN_URL} - time: invalid duration "abc"'
+        assert call(sb, "GET", f"{path}?timeout=1s")[0] == 404  # a good timeout leaves the 404
+        # A watch (by query or the /watch/ path) and a long-running subresource never read it.
+        assert call(sb, "GET", "/api/v1/widgets?watch=true&timeout=abc")[0] == 404
+        assert call(sb, "GET", "/api/v1/watch/widgets?timeout=abc")[0] == 404
+        assert call(sb, "GET", "/api/v1/namespaces/default/widgets/w/exec?timeout=abc")[0] == 404
+
+
 @pytest.mark.parametrize("value", ["", "0", "0s", "-1s", "2s", "1h"], ids=["empty", "zero", "0s", "negative",
                                                                           "the-cap", "over-the-cap"])
 def test_a_timeout_not_shorter_than_the_servers_leaves_the_servers(value: str) -> None:
@@ -98,13 +126,43 @@ def test_a_timeout_not_shorter_than_the_servers_leaves_the_servers(value: str) -
         assert sb.get("configmaps", "default", "c") is not None
 
 
-def test_a_timeout_shorter_than_a_hold_abandons_the_write() -> None:
+def test_a_timeout_shorter_than_a_hold_abandons_the_write_at_the_deadline() -> None:
+    # timeoutHandler (k8s.io/apiserver/pkg/server/filters/timeout.go) answers when the deadline
+    # passes, whatever the handler is doing; the write, not yet handled, never reaches storage.
     with Sandbox(port=0) as sb:  # the server's own request timeout: 60 s
-        held = sb.inject("POST", r"/configmaps\?", latency=1.0, times=1)
-        status, body, _ = call(sb, "POST", f"{CONFIGMAPS}?timeout=300ms", configmap("c"))
+        held = sb.inject("POST", r"/configmaps\?", latency=20.0, times=1)
+        status, content_type, body, took = call_with_type(sb, "POST", f"{CONFIGMAPS}?timeout=300ms", configmap("c"))
         assert (status, held.hits) == (504, 1), body
-        assert status_of(body)["message"] == errors.REQUEST_TIMEOUT_MESSAGE
+        assert took < 10, took  # at the deadline, not when the 20 s hold ends
+        assert content_type == errors.HANDLER_TIMEOUT_CONTENT_TYPE
+        golden("timeout_handler.txt", body)  # json.NewEncoder of the bare Status: no kind, a newline
         assert not sb.objects("configmaps")  # held before it was handled: it never lands
+        # The connection's thread is free again: the next request is answered at once.
+        assert call(sb, "POST", f"{CONFIGMAPS}?timeout=10s", configmap("c"))[0] == 201
+
+
+def test_a_hold_in_transit_starts_the_deadline_when_the_request_arrives() -> None:
+    # The deadline counts from arrival (WithRequestReceivedTimestamp in DefaultBuildHandlerChain):
+    # a request the network sits on is not cut off by the server, however long it took to come.
+    with Sandbox(port=0) as sb:
+        transit = sb.inject("POST", r"/configmaps\?", latency=1.0, in_transit=True, times=1)
+        status, body, took = call(sb, "POST", f"{CONFIGMAPS}?timeout=300ms", configmap("c"))
+        assert (status, transit.hits) == (201, 1), body
+        assert took >= 1.0 and sb.get("configmaps", "default", "c") is not None
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["held", "slow-read"])
+def test_a_read_past_its_deadline_gets_the_timeout_filters_504_not_the_finishers(after: bool) -> None:
+    # Reads have no finisher (endpoints/handlers/get.go): the timeout filter answers, in text/plain
+    # (which client-go words as "the server was unable to return a response in the time allotted").
+    with Sandbox(port=0) as sb:
+        sb.load([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+        slow = sb.inject("GET", r"/configmaps/c\?", latency=20.0, after=after, times=1)
+        status, content_type, body, took = call_with_type(sb, "GET", f"{CONFIGMAPS}/c?timeout=300ms")
+        assert (status, slow.hits, content_type) == (504, 1, errors.HANDLER_TIMEOUT_CONTENT_TYPE), body
+        assert took < 10, took
+        golden("timeout_handler.txt", body)
+        assert [r.status for r in sb.requests if r.resource == "configmaps" and r.verb == "get"] == [504]
 
 
 def test_a_write_committing_past_its_timeout_is_a_504_at_the_deadline_and_lands_anyway() -> None:
@@ -133,6 +191,28 @@ def test_a_slow_commit_ending_a_request_timeout_past_its_deadline_never_lands() 
         status, body, took = call(sb, "POST", CONFIGMAPS, configmap("c"))
         assert status == 504 and took < 1.4, (status, took)
         assert not poll(lambda: sb.get("configmaps", "default", "c"), 2.5)  # past the commit's end, still absent
+
+
+def test_a_slow_commit_pending_at_stop_is_dropped_so_the_saved_state_matches_memory(tmp_path: Path) -> None:
+    # stop() saves the state file; a slow commit still pending then never lands, so the saved state
+    # and the one in memory agree (one that landed before stop is saved with the rest).
+    state = tmp_path / "state.json"
+    sb = Sandbox(port=0, state_file=state, save_interval=0).start()
+    try:
+        assert call(sb, "POST", CONFIGMAPS, configmap("landed"))[0] == 201
+        slow = sb.inject("POST", r"/configmaps\?", latency=1.5, after=True, times=1)
+        status, body, _ = call(sb, "POST", f"{CONFIGMAPS}?timeout=200ms", configmap("pending"))
+        assert (status, slow.hits) == (504, 1), body
+    finally:
+        sb.stop()
+    # Condition, not sleep: the commit's thread has ended (dropped, or landed after the save).
+    wait_for(lambda: not any(t.name == "sandbox-slow-commit" for t in threading.enumerate()), 20,
+             what="the slow commit's thread to end")
+    in_memory = sorted(o["metadata"]["name"] for o in sb.objects("configmaps"))
+    with Sandbox(port=0, state_file=state, save_interval=0) as again:
+        status, listed, _ = call(again, "GET", CONFIGMAPS)
+        saved = sorted(item["metadata"]["name"] for item in json.loads(listed)["items"])
+    assert in_memory == saved == ["landed"]
 
 
 @pytest.mark.parametrize("query", ["timeout=%zz", "timeout=1%s", "timeout=abc;x=1", "timeout=%zz&timeout=300ms"],

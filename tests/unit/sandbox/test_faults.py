@@ -26,6 +26,7 @@ def test_round_trip_through_json() -> None:
         "times": 3,
         "drop_watch": False,
         "after": True,
+        "in_transit": False,
     }
     fault = fault_from_json(body)
     assert isinstance(fault, Fault) and fault.method == "PATCH" and fault.matches("PATCH", "/api/v1/pods/x")
