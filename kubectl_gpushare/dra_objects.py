@@ -1241,22 +1241,24 @@ def decode_class(data: bytes | Mapping[str, object]) -> DeviceClass:
 class PoolGenerations:
     """Each pool's newest generation and how many slices publish it, counted in one pass over the slices.
 
-    The pool rules (``resourceslice`` types, the allocator's ``checkSlicesInPool``): only a pool's
-    highest generation counts, older slices are being replaced; the pool is complete when that
-    generation has ``resourceSliceCount`` slices.
+    The pool rules (k8s.io/dynamic-resource-allocation structured ``GatherPools``, ``addSlice``):
+    only a pool's highest generation counts, older slices are being replaced; the pool is
+    incomplete unless that generation has exactly ``resourceSliceCount`` slices (the count of the
+    first of them), too few or too many.
     """
 
-    __slots__ = ("newest", "published")
+    __slots__ = ("newest", "published", "expected")
 
-    def __init__(self, pools: Iterable[tuple[str, str, int]]) -> None:
-        """``pools``: (driver, pool name, generation) of each slice."""
+    def __init__(self, pools: Iterable[tuple[str, str, int, int]]) -> None:
+        """``pools``: (driver, pool name, generation, resourceSliceCount) of each slice."""
         self.newest: dict[tuple[str, str], int] = {}
         self.published: dict[tuple[str, str], int] = {}
-        for driver, name, generation in pools:
+        self.expected: dict[tuple[str, str], int] = {}
+        for driver, name, generation, count in pools:
             key = (driver, name)
             current = self.newest.get(key)
             if current is None or generation > current:
-                self.newest[key], self.published[key] = generation, 1
+                self.newest[key], self.published[key], self.expected[key] = generation, 1, count
             elif generation == current:
                 self.published[key] += 1
 
@@ -1264,25 +1266,34 @@ class PoolGenerations:
         """Whether ``generation`` is the pool's newest (a pool never seen: yes)."""
         return self.newest.get((driver, pool), generation) <= generation
 
+    def incomplete(self, driver: str, pool: str) -> bool:
+        """Whether the newest generation has other than ``resourceSliceCount`` slices (``IsIncomplete``)."""
+        key = (driver, pool)
+        return key in self.published and self.published[key] != self.expected[key]
+
     @classmethod
     def of(cls, slices: Iterable[ResourceSlice]) -> PoolGenerations:
         """Of checked slices."""
-        return cls((slice_.driver, slice_.pool, slice_.generation) for slice_ in slices)
+        return cls((slice_.driver, slice_.pool, slice_.generation, slice_.slice_count) for slice_ in slices)
+
+
+def repeated_name(names: Iterable[str]) -> str | None:
+    """The first name ``names`` repeats, else None."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
 
 
 def repeated_device(slices: Iterable[ResourceSlice]) -> str | None:
     """The first device name the slices of one pool (one generation) repeat, else None.
 
-    The allocator's pool rule (``GatherPools``: a pool listing a device name twice is invalid, and
-    nothing is allocated from it), shared by the allocator and the views.
+    The allocator's pool rule (``GatherPools``, ``poolIsInvalid``: a pool listing a device name
+    twice is invalid, and nothing is allocated from it), shared by the allocator and the views.
     """
-    seen: set[str] = set()
-    for slice_ in slices:
-        for device in slice_.devices:
-            if device.name in seen:
-                return device.name
-            seen.add(device.name)
-    return None
+    return repeated_name(device.name for slice_ in slices for device in slice_.devices)
 
 
 def lookup_capacity(device: Device, name: str, driver: str) -> DeviceCapacity | None:
@@ -1350,6 +1361,8 @@ __all__ = [
     "read_quantity",
     "read_slice",
     "read_template",
+    "repeated_device",
+    "repeated_name",
     "split_qualified_name",
     "valid_dns_label",
     "valid_dns_subdomain",
