@@ -27,6 +27,8 @@ CHECKS: Final = {
     "dra-pool-unusable": "a pool of a DRA driver read here is incomplete or invalid: no new claim is allocated from it",
 }
 """Check name -> what it finds (doctor's help lists them)."""
+MAX_NAME: Final = 253
+"""Longest node or pool name a finding names (the API's bound; NVIDIA's slices are not checked here)."""
 
 
 def _advertises_gpu_mem(node: Node) -> bool:
@@ -88,8 +90,9 @@ def pool_findings(objects: dra.DraObjects) -> Iterable[Finding]:
         return
     nodes = dra.pool_nodes(objects)
     for (driver, pool), why in sorted(objects.unusable.items()):
-        node = nodes.get((driver, pool), "")
-        yield Finding(WARNING, "dra-pool-unusable", f"node/{node}" if node else f"resourcepool/{driver}/{pool}",
+        node = nodes.get((driver, pool), "")[:MAX_NAME]  # NVIDIA's slices are read unchecked: a bounded name
+        obj = f"node/{node}" if node else f"resourcepool/{driver}/{pool[:MAX_NAME]}"
+        yield Finding(WARNING, "dra-pool-unusable", obj,
                       f"{dra.pool_name(driver, pool, nodes)} {why}; {dra.UNUSABLE_EFFECT}; if it lasts, see the "
                       f"driver's log and its slices (kubectl get resourceslices --field-selector spec.driver={driver})")
 
