@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -489,6 +489,8 @@ class ResourceSlice(msgspec.Struct, frozen=True, gc=False):
     per_device_node_selection: bool = False
     devices: tuple[Device, ...] = ()
     problems: tuple[str, ...] = ()
+    repeated: str = ""
+    """The first device name the slice lists twice ("" none): the pool rule reads it (`repeated_device`)."""
 
     def allocatable_on(self, node: str) -> bool:
         """Whether this slice's devices are usable from ``node``: its own node's, or all nodes'."""
@@ -952,9 +954,11 @@ def read_slice(wire: WireResourceSlice) -> ResourceSlice:
     devices: list[Device] = []
     problems: list[str] = []
     seen: set[str] = set()
+    repeated = ""
     for raw in spec.devices:
         device = _device(raw)
         if device.name in seen:
+            repeated = repeated or device.name
             device = Device(device.name, invalid="duplicate device name in the slice")
         seen.add(device.name)
         if device.invalid:
@@ -964,7 +968,7 @@ def read_slice(wire: WireResourceSlice) -> ResourceSlice:
         name=meta.name, driver=spec.driver, pool=spec.pool.name, generation=spec.pool.generation,
         slice_count=spec.pool.resource_slice_count, node_name=node_name, all_nodes=bool(spec.all_nodes),
         node_selector=spec.node_selector is not None, per_device_node_selection=bool(spec.per_device_node_selection),
-        devices=tuple(devices), problems=tuple(problems),
+        devices=tuple(devices), problems=tuple(problems), repeated=repeated,
     )
 
 
@@ -1291,9 +1295,13 @@ def repeated_device(slices: Iterable[ResourceSlice]) -> str | None:
     """The first device name the slices of one pool (one generation) repeat, else None.
 
     The allocator's pool rule (``GatherPools``, ``poolIsInvalid``: a pool listing a device name
-    twice is invalid, and nothing is allocated from it), shared by the allocator and the views.
+    twice is invalid, and nothing is allocated from it), shared by the allocator and the views. One
+    slice says it without a look at its devices (`ResourceSlice.repeated`).
     """
-    return repeated_name(device.name for slice_ in slices for device in slice_.devices)
+    members = slices if isinstance(slices, Sequence) else list(slices)
+    if len(members) == 1:
+        return members[0].repeated or None
+    return repeated_name(device.name for slice_ in members for device in slice_.devices)
 
 
 def lookup_capacity(device: Device, name: str, driver: str) -> DeviceCapacity | None:

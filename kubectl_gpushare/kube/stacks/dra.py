@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
 
@@ -83,6 +83,7 @@ class DraObjects:
 
 
 _NO_SPEC: Final = dra.WireClaimSpec()
+_T = TypeVar("_T")
 
 
 def read(
@@ -142,18 +143,32 @@ def read(
         read_claims.append(claim)
     generations = dra.PoolGenerations.of(ours)
     ours = [s for s in ours if generations.is_newest(s.driver, s.pool, s.generation)]
-    unusable = pool_states(generations, ((s.driver, s.pool, s.devices) for s in ours))
+    unusable = pool_states(generations, {key: dra.repeated_device(members)
+                                         for key, members in _grouped(((s.driver, s.pool), s) for s in ours).items()})
     generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation,
                                        s.spec.pool.resource_slice_count) for s in nvidia)
     nvidia = [s for s in nvidia if generations.is_newest(s.spec.driver, s.spec.pool.name, s.spec.pool.generation)]
-    unusable.update(pool_states(generations, ((s.spec.driver, s.spec.pool.name,
-                                               s.spec.devices[: dra.MAX_DEVICES_PER_SLICE]) for s in nvidia)))
+    unusable.update(pool_states(generations, {
+        key: dra.repeated_name(d.name for s in members for d in s.spec.devices[: dra.MAX_DEVICES_PER_SLICE])
+        for key, members in _grouped(((s.spec.driver, s.spec.pool.name), s) for s in nvidia).items()}))
     objects = DraObjects(ours, nvidia, read_claims, unusable=unusable)
     if unusable and warnings is not None:
         nodes = pool_nodes(objects)
         for (driver, pool), why in sorted(unusable.items()):
             warnings.add(f"{pool_name(driver, pool, nodes)} {why}; {UNUSABLE_EFFECT}")
     return objects
+
+
+def _grouped(keyed: Iterable[tuple[tuple[str, str], _T]]) -> dict[tuple[str, str], list[_T]]:
+    """Items by (driver, pool), in their order."""
+    found: dict[tuple[str, str], list[_T]] = {}
+    for key, item in keyed:
+        members = found.get(key)
+        if members is None:
+            found[key] = [item]
+        else:
+            members.append(item)
+    return found
 
 
 UNUSABLE_EFFECT: Final = ("kube-scheduler allocates no new claim from it (its GPUs are shown unhealthy; claims "
@@ -168,29 +183,23 @@ def pool_name(driver: str, pool: str, nodes: Mapping[tuple[str, str], str]) -> s
 
 
 def pool_states(
-    generations: dra.PoolGenerations, slices: Iterable[tuple[str, str, Iterable[dra.Device | dra.WireDevice]]],
+    generations: dra.PoolGenerations, pools: Mapping[tuple[str, str], str | None],
 ) -> dict[tuple[str, str], str]:
     """(driver, pool) -> why kube-scheduler allocates nothing new from the pool; pools it uses are left out.
 
-    ``slices``: (driver, pool, devices) of each slice of the pools' newest generations. The rules
-    and words of k8s.io/dynamic-resource-allocation structured ``GatherPools`` (the allocator skips
-    such pools for new claims; an ``All`` request fails on them): ``IsIncomplete`` when the
-    generation does not have exactly ``resourceSliceCount`` slices ("currently being updated"),
-    ``IsInvalid`` when its slices name a device twice ("duplicate device name").
+    ``pools``: (driver, pool) -> the first device name its newest generation's slices repeat (None:
+    none). The rules and words of k8s.io/dynamic-resource-allocation structured
+    ``GatherPools`` (the allocator skips such pools for new claims; an ``All`` request fails on
+    them): ``IsIncomplete`` when the generation does not have exactly ``resourceSliceCount`` slices
+    ("currently being updated"), ``IsInvalid`` when its slices name a device twice ("duplicate
+    device name").
     """
-    names: dict[tuple[str, str], list[str]] = {}
-    for driver, pool, devices in slices:
-        found = names.get((driver, pool))
-        if found is None:
-            found = names[(driver, pool)] = []
-        found.extend(device.name for device in devices)
     unusable: dict[tuple[str, str], str] = {}
-    for key, listed in names.items():
+    for key, repeated in pools.items():
         reasons: list[str] = []
         if generations.incomplete(*key):
             reasons.append(f"is incomplete (currently being updated): {generations.published[key]} ResourceSlice(s) "
                            f"of generation {generations.newest[key]}, resourceSliceCount {generations.expected[key]}")
-        repeated = dra.repeated_name(listed)
         if repeated is not None:
             reasons.append(f"is invalid: duplicate device name {shown(repeated)}")
         if reasons:

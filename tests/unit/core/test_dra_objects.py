@@ -106,6 +106,10 @@ def test_pool_generations_keep_the_newest_and_say_incomplete_unless_exactly_the_
 def test_a_repeated_device_name_is_not_allocatable() -> None:
     got = dra.decode_slice(slice_body(device("gpu-0"), device("gpu-0")))
     assert got.devices[0].invalid == "" and "duplicate" in got.devices[1].invalid
+    assert got.repeated == "gpu-0" and dra.repeated_device([got]) == "gpu-0", "GatherPools: the pool is invalid"
+    one, other = dra.decode_slice(slice_body(device("gpu-0"))), dra.decode_slice(slice_body(device("gpu-1")))
+    assert (one.repeated, dra.repeated_device([one]), dra.repeated_device(iter([one, other]))) == ("", None, None)
+    assert dra.repeated_device([one, other, one]) == "gpu-0", "over the slices of one pool"
 
 
 @pytest.mark.parametrize(("body", "reason"), [
