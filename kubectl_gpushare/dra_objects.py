@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -489,6 +489,8 @@ class ResourceSlice(msgspec.Struct, frozen=True, gc=False):
     per_device_node_selection: bool = False
     devices: tuple[Device, ...] = ()
     problems: tuple[str, ...] = ()
+    repeated: str = ""
+    """The first device name the slice lists twice ("" none): the pool rule reads it (`repeated_device`)."""
 
     def allocatable_on(self, node: str) -> bool:
         """Whether this slice's devices are usable from ``node``: its own node's, or all nodes'."""
@@ -952,9 +954,11 @@ def read_slice(wire: WireResourceSlice) -> ResourceSlice:
     devices: list[Device] = []
     problems: list[str] = []
     seen: set[str] = set()
+    repeated = ""
     for raw in spec.devices:
         device = _device(raw)
         if device.name in seen:
+            repeated = repeated or device.name
             device = Device(device.name, invalid="duplicate device name in the slice")
         seen.add(device.name)
         if device.invalid:
@@ -964,7 +968,7 @@ def read_slice(wire: WireResourceSlice) -> ResourceSlice:
         name=meta.name, driver=spec.driver, pool=spec.pool.name, generation=spec.pool.generation,
         slice_count=spec.pool.resource_slice_count, node_name=node_name, all_nodes=bool(spec.all_nodes),
         node_selector=spec.node_selector is not None, per_device_node_selection=bool(spec.per_device_node_selection),
-        devices=tuple(devices), problems=tuple(problems),
+        devices=tuple(devices), problems=tuple(problems), repeated=repeated,
     )
 
 
@@ -1241,22 +1245,24 @@ def decode_class(data: bytes | Mapping[str, object]) -> DeviceClass:
 class PoolGenerations:
     """Each pool's newest generation and how many slices publish it, counted in one pass over the slices.
 
-    The pool rules (``resourceslice`` types, the allocator's ``checkSlicesInPool``): only a pool's
-    highest generation counts, older slices are being replaced; the pool is complete when that
-    generation has ``resourceSliceCount`` slices.
+    The pool rules (k8s.io/dynamic-resource-allocation structured ``GatherPools``, ``addSlice``):
+    only a pool's highest generation counts, older slices are being replaced; the pool is
+    incomplete unless that generation has exactly ``resourceSliceCount`` slices (the count of the
+    first of them), too few or too many.
     """
 
-    __slots__ = ("newest", "published")
+    __slots__ = ("newest", "published", "expected")
 
-    def __init__(self, pools: Iterable[tuple[str, str, int]]) -> None:
-        """``pools``: (driver, pool name, generation) of each slice."""
+    def __init__(self, pools: Iterable[tuple[str, str, int, int]]) -> None:
+        """``pools``: (driver, pool name, generation, resourceSliceCount) of each slice."""
         self.newest: dict[tuple[str, str], int] = {}
         self.published: dict[tuple[str, str], int] = {}
-        for driver, name, generation in pools:
+        self.expected: dict[tuple[str, str], int] = {}
+        for driver, name, generation, count in pools:
             key = (driver, name)
             current = self.newest.get(key)
             if current is None or generation > current:
-                self.newest[key], self.published[key] = generation, 1
+                self.newest[key], self.published[key], self.expected[key] = generation, 1, count
             elif generation == current:
                 self.published[key] += 1
 
@@ -1264,25 +1270,38 @@ class PoolGenerations:
         """Whether ``generation`` is the pool's newest (a pool never seen: yes)."""
         return self.newest.get((driver, pool), generation) <= generation
 
+    def incomplete(self, driver: str, pool: str) -> bool:
+        """Whether the newest generation has other than ``resourceSliceCount`` slices (``IsIncomplete``)."""
+        key = (driver, pool)
+        return key in self.published and self.published[key] != self.expected[key]
+
     @classmethod
     def of(cls, slices: Iterable[ResourceSlice]) -> PoolGenerations:
         """Of checked slices."""
-        return cls((slice_.driver, slice_.pool, slice_.generation) for slice_ in slices)
+        return cls((slice_.driver, slice_.pool, slice_.generation, slice_.slice_count) for slice_ in slices)
+
+
+def repeated_name(names: Iterable[str]) -> str | None:
+    """The first name ``names`` repeats, else None."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
 
 
 def repeated_device(slices: Iterable[ResourceSlice]) -> str | None:
     """The first device name the slices of one pool (one generation) repeat, else None.
 
-    The allocator's pool rule (``GatherPools``: a pool listing a device name twice is invalid, and
-    nothing is allocated from it), shared by the allocator and the views.
+    The allocator's pool rule (``GatherPools``, ``poolIsInvalid``: a pool listing a device name
+    twice is invalid, and nothing is allocated from it), shared by the allocator and the views. One
+    slice says it without a look at its devices (`ResourceSlice.repeated`).
     """
-    seen: set[str] = set()
-    for slice_ in slices:
-        for device in slice_.devices:
-            if device.name in seen:
-                return device.name
-            seen.add(device.name)
-    return None
+    members = slices if isinstance(slices, Sequence) else list(slices)
+    if len(members) == 1:
+        return members[0].repeated or None
+    return repeated_name(device.name for slice_ in members for device in slice_.devices)
 
 
 def lookup_capacity(device: Device, name: str, driver: str) -> DeviceCapacity | None:
@@ -1350,6 +1369,8 @@ __all__ = [
     "read_quantity",
     "read_slice",
     "read_template",
+    "repeated_device",
+    "repeated_name",
     "split_qualified_name",
     "valid_dns_label",
     "valid_dns_subdomain",

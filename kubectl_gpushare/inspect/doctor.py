@@ -521,6 +521,7 @@ def audit(
     if objects:
         findings.extend(doctor_dra.node_findings(nodes, objects, split.dra_nodes))
         findings.extend(doctor_dra.claim_findings(objects))
+        findings.extend(doctor_dra.pool_findings(objects))
         findings.extend(doctor_dra.pending_findings(waiting, objects, now_ns / 1e9, stuck_after))
     findings.extend(_stack_findings(*split.result()))
     findings.extend(_stack_warning(message) for message in record_warnings)

@@ -66,6 +66,8 @@ Checks:
   error    dra-claim-on-unpublished-device  a claim holds a device of our driver no slice publishes
   error    dra-claim-unallocatable  a pending pod's claim cannot be allocated as written (e.g. no class)
   warning  dra-claim-pending       a pod waits longer than --stuck-after for its claim (made, allocated)
+  warning  dra-pool-unusable       a DRA pool kube-scheduler allocates nothing new from: incomplete (its
+                                   slices are not resourceSliceCount) or invalid (a device name twice)
 
 \b
 The verdict is the exit code: 0 no findings, 11 warnings only, 12 errors (apart from the codes

@@ -24,8 +24,11 @@ CHECKS: Final = {
     "dra-claim-on-unpublished-device": "a claim is allocated on a device of our driver that no ResourceSlice publishes",
     "dra-claim-unallocatable": "a pod's claim cannot be allocated as written (its request or class)",
     "dra-claim-pending": "a pod has waited for its claim to be allocated (or created) longer than --stuck-after",
+    "dra-pool-unusable": "a pool of a DRA driver read here is incomplete or invalid: no new claim is allocated from it",
 }
 """Check name -> what it finds (doctor's help lists them)."""
+MAX_NAME: Final = 253
+"""Longest node or pool name a finding names (the API's bound; NVIDIA's slices are not checked here)."""
 
 
 def _advertises_gpu_mem(node: Node) -> bool:
@@ -75,6 +78,23 @@ def claim_findings(objects: dra.DraObjects) -> Iterable[Finding]:
                           f"allocated {shown(result.device)} of pool {shown(result.pool)}, which no ResourceSlice of "
                           f"{protocol.DRA_DRIVER} publishes (now): what it holds is on no GPU the node publishes, so "
                           "that memory may be sold again; delete the pod (and claim) to free it")
+
+
+def pool_findings(objects: dra.DraObjects) -> Iterable[Finding]:
+    """One warning per pool kube-scheduler allocates nothing new from (`dra.pool_states`), in its words.
+
+    A warning, not an error: a publisher mid-update, or one whose create timed out and landed
+    after its retry, leaves such a pool for a sync or two; claims allocated there keep their GPUs.
+    """
+    if not objects.unusable:
+        return
+    nodes = dra.pool_nodes(objects)
+    for (driver, pool), why in sorted(objects.unusable.items()):
+        node = nodes.get((driver, pool), "")[:MAX_NAME]  # NVIDIA's slices are read unchecked: a bounded name
+        obj = f"node/{node}" if node else f"resourcepool/{driver}/{pool[:MAX_NAME]}"
+        yield Finding(WARNING, "dra-pool-unusable", obj,
+                      f"{dra.pool_name(driver, pool, nodes)} {why}; {dra.UNUSABLE_EFFECT}; if it lasts, see the "
+                      f"driver's log and its slices (kubectl get resourceslices --field-selector spec.driver={driver})")
 
 
 def _age(pod: Pod, now: float) -> float | None:

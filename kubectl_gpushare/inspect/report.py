@@ -34,7 +34,8 @@ another unit to it.
 
 ``usedPercent`` is truncated to an integer exactly as the text view computes it. The CSV view
 has one row per GPU (and one ``pending`` row per node that has pending memory); its column
-``HEALTHY`` is ``false`` for a GPU an unhealthy-GPU ConfigMap lists (empty on ``pending`` rows);
+``HEALTHY`` is ``false`` for a GPU an unhealthy-GPU ConfigMap lists, or a DRA GPU kube-scheduler
+allocates no new claim on (a blocking taint, an incomplete or invalid pool) (empty on ``pending`` rows);
 with other stacks present every row also gets ``STACK`` and ``UNIT`` after it.
 
 This module reads a `ledger.Ledger`; it counts nothing itself and does no I/O.
@@ -73,7 +74,7 @@ class PodShare(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
 
 
 class GPU(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
-    """One GPU of a node (``healthy: false`` only on a GPU its unhealthy-GPU ConfigMap lists)."""
+    """One GPU of a node (``healthy: false`` where no new pod or claim goes: see the module's docstring)."""
 
     index: int
     total: int

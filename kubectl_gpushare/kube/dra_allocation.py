@@ -9,8 +9,8 @@ named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``
 ``allocatedstate.go``, ``dynamicresources.go``):
 
 - Pools: a node's slices (``nodeName`` equal to it, or ``allNodes``) grouped by (driver, pool); only
-  the highest ``generation`` counts; a pool with fewer slices than ``resourceSliceCount`` is
-  incomplete and not allocated from; a pool repeating a device name is invalid.
+  the highest ``generation`` counts; a pool with more or fewer slices than ``resourceSliceCount``
+  is incomplete and not allocated from; a pool repeating a device name is invalid.
 - A request ``exactly``: ``ExactCount`` wants ``count`` devices, ``All`` every matching device of
   the node (at least one; an incomplete or invalid pool is an error). The first solution found by
   the exhaustive search (claims, requests, devices in pool/slice/device order) is taken.
@@ -180,7 +180,7 @@ def gather_pools(
         if not generations.is_newest(pool.driver, pool.name, pool.slices[0].generation):
             continue  # a newer generation exists for other nodes: this one is obsolete (checkSlicesInPool)
         pool.slices.sort(key=lambda s: s.name)
-        pool.incomplete = generations.published[key] < pool.slices[0].slice_count
+        pool.incomplete = generations.incomplete(*key)
         repeated = dra.repeated_device(pool.slices)
         if repeated is not None:
             pool.invalid = f"duplicate device name {repeated}"

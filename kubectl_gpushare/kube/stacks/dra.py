@@ -18,15 +18,17 @@ capacity. The node becomes a ledger `NodeRecord` as if the device plugin adverti
 - a claim reserved for one pod (``status.reservedFor``) is shown as that pod, its claims summed; a
   claim reserved for several pods, or for none yet, is shown under its own name, so memory is
   counted once however many pods share it;
-- only the newest generation of each pool counts (``resourceslice`` pool rules), and a pool that
-  repeats a device name credits no memory (the allocator allocates nothing from it); a device that is
-  not ``gpu-<index>`` or has no readable memory is left out with a warning, an invalid one (marked
-  by `dra_objects`) is kept with no memory.
+- a pool is read as kube-scheduler gathers it (`pool_states`): only its newest generation counts,
+  each device name once; a pool whose newest generation has more or fewer slices than its
+  ``resourceSliceCount`` (incomplete), or that lists a device name twice (invalid), keeps its GPUs
+  and their memory (claims allocated there still hold it) but they are unhealthy: the allocator
+  allocates no new claim from such a pool. A device that is not ``gpu-<index>`` or has no readable
+  memory is left out with a warning, an invalid one (marked by `dra_objects`) is kept with no memory.
 
 NVIDIA's driver (`protocol.NVIDIA_DRA_DRIVER`, read-only like the other stacks): one stack GPU per
 device, named as the slice names it (``gpu-0``, MIG devices ``gpu-0-mig-...``). Its devices are
 allocated whole (unit ``GPUs``, one per claim), unless a device allows multiple allocations: then
-its ``memory`` in MiB, by ``consumedCapacity`` as above.
+its ``memory`` in MiB, by ``consumedCapacity`` as above. Its pools follow the same rules.
 
 Pure: decoded objects in, records out; warnings through the caller's `Warnings`.
 """
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
 
@@ -65,6 +67,7 @@ class DraObjects:
         claims: the claims that matter here, checked by `dra_objects.read_claim` (see `read`).
         classes: DeviceClasses by name, where a question read them (explain, doctor); None: not read.
         served: whether the API serves ``resource.k8s.io/v1`` (False: no DRA, nothing else to read).
+        unusable: (driver, pool) -> why kube-scheduler allocates no new claim from the pool (`pool_states`).
     """
 
     slices: list[dra.ResourceSlice] = field(default_factory=list)
@@ -72,6 +75,7 @@ class DraObjects:
     claims: list[dra.ResourceClaim] = field(default_factory=list)
     classes: dict[str, dra.DeviceClass] | None = None
     served: bool = True
+    unusable: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         """Whether there is anything of the drivers the views read."""
@@ -79,6 +83,7 @@ class DraObjects:
 
 
 _NO_SPEC: Final = dra.WireClaimSpec()
+_T = TypeVar("_T")
 
 
 def read(
@@ -88,7 +93,8 @@ def read(
     """Check the slices of the drivers read here and the claims; each unreadable object is one warning.
 
     Slices of other drivers are skipped undecoded; of each pool only the newest generation is kept
-    (older ones are being replaced by their driver). An allocated claim is read without its
+    (older ones are being replaced by their driver), and a pool kube-scheduler allocates nothing
+    from is one warning (`pool_states`). An allocated claim is read without its
     requests (what it holds is its allocation; 100,000 claims cost a third less so), and one
     allocated on no driver read here not at all; unallocated claims are kept with ``pending``
     (explain and doctor ask why they wait), else left out (the tables show what is allocated).
@@ -137,9 +143,68 @@ def read(
         read_claims.append(claim)
     generations = dra.PoolGenerations.of(ours)
     ours = [s for s in ours if generations.is_newest(s.driver, s.pool, s.generation)]
-    generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation) for s in nvidia)
+    unusable = pool_states(generations, {key: dra.repeated_device(members)
+                                         for key, members in _grouped(((s.driver, s.pool), s) for s in ours).items()})
+    generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation,
+                                       s.spec.pool.resource_slice_count) for s in nvidia)
     nvidia = [s for s in nvidia if generations.is_newest(s.spec.driver, s.spec.pool.name, s.spec.pool.generation)]
-    return DraObjects(ours, nvidia, read_claims)
+    unusable.update(pool_states(generations, {
+        key: dra.repeated_name(d.name for s in members for d in s.spec.devices[: dra.MAX_DEVICES_PER_SLICE])
+        for key, members in _grouped(((s.spec.driver, s.spec.pool.name), s) for s in nvidia).items()}))
+    objects = DraObjects(ours, nvidia, read_claims, unusable=unusable)
+    if unusable and warnings is not None:
+        nodes = pool_nodes(objects)
+        for (driver, pool), why in sorted(unusable.items()):
+            warnings.add(f"{pool_name(driver, pool, nodes)} {why}; {UNUSABLE_EFFECT}")
+    return objects
+
+
+def _grouped(keyed: Iterable[tuple[tuple[str, str], _T]]) -> dict[tuple[str, str], list[_T]]:
+    """Items by (driver, pool), in their order."""
+    found: dict[tuple[str, str], list[_T]] = {}
+    for key, item in keyed:
+        members = found.get(key)
+        if members is None:
+            found[key] = [item]
+        else:
+            members.append(item)
+    return found
+
+
+UNUSABLE_EFFECT: Final = ("kube-scheduler allocates no new claim from it (its GPUs are shown unhealthy; claims "
+                          "allocated there keep their memory)")
+"""What an unusable pool means (`pool_states`), after its reason."""
+
+
+def pool_name(driver: str, pool: str, nodes: Mapping[tuple[str, str], str]) -> str:
+    """``pool NAME of DRIVER`` and, for a node-local pool, its node (`pool_nodes`)."""
+    node = nodes.get((driver, pool), "")
+    return f"pool {shown(pool)} of {driver}" + (f" (node {shown(node)})" if node and node != pool else "")
+
+
+def pool_states(
+    generations: dra.PoolGenerations, pools: Mapping[tuple[str, str], str | None],
+) -> dict[tuple[str, str], str]:
+    """(driver, pool) -> why kube-scheduler allocates nothing new from the pool; pools it uses are left out.
+
+    ``pools``: (driver, pool) -> the first device name its newest generation's slices repeat (None:
+    none). The rules and words of k8s.io/dynamic-resource-allocation structured
+    ``GatherPools`` (the allocator skips such pools for new claims; an ``All`` request fails on
+    them): ``IsIncomplete`` when the generation does not have exactly ``resourceSliceCount`` slices
+    ("currently being updated"), ``IsInvalid`` when its slices name a device twice ("duplicate
+    device name").
+    """
+    unusable: dict[tuple[str, str], str] = {}
+    for key, repeated in pools.items():
+        reasons: list[str] = []
+        if generations.incomplete(*key):
+            reasons.append(f"is incomplete (currently being updated): {generations.published[key]} ResourceSlice(s) "
+                           f"of generation {generations.newest[key]}, resourceSliceCount {generations.expected[key]}")
+        if repeated is not None:
+            reasons.append(f"is invalid: duplicate device name {shown(repeated)}")
+        if reasons:
+            unusable[key] = " and ".join(reasons)
+    return unusable
 
 
 def read_classes(classes: Iterable[dra.WireDeviceClass], warnings: Warnings | None) -> dict[str, dra.DeviceClass]:
@@ -181,7 +246,8 @@ class DraGpu(msgspec.Struct, frozen=True, gc=False):
     uuid: str = ""
     model: str = ""
     healthy: bool = True
-    """False when a NoSchedule or NoExecute taint keeps new claims off it (``--unhealthy taint``)."""
+    """False when kube-scheduler allocates no new claim on it: a NoSchedule or NoExecute taint
+    (``--unhealthy taint``), or its pool is incomplete or invalid (`pool_states`)."""
 
 
 class DraNode(msgspec.Struct, frozen=True, gc=False):
@@ -243,23 +309,18 @@ def node_unit(capacities: Iterable[dra.DeviceCapacity]) -> str:
 
 
 def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNode]:
-    """Node -> its GPUs of our driver, from every node-local slice (GPUs by index)."""
+    """Node -> its GPUs of our driver, from every node-local slice (GPUs by index, each once: the first counts).
+
+    A GPU of a pool kube-scheduler allocates nothing from (`DraObjects.unusable`, warned once by
+    `read`) keeps its memory and is unhealthy; a device name such a pool repeats is not warned again.
+    """
     found: dict[str, dict[int, DraGpu]] = {}
     capacities: dict[str, list[dra.DeviceCapacity]] = {}
-    pools: dict[tuple[str, str], list[dra.ResourceSlice]] = {}
-    for slice_ in objects.slices:
-        pools.setdefault((slice_.driver, slice_.pool), []).append(slice_)
-    invalid: set[tuple[str, str]] = set()
+    unusable = objects.unusable
     indices = _DeviceIndices()
-    for (driver, pool), members in pools.items():
-        repeated = dra.repeated_device(members)
-        if repeated is not None:  # the allocator allocates nothing from it: none of its memory is free
-            invalid.add((driver, pool))
-            _warn(warnings, f"pool {shown(pool)} of {driver} lists device {shown(repeated)} twice; it is invalid "
-                            "and its GPUs are counted as 0")
     for slice_ in objects.slices:
         what = f"ResourceSlice {slice_.name}"
-        pool_invalid = (slice_.driver, slice_.pool) in invalid
+        pool_unusable = bool(unusable) and (slice_.driver, slice_.pool) in unusable
         if not slice_.node_name:
             _warn(warnings, f"{what}: not local to one node (allNodes or a node selector); its devices are not shown")
             continue
@@ -270,16 +331,20 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
                 _warn(warnings, f"{what}: device {shown(device.name)} is not gpu-<index>; not counted")
                 continue
             if index in gpus:
-                _warn(warnings, f"{what}: GPU {index} of node {slice_.node_name} is published twice; the first counts")
+                first = gpus[index]
+                if not (pool_unusable and first.pool == slice_.pool and first.device.name == device.name):
+                    _warn(warnings, f"{what}: GPU {index} of node {slice_.node_name} is published twice; the first "
+                                    "counts")
                 continue
             capacity = _memory(device, slice_.driver)
             if capacity is None and not device.invalid:
                 _warn(warnings, f"{what}: device {device.name} has no {protocol.DRA_CAPACITY_MEMORY} capacity; "
                                 "counted as 0")
-            memory = 0 if capacity is None or device.invalid or pool_invalid else capacity.value.value
+            memory = 0 if capacity is None or device.invalid else capacity.value.value
             if memory and capacity is not None:
                 capacities.setdefault(slice_.node_name, []).append(capacity)
-            healthy = not device.taints or not any(taint.effect in BLOCKING_TAINTS for taint in device.taints)
+            healthy = not pool_unusable and (
+                not device.taints or not any(taint.effect in BLOCKING_TAINTS for taint in device.taints))
             uuid = _text(dra.lookup_attribute(device, protocol.DRA_ATTR_UUID, slice_.driver))
             model = _text(dra.lookup_attribute(device, protocol.DRA_ATTR_MODEL, slice_.driver))
             gpus[index] = DraGpu(index, slice_.pool, memory, device, uuid, model, healthy)
@@ -689,22 +754,27 @@ def _device_order(name: str) -> tuple[tuple[int, str], ...]:
 
 
 def nvidia_nodes(objects: DraObjects, ips: Mapping[str, str], warnings: Warnings | None) -> dict[str, StackNode]:
-    """NVIDIA DRA nodes by name: one stack GPU per device of their node-local slices."""
-    devices: dict[str, dict[str, dra.WireDevice]] = {}
+    """NVIDIA DRA nodes by name: one stack GPU per device name of their node-local slices (the first counts).
+
+    A device of a pool kube-scheduler allocates nothing from (`DraObjects.unusable`) is unhealthy.
+    """
+    devices: dict[str, dict[str, tuple[dra.WireDevice, bool]]] = {}
+    unusable = objects.unusable
     for slice_ in objects.nvidia:
         node = slice_.spec.node_name
         if not node:
             continue  # allNodes or a node selector: no node to show it on
         on_node = devices.setdefault(node[:253], {})
+        usable = (slice_.spec.driver, slice_.spec.pool.name) not in unusable
         for device in slice_.spec.devices[: dra.MAX_DEVICES_PER_SLICE]:
             if dra.valid_dns_label(device.name) and device.name not in on_node:
-                on_node[device.name] = device
+                on_node[device.name] = (device, usable)
     nodes: dict[str, StackNode] = {}
     for name, found in devices.items():
         gpus: list[StackGPU] = []
         memories: set[int] = set()
         for index, device_name in enumerate(sorted(found, key=_device_order)):
-            device = found[device_name]
+            device, usable = found[device_name]
             memory = _wire_memory(device, f"ResourceSlice device {name}/{device_name}", warnings)
             memories.add(memory)
             shared = bool(device.allow_multiple_allocations) and memory > 0
@@ -712,7 +782,7 @@ def nvidia_nodes(objects: DraObjects, ips: Mapping[str, str], warnings: Warnings
                 index=index, total=memory // MIB if shared else 1,
                 unit=protocol.UNIT_MIB if shared else protocol.UNIT_GPUS, id=device_name,
                 model=_wire_text(device.attributes, protocol.NVIDIA_DRA_ATTR_PRODUCT),
-                healthy=not any(t.effect in BLOCKING_TAINTS for t in device.taints),
+                healthy=usable and not any(t.effect in BLOCKING_TAINTS for t in device.taints),
             ))  # fmt: skip
         note = f"{protocol.NVIDIA_DRA_DRIVER}"
         if len(memories) == 1 and (memory := memories.pop()) > 0:
@@ -789,7 +859,10 @@ __all__ = [
     "nvidia_nodes",
     "nvidia_uuids",
     "our_nodes",
+    "pool_name",
     "pool_nodes",
+    "pool_states",
+    "UNUSABLE_EFFECT",
     "read",
     "read_classes",
     "request_units",

@@ -94,9 +94,22 @@ def test_a_bad_device_is_kept_invalid_and_warned_the_others_still_count(bad: dic
     assert len(got.problems) == 1 and reason in got.problems[0] and "\n" not in got.problems[0]
 
 
+def test_pool_generations_keep_the_newest_and_say_incomplete_unless_exactly_the_count() -> None:
+    """GatherPools: older generations are ignored; ``IsIncomplete`` when len(slices) != resourceSliceCount."""
+    pools = dra.PoolGenerations([("d", "a", 1, 5), ("d", "a", 2, 2), ("d", "a", 2, 2), ("d", "b", 3, 1),
+                                 ("d", "b", 3, 1), ("d", "c", 0, 2)])
+    assert (pools.is_newest("d", "a", 1), pools.is_newest("d", "a", 2), pools.is_newest("d", "new", 0)) == (
+        False, True, True)
+    assert [pools.incomplete("d", name) for name in ("a", "b", "c", "unknown")] == [False, True, True, False]
+
+
 def test_a_repeated_device_name_is_not_allocatable() -> None:
     got = dra.decode_slice(slice_body(device("gpu-0"), device("gpu-0")))
     assert got.devices[0].invalid == "" and "duplicate" in got.devices[1].invalid
+    assert got.repeated == "gpu-0" and dra.repeated_device([got]) == "gpu-0", "GatherPools: the pool is invalid"
+    one, other = dra.decode_slice(slice_body(device("gpu-0"))), dra.decode_slice(slice_body(device("gpu-1")))
+    assert (one.repeated, dra.repeated_device([one]), dra.repeated_device(iter([one, other]))) == ("", None, None)
+    assert dra.repeated_device([one, other, one]) == "gpu-0", "over the slices of one pool"
 
 
 @pytest.mark.parametrize(("body", "reason"), [

@@ -293,3 +293,39 @@ def test_a_node_sharing_through_dra_is_not_told_to_get_the_gpushare_label() -> N
     report = doctor.audit(nodes, [], now_ns=0, dra_objects=DraObjects(slices=[piece]))
     assert [(f.check, f.object) for f in report.findings if f.check == "gpu-node-unlabelled"] == [
         ("gpu-node-unlabelled", "node/plain")]
+
+
+def test_dra_pool_unusable_is_one_warning_per_pool_on_its_node_or_the_pool() -> None:
+    """doctor's words for `stacks.dra.pool_states`: incomplete and invalid pools of both drivers, one finding each."""
+    import msgspec
+
+    from kubectl_gpushare import dra_objects, protocol
+    from kubectl_gpushare.inspect import doctor_dra
+    from kubectl_gpushare.kube.records import Warnings
+    from kubectl_gpushare.kube.stacks import dra
+
+    def wire(name: str, driver: str, pool: str, devices: list[str], count: int = 1,
+             **where: object) -> dra_objects.WireResourceSlice:
+        return msgspec.convert({"metadata": {"name": name}, "spec": {
+            "driver": driver, "pool": {"name": pool, "generation": 1, "resourceSliceCount": count}, **where,
+            "devices": [{"name": d, "capacity": {"memory": {"value": "16Gi"}}} for d in devices]}},
+            dra_objects.WireResourceSlice)
+
+    slices = [wire("a", protocol.DRA_DRIVER, "n1", ["gpu-0"], count=2, nodeName="n1"),
+              wire("b", protocol.NVIDIA_DRA_DRIVER, "nv", ["gpu-0"], nodeName="nv"),
+              wire("c", protocol.NVIDIA_DRA_DRIVER, "nv", ["gpu-0"], nodeName="nv"),
+              wire("d", protocol.DRA_DRIVER, "shared", ["gpu-0", "gpu-0"], allNodes=True),
+              wire("e", protocol.DRA_DRIVER, "fine", ["gpu-0"], nodeName="fine")]
+    objects = dra.read(slices, [], Warnings())
+    found = [(f.severity, f.check, f.object, f.message.split(";")[0]) for f in doctor_dra.pool_findings(objects)]
+    assert found == [
+        ("warning", "dra-pool-unusable", "node/n1", f"pool 'n1' of {protocol.DRA_DRIVER} is incomplete (currently "
+                                                    "being updated): 1 ResourceSlice(s) of generation 1, "
+                                                    "resourceSliceCount 2"),
+        ("warning", "dra-pool-unusable", f"resourcepool/{protocol.DRA_DRIVER}/shared",
+         f"pool 'shared' of {protocol.DRA_DRIVER} is invalid: duplicate device name 'gpu-0'"),
+        ("warning", "dra-pool-unusable", "node/nv", f"pool 'nv' of {protocol.NVIDIA_DRA_DRIVER} is incomplete "
+                                                    "(currently being updated): 2 ResourceSlice(s) of generation 1, "
+                                                    "resourceSliceCount 1 and is invalid: duplicate device name "
+                                                    "'gpu-0'"),
+    ]

@@ -14,6 +14,7 @@ from golden.inspect import cases
 from kubectl_gpushare.inspect.command import inspect_command
 from kubectl_gpushare.inspect.explain_command import explain_command
 from kubectl_gpushare.inspect.fit_command import fit_command
+from kubectl_gpushare.kube.stacks.dra import UNUSABLE_EFFECT as UNUSABLE
 from kubectl_gpushare.sandbox.builders import node_object
 
 CASE = "mixed-dra"
@@ -136,3 +137,51 @@ def test_an_invalid_utf8_byte_in_a_claim_is_one_warning_in_every_view(tmp_path: 
         assert result.exception is None or isinstance(result.exception, SystemExit), (command.name, result.exception)
         assert "not valid UTF-8" in result.stderr + result.stdout, (command.name, result.stderr)
         assert "default/mangled" in result.stderr + result.stdout, (command.name, result.stderr)
+
+
+def unusable_pool_cluster() -> list[dict[str, Any]]:
+    """mixed-dra with dra-a's slice published twice (the publisher's create of unknown outcome that landed
+    after its retry: incomplete and invalid) and an older generation of dra-b's pool beside its newest."""
+    items = [*cases.cluster_objects(CASE)]
+    first = next(i for i in items if i["kind"] == "ResourceSlice" and i["spec"]["nodeName"] == "dra-a")
+    again = json.loads(json.dumps(first))
+    again["metadata"]["name"] = again["metadata"]["name"][:-5] + "r2d2x"
+    old = dra.resource_slice("dra-b", dra.OUR_DRIVER, [dra.our_device(i, "80Gi", "1Gi", "A100", "dra-b")
+                                                       for i in range(2)], "oldgn")
+    old["spec"]["pool"]["generation"] = 0
+    return [*items, again, old]
+
+
+def test_every_view_reads_a_pool_as_kube_scheduler_gathers_it(tmp_path: Path, cli_runner: CliRunner) -> None:
+    """Each GPU once, an old generation ignored, an unusable pool's GPUs unhealthy with their claims, one warning."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+
+    path = write(tmp_path, unusable_pool_cluster())
+    why = ("pool 'dra-a' of gpu-mem.kubectl-gpushare.io is incomplete (currently being updated): 2 ResourceSlice(s) "
+           "of generation 1, resourceSliceCount 1 and is invalid: duplicate device name 'gpu-0'")
+    result = cli_runner.invoke(inspect_command, ["--from-file", path, "-o", "json"])
+    assert result.exit_code == 0, result.stderr
+    nodes = {n["name"]: n for n in json.loads(result.stdout)["nodes"]}
+    golden = {n["name"]: n for n in json.loads(cases.expected(CASE, "out.json").read_text())["nodes"]}
+    for name in ("dra-a", "dra-b"):
+        got = [(g["index"], g["used"], g["total"]) for g in nodes[name]["gpus"]]
+        assert got == [(g["index"], g["used"], g["total"]) for g in golden[name]["gpus"]], name
+    assert [g.get("healthy", True) for g in nodes["dra-a"]["gpus"]] == [False] * 3
+    assert [g.get("healthy", True) for g in nodes["dra-b"]["gpus"]] == [True], "the older generation is not read"
+    assert [line for line in result.stderr.splitlines() if "pool " in line] == [f"warning: {why}; {UNUSABLE}"]
+    for flags in (["-o", "pretty", "-d"], ["-d"], []):
+        shown = cli_runner.invoke(inspect_command, ["--from-file", path, *flags])
+        assert shown.exit_code == 0 and shown.stderr.count("pool 'dra-a'") == 1, (flags, shown.stderr)
+        assert "A100" not in shown.stdout and "/80" not in shown.stdout, (flags, "no GPU of the old generation")
+    pretty = cli_runner.invoke(inspect_command, ["--from-file", path, "-o", "pretty"]).stdout
+    assert pretty.count("unhealthy") == 3 and pretty.count("GPU0") == 3, pretty  # dra-a, dra-b, share-node
+    before = json.loads(cli_runner.invoke(fit_command, ["1Gi", "-o", "json", "--from-file",
+                                                        str(cases.cluster_file(CASE))]).stdout)["fits"]
+    after = json.loads(cli_runner.invoke(fit_command, ["1Gi", "-o", "json", "--from-file", path]).stdout)["fits"]
+    assert before - after == (16 - 10) + (16 - 3), "dra-a's free memory (GPU 2 is tainted) takes no new claim"
+    explained = cli_runner.invoke(explain_command, ["waiting", "-n", "default", "--from-file", path]).stdout
+    assert "node/dra-a: cannot allocate all claims: its pool 'dra-a' is incomplete" in explained, explained
+    doctor = json.loads(cli_runner.invoke(doctor_command, ["--from-file", path, "-o", "json"]).stdout)
+    found = [f for f in doctor["findings"] if f["check"] == "dra-pool-unusable"]
+    assert [(f["severity"], f["object"]) for f in found] == [("warning", "node/dra-a")]
+    assert found[0]["message"].startswith(f"{why}; {UNUSABLE}")

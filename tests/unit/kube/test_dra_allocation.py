@@ -200,6 +200,15 @@ def test_only_the_newest_complete_generation_of_a_pool_counts() -> None:
         run("n1", [claim(None, mode="All")], [half])
 
 
+def test_a_pool_with_more_slices_than_its_count_is_incomplete_too() -> None:
+    """GatherPools: ``IsIncomplete`` when the slices are not exactly resourceSliceCount (a duplicate slice)."""
+    first, second = node_slice("n1", gpu(0, 80)), node_slice("n1", gpu(1, 80), name="n1-dup")
+    assert isinstance(run("n1", [claim("4Gi")], [first]), tuple)
+    assert run("n1", [claim("4Gi")], [first, second]) == alloc.REASON_CANNOT_ALLOCATE
+    with pytest.raises(alloc.AllocationError, match="being updated"):
+        run("n1", [claim(None, mode="All")], [first, second])
+
+
 def test_invalid_devices_and_pools_are_never_allocated() -> None:
     broken = node_slice("n1", gpu(0, policy={"default": "1Gi", "validRange": {"min": "1Gi", "step": "0"}}))
     assert broken.devices[0].invalid and run("n1", [claim()], [broken]) == alloc.REASON_CANNOT_ALLOCATE

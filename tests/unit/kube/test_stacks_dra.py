@@ -127,14 +127,68 @@ def test_only_the_newest_generation_of_a_pool_counts() -> None:
     assert used(ledger, "n") == {0: (0, 16), 1: (0, 16)}
 
 
-def test_a_pool_listing_a_device_twice_credits_no_memory_on_any_of_its_gpus() -> None:
-    """The allocator allocates nothing from such a pool (GatherPools: invalid), in one slice or over two."""
+def pool_slice(node: str, devices: list[dict[str, Any]], name: str, count: int = 1, generation: int = 1,
+               driver: str = OURS) -> dra_objects.WireResourceSlice:
+    wire = slice_(node, devices, driver, generation, name)
+    return msgspec.structs.replace(wire, spec=msgspec.structs.replace(
+        wire.spec, pool=dra_objects.WirePool(name=node, generation=generation, resource_slice_count=count)))
+
+
+def pool_warnings(warnings: Warnings) -> list[str]:
+    return [warning for warning in warnings if warning.startswith("pool ")]
+
+
+def test_a_pool_listing_a_device_twice_keeps_each_gpu_once_with_its_memory_but_unhealthy() -> None:
+    """GatherPools: invalid (duplicate device name); the allocator allocates no new claim from it, in one slice or two.
+
+    Two slices of a pool published as one are also incomplete: the publisher's create of unknown
+    outcome that landed after its retry. The claim already there still holds its memory, once.
+    """
     two = [slice_("n", [device(0, "80Gi"), device(1)], name="a"), slice_("n", [device(0)], name="b")]
-    for slices in (two, [slice_("n", [device(0), device(0, "80Gi"), device(1)])]):
-        ledger, warnings, _ = view([*slices, slice_("m", [device(0)])], [])
-        assert ledger.free("n") == {0: 0, 1: 0}, "an invalid pool's memory is not free"
+    held = [claim("held", [result("n", "gpu-0", "4Gi")], ["a"])]
+    for slices, why in ((two, "is incomplete (currently being updated): 2 ResourceSlice(s) of generation 1, "
+                              "resourceSliceCount 1 and is invalid: duplicate device name 'gpu-0'"),
+                        ([slice_("n", [device(0, "80Gi"), device(0), device(1)])],
+                         "is invalid: duplicate device name 'gpu-0'")):
+        ledger, warnings, objects = view([*slices, slice_("m", [device(0)])], held)
+        assert used(ledger, "n") == {0: (4, 80), 1: (0, 16)}, "each GPU once, the first copy, its claim counted once"
+        record = ledger.node("n")
+        assert record is not None and record.unhealthy == frozenset({0, 1}) and ledger.free("n") == {}
         assert ledger.free("m") == {0: 16}, "another node's pool is untouched"
-        assert any("lists device 'gpu-0' twice" in warning for warning in warnings)
+        assert objects.unusable == {(OURS, "n"): why}
+        assert pool_warnings(warnings) == [f"pool 'n' of {OURS} {why}; {dra.UNUSABLE_EFFECT}"]
+        assert not any("published twice" in warning for warning in warnings), "the pool's one warning says it"
+
+
+@pytest.mark.parametrize(("published", "count"), [(1, 2), (3, 2)], ids=["fewer", "more"])
+def test_an_incomplete_pool_keeps_its_gpus_and_claims_but_takes_no_new_claim(published: int, count: int) -> None:
+    slices = [pool_slice("n", [device(i)], f"s{i}", count) for i in range(published)]
+    ledger, warnings, objects = view(slices, [claim("held", [result("n", "gpu-0", "4Gi")], ["a"])])
+    assert used(ledger, "n") == {i: (4 if i == 0 else 0, 16) for i in range(published)}
+    assert ledger.free("n") == {}, "kube-scheduler allocates no new claim from an incomplete pool"
+    why = f"is incomplete (currently being updated): {published} ResourceSlice(s) of generation 1, " \
+          f"resourceSliceCount {count}"
+    assert objects.unusable == {(OURS, "n"): why} and len(pool_warnings(warnings)) == 1
+
+
+def test_only_the_newest_generation_decides_whether_a_pool_is_usable() -> None:
+    """An older generation's slices are ignored (GatherPools' addSlice), duplicates and counts included."""
+    old = [pool_slice("n", [device(0, "80Gi"), device(0)], "old", count=3, generation=1),
+           pool_slice("n", [device(0, "80Gi")], "old2", count=3, generation=1)]
+    ledger, warnings, objects = view([*old, pool_slice("n", [device(0), device(1)], "new", generation=2)], [])
+    assert used(ledger, "n") == {0: (0, 16), 1: (0, 16)} and ledger.free("n") == {0: 16, 1: 16}
+    assert objects.unusable == {} and pool_warnings(warnings) == []
+
+
+def test_nvidia_devices_of_an_unusable_pool_are_shown_once_and_unhealthy() -> None:
+    slices = [slice_("nv", [device(0, "80Gi", ""), device(1, "80Gi", "")], NVIDIA, name="a"),
+              slice_("nv", [device(0, "80Gi", "")], NVIDIA, name="b"), slice_("ok", [device(0, "80Gi", "")], NVIDIA)]
+    warnings = Warnings()
+    objects = dra.read(slices, [], warnings)
+    nodes = dra.nvidia_nodes(objects, {}, warnings)
+    assert [(g.id, g.healthy) for g in nodes["nv"].gpus] == [("gpu-0", False), ("gpu-1", False)]
+    assert [g.healthy for g in nodes["ok"].gpus] == [True]
+    assert list(objects.unusable) == [(NVIDIA, "nv")] and len(pool_warnings(warnings)) == 1
 
 
 def test_devices_we_cannot_read_are_left_out_or_credit_nothing() -> None:
