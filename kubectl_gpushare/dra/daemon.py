@@ -122,8 +122,10 @@ def advertised_gpu_memory(node: types.Node) -> str | None:
     return None
 
 
-def check_node(client: Client, name: str) -> types.Node:
+def check_node(client: Client, name: str) -> None:
     """Read this node and refuse it when our device plugin already sells its GPUs.
+
+    Only a check: the slice's owner is the Node as read at each sync (`SlicePublisher`), not this one.
 
     Raises:
         DaemonError: the node does not exist, cannot be read, or advertises ``aliyun.com/gpu-mem``.
@@ -141,7 +143,6 @@ def check_node(client: Client, name: str) -> types.Node:
             f"plugin runs there); the device plugin and the DRA driver must not sell the same GPUs",
             EXIT_REFUSED,
         )
-    return node
 
 
 def pod_shares(
