@@ -1,5 +1,5 @@
-"""The slice publisher against Node replies the sandbox does not serve (a relay rewrites them), and a
-create of unknown outcome that lands with the Node's old UID as owner."""
+"""The slice publisher (and the driver's start-up check) against Node replies the sandbox does not serve
+(a relay rewrites them), and a create of unknown outcome that lands with the Node's old UID as owner."""
 
 from __future__ import annotations
 
@@ -12,17 +12,18 @@ from pathlib import Path
 import msgspec
 import pytest
 from api_relay import relay
-from dra_helpers import NODE
+from dra_helpers import NODE, Dirs
 from waiting import wait_for
 
 from kubectl_gpushare import dra_objects as wire
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
+from kubectl_gpushare.dra.daemon import Config, DaemonError, serve
 from kubectl_gpushare.dra.publisher import NodeGoneError, SlicePublisher
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
-from kubectl_gpushare.kube.errors import UndecodableReply
+from kubectl_gpushare.kube.errors import EXIT_API, UndecodableReply
 from kubectl_gpushare.node.fake_backend import FakeBackend
 from kubectl_gpushare.node.health import GpuState
 from kubectl_gpushare.sandbox.builders import node_object
@@ -119,3 +120,17 @@ def test_a_late_create_with_the_old_owner_leaves_one_slice_owned_by_the_node_now
     found: list[wire.WireResourceSlice] = api.list(types.DRA_SLICES)
     assert [[ref.uid for ref in s.metadata.owner_references] for s in found] == [[uid]]
     assert [d.name for d in found[0].spec.devices] == ["gpu-0"]
+
+
+def test_a_node_that_does_not_decode_at_start_is_a_one_line_daemon_error(
+    node_reply: tuple[Client, list[bytes]], dirs: Dirs,
+) -> None:
+    client, bodies = node_reply
+    bodies.append(_node(uid=5))
+    cfg = Config(node_name=NODE, registration_dir=dirs.registration, plugin_dir=dirs.plugin, cdi_root=dirs.cdi,
+                 fake_gpus="1x16GiB")
+    with pytest.raises(DaemonError) as refused:
+        serve(cfg, client=client)
+    assert refused.value.exit_code == EXIT_API
+    assert refused.value.message.startswith(f"cannot read node {NODE!r}: it does not decode as a v1.Node (")
+    assert "\n" not in refused.value.message
