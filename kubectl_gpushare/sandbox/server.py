@@ -797,9 +797,10 @@ class Sandbox:
         def commit() -> None:
             # The slow commit itself, ended early by `stop`; one that cannot land waits no longer than it may.
             stopped.wait(latency if lands else max(0.0, expires - time.monotonic()))
+            late = not lands or time.monotonic() > expires  # a loaded machine's oversleep included
             try:
-                outcome.append(self._land(request, target, stopped) if lands else
-                               error_response(errors.request_timeout()))
+                outcome.append(error_response(errors.request_timeout()) if late else
+                               self._land(request, target, stopped))
             except _StoppedError:
                 outcome.append(error_response(errors.request_timeout()))
             done.set()
