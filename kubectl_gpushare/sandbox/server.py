@@ -729,12 +729,10 @@ class Sandbox:
             _HandlerTimeoutError: the deadline came first (the request never lands).
             _StoppedError: `stop` came first.
         """
-        if deadline is not None and time.monotonic() + latency >= deadline:
-            if stopped.wait(max(0.0, deadline - time.monotonic())):
-                raise _StoppedError
-            raise _HandlerTimeoutError  # held until the deadline: the filter answers then
-        if stopped.wait(latency):  # the injected latency itself
+        if stopped.wait(latency if deadline is None else min(latency, max(0.0, deadline - time.monotonic()))):
             raise _StoppedError
+        if deadline is not None and time.monotonic() >= deadline:  # an oversleep past it included
+            raise _HandlerTimeoutError  # the filter has answered; the handler's context is done: it never lands
 
     def _land(self, request: Request, target: Target, stopped: threading.Event) -> Response:
         """Handle a request that was held, unless `stop` has run: it lands before `stop` saves the state, or never.
