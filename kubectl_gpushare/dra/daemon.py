@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import grpc
+import msgspec
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import cdi, slices
@@ -41,7 +42,7 @@ from kubectl_gpushare.dra.preparer import ApiClaims, Preparer
 from kubectl_gpushare.dra.publisher import RESYNC_SECONDS, SlicePublisher
 from kubectl_gpushare.dra.servicer import RegistrationServicer, add_dra_services
 from kubectl_gpushare.dra.slices import PublishedGpu, UnhealthyMode
-from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube import lenient, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import EXIT_API, EXIT_USAGE, KubeError, NotFound
 from kubectl_gpushare.node import cgroups, sockets
@@ -122,8 +123,10 @@ def advertised_gpu_memory(node: types.Node) -> str | None:
     return None
 
 
-def check_node(client: Client, name: str) -> types.Node:
+def check_node(client: Client, name: str) -> None:
     """Read this node and refuse it when our device plugin already sells its GPUs.
+
+    Only a check: the slice's owner is the Node as read at each sync (`SlicePublisher`), not this one.
 
     Raises:
         DaemonError: the node does not exist, cannot be read, or advertises ``aliyun.com/gpu-mem``.
@@ -134,6 +137,9 @@ def check_node(client: Client, name: str) -> types.Node:
         raise DaemonError(f"node {name!r} does not exist (is --node-name right?)", EXIT_API) from None
     except KubeError as exc:
         raise DaemonError(f"cannot read node {name!r}: {exc}", exc.exit_code) from exc
+    except msgspec.DecodeError as exc:  # ValidationError included: a field of the wrong type
+        raise DaemonError(f"cannot read node {name!r}: it does not decode as a v1.Node "
+                          f"({lenient.reason(exc)[:200]})", EXIT_API) from None
     advertised = advertised_gpu_memory(node)
     if advertised is not None:
         raise DaemonError(
@@ -141,7 +147,6 @@ def check_node(client: Client, name: str) -> types.Node:
             f"plugin runs there); the device plugin and the DRA driver must not sell the same GPUs",
             EXIT_REFUSED,
         )
-    return node
 
 
 def pod_shares(

@@ -45,9 +45,9 @@ import msgspec
 from kubectl_gpushare import dra_objects as wire
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
-from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube import lenient, types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, refused
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, UndecodableReply, refused
 
 log = logging.getLogger(__name__)
 
@@ -82,15 +82,19 @@ class SlicePublisher:
 
         Raises:
             NodeGoneError: the Node does not exist, or has no UID to be owned by.
+            UndecodableReply: the reply does not decode as a Node (one line, retried as any error, no traceback).
             KubeError: it could not be read.
         """
         try:
             uid = self.client.get_node(self.node).metadata.uid
         except NotFound:
             uid = ""
+        except msgspec.DecodeError as exc:  # ValidationError included: a field of the wrong type
+            raise UndecodableReply(f"node {self.node} does not decode as a v1.Node "
+                                   f"({lenient.reason(exc)[:200]}): no ResourceSlice is published") from None
         if not uid:
-            raise NodeGoneError(f"node {self.node} does not exist (deleted, not registered again yet): "
-                                "no ResourceSlice is published until it does")
+            raise NodeGoneError(f"node {self.node} does not exist (deleted, not registered again yet) or has no "
+                                "UID: no ResourceSlice is published until it does")
         return wire.WireOwnerReference(api_version="v1", kind="Node", name=self.node, uid=uid, controller=True)
 
     def _listed(self) -> list[wire.WireResourceSlice]:

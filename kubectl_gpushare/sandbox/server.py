@@ -15,8 +15,8 @@ answered 504 at the deadline by the timeout filter's reply and never takes effec
 ``in_transit``, its deadline starts when the hold ends); a read whose handling is slow gets that
 reply too, while a write whose commit is slow (``after`` with ``latency``) gets the finisher's 504
 at the deadline and lands when its latency ends, if that is within ``request_timeout`` past the
-deadline (the unknown outcome) and `Sandbox.stop` has not run by then (a commit still pending at
-stop is dropped, so memory and the saved state agree). Tests and other processes inject faults
+deadline (the unknown outcome) and `Sandbox.stop` has not run by then (a request still held or
+committing at stop is dropped, so memory and the saved state agree). Tests and other processes inject faults
 in-process (`Sandbox.inject`) or over HTTP (``admin.py``, ``/_sandbox/``).
 
 Where it deliberately differs from kube-apiserver:
@@ -105,6 +105,10 @@ def _fault_error(fault: Fault) -> ApiError:
 
 class _HandlerTimeoutError(Exception):
     """The request's deadline passed before its handler answered: the timeout filter answers for it."""
+
+
+class _StoppedError(Exception):
+    """`Sandbox.stop` ran while the request was held: it never lands, and its connection is closed unanswered."""
 
 
 def _handler_timeout_response() -> Response:
@@ -291,8 +295,8 @@ class Sandbox:
         self._stop_saving = threading.Event()
         self._save_lock = threading.Lock()
         self._commit_lock = threading.Lock()
-        self._commits_dropped = threading.Event()
-        """Set by `stop` (under ``_commit_lock``): slow commits still pending then never land."""
+        self._stopped = threading.Event()
+        """Set by `stop` (under ``_commit_lock``): requests still held or committing slowly then never land."""
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Sandbox:
@@ -304,7 +308,7 @@ class Sandbox:
         """
         if self._server is not None:
             return self
-        self._commits_dropped = threading.Event()  # a commit left pending by an earlier stop stays dropped
+        self._stopped = threading.Event()  # a request left held by an earlier stop stays dropped
         if self.state_file is not None and self.state_file.exists():
             from kubectl_gpushare.sandbox.state import load_state
 
@@ -335,9 +339,10 @@ class Sandbox:
     def stop(self) -> None:
         """Stop serving, end open watches, and save state if a state file is set.
 
-        A slow commit (``latency`` with ``after``) still pending is dropped: it never lands, neither
-        in memory nor in the saved state, so the two agree; one that landed before is saved. (A
-        kube-apiserver that goes away leaves such a write's outcome unknown either way.)
+        A request still held by a ``latency`` (in transit or not) or committing slowly (``latency``
+        with ``after``) is dropped: it never lands, neither in memory nor in the saved state, so the
+        two agree; one that landed before is saved. (A kube-apiserver that goes away leaves such a
+        write's outcome unknown either way.)
 
         Raises:
             OSError: the state file cannot be written (serving has stopped regardless).
@@ -351,8 +356,8 @@ class Sandbox:
         # server that is going away; then end the watches and close the open connections.
         server.shutdown()
         server.server_close()
-        with self._commit_lock:  # waits for a commit being applied; none lands after this
-            self._commits_dropped.set()
+        with self._commit_lock:  # waits for a held request being applied; none lands after this
+            self._stopped.set()
         if self.controller is not None:
             self.controller.stop()
         if self.claim_controller is not None:
@@ -606,6 +611,7 @@ class Sandbox:
 
     def _serve(self, handler: _Handler) -> None:
         received = time.monotonic()  # the request's arrival (WithRequestReceivedTimestamp): its deadline counts from it
+        stopped = self._stopped  # this run's: `stop` sets it, a later `start` makes another
         split = urlsplit(handler.path)
         query = dict(parse_qsl(split.query, keep_blank_values=True))
         method = handler.command
@@ -648,13 +654,14 @@ class Sandbox:
                 raise errors.forbidden(user, target.verb, plural, target.group, target.namespace, target.name)
             fault = self.faults.take(method, handler.path)
             if fault is not None and fault.in_transit and fault.latency > 0:
-                time.sleep(fault.latency)  # not arrived yet: the server's clock starts when it does
+                if stopped.wait(fault.latency):  # not arrived yet: the server's clock starts when it does
+                    raise _StoppedError
                 deadline = None if deadline is None else deadline + fault.latency
             committing = (fault is not None and fault.after and not fault.in_transit and fault.latency > 0
                           and deadline is not None)
             held = fault.latency if fault is not None and not fault.in_transit and not committing else 0.0
-            if held > 0 and not self._hold(held, deadline):
-                raise _HandlerTimeoutError  # cut off at the deadline before it was handled: it never lands
+            if held > 0:
+                self._hold(held, deadline, stopped)
             if fault is not None and not fault.after:
                 if fault.drop_watch:
                     self._drop(handler, target)
@@ -666,7 +673,9 @@ class Sandbox:
                               identity.user)
             if committing:
                 assert fault is not None and deadline is not None
-                response = self._commit_slowly(request, target, fault.latency, deadline)
+                response = self._commit_slowly(request, target, fault.latency, deadline, stopped)
+            elif fault is not None and fault.latency > 0 and deadline is not None:  # held: lands before stop, or never
+                response = self._land(request, target, stopped)
             else:
                 response = self.api.handle(request, target)
             if fault is not None and fault.after:  # the request took effect; the client never hears so
@@ -680,6 +689,10 @@ class Sandbox:
             response = error_response(error)
         except _HandlerTimeoutError:
             response = _handler_timeout_response()
+        except _StoppedError:  # the server went away while it was held: the client hears nothing
+            self._record(handler, method, target, 0, user, query, split.path)
+            self._close(handler)
+            return
         except Exception as exc:  # noqa: BLE001 - a bug must answer 500, never kill the connection thread
             response = error_response(errors.internal(f"{type(exc).__name__}: {exc}"))
         # Recorded before sending, so a client that has its answer always finds it in the log.
@@ -705,18 +718,37 @@ class Sandbox:
         return None if unbounded else received + self._allotted(raw_query)
 
     @staticmethod
-    def _hold(latency: float, deadline: float | None) -> bool:
-        """Hold a request ``latency`` seconds before it is handled; False when its deadline comes first.
+    def _hold(latency: float, deadline: float | None, stopped: threading.Event) -> None:
+        """Hold a request ``latency`` seconds before it is handled, ending early at its deadline or at `stop`.
 
         The timeout filter answers at the deadline whatever the handler is doing
         (``timeoutHandler.ServeHTTP`` in ``k8s.io/apiserver/pkg/server/filters/timeout.go`` selects on
         the request context's ``Done``), so a hold past the deadline ends there.
+
+        Raises:
+            _HandlerTimeoutError: the deadline came first (the request never lands).
+            _StoppedError: `stop` came first.
         """
-        if deadline is None or time.monotonic() + latency < deadline:
-            time.sleep(latency)  # the injected latency itself
-            return True
-        time.sleep(max(0.0, deadline - time.monotonic()))  # until the deadline: the filter answers then
-        return False
+        if stopped.wait(latency if deadline is None else min(latency, max(0.0, deadline - time.monotonic()))):
+            raise _StoppedError
+        if deadline is not None and time.monotonic() >= deadline:  # an oversleep past it included
+            raise _HandlerTimeoutError  # the filter has answered; the handler's context is done: it never lands
+
+    def _land(self, request: Request, target: Target, stopped: threading.Event) -> Response:
+        """Handle a request that was held, unless `stop` has run: it lands before `stop` saves the state, or never.
+
+        Raises:
+            _StoppedError: `stop` ran first.
+        """
+        with self._commit_lock:  # `stop` sets ``stopped`` under it, then saves
+            if stopped.is_set():
+                raise _StoppedError
+            try:
+                return self.api.handle(request, target)
+            except ApiError as error:
+                return error_response(error)
+            except Exception as exc:  # noqa: BLE001 - a bug must answer 500, as `_serve` does
+                return error_response(errors.internal(f"{type(exc).__name__}: {exc}"))
 
     def _allotted(self, query: str) -> float:
         """Seconds a request that is not long-running may take: its ``timeout`` parameter, capped at `request_timeout`.
@@ -739,7 +771,8 @@ class Sandbox:
             raise errors.bad_request(f"{errors.INVALID_TIMEOUT_IN_URL} - {exc}") from None
         return seconds if 0 < seconds < self.request_timeout else self.request_timeout
 
-    def _commit_slowly(self, request: Request, target: Target, latency: float, deadline: float) -> Response:
+    def _commit_slowly(self, request: Request, target: Target, latency: float, deadline: float,
+                       stopped: threading.Event) -> Response:
         """Handle a request whose write takes ``latency`` to commit; past ``deadline``, answer 504 and let it land.
 
         kube-apiserver runs a write's storage call on a goroutine of its own and answers 504
@@ -757,21 +790,17 @@ class Sandbox:
         outcome: list[Response] = []
         done = threading.Event()
         expires = deadline + self.request_timeout
-        dropped = self._commits_dropped  # this run's: `stop` sets it, a later `start` makes another
+        lands = time.monotonic() + latency <= expires
 
         def commit() -> None:
-            dropped.wait(latency)  # the slow commit itself; `stop` ends it early
-            with self._commit_lock:  # `stop` saves the state only after this: land before, or never
-                if dropped.is_set() or time.monotonic() > expires:
-                    outcome.append(error_response(errors.request_timeout()))
-                    done.set()
-                    return
-                try:
-                    outcome.append(self.api.handle(request, target))
-                except ApiError as error:
-                    outcome.append(error_response(error))
-                except Exception as exc:  # noqa: BLE001 - a bug must answer 500, as `_serve` does
-                    outcome.append(error_response(errors.internal(f"{type(exc).__name__}: {exc}")))
+            # The slow commit itself, ended early by `stop`; one that cannot land waits no longer than it may.
+            stopped.wait(latency if lands else max(0.0, expires - time.monotonic()))
+            late = not lands or time.monotonic() > expires  # a loaded machine's oversleep included
+            try:
+                outcome.append(error_response(errors.request_timeout()) if late else
+                               self._land(request, target, stopped))
+            except _StoppedError:
+                outcome.append(error_response(errors.request_timeout()))
             done.set()
 
         threading.Thread(target=commit, name="sandbox-slow-commit", daemon=True).start()

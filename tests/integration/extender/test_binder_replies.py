@@ -8,15 +8,10 @@ the sandbox's reply back, except the one this test rewrites. The binder runs wit
 from __future__ import annotations
 
 import dataclasses
-import http.client
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
+from api_relay import relay
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.extender import wire
@@ -30,49 +25,6 @@ from kubectl_gpushare.sandbox.builders import pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
-
-Rewrite = Callable[[str, str, bytes], bytes | None]
-"""(method, path, request body) -> the reply body to send instead of the sandbox's, or None."""
-
-
-@contextmanager
-def relay(sandbox: Sandbox, rewrite: Rewrite) -> Iterator[int]:
-    """A loopback HTTP server passing requests on to ``sandbox``; yields its port."""
-
-    class Relay(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            pass
-
-        def relay(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            upstream = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=30)
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-            upstream.request(self.command, self.path, body=body or None, headers=headers)
-            reply = upstream.getresponse()
-            data = reply.read()
-            upstream.close()
-            replaced = rewrite(self.command, self.path, body)
-            data = data if replaced is None else replaced
-            self.send_response(reply.status)
-            self.send_header("Content-Type", reply.getheader("Content-Type") or "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = relay  # noqa: N815
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Relay)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_port
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def test_a_roll_back_patch_that_landed_with_an_undecodable_reply_releases_the_gpu(

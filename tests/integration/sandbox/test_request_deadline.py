@@ -215,6 +215,38 @@ def test_a_slow_commit_pending_at_stop_is_dropped_so_the_saved_state_matches_mem
     assert in_memory == saved == ["landed"]
 
 
+@pytest.mark.parametrize("in_transit", [False, True], ids=["held", "in-transit"])
+def test_a_request_held_at_stop_never_lands_so_the_saved_state_matches_memory(tmp_path: Path,
+                                                                               in_transit: bool) -> None:
+    # As a slow commit: stop() saves the state file, and a write still held then must not land in
+    # memory afterwards (nor keep its thread until the hold ends).
+    state = tmp_path / "state.json"
+    sb = Sandbox(port=0, state_file=state, save_interval=0).start()
+    replies: list[object] = []
+
+    def post() -> None:
+        try:
+            replies.append(call(sb, "POST", f"{CONFIGMAPS}?timeout=50s", configmap("held"))[0])
+        except OSError as exc:  # the server went away: no reply
+            replies.append(type(exc).__name__)
+
+    try:
+        held = sb.inject("POST", r"/configmaps\?", latency=3.0, in_transit=in_transit, times=1)
+        poster = threading.Thread(target=post)
+        poster.start()
+        wait_for(lambda: held.hits == 1, 10, what="the request to be held")
+    finally:
+        sb.stop()
+    # The request is recorded once its thread is done with it: dropped at stop, or (wrongly) landed.
+    wait_for(lambda: [r for r in sb.requests if r.verb == "create"], 20, what="the held request to end")
+    poster.join(20)
+    assert [r.status for r in sb.requests if r.verb == "create"] == [0]  # closed unanswered
+    assert replies and replies[0] != 201, replies
+    with Sandbox(port=0, state_file=state, save_interval=0) as again:
+        saved = [item["metadata"]["name"] for item in json.loads(call(again, "GET", CONFIGMAPS)[1])["items"]]
+    assert sb.objects("configmaps") == [] and saved == []
+
+
 @pytest.mark.parametrize("query", ["timeout=%zz", "timeout=1%s", "timeout=abc;x=1", "timeout=%zz&timeout=300ms"],
                          ids=["bad-escape", "bad-escape-in-unit", "semicolon", "skipped-then-read"])
 def test_a_timeout_pair_go_cannot_unescape_or_split_is_skipped_not_refused(query: str) -> None:

@@ -1,0 +1,136 @@
+"""The slice publisher (and the driver's start-up check) against Node replies the sandbox does not serve
+(a relay rewrites them), and a create of unknown outcome that lands with the Node's old UID as owner."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+from api_relay import relay
+from dra_helpers import NODE, Dirs
+from waiting import wait_for
+
+from kubectl_gpushare import dra_objects as wire
+from kubectl_gpushare import protocol
+from kubectl_gpushare.dra import slices
+from kubectl_gpushare.dra.daemon import Config, DaemonError, serve
+from kubectl_gpushare.dra.publisher import NodeGoneError, SlicePublisher
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.kube.errors import EXIT_API, UndecodableReply
+from kubectl_gpushare.node.fake_backend import FakeBackend
+from kubectl_gpushare.node.health import GpuState
+from kubectl_gpushare.sandbox.builders import node_object
+from kubectl_gpushare.sandbox.server import Sandbox
+
+pytestmark = pytest.mark.integration
+
+NODE_PATH = f"/api/v1/nodes/{NODE}"
+
+
+def _devices() -> slices.Devices:
+    backend = FakeBackend.from_spec("1x16GiB", seed=NODE)
+    return slices.devices([GpuState(gpu) for gpu in backend.devices()], protocol.UNIT_GIB, "remove")
+
+
+def _node(**meta: object) -> bytes:
+    return msgspec.json.encode({"kind": "Node", "apiVersion": "v1", "metadata": {"name": NODE, **meta}})
+
+
+@pytest.fixture
+def node_reply(sandbox: Sandbox, kubeconfig: Path) -> Iterator[tuple[Client, list[bytes]]]:
+    """A client whose GETs of NODE are answered with the last body in the list (the sandbox's while it is empty)."""
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    bodies: list[bytes] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        return bodies[-1] if bodies and method == "GET" and path.split("?")[0] == NODE_PATH else None
+
+    with relay(sandbox, rewrite) as port:
+        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
+                        component="test-publisher", retry=None)
+        try:
+            yield client, bodies
+        finally:
+            client.close()
+
+
+@pytest.mark.parametrize("body", [
+    _node(uid=5), _node(uid={"a": 1}), b"<html>", b'{"kind":"Node","metadata":{"name":"n","uid":"\xff\xfe"}}',
+], ids=["uid-int", "uid-object", "not-json", "not-utf8"])
+def test_a_node_that_does_not_decode_is_a_one_line_error_and_nothing_is_written(
+    node_reply: tuple[Client, list[bytes]], sandbox: Sandbox, body: bytes, caplog: pytest.LogCaptureFixture,
+) -> None:
+    client, bodies = node_reply
+    bodies.append(body)
+    publisher = SlicePublisher(client, NODE)
+    with pytest.raises(UndecodableReply, match=f"node {NODE} does not decode as a v1.Node"):
+        publisher.sync(_devices())
+    # run retries it as any API error: a warning a try, no traceback.
+    stop, wake = threading.Event(), threading.Event()
+    runner = threading.Thread(target=publisher.run, args=(stop, wake, _devices, 0.1))
+    with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
+        runner.start()
+        try:
+            wait_for(lambda: len(caplog.records) >= 2, 20, what="two tries")
+        finally:
+            stop.set()
+            wake.set()
+            runner.join(20)
+    assert all(r.levelno == logging.WARNING and r.exc_info is None for r in caplog.records), caplog.text
+    assert sandbox.objects("resourceslices") == [] and publisher.writes == 0
+
+
+def test_a_node_without_a_uid_is_not_owned(node_reply: tuple[Client, list[bytes]], sandbox: Sandbox) -> None:
+    client, bodies = node_reply
+    bodies.append(_node())
+    with pytest.raises(NodeGoneError):
+        SlicePublisher(client, NODE).sync(_devices())
+    assert sandbox.objects("resourceslices") == []
+
+
+def test_a_late_create_with_the_old_owner_leaves_one_slice_owned_by_the_node_now(
+    sandbox: Sandbox, api: Client,
+) -> None:
+    # The Node is registered again (a new UID) while a create sent before, naming the old UID, is
+    # still in flight; it lands beside the slice the next sync made. The sync after keeps one, owned
+    # by the current UID (a slice naming the gone UID would be the garbage collector's).
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    publisher = SlicePublisher(api, NODE)
+    publisher.sync(_devices())
+    (first,) = api.list(types.DRA_SLICES)
+    api.delete(types.NODES, NODE)
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    uid = api.get_node(NODE).metadata.uid
+    assert uid != first.metadata.owner_references[0].uid
+    late = wire.WireResourceSlice(
+        metadata=wire.WireMeta(generate_name=protocol.dra_slice_generate_name(NODE),
+                               owner_references=first.metadata.owner_references),
+        spec=first.spec,
+    )
+    api.create(types.DRA_SLICES, late)
+    assert len(api.list(types.DRA_SLICES)) == 2
+    publisher.sync(_devices())
+    found: list[wire.WireResourceSlice] = api.list(types.DRA_SLICES)
+    assert [[ref.uid for ref in s.metadata.owner_references] for s in found] == [[uid]]
+    assert [d.name for d in found[0].spec.devices] == ["gpu-0"]
+
+
+def test_a_node_that_does_not_decode_at_start_is_a_one_line_daemon_error(
+    node_reply: tuple[Client, list[bytes]], dirs: Dirs,
+) -> None:
+    client, bodies = node_reply
+    bodies.append(_node(uid=5))
+    cfg = Config(node_name=NODE, registration_dir=dirs.registration, plugin_dir=dirs.plugin, cdi_root=dirs.cdi,
+                 fake_gpus="1x16GiB")
+    with pytest.raises(DaemonError) as refused:
+        serve(cfg, client=client)
+    assert refused.value.exit_code == EXIT_API
+    assert refused.value.message.startswith(f"cannot read node {NODE!r}: it does not decode as a v1.Node (")
+    assert "\n" not in refused.value.message
