@@ -7,6 +7,7 @@ import signal
 import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from waiting import poll
 
@@ -29,13 +30,22 @@ def create_gpu_pod(kubectl: str, env: Mapping[str, str], name: str, gib: int, *,
     return phase
 
 
-def default_signals() -> None:
-    """``preexec_fn`` for a child the test will interrupt: Ctrl-C as a terminal delivers it.
+def interruptible(args: list[str], *, sigint_ignored: bool = False, **options: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen`` for a child the test will interrupt: Ctrl-C reaches it as a terminal delivers it.
 
     A shell that starts the test runner in the background (``bash .ci/run &``) leaves SIGINT ignored,
-    children inherit that, and a Python child then never installs its KeyboardInterrupt handler.
+    children inherit that, and a Python child then never installs its KeyboardInterrupt handler. The
+    child's SIGINT is set here, in this process, around the start (``sigint_ignored``: ignored, as a
+    shell without job control leaves it; else the default): exec keeps an ignored signal ignored and
+    resets a caught one to its default (POSIX ``execve``). Not with a ``preexec_fn``: Python code run in
+    the child between fork and exec runs gRPC's fork handlers, which abort the child (``Epoll1Poller ...
+    Bad file descriptor``, exit -6) when an earlier test of this worker left a gRPC poller running.
     """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if sigint_ignored else signal.default_int_handler)
+    try:
+        return subprocess.Popen(args, **options)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager

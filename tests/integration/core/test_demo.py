@@ -8,11 +8,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kubectl_steps import create_gpu_pod, default_signals, reaped
+from kubectl_steps import create_gpu_pod, interruptible, reaped
 
 pytestmark = pytest.mark.integration
 
@@ -38,11 +37,11 @@ def test_demo_places_pods_through_the_stack_and_shows_both_views() -> None:
     assert "CUDA error: out of memory" in out
 
 
-def demo_keep(short_tmp: str, preexec: Callable[[], None]) -> subprocess.Popen[str]:
+def demo_keep(short_tmp: str, *, sigint_ignored: bool = False) -> subprocess.Popen[str]:
     """``demo --keep`` started with its temporary files under ``short_tmp`` (unix socket paths stay short)."""
     script = Path(sys.executable).parent / "kubectl-gpushare"
-    return subprocess.Popen([str(script), "demo", "--keep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=dict(os.environ, TMPDIR=short_tmp), preexec_fn=preexec)
+    return interruptible([str(script), "demo", "--keep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, TMPDIR=short_tmp), sigint_ignored=sigint_ignored)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -52,7 +51,7 @@ def test_demo_keep_schedules_new_pods_and_stops_cleanly(
     """``demo --keep`` leaves a live cluster: a pod created afterwards runs; SIGTERM or Ctrl-C leaves nothing behind."""
     script = Path(sys.executable).parent / "kubectl-gpushare"
     with tempfile.TemporaryDirectory(prefix="gdk") as short_tmp:
-        process = demo_keep(short_tmp, default_signals)
+        process = demo_keep(short_tmp)
         with reaped(process):
             assert process.stdout is not None
             kubeconfig = ""
@@ -74,15 +73,10 @@ def test_demo_keep_schedules_new_pods_and_stops_cleanly(
         assert os.listdir(short_tmp) == []
 
 
-def _sigint_ignored() -> None:
-    """``preexec_fn``: SIGINT ignored, as a shell without job control leaves it for ``demo --keep &``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def test_demo_keep_started_in_the_background_still_stops_on_sigint() -> None:
     """An inherited ignored SIGINT (a script's ``demo --keep &``) still stops the demo, as it stops ``sandbox``."""
     with tempfile.TemporaryDirectory(prefix="gdi") as short_tmp:
-        process = demo_keep(short_tmp, _sigint_ignored)
+        process = demo_keep(short_tmp, sigint_ignored=True)
         with reaped(process):
             assert process.stdout is not None
             assert any(line.startswith("Press Ctrl-C") for line in process.stdout)

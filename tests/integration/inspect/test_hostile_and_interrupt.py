@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubectl_steps import default_signals
+from kubectl_steps import interruptible
 from unit.inspect import hostile
 
 from kubectl_gpushare import protocol
@@ -69,13 +69,12 @@ def test_ctrl_c_exits_130_at_once_while_the_server_never_answers(
     config["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{port}"
     path = tmp_path / "silent"
     path.write_text(yaml.safe_dump(config))
-    process = subprocess.Popen(
+    process = interruptible(
         ["kubectl-inspect-gpushare", "--request-timeout", request_timeout],
         env=dict(kube_env, KUBECONFIG=str(path)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=default_signals,
     )
     try:
         with listener:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kubectl_steps import default_signals
+from kubectl_steps import interruptible
 
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -40,9 +40,8 @@ def test_watch_prints_a_new_table_per_change_and_ctrl_c_exits_130(
     sandbox: Sandbox, kube_env: dict[str, str], kubectl: Callable[..., Any]
 ) -> None:
     sandbox.load([node_object("gpu-a", [16, 16], ip="10.7.0.1")])
-    process = subprocess.Popen(
+    process = interruptible(
         ["kubectl-inspect-gpushare", "-w"], env=kube_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=default_signals,
     )
     try:
         first = read_until(process, "0/32 (0%)")
@@ -82,8 +81,7 @@ def test_watch_on_a_terminal_redraws_in_place_with_rich(
     sandbox.load([node_object("gpu-a", [16, 16], ip="10.7.0.1")])
     master, slave = pty.openpty()
     env = dict(kube_env, TERM="xterm", COLUMNS="160", LINES="40")
-    process = subprocess.Popen(["kubectl-inspect-gpushare", "-w"], env=env, stdout=slave, stderr=slave,
-                               preexec_fn=default_signals)
+    process = interruptible(["kubectl-inspect-gpushare", "-w"], env=env, stdout=slave, stderr=slave)
     os.close(slave)
     try:
         seen = ""

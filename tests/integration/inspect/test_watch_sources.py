@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from golden.inspect import cases
-from kubectl_steps import default_signals
+from kubectl_steps import interruptible
 
 from kubectl_gpushare.sandbox.builders import node_object, pod_object, unhealthy_configmap
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -87,9 +87,9 @@ class Watching:
 
 @contextmanager
 def watching(env: dict[str, str], *flags: str) -> Iterator[Watching]:
-    process = subprocess.Popen(
+    process = interruptible(
         ["kubectl-inspect-gpushare", "-w", *flags], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, preexec_fn=default_signals,
+        text=True,
     )
     try:
         yield Watching(process)

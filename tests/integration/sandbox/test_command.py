@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kubectl_steps import default_signals
+from kubectl_steps import interruptible
 
 pytestmark = pytest.mark.integration
 
@@ -19,9 +19,8 @@ SCRIPT = Path(sys.executable).parent / "kubectl-gpushare"
 
 
 def start(*args: str) -> tuple[subprocess.Popen[str], int]:
-    process = subprocess.Popen(
+    process = interruptible(
         [str(SCRIPT), "sandbox", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=default_signals,
     )
     assert process.stdout is not None
     banner = process.stdout.readline()

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubectl_steps import create_gpu_pod, default_signals, reaped
+from kubectl_steps import create_gpu_pod, interruptible, reaped
 
 pytestmark = pytest.mark.integration
 
@@ -34,10 +34,9 @@ def test_stack_schedules_and_stops_without_leftovers(
     spec = tmp_path / "spec.yaml"
     spec.write_text("nodes: [{name: gpu-node, gpus: 2, gpuMemory: 16}]\n")
     kubeconfig = tmp_path / "kc"
-    process = subprocess.Popen(
+    process = interruptible(
         [str(SCRIPT), "sandbox", "--stack", "--spec", str(spec), "--kubeconfig", str(kubeconfig)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(short_tmp)),
-        preexec_fn=default_signals,
     )
     with reaped(process):
         assert process.stdout is not None
@@ -59,10 +58,9 @@ def test_dra_stack_runs_the_driver_on_the_gpu_nodes_and_stops_clean(tmp_path: Pa
     spec = tmp_path / "spec.yaml"
     spec.write_text("nodes: [{name: gpu-node, gpus: 2, gpuMemory: 16}]\n")
     kubeconfig = tmp_path / "kc"
-    process = subprocess.Popen(
+    process = interruptible(
         [str(SCRIPT), "sandbox", "--stack", "--dra", "--spec", str(spec), "--kubeconfig", str(kubeconfig)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(short_tmp)),
-        preexec_fn=default_signals,
     )
     with reaped(process):
         assert process.stdout is not None
