@@ -183,9 +183,7 @@ def gather_pools(
         pool = pools[key]
         if not generations.is_newest(pool.driver, pool.name, pool.slices[0].generation):
             continue  # a newer generation exists for other nodes: this one is obsolete (checkSlicesInPool)
-        expected = pool.slices[0].slice_count  # of the first slice the node sees (slicesForPool[0])
-        if len(pool.slices) != expected:  # what the node sees is not all: count all the pool's slices
-            pool.incomplete = generations.published.get(key, 0) != expected
+        pool.incomplete = generations.incomplete(*key, len(pool.slices), pool.slices[0].slice_count)
         pool.slices.sort(key=lambda s: s.name)
         repeated = dra.repeated_device(pool.slices)
         if repeated is not None:

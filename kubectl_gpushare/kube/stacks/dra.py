@@ -35,7 +35,7 @@ Pure: decoded objects in, records out; warnings through the caller's `Warnings`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
@@ -84,6 +84,7 @@ class DraObjects:
 
 _NO_SPEC: Final = dra.WireClaimSpec()
 _T = TypeVar("_T")
+_K = TypeVar("_K")
 
 
 def read(
@@ -143,13 +144,17 @@ def read(
         read_claims.append(claim)
     generations = dra.PoolGenerations.of(ours)
     ours = [s for s in ours if generations.is_newest(s.driver, s.pool, s.generation)]
-    unusable = pool_states(generations, {key: dra.repeated_device(members)
-                                         for key, members in _grouped(((s.driver, s.pool), s) for s in ours).items()})
+    unusable = pool_states(generations, {
+        key: [(len(seen), seen[0].slice_count, dra.repeated_device(seen))
+              for seen in _seen_by_nodes(members, lambda s: s.node_name)]
+        for key, members in _grouped(((s.driver, s.pool), s) for s in ours).items()})
     generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation,
                                        s.spec.pool.resource_slice_count) for s in nvidia)
     nvidia = [s for s in nvidia if generations.is_newest(s.spec.driver, s.spec.pool.name, s.spec.pool.generation)]
     unusable.update(pool_states(generations, {
-        key: dra.repeated_name(d.name for s in members for d in s.spec.devices[: dra.MAX_DEVICES_PER_SLICE])
+        key: [(len(seen), seen[0].spec.pool.resource_slice_count,
+               dra.repeated_name(d.name for s in seen for d in s.spec.devices[: dra.MAX_DEVICES_PER_SLICE]))
+              for seen in _seen_by_nodes(members, lambda s: s.spec.node_name or "")]
         for key, members in _grouped(((s.spec.driver, s.spec.pool.name), s) for s in nvidia).items()}))
     objects = DraObjects(ours, nvidia, read_claims, unusable=unusable)
     if unusable and warnings is not None:
@@ -159,9 +164,9 @@ def read(
     return objects
 
 
-def _grouped(keyed: Iterable[tuple[tuple[str, str], _T]]) -> dict[tuple[str, str], list[_T]]:
-    """Items by (driver, pool), in their order."""
-    found: dict[tuple[str, str], list[_T]] = {}
+def _grouped(keyed: Iterable[tuple[_K, _T]]) -> dict[_K, list[_T]]:
+    """Items by key, in their order."""
+    found: dict[_K, list[_T]] = {}
     for key, item in keyed:
         members = found.get(key)
         if members is None:
@@ -169,6 +174,17 @@ def _grouped(keyed: Iterable[tuple[tuple[str, str], _T]]) -> dict[tuple[str, str
         else:
             members.append(item)
     return found
+
+
+def _seen_by_nodes(members: list[_T], node_of: Callable[[_T], str]) -> list[list[_T]]:
+    """The slices of one pool each node sees (``GatherPools`` gathers per node): its own and all nodes'.
+
+    A slice on no one node (``node_of`` ""; allNodes, a node selector) is taken as seen by every
+    node with slices of the pool, or, where none has, as the pool.
+    """
+    everywhere = [s for s in members if not node_of(s)]
+    own = _grouped((node, s) for s in members if (node := node_of(s)))
+    return [[*mine, *everywhere] for mine in own.values()] or [everywhere]
 
 
 UNUSABLE_EFFECT: Final = ("kube-scheduler allocates no new claim from it (its GPUs are shown unhealthy; claims "
@@ -183,23 +199,26 @@ def pool_name(driver: str, pool: str, nodes: Mapping[tuple[str, str], str]) -> s
 
 
 def pool_states(
-    generations: dra.PoolGenerations, pools: Mapping[tuple[str, str], str | None],
+    generations: dra.PoolGenerations, pools: Mapping[tuple[str, str], Sequence[tuple[int, int, str | None]]],
 ) -> dict[tuple[str, str], str]:
     """(driver, pool) -> why kube-scheduler allocates nothing new from the pool; pools it uses are left out.
 
-    ``pools``: (driver, pool) -> the first device name its newest generation's slices repeat (None:
-    none). The rules and words of k8s.io/dynamic-resource-allocation structured
-    ``GatherPools`` (the allocator skips such pools for new claims; an ``All`` request fails on
-    them): ``IsIncomplete`` when the generation does not have exactly ``resourceSliceCount`` slices
-    ("currently being updated"), ``IsInvalid`` when its slices name a device twice ("duplicate
-    device name").
+    ``pools``: (driver, pool) -> what each node with slices of it sees of its newest generation (how
+    many slices, the first's ``resourceSliceCount``, the first device name they repeat or None). The
+    rules and words of k8s.io/dynamic-resource-allocation structured ``GatherPools``, per node (the
+    allocator skips such pools for new claims; an ``All`` request fails on them): ``IsIncomplete``
+    when the generation does not have exactly ``resourceSliceCount`` slices ("currently being
+    updated"), ``IsInvalid`` when a node's slices name a device twice ("duplicate device name"). A
+    pool unusable on one node is unusable here (a pool over several nodes is rare).
     """
     unusable: dict[tuple[str, str], str] = {}
-    for key, repeated in pools.items():
+    for key, views in pools.items():
         reasons: list[str] = []
-        if generations.incomplete(*key):
+        expected = next((count for seen, count, _ in views if generations.incomplete(*key, seen, count)), None)
+        repeated = next((name for *_, name in views if name is not None), None)
+        if expected is not None:
             reasons.append(f"is incomplete (currently being updated): {generations.published[key]} ResourceSlice(s) "
-                           f"of generation {generations.newest[key]}, resourceSliceCount {generations.expected[key]}")
+                           f"of generation {generations.newest[key]}, resourceSliceCount {expected}")
         if repeated is not None:
             reasons.append(f"is invalid: duplicate device name {shown(repeated)}")
         if reasons:
