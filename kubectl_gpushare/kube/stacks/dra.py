@@ -145,16 +145,15 @@ def read(
     generations = dra.PoolGenerations.of(ours)
     ours = [s for s in ours if generations.is_newest(s.driver, s.pool, s.generation)]
     unusable = pool_states(generations, {
-        key: [(len(seen), seen[0].slice_count, dra.repeated_device(seen))
-              for seen in _seen_by_nodes(members, lambda s: s.node_name)]
+        key: _node_views(members, lambda s: s.node_name, lambda s: s.slice_count,
+                         lambda s: (d.name for d in s.devices), dra.repeated_device)
         for key, members in _grouped(((s.driver, s.pool), s) for s in ours).items()})
     generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation,
                                        s.spec.pool.resource_slice_count) for s in nvidia)
     nvidia = [s for s in nvidia if generations.is_newest(s.spec.driver, s.spec.pool.name, s.spec.pool.generation)]
     unusable.update(pool_states(generations, {
-        key: [(len(seen), seen[0].spec.pool.resource_slice_count,
-               dra.repeated_name(d.name for s in seen for d in s.spec.devices[: dra.MAX_DEVICES_PER_SLICE]))
-              for seen in _seen_by_nodes(members, lambda s: s.spec.node_name or "")]
+        key: _node_views(members, lambda s: s.spec.node_name or "", lambda s: s.spec.pool.resource_slice_count,
+                         _wire_names, lambda seen: dra.repeated_name(n for s in seen for n in _wire_names(s)))
         for key, members in _grouped(((s.spec.driver, s.spec.pool.name), s) for s in nvidia).items()}))
     objects = DraObjects(ours, nvidia, read_claims, unusable=unusable)
     if unusable and warnings is not None:
@@ -176,15 +175,35 @@ def _grouped(keyed: Iterable[tuple[_K, _T]]) -> dict[_K, list[_T]]:
     return found
 
 
-def _seen_by_nodes(members: list[_T], node_of: Callable[[_T], str]) -> list[list[_T]]:
-    """The slices of one pool each node sees (``GatherPools`` gathers per node): its own and all nodes'.
+def _node_views(
+    members: list[_T], node_of: Callable[[_T], str], count_of: Callable[[_T], int],
+    names_of: Callable[[_T], Iterable[str]], repeated_in: Callable[[list[_T]], str | None],
+) -> list[tuple[int, int, str | None]]:
+    """What each node with slices of one pool sees of it (``GatherPools`` gathers per node), for `pool_states`.
 
-    A slice on no one node (``node_of`` ""; allNodes, a node selector) is taken as seen by every
-    node with slices of the pool, or, where none has, as the pool.
+    A node sees its own slices and those on no one node (``node_of`` ""; allNodes, a node
+    selector), which are the pool where no node has its own. Per node: how many slices, its first's
+    ``resourceSliceCount``, the first device name they repeat (None: none). Linear in the slices:
+    the slices on no one node are read once, not once per node.
     """
     everywhere = [s for s in members if not node_of(s)]
     own = _grouped((node, s) for s in members if (node := node_of(s)))
-    return [[*mine, *everywhere] for mine in own.values()] or [everywhere]
+    if not own:
+        return [(len(everywhere), count_of(everywhere[0]), repeated_in(everywhere))]
+    shared = {name for s in everywhere for name in names_of(s)}
+    shared_repeated = repeated_in(everywhere) if everywhere else None
+    views: list[tuple[int, int, str | None]] = []
+    for mine in own.values():
+        repeated = shared_repeated or repeated_in(mine)
+        if repeated is None and shared:
+            repeated = next((name for s in mine for name in names_of(s) if name in shared), None)
+        views.append((len(mine) + len(everywhere), count_of(mine[0]), repeated))
+    return views
+
+
+def _wire_names(slice_: dra.WireResourceSlice) -> Iterator[str]:
+    """The device names of an unchecked slice, as many as a slice may hold."""
+    return (device.name for device in slice_.spec.devices[: dra.MAX_DEVICES_PER_SLICE])
 
 
 UNUSABLE_EFFECT: Final = ("kube-scheduler allocates no new claim from it (its GPUs are shown unhealthy; claims "

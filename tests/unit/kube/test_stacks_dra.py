@@ -198,6 +198,22 @@ def test_a_pool_over_several_nodes_is_judged_by_what_each_node_sees(driver: str)
     assert list(objects.unusable) == [(driver, "p")] and "2 ResourceSlice(s)" in objects.unusable[(driver, "p")]
 
 
+@pytest.mark.parametrize("driver", [OURS, NVIDIA])
+def test_a_slice_for_all_nodes_is_seen_by_each_node_of_its_pool(driver: str) -> None:
+    """GatherPools adds an allNodes slice on every node: with each node's own slices it makes the count,
+    and a device name it shares with a node's slice is repeated there."""
+    def everywhere(name: str, *devices: dict[str, Any], count: int = 2) -> dra_objects.WireResourceSlice:
+        wire = pool_slice("x", list(devices), name, count, driver=driver, pool="p")
+        return msgspec.structs.replace(wire, spec=msgspec.structs.replace(wire.spec, node_name=None, all_nodes=True))
+
+    fine = [pooled("n1", "p", 3, driver), pooled("n2", "p", 3, driver), everywhere("all", device(1), count=3)]
+    assert dra.read(fine, [], None).unusable == {}, "each node sees 2 of 3; all the pool's 3 are published"
+    clash = [pooled("n1", "p", 2, driver), everywhere("all", device(0))]
+    assert dra.read(clash, [], None).unusable == {(driver, "p"): "is invalid: duplicate device name 'gpu-0'"}
+    only = [everywhere("a", device(0)), everywhere("b", device(1))]
+    assert dra.read(only, [], None).unusable == {}, "a pool of slices for all nodes only is the pool"
+
+
 def test_nvidia_devices_of_an_unusable_pool_are_shown_once_and_unhealthy() -> None:
     slices = [slice_("nv", [device(0, "80Gi", ""), device(1, "80Gi", "")], NVIDIA, name="a"),
               slice_("nv", [device(0, "80Gi", "")], NVIDIA, name="b"), slice_("ok", [device(0, "80Gi", "")], NVIDIA)]
