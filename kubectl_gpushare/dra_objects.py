@@ -1270,10 +1270,18 @@ class PoolGenerations:
         """Whether ``generation`` is the pool's newest (a pool never seen: yes)."""
         return self.newest.get((driver, pool), generation) <= generation
 
-    def incomplete(self, driver: str, pool: str) -> bool:
-        """Whether the newest generation has other than ``resourceSliceCount`` slices (``IsIncomplete``)."""
+    def incomplete(self, driver: str, pool: str, seen: int | None = None, expected: int | None = None) -> bool:
+        """Whether the newest generation has other than ``resourceSliceCount`` slices (``IsIncomplete``).
+
+        ``seen``, ``expected``: what one node sees of that generation (its slices, the first's
+        ``resourceSliceCount``; ``GatherPools`` is per node): they are the whole pool when equal,
+        else all the pool's slices are counted (pools_incubating.go ``checkSlicesInPool``).
+        """
         key = (driver, pool)
-        return key in self.published and self.published[key] != self.expected[key]
+        if key not in self.published:
+            return False
+        expected = self.expected[key] if expected is None else expected
+        return seen != expected and self.published[key] != expected
 
     @classmethod
     def of(cls, slices: Iterable[ResourceSlice]) -> PoolGenerations:

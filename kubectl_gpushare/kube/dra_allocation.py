@@ -9,8 +9,10 @@ named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``
 ``allocatedstate.go``, ``dynamicresources.go``):
 
 - Pools: a node's slices (``nodeName`` equal to it, or ``allNodes``) grouped by (driver, pool); only
-  the highest ``generation`` counts; a pool with more or fewer slices than ``resourceSliceCount``
-  is incomplete and not allocated from; a pool repeating a device name is invalid.
+  the highest ``generation`` counts. The node's slices of it are the pool when there are exactly
+  ``resourceSliceCount`` (of the first); else all the pool's slices of that generation are counted,
+  and more or fewer make the pool incomplete: not allocated from. A pool repeating a device name on
+  the node is invalid.
 - A request ``exactly``: ``ExactCount`` wants ``count`` devices, ``All`` every matching device of
   the node (at least one; an incomplete or invalid pool is an error). The first solution found by
   the exhaustive search (claims, requests, devices in pool/slice/device order) is taken.
@@ -28,7 +30,9 @@ named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``
 - Admin-access results hold nothing (``allocatedstate.go`` skips them); a result whose consumption
   cannot be read holds its device whole: nothing free is credited from it.
 
-Where this differs: slices chosen by a node selector or per device, counters (partitionable
+Where this differs: a node's generation of a pool is ignored whenever another node's slices publish
+a newer one (upstream checks that only when the node's own slices are not ``resourceSliceCount``);
+slices chosen by a node selector or per device, counters (partitionable
 devices), binding conditions, ``firstAvailable``, constraints and admin access are not allocated
 (`prefilter` says so per claim); the search stops after `MAX_STEPS` device tries, as the plugin's
 filter timeout would; quantities beyond int64 thousandths are refused when decoded, so the
@@ -179,8 +183,8 @@ def gather_pools(
         pool = pools[key]
         if not generations.is_newest(pool.driver, pool.name, pool.slices[0].generation):
             continue  # a newer generation exists for other nodes: this one is obsolete (checkSlicesInPool)
+        pool.incomplete = generations.incomplete(*key, len(pool.slices), pool.slices[0].slice_count)
         pool.slices.sort(key=lambda s: s.name)
-        pool.incomplete = generations.incomplete(*key)
         repeated = dra.repeated_device(pool.slices)
         if repeated is not None:
             pool.invalid = f"duplicate device name {repeated}"

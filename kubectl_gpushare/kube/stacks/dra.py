@@ -35,7 +35,7 @@ Pure: decoded objects in, records out; warnings through the caller's `Warnings`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
@@ -84,6 +84,7 @@ class DraObjects:
 
 _NO_SPEC: Final = dra.WireClaimSpec()
 _T = TypeVar("_T")
+_K = TypeVar("_K")
 
 
 def read(
@@ -143,13 +144,16 @@ def read(
         read_claims.append(claim)
     generations = dra.PoolGenerations.of(ours)
     ours = [s for s in ours if generations.is_newest(s.driver, s.pool, s.generation)]
-    unusable = pool_states(generations, {key: dra.repeated_device(members)
-                                         for key, members in _grouped(((s.driver, s.pool), s) for s in ours).items()})
+    unusable = pool_states(generations, {
+        key: _node_views(members, lambda s: s.node_name, lambda s: s.slice_count,
+                         lambda s: (d.name for d in s.devices), dra.repeated_device)
+        for key, members in _grouped(((s.driver, s.pool), s) for s in ours).items()})
     generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation,
                                        s.spec.pool.resource_slice_count) for s in nvidia)
     nvidia = [s for s in nvidia if generations.is_newest(s.spec.driver, s.spec.pool.name, s.spec.pool.generation)]
     unusable.update(pool_states(generations, {
-        key: dra.repeated_name(d.name for s in members for d in s.spec.devices[: dra.MAX_DEVICES_PER_SLICE])
+        key: _node_views(members, lambda s: s.spec.node_name or "", lambda s: s.spec.pool.resource_slice_count,
+                         _wire_names, lambda seen: dra.repeated_name(n for s in seen for n in _wire_names(s)))
         for key, members in _grouped(((s.spec.driver, s.spec.pool.name), s) for s in nvidia).items()}))
     objects = DraObjects(ours, nvidia, read_claims, unusable=unusable)
     if unusable and warnings is not None:
@@ -159,9 +163,9 @@ def read(
     return objects
 
 
-def _grouped(keyed: Iterable[tuple[tuple[str, str], _T]]) -> dict[tuple[str, str], list[_T]]:
-    """Items by (driver, pool), in their order."""
-    found: dict[tuple[str, str], list[_T]] = {}
+def _grouped(keyed: Iterable[tuple[_K, _T]]) -> dict[_K, list[_T]]:
+    """Items by key, in their order."""
+    found: dict[_K, list[_T]] = {}
     for key, item in keyed:
         members = found.get(key)
         if members is None:
@@ -169,6 +173,37 @@ def _grouped(keyed: Iterable[tuple[tuple[str, str], _T]]) -> dict[tuple[str, str
         else:
             members.append(item)
     return found
+
+
+def _node_views(
+    members: list[_T], node_of: Callable[[_T], str], count_of: Callable[[_T], int],
+    names_of: Callable[[_T], Iterable[str]], repeated_in: Callable[[list[_T]], str | None],
+) -> list[tuple[int, int, str | None]]:
+    """What each node with slices of one pool sees of it (``GatherPools`` gathers per node), for `pool_states`.
+
+    A node sees its own slices and those on no one node (``node_of`` ""; allNodes, a node
+    selector), which are the pool where no node has its own. Per node: how many slices, its first's
+    ``resourceSliceCount``, the first device name they repeat (None: none). Linear in the slices:
+    the slices on no one node are read once, not once per node.
+    """
+    everywhere = [s for s in members if not node_of(s)]
+    own = _grouped((node, s) for s in members if (node := node_of(s)))
+    if not own:
+        return [(len(everywhere), count_of(everywhere[0]), repeated_in(everywhere))]
+    shared = {name for s in everywhere for name in names_of(s)}
+    shared_repeated = repeated_in(everywhere) if everywhere else None
+    views: list[tuple[int, int, str | None]] = []
+    for mine in own.values():
+        repeated = shared_repeated or repeated_in(mine)
+        if repeated is None and shared:
+            repeated = next((name for s in mine for name in names_of(s) if name in shared), None)
+        views.append((len(mine) + len(everywhere), count_of(mine[0]), repeated))
+    return views
+
+
+def _wire_names(slice_: dra.WireResourceSlice) -> Iterator[str]:
+    """The device names of an unchecked slice, as many as a slice may hold."""
+    return (device.name for device in slice_.spec.devices[: dra.MAX_DEVICES_PER_SLICE])
 
 
 UNUSABLE_EFFECT: Final = ("kube-scheduler allocates no new claim from it (its GPUs are shown unhealthy; claims "
@@ -183,23 +218,26 @@ def pool_name(driver: str, pool: str, nodes: Mapping[tuple[str, str], str]) -> s
 
 
 def pool_states(
-    generations: dra.PoolGenerations, pools: Mapping[tuple[str, str], str | None],
+    generations: dra.PoolGenerations, pools: Mapping[tuple[str, str], Sequence[tuple[int, int, str | None]]],
 ) -> dict[tuple[str, str], str]:
     """(driver, pool) -> why kube-scheduler allocates nothing new from the pool; pools it uses are left out.
 
-    ``pools``: (driver, pool) -> the first device name its newest generation's slices repeat (None:
-    none). The rules and words of k8s.io/dynamic-resource-allocation structured
-    ``GatherPools`` (the allocator skips such pools for new claims; an ``All`` request fails on
-    them): ``IsIncomplete`` when the generation does not have exactly ``resourceSliceCount`` slices
-    ("currently being updated"), ``IsInvalid`` when its slices name a device twice ("duplicate
-    device name").
+    ``pools``: (driver, pool) -> what each node with slices of it sees of its newest generation (how
+    many slices, the first's ``resourceSliceCount``, the first device name they repeat or None). The
+    rules and words of k8s.io/dynamic-resource-allocation structured ``GatherPools``, per node (the
+    allocator skips such pools for new claims; an ``All`` request fails on them): ``IsIncomplete``
+    when the generation does not have exactly ``resourceSliceCount`` slices ("currently being
+    updated"), ``IsInvalid`` when a node's slices name a device twice ("duplicate device name"). A
+    pool unusable on one node is unusable here (a pool over several nodes is rare).
     """
     unusable: dict[tuple[str, str], str] = {}
-    for key, repeated in pools.items():
+    for key, views in pools.items():
         reasons: list[str] = []
-        if generations.incomplete(*key):
+        expected = next((count for seen, count, _ in views if generations.incomplete(*key, seen, count)), None)
+        repeated = next((name for *_, name in views if name is not None), None)
+        if expected is not None:
             reasons.append(f"is incomplete (currently being updated): {generations.published[key]} ResourceSlice(s) "
-                           f"of generation {generations.newest[key]}, resourceSliceCount {generations.expected[key]}")
+                           f"of generation {generations.newest[key]}, resourceSliceCount {expected}")
         if repeated is not None:
             reasons.append(f"is invalid: duplicate device name {shown(repeated)}")
         if reasons:

@@ -209,6 +209,27 @@ def test_a_pool_with_more_slices_than_its_count_is_incomplete_too() -> None:
         run("n1", [claim(None, mode="All")], [first, second])
 
 
+def pooled(node: str, pool: str, *devices: dict[str, Any], generation: int = 1, count: int = 1) -> dra.ResourceSlice:
+    """A slice of ``node`` in a pool named ``pool`` (not the node's name)."""
+    return dra.decode_slice({"metadata": {"name": f"{node}-{pool}-{generation}"},
+                             "spec": {"driver": DRIVER, "nodeName": node, "devices": list(devices),
+                                      "pool": {"name": pool, "generation": generation, "resourceSliceCount": count}}})
+
+
+def test_a_pool_over_several_nodes_is_judged_by_what_each_node_sees_first() -> None:
+    """pools_incubating.go GatherPools: the node's slices are the pool when they are resourceSliceCount;
+    else all the pool's slices of the generation are counted (checkSlicesInPool)."""
+    one_each = [pooled("n1", "p", gpu(0)), pooled("n2", "p", gpu(0))]  # each node's one slice is its pool
+    for node in ("n1", "n2"):
+        assert isinstance(run(node, [claim(None, mode="All")], one_each), tuple), node
+    spread = [pooled("n1", "p", gpu(0), count=2), pooled("n2", "p", gpu(0), count=2)]  # two slices, counted in all
+    assert isinstance(run("n1", [claim(None, mode="All")], spread), tuple)
+    assert run("n1", [claim()], spread[:1]) == alloc.REASON_CANNOT_ALLOCATE, "the other node's slice is missing"
+    three = [*spread, pooled("n3", "p", gpu(0), count=2)]
+    with pytest.raises(alloc.AllocationError, match="being updated"):
+        run("n1", [claim(None, mode="All")], three)
+
+
 def test_invalid_devices_and_pools_are_never_allocated() -> None:
     broken = node_slice("n1", gpu(0, policy={"default": "1Gi", "validRange": {"min": "1Gi", "step": "0"}}))
     assert broken.devices[0].invalid and run("n1", [claim()], [broken]) == alloc.REASON_CANNOT_ALLOCATE

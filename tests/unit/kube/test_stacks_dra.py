@@ -128,10 +128,11 @@ def test_only_the_newest_generation_of_a_pool_counts() -> None:
 
 
 def pool_slice(node: str, devices: list[dict[str, Any]], name: str, count: int = 1, generation: int = 1,
-               driver: str = OURS) -> dra_objects.WireResourceSlice:
+               driver: str = OURS, pool: str = "") -> dra_objects.WireResourceSlice:
+    """A slice of ``node`` in the pool ``pool`` (by default the node's name)."""
     wire = slice_(node, devices, driver, generation, name)
     return msgspec.structs.replace(wire, spec=msgspec.structs.replace(
-        wire.spec, pool=dra_objects.WirePool(name=node, generation=generation, resource_slice_count=count)))
+        wire.spec, pool=dra_objects.WirePool(name=pool or node, generation=generation, resource_slice_count=count)))
 
 
 def pool_warnings(warnings: Warnings) -> list[str]:
@@ -178,6 +179,39 @@ def test_only_the_newest_generation_decides_whether_a_pool_is_usable() -> None:
     ledger, warnings, objects = view([*old, pool_slice("n", [device(0), device(1)], "new", generation=2)], [])
     assert used(ledger, "n") == {0: (0, 16), 1: (0, 16)} and ledger.free("n") == {0: 16, 1: 16}
     assert objects.unusable == {} and pool_warnings(warnings) == []
+
+
+def pooled(node: str, pool: str, count: int, driver: str) -> dra_objects.WireResourceSlice:
+    return pool_slice(node, [device(0)], f"{node}-{pool}", count, driver=driver, pool=pool)
+
+
+@pytest.mark.parametrize("driver", [OURS, NVIDIA])
+def test_a_pool_over_several_nodes_is_judged_by_what_each_node_sees(driver: str) -> None:
+    """GatherPools is per node (pools_incubating.go): a node's own slices are its pool when they are
+    resourceSliceCount, else all the pool's are counted; a device name is unique on each node only."""
+    for slices in ([pooled("n1", "p", 1, driver), pooled("n2", "p", 1, driver)],  # each node's slice is its pool
+                   [pooled("n1", "p", 2, driver), pooled("n2", "p", 2, driver)]):  # gpu-0 on each node: no repeat
+        warnings = Warnings()
+        objects = dra.read(slices, [], warnings)
+        assert objects.unusable == {} and pool_warnings(warnings) == [], slices
+    objects = dra.read([pooled("n1", "p", 3, driver), pooled("n2", "p", 3, driver)], [], None)
+    assert list(objects.unusable) == [(driver, "p")] and "2 ResourceSlice(s)" in objects.unusable[(driver, "p")]
+
+
+@pytest.mark.parametrize("driver", [OURS, NVIDIA])
+def test_a_slice_for_all_nodes_is_seen_by_each_node_of_its_pool(driver: str) -> None:
+    """GatherPools adds an allNodes slice on every node: with each node's own slices it makes the count,
+    and a device name it shares with a node's slice is repeated there."""
+    def everywhere(name: str, *devices: dict[str, Any], count: int = 2) -> dra_objects.WireResourceSlice:
+        wire = pool_slice("x", list(devices), name, count, driver=driver, pool="p")
+        return msgspec.structs.replace(wire, spec=msgspec.structs.replace(wire.spec, node_name=None, all_nodes=True))
+
+    fine = [pooled("n1", "p", 3, driver), pooled("n2", "p", 3, driver), everywhere("all", device(1), count=3)]
+    assert dra.read(fine, [], None).unusable == {}, "each node sees 2 of 3; all the pool's 3 are published"
+    clash = [pooled("n1", "p", 2, driver), everywhere("all", device(0))]
+    assert dra.read(clash, [], None).unusable == {(driver, "p"): "is invalid: duplicate device name 'gpu-0'"}
+    only = [everywhere("a", device(0)), everywhere("b", device(1))]
+    assert dra.read(only, [], None).unusable == {}, "a pool of slices for all nodes only is the pool"
 
 
 def test_nvidia_devices_of_an_unusable_pool_are_shown_once_and_unhealthy() -> None:
