@@ -2,17 +2,20 @@
 
 Start-up, refusing what can be refused before serving: open the GPU backend, reach the API server,
 read this Node and refuse it when the device plugin advertises ``aliyun.com/gpu-mem`` there (both
-would sell the same GPUs' memory twice; `EXIT_REFUSED`; the Node is read again every ``resync``
-seconds, and if the device plugin starts later the driver withdraws its slice and stops the same
-way), restore prepared claims from the checkpoint. Then publish the node's ResourceSlice (a thread
-that re-syncs on every health change and every ``resync`` seconds), serve the DRA service on
-``<plugin dir>/dra.sock`` and, once it answers, the registration service on ``<registration
-dir>/<driver>-reg.sock`` (kubelet's plugin watcher dials it at once, so the DRA socket must be up
-first, as the kubeletplugin helper orders them). Until ``stop``: watch both socket files and serve
-again if one is deleted; health events update the slice. Memory enforcement (``--enforce-memory``)
-holds each pod using a prepared claim to the claim's memory, through `node.enforce`: the pods the
-claim was reserved for when prepared, and those of this node that name it later (`pod_claims`, a pod
-watch made only when enforcement is on).
+would sell the same GPUs' memory twice; `EXIT_REFUSED`), restore prepared claims from the checkpoint.
+The publisher reads the Node at every sync (for the slice's owner) and the same read is checked
+again (`SlicePublisher` ``refuse``): if the device plugin starts later, the driver withdraws its
+slice and stops the same way, within ``resync`` seconds or at the next change. The read at start
+serves the publisher's first sync (`SlicePublisher.offer`): one GET of the Node per sync.
+
+Then publish the node's ResourceSlice (a thread that re-syncs on every health change and every
+``resync`` seconds), serve the DRA service on ``<plugin dir>/dra.sock`` and, once it answers, the
+registration service on ``<registration dir>/<driver>-reg.sock`` (kubelet's plugin watcher dials it
+at once, so the DRA socket must be up first, as the kubeletplugin helper orders them). Until
+``stop``: watch both socket files and serve again if one is deleted; health events update the slice.
+Memory enforcement (``--enforce-memory``) holds each pod using a prepared claim to the claim's
+memory, through `node.enforce`: the pods the claim was reserved for when prepared, and those of this
+node that name it later (`pod_claims`, a pod watch made only when enforcement is on).
 
 This module wires the parts together; decisions live in `preparer`, `claims`, `slices` and
 `publisher`.
@@ -123,10 +126,10 @@ def advertised_gpu_memory(node: types.Node) -> str | None:
     return None
 
 
-def check_node(client: Client, name: str) -> None:
-    """Read this node and refuse it when our device plugin already sells its GPUs.
+def check_node(client: Client, name: str) -> types.Node:
+    """Read this node and refuse it when our device plugin already sells its GPUs; the Node read.
 
-    Only a check: the slice's owner is the Node as read at each sync (`SlicePublisher`), not this one.
+    The slice's owner is the Node as read at each sync (`SlicePublisher`); this read serves the first.
 
     Raises:
         DaemonError: the node does not exist, cannot be read, or advertises ``aliyun.com/gpu-mem``.
@@ -147,6 +150,16 @@ def check_node(client: Client, name: str) -> None:
             f"plugin runs there); the device plugin and the DRA driver must not sell the same GPUs",
             EXIT_REFUSED,
         )
+    return node
+
+
+def device_plugin_refusal(node: types.Node) -> str | None:
+    """Why the driver must stop once running, when the node now advertises ``aliyun.com/gpu-mem``."""
+    advertised = advertised_gpu_memory(node)
+    if advertised is None:
+        return None
+    return (f"stopping: node {node.metadata.name} now advertises {protocol.RESOURCE_MEM}={advertised} (the gpushare "
+            "device plugin started there); the device plugin and the DRA driver must not sell the same GPUs")
 
 
 def pod_shares(
@@ -180,7 +193,7 @@ class Driver:
         self.backend = backend
         self.client = client
         self.health = HealthBook(backend.devices(), backend.devices)
-        self.publisher = SlicePublisher(client, cfg.node_name)
+        self.publisher = SlicePublisher(client, cfg.node_name, refuse=device_plugin_refusal)
         self.preparer = Preparer(
             cfg.node_name, ApiClaims(client), self.published, cdi.CdiDir(cfg.cdi_root),
             CheckpointFile(cfg.plugin_dir, cfg.node_name), visible=cfg.visible_devices,
@@ -198,7 +211,7 @@ class Driver:
         self._wake_publisher = threading.Event()
         self._servers: list[grpc.Server] = []
         self.refused = ""
-        """Set when the node starts advertising ``aliyun.com/gpu-mem`` while we run (`watch_node`)."""
+        """Set when the node starts advertising ``aliyun.com/gpu-mem`` while we run (`publish`)."""
 
     # --- what the slice, the claims and enforcement see ------------------------------------------
 
@@ -317,37 +330,21 @@ class Driver:
             self.stop_servers()
             self.republish()  # kubelet wipes a deregistered driver's slices
 
-    def watch_node(self, stop: threading.Event) -> None:
-        """Every ``resync`` seconds, re-check that the device plugin has not started on this node since.
+    def publish(self, stop: threading.Event) -> None:
+        """Publish the slice until ``stop``; stop when a sync found the device plugin started on this node.
 
-        If it has (``aliyun.com/gpu-mem`` advertised), both would sell the same GPUs: withdraw our
-        slice, log it, and stop (``serve`` then exits with `EXIT_REFUSED`, as at start).
+        Both would sell the same GPUs: the publisher has withdrawn our slice (`SlicePublisher` ``refuse``);
+        log it and stop (``serve`` then exits with `EXIT_REFUSED`, as at start).
         """
-        while not stop.wait(self.cfg.resync):
-            try:
-                node = self.client.get_node(self.cfg.node_name)
-            except KubeError as exc:
-                log.warning("cannot re-read node %s: %s", self.cfg.node_name, exc)
-                continue
-            advertised = advertised_gpu_memory(node)
-            if advertised is None:
-                continue
-            self.refused = (f"stopping: node {self.cfg.node_name} now advertises {protocol.RESOURCE_MEM}="
-                            f"{advertised} (the gpushare device plugin started there); the device plugin and the "
-                            "DRA driver must not sell the same GPUs")
+        self.publisher.run(stop, self._wake_publisher, self.devices, resync=self.cfg.resync)
+        if self.publisher.refusal is not None:
+            self.refused = self.publisher.refusal
             log.error("%s", self.refused)
-            try:
-                self.publisher.withdraw()
-            except KubeError as exc:
-                log.warning("cannot delete our ResourceSlice: %s", exc)
             stop.set()
-            return
 
     def threads(self, stop: threading.Event) -> list[threading.Thread]:
-        """The background work: slice publishing, node re-checks, health watching, enforcement."""
-        work = [threading.Thread(target=self.publisher.run, args=(stop, self._wake_publisher, self.devices),
-                                 kwargs={"resync": self.cfg.resync}, name="slice-publisher", daemon=True),
-                threading.Thread(target=self.watch_node, args=(stop,), name="node-check", daemon=True)]
+        """The background work: slice publishing (and node re-checks), health watching, enforcement."""
+        work = [threading.Thread(target=self.publish, args=(stop,), name="slice-publisher", daemon=True)]
         if self.cfg.health_check:
             work.append(threading.Thread(target=self.backend.watch_health, args=(stop, self.on_health),
                                          name="gpu-health", daemon=True))
@@ -387,7 +384,7 @@ def serve(
     driver: Driver | None = None
     try:
         client = client or make_client(cfg)
-        check_node(client, cfg.node_name)
+        node = check_node(client, cfg.node_name)
         try:
             driver = Driver(cfg, backend, client)
         except BackendError as exc:
@@ -403,6 +400,7 @@ def serve(
             driver.preparer.restore()
         except OSError as exc:  # the checkpoint's files cannot be read or folded: an unusable --plugin-dir
             raise DaemonError(f"cannot load the checkpoint in {cfg.plugin_dir}: {exc}", EXIT_CONFIG) from exc
+        driver.publisher.offer(node)  # the first sync's read (if it comes within OFFER_SECONDS)
         background = driver.threads(stop)
         for thread in background:
             thread.start()

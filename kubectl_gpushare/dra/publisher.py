@@ -16,6 +16,12 @@ UID would be deleted again after each write. While the Node does not exist nothi
 (`NodeGoneError`, retried as any error): a slice owned by no Node, or by a UID that is gone, would
 not stay.
 
+Each sync's read of the Node serves two more ends. A ``refuse`` check the publisher is built with
+sees every Node read: a reason from it ends publishing as `withdraw` does, in that sync, before it
+writes anything (`refusal` tells why; the DRA driver refuses a node where the device plugin
+advertises ``aliyun.com/gpu-mem``). And a Node read just before by someone else (the driver's check
+at start) can be `offer`ed: the next sync within `OFFER_SECONDS` uses it instead of reading again.
+
 kubelet wipes a driver's slices when the driver deregisters, and anyone may delete one, so `run`
 syncs on every change and every `resync` seconds, backing off on errors. A create whose outcome is
 unknown (a timeout, a 5xx: `errors.refused`) may still land after the next sync created the slice
@@ -55,6 +61,8 @@ RESYNC_SECONDS = 60.0
 MAX_BACKOFF = 30.0
 SETTLE_SECONDS = 1.0
 """Seconds between syncs while a create of unknown outcome may still land (see the module docstring)."""
+OFFER_SECONDS = 1.0
+"""How long a Node given to `SlicePublisher.offer` may serve a sync instead of a read of its own."""
 
 
 class NodeGoneError(KubeError):
@@ -64,9 +72,14 @@ class NodeGoneError(KubeError):
 class SlicePublisher:
     """Publishes one node's slice through the API server."""
 
-    def __init__(self, client: Client, node: str) -> None:
+    def __init__(self, client: Client, node: str, refuse: Callable[[types.Node], str | None] | None = None) -> None:
         self.client = client
         self.node = node
+        self.refuse = refuse
+        """Judges each Node read: a reason ends publishing (see the module docstring)."""
+        self.refusal: str | None = None
+        """The reason ``refuse`` gave, once it gave one (`withdrawn` is set with it)."""
+        self._offered: tuple[types.Node, float] | None = None
         self.current: wire.WireResourceSlice | None = None
         self.writes = 0
         self.dropped: set[str] = set()
@@ -77,21 +90,35 @@ class SlicePublisher:
         """`time.monotonic` instant until which a create of unknown outcome may still land."""
         self._lock = threading.Lock()
 
-    def _owner(self) -> wire.WireOwnerReference:
-        """The Node, as it is now, as the slice's controlling owner (the resourceslice controller's reference).
+    def offer(self, node: types.Node) -> None:
+        """A Node just read elsewhere (before `run` starts): the next sync within `OFFER_SECONDS` uses it."""
+        self._offered = (node, time.monotonic())
+
+    def _read_node(self) -> types.Node | None:
+        """This Node as it is now, None if it does not exist.
 
         Raises:
-            NodeGoneError: the Node does not exist, or has no UID to be owned by.
             UndecodableReply: the reply does not decode as a Node (one line, retried as any error, no traceback).
             KubeError: it could not be read.
         """
+        offered, self._offered = self._offered, None
+        if offered is not None and time.monotonic() - offered[1] <= OFFER_SECONDS:
+            return offered[0]
         try:
-            uid = self.client.get_node(self.node).metadata.uid
+            return self.client.get_node(self.node)
         except NotFound:
-            uid = ""
+            return None
         except msgspec.DecodeError as exc:  # ValidationError included: a field of the wrong type
             raise UndecodableReply(f"node {self.node} does not decode as a v1.Node "
                                    f"({lenient.reason(exc)[:200]}): no ResourceSlice is published") from None
+
+    def _owner(self, node: types.Node | None) -> wire.WireOwnerReference:
+        """The Node, as read at this sync, as the slice's controlling owner (the resourceslice controller's reference).
+
+        Raises:
+            NodeGoneError: the Node does not exist, or has no UID to be owned by.
+        """
+        uid = node.metadata.uid if node is not None else ""
         if not uid:
             raise NodeGoneError(f"node {self.node} does not exist (deleted, not registered again yet) or has no "
                                 "UID: no ResourceSlice is published until it does")
@@ -105,7 +132,7 @@ class SlicePublisher:
     def sync(self, devices: slices.Devices) -> bool:
         """Make the API hold exactly one slice with ``devices``; True if anything was written.
 
-        Once `withdraw` has run, nothing: False.
+        Once `withdraw` has run, nothing: False. A Node that ``refuse`` rejects withdraws here instead of writing.
 
         Raises:
             NodeGoneError: the Node does not exist: nothing was written (the caller retries).
@@ -117,7 +144,16 @@ class SlicePublisher:
             return self._sync(devices)
 
     def _sync(self, devices: slices.Devices) -> bool:
-        owners = [self._owner()]
+        node = self._read_node()
+        refusal = self.refuse(node) if node is not None and self.refuse is not None else None
+        if refusal is not None:
+            self.refusal = refusal
+            try:
+                return self._withdraw() > 0
+            except KubeError as exc:  # publishing has ended all the same; kubelet wipes what is left
+                log.warning("cannot delete our ResourceSlice: %s", exc)
+                return False
+        owners = [self._owner(node)]
         existing = self._listed()
         prefix = protocol.DRA_SLICE_INDEX + "-"
         generation = max((s.spec.pool.generation for s in existing), default=0)
@@ -188,7 +224,11 @@ class SlicePublisher:
 
     def run(self, stop: threading.Event, wake: threading.Event, devices: Callable[[], slices.Devices],
             resync: float = RESYNC_SECONDS) -> None:
-        """Sync now, on every ``wake`` and every ``resync`` seconds, until ``stop`` (set ``wake`` too) or `withdraw`."""
+        """Sync now, on every ``wake`` and every ``resync`` seconds, until ``stop`` (set ``wake`` too) or `withdraw`.
+
+        An error is retried with backoff, never later than ``resync``: each sync's read of the Node is
+        also the ``refuse`` check, which must come at least that often.
+        """
         backoff = 0.5
         while not stop.is_set() and not self.withdrawn:
             wake.clear()
@@ -197,12 +237,13 @@ class SlicePublisher:
                 backoff = 0.5
                 wait = resync if time.monotonic() >= self.landing_until else min(resync, SETTLE_SECONDS)
             except KubeError as exc:
-                log.warning("publishing the ResourceSlice failed, retrying in %.1fs: %s", backoff, exc)
-                wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF)
+                wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
+                log.warning("publishing the ResourceSlice failed, retrying in %.1fs: %s", wait, exc)
             except Exception:  # a bug must not end publishing for good
                 log.exception("publishing the ResourceSlice failed unexpectedly")
-                wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF)
-            wake.wait(wait)
+                wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
+            if not self.withdrawn:  # refused in this sync: done now, not after the wait
+                wake.wait(wait)
 
     def withdraw(self) -> int:
         """Stop publishing for good and delete every slice of this node and driver; how many were deleted.
@@ -215,5 +256,8 @@ class SlicePublisher:
             KubeError: the slices could not be listed or deleted (publishing stays stopped).
         """
         with self._lock:
-            self.withdrawn = True
-            return sum(self._delete(s) for s in self._listed())
+            return self._withdraw()
+
+    def _withdraw(self) -> int:
+        self.withdrawn = True
+        return sum(self._delete(s) for s in self._listed())

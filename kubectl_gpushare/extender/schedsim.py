@@ -13,6 +13,14 @@ It calls an extender the way ``pkg/scheduler/extender.go`` does:
 - prioritize scores are multiplied by ``weight`` and by MaxNodeScore/MaxExtenderPriority (10);
 - bind sends PodName, PodNamespace, PodUID and Node.
 
+Connections follow Go's ``net/http.Transport`` (src/net/http/transport.go), which kube-scheduler's
+client uses: a kept connection the server closed while idle is not reused (``persistConn.readLoop``
+peeks while idle and closes the connection on EOF, an error or any unsolicited byte), and a failed
+POST is re-sent on a new connection only when the connection was reused and not one byte of the
+request was written (``shouldRetryRequest``: ``nothingWrittenError``). A request whose bytes went
+out is never re-sent, since the extender may be acting on it (a bind twice); a server that closes
+such a connection without answering is an error, and so is a timeout.
+
 Where it differs from kube-scheduler: there is no scheduling framework around it. `schedule_one`
 runs one simplified cycle (extender filter, extender prioritize, highest score wins with ties to
 the first candidate, extender bind) so that tests can drive real binds through the real wire; it
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import ssl
 import threading
 import urllib.parse
@@ -64,6 +73,65 @@ def _name(node: dict[str, Any]) -> str:
     return str(node["metadata"]["name"])
 
 
+def _server_closed(sock: socket.socket) -> bool:
+    """Whether a kept, idle connection must not be reused.
+
+    Go's ``persistConn.readLoop`` peeks while a connection is idle and closes it on EOF, on a read
+    error, or on any unsolicited byte (``readLoopPeekFailLocked``), so the next request dials anew.
+    Here the same peek is done once, without blocking, just before reuse. Over TLS, bytes on the
+    raw socket may be TLS 1.3 session tickets, which the TLS layer consumes without any application
+    data (as Go's ``tls.Conn.Read`` does); only a read through the TLS layer tells, and a byte it
+    returns would be unsolicited, so the connection is dropped either way.
+    """
+    timeout = sock.gettimeout()
+    sock.settimeout(0)
+    try:
+        if isinstance(sock, ssl.SSLSocket):
+            sock.recv(1)
+        else:
+            sock.recv(1, socket.MSG_PEEK)
+    except (BlockingIOError, ssl.SSLWantReadError):
+        return False  # nothing to read: the connection is alive and idle
+    except OSError:
+        return True
+    finally:
+        sock.settimeout(timeout)
+    return True  # b"" is EOF; a byte is an unsolicited reply
+
+
+def _send_counted(conn: _Connection | _TLSConnection, data: bytes) -> None:
+    """``HTTPConnection.send`` for bytes, counting what reaches the socket as ``persistConn.nwrite`` does."""
+    if conn.sock is None:
+        conn.connect()  # http.client's auto_open
+    sock = conn.sock
+    assert sock is not None
+    view = memoryview(data).cast("B")
+    while view:
+        sent = sock.send(view)
+        conn.written += sent
+        view = view[sent:]
+
+
+class _Connection(http.client.HTTPConnection):
+    """An HTTP connection that knows how many bytes of the current request were written."""
+
+    written = 0
+
+    def send(self, data: Any) -> None:
+        """Send bytes as ``HTTPConnection.send`` does, counting them."""
+        _send_counted(self, data)
+
+
+class _TLSConnection(http.client.HTTPSConnection):
+    """An HTTPS connection that knows how many bytes of the current request were written."""
+
+    written = 0
+
+    def send(self, data: Any) -> None:
+        """Send bytes as ``HTTPConnection.send`` does, counting them."""
+        _send_counted(self, data)
+
+
 class HTTPExtender:
     """One extender as kube-scheduler calls it; thread-safe (one keep-alive connection per thread)."""
 
@@ -83,37 +151,48 @@ class HTTPExtender:
         """The URL for a verb: ``TrimRight(urlPrefix, "/") + "/" + verb``."""
         return f"{self.config.url_prefix.rstrip('/')}/{verb}"
 
-    def _connection(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            if self._scheme == "https":
-                context = self.config.tls_context or ssl.create_default_context()
-                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.config.http_timeout,
-                                                   context=context)
-            else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=self.config.http_timeout)
-            self._local.conn = conn
-        return conn
+    def _connection(self) -> tuple[_Connection | _TLSConnection, bool]:
+        """This thread's connection and whether it is a kept one; one the server closed is replaced."""
+        conn: _Connection | _TLSConnection | None = getattr(self._local, "conn", None)
+        if conn is not None and conn.sock is not None:
+            if not _server_closed(conn.sock):
+                return conn, True
+            conn.close()
+        if self._scheme == "https":
+            context = self.config.tls_context or ssl.create_default_context()
+            conn = _TLSConnection(self._host, self._port, timeout=self.config.http_timeout, context=context)
+        else:
+            conn = _Connection(self._host, self._port, timeout=self.config.http_timeout)
+        self._local.conn = conn
+        return conn, False
+
+    def _failed(self, conn: http.client.HTTPConnection, verb: str, exc: BaseException) -> ExtenderCallError:
+        conn.close()
+        self._local.conn = None
+        return ExtenderCallError(f'Post "{self.url(verb)}": {exc}')
 
     def send(self, verb: str, args: dict[str, Any]) -> Any:
         """POST ``args`` to a verb and decode the reply; a non-200 status is an error."""
         body = json.dumps(args).encode()
-        for attempt in (1, 2):  # a keep-alive connection the server closed is redialled once, as Go does
-            conn = self._connection()
+        while True:
+            conn, reused = self._connection()
+            conn.written = 0
             try:
                 conn.request("POST", f"{self._path}/{verb}", body=body,
                              headers={"Content-Type": "application/json", "Accept": "application/json"})
+            except (http.client.HTTPException, OSError) as exc:
+                error = self._failed(conn, verb, exc)
+                # shouldRetryRequest: only a reused connection, only if nothing was written; a
+                # timeout is the request's deadline (a cancelled context), never retried.
+                if reused and conn.written == 0 and not isinstance(exc, TimeoutError):
+                    continue  # the next connection is a new one: at most one retry
+                raise error from None
+            try:
                 response = conn.getresponse()
                 payload = response.read()
-            except (ConnectionError, http.client.HTTPException, OSError) as exc:
-                conn.close()
-                self._local.conn = None
-                if attempt == 2 or isinstance(exc, TimeoutError):
-                    raise ExtenderCallError(f'Post "{self.url(verb)}": {exc}') from None
-                continue
-            if response.getheader("Connection", "").lower() == "close":
-                conn.close()
-                self._local.conn = None
+            except (http.client.HTTPException, OSError) as exc:
+                raise self._failed(conn, verb, exc) from None  # written: the extender may act on it
+            # A reply that ends the connection (Connection: close, HTTP/1.0) leaves conn.sock None.
             if response.status != 200:
                 raise ExtenderCallError(
                     f"failed {verb} with extender at URL {self.url(verb)}, code {response.status}")
@@ -121,7 +200,6 @@ class HTTPExtender:
                 return json.loads(payload)
             except ValueError as exc:
                 raise ExtenderCallError(f"{verb}: undecodable reply: {exc}") from None
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def filter(self, pod: dict[str, Any], nodes: list[dict[str, Any]]) -> FilterOutcome:
         """Call filter as ``HTTPExtender.Filter`` does and return what the scheduler keeps."""

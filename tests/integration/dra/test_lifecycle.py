@@ -180,6 +180,37 @@ def test_a_device_plugin_starting_later_makes_the_driver_withdraw_and_stop(
     assert _slices(api) == []
 
 
+def test_a_device_plugin_seen_by_any_sync_makes_the_driver_withdraw_at_once(
+    start_driver, api: Client, sandbox: Sandbox
+) -> None:
+    """Every sync's read of the Node is checked: a sync woken by a change acts, not the next resync (a minute)."""
+    running = start_driver("1x16GiB")
+    wait_for(lambda: _devices(api) == ["gpu-0"], what="the slice")
+    api.patch(types.NODES, NODE, {"status": {"capacity": {"aliyun.com/gpu-mem": "16"}}}, subresource="status")
+    running.driver.republish()
+    running.thread.join(15)
+    assert not running.thread.is_alive()
+    assert isinstance(running.error, DaemonError) and running.error.exit_code == 2
+    assert _slices(api) == [] and running.driver.publisher.refusal == running.error.message
+
+
+def test_one_read_of_the_node_serves_each_sync_and_its_check(start_driver, sandbox: Sandbox) -> None:
+    """The check at start serves the first sync; then each sync reads the Node once, for its owner and the check."""
+    start = len(sandbox.log.snapshot())
+    start_driver("1x16GiB", resync=0.2)
+
+    def driver_calls(verb: str, resource: str) -> int:
+        return sum(1 for r in sandbox.log.snapshot()[start:]
+                   if r.verb == verb and r.resource == resource and "(dra-driver)" in r.user_agent)
+
+    wait_for(lambda: driver_calls("list", "resourceslices") >= 8, what="eight syncs")
+    log = [r for r in sandbox.log.snapshot()[start:] if "(dra-driver)" in r.user_agent]
+    first_create = next(i for i, r in enumerate(log) if r.verb == "create" and r.resource == "resourceslices")
+    assert [r.verb for r in log[:first_create] if r.resource == "nodes"] == ["get"]  # check_node's, and no other
+    lists, gets = driver_calls("list", "resourceslices"), driver_calls("get", "nodes")
+    assert lists <= gets <= lists + 1, (lists, gets)  # one GET a sync (+1: a sync between its GET and its list)
+
+
 def test_withdrawing_waits_for_a_publish_in_flight_and_leaves_no_slice(
     start_driver, api: Client, sandbox: Sandbox
 ) -> None:

@@ -12,25 +12,14 @@ import logging
 import os
 import shutil
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
+from extender_http import self_signed_pair
 from waiting import wait_for
 
 from kubectl_gpushare.extender.certs import ReloadingKeyPair
 from kubectl_gpushare.sandbox.server import Sandbox
-
-
-def _make_pair(directory: Path, common_name: str) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a test certificate")
-    directory.mkdir(parents=True, exist_ok=True)
-    cert, key = directory / "tls.crt", directory / "tls.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                    "-days", "1", "-subj", f"/CN={common_name}", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    return cert, key
 
 
 def _secret_volume(root: Path, source: Path) -> None:
@@ -66,8 +55,8 @@ def test_renewed_certificate_is_served_without_restart(sandbox: Sandbox, extende
     volume.mkdir()
     old = volume / "..2026_01_01"
     new = volume / "..2026_03_01"
-    _make_pair(old, "first")
-    _make_pair(new, "second")
+    self_signed_pair(old, "first")
+    self_signed_pair(new, "second")
     _secret_volume(volume, old)
     ext = extender_factory(tls_cert_file=str(volume / "tls.crt"), tls_private_key_file=str(volume / "tls.key"))
     port = ext.running.port
@@ -96,8 +85,8 @@ def _try_cn(port: int, ca: Path) -> str | None:
 @pytest.mark.parametrize("damage", ["truncated", "directory", "mismatched"])
 def test_unusable_new_pair_is_refused_and_the_old_one_kept(tmp_path: Path, damage: str,
                                                            caplog: pytest.LogCaptureFixture) -> None:
-    cert, key = _make_pair(tmp_path / "live", "first")
-    other_cert, other_key = _make_pair(tmp_path / "other", "other")
+    cert, key = self_signed_pair(tmp_path / "live", "first")
+    other_cert, other_key = self_signed_pair(tmp_path / "other", "other")
     now = [0.0]
     pair = ReloadingKeyPair(str(cert), str(key), check_interval=1.0, clock=lambda: now[0])
     before = pair.current
@@ -126,8 +115,8 @@ def test_unusable_new_pair_is_refused_and_the_old_one_kept(tmp_path: Path, damag
 
 
 def test_files_are_looked_at_once_per_interval(tmp_path: Path) -> None:
-    cert, key = _make_pair(tmp_path / "a", "first")
-    other_cert, other_key = _make_pair(tmp_path / "b", "second")
+    cert, key = self_signed_pair(tmp_path / "a", "first")
+    other_cert, other_key = self_signed_pair(tmp_path / "b", "second")
     now = [0.0]
     pair = ReloadingKeyPair(str(cert), str(key), check_interval=5.0, clock=lambda: now[0])
     first = pair.current
@@ -140,7 +129,7 @@ def test_files_are_looked_at_once_per_interval(tmp_path: Path) -> None:
 
 
 def test_missing_files_keep_the_old_pair(tmp_path: Path) -> None:
-    cert, key = _make_pair(tmp_path / "a", "first")
+    cert, key = self_signed_pair(tmp_path / "a", "first")
     now = [0.0]
     pair = ReloadingKeyPair(str(cert), str(key), clock=lambda: now[0])
     first = pair.current

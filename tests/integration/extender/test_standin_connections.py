@@ -1,0 +1,171 @@
+"""The kube-scheduler stand-in's connections behave as Go's net/http Transport, over real loopback sockets.
+
+kube-scheduler's extender client is a Go ``http.Client`` (src/net/http/transport.go): a POST whose
+bytes were written is never re-sent (``shouldRetryRequest`` re-sends a non-idempotent request only
+on ``nothingWrittenError``), and a kept connection the server closed while idle is noticed by
+``persistConn.readLoop`` before it is reused, so the next call dials anew instead of failing.
+A recording extender stand-in stands on the other end: it answers, drops a POST it has read, or
+closes a connection once it has answered.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from extender_http import self_signed_pair
+from waiting import wait_for
+
+from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender
+
+pytestmark = pytest.mark.integration
+
+NODE = {"metadata": {"name": "gpu-1"}}
+POD = {"metadata": {"name": "job", "namespace": "default", "uid": "u-1"}}
+
+
+class RecordingExtender(ThreadingHTTPServer):
+    """Answers filter with gpu-1, records each request's connection (client port) and each close.
+
+    ``mode``: ``answer`` keeps the connection; ``drop`` reads the POST and closes without answering;
+    ``close`` answers (without ``Connection: close``) and then closes with a FIN; ``reset`` answers
+    and then closes with an RST (SO_LINGER 0).
+    """
+
+    daemon_threads = True
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.tls = tls
+        self.mode = "answer"
+        self.requests: list[int] = []
+        self.closed: list[int] = []
+        self._ports: dict[Any, int] = {}
+        self.lock = threading.Lock()
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = super().get_request()
+        if self.tls is not None:
+            sock = self.tls.wrap_socket(sock, server_side=True)
+        self._ports[sock] = address[1]
+        return sock, address
+
+    def shutdown_request(self, request: Any) -> None:
+        port = self._ports.pop(request)
+        if self.mode == "reset":
+            request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_request(request)
+        else:
+            super().shutdown_request(request)
+        with self.lock:
+            self.closed.append(port)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the extender serves
+    server: RecordingExtender
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        with self.server.lock:
+            self.server.requests.append(self.client_address[1])
+        if self.server.mode == "drop":
+            self.close_connection = True
+            return
+        body = b'{"NodeNames": ["gpu-1"], "FailedNodes": {}, "Error": ""}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = self.server.mode in ("close", "reset")  # without telling the client
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        """Quiet: the test reads the records instead."""
+
+
+@contextmanager
+def _serve(tls: ssl.SSLContext | None = None) -> Iterator[RecordingExtender]:
+    server = RecordingExtender(tls)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@pytest.fixture
+def server() -> Iterator[RecordingExtender]:
+    with _serve() as recording:
+        yield recording
+
+
+def _client(server: RecordingExtender, **kw: Any) -> HTTPExtender:
+    scheme = "https" if server.tls else "http"
+    return HTTPExtender(ExtenderConfig(url_prefix=f"{scheme}://127.0.0.1:{server.server_port}/x", **kw))
+
+
+def _passes(client: HTTPExtender) -> bool:
+    return [n["metadata"]["name"] for n in client.filter(POD, [NODE]).nodes] == ["gpu-1"]
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["new-connection", "kept-connection"])
+def test_post_read_and_dropped_is_sent_once_and_fails(server: RecordingExtender, kept: bool) -> None:
+    client = _client(server)
+    if kept:
+        assert _passes(client)
+    server.mode = "drop"
+    with pytest.raises(ExtenderCallError, match=r'^Post "http://127\.0\.0\.1:\d+/x/bind": '):
+        client.bind(POD, "gpu-1")
+    assert len(server.requests) == (2 if kept else 1)  # the bind reached the extender once: never re-sent
+    server.mode = "answer"
+    assert _passes(client)  # the broken connection was dropped; the next call dials anew
+
+
+@pytest.mark.parametrize("close", ["close", "reset"])
+def test_connection_closed_while_idle_is_replaced_not_failed(server: RecordingExtender, close: str) -> None:
+    client = _client(server)
+    server.mode = close
+    assert _passes(client)
+    first = server.requests[0]
+    wait_for(lambda: first in server.closed, what="the server to close the idle connection")
+    server.mode = "answer"
+    assert _passes(client)
+    assert len(server.requests) == 2 and server.requests[1] != first  # one request each, on a new connection
+
+
+def test_kept_connection_is_reused(server: RecordingExtender) -> None:
+    client = _client(server)
+    for _ in range(5):
+        assert _passes(client)
+    assert len(set(server.requests)) == 1 and server.closed == []
+
+
+def test_over_tls_a_live_connection_is_kept_and_a_closed_one_replaced(tmp_path: Path) -> None:
+    cert, key = self_signed_pair(tmp_path)
+    serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    serving.load_cert_chain(cert, key)
+    serving.minimum_version = ssl.TLSVersion.TLSv1_3  # session tickets arrive after the handshake
+    trusting = ssl.create_default_context(cafile=str(cert))
+    with _serve(serving) as server:
+        client = _client(server, tls_context=trusting)
+        for _ in range(3):
+            assert _passes(client)
+        assert len(set(server.requests)) == 1  # the tickets' bytes are no reason to drop a live connection
+        server.mode = "close"
+        assert _passes(client)
+        wait_for(lambda: server.requests[-1] in server.closed, what="the server to close the idle connection")
+        server.mode = "answer"
+        assert _passes(client)
+        assert len(server.requests) == 5 and len(set(server.requests)) == 2
