@@ -39,6 +39,15 @@ def parse_query(query: str, *, errors: str = "replace") -> dict[str, list[str]]:
     return result
 
 
+def go_bool(value: str | None) -> bool:
+    """A boolean option as kube-apiserver reads its first value (None: absent).
+
+    ``runtime.Convert_Slice_string_To_bool`` (k8s.io/apimachinery/pkg/runtime/conversion.go): absent,
+    ``0`` or ``false`` in any case is false; anything else is true, an empty value included.
+    """
+    return value is not None and value != "0" and value.lower() != "false"
+
+
 def _text(value: str) -> str:
     """A Go string (bytes as surrogate escapes) as text: bytes that are not UTF-8 become U+FFFD."""
     return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
@@ -85,4 +94,4 @@ class GoQuery(Mapping[str, str]):
         return {_text(name): _text(values[0]) for name, values in self._values.items()}
 
 
-__all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "parse_query"]
+__all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "go_bool", "parse_query"]

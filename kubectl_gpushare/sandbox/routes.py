@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol
 import msgspec
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.go_query import GoQuery
+from kubectl_gpushare.kube.go_query import GoQuery, go_bool
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
 from kubectl_gpushare.sandbox.admission import Admission, Attributes
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -208,7 +208,7 @@ def _verb(method: str, name: str, sub: str, query: Mapping[str, str]) -> str:
         return "get"
     table = {
         ("GET", True): "get",
-        ("GET", False): "watch" if query.get("watch") in ("true", "1") else "list",
+        ("GET", False): "watch" if go_bool(query.get("watch")) else "list",
         ("POST", False): "create",
         ("PUT", True): "update",
         ("PATCH", True): "patch",
@@ -680,8 +680,8 @@ class Api:
         rv = _resource_version(query)
         if rv_text not in ("", "0") and rv is None:  # digits only, in range ('²' is a digit to str.isdigit)
             raise errors.bad_request(f"resourceVersion: Invalid value: {rv_text[:64]!r}")
-        send_initial = query.get("sendInitialEvents") == "true"
-        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        send_initial = go_bool(query.get("sendInitialEvents"))
+        bookmarks = go_bool(query.get("allowWatchBookmarks"))
         table = _wants_table(request)
         include = _include(request)
         initial: list[Entry] = []

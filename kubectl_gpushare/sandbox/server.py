@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
-from kubectl_gpushare.kube.go_query import GoQuery
+from kubectl_gpushare.kube.go_query import GoQuery, go_bool
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
@@ -713,7 +713,7 @@ class Sandbox:
         if target is not None:
             unbounded = long_running_request(target.verb, target.subresource)
         else:
-            unbounded = long_running(path) or (method == "GET" and query.get("watch") in ("true", "1"))
+            unbounded = long_running(path) or (method == "GET" and go_bool(query.get("watch")))
         return None if unbounded else received + self._allotted(query)
 
     @staticmethod

@@ -77,6 +77,21 @@ def test_a_repeated_watch_takes_its_first_value(seeded: Sandbox) -> None:
     assert seeded.requests[-1].verb == "list"
 
 
+@pytest.mark.parametrize(("value", "verb"), [("yes", "watch"), ("", "watch"), ("TRUE", "watch"), ("FALSE", "list"),
+                                            ("0", "list")])  # fmt: skip
+def test_watch_is_read_as_go_reads_a_boolean_option(seeded: Sandbox, value: str, verb: str) -> None:
+    # runtime.Convert_Slice_string_To_bool: only 0 and false (any case) are false, an empty value is true.
+    connection = http.client.HTTPConnection("127.0.0.1", seeded.port, timeout=30)
+    try:
+        connection.request("GET", f"{CONFIGMAPS}?watch={value}&timeoutSeconds=1")
+        response = connection.getresponse()
+        body = response.read()  # a watch ends after timeoutSeconds
+    finally:
+        connection.close()
+    assert response.status == 200 and seeded.requests[-1].verb == verb
+    assert (b'"type":"ADDED"' in body.replace(b" ", b"")) == (verb == "watch")
+
+
 def test_a_repeated_resource_version_takes_its_first_value(seeded: Sandbox) -> None:
     status, answer = call(seeded, "GET", f"{CONFIGMAPS}?resourceVersion=0&resourceVersion=999999999")
     assert status == 200 and len(answer["items"]) == 3  # the last would wait for a revision, then 504
