@@ -613,7 +613,9 @@ class Sandbox:
         received = time.monotonic()  # the request's arrival (WithRequestReceivedTimestamp): its deadline counts from it
         stopped = self._stopped  # this run's: `stop` sets it, a later `start` makes another
         split = urlsplit(handler.path)
-        query = GoQuery(split.query)  # read once, as req.URL.Query(): routing, options, timeout and proxy share it
+        # Read once, as req.URL.Query(): routing, options, timeout and the pod proxy share it. A request
+        # target has no fragment (url.ParseRequestURI): a '#' belongs to the query.
+        query = GoQuery(handler.path.partition("?")[2])
         method = handler.command
         try:
             body = self._read_body(handler)

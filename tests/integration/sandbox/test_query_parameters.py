@@ -126,6 +126,12 @@ def test_a_skipped_pair_does_not_hide_a_later_value_of_its_name(seeded: Sandbox)
     assert names(seeded, "labelSelector=app%3Da;&labelSelector=app%3Dc") == ["c"]
 
 
+def test_a_hash_belongs_to_the_query(seeded: Sandbox) -> None:
+    # url.ParseRequestURI: a request target has no fragment, so the selector's value is "metadata.name=a#x".
+    assert names(seeded, "fieldSelector=metadata.name%3Da#x") == []
+    assert names(seeded, "fieldSelector=metadata.name%3Da&x=#") == ["a"]
+
+
 def test_a_query_of_more_than_ten_thousand_pairs_has_no_values_at_all(seeded: Sandbox) -> None:
     # urlParamsWithinMax (Go 1.24+ default): the whole query is refused, the selector with it.
     padding = "x=1&" * 10_000  # with the selector, 10001 pairs
