@@ -35,10 +35,13 @@ class StandIn:
         """False: no Content-Length, the body ends when the connection closes."""
         self.hang = threading.Event()
         self.closing = threading.Event()
+        self.paths: list[str] = []
+        """Each request's target (path and query) as it arrived, in order."""
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+                standin.paths.append(self.path)
                 if standin.hang.is_set():
                     standin.closing.wait(30)
                     return

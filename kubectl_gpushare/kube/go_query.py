@@ -1,19 +1,24 @@
 """A URL query string read as Go's ``url.ParseQuery`` reads it (``src/net/url/url.go``, ``parseQuery``).
 
-Shared by the CEL ``url`` library (``URL.Query()``) and the sandbox's reading of ``timeout`` (kube-apiserver
-reads it with ``req.URL.Query().Get``). Go splits on ``&`` only and skips, without failing the rest, an
-empty pair, a pair holding ``;`` anywhere ("invalid semicolon separator in query") and a pair with a
-``%`` not followed by two hex digits; Python's ``parse_qsl`` keeps those. Pure: no I/O.
+Shared by the CEL ``url`` library (``URL.Query()``) and the sandbox, which reads each request's query
+once, as kube-apiserver does (`GoQuery`). Go splits on ``&`` only and skips, without failing the rest,
+an empty pair, a pair holding ``;`` anywhere ("invalid semicolon separator in query") and a pair with a
+``%`` not followed by two hex digits; Python's ``parse_qsl`` keeps those. A query of more than
+`MAX_PARAMS` pairs is refused whole (Go 1.24+, the ``urlmaxqueryparams`` GODEBUG default): no values
+at all. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Iterator, Mapping
 from typing import Final
 
 BAD_ESCAPE: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
 """A ``%`` that ``url.QueryUnescape`` refuses (``EscapeError``)."""
+MAX_PARAMS: Final = 10_000
+"""``defaultMaxParams``: a query with more ``&``-separated pairs than this parses to nothing."""
 
 
 def parse_query(query: str, *, errors: str = "replace") -> dict[str, list[str]]:
@@ -23,6 +28,8 @@ def parse_query(query: str, *, errors: str = "replace") -> dict[str, list[str]]:
     to keep the bytes themselves (Go strings are bytes).
     """
     result: dict[str, list[str]] = {}
+    if query.count("&") + 1 > MAX_PARAMS:  # urlParamsWithinMax, before any pair is read
+        return result
     for pair in query.split("&"):
         key, _, item = pair.partition("=")
         if not pair or ";" in pair or BAD_ESCAPE.search(key) or BAD_ESCAPE.search(item):
@@ -32,4 +39,59 @@ def parse_query(query: str, *, errors: str = "replace") -> dict[str, list[str]]:
     return result
 
 
-__all__ = ["BAD_ESCAPE", "parse_query"]
+def go_bool(value: str | None) -> bool:
+    """A boolean option as kube-apiserver reads its first value (None: absent).
+
+    ``runtime.Convert_Slice_string_To_bool`` (k8s.io/apimachinery/pkg/runtime/conversion.go): absent,
+    ``0`` or ``false`` in any case is false; anything else is true, an empty value included.
+    """
+    return value is not None and value != "0" and value.lower() != "false"
+
+
+def _text(value: str) -> str:
+    """A Go string (bytes as surrogate escapes) as text: bytes that are not UTF-8 become U+FFFD."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+class GoQuery(Mapping[str, str]):
+    """A request's query, parsed once as ``req.URL.Query()`` parses it; reading a name gives its first value.
+
+    kube-apiserver reads every single-valued option from the first value: ``Values.Get``, and the
+    query-to-options conversion (``runtime.Convert_Slice_string_To_string`` and its siblings in
+    k8s.io/apimachinery/pkg/runtime/conversion.go take ``(*in)[0]``). A list option (``dryRun``,
+    ``[]string`` in ``CreateOptions``) takes them all: `every`. The raw text stays for what upstream
+    passes on untouched (the pod proxy copies ``req.URL.RawQuery``).
+
+    Values read as text (bytes that are not UTF-8 become U+FFFD); `exact` keeps those bytes, for a
+    reader whose errors quote them as Go does.
+    """
+
+    def __init__(self, raw: str = "") -> None:
+        self.raw: Final = raw
+        """The query as it came, without the ``?``."""
+        self._values = parse_query(raw, errors="surrogateescape")
+
+    def __getitem__(self, name: str) -> str:
+        return _text(self._values[name][0])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def every(self, name: str) -> list[str]:
+        """All of a name's values in order, as text (empty when absent)."""
+        return [_text(value) for value in self._values.get(name, ())]
+
+    def exact(self, name: str) -> str:
+        """The first value as Go holds it: bytes that are not UTF-8 kept as surrogate escapes ("" when absent)."""
+        values = self._values.get(name)
+        return values[0] if values else ""
+
+    def first_values(self) -> dict[str, str]:
+        """Each name's first value, as text (names too): what a request log shows."""
+        return {_text(name): _text(values[0]) for name, values in self._values.items()}
+
+
+__all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "go_bool", "parse_query"]

@@ -21,7 +21,7 @@ import ipaddress
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -166,14 +166,18 @@ def forward(
     segment: str,
     method: str,
     path: str,
-    query: Mapping[str, str],
+    raw_query: str,
     headers: Mapping[str, str],
     body: bytes,
 ) -> tuple[int, str, dict[str, str], bytes | Iterator[bytes]]:
     """Relay one request to the pod's target: (status, content type, other headers, body or its chunks).
 
-    Response headers come back as the real proxy copies them, less the hop-by-hop ones (the
-    sandbox re-frames the body with chunked encoding).
+    The query goes on as it came (``UpgradeAwareHandler.ServeHTTP`` in
+    k8s.io/apimachinery/pkg/util/proxy/upgradeaware.go sets ``loc.RawQuery = req.URL.RawQuery``):
+    repeated names, ``;`` and bad escapes included, none of it re-encoded; only a byte past ASCII,
+    which ``http.client`` cannot put in a request line, goes as its ``%XX`` escape. Response headers
+    come back as the real proxy copies them, less the hop-by-hop ones (the sandbox re-frames the body
+    with chunked encoding).
 
     Raises:
         ApiError: 400 for a bad segment or a pod without an address, 503 when the target does not answer.
@@ -191,7 +195,7 @@ def forward(
         where = f"{ip}:{port}" if port else ip
         raise _unreachable(f"dial tcp {where}: connect: connection refused")
     host, target_port = found
-    url = quote(path or "/", safe="/:@!$&'()*+,;=-._~%") + (f"?{urlencode(query)}" if query else "")
+    url = quote(path or "/", safe="/:@!$&'()*+,;=-._~%") + (f"?{_ascii(raw_query)}" if raw_query else "")
     send = {name: value for name, value in headers.items() if name in _FORWARDED_HEADERS}
     key = (scheme or "http", host, target_port)
     reusable = method in ("GET", "HEAD")
@@ -243,6 +247,13 @@ def forward(
 
     held = connection
     return response.status, content_type, relayed, chunks()
+
+
+def _ascii(raw: str) -> str:
+    """The raw query with each byte past ASCII (``http.server`` reads the request line as Latin-1) as ``%XX``."""
+    if raw.isascii():
+        return raw
+    return "".join(c if c.isascii() else "".join(f"%{b:02X}" for b in c.encode("latin-1", "replace")) for c in raw)
 
 
 def _unreachable(why: str) -> ApiError:

@@ -22,6 +22,7 @@ from typing import Any, Final, Protocol
 import msgspec
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.go_query import GoQuery, go_bool
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
 from kubectl_gpushare.sandbox.admission import Admission, Attributes
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -67,7 +68,8 @@ class Request:
 
     method: str
     path: str
-    query: dict[str, str]
+    query: GoQuery
+    """Read once, as kube-apiserver reads it: a name gives its first value (``server.py`` parses it)."""
     headers: Headers
     body: bytes = b""
     user: UserInfo = ANONYMOUS
@@ -206,7 +208,7 @@ def _verb(method: str, name: str, sub: str, query: Mapping[str, str]) -> str:
         return "get"
     table = {
         ("GET", True): "get",
-        ("GET", False): "watch" if query.get("watch") in ("true", "1") else "list",
+        ("GET", False): "watch" if go_bool(query.get("watch")) else "list",
         ("POST", False): "create",
         ("PUT", True): "update",
         ("PATCH", True): "patch",
@@ -301,7 +303,7 @@ def _dry_run(request: Request, verb: str, in_body: list[str] | None = None, caus
 
     ``causes`` are the options' other errors (`_propagation_causes`), answered with it in one 422.
     """
-    values = [v for v in (request.query.get("dryRun"), *(in_body or [])) if v is not None]
+    values = [*request.query.every("dryRun"), *(in_body or [])]  # a []string option: every value counts
     unsupported = [v for v in values if v != "All"]
     found = list(causes)
     if unsupported:
@@ -557,7 +559,7 @@ class Api:
         wanted = ("Accept", "Content-Type", "User-Agent")
         headers = {key: value for key in wanted if (value := request.headers.get(key))}
         status, content_type, relayed, body = proxy.forward(
-            self.proxy_targets, entry.object(), target.name, request.method, target.proxy_path, request.query,
+            self.proxy_targets, entry.object(), target.name, request.method, target.proxy_path, request.query.raw,
             headers, request.body,
         )  # fmt: skip
         if isinstance(body, bytes):
@@ -678,8 +680,8 @@ class Api:
         rv = _resource_version(query)
         if rv_text not in ("", "0") and rv is None:  # digits only, in range ('²' is a digit to str.isdigit)
             raise errors.bad_request(f"resourceVersion: Invalid value: {rv_text[:64]!r}")
-        send_initial = query.get("sendInitialEvents") == "true"
-        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        send_initial = go_bool(query.get("sendInitialEvents"))
+        bookmarks = go_bool(query.get("allowWatchBookmarks"))
         table = _wants_table(request)
         include = _include(request)
         initial: list[Entry] = []

@@ -50,11 +50,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
-from kubectl_gpushare.kube.go_query import parse_query
+from kubectl_gpushare.kube.go_query import GoQuery, go_bool
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
@@ -613,7 +613,9 @@ class Sandbox:
         received = time.monotonic()  # the request's arrival (WithRequestReceivedTimestamp): its deadline counts from it
         stopped = self._stopped  # this run's: `stop` sets it, a later `start` makes another
         split = urlsplit(handler.path)
-        query = dict(parse_qsl(split.query, keep_blank_values=True))
+        # Read once, as req.URL.Query(): routing, options, timeout and the pod proxy share it. A request
+        # target has no fragment (url.ParseRequestURI): a '#' belongs to the query.
+        query = GoQuery(handler.path.partition("?")[2])
         method = handler.command
         try:
             body = self._read_body(handler)
@@ -638,8 +640,7 @@ class Sandbox:
             # WithRequestDeadline wraps authentication and routing (DefaultBuildHandlerChain in
             # k8s.io/apiserver/pkg/server/config.go: the API handler is the chain's innermost), so a
             # malformed timeout is a 400 for anyone, on any path, a 404 one included.
-            deadline = self._deadline(received, method, split.path, query, split.query,
-                                      None if unrouted is not None else target)
+            deadline = self._deadline(received, method, split.path, query, None if unrouted is not None else target)
             if unrouted is not None:
                 raise unrouted
             identity = self._authenticate(handler)
@@ -699,7 +700,7 @@ class Sandbox:
         self._record(handler, method, target, response.status, user, query, split.path)
         self._send(handler, method, response)
 
-    def _deadline(self, received: float, method: str, path: str, query: dict[str, str], raw_query: str,
+    def _deadline(self, received: float, method: str, path: str, query: GoQuery,
                   target: Target | None) -> float | None:
         """When a request must be answered: None for a long-running one, else ``received`` plus `_allotted`.
 
@@ -714,8 +715,8 @@ class Sandbox:
         if target is not None:
             unbounded = long_running_request(target.verb, target.subresource)
         else:
-            unbounded = long_running(path) or (method == "GET" and query.get("watch") in ("true", "1"))
-        return None if unbounded else received + self._allotted(raw_query)
+            unbounded = long_running(path) or (method == "GET" and go_bool(query.get("watch")))
+        return None if unbounded else received + self._allotted(query)
 
     @staticmethod
     def _hold(latency: float, deadline: float | None, stopped: threading.Event) -> None:
@@ -750,7 +751,7 @@ class Sandbox:
             except Exception as exc:  # noqa: BLE001 - a bug must answer 500, as `_serve` does
                 return error_response(errors.internal(f"{type(exc).__name__}: {exc}"))
 
-    def _allotted(self, query: str) -> float:
+    def _allotted(self, query: GoQuery) -> float:
         """Seconds a request that is not long-running may take: its ``timeout`` parameter, capped at `request_timeout`.
 
         ``WithRequestDeadline`` (``k8s.io/apiserver/pkg/endpoints/filters/request_deadline.go``):
@@ -762,7 +763,7 @@ class Sandbox:
             ApiError: 400 ``BadRequest`` for a value that is not a duration, worded as
                 ``parseTimeout`` words it (``invalid timeout specified in the request URL - <Go's error>``).
         """
-        value = parse_query(query, errors="surrogateescape").get("timeout", [""])[0]  # Go reads bytes, UTF-8 or not
+        value = query.exact("timeout")  # Go reads bytes, UTF-8 or not
         if not value:
             return self.request_timeout
         try:
@@ -822,7 +823,7 @@ class Sandbox:
         return admin.handle(method, path, body, self.faults, self.drop_watches)
 
     def _record(
-        self, handler: _Handler, method: str, target: Target, status: int, user: str, query: dict[str, str], path: str
+        self, handler: _Handler, method: str, target: Target, status: int, user: str, query: GoQuery, path: str
     ) -> None:
         resource = target.resource
         self.log.append(
@@ -836,7 +837,7 @@ class Sandbox:
                 status=status,
                 user_agent=handler.headers.get("User-Agent") or "",
                 user=user,
-                query=query,
+                query=query.first_values(),
                 path=path,
                 group=resource.group if resource else "",
             )

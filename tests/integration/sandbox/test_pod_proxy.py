@@ -128,3 +128,14 @@ def test_a_kept_connection_the_target_closed_is_replaced_once(sandbox: Sandbox) 
     finally:
         listener.close()
     assert len(served) == 3
+
+
+def test_the_query_goes_to_the_pod_as_it_came(sandbox: Sandbox, standin: StandIn) -> None:
+    # UpgradeAwareHandler.ServeHTTP (apimachinery/pkg/util/proxy/upgradeaware.go): loc.RawQuery = req.URL.RawQuery.
+    # Order, repeated names, pairs Go's ParseQuery skips and escapes all reach the pod untouched.
+    query = "b=2&a=1&a=0&c=x;y&d=%zz&e=%41+b&&f&g=#h"
+    status, _, body = _call(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage?{query}")
+    assert (status, body) == (200, b'{"hello": "usage"}')
+    assert standin.paths[-1] == f"{protocol.USAGE_PATH}?{query}"
+    _call(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage?")
+    assert standin.paths[-1] == protocol.USAGE_PATH  # an empty query adds no "?" (URL.String)

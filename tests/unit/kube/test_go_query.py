@@ -1,0 +1,40 @@
+"""`GoQuery` and `go_bool`: a query read as kube-apiserver reads it (Go's ``url.ParseQuery``, then the first value)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubectl_gpushare.kube.go_query import MAX_PARAMS, GoQuery, go_bool
+
+
+def test_a_name_reads_its_first_value_and_every_gives_them_all() -> None:
+    query = GoQuery("a=1&b=x&a=2&a=&c")
+    assert (query["a"], query.get("c"), query.get("d")) == ("1", "", None)
+    assert query.every("a") == ["1", "2", ""] and query.every("d") == []
+    assert query.first_values() == {"a": "1", "b": "x", "c": ""}
+    assert query.raw == "a=1&b=x&a=2&a=&c"
+
+
+@pytest.mark.parametrize("raw", ["a=1;", "a;=1", "a=%", "a=%4", "a=%zz", "%zz=1", "a%=1"])
+def test_a_pair_go_cannot_split_or_unescape_is_skipped_and_the_rest_kept(raw: str) -> None:
+    query = GoQuery(f"{raw}&a=2&b=3")
+    assert query.every("a") == ["2"] and query["b"] == "3"
+
+
+def test_bytes_that_are_not_utf8_read_as_text_or_exactly() -> None:
+    query = GoQuery("t=%ff1s&u=a+b%20c")
+    assert query["t"] == "\ufffd1s"  # text for the routes
+    assert query.exact("t").encode("utf-8", "surrogateescape") == b"\xff1s"  # Go's bytes, for error quoting
+    assert (query["u"], query.exact("absent")) == ("a b c", "")
+
+
+def test_more_than_max_params_pairs_parse_to_nothing() -> None:
+    assert GoQuery("&".join(["a=1"] * MAX_PARAMS))["a"] == "1"
+    assert len(GoQuery("&".join(["a=1"] * (MAX_PARAMS + 1)))) == 0
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, False), ("0", False), ("false", False), ("FaLsE", False),
+                                                 ("", True), ("1", True), ("true", True), ("yes", True),
+                                                 ("00", True)])  # fmt: skip
+def test_go_bool_is_false_only_for_absent_0_and_false(value: str | None, expected: bool) -> None:
+    assert go_bool(value) is expected
