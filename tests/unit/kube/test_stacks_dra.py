@@ -214,6 +214,48 @@ def test_a_slice_for_all_nodes_is_seen_by_each_node_of_its_pool(driver: str) -> 
     assert dra.read(only, [], None).unusable == {}, "a pool of slices for all nodes only is the pool"
 
 
+@pytest.mark.parametrize("driver", [OURS, NVIDIA])
+def test_which_generation_counts_is_judged_per_node(driver: str) -> None:
+    """pools_experimental.go GatherPools gathers the slices a node sees: their newest generation is the
+    pool when they are resourceSliceCount, whatever another node publishes; else checkSlicesInPool reads
+    the whole pool and a newer generation there makes the node's slices obsolete (ignored, no warning)."""
+    def shown_nodes(objects: dra.DraObjects) -> set[str]:
+        if driver == OURS:
+            return set(dra.our_nodes(objects, None))
+        return set(dra.nvidia_nodes(objects, {}, None))
+
+    def at(node: str, generation: int, count: int = 1) -> dra_objects.WireResourceSlice:
+        return pool_slice(node, [device(0)], f"{node}-{generation}", count, generation, driver, "p")
+
+    warnings = Warnings()
+    objects = dra.read([at("n1", 1), at("n2", 2)], [], warnings)
+    assert shown_nodes(objects) == {"n1", "n2"} and objects.unusable == {} and pool_warnings(warnings) == []
+    warnings = Warnings()
+    objects = dra.read([at("n1", 1, count=2), at("n2", 2)], [], warnings)
+    assert shown_nodes(objects) == {"n2"} and objects.unusable == {} and pool_warnings(warnings) == []
+    objects = dra.read([at("n1", 1), at("n1", 2, count=2), at("n2", 1)], [], None)
+    assert shown_nodes(objects) == {"n1", "n2"}, "n1's own newest generation counts; n2's complete one too"
+    assert objects.unusable_on == {(driver, "p"): ("n1",)}, "only n1 sees generation 2, which lacks a slice"
+
+
+def test_an_unusable_pool_names_the_nodes_where_it_fails_and_is_unhealthy_only_there() -> None:
+    """GatherPools judges per node: a pool over several nodes fails on some; the warning names them (a few)."""
+    fine = pool_slice("ok", [device(0)], "ok", pool="p")
+    twice = pool_slice("bad", [device(0), device(0)], "bad", pool="p")
+    ledger, warnings, objects = view([fine, twice], [])
+    assert pool_warnings(warnings) == [
+        f"pool 'p' of {OURS} (node 'bad') is invalid: duplicate device name 'gpu-0'; {dra.UNUSABLE_EFFECT}"]
+    assert ledger.free("ok") == {0: 16} and ledger.free("bad") == {}, "unhealthy where the pool fails only"
+    many = [pool_slice(f"n{i}", [device(0)], f"n{i}", count=9, pool="p") for i in range(5)]
+    _, warnings, objects = view(many, [])
+    assert objects.unusable_on == {(OURS, "p"): ("n0", "n1", "n2", "n3", "n4")}
+    assert pool_warnings(warnings)[0].startswith(
+        f"pool 'p' of {OURS} (nodes 'n0', 'n1', 'n2' and 2 more) is incomplete (currently being updated): "
+        "5 ResourceSlice(s) of generation 1, resourceSliceCount 9;")
+    _, warnings, _ = view([pool_slice("n", [device(0)], "n", count=2)], [])
+    assert pool_warnings(warnings)[0].startswith(f"pool 'n' of {OURS} is incomplete"), "its own node not repeated"
+
+
 def test_nvidia_devices_of_an_unusable_pool_are_shown_once_and_unhealthy() -> None:
     slices = [slice_("nv", [device(0, "80Gi", ""), device(1, "80Gi", "")], NVIDIA, name="a"),
               slice_("nv", [device(0, "80Gi", "")], NVIDIA, name="b"), slice_("ok", [device(0, "80Gi", "")], NVIDIA)]
