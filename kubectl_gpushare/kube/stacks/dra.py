@@ -18,11 +18,12 @@ capacity. The node becomes a ledger `NodeRecord` as if the device plugin adverti
 - a claim reserved for one pod (``status.reservedFor``) is shown as that pod, its claims summed; a
   claim reserved for several pods, or for none yet, is shown under its own name, so memory is
   counted once however many pods share it;
-- a pool is read as kube-scheduler gathers it (`pool_states`): only its newest generation counts,
-  each device name once; a pool whose newest generation has more or fewer slices than its
-  ``resourceSliceCount`` (incomplete), or that lists a device name twice (invalid), keeps its GPUs
-  and their memory (claims allocated there still hold it) but they are unhealthy: the allocator
-  allocates no new claim from such a pool. A device that is not ``gpu-<index>`` or has no readable
+- a pool is read per node as kube-scheduler gathers it (`_gathered`, `pool_states`): only the newest
+  generation of the slices a node sees counts (`dra_objects.PoolGenerations.judge`), each device
+  name once; on a node where the pool's generation has more or fewer slices than its
+  ``resourceSliceCount`` (incomplete), or lists a device name twice (invalid), its GPUs keep their
+  memory (claims allocated there still hold it) but are unhealthy: the allocator allocates no new
+  claim from such a pool there. A device that is not ``gpu-<index>`` or has no readable
   memory is left out with a warning, an invalid one (marked by `dra_objects`) is kept with no memory.
 
 NVIDIA's driver (`protocol.NVIDIA_DRA_DRIVER`, read-only like the other stacks): one stack GPU per
@@ -63,8 +64,8 @@ class DraObjects:
     """The DRA objects of a cluster that the views read, each decoded and checked once.
 
     Attributes:
-        slices: our driver's slices of each pool's newest generation, checked by `dra_objects.read_slice`.
-        nvidia: NVIDIA's driver's slices (newest generations), read here as a stack.
+        slices: our driver's slices some node uses (`_gathered`), checked by `dra_objects.read_slice`.
+        nvidia: NVIDIA's driver's slices some node uses, read here as a stack.
         claims: the claims that matter here, checked by `dra_objects.read_claim` (see `read`).
         classes: DeviceClasses by name, where a question read them (explain, doctor); None: not read.
         served: whether the API serves ``resource.k8s.io/v1`` (False: no DRA, nothing else to read).
@@ -100,9 +101,9 @@ def read(
 ) -> DraObjects:
     """Check the slices of the drivers read here and the claims; each unreadable object is one warning.
 
-    Slices of other drivers are skipped undecoded; of each pool only the newest generation is kept
-    (older ones are being replaced by their driver), and a pool kube-scheduler allocates nothing
-    from is one warning (`pool_states`). An allocated claim is read without its
+    Slices of other drivers are skipped undecoded; of each pool only the slices a node uses are kept
+    (`_gathered`: older generations are being replaced by their driver), and a pool kube-scheduler
+    allocates nothing from is one warning naming the nodes where (`pool_states`). An allocated claim is read without its
     requests (what it holds is its allocation; 100,000 claims cost a third less so), and one
     allocated on no driver read here not at all; unallocated claims are kept with ``pending``
     (explain and doctor ask why they wait), else left out (the tables show what is allocated).
@@ -199,6 +200,13 @@ def _gathered(
     used: set[int] = set()
     views: dict[tuple[str, str], list[NodeView]] = {}
     for key, members in _grouped((pool_of(s), s) for s in slices).items():
+        if len(members) == 1:  # the common pool, one node's one slice: it is the pool's newest generation
+            only = members[0]
+            expected = count_of(only)
+            used.add(id(only))
+            views[key] = [NodeView(node_of(only), generations.judge(*key, generation_of(only), 1, expected), 1,
+                                   expected, repeated_in(members))]
+            continue
         everywhere = [s for s in members if not node_of(s)]
         top_shared = max((generation_of(s) for s in everywhere), default=None)
         shared = [s for s in everywhere if generation_of(s) == top_shared]
@@ -206,6 +214,7 @@ def _gathered(
         shared_names: set[str] | None = None
         own: dict[str, list[_T]] = _grouped((node, s) for s in members if (node := node_of(s)))
         found = views[key] = []
+        shared_used = False
         for node, mine in (own.items() if own else [("", [])]):
             top = max((generation_of(s) for s in mine), default=top_shared)
             assert top is not None  # a pool has a slice
@@ -217,13 +226,16 @@ def _gathered(
             view = generations.judge(*key, top, seen, expected)
             if view is dra.PoolView.OBSOLETE:
                 continue
-            used.update(id(s) for s in (*mine, *seeing))
+            used.update(id(s) for s in mine)
+            shared_used = shared_used or bool(seeing)
             repeated = (shared_repeated if seeing else None) or (repeated_in(mine) if mine else None)
             if repeated is None and seeing and mine:
                 if shared_names is None:
                     shared_names = {name for s in shared for name in names_of(s)}
                 repeated = next((name for s in mine for name in names_of(s) if name in shared_names), None)
             found.append(NodeView(node, view, seen, expected, repeated))
+        if shared_used:
+            used.update(id(s) for s in shared)
     return [s for s in slices if id(s) in used], views
 
 
