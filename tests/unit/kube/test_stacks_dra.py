@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import msgspec
@@ -10,6 +11,7 @@ import pytest
 from golden.inspect import cases
 
 from kubectl_gpushare import dra_objects, protocol
+from kubectl_gpushare.kube import dra_allocation
 from kubectl_gpushare.kube.records import Warnings
 from kubectl_gpushare.kube.stacks import dra
 from kubectl_gpushare.kube.types import Pod
@@ -236,6 +238,31 @@ def test_which_generation_counts_is_judged_per_node(driver: str) -> None:
     objects = dra.read([at("n1", 1), at("n1", 2, count=2), at("n2", 1)], [], None)
     assert shown_nodes(objects) == {"n1", "n2"}, "n1's own newest generation counts; n2's complete one too"
     assert objects.unusable_on == {(driver, "p"): ("n1",)}, "only n1 sees generation 2, which lacks a slice"
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_the_views_and_the_allocator_judge_each_nodes_pool_alike(seed: int) -> None:
+    """One rule (`dra_objects.PoolGenerations.judge`): for every node with slices of a pool, the views keep
+    its slices and call the pool unusable there exactly when the sandbox's allocator gathers them so."""
+    rng = random.Random(seed)
+    wires: list[dra_objects.WireResourceSlice] = []
+    for i in range(rng.randint(1, 7)):
+        node = rng.choice(["n1", "n2", "n3", ""])
+        devices = [device(rng.randint(0, 2) if rng.random() < 0.5 else rng.randint(3, 99))]
+        wire = pool_slice(node or "x", devices, f"s{i}", rng.randint(1, 4), rng.randint(1, 3), pool="p")
+        if not node:
+            wire = msgspec.structs.replace(wire, spec=msgspec.structs.replace(wire.spec, node_name=None,
+                                                                              all_nodes=True))
+        wires.append(wire)
+    objects = dra.read(wires, [], None)
+    checked = [dra_objects.read_slice(wire) for wire in wires]
+    inventory = dra_allocation.Inventory(checked, {})
+    for node in sorted({s.node_name for s in checked if s.node_name}):
+        pools = dra_allocation.gather_pools(node, inventory.on_node(node), inventory.generations)
+        own = [s.name for s in pools[0].slices if s.node_name == node] if pools else []
+        assert sorted(own) == sorted(s.name for s in objects.slices if s.node_name == node), (seed, node)
+        unusable = bool(pools) and (pools[0].incomplete or bool(pools[0].invalid))
+        assert objects.unusable_at(OURS, "p", node) == unusable, (seed, node)
 
 
 def test_an_unusable_pool_names_the_nodes_where_it_fails_and_is_unhealthy_only_there() -> None:
