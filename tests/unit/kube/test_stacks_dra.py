@@ -243,7 +243,8 @@ def test_which_generation_counts_is_judged_per_node(driver: str) -> None:
 @pytest.mark.parametrize("seed", range(100))
 def test_the_views_and_the_allocator_judge_each_nodes_pool_alike(seed: int) -> None:
     """One rule (`dra_objects.PoolGenerations.judge`): for every node with slices of a pool, the views keep
-    its slices and call the pool unusable there exactly when the sandbox's allocator gathers them so."""
+    its slices and call the pool unusable there exactly when the sandbox's allocator gathers them so, and
+    the allocator gathers the same from the slices the views keep (explain allocates from those)."""
     rng = random.Random(seed)
     wires: list[dra_objects.WireResourceSlice] = []
     for i in range(rng.randint(1, 7)):
@@ -263,6 +264,10 @@ def test_the_views_and_the_allocator_judge_each_nodes_pool_alike(seed: int) -> N
         assert sorted(own) == sorted(s.name for s in objects.slices if s.node_name == node), (seed, node)
         unusable = bool(pools) and (pools[0].incomplete or bool(pools[0].invalid))
         assert objects.unusable_at(OURS, "p", node) == unusable, (seed, node)
+        kept = dra_allocation.Inventory(objects.slices, {})  # what explain allocates from
+        again = dra_allocation.gather_pools(node, kept.on_node(node), kept.generations)
+        assert [(p.slices, p.incomplete, p.invalid) for p in again] == [
+            (p.slices, p.incomplete, p.invalid) for p in pools], (seed, node)
 
 
 def test_an_unusable_pool_names_the_nodes_where_it_fails_and_is_unhealthy_only_there() -> None:
