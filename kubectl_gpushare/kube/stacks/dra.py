@@ -103,10 +103,11 @@ def read(
 
     Slices of other drivers are skipped undecoded; of each pool only the slices a node uses are kept
     (`_gathered`: older generations are being replaced by their driver), and a pool kube-scheduler
-    allocates nothing from is one warning naming the nodes where (`pool_states`). An allocated claim is read without its
-    requests (what it holds is its allocation; 100,000 claims cost a third less so), and one
-    allocated on no driver read here not at all; unallocated claims are kept with ``pending``
-    (explain and doctor ask why they wait), else left out (the tables show what is allocated).
+    allocates nothing from is one warning naming the nodes where (`pool_states`). An allocated
+    claim is read without its requests (what it holds is its allocation; 100,000 claims cost a
+    third less so), and one allocated on no driver read here not at all; unallocated claims are
+    kept with ``pending`` (explain and doctor ask why they wait), else left out (the tables show
+    what is allocated).
     A claim passed already read (`dra.tally_claim`, for counting) is kept where it is allocated on a
     driver read here.
     """
@@ -176,8 +177,6 @@ class NodeView(NamedTuple):
     node: str
     """The node ("": the pool's slices are all for no one node; it is judged once, by them)."""
     view: dra.PoolView
-    seen: int
-    """How many slices of its generation the node sees."""
     expected: int
     """The first of them's ``resourceSliceCount``."""
     repeated: str | None
@@ -204,7 +203,7 @@ def _gathered(
             only = members[0]
             expected = count_of(only)
             used.add(id(only))
-            views[key] = [NodeView(node_of(only), generations.judge(*key, generation_of(only), 1, expected), 1,
+            views[key] = [NodeView(node_of(only), generations.judge(*key, generation_of(only), 1, expected),
                                    expected, repeated_in(members))]
             continue
         everywhere = [s for s in members if not node_of(s)]
@@ -233,7 +232,7 @@ def _gathered(
                 if shared_names is None:
                     shared_names = {name for s in shared for name in names_of(s)}
                 repeated = next((name for s in mine for name in names_of(s) if name in shared_names), None)
-            found.append(NodeView(node, view, seen, expected, repeated))
+            found.append(NodeView(node, view, expected, repeated))
         if shared_used:
             used.update(id(s) for s in shared)
     return [s for s in slices if id(s) in used], views
@@ -932,6 +931,8 @@ __all__ = [
     "ClaimIndex",
     "claim_names",
     "DraObjects",
+    "MAX_NAMED_NODES",
+    "NodeView",
     "Holder",
     "PodClaim",
     "asks_driver",
