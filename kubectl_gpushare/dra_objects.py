@@ -30,6 +30,7 @@ No I/O, no clock, no logging; imports only `protocol` and msgspec.
 
 from __future__ import annotations
 
+import enum
 import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -1242,13 +1243,26 @@ def decode_class(data: bytes | Mapping[str, object]) -> DeviceClass:
 
 
 # --- Reading our driver's devices -----------------------------------------------------------------------
-class PoolGenerations:
-    """Each pool's newest generation and how many slices publish it, counted in one pass over the slices.
+class PoolView(enum.Enum):
+    """What one node makes of a pool from the slices it sees (`PoolGenerations.judge`)."""
 
-    The pool rules (k8s.io/dynamic-resource-allocation structured ``GatherPools``, ``addSlice``):
-    only a pool's highest generation counts, older slices are being replaced; the pool is
-    incomplete unless that generation has exactly ``resourceSliceCount`` slices (the count of the
-    first of them), too few or too many.
+    USED = "used"
+    """Complete: its devices are allocated from (when the slices also name each device once)."""
+    INCOMPLETE = "incomplete"
+    """``IsIncomplete``, "currently being updated": nothing new is allocated from it."""
+    OBSOLETE = "obsolete"
+    """A newer generation exists where this node does not see it: the pool is ignored on the node."""
+
+
+class PoolGenerations:
+    """Each pool's newest generation and how many slices publish it, counted in one pass over all slices.
+
+    The pool rule (k8s.io/dynamic-resource-allocation structured, internal/experimental/
+    pools_experimental.go ``GatherPools``, ``addSlice``, ``checkSlicesInPool``), per node: of the
+    slices the node sees only their highest generation counts; they are the pool when they are
+    that generation's ``resourceSliceCount`` (of the first of them), whatever other nodes publish.
+    Else the whole pool is read: a newer generation anywhere makes the node's obsolete (ignored),
+    and the pool is incomplete unless the generation has exactly ``resourceSliceCount`` slices.
     """
 
     __slots__ = ("newest", "published", "expected")
@@ -1266,22 +1280,18 @@ class PoolGenerations:
             elif generation == current:
                 self.published[key] += 1
 
-    def is_newest(self, driver: str, pool: str, generation: int) -> bool:
-        """Whether ``generation`` is the pool's newest (a pool never seen: yes)."""
-        return self.newest.get((driver, pool), generation) <= generation
+    def judge(self, driver: str, pool: str, generation: int, seen: int, expected: int) -> PoolView:
+        """What a node makes of the pool: ``seen`` slices of ``generation``, the newest among those it sees.
 
-    def incomplete(self, driver: str, pool: str, seen: int | None = None, expected: int | None = None) -> bool:
-        """Whether the newest generation has other than ``resourceSliceCount`` slices (``IsIncomplete``).
-
-        ``seen``, ``expected``: what one node sees of that generation (its slices, the first's
-        ``resourceSliceCount``; ``GatherPools`` is per node): they are the whole pool when equal,
-        else all the pool's slices are counted (pools_incubating.go ``checkSlicesInPool``).
+        ``expected``: the first of them's ``resourceSliceCount``. The one rule the allocator
+        (`dra_allocation.gather_pools`) and the views (`stacks.dra.read`) follow.
         """
+        if seen == expected:
+            return PoolView.USED  # the node's slices are the whole pool
         key = (driver, pool)
-        if key not in self.published:
-            return False
-        expected = self.expected[key] if expected is None else expected
-        return seen != expected and self.published[key] != expected
+        if generation < self.newest.get(key, generation):
+            return PoolView.OBSOLETE  # checkSlicesInPool: "the DRA driver is in the process of replacing" it
+        return PoolView.USED if self.published.get(key, seen) == expected else PoolView.INCOMPLETE
 
     @classmethod
     def of(cls, slices: Iterable[ResourceSlice]) -> PoolGenerations:
@@ -1358,6 +1368,7 @@ __all__ = [
     "ResourceClaim",
     "ResourceClaimTemplate",
     "PoolGenerations",
+    "PoolView",
     "ResourceSlice",
     "Taint",
     "Toleration",

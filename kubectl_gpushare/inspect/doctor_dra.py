@@ -14,6 +14,7 @@ from typing import Final
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
 from kubectl_gpushare.kube import dra_allocation
+from kubectl_gpushare.kube.names import DNS1123_SUBDOMAIN_MAX
 from kubectl_gpushare.kube.records import shown
 from kubectl_gpushare.kube.stacks import dra
 from kubectl_gpushare.kube.types import Node, Pod
@@ -27,8 +28,6 @@ CHECKS: Final = {
     "dra-pool-unusable": "a pool of a DRA driver read here is incomplete or invalid: no new claim is allocated from it",
 }
 """Check name -> what it finds (doctor's help lists them)."""
-MAX_NAME: Final = 253
-"""Longest node or pool name a finding names (the API's bound; NVIDIA's slices are not checked here)."""
 
 
 def _advertises_gpu_mem(node: Node) -> bool:
@@ -88,10 +87,10 @@ def pool_findings(objects: dra.DraObjects) -> Iterable[Finding]:
     """
     if not objects.unusable:
         return
-    nodes = dra.pool_nodes(objects)
     for (driver, pool), why in sorted(objects.unusable.items()):
-        node = nodes.get((driver, pool), "")[:MAX_NAME]  # NVIDIA's slices are read unchecked: a bounded name
-        obj = f"node/{node}" if node else f"resourcepool/{driver}/{pool[:MAX_NAME]}"
+        nodes = objects.unusable_on.get((driver, pool), ())
+        node = nodes[0][:DNS1123_SUBDOMAIN_MAX] if len(nodes) == 1 else ""  # NVIDIA: unchecked
+        obj = f"node/{node}" if node else f"resourcepool/{driver}/{pool[:DNS1123_SUBDOMAIN_MAX]}"
         yield Finding(WARNING, "dra-pool-unusable", obj,
                       f"{dra.pool_name(driver, pool, nodes)} {why}; {dra.UNUSABLE_EFFECT}; if it lasts, see the "
                       f"driver's log and its slices (kubectl get resourceslices --field-selector spec.driver={driver})")

@@ -184,7 +184,7 @@ def _pending(
             reason = dra_allocation.REASON_NOT_ON_NODE
         if reason is None:
             usable.append(name)
-            reason = _allocate(name, waiting, inventory, ledger, inputs.nodes[name], base, objects.unusable)
+            reason = _allocate(name, waiting, inventory, ledger, inputs.nodes[name], base, objects)
         verdicts.append(NodeVerdict(name, reason))
     fitting = [v.name for v in verdicts if v.reason.startswith(FITS_PREFIX)]
     largest = max((ledger.in_unit(name, unit)(ledger.largest_free(name)) for name in usable), default=0)
@@ -205,7 +205,7 @@ def _pending(
 
 
 def _allocate(name: str, claims: list[dra_objects.ResourceClaim], inventory: dra_allocation.Inventory,
-              ledger: Ledger, node: dra.DraNode, base: Explanation, unusable: Mapping[tuple[str, str], str]) -> str:
+              ledger: Ledger, node: dra.DraNode, base: Explanation, objects: dra.DraObjects) -> str:
     """The allocator's answer for one node: the GPUs it picks, or its reason with the numbers behind it.
 
     A node whose pool kube-scheduler allocates nothing from (`dra.pool_states`) has that for reason.
@@ -217,9 +217,9 @@ def _allocate(name: str, claims: list[dra_objects.ResourceClaim], inventory: dra
     if not isinstance(found, str):
         gpus = [r.device.removeprefix(protocol.DRA_DEVICE_PREFIX) for a in found for r in a.results]
         return f"{FITS_PREFIX}{', '.join(gpus)} (the allocator's choice)"
-    pools = sorted({gpu.pool for gpu in node.gpus if (protocol.DRA_DRIVER, gpu.pool) in unusable})
+    pools = sorted({gpu.pool for gpu in node.gpus if objects.unusable_at(protocol.DRA_DRIVER, gpu.pool, name)})
     if pools:
-        return f"{found}: its pool {shown(pools[0])} {unusable[(protocol.DRA_DRIVER, pools[0])]}"
+        return f"{found}: its pool {shown(pools[0])} {objects.unusable[(protocol.DRA_DRIVER, pools[0])]}"
     asked = sum(dra.requested_memory(claim) for claim in claims)
     takes = dra.request_units(node, asked) if asked else None
     largest = ledger.largest_free(name)

@@ -5,14 +5,16 @@ Given the ResourceSlices, the DeviceClasses, what allocated claims already hold 
 (the "incubating" allocator, which carries consumable capacity) does, and `prefilter` says what the
 DynamicResources scheduler plugin says before trying any node. The sandbox's scheduler stand-in
 runs them for every pending pod; ``explain`` asks them why a pod is pending. Rules followed, each
-named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``pools_incubating.go``,
+named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``pools_experimental.go``,
 ``allocatedstate.go``, ``dynamicresources.go``):
 
-- Pools: a node's slices (``nodeName`` equal to it, or ``allNodes``) grouped by (driver, pool); only
-  the highest ``generation`` counts. The node's slices of it are the pool when there are exactly
-  ``resourceSliceCount`` (of the first); else all the pool's slices of that generation are counted,
-  and more or fewer make the pool incomplete: not allocated from. A pool repeating a device name on
-  the node is invalid.
+- Pools (`dra_objects.PoolGenerations.judge`): a node's slices (``nodeName`` equal to it, or
+  ``allNodes``) grouped by (driver, pool); only the highest ``generation`` among them counts. The
+  node's slices of it are the pool when there are exactly ``resourceSliceCount`` (of the first),
+  whatever other nodes publish; else all the pool's slices are read: a newer generation elsewhere
+  makes the node's obsolete (the pool is ignored on the node), and more or fewer slices of the
+  generation than ``resourceSliceCount`` make it incomplete: not allocated from. A pool repeating a
+  device name on the node is invalid.
 - A request ``exactly``: ``ExactCount`` wants ``count`` devices, ``All`` every matching device of
   the node (at least one; an incomplete or invalid pool is an error). The first solution found by
   the exhaustive search (claims, requests, devices in pool/slice/device order) is taken.
@@ -30,9 +32,7 @@ named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``
 - Admin-access results hold nothing (``allocatedstate.go`` skips them); a result whose consumption
   cannot be read holds its device whole: nothing free is credited from it.
 
-Where this differs: a node's generation of a pool is ignored whenever another node's slices publish
-a newer one (upstream checks that only when the node's own slices are not ``resourceSliceCount``);
-slices chosen by a node selector or per device, counters (partitionable
+Where this differs: slices chosen by a node selector or per device, counters (partitionable
 devices), binding conditions, ``firstAvailable``, constraints and admin access are not allocated
 (`prefilter` says so per claim); the search stops after `MAX_STEPS` device tries, as the plugin's
 filter timeout would; quantities beyond int64 thousandths are refused when decoded, so the
@@ -181,9 +181,11 @@ def gather_pools(
     result: list[_Pool] = []
     for key in sorted(pools):
         pool = pools[key]
-        if not generations.is_newest(pool.driver, pool.name, pool.slices[0].generation):
-            continue  # a newer generation exists for other nodes: this one is obsolete (checkSlicesInPool)
-        pool.incomplete = generations.incomplete(*key, len(pool.slices), pool.slices[0].slice_count)
+        first = pool.slices[0]
+        view = generations.judge(*key, first.generation, len(pool.slices), first.slice_count)
+        if view is dra.PoolView.OBSOLETE:
+            continue
+        pool.incomplete = view is dra.PoolView.INCOMPLETE
         pool.slices.sort(key=lambda s: s.name)
         repeated = dra.repeated_device(pool.slices)
         if repeated is not None:

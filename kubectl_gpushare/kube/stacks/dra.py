@@ -18,11 +18,12 @@ capacity. The node becomes a ledger `NodeRecord` as if the device plugin adverti
 - a claim reserved for one pod (``status.reservedFor``) is shown as that pod, its claims summed; a
   claim reserved for several pods, or for none yet, is shown under its own name, so memory is
   counted once however many pods share it;
-- a pool is read as kube-scheduler gathers it (`pool_states`): only its newest generation counts,
-  each device name once; a pool whose newest generation has more or fewer slices than its
-  ``resourceSliceCount`` (incomplete), or that lists a device name twice (invalid), keeps its GPUs
-  and their memory (claims allocated there still hold it) but they are unhealthy: the allocator
-  allocates no new claim from such a pool. A device that is not ``gpu-<index>`` or has no readable
+- a pool is read per node as kube-scheduler gathers it (`_gathered`, `pool_states`): only the newest
+  generation of the slices a node sees counts (`dra_objects.PoolGenerations.judge`), each device
+  name once; on a node where the pool's generation has more or fewer slices than its
+  ``resourceSliceCount`` (incomplete), or lists a device name twice (invalid), its GPUs keep their
+  memory (claims allocated there still hold it) but are unhealthy: the allocator allocates no new
+  claim from such a pool there. A device that is not ``gpu-<index>`` or has no readable
   memory is left out with a warning, an invalid one (marked by `dra_objects`) is kept with no memory.
 
 NVIDIA's driver (`protocol.NVIDIA_DRA_DRIVER`, read-only like the other stacks): one stack GPU per
@@ -35,9 +36,10 @@ Pure: decoded objects in, records out; warnings through the caller's `Warnings`.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
 import msgspec
 
@@ -62,12 +64,13 @@ class DraObjects:
     """The DRA objects of a cluster that the views read, each decoded and checked once.
 
     Attributes:
-        slices: our driver's slices of each pool's newest generation, checked by `dra_objects.read_slice`.
-        nvidia: NVIDIA's driver's slices (newest generations), read here as a stack.
+        slices: our driver's slices some node uses (`_gathered`), checked by `dra_objects.read_slice`.
+        nvidia: NVIDIA's driver's slices some node uses, read here as a stack.
         claims: the claims that matter here, checked by `dra_objects.read_claim` (see `read`).
         classes: DeviceClasses by name, where a question read them (explain, doctor); None: not read.
         served: whether the API serves ``resource.k8s.io/v1`` (False: no DRA, nothing else to read).
         unusable: (driver, pool) -> why kube-scheduler allocates no new claim from the pool (`pool_states`).
+        unusable_on: (driver, pool) -> the nodes where it does not (sorted; "" for a pool of no one node).
     """
 
     slices: list[dra.ResourceSlice] = field(default_factory=list)
@@ -76,10 +79,15 @@ class DraObjects:
     classes: dict[str, dra.DeviceClass] | None = None
     served: bool = True
     unusable: dict[tuple[str, str], str] = field(default_factory=dict)
+    unusable_on: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         """Whether there is anything of the drivers the views read."""
         return bool(self.slices or self.nvidia or self.claims)
+
+    def unusable_at(self, driver: str, pool: str, node: str) -> bool:
+        """Whether kube-scheduler allocates no new claim from the pool on ``node`` (`pool_states`)."""
+        return bool(self.unusable) and node in self.unusable_on.get((driver, pool), ())
 
 
 _NO_SPEC: Final = dra.WireClaimSpec()
@@ -93,12 +101,13 @@ def read(
 ) -> DraObjects:
     """Check the slices of the drivers read here and the claims; each unreadable object is one warning.
 
-    Slices of other drivers are skipped undecoded; of each pool only the newest generation is kept
-    (older ones are being replaced by their driver), and a pool kube-scheduler allocates nothing
-    from is one warning (`pool_states`). An allocated claim is read without its
-    requests (what it holds is its allocation; 100,000 claims cost a third less so), and one
-    allocated on no driver read here not at all; unallocated claims are kept with ``pending``
-    (explain and doctor ask why they wait), else left out (the tables show what is allocated).
+    Slices of other drivers are skipped undecoded; of each pool only the slices a node uses are kept
+    (`_gathered`: older generations are being replaced by their driver), and a pool kube-scheduler
+    allocates nothing from is one warning naming the nodes where (`pool_states`). An allocated
+    claim is read without its requests (what it holds is its allocation; 100,000 claims cost a
+    third less so), and one allocated on no driver read here not at all; unallocated claims are
+    kept with ``pending`` (explain and doctor ask why they wait), else left out (the tables show
+    what is allocated).
     A claim passed already read (`dra.tally_claim`, for counting) is kept where it is allocated on a
     driver read here.
     """
@@ -143,62 +152,98 @@ def read(
                 _warn(warnings, problem)
         read_claims.append(claim)
     generations = dra.PoolGenerations.of(ours)
-    ours = [s for s in ours if generations.is_newest(s.driver, s.pool, s.generation)]
-    unusable = pool_states(generations, {
-        key: _node_views(members, lambda s: s.node_name, lambda s: s.slice_count,
-                         lambda s: (d.name for d in s.devices), dra.repeated_device)
-        for key, members in _grouped(((s.driver, s.pool), s) for s in ours).items()})
+    ours, views = _gathered(ours, generations, lambda s: (s.driver, s.pool), lambda s: s.node_name,
+                            lambda s: s.generation, lambda s: s.slice_count,
+                            lambda s: (d.name for d in s.devices), dra.repeated_device)
+    unusable = pool_states(generations, views)
     generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation,
                                        s.spec.pool.resource_slice_count) for s in nvidia)
-    nvidia = [s for s in nvidia if generations.is_newest(s.spec.driver, s.spec.pool.name, s.spec.pool.generation)]
-    unusable.update(pool_states(generations, {
-        key: _node_views(members, lambda s: s.spec.node_name or "", lambda s: s.spec.pool.resource_slice_count,
-                         _wire_names, lambda seen: dra.repeated_name(n for s in seen for n in _wire_names(s)))
-        for key, members in _grouped(((s.spec.driver, s.spec.pool.name), s) for s in nvidia).items()}))
-    objects = DraObjects(ours, nvidia, read_claims, unusable=unusable)
+    nvidia, views = _gathered(nvidia, generations, lambda s: (s.spec.driver, s.spec.pool.name),
+                              lambda s: s.spec.node_name or "", lambda s: s.spec.pool.generation,
+                              lambda s: s.spec.pool.resource_slice_count, _wire_names,
+                              lambda seen: dra.repeated_name(n for s in seen for n in _wire_names(s)))
+    unusable.update(pool_states(generations, views))
+    objects = DraObjects(ours, nvidia, read_claims, unusable={key: why for key, (why, _) in unusable.items()},
+                         unusable_on={key: nodes for key, (_, nodes) in unusable.items()})
     if unusable and warnings is not None:
-        nodes = pool_nodes(objects)
-        for (driver, pool), why in sorted(unusable.items()):
+        for (driver, pool), (why, nodes) in sorted(unusable.items()):
             warnings.add(f"{pool_name(driver, pool, nodes)} {why}; {UNUSABLE_EFFECT}")
     return objects
 
 
-def _grouped(keyed: Iterable[tuple[_K, _T]]) -> dict[_K, list[_T]]:
-    """Items by key, in their order."""
-    found: dict[_K, list[_T]] = {}
-    for key, item in keyed:
-        members = found.get(key)
-        if members is None:
-            found[key] = [item]
-        else:
-            members.append(item)
-    return found
+class NodeView(NamedTuple):
+    """What one node sees of a pool (``GatherPools`` gathers per node), for `pool_states`."""
+
+    node: str
+    """The node ("": the pool's slices are all for no one node; it is judged once, by them)."""
+    view: dra.PoolView
+    expected: int
+    """The first of them's ``resourceSliceCount``."""
+    repeated: str | None
+    """The first device name they repeat (None: none)."""
 
 
-def _node_views(
-    members: list[_T], node_of: Callable[[_T], str], count_of: Callable[[_T], int],
+def _gathered(
+    slices: list[_T], generations: dra.PoolGenerations, pool_of: Callable[[_T], tuple[str, str]],
+    node_of: Callable[[_T], str], generation_of: Callable[[_T], int], count_of: Callable[[_T], int],
     names_of: Callable[[_T], Iterable[str]], repeated_in: Callable[[list[_T]], str | None],
-) -> list[tuple[int, int, str | None]]:
-    """What each node with slices of one pool sees of it (``GatherPools`` gathers per node), for `pool_states`.
+) -> tuple[list[_T], dict[tuple[str, str], list[NodeView]]]:
+    """The slices some node uses, in their order, and what each node with slices of a pool sees of it.
 
     A node sees its own slices and those on no one node (``node_of`` ""; allNodes, a node
-    selector), which are the pool where no node has its own. Per node: how many slices, its first's
-    ``resourceSliceCount``, the first device name they repeat (None: none). Linear in the slices:
-    the slices on no one node are read once, not once per node.
+    selector), which are the pool where no node has its own; of them only their newest generation
+    counts, judged by `dra_objects.PoolGenerations.judge` (a node whose generation is obsolete
+    uses nothing of the pool and is not judged further). Linear in the slices: the slices on no one
+    node are read once, not once per node.
     """
-    everywhere = [s for s in members if not node_of(s)]
-    own = _grouped((node, s) for s in members if (node := node_of(s)))
-    if not own:
-        return [(len(everywhere), count_of(everywhere[0]), repeated_in(everywhere))]
-    shared = {name for s in everywhere for name in names_of(s)}
-    shared_repeated = repeated_in(everywhere) if everywhere else None
-    views: list[tuple[int, int, str | None]] = []
-    for mine in own.values():
-        repeated = shared_repeated or repeated_in(mine)
-        if repeated is None and shared:
-            repeated = next((name for s in mine for name in names_of(s) if name in shared), None)
-        views.append((len(mine) + len(everywhere), count_of(mine[0]), repeated))
-    return views
+    used: set[int] = set()
+    views: dict[tuple[str, str], list[NodeView]] = {}
+    for key, members in _grouped((pool_of(s), s) for s in slices).items():
+        if len(members) == 1:  # the common pool, one node's one slice: it is the pool's newest generation
+            only = members[0]
+            expected = count_of(only)
+            used.add(id(only))
+            views[key] = [NodeView(node_of(only), generations.judge(*key, generation_of(only), 1, expected),
+                                   expected, repeated_in(members))]
+            continue
+        everywhere = [s for s in members if not node_of(s)]
+        top_shared = max((generation_of(s) for s in everywhere), default=None)
+        shared = [s for s in everywhere if generation_of(s) == top_shared]
+        shared_repeated = repeated_in(shared) if shared else None
+        shared_names: set[str] | None = None
+        own: dict[str, list[_T]] = _grouped((node, s) for s in members if (node := node_of(s)))
+        found = views[key] = []
+        shared_used = False
+        for node, mine in (own.items() if own else [("", [])]):
+            top = max((generation_of(s) for s in mine), default=top_shared)
+            assert top is not None  # a pool has a slice
+            if top_shared is not None and top_shared > top:
+                top = top_shared
+            mine = [s for s in mine if generation_of(s) == top]
+            seeing = shared if top == top_shared else []
+            seen, expected = len(mine) + len(seeing), count_of((mine or seeing)[0])
+            view = generations.judge(*key, top, seen, expected)
+            if view is dra.PoolView.OBSOLETE:
+                continue
+            used.update(id(s) for s in mine)
+            shared_used = shared_used or bool(seeing)
+            repeated = (shared_repeated if seeing else None) or (repeated_in(mine) if mine else None)
+            if repeated is None and seeing and mine:
+                if shared_names is None:
+                    shared_names = {name for s in shared for name in names_of(s)}
+                repeated = next((name for s in mine for name in names_of(s) if name in shared_names), None)
+            found.append(NodeView(node, view, expected, repeated))
+        if shared_used:
+            used.update(id(s) for s in shared)
+    return [s for s in slices if id(s) in used], views
+
+
+def _grouped(keyed: Iterable[tuple[_K, _T]]) -> dict[_K, list[_T]]:
+    """Items by key, in their order."""
+    found: defaultdict[_K, list[_T]] = defaultdict(list)
+    for key, item in keyed:
+        found[key].append(item)
+    return found
 
 
 def _wire_names(slice_: dra.WireResourceSlice) -> Iterator[str]:
@@ -211,37 +256,45 @@ UNUSABLE_EFFECT: Final = ("kube-scheduler allocates no new claim from it (its GP
 """What an unusable pool means (`pool_states`), after its reason."""
 
 
-def pool_name(driver: str, pool: str, nodes: Mapping[tuple[str, str], str]) -> str:
-    """``pool NAME of DRIVER`` and, for a node-local pool, its node (`pool_nodes`)."""
-    node = nodes.get((driver, pool), "")
-    return f"pool {shown(pool)} of {driver}" + (f" (node {shown(node)})" if node and node != pool else "")
+MAX_NAMED_NODES: Final = 3
+"""Nodes a pool warning names before "and N more"."""
+
+
+def pool_name(driver: str, pool: str, nodes: Sequence[str]) -> str:
+    """``pool NAME of DRIVER`` and the nodes it is said of (a node-local pool's own node is not repeated)."""
+    named = [shown(node) for node in nodes[:MAX_NAMED_NODES] if node]
+    if not named or (len(nodes) == 1 and nodes[0] == pool):
+        return f"pool {shown(pool)} of {driver}"
+    more = f" and {len(nodes) - len(named)} more" if len(nodes) > len(named) else ""
+    return f"pool {shown(pool)} of {driver} ({'node' if len(nodes) == 1 else 'nodes'} {', '.join(named)}{more})"
 
 
 def pool_states(
-    generations: dra.PoolGenerations, pools: Mapping[tuple[str, str], Sequence[tuple[int, int, str | None]]],
-) -> dict[tuple[str, str], str]:
-    """(driver, pool) -> why kube-scheduler allocates nothing new from the pool; pools it uses are left out.
+    generations: dra.PoolGenerations, pools: Mapping[tuple[str, str], Sequence[NodeView]],
+) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
+    """(driver, pool) -> why kube-scheduler allocates nothing new from the pool, and the nodes where.
 
-    ``pools``: (driver, pool) -> what each node with slices of it sees of its newest generation (how
-    many slices, the first's ``resourceSliceCount``, the first device name they repeat or None). The
-    rules and words of k8s.io/dynamic-resource-allocation structured ``GatherPools``, per node (the
-    allocator skips such pools for new claims; an ``All`` request fails on them): ``IsIncomplete``
-    when the generation does not have exactly ``resourceSliceCount`` slices ("currently being
-    updated"), ``IsInvalid`` when a node's slices name a device twice ("duplicate device name"). A
-    pool unusable on one node is unusable here (a pool over several nodes is rare).
+    ``pools``: what each node with slices of a pool sees of it (`_gathered`). The rules and words of
+    k8s.io/dynamic-resource-allocation structured ``GatherPools``, per node (the allocator skips
+    such pools for new claims; an ``All`` request fails on them): ``IsIncomplete`` when the
+    generation does not have exactly ``resourceSliceCount`` slices ("currently being updated"),
+    ``IsInvalid`` when a node's slices name a device twice ("duplicate device name"). Pools
+    usable on every node are left out.
     """
-    unusable: dict[tuple[str, str], str] = {}
+    unusable: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
     for key, views in pools.items():
+        failing = [v for v in views if v.view is dra.PoolView.INCOMPLETE or v.repeated is not None]
+        if not failing:
+            continue
         reasons: list[str] = []
-        expected = next((count for seen, count, _ in views if generations.incomplete(*key, seen, count)), None)
-        repeated = next((name for *_, name in views if name is not None), None)
-        if expected is not None:
+        expected = next((v.expected for v in failing if v.view is dra.PoolView.INCOMPLETE), None)
+        repeated = next((v.repeated for v in failing if v.repeated is not None), None)
+        if expected is not None:  # an incomplete node's generation is the pool's newest (else it is obsolete)
             reasons.append(f"is incomplete (currently being updated): {generations.published[key]} ResourceSlice(s) "
                            f"of generation {generations.newest[key]}, resourceSliceCount {expected}")
         if repeated is not None:
             reasons.append(f"is invalid: duplicate device name {shown(repeated)}")
-        if reasons:
-            unusable[key] = " and ".join(reasons)
+        unusable[key] = (" and ".join(reasons), tuple(sorted(v.node for v in failing)))
     return unusable
 
 
@@ -349,16 +402,15 @@ def node_unit(capacities: Iterable[dra.DeviceCapacity]) -> str:
 def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNode]:
     """Node -> its GPUs of our driver, from every node-local slice (GPUs by index, each once: the first counts).
 
-    A GPU of a pool kube-scheduler allocates nothing from (`DraObjects.unusable`, warned once by
-    `read`) keeps its memory and is unhealthy; a device name such a pool repeats is not warned again.
+    A GPU of a pool kube-scheduler allocates nothing from on its node (`DraObjects.unusable_at`, warned
+    once by `read`) keeps its memory and is unhealthy; a device name such a pool repeats is not warned again.
     """
     found: dict[str, dict[int, DraGpu]] = {}
     capacities: dict[str, list[dra.DeviceCapacity]] = {}
-    unusable = objects.unusable
     indices = _DeviceIndices()
     for slice_ in objects.slices:
         what = f"ResourceSlice {slice_.name}"
-        pool_unusable = bool(unusable) and (slice_.driver, slice_.pool) in unusable
+        pool_unusable = objects.unusable_at(slice_.driver, slice_.pool, slice_.node_name)
         if not slice_.node_name:
             _warn(warnings, f"{what}: not local to one node (allNodes or a node selector); its devices are not shown")
             continue
@@ -794,16 +846,15 @@ def _device_order(name: str) -> tuple[tuple[int, str], ...]:
 def nvidia_nodes(objects: DraObjects, ips: Mapping[str, str], warnings: Warnings | None) -> dict[str, StackNode]:
     """NVIDIA DRA nodes by name: one stack GPU per device name of their node-local slices (the first counts).
 
-    A device of a pool kube-scheduler allocates nothing from (`DraObjects.unusable`) is unhealthy.
+    A device of a pool kube-scheduler allocates nothing from on its node (`DraObjects.unusable_at`) is unhealthy.
     """
     devices: dict[str, dict[str, tuple[dra.WireDevice, bool]]] = {}
-    unusable = objects.unusable
     for slice_ in objects.nvidia:
         node = slice_.spec.node_name
         if not node:
             continue  # allNodes or a node selector: no node to show it on
         on_node = devices.setdefault(node[:253], {})
-        usable = (slice_.spec.driver, slice_.spec.pool.name) not in unusable
+        usable = not objects.unusable_at(slice_.spec.driver, slice_.spec.pool.name, node)
         for device in slice_.spec.devices[: dra.MAX_DEVICES_PER_SLICE]:
             if dra.valid_dns_label(device.name) and device.name not in on_node:
                 on_node[device.name] = (device, usable)
@@ -880,6 +931,8 @@ __all__ = [
     "ClaimIndex",
     "claim_names",
     "DraObjects",
+    "MAX_NAMED_NODES",
+    "NodeView",
     "Holder",
     "PodClaim",
     "asks_driver",

@@ -94,13 +94,18 @@ def test_a_bad_device_is_kept_invalid_and_warned_the_others_still_count(bad: dic
     assert len(got.problems) == 1 and reason in got.problems[0] and "\n" not in got.problems[0]
 
 
-def test_pool_generations_keep_the_newest_and_say_incomplete_unless_exactly_the_count() -> None:
-    """GatherPools: older generations are ignored; ``IsIncomplete`` when len(slices) != resourceSliceCount."""
+def test_pool_generations_judge_what_a_node_sees_as_gather_pools_does() -> None:
+    """pools_experimental.go GatherPools: a node's slices are the pool when they are resourceSliceCount; else
+    checkSlicesInPool reads the whole pool: a newer generation makes them obsolete, and the generation is
+    ``IsIncomplete`` unless it has exactly resourceSliceCount slices (the first's)."""
     pools = dra.PoolGenerations([("d", "a", 1, 5), ("d", "a", 2, 2), ("d", "a", 2, 2), ("d", "b", 3, 1),
                                  ("d", "b", 3, 1), ("d", "c", 0, 2)])
-    assert (pools.is_newest("d", "a", 1), pools.is_newest("d", "a", 2), pools.is_newest("d", "new", 0)) == (
-        False, True, True)
-    assert [pools.incomplete("d", name) for name in ("a", "b", "c", "unknown")] == [False, True, True, False]
+    used, incomplete, obsolete = dra.PoolView.USED, dra.PoolView.INCOMPLETE, dra.PoolView.OBSOLETE
+    assert pools.judge("d", "a", 1, 5, 5) is used, "complete on the node: another node's newer generation aside"
+    assert pools.judge("d", "a", 1, 1, 5) is obsolete
+    assert [pools.judge("d", "a", 2, 1, 2), pools.judge("d", "b", 3, 1, 1), pools.judge("d", "b", 3, 2, 1),
+            pools.judge("d", "c", 0, 1, 2)] == [used, used, incomplete, incomplete]
+    assert pools.judge("d", "unknown", 0, 1, 2) is incomplete, "a pool never counted: the node's slices are all"
 
 
 def test_a_repeated_device_name_is_not_allocatable() -> None:

@@ -296,7 +296,8 @@ def test_a_node_sharing_through_dra_is_not_told_to_get_the_gpushare_label() -> N
 
 
 def test_dra_pool_unusable_is_one_warning_per_pool_on_its_node_or_the_pool() -> None:
-    """doctor's words for `stacks.dra.pool_states`: incomplete and invalid pools of both drivers, one finding each."""
+    """doctor's words for `stacks.dra.pool_states`: incomplete and invalid pools of both drivers, one finding each,
+    naming the nodes where the pool fails (a pool over several nodes: the pool is the object)."""
     import msgspec
 
     from kubectl_gpushare import dra_objects, protocol
@@ -315,7 +316,10 @@ def test_dra_pool_unusable_is_one_warning_per_pool_on_its_node_or_the_pool() -> 
               wire("b", protocol.NVIDIA_DRA_DRIVER, "nv", ["gpu-0"], nodeName="nv"),
               wire("c", protocol.NVIDIA_DRA_DRIVER, "nv", ["gpu-0"], nodeName="nv"),
               wire("d", protocol.DRA_DRIVER, "shared", ["gpu-0", "gpu-0"], allNodes=True),
-              wire("e", protocol.DRA_DRIVER, "fine", ["gpu-0"], nodeName="fine")]
+              wire("e", protocol.DRA_DRIVER, "fine", ["gpu-0"], nodeName="fine"),
+              wire("f", protocol.DRA_DRIVER, "spread", ["gpu-0"], nodeName="s1"),  # its own slice is the pool
+              wire("g", protocol.DRA_DRIVER, "spread", ["gpu-0", "gpu-0"], nodeName="s2"),
+              wire("h", protocol.DRA_DRIVER, "spread", ["gpu-1", "gpu-1"], nodeName="s3")]
     objects = dra.read(slices, [], Warnings())
     found = [(f.severity, f.check, f.object, f.message.split(";")[0]) for f in doctor_dra.pool_findings(objects)]
     assert found == [
@@ -324,6 +328,8 @@ def test_dra_pool_unusable_is_one_warning_per_pool_on_its_node_or_the_pool() -> 
                                                     "resourceSliceCount 2"),
         ("warning", "dra-pool-unusable", f"resourcepool/{protocol.DRA_DRIVER}/shared",
          f"pool 'shared' of {protocol.DRA_DRIVER} is invalid: duplicate device name 'gpu-0'"),
+        ("warning", "dra-pool-unusable", f"resourcepool/{protocol.DRA_DRIVER}/spread",
+         f"pool 'spread' of {protocol.DRA_DRIVER} (nodes 's2', 's3') is invalid: duplicate device name 'gpu-0'"),
         ("warning", "dra-pool-unusable", "node/nv", f"pool 'nv' of {protocol.NVIDIA_DRA_DRIVER} is incomplete "
                                                     "(currently being updated): 2 ResourceSlice(s) of generation 1, "
                                                     "resourceSliceCount 1 and is invalid: duplicate device name "

@@ -326,15 +326,23 @@ def test_place_answers_for_every_node_in_order() -> None:
     assert alloc.place(["a", "b"], [pinned], inventory).reasons == {"a": alloc.REASON_NOT_ON_NODE}
 
 
-def test_a_pools_newer_generation_on_another_node_makes_this_nodes_slice_obsolete() -> None:
+def test_a_pools_generation_counts_per_node_as_gather_pools_reads_it() -> None:
+    """k8s.io/dynamic-resource-allocation structured/internal/experimental/pools_experimental.go
+    (GatherPools, addSlice, checkSlicesInPool): only the slices the node sees are gathered, so their
+    newest generation counts when they are resourceSliceCount, whatever another node publishes; only
+    when they are not is the whole pool read, and a newer generation there makes them obsolete."""
     def pool_slice(node: str, generation: int, count: int = 1) -> dra.ResourceSlice:
         return dra.decode_slice({"metadata": {"name": f"{node}-{generation}"}, "spec": {
             "driver": DRIVER, "nodeName": node, "devices": [gpu(0)],
             "pool": {"name": "shared", "generation": generation, "resourceSliceCount": count}}})
 
     old_here, new_there = pool_slice("n1", 1), pool_slice("n2", 2)
-    assert run("n1", [claim()], [old_here, new_there]) == alloc.REASON_CANNOT_ALLOCATE
+    assert isinstance(run("n1", [claim()], [old_here, new_there]), tuple), "n1's one slice is its whole pool"
     assert isinstance(run("n2", [claim()], [old_here, new_there]), tuple)
+    partial_here = pool_slice("n1", 1, count=2)
+    assert run("n1", [claim()], [partial_here, new_there]) == alloc.REASON_CANNOT_ALLOCATE, "obsolete: ignored"
+    assert run("n1", [claim(None, mode="All")], [partial_here, new_there]) == alloc.REASON_CANNOT_ALLOCATE, (
+        "an obsolete pool is not incomplete: it is not there, so All finds no device rather than an error")
     complete = [pool_slice("n1", 3, count=2), pool_slice("n2", 3, count=2)]  # its slices on both nodes count
     assert isinstance(run("n1", [claim()], complete), tuple)
     with pytest.raises(alloc.AllocationError, match="being updated"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import msgspec
@@ -10,6 +11,7 @@ import pytest
 from golden.inspect import cases
 
 from kubectl_gpushare import dra_objects, protocol
+from kubectl_gpushare.kube import dra_allocation
 from kubectl_gpushare.kube.records import Warnings
 from kubectl_gpushare.kube.stacks import dra
 from kubectl_gpushare.kube.types import Pod
@@ -212,6 +214,78 @@ def test_a_slice_for_all_nodes_is_seen_by_each_node_of_its_pool(driver: str) -> 
     assert dra.read(clash, [], None).unusable == {(driver, "p"): "is invalid: duplicate device name 'gpu-0'"}
     only = [everywhere("a", device(0)), everywhere("b", device(1))]
     assert dra.read(only, [], None).unusable == {}, "a pool of slices for all nodes only is the pool"
+
+
+@pytest.mark.parametrize("driver", [OURS, NVIDIA])
+def test_which_generation_counts_is_judged_per_node(driver: str) -> None:
+    """pools_experimental.go GatherPools gathers the slices a node sees: their newest generation is the
+    pool when they are resourceSliceCount, whatever another node publishes; else checkSlicesInPool reads
+    the whole pool and a newer generation there makes the node's slices obsolete (ignored, no warning)."""
+    def shown_nodes(objects: dra.DraObjects) -> set[str]:
+        if driver == OURS:
+            return set(dra.our_nodes(objects, None))
+        return set(dra.nvidia_nodes(objects, {}, None))
+
+    def at(node: str, generation: int, count: int = 1) -> dra_objects.WireResourceSlice:
+        return pool_slice(node, [device(0)], f"{node}-{generation}", count, generation, driver, "p")
+
+    warnings = Warnings()
+    objects = dra.read([at("n1", 1), at("n2", 2)], [], warnings)
+    assert shown_nodes(objects) == {"n1", "n2"} and objects.unusable == {} and pool_warnings(warnings) == []
+    warnings = Warnings()
+    objects = dra.read([at("n1", 1, count=2), at("n2", 2)], [], warnings)
+    assert shown_nodes(objects) == {"n2"} and objects.unusable == {} and pool_warnings(warnings) == []
+    objects = dra.read([at("n1", 1), at("n1", 2, count=2), at("n2", 1)], [], None)
+    assert shown_nodes(objects) == {"n1", "n2"}, "n1's own newest generation counts; n2's complete one too"
+    assert objects.unusable_on == {(driver, "p"): ("n1",)}, "only n1 sees generation 2, which lacks a slice"
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_the_views_and_the_allocator_judge_each_nodes_pool_alike(seed: int) -> None:
+    """One rule (`dra_objects.PoolGenerations.judge`): for every node with slices of a pool, the views keep
+    its slices and call the pool unusable there exactly when the sandbox's allocator gathers them so, and
+    the allocator gathers the same from the slices the views keep (explain allocates from those)."""
+    rng = random.Random(seed)
+    wires: list[dra_objects.WireResourceSlice] = []
+    for i in range(rng.randint(1, 7)):
+        node = rng.choice(["n1", "n2", "n3", ""])
+        devices = [device(rng.randint(0, 2) if rng.random() < 0.5 else rng.randint(3, 99))]
+        wire = pool_slice(node or "x", devices, f"s{i}", rng.randint(1, 4), rng.randint(1, 3), pool="p")
+        if not node:
+            wire = msgspec.structs.replace(wire, spec=msgspec.structs.replace(wire.spec, node_name=None,
+                                                                              all_nodes=True))
+        wires.append(wire)
+    objects = dra.read(wires, [], None)
+    checked = [dra_objects.read_slice(wire) for wire in wires]
+    inventory = dra_allocation.Inventory(checked, {})
+    for node in sorted({s.node_name for s in checked if s.node_name}):
+        pools = dra_allocation.gather_pools(node, inventory.on_node(node), inventory.generations)
+        own = [s.name for s in pools[0].slices if s.node_name == node] if pools else []
+        assert sorted(own) == sorted(s.name for s in objects.slices if s.node_name == node), (seed, node)
+        unusable = bool(pools) and (pools[0].incomplete or bool(pools[0].invalid))
+        assert objects.unusable_at(OURS, "p", node) == unusable, (seed, node)
+        kept = dra_allocation.Inventory(objects.slices, {})  # what explain allocates from
+        again = dra_allocation.gather_pools(node, kept.on_node(node), kept.generations)
+        assert [(p.slices, p.incomplete, p.invalid) for p in again] == [
+            (p.slices, p.incomplete, p.invalid) for p in pools], (seed, node)
+
+
+def test_an_unusable_pool_names_the_nodes_where_it_fails_and_is_unhealthy_only_there() -> None:
+    """GatherPools judges per node: a pool over several nodes fails on some; the warning names them (a few)."""
+    fine = pool_slice("ok", [device(0)], "ok", pool="p")
+    twice = pool_slice("bad", [device(0), device(0)], "bad", pool="p")
+    ledger, warnings, objects = view([fine, twice], [])
+    assert pool_warnings(warnings) == [
+        f"pool 'p' of {OURS} (node 'bad') is invalid: duplicate device name 'gpu-0'; {dra.UNUSABLE_EFFECT}"]
+    assert ledger.free("ok") == {0: 16} and ledger.free("bad") == {}, "unhealthy where the pool fails only"
+    many = [pool_slice(f"n{i}", [device(0)], f"n{i}", count=9, pool="p") for i in range(5)]
+    _, warnings, objects = view(many, [])
+    assert objects.unusable_on == {(OURS, "p"): ("n0", "n1", "n2", "n3", "n4")}
+    assert pool_warnings(warnings)[0].startswith(
+        f"pool 'p' of {OURS} (nodes 'n0', 'n1', 'n2' and 2 more) is incomplete (currently being updated): "
+        "5 ResourceSlice(s) of generation 1, resourceSliceCount 9;")
+    _, warnings, _ = view([pool_slice("n", [device(0)], "n", count=2)], [])
+    assert pool_warnings(warnings)[0].startswith(f"pool 'n' of {OURS} is incomplete"), "its own node not repeated"
 
 
 def test_nvidia_devices_of_an_unusable_pool_are_shown_once_and_unhealthy() -> None:
