@@ -43,9 +43,10 @@ def go_bool(value: str | None) -> bool:
     """A boolean option as kube-apiserver reads its first value (None: absent).
 
     ``runtime.Convert_Slice_string_To_bool`` (k8s.io/apimachinery/pkg/runtime/conversion.go): absent,
-    ``0`` or ``false`` in any case is false; anything else is true, an empty value included.
+    ``0`` or ``false`` in any case is false (``strings.EqualFold``: Unicode folding, so ``FALſE`` too,
+    which ``str.lower`` misses and ``str.casefold`` catches); anything else is true, an empty value included.
     """
-    return value is not None and value != "0" and value.lower() != "false"
+    return value is not None and value != "0" and value.casefold() != "false"
 
 
 def _text(value: str) -> str:

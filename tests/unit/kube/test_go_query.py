@@ -34,6 +34,7 @@ def test_more_than_max_params_pairs_parse_to_nothing() -> None:
 
 
 @pytest.mark.parametrize(("value", "expected"), [(None, False), ("0", False), ("false", False), ("FaLsE", False),
+                                                 ("FAL\u017fE", False),  # EqualFold: U+017F folds to "s"
                                                  ("", True), ("1", True), ("true", True), ("yes", True),
                                                  ("00", True)])  # fmt: skip
 def test_go_bool_is_false_only_for_absent_0_and_false(value: str | None, expected: bool) -> None:
