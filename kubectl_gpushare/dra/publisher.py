@@ -90,9 +90,14 @@ class SlicePublisher:
         """`time.monotonic` instant until which a create of unknown outcome may still land."""
         self._lock = threading.Lock()
 
-    def offer(self, node: types.Node) -> None:
-        """A Node just read elsewhere (before `run` starts): the next sync within `OFFER_SECONDS` uses it."""
-        self._offered = (node, time.monotonic())
+    def offer(self, node: types.Node, read_at: float) -> None:
+        """A Node read elsewhere (before `run` starts), sent at `time.monotonic` ``read_at``.
+
+        The next sync uses it if it comes within `OFFER_SECONDS` of that read, not of this call (work
+        between the two must not make it older); a Node of another name is never used.
+        """
+        if node.metadata.name == self.node:
+            self._offered = (node, read_at)
 
     def _read_node(self) -> types.Node | None:
         """This Node as it is now, None if it does not exist.
