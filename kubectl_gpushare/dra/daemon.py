@@ -384,6 +384,7 @@ def serve(
     driver: Driver | None = None
     try:
         client = client or make_client(cfg)
+        read_at = time.monotonic()
         node = check_node(client, cfg.node_name)
         try:
             driver = Driver(cfg, backend, client)
@@ -400,7 +401,7 @@ def serve(
             driver.preparer.restore()
         except OSError as exc:  # the checkpoint's files cannot be read or folded: an unusable --plugin-dir
             raise DaemonError(f"cannot load the checkpoint in {cfg.plugin_dir}: {exc}", EXIT_CONFIG) from exc
-        driver.publisher.offer(node)  # the first sync's read (if it comes within OFFER_SECONDS)
+        driver.publisher.offer(node, read_at)  # the first sync's read (if it comes within OFFER_SECONDS of it)
         background = driver.threads(stop)
         for thread in background:
             thread.start()

@@ -31,7 +31,8 @@ when the pool's slices are not ``resourceSliceCount``), so no claim is allocated
 such a create can still land (`errors.API_REQUEST_TIMEOUT`), `run` syncs every `SETTLE_SECONDS`, and
 the sync that sees the second slice deletes one (the one kept gets the current owner if it landed with
 an older one). `withdraw` ends publishing for good: it and `sync` take one lock, so a sync in flight
-finishes before withdraw lists (and its slice is deleted with the rest) and none writes after.
+finishes before withdraw lists (and its slice is deleted with the rest) and none writes after; while a
+create of unknown outcome may still land, `run` deletes again every `SETTLE_SECONDS` before it returns.
 
 A slice the API server stored without ``allowMultipleAllocations`` or without device taints means
 the DRAConsumableCapacity or DRADeviceTaints feature gate is off there: logged once, as an error
@@ -90,9 +91,14 @@ class SlicePublisher:
         """`time.monotonic` instant until which a create of unknown outcome may still land."""
         self._lock = threading.Lock()
 
-    def offer(self, node: types.Node) -> None:
-        """A Node just read elsewhere (before `run` starts): the next sync within `OFFER_SECONDS` uses it."""
-        self._offered = (node, time.monotonic())
+    def offer(self, node: types.Node, read_at: float) -> None:
+        """A Node read elsewhere (before `run` starts), sent at `time.monotonic` ``read_at``.
+
+        The next sync uses it if it comes within `OFFER_SECONDS` of that read, not of this call (work
+        between the two must not make it older); a Node of another name is never used.
+        """
+        if node.metadata.name == self.node:
+            self._offered = (node, read_at)
 
     def _read_node(self) -> types.Node | None:
         """This Node as it is now, None if it does not exist.
@@ -226,6 +232,9 @@ class SlicePublisher:
             resync: float = RESYNC_SECONDS) -> None:
         """Sync now, on every ``wake`` and every ``resync`` seconds, until ``stop`` (set ``wake`` too) or `withdraw`.
 
+        Withdrawn by a refusal while a create of unknown outcome may still land, it returns only once
+        that create cannot land any more (or at ``stop``), deleting it if it does.
+
         An error is retried with backoff, never later than ``resync``: each sync's read of the Node is
         also the ``refuse`` check, which must come at least that often.
         """
@@ -244,13 +253,27 @@ class SlicePublisher:
                 wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
             if not self.withdrawn:  # refused in this sync: done now, not after the wait
                 wake.wait(wait)
+        self._sweep_late_creates(stop)
+
+    def _sweep_late_creates(self, stop: threading.Event) -> None:
+        """Once withdrawn, delete again every `SETTLE_SECONDS` while a create of unknown outcome may still land.
+
+        The withdrawal deleted what it listed; a create sent before it, whose reply was lost, can land
+        later (until `landing_until`) and would sell the GPUs the driver gave up. ``stop`` ends it early.
+        """
+        while self.withdrawn and time.monotonic() < self.landing_until and not stop.wait(SETTLE_SECONDS):
+            try:
+                if self.withdraw():
+                    log.info("deleted a ResourceSlice whose create landed after publishing was withdrawn")
+            except KubeError as exc:
+                log.warning("cannot delete our ResourceSlice: %s", exc)
 
     def withdraw(self) -> int:
         """Stop publishing for good and delete every slice of this node and driver; how many were deleted.
 
         For a node that turned out to be the device plugin's. A `sync` in flight finishes first, and
-        none writes afterwards, so no slice of ours is left when this returns (a write whose reply was
-        lost earlier could still land; kubelet wipes the slices once the driver has gone).
+        none writes afterwards, so no slice of ours is left when this returns (a create whose reply was
+        lost earlier could still land: `run` deletes again until it cannot).
 
         Raises:
             KubeError: the slices could not be listed or deleted (publishing stays stopped).

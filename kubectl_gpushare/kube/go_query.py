@@ -43,9 +43,21 @@ def go_bool(value: str | None) -> bool:
     """A boolean option as kube-apiserver reads its first value (None: absent).
 
     ``runtime.Convert_Slice_string_To_bool`` (k8s.io/apimachinery/pkg/runtime/conversion.go): absent,
-    ``0`` or ``false`` in any case is false; anything else is true, an empty value included.
+    ``0`` or ``false`` in any case is false (``strings.EqualFold``: Unicode folding, so ``FALſE`` too,
+    which ``str.lower`` misses and ``str.casefold`` catches); anything else is true, an empty value included.
     """
-    return value is not None and value != "0" and value.lower() != "false"
+    return value is not None and value != "0" and value.casefold() != "false"
+
+
+def _go_string(raw: str) -> str:
+    """Request-line text (a character per byte) as Go holds it: UTF-8 as text, other bytes as surrogate escapes.
+
+    Go reads a raw byte in the request target as that byte (``url.QueryUnescape`` passes it through),
+    so raw UTF-8 is the character it encodes, not its Latin-1 reading.
+    """
+    if raw.isascii():
+        return raw
+    return raw.encode("latin-1", "replace").decode("utf-8", "surrogateescape")
 
 
 def _text(value: str) -> str:
@@ -68,8 +80,9 @@ class GoQuery(Mapping[str, str]):
 
     def __init__(self, raw: str = "") -> None:
         self.raw: Final = raw
-        """The query as it came, without the ``?``."""
-        self._values = parse_query(raw, errors="surrogateescape")
+        """The query as it came, without the ``?``: one character per byte (``http.server`` reads a request
+        line as Latin-1)."""
+        self._values = parse_query(_go_string(raw), errors="surrogateescape")
 
     def __getitem__(self, name: str) -> str:
         return _text(self._values[name][0])

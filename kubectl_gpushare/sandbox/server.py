@@ -612,10 +612,11 @@ class Sandbox:
     def _serve(self, handler: _Handler) -> None:
         received = time.monotonic()  # the request's arrival (WithRequestReceivedTimestamp): its deadline counts from it
         stopped = self._stopped  # this run's: `stop` sets it, a later `start` makes another
-        split = urlsplit(handler.path)
-        # Read once, as req.URL.Query(): routing, options, timeout and the pod proxy share it. A request
-        # target has no fragment (url.ParseRequestURI): a '#' belongs to the query.
-        query = GoQuery(handler.path.partition("?")[2])
+        # A request target has no fragment (url.ParseRequestURI): a '#' belongs to the path or the query,
+        # wherever it stands. The query is read once, as req.URL.Query(): routing, options, timeout and
+        # the pod proxy share it.
+        split = urlsplit(handler.path, allow_fragments=False)
+        query = GoQuery(split.query)
         method = handler.command
         try:
             body = self._read_body(handler)

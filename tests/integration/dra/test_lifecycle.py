@@ -3,6 +3,7 @@ socket comes back, kubelet retries a registration that failed, and a node the de
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -314,3 +315,23 @@ def test_no_slice_is_published_while_the_node_is_gone(start_driver, api: Client,
     uid = sandbox.get("nodes", None, NODE)["metadata"]["uid"]  # type: ignore[index]
     wait_for(lambda: _owner_uids(api) == [uid], timeout=30, what="the slice, owned by the new Node")
     assert _slices(api)[0].spec.pool.generation == 1
+
+
+def test_a_create_that_lands_after_a_refusal_is_deleted_too(
+    start_driver, api: Client, sandbox: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A create whose reply was lost can land after the refusal's withdrawal: it must not stay and sell the GPUs."""
+    running = start_driver("1x16GiB", kube={"request_timeout": "1s"})
+    first = wait_for(lambda: _slices(api), what="the slice")[0]
+    slow = sandbox.inject("POST", r"/resourceslices(\?|$)", latency=8.0, after=True, times=1)
+    api.delete(types.DRA_SLICES, first.metadata.name)  # as kubelet wipes it: the publisher creates it again
+    publisher = running.driver.publisher
+    with caplog.at_level(logging.INFO, logger="kubectl_gpushare.dra.publisher"):
+        running.driver.republish()
+        wait_for(lambda: slow.hits == 1, what="the publisher's create on its way (slowly)")
+        api.patch(types.NODES, NODE, {"status": {"capacity": {"aliyun.com/gpu-mem": "16"}}}, subresource="status")
+        wait_for(lambda: publisher.refusal is not None, what="the refusal")
+        assert running.thread.is_alive()  # the create may still land: not gone yet
+        wait_for(lambda: "create landed after publishing was withdrawn" in caplog.text and _slices(api) == [],
+                 timeout=30, what=lambda: f"the late slice deleted; slices {[s.metadata.name for s in _slices(api)]}")
+    holds_for(lambda: _slices(api) == [], 1.5, what="no slice")

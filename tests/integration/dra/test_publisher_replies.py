@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from kubectl_gpushare import dra_objects as wire
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
 from kubectl_gpushare.dra.daemon import Config, DaemonError, serve
-from kubectl_gpushare.dra.publisher import NodeGoneError, SlicePublisher
+from kubectl_gpushare.dra.publisher import OFFER_SECONDS, NodeGoneError, SlicePublisher
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
@@ -134,3 +135,28 @@ def test_a_node_that_does_not_decode_at_start_is_a_one_line_daemon_error(
     assert refused.value.exit_code == EXIT_API
     assert refused.value.message.startswith(f"cannot read node {NODE!r}: it does not decode as a v1.Node (")
     assert "\n" not in refused.value.message
+
+
+def _with_uid(node: types.Node, uid: str, name: str = NODE) -> types.Node:
+    return msgspec.structs.replace(node, metadata=msgspec.structs.replace(node.metadata, uid=uid, name=name))
+
+
+def test_an_offered_node_serves_only_a_sync_within_offer_seconds_of_its_read(sandbox: Sandbox, api: Client) -> None:
+    # The offer's age counts from its read, not from the call: a Node read earlier than OFFER_SECONDS
+    # ago (deleted and registered again since, say) must not name the slice's owner; nor one of another name.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    node = api.get_node(NODE)
+    for offered, read_at in [(_with_uid(node, "stale"), time.monotonic() - 2 * OFFER_SECONDS),
+                             (_with_uid(node, "other", name="other-node"), time.monotonic())]:  # fmt: skip
+        publisher = SlicePublisher(api, NODE)
+        publisher.offer(offered, read_at)
+        publisher.sync(_devices())
+        assert _owner_uids(api) == [node.metadata.uid]
+    fresh = SlicePublisher(api, NODE)
+    fresh.offer(_with_uid(node, "fresh"), time.monotonic())
+    fresh.sync(_devices())
+    assert _owner_uids(api) == ["fresh"]  # used: no read of its own
+
+
+def _owner_uids(api: Client) -> list[str]:
+    return [ref.uid for s in api.list(types.DRA_SLICES) for ref in s.metadata.owner_references]

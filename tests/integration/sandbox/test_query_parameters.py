@@ -130,6 +130,8 @@ def test_a_hash_belongs_to_the_query(seeded: Sandbox) -> None:
     # url.ParseRequestURI: a request target has no fragment, so the selector's value is "metadata.name=a#x".
     assert names(seeded, "fieldSelector=metadata.name%3Da#x") == []
     assert names(seeded, "fieldSelector=metadata.name%3Da&x=#") == ["a"]
+    # Nor before the '?': the path is "/api/v1/namespaces/default/configmaps#x", which serves nothing.
+    assert call(seeded, "GET", f"{CONFIGMAPS}#x?fieldSelector=metadata.name%3Da")[0] == 404
 
 
 def test_a_query_of_more_than_ten_thousand_pairs_has_no_values_at_all(seeded: Sandbox) -> None:

@@ -28,12 +28,20 @@ def test_bytes_that_are_not_utf8_read_as_text_or_exactly() -> None:
     assert (query["u"], query.exact("absent")) == ("a b c", "")
 
 
+def test_raw_bytes_of_the_request_line_read_as_go_reads_them() -> None:
+    # http.server hands the request line over as Latin-1, a character per byte; Go keeps the bytes.
+    query = GoQuery("a=\xc3\xa9&t=\xff1s&m=%C3\xa9")
+    assert (query["a"], query["m"]) == ("\u00e9", "\u00e9")  # UTF-8, raw or half escaped: the character
+    assert (query["t"], query.exact("t")) == ("\ufffd1s", "\udcff1s")  # not UTF-8: U+FFFD, or the byte itself
+
+
 def test_more_than_max_params_pairs_parse_to_nothing() -> None:
     assert GoQuery("&".join(["a=1"] * MAX_PARAMS))["a"] == "1"
     assert len(GoQuery("&".join(["a=1"] * (MAX_PARAMS + 1)))) == 0
 
 
 @pytest.mark.parametrize(("value", "expected"), [(None, False), ("0", False), ("false", False), ("FaLsE", False),
+                                                 ("FAL\u017fE", False),  # EqualFold: U+017F folds to "s"
                                                  ("", True), ("1", True), ("true", True), ("yes", True),
                                                  ("00", True)])  # fmt: skip
 def test_go_bool_is_false_only_for_absent_0_and_false(value: str | None, expected: bool) -> None:
