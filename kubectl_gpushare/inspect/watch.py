@@ -38,6 +38,8 @@ from kubectl_gpushare.kube.types import ItemT
 
 SETTLE: Final = 0.2
 """Seconds to wait after a change for more changes, so a burst (a bind writes several) draws once."""
+POLL: Final = 0.05
+"""Seconds between looks at an event the main thread waits for (see `_set_within`)."""
 STALE_AFTER: Final = 2.0
 """Seconds an informer must keep failing before the view is marked stale (a watch that the server
 ends and that reconnects at once is not an outage)."""
@@ -61,9 +63,27 @@ def _in_key_order(informer: Informer[ItemT]) -> list[ItemT]:
     return sorted(informer.items(), key=object_key)
 
 
+def _set_within(event: threading.Event, timeout: float) -> bool:
+    """``event.wait(timeout)`` for the main thread, waiting in `time.sleep` rather than in `threading.Condition.wait`.
+
+    Ctrl-C raises KeyboardInterrupt in the main thread wherever it is. Raised inside the
+    Condition's own bookkeeping (``_acquire_restore``), it leaves the Event's lock released and
+    ``with`` releases it again: ``RuntimeError: release unlocked lock`` and a traceback instead of
+    exit 130 (python/cpython#118433, seen here under load). A sleep is a safe place to be
+    interrupted; the event is seen within `POLL` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while not event.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(POLL, left))
+    return True
+
+
 def _first_list(informer: Informer[Any]) -> BaseException | None:
     """Wait for the first list: None once it is delivered, else the failure that ended the wait (retried)."""
-    while not informer.wait_synced(0.2):
+    while not _set_within(informer.synced, 0.2):
         error = informer.last_error
         if error is not None:
             return error
@@ -281,7 +301,8 @@ def watch(
                 sys.stdout.flush()
             first = False
             # Redraw on a change, and when the API server stops or starts answering again.
-            while not changed.wait(0.5) and (stale_since(sources.informers, time.time()) is None) == (since is None):
+            while not _set_within(changed, 0.5) and (stale_since(sources.informers, time.time()) is None) == (
+                    since is None):
                 pass
             time.sleep(SETTLE)  # let a burst of changes (a bind writes several) land before drawing
             changed.clear()
