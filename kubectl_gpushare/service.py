@@ -100,16 +100,59 @@ def log_options(*legacy_envvars: str) -> Callable[[F], F]:
     return decorate
 
 
+class SignalRelay:
+    """Signals that set an Event, from a relay thread rather than from the signal handler.
+
+    A Python signal handler runs in the main thread between two bytecodes. Setting the Event there
+    takes the Event's lock, which the main thread may be holding at that moment (inside
+    ``stop.wait``, around its ``Condition.wait``): it would wait for itself for good. The handler
+    only writes a byte to a pipe; a thread reads it and sets the Event.
+    """
+
+    def __init__(self, stop: threading.Event, signums: Iterable[signal.Signals]) -> None:
+        """Install the handlers (main thread only: elsewhere nothing is installed and the caller sets ``stop``)."""
+        self.previous: dict[signal.Signals, Any] = {}
+        self._write = -1
+        if threading.current_thread() is not threading.main_thread():
+            return
+        read, self._write = os.pipe()
+        os.set_blocking(self._write, False)  # a burst of signals must never block the handler
+        threading.Thread(target=self._relay, args=(read, stop), name="signals", daemon=True).start()
+        for signum in signums:
+            self.previous[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        try:
+            os.write(self._write, b"\0")
+        except (BlockingIOError, OSError):  # full: a byte is already there; closed: being restored
+            pass
+
+    @staticmethod
+    def _relay(read: int, stop: threading.Event) -> None:
+        try:
+            if os.read(read, 1):  # b"" once `close` closed the other end
+                stop.set()
+        finally:
+            os.close(read)
+
+    def close(self) -> None:
+        """Put the previous handlers back and end the relay thread."""
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous = {}
+        if self._write >= 0:
+            os.close(self._write)
+            self._write = -1
+
+
 def stop_on_signals() -> threading.Event:
     """An Event that SIGTERM and SIGINT set, so a daemon shuts down cleanly instead of dying.
 
     Handlers can only be installed on the main thread; elsewhere (tests, embedders) the Event is
-    returned untouched and the caller sets it.
+    returned untouched and the caller sets it. See `SignalRelay` for why a thread sets it.
     """
     stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
+    SignalRelay(stop, (signal.SIGTERM, signal.SIGINT))
     return stop
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 from kubectl_gpushare.kube.errors import EXIT_START, EXIT_USAGE
 from kubectl_gpushare.kube.flags import FiniteFloatRange
+from kubectl_gpushare.service import SignalRelay
 
 EXIT_BAD_INPUT = EXIT_USAGE
 EXIT_CANNOT_START = EXIT_START
@@ -164,7 +165,7 @@ def run(
         click.echo(f"error: cannot start the sandbox: {exc}", err=True)
         raise SystemExit(EXIT_CANNOT_START) from None
     stop = threading.Event()
-    previous = _install_stop_handlers(stop)  # before the banner: a client may signal as soon as it reads it
+    relay = SignalRelay(stop, (signal.SIGINT, signal.SIGTERM))  # before the banner: a client may signal on reading it
     try:
         try:
             if seed_objects:
@@ -179,8 +180,7 @@ def run(
             while not stop.wait(0.5):
                 pass
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        relay.close()
         try:
             sandbox.stop()
         except (OSError, ValueError) as exc:
@@ -242,15 +242,6 @@ def _start_failure(exc: OSError, port: int) -> str:
 def _recent(pods: int) -> datetime:
     """An epoch that makes the newest generated pod a few seconds old, so ages look natural."""
     return datetime.now(UTC) - timedelta(seconds=3600 + pods + 5)
-
-
-def _install_stop_handlers(stop: threading.Event) -> dict[int, Any]:
-    """Make SIGINT and SIGTERM set ``stop`` (main thread only); returns the previous handlers."""
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, lambda *_: stop.set())
-    return previous
 
 
 def _banner(sandbox: Sandbox, kubeconfig_path: Path, auth: bool, state_file: Path | None, extra: str | None) -> None:
