@@ -173,7 +173,8 @@ def _run_demo(workdir: Path, keep: bool) -> None:
                 f"  kubectl inspect gpushare -o pretty\n"
                 f"Press Ctrl-C to stop.",
             )
-            threading.Event().wait()
+            while True:  # until Ctrl-C or SIGTERM (`_interrupt`): a sleep, not Event.wait, is a safe place for
+                time.sleep(3600)  # KeyboardInterrupt to land (inside Condition.wait: python/cpython#118433)
 
 
 GREEDY = ("greedy", "ml", 2, 6)
