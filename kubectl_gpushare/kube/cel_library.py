@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_query import BAD_ESCAPE, parse_query
 
 if TYPE_CHECKING:
@@ -54,9 +55,6 @@ if TYPE_CHECKING:
 URL_KEY: Final = "__url__"
 IP_KEY: Final = "__ip__"
 CIDR_KEY: Final = "__cidr__"
-
-_INT64: Final = (-(1 << 63), (1 << 63) - 1)
-
 
 def parses(parse: Callable[[str], object]) -> Callable[[str], bool]:
     """The ``isX(string)`` check of a library whose ``x(string)`` is ``parse``: whether it raises no ValueError."""
@@ -193,7 +191,7 @@ def _sum(values: object) -> object:
     if kinds != {"number"} or len({type(item) for item in items}) > 1:  # int + double: no such overload
         raise _NoSuchOverloadError
     result = sum(items)  # type: ignore[arg-type]
-    if isinstance(result, int) and not _INT64[0] <= result <= _INT64[1]:
+    if isinstance(result, int) and not -protocol.MAX_INT64 - 1 <= result <= protocol.MAX_INT64:
         raise ValueError("integer overflow")
     return result
 
