@@ -296,7 +296,7 @@ def parse_url(text: str, request: bool = True) -> _Url:
             break
         if not _SCHEME_CHAR.match(c) or (i == 0 and not c.isalpha()):
             break
-    rest, _, query = rest.partition("?") if rest.count("?") != 1 or not rest.endswith("?") else (rest[:-1], "", "")
+    rest, _, query = rest.partition("?")  # a lone trailing "?" is Go's ForceQuery: an empty query too
     if not rest.startswith("/"):
         if scheme:
             return _Url(scheme, "", "", query)  # opaque ("mailto:x"): valid, no host or path
