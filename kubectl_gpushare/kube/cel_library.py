@@ -356,7 +356,7 @@ _PATH_VALID: Final = re.compile(r"[A-Za-z0-9\-_.~!$&'()*+,;=:@\[\]%/]*")  # net/
 def _escaped_path(value: object) -> str:
     """``URL.EscapedPath()``: the path as written where it is a valid encoding, else re-escaped."""
     raw = _url(value).path
-    if raw == "*" or _PATH_VALID.fullmatch(raw):
+    if _PATH_VALID.fullmatch(raw):  # "*" (Go's special case) is valid too
         return raw
     return urllib.parse.quote(_unescape(raw), safe=_PATH_SAFE)
 
