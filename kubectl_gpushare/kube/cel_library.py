@@ -257,8 +257,8 @@ def _parse_host(host: str) -> str:
 
     Then ``unescape(host, encodeHost)``: an ASCII character a host may not hold is an error.
     """
+    end = host.rfind("]") if host.startswith("[") else -1
     if host.startswith("["):
-        end = host.rfind("]")
         if end < 0:
             raise ValueError("missing ']' in host")
         if not _valid_port(host[end + 1:]):
@@ -267,7 +267,6 @@ def _parse_host(host: str) -> str:
         raise ValueError(f"invalid port {_quote(host[colon:])} after host")
     if bad := _HOST_ASCII.search(host):
         raise ValueError(f"invalid character {_quote(bad.group())} in host name")
-    end = host.rfind("]") if host.startswith("[") else -1
     zone = host.find("%25", 0, end) if end >= 0 else -1
     if bad := _HOST_ASCII_ESCAPE.search(host[:zone] + host[end:] if zone >= 0 else host):
         raise ValueError(f"invalid URL escape {_quote(bad.group())}")
