@@ -138,7 +138,9 @@ def _equal(a: object, b: object) -> bool:
                 return False
             pending.extend(zip(left, right, strict=True))
         elif isinstance(left, Mapping) and isinstance(right, Mapping):
-            if len(left) != len(right) or any(key not in right for key in left):
+            # Python finds True under the key 1; CEL's keys of different kinds never match (bool is its own).
+            keys = {(isinstance(key, bool), key) for key in right}
+            if len(left) != len(right) or any((isinstance(key, bool), key) not in keys for key in left):
                 return False
             pending.extend((left[key], right[key]) for key in left)
         elif not left == right:
