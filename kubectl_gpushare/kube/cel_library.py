@@ -525,8 +525,8 @@ def _to_string(value: object) -> str:
     """``string()`` of an IP or CIDR: its canonical form (``ipToString``, ``cidrToString``)."""
     if isinstance(value, Mapping):
         for key in (IP_KEY, CIDR_KEY):
-            if isinstance(value.get(key), str):
-                return str(value[key])
+            if isinstance(text := value.get(key), str):
+                return text
     raise _NoSuchOverloadError
 
 
