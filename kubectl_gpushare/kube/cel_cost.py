@@ -565,7 +565,7 @@ def _function(name: str, sizes: list[Size], args: list[syntax_pb2.Expr], member:
         return max(1, _mul(_tenth(_add(first, 1)), _tenth(weight, _REGEX))), SCALAR
     if name in _LIST_FUNCTIONS and member and sizes:
         return _list_function(name, sizes)
-    if name in ("contains", "indexOf", "lastIndexOf") and len(sizes) >= 2 and member:
+    if name == "contains" and len(sizes) >= 2 and member:  # indexOf of a string: `_list_function`
         return max(1, _mul(_tenth(first), max(1, _tenth(second)))), SCALAR
     if name in ("sets.contains", "sets.intersects", "sets.equivalent") and len(sizes) == 2:
         # cel-go ext/sets.go estimateSetsCost: size x size (twice for equivalent) + 1. Beyond it, each pair

@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_query import BAD_ESCAPE, parse_query
 
 if TYPE_CHECKING:
@@ -54,9 +55,6 @@ if TYPE_CHECKING:
 URL_KEY: Final = "__url__"
 IP_KEY: Final = "__ip__"
 CIDR_KEY: Final = "__cidr__"
-
-_INT64: Final = (-(1 << 63), (1 << 63) - 1)
-
 
 def parses(parse: Callable[[str], object]) -> Callable[[str], bool]:
     """The ``isX(string)`` check of a library whose ``x(string)`` is ``parse``: whether it raises no ValueError."""
@@ -140,7 +138,9 @@ def _equal(a: object, b: object) -> bool:
                 return False
             pending.extend(zip(left, right, strict=True))
         elif isinstance(left, Mapping) and isinstance(right, Mapping):
-            if len(left) != len(right) or any(key not in right for key in left):
+            # Python finds True under the key 1; CEL's keys of different kinds never match (bool is its own).
+            keys = {(isinstance(key, bool), key) for key in right}
+            if len(left) != len(right) or any((isinstance(key, bool), key) not in keys for key in left):
                 return False
             pending.extend((left[key], right[key]) for key in left)
         elif not left == right:
@@ -193,7 +193,7 @@ def _sum(values: object) -> object:
     if kinds != {"number"} or len({type(item) for item in items}) > 1:  # int + double: no such overload
         raise _NoSuchOverloadError
     result = sum(items)  # type: ignore[arg-type]
-    if isinstance(result, int) and not _INT64[0] <= result <= _INT64[1]:
+    if isinstance(result, int) and not -protocol.MAX_INT64 - 1 <= result <= protocol.MAX_INT64:
         raise ValueError("integer overflow")
     return result
 
@@ -259,8 +259,8 @@ def _parse_host(host: str) -> str:
 
     Then ``unescape(host, encodeHost)``: an ASCII character a host may not hold is an error.
     """
+    end = host.rfind("]") if host.startswith("[") else -1
     if host.startswith("["):
-        end = host.rfind("]")
         if end < 0:
             raise ValueError("missing ']' in host")
         if not _valid_port(host[end + 1:]):
@@ -269,7 +269,6 @@ def _parse_host(host: str) -> str:
         raise ValueError(f"invalid port {_quote(host[colon:])} after host")
     if bad := _HOST_ASCII.search(host):
         raise ValueError(f"invalid character {_quote(bad.group())} in host name")
-    end = host.rfind("]") if host.startswith("[") else -1
     zone = host.find("%25", 0, end) if end >= 0 else -1
     if bad := _HOST_ASCII_ESCAPE.search(host[:zone] + host[end:] if zone >= 0 else host):
         raise ValueError(f"invalid URL escape {_quote(bad.group())}")
@@ -298,7 +297,7 @@ def parse_url(text: str, request: bool = True) -> _Url:
             break
         if not _SCHEME_CHAR.match(c) or (i == 0 and not c.isalpha()):
             break
-    rest, _, query = rest.partition("?") if rest.count("?") != 1 or not rest.endswith("?") else (rest[:-1], "", "")
+    rest, _, query = rest.partition("?")  # a lone trailing "?" is Go's ForceQuery: an empty query too
     if not rest.startswith("/"):
         if scheme:
             return _Url(scheme, "", "", query)  # opaque ("mailto:x"): valid, no host or path
@@ -358,7 +357,7 @@ _PATH_VALID: Final = re.compile(r"[A-Za-z0-9\-_.~!$&'()*+,;=:@\[\]%/]*")  # net/
 def _escaped_path(value: object) -> str:
     """``URL.EscapedPath()``: the path as written where it is a valid encoding, else re-escaped."""
     raw = _url(value).path
-    if raw == "*" or _PATH_VALID.fullmatch(raw):
+    if _PATH_VALID.fullmatch(raw):  # "*" (Go's special case) is valid too
         return raw
     return urllib.parse.quote(_unescape(raw), safe=_PATH_SAFE)
 
@@ -526,8 +525,8 @@ def _to_string(value: object) -> str:
     """``string()`` of an IP or CIDR: its canonical form (``ipToString``, ``cidrToString``)."""
     if isinstance(value, Mapping):
         for key in (IP_KEY, CIDR_KEY):
-            if isinstance(value.get(key), str):
-                return str(value[key])
+            if isinstance(text := value.get(key), str):
+                return text
     raise _NoSuchOverloadError
 
 

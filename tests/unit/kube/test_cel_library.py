@@ -21,6 +21,8 @@ CASES = [
     ("[1, 3].min()", 1), ("[1, 3].max()", 3), ("[1].min()", 1), ("([0] + []).min()", 0), ("['b', 'a'].max()", "b"),
     ("[1, 2, 2, 3].indexOf(2)", 1), ("['a', 'b', 'b', 'c'].lastIndexOf('b')", 2), ("[1.0].indexOf(1.1)", -1),
     ("[].indexOf('string')", -1), ("[[1], [2]].indexOf([2.0])", 1), ("[true].indexOf(1)", -1),
+    ("[{true: 1}].indexOf({1: 1})", -1), ("sets.contains([{1: true}], [{true: true}])", False),
+    ("[{1: 1}].indexOf({1u: 1})", 0),  # numeric keys find each other, as cel-go's map lookup
     ('"abcb".indexOf("b") == 1 && "abcb".lastIndexOf("b") == 3', True),  # the strings extension's, still there
     ("device.l.lastIndexOf('b') == 2 && device.s.lastIndexOf('b') == 3", True),  # dispatched on the value
     ("sets.contains([], [])", True), ("sets.contains([], [1])", False), ("sets.contains([1, 2, 3, 4], [2, 3])", True),
