@@ -124,7 +124,7 @@ class SignalRelay:
     def _handle(self, signum: int, frame: object) -> None:
         try:
             os.write(self._write, b"\0")
-        except (BlockingIOError, OSError):  # full: a byte is already there; closed: being restored
+        except OSError:  # BlockingIOError, full: a byte is already there; closed: being restored
             pass
 
     @staticmethod

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from kubectl_gpushare.kube._exec import EXEC_API_VERSIONS, ExecCredential, ExecProvider, parse_timestamp
-from kubectl_gpushare.kube.deadlines import SECOND, parse_duration
+from kubectl_gpushare.kube.deadlines import HOUR, MAX_DURATION, SECOND, parse_duration
 from kubectl_gpushare.kube.errors import ConfigError
 
 SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -41,8 +41,7 @@ TOKEN_FILE_REFRESH: Final = 60.0
 """Seconds a token file's content is trusted before it is read again (bound tokens rotate)."""
 
 
-
-MAX_REQUEST_TIMEOUT: Final = 2562047 * 3600.0
+MAX_REQUEST_TIMEOUT: Final = float(MAX_DURATION // HOUR * 3600)  # 2562047h
 """Whole hours of Go's longest ``time.Duration`` (int64 nanoseconds, the ``time`` package's
 ``maxDuration``); ``time.ParseDuration`` refuses longer ones, and Python's socket timeouts (also
 int64 nanoseconds, ``_PyTime_t``) overflow past it."""

@@ -633,17 +633,15 @@ class Sandbox:
         try:
             if isinstance(body, ApiError):
                 raise body
-            unrouted: ApiError | None = None
-            try:
-                target = resolve(method, split.path, query)
-            except ApiError as error:
-                unrouted = error
             # WithRequestDeadline wraps authentication and routing (DefaultBuildHandlerChain in
             # k8s.io/apiserver/pkg/server/config.go: the API handler is the chain's innermost), so a
             # malformed timeout is a 400 for anyone, on any path, a 404 one included.
-            deadline = self._deadline(received, method, split.path, query, None if unrouted is not None else target)
-            if unrouted is not None:
-                raise unrouted
+            try:
+                target = resolve(method, split.path, query)
+            except ApiError:
+                self._deadline(received, method, split.path, query, None)  # its 400 comes first
+                raise
+            deadline = self._deadline(received, method, split.path, query, target)
             identity = self._authenticate(handler)
             if identity is None and split.path not in ("/healthz", "/livez", "/readyz"):
                 raise errors.unauthorized()
