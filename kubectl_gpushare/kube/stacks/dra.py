@@ -80,7 +80,8 @@ class DraObjects:
     served: bool = True
     unusable: dict[tuple[str, str], str] = field(default_factory=dict)
     unusable_on: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
-    _unusable_sets: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
+    _unusable_sets: dict[tuple[str, str], frozenset[str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
     """`unusable_on` as sets, made on first ask: a pool over 40,000 nodes is asked once per slice."""
 
     def __bool__(self) -> bool:
