@@ -11,7 +11,7 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
 from kubectl_gpushare.kube import dra_allocation
 from kubectl_gpushare.kube.names import DNS1123_SUBDOMAIN_MAX
@@ -89,11 +89,19 @@ def pool_findings(objects: dra.DraObjects) -> Iterable[Finding]:
         return
     for (driver, pool), why in sorted(objects.unusable.items()):
         nodes = objects.unusable_on.get((driver, pool), ())
-        node = nodes[0][:DNS1123_SUBDOMAIN_MAX] if len(nodes) == 1 else ""  # NVIDIA: unchecked
-        obj = f"node/{node}" if node else f"resourcepool/{driver}/{pool[:DNS1123_SUBDOMAIN_MAX]}"
+        # Slices' node and pool names are unchecked: one with a tab or newline must not forge a column or row.
+        node = nodes[0] if len(nodes) == 1 and dra_objects.valid_dns_subdomain(nodes[0]) else ""
+        obj = f"node/{node}" if node else f"resourcepool/{driver}/{_pool_shown(pool)}"
         yield Finding(WARNING, "dra-pool-unusable", obj,
                       f"{dra.pool_name(driver, pool, nodes)} {why}; {dra.UNUSABLE_EFFECT}; if it lasts, see the "
                       f"driver's log and its slices (kubectl get resourceslices --field-selector spec.driver={driver})")
+
+
+def _pool_shown(pool: str) -> str:
+    """A pool name as is where it is one (DNS subdomains joined by slashes, ``ResourcePool.Name``), else quoted."""
+    if len(pool) <= DNS1123_SUBDOMAIN_MAX and all(dra_objects.valid_dns_subdomain(part) for part in pool.split("/")):
+        return pool
+    return shown(pool)
 
 
 def _age(pod: Pod, now: float) -> float | None:

@@ -80,6 +80,9 @@ class DraObjects:
     served: bool = True
     unusable: dict[tuple[str, str], str] = field(default_factory=dict)
     unusable_on: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    _unusable_sets: dict[tuple[str, str], frozenset[str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    """`unusable_on` as sets, made on first ask: a pool over 40,000 nodes is asked once per slice."""
 
     def __bool__(self) -> bool:
         """Whether there is anything of the drivers the views read."""
@@ -87,7 +90,13 @@ class DraObjects:
 
     def unusable_at(self, driver: str, pool: str, node: str) -> bool:
         """Whether kube-scheduler allocates no new claim from the pool on ``node`` (`pool_states`)."""
-        return bool(self.unusable) and node in self.unusable_on.get((driver, pool), ())
+        if not self.unusable:
+            return False
+        key = (driver, pool)
+        nodes = self._unusable_sets.get(key)
+        if nodes is None:
+            nodes = self._unusable_sets[key] = frozenset(self.unusable_on.get(key, ()))
+        return node in nodes
 
 
 _NO_SPEC: Final = dra.WireClaimSpec()

@@ -11,6 +11,7 @@ import pytest
 from golden.inspect import cases
 
 from kubectl_gpushare import dra_objects, protocol
+from kubectl_gpushare.inspect import doctor_dra
 from kubectl_gpushare.kube import dra_allocation
 from kubectl_gpushare.kube.records import Warnings
 from kubectl_gpushare.kube.stacks import dra
@@ -478,3 +479,17 @@ def test_spec_problem_names_the_invalid_request_or_class_and_nothing_else() -> N
     assert dra.spec_problem(plain, {"x": broken}) == "class x: spec.selectors[0]: too long"
     assert dra.spec_problem(plain, None) == ""
     assert dra.spec_problem(plain, {"x": dra_objects.DeviceClass("x")}) == ""
+
+
+@pytest.mark.parametrize("driver", [OURS, NVIDIA])
+def test_an_unusable_pool_with_hostile_names_forges_no_doctor_column(driver: str) -> None:
+    """Slices' node and pool names are unchecked: doctor's object column (tab-separated) quotes a pool
+    name that is not one, and names no node that is not one."""
+    hostile = [pool_slice("n1\tERROR\tforged", [device(i)], f"s{i}", 3, driver=driver, pool="p\nERROR\tx")
+               for i in range(2)]
+    found = list(doctor_dra.pool_findings(dra.read(hostile, [], None)))
+    assert [f.object for f in found] == [f"resourcepool/{driver}/'p\\nERROR\\tx'"]
+    fine = [pool_slice("n1", [device(i)], f"s{i}", 3, driver=driver, pool="a.b/c") for i in range(2)]
+    assert [f.object for f in doctor_dra.pool_findings(dra.read(fine, [], None))] == ["node/n1"]
+    fine = [pool_slice(f"n{i}", [device(i)], f"s{i}", 3, driver=driver, pool="a.b/c") for i in range(2)]
+    assert [f.object for f in doctor_dra.pool_findings(dra.read(fine, [], None))] == [f"resourcepool/{driver}/a.b/c"]
