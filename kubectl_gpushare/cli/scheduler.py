@@ -41,7 +41,7 @@ from kubectl_gpushare.cli.dynamicresources import (
     has_claims,
 )
 from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender
-from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube import deadlines, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError, refused
 
@@ -84,16 +84,14 @@ class Extender:
 
 
 def _duration(text: object, default: float) -> float:
+    """Seconds of a ``metav1.Duration`` field (Go's ``time.ParseDuration``); ``default`` when absent or unreadable."""
     if not isinstance(text, str) or not text:
         return default
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0}
-    for suffix in ("ms", "s", "m"):
-        if text.endswith(suffix):
-            try:
-                return float(text[: -len(suffix)]) * units[suffix]
-            except ValueError:
-                return default
-    return default
+    try:
+        nanoseconds = deadlines.parse_duration(text)
+    except ValueError:
+        return default
+    return nanoseconds / 1e9 if nanoseconds > 0 else default
 
 
 def extenders_from_config(text: str, url_prefix: str) -> list[Extender]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.cli.scheduler import _tolerates, extenders_from_config, requested
+from kubectl_gpushare.cli.scheduler import _duration, _tolerates, extenders_from_config, requested
 from kubectl_gpushare.cli.stack import StackAttachment, hardware_of, scheduler_config_text
 from kubectl_gpushare.sandbox.builders import node_object
 
@@ -18,6 +18,14 @@ def test_the_shipped_scheduler_configuration_drives_the_scheduler() -> None:
     assert extender.managed == {protocol.RESOURCE_MEM: False}
     assert extender.ignorable is False
     assert extender.client.url("filter") == "http://127.0.0.1:1/gpushare-scheduler/filter"
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("30s", 30.0), ("500ms", 0.5), ("1m30s", 90.0), ("1h", 3600.0),  # Go's time.ParseDuration
+    ("infs", 5.0), ("nans", 5.0), ("-5s", 5.0), ("0s", 5.0), ("9" * 5000 + "s", 5.0), ("x", 5.0), (None, 5.0),
+])
+def test_an_extenders_http_timeout_is_a_go_duration_else_the_default(text: object, seconds: float) -> None:
+    assert _duration(text, 5.0) == seconds
 
 
 def test_a_file_that_is_not_a_scheduler_configuration_is_refused() -> None:
