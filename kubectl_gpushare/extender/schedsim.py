@@ -188,7 +188,7 @@ class HTTPExtender:
                     f"failed {verb} with extender at URL {self.url(verb)}, code {response.status}")
             try:
                 return json.loads(payload)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # too deep: Go's encoding/json fails as well
                 raise ExtenderCallError(f"{verb}: undecodable reply: {exc}") from None
 
     def filter(self, pod: dict[str, Any], nodes: list[dict[str, Any]]) -> FilterOutcome:
