@@ -210,8 +210,11 @@ class Driver:
             self.pod_claims = PodClaims(client, cfg.node_name, self.enforcer.wake)
         self._wake_publisher = threading.Event()
         self._servers: list[grpc.Server] = []
-        self.refused = ""
-        """Set when the node starts advertising ``aliyun.com/gpu-mem`` while we run (`publish`)."""
+
+    @property
+    def refused(self) -> str:
+        """Why the driver stops: the node began advertising ``aliyun.com/gpu-mem`` as we ran (`publish`); else ""."""
+        return self.publisher.refusal or ""
 
     # --- what the slice, the claims and enforcement see ------------------------------------------
 
@@ -337,8 +340,7 @@ class Driver:
         log it and stop (``serve`` then exits with `EXIT_REFUSED`, as at start).
         """
         self.publisher.run(stop, self._wake_publisher, self.devices, resync=self.cfg.resync)
-        if self.publisher.refusal is not None:
-            self.refused = self.publisher.refusal
+        if self.refused:
             log.error("%s", self.refused)
             stop.set()
 

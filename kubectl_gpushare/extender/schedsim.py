@@ -99,37 +99,27 @@ def _server_closed(sock: socket.socket) -> bool:
     return True  # b"" is EOF; a byte is an unsolicited reply
 
 
-def _send_counted(conn: _Connection | _TLSConnection, data: bytes) -> None:
-    """``HTTPConnection.send`` for bytes, counting what reaches the socket as ``persistConn.nwrite`` does."""
-    if conn.sock is None:
-        conn.connect()  # http.client's auto_open
-    sock = conn.sock
-    assert sock is not None
-    view = memoryview(data).cast("B")
-    while view:
-        sent = sock.send(view)
-        conn.written += sent
-        view = view[sent:]
-
-
 class _Connection(http.client.HTTPConnection):
-    """An HTTP connection that knows how many bytes of the current request were written."""
+    """An HTTP connection that knows how many bytes of the current request were written (``persistConn.nwrite``)."""
 
     written = 0
+    """Bytes of the current request written so far (the caller resets it before each request)."""
 
     def send(self, data: Any) -> None:
         """Send bytes as ``HTTPConnection.send`` does, counting them."""
-        _send_counted(self, data)
+        if self.sock is None:
+            self.connect()  # http.client's auto_open
+        sock = self.sock
+        assert sock is not None
+        view = memoryview(data).cast("B")
+        while view:
+            sent = sock.send(view)
+            self.written += sent
+            view = view[sent:]
 
 
-class _TLSConnection(http.client.HTTPSConnection):
+class _TLSConnection(_Connection, http.client.HTTPSConnection):
     """An HTTPS connection that knows how many bytes of the current request were written."""
-
-    written = 0
-
-    def send(self, data: Any) -> None:
-        """Send bytes as ``HTTPConnection.send`` does, counting them."""
-        _send_counted(self, data)
 
 
 class HTTPExtender:
@@ -151,9 +141,9 @@ class HTTPExtender:
         """The URL for a verb: ``TrimRight(urlPrefix, "/") + "/" + verb``."""
         return f"{self.config.url_prefix.rstrip('/')}/{verb}"
 
-    def _connection(self) -> tuple[_Connection | _TLSConnection, bool]:
+    def _connection(self) -> tuple[_Connection, bool]:
         """This thread's connection and whether it is a kept one; one the server closed is replaced."""
-        conn: _Connection | _TLSConnection | None = getattr(self._local, "conn", None)
+        conn: _Connection | None = getattr(self._local, "conn", None)
         if conn is not None and conn.sock is not None:
             if not _server_closed(conn.sock):
                 return conn, True
@@ -198,7 +188,7 @@ class HTTPExtender:
                     f"failed {verb} with extender at URL {self.url(verb)}, code {response.status}")
             try:
                 return json.loads(payload)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # too deep: Go's encoding/json fails as well
                 raise ExtenderCallError(f"{verb}: undecodable reply: {exc}") from None
 
     def filter(self, pod: dict[str, Any], nodes: list[dict[str, Any]]) -> FilterOutcome:

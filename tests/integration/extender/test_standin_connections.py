@@ -37,7 +37,7 @@ class RecordingExtender(ThreadingHTTPServer):
 
     ``mode``: ``answer`` keeps the connection; ``drop`` reads the POST and closes without answering;
     ``close`` answers (without ``Connection: close``) and then closes with a FIN; ``reset`` answers
-    and then closes with an RST (SO_LINGER 0).
+    and then closes with an RST (SO_LINGER 0); ``deep`` answers a body nested 100,000 deep.
     """
 
     daemon_threads = True
@@ -81,6 +81,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         body = b'{"NodeNames": ["gpu-1"], "FailedNodes": {}, "Error": ""}'
+        if self.server.mode == "deep":
+            body = b"[" * 100_000 + b"]" * 100_000
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -169,3 +171,12 @@ def test_over_tls_a_live_connection_is_kept_and_a_closed_one_replaced(tmp_path: 
         server.mode = "answer"
         assert _passes(client)
         assert len(server.requests) == 5 and len(set(server.requests)) == 2
+
+
+def test_a_reply_nested_too_deep_is_a_one_line_error(server: RecordingExtender) -> None:
+    # Go's encoding/json refuses nesting past its max depth with an error; so does the stand-in, no RecursionError.
+    server.mode = "deep"
+    with pytest.raises(ExtenderCallError, match=r"^filter: undecodable reply: "):
+        _client(server).filter(POD, [NODE])
+    server.mode = "answer"
+    assert _passes(_client(server))
