@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import shutil
-import subprocess
-from pathlib import Path
-
-import pytest
 
 
 def exchange(port: int, method: str, path: str, body: bytes | None = None,
@@ -41,15 +36,3 @@ def used(port: int, node: str = "gpu-1") -> int:
     status, reply = get(port, f"/gpushare-scheduler/inspect/{node}")
     assert status == 200
     return int(json.loads(reply)["nodes"][0]["usedGPU"])
-
-
-def self_signed_pair(directory: Path, common_name: str = "localhost") -> tuple[Path, Path]:
-    """A P-256 certificate for 127.0.0.1 and its key, made by openssl (the test is skipped without it)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a test certificate")
-    directory.mkdir(parents=True, exist_ok=True)
-    cert, key = directory / "tls.crt", directory / "tls.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                    "-days", "1", "-subj", f"/CN={common_name}", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    return cert, key

@@ -32,7 +32,7 @@ from kubectl_gpushare.dra.claims import ClaimRejectedError, holding
 from kubectl_gpushare.dra.slices import PublishedGpu
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import KubeError, NotFound
+from kubectl_gpushare.kube.errors import KubeError, NotFound, UndecodableReply
 from kubectl_gpushare.node import cgroups
 
 log = logging.getLogger(__name__)
@@ -54,8 +54,9 @@ class ClaimSource(Protocol):
         """One claim as stored now, read by `dra_objects`; the read gives up at ``deadline`` (`time.monotonic`).
 
         Raises:
-            NotFound: no such claim; KubeError: the API server failed, could not be reached, or did
-            not answer before ``deadline``; ValueError: the claim cannot be decoded or read.
+            NotFound: no such claim; UndecodableReply: the claim does not decode; KubeError: the API
+            server failed, could not be reached, or did not answer before ``deadline``; ValueError:
+            the claim cannot be read (`dra_objects.InvalidObjectError`).
         """
         ...
 
@@ -220,9 +221,11 @@ class Preparer:
             claim = self.source.claim(ref.namespace, ref.name, reads_until)
         except NotFound:
             raise ClaimRejectedError(f"claim {where} not found") from None
+        except UndecodableReply as exc:  # a field of the wrong type, nested past the decoder: one line, bounded
+            raise ClaimRejectedError(str(exc)) from None
         except KubeError as exc:
             raise ClaimRejectedError(f"cannot read claim {where}: {str(exc)[:200]}") from None
-        except ValueError as exc:  # msgspec.ValidationError (a field of the wrong type), InvalidObjectError
+        except ValueError as exc:  # dra_objects.InvalidObjectError: no name or namespace
             raise ClaimRejectedError(f"claim {where} cannot be decoded: {str(exc)[:200]}") from None
         held = holding(claim, uid=ref.uid, node=self.node, gpus=self.gpus())
         env = cdi.container_env(held, self.visible, self.cgpu_disable())

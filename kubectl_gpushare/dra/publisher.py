@@ -52,9 +52,9 @@ import msgspec
 from kubectl_gpushare import dra_objects as wire
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
-from kubectl_gpushare.kube import lenient, types
+from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, UndecodableReply, refused
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, refused
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +114,6 @@ class SlicePublisher:
             return self.client.get_node(self.node)
         except NotFound:
             return None
-        except msgspec.DecodeError as exc:  # ValidationError included: a field of the wrong type
-            raise UndecodableReply(f"node {self.node} does not decode as a v1.Node "
-                                   f"({lenient.reason(exc)[:200]}): no ResourceSlice is published") from None
 
     def _owner(self, node: types.Node | None) -> wire.WireOwnerReference:
         """The Node, as read at this sync, as the slice's controlling owner (the resourceslice controller's reference).

@@ -10,13 +10,12 @@ assigned", so the binder resolves an unknown outcome by reading the pod back ins
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TypeVar
 
 import msgspec
 
-from kubectl_gpushare.kube import errors, lenient, retry
+from kubectl_gpushare.kube import retry
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.types import Lease, LeaseSpec, Pod
 
@@ -25,19 +24,6 @@ T = TypeVar("T")
 BIND_POLICY = retry.RetryPolicy(attempts=6, base=0.05, cap=1.0, deadline=10.0, max_retry_after=5.0)
 """Up to six tries within 10 s: a bind must answer well within kube-scheduler's httpTimeout (30 s
 in our scheduler configuration); a Retry-After over 5 s ends the retries."""
-
-
-@contextmanager
-def _decoded(namespace: str, name: str) -> Iterator[None]:
-    """Turn a pod the API serves that does not decode into `errors.UndecodableReply`, its reason cut to 200 characters.
-
-    The binder answers that bind alone with an error (as for any `errors.KubeError`), never a 500.
-    """
-    try:
-        yield
-    except msgspec.DecodeError as exc:  # ValidationError included: a field of the wrong type
-        reason = lenient.reason(exc)[:200]
-        raise errors.UndecodableReply(f"pod {namespace}/{name} does not decode as a v1.Pod ({reason})") from None
 
 
 class KubeApi:
@@ -63,9 +49,13 @@ class KubeApi:
     # --- PodApi ----------------------------------------------------------------------------------------
 
     def get_pod(self, namespace: str, name: str, *, budget: float | None = None) -> Pod:
-        """Read a pod (retried, for at most ``budget`` seconds); `errors.UndecodableReply` if it does not decode."""
-        with _decoded(namespace, name):
-            return self._retry(lambda: self.client.get_pod(namespace, name), budget)
+        """Read a pod (retried, for at most ``budget`` seconds).
+
+        Raises:
+            kube.errors.UndecodableReply: the pod the API serves does not decode (not retried); the binder
+                answers that bind alone with an error, as for any `kube.errors.KubeError`, never a 500.
+        """
+        return self._retry(lambda: self.client.get_pod(namespace, name), budget)
 
     def patch_pod_annotations(
         self, namespace: str, name: str, annotations: dict[str, str | None], *, uid: str, resource_version: str,
@@ -74,11 +64,10 @@ class KubeApi:
         """Strategic-merge-patch annotations with UID and resourceVersion preconditions (retried).
 
         Raises:
-            errors.UndecodableReply: the patch was applied, but the pod it returned does not decode.
+            kube.errors.UndecodableReply: the patch was applied, but the pod it returned does not decode.
         """
         body = {"metadata": {"uid": uid, "resourceVersion": resource_version, "annotations": annotations}}
-        with _decoded(namespace, name):
-            return self._retry(lambda: self.client.patch_pod(namespace, name, body), budget)
+        return self._retry(lambda: self.client.patch_pod(namespace, name, body), budget)
 
     def create_binding(self, namespace: str, name: str, uid: str, node: str) -> None:
         """POST the Binding once (see the module docstring for why it is not retried)."""

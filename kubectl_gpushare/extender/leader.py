@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-import msgspec
-
 from kubectl_gpushare.kube import errors
 from kubectl_gpushare.kube.types import Lease, LeaseSpec
 
@@ -149,14 +147,12 @@ class LeaderElector:
             started = self.clock()  # a renewal counts from before its request: the Lease's renewTime
             try:
                 won = self.try_acquire_or_renew()
+            except errors.UndecodableReply as exc:  # a Lease of the wrong shape: say so once, not a warning a round
+                self._warn_once(f"unreadable {exc}", logging.WARNING, "leader election: the lease cannot be read: %s; "
+                                "not taking it until it is fixed or deleted", exc)
+                won = False
             except errors.KubeError as exc:
                 log.warning("leader election: %s", exc)
-                won = False
-            except msgspec.DecodeError as exc:  # a Lease of the wrong shape: say so once, not a traceback a round
-                detail = (str(exc) or type(exc).__name__).splitlines()[0][:200]
-                self._warn_once(f"unreadable {detail}", logging.WARNING, "leader election: the lease %s/%s cannot "
-                                "be read (%s); not taking it until it is fixed or deleted", self.config.namespace,
-                                self.config.name, detail)
                 won = False
             except Exception:  # a bug must not silently end the campaign while we still lead
                 log.exception("leader election: unexpected error")

@@ -27,8 +27,8 @@ from kubectl_gpushare import __version__
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube._transport import Transport
 from kubectl_gpushare.kube.config import ClientConfig
-from kubectl_gpushare.kube.errors import Conflict, Expired, KubeError
-from kubectl_gpushare.kube.lenient import Undecodable, decode_page, list_meta, raw_list
+from kubectl_gpushare.kube.errors import Conflict, Expired, KubeError, UndecodableReply
+from kubectl_gpushare.kube.lenient import Undecodable, decode_page, key_of, list_meta, object_meta, raw_list, reason
 from kubectl_gpushare.kube.retry import READ_POLICY, RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import (
     ConfigMap,
@@ -242,11 +242,11 @@ class Client:
 
         Raises:
             NotFound: no such object.
-            msgspec.DecodeError: the reply cannot be read as the kind (`_decoded_item`).
+            UndecodableReply: the reply does not decode as the kind (`_decoded_item`).
         """
         k = _kind(kind)
         path = _object_path(k, namespace, name, subresource)
-        return _decoded_item(k, self.request("GET", path, deadline=deadline), name)
+        return _decoded_item(k, self.request("GET", path, deadline=deadline), namespace, name)
 
     @overload
     def list_pages(
@@ -440,10 +440,11 @@ class Client:
 
         Raises:
             Conflict: an object of that name exists (``AlreadyExists``).
-            msgspec.DecodeError: the reply cannot be read as the kind (`_decoded_item`); the object may exist.
+            UndecodableReply: the reply does not decode as the kind (`_decoded_item`); the object was created.
         """
         k = _kind(kind)
-        return _decoded_item(k, self.request("POST", _object_path(k, namespace), body=_encode_object(k, body)), "")
+        reply = self.request("POST", _object_path(k, namespace), body=_encode_object(k, body))
+        return _decoded_item(k, reply, namespace, "")
 
     @overload
     def replace(self, kind: Kind[ItemT], name: str, body: Body, namespace: str | None = None) -> ItemT: ...
@@ -456,11 +457,11 @@ class Client:
 
         Raises:
             Conflict: the object changed since that resourceVersion.
-            msgspec.DecodeError: the reply cannot be read as the kind (`_decoded_item`); the write landed.
+            UndecodableReply: the reply does not decode as the kind (`_decoded_item`); the write landed.
         """
         k = _kind(kind)
         reply = self.request("PUT", _object_path(k, namespace, name), body=_encode_object(k, body))
-        return _decoded_item(k, reply, name)
+        return _decoded_item(k, reply, namespace, name)
 
     @overload
     def patch(
@@ -503,7 +504,7 @@ class Client:
             subresource: e.g. ``status``.
 
         Raises:
-            msgspec.DecodeError: the reply cannot be read as the kind (`_decoded_item`); the patch landed.
+            UndecodableReply: the reply does not decode as the kind (`_decoded_item`); the patch landed.
         """
         k = _kind(kind)
         if patch_type not in PATCH_CONTENT_TYPES:
@@ -511,7 +512,7 @@ class Client:
         data = types.ENCODER.encode(body)
         path = _object_path(k, namespace, name, subresource)
         reply = self.request("PATCH", path, body=data, content_type=PATCH_CONTENT_TYPES[patch_type])
-        return _decoded_item(k, reply, name)
+        return _decoded_item(k, reply, namespace, name)
 
     def delete(
         self, kind: Kind[KubeObject] | str, name: str, namespace: str | None = None, uid: str | None = None
@@ -607,7 +608,7 @@ class Client:
         return self.list(types.NODES, label_selector=label_selector, page_size=page_size, on_skip=on_skip)
 
     def get_node(self, name: str) -> Node:
-        """One node. Raises `NotFound` if absent."""
+        """One node. Raises `NotFound` if absent, `UndecodableReply` if it does not decode as a v1.Node."""
         return self.get(types.NODES, name)
 
     def iter_pods(
@@ -623,7 +624,7 @@ class Client:
         )
 
     def get_pod(self, namespace: str, name: str) -> Pod:
-        """One pod. Raises `NotFound` if absent."""
+        """One pod. Raises `NotFound` if absent, `UndecodableReply` if it does not decode as a v1.Pod."""
         return self.get(types.PODS, name, namespace)
 
     def patch_pod(
@@ -739,20 +740,38 @@ def _encode_object(kind: Kind[KubeObject], body: Body) -> bytes:
 
 
 
-def _decoded_item(k: Kind[ItemT], data: bytes, name: str) -> ItemT:
-    """One object of a reply (get, create, replace, patch) as its kind's Struct.
+def _decoded_item(k: Kind[ItemT], data: bytes, namespace: str | None, name: str) -> ItemT:
+    """One object of a reply (get, create, replace, patch, a status write) as its kind's Struct.
 
     Raises:
-        msgspec.DecodeError: it does not decode as the kind, a string in it is not UTF-8, or it is
-            nested deeper than the decoder goes (free JSON such as a claim's opaque parameters:
-            kube-apiserver accepts 10,000 levels, msgspec stops at Python's recursion limit).
+        UndecodableReply: it does not decode as the kind (not JSON, a field of the wrong type), a
+            string in it is not UTF-8, or it is nested deeper than the decoder goes (free JSON such
+            as a claim's opaque parameters: kube-apiserver accepts 10,000 levels, msgspec stops at
+            Python's recursion limit); one line (`_undecodable_reply`).
     """
     try:
         return k.item_decoder.decode(data)
-    except RecursionError:
-        raise msgspec.DecodeError(f"nested too deeply to decode ({k.kind} {name[:253]})") from None
-    except UnicodeDecodeError:  # msgspec's error for a string that is not UTF-8, not a DecodeError
-        raise msgspec.DecodeError(f"a string is not UTF-8 ({k.kind} {name[:253]})") from None
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:  # ValidationError is a DecodeError
+        raise _undecodable_reply(k, data, namespace, name, exc) from None
+
+
+def _undecodable_reply(
+    k: Kind[ItemT], data: bytes, namespace: str | None, name: str, exc: Exception
+) -> UndecodableReply:
+    """``pod default/a does not decode as a v1.Pod (<why, cut to 200>)``: the one message for an object reply.
+
+    The object is named as it was asked for; a create's (no name asked for) by the reply's metadata
+    where that can be read. msgspec raises `UnicodeDecodeError` for a string that is not UTF-8,
+    whose own text names a byte offset, not the problem.
+    """
+    if not name:
+        replied_namespace, name, _ = object_meta(data)
+        namespace = namespace or replied_namespace
+    key = key_of(namespace if k.namespaced else None, name)[:253]
+    noun = k.kind.lower()
+    what = f"{noun} {key}" if key else f"a {noun}"
+    why = "a string is not UTF-8" if isinstance(exc, UnicodeDecodeError) else reason(exc)
+    return UndecodableReply(f"{what} does not decode as a {_api_version(k)}.{k.kind} ({why[:200]})")
 
 
 _PAGE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError)

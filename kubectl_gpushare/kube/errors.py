@@ -122,7 +122,9 @@ class ReplyTooLarge(KubeError):
 class UndecodableReply(KubeError):
     """The API server answered, but with an object that does not decode as its kind (a field of the wrong type).
 
-    Not a refusal: a write whose reply is undecodable has happened.
+    `kube.client` raises it for every reply of one object (get, create, replace, patch), with one
+    message: ``pod default/a does not decode as a v1.Pod (<why>)``. Not a refusal: a write whose
+    reply is undecodable has happened. Lists and watches skip such an object instead (`kube.lenient`).
     """
 
 

@@ -133,7 +133,7 @@ def test_a_node_that_does_not_decode_at_start_is_a_one_line_daemon_error(
     with pytest.raises(DaemonError) as refused:
         serve(cfg, client=client)
     assert refused.value.exit_code == EXIT_API
-    assert refused.value.message.startswith(f"cannot read node {NODE!r}: it does not decode as a v1.Node (")
+    assert refused.value.message.startswith(f"cannot read node {NODE!r}: node {NODE} does not decode as a v1.Node (")
     assert "\n" not in refused.value.message
 
 

@@ -15,7 +15,7 @@ import ssl
 from pathlib import Path
 
 import pytest
-from extender_http import self_signed_pair
+from certificates import self_signed_pair
 from waiting import wait_for
 
 from kubectl_gpushare.extender.certs import ReloadingKeyPair

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import shutil
 import signal
 import socket
 import ssl
@@ -13,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from certificates import self_signed_pair
 from waiting import wait_for
 
 from kubectl_gpushare.extender.schedsim import ExtenderCallError
@@ -105,18 +105,8 @@ def test_service_routes_over_the_wire(ext) -> None:  # type: ignore[no-untyped-d
     assert status == 200 and json.loads(body)["nodes"][0]["totalGPU"] == 32
 
 
-def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a test certificate")
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    return cert, key
-
-
 def test_tls_serves_the_scheduler_over_https(sandbox: Sandbox, extender_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed_pair(tmp_path)
     sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1"), pod_object("job", "default", [2])])
     ext = extender_factory(tls_cert_file=str(cert), tls_private_key_file=str(key))
     ext.wait_synced()

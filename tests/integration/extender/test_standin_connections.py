@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from extender_http import self_signed_pair
+from certificates import self_signed_pair
 from waiting import wait_for
 
 from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender

@@ -5,14 +5,13 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import shutil
 import ssl
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from certificates import self_signed_pair
 from waiting import holds_for, wait_for
 
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
@@ -124,12 +123,7 @@ def test_oversized_review_gets_413(ext) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_webhook_over_https(sandbox: Sandbox, extender_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a test certificate")
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
+    cert, key = self_signed_pair(tmp_path)
     sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1")])
     ext = extender_factory(tls_cert_file=str(cert), tls_private_key_file=str(key))
     check_all(ext.running.port, ssl.create_default_context(cafile=str(cert)))

@@ -50,3 +50,16 @@ def test_a_node_with_an_undecodable_field_is_skipped_not_fatal(sandbox: Sandbox,
     assert result.returncode == 0, result.stderr
     assert "good" in result.stdout and "bad " not in result.stdout
     assert "node bad: cannot be decoded" in result.stderr
+
+
+def test_a_named_node_that_does_not_decode_is_a_one_line_error_not_a_traceback(
+    sandbox: Sandbox, kube_env: dict[str, str]
+) -> None:
+    bad = node_object("bad", [16], ip="10.0.0.2")
+    bad["status"]["addresses"] = "not a list"
+    sandbox.load([bad])
+    expected = "node bad does not decode as a v1.Node (Expected `array`, got `str` - at `$.status.addresses`)"
+    for command in (["kubectl-inspect-gpushare", "bad"], ["kubectl-gpushare", "label-nodes", "bad"]):
+        result = subprocess.run(command, env=kube_env, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1, result.stderr  # EXIT_API, as any other API failure
+        assert result.stderr.count("\n") == 1 and expected in result.stderr, result.stderr

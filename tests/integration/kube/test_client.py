@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -14,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
 
-import msgspec
 import pytest
+from api_relay import relay
 from waiting import poll
 
 from kubectl_gpushare import protocol
@@ -600,14 +601,60 @@ WRITES: Final[dict[str, Callable[[Client], object]]] = {
 
 @pytest.mark.parametrize("verb", WRITES)
 @pytest.mark.parametrize(("reply", "reason"), [
-    (b'{"metadata":{"name":"a\xff","namespace":"ns"}}', "not UTF-8"),
+    (b'{"metadata":{"name":"a\xff","namespace":"ns"}}', "a string is not UTF-8"),
     (DEEP_CLAIM, "nested too deeply"),
-])
-def test_a_reply_with_a_string_not_utf8_or_nested_past_the_decoder_is_a_decode_error(
+], ids=["not-utf8", "deep"])
+def test_a_reply_with_a_string_not_utf8_or_nested_past_the_decoder_is_an_undecodable_reply(
         verb: str, reply: bytes, reason: str, tmp_path: Path) -> None:
-    # The binder and the other writers sort a reply they cannot read as a DecodeError (never a traceback).
-    with _serving(tmp_path, reply) as client, pytest.raises(msgspec.DecodeError, match=reason):
+    # The binder and the other writers sort a reply they cannot read as an UndecodableReply (never a traceback).
+    # A create names no object: it is named by the reply's metadata where that can be read (not in "a\xff").
+    named = "a resourceclaim" if verb == "create" and b"\xff" in reply else (
+        "resourceclaim ns/deep" if verb == "create" else "resourceclaim ns/a")
+    with _serving(tmp_path, reply) as client, pytest.raises(errors.UndecodableReply) as info:
         WRITES[verb](client)
+    assert str(info.value) == f"{named} does not decode as a resource.k8s.io/v1.ResourceClaim ({reason})"
+
+
+def _mistyped_pod(name: str) -> dict[str, Any]:
+    """A pod whose annotation value is a JSON object: valid JSON that the sandbox serves, not a v1.Pod."""
+    bad = pod(name)
+    bad["metadata"]["annotations"] = {"hostile": {"not": "a string"}}
+    return bad
+
+
+def test_get_of_an_object_with_a_field_of_the_wrong_type_is_one_line_undecodable_reply(
+        sandbox: Sandbox, client: Client) -> None:
+    bad_node = node("bad")
+    bad_node["status"]["addresses"] = "not a list"
+    sandbox.load([_mistyped_pod("bad"), bad_node])
+    with pytest.raises(errors.UndecodableReply) as pod_error:
+        client.get_pod("default", "bad")
+    with pytest.raises(errors.UndecodableReply) as node_error:
+        client.get(types.NODES, "bad")
+    assert str(pod_error.value) == ("pod default/bad does not decode as a v1.Pod "
+                                    "(Expected `str`, got `object` - at `$.metadata.annotations[...]`)")
+    assert str(node_error.value) == "node bad does not decode as a v1.Node (Expected `array`, got `str` - at " \
+                                    "`$.status.addresses`)"
+    # A KubeError like any other API failure: callers that report those report it (exit 1), no traceback.
+    assert isinstance(pod_error.value, errors.KubeError) and pod_error.value.exit_code == errors.EXIT_API
+
+
+def test_a_status_write_whose_reply_does_not_decode_landed_and_says_so_in_one_line(
+        sandbox: Sandbox, kubeconfig: Path) -> None:
+    sandbox.load([node("n1")])
+    mistyped = node("n1")
+    mistyped["status"]["addresses"] = "not a list"
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        return json.dumps(mistyped).encode() if method == "PATCH" else None
+
+    with relay(sandbox, rewrite) as port:
+        config = dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}")
+        with Client(config, retry=None) as client, pytest.raises(errors.UndecodableReply) as info:
+            client.patch_node_status("n1", {"status": {"capacity": {"example.com/x": "1"}}}, "merge")
+    assert str(info.value) == ("node n1 does not decode as a v1.Node "
+                               "(Expected `array`, got `str` - at `$.status.addresses`)")
+    assert sandbox.get("nodes", "", "n1")["status"]["capacity"]["example.com/x"] == "1"  # the write landed
 
 
 def test_a_watch_error_event_nested_past_the_decoder_is_an_undecodable_event(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The client over TLS: CA file and data, client certificates, tls-server-name, insecure mode.
 
-A throw-away CA and certificates are made with the ``openssl`` command in tmp_path, and a tiny
+A throw-away CA and certificates are made in tmp_path (`certificates`, by the ``openssl`` command), and a tiny
 HTTPS server on 127.0.0.1 answers like the API server's node list.
 """
 
@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import ssl
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,33 +17,21 @@ from typing import Any
 
 import pytest
 import yaml
+from certificates import certificate_authority, signed_pair
 
 from kubectl_gpushare.kube import errors
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command"),
-]
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+pytestmark = pytest.mark.integration
 
 
 def make_pki(directory: Path) -> Path:
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    ca_args = "-keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca -addext basicConstraints=critical,CA:TRUE"
-    openssl("req", "-x509", *ec, *ca_args.split(), "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=directory)
-    for name, cn, extensions in (
-        ("server", "127.0.0.1", "subjectAltName=IP:127.0.0.1,DNS:kubernetes.default\nextendedKeyUsage=serverAuth\n"),
-        ("client", "jane", "extendedKeyUsage=clientAuth\n"),
-    ):
-        (directory / f"{name}.ext").write_text(extensions)
-        openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=directory)
-        sign = f"x509 -req -in {name}.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out {name}.crt -days 2"
-        openssl(*sign.split(), "-extfile", f"{name}.ext", cwd=directory)
+    """A CA, a server certificate for 127.0.0.1 and kubernetes.default, and a client certificate for jane."""
+    ca = certificate_authority(directory)
+    signed_pair(ca, "server", "127.0.0.1", {"subjectAltName": "IP:127.0.0.1,DNS:kubernetes.default",
+                                            "extendedKeyUsage": "serverAuth"})
+    signed_pair(ca, "client", "jane", {"extendedKeyUsage": "clientAuth"})
     return directory
 
 
