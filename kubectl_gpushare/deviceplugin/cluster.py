@@ -25,7 +25,7 @@ from kubectl_gpushare.deviceplugin.allocation import OutcomeUnknownError, PodGon
 from kubectl_gpushare.deviceplugin.devices import Inventory
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import Conflict, KubeError, NotFound, ServerError, Unreachable
+from kubectl_gpushare.kube.errors import Conflict, KubeError, NotFound, ServerError, UndecodableReply, Unreachable
 from kubectl_gpushare.kube.informer import Informer, node_pods
 from kubectl_gpushare.kube.records import pod_record
 from kubectl_gpushare.kube.retry import RetryPolicy, backoff_delay, call_with_retry
@@ -213,7 +213,8 @@ class NodeCluster:
         Raises:
             PodGoneError: the pod was deleted, or re-created under its name (the UID precondition failed).
             OutcomeUnknownError: the API did not answer; the patch may have landed.
-            KubeError: the patch failed for good.
+            KubeError: the patch failed for good. A reply that does not decode is no failure: the patch
+                was applied, so the assignment is recorded (a warning says so).
         """
         body = {"metadata": {"uid": pod.uid, "annotations": annotations}}
         unanswered: list[KubeError] = []
@@ -234,6 +235,13 @@ class NodeCluster:
             )
         except (Conflict, NotFound) as exc:
             raise PodGoneError(str(exc)) from exc
+        except UndecodableReply as exc:
+            # The API server applied the patch (a 2xx) and answered with a pod this code cannot read: the
+            # assignment is recorded. Allocate goes on (the container gets the GPU its pod now names) and
+            # the cache learns the pod from the watch, as it does every pod.
+            log.warning("the assignment of pod %s/%s was recorded; the reply to it is unreadable: %s",
+                        pod.namespace, pod.name, exc)
+            return
         except KubeError as exc:
             if _unanswered(exc) or unanswered:
                 # One try went unanswered: it may have landed even though a later one failed.
