@@ -382,6 +382,8 @@ def test_names_from_a_file_cannot_write_escapes_or_forge_rows_in_the_text(
     assert lines[0] == "2 errors, 3 warnings." and len(lines) == 3 + 5, "one line per finding, none forged"
     assert all(line.split()[0] in ("error", "warning") for line in lines[3:])
     assert "node/gpu [31m ERROR forged [0m" in text.stdout
+    assert text.stderr.startswith("warning: pod team-a/broken [31m ERROR forged [0m: cannot be decoded")
+    assert text.stderr.count("\n") == 1 and "\t" not in text.stderr, "the warning naming it is one line"
     cases.check("hostile-names.txt", text.stdout)
     report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(path), "-o", "json"]).stdout)
     objects = {f["object"] for f in report["findings"]}
