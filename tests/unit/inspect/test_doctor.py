@@ -389,3 +389,22 @@ def test_names_from_a_file_cannot_write_escapes_or_forge_rows_in_the_text(
     objects = {f["object"] for f in report["findings"]}
     hostile = cases.HOSTILE
     assert {f"node/gpu{hostile}", f"pod/team-a/stuck{hostile}", f"pod/ns{hostile}/finished"} <= objects
+
+
+def test_a_plugins_pod_names_are_bounded_and_exact_in_json_printable_in_text() -> None:
+    """gpu-over-share names a pod from a device plugin's document, which bounds no name: cut to the API's longest
+    name (a real one never is), kept exact in JSON otherwise, written printable in the text."""
+    from kubectl_gpushare import protocol
+    from kubectl_gpushare.inspect import doctor
+
+    gib = 2**30
+    name = "p\x1b[31m" + "x" * 1000
+    report = protocol.UsageReport("n1", "t", 10, "processes", [
+        protocol.UsageGpu(0, "g0", 16 * gib, 4 * gib, 8 * gib, protocol.ENFORCE_OFF, ""),
+    ], [protocol.UsagePod("ns\n", name, "u1", 0, 2 * gib, 6 * gib), protocol.UsagePod("b", "c", "u2", 0, 2 * gib)])
+    audited = doctor.audit([], [], now_ns=0, usage={"n1": report})
+    (found,) = [f for f in audited.findings if f.check == "gpu-over-share"]
+    assert found.object == f"pod/ns\n/{name[:253]}"
+    assert json.loads(doctor.to_json(audited))["findings"][0]["object"] == found.object
+    text = doctor.to_text(audited)
+    assert "\x1b" not in text and f"pod/ns /p [31m{'x' * 247} " in text and len(text.splitlines()) == 4
