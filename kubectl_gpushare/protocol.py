@@ -155,6 +155,21 @@ MAX_ALLOCATION_BYTES: Final = 16 * 1024
 MAX_NODE_GPUS_BYTES: Final = 64 * 1024
 """Longest per-GPU node annotation read (64 GPUs with long model names fit easily)."""
 
+
+def printable(text: str, limit: int | None = None) -> str:
+    """A string from an object or a peer, fit for a terminal: the one rule for untrusted text that is shown.
+
+    Cut to ``limit`` characters (None: whole), every character Python does not print (control
+    characters, ESC, newlines, tabs, bidi overrides) as a space, the ends stripped: a name can then
+    neither move the cursor, colour the screen nor forge a column or row of a table.
+    """
+    if limit is not None:
+        text = text[: max(limit, 0)]
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else " " for ch in text)
+    return text.strip()
+
+
 # --- Quantities -----------------------------------------------------------------------------------
 # ASCII digits only, and the end of the text (not before a final newline): what Go's parser and the
 # API's pattern accept; Python's ``\d`` would read "١٢" (Arabic-Indic digits) as 12.
@@ -1043,8 +1058,7 @@ def parse_node_gpu_enforcement(text: str | None) -> dict[int, GpuEnforcement]:
         index, mode, reason = entry.get("index"), entry.get("enforcement"), entry.get("enforcementReason", "")
         if not _is_int(index) or not valid_gpu_index(index) or mode not in ENFORCE_MODES or not isinstance(reason, str):
             continue
-        clean = "".join(ch if ch.isprintable() else " " for ch in reason[:MAX_ENFORCEMENT_REASON])
-        found[index] = GpuEnforcement(mode, clean.strip())
+        found[index] = GpuEnforcement(mode, printable(reason, MAX_ENFORCEMENT_REASON))
     return found
 
 # --- DRA driver (kubelet plugin <-> kubelet, ResourceSlices and claims in resource.k8s.io/v1) ----

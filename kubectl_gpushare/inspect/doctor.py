@@ -26,9 +26,9 @@ from kubectl_gpushare.inspect import caps, doctor_dra, tabwriter
 from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
 from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
 from kubectl_gpushare.inspect.source import Confinement, PodKeys, StackSplit, keyed_pod_record, node_ips
-from kubectl_gpushare.inspect.top import printable
 from kubectl_gpushare.kube import stacks
 from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS, EXIT_OK
+from kubectl_gpushare.kube.names import DNS1123_LABEL_MAX, DNS1123_SUBDOMAIN_MAX
 from kubectl_gpushare.kube.records import (
     Warnings,
     node_record,
@@ -360,11 +360,12 @@ def _usage_findings(reports: Mapping[str, protocol.UsageReport | None]) -> Itera
                 continue
             neighbours = len(on_gpu[pod.gpu] - {(pod.namespace, pod.name)})
             at_risk = neighbours > 0 and not enforced.get(pod.gpu, False)
-            obj = f"pod/{printable(pod.namespace, 253)}/{printable(pod.name, 253)}"
+            # A plugin's document bounds no name: each is cut to the longest the API allows (a real one never is).
+            obj = f"pod/{pod.namespace[:DNS1123_LABEL_MAX]}/{pod.name[:DNS1123_SUBDOMAIN_MAX]}"
             risk = (f"{neighbours} other pod(s) share GPU {pod.gpu} without memory limits and may run out of memory"
                     if at_risk else "no unenforced neighbour is at risk")  # fmt: skip
             yield Finding(ERROR if at_risk else WARNING, "gpu-over-share", obj,
-                          f"uses {pod.used_bytes >> 20}Mi of GPU {pod.gpu} on {printable(node, 253)}, more than "
+                          f"uses {pod.used_bytes >> 20}Mi of GPU {pod.gpu} on {node}, more than "
                           f"its share of {pod.allocated_bytes >> 20}Mi: {risk}")
 
 
@@ -521,8 +522,8 @@ def audit(
     if objects:
         findings.extend(doctor_dra.node_findings(nodes, objects, split.dra_nodes))
         findings.extend(doctor_dra.claim_findings(objects))
-        findings.extend(doctor_dra.pool_findings(objects))
         findings.extend(doctor_dra.pending_findings(waiting, objects, now_ns / 1e9, stuck_after))
+    findings.extend(doctor_dra.pool_findings(objects))  # every pool warning of the reading, as a finding
     findings.extend(_stack_findings(*split.result()))
     findings.extend(_stack_warning(message) for message in record_warnings)
     findings = _without_other_stacks(findings, nodes, objects)
@@ -541,6 +542,9 @@ def to_json(report: DoctorReport) -> str:
 def to_text(report: DoctorReport, *, headers: bool = True, limit: int | None = None) -> str:
     """The verdict first, then one line per finding, at most ``limit`` of them (`inspect.caps`).
 
+    Objects and messages are written through `protocol.printable` (control characters as spaces);
+    `to_json` keeps them exact, JSON escaping them itself.
+
     When findings are left out, a count per check comes between the verdict and the findings, so
     every check that fired is named however many objects it fired on.
     """
@@ -555,7 +559,10 @@ def to_text(report: DoctorReport, *, headers: bool = True, limit: int | None = N
         rows += [f"{severity}\t{check}\t{count}\n" for (severity, check), count in counts.items()]
         lines += ["\n", tabwriter.render("".join(rows))]
     rows = ["SEVERITY\tCHECK\tOBJECT\tMESSAGE\n"] if headers else []
-    rows += [f"{f.severity}\t{f.check}\t{f.object}\t{f.message}\n" for f in shown]
+    # The one rendering point for what objects said: names and values (pods, nodes, annotations) from the
+    # cluster or a file pass `protocol.printable` here, so none writes an escape sequence, a tab or a newline.
+    rows += [f"{f.severity}\t{f.check}\t{protocol.printable(f.object)}\t{protocol.printable(f.message)}\n"
+             for f in shown]
     lines += ["\n", tabwriter.render("".join(rows))]
     if hidden:
         lines.append(caps.more_line(hidden, "findings"))

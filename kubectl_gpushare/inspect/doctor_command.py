@@ -81,7 +81,7 @@ The verdict is the exit code: 0 no findings, 11 warnings only, 12 errors (apart 
 @dataclass
 class _Audited:
     report: DoctorReport
-    warnings: Warnings = field(default_factory=Warnings)  # doctor reports malformed values as findings
+    warnings: Warnings = field(default_factory=Warnings)  # printed on stderr; a problem that is a finding is not
 
 
 def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
@@ -92,6 +92,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
     """
     from kubectl_gpushare import protocol
     from kubectl_gpushare.inspect import doctor
+    from kubectl_gpushare.kube.stacks import dra
 
     def audit(
         nodes: list[Node], pods: Iterable[Pod], configmaps: list[ConfigMap], reread: doctor.Reread | None = None,
@@ -103,7 +104,11 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
             nodes, pods, now_ns=time.time_ns(), stuck_after=options["stuck_after"], configmaps=configmaps,
             reread=reread, usage=usage, devices=devices, confinement=confinement, dra_objects=dra_objects,
         )  # fmt: skip
-        return _Audited(report, warnings or Warnings())
+        warnings = warnings or Warnings()
+        if dra_objects is not None:
+            for message in dra.pool_warnings(dra_objects):  # each is a dra-pool-unusable finding: said once, there
+                warnings.discard(message)
+        return _Audited(report, warnings)
 
     if options["from_file"] is not None:
         from kubectl_gpushare.inspect.source import (

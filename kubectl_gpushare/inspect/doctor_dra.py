@@ -84,16 +84,17 @@ def pool_findings(objects: dra.DraObjects) -> Iterable[Finding]:
 
     A warning, not an error: a publisher mid-update, or one whose create timed out and landed
     after its retry, leaves such a pool for a sync or two; claims allocated there keep their GPUs.
+    Each finding's message starts with the reading's warning (`dra.pool_warning`), which doctor
+    therefore does not print on stderr as well (`doctor_command`).
     """
-    if not objects.unusable:
-        return
-    for (driver, pool), why in sorted(objects.unusable.items()):
+    for driver, pool in sorted(objects.unusable):
         nodes = objects.unusable_on.get((driver, pool), ())
-        # Slices' node and pool names are unchecked: one with a tab or newline must not forge a column or row.
+        # Slices' node and pool names are unchecked: the object is a node only where it is a node's name, else
+        # the pool (quoted where it is no pool name), in JSON too; the text output makes any name printable.
         node = nodes[0] if len(nodes) == 1 and dra_objects.valid_dns_subdomain(nodes[0]) else ""
         obj = f"node/{node}" if node else f"resourcepool/{driver}/{_pool_shown(pool)}"
         yield Finding(WARNING, "dra-pool-unusable", obj,
-                      f"{dra.pool_name(driver, pool, nodes)} {why}; {dra.UNUSABLE_EFFECT}; if it lasts, see the "
+                      f"{dra.pool_warning(objects, driver, pool)}; if it lasts, see the "
                       f"driver's log and its slices (kubectl get resourceslices --field-selector spec.driver={driver})")
 
 

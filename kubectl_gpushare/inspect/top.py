@@ -55,15 +55,11 @@ class NodeObserved(msgspec.Struct, frozen=True, gc=False):
     pods: dict[tuple[str, str, int], PodObserved]
 
 
-def printable(text: str, limit: int = protocol.MAX_ENFORCEMENT_REASON) -> str:
-    """A reported string fit for a terminal: cut to ``limit``, control characters as spaces."""
-    return "".join(ch if ch.isprintable() else " " for ch in text[:limit]).strip()
-
-
 def from_report(report: protocol.UsageReport) -> NodeObserved:
     """A decoded usage document (`protocol.decode_usage_report`) as an observation."""
     gpus = {
-        gpu.index: GpuObserved(gpu.used_bytes, gpu.enforcement != protocol.ENFORCE_OFF, printable(gpu.reason))
+        gpu.index: GpuObserved(gpu.used_bytes, gpu.enforcement != protocol.ENFORCE_OFF,
+                               protocol.printable(gpu.reason, protocol.MAX_ENFORCEMENT_REASON))
         for gpu in report.gpus
     }
     pods = {  # two entries under one name (a pod replaced while the old one ends): merged as /metrics does

@@ -28,7 +28,7 @@ from urllib.parse import urlencode, urlsplit
 import msgspec
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.inspect.top import GpuObserved, NodeObserved, PodObserved, from_report, printable
+from kubectl_gpushare.inspect.top import GpuObserved, NodeObserved, PodObserved, from_report
 from kubectl_gpushare.kube import errors
 from kubectl_gpushare.kube.records import Warnings
 
@@ -148,7 +148,7 @@ def _one_node(client: Client, node: str, plugin: Plugin, deadline: float) -> pro
     )  # fmt: skip
     report = protocol.decode_usage_report(data)
     if report.node != node:
-        raise protocol.AnnotationError(f"the document is for node {printable(report.node, 64)!r}")
+        raise protocol.AnnotationError(f"the document is for node {protocol.printable(report.node, 64)!r}")
     return report
 
 
@@ -189,11 +189,11 @@ def fetch_reports(client: Client, nodes: Sequence[str] | None = None, timeout: f
         except errors.Unreachable as exc:
             return node, None, "timed out" if exc.timeout else "unreachable"
         except errors.ReplyTooLarge as exc:
-            return node, None, "timed out" if "in time" in str(exc) else printable(str(exc), 120)
+            return node, None, "timed out" if "in time" in str(exc) else protocol.printable(str(exc), 120)
         except errors.ApiError as exc:
             return node, None, f"HTTP {exc.status}"
         except (errors.KubeError, protocol.AnnotationError) as exc:
-            return node, None, printable(str(exc), 120)
+            return node, None, protocol.printable(str(exc), 120)
 
     with proxy, ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT, len(asked)), thread_name_prefix="top") as pool:
         for node, report, why in pool.map(ask, asked):
@@ -311,7 +311,7 @@ def _prometheus_get(url: str, query: str, timeout: float) -> list[_Sample]:
         why = f"Prometheus at {url} answered HTTP {response.status} without a query result"
         raise errors.Unreachable(why, url) from None
     if answer.status != "success" or answer.data is None or answer.data.result_type != "vector":
-        why = printable(answer.error, 200) or f"HTTP {response.status}"
+        why = protocol.printable(answer.error, 200) or f"HTTP {response.status}"
         raise errors.Unreachable(f"Prometheus at {url} refused the query {query}: {why}", url)
     return answer.data.result
 
@@ -357,7 +357,7 @@ def from_prometheus(
     def gpu_enforced(node: str, index: int, sample: _Sample, value: int | None) -> None:
         entry = gpus.setdefault(node, {}).setdefault(index, {})
         entry["enforced"] = None if value is None else value > 0
-        entry["reason"] = printable(sample.metric.get("reason", ""))
+        entry["reason"] = protocol.printable(sample.metric.get("reason", ""), protocol.MAX_ENFORCEMENT_REASON)
 
     def pod_metric(field: str) -> Callable[[str, int, _Sample, int | None], None]:
         def record(node: str, index: int, sample: _Sample, value: int | None) -> None:

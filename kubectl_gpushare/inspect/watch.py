@@ -291,7 +291,7 @@ def watch(
             live.start()
         while True:
             for line in said.new(view.warnings):
-                sys.stderr.write(f"warning: {line}\n")
+                sys.stderr.write(f"warning: {protocol.printable(line)}\n")  # names objects: one line whatever they hold
             since = stale_since(sources.informers, time.time())
             text = (stale_line(since) if since is not None else "") + (render(view, options) or "")
             if live is not None:

@@ -40,6 +40,10 @@ class Warnings:
         """Distinct messages in first-seen order."""
         return list(self._counts)
 
+    def discard(self, message: str) -> None:
+        """Forget a message (a command that reports the problem another way: doctor's findings)."""
+        self._counts.pop(message, None)
+
     def count(self, message: str) -> int:
         """How many times a message was recorded."""
         return self._counts.get(message, 0)

@@ -174,9 +174,9 @@ def read(
     unusable.update(pool_states(generations, views))
     objects = DraObjects(ours, nvidia, read_claims, unusable={key: why for key, (why, _) in unusable.items()},
                          unusable_on={key: nodes for key, (_, nodes) in unusable.items()})
-    if unusable and warnings is not None:
-        for (driver, pool), (why, nodes) in sorted(unusable.items()):
-            warnings.add(f"{pool_name(driver, pool, nodes)} {why}; {UNUSABLE_EFFECT}")
+    if warnings is not None:
+        for message in pool_warnings(objects):
+            warnings.add(message)
     return objects
 
 
@@ -276,6 +276,17 @@ def pool_name(driver: str, pool: str, nodes: Sequence[str]) -> str:
         return f"pool {shown(pool)} of {driver}"
     more = f" and {len(nodes) - len(named)} more" if len(nodes) > len(named) else ""
     return f"pool {shown(pool)} of {driver} ({'node' if len(nodes) == 1 else 'nodes'} {', '.join(named)}{more})"
+
+
+def pool_warning(objects: DraObjects, driver: str, pool: str) -> str:
+    """What the views say of an unusable pool (`DraObjects.unusable`): its name, the nodes, why, and the effect."""
+    nodes = objects.unusable_on.get((driver, pool), ())
+    return f"{pool_name(driver, pool, nodes)} {objects.unusable[driver, pool]}; {UNUSABLE_EFFECT}"
+
+
+def pool_warnings(objects: DraObjects) -> Iterator[str]:
+    """`pool_warning` for each unusable pool, in order of driver and pool."""
+    return (pool_warning(objects, driver, pool) for driver, pool in sorted(objects.unusable))
 
 
 def pool_states(
@@ -382,8 +393,7 @@ class _DeviceIndices(dict[str, "int | None"]):
 def _text(value: dra.AttributeValue | None) -> str:
     if not isinstance(value, str):
         return ""
-    value = value[:MAX_TEXT]
-    return value if value.isprintable() else "".join(ch if ch.isprintable() else " " for ch in value)
+    return protocol.printable(value, MAX_TEXT)
 
 
 def _memory(device: dra.Device, driver: str) -> dra.DeviceCapacity | None:
@@ -962,6 +972,8 @@ __all__ = [
     "pool_name",
     "pool_nodes",
     "pool_states",
+    "pool_warning",
+    "pool_warnings",
     "UNUSABLE_EFFECT",
     "read",
     "read_classes",

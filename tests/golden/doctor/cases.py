@@ -152,6 +152,33 @@ def seed() -> list[dict[str, Any]]:
     ]
 
 
+def pool_unusable() -> list[dict[str, Any]]:
+    """A DRA node whose pool is incomplete (one slice of a resourceSliceCount of 2): one warning, said once."""
+    gi = "1Gi"
+    piece = dra.resource_slice("dra-a", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", gi, "T4", "dra-a")], "aaaaa")
+    piece["spec"]["pool"]["resourceSliceCount"] = 2
+    return [node_object("dra-a", [], ip="10.9.3.1", gpushare=False, dra=True), piece]
+
+
+HOSTILE = "\x1b[31m\nERROR\tforged\x1b[0m"
+"""Written into names a file may hold and the API server would refuse: an escape sequence, a newline, a tab."""
+
+
+def hostile_names() -> list[dict[str, Any]]:
+    """Findings on a node, a pod and a namespace named with `HOSTILE`: a node without its device-plugin pod,
+    a pod stuck unassigned on it, a finished pod still holding an annotation whose value is hostile too, and a
+    pod that does not decode (a warning on stderr)."""
+    node = f"gpu{HOSTILE}"
+    stuck = pod_object(f"stuck{HOSTILE}", "team-a", [4], node=node, gpu=0, gpu_memory=16, phase="Running",
+                       assigned=False, assume_time=LONG_AGO_NS)
+    finished = pod_object("finished", f"ns{HOSTILE}", [4], node=node, gpu=0, gpu_memory=16, phase="Succeeded",
+                          assigned=True)
+    finished["metadata"]["annotations"]["ALIYUN_COM_GPU_MEM_IDX"] = f"0{HOSTILE}"
+    undecodable = pod_object(f"broken{HOSTILE}", "team-a", [4])
+    undecodable["spec"]["containers"] = 5  # skipped with a warning on stderr that names it
+    return [node_object(node, [16], ip="10.9.4.1"), stuck, finished, undecodable]
+
+
 def check(name: str, actual: str) -> None:
     path = GOLDEN / name
     if UPDATE:

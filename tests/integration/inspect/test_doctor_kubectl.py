@@ -124,3 +124,12 @@ def test_a_doctor_that_may_not_list_policies_says_it_could_not_tell(
     assert (result.returncode, result.stdout) == (0, "No problems found.\n")
     assert "cannot list validatingadmissionpolicies and validatingadmissionpolicybindings: whether the device " \
            "plugin is kept to its node is not checked" in result.stderr
+
+
+def test_an_unusable_pool_is_said_once_live(sandbox: Sandbox, kubectl: Callable[..., Any]) -> None:
+    """Read from the API, the pool's warning is the dra-pool-unusable finding alone, as from a file."""
+    sandbox.load(cases.pool_unusable())
+    for golden, flags in (("pool-unusable.txt", []), ("pool-unusable.json", ["-o", "json"])):
+        result = kubectl("gpushare", "doctor", *flags, check=False)
+        assert (result.returncode, result.stderr) == (EXIT_FINDINGS_WARNINGS, ""), result.stderr
+        assert result.stdout == (GOLDEN / golden).read_text(), golden

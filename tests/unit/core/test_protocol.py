@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubectl_gpushare import protocol
 
@@ -266,3 +268,37 @@ def test_assumed_node_is_a_bounded_node_name(text: str | None, expected: str | N
     ("", False), ("failed", False), (None, False), (["Failed"], False), ({"Failed": 1}, False)])
 def test_only_succeeded_and_failed_pods_have_finished(phase: object, terminal: bool) -> None:
     assert protocol.pod_phase_terminal(phase) is terminal
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "expected"),
+    [
+        ("gpu-a", None, "gpu-a"),
+        ("gpu-a", 5, "gpu-a"),
+        ("gpu-a", 4, "gpu-"),
+        ("gpu-a", 0, ""),
+        ("gpu-a", -3, ""),
+        ("", None, ""),
+        ("a\x1b[31mb\nc\td\re", None, "a [31mb c d e"),
+        ("\x1b[2J\n", None, "[2J"),
+        ("  padded  ", None, "padded"),
+        ("ab\ncd", 3, "ab"),
+        ("ab\ncd", 4, "ab c"),
+        ("x\x7f\x85\u2028\u202e\u200by", None, "x" + " " * 5 + "y"),
+        ("Tesla T4 \u00e9\u4e2d", None, "Tesla T4 \u00e9\u4e2d"),
+    ],
+    ids=repr,
+)
+def test_printable_cuts_then_blanks_what_a_terminal_would_act_on(text: str, limit: int | None, expected: str) -> None:
+    """DEL, C1 (NEL), line/paragraph separators, bidi overrides and zero-width characters are spaces too;
+    printable non-ASCII passes; the cut comes first, so the result is never longer than ``limit``."""
+    assert protocol.printable(text, limit) == expected
+
+
+@settings(max_examples=300)
+@given(st.text(), st.one_of(st.none(), st.integers(-5, 300)))
+def test_printable_is_printable_bounded_and_stable(text: str, limit: int | None) -> None:
+    shown = protocol.printable(text, limit)
+    assert shown.isprintable() and shown == shown.strip()
+    assert len(shown) <= (len(text) if limit is None else max(limit, 0))
+    assert protocol.printable(shown) == shown, "applying it twice changes nothing"

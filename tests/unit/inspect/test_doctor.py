@@ -12,8 +12,10 @@ from golden.doctor import cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect.doctor_command import doctor_command
 from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS
+from kubectl_gpushare.kube.stacks.dra import UNUSABLE_EFFECT
 
 CHECKS = {
     "device-plugin-missing": "node/no-plugin",
@@ -335,3 +337,74 @@ def test_dra_pool_unusable_is_one_warning_per_pool_on_its_node_or_the_pool() -> 
                                                     "resourceSliceCount 1 and is invalid: duplicate device name "
                                                     "'gpu-0'"),
     ]
+
+
+@pytest.mark.parametrize(("suffix", "flags"), [("pool-unusable.txt", []), ("pool-unusable.json", ["-o", "json"])])
+def test_an_unusable_pool_is_said_once_as_its_finding(
+    tmp_path: Path, suffix: str, flags: list[str], cli_runner: CliRunner
+) -> None:
+    """The reading's pool warning (every other view prints it on stderr) is doctor's dra-pool-unusable finding
+    alone: not on stderr as well, in either format."""
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps({"kind": "List", "items": cases.pool_unusable()}))
+    result = cli_runner.invoke(doctor_command, ["--from-file", str(path), *flags])
+    assert result.exit_code == EXIT_FINDINGS_WARNINGS, result.stderr
+    assert result.stderr == "", "the finding is the only place the pool is reported"
+    assert result.stdout.count("is incomplete (currently being updated)") == 1
+    assert result.stdout.count("dra-pool-unusable") == 1
+    cases.check(suffix, result.stdout)
+
+
+def test_an_unusable_pool_is_still_a_warning_in_the_other_views(tmp_path: Path, cli_runner: CliRunner) -> None:
+    """Only doctor turns the warning into a finding: inspect, which has no findings, keeps it on stderr."""
+    from kubectl_gpushare.inspect.command import inspect_command
+
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps({"kind": "List", "items": cases.pool_unusable()}))
+    result = cli_runner.invoke(inspect_command, ["--from-file", str(path)])
+    assert result.exit_code == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if "is incomplete" in line] == [
+        f"warning: pool 'dra-a' of {protocol.DRA_DRIVER} is incomplete (currently being updated): 1 ResourceSlice(s) "
+        f"of generation 1, resourceSliceCount 2; {UNUSABLE_EFFECT}"]
+
+
+def test_names_from_a_file_cannot_write_escapes_or_forge_rows_in_the_text(
+    tmp_path: Path, cli_runner: CliRunner
+) -> None:
+    """A node, pod, namespace and annotation value holding ESC, a newline and a tab (a file is not validated as
+    the API server validates names): the text output shows them with spaces, one row per finding; JSON is exact."""
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps({"kind": "List", "items": cases.hostile_names()}))
+    text = cli_runner.invoke(doctor_command, ["--from-file", str(path)])
+    assert text.exit_code == EXIT_FINDINGS_ERRORS, text.stderr
+    assert "\x1b" not in text.stdout and "\t" not in text.stdout and "\r" not in text.stdout
+    lines = text.stdout.splitlines()
+    assert lines[0] == "2 errors, 3 warnings." and len(lines) == 3 + 5, "one line per finding, none forged"
+    assert all(line.split()[0] in ("error", "warning") for line in lines[3:])
+    assert "node/gpu [31m ERROR forged [0m" in text.stdout
+    assert text.stderr.startswith("warning: pod team-a/broken [31m ERROR forged [0m: cannot be decoded")
+    assert text.stderr.count("\n") == 1 and "\t" not in text.stderr, "the warning naming it is one line"
+    cases.check("hostile-names.txt", text.stdout)
+    report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(path), "-o", "json"]).stdout)
+    objects = {f["object"] for f in report["findings"]}
+    hostile = cases.HOSTILE
+    assert {f"node/gpu{hostile}", f"pod/team-a/stuck{hostile}", f"pod/ns{hostile}/finished"} <= objects
+
+
+def test_a_plugins_pod_names_are_bounded_and_exact_in_json_printable_in_text() -> None:
+    """gpu-over-share names a pod from a device plugin's document, which bounds no name: cut to the API's longest
+    name (a real one never is), kept exact in JSON otherwise, written printable in the text."""
+    from kubectl_gpushare import protocol
+    from kubectl_gpushare.inspect import doctor
+
+    gib = 2**30
+    name = "p\x1b[31m" + "x" * 1000
+    report = protocol.UsageReport("n1", "t", 10, "processes", [
+        protocol.UsageGpu(0, "g0", 16 * gib, 4 * gib, 8 * gib, protocol.ENFORCE_OFF, ""),
+    ], [protocol.UsagePod("ns\n", name, "u1", 0, 2 * gib, 6 * gib), protocol.UsagePod("b", "c", "u2", 0, 2 * gib)])
+    audited = doctor.audit([], [], now_ns=0, usage={"n1": report})
+    (found,) = [f for f in audited.findings if f.check == "gpu-over-share"]
+    assert found.object == f"pod/ns\n/{name[:253]}"
+    assert json.loads(doctor.to_json(audited))["findings"][0]["object"] == found.object
+    text = doctor.to_text(audited)
+    assert "\x1b" not in text and f"pod/ns /p [31m{'x' * 247} " in text and len(text.splitlines()) == 4
