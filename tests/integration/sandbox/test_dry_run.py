@@ -36,6 +36,15 @@ def call(
         return exc.code, json.loads(exc.read())
 
 
+def call_raw(sb: Sandbox, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+    req = urllib.request.Request(sb.url + path, data=body, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
 def seed(sb: Sandbox, *names: str) -> None:
     sb.load([{"kind": "ConfigMap", "metadata": {"name": n, "namespace": "default"}, "data": {"k": "v"}} for n in names])
 
@@ -78,6 +87,40 @@ def test_delete_options_with_an_unknown_dry_run_value_are_refused(sandbox: Sandb
     seed(sandbox, "a")
     status, answer = call(sandbox, "DELETE", CONFIGMAPS + "/a", {"dryRun": ["All", "Some"]})
     assert status == 422 and '[]string{"Some"}' in answer["message"], answer
+    assert sandbox.get("configmaps", "default", "a") is not None
+
+
+@pytest.mark.parametrize("path", [CONFIGMAPS + "/a", CONFIGMAPS], ids=["delete", "deletecollection"])
+def test_a_delete_with_a_body_takes_its_options_from_the_body_alone(sandbox: Sandbox, path: str) -> None:
+    # DeleteResource and DeleteCollection (apiserver endpoints/handlers/delete.go) decode a non-empty body
+    # into DeleteOptions and read the query only when there is none.
+    seed(sandbox, "a")
+    status, answer = call(sandbox, "DELETE", path + "?dryRun=All", {})
+    assert status == 200, answer
+    assert sandbox.get("configmaps", "default", "a") is None  # the body's options: a real delete
+    seed(sandbox, "a")
+    status, answer = call(sandbox, "DELETE", path + "?dryRun=Bogus&propagationPolicy=Bogus", {"dryRun": ["All"]})
+    assert status == 200, answer  # the query's bad options are never read
+    assert sandbox.get("configmaps", "default", "a") is not None  # the body's dryRun: nothing deleted
+    status, answer = call(sandbox, "DELETE", path + "?dryRun=All&orphanDependents=true",
+                          {"propagationPolicy": "Bogus"})  # fmt: skip
+    assert status == 422 and answer["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Bogus": '
+        'supported values: "Foreground", "Background", "Orphan", "nil"'), answer
+    status, answer = call(sandbox, "DELETE", path + "?dryRun=All")
+    assert status == 200 and sandbox.get("configmaps", "default", "a") is not None  # no body: the query's
+
+
+@pytest.mark.parametrize("path", [CONFIGMAPS + "/a", CONFIGMAPS], ids=["delete", "deletecollection"])
+@pytest.mark.parametrize("body", [b'{"dryRun": "All"}', b"[1]", b'{"dryRun": [', b'{"propagationPolicy": 5}',
+                                  b'{"preconditions": 1}'])  # fmt: skip
+def test_a_bad_delete_body_is_a_clean_400_even_with_good_query_options(sandbox: Sandbox, path: str,
+                                                                        body: bytes) -> None:  # fmt: skip
+    seed(sandbox, "a")
+    status, raw = call_raw(sandbox, "DELETE", path + "?dryRun=All", body)
+    answer = json.loads(raw)
+    assert (status, answer["kind"], answer["reason"], answer["code"]) == (400, "Status", "BadRequest", 400), answer
+    assert "\n" not in answer["message"]
     assert sandbox.get("configmaps", "default", "a") is not None
 
 
