@@ -294,7 +294,7 @@ _OPTIONS_KIND = {"create": "CreateOptions", "update": "UpdateOptions", "patch": 
 
 def _dry_run(request: Request, verb: str) -> bool:
     """Whether a create, update or patch is a dry run: its ``dryRun`` query values, checked by `_check_dry_run`."""
-    return _check_dry_run(_OPTIONS_KIND[verb], request.query.every("dryRun"))  # a []string: every value
+    return _check_dry_run(_OPTIONS_KIND[verb], request.query.every_exact("dryRun"))  # a []string: every value
 
 
 def _check_dry_run(options_kind: str, values: list[str], causes: Iterable[str] = ()) -> bool:
@@ -305,15 +305,16 @@ def _check_dry_run(options_kind: str, values: list[str], causes: Iterable[str] =
     ``ValidateUpdateOptions``, ``ValidatePatchOptions`` and ``ValidateDeleteOptions`` from the handlers in
     k8s.io/apiserver/pkg/endpoints/handlers): ``dryRun=true`` is a 422, never a real write. The API
     concepts page: "An invalid or unrecognized dryRun directive will result in an error response and no
-    further processing of the request."
+    further processing of the request." ``ValidateDryRun`` reports the whole list, supported values
+    included, as one ``field.NotSupported(fldPath, dryRun, ["All"])``, whose message shows a
+    ``[]string`` with ``%#v`` (``field.Error.ErrorBody`` in k8s.io/apimachinery/pkg/util/validation/field/errors.go):
+    ``dryRun: Unsupported value: []string{"Bogus", "All"}: supported values: "All"``.
 
     ``causes`` are the options' other errors (`_propagation_causes`), answered with it in one 422.
     """
-    unsupported = [v for v in values if v != "All"]
     found = list(causes)
-    if unsupported:
-        listed = ", ".join(json.dumps(v) for v in unsupported)
-        found.append(f'dryRun: Unsupported value: []string{{{listed}}}: supported values: "All"')
+    if any(v != "All" for v in values):
+        found.append(f'dryRun: Unsupported value: {errors.go_string_slice(values)}: supported values: "All"')
     if found:
         raise errors.invalid(options_kind, "", found, "meta.k8s.io")
     return bool(values)
@@ -349,7 +350,7 @@ def _query_delete_options(query: GoQuery) -> dict[str, Any]:
     """
     options: dict[str, Any] = {}
     if "dryRun" in query:
-        options["dryRun"] = query.every("dryRun")
+        options["dryRun"] = query.every_exact("dryRun")
     if "propagationPolicy" in query:
         options["propagationPolicy"] = query["propagationPolicy"]
     if "orphanDependents" in query:

@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+import golden_files
 import pytest
 
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -84,10 +85,34 @@ def test_an_unknown_dry_run_value_is_refused_and_writes_nothing(
 
 
 def test_delete_options_with_an_unknown_dry_run_value_are_refused(sandbox: Sandbox) -> None:
+    # ValidateDryRun (apimachinery meta/v1/validation/validation.go): field.NotSupported(dryRun, <the whole
+    # list>, ["All"]), so the supported value it holds is shown too; the Status byte for byte.
     seed(sandbox, "a")
-    status, answer = call(sandbox, "DELETE", CONFIGMAPS + "/a", {"dryRun": ["All", "Some"]})
-    assert status == 422 and '[]string{"Some"}' in answer["message"], answer
+    status, raw = call_raw(sandbox, "DELETE", CONFIGMAPS + "/a", b'{"dryRun": ["All", "Some"]}')
+    assert status == 422
+    golden_files.golden("sandbox/dry_run_unsupported.json", raw)
     assert sandbox.get("configmaps", "default", "a") is not None
+
+
+@pytest.mark.parametrize(
+    ("query", "shown"),
+    [
+        ("dryRun=Bogus&dryRun=All", '[]string{"Bogus", "All"}'),
+        ("dryRun=All&dryRun=", '[]string{"All", ""}'),
+        # strconv.Quote of each value: printable UTF-8 as it is, a control byte or one that is not UTF-8 as \xNN.
+        ("dryRun=%C2%B5%01%FF%22", '[]string{"\u00b5\\x01\\xff\\""}'),
+    ],
+    ids=["a supported value too", "an empty value", "escapes"],
+)
+def test_the_dry_run_refusal_shows_every_value_as_go_prints_a_string_slice(sandbox: Sandbox, query: str,
+                                                                            shown: str) -> None:  # fmt: skip
+    status, answer = call(sandbox, "POST", f"{CONFIGMAPS}?{query}", {"metadata": {"name": "new"}})
+    assert status == 422, answer
+    assert answer["message"] == f'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: {shown}: ' \
+                                'supported values: "All"'
+    assert answer["details"]["causes"] == [{"reason": "FieldValueNotSupported", "field": "dryRun",
+                                            "message": f'Unsupported value: {shown}: supported values: "All"'}]
+    assert sandbox.get("configmaps", "default", "new") is None
 
 
 @pytest.mark.parametrize("path", [CONFIGMAPS + "/a", CONFIGMAPS], ids=["delete", "deletecollection"])
@@ -154,3 +179,15 @@ def test_an_unknown_propagation_policy_is_refused_and_deletes_nothing(sandbox: S
         seed(sandbox, "a")
         status, _ = call(sandbox, "DELETE", path + f"?propagationPolicy={policy}")
         assert status == 200 and sandbox.get("configmaps", "default", "a") is None
+
+
+def test_several_refused_delete_options_are_listed_as_an_aggregate(sandbox: Sandbox) -> None:
+    # NewInvalid prints ErrorList.ToAggregate() (apimachinery util/errors aggregate.Error): "[a, b]".
+    seed(sandbox, "a")
+    status, answer = call(sandbox, "DELETE", CONFIGMAPS + "/a?propagationPolicy=Bogus&dryRun=Bogus")
+    assert status == 422 and answer["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: [propagationPolicy: Unsupported value: "Bogus": supported values: '
+        '"Foreground", "Background", "Orphan", "nil", dryRun: Unsupported value: []string{"Bogus"}: '
+        'supported values: "All"]'), answer
+    assert [c["field"] for c in answer["details"]["causes"]] == ["propagationPolicy", "dryRun"]
+    assert sandbox.get("configmaps", "default", "a") is not None

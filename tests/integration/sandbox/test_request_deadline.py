@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import golden_files
 import pytest
 from waiting import poll, wait_for
 
@@ -25,8 +25,6 @@ from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
 
-GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "sandbox"
-UPDATE = os.environ.get("GPUSHARE_UPDATE_GOLDEN") == "1"
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 
 
@@ -61,12 +59,7 @@ def call_with_type(sb: Sandbox, method: str, path: str, body: bytes | None = Non
 
 
 def golden(name: str, body: bytes) -> None:
-    path = GOLDEN / name
-    if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(body)
-    assert path.exists(), f"missing golden {path}; run with GPUSHARE_UPDATE_GOLDEN=1 and review it"
-    assert body == path.read_bytes(), f"reply differs from tests/golden/sandbox/{name}"
+    golden_files.golden(f"sandbox/{name}", body)
 
 
 def status_of(body: bytes) -> dict[str, Any]:
