@@ -97,6 +97,10 @@ class GoQuery(Mapping[str, str]):
         """All of a name's values in order, as text (empty when absent)."""
         return [_text(value) for value in self._values.get(name, ())]
 
+    def every_exact(self, name: str) -> list[str]:
+        """All of a name's values in order as Go holds them: bytes that are not UTF-8 kept as surrogate escapes."""
+        return list(self._values.get(name, ()))
+
     def exact(self, name: str) -> str:
         """The first value as Go holds it: bytes that are not UTF-8 kept as surrogate escapes ("" when absent)."""
         values = self._values.get(name)

@@ -52,9 +52,15 @@ class ApiError(Exception):
 
 
 def _details(kind: str, name: str, group: str = "") -> dict[str, Any]:
-    details: dict[str, Any] = {"name": name, "kind": kind}
+    """``metav1.StatusDetails`` as Go's encoder writes it: ``name``, ``group``, ``kind``.
+
+    Field order and ``omitempty`` of k8s.io/apimachinery/pkg/apis/meta/v1/types.go: an empty name or
+    group is left out.
+    """
+    details: dict[str, Any] = {"name": name} if name else {}
     if group:
         details["group"] = group
+    details["kind"] = kind
     return details
 
 
@@ -118,6 +124,44 @@ def _cause(cause: str) -> dict[str, str]:
     return {"reason": reason, "message": body, "field": field}
 
 
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def go_quote(text: str) -> str:
+    r"""``text`` as Go's ``strconv.Quote`` writes it: ``%q``, and ``%#v`` of a string or of each one in a ``[]string``.
+
+    Go's ``appendQuotedWith``/``appendEscapedRune`` (src/strconv/quote.go): ``"`` and ``\`` escaped, a
+    printable rune (``IsPrint``: Python's ``isprintable`` is the same set of categories) as it is,
+    ``\a`` ... ``\v``, other runes below a space and DEL as ``\xNN``, the rest as ``\uNNNN`` or
+    ``\UNNNNNNNN``; a byte that is not UTF-8 (a surrogate escape, as `GoQuery.every_exact` keeps
+    one) as ``\xNN``.
+    """
+    out = ['"']
+    for char in text:
+        code = ord(char)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif char.isprintable():
+            out.append(char)
+        elif char in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[char])
+        elif code < 0x20 or code == 0x7F or 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code & 0xFF:02x}")
+        elif 0xD800 <= code <= 0xDFFF:  # not a rune Go can hold: utf8.RuneError
+            out.append("\ufffd")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def go_string_slice(values: list[str]) -> str:
+    """A ``[]string`` as Go's ``%#v`` prints it (``[]string{"a", "b"}``): how ``field.Error`` shows a list value."""
+    return "[]string{" + ", ".join(go_quote(v) for v in values) + "}"
+
+
 def invalid(kind: str, name: str, causes: list[str], group: str = "") -> ApiError:
     """422 for an object that decodes but fails validation (``details.causes`` is what kubectl lists).
 
@@ -127,7 +171,16 @@ def invalid(kind: str, name: str, causes: list[str], group: str = "") -> ApiErro
     details = _details(kind, name, group)
     details["causes"] = [_cause(cause) for cause in causes]
     qualified = f"{kind}.{group}" if group else kind
-    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {", ".join(causes)}', details=details)
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {_aggregate(causes)}', details=details)
+
+
+def _aggregate(messages: list[str]) -> str:
+    """An ``ErrorList.ToAggregate()`` as ``%v`` prints it: one error alone, several (repeats dropped) as ``[a, b]``.
+
+    ``aggregate.Error`` in k8s.io/apimachinery/pkg/util/errors/errors.go.
+    """
+    unique = list(dict.fromkeys(messages))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
 
 
 def method_not_allowed(method: str) -> ApiError:

@@ -9,7 +9,8 @@ a dropped connection without ``after`` never lands, with ``after`` it has landed
 holds the request before it is handled, and one that passes the request's deadline (its
 ``timeout`` parameter, capped at the server's request timeout) is cut off there: a 504 at the
 deadline (the timeout filter's), and the request never lands; with ``in_transit`` the hold comes
-before the request reaches the server, so the deadline only starts when it ends;
+before the request reaches the server, so before anything the server does with it (framing,
+routing, authentication: a 400, 404 or 401 comes after the hold) and the deadline only starts when it ends;
 while a ``latency`` with ``after`` is a slow commit: past the deadline the client gets a 504
 ``Timeout`` at the deadline and the write lands when the latency ends (kube-apiserver's
 ``asyncFinisher``), unless that is more than the server's request timeout past the deadline:
@@ -54,6 +55,11 @@ class Fault:
     that timeout, never a 504."""
     hits: int = 0
     """How often the fault fired so far."""
+
+    @property
+    def holds_in_transit(self) -> bool:
+        """Whether it holds a request before the server sees it (``in_transit`` with a ``latency``)."""
+        return self.in_transit and self.latency > 0
 
     def matches(self, method: str, target: str) -> bool:
         """Whether the fault applies to a request (ignores ``times``)."""
@@ -164,11 +170,18 @@ class Faults:
         with self._lock:
             return list(self._faults)
 
-    def take(self, method: str, target: str) -> Fault | None:
-        """The fault that fires for this request, counting it; None if none applies."""
+    def take(self, method: str, target: str, *, in_transit: bool = False) -> Fault | None:
+        """The fault that fires for this request, counting it; None if none applies.
+
+        With ``in_transit``: only if that fault holds requests in transit (`Fault.holds_in_transit`).
+        The server asks so first, as a request arrives, and otherwise once it is authenticated and
+        routed, so a fault that acts in the server is not spent on a request refused before it.
+        """
         with self._lock:
             for fault in self._faults:
                 if fault.matches(method, target) and (fault.times is None or fault.hits < fault.times):
+                    if in_transit and not fault.holds_in_transit:
+                        return None
                     fault.hits += 1
                     return fault
         return None

@@ -42,6 +42,27 @@ _HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "proxy-authenticate"
                                 "trailer", "transfer-encoding", "upgrade", "content-length", "date", "server"})
 
 
+class _RawRequestLine:
+    """Writes the request line's bytes as they came, where ``http.client`` insists on ASCII.
+
+    The query is one character per byte (``http.server`` reads a request line as Latin-1), so Latin-1
+    gives those bytes back. ``_encode_request`` is the hook CPython left for a subclass that must send
+    what ``http.client`` would refuse (bpo-38216); ``_validate_path`` still refuses control bytes and
+    spaces, which Go's server refuses in a request target too.
+    """
+
+    def _encode_request(self, request: str) -> bytes:
+        return request.encode("latin-1")
+
+
+class _HTTPConnection(_RawRequestLine, http.client.HTTPConnection):
+    """``HTTPConnection`` sending the raw query (`_RawRequestLine`)."""
+
+
+class _HTTPSConnection(_RawRequestLine, http.client.HTTPSConnection):
+    """``HTTPSConnection`` sending the raw query (`_RawRequestLine`)."""
+
+
 def split_scheme_name_port(segment: str) -> tuple[str, str, str]:
     """``name``, ``name:port`` or ``scheme:name:port`` -> (scheme, name, port), as Go's utilnet does.
 
@@ -172,10 +193,10 @@ def forward(
 ) -> tuple[int, str, dict[str, str], bytes | Iterator[bytes]]:
     """Relay one request to the pod's target: (status, content type, other headers, body or its chunks).
 
-    The query goes on as it came (``UpgradeAwareHandler.ServeHTTP`` in
-    k8s.io/apimachinery/pkg/util/proxy/upgradeaware.go sets ``loc.RawQuery = req.URL.RawQuery``):
-    repeated names, ``;`` and bad escapes included, none of it re-encoded; only a byte past ASCII,
-    which ``http.client`` cannot put in a request line, goes as its ``%XX`` escape. Response headers
+    The query goes on as it came, byte for byte (``UpgradeAwareHandler.ServeHTTP`` in
+    k8s.io/apimachinery/pkg/util/proxy/upgradeaware.go sets ``loc.RawQuery = req.URL.RawQuery``, and
+    Go's transport writes ``URL.RequestURI()`` as it is): repeated names, ``;``, bad escapes and bytes
+    past ASCII included, none of it re-encoded (`_RawRequestLine`). Response headers
     come back as the real proxy copies them, less the hop-by-hop ones (the sandbox re-frames the body
     with chunked encoding).
 
@@ -195,14 +216,14 @@ def forward(
         where = f"{ip}:{port}" if port else ip
         raise _unreachable(f"dial tcp {where}: connect: connection refused")
     host, target_port = found
-    url = quote(path or "/", safe="/:@!$&'()*+,;=-._~%") + (f"?{_ascii(raw_query)}" if raw_query else "")
+    url = quote(path or "/", safe="/:@!$&'()*+,;=-._~%") + (f"?{raw_query}" if raw_query else "")
     send = {name: value for name, value in headers.items() if name in _FORWARDED_HEADERS}
     key = (scheme or "http", host, target_port)
     reusable = method in ("GET", "HEAD")
     connection, reused = targets.connection(key) if reusable else (None, False)
     while True:
         if connection is None:
-            connection_type = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+            connection_type = _HTTPSConnection if scheme == "https" else _HTTPConnection
             connection, reused = connection_type(host, target_port, timeout=DIAL_TIMEOUT), False
         try:
             if connection.sock is None:
@@ -247,13 +268,6 @@ def forward(
 
     held = connection
     return response.status, content_type, relayed, chunks()
-
-
-def _ascii(raw: str) -> str:
-    """The raw query with each byte past ASCII (``http.server`` reads the request line as Latin-1) as ``%XX``."""
-    if raw.isascii():
-        return raw
-    return "".join(c if c.isascii() else "".join(f"%{b:02X}" for b in c.encode("latin-1", "replace")) for c in raw)
 
 
 def _unreachable(why: str) -> ApiError:

@@ -292,51 +292,70 @@ def _check_accept(request: Request) -> None:
 _OPTIONS_KIND = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions"}
 
 
-def _dry_run(request: Request, verb: str, in_body: list[str] | None = None, causes: Iterable[str] = ()) -> bool:
+def _dry_run(request: Request, verb: str) -> bool:
+    """Whether a create, update or patch is a dry run: its ``dryRun`` query values, checked by `_check_dry_run`."""
+    return _check_dry_run(_OPTIONS_KIND[verb], request.query.every_exact("dryRun"))  # a []string: every value
+
+
+def _check_dry_run(options_kind: str, values: list[str], causes: Iterable[str] = ()) -> bool:
     """Whether a write is a dry run; any ``dryRun`` value but ``All`` is refused before anything is written.
 
     kube-apiserver validates the options before the write (``ValidateDryRun`` in
-    k8s.io/apimachinery/pkg/apis/meta/internalversion/validation, called from the create, update,
-    patch and delete handlers in k8s.io/apiserver/pkg/endpoints/handlers): ``dryRun=true`` is a 422,
-    never a real write. The API concepts page: "An invalid or unrecognized dryRun directive will
-    result in an error response and no further processing of the request."
+    k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go, called through ``ValidateCreateOptions``,
+    ``ValidateUpdateOptions``, ``ValidatePatchOptions`` and ``ValidateDeleteOptions`` from the handlers in
+    k8s.io/apiserver/pkg/endpoints/handlers): ``dryRun=true`` is a 422, never a real write. The API
+    concepts page: "An invalid or unrecognized dryRun directive will result in an error response and no
+    further processing of the request." ``ValidateDryRun`` reports the whole list, supported values
+    included, as one ``field.NotSupported(fldPath, dryRun, ["All"])``, whose message shows a
+    ``[]string`` with ``%#v`` (``field.Error.ErrorBody`` in k8s.io/apimachinery/pkg/util/validation/field/errors.go):
+    ``dryRun: Unsupported value: []string{"Bogus", "All"}: supported values: "All"``.
 
     ``causes`` are the options' other errors (`_propagation_causes`), answered with it in one 422.
     """
-    values = [*request.query.every("dryRun"), *(in_body or [])]  # a []string option: every value counts
-    unsupported = [v for v in values if v != "All"]
     found = list(causes)
-    if unsupported:
-        listed = ", ".join(json.dumps(v) for v in unsupported)
-        found.append(f'dryRun: Unsupported value: []string{{{listed}}}: supported values: "All"')
+    if any(v != "All" for v in values):
+        found.append(f'dryRun: Unsupported value: {errors.go_string_slice(values)}: supported values: "All"')
     if found:
-        raise errors.invalid(_OPTIONS_KIND.get(verb, "DeleteOptions"), "", found, "meta.k8s.io")
+        raise errors.invalid(options_kind, "", found, "meta.k8s.io")
     return bool(values)
 
 
 PROPAGATION_POLICIES: Final = ("Foreground", "Background", "Orphan")
 
 
-def _propagation_causes(request: Request, options: Mapping[str, Any]) -> list[str]:
+def _propagation_causes(options: Mapping[str, Any]) -> list[str]:
     """Why a delete's ``propagationPolicy`` is refused, as ``ValidateDeleteOptions`` refuses it.
 
     k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go: with ``orphanDependents`` it is
     Invalid, anything but the three policies is NotSupported; the delete handlers answer a 422 on
-    ``DeleteOptions.meta.k8s.io``. The body's options win over the query's, as the handler decodes the
-    body when there is one.
+    ``DeleteOptions.meta.k8s.io``. ``options`` are the body's or the query's (`Api._delete_options`).
     """
-    query = request.query
-    policy = options["propagationPolicy"] if "propagationPolicy" in options else query.get("propagationPolicy")
-    orphan = options["orphanDependents"] if "orphanDependents" in options else query.get("orphanDependents")
+    policy = options.get("propagationPolicy")
     causes: list[str] = []
     shown = json.dumps(policy)[:200]
-    if policy is not None and orphan is not None:
+    if policy is not None and options.get("orphanDependents") is not None:
         causes.append(f"propagationPolicy: Invalid value: {shown}: orphanDependents and deletionPropagation cannot "
                       "be both set")
     if policy is not None and policy not in PROPAGATION_POLICIES:
         supported = ", ".join(json.dumps(p) for p in (*PROPAGATION_POLICIES, "nil"))
         causes.append(f"propagationPolicy: Unsupported value: {shown}: supported values: {supported}")
     return causes
+
+
+def _query_delete_options(query: GoQuery) -> dict[str, Any]:
+    """The DeleteOptions a DELETE without a body carries in its query (``ParameterCodec.DecodeParameters``).
+
+    Each single-valued option is its first value (`GoQuery`), ``dryRun`` every value; an option absent
+    from the query stays unset (nil), so only what the query names is validated.
+    """
+    options: dict[str, Any] = {}
+    if "dryRun" in query:
+        options["dryRun"] = query.every_exact("dryRun")
+    if "propagationPolicy" in query:
+        options["propagationPolicy"] = query["propagationPolicy"]
+    if "orphanDependents" in query:
+        options["orphanDependents"] = go_bool(query["orphanDependents"])
+    return options
 
 
 def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
@@ -946,8 +965,16 @@ class Api:
             return json_response(200, objects.scale_of(new))
 
     def _delete_options(self, request: Request) -> dict[str, Any]:
-        body = decode_body(request, allow_empty=True) if request.body else None
-        if body is None:
+        """The request's DeleteOptions: its body's alone when it has one, else its query's.
+
+        ``DeleteResource`` and ``DeleteCollection`` (k8s.io/apiserver/pkg/endpoints/handlers/delete.go)
+        decode a non-empty body into the options and read the query only when there is no body, so
+        ``?dryRun=All`` with a body ``{}`` is a real delete. A body that is not DeleteOptions is a 400.
+        """
+        if not request.body:
+            return _query_delete_options(request.query)
+        body = decode_body(request, allow_empty=True)
+        if body is None:  # whitespace, or JSON null: options with nothing set
             return {}
         if not isinstance(body, dict):
             raise errors.bad_request("DeleteOptions must be a JSON object")
@@ -976,7 +1003,7 @@ class Api:
         resource = target.resource
         assert resource is not None
         options = self._delete_options(request)
-        dry_run = _dry_run(request, "delete", options.get("dryRun"), _propagation_causes(request, options))
+        dry_run = _check_dry_run("DeleteOptions", options.get("dryRun") or [], _propagation_causes(options))
         with self.store.lock:
             entry = self._entry(target)
             obj = entry.object()
@@ -1028,7 +1055,7 @@ class Api:
         assert resource is not None
         labels, fields = self._selectors(request, resource)
         options = self._delete_options(request)
-        dry_run = _dry_run(request, "deletecollection", options.get("dryRun"), _propagation_causes(request, options))
+        dry_run = _check_dry_run("DeleteOptions", options.get("dryRun") or [], _propagation_causes(options))
         deleted: list[bytes] = []
         with self.store.lock:
             for entry in self.store.select(resource.plural, target.namespace, labels, fields)[0]:

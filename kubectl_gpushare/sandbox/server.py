@@ -631,6 +631,16 @@ class Sandbox:
         target = Target()
         response: Response
         try:
+            # A request held in transit has not reached the server: the hold comes before anything the
+            # server does with it (its framing, the deadline, routing, authentication), and the request
+            # arrives when the hold ends (WithRequestReceivedTimestamp, which DefaultBuildHandlerChain in
+            # k8s.io/apiserver/pkg/server/config.go puts outside authentication and the deadline, starts
+            # its clock then).
+            fault = self.faults.take(method, handler.path, in_transit=True)
+            if fault is not None:
+                if stopped.wait(fault.latency):
+                    raise _StoppedError
+                received = time.monotonic()
             if isinstance(body, ApiError):
                 raise body
             # WithRequestDeadline wraps authentication and routing (DefaultBuildHandlerChain in
@@ -652,11 +662,8 @@ class Sandbox:
                 assert target.resource is not None
                 plural = target.resource.plural + (f"/{target.subresource}" if target.subresource else "")
                 raise errors.forbidden(user, target.verb, plural, target.group, target.namespace, target.name)
-            fault = self.faults.take(method, handler.path)
-            if fault is not None and fault.in_transit and fault.latency > 0:
-                if stopped.wait(fault.latency):  # not arrived yet: the server's clock starts when it does
-                    raise _StoppedError
-                deadline = None if deadline is None else deadline + fault.latency
+            if fault is None:  # the faults that act in the server, once it has authenticated and routed the request
+                fault = self.faults.take(method, handler.path)
             committing = (fault is not None and fault.after and not fault.in_transit and fault.latency > 0
                           and deadline is not None)
             held = fault.latency if fault is not None and not fault.in_transit and not committing else 0.0

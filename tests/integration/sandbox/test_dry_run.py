@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+import golden_files
 import pytest
 
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -34,6 +35,15 @@ def call(
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
+
+
+def call_raw(sb: Sandbox, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+    req = urllib.request.Request(sb.url + path, data=body, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
 
 
 def seed(sb: Sandbox, *names: str) -> None:
@@ -75,9 +85,67 @@ def test_an_unknown_dry_run_value_is_refused_and_writes_nothing(
 
 
 def test_delete_options_with_an_unknown_dry_run_value_are_refused(sandbox: Sandbox) -> None:
+    # ValidateDryRun (apimachinery meta/v1/validation/validation.go): field.NotSupported(dryRun, <the whole
+    # list>, ["All"]), so the supported value it holds is shown too; the Status byte for byte.
     seed(sandbox, "a")
-    status, answer = call(sandbox, "DELETE", CONFIGMAPS + "/a", {"dryRun": ["All", "Some"]})
-    assert status == 422 and '[]string{"Some"}' in answer["message"], answer
+    status, raw = call_raw(sandbox, "DELETE", CONFIGMAPS + "/a", b'{"dryRun": ["All", "Some"]}')
+    assert status == 422
+    golden_files.golden("sandbox/dry_run_unsupported.json", raw)
+    assert sandbox.get("configmaps", "default", "a") is not None
+
+
+@pytest.mark.parametrize(
+    ("query", "shown"),
+    [
+        ("dryRun=Bogus&dryRun=All", '[]string{"Bogus", "All"}'),
+        ("dryRun=All&dryRun=", '[]string{"All", ""}'),
+        # strconv.Quote of each value: printable UTF-8 as it is, a control byte or one that is not UTF-8 as \xNN.
+        ("dryRun=%C2%B5%01%FF%22", '[]string{"\u00b5\\x01\\xff\\""}'),
+    ],
+    ids=["a supported value too", "an empty value", "escapes"],
+)
+def test_the_dry_run_refusal_shows_every_value_as_go_prints_a_string_slice(sandbox: Sandbox, query: str,
+                                                                            shown: str) -> None:  # fmt: skip
+    status, answer = call(sandbox, "POST", f"{CONFIGMAPS}?{query}", {"metadata": {"name": "new"}})
+    assert status == 422, answer
+    assert answer["message"] == f'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: {shown}: ' \
+                                'supported values: "All"'
+    assert answer["details"]["causes"] == [{"reason": "FieldValueNotSupported", "field": "dryRun",
+                                            "message": f'Unsupported value: {shown}: supported values: "All"'}]
+    assert sandbox.get("configmaps", "default", "new") is None
+
+
+@pytest.mark.parametrize("path", [CONFIGMAPS + "/a", CONFIGMAPS], ids=["delete", "deletecollection"])
+def test_a_delete_with_a_body_takes_its_options_from_the_body_alone(sandbox: Sandbox, path: str) -> None:
+    # DeleteResource and DeleteCollection (apiserver endpoints/handlers/delete.go) decode a non-empty body
+    # into DeleteOptions and read the query only when there is none.
+    seed(sandbox, "a")
+    status, answer = call(sandbox, "DELETE", path + "?dryRun=All", {})
+    assert status == 200, answer
+    assert sandbox.get("configmaps", "default", "a") is None  # the body's options: a real delete
+    seed(sandbox, "a")
+    status, answer = call(sandbox, "DELETE", path + "?dryRun=Bogus&propagationPolicy=Bogus", {"dryRun": ["All"]})
+    assert status == 200, answer  # the query's bad options are never read
+    assert sandbox.get("configmaps", "default", "a") is not None  # the body's dryRun: nothing deleted
+    status, answer = call(sandbox, "DELETE", path + "?dryRun=All&orphanDependents=true",
+                          {"propagationPolicy": "Bogus"})  # fmt: skip
+    assert status == 422 and answer["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Bogus": '
+        'supported values: "Foreground", "Background", "Orphan", "nil"'), answer
+    status, answer = call(sandbox, "DELETE", path + "?dryRun=All")
+    assert status == 200 and sandbox.get("configmaps", "default", "a") is not None  # no body: the query's
+
+
+@pytest.mark.parametrize("path", [CONFIGMAPS + "/a", CONFIGMAPS], ids=["delete", "deletecollection"])
+@pytest.mark.parametrize("body", [b'{"dryRun": "All"}', b"[1]", b'{"dryRun": [', b'{"propagationPolicy": 5}',
+                                  b'{"preconditions": 1}'])  # fmt: skip
+def test_a_bad_delete_body_is_a_clean_400_even_with_good_query_options(sandbox: Sandbox, path: str,
+                                                                        body: bytes) -> None:  # fmt: skip
+    seed(sandbox, "a")
+    status, raw = call_raw(sandbox, "DELETE", path + "?dryRun=All", body)
+    answer = json.loads(raw)
+    assert (status, answer["kind"], answer["reason"], answer["code"]) == (400, "Status", "BadRequest", 400), answer
+    assert "\n" not in answer["message"]
     assert sandbox.get("configmaps", "default", "a") is not None
 
 
@@ -111,3 +179,15 @@ def test_an_unknown_propagation_policy_is_refused_and_deletes_nothing(sandbox: S
         seed(sandbox, "a")
         status, _ = call(sandbox, "DELETE", path + f"?propagationPolicy={policy}")
         assert status == 200 and sandbox.get("configmaps", "default", "a") is None
+
+
+def test_several_refused_delete_options_are_listed_as_an_aggregate(sandbox: Sandbox) -> None:
+    # NewInvalid prints ErrorList.ToAggregate() (apimachinery util/errors aggregate.Error): "[a, b]".
+    seed(sandbox, "a")
+    status, answer = call(sandbox, "DELETE", CONFIGMAPS + "/a?propagationPolicy=Bogus&dryRun=Bogus")
+    assert status == 422 and answer["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: [propagationPolicy: Unsupported value: "Bogus": supported values: '
+        '"Foreground", "Background", "Orphan", "nil", dryRun: Unsupported value: []string{"Bogus"}: '
+        'supported values: "All"]'), answer
+    assert [c["field"] for c in answer["details"]["causes"]] == ["propagationPolicy", "dryRun"]
+    assert sandbox.get("configmaps", "default", "a") is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -139,3 +140,20 @@ def test_the_query_goes_to_the_pod_as_it_came(sandbox: Sandbox, standin: StandIn
     assert standin.paths[-1] == f"{protocol.USAGE_PATH}?{query}"
     _call(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage?")
     assert standin.paths[-1] == protocol.USAGE_PATH  # an empty query adds no "?" (URL.String)
+
+
+def test_a_raw_byte_past_ascii_in_the_query_reaches_the_pod_unescaped(sandbox: Sandbox, standin: StandIn) -> None:
+    # Go keeps the request target's raw query in URL.RawQuery (a byte >= 0x80 is no control byte, so
+    # url.ParseRequestURI takes it) and the proxy's transport writes it as it is: the pod gets the
+    # bytes, never their %XX escapes. http.client cannot send such a request line, so a raw socket does.
+    query = b"name=\xc2\xb5&raw=\xff&kept=%C2%B5"
+    target = f"{BASE}:{protocol.USAGE_PORT}/proxy/usage?".encode() + query
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
+        connection.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: sandbox\r\nConnection: close\r\n\r\n")
+        reply = b""
+        while chunk := connection.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200 "), reply[:200]
+    assert b'{"hello": "usage"}' in reply  # relayed (chunked: the sandbox re-frames the body)
+    # http.server (the stand-in) reads the request line as Latin-1: one character per byte.
+    assert standin.paths[-1].encode("latin-1") == protocol.USAGE_PATH.encode() + b"?" + query

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import golden_files
 import pytest
 from waiting import poll, wait_for
 
@@ -25,8 +25,6 @@ from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
 
-GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "sandbox"
-UPDATE = os.environ.get("GPUSHARE_UPDATE_GOLDEN") == "1"
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 
 
@@ -61,12 +59,7 @@ def call_with_type(sb: Sandbox, method: str, path: str, body: bytes | None = Non
 
 
 def golden(name: str, body: bytes) -> None:
-    path = GOLDEN / name
-    if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(body)
-    assert path.exists(), f"missing golden {path}; run with GPUSHARE_UPDATE_GOLDEN=1 and review it"
-    assert body == path.read_bytes(), f"reply differs from tests/golden/sandbox/{name}"
+    golden_files.golden(f"sandbox/{name}", body)
 
 
 def status_of(body: bytes) -> dict[str, Any]:
@@ -149,6 +142,36 @@ def test_a_hold_in_transit_starts_the_deadline_when_the_request_arrives() -> Non
         status, body, took = call(sb, "POST", f"{CONFIGMAPS}?timeout=300ms", configmap("c"))
         assert (status, transit.hits) == (201, 1), body
         assert took >= 1.0 and sb.get("configmaps", "default", "c") is not None
+
+
+@pytest.mark.parametrize(
+    ("path", "token", "expected"),
+    [
+        (f"{CONFIGMAPS}?timeout=5s", Sandbox.ADMIN_TOKEN, 201),
+        (f"{CONFIGMAPS}?x=1", "not-a-token", 401),
+        (f"{CONFIGMAPS}?timeout=abc", Sandbox.ADMIN_TOKEN, 400),
+        ("/api/v1/nosuchthings?x=1", Sandbox.ADMIN_TOKEN, 404),
+    ],
+    ids=["served", "unauthenticated", "bad-timeout", "no-route"],
+)
+def test_a_request_held_in_transit_is_held_before_authentication_and_routing(path: str, token: str,
+                                                                             expected: int) -> None:  # fmt: skip
+    # A request lost in transit has not reached kube-apiserver: whatever it answers, a 401
+    # (WithAuthentication), a 400 for its timeout (WithRequestDeadline) or a 404, comes after the hold.
+    with Sandbox(port=0, auth=True) as sb:
+        transit = sb.inject("POST", r"\?", latency=1.0, in_transit=True, times=1)
+        status, body, took = call(sb, "POST", path, configmap("c"), token=token)
+        assert (status, transit.hits) == (expected, 1), body
+        assert took >= 1.0, took
+
+
+def test_a_fault_acting_in_the_server_is_not_spent_on_a_request_refused_before_it() -> None:
+    with Sandbox(port=0, auth=True) as sb:
+        failing = sb.inject("POST", r"/configmaps\?", status=500, times=1)
+        assert call(sb, "POST", f"{CONFIGMAPS}?x=1", configmap("c"), token="not-a-token")[0] == 401
+        assert failing.hits == 0
+        assert call(sb, "POST", f"{CONFIGMAPS}?x=1", configmap("c"), token=Sandbox.ADMIN_TOKEN)[0] == 500
+        assert failing.hits == 1
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["held", "slow-read"])
@@ -238,9 +261,10 @@ def test_a_request_held_at_stop_never_lands_so_the_saved_state_matches_memory(tm
     finally:
         sb.stop()
     # The request is recorded once its thread is done with it: dropped at stop, or (wrongly) landed.
-    wait_for(lambda: [r for r in sb.requests if r.verb == "create"], 20, what="the held request to end")
+    # One held in transit never reached routing: it is found by method and path, not verb.
+    wait_for(lambda: [r for r in sb.requests if r.method == "POST"], 20, what="the held request to end")
     poster.join(20)
-    assert [r.status for r in sb.requests if r.verb == "create"] == [0]  # closed unanswered
+    assert [(r.status, r.path) for r in sb.requests if r.method == "POST"] == [(0, CONFIGMAPS)]  # closed unanswered
     assert replies and replies[0] != 201, replies
     with Sandbox(port=0, state_file=state, save_interval=0) as again:
         saved = [item["metadata"]["name"] for item in json.loads(call(again, "GET", CONFIGMAPS)[1])["items"]]
