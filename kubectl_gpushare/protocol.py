@@ -170,6 +170,24 @@ def printable(text: str, limit: int | None = None) -> str:
     return text.strip()
 
 
+MAX_SHOWN_NAME: Final = 253
+"""Characters of one name a text view writes (pod, namespace, node, address, annotation value): the API's
+longest name (a DNS subdomain), so a real name is never cut and a 1 MB one from a hand-made file is."""
+SENTENCE_NAMES: Final = 16
+"""Names' room (`shown_text`) for a sentence built from objects (a doctor message, explain's summary, a
+scheduler event): about 4 KB, a few pods listed in full; a longer one is cut in the text only."""
+
+
+def shown_text(text: str, names: int = 1) -> str:
+    """`printable`, cut to `MAX_SHOWN_NAME` characters for each of the ``names`` the text holds.
+
+    What every text view (doctor, explain, fit, top, inspect's own tables) writes for a string that came from
+    an object, at its one rendering point; JSON and YAML keep the string exact. A string that joins a few
+    (``pod/NAMESPACE/NAME``: 2, a sentence naming several pods) gets that many names' room.
+    """
+    return printable(text, MAX_SHOWN_NAME * max(names, 1))
+
+
 # --- Quantities -----------------------------------------------------------------------------------
 # ASCII digits only, and the end of the text (not before a final newline): what Go's parser and the
 # API's pattern accept; Python's ``\d`` would read "١٢" (Arabic-Indic digits) as 12.

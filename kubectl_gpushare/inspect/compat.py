@@ -28,9 +28,13 @@ MIB_THRESHOLD = 100
 
 
 def waiting_line(pods: Sequence[PodRecord], unit: str) -> str:
-    """One line about pods that ask for GPU memory but are on no node yet (wide and pretty views)."""
+    """One line about pods that ask for GPU memory but are on no node yet (wide and pretty views).
+
+    Those views are ours, not the original's: names pass `protocol.shown_text`.
+    """
     ordered = sorted(pods, key=lambda p: (p.namespace, p.name))
-    listed = ", ".join(f"{p.namespace}/{p.name} ({p.request})" for p in ordered)
+    listed = ", ".join(f"{protocol.shown_text(p.namespace)}/{protocol.shown_text(p.name)} ({p.request})"
+                       for p in ordered)
     plural = "" if len(pods) == 1 else "s"
     return f"Waiting for a node: {len(pods)} pod{plural}, {sum(p.request for p in pods)} {unit or 'GiB'}: {listed}"
 

@@ -542,8 +542,8 @@ def to_json(report: DoctorReport) -> str:
 def to_text(report: DoctorReport, *, headers: bool = True, limit: int | None = None) -> str:
     """The verdict first, then one line per finding, at most ``limit`` of them (`inspect.caps`).
 
-    Objects and messages are written through `protocol.printable` (control characters as spaces);
-    `to_json` keeps them exact, JSON escaping them itself.
+    Objects and messages are written through `protocol.shown_text` (control characters as spaces, cut to
+    the API's longest names); `to_json` keeps them exact, JSON escaping them itself.
 
     When findings are left out, a count per check comes between the verdict and the findings, so
     every check that fired is named however many objects it fired on.
@@ -560,9 +560,10 @@ def to_text(report: DoctorReport, *, headers: bool = True, limit: int | None = N
         lines += ["\n", tabwriter.render("".join(rows))]
     rows = ["SEVERITY\tCHECK\tOBJECT\tMESSAGE\n"] if headers else []
     # The one rendering point for what objects said: names and values (pods, nodes, annotations) from the
-    # cluster or a file pass `protocol.printable` here, so none writes an escape sequence, a tab or a newline.
-    rows += [f"{f.severity}\t{f.check}\t{protocol.printable(f.object)}\t{protocol.printable(f.message)}\n"
-             for f in shown]
+    # cluster or a file pass `protocol.shown_text` here, so none writes an escape sequence, a tab, a newline or
+    # a megabyte; an object is KIND/NAMESPACE/NAME (two names' room).
+    rows += [f"{f.severity}\t{f.check}\t{protocol.shown_text(f.object, 2)}\t"
+             f"{protocol.shown_text(f.message, protocol.SENTENCE_NAMES)}\n" for f in shown]
     lines += ["\n", tabwriter.render("".join(rows))]
     if hidden:
         lines.append(caps.more_line(hidden, "findings"))

@@ -401,19 +401,29 @@ def to_text(explanation: Explanation, *, limit: int | None = None) -> str:
     """The summary, then one line per node (at most ``limit``, `inspect.caps`) and the scheduler's messages.
 
     Nodes are listed by name; when the list is capped, nodes that take the pod come first, so the
-    shortened list still shows where it fits.
+    shortened list still shows where it fits. Every string from an object (the summary and verdicts
+    name pods and nodes) is written through `protocol.shown_text` here; `to_json` keeps them exact.
     """
-    lines = [explanation.summary + "\n"]
+    lines = [protocol.shown_text(explanation.summary, _summary_names(explanation)) + "\n"]
     if explanation.nodes:
         shown, hidden = caps.capped(explanation.nodes, limit)
         if hidden:
             ordered = sorted(explanation.nodes, key=lambda v: not v.reason.startswith(FITS_PREFIX))
             shown, hidden = caps.capped(ordered, limit)
         lines.append("\nNodes with GPU sharing:\n")
-        lines += [f"  node/{v.name}: {v.reason}\n" for v in shown]
+        lines += [f"  node/{protocol.shown_text(v.name)}: {protocol.shown_text(v.reason, protocol.SENTENCE_NAMES)}\n"
+                  for v in shown]
         if hidden:
             lines.append(caps.more_line(hidden, "nodes", indent="  "))
     if explanation.events:
         lines.append("\nThe scheduler said:\n")
-        lines += [f"  {message}\n" for message in dict.fromkeys(explanation.events)]
+        lines += [f"  {protocol.shown_text(message, protocol.SENTENCE_NAMES)}\n"
+                  for message in dict.fromkeys(explanation.events)]
     return "".join(lines)
+
+
+def _summary_names(explanation: Explanation) -> int:
+    """Names' room for the summary: a sentence's, and two more for each pod sharing a GPU and each claim it lists."""
+    listed = len(explanation.sharing) + sum(len(share.sharing) for share in explanation.stack_gpus)
+    listed += len(explanation.claims)
+    return protocol.SENTENCE_NAMES + 2 * listed

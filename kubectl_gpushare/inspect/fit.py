@@ -185,7 +185,8 @@ def _other_stacks_note(other_stacks: Mapping[str, int]) -> str:
 def to_text(report: FitReport, *, headers: bool = True, limit: int | None = None) -> str:
     """A summary line, one row per GPU that takes a pod, and where the next pods go.
 
-    Each list shows at most ``limit`` rows (`inspect.caps`), then a line counting the rest.
+    Each list shows at most ``limit`` rows (`inspect.caps`), then a line counting the rest. Node names
+    are written through `protocol.shown_text` (a file's may hold anything); `to_json` keeps them exact.
     """
     unit = report.unit
     pods = "pod" if report.fits == 1 else "pods"
@@ -197,14 +198,14 @@ def to_text(report: FitReport, *, headers: bool = True, limit: int | None = None
     if report.nodes:
         gpus, hidden = caps.capped([(node.name, gpu) for node in report.nodes for gpu in node.gpus], limit)
         rows = [f"NODE\tGPU\tFREE({unit})\tFITS\n"] if headers else []
-        rows += [f"{name}\t{gpu.index}\t{gpu.free}\t{gpu.fits}\n" for name, gpu in gpus]
+        rows += [f"{protocol.shown_text(name)}\t{gpu.index}\t{gpu.free}\t{gpu.fits}\n" for name, gpu in gpus]
         lines += ["\n", tabwriter.render("".join(rows))]
         if hidden:
             lines.append(caps.more_line(hidden, "GPUs that take a pod"))
     if report.placements:
         placements, hidden = caps.capped(report.placements, limit)
         rows = ["POD\tNODE\tGPU\n"] if headers else []
-        rows += [f"{number}\t{p.node}\t{p.gpu}\n" for number, p in enumerate(placements, 1)]
+        rows += [f"{number}\t{protocol.shown_text(p.node)}\t{p.gpu}\n" for number, p in enumerate(placements, 1)]
         lines += ["\n", tabwriter.render("".join(rows))]
         if hidden:
             lines.append(caps.more_line(hidden, "placements"))

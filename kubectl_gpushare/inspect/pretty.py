@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect.compat import memory_unit, percent, waiting_line
 from kubectl_gpushare.ledger import PENDING, Ledger, PodRecord
 
@@ -50,7 +51,11 @@ def render(
     details: bool = False,
     unscheduled: Sequence[PodRecord] = (),
 ) -> None:
-    """Draw the nodes (with each GPU's pods when ``details``) onto ``stream``, then pods waiting for a node."""
+    """Draw the nodes (with each GPU's pods when ``details``) onto ``stream``, then pods waiting for a node.
+
+    rich writes an ESC or a newline in a cell as it is: names pass `protocol.shown_text` first.
+    """
+    shown = protocol.shown_text
     console = Console(file=stream, highlight=False, soft_wrap=False)
     unit = memory_unit(ledger, names)
     title = f"Shared GPU memory ({unit})" if unit else "Shared GPU memory"  # no GPU-share node: no unit
@@ -76,12 +81,13 @@ def render(
                     bars.append(" unhealthy", style="bold red")
             if details:
                 for pod, amount in device.pods:
-                    bars.append(f"\n    {pod.namespace}/{pod.name} {amount}", style="dim" if pod.terminating else "")
+                    line = f"\n    {shown(pod.namespace)}/{shown(pod.name)} {amount}"
+                    bars.append(line, style="dim" if pod.terminating else "")
         used = usage.used
         summary = Text(
             f"{used}/{usage.total_mem} ({percent(used, usage.total_mem)}%)", style=_style(used, usage.total_mem)
         )
-        table.add_row(usage.node.name, usage.node.ip, bars, summary)
+        table.add_row(shown(usage.node.name), shown(usage.node.ip), bars, summary)
         cluster_used += used
         cluster_total += usage.total_mem
     console.print(table)

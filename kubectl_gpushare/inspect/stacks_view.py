@@ -7,7 +7,8 @@ claims that name no GPU the node reports (HAMi UUIDs not registered, nano-gpu co
 yet assumed); an NVIDIA node's pools show their resource as GPU (``gpu``,
 ``mig-1g.10gb``: kubelet alone knows the physical GPU), an NVIDIA DRA node's GPUs their device
 names (``gpu-0``, ``gpu-0-mig-...``). Renders from the ledger's
-`stack_usage`; counts nothing itself and does no I/O.
+`stack_usage`; counts nothing itself and does no I/O. Every string from an object (node, address, GPU id and
+model, pod, note) is written through `protocol.shown_text`, so a file's names cannot forge a row.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ def gpu_label(device: StackDeviceUsage, stack: str = "") -> str:
     if device.gpu.index == PENDING:
         return "pending"
     if stack == protocol.STACK_NVIDIA or (stack == protocol.STACK_KAI and device.gpu.unit != protocol.UNIT_MIB):
-        return device.gpu.id.removeprefix("nvidia.com/")  # KAI keeps the NVIDIA pools beside its shared GPUs
+        # KAI keeps the NVIDIA pools beside its shared GPUs
+        return protocol.shown_text(device.gpu.id.removeprefix("nvidia.com/"))
     if stack == protocol.STACK_NVIDIA_DRA:
-        return device.gpu.id  # the device as its ResourceSlice names it (gpu-<minor>, gpu-<minor>-mig-...)
+        return protocol.shown_text(device.gpu.id)  # as its ResourceSlice names it (gpu-<minor>, gpu-<minor>-mig-...)
     return str(device.gpu.index)
 
 
@@ -50,17 +52,19 @@ def summary(
     Columns are two spaces apart and the last one is not padded (a simple aligner, not the Go
     tab writer: this table is ours, and one row per GPU must stay cheap at 40,000 GPUs).
     """
+    shown = protocol.shown_text
     rows: list[tuple[str, ...]] = [HEADER] if headers else []
     for node in nodes:
         devices = stack_usage(node, claims.get(node.name, ()))
+        name, ip, node_note = shown(node.name), shown(node.ip), shown(node.note, protocol.SENTENCE_NAMES)
         if not devices:
-            rows.append((node.stack, node.name, node.ip, "-", "-", "-", "-", "-", "0", node.note))
+            rows.append((node.stack, name, ip, "-", "-", "-", "-", "-", "0", node_note))
         for device in devices:
             pods = len({claim.uid or (claim.namespace, claim.name) for claim in device.claims})
-            note = ", ".join(part for part in (_flags(device), node.note) if part)
+            note = ", ".join(part for part in (_flags(device), node_note) if part)
             total = "-" if device.gpu.index == PENDING else str(device.gpu.total)
             rows.append((
-                node.stack, node.name, node.ip, gpu_label(device, node.stack), device.gpu.model or "-",
+                node.stack, name, ip, gpu_label(device, node.stack), shown(device.gpu.model) or "-",
                 f"{device.used}/{total}", device.gpu.unit, _cores(device), str(pods), note,
             ))
     return align(rows)
@@ -83,14 +87,15 @@ def details(
     nodes: Sequence[StackNode], claims: Mapping[str, list[StackClaim]], *, headers: bool = True
 ) -> str:
     """Per stack node, which pod holds how much of which GPU, in the GPU's unit."""
+    shown = protocol.shown_text
     out: list[str] = []
     for node in nodes:
-        lines = [f"\nNAME:\t{node.name}\nIPADDRESS:\t{node.ip}\nSTACK:\t{node.stack}\n"]
+        lines = [f"\nNAME:\t{shown(node.name)}\nIPADDRESS:\t{shown(node.ip)}\nSTACK:\t{node.stack}\n"]
         if node.note:
-            lines.append(f"NOTE:\t{node.note}\n")
+            lines.append(f"NOTE:\t{shown(node.note, protocol.SENTENCE_NAMES)}\n")
         for position, (pod, index, uuid) in enumerate(node.reservations):
-            gpu = f"GPU {index} ({uuid})" if index != PENDING else "a GPU not reported yet"
-            lines.append(f"{'RESERVED:' if position == 0 else ''}\t{pod} holds {gpu}\n")
+            gpu = f"GPU {index} ({shown(uuid)})" if index != PENDING else "a GPU not reported yet"
+            lines.append(f"{'RESERVED:' if position == 0 else ''}\t{shown(pod, 2)} holds {gpu}\n")
         lines.append("\n")
         if headers:
             lines.append(DETAIL_HEADER)
@@ -99,7 +104,8 @@ def details(
             for claim in device.claims:
                 cores = str(claim.cores) if device.gpu.cores else "-"
                 label = gpu_label(device, node.stack)
-                lines.append(f"{label}\t{claim.namespace}\t{claim.name}\t{claim.amount}\t{device.gpu.unit}\t{cores}\n")
+                lines.append(f"{label}\t{shown(claim.namespace)}\t{shown(claim.name)}\t{claim.amount}\t"
+                             f"{device.gpu.unit}\t{cores}\n")
         lines.append("\n")
         for device in devices:
             total = "-" if device.gpu.index == PENDING else str(device.gpu.total)

@@ -137,15 +137,20 @@ def tenants(snapshot: Snapshot, names: Sequence[str]) -> TenantReport:
 
 
 def by_namespace(snapshot: Snapshot, names: Sequence[str], *, headers: bool = True) -> str:
-    """One row per namespace: pods, nodes used and GPU memory allocated on the shown nodes, then the total."""
+    """One row per namespace: pods, nodes used and GPU memory allocated on the shown nodes, then the total.
+
+    Namespaces and quota quantities are written through `protocol.shown_text` (a file's may hold anything);
+    `tenants` (JSON, YAML) keeps them exact.
+    """
+    shown = protocol.shown_text
     report = tenants(snapshot, names)
     quoted = any(tenant.quota for tenant in report.namespaces)
     quota_header = "\tQUOTA(USED/HARD)" if quoted else ""
     unit = report.unit
     lines = [f"NAMESPACE\tPODS\tNODES\tALLOCATED({unit})\tWAITING({unit}){quota_header}\n"] if headers else []
     for row in report.namespaces:
-        quota = (f"\t{row.quota.used}/{row.quota.hard}" if row.quota else "\t-") if quoted else ""
-        lines.append(f"{row.name}\t{row.pods}\t{row.nodes}\t{row.allocated}\t{row.waiting}{quota}\n")
+        quota = (f"\t{shown(row.quota.used)}/{shown(row.quota.hard)}" if row.quota else "\t-") if quoted else ""
+        lines.append(f"{shown(row.name)}\t{row.pods}\t{row.nodes}\t{row.allocated}\t{row.waiting}{quota}\n")
     if headers:
         total = report.total
         quota = "\t" if quoted else ""

@@ -190,10 +190,15 @@ def _status(pod: TopPod) -> str:
 
 
 def to_text(report: TopReport, *, headers: bool = True, namespaces: bool = True) -> str:
-    """Two tables, GPUs then pods, laid out as kubectl lays out its tables."""
+    """Two tables, GPUs then pods, laid out as kubectl lays out its tables.
+
+    Names (nodes, namespaces, pods: a file's or a plugin document's may hold anything) are written through
+    `protocol.shown_text`; `to_json` and `to_yaml` keep them exact.
+    """
+    shown = protocol.shown_text
     rows: list[str] = ["NODE\tGPU\tALLOCATED\tUSED\tTOTAL\tUSED(%)\tENFORCED\n"] if headers else []
     rows += [
-        f"{g.node}\t{g.index}\t{mebibytes(g.allocated_bytes)}\t{mebibytes(g.used_bytes)}\t{mebibytes(g.total_bytes)}\t"
+        f"{shown(g.node)}\t{g.index}\t{mebibytes(g.allocated_bytes)}\t{mebibytes(g.used_bytes)}\t{mebibytes(g.total_bytes)}\t"
         f"{_percent(g.used_bytes, g.total_bytes)}\t{_enforced(g)}\n"
         for g in report.gpus
     ]
@@ -205,9 +210,9 @@ def to_text(report: TopReport, *, headers: bool = True, namespaces: bool = True)
     for p in report.pods:
         limit = NONE if p.limit_bytes is None and p.used_bytes is not None else mebibytes(p.limit_bytes)
         pod_rows.append(
-            (f"{p.namespace}\t" if namespaces else "")
-            + f"{p.name}\t{p.node}\t{p.gpu}\t{mebibytes(p.allocated_bytes)}\t{mebibytes(p.used_bytes)}\t{limit}\t"
-            f"{_status(p)}\n"
+            (f"{shown(p.namespace)}\t" if namespaces else "")
+            + f"{shown(p.name)}\t{shown(p.node)}\t{p.gpu}\t{mebibytes(p.allocated_bytes)}\t"
+            f"{mebibytes(p.used_bytes)}\t{limit}\t{_status(p)}\n"
         )
     return f"{text}\n{tabwriter.render(''.join(pod_rows))}" if text else tabwriter.render("".join(pod_rows))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import tabwriter
 from kubectl_gpushare.inspect.compat import CLUSTER_FOOTER, memory_unit, percent, waiting_line
 from kubectl_gpushare.ledger import PENDING, Ledger, PodRecord
@@ -24,7 +25,8 @@ def render(
 ) -> str:
     """The wide table for the given nodes (nodes without GPU memory are left out).
 
-    Pods that ask for GPU memory but are on no node yet get one line after the cluster total.
+    Pods that ask for GPU memory but are on no node yet get one line after the cluster total. Node names
+    and addresses are written through `protocol.shown_text` (a file's may hold anything).
     """
     usages = [usage for usage in (ledger.usage(name) for name in names) if usage.total_mem > 0]
     max_gpus = max((usage.gpu_count for usage in usages), default=0)
@@ -38,7 +40,7 @@ def render(
         )
     cluster_used = cluster_total = 0
     for usage in usages:
-        cells = [f"{usage.node.name}\t{usage.node.ip}\t{usage.gpu_count}\t"]
+        cells = [f"{protocol.shown_text(usage.node.name)}\t{protocol.shown_text(usage.node.ip)}\t{usage.gpu_count}\t"]
         for index in range(max_gpus):
             device = usage.devices.get(index)
             mark = UNHEALTHY_MARK if index in usage.node.unhealthy else ""

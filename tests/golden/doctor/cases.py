@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Final
 
+from golden.hostile import HOSTILE
 from golden.inspect import build_dra_clusters as dra
 
 from kubectl_gpushare.sandbox.builders import node_object, pod_object, unhealthy_configmap
@@ -158,10 +159,6 @@ def pool_unusable() -> list[dict[str, Any]]:
     piece = dra.resource_slice("dra-a", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", gi, "T4", "dra-a")], "aaaaa")
     piece["spec"]["pool"]["resourceSliceCount"] = 2
     return [node_object("dra-a", [], ip="10.9.3.1", gpushare=False, dra=True), piece]
-
-
-HOSTILE = "\x1b[31m\nERROR\tforged\x1b[0m"
-"""Written into names a file may hold and the API server would refuse: an escape sequence, a newline, a tab."""
 
 
 def hostile_names() -> list[dict[str, Any]]:

@@ -110,3 +110,27 @@ def test_a_claim_whose_selector_is_over_the_cost_limit_gets_its_reason_and_is_ne
         assert len(reason) == 1 and re.fullmatch(expected, reason[0]), result.stdout
     # The other pods are explained as before, beside it.
     assert kubectl("gpushare", "explain", "dra-waiting", "-n", "ml").stdout == (GOLDEN / "dra-pending.txt").read_text()
+
+
+def test_a_schedulers_message_holding_escapes_and_newlines_is_one_printable_line(
+    sandbox: Sandbox, kubectl: Callable[..., Any]
+) -> None:
+    """An Event's message is free text to the API server: explain's text writes it as one printable line, and its
+    JSON keeps it exact."""
+    from golden import hostile
+
+    from kubectl_gpushare.sandbox.builders import namespace_object
+
+    sandbox.load([namespace_object("ml"), *cases.seed()])
+    said = f"0/4 nodes are available{hostile.HOSTILE}"
+    event = {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "wants-8.2", "namespace": "ml"},
+        "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "wants-8"},
+        "reason": "FailedScheduling", "message": said, "type": "Warning",
+    }
+    kubectl("apply", "-f", "-", input=json.dumps(event))
+    text = kubectl("gpushare", "explain", "wants-8", "-n", "ml").stdout
+    hostile.assert_one_line_each(text)
+    assert text.endswith(f"\nThe scheduler said:\n  0/4 nodes are available{hostile.SHOWN}\n")
+    data = json.loads(kubectl("gpushare", "explain", "wants-8", "-n", "ml", "-o", "json").stdout)
+    assert data["events"] == [said]

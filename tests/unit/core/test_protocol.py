@@ -302,3 +302,11 @@ def test_printable_is_printable_bounded_and_stable(text: str, limit: int | None)
     assert shown.isprintable() and shown == shown.strip()
     assert len(shown) <= (len(text) if limit is None else max(limit, 0))
     assert protocol.printable(shown) == shown, "applying it twice changes nothing"
+
+
+@pytest.mark.parametrize("names", [-1, 0, 1, 2, protocol.SENTENCE_NAMES])
+def test_shown_text_is_printable_with_the_apis_longest_name_for_each_name(names: int) -> None:
+    """A real name (253 characters at most) is never cut; a hand-made one is, at 253 per name the text holds."""
+    room = protocol.MAX_SHOWN_NAME * max(names, 1)
+    assert protocol.shown_text("a" * 253, names) == "a" * 253
+    assert protocol.shown_text("\x1b[2J" + "b" * 10**6, names) == ("[2J" + "b" * 10**6)[: room - 1]

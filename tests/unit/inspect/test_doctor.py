@@ -408,3 +408,20 @@ def test_a_plugins_pod_names_are_bounded_and_exact_in_json_printable_in_text() -
     assert json.loads(doctor.to_json(audited))["findings"][0]["object"] == found.object
     text = doctor.to_text(audited)
     assert "\x1b" not in text and f"pod/ns /p [31m{'x' * 247} " in text and len(text.splitlines()) == 4
+
+
+def test_text_cuts_a_megabyte_name_to_the_apis_longest_json_keeps_it(tmp_path: Path, cli_runner: CliRunner) -> None:
+    """A node named with a million characters in a hand-made file: doctor's text writes its object with room for
+    two names (KIND/NAMESPACE/NAME) and its message with a sentence's, so the line stays a few KB; JSON is exact."""
+    from kubectl_gpushare import protocol
+    from kubectl_gpushare.sandbox.builders import node_object
+
+    huge = "n" * 1_000_000
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({"kind": "List", "items": [node_object(huge, [16], ip="10.9.7.1")]}))
+    text = cli_runner.invoke(doctor_command, ["--from-file", str(path)])
+    (row,) = [line for line in text.stdout.splitlines() if "device-plugin-not-running" in line]
+    room = protocol.MAX_SHOWN_NAME * 2
+    assert f"  node/{huge[: room - len('node/')]}  " in row and len(row) < 253 * (2 + protocol.SENTENCE_NAMES) + 80
+    report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(path), "-o", "json"]).stdout)
+    assert f"node/{huge}" in {finding["object"] for finding in report["findings"]}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from golden import hostile
 from golden.explain import cases
 
 from kubectl_gpushare.inspect.explain_command import explain_command
@@ -144,3 +145,47 @@ def test_many_nodes_are_summarised_and_capped_in_text_whole_in_json(tmp_path: Pa
     data = json.loads(cli_runner.invoke(explain_command, ["big", "-n", "ml", "--from-file", str(path), "-o",
                                                           "json"]).stdout)
     assert len(data["nodes"]) == 30
+
+
+@pytest.mark.parametrize(("pod", "golden"), [("wants", "hostile-pending.txt"), ("sharer", "hostile-placed.txt")])
+def test_hostile_names_from_a_file_are_one_line_in_text_and_exact_in_json(
+    pod: str, golden: str, tmp_path: Path, cli_runner: CliRunner
+) -> None:
+    """Nodes, namespaces and pods named with ESC, a newline and a tab (a file is not validated as the API server
+    validates names): the summary and every node's verdict stay one line each; JSON keeps the names exact."""
+    path = hostile.file_of(tmp_path, hostile.views_cluster())
+    text = cli_runner.invoke(explain_command, [pod, "-n", "ml", "--from-file", path], env={"GPUSHARE_POLICY": None})
+    assert text.exit_code == 0, text.stderr
+    hostile.assert_one_line_each(text.stdout)
+    shown_node = hostile.NODE.replace(hostile.HOSTILE, hostile.SHOWN)
+    lines = text.stdout.splitlines()
+    if pod == "wants":
+        assert lines[3:] == [f"  node/{shown_node}: fits on GPU 0 (binpack)", "  node/plain: only 2 GiB free "
+                             "(largest free GPU: 2 GiB)"], "one line per node, none forged"
+    else:
+        assert len(lines) == 1 and f"shared with ml{hostile.SHOWN}/trainer{hostile.SHOWN} (4)." in lines[0]
+    cases.check(golden, text.stdout)
+    data = json.loads(cli_runner.invoke(explain_command, [pod, "-n", "ml", "--from-file", path, "-o", "json"],
+                                        env={"GPUSHARE_POLICY": None}).stdout)
+    if pod == "wants":
+        assert [node["name"] for node in data["nodes"]] == [hostile.NODE, "plain"]
+    else:
+        assert data["node"] == hostile.NODE
+        assert data["sharing"] == [{"namespace": hostile.NAMESPACE, "name": f"trainer{hostile.HOSTILE}", "memory": 4}]
+        assert f"{hostile.NAMESPACE}/trainer{hostile.HOSTILE}" in data["summary"], "the summary is exact in JSON"
+
+
+def test_text_cuts_each_name_to_the_apis_longest_and_events_to_a_sentence() -> None:
+    """A megabyte node name and scheduler message: the text writes each bounded, on one line; the report keeps them."""
+    from kubectl_gpushare import protocol
+    from kubectl_gpushare.inspect import explain
+
+    huge = "n" * 1_000_000
+    answer = explain.Explanation(pod="p", namespace="ml", phase="Pending", request=8, unit="GiB", state="pending",
+                                 summary="Pod ml/p asks for 8 GiB.", nodes=[explain.NodeVerdict(huge, "cordoned")],
+                                 events=[f"0/1 nodes are available:\x1b[2J {huge}"])
+    lines = explain.to_text(answer).splitlines()
+    assert lines[3] == f"  node/{'n' * protocol.MAX_SHOWN_NAME}: cordoned"
+    room = protocol.MAX_SHOWN_NAME * protocol.SENTENCE_NAMES
+    assert lines[6] == "  " + f"0/1 nodes are available: [2J {huge}"[:room], "ESC a space, cut to a sentence's room"
+    assert len(lines) == 7 and answer.nodes[0].name == huge

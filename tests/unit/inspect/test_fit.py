@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from golden import hostile
 from golden.fit import cases
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import fit
 from kubectl_gpushare.inspect.fit_command import fit_command
 from kubectl_gpushare.kube.errors import EXIT_FIT_SHORT, EXIT_USAGE
@@ -133,3 +136,34 @@ def test_detail_is_capped_in_text_and_whole_in_json(cli_runner: CliRunner) -> No
     gpus = sum(len(node["gpus"]) for node in rows)
     assert capped[3:6] == whole[3:6] and capped[6] == f"... {gpus - 3} more GPUs that take a pod (--all or --limit N" \
         " shows them)"
+
+
+def test_hostile_node_names_from_a_file_are_one_cell_in_text_and_exact_in_json(
+    tmp_path: Path, cli_runner: CliRunner
+) -> None:
+    """A node named with ESC, a newline and a tab (a file is not validated as the API server validates names):
+    each row stays one line with the cleaned name measured for the columns; JSON keeps the name exact."""
+    path = hostile.file_of(tmp_path, hostile.views_cluster())
+    text = cli_runner.invoke(fit_command, ["2", "--count", "3", "--from-file", path], env={"GPUSHARE_POLICY": None})
+    assert text.exit_code == 0, text.stderr
+    hostile.assert_one_line_each(text.stdout)
+    lines = text.stdout.splitlines()
+    assert len(lines) == 1 + 1 + 4 + 1 + 4, "summary, GPU table (header + 3), placements (header + 3)"
+    assert lines[3] == f"{hostile.NODE.replace(hostile.HOSTILE, hostile.SHOWN)}  0    8          4"
+    assert [line.index("GPU") for line in (lines[2], lines[7])] == [27, 5 + 27], "columns measured on the shown name"
+    cases.check("hostile-names", "txt", text.stdout)
+    report = json.loads(cli_runner.invoke(fit_command, ["2", "--count", "3", "-o", "json", "--from-file", path],
+                                          env={"GPUSHARE_POLICY": None}).stdout)
+    assert [node["name"] for node in report["nodes"]] == [hostile.NODE, "plain"]
+    assert {p["node"] for p in report["placements"]} == {hostile.NODE, "plain"}
+
+
+def test_a_megabyte_node_name_is_cut_to_the_apis_longest_in_text() -> None:
+    name = "n" * 1_000_000
+    ledger = Ledger.build([NodeRecord(name, alloc_mem=16, alloc_count=1, cap_mem=16, cap_count=1)], [],
+                          basis="allocatable")
+    report = fit.plan(ledger, [name], 4)
+    assert report.nodes[0].name == name, "the report (and its JSON) keeps the name"
+    rows = fit.to_text(report).splitlines()
+    assert rows[3] == "n" * protocol.MAX_SHOWN_NAME + "  0    16         4"
+    assert max(map(len, rows)) < 400

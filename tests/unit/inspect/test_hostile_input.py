@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from golden import hostile
 
 from kubectl_gpushare.inspect.command import inspect_command
 
@@ -125,3 +127,59 @@ def test_explain_reads_past_a_neighbour_of_the_wrong_type_an_item_kind_that_is_n
     assert json.loads(result.stdout)["pod"] == "good"
     assert result.stderr.count("cannot be decoded") == 2, "the nameless pod, and the item of no readable kind"
     assert "list item default/good: cannot be decoded (Expected `str`, got `int` - at `$.kind`)" in result.stderr
+
+
+@pytest.mark.parametrize("view", [["-o", "wide"], ["--group-by", "namespace"], ["-o", "pretty", "-d"]],
+                         ids=lambda view: " ".join(view))
+def test_our_views_write_hostile_names_printable_and_json_keeps_them(
+    cli_runner: CliRunner, tmp_path: Path, view: list[str]
+) -> None:
+    """Inspect's own views (not the original's summary and -d, which print names as the Go tool did) write names
+    holding ESC, a newline and a tab with spaces, one row each; -o json keeps them exact."""
+    path = hostile.file_of(tmp_path, hostile.views_cluster())
+    result = cli_runner.invoke(inspect_command, ["--from-file", path, *view])
+    assert result.exit_code == 0, result.stderr
+    hostile.assert_one_line_each(result.stdout)
+    shown_node = hostile.NODE.replace(hostile.HOSTILE, hostile.SHOWN)
+    lines = result.stdout.splitlines()
+    if view == ["-o", "wide"]:
+        assert len(lines) == 1 + 2 + 1 + 1 + 1, "header, two nodes, blank, cluster total, waiting pods"
+        assert lines[1].startswith(f"{shown_node}  10.9.5.1{hostile.SHOWN}  2 ")
+        assert lines[2].startswith("plain" + " " * (len(shown_node) - 3) + "10.9.5.2 "), "columns from shown names"
+        assert lines[5].endswith(f"ml/wants (8), ml{hostile.SHOWN}/waiting{hostile.SHOWN} (2)")
+    elif view == ["--group-by", "namespace"]:
+        assert [re.split(r"  +", line)[0] for line in lines] == ["NAMESPACE", "ml", f"ml{hostile.SHOWN}", "TOTAL"]
+    else:
+        assert "ERROR forged" in result.stdout
+    data = json.loads(cli_runner.invoke(inspect_command, ["--from-file", path, "-o", "json"]).stdout)
+    assert [(node["name"], node["ip"]) for node in data["nodes"]] == [
+        (hostile.NODE, f"10.9.5.1{hostile.HOSTILE}"), ("plain", "10.9.5.2")]
+    assert {(p["namespace"], p["name"]) for p in data["unscheduledPods"]} == {
+        ("ml", "wants"), (hostile.NAMESPACE, f"waiting{hostile.HOSTILE}")}
+    tenants = json.loads(cli_runner.invoke(inspect_command, ["--from-file", path, "--group-by", "namespace", "-o",
+                                                             "json"]).stdout)
+    assert [tenant["name"] for tenant in tenants["namespaces"]] == ["ml", hostile.NAMESPACE]
+
+
+def test_the_other_stacks_view_writes_hostile_names_printable(cli_runner: CliRunner, tmp_path: Path) -> None:
+    """A HAMi node, GPU model and pod named with `HOSTILE`: the other-stacks table and its -d blocks stay aligned
+    rows, one per GPU and pod (that view is ours; a gpushare-only cluster never shows it)."""
+    path = hostile.file_of(tmp_path, hostile.stacks_cluster())
+    summary = cli_runner.invoke(inspect_command, ["--from-file", path])
+    details = cli_runner.invoke(inspect_command, ["--from-file", path, "-d"])
+    for result in (summary, details):
+        assert result.exit_code == 0, result.stderr
+        hostile.assert_one_line_each(result.stdout)
+    rows = summary.stdout.splitlines()
+    assert len(rows) == 2 and re.split(r"  +", rows[1])[:2] == ["hami", f"hami{hostile.SHOWN}"]
+    assert rows[0].index("IPADDRESS") == rows[1].index("10.9.6.1") and f"A10{hostile.SHOWN}" in rows[1]
+    assert details.stdout.splitlines()[1] == f"NAME:       hami{hostile.SHOWN}"
+    assert f"0    ml{hostile.SHOWN}  vgpu{hostile.SHOWN}  3000" in details.stdout
+
+
+def test_the_original_tables_still_print_names_as_the_go_tool_did(cli_runner: CliRunner, tmp_path: Path) -> None:
+    """The byte-compatible summary keeps a name's bytes, as the original does: only our own views clean them."""
+    path = hostile.file_of(tmp_path, hostile.views_cluster())
+    result = cli_runner.invoke(inspect_command, ["--from-file", path])
+    assert result.exit_code == 0 and result.stdout.splitlines()[1:3] == ["gpu\x1b[31m", "ERROR  forged\x1b[0m  "
+                                                                        "10.9.5.1\x1b[31m"], "the tab splits a cell"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import top
 from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord
@@ -58,3 +60,28 @@ def test_text_shows_unknown_and_never_zero_for_it() -> None:
     assert "n2    0    3072Mi     <unknown>" in text
     assert "other  n2    0    3072Mi     <unknown>  <unknown>  <unknown>" in text
     assert top.build(_ledger(), ["n1"], _observed()).gpus[0].reason == "old [2J driver"  # no escape reaches a terminal
+
+
+def test_hostile_names_are_one_cell_in_the_tables_and_exact_in_json() -> None:
+    """Nodes, namespaces and pods named with ESC, a newline and a tab (a device plugin's document or an API
+    that validates nothing): each row stays one line, columns measured on the shown names; JSON is exact."""
+    from golden import hostile
+    from golden.top import cases
+
+    node, namespace, name = hostile.NODE, hostile.NAMESPACE, f"trainer{hostile.HOSTILE}"
+    ledger = Ledger.build([NodeRecord(node, alloc_mem=16, alloc_count=1, cap_mem=16, cap_count=1)],
+                          [PodRecord("u1", namespace, name, node, "Running", 4, gpu_index=0)], basis="allocatable")
+    report = protocol.UsageReport(node, "t", 10, "processes", [
+        protocol.UsageGpu(0, "g0", 16 * GIB, 3 * GIB, 9 * GIB, protocol.ENFORCE_OFF, ""),
+    ], [protocol.UsagePod(namespace, name, "u1", 0, 3 * GIB, 4 * GIB)])  # fmt: skip
+    built = top.build(ledger, [node], {node: top.from_report(report)})
+    text = top.to_text(built)
+    hostile.assert_one_line_each(text)
+    lines = text.splitlines()
+    assert len(lines) == 2 + 1 + 2, "GPU table, a blank line, pod table: none forged"
+    shown_node = node.replace(hostile.HOSTILE, hostile.SHOWN)
+    assert lines[1].startswith(f"{shown_node}  0    4096Mi") and lines[0].index("GPU") == len(shown_node) + 2
+    assert lines[4].startswith(f"ml{hostile.SHOWN}  trainer{hostile.SHOWN}  {shown_node}  0")
+    cases.check("hostile-names.txt", text)
+    data = json.loads(top.to_json(built))
+    assert (data["gpus"][0]["node"], data["pods"][0]["namespace"], data["pods"][0]["name"]) == (node, namespace, name)
