@@ -183,9 +183,11 @@ def shown_text(text: str, names: int = 1) -> str:
 
     What every text view (doctor, explain, fit, top, inspect's own tables) writes for a string that came from
     an object, at its one rendering point; JSON and YAML keep the string exact. A string that joins a few
-    (``pod/NAMESPACE/NAME``: 2, a sentence naming several pods) gets that many names' room.
+    (``pod/NAMESPACE/NAME``: 2, a sentence naming several pods) gets that many names' room. A cut string
+    ends in "…", so a reader knows the text holds less than the object.
     """
-    return printable(text, MAX_SHOWN_NAME * max(names, 1))
+    room = MAX_SHOWN_NAME * max(names, 1)
+    return printable(text) if len(text) <= room else printable(text[: room - 1]) + "…"
 
 
 # --- Quantities -----------------------------------------------------------------------------------

@@ -309,4 +309,5 @@ def test_shown_text_is_printable_with_the_apis_longest_name_for_each_name(names:
     """A real name (253 characters at most) is never cut; a hand-made one is, at 253 per name the text holds."""
     room = protocol.MAX_SHOWN_NAME * max(names, 1)
     assert protocol.shown_text("a" * 253, names) == "a" * 253
-    assert protocol.shown_text("\x1b[2J" + "b" * 10**6, names) == ("[2J" + "b" * 10**6)[: room - 1]
+    assert protocol.shown_text("a" * (room + 1), names) == "a" * (room - 1) + "…", "a cut one says so"
+    assert protocol.shown_text("\x1b[2J" + "b" * 10**6, names) == ("[2J" + "b" * 10**6)[: room - 2] + "…"

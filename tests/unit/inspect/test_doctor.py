@@ -422,6 +422,6 @@ def test_text_cuts_a_megabyte_name_to_the_apis_longest_json_keeps_it(tmp_path: P
     text = cli_runner.invoke(doctor_command, ["--from-file", str(path)])
     (row,) = [line for line in text.stdout.splitlines() if "device-plugin-not-running" in line]
     room = protocol.MAX_SHOWN_NAME * 2
-    assert f"  node/{huge[: room - len('node/')]}  " in row and len(row) < 253 * (2 + protocol.SENTENCE_NAMES) + 80
+    assert f"  node/{huge[: room - len('node/') - 1]}…  " in row and len(row) < 253 * (2 + protocol.SENTENCE_NAMES) + 80
     report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(path), "-o", "json"]).stdout)
     assert f"node/{huge}" in {finding["object"] for finding in report["findings"]}

@@ -185,7 +185,7 @@ def test_text_cuts_each_name_to_the_apis_longest_and_events_to_a_sentence() -> N
                                  summary="Pod ml/p asks for 8 GiB.", nodes=[explain.NodeVerdict(huge, "cordoned")],
                                  events=[f"0/1 nodes are available:\x1b[2J {huge}"])
     lines = explain.to_text(answer).splitlines()
-    assert lines[3] == f"  node/{'n' * protocol.MAX_SHOWN_NAME}: cordoned"
+    assert lines[3] == f"  node/{'n' * (protocol.MAX_SHOWN_NAME - 1)}…: cordoned"
     room = protocol.MAX_SHOWN_NAME * protocol.SENTENCE_NAMES
-    assert lines[6] == "  " + f"0/1 nodes are available: [2J {huge}"[:room], "ESC a space, cut to a sentence's room"
+    assert lines[6] == "  " + f"0/1 nodes are available: [2J {huge}"[: room - 1] + "…", "ESC a space, cut, marked"
     assert len(lines) == 7 and answer.nodes[0].name == huge

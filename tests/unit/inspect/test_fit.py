@@ -165,5 +165,5 @@ def test_a_megabyte_node_name_is_cut_to_the_apis_longest_in_text() -> None:
     report = fit.plan(ledger, [name], 4)
     assert report.nodes[0].name == name, "the report (and its JSON) keeps the name"
     rows = fit.to_text(report).splitlines()
-    assert rows[3] == "n" * protocol.MAX_SHOWN_NAME + "  0    16         4"
+    assert rows[3] == "n" * (protocol.MAX_SHOWN_NAME - 1) + "…  0    16         4"
     assert max(map(len, rows)) < 400
