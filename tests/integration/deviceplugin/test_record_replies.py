@@ -13,6 +13,7 @@ from api_relay import relay
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin.cluster import NodeCluster
+from kubectl_gpushare.deviceplugin.devices import GpuDevice, Inventory, MemoryUnit
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
@@ -53,3 +54,36 @@ def test_a_patch_that_lands_with_an_unreadable_reply_is_recorded(
         "the assignment of pod default/lucky was recorded; the reply to it is unreadable: pod default/lucky does not "
         "decode as a v1.Pod (Expected `str`, got `int` - at `$.metadata.uid`)"
     ]
+
+
+def test_a_gpu_publish_that_lands_with_an_unreadable_reply_is_published_not_retried(
+    sandbox: Sandbox, kubeconfig: Path, api: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    sandbox.load([node_object(NODE, [16], ip="10.0.0.1")])
+    unreadable = msgspec.json.encode({"kind": "Node", "apiVersion": "v1", "metadata": {"name": NODE, "uid": 5}})
+    patches: list[str] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method != "PATCH":
+            return None
+        patches.append(path.partition("?")[0])
+        return unreadable
+
+    gpu = GpuDevice(index=0, uuid="GPU-0", name="NVIDIA T4", memory=16 << 30, minor=0)
+    with relay(sandbox, rewrite) as port:
+        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
+                        component="test-device-plugin", retry=None)
+        cluster = NodeCluster(client, NODE)  # not started: only its writes are used
+        try:
+            with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.deviceplugin.cluster"):
+                cluster.publish(Inventory.of([gpu], MemoryUnit()))  # before: retried in the background for ever
+        finally:
+            cluster.urgent.close()
+            client.close()
+    stored = api.get_node(NODE)
+    assert stored.status.capacity[protocol.RESOURCE_COUNT] == "1"
+    assert protocol.ANN_NODE_GPUS in stored.metadata.annotations
+    assert patches == [f"/api/v1/nodes/{NODE}/status", f"/api/v1/nodes/{NODE}"]  # each write once
+    expected = (f"node {NODE} was written; the reply to it is unreadable: node {NODE} does not decode as a v1.Node "
+                "(Expected `str`, got `int` - at `$.metadata.uid`)")
+    assert [r.getMessage() for r in caplog.records] == [expected, expected]
