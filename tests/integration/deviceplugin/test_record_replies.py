@@ -1,15 +1,17 @@
-"""The device plugin's assignment write against a reply the sandbox never serves (a relay rewrites it):
-a patch that lands but answers with a pod that does not decode is recorded, not failed."""
+"""The device plugin's writes against a reply the sandbox never serves (a relay rewrites it): a patch
+that lands but answers with an object that does not decode has happened (recorded, published), not failed."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
 import pytest
-from api_relay import relay
+from api_relay import Rewrite, relay
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin.cluster import NodeCluster
@@ -26,6 +28,20 @@ pytestmark = pytest.mark.integration
 NODE = "gpu-node-1"
 
 
+@contextmanager
+def _cluster_behind_relay(sandbox: Sandbox, kubeconfig: Path, rewrite: Rewrite) -> Iterator[NodeCluster]:
+    """A device plugin's cluster view (not started: only its writes are used) talking through `relay`."""
+    with relay(sandbox, rewrite) as port:
+        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
+                        component="test-device-plugin", retry=None)
+        cluster = NodeCluster(client, NODE)
+        try:
+            yield cluster
+        finally:
+            cluster.urgent.close()
+            client.close()
+
+
 def test_a_patch_that_lands_with_an_unreadable_reply_is_recorded(
     sandbox: Sandbox, kubeconfig: Path, api: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -38,16 +54,9 @@ def test_a_patch_that_lands_with_an_unreadable_reply_is_recorded(
     def rewrite(method: str, path: str, body: bytes) -> bytes | None:
         return unreadable if method == "PATCH" and path.startswith("/api/v1/namespaces/default/pods/lucky") else None
 
-    with relay(sandbox, rewrite) as port:
-        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
-                        component="test-device-plugin", retry=None)
-        cluster = NodeCluster(client, NODE)  # not started: only its write is used
-        try:
-            with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.deviceplugin.cluster"):
-                cluster.record(record, {protocol.ANN_ASSIGNED: "true"})  # before: UndecodableReply, and Allocate failed
-        finally:
-            cluster.urgent.close()
-            client.close()
+    with _cluster_behind_relay(sandbox, kubeconfig, rewrite) as cluster, caplog.at_level(
+            logging.WARNING, logger="kubectl_gpushare.deviceplugin.cluster"):
+        cluster.record(record, {protocol.ANN_ASSIGNED: "true"})  # before: UndecodableReply, and Allocate failed
     stored = sandbox.get("pods", "default", "lucky")
     assert stored is not None and stored["metadata"]["annotations"][protocol.ANN_ASSIGNED] == "true"
     assert [r.getMessage() for r in caplog.records] == [
@@ -70,16 +79,9 @@ def test_a_gpu_publish_that_lands_with_an_unreadable_reply_is_published_not_retr
         return unreadable
 
     gpu = GpuDevice(index=0, uuid="GPU-0", name="NVIDIA T4", memory=16 << 30, minor=0)
-    with relay(sandbox, rewrite) as port:
-        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
-                        component="test-device-plugin", retry=None)
-        cluster = NodeCluster(client, NODE)  # not started: only its writes are used
-        try:
-            with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.deviceplugin.cluster"):
-                cluster.publish(Inventory.of([gpu], MemoryUnit()))  # before: retried in the background for ever
-        finally:
-            cluster.urgent.close()
-            client.close()
+    with _cluster_behind_relay(sandbox, kubeconfig, rewrite) as cluster, caplog.at_level(
+            logging.WARNING, logger="kubectl_gpushare.deviceplugin.cluster"):
+        cluster.publish(Inventory.of([gpu], MemoryUnit()))  # before: retried in the background for ever
     stored = api.get_node(NODE)
     assert stored.status.capacity[protocol.RESOURCE_COUNT] == "1"
     assert protocol.ANN_NODE_GPUS in stored.metadata.annotations
