@@ -784,8 +784,8 @@ def _unreadable_page(kind: Kind[ItemT], exc: Exception) -> KubeError:
     levels; the API server accepts thousands, e.g. in a claim's opaque driver parameters): a clear
     error that callers report as any other API failure, never a traceback.
     """
-    reason = "nested too deeply" if isinstance(exc, RecursionError) else (str(exc).splitlines() or [""])[0][:200]
-    return KubeError(f"the API server's list of {kind.plural} cannot be read: {reason or type(exc).__name__}")
+    why = reason(exc)[:200]  # lenient's one-line reason, as an object reply's (`_undecodable_reply`)
+    return KubeError(f"the API server's list of {kind.plural} cannot be read: {why or type(exc).__name__}")
 
 
 def _in_background(fetch: Callable[[str], bytes], token: str) -> Future[bytes]:
