@@ -238,7 +238,8 @@ class NodeCluster:
         except UndecodableReply as exc:
             # The API server applied the patch (a 2xx) and answered with a pod this code cannot read: the
             # assignment is recorded. Allocate goes on (the container gets the GPU its pod now names) and
-            # the cache learns the pod from the watch, as it does every pod.
+            # the cache learns the pod from the watch, as it does every pod; one the watch cannot decode
+            # either keeps its last readable copy there, which Allocate's claim holds while this process runs.
             log.warning("the assignment of pod %s/%s was recorded; the reply to it is unreadable: %s",
                         pod.namespace, pod.name, exc)
             return
