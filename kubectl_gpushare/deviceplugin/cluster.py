@@ -238,7 +238,8 @@ class NodeCluster:
         except UndecodableReply as exc:
             # The API server applied the patch (a 2xx) and answered with a pod this code cannot read: the
             # assignment is recorded. Allocate goes on (the container gets the GPU its pod now names) and
-            # the cache learns the pod from the watch, as it does every pod.
+            # the cache learns the pod from the watch, as it does every pod; one the watch cannot decode
+            # either keeps its last readable copy there, which Allocate's claim holds while this process runs.
             log.warning("the assignment of pod %s/%s was recorded; the reply to it is unreadable: %s",
                         pod.namespace, pod.name, exc)
             return
@@ -290,13 +291,20 @@ class NodeCluster:
                 "annotations": {protocol.ANN_NODE_GPUS: protocol.format_node_gpus(inventory.node_annotation())}
             }
         }
-        call_with_retry(lambda: self.client.patch_node_status(self.node, status), PUBLISH_POLICY, stop=self._stop)
-        call_with_retry(lambda: self.client.patch_node(self.node, meta), PUBLISH_POLICY, stop=self._stop)
+        self._write_node(lambda: self.client.patch_node_status(self.node, status))
+        self._write_node(lambda: self.client.patch_node(self.node, meta))
         with self._lock:
             current = self._desired
         if current is inventory:
             self._published.set()
         log.info("published %s GPU(s) on node %s", count, self.node)
+
+    def _write_node(self, write: Callable[[], Node]) -> None:
+        """One node write, retried; a reply that does not decode means it landed (retrying would land it again)."""
+        try:
+            call_with_retry(write, PUBLISH_POLICY, stop=self._stop)
+        except UndecodableReply as exc:
+            log.warning("node %s was written; the reply to it is unreadable: %s", self.node, exc)
 
     def _publish_loop(self) -> None:
         failures = 0

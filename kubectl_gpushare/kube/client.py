@@ -23,7 +23,7 @@ from typing import Final, Literal, TypedDict, TypeVar, Unpack, overload
 
 import msgspec
 
-from kubectl_gpushare import __version__
+from kubectl_gpushare import __version__, protocol
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube._transport import Transport
 from kubectl_gpushare.kube.config import ClientConfig
@@ -761,13 +761,13 @@ def _undecodable_reply(
     """``pod default/a does not decode as a v1.Pod (<why, cut to 200>)``: the one message for an object reply.
 
     The object is named as it was asked for; a create's (no name asked for) by the reply's metadata
-    where that can be read. msgspec raises `UnicodeDecodeError` for a string that is not UTF-8,
-    whose own text names a byte offset, not the problem.
+    where that can be read (printable, as any name from an object: one line). msgspec raises
+    `UnicodeDecodeError` for a string that is not UTF-8, whose own text names a byte offset, not the problem.
     """
     if not name:
         replied_namespace, name, _ = object_meta(data)
         namespace = namespace or replied_namespace
-    key = key_of(namespace if k.namespaced else None, name)[:253]
+    key = protocol.printable(key_of(namespace if k.namespaced else None, name), protocol.MAX_SHOWN_NAME)
     noun = k.kind.lower()
     what = f"{noun} {key}" if key else f"a {noun}"
     why = "a string is not UTF-8" if isinstance(exc, UnicodeDecodeError) else reason(exc)
@@ -784,8 +784,8 @@ def _unreadable_page(kind: Kind[ItemT], exc: Exception) -> KubeError:
     levels; the API server accepts thousands, e.g. in a claim's opaque driver parameters): a clear
     error that callers report as any other API failure, never a traceback.
     """
-    reason = "nested too deeply" if isinstance(exc, RecursionError) else (str(exc).splitlines() or [""])[0][:200]
-    return KubeError(f"the API server's list of {kind.plural} cannot be read: {reason or type(exc).__name__}")
+    why = reason(exc)[:200]  # lenient's one-line reason, as an object reply's (`_undecodable_reply`)
+    return KubeError(f"the API server's list of {kind.plural} cannot be read: {why or type(exc).__name__}")
 
 
 def _in_background(fetch: Callable[[str], bytes], token: str) -> Future[bytes]:

@@ -1,18 +1,21 @@
-"""The device plugin's assignment write against a reply the sandbox never serves (a relay rewrites it):
-a patch that lands but answers with a pod that does not decode is recorded, not failed."""
+"""The device plugin's writes against a reply the sandbox never serves (a relay rewrites it): a patch
+that lands but answers with an object that does not decode has happened (recorded, published), not failed."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
 import pytest
-from api_relay import relay
+from api_relay import Rewrite, relay
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin.cluster import NodeCluster
+from kubectl_gpushare.deviceplugin.devices import GpuDevice, Inventory, MemoryUnit
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
@@ -23,6 +26,20 @@ from kubectl_gpushare.sandbox.server import Sandbox
 pytestmark = pytest.mark.integration
 
 NODE = "gpu-node-1"
+
+
+@contextmanager
+def _cluster_behind_relay(sandbox: Sandbox, kubeconfig: Path, rewrite: Rewrite) -> Iterator[NodeCluster]:
+    """A device plugin's cluster view (not started: only its writes are used) talking through `relay`."""
+    with relay(sandbox, rewrite) as port:
+        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
+                        component="test-device-plugin", retry=None)
+        cluster = NodeCluster(client, NODE)
+        try:
+            yield cluster
+        finally:
+            cluster.urgent.close()
+            client.close()
 
 
 def test_a_patch_that_lands_with_an_unreadable_reply_is_recorded(
@@ -37,19 +54,38 @@ def test_a_patch_that_lands_with_an_unreadable_reply_is_recorded(
     def rewrite(method: str, path: str, body: bytes) -> bytes | None:
         return unreadable if method == "PATCH" and path.startswith("/api/v1/namespaces/default/pods/lucky") else None
 
-    with relay(sandbox, rewrite) as port:
-        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
-                        component="test-device-plugin", retry=None)
-        cluster = NodeCluster(client, NODE)  # not started: only its write is used
-        try:
-            with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.deviceplugin.cluster"):
-                cluster.record(record, {protocol.ANN_ASSIGNED: "true"})  # before: UndecodableReply, and Allocate failed
-        finally:
-            cluster.urgent.close()
-            client.close()
+    with _cluster_behind_relay(sandbox, kubeconfig, rewrite) as cluster, caplog.at_level(
+            logging.WARNING, logger="kubectl_gpushare.deviceplugin.cluster"):
+        cluster.record(record, {protocol.ANN_ASSIGNED: "true"})  # before: UndecodableReply, and Allocate failed
     stored = sandbox.get("pods", "default", "lucky")
     assert stored is not None and stored["metadata"]["annotations"][protocol.ANN_ASSIGNED] == "true"
     assert [r.getMessage() for r in caplog.records] == [
         "the assignment of pod default/lucky was recorded; the reply to it is unreadable: pod default/lucky does not "
         "decode as a v1.Pod (Expected `str`, got `int` - at `$.metadata.uid`)"
     ]
+
+
+def test_a_gpu_publish_that_lands_with_an_unreadable_reply_is_published_not_retried(
+    sandbox: Sandbox, kubeconfig: Path, api: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    sandbox.load([node_object(NODE, [16], ip="10.0.0.1")])
+    unreadable = msgspec.json.encode({"kind": "Node", "apiVersion": "v1", "metadata": {"name": NODE, "uid": 5}})
+    patches: list[str] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method != "PATCH":
+            return None
+        patches.append(path.partition("?")[0])
+        return unreadable
+
+    gpu = GpuDevice(index=0, uuid="GPU-0", name="NVIDIA T4", memory=16 << 30, minor=0)
+    with _cluster_behind_relay(sandbox, kubeconfig, rewrite) as cluster, caplog.at_level(
+            logging.WARNING, logger="kubectl_gpushare.deviceplugin.cluster"):
+        cluster.publish(Inventory.of([gpu], MemoryUnit()))  # before: retried in the background for ever
+    stored = api.get_node(NODE)
+    assert stored.status.capacity[protocol.RESOURCE_COUNT] == "1"
+    assert protocol.ANN_NODE_GPUS in stored.metadata.annotations
+    assert patches == [f"/api/v1/nodes/{NODE}/status", f"/api/v1/nodes/{NODE}"]  # each write once
+    expected = (f"node {NODE} was written; the reply to it is unreadable: node {NODE} does not decode as a v1.Node "
+                "(Expected `str`, got `int` - at `$.metadata.uid`)")
+    assert [r.getMessage() for r in caplog.records] == [expected, expected]

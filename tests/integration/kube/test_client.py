@@ -615,6 +615,16 @@ def test_a_reply_with_a_string_not_utf8_or_nested_past_the_decoder_is_an_undecod
     assert str(info.value) == f"{named} does not decode as a resource.k8s.io/v1.ResourceClaim ({reason})"
 
 
+def test_a_create_reply_named_by_its_hostile_metadata_is_still_one_printable_line(tmp_path: Path) -> None:
+    # A create names no object: the reply's own name is used; its newlines, ESC and length must not reach the message.
+    hostile = json.dumps({"metadata": {"name": "a\nb\x1b[31m" + "x" * 1_000_000, "namespace": "ns"}, "spec": 5})
+    with _serving(tmp_path, hostile.encode()) as client, pytest.raises(errors.UndecodableReply) as info:
+        WRITES["create"](client)
+    key = ("ns/a b [31m" + "x" * 253)[:253]
+    assert str(info.value) == (f"resourceclaim {key} does not decode as a resource.k8s.io/v1.ResourceClaim "
+                               "(Expected `object`, got `int` - at `$.spec`)")
+
+
 def _mistyped_pod(name: str) -> dict[str, Any]:
     """A pod whose annotation value is a JSON object: valid JSON that the sandbox serves, not a v1.Pod."""
     bad = pod(name)
