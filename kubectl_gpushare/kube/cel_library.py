@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import json
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import BAD_ESCAPE, parse_query
 
 if TYPE_CHECKING:
@@ -70,8 +70,11 @@ def parses(parse: Callable[[str], object]) -> Callable[[str], bool]:
 
 
 def _quote(text: str) -> str:
-    """Go's ``%q`` of a string, near enough for error messages (JSON's escapes), cut to 100 characters."""
-    return json.dumps(text[:100])
+    """Go's ``%q`` of a string (`go_quote`), as net/url, net/netip and the libraries quote it, cut to 100 characters.
+
+    Upstream quotes the whole text; the cut keeps a hostile expression's error message short.
+    """
+    return go_quote(text[:100])
 
 
 class _NoSuchOverloadError(ValueError):
