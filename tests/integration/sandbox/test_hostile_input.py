@@ -256,6 +256,21 @@ def test_non_utf8_bodies_get_400(sandbox: Sandbox) -> None:
     assert sandbox.get("pods", "default", "p1") is not None
 
 
+def test_a_lone_surrogate_escape_is_stored_as_u_fffd(sandbox: Sandbox) -> None:
+    # Go's encoding/json unquoteBytes (sigs.k8s.io/json keeps it): a \uXXXX surrogate without its
+    # other half reads as U+FFFD; a pair stays one rune, and the escape after a lone half is its own.
+    body = rb'{"metadata": {"name": "lone"}, "data": {"k": "a\ud800b\udc00\ud800\u0041\ud83d\ude00\\ud800"}}'
+    status, answer, _ = exchange(sandbox, request("POST", CONFIGMAPS, body))
+    expected = "a\ufffdb\ufffd\ufffdA\U0001f600\\ud800"
+    assert status == 201 and answer["data"] == {"k": expected}, answer
+    status, answer, _ = exchange(sandbox, request("GET", CONFIGMAPS + "/lone"))
+    assert status == 200 and answer["data"] == {"k": expected}
+    patch = rb'{"data": {"k2": "\udbff"}}'
+    status, answer, _ = exchange(sandbox, request("PATCH", CONFIGMAPS + "/lone", patch,
+                                                  {"Content-Type": "application/merge-patch+json"}))
+    assert status == 200 and answer["data"] == {"k": expected, "k2": "\ufffd"}, answer
+
+
 @pytest.mark.parametrize(
     ("content_type", "patch", "code"),
     [
