@@ -32,7 +32,8 @@ durations or timestamps are an error (the binding cannot return those from Pytho
 reaches Python as an ``int``, so ``[1u].sum()`` is the int ``1`` (equal to ``1u`` under CEL's
 numeric equality) and a uint overflow reads ``integer overflow``; ``ip()``'s parse errors give Go's
 message shape with a generic reason (``unable to parse IP``) where Go names the faulty field; a
-query's invalid UTF-8 reads as U+FFFD; a bracketed host's IPv6 literal is not checked (newer Go does).
+query's invalid UTF-8 reads as U+FFFD; a bracketed host's IPv6 literal is not checked (newer Go does);
+an error quotes (``%q``, `go_quote`) at most the first 100 characters of the text it names.
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ def _wire_header_value(value: str) -> str:
     response or fail ``http.server``'s Latin-1 encoding after the write took effect.
     """
     one_line = value.replace("\n", " ").replace("\r", " ").strip()
-    return one_line.encode("utf-8", "replace").decode("latin-1")  # a lone surrogate (JSON allows one) as '?'
+    return one_line.encode("utf-8", "replace").decode("latin-1")  # a lone surrogate (`load` may store one) as "?"
 
 
 class _Server(ThreadingHTTPServer):
