@@ -32,14 +32,14 @@ durations or timestamps are an error (the binding cannot return those from Pytho
 reaches Python as an ``int``, so ``[1u].sum()`` is the int ``1`` (equal to ``1u`` under CEL's
 numeric equality) and a uint overflow reads ``integer overflow``; ``ip()``'s parse errors give Go's
 message shape with a generic reason (``unable to parse IP``) where Go names the faulty field; a
-query's invalid UTF-8 reads as U+FFFD; a bracketed host's IPv6 literal is not checked (newer Go does).
+query's invalid UTF-8 reads as U+FFFD; a bracketed host's IPv6 literal is not checked (newer Go does);
+an error quotes (``%q``, `go_quote`) at most the first 100 characters of the text it names.
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
-import json
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import BAD_ESCAPE, parse_query
 
 if TYPE_CHECKING:
@@ -70,8 +71,11 @@ def parses(parse: Callable[[str], object]) -> Callable[[str], bool]:
 
 
 def _quote(text: str) -> str:
-    """Go's ``%q`` of a string, near enough for error messages (JSON's escapes), cut to 100 characters."""
-    return json.dumps(text[:100])
+    """Go's ``%q`` of a string (`go_quote`), as net/url, net/netip and the libraries quote it, cut to 100 characters.
+
+    Upstream quotes the whole text; the cut keeps a hostile expression's error message short.
+    """
+    return go_quote(text[:100])
 
 
 class _NoSuchOverloadError(ValueError):

@@ -82,8 +82,12 @@ def format_duration(nanoseconds: int) -> str:
     return "-" + text if nanoseconds < 0 else text
 
 
-def go_quote(text: str) -> str:
-    r"""``text`` double-quoted as the ``time`` package quotes it in errors: non-ASCII and control bytes as ``\xNN``."""
+def _time_quote(text: str) -> str:
+    r"""``text`` double-quoted as the ``time`` package quotes it in errors: non-ASCII and control bytes as ``\xNN``.
+
+    Go's ``time.quote`` (src/time/format.go), not ``strconv.Quote`` (`kube.go_format.go_quote`): the
+    time package cannot import strconv, and writes every byte of a non-ASCII rune as ``\xNN``.
+    """
     out = ['"']
     for char in text:
         if char >= "\x80" or char < " ":
@@ -131,7 +135,7 @@ def parse_duration(text: str) -> int:
         ValueError: not a duration, with Go's message (``time: invalid duration "x"``,
             ``time: missing unit in duration "1"``, ``time: unknown unit "d" in duration "1d"``).
     """
-    invalid = ValueError("time: invalid duration " + go_quote(text))
+    invalid = ValueError("time: invalid duration " + _time_quote(text))
     rest = text
     negative = False
     if rest and rest[0] in "+-":
@@ -161,11 +165,11 @@ def parse_duration(text: str) -> int:
         while end < len(rest) and not (rest[end] == "." or "0" <= rest[end] <= "9"):
             end += 1
         if end == 0:
-            raise ValueError("time: missing unit in duration " + go_quote(text))
+            raise ValueError("time: missing unit in duration " + _time_quote(text))
         unit_text, rest = rest[:end], rest[end:]
         unit = _UNITS.get(unit_text)
         if unit is None:
-            raise ValueError(f"time: unknown unit {go_quote(unit_text)} in duration {go_quote(text)}")
+            raise ValueError(f"time: unknown unit {_time_quote(unit_text)} in duration {_time_quote(text)}")
         if whole > (1 << 63) // unit:
             raise invalid
         value = whole * unit
@@ -220,7 +224,6 @@ __all__ = [
     "NANOSECOND",
     "SECOND",
     "format_duration",
-    "go_quote",
     "long_running",
     "long_running_request",
     "parse_duration",

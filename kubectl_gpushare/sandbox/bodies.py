@@ -4,13 +4,15 @@ Owns what a hostile body may not do: be invalid UTF-8, nest deeper than `MAX_DEP
 object code is recursive; kube-apiserver's Go decoder has no such limit below 10,000), or use YAML
 aliases (a few hundred bytes of anchors expand to gigabytes: the "billion laughs"). YAML is turned
 into exactly what the same document in JSON would decode to, so nothing downstream sees a date, a
-set or an integer map key. Every failure is a `BodyError` with a one-line message; no I/O.
+set or an integer map key. A JSON escape of a lone UTF-16 surrogate reads as U+FFFD, as Go's decoder
+reads it. Every failure is a `BodyError` with a one-line message; no I/O.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from typing import Any
 
 import msgspec
@@ -20,6 +22,11 @@ MAX_DEPTH = 100
 
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
+
+
+_ESCAPE = re.compile(rb"\\u([0-9A-Fa-f]{4})|\\.", re.DOTALL)
+"""A JSON escape, scanned left to right so an escaped backslash is never read as the start of one."""
+_SURROGATE_ESCAPE = re.compile(rb"\\u[Dd][89A-Fa-f][0-9A-Fa-f]{2}")
 
 
 class BodyError(ValueError):
@@ -33,7 +40,12 @@ def decode_json(data: bytes) -> Any:
         BodyError: malformed JSON, invalid UTF-8, or nesting deeper than `MAX_DEPTH`.
     """
     try:
-        value = _decode(data)
+        try:
+            value = _decode(data)
+        except msgspec.DecodeError:
+            if not _SURROGATE_ESCAPE.search(data):
+                raise
+            value = _decode(_replace_lone_surrogates(data))
     except msgspec.DecodeError as exc:
         raise BodyError(str(exc).splitlines()[0]) from None
     except UnicodeDecodeError:
@@ -44,6 +56,35 @@ def decode_json(data: bytes) -> Any:
     if data.count(b"{") + data.count(b"[") > MAX_DEPTH:
         check_depth(value)
     return value
+
+
+def _replace_lone_surrogates(data: bytes) -> bytes:
+    r"""``data`` with each ``\uXXXX`` surrogate escape that is not half of a pair as ``\ufffd``.
+
+    Go's encoding/json (``unquoteBytes`` in src/encoding/json/decode.go, kept as is by
+    sigs.k8s.io/json, which kube-apiserver's JSON serializer decodes with) turns a lone surrogate
+    into U+FFFD instead of failing: a high surrogate takes the next ``\uXXXX`` only when the two
+    make a pair, otherwise it and the escape after it are read on their own. msgspec refuses them.
+    """
+    out: list[bytes] = []
+    copied = 0  # data[:copied] is in out
+    paired = -1  # the end of the low half of the last pair
+    matches = list(_ESCAPE.finditer(data))
+    for i, match in enumerate(matches):
+        if match.group(1) is None or match.start() < paired:
+            continue
+        code = int(match.group(1), 16)
+        if not 0xD800 <= code <= 0xDFFF:
+            continue
+        after = matches[i + 1] if i + 1 < len(matches) else None
+        if (code <= 0xDBFF and after is not None and after.start() == match.end() and after.group(1) is not None
+                and 0xDC00 <= int(after.group(1), 16) <= 0xDFFF):  # fmt: skip
+            paired = after.end()  # a valid pair: both halves stay
+            continue
+        out += (data[copied:match.start()], b"\\ufffd")
+        copied = match.end()
+    out.append(data[copied:])
+    return b"".join(out)
 
 
 def decode_yaml(data: bytes) -> Any:

@@ -1,4 +1,4 @@
-"""HTTP/1.1 request body framing, strictly: Content-Length, chunked encoding, and read deadlines.
+"""HTTP/1.1 request framing, strictly: the request target, Content-Length, chunked encoding, read deadlines.
 
 Owns how many bytes belong to a request and how long a client may take to send them. Chunk sizes
 are 1 to 16 hex digits on a CRLF-terminated line (no sign, no ``0x``, no underscores: Python's
@@ -25,6 +25,11 @@ MAX_LINE = 4096
 MAX_TRAILERS = 32
 """Most trailer lines accepted after the last chunk."""
 
+_CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
+BAD_REQUEST_REPLY = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     b"Connection: close\r\n\r\n400 Bad Request")  # fmt: skip
+"""What Go's net/http server writes, then closes, for a request it cannot read (``conn.serve``'s
+``publicErr``, src/net/http/server.go): no handler, and so no Status body, runs."""
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r\n")
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
 
@@ -47,6 +52,20 @@ class FramingError(ValueError):
 
 class BodyTooLargeError(ValueError):
     """The body is larger than the limit (413)."""
+
+
+def target_has_control_byte(request_line: bytes) -> bool:
+    """Whether the request target holds a byte below a space or DEL: Go's server refuses it (`BAD_REQUEST_REPLY`).
+
+    src/net/http/request.go ``readRequest``: ``parseRequestLine`` cuts the line at its first two
+    spaces (a tab stays in the target), then ``url.ParseRequestURI`` fails on any such byte
+    ("net/url: invalid control character in URL", src/net/url/url.go ``stringContainsCTLByte``),
+    in the path and the query alike.
+    """
+    line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
+    _, _, rest = line.partition(b" ")
+    target, _, _ = rest.partition(b" ")
+    return _CONTROL.search(target) is not None
 
 
 def content_length(values: list[str]) -> int:

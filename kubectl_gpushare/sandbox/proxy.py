@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 from urllib.parse import quote
 
+from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.errors import ApiError
 
@@ -79,12 +80,8 @@ def split_scheme_name_port(segment: str) -> tuple[str, str, str]:
     else:
         scheme, name, port = "", "", ""
     if not name or scheme not in ("", "http", "https"):
-        raise errors.bad_request(f"invalid pod request {_go_quote(segment)}")
+        raise errors.bad_request(f"invalid pod request {go_quote(segment)}")
     return scheme, name, port
-
-
-def _go_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class ProxyTargets:

@@ -61,12 +61,14 @@ from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.faults import Fault, Faults, RequestLog, RequestRecord
 from kubectl_gpushare.sandbox.framing import (
+    BAD_REQUEST_REPLY,
     BodyTooLargeError,
     DeadlineReader,
     FramingError,
     content_length,
     drain,
     read_chunked,
+    target_has_control_byte,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
@@ -124,7 +126,7 @@ def _wire_header_value(value: str) -> str:
     response or fail ``http.server``'s Latin-1 encoding after the write took effect.
     """
     one_line = value.replace("\n", " ").replace("\r", " ").strip()
-    return one_line.encode("utf-8", "replace").decode("latin-1")  # a lone surrogate (JSON allows one) as '?'
+    return one_line.encode("utf-8", "replace").decode("latin-1")  # a lone surrogate (`load` may store one) as "?"
 
 
 class _Server(ThreadingHTTPServer):
@@ -165,6 +167,7 @@ LINGER_BYTES: Final = 4 * 1024 * 1024
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+    raw_requestline: bytes  # set by handle_one_request (typeshed leaves it out)
 
     def setup(self) -> None:
         """Disable Nagle and read through a `DeadlineReader`.
@@ -213,6 +216,17 @@ class _Handler(BaseHTTPRequestHandler):
         """Serve one request; its first byte starts the read deadline (see `DeadlineReader`)."""
         self.reader.start_request()
         super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        """Refuse a target with a control byte as Go's server does (`framing.target_has_control_byte`).
+
+        Before any handler, and so before routing, authentication, faults and the request log.
+        """
+        if target_has_control_byte(self.raw_requestline):
+            self.close_connection = True
+            self.wfile.write(BAD_REQUEST_REPLY)
+            return False
+        return super().parse_request()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Silence the per-request access log; the request log records requests instead."""

@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Any
 
+import golden_files
 import pytest
 from waiting import wait_for
 
@@ -266,9 +267,7 @@ def test_extender_started_while_the_api_fails_syncs_once_it_recovers(sandbox: Sa
 
 def test_bind_reply_bytes_match_golden(sandbox: Sandbox, cluster) -> None:  # type: ignore[no-untyped-def]
     import http.client
-    from pathlib import Path
 
-    golden = Path(__file__).parents[2] / "golden" / "extender"
     sandbox.load([pod_object("ok", "default", [2]), pod_object("big", "default", [17])])
     for name, expected in (("ok", "bind_success.json"), ("big", "bind_failure.json")):
         args = {"PodName": name, "PodNamespace": "default", "PodUID": pod(sandbox, name)["metadata"]["uid"],
@@ -278,7 +277,7 @@ def test_bind_reply_bytes_match_golden(sandbox: Sandbox, cluster) -> None:  # ty
                      headers={"Content-Type": "application/json"})
         response = conn.getresponse()
         assert (response.status, response.getheader("Content-Type")) == (200, "application/json")
-        assert response.read() == (golden / expected).read_bytes()
+        golden_files.golden(f"extender/{expected}", response.read())
         conn.close()
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 from typing import Any
 
+import golden_files
 import pytest
 from extender_http import exchange, used
 
@@ -20,7 +20,6 @@ from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
 
-GOLDEN = Path(__file__).parents[2] / "golden" / "extender"
 PREFIX = "/gpushare-scheduler"
 
 
@@ -52,7 +51,7 @@ def test_bind_of_a_pod_that_does_not_decode_is_one_error_reply_and_writes_nothin
     with caplog.at_level(logging.INFO, logger="kubectl_gpushare"):
         status, content_type, body = post(ext.running.port, "bind", args)
     assert (status, content_type) == (200, "application/json")
-    assert body == (GOLDEN / "bind_undecodable_pod.json").read_bytes()
+    golden_files.golden("extender/bind_undecodable_pod.json", body)
     said = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("kubectl_gpushare")]
     assert len(said) == 1 and "default/bad" in said[0].getMessage(), [r.getMessage() for r in said]
     writes = [r for r in sandbox.requests if r.resource == "pods" and r.verb in ("patch", "create", "update")]
@@ -74,7 +73,7 @@ def test_filter_and_prioritize_of_a_pod_that_does_not_decode_answer_it_alone(san
     bad = {"Pod": garbage_pod("bad"), "Nodes": None, "NodeNames": ["gpu-1"]}
     status, _, body = post(port, "filter", bad)
     assert status == 200
-    assert body == (GOLDEN / "filter_undecodable_pod.json").read_bytes()
+    golden_files.golden("extender/filter_undecodable_pod.json", body)
     status, _, body = post(port, "prioritize", bad)
     assert (status, body) == (200, b"[]")
     huge = garbage_pod("x" * 100_000)

@@ -151,6 +151,37 @@ def test_client_vanishing_mid_body_leaves_no_traceback(sandbox: Sandbox, capfd: 
     assert exchange(sandbox, request("GET", CONFIGMAPS))[0] == 200
 
 
+# --- the request line ------------------------------------------------------------------------
+GO_BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+                  b"400 Bad Request")  # fmt: skip
+
+
+def read_to_close(sb: Sandbox, raw: bytes) -> bytes:
+    """Send raw bytes; everything the server writes until it closes."""
+    with socket.create_connection(("127.0.0.1", sb.port), timeout=10) as sock:
+        sock.sendall(raw)
+        reader = sock.makefile("rb")
+        return reader.read()
+
+
+@pytest.mark.parametrize(
+    "target",
+    [f"{CONFIGMAPS}?labelSelector=a%3Db\x01", f"{CONFIGMAPS}\x7f", f"{CONFIGMAPS}\tx",
+     "/api/v1/namespaces/kube-system/pods/p:1/proxy/usage?q=\x1f", "/healthz\x00"],
+    ids=["query", "path-del", "path-tab", "pod-proxy", "nul"],
+)  # fmt: skip
+def test_a_control_byte_in_the_target_gets_gos_plain_400_before_any_handler(target: str) -> None:
+    # Go's readRequest: url.ParseRequestURI refuses it, so conn.serve writes its plain 400 and closes,
+    # before kube-apiserver's handler chain: no authentication (a 401 here), no Status body.
+    with Sandbox(auth=True) as sb:
+        raw = f"GET {target} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode("latin-1")
+        assert read_to_close(sb, raw) == GO_BAD_REQUEST
+        assert not sb.requests, "no handler saw it"
+        raw = f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode()
+        assert exchange(sb, raw)[0] == 401  # serving on; a byte past ASCII is no control byte:
+        assert exchange(sb, f"GET {CONFIGMAPS}?x=\xe9 HTTP/1.1\r\nHost: s\r\n\r\n".encode("latin-1"))[0] == 401
+
+
 # --- decoding bombs and bad shapes ------------------------------------------------------------
 def test_yaml_aliases_are_refused(sandbox: Sandbox) -> None:
     laughs = ["a: &a [x, x, x, x, x, x, x, x, x]"]
@@ -223,6 +254,21 @@ def test_non_utf8_bodies_get_400(sandbox: Sandbox) -> None:
         status, answer, _ = exchange(sandbox, request(method, path, bad, {"Content-Type": content_type}))
         assert status == 400 and answer["kind"] == "Status" and answer["reason"] == "BadRequest", (method, answer)
     assert sandbox.get("pods", "default", "p1") is not None
+
+
+def test_a_lone_surrogate_escape_is_stored_as_u_fffd(sandbox: Sandbox) -> None:
+    # Go's encoding/json unquoteBytes (sigs.k8s.io/json keeps it): a \uXXXX surrogate without its
+    # other half reads as U+FFFD; a pair stays one rune, and the escape after a lone half is its own.
+    body = rb'{"metadata": {"name": "lone"}, "data": {"k": "a\ud800b\udc00\ud800\u0041\ud83d\ude00\\ud800"}}'
+    status, answer, _ = exchange(sandbox, request("POST", CONFIGMAPS, body))
+    expected = "a\ufffdb\ufffd\ufffdA\U0001f600\\ud800"
+    assert status == 201 and answer["data"] == {"k": expected}, answer
+    status, answer, _ = exchange(sandbox, request("GET", CONFIGMAPS + "/lone"))
+    assert status == 200 and answer["data"] == {"k": expected}
+    patch = rb'{"data": {"k2": "\udbff"}}'
+    status, answer, _ = exchange(sandbox, request("PATCH", CONFIGMAPS + "/lone", patch,
+                                                  {"Content-Type": "application/merge-patch+json"}))
+    assert status == 200 and answer["data"] == {"k": expected, "k2": "\ufffd"}, answer
 
 
 @pytest.mark.parametrize(

@@ -70,6 +70,7 @@ def test_failures_answer_as_kube_apiserver_does(sandbox: Sandbox, standin: Stand
     ns = "/api/v1/namespaces/kube-system/pods"
     assert status_of("GET", f"{ns}/nope:9445/proxy/usage") == (404, "NotFound", 'pods "nope" not found')
     assert status_of("GET", f"{ns}/a:b:c:d/proxy/") == (400, "BadRequest", 'invalid pod request "a:b:c:d"')
+    assert status_of("GET", f'{ns}/a:b":c\\:d/proxy/') == (400, "BadRequest", 'invalid pod request "a:b\\":c\\\\:d"')
     assert status_of("GET", f"{ns}/ftp:{PLUGIN}:1/proxy/")[0] == 400
     assert status_of("GET", f"{ns}/no-ip/proxy/") == (400, "BadRequest", "address not allowed")
     # No port: the first container port (1234), where nothing listens.

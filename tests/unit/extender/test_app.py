@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+import golden_files
 import pytest
 
 from kubectl_gpushare.extender import wire
 from kubectl_gpushare.extender.app import BindOutcome, ExtenderApp
 from kubectl_gpushare.extender.state import ExtenderState
 from kubectl_gpushare.ledger import NodeRecord, PodRecord
-
-GOLDEN = Path(__file__).parents[2] / "golden" / "extender"
 
 
 class RefusingBinder:
@@ -51,7 +49,7 @@ def filter_body(pod: dict, names: list[str] | None = None, nodes: list[dict] | N
 
 
 def golden(name: str, body: bytes) -> None:
-    assert body == (GOLDEN / name).read_bytes(), f"reply differs from tests/golden/extender/{name}"
+    golden_files.golden(f"extender/{name}", body)
 
 
 def test_filter_with_node_names_matches_golden(app: ExtenderApp) -> None:

@@ -101,6 +101,11 @@ ERRORS = [
     ("[duration('1s')].sum()", "duration or timestamp result is not supported"),
     ("url('https://a:b:c/')",
      'URL parse error during conversion from string: parse "https://a:b:c/": invalid port ":c" after host'),
+    # strconv.Quote (net/url's "invalid port %q"): a printable rune as it is, a control byte as \xNN.
+    ("url('https://a:b:\u00e9/')",
+     'URL parse error during conversion from string: parse "https://a:b:\u00e9/": invalid port ":\u00e9" after host'),
+    ("ip('1.2.3.4\\x7f')", 'IP Address "1.2.3.4\\x7f" parse error during conversion from string: '
+     'ParseAddr("1.2.3.4\\x7f")'),
     ("url('../relative-path')", "invalid URI for request"),
     ("url(':x')", "missing protocol scheme"),
     ("url('http://[::1/')", "missing ']' in host"),
