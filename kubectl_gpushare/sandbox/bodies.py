@@ -4,16 +4,17 @@ Owns what a hostile body may not do: be invalid UTF-8, nest deeper than `MAX_DEP
 object code is recursive; kube-apiserver's Go decoder has no such limit below 10,000), or use YAML
 aliases (a few hundred bytes of anchors expand to gigabytes: the "billion laughs"). YAML is turned
 into exactly what the same document in JSON would decode to, so nothing downstream sees a date, a
-set or an integer map key. A JSON escape of a lone UTF-16 surrogate reads as U+FFFD, as Go's decoder
-reads it. Every failure is a `BodyError` with a one-line message; no I/O.
+set or an integer map key. A JSON string's invalid UTF-8 and its escape of a lone UTF-16 surrogate
+read as U+FFFD, as Go's decoder reads them. Every failure is a `BodyError` with a one-line message; no I/O.
 """
 
 from __future__ import annotations
 
+import codecs
 import functools
 import math
 import re
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -33,19 +34,44 @@ class BodyError(ValueError):
     """A body that does not decode, or breaks a bound; the message is one line."""
 
 
+def _each_byte_as_fffd(error: UnicodeError) -> tuple[str, int]:
+    # Go's unquoteBytes (src/encoding/json/decode.go; sigs.k8s.io/json keeps it) reads a byte that
+    # utf8.DecodeRune cannot as RuneError of size 1 and writes U+FFFD for it, one byte at a time;
+    # Python's "replace" writes one U+FFFD for a whole invalid sequence ("\xe2\x82" is two in Go).
+    assert isinstance(error, UnicodeDecodeError)
+    return "\ufffd" * (error.end - error.start), error.end
+
+
+_GO_UTF8: Final = "kubectl-gpushare-go-utf8"
+codecs.register_error(_GO_UTF8, _each_byte_as_fffd)
+
+
+def _as_go_reads(data: bytes) -> bytes:
+    """``data`` as Go's JSON decoder reads its strings: invalid UTF-8 and lone surrogate escapes as U+FFFD.
+
+    Go's decoder does so only inside strings; a byte coerced outside one is still a syntax error.
+    """
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        data = data.decode(errors=_GO_UTF8).encode()
+    return _replace_lone_surrogates(data) if _SURROGATE_ESCAPE.search(data) else data
+
+
 def decode_json(data: bytes) -> Any:
     """Decode a JSON body.
 
     Raises:
-        BodyError: malformed JSON, invalid UTF-8, or nesting deeper than `MAX_DEPTH`.
+        BodyError: malformed JSON (invalid UTF-8 outside a string included) or nesting deeper than `MAX_DEPTH`.
     """
     try:
         try:
             value = _decode(data)
-        except msgspec.DecodeError:
-            if not _SURROGATE_ESCAPE.search(data):
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            readable = _as_go_reads(data)
+            if readable == data:
                 raise
-            value = _decode(_replace_lone_surrogates(data))
+            value = _decode(readable)  # what is still wrong is wrong for Go too (a byte offset may differ)
     except msgspec.DecodeError as exc:
         raise BodyError(str(exc).splitlines()[0]) from None
     except UnicodeDecodeError:

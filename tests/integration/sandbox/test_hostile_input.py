@@ -241,8 +241,12 @@ def test_deeply_nested_bodies_get_400(sandbox: Sandbox, content_type: str) -> No
 
 
 def test_non_utf8_bodies_get_400(sandbox: Sandbox) -> None:
+    """Invalid UTF-8 outside a JSON string is a syntax error for Go's decoder too; in YAML anywhere."""
     sandbox.load([{"kind": "Pod", "metadata": {"name": "p1", "namespace": "default"}, **POD}])
-    bad = b'{"metadata": {"name": "\xff\xfe"}}'
+    bad = b'{"metadata": {"name": \xff\xfe}}'
+    status, answer, _ = exchange(sandbox, request("POST", CONFIGMAPS, b'metadata: {name: "\xff"}',
+                                                  {"Content-Type": "application/yaml"}))
+    assert status == 400 and answer["reason"] == "BadRequest", answer
     for method, path, content_type in [
         ("POST", CONFIGMAPS, "application/json"),
         ("POST", CONFIGMAPS, "application/yaml"),
@@ -254,6 +258,17 @@ def test_non_utf8_bodies_get_400(sandbox: Sandbox) -> None:
         status, answer, _ = exchange(sandbox, request(method, path, bad, {"Content-Type": content_type}))
         assert status == 400 and answer["kind"] == "Status" and answer["reason"] == "BadRequest", (method, answer)
     assert sandbox.get("pods", "default", "p1") is not None
+
+
+def test_invalid_utf8_in_a_json_string_is_stored_as_u_fffd_a_byte(sandbox: Sandbox) -> None:
+    # Go's encoding/json unquoteBytes (sigs.k8s.io/json keeps it): each byte utf8.DecodeRune cannot
+    # read is one U+FFFD ("\xe2\x82" is two, an encoded surrogate three), in keys too; valid text stays.
+    body = b'{"metadata": {"name": "bytes"}, "data": {"k\xff": "a\xffb\xe2\x82A\xed\xa0\x80\xc3\xa9\\ud800"}}'
+    status, answer, _ = exchange(sandbox, request("POST", CONFIGMAPS, body))
+    expected = {"k\ufffd": "a\ufffdb\ufffd\ufffdA\ufffd\ufffd\ufffd\u00e9\ufffd"}
+    assert status == 201 and answer["data"] == expected, answer
+    status, answer, _ = exchange(sandbox, request("GET", CONFIGMAPS + "/bytes"))
+    assert status == 200 and answer["data"] == expected
 
 
 def test_a_lone_surrogate_escape_is_stored_as_u_fffd(sandbox: Sandbox) -> None:

@@ -24,10 +24,17 @@ def test_depth_limit_is_exact() -> None:
         decode_json(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1))
 
 
-@pytest.mark.parametrize("data", [b"{", b'"\xff"', b"\xff\xfe{}", b"[" * 100_000], ids=["short", "utf8", "bom", "deep"])
+@pytest.mark.parametrize("data", [b"{", b'[\xff]', b"\xff\xfe{}", b"[" * 100_000], ids=["short", "utf8", "bom", "deep"])
 def test_bad_json_is_a_body_error(data: bytes) -> None:
     with pytest.raises(BodyError):
         decode_json(data)
+
+
+def test_a_json_strings_invalid_utf8_is_u_fffd_a_byte_as_go_reads_it() -> None:
+    # Go's unquoteBytes (src/encoding/json/decode.go): RuneError of size 1 for each unreadable byte.
+    assert decode_json(b'"\xff"') == "\ufffd"
+    assert decode_json(b'{"a\xe2\x82": ["\xf0\x9f\x98", "\xc0\x80\xc3\xa9"]}') == {
+        "a\ufffd\ufffd": ["\ufffd" * 3, "\ufffd\ufffd\u00e9"]}
 
 
 @pytest.mark.parametrize(
