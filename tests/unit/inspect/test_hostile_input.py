@@ -202,3 +202,19 @@ def test_a_warning_naming_a_megabyte_pod_is_one_short_line(cli_runner: CliRunner
     assert len(named) == 1 and named[0].startswith("warning: pod default/ppp") and named[0].endswith("p…")
     assert len(named[0]) == len("warning: ") + protocol.MAX_SHOWN_NAME * protocol.SENTENCE_NAMES
     assert huge in result.stdout
+
+
+def test_pretty_writes_a_name_holding_rich_markup_or_an_emoji_code_as_it_reads(
+    cli_runner: CliRunner, tmp_path: Path
+) -> None:
+    """``-o pretty`` draws with rich, which would read ``[/]`` as markup (a MarkupError, a traceback), ``[link=...]``
+    as a terminal hyperlink and ``:fire:`` as an emoji: names from a file are text, never markup."""
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
+
+    path = hostile.file_of(tmp_path, [
+        node_object("n[/]", [16], ip="10.9.7.1[red]"),
+        pod_object("p:fire:", "ml[link=x]", [4], node="n[/]", gpu=0, gpu_memory=16),
+    ])
+    result = cli_runner.invoke(inspect_command, ["--from-file", path, "-o", "pretty", "-d"])
+    assert result.exit_code == 0, result.stderr
+    assert "n[/]" in result.stdout and "10.9.7.1[red]" in result.stdout and "ml[link=x]/p:fire: 4" in result.stdout
