@@ -230,7 +230,7 @@ def _run(options: dict[str, Any], render: Renderer, load: Loader) -> None:
     from kubectl_gpushare.inspect.source import InputError
     from kubectl_gpushare.kube import errors
     from kubectl_gpushare.kube.selectors import SelectorError
-    from kubectl_gpushare.protocol import printable
+    from kubectl_gpushare.protocol import SENTENCE_NAMES, shown_text
 
     progress = _Progress(sys.stderr.isatty() and options["from_file"] is None)
     try:
@@ -254,8 +254,8 @@ def _run(options: dict[str, Any], render: Renderer, load: Loader) -> None:
         raise _fail(f"error: --selector: {exc}", EXIT_USAGE) from None
     finally:
         progress.clear()
-    for message in snapshot.warnings.summary():  # they name objects: one line each, whatever the names hold
-        click.echo(f"warning: {printable(message)}", err=True)
+    for message in snapshot.warnings.summary():  # they name objects: one short line each, whatever the names hold
+        click.echo(f"warning: {shown_text(message, SENTENCE_NAMES)}", err=True)
     try:
         text = render(snapshot, options)
         if text is not None:

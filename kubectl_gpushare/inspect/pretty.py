@@ -53,10 +53,11 @@ def render(
 ) -> None:
     """Draw the nodes (with each GPU's pods when ``details``) onto ``stream``, then pods waiting for a node.
 
-    rich writes an ESC or a newline in a cell as it is: names pass `protocol.shown_text` first.
+    rich writes an ESC or a newline in a cell as it is: names pass `protocol.shown_text` first. Nothing here is
+    rich markup or an emoji code, so a name holding ``[/]``, ``[link=...]`` or ``:smile:`` is written as it reads.
     """
     shown = protocol.shown_text
-    console = Console(file=stream, highlight=False, soft_wrap=False)
+    console = Console(file=stream, highlight=False, soft_wrap=False, markup=False, emoji=False)
     unit = memory_unit(ledger, names)
     title = f"Shared GPU memory ({unit})" if unit else "Shared GPU memory"  # no GPU-share node: no unit
     table = Table(title=title, title_justify="left", show_lines=details)

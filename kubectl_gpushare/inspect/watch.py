@@ -291,7 +291,8 @@ def watch(
             live.start()
         while True:
             for line in said.new(view.warnings):
-                sys.stderr.write(f"warning: {protocol.printable(line)}\n")  # names objects: one line whatever they hold
+                # names objects: one short line whatever they hold, as the one-shot views write it (command._run)
+                sys.stderr.write(f"warning: {protocol.shown_text(line, protocol.SENTENCE_NAMES)}\n")
             since = stale_since(sources.informers, time.time())
             text = (stale_line(since) if since is not None else "") + (render(view, options) or "")
             if live is not None:

@@ -19,6 +19,15 @@ pytestmark = pytest.mark.integration
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "explain"
 
 
+def _scheduler_said(kubectl: Callable[..., Any], event: str, message: str) -> None:
+    """kube-scheduler's FailedScheduling Event ``event`` about ml/wants-8, applied through kubectl."""
+    kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": event, "namespace": "ml"},
+        "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "wants-8"},
+        "reason": "FailedScheduling", "message": message, "type": "Warning",
+    }))
+
+
 @pytest.mark.parametrize("name", sorted(cases.CASES))
 def test_kubectl_gpushare_explain_matches_golden_live_and_offline(
     name: str, sandbox: Sandbox, kubectl: Callable[..., Any], kube_env: dict[str, str], tmp_path: Path
@@ -40,12 +49,7 @@ def test_live_explain_quotes_the_schedulers_event(sandbox: Sandbox, kubectl: Cal
     # The sandbox admits pods into namespaces that do not exist; a real cluster has "ml" here.
     sandbox.load([namespace_object("ml"), *cases.seed()])
     said = "0/4 nodes are available: 1 Insufficient GPU Memory in one device."
-    event = {
-        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "wants-8.1", "namespace": "ml"},
-        "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "wants-8"},
-        "reason": "FailedScheduling", "message": said, "type": "Warning",
-    }
-    kubectl("apply", "-f", "-", input=json.dumps(event))
+    _scheduler_said(kubectl, "wants-8.1", said)
     text = kubectl("gpushare", "explain", "wants-8", "-n", "ml").stdout
     assert text.endswith(f"\nThe scheduler said:\n  {said}\n")
     missing = kubectl("gpushare", "explain", "ghost", "-n", "ml", check=False)
@@ -123,12 +127,7 @@ def test_a_schedulers_message_holding_escapes_and_newlines_is_one_printable_line
 
     sandbox.load([namespace_object("ml"), *cases.seed()])
     said = f"0/4 nodes are available{hostile.HOSTILE}"
-    event = {
-        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "wants-8.2", "namespace": "ml"},
-        "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "wants-8"},
-        "reason": "FailedScheduling", "message": said, "type": "Warning",
-    }
-    kubectl("apply", "-f", "-", input=json.dumps(event))
+    _scheduler_said(kubectl, "wants-8.2", said)
     text = kubectl("gpushare", "explain", "wants-8", "-n", "ml").stdout
     hostile.assert_one_line_each(text)
     assert text.endswith(f"\nThe scheduler said:\n  0/4 nodes are available{hostile.SHOWN}\n")

@@ -355,6 +355,22 @@ def test_an_unusable_pool_is_said_once_as_its_finding(
     cases.check(suffix, result.stdout)
 
 
+def test_only_the_pools_warning_leaves_stderr(tmp_path: Path, cli_runner: CliRunner) -> None:
+    """Doctor drops from stderr the pool warnings its findings repeat, and nothing else: a pod that does not
+    decode, read beside the unusable pool, is still warned of."""
+    from kubectl_gpushare.sandbox.builders import pod_object
+
+    broken = pod_object("broken", "team-a", [4])
+    broken["spec"]["containers"] = 5  # skipped with a warning on stderr that names it
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps({"kind": "List", "items": [*cases.pool_unusable(), broken]}))
+    result = cli_runner.invoke(doctor_command, ["--from-file", str(path)])
+    assert result.exit_code == EXIT_FINDINGS_WARNINGS, result.stderr
+    assert [line.split(":")[0] for line in result.stderr.splitlines()] == ["warning"]
+    assert result.stderr.startswith("warning: pod team-a/broken: cannot be decoded")
+    assert result.stdout.count("dra-pool-unusable") == 1
+
+
 def test_an_unusable_pool_is_still_a_warning_in_the_other_views(tmp_path: Path, cli_runner: CliRunner) -> None:
     """Only doctor turns the warning into a finding: inspect, which has no findings, keeps it on stderr."""
     from kubectl_gpushare.inspect.command import inspect_command

@@ -183,3 +183,38 @@ def test_the_original_tables_still_print_names_as_the_go_tool_did(cli_runner: Cl
     result = cli_runner.invoke(inspect_command, ["--from-file", path])
     assert result.exit_code == 0 and result.stdout.splitlines()[1:3] == ["gpu\x1b[31m", "ERROR  forged\x1b[0m  "
                                                                         "10.9.5.1\x1b[31m"], "the tab splits a cell"
+
+
+def test_a_warning_naming_a_megabyte_pod_is_one_short_line(cli_runner: CliRunner, tmp_path: Path) -> None:
+    """A warning names its object: it is written as the text views write a sentence (`protocol.shown_text`), cut
+    and marked, not a megabyte on stderr; -o json keeps the name exact."""
+    from kubectl_gpushare import protocol
+
+    huge = "p" * 1_000_000
+    pod = hostile_cluster()[3]  # the good pod, under a megabyte name with an index that is no GPU
+    pod = {**pod, "metadata": {**pod["metadata"], "name": huge,
+                               "annotations": {**pod["metadata"]["annotations"], "ALIYUN_COM_GPU_MEM_IDX": "zz"}}}
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"kind": "List", "items": [*hostile_cluster()[:3], pod]}))
+    result = cli_runner.invoke(inspect_command, ["--from-file", str(path), "-o", "json"])
+    assert result.exit_code == 0, result.stderr
+    named = [line for line in result.stderr.splitlines() if "ppp" in line]
+    assert len(named) == 1 and named[0].startswith("warning: pod default/ppp") and named[0].endswith("p…")
+    assert len(named[0]) == len("warning: ") + protocol.MAX_SHOWN_NAME * protocol.SENTENCE_NAMES
+    assert huge in result.stdout
+
+
+def test_pretty_writes_a_name_holding_rich_markup_or_an_emoji_code_as_it_reads(
+    cli_runner: CliRunner, tmp_path: Path
+) -> None:
+    """``-o pretty`` draws with rich, which would read ``[/]`` as markup (a MarkupError, a traceback), ``[link=...]``
+    as a terminal hyperlink and ``:fire:`` as an emoji: names from a file are text, never markup."""
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
+
+    path = hostile.file_of(tmp_path, [
+        node_object("n[/]", [16], ip="10.9.7.1[red]"),
+        pod_object("p:fire:", "ml[link=x]", [4], node="n[/]", gpu=0, gpu_memory=16),
+    ])
+    result = cli_runner.invoke(inspect_command, ["--from-file", path, "-o", "pretty", "-d"])
+    assert result.exit_code == 0, result.stderr
+    assert "n[/]" in result.stdout and "10.9.7.1[red]" in result.stdout and "ml[link=x]/p:fire: 4" in result.stdout
