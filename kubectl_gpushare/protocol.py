@@ -190,6 +190,16 @@ def shown_text(text: str, names: int = 1) -> str:
     return printable(text) if len(text) <= room else printable(text[: room - 1]) + "…"
 
 
+
+def one_line(message: str) -> str:
+    """An error or warning as one terminal line, as every command writes its ``error:``/``warning:`` lines.
+
+    Whitespace runs (newlines included) as one space, then `shown_text` with a sentence's room: an API
+    message or a file's name can neither break the line, colour the screen nor fill it with a megabyte.
+    """
+    return shown_text(" ".join(message.split()), SENTENCE_NAMES)
+
+
 # --- Quantities -----------------------------------------------------------------------------------
 # ASCII digits only, and the end of the text (not before a final newline): what Go's parser and the
 # API's pattern accept; Python's ``\d`` would read "١٢" (Arabic-Indic digits) as 12.

@@ -98,7 +98,9 @@ def gpushare(ctx: click.Context) -> None:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    from kubectl_gpushare.protocol import one_line  # only once an error is written: --help stays light
+
+    return one_line(text)
 
 
 def run_command(command: click.Command, prog_name: str, args: list[str] | None = None) -> None:
@@ -145,7 +147,7 @@ def _complete(command: click.Command, prog_name: str) -> None:
     completer = ShellComplete(command, {}, prog_name, "_KUBECTL_GPUSHARE_COMPLETE")
     lines = []
     for item in completer.get_completions(words[:-1], words[-1]):
-        help_text = _one_line(item.help or "")
+        help_text = " ".join((item.help or "").split())  # cobra's format: one line a completion
         lines.append(f"{item.value}\t{help_text}" if help_text else str(item.value))
     try:
         sys.stdout.write("".join(f"{line}\n" for line in [*lines, COBRA_NO_FILE_COMPLETION]))

@@ -77,7 +77,9 @@ class _Progress:
 
 
 def _fail(message: str, code: int) -> click.exceptions.Exit:
-    click.echo(" ".join(message.split()), err=True)
+    from kubectl_gpushare.protocol import one_line  # not at import: --help stays light
+
+    click.echo(one_line(message), err=True)
     return click.exceptions.Exit(code)
 
 
@@ -227,10 +229,10 @@ def run(options: dict[str, Any], render: Renderer = _render, load: Loader = _loa
 
 
 def _run(options: dict[str, Any], render: Renderer, load: Loader) -> None:
+    from kubectl_gpushare import protocol
     from kubectl_gpushare.inspect.source import InputError
     from kubectl_gpushare.kube import errors
     from kubectl_gpushare.kube.selectors import SelectorError
-    from kubectl_gpushare.protocol import SENTENCE_NAMES, shown_text
 
     progress = _Progress(sys.stderr.isatty() and options["from_file"] is None)
     try:
@@ -255,7 +257,7 @@ def _run(options: dict[str, Any], render: Renderer, load: Loader) -> None:
     finally:
         progress.clear()
     for message in snapshot.warnings.summary():  # they name objects: one short line each, whatever the names hold
-        click.echo(f"warning: {shown_text(message, SENTENCE_NAMES)}", err=True)
+        click.echo(f"warning: {protocol.one_line(message)}", err=True)
     try:
         text = render(snapshot, options)
         if text is not None:

@@ -173,5 +173,5 @@ def label_nodes_command(**options: Any) -> None:
         code, message = EXIT_API, str(exc)
     else:
         return
-    click.echo(f"Failed due to {' '.join(message.split())}", err=True)
+    click.echo(f"Failed due to {protocol.one_line(message)}", err=True)
     sys.exit(code)

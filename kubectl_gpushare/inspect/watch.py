@@ -292,7 +292,7 @@ def watch(
         while True:
             for line in said.new(view.warnings):
                 # names objects: one short line whatever they hold, as the one-shot views write it (command._run)
-                sys.stderr.write(f"warning: {protocol.shown_text(line, protocol.SENTENCE_NAMES)}\n")
+                sys.stderr.write(f"warning: {protocol.one_line(line)}\n")
             since = stale_since(sources.informers, time.time())
             text = (stale_line(since) if since is not None else "") + (render(view, options) or "")
             if live is not None:
