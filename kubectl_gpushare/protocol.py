@@ -1007,7 +1007,8 @@ def decode_usage_report(data: bytes) -> UsageReport:
         ) or gpu.enforcement not in ENFORCE_MODES:
             raise AnnotationError(f"usage document: GPU entry out of range (index {gpu.index})")
     for pod in report.pods:
-        if not valid_gpu_index(pod.gpu) or not all(
+        # A name longer than the API allows (a namespace is a DNS label, a pod name a subdomain) names no pod.
+        if not valid_gpu_index(pod.gpu) or len(pod.namespace) > 63 or len(pod.name) > 253 or not all(
             _valid_bytes(v) for v in (pod.allocated_bytes, pod.used_bytes, pod.limit_bytes, pod.soft_limit_bytes)
         ):
             raise AnnotationError(f"usage document: pod entry out of range ({pod.namespace[:64]}/{pod.name[:64]})")

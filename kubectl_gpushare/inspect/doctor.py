@@ -28,7 +28,6 @@ from kubectl_gpushare.inspect.label_nodes import NVIDIA_GPU, has_nvidia_gpus
 from kubectl_gpushare.inspect.source import Confinement, PodKeys, StackSplit, keyed_pod_record, node_ips
 from kubectl_gpushare.kube import stacks
 from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS, EXIT_OK
-from kubectl_gpushare.kube.names import DNS1123_LABEL_MAX, DNS1123_SUBDOMAIN_MAX
 from kubectl_gpushare.kube.records import (
     Warnings,
     node_record,
@@ -360,8 +359,7 @@ def _usage_findings(reports: Mapping[str, protocol.UsageReport | None]) -> Itera
                 continue
             neighbours = len(on_gpu[pod.gpu] - {(pod.namespace, pod.name)})
             at_risk = neighbours > 0 and not enforced.get(pod.gpu, False)
-            # A plugin's document bounds no name: each is cut to the longest the API allows (a real one never is).
-            obj = f"pod/{pod.namespace[:DNS1123_LABEL_MAX]}/{pod.name[:DNS1123_SUBDOMAIN_MAX]}"
+            obj = f"pod/{pod.namespace}/{pod.name}"  # bounded by protocol.decode_usage_report
             risk = (f"{neighbours} other pod(s) share GPU {pod.gpu} without memory limits and may run out of memory"
                     if at_risk else "no unenforced neighbour is at risk")  # fmt: skip
             yield Finding(ERROR if at_risk else WARNING, "gpu-over-share", obj,

@@ -6,6 +6,7 @@ import json
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 from golden.doctor import cases
@@ -408,22 +409,28 @@ def test_names_from_a_file_cannot_write_escapes_or_forge_rows_in_the_text(
 
 
 def test_a_plugins_pod_names_are_bounded_and_exact_in_json_printable_in_text() -> None:
-    """gpu-over-share names a pod from a device plugin's document, which bounds no name: cut to the API's longest
-    name (a real one never is), kept exact in JSON otherwise, written printable in the text."""
+    """gpu-over-share names a pod from a device plugin's document: a name longer than the API allows makes the
+    document unreadable (`protocol.decode_usage_report`); one within bounds is exact in JSON, printable in text."""
     from kubectl_gpushare import protocol
     from kubectl_gpushare.inspect import doctor
 
     gib = 2**30
-    name = "p\x1b[31m" + "x" * 1000
+    name = "p\x1b[31m" + "x" * 245
     report = protocol.UsageReport("n1", "t", 10, "processes", [
         protocol.UsageGpu(0, "g0", 16 * gib, 4 * gib, 8 * gib, protocol.ENFORCE_OFF, ""),
     ], [protocol.UsagePod("ns\n", name, "u1", 0, 2 * gib, 6 * gib), protocol.UsagePod("b", "c", "u2", 0, 2 * gib)])
+    for namespace, pod in (("n" * 64, "p"), ("ns", "p" * 254)):
+        long = msgspec.structs.replace(report, pods=[msgspec.structs.replace(report.pods[0], namespace=namespace,
+                                                                             name=pod)])
+        with pytest.raises(protocol.AnnotationError, match="pod entry out of range"):
+            protocol.decode_usage_report(protocol.encode_usage_report(long))
+    report = protocol.decode_usage_report(protocol.encode_usage_report(report))
     audited = doctor.audit([], [], now_ns=0, usage={"n1": report})
     (found,) = [f for f in audited.findings if f.check == "gpu-over-share"]
-    assert found.object == f"pod/ns\n/{name[:253]}"
+    assert found.object == f"pod/ns\n/{name}"
     assert json.loads(doctor.to_json(audited))["findings"][0]["object"] == found.object
     text = doctor.to_text(audited)
-    assert "\x1b" not in text and f"pod/ns /p [31m{'x' * 247} " in text and len(text.splitlines()) == 4
+    assert "\x1b" not in text and f"pod/ns /p [31m{'x' * 245} " in text and len(text.splitlines()) == 4
 
 
 def test_text_cuts_a_megabyte_name_to_the_apis_longest_json_keeps_it(tmp_path: Path, cli_runner: CliRunner) -> None:
