@@ -55,6 +55,7 @@ from kubectl_gpushare.dra import slices
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, refused
+from kubectl_gpushare.kube.lenient import Undecodable
 
 log = logging.getLogger(__name__)
 
@@ -127,10 +128,19 @@ class SlicePublisher:
                                 "UID: no ResourceSlice is published until it does")
         return wire.WireOwnerReference(api_version="v1", kind="Node", name=self.node, uid=uid, controller=True)
 
-    def _listed(self) -> list[wire.WireResourceSlice]:
+    def _listed(self) -> tuple[list[wire.WireResourceSlice], list[str]]:
+        """Our slices on this node, and the names of those listed that do not decode (ours too: the selector's)."""
         selector = f"spec.nodeName={self.node},spec.driver={protocol.DRA_DRIVER}"
-        found: list[wire.WireResourceSlice] = self.client.list(types.DRA_SLICES, field_selector=selector)
-        return [s for s in found if s.spec.node_name == self.node and s.spec.driver == protocol.DRA_DRIVER]
+        unreadable: list[str] = []
+
+        def undecodable(bad: Undecodable) -> None:
+            if bad.key:
+                unreadable.append(bad.key)
+
+        found: list[wire.WireResourceSlice] = self.client.list(types.DRA_SLICES, field_selector=selector,
+                                                               on_undecodable=undecodable)
+        ours = [s for s in found if s.spec.node_name == self.node and s.spec.driver == protocol.DRA_DRIVER]
+        return ours, unreadable
 
     def sync(self, devices: slices.Devices) -> bool:
         """Make the API hold exactly one slice with ``devices``; True if anything was written.
@@ -157,14 +167,16 @@ class SlicePublisher:
                 log.warning("cannot delete our ResourceSlice: %s", exc)
                 return False
         owners = [self._owner(node)]
-        existing = self._listed()
+        existing, unreadable = self._listed()
+        wrote = False
+        for name in unreadable:  # never compared, never kept: without this, each sync would add a slice beside it
+            wrote |= self._delete_name(name)
         prefix = protocol.DRA_SLICE_INDEX + "-"
         generation = max((s.spec.pool.generation for s in existing), default=0)
         candidates = [s for s in existing if s.metadata.name.startswith(prefix) and s.spec.pool.name == self.node]
         keep = max(candidates, key=lambda s: (s.spec.pool.generation, s.metadata.resource_version), default=None)
         if keep is not None and keep.spec.pool.generation < generation:
             keep = None  # an older generation is obsolete, as the resourceslice controller has it
-        wrote = False
         for stale in existing:
             if keep is None or stale.metadata.uid != keep.metadata.uid:
                 wrote |= self._delete(stale)
@@ -214,6 +226,16 @@ class SlicePublisher:
             return False  # re-created meanwhile: the next sync looks again
         self.writes += 1
         log.info("deleted stale ResourceSlice %s", stale.metadata.name)
+        return True
+
+    def _delete_name(self, name: str) -> bool:
+        """Delete a slice of ours the list could not decode, by name alone (its UID is unreadable too)."""
+        try:
+            self.client.delete(types.DRA_SLICES, name)
+        except NotFound:
+            return False
+        self.writes += 1
+        log.warning("deleted ResourceSlice %s: it does not decode as a ResourceSlice", protocol.printable(name, 253))
         return True
 
     def _store(self, stored: wire.WireResourceSlice, desired: slices.Devices) -> None:
@@ -280,4 +302,5 @@ class SlicePublisher:
 
     def _withdraw(self) -> int:
         self.withdrawn = True
-        return sum(self._delete(s) for s in self._listed())
+        readable, unreadable = self._listed()
+        return sum(self._delete(s) for s in readable) + sum(self._delete_name(name) for name in unreadable)

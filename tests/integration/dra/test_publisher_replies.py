@@ -160,3 +160,36 @@ def test_an_offered_node_serves_only_a_sync_within_offer_seconds_of_its_read(san
 
 def _owner_uids(api: Client) -> list[str]:
     return [ref.uid for s in api.list(types.DRA_SLICES) for ref in s.metadata.owner_references]
+
+
+def test_a_slice_of_ours_that_does_not_decode_is_deleted_not_left_beside_a_new_one(
+    sandbox: Sandbox, api: Client, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A list item that does not decode is skipped (kube.lenient): the publisher never sees it, so it
+    # would publish another slice beside it at each sync that finds none readable. Listed under our
+    # node's and driver's field selector, it is ours: it is deleted by name.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    SlicePublisher(api, NODE).sync(_devices())
+    (garbled,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method != "GET" or not path.startswith("/apis/resource.k8s.io/v1/resourceslices?"):
+            return None
+        items = [{**s, "spec": {**s["spec"], "devices": "garbage"}} if s["metadata"]["name"] == garbled else s
+                 for s in sandbox.objects("resourceslices")]
+        return msgspec.json.encode({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
+                                    "metadata": {"resourceVersion": "1"}, "items": items})
+
+    with relay(sandbox, rewrite) as port:
+        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
+                        component="test-publisher", retry=None)
+        publisher = SlicePublisher(client, NODE)
+        try:
+            with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
+                assert publisher.sync(_devices())
+            assert not publisher.sync(_devices()), "the new slice reads: nothing more to write"
+        finally:
+            client.close()
+    (kept,) = [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
+    assert kept != garbled
+    assert f"deleted ResourceSlice {garbled}: it does not decode as a ResourceSlice" in caplog.text
