@@ -1,11 +1,13 @@
-"""A URL query string read as Go's ``url.ParseQuery`` reads it (``src/net/url/url.go``, ``parseQuery``).
+"""A request target's query and path read as Go's ``net/url`` reads them (``src/net/url/url.go``).
 
-Shared by the CEL ``url`` library (``URL.Query()``) and the sandbox, which reads each request's query
-once, as kube-apiserver does (`GoQuery`). Go splits on ``&`` only and skips, without failing the rest,
-an empty pair, a pair holding ``;`` anywhere ("invalid semicolon separator in query") and a pair with a
-``%`` not followed by two hex digits; Python's ``parse_qsl`` keeps those. A query of more than
-`MAX_PARAMS` pairs is refused whole (Go 1.24+, the ``urlmaxqueryparams`` GODEBUG default): no values
-at all. Pure: no I/O.
+The query as ``url.ParseQuery`` (``parseQuery``) reads it, the path as ``url.ParseRequestURI`` sets
+``URL.Path`` (`unescape_path`) and as ``URL.EscapedPath`` writes it back (`escape_path`). The query is
+shared by the CEL ``url`` library (``URL.Query()``) and the sandbox, which reads each request's query
+once, as kube-apiserver does (`GoQuery`); the path only by the sandbox. Go splits a query on ``&``
+only and skips, without failing the rest, an empty pair, a pair holding ``;`` anywhere ("invalid
+semicolon separator in query") and a pair with a ``%`` not followed by two hex digits; Python's
+``parse_qsl`` keeps those. A query of more than `MAX_PARAMS` pairs is refused whole (Go 1.24+, the
+``urlmaxqueryparams`` GODEBUG default): no values at all. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -60,9 +62,43 @@ def _go_string(raw: str) -> str:
     return raw.encode("latin-1", "replace").decode("utf-8", "surrogateescape")
 
 
-def _text(value: str) -> str:
+def go_text(value: str) -> str:
     """A Go string (bytes as surrogate escapes) as text: bytes that are not UTF-8 become U+FFFD."""
     return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def unescape_path(raw: str) -> str:
+    """A request target's path as Go's ``URL.Path`` holds it: every ``%XX`` decoded, bytes as surrogate escapes.
+
+    ``url.ParseRequestURI`` runs ``setPath``, which unescapes in ``encodePath`` mode (``unescape`` in
+    src/net/url/url.go): each ``%`` followed by two hex digits becomes its byte, ``%2F`` a ``/`` like
+    any other (``URL.Path`` cannot tell them apart), and ``+`` stays ``+``. ``raw`` is request-line text
+    (a character per byte); `go_text` makes the result text.
+
+    Raises:
+        ValueError: a ``%`` not followed by two hex digits (Go's ``EscapeError``): the request target
+            does not parse, and Go's server refuses the request before any handler.
+    """
+    bad = BAD_ESCAPE.search(raw)
+    if bad is not None:
+        raise ValueError(f"invalid URL escape {raw[bad.start():bad.start() + 3]!r}")
+    if "%" not in raw:
+        return _go_string(raw)
+    return urllib.parse.unquote_to_bytes(raw.encode("latin-1", "replace")).decode("utf-8", "surrogateescape")
+
+
+_PATH_SAFE: Final = "$&+,/:;=@"
+"""What ``shouldEscape`` leaves as it is in ``encodePath`` mode, besides letters, digits and ``-_.~``."""
+
+
+def escape_path(path: str) -> str:
+    """A path (as `unescape_path` gives it) as Go writes a ``URL`` without ``RawPath`` onto the wire.
+
+    ``URL.EscapedPath`` falls back to ``escape(path, encodePath)`` (src/net/url/url.go): letters,
+    digits, ``-_.~`` and ``$&+,/:;=@`` stay, every other byte (``?``, ``%``, a space, ``!*'()``,
+    bytes past ASCII) becomes ``%XX`` with upper-case hex.
+    """
+    return urllib.parse.quote(path.encode("utf-8", "surrogateescape"), safe=_PATH_SAFE)
 
 
 class GoQuery(Mapping[str, str]):
@@ -85,7 +121,7 @@ class GoQuery(Mapping[str, str]):
         self._values = parse_query(_go_string(raw), errors="surrogateescape")
 
     def __getitem__(self, name: str) -> str:
-        return _text(self._values[name][0])
+        return go_text(self._values[name][0])
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
@@ -95,7 +131,7 @@ class GoQuery(Mapping[str, str]):
 
     def every(self, name: str) -> list[str]:
         """All of a name's values in order, as text (empty when absent)."""
-        return [_text(value) for value in self._values.get(name, ())]
+        return [go_text(value) for value in self._values.get(name, ())]
 
     def every_exact(self, name: str) -> list[str]:
         """All of a name's values in order as Go holds them: bytes that are not UTF-8 kept as surrogate escapes."""
@@ -108,7 +144,7 @@ class GoQuery(Mapping[str, str]):
 
     def first_values(self) -> dict[str, str]:
         """Each name's first value, as text (names too): what a request log shows."""
-        return {_text(name): _text(values[0]) for name, values in self._values.items()}
+        return {go_text(name): go_text(values[0]) for name, values in self._values.items()}
 
 
-__all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "go_bool", "parse_query"]
+__all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "escape_path", "go_bool", "go_text", "parse_query", "unescape_path"]

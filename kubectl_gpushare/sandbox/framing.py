@@ -17,6 +17,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Protocol
 
+from kubectl_gpushare.kube.go_query import BAD_ESCAPE
+
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
@@ -54,18 +56,21 @@ class BodyTooLargeError(ValueError):
     """The body is larger than the limit (413)."""
 
 
-def target_has_control_byte(request_line: bytes) -> bool:
-    """Whether the request target holds a byte below a space or DEL: Go's server refuses it (`BAD_REQUEST_REPLY`).
+def target_unparsable(request_line: bytes) -> bool:
+    """Whether Go's server refuses the request target before any handler (`BAD_REQUEST_REPLY`).
 
     src/net/http/request.go ``readRequest``: ``parseRequestLine`` cuts the line at its first two
-    spaces (a tab stays in the target), then ``url.ParseRequestURI`` fails on any such byte
-    ("net/url: invalid control character in URL", src/net/url/url.go ``stringContainsCTLByte``),
-    in the path and the query alike.
+    spaces (a tab stays in the target), then ``url.ParseRequestURI`` (src/net/url/url.go ``parse``)
+    fails on a byte below a space or DEL anywhere ("net/url: invalid control character in URL",
+    ``stringContainsCTLByte``), in the path and the query alike, and on a ``%`` not followed by two
+    hex digits in the path, before the first ``?`` (``setPath`` unescapes it: ``EscapeError``;
+    the query is kept raw, so a bad escape there is no error).
     """
     line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
     _, _, rest = line.partition(b" ")
     target, _, _ = rest.partition(b" ")
-    return _CONTROL.search(target) is not None
+    path, _, _ = target.partition(b"?")
+    return _CONTROL.search(target) is not None or BAD_ESCAPE.search(path.decode("latin-1")) is not None
 
 
 def content_length(values: list[str]) -> int:

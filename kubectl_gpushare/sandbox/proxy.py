@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import posixpath
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
-from urllib.parse import quote
 
 from kubectl_gpushare.kube.go_format import go_quote
+from kubectl_gpushare.kube.go_query import escape_path
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.errors import ApiError
 
@@ -178,6 +179,24 @@ def _pod_ip(pod: Mapping[str, Any]) -> str:
     return str(status.get("podIP") or "")
 
 
+def request_path(subpath: str) -> str:
+    """The path the pod gets for a proxy subpath (`routes.Target.proxy_path`), escaped as Go sends it.
+
+    ``ProxyREST.Connect`` (pkg/registry/core/pod/rest/subresources.go) sets the location's path to
+    ``net.JoinPreservingTrailingSlash("", subpath)`` (k8s.io/apimachinery/pkg/util/net/http.go:
+    ``path.Join``, which cleans ``//``, ``.`` and ``..``, then the subpath's trailing ``/`` again);
+    ``UpgradeAwareHandler.ServeHTTP`` adds the request's trailing ``/`` (the subpath has it already),
+    and an empty path goes out as ``/`` (``httputil``'s ``singleJoiningSlash``; upstream redirects a
+    GET or HEAD there with a 301 instead, which the sandbox does not). The location has no
+    ``RawPath``, so Go's transport writes ``URL.EscapedPath()``: the decoded path escaped anew
+    (`escape_path`), whatever escapes the client used.
+    """
+    joined = posixpath.normpath(subpath) if subpath else ""  # subpath starts with one "/": normpath is path.Clean
+    if subpath.endswith("/") and not joined.endswith("/"):
+        joined += "/"
+    return escape_path(joined or "/")
+
+
 def forward(
     targets: ProxyTargets,
     pod: Mapping[str, Any],
@@ -190,6 +209,7 @@ def forward(
 ) -> tuple[int, str, dict[str, str], bytes | Iterator[bytes]]:
     """Relay one request to the pod's target: (status, content type, other headers, body or its chunks).
 
+    ``path`` is the decoded subpath (`routes.Target.proxy_path`); the pod gets `request_path`.
     The query goes on as it came, byte for byte (``UpgradeAwareHandler.ServeHTTP`` in
     k8s.io/apimachinery/pkg/util/proxy/upgradeaware.go sets ``loc.RawQuery = req.URL.RawQuery``, and
     Go's transport writes ``URL.RequestURI()`` as it is): repeated names, ``;``, bad escapes and bytes
@@ -213,7 +233,7 @@ def forward(
         where = f"{ip}:{port}" if port else ip
         raise _unreachable(f"dial tcp {where}: connect: connection refused")
     host, target_port = found
-    url = quote(path or "/", safe="/:@!$&'()*+,;=-._~%") + (f"?{raw_query}" if raw_query else "")
+    url = request_path(path) + (f"?{raw_query}" if raw_query else "")
     send = {name: value for name, value in headers.items() if name in _FORWARDED_HEADERS}
     key = (scheme or "http", host, target_port)
     reusable = method in ("GET", "HEAD")

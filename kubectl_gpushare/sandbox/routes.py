@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol
 import msgspec
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.go_query import GoQuery, go_bool
+from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
 from kubectl_gpushare.sandbox.admission import Admission, Attributes
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -104,7 +104,7 @@ class Target:
     document: dict[str, Any] | None = None
     """The answer for non-resource URLs (discovery, version, OpenAPI)."""
     proxy_path: str = ""
-    """For ``pods/proxy``: the path after ``/proxy`` that goes to the pod."""
+    """For ``pods/proxy``: the path after ``/proxy``, decoded, bytes as surrogate escapes (`proxy.forward`)."""
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -121,10 +121,17 @@ def error_response(error: ApiError) -> Response:
 def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
     """Route a request to a resource and verb, or to a discovery document.
 
+    ``path`` is the decoded path, as Go's ``URL.Path`` holds it (`kube.go_query.unescape_path`: bytes
+    that are not UTF-8 as surrogate escapes): kube-apiserver's ``RequestInfoFactory.NewRequestInfo``
+    (k8s.io/apiserver/pkg/endpoints/request/requestinfo.go) splits ``req.URL.Path`` on ``/``, and
+    go-restful routes on it, so ``p%31`` names ``p1`` and a ``%2F`` splits a segment in two. Names
+    are read as text (`go_text`); the pod proxy's subpath keeps the bytes.
+
     Raises:
         ApiError: 404 for unknown paths, 405 for verbs a route does not allow.
     """
-    parts = [part for part in path.split("/") if part]
+    exact = [part for part in path.split("/") if part]  # "/" is one byte: the text parts line up with these
+    parts = [go_text(part) for part in exact]
     if not parts:
         return Target(
             document={"paths": ["/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version", "/healthz"]}
@@ -174,8 +181,11 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
         verb = proxy.PROXY_VERBS.get(method)
         if verb is None:
             raise errors.method_not_allowed(method)
-        tail = "/" + "/".join(rest[3:]) + ("/" if path.endswith("/") and len(rest) > 3 else "")
-        return Target(verb, resource_for("", version, "pods"), namespace, rest[1], "proxy", "", proxy_path=tail)
+        # The subpath as getRequestOptions (endpoints/handlers/rest.go) builds it from RequestInfo.Parts:
+        # what follows "proxy", joined, with a leading "/" and the decoded path's trailing one.
+        subpath = "/".join(exact[len(exact) - len(rest) + 3:])
+        subpath = ("/" + subpath if subpath else "") + ("/" if path.endswith("/") and not subpath.endswith("/") else "")
+        return Target(verb, resource_for("", version, "pods"), namespace, rest[1], "proxy", "", proxy_path=subpath)
     if rest:
         if len(rest) > 3:
             raise errors.path_not_found()

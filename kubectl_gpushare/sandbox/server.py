@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
-from kubectl_gpushare.kube.go_query import GoQuery, go_bool
+from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
@@ -68,7 +68,7 @@ from kubectl_gpushare.sandbox.framing import (
     content_length,
     drain,
     read_chunked,
-    target_has_control_byte,
+    target_unparsable,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
@@ -218,11 +218,11 @@ class _Handler(BaseHTTPRequestHandler):
         super().handle_one_request()
 
     def parse_request(self) -> bool:
-        """Refuse a target with a control byte as Go's server does (`framing.target_has_control_byte`).
+        """Refuse a target Go's URL parser refuses, as Go's server does (`framing.target_unparsable`).
 
         Before any handler, and so before routing, authentication, faults and the request log.
         """
-        if target_has_control_byte(self.raw_requestline):
+        if target_unparsable(self.raw_requestline):
             self.close_connection = True
             self.wfile.write(BAD_REQUEST_REPLY)
             return False
@@ -631,6 +631,11 @@ class Sandbox:
         # the pod proxy share it.
         split = urlsplit(handler.path, allow_fragments=False)
         query = GoQuery(split.query)
+        # Routing, authorization and the log see the decoded path, as kube-apiserver sees req.URL.Path
+        # (url.ParseRequestURI unescapes it; `parse_request` refused a path that does not unescape).
+        # `exact` keeps bytes that are not UTF-8 for the pod proxy; `path` is its text.
+        exact = unescape_path(split.path)
+        path = go_text(exact)
         method = handler.command
         try:
             body = self._read_body(handler)
@@ -638,8 +643,8 @@ class Sandbox:
             self._close(handler)
             return
         handler.reader.end_request()
-        if admin.is_admin_path(split.path):
-            self._send(handler, method, self._serve_admin(handler, method, split.path, body))
+        if admin.is_admin_path(path):
+            self._send(handler, method, self._serve_admin(handler, method, path, body))
             return
         user = ""
         target = Target()
@@ -661,13 +666,13 @@ class Sandbox:
             # k8s.io/apiserver/pkg/server/config.go: the API handler is the chain's innermost), so a
             # malformed timeout is a 400 for anyone, on any path, a 404 one included.
             try:
-                target = resolve(method, split.path, query)
+                target = resolve(method, exact, query)
             except ApiError:
-                self._deadline(received, method, split.path, query, None)  # its 400 comes first
+                self._deadline(received, method, path, query, None)  # its 400 comes first
                 raise
-            deadline = self._deadline(received, method, split.path, query, target)
+            deadline = self._deadline(received, method, path, query, target)
             identity = self._authenticate(handler)
-            if identity is None and split.path not in ("/healthz", "/livez", "/readyz"):
+            if identity is None and path not in ("/healthz", "/livez", "/readyz"):
                 raise errors.unauthorized()
             identity = identity or Identity(ANONYMOUS)
             user, readonly = identity.user.username, identity.readonly
@@ -686,11 +691,11 @@ class Sandbox:
             if fault is not None and not fault.after:
                 if fault.drop_watch:
                     self._drop(handler, target)
-                    self._record(handler, method, target, 0, user, query, split.path)
+                    self._record(handler, method, target, 0, user, query, path)
                     return
                 if fault.status is not None:
                     raise _fault_error(fault)
-            request = Request(method, split.path, query, handler.headers, body if isinstance(body, bytes) else b"",
+            request = Request(method, path, query, handler.headers, body if isinstance(body, bytes) else b"",
                               identity.user)
             if committing:
                 assert fault is not None and deadline is not None
@@ -701,7 +706,7 @@ class Sandbox:
                 response = self.api.handle(request, target)
             if fault is not None and fault.after:  # the request took effect; the client never hears so
                 if fault.drop_watch:
-                    self._record(handler, method, target, 0, user, query, split.path)
+                    self._record(handler, method, target, 0, user, query, path)
                     self._drop(handler, target)
                     return
                 if fault.status is not None:
@@ -711,13 +716,13 @@ class Sandbox:
         except _HandlerTimeoutError:
             response = _handler_timeout_response()
         except _StoppedError:  # the server went away while it was held: the client hears nothing
-            self._record(handler, method, target, 0, user, query, split.path)
+            self._record(handler, method, target, 0, user, query, path)
             self._close(handler)
             return
         except Exception as exc:  # noqa: BLE001 - a bug must answer 500, never kill the connection thread
             response = error_response(errors.internal(f"{type(exc).__name__}: {exc}"))
         # Recorded before sending, so a client that has its answer always finds it in the log.
-        self._record(handler, method, target, response.status, user, query, split.path)
+        self._record(handler, method, target, response.status, user, query, path)
         self._send(handler, method, response)
 
     def _deadline(self, received: float, method: str, path: str, query: GoQuery,

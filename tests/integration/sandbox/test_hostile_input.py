@@ -167,12 +167,15 @@ def read_to_close(sb: Sandbox, raw: bytes) -> bytes:
 @pytest.mark.parametrize(
     "target",
     [f"{CONFIGMAPS}?labelSelector=a%3Db\x01", f"{CONFIGMAPS}\x7f", f"{CONFIGMAPS}\tx",
-     "/api/v1/namespaces/kube-system/pods/p:1/proxy/usage?q=\x1f", "/healthz\x00"],
-    ids=["query", "path-del", "path-tab", "pod-proxy", "nul"],
+     "/api/v1/namespaces/kube-system/pods/p:1/proxy/usage?q=\x1f", "/healthz\x00",
+     f"{CONFIGMAPS}/c%zz", f"{CONFIGMAPS}/c%4?x=1", "/healthz%", "/api/v1/namespaces/kube-system/pods/p/proxy/%g1"],
+    ids=["query", "path-del", "path-tab", "pod-proxy", "nul", "bad-escape", "short-escape", "lone-percent",
+         "proxy-escape"],
 )  # fmt: skip
-def test_a_control_byte_in_the_target_gets_gos_plain_400_before_any_handler(target: str) -> None:
-    # Go's readRequest: url.ParseRequestURI refuses it, so conn.serve writes its plain 400 and closes,
-    # before kube-apiserver's handler chain: no authentication (a 401 here), no Status body.
+def test_an_unparsable_target_gets_gos_plain_400_before_any_handler(target: str) -> None:
+    # Go's readRequest: url.ParseRequestURI refuses a control byte anywhere, and a % without two hex
+    # digits in the path (setPath's unescape: EscapeError), so conn.serve writes its plain 400 and
+    # closes, before kube-apiserver's handler chain: no authentication (a 401 here), no Status body.
     with Sandbox(auth=True) as sb:
         raw = f"GET {target} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode("latin-1")
         assert read_to_close(sb, raw) == GO_BAD_REQUEST
@@ -180,6 +183,48 @@ def test_a_control_byte_in_the_target_gets_gos_plain_400_before_any_handler(targ
         raw = f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode()
         assert exchange(sb, raw)[0] == 401  # serving on; a byte past ASCII is no control byte:
         assert exchange(sb, f"GET {CONFIGMAPS}?x=\xe9 HTTP/1.1\r\nHost: s\r\n\r\n".encode("latin-1"))[0] == 401
+        # and a bad escape in the query is no error: Go keeps the query raw (URL.RawQuery).
+        assert exchange(sb, f"GET {CONFIGMAPS}?x=%zz&%4 HTTP/1.1\r\nHost: s\r\n\r\n".encode())[0] == 401
+
+
+# --- the decoded path -----------------------------------------------------------------------------
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def test_the_path_is_routed_decoded_as_kube_apiserver_routes_req_url_path(sandbox: Sandbox) -> None:
+    # url.ParseRequestURI unescapes the path into URL.Path, which RequestInfoFactory.NewRequestInfo
+    # (k8s.io/apiserver/pkg/endpoints/request/requestinfo.go) splits and go-restful routes on.
+    sandbox.load([{"kind": "Pod", "apiVersion": "v1", **POD, "metadata": {"name": "p1", "namespace": "default"}}])
+    status, pod, _ = exchange(sandbox, request("GET", f"{PODS}/p%31"))
+    assert (status, pod["metadata"]["name"]) == (200, "p1")
+    record = sandbox.requests[-1]
+    assert (record.verb, record.resource, record.name, record.path) == ("get", "pods", "p1", f"{PODS}/p1")
+    status, pod, _ = exchange(sandbox, request("GET", "/api/v1/namespaces/d%65fault/%70ods/p1"))
+    assert (status, pod["metadata"]["name"]) == (200, "p1")
+
+
+def test_an_escaped_slash_splits_its_segment(sandbox: Sandbox) -> None:
+    # URL.Path cannot tell %2F from "/": "p1%2Fstatus" is pod p1's status subresource upstream, and
+    # "c%2Fd" is ConfigMap c's unknown subresource "d", which no route serves (not a ConfigMap "c/d").
+    sandbox.load([{"kind": "Pod", "apiVersion": "v1", **POD, "metadata": {"name": "p1", "namespace": "default"}}])
+    status, pod, _ = exchange(sandbox, request("GET", f"{PODS}/p1%2Fstatus"))
+    assert (status, pod["metadata"]["name"]) == (200, "p1")
+    assert (sandbox.requests[-1].name, sandbox.requests[-1].subresource) == ("p1", "status")
+    status, answer, _ = exchange(sandbox, request("GET", f"{CONFIGMAPS}/c%2Fd"))
+    assert (status, answer["message"]) == (404, "the server could not find the requested resource")
+    status, answer, _ = exchange(sandbox, request("GET", f"{CONFIGMAPS}/c%2F"))  # splitPath trims the "/"
+    assert (status, answer["message"]) == (404, 'configmaps "c" not found')
+
+
+def test_authorization_sees_the_decoded_path() -> None:
+    # The RBAC request attributes come from RequestInfo, so an escaped "proxy" is pods/proxy, which
+    # the viewer may not use (a 403 naming the decoded pod), not an unknown subresource (404).
+    with Sandbox(auth=True) as sb:
+        headers: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.READONLY_TOKEN}"}
+        status, answer, _ = exchange(sb, request("GET", f"{PODS}/p%31/prox%79/usage", headers=headers))
+        assert (status, answer["reason"]) == (403, "Forbidden")
+        assert answer["message"] == ('pods/proxy "p1" is forbidden: User "sandbox-viewer" cannot get resource '
+                                     '"pods/proxy" in API group "" in the namespace "default"')  # fmt: skip
 
 
 # --- decoding bombs and bad shapes ------------------------------------------------------------

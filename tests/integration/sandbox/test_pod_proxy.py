@@ -158,3 +158,18 @@ def test_a_raw_byte_past_ascii_in_the_query_reaches_the_pod_unescaped(sandbox: S
     assert b'{"hello": "usage"}' in reply  # relayed (chunked: the sandbox re-frames the body)
     # http.server (the stand-in) reads the request line as Latin-1: one character per byte.
     assert standin.paths[-1].encode("latin-1") == protocol.USAGE_PATH.encode() + b"?" + query
+
+
+def test_the_path_goes_to_the_pod_decoded_cleaned_and_escaped_anew(sandbox: Sandbox, standin: StandIn) -> None:
+    # The subpath is built from RequestInfo.Parts, the decoded path's segments (getRequestOptions in
+    # k8s.io/apiserver/pkg/endpoints/handlers/rest.go); ProxyREST.Connect path.Joins it (cleaning "."
+    # and ".."), keeping its trailing "/"; the location has no RawPath, so Go's transport sends
+    # URL.EscapedPath(): every escape decoded, then escape(path, encodePath) afresh.
+    sent = "/us%61ge/a%2Fb/%7Ex/%21(x)*/sp%20ce+%3F%25/./d/../%c3%a9%FF/"
+    status, _, _ = _call(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy{sent}?q=%zz&p=%2F")
+    assert status == 404  # the stand-in serves /usage only: its 404 relayed
+    assert standin.paths[-1] == "/usage/a/b/~x/%21%28x%29%2A/sp%20ce+%3F%25/%C3%A9%FF/?q=%zz&p=%2F"
+    _call(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/%2E%2E/%2E%2E/usage")  # ".." stops at the root
+    assert standin.paths[-1] == "/usage"
+    status, _, body = _call(sandbox, "GET", f"{BASE}%3A{protocol.USAGE_PORT}/proxy/us%61ge")  # name:port decoded too
+    assert (status, body, standin.paths[-1]) == (200, b'{"hello": "usage"}', "/usage")

@@ -1,10 +1,10 @@
-"""`GoQuery` and `go_bool`: a query read as kube-apiserver reads it (Go's ``url.ParseQuery``, then the first value)."""
+"""`GoQuery`, `go_bool` and the path helpers: a request target read as kube-apiserver reads it (Go's ``net/url``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kubectl_gpushare.kube.go_query import MAX_PARAMS, GoQuery, go_bool
+from kubectl_gpushare.kube.go_query import MAX_PARAMS, GoQuery, escape_path, go_bool, go_text, unescape_path
 
 
 def test_a_name_reads_its_first_value_and_every_gives_them_all() -> None:
@@ -46,3 +46,22 @@ def test_more_than_max_params_pairs_parse_to_nothing() -> None:
                                                  ("00", True)])  # fmt: skip
 def test_go_bool_is_false_only_for_absent_0_and_false(value: str | None, expected: bool) -> None:
     assert go_bool(value) is expected
+
+
+def test_a_path_is_unescaped_as_url_path_holds_it() -> None:
+    # setPath: unescape(p, encodePath): every %XX, %2F included; "+" stays; raw and escaped bytes join.
+    assert unescape_path("/p%31/a%2Fb+c%20d") == "/p1/a/b+c d"
+    assert unescape_path("/\xc3%A9") == "/\u00e9"  # a raw UTF-8 lead byte and an escaped continuation
+    assert go_text(unescape_path("/%ff")) == "/\ufffd" and unescape_path("/%ff") == "/\udcff"
+
+
+@pytest.mark.parametrize("raw", ["/a%zz", "/a%4", "/a%", "/%%41", "/%g0"])
+def test_a_path_go_cannot_unescape_is_an_error(raw: str) -> None:
+    with pytest.raises(ValueError, match="invalid URL escape"):
+        unescape_path(raw)
+
+
+def test_a_path_is_escaped_as_escaped_path_writes_it() -> None:
+    # escape(path, encodePath): letters, digits, -_.~ and $&+,/:;=@ stay; the rest is %XX, upper case.
+    assert escape_path("/a b?c%d!*'()#~-_.$&+,/:;=@") == "/a%20b%3Fc%25d%21%2A%27%28%29%23~-_.$&+,/:;=@"
+    assert escape_path("/\u00e9\udcff") == "/%C3%A9%FF"
