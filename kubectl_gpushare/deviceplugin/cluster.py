@@ -336,12 +336,16 @@ class NodeCluster:
 
 
     def _lost(self, desired: Inventory) -> bool:
-        """Whether the node as the API server has it now lacks our gpu-count (unreadable: assume so)."""
+        """Whether the node as the API server has it now lacks our gpu-count (unreadable or absent: assume so).
+
+        Read with a list of this node alone, which the role grants (``nodes list``), not a GET, which it does not.
+        """
         try:
-            node = self.client.get_node(self.node)
+            nodes = self.client.list(types.NODES, field_selector=f"metadata.name={self.node}")
         except KubeError:
             return True
-        return node.status.capacity.get(protocol.RESOURCE_COUNT) != str(len(desired.gpus()))
+        count = str(len(desired.gpus()))
+        return not any(node.status.capacity.get(protocol.RESOURCE_COUNT) == count for node in nodes)
 
 
 def _unanswered(error: KubeError) -> bool:

@@ -5,13 +5,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.deviceplugin.allocator import Choice, assignment_annotations
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletSim
+from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.ledger import PodRecord
 from kubectl_gpushare.sandbox.server import Sandbox
 
+NODE = "gpu-node-1"
 MANIFEST = Path(__file__).parents[3] / "manifests" / "base" / "device-plugin.yaml"
 
 
@@ -61,12 +64,24 @@ def test_daemonset_has_what_enforcement_touches() -> None:
 
 
 @pytest.mark.integration
-def test_rbac_grants_exactly_what_the_plugin_calls(kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox) -> None:
+def test_rbac_grants_exactly_what_the_plugin_calls(
+    kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox, api: Client
+) -> None:
     start_plugin("2x16GiB")
     assert kubelet.wait_registered(1) and kubelet.wait_devices(lambda d: len(d) == 32)
     kubelet.allocate_pod(pods.create("rbac", [2], gpu=0, assume_time=1))
     with pytest.raises(Exception, match="no pending pod"):
         kubelet.allocate_pod(pods.create("stray", [3], gpu=None))  # forces the direct-list fallback
+    # The node loses its gpu-count: the plugin reads the node to confirm (as after a stale watch event) and
+    # publishes it again. That read once was a GET, which the role does not grant.
+    gone = {protocol.RESOURCE_COUNT: None}
+    api.patch_node_status(NODE, {"status": {"capacity": gone, "allocatable": gone}})
+
+    def count() -> object:
+        node = sandbox.get("nodes", None, NODE)
+        return node and node["status"]["capacity"].get(protocol.RESOURCE_COUNT)
+
+    wait_for(lambda: count() == "2", 20, what="gpu-count published again")
     used = {
         (f"{r.resource}/{r.subresource}" if r.subresource else r.resource, r.verb)
         for r in sandbox.requests
