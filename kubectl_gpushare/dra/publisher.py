@@ -54,7 +54,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, refused
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, ConfigError, Conflict, KubeError, NotFound, refused
 from kubectl_gpushare.kube.lenient import Undecodable
 
 log = logging.getLogger(__name__)
@@ -229,10 +229,17 @@ class SlicePublisher:
         return True
 
     def _delete_name(self, name: str) -> bool:
-        """Delete a slice of ours the list could not decode, by name alone (its UID is unreadable too)."""
+        """Delete a slice of ours the list could not decode, by name alone (its UID is unreadable too).
+
+        A name that cannot be one path segment (``a/b``: the key of an item claiming a namespace,
+        ``..``; no API server lists one) is left, not let fail every sync and withdrawal.
+        """
         try:
             self.client.delete(types.DRA_SLICES, name)
         except NotFound:
+            return False
+        except ConfigError as exc:
+            log.warning("cannot delete a ResourceSlice that does not decode: %s", protocol.one_line(str(exc)))
             return False
         self.writes += 1
         log.warning("deleted ResourceSlice %s: it does not decode as a ResourceSlice", protocol.printable(name, 253))

@@ -193,3 +193,34 @@ def test_a_slice_of_ours_that_does_not_decode_is_deleted_not_left_beside_a_new_o
     (kept,) = [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
     assert kept != garbled
     assert f"deleted ResourceSlice {garbled}: it does not decode as a ResourceSlice" in caplog.text
+
+
+def test_an_undecodable_item_whose_name_is_no_path_segment_is_left_and_publishing_goes_on(
+    sandbox: Sandbox, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A list item claiming a namespace has the key "a/x" (kube.lenient.key_of), which the client will
+    # not put in a path (types.path_segment: a ConfigError, a KubeError): warned of and left, it must
+    # not fail every sync, nor the withdrawal, of the slice the publisher owns.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    hostile = {"metadata": {"name": "x", "namespace": "a"}, "spec": {"nodeName": NODE, "devices": "garbage"}}
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method != "GET" or not path.startswith("/apis/resource.k8s.io/v1/resourceslices?"):
+            return None
+        return msgspec.json.encode({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
+                                    "metadata": {"resourceVersion": "1"},
+                                    "items": [*sandbox.objects("resourceslices"), hostile]})
+
+    with relay(sandbox, rewrite) as port:
+        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
+                        component="test-publisher", retry=None)
+        publisher = SlicePublisher(client, NODE)
+        try:
+            with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
+                assert publisher.sync(_devices())
+                assert len(sandbox.objects("resourceslices")) == 1
+                assert publisher.withdraw() == 1
+        finally:
+            client.close()
+    assert sandbox.objects("resourceslices") == []
+    assert "cannot delete a ResourceSlice that does not decode: invalid resource name 'a/x'" in caplog.text
