@@ -224,3 +224,19 @@ def test_an_undecodable_item_whose_name_is_no_path_segment_is_left_and_publishin
             assert publisher.withdraw() == 1
     assert sandbox.objects("resourceslices") == []
     assert "cannot delete a ResourceSlice that does not decode: invalid resource name 'a/x'" in caplog.text
+
+
+def test_an_undecodable_item_is_deleted_only_at_the_resource_version_listed(
+    sandbox: Sandbox, api: Client, kubeconfig: Path
+) -> None:
+    # Deleted by name with the listed resourceVersion as precondition: an item naming a slice that
+    # holds another version now (changed or re-created since; here another node's, in a reply that
+    # did not honour the selector) is a Conflict, and that slice stays.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False),
+                  node_object("other", [], ip="10.0.0.2", gpushare=False)])
+    SlicePublisher(api, "other").sync(_devices())
+    (victim,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
+    claimed = {"metadata": {"name": victim, "resourceVersion": "999999"}, "spec": {"devices": "garbage"}}
+    with _publisher_listing(sandbox, kubeconfig, lambda: [claimed]) as publisher:
+        assert publisher.sync(_devices())
+    assert victim in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
