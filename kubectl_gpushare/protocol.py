@@ -190,7 +190,6 @@ def shown_text(text: str, names: int = 1) -> str:
     return printable(text) if len(text) <= room else printable(text[: room - 1]) + "…"
 
 
-
 def one_line(message: str) -> str:
     """An error or warning as one terminal line, as every command writes its ``error:``/``warning:`` lines.
 

@@ -344,8 +344,9 @@ class NodeCluster:
             nodes = self.client.list(types.NODES, field_selector=f"metadata.name={self.node}")
         except KubeError:
             return True
-        count = str(len(desired.gpus()))
-        return not any(node.status.capacity.get(protocol.RESOURCE_COUNT) == count for node in nodes)
+        count = str(len(desired.gpus()))  # another node in the reply (a selector not honoured) is no answer
+        return not any(n.metadata.name == self.node and n.status.capacity.get(protocol.RESOURCE_COUNT) == count
+                       for n in nodes)
 
 
 def _unanswered(error: KubeError) -> bool:

@@ -54,7 +54,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, refused
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, ConfigError, Conflict, KubeError, NotFound, refused
 from kubectl_gpushare.kube.lenient import Undecodable
 
 log = logging.getLogger(__name__)
@@ -128,14 +128,14 @@ class SlicePublisher:
                                 "UID: no ResourceSlice is published until it does")
         return wire.WireOwnerReference(api_version="v1", kind="Node", name=self.node, uid=uid, controller=True)
 
-    def _listed(self) -> tuple[list[wire.WireResourceSlice], list[str]]:
-        """Our slices on this node, and the names of those listed that do not decode (ours too: the selector's)."""
+    def _listed(self) -> tuple[list[wire.WireResourceSlice], list[Undecodable]]:
+        """Our slices on this node, and those listed that do not decode (ours too: the selector's), by key."""
         selector = f"spec.nodeName={self.node},spec.driver={protocol.DRA_DRIVER}"
-        unreadable: list[str] = []
+        unreadable: list[Undecodable] = []
 
         def undecodable(bad: Undecodable) -> None:
             if bad.key:
-                unreadable.append(bad.key)
+                unreadable.append(bad)
 
         found: list[wire.WireResourceSlice] = self.client.list(types.DRA_SLICES, field_selector=selector,
                                                                on_undecodable=undecodable)
@@ -169,8 +169,8 @@ class SlicePublisher:
         owners = [self._owner(node)]
         existing, unreadable = self._listed()
         wrote = False
-        for name in unreadable:  # never compared, never kept: without this, each sync would add a slice beside it
-            wrote |= self._delete_name(name)
+        for bad in unreadable:  # never compared, never kept: without this, each sync would add a slice beside it
+            wrote |= self._delete_undecodable(bad)
         prefix = protocol.DRA_SLICE_INDEX + "-"
         generation = max((s.spec.pool.generation for s in existing), default=0)
         candidates = [s for s in existing if s.metadata.name.startswith(prefix) and s.spec.pool.name == self.node]
@@ -228,14 +228,23 @@ class SlicePublisher:
         log.info("deleted stale ResourceSlice %s", stale.metadata.name)
         return True
 
-    def _delete_name(self, name: str) -> bool:
-        """Delete a slice of ours the list could not decode, by name alone (its UID is unreadable too)."""
+    def _delete_undecodable(self, bad: Undecodable) -> bool:
+        """Delete a slice of ours the list could not decode, by name and the resourceVersion listed (no UID read).
+
+        The precondition deletes the object the list showed, not one that took its name or changed since.
+
+        A name that cannot be one path segment (``a/b``: the key of an item claiming a namespace,
+        ``..``; no API server lists one) is left, not let fail every sync and withdrawal.
+        """
         try:
-            self.client.delete(types.DRA_SLICES, name)
-        except NotFound:
+            self.client.delete(types.DRA_SLICES, bad.key, resource_version=bad.resource_version or None)
+        except (NotFound, Conflict):  # gone or changed meanwhile: the next sync looks again
+            return False
+        except ConfigError as exc:
+            log.warning("cannot delete a ResourceSlice that does not decode: %s", protocol.one_line(str(exc)))
             return False
         self.writes += 1
-        log.warning("deleted ResourceSlice %s: it does not decode as a ResourceSlice", protocol.printable(name, 253))
+        log.warning("deleted ResourceSlice %s: it does not decode as a ResourceSlice", protocol.printable(bad.key, 253))
         return True
 
     def _store(self, stored: wire.WireResourceSlice, desired: slices.Devices) -> None:
@@ -303,4 +312,4 @@ class SlicePublisher:
     def _withdraw(self) -> int:
         self.withdrawn = True
         readable, unreadable = self._listed()
-        return sum(self._delete(s) for s in readable) + sum(self._delete_name(name) for name in unreadable)
+        return sum(self._delete(s) for s in readable) + sum(self._delete_undecodable(bad) for bad in unreadable)

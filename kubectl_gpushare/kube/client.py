@@ -515,16 +515,18 @@ class Client:
         return _decoded_item(k, reply, namespace, name)
 
     def delete(
-        self, kind: Kind[KubeObject] | str, name: str, namespace: str | None = None, uid: str | None = None
+        self, kind: Kind[KubeObject] | str, name: str, namespace: str | None = None, uid: str | None = None,
+        resource_version: str | None = None,
     ) -> None:
-        """DELETE an object, optionally only if it still has ``uid``.
+        """DELETE an object, optionally only if it still has ``uid`` and ``resource_version``.
 
         Raises:
             NotFound: it was already gone.
-            Conflict: its uid differs (it was re-created).
+            Conflict: its uid differs (it was re-created), or its resourceVersion (it changed).
         """
         k = _kind(kind)
-        body = types.ENCODER.encode({"preconditions": {"uid": uid}}) if uid else None
+        preconditions = {key: value for key, value in (("uid", uid), ("resourceVersion", resource_version)) if value}
+        body = types.ENCODER.encode({"preconditions": preconditions}) if preconditions else None
         self.request("DELETE", _object_path(k, namespace, name), body=body)
 
     @overload

@@ -183,8 +183,8 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
             raise errors.method_not_allowed(method)
         # The subpath as getRequestOptions (endpoints/handlers/rest.go) builds it from RequestInfo.Parts:
         # what follows "proxy", joined, with a leading "/" and the decoded path's trailing one.
-        subpath = "/".join(exact[len(exact) - len(rest) + 3:])
-        subpath = ("/" + subpath if subpath else "") + ("/" if path.endswith("/") and not subpath.endswith("/") else "")
+        after = exact[len(exact) - len(rest) + 3:]  # rest is a tail of parts, which line up with exact
+        subpath = "".join("/" + part for part in after) + ("/" if path.endswith("/") else "")
         return Target(verb, resource_for("", version, "pods"), namespace, rest[1], "proxy", "", proxy_path=subpath)
     if rest:
         if len(rest) > 3:

@@ -220,13 +220,20 @@ class _Handler(BaseHTTPRequestHandler):
     def parse_request(self) -> bool:
         """Refuse a target Go's URL parser refuses, as Go's server does (`framing.target_unparsable`).
 
-        Before any handler, and so before routing, authentication, faults and the request log.
+        Before any handler, and so before routing, authentication, faults and the request log. The
+        target is checked twice: as Go cuts the line (at its first two spaces) and as ``http.server``
+        read it (split on any whitespace). The two differ only for a line Go refuses anyway (after a
+        tab or a second space, its method is no token or its target is empty), and `Sandbox._serve`
+        unescapes the latter, which must not fail.
         """
-        if target_unparsable(self.raw_requestline):
-            self.close_connection = True
-            self.wfile.write(BAD_REQUEST_REPLY)
-            return False
-        return super().parse_request()
+        if not target_unparsable(self.raw_requestline):
+            if not super().parse_request():
+                return False  # it answered already
+            if not target_unparsable(f"{self.command} {self.path} {self.request_version}".encode("latin-1")):
+                return True
+        self.close_connection = True
+        self.wfile.write(BAD_REQUEST_REPLY)
+        return False
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Silence the per-request access log; the request log records requests instead."""

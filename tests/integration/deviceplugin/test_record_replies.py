@@ -89,3 +89,21 @@ def test_a_gpu_publish_that_lands_with_an_unreadable_reply_is_published_not_retr
     expected = (f"node {NODE} was written; the reply to it is unreadable: node {NODE} does not decode as a v1.Node "
                 "(Expected `str`, got `int` - at `$.metadata.uid`)")
     assert [r.getMessage() for r in caplog.records] == [expected, expected]
+
+
+def test_a_lost_gpu_count_is_confirmed_on_this_node_not_on_another_the_list_reply_holds(
+    sandbox: Sandbox, kubeconfig: Path
+) -> None:
+    # _lost reads the node with a list under metadata.name=<node>; a reply that does not honour the
+    # selector and holds another node with our gpu-count must not make ours look published.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1"), node_object("other", [16], ip="10.0.0.2")])
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method != "GET" or not path.startswith("/api/v1/nodes?"):
+            return None
+        return msgspec.json.encode({"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
+                                    "items": sandbox.objects("nodes")})
+
+    gpu = GpuDevice(index=0, uuid="GPU-0", name="NVIDIA T4", memory=16 << 30, minor=0)
+    with _cluster_behind_relay(sandbox, kubeconfig, rewrite) as cluster:
+        assert cluster._lost(Inventory.of([gpu], MemoryUnit()))

@@ -7,8 +7,10 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -158,6 +160,27 @@ def test_an_offered_node_serves_only_a_sync_within_offer_seconds_of_its_read(san
     assert _owner_uids(api) == ["fresh"]  # used: no read of its own
 
 
+@contextmanager
+def _publisher_listing(
+    sandbox: Sandbox, kubeconfig: Path, items: Callable[[], list[dict[str, Any]]]
+) -> Iterator[SlicePublisher]:
+    """A publisher for NODE whose lists of ResourceSlices a relay answers with ``items()``, selector or not."""
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method != "GET" or not path.startswith("/apis/resource.k8s.io/v1/resourceslices?"):
+            return None
+        return msgspec.json.encode({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
+                                    "metadata": {"resourceVersion": "1"}, "items": items()})
+
+    with relay(sandbox, rewrite) as port:
+        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
+                        component="test-publisher", retry=None)
+        try:
+            yield SlicePublisher(client, NODE)
+        finally:
+            client.close()
+
+
 def _owner_uids(api: Client) -> list[str]:
     return [ref.uid for s in api.list(types.DRA_SLICES) for ref in s.metadata.owner_references]
 
@@ -172,24 +195,48 @@ def test_a_slice_of_ours_that_does_not_decode_is_deleted_not_left_beside_a_new_o
     SlicePublisher(api, NODE).sync(_devices())
     (garbled,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
 
-    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
-        if method != "GET" or not path.startswith("/apis/resource.k8s.io/v1/resourceslices?"):
-            return None
-        items = [{**s, "spec": {**s["spec"], "devices": "garbage"}} if s["metadata"]["name"] == garbled else s
-                 for s in sandbox.objects("resourceslices")]
-        return msgspec.json.encode({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
-                                    "metadata": {"resourceVersion": "1"}, "items": items})
+    def items() -> list[dict[str, Any]]:
+        return [{**s, "spec": {**s["spec"], "devices": "garbage"}} if s["metadata"]["name"] == garbled else s
+                for s in sandbox.objects("resourceslices")]
 
-    with relay(sandbox, rewrite) as port:
-        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
-                        component="test-publisher", retry=None)
-        publisher = SlicePublisher(client, NODE)
-        try:
-            with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
-                assert publisher.sync(_devices())
-            assert not publisher.sync(_devices()), "the new slice reads: nothing more to write"
-        finally:
-            client.close()
+    with _publisher_listing(sandbox, kubeconfig, items) as publisher:
+        with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
+            assert publisher.sync(_devices())
+        assert not publisher.sync(_devices()), "the new slice reads: nothing more to write"
     (kept,) = [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
     assert kept != garbled
     assert f"deleted ResourceSlice {garbled}: it does not decode as a ResourceSlice" in caplog.text
+
+
+def test_an_undecodable_item_whose_name_is_no_path_segment_is_left_and_publishing_goes_on(
+    sandbox: Sandbox, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A list item claiming a namespace has the key "a/x" (kube.lenient.key_of), which the client will
+    # not put in a path (types.path_segment: a ConfigError, a KubeError): warned of and left, it must
+    # not fail every sync, nor the withdrawal, of the slice the publisher owns.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    hostile = {"metadata": {"name": "x", "namespace": "a"}, "spec": {"nodeName": NODE, "devices": "garbage"}}
+
+    with _publisher_listing(sandbox, kubeconfig, lambda: [*sandbox.objects("resourceslices"), hostile]) as publisher:
+        with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
+            assert publisher.sync(_devices())
+            assert len(sandbox.objects("resourceslices")) == 1
+            assert publisher.withdraw() == 1
+    assert sandbox.objects("resourceslices") == []
+    assert "cannot delete a ResourceSlice that does not decode: invalid resource name 'a/x'" in caplog.text
+
+
+def test_an_undecodable_item_is_deleted_only_at_the_resource_version_listed(
+    sandbox: Sandbox, api: Client, kubeconfig: Path
+) -> None:
+    # Deleted by name with the listed resourceVersion as precondition: an item naming a slice that
+    # holds another version now (changed or re-created since; here another node's, in a reply that
+    # did not honour the selector) is a Conflict, and that slice stays.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False),
+                  node_object("other", [], ip="10.0.0.2", gpushare=False)])
+    SlicePublisher(api, "other").sync(_devices())
+    (victim,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
+    claimed = {"metadata": {"name": victim, "resourceVersion": "999999"}, "spec": {"devices": "garbage"}}
+    with _publisher_listing(sandbox, kubeconfig, lambda: [claimed]) as publisher:
+        assert publisher.sync(_devices())
+    assert victim in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]

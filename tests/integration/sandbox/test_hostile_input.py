@@ -187,6 +187,18 @@ def test_an_unparsable_target_gets_gos_plain_400_before_any_handler(target: str)
         assert exchange(sb, f"GET {CONFIGMAPS}?x=%zz&%4 HTTP/1.1\r\nHost: s\r\n\r\n".encode())[0] == 401
 
 
+@pytest.mark.parametrize("line", [f"GET\t{CONFIGMAPS}/c%zz HTTP/1.1", f"GET  {CONFIGMAPS}/c%zz HTTP/1.1"],
+                         ids=["tab", "two-spaces"])
+def test_a_request_line_go_cuts_otherwise_still_gets_the_plain_400(line: str) -> None:
+    # Go cuts the line at its first two spaces (parseRequestLine) and refuses these whole (its method
+    # "GET\t/..." is no token; after two spaces the target is empty); http.server splits on any
+    # whitespace and reads the target "/...c%zz", which must not reach the handler's unescape.
+    with Sandbox(auth=True) as sb:
+        assert read_to_close(sb, f"{line}\r\nHost: sandbox\r\n\r\n".encode()) == GO_BAD_REQUEST
+        assert not sb.requests, "no handler saw it"
+        assert exchange(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode())[0] == 401
+
+
 # --- the decoded path -----------------------------------------------------------------------------
 PODS = "/api/v1/namespaces/default/pods"
 
