@@ -1265,18 +1265,21 @@ class PoolGenerations:
     and the pool is incomplete unless the generation has exactly ``resourceSliceCount`` slices.
     """
 
-    __slots__ = ("newest", "published", "expected")
+    __slots__ = ("newest", "published")
 
-    def __init__(self, pools: Iterable[tuple[str, str, int, int]]) -> None:
-        """``pools``: (driver, pool name, generation, resourceSliceCount) of each slice."""
+    def __init__(self, pools: Iterable[tuple[str, str, int]]) -> None:
+        """``pools``: (driver, pool name, generation) of each slice.
+
+        Each node's ``resourceSliceCount`` is the first of the slices it sees (`judge`'s ``expected``),
+        not counted here.
+        """
         self.newest: dict[tuple[str, str], int] = {}
         self.published: dict[tuple[str, str], int] = {}
-        self.expected: dict[tuple[str, str], int] = {}
-        for driver, name, generation, count in pools:
+        for driver, name, generation in pools:
             key = (driver, name)
             current = self.newest.get(key)
             if current is None or generation > current:
-                self.newest[key], self.published[key], self.expected[key] = generation, 1, count
+                self.newest[key], self.published[key] = generation, 1
             elif generation == current:
                 self.published[key] += 1
 
@@ -1296,7 +1299,7 @@ class PoolGenerations:
     @classmethod
     def of(cls, slices: Iterable[ResourceSlice]) -> PoolGenerations:
         """Of checked slices."""
-        return cls((slice_.driver, slice_.pool, slice_.generation, slice_.slice_count) for slice_ in slices)
+        return cls((slice_.driver, slice_.pool, slice_.generation) for slice_ in slices)
 
 
 def repeated_name(names: Iterable[str]) -> str | None:

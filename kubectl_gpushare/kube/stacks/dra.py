@@ -165,8 +165,7 @@ def read(
                             lambda s: s.generation, lambda s: s.slice_count,
                             lambda s: (d.name for d in s.devices), dra.repeated_device)
     unusable = pool_states(generations, views)
-    generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation,
-                                       s.spec.pool.resource_slice_count) for s in nvidia)
+    generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation) for s in nvidia)
     nvidia, views = _gathered(nvidia, generations, lambda s: (s.spec.driver, s.spec.pool.name),
                               lambda s: s.spec.node_name or "", lambda s: s.spec.pool.generation,
                               lambda s: s.spec.pool.resource_slice_count, _wire_names,

@@ -98,8 +98,8 @@ def test_pool_generations_judge_what_a_node_sees_as_gather_pools_does() -> None:
     """pools_experimental.go GatherPools: a node's slices are the pool when they are resourceSliceCount; else
     checkSlicesInPool reads the whole pool: a newer generation makes them obsolete, and the generation is
     ``IsIncomplete`` unless it has exactly resourceSliceCount slices (the first's)."""
-    pools = dra.PoolGenerations([("d", "a", 1, 5), ("d", "a", 2, 2), ("d", "a", 2, 2), ("d", "b", 3, 1),
-                                 ("d", "b", 3, 1), ("d", "c", 0, 2)])
+    pools = dra.PoolGenerations([("d", "a", 1), ("d", "a", 2), ("d", "a", 2), ("d", "b", 3), ("d", "b", 3),
+                                 ("d", "c", 0)])
     used, incomplete, obsolete = dra.PoolView.USED, dra.PoolView.INCOMPLETE, dra.PoolView.OBSOLETE
     assert pools.judge("d", "a", 1, 5, 5) is used, "complete on the node: another node's newer generation aside"
     assert pools.judge("d", "a", 1, 1, 5) is obsolete
