@@ -41,14 +41,13 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import re
-import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_format import go_quote
-from kubectl_gpushare.kube.go_query import BAD_ESCAPE, parse_query
+from kubectl_gpushare.kube.go_query import escape_path, parse_query, unescape
 
 if TYPE_CHECKING:
     from cel_expr_python import cel as _cel
@@ -239,14 +238,6 @@ _SCHEME_CHAR: Final = re.compile(r"[A-Za-z0-9+.\-]")
 _USERINFO: Final = re.compile(r"[A-Za-z0-9\-._:~!$&'()*+,;=%@]*")
 
 
-def _unescape(text: str) -> bytes:
-    """Go's ``url.unescape``: ``%XX`` decoded; a ``%`` not followed by two hex digits is an error."""
-    bad = BAD_ESCAPE.search(text)
-    if bad:
-        raise ValueError(f"invalid URL escape {_quote(text[bad.start():bad.start() + 3])}")
-    return urllib.parse.unquote_to_bytes(text)
-
-
 def _valid_port(port: str) -> bool:
     """net/url ``validOptionalPort``: empty, or a colon and digits."""
     return port == "" or (port[:1] == ":" and all("0" <= c <= "9" for c in port[1:]))
@@ -276,7 +267,7 @@ def _parse_host(host: str) -> str:
     zone = host.find("%25", 0, end) if end >= 0 else -1
     if bad := _HOST_ASCII_ESCAPE.search(host[:zone] + host[end:] if zone >= 0 else host):
         raise ValueError(f"invalid URL escape {_quote(bad.group())}")
-    return _unescape(host).decode("utf-8", "replace")
+    return unescape(host).decode("utf-8", "replace")
 
 
 def parse_url(text: str, request: bool = True) -> _Url:
@@ -316,9 +307,9 @@ def parse_url(text: str, request: bool = True) -> _Url:
         userinfo, at, hostport = authority.rpartition("@")
         if at and not _USERINFO.fullmatch(userinfo):
             raise ValueError("net/url: invalid userinfo")
-        _unescape(userinfo)
+        unescape(userinfo)
         host = _parse_host(hostport)
-    _unescape(rest)
+    unescape(rest)
     return _Url(scheme, host, rest, query)
 
 
@@ -354,7 +345,6 @@ def _split_host_port(host: str) -> tuple[str, str]:
     return name, port
 
 
-_PATH_SAFE: Final = "$&+,/:;=@"  # net/url shouldEscape(encodePath): reserved characters kept but '?'
 _PATH_VALID: Final = re.compile(r"[A-Za-z0-9\-_.~!$&'()*+,;=:@\[\]%/]*")  # net/url validEncoded(encodePath)
 
 
@@ -363,7 +353,7 @@ def _escaped_path(value: object) -> str:
     raw = _url(value).path
     if _PATH_VALID.fullmatch(raw):  # "*" (Go's special case) is valid too
         return raw
-    return urllib.parse.quote(_unescape(raw), safe=_PATH_SAFE)
+    return escape_path(unescape(raw))
 
 
 def _query(value: object) -> dict[str, list[str]]:

@@ -17,6 +17,8 @@ import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Final
 
+from kubectl_gpushare.kube.go_format import go_quote
+
 BAD_ESCAPE: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
 """A ``%`` that ``url.QueryUnescape`` refuses (``EscapeError``)."""
 MAX_PARAMS: Final = 10_000
@@ -79,26 +81,40 @@ def unescape_path(raw: str) -> str:
         ValueError: a ``%`` not followed by two hex digits (Go's ``EscapeError``): the request target
             does not parse, and Go's server refuses the request before any handler.
     """
-    bad = BAD_ESCAPE.search(raw)
-    if bad is not None:
-        raise ValueError(f"invalid URL escape {raw[bad.start():bad.start() + 3]!r}")
     if "%" not in raw:
         return _go_string(raw)
-    return urllib.parse.unquote_to_bytes(raw.encode("latin-1", "replace")).decode("utf-8", "surrogateescape")
+    return unescape(raw, "latin-1").decode("utf-8", "surrogateescape")
+
+
+def unescape(text: str, encoding: str = "utf-8") -> bytes:
+    """Go's ``url.unescape`` outside a query: each ``%XX`` its byte, ``+`` kept; other characters in ``encoding``.
+
+    Shared by the request path (`unescape_path`, request-line text: ``latin-1``, a character per byte)
+    and the CEL ``url`` library's path, host and userinfo (text: UTF-8).
+
+    Raises:
+        ValueError: a ``%`` not followed by two hex digits, worded as Go's ``EscapeError``
+            (``invalid URL escape "%zz"``).
+    """
+    bad = BAD_ESCAPE.search(text)
+    if bad is not None:
+        raise ValueError(f"invalid URL escape {go_quote(text[bad.start() : bad.start() + 3])}")
+    return urllib.parse.unquote_to_bytes(text.encode(encoding))
 
 
 _PATH_SAFE: Final = "$&+,/:;=@"
 """What ``shouldEscape`` leaves as it is in ``encodePath`` mode, besides letters, digits and ``-_.~``."""
 
 
-def escape_path(path: str) -> str:
-    """A path (as `unescape_path` gives it) as Go writes a ``URL`` without ``RawPath`` onto the wire.
+def escape_path(path: str | bytes) -> str:
+    """A path (as `unescape_path` or `unescape` gives it) as Go writes a ``URL`` without ``RawPath`` onto the wire.
 
     ``URL.EscapedPath`` falls back to ``escape(path, encodePath)`` (src/net/url/url.go): letters,
     digits, ``-_.~`` and ``$&+,/:;=@`` stay, every other byte (``?``, ``%``, a space, ``!*'()``,
     bytes past ASCII) becomes ``%XX`` with upper-case hex.
     """
-    return urllib.parse.quote(path.encode("utf-8", "surrogateescape"), safe=_PATH_SAFE)
+    raw = path if isinstance(path, bytes) else path.encode("utf-8", "surrogateescape")
+    return urllib.parse.quote(raw, safe=_PATH_SAFE)
 
 
 class GoQuery(Mapping[str, str]):
@@ -147,4 +163,5 @@ class GoQuery(Mapping[str, str]):
         return {go_text(name): go_text(values[0]) for name, values in self._values.items()}
 
 
-__all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "escape_path", "go_bool", "go_text", "parse_query", "unescape_path"]
+__all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "escape_path", "go_bool", "go_text", "parse_query", "unescape",
+           "unescape_path"]

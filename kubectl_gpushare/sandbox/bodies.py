@@ -25,8 +25,13 @@ _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
 
-_ESCAPE = re.compile(rb"\\u([0-9A-Fa-f]{4})|\\.", re.DOTALL)
-"""A JSON escape, scanned left to right so an escaped backslash is never read as the start of one."""
+_SURROGATE_ESCAPES = re.compile(
+    rb"\\u[Dd][89ABab][0-9A-Fa-f]{2}\\u[Dd][C-Fc-f][0-9A-Fa-f]{2}"  # a pair: both halves stay
+    rb"|(\\u[Dd][89A-Fa-f][0-9A-Fa-f]{2})"  # a lone half: U+FFFD
+    rb"|\\.",  # any other escape, skipped whole so an escaped backslash never starts one
+    re.DOTALL,
+)
+"""JSON escapes, scanned left to right: a surrogate pair, a lone surrogate (group 1), or another escape."""
 _SURROGATE_ESCAPE = re.compile(rb"\\u[Dd][89A-Fa-f][0-9A-Fa-f]{2}")
 
 
@@ -94,21 +99,10 @@ def _replace_lone_surrogates(data: bytes) -> bytes:
     """
     out: list[bytes] = []
     copied = 0  # data[:copied] is in out
-    paired = -1  # the end of the low half of the last pair
-    matches = list(_ESCAPE.finditer(data))
-    for i, match in enumerate(matches):
-        if match.group(1) is None or match.start() < paired:
-            continue
-        code = int(match.group(1), 16)
-        if not 0xD800 <= code <= 0xDFFF:
-            continue
-        after = matches[i + 1] if i + 1 < len(matches) else None
-        if (code <= 0xDBFF and after is not None and after.start() == match.end() and after.group(1) is not None
-                and 0xDC00 <= int(after.group(1), 16) <= 0xDFFF):  # fmt: skip
-            paired = after.end()  # a valid pair: both halves stay
-            continue
-        out += (data[copied:match.start()], b"\\ufffd")
-        copied = match.end()
+    for match in _SURROGATE_ESCAPES.finditer(data):  # lazily: a body of escapes holds one match at a time
+        if match.group(1) is not None:
+            out += (data[copied : match.start()], b"\\ufffd")
+            copied = match.end()
     out.append(data[copied:])
     return b"".join(out)
 

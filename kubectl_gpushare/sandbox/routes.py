@@ -22,6 +22,7 @@ from typing import Any, Final, Protocol
 import msgspec
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
 from kubectl_gpushare.sandbox.admission import Admission, Attributes
@@ -331,6 +332,8 @@ def _check_dry_run(options_kind: str, values: list[str], causes: Iterable[str] =
 
 
 PROPAGATION_POLICIES: Final = ("Foreground", "Background", "Orphan")
+_SUPPORTED_POLICIES: Final = ", ".join(go_quote(p) for p in (*PROPAGATION_POLICIES, "nil"))
+"""``field.NotSupported``'s list: each value ``strconv.Quote``-d."""
 
 
 def _propagation_causes(options: Mapping[str, Any]) -> list[str]:
@@ -342,13 +345,12 @@ def _propagation_causes(options: Mapping[str, Any]) -> list[str]:
     """
     policy = options.get("propagationPolicy")
     causes: list[str] = []
-    shown = json.dumps(policy)[:200]
+    shown = go_quote(str(policy)[:200])  # %#v of the named string type: strconv.Quote; cut, as the query may be huge
     if policy is not None and options.get("orphanDependents") is not None:
         causes.append(f"propagationPolicy: Invalid value: {shown}: orphanDependents and deletionPropagation cannot "
                       "be both set")
     if policy is not None and policy not in PROPAGATION_POLICIES:
-        supported = ", ".join(json.dumps(p) for p in (*PROPAGATION_POLICIES, "nil"))
-        causes.append(f"propagationPolicy: Unsupported value: {shown}: supported values: {supported}")
+        causes.append(f"propagationPolicy: Unsupported value: {shown}: supported values: {_SUPPORTED_POLICIES}")
     return causes
 
 
@@ -396,7 +398,8 @@ def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
                 )
             if match != "NotOlderThan":
                 causes.append(
-                    f'resourceVersionMatch: Unsupported value: {json.dumps(match)}: supported values: "NotOlderThan"'
+                    f"resourceVersionMatch: Unsupported value: {go_quote(match[:200])}: "
+                    'supported values: "NotOlderThan"'
                 )
             if token:
                 causes.append(with_continue)
@@ -412,7 +415,7 @@ def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
                 causes.append(with_continue)
             if match not in ("Exact", "NotOlderThan"):
                 causes.append(
-                    f"resourceVersionMatch: Unsupported value: {json.dumps(match)}: "
+                    f"resourceVersionMatch: Unsupported value: {go_quote(match[:200])}: "
                     'supported values: "Exact", "NotOlderThan", ""'
                 )
             if match == "Exact" and rv == "0":
@@ -629,7 +632,9 @@ class Api:
         limit_text = request.query.get("limit", "0") or "0"
         limit = protocol.parse_int_strict(limit_text)  # int64, as the query parameter is (not '²', not 5,000 digits)
         if limit is None or limit < 0:
-            raise errors.bad_request(f"limit: Invalid value: {limit_text[:64]!r}: must be a non-negative integer")
+            raise errors.bad_request(
+                f"limit: Invalid value: {go_quote(limit_text[:64])}: must be a non-negative integer"
+            )
         after = ""
         token_rv = 0
         token = request.query.get("continue", "")
@@ -703,12 +708,12 @@ class Api:
         # which would hold the stream (and its thread) open for ever
         timeout_seconds = protocol.parse_int_strict(timeout_text) if timeout_text else DEFAULT_WATCH_TIMEOUT
         if timeout_seconds is None:
-            raise errors.bad_request(f"timeoutSeconds: Invalid value: {timeout_text[:64]!r}")
+            raise errors.bad_request(f"timeoutSeconds: Invalid value: {go_quote(timeout_text[:64])}")
         timeout = float(timeout_seconds)
         rv_text = query.get("resourceVersion", "")
         rv = _resource_version(query)
         if rv_text not in ("", "0") and rv is None:  # digits only, in range ('²' is a digit to str.isdigit)
-            raise errors.bad_request(f"resourceVersion: Invalid value: {rv_text[:64]!r}")
+            raise errors.bad_request(f"resourceVersion: Invalid value: {go_quote(rv_text[:64])}")
         send_initial = go_bool(query.get("sendInitialEvents"))
         bookmarks = go_bool(query.get("allowWatchBookmarks"))
         table = _wants_table(request)

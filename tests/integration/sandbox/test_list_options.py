@@ -195,3 +195,12 @@ def test_a_continue_token_with_a_5000_digit_resource_version_names_the_number(sa
     assert status == 400 and answer["message"] == (
         "invalid continue token: continue key is not valid: json: cannot unmarshal number " + "1" * 64
         + " into Go struct field continueToken.rv of type int64")
+
+
+def test_refused_values_are_quoted_as_go_quotes_them_and_cut(sandbox: Sandbox) -> None:
+    # field.Error shows a string with %q (strconv.Quote): double quotes, a non-ASCII letter as it is.
+    status, answer = get(sandbox, "resourceVersion=1&resourceVersionMatch=N%C3%A9%22" + "x" * 5000)
+    assert status == 422
+    assert 'Unsupported value: "Né\\"' + "x" * 197 + '": supported values:' in answer["message"]
+    status, answer = get(sandbox, "limit=%C3%A9")
+    assert status == 400 and answer["message"] == 'limit: Invalid value: "é": must be a non-negative integer'

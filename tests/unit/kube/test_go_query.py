@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubectl_gpushare.kube.go_query import MAX_PARAMS, GoQuery, escape_path, go_bool, go_text, unescape_path
+from kubectl_gpushare.kube.go_query import MAX_PARAMS, GoQuery, escape_path, go_bool, go_text, unescape, unescape_path
 
 
 def test_a_name_reads_its_first_value_and_every_gives_them_all() -> None:
@@ -65,3 +65,10 @@ def test_a_path_is_escaped_as_escaped_path_writes_it() -> None:
     # escape(path, encodePath): letters, digits, -_.~ and $&+,/:;=@ stay; the rest is %XX, upper case.
     assert escape_path("/a b?c%d!*'()#~-_.$&+,/:;=@") == "/a%20b%3Fc%25d%21%2A%27%28%29%23~-_.$&+,/:;=@"
     assert escape_path("/\u00e9\udcff") == "/%C3%A9%FF"
+
+
+def test_unescape_is_go_url_unescape_with_its_escape_error() -> None:
+    assert unescape("a%2Fb+%e2%82%ac") == b"a/b+\xe2\x82\xac"
+    assert unescape("\xff%41", "latin-1") == b"\xffA"
+    with pytest.raises(ValueError, match=r'^invalid URL escape "%zz"$'):
+        unescape("a%zzb")

@@ -57,3 +57,10 @@ def test_yaml_becomes_its_json_view() -> None:
         "b": {"1": "2020-01-02"},
         "c": [True, None],
     }
+
+
+def test_lone_surrogates_among_many_escapes_read_as_u_fffd() -> None:
+    # Go's unquoteBytes: a pair is one rune, a lone half U+FFFD, an escaped backslash starts no escape.
+    escapes = rb"\n" * 100_000
+    body = rb'["\ud800' + escapes + rb'\ud83d\ude00\\ud800\udc00"]'
+    assert decode_json(body) == ["\ufffd" + "\n" * 100_000 + "\U0001f600\\ud800\ufffd"]
