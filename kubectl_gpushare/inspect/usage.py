@@ -304,7 +304,8 @@ def _prometheus_get(url: str, query: str, timeout: float) -> list[_Sample]:
         connection.close()
     try:
         answer = _answer_decoder.decode(b"".join(chunks))
-    except (msgspec.DecodeError, UnicodeDecodeError):  # msgspec raises the latter for a string not in UTF-8
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # a field nested past the decoder (one
+        # Prometheus adds, such as "warnings", is skipped but still parsed), or a string not in UTF-8
         why = f"Prometheus at {url} answered HTTP {response.status} without a query result"
         raise errors.Unreachable(why, url) from None
     if answer.status != "success" or answer.data is None or answer.data.result_type != "vector":
