@@ -249,6 +249,12 @@ def _read_yaml(path: str) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise ConfigError(f"kubeconfig {path} is not valid YAML{where}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"kubeconfig {path} is not valid YAML (not UTF-8)") from None
+    except RecursionError:  # PyYAML composes recursively: thousands of nested brackets
+        raise ConfigError(f"kubeconfig {path} is not valid YAML (nested too deeply)") from None
+    except ValueError:  # a value YAML reads but Python cannot hold: a 5,000-digit integer, a 13th month
+        raise ConfigError(f"kubeconfig {path} is not valid YAML (a value out of range)") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

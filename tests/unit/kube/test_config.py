@@ -184,6 +184,25 @@ def test_malformed_files_are_config_errors(tmp_path: Path, content: str, message
         kc.load_config(kubeconfig=str(path))
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"users: [{name: u, user: {token: \"\xff\"}}]\n", r"not valid YAML \(not UTF-8\)"),
+        (b"clusters: " + b"[" * 20_000 + b"]" * 20_000 + b"\n", r"not valid YAML \(nested too deeply\)"),
+        (b"- " * 5_000 + b"x\n", r"not valid YAML \(nested too deeply\)"),
+        (b"current-context: " + b"9" * 5_000 + b"\n", r"not valid YAML \(a value out of range\)"),
+        (b"current-context: 2026-13-45\n", r"not valid YAML \(a value out of range\)"),
+    ],
+    ids=["not-utf-8", "deep-flow", "deep-block", "5000-digits", "no-such-date"],
+)
+def test_hostile_files_are_one_line_config_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "cfg"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=message) as info:
+        kc.load_config(kubeconfig=str(path))
+    assert "\n" not in str(info.value)
+
+
 def test_impersonation_headers(tmp_path: Path) -> None:
     cfg = kc.load_config(kubeconfig=str(simple(tmp_path / "cfg")), as_user="jane", as_groups=["devs", "ops"])
     assert cfg.auth_headers()["Impersonate-User"] == "jane"
