@@ -30,6 +30,7 @@ import msgspec
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect.top import GpuObserved, NodeObserved, PodObserved, from_report
 from kubectl_gpushare.kube import errors
+from kubectl_gpushare.kube.lenient import raw_list
 from kubectl_gpushare.kube.records import Warnings
 
 if TYPE_CHECKING:
@@ -79,11 +80,6 @@ class _PluginPod(msgspec.Struct, frozen=True):
     status: _Status = _Status()
 
 
-class _PluginPods(msgspec.Struct, frozen=True):
-    items: list[msgspec.Raw] = []
-
-
-_pods_decoder = msgspec.json.Decoder(_PluginPods)
 _pod_decoder = msgspec.json.Decoder(_PluginPod)
 
 
@@ -98,7 +94,8 @@ class Plugin(msgspec.Struct, frozen=True):
 def plugins_by_node(client: Client) -> dict[str, Plugin]:
     """Running device-plugin pods with a usage port, by node (one per node; the first in name order).
 
-    A pod that does not decode, or has no port named `protocol.USAGE_PORT_NAME`, is left out.
+    A pod that does not decode (a field of the wrong type, nested past the decoder, a string not in
+    UTF-8), or has no port named `protocol.USAGE_PORT_NAME`, is left out; a reply that is no list, none.
 
     Raises:
         KubeError: listing the pods failed (``Forbidden`` without ``list pods`` in kube-system).
@@ -108,13 +105,13 @@ def plugins_by_node(client: Client) -> dict[str, Plugin]:
     )
     found: dict[str, Plugin] = {}
     try:
-        items = _pods_decoder.decode(data).items
-    except msgspec.DecodeError:
+        items = raw_list(data).items  # an item nested past the decoder is split off alone
+    except (msgspec.DecodeError, UnicodeDecodeError):  # msgspec raises the latter for a string not in UTF-8
         return found
     for raw in items:
         try:
             pod = _pod_decoder.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             continue
         node = pod.spec.node_name
         if pod.status.phase != "Running" or not node or node in found:
@@ -307,7 +304,8 @@ def _prometheus_get(url: str, query: str, timeout: float) -> list[_Sample]:
         connection.close()
     try:
         answer = _answer_decoder.decode(b"".join(chunks))
-    except (msgspec.DecodeError, UnicodeDecodeError):  # msgspec raises the latter for a string not in UTF-8
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # a field nested past the decoder (one
+        # Prometheus adds, such as "warnings", is skipped but still parsed), or a string not in UTF-8
         why = f"Prometheus at {url} answered HTTP {response.status} without a query result"
         raise errors.Unreachable(why, url) from None
     if answer.status != "success" or answer.data is None or answer.data.result_type != "vector":

@@ -131,11 +131,12 @@ class ClientConfig:
             if self._token_cache is not None and now - self._token_cache[0] < TOKEN_FILE_REFRESH:
                 return self._token_cache[1]
             try:
-                token = Path(self.token_file).read_text().strip()
-            except OSError as exc:
+                token = Path(self.token_file).read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
                 if self._token_cache is not None:
                     return self._token_cache[1]
-                raise ConfigError(f"cannot read token file {self.token_file}: {exc.strerror or exc}") from None
+                why = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else exc.strerror or exc
+                raise ConfigError(f"cannot read token file {self.token_file}: {why}") from None
             self._token_cache = (now, token)
             return token
 
@@ -160,11 +161,11 @@ class ClientConfig:
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         if self.impersonate_user:
             headers["Impersonate-User"] = self.impersonate_user
-        return headers
+        return {name: _header_value(name, value) for name, value in headers.items()}
 
     def impersonation_group_headers(self) -> list[tuple[str, str]]:
         """``Impersonate-Group`` headers, one per group (the header repeats)."""
-        return [("Impersonate-Group", group) for group in self.impersonate_groups]
+        return [("Impersonate-Group", _header_value("Impersonate-Group", group)) for group in self.impersonate_groups]
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """A TLS context with this config's CA and client certificate; None for http servers.
@@ -237,6 +238,22 @@ def kubeconfig_paths(kubeconfig: str | None = None, environ: Mapping[str, str] |
     return [os.path.join(home, ".kube", "config")]
 
 
+_HEADER_UNSAFE: Final = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
+"""What no header value may hold: control characters other than tab (Go's ``httpguts.ValidHeaderFieldValue``
+refuses them, http.client refuses a line break) and characters beyond Latin-1 (http.client's encoding)."""
+
+
+def _header_value(name: str, value: str) -> str:
+    """``value`` if an HTTP header can carry it, else a one-line `ConfigError` that never repeats it (a secret).
+
+    Raises:
+        ConfigError: the value holds a line break, another control character, or a character beyond Latin-1.
+    """
+    if _HEADER_UNSAFE.search(value):
+        raise ConfigError(f"the credentials' {name} header would hold a control character or one beyond Latin-1")
+    return value
+
+
 def _read_yaml(path: str) -> dict[str, Any]:
     import yaml  # deferred: only needed once a kubeconfig is actually read
 
@@ -249,6 +266,12 @@ def _read_yaml(path: str) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise ConfigError(f"kubeconfig {path} is not valid YAML{where}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"kubeconfig {path} is not valid YAML (not UTF-8)") from None
+    except RecursionError:  # PyYAML composes recursively: thousands of nested brackets
+        raise ConfigError(f"kubeconfig {path} is not valid YAML (nested too deeply)") from None
+    except ValueError:  # a value YAML reads but Python cannot hold: a 5,000-digit integer, a 13th month
+        raise ConfigError(f"kubeconfig {path} is not valid YAML (a value out of range)") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

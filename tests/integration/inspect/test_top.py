@@ -170,3 +170,34 @@ def test_a_selector_picks_the_nodes_first_and_shows_the_same(sandbox: Sandbox, k
         none = kubectl("gpushare", "top", "-l", "kubernetes.io/hostname=nowhere")
     assert by_label.stdout == by_name.stdout and "OVER" in by_name.stdout
     assert (none.stdout, none.stderr) == ("", "No resources found\n")
+
+
+def test_plugin_pods_nested_too_deeply_or_not_in_utf_8_are_left_out_and_the_rest_found(sandbox: Sandbox) -> None:
+    # kube-apiserver serves objects nested thousands of levels deep (free JSON in an annotation-less
+    # field such as a claim's parameters); msgspec stops at Python's recursion limit. Such a pod, or one
+    # with a string not in UTF-8, is one plugin pod less, never a traceback that hides the others.
+    import dataclasses
+
+    from api_relay import relay
+
+    from kubectl_gpushare.inspect import usage
+    from kubectl_gpushare.kube.client import Client
+    from kubectl_gpushare.kube.config import load_config
+
+    sandbox.load(usage_standin.cluster())
+    alpha = json.dumps(sandbox.get("pods", "kube-system", "gpushare-device-plugin-alpha")).encode()
+    deep = b'{"metadata":{"name":"deep"},"spec":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    not_utf_8 = b'{"metadata":{"name":"\xff"},"spec":{"nodeName":"bravo"}}'
+
+    def hostile_list(method: str, path: str, body: bytes) -> bytes | None:
+        if method == "GET" and path.startswith("/api/v1/namespaces/kube-system/pods?"):
+            return b'{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[' + b",".join(
+                (deep, not_utf_8, alpha)) + b"]}"
+        return None
+
+    kubeconfig = sandbox.write_kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")
+    with relay(sandbox, hostile_list) as port:
+        config = dataclasses.replace(load_config(kubeconfig=str(kubeconfig)), server=f"http://127.0.0.1:{port}")
+        with Client(config, component="top", retry=None) as client:
+            found = usage.plugins_by_node(client)
+    assert list(found) == ["alpha"] and found["alpha"].name == "gpushare-device-plugin-alpha"

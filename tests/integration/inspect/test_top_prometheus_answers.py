@@ -93,6 +93,8 @@ def test_hostile_values_are_unknown_and_other_nodes_stand(
         ((200, {"status": "success", "data": {"resultType": "matrix", "result": []}}), "refused the query"),
         ((200, b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"node": "\xff"}, '
                b'"value": [1, "1"]}]}}'), "without a query result"),
+        ((200, b'{"status": "success", "warnings": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+         "without a query result"),  # a field it does not read, nested past the decoder
     ],
 )
 def test_a_failing_prometheus_fails_the_command_with_one_line(

@@ -184,10 +184,56 @@ def test_malformed_files_are_config_errors(tmp_path: Path, content: str, message
         kc.load_config(kubeconfig=str(path))
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"users: [{name: u, user: {token: \"\xff\"}}]\n", r"not valid YAML \(not UTF-8\)"),
+        (b"clusters: " + b"[" * 20_000 + b"]" * 20_000 + b"\n", r"not valid YAML \(nested too deeply\)"),
+        (b"- " * 5_000 + b"x\n", r"not valid YAML \(nested too deeply\)"),
+        (b"current-context: " + b"9" * 5_000 + b"\n", r"not valid YAML \(a value out of range\)"),
+        (b"current-context: 2026-13-45\n", r"not valid YAML \(a value out of range\)"),
+    ],
+    ids=["not-utf-8", "deep-flow", "deep-block", "5000-digits", "no-such-date"],
+)
+def test_hostile_files_are_one_line_config_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "cfg"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=message) as info:
+        kc.load_config(kubeconfig=str(path))
+    assert "\n" not in str(info.value)
+
+
 def test_impersonation_headers(tmp_path: Path) -> None:
     cfg = kc.load_config(kubeconfig=str(simple(tmp_path / "cfg")), as_user="jane", as_groups=["devs", "ops"])
     assert cfg.auth_headers()["Impersonate-User"] == "jane"
     assert cfg.impersonation_group_headers() == [("Impersonate-Group", "devs"), ("Impersonate-Group", "ops")]
+
+
+@pytest.mark.parametrize(
+    ("user", "groups", "header"),
+    [
+        ({"token": "a\nX-Injected: 1"}, [], "Authorization"),  # a second header, were it sent
+        ({"token": "euro-\u20ac"}, [], "Authorization"),  # beyond Latin-1: http.client cannot encode it
+        ({"token": "t"}, ["ops\r\n"], "Impersonate-Group"),
+    ],
+    ids=["line-break", "beyond-latin-1", "group-line-break"],
+)
+def test_credentials_no_header_can_carry_are_a_one_line_error_that_keeps_them_secret(
+    tmp_path: Path, user: dict[str, str], groups: list[str], header: str
+) -> None:
+    cfg = kc.load_config(kubeconfig=str(simple(tmp_path / "cfg", user=user)), as_user="jane", as_groups=groups)
+    with pytest.raises(ConfigError, match=f"credentials' {header} header would hold") as info:
+        cfg.auth_headers()
+        cfg.impersonation_group_headers()
+    assert "\n" not in str(info.value) and "Injected" not in str(info.value) and "euro" not in str(info.value)
+
+
+def test_a_token_file_not_in_utf_8_is_a_config_error(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_bytes(b"abc\xff")
+    cfg = kc.load_config(kubeconfig=str(simple(tmp_path / "cfg", user={"tokenFile": str(token)})))
+    with pytest.raises(ConfigError, match=r"cannot read token file .*: not UTF-8"):
+        cfg.auth_headers()
 
 
 def test_relative_paths_resolve_against_the_kubeconfig_directory(tmp_path: Path) -> None:
