@@ -30,8 +30,8 @@ from kubectl_gpushare.kube.config import ClientConfig
 from kubectl_gpushare.kube.deadlines import MAX_DURATION, MILLISECOND, format_duration, long_running
 from kubectl_gpushare.kube.errors import (
     ApiError,
+    ConfigError,
     Expired,
-    KubeError,
     ReplyTooLarge,
     Unauthorized,
     Unreachable,
@@ -90,12 +90,19 @@ class Transport:
         self.config = config
         self.user_agent = user_agent
         self.gzip = gzip
-        parts = urlsplit(config.server)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise KubeError(f"invalid server URL {config.server!r}")
+        invalid = ConfigError(f"invalid server URL {config.server[:200]!r}")  # exit 2: no usable kubeconfig
+        try:  # urlsplit refuses an unclosed "[", .port a port that is no number or past 65535
+            parts = urlsplit(config.server)
+            port = parts.port
+        except ValueError:
+            raise invalid from None
+        # http.client would refuse a host with a space or a control character only when it connects.
+        if parts.scheme not in ("http", "https") or not parts.hostname or not parts.hostname.isprintable() or (
+                " " in parts.hostname):
+            raise invalid
         self._https = parts.scheme == "https"
         self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
+        self._port = port or (443 if self._https else 80)
         self._prefix = parts.path.rstrip("/")
         self._lock = threading.Lock()
         self._idle: list[http.client.HTTPConnection] = []

@@ -155,3 +155,18 @@ def test_backoff_is_capped_and_jittered_upwards_only() -> None:
 def test_only_a_4xx_other_than_429_says_a_write_did_not_happen(status: int, known: bool) -> None:
     """A redirect or an informational reply from a proxy says nothing about the write: its outcome stays unknown."""
     assert errors.refused(errors.ApiError(status, "Reason", "message")) is known
+
+
+@pytest.mark.parametrize("server", [
+    "http://[::1", "http://127.0.0.1:99999", "http://127.0.0.1:port", "http://bad host:6443", "http://a\x1bb:1",
+    "ftp://127.0.0.1", "http://",
+])
+def test_a_server_url_that_cannot_be_reached_is_one_kube_error(server: str) -> None:
+    # urlsplit raises ValueError for an unclosed "[", .port for a port past 65535 or not a number, and
+    # http.client refuses a host with a space or a control character only once it connects.
+    from kubectl_gpushare.kube._transport import Transport
+    from kubectl_gpushare.kube.config import ClientConfig
+
+    with pytest.raises(errors.ConfigError, match="^invalid server URL ") as refused:
+        Transport(ClientConfig(server=server), "test")
+    assert refused.value.exit_code == errors.EXIT_USAGE, "no usable kubeconfig: the usage exit code"
