@@ -45,8 +45,9 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         }
+        if self.reason:  # StatusReasonUnknown is "", which omitempty leaves out
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
         body["code"] = self.code
@@ -210,6 +211,16 @@ def too_many_requests(retry_after: int) -> ApiError:
 def internal(message: str) -> ApiError:
     """500 for a server-side failure."""
     return ApiError(500, "InternalError", f"Internal error occurred: {message}")
+
+
+def unconverted(message: str) -> ApiError:
+    """500 for an error no layer turned into a ``Status``: ``ErrorToAPIStatus``'s fallback.
+
+    k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/status.go: an error that is no
+    ``APIStatus`` (a storage ``InvalidError``, say) is answered with code 500, reason
+    ``StatusReasonUnknown`` (empty, so left out) and the error's text as the message.
+    """
+    return ApiError(500, "", message)
 
 
 def unauthorized() -> ApiError:

@@ -430,12 +430,42 @@ def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
         raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
 
 
-def _resource_version(query: Mapping[str, str]) -> int | None:
-    """The request's ``resourceVersion`` as a number; None when unset, "0" or not a number."""
-    text = query.get("resourceVersion", "")
-    if text in ("", "0") or not (text.isascii() and text.isdigit()):
+_UINT64_MAX: Final = (1 << 64) - 1
+
+
+def _resource_version(query: GoQuery) -> int | None:
+    """The request's ``resourceVersion`` as the etcd3 versioner reads it; None when unset or "0".
+
+    ``APIObjectVersioner.ParseResourceVersion`` (k8s.io/apiserver/pkg/storage/etcd3/
+    api_object_versioner.go) runs Go's ``strconv.ParseUint(text, 10, 64)`` and wraps its error as a
+    storage ``InvalidError`` on the field ``resourceVersion``. The watch cache (``cacher.go``
+    ``GetList``/``Watch``/``Get``, via the cache delegator) returns that error as it is and nothing
+    converts it, so the answer is `errors.unconverted`'s 500 (kubernetes/kubernetes#101350, #139485);
+    a list the cache hands to etcd3 wraps it in a 400 instead (`_list`).
+
+    Raises:
+        ApiError: 500, no reason, ``resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing
+            "abc": invalid syntax`` (or ``value out of range`` past 2^64-1).
+    """
+    text = query.exact("resourceVersion")
+    if text in ("", "0"):
         return None
-    return protocol.parse_int_strict(text)
+    value = 0
+    why = ""
+    for char in text:  # ParseUint's loop: a non-digit is a syntax error, an overflow a range error, first come
+        if not "0" <= char <= "9":
+            why = "invalid syntax"
+            break
+        value = value * 10 + ord(char) - 48
+        if value > _UINT64_MAX:
+            why = "value out of range"
+            break
+    if why:
+        quoted = go_quote(text)
+        raise errors.unconverted(
+            f"resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: {why}"
+        )
+    return value
 
 
 CONTINUE_VERSION: Final = "meta.k8s.io/v1"
@@ -608,6 +638,7 @@ class Api:
 
     def _get(self, request: Request, target: Target) -> Response:
         assert target.resource is not None
+        _resource_version(request.query)  # a get at a resourceVersion reads the watch cache, which parses it
         entry = self._entry(target)
         if _wants_table(request):
             obj = entry.object()
@@ -648,7 +679,17 @@ class Api:
         if request.query.get("resourceVersion") == "0" and not token:
             limit = 0  # served "from the cache", which ignores limit, as kube-apiserver does
         elif not token:
-            self._wait_until_fresh(_resource_version(request.query))
+            try:
+                rv = _resource_version(request.query)
+            except ApiError as error:
+                # The lists the watch cache hands to etcd3 (cacher/delegator.go shouldDelegateList: an
+                # Exact match, or a limit with no match) parse it there, in the store's GetList, which
+                # answers 400 "invalid resource version: <the error>"; the others get the cache's 500.
+                match = request.query.get("resourceVersionMatch", "")
+                if match == "Exact" or (not match and limit > 0):
+                    raise errors.bad_request(f"invalid resource version: {error.message}") from None
+                raise
+            self._wait_until_fresh(rv)
         found, rv, last, remaining = self.store.select(
             resource.plural, target.namespace, labels, fields, limit=limit, after=after
         )
@@ -710,10 +751,7 @@ class Api:
         if timeout_seconds is None:
             raise errors.bad_request(f"timeoutSeconds: Invalid value: {go_quote(timeout_text[:64])}")
         timeout = float(timeout_seconds)
-        rv_text = query.get("resourceVersion", "")
-        rv = _resource_version(query)
-        if rv_text not in ("", "0") and rv is None:  # digits only, in range ('²' is a digit to str.isdigit)
-            raise errors.bad_request(f"resourceVersion: Invalid value: {go_quote(rv_text[:64])}")
+        rv = _resource_version(query)  # the watch cache parses it: a 500 when it is no uint64
         send_initial = go_bool(query.get("sendInitialEvents"))
         bookmarks = go_bool(query.get("allowWatchBookmarks"))
         table = _wants_table(request)

@@ -204,3 +204,49 @@ def test_refused_values_are_quoted_as_go_quotes_them_and_cut(sandbox: Sandbox) -
     assert 'Unsupported value: "Né\\"' + "x" * 197 + '": supported values:' in answer["message"]
     status, answer = get(sandbox, "limit=%C3%A9")
     assert status == 400 and answer["message"] == 'limit: Invalid value: "é": must be a non-negative integer'
+
+
+# --- a resourceVersion that is no number -----------------------------------------------------
+def go_parse_uint_error(text: str, why: str = "invalid syntax") -> str:
+    quoted = json.dumps(text, ensure_ascii=False)  # Go's %q, for these printable values
+    return f"resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: {why}"
+
+
+@pytest.mark.parametrize(("query", "value", "why"), [
+    ("resourceVersion=abc", "abc", "invalid syntax"),
+    ("resourceVersion=-1&resourceVersionMatch=NotOlderThan&limit=5", "-1", "invalid syntax"),
+    ("watch=1&resourceVersion=%C2%B2&timeoutSeconds=1", "²", "invalid syntax"),
+    ("watch=1&resourceVersion=18446744073709551616x", "18446744073709551616x", "value out of range"),
+    ("resourceVersion=%2B1", "+1", "invalid syntax"),
+], ids=["list", "not-older-than-with-limit", "watch-superscript", "watch-past-uint64", "sign"])
+def test_a_resource_version_the_watch_cache_cannot_parse_is_its_unconverted_500(
+    sandbox: Sandbox, query: str, value: str, why: str
+) -> None:
+    # The etcd3 versioner's ParseUint error, a storage InvalidError that the watch cache returns as it
+    # is and ErrorToAPIStatus answers as a 500 without a reason (kubernetes/kubernetes#101350, #139485).
+    status, answer = get(sandbox, query)
+    assert status == 500, answer
+    assert answer == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                      "message": go_parse_uint_error(value, why), "code": 500}  # fmt: skip
+
+
+@pytest.mark.parametrize("query", ["resourceVersion=abc&limit=1", "resourceVersion=abc&resourceVersionMatch=Exact"],
+                         ids=["legacy-exact", "exact"])
+def test_a_list_the_cache_hands_to_etcd3_wraps_the_error_in_a_400(sandbox: Sandbox, query: str) -> None:
+    # cacher/delegator.go shouldDelegateList sends these to the etcd3 store, whose GetList answers
+    # apierrors.NewBadRequest("invalid resource version: " + the versioner's error).
+    status, answer = get(sandbox, query)
+    assert (status, answer["reason"]) == (400, "BadRequest")
+    assert answer["message"] == "invalid resource version: " + go_parse_uint_error("abc")
+
+
+def test_a_get_at_an_unparsable_resource_version_is_the_500_and_a_number_reads(sandbox: Sandbox) -> None:
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(sandbox.url + CONFIGMAPS + "/c?resourceVersion=x", timeout=30)
+    assert caught.value.code == 500
+    assert json.loads(caught.value.read())["message"] == go_parse_uint_error("x")
+    for good in ("", "0", "01"):  # ParseUint takes leading zeros
+        with urllib.request.urlopen(f"{sandbox.url}{CONFIGMAPS}/c?resourceVersion={good}", timeout=30) as resp:
+            assert resp.status == 200
+        assert get(sandbox, f"resourceVersion={good}")[0] == 200
