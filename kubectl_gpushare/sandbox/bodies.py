@@ -51,10 +51,11 @@ _GO_UTF8: Final = "kubectl-gpushare-go-utf8"
 codecs.register_error(_GO_UTF8, _each_byte_as_fffd)
 
 
-def _as_go_reads(data: bytes) -> bytes:
+def as_go_reads(data: bytes) -> bytes:
     """``data`` as Go's JSON decoder reads its strings: invalid UTF-8 and lone surrogate escapes as U+FFFD.
 
-    Go's decoder does so only inside strings; a byte coerced outside one is still a syntax error.
+    Go's decoder does so only inside strings; a byte coerced outside one is still a syntax error. The
+    result is valid UTF-8 that no JSON decoder reads a lone surrogate from (bodies, continue tokens).
     """
     try:
         data.decode()
@@ -73,7 +74,7 @@ def decode_json(data: bytes) -> Any:
         try:
             value = _decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError):
-            readable = _as_go_reads(data)
+            readable = as_go_reads(data)
             if readable == data:
                 raise
             value = _decode(readable)  # what is still wrong is wrong for Go too (a byte offset may differ)

@@ -492,10 +492,12 @@ def _decode_continue(token: str) -> tuple[int, str]:
     if legal.end() < len(token) or len(token) % 4 == 1:  # RawURLEncoding: no padding, no other alphabet
         at = legal.end() if legal.end() < len(token) else len(token) - 1
         raise errors.bad_request(f"{bad}: illegal base64 data at input byte {at}")
-    # Go's encoding/json reads invalid UTF-8 in a string as U+FFFD, and refuses nesting past its maximum
-    # depth (scanner.go pushParseState: "invalid character '[' exceeded max depth"); Python's decoder stops
-    # sooner, at its recursion limit, and is answered in those words (naming the outermost bracket).
-    text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("utf-8", "replace")
+    # Go's encoding/json (DecodeContinue's json.Unmarshal) reads each byte of invalid UTF-8 in a string,
+    # and a \uD800-style escape of a lone surrogate, as U+FFFD, as a body's strings are read
+    # (`bodies.as_go_reads`), and refuses nesting past its maximum depth (scanner.go pushParseState:
+    # "invalid character '[' exceeded max depth"); Python's decoder stops sooner, at its recursion
+    # limit, and is answered in those words (naming the outermost bracket).
+    text = bodies.as_go_reads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))).decode()
     try:
         # A number is kept to its first 64 characters: still out of int64's range when longer (JSON has no
         # leading zeros), named as Go names it, and never past int()'s 4,300-digit limit (a ValueError).

@@ -250,3 +250,23 @@ def test_a_get_at_an_unparsable_resource_version_is_the_500_and_a_number_reads(s
         with urllib.request.urlopen(f"{sandbox.url}{CONFIGMAPS}/c?resourceVersion={good}", timeout=30) as resp:
             assert resp.status == 200
         assert get(sandbox, f"resourceVersion={good}")[0] == 200
+
+
+@pytest.mark.parametrize(("start", "after"), [
+    (rb"default/\ud800", ["\ufffd\ufffd", "\U0001f600"]),
+    (b"default/\xe2\x82", ["\U0001f600"]),
+], ids=["lone-surrogate-escape", "two-invalid-bytes"])
+def test_a_continue_token_start_key_is_read_as_gos_json_decoder_reads_it(
+    sandbox: Sandbox, start: bytes, after: list[str]
+) -> None:
+    # DecodeContinue's json.Unmarshal reads a lone surrogate escape as one U+FFFD and each byte of
+    # invalid UTF-8 as one: the page starts after "default/\ufffd" (or "\ufffd\ufffd"), so a name
+    # between U+D800 and U+FFFD is not on it (it was, after a start key that kept the surrogate), nor
+    # is "\ufffd\ufffd" after two bytes (Python's "replace" made them one U+FFFD).
+    names = ["a", "\ue000", "\ufffd", "\ufffd\ufffd", "\U0001f600"]
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}} for name in names])
+    raw = b'{"v": "meta.k8s.io/v1", "rv": 1, "start": "' + start + b'"}'
+    token = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    status, body = get(sandbox, f"limit=10&continue={token}")
+    assert status == 200, body
+    assert [item["metadata"]["name"] for item in json.loads(body)["items"]] == after
