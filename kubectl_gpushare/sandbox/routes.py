@@ -106,6 +106,8 @@ class Target:
     """The answer for non-resource URLs (discovery, version, OpenAPI)."""
     proxy_path: str = ""
     """For ``pods/proxy``: the path after ``/proxy``, decoded, bytes as surrogate escapes (`proxy.forward`)."""
+    request_path: str = ""
+    """For ``pods/proxy``: the whole decoded path, as Go's ``URL.Path`` holds it (a redirect's ``Location``)."""
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -186,7 +188,8 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
         # what follows "proxy", joined, with a leading "/" and the decoded path's trailing one.
         after = exact[len(exact) - len(rest) + 3:]  # rest is a tail of parts, which line up with exact
         subpath = "".join("/" + part for part in after) + ("/" if path.endswith("/") else "")
-        return Target(verb, resource_for("", version, "pods"), namespace, rest[1], "proxy", "", proxy_path=subpath)
+        return Target(verb, resource_for("", version, "pods"), namespace, rest[1], "proxy", "", proxy_path=subpath,
+                      request_path=path)  # fmt: skip
     if rest:
         if len(rest) > 3:
             raise errors.path_not_found()
@@ -624,7 +627,7 @@ class Api:
         headers = {key: value for key in wanted if (value := request.headers.get(key))}
         status, content_type, relayed, body = proxy.forward(
             self.proxy_targets, entry.object(), target.name, request.method, target.proxy_path, request.query.raw,
-            headers, request.body,
+            headers, request.body, whole_path=target.request_path,
         )  # fmt: skip
         if isinstance(body, bytes):
             return Response(status, body, content_type=content_type, headers=relayed)

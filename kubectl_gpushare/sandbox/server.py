@@ -126,7 +126,10 @@ def _wire_header_value(value: str) -> str:
     response or fail ``http.server``'s Latin-1 encoding after the write took effect.
     """
     one_line = value.replace("\n", " ").replace("\r", " ").strip()
-    return one_line.encode("utf-8", "replace").decode("latin-1")  # a lone surrogate (`load` may store one) as "?"
+    try:  # a byte that is not UTF-8, kept as a surrogate escape (a decoded request path), as that byte
+        return one_line.encode("utf-8", "surrogateescape").decode("latin-1")
+    except UnicodeEncodeError:  # another lone surrogate (`load` may store one) as "?"
+        return one_line.encode("utf-8", "replace").decode("latin-1")
 
 
 class _Server(ThreadingHTTPServer):
@@ -878,7 +881,8 @@ class Sandbox:
     def _send(self, handler: _Handler, method: str, response: Response) -> int:
         try:
             handler.send_response(response.status)
-            handler.send_header("Content-Type", response.content_type)
+            if response.content_type:  # none for a reply without a body Go could sniff (a proxy's 301)
+                handler.send_header("Content-Type", response.content_type)
             handler.send_header("Cache-Control", "no-cache, private")
             for key, value in response.headers.items():
                 handler.send_header(key, _wire_header_value(value))
