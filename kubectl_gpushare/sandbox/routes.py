@@ -133,6 +133,8 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
     Raises:
         ApiError: 404 for unknown paths, 405 for verbs a route does not allow.
     """
+    if not path.startswith("/"):  # "*", or "" (an opaque "scheme:x" target): Go's mux finds no route for them
+        raise errors.path_not_found()
     exact = [part for part in path.split("/") if part]  # "/" is one byte: the text parts line up with these
     parts = [go_text(part) for part in exact]
     if not parts:

@@ -50,11 +50,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
-from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text, unescape_path
+from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text, parse_url, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
@@ -600,6 +599,27 @@ class Sandbox:
             return Identity(ANONYMOUS) if not header else Identity(static_user("system:unknown-token"))
         return None
 
+    def _answer_global_options(self, handler: _Handler) -> None:
+        """``OPTIONS *``: Go's server answers it itself, before any handler (so unauthenticated, unlogged).
+
+        src/net/http/server.go: ``serverHandler.ServeHTTP`` hands a request whose ``RequestURI`` is
+        ``*`` and method ``OPTIONS`` to ``globalOptionsHandler`` (kube-apiserver's ``http.Server`` keeps
+        ``DisableGeneralOptionsHandler`` off), which sets ``Content-Length: 0`` and discards the body
+        (up to 4 KiB; the connection closes past that): a 200 with nothing else.
+        """
+        try:
+            body = self._read_body(handler)
+            handler.reader.end_request()
+            if isinstance(body, ApiError) or len(body) > 4096:
+                handler.close_connection = True
+            handler.send_response(200)
+            handler.send_header("Content-Length", "0")
+            if handler.close_connection:
+                handler.send_header("Connection", "close")
+            handler.end_headers()
+        except OSError:
+            self._close(handler)
+
     def _read_body(self, handler: _Handler) -> bytes | ApiError:
         """The request body, or the error to answer; broken framing also closes the connection.
 
@@ -636,17 +656,22 @@ class Sandbox:
     def _serve(self, handler: _Handler) -> None:
         received = time.monotonic()  # the request's arrival (WithRequestReceivedTimestamp): its deadline counts from it
         stopped = self._stopped  # this run's: `stop` sets it, a later `start` makes another
-        # A request target has no fragment (url.ParseRequestURI): a '#' belongs to the path or the query,
-        # wherever it stands. The query is read once, as req.URL.Query(): routing, options, timeout and
-        # the pod proxy share it.
-        split = urlsplit(handler.path, allow_fragments=False)
+        # The target split as url.ParseRequestURI splits it (`parse_request` refused what it refuses): no
+        # fragment (a '#' belongs to the path or the query, wherever it stands), an absolute-form target's
+        # scheme and authority dropped, and no path at all after "scheme:" without a "/" (an opaque URL)
+        # or "*" for the asterisk form, which no route serves. The query is read once, as
+        # req.URL.Query(): routing, options, timeout and the pod proxy share it.
+        split = parse_url(handler.path)
         query = GoQuery(split.query)
         # Routing, authorization and the log see the decoded path, as kube-apiserver sees req.URL.Path
-        # (url.ParseRequestURI unescapes it; `parse_request` refused a path that does not unescape).
-        # `exact` keeps bytes that are not UTF-8 for the pod proxy; `path` is its text.
+        # (url.ParseRequestURI unescapes it). `exact` keeps bytes that are not UTF-8 for the pod proxy;
+        # `path` is its text.
         exact = unescape_path(split.path)
         path = go_text(exact)
         method = handler.command
+        if method == "OPTIONS" and handler.path == "*":
+            self._answer_global_options(handler)
+            return
         try:
             body = self._read_body(handler)
         except OSError:  # gone, or too slow: nobody to answer (kube-apiserver just closes, too)

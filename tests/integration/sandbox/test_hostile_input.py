@@ -168,14 +168,19 @@ def read_to_close(sb: Sandbox, raw: bytes) -> bytes:
     "target",
     [f"{CONFIGMAPS}?labelSelector=a%3Db\x01", f"{CONFIGMAPS}\x7f", f"{CONFIGMAPS}\tx",
      "/api/v1/namespaces/kube-system/pods/p:1/proxy/usage?q=\x1f", "/healthz\x00",
-     f"{CONFIGMAPS}/c%zz", f"{CONFIGMAPS}/c%4?x=1", "/healthz%", "/api/v1/namespaces/kube-system/pods/p/proxy/%g1"],
+     f"{CONFIGMAPS}/c%zz", f"{CONFIGMAPS}/c%4?x=1", "/healthz%", "/api/v1/namespaces/kube-system/pods/p/proxy/%g1",
+     CONFIGMAPS[1:], "api/v1/namespaces/kube-system/pods/p/proxy/", ":x/api/v1/namespaces", "1http:/api",
+     f"http://[::1{CONFIGMAPS}", f"http://sandbox:6443x{CONFIGMAPS}", f"http://a{{b{CONFIGMAPS}"],
     ids=["query", "path-del", "path-tab", "pod-proxy", "nul", "bad-escape", "short-escape", "lone-percent",
-         "proxy-escape"],
+         "proxy-escape", "relative", "relative-proxy", "missing-scheme", "digit-first-scheme", "missing-bracket",
+         "bad-port", "bad-host"],
 )  # fmt: skip
 def test_an_unparsable_target_gets_gos_plain_400_before_any_handler(target: str) -> None:
-    # Go's readRequest: url.ParseRequestURI refuses a control byte anywhere, and a % without two hex
-    # digits in the path (setPath's unescape: EscapeError), so conn.serve writes its plain 400 and
-    # closes, before kube-apiserver's handler chain: no authentication (a 401 here), no Status body.
+    # Go's readRequest: url.ParseRequestURI refuses a control byte anywhere, a % without two hex
+    # digits in the path (setPath's unescape: EscapeError), a target that is neither "*", an absolute
+    # path nor a URL with a scheme ("invalid URI for request"), and a bad authority after "scheme://",
+    # so conn.serve writes its plain 400 and closes, before kube-apiserver's handler chain: no
+    # authentication (a 401 here), no Status body.
     with Sandbox(auth=True) as sb:
         raw = f"GET {target} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode("latin-1")
         assert read_to_close(sb, raw) == GO_BAD_REQUEST
@@ -197,6 +202,30 @@ def test_a_request_line_go_cuts_otherwise_still_gets_the_plain_400(line: str) ->
         assert read_to_close(sb, f"{line}\r\nHost: sandbox\r\n\r\n".encode()) == GO_BAD_REQUEST
         assert not sb.requests, "no handler saw it"
         assert exchange(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode())[0] == 401
+
+
+def test_targets_go_takes_without_a_leading_slash_are_routed_as_go_splits_them(sandbox: Sandbox) -> None:
+    # url.ParseRequestURI: an absolute-form target's path is what follows its authority; "scheme:x"
+    # with no "/" is an opaque URL (URL.Path empty) and "*" is the path "*": no route serves either.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+    status, answer, _ = exchange(sandbox, f"GET HTTP://sandbox:1{CONFIGMAPS}/c HTTP/1.1\r\nHost: s\r\n\r\n".encode())
+    assert (status, answer["metadata"]["name"]) == (200, "c")
+    assert sandbox.requests[-1].path == f"{CONFIGMAPS}/c"
+    for target in ("http:api/v1/namespaces", "mailto:x?y=1", "http://sandbox", "*"):
+        status, answer, _ = exchange(sandbox, f"GET {target} HTTP/1.1\r\nHost: s\r\n\r\n".encode())
+        assert (status, answer["message"]) == (404, "the server could not find the requested resource"), target
+
+
+def test_options_asterisk_is_gos_own_empty_200_before_any_handler() -> None:
+    # net/http serverHandler.ServeHTTP: "OPTIONS *" goes to globalOptionsHandler (Content-Length: 0),
+    # never to kube-apiserver's chain: no authentication, no Status, nothing in the request log.
+    with Sandbox(auth=True) as sb:
+        reply = read_to_close(sb, b"OPTIONS * HTTP/1.1\r\nHost: s\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ") and b"\r\nContent-Length: 0" in head and body == b""
+        assert b"Content-Type" not in head and not sb.requests
+        token = f"Authorization: Bearer {Sandbox.ADMIN_TOKEN}\r\n".encode()
+        assert exchange(sb, b"GET * HTTP/1.1\r\nHost: s\r\n" + token + b"\r\n")[0] == 404  # the chain's
 
 
 # --- the decoded path -----------------------------------------------------------------------------
