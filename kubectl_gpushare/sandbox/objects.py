@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.sandbox import admission, dra_kinds, errors
 from kubectl_gpushare.sandbox.resources import SCALABLE, WORKLOADS, Resource
 
@@ -257,10 +258,39 @@ def _name_causes(resource: Resource, name: str) -> list[str]:
     return []
 
 
+_DNS_LABEL_RULE = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+"""``IsDNS1123Label``'s words (k8s.io/apimachinery/pkg/util/validation/validation.go: ``RegexError``
+joins its examples with ``", "`` and ``" or "``, hence the two spaces)."""
+
+
+def _namespace_causes(resource: Resource, meta: dict[str, Any]) -> list[str]:
+    """A namespaced object's ``metadata.namespace``: present, and a DNS-1123 label.
+
+    ``ValidateObjectMeta`` (k8s.io/apimachinery/pkg/api/validation/objectmeta.go) with
+    ``ValidateNamespaceName`` (``IsDNS1123Label``): an empty one is ``Required value``; a longer one
+    than 63 bytes, one with dots that is otherwise a subdomain, or one off the pattern is ``Invalid
+    value`` (reads in such a namespace find nothing; only writes are refused).
+    """
+    if not resource.namespaced:
+        return []
+    namespace = str(meta.get("namespace") or "")
+    if not namespace:
+        return ["metadata.namespace: Required value"]
+    shown = f"metadata.namespace: Invalid value: {go_quote(namespace)}: "
+    causes = [shown + "must be no more than 63 characters"] if len(namespace.encode()) > 63 else []
+    if not _DNS_LABEL.fullmatch(namespace):
+        causes.append(shown + ("must not contain dots" if _DNS_SUBDOMAIN.fullmatch(namespace) else _DNS_LABEL_RULE))
+    return causes
+
+
 def _validate(resource: Resource, obj: dict[str, Any]) -> None:
     meta = obj["metadata"]
     name = meta.get("name", "")
-    causes = _name_causes(resource, name)
+    causes = _name_causes(resource, name) + _namespace_causes(resource, meta)
     if resource.plural == "pods":
         causes.extend(_container_causes((obj.get("spec") or {}).get("containers"), "spec.containers"))
     if resource.plural in WORKLOADS:

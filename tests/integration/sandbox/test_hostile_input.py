@@ -257,6 +257,37 @@ def test_an_escaped_slash_splits_its_segment(sandbox: Sandbox) -> None:
     assert (status, answer["message"]) == (404, 'configmaps "c" not found')
 
 
+LABEL_RULE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+              "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+              "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")  # fmt: skip
+
+
+@pytest.mark.parametrize(("namespace", "causes"), [
+    ("Foo_Bar", [f'"Foo_Bar": {LABEL_RULE}']),
+    ("a.b", ['"a.b": must not contain dots']),
+    ("x" * 64, [f'"{"x" * 64}": must be no more than 63 characters']),
+    ("-" * 64, [f'"{"-" * 64}": must be no more than 63 characters', f'"{"-" * 64}": {LABEL_RULE}']),
+    ("n%0A", [f'"n\\n": {LABEL_RULE}']),
+], ids=["underscore", "dots", "too-long", "too-long-and-off-pattern", "newline"])
+def test_a_write_in_a_namespace_that_is_no_dns_label_fails_validation_and_reads_find_nothing(
+    sandbox: Sandbox, namespace: str, causes: list[str]
+) -> None:
+    # No layer checks a path's namespace; ValidateObjectMeta checks the object's, which the path set
+    # (ValidateNamespaceName: IsDNS1123Label), so a create is a 422, while a list finds nothing and a
+    # get finds no object.
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    body = json.dumps({"metadata": {"name": "c"}}).encode()
+    status, answer, _ = exchange(sandbox, request("POST", path, body))
+    assert status == 422, answer
+    assert [c["field"] + ": " + c["message"] for c in answer["details"]["causes"]] == [
+        "metadata.namespace: Invalid value: " + cause for cause in causes]
+    assert sandbox.objects("configmaps") == []
+    status, answer, _ = exchange(sandbox, request("GET", path))
+    assert (status, answer["items"]) == (200, [])
+    status, answer, _ = exchange(sandbox, request("GET", path + "/c"))
+    assert (status, answer["message"]) == (404, 'configmaps "c" not found')
+
+
 def test_authorization_sees_the_decoded_path() -> None:
     # The RBAC request attributes come from RequestInfo, so an escaped "proxy" is pods/proxy, which
     # the viewer may not use (a 403 naming the decoded pod), not an unknown subresource (404).
