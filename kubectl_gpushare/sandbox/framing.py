@@ -67,14 +67,23 @@ def target_unparsable(request_line: bytes) -> bool:
     by two hex digits in the path, before the first ``?`` (``setPath`` unescapes it: ``EscapeError``;
     the query is kept raw, so a bad escape there is no error).
     """
-    line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
-    _, _, rest = line.partition(b" ")
-    target, _, _ = rest.partition(b" ")
     try:
-        parse_url(target.decode("latin-1"))
+        parse_url(request_target(request_line))
     except ValueError:
         return True
     return False
+
+
+def request_target(request_line: bytes) -> str:
+    """The request target as Go's ``parseRequestLine`` cuts it: between the first two spaces, a character per byte.
+
+    Not ``http.server``'s ``path``, which turns a leading ``//`` into ``/`` (CPython gh-87389): Go
+    keeps it, and ``//api/v1/pods`` is a path no route serves.
+    """
+    line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
+    _, _, rest = line.partition(b" ")
+    target, _, _ = rest.partition(b" ")
+    return target.decode("latin-1")
 
 
 def content_length(values: list[str]) -> int:

@@ -454,7 +454,9 @@ def prepare_create(resource: Resource, obj: Any, namespace: str) -> dict[str, An
     normalise_quantities(resource, created)
     meta = created["metadata"]
     if resource.namespaced:
-        if meta.get("namespace") and meta["namespace"] != namespace:
+        # rest.EnsureObjectNamespaceMatchesRequestNamespace: an empty request namespace (an empty
+        # {namespace} segment) clears the object's, which validation then requires (`_namespace_causes`).
+        if namespace and meta.get("namespace") and meta["namespace"] != namespace:
             raise errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )

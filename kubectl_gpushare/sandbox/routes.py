@@ -135,7 +135,11 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
     """
     if not path.startswith("/"):  # "*", or "" (an opaque "scheme:x" target): Go's mux finds no route for them
         raise errors.path_not_found()
-    exact = [part for part in path.split("/") if part]  # "/" is one byte: the text parts line up with these
+    # go-restful's CurlyRouter (tokenizePath with TrimRightSlashEnabled, v3.11's default) and splitPath
+    # both drop the trailing "/"s and keep an empty segment inside: one in a literal's place ("api",
+    # "namespaces", a resource, a subresource) matches no route, one in a parameter's place
+    # ({namespace}, {name}) matches it as "" (matchesRouteByPathTokens checks nothing of a parameter).
+    exact = path.rstrip("/").split("/")[1:]  # "/" is one byte: the text parts line up with these
     parts = [go_text(part) for part in exact]
     if not parts:
         return Target(
@@ -174,18 +178,21 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
         rest = rest[1:]
         query = {**query, "watch": "true"}
     namespace = ""
+    in_namespace = False  # the path names a namespace, even an empty one (namespaces//pods)
+    named = False  # the path has a {name} segment, even an empty one (pods//status)
     if rest[0] == "namespaces" and len(rest) >= 3 and group == "":
         if rest[2] in ("status", "finalize") and len(rest) == 3:
-            plural, name, sub = "namespaces", rest[1], rest[2]
+            plural, name, sub, named = "namespaces", rest[1], rest[2], True
             rest = []
         else:
-            namespace, rest = rest[1], rest[2:]
+            namespace, rest, in_namespace = rest[1], rest[2:], True
     elif rest[0] == "namespaces" and len(rest) >= 3:
-        namespace, rest = rest[1], rest[2:]
-    if group == "" and namespace and len(rest) >= 3 and rest[0] == "pods" and rest[2] == "proxy":
+        namespace, rest, in_namespace = rest[1], rest[2:], True
+    if group == "" and in_namespace and len(rest) >= 3 and rest[0] == "pods" and rest[2] == "proxy":
         verb = proxy.PROXY_VERBS.get(method)
         if verb is None:
             raise errors.method_not_allowed(method)
+        _require_name_and_namespace(rest[1], namespace, in_namespace)
         # The subpath as getRequestOptions (endpoints/handlers/rest.go) builds it from RequestInfo.Parts:
         # what follows "proxy", joined, with a leading "/" and the decoded path's trailing one.
         after = exact[len(exact) - len(rest) + 3:]  # rest is a tail of parts, which line up with exact
@@ -198,22 +205,43 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
         plural = rest[0]
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
+        named = len(rest) > 1
     resource = resource_for(group, version, plural)
-    if resource is None or (namespace and not resource.namespaced):
+    if resource is None or (in_namespace and not resource.namespaced):
         raise errors.path_not_found()
     if sub and sub not in resource.subresources:
         raise errors.path_not_found()
-    if resource.namespaced and not namespace and (name or method not in ("GET",)):
-        if name:
+    if resource.namespaced and not in_namespace and (named or method not in ("GET",)):
+        if named:
             raise errors.path_not_found()
         raise errors.method_not_allowed(method)
-    verb = _verb(method, name, sub, query)
+    verb = _verb(method, named, sub, query)
     if resource.plural == "bindings" and verb != "create":
         raise errors.method_not_allowed(method)
+    if named:
+        _require_name_and_namespace(name, namespace, in_namespace)
     return Target(verb, resource, namespace, name, sub, group)
 
 
-def _verb(method: str, name: str, sub: str, query: Mapping[str, str]) -> str:
+def _require_name_and_namespace(name: str, namespace: str, in_namespace: bool) -> None:
+    """Refuse an object path whose {name} or {namespace} segment is empty, as kube-apiserver does.
+
+    The handlers read the name from RequestInfo and refuse an empty one (``errEmptyName`` in
+    k8s.io/apiserver/pkg/endpoints/handlers/namer.go: 400 ``name must be provided``); the store then
+    builds the object's key, which needs a namespace (``NamespaceKeyFunc`` in
+    registry/generic/registry/store.go: 400 ``Namespace parameter required.``). A collection under an
+    empty namespace is every namespace's (``NamespaceKeyRootFunc``), so lists and watches go on.
+
+    Raises:
+        ApiError: 400 for an empty name, then for an empty namespace.
+    """
+    if not name:
+        raise errors.bad_request("name must be provided")
+    if in_namespace and not namespace:
+        raise errors.bad_request("Namespace parameter required.")
+
+
+def _verb(method: str, named: bool, sub: str, query: Mapping[str, str]) -> str:
     if sub in ("binding", "token"):
         if method != "POST":
             raise errors.method_not_allowed(method)
@@ -231,7 +259,7 @@ def _verb(method: str, name: str, sub: str, query: Mapping[str, str]) -> str:
         ("DELETE", True): "delete",
         ("DELETE", False): "deletecollection",
     }
-    verb = table.get((method, bool(name)))
+    verb = table.get((method, named))
     if verb is None or (sub in ("status", "scale") and verb not in ("get", "update", "patch")):
         raise errors.method_not_allowed(method)
     return verb
@@ -1118,7 +1146,13 @@ class Api:
         dry_run = _check_dry_run("DeleteOptions", options.get("dryRun") or [], _propagation_causes(options))
         deleted: list[bytes] = []
         with self.store.lock:
-            for entry in self.store.select(resource.plural, target.namespace, labels, fields)[0]:
+            found = self.store.select(resource.plural, target.namespace, labels, fields)[0]
+            if found and resource.namespaced and not target.namespace:
+                # Only an empty {namespace} segment gets here (no route deletes across namespaces): the
+                # store lists every namespace's objects, then deletes each under the request's empty
+                # namespace, whose key it cannot build (store.go DeleteCollection, NamespaceKeyFunc).
+                raise errors.bad_request("Namespace parameter required.")
+            for entry in found:
                 if dry_run:  # what would go, nothing removed (a dry run never persists)
                     deleted.append(entry.raw)
                     continue

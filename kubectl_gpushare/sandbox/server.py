@@ -67,6 +67,7 @@ from kubectl_gpushare.sandbox.framing import (
     content_length,
     drain,
     read_chunked,
+    request_target,
     target_unparsable,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
@@ -661,7 +662,7 @@ class Sandbox:
         # scheme and authority dropped, and no path at all after "scheme:" without a "/" (an opaque URL)
         # or "*" for the asterisk form, which no route serves. The query is read once, as
         # req.URL.Query(): routing, options, timeout and the pod proxy share it.
-        split = parse_url(handler.path)
+        split = parse_url(request_target(handler.raw_requestline))
         query = GoQuery(split.query)
         # Routing, authorization and the log see the decoded path, as kube-apiserver sees req.URL.Path
         # (url.ParseRequestURI unescapes it). `exact` keeps bytes that are not UTF-8 for the pod proxy;

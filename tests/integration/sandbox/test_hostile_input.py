@@ -257,6 +257,54 @@ def test_an_escaped_slash_splits_its_segment(sandbox: Sandbox) -> None:
     assert (status, answer["message"]) == (404, 'configmaps "c" not found')
 
 
+NOT_FOUND = "the server could not find the requested resource"
+
+
+@pytest.mark.parametrize("path", ["/api/v1//pods", "//api/v1/pods", "/apis//v1/deployments", "/apis/apps//deployments",
+                                  "/api/v1/namespaces/default//pods", "/api/v1/namespaces//nodes",
+                                  f"{PODS}/p1//status", "/api//v1/namespaces"])
+def test_an_empty_segment_where_routes_have_a_literal_matches_none(sandbox: Sandbox, path: str) -> None:
+    # go-restful's CurlyRouter compares a route's literal tokens ("api", "namespaces", a resource, a
+    # subresource) with the request's as they are, and tokenizePath trims only the trailing "/"s; Go
+    # keeps a leading "//" too (http.server turns it into "/"). No route matches: 404.
+    sandbox.load([{"kind": "Pod", "apiVersion": "v1", **POD, "metadata": {"name": "p1", "namespace": "default"}}])
+    status, answer, _ = exchange(sandbox, request("GET", path))
+    assert (status, answer["message"]) == (404, NOT_FOUND), path
+
+
+def test_an_empty_namespace_segment_is_every_namespace_for_a_collection_and_none_for_an_object(
+    sandbox: Sandbox,
+) -> None:
+    # A route's {namespace} matches "" (matchesRouteByPathTokens checks nothing of a parameter), so
+    # RequestInfo's namespace is empty: a list or watch reads every namespace (NamespaceKeyRootFunc),
+    # an object's key cannot be built (NamespaceKeyFunc: 400), a create's object loses its namespace
+    # (EnsureObjectNamespaceMatchesRequestNamespace) and fails validation, and a deletecollection lists
+    # everything, then fails to delete the first item under the empty namespace.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": ns}} for ns in ("default", "other")])
+    status, answer, _ = exchange(sandbox, request("GET", "/api/v1/namespaces//configmaps"))
+    assert status == 200 and [i["metadata"]["namespace"] for i in answer["items"]] == ["default", "other"]
+    for method, path in (("GET", "/api/v1/namespaces//configmaps/c"), ("DELETE", "/api/v1/namespaces//configmaps/c"),
+                         ("DELETE", "/api/v1/namespaces//configmaps"), ("GET", "/api/v1/namespaces//pods/p/proxy/x")):
+        status, answer, _ = exchange(sandbox, request(method, path))
+        assert (status, answer["message"]) == (400, "Namespace parameter required."), (method, path)
+    assert len(sandbox.objects("configmaps")) == 2
+    status, answer, _ = exchange(sandbox, request("DELETE", "/api/v1/namespaces//configmaps?labelSelector=none"))
+    assert (status, answer["items"]) == (200, [])  # nothing listed, nothing to delete
+    body = json.dumps({"metadata": {"name": "new", "namespace": "default"}}).encode()
+    status, answer, _ = exchange(sandbox, request("POST", "/api/v1/namespaces//configmaps", body))
+    assert (status, answer["message"]) == (422, 'ConfigMap "new" is invalid: metadata.namespace: Required value')
+    assert answer["details"]["causes"] == [{"reason": "FieldValueRequired", "message": "Required value",
+                                            "field": "metadata.namespace"}]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", [f"{PODS}//status", "/api/v1/nodes//status", "/api/v1/namespaces//status",
+                                  f"{PODS}//proxy/x", "/api/v1/namespaces//pods//status"])
+def test_an_empty_name_segment_is_a_400_name_must_be_provided(sandbox: Sandbox, path: str) -> None:
+    # The handlers read the name from RequestInfo and refuse an empty one first (namer.go errEmptyName).
+    status, answer, _ = exchange(sandbox, request("GET", path))
+    assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", "name must be provided")
+
+
 LABEL_RULE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
               "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
               "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")  # fmt: skip
