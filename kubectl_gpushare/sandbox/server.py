@@ -132,6 +132,10 @@ def _wire_header_value(value: str) -> str:
         return one_line.encode("utf-8", "replace").decode("latin-1")
 
 
+_UNAUTHENTICATED: Final = ("/healthz", "/livez", "/readyz")
+"""Paths anyone may read (kube-apiserver's ``system:public-info-viewer`` role)."""
+
+
 class _Server(ThreadingHTTPServer):
     # Handler threads must not keep the process alive, and the server must not track them:
     # long-lived watch threads would otherwise pile up in a list until shutdown.
@@ -705,10 +709,14 @@ class Sandbox:
                 target = resolve(method, exact, query)
             except ApiError:
                 self._deadline(received, method, path, query, None)  # its 400 comes first
+                # Then authentication, which also wraps the router (DefaultBuildHandlerChain): a path
+                # nothing serves is a 404 only for a caller who may know it.
+                if self._authenticate(handler) is None and path not in _UNAUTHENTICATED:
+                    raise errors.unauthorized() from None
                 raise
             deadline = self._deadline(received, method, path, query, target)
             identity = self._authenticate(handler)
-            if identity is None and path not in ("/healthz", "/livez", "/readyz"):
+            if identity is None and path not in _UNAUTHENTICATED:
                 raise errors.unauthorized()
             identity = identity or Identity(ANONYMOUS)
             user, readonly = identity.user.username, identity.readonly

@@ -336,6 +336,17 @@ def test_a_write_in_a_namespace_that_is_no_dns_label_fails_validation_and_reads_
     assert (status, answer["message"]) == (404, 'configmaps "c" not found')
 
 
+def test_a_path_nothing_serves_is_a_401_to_a_stranger_and_a_404_to_a_known_caller() -> None:
+    # DefaultBuildHandlerChain (k8s.io/apiserver/pkg/server/config.go) wraps the router in
+    # WithAuthentication: a stranger learns nothing of the routes. Only a bad timeout comes first.
+    with Sandbox(auth=True) as sb:
+        token = {"Authorization": f"Bearer {Sandbox.ADMIN_TOKEN}"}
+        for path in ("/api/v1/nosuchthings", "/api/v1//pods", "/nope", "*"):
+            assert exchange(sb, request("GET", path))[0] == 401, path
+            assert exchange(sb, request("GET", path, headers=token))[0] == 404, path
+        assert exchange(sb, request("GET", "/nope?timeout=abc"))[0] == 400
+
+
 def test_authorization_sees_the_decoded_path() -> None:
     # The RBAC request attributes come from RequestInfo, so an escaped "proxy" is pods/proxy, which
     # the viewer may not use (a 403 naming the decoded pod), not an unknown subresource (404).
