@@ -131,7 +131,8 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
     are read as text (`go_text`); the pod proxy's subpath keeps the bytes.
 
     Raises:
-        ApiError: 404 for unknown paths, 405 for verbs a route does not allow.
+        ApiError: 404 for unknown paths, 405 for verbs a route does not allow, 400 for an empty
+            name or namespace segment in an object's path (`_require_name_and_namespace`).
     """
     if not path.startswith("/"):  # "*", or "" (an opaque "scheme:x" target): Go's mux finds no route for them
         raise errors.path_not_found()
