@@ -213,16 +213,6 @@ def internal(message: str) -> ApiError:
     return ApiError(500, "InternalError", f"Internal error occurred: {message}")
 
 
-def unconverted(message: str) -> ApiError:
-    """500 for an error no layer turned into a ``Status``: ``ErrorToAPIStatus``'s fallback.
-
-    k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/status.go: an error that is no
-    ``APIStatus`` (a storage ``InvalidError``, say) is answered with code 500, reason
-    ``StatusReasonUnknown`` (empty, so left out) and the error's text as the message.
-    """
-    return ApiError(500, "", message)
-
-
 def unauthorized() -> ApiError:
     """401 for a request without valid credentials."""
     return ApiError(401, "Unauthorized", "Unauthorized")

@@ -472,14 +472,15 @@ def _resource_version(query: GoQuery) -> int | None:
 
     ``APIObjectVersioner.ParseResourceVersion`` (k8s.io/apiserver/pkg/storage/etcd3/
     api_object_versioner.go) runs Go's ``strconv.ParseUint(text, 10, 64)`` and wraps its error as a
-    storage ``InvalidError`` on the field ``resourceVersion``. The watch cache (``cacher.go``
-    ``GetList``/``Watch``/``Get``, via the cache delegator) returns that error as it is and nothing
-    converts it, so the answer is `errors.unconverted`'s 500 (kubernetes/kubernetes#101350, #139485);
-    a list the cache hands to etcd3 wraps it in a 400 instead (`_list`).
+    storage ``InvalidError`` on the field ``resourceVersion``. The etcd3 store's ``GetList`` answers
+    it as ``apierrors.NewBadRequest("invalid resource version: " + err)``, and so does the sandbox for
+    every list, watch and get. (kube-apiserver's watch cache, which serves most of them, returns the
+    error unconverted, a 500 without a reason: kubernetes/kubernetes#101350, #139485. The sandbox
+    keeps its rule that bad input is never a 500 and answers the etcd3 store's 400 instead.)
 
     Raises:
-        ApiError: 500, no reason, ``resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing
-            "abc": invalid syntax`` (or ``value out of range`` past 2^64-1).
+        ApiError: 400 BadRequest, ``invalid resource version: resourceVersion: Invalid value: "abc":
+            strconv.ParseUint: parsing "abc": invalid syntax`` (or ``value out of range`` past 2^64-1).
     """
     text = query.exact("resourceVersion")
     if text in ("", "0"):
@@ -496,8 +497,9 @@ def _resource_version(query: GoQuery) -> int | None:
             break
     if why:
         quoted = go_quote(text)
-        raise errors.unconverted(
-            f"resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: {why}"
+        raise errors.bad_request(
+            f"invalid resource version: resourceVersion: Invalid value: {quoted}: strconv.ParseUint: "
+            f"parsing {quoted}: {why}"
         )
     return value
 
@@ -674,7 +676,7 @@ class Api:
 
     def _get(self, request: Request, target: Target) -> Response:
         assert target.resource is not None
-        _resource_version(request.query)  # a get at a resourceVersion reads the watch cache, which parses it
+        _resource_version(request.query)  # a 400 when it is no uint64, as for a list
         entry = self._entry(target)
         if _wants_table(request):
             obj = entry.object()
@@ -715,16 +717,7 @@ class Api:
         if request.query.get("resourceVersion") == "0" and not token:
             limit = 0  # served "from the cache", which ignores limit, as kube-apiserver does
         elif not token:
-            try:
-                rv = _resource_version(request.query)
-            except ApiError as error:
-                # The lists the watch cache hands to etcd3 (cacher/delegator.go shouldDelegateList: an
-                # Exact match, or a limit with no match) parse it there, in the store's GetList, which
-                # answers 400 "invalid resource version: <the error>"; the others get the cache's 500.
-                match = request.query.get("resourceVersionMatch", "")
-                if match == "Exact" or (not match and limit > 0):
-                    raise errors.bad_request(f"invalid resource version: {error.message}") from None
-                raise
+            rv = _resource_version(request.query)
             self._wait_until_fresh(rv)
         found, rv, last, remaining = self.store.select(
             resource.plural, target.namespace, labels, fields, limit=limit, after=after
@@ -787,7 +780,7 @@ class Api:
         if timeout_seconds is None:
             raise errors.bad_request(f"timeoutSeconds: Invalid value: {go_quote(timeout_text[:64])}")
         timeout = float(timeout_seconds)
-        rv = _resource_version(query)  # the watch cache parses it: a 500 when it is no uint64
+        rv = _resource_version(query)  # a 400 when it is no uint64
         send_initial = go_bool(query.get("sendInitialEvents"))
         bookmarks = go_bool(query.get("allowWatchBookmarks"))
         table = _wants_table(request)
