@@ -994,8 +994,8 @@ def _slice_selector(raw: WireNodeSelector | None, what: str, problems: list[str]
     if raw is None:
         return None
     terms = raw.node_selector_terms
-    selector = compile_selector(terms) if len(terms) == 1 else NodeSelector(
-        error=f"{len(terms)} terms (a ResourceSlice's nodeSelector must use exactly one)")
+    selector = compile_selector(terms) if len(terms) == 1 else NodeSelector(  # resource validation.go
+        error=f"{len(terms)} terms: must have exactly one node selector term")
     if selector.error:
         problems.append(f"{what}: spec.nodeSelector cannot be used ({selector.error}); it matches no node")
     return selector
