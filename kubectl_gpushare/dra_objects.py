@@ -989,13 +989,18 @@ def read_slice(wire: WireResourceSlice) -> ResourceSlice:
     )
 
 
-def _slice_selector(raw: WireNodeSelector | None, what: str, problems: list[str]) -> NodeSelector | None:
+def slice_node_selector(raw: WireNodeSelector) -> NodeSelector:
     """A slice's node selector compiled (``NewNodeSelector``); one validation or parsing refuses matches nothing."""
+    terms = raw.node_selector_terms
+    if len(terms) != 1:  # resource validation.go validateResourceSliceSpec
+        return NodeSelector(error=f"{len(terms)} terms: must have exactly one node selector term")
+    return compile_selector(terms)
+
+
+def _slice_selector(raw: WireNodeSelector | None, what: str, problems: list[str]) -> NodeSelector | None:
     if raw is None:
         return None
-    terms = raw.node_selector_terms
-    selector = compile_selector(terms) if len(terms) == 1 else NodeSelector(  # resource validation.go
-        error=f"{len(terms)} terms: must have exactly one node selector term")
+    selector = slice_node_selector(raw)
     if selector.error:
         problems.append(f"{what}: spec.nodeSelector cannot be used ({selector.error}); it matches no node")
     return selector
@@ -1429,6 +1434,7 @@ __all__ = [
     "read_template",
     "repeated_device",
     "repeated_name",
+    "slice_node_selector",
     "split_qualified_name",
     "valid_dns_label",
     "valid_dns_subdomain",
