@@ -25,7 +25,11 @@ warning. The wire structs (``Wire*``) are public so `kube.types` can build list 
 the slice's structs omit defaults so the DRA driver writes its ResourceSlice with them (encoded, they
 hold only the fields set, under the upstream names).
 
-No I/O, no clock, no logging; imports only `protocol` and msgspec.
+A slice's ``nodeSelector`` and an allocation's (other than one node's) are compiled once by
+`node_affinity` (the rule every reader matches nodes with); one that does not parse is a problem
+line and matches no node.
+
+No I/O, no clock, no logging; imports only `protocol`, `node_affinity` and msgspec.
 """
 
 from __future__ import annotations

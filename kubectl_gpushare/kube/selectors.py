@@ -7,6 +7,9 @@ thing against a live cluster, against ``--from-file`` and inside the sandbox. Th
 ``k notin (a,b)``), existence (``k``, ``!k``) and integer comparison (``k>n``, ``k<n``), joined by
 commas. Keys and values are checked as the API server checks them.
 
+The requirements it builds are `node_affinity.Requirement`, the ones node selectors (pods' affinity,
+ResourceSlices', allocations') match with, so both grammars evaluate a requirement by one rule.
+
 Pure and linear in the input's length: no I/O, and no regular expression runs on more than a
 length-checked key or value. The only exception any input can raise is `SelectorError` (a
 `ValueError`) with a one-line message.

@@ -18,13 +18,18 @@ capacity. The node becomes a ledger `NodeRecord` as if the device plugin adverti
 - a claim reserved for one pod (``status.reservedFor``) is shown as that pod, its claims summed; a
   claim reserved for several pods, or for none yet, is shown under its own name, so memory is
   counted once however many pods share it;
-- a pool is read per node as kube-scheduler gathers it (`_gathered`, `pool_states`): only the newest
-  generation of the slices a node sees counts (`dra_objects.PoolGenerations.judge`), each device
-  name once; on a node where the pool's generation has more or fewer slices than its
-  ``resourceSliceCount`` (incomplete), or lists a device name twice (invalid), its GPUs keep their
-  memory (claims allocated there still hold it) but are unhealthy: the allocator allocates no new
-  claim from such a pool there. A device that is not ``gpu-<index>`` or has no readable
-  memory is left out with a warning, an invalid one (marked by `dra_objects`) is kept with no memory.
+- a pool is read per node as kube-scheduler gathers it (`_gathered`, `pool_states`): a node sees its
+  own slices, those for all nodes and those whose node selector matches its labels (of the nodes
+  read; `node_affinity`, the allocator's rule); only the newest generation of the slices it sees
+  counts (`dra_objects.PoolGenerations.judge`), each device name once; on a node where the pool's
+  generation has more or fewer slices than its ``resourceSliceCount`` (incomplete), or lists a
+  device name twice (invalid), its GPUs keep their memory (claims allocated there still hold it) but
+  are unhealthy: the allocator allocates no new claim from such a pool there. A device that is not
+  ``gpu-<index>`` or has no readable memory is left out with a warning, an invalid one (marked by
+  `dra_objects`) is kept with no memory;
+- a slice on no one node (allNodes, a node selector) is one warning and its devices are not shown
+  (memory every node it reaches shares is no one node's); a claim's result on one is counted on
+  no node (`shared_pools`).
 
 NVIDIA's driver (`protocol.NVIDIA_DRA_DRIVER`, read-only like the other stacks): one stack GPU per
 device, named as the slice names it (``gpu-0``, MIG devices ``gpu-0-mig-...``). Its devices are
@@ -577,6 +582,18 @@ def pool_nodes(objects: DraObjects) -> dict[tuple[str, str], str]:
     return found
 
 
+def shared_pools(objects: DraObjects) -> set[tuple[str, str]]:
+    """(driver, pool) of the pools whose slices are all on no one node (allNodes, a node selector).
+
+    Their devices are no node's GPUs (`our_nodes` does not show them), so a claim's result on one is
+    counted on no node, not on a node GPU that happens to have the same name.
+    """
+    local = pool_nodes(objects)
+    found = {(s.driver, s.pool) for s in objects.slices if not s.node_name}
+    found |= {(s.spec.driver, s.spec.pool.name) for s in objects.nvidia if not s.spec.node_name}
+    return found - set(local)
+
+
 def result_node(claim: dra.ResourceClaim, result: dra.AllocatedDevice, pools: Mapping[tuple[str, str], str]) -> str:
     """The node a result's device is on: the allocation's node selector, else its pool's slice ("" unknown)."""
     assert claim.allocation is not None
@@ -663,7 +680,7 @@ def claim_holdings(objects: DraObjects, units: Mapping[str, tuple[str, Mapping[i
     """
     pools = pool_nodes(objects)
     ours = protocol.DRA_DRIVER
-    shared = {s.pool for s in objects.slices if not s.node_name} - {pool for driver, pool in pools if driver == ours}
+    shared = shared_pools(objects)
     held: dict[str, Holding] = {}  # a second claim of a holder makes it a `_Group`
     indices = _DeviceIndices()
     unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
@@ -673,8 +690,8 @@ def claim_holdings(objects: DraObjects, units: Mapping[str, tuple[str, Mapping[i
             continue
         owner: Holder | None = None
         for result in allocation.results:
-            if result.driver != ours or result.admin_access or result.pool in shared:
-                continue  # a device on no one node (allNodes, a node selector) is not one node's GPU
+            if result.driver != ours or result.admin_access or (ours, result.pool) in shared:
+                continue
             node = allocation.node_name or pools.get((ours, result.pool), "")
             node_bytes = unit_bytes.get(node)
             index = indices[result.device]
@@ -947,12 +964,14 @@ def nvidia_claims(
     A result naming a device the node does not publish is claimed on GPU ``pending`` (-1).
     """
     pools = pool_nodes(objects)
+    shared = shared_pools(objects)
     found: dict[str, list[StackClaim]] = {}
     for claim in objects.claims:
         if claim.allocation is None:
             continue
         for result in claim.allocation.results:
-            if result.driver != protocol.NVIDIA_DRA_DRIVER or result.admin_access:
+            if (result.driver != protocol.NVIDIA_DRA_DRIVER or result.admin_access
+                    or (result.driver, result.pool) in shared):
                 continue
             node = nodes.get(result_node(claim, result, pools))
             if node is None:
@@ -1011,6 +1030,7 @@ __all__ = [
     "requested_memory",
     "reserved_pods",
     "result_node",
+    "shared_pools",
     "units",
     "with_gpus",
 ]

@@ -320,7 +320,8 @@ def test_a_hostile_node_selector_is_one_warning_and_matches_no_node() -> None:
 
 
 def test_a_claim_on_a_device_of_no_one_node_is_not_counted_on_a_gpu_of_the_same_name() -> None:
-    """A claim pinned to n1 by its node-local device also holds gpu-1 of a rack slice: that gpu-1 is not n1's."""
+    """A claim pinned to n1 by its node-local device also holds gpu-1 of a rack slice: that gpu-1 is not n1's
+    (`shared_pools`), for our driver as for NVIDIA's."""
     selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["a"]}]}]}
     fabric = pool_slice("x", [device(1)], "fabric", pool="fabric")
     fabric = msgspec.structs.replace(fabric, spec=msgspec.structs.replace(
@@ -332,6 +333,13 @@ def test_a_claim_on_a_device_of_no_one_node_is_not_counted_on_a_gpu_of_the_same_
     records = dra.with_gpus([NodeRecord(name) for name in nodes], nodes)
     ledger = Ledger.build(records, dra.claim_records(objects, dra.units(records, nodes), {"uid-a": "Running"}))
     assert used(ledger, "n1") == {0: (4, 16), 1: (0, 16)}
+    nv_fabric = msgspec.structs.replace(fabric, spec=msgspec.structs.replace(fabric.spec, driver=NVIDIA))
+    nv_held = claim("a", [result("n1", "gpu-0", None, driver=NVIDIA), result("fabric", "gpu-1", None, driver=NVIDIA)],
+                    ["a"], node="n1")
+    objects = dra.read([slice_("n1", [device(0, "80Gi", ""), device(1, "80Gi", "")], driver=NVIDIA), nv_fabric],
+                       [nv_held], Warnings(), labels=RACKS)
+    nodes_nv = dra.nvidia_nodes(objects, {}, None)
+    assert [(c.gpu, c.amount) for c in dra.nvidia_claims(objects, nodes_nv, {})["n1"]] == [(0, 81920)]
 
 
 def test_an_unusable_pool_names_the_nodes_where_it_fails_and_is_unhealthy_only_there() -> None:
