@@ -9,9 +9,9 @@ named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``
 ``allocatedstate.go``, ``dynamicresources.go``):
 
 - Pools (`dra_objects.PoolGenerations.judge`): a node's slices (``nodeName`` equal to it,
-  ``allNodes``, or a ``nodeSelector`` matching its labels and name: ``NodeMatches``, by the one
-  rule of `node_affinity`) grouped by (driver, pool); only the highest ``generation`` among them counts. The
-  node's slices of it are the pool when there are exactly ``resourceSliceCount`` (of the first),
+  ``allNodes``, or a ``nodeSelector`` matching its labels and name: ``NodeMatches``, by the one rule
+  of `node_affinity`) grouped by (driver, pool); only the highest ``generation`` among them counts.
+  The node's slices of it are the pool when there are exactly ``resourceSliceCount`` (of the first),
   whatever other nodes publish; else all the pool's slices are read: a newer generation elsewhere
   makes the node's obsolete (the pool is ignored on the node), and more or fewer slices of the
   generation than ``resourceSliceCount`` make it incomplete: not allocated from. A pool repeating a
