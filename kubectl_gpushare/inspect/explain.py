@@ -27,7 +27,6 @@ where the pod sits from the same stack ledger inspect shows (`ledger.stack_usage
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -38,7 +37,6 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.kube.records import pod_record, pod_request, shown
-from kubectl_gpushare.kube.selectors import NODE_OPERATORS, Requirement
 from kubectl_gpushare.kube.stacks import kai
 from kubectl_gpushare.kube.types import (
     Event,
@@ -59,6 +57,7 @@ from kubectl_gpushare.ledger import (
     StackNode,
     stack_usage,
 )
+from kubectl_gpushare.node_affinity import compile_selector
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 FITS_PREFIX: Final = "fits on GPU "
@@ -147,26 +146,6 @@ def _tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
     return False
 
 
-_INTEGER: Final = re.compile(r"-?[0-9]{1,18}")
-
-
-def _requirement_holds(requirement: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
-    """One affinity requirement, evaluated by the shared selector grammar's `Requirement`."""
-    op = NODE_OPERATORS.get(requirement.operator)
-    if op is None:
-        return False
-    if op in ("gt", "lt") and (len(requirement.values) != 1 or not _INTEGER.fullmatch(requirement.values[0])):
-        return False  # kube-scheduler rejects such a pod; it matches nothing here
-    return Requirement(requirement.key, op, tuple(requirement.values)).matches(labels)
-
-
-def _term_matches(term: NodeSelectorTerm, node: Node) -> bool:
-    fields = {"metadata.name": node.metadata.name}
-    return all(_requirement_holds(r, node.metadata.labels) for r in term.match_expressions) and all(
-        _requirement_holds(r, fields) for r in term.match_fields
-    )
-
-
 def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
     def one(r: NodeSelectorRequirement) -> str:
         values = f" ({','.join(r.values)})" if r.values else ""
@@ -190,7 +169,7 @@ def excluded(pod: Pod, node: Node, placement: PodPlacement | None = None) -> str
         if labels.get(key) != value:
             return f"the pod's nodeSelector {key}={value} does not match (node has {key}={labels.get(key, '<unset>')})"
     terms = placement.node_terms if placement is not None else ()
-    if terms and not any(_term_matches(term, node) for term in terms):
+    if terms and not compile_selector(terms, lazy=True).matches(labels, node.metadata.name):
         return f"the pod's required node affinity ({_affinity_text(terms)}) does not match"
     return None
 

@@ -78,12 +78,13 @@ def test_an_unhealthy_gpu_with_room_is_named(tmp_path: Path, cli_runner: CliRunn
 def test_node_affinity_requirements_use_the_shared_selector_rules(
     operator: str, values: list[str], holds: bool
 ) -> None:
-    from kubectl_gpushare.inspect.explain import _requirement_holds
-    from kubectl_gpushare.kube.types import NodeSelectorRequirement
+    from kubectl_gpushare.kube.types import NodeSelectorRequirement, NodeSelectorTerm
+    from kubectl_gpushare.node_affinity import compile_selector
 
     key = "rank" if operator in ("Gt", "Lt") else "pool"
     requirement = NodeSelectorRequirement(key=key, operator=operator, values=tuple(values))
-    assert _requirement_holds(requirement, {"pool": "b", "rank": "7"}) is holds
+    term = NodeSelectorTerm(match_expressions=(requirement,))
+    assert compile_selector([term], lazy=True).matches({"pool": "b", "rank": "7"}, "n") is holds
 
 
 def _explain_items(
