@@ -25,6 +25,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.config import ClientConfig
 from kubectl_gpushare.kube.deadlines import MAX_DURATION, MILLISECOND, format_duration, long_running
@@ -65,8 +66,7 @@ def error_from_reply(status: int, body: bytes, headers: Mapping[str, str] | http
     try:
         parsed = types.STATUS_DECODER.decode(body) if body else None
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # any body, even deep or not UTF-8, is an error
-        text = body.decode("utf-8", errors="replace").strip()
-        message = text.splitlines()[0][:300] if text else ""
+        message = protocol.first_line(body.decode("utf-8", errors="replace"), 300)
     if parsed is not None:
         reason, message = parsed.reason, parsed.message
         if retry_after is None and parsed.details is not None and parsed.details.retry_after_seconds is not None:

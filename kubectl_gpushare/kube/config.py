@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube._exec import EXEC_API_VERSIONS, ExecCredential, ExecProvider, parse_timestamp
 from kubectl_gpushare.kube.deadlines import HOUR, MAX_DURATION, SECOND, parse_duration
 from kubectl_gpushare.kube.errors import ConfigError
@@ -542,8 +543,7 @@ def _auth_provider_token(what: str, provider: object, merged: _Merged, context_n
         loader = KubeConfigLoader(config_dict=merged.raw, active_context=context_name or None)  # type: ignore[no-untyped-call]
         loader.load_and_set(target)  # type: ignore[no-untyped-call]
     except Exception as exc:  # the loader raises many unrelated types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"{what}: auth-provider {name!r} failed: {first}") from None
+        raise ConfigError(f"{what}: auth-provider {name!r} failed: {protocol.error_reason(exc)}") from None
     header = (target.api_key or {}).get("authorization") or (target.api_key or {}).get("BearerToken") or ""
     token = str(header).removeprefix("Bearer ").strip()
     if not token:

@@ -430,7 +430,7 @@ def parse_spec(text: str, source: str = "<spec>") -> list[dict[str, Any]]:
     try:
         raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise SpecError(f"{source}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise SpecError(f"{source}: not valid YAML: {protocol.error_reason(exc)}") from None
     try:
         spec = msgspec.convert(raw, ClusterSpec)
     except msgspec.ValidationError as exc:
