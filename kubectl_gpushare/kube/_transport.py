@@ -208,12 +208,18 @@ class Transport:
         connection.endheaders(body)
         return connection.getresponse()
 
-    def _refreshable(self) -> bool:
-        return self.config.exec_provider is not None or self.config.token_file is not None
+    def _refreshed_after(self, error: ApiError, refreshed: bool) -> bool:
+        """Whether to send once more after ``error``: re-read credentials on a first 401, where they can be.
 
-    def _refresh_credentials(self) -> None:
+        A token file may have rotated, an exec credential expired; a second 401 is the caller's to raise.
+        """
+        if refreshed or not isinstance(error, Unauthorized):
+            return False
+        if self.config.exec_provider is None and self.config.token_file is None:
+            return False
         self._ssl_context(refresh=True)
         self.close()  # pooled TLS connections carry the old client certificate
+        return True
 
     def request(
         self,
@@ -284,9 +290,8 @@ class Transport:
             if 200 <= response.status < 300:
                 return data
             error = error_from_reply(response.status, data, response.headers)
-            if isinstance(error, Unauthorized) and not refresh and self._refreshable():
+            if self._refreshed_after(error, refresh):
                 refresh = True
-                self._refresh_credentials()
                 continue
             raise error
 
@@ -318,9 +323,8 @@ class Transport:
                 raise
             connection.close()
             error = error_from_reply(response.status, data, response.headers)
-            if isinstance(error, Unauthorized) and not refresh and self._refreshable():
+            if self._refreshed_after(error, refresh):
                 refresh = True
-                self._refresh_credentials()
                 continue
             raise error
 
