@@ -128,9 +128,9 @@ class NodeAgents:
         """Nothing runs until `start`; ``enforce`` is each plugin's ``--enforce-memory``."""
         self.enforce = enforce
         self._cgroups: dict[str, tuple[NodeAgent, str, int | None]] = {}
+        """pod uid -> (its node's agent, its cgroup, the GPU its container allocated on)."""
         self._hosts: dict[str, tuple[FakeBackend, Path, str]] = {}
         """node -> (its fake GPUs, its cgroup root, the hardware string they were made from)."""
-        """pod uid -> (its node's agent, its cgroup, the GPU its container allocated on)."""
         self.sandbox = sandbox
         self.api = api
         self.kubeconfig = kubeconfig
