@@ -246,27 +246,12 @@ def generate_cluster(
             continue
         node_index, gpu = placed
         outcome = rng.random()
-        if outcome < finished_fraction:
-            phase = "Succeeded" if outcome < finished_fraction / 2 else "Failed"
-            objects.append(
-                pod_object(
-                    name,
-                    namespace,
-                    [request],
-                    node=node_names[node_index],
-                    gpu=gpu,
-                    gpu_memory=gpu_memory,
-                    phase=phase,
-                    assigned=True,
-                    assume_time=assume_base + i,
-                    created=created,
-                )
-            )
-            continue
-        free[node_index][gpu] -= request
-        if outcome < finished_fraction + unindexed_fraction:
-            objects.append(pod_object(name, namespace, [request], node=node_names[node_index], created=created))
-            continue
+        finished = outcome < finished_fraction  # placed once, its GPU memory free again
+        if not finished:
+            free[node_index][gpu] -= request
+            if outcome < finished_fraction + unindexed_fraction:
+                objects.append(pod_object(name, namespace, [request], node=node_names[node_index], created=created))
+                continue
         objects.append(
             pod_object(
                 name,
@@ -275,6 +260,8 @@ def generate_cluster(
                 node=node_names[node_index],
                 gpu=gpu,
                 gpu_memory=gpu_memory,
+                phase=("Succeeded" if outcome < finished_fraction / 2 else "Failed") if finished else None,
+                assigned=True if finished else None,
                 assume_time=assume_base + i,
                 created=created,
             )
