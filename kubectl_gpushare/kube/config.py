@@ -258,9 +258,11 @@ def _header_value(name: str, value: str) -> str:
 def _read_yaml(path: str) -> dict[str, Any]:
     import yaml  # deferred: only needed once a kubeconfig is actually read
 
+    from kubectl_gpushare.kube import safe_yaml
+
     try:
         with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
+            data = safe_yaml.load(handle)
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
@@ -271,7 +273,7 @@ def _read_yaml(path: str) -> dict[str, Any]:
         raise ConfigError(f"kubeconfig {path} is not valid YAML (not UTF-8)") from None
     except RecursionError:  # PyYAML composes recursively: thousands of nested brackets
         raise ConfigError(f"kubeconfig {path} is not valid YAML (nested too deeply)") from None
-    except ValueError:  # a value YAML reads but Python cannot hold: a 5,000-digit integer, a 13th month
+    except ValueError:  # a value YAML reads but Python cannot hold: a 5,000-digit integer, a 13th month, !!bool x
         raise ConfigError(f"kubeconfig {path} is not valid YAML (a value out of range)") from None
     if data is None:
         return {}

@@ -179,7 +179,9 @@ def _no_alias_loader() -> type[Any]:
     import yaml
     from yaml.composer import ComposerError
 
-    class NoAliasLoader(yaml.SafeLoader):
+    from kubectl_gpushare.kube.safe_yaml import SafeLoader
+
+    class NoAliasLoader(SafeLoader):
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()  # type: ignore[no-untyped-call]

@@ -414,9 +414,11 @@ def parse_spec(text: str, source: str = "<spec>") -> list[dict[str, Any]]:
     """
     import yaml
 
+    from kubectl_gpushare.kube import safe_yaml
+
     try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
+        raw = safe_yaml.load(text) or {}
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # ValueError: ``!!int x``, a 13th month
         raise SpecError(f"{source}: not valid YAML: {protocol.error_reason(exc)}") from None
     try:
         spec = msgspec.convert(raw, ClusterSpec)
@@ -435,7 +437,9 @@ def load_spec(path: str | Path) -> list[dict[str, Any]]:
         SpecError: the file cannot be read or is not a valid spec.
     """
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not UTF-8 text") from None
     return parse_spec(text, str(path))
