@@ -15,7 +15,7 @@ The pod is decoded once, straight into `kube.types.Pod`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
@@ -31,9 +31,14 @@ _T = TypeVar("_T")
 class WireError(ValueError):
     """A request body that is not a valid extender request; the message is the reply's Error."""
 
+    status: ClassVar[int] = 200
+    """The HTTP status the extender answers it with (filter, prioritize and bind alike)."""
+
 
 class UnreadableBodyError(WireError):
     """A body that is not UTF-8 JSON, or nests too deep to read safely: answered with 400."""
+
+    status: ClassVar[int] = 400
 
 
 class ExtenderArgs(msgspec.Struct, frozen=True):
