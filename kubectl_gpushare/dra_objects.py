@@ -1233,7 +1233,7 @@ def read_class(wire: WireDeviceClass) -> DeviceClass:
     try:
         return DeviceClass(meta.name, _selectors(wire.spec.selectors, "spec.selectors"))
     except ValueError as exc:
-        return DeviceClass(meta.name, invalid=str(exc)[:300])
+        return DeviceClass(meta.name, invalid=protocol.error_reason(exc, 300))
 
 
 def decode_class(data: bytes | Mapping[str, object]) -> DeviceClass:

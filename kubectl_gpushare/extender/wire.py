@@ -19,6 +19,7 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.types import Pod
 
 _decode_top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
@@ -135,7 +136,7 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     try:
         pod = _guarded(_decode_pod, pod_raw)
     except msgspec.DecodeError as exc:
-        raise WireError(f"pod {_pod_key(pod_raw)} is not a valid v1.Pod: {str(exc)[:200]}") from None
+        raise WireError(f"pod {_pod_key(pod_raw)} is not a valid v1.Pod: {protocol.error_reason(exc)}") from None
     names: list[str] | None = None
     if "nodenames" in raw:
         try:
