@@ -790,8 +790,7 @@ def decode_wire(data: bytes | Mapping[str, object], wire: type[_W], kind: str) -
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError, UnicodeDecodeError) as exc:
         key = _key(data.get("metadata")) if isinstance(data, Mapping) else ""  # type: ignore[arg-type]
         what = f"{kind} {key}" if key else f"a {kind}"
-        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise InvalidObjectError(f"{what}: cannot be decoded ({reason})") from None
+        raise InvalidObjectError(f"{what}: cannot be decoded ({protocol.error_reason(exc)})") from None
 
 
 def _meta_key(meta: WireMeta) -> str:
@@ -943,7 +942,7 @@ def _device(raw: WireDevice) -> Device:
         taints = tuple([Taint(t.key[:317], t.value[:63], t.effect[:32]) for t in raw.taints]) if raw.taints else ()
         return Device(name, attributes, capacity, shared, taints)
     except ValueError as exc:
-        return Device(name, invalid=str(exc).splitlines()[0][:300])
+        return Device(name, invalid=protocol.error_reason(exc, 300))
 
 
 def read_slice(wire: WireResourceSlice) -> ResourceSlice:
@@ -1096,7 +1095,7 @@ def _requests(devices: WireDeviceClaim) -> tuple[tuple[DeviceRequest, ...], str,
                 unsupported.append(f"request {raw.name}: adminAccess is not allocated by kubectl-gpushare's allocator")
             requests.append(DeviceRequest(raw.name, _exact(raw.exactly, f"{where}.exactly")))
     except ValueError as exc:
-        return tuple(requests), str(exc).splitlines()[0][:400], "; ".join(unsupported)
+        return tuple(requests), protocol.error_reason(exc, 400), "; ".join(unsupported)
     if devices.constraints:
         unsupported.append("spec.devices.constraints are not allocated by kubectl-gpushare's allocator")
     return tuple(requests), "", "; ".join(unsupported)
@@ -1118,7 +1117,7 @@ def _result(raw: WireResult) -> AllocatedDevice:
         except ValueError as exc:
             entries = list(capacity.items())[:MAX_ATTRIBUTES_AND_CAPACITIES]
             unread = {name[:100]: str(value)[:100] for name, value in entries}
-            consumed, invalid = None, f"consumedCapacity: {str(exc).splitlines()[0][:200]}"
+            consumed, invalid = None, f"consumedCapacity: {protocol.error_reason(exc)}"
     # Cut names would stand for other objects (two share IDs equal once cut): such a result is kept
     # but marked, so the driver refuses to prepare it and views trust none of its names.
     if len(request) > 128 or len(driver) > 63 or len(pool) > 253 or len(device) > 63 or len(share_id) > 64:
@@ -1279,7 +1278,7 @@ def read_class(wire: WireDeviceClass) -> DeviceClass:
     try:
         return DeviceClass(meta.name, _selectors(wire.spec.selectors, "spec.selectors"))
     except ValueError as exc:
-        return DeviceClass(meta.name, invalid=str(exc)[:300])
+        return DeviceClass(meta.name, invalid=protocol.error_reason(exc, 300))
 
 
 def decode_class(data: bytes | Mapping[str, object]) -> DeviceClass:

@@ -772,7 +772,7 @@ def _raw_kind(raw: msgspec.Raw) -> OwnKind:
     try:
         return _KIND_DECODER.decode(raw).kind, ""
     except msgspec.ValidationError as exc:  # not an object, or a kind that is not a string
-        return None, lenient.reason(exc)
+        return None, protocol.error_reason(exc)
     except RecursionError:
         found = shallow.members(bytes(raw))
         if found is None:
@@ -780,7 +780,7 @@ def _raw_kind(raw: msgspec.Raw) -> OwnKind:
         try:
             return (msgspec.json.decode(found["kind"], type=str), "") if "kind" in found else ("", "")
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return None, f"{lenient.reason(exc)} - at `$.kind`"
+            return None, f"{protocol.error_reason(exc)} - at `$.kind`"
 
 
 def _yaml_kind(item: object) -> OwnKind:
@@ -926,7 +926,7 @@ def _yaml_objects(
             except (RecursionError, msgspec.ValidationError) as exc:
                 if isinstance(items, list):
                     if warnings is not None:
-                        warnings.add(_skipped(plural, item, lenient.reason(exc)))
+                        warnings.add(_skipped(plural, item, protocol.error_reason(exc)))
                     continue
                 if isinstance(exc, RecursionError):
                     raise InputError(f"{kind}: nested too deeply") from None
@@ -1142,7 +1142,7 @@ def _wires(
             else:
                 decoded = msgspec.convert(item, wire, strict=False)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as exc:
-            reason = lenient.reason(exc)[:200]
+            reason = protocol.error_reason(exc)
             warnings.add(f"{_named(f'a {kind}: cannot be decoded ({reason})', kind, item)}; skipped")
             continue
         if keep is None or keep(decoded):

@@ -18,6 +18,8 @@ from typing import Any, Final
 
 import msgspec
 
+from kubectl_gpushare import protocol
+
 MAX_DEPTH = 100
 """Deepest nesting of objects and arrays accepted in a body (400 beyond it)."""
 
@@ -79,7 +81,7 @@ def decode_json(data: bytes) -> Any:
                 raise
             value = _decode(readable)  # what is still wrong is wrong for Go too (a byte offset may differ)
     except msgspec.DecodeError as exc:
-        raise BodyError(str(exc).splitlines()[0]) from None
+        raise BodyError(protocol.error_reason(exc)) from None
     except UnicodeDecodeError:
         raise BodyError("the body is not valid UTF-8") from None
     except RecursionError:
@@ -178,7 +180,9 @@ def _no_alias_loader() -> type[Any]:
     import yaml
     from yaml.composer import ComposerError
 
-    class NoAliasLoader(yaml.SafeLoader):
+    from kubectl_gpushare.kube.safe_yaml import SafeLoader
+
+    class NoAliasLoader(SafeLoader):
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()  # type: ignore[no-untyped-call]

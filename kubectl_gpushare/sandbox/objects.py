@@ -86,11 +86,7 @@ def _check_shapes(kind: str, obj: dict[str, Any]) -> None:
     for path, expected, go_type in SHAPES:
         if kind != "Pod" and path in _POD_ONLY:
             continue
-        parents: list[Any] = [obj]
-        *heads, last = path.split(".")
-        for head in heads:
-            parents = _step(parents, head)
-        for parent, key in _leaves(parents, last):
+        for parent, key in _leaves(*_parents(obj, path)):
             value = parent[key]
             if value is None and isinstance(parent, dict):
                 del parent[key]
@@ -98,6 +94,15 @@ def _check_shapes(kind: str, obj: dict[str, Any]) -> None:
                 raise errors.bad_request(
                     f"json: cannot unmarshal {_json_name(value)} into Go struct field {kind}.{path} of type {go_type}"
                 )
+
+
+def _parents(obj: dict[str, Any], path: str) -> tuple[list[Any], str]:
+    """The containers of a dotted path's last segment in ``obj``, and that segment (`SHAPES`' path syntax)."""
+    *heads, last = path.split(".")
+    parents: list[Any] = [obj]
+    for head in heads:
+        parents = _step(parents, head)
+    return parents, last
 
 
 def _step(parents: list[Any], segment: str) -> list[Any]:
@@ -137,11 +142,7 @@ def _check_int64(resource: Resource, obj: dict[str, Any]) -> None:
     literal as sent), and the first field in table order is reported, not the first in the body.
     """
     for path, struct in (*INT64_FIELDS, *dra_kinds.INT64_FIELDS.get(resource.plural, ())):
-        parents: list[Any] = [obj]
-        *heads, last = path.split(".")
-        for head in heads:
-            parents = _step(parents, head)
-        for parent, key in _leaves(parents, last):
+        for parent, key in _leaves(*_parents(obj, path)):
             value = parent[key]
             if value is None or (type(value) is int and value in _INT64):
                 continue
@@ -225,10 +226,7 @@ def normalise_quantities(resource: Resource, obj: dict[str, Any]) -> None:
         ApiError: 400 for a value that is not a quantity, worded as the real decoder words it.
     """
     for path in quantity_maps(resource.plural):
-        parents: list[Any] = [obj]
-        *heads, last = path.split(".")
-        for head in heads:
-            parents = _step(parents, head)
+        parents, last = _parents(obj, path)
         for parent in parents:
             values = parent.get(last) if isinstance(parent, dict) else None
             if not isinstance(values, dict):

@@ -732,16 +732,7 @@ class Api:
                 metadata["remainingItemCount"] = remaining
         if _wants_table(request):
             return json_response(200, tables.table(resource, [e.object() for e in found], metadata, _include(request)))
-        head = (
-            b'{"kind":"'
-            + resource.list_kind.encode()
-            + b'","apiVersion":"'
-            + resource.api_version.encode()
-            + b'","metadata":'
-            + _encode(metadata)
-            + b',"items":['
-        )
-        return Response(200, b"".join((head, b",".join(e.raw for e in found), b"]}")))
+        return Response(200, _list_body(resource, metadata, [e.raw for e in found]))
 
     def _wait_until_fresh(self, rv: int | None) -> None:
         """Block until the store reaches ``rv``, as the watch cache's ``waitUntilFreshAndBlock`` does.
@@ -1155,16 +1146,7 @@ class Api:
                 if removed is not None:
                     deleted.append(removed.raw)
             rv = self.store.resource_version
-        head = (
-            b'{"kind":"'
-            + resource.list_kind.encode()
-            + b'","apiVersion":"'
-            + resource.api_version.encode()
-            + b'","metadata":{"resourceVersion":"'
-            + str(rv).encode()
-            + b'"},"items":['
-        )
-        return Response(200, head + b",".join(deleted) + b"]}")
+        return Response(200, _list_body(resource, {"resourceVersion": str(rv)}, deleted))
 
     def _bind(self, request: Request, target: Target) -> Response:
         dry_run = _dry_run(request, "create")
@@ -1219,6 +1201,14 @@ class Api:
             if not dry_run:
                 self.store.put(pods.plural, object_key(target.namespace, name), pod)
         return json_response(201, errors.success(201))
+
+
+def _list_body(resource: Resource, metadata: Mapping[str, Any], items: Iterable[bytes]) -> bytes:
+    """A list reply around its items' stored JSON, as they are (a list or a delete-collection's answer)."""
+    return b"".join((
+        b'{"kind":"', resource.list_kind.encode(), b'","apiVersion":"', resource.api_version.encode(),
+        b'","metadata":', _encode(metadata), b',"items":[', b",".join(items), b"]}",
+    ))
 
 
 def _apply_patch(kind: str, old: dict[str, Any], body: Any, resource: Resource, name: str) -> Any:

@@ -899,7 +899,7 @@ def _wire_memory(device: dra.WireDevice, what: str, warnings: Warnings | None) -
     try:
         return dra.read_quantity(capacity.value).value
     except ValueError as exc:
-        _warn(warnings, f"{what}: memory {str(exc).splitlines()[0][:120]}; counted as 0")
+        _warn(warnings, f"{what}: memory {protocol.error_reason(exc, 120)}; counted as 0")
         return 0
 
 
