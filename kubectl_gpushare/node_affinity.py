@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 INT64_MAX: Final = 2**63 - 1
+INT64_MIN: Final = -(2**63)
 _INTEGER: Final = re.compile(r"-?[0-9]{1,19}")
 MAX_KEY: Final = 253 + 1 + 63
 """Longest label key: a DNS-subdomain prefix, ``/``, a name."""
@@ -52,7 +53,7 @@ WIRE_OPERATORS: Final = {op: name for name, op in NODE_OPERATORS.items()}
 
 def int64_text(text: str) -> bool:
     """Whether ``text`` is a base-10 int64, as ``strconv.ParseInt(text, 10, 64)`` accepts it (sign "-" only)."""
-    return bool(_INTEGER.fullmatch(text)) and abs(int(text)) <= INT64_MAX
+    return bool(_INTEGER.fullmatch(text)) and INT64_MIN <= int(text) <= INT64_MAX
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Requirement:
         if not present:
             return False
         actual = labels[self.key]
-        if not _INTEGER.fullmatch(actual):
+        if not int64_text(actual):  # labels.Requirement.Matches: a label ParseInt refuses fails Gt/Lt
             return False
         bound = int(self.values[0])
         return int(actual) > bound if self.op == "gt" else int(actual) < bound
@@ -238,6 +239,7 @@ def merged(selectors: Sequence[NodeSelector]) -> NodeSelector | None:
 
 __all__ = [
     "INT64_MAX",
+    "INT64_MIN",
     "MAX_REQUIREMENTS",
     "MAX_VALUES",
     "NODE_OPERATORS",

@@ -57,6 +57,18 @@ def test_requirements_labels_new_requirement_refuses(requirement: dict[str, Any]
     assert compile_selector(terms({"matchExpressions": [requirement]})).error
 
 
+@pytest.mark.parametrize(("operator", "bound", "label", "matches"), [
+    ("Lt", "0", "-9223372036854775808", True),  # int64's least value is an integer to ParseInt
+    ("Gt", "-9223372036854775808", "0", True),
+    ("Gt", "5", "9223372036854775808", False),  # a label ParseInt refuses (past int64) fails Gt/Lt
+    ("Lt", "5", "-9223372036854775809", False),
+], ids=["least-label", "least-bound", "label-past-int64", "label-below-int64"])
+def test_gt_lt_read_int64_as_parse_int(operator: str, bound: str, label: str, matches: bool) -> None:
+    """labels.Requirement.Matches: both sides go through strconv.ParseInt(s, 10, 64)."""
+    selector = compile_selector(terms({"matchExpressions": [expr("gen", operator, bound)]}))
+    assert not selector.error and selector.matches({"gen": label}, "n1") is matches
+
+
 def test_a_huge_selector_is_refused_in_linear_time() -> None:
     many = terms(*({"matchExpressions": [expr(f"k{i}", "Exists")]} for i in range(MAX_REQUIREMENTS + 1)))
     assert compile_selector(many).error == f"more than {MAX_REQUIREMENTS} requirements"
