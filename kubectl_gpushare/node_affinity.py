@@ -38,7 +38,7 @@ MAX_KEY: Final = 253 + 1 + 63
 MAX_VALUE: Final = 253
 """Longest value kept (a node name; label values are at most 63)."""
 MAX_REQUIREMENTS: Final = 1024
-"""Requirements over all terms of one selector past which it is refused."""
+"""Requirements over all terms of one selector (or terms) past which it is refused."""
 MAX_VALUES: Final = 4096
 """Values over all requirements of one selector past which it is refused."""
 
@@ -208,6 +208,8 @@ def compile_selector(terms: Sequence[WireTerm], *, lazy: bool = False) -> NodeSe
     requirements = sum(len(t.match_expressions) + len(t.match_fields) for t in terms)
     if requirements > MAX_REQUIREMENTS:
         return NodeSelector(error=f"more than {MAX_REQUIREMENTS} requirements")
+    if len(terms) > MAX_REQUIREMENTS:  # empty terms cost compiling too
+        return NodeSelector(error=f"more than {MAX_REQUIREMENTS} terms")
     values = sum(len(r.values) for t in terms for r in (*t.match_expressions, *t.match_fields))
     if values > MAX_VALUES:
         return NodeSelector(error=f"more than {MAX_VALUES} values")

@@ -72,6 +72,8 @@ def test_gt_lt_read_int64_as_parse_int(operator: str, bound: str, label: str, ma
 def test_a_huge_selector_is_refused_in_linear_time() -> None:
     many = terms(*({"matchExpressions": [expr(f"k{i}", "Exists")]} for i in range(MAX_REQUIREMENTS + 1)))
     assert compile_selector(many).error == f"more than {MAX_REQUIREMENTS} requirements"
+    empty = terms(*({} for _ in range(MAX_REQUIREMENTS + 1)))  # no requirement, but each term costs
+    assert compile_selector(empty).error == f"more than {MAX_REQUIREMENTS} terms"
 
 
 def test_merged_keeps_each_requirement_once_fields_first() -> None:
