@@ -15,9 +15,11 @@ and Lt exactly one base-10 int64; a label that is not an integer fails Gt/Lt); `
 
 Where this differs: upstream fails the whole allocation on a slice whose selector does not parse
 (``GatherPools`` returns the error); here that slice alone matches no node (the caller warns once),
-as one bad object must not break anything else. The characters of keys and values are not checked
-(``labels.NewRequirement`` checks them); they are bounded in length, and `MAX_REQUIREMENTS` /
-`MAX_VALUES` bound the whole selector, so a hostile one costs linear time and is refused.
+as one bad object must not break anything else. The keys and values of ``matchExpressions`` are
+checked as ``labels.NewRequirement`` checks them (`valid_label_key`, `valid_label_value`: the rule
+`kube.selectors` checks text with too); those of ``matchFields`` are only bounded in length, and
+`MAX_REQUIREMENTS` / `MAX_VALUES` bound the whole selector, so a hostile one costs linear time and
+is refused.
 
 `Requirement` is the label requirement every selector of the package matches with (the text
 grammar in `kube.selectors` builds the same ones). Pure; imports nothing from the package.
@@ -30,6 +32,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+MAX_NAME: Final = 63
+"""Longest label name or value (``validation.IsQualifiedName``, ``IsValidLabelValue``)."""
+MAX_PREFIX: Final = 253
+"""Longest label key prefix (a DNS subdomain)."""
 INT64_MAX: Final = 2**63 - 1
 INT64_MIN: Final = -(2**63)
 _INTEGER: Final = re.compile(r"-?[0-9]{1,19}")
@@ -49,6 +57,19 @@ _FIELD_OPERATORS: Final = ("In", "NotIn")
 """``nodeSelectorRequirementsAsFieldSelector``: the only operators of ``matchFields``."""
 WIRE_OPERATORS: Final = {op: name for name, op in NODE_OPERATORS.items()}
 """`Requirement.op` -> the ``NodeSelectorRequirement`` operator that writes it."""
+
+
+def valid_label_key(key: str) -> bool:
+    """Whether ``key`` is a label key (``validation.IsQualifiedName``: an optional DNS-subdomain prefix and ``/``)."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > MAX_PREFIX or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return len(name) <= MAX_NAME and bool(_NAME.fullmatch(name))
+
+
+def valid_label_value(value: str) -> bool:
+    """Whether ``value`` is a label value (``validation.IsValidLabelValue``; "" is one)."""
+    return not value or (len(value) <= MAX_NAME and bool(_NAME.fullmatch(value)))
 
 
 def int64_text(text: str) -> bool:
@@ -169,6 +190,10 @@ def _requirement(raw: WireRequirement, field: bool) -> Requirement | str:
         if len(values) != 1:
             return f"matchFields {key}: {operator} must have one value"
         return Requirement(key, NODE_OPERATORS[operator], values)
+    if not valid_label_key(key):  # labels.NewRequirement: validateLabelKey, then each validateLabelValue
+        return f"key {_shown(key)} is not a valid label key"
+    if not all(valid_label_value(value) for value in values):
+        return f"{key}: a value is not a valid label value"
     op = NODE_OPERATORS.get(operator)
     if op is None:
         return f"{key}: unknown operator {_shown(operator)}"
@@ -242,6 +267,8 @@ def merged(selectors: Sequence[NodeSelector]) -> NodeSelector | None:
 __all__ = [
     "INT64_MAX",
     "INT64_MIN",
+    "MAX_NAME",
+    "MAX_PREFIX",
     "MAX_REQUIREMENTS",
     "MAX_VALUES",
     "NODE_OPERATORS",
@@ -252,5 +279,7 @@ __all__ = [
     "WireTerm",
     "compile_selector",
     "int64_text",
+    "valid_label_key",
+    "valid_label_value",
     "merged",
 ]

@@ -17,19 +17,14 @@ length-checked key or value. The only exception any input can raise is `Selector
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from kubectl_gpushare.node_affinity import MAX_NAME, int64_text, valid_label_key, valid_label_value
 from kubectl_gpushare.node_affinity import Requirement as Requirement
-from kubectl_gpushare.node_affinity import int64_text
 
-_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SPECIAL: Final = ("!=", "==", "=", "!", ">", "<", "(", ")", ",")
 _SPECIAL_CHARS: Final = frozenset("!=><(),")
-MAX_NAME: Final = 63
-MAX_PREFIX: Final = 253
 
 
 API_OPERATORS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
@@ -72,15 +67,13 @@ def _tokens(text: str) -> list[str]:
 def _check_key(key: str) -> str:
     if key in _SPECIAL or key == "":
         raise SelectorError(f"unable to parse requirement: found '{_shown(key)}', expected: identifier")
-    prefix, _, name = key.rpartition("/")
-    bad_prefix = prefix and (len(prefix) > MAX_PREFIX or not _DNS_SUBDOMAIN.fullmatch(prefix))
-    if bad_prefix or len(name) > MAX_NAME or not _NAME.fullmatch(name):
+    if not valid_label_key(key):
         raise SelectorError(f'unable to parse requirement: invalid label key "{_shown(key)}"')
     return key
 
 
 def _check_value(value: str) -> str:
-    if value and (len(value) > MAX_NAME or not _NAME.fullmatch(value)):
+    if not valid_label_value(value):
         raise SelectorError(f'unable to parse requirement: invalid label value: "{_shown(value)}"')
     return value
 
