@@ -99,7 +99,7 @@ def _bound(text: str) -> str:
         raise SelectorError(
             f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer: '{_shown(text)}'"
         )
-    return text
+    return _check_value(text)  # labels.NewRequirement checks every value as a label value: no negative bound
 
 
 def parse_label_selector(text: str | None) -> LabelSelector:
