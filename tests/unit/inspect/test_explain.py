@@ -190,3 +190,25 @@ def test_text_cuts_each_name_to_the_apis_longest_and_events_to_a_sentence() -> N
     room = protocol.MAX_SHOWN_NAME * protocol.SENTENCE_NAMES
     assert lines[6] == "  " + f"0/1 nodes are available: [2J {huge}"[: room - 1] + "…", "ESC a space, cut, marked"
     assert len(lines) == 7 and answer.nodes[0].name == huge
+
+
+def test_an_affinity_compiled_once_judges_each_node_as_compiled_per_node() -> None:
+    """`required_affinity` is the lazy selector `excluded` would compile for each node (explain compiles it once)."""
+    import msgspec
+
+    from kubectl_gpushare.inspect.explain import excluded, required_affinity
+    from kubectl_gpushare.kube.types import Node, Pod, PodPlacement
+
+    terms = [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
+             {"matchExpressions": [{"key": "pool", "operator": "Bogus", "values": ["b"]}]},
+             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n3"]}]}]
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    placement = msgspec.convert({"spec": {"affinity": {"nodeAffinity": required}}}, PodPlacement)
+    affinity = required_affinity(placement)
+    assert affinity is not None and required_affinity(None) is None and required_affinity(PodPlacement()) is None
+    verdicts = []
+    for name, pool in (("n1", "a"), ("n2", "b"), ("n3", "c")):
+        node = msgspec.convert({"metadata": {"name": name, "labels": {"pool": pool}}}, Node)
+        verdicts.append(excluded(Pod(), node, placement, affinity))
+        assert verdicts[-1] == excluded(Pod(), node, placement)
+    assert [v is None for v in verdicts] == [True, False, True]
