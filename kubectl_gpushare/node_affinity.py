@@ -252,12 +252,14 @@ def merged(selectors: Sequence[NodeSelector]) -> NodeSelector | None:
     """
     labels: list[Requirement] = []
     fields: list[Requirement] = []
+    seen: set[tuple[bool, str, str, frozenset[str]]] = set()  # (field, key, op, values): each compared once
     for selector in selectors:
         for term in selector.terms[:1]:
-            for found, adding in ((fields, term.fields), (labels, term.labels)):
+            for field, found, adding in ((True, fields, term.fields), (False, labels, term.labels)):
                 for requirement in adding:
-                    if not any(r.key == requirement.key and r.op == requirement.op
-                               and set(r.values) == set(requirement.values) for r in found):
+                    same = (field, requirement.key, requirement.op, frozenset(requirement.values))
+                    if same not in seen:
+                        seen.add(same)
                         found.append(requirement)
     if not labels and not fields:
         return None

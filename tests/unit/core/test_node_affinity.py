@@ -88,3 +88,14 @@ def test_merged_keeps_each_requirement_once_fields_first() -> None:
         "matchExpressions": [{"key": "rack", "operator": "In", "values": ["a", "b"]}],
         "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]}
     assert merged([]) is None
+
+
+def test_merged_compares_fields_and_expressions_apart() -> None:
+    """addNewNodeSelectorRequirements is called once for matchFields and once for matchExpressions."""
+    a = compile_selector(terms({"matchFields": [expr("metadata.name", "NotIn", "n9")]}))
+    b = compile_selector(terms({"matchExpressions": [expr("metadata.name", "NotIn", "n9")],
+                                "matchFields": [expr("metadata.name", "NotIn", "n9")]}))
+    both = merged([a, b])
+    assert both is not None and both.wire() == {"nodeSelectorTerms": [{
+        "matchExpressions": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}],
+        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]}
