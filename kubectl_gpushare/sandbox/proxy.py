@@ -191,7 +191,9 @@ def request_path(subpath: str) -> str:
     ``RawPath``, so Go's transport writes ``URL.EscapedPath()``: the decoded path escaped anew
     (`escape_path`), whatever escapes the client used.
     """
-    joined = posixpath.normpath(subpath) if subpath else ""  # subpath starts with one "/": normpath is path.Clean
+    # Go's path.Clean is normpath of a path with one leading "/": POSIX normpath keeps exactly two,
+    # and an empty segment right after "proxy" (``proxy//x``) starts the subpath with two.
+    joined = posixpath.normpath("/" + subpath.lstrip("/")) if subpath else ""
     if subpath.endswith("/") and not joined.endswith("/"):
         joined += "/"
     return escape_path(joined or "/")
