@@ -17,7 +17,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from kubectl_gpushare.kube.go_query import parse_url
+from kubectl_gpushare.kube.go_query import GoUrl, parse_url
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -55,8 +55,8 @@ class BodyTooLargeError(ValueError):
     """The body is larger than the limit (413)."""
 
 
-def target_unparsable(request_line: bytes) -> bool:
-    """Whether Go's server refuses the request target before any handler (`BAD_REQUEST_REPLY`).
+def parsed_target(request_line: bytes) -> GoUrl | None:
+    """The request target as Go's server splits it; None where it refuses it before any handler (`BAD_REQUEST_REPLY`).
 
     src/net/http/request.go ``readRequest``: ``parseRequestLine`` cuts the line at its first two
     spaces (a tab stays in the target), then ``url.ParseRequestURI`` (src/net/url/url.go ``parse``,
@@ -68,10 +68,9 @@ def target_unparsable(request_line: bytes) -> bool:
     the query is kept raw, so a bad escape there is no error).
     """
     try:
-        parse_url(request_target(request_line))
+        return parse_url(request_target(request_line))
     except ValueError:
-        return True
-    return False
+        return None
 
 
 def request_target(request_line: bytes) -> str:

@@ -53,7 +53,7 @@ from typing import Any, Final
 
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
-from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text, parse_url, unescape_path
+from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
@@ -66,9 +66,8 @@ from kubectl_gpushare.sandbox.framing import (
     FramingError,
     content_length,
     drain,
+    parsed_target,
     read_chunked,
-    request_target,
-    target_unparsable,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
@@ -175,6 +174,8 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     raw_requestline: bytes  # set by handle_one_request (typeshed leaves it out)
+    target: GoUrl
+    """The request target as Go splits it (set by `parse_request` once it accepted the request)."""
 
     def setup(self) -> None:
         """Disable Nagle and read through a `DeadlineReader`.
@@ -225,7 +226,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().handle_one_request()
 
     def parse_request(self) -> bool:
-        """Refuse a target Go's URL parser refuses, as Go's server does (`framing.target_unparsable`).
+        """Refuse a target Go's URL parser refuses, as Go's server does (`framing.parsed_target`); keep it split.
 
         Before any handler, and so before routing, authentication, faults and the request log. The
         target is checked twice: as Go cuts the line (at its first two spaces) and as ``http.server``
@@ -233,10 +234,12 @@ class _Handler(BaseHTTPRequestHandler):
         tab or a second space, its method is no token or its target is empty), and `Sandbox._serve`
         unescapes the latter, which must not fail.
         """
-        if not target_unparsable(self.raw_requestline):
+        target = parsed_target(self.raw_requestline)
+        if target is not None:
             if not super().parse_request():
                 return False  # it answered already
-            if not target_unparsable(f"{self.command} {self.path} {self.request_version}".encode("latin-1")):
+            if parsed_target(f"{self.command} {self.path} {self.request_version}".encode("latin-1")) is not None:
+                self.target = target
                 return True
         self.close_connection = True
         self.wfile.write(BAD_REQUEST_REPLY)
@@ -666,7 +669,7 @@ class Sandbox:
         # scheme and authority dropped, and no path at all after "scheme:" without a "/" (an opaque URL)
         # or "*" for the asterisk form, which no route serves. The query is read once, as
         # req.URL.Query(): routing, options, timeout and the pod proxy share it.
-        split = parse_url(request_target(handler.raw_requestline))
+        split = handler.target
         query = GoQuery(split.query)
         # Routing, authorization and the log see the decoded path, as kube-apiserver sees req.URL.Path
         # (url.ParseRequestURI unescapes it). `exact` keeps bytes that are not UTF-8 for the pod proxy;
