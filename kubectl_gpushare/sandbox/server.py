@@ -707,20 +707,20 @@ class Sandbox:
                 raise body
             # WithRequestDeadline wraps authentication and routing (DefaultBuildHandlerChain in
             # k8s.io/apiserver/pkg/server/config.go: the API handler is the chain's innermost), so a
-            # malformed timeout is a 400 for anyone, on any path, a 404 one included.
+            # malformed timeout is a 400 for anyone, on any path, a 404 one included. Then
+            # authentication, which also wraps the router: a path nothing serves is a 404 only for a
+            # caller who may know it.
             try:
-                target = resolve(method, exact, query)
-            except ApiError:
-                self._deadline(received, method, path, query, None)  # its 400 comes first
-                # Then authentication, which also wraps the router (DefaultBuildHandlerChain): a path
-                # nothing serves is a 404 only for a caller who may know it.
-                if self._authenticate(handler) is None and path not in _UNAUTHENTICATED:
-                    raise errors.unauthorized() from None
-                raise
-            deadline = self._deadline(received, method, path, query, target)
+                routed: Target | ApiError = resolve(method, exact, query)
+            except ApiError as exc:
+                routed = exc
+            deadline = self._deadline(received, method, path, query, routed if isinstance(routed, Target) else None)
             identity = self._authenticate(handler)
             if identity is None and path not in _UNAUTHENTICATED:
                 raise errors.unauthorized()
+            if isinstance(routed, ApiError):
+                raise routed
+            target = routed
             identity = identity or Identity(ANONYMOUS)
             user, readonly = identity.user.username, identity.readonly
             if readonly and (target.verb in WRITE_VERBS or target.subresource == "proxy"):
