@@ -167,7 +167,6 @@ class GoQuery(Mapping[str, str]):
         return {go_text(name): go_text(values[0]) for name, values in self._values.items()}
 
 
-
 # --- url.Parse / url.ParseRequestURI -------------------------------------------------------------------
 def _quote_cut(text: str) -> str:
     """Go's ``%q`` of the text an error names, cut to 100 characters (a hostile text keeps the message short)."""
@@ -261,6 +260,7 @@ def parse_url(text: str, request: bool = True) -> GoUrl:
         host = _parse_host(hostport)
     unescape(rest)
     return GoUrl(scheme, host, rest, query)
+
 
 __all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "GoUrl", "escape_path", "go_bool", "go_text", "parse_query",
            "parse_url", "unescape", "unescape_path", "valid_port"]
