@@ -23,7 +23,7 @@ import msgspec
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_format import go_quote
-from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text
+from kubectl_gpushare.kube.go_query import GoQuery, clean_path, go_bool, go_text
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
 from kubectl_gpushare.sandbox.admission import Admission, Attributes
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -519,8 +519,8 @@ def _decode_continue(token: str) -> tuple[int, str]:
 
     k8s.io/apiserver/pkg/storage/continue.go, wrapped by the etcd3 store's list as a 400 ``invalid continue
     token: continue key is not valid...``: the reason names what is wrong (the byte where base64 breaks,
-    the JSON error, the field), never the token itself. Go's JSON errors are matched for their common
-    shapes (an end too early, a bad character, a field of the wrong type).
+    the JSON error, the field, a start key that is not clean), never the token itself. Go's JSON errors
+    are matched for their common shapes (an end too early, a bad character, a field of the wrong type).
     """
     bad = "invalid continue token: continue key is not valid"
     legal = _BASE64_URL.match(token)
@@ -566,7 +566,12 @@ def _decode_continue(token: str) -> tuple[int, str]:
         raise errors.bad_request(f"{bad}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
     if not start:
         raise errors.bad_request(f"{bad}: encoded start key empty (version meta.k8s.io/v1)")
-    return int(rv), str(start)
+    # Against path traversal, a key that path.Clean changes is refused, named as it came; the key is
+    # read without its leading "/" (DecodeContinue returns keyPrefix + cleaned[1:]).
+    key = start if start.startswith("/") else "/" + start
+    if clean_path(key) != key:
+        raise errors.bad_request(f"{bad}: {start}")
+    return int(rv), key[1:]
 
 
 def _go_json_type(value: object) -> str:
