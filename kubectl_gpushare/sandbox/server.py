@@ -60,14 +60,13 @@ from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.faults import Fault, Faults, RequestLog, RequestRecord
 from kubectl_gpushare.sandbox.framing import (
-    BAD_REQUEST_REPLY,
     BodyTooLargeError,
     DeadlineReader,
     FramingError,
     content_length,
     drain,
-    parsed_target,
     read_chunked,
+    read_request_line,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
@@ -226,23 +225,20 @@ class _Handler(BaseHTTPRequestHandler):
         super().handle_one_request()
 
     def parse_request(self) -> bool:
-        """Refuse a target Go's URL parser refuses, as Go's server does (`framing.parsed_target`); keep it split.
+        """Refuse a request line Go's server refuses, as it does (`framing.read_request_line`); keep the target split.
 
-        Before any handler, and so before routing, authentication, faults and the request log. The
-        target is checked twice: as Go cuts the line (at its first two spaces) and as ``http.server``
-        read it (split on any whitespace). The two differ only for a line Go refuses anyway (after a
-        tab or a second space, its method is no token or its target is empty), and `Sandbox._serve`
-        unescapes the latter, which must not fail.
+        Before any handler, and so before routing, authentication, faults and the request log.
+        ``http.server`` splits the line on any whitespace where Go cuts it at its first two spaces;
+        once Go's rules passed (a token, a target with no control byte, ``HTTP/x.y``) the two agree,
+        or ``http.server`` refuses the line itself (a target holding byte 0x85 or 0xA0, whitespace to
+        Python's ``str.split``).
         """
-        target = parsed_target(self.raw_requestline)
-        if target is not None:
-            if not super().parse_request():
-                return False  # it answered already
-            if parsed_target(f"{self.command} {self.path} {self.request_version}".encode("latin-1")) is not None:
-                self.target = target
-                return True
+        read = read_request_line(self.raw_requestline)
+        if isinstance(read, GoUrl):
+            self.target = read
+            return super().parse_request()
         self.close_connection = True
-        self.wfile.write(BAD_REQUEST_REPLY)
+        self.wfile.write(read)
         return False
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
