@@ -537,7 +537,9 @@ def _decode_continue(token: str) -> tuple[int, str]:
     try:
         # A number is kept to its first 64 characters: still out of int64's range when longer (JSON has no
         # leading zeros), named as Go names it, and never past int()'s 4,300-digit limit (a ValueError).
-        decoded = json.loads(text, parse_int=lambda digits: int(digits[:64]))
+        decoded = json.loads(text, parse_int=lambda digits: int(digits[:64]), parse_constant=_no_constant)
+    except _NotGoJsonError as exc:
+        raise errors.bad_request(f"{bad}: {exc}") from None
     except RecursionError:
         raise errors.bad_request(f"{bad}: invalid character {text.lstrip()[:1]!r} exceeded max depth") from None
     except ValueError as exc:
@@ -572,6 +574,21 @@ def _decode_continue(token: str) -> tuple[int, str]:
     if clean_path(key) != key:
         raise errors.bad_request(f"{bad}: {start}")
     return int(rv), key[1:]
+
+
+class _NotGoJsonError(ValueError):
+    """JSON that Python's decoder reads and Go's refuses; the message is Go's."""
+
+
+def _no_constant(name: str) -> object:
+    """Refuse ``NaN``, ``Infinity`` and ``-Infinity``, which Python's decoder reads and Go's scanner does not.
+
+    src/encoding/json/scanner.go: "N" or "I" cannot begin a value (``stateBeginValue``), and after "-"
+    only a digit may come (``stateNeg``).
+    """
+    if name.startswith("-"):
+        raise _NotGoJsonError("invalid character 'I' in numeric literal")
+    raise _NotGoJsonError(f"invalid character {name[0]!r} looking for beginning of value")
 
 
 def _go_json_type(value: object) -> str:

@@ -161,7 +161,10 @@ def _token(value: Any) -> str:
      "incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
     (_token({"v": "meta.k8s.io/v1", "rv": 3, "start": ""}), "encoded start key empty (version meta.k8s.io/v1)"),
     (base64.urlsafe_b64encode(b"[" * 20000).decode().rstrip("="), "invalid character '[' exceeded max depth"),
-], ids=["alphabet", "padding", "truncated", "array", "rv-type", "rv-zero", "no-start", "deep"])
+    (base64.urlsafe_b64encode(b'{"v": "meta.k8s.io/v1", "rv": NaN, "start": "x"}').decode().rstrip("="),
+     "invalid character 'N' looking for beginning of value"),  # Python's json reads NaN; Go's does not
+    (base64.urlsafe_b64encode(b'[-Infinity]').decode().rstrip("="), "invalid character 'I' in numeric literal"),
+], ids=["alphabet", "padding", "truncated", "array", "rv-type", "rv-zero", "no-start", "deep", "nan", "minus-infinity"])
 def test_a_bad_continue_token_is_a_400_that_names_the_fault_not_the_token(
     sandbox: Sandbox, token: str, reason: str
 ) -> None:
