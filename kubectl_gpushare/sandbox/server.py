@@ -706,17 +706,17 @@ class Sandbox:
             # malformed timeout is a 400 for anyone, on any path, a 404 one included. Then
             # authentication, which also wraps the router: a path nothing serves is a 404 only for a
             # caller who may know it.
+            unrouted: ApiError | None = None
             try:
-                routed: Target | ApiError = resolve(method, exact, query)
+                target = resolve(method, exact, query)  # the log names what a 401 was for, too
             except ApiError as exc:
-                routed = exc
-            deadline = self._deadline(received, method, path, query, routed if isinstance(routed, Target) else None)
+                unrouted = exc
+            deadline = self._deadline(received, method, path, query, None if unrouted else target)
             identity = self._authenticate(handler)
             if identity is None and path not in _UNAUTHENTICATED:
                 raise errors.unauthorized()
-            if isinstance(routed, ApiError):
-                raise routed
-            target = routed
+            if unrouted is not None:
+                raise unrouted
             identity = identity or Identity(ANONYMOUS)
             user, readonly = identity.user.username, identity.readonly
             if readonly and (target.verb in WRITE_VERBS or target.subresource == "proxy"):
