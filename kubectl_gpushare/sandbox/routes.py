@@ -739,8 +739,7 @@ class Api:
         if request.query.get("resourceVersion") == "0" and not token:
             limit = 0  # served "from the cache", which ignores limit, as kube-apiserver does
         elif not token:
-            rv = _resource_version(request.query)
-            self._wait_until_fresh(rv)
+            self._wait_until_fresh(_resource_version(request.query))
         found, rv, last, remaining = self.store.select(
             resource.plural, target.namespace, labels, fields, limit=limit, after=after
         )
