@@ -36,12 +36,13 @@ class StandIn:
         self.hang = threading.Event()
         self.closing = threading.Event()
         self.paths: list[str] = []
-        """Each request's target (path and query) as it arrived, in order."""
+        """Each request's target (path and query) as it arrived, in order (raw: ``http.server``'s ``path``
+        turns a leading ``//`` into ``/``, CPython gh-87389)."""
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-                standin.paths.append(self.path)
+                standin.paths.append(self.raw_requestline.split(b" ")[1].decode("latin-1"))
                 if standin.hang.is_set():
                     standin.closing.wait(30)
                     return

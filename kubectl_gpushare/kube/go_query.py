@@ -15,6 +15,7 @@ semicolon separator in query") and a pair with a ``%`` not followed by two hex d
 
 from __future__ import annotations
 
+import posixpath
 import re
 import urllib.parse
 from collections.abc import Iterator, Mapping
@@ -167,6 +168,14 @@ class GoQuery(Mapping[str, str]):
         return {go_text(name): go_text(values[0]) for name, values in self._values.items()}
 
 
+def clean_path(path: str) -> str:
+    """Go's ``path.Clean`` of a rooted path (src/path/path.go): ``//``, ``.`` and ``..`` resolved, no trailing ``/``.
+
+    POSIX ``normpath`` is the same once the leading slashes are one (it keeps exactly two). Shared by the
+    pod proxy's subpath (``path.Join``) and the continue token's start key (``storage.DecodeContinue``).
+    """
+    return posixpath.normpath("/" + path.lstrip("/"))
+
 
 # --- url.Parse / url.ParseRequestURI -------------------------------------------------------------------
 def _quote_cut(text: str) -> str:
@@ -262,5 +271,6 @@ def parse_url(text: str, request: bool = True) -> GoUrl:
     unescape(rest)
     return GoUrl(scheme, host, rest, query)
 
-__all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "GoUrl", "escape_path", "go_bool", "go_text", "parse_query",
-           "parse_url", "unescape", "unescape_path", "valid_port"]
+
+__all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "GoUrl", "clean_path", "escape_path", "go_bool", "go_text",
+           "parse_query", "parse_url", "unescape", "unescape_path", "valid_port"]

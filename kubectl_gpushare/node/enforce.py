@@ -103,7 +103,6 @@ class GpuStatus:
     reason: str
 
 
-
 def _nvml_key(gpu: GpuDevice) -> str:
     """The warn-once key of an NVML failure on a GPU's memory limits (cleared when a limit is set)."""
     return f"nvml:{gpu.uuid}"

@@ -17,7 +17,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from kubectl_gpushare.kube.go_query import parse_url
+from kubectl_gpushare.kube.go_query import GoUrl, parse_url
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -31,6 +31,15 @@ BAD_REQUEST_REPLY = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; cha
                      b"Connection: close\r\n\r\n400 Bad Request")  # fmt: skip
 """What Go's net/http server writes, then closes, for a request it cannot read (``conn.serve``'s
 ``publicErr``, src/net/http/server.go): no handler, and so no Status body, runs."""
+VERSION_NOT_SUPPORTED_REPLY = (b"HTTP/1.1 505 HTTP Version Not Supported: unsupported protocol version\r\n"
+                               b"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+                               b"505 HTTP Version Not Supported: unsupported protocol version")  # fmt: skip
+"""What Go's server writes, then closes, for a request in an HTTP version other than 1.x (``conn.serve``'s
+``statusError`` reply, src/net/http/server.go)."""
+_METHOD = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An RFC 7230 token: Go's ``validMethod`` (src/net/http/http.go ``isNotToken``)."""
+_VERSION = re.compile(rb"HTTP/([0-9])\.[0-9]")
+"""Go's ``ParseHTTPVersion`` (src/net/http/request.go): ``HTTP/``, a digit, a dot, a digit, nothing more."""
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r\n")
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
 
@@ -55,8 +64,8 @@ class BodyTooLargeError(ValueError):
     """The body is larger than the limit (413)."""
 
 
-def target_unparsable(request_line: bytes) -> bool:
-    """Whether Go's server refuses the request target before any handler (`BAD_REQUEST_REPLY`).
+def parsed_target(request_line: bytes) -> GoUrl | None:
+    """The request target as Go's server splits it; None where it refuses it before any handler (`BAD_REQUEST_REPLY`).
 
     src/net/http/request.go ``readRequest``: ``parseRequestLine`` cuts the line at its first two
     spaces (a tab stays in the target), then ``url.ParseRequestURI`` (src/net/url/url.go ``parse``,
@@ -68,10 +77,32 @@ def target_unparsable(request_line: bytes) -> bool:
     the query is kept raw, so a bad escape there is no error).
     """
     try:
-        parse_url(request_target(request_line))
+        return parse_url(request_target(request_line))
     except ValueError:
-        return True
-    return False
+        return None
+
+
+def read_request_line(request_line: bytes) -> GoUrl | bytes:
+    """The request target as Go's server splits it, or the reply it writes (then closes) for a line it refuses.
+
+    src/net/http/request.go ``readRequest``, in its order: ``parseRequestLine`` needs two spaces
+    ("malformed HTTP request": ``GET /``, the HTTP/0.9 form Python's ``http.server`` still serves
+    with no status line), ``validMethod`` a token, ``ParseHTTPVersion`` ``HTTP/`` and one digit, a dot
+    and one digit, and ``url.ParseRequestURI`` the target (`parsed_target`): each `BAD_REQUEST_REPLY`.
+    Then src/net/http/server.go ``readRequest`` refuses any version but 1.x (``http1ServerSupportsRequest``;
+    ``PRI * HTTP/2.0`` is let through): `VERSION_NOT_SUPPORTED_REPLY`. (Go reads the headers before
+    that last check, so a bad header line in a ``HTTP/2.0`` request is its 400; here the 505 wins.)
+    """
+    line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
+    method, first, rest = line.partition(b" ")
+    target_bytes, second, proto = rest.partition(b" ")
+    version = _VERSION.fullmatch(proto)
+    target = parsed_target(request_line)
+    if not first or not second or not _METHOD.fullmatch(method) or version is None or target is None:
+        return BAD_REQUEST_REPLY
+    if version[1] != b"1" and (method, target_bytes, proto) != (b"PRI", b"*", b"HTTP/2.0"):
+        return VERSION_NOT_SUPPORTED_REPLY
+    return target
 
 
 def request_target(request_line: bytes) -> str:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
-import posixpath
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from kubectl_gpushare.kube.go_format import go_quote
-from kubectl_gpushare.kube.go_query import escape_path
+from kubectl_gpushare.kube.go_query import clean_path, escape_path
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.errors import ApiError
 
@@ -191,7 +190,7 @@ def request_path(subpath: str) -> str:
     ``RawPath``, so Go's transport writes ``URL.EscapedPath()``: the decoded path escaped anew
     (`escape_path`), whatever escapes the client used.
     """
-    joined = posixpath.normpath(subpath) if subpath else ""  # subpath starts with one "/": normpath is path.Clean
+    joined = clean_path(subpath) if subpath else ""  # proxy//x (an empty segment kept) starts it with "//"
     if subpath.endswith("/") and not joined.endswith("/"):
         joined += "/"
     return escape_path(joined or "/")

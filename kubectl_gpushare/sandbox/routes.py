@@ -23,7 +23,7 @@ import msgspec
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_format import go_quote
-from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text
+from kubectl_gpushare.kube.go_query import GoQuery, clean_path, go_bool, go_text
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
 from kubectl_gpushare.sandbox.admission import Admission, Attributes
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -519,8 +519,8 @@ def _decode_continue(token: str) -> tuple[int, str]:
 
     k8s.io/apiserver/pkg/storage/continue.go, wrapped by the etcd3 store's list as a 400 ``invalid continue
     token: continue key is not valid...``: the reason names what is wrong (the byte where base64 breaks,
-    the JSON error, the field), never the token itself. Go's JSON errors are matched for their common
-    shapes (an end too early, a bad character, a field of the wrong type).
+    the JSON error, the field, a start key that is not clean), never the token itself. Go's JSON errors
+    are matched for their common shapes (an end too early, a bad character, a field of the wrong type).
     """
     bad = "invalid continue token: continue key is not valid"
     legal = _BASE64_URL.match(token)
@@ -537,7 +537,9 @@ def _decode_continue(token: str) -> tuple[int, str]:
     try:
         # A number is kept to its first 64 characters: still out of int64's range when longer (JSON has no
         # leading zeros), named as Go names it, and never past int()'s 4,300-digit limit (a ValueError).
-        decoded = json.loads(text, parse_int=lambda digits: int(digits[:64]))
+        decoded = json.loads(text, parse_int=lambda digits: int(digits[:64]), parse_constant=_no_constant)
+    except _NotGoJsonError as exc:
+        raise errors.bad_request(f"{bad}: {exc}") from None
     except RecursionError:
         raise errors.bad_request(f"{bad}: invalid character {text.lstrip()[:1]!r} exceeded max depth") from None
     except ValueError as exc:
@@ -566,7 +568,27 @@ def _decode_continue(token: str) -> tuple[int, str]:
         raise errors.bad_request(f"{bad}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
     if not start:
         raise errors.bad_request(f"{bad}: encoded start key empty (version meta.k8s.io/v1)")
-    return int(rv), str(start)
+    # Against path traversal, a key that path.Clean changes is refused, named as it came; the key is
+    # read without its leading "/" (DecodeContinue returns keyPrefix + cleaned[1:]).
+    key = start if start.startswith("/") else "/" + start
+    if clean_path(key) != key:
+        raise errors.bad_request(f"{bad}: {start}")
+    return int(rv), key[1:]
+
+
+class _NotGoJsonError(ValueError):
+    """JSON that Python's decoder reads and Go's refuses; the message is Go's."""
+
+
+def _no_constant(name: str) -> object:
+    """Refuse ``NaN``, ``Infinity`` and ``-Infinity``, which Python's decoder reads and Go's scanner does not.
+
+    src/encoding/json/scanner.go: "N" or "I" cannot begin a value (``stateBeginValue``), and after "-"
+    only a digit may come (``stateNeg``).
+    """
+    if name.startswith("-"):
+        raise _NotGoJsonError("invalid character 'I' in numeric literal")
+    raise _NotGoJsonError(f"invalid character {name[0]!r} looking for beginning of value")
 
 
 def _go_json_type(value: object) -> str:
@@ -717,8 +739,7 @@ class Api:
         if request.query.get("resourceVersion") == "0" and not token:
             limit = 0  # served "from the cache", which ignores limit, as kube-apiserver does
         elif not token:
-            rv = _resource_version(request.query)
-            self._wait_until_fresh(rv)
+            self._wait_until_fresh(_resource_version(request.query))
         found, rv, last, remaining = self.store.select(
             resource.plural, target.namespace, labels, fields, limit=limit, after=after
         )

@@ -53,22 +53,20 @@ from typing import Any, Final
 
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
-from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text, parse_url, unescape_path
+from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.faults import Fault, Faults, RequestLog, RequestRecord
 from kubectl_gpushare.sandbox.framing import (
-    BAD_REQUEST_REPLY,
     BodyTooLargeError,
     DeadlineReader,
     FramingError,
     content_length,
     drain,
     read_chunked,
-    request_target,
-    target_unparsable,
+    read_request_line,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
@@ -175,6 +173,8 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     raw_requestline: bytes  # set by handle_one_request (typeshed leaves it out)
+    target: GoUrl
+    """The request target as Go splits it (set by `parse_request` once it accepted the request)."""
 
     def setup(self) -> None:
         """Disable Nagle and read through a `DeadlineReader`.
@@ -225,21 +225,20 @@ class _Handler(BaseHTTPRequestHandler):
         super().handle_one_request()
 
     def parse_request(self) -> bool:
-        """Refuse a target Go's URL parser refuses, as Go's server does (`framing.target_unparsable`).
+        """Refuse a request line Go's server refuses, as it does (`framing.read_request_line`); keep the target split.
 
-        Before any handler, and so before routing, authentication, faults and the request log. The
-        target is checked twice: as Go cuts the line (at its first two spaces) and as ``http.server``
-        read it (split on any whitespace). The two differ only for a line Go refuses anyway (after a
-        tab or a second space, its method is no token or its target is empty), and `Sandbox._serve`
-        unescapes the latter, which must not fail.
+        Before any handler, and so before routing, authentication, faults and the request log.
+        ``http.server`` splits the line on any whitespace where Go cuts it at its first two spaces;
+        once Go's rules passed (a token, a target with no control byte, ``HTTP/x.y``) the two agree,
+        or ``http.server`` refuses the line itself (a target holding byte 0x85 or 0xA0, whitespace to
+        Python's ``str.split``).
         """
-        if not target_unparsable(self.raw_requestline):
-            if not super().parse_request():
-                return False  # it answered already
-            if not target_unparsable(f"{self.command} {self.path} {self.request_version}".encode("latin-1")):
-                return True
+        read = read_request_line(self.raw_requestline)
+        if isinstance(read, GoUrl):
+            self.target = read
+            return super().parse_request()
         self.close_connection = True
-        self.wfile.write(BAD_REQUEST_REPLY)
+        self.wfile.write(read)
         return False
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -666,7 +665,7 @@ class Sandbox:
         # scheme and authority dropped, and no path at all after "scheme:" without a "/" (an opaque URL)
         # or "*" for the asterisk form, which no route serves. The query is read once, as
         # req.URL.Query(): routing, options, timeout and the pod proxy share it.
-        split = parse_url(request_target(handler.raw_requestline))
+        split = handler.target
         query = GoQuery(split.query)
         # Routing, authorization and the log see the decoded path, as kube-apiserver sees req.URL.Path
         # (url.ParseRequestURI unescapes it). `exact` keeps bytes that are not UTF-8 for the pod proxy;
@@ -704,20 +703,20 @@ class Sandbox:
                 raise body
             # WithRequestDeadline wraps authentication and routing (DefaultBuildHandlerChain in
             # k8s.io/apiserver/pkg/server/config.go: the API handler is the chain's innermost), so a
-            # malformed timeout is a 400 for anyone, on any path, a 404 one included.
+            # malformed timeout is a 400 for anyone, on any path, a 404 one included. Then
+            # authentication, which also wraps the router: a path nothing serves is a 404 only for a
+            # caller who may know it.
+            unrouted: ApiError | None = None
             try:
-                target = resolve(method, exact, query)
-            except ApiError:
-                self._deadline(received, method, path, query, None)  # its 400 comes first
-                # Then authentication, which also wraps the router (DefaultBuildHandlerChain): a path
-                # nothing serves is a 404 only for a caller who may know it.
-                if self._authenticate(handler) is None and path not in _UNAUTHENTICATED:
-                    raise errors.unauthorized() from None
-                raise
-            deadline = self._deadline(received, method, path, query, target)
+                target = resolve(method, exact, query)  # the log names what a 401 was for, too
+            except ApiError as exc:
+                unrouted = exc
+            deadline = self._deadline(received, method, path, query, None if unrouted else target)
             identity = self._authenticate(handler)
             if identity is None and path not in _UNAUTHENTICATED:
                 raise errors.unauthorized()
+            if unrouted is not None:
+                raise unrouted
             identity = identity or Identity(ANONYMOUS)
             user, readonly = identity.user.username, identity.readonly
             if readonly and (target.verb in WRITE_VERBS or target.subresource == "proxy"):

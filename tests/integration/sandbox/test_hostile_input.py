@@ -154,6 +154,9 @@ def test_client_vanishing_mid_body_leaves_no_traceback(sandbox: Sandbox, capfd: 
 # --- the request line ------------------------------------------------------------------------
 GO_BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
                   b"400 Bad Request")  # fmt: skip
+GO_VERSION_NOT_SUPPORTED = (b"HTTP/1.1 505 HTTP Version Not Supported: unsupported protocol version\r\n"
+                            b"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+                            b"505 HTTP Version Not Supported: unsupported protocol version")  # fmt: skip
 
 
 def read_to_close(sb: Sandbox, raw: bytes) -> bytes:
@@ -200,6 +203,25 @@ def test_a_request_line_go_cuts_otherwise_still_gets_the_plain_400(line: str) ->
     # whitespace and reads the target "/...c%zz", which must not reach the handler's unescape.
     with Sandbox(auth=True) as sb:
         assert read_to_close(sb, f"{line}\r\nHost: sandbox\r\n\r\n".encode()) == GO_BAD_REQUEST
+        assert not sb.requests, "no handler saw it"
+        assert exchange(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode())[0] == 401
+
+
+@pytest.mark.parametrize(
+    ("line", "reply"),
+    [(f"GET {CONFIGMAPS}", GO_BAD_REQUEST), (f"GET {CONFIGMAPS} HTTP/1.1 x", GO_BAD_REQUEST),
+     (f"GET {CONFIGMAPS} http/1.1", GO_BAD_REQUEST), (f"GET {CONFIGMAPS} HTTP/1.10", GO_BAD_REQUEST),
+     (f"G(T {CONFIGMAPS} HTTP/1.1", GO_BAD_REQUEST), (f"GET {CONFIGMAPS} HTTP/0.9", GO_VERSION_NOT_SUPPORTED),
+     (f"GET {CONFIGMAPS} HTTP/2.0", GO_VERSION_NOT_SUPPORTED)],
+    ids=["http-0.9-form", "three-spaces", "lower-case-version", "two-digit-minor", "method-not-a-token", "http-0.9",
+         "http-2"],
+)  # fmt: skip
+def test_a_request_line_go_cannot_read_gets_its_plain_reply(line: str, reply: bytes) -> None:
+    # src/net/http/request.go readRequest: two spaces (parseRequestLine), a token method (validMethod),
+    # HTTP/x.y (ParseHTTPVersion), else the plain 400; server.go readRequest: a version other than 1.x
+    # is a 505 (http1ServerSupportsRequest). http.server answered "GET /" as HTTP/0.9, with no status line.
+    with Sandbox(auth=True) as sb:
+        assert read_to_close(sb, f"{line}\r\nHost: sandbox\r\n\r\n".encode()) == reply
         assert not sb.requests, "no handler saw it"
         assert exchange(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode())[0] == 401
 

@@ -161,7 +161,10 @@ def _token(value: Any) -> str:
      "incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
     (_token({"v": "meta.k8s.io/v1", "rv": 3, "start": ""}), "encoded start key empty (version meta.k8s.io/v1)"),
     (base64.urlsafe_b64encode(b"[" * 20000).decode().rstrip("="), "invalid character '[' exceeded max depth"),
-], ids=["alphabet", "padding", "truncated", "array", "rv-type", "rv-zero", "no-start", "deep"])
+    (base64.urlsafe_b64encode(b'{"v": "meta.k8s.io/v1", "rv": NaN, "start": "x"}').decode().rstrip("="),
+     "invalid character 'N' looking for beginning of value"),  # Python's json reads NaN; Go's does not
+    (base64.urlsafe_b64encode(b'[-Infinity]').decode().rstrip("="), "invalid character 'I' in numeric literal"),
+], ids=["alphabet", "padding", "truncated", "array", "rv-type", "rv-zero", "no-start", "deep", "nan", "minus-infinity"])
 def test_a_bad_continue_token_is_a_400_that_names_the_fault_not_the_token(
     sandbox: Sandbox, token: str, reason: str
 ) -> None:
@@ -169,6 +172,20 @@ def test_a_bad_continue_token_is_a_400_that_names_the_fault_not_the_token(
     status, answer = get(sandbox, f"limit=1&continue={token}")
     assert status == 400 and answer["reason"] == "BadRequest"
     assert answer["message"] == f"invalid continue token: continue key is not valid: {reason}"
+
+
+@pytest.mark.parametrize("start", ["default/../kube-system/c0", "default//c0", "default/c0/", "./default/c0", "//c0"])
+def test_a_continue_start_key_that_path_clean_changes_is_a_400_that_names_it(sandbox: Sandbox, start: str) -> None:
+    # storage.DecodeContinue defends against path traversal: a key that path.Clean changes is refused.
+    status, answer = get(sandbox, "limit=1&continue=" + _token({"v": "meta.k8s.io/v1", "rv": 3, "start": start}))
+    assert (status, answer["message"]) == (400, f"invalid continue token: continue key is not valid: {start}")
+
+
+def test_a_continue_start_key_is_read_without_its_leading_slash(sandbox: Sandbox) -> None:
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": "default"}} for i in range(3)])
+    for start in ("default/c0", "/default/c0"):  # DecodeContinue: keyPrefix + the cleaned key without its "/"
+        status, body = get(sandbox, "limit=1&continue=" + _token({"v": "meta.k8s.io/v1", "rv": 1, "start": start}))
+        assert status == 200 and [item["metadata"]["name"] for item in json.loads(body)["items"]] == ["c1"], body
 
 
 def test_continue_tokens_are_unpadded_url_safe_base64(sandbox: Sandbox) -> None:

@@ -175,6 +175,15 @@ def test_the_path_goes_to_the_pod_decoded_cleaned_and_escaped_anew(sandbox: Sand
     assert (status, body, standin.paths[-1]) == (200, b'{"hello": "usage"}', "/usage")
 
 
+@pytest.mark.parametrize("empties", ["/", "//", "/%2F/"])
+def test_empty_segments_after_proxy_are_cleaned_away(sandbox: Sandbox, standin: StandIn, empties: str) -> None:
+    # RequestInfo.Parts keeps an empty segment inside the path; getRequestOptions joins the parts
+    # after "proxy" with "/" and path.Join cleans the result: Go's path.Clean leaves no leading "//"
+    # (POSIX's normpath keeps exactly two).
+    status, _, body = _call(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy{empties}usage")
+    assert (status, body, standin.paths[-1]) == (200, b'{"hello": "usage"}', "/usage")
+
+
 def _head(sandbox: Sandbox, method: str, target: bytes) -> tuple[bytes, dict[str, str], bytes]:
     """Send one raw request; the status line, the headers (lower-case names) and the body."""
     with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:

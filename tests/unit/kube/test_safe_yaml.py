@@ -19,6 +19,7 @@ from kubectl_gpushare.kube import safe_yaml
         ("!!bool \"\\e[2J\"", "tag:yaml.org,2002:bool value '[2J' is not valid"),  # printable, cut to 64
         ("!!int x", "invalid literal for int() with base 10: 'x'"),  # ValueError as PyYAML raises it
         ("!!timestamp 2024-13-01", "month must be in 1..12"),
+        ("!!timestamp x", "tag:yaml.org,2002:timestamp value 'x' is not valid"),  # AttributeError: no match
     ],
 )
 def test_a_tagged_value_python_cannot_build_is_a_value_error(text: str, message: str) -> None:
@@ -34,8 +35,9 @@ def test_what_is_not_yaml_stays_a_yaml_error() -> None:
         safe_yaml.load("!!python/object:os.system x")
 
 
-_PIECES = st.sampled_from(["!!int", "!!bool", "!!float", "!!str", "!!null", " ", "\n", "- ", "a: ", "[", "]", "{",
-                           "}", ",", "x", "1", "-", "''", "~", "yes", "0x1f", "2024-01-01", "&a ", "*a", "#"])
+_PIECES = st.sampled_from(["!!int", "!!bool", "!!float", "!!timestamp", "!!str", "!!null", " ", "\n", "- ", "a: ",
+                           "[", "]", "{", "}", ",", "x", "1", "-", "''", "~", "yes", "0x1f", "2024-01-01", "&a ",
+                           "*a", "#"])
 
 
 @settings(max_examples=400)
@@ -43,10 +45,11 @@ _PIECES = st.sampled_from(["!!int", "!!bool", "!!float", "!!str", "!!null", " ",
 def test_it_reads_what_safe_load_reads_and_raises_only_documented_errors(text: str) -> None:
     try:
         expected: object = yaml.safe_load(text)
-    except (KeyError, IndexError, ValueError, yaml.YAMLError) as exc:
+    except (AttributeError, KeyError, IndexError, ValueError, yaml.YAMLError) as exc:
         expected = exc
     try:
         assert safe_yaml.load(text) == expected
     except (ValueError, yaml.YAMLError) as exc:
         assert isinstance(expected, Exception), f"safe_load read {text!r} as {expected!r}"
-        assert type(exc) is type(expected) or isinstance(expected, (KeyError, IndexError)), (exc, expected)
+        assert type(exc) is type(expected) or isinstance(expected, (AttributeError, KeyError, IndexError)), (
+            exc, expected)
