@@ -468,7 +468,9 @@ def prepare_create(resource: Resource, obj: Any, namespace: str) -> dict[str, An
     else:
         meta.pop("namespace", None)
     if meta.get("resourceVersion"):
-        raise errors.internal("resourceVersion should not be set on objects to be created")
+        # etcd3 store.Create's storage.ErrResourceVersionSetOnCreate, in its words. kube-apiserver passes
+        # that error on unconverted (a 500); the sandbox answers no bad input with a 500: a 400.
+        raise errors.bad_request("resourceVersion should not be set on objects to be created")
     if not meta.get("name"):
         if meta.get("generateName"):
             meta["name"] = str(meta["generateName"])[:MAX_GENERATED_BASE] + _random_suffix()
