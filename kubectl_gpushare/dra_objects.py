@@ -786,11 +786,14 @@ def _require_name(meta: WireMeta, kind: str) -> None:
 
 # --- Slices ---------------------------------------------------------------------------------------------
 def _attribute(raw: WireAttribute) -> AttributeValue:
-    text = raw.string
-    if (text is not None and raw.int_ is None and raw.bool_ is None and raw.version is None and raw.ints is None
-            and raw.bools is None and raw.strings is None and raw.versions is None
-            and len(text) <= MAX_ATTRIBUTE_VALUE_LENGTH):
-        return text  # the common one: a single string within bounds
+    text, number = raw.string, raw.int_
+    if (raw.bool_ is None and raw.version is None and raw.ints is None and raw.bools is None and raw.strings is None
+            and raw.versions is None and (text is None) != (number is None)):
+        # The common ones, a single string or int within bounds (every device's uuid, model and index).
+        if text is not None and len(text) <= MAX_ATTRIBUTE_VALUE_LENGTH:
+            return text
+        if number is not None and -protocol.MAX_INT64 - 1 <= number <= protocol.MAX_INT64:
+            return number
     values: list[AttributeValue] = []
     if raw.int_ is not None:
         if not -protocol.MAX_INT64 - 1 <= raw.int_ <= protocol.MAX_INT64:
@@ -1152,6 +1155,8 @@ def read_claim(wire: WireResourceClaim) -> ResourceClaim:
 
 
 _SELECTOR_DECODER: Final = msgspec.json.Decoder(WireNodeSelector)
+_UNSEEN: Final = "\0unseen"
+"""`tally_claim`'s mark for a node selector not decoded yet (no node name holds a NUL)."""
 
 
 def tally_claim(wire: WireTallyClaim, selectors: dict[bytes, str | None]) -> ResourceClaim | None:
@@ -1177,6 +1182,19 @@ def tally_claim(wire: WireTallyClaim, selectors: dict[bytes, str | None]) -> Res
     reserved = status.reserved_for
     if len(results) > MAX_RESULTS or len(reserved) > MAX_RESERVED_FOR:
         return None
+    node: str | None = ""
+    raw = allocation.node_selector
+    if raw:
+        key = bytes(raw)
+        node = selectors.get(key, _UNSEEN)
+        if node is _UNSEEN:
+            try:
+                node = _selector_node(_SELECTOR_DECODER.decode(key))
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                node = None
+            selectors[key] = node
+    if node is None:
+        return None
     read: list[AllocatedDevice] = []
     for wire_result in results:
         result = _result(wire_result)
@@ -1188,22 +1206,8 @@ def tally_claim(wire: WireTallyClaim, selectors: dict[bytes, str | None]) -> Res
         if len(c.resource) > 64 or len(c.name) > 253 or len(c.uid) > 64 or len(c.api_group) > 253:
             return None
         consumers.append(Consumer(c.resource, c.name, c.uid, c.api_group))
-    node: str | None = ""
-    raw = allocation.node_selector
-    if raw:
-        key = bytes(raw)
-        if key in selectors:
-            node = selectors[key]
-        else:
-            try:
-                node = _selector_node(_SELECTOR_DECODER.decode(key))
-            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-                node = None
-            selectors[key] = node
-    if node is None:
-        return None
-    return ResourceClaim(namespace=meta.namespace, name=meta.name, uid=meta.uid,
-                         allocation=Allocation(tuple(read), node), reserved_for=tuple(consumers))
+    return ResourceClaim(meta.namespace, meta.name, meta.uid, allocation=Allocation(tuple(read), node),
+                         reserved_for=tuple(consumers))
 
 
 def decode_claim(data: bytes | Mapping[str, object]) -> ResourceClaim:
