@@ -1155,8 +1155,6 @@ def read_claim(wire: WireResourceClaim) -> ResourceClaim:
 
 
 _SELECTOR_DECODER: Final = msgspec.json.Decoder(WireNodeSelector)
-_UNSEEN: Final = "\0unseen"
-"""`tally_claim`'s mark for a node selector not decoded yet (no node name holds a NUL)."""
 
 
 def tally_claim(wire: WireTallyClaim, selectors: dict[bytes, str | None]) -> ResourceClaim | None:
@@ -1182,19 +1180,6 @@ def tally_claim(wire: WireTallyClaim, selectors: dict[bytes, str | None]) -> Res
     reserved = status.reserved_for
     if len(results) > MAX_RESULTS or len(reserved) > MAX_RESERVED_FOR:
         return None
-    node: str | None = ""
-    raw = allocation.node_selector
-    if raw:
-        key = bytes(raw)
-        node = selectors.get(key, _UNSEEN)
-        if node is _UNSEEN:
-            try:
-                node = _selector_node(_SELECTOR_DECODER.decode(key))
-            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-                node = None
-            selectors[key] = node
-    if node is None:
-        return None
     read: list[AllocatedDevice] = []
     for wire_result in results:
         result = _result(wire_result)
@@ -1206,8 +1191,22 @@ def tally_claim(wire: WireTallyClaim, selectors: dict[bytes, str | None]) -> Res
         if len(c.resource) > 64 or len(c.name) > 253 or len(c.uid) > 64 or len(c.api_group) > 253:
             return None
         consumers.append(Consumer(c.resource, c.name, c.uid, c.api_group))
-    return ResourceClaim(meta.namespace, meta.name, meta.uid, allocation=Allocation(tuple(read), node),
-                         reserved_for=tuple(consumers))
+    node: str | None = ""
+    raw = allocation.node_selector
+    if raw:
+        key = bytes(raw)
+        if key in selectors:
+            node = selectors[key]
+        else:
+            try:
+                node = _selector_node(_SELECTOR_DECODER.decode(key))
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                node = None
+            selectors[key] = node
+    if node is None:
+        return None
+    return ResourceClaim(namespace=meta.namespace, name=meta.name, uid=meta.uid,
+                         allocation=Allocation(tuple(read), node), reserved_for=tuple(consumers))
 
 
 def decode_claim(data: bytes | Mapping[str, object]) -> ResourceClaim:

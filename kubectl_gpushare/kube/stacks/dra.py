@@ -635,8 +635,7 @@ def claim_holdings(objects: DraObjects, units: Mapping[str, tuple[str, Mapping[i
     pools = pool_nodes(objects)
     held: dict[str, Holding] = {}  # a second claim of a holder makes it a `_Group`
     indices = _DeviceIndices()
-    # node -> (bytes per unit, GPU index -> total units): one look-up per result
-    scales = {node: (protocol.UNIT_BYTES[unit], totals) for node, (unit, totals) in units.items()}
+    unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
     ours = protocol.DRA_DRIVER
     for claim in objects.claims:
         allocation = claim.allocation
@@ -647,12 +646,12 @@ def claim_holdings(objects: DraObjects, units: Mapping[str, tuple[str, Mapping[i
             if result.driver != ours or result.admin_access:
                 continue
             node = allocation.node_name or pools.get((ours, result.pool), "")
-            scale = scales.get(node)
+            node_bytes = unit_bytes.get(node)
             index = indices[result.device]
-            if index is None or scale is None:
+            if index is None or node_bytes is None:
                 continue
             consumed = consumed_memory(result, ours)
-            amount = _whole(scale[1], index) if consumed is None else -(-consumed // scale[0])
+            amount = _whole(units[node][1], index) if consumed is None else -(-consumed // node_bytes)
             owner = owner or holder(claim)
             group = held.get(owner.uid)
             if group is None:
