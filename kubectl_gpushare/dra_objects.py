@@ -25,7 +25,11 @@ warning. The wire structs (``Wire*``) are public so `kube.types` can build list 
 the slice's structs omit defaults so the DRA driver writes its ResourceSlice with them (encoded, they
 hold only the fields set, under the upstream names).
 
-No I/O, no clock, no logging; imports only `protocol` and msgspec.
+A slice's ``nodeSelector`` and an allocation's (other than one node's) are compiled once by
+`node_affinity` (the rule every reader matches nodes with); one that does not parse is a problem
+line and matches no node.
+
+No I/O, no clock, no logging; imports only `protocol`, `node_affinity` and msgspec.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any, Final, TypeVar
 import msgspec
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.node_affinity import NodeSelector, compile_selector
 
 # --- The API's own limits (k8s.io/api resource/v1 types.go) ---------------------------------------
 MAX_DEVICES_PER_SLICE: Final = 128  # ResourceSliceMaxDevices
@@ -190,7 +195,7 @@ class WireSliceSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=T
     driver: str = ""
     pool: WirePool = WirePool()
     node_name: str | None = None
-    node_selector: Any | None = None
+    node_selector: WireNodeSelector | None = None
     all_nodes: bool | None = None
     per_device_node_selection: bool | None = None
     devices: list[WireDevice] = []
@@ -485,18 +490,24 @@ class ResourceSlice(msgspec.Struct, frozen=True, gc=False):
     slice_count: int
     node_name: str = ""
     all_nodes: bool = False
-    node_selector: bool = False
-    """The slice names its nodes with a node selector (not allocated from here; see `allocatable_on`)."""
+    node_selector: NodeSelector | None = None
+    """The slice's node selector, compiled (`node_affinity`); one that is refused matches no node."""
     per_device_node_selection: bool = False
     devices: tuple[Device, ...] = ()
     problems: tuple[str, ...] = ()
     repeated: str = ""
     """The first device name the slice lists twice ("" none): the pool rule reads it (`repeated_device`)."""
 
-    def allocatable_on(self, node: str) -> bool:
-        """Whether this slice's devices are usable from ``node``: its own node's, or all nodes'."""
+    def allocatable_on(self, node: str, labels: Mapping[str, str] | None = None) -> bool:
+        """Whether this slice's devices are usable from ``node`` (``NodeMatches``).
+
+        Its own node's, all nodes', or those of the nodes its selector matches (by ``labels``, the
+        node's, and its name); per-device node selection is not allocated from.
+        """
         if self.node_name:
             return self.node_name == node
+        if self.node_selector is not None:
+            return bool(node) and self.node_selector.matches(labels or {}, node)
         return self.all_nodes
 
 
@@ -561,6 +572,14 @@ class Allocation(msgspec.Struct, frozen=True, gc=False):
     results: tuple[AllocatedDevice, ...] = ()
     node_name: str = ""
     """The node of a ``metadata.name In [node]`` node selector, the scheduler's form for local devices."""
+    selector: NodeSelector | None = None
+    """Any other node selector, compiled (devices of slices with a node selector); None: usable on every node."""
+
+    def usable_on(self, node: str, labels: Mapping[str, str] | None = None) -> bool:
+        """Whether the allocation's node selector matches ``node`` (and its ``labels``), as Filter checks it."""
+        if self.node_name:
+            return self.node_name == node
+        return self.selector is None or self.selector.matches(labels or {}, node)
 
 
 class Consumer(msgspec.Struct, frozen=True, gc=False):
@@ -771,8 +790,7 @@ def decode_wire(data: bytes | Mapping[str, object], wire: type[_W], kind: str) -
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError, UnicodeDecodeError) as exc:
         key = _key(data.get("metadata")) if isinstance(data, Mapping) else ""  # type: ignore[arg-type]
         what = f"{kind} {key}" if key else f"a {kind}"
-        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise InvalidObjectError(f"{what}: cannot be decoded ({reason})") from None
+        raise InvalidObjectError(f"{what}: cannot be decoded ({protocol.error_reason(exc)})") from None
 
 
 def _meta_key(meta: WireMeta) -> str:
@@ -927,7 +945,7 @@ def _device(raw: WireDevice) -> Device:
         taints = tuple([Taint(t.key[:317], t.value[:63], t.effect[:32]) for t in raw.taints]) if raw.taints else ()
         return Device(name, attributes, capacity, shared, taints)
     except ValueError as exc:
-        return Device(name, invalid=str(exc).splitlines()[0][:300])
+        return Device(name, invalid=protocol.error_reason(exc, 300))
 
 
 def read_slice(wire: WireResourceSlice) -> ResourceSlice:
@@ -957,6 +975,7 @@ def read_slice(wire: WireResourceSlice) -> ResourceSlice:
             f"{what}: exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection is required")
     devices: list[Device] = []
     problems: list[str] = []
+    selector = _slice_selector(spec.node_selector, what, problems)
     seen: set[str] = set()
     repeated = ""
     for raw in spec.devices:
@@ -971,9 +990,26 @@ def read_slice(wire: WireResourceSlice) -> ResourceSlice:
     return ResourceSlice(
         name=meta.name, driver=spec.driver, pool=spec.pool.name, generation=spec.pool.generation,
         slice_count=spec.pool.resource_slice_count, node_name=node_name, all_nodes=bool(spec.all_nodes),
-        node_selector=spec.node_selector is not None, per_device_node_selection=bool(spec.per_device_node_selection),
+        node_selector=selector, per_device_node_selection=bool(spec.per_device_node_selection),
         devices=tuple(devices), problems=tuple(problems), repeated=repeated,
     )
+
+
+def slice_node_selector(raw: WireNodeSelector) -> NodeSelector:
+    """A slice's node selector compiled (``NewNodeSelector``); one validation or parsing refuses matches nothing."""
+    terms = raw.node_selector_terms
+    if len(terms) != 1:  # resource validation.go validateResourceSliceSpec
+        return NodeSelector(error=f"{len(terms)} terms: must have exactly one node selector term")
+    return compile_selector(terms)
+
+
+def _slice_selector(raw: WireNodeSelector | None, what: str, problems: list[str]) -> NodeSelector | None:
+    if raw is None:
+        return None
+    selector = slice_node_selector(raw)
+    if selector.error:
+        problems.append(f"{what}: spec.nodeSelector cannot be used ({selector.error}); it matches no node")
+    return selector
 
 
 def decode_slice(data: bytes | Mapping[str, object]) -> ResourceSlice:
@@ -1062,7 +1098,7 @@ def _requests(devices: WireDeviceClaim) -> tuple[tuple[DeviceRequest, ...], str,
                 unsupported.append(f"request {raw.name}: adminAccess is not allocated by kubectl-gpushare's allocator")
             requests.append(DeviceRequest(raw.name, _exact(raw.exactly, f"{where}.exactly")))
     except ValueError as exc:
-        return tuple(requests), str(exc).splitlines()[0][:400], "; ".join(unsupported)
+        return tuple(requests), protocol.error_reason(exc, 400), "; ".join(unsupported)
     if devices.constraints:
         unsupported.append("spec.devices.constraints are not allocated by kubectl-gpushare's allocator")
     return tuple(requests), "", "; ".join(unsupported)
@@ -1084,7 +1120,7 @@ def _result(raw: WireResult) -> AllocatedDevice:
         except ValueError as exc:
             entries = list(capacity.items())[:MAX_ATTRIBUTES_AND_CAPACITIES]
             unread = {name[:100]: str(value)[:100] for name, value in entries}
-            consumed, invalid = None, f"consumedCapacity: {str(exc).splitlines()[0][:200]}"
+            consumed, invalid = None, f"consumedCapacity: {protocol.error_reason(exc)}"
     # Cut names would stand for other objects (two share IDs equal once cut): such a result is kept
     # but marked, so the driver refuses to prepare it and views trust none of its names.
     if len(request) > 128 or len(driver) > 63 or len(pool) > 253 or len(device) > 63 or len(share_id) > 64:
@@ -1104,7 +1140,14 @@ def _allocation(raw: WireAllocation, meta: WireMeta, problems: list[str]) -> All
         if result.invalid:
             problems.append(f"ResourceClaim {_meta_key(meta)}: device {result.driver}/{result.pool}/{result.device}: "
                             f"{result.invalid}; counted as using the whole device")
-    return Allocation(read, _selector_node(raw.node_selector))
+    node = _selector_node(raw.node_selector)
+    selector = None
+    if raw.node_selector is not None and not node:
+        selector = compile_selector(raw.node_selector.node_selector_terms)
+        if selector.error:
+            problems.append(f"ResourceClaim {_meta_key(meta)}: status.allocation.nodeSelector cannot be used "
+                            f"({selector.error}); the claim is usable on no node")
+    return Allocation(read, node, selector)
 
 
 def _selector_node(selector: WireNodeSelector | None) -> str:
@@ -1163,13 +1206,14 @@ def tally_claim(wire: WireTallyClaim, selectors: dict[bytes, str | None]) -> Res
     The claim carries its key, UID, allocation and consumers only (no requests, annotations,
     finalizers or owner), which is what the tables count. Anything `read_claim` would warn about,
     cut or refuse (no name, names longer than the API allows, too many results or consumers, a result
-    it marks invalid, an undecodable node selector) and an unallocated claim give None, so such a
-    claim is read whole and says why there; a plain claim is read the same either way.
+    it marks invalid, an undecodable node selector), a node selector other than one node's and an
+    unallocated claim give None, so such a claim is read whole and says why there; a plain claim is
+    read the same either way.
 
     Args:
         wire: the claim as `WireTallyClaim`.
-        selectors: node selector JSON -> its node (None: undecodable), shared by the calls of one
-            reading; a cluster's claims repeat one selector per node.
+        selectors: node selector JSON -> its node (None: undecodable or not one node's), shared by
+            the calls of one reading; a cluster's claims repeat one selector per node.
     """
     meta, status = wire.metadata, wire.status
     allocation = status.allocation
@@ -1199,7 +1243,7 @@ def tally_claim(wire: WireTallyClaim, selectors: dict[bytes, str | None]) -> Res
             node = selectors[key]
         else:
             try:
-                node = _selector_node(_SELECTOR_DECODER.decode(key))
+                node = _selector_node(_SELECTOR_DECODER.decode(key)) or None
             except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
                 node = None
             selectors[key] = node
@@ -1237,7 +1281,7 @@ def read_class(wire: WireDeviceClass) -> DeviceClass:
     try:
         return DeviceClass(meta.name, _selectors(wire.spec.selectors, "spec.selectors"))
     except ValueError as exc:
-        return DeviceClass(meta.name, invalid=str(exc)[:300])
+        return DeviceClass(meta.name, invalid=protocol.error_reason(exc, 300))
 
 
 def decode_class(data: bytes | Mapping[str, object]) -> DeviceClass:
@@ -1396,6 +1440,7 @@ __all__ = [
     "read_template",
     "repeated_device",
     "repeated_name",
+    "slice_node_selector",
     "split_qualified_name",
     "valid_dns_label",
     "valid_dns_subdomain",

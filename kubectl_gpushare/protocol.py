@@ -199,6 +199,33 @@ def one_line(message: str) -> str:
     return shown_text(" ".join(message.split()), SENTENCE_NAMES)
 
 
+REASON_LENGTH: Final = 200
+"""Characters of an exception's message a warning or error quotes (`error_reason`)."""
+
+
+def first_line(text: str, limit: int) -> str:
+    """The first line of ``text`` that is not blank, its ends stripped, cut to ``limit`` characters ("" if none).
+
+    Cut before it is split, so a megabyte of one-line text costs no megabyte list of lines.
+    """
+    head = text.lstrip()[: max(limit, 0)]
+    return head.splitlines()[0].rstrip() if head else ""
+
+
+def error_reason(error: BaseException, limit: int = REASON_LENGTH) -> str:
+    """Why ``error`` was raised, as one line of at most ``limit`` characters: the one rule for quoting an exception.
+
+    Its message's first line that is not blank (`first_line`): a decoder's or parser's message goes on
+    with lines of context, and one may be empty, blank or start with a newline (a bare ``str(exc)
+    .splitlines()[0]`` raises IndexError on ""). An empty message gives the exception's type name, and a
+    RecursionError ``nested too deeply``: a decoder (msgspec, PyYAML, a JSON walk) past Python's recursion
+    limit, whose own words (``maximum recursion depth exceeded``) do not say the input is at fault.
+    """
+    if isinstance(error, RecursionError):
+        return "nested too deeply"[: max(limit, 0)]
+    return first_line(str(error), limit) or type(error).__name__[: max(limit, 0)]
+
+
 # --- Quantities -----------------------------------------------------------------------------------
 # ASCII digits only, and the end of the text (not before a final newline): what Go's parser and the
 # API's pattern accept; Python's ``\d`` would read "١٢" (Arabic-Indic digits) as 12.

@@ -144,6 +144,19 @@ def _pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str, bool]] | No
     return found
 
 
+def _node_labels(nodes: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Node name -> labels, which slices' and allocations' node selectors match (string pairs only)."""
+    found: dict[str, dict[str, str]] = {}
+    for node in nodes:
+        meta = node.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        if isinstance(name, str):
+            found[name] = ({k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+                           if isinstance(labels, dict) else {})
+    return found
+
+
 def has_claims(pod: Mapping[str, Any]) -> bool:
     """Whether the pod asks for any ResourceClaim (the plugin has nothing to do otherwise)."""
     spec = pod.get("spec") or {}
@@ -247,7 +260,9 @@ class DynamicResources:
                 continue
             classes[klass.name] = klass
         slices = self._decode_slices(store.objects("resourceslices"))
-        return PassState(claims, alloc.Inventory(slices, classes, alloc.allocated_state(allocations)), allocations)
+        labels = _node_labels(store.objects("nodes"))
+        return PassState(claims, alloc.Inventory(slices, classes, alloc.allocated_state(allocations), labels),
+                         allocations)
 
     def _decode_slices(self, objects: list[dict[str, Any]]) -> list[dra.ResourceSlice]:
         cache: dict[tuple[str, str], dra.ResourceSlice | None] = {}
@@ -319,7 +334,8 @@ class DynamicResources:
         Raises:
             SchedulingError: the allocator cannot evaluate a claim (wrapped as the framework wraps it).
         """
-        if any(not alloc.available_on(claim, node) for claim in claims.claims):
+        labels = state.inventory.labels_of(node)
+        if any(not alloc.available_on(claim, node, labels) for claim in claims.claims):
             return alloc.REASON_NOT_ON_NODE
         if not claims.to_allocate:
             return ""
@@ -338,7 +354,7 @@ class DynamicResources:
             self.in_flight[claim.uid] = allocation
             state.allocations.append(allocation)
         state.inventory = alloc.Inventory(state.inventory.slices, state.inventory.classes,
-                                          alloc.allocated_state(state.allocations))
+                                          alloc.allocated_state(state.allocations), state.inventory.labels)
 
     def pre_bind(self, pod: Mapping[str, Any], claims: PodClaims, node: str) -> None:
         """Write each claim's allocation (if new) and the pod's reservation, before the Binding.

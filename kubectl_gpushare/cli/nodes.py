@@ -41,7 +41,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.cli import stack_components
 from kubectl_gpushare.cli.dra_nodes import FAILED_PREPARE, DraAgents
 from kubectl_gpushare.cli.dynamicresources import has_claims
-from kubectl_gpushare.cli.scheduler import SandboxView, requested
+from kubectl_gpushare.cli.scheduler import SandboxView, pod_reference, requested
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, KubeletSim
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
@@ -128,9 +128,9 @@ class NodeAgents:
         """Nothing runs until `start`; ``enforce`` is each plugin's ``--enforce-memory``."""
         self.enforce = enforce
         self._cgroups: dict[str, tuple[NodeAgent, str, int | None]] = {}
+        """pod uid -> (its node's agent, its cgroup, the GPU its container allocated on)."""
         self._hosts: dict[str, tuple[FakeBackend, Path, str]] = {}
         """node -> (its fake GPUs, its cgroup root, the hardware string they were made from)."""
-        """pod uid -> (its node's agent, its cgroup, the GPU its container allocated on)."""
         self.sandbox = sandbox
         self.api = api
         self.kubeconfig = kubeconfig
@@ -460,11 +460,9 @@ class NodeAgents:
         return True
 
     def _event(self, pod: dict[str, Any], node: str, reason: str, message: str) -> None:
-        meta = pod["metadata"]
-        ref = types.ObjectReference(kind="Pod", namespace=meta.get("namespace", "default"), name=meta["name"],
-                                    uid=meta.get("uid", ""), api_version="v1")
+        """A Warning Event on the pod from the kubelet stand-in (logged when it cannot be recorded)."""
         try:
-            self.api.create_event(ref, reason, message, "Warning", component="kubelet", host=node)
+            self.api.create_event(pod_reference(pod), reason, message, "Warning", component="kubelet", host=node)
         except KubeError as exc:
             log.warning("cannot record %s: %s", reason, exc)
 
@@ -520,13 +518,7 @@ class NodeAgents:
 
     def _crashed(self, pod: dict[str, Any], node: str, message: str) -> None:
         """The container exited 1 on a CUDA out-of-memory: Failed with restartPolicy Never, else CrashLoopBackOff."""
-        meta = pod["metadata"]
-        ref = types.ObjectReference(kind="Pod", namespace=meta.get("namespace", "default"), name=meta["name"],
-                                    uid=meta.get("uid", ""), api_version="v1")
-        try:
-            self.api.create_event(ref, "BackOff", message, "Warning", component="kubelet", host=node)
-        except KubeError as exc:
-            log.warning("cannot record a container failure: %s", exc)
+        self._event(pod, node, "BackOff", message)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         exited = {"terminated": {"exitCode": 1, "reason": "Error", "message": message, "finishedAt": now}}
         never = (pod.get("spec") or {}).get("restartPolicy") == "Never"
@@ -589,13 +581,7 @@ class NodeAgents:
 
     def _fail(self, pod: dict[str, Any], node: str, details: str) -> None:
         message = f"Allocate failed due to {details}, which is unexpected"
-        meta = pod["metadata"]
-        ref = types.ObjectReference(kind="Pod", namespace=meta.get("namespace", "default"), name=meta["name"],
-                                    uid=meta.get("uid", ""), api_version="v1")
-        try:
-            self.api.create_event(ref, "UnexpectedAdmissionError", message, "Warning", component="kubelet", host=node)
-        except KubeError as exc:
-            log.warning("cannot record an admission error: %s", exc)
+        self._event(pod, node, "UnexpectedAdmissionError", message)
         self._status(pod, {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": message})
 
     def _pod_ip(self, pod: dict[str, Any], node: str) -> dict[str, Any]:

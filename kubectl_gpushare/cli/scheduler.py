@@ -123,6 +123,13 @@ def extenders_from_config(text: str, url_prefix: str) -> list[Extender]:
     return result
 
 
+def pod_reference(pod: Mapping[str, Any]) -> types.ObjectReference:
+    """The ``involvedObject`` of an Event about a pod held as plain JSON (the stand-ins' Events)."""
+    meta = pod["metadata"]
+    return types.ObjectReference(kind="Pod", namespace=meta.get("namespace", "default"), name=meta["name"],
+                                 uid=meta.get("uid", ""), api_version="v1")
+
+
 def requested(pod: Mapping[str, Any], resource: str) -> int:
     """What a pod asks of ``resource``: the sum of container limits (requests when no limit); bad values count 0."""
     total = 0
@@ -438,10 +445,8 @@ class SchedulerLoop:
         self._event(pod, "FailedScheduling", message, "Warning")
 
     def _event(self, pod: Mapping[str, Any], reason: str, message: str, kind: str) -> None:
-        meta = pod["metadata"]
-        ref = types.ObjectReference(kind="Pod", namespace=meta.get("namespace", "default"), name=meta["name"],
-                                    uid=meta.get("uid", ""), api_version="v1")
         try:
-            self.api.create_event(ref, reason, message, kind, component="default-scheduler")
+            self.api.create_event(pod_reference(pod), reason, message, kind, component="default-scheduler")
         except KubeError as exc:
+            meta = pod["metadata"]
             log.warning("cannot record %s for %s/%s: %s", reason, meta.get("namespace"), meta["name"], exc)

@@ -213,7 +213,7 @@ class CheckpointFile:
                     raise ValueError("nested too deeply")
                 entry = _entry_decoder.decode(line)
             except (ValueError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-                problem = f"line {number}: {str(exc)[:200]}"
+                problem = f"line {number}: {protocol.error_reason(exc)}"
                 break
             for uid in entry.unprepared:
                 checkpoint.claims.pop(uid, None)

@@ -224,9 +224,9 @@ class Preparer:
         except UndecodableReply as exc:  # a field of the wrong type, nested past the decoder: one line, bounded
             raise ClaimRejectedError(str(exc)) from None
         except KubeError as exc:
-            raise ClaimRejectedError(f"cannot read claim {where}: {str(exc)[:200]}") from None
+            raise ClaimRejectedError(f"cannot read claim {where}: {protocol.error_reason(exc)}") from None
         except ValueError as exc:  # dra_objects.InvalidObjectError: no name or namespace
-            raise ClaimRejectedError(f"claim {where} cannot be decoded: {str(exc)[:200]}") from None
+            raise ClaimRejectedError(f"claim {where} cannot be decoded: {protocol.error_reason(exc)}") from None
         held = holding(claim, uid=ref.uid, node=self.node, gpus=self.gpus())
         env = cdi.container_env(held, self.visible, self.cgpu_disable())
         pods = tuple(

@@ -215,8 +215,7 @@ class ExtenderApp:
             args = wire.decode_binding_args(body)
         except wire.WireError as exc:
             self.metrics.bind_failed("bad_request")
-            status = 400 if isinstance(exc, wire.UnreadableBodyError) else 200
-            return Response(status, wire.encode_binding_result(str(exc)))
+            return Response(exc.status, wire.encode_binding_result(str(exc)))
         why = self.unavailable()
         outcome = BindOutcome(why, "unavailable") if why else self.binder.bind(args)
         if outcome.error:

@@ -151,8 +151,7 @@ class ExtenderCache:
     def _unreadable(self, what: str, exc: Exception) -> None:
         """Log once that an object could not be turned into a record (its previous record stays)."""
         warnings = records.Warnings()
-        detail = (str(exc) or type(exc).__name__).splitlines()[0][:200]
-        warnings.add(f"{what} cannot be read ({detail}); keeping what was counted for it")
+        warnings.add(f"{what} cannot be read ({protocol.error_reason(exc)}); keeping what was counted for it")
         self._warn_once(warnings)
 
     def _warn_once(self, warnings: records.Warnings) -> None:

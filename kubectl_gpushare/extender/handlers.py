@@ -62,8 +62,7 @@ def filter_nodes(body: bytes, state: ExtenderState) -> tuple[int, bytes]:
         args = wire.decode_extender_args(body)
         request = pod_request(args.pod)
     except wire.WireError as exc:
-        status = 400 if isinstance(exc, wire.UnreadableBodyError) else 200
-        return status, wire.encode_filter_result(error=str(exc))
+        return exc.status, wire.encode_filter_result(error=str(exc))
     if request <= 0:
         return 200, wire.encode_filter_result(error=no_request_error(args.pod))
     passed, failed = state.filter(args.candidate_names(), request)
@@ -86,8 +85,7 @@ def prioritize_nodes(body: bytes, state: ExtenderState, policy: Policy) -> tuple
         args = wire.decode_extender_args(body)
         request = pod_request(args.pod)
     except wire.WireError as exc:
-        status = 400 if isinstance(exc, wire.UnreadableBodyError) else 200
-        return status, wire.encode_host_priorities([]), str(exc)
+        return exc.status, wire.encode_host_priorities([]), str(exc)
     names = args.candidate_names()
     if request <= 0:
         return 200, wire.encode_host_priorities([(name, 0) for name in names]), no_request_error(args.pod)

@@ -340,7 +340,7 @@ class ExtenderState:
                 self._max_free[name] = self._node_max_free(name)
             except Exception as exc:  # noqa: BLE001 - one node's data must not break the others
                 self._max_free[name] = _INVALID
-                self._invalid[name] = f"node {name} cannot be used for GPU share: {exc or type(exc).__name__}"
+                self._invalid[name] = f"node {name} cannot be used for GPU share: {protocol.error_reason(exc)}"
 
     def _node_max_free(self, name: str) -> int:
         mem, count = self.ledger.gpu_mem_and_count(name)

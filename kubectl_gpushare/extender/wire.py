@@ -15,10 +15,11 @@ The pod is decoded once, straight into `kube.types.Pod`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.types import Pod
 
 _decode_top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
@@ -31,9 +32,14 @@ _T = TypeVar("_T")
 class WireError(ValueError):
     """A request body that is not a valid extender request; the message is the reply's Error."""
 
+    status: ClassVar[int] = 200
+    """The HTTP status the extender answers it with (filter, prioritize and bind alike)."""
+
 
 class UnreadableBodyError(WireError):
     """A body that is not UTF-8 JSON, or nests too deep to read safely: answered with 400."""
+
+    status: ClassVar[int] = 400
 
 
 class ExtenderArgs(msgspec.Struct, frozen=True):
@@ -130,7 +136,7 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     try:
         pod = _guarded(_decode_pod, pod_raw)
     except msgspec.DecodeError as exc:
-        raise WireError(f"pod {_pod_key(pod_raw)} is not a valid v1.Pod: {str(exc)[:200]}") from None
+        raise WireError(f"pod {_pod_key(pod_raw)} is not a valid v1.Pod: {protocol.error_reason(exc)}") from None
     names: list[str] | None = None
     if "nodenames" in raw:
         try:

@@ -123,8 +123,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
         file_warnings = Warnings()  # as findings (invalid-value), through the audit's own warnings
         nodes, file_pods = parse_documents(data, file_warnings)
         return audit(nodes, file_pods, configmaps_in(data), devices=devices_in(data, nodes),
-                     confinement=confinement_in(data), dra_objects=dra_in(data, file_warnings, classes=True),
-                     warnings=file_warnings)
+                     confinement=confinement_in(data),
+                     dra_objects=dra_in(data, file_warnings, classes=True, nodes=nodes), warnings=file_warnings)
     from kubectl_gpushare.inspect.source import confinement_from_api, dra_from_api, koordinator_devices
     from kubectl_gpushare.kube import errors, stacks, types
 
@@ -164,7 +164,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
             usage = reports_from_plugins(client, sharing, usage_warnings, usage_timeout(options["request_timeout"]))
         devices = koordinator_devices(client, nodes, stacks.AUTO, usage_warnings)
         confinement = confinement_from_api(client, usage_warnings)
-        objects = dra_from_api(client, usage_warnings, claims=True, classes=True)
+        objects = dra_from_api(client, usage_warnings, claims=True, classes=True, nodes=nodes)
         return audit(nodes, pods(), configmaps, reread, usage, usage_warnings, devices, confinement, objects)
 
 

@@ -27,7 +27,6 @@ where the pod sits from the same stack ledger inspect shows (`ledger.stack_usage
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -38,7 +37,6 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.kube.records import pod_record, pod_request, shown
-from kubectl_gpushare.kube.selectors import NODE_OPERATORS, Requirement
 from kubectl_gpushare.kube.stacks import kai
 from kubectl_gpushare.kube.types import (
     Event,
@@ -59,6 +57,7 @@ from kubectl_gpushare.ledger import (
     StackNode,
     stack_usage,
 )
+from kubectl_gpushare.node_affinity import NodeSelector, compile_selector
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 FITS_PREFIX: Final = "fits on GPU "
@@ -147,26 +146,6 @@ def _tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
     return False
 
 
-_INTEGER: Final = re.compile(r"-?[0-9]{1,18}")
-
-
-def _requirement_holds(requirement: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
-    """One affinity requirement, evaluated by the shared selector grammar's `Requirement`."""
-    op = NODE_OPERATORS.get(requirement.operator)
-    if op is None:
-        return False
-    if op in ("gt", "lt") and (len(requirement.values) != 1 or not _INTEGER.fullmatch(requirement.values[0])):
-        return False  # kube-scheduler rejects such a pod; it matches nothing here
-    return Requirement(requirement.key, op, tuple(requirement.values)).matches(labels)
-
-
-def _term_matches(term: NodeSelectorTerm, node: Node) -> bool:
-    fields = {"metadata.name": node.metadata.name}
-    return all(_requirement_holds(r, node.metadata.labels) for r in term.match_expressions) and all(
-        _requirement_holds(r, fields) for r in term.match_fields
-    )
-
-
 def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
     def one(r: NodeSelectorRequirement) -> str:
         values = f" ({','.join(r.values)})" if r.values else ""
@@ -177,8 +156,23 @@ def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
     )
 
 
-def excluded(pod: Pod, node: Node, placement: PodPlacement | None = None) -> str | None:
-    """Why kube-scheduler drops the node before the extender is asked; None if it does not."""
+def required_affinity(placement: PodPlacement | None) -> NodeSelector | None:
+    """The pod's required node affinity compiled (``NewLazyErrorNodeSelector``); None: it has none.
+
+    Compiled once for all the nodes the pod is judged on (`excluded`): a pod's affinity may hold
+    a thousand requirements.
+    """
+    terms = placement.node_terms if placement is not None else ()
+    return compile_selector(terms, lazy=True) if terms else None
+
+
+def excluded(
+    pod: Pod, node: Node, placement: PodPlacement | None = None, affinity: NodeSelector | None = None
+) -> str | None:
+    """Why kube-scheduler drops the node before the extender is asked; None if it does not.
+
+    ``affinity``: `required_affinity` of ``placement``, when the caller judges many nodes (else compiled here).
+    """
     if node.spec.unschedulable:
         return "cordoned (unschedulable)"
     for taint in node.spec.taints:
@@ -190,16 +184,18 @@ def excluded(pod: Pod, node: Node, placement: PodPlacement | None = None) -> str
         if labels.get(key) != value:
             return f"the pod's nodeSelector {key}={value} does not match (node has {key}={labels.get(key, '<unset>')})"
     terms = placement.node_terms if placement is not None else ()
-    if terms and not any(_term_matches(term, node) for term in terms):
+    selector = affinity if affinity is not None or not terms else compile_selector(terms, lazy=True)
+    if selector is not None and not selector.matches(labels, node.metadata.name):
         return f"the pod's required node affinity ({_affinity_text(terms)}) does not match"
     return None
 
 
 def _verdict(
-    ledger: Ledger, pod: Pod, node: Node, request: int, unit: str, policy: Policy, placement: PodPlacement | None
+    ledger: Ledger, pod: Pod, node: Node, request: int, unit: str, policy: Policy, placement: PodPlacement | None,
+    affinity: NodeSelector | None,
 ) -> str:
     name = node.metadata.name
-    dropped = excluded(pod, node, placement)
+    dropped = excluded(pod, node, placement, affinity)
     if dropped:
         return dropped
     record = ledger.node(name)
@@ -277,10 +273,12 @@ def explain(
         return replace(base, state="pending",
                            summary=f"{asks}, but no node advertises {protocol.RESOURCE_MEM}: the gpushare device "
                            "plugin runs nowhere (kubectl gpushare doctor; kubectl gpushare label-nodes).")
-    verdicts = [NodeVerdict(node.metadata.name, _verdict(ledger, pod, node, request, unit, policy, placement))
+    affinity = required_affinity(placement)
+    verdicts = [NodeVerdict(node.metadata.name,
+                            _verdict(ledger, pod, node, request, unit, policy, placement, affinity))
                 for node in sorted(gpushare_nodes, key=lambda n: n.metadata.name)]
     fitting = [v.name for v in verdicts if v.reason.startswith(FITS_PREFIX)]
-    usable = [node.metadata.name for node in gpushare_nodes if excluded(pod, node, placement) is None]
+    usable = [node.metadata.name for node in gpushare_nodes if excluded(pod, node, placement, affinity) is None]
     largest = max((ledger.largest_free(name) for name in usable), default=0)
     base = replace(base, largest_fit=largest)
     if not usable:

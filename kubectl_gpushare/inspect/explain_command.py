@@ -139,7 +139,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
         matches = [p for p in file_pods if (p.metadata.namespace, p.metadata.name) == (namespace, name)]
         if not matches:
             raise _pod_not_found(namespace, name, None if options["namespace"] else homes)
-        objects = dra_in(data, warnings, classes=True)
+        objects = dra_in(data, warnings, classes=True, nodes=file_nodes)
         inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data), devices_in(data, file_nodes),
                          objects, warnings)
         for raw in items_of_kind(data, "Pod"):  # JSON dumps carry the affinity; YAML ones are read without it
@@ -185,7 +185,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
             configmaps = []  # unhealthy GPUs are then judged by capacity != allocatable only
         device_warnings = Warnings()
         devices = koordinator_devices(client, nodes, stacks.AUTO, device_warnings)
-        objects = dra_from_api(client, device_warnings, classes=True)
+        objects = dra_from_api(client, device_warnings, classes=True, nodes=nodes)
     inputs = _inputs(pod, nodes, pods, events, configmaps, devices, objects)
     for message in device_warnings:
         inputs.warnings.add(message)

@@ -26,6 +26,7 @@ from kubectl_gpushare.inspect.explain import (
     NodeVerdict,
     Share,
     excluded,
+    required_affinity,
 )
 from kubectl_gpushare.kube import dra_allocation
 from kubectl_gpushare.kube.records import shown
@@ -171,16 +172,19 @@ def _pending(
         return replace(base, summary=f"{asks}, but kube-scheduler cannot schedule it: {stop}.")
     inventory = dra_allocation.Inventory(
         objects.slices, classes,
-        dra_allocation.allocated_state(c.allocation for c in objects.claims if c.allocation is not None))
+        dra_allocation.allocated_state(c.allocation for c in objects.claims if c.allocation is not None),
+        {node.metadata.name: node.metadata.labels for node in nodes})
     pinned = [claim for claim in ours if claim.allocation is not None]
+    affinity = required_affinity(placement)
     verdicts: list[NodeVerdict] = []
     usable: list[str] = []
     for node in sorted(nodes, key=lambda n: n.metadata.name):
         name = node.metadata.name
         if name not in inputs.nodes:
             continue
-        reason = excluded(pod, node, placement)
-        if reason is None and not all(dra_allocation.available_on(claim, name) for claim in pinned):
+        reason = excluded(pod, node, placement, affinity)
+        if reason is None and not all(dra_allocation.available_on(claim, name, node.metadata.labels)
+                                      for claim in pinned):
             reason = dra_allocation.REASON_NOT_ON_NODE
         if reason is None:
             usable.append(name)

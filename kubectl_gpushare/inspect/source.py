@@ -394,9 +394,14 @@ WireClaims = Sequence[dra_objects.WireResourceClaim | dra_objects.ResourceClaim]
 """ResourceClaims as listed: wire structs, or (`_claim_wires` ``tally``) already read for counting."""
 
 
+def node_labels(nodes: Iterable[types.Node]) -> dict[str, Mapping[str, str]]:
+    """Node name -> labels, which ResourceSlices' node selectors are matched against (`dra.read`)."""
+    return {node.metadata.name: node.metadata.labels for node in nodes}
+
+
 def dra_from_api(
     client: Client, warnings: Warnings, *, claims: bool = False, classes: bool = False, pending: bool = False,
-    tally: bool = False,
+    tally: bool = False, nodes: Iterable[types.Node] = (),
 ) -> dra.DraObjects:
     """The DRA objects the views read: one list of ResourceSlices, then ResourceClaims if they matter.
 
@@ -407,6 +412,7 @@ def dra_from_api(
     ``classes`` (explain and doctor ask the allocator, which needs them; unreadable: not read).
     Unallocated claims are kept with ``pending`` (or ``claims``, ``classes``). With ``tally``, plain
     allocated claims are read for counting only (`_claim_wires`), for views that need no more of them.
+    ``nodes``: the nodes read, whose labels slices' node selectors match.
     """
     keep = claims or classes or pending
 
@@ -423,7 +429,7 @@ def dra_from_api(
         listed.append(True)
         return slices
 
-    objects = dra_of_lists(list_slices, list_claims, warnings, claims=claims, pending=keep)
+    objects = dra_of_lists(list_slices, list_claims, warnings, claims=claims, pending=keep, nodes=nodes)
     if classes and listed:
         try:
             objects.classes = dra.read_classes(client.list(types.DRA_CLASSES, on_skip=warnings.add), warnings)
@@ -434,7 +440,7 @@ def dra_from_api(
 
 def dra_of_lists(
     list_slices: Callable[[], Sequence[dra_objects.WireResourceSlice]], list_claims: Callable[[], WireClaims],
-    warnings: Warnings, *, claims: bool = False, pending: bool = False,
+    warnings: Warnings, *, claims: bool = False, pending: bool = False, nodes: Iterable[types.Node] = (),
 ) -> dra.DraObjects:
     """`dra_from_api`'s rules with the listings passed in (the API, or ``inspect -w``'s informers).
 
@@ -456,7 +462,7 @@ def dra_of_lists(
             wire_claims = list_claims()
         except (NotFound, Forbidden):
             warnings.add(f"cannot list resourceclaims.{protocol.DRA_API_GROUP}: DRA GPUs are shown without claims")
-    return dra.read(relevant, wire_claims, warnings, pending=pending)
+    return dra.read(relevant, wire_claims, warnings, pending=pending, labels=node_labels(nodes))
 
 
 @contextmanager
@@ -511,8 +517,8 @@ def from_api(
         sick = unhealthy_of(lambda: client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE), warnings)
     devices = koordinator_devices(client, decoded, stack, warnings)
     cluster_wide = not names and not selector
-    objects = dra_from_api(client, warnings, pending=cluster_wide, tally=True) if stack in READS_DRA else (
-        dra.DraObjects(served=False))
+    objects = (dra_from_api(client, warnings, pending=cluster_wide, tally=True, nodes=decoded)
+               if stack in READS_DRA else dra.DraObjects(served=False))
     build = Build(decoded, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings, sick=sick,
                   devices=devices, objects=objects, keep_pods=keep_pods)
     if build.reads_pods:
@@ -766,7 +772,7 @@ def _raw_kind(raw: msgspec.Raw) -> OwnKind:
     try:
         return _KIND_DECODER.decode(raw).kind, ""
     except msgspec.ValidationError as exc:  # not an object, or a kind that is not a string
-        return None, lenient.reason(exc)
+        return None, protocol.error_reason(exc)
     except RecursionError:
         found = shallow.members(bytes(raw))
         if found is None:
@@ -774,7 +780,7 @@ def _raw_kind(raw: msgspec.Raw) -> OwnKind:
         try:
             return (msgspec.json.decode(found["kind"], type=str), "") if "kind" in found else ("", "")
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return None, f"{lenient.reason(exc)} - at `$.kind`"
+            return None, f"{protocol.error_reason(exc)} - at `$.kind`"
 
 
 def _yaml_kind(item: object) -> OwnKind:
@@ -920,7 +926,7 @@ def _yaml_objects(
             except (RecursionError, msgspec.ValidationError) as exc:
                 if isinstance(items, list):
                     if warnings is not None:
-                        warnings.add(_skipped(plural, item, lenient.reason(exc)))
+                        warnings.add(_skipped(plural, item, protocol.error_reason(exc)))
                     continue
                 if isinstance(exc, RecursionError):
                     raise InputError(f"{kind}: nested too deeply") from None
@@ -1056,22 +1062,24 @@ def _yaml_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[di
     return found
 
 
-def dra_in(data: bytes, warnings: Warnings, *, classes: bool = False) -> dra.DraObjects:
+def dra_in(data: bytes, warnings: Warnings, *, classes: bool = False,
+           nodes: Iterable[types.Node] = ()) -> dra.DraObjects:
     """The ResourceSlices and ResourceClaims of a file (``kubectl get nodes,pods,resourceslices,resourceclaims -A``).
 
     JSON or YAML; a file without them costs one substring search. An item that does not decode is
     one warning. With ``classes``, DeviceClasses too, where the file has some (else they are not read).
+    ``nodes``: the file's nodes, whose labels slices' node selectors match.
     """
     if b"ResourceSlice" not in data and b"ResourceClaim" not in data:
         return dra.DraObjects(served=False)
     json = data.lstrip()[:1] == b"{"
     found = items_of_kinds(data, DRA_KINDS) if json else _yaml_items_of_kinds(data, DRA_KINDS)
-    return dra_of(found, warnings, classes=classes)
+    return dra_of(found, warnings, classes=classes, nodes=nodes)
 
 
 def dra_of(
     found: Mapping[str, Sequence[Any]], warnings: Warnings, *, classes: bool = False, pending: bool = False,
-    tally: bool = False,
+    tally: bool = False, nodes: Iterable[types.Node] = (),
 ) -> dra.DraObjects:
     """`dra_in` over items already collected by kind (`parse_documents` ``others``).
 
@@ -1082,7 +1090,7 @@ def dra_of(
     slices = _wires(found.get("ResourceSlice", ()), dra_objects.WireResourceSlice, "ResourceSlice", warnings,
                     keep=lambda wire: wire.spec.driver in dra.DRIVERS)
     claims = _claim_wires(found.get("ResourceClaim", ()), warnings, pending=classes or pending, tally=tally)
-    objects = dra.read(slices, claims, warnings, pending=classes or pending)
+    objects = dra.read(slices, claims, warnings, pending=classes or pending, labels=node_labels(nodes))
     if classes and found.get("DeviceClass"):
         wires = _wires(found["DeviceClass"], dra_objects.WireDeviceClass, "DeviceClass", warnings)
         objects.classes = dra.read_classes(wires, warnings)
@@ -1134,7 +1142,7 @@ def _wires(
             else:
                 decoded = msgspec.convert(item, wire, strict=False)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as exc:
-            reason = lenient.reason(exc)[:200]
+            reason = protocol.error_reason(exc)
             warnings.add(f"{_named(f'a {kind}: cannot be decoded ({reason})', kind, item)}; skipped")
             continue
         if keep is None or keep(decoded):
@@ -1284,7 +1292,7 @@ def from_documents(
     sick = unhealthy_by_node(_decoded(_json_only(others["ConfigMap"]), types.CONFIGMAP_DECODER))
     devices = devices_of(lambda: _decoded(_json_only(others["Device"]), types.KOORD_DEVICE_DECODER), chosen, stack,
                          warnings)
-    objects = dra_of(others, warnings, pending=cluster_wide, tally=True) if stack in READS_DRA else (
-        dra.DraObjects(served=False))
+    objects = (dra_of(others, warnings, pending=cluster_wide, tally=True, nodes=decoded_nodes)
+               if stack in READS_DRA else dra.DraObjects(served=False))
     return from_objects(chosen, decoded_pods, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings,
                         sick=sick, devices=devices, objects=objects)

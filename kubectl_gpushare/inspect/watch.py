@@ -230,7 +230,8 @@ class _Sources:
         objects = None
         if self.stack in READS_DRA:
             objects = source.dra_of_lists(lambda: self.slices.items(first=first),
-                                          lambda: self.claims.items(first=first), warnings, pending=self.cluster_wide)
+                                          lambda: self.claims.items(first=first), warnings, pending=self.cluster_wide,
+                                          nodes=_in_key_order(self.nodes))
         self._say_skipped(warnings)  # a kind first listed above has just reported the objects that do not decode
         snapshot = source.from_objects(chosen, _in_key_order(self.pods), self.names, cluster_wide=self.cluster_wide,
                                        stack=self.stack, warnings=warnings, sick=sick, devices=devices,

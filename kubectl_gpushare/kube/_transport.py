@@ -25,6 +25,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.config import ClientConfig
 from kubectl_gpushare.kube.deadlines import MAX_DURATION, MILLISECOND, format_duration, long_running
@@ -65,8 +66,7 @@ def error_from_reply(status: int, body: bytes, headers: Mapping[str, str] | http
     try:
         parsed = types.STATUS_DECODER.decode(body) if body else None
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # any body, even deep or not UTF-8, is an error
-        text = body.decode("utf-8", errors="replace").strip()
-        message = text.splitlines()[0][:300] if text else ""
+        message = protocol.first_line(body.decode("utf-8", errors="replace"), 300)
     if parsed is not None:
         reason, message = parsed.reason, parsed.message
         if retry_after is None and parsed.details is not None and parsed.details.retry_after_seconds is not None:
@@ -208,12 +208,18 @@ class Transport:
         connection.endheaders(body)
         return connection.getresponse()
 
-    def _refreshable(self) -> bool:
-        return self.config.exec_provider is not None or self.config.token_file is not None
+    def _refreshed_after(self, error: ApiError, refreshed: bool) -> bool:
+        """Whether to send once more after ``error``: re-read credentials on a first 401, where they can be.
 
-    def _refresh_credentials(self) -> None:
+        A token file may have rotated, an exec credential expired; a second 401 is the caller's to raise.
+        """
+        if refreshed or not isinstance(error, Unauthorized):
+            return False
+        if self.config.exec_provider is None and self.config.token_file is None:
+            return False
         self._ssl_context(refresh=True)
         self.close()  # pooled TLS connections carry the old client certificate
+        return True
 
     def request(
         self,
@@ -284,9 +290,8 @@ class Transport:
             if 200 <= response.status < 300:
                 return data
             error = error_from_reply(response.status, data, response.headers)
-            if isinstance(error, Unauthorized) and not refresh and self._refreshable():
+            if self._refreshed_after(error, refresh):
                 refresh = True
-                self._refresh_credentials()
                 continue
             raise error
 
@@ -318,9 +323,8 @@ class Transport:
                 raise
             connection.close()
             error = error_from_reply(response.status, data, response.headers)
-            if isinstance(error, Unauthorized) and not refresh and self._refreshable():
+            if self._refreshed_after(error, refresh):
                 refresh = True
-                self._refresh_credentials()
                 continue
             raise error
 

@@ -42,12 +42,11 @@ import datetime
 import ipaddress
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_format import go_quote
-from kubectl_gpushare.kube.go_query import escape_path, parse_query, unescape
+from kubectl_gpushare.kube.go_query import GoUrl, escape_path, parse_query, parse_url, unescape, valid_port
 
 if TYPE_CHECKING:
     from cel_expr_python import cel as _cel
@@ -226,93 +225,6 @@ def _sets_intersects(a: object, b: object) -> bool:
 
 
 # --- library/urls.go over Go's net/url ------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Url:
-    scheme: str
-    host: str  # unescaped, as url.URL.Host
-    path: str  # raw: escaped as written
-    query: str
-
-
-_SCHEME_CHAR: Final = re.compile(r"[A-Za-z0-9+.\-]")
-_USERINFO: Final = re.compile(r"[A-Za-z0-9\-._:~!$&'()*+,;=%@]*")
-
-
-def _valid_port(port: str) -> bool:
-    """net/url ``validOptionalPort``: empty, or a colon and digits."""
-    return port == "" or (port[:1] == ":" and all("0" <= c <= "9" for c in port[1:]))
-
-
-_HOST_ASCII: Final = re.compile(r"[^A-Za-z0-9\-_.~!$&'()*+,;=:\[\]<>\"%\x80-\U0010ffff]")
-_HOST_ASCII_ESCAPE: Final = re.compile(r"%(?!25)[0-7][0-9A-Fa-f]")
-"""net/url ``unescape(encodeHost)``: in a host, ``%XX`` only escapes a non-ASCII byte (RFC 3986), or is
-``%25`` (RFC 6874's IPv6 zone); the zone itself (after ``%25`` in brackets) may escape any byte."""
-
-
-def _parse_host(host: str) -> str:
-    """net/url ``parseHost``: a bracketed IPv6 literal, or a host whose last colon starts a port.
-
-    Then ``unescape(host, encodeHost)``: an ASCII character a host may not hold is an error.
-    """
-    end = host.rfind("]") if host.startswith("[") else -1
-    if host.startswith("["):
-        if end < 0:
-            raise ValueError("missing ']' in host")
-        if not _valid_port(host[end + 1:]):
-            raise ValueError(f"invalid port {_quote(host[end + 1:])} after host")
-    elif (colon := host.rfind(":")) >= 0 and not _valid_port(host[colon:]):
-        raise ValueError(f"invalid port {_quote(host[colon:])} after host")
-    if bad := _HOST_ASCII.search(host):
-        raise ValueError(f"invalid character {_quote(bad.group())} in host name")
-    zone = host.find("%25", 0, end) if end >= 0 else -1
-    if bad := _HOST_ASCII_ESCAPE.search(host[:zone] + host[end:] if zone >= 0 else host):
-        raise ValueError(f"invalid URL escape {_quote(bad.group())}")
-    return unescape(host).decode("utf-8", "replace")
-
-
-def parse_url(text: str, request: bool = True) -> _Url:
-    """Go's ``url.ParseRequestURI`` (``request``) or ``url.Parse`` of text without its fragment.
-
-    Raises ValueError with Go's reason. Follows net/url ``parse``: no control characters, a scheme
-    (letters first, then letters, digits, ``+-.``) before the first colon, then an authority after
-    ``//``; a request URI must then be an absolute path, or opaque after a scheme.
-    """
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
-        raise ValueError("net/url: invalid control character in URL")
-    if text == "" and request:
-        raise ValueError("empty url")
-    if text == "*":
-        return _Url("", "", "*", "")
-    scheme, rest = "", text
-    for i, c in enumerate(text):
-        if c == ":":
-            if i == 0:
-                raise ValueError("missing protocol scheme")
-            scheme, rest = text[:i].lower(), text[i + 1:]
-            break
-        if not _SCHEME_CHAR.match(c) or (i == 0 and not c.isalpha()):
-            break
-    rest, _, query = rest.partition("?")  # a lone trailing "?" is Go's ForceQuery: an empty query too
-    if not rest.startswith("/"):
-        if scheme:
-            return _Url(scheme, "", "", query)  # opaque ("mailto:x"): valid, no host or path
-        if request:
-            raise ValueError("invalid URI for request")
-        if ":" in rest.partition("/")[0]:
-            raise ValueError("first path segment in URL cannot contain colon")
-    host = ""
-    if (scheme or not request and not rest.startswith("///")) and rest.startswith("//"):
-        authority, slash, path = rest[2:].partition("/")
-        rest = slash + path
-        userinfo, at, hostport = authority.rpartition("@")
-        if at and not _USERINFO.fullmatch(userinfo):
-            raise ValueError("net/url: invalid userinfo")
-        unescape(userinfo)
-        host = _parse_host(hostport)
-    unescape(rest)
-    return _Url(scheme, host, rest, query)
-
-
 def _url_error(text: str, error: ValueError) -> ValueError:
     # library/urls.go: "URL parse error during conversion from string: %v" of net/url's *Error.
     return ValueError(f"URL parse error during conversion from string: parse {_quote(text)}: {error}")
@@ -330,7 +242,7 @@ def _to_url(text: str) -> dict[str, str]:
 _is_url = parses(parse_url)
 
 
-def _url(value: object) -> _Url:
+def _url(value: object) -> GoUrl:
     return parse_url(_unwrapped(value, URL_KEY).partition("#")[0], request=False)
 
 
@@ -338,7 +250,7 @@ def _split_host_port(host: str) -> tuple[str, str]:
     """net/url ``splitHostPort``: the port after the last colon where it is one; brackets removed."""
     name, port = host, ""
     colon = host.rfind(":")
-    if colon >= 0 and _valid_port(host[colon:]):
+    if colon >= 0 and valid_port(host[colon:]):
         name, port = host[:colon], host[colon + 1:]
     if name.startswith("[") and name.endswith("]"):
         name = name[1:-1]

@@ -28,7 +28,7 @@ from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube._transport import Transport
 from kubectl_gpushare.kube.config import ClientConfig
 from kubectl_gpushare.kube.errors import Conflict, Expired, KubeError, UndecodableReply
-from kubectl_gpushare.kube.lenient import Undecodable, decode_page, key_of, list_meta, object_meta, raw_list, reason
+from kubectl_gpushare.kube.lenient import Undecodable, decode_page, key_of, list_meta, object_meta, raw_list
 from kubectl_gpushare.kube.retry import READ_POLICY, RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import (
     ConfigMap,
@@ -772,8 +772,8 @@ def _undecodable_reply(
     key = protocol.printable(key_of(namespace if k.namespaced else None, name), protocol.MAX_SHOWN_NAME)
     noun = k.kind.lower()
     what = f"{noun} {key}" if key else f"a {noun}"
-    why = "a string is not UTF-8" if isinstance(exc, UnicodeDecodeError) else reason(exc)
-    return UndecodableReply(f"{what} does not decode as a {_api_version(k)}.{k.kind} ({why[:200]})")
+    why = "a string is not UTF-8" if isinstance(exc, UnicodeDecodeError) else protocol.error_reason(exc)
+    return UndecodableReply(f"{what} does not decode as a {_api_version(k)}.{k.kind} ({why})")
 
 
 _PAGE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError)
@@ -786,8 +786,8 @@ def _unreadable_page(kind: Kind[ItemT], exc: Exception) -> KubeError:
     levels; the API server accepts thousands, e.g. in a claim's opaque driver parameters): a clear
     error that callers report as any other API failure, never a traceback.
     """
-    why = reason(exc)[:200]  # lenient's one-line reason, as an object reply's (`_undecodable_reply`)
-    return KubeError(f"the API server's list of {kind.plural} cannot be read: {why or type(exc).__name__}")
+    why = protocol.error_reason(exc)  # as an object reply's (`_undecodable_reply`)
+    return KubeError(f"the API server's list of {kind.plural} cannot be read: {why}")
 
 
 def _in_background(fetch: Callable[[str], bytes], token: str) -> Future[bytes]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube._exec import EXEC_API_VERSIONS, ExecCredential, ExecProvider, parse_timestamp
 from kubectl_gpushare.kube.deadlines import HOUR, MAX_DURATION, SECOND, parse_duration
 from kubectl_gpushare.kube.errors import ConfigError
@@ -257,9 +258,11 @@ def _header_value(name: str, value: str) -> str:
 def _read_yaml(path: str) -> dict[str, Any]:
     import yaml  # deferred: only needed once a kubeconfig is actually read
 
+    from kubectl_gpushare.kube import safe_yaml
+
     try:
         with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
+            data = safe_yaml.load(handle)
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
@@ -270,7 +273,7 @@ def _read_yaml(path: str) -> dict[str, Any]:
         raise ConfigError(f"kubeconfig {path} is not valid YAML (not UTF-8)") from None
     except RecursionError:  # PyYAML composes recursively: thousands of nested brackets
         raise ConfigError(f"kubeconfig {path} is not valid YAML (nested too deeply)") from None
-    except ValueError:  # a value YAML reads but Python cannot hold: a 5,000-digit integer, a 13th month
+    except ValueError:  # a value YAML reads but Python cannot hold: a 5,000-digit integer, a 13th month, !!bool x
         raise ConfigError(f"kubeconfig {path} is not valid YAML (a value out of range)") from None
     if data is None:
         return {}
@@ -542,8 +545,7 @@ def _auth_provider_token(what: str, provider: object, merged: _Merged, context_n
         loader = KubeConfigLoader(config_dict=merged.raw, active_context=context_name or None)  # type: ignore[no-untyped-call]
         loader.load_and_set(target)  # type: ignore[no-untyped-call]
     except Exception as exc:  # the loader raises many unrelated types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"{what}: auth-provider {name!r} failed: {first}") from None
+        raise ConfigError(f"{what}: auth-provider {name!r} failed: {protocol.error_reason(exc)}") from None
     header = (target.api_key or {}).get("authorization") or (target.api_key or {}).get("BearerToken") or ""
     token = str(header).removeprefix("Bearer ").strip()
     if not token:

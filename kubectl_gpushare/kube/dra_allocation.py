@@ -8,9 +8,10 @@ runs them for every pending pod; ``explain`` asks them why a pod is pending. Rul
 named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``pools_experimental.go``,
 ``allocatedstate.go``, ``dynamicresources.go``):
 
-- Pools (`dra_objects.PoolGenerations.judge`): a node's slices (``nodeName`` equal to it, or
-  ``allNodes``) grouped by (driver, pool); only the highest ``generation`` among them counts. The
-  node's slices of it are the pool when there are exactly ``resourceSliceCount`` (of the first),
+- Pools (`dra_objects.PoolGenerations.judge`): a node's slices (``nodeName`` equal to it,
+  ``allNodes``, or a ``nodeSelector`` matching its labels and name: ``NodeMatches``, by the one rule
+  of `node_affinity`) grouped by (driver, pool); only the highest ``generation`` among them counts.
+  The node's slices of it are the pool when there are exactly ``resourceSliceCount`` (of the first),
   whatever other nodes publish; else all the pool's slices are read: a newer generation elsewhere
   makes the node's obsolete (the pool is ignored on the node), and more or fewer slices of the
   generation than ``resourceSliceCount`` make it incomplete: not allocated from. A pool repeating a
@@ -31,8 +32,13 @@ named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``
   whole by one allocation. Consumption is recorded on shared devices, with a new share ID.
 - Admin-access results hold nothing (``allocatedstate.go`` skips them); a result whose consumption
   cannot be read holds its device whole: nothing free is credited from it.
+- The allocation's node selector (``createNodeSelector``): a device of a node-local slice pins the
+  claim to the node (``metadata.name In [node]``); else the requirements of the node selectors of
+  the devices' slices, each once, in one term; else none (usable on every node). An allocated
+  claim is usable on the nodes its node selector matches (`available_on`).
 
-Where this differs: slices chosen by a node selector or per device, counters (partitionable
+Where this differs: a slice whose node selector does not parse matches no node (upstream fails
+the allocation; the caller warns once); slices chosen per device, counters (partitionable
 devices), binding conditions, ``firstAvailable``, constraints and admin access are not allocated
 (`prefilter` says so per claim); the search stops after `MAX_STEPS` device tries, as the plugin's
 filter timeout would; quantities beyond int64 thousandths are refused when decoded, so the
@@ -49,6 +55,7 @@ from typing import Final, NamedTuple
 
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare.kube import cel
+from kubectl_gpushare.node_affinity import NodeSelector, merged
 
 # --- The DynamicResources plugin's words (dynamicresources.go) --------------------------------------
 REASON_CANNOT_ALLOCATE: Final = "cannot allocate all claims"
@@ -130,10 +137,14 @@ class Inventory:
     slices: Sequence[dra.ResourceSlice]
     classes: Mapping[str, dra.DeviceClass]
     state: AllocatedState = AllocatedState()
+    labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Node name -> its labels, which slices' and allocations' node selectors are matched against."""
     generations: dra.PoolGenerations = field(init=False, repr=False, compare=False)
     """Each pool's newest generation, counted once for every node."""
     by_node: Mapping[str, Sequence[dra.ResourceSlice]] = field(init=False, repr=False, compare=False)
     """Node-local slices by node, and all nodes' under "" (`on_node`: no pass over every slice per node)."""
+    selected: Sequence[dra.ResourceSlice] = field(init=False, repr=False, compare=False)
+    """The slices with a node selector, matched per node."""
 
     def __post_init__(self) -> None:
         by_node: dict[str, list[dra.ResourceSlice]] = {}
@@ -142,10 +153,19 @@ class Inventory:
                 by_node.setdefault(slice_.node_name, []).append(slice_)
         object.__setattr__(self, "generations", dra.PoolGenerations.of(self.slices))
         object.__setattr__(self, "by_node", by_node)
+        object.__setattr__(self, "selected", [s for s in self.slices if s.node_selector is not None])
+
+    def labels_of(self, node: str) -> Mapping[str, str]:
+        """The node's labels (none when it is not known)."""
+        return self.labels.get(node, {})
 
     def on_node(self, node: str) -> list[dra.ResourceSlice]:
-        """The slices whose devices ``node`` can use (``allocatable_on``): its own and all nodes'."""
-        return [*self.by_node.get(node, ()), *(self.by_node.get("", ()) if node else ())]
+        """The slices whose devices ``node`` can use (``allocatable_on``): its own, all nodes', those selecting it."""
+        if not node:
+            return list(self.by_node.get(node, ()))
+        labels = self.labels_of(node)
+        return [*self.by_node.get(node, ()), *self.by_node.get("", ()),
+                *(s for s in self.selected if s.allocatable_on(node, labels))]
 
 
 # --- Pools --------------------------------------------------------------------------------------------
@@ -159,18 +179,20 @@ class _Pool:
 
 
 def gather_pools(
-    node: str, slices: Sequence[dra.ResourceSlice], generations: dra.PoolGenerations | None = None
+    node: str, slices: Sequence[dra.ResourceSlice], generations: dra.PoolGenerations | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> list[_Pool]:
     """The pools with devices for ``node`` (``GatherPools``), sorted by driver and pool name.
 
     ``generations``: of every slice of the cluster (`Inventory.generations`), where ``slices``
-    are only some (`Inventory.on_node`); by default, of ``slices``.
+    are only some (`Inventory.on_node`); by default, of ``slices``. ``labels``: the node's, for
+    slices with a node selector.
     """
     if generations is None:
         generations = dra.PoolGenerations.of(slices)
     pools: dict[tuple[str, str], _Pool] = {}
     for slice_ in slices:
-        if not slice_.allocatable_on(node):
+        if not slice_.allocatable_on(node, labels):
             continue
         key = (slice_.driver, slice_.pool)
         pool = pools.get(key)
@@ -352,6 +374,8 @@ class _Chosen:
     location: tuple[int, int, int]
     consumed: dict[str, dra.Quantity] | None
     node_local: bool
+    selector: NodeSelector | None
+    """The device's slice's node selector (None: the slice has none)."""
 
 
 class _Search:
@@ -363,7 +387,7 @@ class _Search:
         self.claims = claims
         self.inventory = inventory
         self.new_share_id = new_share_id
-        self.pools = gather_pools(node, inventory.on_node(node), inventory.generations)
+        self.pools = gather_pools(node, inventory.on_node(node), inventory.generations, inventory.labels_of(node))
         self.requests: list[_Request] = []
         self.allocating: set[DeviceId] = set()
         self.allocating_consumed: dict[DeviceId, dict[str, int]] = {}
@@ -457,7 +481,8 @@ class _Search:
                 totals[fq] = totals.get(fq, 0) + amount.millis
         else:
             self.allocating.add(key)
-        self.chosen.append(_Chosen(request, key, location, consumed if shared else None, bool(slice_.node_name)))
+        self.chosen.append(_Chosen(request, key, location, consumed if shared else None, bool(slice_.node_name),
+                                   slice_.node_selector))
         return True
 
     def undo(self) -> None:
@@ -595,15 +620,21 @@ def allocate(node: str, claims: Sequence[dra.ResourceClaim], inventory: Inventor
 def _allocation(index: int, chosen: Sequence[_Chosen], node: str, new_share_id: Callable[[], str]) -> dra.Allocation:
     results: list[dra.AllocatedDevice] = []
     local = False
+    selectors: list[NodeSelector] = []
     for item in chosen:
         if item.request.claim_index != index:
             continue
         local = local or item.node_local
+        if item.selector is not None:
+            selectors.append(item.selector)
         results.append(dra.AllocatedDevice(
             request=item.request.name, driver=item.device.driver, pool=item.device.pool, device=item.device.device,
             share_id=new_share_id() if item.consumed is not None else "", consumed_capacity=item.consumed))
-    # createNodeSelector: a node-local device pins the claim to the node; allNodes devices do not.
-    return dra.Allocation(tuple(results), node if local else "")
+    # createNodeSelector: a node-local device pins the claim to the node; allNodes devices do not; the
+    # selectors of node-selector slices' devices become one term of all their requirements.
+    if local:
+        return dra.Allocation(tuple(results), node)
+    return dra.Allocation(tuple(results), "", merged(selectors))
 
 
 @dataclass(frozen=True)
@@ -630,7 +661,7 @@ def place(nodes: Sequence[str], claims: Sequence[dra.ResourceClaim], inventory: 
     pending = [c for c in claims if c.allocation is None]
     reasons: dict[str, str] = {}
     for node in nodes:
-        if any(not available_on(c, node) for c in claims):
+        if any(not available_on(c, node, inventory.labels_of(node)) for c in claims):
             reasons[node] = REASON_NOT_ON_NODE
             continue
         found = allocate(node, pending, inventory, new_share_id) if pending else ()
@@ -664,9 +695,9 @@ def prefilter(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.Dev
     return ""
 
 
-def available_on(claim: dra.ResourceClaim, node: str) -> bool:
-    """Whether an allocated claim can be used from ``node`` (its node selector, as Filter checks it)."""
-    return claim.allocation is None or not claim.allocation.node_name or claim.allocation.node_name == node
+def available_on(claim: dra.ResourceClaim, node: str, labels: Mapping[str, str] | None = None) -> bool:
+    """Whether an allocated claim can be used from ``node`` with ``labels`` (its node selector, as Filter checks it)."""
+    return claim.allocation is None or claim.allocation.usable_on(node, labels)
 
 
 def encode_allocation(allocation: dra.Allocation) -> dict[str, object]:
@@ -684,6 +715,8 @@ def encode_allocation(allocation: dra.Allocation) -> dict[str, object]:
     if allocation.node_name:
         body["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": [allocation.node_name]}]}]}
+    elif allocation.selector is not None:
+        body["nodeSelector"] = allocation.selector.wire()
     return body
 
 

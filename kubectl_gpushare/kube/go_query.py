@@ -1,5 +1,8 @@
 """A request target's query and path read as Go's ``net/url`` reads them (``src/net/url/url.go``).
 
+A URL or request target is split as ``url.Parse`` / ``url.ParseRequestURI`` split it (`parse_url`,
+shared by the CEL ``url`` library and the sandbox's request line).
+
 The query as ``url.ParseQuery`` (``parseQuery``) reads it, the path as ``url.ParseRequestURI`` sets
 ``URL.Path`` (`unescape_path`) and as ``URL.EscapedPath`` writes it back (`escape_path`). The query is
 shared by the CEL ``url`` library (``URL.Query()``) and the sandbox, which reads each request's query
@@ -15,6 +18,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from kubectl_gpushare.kube.go_format import go_quote
@@ -163,5 +167,100 @@ class GoQuery(Mapping[str, str]):
         return {go_text(name): go_text(values[0]) for name, values in self._values.items()}
 
 
-__all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "escape_path", "go_bool", "go_text", "parse_query", "unescape",
-           "unescape_path"]
+
+# --- url.Parse / url.ParseRequestURI -------------------------------------------------------------------
+def _quote_cut(text: str) -> str:
+    """Go's ``%q`` of the text an error names, cut to 100 characters (a hostile text keeps the message short)."""
+    return go_quote(text[:100])
+
+
+@dataclass(frozen=True)
+class GoUrl:
+    """What `parse_url` keeps of a URL (``url.URL``'s fields by those names)."""
+
+    scheme: str
+    host: str  # unescaped, as url.URL.Host
+    path: str  # raw: escaped as written
+    query: str
+
+
+_SCHEME_CHAR: Final = re.compile(r"[A-Za-z0-9+.\-]")
+_USERINFO: Final = re.compile(r"[A-Za-z0-9\-._:~!$&'()*+,;=%@]*")
+
+
+def valid_port(port: str) -> bool:
+    """net/url ``validOptionalPort``: empty, or a colon and digits."""
+    return port == "" or (port[:1] == ":" and all("0" <= c <= "9" for c in port[1:]))
+
+
+_HOST_ASCII: Final = re.compile(r"[^A-Za-z0-9\-_.~!$&'()*+,;=:\[\]<>\"%\x80-\U0010ffff]")
+_HOST_ASCII_ESCAPE: Final = re.compile(r"%(?!25)[0-7][0-9A-Fa-f]")
+"""net/url ``unescape(encodeHost)``: in a host, ``%XX`` only escapes a non-ASCII byte (RFC 3986), or is
+``%25`` (RFC 6874's IPv6 zone); the zone itself (after ``%25`` in brackets) may escape any byte."""
+
+
+def _parse_host(host: str) -> str:
+    """net/url ``parseHost``: a bracketed IPv6 literal, or a host whose last colon starts a port.
+
+    Then ``unescape(host, encodeHost)``: an ASCII character a host may not hold is an error.
+    """
+    end = host.rfind("]") if host.startswith("[") else -1
+    if host.startswith("["):
+        if end < 0:
+            raise ValueError("missing ']' in host")
+        if not valid_port(host[end + 1:]):
+            raise ValueError(f"invalid port {_quote_cut(host[end + 1:])} after host")
+    elif (colon := host.rfind(":")) >= 0 and not valid_port(host[colon:]):
+        raise ValueError(f"invalid port {_quote_cut(host[colon:])} after host")
+    if bad := _HOST_ASCII.search(host):
+        raise ValueError(f"invalid character {_quote_cut(bad.group())} in host name")
+    zone = host.find("%25", 0, end) if end >= 0 else -1
+    if bad := _HOST_ASCII_ESCAPE.search(host[:zone] + host[end:] if zone >= 0 else host):
+        raise ValueError(f"invalid URL escape {_quote_cut(bad.group())}")
+    return unescape(host).decode("utf-8", "replace")
+
+
+def parse_url(text: str, request: bool = True) -> GoUrl:
+    """Go's ``url.ParseRequestURI`` (``request``) or ``url.Parse`` of text without its fragment.
+
+    Raises ValueError with Go's reason. Follows net/url ``parse``: no control characters, a scheme
+    (letters first, then letters, digits, ``+-.``) before the first colon, then an authority after
+    ``//``; a request URI must then be an absolute path, or opaque after a scheme.
+    """
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise ValueError("net/url: invalid control character in URL")
+    if text == "" and request:
+        raise ValueError("empty url")
+    if text == "*":
+        return GoUrl("", "", "*", "")
+    scheme, rest = "", text
+    for i, c in enumerate(text):
+        if c == ":":
+            if i == 0:
+                raise ValueError("missing protocol scheme")
+            scheme, rest = text[:i].lower(), text[i + 1:]
+            break
+        if not _SCHEME_CHAR.match(c) or (i == 0 and not c.isalpha()):
+            break
+    rest, _, query = rest.partition("?")  # a lone trailing "?" is Go's ForceQuery: an empty query too
+    if not rest.startswith("/"):
+        if scheme:
+            return GoUrl(scheme, "", "", query)  # opaque ("mailto:x"): valid, no host or path
+        if request:
+            raise ValueError("invalid URI for request")
+        if ":" in rest.partition("/")[0]:
+            raise ValueError("first path segment in URL cannot contain colon")
+    host = ""
+    if (scheme or not request and not rest.startswith("///")) and rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        rest = slash + path
+        userinfo, at, hostport = authority.rpartition("@")
+        if at and not _USERINFO.fullmatch(userinfo):
+            raise ValueError("net/url: invalid userinfo")
+        unescape(userinfo)
+        host = _parse_host(hostport)
+    unescape(rest)
+    return GoUrl(scheme, host, rest, query)
+
+__all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "GoUrl", "escape_path", "go_bool", "go_text", "parse_query",
+           "parse_url", "unescape", "unescape_path", "valid_port"]

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.shallow import members, split_list
 from kubectl_gpushare.kube.types import (
     LIST_META_DECODER,
@@ -62,7 +63,7 @@ _META_ONLY: Final = msgspec.json.Decoder(_Meta)
 def describe(kind: Kind[ItemT], raw: bytes | msgspec.Raw, error: Exception) -> Undecodable:
     """An `Undecodable` for one object, with its key and version when those fields can be read."""
     namespace, name, version = object_meta(raw)
-    return Undecodable(kind.plural, key_of(namespace, name), version, reason(error))
+    return Undecodable(kind.plural, key_of(namespace, name), version, protocol.error_reason(error))
 
 
 def key_of(namespace: object, name: object) -> str:
@@ -91,13 +92,6 @@ def object_meta(raw: bytes | msgspec.Raw) -> tuple[str, str, str]:
     except (msgspec.DecodeError, UnicodeDecodeError):
         meta = _Meta()
     return meta.namespace, meta.name, meta.resource_version
-
-
-def reason(error: BaseException) -> str:
-    """Why an object did not decode, in one line (``nested too deeply`` past the decoder's depth)."""
-    if isinstance(error, RecursionError):
-        return "nested too deeply"
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def skipped(kind: Kind[Any], bad: Undecodable) -> str:
@@ -181,6 +175,6 @@ def list_meta(data: bytes) -> ListMeta:
 
 
 __all__ = [
-    "Undecodable", "decode_page", "describe", "key_of", "list_meta", "object_meta", "raw_list", "reason", "skipped",
+    "Undecodable", "decode_page", "describe", "key_of", "list_meta", "object_meta", "raw_list", "skipped",
     "skipped_as",
 ]

@@ -277,16 +277,10 @@ def node_record(node: Node, unhealthy: frozenset[int] = frozenset(), warnings: W
 
     def quantity(field: str, values: Mapping[str, QuantityValue], resource: str) -> int:
         # A node holds at most MAX_GPUS_PER_NODE GPUs of at most MAX_GPU_MEMORY each.
-        value = values.get(resource)
-        if value is None:
-            return 0
         maximum = protocol.MAX_GPUS_PER_NODE
         if resource == protocol.RESOURCE_MEM:
             maximum *= protocol.MAX_GPU_MEMORY
-        amount, problem = _checked_quantity(value, maximum)
-        if problem and warnings is not None:
-            warnings.add(f"node {name} {field} {resource}: {problem}, counted as 0")
-        return amount
+        return _quantity(values.get(resource), lambda: f"node {name} {field} {resource}", warnings, maximum)
 
     return NodeRecord(
         name=name,

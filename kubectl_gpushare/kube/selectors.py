@@ -7,6 +7,9 @@ thing against a live cluster, against ``--from-file`` and inside the sandbox. Th
 ``k notin (a,b)``), existence (``k``, ``!k``) and integer comparison (``k>n``, ``k<n``), joined by
 commas. Keys and values are checked as the API server checks them.
 
+The requirements it builds are `node_affinity.Requirement`, the ones node selectors (pods' affinity,
+ResourceSlices', allocations') match with, so both grammars evaluate a requirement by one rule.
+
 Pure and linear in the input's length: no I/O, and no regular expression runs on more than a
 length-checked key or value. The only exception any input can raise is `SelectorError` (a
 `ValueError`) with a one-line message.
@@ -14,25 +17,18 @@ length-checked key or value. The only exception any input can raise is `Selector
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Final
 
-_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_INTEGER: Final = re.compile(r"-?[0-9]{1,19}")
+from kubectl_gpushare.node_affinity import MAX_NAME, int64_text, valid_label_key, valid_label_value
+from kubectl_gpushare.node_affinity import Requirement as Requirement
+
 _SPECIAL: Final = ("!=", "==", "=", "!", ">", "<", "(", ")", ",")
 _SPECIAL_CHARS: Final = frozenset("!=><(),")
-MAX_NAME: Final = 63
-MAX_PREFIX: Final = 253
-INT64_MAX: Final = 2**63 - 1
 
 
 API_OPERATORS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
 """``metav1.LabelSelector`` matchExpressions operators, as this grammar writes them."""
-NODE_OPERATORS: Final = {**API_OPERATORS, "Gt": "gt", "Lt": "lt"}
-"""``NodeSelectorRequirement`` (core/v1) operators: the label ones plus Gt and Lt."""
 
 
 class SelectorError(ValueError):
@@ -42,34 +38,6 @@ class SelectorError(ValueError):
 def _shown(text: str) -> str:
     """Input quoted in an error message, cut short so a huge selector gives a short line."""
     return text if len(text) <= MAX_NAME else text[:MAX_NAME] + "..."
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One label requirement: ``key op values``."""
-
-    key: str
-    op: str  # "=", "!=", "in", "notin", "exists", "!", "gt", "lt"
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        """Whether a label map satisfies this requirement."""
-        present = self.key in labels
-        if self.op == "exists":
-            return present
-        if self.op == "!":
-            return not present
-        if self.op in ("=", "in"):
-            return present and labels[self.key] in self.values
-        if self.op in ("!=", "notin"):
-            return not present or labels[self.key] not in self.values
-        if not present:
-            return False
-        actual = labels[self.key]
-        if not _INTEGER.fullmatch(actual):
-            return False
-        bound = int(self.values[0])
-        return int(actual) > bound if self.op == "gt" else int(actual) < bound
 
 
 LabelSelector = tuple[Requirement, ...]
@@ -99,15 +67,13 @@ def _tokens(text: str) -> list[str]:
 def _check_key(key: str) -> str:
     if key in _SPECIAL or key == "":
         raise SelectorError(f"unable to parse requirement: found '{_shown(key)}', expected: identifier")
-    prefix, _, name = key.rpartition("/")
-    bad_prefix = prefix and (len(prefix) > MAX_PREFIX or not _DNS_SUBDOMAIN.fullmatch(prefix))
-    if bad_prefix or len(name) > MAX_NAME or not _NAME.fullmatch(name):
+    if not valid_label_key(key):
         raise SelectorError(f'unable to parse requirement: invalid label key "{_shown(key)}"')
     return key
 
 
 def _check_value(value: str) -> str:
-    if value and (len(value) > MAX_NAME or not _NAME.fullmatch(value)):
+    if not valid_label_value(value):
         raise SelectorError(f'unable to parse requirement: invalid label value: "{_shown(value)}"')
     return value
 
@@ -129,11 +95,11 @@ def _set_values(items: list[str], op: str) -> list[str]:
 
 
 def _bound(text: str) -> str:
-    if not _INTEGER.fullmatch(text) or abs(int(text)) > INT64_MAX:
+    if not int64_text(text):
         raise SelectorError(
             f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer: '{_shown(text)}'"
         )
-    return text
+    return _check_value(text)  # labels.NewRequirement checks every value as a label value: no negative bound
 
 
 def parse_label_selector(text: str | None) -> LabelSelector:

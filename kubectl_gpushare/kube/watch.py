@@ -21,6 +21,7 @@ from typing import Generic
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.errors import KubeError, Unreachable, api_error
 from kubectl_gpushare.kube.lenient import Undecodable, describe
@@ -74,7 +75,7 @@ class Watch(Generic[ItemT]):
                 except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
                     if self._closed.is_set():
                         return
-                    raise Unreachable(f"watch of {self.kind.plural} broke: {exc or type(exc).__name__}") from None
+                    raise Unreachable(f"watch of {self.kind.plural} broke: {protocol.error_reason(exc)}") from None
                 if not line:
                     return
                 line = line.strip()

@@ -103,6 +103,12 @@ class GpuStatus:
     reason: str
 
 
+
+def _nvml_key(gpu: GpuDevice) -> str:
+    """The warn-once key of an NVML failure on a GPU's memory limits (cleared when a limit is set)."""
+    return f"nvml:{gpu.uuid}"
+
+
 class Enforcer:
     """The reconcile loop; `run` on a thread of its own, `wake` it when pods change."""
 
@@ -320,6 +326,11 @@ class Enforcer:
             self._warned.add(key)
             log.warning(message, *args)
 
+    def _limits_failed(self, gpu: GpuDevice, doing: str, exc: BackendError) -> None:
+        """Warn that NVML failed ``doing`` a GPU's memory limits: once, until a limit is set on that GPU again."""
+        self._warn_once(_nvml_key(gpu), "GPU %d (%s): %s memory limits failed, will retry: %s",
+                        gpu.index, gpu.uuid, doing, exc)
+
     def _desired(self, gpus: dict[int, GpuDevice], shares: Iterable[PodShare]) -> dict[tuple[str, int], PodShare]:
         desired: dict[tuple[str, int], PodShare] = {}
         for share in shares:
@@ -378,11 +389,10 @@ class Enforcer:
                     self._pending.pop(key, None)
                 continue
             except BackendError as exc:
-                self._warn_once(f"nvml:{gpu.uuid}", "GPU %d (%s): setting memory limits failed, will retry: %s",
-                                gpu.index, gpu.uuid, exc)
+                self._limits_failed(gpu, "setting", exc)
                 self._retry_at = time.monotonic() + RETRY_SECONDS
                 continue
-            self._warned.discard(f"nvml:{gpu.uuid}")
+            self._warned.discard(_nvml_key(gpu))
             with self._lock:
                 self._applied[key] = Applied(share, found[1], soft, hard)
                 self._pending.pop(key, None)
@@ -402,8 +412,7 @@ class Enforcer:
             except LimitsUnsupportedError:
                 pass
             except BackendError as exc:
-                self._warn_once(f"nvml:{gpu.uuid}", "GPU %d (%s): clearing memory limits failed, will retry: %s",
-                                gpu.index, gpu.uuid, exc)
+                self._limits_failed(gpu, "clearing", exc)
                 self._retry_at = time.monotonic() + RETRY_SECONDS
                 return
         with self._lock:
@@ -426,8 +435,7 @@ class Enforcer:
                     continue
                 except BackendError as exc:
                     failed = True
-                    self._warn_once(f"nvml:{gpu.uuid}", "GPU %d (%s): reading memory limits failed, will retry: %s",
-                                    gpu.index, gpu.uuid, exc)
+                    self._limits_failed(gpu, "reading", exc)
         if failed:
             self._retry_at = time.monotonic() + RETRY_SECONDS
         else:

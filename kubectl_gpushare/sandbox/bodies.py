@@ -18,6 +18,8 @@ from typing import Any, Final
 
 import msgspec
 
+from kubectl_gpushare import protocol
+
 MAX_DEPTH = 100
 """Deepest nesting of objects and arrays accepted in a body (400 beyond it)."""
 
@@ -51,10 +53,11 @@ _GO_UTF8: Final = "kubectl-gpushare-go-utf8"
 codecs.register_error(_GO_UTF8, _each_byte_as_fffd)
 
 
-def _as_go_reads(data: bytes) -> bytes:
+def as_go_reads(data: bytes) -> bytes:
     """``data`` as Go's JSON decoder reads its strings: invalid UTF-8 and lone surrogate escapes as U+FFFD.
 
-    Go's decoder does so only inside strings; a byte coerced outside one is still a syntax error.
+    Go's decoder does so only inside strings; a byte coerced outside one is still a syntax error. The
+    result is valid UTF-8 that no JSON decoder reads a lone surrogate from (bodies, continue tokens).
     """
     try:
         data.decode()
@@ -73,12 +76,12 @@ def decode_json(data: bytes) -> Any:
         try:
             value = _decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError):
-            readable = _as_go_reads(data)
+            readable = as_go_reads(data)
             if readable == data:
                 raise
             value = _decode(readable)  # what is still wrong is wrong for Go too (a byte offset may differ)
     except msgspec.DecodeError as exc:
-        raise BodyError(str(exc).splitlines()[0]) from None
+        raise BodyError(protocol.error_reason(exc)) from None
     except UnicodeDecodeError:
         raise BodyError("the body is not valid UTF-8") from None
     except RecursionError:
@@ -177,7 +180,9 @@ def _no_alias_loader() -> type[Any]:
     import yaml
     from yaml.composer import ComposerError
 
-    class NoAliasLoader(yaml.SafeLoader):
+    from kubectl_gpushare.kube.safe_yaml import SafeLoader
+
+    class NoAliasLoader(SafeLoader):
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()  # type: ignore[no-untyped-call]

@@ -206,10 +206,12 @@ def served_elsewhere(path: Path, timeout: float = 0.5) -> str | None:
 
     import yaml
 
+    from kubectl_gpushare.kube import safe_yaml
+
     try:
         with path.open("rb") as handle:
-            config = yaml.safe_load(handle.read(KUBECONFIG_READ_LIMIT))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError):
+            config = safe_yaml.load(handle.read(KUBECONFIG_READ_LIMIT))
+    except (OSError, yaml.YAMLError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
     clusters = config.get("clusters") if isinstance(config, dict) else None
     for entry in clusters if isinstance(clusters, list) else []:

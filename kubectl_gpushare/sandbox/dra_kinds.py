@@ -175,8 +175,11 @@ def _slice_causes(obj: dict[str, Any]) -> list[str]:
         got = dra.decode_slice(obj)
     except dra.InvalidObjectError as exc:
         return [f"spec: Invalid value: {str(exc).partition(': ')[2]}"]
-    return [f"spec.devices[{i}]: Invalid value: {device.name!r}: {device.invalid}"
-            for i, device in enumerate(got.devices) if device.invalid]
+    found = [f"spec.devices[{i}]: Invalid value: {device.name!r}: {device.invalid}"
+             for i, device in enumerate(got.devices) if device.invalid]
+    if got.node_selector is not None and got.node_selector.error:  # ValidateNodeSelector, validateResourceSliceSpec
+        found.append(f"spec.nodeSelector: Invalid value: {got.node_selector.error}")
+    return found
 
 
 def _class_causes(obj: dict[str, Any]) -> list[str]:

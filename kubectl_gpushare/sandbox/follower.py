@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.sandbox.store import Change, ExpiredError, Store
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class StoreFollower:
                     # loop goes on (client-go's runtime.HandleError; the workqueue retries the key).
                     # The batch's objects are reconciled again by the next change or resync.
                     self._warn_once(f"{type(exc).__name__}", f"{self.thread_name}: a batch of changes failed: "
-                                    f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}; "
+                                    f"{protocol.error_reason(exc)}; "
                                     "going on")
 
     def _warn_once(self, key: str, message: str, logger: logging.Logger = log) -> None:

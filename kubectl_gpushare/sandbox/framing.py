@@ -17,7 +17,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from kubectl_gpushare.kube.go_query import BAD_ESCAPE
+from kubectl_gpushare.kube.go_query import parse_url
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -27,7 +27,6 @@ MAX_LINE = 4096
 MAX_TRAILERS = 32
 """Most trailer lines accepted after the last chunk."""
 
-_CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
 BAD_REQUEST_REPLY = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
                      b"Connection: close\r\n\r\n400 Bad Request")  # fmt: skip
 """What Go's net/http server writes, then closes, for a request it cannot read (``conn.serve``'s
@@ -60,17 +59,31 @@ def target_unparsable(request_line: bytes) -> bool:
     """Whether Go's server refuses the request target before any handler (`BAD_REQUEST_REPLY`).
 
     src/net/http/request.go ``readRequest``: ``parseRequestLine`` cuts the line at its first two
-    spaces (a tab stays in the target), then ``url.ParseRequestURI`` (src/net/url/url.go ``parse``)
-    fails on a byte below a space or DEL anywhere ("net/url: invalid control character in URL",
-    ``stringContainsCTLByte``), in the path and the query alike, and on a ``%`` not followed by two
-    hex digits in the path, before the first ``?`` (``setPath`` unescapes it: ``EscapeError``;
+    spaces (a tab stays in the target), then ``url.ParseRequestURI`` (src/net/url/url.go ``parse``,
+    `go_query.parse_url`) fails on a byte below a space or DEL anywhere ("net/url: invalid control
+    character in URL", ``stringContainsCTLByte``), in the path and the query alike; on a target that
+    is not ``*``, an absolute path or a URL with a scheme ("invalid URI for request": ``api/v1/pods``,
+    ``:x``); on an authority after ``scheme://`` with a bad port or host; and on a ``%`` not followed
+    by two hex digits in the path, before the first ``?`` (``setPath`` unescapes it: ``EscapeError``;
     the query is kept raw, so a bad escape there is no error).
+    """
+    try:
+        parse_url(request_target(request_line))
+    except ValueError:
+        return True
+    return False
+
+
+def request_target(request_line: bytes) -> str:
+    """The request target as Go's ``parseRequestLine`` cuts it: between the first two spaces, a character per byte.
+
+    Not ``http.server``'s ``path``, which turns a leading ``//`` into ``/`` (CPython gh-87389): Go
+    keeps it, and ``//api/v1/pods`` is a path no route serves.
     """
     line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
     _, _, rest = line.partition(b" ")
     target, _, _ = rest.partition(b" ")
-    path, _, _ = target.partition(b"?")
-    return _CONTROL.search(target) is not None or BAD_ESCAPE.search(path.decode("latin-1")) is not None
+    return target.decode("latin-1")
 
 
 def content_length(values: list[str]) -> int:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.sandbox import admission, dra_kinds, errors
 from kubectl_gpushare.sandbox.resources import SCALABLE, WORKLOADS, Resource
 
@@ -77,13 +78,15 @@ A path segment ending in ``[]`` means every element of that array, ``{}`` every 
 null is dropped, as Go decodes it to the zero value."""
 
 
+_POD_ONLY: tuple[str, ...] = ("spec.nodeSelector", "spec.nodeSelector{}")
+"""Pod paths another kind holds with another type (a ResourceSlice's ``spec.nodeSelector`` is a v1.NodeSelector)."""
+
+
 def _check_shapes(kind: str, obj: dict[str, Any]) -> None:
     for path, expected, go_type in SHAPES:
-        parents: list[Any] = [obj]
-        *heads, last = path.split(".")
-        for head in heads:
-            parents = _step(parents, head)
-        for parent, key in _leaves(parents, last):
+        if kind != "Pod" and path in _POD_ONLY:
+            continue
+        for parent, key in _leaves(*_parents(obj, path)):
             value = parent[key]
             if value is None and isinstance(parent, dict):
                 del parent[key]
@@ -91,6 +94,15 @@ def _check_shapes(kind: str, obj: dict[str, Any]) -> None:
                 raise errors.bad_request(
                     f"json: cannot unmarshal {_json_name(value)} into Go struct field {kind}.{path} of type {go_type}"
                 )
+
+
+def _parents(obj: dict[str, Any], path: str) -> tuple[list[Any], str]:
+    """The containers of a dotted path's last segment in ``obj``, and that segment (`SHAPES`' path syntax)."""
+    *heads, last = path.split(".")
+    parents: list[Any] = [obj]
+    for head in heads:
+        parents = _step(parents, head)
+    return parents, last
 
 
 def _step(parents: list[Any], segment: str) -> list[Any]:
@@ -130,11 +142,7 @@ def _check_int64(resource: Resource, obj: dict[str, Any]) -> None:
     literal as sent), and the first field in table order is reported, not the first in the body.
     """
     for path, struct in (*INT64_FIELDS, *dra_kinds.INT64_FIELDS.get(resource.plural, ())):
-        parents: list[Any] = [obj]
-        *heads, last = path.split(".")
-        for head in heads:
-            parents = _step(parents, head)
-        for parent, key in _leaves(parents, last):
+        for parent, key in _leaves(*_parents(obj, path)):
             value = parent[key]
             if value is None or (type(value) is int and value in _INT64):
                 continue
@@ -218,10 +226,7 @@ def normalise_quantities(resource: Resource, obj: dict[str, Any]) -> None:
         ApiError: 400 for a value that is not a quantity, worded as the real decoder words it.
     """
     for path in quantity_maps(resource.plural):
-        parents: list[Any] = [obj]
-        *heads, last = path.split(".")
-        for head in heads:
-            parents = _step(parents, head)
+        parents, last = _parents(obj, path)
         for parent in parents:
             values = parent.get(last) if isinstance(parent, dict) else None
             if not isinstance(values, dict):
@@ -257,10 +262,39 @@ def _name_causes(resource: Resource, name: str) -> list[str]:
     return []
 
 
+_DNS_LABEL_RULE = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+"""``IsDNS1123Label``'s words (k8s.io/apimachinery/pkg/util/validation/validation.go: ``RegexError``
+joins its examples with ``", "`` and ``" or "``, hence the two spaces)."""
+
+
+def _namespace_causes(resource: Resource, meta: dict[str, Any]) -> list[str]:
+    """A namespaced object's ``metadata.namespace``: present, and a DNS-1123 label.
+
+    ``ValidateObjectMeta`` (k8s.io/apimachinery/pkg/api/validation/objectmeta.go) with
+    ``ValidateNamespaceName`` (``IsDNS1123Label``): an empty one is ``Required value``; a longer one
+    than 63 bytes, one with dots that is otherwise a subdomain, or one off the pattern is ``Invalid
+    value`` (reads in such a namespace find nothing; only writes are refused).
+    """
+    if not resource.namespaced:
+        return []
+    namespace = str(meta.get("namespace") or "")
+    if not namespace:
+        return ["metadata.namespace: Required value"]
+    shown = f"metadata.namespace: Invalid value: {go_quote(namespace)}: "
+    causes = [shown + "must be no more than 63 characters"] if len(namespace.encode()) > 63 else []
+    if not _DNS_LABEL.fullmatch(namespace):
+        causes.append(shown + ("must not contain dots" if _DNS_SUBDOMAIN.fullmatch(namespace) else _DNS_LABEL_RULE))
+    return causes
+
+
 def _validate(resource: Resource, obj: dict[str, Any]) -> None:
     meta = obj["metadata"]
     name = meta.get("name", "")
-    causes = _name_causes(resource, name)
+    causes = _name_causes(resource, name) + _namespace_causes(resource, meta)
     if resource.plural == "pods":
         causes.extend(_container_causes((obj.get("spec") or {}).get("containers"), "spec.containers"))
     if resource.plural in WORKLOADS:
@@ -424,7 +458,9 @@ def prepare_create(resource: Resource, obj: Any, namespace: str) -> dict[str, An
     normalise_quantities(resource, created)
     meta = created["metadata"]
     if resource.namespaced:
-        if meta.get("namespace") and meta["namespace"] != namespace:
+        # rest.EnsureObjectNamespaceMatchesRequestNamespace: an empty request namespace (an empty
+        # {namespace} segment) clears the object's, which validation then requires (`_namespace_causes`).
+        if namespace and meta.get("namespace") and meta["namespace"] != namespace:
             raise errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )

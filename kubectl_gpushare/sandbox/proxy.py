@@ -186,8 +186,8 @@ def request_path(subpath: str) -> str:
     ``net.JoinPreservingTrailingSlash("", subpath)`` (k8s.io/apimachinery/pkg/util/net/http.go:
     ``path.Join``, which cleans ``//``, ``.`` and ``..``, then the subpath's trailing ``/`` again);
     ``UpgradeAwareHandler.ServeHTTP`` adds the request's trailing ``/`` (the subpath has it already),
-    and an empty path goes out as ``/`` (``httputil``'s ``singleJoiningSlash``; upstream redirects a
-    GET or HEAD there with a 301 instead, which the sandbox does not). The location has no
+    and an empty path goes out as ``/`` (``httputil``'s ``singleJoiningSlash``; a GET or HEAD never
+    gets here: `forward` redirects it). The location has no
     ``RawPath``, so Go's transport writes ``URL.EscapedPath()``: the decoded path escaped anew
     (`escape_path`), whatever escapes the client used.
     """
@@ -206,6 +206,8 @@ def forward(
     raw_query: str,
     headers: Mapping[str, str],
     body: bytes,
+    *,
+    whole_path: str = "",
 ) -> tuple[int, str, dict[str, str], bytes | Iterator[bytes]]:
     """Relay one request to the pod's target: (status, content type, other headers, body or its chunks).
 
@@ -217,6 +219,11 @@ def forward(
     come back as the real proxy copies them, less the hop-by-hop ones (the sandbox re-frames the body
     with chunked encoding).
 
+    A GET or HEAD with an empty ``path`` (``.../proxy``, no trailing ``/``) is not relayed: once the pod,
+    its port and its address passed (``ResourceLocation``), upgradeaware.go's ``proxyRedirectsforRootPath``
+    answers 301 with ``Location`` the request's decoded path (``whole_path``, ``req.URL.Path``) plus
+    ``/`` and the raw query, and no body (so no content type).
+
     Raises:
         ApiError: 400 for a bad segment or a pod without an address, 503 when the target does not answer.
     """
@@ -227,9 +234,12 @@ def forward(
     meta = pod.get("metadata") or {}
     ip = _pod_ip(pod)
     found = targets.lookup(str(meta.get("namespace", "")), str(meta.get("name", "")), port, dict(ports))
+    if found is None and not _proxyable(ip):
+        raise errors.bad_request("address not allowed")
+    if not path and method in ("GET", "HEAD"):  # "a hack for https://issue.k8s.io/4958", upstream says
+        query = raw_query.encode("latin-1").decode(errors="surrogateescape")  # its bytes, held as the path holds them
+        return 301, "", {"Location": whole_path + "/" + (f"?{query}" if query else "")}, b""
     if found is None:
-        if not _proxyable(ip):
-            raise errors.bad_request("address not allowed")
         where = f"{ip}:{port}" if port else ip
         raise _unreachable(f"dial tcp {where}: connect: connection refused")
     host, target_port = found

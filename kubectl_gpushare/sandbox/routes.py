@@ -106,6 +106,8 @@ class Target:
     """The answer for non-resource URLs (discovery, version, OpenAPI)."""
     proxy_path: str = ""
     """For ``pods/proxy``: the path after ``/proxy``, decoded, bytes as surrogate escapes (`proxy.forward`)."""
+    request_path: str = ""
+    """For ``pods/proxy``: the whole decoded path, as Go's ``URL.Path`` holds it (a redirect's ``Location``)."""
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -129,9 +131,16 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
     are read as text (`go_text`); the pod proxy's subpath keeps the bytes.
 
     Raises:
-        ApiError: 404 for unknown paths, 405 for verbs a route does not allow.
+        ApiError: 404 for unknown paths, 405 for verbs a route does not allow, 400 for an empty
+            name or namespace segment in an object's path (`_require_name_and_namespace`).
     """
-    exact = [part for part in path.split("/") if part]  # "/" is one byte: the text parts line up with these
+    if not path.startswith("/"):  # "*", or "" (an opaque "scheme:x" target): Go's mux finds no route for them
+        raise errors.path_not_found()
+    # go-restful's CurlyRouter (tokenizePath with TrimRightSlashEnabled, v3.11's default) and splitPath
+    # both drop the trailing "/"s and keep an empty segment inside: one in a literal's place ("api",
+    # "namespaces", a resource, a subresource) matches no route, one in a parameter's place
+    # ({namespace}, {name}) matches it as "" (matchesRouteByPathTokens checks nothing of a parameter).
+    exact = path.rstrip("/").split("/")[1:]  # "/" is one byte: the text parts line up with these
     parts = [go_text(part) for part in exact]
     if not parts:
         return Target(
@@ -170,45 +179,70 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
         rest = rest[1:]
         query = {**query, "watch": "true"}
     namespace = ""
+    in_namespace = False  # the path names a namespace, even an empty one (namespaces//pods)
+    named = False  # the path has a {name} segment, even an empty one (pods//status)
     if rest[0] == "namespaces" and len(rest) >= 3 and group == "":
         if rest[2] in ("status", "finalize") and len(rest) == 3:
-            plural, name, sub = "namespaces", rest[1], rest[2]
+            plural, name, sub, named = "namespaces", rest[1], rest[2], True
             rest = []
         else:
-            namespace, rest = rest[1], rest[2:]
+            namespace, rest, in_namespace = rest[1], rest[2:], True
     elif rest[0] == "namespaces" and len(rest) >= 3:
-        namespace, rest = rest[1], rest[2:]
-    if group == "" and namespace and len(rest) >= 3 and rest[0] == "pods" and rest[2] == "proxy":
+        namespace, rest, in_namespace = rest[1], rest[2:], True
+    if group == "" and in_namespace and len(rest) >= 3 and rest[0] == "pods" and rest[2] == "proxy":
         verb = proxy.PROXY_VERBS.get(method)
         if verb is None:
             raise errors.method_not_allowed(method)
+        _require_name_and_namespace(rest[1], namespace, in_namespace)
         # The subpath as getRequestOptions (endpoints/handlers/rest.go) builds it from RequestInfo.Parts:
         # what follows "proxy", joined, with a leading "/" and the decoded path's trailing one.
         after = exact[len(exact) - len(rest) + 3:]  # rest is a tail of parts, which line up with exact
         subpath = "".join("/" + part for part in after) + ("/" if path.endswith("/") else "")
-        return Target(verb, resource_for("", version, "pods"), namespace, rest[1], "proxy", "", proxy_path=subpath)
+        return Target(verb, resource_for("", version, "pods"), namespace, rest[1], "proxy", "", proxy_path=subpath,
+                      request_path=path)  # fmt: skip
     if rest:
         if len(rest) > 3:
             raise errors.path_not_found()
         plural = rest[0]
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
+        named = len(rest) > 1
     resource = resource_for(group, version, plural)
-    if resource is None or (namespace and not resource.namespaced):
+    if resource is None or (in_namespace and not resource.namespaced):
         raise errors.path_not_found()
     if sub and sub not in resource.subresources:
         raise errors.path_not_found()
-    if resource.namespaced and not namespace and (name or method not in ("GET",)):
-        if name:
+    if resource.namespaced and not in_namespace and (named or method not in ("GET",)):
+        if named:
             raise errors.path_not_found()
         raise errors.method_not_allowed(method)
-    verb = _verb(method, name, sub, query)
+    verb = _verb(method, named, sub, query)
     if resource.plural == "bindings" and verb != "create":
         raise errors.method_not_allowed(method)
+    if named:
+        _require_name_and_namespace(name, namespace, in_namespace)
     return Target(verb, resource, namespace, name, sub, group)
 
 
-def _verb(method: str, name: str, sub: str, query: Mapping[str, str]) -> str:
+def _require_name_and_namespace(name: str, namespace: str, in_namespace: bool) -> None:
+    """Refuse an object path whose {name} or {namespace} segment is empty, as kube-apiserver does.
+
+    The handlers read the name from RequestInfo and refuse an empty one (``errEmptyName`` in
+    k8s.io/apiserver/pkg/endpoints/handlers/namer.go: 400 ``name must be provided``); the store then
+    builds the object's key, which needs a namespace (``NamespaceKeyFunc`` in
+    registry/generic/registry/store.go: 400 ``Namespace parameter required.``). A collection under an
+    empty namespace is every namespace's (``NamespaceKeyRootFunc``), so lists and watches go on.
+
+    Raises:
+        ApiError: 400 for an empty name, then for an empty namespace.
+    """
+    if not name:
+        raise errors.bad_request("name must be provided")
+    if in_namespace and not namespace:
+        raise errors.bad_request("Namespace parameter required.")
+
+
+def _verb(method: str, named: bool, sub: str, query: Mapping[str, str]) -> str:
     if sub in ("binding", "token"):
         if method != "POST":
             raise errors.method_not_allowed(method)
@@ -226,7 +260,7 @@ def _verb(method: str, name: str, sub: str, query: Mapping[str, str]) -> str:
         ("DELETE", True): "delete",
         ("DELETE", False): "deletecollection",
     }
-    verb = table.get((method, bool(name)))
+    verb = table.get((method, named))
     if verb is None or (sub in ("status", "scale") and verb not in ("get", "update", "patch")):
         raise errors.method_not_allowed(method)
     return verb
@@ -430,12 +464,44 @@ def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
         raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
 
 
-def _resource_version(query: Mapping[str, str]) -> int | None:
-    """The request's ``resourceVersion`` as a number; None when unset, "0" or not a number."""
-    text = query.get("resourceVersion", "")
-    if text in ("", "0") or not (text.isascii() and text.isdigit()):
+_UINT64_MAX: Final = (1 << 64) - 1
+
+
+def _resource_version(query: GoQuery) -> int | None:
+    """The request's ``resourceVersion`` as the etcd3 versioner reads it; None when unset or "0".
+
+    ``APIObjectVersioner.ParseResourceVersion`` (k8s.io/apiserver/pkg/storage/etcd3/
+    api_object_versioner.go) runs Go's ``strconv.ParseUint(text, 10, 64)`` and wraps its error as a
+    storage ``InvalidError`` on the field ``resourceVersion``. The etcd3 store's ``GetList`` answers
+    it as ``apierrors.NewBadRequest("invalid resource version: " + err)``, and so does the sandbox for
+    every list, watch and get. (kube-apiserver's watch cache, which serves most of them, returns the
+    error unconverted, a 500 without a reason: kubernetes/kubernetes#101350, #139485. The sandbox
+    keeps its rule that bad input is never a 500 and answers the etcd3 store's 400 instead.)
+
+    Raises:
+        ApiError: 400 BadRequest, ``invalid resource version: resourceVersion: Invalid value: "abc":
+            strconv.ParseUint: parsing "abc": invalid syntax`` (or ``value out of range`` past 2^64-1).
+    """
+    text = query.exact("resourceVersion")
+    if text in ("", "0"):
         return None
-    return protocol.parse_int_strict(text)
+    value = 0
+    why = ""
+    for char in text:  # ParseUint's loop: a non-digit is a syntax error, an overflow a range error, first come
+        if not "0" <= char <= "9":
+            why = "invalid syntax"
+            break
+        value = value * 10 + ord(char) - 48
+        if value > _UINT64_MAX:
+            why = "value out of range"
+            break
+    if why:
+        quoted = go_quote(text)
+        raise errors.bad_request(
+            f"invalid resource version: resourceVersion: Invalid value: {quoted}: strconv.ParseUint: "
+            f"parsing {quoted}: {why}"
+        )
+    return value
 
 
 CONTINUE_VERSION: Final = "meta.k8s.io/v1"
@@ -462,10 +528,12 @@ def _decode_continue(token: str) -> tuple[int, str]:
     if legal.end() < len(token) or len(token) % 4 == 1:  # RawURLEncoding: no padding, no other alphabet
         at = legal.end() if legal.end() < len(token) else len(token) - 1
         raise errors.bad_request(f"{bad}: illegal base64 data at input byte {at}")
-    # Go's encoding/json reads invalid UTF-8 in a string as U+FFFD, and refuses nesting past its maximum
-    # depth (scanner.go pushParseState: "invalid character '[' exceeded max depth"); Python's decoder stops
-    # sooner, at its recursion limit, and is answered in those words (naming the outermost bracket).
-    text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("utf-8", "replace")
+    # Go's encoding/json (DecodeContinue's json.Unmarshal) reads each byte of invalid UTF-8 in a string,
+    # and a \uD800-style escape of a lone surrogate, as U+FFFD, as a body's strings are read
+    # (`bodies.as_go_reads`), and refuses nesting past its maximum depth (scanner.go pushParseState:
+    # "invalid character '[' exceeded max depth"); Python's decoder stops sooner, at its recursion
+    # limit, and is answered in those words (naming the outermost bracket).
+    text = bodies.as_go_reads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))).decode()
     try:
         # A number is kept to its first 64 characters: still out of int64's range when longer (JSON has no
         # leading zeros), named as Go names it, and never past int()'s 4,300-digit limit (a ValueError).
@@ -592,7 +660,7 @@ class Api:
         headers = {key: value for key in wanted if (value := request.headers.get(key))}
         status, content_type, relayed, body = proxy.forward(
             self.proxy_targets, entry.object(), target.name, request.method, target.proxy_path, request.query.raw,
-            headers, request.body,
+            headers, request.body, whole_path=target.request_path,
         )  # fmt: skip
         if isinstance(body, bytes):
             return Response(status, body, content_type=content_type, headers=relayed)
@@ -608,6 +676,7 @@ class Api:
 
     def _get(self, request: Request, target: Target) -> Response:
         assert target.resource is not None
+        _resource_version(request.query)  # a 400 when it is no uint64, as for a list
         entry = self._entry(target)
         if _wants_table(request):
             obj = entry.object()
@@ -648,7 +717,8 @@ class Api:
         if request.query.get("resourceVersion") == "0" and not token:
             limit = 0  # served "from the cache", which ignores limit, as kube-apiserver does
         elif not token:
-            self._wait_until_fresh(_resource_version(request.query))
+            rv = _resource_version(request.query)
+            self._wait_until_fresh(rv)
         found, rv, last, remaining = self.store.select(
             resource.plural, target.namespace, labels, fields, limit=limit, after=after
         )
@@ -662,16 +732,7 @@ class Api:
                 metadata["remainingItemCount"] = remaining
         if _wants_table(request):
             return json_response(200, tables.table(resource, [e.object() for e in found], metadata, _include(request)))
-        head = (
-            b'{"kind":"'
-            + resource.list_kind.encode()
-            + b'","apiVersion":"'
-            + resource.api_version.encode()
-            + b'","metadata":'
-            + _encode(metadata)
-            + b',"items":['
-        )
-        return Response(200, b"".join((head, b",".join(e.raw for e in found), b"]}")))
+        return Response(200, _list_body(resource, metadata, [e.raw for e in found]))
 
     def _wait_until_fresh(self, rv: int | None) -> None:
         """Block until the store reaches ``rv``, as the watch cache's ``waitUntilFreshAndBlock`` does.
@@ -710,10 +771,7 @@ class Api:
         if timeout_seconds is None:
             raise errors.bad_request(f"timeoutSeconds: Invalid value: {go_quote(timeout_text[:64])}")
         timeout = float(timeout_seconds)
-        rv_text = query.get("resourceVersion", "")
-        rv = _resource_version(query)
-        if rv_text not in ("", "0") and rv is None:  # digits only, in range ('²' is a digit to str.isdigit)
-            raise errors.bad_request(f"resourceVersion: Invalid value: {go_quote(rv_text[:64])}")
+        rv = _resource_version(query)  # a 400 when it is no uint64
         send_initial = go_bool(query.get("sendInitialEvents"))
         bookmarks = go_bool(query.get("allowWatchBookmarks"))
         table = _wants_table(request)
@@ -1073,7 +1131,13 @@ class Api:
         dry_run = _check_dry_run("DeleteOptions", options.get("dryRun") or [], _propagation_causes(options))
         deleted: list[bytes] = []
         with self.store.lock:
-            for entry in self.store.select(resource.plural, target.namespace, labels, fields)[0]:
+            found = self.store.select(resource.plural, target.namespace, labels, fields)[0]
+            if found and resource.namespaced and not target.namespace:
+                # Only an empty {namespace} segment gets here (no route deletes across namespaces): the
+                # store lists every namespace's objects, then deletes each under the request's empty
+                # namespace, whose key it cannot build (store.go DeleteCollection, NamespaceKeyFunc).
+                raise errors.bad_request("Namespace parameter required.")
+            for entry in found:
                 if dry_run:  # what would go, nothing removed (a dry run never persists)
                     deleted.append(entry.raw)
                     continue
@@ -1082,16 +1146,7 @@ class Api:
                 if removed is not None:
                     deleted.append(removed.raw)
             rv = self.store.resource_version
-        head = (
-            b'{"kind":"'
-            + resource.list_kind.encode()
-            + b'","apiVersion":"'
-            + resource.api_version.encode()
-            + b'","metadata":{"resourceVersion":"'
-            + str(rv).encode()
-            + b'"},"items":['
-        )
-        return Response(200, head + b",".join(deleted) + b"]}")
+        return Response(200, _list_body(resource, {"resourceVersion": str(rv)}, deleted))
 
     def _bind(self, request: Request, target: Target) -> Response:
         dry_run = _dry_run(request, "create")
@@ -1146,6 +1201,14 @@ class Api:
             if not dry_run:
                 self.store.put(pods.plural, object_key(target.namespace, name), pod)
         return json_response(201, errors.success(201))
+
+
+def _list_body(resource: Resource, metadata: Mapping[str, Any], items: Iterable[bytes]) -> bytes:
+    """A list reply around its items' stored JSON, as they are (a list or a delete-collection's answer)."""
+    return b"".join((
+        b'{"kind":"', resource.list_kind.encode(), b'","apiVersion":"', resource.api_version.encode(),
+        b'","metadata":', _encode(metadata), b',"items":[', b",".join(items), b"]}",
+    ))
 
 
 def _apply_patch(kind: str, old: dict[str, Any], body: Any, resource: Resource, name: str) -> Any:

@@ -50,11 +50,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
-from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text, unescape_path
+from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text, parse_url, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
@@ -68,6 +67,7 @@ from kubectl_gpushare.sandbox.framing import (
     content_length,
     drain,
     read_chunked,
+    request_target,
     target_unparsable,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
@@ -126,7 +126,14 @@ def _wire_header_value(value: str) -> str:
     response or fail ``http.server``'s Latin-1 encoding after the write took effect.
     """
     one_line = value.replace("\n", " ").replace("\r", " ").strip()
-    return one_line.encode("utf-8", "replace").decode("latin-1")  # a lone surrogate (`load` may store one) as "?"
+    try:  # a byte that is not UTF-8, kept as a surrogate escape (a decoded request path), as that byte
+        return one_line.encode("utf-8", "surrogateescape").decode("latin-1")
+    except UnicodeEncodeError:  # another lone surrogate (`load` may store one) as "?"
+        return one_line.encode("utf-8", "replace").decode("latin-1")
+
+
+_UNAUTHENTICATED: Final = ("/healthz", "/livez", "/readyz")
+"""Paths anyone may read (kube-apiserver's ``system:public-info-viewer`` role)."""
 
 
 class _Server(ThreadingHTTPServer):
@@ -597,6 +604,27 @@ class Sandbox:
             return Identity(ANONYMOUS) if not header else Identity(static_user("system:unknown-token"))
         return None
 
+    def _answer_global_options(self, handler: _Handler) -> None:
+        """``OPTIONS *``: Go's server answers it itself, before any handler (so unauthenticated, unlogged).
+
+        src/net/http/server.go: ``serverHandler.ServeHTTP`` hands a request whose ``RequestURI`` is
+        ``*`` and method ``OPTIONS`` to ``globalOptionsHandler`` (kube-apiserver's ``http.Server`` keeps
+        ``DisableGeneralOptionsHandler`` off), which sets ``Content-Length: 0`` and discards the body
+        (up to 4 KiB; the connection closes past that): a 200 with nothing else.
+        """
+        try:
+            body = self._read_body(handler)
+            handler.reader.end_request()
+            if isinstance(body, ApiError) or len(body) > 4096:
+                handler.close_connection = True
+            handler.send_response(200)
+            handler.send_header("Content-Length", "0")
+            if handler.close_connection:
+                handler.send_header("Connection", "close")
+            handler.end_headers()
+        except OSError:
+            self._close(handler)
+
     def _read_body(self, handler: _Handler) -> bytes | ApiError:
         """The request body, or the error to answer; broken framing also closes the connection.
 
@@ -633,17 +661,22 @@ class Sandbox:
     def _serve(self, handler: _Handler) -> None:
         received = time.monotonic()  # the request's arrival (WithRequestReceivedTimestamp): its deadline counts from it
         stopped = self._stopped  # this run's: `stop` sets it, a later `start` makes another
-        # A request target has no fragment (url.ParseRequestURI): a '#' belongs to the path or the query,
-        # wherever it stands. The query is read once, as req.URL.Query(): routing, options, timeout and
-        # the pod proxy share it.
-        split = urlsplit(handler.path, allow_fragments=False)
+        # The target split as url.ParseRequestURI splits it (`parse_request` refused what it refuses): no
+        # fragment (a '#' belongs to the path or the query, wherever it stands), an absolute-form target's
+        # scheme and authority dropped, and no path at all after "scheme:" without a "/" (an opaque URL)
+        # or "*" for the asterisk form, which no route serves. The query is read once, as
+        # req.URL.Query(): routing, options, timeout and the pod proxy share it.
+        split = parse_url(request_target(handler.raw_requestline))
         query = GoQuery(split.query)
         # Routing, authorization and the log see the decoded path, as kube-apiserver sees req.URL.Path
-        # (url.ParseRequestURI unescapes it; `parse_request` refused a path that does not unescape).
-        # `exact` keeps bytes that are not UTF-8 for the pod proxy; `path` is its text.
+        # (url.ParseRequestURI unescapes it). `exact` keeps bytes that are not UTF-8 for the pod proxy;
+        # `path` is its text.
         exact = unescape_path(split.path)
         path = go_text(exact)
         method = handler.command
+        if method == "OPTIONS" and handler.path == "*":
+            self._answer_global_options(handler)
+            return
         try:
             body = self._read_body(handler)
         except OSError:  # gone, or too slow: nobody to answer (kube-apiserver just closes, too)
@@ -676,10 +709,14 @@ class Sandbox:
                 target = resolve(method, exact, query)
             except ApiError:
                 self._deadline(received, method, path, query, None)  # its 400 comes first
+                # Then authentication, which also wraps the router (DefaultBuildHandlerChain): a path
+                # nothing serves is a 404 only for a caller who may know it.
+                if self._authenticate(handler) is None and path not in _UNAUTHENTICATED:
+                    raise errors.unauthorized() from None
                 raise
             deadline = self._deadline(received, method, path, query, target)
             identity = self._authenticate(handler)
-            if identity is None and path not in ("/healthz", "/livez", "/readyz"):
+            if identity is None and path not in _UNAUTHENTICATED:
                 raise errors.unauthorized()
             identity = identity or Identity(ANONYMOUS)
             user, readonly = identity.user.username, identity.readonly
@@ -878,7 +915,8 @@ class Sandbox:
     def _send(self, handler: _Handler, method: str, response: Response) -> int:
         try:
             handler.send_response(response.status)
-            handler.send_header("Content-Type", response.content_type)
+            if response.content_type:  # none for a reply without a body Go could sniff (a proxy's 301)
+                handler.send_header("Content-Type", response.content_type)
             handler.send_header("Cache-Control", "no-cache, private")
             for key, value in response.headers.items():
                 handler.send_header(key, _wire_header_value(value))

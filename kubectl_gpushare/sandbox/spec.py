@@ -246,27 +246,12 @@ def generate_cluster(
             continue
         node_index, gpu = placed
         outcome = rng.random()
-        if outcome < finished_fraction:
-            phase = "Succeeded" if outcome < finished_fraction / 2 else "Failed"
-            objects.append(
-                pod_object(
-                    name,
-                    namespace,
-                    [request],
-                    node=node_names[node_index],
-                    gpu=gpu,
-                    gpu_memory=gpu_memory,
-                    phase=phase,
-                    assigned=True,
-                    assume_time=assume_base + i,
-                    created=created,
-                )
-            )
-            continue
-        free[node_index][gpu] -= request
-        if outcome < finished_fraction + unindexed_fraction:
-            objects.append(pod_object(name, namespace, [request], node=node_names[node_index], created=created))
-            continue
+        finished = outcome < finished_fraction  # placed once, its GPU memory free again
+        if not finished:
+            free[node_index][gpu] -= request
+            if outcome < finished_fraction + unindexed_fraction:
+                objects.append(pod_object(name, namespace, [request], node=node_names[node_index], created=created))
+                continue
         objects.append(
             pod_object(
                 name,
@@ -275,6 +260,8 @@ def generate_cluster(
                 node=node_names[node_index],
                 gpu=gpu,
                 gpu_memory=gpu_memory,
+                phase=("Succeeded" if outcome < finished_fraction / 2 else "Failed") if finished else None,
+                assigned=True if finished else None,
                 assume_time=assume_base + i,
                 created=created,
             )
@@ -427,10 +414,12 @@ def parse_spec(text: str, source: str = "<spec>") -> list[dict[str, Any]]:
     """
     import yaml
 
+    from kubectl_gpushare.kube import safe_yaml
+
     try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{source}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        raw = safe_yaml.load(text) or {}
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # ValueError: ``!!int x``, a 13th month
+        raise SpecError(f"{source}: not valid YAML: {protocol.error_reason(exc)}") from None
     try:
         spec = msgspec.convert(raw, ClusterSpec)
     except msgspec.ValidationError as exc:
@@ -448,7 +437,9 @@ def load_spec(path: str | Path) -> list[dict[str, Any]]:
         SpecError: the file cannot be read or is not a valid spec.
     """
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not UTF-8 text") from None
     return parse_spec(text, str(path))

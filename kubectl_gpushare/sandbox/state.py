@@ -17,6 +17,7 @@ from typing import Final
 
 import msgspec
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.node.files import replace_file
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.objects import check_types
@@ -91,8 +92,10 @@ def load_state(store: Store, path: Path) -> int:
             if state.version != STATE_VERSION:
                 raise StateFileError(f"{path}: sandbox state version {state.version} is not supported")
             rv, items = state.resourceVersion, state.items
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise StateFileError(f"{path}: not a sandbox state file ({str(exc).splitlines()[0]})") from None
+    except UnicodeDecodeError:  # msgspec's, for a string that is not UTF-8 (its offset is not the file's)
+        raise StateFileError(f"{path}: not a sandbox state file (a string is not UTF-8)") from None
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        raise StateFileError(f"{path}: not a sandbox state file ({protocol.error_reason(exc)})") from None
     for item in items:  # the types the store relies on (Sandbox.load trusts its caller; a file is not trusted)
         resource = BY_KIND.get(str(item.get("kind", "")))
         if resource is None:

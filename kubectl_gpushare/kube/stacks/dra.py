@@ -18,13 +18,18 @@ capacity. The node becomes a ledger `NodeRecord` as if the device plugin adverti
 - a claim reserved for one pod (``status.reservedFor``) is shown as that pod, its claims summed; a
   claim reserved for several pods, or for none yet, is shown under its own name, so memory is
   counted once however many pods share it;
-- a pool is read per node as kube-scheduler gathers it (`_gathered`, `pool_states`): only the newest
-  generation of the slices a node sees counts (`dra_objects.PoolGenerations.judge`), each device
-  name once; on a node where the pool's generation has more or fewer slices than its
-  ``resourceSliceCount`` (incomplete), or lists a device name twice (invalid), its GPUs keep their
-  memory (claims allocated there still hold it) but are unhealthy: the allocator allocates no new
-  claim from such a pool there. A device that is not ``gpu-<index>`` or has no readable
-  memory is left out with a warning, an invalid one (marked by `dra_objects`) is kept with no memory.
+- a pool is read per node as kube-scheduler gathers it (`_gathered`, `pool_states`): a node sees its
+  own slices, those for all nodes and those whose node selector matches its labels (of the nodes
+  read; `node_affinity`, the allocator's rule); only the newest generation of the slices it sees
+  counts (`dra_objects.PoolGenerations.judge`), each device name once; on a node where the pool's
+  generation has more or fewer slices than its ``resourceSliceCount`` (incomplete), or lists a
+  device name twice (invalid), its GPUs keep their memory (claims allocated there still hold it) but
+  are unhealthy: the allocator allocates no new claim from such a pool there. A device that is not
+  ``gpu-<index>`` or has no readable memory is left out with a warning, an invalid one (marked by
+  `dra_objects`) is kept with no memory;
+- a slice on no one node (allNodes, a node selector) is one warning and its devices are not shown
+  (memory every node it reaches shares is no one node's); a claim's result on one is counted on
+  no node (`shared_pools`).
 
 NVIDIA's driver (`protocol.NVIDIA_DRA_DRIVER`, read-only like the other stacks): one stack GPU per
 device, named as the slice names it (``gpu-0``, MIG devices ``gpu-0-mig-...``). Its devices are
@@ -106,7 +111,7 @@ _K = TypeVar("_K")
 
 def read(
     slices: Iterable[dra.WireResourceSlice], claims: Iterable[dra.WireResourceClaim | dra.ResourceClaim],
-    warnings: Warnings | None, *, pending: bool = True,
+    warnings: Warnings | None, *, pending: bool = True, labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> DraObjects:
     """Check the slices of the drivers read here and the claims; each unreadable object is one warning.
 
@@ -118,8 +123,10 @@ def read(
     kept with ``pending`` (explain and doctor ask why they wait), else left out (the tables show
     what is allocated).
     A claim passed already read (`dra.tally_claim`, for counting) is kept where it is allocated on a
-    driver read here.
+    driver read here. ``labels``: node name -> labels of the nodes read, which slices' node selectors
+    are matched against (`_gathered`); a selector matches no node not in it by its labels.
     """
+    labels = labels or {}
     ours: list[dra.ResourceSlice] = []
     nvidia: list[dra.WireResourceSlice] = []
     for wire in slices:
@@ -163,13 +170,23 @@ def read(
     generations = dra.PoolGenerations.of(ours)
     ours, views = _gathered(ours, generations, lambda s: (s.driver, s.pool), lambda s: s.node_name,
                             lambda s: s.generation, lambda s: s.slice_count,
-                            lambda s: (d.name for d in s.devices), dra.repeated_device)
+                            lambda s: (d.name for d in s.devices), dra.repeated_device,
+                            lambda s, node: s.allocatable_on(node, labels.get(node)), labels)
     unusable = pool_states(generations, views)
     generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation) for s in nvidia)
+    selectors = {id(s): dra.slice_node_selector(s.spec.node_selector) for s in nvidia if s.spec.node_selector}
+
+    def nvidia_sees(slice_: dra.WireResourceSlice, node: str) -> bool:
+        selector = selectors.get(id(slice_))
+        if selector is None:
+            return bool(slice_.spec.all_nodes)
+        return bool(node) and selector.matches(labels.get(node, {}), node)
+
     nvidia, views = _gathered(nvidia, generations, lambda s: (s.spec.driver, s.spec.pool.name),
                               lambda s: s.spec.node_name or "", lambda s: s.spec.pool.generation,
                               lambda s: s.spec.pool.resource_slice_count, _wire_names,
-                              lambda seen: dra.repeated_name(n for s in seen for n in _wire_names(s)))
+                              lambda seen: dra.repeated_name(n for s in seen for n in _wire_names(s)), nvidia_sees,
+                              labels)
     unusable.update(pool_states(generations, views))
     objects = DraObjects(ours, nvidia, read_claims, unusable={key: why for key, (why, _) in unusable.items()},
                          unusable_on={key: nodes for key, (_, nodes) in unusable.items()})
@@ -195,54 +212,71 @@ def _gathered(
     slices: list[_T], generations: dra.PoolGenerations, pool_of: Callable[[_T], tuple[str, str]],
     node_of: Callable[[_T], str], generation_of: Callable[[_T], int], count_of: Callable[[_T], int],
     names_of: Callable[[_T], Iterable[str]], repeated_in: Callable[[list[_T]], str | None],
+    sees: Callable[[_T, str], bool], nodes: Iterable[str],
 ) -> tuple[list[_T], dict[tuple[str, str], list[NodeView]]]:
     """The slices some node uses, in their order, and what each node with slices of a pool sees of it.
 
-    A node sees its own slices and those on no one node (``node_of`` ""; allNodes, a node
-    selector), which are the pool where no node has its own; of them only their newest generation
+    A node sees its own slices and those on no one node (``node_of`` "") that ``sees`` says it
+    does: allNodes ones (``sees(slice, "")``) and those whose node selector matches it
+    (``GatherPools``/``NodeMatches``, the allocator's rule); of them only their newest generation
     counts, judged by `dra_objects.PoolGenerations.judge` (a node whose generation is obsolete
-    uses nothing of the pool and is not judged further). Linear in the slices: the slices on no one
-    node are read once, not once per node.
+    uses nothing of the pool and is not judged further). The nodes judged are those with slices of
+    the pool and those of ``nodes`` (the nodes read) a selector of it matches; with none, the pool
+    is judged once, as "", by its allNodes slices. The slices on no one node are judged once per
+    distinct set a node sees, not once per node.
     """
     used: set[int] = set()
     views: dict[tuple[str, str], list[NodeView]] = {}
+    known = list(nodes)
     for key, members in _grouped((pool_of(s), s) for s in slices).items():
-        if len(members) == 1:  # the common pool, one node's one slice: it is the pool's newest generation
-            only = members[0]
+        only = members[0]
+        if len(members) == 1 and (node_of(only) or sees(only, "")):  # the common pool, one node's one slice
             expected = count_of(only)
             used.add(id(only))
             views[key] = [NodeView(node_of(only), generations.judge(*key, generation_of(only), 1, expected),
                                    expected, repeated_in(members))]
             continue
         everywhere = [s for s in members if not node_of(s)]
-        top_shared = max((generation_of(s) for s in everywhere), default=None)
-        shared = [s for s in everywhere if generation_of(s) == top_shared]
-        shared_repeated = repeated_in(shared) if shared else None
-        shared_names: set[str] | None = None
+        selecting = [s for s in everywhere if not sees(s, "")]
+        if selecting:  # allNodes slices first, as the allocator's `Inventory.on_node` lists them
+            everywhere = [*(s for s in everywhere if sees(s, "")), *selecting]
         own: dict[str, list[_T]] = _grouped((node, s) for s in members if (node := node_of(s)))
+        judged = [*own, *(n for n in known if n not in own and any(sees(s, n) for s in selecting))] or [""]
+        # the newest generation of the slices on no one node a node sees, those slices, the name they repeat
+        shared_by: dict[tuple[int, ...], tuple[int | None, list[_T], str | None]] = {}
+        shared_names: dict[tuple[int, ...], set[str]] = {}
         found = views[key] = []
-        shared_used = False
-        for node, mine in (own.items() if own else [("", [])]):
+        for node in judged:
+            visible = [s for s in everywhere if sees(s, node)] if selecting else everywhere
+            seen_key = tuple(id(s) for s in visible)
+            if seen_key not in shared_by:
+                top_newest = max((generation_of(s) for s in visible), default=None)
+                newest = [s for s in visible if generation_of(s) == top_newest]
+                shared_by[seen_key] = (top_newest, newest, repeated_in(newest) if newest else None)
+            top_shared, shared, shared_repeated = shared_by[seen_key]
+            mine = own.get(node, [])
             top = max((generation_of(s) for s in mine), default=top_shared)
-            assert top is not None  # a pool has a slice
+            if top is None:
+                continue  # sees nothing of the pool
             if top_shared is not None and top_shared > top:
                 top = top_shared
             mine = [s for s in mine if generation_of(s) == top]
             seeing = shared if top == top_shared else []
+            if not mine and not seeing:
+                continue
             seen, expected = len(mine) + len(seeing), count_of((mine or seeing)[0])
             view = generations.judge(*key, top, seen, expected)
             if view is dra.PoolView.OBSOLETE:
                 continue
             used.update(id(s) for s in mine)
-            shared_used = shared_used or bool(seeing)
+            used.update(id(s) for s in seeing)
             repeated = (shared_repeated if seeing else None) or (repeated_in(mine) if mine else None)
             if repeated is None and seeing and mine:
-                if shared_names is None:
-                    shared_names = {name for s in shared for name in names_of(s)}
-                repeated = next((name for s in mine for name in names_of(s) if name in shared_names), None)
+                names = shared_names.get(seen_key)
+                if names is None:
+                    names = shared_names[seen_key] = {name for s in seeing for name in names_of(s)}
+                repeated = next((name for s in mine for name in names_of(s) if name in names), None)
             found.append(NodeView(node, view, expected, repeated))
-        if shared_used:
-            used.update(id(s) for s in shared)
     return [s for s in slices if id(s) in used], views
 
 
@@ -548,6 +582,18 @@ def pool_nodes(objects: DraObjects) -> dict[tuple[str, str], str]:
     return found
 
 
+def shared_pools(objects: DraObjects) -> set[tuple[str, str]]:
+    """(driver, pool) of the pools whose slices are all on no one node (allNodes, a node selector).
+
+    Their devices are no node's GPUs (`our_nodes` does not show them), so a claim's result on one is
+    counted on no node, not on a node GPU that happens to have the same name.
+    """
+    local = pool_nodes(objects)
+    found = {(s.driver, s.pool) for s in objects.slices if not s.node_name}
+    found |= {(s.spec.driver, s.spec.pool.name) for s in objects.nvidia if not s.spec.node_name}
+    return found - set(local)
+
+
 def result_node(claim: dra.ResourceClaim, result: dra.AllocatedDevice, pools: Mapping[tuple[str, str], str]) -> str:
     """The node a result's device is on: the allocation's node selector, else its pool's slice ("" unknown)."""
     assert claim.allocation is not None
@@ -633,17 +679,18 @@ def claim_holdings(objects: DraObjects, units: Mapping[str, tuple[str, Mapping[i
     of its own) and makes the records (`holding_records`) once the pods gave their phases.
     """
     pools = pool_nodes(objects)
+    ours = protocol.DRA_DRIVER
+    shared = shared_pools(objects)
     held: dict[str, Holding] = {}  # a second claim of a holder makes it a `_Group`
     indices = _DeviceIndices()
     unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
-    ours = protocol.DRA_DRIVER
     for claim in objects.claims:
         allocation = claim.allocation
         if allocation is None:
             continue
         owner: Holder | None = None
         for result in allocation.results:
-            if result.driver != ours or result.admin_access:
+            if result.driver != ours or result.admin_access or (ours, result.pool) in shared:
                 continue
             node = allocation.node_name or pools.get((ours, result.pool), "")
             node_bytes = unit_bytes.get(node)
@@ -852,7 +899,7 @@ def _wire_memory(device: dra.WireDevice, what: str, warnings: Warnings | None) -
     try:
         return dra.read_quantity(capacity.value).value
     except ValueError as exc:
-        _warn(warnings, f"{what}: memory {str(exc).splitlines()[0][:120]}; counted as 0")
+        _warn(warnings, f"{what}: memory {protocol.error_reason(exc, 120)}; counted as 0")
         return 0
 
 
@@ -917,12 +964,14 @@ def nvidia_claims(
     A result naming a device the node does not publish is claimed on GPU ``pending`` (-1).
     """
     pools = pool_nodes(objects)
+    shared = shared_pools(objects)
     found: dict[str, list[StackClaim]] = {}
     for claim in objects.claims:
         if claim.allocation is None:
             continue
         for result in claim.allocation.results:
-            if result.driver != protocol.NVIDIA_DRA_DRIVER or result.admin_access:
+            if (result.driver != protocol.NVIDIA_DRA_DRIVER or result.admin_access
+                    or (result.driver, result.pool) in shared):
                 continue
             node = nodes.get(result_node(claim, result, pools))
             if node is None:
@@ -981,6 +1030,7 @@ __all__ = [
     "requested_memory",
     "reserved_pods",
     "result_node",
+    "shared_pools",
     "units",
     "with_gpus",
 ]

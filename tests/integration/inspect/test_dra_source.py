@@ -108,3 +108,52 @@ def test_a_claim_nested_past_the_decoder_in_a_file_is_skipped_alone_with_one_war
     result = inspect(kube_env, "--from-file", str(tmp_path / "deep.json"))
     assert result.stdout == cases.expected(CASE, "summary.txt").read_text()
     assert result.stderr.count("\n") == 1 and "ResourceClaim default/deep: cannot be decoded" in result.stderr
+
+
+def rack_pool() -> list[dict[str, object]]:
+    """Pool ``p`` of 2 slices a node should see: dra-1's and dra-2's own, and a third for the nodes of rack a.
+
+    dra-1 (rack a) sees its own and the rack's: 2, complete. dra-2 (rack b) sees 1 of the 3 published:
+    incomplete (pools_incubating.go GatherPools, NodeMatches). A fourth slice's selector does not parse.
+    """
+    from golden.inspect import build_dra_clusters as dra
+
+    from kubectl_gpushare.sandbox.builders import node_object
+
+    items: list[dict[str, object]] = []
+    for name, rack in (("dra-1", "a"), ("dra-2", "b")):
+        items.append(node_object(name, [], ip="10.1.0.1", labels={"example.com/rack": rack}, dra=True))
+        own = dra.resource_slice(name, dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", name)], "aaaaa")
+        own["spec"]["pool"] = {"name": "p", "generation": 1, "resourceSliceCount": 2}
+        items.append(own)
+    for suffix, operator in (("rack", "In"), ("bad", "Near")):
+        shared = dra.resource_slice("x", dra.OUR_DRIVER, [dra.our_device(1, "16Gi", "1Gi", "T4", "x")], suffix)
+        spec = shared["spec"]
+        del spec["nodeName"]
+        spec["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "example.com/rack", "operator": operator, "values": ["a"]}]}]}
+        spec["pool"] = {"name": "p" if suffix == "rack" else "q", "generation": 1, "resourceSliceCount": 2}
+        shared["metadata"].pop("ownerReferences")
+        items.append(shared)
+    return items
+
+
+def test_a_node_selector_slice_counts_toward_its_pool_where_it_matches_live_and_from_a_file(
+    sandbox: Sandbox, kube_env: dict[str, str], tmp_path: Path
+) -> None:
+    items = rack_pool()
+    sandbox.load(items)
+    live = inspect(kube_env, "-o", "json")
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    offline = inspect(kube_env, "--from-file", str(path), "-o", "json")
+    for result in (live, offline):
+        warned = result.stderr.splitlines()
+        pool = [line for line in warned if "pool 'p'" in line]
+        assert len(pool) == 1 and "(node 'dra-2')" in pool[0] and "is incomplete" in pool[0], result.stderr
+        bad = [line for line in warned if "-bad" in line]
+        assert len(bad) == 1 and "unknown operator 'Near'" in bad[0] and "matches no node" in bad[0], result.stderr
+        assert any("-rack" in line and "not local to one node" in line for line in warned), result.stderr
+        gpus = {n["name"]: [g.get("healthy", True) for g in n["gpus"]] for n in json.loads(result.stdout)["nodes"]}
+        assert gpus == {"dra-1": [True], "dra-2": [False]}, result.stdout
+    assert live.stdout == offline.stdout

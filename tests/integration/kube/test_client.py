@@ -449,8 +449,9 @@ def test_short_lived_threads_do_not_leak_connections(sandbox: Sandbox, client: C
     assert len(list(Path("/proc/self/fd").iterdir())) <= before + 2
 
 
-def test_exec_credential_is_refreshed_after_a_401(tmp_path: Path) -> None:
-    """The plugin's first token is stale; the client re-runs it once on 401 and succeeds."""
+@pytest.mark.parametrize("call", ["list", "watch"])
+def test_exec_credential_is_refreshed_after_a_401(tmp_path: Path, call: str) -> None:
+    """The plugin's first token is stale; the client re-runs it once on 401 and succeeds (a request or a stream)."""
     import stat
     import sys
 
@@ -477,7 +478,10 @@ def test_exec_credential_is_refreshed_after_a_401(tmp_path: Path) -> None:
         }
         path.write_text(yaml.safe_dump(doc))
         c = Client(load_config(str(path)))
-        assert c.list_nodes() == []
+        if call == "list":
+            assert c.list_nodes() == []
+        else:
+            c.watch(types.NODES, timeout_seconds=1).close()
         assert counter.read_text() == "2"
         assert [r.status for r in sb.requests if r.resource == "nodes"] == [401, 200]
 

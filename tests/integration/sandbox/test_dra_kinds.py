@@ -186,6 +186,12 @@ def test_resourceslices_print_as_kubectl_prints_them(kubectl: Kubectl) -> None:
     (SLICE.replace("value: 16Gi", "value: -16Gi"), "spec.devices[0]: Invalid value: 'gpu-0': quantity '-16Gi' is "
                                                    "negative"),
     (SLICE.replace("step: 1Gi", "step: 0"), "validRange.step must be at least 1"),
+    (SLICE.replace("nodeName: n1", "nodeSelector: {nodeSelectorTerms: [{matchFields: [{key: metadata.name, "
+                   "operator: In, values: [n1]}]}, {matchFields: []}]}"),
+     "spec.nodeSelector: Invalid value: 2 terms: must have exactly one node selector term"),
+    (SLICE.replace("nodeName: n1", "nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: rack, "
+                   "operator: Gt, values: [a]}]}]}"),
+     "spec.nodeSelector: Invalid value: term 0: rack: Gt needs one integer value"),
     (CLASS.replace(protocol.DRA_DEVICE_CLASS_SELECTOR, "device.driver =="), "compilation failed"),
 ])
 def test_invalid_dra_objects_are_refused_with_the_field(kubectl: Kubectl, sandbox: Sandbox, document: str,
@@ -195,6 +201,15 @@ def test_invalid_dra_objects_are_refused_with_the_field(kubectl: Kubectl, sandbo
     result = kubectl("apply", "-f", "-", input=document, check=False)
     assert result.returncode == 1 and message in result.stderr and "is invalid" in result.stderr
     assert not any(sandbox.objects(kind) for kind in ("resourceclaimtemplates", "resourceslices", "deviceclasses"))
+
+
+def test_a_slice_with_a_node_selector_is_accepted(kubectl: Kubectl, sandbox: Sandbox) -> None:
+    # resource/v1 ResourceSliceSpec.NodeSelector is a v1.NodeSelector, not a pod's map[string]string.
+    kubectl("apply", "-f", "-", input=SLICE.replace("nodeName: n1", "nodeSelector: {nodeSelectorTerms: [{"
+                                                    "matchExpressions: [{key: rack, operator: In, values: [a]}]}]}"))
+    stored = sandbox.get("resourceslices", "", f"n1-{DRIVER}")
+    assert stored is not None and stored["spec"]["nodeSelector"]["nodeSelectorTerms"][0]["matchExpressions"][0][
+        "values"] == ["a"]
 
 
 def test_an_absurd_request_is_accepted_by_the_api_as_upstream_does(kubectl: Kubectl, sandbox: Sandbox) -> None:

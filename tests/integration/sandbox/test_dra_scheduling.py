@@ -453,3 +453,47 @@ def test_a_selector_using_the_lists_and_sets_libraries_allocates_only_the_device
     assert scheduled_condition(scheduling, "p-no")["message"] == "0/1 nodes are available: 1 cannot allocate all " \
                                                                  "claims."
     assert not bound(scheduling, "p-no")
+
+
+RACK_A = {"matchExpressions": [{"key": "example.com/rack", "operator": "In", "values": ["a"]}]}
+
+
+def selector_slice_object(name: str, term: dict[str, Any], gib: int = 16) -> dict[str, Any]:
+    """A slice of one shared GPU that the nodes its ``nodeSelector`` term matches can use (network-attached)."""
+    body = slice_object("unused", gib)
+    body["metadata"]["name"] = name
+    spec = body["spec"]
+    del spec["nodeName"]
+    spec["nodeSelector"] = {"nodeSelectorTerms": [term]}
+    spec["pool"]["name"] = name
+    return body
+
+
+def test_a_node_selector_slice_is_allocated_on_a_node_it_matches_and_pins_the_claim_there(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture) -> None:
+    # pools_incubating.go GatherPools/NodeMatches: the slice is n2's (rack a), not n1's (rack b), though
+    # the stand-in tries n1 first; createNodeSelector: the claim's selector is the slice's one term.
+    # A slice whose selector does not parse is warned about and matches no node; the rest still works.
+    bad = selector_slice_object("bad", {"matchExpressions": [{"key": "example.com/rack", "operator": "Near",
+                                                              "values": ["a"]}]})
+    sandbox.load([node_object("n1", [], ip="10.0.0.1", labels={"example.com/rack": "b"}),
+                  node_object("n2", [], ip="10.0.0.2", labels={"example.com/rack": "a"}),
+                  CLASS, selector_slice_object("fabric", RACK_A), bad])
+    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
+    loop = SchedulerLoop(sandbox, api, [])
+    loop.start()
+    try:
+        kubectl("create", "-f", "-", input="\n".join([template("t", "20Gi"), pod("too-big", "t"),
+                                                      template("t4", "4Gi"), pod("p", "t4")]))
+        wait_for(lambda: bound(sandbox, "p") == "n2" and scheduled_condition(sandbox, "too-big").get("status")
+                 == "False", timeout=30, what="p bound to n2, too-big unschedulable")
+    finally:
+        loop.stop()
+        api.close()
+    allocation = claim_of(sandbox, "p", "gpu")["status"]["allocation"]
+    assert allocation["nodeSelector"] == {"nodeSelectorTerms": [RACK_A]}
+    assert allocation["devices"]["results"][0]["pool"] == "fabric"
+    assert scheduled_condition(sandbox, "too-big")["message"] == "0/2 nodes are available: 2 cannot allocate all " \
+                                                                 "claims."
+    warned = [r.getMessage() for r in caplog.records if "ResourceSlice bad" in r.getMessage()]
+    assert warned and "unknown operator 'Near'" in warned[0] and "matches no node" in warned[0]

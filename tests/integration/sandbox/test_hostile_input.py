@@ -168,14 +168,19 @@ def read_to_close(sb: Sandbox, raw: bytes) -> bytes:
     "target",
     [f"{CONFIGMAPS}?labelSelector=a%3Db\x01", f"{CONFIGMAPS}\x7f", f"{CONFIGMAPS}\tx",
      "/api/v1/namespaces/kube-system/pods/p:1/proxy/usage?q=\x1f", "/healthz\x00",
-     f"{CONFIGMAPS}/c%zz", f"{CONFIGMAPS}/c%4?x=1", "/healthz%", "/api/v1/namespaces/kube-system/pods/p/proxy/%g1"],
+     f"{CONFIGMAPS}/c%zz", f"{CONFIGMAPS}/c%4?x=1", "/healthz%", "/api/v1/namespaces/kube-system/pods/p/proxy/%g1",
+     CONFIGMAPS[1:], "api/v1/namespaces/kube-system/pods/p/proxy/", ":x/api/v1/namespaces", "1http:/api",
+     f"http://[::1{CONFIGMAPS}", f"http://sandbox:6443x{CONFIGMAPS}", f"http://a{{b{CONFIGMAPS}"],
     ids=["query", "path-del", "path-tab", "pod-proxy", "nul", "bad-escape", "short-escape", "lone-percent",
-         "proxy-escape"],
+         "proxy-escape", "relative", "relative-proxy", "missing-scheme", "digit-first-scheme", "missing-bracket",
+         "bad-port", "bad-host"],
 )  # fmt: skip
 def test_an_unparsable_target_gets_gos_plain_400_before_any_handler(target: str) -> None:
-    # Go's readRequest: url.ParseRequestURI refuses a control byte anywhere, and a % without two hex
-    # digits in the path (setPath's unescape: EscapeError), so conn.serve writes its plain 400 and
-    # closes, before kube-apiserver's handler chain: no authentication (a 401 here), no Status body.
+    # Go's readRequest: url.ParseRequestURI refuses a control byte anywhere, a % without two hex
+    # digits in the path (setPath's unescape: EscapeError), a target that is neither "*", an absolute
+    # path nor a URL with a scheme ("invalid URI for request"), and a bad authority after "scheme://",
+    # so conn.serve writes its plain 400 and closes, before kube-apiserver's handler chain: no
+    # authentication (a 401 here), no Status body.
     with Sandbox(auth=True) as sb:
         raw = f"GET {target} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode("latin-1")
         assert read_to_close(sb, raw) == GO_BAD_REQUEST
@@ -197,6 +202,30 @@ def test_a_request_line_go_cuts_otherwise_still_gets_the_plain_400(line: str) ->
         assert read_to_close(sb, f"{line}\r\nHost: sandbox\r\n\r\n".encode()) == GO_BAD_REQUEST
         assert not sb.requests, "no handler saw it"
         assert exchange(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode())[0] == 401
+
+
+def test_targets_go_takes_without_a_leading_slash_are_routed_as_go_splits_them(sandbox: Sandbox) -> None:
+    # url.ParseRequestURI: an absolute-form target's path is what follows its authority; "scheme:x"
+    # with no "/" is an opaque URL (URL.Path empty) and "*" is the path "*": no route serves either.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+    status, answer, _ = exchange(sandbox, f"GET HTTP://sandbox:1{CONFIGMAPS}/c HTTP/1.1\r\nHost: s\r\n\r\n".encode())
+    assert (status, answer["metadata"]["name"]) == (200, "c")
+    assert sandbox.requests[-1].path == f"{CONFIGMAPS}/c"
+    for target in ("http:api/v1/namespaces", "mailto:x?y=1", "http://sandbox", "*"):
+        status, answer, _ = exchange(sandbox, f"GET {target} HTTP/1.1\r\nHost: s\r\n\r\n".encode())
+        assert (status, answer["message"]) == (404, "the server could not find the requested resource"), target
+
+
+def test_options_asterisk_is_gos_own_empty_200_before_any_handler() -> None:
+    # net/http serverHandler.ServeHTTP: "OPTIONS *" goes to globalOptionsHandler (Content-Length: 0),
+    # never to kube-apiserver's chain: no authentication, no Status, nothing in the request log.
+    with Sandbox(auth=True) as sb:
+        reply = read_to_close(sb, b"OPTIONS * HTTP/1.1\r\nHost: s\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ") and b"\r\nContent-Length: 0" in head and body == b""
+        assert b"Content-Type" not in head and not sb.requests
+        token = f"Authorization: Bearer {Sandbox.ADMIN_TOKEN}\r\n".encode()
+        assert exchange(sb, b"GET * HTTP/1.1\r\nHost: s\r\n" + token + b"\r\n")[0] == 404  # the chain's
 
 
 # --- the decoded path -----------------------------------------------------------------------------
@@ -226,6 +255,96 @@ def test_an_escaped_slash_splits_its_segment(sandbox: Sandbox) -> None:
     assert (status, answer["message"]) == (404, "the server could not find the requested resource")
     status, answer, _ = exchange(sandbox, request("GET", f"{CONFIGMAPS}/c%2F"))  # splitPath trims the "/"
     assert (status, answer["message"]) == (404, 'configmaps "c" not found')
+
+
+NOT_FOUND = "the server could not find the requested resource"
+
+
+@pytest.mark.parametrize("path", ["/api/v1//pods", "//api/v1/pods", "/apis//v1/deployments", "/apis/apps//deployments",
+                                  "/api/v1/namespaces/default//pods", "/api/v1/namespaces//nodes",
+                                  f"{PODS}/p1//status", "/api//v1/namespaces"])
+def test_an_empty_segment_where_routes_have_a_literal_matches_none(sandbox: Sandbox, path: str) -> None:
+    # go-restful's CurlyRouter compares a route's literal tokens ("api", "namespaces", a resource, a
+    # subresource) with the request's as they are, and tokenizePath trims only the trailing "/"s; Go
+    # keeps a leading "//" too (http.server turns it into "/"). No route matches: 404.
+    sandbox.load([{"kind": "Pod", "apiVersion": "v1", **POD, "metadata": {"name": "p1", "namespace": "default"}}])
+    status, answer, _ = exchange(sandbox, request("GET", path))
+    assert (status, answer["message"]) == (404, NOT_FOUND), path
+
+
+def test_an_empty_namespace_segment_is_every_namespace_for_a_collection_and_none_for_an_object(
+    sandbox: Sandbox,
+) -> None:
+    # A route's {namespace} matches "" (matchesRouteByPathTokens checks nothing of a parameter), so
+    # RequestInfo's namespace is empty: a list or watch reads every namespace (NamespaceKeyRootFunc),
+    # an object's key cannot be built (NamespaceKeyFunc: 400), a create's object loses its namespace
+    # (EnsureObjectNamespaceMatchesRequestNamespace) and fails validation, and a deletecollection lists
+    # everything, then fails to delete the first item under the empty namespace.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": ns}} for ns in ("default", "other")])
+    status, answer, _ = exchange(sandbox, request("GET", "/api/v1/namespaces//configmaps"))
+    assert status == 200 and [i["metadata"]["namespace"] for i in answer["items"]] == ["default", "other"]
+    for method, path in (("GET", "/api/v1/namespaces//configmaps/c"), ("DELETE", "/api/v1/namespaces//configmaps/c"),
+                         ("DELETE", "/api/v1/namespaces//configmaps"), ("GET", "/api/v1/namespaces//pods/p/proxy/x")):
+        status, answer, _ = exchange(sandbox, request(method, path))
+        assert (status, answer["message"]) == (400, "Namespace parameter required."), (method, path)
+    assert len(sandbox.objects("configmaps")) == 2
+    status, answer, _ = exchange(sandbox, request("DELETE", "/api/v1/namespaces//configmaps?labelSelector=none"))
+    assert (status, answer["items"]) == (200, [])  # nothing listed, nothing to delete
+    body = json.dumps({"metadata": {"name": "new", "namespace": "default"}}).encode()
+    status, answer, _ = exchange(sandbox, request("POST", "/api/v1/namespaces//configmaps", body))
+    assert (status, answer["message"]) == (422, 'ConfigMap "new" is invalid: metadata.namespace: Required value')
+    assert answer["details"]["causes"] == [{"reason": "FieldValueRequired", "message": "Required value",
+                                            "field": "metadata.namespace"}]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", [f"{PODS}//status", "/api/v1/nodes//status", "/api/v1/namespaces//status",
+                                  f"{PODS}//proxy/x", "/api/v1/namespaces//pods//status"])
+def test_an_empty_name_segment_is_a_400_name_must_be_provided(sandbox: Sandbox, path: str) -> None:
+    # The handlers read the name from RequestInfo and refuse an empty one first (namer.go errEmptyName).
+    status, answer, _ = exchange(sandbox, request("GET", path))
+    assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", "name must be provided")
+
+
+LABEL_RULE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+              "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+              "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")  # fmt: skip
+
+
+@pytest.mark.parametrize(("namespace", "causes"), [
+    ("Foo_Bar", [f'"Foo_Bar": {LABEL_RULE}']),
+    ("a.b", ['"a.b": must not contain dots']),
+    ("x" * 64, [f'"{"x" * 64}": must be no more than 63 characters']),
+    ("-" * 64, [f'"{"-" * 64}": must be no more than 63 characters', f'"{"-" * 64}": {LABEL_RULE}']),
+    ("n%0A", [f'"n\\n": {LABEL_RULE}']),
+], ids=["underscore", "dots", "too-long", "too-long-and-off-pattern", "newline"])
+def test_a_write_in_a_namespace_that_is_no_dns_label_fails_validation_and_reads_find_nothing(
+    sandbox: Sandbox, namespace: str, causes: list[str]
+) -> None:
+    # No layer checks a path's namespace; ValidateObjectMeta checks the object's, which the path set
+    # (ValidateNamespaceName: IsDNS1123Label), so a create is a 422, while a list finds nothing and a
+    # get finds no object.
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    body = json.dumps({"metadata": {"name": "c"}}).encode()
+    status, answer, _ = exchange(sandbox, request("POST", path, body))
+    assert status == 422, answer
+    assert [c["field"] + ": " + c["message"] for c in answer["details"]["causes"]] == [
+        "metadata.namespace: Invalid value: " + cause for cause in causes]
+    assert sandbox.objects("configmaps") == []
+    status, answer, _ = exchange(sandbox, request("GET", path))
+    assert (status, answer["items"]) == (200, [])
+    status, answer, _ = exchange(sandbox, request("GET", path + "/c"))
+    assert (status, answer["message"]) == (404, 'configmaps "c" not found')
+
+
+def test_a_path_nothing_serves_is_a_401_to_a_stranger_and_a_404_to_a_known_caller() -> None:
+    # DefaultBuildHandlerChain (k8s.io/apiserver/pkg/server/config.go) wraps the router in
+    # WithAuthentication: a stranger learns nothing of the routes. Only a bad timeout comes first.
+    with Sandbox(auth=True) as sb:
+        token = {"Authorization": f"Bearer {Sandbox.ADMIN_TOKEN}"}
+        for path in ("/api/v1/nosuchthings", "/api/v1//pods", "/nope", "*"):
+            assert exchange(sb, request("GET", path))[0] == 401, path
+            assert exchange(sb, request("GET", path, headers=token))[0] == 404, path
+        assert exchange(sb, request("GET", "/nope?timeout=abc"))[0] == 400
 
 
 def test_authorization_sees_the_decoded_path() -> None:
@@ -282,10 +401,12 @@ def test_a_yaml_scalar_without_a_json_value_is_a_one_line_400(sandbox: Sandbox, 
                               "watch-rv-superscript", "watch-rv-5000-digits", "watch-rv-negative",
                               "watch-timeout-nan", "watch-timeout-infinite", "watch-timeout-5000-digits"])
 def test_a_list_or_watch_number_that_is_no_integer_is_a_one_line_400(sandbox: Sandbox, query: str) -> None:
-    # str.isdigit accepts '²' (int() does not) and int() refuses 5,000 digits: both were a 500.
+    # str.isdigit accepts '²' (int() does not) and int() refuses 5,000 digits: both were a 500. (A
+    # resourceVersion's error quotes it twice, whole, as Go's strconv.NumError and field.Invalid do.)
     status, answer, _ = exchange(sandbox, request("GET", f"{CONFIGMAPS}?{query}"))
     assert (status, answer["reason"]) == (400, "BadRequest"), answer
-    assert "Invalid value" in answer["message"] and len(answer["message"]) < 200, answer
+    message = answer["message"]
+    assert "Invalid value" in message and "\n" not in message and len(message) < 200 + 2 * len(query), answer
     assert not [r for r in sandbox.requests if r.status >= 500]
 
 

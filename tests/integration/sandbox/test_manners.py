@@ -147,7 +147,8 @@ def test_only_a_live_loopback_server_counts_as_in_use(kubeconfig: Path, sandbox:
     remote = tmp_path / "remote"
     remote.write_text(kubeconfig.read_text().replace("127.0.0.1", "192.0.2.1"))  # never probed
     assert served_elsewhere(remote) is None
-    for junk in (b"\xff\xfe", b"clusters: 5", b"[[[[", b"clusters: [{cluster: {server: 'http://[::1'}}]"):
+    for junk in (b"\xff\xfe", b"clusters: 5", b"[[[[", b"clusters: [{cluster: {server: 'http://[::1'}}]",
+                 b"clusters: !!int", b"clusters: !!bool x", b"clusters: !!timestamp 2024-13-01"):
         (tmp_path / "junk").write_bytes(junk)
         assert served_elsewhere(tmp_path / "junk") is None
     assert served_elsewhere(tmp_path / "absent") is None

@@ -173,3 +173,47 @@ def test_the_path_goes_to_the_pod_decoded_cleaned_and_escaped_anew(sandbox: Sand
     assert standin.paths[-1] == "/usage"
     status, _, body = _call(sandbox, "GET", f"{BASE}%3A{protocol.USAGE_PORT}/proxy/us%61ge")  # name:port decoded too
     assert (status, body, standin.paths[-1]) == (200, b'{"hello": "usage"}', "/usage")
+
+
+def _head(sandbox: Sandbox, method: str, target: bytes) -> tuple[bytes, dict[str, str], bytes]:
+    """Send one raw request; the status line, the headers (lower-case names) and the body."""
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
+        connection.sendall(method.encode() + b" " + target + b" HTTP/1.1\r\nHost: sandbox\r\nConnection: close\r\n\r\n")
+        reply = b""
+        while chunk := connection.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+    return status.encode(), headers, body
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_the_bare_proxy_path_is_redirected_to_its_slash_without_reaching_the_pod(
+    sandbox: Sandbox, standin: StandIn, method: str
+) -> None:
+    # upgradeaware.go proxyRedirectsforRootPath: an empty location path on a GET or HEAD is a 301 to
+    # req.URL.Path (decoded) + "/" + "?" + the raw query, with no body and so no content type; the pod
+    # is never dialled.
+    reached = len(standin.paths)
+    target = f"{BASE}:{protocol.USAGE_PORT}/prox%79?b=2&a=%zz".encode() + b"&c=\xc2\xb5"
+    status, headers, body = _head(sandbox, method, target)
+    assert status == b"HTTP/1.1 301 Moved Permanently" and body == b""
+    assert headers["location"].encode("latin-1") == f"{BASE}:{protocol.USAGE_PORT}/proxy/?b=2&a=%zz&c=".encode() + (
+        b"\xc2\xb5")
+    assert headers["content-length"] == "0" and "content-type" not in headers
+    assert len(standin.paths) == reached
+    assert sandbox.requests[-1].status == 301 and sandbox.requests[-1].subresource == "proxy"
+    # The address is checked first (ResourceLocation, in ProxyREST.Connect); with the slash it is relayed.
+    code, _, answer = _call(sandbox, method, "/api/v1/namespaces/kube-system/pods/no-ip/proxy")
+    assert code == 400 and (method == "HEAD" or json.loads(answer)["message"] == "address not allowed")
+    status, _, _ = _head(sandbox, method, f"{BASE}:{protocol.USAGE_PORT}/proxy/".encode())
+    if method == "GET":
+        assert status.startswith(b"HTTP/1.1 404 ") and standin.paths[-1] == "/"  # the stand-in's own 404
+    else:
+        assert status.startswith(b"HTTP/1.1 501 ")  # the stand-in serves no HEAD: http.server's 501, relayed
+
+
+def test_other_methods_on_the_bare_proxy_path_are_relayed_to_the_root(sandbox: Sandbox, standin: StandIn) -> None:
+    status, _, _ = _call(sandbox, "POST", f"{BASE}:{protocol.USAGE_PORT}/proxy", body=b"{}")
+    assert status == 501  # relayed: the stand-in answers POST with 501

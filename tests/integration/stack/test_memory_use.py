@@ -52,6 +52,8 @@ def test_hard_enforcement_holds_the_pod_to_its_share(stack_cluster: Callable[...
     cluster.wait(lambda: "waiting" in container_state(cluster, "greedy"), "greedy to crash on out-of-memory")
     assert container_state(cluster, "greedy")["waiting"]["reason"] == "CrashLoopBackOff"
     assert "out of memory" in container_state(cluster, "greedy")["waiting"]["message"]
+    events = [e for e in cluster.sandbox.objects("events") if e["involvedObject"].get("name") == "greedy"]
+    assert ("BackOff", "Warning", "kubelet") in [(e["reason"], e["type"], e["source"]["component"]) for e in events]
     cluster.wait_running(["modest"])
     cluster.wait(lambda: pods_used(cluster).get("modest") == (3 * GIB, 4 * GIB), "modest's use within its limit")
     assert pods_used(cluster)["greedy"] == (0, 2 * GIB)

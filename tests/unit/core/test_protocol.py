@@ -311,3 +311,51 @@ def test_shown_text_is_printable_with_the_apis_longest_name_for_each_name(names:
     assert protocol.shown_text("a" * 253, names) == "a" * 253
     assert protocol.shown_text("a" * (room + 1), names) == "a" * (room - 1) + "…", "a cut one says so"
     assert protocol.shown_text("\x1b[2J" + "b" * 10**6, names) == ("[2J" + "b" * 10**6)[: room - 2] + "…"
+
+
+@pytest.mark.parametrize(
+    ("error", "limit", "expected"),
+    [
+        (ValueError("bad quantity\n  at line 2"), 200, "bad quantity"),
+        (ValueError("x" * 500), 120, "x" * 120),
+        (ValueError(""), 200, "ValueError"),
+        (KeyError(), 200, "KeyError"),
+        (ValueError("\n"), 200, "ValueError"),
+        (ValueError(" \t \u2028 "), 200, "ValueError"),
+        (ValueError("\n  in <file>, line 3\nmore"), 200, "in <file>, line 3"),
+        (ValueError("first  \r\nsecond"), 200, "first"),
+        (RecursionError("maximum recursion depth exceeded"), 200, "nested too deeply"),
+        (RecursionError("maximum recursion depth exceeded"), 6, "nested"),
+        (TypeError(""), 4, "Type"),
+    ],
+    ids=repr,
+)
+def test_error_reason_is_the_first_line_that_says_something(error: BaseException, limit: int, expected: str) -> None:
+    """An empty, blank or newline-first message neither raises IndexError nor quotes nothing."""
+    assert protocol.error_reason(error, limit) == expected
+
+
+def test_error_reason_quotes_a_decoders_own_first_line() -> None:
+    """msgspec's and PyYAML's messages: the first line as they write it; YAML's context lines left out."""
+    import msgspec
+    import yaml
+
+    with pytest.raises(msgspec.ValidationError) as invalid:
+        msgspec.json.decode(b'{"a": "x"}', type=dict[str, int])
+    assert protocol.error_reason(invalid.value) == "Expected `int`, got `str` - at `$[...]`"
+    with pytest.raises(yaml.YAMLError) as unparsed:
+        yaml.safe_load("a: [b")
+    assert protocol.error_reason(unparsed.value) == "while parsing a flow sequence"
+    with pytest.raises(RecursionError) as deep:
+        msgspec.json.decode(b"[" * 100_000)
+    assert protocol.error_reason(deep.value) == "nested too deeply"
+
+
+@settings(max_examples=300)
+@given(st.text(), st.integers(1, 300))
+def test_error_reason_is_one_bounded_line_and_keeps_a_plain_first_line(message: str, limit: int) -> None:
+    reason = protocol.error_reason(ValueError(message), limit)
+    assert reason and len(reason) <= limit and len(reason.splitlines()) == 1 and reason == reason.strip()
+    first = message.splitlines()[0] if message else ""
+    if first and first == first.strip():
+        assert reason == first[:limit].rstrip(), "the old `str(exc).splitlines()[0][:N]` for a plain first line"

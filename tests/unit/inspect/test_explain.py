@@ -78,12 +78,13 @@ def test_an_unhealthy_gpu_with_room_is_named(tmp_path: Path, cli_runner: CliRunn
 def test_node_affinity_requirements_use_the_shared_selector_rules(
     operator: str, values: list[str], holds: bool
 ) -> None:
-    from kubectl_gpushare.inspect.explain import _requirement_holds
-    from kubectl_gpushare.kube.types import NodeSelectorRequirement
+    from kubectl_gpushare.kube.types import NodeSelectorRequirement, NodeSelectorTerm
+    from kubectl_gpushare.node_affinity import compile_selector
 
     key = "rank" if operator in ("Gt", "Lt") else "pool"
     requirement = NodeSelectorRequirement(key=key, operator=operator, values=tuple(values))
-    assert _requirement_holds(requirement, {"pool": "b", "rank": "7"}) is holds
+    term = NodeSelectorTerm(match_expressions=(requirement,))
+    assert compile_selector([term], lazy=True).matches({"pool": "b", "rank": "7"}, "n") is holds
 
 
 def _explain_items(
@@ -189,3 +190,25 @@ def test_text_cuts_each_name_to_the_apis_longest_and_events_to_a_sentence() -> N
     room = protocol.MAX_SHOWN_NAME * protocol.SENTENCE_NAMES
     assert lines[6] == "  " + f"0/1 nodes are available: [2J {huge}"[: room - 1] + "…", "ESC a space, cut, marked"
     assert len(lines) == 7 and answer.nodes[0].name == huge
+
+
+def test_an_affinity_compiled_once_judges_each_node_as_compiled_per_node() -> None:
+    """`required_affinity` is the lazy selector `excluded` would compile for each node (explain compiles it once)."""
+    import msgspec
+
+    from kubectl_gpushare.inspect.explain import excluded, required_affinity
+    from kubectl_gpushare.kube.types import Node, Pod, PodPlacement
+
+    terms = [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
+             {"matchExpressions": [{"key": "pool", "operator": "Bogus", "values": ["b"]}]},
+             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n3"]}]}]
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    placement = msgspec.convert({"spec": {"affinity": {"nodeAffinity": required}}}, PodPlacement)
+    affinity = required_affinity(placement)
+    assert affinity is not None and required_affinity(None) is None and required_affinity(PodPlacement()) is None
+    verdicts = []
+    for name, pool in (("n1", "a"), ("n2", "b"), ("n3", "c")):
+        node = msgspec.convert({"metadata": {"name": name, "labels": {"pool": pool}}}, Node)
+        verdicts.append(excluded(Pod(), node, placement, affinity))
+        assert verdicts[-1] == excluded(Pod(), node, placement)
+    assert [v is None for v in verdicts] == [True, False, True]

@@ -192,8 +192,10 @@ def test_malformed_files_are_config_errors(tmp_path: Path, content: str, message
         (b"- " * 5_000 + b"x\n", r"not valid YAML \(nested too deeply\)"),
         (b"current-context: " + b"9" * 5_000 + b"\n", r"not valid YAML \(a value out of range\)"),
         (b"current-context: 2026-13-45\n", r"not valid YAML \(a value out of range\)"),
+        (b"current-context: !!bool x\n", r"not valid YAML \(a value out of range\)"),  # PyYAML: KeyError
+        (b"current-context: !!int\n", r"not valid YAML \(a value out of range\)"),  # PyYAML: IndexError
     ],
-    ids=["not-utf-8", "deep-flow", "deep-block", "5000-digits", "no-such-date"],
+    ids=["not-utf-8", "deep-flow", "deep-block", "5000-digits", "no-such-date", "not-a-bool", "empty-int"],
 )
 def test_hostile_files_are_one_line_config_errors(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "cfg"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from costly_cel import NESTED_BIND
@@ -347,3 +347,108 @@ def test_a_pools_generation_counts_per_node_as_gather_pools_reads_it() -> None:
     assert isinstance(run("n1", [claim()], complete), tuple)
     with pytest.raises(alloc.AllocationError, match="being updated"):
         run("n1", [claim(None, mode="All")], complete[:1])
+
+
+def selector_slice(pool: str, term: dict[str, Any], *devices: dict[str, Any], generation: int = 1, count: int = 1,
+                   name: str = "") -> dra.ResourceSlice:
+    """A slice of devices the nodes its one-term ``nodeSelector`` matches can use (network-attached GPUs)."""
+    return dra.decode_slice({"metadata": {"name": name or f"{pool}-{generation}"},
+                             "spec": {"driver": DRIVER, "nodeSelector": {"nodeSelectorTerms": [term]},
+                                      "devices": list(devices),
+                                      "pool": {"name": pool, "generation": generation, "resourceSliceCount": count}}})
+
+
+RACK_A: Final = {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["a"]}]}
+LABELS: Final = {"n1": {"rack": "a"}, "n2": {"rack": "b"}}
+
+
+def test_a_node_selector_slice_is_allocated_on_the_nodes_it_matches() -> None:
+    """pools_incubating.go GatherPools/NodeMatches: the slice is the node's when its selector matches the
+    node's labels; allocator_incubating.go createNodeSelector: the claim gets the slice's requirements."""
+    slices = [selector_slice("fabric", RACK_A, gpu(0))]
+    inventory = alloc.Inventory(slices, CLASSES, labels=LABELS)
+    got = alloc.allocate("n1", [claim("4Gi")], inventory, share_ids())
+    assert isinstance(got, tuple) and got[0].results[0].pool == "fabric" and not got[0].node_name
+    assert alloc.encode_allocation(got[0])["nodeSelector"] == {"nodeSelectorTerms": [RACK_A]}
+    assert alloc.allocate("n2", [claim("4Gi")], inventory, share_ids()) == alloc.REASON_CANNOT_ALLOCATE
+    assert alloc.allocate("n3", [claim("4Gi")], inventory, share_ids()) == alloc.REASON_CANNOT_ALLOCATE, (
+        "a node whose labels are not known matches no label requirement")
+    placed = alloc.place(["n2", "n1"], [claim("4Gi")], inventory, share_ids())
+    assert placed.node == "n1" and placed.reasons == {"n2": alloc.REASON_CANNOT_ALLOCATE}
+
+
+def test_a_claim_allocated_from_a_selector_slice_is_usable_where_the_selector_matches() -> None:
+    """dynamicresources.go Filter: an allocated claim's node selector must match the node (REASON_NOT_ON_NODE)."""
+    slices = [selector_slice("fabric", RACK_A, gpu(0))]
+    inventory = alloc.Inventory(slices, CLASSES, labels={**LABELS, "n3": {"rack": "a"}})
+    got = alloc.allocate("n1", [claim("4Gi", name="held")], inventory, share_ids())
+    assert isinstance(got, tuple)
+    body = {"metadata": {"name": "held", "namespace": "ns"}, "status": {"allocation": alloc.encode_allocation(got[0])}}
+    held = dra.decode_claim(body)
+    assert held.allocation is not None and held.allocation.selector is not None and not held.problems
+    placed = alloc.place(["n2", "n3"], [held], inventory)
+    assert placed.node == "n3" and placed.reasons == {"n2": alloc.REASON_NOT_ON_NODE}
+    assert alloc.available_on(held, "n1", LABELS["n1"]) and not alloc.available_on(held, "n2", LABELS["n2"])
+
+
+def test_requirements_of_several_selector_slices_merge_into_one_term_each_once() -> None:
+    """createNodeSelector + addNewNodeSelectorRequirements: fields then expressions, no repeats
+    (same key, operator and set of values); a node-local device pins the claim to the node instead."""
+    gpu_type = {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["a"]},
+                                     {"key": "gen", "operator": "Gt", "values": ["3"]}],
+                "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}
+    slices = [selector_slice("p1", RACK_A, gpu(0, shared=False)), selector_slice("p2", gpu_type, gpu(0, shared=False))]
+    inventory = alloc.Inventory(slices, CLASSES, labels={"n1": {"rack": "a", "gen": "4"}})
+    got = alloc.allocate("n1", [claim(None, count=2)], inventory, share_ids())
+    assert isinstance(got, tuple)
+    assert alloc.encode_allocation(got[0])["nodeSelector"] == {"nodeSelectorTerms": [{
+        "matchExpressions": [{"key": "rack", "operator": "In", "values": ["a"]},
+                             {"key": "gen", "operator": "Gt", "values": ["3"]}],
+        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]}
+    mixed = alloc.Inventory([*slices[:1], node_slice("n1", gpu(0, shared=False))], CLASSES, labels=inventory.labels)
+    pinned = alloc.allocate("n1", [claim(None, count=2)], mixed, share_ids())
+    assert isinstance(pinned, tuple) and pinned[0].node_name == "n1"
+
+
+def test_a_selector_slice_gives_only_the_nodes_it_matches_its_devices() -> None:
+    """GatherPools keeps the slices relevant for the node; when they are fewer than resourceSliceCount
+    the whole pool is counted (checkSlicesInPool) to judge it complete, but only the node's are used."""
+    rack_b = {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["b"]}]}
+    split = [selector_slice("fabric", RACK_A, gpu(0), count=2, name="a"),
+             selector_slice("fabric", rack_b, gpu(1), count=2, name="b")]
+    inventory = alloc.Inventory(split, CLASSES, labels=LABELS)
+    for node, device in (("n1", "gpu-0"), ("n2", "gpu-1")):
+        got = alloc.allocate(node, [claim(None, mode="All")], inventory, share_ids())
+        assert isinstance(got, tuple) and [r.device for r in got[0].results] == [device], node
+    updating = alloc.Inventory([*split, selector_slice("fabric", rack_b, gpu(2), count=2, name="c")], CLASSES,
+                               labels=LABELS)
+    with pytest.raises(alloc.AllocationError, match="being updated"):
+        alloc.allocate("n1", [claim(None, mode="All")], updating, share_ids())
+
+
+@pytest.mark.parametrize(("term", "why"), [
+    ({"matchExpressions": [{"key": "rack", "operator": "Near", "values": ["a"]}]}, "unknown operator 'Near'"),
+    ({"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["three"]}]}, "Gt needs one integer value"),
+    ({"matchExpressions": [{"key": "rack", "operator": "In", "values": []}]}, "In needs values"),
+    ({"matchFields": [{"key": "metadata.name", "operator": "Exists"}]}, "is not In or NotIn"),
+    ({"matchExpressions": [{"key": f"k{i}", "operator": "Exists"} for i in range(5000)]}, "more than 1024"),
+], ids=["unknown-operator", "gt-not-integer", "in-without-values", "field-exists", "thousands"])
+def test_a_hostile_slice_selector_is_one_problem_and_matches_no_node(term: dict[str, Any], why: str) -> None:
+    bad = selector_slice("fabric", term, gpu(0))
+    assert len(bad.problems) == 1 and why in bad.problems[0] and "matches no node" in bad.problems[0]
+    inventory = alloc.Inventory([bad, node_slice("n1", gpu(0))], CLASSES, labels={"n1": {"rack": "a", "gen": "4"}})
+    got = alloc.allocate("n1", [claim()], inventory, share_ids())
+    assert isinstance(got, tuple) and got[0].results[0].pool == "n1", "the other slices are still allocated from"
+
+
+def test_a_slice_selector_must_have_exactly_one_term() -> None:
+    """resource/v1 types.go ResourceSliceSpec.NodeSelector: "Must use exactly one term"."""
+    two = dra.decode_slice({"metadata": {"name": "two"}, "spec": {
+        "driver": DRIVER, "nodeSelector": {"nodeSelectorTerms": [RACK_A, RACK_A]}, "devices": [gpu(0)],
+        "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}}})
+    assert "2 terms: must have exactly one node selector term" in two.problems[0]
+    assert not two.allocatable_on("n1", {"rack": "a"})
+    with pytest.raises(dra.InvalidObjectError):
+        dra.decode_slice({"metadata": {"name": "deep"}, "spec": {
+            "driver": DRIVER, "nodeSelector": {"nodeSelectorTerms": [[[[["x"]]]]]}, "devices": [],
+            "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}}})

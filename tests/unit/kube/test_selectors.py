@@ -68,6 +68,8 @@ def test_label_selector_prefixed_keys() -> None:
         "Bad_Prefix/x=y",
         "app=" + "v" * 64,
         "rank>" + "9" * 40,
+        "rank>-5",  # labels.NewRequirement: a bound is a label value too, which cannot start with "-"
+        "/rank",  # validation.IsQualifiedName: a prefix, when "/" is written, is not empty
         "rank>\u0663",
         "a=(1",
         "!",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import pytest
@@ -241,34 +241,105 @@ def test_which_generation_counts_is_judged_per_node(driver: str) -> None:
     assert objects.unusable_on == {(driver, "p"): ("n1",)}, "only n1 sees generation 2, which lacks a slice"
 
 
+RACKS: Final = {"n1": {"rack": "a"}, "n2": {"rack": "b"}, "n3": {"rack": "a"}, "n4": {"rack": "b"}}
+"""The nodes read by the property test below: n4 has no slice of its own, so only a selector gives it the pool."""
+
+
 @pytest.mark.parametrize("seed", range(100))
 def test_the_views_and_the_allocator_judge_each_nodes_pool_alike(seed: int) -> None:
-    """One rule (`dra_objects.PoolGenerations.judge`): for every node with slices of a pool, the views keep
-    its slices and call the pool unusable there exactly when the sandbox's allocator gathers them so, and
-    the allocator gathers the same from the slices the views keep (explain allocates from those)."""
+    """One rule (`dra_objects.PoolGenerations.judge`, `node_affinity`): for every node, the views keep its
+    slices and call the pool unusable there exactly when the sandbox's allocator gathers them so, and the
+    allocator gathers the same from the slices the views keep (explain allocates from those). Slices on no
+    one node are for all nodes or select a rack by a node selector."""
     rng = random.Random(seed)
     wires: list[dra_objects.WireResourceSlice] = []
     for i in range(rng.randint(1, 7)):
-        node = rng.choice(["n1", "n2", "n3", ""])
+        node = rng.choice(["n1", "n2", "n3", "", "rack"])
         devices = [device(rng.randint(0, 2) if rng.random() < 0.5 else rng.randint(3, 99))]
         wire = pool_slice(node or "x", devices, f"s{i}", rng.randint(1, 4), rng.randint(1, 3), pool="p")
-        if not node:
+        if node == "rack":
+            selector = {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "rack", "operator": "In", "values": [rng.choice("ab")]}]}]}
+            wire = msgspec.structs.replace(wire, spec=msgspec.structs.replace(
+                wire.spec, node_name=None, node_selector=msgspec.convert(selector, dra_objects.WireNodeSelector)))
+        elif not node:
             wire = msgspec.structs.replace(wire, spec=msgspec.structs.replace(wire.spec, node_name=None,
                                                                               all_nodes=True))
         wires.append(wire)
-    objects = dra.read(wires, [], None)
+    objects = dra.read(wires, [], None, labels=RACKS)
     checked = [dra_objects.read_slice(wire) for wire in wires]
-    inventory = dra_allocation.Inventory(checked, {})
-    for node in sorted({s.node_name for s in checked if s.node_name}):
-        pools = dra_allocation.gather_pools(node, inventory.on_node(node), inventory.generations)
+    inventory = dra_allocation.Inventory(checked, {}, labels=RACKS)
+    judged = {s.node_name for s in checked if s.node_name} | {  # a node seeing only allNodes slices is judged as ""
+        node for node in RACKS if any(s.node_selector and s.allocatable_on(node, RACKS[node]) for s in checked)}
+    for node in sorted(judged):
+        pools = dra_allocation.gather_pools(node, inventory.on_node(node), inventory.generations, RACKS[node])
         own = [s.name for s in pools[0].slices if s.node_name == node] if pools else []
         assert sorted(own) == sorted(s.name for s in objects.slices if s.node_name == node), (seed, node)
         unusable = bool(pools) and (pools[0].incomplete or bool(pools[0].invalid))
         assert objects.unusable_at(OURS, "p", node) == unusable, (seed, node)
-        kept = dra_allocation.Inventory(objects.slices, {})  # what explain allocates from
-        again = dra_allocation.gather_pools(node, kept.on_node(node), kept.generations)
+        kept = dra_allocation.Inventory(objects.slices, {}, labels=RACKS)  # what explain allocates from
+        if any(s.node_name == node and s not in objects.slices for s in checked) and any(
+                s.node_selector and s in objects.slices for s in checked):
+            continue  # the node's obsolete own slices are dropped; a selector slice another node uses stays
+        again = dra_allocation.gather_pools(node, kept.on_node(node), kept.generations, RACKS[node])
         assert [(p.slices, p.incomplete, p.invalid) for p in again] == [
             (p.slices, p.incomplete, p.invalid) for p in pools], (seed, node)
+
+
+@pytest.mark.parametrize("driver", [OURS, NVIDIA])
+def test_a_node_selector_slice_counts_toward_its_pool_only_on_the_nodes_it_matches(driver: str) -> None:
+    """GatherPools/NodeMatches: a node sees a nodeSelector slice when the selector matches its labels (the
+    allocator's rule, `node_affinity`); its devices are not one node's, so they are not shown."""
+    def rack(name: str, value: str, count: int) -> dra_objects.WireResourceSlice:
+        wire = pool_slice("x", [device(1)], name, count, driver=driver, pool="p")
+        selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": [value]}]}]}
+        return msgspec.structs.replace(wire, spec=msgspec.structs.replace(
+            wire.spec, node_name=None, node_selector=msgspec.convert(selector, dra_objects.WireNodeSelector)))
+
+    slices = [pooled("n1", "p", 2, driver), pooled("n2", "p", 2, driver), rack("rack-a", "a", 2)]
+    objects = dra.read(slices, [], None, labels=RACKS)
+    assert objects.unusable_on == {(driver, "p"): ("n2", "n3")}, "n1 (rack a) sees 2 of 2; n2 1 and n3 (rack a) 1, of 3"
+    assert "is incomplete" in objects.unusable[(driver, "p")]
+    alone = dra.read([rack("rack-a", "a", 1)], [], None, labels=RACKS)
+    assert alone.unusable == {} and len(alone.slices or alone.nvidia) == 1
+    nobody = dra.read([rack("rack-c", "c", 1)], [], None, labels=RACKS)
+    assert not (nobody.slices or nobody.nvidia), "a slice no node read sees is used by no node"
+
+
+def test_a_hostile_node_selector_is_one_warning_and_matches_no_node() -> None:
+    hostile = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "Gt", "values": ["a"]}]}]}
+    wire = pool_slice("x", [device(0)], "bad", pool="p")
+    wire = msgspec.structs.replace(wire, spec=msgspec.structs.replace(
+        wire.spec, node_name=None, node_selector=msgspec.convert(hostile, dra_objects.WireNodeSelector)))
+    warnings = Warnings()
+    objects = dra.read([wire, pooled("n1", "p", 1, OURS)], [], warnings, labels=RACKS)
+    assert [w for w in warnings if "bad" in w] == [
+        "ResourceSlice bad: spec.nodeSelector cannot be used (term 0: rack: Gt needs one integer value); "
+        "it matches no node"]
+    assert [s.name for s in objects.slices] == ["n1-p"] and objects.unusable == {}
+
+
+def test_a_claim_on_a_device_of_no_one_node_is_not_counted_on_a_gpu_of_the_same_name() -> None:
+    """A claim pinned to n1 by its node-local device also holds gpu-1 of a rack slice: that gpu-1 is not n1's
+    (`shared_pools`), for our driver as for NVIDIA's."""
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["a"]}]}]}
+    fabric = pool_slice("x", [device(1)], "fabric", pool="fabric")
+    fabric = msgspec.structs.replace(fabric, spec=msgspec.structs.replace(
+        fabric.spec, node_name=None, node_selector=msgspec.convert(selector, dra_objects.WireNodeSelector)))
+    held = claim("a", [result("n1", "gpu-0"), result("fabric", "gpu-1", "8Gi")], ["a"], node="n1")
+    warnings = Warnings()
+    objects = dra.read([slice_("n1", [device(0), device(1)]), fabric], [held], warnings, labels=RACKS)
+    nodes = dra.our_nodes(objects, warnings)
+    records = dra.with_gpus([NodeRecord(name) for name in nodes], nodes)
+    ledger = Ledger.build(records, dra.claim_records(objects, dra.units(records, nodes), {"uid-a": "Running"}))
+    assert used(ledger, "n1") == {0: (4, 16), 1: (0, 16)}
+    nv_fabric = msgspec.structs.replace(fabric, spec=msgspec.structs.replace(fabric.spec, driver=NVIDIA))
+    nv_held = claim("a", [result("n1", "gpu-0", None, driver=NVIDIA), result("fabric", "gpu-1", None, driver=NVIDIA)],
+                    ["a"], node="n1")
+    objects = dra.read([slice_("n1", [device(0, "80Gi", ""), device(1, "80Gi", "")], driver=NVIDIA), nv_fabric],
+                       [nv_held], Warnings(), labels=RACKS)
+    nodes_nv = dra.nvidia_nodes(objects, {}, None)
+    assert [(c.gpu, c.amount) for c in dra.nvidia_claims(objects, nodes_nv, {})["n1"]] == [(0, 81920)]
 
 
 def test_an_unusable_pool_names_the_nodes_where_it_fails_and_is_unhealthy_only_there() -> None:

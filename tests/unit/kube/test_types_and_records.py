@@ -247,6 +247,20 @@ def test_node_record_table(
     assert bool(warnings) is warned
 
 
+
+def test_node_record_names_the_field_and_resource_of_each_bad_quantity() -> None:
+    mem, count = protocol.RESOURCE_MEM, protocol.RESOURCE_COUNT
+    too_many = str(protocol.MAX_GPUS_PER_NODE + 1)
+    status = {"allocatable": {mem: "lots", count: "2"}, "capacity": {mem: "16", count: too_many}}
+    node = types.NODE_DECODER.decode(json.dumps({"metadata": {"name": "n1"}, "status": status}).encode())
+    warnings = records.Warnings()
+    rec = records.node_record(node, warnings=warnings)
+    assert (rec.alloc_mem, rec.alloc_count, rec.cap_mem, rec.cap_count) == (0, 2, 16, 0)
+    assert warnings.messages == [
+        f"node n1 allocatable {mem}: invalid quantity 'lots', counted as 0",
+        f"node n1 capacity {count}: quantity '{too_many}' is outside [0, {protocol.MAX_GPUS_PER_NODE}], counted as 0",
+    ]
+
 def test_unhealthy_configmap_helpers() -> None:
     cm = types.CONFIGMAP_DECODER.decode(
         b'{"metadata":{"name":"unhealthy-gpu-n1","namespace":"kube-system"},"data":{"gpus":"0, 2,x"}}'

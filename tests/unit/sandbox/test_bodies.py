@@ -41,9 +41,9 @@ def test_a_json_strings_invalid_utf8_is_u_fffd_a_byte_as_go_reads_it() -> None:
     "data",
     [b"a: &x 1\nb: *x\n", b"a: \xff\n", b"[" * 100_000, b"? [a, b]\n: c\n", b"a: !!python/object:os.system x\n",
      b"a: " + b"9" * 5000 + b"\n", b"a: 2024-02-30\n", b"a: .inf\n", b"a: [1, -.Inf]\n", b"a: {b: .NaN}\n",
-     b"a: 1.0e+400\n"],
+     b"a: 1.0e+400\n", b"a: !!bool x\n", b"a: !!int\n", b"a: [!!float ]\n"],
     ids=["alias", "utf8", "deep", "complex-key", "python-tag", "5000-digit-int", "no-such-date", "inf", "minus-inf",
-         "nan", "overflowing-float"],
+         "nan", "overflowing-float", "not-a-bool", "empty-int", "empty-float"],
 )
 def test_bad_yaml_is_a_one_line_body_error(data: bytes) -> None:
     with pytest.raises(BodyError) as caught:

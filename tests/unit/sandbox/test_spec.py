@@ -90,6 +90,11 @@ objects:
         ("nodes: [{name: a, gpus: 1, gpuMemory: 8}]\npods: [{name: p, node: a, gpu: 3}]", "no GPU 3"),
         ("nodes: {name: a}", "Expected `array`"),
         ("nodes: [", "not valid YAML"),
+        ("nodes: !!int", "not valid YAML: tag:yaml.org,2002:int value '' is not valid"),
+        ("nodes: [{name: a, gpus: !!bool x}]", "not valid YAML: tag:yaml.org,2002:bool value 'x' is not valid"),
+        ("nodes: !!timestamp 2024-13-01", "not valid YAML: month must be in 1..12"),
+        ("nodes: " + "[" * 20_000, "not valid YAML: nested too deeply"),
+        ("nodes: [{}]\n\x00", "not valid YAML: unacceptable character #x0000: special characters are not allowed"),
         ("objects: [{kind: Pod}]", "metadata.name"),
     ],
 )
@@ -103,3 +108,11 @@ def test_bad_spec_gives_one_line_error(text: str, fragment: str) -> None:
 def test_missing_spec_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="No such file"):
         load_spec(tmp_path / "absent.yaml")
+
+
+def test_a_spec_file_that_is_not_utf8_is_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"nodes: [{name: caf\xe9}]\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert str(caught.value) == f"{path}: not UTF-8 text"

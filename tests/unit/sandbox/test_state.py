@@ -54,6 +54,32 @@ def test_anything_else_is_refused_on_load(tmp_path: Path, content: str) -> None:
     assert store.count("nodes") == 0
 
 
+
+_HEADER = b'{"kind": "GpushareSandboxState", "version": 1, "resourceVersion": 1, "items": '
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (_HEADER + b'[{"kind": "Node", "metadata": {"name": "caf\xe9"}}]}', "a string is not UTF-8"),
+        (_HEADER + b'[{"kind": "Node", "x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}]}", "nested too deeply"),
+        (_HEADER + b"[]}\n\n", "nothing"),
+    ],
+    ids=["not-utf-8", "deep", "fine"],
+)
+def test_a_state_file_msgspec_cannot_read_is_a_one_line_state_file_error(
+    tmp_path: Path, content: bytes, why: str
+) -> None:
+    """msgspec raises UnicodeDecodeError and RecursionError for these, not DecodeError: no ValueError traceback."""
+    path = tmp_path / "x.json"
+    path.write_bytes(content)
+    if why == "nothing":
+        assert load_state(Store(), path) == 0
+        return
+    with pytest.raises(StateFileError) as caught:
+        load_state(Store(), path)
+    assert str(caught.value) == f"{path}: not a sandbox state file ({why})"
+
 def test_save_never_overwrites_another_file(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_text('{"precious": true}')

@@ -1,0 +1,287 @@
+"""Node selectors (core/v1 ``NodeSelector``) matched against a node: the one rule for every reader.
+
+A pod's required node affinity (``explain``), a ResourceSlice's ``spec.nodeSelector`` and a
+claim's ``status.allocation.nodeSelector`` (the DRA allocator stand-in and the views) all compile
+their terms with `compile_selector` and ask `NodeSelector.matches`, so which nodes a selector
+names is decided once. The rules are k8s.io/component-helpers ``scheduling/corev1/nodeaffinity``
+(``nodeaffinity.go``): terms are ORed and a term's requirements ANDed; a term with no requirement
+matches nothing (``isEmptyNodeSelectorTerm``); ``matchExpressions`` are label requirements
+(``nodeSelectorRequirementsAsSelector``: In and NotIn need values, Exists and DoesNotExist none, Gt
+and Lt exactly one base-10 int64; a label that is not an integer fails Gt/Lt); ``matchFields`` are
+``In``/``NotIn`` with exactly one value over the node's fields, of which there is one,
+``metadata.name`` (``extractNodeFields``). A requirement that breaks these rules is a parse error:
+`NewNodeSelector` (slices, allocations) refuses the whole selector, `NewLazyErrorNodeSelector`
+(a pod's affinity) only the term it is in (``lazy``). A refused selector or term matches nothing.
+
+Where this differs: upstream fails the whole allocation on a slice whose selector does not parse
+(``GatherPools`` returns the error); here that slice alone matches no node (the caller warns once),
+as one bad object must not break anything else. The keys and values of ``matchExpressions`` are
+checked as ``labels.NewRequirement`` checks them (`valid_label_key`, `valid_label_value`: the rule
+`kube.selectors` checks text with too); those of ``matchFields`` are only bounded in length, and
+`MAX_REQUIREMENTS` / `MAX_VALUES` bound the whole selector, so a hostile one costs linear time and
+is refused.
+
+`Requirement` is the label requirement every selector of the package matches with (the text
+grammar in `kube.selectors` builds the same ones). Pure; imports nothing from the package.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+MAX_NAME: Final = 63
+"""Longest label name or value (``validation.IsQualifiedName``, ``IsValidLabelValue``)."""
+MAX_PREFIX: Final = 253
+"""Longest label key prefix (a DNS subdomain)."""
+INT64_MAX: Final = 2**63 - 1
+INT64_MIN: Final = -(2**63)
+_INTEGER: Final = re.compile(r"-?[0-9]{1,19}")
+MAX_KEY: Final = 253 + 1 + 63
+"""Longest label key: a DNS-subdomain prefix, ``/``, a name."""
+MAX_VALUE: Final = 253
+"""Longest value kept (a node name; label values are at most 63)."""
+MAX_REQUIREMENTS: Final = 1024
+"""Requirements over all terms of one selector (or terms) past which it is refused."""
+MAX_VALUES: Final = 4096
+"""Values over all requirements of one selector past which it is refused."""
+
+NODE_OPERATORS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!", "Gt": "gt",
+                         "Lt": "lt"}
+"""``NodeSelectorRequirement`` (core/v1) operators, as `Requirement` writes them."""
+_FIELD_OPERATORS: Final = ("In", "NotIn")
+"""``nodeSelectorRequirementsAsFieldSelector``: the only operators of ``matchFields``."""
+WIRE_OPERATORS: Final = {op: name for name, op in NODE_OPERATORS.items()}
+"""`Requirement.op` -> the ``NodeSelectorRequirement`` operator that writes it."""
+
+
+def valid_label_key(key: str) -> bool:
+    """Whether ``key`` is a label key (``validation.IsQualifiedName``: an optional DNS-subdomain prefix and ``/``)."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > MAX_PREFIX or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return len(name) <= MAX_NAME and bool(_NAME.fullmatch(name))
+
+
+def valid_label_value(value: str) -> bool:
+    """Whether ``value`` is a label value (``validation.IsValidLabelValue``; "" is one)."""
+    return not value or (len(value) <= MAX_NAME and bool(_NAME.fullmatch(value)))
+
+
+def int64_text(text: str) -> bool:
+    """Whether ``text`` is a base-10 int64, as ``strconv.ParseInt(text, 10, 64)`` accepts it (sign "-" only)."""
+    return bool(_INTEGER.fullmatch(text)) and INT64_MIN <= int(text) <= INT64_MAX
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One label requirement: ``key op values``."""
+
+    key: str
+    op: str  # "=", "!=", "in", "notin", "exists", "!", "gt", "lt"
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a label map satisfies this requirement."""
+        present = self.key in labels
+        if self.op == "exists":
+            return present
+        if self.op == "!":
+            return not present
+        if self.op in ("=", "in"):
+            return present and labels[self.key] in self.values
+        if self.op in ("!=", "notin"):
+            return not present or labels[self.key] not in self.values
+        if not present:
+            return False
+        actual = labels[self.key]
+        if not int64_text(actual):  # labels.Requirement.Matches: a label ParseInt refuses fails Gt/Lt
+            return False
+        bound = int(self.values[0])
+        return int(actual) > bound if self.op == "gt" else int(actual) < bound
+
+
+class WireRequirement(Protocol):
+    """A ``NodeSelectorRequirement`` as any decoder of the package holds it."""
+
+    @property
+    def key(self) -> str: ...  # noqa: D102
+    @property
+    def operator(self) -> str: ...  # noqa: D102
+    @property
+    def values(self) -> Sequence[str]: ...  # noqa: D102
+
+
+class WireTerm(Protocol):
+    """A ``NodeSelectorTerm`` as any decoder of the package holds it."""
+
+    @property
+    def match_expressions(self) -> Sequence[WireRequirement]: ...  # noqa: D102
+    @property
+    def match_fields(self) -> Sequence[WireRequirement]: ...  # noqa: D102
+
+
+@dataclass(frozen=True)
+class NodeTerm:
+    """One compiled term: label requirements and ``metadata.name`` requirements, all of which must hold."""
+
+    labels: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()
+    error: str = ""
+    """Why the term does not parse ("" when it does); such a term matches nothing."""
+
+    def matches(self, labels: Mapping[str, str], name: str) -> bool:
+        """``nodeSelectorTerm.match``: every label requirement, and the field ones when the node has a name."""
+        if self.error or not (self.labels or self.fields):
+            return False
+        if not all(r.matches(labels) for r in self.labels):
+            return False
+        return not name or all(r.matches({"metadata.name": name}) for r in self.fields)
+
+
+@dataclass(frozen=True)
+class NodeSelector:
+    """A compiled node selector; ``error`` non-empty: refused, it matches no node."""
+
+    terms: tuple[NodeTerm, ...] = ()
+    error: str = ""
+
+    def matches(self, labels: Mapping[str, str], name: str) -> bool:
+        """Whether the node (its labels and name) is selected: some term matches."""
+        return not self.error and any(term.matches(labels, name) for term in self.terms)
+
+    def wire(self) -> dict[str, object]:
+        """The selector as the API writes it (``NodeSelector``, Go field names)."""
+        def one(r: Requirement) -> dict[str, object]:
+            entry: dict[str, object] = {"key": r.key, "operator": WIRE_OPERATORS[r.op]}
+            if r.values:
+                entry["values"] = list(r.values)
+            return entry
+
+        terms: list[dict[str, object]] = []
+        for term in self.terms:
+            body: dict[str, object] = {}
+            if term.labels:
+                body["matchExpressions"] = [one(r) for r in term.labels]
+            if term.fields:
+                body["matchFields"] = [one(r) for r in term.fields]
+            terms.append(body)
+        return {"nodeSelectorTerms": terms}
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 63 else text[:63] + "...")
+
+
+def _requirement(raw: WireRequirement, field: bool) -> Requirement | str:
+    """One requirement compiled, or why it does not parse."""
+    key, operator, values = raw.key, raw.operator, tuple(raw.values)
+    if not key or len(key) > MAX_KEY:
+        return f"key {_shown(key)} is empty or too long"
+    if any(len(value) > MAX_VALUE for value in values):
+        return f"{key}: a value is too long"
+    if field:
+        if operator not in _FIELD_OPERATORS:
+            return f"matchFields {key}: operator {_shown(operator)} is not In or NotIn"
+        if len(values) != 1:
+            return f"matchFields {key}: {operator} must have one value"
+        return Requirement(key, NODE_OPERATORS[operator], values)
+    if not valid_label_key(key):  # labels.NewRequirement: validateLabelKey, then each validateLabelValue
+        return f"key {_shown(key)} is not a valid label key"
+    if not all(valid_label_value(value) for value in values):
+        return f"{key}: a value is not a valid label value"
+    op = NODE_OPERATORS.get(operator)
+    if op is None:
+        return f"{key}: unknown operator {_shown(operator)}"
+    if op in ("in", "notin") and not values:
+        return f"{key}: {operator} needs values"
+    if op in ("exists", "!") and values:
+        return f"{key}: {operator} takes no values"
+    if op in ("gt", "lt") and (len(values) != 1 or not int64_text(values[0])):
+        return f"{key}: {operator} needs one integer value"
+    return Requirement(key, op, values)
+
+
+def _term(raw: WireTerm) -> NodeTerm:
+    compiled: tuple[list[Requirement], list[Requirement]] = ([], [])
+    for found, field, requirements in ((compiled[0], False, raw.match_expressions),
+                                       (compiled[1], True, raw.match_fields)):
+        for requirement in requirements:
+            got = _requirement(requirement, field)
+            if isinstance(got, str):
+                return NodeTerm(error=got)
+            found.append(got)
+    return NodeTerm(tuple(compiled[0]), tuple(compiled[1]))
+
+
+def compile_selector(terms: Sequence[WireTerm], *, lazy: bool = False) -> NodeSelector:
+    """Compile ``nodeSelectorTerms`` (the terms of a pod's required affinity, a slice's, an allocation's).
+
+    Args:
+        terms: the decoded terms, of any of the package's decoders.
+        lazy: a term that does not parse matches nothing and the others still count
+            (``NewLazyErrorNodeSelector``, a pod's affinity); False: the whole selector is refused
+            (``NewNodeSelector``, slices and allocations).
+
+    Returns:
+        The selector; its ``error`` says why it is refused (then it matches no node).
+    """
+    requirements = sum(len(t.match_expressions) + len(t.match_fields) for t in terms)
+    if requirements > MAX_REQUIREMENTS:
+        return NodeSelector(error=f"more than {MAX_REQUIREMENTS} requirements")
+    if len(terms) > MAX_REQUIREMENTS:  # empty terms cost compiling too
+        return NodeSelector(error=f"more than {MAX_REQUIREMENTS} terms")
+    values = sum(len(r.values) for t in terms for r in (*t.match_expressions, *t.match_fields))
+    if values > MAX_VALUES:
+        return NodeSelector(error=f"more than {MAX_VALUES} values")
+    compiled = tuple(_term(term) for term in terms)
+    error = next((f"term {i}: {t.error}" for i, t in enumerate(compiled) if t.error), "")
+    return NodeSelector(compiled, "" if lazy else error)
+
+
+def merged(selectors: Sequence[NodeSelector]) -> NodeSelector | None:
+    """One term holding every requirement of the selectors' single terms, each once (None: no requirement).
+
+    The allocator's ``createNodeSelector`` for devices of slices with a node selector (which
+    validation keeps to one term): ``addNewNodeSelectorRequirements`` adds fields then expressions,
+    slice after slice, skipping a requirement already there (same key, operator and set of values).
+    """
+    labels: list[Requirement] = []
+    fields: list[Requirement] = []
+    seen: set[tuple[bool, str, str, frozenset[str]]] = set()  # (field, key, op, values): each compared once
+    for selector in selectors:
+        for term in selector.terms[:1]:
+            for field, found, adding in ((True, fields, term.fields), (False, labels, term.labels)):
+                for requirement in adding:
+                    same = (field, requirement.key, requirement.op, frozenset(requirement.values))
+                    if same not in seen:
+                        seen.add(same)
+                        found.append(requirement)
+    if not labels and not fields:
+        return None
+    return NodeSelector((NodeTerm(tuple(labels), tuple(fields)),))
+
+
+__all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
+    "MAX_NAME",
+    "MAX_PREFIX",
+    "MAX_REQUIREMENTS",
+    "MAX_VALUES",
+    "NODE_OPERATORS",
+    "NodeSelector",
+    "NodeTerm",
+    "Requirement",
+    "WireRequirement",
+    "WireTerm",
+    "compile_selector",
+    "int64_text",
+    "valid_label_key",
+    "valid_label_value",
+    "merged",
+]

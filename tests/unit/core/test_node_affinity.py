@@ -1,0 +1,101 @@
+"""The one node-selector rule (k8s.io/component-helpers scheduling/corev1/nodeaffinity/nodeaffinity.go)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubectl_gpushare import dra_objects as dra
+from kubectl_gpushare.node_affinity import MAX_REQUIREMENTS, compile_selector, merged
+
+NODE = ("n1", {"rack": "a", "gen": "4", "zone": "z1"})
+
+
+def terms(*raw: dict[str, Any]) -> list[dra.WireNodeSelectorTerm]:
+    """Terms as the API would send them, decoded by the DRA decoder (``matchExpressions``/``matchFields``)."""
+    return dra.decode_wire({"nodeSelectorTerms": list(raw)}, dra.WireNodeSelector, "NodeSelector").node_selector_terms
+
+
+def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": operator, "values": list(values)}
+
+
+@pytest.mark.parametrize(("raw", "matches"), [
+    ([{"matchExpressions": [expr("rack", "In", "a", "b")]}], True),
+    ([{"matchExpressions": [expr("rack", "In", "a"), expr("zone", "NotIn", "z1")]}], False),  # ANDed
+    ([{"matchExpressions": [expr("rack", "In", "b")]}, {"matchExpressions": [expr("gen", "Gt", "3")]}], True),  # ORed
+    ([{"matchExpressions": [expr("gpu", "DoesNotExist")]}], True),
+    ([{"matchExpressions": [expr("gpu", "Exists")]}], False),
+    ([{"matchExpressions": [expr("gen", "Lt", "4")]}], False),
+    ([{"matchExpressions": [expr("zone", "Gt", "1")]}], False),  # a label that is no integer fails Gt
+    ([{"matchFields": [expr("metadata.name", "In", "n1")]}], True),
+    ([{"matchFields": [expr("metadata.name", "NotIn", "n1")]}], False),
+    ([{}], False),  # isEmptyNodeSelectorTerm: matches nothing
+    ([], False),
+], ids=["in", "anded", "ored", "does-not-exist", "exists", "lt", "gt-non-integer-label", "field-in",
+        "field-not-in", "empty-term", "no-terms"])
+def test_terms_are_ored_and_requirements_anded(raw: list[dict[str, Any]], matches: bool) -> None:
+    selector = compile_selector(terms(*raw))
+    assert not selector.error and selector.matches(NODE[1], NODE[0]) is matches
+
+
+def test_a_bad_term_refuses_the_selector_unless_lazy() -> None:
+    """NewNodeSelector refuses the selector; NewLazyErrorNodeSelector (a pod's affinity) only the term."""
+    raw = terms({"matchExpressions": [expr("rack", "Near", "a")]}, {"matchExpressions": [expr("rack", "In", "a")]})
+    strict = compile_selector(raw)
+    assert "unknown operator 'Near'" in strict.error and not strict.matches(NODE[1], NODE[0])
+    lazy = compile_selector(raw, lazy=True)
+    assert not lazy.error and lazy.matches(NODE[1], NODE[0])
+
+
+@pytest.mark.parametrize("requirement", [
+    expr("gen", "Gt", "9223372036854775808"), expr("gen", "Gt", "4", "5"), expr("gen", "Lt"),
+    expr("rack", "Exists", "a"), expr("rack", "NotIn"), expr("", "Exists"), expr("rack", "In", "x" * 300),
+    expr("rack", "In", "a b"), expr("rack", "NotIn", "x" * 64), expr("a b", "Exists"), expr("/rack", "Exists"),
+    expr("Example.com/rack", "Exists"), expr("gen", "Gt", "-5"),
+], ids=["past-int64", "two-values", "no-value", "exists-with-values", "not-in-empty", "no-key", "long-value",
+        "value-character", "value-past-63", "key-character", "empty-prefix", "upper-case-prefix",
+        "negative-bound-is-no-label-value"])
+def test_requirements_labels_new_requirement_refuses(requirement: dict[str, Any]) -> None:
+    assert compile_selector(terms({"matchExpressions": [requirement]})).error
+
+
+@pytest.mark.parametrize(("operator", "bound", "label", "matches"), [
+    ("Lt", "0", "-9223372036854775808", True),  # int64's least value is an integer to ParseInt
+    ("Gt", "5", "9223372036854775808", False),  # a label ParseInt refuses (past int64) fails Gt/Lt
+    ("Lt", "5", "-9223372036854775809", False),
+], ids=["least-label", "label-past-int64", "label-below-int64"])
+def test_gt_lt_read_int64_as_parse_int(operator: str, bound: str, label: str, matches: bool) -> None:
+    """labels.Requirement.Matches: both sides go through strconv.ParseInt(s, 10, 64)."""
+    selector = compile_selector(terms({"matchExpressions": [expr("gen", operator, bound)]}))
+    assert not selector.error and selector.matches({"gen": label}, "n1") is matches
+
+
+def test_a_huge_selector_is_refused_in_linear_time() -> None:
+    many = terms(*({"matchExpressions": [expr(f"k{i}", "Exists")]} for i in range(MAX_REQUIREMENTS + 1)))
+    assert compile_selector(many).error == f"more than {MAX_REQUIREMENTS} requirements"
+    empty = terms(*({} for _ in range(MAX_REQUIREMENTS + 1)))  # no requirement, but each term costs
+    assert compile_selector(empty).error == f"more than {MAX_REQUIREMENTS} terms"
+
+
+def test_merged_keeps_each_requirement_once_fields_first() -> None:
+    a = compile_selector(terms({"matchExpressions": [expr("rack", "In", "a", "b")]}))
+    b = compile_selector(terms({"matchExpressions": [expr("rack", "In", "b", "a")],
+                                "matchFields": [expr("metadata.name", "NotIn", "n9")]}))
+    both = merged([a, b])
+    assert both is not None and both.wire() == {"nodeSelectorTerms": [{
+        "matchExpressions": [{"key": "rack", "operator": "In", "values": ["a", "b"]}],
+        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]}
+    assert merged([]) is None
+
+
+def test_merged_compares_fields_and_expressions_apart() -> None:
+    """addNewNodeSelectorRequirements is called once for matchFields and once for matchExpressions."""
+    a = compile_selector(terms({"matchFields": [expr("metadata.name", "NotIn", "n9")]}))
+    b = compile_selector(terms({"matchExpressions": [expr("metadata.name", "NotIn", "n9")],
+                                "matchFields": [expr("metadata.name", "NotIn", "n9")]}))
+    both = merged([a, b])
+    assert both is not None and both.wire() == {"nodeSelectorTerms": [{
+        "matchExpressions": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}],
+        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]}

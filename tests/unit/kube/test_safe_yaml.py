@@ -1,0 +1,52 @@
+"""kube.safe_yaml: PyYAML's safe loader, every tagged value it cannot build a ValueError."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubectl_gpushare.kube import safe_yaml
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("!!bool x", "tag:yaml.org,2002:bool value 'x' is not valid"),  # yaml.safe_load: KeyError
+        ("a: !!int", "tag:yaml.org,2002:int value '' is not valid"),  # IndexError
+        ("[!!float ]", "tag:yaml.org,2002:float value '' is not valid"),  # IndexError
+        ("!!bool \"\\e[2J\"", "tag:yaml.org,2002:bool value '[2J' is not valid"),  # printable, cut to 64
+        ("!!int x", "invalid literal for int() with base 10: 'x'"),  # ValueError as PyYAML raises it
+        ("!!timestamp 2024-13-01", "month must be in 1..12"),
+    ],
+)
+def test_a_tagged_value_python_cannot_build_is_a_value_error(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        safe_yaml.load(text)
+    assert str(caught.value) == message
+
+
+def test_what_is_not_yaml_stays_a_yaml_error() -> None:
+    with pytest.raises(yaml.YAMLError):
+        safe_yaml.load("a: [b")
+    with pytest.raises(yaml.YAMLError):
+        safe_yaml.load("!!python/object:os.system x")
+
+
+_PIECES = st.sampled_from(["!!int", "!!bool", "!!float", "!!str", "!!null", " ", "\n", "- ", "a: ", "[", "]", "{",
+                           "}", ",", "x", "1", "-", "''", "~", "yes", "0x1f", "2024-01-01", "&a ", "*a", "#"])
+
+
+@settings(max_examples=400)
+@given(st.lists(_PIECES, max_size=12).map("".join))
+def test_it_reads_what_safe_load_reads_and_raises_only_documented_errors(text: str) -> None:
+    try:
+        expected: object = yaml.safe_load(text)
+    except (KeyError, IndexError, ValueError, yaml.YAMLError) as exc:
+        expected = exc
+    try:
+        assert safe_yaml.load(text) == expected
+    except (ValueError, yaml.YAMLError) as exc:
+        assert isinstance(expected, Exception), f"safe_load read {text!r} as {expected!r}"
+        assert type(exc) is type(expected) or isinstance(expected, (KeyError, IndexError)), (exc, expected)
