@@ -804,11 +804,14 @@ def _require_name(meta: WireMeta, kind: str) -> None:
 
 # --- Slices ---------------------------------------------------------------------------------------------
 def _attribute(raw: WireAttribute) -> AttributeValue:
-    text = raw.string
-    if (text is not None and raw.int_ is None and raw.bool_ is None and raw.version is None and raw.ints is None
-            and raw.bools is None and raw.strings is None and raw.versions is None
-            and len(text) <= MAX_ATTRIBUTE_VALUE_LENGTH):
-        return text  # the common one: a single string within bounds
+    text, number = raw.string, raw.int_
+    if (raw.bool_ is None and raw.version is None and raw.ints is None and raw.bools is None and raw.strings is None
+            and raw.versions is None and (text is None) != (number is None)):
+        # The common ones, a single string or int within bounds (every device's uuid, model and index).
+        if text is not None and len(text) <= MAX_ATTRIBUTE_VALUE_LENGTH:
+            return text
+        if number is not None and -protocol.MAX_INT64 - 1 <= number <= protocol.MAX_INT64:
+            return number
     values: list[AttributeValue] = []
     if raw.int_ is not None:
         if not -protocol.MAX_INT64 - 1 <= raw.int_ <= protocol.MAX_INT64:

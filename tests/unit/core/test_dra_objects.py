@@ -83,6 +83,11 @@ def test_json_bytes_and_mappings_decode_the_same() -> None:
     (device(consumesCounters=[{"counterSet": "x", "counters": {}}]), "not supported here"),
     ({**device(), "attributes": {f"a{i}": {"int": i} for i in range(40)}}, "more than 32"),
     ({**device(), "attributes": {"index": {"int": 1, "string": "x"}}}, "exactly one value"),
+    ({**device(), "attributes": {"index": {"int": 2**63}}}, "int attribute outside int64"),
+    ({**device(), "attributes": {"index": {"int": -(2**63) - 1}}}, "int attribute outside int64"),
+    ({**device(), "attributes": {"uuid": {"string": "x" * 65}}}, "longer than 64 characters"),
+    ({**device(), "attributes": {"index": {"int": 1, "ints": [1]}}}, "exactly one value"),
+    ({**device(), "attributes": {"uuid": {"string": "x", "bool": True}}}, "exactly one value"),
     ({**device(), "attributes": {"driverVersion": {"version": "v550"}}}, "not a semantic version"),
     ({**device(), "attributes": {"bad name!": {"int": 1}}}, "not a qualified name"),
 ])
@@ -92,6 +97,14 @@ def test_a_bad_device_is_kept_invalid_and_warned_the_others_still_count(bad: dic
     assert good.invalid == "" and good.capacity
     assert reason in broken.invalid and not broken.capacity
     assert len(got.problems) == 1 and reason in got.problems[0] and "\n" not in got.problems[0]
+
+
+@pytest.mark.parametrize("value", [{"int": 2**63 - 1}, {"int": -(2**63)}, {"int": 0}, {"string": "x" * 64},
+                                   {"string": ""}, {"bool": False}, {"ints": [1, 2]}])
+def test_an_attribute_of_one_value_within_bounds_is_read_as_that_value(value: dict[str, Any]) -> None:
+    got = dra.decode_slice(slice_body({**device(), "attributes": {"a": value}})).devices[0]
+    (wanted,) = value.values()
+    assert got.invalid == "" and got.attributes["a"] == (tuple(wanted) if isinstance(wanted, list) else wanted)
 
 
 def test_pool_generations_judge_what_a_node_sees_as_gather_pools_does() -> None:
