@@ -52,6 +52,7 @@ from kubectl_gpushare.kube import deadlines, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError, refused
 from kubectl_gpushare.kube.taints import decode_taints, decode_tolerations, untolerated
+from kubectl_gpushare.kube.types import Taint
 from kubectl_gpushare.node_affinity import NodeSelector, compile_selector
 
 log = logging.getLogger("kubectl_gpushare.scheduler")
@@ -293,6 +294,8 @@ class SchedulerLoop:
         """Malformed nodes already logged (node name, problem): once each, not every pass."""
         self._pod_problems_logged: set[tuple[str, str]] = set()
         """Pods whose placement fields are malformed, already logged (uid, problem): once each, not every retry."""
+        self._decoded_taints: dict[tuple[str, str], tuple[Taint, ...] | None] = {}
+        """(node name, resourceVersion) -> its taints typed; only the versions of the latest pass are kept."""
 
     def start(self) -> None:
         """Start the loop thread."""
@@ -336,6 +339,9 @@ class SchedulerLoop:
             tuple(sorted(p["metadata"].get("uid", "") for p in pods if (p.get("spec") or {}).get("nodeName"))),
             self._dra_signature(),
         )
+        current = set(signature[0])
+        for stale in [key for key in self._decoded_taints if key not in current]:
+            del self._decoded_taints[stale]
         live = {p["metadata"].get("uid", "") for p in pods}
         for uid in [u for u in self._backoff if u not in live]:
             del self._backoff[uid]
@@ -485,7 +491,7 @@ class SchedulerLoop:
         if where.node_names is not None and meta.get("name") not in where.node_names:
             return fail(NOT_IN_PREFILTER_REASON)  # not filtered at all: upstream never looks at such a node
         problem = unreadable(node)
-        taints = decode_taints((node.get("spec") or {}).get("taints")) if not problem else ()
+        taints = self._taints(node) if not problem else ()
         if taints is None:
             problem = "spec.taints is not a list of taints"
         if problem:
@@ -511,6 +517,20 @@ class SchedulerLoop:
         for reason in missing:  # NodeResourcesFit reports every resource that does not fit
             reasons[reason] = reasons.get(reason, 0) + 1
         return not missing
+
+    def _taints(self, node: Mapping[str, Any]) -> tuple[Taint, ...] | None:
+        """The node's taints typed (None: unreadable), decoded once per node version rather than once per pod."""
+        raw = (node.get("spec") or {}).get("taints")
+        if not raw:
+            return ()
+        meta = node.get("metadata") or {}
+        version = meta.get("resourceVersion")
+        if not isinstance(version, str) or not version:
+            return decode_taints(raw)
+        key = (str(meta.get("name")), version)
+        if key not in self._decoded_taints:
+            self._decoded_taints[key] = decode_taints(raw)
+        return self._decoded_taints[key]
 
     def _log_pod_problem(self, pod: Mapping[str, Any], problem: str) -> None:
         meta = pod["metadata"]

@@ -164,3 +164,14 @@ def test_unreadable_tolerations_tolerate_nothing_and_the_pod_fails_alone(
     # only the Event carries the reason.
     assert bound(sandbox, "odd") == ""
     assert failed_scheduling(sandbox, "odd") == NONE_FITS
+
+
+def test_a_taint_removed_from_a_node_is_seen_by_the_next_pass(
+    sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl
+) -> None:
+    kubectl("create", "-f", "-", input=json.dumps(affine("to-c", rack_in("c"))))
+    racks.run_once()
+    assert bound(sandbox, "to-c") == "" and "untolerated taint {dedicated: c}" in why(sandbox, "to-c")
+    kubectl("taint", "nodes", "n-c", "dedicated-")
+    racks.run_once()  # the node changed: the pod is retried at once, and the node's taints read anew
+    assert bound(sandbox, "to-c") == "n-c"
