@@ -190,9 +190,11 @@ AFFINITY_CONFLICT = "pod affinity terms conflict"
 
 @dataclass(frozen=True)
 class Placement:
-    """What TaintToleration and NodeAffinity read of a pod, decoded and compiled once per cycle."""
+    """What TaintToleration and NodeAffinity (``GetRequiredNodeAffinity``) read of a pod, decoded once per cycle."""
 
     tolerations: tuple[types.Toleration, ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
+    """``spec.nodeSelector``, (key, value) pairs all of which a node's labels must hold."""
     affinity: NodeSelector | None = None
     """The required node affinity (``NewLazyErrorNodeSelector``); None: the pod has none."""
     node_names: frozenset[str] | None = None
@@ -234,7 +236,12 @@ def placement(pod: Mapping[str, Any]) -> Placement:
         problems.append("spec.tolerations is not a list of tolerations: it tolerates no taint")
     affinity: NodeSelector | None = None
     names: frozenset[str] | None = None
-    if spec.get("affinity"):
+    selector = spec.get("nodeSelector") or {}
+    if not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values()):
+        problems.append("spec.nodeSelector is not a map of strings: it matches no node")
+        affinity = NodeSelector(error="unreadable")
+        selector = {}
+    if spec.get("affinity") and affinity is None:
         try:
             terms = msgspec.convert({"spec": {"affinity": spec["affinity"]}}, types.PodPlacement).node_terms
         except msgspec.ValidationError as exc:
@@ -244,7 +251,7 @@ def placement(pod: Mapping[str, Any]) -> Placement:
             if terms:
                 affinity = compile_selector(terms, lazy=True)
                 names = _prefilter_names(terms)
-    return Placement(tolerations or (), affinity, names, "; ".join(problems))
+    return Placement(tolerations or (), tuple(selector.items()), affinity, names, "; ".join(problems))
 
 
 def _ready(node: Mapping[str, Any]) -> bool:
@@ -261,8 +268,9 @@ def unreadable(node: Mapping[str, Any]) -> str | None:
     spec, status, meta = node.get("spec") or {}, node.get("status") or {}, node.get("metadata") or {}
     if not isinstance(spec, dict) or not isinstance(status, dict) or not isinstance(meta, dict):
         return "spec, status or metadata is not an object"
-    if not isinstance(meta.get("labels") or {}, dict):
-        return "metadata.labels is not an object"
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(value, str) for value in labels.values()):
+        return "metadata.labels is not a map of strings"  # a number label would break Gt/Lt matching
     for path, items in (("spec.taints", spec.get("taints")), ("status.conditions", status.get("conditions"))):
         if not isinstance(items or [], list) or not all(isinstance(item, dict) for item in items or []):
             return f"{path} is not a list of objects"
@@ -294,8 +302,8 @@ class SchedulerLoop:
         """Malformed nodes already logged (node name, problem): once each, not every pass."""
         self._pod_problems_logged: set[tuple[str, str]] = set()
         """Pods whose placement fields are malformed, already logged (uid, problem): once each, not every retry."""
-        self._decoded_taints: dict[tuple[str, str], tuple[Taint, ...] | None] = {}
-        """(node name, resourceVersion) -> its taints typed; only the versions of the latest pass are kept."""
+        self._node_cache: dict[tuple[str, str], tuple[str | None, tuple[Taint, ...]]] = {}
+        """(node name, resourceVersion) -> `_node_facts`; only the versions of the latest pass are kept."""
 
     def start(self) -> None:
         """Start the loop thread."""
@@ -340,11 +348,12 @@ class SchedulerLoop:
             self._dra_signature(),
         )
         current = set(signature[0])
-        for stale in [key for key in self._decoded_taints if key not in current]:
-            del self._decoded_taints[stale]
+        for stale in [key for key in self._node_cache if key not in current]:
+            del self._node_cache[stale]
         live = {p["metadata"].get("uid", "") for p in pods}
         for uid in [u for u in self._backoff if u not in live]:
             del self._backoff[uid]
+        self._pod_problems_logged = {key for key in self._pod_problems_logged if key[0] in live}
         now = time.monotonic()
         used = noderesources.usage(pods)
         dra_state: PassState | None = None
@@ -480,7 +489,6 @@ class SchedulerLoop:
     def _fits(self, pod: Mapping[str, Any], wants: Mapping[str, int], node: Mapping[str, Any],
               used: noderesources.NodeUsage, reasons: dict[str, int], where: Placement) -> bool:
         """The pod's own filters on one node, in kube-scheduler's order; the first that fails counts its reason."""
-        spec = pod.get("spec") or {}
         meta = node.get("metadata") or {}
         labels = meta.get("labels") or {}
 
@@ -490,10 +498,7 @@ class SchedulerLoop:
 
         if where.node_names is not None and meta.get("name") not in where.node_names:
             return fail(NOT_IN_PREFILTER_REASON)  # not filtered at all: upstream never looks at such a node
-        problem = unreadable(node)
-        taints = self._taints(node) if not problem else ()
-        if taints is None:
-            problem = "spec.taints is not a list of taints"
+        problem, taints = self._node_facts(node)
         if problem:
             name = meta.get("name")
             if (name, problem) not in self._unreadable_logged:
@@ -504,11 +509,10 @@ class SchedulerLoop:
             return fail("node(s) were unschedulable")
         if not _ready(node):
             return fail("node(s) had untolerated taint {node.kubernetes.io/not-ready: }")
-        taint = untolerated(taints or (), where.tolerations)
+        taint = untolerated(taints, where.tolerations)
         if taint is not None:
             return fail(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
-        selector = spec.get("nodeSelector") or {}
-        if any(labels.get(k) != v for k, v in selector.items()):
+        if any(labels.get(k) != v for k, v in where.node_selector):
             return fail(NODE_AFFINITY_REASON)
         if where.affinity is not None and not where.affinity.matches(labels, str(meta.get("name") or "")):
             return fail(NODE_AFFINITY_REASON)
@@ -518,19 +522,22 @@ class SchedulerLoop:
             reasons[reason] = reasons.get(reason, 0) + 1
         return not missing
 
-    def _taints(self, node: Mapping[str, Any]) -> tuple[Taint, ...] | None:
-        """The node's taints typed (None: unreadable), decoded once per node version rather than once per pod."""
-        raw = (node.get("spec") or {}).get("taints")
-        if not raw:
-            return ()
+    def _node_facts(self, node: Mapping[str, Any]) -> tuple[str | None, tuple[Taint, ...]]:
+        """What makes the node unreadable (`unreadable`, or taints that do not decode) and its taints typed.
+
+        Worked out once per node version (name, resourceVersion), not once per pod and node.
+        """
         meta = node.get("metadata") or {}
-        version = meta.get("resourceVersion")
-        if not isinstance(version, str) or not version:
-            return decode_taints(raw)
-        key = (str(meta.get("name")), version)
-        if key not in self._decoded_taints:
-            self._decoded_taints[key] = decode_taints(raw)
-        return self._decoded_taints[key]
+        version = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        key = (str(meta.get("name")), version) if isinstance(version, str) and version else None
+        if key is not None and key in self._node_cache:
+            return self._node_cache[key]
+        problem = unreadable(node)
+        taints = decode_taints(node["spec"].get("taints")) if not problem and node.get("spec") else ()
+        facts = (problem or "spec.taints is not a list of taints", ()) if taints is None else (problem, taints)
+        if key is not None:
+            self._node_cache[key] = facts
+        return facts
 
     def _log_pod_problem(self, pod: Mapping[str, Any], problem: str) -> None:
         meta = pod["metadata"]

@@ -175,3 +175,26 @@ def test_a_taint_removed_from_a_node_is_seen_by_the_next_pass(
     kubectl("taint", "nodes", "n-c", "dedicated-")
     racks.run_once()  # the node changed: the pod is retried at once, and the node's taints read anew
     assert bound(sandbox, "to-c") == "n-c"
+
+
+@pytest.mark.parametrize("selector", ["rack=a", {"rack": 1}, ["rack"]], ids=["string", "number", "list"])
+def test_a_hostile_node_selector_keeps_its_pod_pending_and_the_others_are_scheduled(
+    sandbox: Sandbox, racks: SchedulerLoop, selector: object
+) -> None:
+    hostile = pod_object("hostile", "default", [0])
+    hostile["spec"]["nodeSelector"] = selector
+    sandbox.load([hostile, affine("fine", rack_in("a"))])
+    racks.run_once()
+    assert bound(sandbox, "fine") == "n-a"
+    assert failed_scheduling(sandbox, "hostile") == NONE_FITS
+
+
+def test_a_node_with_a_number_label_fails_alone_and_gt_affinity_still_places_pods(
+    sandbox: Sandbox, racks: SchedulerLoop
+) -> None:
+    odd = node_object("n-odd", [], ip="10.0.0.9", labels={"rack": "d"})
+    odd["metadata"]["labels"]["slot"] = 7  # the API refuses it; seeded into storage directly
+    sandbox.load([odd, node_object("n-7", [], ip="10.0.0.10", labels={"slot": "7"})])
+    sandbox.load([affine("high", {"matchExpressions": [{"key": "slot", "operator": "Gt", "values": ["5"]}]})])
+    racks.run_once()
+    assert bound(sandbox, "high") == "n-7"
