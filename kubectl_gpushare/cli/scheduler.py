@@ -300,8 +300,8 @@ class SchedulerLoop:
         self.dra = DynamicResources(api, request_timeout)
         self._unreadable_logged: set[tuple[object, str]] = set()
         """Malformed nodes already logged (node name, problem): once each, not every pass."""
-        self._pod_problems_logged: set[tuple[str, str]] = set()
-        """Pods whose placement fields are malformed, already logged (uid, problem): once each, not every retry."""
+        self._placements: dict[tuple[str, str, str, str], Placement] = {}
+        """(namespace, name, uid, resourceVersion) -> `placement`; only the pods of the latest pass are kept."""
         self._node_cache: dict[tuple[str, str], tuple[str | None, tuple[Taint, ...]]] = {}
         """(node name, resourceVersion) -> `_node_facts`; only the versions of the latest pass are kept."""
 
@@ -353,7 +353,10 @@ class SchedulerLoop:
         live = {p["metadata"].get("uid", "") for p in pods}
         for uid in [u for u in self._backoff if u not in live]:
             del self._backoff[uid]
-        self._pod_problems_logged = {key for key in self._pod_problems_logged if key[0] in live}
+        versions = {(str(m.get("namespace")), str(m.get("name")), str(m.get("uid", "")), m.get("resourceVersion"))
+                    for m in (p["metadata"] for p in pods)}
+        for gone in [key for key in self._placements if key not in versions]:
+            del self._placements[gone]
         now = time.monotonic()
         used = noderesources.usage(pods)
         dra_state: PassState | None = None
@@ -411,9 +414,7 @@ class SchedulerLoop:
         """
         reasons: dict[str, int] = {}
         wants = noderesources.pod_requests(pod)
-        where = placement(pod)
-        if where.problem:
-            self._log_pod_problem(pod, where.problem)
+        where = self._placement(pod)
         if where.node_names is not None and not where.node_names:  # NodeAffinity's PreFilter rejects it
             raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {AFFINITY_CONFLICT}.")
         claims: PodClaims | None = None
@@ -539,12 +540,23 @@ class SchedulerLoop:
             self._node_cache[key] = facts
         return facts
 
-    def _log_pod_problem(self, pod: Mapping[str, Any], problem: str) -> None:
+    def _placement(self, pod: Mapping[str, Any]) -> Placement:
+        """`placement` of the pod, worked out once per pod version (its identity and resourceVersion), not per retry.
+
+        A malformed placement is logged then, once: a hostile affinity costs its decoding once.
+        """
         meta = pod["metadata"]
-        key = (str(meta.get("uid", "")), problem)
-        if key not in self._pod_problems_logged:
-            self._pod_problems_logged.add(key)
-            log.warning("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), problem)
+        version = meta.get("resourceVersion")
+        key = ((str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid", "")), version)
+               if isinstance(version, str) and version else None)
+        if key is not None and key in self._placements:
+            return self._placements[key]
+        where = placement(pod)
+        if where.problem:
+            log.warning("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), where.problem)
+        if key is not None:
+            self._placements[key] = where
+        return where
 
     def _unschedulable(self, pod: dict[str, Any], message: str, reason: str | None = None) -> None:
         meta = pod["metadata"]
