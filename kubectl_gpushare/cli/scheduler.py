@@ -2,8 +2,11 @@
 
 Every pass it takes the unscheduled pods whose ``spec.schedulerName`` is ``default-scheduler`` (or
 unset) and, one at a time, does what kube-scheduler does around its extenders: its own filters
-(``spec.unschedulable``, node Ready, ``nodeSelector``, NoSchedule/NoExecute taints against the
-pod's tolerations, NodeResourcesFit on every resource the node advertises, `cli.noderesources`,
+in kube-scheduler's default order (pkg/scheduler/apis/config/v1 ``default_plugins.go``):
+NodeUnschedulable (``spec.unschedulable``), TaintToleration (node Ready, then NoSchedule/NoExecute
+taints against the pod's tolerations, `kube.taints`), NodeAffinity (``nodeSelector`` and the
+required node affinity, `node_affinity`, with its PreFilter's narrowing to the ``metadata.name``
+of ``matchFields``), NodeResourcesFit on every resource the node advertises, `cli.noderesources`,
 and DynamicResources for pods with ResourceClaims, `cli.dynamicresources`: claims allocated and
 reserved through the claim's status before the Binding), then, for pods that name one of an
 extender's ``managedResources`` in any container's requests or limits (`is_interested`), the
@@ -15,7 +18,10 @@ doubling to 16 s), at once when nodes or bound pods change. A pod whose claims d
 not tried (PreEnqueue) until they do. Reads come from the sandbox's store in-process; every write
 goes through the API.
 
-Not done: scheduling profiles, affinity and spreading, preemption, priority queues.
+Not done: scheduling profiles, preferred node affinity (scoring), inter-pod affinity and spreading,
+preemption, priority queues. Where it differs: a pod whose ``spec.affinity`` or ``spec.tolerations``
+does not have the API's shape (kube-apiserver refuses such a pod; the sandbox's storage may hold
+one) matches no node by its affinity and tolerates no taint, and stays Pending with the reason.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import msgspec
 import yaml
 
 from kubectl_gpushare import protocol
@@ -44,6 +51,9 @@ from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig
 from kubectl_gpushare.kube import deadlines, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError, refused
+from kubectl_gpushare.kube.taints import decode_taints, decode_tolerations, untolerated
+from kubectl_gpushare.kube.types import Taint
+from kubectl_gpushare.node_affinity import NodeSelector, compile_selector
 
 log = logging.getLogger("kubectl_gpushare.scheduler")
 
@@ -170,16 +180,78 @@ def is_interested(pod: Mapping[str, Any], managed: Iterable[str]) -> bool:
     return False
 
 
-def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
-    for tol in tolerations:
-        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-            continue
-        if tol.get("operator") == "Exists":
-            if not tol.get("key") or tol.get("key") == taint.get("key"):
-                return True
-        elif tol.get("key") == taint.get("key") and (tol.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
+NODE_AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"
+"""NodeAffinity's ``ErrReasonPod`` (pkg/scheduler/framework/plugins/nodeaffinity), for the selector and the affinity."""
+NOT_IN_PREFILTER_REASON = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
+"""``findNodesThatFitPod``'s status for the nodes NodeAffinity's PreFilterResult leaves out (schedule_one.go)."""
+AFFINITY_CONFLICT = "pod affinity terms conflict"
+"""NodeAffinity's ``errReasonConflict``: every term names nodes by ``metadata.name`` and no name is in all."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What TaintToleration and NodeAffinity (``GetRequiredNodeAffinity``) read of a pod, decoded once per cycle."""
+
+    tolerations: tuple[types.Toleration, ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
+    """``spec.nodeSelector``, (key, value) pairs all of which a node's labels must hold."""
+    affinity: NodeSelector | None = None
+    """The required node affinity (``NewLazyErrorNodeSelector``); None: the pod has none."""
+    node_names: frozenset[str] | None = None
+    """NodeAffinity's PreFilterResult: only these nodes are filtered (None: every node)."""
+    problem: str = ""
+    """What of the pod's placement fields is unreadable ("" when all are)."""
+
+
+def _prefilter_names(terms: tuple[types.NodeSelectorTerm, ...]) -> frozenset[str] | None:
+    """NodeAffinity's PreFilter: the union over terms of the names each pins with ``metadata.name In``.
+
+    A term that pins no name admits every node (None); within a term the pinned sets intersect.
+    """
+    names: set[str] = set()
+    for term in terms:
+        pinned: set[str] | None = None
+        for requirement in term.match_fields:
+            if requirement.key == "metadata.name" and requirement.operator == "In":
+                pinned = set(requirement.values) if pinned is None else pinned & set(requirement.values)
+        if pinned is None:
+            return None
+        names |= pinned
+    return frozenset(names)
+
+
+def placement(pod: Mapping[str, Any]) -> Placement:
+    """The pod's tolerations and required node affinity, typed once; never raises on a malformed pod.
+
+    The affinity is compiled by `node_affinity.compile_selector` (lazy: a term that does not
+    parse matches nothing, ``GetRequiredNodeAffinity``), the rule ``explain`` uses. A
+    ``spec.affinity`` that does not decode becomes a selector matching no node; unreadable
+    tolerations tolerate nothing.
+    """
+    spec = pod.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    problems: list[str] = []
+    tolerations = decode_tolerations(spec.get("tolerations"))
+    if tolerations is None:
+        problems.append("spec.tolerations is not a list of tolerations: it tolerates no taint")
+    affinity: NodeSelector | None = None
+    names: frozenset[str] | None = None
+    selector = spec.get("nodeSelector") or {}
+    if not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values()):
+        problems.append("spec.nodeSelector is not a map of strings: it matches no node")
+        affinity = NodeSelector(error="unreadable")
+        selector = {}
+    if spec.get("affinity") and affinity is None:
+        try:
+            terms = msgspec.convert({"spec": {"affinity": spec["affinity"]}}, types.PodPlacement).node_terms
+        except msgspec.ValidationError as exc:
+            problems.append(f"spec.affinity is not a v1.Affinity ({str(exc)[:120]}): it matches no node")
+            affinity = NodeSelector(error="unreadable")
+        else:
+            if terms:
+                affinity = compile_selector(terms, lazy=True)
+                names = _prefilter_names(terms)
+    return Placement(tolerations or (), tuple(selector.items()), affinity, names, "; ".join(problems))
 
 
 def _ready(node: Mapping[str, Any]) -> bool:
@@ -196,8 +268,9 @@ def unreadable(node: Mapping[str, Any]) -> str | None:
     spec, status, meta = node.get("spec") or {}, node.get("status") or {}, node.get("metadata") or {}
     if not isinstance(spec, dict) or not isinstance(status, dict) or not isinstance(meta, dict):
         return "spec, status or metadata is not an object"
-    if not isinstance(meta.get("labels") or {}, dict):
-        return "metadata.labels is not an object"
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(value, str) for value in labels.values()):
+        return "metadata.labels is not a map of strings"  # a number label would break Gt/Lt matching
     for path, items in (("spec.taints", spec.get("taints")), ("status.conditions", status.get("conditions"))):
         if not isinstance(items or [], list) or not all(isinstance(item, dict) for item in items or []):
             return f"{path} is not a list of objects"
@@ -227,6 +300,10 @@ class SchedulerLoop:
         self.dra = DynamicResources(api, request_timeout)
         self._unreadable_logged: set[tuple[object, str]] = set()
         """Malformed nodes already logged (node name, problem): once each, not every pass."""
+        self._placements: dict[tuple[str, str, str, str], Placement] = {}
+        """(namespace, name, uid, resourceVersion) -> `placement`; only the pods of the latest pass are kept."""
+        self._node_cache: dict[tuple[str, str], tuple[str | None, tuple[Taint, ...]]] = {}
+        """(node name, resourceVersion) -> `_node_facts`; only the versions of the latest pass are kept."""
 
     def start(self) -> None:
         """Start the loop thread."""
@@ -270,9 +347,16 @@ class SchedulerLoop:
             tuple(sorted(p["metadata"].get("uid", "") for p in pods if (p.get("spec") or {}).get("nodeName"))),
             self._dra_signature(),
         )
+        current = set(signature[0])
+        for stale in [key for key in self._node_cache if key not in current]:
+            del self._node_cache[stale]
         live = {p["metadata"].get("uid", "") for p in pods}
         for uid in [u for u in self._backoff if u not in live]:
             del self._backoff[uid]
+        versions = {(str(m.get("namespace")), str(m.get("name")), str(m.get("uid", "")), m.get("resourceVersion"))
+                    for m in (p["metadata"] for p in pods)}
+        for gone in [key for key in self._placements if key not in versions]:
+            del self._placements[gone]
         now = time.monotonic()
         used = noderesources.usage(pods)
         dra_state: PassState | None = None
@@ -330,13 +414,16 @@ class SchedulerLoop:
         """
         reasons: dict[str, int] = {}
         wants = noderesources.pod_requests(pod)
+        where = self._placement(pod)
+        if where.node_names is not None and not where.node_names:  # NodeAffinity's PreFilter rejects it
+            raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {AFFINITY_CONFLICT}.")
         claims: PodClaims | None = None
         if dra_state is not None and has_claims(pod):
             try:
                 claims = self.dra.pre_filter(pod, dra_state)
             except Unschedulable as exc:  # FitError with a PreFilter message
                 raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {exc}.") from None
-        candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons)
+        candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons, where)
                       and self._claims_fit(claims, n, dra_state, reasons)]
         interested = [e for e in self.extenders if is_interested(pod, e.managed)]
         scores: dict[str, int] = {}
@@ -401,17 +488,20 @@ class SchedulerLoop:
         return not reason
 
     def _fits(self, pod: Mapping[str, Any], wants: Mapping[str, int], node: Mapping[str, Any],
-              used: noderesources.NodeUsage, reasons: dict[str, int]) -> bool:
-        spec = pod.get("spec") or {}
-        labels = (node.get("metadata") or {}).get("labels") or {}
+              used: noderesources.NodeUsage, reasons: dict[str, int], where: Placement) -> bool:
+        """The pod's own filters on one node, in kube-scheduler's order; the first that fails counts its reason."""
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
 
         def fail(reason: str) -> bool:
             reasons[reason] = reasons.get(reason, 0) + 1
             return False
 
-        problem = unreadable(node)
+        if where.node_names is not None and meta.get("name") not in where.node_names:
+            return fail(NOT_IN_PREFILTER_REASON)  # not filtered at all: upstream never looks at such a node
+        problem, taints = self._node_facts(node)
         if problem:
-            name = (node.get("metadata") or {}).get("name")
+            name = meta.get("name")
             if (name, problem) not in self._unreadable_logged:
                 self._unreadable_logged.add((name, problem))
                 log.warning("node %s cannot be read (%s): no pod is scheduled onto it", name, problem)
@@ -420,18 +510,53 @@ class SchedulerLoop:
             return fail("node(s) were unschedulable")
         if not _ready(node):
             return fail("node(s) had untolerated taint {node.kubernetes.io/not-ready: }")
-        selector = spec.get("nodeSelector") or {}
-        if any(labels.get(k) != v for k, v in selector.items()):
-            return fail("node(s) didn't match Pod's node affinity/selector")
-        for taint in (node.get("spec") or {}).get("taints") or []:
-            if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations") or [],
-                                                                                   taint):
-                return fail(f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}")
+        taint = untolerated(taints, where.tolerations)
+        if taint is not None:
+            return fail(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+        if any(labels.get(k) != v for k, v in where.node_selector):
+            return fail(NODE_AFFINITY_REASON)
+        if where.affinity is not None and not where.affinity.matches(labels, str(meta.get("name") or "")):
+            return fail(NODE_AFFINITY_REASON)
         ignored = {resource for e in self.extenders for resource, skip in e.managed.items() if skip}
         missing = noderesources.insufficient(wants, node, used.of(node["metadata"]["name"]), ignored)
         for reason in missing:  # NodeResourcesFit reports every resource that does not fit
             reasons[reason] = reasons.get(reason, 0) + 1
         return not missing
+
+    def _node_facts(self, node: Mapping[str, Any]) -> tuple[str | None, tuple[Taint, ...]]:
+        """What makes the node unreadable (`unreadable`, or taints that do not decode) and its taints typed.
+
+        Worked out once per node version (name, resourceVersion), not once per pod and node.
+        """
+        meta = node.get("metadata") or {}
+        version = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        key = (str(meta.get("name")), version) if isinstance(version, str) and version else None
+        if key is not None and key in self._node_cache:
+            return self._node_cache[key]
+        problem = unreadable(node)
+        taints = decode_taints(node["spec"].get("taints")) if not problem and node.get("spec") else ()
+        facts = (problem or "spec.taints is not a list of taints", ()) if taints is None else (problem, taints)
+        if key is not None:
+            self._node_cache[key] = facts
+        return facts
+
+    def _placement(self, pod: Mapping[str, Any]) -> Placement:
+        """`placement` of the pod, worked out once per pod version (its identity and resourceVersion), not per retry.
+
+        A malformed placement is logged then, once: a hostile affinity costs its decoding once.
+        """
+        meta = pod["metadata"]
+        version = meta.get("resourceVersion")
+        key = ((str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid", "")), version)
+               if isinstance(version, str) and version else None)
+        if key is not None and key in self._placements:
+            return self._placements[key]
+        where = placement(pod)
+        if where.problem:
+            log.warning("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), where.problem)
+        if key is not None:
+            self._placements[key] = where
+        return where
 
     def _unschedulable(self, pod: dict[str, Any], message: str, reason: str | None = None) -> None:
         meta = pod["metadata"]

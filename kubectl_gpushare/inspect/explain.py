@@ -38,6 +38,7 @@ from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.kube.records import pod_record, pod_request, shown
 from kubectl_gpushare.kube.stacks import kai
+from kubectl_gpushare.kube.taints import untolerated
 from kubectl_gpushare.kube.types import (
     Event,
     Node,
@@ -45,8 +46,6 @@ from kubectl_gpushare.kube.types import (
     NodeSelectorTerm,
     Pod,
     PodPlacement,
-    Taint,
-    Toleration,
 )
 from kubectl_gpushare.ledger import (
     PENDING,
@@ -63,7 +62,6 @@ API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 FITS_PREFIX: Final = "fits on GPU "
 """How a node verdict that takes the pod begins."""
 KIND: Final = "GPUShareExplanation"
-_BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
 
 
 class Share(msgspec.Struct):
@@ -135,17 +133,6 @@ class Explanation(msgspec.Struct, rename="camel", omit_defaults=True):
     kind: str = KIND
 
 
-def _tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
-    for toleration in tolerations:
-        if toleration.effect and toleration.effect != taint.effect:
-            continue
-        if toleration.operator == "Exists" and (not toleration.key or toleration.key == taint.key):
-            return True
-        if toleration.key == taint.key and toleration.value == taint.value:
-            return True
-    return False
-
-
 def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
     def one(r: NodeSelectorRequirement) -> str:
         values = f" ({','.join(r.values)})" if r.values else ""
@@ -175,10 +162,10 @@ def excluded(
     """
     if node.spec.unschedulable:
         return "cordoned (unschedulable)"
-    for taint in node.spec.taints:
-        if taint.effect in _BLOCKING_EFFECTS and not _tolerates(pod.spec.tolerations, taint):
-            value = f"={taint.value}" if taint.value else ""
-            return f"tainted {taint.key}{value}:{taint.effect}, which the pod does not tolerate"
+    taint = untolerated(node.spec.taints, pod.spec.tolerations)
+    if taint is not None:
+        value = f"={taint.value}" if taint.value else ""
+        return f"tainted {taint.key}{value}:{taint.effect}, which the pod does not tolerate"
     labels = node.metadata.labels
     for key, value in sorted(pod.spec.node_selector.items()):
         if labels.get(key) != value:

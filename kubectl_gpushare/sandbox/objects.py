@@ -49,6 +49,7 @@ _CONTAINER_FIELDS: tuple[tuple[str, type, str], ...] = (
     ("[].resources.limits", dict, "v1.ResourceList"),
     ("[].resources.requests", dict, "v1.ResourceList"),
 )
+_REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 SHAPES: tuple[tuple[str, type, str], ...] = (
     ("spec", dict, "spec"),
     ("status", dict, "status"),
@@ -63,6 +64,7 @@ SHAPES: tuple[tuple[str, type, str], ...] = (
     *((f"spec.tolerations[].{field}", str, "string") for field in ("key", "operator", "value", "effect")),
     ("spec.nodeSelector", dict, "map[string]string"),
     ("spec.nodeSelector{}", str, "string"),
+    ("spec.affinity", dict, "v1.Affinity"),
     ("spec.containers", list, "[]v1.Container"),
     *((f"spec.containers{path}", kind, go) for path, kind, go in _CONTAINER_FIELDS),
     ("spec.initContainers", list, "[]v1.Container"),
@@ -78,12 +80,33 @@ A path segment ending in ``[]`` means every element of that array, ``{}`` every 
 null is dropped, as Go decodes it to the zero value."""
 
 
-_POD_ONLY: tuple[str, ...] = ("spec.nodeSelector", "spec.nodeSelector{}")
-"""Pod paths another kind holds with another type (a ResourceSlice's ``spec.nodeSelector`` is a v1.NodeSelector)."""
+AFFINITY_SHAPES: tuple[tuple[str, type, str], ...] = (
+    ("spec.affinity.nodeAffinity", dict, "v1.NodeAffinity"),
+    (f"{_REQUIRED}", dict, "v1.NodeSelector"),
+    (f"{_REQUIRED}.nodeSelectorTerms", list, "[]v1.NodeSelectorTerm"),
+    (f"{_REQUIRED}.nodeSelectorTerms[]", dict, "v1.NodeSelectorTerm"),
+    *(shape for part in ("matchExpressions", "matchFields") for shape in (
+        (f"{_REQUIRED}.nodeSelectorTerms[].{part}", list, "[]v1.NodeSelectorRequirement"),
+        (f"{_REQUIRED}.nodeSelectorTerms[].{part}[]", dict, "v1.NodeSelectorRequirement"),
+        (f"{_REQUIRED}.nodeSelectorTerms[].{part}[].key", str, "string"),
+        (f"{_REQUIRED}.nodeSelectorTerms[].{part}[].operator", str, "v1.NodeSelectorOperator"),
+        (f"{_REQUIRED}.nodeSelectorTerms[].{part}[].values", list, "[]string"),
+        (f"{_REQUIRED}.nodeSelectorTerms[].{part}[].values[]", str, "string"),
+    )),
+)
+"""`SHAPES` under a pod's ``spec.affinity`` (the scheduler stand-in reads the required node
+affinity), walked only when the pod has one: most pods carry none, and walking sixteen absent
+paths would near double the cost of checking a pod."""
+
+
+_POD_ONLY: tuple[str, ...] = ("spec.nodeSelector", "spec.nodeSelector{}", "spec.affinity")
+"""Pod paths another kind may hold with another type (a ResourceSlice's ``spec.nodeSelector`` is a v1.NodeSelector)."""
 
 
 def _check_shapes(kind: str, obj: dict[str, Any]) -> None:
-    for path, expected, go_type in SHAPES:
+    spec = obj.get("spec")
+    nested = kind == "Pod" and isinstance(spec, dict) and isinstance(spec.get("affinity"), dict)
+    for path, expected, go_type in (*SHAPES, *AFFINITY_SHAPES) if nested else SHAPES:
         if kind != "Pod" and path in _POD_ONLY:
             continue
         for parent, key in _leaves(*_parents(obj, path)):
@@ -102,6 +125,8 @@ def _parents(obj: dict[str, Any], path: str) -> tuple[list[Any], str]:
     parents: list[Any] = [obj]
     for head in heads:
         parents = _step(parents, head)
+        if not parents:  # the path is absent (most objects carry no affinity): nothing further to walk
+            break
     return parents, last
 
 

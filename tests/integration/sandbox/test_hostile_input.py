@@ -609,8 +609,13 @@ def test_keep_alive_within_the_idle_timeout_is_kept(sandbox: Sandbox) -> None:
         ("Node", "/api/v1/nodes", {"taints": [{"key": "k", "effect": 7}]}),
         ("Pod", "/api/v1/namespaces/default/pods", {**POD["spec"], "tolerations": ["x"]}),
         ("Pod", "/api/v1/namespaces/default/pods", {**POD["spec"], "nodeSelector": {"gpu": True}}),
+        ("Pod", "/api/v1/namespaces/default/pods", {**POD["spec"], "affinity": "x"}),
+        ("Pod", "/api/v1/namespaces/default/pods", {**POD["spec"], "affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [1]}]}]}}}}),
     ],
-    ids=["taints-string", "taint-number", "taint-effect-number", "toleration-string", "node-selector-bool"],
+    ids=["taints-string", "taint-number", "taint-effect-number", "toleration-string", "node-selector-bool",
+         "affinity-string", "affinity-value-number"],
 )
 def test_mistyped_scheduling_fields_get_400_as_go_decodes_them(
     sandbox: Sandbox, kind: str, path: str, spec: dict[str, Any]

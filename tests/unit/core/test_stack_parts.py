@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.cli.scheduler import _duration, _tolerates, extenders_from_config, requested
+from kubectl_gpushare.cli.scheduler import _duration, extenders_from_config, requested
 from kubectl_gpushare.cli.stack import StackAttachment, hardware_of, scheduler_config_text
+from kubectl_gpushare.kube.taints import decode_taints, decode_tolerations, untolerated
 from kubectl_gpushare.sandbox.builders import node_object
 
 
@@ -43,7 +44,11 @@ def test_a_file_that_is_not_a_scheduler_configuration_is_refused() -> None:
     ({"key": "other", "operator": "Exists"}, False),
 ])
 def test_tolerations_match_as_kube_scheduler_matches_them(toleration: dict[str, str], tolerated: bool) -> None:
-    assert _tolerates([toleration], {"key": "k", "value": "v", "effect": "NoSchedule"}) is tolerated
+    # the plain JSON the scheduler stand-in holds, decoded as it decodes it, then the shared rule
+    taints, tolerations = decode_taints([{"key": "k", "value": "v", "effect": "NoSchedule"}]), decode_tolerations(
+        [toleration])
+    assert taints is not None and tolerations is not None
+    assert (untolerated(taints, tolerations) is None) is tolerated
 
 
 def limit(value: object) -> dict[str, object]:

@@ -1,0 +1,68 @@
+"""Which node taints a pod's tolerations leave standing: the one rule `explain` and the scheduler stand-in ask.
+
+kube-scheduler's TaintToleration filter (pkg/scheduler/framework/plugins/tainttoleration) calls
+``v1helper.FindMatchingUntoleratedTaint`` over the node's NoSchedule and NoExecute taints; a taint
+is tolerated when some toleration's ``Toleration.ToleratesTaint`` (k8s.io/api core/v1
+``toleration.go``) holds: an effect, when set, must equal the taint's; a key, when set, must equal
+the taint's (an empty key with ``Exists`` tolerates every taint); ``Equal`` (or an empty operator)
+compares values, ``Exists`` does not; any other operator tolerates nothing. ``Lt``/``Gt`` compare
+integers only behind the alpha TaintTolerationComparisonOperators gate, off by default, so here
+they tolerate nothing, as with the gate off.
+
+Pure; reads the typed `kube.types` structs, which callers holding plain JSON get with `decode_tolerations`
+and `decode_taints` (None: the list does not have the API's shape).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import msgspec
+
+from kubectl_gpushare.kube.types import Taint, Toleration
+
+BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
+"""The effects TaintToleration's filter considers (``PreferNoSchedule`` only scores)."""
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """``Toleration.ToleratesTaint`` with the comparison operators' gate off."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator in ("", "Equal"):
+        return toleration.value == taint.value
+    return toleration.operator == "Exists"
+
+
+def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint no toleration tolerates (``FindMatchingUntoleratedTaint``), or None."""
+    for taint in taints:
+        if taint.effect in BLOCKING_EFFECTS and not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+def decode_tolerations(raw: object) -> tuple[Toleration, ...] | None:
+    """A pod's ``spec.tolerations`` held as plain JSON, typed; None when it is not a list of tolerations."""
+    if not raw:
+        return ()
+    try:
+        return msgspec.convert(raw, tuple[Toleration, ...])
+    except msgspec.ValidationError:
+        return None
+
+
+def decode_taints(raw: object) -> tuple[Taint, ...] | None:
+    """A node's ``spec.taints`` held as plain JSON, typed; None when it is not a list of taints."""
+    if not raw:
+        return ()
+    try:
+        return msgspec.convert(raw, tuple[Taint, ...])
+    except msgspec.ValidationError:
+        return None
+
+
+__all__ = ["BLOCKING_EFFECTS", "decode_taints", "decode_tolerations", "tolerates", "untolerated"]

@@ -1,0 +1,200 @@
+"""The scheduler stand-in's NodeAffinity filter against the sandbox: required node affinity, by `node_affinity`.
+
+kube-scheduler's NodeAffinity plugin (pkg/scheduler/framework/plugins/nodeaffinity) rejects a node
+the pod's ``nodeSelector`` or required affinity does not match with ``ErrReasonPod``; its PreFilter
+narrows the nodes to those a ``metadata.name In`` names in every term, and rejects the pod
+outright when no name survives. A term that does not parse matches nothing
+(``NewLazyErrorNodeSelector``). The stand-in must bind a pinned pod only where upstream would,
+else tests on it pass over real bugs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubectl_gpushare.cli.scheduler import SchedulerLoop
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.sandbox.builders import node_object, pod_object
+from kubectl_gpushare.sandbox.server import Sandbox
+
+pytestmark = pytest.mark.integration
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+REASON = "node(s) didn't match Pod's node affinity/selector"
+NONE_FITS = f"0/3 nodes are available: 1 node(s) had untolerated taint {{dedicated: c}}, 2 {REASON}."
+"""A pod without a toleration that no rack matches: n-c fails TaintToleration first, the others NodeAffinity."""
+
+
+def required(terms: object) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+@pytest.fixture
+def racks(sandbox: Sandbox, kubeconfig: Path) -> Iterator[SchedulerLoop]:
+    """Three Ready nodes on racks a, b, c (n-c also tainted), and a scheduler stand-in driven by `run_once`."""
+    taint = {"key": "dedicated", "value": "c", "effect": "NoSchedule"}
+    sandbox.load([node_object(f"n-{rack}", [], ip=f"10.0.0.{i}", labels={"rack": rack},
+                              taints=[taint] if rack == "c" else None)
+                  for i, rack in enumerate("abc", start=1)])
+    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
+    loop = SchedulerLoop(sandbox, api, [])
+    try:
+        yield loop
+    finally:
+        loop.stop()
+        api.close()
+
+
+def affine(name: str, *terms: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """A CPU-only pod whose required node affinity is ``terms``."""
+    pod = pod_object(name, "default", [0])
+    pod["spec"]["affinity"] = required(list(terms))
+    pod["spec"].update(spec)
+    return pod
+
+
+def rack_in(*racks: str) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": "rack", "operator": "In", "values": list(racks)}]}
+
+
+def name_in(*names: str) -> dict[str, Any]:
+    return {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(names)}]}
+
+
+def bound(sandbox: Sandbox, name: str) -> str:
+    return str(((sandbox.get("pods", "default", name) or {}).get("spec") or {}).get("nodeName") or "")
+
+
+def failed_scheduling(sandbox: Sandbox, name: str) -> str:
+    """The message of the pod's latest FailedScheduling Event."""
+    events = [e["message"] for e in sandbox.objects("events")
+              if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == name]
+    assert events, f"no FailedScheduling Event for {name}"
+    return str(events[-1])
+
+
+def why(sandbox: Sandbox, name: str) -> str:
+    """The PodScheduled=False message, after checking the FailedScheduling Event says the same."""
+    found = sandbox.get("pods", "default", name) or {}
+    condition = next((c for c in (found.get("status") or {}).get("conditions") or []
+                      if c.get("type") == "PodScheduled"), {})
+    assert condition.get("status") == "False", f"{name} has no PodScheduled=False condition"
+    assert failed_scheduling(sandbox, name) == condition["message"]
+    return str(condition["message"])
+
+
+def test_a_pod_with_required_affinity_lands_only_on_a_matching_node(
+    sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl
+) -> None:
+    pods = [affine(f"to-b-{i}", rack_in("b")) for i in range(3)]
+    kubectl("create", "-f", "-", input="\n".join(json.dumps(p) for p in pods))
+    racks.run_once()
+    assert [bound(sandbox, f"to-b-{i}") for i in range(3)] == ["n-b"] * 3
+
+
+def test_a_pod_whose_affinity_matches_no_node_stays_pending_with_kube_schedulers_message(
+    sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl
+) -> None:
+    kubectl("create", "-f", "-", input=json.dumps(affine("to-z", rack_in("z"))))
+    racks.run_once()
+    assert bound(sandbox, "to-z") == ""
+    # n-c's taint is TaintToleration's, which runs before NodeAffinity (default_plugins.go)
+    assert why(sandbox, "to-z") == NONE_FITS
+
+
+def test_a_term_that_does_not_parse_matches_nothing_and_the_others_still_count(
+    sandbox: Sandbox, racks: SchedulerLoop
+) -> None:
+    bad_term = {"matchExpressions": [{"key": "rack", "operator": "Gt", "values": ["x"]}]}
+    tolerate = [{"key": "dedicated", "operator": "Exists"}]
+    sandbox.load([affine("lazy", bad_term, rack_in("c"), tolerations=tolerate),
+                  affine("only-bad", bad_term, tolerations=tolerate)])
+    racks.run_once()
+    assert bound(sandbox, "lazy") == "n-c"
+    assert why(sandbox, "only-bad") == f"0/3 nodes are available: 3 {REASON}."
+
+
+def test_metadata_name_terms_narrow_the_nodes_as_the_prefilter_does(sandbox: Sandbox, racks: SchedulerLoop) -> None:
+    conflict = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n-a"]},
+                                {"key": "metadata.name", "operator": "In", "values": ["n-b"]}]}
+    sandbox.load([affine("pinned", name_in("n-b")), affine("absent", name_in("n-x")),
+                  affine("conflict", conflict)])
+    racks.run_once()
+    assert bound(sandbox, "pinned") == "n-b"
+    assert why(sandbox, "absent") == "0/3 nodes are available: 3 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+    assert why(sandbox, "conflict") == "0/3 nodes are available: pod affinity terms conflict."
+
+
+@pytest.mark.parametrize("affinity", [
+    "garbage",
+    required({"a": 1}),
+    required([{"matchExpressions": [{"key": "rack", "operator": "In", "values": [1]}]}]),
+    required([rack_in("a")] * 100_000),
+    required([{"matchExpressions": [{"key": "k" * 100_000, "operator": "Exists"}]}]),
+], ids=["string", "terms-object", "value-number", "100k-terms", "huge-key"])
+def test_a_hostile_affinity_keeps_its_pod_pending_and_the_others_are_scheduled(
+    sandbox: Sandbox, racks: SchedulerLoop, affinity: object
+) -> None:
+    # kube-apiserver refuses most of these; seeded into storage, the pod still fails alone.
+    hostile = pod_object("hostile", "default", [0])
+    hostile["spec"]["affinity"] = affinity
+    sandbox.load([hostile, affine("fine", rack_in("a"))])
+    racks.run_once()
+    assert bound(sandbox, "fine") == "n-a"
+    assert bound(sandbox, "hostile") == ""
+    # A mistyped pod's status patch is refused by the API (it checks the whole object), so the Event says it.
+    assert failed_scheduling(sandbox, "hostile") == NONE_FITS
+
+
+def test_unreadable_tolerations_tolerate_nothing_and_the_pod_fails_alone(
+    sandbox: Sandbox, racks: SchedulerLoop
+) -> None:
+    odd = affine("odd", rack_in("c"))
+    odd["spec"]["tolerations"] = [{"key": 1, "operator": "Exists"}]
+    sandbox.load([odd, affine("fine", rack_in("c"), tolerations=[{"operator": "Exists"}])])
+    racks.run_once()
+    assert bound(sandbox, "fine") == "n-c"
+    # The API refuses the status patch of a pod it could not decode (the whole object is checked), so
+    # only the Event carries the reason.
+    assert bound(sandbox, "odd") == ""
+    assert failed_scheduling(sandbox, "odd") == NONE_FITS
+
+
+def test_a_taint_removed_from_a_node_is_seen_by_the_next_pass(
+    sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl
+) -> None:
+    kubectl("create", "-f", "-", input=json.dumps(affine("to-c", rack_in("c"))))
+    racks.run_once()
+    assert bound(sandbox, "to-c") == "" and "untolerated taint {dedicated: c}" in why(sandbox, "to-c")
+    kubectl("taint", "nodes", "n-c", "dedicated-")
+    racks.run_once()  # the node changed: the pod is retried at once, and the node's taints read anew
+    assert bound(sandbox, "to-c") == "n-c"
+
+
+@pytest.mark.parametrize("selector", ["rack=a", {"rack": 1}, ["rack"]], ids=["string", "number", "list"])
+def test_a_hostile_node_selector_keeps_its_pod_pending_and_the_others_are_scheduled(
+    sandbox: Sandbox, racks: SchedulerLoop, selector: object
+) -> None:
+    hostile = pod_object("hostile", "default", [0])
+    hostile["spec"]["nodeSelector"] = selector
+    sandbox.load([hostile, affine("fine", rack_in("a"))])
+    racks.run_once()
+    assert bound(sandbox, "fine") == "n-a"
+    assert failed_scheduling(sandbox, "hostile") == NONE_FITS
+
+
+def test_a_node_with_a_number_label_fails_alone_and_gt_affinity_still_places_pods(
+    sandbox: Sandbox, racks: SchedulerLoop
+) -> None:
+    odd = node_object("n-odd", [], ip="10.0.0.9", labels={"rack": "d"})
+    odd["metadata"]["labels"]["slot"] = 7  # the API refuses it; seeded into storage directly
+    sandbox.load([odd, node_object("n-7", [], ip="10.0.0.10", labels={"slot": "7"})])
+    sandbox.load([affine("high", {"matchExpressions": [{"key": "slot", "operator": "Gt", "values": ["5"]}]})])
+    racks.run_once()
+    assert bound(sandbox, "high") == "n-7"

@@ -1,0 +1,49 @@
+"""`kube.taints`: ``Toleration.ToleratesTaint`` (k8s.io/api core/v1 toleration.go), case by case."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubectl_gpushare.kube.taints import decode_taints, decode_tolerations, tolerates, untolerated
+from kubectl_gpushare.kube.types import Taint, Toleration
+
+TAINT = Taint(key="gpu", value="a100", effect="NoSchedule")
+
+
+@pytest.mark.parametrize(("toleration", "expected"), [
+    (Toleration(key="gpu", operator="Equal", value="a100", effect="NoSchedule"), True),
+    (Toleration(key="gpu", operator="Equal", value="a100"), True),  # empty effect: every effect
+    (Toleration(key="gpu", operator="Equal", value="a100", effect="NoExecute"), False),
+    (Toleration(key="gpu", operator="Equal", value="h100"), False),
+    (Toleration(key="gpu", operator="", value="a100"), True),  # empty operator means Equal
+    (Toleration(key="gpu", operator="Exists"), True),
+    (Toleration(key="other", operator="Exists"), False),
+    (Toleration(operator="Exists"), True),  # empty key with Exists: every taint
+    (Toleration(operator="Exists", effect="NoExecute"), False),
+    (Toleration(key="", operator="Equal", value="a100"), True),  # empty key skips the key check upstream too
+    (Toleration(key="gpu", operator="Bogus", value="a100"), False),  # an unknown operator tolerates nothing
+    (Toleration(key="gpu", operator="Gt", value="1"), False),  # comparison operators: alpha gate off
+], ids=["equal", "any-effect", "other-effect", "other-value", "empty-operator", "exists", "exists-other-key",
+        "exists-no-key", "exists-no-key-other-effect", "equal-no-key", "unknown-operator", "gt-gate-off"])
+def test_tolerates_follows_upstream(toleration: Toleration, expected: bool) -> None:
+    assert tolerates(toleration, TAINT) is expected
+
+
+def test_untolerated_skips_prefer_no_schedule_and_returns_the_first_blocking_taint() -> None:
+    soft = Taint(key="soft", effect="PreferNoSchedule")
+    hard = Taint(key="hard", value="1", effect="NoExecute")
+    assert untolerated((soft, TAINT, hard), (Toleration(key="gpu", operator="Exists"),)) == hard
+    assert untolerated((soft,), ()) is None
+
+
+@pytest.mark.parametrize("raw", ["x", [1], [{"key": 1}], {"key": "a"}], ids=["string", "number", "key-int", "object"])
+def test_decoders_refuse_what_is_not_a_list_of_entries(raw: object) -> None:
+    assert decode_tolerations(raw) is None
+    assert decode_taints(raw) is None
+
+
+def test_decoders_read_the_api_shape() -> None:
+    assert decode_tolerations([{"key": "gpu", "operator": "Exists", "tolerationSeconds": 5}]) == (
+        Toleration(key="gpu", operator="Exists"),)
+    assert decode_taints(None) == () and decode_taints([{"key": "gpu", "effect": "NoSchedule"}]) == (
+        Taint(key="gpu", effect="NoSchedule"),)
