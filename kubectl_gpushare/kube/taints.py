@@ -16,11 +16,13 @@ and `decode_taints` (None: the list does not have the API's shape).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
 
 from kubectl_gpushare.kube.types import Taint, Toleration
+
+_ListT = TypeVar("_ListT", tuple[Taint, ...], tuple[Toleration, ...])
 
 BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
 """The effects TaintToleration's filter considers (``PreferNoSchedule`` only scores)."""
@@ -45,24 +47,24 @@ def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> T
     return None
 
 
-def decode_tolerations(raw: object) -> tuple[Toleration, ...] | None:
-    """A pod's ``spec.tolerations`` held as plain JSON, typed; None when it is not a list of tolerations."""
+def _decode(raw: object, kind: type[_ListT]) -> _ListT | None:
+    """A JSON list typed as ``kind``; None when ``raw`` is not one (null or empty: no entries)."""
     if not raw:
-        return ()
+        return kind()
     try:
-        return msgspec.convert(raw, tuple[Toleration, ...])
+        return msgspec.convert(raw, kind)
     except msgspec.ValidationError:
         return None
+
+
+def decode_tolerations(raw: object) -> tuple[Toleration, ...] | None:
+    """A pod's ``spec.tolerations`` held as plain JSON, typed; None when it is not a list of tolerations."""
+    return _decode(raw, tuple[Toleration, ...])
 
 
 def decode_taints(raw: object) -> tuple[Taint, ...] | None:
     """A node's ``spec.taints`` held as plain JSON, typed; None when it is not a list of taints."""
-    if not raw:
-        return ()
-    try:
-        return msgspec.convert(raw, tuple[Taint, ...])
-    except msgspec.ValidationError:
-        return None
+    return _decode(raw, tuple[Taint, ...])
 
 
 __all__ = ["BLOCKING_EFFECTS", "decode_taints", "decode_tolerations", "tolerates", "untolerated"]
