@@ -12,7 +12,7 @@ reserved through the claim's status before the Binding), then, for pods that nam
 extender's ``managedResources`` in any container's requests or limits (`is_interested`), the
 extender's filter, prioritize and bind over HTTP (`extender.schedsim.HTTPExtender`); other pods are
 bound with a Binding. A pod no node fits gets a
-``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with the reasons
+``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with the reasons (written when they change)
 (``SchedulerError`` when a plugin fails rather than rejects), and is retried with backoff (1 s
 doubling to 16 s), at once when nodes or bound pods change. A pod whose claims do not exist yet is
 not tried (PreEnqueue) until they do. Reads come from the sandbox's store in-process; every write
@@ -252,6 +252,16 @@ def placement(pod: Mapping[str, Any]) -> Placement:
                 affinity = compile_selector(terms, lazy=True)
                 names = _prefilter_names(terms)
     return Placement(tolerations or (), tuple(selector.items()), affinity, names, "; ".join(problems))
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    """The object's ``status.conditions`` entry of type ``kind`` ({} when none, or when they are malformed)."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            return condition
+    return {}
 
 
 def _ready(node: Mapping[str, Any]) -> bool:
@@ -559,14 +569,25 @@ class SchedulerLoop:
         return where
 
     def _unschedulable(self, pod: dict[str, Any], message: str, reason: str | None = None) -> None:
+        """Record a failed cycle: a FailedScheduling Event each time, the PodScheduled condition when it changes.
+
+        As kube-scheduler's ``updatePod`` with ``podutil.UpdatePodCondition`` (pkg/api/v1/pod/util.go):
+        a condition with the same status, reason and message is not written again, and one whose
+        status stays keeps its ``lastTransitionTime``. So a retry that fails as before leaves the
+        pod's resourceVersion alone, and its placement stays decoded (`_placement`).
+        """
         meta = pod["metadata"]
         condition = {"type": "PodScheduled", "status": "False", "reason": reason or "Unschedulable", "message": message,
                      "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        try:
-            self.api.patch(types.PODS, meta["name"], {"status": {"conditions": [condition]}},
-                           meta.get("namespace", "default"), "merge", subresource="status")
-        except KubeError as exc:
-            log.warning("cannot mark %s/%s unschedulable: %s", meta.get("namespace"), meta["name"], exc)
+        old = _condition(pod, "PodScheduled")
+        if old.get("status") == "False" and isinstance(old.get("lastTransitionTime"), str):
+            condition["lastTransitionTime"] = old["lastTransitionTime"]
+        if any(old.get(field) != condition[field] for field in ("status", "reason", "message")):
+            try:
+                self.api.patch(types.PODS, meta["name"], {"status": {"conditions": [condition]}},
+                               meta.get("namespace", "default"), "merge", subresource="status")
+            except KubeError as exc:
+                log.warning("cannot mark %s/%s unschedulable: %s", meta.get("namespace"), meta["name"], exc)
         self._event(pod, "FailedScheduling", message, "Warning")
 
     def _event(self, pod: Mapping[str, Any], reason: str, message: str, kind: str) -> None:

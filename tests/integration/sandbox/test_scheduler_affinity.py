@@ -23,6 +23,7 @@ from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
@@ -198,3 +199,23 @@ def test_a_node_with_a_number_label_fails_alone_and_gt_affinity_still_places_pod
     sandbox.load([affine("high", {"matchExpressions": [{"key": "slot", "operator": "Gt", "values": ["5"]}]})])
     racks.run_once()
     assert bound(sandbox, "high") == "n-7"
+
+
+def test_a_retry_that_fails_as_before_records_an_event_but_leaves_the_pod_alone(
+    sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl
+) -> None:
+    # kube-scheduler's updatePod skips a PodScheduled condition UpdatePodCondition finds unchanged,
+    # so the pod's resourceVersion (and the stand-in's decoded placement) survive the retry.
+    kubectl("create", "-f", "-", input=json.dumps(affine("to-z", rack_in("z"))))
+    racks.run_once()
+    first = sandbox.get("pods", "default", "to-z") or {}
+
+    def events() -> int:
+        racks.run_once()  # a no-op until the pod's 1 s backoff is over
+        return sum(1 for e in sandbox.objects("events")
+                   if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == "to-z")
+
+    wait_for(lambda: events() >= 2, what="a second FailedScheduling Event for to-z")
+    again = sandbox.get("pods", "default", "to-z") or {}
+    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    assert why(sandbox, "to-z") == NONE_FITS
