@@ -3,8 +3,9 @@
 Every pass it takes the unscheduled pods whose ``spec.schedulerName`` is ``default-scheduler`` (or
 unset) and, one at a time, does what kube-scheduler does around its extenders: its own filters
 in kube-scheduler's default order (pkg/scheduler/apis/config/v1 ``default_plugins.go``):
-NodeUnschedulable (``spec.unschedulable``), TaintToleration (node Ready, then NoSchedule/NoExecute
-taints against the pod's tolerations, `kube.taints`), NodeAffinity (``nodeSelector`` and the
+NodeUnschedulable (``spec.unschedulable``, passed by a toleration of its taint), TaintToleration
+(a not-Ready node's ``node.kubernetes.io/not-ready`` taint, then the node's NoSchedule/NoExecute
+taints, against the pod's tolerations, `kube.taints`), NodeAffinity (``nodeSelector`` and the
 required node affinity, `node_affinity`, with its PreFilter's narrowing to the ``metadata.name``
 of ``matchFields``), NodeResourcesFit on every resource the node advertises, `cli.noderesources`,
 and DynamicResources for pods with ResourceClaims, `cli.dynamicresources`: claims allocated and
@@ -51,7 +52,7 @@ from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig
 from kubectl_gpushare.kube import deadlines, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError, refused
-from kubectl_gpushare.kube.taints import decode_taints, decode_tolerations, untolerated
+from kubectl_gpushare.kube.taints import NOT_READY, decode_taints, decode_tolerations, kept_off_cordoned, untolerated
 from kubectl_gpushare.kube.types import Taint
 from kubectl_gpushare.node_affinity import NodeSelector, compile_selector
 
@@ -516,10 +517,8 @@ class SchedulerLoop:
                 self._unreadable_logged.add((name, problem))
                 log.warning("node %s cannot be read (%s): no pod is scheduled onto it", name, problem)
             return fail("node(s) could not be read")
-        if (node.get("spec") or {}).get("unschedulable"):
+        if (node.get("spec") or {}).get("unschedulable") and kept_off_cordoned(where.tolerations):
             return fail("node(s) were unschedulable")
-        if not _ready(node):
-            return fail("node(s) had untolerated taint {node.kubernetes.io/not-ready: }")
         taint = untolerated(taints, where.tolerations)
         if taint is not None:
             return fail(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
@@ -536,6 +535,8 @@ class SchedulerLoop:
     def _node_facts(self, node: Mapping[str, Any]) -> tuple[str | None, tuple[Taint, ...]]:
         """What makes the node unreadable (`unreadable`, or taints that do not decode) and its taints typed.
 
+        A node that is not Ready leads its taints with `NOT_READY`, as the node lifecycle controller's would.
+
         Worked out once per node version (name, resourceVersion), not once per pod and node.
         """
         meta = node.get("metadata") or {}
@@ -545,6 +546,8 @@ class SchedulerLoop:
             return self._node_cache[key]
         problem = unreadable(node)
         taints = decode_taints(node["spec"].get("taints")) if not problem and node.get("spec") else ()
+        if taints is not None and not problem and not _ready(node):
+            taints = (NOT_READY, *taints)
         facts = (problem or "spec.taints is not a list of taints", ()) if taints is None else (problem, taints)
         if key is not None:
             self._node_cache[key] = facts

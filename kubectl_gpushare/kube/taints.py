@@ -26,6 +26,14 @@ _ListT = TypeVar("_ListT", tuple[Taint, ...], tuple[Toleration, ...])
 
 BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
 """The effects TaintToleration's filter considers (``PreferNoSchedule`` only scores)."""
+UNSCHEDULABLE: Final = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
+"""What a cordoned node's ``spec.unschedulable`` stands for: NodeUnschedulable
+(pkg/scheduler/framework/plugins/nodeunschedulable) passes a pod that tolerates this taint."""
+NOT_READY: Final = Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule")
+"""The taint a node that is not Ready carries (``TaintNodeNotReady``, put there by the node
+lifecycle controller, which no stand-in runs): TaintToleration judges it as any other. Its
+NoExecute twin is left out: DefaultTolerationSeconds admission, which the sandbox does not run,
+gives every pod a toleration of it."""
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:
@@ -45,6 +53,11 @@ def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> T
         if taint.effect in BLOCKING_EFFECTS and not any(tolerates(t, taint) for t in tolerations):
             return taint
     return None
+
+
+def kept_off_cordoned(tolerations: Sequence[Toleration]) -> bool:
+    """NodeUnschedulable on a node with ``spec.unschedulable``: whether no toleration tolerates `UNSCHEDULABLE`."""
+    return not any(tolerates(t, UNSCHEDULABLE) for t in tolerations)
 
 
 def _decode(raw: object, kind: type[_ListT]) -> _ListT | None:
@@ -67,4 +80,13 @@ def decode_taints(raw: object) -> tuple[Taint, ...] | None:
     return _decode(raw, tuple[Taint, ...])
 
 
-__all__ = ["BLOCKING_EFFECTS", "decode_taints", "decode_tolerations", "tolerates", "untolerated"]
+__all__ = [
+    "BLOCKING_EFFECTS",
+    "NOT_READY",
+    "UNSCHEDULABLE",
+    "decode_taints",
+    "decode_tolerations",
+    "kept_off_cordoned",
+    "tolerates",
+    "untolerated",
+]

@@ -219,3 +219,21 @@ def test_a_retry_that_fails_as_before_records_an_event_but_leaves_the_pod_alone(
     again = sandbox.get("pods", "default", "to-z") or {}
     assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
     assert why(sandbox, "to-z") == NONE_FITS
+
+
+def test_cordoned_and_not_ready_nodes_take_only_pods_that_tolerate_their_taints(
+    sandbox: Sandbox, racks: SchedulerLoop
+) -> None:
+    # NodeUnschedulable passes a pod tolerating node.kubernetes.io/unschedulable:NoSchedule; a node
+    # that is not Ready carries node.kubernetes.io/not-ready:NoSchedule, judged by TaintToleration.
+    cordoned = node_object("n-cordoned", [], ip="10.0.0.7", labels={"rack": "d"})
+    cordoned["spec"]["unschedulable"] = True
+    sandbox.load([cordoned, node_object("n-down", [], ip="10.0.0.8", labels={"rack": "e"}, ready=False)])
+    cordon = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+    down = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}
+    sandbox.load([affine("to-d", rack_in("d"), tolerations=[cordon]), affine("to-d-no", rack_in("d")),
+                  affine("to-e", rack_in("e"), tolerations=[down]), affine("to-e-no", rack_in("e"))])
+    racks.run_once()
+    assert bound(sandbox, "to-d") == "n-cordoned" and bound(sandbox, "to-e") == "n-down"
+    assert "1 node(s) were unschedulable" in why(sandbox, "to-d-no")
+    assert "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }" in why(sandbox, "to-e-no")
