@@ -132,19 +132,23 @@ def test_metadata_name_terms_narrow_the_nodes_as_the_prefilter_does(sandbox: San
     assert why(sandbox, "conflict") == "0/3 nodes are available: pod affinity terms conflict."
 
 
-@pytest.mark.parametrize("affinity", [
-    "garbage",
-    required({"a": 1}),
-    required([{"matchExpressions": [{"key": "rack", "operator": "In", "values": [1]}]}]),
-    required([rack_in("a")] * 100_000),
-    required([{"matchExpressions": [{"key": "k" * 100_000, "operator": "Exists"}]}]),
-], ids=["string", "terms-object", "value-number", "100k-terms", "huge-key"])
-def test_a_hostile_affinity_keeps_its_pod_pending_and_the_others_are_scheduled(
-    sandbox: Sandbox, racks: SchedulerLoop, affinity: object
+@pytest.mark.parametrize(("field", "value"), [
+    ("affinity", "garbage"),
+    ("affinity", required({"a": 1})),
+    ("affinity", required([{"matchExpressions": [{"key": "rack", "operator": "In", "values": [1]}]}])),
+    ("affinity", required([rack_in("a")] * 100_000)),
+    ("affinity", required([{"matchExpressions": [{"key": "k" * 100_000, "operator": "Exists"}]}])),
+    ("nodeSelector", "rack=a"),
+    ("nodeSelector", {"rack": 1}),
+    ("nodeSelector", ["rack"]),
+], ids=["affinity-string", "affinity-terms-object", "affinity-value-number", "affinity-100k-terms",
+        "affinity-huge-key", "selector-string", "selector-number", "selector-list"])
+def test_a_hostile_affinity_or_node_selector_keeps_its_pod_pending_and_the_others_are_scheduled(
+    sandbox: Sandbox, racks: SchedulerLoop, field: str, value: object
 ) -> None:
     # kube-apiserver refuses most of these; seeded into storage, the pod still fails alone.
     hostile = pod_object("hostile", "default", [0])
-    hostile["spec"]["affinity"] = affinity
+    hostile["spec"][field] = value
     sandbox.load([hostile, affine("fine", rack_in("a"))])
     racks.run_once()
     assert bound(sandbox, "fine") == "n-a"
@@ -176,18 +180,6 @@ def test_a_taint_removed_from_a_node_is_seen_by_the_next_pass(
     kubectl("taint", "nodes", "n-c", "dedicated-")
     racks.run_once()  # the node changed: the pod is retried at once, and the node's taints read anew
     assert bound(sandbox, "to-c") == "n-c"
-
-
-@pytest.mark.parametrize("selector", ["rack=a", {"rack": 1}, ["rack"]], ids=["string", "number", "list"])
-def test_a_hostile_node_selector_keeps_its_pod_pending_and_the_others_are_scheduled(
-    sandbox: Sandbox, racks: SchedulerLoop, selector: object
-) -> None:
-    hostile = pod_object("hostile", "default", [0])
-    hostile["spec"]["nodeSelector"] = selector
-    sandbox.load([hostile, affine("fine", rack_in("a"))])
-    racks.run_once()
-    assert bound(sandbox, "fine") == "n-a"
-    assert failed_scheduling(sandbox, "hostile") == NONE_FITS
 
 
 def test_a_node_with_a_number_label_fails_alone_and_gt_affinity_still_places_pods(
