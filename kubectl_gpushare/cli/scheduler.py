@@ -3,8 +3,9 @@
 Every pass it takes the unscheduled pods whose ``spec.schedulerName`` is ``default-scheduler`` (or
 unset) and, one at a time, does what kube-scheduler does around its extenders: its own filters
 in kube-scheduler's default order (pkg/scheduler/apis/config/v1 ``default_plugins.go``):
-NodeUnschedulable (``spec.unschedulable``), TaintToleration (node Ready, then NoSchedule/NoExecute
-taints against the pod's tolerations, `kube.taints`), NodeAffinity (``nodeSelector`` and the
+NodeUnschedulable (``spec.unschedulable``, passed by a toleration of its taint), TaintToleration
+(a not-Ready node's ``node.kubernetes.io/not-ready`` taint, then the node's NoSchedule/NoExecute
+taints, against the pod's tolerations, `kube.taints`), NodeAffinity (``nodeSelector`` and the
 required node affinity, `node_affinity`, with its PreFilter's narrowing to the ``metadata.name``
 of ``matchFields``), NodeResourcesFit on every resource the node advertises, `cli.noderesources`,
 and DynamicResources for pods with ResourceClaims, `cli.dynamicresources`: claims allocated and
@@ -12,7 +13,7 @@ reserved through the claim's status before the Binding), then, for pods that nam
 extender's ``managedResources`` in any container's requests or limits (`is_interested`), the
 extender's filter, prioritize and bind over HTTP (`extender.schedsim.HTTPExtender`); other pods are
 bound with a Binding. A pod no node fits gets a
-``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with the reasons
+``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with the reasons (written when they change)
 (``SchedulerError`` when a plugin fails rather than rejects), and is retried with backoff (1 s
 doubling to 16 s), at once when nodes or bound pods change. A pod whose claims do not exist yet is
 not tried (PreEnqueue) until they do. Reads come from the sandbox's store in-process; every write
@@ -51,7 +52,7 @@ from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig
 from kubectl_gpushare.kube import deadlines, types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError, refused
-from kubectl_gpushare.kube.taints import decode_taints, decode_tolerations, untolerated
+from kubectl_gpushare.kube.taints import NOT_READY, decode_taints, decode_tolerations, kept_off_cordoned, untolerated
 from kubectl_gpushare.kube.types import Taint
 from kubectl_gpushare.node_affinity import NodeSelector, compile_selector
 
@@ -252,6 +253,16 @@ def placement(pod: Mapping[str, Any]) -> Placement:
                 affinity = compile_selector(terms, lazy=True)
                 names = _prefilter_names(terms)
     return Placement(tolerations or (), tuple(selector.items()), affinity, names, "; ".join(problems))
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    """The object's ``status.conditions`` entry of type ``kind`` ({} when none, or when they are malformed)."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            return condition
+    return {}
 
 
 def _ready(node: Mapping[str, Any]) -> bool:
@@ -506,10 +517,8 @@ class SchedulerLoop:
                 self._unreadable_logged.add((name, problem))
                 log.warning("node %s cannot be read (%s): no pod is scheduled onto it", name, problem)
             return fail("node(s) could not be read")
-        if (node.get("spec") or {}).get("unschedulable"):
+        if (node.get("spec") or {}).get("unschedulable") and kept_off_cordoned(where.tolerations):
             return fail("node(s) were unschedulable")
-        if not _ready(node):
-            return fail("node(s) had untolerated taint {node.kubernetes.io/not-ready: }")
         taint = untolerated(taints, where.tolerations)
         if taint is not None:
             return fail(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
@@ -526,6 +535,8 @@ class SchedulerLoop:
     def _node_facts(self, node: Mapping[str, Any]) -> tuple[str | None, tuple[Taint, ...]]:
         """What makes the node unreadable (`unreadable`, or taints that do not decode) and its taints typed.
 
+        A node that is not Ready leads its taints with `NOT_READY`, as the node lifecycle controller's would.
+
         Worked out once per node version (name, resourceVersion), not once per pod and node.
         """
         meta = node.get("metadata") or {}
@@ -535,6 +546,8 @@ class SchedulerLoop:
             return self._node_cache[key]
         problem = unreadable(node)
         taints = decode_taints(node["spec"].get("taints")) if not problem and node.get("spec") else ()
+        if taints is not None and not problem and not _ready(node):
+            taints = (NOT_READY, *taints)
         facts = (problem or "spec.taints is not a list of taints", ()) if taints is None else (problem, taints)
         if key is not None:
             self._node_cache[key] = facts
@@ -559,14 +572,25 @@ class SchedulerLoop:
         return where
 
     def _unschedulable(self, pod: dict[str, Any], message: str, reason: str | None = None) -> None:
+        """Record a failed cycle: a FailedScheduling Event each time, the PodScheduled condition when it changes.
+
+        As kube-scheduler's ``updatePod`` with ``podutil.UpdatePodCondition`` (pkg/api/v1/pod/util.go):
+        a condition with the same status, reason and message is not written again, and one whose
+        status stays keeps its ``lastTransitionTime``. So a retry that fails as before leaves the
+        pod's resourceVersion alone, and its placement stays decoded (`_placement`).
+        """
         meta = pod["metadata"]
         condition = {"type": "PodScheduled", "status": "False", "reason": reason or "Unschedulable", "message": message,
                      "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        try:
-            self.api.patch(types.PODS, meta["name"], {"status": {"conditions": [condition]}},
-                           meta.get("namespace", "default"), "merge", subresource="status")
-        except KubeError as exc:
-            log.warning("cannot mark %s/%s unschedulable: %s", meta.get("namespace"), meta["name"], exc)
+        old = _condition(pod, "PodScheduled")
+        if old.get("status") == "False" and isinstance(old.get("lastTransitionTime"), str):
+            condition["lastTransitionTime"] = old["lastTransitionTime"]
+        if any(old.get(field) != condition[field] for field in ("status", "reason", "message")):
+            try:
+                self.api.patch(types.PODS, meta["name"], {"status": {"conditions": [condition]}},
+                               meta.get("namespace", "default"), "merge", subresource="status")
+            except KubeError as exc:
+                log.warning("cannot mark %s/%s unschedulable: %s", meta.get("namespace"), meta["name"], exc)
         self._event(pod, "FailedScheduling", message, "Warning")
 
     def _event(self, pod: Mapping[str, Any], reason: str, message: str, kind: str) -> None:

@@ -38,7 +38,7 @@ from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.kube.records import pod_record, pod_request, shown
 from kubectl_gpushare.kube.stacks import kai
-from kubectl_gpushare.kube.taints import untolerated
+from kubectl_gpushare.kube.taints import kept_off_cordoned, untolerated
 from kubectl_gpushare.kube.types import (
     Event,
     Node,
@@ -160,7 +160,7 @@ def excluded(
 
     ``affinity``: `required_affinity` of ``placement``, when the caller judges many nodes (else compiled here).
     """
-    if node.spec.unschedulable:
+    if node.spec.unschedulable and kept_off_cordoned(pod.spec.tolerations):
         return "cordoned (unschedulable)"
     taint = untolerated(node.spec.taints, pod.spec.tolerations)
     if taint is not None:

@@ -16,14 +16,24 @@ and `decode_taints` (None: the list does not have the API's shape).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
 
 from kubectl_gpushare.kube.types import Taint, Toleration
 
+_ListT = TypeVar("_ListT", tuple[Taint, ...], tuple[Toleration, ...])
+
 BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
 """The effects TaintToleration's filter considers (``PreferNoSchedule`` only scores)."""
+UNSCHEDULABLE: Final = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
+"""What a cordoned node's ``spec.unschedulable`` stands for: NodeUnschedulable
+(pkg/scheduler/framework/plugins/nodeunschedulable) passes a pod that tolerates this taint."""
+NOT_READY: Final = Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule")
+"""The taint a node that is not Ready carries (``TaintNodeNotReady``, put there by the node
+lifecycle controller, which no stand-in runs): TaintToleration judges it as any other. Its
+NoExecute twin is left out: DefaultTolerationSeconds admission, which the sandbox does not run,
+gives every pod a toleration of it."""
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:
@@ -45,24 +55,38 @@ def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> T
     return None
 
 
-def decode_tolerations(raw: object) -> tuple[Toleration, ...] | None:
-    """A pod's ``spec.tolerations`` held as plain JSON, typed; None when it is not a list of tolerations."""
+def kept_off_cordoned(tolerations: Sequence[Toleration]) -> bool:
+    """NodeUnschedulable on a node with ``spec.unschedulable``: whether no toleration tolerates `UNSCHEDULABLE`."""
+    return not any(tolerates(t, UNSCHEDULABLE) for t in tolerations)
+
+
+def _decode(raw: object, kind: type[_ListT]) -> _ListT | None:
+    """A JSON list typed as ``kind``; None when ``raw`` is not one (null or empty: no entries)."""
     if not raw:
-        return ()
+        return kind()
     try:
-        return msgspec.convert(raw, tuple[Toleration, ...])
+        return msgspec.convert(raw, kind)
     except msgspec.ValidationError:
         return None
+
+
+def decode_tolerations(raw: object) -> tuple[Toleration, ...] | None:
+    """A pod's ``spec.tolerations`` held as plain JSON, typed; None when it is not a list of tolerations."""
+    return _decode(raw, tuple[Toleration, ...])
 
 
 def decode_taints(raw: object) -> tuple[Taint, ...] | None:
     """A node's ``spec.taints`` held as plain JSON, typed; None when it is not a list of taints."""
-    if not raw:
-        return ()
-    try:
-        return msgspec.convert(raw, tuple[Taint, ...])
-    except msgspec.ValidationError:
-        return None
+    return _decode(raw, tuple[Taint, ...])
 
 
-__all__ = ["BLOCKING_EFFECTS", "decode_taints", "decode_tolerations", "tolerates", "untolerated"]
+__all__ = [
+    "BLOCKING_EFFECTS",
+    "NOT_READY",
+    "UNSCHEDULABLE",
+    "decode_taints",
+    "decode_tolerations",
+    "kept_off_cordoned",
+    "tolerates",
+    "untolerated",
+]

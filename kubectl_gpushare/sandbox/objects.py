@@ -77,7 +77,10 @@ SHAPES: tuple[tuple[str, type, str], ...] = (
 """JSON types of the fields the sandbox's own code reads (Go's decoder refuses others with 400).
 
 A path segment ending in ``[]`` means every element of that array, ``{}`` every value of that map. A
-null is dropped, as Go decodes it to the zero value."""
+null is what Go's encoding/json makes of it (``literalStore``: a null into a string or a struct leaves
+the zero value): a struct field is dropped, an array element or map value becomes its type's zero
+value (``""``, ``{}``; ``nodeSelector: {"rack": null}`` asks for ``rack=""``, it is not dropped).
+Every ``[]``/``{}`` path holds a string or a struct, never a slice or map, whose null would stay null."""
 
 
 AFFINITY_SHAPES: tuple[tuple[str, type, str], ...] = (
@@ -109,11 +112,14 @@ def _check_shapes(kind: str, obj: dict[str, Any]) -> None:
     for path, expected, go_type in (*SHAPES, *AFFINITY_SHAPES) if nested else SHAPES:
         if kind != "Pod" and path in _POD_ONLY:
             continue
+        element = path.endswith(("[]", "{}"))
         for parent, key in _leaves(*_parents(obj, path)):
             value = parent[key]
-            if value is None and isinstance(parent, dict):
+            if value is None and element:  # an array element or map value: the element type's zero value
+                parent[key] = expected()
+            elif value is None:  # a struct field: absent
                 del parent[key]
-            elif value is not None and not isinstance(value, expected):
+            elif not isinstance(value, expected):
                 raise errors.bad_request(
                     f"json: cannot unmarshal {_json_name(value)} into Go struct field {kind}.{path} of type {go_type}"
                 )

@@ -23,6 +23,7 @@ from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
@@ -131,19 +132,23 @@ def test_metadata_name_terms_narrow_the_nodes_as_the_prefilter_does(sandbox: San
     assert why(sandbox, "conflict") == "0/3 nodes are available: pod affinity terms conflict."
 
 
-@pytest.mark.parametrize("affinity", [
-    "garbage",
-    required({"a": 1}),
-    required([{"matchExpressions": [{"key": "rack", "operator": "In", "values": [1]}]}]),
-    required([rack_in("a")] * 100_000),
-    required([{"matchExpressions": [{"key": "k" * 100_000, "operator": "Exists"}]}]),
-], ids=["string", "terms-object", "value-number", "100k-terms", "huge-key"])
-def test_a_hostile_affinity_keeps_its_pod_pending_and_the_others_are_scheduled(
-    sandbox: Sandbox, racks: SchedulerLoop, affinity: object
+@pytest.mark.parametrize(("field", "value"), [
+    ("affinity", "garbage"),
+    ("affinity", required({"a": 1})),
+    ("affinity", required([{"matchExpressions": [{"key": "rack", "operator": "In", "values": [1]}]}])),
+    ("affinity", required([rack_in("a")] * 100_000)),
+    ("affinity", required([{"matchExpressions": [{"key": "k" * 100_000, "operator": "Exists"}]}])),
+    ("nodeSelector", "rack=a"),
+    ("nodeSelector", {"rack": 1}),
+    ("nodeSelector", ["rack"]),
+], ids=["affinity-string", "affinity-terms-object", "affinity-value-number", "affinity-100k-terms",
+        "affinity-huge-key", "selector-string", "selector-number", "selector-list"])
+def test_a_hostile_affinity_or_node_selector_keeps_its_pod_pending_and_the_others_are_scheduled(
+    sandbox: Sandbox, racks: SchedulerLoop, field: str, value: object
 ) -> None:
     # kube-apiserver refuses most of these; seeded into storage, the pod still fails alone.
     hostile = pod_object("hostile", "default", [0])
-    hostile["spec"]["affinity"] = affinity
+    hostile["spec"][field] = value
     sandbox.load([hostile, affine("fine", rack_in("a"))])
     racks.run_once()
     assert bound(sandbox, "fine") == "n-a"
@@ -177,18 +182,6 @@ def test_a_taint_removed_from_a_node_is_seen_by_the_next_pass(
     assert bound(sandbox, "to-c") == "n-c"
 
 
-@pytest.mark.parametrize("selector", ["rack=a", {"rack": 1}, ["rack"]], ids=["string", "number", "list"])
-def test_a_hostile_node_selector_keeps_its_pod_pending_and_the_others_are_scheduled(
-    sandbox: Sandbox, racks: SchedulerLoop, selector: object
-) -> None:
-    hostile = pod_object("hostile", "default", [0])
-    hostile["spec"]["nodeSelector"] = selector
-    sandbox.load([hostile, affine("fine", rack_in("a"))])
-    racks.run_once()
-    assert bound(sandbox, "fine") == "n-a"
-    assert failed_scheduling(sandbox, "hostile") == NONE_FITS
-
-
 def test_a_node_with_a_number_label_fails_alone_and_gt_affinity_still_places_pods(
     sandbox: Sandbox, racks: SchedulerLoop
 ) -> None:
@@ -198,3 +191,41 @@ def test_a_node_with_a_number_label_fails_alone_and_gt_affinity_still_places_pod
     sandbox.load([affine("high", {"matchExpressions": [{"key": "slot", "operator": "Gt", "values": ["5"]}]})])
     racks.run_once()
     assert bound(sandbox, "high") == "n-7"
+
+
+def test_a_retry_that_fails_as_before_records_an_event_but_leaves_the_pod_alone(
+    sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl
+) -> None:
+    # kube-scheduler's updatePod skips a PodScheduled condition UpdatePodCondition finds unchanged,
+    # so the pod's resourceVersion (and the stand-in's decoded placement) survive the retry.
+    kubectl("create", "-f", "-", input=json.dumps(affine("to-z", rack_in("z"))))
+    racks.run_once()
+    first = sandbox.get("pods", "default", "to-z") or {}
+
+    def events() -> int:
+        racks.run_once()  # a no-op until the pod's 1 s backoff is over
+        return sum(1 for e in sandbox.objects("events")
+                   if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == "to-z")
+
+    wait_for(lambda: events() >= 2, what="a second FailedScheduling Event for to-z")
+    again = sandbox.get("pods", "default", "to-z") or {}
+    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    assert why(sandbox, "to-z") == NONE_FITS
+
+
+def test_cordoned_and_not_ready_nodes_take_only_pods_that_tolerate_their_taints(
+    sandbox: Sandbox, racks: SchedulerLoop
+) -> None:
+    # NodeUnschedulable passes a pod tolerating node.kubernetes.io/unschedulable:NoSchedule; a node
+    # that is not Ready carries node.kubernetes.io/not-ready:NoSchedule, judged by TaintToleration.
+    cordoned = node_object("n-cordoned", [], ip="10.0.0.7", labels={"rack": "d"})
+    cordoned["spec"]["unschedulable"] = True
+    sandbox.load([cordoned, node_object("n-down", [], ip="10.0.0.8", labels={"rack": "e"}, ready=False)])
+    cordon = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+    down = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}
+    sandbox.load([affine("to-d", rack_in("d"), tolerations=[cordon]), affine("to-d-no", rack_in("d")),
+                  affine("to-e", rack_in("e"), tolerations=[down]), affine("to-e-no", rack_in("e"))])
+    racks.run_once()
+    assert bound(sandbox, "to-d") == "n-cordoned" and bound(sandbox, "to-e") == "n-down"
+    assert "1 node(s) were unschedulable" in why(sandbox, "to-d-no")
+    assert "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }" in why(sandbox, "to-e-no")

@@ -212,3 +212,17 @@ def test_an_affinity_compiled_once_judges_each_node_as_compiled_per_node() -> No
         verdicts.append(excluded(Pod(), node, placement, affinity))
         assert verdicts[-1] == excluded(Pod(), node, placement)
     assert [v is None for v in verdicts] == [True, False, True]
+
+
+def test_a_cordoned_node_is_excluded_only_for_a_pod_that_does_not_tolerate_the_cordon() -> None:
+    """NodeUnschedulable passes a pod tolerating ``node.kubernetes.io/unschedulable:NoSchedule``."""
+    import msgspec
+
+    from kubectl_gpushare.inspect.explain import excluded
+    from kubectl_gpushare.kube.types import Node, Pod
+
+    node = msgspec.convert({"metadata": {"name": "n1"}, "spec": {"unschedulable": True}}, Node)
+    tolerant = msgspec.convert({"spec": {"tolerations": [
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]}}, Pod)
+    assert excluded(Pod(), node) == "cordoned (unschedulable)"
+    assert excluded(tolerant, node) is None

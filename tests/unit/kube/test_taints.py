@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubectl_gpushare.kube.taints import decode_taints, decode_tolerations, tolerates, untolerated
+from kubectl_gpushare.kube.taints import decode_taints, decode_tolerations, kept_off_cordoned, tolerates, untolerated
 from kubectl_gpushare.kube.types import Taint, Toleration
 
 TAINT = Taint(key="gpu", value="a100", effect="NoSchedule")
@@ -47,3 +47,16 @@ def test_decoders_read_the_api_shape() -> None:
         Toleration(key="gpu", operator="Exists"),)
     assert decode_taints(None) == () and decode_taints([{"key": "gpu", "effect": "NoSchedule"}]) == (
         Taint(key="gpu", effect="NoSchedule"),)
+
+
+@pytest.mark.parametrize(("tolerations", "kept_off"), [
+    ((), True),
+    ((Toleration(key="node.kubernetes.io/unschedulable", operator="Exists", effect="NoSchedule"),), False),
+    ((Toleration(operator="Exists"),), False),  # tolerates every taint, so the cordon too
+    ((Toleration(key="node.kubernetes.io/unschedulable", operator="Exists", effect="NoExecute"),), True),
+], ids=["none", "exact", "everything", "other-effect"])
+def test_a_cordon_keeps_off_only_pods_that_do_not_tolerate_its_taint(
+    tolerations: tuple[Toleration, ...], kept_off: bool
+) -> None:
+    # nodeunschedulable's Filter: TolerationsTolerateTaint(tolerations, node.kubernetes.io/unschedulable:NoSchedule)
+    assert kept_off_cordoned(tolerations) is kept_off

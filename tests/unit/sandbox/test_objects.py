@@ -122,3 +122,19 @@ def test_a_uid_in_the_body_is_a_precondition() -> None:
         prepare_update(pods, old, new, "p", "")
     assert caught.value.code == 409
     assert "UID in precondition: someone-else" in str(caught.value)
+
+
+def test_a_null_element_or_map_value_is_the_zero_value_go_decodes_and_a_null_field_is_dropped() -> None:
+    # encoding/json: null into a string or struct leaves the zero value; a slice element or map
+    # value is still there (a nodeSelector {"rack": null} asks for rack=""), a struct field is absent.
+    pod = body(name="p")
+    terms = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [None]}]}, None]
+    pod["spec"].update(nodeSelector={"rack": None}, tolerations=[None, {"key": "k", "value": None}],
+                       affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                           "nodeSelectorTerms": terms}}})
+    spec = prepare_create(PODS, pod, "ns")["spec"]
+    assert spec["nodeSelector"] == {"rack": ""}
+    assert spec["tolerations"] == [{}, {"key": "k"}]
+    required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [""]}]}, {}]
