@@ -519,7 +519,8 @@ class _Search:
             slice_, device = self.device_at(location)
             if self.in_use(DeviceId(slice_.driver, slice_.pool, device.name)):
                 continue
-            if not self.selectable(request_index, request, slice_, device) or not self.fits(request, slice_, device):
+            if (not self.selectable(request_index, request, slice_, device)
+                    or self.fits(request, slice_, device) is None):  # {}: fits, consuming nothing
                 continue
             if not self.take(request, location):
                 continue
@@ -594,7 +595,8 @@ def allocate(node: str, claims: Sequence[dra.ResourceClaim], inventory: Inventor
                                           f"devices, but resource pool {pool.driver}/{pool.name} is {state}")
             for location in search.locations():
                 slice_, device = search.device_at(location)
-                if search.selectable(index, request, slice_, device) and search.fits(request, slice_, device):
+                if (search.selectable(index, request, slice_, device)
+                        and search.fits(request, slice_, device) is not None):
                     request.all_devices.append(location)
             request.count = len(request.all_devices)
             if not request.count:

@@ -157,6 +157,18 @@ def test_a_bad_selector_is_an_error_naming_the_claim(selector: str, message: str
     assert bad.key in str(raised.value) and "\n" not in str(raised.value)
 
 
+def test_a_device_without_capacities_is_allocated_whole() -> None:
+    """Most drivers' devices publish attributes only: `capacity_fit` gives {} (fits, consumes nothing), not None."""
+    plain = {"name": "fpga-0", "attributes": {"index": {"int": 0}}}
+    slices = [node_slice("n1", plain, dict(plain, name="fpga-1"))]
+    got = run("n1", [claim(None)], slices)
+    assert isinstance(got, tuple) and [r.device for r in got[0].results] == ["fpga-0"]
+    assert got[0].results[0].consumed_capacity is None
+    every = run("n1", [claim(None, mode="All")], slices)
+    assert isinstance(every, tuple) and [r.device for r in every[0].results] == ["fpga-0", "fpga-1"]
+    assert run("n1", [claim(None, count=2)], slices, every) == alloc.REASON_CANNOT_ALLOCATE
+
+
 def test_count_and_all_modes() -> None:
     slices = [node_slice("n1", gpu(0, shared=False), gpu(1, shared=False), gpu(2, shared=False))]
     got = run("n1", [claim(None, count=2)], slices)
