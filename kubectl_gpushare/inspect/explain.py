@@ -270,7 +270,7 @@ def explain(
     base = replace(base, largest_fit=largest)
     if not usable:
         summary = (f"{asks}, but every node with GPU sharing is excluded before GPU memory is even "
-                   "considered (taints, nodeSelector or cordon, below).")
+                   "considered (taints, nodeSelector, affinity or cordon, below).")
     elif fitting:
         summary = (f"{asks} and fits on {caps.named(fitting)} now; if it stays Pending, the scheduler or the "
                    "extender is not reaching it (see the events).")
