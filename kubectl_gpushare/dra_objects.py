@@ -975,7 +975,7 @@ def read_slice(wire: WireResourceSlice) -> ResourceSlice:
             f"{what}: exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection is required")
     devices: list[Device] = []
     problems: list[str] = []
-    selector = _slice_selector(spec.node_selector, what, problems)
+    selector = read_slice_selector(spec.node_selector, what, problems)
     seen: set[str] = set()
     repeated = ""
     for raw in spec.devices:
@@ -1003,7 +1003,12 @@ def slice_node_selector(raw: WireNodeSelector) -> NodeSelector:
     return compile_selector(terms)
 
 
-def _slice_selector(raw: WireNodeSelector | None, what: str, problems: list[str]) -> NodeSelector | None:
+def read_slice_selector(raw: WireNodeSelector | None, what: str, problems: list[str]) -> NodeSelector | None:
+    """`slice_node_selector` of a slice (``what`` names it), one refused adding its warning to ``problems``.
+
+    The one reading of any driver's slice selector: ours (`read_slice`) and NVIDIA's (read unchecked,
+    `kube.stacks.dra.read`) are warned about in the same words. None: the slice has no selector.
+    """
     if raw is None:
         return None
     selector = slice_node_selector(raw)
@@ -1437,6 +1442,7 @@ __all__ = [
     "read_class",
     "read_quantity",
     "read_slice",
+    "read_slice_selector",
     "read_template",
     "repeated_device",
     "repeated_name",

@@ -53,6 +53,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.records import Warnings, shown
 from kubectl_gpushare.kube.types import Pod, PodResourceClaim
 from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord, StackClaim, StackGPU, StackNode
+from kubectl_gpushare.node_affinity import NodeSelector
 
 GIB: Final = protocol.UNIT_BYTES[protocol.UNIT_GIB]
 MIB: Final = protocol.UNIT_BYTES[protocol.UNIT_MIB]
@@ -174,7 +175,15 @@ def read(
                             lambda s, node: s.allocatable_on(node, labels.get(node)), labels)
     unusable = pool_states(generations, views)
     generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation) for s in nvidia)
-    selectors = {id(s): dra.slice_node_selector(s.spec.node_selector) for s in nvidia if s.spec.node_selector}
+    selectors: dict[int, NodeSelector] = {}
+    for wire in nvidia:  # NVIDIA's slices are read unchecked, but a refused selector is warned about as ours is
+        problems: list[str] = []
+        selector = dra.read_slice_selector(wire.spec.node_selector, f"ResourceSlice {wire.metadata.name[:253]}",
+                                           problems)
+        if selector is not None:
+            selectors[id(wire)] = selector
+        for problem in problems:
+            _warn(warnings, problem)
 
     def nvidia_sees(slice_: dra.WireResourceSlice, node: str) -> bool:
         selector = selectors.get(id(slice_))

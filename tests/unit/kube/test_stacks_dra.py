@@ -306,17 +306,21 @@ def test_a_node_selector_slice_counts_toward_its_pool_only_on_the_nodes_it_match
     assert not (nobody.slices or nobody.nvidia), "a slice no node read sees is used by no node"
 
 
-def test_a_hostile_node_selector_is_one_warning_and_matches_no_node() -> None:
+@pytest.mark.parametrize("driver", [OURS, NVIDIA])
+def test_a_hostile_node_selector_is_one_warning_and_matches_no_node(driver: str) -> None:
+    """NVIDIA's slices are read unchecked, but a selector refused is warned about in our words, once."""
     hostile = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "Gt", "values": ["a"]}]}]}
-    wire = pool_slice("x", [device(0)], "bad", pool="p")
+    wire = pool_slice("x", [device(0)], "bad", pool="p", driver=driver)
     wire = msgspec.structs.replace(wire, spec=msgspec.structs.replace(
         wire.spec, node_name=None, node_selector=msgspec.convert(hostile, dra_objects.WireNodeSelector)))
     warnings = Warnings()
-    objects = dra.read([wire, pooled("n1", "p", 1, OURS)], [], warnings, labels=RACKS)
-    assert [w for w in warnings if "bad" in w] == [
+    objects = dra.read([wire, pooled("n1", "p", 1, driver)], [], warnings, labels=RACKS)
+    assert [(w, warnings.count(w)) for w in warnings if "bad" in w] == [(
         "ResourceSlice bad: spec.nodeSelector cannot be used (term 0: rack: Gt needs one integer value); "
-        "it matches no node"]
-    assert [s.name for s in objects.slices] == ["n1-p"] and objects.unusable == {}
+        "it matches no node", 1)]
+    kept = objects.slices if driver == OURS else objects.nvidia
+    assert [s.name if isinstance(s, dra_objects.ResourceSlice) else s.metadata.name for s in kept] == ["n1-p"]
+    assert objects.unusable == {}
 
 
 def test_a_claim_on_a_device_of_no_one_node_is_not_counted_on_a_gpu_of_the_same_name() -> None:
