@@ -245,18 +245,17 @@ def _gathered(
             views[key] = [NodeView(node_of(only), generations.judge(*key, generation_of(only), 1, expected),
                                    expected, repeated_in(members))]
             continue
-        everywhere = [s for s in members if not node_of(s)]
-        selecting = [s for s in everywhere if not sees(s, "")]
-        if selecting:  # allNodes slices first, as the allocator's `Inventory.on_node` lists them
-            everywhere = [*(s for s in everywhere if sees(s, "")), *selecting]
+        everywhere: list[_T] = []  # allNodes slices (every node sees them), as the allocator's `Inventory.on_node`
+        selecting: list[_T] = []  # then the others on no one node: a node sees those its selector matches
+        for s in members:
+            if not node_of(s):
+                (everywhere if sees(s, "") else selecting).append(s)
         own: dict[str, list[_T]] = _grouped((node, s) for s in members if (node := node_of(s)))
-        judged = [*own, *(n for n in known if n not in own and any(sees(s, n) for s in selecting))] or [""]
         # the newest generation of the slices on no one node a node sees, those slices, the name they repeat
         shared_by: dict[tuple[int, ...], tuple[int | None, list[_T], str | None]] = {}
         shared_names: dict[tuple[int, ...], set[str]] = {}
         found = views[key] = []
-        for node in judged:
-            visible = [s for s in everywhere if sees(s, node)] if selecting else everywhere
+        for node, visible in _visible(own, known, everywhere, selecting, sees):
             seen_key = tuple(id(s) for s in visible)
             if seen_key not in shared_by:
                 top_newest = max((generation_of(s) for s in visible), default=None)
@@ -287,6 +286,29 @@ def _gathered(
                 repeated = next((name for s in mine for name in names_of(s) if name in names), None)
             found.append(NodeView(node, view, expected, repeated))
     return [s for s in slices if id(s) in used], views
+
+
+def _visible(
+    own: Mapping[str, list[_T]], known: list[str], everywhere: list[_T], selecting: list[_T],
+    sees: Callable[[_T, str], bool],
+) -> Iterator[tuple[str, list[_T]]]:
+    """Each node `_gathered` judges, with the slices on no one node it sees; each node asks each selector once.
+
+    The nodes with slices of the pool, then those of ``known`` a selector matches; with none, "" (the
+    pool judged once, by its allNodes slices ``everywhere``).
+    """
+    if not selecting:
+        yield from ((node, everywhere) for node in own or [""])
+        return
+    for node in own:
+        yield node, [*everywhere, *(s for s in selecting if sees(s, node))]
+    judged = bool(own)
+    for node in known:
+        if node not in own and (chosen := [s for s in selecting if sees(s, node)]):
+            judged = True
+            yield node, [*everywhere, *chosen]
+    if not judged:
+        yield "", everywhere
 
 
 def _grouped(keyed: Iterable[tuple[_K, _T]]) -> dict[_K, list[_T]]:

@@ -306,6 +306,39 @@ def test_a_node_selector_slice_counts_toward_its_pool_only_on_the_nodes_it_match
     assert not (nobody.slices or nobody.nvidia), "a slice no node read sees is used by no node"
 
 
+class _CountingLabels(dict[str, dict[str, str]]):
+    """Node labels that count how often each node's are looked up (once per selector a node is matched against)."""
+
+    def __init__(self, labels: dict[str, dict[str, str]]) -> None:
+        super().__init__(labels)
+        self.asked: dict[str, int] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked[key] = self.asked.get(key, 0) + 1
+        return super().get(key, default)
+
+
+@pytest.mark.parametrize("driver", [OURS, NVIDIA])
+def test_each_node_is_matched_against_each_selector_slice_once(driver: str) -> None:
+    """`_gathered` asks once whether a node sees a selector slice (it used to ask again when listing what each
+    node sees, allNodes slices included); the pool is judged as before."""
+    def on_no_node(name: str, **spec: Any) -> dra_objects.WireResourceSlice:
+        wire = pool_slice("x", [device(9)], name, 4, driver=driver, pool="p")
+        if "node_selector" in spec:
+            spec["node_selector"] = msgspec.convert(spec["node_selector"], dra_objects.WireNodeSelector)
+        return msgspec.structs.replace(wire, spec=msgspec.structs.replace(wire.spec, node_name=None, **spec))
+
+    def rack(value: str) -> dict[str, Any]:
+        return {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": [value]}]}]}
+
+    labels = _CountingLabels(RACKS)
+    slices = [pooled("n1", "p", 4, driver), on_no_node("everyone", all_nodes=True),
+              on_no_node("rack-a", node_selector=rack("a")), on_no_node("rack-b", node_selector=rack("b"))]
+    objects = dra.read(slices, [], None, labels=labels)
+    assert {node: labels.asked.get(node) for node in RACKS} == {"n1": 2, "n2": 2, "n3": 2, "n4": 2}
+    assert objects.unusable_on == {(driver, "p"): ("n1", "n2", "n3", "n4")}, "3 of 4 on n1, 2 of 4 elsewhere"
+
+
 @pytest.mark.parametrize("driver", [OURS, NVIDIA])
 def test_a_hostile_node_selector_is_one_warning_and_matches_no_node(driver: str) -> None:
     """NVIDIA's slices are read unchecked, but a selector refused is warned about in our words, once."""
