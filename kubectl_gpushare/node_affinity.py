@@ -21,6 +21,11 @@ checked as ``labels.NewRequirement`` checks them (`valid_label_key`, `valid_labe
 `MAX_REQUIREMENTS` / `MAX_VALUES` bound the whole selector, so a hostile one costs linear time and
 is refused.
 
+A pod's required affinity is read once as kube-scheduler's NodeAffinity plugin reads it
+(`required_affinity`): its PreFilter narrows the nodes to the names ``metadata.name In`` pins
+(`prefilter_names`), and the words it reports that in (`NOT_IN_PREFILTER_REASON`,
+`AFFINITY_CONFLICT`) are the sandbox's scheduler stand-in's and ``explain``'s alike.
+
 `Requirement` is the label requirement every selector of the package matches with (the text
 grammar in `kube.selectors` builds the same ones). Pure; imports nothing from the package.
 """
@@ -243,6 +248,55 @@ def compile_selector(terms: Sequence[WireTerm], *, lazy: bool = False) -> NodeSe
     return NodeSelector(compiled, "" if lazy else error)
 
 
+NOT_IN_PREFILTER_REASON: Final = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
+"""``findNodesThatFitPod``'s status for the nodes NodeAffinity's PreFilterResult leaves out (schedule_one.go)."""
+AFFINITY_CONFLICT: Final = "pod affinity terms conflict"
+"""NodeAffinity's ``errReasonConflict``: the ``metadata.name In`` requirements of each term leave it no name."""
+
+
+@dataclass(frozen=True)
+class RequiredAffinity:
+    """A pod's required node affinity as kube-scheduler's NodeAffinity plugin reads it: PreFilter, then Filter."""
+
+    selector: NodeSelector
+    """What Filter matches each node with (``NewLazyErrorNodeSelector``)."""
+    names: frozenset[str] | None = None
+    """PreFilter's ``PreFilterResult.NodeNames``: only these nodes are filtered (None: every node)."""
+
+    @property
+    def conflict(self) -> bool:
+        """PreFilter rejects the pod outright (`AFFINITY_CONFLICT`): no node is left to filter."""
+        return self.names is not None and not self.names
+
+    def left_out(self, node: str) -> bool:
+        """Whether PreFilter leaves ``node`` out (`NOT_IN_PREFILTER_REASON`): Filter never looks at it."""
+        return self.names is not None and node not in self.names
+
+
+def prefilter_names(terms: Sequence[WireTerm]) -> frozenset[str] | None:
+    """NodeAffinity's PreFilter: the union over terms of the names each pins with ``metadata.name In``.
+
+    A term that pins no name admits every node (None); within a term the pinned sets intersect
+    (pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go ``PreFilter``). Read from the
+    terms as written: a term Filter refuses still pins its names. Linear in the values.
+    """
+    names: set[str] = set()
+    for term in terms:
+        pinned: set[str] | None = None
+        for requirement in term.match_fields:
+            if requirement.key == "metadata.name" and requirement.operator == "In":
+                pinned = set(requirement.values) if pinned is None else pinned & set(requirement.values)
+        if pinned is None:
+            return None
+        names |= pinned
+    return frozenset(names)
+
+
+def required_affinity(terms: Sequence[WireTerm]) -> RequiredAffinity | None:
+    """A pod's required node affinity terms read once for every node it is judged on; None: it has none."""
+    return RequiredAffinity(compile_selector(terms, lazy=True), prefilter_names(terms)) if terms else None
+
+
 def merged(selectors: Sequence[NodeSelector]) -> NodeSelector | None:
     """One term holding every requirement of the selectors' single terms, each once (None: no requirement).
 
@@ -267,6 +321,7 @@ def merged(selectors: Sequence[NodeSelector]) -> NodeSelector | None:
 
 
 __all__ = [
+    "AFFINITY_CONFLICT",
     "INT64_MAX",
     "INT64_MIN",
     "MAX_NAME",
@@ -274,14 +329,18 @@ __all__ = [
     "MAX_REQUIREMENTS",
     "MAX_VALUES",
     "NODE_OPERATORS",
+    "NOT_IN_PREFILTER_REASON",
     "NodeSelector",
     "NodeTerm",
     "Requirement",
+    "RequiredAffinity",
     "WireRequirement",
     "WireTerm",
     "compile_selector",
     "int64_text",
+    "merged",
+    "prefilter_names",
+    "required_affinity",
     "valid_label_key",
     "valid_label_value",
-    "merged",
 ]

@@ -54,7 +54,12 @@ from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError, refused
 from kubectl_gpushare.kube.taints import NOT_READY, decode_taints, decode_tolerations, kept_off_cordoned, untolerated
 from kubectl_gpushare.kube.types import Taint
-from kubectl_gpushare.node_affinity import NodeSelector, compile_selector
+from kubectl_gpushare.node_affinity import (
+    AFFINITY_CONFLICT,
+    NOT_IN_PREFILTER_REASON,
+    NodeSelector,
+    required_affinity,
+)
 
 log = logging.getLogger("kubectl_gpushare.scheduler")
 
@@ -183,10 +188,6 @@ def is_interested(pod: Mapping[str, Any], managed: Iterable[str]) -> bool:
 
 NODE_AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"
 """NodeAffinity's ``ErrReasonPod`` (pkg/scheduler/framework/plugins/nodeaffinity), for the selector and the affinity."""
-NOT_IN_PREFILTER_REASON = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
-"""``findNodesThatFitPod``'s status for the nodes NodeAffinity's PreFilterResult leaves out (schedule_one.go)."""
-AFFINITY_CONFLICT = "pod affinity terms conflict"
-"""NodeAffinity's ``errReasonConflict``: every term names nodes by ``metadata.name`` and no name is in all."""
 
 
 @dataclass(frozen=True)
@@ -204,28 +205,11 @@ class Placement:
     """What of the pod's placement fields is unreadable ("" when all are)."""
 
 
-def _prefilter_names(terms: tuple[types.NodeSelectorTerm, ...]) -> frozenset[str] | None:
-    """NodeAffinity's PreFilter: the union over terms of the names each pins with ``metadata.name In``.
-
-    A term that pins no name admits every node (None); within a term the pinned sets intersect.
-    """
-    names: set[str] = set()
-    for term in terms:
-        pinned: set[str] | None = None
-        for requirement in term.match_fields:
-            if requirement.key == "metadata.name" and requirement.operator == "In":
-                pinned = set(requirement.values) if pinned is None else pinned & set(requirement.values)
-        if pinned is None:
-            return None
-        names |= pinned
-    return frozenset(names)
-
-
 def placement(pod: Mapping[str, Any]) -> Placement:
     """The pod's tolerations and required node affinity, typed once; never raises on a malformed pod.
 
-    The affinity is compiled by `node_affinity.compile_selector` (lazy: a term that does not
-    parse matches nothing, ``GetRequiredNodeAffinity``), the rule ``explain`` uses. A
+    The affinity is read by `node_affinity.required_affinity` (lazy: a term that does not parse
+    matches nothing, ``GetRequiredNodeAffinity``; PreFilter's names), as ``explain`` reads it. A
     ``spec.affinity`` that does not decode becomes a selector matching no node; unreadable
     tolerations tolerate nothing.
     """
@@ -249,9 +233,9 @@ def placement(pod: Mapping[str, Any]) -> Placement:
             problems.append(f"spec.affinity is not a v1.Affinity ({str(exc)[:120]}): it matches no node")
             affinity = NodeSelector(error="unreadable")
         else:
-            if terms:
-                affinity = compile_selector(terms, lazy=True)
-                names = _prefilter_names(terms)
+            required = required_affinity(terms)
+            if required is not None:
+                affinity, names = required.selector, required.names
     return Placement(tolerations or (), tuple(selector.items()), affinity, names, "; ".join(problems))
 
 

@@ -33,7 +33,7 @@ from typing import Final
 import msgspec
 from msgspec.structs import replace
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare import node_affinity, protocol
 from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.kube.records import pod_record, pod_request, shown
@@ -56,7 +56,7 @@ from kubectl_gpushare.ledger import (
     StackNode,
     stack_usage,
 )
-from kubectl_gpushare.node_affinity import NodeSelector, compile_selector
+from kubectl_gpushare.node_affinity import RequiredAffinity
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 FITS_PREFIX: Final = "fits on GPU "
@@ -143,23 +143,36 @@ def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
     )
 
 
-def required_affinity(placement: PodPlacement | None) -> NodeSelector | None:
-    """The pod's required node affinity compiled (``NewLazyErrorNodeSelector``); None: it has none.
+def required_affinity(placement: PodPlacement | None) -> RequiredAffinity | None:
+    """The pod's required node affinity as the scheduler reads it (`node_affinity.required_affinity`); None: none.
 
-    Compiled once for all the nodes the pod is judged on (`excluded`): a pod's affinity may hold
-    a thousand requirements.
+    Read once for all the nodes the pod is judged on (`excluded`): a pod's affinity may hold a
+    thousand requirements.
     """
-    terms = placement.node_terms if placement is not None else ()
-    return compile_selector(terms, lazy=True) if terms else None
+    return node_affinity.required_affinity(placement.node_terms if placement is not None else ())
+
+
+LEFT_OUT: Final = ("the pod's required node affinity names other nodes by metadata.name (kube-scheduler: "
+                   f"{node_affinity.NOT_IN_PREFILTER_REASON})")
+"""The verdict on a node NodeAffinity's PreFilter leaves out, in plain words and the scheduler's (the stand-in's)."""
+CONFLICT: Final = (f"{node_affinity.AFFINITY_CONFLICT} (in every term of its required node affinity, the "
+                   "metadata.name In requirements have no name in common)")
+"""Why no node is even tried for a pod NodeAffinity's PreFilter rejects, in the scheduler's words and plain ones."""
 
 
 def excluded(
-    pod: Pod, node: Node, placement: PodPlacement | None = None, affinity: NodeSelector | None = None
+    pod: Pod, node: Node, placement: PodPlacement | None = None, affinity: RequiredAffinity | None = None
 ) -> str | None:
     """Why kube-scheduler drops the node before the extender is asked; None if it does not.
 
-    ``affinity``: `required_affinity` of ``placement``, when the caller judges many nodes (else compiled here).
+    In kube-scheduler's order: NodeAffinity's PreFilter (a node it leaves out is never filtered),
+    then the filters NodeUnschedulable, TaintToleration, NodeAffinity.
+
+    ``affinity``: `required_affinity` of ``placement``, when the caller judges many nodes (else read here).
     """
+    required = affinity if affinity is not None or placement is None else required_affinity(placement)
+    if required is not None and required.left_out(node.metadata.name):
+        return LEFT_OUT
     if node.spec.unschedulable and kept_off_cordoned(pod.spec.tolerations):
         return "cordoned (unschedulable)"
     taint = untolerated(node.spec.taints, pod.spec.tolerations)
@@ -170,16 +183,15 @@ def excluded(
     for key, value in sorted(pod.spec.node_selector.items()):
         if labels.get(key) != value:
             return f"the pod's nodeSelector {key}={value} does not match (node has {key}={labels.get(key, '<unset>')})"
-    terms = placement.node_terms if placement is not None else ()
-    selector = affinity if affinity is not None or not terms else compile_selector(terms, lazy=True)
-    if selector is not None and not selector.matches(labels, node.metadata.name):
+    if required is not None and not required.selector.matches(labels, node.metadata.name):
+        terms = placement.node_terms if placement is not None else ()
         return f"the pod's required node affinity ({_affinity_text(terms)}) does not match"
     return None
 
 
 def _verdict(
     ledger: Ledger, pod: Pod, node: Node, request: int, unit: str, policy: Policy, placement: PodPlacement | None,
-    affinity: NodeSelector | None,
+    affinity: RequiredAffinity | None,
 ) -> str:
     name = node.metadata.name
     dropped = excluded(pod, node, placement, affinity)
@@ -252,15 +264,18 @@ def explain(
                            summary=f"{who} requests no {protocol.RESOURCE_MEM}; gpushare does not place it.")
     if pod.spec.node_name:
         return _placed(pod, ledger, base, who)
+    affinity = required_affinity(placement)
+    asks = f"{who} asks for {request} {unit} on one GPU"
+    if affinity is not None and affinity.conflict:  # NodeAffinity's PreFilter: no node is tried
+        return replace(base, state="pending", largest_fit=0,
+                       summary=f"{asks}, but kube-scheduler cannot schedule it: {CONFLICT}.")
     gpushare_nodes = [  # a node of the DRA driver serves claims, not aliyun.com/gpu-mem (explain_dra asks it)
         node for node in nodes
         if (r := ledger.node(node.metadata.name)) and r.alloc_mem > 0 and not _dra_node(ledger, r.name)]
-    asks = f"{who} asks for {request} {unit} on one GPU"
     if not gpushare_nodes:
         return replace(base, state="pending",
                            summary=f"{asks}, but no node advertises {protocol.RESOURCE_MEM}: the gpushare device "
                            "plugin runs nowhere (kubectl gpushare doctor; kubectl gpushare label-nodes).")
-    affinity = required_affinity(placement)
     verdicts = [NodeVerdict(node.metadata.name,
                             _verdict(ledger, pod, node, request, unit, policy, placement, affinity))
                 for node in sorted(gpushare_nodes, key=lambda n: n.metadata.name)]

@@ -3,9 +3,10 @@
 A placed pod: each claim's node and GPU, what it holds there (the ledger's numbers, as inspect shows
 them) and who else holds memory on that GPU. A pending pod: first what stops it before any node is
 tried (a claim not made yet, a request kube-scheduler refuses, the DynamicResources PreFilter's
-words), then each node of our driver is asked the structured allocator's question
-(`kube.dra_allocation.allocate`, after the node checks kube-scheduler makes first: cordon, taints,
-nodeSelector, affinity), with the allocator's reason and the numbers behind it. Pure: decoded
+words; before them NodeAffinity's, a conflict of ``metadata.name`` terms), then each node of our driver
+is asked the structured allocator's question (`kube.dra_allocation.allocate`, after the node checks
+kube-scheduler makes first, `explain.excluded`: the affinity's ``metadata.name`` narrowing, cordon,
+taints, nodeSelector, affinity), with the allocator's reason and the numbers behind it. Pure: decoded
 objects in, an `explain.Explanation` out; the claim's memory is shown in the views' unit.
 """
 
@@ -20,6 +21,7 @@ from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.inspect.explain import (
+    CONFLICT,
     FITS_PREFIX,
     ClaimState,
     Explanation,
@@ -166,7 +168,9 @@ def _pending(
     if missing:
         return replace(base, summary=f"{who} waits for its claims: {missing[0].missing} (kube-controller-manager's "
                                      "resourceclaim controller makes it; kubectl describe pod says why not).")
-    stop = next((p for p in (dra.spec_problem(c, classes) for c in ours) if p), "")
+    affinity = required_affinity(placement)
+    stop = CONFLICT if affinity is not None and affinity.conflict else ""  # NodeAffinity's PreFilter runs first
+    stop = stop or next((p for p in (dra.spec_problem(c, classes) for c in ours) if p), "")
     stop = stop or dra_allocation.prefilter(ours, classes, pod.metadata.uid)
     if stop:
         return replace(base, summary=f"{asks}, but kube-scheduler cannot schedule it: {stop}.")
@@ -175,7 +179,6 @@ def _pending(
         dra_allocation.allocated_state(c.allocation for c in objects.claims if c.allocation is not None),
         {node.metadata.name: node.metadata.labels for node in nodes})
     pinned = [claim for claim in ours if claim.allocation is not None]
-    affinity = required_affinity(placement)
     verdicts: list[NodeVerdict] = []
     usable: list[str] = []
     for node in sorted(nodes, key=lambda n: n.metadata.name):

@@ -31,17 +31,30 @@ CASES: dict[str, tuple[str, str]] = {
     "dra-pending": ("ml", "dra-waiting"),
     "dra-too-big": ("ml", "dra-huge"),
     "dra-no-claim": ("ml", "dra-unmade"),
+    "pinned": ("ml", "wants-small"),
+    "conflict": ("ml", "wants-two-names"),
+    "dra-pinned": ("ml", "dra-pinned"),
 }
 """golden name -> (namespace, pod)"""
+
+
+def required(pod: dict[str, Any], *terms: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` with the required node affinity ``terms``."""
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": list(terms)}}}
+    return pod
+
+
+def names_in(*names: str) -> dict[str, Any]:
+    """A term pinning nodes by name (NodeAffinity's PreFilter narrows to them), one requirement per name."""
+    return {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]} for name in names]}
 
 
 def seed() -> list[dict[str, Any]]:
     selective = pod_object("wants-pool-c", "ml", [2])
     selective["spec"]["nodeSelector"] = {"pool": "c"}
-    affine = pod_object("wants-pool-b", "ml", [2])
-    affine["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["b"]}]}]
-    }}}
+    affine = required(pod_object("wants-pool-b", "ml", [2]),
+                      {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["b"]}]})
     return [
         node_object("a", [16, 16], ip="10.8.0.1", labels={"pool": "a"}),
         node_object(
@@ -57,6 +70,8 @@ def seed() -> list[dict[str, Any]]:
         pod_object("wants-8", "ml", [8]),
         selective,
         affine,
+        required(pod_object("wants-small", "ml", [2]), names_in("small")),
+        required(pod_object("wants-two-names", "ml", [2]), names_in("a", "small")),
         pod_object("frontend", "web", [0]),
         *stack_seed(),
         *dra_seed(),
@@ -83,6 +98,9 @@ def dra_seed() -> list[dict[str, Any]]:
         dra.dra_pod("dra-huge", "", "dra-huge-gpu", phase="Pending", namespace="ml"),
         dra.pending_claim("dra-huge-gpu", "dra-huge", "12Gi", namespace="ml"),
         dra.dra_pod("dra-unmade", "", None, phase="Pending", namespace="ml"),
+        required(dra.dra_pod("dra-pinned", "", "dra-pinned-gpu", phase="Pending", namespace="ml"),
+                 names_in("dra-2")),
+        dra.pending_claim("dra-pinned-gpu", "dra-pinned", "8Gi", namespace="ml"),
     ]
 
 

@@ -229,3 +229,42 @@ def test_cordoned_and_not_ready_nodes_take_only_pods_that_tolerate_their_taints(
     assert bound(sandbox, "to-d") == "n-cordoned" and bound(sandbox, "to-e") == "n-down"
     assert "1 node(s) were unschedulable" in why(sandbox, "to-d-no")
     assert "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }" in why(sandbox, "to-e-no")
+
+
+def test_explain_says_what_the_stand_in_says_of_a_pod_its_metadata_name_terms_narrow(
+    sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl
+) -> None:
+    """One PreFilter (`node_affinity.required_affinity`), one set of words: the nodes explain says the
+    stand-in leaves out are those the stand-in counts so, and a conflict is a conflict to both."""
+    from kubectl_gpushare.node_affinity import AFFINITY_CONFLICT, NOT_IN_PREFILTER_REASON
+
+    sandbox.load([node_object(f"g-{x}", [16], ip=f"10.0.1.{i}") for i, x in enumerate("abc", start=1)])
+    conflict = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["g-a"]},
+                                {"key": "metadata.name", "operator": "In", "values": ["g-b"]}]}
+    too_big = pod_object("too-big-for-b", "default", [32])  # pinned to g-b, which has 16 GiB
+    too_big["spec"]["affinity"] = required([name_in("g-b")])
+    clash = pod_object("clash", "default", [2])
+    clash["spec"]["affinity"] = required([conflict])
+    sandbox.load([too_big, clash])
+    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
+    loop = SchedulerLoop(sandbox, api, [])
+    try:
+        loop.run_once()
+    finally:
+        loop.stop()
+        api.close()
+
+    def explained(pod: str) -> dict[str, Any]:
+        answer: dict[str, Any] = json.loads(kubectl("gpushare", "explain", pod, "-o", "json").stdout)
+        assert answer["events"] == [why(sandbox, pod)], "explain quotes the stand-in's message"
+        return answer
+
+    answer = explained("too-big-for-b")
+    left_out = [v["name"] for v in answer["nodes"] if NOT_IN_PREFILTER_REASON in v["reason"]]
+    assert left_out == ["g-a", "g-c"]
+    assert f" {len(left_out)} {NOT_IN_PREFILTER_REASON}" in why(sandbox, "too-big-for-b")
+    on_b = next(v["reason"] for v in answer["nodes"] if v["name"] == "g-b")
+    assert "Insufficient" in why(sandbox, "too-big-for-b") and on_b.startswith("only 16 GiB free")
+    answer = explained("clash")
+    assert why(sandbox, "clash") == f"0/3 nodes are available: {AFFINITY_CONFLICT}."
+    assert f"cannot schedule it: {AFFINITY_CONFLICT} (" in answer["summary"] and "nodes" not in answer

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kubectl_gpushare import dra_objects as dra
-from kubectl_gpushare.node_affinity import MAX_REQUIREMENTS, compile_selector, merged
+from kubectl_gpushare.node_affinity import MAX_REQUIREMENTS, compile_selector, merged, required_affinity
 
 NODE = ("n1", {"rack": "a", "gen": "4", "zone": "z1"})
 
@@ -99,3 +99,24 @@ def test_merged_compares_fields_and_expressions_apart() -> None:
     assert both is not None and both.wire() == {"nodeSelectorTerms": [{
         "matchExpressions": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}],
         "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]}
+
+
+@pytest.mark.parametrize(("raw", "names"), [
+    ([{"matchFields": [expr("metadata.name", "In", "n1")]}, {"matchFields": [expr("metadata.name", "In", "n2")]}],
+     {"n1", "n2"}),  # terms ORed: the union
+    ([{"matchFields": [expr("metadata.name", "In", "n1", "n2"), expr("metadata.name", "In", "n2")]}],
+     {"n2"}),  # requirements ANDed: the intersection (two values: Filter refuses the term, PreFilter does not)
+    ([{"matchFields": [expr("metadata.name", "In", "n1")]}, {"matchExpressions": [expr("rack", "In", "a")]}],
+     None),  # a term that pins no name admits every node
+    ([{"matchFields": [expr("metadata.name", "NotIn", "n1")]}], None),
+    ([{"matchFields": [expr("metadata.name", "In", "n1"), expr("metadata.name", "In", "n2")]}], set()),
+], ids=["union", "intersection", "unpinned-term", "not-in", "conflict"])
+def test_the_prefilter_narrows_to_the_names_metadata_name_in_pins(
+    raw: list[dict[str, Any]], names: set[str] | None
+) -> None:
+    """nodeaffinity/node_affinity.go PreFilter: ``PreFilterResult.NodeNames``, empty: ``errReasonConflict``."""
+    affinity = required_affinity(terms(*raw))
+    assert affinity is not None and affinity.names == (None if names is None else frozenset(names))
+    assert affinity.conflict is (names == set())
+    assert affinity.left_out("n3") is (names is not None) and affinity.left_out("n2") is (names in (set(), {"n1"}))
+    assert required_affinity([]) is None
