@@ -226,3 +226,19 @@ def test_a_cordoned_node_is_excluded_only_for_a_pod_that_does_not_tolerate_the_c
         {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]}}, Pod)
     assert excluded(Pod(), node) == "cordoned (unschedulable)"
     assert excluded(tolerant, node) is None
+
+
+def test_a_dra_pod_whose_metadata_name_terms_conflict_is_told_so_before_its_claims(
+    tmp_path: Path, cli_runner: CliRunner
+) -> None:
+    """NodeAffinity's PreFilter runs before DynamicResources': no node of the driver is tried."""
+    from golden.inspect import build_dra_clusters as dra
+
+    from kubectl_gpushare.node_affinity import AFFINITY_CONFLICT
+
+    pod = cases.required(dra.dra_pod("dra-clash", "", "dra-clash-gpu", phase="Pending", namespace="ml"),
+                         cases.names_in("dra-1", "dra-2"))
+    items = [*cases.dra_seed(), pod, dra.pending_claim("dra-clash-gpu", "dra-clash", "8Gi", namespace="ml")]
+    answer = _explain_items(tmp_path, items, "dra-clash", cli_runner)
+    assert f"kube-scheduler cannot schedule it: {AFFINITY_CONFLICT} (" in str(answer["summary"])
+    assert "nodes" not in answer and answer["claims"] == [{"name": "dra-clash-gpu", "state": "pending", "memory": 8}]
