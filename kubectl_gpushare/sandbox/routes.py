@@ -44,7 +44,7 @@ _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
 DEFAULT_WATCH_TIMEOUT = 1800.0
 BLOCK_TIMEOUT = 3.0
-"""How long a list (or a watch with ``sendInitialEvents``) at a resourceVersion the store has not reached
+"""How long a get, a list (or a watch with ``sendInitialEvents``) at a resourceVersion the store has not reached
 waits for it before the 504: the watch cache's ``blockTimeout`` (k8s.io/apiserver/pkg/storage/cacher/
 watch_cache.go). Fixed, as upstream's is: a client's retry timing depends on it."""
 PATCH_TYPES = {
@@ -698,7 +698,9 @@ class Api:
 
     def _get(self, request: Request, target: Target) -> Response:
         assert target.resource is not None
-        _resource_version(request.query)  # a 400 when it is no uint64, as for a list
+        # A get's resourceVersion is "NotOlderThan": cacher.go Get serves it from the watch cache's
+        # WaitUntilFreshAndGet, which waits as a list does (the same 504) before it looks the key up.
+        self._wait_until_fresh(_resource_version(request.query))  # a 400 when it is no uint64, as for a list
         entry = self._entry(target)
         if _wants_table(request):
             obj = entry.object()
