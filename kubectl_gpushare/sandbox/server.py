@@ -67,6 +67,8 @@ from kubectl_gpushare.sandbox.framing import (
     drain,
     read_chunked,
     read_request_line,
+    request_target,
+    target_set_aside,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
@@ -228,18 +230,25 @@ class _Handler(BaseHTTPRequestHandler):
         """Refuse a request line Go's server refuses, as it does (`framing.read_request_line`); keep the target split.
 
         Before any handler, and so before routing, authentication, faults and the request log.
-        ``http.server`` splits the line on any whitespace where Go cuts it at its first two spaces;
-        once Go's rules passed (a token, a target with no control byte, ``HTTP/x.y``) the two agree,
-        or ``http.server`` refuses the line itself (a target holding byte 0x85 or 0xA0, whitespace to
-        Python's ``str.split``).
+        ``http.server`` splits the line on any whitespace (``str.split``), where Go's ``parseRequestLine``
+        (src/net/http/request.go) cuts it at spaces only: a target holding byte 0x85 or 0xA0, whitespace
+        to Python, would be its HTML 400. So it reads only the method, version and headers, from the
+        line with the target set aside (`target_set_aside`), and ``path`` is the target as Go cut it.
         """
-        read = read_request_line(self.raw_requestline)
-        if isinstance(read, GoUrl):
-            self.target = read
-            return super().parse_request()
-        self.close_connection = True
-        self.wfile.write(read)
-        return False
+        line = self.raw_requestline
+        read = read_request_line(line)
+        if not isinstance(read, GoUrl):
+            self.close_connection = True
+            self.wfile.write(read)
+            return False
+        self.target = read
+        self.raw_requestline = target_set_aside(line)
+        try:
+            accepted = super().parse_request()
+        finally:
+            self.raw_requestline = line
+        self.path = request_target(line)
+        return accepted
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Silence the per-request access log; the request log records requests instead."""

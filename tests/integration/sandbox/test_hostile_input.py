@@ -226,6 +226,29 @@ def test_a_request_line_go_cannot_read_gets_its_plain_reply(line: str, reply: by
         assert exchange(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode())[0] == 401
 
 
+@pytest.mark.parametrize("byte", ["\x85", "\xa0"], ids=["nel", "nbsp"])
+def test_bytes_python_takes_for_whitespace_stay_in_the_target_as_go_cuts_it(byte: str) -> None:
+    # Go's parseRequestLine (src/net/http/request.go) cuts the line at spaces only, and
+    # url.ParseRequestURI refuses control bytes only: 0x85 and 0xA0 (whitespace to Python's
+    # str.split, which http.server splits on) are target bytes, so the handler chain answers.
+    with Sandbox(auth=True) as sb:
+        sb.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+        admin: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.ADMIN_TOKEN}"}
+        status, answer, _ = exchange(sb, request("GET", f"{CONFIGMAPS}/c{byte}x").decode().encode("latin-1"))
+        assert (status, answer["reason"]) == (401, "Unauthorized")
+        raw = request("GET", f"{CONFIGMAPS}/c{byte}x", headers=admin).decode().encode("latin-1")
+        status, answer, closed = exchange(sb, raw)
+        # The name is bytes that are not UTF-8: Go's encoding/json writes each as U+FFFD.
+        assert (status, answer["message"], closed) == (404, 'configmaps "c\ufffdx" not found', False)
+        raw = request("GET", f"{CONFIGMAPS}?labelSelector=a{byte}", headers=admin).decode().encode("latin-1")
+        status, answer, _ = exchange(sb, raw)  # the raw query is kept; the selector sees the byte and refuses it
+        assert status == 400 and answer["reason"] == "BadRequest", answer
+        raw = request("GET", f"{CONFIGMAPS}?x={byte}", headers=admin).decode().encode("latin-1")
+        status, answer, _ = exchange(sb, raw)
+        assert (status, [item["metadata"]["name"] for item in answer["items"]]) == (200, ["c"])
+        assert [entry.path for entry in sb.requests][-4:] == [f"{CONFIGMAPS}/c\ufffdx"] * 2 + [CONFIGMAPS] * 2
+
+
 def test_targets_go_takes_without_a_leading_slash_are_routed_as_go_splits_them(sandbox: Sandbox) -> None:
     # url.ParseRequestURI: an absolute-form target's path is what follows its authority; "scheme:x"
     # with no "/" is an opaque URL (URL.Path empty) and "*" is the path "*": no route serves either.
