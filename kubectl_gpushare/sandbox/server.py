@@ -45,7 +45,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -256,7 +256,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         self.server.sandbox._serve(self)
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET  # noqa: N815
+    def __getattr__(self, name: str) -> Callable[[], None]:
+        """``do_<METHOD>`` for every method, so ``http.server`` never answers its own HTML 501.
+
+        Go's ``readRequest`` (src/net/http/request.go) takes any token as the method (``validMethod``;
+        `read_request_line` refused the rest), and kube-apiserver's chain serves it: authentication,
+        then routing, where a method no route has is go-restful's 405 (`routes.resolve`).
+        """
+        if name.startswith("do_"):
+            return self.do_GET
+        raise AttributeError(name)
 
 
 class Sandbox:

@@ -403,6 +403,34 @@ def test_authorization_sees_the_decoded_path() -> None:
                                      '"pods/proxy" in API group "" in the namespace "default"')  # fmt: skip
 
 
+METHOD_NOT_ALLOWED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                      "message": "the server does not allow this method on the requested resource",
+                      "reason": "MethodNotAllowed", "details": {}, "code": 405}  # fmt: skip
+
+
+@pytest.mark.parametrize("auth", [False, True], ids=["open", "auth"])
+def test_an_unknown_method_reaches_the_handler_chain_and_gets_go_restfuls_405(
+    auth: bool, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Go's readRequest takes any token as the method (validMethod); kube-apiserver's chain then
+    # authenticates it (a stranger's 401 under --auth) and go-restful routes it: a path with routes
+    # but none for the method is a 405 (jsr311.go detectRoute), which APIServerHandler's
+    # serviceErrorHandler writes as NewGenericServerResponse(405, ...): the generic message, empty
+    # details, no Allow header. http.server answered its HTML 501.
+    with Sandbox(auth=auth) as sb:
+        sb.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+        admin: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.ADMIN_TOKEN}"}
+        if auth:
+            status, answer, _ = exchange(sb, request("FOO", CONFIGMAPS))
+            assert (status, answer["reason"]) == (401, "Unauthorized")
+        for path in (CONFIGMAPS, f"{CONFIGMAPS}/c", f"{PODS}/p/proxy/usage"):
+            status, answer, closed = exchange(sb, request("FOO", path, b"{}", headers=admin))
+            assert (status, answer, closed) == (405, METHOD_NOT_ALLOWED, False), path
+        assert [(r.method, r.status) for r in sb.requests][-3:] == [("FOO", 405)] * 3
+        assert sb.get("configmaps", "default", "c") is not None
+    assert_no_traceback(capfd)
+
+
 # --- decoding bombs and bad shapes ------------------------------------------------------------
 def test_yaml_aliases_are_refused(sandbox: Sandbox) -> None:
     laughs = ["a: &a [x, x, x, x, x, x, x, x, x]"]
