@@ -51,10 +51,10 @@ def handle(method: str, path: str, body: bytes, faults: Faults, drop_watches: Ca
             if method == "DELETE":
                 faults.clear()
                 return json_response(200, errors.success())
-            raise errors.method_not_allowed(method)
+            raise errors.method_not_allowed()
         if route == "drop-watches":
             if method != "POST":
-                raise errors.method_not_allowed(method)
+                raise errors.method_not_allowed()
             drop_watches()
             return json_response(200, errors.success())
         raise errors.path_not_found()

@@ -153,11 +153,16 @@ def _aggregate(messages: list[str]) -> str:
     return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
 
 
-def method_not_allowed(method: str) -> ApiError:
-    """405 for a verb the resource does not support."""
-    return ApiError(
-        405, "MethodNotAllowed", f"the server does not allow this method on the requested resource ({method})"
-    )
+def method_not_allowed() -> ApiError:
+    """405 for a method no route at the path has: go-restful's answer, as kube-apiserver writes it.
+
+    go-restful's router (jsr311.go ``detectRoute``) refuses it with a ``ServiceError`` carrying an
+    ``Allow`` header, and kube-apiserver's ``serviceErrorHandler`` (k8s.io/apiserver/pkg/server/
+    handler.go) writes only ``NewGenericServerResponse(405, "", GroupResource{}, "", ...)``: the generic
+    message, no resource, empty details, no ``Allow``.
+    """
+    return ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource",
+                    details={})  # fmt: skip
 
 
 def expired(message: str) -> ApiError:

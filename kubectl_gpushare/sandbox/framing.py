@@ -117,6 +117,18 @@ def request_target(request_line: bytes) -> str:
     return target.decode("latin-1")
 
 
+def target_set_aside(request_line: bytes) -> bytes:
+    """The request line with its target (as `request_target` cuts it) replaced by ``*``: no byte Python calls space.
+
+    For ``http.server``'s parser, which splits on any whitespace (``str.split`` takes bytes 0x85 and
+    0xA0 for it, Go's ``parseRequestLine`` only the space): it still reads the method and version,
+    which Go's rules (`read_request_line`) keep to ASCII tokens, from the line.
+    """
+    method, _, rest = request_line.partition(b" ")
+    _, _, proto = rest.partition(b" ")
+    return method + b" * " + proto
+
+
 def content_length(values: list[str]) -> int:
     """The Content-Length of a request from its header values (none means 0).
 

@@ -44,7 +44,7 @@ _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
 DEFAULT_WATCH_TIMEOUT = 1800.0
 BLOCK_TIMEOUT = 3.0
-"""How long a list (or a watch with ``sendInitialEvents``) at a resourceVersion the store has not reached
+"""How long a get, a list (or a watch with ``sendInitialEvents``) at a resourceVersion the store has not reached
 waits for it before the 504: the watch cache's ``blockTimeout`` (k8s.io/apiserver/pkg/storage/cacher/
 watch_cache.go). Fixed, as upstream's is: a client's retry timing depends on it."""
 PATCH_TYPES = {
@@ -175,7 +175,7 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
         return Target(document=doc)
     if rest[0] == "watch" and len(rest) > 1:  # the deprecated /api/v1/watch/... form
         if method != "GET":
-            raise errors.method_not_allowed(method)
+            raise errors.method_not_allowed()
         rest = rest[1:]
         query = {**query, "watch": "true"}
     namespace = ""
@@ -192,7 +192,7 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
     if group == "" and in_namespace and len(rest) >= 3 and rest[0] == "pods" and rest[2] == "proxy":
         verb = proxy.PROXY_VERBS.get(method)
         if verb is None:
-            raise errors.method_not_allowed(method)
+            raise errors.method_not_allowed()
         _require_name_and_namespace(rest[1], namespace, in_namespace)
         # The subpath as getRequestOptions (endpoints/handlers/rest.go) builds it from RequestInfo.Parts:
         # what follows "proxy", joined, with a leading "/" and the decoded path's trailing one.
@@ -215,10 +215,10 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
     if resource.namespaced and not in_namespace and (named or method not in ("GET",)):
         if named:
             raise errors.path_not_found()
-        raise errors.method_not_allowed(method)
+        raise errors.method_not_allowed()
     verb = _verb(method, named, sub, query)
     if resource.plural == "bindings" and verb != "create":
-        raise errors.method_not_allowed(method)
+        raise errors.method_not_allowed()
     if named:
         _require_name_and_namespace(name, namespace, in_namespace)
     return Target(verb, resource, namespace, name, sub, group)
@@ -245,11 +245,11 @@ def _require_name_and_namespace(name: str, namespace: str, in_namespace: bool) -
 def _verb(method: str, named: bool, sub: str, query: Mapping[str, str]) -> str:
     if sub in ("binding", "token"):
         if method != "POST":
-            raise errors.method_not_allowed(method)
+            raise errors.method_not_allowed()
         return "create"
     if sub == "log":
         if method != "GET":
-            raise errors.method_not_allowed(method)
+            raise errors.method_not_allowed()
         return "get"
     table = {
         ("GET", True): "get",
@@ -262,7 +262,7 @@ def _verb(method: str, named: bool, sub: str, query: Mapping[str, str]) -> str:
     }
     verb = table.get((method, named))
     if verb is None or (sub in ("status", "scale") and verb not in ("get", "update", "patch")):
-        raise errors.method_not_allowed(method)
+        raise errors.method_not_allowed()
     return verb
 
 
@@ -698,7 +698,9 @@ class Api:
 
     def _get(self, request: Request, target: Target) -> Response:
         assert target.resource is not None
-        _resource_version(request.query)  # a 400 when it is no uint64, as for a list
+        # A get's resourceVersion is "NotOlderThan": cacher.go Get serves it from the watch cache's
+        # WaitUntilFreshAndGet, which waits as a list does (the same 504) before it looks the key up.
+        self._wait_until_fresh(_resource_version(request.query))  # a 400 when it is no uint64, as for a list
         entry = self._entry(target)
         if _wants_table(request):
             obj = entry.object()

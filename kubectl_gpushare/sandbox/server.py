@@ -45,7 +45,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -67,6 +67,8 @@ from kubectl_gpushare.sandbox.framing import (
     drain,
     read_chunked,
     read_request_line,
+    request_target,
+    target_set_aside,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
@@ -228,18 +230,25 @@ class _Handler(BaseHTTPRequestHandler):
         """Refuse a request line Go's server refuses, as it does (`framing.read_request_line`); keep the target split.
 
         Before any handler, and so before routing, authentication, faults and the request log.
-        ``http.server`` splits the line on any whitespace where Go cuts it at its first two spaces;
-        once Go's rules passed (a token, a target with no control byte, ``HTTP/x.y``) the two agree,
-        or ``http.server`` refuses the line itself (a target holding byte 0x85 or 0xA0, whitespace to
-        Python's ``str.split``).
+        ``http.server`` splits the line on any whitespace (``str.split``), where Go's ``parseRequestLine``
+        (src/net/http/request.go) cuts it at spaces only: a target holding byte 0x85 or 0xA0, whitespace
+        to Python, would be its HTML 400. So it reads only the method, version and headers, from the
+        line with the target set aside (`target_set_aside`), and ``path`` is the target as Go cut it.
         """
-        read = read_request_line(self.raw_requestline)
-        if isinstance(read, GoUrl):
-            self.target = read
-            return super().parse_request()
-        self.close_connection = True
-        self.wfile.write(read)
-        return False
+        line = self.raw_requestline
+        read = read_request_line(line)
+        if not isinstance(read, GoUrl):
+            self.close_connection = True
+            self.wfile.write(read)
+            return False
+        self.target = read
+        self.raw_requestline = target_set_aside(line)
+        try:
+            accepted = super().parse_request()
+        finally:
+            self.raw_requestline = line
+        self.path = request_target(line)
+        return accepted
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Silence the per-request access log; the request log records requests instead."""
@@ -247,7 +256,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         self.server.sandbox._serve(self)
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET  # noqa: N815
+    def __getattr__(self, name: str) -> Callable[[], None]:
+        """``do_<METHOD>`` for every method, so ``http.server`` never answers its own HTML 501.
+
+        Go's ``readRequest`` (src/net/http/request.go) takes any token as the method (``validMethod``;
+        `read_request_line` refused the rest), and kube-apiserver's chain serves it: authentication,
+        then routing, where a method no route has is go-restful's 405 (`routes.resolve`).
+        """
+        if name.startswith("do_"):
+            return self.do_GET
+        raise AttributeError(name)
 
 
 class Sandbox:

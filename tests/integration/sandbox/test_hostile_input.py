@@ -226,6 +226,29 @@ def test_a_request_line_go_cannot_read_gets_its_plain_reply(line: str, reply: by
         assert exchange(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode())[0] == 401
 
 
+@pytest.mark.parametrize("byte", ["\x85", "\xa0"], ids=["nel", "nbsp"])
+def test_bytes_python_takes_for_whitespace_stay_in_the_target_as_go_cuts_it(byte: str) -> None:
+    # Go's parseRequestLine (src/net/http/request.go) cuts the line at spaces only, and
+    # url.ParseRequestURI refuses control bytes only: 0x85 and 0xA0 (whitespace to Python's
+    # str.split, which http.server splits on) are target bytes, so the handler chain answers.
+    with Sandbox(auth=True) as sb:
+        sb.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+        admin: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.ADMIN_TOKEN}"}
+        status, answer, _ = exchange(sb, request("GET", f"{CONFIGMAPS}/c{byte}x").decode().encode("latin-1"))
+        assert (status, answer["reason"]) == (401, "Unauthorized")
+        raw = request("GET", f"{CONFIGMAPS}/c{byte}x", headers=admin).decode().encode("latin-1")
+        status, answer, closed = exchange(sb, raw)
+        # The name is bytes that are not UTF-8: Go's encoding/json writes each as U+FFFD.
+        assert (status, answer["message"], closed) == (404, 'configmaps "c\ufffdx" not found', False)
+        raw = request("GET", f"{CONFIGMAPS}?labelSelector=a{byte}", headers=admin).decode().encode("latin-1")
+        status, answer, _ = exchange(sb, raw)  # the raw query is kept; the selector sees the byte and refuses it
+        assert status == 400 and answer["reason"] == "BadRequest", answer
+        raw = request("GET", f"{CONFIGMAPS}?x={byte}", headers=admin).decode().encode("latin-1")
+        status, answer, _ = exchange(sb, raw)
+        assert (status, [item["metadata"]["name"] for item in answer["items"]]) == (200, ["c"])
+        assert [entry.path for entry in sb.requests][-4:] == [f"{CONFIGMAPS}/c\ufffdx"] * 2 + [CONFIGMAPS] * 2
+
+
 def test_targets_go_takes_without_a_leading_slash_are_routed_as_go_splits_them(sandbox: Sandbox) -> None:
     # url.ParseRequestURI: an absolute-form target's path is what follows its authority; "scheme:x"
     # with no "/" is an opaque URL (URL.Path empty) and "*" is the path "*": no route serves either.
@@ -378,6 +401,34 @@ def test_authorization_sees_the_decoded_path() -> None:
         assert (status, answer["reason"]) == (403, "Forbidden")
         assert answer["message"] == ('pods/proxy "p1" is forbidden: User "sandbox-viewer" cannot get resource '
                                      '"pods/proxy" in API group "" in the namespace "default"')  # fmt: skip
+
+
+METHOD_NOT_ALLOWED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                      "message": "the server does not allow this method on the requested resource",
+                      "reason": "MethodNotAllowed", "details": {}, "code": 405}  # fmt: skip
+
+
+@pytest.mark.parametrize("auth", [False, True], ids=["open", "auth"])
+def test_an_unknown_method_reaches_the_handler_chain_and_gets_go_restfuls_405(
+    auth: bool, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Go's readRequest takes any token as the method (validMethod); kube-apiserver's chain then
+    # authenticates it (a stranger's 401 under --auth) and go-restful routes it: a path with routes
+    # but none for the method is a 405 (jsr311.go detectRoute), which APIServerHandler's
+    # serviceErrorHandler writes as NewGenericServerResponse(405, ...): the generic message, empty
+    # details, no Allow header. http.server answered its HTML 501.
+    with Sandbox(auth=auth) as sb:
+        sb.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+        admin: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.ADMIN_TOKEN}"}
+        if auth:
+            status, answer, _ = exchange(sb, request("FOO", CONFIGMAPS))
+            assert (status, answer["reason"]) == (401, "Unauthorized")
+        for path in (CONFIGMAPS, f"{CONFIGMAPS}/c", f"{PODS}/p/proxy/usage"):
+            status, answer, closed = exchange(sb, request("FOO", path, b"{}", headers=admin))
+            assert (status, answer, closed) == (405, METHOD_NOT_ALLOWED, False), path
+        assert [(r.method, r.status) for r in sb.requests][-3:] == [("FOO", 405)] * 3
+        assert sb.get("configmaps", "default", "c") is not None
+    assert_no_traceback(capfd)
 
 
 # --- decoding bombs and bad shapes ------------------------------------------------------------

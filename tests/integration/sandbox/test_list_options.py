@@ -112,6 +112,46 @@ def test_a_write_during_the_wait_answers_the_list(sandbox: Sandbox) -> None:
     assert [item["metadata"]["name"] for item in listed["items"]] == ["late"]
 
 
+@pytest.mark.parametrize("name", ["c", "missing"])
+def test_a_get_at_a_future_resource_version_waits_then_is_the_same_504(sandbox: Sandbox, name: str) -> None:
+    # cacher.go Get: a resourceVersion is "NotOlderThan", served by watchCache.WaitUntilFreshAndGet,
+    # which blocks in waitUntilFreshAndBlock as a list does (blockTimeout, then the 504) before it
+    # looks the key up: neither an object that exists nor one that does not (no 404) ends the wait.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+    current = sandbox.store.resource_version
+    began = time.monotonic()
+    try:
+        urllib.request.urlopen(f"{sandbox.url}{CONFIGMAPS}/{name}?resourceVersion={current + 5}", timeout=30)
+        raise AssertionError("a get at a future resourceVersion was answered")
+    except urllib.error.HTTPError as exc:
+        status, answer, retry_after = exc.code, json.loads(exc.read()), exc.headers.get("Retry-After")
+    assert time.monotonic() - began >= BLOCK_TIMEOUT - 0.1
+    assert (status, retry_after, answer["reason"]) == (504, "1", "Timeout")
+    assert answer["message"] == f"Timeout: Too large resource version: {current + 5}, current: {current}"
+
+
+def test_a_write_during_the_wait_answers_the_get_with_what_it_wrote(sandbox: Sandbox) -> None:
+    # WaitUntilFreshAndGet reads the key once the cache has caught up, and a write during the wait
+    # ends it at once: the object the awaited write created is found, well before blockTimeout.
+    wanted = sandbox.store.resource_version + 1
+    answers: list[tuple[int, Any]] = []
+
+    def read() -> None:
+        try:
+            with urllib.request.urlopen(f"{sandbox.url}{CONFIGMAPS}/late?resourceVersion={wanted}", timeout=30) as r:
+                answers.append((r.status, json.loads(r.read())))
+        except urllib.error.HTTPError as exc:
+            answers.append((exc.code, json.loads(exc.read())))
+
+    began = time.monotonic()
+    getter = threading.Thread(target=read)
+    getter.start()
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "late", "namespace": "default"}}])
+    getter.join(30)
+    status, answer = answers[0]
+    assert (status, answer["metadata"]["name"]) == (200, "late") and time.monotonic() - began < BLOCK_TIMEOUT
+
+
 def _watch(sb: Sandbox, query: str, count: int) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     with urllib.request.urlopen(f"{sb.url}{CONFIGMAPS}?watch=true&{query}", timeout=30) as resp:
