@@ -58,6 +58,7 @@ from kubectl_gpushare.node_affinity import (
     AFFINITY_CONFLICT,
     NOT_IN_PREFILTER_REASON,
     NodeSelector,
+    RequiredAffinity,
     required_affinity,
 )
 
@@ -197,10 +198,8 @@ class Placement:
     tolerations: tuple[types.Toleration, ...] = ()
     node_selector: tuple[tuple[str, str], ...] = ()
     """``spec.nodeSelector``, (key, value) pairs all of which a node's labels must hold."""
-    affinity: NodeSelector | None = None
-    """The required node affinity (``NewLazyErrorNodeSelector``); None: the pod has none."""
-    node_names: frozenset[str] | None = None
-    """NodeAffinity's PreFilterResult: only these nodes are filtered (None: every node)."""
+    affinity: RequiredAffinity | None = None
+    """The required node affinity, PreFilter's names and Filter's selector; None: the pod has none."""
     problem: str = ""
     """What of the pod's placement fields is unreadable ("" when all are)."""
 
@@ -219,24 +218,21 @@ def placement(pod: Mapping[str, Any]) -> Placement:
     tolerations = decode_tolerations(spec.get("tolerations"))
     if tolerations is None:
         problems.append("spec.tolerations is not a list of tolerations: it tolerates no taint")
-    affinity: NodeSelector | None = None
-    names: frozenset[str] | None = None
+    affinity: RequiredAffinity | None = None
     selector = spec.get("nodeSelector") or {}
     if not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values()):
         problems.append("spec.nodeSelector is not a map of strings: it matches no node")
-        affinity = NodeSelector(error="unreadable")
+        affinity = RequiredAffinity(NodeSelector(error="unreadable"))
         selector = {}
     if spec.get("affinity") and affinity is None:
         try:
             terms = msgspec.convert({"spec": {"affinity": spec["affinity"]}}, types.PodPlacement).node_terms
         except msgspec.ValidationError as exc:
             problems.append(f"spec.affinity is not a v1.Affinity ({str(exc)[:120]}): it matches no node")
-            affinity = NodeSelector(error="unreadable")
+            affinity = RequiredAffinity(NodeSelector(error="unreadable"))
         else:
-            required = required_affinity(terms)
-            if required is not None:
-                affinity, names = required.selector, required.names
-    return Placement(tolerations or (), tuple(selector.items()), affinity, names, "; ".join(problems))
+            affinity = required_affinity(terms)
+    return Placement(tolerations or (), tuple(selector.items()), affinity, "; ".join(problems))
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
@@ -410,7 +406,7 @@ class SchedulerLoop:
         reasons: dict[str, int] = {}
         wants = noderesources.pod_requests(pod)
         where = self._placement(pod)
-        if where.node_names is not None and not where.node_names:  # NodeAffinity's PreFilter rejects it
+        if where.affinity is not None and where.affinity.conflict:  # NodeAffinity's PreFilter rejects it
             raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {AFFINITY_CONFLICT}.")
         claims: PodClaims | None = None
         if dra_state is not None and has_claims(pod):
@@ -492,7 +488,8 @@ class SchedulerLoop:
             reasons[reason] = reasons.get(reason, 0) + 1
             return False
 
-        if where.node_names is not None and meta.get("name") not in where.node_names:
+        node_name = str(meta.get("name") or "")
+        if where.affinity is not None and where.affinity.left_out(node_name):
             return fail(NOT_IN_PREFILTER_REASON)  # not filtered at all: upstream never looks at such a node
         problem, taints = self._node_facts(node)
         if problem:
@@ -508,7 +505,7 @@ class SchedulerLoop:
             return fail(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
         if any(labels.get(k) != v for k, v in where.node_selector):
             return fail(NODE_AFFINITY_REASON)
-        if where.affinity is not None and not where.affinity.matches(labels, str(meta.get("name") or "")):
+        if where.affinity is not None and not where.affinity.selector.matches(labels, node_name):
             return fail(NODE_AFFINITY_REASON)
         ignored = {resource for e in self.extenders for resource, skip in e.managed.items() if skip}
         missing = noderesources.insufficient(wants, node, used.of(node["metadata"]["name"]), ignored)
