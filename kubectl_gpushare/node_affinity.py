@@ -278,8 +278,11 @@ def prefilter_names(terms: Sequence[WireTerm]) -> frozenset[str] | None:
 
     A term that pins no name admits every node (None); within a term the pinned sets intersect
     (pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go ``PreFilter``). Read from the
-    terms as written: a term Filter refuses still pins its names. Linear in the values.
+    terms as written: a term Filter refuses still pins its names. Linear in the values. No terms
+    narrow nothing (None), as upstream's ``len(NodeSelectorTerms) == 0`` early return.
     """
+    if not terms:
+        return None
     names: set[str] = set()
     for term in terms:
         pinned: set[str] | None = None

@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from kubectl_gpushare import dra_objects as dra
-from kubectl_gpushare.node_affinity import MAX_REQUIREMENTS, compile_selector, merged, required_affinity
+from kubectl_gpushare.node_affinity import (
+    MAX_REQUIREMENTS,
+    compile_selector,
+    merged,
+    prefilter_names,
+    required_affinity,
+)
 
 NODE = ("n1", {"rack": "a", "gen": "4", "zone": "z1"})
 
@@ -120,3 +126,8 @@ def test_the_prefilter_narrows_to_the_names_metadata_name_in_pins(
     assert affinity.conflict is (names == set())
     assert affinity.left_out("n3") is (names is not None) and affinity.left_out("n2") is (names in (set(), {"n1"}))
     assert required_affinity([]) is None
+
+
+def test_no_terms_narrow_nothing() -> None:
+    """PreFilter returns before reading names when ``NodeSelectorTerms`` is empty: every node, no conflict."""
+    assert prefilter_names([]) is None
