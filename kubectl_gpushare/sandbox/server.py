@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
@@ -256,16 +256,18 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         self.server.sandbox._serve(self)
 
-    def __getattr__(self, name: str) -> Callable[[], None]:
-        """``do_<METHOD>`` for every method, so ``http.server`` never answers its own HTML 501.
+    if not TYPE_CHECKING:  # hidden from mypy, which would otherwise type every unknown handler attribute as do_GET
 
-        Go's ``readRequest`` (src/net/http/request.go) takes any token as the method (``validMethod``;
-        `read_request_line` refused the rest), and kube-apiserver's chain serves it: authentication,
-        then routing, where a method no route has is go-restful's 405 (`routes.resolve`).
-        """
-        if name.startswith("do_"):
-            return self.do_GET
-        raise AttributeError(name)
+        def __getattr__(self, name: str) -> Callable[[], None]:
+            """``do_<METHOD>`` for every method, so ``http.server`` never answers its own HTML 501.
+
+            Go's ``readRequest`` (src/net/http/request.go) takes any token as the method (``validMethod``;
+            `read_request_line` refused the rest), and kube-apiserver's chain serves it: authentication,
+            then routing, where a method no route has is go-restful's 405 (`routes.resolve`).
+            """
+            if name.startswith("do_"):
+                return self.do_GET
+            raise AttributeError(name)
 
 
 class Sandbox:
