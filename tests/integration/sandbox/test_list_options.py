@@ -33,6 +33,19 @@ def get(sb: Sandbox, query: str) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read())
 
 
+
+def _refused_after_the_block(sb: Sandbox, target: str) -> tuple[int, Any, str | None]:
+    """The error status, Status body and Retry-After of a request that waited at least `BLOCK_TIMEOUT` for it."""
+    began = time.monotonic()
+    try:
+        urllib.request.urlopen(sb.url + target, timeout=30)
+        raise AssertionError(f"{target} was answered")
+    except urllib.error.HTTPError as exc:
+        refused = exc.code, json.loads(exc.read()), exc.headers.get("Retry-After")
+    assert time.monotonic() - began >= BLOCK_TIMEOUT - 0.1
+    return refused
+
+
 @pytest.mark.parametrize(
     ("query", "cause"),
     [
@@ -80,13 +93,7 @@ def test_valid_combinations_still_serve(sandbox: Sandbox) -> None:
 def test_a_list_at_a_future_resource_version_waits_then_is_a_504_too_large(sandbox: Sandbox) -> None:
     # cacher's waitUntilFreshAndBlock: blockTimeout (3 s), then storage.NewTooLargeResourceVersionError.
     current = sandbox.store.resource_version
-    began = time.monotonic()
-    try:
-        urllib.request.urlopen(f"{sandbox.url}{CONFIGMAPS}?resourceVersion={current + 5}", timeout=30)
-        raise AssertionError("a list at a future resourceVersion was answered")
-    except urllib.error.HTTPError as exc:
-        status, answer, retry_after = exc.code, json.loads(exc.read()), exc.headers.get("Retry-After")
-    assert time.monotonic() - began >= BLOCK_TIMEOUT - 0.1
+    status, answer, retry_after = _refused_after_the_block(sandbox, f"{CONFIGMAPS}?resourceVersion={current + 5}")
     assert status == 504 and retry_after == "1"
     assert answer == {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -119,13 +126,8 @@ def test_a_get_at_a_future_resource_version_waits_then_is_the_same_504(sandbox: 
     # looks the key up: neither an object that exists nor one that does not (no 404) ends the wait.
     sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
     current = sandbox.store.resource_version
-    began = time.monotonic()
-    try:
-        urllib.request.urlopen(f"{sandbox.url}{CONFIGMAPS}/{name}?resourceVersion={current + 5}", timeout=30)
-        raise AssertionError("a get at a future resourceVersion was answered")
-    except urllib.error.HTTPError as exc:
-        status, answer, retry_after = exc.code, json.loads(exc.read()), exc.headers.get("Retry-After")
-    assert time.monotonic() - began >= BLOCK_TIMEOUT - 0.1
+    target = f"{CONFIGMAPS}/{name}?resourceVersion={current + 5}"
+    status, answer, retry_after = _refused_after_the_block(sandbox, target)
     assert (status, retry_after, answer["reason"]) == (504, "1", "Timeout")
     assert answer["message"] == f"Timeout: Too large resource version: {current + 5}, current: {current}"
 
