@@ -150,11 +150,13 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
     if len(parts) == 1 and head in ("healthz", "livez", "readyz"):
         return Target(document={"_text": "ok"})
     if head == "version" and len(parts) == 1:
+        _discovery_get_only(method)
         return Target(document=dict(discovery.VERSION))
     if head == "openapi":
         return _resolve_openapi(parts)
     if head == "api":
         if len(parts) == 1:
+            _discovery_get_only(method)
             return Target(document=discovery.api_versions())
         group, version, rest = "", parts[1], parts[2:]
     elif head == "apis":
@@ -172,6 +174,7 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
         doc = discovery.resource_list(group, version)
         if doc is None:
             raise errors.path_not_found()
+        _discovery_get_only(method)
         return Target(document=doc)
     if rest[0] == "watch" and len(rest) > 1:  # the deprecated /api/v1/watch/... form
         if method != "GET":
@@ -264,6 +267,20 @@ def _verb(method: str, named: bool, sub: str, query: Mapping[str, str]) -> str:
     if verb is None or (sub in ("status", "scale") and verb not in ("get", "update", "patch")):
         raise errors.method_not_allowed()
     return verb
+
+
+def _discovery_get_only(method: str) -> None:
+    """405 for any method but GET on ``/version``, ``/api``, ``/api/v1`` and ``/apis/<group>/<version>``.
+
+    Each is one go-restful route, ``ws.GET("/")`` (k8s.io/apiserver/pkg/server/routes/version.go,
+    endpoints/discovery/legacy.go and version.go ``AddToWebService``), and go-restful matches the
+    method exactly, HEAD included: `errors.method_not_allowed`. ``/apis`` and ``/apis/<group>`` are the
+    aggregator's ``apisHandler`` and ``apiGroupHandler`` (k8s.io/kube-aggregator/pkg/apiserver/
+    handler_apis.go), and ``/healthz``, ``/livez``, ``/readyz`` plain mux handlers (server/healthz/
+    healthz.go ``handleRootHealth``): none checks the method, so they answer any.
+    """
+    if method != "GET":
+        raise errors.method_not_allowed()
 
 
 def _resolve_openapi(parts: list[str]) -> Target:

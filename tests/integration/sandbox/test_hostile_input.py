@@ -431,6 +431,29 @@ def test_an_unknown_method_reaches_the_handler_chain_and_gets_go_restfuls_405(
     assert_no_traceback(capfd)
 
 
+def test_discovery_documents_and_version_are_get_only_but_apis_groups_and_health_answer_any_method(
+    sandbox: Sandbox,
+) -> None:
+    # /version, /api, /api/v1 and /apis/<group>/<version> are each one go-restful ws.GET("/") route
+    # (apiserver routes/version.go, endpoints/discovery/legacy.go and version.go), so another method
+    # is go-restful's 405; /apis and /apis/<group> are the aggregator's handlers (kube-aggregator
+    # handler_apis.go) and /healthz, /livez, /readyz plain mux handlers (healthz.go
+    # handleRootHealth): none of them checks the method.
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        for path in ("/version", "/api", "/api/v1", "/apis/apps/v1", "/apis/apps/v1/"):
+            status, answer, closed = exchange(sandbox, request(method, path, b"{}"))
+            assert (status, answer, closed) == (405, METHOD_NOT_ALLOWED, False), (method, path)
+        for path in ("/apis", "/apis/apps"):
+            status, answer, _ = exchange(sandbox, request(method, path, b"{}"))
+            assert (status, answer["kind"]) == (200, "APIGroupList" if path == "/apis" else "APIGroup"), path
+    for path in ("/version", "/api", "/api/v1", "/apis/apps/v1"):
+        assert exchange(sandbox, request("GET", path))[0] == 200, path
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        sock.sendall(request("POST", "/healthz", b"{}", headers={"Connection": "close"}))
+        reply = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert reply.startswith(b"HTTP/1.1 200 ") and reply.endswith(b"\r\n\r\nok"), reply
+
+
 # --- decoding bombs and bad shapes ------------------------------------------------------------
 def test_yaml_aliases_are_refused(sandbox: Sandbox) -> None:
     laughs = ["a: &a [x, x, x, x, x, x, x, x, x]"]
