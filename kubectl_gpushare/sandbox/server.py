@@ -250,6 +250,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.path = request_target(line)
         return accepted
 
+    def send_response(self, code: int, message: str | None = None) -> None:
+        """The status line and ``Date``, without the ``Server: BaseHTTP/...`` header ``http.server`` adds.
+
+        Go's net/http writes ``Date`` on every reply (``cw.writeHeader``'s ``appendTime``,
+        src/net/http/server.go) but never a ``Server`` header, and kube-apiserver sets none.
+        """
+        self.send_response_only(code, message)
+        self.send_header("Date", self.date_time_string())
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Silence the per-request access log; the request log records requests instead."""
 

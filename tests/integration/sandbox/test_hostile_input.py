@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -452,6 +453,18 @@ def test_discovery_documents_and_version_are_get_only_but_apis_groups_and_health
         sock.sendall(request("POST", "/healthz", b"{}", headers={"Connection": "close"}))
         reply = b"".join(iter(lambda: sock.recv(65536), b""))
     assert reply.startswith(b"HTTP/1.1 200 ") and reply.endswith(b"\r\n\r\nok"), reply
+
+
+def test_replies_carry_a_date_but_no_server_header(sandbox: Sandbox) -> None:
+    # Go's net/http writes Date on every reply (chunkWriter.writeHeader, src/net/http/server.go) and
+    # no Server header; http.server's send_response adds "Server: BaseHTTP/... Python/...".
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        sock.sendall(request("GET", "/version") + request("OPTIONS", "*") + request("GET", f"{CONFIGMAPS}/none"))
+        sock.shutdown(socket.SHUT_WR)
+        reply = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert re.findall(rb"HTTP/1\.1 ([0-9]{3}) ", reply) == [b"200", b"200", b"404"], reply
+    assert reply.lower().count(b"\r\ndate: ") == 3, reply
+    assert b"server:" not in reply.lower() and b"basehttp" not in reply.lower(), reply
 
 
 # --- decoding bombs and bad shapes ------------------------------------------------------------
