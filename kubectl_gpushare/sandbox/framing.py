@@ -36,6 +36,15 @@ VERSION_NOT_SUPPORTED_REPLY = (b"HTTP/1.1 505 HTTP Version Not Supported: unsupp
                                b"505 HTTP Version Not Supported: unsupported protocol version")  # fmt: skip
 """What Go's server writes, then closes, for a request in an HTTP version other than 1.x (``conn.serve``'s
 ``statusError`` reply, src/net/http/server.go)."""
+MAX_REQUEST_HEAD = (1 << 20) + 4096
+"""Longest request line Go's server reads: kube-apiserver's ``MaxHeaderBytes: 1 << 20`` (k8s.io/apiserver/pkg/
+server/secure_serving.go; net/http's ``DefaultMaxHeaderBytes`` too) plus the 4096 bytes of "bufio slop" that
+``initialReadLimitSize`` (src/net/http/server.go) adds. Go counts the header lines against the same budget;
+here they keep ``http.server``'s own bounds (64 KiB a line, 100 lines)."""
+HEADER_TOO_LARGE_REPLY = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                          b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+"""What Go's server writes, then closes, for a request head past its read limit (``conn.serve``'s ``errTooLarge``
+case, src/net/http/server.go), where ``http.server`` answers a line over 64 KiB with its HTML 414."""
 _METHOD = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """An RFC 7230 token: Go's ``validMethod`` (src/net/http/http.go ``isNotToken``)."""
 _VERSION = re.compile(rb"HTTP/([0-9])\.[0-9]")

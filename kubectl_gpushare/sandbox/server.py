@@ -60,6 +60,8 @@ from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.faults import Fault, Faults, RequestLog, RequestRecord
 from kubectl_gpushare.sandbox.framing import (
+    HEADER_TOO_LARGE_REPLY,
+    MAX_REQUEST_HEAD,
     BodyTooLargeError,
     DeadlineReader,
     FramingError,
@@ -222,9 +224,29 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def handle_one_request(self) -> None:
-        """Serve one request; its first byte starts the read deadline (see `DeadlineReader`)."""
+        """Serve one request; its first byte starts the read deadline (see `DeadlineReader`).
+
+        ``http.server``'s own version reads at most 64 KiB of request line and answers a longer one with
+        its HTML 414; Go's server reads up to `framing.MAX_REQUEST_HEAD` and answers past that with its
+        plain 431 (`framing.HEADER_TOO_LARGE_REPLY`), then closes. The rest is what ``http.server`` does:
+        EOF closes, `parse_request` may refuse, a timeout drops the connection.
+        """
         self.reader.start_request()
-        super().handle_one_request()
+        try:
+            self.raw_requestline = self.rfile.readline(MAX_REQUEST_HEAD + 1)
+            if len(self.raw_requestline) > MAX_REQUEST_HEAD:
+                self.close_connection = True
+                self.wfile.write(HEADER_TOO_LARGE_REPLY)
+                return
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if not self.parse_request():
+                return
+            getattr(self, "do_" + self.command)()  # every method has one (`__getattr__`)
+            self.wfile.flush()
+        except TimeoutError:
+            self.close_connection = True
 
     def parse_request(self) -> bool:
         """Refuse a request line Go's server refuses, as it does (`framing.read_request_line`); keep the target split.

@@ -467,6 +467,26 @@ def test_replies_carry_a_date_but_no_server_header(sandbox: Sandbox) -> None:
     assert b"server:" not in reply.lower() and b"basehttp" not in reply.lower(), reply
 
 
+def test_a_request_line_past_gos_header_limit_gets_its_plain_431_and_a_longer_one_than_64_kib_is_served(
+    sandbox: Sandbox, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # kube-apiserver's http.Server has MaxHeaderBytes 1 << 20 (apiserver secure_serving.go), and Go reads
+    # that plus 4096 bytes (initialReadLimitSize) before conn.serve writes its errTooLarge reply and
+    # closes (src/net/http/server.go); http.server answered past 64 KiB with its HTML 414.
+    query = "x=" + "a" * (200 * 1024)
+    status, answer, closed = exchange(sandbox, request("GET", f"/version?{query}"))
+    assert (status, answer["gitVersion"] != "", closed) == (200, True, False)
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        with contextlib.suppress(OSError):  # the server may answer and close before it read everything
+            sock.sendall(request("GET", "/version?x=" + "a" * ((1 << 20) + 8192)))
+        reply = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert reply == (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+    assert [r.status for r in sandbox.requests] == [200], "Go answers before any handler, and logs nothing"
+    assert exchange(sandbox, request("GET", "/version"))[0] == 200
+    assert_no_traceback(capfd)
+
+
 # --- decoding bombs and bad shapes ------------------------------------------------------------
 def test_yaml_aliases_are_refused(sandbox: Sandbox) -> None:
     laughs = ["a: &a [x, x, x, x, x, x, x, x, x]"]
