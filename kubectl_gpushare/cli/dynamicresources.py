@@ -65,7 +65,15 @@ from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare.kube import dra_allocation as alloc
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import PATCH_CONTENT_TYPES, Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, refused
+from kubectl_gpushare.kube.errors import (
+    API_REQUEST_TIMEOUT,
+    Conflict,
+    KubeError,
+    NotFound,
+    UndecodableReply,
+    refused,
+    write_failure,
+)
 
 log = logging.getLogger("kubectl_gpushare.scheduler")
 
@@ -390,15 +398,14 @@ class DynamicResources:
         self.lost.pop(uid, None)
 
     def _get(self, claim: dra.ResourceClaim) -> dict[str, Any]:
-        raw = msgspec.json.decode(self.api.request("GET", types.DRA_CLAIMS.path(claim.namespace, claim.name)))
-        return raw if isinstance(raw, dict) else {}
+        return _claim_reply(claim, self.api.request("GET", types.DRA_CLAIMS.path(claim.namespace, claim.name)))
 
     def _patch(self, claim: dra.ResourceClaim, body: Mapping[str, Any],
                subresource: str | None = None) -> dict[str, Any]:
+        """A merge patch of the claim; `UndecodableReply` when it landed but its reply is not JSON."""
         path = types.DRA_CLAIMS.path(claim.namespace, claim.name, subresource)
-        raw = msgspec.json.decode(self.api.request("PATCH", path, body=msgspec.json.encode(body),
-                                                   content_type=PATCH_CONTENT_TYPES["merge"]))
-        return raw if isinstance(raw, dict) else {}
+        return _claim_reply(claim, self.api.request("PATCH", path, body=msgspec.json.encode(body),
+                                                    content_type=PATCH_CONTENT_TYPES["merge"]))
 
     def _bind_claim(self, pod: Mapping[str, Any], claim: dra.ResourceClaim, allocation: dra.Allocation | None) -> None:
         """``bindClaim``: conditional writes (the resourceVersion), re-read and retried on a conflict."""
@@ -417,8 +424,11 @@ class DynamicResources:
                         raise SchedulingError(f"claim {claim.key} got allocated elsewhere in the meantime")
                     finalizers = list(cmeta.get("finalizers") or [])
                     if dra.FINALIZER not in finalizers:  # added in a normal update first
-                        updated = self._patch(claim, {"metadata": {"finalizers": [*finalizers, dra.FINALIZER],
-                                                                   "resourceVersion": version}})
+                        try:
+                            updated = self._patch(claim, {"metadata": {"finalizers": [*finalizers, dra.FINALIZER],
+                                                                       "resourceVersion": version}})
+                        except UndecodableReply:
+                            continue  # the finalizer landed; the claim read again shows it and its resourceVersion
                         version = (updated.get("metadata") or {}).get("resourceVersion", "")
                     body["status"]["allocation"] = alloc.encode_allocation(allocation)
                 elif not status.get("allocation"):
@@ -442,6 +452,10 @@ class DynamicResources:
         """The status write; one that allocates (``precondition`` given) and has an unknown outcome is noted lost."""
         try:
             self._patch(claim, body, "status")
+        except UndecodableReply as exc:
+            # A 2xx: the write landed (only its reply does not decode), as kube-scheduler's bindClaim
+            # counts any UpdateStatus without an error as done; the pod goes on to its Binding.
+            log.warning("%s", write_failure(f"add allocation and reservation to claim {claim.key}", exc))
         except KubeError as exc:
             if precondition is not None and not refused(exc):
                 self.lost[claim.uid] = LostWrite(precondition, time.monotonic() + self.request_timeout)
@@ -472,14 +486,22 @@ class DynamicResources:
         for claim in claims.claims:
             try:
                 current = self._get(claim)
-                listed = (current.get("status") or {}).get("reservedFor") or []
-                reserved = [r for r in listed if isinstance(r, dict) and r.get("uid") != claims.pod_uid]
-                if len(reserved) == len(listed):
-                    continue
-                self._patch(claim, {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-                                    "status": {"reservedFor": reserved or None}}, "status")
-            except (KubeError, KeyError) as exc:
+                version = (current.get("metadata") or {}).get("resourceVersion")
+            except KubeError as exc:
                 log.warning("unreserve %s: %s", claim.key, exc)
+                continue
+            listed = (current.get("status") or {}).get("reservedFor") or []
+            reserved = [r for r in listed if isinstance(r, dict) and r.get("uid") != claims.pod_uid]
+            if len(reserved) == len(listed):
+                continue
+            if not isinstance(version, str) or not version:
+                log.warning("unreserve %s: the API answered it without a resourceVersion", claim.key)
+                continue
+            try:
+                self._patch(claim, {"metadata": {"resourceVersion": version},
+                                    "status": {"reservedFor": reserved or None}}, "status")
+            except KubeError as exc:
+                log.warning("%s", write_failure(f"unreserve {claim.key}", exc))
 
     def _unbound(self, pod: Mapping[str, Any]) -> bool:
         """Whether the API shows the pod (this UID) not bound to a node; False when that is unknown."""
@@ -493,6 +515,20 @@ class DynamicResources:
                         meta.get("namespace"), meta.get("name"), exc)
             return False
         return current.metadata.uid != meta.get("uid") or not current.spec.node_name
+
+
+def _claim_reply(claim: dra.ResourceClaim, reply: bytes) -> dict[str, Any]:
+    """The API's reply about ``claim`` as a JSON object ({} for another JSON value).
+
+    Raises:
+        UndecodableReply: it is not JSON (for a write: the write was answered 2xx, so it landed).
+    """
+    try:
+        raw = msgspec.json.decode(reply)
+    except msgspec.DecodeError as exc:
+        raise UndecodableReply(f"resourceclaim {claim.key} does not decode as a resource.k8s.io/v1.ResourceClaim "
+                               f"({exc})") from None
+    return raw if isinstance(raw, dict) else {}
 
 
 __all__ = ["SCHEDULER_ERROR", "DynamicResources", "LostWrite", "PassState", "PodClaims", "SchedulingError",

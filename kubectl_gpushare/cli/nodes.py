@@ -45,7 +45,7 @@ from kubectl_gpushare.cli.scheduler import SandboxView, pod_reference, requested
 from kubectl_gpushare.deviceplugin.kubeletsim import KubeletAllocateError, KubeletSim
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import KubeError
+from kubectl_gpushare.kube.errors import KubeError, write_failure
 from kubectl_gpushare.node import cgroups
 from kubectl_gpushare.node.fake_backend import FakeBackend, FakeOutOfMemoryError
 from kubectl_gpushare.node.files import replace_file
@@ -399,7 +399,7 @@ class NodeAgents:
         try:
             self.api.patch_node_status(node, {"status": {"capacity": capacity, "allocatable": allocatable}}, "merge")
         except KubeError as exc:
-            log.warning("cannot update GPU resources of node %s: %s", node, exc)
+            log.warning("%s", write_failure(f"update GPU resources of node {node}", exc))
 
     # --- kubelet admission ----------------------------------------------------------------------
 
@@ -464,7 +464,7 @@ class NodeAgents:
         try:
             self.api.create_event(pod_reference(pod), reason, message, "Warning", component="kubelet", host=node)
         except KubeError as exc:
-            log.warning("cannot record %s: %s", reason, exc)
+            log.warning("%s", write_failure(f"record {reason}", exc))
 
     # --- GPU memory of the stand-in containers -----------------------------------------------------
 
@@ -551,7 +551,7 @@ class NodeAgents:
             self.api.patch(types.PODS, meta["name"], {"metadata": {"uid": meta.get("uid")}, "status": status},
                            meta.get("namespace", "default"), "merge", subresource="status")
         except KubeError as exc:
-            log.warning("cannot report the status of %s/%s: %s", meta.get("namespace"), meta["name"], exc)
+            log.warning("%s", write_failure(f"report the status of {meta.get('namespace')}/{meta['name']}", exc))
 
     def _running(self, pod: dict[str, Any], node: str) -> None:
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

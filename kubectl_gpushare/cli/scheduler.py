@@ -51,7 +51,7 @@ from kubectl_gpushare.cli.dynamicresources import (
 from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender
 from kubectl_gpushare.kube import deadlines, types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError, refused
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError, refused, write_failure
 from kubectl_gpushare.kube.taints import NOT_READY, decode_taints, decode_tolerations, kept_off_cordoned, untolerated
 from kubectl_gpushare.kube.types import Taint
 from kubectl_gpushare.node_affinity import (
@@ -571,7 +571,7 @@ class SchedulerLoop:
                 self.api.patch(types.PODS, meta["name"], {"status": {"conditions": [condition]}},
                                meta.get("namespace", "default"), "merge", subresource="status")
             except KubeError as exc:
-                log.warning("cannot mark %s/%s unschedulable: %s", meta.get("namespace"), meta["name"], exc)
+                log.warning("%s", write_failure(f"mark {meta.get('namespace')}/{meta['name']} unschedulable", exc))
         self._event(pod, "FailedScheduling", message, "Warning")
 
     def _event(self, pod: Mapping[str, Any], reason: str, message: str, kind: str) -> None:
@@ -579,4 +579,4 @@ class SchedulerLoop:
             self.api.create_event(pod_reference(pod), reason, message, kind, component="default-scheduler")
         except KubeError as exc:
             meta = pod["metadata"]
-            log.warning("cannot record %s for %s/%s: %s", reason, meta.get("namespace"), meta["name"], exc)
+            log.warning("%s", write_failure(f"record {reason} for {meta.get('namespace')}/{meta['name']}", exc))

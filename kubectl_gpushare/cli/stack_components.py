@@ -150,7 +150,11 @@ def device_plugin_token(api: Client, node: str) -> str:
                "spec": {"expirationSeconds": TOKEN_LIFETIME,
                         "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": device_plugin_pod_name(node)}}}
     path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{DEVICE_PLUGIN_ACCOUNT}/token"
-    answer = json.loads(api.request("POST", path, body=json.dumps(request).encode(), content_type="application/json"))
+    reply = api.request("POST", path, body=json.dumps(request).encode(), content_type="application/json")
+    try:
+        answer = json.loads(reply)
+    except ValueError:  # not JSON: a token was issued, but not one that can be read
+        answer = None
     token = (answer.get("status") or {}).get("token") if isinstance(answer, dict) else None
     if not isinstance(token, str) or not token:
         raise KubeError(f"the TokenRequest for node {node} was answered without a token")

@@ -252,6 +252,17 @@ def refused(exc: KubeError) -> bool:
     return isinstance(exc, ApiError) and 400 <= exc.status < 500 and exc.status != 429
 
 
+def write_failure(action: str, exc: KubeError) -> str:
+    """The log line for a write that raised ``exc``: ``cannot <action>``, unless it landed (`UndecodableReply`).
+
+    A write answered 2xx with an object that does not decode has happened; saying it failed would
+    send whoever reads the log after a problem that is not there.
+    """
+    if isinstance(exc, UndecodableReply):
+        return f"{action}: the write landed, but its reply does not decode: {exc}"
+    return f"cannot {action}: {exc}"
+
+
 __all__ = [
     "EXIT_API",
     "EXIT_AUTH",
@@ -280,4 +291,5 @@ __all__ = [
     "Unreachable",
     "api_error",
     "refused",
+    "write_failure",
 ]

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from api_relay import relay
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.cli.scheduler import SchedulerLoop
+from kubectl_gpushare.dra_objects import FINALIZER
 from kubectl_gpushare.kube import cel
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
@@ -58,12 +60,12 @@ def pod(name: str, template_name: str) -> str:
 
 @contextlib.contextmanager
 def running_scheduler(sandbox: Sandbox, kubeconfig: Path, *, client_timeout: float | None = None,
-                      request_timeout: float | None = None) -> Iterator[Sandbox]:
+                      request_timeout: float | None = None, server: str | None = None) -> Iterator[Sandbox]:
     """One Ready node with one 16Gi shared GPU published, the class, and the scheduler loop running.
 
     ``client_timeout``: the scheduler's API client gives up on a request after this long;
     ``request_timeout``: the API server's ``--request-timeout``, the sandbox's and the one the
-    scheduler assumes.
+    scheduler assumes. ``server``: the scheduler's API server URL (a `api_relay.relay` in front of the sandbox).
     """
     sandbox.load([node_object("n1", [], ip="10.0.0.1"), CLASS, slice_object("n1")])
     if request_timeout is not None:
@@ -71,6 +73,8 @@ def running_scheduler(sandbox: Sandbox, kubeconfig: Path, *, client_timeout: flo
     config = load_config(str(kubeconfig))
     if client_timeout is not None:
         config = dataclasses.replace(config, timeout=client_timeout)
+    if server is not None:
+        config = dataclasses.replace(config, server=server)
     api = Client(config, component="test-scheduler")
     loop = (SchedulerLoop(sandbox, api, []) if request_timeout is None
             else SchedulerLoop(sandbox, api, [], request_timeout=request_timeout))
@@ -282,6 +286,39 @@ def test_a_second_claim_failing_prebind_unreserves_the_first(scheduling: Sandbox
     wait_for(lambda: bound(scheduling, "p"), timeout=60, what="the pod bound once the fault is gone")
     assert reserved_for(scheduling, "p", "a") == reserved_for(scheduling, "p", "b") == [uid]
     assert not [r for r in scheduling.requests if r.status >= 500 and r.subresource != "status"]  # only the injected
+
+
+# --- writes that landed, answered with a reply that does not decode -----------------------------------
+
+
+@pytest.mark.parametrize("write", ["", "/status"], ids=["finalizer", "allocation-and-reservation"])
+def test_a_claim_write_that_landed_with_an_unreadable_reply_counts_as_done(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture, write: str) -> None:
+    # A 2xx whose body is not JSON: the write landed (kube-scheduler's bindClaim counts an UpdateStatus
+    # without an error as done). It is neither sent again nor rolled back: the pod binds in that cycle.
+    claim_write = re.compile(rf"/resourceclaims/p-gpu-[a-z0-9]+{write}(\?.*)?$")
+    sent: list[bytes] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method != "PATCH" or not claim_write.search(path):
+            return None
+        sent.append(body)
+        return b"{not json" if len(sent) == 1 else None
+
+    with relay(sandbox, rewrite) as port, running_scheduler(sandbox, kubeconfig, server=f"http://127.0.0.1:{port}"):
+        kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
+    uid = (sandbox.get("pods", "default", "p") or {})["metadata"]["uid"]
+    claim = claim_of(sandbox, "p", "gpu")
+    assert reserved_for(sandbox, "p", "gpu") == [uid] and claim["status"]["allocation"]
+    assert FINALIZER in claim["metadata"]["finalizers"]
+    assert len(sent) == 1, sent  # sent once, and the cycle that sent it bound the pod:
+    assert failed_scheduling(sandbox, "p") == [] and scheduled_condition(sandbox, "p").get("status") != "False"
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if m.startswith("cannot")], messages  # before: "cannot schedule ...: JSON is ..."
+    if write:
+        assert any(m.startswith(f"add allocation and reservation to claim default/{claim['metadata']['name']}: "
+                                "the write landed, but its reply does not decode: ") for m in messages), messages
 
 
 # --- writes of unknown outcome -------------------------------------------------------------------

@@ -157,6 +157,16 @@ def test_only_a_4xx_other_than_429_says_a_write_did_not_happen(status: int, know
     assert errors.refused(errors.ApiError(status, "Reason", "message")) is known
 
 
+def test_a_write_answered_with_an_undecodable_reply_is_logged_as_landed_not_failed() -> None:
+    landed = errors.UndecodableReply("pod default/a does not decode as a v1.Pod (uid: expected str)")
+    assert errors.write_failure("report the status of default/a", landed) == (
+        "report the status of default/a: the write landed, but its reply does not decode: "
+        "pod default/a does not decode as a v1.Pod (uid: expected str)")
+    assert not errors.refused(landed)
+    lost = errors.Unreachable("timed out", timeout=True)
+    assert errors.write_failure("record Scheduled", lost) == "cannot record Scheduled: timed out"
+
+
 @pytest.mark.parametrize("server", [
     "http://[::1", "http://127.0.0.1:99999", "http://127.0.0.1:port", "http://bad host:6443", "http://a\x1bb:1",
     "ftp://127.0.0.1", "http://",
