@@ -62,6 +62,7 @@ from typing import Any, Protocol
 import msgspec
 
 from kubectl_gpushare import dra_objects as dra
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import dra_allocation as alloc
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import PATCH_CONTENT_TYPES, Client
@@ -521,13 +522,15 @@ def _claim_reply(claim: dra.ResourceClaim, reply: bytes) -> dict[str, Any]:
     """The API's reply about ``claim`` as a JSON object ({} for another JSON value).
 
     Raises:
-        UndecodableReply: it is not JSON (for a write: the write was answered 2xx, so it landed).
+        UndecodableReply: it is not JSON, a string in it is not UTF-8, or it is nested deeper than
+            msgspec goes (opaque parameters: kube-apiserver accepts 10,000 levels); for a write: the
+            write was answered 2xx, so it landed.
     """
     try:
         raw = msgspec.json.decode(reply)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:  # as the client's `_decoded_item`
         raise UndecodableReply(f"resourceclaim {claim.key} does not decode as a resource.k8s.io/v1.ResourceClaim "
-                               f"({exc})") from None
+                               f"({protocol.error_reason(exc)})") from None
     return raw if isinstance(raw, dict) else {}
 
 

@@ -291,11 +291,16 @@ def test_a_second_claim_failing_prebind_unreserves_the_first(scheduling: Sandbox
 # --- writes that landed, answered with a reply that does not decode -----------------------------------
 
 
-@pytest.mark.parametrize("write", ["", "/status"], ids=["finalizer", "allocation-and-reservation"])
+@pytest.mark.parametrize(("write", "reply"), [
+    ("", b"{not json"), ("/status", b"{not json"),
+    ("/status", b"[" * 100_000 + b"]" * 100_000), ("/status", b'{"kind":"\xff"}'),
+], ids=["finalizer", "allocation-and-reservation", "nested-too-deeply", "not-utf-8"])
 def test_a_claim_write_that_landed_with_an_unreadable_reply_counts_as_done(
-        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture, write: str) -> None:
-    # A 2xx whose body is not JSON: the write landed (kube-scheduler's bindClaim counts an UpdateStatus
-    # without an error as done). It is neither sent again nor rolled back: the pod binds in that cycle.
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture, write: str,
+        reply: bytes) -> None:
+    # A 2xx whose body does not decode (not JSON, past the decoder's depth, not UTF-8): the write landed
+    # (kube-scheduler's bindClaim counts an UpdateStatus without an error as done). It is neither sent
+    # again nor rolled back: the pod binds in that cycle.
     claim_write = re.compile(rf"/resourceclaims/p-gpu-[a-z0-9]+{write}(\?.*)?$")
     sent: list[bytes] = []
 
@@ -303,7 +308,7 @@ def test_a_claim_write_that_landed_with_an_unreadable_reply_counts_as_done(
         if method != "PATCH" or not claim_write.search(path):
             return None
         sent.append(body)
-        return b"{not json" if len(sent) == 1 else None
+        return reply if len(sent) == 1 else None
 
     with relay(sandbox, rewrite) as port, running_scheduler(sandbox, kubeconfig, server=f"http://127.0.0.1:{port}"):
         kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
