@@ -153,7 +153,7 @@ def device_plugin_token(api: Client, node: str) -> str:
     reply = api.request("POST", path, body=json.dumps(request).encode(), content_type="application/json")
     try:
         answer = json.loads(reply)
-    except ValueError:  # not JSON: a token was issued, but not one that can be read
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, too deep: a token was issued, but not a readable one
         answer = None
     token = (answer.get("status") or {}).get("token") if isinstance(answer, dict) else None
     if not isinstance(token, str) or not token:

@@ -21,8 +21,10 @@ pytestmark = pytest.mark.integration
 NODE = "node-a"
 
 
+@pytest.mark.parametrize("reply", [b"{not json", b"[" * 100_000 + b"]" * 100_000, b'{"status":{"token":"\xff"}}'],
+                         ids=["not-json", "nested-too-deeply", "not-utf-8"])
 def test_a_token_request_answered_with_a_body_that_is_not_json_is_one_line_not_a_traceback(
-        sandbox: Sandbox, kubeconfig: Path, api: Client) -> None:
+        sandbox: Sandbox, kubeconfig: Path, api: Client, reply: bytes) -> None:
     # The TokenRequest lands (2xx) but its reply does not decode: there is no token to use, so the
     # caller falls back to the stack's credentials (`KubeError`), as for a reply without a token.
     sandbox.load([node_object(NODE, [8], ip="10.0.0.1")])
@@ -31,7 +33,7 @@ def test_a_token_request_answered_with_a_body_that_is_not_json_is_one_line_not_a
     assert stack_components.device_plugin_token(api, NODE)  # the sandbox issues one: only the reply is at fault
 
     def rewrite(method: str, path: str, body: bytes) -> bytes | None:
-        return b"{not json" if method == "POST" and path.partition("?")[0].endswith("/token") else None
+        return reply if method == "POST" and path.partition("?")[0].endswith("/token") else None
 
     with relay(sandbox, rewrite) as port, Client(dataclasses.replace(
             load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"), retry=None) as client, \
