@@ -522,16 +522,28 @@ def _claim_reply(claim: dra.ResourceClaim, reply: bytes) -> dict[str, Any]:
     """The API's reply about ``claim`` as a JSON object ({} for another JSON value).
 
     Raises:
-        UndecodableReply: it is not JSON, a string in it is not UTF-8, or it is nested deeper than
-            msgspec goes (opaque parameters: kube-apiserver accepts 10,000 levels); for a write: the
+        UndecodableReply: it is not JSON, a string in it is not UTF-8, it is nested deeper than
+            msgspec goes (opaque parameters: kube-apiserver accepts 10,000 levels), or a field this
+            module reads (metadata, status, status.reservedFor) has the wrong type; for a write: the
             write was answered 2xx, so it landed.
     """
     try:
         raw = msgspec.json.decode(reply)
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:  # as the client's `_decoded_item`
-        raise UndecodableReply(f"resourceclaim {claim.key} does not decode as a resource.k8s.io/v1.ResourceClaim "
-                               f"({protocol.error_reason(exc)})") from None
-    return raw if isinstance(raw, dict) else {}
+        raise _undecodable(claim, protocol.error_reason(exc)) from None
+    if not isinstance(raw, dict):
+        return {}
+    status = raw.get("status")
+    if any(raw.get(name) is not None and not isinstance(raw[name], dict) for name in ("metadata", "status")):
+        raise _undecodable(claim, "metadata or status is not an object")
+    if isinstance(status, dict) and status.get("reservedFor") is not None and not isinstance(
+            status["reservedFor"], list):
+        raise _undecodable(claim, "status.reservedFor is not an array")
+    return raw
+
+
+def _undecodable(claim: dra.ResourceClaim, why: str) -> UndecodableReply:
+    return UndecodableReply(f"resourceclaim {claim.key} does not decode as a resource.k8s.io/v1.ResourceClaim ({why})")
 
 
 __all__ = ["SCHEDULER_ERROR", "DynamicResources", "LostWrite", "PassState", "PodClaims", "SchedulingError",

@@ -326,6 +326,31 @@ def test_a_claim_write_that_landed_with_an_unreadable_reply_counts_as_done(
                                 "the write landed, but its reply does not decode: ") for m in messages), messages
 
 
+
+@pytest.mark.parametrize("reply", [b'{"status": 1}', b'{"metadata": []}', b'{"status": {"reservedFor": "x"}}'],
+                         ids=["status", "metadata", "reservedFor"])
+def test_a_claim_read_of_the_wrong_shape_fails_that_pod_in_one_line(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture, reply: bytes) -> None:
+    # PreBind reads the claim; a reply of the wrong shape is an `UndecodableReply` for that pod (a
+    # FailedScheduling event, then Unreserve), not a Python error skipped as a malformed pod.
+    claim_read = re.compile(r"/resourceclaims/p-gpu-[a-z0-9]+(\?.*)?$")
+    served: list[str] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method != "GET" or not claim_read.search(path) or served:
+            return None
+        served.append(path)
+        return reply
+
+    with relay(sandbox, rewrite) as port, running_scheduler(sandbox, kubeconfig, server=f"http://127.0.0.1:{port}"):
+        kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
+    assert served
+    assert [m for m in failed_scheduling(sandbox, "p") if "does not decode as a resource.k8s.io/v1.ResourceClaim (" in m
+            and "not an" in m], failed_scheduling(sandbox, "p")
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "has no attribute" in m or "not iterable" in m], messages
+
 # --- writes of unknown outcome -------------------------------------------------------------------
 REQUEST_TIMEOUT = 8.0
 """The API server's request timeout as these tests' scheduler assumes it (kube-apiserver's is 1m)."""
