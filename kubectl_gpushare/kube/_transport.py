@@ -94,11 +94,16 @@ class Transport:
         try:  # urlsplit refuses an unclosed "[", .port a port that is no number or past 65535
             parts = urlsplit(config.server)
             port = parts.port
+            # The socket layer encodes the host as IDNA (UnicodeError, a ValueError, for a label past 63
+            # characters or an empty one), http.client the path as ASCII: both only once a request is sent.
+            (parts.hostname or "").encode("idna")
+            parts.path.encode("ascii")
         except ValueError:
             raise invalid from None
-        # http.client would refuse a host with a space or a control character only when it connects.
+        # http.client would refuse a host with a space or a control character only when it connects,
+        # and a path with either (`http.client._contains_disallowed_url_pchar_re`) only when it sends.
         if parts.scheme not in ("http", "https") or not parts.hostname or not parts.hostname.isprintable() or (
-                " " in parts.hostname):
+                " " in parts.hostname) or not parts.path.isprintable() or " " in parts.path:
             raise invalid
         self._https = parts.scheme == "https"
         self._host = parts.hostname

@@ -170,10 +170,13 @@ def test_a_write_answered_with_an_undecodable_reply_is_logged_as_landed_not_fail
 @pytest.mark.parametrize("server", [
     "http://[::1", "http://127.0.0.1:99999", "http://127.0.0.1:port", "http://bad host:6443", "http://a\x1bb:1",
     "ftp://127.0.0.1", "http://",
+    "http://" + "a" * 64 + ":1", "http://a..b:1",
+    "http://127.0.0.1:1/\u00fc", "http://127.0.0.1:1/a\x00", "http://127.0.0.1:1/a b",
 ])
 def test_a_server_url_that_cannot_be_reached_is_one_kube_error(server: str) -> None:
     # urlsplit raises ValueError for an unclosed "[", .port for a port past 65535 or not a number, and
-    # http.client refuses a host with a space or a control character only once it connects.
+    # http.client refuses a host with a space or a control character only once it connects; the socket
+    # layer a host label past 63 characters or empty (IDNA), http.client a path not ASCII (tracebacks).
     from kubectl_gpushare.kube._transport import Transport
     from kubectl_gpushare.kube.config import ClientConfig
 
