@@ -247,7 +247,6 @@ def test_node_record_table(
     assert bool(warnings) is warned
 
 
-
 def test_node_record_names_the_field_and_resource_of_each_bad_quantity() -> None:
     mem, count = protocol.RESOURCE_MEM, protocol.RESOURCE_COUNT
     too_many = str(protocol.MAX_GPUS_PER_NODE + 1)
@@ -260,6 +259,7 @@ def test_node_record_names_the_field_and_resource_of_each_bad_quantity() -> None
         f"node n1 allocatable {mem}: invalid quantity 'lots', counted as 0",
         f"node n1 capacity {count}: quantity '{too_many}' is outside [0, {protocol.MAX_GPUS_PER_NODE}], counted as 0",
     ]
+
 
 def test_unhealthy_configmap_helpers() -> None:
     cm = types.CONFIGMAP_DECODER.decode(
