@@ -88,7 +88,7 @@ class ExecProvider:
             )
         except FileNotFoundError:
             raise ConfigError(f"exec credential plugin {self.command!r} not found{hint}") from None
-        except (OSError, subprocess.SubprocessError) as exc:
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:  # ValueError: a NUL in an argument or env
             raise ConfigError(f"exec credential plugin {self.command!r} failed: {exc}") from None
         if done.returncode != 0:
             detail = done.stderr.decode(errors="replace").strip().splitlines()
@@ -99,7 +99,7 @@ class ExecProvider:
             status = reply.get("status") or {}
             if reply.get("kind") != "ExecCredential" or not isinstance(status, dict):
                 raise ValueError("not an ExecCredential")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             raise ConfigError(f"exec credential plugin {self.command!r} did not print an ExecCredential") from None
         if reply.get("apiVersion") != self.api_version:
             raise ConfigError(

@@ -418,14 +418,26 @@ def test_exec_plugin_expired_credential_is_fetched_again(tmp_path: Path) -> None
         ({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {}}, 0, "neither"),
         ({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential"}, 0, "answered"),
         ("", 3, "exited with 3"),
+        ("[" * 100_000, 0, "did not print an ExecCredential"),
     ],
-    ids=["garbage", "empty-status", "wrong-version", "failing"],
+    ids=["garbage", "empty-status", "wrong-version", "failing", "nested-too-deeply"],
 )
 def test_exec_plugin_failures_are_config_errors(
     tmp_path: Path, reply: dict[str, Any] | str, exit_code: int, message: str
 ) -> None:
     cfg = exec_config(tmp_path, exec_plugin(tmp_path, reply, exit_code), "client.authentication.k8s.io/v1")
     with pytest.raises(ConfigError, match=message):
+        cfg.auth_headers()
+
+
+@pytest.mark.parametrize("field", ["args", "env"])
+def test_exec_plugin_with_a_nul_in_its_arguments_or_env_is_a_config_error(tmp_path: Path, field: str) -> None:
+    # subprocess refuses an embedded NUL with ValueError, which was a traceback.
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(tmp_path / "plugin"),
+                     "args": ["a\x00b"] if field == "args" else [],
+                     "env": [{"name": "X", "value": "a\x00b"}] if field == "env" else []}}
+    cfg = kc.load_config(kubeconfig=str(simple(tmp_path / "cfg", user=user)))
+    with pytest.raises(ConfigError, match="failed: embedded null byte"):
         cfg.auth_headers()
 
 
