@@ -203,8 +203,11 @@ def check_types(resource: Resource, obj: Any) -> None:
         meta = obj["metadata"] = {}
     if not isinstance(meta, dict):
         raise errors.bad_request("json: cannot unmarshal into Go struct field .metadata of type v1.ObjectMeta")
+    # A null is what Go's decoder makes of it, as in `SHAPES`: a string field is absent, a map value "".
     for key in ("name", "namespace", "generateName", "resourceVersion", "uid"):
-        if key in meta and not isinstance(meta[key], str):
+        if key in meta and meta[key] is None:
+            del meta[key]
+        elif key in meta and not isinstance(meta[key], str):
             raise errors.bad_request(
                 f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{key} of type string"
             )
@@ -212,6 +215,8 @@ def check_types(resource: Resource, obj: Any) -> None:
         value = meta.get(key)
         if value is None:
             continue
+        if isinstance(value, dict):
+            value.update((name, "") for name, item in list(value.items()) if item is None)
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
             raise errors.bad_request(
                 f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{key} of type map[string]string"
