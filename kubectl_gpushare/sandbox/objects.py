@@ -14,7 +14,7 @@ import random
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_format import go_quote
@@ -106,12 +106,19 @@ _POD_ONLY: tuple[str, ...] = ("spec.nodeSelector", "spec.nodeSelector{}", "spec.
 """Pod paths another kind may hold with another type (a ResourceSlice's ``spec.nodeSelector`` is a v1.NodeSelector)."""
 
 
+_OTHER_KIND_SHAPES: Final = tuple(shape for shape in SHAPES if shape[0] not in _POD_ONLY)
+_POD_WITH_AFFINITY_SHAPES: Final = (*SHAPES, *AFFINITY_SHAPES)
+
+
 def _check_shapes(kind: str, obj: dict[str, Any]) -> None:
     spec = obj.get("spec")
-    nested = kind == "Pod" and isinstance(spec, dict) and isinstance(spec.get("affinity"), dict)
-    for path, expected, go_type in (*SHAPES, *AFFINITY_SHAPES) if nested else SHAPES:
-        if kind != "Pod" and path in _POD_ONLY:
-            continue
+    if kind != "Pod":
+        shapes = _OTHER_KIND_SHAPES
+    elif isinstance(spec, dict) and isinstance(spec.get("affinity"), dict):
+        shapes = _POD_WITH_AFFINITY_SHAPES
+    else:
+        shapes = SHAPES
+    for path, expected, go_type in shapes:
         element = path.endswith(("[]", "{}"))
         for parent, key in _leaves(*_parents(obj, path)):
             value = parent[key]
