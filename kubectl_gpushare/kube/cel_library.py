@@ -33,7 +33,7 @@ reaches Python as an ``int``, so ``[1u].sum()`` is the int ``1`` (equal to ``1u`
 numeric equality) and a uint overflow reads ``integer overflow``; ``ip()``'s parse errors give Go's
 message shape with a generic reason (``unable to parse IP``) where Go names the faulty field; a
 query's invalid UTF-8 reads as U+FFFD; a bracketed host's IPv6 literal is not checked (newer Go does);
-an error quotes (``%q``, `go_quote`) at most the first 100 characters of the text it names.
+an error quotes (``%q``, `go_query.quote_cut`) at most the first 100 characters of the text it names.
 """
 
 from __future__ import annotations
@@ -45,8 +45,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.go_format import go_quote
-from kubectl_gpushare.kube.go_query import GoUrl, escape_path, parse_query, parse_url, unescape, valid_port
+from kubectl_gpushare.kube.go_query import (
+    GoUrl,
+    escape_path,
+    parse_query,
+    parse_url,
+    quote_cut,
+    unescape,
+    valid_port,
+)
 
 if TYPE_CHECKING:
     from cel_expr_python import cel as _cel
@@ -66,14 +73,6 @@ def parses(parse: Callable[[str], object]) -> Callable[[str], bool]:
         return True
 
     return check
-
-
-def _quote(text: str) -> str:
-    """Go's ``%q`` of a string (`go_quote`), as net/url, net/netip and the libraries quote it, cut to 100 characters.
-
-    Upstream quotes the whole text; the cut keeps a hostile expression's error message short.
-    """
-    return go_quote(text[:100])
 
 
 class _NoSuchOverloadError(ValueError):
@@ -227,7 +226,7 @@ def _sets_intersects(a: object, b: object) -> bool:
 # --- library/urls.go over Go's net/url ------------------------------------------------------------------
 def _url_error(text: str, error: ValueError) -> ValueError:
     # library/urls.go: "URL parse error during conversion from string: %v" of net/url's *Error.
-    return ValueError(f"URL parse error during conversion from string: parse {_quote(text)}: {error}")
+    return ValueError(f"URL parse error during conversion from string: parse {quote_cut(text)}: {error}")
 
 
 def _to_url(text: str) -> dict[str, str]:
@@ -285,13 +284,13 @@ def _parse_address(text: str) -> Address:
     """
     if "%" in text:
         if _address_or_none(text.partition("%")[0]) is not None:
-            raise ValueError(f"IP address {_quote(text)} with zone value is not allowed")
+            raise ValueError(f"IP address {quote_cut(text)} with zone value is not allowed")
     address = _address_or_none(text)
     if address is None:
-        raise ValueError(f"IP Address {_quote(text)} parse error during conversion from string: "
-                         f"ParseAddr({_quote(text)}): unable to parse IP")
+        raise ValueError(f"IP Address {quote_cut(text)} parse error during conversion from string: "
+                         f"ParseAddr({quote_cut(text)}): unable to parse IP")
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        raise ValueError(f"IPv4-mapped IPv6 address {_quote(text)} is not allowed")
+        raise ValueError(f"IPv4-mapped IPv6 address {quote_cut(text)} is not allowed")
     return address
 
 
@@ -367,7 +366,7 @@ def _parse_cidr(text: str) -> tuple[Address, int]:
     """
     def refused(reason: str) -> ValueError:
         return ValueError("network address parse error during conversion from string: network address parse "
-                          f"error during conversion from string: netip.ParsePrefix({_quote(text)}): {reason}")
+                          f"error during conversion from string: netip.ParsePrefix({quote_cut(text)}): {reason}")
 
     head, slash, bits = text.rpartition("/")
     if not slash:
@@ -376,14 +375,14 @@ def _parse_cidr(text: str) -> tuple[Address, int]:
         raise refused("IPv6 zones cannot be present in a prefix")
     address = _address_or_none(head)
     if address is None:
-        raise refused("ParseAddr(" + _quote(head) + "): unable to parse IP")
+        raise refused("ParseAddr(" + quote_cut(head) + "): unable to parse IP")
     if not _BITS.fullmatch(bits):
-        raise refused(f"bad bits after slash: {_quote(bits)}")
+        raise refused(f"bad bits after slash: {quote_cut(bits)}")
     if int(bits) > address.max_prefixlen:
         raise refused("prefix length out of range")
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         raise ValueError(f"network address parse error during conversion from string: IPv4-mapped IPv6 "
-                         f"address {_quote(text)} is not allowed")
+                         f"address {quote_cut(text)} is not allowed")
     return address, int(bits)
 
 

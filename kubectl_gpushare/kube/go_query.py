@@ -178,8 +178,11 @@ def clean_path(path: str) -> str:
 
 
 # --- url.Parse / url.ParseRequestURI -------------------------------------------------------------------
-def _quote_cut(text: str) -> str:
-    """Go's ``%q`` of the text an error names, cut to 100 characters (a hostile text keeps the message short)."""
+def quote_cut(text: str) -> str:
+    """Go's ``%q`` of the text an error names (`go_quote`), as net/url, net/netip and the CEL libraries quote it.
+
+    Cut to 100 characters: upstream quotes the whole text; the cut keeps a hostile text's error message short.
+    """
     return go_quote(text[:100])
 
 
@@ -218,14 +221,14 @@ def _parse_host(host: str) -> str:
         if end < 0:
             raise ValueError("missing ']' in host")
         if not valid_port(host[end + 1:]):
-            raise ValueError(f"invalid port {_quote_cut(host[end + 1:])} after host")
+            raise ValueError(f"invalid port {quote_cut(host[end + 1:])} after host")
     elif (colon := host.rfind(":")) >= 0 and not valid_port(host[colon:]):
-        raise ValueError(f"invalid port {_quote_cut(host[colon:])} after host")
+        raise ValueError(f"invalid port {quote_cut(host[colon:])} after host")
     if bad := _HOST_ASCII.search(host):
-        raise ValueError(f"invalid character {_quote_cut(bad.group())} in host name")
+        raise ValueError(f"invalid character {quote_cut(bad.group())} in host name")
     zone = host.find("%25", 0, end) if end >= 0 else -1
     if bad := _HOST_ASCII_ESCAPE.search(host[:zone] + host[end:] if zone >= 0 else host):
-        raise ValueError(f"invalid URL escape {_quote_cut(bad.group())}")
+        raise ValueError(f"invalid URL escape {quote_cut(bad.group())}")
     return unescape(host).decode("utf-8", "replace")
 
 
@@ -273,4 +276,4 @@ def parse_url(text: str, request: bool = True) -> GoUrl:
 
 
 __all__ = ["BAD_ESCAPE", "MAX_PARAMS", "GoQuery", "GoUrl", "clean_path", "escape_path", "go_bool", "go_text",
-           "parse_query", "parse_url", "unescape", "unescape_path", "valid_port"]
+           "parse_query", "parse_url", "quote_cut", "unescape", "unescape_path", "valid_port"]

@@ -73,8 +73,8 @@ class BodyTooLargeError(ValueError):
     """The body is larger than the limit (413)."""
 
 
-def parsed_target(request_line: bytes) -> GoUrl | None:
-    """The request target as Go's server splits it; None where it refuses it before any handler (`BAD_REQUEST_REPLY`).
+def parsed_target(target: bytes) -> GoUrl | None:
+    """A request target (as `request_target` cuts it) as Go splits it; None where Go refuses it (`BAD_REQUEST_REPLY`).
 
     src/net/http/request.go ``readRequest``: ``parseRequestLine`` cuts the line at its first two
     spaces (a tab stays in the target), then ``url.ParseRequestURI`` (src/net/url/url.go ``parse``,
@@ -86,7 +86,7 @@ def parsed_target(request_line: bytes) -> GoUrl | None:
     the query is kept raw, so a bad escape there is no error).
     """
     try:
-        return parse_url(request_target(request_line))
+        return parse_url(target.decode("latin-1"))
     except ValueError:
         return None
 
@@ -106,8 +106,10 @@ def read_request_line(request_line: bytes) -> GoUrl | bytes:
     method, first, rest = line.partition(b" ")
     target_bytes, second, proto = rest.partition(b" ")
     version = _VERSION.fullmatch(proto)
-    target = parsed_target(request_line)
-    if not first or not second or not _METHOD.fullmatch(method) or version is None or target is None:
+    if not first or not second or not _METHOD.fullmatch(method) or version is None:
+        return BAD_REQUEST_REPLY
+    target = parsed_target(target_bytes)  # the costly check last, as Go orders them
+    if target is None:
         return BAD_REQUEST_REPLY
     if version[1] != b"1" and (method, target_bytes, proto) != (b"PRI", b"*", b"HTTP/2.0"):
         return VERSION_NOT_SUPPORTED_REPLY

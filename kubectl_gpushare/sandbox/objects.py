@@ -14,7 +14,7 @@ import random
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_format import go_quote
@@ -106,12 +106,19 @@ _POD_ONLY: tuple[str, ...] = ("spec.nodeSelector", "spec.nodeSelector{}", "spec.
 """Pod paths another kind may hold with another type (a ResourceSlice's ``spec.nodeSelector`` is a v1.NodeSelector)."""
 
 
+_OTHER_KIND_SHAPES: Final = tuple(shape for shape in SHAPES if shape[0] not in _POD_ONLY)
+_POD_WITH_AFFINITY_SHAPES: Final = (*SHAPES, *AFFINITY_SHAPES)
+
+
 def _check_shapes(kind: str, obj: dict[str, Any]) -> None:
     spec = obj.get("spec")
-    nested = kind == "Pod" and isinstance(spec, dict) and isinstance(spec.get("affinity"), dict)
-    for path, expected, go_type in (*SHAPES, *AFFINITY_SHAPES) if nested else SHAPES:
-        if kind != "Pod" and path in _POD_ONLY:
-            continue
+    if kind != "Pod":
+        shapes = _OTHER_KIND_SHAPES
+    elif isinstance(spec, dict) and isinstance(spec.get("affinity"), dict):
+        shapes = _POD_WITH_AFFINITY_SHAPES
+    else:
+        shapes = SHAPES
+    for path, expected, go_type in shapes:
         element = path.endswith(("[]", "{}"))
         for parent, key in _leaves(*_parents(obj, path)):
             value = parent[key]
@@ -203,8 +210,11 @@ def check_types(resource: Resource, obj: Any) -> None:
         meta = obj["metadata"] = {}
     if not isinstance(meta, dict):
         raise errors.bad_request("json: cannot unmarshal into Go struct field .metadata of type v1.ObjectMeta")
+    # A null is what Go's decoder makes of it, as in `SHAPES`: a string field is absent, a map value "".
     for key in ("name", "namespace", "generateName", "resourceVersion", "uid"):
-        if key in meta and not isinstance(meta[key], str):
+        if key in meta and meta[key] is None:
+            del meta[key]
+        elif key in meta and not isinstance(meta[key], str):
             raise errors.bad_request(
                 f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{key} of type string"
             )
@@ -212,6 +222,8 @@ def check_types(resource: Resource, obj: Any) -> None:
         value = meta.get(key)
         if value is None:
             continue
+        if isinstance(value, dict):
+            value.update((name, "") for name, item in list(value.items()) if item is None)
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
             raise errors.bad_request(
                 f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{key} of type map[string]string"

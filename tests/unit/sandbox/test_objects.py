@@ -138,3 +138,14 @@ def test_a_null_element_or_map_value_is_the_zero_value_go_decodes_and_a_null_fie
     required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert required["nodeSelectorTerms"] == [
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [""]}]}, {}]
+
+
+def test_a_null_metadata_string_is_absent_and_a_null_label_value_is_empty_as_go_decodes_them() -> None:
+    # encoding/json: null into ObjectMeta's string fields leaves "" (the request's namespace then
+    # applies); into a map[string]string value, "". They were refused as strings of the wrong type.
+    pod = prepare_create(PODS, body(name="p", namespace=None, uid=None, labels={"a": None, "b": "x"}), "ns")
+    assert pod["metadata"]["namespace"] == "ns" and pod["metadata"]["uid"]
+    assert pod["metadata"]["labels"] == {"a": "", "b": "x"}
+    with pytest.raises(ApiError) as caught:
+        prepare_create(PODS, body(name=None), "ns")
+    assert caught.value.code == 422  # no name: required, as for an absent one
