@@ -613,16 +613,18 @@ def pool_nodes(objects: DraObjects) -> dict[tuple[str, str], str]:
     return found
 
 
-def shared_pools(objects: DraObjects) -> set[tuple[str, str]]:
+def shared_pools(objects: DraObjects, local: Mapping[tuple[str, str], str] | None = None) -> set[tuple[str, str]]:
     """(driver, pool) of the pools whose slices are all on no one node (allNodes, a node selector).
 
     Their devices are no node's GPUs (`our_nodes` does not show them), so a claim's result on one is
-    counted on no node, not on a node GPU that happens to have the same name.
+    counted on no node, not on a node GPU that happens to have the same name. ``local``: `pool_nodes`
+    of ``objects``, when the caller has it (else read here).
     """
-    local = pool_nodes(objects)
+    if local is None:
+        local = pool_nodes(objects)
     found = {(s.driver, s.pool) for s in objects.slices if not s.node_name}
     found |= {(s.spec.driver, s.spec.pool.name) for s in objects.nvidia if not s.spec.node_name}
-    return found - set(local)
+    return found.difference(local)
 
 
 def result_node(claim: dra.ResourceClaim, result: dra.AllocatedDevice, pools: Mapping[tuple[str, str], str]) -> str:
@@ -711,7 +713,7 @@ def claim_holdings(objects: DraObjects, units: Mapping[str, tuple[str, Mapping[i
     """
     pools = pool_nodes(objects)
     ours = protocol.DRA_DRIVER
-    shared = shared_pools(objects)
+    shared = shared_pools(objects, pools)
     held: dict[str, Holding] = {}  # a second claim of a holder makes it a `_Group`
     indices = _DeviceIndices()
     unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
@@ -995,7 +997,7 @@ def nvidia_claims(
     A result naming a device the node does not publish is claimed on GPU ``pending`` (-1).
     """
     pools = pool_nodes(objects)
-    shared = shared_pools(objects)
+    shared = shared_pools(objects, pools)
     found: dict[str, list[StackClaim]] = {}
     for claim in objects.claims:
         if claim.allocation is None:
