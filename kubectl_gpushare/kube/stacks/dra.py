@@ -186,10 +186,7 @@ def read(
             _warn(warnings, problem)
 
     def nvidia_sees(slice_: dra.WireResourceSlice, node: str) -> bool:
-        selector = selectors.get(id(slice_))
-        if selector is None:
-            return bool(slice_.spec.all_nodes)
-        return bool(node) and selector.matches(labels.get(node, {}), node)
+        return dra.shared_slice_reaches(selectors.get(id(slice_)), bool(slice_.spec.all_nodes), node, labels.get(node))
 
     nvidia, views = _gathered(nvidia, generations, lambda s: (s.spec.driver, s.spec.pool.name),
                               lambda s: s.spec.node_name or "", lambda s: s.spec.pool.generation,
