@@ -506,9 +506,20 @@ class ResourceSlice(msgspec.Struct, frozen=True, gc=False):
         """
         if self.node_name:
             return self.node_name == node
-        if self.node_selector is not None:
-            return bool(node) and self.node_selector.matches(labels or {}, node)
-        return self.all_nodes
+        return shared_slice_reaches(self.node_selector, self.all_nodes, node, labels)
+
+
+def shared_slice_reaches(
+    node_selector: NodeSelector | None, all_nodes: bool, node: str, labels: Mapping[str, str] | None
+) -> bool:
+    """Whether a slice on no one node is usable from ``node`` (``NodeMatches``), for any driver's slice.
+
+    A selector matches a named node by ``labels`` (the node's) and its name; without one, allNodes
+    reaches every node ("" included: the pool judged by no node).
+    """
+    if node_selector is not None:
+        return bool(node) and node_selector.matches(labels or {}, node)
+    return all_nodes
 
 
 class Toleration(msgspec.Struct, frozen=True, gc=False):
@@ -1446,6 +1457,7 @@ __all__ = [
     "read_template",
     "repeated_device",
     "repeated_name",
+    "shared_slice_reaches",
     "slice_node_selector",
     "split_qualified_name",
     "valid_dns_label",

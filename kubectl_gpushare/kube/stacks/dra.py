@@ -172,7 +172,8 @@ def read(
     ours, views = _gathered(ours, generations, lambda s: (s.driver, s.pool), lambda s: s.node_name,
                             lambda s: s.generation, lambda s: s.slice_count,
                             lambda s: (d.name for d in s.devices), dra.repeated_device,
-                            lambda s, node: s.allocatable_on(node, labels.get(node)), labels)
+                            lambda s, node: s.allocatable_on(node, labels.get(node)), labels,
+                            lambda s: _names_reached(s.node_selector))
     unusable = pool_states(generations, views)
     generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation) for s in nvidia)
     selectors: dict[int, NodeSelector] = {}
@@ -186,16 +187,13 @@ def read(
             _warn(warnings, problem)
 
     def nvidia_sees(slice_: dra.WireResourceSlice, node: str) -> bool:
-        selector = selectors.get(id(slice_))
-        if selector is None:
-            return bool(slice_.spec.all_nodes)
-        return bool(node) and selector.matches(labels.get(node, {}), node)
+        return dra.shared_slice_reaches(selectors.get(id(slice_)), bool(slice_.spec.all_nodes), node, labels.get(node))
 
     nvidia, views = _gathered(nvidia, generations, lambda s: (s.spec.driver, s.spec.pool.name),
                               lambda s: s.spec.node_name or "", lambda s: s.spec.pool.generation,
                               lambda s: s.spec.pool.resource_slice_count, _wire_names,
                               lambda seen: dra.repeated_name(n for s in seen for n in _wire_names(s)), nvidia_sees,
-                              labels)
+                              labels, lambda s: _names_reached(selectors.get(id(s))))
     unusable.update(pool_states(generations, views))
     objects = DraObjects(ours, nvidia, read_claims, unusable={key: why for key, (why, _) in unusable.items()},
                          unusable_on={key: nodes for key, (_, nodes) in unusable.items()})
@@ -221,7 +219,7 @@ def _gathered(
     slices: list[_T], generations: dra.PoolGenerations, pool_of: Callable[[_T], tuple[str, str]],
     node_of: Callable[[_T], str], generation_of: Callable[[_T], int], count_of: Callable[[_T], int],
     names_of: Callable[[_T], Iterable[str]], repeated_in: Callable[[list[_T]], str | None],
-    sees: Callable[[_T, str], bool], nodes: Iterable[str],
+    sees: Callable[[_T, str], bool], nodes: Iterable[str], reached: Callable[[_T], frozenset[str] | None],
 ) -> tuple[list[_T], dict[tuple[str, str], list[NodeView]]]:
     """The slices some node uses, in their order, and what each node with slices of a pool sees of it.
 
@@ -232,11 +230,12 @@ def _gathered(
     uses nothing of the pool and is not judged further). The nodes judged are those with slices of
     the pool and those of ``nodes`` (the nodes read) a selector of it matches; with none, the pool
     is judged once, as "", by its allNodes slices. The slices on no one node are judged once per
-    distinct set a node sees, not once per node.
+    distinct set a node sees, not once per node. ``reached``: the only node names a slice's selector
+    can match (`_names_reached`; None: any), so a pool of name-selecting slices asks only those nodes.
     """
     used: set[int] = set()
     views: dict[tuple[str, str], list[NodeView]] = {}
-    known = list(nodes)
+    known = {node: position for position, node in enumerate(nodes)}  # the nodes read, in their order
     for key, members in _grouped((pool_of(s), s) for s in slices).items():
         only = members[0]
         if len(members) == 1 and (node_of(only) or sees(only, "")):  # the common pool, one node's one slice
@@ -255,7 +254,7 @@ def _gathered(
         shared_by: dict[tuple[int, ...], tuple[int | None, list[_T], str | None]] = {}
         shared_names: dict[tuple[int, ...], set[str]] = {}
         found = views[key] = []
-        for node, visible in _visible(own, known, everywhere, selecting, sees):
+        for node, visible in _visible(own, _asked(known, selecting, reached), everywhere, selecting, sees):
             seen_key = tuple(id(s) for s in visible)
             if seen_key not in shared_by:
                 top_newest = max((generation_of(s) for s in visible), default=None)
@@ -288,8 +287,47 @@ def _gathered(
     return [s for s in slices if id(s) in used], views
 
 
+def _asked(
+    known: Mapping[str, int], selecting: list[_T], reached: Callable[[_T], frozenset[str] | None]
+) -> Iterable[str]:
+    """The nodes read that a slice of ``selecting`` may reach, in ``known``'s order.
+
+    All of them unless every selector names its nodes; then only those, so pools of one node each,
+    each selecting its node by ``metadata.name``, cost time linear in the nodes, not quadratic.
+    """
+    if not selecting:
+        return ()
+    names: set[str] = set()
+    for s in selecting:
+        found = reached(s)
+        if found is None:
+            return known
+        names.update(found)
+    return sorted((name for name in names if name in known), key=known.__getitem__)
+
+
+def _names_reached(selector: NodeSelector | None) -> frozenset[str] | None:
+    """The only node names ``selector`` can match (each of its terms requires ``metadata.name In``); None: any.
+
+    A superset (a term's other requirements are not read): the caller still asks the selector itself.
+    """
+    if selector is None:
+        return None
+    if selector.error:
+        return frozenset()  # refused: matches no node
+    names: set[str] = set()
+    for term in selector.terms:
+        if term.error or not (term.labels or term.fields):
+            continue  # matches nothing
+        allowed = next((r.values for r in term.fields if r.key == "metadata.name" and r.op == "in"), None)
+        if allowed is None:
+            return None
+        names.update(allowed)
+    return frozenset(names)
+
+
 def _visible(
-    own: Mapping[str, list[_T]], known: list[str], everywhere: list[_T], selecting: list[_T],
+    own: Mapping[str, list[_T]], known: Iterable[str], everywhere: list[_T], selecting: list[_T],
     sees: Callable[[_T, str], bool],
 ) -> Iterator[tuple[str, list[_T]]]:
     """Each node `_gathered` judges, with the slices on no one node it sees; each node asks each selector once.
@@ -613,16 +651,18 @@ def pool_nodes(objects: DraObjects) -> dict[tuple[str, str], str]:
     return found
 
 
-def shared_pools(objects: DraObjects) -> set[tuple[str, str]]:
+def shared_pools(objects: DraObjects, local: Mapping[tuple[str, str], str] | None = None) -> set[tuple[str, str]]:
     """(driver, pool) of the pools whose slices are all on no one node (allNodes, a node selector).
 
     Their devices are no node's GPUs (`our_nodes` does not show them), so a claim's result on one is
-    counted on no node, not on a node GPU that happens to have the same name.
+    counted on no node, not on a node GPU that happens to have the same name. ``local``: `pool_nodes`
+    of ``objects``, when the caller has it (else read here).
     """
-    local = pool_nodes(objects)
+    if local is None:
+        local = pool_nodes(objects)
     found = {(s.driver, s.pool) for s in objects.slices if not s.node_name}
     found |= {(s.spec.driver, s.spec.pool.name) for s in objects.nvidia if not s.spec.node_name}
-    return found - set(local)
+    return found.difference(local)
 
 
 def result_node(claim: dra.ResourceClaim, result: dra.AllocatedDevice, pools: Mapping[tuple[str, str], str]) -> str:
@@ -711,7 +751,7 @@ def claim_holdings(objects: DraObjects, units: Mapping[str, tuple[str, Mapping[i
     """
     pools = pool_nodes(objects)
     ours = protocol.DRA_DRIVER
-    shared = shared_pools(objects)
+    shared = shared_pools(objects, pools)
     held: dict[str, Holding] = {}  # a second claim of a holder makes it a `_Group`
     indices = _DeviceIndices()
     unit_bytes = {node: protocol.UNIT_BYTES[unit] for node, (unit, _) in units.items()}
@@ -995,7 +1035,7 @@ def nvidia_claims(
     A result naming a device the node does not publish is claimed on GPU ``pending`` (-1).
     """
     pools = pool_nodes(objects)
-    shared = shared_pools(objects)
+    shared = shared_pools(objects, pools)
     found: dict[str, list[StackClaim]] = {}
     for claim in objects.claims:
         if claim.allocation is None:
