@@ -238,8 +238,11 @@ class DynamicResources:
                 continue  # it may still land
             self._forget(uid)
 
-    def begin_pass(self, store: StoreReader) -> PassState:
-        """Decode the slices, classes and claims once; settle in-flight allocations (`settle`)."""
+    def begin_pass(self, store: StoreReader, nodes: list[dict[str, Any]]) -> PassState:
+        """Decode the slices, classes and claims once; settle in-flight allocations (`settle`).
+
+        ``nodes``: the pass's nodes, already read by the caller, whose labels node selectors match.
+        """
         claims: dict[tuple[str, str], dra.ResourceClaim | str] = {}
         allocations: list[dra.Allocation] = []
         by_uid: dict[str, dra.ResourceClaim] = {}
@@ -269,7 +272,7 @@ class DynamicResources:
                 continue
             classes[klass.name] = klass
         slices = self._decode_slices(store.objects("resourceslices"))
-        labels = _node_labels(store.objects("nodes"))
+        labels = _node_labels(nodes)
         return PassState(claims, alloc.Inventory(slices, classes, alloc.allocated_state(allocations), labels),
                          allocations)
 
