@@ -238,8 +238,11 @@ class DynamicResources:
                 continue  # it may still land
             self._forget(uid)
 
-    def begin_pass(self, store: StoreReader) -> PassState:
-        """Decode the slices, classes and claims once; settle in-flight allocations (`settle`)."""
+    def begin_pass(self, store: StoreReader, nodes: list[dict[str, Any]]) -> PassState:
+        """Decode the slices, classes and claims once; settle in-flight allocations (`settle`).
+
+        ``nodes``: the pass's nodes, already read by the caller, whose labels node selectors match.
+        """
         claims: dict[tuple[str, str], dra.ResourceClaim | str] = {}
         allocations: list[dra.Allocation] = []
         by_uid: dict[str, dra.ResourceClaim] = {}
@@ -269,7 +272,7 @@ class DynamicResources:
                 continue
             classes[klass.name] = klass
         slices = self._decode_slices(store.objects("resourceslices"))
-        labels = _node_labels(store.objects("nodes"))
+        labels = _node_labels(nodes)
         return PassState(claims, alloc.Inventory(slices, classes, alloc.allocated_state(allocations), labels),
                          allocations)
 
@@ -524,8 +527,8 @@ def _claim_reply(claim: dra.ResourceClaim, reply: bytes) -> dict[str, Any]:
     Raises:
         UndecodableReply: it is not JSON, a string in it is not UTF-8, it is nested deeper than
             msgspec goes (opaque parameters: kube-apiserver accepts 10,000 levels), or a field this
-            module reads (metadata, status, status.reservedFor) has the wrong type; for a write: the
-            write was answered 2xx, so it landed.
+            module reads (metadata, metadata.finalizers, status, status.reservedFor) has the wrong
+            type; for a write: the write was answered 2xx, so it landed.
     """
     try:
         raw = msgspec.json.decode(reply)
@@ -539,6 +542,10 @@ def _claim_reply(claim: dra.ResourceClaim, reply: bytes) -> dict[str, Any]:
     if isinstance(status, dict) and status.get("reservedFor") is not None and not isinstance(
             status["reservedFor"], list):
         raise _undecodable(claim, "status.reservedFor is not an array")
+    meta = raw.get("metadata")
+    finalizers = meta.get("finalizers") if isinstance(meta, dict) else None
+    if finalizers is not None and not (isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)):
+        raise _undecodable(claim, "metadata.finalizers is not an array of strings")  # PreBind writes them back
     return raw
 
 

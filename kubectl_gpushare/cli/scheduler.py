@@ -365,7 +365,7 @@ class SchedulerLoop:
             if now < retry_at and seen == signature:
                 continue
             if has_claims(pod):
-                dra_state = dra_state or self.dra.begin_pass(self.sandbox)
+                dra_state = dra_state or self.dra.begin_pass(self.sandbox, nodes)
                 if not self.dra.pre_enqueue(pod, dra_state):
                     continue  # its claims are not all made yet: the controller's write wakes it
             try:

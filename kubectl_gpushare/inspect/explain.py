@@ -189,12 +189,8 @@ def excluded(
     return None
 
 
-def _verdict(
-    ledger: Ledger, pod: Pod, node: Node, request: int, unit: str, policy: Policy, placement: PodPlacement | None,
-    affinity: RequiredAffinity | None,
-) -> str:
-    name = node.metadata.name
-    dropped = excluded(pod, node, placement, affinity)
+def _verdict(ledger: Ledger, name: str, dropped: str | None, request: int, unit: str, policy: Policy) -> str:
+    """The node's line: why it is ``dropped`` (`excluded`), or whether its GPUs take ``request``."""
     if dropped:
         return dropped
     record = ledger.node(name)
@@ -276,11 +272,11 @@ def explain(
         return replace(base, state="pending",
                            summary=f"{asks}, but no node advertises {protocol.RESOURCE_MEM}: the gpushare device "
                            "plugin runs nowhere (kubectl gpushare doctor; kubectl gpushare label-nodes).")
-    verdicts = [NodeVerdict(node.metadata.name,
-                            _verdict(ledger, pod, node, request, unit, policy, placement, affinity))
-                for node in sorted(gpushare_nodes, key=lambda n: n.metadata.name)]
+    judged = [(node.metadata.name, excluded(pod, node, placement, affinity))  # once per node: affinity is costly
+              for node in sorted(gpushare_nodes, key=lambda n: n.metadata.name)]
+    verdicts = [NodeVerdict(name, _verdict(ledger, name, dropped, request, unit, policy)) for name, dropped in judged]
     fitting = [v.name for v in verdicts if v.reason.startswith(FITS_PREFIX)]
-    usable = [node.metadata.name for node in gpushare_nodes if excluded(pod, node, placement, affinity) is None]
+    usable = [name for name, dropped in judged if dropped is None]
     largest = max((ledger.largest_free(name) for name in usable), default=0)
     base = replace(base, largest_fit=largest)
     if not usable:

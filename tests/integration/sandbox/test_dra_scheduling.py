@@ -351,6 +351,34 @@ def test_a_claim_read_of_the_wrong_shape_fails_that_pod_in_one_line(
     messages = [r.getMessage() for r in caplog.records]
     assert not [m for m in messages if "has no attribute" in m or "not iterable" in m], messages
 
+def test_a_claim_read_whose_finalizers_are_not_strings_fails_that_pod_in_one_line(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture) -> None:
+    # PreBind writes the claim's finalizers back with its own added: a number there (the sandbox's
+    # storage may hold one) is an `UndecodableReply` for that pod, not a TypeError (nor a string
+    # written back as its characters).
+    claim_read = re.compile(r"/resourceclaims/(p-gpu-[a-z0-9]+)(\?.*)?$")
+    served: list[str] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        found = claim_read.search(path)
+        if method != "GET" or not found or served:
+            return None
+        real = next((c for c in sandbox.objects("resourceclaims") if c["metadata"]["name"] == found[1]), None)
+        if real is None:
+            return None
+        served.append(path)
+        return json.dumps({**real, "metadata": {**real["metadata"], "finalizers": 5}}).encode()
+
+    with relay(sandbox, rewrite) as port, running_scheduler(sandbox, kubeconfig, server=f"http://127.0.0.1:{port}"):
+        kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
+    assert served
+    assert [m for m in failed_scheduling(sandbox, "p")
+            if "(metadata.finalizers is not an array of strings)" in m], failed_scheduling(sandbox, "p")
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "not iterable" in m or "Traceback" in m], messages
+
+
 # --- writes of unknown outcome -------------------------------------------------------------------
 REQUEST_TIMEOUT = 8.0
 """The API server's request timeout as these tests' scheduler assumes it (kube-apiserver's is 1m)."""
