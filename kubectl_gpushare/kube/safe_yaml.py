@@ -7,20 +7,38 @@ or ``!!float`` IndexError, ``!!timestamp x`` AttributeError (its pattern's faile
 which kubectl and kube-apiserver read YAML with, refuses all of them as decode errors. Here they are all one
 ValueError, which every reader of hostile YAML (a kubeconfig, a spec, a request body) reports as a value
 that cannot be read; nothing ends in a traceback.
+
+Aliases are shared objects here, but whoever serializes the result (the sandbox stores a spec's objects as
+JSON) writes each one out again: a few hundred bytes of nested aliases ("billion laughs") become gigabytes.
+`load` refuses a document whose aliases expand it past `MAX_EXPANDED_NODES` nodes and ten times the nodes
+it was composed from, as go-yaml refuses "excessive aliasing"; a document without aliases expands to exactly
+its own nodes, so it is never refused, however large.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from yaml.nodes import Node
 
 from kubectl_gpushare import protocol
 
+MAX_EXPANDED_NODES: Final = 1_000_000
+"""Nodes a document may expand to through aliases (past ten times its distinct nodes) before it is refused."""
+
 
 class SafeLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader`; a tagged scalar its constructor cannot build raises ValueError."""
+    """`yaml.SafeLoader`; a tagged scalar its constructor cannot build raises ValueError; counts its nodes."""
+
+    composed = 0
+    """Nodes composed from the text (an alias is not one: it names a node composed before)."""
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        """`yaml.SafeLoader.compose_node`, counting the nodes that are not aliases."""
+        if not self.check_event(yaml.AliasEvent):
+            self.composed += 1
+        return super().compose_node(parent, index)
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         """`yaml.SafeLoader.construct_object`, its error on a tagged scalar (not a ValueError) a ValueError."""
@@ -37,11 +55,33 @@ def load(stream: str | bytes | Any) -> Any:
     Raises:
         yaml.YAMLError: not YAML.
         ValueError: a value YAML reads but Python cannot hold (``!!bool x``, a 13th month, an empty ``!!int``,
-            ``!!timestamp x``).
+            ``!!timestamp x``), or aliases that expand the document past `MAX_EXPANDED_NODES`.
         RecursionError: nested deeper than PyYAML's recursive composer goes.
         UnicodeDecodeError: bytes that are not UTF-8 (or UTF-16 with a byte-order mark).
     """
-    return yaml.load(stream, Loader=SafeLoader)  # noqa: S506 - a SafeLoader subclass
+    loader = SafeLoader(stream)  # what yaml.load does, keeping the loader for its count
+    try:
+        data = loader.get_single_data()
+    finally:
+        loader.dispose()
+    expanded = _expanded_size(data, {})
+    if expanded > MAX_EXPANDED_NODES and expanded > 10 * loader.composed:
+        raise ValueError(f"its aliases expand it to {expanded:,} nodes from {loader.composed:,} (excessive aliasing)")
+    return data
 
 
-__all__ = ["SafeLoader", "load"]
+def _expanded_size(value: Any, sizes: dict[int, int]) -> int:
+    """Nodes under ``value`` (itself, keys, values, items) as a serializer writes them, aliases each time.
+
+    ``sizes`` memoizes each distinct container by id, so this is linear in the document.
+    """
+    if not isinstance(value, dict | list):
+        return 1
+    known = sizes.get(id(value))
+    if known is None:
+        children = (*value.keys(), *value.values()) if isinstance(value, dict) else value
+        known = sizes[id(value)] = 1 + sum(_expanded_size(child, sizes) for child in children)
+    return known
+
+
+__all__ = ["MAX_EXPANDED_NODES", "SafeLoader", "load"]

@@ -53,3 +53,16 @@ def test_it_reads_what_safe_load_reads_and_raises_only_documented_errors(text: s
         assert isinstance(expected, Exception), f"safe_load read {text!r} as {expected!r}"
         assert type(exc) is type(expected) or isinstance(expected, (AttributeError, KeyError, IndexError)), (
             exc, expected)
+
+
+def _laughs(levels: int) -> str:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines)
+
+
+def test_aliases_that_expand_past_the_bound_are_refused_before_anyone_serializes_them() -> None:
+    # Nine aliases a level, seven levels: 54 million nodes once written out ("billion laughs").
+    with pytest.raises(ValueError, match="excessive aliasing"):
+        safe_yaml.load(_laughs(7))
+    assert safe_yaml.load(_laughs(4))["a4"][0][0][0][0][0] == "x"  # 66,000 nodes from 50: under the bound
