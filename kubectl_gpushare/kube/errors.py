@@ -253,14 +253,23 @@ def refused(exc: KubeError) -> bool:
 
 
 def write_failure(action: str, exc: KubeError) -> str:
-    """The log line for a write that raised ``exc``: ``cannot <action>``, unless it landed (`UndecodableReply`).
+    """The log line for a write that raised ``exc``, worded by what is known of its outcome (`refused`).
 
-    A write answered 2xx with an object that does not decode has happened; saying it failed would
-    send whoever reads the log after a problem that is not there.
+    ``cannot <action>: ...`` only where the API answered that the write did not happen. A write answered
+    2xx with an object that does not decode has happened; a timeout, a 5xx, a 429 or a connection lost
+    leaves it unknown, and the line says so: saying it failed would send whoever reads the log after a
+    problem that is not there, or make them redo a write that landed.
     """
     if isinstance(exc, UndecodableReply):
         return f"{action}: the write landed, but its reply does not decode: {exc}"
-    return f"cannot {action}: {exc}"
+    if refused(exc):
+        return f"cannot {action}: {exc}"
+    why = ""
+    if isinstance(exc, ApiError):
+        why = f" (HTTP {exc.status})"
+    elif isinstance(exc, Unreachable) and exc.timeout:
+        why = " (timed out)"
+    return f"{action}: outcome unknown{why}; the write may have landed: {exc}"
 
 
 __all__ = [
