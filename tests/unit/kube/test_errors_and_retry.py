@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import errors
 from kubectl_gpushare.kube._transport import error_from_reply
 from kubectl_gpushare.kube.retry import RetryPolicy, backoff_delay, call_with_retry, is_retryable
@@ -207,3 +208,12 @@ def test_a_server_url_that_cannot_be_reached_is_one_kube_error(server: str) -> N
     with pytest.raises(errors.ConfigError, match="^invalid server URL ") as refused:
         Transport(ClientConfig(server=server), "test")
     assert refused.value.exit_code == errors.EXIT_USAGE, "no usable kubeconfig: the usage exit code"
+
+
+def test_a_status_message_is_one_line_cut_as_the_cli_cuts_it() -> None:
+    """Every face quotes an API error's message (the CLI's ``error:`` line, a daemon's log): one bound, here."""
+    sent = "etcd:\n\x1b[31mred\x1b[0m " + "y" * (1 << 20)
+    error = errors.api_error(500, "InternalError", sent)
+    assert error.message == protocol.one_line(sent)
+    assert error.message.startswith("etcd:  [31mred [0m yyy") and error.message.endswith("y…")
+    assert len(error.message) == protocol.MAX_SHOWN_NAME * protocol.SENTENCE_NAMES
