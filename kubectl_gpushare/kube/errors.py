@@ -5,7 +5,8 @@ classes instead of `http.client`, `ssl`, `OSError` or `yaml` internals. Each err
 message fit to show a user and an ``exit_code`` the CLI can return as is.
 
 This module owns the error taxonomy and the mapping from an HTTP status plus a ``Status`` body to
-an error class. It does no I/O and imports nothing from the package.
+an error class. It does no I/O; of the package it imports only `protocol`, and that only once an API
+error is built (`api_error`), so ``--help`` reading the exit-code table here stays light.
 """
 
 # The names follow the API reasons (NotFound, Conflict, ...) that callers already know, not pep8-naming's
@@ -224,14 +225,19 @@ def api_error(status: int, reason: str = "", message: str = "", retry_after: flo
     Args:
         status: HTTP status code of the reply.
         reason: ``Status.reason`` from the body, if any.
-        message: ``Status.message`` from the body, if any; a generic message is used otherwise.
+        message: ``Status.message`` from the body, if any, as one line cut to the CLI's bound
+            (`protocol.one_line`); a generic message is used otherwise.
         retry_after: the reply's ``Retry-After`` in seconds, kept for 429 and 5xx.
 
     Returns:
         An `ApiError` subclass instance (plain `ApiError` for statuses without their own class).
     """
+    from kubectl_gpushare import protocol  # not at import: --help reads the exit codes here and stays light
+
+    # The server's words as the CLI writes an error line (`protocol.one_line`), here once for every face: a
+    # daemon's log line quoting this error is as bounded as the CLI's, however long the Status message.
     text = (
-        " ".join(message.split())
+        protocol.one_line(message)
         if message
         else f"the server answered HTTP {status}" + (f" ({reason})" if reason else "")
     )
@@ -253,14 +259,23 @@ def refused(exc: KubeError) -> bool:
 
 
 def write_failure(action: str, exc: KubeError) -> str:
-    """The log line for a write that raised ``exc``: ``cannot <action>``, unless it landed (`UndecodableReply`).
+    """The log line for a write that raised ``exc``, worded by what is known of its outcome (`refused`).
 
-    A write answered 2xx with an object that does not decode has happened; saying it failed would
-    send whoever reads the log after a problem that is not there.
+    ``cannot <action>: ...`` only where the API answered that the write did not happen. A write answered
+    2xx with an object that does not decode has happened; a timeout, a 5xx, a 429 or a connection lost
+    leaves it unknown, and the line says so: saying it failed would send whoever reads the log after a
+    problem that is not there, or make them redo a write that landed.
     """
     if isinstance(exc, UndecodableReply):
         return f"{action}: the write landed, but its reply does not decode: {exc}"
-    return f"cannot {action}: {exc}"
+    if refused(exc):
+        return f"cannot {action}: {exc}"
+    why = ""
+    if isinstance(exc, ApiError):
+        why = f" (HTTP {exc.status})"
+    elif isinstance(exc, Unreachable) and exc.timeout:
+        why = " (timed out)"
+    return f"{action}: outcome unknown{why}; the write may have landed: {exc}"
 
 
 __all__ = [

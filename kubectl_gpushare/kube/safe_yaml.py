@@ -17,12 +17,15 @@ its own nodes, so it is never refused, however large.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Final
 
 import yaml
 from yaml.nodes import Node
 
 from kubectl_gpushare import protocol
+
+_INT_TAG: Final = "tag:yaml.org,2002:int"
 
 MAX_EXPANDED_NODES: Final = 1_000_000
 """Nodes a document may expand to through aliases (past ten times its distinct nodes) before it is refused."""
@@ -41,12 +44,31 @@ class SafeLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
-        """`yaml.SafeLoader.construct_object`, its error on a tagged scalar (not a ValueError) a ValueError."""
+        """`yaml.SafeLoader.construct_object`, its error on a tagged scalar (not a ValueError) a ValueError.
+
+        An integer past Python's ``int()`` digit limit is ``integer too large (N digits)``: Python's own
+        ValueError names ``sys.set_int_max_str_digits()``, advice for a programmer, not for whoever wrote
+        the document.
+        """
         try:
             return super().construct_object(node, deep)
         except (AttributeError, KeyError, IndexError):
             value = node.value if isinstance(node.value, str) else ""
             raise ValueError(f"{node.tag} value {protocol.printable(value, 64)!r} is not valid") from None
+        except ValueError:
+            digits = _too_many_digits(node)
+            if digits:
+                raise ValueError(f"integer too large ({digits:,} digits)") from None
+            raise
+
+
+def _too_many_digits(node: Node) -> int:
+    """The decimal digits of an integer node past ``int()``'s limit (`sys.get_int_max_str_digits`), else 0."""
+    limit = sys.get_int_max_str_digits()
+    if node.tag != _INT_TAG or not isinstance(node.value, str) or not limit:
+        return 0
+    digits = sum(ch in "0123456789" for ch in node.value)
+    return digits if digits > limit else 0
 
 
 def load(stream: str | bytes | Any) -> Any:
@@ -55,7 +77,8 @@ def load(stream: str | bytes | Any) -> Any:
     Raises:
         yaml.YAMLError: not YAML.
         ValueError: a value YAML reads but Python cannot hold (``!!bool x``, a 13th month, an empty ``!!int``,
-            ``!!timestamp x``), or aliases that expand the document past `MAX_EXPANDED_NODES`.
+            ``!!timestamp x``, a 5,000-digit integer: ``integer too large``), or aliases that expand the
+            document past `MAX_EXPANDED_NODES`.
         RecursionError: nested deeper than PyYAML's recursive composer goes.
         UnicodeDecodeError: bytes that are not UTF-8 (or UTF-16 with a byte-order mark).
     """

@@ -130,7 +130,7 @@ def decode_yaml(data: bytes) -> Any:
     except RecursionError:
         raise BodyError(f"the body nests deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:  # a scalar the constructor cannot build: a 5,000-digit int, 2024-02-30
-        raise BodyError(f"the YAML document has a value that cannot be decoded ({str(exc).split(';')[0]})") from None
+        raise BodyError(f"the YAML document has a value that cannot be decoded: {protocol.error_reason(exc)}") from None
     check_depth(value)
     if not _finite(value):  # JSON has no infinity or NaN (msgspec would write null)
         raise BodyError("the YAML document has a value JSON cannot represent (an infinite or NaN number)")

@@ -24,6 +24,7 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.sandbox import errors
 
 MAX_LINES = 1000
@@ -78,9 +79,9 @@ def _int_param(query: Mapping[str, str], name: str, pod: str) -> int | None:
     raw = query.get(name)
     if raw is None or raw == "":
         return None
-    if not raw.lstrip("-").isdigit() or len(raw) > 19:
+    value = protocol.parse_int_strict(raw)  # strconv.ParseInt(raw, 10, 64), as the query's int64 is decoded
+    if value is None:
         raise errors.bad_request(f'strconv.ParseInt: parsing "{raw[:64]}": invalid syntax')
-    value = int(raw)
     if value < 0:
         cause = f"{name}: Invalid value: {value}: must be greater than or equal to 0"
         raise errors.invalid("PodLogOptions", pod, [cause])

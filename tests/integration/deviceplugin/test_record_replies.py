@@ -107,3 +107,25 @@ def test_a_lost_gpu_count_is_confirmed_on_this_node_not_on_another_the_list_repl
     gpu = GpuDevice(index=0, uuid="GPU-0", name="NVIDIA T4", memory=16 << 30, minor=0)
     with _cluster_behind_relay(sandbox, kubeconfig, rewrite) as cluster:
         assert cluster._lost(Inventory.of([gpu], MemoryUnit()))
+
+
+def test_a_megabyte_status_message_is_logged_as_bounded_as_the_cli_writes_it(
+    sandbox: Sandbox, kubeconfig: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sandbox.load([node_object(NODE, [16], ip="10.0.0.1")])
+    sandbox.inject("PATCH", rf"/api/v1/nodes/{NODE}/status", status=422)
+    message = "admission webhook denied the request:\n" + "x" * (1 << 20)
+    huge = msgspec.json.encode({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid",
+                                "code": 422, "message": message})
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        return huge if method == "PATCH" else None
+
+    gpu = GpuDevice(index=0, uuid="GPU-0", name="NVIDIA T4", memory=16 << 30, minor=0)
+    with _cluster_behind_relay(sandbox, kubeconfig, rewrite) as cluster, caplog.at_level(
+            logging.WARNING, logger="kubectl_gpushare.deviceplugin.cluster"):
+        cluster.publish(Inventory.of([gpu], MemoryUnit()))  # refused: logged once, retried in the background
+    [line] = [r.getMessage() for r in caplog.records]
+    quoted = protocol.one_line(message)  # what `kubectl gpushare` writes after "error: " for this reply
+    assert quoted.endswith("…") and len(quoted) < 5000
+    assert line == f"cannot publish GPUs on node {NODE} yet ({quoted}); retrying in the background"

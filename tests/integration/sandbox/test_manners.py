@@ -109,6 +109,9 @@ def test_the_log_endpoint_refuses_bad_parameters_and_names_every_container(log_p
             return exc.code, json.loads(exc.read())
 
     assert get("one/log?tailLines=x")[0] == 400
+    for bad in ("%C2%B2", "--5", "9" * 5000):  # str.isdigit takes '²', int() does not: each was a 500
+        code, body = get(f"one/log?tailLines={bad}")
+        assert (code, body["reason"]) == (400, "BadRequest") and "invalid syntax" in body["message"], body
     code, body = get("one/log?tailLines=-1")
     assert code == 422 and body["reason"] == "Invalid"
     code, body = get("two/log")

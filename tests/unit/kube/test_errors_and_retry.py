@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import errors
 from kubectl_gpushare.kube._transport import error_from_reply
 from kubectl_gpushare.kube.retry import RetryPolicy, backoff_delay, call_with_retry, is_retryable
@@ -163,8 +164,32 @@ def test_a_write_answered_with_an_undecodable_reply_is_logged_as_landed_not_fail
         "report the status of default/a: the write landed, but its reply does not decode: "
         "pod default/a does not decode as a v1.Pod (uid: expected str)")
     assert not errors.refused(landed)
-    lost = errors.Unreachable("timed out", timeout=True)
-    assert errors.write_failure("record Scheduled", lost) == "cannot record Scheduled: timed out"
+
+
+@pytest.mark.parametrize(("exc", "line"), [
+    (errors.Unreachable("the API server at https://127.0.0.1:1 did not answer after 5s (https://127.0.0.1:1/x)",
+                        timeout=True),
+     "record Scheduled: outcome unknown (timed out); the write may have landed: "
+     "the API server at https://127.0.0.1:1 did not answer after 5s (https://127.0.0.1:1/x)"),
+    (errors.api_error(504, "Timeout", "Timeout: request did not complete within requested timeout"),
+     "record Scheduled: outcome unknown (HTTP 504); the write may have landed: "
+     "Timeout: request did not complete within requested timeout"),
+    (errors.api_error(500, "InternalError", "etcdserver: leader changed"),
+     "record Scheduled: outcome unknown (HTTP 500); the write may have landed: etcdserver: leader changed"),
+    (errors.api_error(429, "TooManyRequests", "too many requests"),
+     "record Scheduled: outcome unknown (HTTP 429); the write may have landed: too many requests"),
+    (errors.Unreachable("cannot reach the API server at https://127.0.0.1:1: the server closed the connection "
+                        "without replying"),
+     "record Scheduled: outcome unknown; the write may have landed: cannot reach the API server at "
+     "https://127.0.0.1:1: the server closed the connection without replying"),
+    (errors.api_error(404, "NotFound", 'pods "a" not found'), 'cannot record Scheduled: pods "a" not found'),
+    (errors.api_error(409, "Conflict", "the object has been modified"),
+     "cannot record Scheduled: the object has been modified"),
+    (errors.api_error(403, "Forbidden", "forbidden"), "cannot record Scheduled: forbidden"),
+])
+def test_a_failed_write_says_cannot_only_when_the_api_refused_it(exc: errors.KubeError, line: str) -> None:
+    """A timeout, a 5xx or a 429 may have landed (`refused`): its line says the outcome is unknown, not "cannot"."""
+    assert errors.write_failure("record Scheduled", exc) == line
 
 
 @pytest.mark.parametrize("server", [
@@ -183,3 +208,12 @@ def test_a_server_url_that_cannot_be_reached_is_one_kube_error(server: str) -> N
     with pytest.raises(errors.ConfigError, match="^invalid server URL ") as refused:
         Transport(ClientConfig(server=server), "test")
     assert refused.value.exit_code == errors.EXIT_USAGE, "no usable kubeconfig: the usage exit code"
+
+
+def test_a_status_message_is_one_line_cut_as_the_cli_cuts_it() -> None:
+    """Every face quotes an API error's message (the CLI's ``error:`` line, a daemon's log): one bound, here."""
+    sent = "etcd:\n\x1b[31mred\x1b[0m " + "y" * (1 << 20)
+    error = errors.api_error(500, "InternalError", sent)
+    assert error.message == protocol.one_line(sent)
+    assert error.message.startswith("etcd:  [31mred [0m yyy") and error.message.endswith("y…")
+    assert len(error.message) == protocol.MAX_SHOWN_NAME * protocol.SENTENCE_NAMES

@@ -20,12 +20,21 @@ from kubectl_gpushare.kube import safe_yaml
         ("!!int x", "invalid literal for int() with base 10: 'x'"),  # ValueError as PyYAML raises it
         ("!!timestamp 2024-13-01", "month must be in 1..12"),
         ("!!timestamp x", "tag:yaml.org,2002:timestamp value 'x' is not valid"),  # AttributeError: no match
+        # int() refuses past 4,300 decimal digits in words meant for a programmer (sys.set_int_max_str_digits)
+        ("a: " + "9" * 5000, "integer too large (5,000 digits)"),
+        ("[-1_" + "0" * 4300 + "]", "integer too large (4,301 digits)"),
+        ("!!int " + "7" * 4301, "integer too large (4,301 digits)"),
     ],
 )
 def test_a_tagged_value_python_cannot_build_is_a_value_error(text: str, message: str) -> None:
     with pytest.raises(ValueError) as caught:
         safe_yaml.load(text)
     assert str(caught.value) == message
+
+
+def test_an_integer_int_reads_without_a_digit_limit_is_read_however_long() -> None:
+    assert safe_yaml.load("- " + "9" * 4300 + "\n- 0x" + "f" * 5000 + "\n- 0" + "7" * 5000) == [
+        int("9" * 4300), int("f" * 5000, 16), int("7" * 5000, 8)]  # int() limits only decimal (non-power-of-2) bases
 
 
 def test_what_is_not_yaml_stays_a_yaml_error() -> None:

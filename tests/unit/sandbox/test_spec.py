@@ -94,6 +94,7 @@ objects:
         ("nodes: [{name: a, gpus: !!bool x}]", "not valid YAML: tag:yaml.org,2002:bool value 'x' is not valid"),
         ("nodes: !!timestamp 2024-13-01", "not valid YAML: month must be in 1..12"),
         ("nodes: " + "[" * 20_000, "not valid YAML: nested too deeply"),
+        ("nodes: [{name: a, gpus: " + "1" * 5000 + "}]", "not valid YAML: integer too large (5,000 digits)"),
         ("nodes: [{}]\n\x00", "not valid YAML: unacceptable character #x0000: special characters are not allowed"),
         ("objects: [{kind: Pod}]", "metadata.name"),
     ],
