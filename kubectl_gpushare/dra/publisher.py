@@ -6,7 +6,12 @@ goes with the node), the pool generation kept across an update of the one slice 
 slice is created anew. Every `sync` reads this Node, lists the slices of this node and driver (field
 selectors ``spec.nodeName`` and ``spec.driver``), keeps the newest one whose name carries index 0,
 deletes the rest (with a UID precondition: a slice re-created meanwhile is not ours to delete), and
-writes only if the devices or the owner differ.
+writes only if the devices or the owner differ. Each listed item is ours only if its own driver and
+node say so (`dra_objects.slice_identity`, read even from a slice that does not decode as a whole):
+the selector is the API server's to honour, and a reply that ignored it must not make us delete
+another driver's or node's slice. One that does not decode but is ours is deleted (it is never kept,
+and each sync would otherwise publish another beside it); one whose driver, node or name cannot be
+read at all is left alone, with one warning.
 
 The owner is the Node's UID as read at that sync, not at start-up (the resourceslice controller looks
 it up once): a Node deleted and registered again under its name has a new UID, and the garbage
@@ -54,8 +59,8 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, ConfigError, Conflict, KubeError, NotFound, refused
-from kubectl_gpushare.kube.lenient import Undecodable
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, refused
+from kubectl_gpushare.kube.lenient import key_of, object_meta
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +70,8 @@ SETTLE_SECONDS = 1.0
 """Seconds between syncs while a create of unknown outcome may still land (see the module docstring)."""
 OFFER_SECONDS = 1.0
 """How long a Node given to `SlicePublisher.offer` may serve a sync instead of a read of its own."""
+MAX_WARNED = 1024
+"""Unreadable slices remembered as warned of; past that it starts over (a warning again, not unbounded growth)."""
 
 
 class NodeGoneError(KubeError):
@@ -90,6 +97,7 @@ class SlicePublisher:
         """Set by `withdraw`: nothing is published any more."""
         self.landing_until = 0.0
         """`time.monotonic` instant until which a create of unknown outcome may still land."""
+        self._unreadable_warned: set[str] = set()
         self._lock = threading.Lock()
 
     def offer(self, node: types.Node, read_at: float) -> None:
@@ -128,19 +136,42 @@ class SlicePublisher:
                                 "UID: no ResourceSlice is published until it does")
         return wire.WireOwnerReference(api_version="v1", kind="Node", name=self.node, uid=uid, controller=True)
 
-    def _listed(self) -> tuple[list[wire.WireResourceSlice], list[Undecodable]]:
-        """Our slices on this node, and those listed that do not decode (ours too: the selector's), by key."""
+    def _listed(self) -> tuple[list[wire.WireResourceSlice], list[wire.SliceIdentity]]:
+        """Our slices on this node, and those of ours that do not decode (by `dra_objects.SliceIdentity`).
+
+        Each item listed is ours only if its own ``spec.driver`` and ``spec.nodeName`` say so
+        (`dra_objects.SliceIdentity.published_by`), read before the whole slice is decoded: the field
+        selector is the API server's to honour, and a reply that ignored it must not make us keep,
+        replace or delete another driver's or node's slice. An item whose identity cannot be read is
+        left alone, with one warning per item.
+        """
         selector = f"spec.nodeName={self.node},spec.driver={protocol.DRA_DRIVER}"
-        unreadable: list[Undecodable] = []
+        ours: list[wire.WireResourceSlice] = []
+        undecodable: list[wire.SliceIdentity] = []
+        for raw in self.client.list_raw(types.DRA_SLICES, field_selector=selector):
+            who = wire.slice_identity(raw)
+            if who is None:
+                self._warn_unreadable(raw)
+            elif who.published_by(protocol.DRA_DRIVER, self.node):
+                try:
+                    ours.append(wire.decode_wire(bytes(raw), wire.WireResourceSlice, "ResourceSlice"))
+                except wire.InvalidObjectError:
+                    undecodable.append(who)
+        return ours, undecodable
 
-        def undecodable(bad: Undecodable) -> None:
-            if bad.key:
-                unreadable.append(bad)
-
-        found: list[wire.WireResourceSlice] = self.client.list(types.DRA_SLICES, field_selector=selector,
-                                                               on_undecodable=undecodable)
-        ours = [s for s in found if s.spec.node_name == self.node and s.spec.driver == protocol.DRA_DRIVER]
-        return ours, unreadable
+    def _warn_unreadable(self, raw: msgspec.Raw) -> None:
+        """Warn, once per item (by name and resourceVersion as far as readable), of a slice left alone."""
+        namespace, name, version = object_meta(raw)
+        key = f"{key_of(namespace, name)[:253]}@{version[:64]}"
+        if key in self._unreadable_warned:
+            return
+        if len(self._unreadable_warned) >= MAX_WARNED:  # bounded: a hostile list may name a new item each time
+            self._unreadable_warned.clear()
+        self._unreadable_warned.add(key)
+        what = f"ResourceSlice {protocol.printable(key_of(namespace, name), 253)}" if name else \
+            "a ResourceSlice with unreadable metadata"
+        log.warning("%s is listed under this node's and driver's selector, but its name, namespace, driver or node "
+                    "cannot be read: left alone", what)
 
     def sync(self, devices: slices.Devices) -> bool:
         """Make the API hold exactly one slice with ``devices``; True if anything was written.
@@ -167,9 +198,9 @@ class SlicePublisher:
                 log.warning("cannot delete our ResourceSlice: %s", exc)
                 return False
         owners = [self._owner(node)]
-        existing, unreadable = self._listed()
+        existing, undecodable = self._listed()
         wrote = False
-        for bad in unreadable:  # never compared, never kept: without this, each sync would add a slice beside it
+        for bad in undecodable:  # never compared, never kept: without this, each sync would add a slice beside it
             wrote |= self._delete_undecodable(bad)
         prefix = protocol.DRA_SLICE_INDEX + "-"
         generation = max((s.spec.pool.generation for s in existing), default=0)
@@ -228,23 +259,19 @@ class SlicePublisher:
         log.info("deleted stale ResourceSlice %s", stale.metadata.name)
         return True
 
-    def _delete_undecodable(self, bad: Undecodable) -> bool:
-        """Delete a slice of ours the list could not decode, by name and the resourceVersion listed (no UID read).
+    def _delete_undecodable(self, who: wire.SliceIdentity) -> bool:
+        """Delete a slice of ours that does not decode as a whole, as it was listed (UID and resourceVersion).
 
-        The precondition deletes the object the list showed, not one that took its name or changed since.
-
-        A name that cannot be one path segment (``a/b``: the key of an item claiming a namespace,
-        ``..``; no API server lists one) is left, not let fail every sync and withdrawal.
+        The preconditions (as the resourceslice controller's ``removeSlices`` sets them) delete the
+        object the list showed, not one that took its name or changed since.
         """
         try:
-            self.client.delete(types.DRA_SLICES, bad.key, resource_version=bad.resource_version or None)
+            self.client.delete(types.DRA_SLICES, who.name, uid=who.uid or None,
+                               resource_version=who.resource_version or None)
         except (NotFound, Conflict):  # gone or changed meanwhile: the next sync looks again
             return False
-        except ConfigError as exc:
-            log.warning("cannot delete a ResourceSlice that does not decode: %s", protocol.one_line(str(exc)))
-            return False
         self.writes += 1
-        log.warning("deleted ResourceSlice %s: it does not decode as a ResourceSlice", protocol.printable(bad.key, 253))
+        log.warning("deleted ResourceSlice %s: it does not decode as a ResourceSlice", who.name)
         return True
 
     def _store(self, stored: wire.WireResourceSlice, desired: slices.Devices) -> None:
@@ -311,5 +338,5 @@ class SlicePublisher:
 
     def _withdraw(self) -> int:
         self.withdrawn = True
-        readable, unreadable = self._listed()
-        return sum(self._delete(s) for s in readable) + sum(self._delete_undecodable(bad) for bad in unreadable)
+        readable, undecodable = self._listed()
+        return sum(self._delete(s) for s in readable) + sum(self._delete_undecodable(bad) for bad in undecodable)

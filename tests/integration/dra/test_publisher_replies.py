@@ -208,22 +208,91 @@ def test_a_slice_of_ours_that_does_not_decode_is_deleted_not_left_beside_a_new_o
     assert f"deleted ResourceSlice {garbled}: it does not decode as a ResourceSlice" in caplog.text
 
 
-def test_an_undecodable_item_whose_name_is_no_path_segment_is_left_and_publishing_goes_on(
+def _unreadable_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "cannot be read: left alone" in r.getMessage()]
+
+
+def test_an_item_that_cannot_say_whose_it_is_is_left_warned_of_once_and_publishing_goes_on(
     sandbox: Sandbox, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # A list item claiming a namespace has the key "a/x" (kube.lenient.key_of), which the client will
-    # not put in a path (types.path_segment: a ConfigError, a KubeError): warned of and left, it must
-    # not fail every sync, nor the withdrawal, of the slice the publisher owns.
+    # A list item claiming a namespace (a ResourceSlice is cluster-scoped) cannot be named in a delete
+    # (its key "a/x" is no path segment, types.path_segment): its identity is unreadable
+    # (dra_objects.slice_identity), so it is left alone, warned of once across syncs and the
+    # withdrawal, and never fails either for the slice the publisher owns.
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
-    hostile = {"metadata": {"name": "x", "namespace": "a"}, "spec": {"nodeName": NODE, "devices": "garbage"}}
+    hostile = {"metadata": {"name": "x", "namespace": "a"},
+               "spec": {"driver": protocol.DRA_DRIVER, "nodeName": NODE, "devices": "garbage"}}
 
     with _publisher_listing(sandbox, kubeconfig, lambda: [*sandbox.objects("resourceslices"), hostile]) as publisher:
         with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
             assert publisher.sync(_devices())
+            assert not publisher.sync(_devices())
             assert len(sandbox.objects("resourceslices")) == 1
             assert publisher.withdraw() == 1
     assert sandbox.objects("resourceslices") == []
-    assert "cannot delete a ResourceSlice that does not decode: invalid resource name 'a/x'" in caplog.text
+    assert _unreadable_warnings(caplog) == [
+        "ResourceSlice a/x is listed under this node's and driver's selector, but its name, namespace, driver or "
+        "node cannot be read: left alone"]
+
+
+def _garbled(body: dict[str, Any], **spec: object) -> dict[str, Any]:
+    return {**body, "spec": {**body["spec"], "devices": "garbage", **spec}}
+
+
+def _other_drivers_slice(api: Client, node: str) -> str:
+    spec = msgspec.structs.replace(slices.spec(node, _devices(), 1), driver="other.example.com")
+    created = api.create(types.DRA_SLICES, wire.WireResourceSlice(metadata=wire.WireMeta(name="other-driver"),
+                                                                  spec=spec))
+    return created.metadata.name
+
+
+def test_a_reply_that_ignores_the_selector_never_makes_another_drivers_or_nodes_slice_ours(
+    sandbox: Sandbox, api: Client, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A proxy or stand-in that ignores the field selector lists every slice, here none of them
+    # decodable. Only the one whose own spec.driver and spec.nodeName are ours is deleted
+    # (dra_objects.SliceIdentity.published_by); the other node's and the other driver's stay.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False),
+                  node_object("other", [], ip="10.0.0.2", gpushare=False)])
+    SlicePublisher(api, NODE).sync(_devices())
+    (ours,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
+    SlicePublisher(api, "other").sync(_devices())
+    others = {s.metadata.name for s in api.list(types.DRA_SLICES)} - {ours}
+    others.add(_other_drivers_slice(api, NODE))
+    assert len(others) == 2
+
+    with _publisher_listing(sandbox, kubeconfig, lambda: [_garbled(s) for s in sandbox.objects("resourceslices")]) \
+            as publisher:
+        with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
+            assert publisher.sync(_devices())
+    left = {s["metadata"]["name"] for s in sandbox.objects("resourceslices")}
+    assert ours not in left and others < left and len(left) == 3, left
+    assert f"deleted ResourceSlice {ours}: it does not decode as a ResourceSlice" in caplog.text
+    assert _unreadable_warnings(caplog) == []
+
+
+def test_a_slice_of_ours_whose_driver_cannot_be_read_is_left_and_warned_of_once(
+    sandbox: Sandbox, api: Client, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Whose it is cannot be confirmed from the object itself (spec.driver is a number): left alone,
+    # never deleted on the selector's word; the publisher publishes its own slice beside it once.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    SlicePublisher(api, NODE).sync(_devices())
+    (garbled,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
+
+    def items() -> list[dict[str, Any]]:
+        return [_garbled(s, driver=5) if s["metadata"]["name"] == garbled else s
+                for s in sandbox.objects("resourceslices")]
+
+    with _publisher_listing(sandbox, kubeconfig, items) as publisher:
+        with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
+            assert publisher.sync(_devices())
+            assert not publisher.sync(_devices())
+    assert garbled in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
+    assert len(sandbox.objects("resourceslices")) == 2
+    assert _unreadable_warnings(caplog) == [
+        f"ResourceSlice {garbled} is listed under this node's and driver's selector, but its name, namespace, "
+        "driver or node cannot be read: left alone"]
 
 
 def test_an_undecodable_item_is_deleted_only_at_the_resource_version_listed(
@@ -231,12 +300,13 @@ def test_an_undecodable_item_is_deleted_only_at_the_resource_version_listed(
 ) -> None:
     # Deleted by name with the listed resourceVersion as precondition: an item naming a slice that
     # holds another version now (changed or re-created since; here another node's, in a reply that
-    # did not honour the selector) is a Conflict, and that slice stays.
+    # did not honour the selector and says it is ours) is a Conflict, and that slice stays.
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False),
                   node_object("other", [], ip="10.0.0.2", gpushare=False)])
     SlicePublisher(api, "other").sync(_devices())
     (victim,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
-    claimed = {"metadata": {"name": victim, "resourceVersion": "999999"}, "spec": {"devices": "garbage"}}
+    claimed = {"metadata": {"name": victim, "resourceVersion": "999999"},
+               "spec": {"driver": protocol.DRA_DRIVER, "nodeName": NODE, "devices": "garbage"}}
     with _publisher_listing(sandbox, kubeconfig, lambda: [claimed]) as publisher:
         assert publisher.sync(_devices())
     assert victim in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
