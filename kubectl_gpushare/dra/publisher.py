@@ -19,7 +19,9 @@ collector deletes a dependent whose every owner is gone, an owner of another UID
 included (kube-controller-manager ``garbagecollector.go``, ``isDangling``), so a slice naming the old
 UID would be deleted again after each write. While the Node does not exist nothing is written
 (`NodeGoneError`, retried as any error): a slice owned by no Node, or by a UID that is gone, would
-not stay.
+not stay. The Node may also be registered again between the sync's read and its write: a sync that
+wrote reads the Node again and updates the slice's owner while its UID changed, so the slice names
+the Node that exists once the sync is done, not after the garbage collector and another sync.
 
 Each sync's read of the Node serves two more ends. A ``refuse`` check the publisher is built with
 sees every Node read: a reason from it ends publishing as `withdraw` does, in that sync, before it
@@ -70,6 +72,8 @@ SETTLE_SECONDS = 1.0
 """Seconds between syncs while a create of unknown outcome may still land (see the module docstring)."""
 OFFER_SECONDS = 1.0
 """How long a Node given to `SlicePublisher.offer` may serve a sync instead of a read of its own."""
+OWNER_RECHECKS = 3
+"""Reads of the Node after a write, each followed by an update while its UID changed (`SlicePublisher.sync`)."""
 MAX_WARNED = 1024
 """Unreadable slices remembered as warned of; past that it starts over (a warning again, not unbounded growth)."""
 
@@ -212,7 +216,9 @@ class SlicePublisher:
             if keep is None or stale.metadata.uid != keep.metadata.uid:
                 wrote |= self._delete(stale)
         if keep is None:
-            self._store(self._create(devices, generation + 1, owners), devices)
+            created = self._create(devices, generation + 1, owners)
+            self._store(created, devices)
+            self._owned_by_the_node_now(created, devices)
             return True
         current_pool = keep.spec.pool
         same_pool = (current_pool.name, current_pool.resource_slice_count) == (self.node, 1)
@@ -229,7 +235,40 @@ class SlicePublisher:
         log.info("updated ResourceSlice %s: %d device(s)%s", stored.metadata.name, len(devices),
                  "" if same_owner else f", its owner now node {self.node} of UID {owners[0].uid}")
         self._store(stored, devices)
+        self._owned_by_the_node_now(stored, devices)
         return True
+
+    def _owned_by_the_node_now(self, written: wire.WireResourceSlice, devices: slices.Devices) -> None:
+        """After a write naming the owner, read the Node again and give the slice its UID while it changed.
+
+        The write named the Node as read before it; deleted and registered again in between (a new
+        UID), it would leave a slice owned by a UID that is gone until the garbage collector deletes
+        it and a later sync writes it again. The resourceslice controller looks the UID up once and
+        never again (``resourceslicecontroller.go`` ``syncPool``); this reads it after each write, so
+        the slice names the Node that exists once the write is done. Up to `OWNER_RECHECKS` times,
+        then the next sync goes on; a Node gone now is left to that sync (nothing is written while
+        it is gone, and the garbage collector deletes the slice).
+
+        Raises:
+            KubeError: the Node could not be read, or the slice not updated (the caller retries).
+        """
+        for _ in range(OWNER_RECHECKS):
+            try:
+                node = self.client.get_node(self.node)
+            except NotFound:
+                return
+            if not node.metadata.uid:
+                return
+            owners = [self._owner(node)]
+            if written.metadata.owner_references == owners:
+                return
+            body = wire.WireResourceSlice(metadata=msgspec.structs.replace(written.metadata, owner_references=owners),
+                                          spec=written.spec)
+            written = self.client.replace(types.DRA_SLICES, written.metadata.name, body)
+            self.writes += 1
+            log.info("updated ResourceSlice %s: node %s was registered again (UID %s) while it was written",
+                     written.metadata.name, self.node, owners[0].uid)
+            self._store(written, devices)
 
     def _create(self, devices: slices.Devices, generation: int,
                 owners: list[wire.WireOwnerReference]) -> wire.WireResourceSlice:

@@ -37,8 +37,8 @@ pytestmark = pytest.mark.integration
 NODE_PATH = f"/api/v1/nodes/{NODE}"
 
 
-def _devices() -> slices.Devices:
-    backend = FakeBackend.from_spec("1x16GiB", seed=NODE)
+def _devices(spec: str = "1x16GiB") -> slices.Devices:
+    backend = FakeBackend.from_spec(spec, seed=NODE)
     return slices.devices([GpuState(gpu) for gpu in backend.devices()], protocol.UNIT_GIB, "remove")
 
 
@@ -157,7 +157,9 @@ def test_an_offered_node_serves_only_a_sync_within_offer_seconds_of_its_read(san
     fresh = SlicePublisher(api, NODE)
     fresh.offer(_with_uid(node, "fresh"), time.monotonic())
     fresh.sync(_devices())
-    assert _owner_uids(api) == ["fresh"]  # used: no read of its own
+    # Used, with no read of its own: the slice was updated to name "fresh"; the read after that write
+    # (`SlicePublisher._owned_by_the_node_now`) found the Node's real UID and updated it back.
+    assert fresh.writes == 2 and _owner_uids(api) == [node.metadata.uid]
 
 
 @contextmanager
@@ -172,11 +174,20 @@ def _publisher_listing(
         return msgspec.json.encode({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
                                     "metadata": {"resourceVersion": "1"}, "items": items()})
 
+    with _relayed(sandbox, kubeconfig, rewrite) as client:
+        yield SlicePublisher(client, NODE)
+
+
+@contextmanager
+def _relayed(
+    sandbox: Sandbox, kubeconfig: Path, rewrite: Callable[[str, str, bytes], bytes | None]
+) -> Iterator[Client]:
+    """A client that talks to the sandbox through a relay calling ``rewrite`` on each reply (`api_relay`)."""
     with relay(sandbox, rewrite) as port:
         client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
                         component="test-publisher", retry=None)
         try:
-            yield SlicePublisher(client, NODE)
+            yield client
         finally:
             client.close()
 
@@ -310,3 +321,38 @@ def test_an_undecodable_item_is_deleted_only_at_the_resource_version_listed(
     with _publisher_listing(sandbox, kubeconfig, lambda: [claimed]) as publisher:
         assert publisher.sync(_devices())
     assert victim in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
+
+
+def _recreate_node(api: Client, sandbox: Sandbox) -> str:
+    """Delete the Node and register it again under its name, as kubelet does: its new UID."""
+    api.delete(types.NODES, NODE)
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    return api.get_node(NODE).metadata.uid
+
+
+@pytest.mark.parametrize("write", ["create", "update"])
+def test_a_node_registered_again_between_the_read_and_the_write_owns_the_slice_once_the_sync_is_done(
+    sandbox: Sandbox, api: Client, kubeconfig: Path, write: str,
+) -> None:
+    # The Node is deleted and registered again (a new UID) just after the sync read it: the write
+    # names the old UID, which the garbage collector would delete the slice for. The sync reads the
+    # Node again after writing and leaves the slice owned by the Node that exists.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    before = api.get_node(NODE).metadata.uid
+    if write == "update":
+        SlicePublisher(api, NODE).sync(_devices())
+    recreated: list[str] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method == "GET" and path.split("?")[0] == NODE_PATH and not recreated:  # after the sandbox replied
+            recreated.append(_recreate_node(api, sandbox))
+        return None
+
+    with _relayed(sandbox, kubeconfig, rewrite) as client:
+        publisher = SlicePublisher(client, NODE)
+        assert publisher.sync(_devices("2x16GiB"))
+    assert recreated and recreated[0] != before
+    (found,) = api.list(types.DRA_SLICES)
+    assert [ref.uid for ref in found.metadata.owner_references] == recreated
+    assert [d.name for d in found.spec.devices] == ["gpu-0", "gpu-1"]
+    assert publisher.current is not None and publisher.current.metadata.owner_references[0].uid == recreated[0]
