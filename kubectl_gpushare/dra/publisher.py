@@ -191,16 +191,23 @@ class SlicePublisher:
                 return False
             return self._sync(devices)
 
+    def _withdrawn_for(self, node: types.Node | None) -> int | None:
+        """Put a Node just read to the ``refuse`` check: None if it passes, else withdraw; how many slices went."""
+        refusal = self.refuse(node) if node is not None and self.refuse is not None else None
+        if refusal is None:
+            return None
+        self.refusal = refusal
+        try:
+            return self._withdraw()
+        except KubeError as exc:  # publishing has ended all the same; kubelet wipes what is left
+            log.warning("cannot delete our ResourceSlice: %s", exc)
+            return 0
+
     def _sync(self, devices: slices.Devices) -> bool:
         node = self._read_node()
-        refusal = self.refuse(node) if node is not None and self.refuse is not None else None
-        if refusal is not None:
-            self.refusal = refusal
-            try:
-                return self._withdraw() > 0
-            except KubeError as exc:  # publishing has ended all the same; kubelet wipes what is left
-                log.warning("cannot delete our ResourceSlice: %s", exc)
-                return False
+        withdrawn = self._withdrawn_for(node)
+        if withdrawn is not None:
+            return withdrawn > 0
         owners = [self._owner(node)]
         existing, undecodable = self._listed()
         wrote = False
@@ -247,7 +254,8 @@ class SlicePublisher:
         never again (``resourceslicecontroller.go`` ``syncPool``); this reads it after each write, so
         the slice names the Node that exists once the write is done. Up to `OWNER_RECHECKS` times,
         then the next sync goes on; a Node gone now is left to that sync (nothing is written while
-        it is gone, and the garbage collector deletes the slice).
+        it is gone, and the garbage collector deletes the slice). Each read is put to the ``refuse``
+        check, as every Node read is: a device plugin that started meanwhile withdraws the slice now.
 
         Raises:
             KubeError: the Node could not be read, or the slice not updated (the caller retries).
@@ -257,7 +265,7 @@ class SlicePublisher:
                 node = self.client.get_node(self.node)
             except NotFound:
                 return
-            if not node.metadata.uid:
+            if self._withdrawn_for(node) is not None or not node.metadata.uid:
                 return
             owners = [self._owner(node)]
             if written.metadata.owner_references == owners:

@@ -21,7 +21,7 @@ from waiting import wait_for
 from kubectl_gpushare import dra_objects as wire
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
-from kubectl_gpushare.dra.daemon import Config, DaemonError, serve
+from kubectl_gpushare.dra.daemon import Config, DaemonError, device_plugin_refusal, serve
 from kubectl_gpushare.dra.publisher import OFFER_SECONDS, NodeGoneError, SlicePublisher
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
@@ -356,3 +356,26 @@ def test_a_node_registered_again_between_the_read_and_the_write_owns_the_slice_o
     assert [ref.uid for ref in found.metadata.owner_references] == recreated
     assert [d.name for d in found.spec.devices] == ["gpu-0", "gpu-1"]
     assert publisher.current is not None and publisher.current.metadata.owner_references[0].uid == recreated[0]
+
+
+def test_a_device_plugin_that_starts_between_the_read_and_the_write_withdraws_the_slice_in_that_sync(
+    sandbox: Sandbox, api: Client, kubeconfig: Path,
+) -> None:
+    # The read after the write is put to the refuse check as every Node read is: the device plugin
+    # advertising aliyun.com/gpu-mem just after the sync's first read withdraws the slice it wrote,
+    # not a resync later.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    advertised: list[bool] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method == "GET" and path.split("?")[0] == NODE_PATH and not advertised:  # after the sandbox replied
+            api.patch(types.NODES, NODE, {"status": {"capacity": {protocol.RESOURCE_MEM: "16"}}}, subresource="status")
+            advertised.append(True)
+        return None
+
+    with _relayed(sandbox, kubeconfig, rewrite) as client:
+        publisher = SlicePublisher(client, NODE, refuse=device_plugin_refusal)
+        assert publisher.sync(_devices())
+    assert advertised and publisher.withdrawn
+    assert publisher.refusal is not None and protocol.RESOURCE_MEM in publisher.refusal
+    assert sandbox.objects("resourceslices") == []
