@@ -24,10 +24,11 @@ wrote reads the Node again and updates the slice's owner while its UID changed, 
 the Node that exists once the sync is done, not after the garbage collector and another sync.
 
 Each sync's read of the Node serves two more ends. A ``refuse`` check the publisher is built with
-sees every Node read: a reason from it ends publishing as `withdraw` does, in that sync, before it
-writes anything (`refusal` tells why; the DRA driver refuses a node where the device plugin
-advertises ``aliyun.com/gpu-mem``). And a Node read just before by someone else (the driver's check
-at start) can be `offer`ed: the next sync within `OFFER_SECONDS` uses it instead of reading again.
+sees every Node read: a reason from it ends publishing as `withdraw` does, in that sync (before it
+writes anything, or, from the read after a write, deleting what it wrote; `refusal` tells why; the
+DRA driver refuses a node where the device plugin advertises ``aliyun.com/gpu-mem``). And a Node
+read just before by someone else (the driver's check at start) can be `offer`ed: the next sync
+within `OFFER_SECONDS` uses it instead of reading again.
 
 kubelet wipes a driver's slices when the driver deregisters, and anyone may delete one, so `run`
 syncs on every change and every `resync` seconds, backing off on errors. A create whose outcome is
