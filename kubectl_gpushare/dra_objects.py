@@ -1033,6 +1033,77 @@ def decode_slice(data: bytes | Mapping[str, object]) -> ResourceSlice:
     return read_slice(decode_wire(data, WireResourceSlice, "ResourceSlice"))
 
 
+# --- Whose a slice is, read from one that may not decode as a whole -------------------------------------
+class _IdentityMeta(msgspec.Struct, frozen=True, rename="camel", gc=False):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+
+
+class _IdentitySpec(msgspec.Struct, frozen=True, rename="camel", gc=False):
+    driver: str = ""
+    node_name: str | None = None
+
+
+class _IdentitySlice(msgspec.Struct, frozen=True, gc=False):
+    metadata: _IdentityMeta = _IdentityMeta()
+    spec: _IdentitySpec = _IdentitySpec()
+
+
+_IDENTITY: Final = msgspec.json.Decoder(_IdentitySlice)
+
+
+class SliceIdentity(msgspec.Struct, frozen=True, gc=False):
+    """Whose a ResourceSlice is and how to name it in a delete: the few fields `slice_identity` reads.
+
+    Attributes:
+        name: ``metadata.name``, a DNS subdomain (so it is one URL path segment).
+        uid: ``metadata.uid`` ("" if absent), for a delete's precondition.
+        resource_version: ``metadata.resourceVersion`` ("" if absent), for a delete's precondition.
+        driver: ``spec.driver``.
+        node_name: ``spec.nodeName`` ("" for a slice of no one node).
+    """
+
+    name: str
+    uid: str
+    resource_version: str
+    driver: str
+    node_name: str
+
+    def published_by(self, driver: str, node: str) -> bool:
+        """Whether the slice is ``driver``'s for ``node``: the two fields the list selects by.
+
+        The resourceslice controller's rule (k8s.io/dynamic-resource-allocation
+        ``resourceslicecontroller.go`` ``initInformer``): a node's driver owns the slices whose
+        ``spec.driver`` and ``spec.nodeName`` name it, as the field selectors
+        ``spec.driver``/``spec.nodeName`` list them. Applied to each item as read, not trusted to
+        the selector: a reply that ignored it (a proxy, a stand-in) must not make another driver's or
+        node's slice ours.
+        """
+        return self.driver == driver and self.node_name == node
+
+
+def slice_identity(data: bytes | msgspec.Raw) -> SliceIdentity | None:
+    """`SliceIdentity` of one ResourceSlice's JSON, read past anything else in it; None if it cannot be read.
+
+    Lean and tolerant: only ``metadata.name``/``namespace``/``uid``/``resourceVersion`` and
+    ``spec.driver``/``nodeName`` are decoded, so a slice whose devices (or pool, or labels) have the
+    wrong JSON type still says whose it is. None when one of those fields has the wrong type, the JSON
+    nests so deep that decoding recurses, or it is not an object, not UTF-8; also when the name is no
+    DNS subdomain (kube-apiserver validates slice names so: it could not be deleted by name) or a
+    namespace is set (a ResourceSlice is cluster-scoped). The caller leaves such an item alone.
+    """
+    try:
+        raw = _IDENTITY.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        return None
+    meta, spec = raw.metadata, raw.spec
+    if meta.namespace or not valid_dns_subdomain(meta.name):
+        return None
+    return SliceIdentity(meta.name, meta.uid, meta.resource_version, spec.driver, spec.node_name or "")
+
+
 # --- Claims ---------------------------------------------------------------------------------------------
 def _selectors(raw: list[WireSelector], where: str) -> tuple[str, ...]:
     if len(raw) > MAX_SELECTORS:

@@ -6,7 +6,12 @@ goes with the node), the pool generation kept across an update of the one slice 
 slice is created anew. Every `sync` reads this Node, lists the slices of this node and driver (field
 selectors ``spec.nodeName`` and ``spec.driver``), keeps the newest one whose name carries index 0,
 deletes the rest (with a UID precondition: a slice re-created meanwhile is not ours to delete), and
-writes only if the devices or the owner differ.
+writes only if the devices or the owner differ. Each listed item is ours only if its own driver and
+node say so (`dra_objects.slice_identity`, read even from a slice that does not decode as a whole):
+the selector is the API server's to honour, and a reply that ignored it must not make us delete
+another driver's or node's slice. One that does not decode but is ours is deleted (it is never kept,
+and each sync would otherwise publish another beside it); one whose driver, node or name cannot be
+read at all is left alone, with one warning.
 
 The owner is the Node's UID as read at that sync, not at start-up (the resourceslice controller looks
 it up once): a Node deleted and registered again under its name has a new UID, and the garbage
@@ -14,13 +19,16 @@ collector deletes a dependent whose every owner is gone, an owner of another UID
 included (kube-controller-manager ``garbagecollector.go``, ``isDangling``), so a slice naming the old
 UID would be deleted again after each write. While the Node does not exist nothing is written
 (`NodeGoneError`, retried as any error): a slice owned by no Node, or by a UID that is gone, would
-not stay.
+not stay. The Node may also be registered again between the sync's read and its write: a sync that
+wrote reads the Node again and updates the slice's owner while its UID changed, so the slice names
+the Node that exists once the sync is done, not after the garbage collector and another sync.
 
 Each sync's read of the Node serves two more ends. A ``refuse`` check the publisher is built with
-sees every Node read: a reason from it ends publishing as `withdraw` does, in that sync, before it
-writes anything (`refusal` tells why; the DRA driver refuses a node where the device plugin
-advertises ``aliyun.com/gpu-mem``). And a Node read just before by someone else (the driver's check
-at start) can be `offer`ed: the next sync within `OFFER_SECONDS` uses it instead of reading again.
+sees every Node read: a reason from it ends publishing as `withdraw` does, in that sync (before it
+writes anything, or, from the read after a write, deleting what it wrote; `refusal` tells why; the
+DRA driver refuses a node where the device plugin advertises ``aliyun.com/gpu-mem``). And a Node
+read just before by someone else (the driver's check at start) can be `offer`ed: the next sync
+within `OFFER_SECONDS` uses it instead of reading again.
 
 kubelet wipes a driver's slices when the driver deregisters, and anyone may delete one, so `run`
 syncs on every change and every `resync` seconds, backing off on errors. A create whose outcome is
@@ -54,8 +62,8 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, ConfigError, Conflict, KubeError, NotFound, refused
-from kubectl_gpushare.kube.lenient import Undecodable
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, refused
+from kubectl_gpushare.kube.lenient import key_of, object_meta
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +73,10 @@ SETTLE_SECONDS = 1.0
 """Seconds between syncs while a create of unknown outcome may still land (see the module docstring)."""
 OFFER_SECONDS = 1.0
 """How long a Node given to `SlicePublisher.offer` may serve a sync instead of a read of its own."""
+OWNER_RECHECKS = 3
+"""Reads of the Node after a write, each followed by an update while its UID changed (`SlicePublisher.sync`)."""
+MAX_WARNED = 1024
+"""Unreadable slices remembered as warned of; past that it starts over (a warning again, not unbounded growth)."""
 
 
 class NodeGoneError(KubeError):
@@ -90,6 +102,7 @@ class SlicePublisher:
         """Set by `withdraw`: nothing is published any more."""
         self.landing_until = 0.0
         """`time.monotonic` instant until which a create of unknown outcome may still land."""
+        self._unreadable_warned: set[str] = set()
         self._lock = threading.Lock()
 
     def offer(self, node: types.Node, read_at: float) -> None:
@@ -128,19 +141,42 @@ class SlicePublisher:
                                 "UID: no ResourceSlice is published until it does")
         return wire.WireOwnerReference(api_version="v1", kind="Node", name=self.node, uid=uid, controller=True)
 
-    def _listed(self) -> tuple[list[wire.WireResourceSlice], list[Undecodable]]:
-        """Our slices on this node, and those listed that do not decode (ours too: the selector's), by key."""
+    def _listed(self) -> tuple[list[wire.WireResourceSlice], list[wire.SliceIdentity]]:
+        """Our slices on this node, and those of ours that do not decode (by `dra_objects.SliceIdentity`).
+
+        Each item listed is ours only if its own ``spec.driver`` and ``spec.nodeName`` say so
+        (`dra_objects.SliceIdentity.published_by`), read before the whole slice is decoded: the field
+        selector is the API server's to honour, and a reply that ignored it must not make us keep,
+        replace or delete another driver's or node's slice. An item whose identity cannot be read is
+        left alone, with one warning per item.
+        """
         selector = f"spec.nodeName={self.node},spec.driver={protocol.DRA_DRIVER}"
-        unreadable: list[Undecodable] = []
+        ours: list[wire.WireResourceSlice] = []
+        undecodable: list[wire.SliceIdentity] = []
+        for raw in self.client.list_raw(types.DRA_SLICES, field_selector=selector):
+            who = wire.slice_identity(raw)
+            if who is None:
+                self._warn_unreadable(raw)
+            elif who.published_by(protocol.DRA_DRIVER, self.node):
+                try:
+                    ours.append(wire.decode_wire(bytes(raw), wire.WireResourceSlice, "ResourceSlice"))
+                except wire.InvalidObjectError:
+                    undecodable.append(who)
+        return ours, undecodable
 
-        def undecodable(bad: Undecodable) -> None:
-            if bad.key:
-                unreadable.append(bad)
-
-        found: list[wire.WireResourceSlice] = self.client.list(types.DRA_SLICES, field_selector=selector,
-                                                               on_undecodable=undecodable)
-        ours = [s for s in found if s.spec.node_name == self.node and s.spec.driver == protocol.DRA_DRIVER]
-        return ours, unreadable
+    def _warn_unreadable(self, raw: msgspec.Raw) -> None:
+        """Warn, once per item (by name and resourceVersion as far as readable), of a slice left alone."""
+        namespace, name, version = object_meta(raw)
+        key = f"{key_of(namespace, name)[:253]}@{version[:64]}"
+        if key in self._unreadable_warned:
+            return
+        if len(self._unreadable_warned) >= MAX_WARNED:  # bounded: a hostile list may name a new item each time
+            self._unreadable_warned.clear()
+        self._unreadable_warned.add(key)
+        what = f"ResourceSlice {protocol.printable(key_of(namespace, name), 253)}" if name else \
+            "a ResourceSlice with unreadable metadata"
+        log.warning("%s is listed under this node's and driver's selector, but its name, namespace, driver or node "
+                    "cannot be read: left alone", what)
 
     def sync(self, devices: slices.Devices) -> bool:
         """Make the API hold exactly one slice with ``devices``; True if anything was written.
@@ -156,20 +192,27 @@ class SlicePublisher:
                 return False
             return self._sync(devices)
 
+    def _withdrawn_for(self, node: types.Node | None) -> int | None:
+        """Put a Node just read to the ``refuse`` check: None if it passes, else withdraw; how many slices went."""
+        refusal = self.refuse(node) if node is not None and self.refuse is not None else None
+        if refusal is None:
+            return None
+        self.refusal = refusal
+        try:
+            return self._withdraw()
+        except KubeError as exc:  # publishing has ended all the same; kubelet wipes what is left
+            log.warning("cannot delete our ResourceSlice: %s", exc)
+            return 0
+
     def _sync(self, devices: slices.Devices) -> bool:
         node = self._read_node()
-        refusal = self.refuse(node) if node is not None and self.refuse is not None else None
-        if refusal is not None:
-            self.refusal = refusal
-            try:
-                return self._withdraw() > 0
-            except KubeError as exc:  # publishing has ended all the same; kubelet wipes what is left
-                log.warning("cannot delete our ResourceSlice: %s", exc)
-                return False
+        withdrawn = self._withdrawn_for(node)
+        if withdrawn is not None:
+            return withdrawn > 0
         owners = [self._owner(node)]
-        existing, unreadable = self._listed()
+        existing, undecodable = self._listed()
         wrote = False
-        for bad in unreadable:  # never compared, never kept: without this, each sync would add a slice beside it
+        for bad in undecodable:  # never compared, never kept: without this, each sync would add a slice beside it
             wrote |= self._delete_undecodable(bad)
         prefix = protocol.DRA_SLICE_INDEX + "-"
         generation = max((s.spec.pool.generation for s in existing), default=0)
@@ -181,7 +224,9 @@ class SlicePublisher:
             if keep is None or stale.metadata.uid != keep.metadata.uid:
                 wrote |= self._delete(stale)
         if keep is None:
-            self._store(self._create(devices, generation + 1, owners), devices)
+            created = self._create(devices, generation + 1, owners)
+            self._store(created, devices)
+            self._owned_by_the_node_now(created, devices)
             return True
         current_pool = keep.spec.pool
         same_pool = (current_pool.name, current_pool.resource_slice_count) == (self.node, 1)
@@ -198,7 +243,41 @@ class SlicePublisher:
         log.info("updated ResourceSlice %s: %d device(s)%s", stored.metadata.name, len(devices),
                  "" if same_owner else f", its owner now node {self.node} of UID {owners[0].uid}")
         self._store(stored, devices)
+        self._owned_by_the_node_now(stored, devices)
         return True
+
+    def _owned_by_the_node_now(self, written: wire.WireResourceSlice, devices: slices.Devices) -> None:
+        """After a write naming the owner, read the Node again and give the slice its UID while it changed.
+
+        The write named the Node as read before it; deleted and registered again in between (a new
+        UID), it would leave a slice owned by a UID that is gone until the garbage collector deletes
+        it and a later sync writes it again. The resourceslice controller looks the UID up once and
+        never again (``resourceslicecontroller.go`` ``syncPool``); this reads it after each write, so
+        the slice names the Node that exists once the write is done. Up to `OWNER_RECHECKS` times,
+        then the next sync goes on; a Node gone now is left to that sync (nothing is written while
+        it is gone, and the garbage collector deletes the slice). Each read is put to the ``refuse``
+        check, as every Node read is: a device plugin that started meanwhile withdraws the slice now.
+
+        Raises:
+            KubeError: the Node could not be read, or the slice not updated (the caller retries).
+        """
+        for _ in range(OWNER_RECHECKS):
+            try:
+                node = self.client.get_node(self.node)
+            except NotFound:
+                return
+            if self._withdrawn_for(node) is not None or not node.metadata.uid:
+                return
+            owners = [self._owner(node)]
+            if written.metadata.owner_references == owners:
+                return
+            body = wire.WireResourceSlice(metadata=msgspec.structs.replace(written.metadata, owner_references=owners),
+                                          spec=written.spec)
+            written = self.client.replace(types.DRA_SLICES, written.metadata.name, body)
+            self.writes += 1
+            log.info("updated ResourceSlice %s: node %s was registered again (UID %s) while it was written",
+                     written.metadata.name, self.node, owners[0].uid)
+            self._store(written, devices)
 
     def _create(self, devices: slices.Devices, generation: int,
                 owners: list[wire.WireOwnerReference]) -> wire.WireResourceSlice:
@@ -228,23 +307,19 @@ class SlicePublisher:
         log.info("deleted stale ResourceSlice %s", stale.metadata.name)
         return True
 
-    def _delete_undecodable(self, bad: Undecodable) -> bool:
-        """Delete a slice of ours the list could not decode, by name and the resourceVersion listed (no UID read).
+    def _delete_undecodable(self, who: wire.SliceIdentity) -> bool:
+        """Delete a slice of ours that does not decode as a whole, as it was listed (UID and resourceVersion).
 
-        The precondition deletes the object the list showed, not one that took its name or changed since.
-
-        A name that cannot be one path segment (``a/b``: the key of an item claiming a namespace,
-        ``..``; no API server lists one) is left, not let fail every sync and withdrawal.
+        The preconditions (as the resourceslice controller's ``removeSlices`` sets them) delete the
+        object the list showed, not one that took its name or changed since.
         """
         try:
-            self.client.delete(types.DRA_SLICES, bad.key, resource_version=bad.resource_version or None)
+            self.client.delete(types.DRA_SLICES, who.name, uid=who.uid or None,
+                               resource_version=who.resource_version or None)
         except (NotFound, Conflict):  # gone or changed meanwhile: the next sync looks again
             return False
-        except ConfigError as exc:
-            log.warning("cannot delete a ResourceSlice that does not decode: %s", protocol.one_line(str(exc)))
-            return False
         self.writes += 1
-        log.warning("deleted ResourceSlice %s: it does not decode as a ResourceSlice", protocol.printable(bad.key, 253))
+        log.warning("deleted ResourceSlice %s: it does not decode as a ResourceSlice", who.name)
         return True
 
     def _store(self, stored: wire.WireResourceSlice, desired: slices.Devices) -> None:
@@ -311,5 +386,5 @@ class SlicePublisher:
 
     def _withdraw(self) -> int:
         self.withdrawn = True
-        readable, unreadable = self._listed()
-        return sum(self._delete(s) for s in readable) + sum(self._delete_undecodable(bad) for bad in unreadable)
+        readable, undecodable = self._listed()
+        return sum(self._delete(s) for s in readable) + sum(self._delete_undecodable(bad) for bad in undecodable)

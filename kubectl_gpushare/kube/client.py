@@ -353,7 +353,7 @@ class Client:
 
     def list_raw(
         self, kind: Kind[ItemT], namespace: str | None = None, *, label_selector: str | None = None,
-        page_size: int = DEFAULT_PAGE_SIZE,
+        field_selector: str | None = None, page_size: int = DEFAULT_PAGE_SIZE,
     ) -> builtins.list[msgspec.Raw]:
         """Every item of a kind as its JSON, undecoded, for a reader that decodes each only as far as it needs.
 
@@ -365,7 +365,7 @@ class Client:
 
         def read() -> builtins.list[msgspec.Raw]:
             items: builtins.list[msgspec.Raw] = []
-            for data in self._page_data(kind, namespace, label_selector, None, page_size, None, False):
+            for data in self._page_data(kind, namespace, label_selector, field_selector, page_size, None, False):
                 try:
                     items.extend(raw_list(data).items)
                 except _PAGE_ERRORS as exc:

@@ -21,7 +21,7 @@ from waiting import wait_for
 from kubectl_gpushare import dra_objects as wire
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
-from kubectl_gpushare.dra.daemon import Config, DaemonError, serve
+from kubectl_gpushare.dra.daemon import Config, DaemonError, device_plugin_refusal, serve
 from kubectl_gpushare.dra.publisher import OFFER_SECONDS, NodeGoneError, SlicePublisher
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
@@ -37,8 +37,8 @@ pytestmark = pytest.mark.integration
 NODE_PATH = f"/api/v1/nodes/{NODE}"
 
 
-def _devices() -> slices.Devices:
-    backend = FakeBackend.from_spec("1x16GiB", seed=NODE)
+def _devices(spec: str = "1x16GiB") -> slices.Devices:
+    backend = FakeBackend.from_spec(spec, seed=NODE)
     return slices.devices([GpuState(gpu) for gpu in backend.devices()], protocol.UNIT_GIB, "remove")
 
 
@@ -157,7 +157,9 @@ def test_an_offered_node_serves_only_a_sync_within_offer_seconds_of_its_read(san
     fresh = SlicePublisher(api, NODE)
     fresh.offer(_with_uid(node, "fresh"), time.monotonic())
     fresh.sync(_devices())
-    assert _owner_uids(api) == ["fresh"]  # used: no read of its own
+    # Used, with no read of its own: the slice was updated to name "fresh"; the read after that write
+    # (`SlicePublisher._owned_by_the_node_now`) found the Node's real UID and updated it back.
+    assert fresh.writes == 2 and _owner_uids(api) == [node.metadata.uid]
 
 
 @contextmanager
@@ -172,11 +174,20 @@ def _publisher_listing(
         return msgspec.json.encode({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
                                     "metadata": {"resourceVersion": "1"}, "items": items()})
 
+    with _relayed(sandbox, kubeconfig, rewrite) as client:
+        yield SlicePublisher(client, NODE)
+
+
+@contextmanager
+def _relayed(
+    sandbox: Sandbox, kubeconfig: Path, rewrite: Callable[[str, str, bytes], bytes | None]
+) -> Iterator[Client]:
+    """A client that talks to the sandbox through a relay calling ``rewrite`` on each reply (`api_relay`)."""
     with relay(sandbox, rewrite) as port:
         client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{port}"),
                         component="test-publisher", retry=None)
         try:
-            yield SlicePublisher(client, NODE)
+            yield client
         finally:
             client.close()
 
@@ -208,22 +219,91 @@ def test_a_slice_of_ours_that_does_not_decode_is_deleted_not_left_beside_a_new_o
     assert f"deleted ResourceSlice {garbled}: it does not decode as a ResourceSlice" in caplog.text
 
 
-def test_an_undecodable_item_whose_name_is_no_path_segment_is_left_and_publishing_goes_on(
+def _unreadable_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "cannot be read: left alone" in r.getMessage()]
+
+
+def test_an_item_that_cannot_say_whose_it_is_is_left_warned_of_once_and_publishing_goes_on(
     sandbox: Sandbox, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # A list item claiming a namespace has the key "a/x" (kube.lenient.key_of), which the client will
-    # not put in a path (types.path_segment: a ConfigError, a KubeError): warned of and left, it must
-    # not fail every sync, nor the withdrawal, of the slice the publisher owns.
+    # A list item claiming a namespace (a ResourceSlice is cluster-scoped) cannot be named in a delete
+    # (its key "a/x" is no path segment, types.path_segment): its identity is unreadable
+    # (dra_objects.slice_identity), so it is left alone, warned of once across syncs and the
+    # withdrawal, and never fails either for the slice the publisher owns.
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
-    hostile = {"metadata": {"name": "x", "namespace": "a"}, "spec": {"nodeName": NODE, "devices": "garbage"}}
+    hostile = {"metadata": {"name": "x", "namespace": "a"},
+               "spec": {"driver": protocol.DRA_DRIVER, "nodeName": NODE, "devices": "garbage"}}
 
     with _publisher_listing(sandbox, kubeconfig, lambda: [*sandbox.objects("resourceslices"), hostile]) as publisher:
         with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
             assert publisher.sync(_devices())
+            assert not publisher.sync(_devices())
             assert len(sandbox.objects("resourceslices")) == 1
             assert publisher.withdraw() == 1
     assert sandbox.objects("resourceslices") == []
-    assert "cannot delete a ResourceSlice that does not decode: invalid resource name 'a/x'" in caplog.text
+    assert _unreadable_warnings(caplog) == [
+        "ResourceSlice a/x is listed under this node's and driver's selector, but its name, namespace, driver or "
+        "node cannot be read: left alone"]
+
+
+def _garbled(body: dict[str, Any], **spec: object) -> dict[str, Any]:
+    return {**body, "spec": {**body["spec"], "devices": "garbage", **spec}}
+
+
+def _other_drivers_slice(api: Client, node: str) -> str:
+    spec = msgspec.structs.replace(slices.spec(node, _devices(), 1), driver="other.example.com")
+    created = api.create(types.DRA_SLICES, wire.WireResourceSlice(metadata=wire.WireMeta(name="other-driver"),
+                                                                  spec=spec))
+    return created.metadata.name
+
+
+def test_a_reply_that_ignores_the_selector_never_makes_another_drivers_or_nodes_slice_ours(
+    sandbox: Sandbox, api: Client, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A proxy or stand-in that ignores the field selector lists every slice, here none of them
+    # decodable. Only the one whose own spec.driver and spec.nodeName are ours is deleted
+    # (dra_objects.SliceIdentity.published_by); the other node's and the other driver's stay.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False),
+                  node_object("other", [], ip="10.0.0.2", gpushare=False)])
+    SlicePublisher(api, NODE).sync(_devices())
+    (ours,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
+    SlicePublisher(api, "other").sync(_devices())
+    others = {s.metadata.name for s in api.list(types.DRA_SLICES)} - {ours}
+    others.add(_other_drivers_slice(api, NODE))
+    assert len(others) == 2
+
+    with _publisher_listing(sandbox, kubeconfig, lambda: [_garbled(s) for s in sandbox.objects("resourceslices")]) \
+            as publisher:
+        with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
+            assert publisher.sync(_devices())
+    left = {s["metadata"]["name"] for s in sandbox.objects("resourceslices")}
+    assert ours not in left and others < left and len(left) == 3, left
+    assert f"deleted ResourceSlice {ours}: it does not decode as a ResourceSlice" in caplog.text
+    assert _unreadable_warnings(caplog) == []
+
+
+def test_a_slice_of_ours_whose_driver_cannot_be_read_is_left_and_warned_of_once(
+    sandbox: Sandbox, api: Client, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Whose it is cannot be confirmed from the object itself (spec.driver is a number): left alone,
+    # never deleted on the selector's word; the publisher publishes its own slice beside it once.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    SlicePublisher(api, NODE).sync(_devices())
+    (garbled,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
+
+    def items() -> list[dict[str, Any]]:
+        return [_garbled(s, driver=5) if s["metadata"]["name"] == garbled else s
+                for s in sandbox.objects("resourceslices")]
+
+    with _publisher_listing(sandbox, kubeconfig, items) as publisher:
+        with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
+            assert publisher.sync(_devices())
+            assert not publisher.sync(_devices())
+    assert garbled in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
+    assert len(sandbox.objects("resourceslices")) == 2
+    assert _unreadable_warnings(caplog) == [
+        f"ResourceSlice {garbled} is listed under this node's and driver's selector, but its name, namespace, "
+        "driver or node cannot be read: left alone"]
 
 
 def test_an_undecodable_item_is_deleted_only_at_the_resource_version_listed(
@@ -231,12 +311,71 @@ def test_an_undecodable_item_is_deleted_only_at_the_resource_version_listed(
 ) -> None:
     # Deleted by name with the listed resourceVersion as precondition: an item naming a slice that
     # holds another version now (changed or re-created since; here another node's, in a reply that
-    # did not honour the selector) is a Conflict, and that slice stays.
+    # did not honour the selector and says it is ours) is a Conflict, and that slice stays.
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False),
                   node_object("other", [], ip="10.0.0.2", gpushare=False)])
     SlicePublisher(api, "other").sync(_devices())
     (victim,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
-    claimed = {"metadata": {"name": victim, "resourceVersion": "999999"}, "spec": {"devices": "garbage"}}
+    claimed = {"metadata": {"name": victim, "resourceVersion": "999999"},
+               "spec": {"driver": protocol.DRA_DRIVER, "nodeName": NODE, "devices": "garbage"}}
     with _publisher_listing(sandbox, kubeconfig, lambda: [claimed]) as publisher:
         assert publisher.sync(_devices())
     assert victim in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
+
+
+def _recreate_node(api: Client, sandbox: Sandbox) -> str:
+    """Delete the Node and register it again under its name, as kubelet does: its new UID."""
+    api.delete(types.NODES, NODE)
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    return api.get_node(NODE).metadata.uid
+
+
+@pytest.mark.parametrize("write", ["create", "update"])
+def test_a_node_registered_again_between_the_read_and_the_write_owns_the_slice_once_the_sync_is_done(
+    sandbox: Sandbox, api: Client, kubeconfig: Path, write: str,
+) -> None:
+    # The Node is deleted and registered again (a new UID) just after the sync read it: the write
+    # names the old UID, which the garbage collector would delete the slice for. The sync reads the
+    # Node again after writing and leaves the slice owned by the Node that exists.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    before = api.get_node(NODE).metadata.uid
+    if write == "update":
+        SlicePublisher(api, NODE).sync(_devices())
+    recreated: list[str] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method == "GET" and path.split("?")[0] == NODE_PATH and not recreated:  # after the sandbox replied
+            recreated.append(_recreate_node(api, sandbox))
+        return None
+
+    with _relayed(sandbox, kubeconfig, rewrite) as client:
+        publisher = SlicePublisher(client, NODE)
+        assert publisher.sync(_devices("2x16GiB"))
+    assert recreated and recreated[0] != before
+    (found,) = api.list(types.DRA_SLICES)
+    assert [ref.uid for ref in found.metadata.owner_references] == recreated
+    assert [d.name for d in found.spec.devices] == ["gpu-0", "gpu-1"]
+    assert publisher.current is not None and publisher.current.metadata.owner_references[0].uid == recreated[0]
+
+
+def test_a_device_plugin_that_starts_between_the_read_and_the_write_withdraws_the_slice_in_that_sync(
+    sandbox: Sandbox, api: Client, kubeconfig: Path,
+) -> None:
+    # The read after the write is put to the refuse check as every Node read is: the device plugin
+    # advertising aliyun.com/gpu-mem just after the sync's first read withdraws the slice it wrote,
+    # not a resync later.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    advertised: list[bool] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method == "GET" and path.split("?")[0] == NODE_PATH and not advertised:  # after the sandbox replied
+            api.patch(types.NODES, NODE, {"status": {"capacity": {protocol.RESOURCE_MEM: "16"}}}, subresource="status")
+            advertised.append(True)
+        return None
+
+    with _relayed(sandbox, kubeconfig, rewrite) as client:
+        publisher = SlicePublisher(client, NODE, refuse=device_plugin_refusal)
+        assert publisher.sync(_devices())
+    assert advertised and publisher.withdrawn
+    assert publisher.refusal is not None and protocol.RESOURCE_MEM in publisher.refusal
+    assert sandbox.objects("resourceslices") == []

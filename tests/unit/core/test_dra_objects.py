@@ -317,3 +317,43 @@ def test_repeated_capacities_are_checked_alike_and_quantities_of_another_type_ar
     assert invalid["gpu-1"] and "multiple of step" in invalid["gpu-4"]
     assert got.devices[3].capacity == got.devices[5].capacity
     assert got.devices[3].capacity["memory"].request_policy.valid_range.step.value == 2**30  # type: ignore[union-attr]
+
+
+def _with(body: dict[str, Any], part: str, **fields: Any) -> dict[str, Any]:
+    return {**body, part: {**body[part], **fields}}
+
+
+_OURS = _with(slice_body(device()), "metadata", uid="u1", resourceVersion="7")
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    (_OURS, dra.SliceIdentity("n1-slice", "u1", "7", DRIVER, "n1")),
+    (_with(_OURS, "spec", devices="garbage", pool=5), dra.SliceIdentity("n1-slice", "u1", "7", DRIVER, "n1")),
+    (_with(_OURS, "metadata", labels=[1], ownerReferences="x"), dra.SliceIdentity("n1-slice", "u1", "7", DRIVER, "n1")),
+    (_with(_OURS, "spec", nodeName=None, allNodes=True), dra.SliceIdentity("n1-slice", "u1", "7", DRIVER, "")),
+    (_with(_OURS, "spec", driver=5), None),
+    (_with(_OURS, "spec", nodeName={"name": "n1"}), None),
+    (_with(_OURS, "metadata", name=7), None),
+    (_with(_OURS, "metadata", name="../x"), None),
+    (_with(_OURS, "metadata", name=""), None),
+    (_with(_OURS, "metadata", namespace="a"), None),
+    ({**_OURS, "spec": "garbage"}, None),
+    ([_OURS], None),
+], ids=["whole", "garbage-devices-and-pool", "garbage-metadata-elsewhere", "no-node", "driver-int", "node-object",
+        "name-int", "name-no-path-segment", "no-name", "namespaced", "spec-string", "not-an-object"])
+def test_a_slice_says_whose_it_is_past_garbage_elsewhere_or_not_at_all(body: Any, expected: Any) -> None:
+    assert dra.slice_identity(msgspec.json.encode(body)) == expected
+
+
+def test_a_slice_nested_past_the_decoder_has_no_identity_and_bytes_that_are_not_json_neither() -> None:
+    deep = b'{"metadata":{"name":"s"},"spec":{"devices":' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    assert dra.slice_identity(deep) is None  # msgspec recurses to skip it: unreadable, so left alone
+    assert dra.slice_identity(b"\xff\xfe") is None
+    assert dra.slice_identity(b"<html>") is None
+
+
+def test_a_slice_is_published_by_the_driver_and_node_its_own_fields_name() -> None:
+    ours = dra.SliceIdentity("s", "", "", DRIVER, "n1")
+    assert ours.published_by(DRIVER, "n1")
+    assert not ours.published_by(DRIVER, "n2")
+    assert not ours.published_by("other.example.com", "n1")
