@@ -9,7 +9,8 @@ matches nothing (``isEmptyNodeSelectorTerm``); ``matchExpressions`` are label re
 (``nodeSelectorRequirementsAsSelector``: In and NotIn need values, Exists and DoesNotExist none, Gt
 and Lt exactly one base-10 int64; a label that is not an integer fails Gt/Lt); ``matchFields`` are
 ``In``/``NotIn`` with exactly one value over the node's fields, of which there is one,
-``metadata.name`` (``extractNodeFields``). A requirement that breaks these rules is a parse error:
+``metadata.name`` (``extractNodeFields``; any other key reads "", as ``fields.Set.Get`` gives it,
+though validation lets no pod or slice write one). A requirement that breaks these rules is a parse error:
 `NewNodeSelector` (slices, allocations) refuses the whole selector, `NewLazyErrorNodeSelector`
 (a pod's affinity) only the term it is in (``lazy``). A refused selector or term matches nothing.
 
@@ -17,7 +18,8 @@ Where this differs: upstream fails the whole allocation on a slice whose selecto
 (``GatherPools`` returns the error); here that slice alone matches no node (the caller warns once),
 as one bad object must not break anything else. The keys and values of ``matchExpressions`` are
 checked as ``labels.NewRequirement`` checks them (`valid_label_key`, `valid_label_value`: the rule
-`kube.selectors` checks text with too); those of ``matchFields`` are only bounded in length, and
+`kube.selectors` checks text with too); those of ``matchFields`` are only bounded in length (the
+key "" too, which ``fields.OneTermEqualSelector`` takes), and
 `MAX_REQUIREMENTS` / `MAX_VALUES` bound the whole selector, so a hostile one costs linear time and
 is refused.
 
@@ -54,6 +56,10 @@ MAX_REQUIREMENTS: Final = 1024
 """Requirements over all terms of one selector (or terms) past which it is refused."""
 MAX_VALUES: Final = 4096
 """Values over all requirements of one selector past which it is refused."""
+
+NODE_NAME_FIELD: Final = "metadata.name"
+"""The one field a node has for ``matchFields`` (``extractNodeFields``; pod validation allows no other key)."""
+
 
 NODE_OPERATORS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!", "Gt": "gt",
                          "Lt": "lt"}
@@ -145,7 +151,7 @@ class NodeTerm:
             return False
         if not all(r.matches(labels) for r in self.labels):
             return False
-        return not name or all(r.matches({"metadata.name": name}) for r in self.fields)
+        return not name or all(_field_matches(r, name) for r in self.fields)
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,16 @@ class NodeSelector:
         return {"nodeSelectorTerms": terms}
 
 
+def _field_matches(requirement: Requirement, name: str) -> bool:
+    """One ``matchFields`` requirement on a node named ``name``: ``fields.OneTermEqualSelector``/``NotEqual``.
+
+    The node's fields are ``fields.Set{"metadata.name": name}``; ``Set.Get`` of any other key is "",
+    so ``In [""]`` on another key matches every node, ``NotIn [""]`` none, and other values the reverse.
+    """
+    actual = name if requirement.key == NODE_NAME_FIELD else ""
+    return (actual in requirement.values) == (requirement.op == "in")
+
+
 def _shown(text: str) -> str:
     return repr(text if len(text) <= 63 else text[:63] + "...")
 
@@ -185,11 +201,11 @@ def _shown(text: str) -> str:
 def _requirement(raw: WireRequirement, field: bool) -> Requirement | str:
     """One requirement compiled, or why it does not parse."""
     key, operator, values = raw.key, raw.operator, tuple(raw.values)
-    if not key or len(key) > MAX_KEY:
-        return f"key {_shown(key)} is empty or too long"
+    if len(key) > MAX_KEY:
+        return f"key {_shown(key)} is too long"
     if any(len(value) > MAX_VALUE for value in values):
         return f"{key}: a value is too long"
-    if field:
+    if field:  # nodeSelectorRequirementsAsFieldSelector checks operator and count, not the key (any key reads "")
         if operator not in _FIELD_OPERATORS:
             return f"matchFields {key}: operator {_shown(operator)} is not In or NotIn"
         if len(values) != 1:
@@ -287,7 +303,7 @@ def prefilter_names(terms: Sequence[WireTerm]) -> frozenset[str] | None:
     for term in terms:
         pinned: set[str] | None = None
         for requirement in term.match_fields:
-            if requirement.key == "metadata.name" and requirement.operator == "In":
+            if requirement.key == NODE_NAME_FIELD and requirement.operator == "In":
                 pinned = set(requirement.values) if pinned is None else pinned & set(requirement.values)
         if pinned is None:
             return None
@@ -331,6 +347,7 @@ __all__ = [
     "MAX_PREFIX",
     "MAX_REQUIREMENTS",
     "MAX_VALUES",
+    "NODE_NAME_FIELD",
     "NODE_OPERATORS",
     "NOT_IN_PREFILTER_REASON",
     "NodeSelector",

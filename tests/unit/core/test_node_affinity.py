@@ -131,3 +131,13 @@ def test_the_prefilter_narrows_to_the_names_metadata_name_in_pins(
 def test_no_terms_narrow_nothing() -> None:
     """PreFilter returns before reading names when ``NodeSelectorTerms`` is empty: every node, no conflict."""
     assert prefilter_names([]) is None
+
+
+@pytest.mark.parametrize(("operator", "value", "matches"), [
+    ("In", "", True), ("NotIn", "", False), ("In", "n1", False), ("NotIn", "n1", True),
+], ids=["in-empty", "not-in-empty", "in-name", "not-in-name"])
+@pytest.mark.parametrize("key", ["spec.unschedulable", ""])
+def test_match_fields_on_another_key_read_an_empty_field(key: str, operator: str, value: str, matches: bool) -> None:
+    """nodeSelectorRequirementsAsFieldSelector takes any key; ``fields.Set.Get`` of one the node lacks is ""."""
+    selector = compile_selector(terms({"matchFields": [expr(key, operator, value)]}))
+    assert not selector.error and selector.matches(NODE[1], NODE[0]) is matches
