@@ -147,7 +147,7 @@ def required_affinity(placement: PodPlacement | None) -> RequiredAffinity | None
     """The pod's required node affinity as the scheduler reads it (`node_affinity.required_affinity`); None: none.
 
     Read once for all the nodes the pod is judged on (`excluded`): a pod's affinity may hold a
-    thousand requirements.
+    hundred thousand terms.
     """
     return node_affinity.required_affinity(placement.node_terms if placement is not None else ())
 
