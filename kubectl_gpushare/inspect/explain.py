@@ -27,7 +27,7 @@ where the pod sits from the same stack ledger inspect shows (`ledger.stack_usage
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Final
 
 import msgspec
@@ -42,7 +42,6 @@ from kubectl_gpushare.kube.taints import kept_off_cordoned, untolerated
 from kubectl_gpushare.kube.types import (
     Event,
     Node,
-    NodeSelectorRequirement,
     NodeSelectorTerm,
     Pod,
     PodPlacement,
@@ -133,14 +132,31 @@ class Explanation(msgspec.Struct, rename="camel", omit_defaults=True):
     kind: str = KIND
 
 
-def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
-    def one(r: NodeSelectorRequirement) -> str:
-        values = f" ({','.join(r.values)})" if r.values else ""
-        return f"{r.key} {r.operator}{values}"
+AFFINITY_SHOWN: Final = 400
+"""Characters of a pod's required node affinity a verdict quotes; past them it ends in "…" (a pod may hold
+a hundred thousand terms: each node's verdict, in JSON too, would repeat them all)."""
 
-    return " or ".join(
-        "; ".join(one(r) for r in (*term.match_expressions, *term.match_fields)) or "<empty term>" for term in terms
-    )
+
+def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
+    """The terms in words, read only as far as `AFFINITY_SHOWN` characters."""
+    def pieces() -> Iterator[str]:
+        for i, term in enumerate(terms):
+            yield " or " if i else ""
+            requirements = (*term.match_expressions[:AFFINITY_SHOWN], *term.match_fields[:AFFINITY_SHOWN])
+            if not requirements:
+                yield "<empty term>"
+            for j, r in enumerate(requirements):
+                yield f"{'; ' if j else ''}{r.key[:AFFINITY_SHOWN]} {r.operator[:AFFINITY_SHOWN]}"
+                for k, value in enumerate(r.values[:AFFINITY_SHOWN]):
+                    yield f"{',' if k else ' ('}{value[:AFFINITY_SHOWN]}"
+                yield ")" if r.values else ""
+
+    text = ""
+    for piece in pieces():
+        text += piece
+        if len(text) > AFFINITY_SHOWN:
+            return text[:AFFINITY_SHOWN - 1] + "…"
+    return text
 
 
 def required_affinity(placement: PodPlacement | None) -> RequiredAffinity | None:
