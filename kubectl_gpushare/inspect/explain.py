@@ -128,6 +128,8 @@ class Explanation(msgspec.Struct, rename="camel", omit_defaults=True):
     stack: str = ""
     stack_gpus: list[StackShare] = []
     claims: list[ClaimState] = []
+    prefilter_nodes: list[str] | None = None
+    """A pending pod's `narrowed_to`: the only nodes kube-scheduler tries (None: every node)."""
     api_version: str = API_VERSION
     kind: str = KIND
 
@@ -166,6 +168,16 @@ def required_affinity(placement: PodPlacement | None) -> RequiredAffinity | None
     hundred thousand terms.
     """
     return node_affinity.required_affinity(placement.node_terms if placement is not None else ())
+
+
+def narrowed_to(affinity: RequiredAffinity | None) -> list[str] | None:
+    """The node names NodeAffinity's PreFilter narrows a pod to, sorted (None: it narrows nothing, or leaves none)."""
+    return sorted(affinity.names) if affinity is not None and affinity.names else None
+
+
+PREFILTER_LINE: Final = ("kube-scheduler tries only these nodes (NodeAffinity's PreFilter: the metadata.name In "
+                         "terms of the pod's required node affinity): ")
+"""The text line that lists `Explanation.prefilter_nodes`, before the names."""
 
 
 LEFT_OUT: Final = ("the pod's required node affinity names other nodes by metadata.name (kube-scheduler: "
@@ -281,6 +293,7 @@ def explain(
     if affinity is not None and affinity.conflict:  # NodeAffinity's PreFilter: no node is tried
         return replace(base, state="pending", largest_fit=0,
                        summary=f"{asks}, but kube-scheduler cannot schedule it: {CONFLICT}.")
+    base = replace(base, prefilter_nodes=narrowed_to(affinity))
     gpushare_nodes = [  # a node of the DRA driver serves claims, not aliyun.com/gpu-mem (explain_dra asks it)
         node for node in nodes
         if (r := ledger.node(node.metadata.name)) and r.alloc_mem > 0 and not _dra_node(ledger, r.name)]
@@ -417,6 +430,9 @@ def to_text(explanation: Explanation, *, limit: int | None = None) -> str:
     name pods and nodes) is written through `protocol.shown_text` here; `to_json` keeps them exact.
     """
     lines = [protocol.shown_text(explanation.summary, _summary_names(explanation)) + "\n"]
+    if explanation.prefilter_nodes:
+        lines.append(PREFILTER_LINE + protocol.shown_text(caps.named(explanation.prefilter_nodes),
+                                                          protocol.SENTENCE_NAMES) + "\n")
     if explanation.nodes:
         shown, hidden = caps.capped(explanation.nodes, limit)
         if hidden:

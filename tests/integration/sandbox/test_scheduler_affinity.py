@@ -247,6 +247,7 @@ def test_explain_says_what_the_stand_in_says_of_a_pod_its_metadata_name_terms_na
 ) -> None:
     """One PreFilter (`node_affinity.required_affinity`), one set of words: the nodes explain says the
     stand-in leaves out are those the stand-in counts so, and a conflict is a conflict to both."""
+    from kubectl_gpushare.inspect.explain import PREFILTER_LINE
     from kubectl_gpushare.node_affinity import AFFINITY_CONFLICT, NOT_IN_PREFILTER_REASON
 
     sandbox.load([node_object(f"g-{x}", [16], ip=f"10.0.1.{i}") for i, x in enumerate("abc", start=1)])
@@ -271,6 +272,9 @@ def test_explain_says_what_the_stand_in_says_of_a_pod_its_metadata_name_terms_na
         return answer
 
     answer = explained("too-big-for-b")
+    assert answer["prefilterNodes"] == ["g-b"], "the PreFilter's node set, once"
+    text = kubectl("gpushare", "explain", "too-big-for-b").stdout.splitlines()
+    assert text[1] == f"{PREFILTER_LINE}g-b" and not text[2]
     left_out = [v["name"] for v in answer["nodes"] if NOT_IN_PREFILTER_REASON in v["reason"]]
     assert left_out == ["g-a", "g-c"]
     assert f" {len(left_out)} {NOT_IN_PREFILTER_REASON}" in why(sandbox, "too-big-for-b")
@@ -279,6 +283,7 @@ def test_explain_says_what_the_stand_in_says_of_a_pod_its_metadata_name_terms_na
     answer = explained("clash")
     assert why(sandbox, "clash") == f"0/3 nodes are available: {AFFINITY_CONFLICT}."
     assert f"cannot schedule it: {AFFINITY_CONFLICT} (" in answer["summary"] and "nodes" not in answer
+    assert "prefilterNodes" not in answer
 
 
 def test_explain_and_the_stand_in_judge_an_affinity_past_a_thousand_terms_by_its_valid_terms(
