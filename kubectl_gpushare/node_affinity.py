@@ -36,7 +36,7 @@ grammar in `kube.selectors` builds the same ones). Pure; imports nothing from th
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -232,15 +232,15 @@ class NodeSelector:
 
     terms: tuple[NodeTerm, ...] = ()
     error: str = ""
-    live: tuple[NodeTerm, ...] = dataclasses.field(init=False, repr=False, compare=False)
-    """The terms that can match anything, each once: what `matches` asks (a pod may hold a million terms)."""
-    _index: _TermIndex | None = dataclasses.field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
+    @functools.cached_property
+    def live(self) -> tuple[NodeTerm, ...]:
+        """The terms that can match anything, each once: what `matches` asks (a pod may hold a million terms)."""
         usable = () if self.error else (t for t in self.terms if not t.error and (t.labels or t.fields))
-        live = tuple(dict.fromkeys(usable))
-        object.__setattr__(self, "live", live)
-        object.__setattr__(self, "_index", _TermIndex.of(live) if len(live) > _INDEXED_PAST else None)
+        return tuple(dict.fromkeys(usable))
+
+    @functools.cached_property
+    def _index(self) -> _TermIndex | None:
+        return _TermIndex.of(self.live) if len(self.live) > _INDEXED_PAST else None
 
     def asked(self, labels: Mapping[str, str], name: str) -> Iterable[NodeTerm]:
         """The terms that may match the node (its labels and name): the live ones, past a few only its candidates."""

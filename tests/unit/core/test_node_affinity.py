@@ -210,3 +210,14 @@ def test_a_hundred_thousand_distinct_terms_cost_a_node_its_candidates_only() -> 
     assert not affinity.selector.matches({"rack": "x", "zone": "z"}, "n1")
     on_r7 = {"rack": "r7"}
     assert len(list(affinity.selector.asked(on_r7, "n1"))) == 1 and affinity.selector.matches(on_r7, "n1")
+
+
+def test_a_selector_encodes_as_its_terms_and_error_only() -> None:
+    """What `matches` derives (the live terms, their index) is cached, not a field: encoding and equality skip it."""
+    import msgspec
+
+    raw = terms(*({"matchExpressions": [expr("rack", "In", f"r{i}")]} for i in range(20)))
+    selector = compile_selector(raw)
+    assert selector.matches({"rack": "r3"}, "n1")
+    assert set(msgspec.to_builtins(selector)) == {"terms", "error"}
+    assert selector == compile_selector(raw)
