@@ -9,7 +9,8 @@ matches nothing (``isEmptyNodeSelectorTerm``); ``matchExpressions`` are label re
 (``nodeSelectorRequirementsAsSelector``: In and NotIn need values, Exists and DoesNotExist none, Gt
 and Lt exactly one base-10 int64; a label that is not an integer fails Gt/Lt); ``matchFields`` are
 ``In``/``NotIn`` with exactly one value over the node's fields, of which there is one,
-``metadata.name`` (``extractNodeFields``). A requirement that breaks these rules is a parse error:
+``metadata.name`` (``extractNodeFields``; any other key reads "", as ``fields.Set.Get`` gives it,
+though validation lets no pod or slice write one). A requirement that breaks these rules is a parse error:
 `NewNodeSelector` (slices, allocations) refuses the whole selector, `NewLazyErrorNodeSelector`
 (a pod's affinity) only the term it is in (``lazy``). A refused selector or term matches nothing.
 
@@ -17,9 +18,12 @@ Where this differs: upstream fails the whole allocation on a slice whose selecto
 (``GatherPools`` returns the error); here that slice alone matches no node (the caller warns once),
 as one bad object must not break anything else. The keys and values of ``matchExpressions`` are
 checked as ``labels.NewRequirement`` checks them (`valid_label_key`, `valid_label_value`: the rule
-`kube.selectors` checks text with too); those of ``matchFields`` are only bounded in length, and
-`MAX_REQUIREMENTS` / `MAX_VALUES` bound the whole selector, so a hostile one costs linear time and
-is refused.
+`kube.selectors` checks text with too); those of ``matchFields`` are only bounded in length (the
+key "" too, which ``fields.OneTermEqualSelector`` takes). A pod's affinity is refused only past
+what a pod kube-apiserver accepts could hold (`MAX_POD_REQUIREMENTS` and its kin, from its 3 MiB
+request body: upstream validation sets no count); a slice's or allocation's past
+`MAX_REQUIREMENTS` / `MAX_VALUES`. A hostile selector costs compiling linear time, and matching a
+node its distinct terms that can match, each once (`NodeSelector.live`).
 
 A pod's required affinity is read once as kube-scheduler's NodeAffinity plugin reads it
 (`required_affinity`): its PreFilter narrows the nodes to the names ``metadata.name In`` pins
@@ -32,8 +36,9 @@ grammar in `kube.selectors` builds the same ones). Pure; imports nothing from th
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -51,9 +56,26 @@ MAX_KEY: Final = 253 + 1 + 63
 MAX_VALUE: Final = 253
 """Longest value kept (a node name; label values are at most 63)."""
 MAX_REQUIREMENTS: Final = 1024
-"""Requirements over all terms of one selector (or terms) past which it is refused."""
+"""Requirements over all terms of a slice's or allocation's selector (or terms) past which it is refused."""
 MAX_VALUES: Final = 4096
-"""Values over all requirements of one selector past which it is refused."""
+"""Values over all requirements of a slice's or allocation's selector past which it is refused."""
+MAX_REQUEST_BYTES: Final = 3 * 1024 * 1024
+"""kube-apiserver's limit on a request body (``DefaultMaxRequestBodyBytes``): no pod is written larger.
+
+Pod validation (``ValidateNodeSelector``) sets no limit on terms, requirements or values, so a
+pod's affinity is bounded only by its size: each bound below is the most of one thing a 3 MiB
+protobuf body could hold, at its smallest encoding. Past it the pod cannot exist; it is refused.
+"""
+MAX_POD_TERMS: Final = MAX_REQUEST_BYTES // 2
+"""An empty term (valid in a pod, matching nothing) is 2 bytes: its field tag and a zero length."""
+MAX_POD_REQUIREMENTS: Final = MAX_REQUEST_BYTES // 11
+"""The smallest valid requirement, key ``a`` ``In`` ``[""]``, is 9 bytes, 11 with its tag and length."""
+MAX_POD_VALUES: Final = MAX_REQUEST_BYTES // 2
+"""A value ``""`` is 2 bytes: its field tag and a zero length."""
+
+NODE_NAME_FIELD: Final = "metadata.name"
+"""The one field a node has for ``matchFields`` (``extractNodeFields``; pod validation allows no other key)."""
+
 
 NODE_OPERATORS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!", "Gt": "gt",
                          "Lt": "lt"}
@@ -145,7 +167,63 @@ class NodeTerm:
             return False
         if not all(r.matches(labels) for r in self.labels):
             return False
-        return not name or all(r.matches({"metadata.name": name}) for r in self.fields)
+        return not name or all(_field_matches(r, name) for r in self.fields)
+
+
+_INDEXED_PAST: Final = 8
+"""Live terms past which a selector indexes them (`_TermIndex`); fewer are asked one by one."""
+
+
+@dataclass(frozen=True)
+class _TermIndex:
+    """A selector's live terms by what a node must have for each to match, so a node asks only its candidates.
+
+    Each term is filed once, under one requirement it cannot match without (its anchor): the first
+    label ``In`` (under each of its key=value pairs), else the first label ``Exists``/``Gt``/``Lt``
+    (under its key), else the first ``metadata.name In`` (under each name; a node without a name
+    skips field requirements, so asks them all); a term with none of these is asked of every node.
+    A node's candidates are then its labels' and name's terms and those: a term not among them
+    cannot match it, so the answer is the terms' OR, in time linear in the labels and candidates.
+    """
+
+    by_pair: dict[tuple[str, str], list[NodeTerm]]
+    by_key: dict[str, list[NodeTerm]]
+    by_name: dict[str, list[NodeTerm]]
+    named: list[NodeTerm]
+    everywhere: list[NodeTerm]
+
+    @classmethod
+    def of(cls, terms: Sequence[NodeTerm]) -> _TermIndex:
+        index = cls({}, {}, {}, [], [])
+        for term in terms:
+            present: Requirement | None = None
+            for requirement in term.labels:
+                if requirement.op == "in":
+                    for value in dict.fromkeys(requirement.values):
+                        index.by_pair.setdefault((requirement.key, value), []).append(term)
+                    break
+                if present is None and requirement.op in ("exists", "gt", "lt"):
+                    present = requirement
+            else:
+                if present is not None:
+                    index.by_key.setdefault(present.key, []).append(term)
+                    continue
+                anchor = next((r for r in term.fields if r.key == NODE_NAME_FIELD and r.op == "in"), None)
+                if anchor is not None:
+                    index.named.append(term)
+                    for value in anchor.values:
+                        index.by_name.setdefault(value, []).append(term)
+                    continue
+                index.everywhere.append(term)
+        return index
+
+    def candidates(self, labels: Mapping[str, str], name: str) -> Iterator[NodeTerm]:
+        """The terms that may match the node, each once."""
+        yield from self.everywhere
+        for pair in labels.items():
+            yield from self.by_pair.get(pair, ())
+            yield from self.by_key.get(pair[0], ())
+        yield from self.by_name.get(name, ()) if name else self.named
 
 
 @dataclass(frozen=True)
@@ -154,10 +232,23 @@ class NodeSelector:
 
     terms: tuple[NodeTerm, ...] = ()
     error: str = ""
+    @functools.cached_property
+    def live(self) -> tuple[NodeTerm, ...]:
+        """The terms that can match anything, each once: what `matches` asks (a pod may hold a million terms)."""
+        usable = () if self.error else (t for t in self.terms if not t.error and (t.labels or t.fields))
+        return tuple(dict.fromkeys(usable))
+
+    @functools.cached_property
+    def _index(self) -> _TermIndex | None:
+        return _TermIndex.of(self.live) if len(self.live) > _INDEXED_PAST else None
+
+    def asked(self, labels: Mapping[str, str], name: str) -> Iterable[NodeTerm]:
+        """The terms that may match the node (its labels and name): the live ones, past a few only its candidates."""
+        return self.live if self._index is None else self._index.candidates(labels, name)
 
     def matches(self, labels: Mapping[str, str], name: str) -> bool:
         """Whether the node (its labels and name) is selected: some term matches."""
-        return not self.error and any(term.matches(labels, name) for term in self.terms)
+        return any(term.matches(labels, name) for term in self.asked(labels, name))
 
     def wire(self) -> dict[str, object]:
         """The selector as the API writes it (``NodeSelector``, Go field names)."""
@@ -178,6 +269,16 @@ class NodeSelector:
         return {"nodeSelectorTerms": terms}
 
 
+def _field_matches(requirement: Requirement, name: str) -> bool:
+    """One ``matchFields`` requirement on a node named ``name``: ``fields.OneTermEqualSelector``/``NotEqual``.
+
+    The node's fields are ``fields.Set{"metadata.name": name}``; ``Set.Get`` of any other key is "",
+    so ``In [""]`` on another key matches every node, ``NotIn [""]`` none, and other values the reverse.
+    """
+    actual = name if requirement.key == NODE_NAME_FIELD else ""
+    return (actual in requirement.values) == (requirement.op == "in")
+
+
 def _shown(text: str) -> str:
     return repr(text if len(text) <= 63 else text[:63] + "...")
 
@@ -185,11 +286,11 @@ def _shown(text: str) -> str:
 def _requirement(raw: WireRequirement, field: bool) -> Requirement | str:
     """One requirement compiled, or why it does not parse."""
     key, operator, values = raw.key, raw.operator, tuple(raw.values)
-    if not key or len(key) > MAX_KEY:
-        return f"key {_shown(key)} is empty or too long"
+    if len(key) > MAX_KEY:
+        return f"key {_shown(key)} is too long"
     if any(len(value) > MAX_VALUE for value in values):
         return f"{key}: a value is too long"
-    if field:
+    if field:  # nodeSelectorRequirementsAsFieldSelector checks operator and count, not the key (any key reads "")
         if operator not in _FIELD_OPERATORS:
             return f"matchFields {key}: operator {_shown(operator)} is not In or NotIn"
         if len(values) != 1:
@@ -229,20 +330,24 @@ def compile_selector(terms: Sequence[WireTerm], *, lazy: bool = False) -> NodeSe
     Args:
         terms: the decoded terms, of any of the package's decoders.
         lazy: a term that does not parse matches nothing and the others still count
-            (``NewLazyErrorNodeSelector``, a pod's affinity); False: the whole selector is refused
-            (``NewNodeSelector``, slices and allocations).
+            (``NewLazyErrorNodeSelector``, a pod's affinity), and only a selector no pod could
+            hold is refused (`MAX_POD_TERMS`, `MAX_POD_REQUIREMENTS`, `MAX_POD_VALUES`); False:
+            the whole selector is refused (``NewNodeSelector``, slices and allocations), as it is
+            past `MAX_REQUIREMENTS` or `MAX_VALUES`.
 
     Returns:
         The selector; its ``error`` says why it is refused (then it matches no node).
     """
+    most_terms, most_requirements, most_values = ((MAX_POD_TERMS, MAX_POD_REQUIREMENTS, MAX_POD_VALUES) if lazy
+                                                  else (MAX_REQUIREMENTS, MAX_REQUIREMENTS, MAX_VALUES))
     requirements = sum(len(t.match_expressions) + len(t.match_fields) for t in terms)
-    if requirements > MAX_REQUIREMENTS:
-        return NodeSelector(error=f"more than {MAX_REQUIREMENTS} requirements")
-    if len(terms) > MAX_REQUIREMENTS:  # empty terms cost compiling too
-        return NodeSelector(error=f"more than {MAX_REQUIREMENTS} terms")
+    if requirements > most_requirements:
+        return NodeSelector(error=f"more than {most_requirements} requirements")
+    if len(terms) > most_terms:  # empty terms cost compiling too
+        return NodeSelector(error=f"more than {most_terms} terms")
     values = sum(len(r.values) for t in terms for r in (*t.match_expressions, *t.match_fields))
-    if values > MAX_VALUES:
-        return NodeSelector(error=f"more than {MAX_VALUES} values")
+    if values > most_values:
+        return NodeSelector(error=f"more than {most_values} values")
     compiled = tuple(_term(term) for term in terms)
     error = next((f"term {i}: {t.error}" for i, t in enumerate(compiled) if t.error), "")
     return NodeSelector(compiled, "" if lazy else error)
@@ -287,7 +392,7 @@ def prefilter_names(terms: Sequence[WireTerm]) -> frozenset[str] | None:
     for term in terms:
         pinned: set[str] | None = None
         for requirement in term.match_fields:
-            if requirement.key == "metadata.name" and requirement.operator == "In":
+            if requirement.key == NODE_NAME_FIELD and requirement.operator == "In":
                 pinned = set(requirement.values) if pinned is None else pinned & set(requirement.values)
         if pinned is None:
             return None
@@ -328,9 +433,14 @@ __all__ = [
     "INT64_MAX",
     "INT64_MIN",
     "MAX_NAME",
+    "MAX_POD_REQUIREMENTS",
+    "MAX_POD_TERMS",
+    "MAX_POD_VALUES",
     "MAX_PREFIX",
+    "MAX_REQUEST_BYTES",
     "MAX_REQUIREMENTS",
     "MAX_VALUES",
+    "NODE_NAME_FIELD",
     "NODE_OPERATORS",
     "NOT_IN_PREFILTER_REASON",
     "NodeSelector",

@@ -27,7 +27,7 @@ where the pod sits from the same stack ledger inspect shows (`ledger.stack_usage
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Final
 
 import msgspec
@@ -42,7 +42,6 @@ from kubectl_gpushare.kube.taints import kept_off_cordoned, untolerated
 from kubectl_gpushare.kube.types import (
     Event,
     Node,
-    NodeSelectorRequirement,
     NodeSelectorTerm,
     Pod,
     PodPlacement,
@@ -129,27 +128,56 @@ class Explanation(msgspec.Struct, rename="camel", omit_defaults=True):
     stack: str = ""
     stack_gpus: list[StackShare] = []
     claims: list[ClaimState] = []
+    prefilter_nodes: list[str] | None = None
+    """A pending pod's `narrowed_to`: the only nodes kube-scheduler tries (None: every node)."""
     api_version: str = API_VERSION
     kind: str = KIND
 
 
-def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
-    def one(r: NodeSelectorRequirement) -> str:
-        values = f" ({','.join(r.values)})" if r.values else ""
-        return f"{r.key} {r.operator}{values}"
+AFFINITY_SHOWN: Final = 400
+"""Characters of a pod's required node affinity a verdict quotes; past them it ends in "…" (a pod may hold
+a hundred thousand terms: each node's verdict, in JSON too, would repeat them all)."""
 
-    return " or ".join(
-        "; ".join(one(r) for r in (*term.match_expressions, *term.match_fields)) or "<empty term>" for term in terms
-    )
+
+def _affinity_text(terms: Sequence[NodeSelectorTerm]) -> str:
+    """The terms in words, read only as far as `AFFINITY_SHOWN` characters."""
+    def pieces() -> Iterator[str]:
+        for i, term in enumerate(terms):
+            yield " or " if i else ""
+            requirements = (*term.match_expressions[:AFFINITY_SHOWN], *term.match_fields[:AFFINITY_SHOWN])
+            if not requirements:
+                yield "<empty term>"
+            for j, r in enumerate(requirements):
+                yield f"{'; ' if j else ''}{r.key[:AFFINITY_SHOWN]} {r.operator[:AFFINITY_SHOWN]}"
+                for k, value in enumerate(r.values[:AFFINITY_SHOWN]):
+                    yield f"{',' if k else ' ('}{value[:AFFINITY_SHOWN]}"
+                yield ")" if r.values else ""
+
+    text = ""
+    for piece in pieces():
+        text += piece
+        if len(text) > AFFINITY_SHOWN:
+            return text[:AFFINITY_SHOWN - 1] + "…"
+    return text
 
 
 def required_affinity(placement: PodPlacement | None) -> RequiredAffinity | None:
     """The pod's required node affinity as the scheduler reads it (`node_affinity.required_affinity`); None: none.
 
     Read once for all the nodes the pod is judged on (`excluded`): a pod's affinity may hold a
-    thousand requirements.
+    hundred thousand terms.
     """
     return node_affinity.required_affinity(placement.node_terms if placement is not None else ())
+
+
+def narrowed_to(affinity: RequiredAffinity | None) -> list[str] | None:
+    """The node names NodeAffinity's PreFilter narrows a pod to, sorted (None: it narrows nothing, or leaves none)."""
+    return sorted(affinity.names) if affinity is not None and affinity.names else None
+
+
+PREFILTER_LINE: Final = ("kube-scheduler tries only these nodes (NodeAffinity's PreFilter: the metadata.name In "
+                         "terms of the pod's required node affinity): ")
+"""The text line that lists `Explanation.prefilter_nodes`, before the names."""
 
 
 LEFT_OUT: Final = ("the pod's required node affinity names other nodes by metadata.name (kube-scheduler: "
@@ -265,6 +293,7 @@ def explain(
     if affinity is not None and affinity.conflict:  # NodeAffinity's PreFilter: no node is tried
         return replace(base, state="pending", largest_fit=0,
                        summary=f"{asks}, but kube-scheduler cannot schedule it: {CONFLICT}.")
+    base = replace(base, prefilter_nodes=narrowed_to(affinity))
     gpushare_nodes = [  # a node of the DRA driver serves claims, not aliyun.com/gpu-mem (explain_dra asks it)
         node for node in nodes
         if (r := ledger.node(node.metadata.name)) and r.alloc_mem > 0 and not _dra_node(ledger, r.name)]
@@ -401,6 +430,9 @@ def to_text(explanation: Explanation, *, limit: int | None = None) -> str:
     name pods and nodes) is written through `protocol.shown_text` here; `to_json` keeps them exact.
     """
     lines = [protocol.shown_text(explanation.summary, _summary_names(explanation)) + "\n"]
+    if explanation.prefilter_nodes:
+        lines.append(PREFILTER_LINE + protocol.shown_text(caps.named(explanation.prefilter_nodes),
+                                                          protocol.SENTENCE_NAMES) + "\n")
     if explanation.nodes:
         shown, hidden = caps.capped(explanation.nodes, limit)
         if hidden:

@@ -28,6 +28,7 @@ from kubectl_gpushare.inspect.explain import (
     NodeVerdict,
     Share,
     excluded,
+    narrowed_to,
     required_affinity,
 )
 from kubectl_gpushare.kube import dra_allocation
@@ -174,6 +175,7 @@ def _pending(
     stop = stop or dra_allocation.prefilter(ours, classes, pod.metadata.uid)
     if stop:
         return replace(base, summary=f"{asks}, but kube-scheduler cannot schedule it: {stop}.")
+    base = replace(base, prefilter_nodes=narrowed_to(affinity))
     inventory = dra_allocation.Inventory(
         objects.slices, classes,
         dra_allocation.allocated_state(c.allocation for c in objects.claims if c.allocation is not None),

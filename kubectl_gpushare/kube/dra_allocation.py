@@ -178,22 +178,16 @@ class _Pool:
     invalid: str = ""
 
 
-def gather_pools(
-    node: str, slices: Sequence[dra.ResourceSlice], generations: dra.PoolGenerations | None = None,
-    labels: Mapping[str, str] | None = None,
-) -> list[_Pool]:
+def gather_pools(node: str, inventory: Inventory) -> list[_Pool]:
     """The pools with devices for ``node`` (``GatherPools``), sorted by driver and pool name.
 
-    ``generations``: of every slice of the cluster (`Inventory.generations`), where ``slices``
-    are only some (`Inventory.on_node`); by default, of ``slices``. ``labels``: the node's, for
-    slices with a node selector.
+    Of the slices ``node`` can use (`Inventory.on_node`, which matches each selector slice against
+    the node's labels once), each pool's newest generation, judged against every slice of the
+    cluster (`Inventory.generations`).
     """
-    if generations is None:
-        generations = dra.PoolGenerations.of(slices)
     pools: dict[tuple[str, str], _Pool] = {}
-    for slice_ in slices:
-        if not slice_.allocatable_on(node, labels):
-            continue
+    generations = inventory.generations
+    for slice_ in inventory.on_node(node):
         key = (slice_.driver, slice_.pool)
         pool = pools.get(key)
         if pool is None or slice_.generation > pool.slices[0].generation:
@@ -387,7 +381,7 @@ class _Search:
         self.claims = claims
         self.inventory = inventory
         self.new_share_id = new_share_id
-        self.pools = gather_pools(node, inventory.on_node(node), inventory.generations, inventory.labels_of(node))
+        self.pools = gather_pools(node, inventory)
         self.requests: list[_Request] = []
         self.allocating: set[DeviceId] = set()
         self.allocating_consumed: dict[DeviceId, dict[str, int]] = {}

@@ -21,6 +21,7 @@ import pytest
 from kubectl_gpushare.cli.scheduler import SchedulerLoop
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.node_affinity import MAX_POD_VALUES
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
 from tests.waiting import wait_for
@@ -136,12 +137,13 @@ def test_metadata_name_terms_narrow_the_nodes_as_the_prefilter_does(sandbox: San
     ("affinity", "garbage"),
     ("affinity", required({"a": 1})),
     ("affinity", required([{"matchExpressions": [{"key": "rack", "operator": "In", "values": [1]}]}])),
-    ("affinity", required([rack_in("a")] * 100_000)),
+    ("affinity", required([{"matchExpressions": [{"key": "rack", "operator": "In",
+                                                   "values": ["a"] * (MAX_POD_VALUES + 1)}]}])),
     ("affinity", required([{"matchExpressions": [{"key": "k" * 100_000, "operator": "Exists"}]}])),
     ("nodeSelector", "rack=a"),
     ("nodeSelector", {"rack": 1}),
     ("nodeSelector", ["rack"]),
-], ids=["affinity-string", "affinity-terms-object", "affinity-value-number", "affinity-100k-terms",
+], ids=["affinity-string", "affinity-terms-object", "affinity-value-number", "affinity-no-pod-could-hold",
         "affinity-huge-key", "selector-string", "selector-number", "selector-list"])
 def test_a_hostile_affinity_or_node_selector_keeps_its_pod_pending_and_the_others_are_scheduled(
     sandbox: Sandbox, racks: SchedulerLoop, field: str, value: object
@@ -155,6 +157,15 @@ def test_a_hostile_affinity_or_node_selector_keeps_its_pod_pending_and_the_other
     assert bound(sandbox, "hostile") == ""
     # A mistyped pod's status patch is refused by the API (it checks the whole object), so the Event says it.
     assert failed_scheduling(sandbox, "hostile") == NONE_FITS
+
+
+def test_a_pod_with_a_hundred_thousand_terms_is_placed_by_them_as_upstream_would(
+    sandbox: Sandbox, racks: SchedulerLoop
+) -> None:
+    """Pod validation sets no count on terms; kube-scheduler's NodeAffinity judges every one."""
+    sandbox.load([affine("many", *([rack_in("b")] * 100_000))])
+    racks.run_once()
+    assert bound(sandbox, "many") == "n-b"
 
 
 def test_unreadable_tolerations_tolerate_nothing_and_the_pod_fails_alone(
@@ -236,6 +247,7 @@ def test_explain_says_what_the_stand_in_says_of_a_pod_its_metadata_name_terms_na
 ) -> None:
     """One PreFilter (`node_affinity.required_affinity`), one set of words: the nodes explain says the
     stand-in leaves out are those the stand-in counts so, and a conflict is a conflict to both."""
+    from kubectl_gpushare.inspect.explain import PREFILTER_LINE
     from kubectl_gpushare.node_affinity import AFFINITY_CONFLICT, NOT_IN_PREFILTER_REASON
 
     sandbox.load([node_object(f"g-{x}", [16], ip=f"10.0.1.{i}") for i, x in enumerate("abc", start=1)])
@@ -260,6 +272,9 @@ def test_explain_says_what_the_stand_in_says_of_a_pod_its_metadata_name_terms_na
         return answer
 
     answer = explained("too-big-for-b")
+    assert answer["prefilterNodes"] == ["g-b"], "the PreFilter's node set, once"
+    text = kubectl("gpushare", "explain", "too-big-for-b").stdout.splitlines()
+    assert text[1] == f"{PREFILTER_LINE}g-b" and not text[2]
     left_out = [v["name"] for v in answer["nodes"] if NOT_IN_PREFILTER_REASON in v["reason"]]
     assert left_out == ["g-a", "g-c"]
     assert f" {len(left_out)} {NOT_IN_PREFILTER_REASON}" in why(sandbox, "too-big-for-b")
@@ -268,3 +283,29 @@ def test_explain_says_what_the_stand_in_says_of_a_pod_its_metadata_name_terms_na
     answer = explained("clash")
     assert why(sandbox, "clash") == f"0/3 nodes are available: {AFFINITY_CONFLICT}."
     assert f"cannot schedule it: {AFFINITY_CONFLICT} (" in answer["summary"] and "nodes" not in answer
+    assert "prefilterNodes" not in answer
+
+
+def test_explain_and_the_stand_in_judge_an_affinity_past_a_thousand_terms_by_its_valid_terms(
+    sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl
+) -> None:
+    """No count limits a pod's terms upstream: NewLazyErrorNodeSelector skips a bad one, the others count."""
+    sandbox.load([node_object(f"g-{x}", [16], ip=f"10.0.1.{i}", labels={"rack": x})
+                  for i, x in enumerate("ab", start=1)])
+    bad_term = {"matchExpressions": [{"key": "rack", "operator": "Gt", "values": ["x"]}]}
+    wide = pod_object("wide", "default", [32])  # 32 GiB: no node has it, so it stays pending
+    wide["spec"]["affinity"] = required([*(rack_in(f"r{i}") for i in range(3000)), bad_term, rack_in("b")])
+    sandbox.load([wide])
+    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
+    loop = SchedulerLoop(sandbox, api, [])
+    try:
+        loop.run_once()
+    finally:
+        loop.stop()
+        api.close()
+    said = why(sandbox, "wide")
+    assert said.startswith("0/2 nodes are available: ") and f"1 {REASON}" in said and "Insufficient" in said
+    answer: dict[str, Any] = json.loads(kubectl("gpushare", "explain", "wide", "-o", "json").stdout)
+    reasons = {v["name"]: v["reason"] for v in answer["nodes"]}
+    assert reasons["g-b"].startswith("only 16 GiB free"), "g-b matches the last term"
+    assert reasons["g-a"].startswith("the pod's required node affinity (") and reasons["g-a"].endswith("does not match")

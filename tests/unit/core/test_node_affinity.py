@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare.node_affinity import (
+    MAX_POD_REQUIREMENTS,
+    MAX_POD_TERMS,
+    MAX_POD_VALUES,
     MAX_REQUIREMENTS,
     compile_selector,
     merged,
@@ -78,11 +83,39 @@ def test_gt_lt_read_int64_as_parse_int(operator: str, bound: str, label: str, ma
     assert not selector.error and selector.matches({"gen": label}, "n1") is matches
 
 
-def test_a_huge_selector_is_refused_in_linear_time() -> None:
+def test_a_huge_slice_selector_is_refused_in_linear_time() -> None:
     many = terms(*({"matchExpressions": [expr(f"k{i}", "Exists")]} for i in range(MAX_REQUIREMENTS + 1)))
     assert compile_selector(many).error == f"more than {MAX_REQUIREMENTS} requirements"
     empty = terms(*({} for _ in range(MAX_REQUIREMENTS + 1)))  # no requirement, but each term costs
     assert compile_selector(empty).error == f"more than {MAX_REQUIREMENTS} terms"
+
+
+def test_a_pod_affinity_past_a_thousand_terms_still_matches_by_its_valid_terms() -> None:
+    """Pod validation sets no count: NewLazyErrorNodeSelector judges every term, a bad one matches nothing."""
+    raw = [{"matchExpressions": [expr("rack", "In", f"r{i}")]} for i in range(3000)]
+    raw[1500] = {"matchExpressions": [expr("rack", "Near", "a")]}  # refused: this term alone
+    raw.append({"matchExpressions": [expr("rack", "In", "a")], "matchFields": [expr("metadata.name", "In", "n1")]})
+    affinity = required_affinity(terms(*raw, *({} for _ in range(2000))))
+    assert affinity is not None and not affinity.selector.error
+    assert affinity.selector.matches(NODE[1], NODE[0]) and affinity.selector.matches({"rack": "r2999"}, "n2")
+    assert not affinity.selector.matches({"rack": "x"}, "n2")
+    assert len(affinity.selector.live) == 3000, "the refused and empty terms are never asked"
+
+
+def test_identical_terms_are_matched_once() -> None:
+    selector = compile_selector(terms(*[{"matchExpressions": [expr("rack", "In", "r0")]}] * 50_000), lazy=True)
+    assert not selector.error and len(selector.live) == 1 and not selector.matches({"rack": "r1"}, "n1")
+
+
+def test_a_pod_affinity_no_pod_could_hold_is_refused() -> None:
+    """Each bound is what kube-apiserver's 3 MiB request body could hold at its smallest protobuf encoding."""
+    assert MAX_POD_REQUIREMENTS == 3 * 1024 * 1024 // 11 and MAX_POD_TERMS == MAX_POD_VALUES == 3 * 1024 * 1024 // 2
+    one = [expr("a", "In", "")]
+    many = [{"matchExpressions": one * (MAX_POD_REQUIREMENTS // 2 + 1)}] * 2
+    big = compile_selector(terms(*many), lazy=True)
+    assert big.error == f"more than {MAX_POD_REQUIREMENTS} requirements" and not big.matches({"a": ""}, "n1")
+    valued = compile_selector(terms({"matchExpressions": [expr("a", "In", *[""] * (MAX_POD_VALUES + 1))]}), lazy=True)
+    assert valued.error == f"more than {MAX_POD_VALUES} values"
 
 
 def test_merged_keeps_each_requirement_once_fields_first() -> None:
@@ -131,3 +164,60 @@ def test_the_prefilter_narrows_to_the_names_metadata_name_in_pins(
 def test_no_terms_narrow_nothing() -> None:
     """PreFilter returns before reading names when ``NodeSelectorTerms`` is empty: every node, no conflict."""
     assert prefilter_names([]) is None
+
+
+@pytest.mark.parametrize(("operator", "value", "matches"), [
+    ("In", "", True), ("NotIn", "", False), ("In", "n1", False), ("NotIn", "n1", True),
+], ids=["in-empty", "not-in-empty", "in-name", "not-in-name"])
+@pytest.mark.parametrize("key", ["spec.unschedulable", ""])
+def test_match_fields_on_another_key_read_an_empty_field(key: str, operator: str, value: str, matches: bool) -> None:
+    """nodeSelectorRequirementsAsFieldSelector takes any key; ``fields.Set.Get`` of one the node lacks is ""."""
+    selector = compile_selector(terms({"matchFields": [expr(key, operator, value)]}))
+    assert not selector.error and selector.matches(NODE[1], NODE[0]) is matches
+
+
+_KEYS = st.sampled_from(["rack", "gen", "zone"])
+_VALUES = st.sampled_from(["a", "b", "1", "4", "n1", "n2"])
+_LABEL_REQUIREMENTS = st.one_of(
+    st.builds(lambda k, op, vs: expr(k, op, *vs), _KEYS, st.sampled_from(["In", "NotIn"]),
+              st.lists(_VALUES, min_size=1, max_size=3)),
+    st.builds(lambda k, op: expr(k, op), _KEYS, st.sampled_from(["Exists", "DoesNotExist"])),
+    st.builds(lambda k, op, v: expr(k, op, v), _KEYS, st.sampled_from(["Gt", "Lt"]), st.sampled_from(["0", "3"])),
+)
+_FIELD_REQUIREMENTS = st.builds(lambda op, v: expr("metadata.name", op, v), st.sampled_from(["In", "NotIn"]),
+                                st.sampled_from(["n1", "n2"]))
+_TERMS = st.lists(st.fixed_dictionaries({}, optional={
+    "matchExpressions": st.lists(_LABEL_REQUIREMENTS, max_size=3),
+    "matchFields": st.lists(_FIELD_REQUIREMENTS, max_size=2)}), min_size=9, max_size=30)
+_NODES = st.tuples(st.dictionaries(_KEYS, _VALUES, max_size=3), st.sampled_from(["n1", "n2", ""]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TERMS, st.lists(_NODES, min_size=1, max_size=5))
+def test_the_term_index_answers_as_asking_every_term(raw: list[dict[str, Any]], nodes: list[Any]) -> None:
+    """Past a few terms a selector asks a node only the terms it may match; the answer is every term's OR."""
+    selector = compile_selector(terms(*raw), lazy=True)
+    assert len(selector.terms) > 8
+    for labels, name in nodes:
+        assert selector.matches(labels, name) is any(t.matches(labels, name) for t in selector.terms)
+
+
+def test_a_hundred_thousand_distinct_terms_cost_a_node_its_candidates_only() -> None:
+    """100,000 ``rack In [rN]`` terms: a node with another rack is asked none of them, one on r7 one."""
+    affinity = required_affinity(terms(*({"matchExpressions": [expr("rack", "In", f"r{i}")]} for i in range(100_000))))
+    assert affinity is not None and len(affinity.selector.live) == 100_000
+    assert list(affinity.selector.asked({"rack": "x", "zone": "z"}, "n1")) == []
+    assert not affinity.selector.matches({"rack": "x", "zone": "z"}, "n1")
+    on_r7 = {"rack": "r7"}
+    assert len(list(affinity.selector.asked(on_r7, "n1"))) == 1 and affinity.selector.matches(on_r7, "n1")
+
+
+def test_a_selector_encodes_as_its_terms_and_error_only() -> None:
+    """What `matches` derives (the live terms, their index) is cached, not a field: encoding and equality skip it."""
+    import msgspec
+
+    raw = terms(*({"matchExpressions": [expr("rack", "In", f"r{i}")]} for i in range(20)))
+    selector = compile_selector(raw)
+    assert selector.matches({"rack": "r3"}, "n1")
+    assert set(msgspec.to_builtins(selector)) == {"terms", "error"}
+    assert selector == compile_selector(raw)

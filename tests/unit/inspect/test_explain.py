@@ -214,6 +214,25 @@ def test_an_affinity_compiled_once_judges_each_node_as_compiled_per_node() -> No
     assert [v is None for v in verdicts] == [True, False, True]
 
 
+def test_a_huge_affinity_is_quoted_only_as_far_as_a_verdict_shows() -> None:
+    """A pod may hold 100,000 terms (pod validation sets no count): each node's verdict quotes the first few."""
+    import msgspec
+
+    from kubectl_gpushare.inspect.explain import AFFINITY_SHOWN, excluded
+    from kubectl_gpushare.kube.types import Node, Pod, PodPlacement
+
+    long_values = {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["v" * 300] * 10_000}]}
+    terms = [{"matchExpressions": [{"key": "pool", "operator": "In", "values": [f"p{i}"]}]} for i in range(100_000)]
+    node = msgspec.convert({"metadata": {"name": "n1", "labels": {"pool": "x"}}}, Node)
+    for raw in (terms, [long_values] * 1000):
+        required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": raw}}
+        placement = msgspec.convert({"spec": {"affinity": {"nodeAffinity": required}}}, PodPlacement)
+        verdict = excluded(Pod(), node, placement) or ""
+        assert verdict.startswith("the pod's required node affinity (pool In (")
+        assert verdict.endswith("…) does not match")
+        assert len(verdict) < AFFINITY_SHOWN + 100
+
+
 def test_a_cordoned_node_is_excluded_only_for_a_pod_that_does_not_tolerate_the_cordon() -> None:
     """NodeUnschedulable passes a pod tolerating ``node.kubernetes.io/unschedulable:NoSchedule``."""
     import msgspec

@@ -453,6 +453,27 @@ def test_a_hostile_slice_selector_is_one_problem_and_matches_no_node(term: dict[
     assert isinstance(got, tuple) and got[0].results[0].pool == "n1", "the other slices are still allocated from"
 
 
+class _CountingLabels(dict[str, str]):
+    """A node's labels that count the look-ups a node selector makes (one per requirement matched)."""
+
+    asked = 0
+
+    def __contains__(self, key: object) -> bool:
+        self.asked += 1
+        return super().__contains__(key)
+
+
+def test_allocation_matches_each_selector_slice_against_the_node_once() -> None:
+    """`gather_pools` takes the slices `Inventory.on_node` matched; it matched them again (a refactor)."""
+    labels = _CountingLabels(rack="a")
+    slices = [selector_slice("fabric", RACK_A, gpu(0)), selector_slice("other", RACK_A, gpu(0), name="other-1"),
+              node_slice("n1", gpu(0))]
+    inventory = alloc.Inventory(slices, CLASSES, labels={"n1": labels})
+    got = alloc.allocate("n1", [claim()], inventory, share_ids())
+    assert isinstance(got, tuple) and got[0].results[0].pool == "fabric"
+    assert labels.asked == 2, "each of the two selector slices asks the node's rack once"
+
+
 def test_a_slice_selector_must_have_exactly_one_term() -> None:
     """resource/v1 types.go ResourceSliceSpec.NodeSelector: "Must use exactly one term"."""
     two = dra.decode_slice({"metadata": {"name": "two"}, "spec": {

@@ -272,7 +272,7 @@ def test_the_views_and_the_allocator_judge_each_nodes_pool_alike(seed: int) -> N
     judged = {s.node_name for s in checked if s.node_name} | {  # a node seeing only allNodes slices is judged as ""
         node for node in RACKS if any(s.node_selector and s.allocatable_on(node, RACKS[node]) for s in checked)}
     for node in sorted(judged):
-        pools = dra_allocation.gather_pools(node, inventory.on_node(node), inventory.generations, RACKS[node])
+        pools = dra_allocation.gather_pools(node, inventory)
         own = [s.name for s in pools[0].slices if s.node_name == node] if pools else []
         assert sorted(own) == sorted(s.name for s in objects.slices if s.node_name == node), (seed, node)
         unusable = bool(pools) and (pools[0].incomplete or bool(pools[0].invalid))
@@ -281,7 +281,7 @@ def test_the_views_and_the_allocator_judge_each_nodes_pool_alike(seed: int) -> N
         if any(s.node_name == node and s not in objects.slices for s in checked) and any(
                 s.node_selector and s in objects.slices for s in checked):
             continue  # the node's obsolete own slices are dropped; a selector slice another node uses stays
-        again = dra_allocation.gather_pools(node, kept.on_node(node), kept.generations, RACKS[node])
+        again = dra_allocation.gather_pools(node, kept)
         assert [(p.slices, p.incomplete, p.invalid) for p in again] == [
             (p.slices, p.incomplete, p.invalid) for p in pools], (seed, node)
 
