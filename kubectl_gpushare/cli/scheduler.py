@@ -448,8 +448,10 @@ class SchedulerLoop:
             if claims is not None and dra_state is not None:
                 self.dra.reserve(claims, str(best), dra_state)
                 self.dra.pre_bind(pod, claims, str(best))
+            # Set before the call: whatever it raises, the Binding may have been sent (the extender
+            # may have created it, the API server may have stored it) unless the API refused it.
+            binding_unknown = True
             if binder is not None:
-                binding_unknown = True  # the extender may have created the Binding, whatever it answers
                 binder.client.bind(pod, best)
             else:
                 meta = pod["metadata"]
@@ -459,14 +461,34 @@ class SchedulerLoop:
                     binding_unknown = not refused(exc)
                     raise ExtenderCallError(f"binding rejected: {exc}") from None
         except (ExtenderCallError, SchedulingError):
-            # kube-scheduler's binding cycle runs every Reserve plugin's Unreserve when PreBind or Bind
-            # fails (pkg/scheduler/schedule_one.go); DynamicResources' Unreserve takes the pod out of
-            # reservedFor of all its claims (pkg/scheduler/framework/plugins/dynamicresources/
-            # dynamicresources.go), so a claim PreBind wrote before a later one failed is released too.
-            if claims is not None:
-                self.dra.unreserve(pod, claims, binding_unknown=binding_unknown)
+            self._unreserve(pod, claims, binding_unknown)
             raise
+        except Exception as exc:  # our own code failed (or a reply it did not expect): that cycle fails alike
+            meta = pod["metadata"]
+            reason = protocol.error_reason(exc)
+            log.warning("binding cycle of %s/%s failed: %s", meta.get("namespace"), meta.get("name"), reason)
+            self._unreserve(pod, claims, binding_unknown)
+            raise SchedulingError(f"binding cycle failed: {reason}") from None
         return str(best)
+
+    def _unreserve(self, pod: Mapping[str, Any], claims: PodClaims | None, binding_unknown: bool) -> None:
+        """Every Reserve plugin's Unreserve after a failed PreBind or Bind; never raises.
+
+        kube-scheduler's binding cycle runs them for every failure of PreBind or Bind, whatever the
+        error (``handleBindingCycleError``, pkg/scheduler/schedule_one.go); DynamicResources' takes the
+        pod out of ``reservedFor`` of all its claims (pkg/scheduler/framework/plugins/dynamicresources/
+        dynamicresources.go), so a claim PreBind wrote before a later one failed is released too.
+        `DynamicResources.unreserve` keeps what an unknown outcome may still show. If Unreserve itself
+        fails, the reservations stay (the safe side) and the cycle's own failure is what is reported.
+        """
+        if claims is None:
+            return
+        try:
+            self.dra.unreserve(pod, claims, binding_unknown=binding_unknown)
+        except Exception as exc:  # noqa: BLE001 - the failed cycle is reported by the caller
+            meta = pod["metadata"]
+            log.warning("unreserve %s/%s failed, reservations kept: %s", meta.get("namespace"), meta.get("name"),
+                        protocol.error_reason(exc))
 
     def _claims_fit(self, claims: PodClaims | None, node: Mapping[str, Any], dra_state: PassState | None,
                     reasons: dict[str, int]) -> bool:
