@@ -23,6 +23,8 @@ Not done: scheduling profiles, preferred node affinity (scoring), inter-pod affi
 preemption, priority queues. Where it differs: a pod whose ``spec.affinity`` or ``spec.tolerations``
 does not have the API's shape (kube-apiserver refuses such a pod; the sandbox's storage may hold
 one) matches no node by its affinity and tolerates no taint, and stays Pending with the reason.
+Any other pod whose cycle raises (a field of the wrong type) is logged in one line (``cannot
+schedule ns/pod: ...``) and retried with backoff; the pods after it in the pass are still tried.
 """
 
 from __future__ import annotations
@@ -364,17 +366,18 @@ class SchedulerLoop:
             retry_at, backoff, seen = self._backoff.get(uid, (0.0, 0.0, None))
             if now < retry_at and seen == signature:
                 continue
-            if has_claims(pod):
-                dra_state = dra_state or self.dra.begin_pass(self.sandbox, nodes)
-                if not self.dra.pre_enqueue(pod, dra_state):
-                    continue  # its claims are not all made yet: the controller's write wakes it
             try:
+                if has_claims(pod):
+                    dra_state = dra_state or self.dra.begin_pass(self.sandbox, nodes)
+                    if not self.dra.pre_enqueue(pod, dra_state):
+                        continue  # its claims are not all made yet: the controller's write wakes it
                 node = self.schedule(pod, nodes, used, dra_state)
-            except (ExtenderCallError, SchedulingError, AttributeError, TypeError, ValueError, KeyError) as exc:
+            except Exception as exc:  # noqa: BLE001 - one pod's failure never ends the pass for the pods after it
                 backoff = min(max(backoff * 2, BACKOFF_START), BACKOFF_MAX)
                 self._backoff[uid] = (time.monotonic() + backoff, backoff, signature)
                 if not isinstance(exc, (ExtenderCallError, SchedulingError)):  # a malformed pod or node: skip it
-                    log.warning("cannot schedule %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
+                    log.warning("cannot schedule %s/%s: %s", meta.get("namespace"), meta.get("name"),
+                                protocol.error_reason(exc))
                     continue
                 self._unschedulable(pod, str(exc), SCHEDULER_ERROR if isinstance(exc, SchedulingError) else None)
                 continue

@@ -325,6 +325,24 @@ def test_a_python_error_in_a_second_claims_prebind_unreserves_the_first(
     assert [r for r in records if r.getMessage().startswith("binding cycle of default/p failed: Not a gzipped")]
 
 
+def test_a_pod_whose_claim_statuses_break_preenqueue_fails_alone(scheduling: Sandbox, kubectl: Kubectl,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    # kube-apiserver refuses such a status; the sandbox's storage may hold one. Its PreEnqueue fails
+    # with a Python error: that pod is skipped with one line and retried with backoff, and the pods
+    # after it in the pass are scheduled (before, the error ended every pass at that pod).
+    hostile = json.loads(pod("hostile", "t"))
+    hostile["metadata"].update(namespace="default", creationTimestamp="2000-01-01T00:00:00Z")
+    hostile["status"] = {"resourceClaimStatuses": [{"name": ["gpu"], "resourceClaimName": "x"}]}
+    scheduling.load([hostile])
+    kubectl("create", "-f", "-", input=template("t", "2Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: bound(scheduling, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(scheduling, 'p')}")
+    assert not bound(scheduling, "hostile")
+    records = [r for r in caplog.records if r.name == "kubectl_gpushare.scheduler"]
+    assert not [r for r in records if r.exc_info], [r.getMessage() for r in records]  # no traceback
+    assert [r for r in records if r.getMessage() == "cannot schedule default/hostile: unhashable type: 'list'"], [
+        r.getMessage() for r in records]
+
+
 # --- writes that landed, answered with a reply that does not decode -----------------------------------
 
 
