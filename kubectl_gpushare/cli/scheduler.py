@@ -23,8 +23,10 @@ Not done: scheduling profiles, preferred node affinity (scoring), inter-pod affi
 preemption, priority queues. Where it differs: a pod whose ``spec.affinity`` or ``spec.tolerations``
 does not have the API's shape (kube-apiserver refuses such a pod; the sandbox's storage may hold
 one) matches no node by its affinity and tolerates no taint, and stays Pending with the reason.
-Any other pod whose cycle raises (a field of the wrong type) is logged in one line (``cannot
-schedule ns/pod: ...``) and retried with backoff; the pods after it in the pass are still tried.
+A pod whose metadata, spec, ``spec.nodeName`` or ``spec.schedulerName`` has the wrong type is
+left out of every pass (`unreadable_pod`, logged once; one whose status alone is malformed is read
+with an empty status). Any other pod whose cycle raises is logged in one line (``cannot schedule
+ns/pod: ...``) and retried with backoff; the pods after it in the pass are still tried.
 """
 
 from __future__ import annotations
@@ -270,6 +272,32 @@ def unreadable(node: Mapping[str, Any]) -> str | None:
     return None
 
 
+STATUS_UNREADABLE = "status is not an object"
+
+
+def unreadable_pod(pod: Mapping[str, Any]) -> str | None:
+    """What makes the pod fields every pass reads malformed, or None when they are readable.
+
+    kube-apiserver decodes a Pod into its Go struct and refuses such an object; the sandbox may
+    store one. `SchedulerLoop.run_once` leaves it out of the pass (logged once), so it never stops
+    the others; one whose status alone is malformed (`STATUS_UNREADABLE`) is read with an empty one.
+    """
+    meta, spec, status = pod.get("metadata"), pod.get("spec"), pod.get("status")
+    if not isinstance(meta, dict):
+        return "metadata is not an object"
+    for name in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp"):
+        if meta.get(name) is not None and not isinstance(meta[name], str):
+            return f"metadata.{name} is not a string"
+    if spec is not None and not isinstance(spec, dict):
+        return "spec is not an object"
+    for name in ("nodeName", "schedulerName"):
+        if spec and spec.get(name) is not None and not isinstance(spec[name], str):
+            return f"spec.{name} is not a string"
+    if status is not None and not isinstance(status, dict):
+        return STATUS_UNREADABLE
+    return None
+
+
 def _active(pod: Mapping[str, Any]) -> bool:
     return not protocol.pod_phase_terminal((pod.get("status") or {}).get("phase"))
 
@@ -292,7 +320,7 @@ class SchedulerLoop:
         self._seen_rv = -1
         self.dra = DynamicResources(api, request_timeout)
         self._unreadable_logged: set[tuple[object, str]] = set()
-        """Malformed nodes already logged (node name, problem): once each, not every pass."""
+        """Malformed nodes and pods already logged (node name or "pod ns/name", problem): once each."""
         self._placements: dict[tuple[str, str, str, str], Placement] = {}
         """(namespace, name, uid, resourceVersion) -> `placement`; only the pods of the latest pass are kept."""
         self._node_cache: dict[tuple[str, str], tuple[str | None, tuple[Taint, ...]]] = {}
@@ -333,7 +361,7 @@ class SchedulerLoop:
             return  # nothing changed, no retry due, no write of unknown outcome settles yet
         self._seen_rv = rv
         self.dra.settle(self.sandbox)  # an allocation released here retries its pod at once (the signature)
-        pods = self.sandbox.objects("pods")
+        pods = self._readable_pods()
         nodes = self.sandbox.objects("nodes")
         signature = (
             tuple((n["metadata"]["name"], n["metadata"].get("resourceVersion")) for n in nodes),
@@ -386,6 +414,28 @@ class SchedulerLoop:
             used.add(node, noderesources.pod_requests(pod))  # later pods of this pass see what this one holds
             self._event(pod, "Scheduled", f"Successfully assigned {meta.get('namespace')}/{meta['name']} to {node}",
                         "Normal")
+
+    def _readable_pods(self) -> list[dict[str, Any]]:
+        """The stored pods this pass reads: `unreadable_pod` ones left out, each logged once.
+
+        One whose status alone is malformed is read with an empty status: its phase unknown, it
+        counts on its node as a running pod would, and is scheduled if unbound.
+        """
+        readable: list[dict[str, Any]] = []
+        for pod in self.sandbox.objects("pods"):
+            problem = unreadable_pod(pod)
+            if problem is None:
+                readable.append(pod)
+                continue
+            meta = pod.get("metadata")
+            name = f"{meta.get('namespace')}/{meta.get('name')}" if isinstance(meta, dict) else "?"
+            if (f"pod {name}", problem) not in self._unreadable_logged:
+                self._unreadable_logged.add((f"pod {name}", problem))
+                log.warning("pod %s cannot be read (%s): %s", name, problem,
+                            "read with an empty status" if problem == STATUS_UNREADABLE else "it is not scheduled")
+            if problem == STATUS_UNREADABLE:
+                readable.append({**pod, "status": {}})
+        return readable
 
     def _dra_signature(self) -> tuple[object, ...]:
         """What retries a pod with claims at once (the plugin's events): slices, classes, claims (de)allocated."""
