@@ -30,8 +30,9 @@ Rewrite = Callable[[str, str, bytes], bytes | Reply | None]
 
 
 @contextmanager
-def relay(sandbox: Sandbox, rewrite: Rewrite) -> Iterator[int]:
-    """A loopback HTTP server passing requests on to ``sandbox``; yields its port."""
+def relay(sandbox: Sandbox | int, rewrite: Rewrite) -> Iterator[int]:
+    """A loopback HTTP server passing requests on to ``sandbox`` (or another loopback port); yields its port."""
+    upstream_port = sandbox if isinstance(sandbox, int) else sandbox.port
 
     class Relay(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -41,7 +42,7 @@ def relay(sandbox: Sandbox, rewrite: Rewrite) -> Iterator[int]:
 
         def relay(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            upstream = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=30)
+            upstream = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=30)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
             upstream.request(self.command, self.path, body=body or None, headers=headers)
             reply = upstream.getresponse()
