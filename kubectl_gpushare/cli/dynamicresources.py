@@ -361,8 +361,12 @@ class DynamicResources:
         return ""
 
     def reserve(self, claims: PodClaims, node: str, state: PassState) -> None:
-        """Count the node's allocations as in flight, for this pass and the next ones."""
-        for claim, allocation in zip(claims.to_allocate, claims.allocations.get(node, ()), strict=True):
+        """Count the node's allocations as in flight, for this pass and the next ones.
+
+        All or nothing: paired up first, so a mismatch raises before anything is counted (an
+        allocation left in `in_flight` with no write ever sent would hold its device for good).
+        """
+        for claim, allocation in list(zip(claims.to_allocate, claims.allocations.get(node, ()), strict=True)):
             self.in_flight[claim.uid] = allocation
             state.allocations.append(allocation)
         state.inventory = alloc.Inventory(state.inventory.slices, state.inventory.classes,
