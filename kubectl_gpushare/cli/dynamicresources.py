@@ -19,9 +19,10 @@ The plugin's extension points, after ``pkg/scheduler/framework/plugins/dynamicre
 - PreBind (``bindClaim``), before the Binding: the scheduler's finalizer is added to a claim it
   allocates, then ``status.allocation`` and the pod in ``status.reservedFor`` are written through the
   status subresource, retried on a conflict; a claim allocated elsewhere meanwhile fails the pod's
-  cycle. Unreserve (a later claim's PreBind or the Binding failed): the pod leaves ``reservedFor``
-  of every claim the API shows it in (those written earlier in the cycle too), once the API shows
-  the pod unbound; a write whose outcome is unknown is left alone until the API shows it.
+  cycle. Unreserve (a later claim's PreBind or the Binding failed, whatever the error): the pod
+  leaves ``reservedFor`` of every claim the API shows it in (those written earlier in the cycle
+  too), once the API shows the pod unbound; a write whose outcome is unknown is left alone until
+  the API shows it.
 
 An unknown outcome (a 5xx, 429, a timeout, a dropped connection) becomes a known one by a rule,
 never by a guess, so an allocation is released only when it can no longer land:
