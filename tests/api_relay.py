@@ -8,20 +8,31 @@ from __future__ import annotations
 
 import http.client
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from kubectl_gpushare.sandbox.server import Sandbox
 
-Rewrite = Callable[[str, str, bytes], bytes | None]
-"""(method, path, request body) -> the reply body to send instead of the sandbox's, or None."""
+
+@dataclass(frozen=True)
+class Reply:
+    """A replacement reply: its body, and headers sent besides (or instead of) the sandbox's Content-Type."""
+
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Rewrite = Callable[[str, str, bytes], bytes | Reply | None]
+"""(method, path, request body) -> the reply body (or `Reply`) to send instead of the sandbox's, or None."""
 
 
 @contextmanager
-def relay(sandbox: Sandbox, rewrite: Rewrite) -> Iterator[int]:
-    """A loopback HTTP server passing requests on to ``sandbox``; yields its port."""
+def relay(sandbox: Sandbox | int, rewrite: Rewrite) -> Iterator[int]:
+    """A loopback HTTP server passing requests on to ``sandbox`` (or another loopback port); yields its port."""
+    upstream_port = sandbox if isinstance(sandbox, int) else sandbox.port
 
     class Relay(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -31,16 +42,21 @@ def relay(sandbox: Sandbox, rewrite: Rewrite) -> Iterator[int]:
 
         def relay(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            upstream = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=30)
+            upstream = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=30)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
             upstream.request(self.command, self.path, body=body or None, headers=headers)
             reply = upstream.getresponse()
             data = reply.read()
             upstream.close()
             replaced = rewrite(self.command, self.path, body)
-            data = data if replaced is None else replaced
+            if isinstance(replaced, bytes):
+                replaced = Reply(replaced)
+            data = data if replaced is None else replaced.body
+            headers = {"Content-Type": reply.getheader("Content-Type") or "application/json",
+                       **(replaced.headers if replaced is not None else {})}
             self.send_response(reply.status)
-            self.send_header("Content-Type", reply.getheader("Content-Type") or "application/json")
+            for name, value in headers.items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

@@ -19,9 +19,10 @@ The plugin's extension points, after ``pkg/scheduler/framework/plugins/dynamicre
 - PreBind (``bindClaim``), before the Binding: the scheduler's finalizer is added to a claim it
   allocates, then ``status.allocation`` and the pod in ``status.reservedFor`` are written through the
   status subresource, retried on a conflict; a claim allocated elsewhere meanwhile fails the pod's
-  cycle. Unreserve (a later claim's PreBind or the Binding failed): the pod leaves ``reservedFor``
-  of every claim the API shows it in (those written earlier in the cycle too), once the API shows
-  the pod unbound; a write whose outcome is unknown is left alone until the API shows it.
+  cycle. Unreserve (a later claim's PreBind or the Binding failed, whatever the error): the pod
+  leaves ``reservedFor`` of every claim the API shows it in (those written earlier in the cycle
+  too), once the API shows the pod unbound; a write whose outcome is unknown is left alone until
+  the API shows it.
 
 An unknown outcome (a 5xx, 429, a timeout, a dropped connection) becomes a known one by a rule,
 never by a guess, so an allocation is released only when it can no longer land:
@@ -361,8 +362,12 @@ class DynamicResources:
         return ""
 
     def reserve(self, claims: PodClaims, node: str, state: PassState) -> None:
-        """Count the node's allocations as in flight, for this pass and the next ones."""
-        for claim, allocation in zip(claims.to_allocate, claims.allocations.get(node, ()), strict=True):
+        """Count the node's allocations as in flight, for this pass and the next ones.
+
+        All or nothing: paired up first, so a mismatch raises before anything is counted (an
+        allocation left in `in_flight` with no write ever sent would hold its device for good).
+        """
+        for claim, allocation in list(zip(claims.to_allocate, claims.allocations.get(node, ()), strict=True)):
             self.in_flight[claim.uid] = allocation
             state.allocations.append(allocation)
         state.inventory = alloc.Inventory(state.inventory.slices, state.inventory.classes,

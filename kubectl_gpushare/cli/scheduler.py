@@ -23,6 +23,10 @@ Not done: scheduling profiles, preferred node affinity (scoring), inter-pod affi
 preemption, priority queues. Where it differs: a pod whose ``spec.affinity`` or ``spec.tolerations``
 does not have the API's shape (kube-apiserver refuses such a pod; the sandbox's storage may hold
 one) matches no node by its affinity and tolerates no taint, and stays Pending with the reason.
+A pod whose metadata, spec, ``spec.nodeName`` or ``spec.schedulerName`` has the wrong type is
+left out of every pass (`unreadable_pod`, logged once; one whose status alone is malformed is read
+with an empty status). Any other pod whose cycle raises is logged in one line (``cannot schedule
+ns/pod: ...``) and retried with backoff; the pods after it in the pass are still tried.
 """
 
 from __future__ import annotations
@@ -268,6 +272,32 @@ def unreadable(node: Mapping[str, Any]) -> str | None:
     return None
 
 
+STATUS_UNREADABLE = "status is not an object"
+
+
+def unreadable_pod(pod: Mapping[str, Any]) -> str | None:
+    """What makes the pod fields every pass reads malformed, or None when they are readable.
+
+    kube-apiserver decodes a Pod into its Go struct and refuses such an object; the sandbox may
+    store one. `SchedulerLoop.run_once` leaves it out of the pass (logged once), so it never stops
+    the others; one whose status alone is malformed (`STATUS_UNREADABLE`) is read with an empty one.
+    """
+    meta, spec, status = pod.get("metadata"), pod.get("spec"), pod.get("status")
+    if not isinstance(meta, dict):
+        return "metadata is not an object"
+    for name in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp"):
+        if meta.get(name) is not None and not isinstance(meta[name], str):
+            return f"metadata.{name} is not a string"
+    if spec is not None and not isinstance(spec, dict):
+        return "spec is not an object"
+    for name in ("nodeName", "schedulerName"):
+        if spec and spec.get(name) is not None and not isinstance(spec[name], str):
+            return f"spec.{name} is not a string"
+    if status is not None and not isinstance(status, dict):
+        return STATUS_UNREADABLE
+    return None
+
+
 def _active(pod: Mapping[str, Any]) -> bool:
     return not protocol.pod_phase_terminal((pod.get("status") or {}).get("phase"))
 
@@ -290,7 +320,7 @@ class SchedulerLoop:
         self._seen_rv = -1
         self.dra = DynamicResources(api, request_timeout)
         self._unreadable_logged: set[tuple[object, str]] = set()
-        """Malformed nodes already logged (node name, problem): once each, not every pass."""
+        """Malformed nodes and pods already logged (node name or "pod ns/name", problem): once each."""
         self._placements: dict[tuple[str, str, str, str], Placement] = {}
         """(namespace, name, uid, resourceVersion) -> `placement`; only the pods of the latest pass are kept."""
         self._node_cache: dict[tuple[str, str], tuple[str | None, tuple[Taint, ...]]] = {}
@@ -331,7 +361,7 @@ class SchedulerLoop:
             return  # nothing changed, no retry due, no write of unknown outcome settles yet
         self._seen_rv = rv
         self.dra.settle(self.sandbox)  # an allocation released here retries its pod at once (the signature)
-        pods = self.sandbox.objects("pods")
+        pods = self._readable_pods()
         nodes = self.sandbox.objects("nodes")
         signature = (
             tuple((n["metadata"]["name"], n["metadata"].get("resourceVersion")) for n in nodes),
@@ -364,17 +394,18 @@ class SchedulerLoop:
             retry_at, backoff, seen = self._backoff.get(uid, (0.0, 0.0, None))
             if now < retry_at and seen == signature:
                 continue
-            if has_claims(pod):
-                dra_state = dra_state or self.dra.begin_pass(self.sandbox, nodes)
-                if not self.dra.pre_enqueue(pod, dra_state):
-                    continue  # its claims are not all made yet: the controller's write wakes it
             try:
+                if has_claims(pod):
+                    dra_state = dra_state or self.dra.begin_pass(self.sandbox, nodes)
+                    if not self.dra.pre_enqueue(pod, dra_state):
+                        continue  # its claims are not all made yet: the controller's write wakes it
                 node = self.schedule(pod, nodes, used, dra_state)
-            except (ExtenderCallError, SchedulingError, AttributeError, TypeError, ValueError, KeyError) as exc:
+            except Exception as exc:  # noqa: BLE001 - one pod's failure never ends the pass for the pods after it
                 backoff = min(max(backoff * 2, BACKOFF_START), BACKOFF_MAX)
                 self._backoff[uid] = (time.monotonic() + backoff, backoff, signature)
                 if not isinstance(exc, (ExtenderCallError, SchedulingError)):  # a malformed pod or node: skip it
-                    log.warning("cannot schedule %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
+                    log.warning("cannot schedule %s/%s: %s", meta.get("namespace"), meta.get("name"),
+                                protocol.error_reason(exc))
                     continue
                 self._unschedulable(pod, str(exc), SCHEDULER_ERROR if isinstance(exc, SchedulingError) else None)
                 continue
@@ -383,6 +414,28 @@ class SchedulerLoop:
             used.add(node, noderesources.pod_requests(pod))  # later pods of this pass see what this one holds
             self._event(pod, "Scheduled", f"Successfully assigned {meta.get('namespace')}/{meta['name']} to {node}",
                         "Normal")
+
+    def _readable_pods(self) -> list[dict[str, Any]]:
+        """The stored pods this pass reads: `unreadable_pod` ones left out, each logged once.
+
+        One whose status alone is malformed is read with an empty status: its phase unknown, it
+        counts on its node as a running pod would, and is scheduled if unbound.
+        """
+        readable: list[dict[str, Any]] = []
+        for pod in self.sandbox.objects("pods"):
+            problem = unreadable_pod(pod)
+            if problem is None:
+                readable.append(pod)
+                continue
+            meta = pod.get("metadata")
+            name = f"{meta.get('namespace')}/{meta.get('name')}" if isinstance(meta, dict) else "?"
+            if (f"pod {name}", problem) not in self._unreadable_logged:
+                self._unreadable_logged.add((f"pod {name}", problem))
+                log.warning("pod %s cannot be read (%s): %s", name, problem,
+                            "read with an empty status" if problem == STATUS_UNREADABLE else "it is not scheduled")
+            if problem == STATUS_UNREADABLE:
+                readable.append({**pod, "status": {}})
+        return readable
 
     def _dra_signature(self) -> tuple[object, ...]:
         """What retries a pod with claims at once (the plugin's events): slices, classes, claims (de)allocated."""
@@ -448,8 +501,10 @@ class SchedulerLoop:
             if claims is not None and dra_state is not None:
                 self.dra.reserve(claims, str(best), dra_state)
                 self.dra.pre_bind(pod, claims, str(best))
+            # Set before the call: whatever it raises, the Binding may have been sent (the extender
+            # may have created it, the API server may have stored it) unless the API refused it.
+            binding_unknown = True
             if binder is not None:
-                binding_unknown = True  # the extender may have created the Binding, whatever it answers
                 binder.client.bind(pod, best)
             else:
                 meta = pod["metadata"]
@@ -459,14 +514,34 @@ class SchedulerLoop:
                     binding_unknown = not refused(exc)
                     raise ExtenderCallError(f"binding rejected: {exc}") from None
         except (ExtenderCallError, SchedulingError):
-            # kube-scheduler's binding cycle runs every Reserve plugin's Unreserve when PreBind or Bind
-            # fails (pkg/scheduler/schedule_one.go); DynamicResources' Unreserve takes the pod out of
-            # reservedFor of all its claims (pkg/scheduler/framework/plugins/dynamicresources/
-            # dynamicresources.go), so a claim PreBind wrote before a later one failed is released too.
-            if claims is not None:
-                self.dra.unreserve(pod, claims, binding_unknown=binding_unknown)
+            self._unreserve(pod, claims, binding_unknown)
             raise
+        except Exception as exc:  # our own code failed (or a reply it did not expect): that cycle fails alike
+            meta = pod["metadata"]
+            reason = protocol.error_reason(exc)
+            log.warning("binding cycle of %s/%s failed: %s", meta.get("namespace"), meta.get("name"), reason)
+            self._unreserve(pod, claims, binding_unknown)
+            raise SchedulingError(f"binding cycle failed: {reason}") from None
         return str(best)
+
+    def _unreserve(self, pod: Mapping[str, Any], claims: PodClaims | None, binding_unknown: bool) -> None:
+        """Every Reserve plugin's Unreserve after a failed PreBind or Bind; never raises.
+
+        kube-scheduler's binding cycle runs them for every failure of PreBind or Bind, whatever the
+        error (``handleBindingCycleError``, pkg/scheduler/schedule_one.go); DynamicResources' takes the
+        pod out of ``reservedFor`` of all its claims (pkg/scheduler/framework/plugins/dynamicresources/
+        dynamicresources.go), so a claim PreBind wrote before a later one failed is released too.
+        `DynamicResources.unreserve` keeps what an unknown outcome may still show. If Unreserve itself
+        fails, the reservations stay (the safe side) and the cycle's own failure is what is reported.
+        """
+        if claims is None:
+            return
+        try:
+            self.dra.unreserve(pod, claims, binding_unknown=binding_unknown)
+        except Exception as exc:  # noqa: BLE001 - the failed cycle is reported by the caller
+            meta = pod["metadata"]
+            log.warning("unreserve %s/%s failed, reservations kept: %s", meta.get("namespace"), meta.get("name"),
+                        protocol.error_reason(exc))
 
     def _claims_fit(self, claims: PodClaims | None, node: Mapping[str, Any], dra_state: PassState | None,
                     reasons: dict[str, int]) -> bool:

@@ -5,7 +5,10 @@ It calls an extender the way ``pkg/scheduler/extender.go`` does:
 - URLs are ``urlPrefix`` with trailing slashes removed, ``/``, and the verb;
 - every call is a POST of JSON with the Go field names, on a keep-alive connection, with a
   timeout (``httpTimeout``, 5 s by default);
-- any status other than 200 is an error *without reading the body*; a non-empty ``Error`` is an
+- any status other than 200 is an error *without reading the body*; a reply that does not decode
+  as the verb's result type (``ExtenderFilterResult``, ``HostPriorityList``,
+  ``ExtenderBindingResult``: a score past int64, a list for an object) is an error (``<verb>:
+  undecodable reply: ...``), and ``null`` is the type's zero value; a non-empty ``Error`` is an
   error with that text;
 - filter sends ``NodeNames`` when ``nodeCacheCapable`` and full Node objects otherwise; it uses the
   reply's ``NodeNames`` only when cache capable and not null, else ``Nodes.items``, and a returned
@@ -36,7 +39,9 @@ import ssl
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, TypeVar
+
+import msgspec
 
 MAX_NODE_SCORE = 100
 MAX_EXTENDER_PRIORITY = 10
@@ -67,6 +72,42 @@ class FilterOutcome:
     nodes: list[dict[str, Any]]
     failed: dict[str, str] = field(default_factory=dict)
     failed_unresolvable: dict[str, str] = field(default_factory=dict)
+
+
+# The reply types of kube-scheduler's extender API (k8s.io/kube-scheduler/extender/v1 types.go),
+# with their Go field names. A reply that does not decode as its type is the call's error, as
+# ``HTTPExtender.send``'s ``json.NewDecoder(resp.Body).Decode(result)`` returns it; a JSON ``null``
+# leaves the result at its zero value. Keys match as written (Go's decoder also folds their case).
+class _ObjectMeta(msgspec.Struct):
+    name: str = ""
+
+
+class _Node(msgspec.Struct):
+    metadata: _ObjectMeta = msgspec.field(default_factory=_ObjectMeta)
+
+
+class _NodeList(msgspec.Struct):
+    items: list[_Node] | None = None
+
+
+class _FilterResult(msgspec.Struct):
+    Nodes: _NodeList | None = None
+    NodeNames: list[str] | None = None
+    FailedNodes: dict[str, str] | None = None
+    FailedAndUnresolvableNodes: dict[str, str] | None = None
+    Error: str = ""
+
+
+class _HostPriority(msgspec.Struct):
+    Host: str = ""
+    Score: Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)] = 0  # int64
+
+
+class _BindingResult(msgspec.Struct):
+    Error: str = ""
+
+
+_ReplyT = TypeVar("_ReplyT")
 
 
 def _name(node: dict[str, Any]) -> str:
@@ -161,8 +202,8 @@ class HTTPExtender:
         self._local.conn = None
         return ExtenderCallError(f'Post "{self.url(verb)}": {exc}')
 
-    def send(self, verb: str, args: dict[str, Any]) -> Any:
-        """POST ``args`` to a verb and decode the reply; a non-200 status is an error."""
+    def send(self, verb: str, args: dict[str, Any], reply: type[_ReplyT]) -> _ReplyT | None:
+        """POST ``args`` to a verb and decode the reply as ``reply`` (None: JSON null); a non-200 status is an error."""
         body = json.dumps(args).encode()
         while True:
             conn, reused = self._connection()
@@ -187,8 +228,8 @@ class HTTPExtender:
                 raise ExtenderCallError(
                     f"failed {verb} with extender at URL {self.url(verb)}, code {response.status}")
             try:
-                return json.loads(payload)
-            except (ValueError, RecursionError) as exc:  # too deep: Go's encoding/json fails as well
+                return msgspec.json.decode(payload, type=reply | None)
+            except (msgspec.DecodeError, RecursionError) as exc:  # too deep: Go's encoding/json fails as well
                 raise ExtenderCallError(f"{verb}: undecodable reply: {exc}") from None
 
     def filter(self, pod: dict[str, Any], nodes: list[dict[str, Any]]) -> FilterOutcome:
@@ -198,14 +239,14 @@ class HTTPExtender:
             args = {"Pod": pod, "Nodes": None, "NodeNames": list(by_name)}
         else:
             args = {"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}
-        result = self.send(self.config.filter_verb, args)
-        if result.get("Error"):
-            raise ExtenderCallError(result["Error"])
+        result = self.send(self.config.filter_verb, args, _FilterResult) or _FilterResult()
+        if result.Error:
+            raise ExtenderCallError(result.Error)
         passing: list[dict[str, Any]] = []
-        if self.config.node_cache_capable and result.get("NodeNames") is not None:
-            names = result["NodeNames"]
-        elif result.get("Nodes") is not None:
-            names = [_name(node) for node in result["Nodes"].get("items") or []]
+        if self.config.node_cache_capable and result.NodeNames is not None:
+            names = result.NodeNames
+        elif result.Nodes is not None:
+            names = [node.metadata.name for node in result.Nodes.items or []]
         else:
             names = []
         for name in names:
@@ -214,8 +255,7 @@ class HTTPExtender:
                     f'extender "{self.url("")}" claims a filtered node "{name}" which is not found in the input '
                     "node list")
             passing.append(by_name[name])
-        return FilterOutcome(passing, dict(result.get("FailedNodes") or {}),
-                             dict(result.get("FailedAndUnresolvableNodes") or {}))
+        return FilterOutcome(passing, dict(result.FailedNodes or {}), dict(result.FailedAndUnresolvableNodes or {}))
 
     def prioritize(self, pod: dict[str, Any], nodes: list[dict[str, Any]]) -> dict[str, int]:
         """Scores as they enter kube-scheduler's sum: extender score × weight × 10."""
@@ -223,9 +263,9 @@ class HTTPExtender:
             args = {"Pod": pod, "Nodes": None, "NodeNames": [_name(node) for node in nodes]}
         else:
             args = {"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}
-        result = self.send(self.config.prioritize_verb, args)
+        result = self.send(self.config.prioritize_verb, args, list[_HostPriority])
         factor = self.config.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
-        return {entry["Host"]: int(entry["Score"]) * factor for entry in result or []}
+        return {entry.Host: entry.Score * factor for entry in result or []}
 
     def bind(self, pod: dict[str, Any], node: str) -> None:
         """Delegate the Binding to the extender; raises with its message if it failed."""
@@ -233,9 +273,9 @@ class HTTPExtender:
         result = self.send(self.config.bind_verb, {
             "PodName": meta["name"], "PodNamespace": meta.get("namespace", "default"),
             "PodUID": meta["uid"], "Node": node,
-        })
-        if result.get("Error"):
-            raise ExtenderCallError(result["Error"])
+        }, _BindingResult)
+        if result is not None and result.Error:
+            raise ExtenderCallError(result.Error)
 
     def close(self) -> None:
         """Close this thread's connection."""

@@ -118,7 +118,7 @@ def test_tls_serves_the_scheduler_over_https(sandbox: Sandbox, extender_factory,
     sched.bind(job, "gpu-1")
     plain = ext.scheduler()
     with pytest.raises(ExtenderCallError):
-        plain.send("filter", {})  # TLS required: plain HTTP is not answered
+        plain.send("filter", {}, dict)  # TLS required: plain HTTP is not answered
 
 
 def test_bad_tls_files_fail_to_start(sandbox: Sandbox, extender_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

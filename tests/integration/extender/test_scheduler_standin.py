@@ -9,12 +9,14 @@ leaves Pending with the extender's error.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from api_relay import relay
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.cli import noderesources
@@ -102,3 +104,64 @@ def test_a_node_with_unreadable_taints_fails_alone_and_the_loop_binds_on_the_oth
         assert stored is not None and stored["spec"].get("nodeName") == "gpu-1"
     finally:
         api.close()
+
+
+@contextlib.contextmanager
+def _garbling(sandbox: Sandbox, kubeconfig: Path, extender_factory: Callable[..., Any], verb: str,
+              reply: bytes) -> Iterator[SchedulerLoop]:
+    """The shipped configuration's stand-in, its extender behind a relay answering ``verb`` with ``reply`` once."""
+    sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1")])
+    ext = extender_factory()
+    ext.wait_synced()
+    garbled: list[str] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method != "POST" or not path.endswith(f"/{verb}") or garbled:
+            return None
+        garbled.append(path)
+        return reply
+
+    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
+    with relay(ext.running.port, rewrite) as port:
+        standin = SchedulerLoop(sandbox, api, extenders_from_config(
+            scheduler_config_text(), f"http://127.0.0.1:{port}{ext.config.url_prefix}"))
+        try:
+            yield standin
+        finally:
+            standin.stop()
+            api.close()
+    assert garbled, f"the extender's {verb} reply was never replaced"
+
+
+@pytest.mark.parametrize("reply", [b'[{"Host": "gpu-1", "Score": 1e400}]', b'[{"Host": "gpu-1", "Score": 9.5}]',
+                                   b'{"Host": "gpu-1", "Score": 9}', b'[{"Host": 1, "Score": 9}]', b"null"],
+                         ids=["score-past-int64", "score-not-integer", "object-not-list", "host-not-string", "null"])
+def test_a_prioritize_reply_that_does_not_decode_is_ignored_as_kube_scheduler_ignores_it(
+        sandbox: Sandbox, kubeconfig: Path, extender_factory: Callable[..., Any], reply: bytes) -> None:
+    # HTTPExtender.Prioritize returns json's decoding error; schedule_one.go's prioritizeNodes drops
+    # any extender's prioritize error ("Prioritization errors from extender can be ignored").
+    with _garbling(sandbox, kubeconfig, extender_factory, "prioritize", reply) as standin:
+        assert _schedule(sandbox, standin, pod_object("p", "default", [4])) == "gpu-1"
+
+
+@pytest.mark.parametrize(("verb", "reply"), [("filter", b"[]"), ("filter", b'{"NodeNames": "gpu-1"}'),
+                                             ("filter", b'{"Error": 1}'), ("bind", b"[]"), ("bind", b'{"Error": 1}')],
+                         ids=["filter-list", "filter-names-string", "filter-error-number", "bind-list",
+                              "bind-error-number"])
+def test_a_filter_or_bind_reply_that_does_not_decode_fails_the_cycle_with_the_decoding_error(
+        sandbox: Sandbox, kubeconfig: Path, extender_factory: Callable[..., Any], verb: str, reply: bytes) -> None:
+    # As HTTPExtender.send's json.NewDecoder(resp.Body).Decode(result) error, never a Python error of
+    # the stand-in's own (before: "'list' object has no attribute 'get'").
+    with _garbling(sandbox, kubeconfig, extender_factory, verb, reply) as standin, pytest.raises(
+            ExtenderCallError, match=f"^{verb}: undecodable reply: "):
+        _schedule(sandbox, standin, pod_object("p", "default", [4]))
+
+
+def test_a_null_bind_reply_is_a_bind_without_error(sandbox: Sandbox, kubeconfig: Path,
+                                                    extender_factory: Callable[..., Any]) -> None:
+    # Go's decoder leaves the result at its zero value for null: an empty Error, the bind succeeded.
+    with _garbling(sandbox, kubeconfig, extender_factory, "bind", b"null") as standin:
+        # before: SchedulingError "binding cycle failed: 'NoneType' object has no attribute 'get'"
+        assert _schedule(sandbox, standin, pod_object("p", "default", [4])) == "gpu-1"
+    stored = sandbox.get("pods", "default", "p")
+    assert stored is not None and stored["spec"].get("nodeName") == "gpu-1"

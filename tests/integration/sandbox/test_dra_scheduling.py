@@ -7,12 +7,13 @@ import dataclasses
 import json
 import re
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from api_relay import relay
+from api_relay import Reply, relay
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
@@ -286,6 +287,60 @@ def test_a_second_claim_failing_prebind_unreserves_the_first(scheduling: Sandbox
     wait_for(lambda: bound(scheduling, "p"), timeout=60, what="the pod bound once the fault is gone")
     assert reserved_for(scheduling, "p", "a") == reserved_for(scheduling, "p", "b") == [uid]
     assert not [r for r in scheduling.requests if r.status >= 500 and r.subresource != "status"]  # only the injected
+
+
+def test_a_python_error_in_a_second_claims_prebind_unreserves_the_first(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture) -> None:
+    # Claim b's read is answered 200 with "Content-Encoding: gzip" and a body that is not gzip: the
+    # client raises a Python error (no KubeError) in PreBind after claim a was written. The cycle
+    # fails as any other PreBind failure does: one line, Unreserve (the pod leaves a's reservedFor),
+    # a FailedScheduling event, a retry; the scheduling loop keeps running and binds it once the
+    # replies are sound again.
+    claim_b_read = re.compile(r"/resourceclaims/p-b-[a-z0-9]+(\?.*)?$")
+    hostile: list[str] = []
+    sound = threading.Event()
+
+    def rewrite(method: str, path: str, body: bytes) -> Reply | None:
+        if method != "GET" or not claim_b_read.search(path) or sound.is_set():
+            return None
+        hostile.append(path)
+        return Reply(b"not gzip", {"Content-Encoding": "gzip"})
+
+    with relay(sandbox, rewrite) as port, running_scheduler(sandbox, kubeconfig, server=f"http://127.0.0.1:{port}"):
+        kubectl("create", "-f", "-", input="\n".join([template("a", "2Gi"), template("b", "4Gi"), two_claims_pod("p")]))
+        message = wait_for(lambda: next(iter(failed_scheduling(sandbox, "p")), None), timeout=30,
+                           what="PreBind's failure recorded")
+        assert hostile and "Not a gzipped file" in message and "\n" not in message, message
+        assert scheduled_condition(sandbox, "p")["reason"] == "SchedulerError"
+        wait_for(lambda: claim_of(sandbox, "p", "a").get("status", {}).get("allocation")
+                 and not reserved_for(sandbox, "p", "a"), timeout=30, what="claim a allocated, the pod unreserved")
+        assert not bound(sandbox, "p") and not claim_of(sandbox, "p", "b").get("status", {}).get("allocation")
+        sound.set()
+        wait_for(lambda: bound(sandbox, "p"), timeout=60, what="the pod bound once the replies are sound")
+    uid = (sandbox.get("pods", "default", "p") or {})["metadata"]["uid"]
+    assert reserved_for(sandbox, "p", "a") == reserved_for(sandbox, "p", "b") == [uid]
+    assert_not_over_committed(sandbox)
+    records = [r for r in caplog.records if r.name == "kubectl_gpushare.scheduler"]
+    assert not [r for r in records if r.exc_info], [r.getMessage() for r in records]  # no traceback
+    assert [r for r in records if r.getMessage().startswith("binding cycle of default/p failed: Not a gzipped")]
+
+
+def test_a_pod_whose_claim_statuses_break_preenqueue_fails_alone(scheduling: Sandbox, kubectl: Kubectl,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    # kube-apiserver refuses such a status; the sandbox's storage may hold one. Its PreEnqueue fails
+    # with a Python error: that pod is skipped with one line and retried with backoff, and the pods
+    # after it in the pass are scheduled (before, the error ended every pass at that pod).
+    hostile = json.loads(pod("hostile", "t"))
+    hostile["metadata"].update(namespace="default", creationTimestamp="2000-01-01T00:00:00Z")
+    hostile["status"] = {"resourceClaimStatuses": [{"name": ["gpu"], "resourceClaimName": "x"}]}
+    scheduling.load([hostile])
+    kubectl("create", "-f", "-", input=template("t", "2Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: bound(scheduling, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(scheduling, 'p')}")
+    assert not bound(scheduling, "hostile")
+    records = [r for r in caplog.records if r.name == "kubectl_gpushare.scheduler"]
+    assert not [r for r in records if r.exc_info], [r.getMessage() for r in records]  # no traceback
+    assert [r for r in records if r.getMessage() == "cannot schedule default/hostile: unhashable type: 'list'"], [
+        r.getMessage() for r in records]
 
 
 # --- writes that landed, answered with a reply that does not decode -----------------------------------
