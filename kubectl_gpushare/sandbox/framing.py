@@ -40,11 +40,12 @@ MAX_REQUEST_HEAD = (1 << 20) + 4096
 """Longest request line Go's server reads: kube-apiserver's ``MaxHeaderBytes: 1 << 20`` (k8s.io/apiserver/pkg/
 server/secure_serving.go; net/http's ``DefaultMaxHeaderBytes`` too) plus the 4096 bytes of "bufio slop" that
 ``initialReadLimitSize`` (src/net/http/server.go) adds. Go counts the header lines against the same budget;
-here they keep ``http.server``'s own bounds (64 KiB a line, 100 lines)."""
+the header lines count against what is left of it (`read_header_lines`)."""
 HEADER_TOO_LARGE_REPLY = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
                           b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
 """What Go's server writes, then closes, for a request head past its read limit (``conn.serve``'s ``errTooLarge``
-case, src/net/http/server.go), where ``http.server`` answers a line over 64 KiB with its HTML 414."""
+case, src/net/http/server.go), where ``http.server`` answers a request line over 64 KiB with its HTML 414
+and a header line over 64 KiB, or a 101st header, with its HTML 431."""
 _METHOD = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """An RFC 7230 token: Go's ``validMethod`` (src/net/http/http.go ``isNotToken``)."""
 _VERSION = re.compile(rb"HTTP/([0-9])\.[0-9]")
@@ -138,6 +139,28 @@ def target_set_aside(request_line: bytes) -> bytes:
     method, _, rest = request_line.partition(b" ")
     _, _, proto = rest.partition(b" ")
     return method + b" * " + proto
+
+
+def read_header_lines(stream: Stream, budget: int) -> list[bytes] | None:
+    """The header lines after a request line, up to the blank line that ends them; None past ``budget`` bytes.
+
+    Go's server counts the whole request head against one read limit (``initialReadLimitSize``:
+    `MAX_REQUEST_HEAD`, src/net/http/server.go ``connReader``) and ``textproto.Reader.ReadMIMEHeader``
+    bounds neither a line's length nor the number of lines (``readMIMEHeader(r, math.MaxInt64,
+    math.MaxInt64)``, src/net/textproto/reader.go): a head that reaches its end within the limit is
+    read, one that does not is `HEADER_TOO_LARGE_REPLY`. ``budget`` is what the request line left of
+    the limit; the blank line counts too. The stream ending early ends the headers, as it does for
+    ``http.server``.
+    """
+    lines: list[bytes] = []
+    while True:
+        line = stream.readline(budget + 1)
+        budget -= len(line)
+        if budget < 0:
+            return None
+        if line in (b"\r\n", b"\n", b""):
+            return lines
+        lines.append(line)
 
 
 def content_length(values: list[str]) -> int:

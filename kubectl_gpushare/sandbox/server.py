@@ -38,6 +38,7 @@ Where it deliberately differs from kube-apiserver:
 from __future__ import annotations
 
 import base64
+import email.parser
 import io
 import logging
 import socket
@@ -68,6 +69,7 @@ from kubectl_gpushare.sandbox.framing import (
     content_length,
     drain,
     read_chunked,
+    read_header_lines,
     read_request_line,
     request_target,
     target_set_aside,
@@ -264,13 +266,38 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(read)
             return False
         self.target = read
+        header_lines = read_header_lines(self.rfile, MAX_REQUEST_HEAD - len(line))
+        if header_lines is None:
+            self.close_connection = True
+            self.wfile.write(HEADER_TOO_LARGE_REPLY)
+            return False
         self.raw_requestline = target_set_aside(line)
+        rfile, self.rfile = self.rfile, io.BufferedReader(io.BytesIO(b"\r\n"))  # the headers are read
         try:
             accepted = super().parse_request()
         finally:
-            self.raw_requestline = line
+            self.raw_requestline, self.rfile = line, rfile
         self.path = request_target(line)
-        return accepted
+        return accepted and self._take_headers(header_lines)
+
+    def _take_headers(self, lines: list[bytes]) -> bool:
+        """Parse the lines `read_header_lines` read; act on ``Connection`` and ``Expect`` as ``http.server`` does.
+
+        What ``BaseHTTPRequestHandler.parse_request`` does after it read the headers itself (which
+        `parse_request` keeps it from doing, so that its 64 KiB and 100-line bounds do not apply):
+        ``http.client.parse_headers`` decodes them as Latin-1 into an ``email`` message, ``Connection:
+        close`` closes and ``keep-alive`` keeps the connection, ``Expect: 100-continue`` on HTTP/1.1 is
+        answered before the body is read.
+        """
+        self.headers = email.parser.Parser(_class=self.MessageClass).parsestr(b"".join(lines).decode("iso-8859-1"))
+        connection = (self.headers.get("Connection") or "").lower()
+        if connection == "close":
+            self.close_connection = True
+        elif connection == "keep-alive":
+            self.close_connection = False
+        if (self.headers.get("Expect") or "").lower() == "100-continue" and self.request_version >= "HTTP/1.1":
+            return self.handle_expect_100()
+        return True
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """The status line and ``Date``, without the ``Server: BaseHTTP/...`` header ``http.server`` adds.

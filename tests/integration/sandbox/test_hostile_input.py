@@ -487,6 +487,67 @@ def test_a_request_line_past_gos_header_limit_gets_its_plain_431_and_a_longer_on
     assert_no_traceback(capfd)
 
 
+GO_HEADER_LIMIT = (1 << 20) + 4096
+"""kube-apiserver's MaxHeaderBytes (1 << 20, apiserver secure_serving.go) plus Go's 4096 bytes of slop."""
+
+
+def head_of_size(size: int, *, line: int) -> bytes:
+    """A GET /version whose head (request line, header lines, blank line) is ``size`` bytes, in lines of ``line``."""
+    head = b"GET /version HTTP/1.1\r\nHost: sandbox\r\n"
+    index = 0
+    while size - len(head) - 2 > line:
+        head += b"X-Pad-%06d: %s\r\n" % (index, b"a" * (line - 16))
+        index += 1
+    last = size - len(head) - 2 - len(b"X-Last: \r\n")
+    assert last >= 0
+    head += b"X-Last: " + b"b" * last + b"\r\n\r\n"
+    assert len(head) == size
+    return head
+
+
+@pytest.mark.parametrize("line", [1024, 200 * 1024], ids=["many-headers", "long-lines"])
+def test_header_lines_count_against_gos_one_limit_for_the_whole_head(
+    sandbox: Sandbox, line: int, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Go's server reads the request line and the header lines under one read limit, MaxHeaderBytes
+    # plus 4096 (src/net/http/server.go connReader, initialReadLimitSize), and textproto's
+    # ReadMIMEHeader bounds neither a line's length nor the lines' number (readMIMEHeader(r,
+    # math.MaxInt64, math.MaxInt64), src/net/textproto/reader.go); a head that does not end within
+    # the limit gets conn.serve's plain 431 and a close. http.server answered a 101st header or a
+    # header line over 64 KiB with its HTML 431, and took any head up to those bounds.
+    status, answer, closed = exchange(sandbox, head_of_size(GO_HEADER_LIMIT, line=line))
+    assert (status, answer["gitVersion"] != "", closed) == (200, True, False)
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        with contextlib.suppress(OSError):  # the server may answer and close before it read everything
+            sock.sendall(head_of_size(GO_HEADER_LIMIT + 1, line=line))
+        reply = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert reply == (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+    assert [r.status for r in sandbox.requests] == [200], "Go answers before any handler, and logs nothing"
+    assert exchange(sandbox, request("GET", "/version"))[0] == 200
+    assert_no_traceback(capfd)
+
+
+def test_headers_read_past_http_servers_bounds_still_rule_the_connection(sandbox: Sandbox) -> None:
+    # The headers are parsed as http.server parsed them: Connection: close still closes, Expect:
+    # 100-continue is still answered before the body, and a header past the 100th is still seen.
+    pad = "".join(f"X-Pad-{index}: a\r\n" for index in range(150))
+    raw = (f"POST {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n{pad}Content-Type: application/json\r\n"
+           f"Content-Length: {len(configmap('c1'))}\r\nConnection: close\r\n\r\n").encode() + configmap("c1")
+    status, _, closed = exchange(sandbox, raw)
+    assert (status, closed) == (201, True)
+    body = configmap("c2")
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        sock.sendall(request("POST", CONFIGMAPS, headers={"Expect": "100-continue", "Content-Length": str(len(body)),
+                                                          "X-Pad": "a" * (100 * 1024)}))
+        reader = sock.makefile("rb")
+        assert reader.readline().startswith(b"HTTP/1.1 100 "), "100 Continue before the body"
+        assert reader.readline() == b"\r\n"
+        sock.sendall(body)
+        assert reader.readline().startswith(b"HTTP/1.1 201 ")
+    assert sandbox.get("configmaps", "default", "c2") is not None
+
+
 # --- decoding bombs and bad shapes ------------------------------------------------------------
 def test_yaml_aliases_are_refused(sandbox: Sandbox) -> None:
     laughs = ["a: &a [x, x, x, x, x, x, x, x, x]"]
