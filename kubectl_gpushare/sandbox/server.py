@@ -991,7 +991,9 @@ class Sandbox:
 
     def _send(self, handler: _Handler, method: str, response: Response) -> int:
         try:
-            handler.send_response(response.status)
+            handler.send_response_only(response.status)
+            if not any(key.lower() == "date" for key in response.headers):  # a pod's own (`proxy.relayed_headers`)
+                handler.send_header("Date", handler.date_time_string())
             if response.content_type:  # none for a reply without a body Go could sniff (a proxy's 301)
                 handler.send_header("Content-Type", response.content_type)
             handler.send_header("Cache-Control", "no-cache, private")
