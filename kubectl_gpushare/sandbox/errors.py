@@ -223,18 +223,6 @@ def unauthorized() -> ApiError:
     return ApiError(401, "Unauthorized", "Unauthorized")
 
 
-def forbidden(user: str, verb: str, plural: str, group: str, namespace: str, name: str) -> ApiError:
-    """403 in the RBAC authorizer's wording."""
-    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-    return ApiError(
-        403,
-        "Forbidden",
-        f"{qualified(plural, group)}{' ' + repr(name).replace(chr(39), chr(34)) if name else ''} is forbidden: "
-        f'User "{user}" cannot {verb} resource "{plural}" in API group "{group}" {scope}',
-        details=_details(plural, name, group),
-    )
-
-
 def not_acceptable(accept: str) -> ApiError:
     """406 for an Accept header the sandbox cannot serve (protobuf only)."""
     return ApiError(

@@ -24,7 +24,8 @@ Where it deliberately differs from kube-apiserver:
 * The admission chain is ValidatingAdmissionPolicy only (``admission.py``): namespaces need not
   exist, no quota, no defaulting webhooks.
 * No real RBAC engine: with ``auth=True`` there are bearer tokens only; `ADMIN_TOKEN` may do
-  anything, `READONLY_TOKEN` may get, list and watch (writes get 403), and no token gets 401.
+  anything, `READONLY_TOKEN` may get, list and watch (anything else gets 403, before routing:
+  ``authorization.py``), and no token gets 401.
   Extra tokens can be added with `Sandbox.add_token`, so each component shows up under its own
   user in the request log, and service-account tokens can be requested through the TokenRequest
   API (``tokens.py``): bound to a pod, they name its node as kube-apiserver's do, and admission
@@ -56,6 +57,7 @@ from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_r
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
+from kubectl_gpushare.sandbox.authorization import forbidden, request_info, viewer_may
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -782,8 +784,8 @@ class Sandbox:
             # WithRequestDeadline wraps authentication and routing (DefaultBuildHandlerChain in
             # k8s.io/apiserver/pkg/server/config.go: the API handler is the chain's innermost), so a
             # malformed timeout is a 400 for anyone, on any path, a 404 one included. Then
-            # authentication, which also wraps the router: a path nothing serves is a 404 only for a
-            # caller who may know it.
+            # authentication and authorization, which also wrap the router: a path nothing serves is
+            # a 404, and a method no route there has a 405, only for a caller who may know it.
             unrouted: ApiError | None = None
             try:
                 target = resolve(method, exact, query)  # the log names what a 401 was for, too
@@ -793,15 +795,14 @@ class Sandbox:
             identity = self._authenticate(handler)
             if identity is None and path not in _UNAUTHENTICATED:
                 raise errors.unauthorized()
+            identity = identity or Identity(ANONYMOUS)
+            user = identity.user.username
+            if identity.readonly:  # WithAuthorization, outside the router: a 405 or 404 is for those it allows
+                info = request_info(method, path, query)
+                if not viewer_may(info):
+                    raise forbidden(user, info)
             if unrouted is not None:
                 raise unrouted
-            identity = identity or Identity(ANONYMOUS)
-            user, readonly = identity.user.username, identity.readonly
-            if readonly and (target.verb in WRITE_VERBS or target.subresource == "proxy"):
-                # The viewer is kubectl's "view" role, which grants no pods/proxy (nor any write).
-                assert target.resource is not None
-                plural = target.resource.plural + (f"/{target.subresource}" if target.subresource else "")
-                raise errors.forbidden(user, target.verb, plural, target.group, target.namespace, target.name)
             if fault is None:  # the faults that act in the server, once it has authenticated and routed the request
                 fault = self.faults.take(method, handler.path)
             committing = (fault is not None and fault.after and not fault.in_transit and fault.latency > 0

@@ -400,8 +400,11 @@ def test_authorization_sees_the_decoded_path() -> None:
         headers: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.READONLY_TOKEN}"}
         status, answer, _ = exchange(sb, request("GET", f"{PODS}/p%31/prox%79/usage", headers=headers))
         assert (status, answer["reason"]) == (403, "Forbidden")
-        assert answer["message"] == ('pods/proxy "p1" is forbidden: User "sandbox-viewer" cannot get resource '
+        # responsewriters.Forbidden: NewForbidden names the resource alone (GroupResource), the
+        # message (forbiddenMessage) the resource and subresource.
+        assert answer["message"] == ('pods "p1" is forbidden: User "sandbox-viewer" cannot get resource '
                                      '"pods/proxy" in API group "" in the namespace "default"')  # fmt: skip
+        assert answer["details"] == {"name": "p1", "kind": "pods"}
 
 
 METHOD_NOT_ALLOWED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -429,6 +432,52 @@ def test_an_unknown_method_reaches_the_handler_chain_and_gets_go_restfuls_405(
             assert (status, answer, closed) == (405, METHOD_NOT_ALLOWED, False), path
         assert [(r.method, r.status) for r in sb.requests][-3:] == [("FOO", 405)] * 3
         assert sb.get("configmaps", "default", "c") is not None
+    assert_no_traceback(capfd)
+
+
+def test_authorization_comes_before_routing_so_the_viewer_gets_403_where_a_route_would_answer_405_or_404(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # DefaultBuildHandlerChain (k8s.io/apiserver/pkg/server/config.go) runs WithAuthorization outside
+    # the API handler, on the RequestInfo read from the method and path (requestinfo.go): a method
+    # with no verb of its own is the empty verb on a resource path and its lower case elsewhere,
+    # which the viewer's roles (view; system:discovery and system:public-info-viewer: get on /api,
+    # /apis, /openapi, /version, the health checks) never grant. responsewriters.Forbidden words the
+    # 403 and HTML-escapes forbiddenMessage (sanitizer). The sandbox answered go-restful's 405 first.
+    with Sandbox(auth=True) as sb:
+        sb.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+        viewer: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.READONLY_TOKEN}"}
+        admin: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.ADMIN_TOKEN}"}
+        status, answer, closed = exchange(sb, request("FOO", f"{CONFIGMAPS}/c", b"{}", headers=viewer))
+        assert (status, closed) == (403, False)
+        assert answer == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                          "message": 'configmaps "c" is forbidden: User "sandbox-viewer" cannot  resource '
+                                     '"configmaps" in API group "" in the namespace "default"',
+                          "reason": "Forbidden", "details": {"name": "c", "kind": "configmaps"},
+                          "code": 403}  # fmt: skip
+        status, answer, _ = exchange(sb, request("FOO", "/apis/apps/v1/deployments", headers=viewer))
+        assert (status, answer["message"], answer["details"]) == (
+            403, 'deployments.apps is forbidden: User "sandbox-viewer" cannot  resource "deployments" in API group '
+                 '"apps" at the cluster scope', {"group": "apps", "kind": "deployments"})  # fmt: skip
+        for method, path in (("POST", "/version"), ("PUT", "/api/v1"), ("POST", "/apis"), ("DELETE", "/healthz"),
+                             ("FOO", "/apis/apps"), ("GET", "/"), ("GET", "/nope")):
+            status, answer, _ = exchange(sb, request(method, path, headers=viewer))
+            assert (status, answer["message"], answer["details"]) == (
+                403, f'forbidden: User "sandbox-viewer" cannot {method.lower()} path "{path}"', {}), (method, path)
+        status, answer, _ = exchange(sb, request("GET", "/x%3Ca%26b%3E", headers=viewer))
+        assert answer["message"] == 'forbidden: User "sandbox-viewer" cannot get path "/x&lt;a&amp;b&gt;"'
+        for path in ("/version", "/api/v1", "/apis", "/apis/apps/v1", "/openapi/v2", CONFIGMAPS, f"{CONFIGMAPS}/c",
+                     f"{CONFIGMAPS}?watch=1&timeoutSeconds=1"):
+            assert exchange(sb, request("GET", path, headers=viewer))[0] == 200, path
+        reply = read_to_close(sb, request("GET", "/healthz", headers={**viewer, "Connection": "close"}))
+        assert reply.startswith(b"HTTP/1.1 200 ") and reply.endswith(b"\r\n\r\nok"), reply
+        assert exchange(sb, request("GET", f"{CONFIGMAPS}/none", headers=viewer))[0] == 404
+        # Those it allows still meet the router: the admin's FOO is go-restful's 405, its GET / the
+        # root document, its /nope a 404.
+        assert exchange(sb, request("FOO", f"{CONFIGMAPS}/c", b"{}", headers=admin))[:2] == (405, METHOD_NOT_ALLOWED)
+        assert exchange(sb, request("GET", "/", headers=admin))[0] == 200
+        assert exchange(sb, request("GET", "/nope", headers=admin))[0] == 404
+        assert [r.user for r in sb.requests if r.status == 403][:2] == ["sandbox-viewer"] * 2
     assert_no_traceback(capfd)
 
 
