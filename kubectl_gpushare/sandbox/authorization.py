@@ -24,6 +24,7 @@ _DISCOVERY_URLS: Final = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/li
                           "/readyz", "/version", "/version/")  # fmt: skip
 """The ``get`` on non-resource URLs that ``system:discovery`` and ``system:public-info-viewer`` grant
 (bootstrappolicy/policy.go); a trailing ``*`` matches any rest (``rbac.NonResourceURLMatches``)."""
+_NOSNIFF: Final = {"X-Content-Type-Options": "nosniff"}
 _METHOD_VERBS: Final = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
                         "DELETE": "delete"}  # fmt: skip
 """A resource request's verb by method (``NewRequestInfo``); any other method's verb is empty."""
@@ -106,11 +107,12 @@ def forbidden(user: str, info: RequestInfo) -> ApiError:
     The message names the resource and subresource (``pods/proxy``); the prefix and ``details`` the
     resource alone (``pods "p1" is forbidden``), and a non-resource request neither (``forbidden:``,
     empty details). An empty verb (a method without one) leaves two spaces, as Go's ``%s`` does. The
-    part ``forbiddenMessage`` writes is `_sanitized`; the prefix is not.
+    part ``forbiddenMessage`` writes is `_sanitized`; the prefix is not. The reply carries
+    ``X-Content-Type-Options: nosniff``, which ``Forbidden`` sets.
     """
     if not info.resource_request:
         denied = f"User {go_quote(user)} cannot {info.verb} path {go_quote(info.path)}"
-        return ApiError(403, "Forbidden", f"forbidden: {_sanitized(denied)}", details={})
+        return ApiError(403, "Forbidden", f"forbidden: {_sanitized(denied)}", details={}, headers=dict(_NOSNIFF))
     resource = info.resource + (f"/{info.subresource}" if info.subresource else "")
     scope = f"in the namespace {go_quote(info.namespace)}" if info.namespace else "at the cluster scope"
     denied = (f"User {go_quote(user)} cannot {info.verb} resource {go_quote(resource)} in API group "
@@ -122,7 +124,7 @@ def forbidden(user: str, info: RequestInfo) -> ApiError:
         details["group"] = info.group
     if info.resource:
         details["kind"] = info.resource
-    return ApiError(403, "Forbidden", message, details=details)
+    return ApiError(403, "Forbidden", message, details=details, headers=dict(_NOSNIFF))
 
 
 def _sanitized(text: str) -> str:

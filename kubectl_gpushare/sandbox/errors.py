@@ -24,6 +24,7 @@ class ApiError(Exception):
         *,
         details: dict[str, Any] | None = None,
         retry_after: int | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -31,6 +32,8 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.retry_after = retry_after
+        self.headers = headers or {}
+        """Headers the writer of this error sets besides the Status (``Retry-After`` aside)."""
 
     def status(self) -> dict[str, Any]:
         """The ``Status`` object kube-apiserver would send for this error.

@@ -120,7 +120,7 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
 def error_response(error: ApiError) -> Response:
     """The ``Status`` response for an error."""
     headers = {"Retry-After": str(error.retry_after)} if error.retry_after is not None else {}
-    return json_response(error.code, error.status(), headers)
+    return json_response(error.code, error.status(), {**error.headers, **headers})
 
 
 def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:

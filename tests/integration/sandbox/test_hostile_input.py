@@ -503,6 +503,8 @@ def test_authorization_comes_before_routing_so_the_viewer_gets_403_where_a_route
                 403, f'forbidden: User "sandbox-viewer" cannot {method.lower()} path "{path}"', {}), (method, path)
         status, answer, _ = exchange(sb, request("GET", "/x%3Ca%26b%3E", headers=viewer))
         assert answer["message"] == 'forbidden: User "sandbox-viewer" cannot get path "/x&lt;a&amp;b&gt;"'
+        reply = read_to_close(sb, request("FOO", CONFIGMAPS, headers={**viewer, "Connection": "close"}))
+        assert reply.startswith(b"HTTP/1.1 403 ") and b"\r\nX-Content-Type-Options: nosniff\r\n" in reply, reply
         for path in ("/version", "/api/v1", "/apis", "/apis/apps/v1", "/openapi/v2", CONFIGMAPS, f"{CONFIGMAPS}/c",
                      f"{CONFIGMAPS}?watch=1&timeoutSeconds=1"):
             assert exchange(sb, request("GET", path, headers=viewer))[0] == 200, path
