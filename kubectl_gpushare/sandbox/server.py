@@ -70,6 +70,7 @@ from kubectl_gpushare.sandbox.framing import (
     FramingError,
     content_length,
     drain,
+    header_lines_refused,
     read_chunked,
     read_header_lines,
     read_request_line,
@@ -253,7 +254,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def parse_request(self) -> bool:
-        """Refuse a request line Go's server refuses, as it does (`framing.read_request_line`); keep the target split.
+        """Refuse a request head Go's server refuses, as it does; keep the target split.
+
+        The request line as `framing.read_request_line` reads it, the header lines as
+        `framing.read_header_lines` (their size) and `framing.header_lines_refused` (their form).
 
         Before any handler, and so before routing, authentication, faults and the request log.
         ``http.server`` splits the line on any whitespace (``str.split``), where Go's ``parseRequestLine``
@@ -269,10 +273,12 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         self.target = read
         header_lines = read_header_lines(self.rfile, MAX_REQUEST_HEAD - len(line))
-        if header_lines is None:
+        refused = HEADER_TOO_LARGE_REPLY if header_lines is None else header_lines_refused(header_lines, line)
+        if refused is not None:
             self.close_connection = True
-            self.wfile.write(HEADER_TOO_LARGE_REPLY)
+            self.wfile.write(refused)
             return False
+        assert header_lines is not None  # a head past the limit was refused
         self.raw_requestline = target_set_aside(line)
         rfile, self.rfile = self.rfile, io.BufferedReader(io.BytesIO(b"\r\n"))  # the headers are read
         try:

@@ -636,6 +636,52 @@ def test_headers_read_past_http_servers_bounds_still_rule_the_connection(sandbox
     assert sandbox.get("configmaps", "default", "c2") is not None
 
 
+@pytest.mark.parametrize("head", [
+    b" X-Lead: space\r\nHost: s\r\n", b"Host: s\r\nNo colon here\r\n", b"Host: s\r\nX-Bad[name]: v\r\n",
+    b"Host: s\r\nX-Ctl: a\x01b\r\n", b"Host: s\r\nX-Nul: a\x00\r\n", b"Host: a\r\nhost: b\r\n",
+], ids=["leading-space", "no-colon", "bad-name-byte", "control-byte", "nul", "two-hosts"])  # fmt: skip
+def test_header_lines_go_cannot_read_get_its_plain_400(head: bytes) -> None:
+    # textproto's readMIMEHeader (src/net/textproto/reader.go): a first line starting with a space, a
+    # line without a colon, a name byte that is no tchar (nor a space), or a value with a control byte
+    # other than a tab is a ProtocolError; request.go readRequest refuses a second Host. conn.serve
+    # writes its plain 400 and closes, before any handler (no 401, nothing logged).
+    with Sandbox(auth=True) as sb:
+        assert read_to_close(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\n".encode() + head + b"\r\n") == GO_BAD_REQUEST
+        assert not sb.requests
+        assert exchange(sb, request("GET", CONFIGMAPS))[0] == 401
+
+
+@pytest.mark.parametrize(("line", "head", "why"), [
+    ("GET /version HTTP/1.1", b"", b"missing required Host header"),
+    ("GET /version HTTP/1.1", b"Host: a b\r\n", b"malformed Host header"),
+    ("GET /version HTTP/1.1", b"Host: a\x80\r\n", b"malformed Host header"),
+    ("GET /version HTTP/1.1", b"Host: s\r\nX-Name : v\r\n", b"invalid header name"),
+    ("GET /version HTTP/1.1", b"Host : s\r\n", b"missing required Host header"),
+], ids=["no-host", "host-space", "host-byte", "spaced-name", "spaced-host"])  # fmt: skip
+def test_a_head_go_reads_but_refuses_gets_its_400_with_the_reason(line: str, head: bytes, why: bytes) -> None:
+    # src/net/http/server.go readRequest, after the headers are read: an HTTP/1.1 request needs a Host
+    # (CONNECT aside), ValidHostHeader refuses bytes outside validHostByte, and a name textproto kept
+    # with a space (go.dev/issue/34540) fails ValidHeaderFieldName; each a badRequestError, which
+    # conn.serve writes as "400 Bad Request: <why>" in the status line and the body.
+    with Sandbox() as sb:
+        reply = read_to_close(sb, line.encode() + b"\r\n" + head + b"\r\n")
+        assert reply == (b"HTTP/1.1 400 Bad Request: " + why + b"\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                         b"Connection: close\r\n\r\n400 Bad Request: " + why)  # fmt: skip
+        assert not sb.requests
+
+
+def test_header_forms_go_reads_are_served() -> None:
+    # HTTP/1.0 needs no Host; an empty name is skipped (readMIMEHeader: "if key == "" continue");
+    # a continuation line folds into the header before it; a tab and bytes past ASCII are value bytes.
+    with Sandbox() as sb:
+        reply = read_to_close(sb, b"GET /version HTTP/1.0\r\n\r\n")
+        assert reply.startswith(b"HTTP/1.1 200 "), reply
+        raw = (b"GET /version HTTP/1.1\r\nHost: s\r\n: empty\r\nX-Folded: a\r\n  b\r\nX-Obs: \tcaf\xe9\r\n"
+               b"Connection: close\r\n\r\n")
+        assert read_to_close(sb, raw).startswith(b"HTTP/1.1 200 ")
+        assert [r.status for r in sb.requests] == [200, 200]
+
+
 # --- decoding bombs and bad shapes ------------------------------------------------------------
 def test_yaml_aliases_are_refused(sandbox: Sandbox) -> None:
     laughs = ["a: &a [x, x, x, x, x, x, x, x, x]"]
@@ -829,7 +875,7 @@ def test_idle_connection_is_closed_after_the_idle_timeout(small: Sandbox) -> Non
 
 def test_trickling_client_is_cut_off_at_the_read_timeout(small: Sandbox) -> None:
     with socket.create_connection(("127.0.0.1", small.port), timeout=10) as sock:
-        sock.sendall(b"POST " + CONFIGMAPS.encode() + b" HTTP/1.1\r\nContent-Length: 100\r\n\r\n")
+        sock.sendall(b"POST " + CONFIGMAPS.encode() + b" HTTP/1.1\r\nHost: s\r\nContent-Length: 100\r\n\r\n")
         started = time.monotonic()
         with pytest.raises(OSError):
             while time.monotonic() - started < 8:  # a byte every 0.2 s never lets the idle timeout fire
