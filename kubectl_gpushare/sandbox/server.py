@@ -139,6 +139,14 @@ def _wire_header_value(value: str) -> str:
         return one_line.encode("utf-8", "replace").decode("latin-1")
 
 
+def _has_token(values: list[str], token: str) -> bool:
+    """Whether header values hold ``token`` in their comma-separated lists (``httpguts.HeaderValuesContainsToken``).
+
+    Each element is trimmed of spaces and tabs and compared in any ASCII case (``tokenEqual``).
+    """
+    return any(part.strip(" \t").lower() == token for value in values for part in value.split(","))
+
+
 _UNAUTHENTICATED: Final = ("/healthz", "/livez", "/readyz")
 """Paths anyone may read (kube-apiserver's ``system:public-info-viewer`` role)."""
 
@@ -289,22 +297,39 @@ class _Handler(BaseHTTPRequestHandler):
         return accepted and self._take_headers(header_lines)
 
     def _take_headers(self, lines: list[bytes]) -> bool:
-        """Parse the lines `read_header_lines` read; act on ``Connection`` and ``Expect`` as ``http.server`` does.
+        """Parse the lines `read_header_lines` read; act on ``Connection`` and ``Expect`` as Go's server does.
 
-        What ``BaseHTTPRequestHandler.parse_request`` does after it read the headers itself (which
-        `parse_request` keeps it from doing, so that its 64 KiB and 100-line bounds do not apply):
-        ``http.client.parse_headers`` decodes them as Latin-1 into an ``email`` message, ``Connection:
-        close`` closes and ``keep-alive`` keeps the connection, ``Expect: 100-continue`` on HTTP/1.1 is
-        answered before the body is read.
+        ``BaseHTTPRequestHandler.parse_request`` would read them itself, under its 64 KiB and 100-line
+        bounds; `parse_request` keeps it from doing so. They are decoded as it decodes them
+        (``http.client.parse_headers``: Latin-1, into an ``email`` message), then read as Go reads them
+        (``httpguts.HeaderValuesContainsToken``: comma-separated tokens, any case). ``Connection``
+        (src/net/http/request.go ``shouldClose``): HTTP/1.1 closes after a ``close`` token, HTTP/1.0
+        unless a ``keep-alive`` one. ``Expect`` (src/net/http/server.go ``conn.serve``): with a
+        ``100-continue`` token on HTTP/1.1 and a body, ``100 Continue`` goes out before the body is read;
+        any other expectation is ``sendExpectationFailed``'s ``417`` with ``Connection: close``, before
+        any handler. (Go sends its ``100 Continue`` when the handler first reads the body; the sandbox
+        reads every body before authentication, so it is sent then.)
         """
         self.headers = email.parser.Parser(_class=self.MessageClass).parsestr(b"".join(lines).decode("iso-8859-1"))
-        connection = (self.headers.get("Connection") or "").lower()
-        if connection == "close":
+        connection = self.headers.get_all("Connection") or []
+        if self.request_version == "HTTP/1.0":
+            self.close_connection = _has_token(connection, "close") or not _has_token(connection, "keep-alive")
+        else:
+            self.close_connection = _has_token(connection, "close")
+        expect = self.headers.get_all("Expect") or []
+        if _has_token(expect, "100-continue"):
+            length = (self.headers.get("Content-Length") or "").strip()
+            has_body = bool(self.headers.get("Transfer-Encoding")) or length not in ("", "0")
+            if self.request_version != "HTTP/1.0" and has_body:
+                return self.handle_expect_100()
+            return True
+        if expect and expect[0].strip(" \t"):  # Header.get("Expect") != "": its first value
             self.close_connection = True
-        elif connection == "keep-alive":
-            self.close_connection = False
-        if (self.headers.get("Expect") or "").lower() == "100-continue" and self.request_version >= "HTTP/1.1":
-            return self.handle_expect_100()
+            self.send_response(417)
+            self.send_header("Connection", "close")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return False
         return True
 
     def send_response(self, code: int, message: str | None = None) -> None:

@@ -682,6 +682,40 @@ def test_header_forms_go_reads_are_served() -> None:
         assert [r.status for r in sb.requests] == [200, 200]
 
 
+def test_an_expectation_other_than_100_continue_gets_gos_417_and_a_close() -> None:
+    # src/net/http/server.go conn.serve: a request whose Expect holds no 100-continue token gets
+    # sendExpectationFailed (417, Connection: close, no body) before any handler: no 401, no log.
+    with Sandbox(auth=True) as sb:
+        reply = read_to_close(sb, request("POST", CONFIGMAPS, configmap("c"), {"Expect": "something-else"}))
+        head, _, body = reply.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        assert lines[0] == b"HTTP/1.1 417 Expectation Failed" and body == b"", reply
+        assert sorted(line.split(b":")[0].lower() for line in lines[1:]) == [b"connection", b"content-length", b"date"]
+        assert b"Connection: close" in lines and b"Content-Length: 0" in lines
+        assert not sb.requests
+
+
+def test_expect_and_connection_are_read_as_go_reads_their_tokens(sandbox: Sandbox) -> None:
+    # httpguts.HeaderValuesContainsToken: comma-separated tokens in any case. A 100-continue token
+    # is honoured only with a body (ContentLength != 0, conn.serve); Connection's close token closes an
+    # HTTP/1.1 connection wherever it stands in the list (shouldClose). http.server compared each
+    # whole value, so "keep-alive, close" kept the connection and "100-Continue, x" got a 417 here.
+    body = configmap("c1")
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        sock.sendall(request("POST", CONFIGMAPS, headers={"Expect": "100-Continue, x-other",
+                                                          "Content-Length": str(len(body))}))
+        reader = sock.makefile("rb")
+        assert reader.readline().startswith(b"HTTP/1.1 100 ") and reader.readline() == b"\r\n"
+        sock.sendall(body)
+        assert reader.readline().startswith(b"HTTP/1.1 201 ")
+    reply = read_to_close(sandbox, request("GET", "/version", headers={"Expect": "100-continue",
+                                                                      "Connection": "keep-alive, Close"}))
+    assert reply.startswith(b"HTTP/1.1 200 ") and b"100 Continue" not in reply, reply  # no body: no 100; closed
+    raw = b"GET /version HTTP/1.0\r\nConnection: foo, Keep-Alive\r\n\r\n"
+    status, _, closed = exchange(sandbox, raw + raw)
+    assert (status, closed) == (200, False)
+
+
 # --- decoding bombs and bad shapes ------------------------------------------------------------
 def test_yaml_aliases_are_refused(sandbox: Sandbox) -> None:
     laughs = ["a: &a [x, x, x, x, x, x, x, x, x]"]
