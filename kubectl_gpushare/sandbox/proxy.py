@@ -50,17 +50,18 @@ upgradeaware.go): the pod proxy wraps its transport (``newThrottledUpgradeAwareP
 transport, true, ...)`` in pkg/registry/core/pod/rest/subresources.go)."""
 
 
-def relayed_headers(headers: list[tuple[str, str]]) -> dict[str, str]:
+def relayed_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The pod's reply headers the API server passes on: all but hop-by-hop and CORS ones, ``Date`` and ``Server`` kept.
 
     ``UpgradeAwareHandler.ServeHTTP`` relays through ``httputil.NewSingleHostReverseProxy``, whose
     ``ServeHTTP`` copies every header left after `_HOP_BY_HOP` and those ``Connection`` names
     (``copyHeader``); Go's server then writes its own ``Date`` only where the handler set none. The
-    content type goes separately, and ``Content-Length`` is the sandbox's own framing of the body.
+    content type goes separately, and ``Content-Length`` is the sandbox's own framing of the body. A
+    repeated header keeps every line, in order (``copyHeader`` adds each value).
     """
     named = {name.strip().lower() for key, value in headers if key.lower() == "connection" for name in value.split(",")}
     dropped = _HOP_BY_HOP | _CORS | named | {"content-type", "content-length"}
-    return {name: value for name, value in headers if name.lower() not in dropped}
+    return [(name, value) for name, value in headers if name.lower() not in dropped]
 
 
 class _RawRequestLine:
@@ -227,7 +228,7 @@ def forward(
     body: bytes,
     *,
     whole_path: str = "",
-) -> tuple[int, str, dict[str, str], bytes | Iterator[bytes]]:
+) -> tuple[int, str, list[tuple[str, str]], bytes | Iterator[bytes]]:
     """Relay one request to the pod's target: (status, content type, other headers, body or its chunks).
 
     ``path`` is the decoded subpath (`routes.Target.proxy_path`); the pod gets `request_path`.
@@ -257,7 +258,7 @@ def forward(
         raise errors.bad_request("address not allowed")
     if not path and method in ("GET", "HEAD"):  # "a hack for https://issue.k8s.io/4958", upstream says
         query = raw_query.encode("latin-1").decode(errors="surrogateescape")  # its bytes, held as the path holds them
-        return 301, "", {"Location": whole_path + "/" + (f"?{query}" if query else "")}, b""
+        return 301, "", [("Location", whole_path + "/" + (f"?{query}" if query else ""))], b""
     if found is None:
         where = f"{ip}:{port}" if port else ip
         raise _unreachable(f"dial tcp {where}: connect: connection refused")

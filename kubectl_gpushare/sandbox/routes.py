@@ -84,7 +84,8 @@ class Response:
     status: int
     body: bytes = b""
     content_type: str = JSON
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    """Header lines besides the content type and framing, in order; a name may repeat (a pod's ``Set-Cookie``)."""
     stream: Iterator[bytes] | None = None
 
 
@@ -114,7 +115,7 @@ class Target:
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
     """A JSON response."""
-    return Response(status, _encode(body), headers=headers or {})
+    return Response(status, _encode(body), headers=list((headers or {}).items()))
 
 
 def error_response(error: ApiError) -> Response:

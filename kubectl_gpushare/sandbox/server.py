@@ -1024,12 +1024,12 @@ class Sandbox:
     def _send(self, handler: _Handler, method: str, response: Response) -> int:
         try:
             handler.send_response_only(response.status)
-            if not any(key.lower() == "date" for key in response.headers):  # a pod's own (`proxy.relayed_headers`)
+            if not any(key.lower() == "date" for key, _ in response.headers):  # a pod's own (`proxy.relayed_headers`)
                 handler.send_header("Date", handler.date_time_string())
             if response.content_type:  # none for a reply without a body Go could sniff (a proxy's 301)
                 handler.send_header("Content-Type", response.content_type)
             handler.send_header("Cache-Control", "no-cache, private")
-            for key, value in response.headers.items():
+            for key, value in response.headers:
                 handler.send_header(key, _wire_header_value(value))
             if response.stream is None:
                 handler.send_header("Content-Length", str(len(response.body)))

@@ -277,6 +277,22 @@ def test_the_pods_reply_headers_are_relayed_as_go_reverse_proxy_copies_them(sand
     assert headers["content-type"] == "text/plain" and headers["content-length"] == "2"
 
 
+def test_a_repeated_reply_header_keeps_every_line(sandbox: Sandbox) -> None:
+    # ReverseProxy's copyHeader adds each value of each header; the sandbox kept the last one only.
+    listener, _ = _one_reply_target(b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nX-Other: o\r\nSet-Cookie: b=2\r\n"
+                                    b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
+    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
+        connection.sendall(f"GET {BASE}:{protocol.USAGE_PORT}/proxy/usage HTTP/1.1\r\nHost: s\r\nConnection: close"
+                           "\r\n\r\n".encode())
+        reply = b"".join(iter(lambda: connection.recv(65536), b""))
+    listener.close()
+    assert reply.startswith(b"HTTP/1.1 200 "), reply
+    assert [line for line in reply.split(b"\r\n") if line.lower().startswith(b"set-cookie:")] == [
+        b"Set-Cookie: a=1", b"Set-Cookie: b=2"], reply
+
+
 def test_a_reply_the_pod_sent_without_a_date_gets_the_servers_one(sandbox: Sandbox) -> None:
     listener, _ = _one_reply_target(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
     sandbox.load([plugin_pod("alpha", "10.7.1.1")])
