@@ -24,6 +24,7 @@ class ApiError(Exception):
         *,
         details: dict[str, Any] | None = None,
         retry_after: int | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -31,6 +32,8 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.retry_after = retry_after
+        self.headers = headers or {}
+        """Headers the writer of this error sets besides the Status (``Retry-After`` aside)."""
 
     def status(self) -> dict[str, Any]:
         """The ``Status`` object kube-apiserver would send for this error.
@@ -221,18 +224,6 @@ def internal(message: str) -> ApiError:
 def unauthorized() -> ApiError:
     """401 for a request without valid credentials."""
     return ApiError(401, "Unauthorized", "Unauthorized")
-
-
-def forbidden(user: str, verb: str, plural: str, group: str, namespace: str, name: str) -> ApiError:
-    """403 in the RBAC authorizer's wording."""
-    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-    return ApiError(
-        403,
-        "Forbidden",
-        f"{qualified(plural, group)}{' ' + repr(name).replace(chr(39), chr(34)) if name else ''} is forbidden: "
-        f'User "{user}" cannot {verb} resource "{plural}" in API group "{group}" {scope}',
-        details=_details(plural, name, group),
-    )
 
 
 def not_acceptable(accept: str) -> ApiError:

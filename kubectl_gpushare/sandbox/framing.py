@@ -40,11 +40,12 @@ MAX_REQUEST_HEAD = (1 << 20) + 4096
 """Longest request line Go's server reads: kube-apiserver's ``MaxHeaderBytes: 1 << 20`` (k8s.io/apiserver/pkg/
 server/secure_serving.go; net/http's ``DefaultMaxHeaderBytes`` too) plus the 4096 bytes of "bufio slop" that
 ``initialReadLimitSize`` (src/net/http/server.go) adds. Go counts the header lines against the same budget;
-here they keep ``http.server``'s own bounds (64 KiB a line, 100 lines)."""
+the header lines count against what is left of it (`read_header_lines`)."""
 HEADER_TOO_LARGE_REPLY = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
                           b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
 """What Go's server writes, then closes, for a request head past its read limit (``conn.serve``'s ``errTooLarge``
-case, src/net/http/server.go), where ``http.server`` answers a line over 64 KiB with its HTML 414."""
+case, src/net/http/server.go), where ``http.server`` answers a request line over 64 KiB with its HTML 414
+and a header line over 64 KiB, or a 101st header, with its HTML 431."""
 _METHOD = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """An RFC 7230 token: Go's ``validMethod`` (src/net/http/http.go ``isNotToken``)."""
 _VERSION = re.compile(rb"HTTP/([0-9])\.[0-9]")
@@ -138,6 +139,90 @@ def target_set_aside(request_line: bytes) -> bytes:
     method, _, rest = request_line.partition(b" ")
     _, _, proto = rest.partition(b" ")
     return method + b" * " + proto
+
+
+def read_header_lines(stream: Stream, budget: int) -> list[bytes] | None:
+    """The header lines after a request line, up to the blank line that ends them; None past ``budget`` bytes.
+
+    Go's server counts the whole request head against one read limit (``initialReadLimitSize``:
+    `MAX_REQUEST_HEAD`, src/net/http/server.go ``connReader``) and ``textproto.Reader.ReadMIMEHeader``
+    bounds neither a line's length nor the number of lines (``readMIMEHeader(r, math.MaxInt64,
+    math.MaxInt64)``, src/net/textproto/reader.go): a head that reaches its end within the limit is
+    read, one that does not is `HEADER_TOO_LARGE_REPLY`. ``budget`` is what the request line left of
+    the limit; the blank line counts too. The stream ending early ends the headers, as it does for
+    ``http.server``.
+    """
+    lines: list[bytes] = []
+    while True:
+        line = stream.readline(budget + 1)
+        budget -= len(line)
+        if budget < 0:
+            return None
+        if line in (b"\r\n", b"\n", b""):
+            return lines
+        lines.append(line)
+
+
+_TOKEN_BYTES = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+"""``validHeaderFieldByte`` (src/net/textproto/reader.go): an RFC 7230 tchar."""
+_VALUE_BYTES = frozenset([0x09, *range(0x20, 0x7F), *range(0x80, 0x100)])
+"""``validHeaderValueByte`` (src/net/textproto/reader.go): HTAB, SP, VCHAR and obs-text; no other control byte."""
+_HOST_BYTES = frozenset(b"!$%&'()*+,-.:;=[]_~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+"""``validHostByte`` (golang.org/x/net/http/httpguts/httplex.go ``ValidHostHeader``)."""
+
+
+def _bad_request_because(why: str) -> bytes:
+    """Go's reply to a ``badRequestError``: ``conn.serve`` appends its text to ``400 Bad Request`` (server.go)."""
+    public = b"400 Bad Request: " + why.encode()
+    return b"HTTP/1.1 " + public + b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + public
+
+
+def header_lines_refused(lines: list[bytes], request_line: bytes) -> bytes | None:
+    """The reply Go's server writes, then closes, for header lines it refuses; None where it reads them.
+
+    In Go's order. ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go): a first line
+    that starts with a space or tab, a line (continuation lines folded in) without a colon, a name
+    with a byte that is neither a tchar nor a space, or a value with a control byte other than a tab
+    is a ``ProtocolError``, Go's plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest``
+    (src/net/http/request.go) refuses a second ``Host`` the same way. Then server.go's
+    ``readRequest`` answers with its reason: an HTTP/1.1 request without ``Host`` (``CONNECT``
+    aside), a ``Host`` with a byte ``ValidHostHeader`` refuses, and a name with a space (textproto
+    keeps it, go.dev/issue/34540; ``ValidHeaderFieldName`` does not).
+    """
+    if lines and lines[0][:1] in (b" ", b"\t"):
+        return BAD_REQUEST_REPLY
+    fields: list[bytes] = []
+    for line in lines:
+        text = line.rstrip(b"\r\n")
+        if text[:1] in (b" ", b"\t") and fields:  # a continuation, joined with one space (readContinuedLineSlice)
+            fields[-1] += b" " + text.strip(b" \t")
+        elif b":" not in text:  # mustHaveFieldNameColon
+            return BAD_REQUEST_REPLY
+        else:
+            fields.append(text.strip(b" \t"))
+    hosts: list[bytes] = []
+    spaced_name = False
+    for field in fields:
+        name, _, value = field.partition(b":")
+        if not all(byte in _TOKEN_BYTES or byte == 0x20 for byte in name):
+            return BAD_REQUEST_REPLY
+        if not all(byte in _VALUE_BYTES for byte in value):
+            return BAD_REQUEST_REPLY
+        spaced_name = spaced_name or b" " in name
+        if name.lower() == b"host":
+            hosts.append(value.strip(b" \t"))
+    if len(hosts) > 1:
+        return BAD_REQUEST_REPLY
+    method, _, rest = request_line.partition(b" ")
+    proto = rest.rstrip(b"\r\n").rpartition(b" ")[2]
+    h2_preface = (method, proto, lines) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
+    if not hosts and proto != b"HTTP/1.0" and method != b"CONNECT" and not h2_preface:  # ProtoAtLeast(1, 1)
+        return _bad_request_because("missing required Host header")
+    if hosts and not all(byte in _HOST_BYTES for byte in hosts[0]):
+        return _bad_request_because("malformed Host header")
+    if spaced_name:
+        return _bad_request_because("invalid header name")
+    return None
 
 
 def content_length(values: list[str]) -> int:

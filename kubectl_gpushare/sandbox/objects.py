@@ -537,6 +537,19 @@ def prepare_create(resource: Resource, obj: Any, namespace: str) -> dict[str, An
     return created
 
 
+def check_url_name(obj: dict[str, Any], name: str) -> None:
+    """Refuse an update whose body names another object than its URL (``checkName`` in endpoints/handlers/rest.go).
+
+    Raises:
+        ApiError: 400 for a name that differs (an absent one is the URL's).
+    """
+    meta = obj["metadata"]  # check_types made it a dict
+    if meta.get("name", name) != name:
+        raise errors.bad_request(
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+        )
+
+
 def prepare_update(
     resource: Resource, old: dict[str, Any], new: Any, name: str, subresource: str, *, check_rv: bool = True
 ) -> dict[str, Any]:
@@ -558,10 +571,7 @@ def prepare_update(
     updated: dict[str, Any] = new
     normalise_quantities(resource, updated)
     meta = updated["metadata"]
-    if meta.get("name", name) != name:
-        raise errors.bad_request(
-            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
-        )
+    check_url_name(updated, name)
     old_meta = old["metadata"]
     rv = meta.get("resourceVersion")
     if check_rv and rv and rv != old_meta["resourceVersion"]:

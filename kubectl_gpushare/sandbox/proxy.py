@@ -39,8 +39,29 @@ WHOLE_BODY: Final = 1 << 20
 MAX_IDLE_PER_TARGET: Final = 4
 _STALE: Final = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 _FORWARDED_HEADERS: Final = ("Accept", "Content-Type", "User-Agent")
-_HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
-                                "trailer", "transfer-encoding", "upgrade", "content-length", "date", "server"})
+_HOP_BY_HOP: Final = frozenset({"connection", "proxy-connection", "keep-alive", "proxy-authenticate",
+                                "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade"})
+"""Go's ``httputil.ReverseProxy`` ``hopHeaders`` (src/net/http/httputil/reverseproxy.go), which
+``removeHopByHopHeaders`` drops from the pod's reply, with every header its ``Connection`` names."""
+_CORS: Final = frozenset({"access-control-allow-credentials", "access-control-allow-headers",
+                          "access-control-allow-methods", "access-control-allow-origin"})
+"""What ``corsRemovingTransport`` drops (``removeCORSHeaders``, k8s.io/apimachinery/pkg/util/proxy/
+upgradeaware.go): the pod proxy wraps its transport (``newThrottledUpgradeAwareProxyHandler(location,
+transport, true, ...)`` in pkg/registry/core/pod/rest/subresources.go)."""
+
+
+def relayed_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pod's reply headers the API server passes on: all but hop-by-hop and CORS ones, ``Date`` and ``Server`` kept.
+
+    ``UpgradeAwareHandler.ServeHTTP`` relays through ``httputil.NewSingleHostReverseProxy``, whose
+    ``ServeHTTP`` copies every header left after `_HOP_BY_HOP` and those ``Connection`` names
+    (``copyHeader``); Go's server then writes its own ``Date`` only where the handler set none. The
+    content type goes separately, and ``Content-Length`` is the sandbox's own framing of the body. A
+    repeated header keeps every line, in order (``copyHeader`` adds each value).
+    """
+    named = {name.strip().lower() for key, value in headers if key.lower() == "connection" for name in value.split(",")}
+    dropped = _HOP_BY_HOP | _CORS | named | {"content-type", "content-length"}
+    return [(name, value) for name, value in headers if name.lower() not in dropped]
 
 
 class _RawRequestLine:
@@ -207,7 +228,7 @@ def forward(
     body: bytes,
     *,
     whole_path: str = "",
-) -> tuple[int, str, dict[str, str], bytes | Iterator[bytes]]:
+) -> tuple[int, str, list[tuple[str, str]], bytes | Iterator[bytes]]:
     """Relay one request to the pod's target: (status, content type, other headers, body or its chunks).
 
     ``path`` is the decoded subpath (`routes.Target.proxy_path`); the pod gets `request_path`.
@@ -237,7 +258,7 @@ def forward(
         raise errors.bad_request("address not allowed")
     if not path and method in ("GET", "HEAD"):  # "a hack for https://issue.k8s.io/4958", upstream says
         query = raw_query.encode("latin-1").decode(errors="surrogateescape")  # its bytes, held as the path holds them
-        return 301, "", {"Location": whole_path + "/" + (f"?{query}" if query else "")}, b""
+        return 301, "", [("Location", whole_path + "/" + (f"?{query}" if query else ""))], b""
     if found is None:
         where = f"{ip}:{port}" if port else ip
         raise _unreachable(f"dial tcp {where}: connect: connection refused")
@@ -268,8 +289,7 @@ def forward(
             connection.close()
             raise _unreachable(f"{type(exc).__name__}: {exc}") from None
     content_type = response.getheader("Content-Type") or "text/plain; charset=utf-8"
-    relayed = {name: value for name, value in response.getheaders()
-               if name.lower() not in _HOP_BY_HOP and name.lower() != "content-type"}  # fmt: skip
+    relayed = relayed_headers(response.getheaders())
     if response.length is not None and response.length <= WHOLE_BODY:
         held = connection
         try:

@@ -17,7 +17,7 @@ import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, NoReturn, Protocol
 
 import msgspec
 
@@ -84,7 +84,8 @@ class Response:
     status: int
     body: bytes = b""
     content_type: str = JSON
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    """Header lines besides the content type and framing, in order; a name may repeat (a pod's ``Set-Cookie``)."""
     stream: Iterator[bytes] | None = None
 
 
@@ -108,17 +109,19 @@ class Target:
     """For ``pods/proxy``: the path after ``/proxy``, decoded, bytes as surrogate escapes (`proxy.forward`)."""
     request_path: str = ""
     """For ``pods/proxy``: the whole decoded path, as Go's ``URL.Path`` holds it (a redirect's ``Location``)."""
+    namespace_missing: bool = False
+    """An object's path with an empty {namespace} segment: refused once the handler read what it reads first."""
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
     """A JSON response."""
-    return Response(status, _encode(body), headers=headers or {})
+    return Response(status, _encode(body), headers=list((headers or {}).items()))
 
 
 def error_response(error: ApiError) -> Response:
     """The ``Status`` response for an error."""
     headers = {"Retry-After": str(error.retry_after)} if error.retry_after is not None else {}
-    return json_response(error.code, error.status(), headers)
+    return json_response(error.code, error.status(), {**error.headers, **headers})
 
 
 def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
@@ -222,13 +225,21 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
     verb = _verb(method, named, sub, query)
     if resource.plural == "bindings" and verb != "create":
         raise errors.method_not_allowed()
-    if named:
-        _require_name_and_namespace(name, namespace, in_namespace)
-    return Target(verb, resource, namespace, name, sub, group)
+    if named and not name:
+        raise errors.bad_request(EMPTY_NAME)
+    missing = named and in_namespace and not namespace
+    return Target(verb, resource, namespace, name, sub, group, namespace_missing=missing)
+
+
+EMPTY_NAME: Final = "name must be provided"
+"""``errEmptyName`` (k8s.io/apiserver/pkg/endpoints/handlers/namer.go), before the handler reads a body."""
+NAMESPACE_REQUIRED: Final = "Namespace parameter required."
+"""``NamespaceKeyFunc``'s refusal of an empty namespace (registry/generic/registry/store.go), when the store
+builds the object's key: after the handler decoded the body (`Api._refuse_without_namespace`)."""
 
 
 def _require_name_and_namespace(name: str, namespace: str, in_namespace: bool) -> None:
-    """Refuse an object path whose {name} or {namespace} segment is empty, as kube-apiserver does.
+    """Refuse a pod proxy path whose {name} or {namespace} segment is empty, as kube-apiserver does.
 
     The handlers read the name from RequestInfo and refuse an empty one (``errEmptyName`` in
     k8s.io/apiserver/pkg/endpoints/handlers/namer.go: 400 ``name must be provided``); the store then
@@ -240,9 +251,9 @@ def _require_name_and_namespace(name: str, namespace: str, in_namespace: bool) -
         ApiError: 400 for an empty name, then for an empty namespace.
     """
     if not name:
-        raise errors.bad_request("name must be provided")
+        raise errors.bad_request(EMPTY_NAME)
     if in_namespace and not namespace:
-        raise errors.bad_request("Namespace parameter required.")
+        raise errors.bad_request(NAMESPACE_REQUIRED)
 
 
 def _verb(method: str, named: bool, sub: str, query: Mapping[str, str]) -> str:
@@ -668,9 +679,13 @@ class Api:
         if target.subresource == "proxy":
             return self._proxy(request, target)
         if target.subresource == "log":  # plain text, whatever the client accepts, as kube-apiserver sends it
+            if target.namespace_missing:
+                self._refuse_without_namespace(request, target)
             return Response(200, logs.pod_log(self._entry(target).object(), request.query, self.logs), "text/plain")
         if target.verb in ("get", "list", "watch"):
             _check_accept(request)
+        if target.namespace_missing:
+            self._refuse_without_namespace(request, target)
         if target.subresource == "binding" or target.resource.plural == "bindings":
             return self._bind(request, target)
         if target.subresource == "scale":
@@ -688,6 +703,34 @@ class Api:
             "deletecollection": self._delete_collection,
         }[target.verb]
         return handler(request, target)
+
+    def _refuse_without_namespace(self, request: Request, target: Target) -> NoReturn:
+        """Refuse an object's request whose {namespace} is empty where the store would, after its body is read.
+
+        The handlers take the name from RequestInfo (an empty one is refused first, by `resolve`), read
+        their options and body, and only then call the store, whose key needs the namespace
+        (`NAMESPACE_REQUIRED`): a create (``handlers/create.go``: a binding, a token) and an update
+        (``update.go``, its ``checkName`` included) decode their body, a delete its DeleteOptions
+        (``delete.go``), so a bad body is their 400 first. A get negotiated its output (406, before this
+        call); a patch's store call reads the key before it applies the patch (``patch.go``); the
+        logs go to the store at once.
+
+        Raises:
+            ApiError: what the handler refuses first, else 400 `NAMESPACE_REQUIRED`.
+        """
+        resource = target.resource
+        assert resource is not None
+        if target.verb in ("create", "update"):
+            _dry_run(request, target.verb)
+            body = decode_body(request)
+            if target.verb == "update":
+                objects.check_types(resource, body)
+                objects.check_url_name(body, target.name)
+            elif target.subresource == "binding":
+                objects.check_types(BY_PLURAL["bindings"], body)
+        elif target.verb == "delete":
+            self._delete_options(request)
+        raise errors.bad_request(NAMESPACE_REQUIRED)
 
     def _proxy(self, request: Request, target: Target) -> Response:
         """Relay to the pod's registered target (`sandbox.proxy`)."""

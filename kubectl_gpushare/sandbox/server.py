@@ -24,7 +24,8 @@ Where it deliberately differs from kube-apiserver:
 * The admission chain is ValidatingAdmissionPolicy only (``admission.py``): namespaces need not
   exist, no quota, no defaulting webhooks.
 * No real RBAC engine: with ``auth=True`` there are bearer tokens only; `ADMIN_TOKEN` may do
-  anything, `READONLY_TOKEN` may get, list and watch (writes get 403), and no token gets 401.
+  anything, `READONLY_TOKEN` may get, list and watch (anything else gets 403, before routing:
+  ``authorization.py``), and no token gets 401.
   Extra tokens can be added with `Sandbox.add_token`, so each component shows up under its own
   user in the request log, and service-account tokens can be requested through the TokenRequest
   API (``tokens.py``): bound to a pod, they name its node as kube-apiserver's do, and admission
@@ -38,6 +39,7 @@ Where it deliberately differs from kube-apiserver:
 from __future__ import annotations
 
 import base64
+import email.parser
 import io
 import logging
 import socket
@@ -55,6 +57,7 @@ from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_r
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
+from kubectl_gpushare.sandbox.authorization import forbidden, request_info, viewer_may
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -67,7 +70,9 @@ from kubectl_gpushare.sandbox.framing import (
     FramingError,
     content_length,
     drain,
+    header_lines_refused,
     read_chunked,
+    read_header_lines,
     read_request_line,
     request_target,
     target_set_aside,
@@ -132,6 +137,14 @@ def _wire_header_value(value: str) -> str:
         return one_line.encode("utf-8", "surrogateescape").decode("latin-1")
     except UnicodeEncodeError:  # another lone surrogate (`load` may store one) as "?"
         return one_line.encode("utf-8", "replace").decode("latin-1")
+
+
+def _has_token(values: list[str], token: str) -> bool:
+    """Whether header values hold ``token`` in their comma-separated lists (``httpguts.HeaderValuesContainsToken``).
+
+    Each element is trimmed of spaces and tabs and compared in any ASCII case (``tokenEqual``).
+    """
+    return any(part.strip(" \t").lower() == token for value in values for part in value.split(","))
 
 
 _UNAUTHENTICATED: Final = ("/healthz", "/livez", "/readyz")
@@ -249,7 +262,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def parse_request(self) -> bool:
-        """Refuse a request line Go's server refuses, as it does (`framing.read_request_line`); keep the target split.
+        """Refuse a request head Go's server refuses, as it does; keep the target split.
+
+        The request line as `framing.read_request_line` reads it, the header lines as
+        `framing.read_header_lines` (their size) and `framing.header_lines_refused` (their form).
 
         Before any handler, and so before routing, authentication, faults and the request log.
         ``http.server`` splits the line on any whitespace (``str.split``), where Go's ``parseRequestLine``
@@ -264,13 +280,57 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(read)
             return False
         self.target = read
+        header_lines = read_header_lines(self.rfile, MAX_REQUEST_HEAD - len(line))
+        refused = HEADER_TOO_LARGE_REPLY if header_lines is None else header_lines_refused(header_lines, line)
+        if refused is not None:
+            self.close_connection = True
+            self.wfile.write(refused)
+            return False
+        assert header_lines is not None  # a head past the limit was refused
         self.raw_requestline = target_set_aside(line)
+        rfile, self.rfile = self.rfile, io.BufferedReader(io.BytesIO(b"\r\n"))  # the headers are read
         try:
             accepted = super().parse_request()
         finally:
-            self.raw_requestline = line
+            self.raw_requestline, self.rfile = line, rfile
         self.path = request_target(line)
-        return accepted
+        return accepted and self._take_headers(header_lines)
+
+    def _take_headers(self, lines: list[bytes]) -> bool:
+        """Parse the lines `read_header_lines` read; act on ``Connection`` and ``Expect`` as Go's server does.
+
+        ``BaseHTTPRequestHandler.parse_request`` would read them itself, under its 64 KiB and 100-line
+        bounds; `parse_request` keeps it from doing so. They are decoded as it decodes them
+        (``http.client.parse_headers``: Latin-1, into an ``email`` message), then read as Go reads them
+        (``httpguts.HeaderValuesContainsToken``: comma-separated tokens, any case). ``Connection``
+        (src/net/http/request.go ``shouldClose``): HTTP/1.1 closes after a ``close`` token, HTTP/1.0
+        unless a ``keep-alive`` one. ``Expect`` (src/net/http/server.go ``conn.serve``): with a
+        ``100-continue`` token on HTTP/1.1 and a body, ``100 Continue`` goes out before the body is read;
+        any other expectation is ``sendExpectationFailed``'s ``417`` with ``Connection: close``, before
+        any handler. (Go sends its ``100 Continue`` when the handler first reads the body; the sandbox
+        reads every body before authentication, so it is sent then.)
+        """
+        self.headers = email.parser.Parser(_class=self.MessageClass).parsestr(b"".join(lines).decode("iso-8859-1"))
+        connection = self.headers.get_all("Connection") or []
+        if self.request_version == "HTTP/1.0":
+            self.close_connection = _has_token(connection, "close") or not _has_token(connection, "keep-alive")
+        else:
+            self.close_connection = _has_token(connection, "close")
+        expect = self.headers.get_all("Expect") or []
+        if _has_token(expect, "100-continue"):
+            length = (self.headers.get("Content-Length") or "").strip()
+            has_body = bool(self.headers.get("Transfer-Encoding")) or length not in ("", "0")
+            if self.request_version != "HTTP/1.0" and has_body:
+                return self.handle_expect_100()
+            return True
+        if expect and expect[0].strip(" \t"):  # Header.get("Expect") != "": its first value
+            self.close_connection = True
+            self.send_response(417)
+            self.send_header("Connection", "close")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return False
+        return True
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """The status line and ``Date``, without the ``Server: BaseHTTP/...`` header ``http.server`` adds.
@@ -755,8 +815,8 @@ class Sandbox:
             # WithRequestDeadline wraps authentication and routing (DefaultBuildHandlerChain in
             # k8s.io/apiserver/pkg/server/config.go: the API handler is the chain's innermost), so a
             # malformed timeout is a 400 for anyone, on any path, a 404 one included. Then
-            # authentication, which also wraps the router: a path nothing serves is a 404 only for a
-            # caller who may know it.
+            # authentication and authorization, which also wrap the router: a path nothing serves is
+            # a 404, and a method no route there has a 405, only for a caller who may know it.
             unrouted: ApiError | None = None
             try:
                 target = resolve(method, exact, query)  # the log names what a 401 was for, too
@@ -766,15 +826,14 @@ class Sandbox:
             identity = self._authenticate(handler)
             if identity is None and path not in _UNAUTHENTICATED:
                 raise errors.unauthorized()
+            identity = identity or Identity(ANONYMOUS)
+            user = identity.user.username
+            if identity.readonly:  # WithAuthorization, outside the router: a 405 or 404 is for those it allows
+                info = request_info(method, path, query)
+                if not viewer_may(info):
+                    raise forbidden(user, info)
             if unrouted is not None:
                 raise unrouted
-            identity = identity or Identity(ANONYMOUS)
-            user, readonly = identity.user.username, identity.readonly
-            if readonly and (target.verb in WRITE_VERBS or target.subresource == "proxy"):
-                # The viewer is kubectl's "view" role, which grants no pods/proxy (nor any write).
-                assert target.resource is not None
-                plural = target.resource.plural + (f"/{target.subresource}" if target.subresource else "")
-                raise errors.forbidden(user, target.verb, plural, target.group, target.namespace, target.name)
             if fault is None:  # the faults that act in the server, once it has authenticated and routed the request
                 fault = self.faults.take(method, handler.path)
             committing = (fault is not None and fault.after and not fault.in_transit and fault.latency > 0
@@ -964,11 +1023,13 @@ class Sandbox:
 
     def _send(self, handler: _Handler, method: str, response: Response) -> int:
         try:
-            handler.send_response(response.status)
+            handler.send_response_only(response.status)
+            if not any(key.lower() == "date" for key, _ in response.headers):  # a pod's own (`proxy.relayed_headers`)
+                handler.send_header("Date", handler.date_time_string())
             if response.content_type:  # none for a reply without a body Go could sniff (a proxy's 301)
                 handler.send_header("Content-Type", response.content_type)
             handler.send_header("Cache-Control", "no-cache, private")
-            for key, value in response.headers.items():
+            for key, value in response.headers:
                 handler.send_header(key, _wire_header_value(value))
             if response.stream is None:
                 handler.send_header("Content-Length", str(len(response.body)))

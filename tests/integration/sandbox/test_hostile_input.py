@@ -343,6 +343,43 @@ def test_an_empty_namespace_segment_is_every_namespace_for_a_collection_and_none
                                             "field": "metadata.namespace"}]  # fmt: skip
 
 
+@pytest.mark.parametrize(("method", "path", "content_type"), [
+    ("POST", "/api/v1/namespaces//pods/p/binding", "application/json"),
+    ("POST", "/api/v1/namespaces//serviceaccounts/s/token", "application/json"),
+    ("PUT", "/api/v1/namespaces//configmaps/c", "application/json"),
+    ("DELETE", "/api/v1/namespaces//configmaps/c", "application/json"),
+], ids=["binding", "token", "update", "delete"])  # fmt: skip
+def test_an_empty_namespace_is_refused_after_the_body_is_decoded(
+    sandbox: Sandbox, method: str, path: str, content_type: str
+) -> None:
+    # The handlers (endpoints/handlers create.go, update.go, delete.go) take the name from RequestInfo,
+    # then read and decode the body (update.go's checkName too), and only then call the store, whose
+    # NamespaceKeyFunc (registry/generic/registry/store.go) needs the namespace. The sandbox refused
+    # the namespace while routing, before the body.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+    status, answer, _ = exchange(sandbox, request(method, path, b"{bad", {"Content-Type": content_type}))
+    assert (status, answer["message"]) == (
+        400, "error decoding the request body as JSON: JSON is malformed: object keys must be strings (byte 1)")
+    if method == "PUT":
+        status, answer, _ = exchange(sandbox, request(method, path, b'{"metadata": {"name": "d"}}'))
+        assert (status, answer["message"]) == (400, "the name of the object (d) does not match the name on the URL (c)")
+    well_formed = b'{"metadata": {"name": "c"}, "target": {"name": "n"}}' if method != "DELETE" else b"{}"
+    status, answer, _ = exchange(sandbox, request(method, path, well_formed))
+    assert (status, answer["message"]) == (400, "Namespace parameter required.")
+    assert sandbox.requests[-1].verb in ("create", "update", "delete"), "routed: the handler refused it"
+    assert sandbox.get("configmaps", "default", "c") is not None
+
+
+def test_a_patch_or_a_log_with_an_empty_namespace_is_refused_before_its_body(sandbox: Sandbox) -> None:
+    # A patch's store call builds the key before it applies the patch (patch.go: r.Update, then
+    # GuaranteedUpdate), and the log's store Get comes first: no body is read before the 400.
+    status, answer, _ = exchange(sandbox, request("PATCH", "/api/v1/namespaces//configmaps/c", b"{bad",
+                                                  {"Content-Type": "application/merge-patch+json"}))
+    assert (status, answer["message"]) == (400, "Namespace parameter required.")
+    status, answer, _ = exchange(sandbox, request("GET", "/api/v1/namespaces//pods/p/log"))
+    assert (status, answer["message"]) == (400, "Namespace parameter required.")
+
+
 @pytest.mark.parametrize("path", [f"{PODS}//status", "/api/v1/nodes//status", "/api/v1/namespaces//status",
                                   f"{PODS}//proxy/x", "/api/v1/namespaces//pods//status"])
 def test_an_empty_name_segment_is_a_400_name_must_be_provided(sandbox: Sandbox, path: str) -> None:
@@ -400,8 +437,11 @@ def test_authorization_sees_the_decoded_path() -> None:
         headers: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.READONLY_TOKEN}"}
         status, answer, _ = exchange(sb, request("GET", f"{PODS}/p%31/prox%79/usage", headers=headers))
         assert (status, answer["reason"]) == (403, "Forbidden")
-        assert answer["message"] == ('pods/proxy "p1" is forbidden: User "sandbox-viewer" cannot get resource '
+        # responsewriters.Forbidden: NewForbidden names the resource alone (GroupResource), the
+        # message (forbiddenMessage) the resource and subresource.
+        assert answer["message"] == ('pods "p1" is forbidden: User "sandbox-viewer" cannot get resource '
                                      '"pods/proxy" in API group "" in the namespace "default"')  # fmt: skip
+        assert answer["details"] == {"name": "p1", "kind": "pods"}
 
 
 METHOD_NOT_ALLOWED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -429,6 +469,54 @@ def test_an_unknown_method_reaches_the_handler_chain_and_gets_go_restfuls_405(
             assert (status, answer, closed) == (405, METHOD_NOT_ALLOWED, False), path
         assert [(r.method, r.status) for r in sb.requests][-3:] == [("FOO", 405)] * 3
         assert sb.get("configmaps", "default", "c") is not None
+    assert_no_traceback(capfd)
+
+
+def test_authorization_comes_before_routing_so_the_viewer_gets_403_where_a_route_would_answer_405_or_404(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # DefaultBuildHandlerChain (k8s.io/apiserver/pkg/server/config.go) runs WithAuthorization outside
+    # the API handler, on the RequestInfo read from the method and path (requestinfo.go): a method
+    # with no verb of its own is the empty verb on a resource path and its lower case elsewhere,
+    # which the viewer's roles (view; system:discovery and system:public-info-viewer: get on /api,
+    # /apis, /openapi, /version, the health checks) never grant. responsewriters.Forbidden words the
+    # 403 and HTML-escapes forbiddenMessage (sanitizer). The sandbox answered go-restful's 405 first.
+    with Sandbox(auth=True) as sb:
+        sb.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])
+        viewer: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.READONLY_TOKEN}"}
+        admin: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.ADMIN_TOKEN}"}
+        status, answer, closed = exchange(sb, request("FOO", f"{CONFIGMAPS}/c", b"{}", headers=viewer))
+        assert (status, closed) == (403, False)
+        assert answer == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                          "message": 'configmaps "c" is forbidden: User "sandbox-viewer" cannot  resource '
+                                     '"configmaps" in API group "" in the namespace "default"',
+                          "reason": "Forbidden", "details": {"name": "c", "kind": "configmaps"},
+                          "code": 403}  # fmt: skip
+        status, answer, _ = exchange(sb, request("FOO", "/apis/apps/v1/deployments", headers=viewer))
+        assert (status, answer["message"], answer["details"]) == (
+            403, 'deployments.apps is forbidden: User "sandbox-viewer" cannot  resource "deployments" in API group '
+                 '"apps" at the cluster scope', {"group": "apps", "kind": "deployments"})  # fmt: skip
+        for method, path in (("POST", "/version"), ("PUT", "/api/v1"), ("POST", "/apis"), ("DELETE", "/healthz"),
+                             ("FOO", "/apis/apps"), ("GET", "/"), ("GET", "/nope")):
+            status, answer, _ = exchange(sb, request(method, path, headers=viewer))
+            assert (status, answer["message"], answer["details"]) == (
+                403, f'forbidden: User "sandbox-viewer" cannot {method.lower()} path "{path}"', {}), (method, path)
+        status, answer, _ = exchange(sb, request("GET", "/x%3Ca%26b%3E", headers=viewer))
+        assert answer["message"] == 'forbidden: User "sandbox-viewer" cannot get path "/x&lt;a&amp;b&gt;"'
+        reply = read_to_close(sb, request("FOO", CONFIGMAPS, headers={**viewer, "Connection": "close"}))
+        assert reply.startswith(b"HTTP/1.1 403 ") and b"\r\nX-Content-Type-Options: nosniff\r\n" in reply, reply
+        for path in ("/version", "/api/v1", "/apis", "/apis/apps/v1", "/openapi/v2", CONFIGMAPS, f"{CONFIGMAPS}/c",
+                     f"{CONFIGMAPS}?watch=1&timeoutSeconds=1"):
+            assert exchange(sb, request("GET", path, headers=viewer))[0] == 200, path
+        reply = read_to_close(sb, request("GET", "/healthz", headers={**viewer, "Connection": "close"}))
+        assert reply.startswith(b"HTTP/1.1 200 ") and reply.endswith(b"\r\n\r\nok"), reply
+        assert exchange(sb, request("GET", f"{CONFIGMAPS}/none", headers=viewer))[0] == 404
+        # Those it allows still meet the router: the admin's FOO is go-restful's 405, its GET / the
+        # root document, its /nope a 404.
+        assert exchange(sb, request("FOO", f"{CONFIGMAPS}/c", b"{}", headers=admin))[:2] == (405, METHOD_NOT_ALLOWED)
+        assert exchange(sb, request("GET", "/", headers=admin))[0] == 200
+        assert exchange(sb, request("GET", "/nope", headers=admin))[0] == 404
+        assert [r.user for r in sb.requests if r.status == 403][:2] == ["sandbox-viewer"] * 2
     assert_no_traceback(capfd)
 
 
@@ -485,6 +573,147 @@ def test_a_request_line_past_gos_header_limit_gets_its_plain_431_and_a_longer_on
     assert [r.status for r in sandbox.requests] == [200], "Go answers before any handler, and logs nothing"
     assert exchange(sandbox, request("GET", "/version"))[0] == 200
     assert_no_traceback(capfd)
+
+
+GO_HEADER_LIMIT = (1 << 20) + 4096
+"""kube-apiserver's MaxHeaderBytes (1 << 20, apiserver secure_serving.go) plus Go's 4096 bytes of slop."""
+
+
+def head_of_size(size: int, *, line: int) -> bytes:
+    """A GET /version whose head (request line, header lines, blank line) is ``size`` bytes, in lines of ``line``."""
+    head = b"GET /version HTTP/1.1\r\nHost: sandbox\r\n"
+    index = 0
+    while size - len(head) - 2 > line:
+        head += b"X-Pad-%06d: %s\r\n" % (index, b"a" * (line - 16))
+        index += 1
+    last = size - len(head) - 2 - len(b"X-Last: \r\n")
+    assert last >= 0
+    head += b"X-Last: " + b"b" * last + b"\r\n\r\n"
+    assert len(head) == size
+    return head
+
+
+@pytest.mark.parametrize("line", [1024, 200 * 1024], ids=["many-headers", "long-lines"])
+def test_header_lines_count_against_gos_one_limit_for_the_whole_head(
+    sandbox: Sandbox, line: int, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Go's server reads the request line and the header lines under one read limit, MaxHeaderBytes
+    # plus 4096 (src/net/http/server.go connReader, initialReadLimitSize), and textproto's
+    # ReadMIMEHeader bounds neither a line's length nor the lines' number (readMIMEHeader(r,
+    # math.MaxInt64, math.MaxInt64), src/net/textproto/reader.go); a head that does not end within
+    # the limit gets conn.serve's plain 431 and a close. http.server answered a 101st header or a
+    # header line over 64 KiB with its HTML 431, and took any head up to those bounds.
+    status, answer, closed = exchange(sandbox, head_of_size(GO_HEADER_LIMIT, line=line))
+    assert (status, answer["gitVersion"] != "", closed) == (200, True, False)
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        with contextlib.suppress(OSError):  # the server may answer and close before it read everything
+            sock.sendall(head_of_size(GO_HEADER_LIMIT + 1, line=line))
+        reply = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert reply == (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+    assert [r.status for r in sandbox.requests] == [200], "Go answers before any handler, and logs nothing"
+    assert exchange(sandbox, request("GET", "/version"))[0] == 200
+    assert_no_traceback(capfd)
+
+
+def test_headers_read_past_http_servers_bounds_still_rule_the_connection(sandbox: Sandbox) -> None:
+    # The headers are parsed as http.server parsed them: Connection: close still closes, Expect:
+    # 100-continue is still answered before the body, and a header past the 100th is still seen.
+    pad = "".join(f"X-Pad-{index}: a\r\n" for index in range(150))
+    raw = (f"POST {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n{pad}Content-Type: application/json\r\n"
+           f"Content-Length: {len(configmap('c1'))}\r\nConnection: close\r\n\r\n").encode() + configmap("c1")
+    status, _, closed = exchange(sandbox, raw)
+    assert (status, closed) == (201, True)
+    body = configmap("c2")
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        sock.sendall(request("POST", CONFIGMAPS, headers={"Expect": "100-continue", "Content-Length": str(len(body)),
+                                                          "X-Pad": "a" * (100 * 1024)}))
+        reader = sock.makefile("rb")
+        assert reader.readline().startswith(b"HTTP/1.1 100 "), "100 Continue before the body"
+        assert reader.readline() == b"\r\n"
+        sock.sendall(body)
+        assert reader.readline().startswith(b"HTTP/1.1 201 ")
+    assert sandbox.get("configmaps", "default", "c2") is not None
+
+
+@pytest.mark.parametrize("head", [
+    b" X-Lead: space\r\nHost: s\r\n", b"Host: s\r\nNo colon here\r\n", b"Host: s\r\nX-Bad[name]: v\r\n",
+    b"Host: s\r\nX-Ctl: a\x01b\r\n", b"Host: s\r\nX-Nul: a\x00\r\n", b"Host: a\r\nhost: b\r\n",
+], ids=["leading-space", "no-colon", "bad-name-byte", "control-byte", "nul", "two-hosts"])  # fmt: skip
+def test_header_lines_go_cannot_read_get_its_plain_400(head: bytes) -> None:
+    # textproto's readMIMEHeader (src/net/textproto/reader.go): a first line starting with a space, a
+    # line without a colon, a name byte that is no tchar (nor a space), or a value with a control byte
+    # other than a tab is a ProtocolError; request.go readRequest refuses a second Host. conn.serve
+    # writes its plain 400 and closes, before any handler (no 401, nothing logged).
+    with Sandbox(auth=True) as sb:
+        assert read_to_close(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\n".encode() + head + b"\r\n") == GO_BAD_REQUEST
+        assert not sb.requests
+        assert exchange(sb, request("GET", CONFIGMAPS))[0] == 401
+
+
+@pytest.mark.parametrize(("line", "head", "why"), [
+    ("GET /version HTTP/1.1", b"", b"missing required Host header"),
+    ("GET /version HTTP/1.1", b"Host: a b\r\n", b"malformed Host header"),
+    ("GET /version HTTP/1.1", b"Host: a\x80\r\n", b"malformed Host header"),
+    ("GET /version HTTP/1.1", b"Host: s\r\nX-Name : v\r\n", b"invalid header name"),
+    ("GET /version HTTP/1.1", b"Host : s\r\n", b"missing required Host header"),
+], ids=["no-host", "host-space", "host-byte", "spaced-name", "spaced-host"])  # fmt: skip
+def test_a_head_go_reads_but_refuses_gets_its_400_with_the_reason(line: str, head: bytes, why: bytes) -> None:
+    # src/net/http/server.go readRequest, after the headers are read: an HTTP/1.1 request needs a Host
+    # (CONNECT aside), ValidHostHeader refuses bytes outside validHostByte, and a name textproto kept
+    # with a space (go.dev/issue/34540) fails ValidHeaderFieldName; each a badRequestError, which
+    # conn.serve writes as "400 Bad Request: <why>" in the status line and the body.
+    with Sandbox() as sb:
+        reply = read_to_close(sb, line.encode() + b"\r\n" + head + b"\r\n")
+        assert reply == (b"HTTP/1.1 400 Bad Request: " + why + b"\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                         b"Connection: close\r\n\r\n400 Bad Request: " + why)  # fmt: skip
+        assert not sb.requests
+
+
+def test_header_forms_go_reads_are_served() -> None:
+    # HTTP/1.0 needs no Host; an empty name is skipped (readMIMEHeader: "if key == "" continue");
+    # a continuation line folds into the header before it; a tab and bytes past ASCII are value bytes.
+    with Sandbox() as sb:
+        reply = read_to_close(sb, b"GET /version HTTP/1.0\r\n\r\n")
+        assert reply.startswith(b"HTTP/1.1 200 "), reply
+        raw = (b"GET /version HTTP/1.1\r\nHost: s\r\n: empty\r\nX-Folded: a\r\n  b\r\nX-Obs: \tcaf\xe9\r\n"
+               b"Connection: close\r\n\r\n")
+        assert read_to_close(sb, raw).startswith(b"HTTP/1.1 200 ")
+        assert [r.status for r in sb.requests] == [200, 200]
+
+
+def test_an_expectation_other_than_100_continue_gets_gos_417_and_a_close() -> None:
+    # src/net/http/server.go conn.serve: a request whose Expect holds no 100-continue token gets
+    # sendExpectationFailed (417, Connection: close, no body) before any handler: no 401, no log.
+    with Sandbox(auth=True) as sb:
+        reply = read_to_close(sb, request("POST", CONFIGMAPS, configmap("c"), {"Expect": "something-else"}))
+        head, _, body = reply.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        assert lines[0] == b"HTTP/1.1 417 Expectation Failed" and body == b"", reply
+        assert sorted(line.split(b":")[0].lower() for line in lines[1:]) == [b"connection", b"content-length", b"date"]
+        assert b"Connection: close" in lines and b"Content-Length: 0" in lines
+        assert not sb.requests
+
+
+def test_expect_and_connection_are_read_as_go_reads_their_tokens(sandbox: Sandbox) -> None:
+    # httpguts.HeaderValuesContainsToken: comma-separated tokens in any case. A 100-continue token
+    # is honoured only with a body (ContentLength != 0, conn.serve); Connection's close token closes an
+    # HTTP/1.1 connection wherever it stands in the list (shouldClose). http.server compared each
+    # whole value, so "keep-alive, close" kept the connection and "100-Continue, x" got a 417 here.
+    body = configmap("c1")
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        sock.sendall(request("POST", CONFIGMAPS, headers={"Expect": "100-Continue, x-other",
+                                                          "Content-Length": str(len(body))}))
+        reader = sock.makefile("rb")
+        assert reader.readline().startswith(b"HTTP/1.1 100 ") and reader.readline() == b"\r\n"
+        sock.sendall(body)
+        assert reader.readline().startswith(b"HTTP/1.1 201 ")
+    reply = read_to_close(sandbox, request("GET", "/version", headers={"Expect": "100-continue",
+                                                                      "Connection": "keep-alive, Close"}))
+    assert reply.startswith(b"HTTP/1.1 200 ") and b"100 Continue" not in reply, reply  # no body: no 100; closed
+    raw = b"GET /version HTTP/1.0\r\nConnection: foo, Keep-Alive\r\n\r\n"
+    status, _, closed = exchange(sandbox, raw + raw)
+    assert (status, closed) == (200, False)
 
 
 # --- decoding bombs and bad shapes ------------------------------------------------------------
@@ -683,7 +912,7 @@ def test_idle_connection_is_closed_after_the_idle_timeout(small: Sandbox) -> Non
 
 def test_trickling_client_is_cut_off_at_the_read_timeout(small: Sandbox) -> None:
     with socket.create_connection(("127.0.0.1", small.port), timeout=10) as sock:
-        sock.sendall(b"POST " + CONFIGMAPS.encode() + b" HTTP/1.1\r\nContent-Length: 100\r\n\r\n")
+        sock.sendall(b"POST " + CONFIGMAPS.encode() + b" HTTP/1.1\r\nHost: s\r\nContent-Length: 100\r\n\r\n")
         started = time.monotonic()
         with pytest.raises(OSError):
             while time.monotonic() - started < 8:  # a byte every 0.2 s never lets the idle timeout fire

@@ -226,3 +226,81 @@ def test_the_bare_proxy_path_is_redirected_to_its_slash_without_reaching_the_pod
 def test_other_methods_on_the_bare_proxy_path_are_relayed_to_the_root(sandbox: Sandbox, standin: StandIn) -> None:
     status, _, _ = _call(sandbox, "POST", f"{BASE}:{protocol.USAGE_PORT}/proxy", body=b"{}")
     assert status == 501  # relayed: the stand-in answers POST with 501
+
+
+def _one_reply_target(reply: bytes) -> tuple[socket.socket, list[bytes]]:
+    """A loopback target that answers each connection's first request with ``reply``, then closes."""
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                received.append(conn.recv(65536))
+                conn.sendall(reply)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, received
+
+
+def test_the_pods_reply_headers_are_relayed_as_go_reverse_proxy_copies_them(sandbox: Sandbox) -> None:
+    # UpgradeAwareHandler relays through httputil.NewSingleHostReverseProxy, which drops the
+    # hop-by-hop headers (hopHeaders, Proxy-Connection included) and every header Connection names,
+    # and copies the rest, the pod's Date and Server included; the pod proxy's corsRemovingTransport
+    # drops the four Access-Control-Allow-* headers. Go's server adds its own Date only where none
+    # was set. The sandbox dropped the pod's Date and Server (and wrote its own Date).
+    body = b"ok"
+    listener, _ = _one_reply_target(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nDate: Mon, 01 Jan 2001 00:00:00 GMT\r\n"
+        b"Server: pod-server/1.0\r\nConnection: close, X-Private\r\nX-Private: secret\r\n"
+        b"Proxy-Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n"
+        b"Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET\r\n"
+        b"Access-Control-Expose-Headers: X-Kept\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\n" + body)
+    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
+    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
+    try:
+        status, headers, answer = _head(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage".encode())
+    finally:
+        listener.close()
+    assert status == b"HTTP/1.1 200 OK" and answer == body
+    assert headers["date"] == "Mon, 01 Jan 2001 00:00:00 GMT" and headers["server"] == "pod-server/1.0"
+    assert headers["x-kept"] == "yes" and headers["access-control-expose-headers"] == "X-Kept"
+    for dropped in ("x-private", "proxy-connection", "keep-alive", "access-control-allow-origin",
+                    "access-control-allow-methods"):
+        assert dropped not in headers, dropped
+    assert headers["content-type"] == "text/plain" and headers["content-length"] == "2"
+
+
+def test_a_repeated_reply_header_keeps_every_line(sandbox: Sandbox) -> None:
+    # ReverseProxy's copyHeader adds each value of each header; the sandbox kept the last one only.
+    listener, _ = _one_reply_target(b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nX-Other: o\r\nSet-Cookie: b=2\r\n"
+                                    b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
+    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
+        connection.sendall(f"GET {BASE}:{protocol.USAGE_PORT}/proxy/usage HTTP/1.1\r\nHost: s\r\nConnection: close"
+                           "\r\n\r\n".encode())
+        reply = b"".join(iter(lambda: connection.recv(65536), b""))
+    listener.close()
+    assert reply.startswith(b"HTTP/1.1 200 "), reply
+    assert [line for line in reply.split(b"\r\n") if line.lower().startswith(b"set-cookie:")] == [
+        b"Set-Cookie: a=1", b"Set-Cookie: b=2"], reply
+
+
+def test_a_reply_the_pod_sent_without_a_date_gets_the_servers_one(sandbox: Sandbox) -> None:
+    listener, _ = _one_reply_target(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
+    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
+        connection.sendall(f"GET {BASE}:{protocol.USAGE_PORT}/proxy/usage HTTP/1.1\r\nHost: s\r\nConnection: close"
+                           "\r\n\r\n".encode())
+        reply = b"".join(iter(lambda: connection.recv(65536), b""))
+    listener.close()
+    assert reply.startswith(b"HTTP/1.1 204 ") and reply.lower().count(b"\r\ndate: ") == 1, reply
+    assert b"server:" not in reply.lower(), reply

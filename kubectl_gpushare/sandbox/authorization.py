@@ -1,0 +1,132 @@
+"""Authorization of the read-only caller, as kube-apiserver's filter decides it: before routing, from the path.
+
+``DefaultBuildHandlerChain`` (k8s.io/apiserver/pkg/server/config.go) runs ``WithAuthorization``
+outside the API handler, on the attributes ``RequestInfoFactory.NewRequestInfo``
+(k8s.io/apiserver/pkg/endpoints/request/requestinfo.go) reads from the method and the decoded path
+alone, whether or not a route serves them: a method no route has, or a path nothing serves, is
+refused (403) before go-restful could answer 405 or 404. The sandbox has no RBAC engine; the
+read-only caller holds kubectl's ``view`` role and the roles every authenticated user has
+(``system:discovery``, ``system:public-info-viewer``): `viewer_may`. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from kubectl_gpushare.kube.go_format import go_quote
+from kubectl_gpushare.kube.go_query import GoQuery, go_bool
+from kubectl_gpushare.sandbox.errors import ApiError, qualified
+
+_VIEWER_VERBS: Final = frozenset({"get", "list", "watch"})
+"""The verbs of kubectl's ``view`` ClusterRole (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go)."""
+_DISCOVERY_URLS: Final = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*",
+                          "/readyz", "/version", "/version/")  # fmt: skip
+"""The ``get`` on non-resource URLs that ``system:discovery`` and ``system:public-info-viewer`` grant
+(bootstrappolicy/policy.go); a trailing ``*`` matches any rest (``rbac.NonResourceURLMatches``)."""
+_NOSNIFF: Final = {"X-Content-Type-Options": "nosniff"}
+_METHOD_VERBS: Final = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
+                        "DELETE": "delete"}  # fmt: skip
+"""A resource request's verb by method (``NewRequestInfo``); any other method's verb is empty."""
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """The attributes ``NewRequestInfo`` reads from a request (the fields authorization uses)."""
+
+    path: str
+    verb: str
+    resource_request: bool = False
+    group: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+
+
+def request_info(method: str, path: str, query: GoQuery) -> RequestInfo:
+    """What ``NewRequestInfo`` reads from the method and the decoded path (as `routes.resolve` gets it).
+
+    A non-resource request (fewer than three segments after an ``api``/``apis`` prefix, or another
+    first segment) has the method in lower case as its verb. A resource request takes its verb from
+    ``/watch/`` or ``/proxy/`` after the version, else from the method (`_METHOD_VERBS`); a ``get``
+    without a name is a ``list`` (a ``watch`` with a true ``watch`` parameter), a ``delete`` without
+    one a ``deletecollection``. ``namespaces/<ns>/<resource>/<name>/<subresource>`` is read as upstream
+    reads it, a namespace's own ``status`` and ``finalize`` included.
+    """
+    parts = path.strip("/").split("/") if path.strip("/") else []
+    info = RequestInfo(path, method.lower())
+    if len(parts) < 3 or parts[0] not in ("api", "apis"):
+        return info
+    group = ""
+    rest = parts[1:]
+    if parts[0] == "apis":
+        if len(rest) < 3:
+            return info
+        group, rest = rest[0], rest[1:]
+    rest = rest[1:]  # the version
+    if rest[0] in ("watch", "proxy") and len(rest) >= 2:
+        verb, rest = rest[0], rest[1:]
+    else:  # a bare "watch" or "proxy" is an error upstream (a 500); here it is read as a resource
+        verb = _METHOD_VERBS.get(method, "")
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in ("status", "finalize"):
+            rest = rest[2:]
+    resource = rest[0]
+    name = rest[1] if len(rest) >= 2 else ""
+    subresource = rest[2] if len(rest) >= 3 and verb != "proxy" else ""
+    if not name and verb == "get":
+        verb = "watch" if go_bool(query.get("watch")) else "list"
+    if not name and verb == "delete":
+        verb = "deletecollection"
+    return RequestInfo(path, verb, True, group, resource, subresource, namespace, name)
+
+
+def _url_granted(path: str) -> bool:
+    return any(path == rule or (rule.endswith("*") and path.startswith(rule[:-1])) for rule in _DISCOVERY_URLS)
+
+
+def viewer_may(info: RequestInfo) -> bool:
+    """Whether the read-only caller's roles allow the request.
+
+    ``view`` grants ``get``, ``list`` and ``watch`` and no ``pods/proxy`` (the sandbox does not model
+    its list of resources: a resource it does not list is still read); the discovery roles a ``get``
+    on `_DISCOVERY_URLS`. Everything else, a method's empty verb included, is denied.
+    """
+    if info.resource_request:
+        return info.verb in _VIEWER_VERBS and info.subresource != "proxy"
+    return info.verb == "get" and _url_granted(info.path)
+
+
+def forbidden(user: str, info: RequestInfo) -> ApiError:
+    """The authorization filter's 403: ``forbiddenMessage`` inside ``apierrors.NewForbidden``.
+
+    ``responsewriters.Forbidden`` (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go).
+    The message names the resource and subresource (``pods/proxy``); the prefix and ``details`` the
+    resource alone (``pods "p1" is forbidden``), and a non-resource request neither (``forbidden:``,
+    empty details). An empty verb (a method without one) leaves two spaces, as Go's ``%s`` does. The
+    part ``forbiddenMessage`` writes is `_sanitized`; the prefix is not. The reply carries
+    ``X-Content-Type-Options: nosniff``, which ``Forbidden`` sets.
+    """
+    if not info.resource_request:
+        denied = f"User {go_quote(user)} cannot {info.verb} path {go_quote(info.path)}"
+        return ApiError(403, "Forbidden", f"forbidden: {_sanitized(denied)}", details={}, headers=dict(_NOSNIFF))
+    resource = info.resource + (f"/{info.subresource}" if info.subresource else "")
+    scope = f"in the namespace {go_quote(info.namespace)}" if info.namespace else "at the cluster scope"
+    denied = (f"User {go_quote(user)} cannot {info.verb} resource {go_quote(resource)} in API group "
+              f"{go_quote(info.group)} {scope}")
+    named = f" {go_quote(info.name)}" if info.name else ""
+    message = f"{qualified(info.resource, info.group)}{named} is forbidden: {_sanitized(denied)}"
+    details: dict[str, str] = {"name": info.name} if info.name else {}
+    if info.group:
+        details["group"] = info.group
+    if info.resource:
+        details["kind"] = info.resource
+    return ApiError(403, "Forbidden", message, details=details, headers=dict(_NOSNIFF))
+
+
+def _sanitized(text: str) -> str:
+    """``responsewriters``' ``sanitizer``: ``&``, ``<`` and ``>`` as HTML entities, so no error looks like HTML."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,70 @@
+"""`authorization.request_info` reads a request as ``RequestInfoFactory.NewRequestInfo`` does, and
+`viewer_may` decides as the read-only caller's roles do (k8s.io/apiserver/pkg/endpoints/request/requestinfo.go)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kubectl_gpushare.kube.go_query import GoQuery
+from kubectl_gpushare.sandbox.authorization import RequestInfo, request_info, viewer_may
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "expected"),
+    [
+        ("GET", "/api/v1/namespaces/d/pods", "", RequestInfo("", "list", True, "", "pods", "", "d", "")),
+        ("GET", "/api/v1/pods", "watch=1", RequestInfo("", "watch", True, "", "pods", "", "", "")),
+        ("GET", "/api/v1/pods", "watch=false", RequestInfo("", "list", True, "", "pods", "", "", "")),
+        ("HEAD", "/api/v1/namespaces/d/pods/p", "", RequestInfo("", "get", True, "", "pods", "", "d", "p")),
+        ("GET", "/api/v1/watch/namespaces/d/pods", "", RequestInfo("", "watch", True, "", "pods", "", "d", "")),
+        ("GET", "/api/v1/namespaces/d", "", RequestInfo("", "get", True, "", "namespaces", "", "d", "d")),
+        ("PUT", "/api/v1/namespaces/d/status", "", RequestInfo("", "update", True, "", "namespaces", "status", "d",
+                                                              "d")),
+        ("DELETE", "/apis/apps/v1/namespaces/d/deployments", "",
+         RequestInfo("", "deletecollection", True, "apps", "deployments", "", "d", "")),
+        ("POST", "/api/v1/namespaces/d/pods/p/binding", "", RequestInfo("", "create", True, "", "pods", "binding", "d",
+                                                                        "p")),
+        ("GET", "/api/v1/namespaces/d/pods/p/proxy/a/b", "", RequestInfo("", "get", True, "", "pods", "proxy", "d",
+                                                                         "p")),
+        ("GET", "/api/v1/proxy/namespaces/d/pods/p/x", "", RequestInfo("", "proxy", True, "", "pods", "", "d", "p")),
+        ("FOO", "/api/v1/namespaces/d/configmaps/c", "", RequestInfo("", "", True, "", "configmaps", "", "d", "c")),
+        ("OPTIONS", "/api/v1/pods", "", RequestInfo("", "", True, "", "pods", "", "", "")),
+        ("POST", "/apis/apps/v1", "", RequestInfo("", "post", False)),
+        ("GET", "/api/v1", "", RequestInfo("", "get", False)),
+        ("FOO", "/version", "", RequestInfo("", "foo", False)),
+        ("GET", "/healthz/x/y/z", "", RequestInfo("", "get", False)),
+    ],
+)  # fmt: skip
+def test_request_info_reads_method_and_path_as_upstream(
+    method: str, path: str, query: str, expected: RequestInfo
+) -> None:
+    info = request_info(method, path, GoQuery(query))
+    assert info == dataclasses.replace(expected, path=path)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("GET", "/api/v1/namespaces/d/pods", True),
+        ("GET", "/api/v1/namespaces/d/pods/p/log", True),
+        ("GET", "/api/v1/namespaces/d/pods/p/proxy/x", False),
+        ("GET", "/api/v1/proxy/namespaces/d/pods/p/x", False),
+        ("POST", "/api/v1/namespaces/d/pods", False),
+        ("PATCH", "/api/v1/namespaces/d/pods/p/status", False),
+        ("FOO", "/api/v1/namespaces/d/pods", False),
+        ("GET", "/api", True),
+        ("GET", "/apis/apps", True),
+        ("GET", "/openapi/v3/apis/apps/v1", True),
+        ("GET", "/version", True),
+        ("GET", "/version/", True),
+        ("GET", "/livez", True),
+        ("GET", "/livez/etcd", False),
+        ("GET", "/", False),
+        ("GET", "/metrics", False),
+        ("POST", "/version", False),
+    ],
+)
+def test_the_viewer_may_read_resources_and_discovery_only(method: str, path: str, allowed: bool) -> None:
+    assert viewer_may(request_info(method, path, GoQuery(""))) is allowed
