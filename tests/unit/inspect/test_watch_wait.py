@@ -43,8 +43,10 @@ def test_ctrl_c_while_waiting_leaves_the_event_usable(interrupting_alarm: None) 
     """KeyboardInterrupt lands in the wait (a sleep), never inside the Event's lock bookkeeping."""
     event = threading.Event()
     for attempt in range(200):
-        signal.setitimer(signal.ITIMER_REAL, 0.001 + attempt % 5 * 0.0003)
         with pytest.raises(KeyboardInterrupt):
+            # Armed inside the block: on a loaded machine the alarm may fire before the next line runs,
+            # and a KeyboardInterrupt outside pytest.raises ends the whole (xdist worker) session.
+            signal.setitimer(signal.ITIMER_REAL, 0.001 + attempt % 5 * 0.0003)
             watch._set_within(event, 5)
         assert not event._cond._lock.locked()  # type: ignore[attr-defined]
     threading.Timer(0.05, event.set).start()
