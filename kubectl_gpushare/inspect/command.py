@@ -88,8 +88,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
 
     tenants = options.get("group_by") == "namespace"
     if options["from_file"] is not None:
-        stream = options["from_file"]
-        data: bytes = stream.read()
+        data = source.read_input(options["from_file"])
         snapshot = source.from_documents(data, options["nodes"], options["selector"], options.get("stack", "auto"))
         if tenants:
             snapshot.quotas = source.quotas_in(data)

@@ -117,9 +117,10 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
             devices_in,
             dra_in,
             parse_documents,
+            read_input,
         )
 
-        data = options["from_file"].read()
+        data = read_input(options["from_file"])
         file_warnings = Warnings()  # as findings (invalid-value), through the audit's own warnings
         nodes, file_pods = parse_documents(data, file_warnings)
         return audit(nodes, file_pods, configmaps_in(data), devices=devices_in(data, nodes),

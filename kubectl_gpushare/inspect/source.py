@@ -18,12 +18,14 @@ the original tool would have shown, sorted by name. This module renders nothing.
 from __future__ import annotations
 
 import functools
+import os
 import re
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import IO, Any, Final, TypeVar
 
 import msgspec
 
@@ -692,6 +694,53 @@ def _dra_waiting(pods: Sequence[types.Pod], objects: dra.DraObjects, snapshot: S
 
 
 # --- from a file -----------------------------------------------------------------------------------
+
+
+MAX_INPUT_BYTES: Final = 4 * 2**30
+"""The most ``--from-file`` reads, 4 GiB: ``kubectl get nodes,pods,resourceslices,resourceclaims -A -o json``
+of 5,000 nodes and 100,000 pods with a real pod's bulk (each allocated through a ResourceClaim) is
+about 1.1 GB as kubectl indents it (0.45 GB as YAML). A larger file, or a stream that does not end
+(``/dev/zero``, a pipe), is refused before it fills memory. kubectl itself has no such option to copy."""
+_READ_CHUNK: Final = 1 << 20
+"""Bytes asked for at a time from a pipe or device (a regular file is read in one call of its size)."""
+
+
+def read_input(stream: IO[bytes], limit: int = MAX_INPUT_BYTES) -> bytes:
+    """Everything ``stream`` (a ``--from-file`` file, or stdin) holds, never reading more than ``limit`` + 1 bytes.
+
+    A regular file larger than ``limit`` is refused unread; a smaller one is read in one call of
+    its size (one buffer, as a plain ``read()``). A pipe or device is read a chunk at a time until
+    it ends or passes ``limit``.
+
+    Raises:
+        InputError: the input is larger than ``limit`` bytes.
+    """
+    size = _regular_size(stream)
+    if size is not None and size > limit:
+        raise _too_large(limit)
+    parts: list[bytes] = []
+    total = 0
+    want = size + 1 if size else _READ_CHUNK  # one byte past the size: a file that grew is read on
+    while chunk := stream.read(min(want, limit + 1 - total)):
+        parts.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise _too_large(limit)
+        want = _READ_CHUNK
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _regular_size(stream: IO[bytes]) -> int | None:
+    """The size of a regular file behind ``stream``; None for a pipe, a device or a stream without a file."""
+    try:
+        status = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None
+
+
+def _too_large(limit: int) -> InputError:
+    return InputError(f"the input is larger than {limit:,} bytes, the most that is read")
 
 
 class _Document(msgspec.Struct):
