@@ -287,7 +287,18 @@ def devices_in(data: bytes, nodes: Sequence[types.Node]) -> list[types.KoordDevi
     """Koordinator's ``Device`` objects in a file dump, read only when one of ``nodes`` is Koordinator's."""
     if not _has_koordinator(nodes, stacks.AUTO):
         return []
-    return _decoded(items_of_kinds(data, ("Device",)).get("Device", ()), types.KOORD_DEVICE_DECODER)
+    return _file_devices(items_of_kinds(data, ("Device",)))
+
+
+def devices_found(found: Mapping[str, Sequence[Any]], nodes: Sequence[types.Node]) -> list[types.KoordDevice]:
+    """`devices_in` over items already collected by kind (`parse_documents` ``others``)."""
+    if not _has_koordinator(nodes, stacks.AUTO):
+        return []
+    return _file_devices(found)
+
+
+def _file_devices(found: Mapping[str, Sequence[Any]]) -> list[types.KoordDevice]:
+    return _decoded(_json_only(found.get("Device", ())), types.KOORD_DEVICE_DECODER)
 
 
 # --- from the API ----------------------------------------------------------------------------------
@@ -381,9 +392,17 @@ def confinement_in(data: bytes) -> Confinement | None:
 
     A dump of ``nodes,pods`` says nothing about policies, so their absence there is not reported.
     """
-    found = items_of_kinds(data, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
-    policies = _decoded(found.get("ValidatingAdmissionPolicy", ()), types.ADMISSION_POLICY_DECODER)
-    bindings = _decoded(found.get("ValidatingAdmissionPolicyBinding", ()), types.ADMISSION_POLICY_BINDING_DECODER)
+    return confinement_of(items_of_kinds(data, CONFINEMENT_KINDS))
+
+
+CONFINEMENT_KINDS: Final = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+
+def confinement_of(found: Mapping[str, Sequence[Any]]) -> Confinement | None:
+    """`confinement_in` over items already collected by kind (`parse_documents` ``others``); JSON ones only."""
+    policies = _decoded(_json_only(found.get("ValidatingAdmissionPolicy", ())), types.ADMISSION_POLICY_DECODER)
+    bindings = _decoded(_json_only(found.get("ValidatingAdmissionPolicyBinding", ())),
+                        types.ADMISSION_POLICY_BINDING_DECODER)
     if not policies and not bindings:
         return None
     return Confinement(True, tuple(policies), tuple(bindings))
@@ -1068,7 +1087,7 @@ def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
 
 
 def _json_only(items: Sequence[Any]) -> list[msgspec.Raw]:
-    """The JSON items of a collection (ConfigMaps and Devices are read from JSON dumps only, as before)."""
+    """The JSON items of a collection (ConfigMaps, Devices and admission policies are read from JSON dumps only)."""
     return [item for item in items if isinstance(item, msgspec.Raw)]
 
 
@@ -1248,7 +1267,12 @@ def configmaps_in(data: bytes) -> list[types.ConfigMap]:
     The file has already been judged readable by `parse_documents`; an item that does not decode
     is skipped rather than failing the view.
     """
-    return _decoded_of_kind(data, "ConfigMap", types.CONFIGMAP_DECODER)
+    return configmaps_of(items_of_kinds(data, ("ConfigMap",)))
+
+
+def configmaps_of(found: Mapping[str, Sequence[Any]]) -> list[types.ConfigMap]:
+    """`configmaps_in` over items already collected by kind (`parse_documents` ``others``); JSON ones only."""
+    return _decoded(_json_only(found.get("ConfigMap", ())), types.CONFIGMAP_DECODER)
 
 
 def quotas_in(data: bytes) -> list[types.ResourceQuota]:
@@ -1338,7 +1362,7 @@ def from_documents(
     names = _unique(node_names)
     chosen = choose_nodes(decoded_nodes, names, selector)
     cluster_wide = not names and not selector
-    sick = unhealthy_by_node(_decoded(_json_only(others["ConfigMap"]), types.CONFIGMAP_DECODER))
+    sick = unhealthy_by_node(configmaps_of(others))
     devices = devices_of(lambda: _decoded(_json_only(others["Device"]), types.KOORD_DEVICE_DECODER), chosen, stack,
                          warnings)
     objects = (dra_of(others, warnings, pending=cluster_wide, tally=True, nodes=decoded_nodes)
