@@ -285,7 +285,7 @@ from_file_option = click.option(
     type=click.File("rb"),
     default=None,
     metavar="FILE",
-    help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin).",
+    help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin; at most 4 GiB).",
 )
 """``--from-file``, the same for every command that reads a cluster (inspect, fit, explain, doctor)."""
 

@@ -103,3 +103,10 @@ def test_input_under_the_limit_is_read_whole_from_a_file_and_a_pipe(tmp_path: Pa
     writer.join()
     assert source.read_input(io.BytesIO(data), len(data)) == data  # CliRunner's stdin: no file behind it
     assert source.read_input(io.BytesIO(b""), 10) == b""
+
+
+def test_help_states_the_limit(cli_runner: CliRunner) -> None:
+    """``--help`` imports no decoder, so it spells the limit out: the two must agree."""
+    assert source.MAX_INPUT_BYTES == 4 * 2**30
+    text = " ".join(cli_runner.invoke(inspect_command, ["--help"]).stdout.split())
+    assert "('-' for stdin; at most 4 GiB)" in text
