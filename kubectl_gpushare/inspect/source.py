@@ -18,6 +18,7 @@ the original tool would have shown, sorted by name. This module renders nothing.
 from __future__ import annotations
 
 import functools
+import io
 import os
 import re
 import stat
@@ -387,15 +388,16 @@ def confinement_from_api(client: Client, warnings: Warnings) -> Confinement | No
     return Confinement(True, tuple(policies), tuple(bindings))
 
 
+CONFINEMENT_KINDS: Final = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+"""The kinds `Confinement` is read from."""
+
+
 def confinement_in(data: bytes) -> Confinement | None:
     """The policies and bindings of a file dump; None (not checked) when it holds neither kind.
 
     A dump of ``nodes,pods`` says nothing about policies, so their absence there is not reported.
     """
     return confinement_of(items_of_kinds(data, CONFINEMENT_KINDS))
-
-
-CONFINEMENT_KINDS: Final = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 
 def confinement_of(found: Mapping[str, Sequence[Any]]) -> Confinement | None:
@@ -729,7 +731,7 @@ def read_input(stream: IO[bytes], limit: int = MAX_INPUT_BYTES) -> bytes:
 
     A regular file larger than ``limit`` is refused unread; a smaller one is read in one call of
     its size (one buffer, as a plain ``read()``). A pipe or device is read a chunk at a time until
-    it ends or passes ``limit``.
+    it ends or passes ``limit``, into a buffer that grows in place, so what was read is held once.
 
     Raises:
         InputError: the input is larger than ``limit`` bytes.
@@ -737,16 +739,20 @@ def read_input(stream: IO[bytes], limit: int = MAX_INPUT_BYTES) -> bytes:
     size = _regular_size(stream)
     if size is not None and size > limit:
         raise _too_large(limit)
-    parts: list[bytes] = []
-    total = 0
-    want = size + 1 if size else _READ_CHUNK  # one byte past the size: a file that grew is read on
-    while chunk := stream.read(min(want, limit + 1 - total)):
-        parts.append(chunk)
-        total += len(chunk)
-        if total > limit:
+    first = stream.read(min(size + 1 if size else _READ_CHUNK, limit + 1))  # a byte past the size: did it grow?
+    if len(first) > limit:
+        raise _too_large(limit)
+    more = stream.read(min(_READ_CHUNK, limit + 1 - len(first))) if first else b""
+    if not more:
+        return first  # a regular file, or a short stream: one read, no copy
+    buffer = io.BytesIO()  # grows by realloc; getvalue() hands over its bytes without a copy
+    buffer.write(first)
+    while more:
+        buffer.write(more)
+        if buffer.tell() > limit:
             raise _too_large(limit)
-        want = _READ_CHUNK
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+        more = stream.read(min(_READ_CHUNK, limit + 1 - buffer.tell()))
+    return buffer.getvalue()
 
 
 def _regular_size(stream: IO[bytes]) -> int | None:
