@@ -13,8 +13,10 @@ leave it: every node a plain Node with one ResourceSlice (8 ``gpu-<index>`` devi
 deallocated and gone for a finished one, as the resourceclaim controller leaves it). Both are read
 offline by ``kubectl-inspect-gpushare --from-file`` (default view and ``-o json``) in a child
 process, as `bench_stacks`: median CPU seconds of ``--runs`` runs and the ratio DRA / annotations.
-A last line times the decoding alone of each file (every object into the structs inspect reads, in
+A line times the decoding alone of each file (every object into the structs inspect reads, in
 msgspec's C code, no Python per object): the DRA side's extra there is a floor no reading avoids.
+The last lines time ``kubectl gpushare doctor --from-file`` beside the summary on each file, in
+interleaved rounds (goal: within 1.2x, as `bench_answers` sets it for doctor against the API).
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench_stacks import GPUS, compare
+from bench_stacks import GPUS, INSPECT, compare, timed_once
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS
+
+GPUSHARE = str(Path(INSPECT).parent / "kubectl-gpushare")
 
 DRIVER = protocol.DRA_DRIVER
 API = f"{protocol.DRA_API_GROUP}/{protocol.DRA_API_VERSION}"
@@ -157,6 +162,25 @@ def floor(files: dict[str, Path], runs: int) -> None:
           f"{seconds['dra'] - seconds['gpushare']:.2f} s)")
 
 
+def doctor(files: dict[str, Path], runs: int) -> None:
+    """doctor --from-file beside the summary on each file: median CPU seconds, each round running both."""
+    verdicts = (0, EXIT_FINDINGS_WARNINGS, EXIT_FINDINGS_ERRORS)  # doctor's verdict is its exit code
+    for name, path in files.items():
+        inspect, audit = [], []
+        for _ in range(runs):
+            inspect.append(timed_once([INSPECT, "--from-file", str(path)])[1])
+            audit.append(timed_once([GPUSHARE, "doctor", "--from-file", str(path)], verdicts)[1])
+        share, doctor_cpu = statistics.median(inspect), statistics.median(audit)
+        print(f"{'doctor':10s} CPU {name:8s} inspect {share:6.2f} s  doctor {doctor_cpu:6.2f} s  "
+              f"ratio {doctor_cpu / share:5.2f} (goal <= 1.2)")
+
+
+def then(files: dict[str, Path], runs: int) -> None:
+    """The decoding floor, then doctor beside inspect."""
+    floor(files, runs)
+    doctor(files, runs)
+
+
 if __name__ == "__main__":
-    compare("dra", as_dra, __doc__.splitlines()[0], "the same placement through DRA slices and claims", floor,
+    compare("dra", as_dra, __doc__.splitlines()[0], "the same placement through DRA slices and claims", then,
             paddable=True)

@@ -72,16 +72,18 @@ def timed(args: list[str], runs: int) -> tuple[float, float]:
 
     CPU time is the figure compared: on a shared machine wall time mostly measures the neighbours.
     """
-    walls, cpus = [], []
-    for _ in range(runs):
-        start = time.perf_counter()
-        process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-        _, status, usage = os.wait4(process.pid, 0)
-        walls.append(time.perf_counter() - start)
-        cpus.append(usage.ru_utime + usage.ru_stime)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"{' '.join(args)} failed")
+    walls, cpus = zip(*(timed_once(args) for _ in range(runs)), strict=True)
     return statistics.median(walls), statistics.median(cpus)
+
+
+def timed_once(args: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one run of the child; an exit code not in ``ok`` stops."""
+    start = time.perf_counter()
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    if os.waitstatus_to_exitcode(status) not in ok:
+        raise SystemExit(f"{' '.join(args)} failed")
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
 
 
 def compare(other: str, convert: Callable[[list[dict[str, Any]], int], list[dict[str, Any]]],

@@ -88,8 +88,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
 
     tenants = options.get("group_by") == "namespace"
     if options["from_file"] is not None:
-        stream = options["from_file"]
-        data: bytes = stream.read()
+        data = source.read_input(options["from_file"])
         snapshot = source.from_documents(data, options["nodes"], options["selector"], options.get("stack", "auto"))
         if tenants:
             snapshot.quotas = source.quotas_in(data)
@@ -286,7 +285,7 @@ from_file_option = click.option(
     type=click.File("rb"),
     default=None,
     metavar="FILE",
-    help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin).",
+    help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin; at most 4 GiB).",
 )
 """``--from-file``, the same for every command that reads a cluster (inspect, fit, explain, doctor)."""
 

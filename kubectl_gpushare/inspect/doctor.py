@@ -31,7 +31,6 @@ from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WAR
 from kubectl_gpushare.kube.records import (
     Warnings,
     node_record,
-    pod_request,
     shown,
     unhealthy_gpus,
     unhealthy_node_name,
@@ -39,7 +38,7 @@ from kubectl_gpushare.kube.records import (
 from kubectl_gpushare.kube.stacks import hami, kai
 from kubectl_gpushare.kube.stacks.dra import DraObjects, reserved_pods
 from kubectl_gpushare.kube.types import ConfigMap, KoordDevice, Node, Pod, QuantityValue
-from kubectl_gpushare.ledger import PENDING, Ledger, StackClaim, StackNode, stack_usage
+from kubectl_gpushare.ledger import PENDING, Ledger, NodeRecord, PodRecord, StackClaim, StackNode, stack_usage
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareDoctor"
@@ -84,7 +83,7 @@ def _has(values: Mapping[str, QuantityValue], resource: str) -> bool:
     return str(values.get(resource, "0")) not in ("0", "")
 
 
-def _node_findings(node: Node, record_warnings: Warnings) -> Iterable[Finding]:
+def _node_findings(node: Node, record: NodeRecord) -> Iterable[Finding]:
     name = node.metadata.name
     obj = f"node/{name}"
     labels = node.metadata.labels
@@ -103,7 +102,6 @@ def _node_findings(node: Node, record_warnings: Warnings) -> Iterable[Finding]:
         yield Finding(ERROR, "two-device-plugins", obj,
                       f"advertises both {NVIDIA_GPU} and {protocol.RESOURCE_MEM}: two device plugins hand out "
                       "the same GPUs, so pods of both kinds can land on one GPU")
-    record = node_record(node, warnings=record_warnings)
     if shares and (record.cap_mem, record.cap_count) != (record.alloc_mem, record.alloc_count):
         yield Finding(WARNING, "unhealthy-gpus", obj,
                       f"capacity {record.cap_mem}/{record.cap_count} GPUs but allocatable "
@@ -115,7 +113,8 @@ def _node_findings(node: Node, record_warnings: Warnings) -> Iterable[Finding]:
                       f"{record.cap_mem // record.cap_count}")
 
 
-def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding]:
+def _pod_findings(pod: Pod, record: PodRecord, now_ns: int, stuck_after: float) -> Iterable[Finding]:
+    """A pod's own findings; ``record`` is its `pod_record` (the ledger's, so its annotations are parsed once)."""
     meta = pod.metadata
     annotations = meta.annotations
     if protocol.pod_phase_terminal(pod.status.phase):
@@ -124,7 +123,7 @@ def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding
                           f"{pod.status.phase} but still annotated {protocol.ANN_IDX}={annotations[protocol.ANN_IDX]}; "
                           "it no longer counts, delete it to tidy up")
         return
-    if pod.spec.node_name and protocol.ANN_IDX not in annotations and pod_request(pod)[0] > 0:
+    if pod.spec.node_name and protocol.ANN_IDX not in annotations and record.request > 0:
         # The extender writes its annotations before it binds: a bound pod without them was bound by hand
         # (nodeName set) or by another scheduler. The device plugin, matching Allocate by size, may give
         # it the GPU another pod was placed on.
@@ -133,8 +132,8 @@ def _pod_findings(pod: Pod, now_ns: int, stuck_after: float) -> Iterable[Finding
                       f"{protocol.ANN_IDX} annotation: it was bound without the gpushare scheduler extender, so "
                       "no GPU was chosen for it and the device plugin may hand it another pod's GPU; delete it "
                       "and create it without nodeName")
-    if annotations.get(protocol.ANN_ASSIGNED) == protocol.ASSIGNED_FALSE and pod.spec.node_name:
-        assumed = protocol.parse_assume_time(annotations.get(protocol.ANN_ASSUME_TIME))
+    if record.assigned == protocol.ASSIGNED_FALSE and pod.spec.node_name:
+        assumed = record.assume_time
         if assumed and now_ns - assumed > stuck_after * 1e9:
             when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(assumed // 1_000_000_000))
             yield Finding(WARNING, "assigned-stuck", f"pod/{meta.namespace}/{meta.name}",
@@ -379,6 +378,8 @@ def _two_stack_findings(pod: Pod, gpushare_nodes: frozenset[str]) -> Iterable[Fi
     if pod.spec.node_name not in gpushare_nodes or protocol.pod_phase_terminal(pod.status.phase):
         return
     meta = pod.metadata
+    if not _kai_labelled(meta.labels) and all(key not in meta.annotations for key in _OTHER_STACK_KEYS):
+        return  # nearly every pod: what follows would find nothing
     by = "a KAI reservation pod" if kai.is_reservation(pod) else ""
     if not by and kai.groups(pod):
         by = "a KAI fractional pod"
@@ -389,6 +390,11 @@ def _two_stack_findings(pod: Pod, gpushare_nodes: frozenset[str]) -> Iterable[Fi
         yield Finding(ERROR, "gpu-claimed-by-two-stacks", f"pod/{meta.namespace}/{meta.name}",
                       f"{by} on gpushare node {pod.spec.node_name}: its GPU is also shared by gpushare, and neither "
                       "scheduler counts the other's pods")
+
+
+def _kai_labelled(labels: Mapping[str, str]) -> bool:
+    """Whether a label names a KAI GPU group (``runai-gpu-group``, or one of the ``runai-gpu-group/<n>`` labels)."""
+    return any(key.startswith(protocol.KAI_LABEL_GROUP) for key in labels)
 
 
 def _stack_warning(message: str) -> Finding:
@@ -404,16 +410,18 @@ _GPUSHARE_ONLY_CHECKS: Final = frozenset({"gpu-node-unlabelled"})
 """Node checks that only make sense for a node meant for gpushare: dropped for nodes of another stack."""
 
 
-def _without_other_stacks(findings: list[Finding], nodes: Sequence[Node], objects: DraObjects) -> list[Finding]:
+def _without_other_stacks(
+    findings: list[Finding], nodes: Sequence[Node], detected: Sequence[str | None], objects: DraObjects
+) -> list[Finding]:
     """Drop gpushare advice on nodes of another sharing stack (a second device plugin over their GPUs).
 
     A node that shares its GPUs through DRA (labelled for our driver, or publishing slices of ours or
-    NVIDIA's) is such a node too: labelling it ``gpushare=true`` would sell its GPUs twice.
+    NVIDIA's) is such a node too: labelling it ``gpushare=true`` would sell its GPUs twice. ``detected``:
+    each node's `stacks.detect`.
     """
     others = {
-        f"node/{node.metadata.name}" for node in nodes
-        if stacks.detect(node) not in (None, protocol.STACK_GPUSHARE)
-        or node.metadata.labels.get(protocol.LABEL_DRA) == "true"
+        f"node/{node.metadata.name}" for node, stack in zip(nodes, detected, strict=True)
+        if stack not in (None, protocol.STACK_GPUSHARE) or node.metadata.labels.get(protocol.LABEL_DRA) == "true"
     }
     others.update(f"node/{piece.node_name}" for piece in objects.slices if piece.node_name)
     others.update(f"node/{piece.spec.node_name}" for piece in objects.nvidia if piece.spec.node_name)
@@ -472,8 +480,9 @@ def audit(
 
     findings: list[Finding] = []
     record_warnings = Warnings()
-    for node in nodes:
-        findings.extend(_node_findings(node, record_warnings))
+    node_records = [node_record(node, warnings=record_warnings) for node in nodes]  # the checks' and the ledger's
+    for node, read in zip(nodes, node_records, strict=True):
+        findings.extend(_node_findings(node, read))
         findings.extend(_hami_node_findings(node, now_ns / 1e9))
         findings.extend(_enforcement_findings(node))
     findings.extend(_usage_findings(usage or {}))
@@ -483,25 +492,29 @@ def audit(
     for node in nodes:
         split.gpushare(node)
     objects = dra_objects or DraObjects(served=False)
-    node_records = split.add_dra([node_record(node) for node in nodes], objects, node_ips(nodes))
+    node_records = split.add_dra(node_records, objects, node_ips(nodes))
     ledger = Ledger.build(node_records, (), basis="capacity", keep_pods=False)
     workloads: list[Pod] = []
     waiting: list[Pod] = []  # pending pods with claims: few, kept for doctor_dra
     reserved = reserved_pods(objects.claims)
     phases: dict[str, str] = {}
-    gpushare_nodes = frozenset(node.metadata.name for node in nodes if stacks.detect(node) == protocol.STACK_GPUSHARE)
+    detected = [stacks.detect(node) for node in nodes]
+    gpushare_nodes = frozenset(
+        node.metadata.name for node, stack in zip(nodes, detected, strict=True) if stack == protocol.STACK_GPUSHARE
+    )
     for pod in pods:
-        findings.extend(_pod_findings(pod, now_ns, stuck_after))
+        record = keys.record(pod)
+        findings.extend(_pod_findings(pod, record, now_ns, stuck_after))
         findings.extend(_hami_pod_findings(pod))
         findings.extend(_two_stack_findings(pod, gpushare_nodes))
-        ledger.set_pod(keys.record(pod))
+        ledger.set_pod(record)
         if split.nodes:
             split.add_pod(pod)
         if pod.metadata.labels.get(COMPONENT_LABEL) in _WORKLOADS:
             workloads.append(pod)
         if reserved and pod.metadata.uid in reserved:
             phases[pod.metadata.uid] = pod.status.phase
-        if pod.spec.resource_claims and not pod.spec.node_name and objects:
+        if objects and not pod.spec.node_name and pod.spec.resource_claims:  # the last converts: asked least
             waiting.append(pod)
     claim_records = split.dra_records(node_records, objects, phases)
     for record in claim_records:
@@ -524,7 +537,7 @@ def audit(
     findings.extend(doctor_dra.pool_findings(objects))  # every pool warning of the reading, as a finding
     findings.extend(_stack_findings(*split.result()))
     findings.extend(_stack_warning(message) for message in record_warnings)
-    findings = _without_other_stacks(findings, nodes, objects)
+    findings = _without_other_stacks(findings, nodes, detected, objects)
     findings.sort(key=lambda f: (f.severity != ERROR, f.check, f.object, f.message))
     errors = sum(1 for finding in findings if finding.severity == ERROR)
     return DoctorReport(Summary(errors, len(findings) - errors), findings)

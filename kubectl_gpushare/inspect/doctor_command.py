@@ -112,19 +112,24 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
 
     if options["from_file"] is not None:
         from kubectl_gpushare.inspect.source import (
-            configmaps_in,
-            confinement_in,
-            devices_in,
-            dra_in,
+            CONFINEMENT_KINDS,
+            DRA_KINDS,
+            Others,
+            configmaps_of,
+            confinement_of,
+            devices_found,
+            dra_of,
             parse_documents,
+            read_input,
         )
 
-        data = options["from_file"].read()
         file_warnings = Warnings()  # as findings (invalid-value), through the audit's own warnings
-        nodes, file_pods = parse_documents(data, file_warnings)
-        return audit(nodes, file_pods, configmaps_in(data), devices=devices_in(data, nodes),
-                     confinement=confinement_in(data),
-                     dra_objects=dra_in(data, file_warnings, classes=True, nodes=nodes), warnings=file_warnings)
+        # The other kinds are collected in the pass that reads nodes and pods: the file is walked once.
+        others: Others = {kind: [] for kind in ("ConfigMap", "Device", *CONFINEMENT_KINDS, *DRA_KINDS)}
+        nodes, file_pods = parse_documents(read_input(options["from_file"]), file_warnings, others)
+        return audit(nodes, file_pods, configmaps_of(others), devices=devices_found(others, nodes),
+                     confinement=confinement_of(others),
+                     dra_objects=dra_of(others, file_warnings, classes=True, nodes=nodes), warnings=file_warnings)
     from kubectl_gpushare.inspect.source import confinement_from_api, dra_from_api, koordinator_devices
     from kubectl_gpushare.kube import errors, stacks, types
 

@@ -120,12 +120,14 @@ def pending_findings(
     pods: Iterable[Pod], objects: dra.DraObjects, now: float, stuck_after: float
 ) -> Iterable[Finding]:
     """Pods waiting on claims of the drivers read here: cannot be allocated (error), or waiting long (warning)."""
-    index = dra.ClaimIndex(objects.claims)
+    index: dra.ClaimIndex | None = None  # built at the first pending pod: most clusters have none
     classes = objects.classes
     for pod in pods:
         if pod.spec.node_name or pod.status.phase not in ("Pending", "") or not pod.spec.resource_claims:
             continue
         obj = f"pod/{pod.metadata.namespace}/{pod.metadata.name}"
+        if index is None:
+            index = dra.ClaimIndex(objects.claims)
         resolved = index.of(pod)
         claims = [entry.claim for entry in resolved if entry.claim is not None]
         ours = [c for c in claims if any(dra.asks_driver(c, classes, d) for d in dra.DRIVERS)]

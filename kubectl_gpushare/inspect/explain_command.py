@@ -128,10 +128,11 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
             items_of_kind,
             parse_documents,
             raw_key,
+            read_input,
         )
         from kubectl_gpushare.kube.types import POD_PLACEMENT_DECODER
 
-        data = options["from_file"].read()
+        data = read_input(options["from_file"])
         warnings = Warnings()
         file_nodes, file_pods = parse_documents(data, warnings)
         homes = [p.metadata.namespace for p in file_pods if p.metadata.name == name]

@@ -18,12 +18,15 @@ the original tool would have shown, sorted by name. This module renders nothing.
 from __future__ import annotations
 
 import functools
+import io
+import os
 import re
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import IO, Any, Final, TypeVar
 
 import msgspec
 
@@ -285,7 +288,18 @@ def devices_in(data: bytes, nodes: Sequence[types.Node]) -> list[types.KoordDevi
     """Koordinator's ``Device`` objects in a file dump, read only when one of ``nodes`` is Koordinator's."""
     if not _has_koordinator(nodes, stacks.AUTO):
         return []
-    return _decoded(items_of_kinds(data, ("Device",)).get("Device", ()), types.KOORD_DEVICE_DECODER)
+    return _file_devices(items_of_kinds(data, ("Device",)))
+
+
+def devices_found(found: Mapping[str, Sequence[Any]], nodes: Sequence[types.Node]) -> list[types.KoordDevice]:
+    """`devices_in` over items already collected by kind (`parse_documents` ``others``)."""
+    if not _has_koordinator(nodes, stacks.AUTO):
+        return []
+    return _file_devices(found)
+
+
+def _file_devices(found: Mapping[str, Sequence[Any]]) -> list[types.KoordDevice]:
+    return _decoded(_json_only(found.get("Device", ())), types.KOORD_DEVICE_DECODER)
 
 
 # --- from the API ----------------------------------------------------------------------------------
@@ -374,14 +388,23 @@ def confinement_from_api(client: Client, warnings: Warnings) -> Confinement | No
     return Confinement(True, tuple(policies), tuple(bindings))
 
 
+CONFINEMENT_KINDS: Final = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+"""The kinds `Confinement` is read from."""
+
+
 def confinement_in(data: bytes) -> Confinement | None:
     """The policies and bindings of a file dump; None (not checked) when it holds neither kind.
 
     A dump of ``nodes,pods`` says nothing about policies, so their absence there is not reported.
     """
-    found = items_of_kinds(data, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
-    policies = _decoded(found.get("ValidatingAdmissionPolicy", ()), types.ADMISSION_POLICY_DECODER)
-    bindings = _decoded(found.get("ValidatingAdmissionPolicyBinding", ()), types.ADMISSION_POLICY_BINDING_DECODER)
+    return confinement_of(items_of_kinds(data, CONFINEMENT_KINDS))
+
+
+def confinement_of(found: Mapping[str, Sequence[Any]]) -> Confinement | None:
+    """`confinement_in` over items already collected by kind (`parse_documents` ``others``); JSON ones only."""
+    policies = _decoded(_json_only(found.get("ValidatingAdmissionPolicy", ())), types.ADMISSION_POLICY_DECODER)
+    bindings = _decoded(_json_only(found.get("ValidatingAdmissionPolicyBinding", ())),
+                        types.ADMISSION_POLICY_BINDING_DECODER)
     if not policies and not bindings:
         return None
     return Confinement(True, tuple(policies), tuple(bindings))
@@ -692,6 +715,57 @@ def _dra_waiting(pods: Sequence[types.Pod], objects: dra.DraObjects, snapshot: S
 
 
 # --- from a file -----------------------------------------------------------------------------------
+
+
+MAX_INPUT_BYTES: Final = 4 * 2**30
+"""The most ``--from-file`` reads, 4 GiB: ``kubectl get nodes,pods,resourceslices,resourceclaims -A -o json``
+of 5,000 nodes and 100,000 pods with a real pod's bulk (each allocated through a ResourceClaim) is
+about 1.1 GB as kubectl indents it (0.45 GB as YAML). A larger file, or a stream that does not end
+(``/dev/zero``, a pipe), is refused before it fills memory. kubectl itself has no such option to copy."""
+_READ_CHUNK: Final = 1 << 20
+"""Bytes asked for at a time from a pipe or device (a regular file is read in one call of its size)."""
+
+
+def read_input(stream: IO[bytes], limit: int = MAX_INPUT_BYTES) -> bytes:
+    """Everything ``stream`` (a ``--from-file`` file, or stdin) holds, never reading more than ``limit`` + 1 bytes.
+
+    A regular file larger than ``limit`` is refused unread; a smaller one is read in one call of
+    its size (one buffer, as a plain ``read()``). A pipe or device is read a chunk at a time until
+    it ends or passes ``limit``, into a buffer that grows in place, so what was read is held once.
+
+    Raises:
+        InputError: the input is larger than ``limit`` bytes.
+    """
+    size = _regular_size(stream)
+    if size is not None and size > limit:
+        raise _too_large(limit)
+    first = stream.read(min(size + 1 if size else _READ_CHUNK, limit + 1))  # a byte past the size: did it grow?
+    if len(first) > limit:
+        raise _too_large(limit)
+    more = stream.read(min(_READ_CHUNK, limit + 1 - len(first))) if first else b""
+    if not more:
+        return first  # a regular file, or a short stream: one read, no copy
+    buffer = io.BytesIO()  # grows by realloc; getvalue() hands over its bytes without a copy
+    buffer.write(first)
+    while more:
+        buffer.write(more)
+        if buffer.tell() > limit:
+            raise _too_large(limit)
+        more = stream.read(min(_READ_CHUNK, limit + 1 - buffer.tell()))
+    return buffer.getvalue()
+
+
+def _regular_size(stream: IO[bytes]) -> int | None:
+    """The size of a regular file behind ``stream``; None for a pipe, a device or a stream without a file."""
+    try:
+        status = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None
+
+
+def _too_large(limit: int) -> InputError:
+    return InputError(f"the input is larger than {limit:,} bytes, the most that is read")
 
 
 class _Document(msgspec.Struct):
@@ -1019,7 +1093,7 @@ def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
 
 
 def _json_only(items: Sequence[Any]) -> list[msgspec.Raw]:
-    """The JSON items of a collection (ConfigMaps and Devices are read from JSON dumps only, as before)."""
+    """The JSON items of a collection (ConfigMaps, Devices and admission policies are read from JSON dumps only)."""
     return [item for item in items if isinstance(item, msgspec.Raw)]
 
 
@@ -1199,7 +1273,12 @@ def configmaps_in(data: bytes) -> list[types.ConfigMap]:
     The file has already been judged readable by `parse_documents`; an item that does not decode
     is skipped rather than failing the view.
     """
-    return _decoded_of_kind(data, "ConfigMap", types.CONFIGMAP_DECODER)
+    return configmaps_of(items_of_kinds(data, ("ConfigMap",)))
+
+
+def configmaps_of(found: Mapping[str, Sequence[Any]]) -> list[types.ConfigMap]:
+    """`configmaps_in` over items already collected by kind (`parse_documents` ``others``); JSON ones only."""
+    return _decoded(_json_only(found.get("ConfigMap", ())), types.CONFIGMAP_DECODER)
 
 
 def quotas_in(data: bytes) -> list[types.ResourceQuota]:
@@ -1289,7 +1368,7 @@ def from_documents(
     names = _unique(node_names)
     chosen = choose_nodes(decoded_nodes, names, selector)
     cluster_wide = not names and not selector
-    sick = unhealthy_by_node(_decoded(_json_only(others["ConfigMap"]), types.CONFIGMAP_DECODER))
+    sick = unhealthy_by_node(configmaps_of(others))
     devices = devices_of(lambda: _decoded(_json_only(others["Device"]), types.KOORD_DEVICE_DECODER), chosen, stack,
                          warnings)
     objects = (dra_of(others, warnings, pending=cluster_wide, tally=True, nodes=decoded_nodes)

@@ -97,3 +97,16 @@ def test_doctor_on_the_documented_clusters_finds_nothing_wrong() -> None:
     for case in ("volcano", "koordinator"):
         nodes, pods = _decoded(cases.cluster_objects(case))
         assert doctor.audit(nodes, pods, now_ns=0).findings == [], case
+
+
+def test_doctor_kai_fractional_pod_on_a_gpushare_node_by_its_multi_gpu_labels_only() -> None:
+    """doctor's quick test for "nothing of another stack here" must see ``runai-gpu-group/<n>`` labels too."""
+    items = cases.cluster_objects("mixed-schedulers")
+    pod = json.loads(json.dumps(next(i for i in items if i["metadata"]["name"] == "pod-example")))
+    pod["metadata"].update(name="kai-multi", labels={"runai-gpu-group/0": "g-a", "runai-gpu-group/1": "g-b"},
+                           annotations={})
+    pod["spec"]["nodeName"] = "share-node"
+    nodes, pods = _decoded([*items, pod])
+    found = [f for f in doctor.audit(nodes, pods, now_ns=0).findings if f.check == "gpu-claimed-by-two-stacks"]
+    assert [(f.object, f.message.split(" on ")[0]) for f in found] == [
+        ("pod/default/kai-multi", "a KAI fractional pod")]
