@@ -333,6 +333,8 @@ class Transport:
             Unreachable: refused, reset, TLS failure, no answer within the timeout, or none before
                 ``deadline`` (``timeout`` True).
             ReplyTooLarge: the body was longer than ``max_bytes`` or not in by ``deadline``.
+            UndecodableReply: a 2xx whose body does not decode from its ``Content-Encoding`` (not gzip,
+                truncated, or past `MAX_DECOMPRESSED_BYTES`); a write it answers has landed.
             ConfigError: credentials could not be obtained.
         """
         refresh = False
