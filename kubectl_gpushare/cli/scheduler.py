@@ -14,7 +14,8 @@ extender's ``managedResources`` in any container's requests or limits (`is_inter
 extender's filter, prioritize and bind over HTTP (`extender.schedsim.HTTPExtender`); other pods are
 bound with a Binding. A pod no node fits gets a
 ``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with the reasons (written when they change)
-(``SchedulerError`` when a plugin fails rather than rejects), and is retried with backoff (1 s
+(``SchedulerError`` when a plugin, an extender call or the Binding fails rather than rejects: kube-scheduler's
+``handleSchedulingFailure``, pkg/scheduler/schedule_one.go), and is retried with backoff (1 s
 doubling to 16 s), at once when nodes or bound pods change. A pod whose claims do not exist yet is
 not tried (PreEnqueue) until they do. Reads come from the sandbox's store in-process; every write
 goes through the API.
@@ -403,11 +404,13 @@ class SchedulerLoop:
             except Exception as exc:  # noqa: BLE001 - one pod's failure never ends the pass for the pods after it
                 backoff = min(max(backoff * 2, BACKOFF_START), BACKOFF_MAX)
                 self._backoff[uid] = (time.monotonic() + backoff, backoff, signature)
-                if not isinstance(exc, (ExtenderCallError, SchedulingError)):  # a malformed pod or node: skip it
+                if not isinstance(exc, (Unschedulable, ExtenderCallError, SchedulingError)):  # a malformed pod or node
                     log.warning("cannot schedule %s/%s: %s", meta.get("namespace"), meta.get("name"),
                                 protocol.error_reason(exc))
                     continue
-                self._unschedulable(pod, str(exc), SCHEDULER_ERROR if isinstance(exc, SchedulingError) else None)
+                # handleSchedulingFailure (pkg/scheduler/schedule_one.go): SchedulerError unless the status
+                # is a rejection (IsRejected); an extender's or a bind's error is none.
+                self._unschedulable(pod, str(exc), None if isinstance(exc, Unschedulable) else SCHEDULER_ERROR)
                 continue
             self._backoff.pop(uid, None)
             self.scheduled += 1
@@ -453,20 +456,21 @@ class SchedulerLoop:
         read of ResourceSlices, DeviceClasses and claims (needed for a pod with claims).
 
         Raises:
-            ExtenderCallError: no node fits (kube-scheduler's message) or an extender or bind failed.
+            Unschedulable: no node fits (kube-scheduler's FitError message): a rejection.
+            ExtenderCallError: an extender's filter or bind call failed, or the Binding did.
             SchedulingError: the DynamicResources plugin failed (a claim it cannot evaluate or write).
         """
         reasons: dict[str, int] = {}
         wants = noderesources.pod_requests(pod)
         where = self._placement(pod)
         if where.affinity is not None and where.affinity.conflict:  # NodeAffinity's PreFilter rejects it
-            raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {AFFINITY_CONFLICT}.")
+            raise Unschedulable(f"0/{len(nodes)} nodes are available: {AFFINITY_CONFLICT}.")
         claims: PodClaims | None = None
         if dra_state is not None and has_claims(pod):
             try:
                 claims = self.dra.pre_filter(pod, dra_state)
             except Unschedulable as exc:  # FitError with a PreFilter message
-                raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {exc}.") from None
+                raise Unschedulable(f"0/{len(nodes)} nodes are available: {exc}.") from None
         candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons, where)
                       and self._claims_fit(claims, n, dra_state, reasons)]
         interested = [e for e in self.extenders if is_interested(pod, e.managed)]
@@ -486,7 +490,7 @@ class SchedulerLoop:
         if not candidates:
             # kube-scheduler's FitError: "<count> <reason>" strings, sorted as strings.
             summary = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
-            raise ExtenderCallError(f"0/{len(nodes)} nodes are available: {summary}.")
+            raise Unschedulable(f"0/{len(nodes)} nodes are available: {summary}.")
         for extender in interested:
             if extender.client.config.prioritize_verb:
                 try:

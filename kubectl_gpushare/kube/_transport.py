@@ -5,19 +5,24 @@ out to have been closed by the server, and re-reads credentials once after a 401
 file, an expired exec credential). Error replies become `kube.errors` classes built from the
 ``Status`` body; socket, TLS and timeout failures become `Unreachable` naming the server.
 
+A reply with ``Content-Encoding: gzip`` is decompressed here, streaming, to at most
+`MAX_DECOMPRESSED_BYTES` (`decoded_body`): a small hostile body (a "gzip bomb" from a proxy) is
+refused before it expands. A 2xx whose body does not decompress is `UndecodableReply` (a write it
+answers has landed); an error reply whose body does not decompress is still its status's error.
+
 Private to `kube`: `kube.client.Client` is the public face. No retries by policy (the client
-applies `kube.retry` to reads), no decoding of successful replies.
+applies `kube.retry` to reads), no decoding of successful replies beyond their content coding.
 """
 
 from __future__ import annotations
 
-import gzip
 import http.client
 import math
 import socket
 import ssl
 import threading
 import time
+import zlib
 from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any, Final
@@ -35,6 +40,7 @@ from kubectl_gpushare.kube.errors import (
     Expired,
     ReplyTooLarge,
     Unauthorized,
+    UndecodableReply,
     Unreachable,
     api_error,
 )
@@ -42,6 +48,70 @@ from kubectl_gpushare.kube.errors import (
 MAX_IDLE_CONNECTIONS: Final = 16
 """Idle keep-alive connections kept for reuse; more concurrent requests open (and then close) extra ones."""
 _STALE_CONNECTION: Final = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+MAX_DECOMPRESSED_BYTES: Final = 256 * 1024 * 1024
+"""The most a compressed reply may expand to (256 MiB). Plain replies have no bound of their own (their
+sender pays for every byte); a compressed one could expand a thousandfold. A page of `Client.list`
+(500 objects) is a few MiB; kube-apiserver compresses only replies past 128 KiB
+(``responsewriters/writers.go``, ``defaultGzipThresholdBytes``), so the bound is far above any it sends."""
+_GZIP_CODINGS: Final = ("gzip", "x-gzip")  # RFC 9110 8.4.1.3: x-gzip is gzip; codings are case-insensitive
+
+
+class BodyEncodingError(ValueError):
+    """A reply body that does not decode from its ``Content-Encoding``; the message says why, in one line."""
+
+
+def decoded_body(data: bytes, content_encoding: str | None, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """A reply body undone from its content coding (none or gzip), expanding to at most ``limit`` bytes.
+
+    Decompresses a chunk at a time (`zlib.decompressobj` with ``max_length``), so a "gzip bomb" is
+    refused once its output passes ``limit``, never expanded in full. Where the gzip trailer (ISIZE,
+    RFC 1952 2.3.1: the size modulo 2**32, so never above the size) already declares more, the output
+    is counted and dropped, not kept: a bomb is refused in a chunk's memory. Concatenated gzip members
+    are read one after another, as Go's ``gzip.Reader`` (client-go's transport) does by default.
+
+    Raises:
+        BodyEncodingError: not gzip, truncated, a coding other than gzip, or longer than ``limit``.
+    """
+    coding = (content_encoding or "").strip().lower()
+    if coding in ("", "identity"):
+        return data
+    if coding not in _GZIP_CODINGS:
+        raise BodyEncodingError(f"the reply is encoded as {protocol.printable(coding, 40)!r}, which was not asked for")
+    declared = int.from_bytes(data[-4:], "little") if len(data) >= 4 else 0
+    if declared > limit:
+        _inflate(data, limit, None)  # raises unless the trailer lied (a body within the limit after all)
+    parts: list[bytes] = []
+    _inflate(data, limit, parts)
+    return b"".join(parts)
+
+
+def _inflate(data: bytes, limit: int, parts: list[bytes] | None) -> None:
+    """Decompress the gzip members of ``data`` into ``parts`` (None: count the output only, keep none).
+
+    Raises:
+        BodyEncodingError: not gzip, truncated, or more than ``limit`` bytes of output.
+    """
+    size = 0
+    rest = data
+    while True:
+        inflater = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer around deflate (zlib manual)
+        pending = rest
+        try:
+            while pending and not inflater.eof:
+                chunk = inflater.decompress(pending, min(_READ_CHUNK, limit - size + 1))
+                size += len(chunk)
+                if size > limit:
+                    raise BodyEncodingError(f"the reply expands past {limit} bytes once decompressed (gzip)")
+                if parts is not None:
+                    parts.append(chunk)
+                pending = inflater.unconsumed_tail
+        except zlib.error as exc:
+            raise BodyEncodingError(f"the reply's gzip body does not decompress ({exc})") from None
+        if not inflater.eof:
+            raise BodyEncodingError("the reply's gzip body is truncated")
+        rest = inflater.unused_data
+        if not rest:
+            return
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -58,9 +128,16 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
-def error_from_reply(status: int, body: bytes, headers: Mapping[str, str] | http.client.HTTPMessage) -> ApiError:
-    """Map an error reply to a `kube.errors` class, preferring the ``Status`` body's words."""
+def error_from_reply(
+    status: int, body: bytes, headers: Mapping[str, str] | http.client.HTTPMessage, unreadable: str = ""
+) -> ApiError:
+    """Map an error reply to a `kube.errors` class, preferring the ``Status`` body's words.
+
+    ``unreadable``: why the body could not be read at all (its content coding), said instead of its words.
+    """
     reason, message = "", ""
+    if unreadable:
+        message = f"the server answered HTTP {status}, but {unreadable}"
     retry_after = retry_after_seconds(headers.get("Retry-After"))
     parsed = None
     try:
@@ -195,11 +272,14 @@ class Transport:
         body: bytes | None,
         content_type: str | None,
         refresh: bool,
+        *,
+        compressed: bool = True,
     ) -> http.client.HTTPResponse:
+        """Send a request; ``compressed`` False asks for no gzip even where the transport does."""
         connection.putrequest(method, target, skip_accept_encoding=True)
         connection.putheader("User-Agent", self.user_agent)
         connection.putheader("Accept", "application/json")
-        if self.gzip:
+        if self.gzip and compressed:
             connection.putheader("Accept-Encoding", "gzip")
         for name, value in self.config.auth_headers(refresh).items():
             connection.putheader(name, value)
@@ -253,6 +333,8 @@ class Transport:
             Unreachable: refused, reset, TLS failure, no answer within the timeout, or none before
                 ``deadline`` (``timeout`` True).
             ReplyTooLarge: the body was longer than ``max_bytes`` or not in by ``deadline``.
+            UndecodableReply: a 2xx whose body does not decode from its ``Content-Encoding`` (not gzip,
+                truncated, or past `MAX_DECOMPRESSED_BYTES`); a write it answers has landed.
             ConfigError: credentials could not be obtained.
         """
         refresh = False
@@ -290,11 +372,17 @@ class Transport:
                 if bound is not None:
                     _set_timeout(connection, self.config.timeout)  # pooled connections wait as the client does
                 self._release(connection)
-            if response.getheader("Content-Encoding") == "gzip":
-                data = gzip.decompress(data)
-            if 200 <= response.status < 300:
-                return data
-            error = error_from_reply(response.status, data, response.headers)
+            success = 200 <= response.status < 300
+            try:
+                data = decoded_body(data, response.getheader("Content-Encoding"))
+            except BodyEncodingError as exc:
+                if success:  # the server answered 2xx: a write has landed, only its reply is unreadable
+                    raise UndecodableReply(f"{exc} ({method} {self.url(path, query)})") from None
+                error = error_from_reply(response.status, b"", response.headers, str(exc))
+            else:
+                if success:
+                    return data
+                error = error_from_reply(response.status, data, response.headers)
             if self._refreshed_after(error, refresh):
                 refresh = True
                 continue
@@ -305,8 +393,13 @@ class Transport:
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """Open a streaming GET (a watch) on a connection of its own, which the caller closes.
 
+        Asks for no compression: kube-apiserver writes a watch's frames straight to the connection,
+        never gzip-compressed (``handlers/watch.go``, ``WatchServer.HandleHTTP``), and the stream
+        is read line by line as it comes.
+
         Raises:
             ApiError: the server refused the stream (410 Expired for a too-old resourceVersion).
+            UndecodableReply: the stream came compressed all the same (a proxy); nothing is read of it.
             Unreachable: as for `request`.
         """
         target = self._target(path, query)
@@ -314,12 +407,13 @@ class Transport:
         while True:
             connection = self._connect()
             try:
-                response = self._send(connection, "GET", target, None, None, refresh)
-                if 200 <= response.status < 300:
+                response = self._send(connection, "GET", target, None, None, refresh, compressed=False)
+                coding = (response.getheader("Content-Encoding") or "identity").strip().lower()
+                if 200 <= response.status < 300 and coding == "identity":
                     if connection.sock is not None:
                         connection.sock.settimeout(read_timeout)
                     return connection, response
-                data = response.read()
+                data = b"" if 200 <= response.status < 300 else response.read()
             except (OSError, http.client.HTTPException) as exc:
                 connection.close()
                 raise self.unreachable(path, query, exc) from None
@@ -327,7 +421,15 @@ class Transport:
                 connection.close()
                 raise
             connection.close()
-            error = error_from_reply(response.status, data, response.headers)
+            if 200 <= response.status < 300:  # a proxy's doing: the stream was asked for uncompressed
+                raise UndecodableReply(
+                    f"the watch stream is encoded as {protocol.printable(coding, 40)!r}, which was not asked for "
+                    f"({self.url(path, query)})"
+                )
+            try:
+                error = error_from_reply(response.status, decoded_body(data, coding), response.headers)
+            except BodyEncodingError as exc:
+                error = error_from_reply(response.status, b"", response.headers, str(exc))
             if self._refreshed_after(error, refresh):
                 refresh = True
                 continue

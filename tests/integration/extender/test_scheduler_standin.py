@@ -165,3 +165,40 @@ def test_a_null_bind_reply_is_a_bind_without_error(sandbox: Sandbox, kubeconfig:
         assert _schedule(sandbox, standin, pod_object("p", "default", [4])) == "gpu-1"
     stored = sandbox.get("pods", "default", "p")
     assert stored is not None and stored["spec"].get("nodeName") == "gpu-1"
+
+
+def _scheduled_condition(sandbox: Sandbox, name: str) -> dict[str, Any]:
+    stored = sandbox.get("pods", "default", name) or {}
+    return next((c for c in (stored.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"),
+                {})
+
+
+def test_a_failed_binding_is_a_scheduler_error_and_no_fit_is_unschedulable(
+        sandbox: Sandbox, kubeconfig: Path) -> None:
+    # handleSchedulingFailure (pkg/scheduler/schedule_one.go): reason SchedulerError unless the status
+    # IsRejected(); a FitError is a rejection, the DefaultBinder's error (AsStatus(err)) is not.
+    sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1"), pod_object("cpu-only", "default", [0])])
+    hog = pod_object("hog", "default", [0])
+    hog["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1000"}}
+    sandbox.load([hog])
+    refused = sandbox.inject("POST", r"/pods/cpu-only/binding", status=403)
+    api = Client(load_config(str(kubeconfig)), component="test-scheduler", retry=None)
+    try:
+        SchedulerLoop(sandbox, api, []).run_once()
+    finally:
+        api.close()
+    assert refused.hits == 1
+    failed = _scheduled_condition(sandbox, "cpu-only")
+    assert (failed.get("status"), failed.get("reason")) == ("False", "SchedulerError"), failed
+    assert failed["message"].startswith("binding rejected: "), failed
+    assert _scheduled_condition(sandbox, "hog").get("reason") == "Unschedulable"
+
+
+def test_an_extender_bind_error_is_a_scheduler_error(
+        sandbox: Sandbox, kubeconfig: Path, extender_factory: Callable[..., Any]) -> None:
+    # The extender's Bind error becomes the bind plugin's status (AsStatus), not a rejection.
+    with _garbling(sandbox, kubeconfig, extender_factory, "bind", b'{"Error": "no GPU for you"}') as standin:
+        sandbox.load([pod_object("p", "default", [4])])
+        standin.run_once()
+    failed = _scheduled_condition(sandbox, "p")
+    assert (failed.get("reason"), failed.get("message")) == ("SchedulerError", "no GPU for you"), failed
