@@ -1102,11 +1102,12 @@ def _decoded_of_kind(data: bytes, kind: str, decoder: msgspec.json.Decoder[_T]) 
 
 
 def _decoded(raws: Iterable[msgspec.Raw], decoder: msgspec.json.Decoder[_T]) -> list[_T]:
+    """The items that decode; one that does not (mistyped, or nested past msgspec's depth) is skipped."""
     found: list[_T] = []
     for raw in raws:
         try:
             found.append(decode_raw(decoder, raw))
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue
     return found
 
