@@ -280,9 +280,19 @@ def check_namespace(ctx: click.Context, param: click.Parameter, value: str | Non
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
+class _InputFile(click.File):
+    """``click.File("rb")``, whose '-' with stdin closed (``<&-``) is a usage error, not click's RuntimeError."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except RuntimeError:  # click.get_binary_stdin: Python set sys.stdin to None
+            self.fail(f"'{value}': stdin is not open", param, ctx)
+
+
 from_file_option = click.option(
     "--from-file",
-    type=click.File("rb"),
+    type=_InputFile("rb"),
     default=None,
     metavar="FILE",
     help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin; at most 4 GiB).",

@@ -730,8 +730,15 @@ def read_input(stream: IO[bytes], limit: int = MAX_INPUT_BYTES) -> bytes:
     it ends or passes ``limit``, into a buffer that grows in place, so what was read is held once.
 
     Raises:
-        InputError: the input is larger than ``limit`` bytes.
+        InputError: the input is larger than ``limit`` bytes, or reading it failed.
     """
+    try:
+        return _read_bounded(stream, limit)
+    except OSError as exc:  # stdin opened for writing only (EBADF), /proc/self/mem (EIO), a disk error
+        raise InputError(f"the input cannot be read: {exc.strerror or protocol.error_reason(exc)}") from None
+
+
+def _read_bounded(stream: IO[bytes], limit: int) -> bytes:
     size = _regular_size(stream)
     if size is not None and size > limit:
         raise _too_large(limit)
