@@ -89,10 +89,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
     tenants = options.get("group_by") == "namespace"
     if options["from_file"] is not None:
         data = source.read_input(options["from_file"])
-        snapshot = source.from_documents(data, options["nodes"], options["selector"], options.get("stack", "auto"))
-        if tenants:
-            snapshot.quotas = source.quotas_in(data)
-        return snapshot
+        return source.from_documents(data, options["nodes"], options["selector"], options.get("stack", "auto"),
+                                     quotas=tenants)
 
     marks = _marks_unhealthy(options)
     with make_client(options, "inspect") as client:

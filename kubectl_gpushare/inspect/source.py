@@ -1346,9 +1346,12 @@ def parse_documents(
 
 
 def from_documents(
-    data: bytes, node_names: Sequence[str] = (), selector: str | None = None, stack: str = stacks.AUTO
+    data: bytes, node_names: Sequence[str] = (), selector: str | None = None, stack: str = stacks.AUTO,
+    quotas: bool = False,
 ) -> Snapshot:
     """Build a snapshot from kubectl's JSON or YAML output, applying the same filters as `from_api`.
+
+    With ``quotas``, the snapshot's ResourceQuotas too (``--group-by namespace``; `quotas_in`).
 
     Raises:
         InputError: the data cannot be read.
@@ -1356,7 +1359,7 @@ def from_documents(
         SelectorError: ``selector`` is malformed.
     """
     warnings = Warnings()
-    others: Others = {kind: [] for kind in ("ConfigMap", "Device", *DRA_KINDS)}
+    others: Others = {kind: [] for kind in ("ConfigMap", "Device", "ResourceQuota", *DRA_KINDS)}
     decoded_nodes, decoded_pods = parse_documents(data, warnings, others)
     names = _unique(node_names)
     chosen = choose_nodes(decoded_nodes, names, selector)
@@ -1365,5 +1368,8 @@ def from_documents(
     devices = devices_of(lambda: _file_devices(others), chosen, stack, warnings)
     objects = (dra_of(others, warnings, pending=cluster_wide, tally=True, nodes=decoded_nodes)
                if stack in READS_DRA else dra.DraObjects(served=False))
-    return from_objects(chosen, decoded_pods, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings,
-                        sick=sick, devices=devices, objects=objects)
+    snapshot = from_objects(chosen, decoded_pods, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings,
+                            sick=sick, devices=devices, objects=objects)
+    if quotas:
+        snapshot.quotas = _decoded(_json_only(others["ResourceQuota"]), types.RESOURCEQUOTA_DECODER)
+    return snapshot
