@@ -89,10 +89,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
     tenants = options.get("group_by") == "namespace"
     if options["from_file"] is not None:
         data = source.read_input(options["from_file"])
-        snapshot = source.from_documents(data, options["nodes"], options["selector"], options.get("stack", "auto"))
-        if tenants:
-            snapshot.quotas = source.quotas_in(data)
-        return snapshot
+        return source.from_documents(data, options["nodes"], options["selector"], options.get("stack", "auto"),
+                                     quotas=tenants)
 
     marks = _marks_unhealthy(options)
     with make_client(options, "inspect") as client:
@@ -280,9 +278,19 @@ def check_namespace(ctx: click.Context, param: click.Parameter, value: str | Non
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
+class _InputFile(click.File):
+    """``click.File("rb")``, whose '-' with stdin closed (``<&-``) is a usage error, not click's RuntimeError."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except RuntimeError:  # click.get_binary_stdin: Python set sys.stdin to None
+            self.fail(f"'{value}': stdin is not open", param, ctx)
+
+
 from_file_option = click.option(
     "--from-file",
-    type=click.File("rb"),
+    type=_InputFile("rb"),
     default=None,
     metavar="FILE",
     help="Read `kubectl get nodes,pods -A -o json|yaml` output instead of a cluster ('-' for stdin; at most 4 GiB).",

@@ -121,31 +121,29 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
     name = options["pod"]
     if options["from_file"] is not None:
         from kubectl_gpushare.inspect.source import (
-            configmaps_in,
-            decode_raw,
-            devices_in,
-            dra_in,
-            items_of_kind,
+            DRA_KINDS,
+            Others,
+            configmaps_of,
+            devices_found,
+            dra_of,
             parse_documents,
-            raw_key,
+            placement_of,
             read_input,
         )
-        from kubectl_gpushare.kube.types import POD_PLACEMENT_DECODER
 
         data = read_input(options["from_file"])
         warnings = Warnings()
-        file_nodes, file_pods = parse_documents(data, warnings)
+        others: Others = {kind: [] for kind in ("Pod", "ConfigMap", "Device", *DRA_KINDS)}  # in the same pass
+        file_nodes, file_pods = parse_documents(data, warnings, others)
         homes = [p.metadata.namespace for p in file_pods if p.metadata.name == name]
         namespace = _only_one(name, homes) if options["all_namespaces"] else options["namespace"] or "default"
         matches = [p for p in file_pods if (p.metadata.namespace, p.metadata.name) == (namespace, name)]
         if not matches:
             raise _pod_not_found(namespace, name, None if options["namespace"] else homes)
-        objects = dra_in(data, warnings, classes=True, nodes=file_nodes)
-        inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_in(data), devices_in(data, file_nodes),
-                         objects, warnings)
-        for raw in items_of_kind(data, "Pod"):  # JSON dumps carry the affinity; YAML ones are read without it
-            if raw_key(raw) == (namespace, name):
-                inputs.placement = decode_raw(POD_PLACEMENT_DECODER, raw)
+        objects = dra_of(others, warnings, classes=True, nodes=file_nodes)
+        inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_of(others),
+                         devices_found(others, file_nodes), objects, warnings)
+        inputs.placement = placement_of(others, namespace, name, warnings)
         return inputs
     from kubectl_gpushare.inspect.source import ACTIVE_PODS, dra_from_api, koordinator_devices, require_namespace
     from kubectl_gpushare.kube import errors, stacks, types

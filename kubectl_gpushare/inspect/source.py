@@ -284,15 +284,11 @@ def stack_ledger(
     return split.result()
 
 
-def devices_in(data: bytes, nodes: Sequence[types.Node]) -> list[types.KoordDevice]:
-    """Koordinator's ``Device`` objects in a file dump, read only when one of ``nodes`` is Koordinator's."""
-    if not _has_koordinator(nodes, stacks.AUTO):
-        return []
-    return _file_devices(items_of_kinds(data, ("Device",)))
-
-
 def devices_found(found: Mapping[str, Sequence[Any]], nodes: Sequence[types.Node]) -> list[types.KoordDevice]:
-    """`devices_in` over items already collected by kind (`parse_documents` ``others``)."""
+    """Koordinator's ``Device`` objects of a file dump, collected by kind (`parse_documents` ``others``; JSON only).
+
+    Decoded only when one of ``nodes`` is Koordinator's.
+    """
     if not _has_koordinator(nodes, stacks.AUTO):
         return []
     return _file_devices(found)
@@ -734,8 +730,15 @@ def read_input(stream: IO[bytes], limit: int = MAX_INPUT_BYTES) -> bytes:
     it ends or passes ``limit``, into a buffer that grows in place, so what was read is held once.
 
     Raises:
-        InputError: the input is larger than ``limit`` bytes.
+        InputError: the input is larger than ``limit`` bytes, or reading it failed.
     """
+    try:
+        return _read_bounded(stream, limit)
+    except OSError as exc:  # stdin opened for writing only (EBADF), /proc/self/mem (EIO), a disk error
+        raise InputError(f"the input cannot be read: {exc.strerror or protocol.error_reason(exc)}") from None
+
+
+def _read_bounded(stream: IO[bytes], limit: int) -> bytes:
     size = _regular_size(stream)
     if size is not None and size > limit:
         raise _too_large(limit)
@@ -798,7 +801,9 @@ def _bracket_depth(data: bytes) -> int:
 
 
 Others = dict[str, list[Any]]
-"""Kind -> the raw items of that kind (``msgspec.Raw`` from JSON, mappings from YAML), collected in passing."""
+"""Kind -> the raw items of that kind (``msgspec.Raw`` from JSON, mappings from YAML), collected in passing.
+
+Nodes and Pods are collected from JSON only: a YAML one is converted, and its mapping not kept alive."""
 
 
 def _document(data: bytes) -> _Document:
@@ -826,7 +831,7 @@ OwnKind = tuple[str | None, str]
 def listed_kind(own: str | None, default: str) -> str | None:
     """The kind a listed item is read as: its own, else its list's (the items of a ``NodeList`` are Nodes).
 
-    The one rule of every ``--from-file`` reader (`parse_documents`, `items_of_kinds`, `dra_in`).
+    The one rule of every ``--from-file`` reader (`parse_documents`, `items_of_kinds`).
     ``own`` None is a ``kind`` that is not a string (a number, null, an object, a list), "" an absent
     or empty one: the item is then its list's kind where the list names one (the API leaves the
     items of a ``PodList`` without one), else None: nothing says what it is, and `parse_documents`
@@ -937,6 +942,8 @@ def _json_objects(
                 if warnings is not None:
                     warnings.add(unkinded(*lenient.object_meta(raw)[:2], why or NO_KIND))
             elif kind in _NODE_OR_POD:
+                if others is not None and kind in others:
+                    others[kind].append(raw)
                 try:
                     yield kind, _NODE_OR_POD[kind].item_decoder.decode(raw)
                 except (msgspec.ValidationError, RecursionError) as exc:
@@ -1102,11 +1109,12 @@ def _decoded_of_kind(data: bytes, kind: str, decoder: msgspec.json.Decoder[_T]) 
 
 
 def _decoded(raws: Iterable[msgspec.Raw], decoder: msgspec.json.Decoder[_T]) -> list[_T]:
+    """The items that decode; one that does not (mistyped, or nested past msgspec's depth) is skipped."""
     found: list[_T] = []
     for raw in raws:
         try:
             found.append(decode_raw(decoder, raw))
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue
     return found
 
@@ -1114,50 +1122,15 @@ def _decoded(raws: Iterable[msgspec.Raw], decoder: msgspec.json.Decoder[_T]) -> 
 DRA_KINDS: Final = ("ResourceSlice", "ResourceClaim", "DeviceClass")
 
 
-def _yaml_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """Items of each of ``kinds`` in YAML documents (already judged readable by `parse_documents`; `listed_kind`)."""
-    import yaml
-
-    found: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
-    loader = yaml.BaseLoader if _bracket_depth(data) > YAML_C_DEPTH else getattr(yaml, "CBaseLoader", yaml.BaseLoader)
-    try:
-        documents = list(yaml.load_all(data.decode("utf-8", errors="replace"), Loader=loader))  # noqa: S506
-    except (yaml.YAMLError, RecursionError):
-        return found
-    for document in documents:
-        if not isinstance(document, dict):
-            continue
-        items = document.get("items")
-        default_kind = _ITEM_KINDS.get(str(document.get("kind", "")), "")
-        for item in items if isinstance(items, list) else [document]:
-            kind = listed_kind(_yaml_kind(item)[0], default_kind)
-            if kind is not None and kind in found:
-                found[kind].append(item)
-    return found
-
-
-def dra_in(data: bytes, warnings: Warnings, *, classes: bool = False,
-           nodes: Iterable[types.Node] = ()) -> dra.DraObjects:
-    """The ResourceSlices and ResourceClaims of a file (``kubectl get nodes,pods,resourceslices,resourceclaims -A``).
-
-    JSON or YAML; a file without them costs one substring search. An item that does not decode is
-    one warning. With ``classes``, DeviceClasses too, where the file has some (else they are not read).
-    ``nodes``: the file's nodes, whose labels slices' node selectors match.
-    """
-    if b"ResourceSlice" not in data and b"ResourceClaim" not in data:
-        return dra.DraObjects(served=False)
-    json = data.lstrip()[:1] == b"{"
-    found = items_of_kinds(data, DRA_KINDS) if json else _yaml_items_of_kinds(data, DRA_KINDS)
-    return dra_of(found, warnings, classes=classes, nodes=nodes)
-
-
 def dra_of(
     found: Mapping[str, Sequence[Any]], warnings: Warnings, *, classes: bool = False, pending: bool = False,
     tally: bool = False, nodes: Iterable[types.Node] = (),
 ) -> dra.DraObjects:
-    """`dra_in` over items already collected by kind (`parse_documents` ``others``).
+    """The ResourceSlices and ResourceClaims of a file dump, collected by kind (`parse_documents` ``others``).
 
-    ``pending`` and ``tally`` as `dra_from_api`.
+    JSON or YAML. An item that does not decode is one warning. With ``classes``, DeviceClasses too,
+    where the file has some (else they are not read). ``nodes``: the file's nodes, whose labels
+    slices' node selectors match. ``pending`` and ``tally`` as `dra_from_api`.
     """
     if not found.get("ResourceSlice") and not found.get("ResourceClaim"):
         return dra.DraObjects(served=False)
@@ -1276,6 +1249,26 @@ def configmaps_in(data: bytes) -> list[types.ConfigMap]:
     return configmaps_of(items_of_kinds(data, ("ConfigMap",)))
 
 
+def placement_of(
+    found: Mapping[str, Sequence[Any]], namespace: str, name: str, warnings: Warnings
+) -> types.PodPlacement | None:
+    """The required node affinity of pod ``namespace/name`` among JSON Pods collected by `parse_documents`.
+
+    YAML Pods are read without it (None). One that does not decode (a mistyped affinity, one nested past
+    the decoder) is one warning and None: the pod is explained without it, rather than not at all.
+    """
+    placement = None
+    for raw in _json_only(found.get("Pod", ())):
+        if raw_key(raw) == (namespace, name):
+            try:
+                placement = decode_raw(types.POD_PLACEMENT_DECODER, raw)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+                warnings.add(f"pod {namespace}/{name}: its affinity cannot be decoded ({protocol.error_reason(exc)}); "
+                             "explained without it")
+                placement = None
+    return placement
+
+
 def configmaps_of(found: Mapping[str, Sequence[Any]]) -> list[types.ConfigMap]:
     """`configmaps_in` over items already collected by kind (`parse_documents` ``others``); JSON ones only."""
     return _decoded(_json_only(found.get("ConfigMap", ())), types.CONFIGMAP_DECODER)
@@ -1353,9 +1346,12 @@ def parse_documents(
 
 
 def from_documents(
-    data: bytes, node_names: Sequence[str] = (), selector: str | None = None, stack: str = stacks.AUTO
+    data: bytes, node_names: Sequence[str] = (), selector: str | None = None, stack: str = stacks.AUTO,
+    quotas: bool = False,
 ) -> Snapshot:
     """Build a snapshot from kubectl's JSON or YAML output, applying the same filters as `from_api`.
+
+    With ``quotas``, the snapshot's ResourceQuotas too (``--group-by namespace``; `quotas_in`).
 
     Raises:
         InputError: the data cannot be read.
@@ -1363,15 +1359,17 @@ def from_documents(
         SelectorError: ``selector`` is malformed.
     """
     warnings = Warnings()
-    others: Others = {kind: [] for kind in ("ConfigMap", "Device", *DRA_KINDS)}
+    others: Others = {kind: [] for kind in ("ConfigMap", "Device", "ResourceQuota", *DRA_KINDS)}
     decoded_nodes, decoded_pods = parse_documents(data, warnings, others)
     names = _unique(node_names)
     chosen = choose_nodes(decoded_nodes, names, selector)
     cluster_wide = not names and not selector
     sick = unhealthy_by_node(configmaps_of(others))
-    devices = devices_of(lambda: _decoded(_json_only(others["Device"]), types.KOORD_DEVICE_DECODER), chosen, stack,
-                         warnings)
+    devices = devices_of(lambda: _file_devices(others), chosen, stack, warnings)
     objects = (dra_of(others, warnings, pending=cluster_wide, tally=True, nodes=decoded_nodes)
                if stack in READS_DRA else dra.DraObjects(served=False))
-    return from_objects(chosen, decoded_pods, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings,
-                        sick=sick, devices=devices, objects=objects)
+    snapshot = from_objects(chosen, decoded_pods, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings,
+                            sick=sick, devices=devices, objects=objects)
+    if quotas:
+        snapshot.quotas = _decoded(_json_only(others["ResourceQuota"]), types.RESOURCEQUOTA_DECODER)
+    return snapshot

@@ -261,3 +261,23 @@ def test_a_dra_pod_whose_metadata_name_terms_conflict_is_told_so_before_its_clai
     answer = _explain_items(tmp_path, items, "dra-clash", cli_runner)
     assert f"kube-scheduler cannot schedule it: {AFFINITY_CONFLICT} (" in str(answer["summary"])
     assert "nodes" not in answer and answer["claims"] == [{"name": "dra-clash-gpu", "state": "pending", "memory": 8}]
+
+
+@pytest.mark.parametrize(
+    "affinity", [5, {"nodeAffinity": [[]]}, {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": "x"}}]
+)
+def test_a_mistyped_affinity_in_a_file_is_one_warning_and_the_pod_is_explained_without_it(
+    tmp_path: Path, cli_runner: CliRunner, affinity: object
+) -> None:
+    """The pod itself decodes (its struct reads no affinity); only the placement, decoded apart, fails."""
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
+
+    wants = pod_object("wants", "ml", [4])
+    wants["spec"]["affinity"] = affinity
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": [node_object("n", [16], ip="10.0.0.1"), wants]}))
+    result = cli_runner.invoke(explain_command, ["wants", "-n", "ml", "--from-file", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("warning: pod ml/wants: its affinity cannot be decoded (Expected `")
+    assert result.stderr.endswith("); explained without it\n") and result.stderr.count("\n") == 1
+    assert result.stdout.startswith("Pod ml/wants asks for 4 GiB on one GPU and fits on n now")

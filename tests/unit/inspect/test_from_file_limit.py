@@ -110,3 +110,21 @@ def test_help_states_the_limit(cli_runner: CliRunner) -> None:
     assert source.MAX_INPUT_BYTES == 4 * 2**30
     text = " ".join(cli_runner.invoke(inspect_command, ["--help"]).stdout.split())
     assert "('-' for stdin; at most 4 GiB)" in text
+
+
+def test_a_stream_that_cannot_be_read_is_an_input_error(tmp_path: Path) -> None:
+    """``--from-file - 0>file`` (stdin open for writing only): EBADF is one line, not an OSError traceback."""
+    write_only = os.open(tmp_path / "w", os.O_WRONLY | os.O_CREAT)
+    with open(write_only, "rb") as stream, pytest.raises(source.InputError) as raised:
+        source.read_input(stream)
+    assert str(raised.value) == "the input cannot be read: Bad file descriptor"
+
+
+def test_stdin_closed_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, cli_runner: CliRunner) -> None:
+    """``--from-file - <&-``: Python sets sys.stdin to None, and click's '-' raised RuntimeError."""
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", None)
+    param = next(p for p in inspect_command.params if p.name == "from_file")
+    with pytest.raises(click.BadParameter, match="^'-': stdin is not open$"):
+        param.type.convert("-", param, None)

@@ -186,6 +186,21 @@ def test_items_of_kinds_skips_an_item_nested_too_deeply_and_keeps_its_neighbours
     assert source.items_of_kinds(b'{"items":' + b"[" * 100_000 + b"]" * 100_000 + b"}", ("Pod",)) == {"Pod": []}
 
 
+@pytest.mark.parametrize("kind", ["ConfigMap", "ValidatingAdmissionPolicy", "ResourceQuota"])
+def test_an_item_of_another_kind_nested_too_deeply_is_skipped_alone(kind: str) -> None:
+    """The flat scan saved its neighbours (`_document`); decoding it is a skip, not a RecursionError traceback."""
+    deep = b'{"kind":"%s","metadata":{"name":"deep"},"x":' % kind.encode() + b"[" * 5000 + b"]" * 5000 + b"}"
+    kept = b'{"kind":"%s","metadata":{"name":"kept"}}' % kind.encode()
+    data = as_list(node("a"), pod("fine", "a", "3")).replace(b'"items": [', b'"items": [' + deep + b"," + kept + b",")
+    read = {
+        "ConfigMap": source.configmaps_in,
+        "ValidatingAdmissionPolicy": lambda data: source.confinement_in(data).policies,  # type: ignore[union-attr]
+        "ResourceQuota": source.quotas_in,
+    }[kind]
+    assert [item.metadata.name for item in read(data)] == ["kept"]
+    assert source.from_documents(data).ledger.used("a") == {0: 3}
+
+
 def test_items_of_kinds_tells_items_apart_as_parse_documents_does() -> None:
     plain = b'{"metadata":{"name":"p","namespace":"ml"}}'
     unkinded = b'{"kind":5,"metadata":{"name":"q","namespace":"ml"}}'
