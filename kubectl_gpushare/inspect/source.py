@@ -388,16 +388,12 @@ CONFINEMENT_KINDS: Final = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPol
 """The kinds `Confinement` is read from."""
 
 
-def confinement_in(data: bytes) -> Confinement | None:
-    """The policies and bindings of a file dump; None (not checked) when it holds neither kind.
-
-    A dump of ``nodes,pods`` says nothing about policies, so their absence there is not reported.
-    """
-    return confinement_of(items_of_kinds(data, CONFINEMENT_KINDS))
-
-
 def confinement_of(found: Mapping[str, Sequence[Any]]) -> Confinement | None:
-    """`confinement_in` over items already collected by kind (`parse_documents` ``others``); JSON ones only."""
+    """The policies and bindings collected by `parse_documents` (``others``; JSON ones only).
+
+    None (not checked) when it holds neither kind: a dump of ``nodes,pods`` says nothing about policies,
+    so their absence is not reported.
+    """
     policies = _decoded(_json_only(found.get("ValidatingAdmissionPolicy", ())), types.ADMISSION_POLICY_DECODER)
     bindings = _decoded(_json_only(found.get("ValidatingAdmissionPolicyBinding", ())),
                         types.ADMISSION_POLICY_BINDING_DECODER)
@@ -831,7 +827,7 @@ OwnKind = tuple[str | None, str]
 def listed_kind(own: str | None, default: str) -> str | None:
     """The kind a listed item is read as: its own, else its list's (the items of a ``NodeList`` are Nodes).
 
-    The one rule of every ``--from-file`` reader (`parse_documents`, `items_of_kinds`).
+    The one rule of every ``--from-file`` reader (`parse_documents`).
     ``own`` None is a ``kind`` that is not a string (a number, null, an object, a list), "" an absent
     or empty one: the item is then its list's kind where the list names one (the API leaves the
     items of a ``PodList`` without one), else None: nothing says what it is, and `parse_documents`
@@ -1038,44 +1034,6 @@ def decode_raw(decoder: msgspec.json.Decoder[_T], raw: msgspec.Raw, warnings: Wa
         return decoder.decode(_replace_invalid_utf8(bytes(raw), warnings))
 
 
-def items_of_kind(data: bytes, kind: str) -> list[msgspec.Raw]:
-    """Raw items of one kind in a JSON dump; none from YAML or from a file that is not a list."""
-    return items_of_kinds(data, (kind,))[kind]
-
-
-def items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[msgspec.Raw]]:
-    """Raw items of each of ``kinds`` in a JSON dump, in one pass over it (`items_of_kind`).
-
-    Items are told apart by `listed_kind`, as `parse_documents` tells them (which warned about the
-    items it could not). An item nested too deeply to decode does not hide the others (`_document`, `_raw_kind`).
-    A kind that is not UTF-8 is read with U+FFFD in its place, as `parse_documents` reads it.
-    """
-    if data.lstrip()[:1] != b"{":
-        return {kind: [] for kind in kinds}
-    try:
-        return _json_items_of_kinds(data, kinds)
-    except UnicodeDecodeError:  # msgspec's error for a kind (the list's or an item's) that is not UTF-8
-        return _json_items_of_kinds(_replace_invalid_utf8(data, None), kinds)
-
-
-def _json_items_of_kinds(data: bytes, kinds: Sequence[str]) -> dict[str, list[msgspec.Raw]]:
-    found: dict[str, list[msgspec.Raw]] = {kind: [] for kind in kinds}
-    try:
-        document = _document(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return found
-    default_kind = _ITEM_KINDS.get(document.kind, "")
-    for raw in document.items or ():
-        try:
-            kind = listed_kind(_raw_kind(raw)[0], default_kind)
-        except msgspec.DecodeError:
-            continue
-        wanted = found.get(kind) if kind is not None else None
-        if wanted is not None:
-            wanted.append(raw)
-    return found
-
-
 class _NameMeta(msgspec.Struct):
     name: str = ""
     namespace: str = ""
@@ -1102,10 +1060,6 @@ def raw_key(raw: msgspec.Raw) -> tuple[str, str]:
 def _json_only(items: Sequence[Any]) -> list[msgspec.Raw]:
     """The JSON items of a collection (ConfigMaps, Devices and admission policies are read from JSON dumps only)."""
     return [item for item in items if isinstance(item, msgspec.Raw)]
-
-
-def _decoded_of_kind(data: bytes, kind: str, decoder: msgspec.json.Decoder[_T]) -> list[_T]:
-    return _decoded(items_of_kind(data, kind), decoder)
 
 
 def _decoded(raws: Iterable[msgspec.Raw], decoder: msgspec.json.Decoder[_T]) -> list[_T]:
@@ -1240,15 +1194,6 @@ def _claim_wires(
     return found
 
 
-def configmaps_in(data: bytes) -> list[types.ConfigMap]:
-    """ConfigMaps in a JSON dump (``kubectl get nodes,pods,configmaps -A -o json``); none from YAML.
-
-    The file has already been judged readable by `parse_documents`; an item that does not decode
-    is skipped rather than failing the view.
-    """
-    return configmaps_of(items_of_kinds(data, ("ConfigMap",)))
-
-
 def placement_of(
     found: Mapping[str, Sequence[Any]], namespace: str, name: str, warnings: Warnings
 ) -> types.PodPlacement | None:
@@ -1270,13 +1215,8 @@ def placement_of(
 
 
 def configmaps_of(found: Mapping[str, Sequence[Any]]) -> list[types.ConfigMap]:
-    """`configmaps_in` over items already collected by kind (`parse_documents` ``others``); JSON ones only."""
+    """ConfigMaps collected by `parse_documents` (``others``; JSON ones only); one that does not decode is skipped."""
     return _decoded(_json_only(found.get("ConfigMap", ())), types.CONFIGMAP_DECODER)
-
-
-def quotas_in(data: bytes) -> list[types.ResourceQuota]:
-    """ResourceQuotas in a JSON dump (``kubectl get nodes,pods,quota -A -o json``), as `configmaps_in`."""
-    return _decoded_of_kind(data, "ResourceQuota", types.RESOURCEQUOTA_DECODER)
 
 
 def list_quotas(client: Client, warnings: Warnings) -> list[types.ResourceQuota]:
@@ -1351,7 +1291,7 @@ def from_documents(
 ) -> Snapshot:
     """Build a snapshot from kubectl's JSON or YAML output, applying the same filters as `from_api`.
 
-    With ``quotas``, the snapshot's ResourceQuotas too (``--group-by namespace``; `quotas_in`).
+    With ``quotas``, the snapshot's ResourceQuotas too (``--group-by namespace``).
 
     Raises:
         InputError: the data cannot be read.

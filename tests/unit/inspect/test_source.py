@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -175,15 +176,23 @@ def test_dra_listing_rules_are_the_same_for_any_listing() -> None:
     assert objects.served and asked == [], "no slice of a driver read here: claims are not asked for"
 
 
-def test_items_of_kinds_skips_an_item_nested_too_deeply_and_keeps_its_neighbours() -> None:
+def collected(data: bytes, *kinds: str) -> dict[str, list[Any]]:
+    """The raw items of ``kinds`` that `parse_documents` collects in its one pass over ``data``."""
+    others: dict[str, list[Any]] = {kind: [] for kind in kinds}
+    source.parse_documents(data, None, others)
+    return others
+
+
+def test_parse_documents_collects_an_item_nested_too_deeply_and_keeps_its_neighbours() -> None:
     deep = b'{"kind":"ResourceSlice","spec":{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
     kept = b'{"kind":"ResourceSlice","metadata":{"name":"s2"}}'
     policy = b'{"kind":"ValidatingAdmissionPolicy","metadata":{"name":"p"}}'
-    data = b'{"kind":"List","items":[' + b",".join([deep, kept, policy]) + b"]}"
-    found = source.items_of_kinds(data, ("ResourceSlice", "ValidatingAdmissionPolicy"))
+    data = b'{"kind":"List","items":[' + b",".join([deep, kept, policy, json.dumps(node("a")).encode()]) + b"]}"
+    found = collected(data, "ResourceSlice", "ValidatingAdmissionPolicy")
     assert [bytes(raw) for raw in found["ResourceSlice"]] == [deep, kept]  # the deep one is refused where decoded
     assert [bytes(raw) for raw in found["ValidatingAdmissionPolicy"]] == [policy]
-    assert source.items_of_kinds(b'{"items":' + b"[" * 100_000 + b"]" * 100_000 + b"}", ("Pod",)) == {"Pod": []}
+    with pytest.raises(source.InputError, match="nested too deeply"):
+        collected(b'{"items":' + b"[" * 100_000 + b"]" * 100_000 + b"}", "Pod")
 
 
 @pytest.mark.parametrize("kind", ["ConfigMap", "ValidatingAdmissionPolicy", "ResourceQuota"])
@@ -192,30 +201,33 @@ def test_an_item_of_another_kind_nested_too_deeply_is_skipped_alone(kind: str) -
     deep = b'{"kind":"%s","metadata":{"name":"deep"},"x":' % kind.encode() + b"[" * 5000 + b"]" * 5000 + b"}"
     kept = b'{"kind":"%s","metadata":{"name":"kept"}}' % kind.encode()
     data = as_list(node("a"), pod("fine", "a", "3")).replace(b'"items": [', b'"items": [' + deep + b"," + kept + b",")
+    found = collected(data, kind, *source.CONFINEMENT_KINDS)
     read = {
-        "ConfigMap": source.configmaps_in,
-        "ValidatingAdmissionPolicy": lambda data: source.confinement_in(data).policies,  # type: ignore[union-attr]
-        "ResourceQuota": source.quotas_in,
+        "ConfigMap": lambda: source.configmaps_of(found),
+        "ValidatingAdmissionPolicy": lambda: source.confinement_of(found).policies,  # type: ignore[union-attr]
+        "ResourceQuota": lambda: source.from_documents(data, quotas=True).quotas,
     }[kind]
-    assert [item.metadata.name for item in read(data)] == ["kept"]
+    assert [item.metadata.name for item in read()] == ["kept"]
     assert source.from_documents(data).ledger.used("a") == {0: 3}
 
 
-def test_items_of_kinds_tells_items_apart_as_parse_documents_does() -> None:
+def test_parse_documents_collects_items_as_it_tells_them_apart() -> None:
     plain = b'{"metadata":{"name":"p","namespace":"ml"}}'
     unkinded = b'{"kind":5,"metadata":{"name":"q","namespace":"ml"}}'
     pod_list = b'{"kind":"PodList","items":[' + plain + b"," + unkinded + b"]}"
-    assert [bytes(raw) for raw in source.items_of_kind(pod_list, "Pod")] == [plain, unkinded]
+    assert [bytes(raw) for raw in collected(pod_list, "Pod")["Pod"]] == [plain, unkinded]
     assert [pod.metadata.name for pod in source.parse_documents(pod_list)[1]] == ["p", "q"]
-    assert source.items_of_kind(pod_list.replace(b"PodList", b"List"), "Pod") == []
+    with pytest.raises(source.InputError, match="no Node and no Pod"):
+        collected(pod_list.replace(b"PodList", b"List"), "Pod")
 
 
-def test_items_of_kinds_reads_a_kind_not_in_utf8_as_parse_documents_does() -> None:
+def test_parse_documents_collects_a_kind_not_in_utf8_as_it_reads_it() -> None:
     kept = b'{"kind":"ResourceSlice","metadata":{"name":"s"}}'
-    data = b'{"kind":"Li\xffst","items":[{"kind":"Resource\xffSlice"},' + kept + b"]}"
-    assert [bytes(raw) for raw in source.items_of_kind(data, "ResourceSlice")] == [kept]
+    a_node = json.dumps(node("a")).encode()
+    data = b'{"kind":"Li\xffst","items":[{"kind":"Resource\xffSlice"},' + kept + b"," + a_node + b"]}"
+    assert [bytes(raw) for raw in collected(data, "ResourceSlice")["ResourceSlice"]] == [kept]
     pods = b'{"kind":"PodList","items":[{"kind":"P\xffd","metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}'
-    assert [bytes(raw) for raw in source.items_of_kind(pods, "Pod")] == [b'{"metadata":{"name":"b"}}']
+    assert [bytes(raw) for raw in collected(pods, "Pod")["Pod"]] == [b'{"metadata":{"name":"b"}}']
     assert [pod.metadata.name for pod in source.parse_documents(pods)[1]] == ["b"]
 
 
