@@ -321,7 +321,13 @@ def _requirement(raw: WireRequirement, field: bool) -> Requirement | str:
     return Requirement(key, op, values)
 
 
+_EMPTY_TERM: Final = NodeTerm()
+"""Every term with no requirement, shared: a pod may hold 1.5M (`MAX_POD_TERMS`), 100 bytes each if apart."""
+
+
 def _term(raw: WireTerm) -> NodeTerm:
+    if not raw.match_expressions and not raw.match_fields:
+        return _EMPTY_TERM
     compiled: tuple[list[Requirement], list[Requirement]] = ([], [])
     for found, field, requirements in ((compiled[0], False, raw.match_expressions),
                                        (compiled[1], True, raw.match_fields)):
