@@ -5,8 +5,8 @@ resourceslice controller does: ``generateName`` ``00000-<driver>-<node>-``, owne
 goes with the node), the pool generation kept across an update of the one slice and bumped when a
 slice is created anew. Every `sync` reads this Node, lists the slices of this node and driver (field
 selectors ``spec.nodeName`` and ``spec.driver``), keeps the newest one whose name carries index 0,
-deletes the rest (with UID and resourceVersion preconditions: a slice re-created or changed meanwhile is
-not ours to delete; an item listed with neither is left alone, with one warning), and
+deletes the rest (with a UID precondition: a slice re-created meanwhile is not ours to delete; an
+item listed with neither a UID nor a resourceVersion is left alone, with one warning), and
 writes only if the devices or the owner differ. Each listed item is ours only if its own driver and
 node say so (`dra_objects.slice_identity`, read even from a slice that does not decode as a whole):
 the selector is the API server's to honour, and a reply that ignored it must not make us delete
@@ -301,8 +301,8 @@ class SlicePublisher:
         return stored
 
     def _delete(self, stale: wire.WireResourceSlice) -> bool:
-        meta = stale.metadata
-        if not self._delete_as_listed(meta.name, meta.uid, meta.resource_version):
+        meta = stale.metadata  # by UID alone where it has one: a slice of ours that changed since is ours to delete
+        if not self._delete_as_listed(meta.name, meta.uid, "" if meta.uid else meta.resource_version):
             return False
         log.info("deleted stale ResourceSlice %s", meta.name)
         return True
@@ -317,9 +317,8 @@ class SlicePublisher:
     def _delete_as_listed(self, name: str, uid: str, resource_version: str) -> bool:
         """Delete a slice `_listed` as ours, as it was listed: False if it is gone or no longer that object.
 
-        The preconditions (UID and resourceVersion, as the resourceslice controller's ``removeSlices``
-        sets them; `_listed` leaves alone an item with neither) delete the object the list showed,
-        not one that took its name or changed since.
+        The preconditions (UID and resourceVersion, those given; `_listed` leaves alone an item with
+        neither) delete the object the list showed, not one that took its name (or changed since).
         """
         try:
             self.client.delete(types.DRA_SLICES, name, uid=uid or None, resource_version=resource_version or None)
