@@ -199,16 +199,15 @@ def _owner_uids(api: Client) -> list[str]:
 def test_a_slice_of_ours_that_does_not_decode_is_deleted_not_left_beside_a_new_one(
     sandbox: Sandbox, api: Client, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # A list item that does not decode is skipped (kube.lenient): the publisher never sees it, so it
-    # would publish another slice beside it at each sync that finds none readable. Listed under our
-    # node's and driver's field selector, it is ours: it is deleted by name.
+    # A list item that does not decode as a whole is never kept, so the publisher would publish another
+    # slice beside it at each sync that finds none readable. Its own spec.driver and spec.nodeName say
+    # it is ours (dra_objects.slice_identity): it is deleted by name, UID and resourceVersion.
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
     SlicePublisher(api, NODE).sync(_devices())
     (garbled,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
 
     def items() -> list[dict[str, Any]]:
-        return [{**s, "spec": {**s["spec"], "devices": "garbage"}} if s["metadata"]["name"] == garbled else s
-                for s in sandbox.objects("resourceslices")]
+        return [_garbled(s) if s["metadata"]["name"] == garbled else s for s in sandbox.objects("resourceslices")]
 
     with _publisher_listing(sandbox, kubeconfig, items) as publisher:
         with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
