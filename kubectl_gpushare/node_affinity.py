@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -104,10 +104,6 @@ def int64_text(text: str) -> bool:
     return bool(_INTEGER.fullmatch(text)) and INT64_MIN <= int(text) <= INT64_MAX
 
 
-_SCANNED_VALUES: Final = 8
-"""Values of a requirement past which it looks a label up in a set (once built) instead of scanning them per node."""
-
-
 @dataclass(frozen=True)
 class Requirement:
     """One label requirement: ``key op values``."""
@@ -115,11 +111,6 @@ class Requirement:
     key: str
     op: str  # "=", "!=", "in", "notin", "exists", "!", "gt", "lt"
     values: tuple[str, ...] = ()
-
-    @functools.cached_property
-    def _members(self) -> Container[str]:
-        """The values as a label is looked up in them: past a few, a set (a pod's one ``In`` may hold 1.5M)."""
-        return frozenset(self.values) if len(self.values) > _SCANNED_VALUES else self.values
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether a label map satisfies this requirement."""
@@ -129,9 +120,9 @@ class Requirement:
         if self.op == "!":
             return not present
         if self.op in ("=", "in"):
-            return present and labels[self.key] in self._members
+            return present and labels[self.key] in self.values
         if self.op in ("!=", "notin"):
-            return not present or labels[self.key] not in self._members
+            return not present or labels[self.key] not in self.values
         if not present:
             return False
         actual = labels[self.key]
