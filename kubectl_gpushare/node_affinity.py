@@ -174,21 +174,42 @@ _INDEXED_PAST: Final = 8
 """Live terms past which a selector indexes them (`_TermIndex`); fewer are asked one by one."""
 
 
+_Filed = NodeTerm | list[NodeTerm]
+"""The terms filed under one anchor: the one term itself until a second comes (a pod's 1.5M values would
+otherwise cost a list each)."""
+
+
+def _file(index: dict[str, _Filed], anchor: str, term: NodeTerm) -> None:
+    """File ``term`` under ``anchor`` once (terms are filed one after another: a value listed twice is one)."""
+    filed = index.get(anchor)
+    if filed is None:
+        index[anchor] = term
+    elif isinstance(filed, NodeTerm):
+        if filed is not term:
+            index[anchor] = [filed, term]
+    elif filed[-1] is not term:
+        filed.append(term)
+
+
+def _filed(filed: _Filed | None) -> Sequence[NodeTerm]:
+    return () if filed is None else (filed,) if isinstance(filed, NodeTerm) else filed
+
+
 @dataclass(frozen=True)
 class _TermIndex:
     """A selector's live terms by what a node must have for each to match, so a node asks only its candidates.
 
     Each term is filed once, under one requirement it cannot match without (its anchor): the first
-    label ``In`` (under each of its key=value pairs), else the first label ``Exists``/``Gt``/``Lt``
+    label ``In`` (under each of its values, by key), else the first label ``Exists``/``Gt``/``Lt``
     (under its key), else the first ``metadata.name In`` (under each name; a node without a name
     skips field requirements, so asks them all); a term with none of these is asked of every node.
     A node's candidates are then its labels' and name's terms and those: a term not among them
     cannot match it, so the answer is the terms' OR, in time linear in the labels and candidates.
     """
 
-    by_pair: dict[tuple[str, str], list[NodeTerm]]
-    by_key: dict[str, list[NodeTerm]]
-    by_name: dict[str, list[NodeTerm]]
+    by_value: dict[str, dict[str, _Filed]]
+    by_key: dict[str, _Filed]
+    by_name: dict[str, _Filed]
     named: list[NodeTerm]
     everywhere: list[NodeTerm]
 
@@ -199,20 +220,21 @@ class _TermIndex:
             present: Requirement | None = None
             for requirement in term.labels:
                 if requirement.op == "in":
-                    for value in dict.fromkeys(requirement.values):
-                        index.by_pair.setdefault((requirement.key, value), []).append(term)
+                    values = index.by_value.setdefault(requirement.key, {})
+                    for value in requirement.values:
+                        _file(values, value, term)
                     break
                 if present is None and requirement.op in ("exists", "gt", "lt"):
                     present = requirement
             else:
                 if present is not None:
-                    index.by_key.setdefault(present.key, []).append(term)
+                    _file(index.by_key, present.key, term)
                     continue
                 anchor = next((r for r in term.fields if r.key == NODE_NAME_FIELD and r.op == "in"), None)
                 if anchor is not None:
                     index.named.append(term)
                     for value in anchor.values:
-                        index.by_name.setdefault(value, []).append(term)
+                        _file(index.by_name, value, term)
                     continue
                 index.everywhere.append(term)
         return index
@@ -220,10 +242,12 @@ class _TermIndex:
     def candidates(self, labels: Mapping[str, str], name: str) -> Iterator[NodeTerm]:
         """The terms that may match the node, each once."""
         yield from self.everywhere
-        for pair in labels.items():
-            yield from self.by_pair.get(pair, ())
-            yield from self.by_key.get(pair[0], ())
-        yield from self.by_name.get(name, ()) if name else self.named
+        for key, value in labels.items():
+            values = self.by_value.get(key)
+            if values is not None:
+                yield from _filed(values.get(value))
+            yield from _filed(self.by_key.get(key))
+        yield from _filed(self.by_name.get(name)) if name else self.named
 
 
 @dataclass(frozen=True)
@@ -312,7 +336,13 @@ def _requirement(raw: WireRequirement, field: bool) -> Requirement | str:
     return Requirement(key, op, values)
 
 
+_EMPTY_TERM: Final = NodeTerm()
+"""Every term with no requirement, shared: a pod may hold 1.5M (`MAX_POD_TERMS`), 100 bytes each if apart."""
+
+
 def _term(raw: WireTerm) -> NodeTerm:
+    if not raw.match_expressions and not raw.match_fields:
+        return _EMPTY_TERM
     compiled: tuple[list[Requirement], list[Requirement]] = ([], [])
     for found, field, requirements in ((compiled[0], False, raw.match_expressions),
                                        (compiled[1], True, raw.match_fields)):

@@ -5,7 +5,8 @@ resourceslice controller does: ``generateName`` ``00000-<driver>-<node>-``, owne
 goes with the node), the pool generation kept across an update of the one slice and bumped when a
 slice is created anew. Every `sync` reads this Node, lists the slices of this node and driver (field
 selectors ``spec.nodeName`` and ``spec.driver``), keeps the newest one whose name carries index 0,
-deletes the rest (with a UID precondition: a slice re-created meanwhile is not ours to delete), and
+deletes the rest (with a UID precondition: a slice re-created meanwhile is not ours to delete; an
+item listed with neither a UID nor a resourceVersion is left alone, with one warning), and
 writes only if the devices or the owner differ. Each listed item is ours only if its own driver and
 node say so (`dra_objects.slice_identity`, read even from a slice that does not decode as a whole):
 the selector is the API server's to honour, and a reply that ignored it must not make us delete
@@ -148,7 +149,9 @@ class SlicePublisher:
         (`dra_objects.SliceIdentity.published_by`), read before the whole slice is decoded: the field
         selector is the API server's to honour, and a reply that ignored it must not make us keep,
         replace or delete another driver's or node's slice. An item whose identity cannot be read is
-        left alone, with one warning per item.
+        left alone, with one warning per item; so is one with neither a UID nor a resourceVersion (no
+        API server lists one): no precondition could tie a delete to it, which would remove whatever
+        holds its name by then.
         """
         selector = f"spec.nodeName={self.node},spec.driver={protocol.DRA_DRIVER}"
         ours: list[wire.WireResourceSlice] = []
@@ -156,7 +159,9 @@ class SlicePublisher:
         for raw in self.client.list_raw(types.DRA_SLICES, field_selector=selector):
             who = wire.slice_identity(raw)
             if who is None:
-                self._warn_unreadable(raw)
+                self._warn_unreadable(raw, "its name, namespace, driver or node cannot be read")
+            elif not (who.uid or who.resource_version):
+                self._warn_unreadable(raw, "it has neither a UID nor a resourceVersion to delete it by")
             elif who.published_by(protocol.DRA_DRIVER, self.node):
                 try:
                     ours.append(wire.decode_wire(bytes(raw), wire.WireResourceSlice, "ResourceSlice"))
@@ -164,7 +169,7 @@ class SlicePublisher:
                     undecodable.append(who)
         return ours, undecodable
 
-    def _warn_unreadable(self, raw: msgspec.Raw) -> None:
+    def _warn_unreadable(self, raw: msgspec.Raw, why: str) -> None:
         """Warn, once per item (by name and resourceVersion as far as readable), of a slice left alone."""
         namespace, name, version = object_meta(raw)
         key = f"{key_of(namespace, name)[:253]}@{version[:64]}"
@@ -175,8 +180,7 @@ class SlicePublisher:
         self._unreadable_warned.add(key)
         what = f"ResourceSlice {protocol.printable(key_of(namespace, name), 253)}" if name else \
             "a ResourceSlice with unreadable metadata"
-        log.warning("%s is listed under this node's and driver's selector, but its name, namespace, driver or node "
-                    "cannot be read: left alone", what)
+        log.warning("%s is listed under this node's and driver's selector, but %s: left alone", what, why)
 
     def sync(self, devices: slices.Devices) -> bool:
         """Make the API hold exactly one slice with ``devices``; True if anything was written.
@@ -297,29 +301,30 @@ class SlicePublisher:
         return stored
 
     def _delete(self, stale: wire.WireResourceSlice) -> bool:
-        try:
-            self.client.delete(types.DRA_SLICES, stale.metadata.name, uid=stale.metadata.uid)
-        except NotFound:
+        meta = stale.metadata  # by UID alone where it has one: a slice of ours that changed since is ours to delete
+        if not self._delete_as_listed(meta.name, meta.uid, "" if meta.uid else meta.resource_version):
             return False
-        except Conflict:
-            return False  # re-created meanwhile: the next sync looks again
-        self.writes += 1
-        log.info("deleted stale ResourceSlice %s", stale.metadata.name)
+        log.info("deleted stale ResourceSlice %s", meta.name)
         return True
 
     def _delete_undecodable(self, who: wire.SliceIdentity) -> bool:
-        """Delete a slice of ours that does not decode as a whole, as it was listed (UID and resourceVersion).
+        """Delete a slice of ours that does not decode as a whole (never compared, never kept)."""
+        if not self._delete_as_listed(who.name, who.uid, who.resource_version):
+            return False
+        log.warning("deleted ResourceSlice %s: it does not decode as a ResourceSlice", who.name)
+        return True
 
-        The preconditions (as the resourceslice controller's ``removeSlices`` sets them) delete the
-        object the list showed, not one that took its name or changed since.
+    def _delete_as_listed(self, name: str, uid: str, resource_version: str) -> bool:
+        """Delete a slice `_listed` as ours, as it was listed: False if it is gone or no longer that object.
+
+        The preconditions (UID and resourceVersion, those given; `_listed` leaves alone an item with
+        neither) delete the object the list showed, not one that took its name (or changed since).
         """
         try:
-            self.client.delete(types.DRA_SLICES, who.name, uid=who.uid or None,
-                               resource_version=who.resource_version or None)
-        except (NotFound, Conflict):  # gone or changed meanwhile: the next sync looks again
+            self.client.delete(types.DRA_SLICES, name, uid=uid or None, resource_version=resource_version or None)
+        except (NotFound, Conflict):  # gone, re-created or changed meanwhile: the next sync looks again
             return False
         self.writes += 1
-        log.warning("deleted ResourceSlice %s: it does not decode as a ResourceSlice", who.name)
         return True
 
     def _store(self, stored: wire.WireResourceSlice, desired: slices.Devices) -> None:

@@ -199,16 +199,15 @@ def _owner_uids(api: Client) -> list[str]:
 def test_a_slice_of_ours_that_does_not_decode_is_deleted_not_left_beside_a_new_one(
     sandbox: Sandbox, api: Client, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # A list item that does not decode is skipped (kube.lenient): the publisher never sees it, so it
-    # would publish another slice beside it at each sync that finds none readable. Listed under our
-    # node's and driver's field selector, it is ours: it is deleted by name.
+    # A list item that does not decode as a whole is never kept, so the publisher would publish another
+    # slice beside it at each sync that finds none readable. Its own spec.driver and spec.nodeName say
+    # it is ours (dra_objects.slice_identity): it is deleted by name, UID and resourceVersion.
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
     SlicePublisher(api, NODE).sync(_devices())
     (garbled,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
 
     def items() -> list[dict[str, Any]]:
-        return [{**s, "spec": {**s["spec"], "devices": "garbage"}} if s["metadata"]["name"] == garbled else s
-                for s in sandbox.objects("resourceslices")]
+        return [_garbled(s) if s["metadata"]["name"] == garbled else s for s in sandbox.objects("resourceslices")]
 
     with _publisher_listing(sandbox, kubeconfig, items) as publisher:
         with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
@@ -379,3 +378,25 @@ def test_a_device_plugin_that_starts_between_the_read_and_the_write_withdraws_th
     assert advertised and publisher.withdrawn
     assert publisher.refusal is not None and protocol.RESOURCE_MEM in publisher.refusal
     assert sandbox.objects("resourceslices") == []
+
+
+@pytest.mark.parametrize("decodes", [True, False])
+def test_an_item_with_neither_uid_nor_resource_version_is_never_deleted(
+    sandbox: Sandbox, api: Client, kubeconfig: Path, caplog: pytest.LogCaptureFixture, decodes: bool,
+) -> None:
+    # A reply (a proxy, a stand-in) lists an item that says it is ours but names another node's slice
+    # and carries no UID or resourceVersion: a delete of it could have no precondition, and would
+    # remove whatever holds that name now. Nothing ties it to the object listed: it is left alone.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False),
+                  node_object("other", [], ip="10.0.0.2", gpushare=False)])
+    SlicePublisher(api, "other").sync(_devices())
+    (victim,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
+    (listed,) = sandbox.objects("resourceslices")
+    spec = {**listed["spec"], "nodeName": NODE, "pool": {**listed["spec"]["pool"], "name": "x"}}
+    claimed = {"metadata": {"name": victim}, "spec": spec if decodes else {**spec, "devices": "garbage"}}
+    with _publisher_listing(sandbox, kubeconfig, lambda: [claimed]) as publisher:
+        with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
+            assert publisher.sync(_devices())
+    assert victim in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
+    assert f"ResourceSlice {victim} is listed under this node's and driver's selector, but it has neither a UID " \
+        "nor a resourceVersion to delete it by: left alone" in caplog.text

@@ -212,6 +212,17 @@ def test_a_hundred_thousand_distinct_terms_cost_a_node_its_candidates_only() -> 
     assert len(list(affinity.selector.asked(on_r7, "n1"))) == 1 and affinity.selector.matches(on_r7, "n1")
 
 
+def test_the_index_asks_each_term_once_however_its_anchor_repeats() -> None:
+    """A term filed under a value listed twice, or beside other terms under the same value, is asked once."""
+    raw = [{"matchExpressions": [expr("rack", "In", "r1", "r1", f"s{i}")]} for i in range(9)]
+    raw.append({"matchExpressions": [expr("gen", "Exists")]})
+    raw.append({"matchFields": [expr("metadata.name", "In", "n1")]})
+    selector = compile_selector(terms(*raw), lazy=True)
+    asked = list(selector.asked({"rack": "r1", "gen": "4"}, "n1"))
+    assert len(asked) == len(set(map(id, asked))) == 11
+    assert [len(list(selector.asked({"rack": f"s{i}"}, ""))) for i in (0, 8)] == [2, 2]  # its term, the named one
+
+
 def test_a_selector_encodes_as_its_terms_and_error_only() -> None:
     """What `matches` derives (the live terms, their index) is cached, not a field: encoding and equality skip it."""
     import msgspec
