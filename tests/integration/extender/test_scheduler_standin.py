@@ -159,8 +159,10 @@ def test_a_filter_or_bind_reply_that_does_not_decode_fails_the_cycle_with_the_de
 
 @pytest.mark.parametrize("reply", [
     b'{"nodenames": ["gpu-1"], "error": null}', b'{"NodeNames": ["gpu-1"]}\n{"Error": 1}',
-    b'{"NodeNames": ["gpu-1"], "FailedNodes": {"gpu-2": null}, "Error": "", "Error": null}'],
-                         ids=["keys-in-lower-case-and-null-error", "what-follows-the-first-value", "null-values"])
+    b'{"NodeNames": ["gpu-1"], "FailedNodes": {"gpu-2": null}, "Error": "", "Error": null}',
+    '{"NODENAMEſ": ["gpu-1"], "Kind": "ignored"}'.encode()],  # foldName: ToUpper(ToLower(ſ)) is S
+                         ids=["keys-in-lower-case-and-null-error", "what-follows-the-first-value", "null-values",
+                              "long-s-folds-to-s"])
 def test_a_filter_reply_go_decodes_is_read_as_go_reads_it(sandbox: Sandbox, kubeconfig: Path,
                                                           extender_factory: Callable[..., Any], reply: bytes) -> None:
     # HTTPExtender.send's json.NewDecoder(resp.Body).Decode(result) (src/encoding/json): a key matches
