@@ -26,8 +26,9 @@ does not have the API's shape (kube-apiserver refuses such a pod; the sandbox's 
 one) matches no node by its affinity and tolerates no taint, and stays Pending with the reason.
 A pod whose metadata, spec, ``spec.nodeName`` or ``spec.schedulerName`` has the wrong type is
 left out of every pass (`unreadable_pod`, logged once; one whose status alone is malformed is read
-with an empty status). Any other pod whose cycle raises is logged in one line (``cannot schedule
-ns/pod: ...``) and retried with backoff; the pods after it in the pass are still tried.
+with an empty status; a ``null`` in one of those strings is read as absent, as Go decodes it).
+Any other pod whose cycle raises is logged in one line (``cannot schedule ns/pod: ...``) and
+retried with backoff; the pods after it in the pass are still tried.
 """
 
 from __future__ import annotations
@@ -274,6 +275,11 @@ def unreadable(node: Mapping[str, Any]) -> str | None:
 
 
 STATUS_UNREADABLE = "status is not an object"
+_POD_STRINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("metadata", ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")),
+    ("spec", ("nodeName", "schedulerName")),
+)
+"""The pod's string fields every pass reads (the queue's order, the signature, the bound pods)."""
 
 
 def unreadable_pod(pod: Mapping[str, Any]) -> str | None:
@@ -283,20 +289,35 @@ def unreadable_pod(pod: Mapping[str, Any]) -> str | None:
     store one. `SchedulerLoop.run_once` leaves it out of the pass (logged once), so it never stops
     the others; one whose status alone is malformed (`STATUS_UNREADABLE`) is read with an empty one.
     """
-    meta, spec, status = pod.get("metadata"), pod.get("spec"), pod.get("status")
-    if not isinstance(meta, dict):
+    if not isinstance(pod.get("metadata"), dict):
         return "metadata is not an object"
-    for name in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp"):
-        if meta.get(name) is not None and not isinstance(meta[name], str):
-            return f"metadata.{name} is not a string"
-    if spec is not None and not isinstance(spec, dict):
-        return "spec is not an object"
-    for name in ("nodeName", "schedulerName"):
-        if spec and spec.get(name) is not None and not isinstance(spec[name], str):
-            return f"spec.{name} is not a string"
+    for part, names in _POD_STRINGS:
+        fields = pod.get(part)
+        if fields is not None and not isinstance(fields, dict):
+            return f"{part} is not an object"
+        for name in names:
+            if fields and fields.get(name) is not None and not isinstance(fields[name], str):
+                return f"{part}.{name} is not a string"
+    status = pod.get("status")
     if status is not None and not isinstance(status, dict):
         return STATUS_UNREADABLE
     return None
+
+
+def _nulls_dropped(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod without a JSON ``null`` in the string fields `unreadable_pod` checks (the pod itself if none).
+
+    Go's encoding/json leaves a string field "" for ``null`` (decode.go, ``literalStore``), so to
+    kube-apiserver such a field is absent; read as absent here too, it never meets a string in a sort.
+    """
+    nulls = [(part, name) for part, names in _POD_STRINGS for name in names
+             if name in (pod.get(part) or {}) and pod[part][name] is None]
+    if not nulls:
+        return pod
+    copied = {**pod, **{part: dict(pod[part]) for part, _ in nulls}}
+    for part, name in nulls:
+        del copied[part][name]
+    return copied
 
 
 def _active(pod: Mapping[str, Any]) -> bool:
@@ -428,7 +449,7 @@ class SchedulerLoop:
         for pod in self.sandbox.objects("pods"):
             problem = unreadable_pod(pod)
             if problem is None:
-                readable.append(pod)
+                readable.append(_nulls_dropped(pod))
                 continue
             meta = pod.get("metadata")
             name = f"{meta.get('namespace')}/{meta.get('name')}" if isinstance(meta, dict) else "?"
@@ -437,7 +458,7 @@ class SchedulerLoop:
                 log.warning("pod %s cannot be read (%s): %s", name, problem,
                             "read with an empty status" if problem == STATUS_UNREADABLE else "it is not scheduled")
             if problem == STATUS_UNREADABLE:
-                readable.append({**pod, "status": {}})
+                readable.append(_nulls_dropped({**pod, "status": {}}))
         return readable
 
     def _dra_signature(self) -> tuple[object, ...]:

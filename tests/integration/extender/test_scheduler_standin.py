@@ -157,6 +157,34 @@ def test_a_filter_or_bind_reply_that_does_not_decode_fails_the_cycle_with_the_de
         _schedule(sandbox, standin, pod_object("p", "default", [4]))
 
 
+@pytest.mark.parametrize("reply", [
+    b'{"nodenames": ["gpu-1"], "error": null}', b'{"NodeNames": ["gpu-1"]}\n{"Error": 1}',
+    b'{"NodeNames": ["gpu-1"], "FailedNodes": {"gpu-2": null}, "Error": "", "Error": null}',
+    '{"NODENAMEſ": ["gpu-1"], "Kind": "ignored"}'.encode()],  # foldName: ToUpper(ToLower(ſ)) is S
+                         ids=["keys-in-lower-case-and-null-error", "what-follows-the-first-value", "null-values",
+                              "long-s-folds-to-s"])
+def test_a_filter_reply_go_decodes_is_read_as_go_reads_it(sandbox: Sandbox, kubeconfig: Path,
+                                                          extender_factory: Callable[..., Any], reply: bytes) -> None:
+    # HTTPExtender.send's json.NewDecoder(resp.Body).Decode(result) (src/encoding/json): a key matches
+    # its field case-insensitively (decode.go object, fold.go foldName), a null string is left "" (literalStore),
+    # and Decode reads the first value only (stream.go readValue). Before: "undecodable reply", or no node passing.
+    with _garbling(sandbox, kubeconfig, extender_factory, "filter", reply) as standin:
+        assert _schedule(sandbox, standin, pod_object("p", "default", [4])) == "gpu-1"
+
+
+@pytest.mark.parametrize(("reply", "error"), [(b'{"error": "no room on gpu-1"}', "no room on gpu-1"),
+                                              (b'{"Error": "bad \xff byte"}', "bad \ufffd byte")],
+                         ids=["error-in-lower-case", "error-not-utf-8"])
+def test_a_bind_error_go_decodes_fails_the_cycle_with_its_text(sandbox: Sandbox, kubeconfig: Path,
+                                                              extender_factory: Callable[..., Any], reply: bytes,
+                                                              error: str) -> None:
+    # kube-scheduler reads "error" as Error and a byte that is not UTF-8 as U+FFFD (decode.go unquoteBytes);
+    # before, the stand-in took the first for a bind that succeeded, the second for a fault of its own.
+    with _garbling(sandbox, kubeconfig, extender_factory, "bind", reply) as standin, pytest.raises(
+            ExtenderCallError, match=f"^{error}$"):
+        _schedule(sandbox, standin, pod_object("p", "default", [4]))
+
+
 def test_a_null_bind_reply_is_a_bind_without_error(sandbox: Sandbox, kubeconfig: Path,
                                                     extender_factory: Callable[..., Any]) -> None:
     # Go's decoder leaves the result at its zero value for null: an empty Error, the bind succeeded.

@@ -77,3 +77,18 @@ def test_a_pod_of_the_wrong_shape_fails_alone_and_the_others_are_scheduled(
     assert about == ([f"pod default/hostile cannot be read ({problem}): "
                       + ("read with an empty status" if problem.startswith("status") else "it is not scheduled")]
                      if problem else []), about
+
+
+@pytest.mark.parametrize("hostile", [
+    _with("metadata.creationTimestamp", None), _with("metadata.uid", None, bound_to="n1"),
+    _with("spec.nodeName", None), _with("spec.schedulerName", None), _with("metadata.resourceVersion", None),
+], ids=["creationTimestamp", "uid-of-a-bound-pod", "nodeName", "schedulerName", "resourceVersion"])
+def test_a_null_string_field_is_read_as_absent_as_go_decodes_it(
+        sandbox: Sandbox, loop: SchedulerLoop, caplog: pytest.LogCaptureFixture, hostile: dict[str, Any]) -> None:
+    # encoding/json leaves a string "" for null (decode.go literalStore). Before, a null creationTimestamp
+    # met a string in the queue's sort (a bound pod's null uid in the signature's): every pass failed.
+    sandbox.load([hostile, pod_object("fine", "default", [0])])
+    loop.run_once()
+    assert bound(sandbox, "fine") == "n1" and bound(sandbox, "hostile") == "n1"
+    records = [r for r in caplog.records if r.name == "kubectl_gpushare.scheduler"]
+    assert not [r for r in records if r.exc_info or "hostile" in r.getMessage()], [r.getMessage() for r in records]
