@@ -17,6 +17,7 @@ its own nodes, so it is never refused, however large.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Final
 
@@ -51,7 +52,7 @@ class SafeLoader(yaml.SafeLoader):
         the document.
         """
         try:
-            return super().construct_object(node, deep)
+            value = super().construct_object(node, deep)
         except (AttributeError, KeyError, IndexError):
             value = node.value if isinstance(node.value, str) else ""
             raise ValueError(f"{node.tag} value {protocol.printable(value, 64)!r} is not valid") from None
@@ -60,6 +61,22 @@ class SafeLoader(yaml.SafeLoader):
             if digits:
                 raise ValueError(f"integer too large ({digits:,} digits)") from None
             raise
+        if type(value) is int and node.tag == _INT_TAG and _past_decimal_limit(value):
+            # A hex, octal or base-60 integer is read past the limit, but no JSON or text holds it later.
+            raise ValueError(f"integer too large (more than {sys.get_int_max_str_digits():,} digits)")
+        return value
+
+
+@functools.cache
+def _smallest_past_limit(limit: int) -> int:
+    smallest: int = 10**limit
+    return smallest
+
+
+def _past_decimal_limit(value: int) -> bool:
+    """Whether ``str(value)`` would refuse ``value``: more decimal digits than `sys.get_int_max_str_digits`."""
+    limit = sys.get_int_max_str_digits()
+    return bool(limit) and value.bit_length() > 3 * limit and abs(value) >= _smallest_past_limit(limit)
 
 
 def _too_many_digits(node: Node) -> int:

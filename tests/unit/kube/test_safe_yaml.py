@@ -32,9 +32,16 @@ def test_a_tagged_value_python_cannot_build_is_a_value_error(text: str, message:
     assert str(caught.value) == message
 
 
-def test_an_integer_int_reads_without_a_digit_limit_is_read_however_long() -> None:
-    assert safe_yaml.load("- " + "9" * 4300 + "\n- 0x" + "f" * 5000 + "\n- 0" + "7" * 5000) == [
-        int("9" * 4300), int("f" * 5000, 16), int("7" * 5000, 8)]  # int() limits only decimal (non-power-of-2) bases
+def test_an_integer_is_read_up_to_the_digits_its_decimal_text_may_have() -> None:
+    assert safe_yaml.load("- " + "9" * 4300 + "\n- 0x" + "f" * 3500 + "\n- 0" + "7" * 4700) == [
+        int("9" * 4300), int("f" * 3500, 16), int("7" * 4700, 8)]  # 4,215 and 4,236 decimal digits
+
+
+@pytest.mark.parametrize("text", ["0x" + "f" * 5000, "0" + "7" * 5000, "0b1" + "0" * 14_285, "1" + ":00" * 6000])
+def test_a_non_decimal_integer_past_the_decimal_limit_is_too_large(text: str) -> None:
+    """int() reads other bases however long, but no JSON body or text could hold the value afterwards."""
+    with pytest.raises(ValueError, match=r"^integer too large \(more than 4,300 digits\)$"):
+        safe_yaml.load("a: " + text)
 
 
 def test_what_is_not_yaml_stays_a_yaml_error() -> None:
