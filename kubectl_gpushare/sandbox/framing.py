@@ -191,19 +191,19 @@ def header_lines_refused(lines: list[bytes], request_line: bytes) -> bytes | Non
     """
     if lines and lines[0][:1] in (b" ", b"\t"):
         return BAD_REQUEST_REPLY
-    fields: list[bytes] = []
+    folded: list[list[bytes]] = []  # each field's line and continuations, joined once (a join per line is quadratic)
     for line in lines:
         text = line.rstrip(b"\r\n")
-        if text[:1] in (b" ", b"\t") and fields:  # a continuation, joined with one space (readContinuedLineSlice)
-            fields[-1] += b" " + text.strip(b" \t")
+        if text[:1] in (b" ", b"\t"):  # a continuation, joined with one space (readContinuedLineSlice)
+            folded[-1].append(text.strip(b" \t"))
         elif b":" not in text:  # mustHaveFieldNameColon
             return BAD_REQUEST_REPLY
         else:
-            fields.append(text.strip(b" \t"))
+            folded.append([text.strip(b" \t")])
     hosts: list[bytes] = []
     spaced_name = False
-    for field in fields:
-        name, _, value = field.partition(b":")
+    for parts in folded:
+        name, _, value = b" ".join(parts).partition(b":")
         if not all(byte in _TOKEN_BYTES or byte == 0x20 for byte in name):
             return BAD_REQUEST_REPLY
         if not all(byte in _VALUE_BYTES for byte in value):

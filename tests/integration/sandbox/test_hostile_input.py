@@ -682,6 +682,17 @@ def test_header_forms_go_reads_are_served() -> None:
         assert [r.status for r in sb.requests] == [200, 200]
 
 
+def test_a_whole_head_of_continuation_lines_is_served() -> None:
+    # textproto folds each continuation into the field before it (readContinuedLineSlice), and Go reads
+    # any number of them within its one limit: 260,000 here, each once joined into a growing field.
+    head = b"GET /version HTTP/1.1\r\nHost: s\r\nX-Folded: a\r\n"
+    head += b" b\r\n" * ((GO_HEADER_LIMIT - len(head) - 2) // 4) + b"\r\n"
+    assert len(head) <= GO_HEADER_LIMIT
+    with Sandbox() as sb:
+        status, answer, closed = exchange(sb, head)
+        assert (status, answer["gitVersion"] != "", closed) == (200, True, False)
+
+
 def test_an_expectation_other_than_100_continue_gets_gos_417_and_a_close() -> None:
     # src/net/http/server.go conn.serve: a request whose Expect holds no 100-continue token gets
     # sendExpectationFailed (417, Connection: close, no body) before any handler: no 401, no log.
