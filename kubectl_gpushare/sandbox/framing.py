@@ -177,33 +177,44 @@ def _bad_request_because(why: str) -> bytes:
     return b"HTTP/1.1 " + public + b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + public
 
 
-def header_lines_refused(lines: list[bytes], request_line: bytes) -> bytes | None:
-    """The reply Go's server writes, then closes, for header lines it refuses; None where it reads them.
+def header_fields(lines: list[bytes]) -> list[bytes]:
+    """The header lines as textproto reads its fields: a continuation line joined to the field before it.
+
+    ``readContinuedLineSlice`` (src/net/textproto/reader.go) trims each line of spaces and tabs and
+    joins a continuation (a line that starts with a space or tab) to the field before it with one
+    space. A first line that is a continuation keeps its leading space, for `header_fields_refused`
+    to refuse. Each field is joined once: a join per continuation line is quadratic.
+    """
+    folded: list[list[bytes]] = []
+    for line in lines:
+        text = line.removesuffix(b"\n").removesuffix(b"\r")  # ReadLine's ending; another CR is a value byte
+        if folded and text[:1] in (b" ", b"\t"):
+            folded[-1].append(text.strip(b" \t"))
+        else:
+            folded.append([text.rstrip(b" \t")])
+    return [b" ".join(parts) for parts in folded]
+
+
+def header_fields_refused(fields: list[bytes], request_line: bytes) -> bytes | None:
+    """The reply Go's server writes, then closes, for `header_fields` it refuses; None where it reads them.
 
     In Go's order. ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go): a first line
-    that starts with a space or tab, a line (continuation lines folded in) without a colon, a name
-    with a byte that is neither a tchar nor a space, or a value with a control byte other than a tab
-    is a ``ProtocolError``, Go's plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest``
-    (src/net/http/request.go) refuses a second ``Host`` the same way. Then server.go's
-    ``readRequest`` answers with its reason: an HTTP/1.1 request without ``Host`` (``CONNECT``
-    aside), a ``Host`` with a byte ``ValidHostHeader`` refuses, and a name with a space (textproto
-    keeps it, go.dev/issue/34540; ``ValidHeaderFieldName`` does not).
+    that starts with a space or tab, a field without a colon, a name with a byte that is neither a
+    tchar nor a space, or a value with a control byte other than a tab is a ``ProtocolError``, Go's
+    plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest`` (src/net/http/request.go)
+    refuses a second ``Host`` the same way. Then server.go's ``readRequest`` answers with its reason:
+    an HTTP/1.1 request without ``Host`` (``CONNECT`` aside), a ``Host`` with a byte
+    ``ValidHostHeader`` refuses, and a name with a space (textproto keeps it, go.dev/issue/34540;
+    ``ValidHeaderFieldName`` does not).
     """
-    if lines and lines[0][:1] in (b" ", b"\t"):
+    if fields and fields[0][:1] in (b" ", b"\t"):
         return BAD_REQUEST_REPLY
-    folded: list[list[bytes]] = []  # each field's line and continuations, joined once (a join per line is quadratic)
-    for line in lines:
-        text = line.rstrip(b"\r\n")
-        if text[:1] in (b" ", b"\t"):  # a continuation, joined with one space (readContinuedLineSlice)
-            folded[-1].append(text.strip(b" \t"))
-        elif b":" not in text:  # mustHaveFieldNameColon
-            return BAD_REQUEST_REPLY
-        else:
-            folded.append([text.strip(b" \t")])
     hosts: list[bytes] = []
     spaced_name = False
-    for parts in folded:
-        name, _, value = b" ".join(parts).partition(b":")
+    for field in fields:
+        name, colon, value = field.partition(b":")
+        if not colon:  # mustHaveFieldNameColon
+            return BAD_REQUEST_REPLY
         if not all(byte in _TOKEN_BYTES or byte == 0x20 for byte in name):
             return BAD_REQUEST_REPLY
         if not all(byte in _VALUE_BYTES for byte in value):
@@ -215,7 +226,7 @@ def header_lines_refused(lines: list[bytes], request_line: bytes) -> bytes | Non
         return BAD_REQUEST_REPLY
     method, _, rest = request_line.partition(b" ")
     proto = rest.rstrip(b"\r\n").rpartition(b" ")[2]
-    h2_preface = (method, proto, lines) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
+    h2_preface = (method, proto, fields) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
     if not hosts and proto != b"HTTP/1.0" and method != b"CONNECT" and not h2_preface:  # ProtoAtLeast(1, 1)
         return _bad_request_because("missing required Host header")
     if hosts and not all(byte in _HOST_BYTES for byte in hosts[0]):

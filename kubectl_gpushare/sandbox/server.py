@@ -70,7 +70,8 @@ from kubectl_gpushare.sandbox.framing import (
     FramingError,
     content_length,
     drain,
-    header_lines_refused,
+    header_fields,
+    header_fields_refused,
     read_chunked,
     read_header_lines,
     read_request_line,
@@ -265,7 +266,8 @@ class _Handler(BaseHTTPRequestHandler):
         """Refuse a request head Go's server refuses, as it does; keep the target split.
 
         The request line as `framing.read_request_line` reads it, the header lines as
-        `framing.read_header_lines` (their size) and `framing.header_lines_refused` (their form).
+        `framing.read_header_lines` (their size), folded by `framing.header_fields` and judged by
+        `framing.header_fields_refused` (their form).
 
         Before any handler, and so before routing, authentication, faults and the request log.
         ``http.server`` splits the line on any whitespace (``str.split``), where Go's ``parseRequestLine``
@@ -281,12 +283,12 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         self.target = read
         header_lines = read_header_lines(self.rfile, MAX_REQUEST_HEAD - len(line))
-        refused = HEADER_TOO_LARGE_REPLY if header_lines is None else header_lines_refused(header_lines, line)
+        fields = [] if header_lines is None else header_fields(header_lines)
+        refused = HEADER_TOO_LARGE_REPLY if header_lines is None else header_fields_refused(fields, line)
         if refused is not None:
             self.close_connection = True
             self.wfile.write(refused)
             return False
-        assert header_lines is not None  # a head past the limit was refused
         self.raw_requestline = target_set_aside(line)
         rfile, self.rfile = self.rfile, io.BufferedReader(io.BytesIO(b"\r\n"))  # the headers are read
         try:
@@ -294,14 +296,15 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.raw_requestline, self.rfile = line, rfile
         self.path = request_target(line)
-        return accepted and self._take_headers(header_lines)
+        return accepted and self._take_headers(fields)
 
-    def _take_headers(self, lines: list[bytes]) -> bool:
-        """Parse the lines `read_header_lines` read; act on ``Connection`` and ``Expect`` as Go's server does.
+    def _take_headers(self, fields: list[bytes]) -> bool:
+        """Parse the fields `framing.header_fields` folded; act on ``Connection`` and ``Expect`` as Go's server does.
 
         ``BaseHTTPRequestHandler.parse_request`` would read them itself, under its 64 KiB and 100-line
         bounds; `parse_request` keeps it from doing so. They are decoded as it decodes them
-        (``http.client.parse_headers``: Latin-1, into an ``email`` message), then read as Go reads them
+        (``http.client.parse_headers``: Latin-1, into an ``email`` message), but folded as Go folds them (the
+        ``email`` parser would keep a continuation's line break in the value), then read as Go reads them
         (``httpguts.HeaderValuesContainsToken``: comma-separated tokens, any case). ``Connection``
         (src/net/http/request.go ``shouldClose``): HTTP/1.1 closes after a ``close`` token, HTTP/1.0
         unless a ``keep-alive`` one. ``Expect`` (src/net/http/server.go ``conn.serve``): with a
@@ -310,7 +313,8 @@ class _Handler(BaseHTTPRequestHandler):
         any handler. (Go sends its ``100 Continue`` when the handler first reads the body; the sandbox
         reads every body before authentication, so it is sent then.)
         """
-        self.headers = email.parser.Parser(_class=self.MessageClass).parsestr(b"".join(lines).decode("iso-8859-1"))
+        head = b"".join(field + b"\r\n" for field in fields).decode("iso-8859-1")
+        self.headers = email.parser.Parser(_class=self.MessageClass).parsestr(head)
         connection = self.headers.get_all("Connection") or []
         if self.request_version == "HTTP/1.0":
             self.close_connection = _has_token(connection, "close") or not _has_token(connection, "keep-alive")

@@ -693,6 +693,18 @@ def test_a_whole_head_of_continuation_lines_is_served() -> None:
         assert (status, answer["gitVersion"] != "", closed) == (200, True, False)
 
 
+def test_a_folded_header_is_read_as_go_folds_it() -> None:
+    # readContinuedLineSlice (src/net/textproto/reader.go) joins a continuation line to its field with
+    # one space: the token and the close below are Go's "Bearer <token>" and "keep-alive, close". The
+    # email parser kept the line break in the value: a 401, and the connection left open.
+    with Sandbox(auth=True) as sb:
+        raw = (f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer\r\n\t{Sandbox.ADMIN_TOKEN}\r\n"
+               "Connection: keep-alive,\r\n close\r\n\r\n").encode()  # fmt: skip
+        status, answer, closed = exchange(sb, raw)
+        assert (status, answer["kind"], closed) == (200, "ConfigMapList", True)
+        assert read_to_close(sb, b"GET /version HTTP/1.1\r\nHost: s\r\nX-Cr: a\r\r\n\r\n") == GO_BAD_REQUEST
+
+
 def test_an_expectation_other_than_100_continue_gets_gos_417_and_a_close() -> None:
     # src/net/http/server.go conn.serve: a request whose Expect holds no 100-continue token gets
     # sendExpectationFailed (417, Connection: close, no body) before any handler: no 401, no log.
