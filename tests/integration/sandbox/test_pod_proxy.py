@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -100,13 +101,10 @@ def test_kubectl_get_raw_reaches_the_plugin(standin: StandIn, kubectl: Callable[
     assert json.loads(result.stdout) == {"hello": "usage"}
 
 
-def test_a_kept_connection_the_target_closed_is_replaced_once(sandbox: Sandbox) -> None:
-    """HTTP/1.1 targets keep connections; one that closes an idle one must not fail the next request."""
-    import socket
-    import threading
-
+def _one_reply_target(reply: bytes) -> tuple[socket.socket, list[bytes]]:
+    """A loopback target that answers each connection's first request with ``reply``, then closes."""
     listener = socket.create_server(("127.0.0.1", 0))
-    served: list[int] = []
+    received: list[bytes] = []
 
     def serve() -> None:
         while True:
@@ -115,13 +113,17 @@ def test_a_kept_connection_the_target_closed_is_replaced_once(sandbox: Sandbox) 
             except OSError:
                 return
             with conn:
-                conn.recv(65536)
-                served.append(1)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
-                # ...then closes it at once, as a server whose idle timeout passed does
+                received.append(conn.recv(65536))
+                conn.sendall(reply)
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, received
+
+
+def test_a_kept_connection_the_target_closed_is_replaced_once(sandbox: Sandbox) -> None:
+    """HTTP/1.1 targets keep connections; one that closes an idle one must not fail the next request."""
+    # The target answers each connection once, then closes it at once, as a server whose idle timeout passed does.
+    listener, served = _one_reply_target(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
     sandbox.load([plugin_pod("alpha", "10.7.1.1")])
     sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
     try:
@@ -226,27 +228,6 @@ def test_the_bare_proxy_path_is_redirected_to_its_slash_without_reaching_the_pod
 def test_other_methods_on_the_bare_proxy_path_are_relayed_to_the_root(sandbox: Sandbox, standin: StandIn) -> None:
     status, _, _ = _call(sandbox, "POST", f"{BASE}:{protocol.USAGE_PORT}/proxy", body=b"{}")
     assert status == 501  # relayed: the stand-in answers POST with 501
-
-
-def _one_reply_target(reply: bytes) -> tuple[socket.socket, list[bytes]]:
-    """A loopback target that answers each connection's first request with ``reply``, then closes."""
-    import threading
-
-    listener = socket.create_server(("127.0.0.1", 0))
-    received: list[bytes] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn:
-                received.append(conn.recv(65536))
-                conn.sendall(reply)
-
-    threading.Thread(target=serve, daemon=True).start()
-    return listener, received
 
 
 def test_the_pods_reply_headers_are_relayed_as_go_reverse_proxy_copies_them(sandbox: Sandbox) -> None:
