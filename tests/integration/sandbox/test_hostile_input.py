@@ -555,6 +555,21 @@ def test_replies_carry_a_date_but_no_server_header(sandbox: Sandbox) -> None:
     assert b"server:" not in reply.lower() and b"basehttp" not in reply.lower(), reply
 
 
+GO_HEADER_LIMIT = (1 << 20) + 4096
+"""kube-apiserver's MaxHeaderBytes (1 << 20, apiserver secure_serving.go) plus Go's 4096 bytes of slop."""
+GO_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+"""conn.serve's errTooLarge reply (src/net/http/server.go), then a close."""
+
+
+def reply_past_limit(sb: Sandbox, raw: bytes) -> bytes:
+    """Send a head past the limit; everything the server writes until it closes (it may close before it read all)."""
+    with socket.create_connection(("127.0.0.1", sb.port), timeout=10) as sock:
+        with contextlib.suppress(OSError):  # the server may answer and close before it read everything
+            sock.sendall(raw)
+        return b"".join(iter(lambda: sock.recv(65536), b""))
+
+
 def test_a_request_line_past_gos_header_limit_gets_its_plain_431_and_a_longer_one_than_64_kib_is_served(
     sandbox: Sandbox, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -564,19 +579,12 @@ def test_a_request_line_past_gos_header_limit_gets_its_plain_431_and_a_longer_on
     query = "x=" + "a" * (200 * 1024)
     status, answer, closed = exchange(sandbox, request("GET", f"/version?{query}"))
     assert (status, answer["gitVersion"] != "", closed) == (200, True, False)
-    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
-        with contextlib.suppress(OSError):  # the server may answer and close before it read everything
-            sock.sendall(request("GET", "/version?x=" + "a" * ((1 << 20) + 8192)))
-        reply = b"".join(iter(lambda: sock.recv(65536), b""))
-    assert reply == (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                     b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+    assert reply_past_limit(sandbox, request("GET", "/version?x=" + "a" * ((1 << 20) + 8192))) == GO_TOO_LARGE
     assert [r.status for r in sandbox.requests] == [200], "Go answers before any handler, and logs nothing"
     assert exchange(sandbox, request("GET", "/version"))[0] == 200
     assert_no_traceback(capfd)
 
 
-GO_HEADER_LIMIT = (1 << 20) + 4096
-"""kube-apiserver's MaxHeaderBytes (1 << 20, apiserver secure_serving.go) plus Go's 4096 bytes of slop."""
 
 
 def head_of_size(size: int, *, line: int) -> bytes:
@@ -605,12 +613,7 @@ def test_header_lines_count_against_gos_one_limit_for_the_whole_head(
     # header line over 64 KiB with its HTML 431, and took any head up to those bounds.
     status, answer, closed = exchange(sandbox, head_of_size(GO_HEADER_LIMIT, line=line))
     assert (status, answer["gitVersion"] != "", closed) == (200, True, False)
-    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
-        with contextlib.suppress(OSError):  # the server may answer and close before it read everything
-            sock.sendall(head_of_size(GO_HEADER_LIMIT + 1, line=line))
-        reply = b"".join(iter(lambda: sock.recv(65536), b""))
-    assert reply == (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                     b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+    assert reply_past_limit(sandbox, head_of_size(GO_HEADER_LIMIT + 1, line=line)) == GO_TOO_LARGE
     assert [r.status for r in sandbox.requests] == [200], "Go answers before any handler, and logs nothing"
     assert exchange(sandbox, request("GET", "/version"))[0] == 200
     assert_no_traceback(capfd)
