@@ -322,9 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = _has_token(connection, "close")
         expect = self.headers.get_all("Expect") or []
         if _has_token(expect, "100-continue"):
-            length = (self.headers.get("Content-Length") or "").strip()
-            has_body = bool(self.headers.get("Transfer-Encoding")) or length not in ("", "0")
-            if self.request_version != "HTTP/1.0" and has_body:
+            if self.request_version != "HTTP/1.0" and self._announces_body():
                 return self.handle_expect_100()
             return True
         if expect and expect[0].strip(" \t"):  # Header.get("Expect") != "": its first value
@@ -335,6 +333,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return False
         return True
+
+    def _announces_body(self) -> bool:
+        """Go's ``req.ContentLength != 0`` where ``readTransfer`` (src/net/http/transfer.go) read the framing.
+
+        Chunked is -1; a Content-Length counts as `framing.content_length` reads it (``00`` is no
+        body). A framing ``readTransfer`` refuses (another Transfer-Encoding, a bad or conflicting
+        Content-Length) is Go's error before any ``100 Continue``: `Sandbox._read_body` answers it.
+        """
+        encoding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
+        if encoding:
+            return encoding == "chunked"
+        try:
+            return content_length(self.headers.get_all("Content-Length") or []) > 0
+        except FramingError:
+            return False
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """The status line and ``Date``, without the ``Server: BaseHTTP/...`` header ``http.server`` adds.

@@ -742,6 +742,16 @@ def test_expect_and_connection_are_read_as_go_reads_their_tokens(sandbox: Sandbo
     assert (status, closed) == (200, False)
 
 
+@pytest.mark.parametrize("framing", [{"Content-Length": "00"}, {"Content-Length": "x"},
+                                     {"Content-Length": None, "Transfer-Encoding": "gzip"}],
+                         ids=["zero", "malformed", "other-encoding"])  # fmt: skip
+def test_100_continue_is_not_sent_where_go_reads_no_body(sandbox: Sandbox, framing: dict[str, str | None]) -> None:
+    # conn.serve sends 100 Continue only for req.ContentLength != 0, and readTransfer
+    # (src/net/http/transfer.go) refuses a bad Content-Length or another Transfer-Encoding before it.
+    raw = request("POST", CONFIGMAPS, headers={"Expect": "100-continue", "Connection": "close", **framing})
+    assert not read_to_close(sandbox, raw).startswith(b"HTTP/1.1 100 ")
+
+
 # --- decoding bombs and bad shapes ------------------------------------------------------------
 def test_yaml_aliases_are_refused(sandbox: Sandbox) -> None:
     laughs = ["a: &a [x, x, x, x, x, x, x, x, x]"]
