@@ -135,7 +135,8 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
 
     Raises:
         ApiError: 404 for unknown paths, 405 for verbs a route does not allow, 400 for an empty
-            name or namespace segment in an object's path (`_require_name_and_namespace`).
+            name segment, or a pod proxy path's empty name or namespace
+            (`_require_name_and_namespace`); an object's empty namespace is `Target.namespace_missing`.
     """
     if not path.startswith("/"):  # "*", or "" (an opaque "scheme:x" target): Go's mux finds no route for them
         raise errors.path_not_found()
@@ -678,14 +679,13 @@ class Api:
         assert target.resource is not None
         if target.subresource == "proxy":
             return self._proxy(request, target)
-        if target.subresource == "log":  # plain text, whatever the client accepts, as kube-apiserver sends it
-            if target.namespace_missing:
-                self._refuse_without_namespace(request, target)
-            return Response(200, logs.pod_log(self._entry(target).object(), request.query, self.logs), "text/plain")
-        if target.verb in ("get", "list", "watch"):
+        logs_read = target.subresource == "log"  # plain text, whatever the client accepts, as kube-apiserver sends it
+        if target.verb in ("get", "list", "watch") and not logs_read:
             _check_accept(request)
         if target.namespace_missing:
             self._refuse_without_namespace(request, target)
+        if logs_read:
+            return Response(200, logs.pod_log(self._entry(target).object(), request.query, self.logs), "text/plain")
         if target.subresource == "binding" or target.resource.plural == "bindings":
             return self._bind(request, target)
         if target.subresource == "scale":
