@@ -846,7 +846,7 @@ class Sandbox:
             identity = identity or Identity(ANONYMOUS)
             user = identity.user.username
             if identity.readonly:  # WithAuthorization, outside the router: a 405 or 404 is for those it allows
-                info = request_info(method, path, query)
+                info = request_info(method, exact, query)
                 if not viewer_may(info):
                     raise forbidden(user, info)
             if unrouted is not None:

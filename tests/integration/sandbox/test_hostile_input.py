@@ -472,6 +472,20 @@ def test_an_unknown_method_reaches_the_handler_chain_and_gets_go_restfuls_405(
     assert_no_traceback(capfd)
 
 
+def test_a_path_byte_that_is_no_utf8_is_quoted_in_the_403_as_go_quotes_it() -> None:
+    # forbiddenMessage (responsewriters/errors.go) quotes the decoded path, namespace and name with %q,
+    # which writes a byte that is not UTF-8 as \xNN; the unquoted resource and the JSON details get
+    # U+FFFD (encoding/json). The message was built from the path's text, every such byte U+FFFD.
+    with Sandbox(auth=True) as sb:
+        viewer: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.READONLY_TOKEN}"}
+        status, answer, _ = exchange(sb, request("FOO", "/%FF%00/x", headers=viewer))
+        assert (status, answer["message"]) == (403, 'forbidden: User "sandbox-viewer" cannot foo path "/\\xff\\x00/x"')
+        status, answer, _ = exchange(sb, request("DELETE", "/apis/g%FF/v1/namespaces/n%FE/x/%FD", headers=viewer))
+        assert (status, answer["message"], answer["details"]) == (
+            403, 'x.g\ufffd "\\xfd" is forbidden: User "sandbox-viewer" cannot delete resource "x" in API group '
+                 '"g\\xff" in the namespace "n\\xfe"', {"name": "\ufffd", "group": "g\ufffd", "kind": "x"})  # fmt: skip
+
+
 def test_authorization_comes_before_routing_so_the_viewer_gets_403_where_a_route_would_answer_405_or_404(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
