@@ -134,10 +134,15 @@ def target_set_aside(request_line: bytes) -> bytes:
 
     For ``http.server``'s parser, which splits on any whitespace (``str.split`` takes bytes 0x85 and
     0xA0 for it, Go's ``parseRequestLine`` only the space): it still reads the method and version,
-    which Go's rules (`read_request_line`) keep to ASCII tokens, from the line.
+    which Go's rules (`read_request_line`) keep to ASCII tokens, from the line. The one 2.0 line they
+    let through, ``PRI * HTTP/2.0``, goes to Go's handlers as HTTP/1.1 does (``http1ServerSupportsRequest``
+    in src/net/http/server.go; ``shouldClose`` reads ``Connection`` alike): it is set aside as
+    ``HTTP/1.1``, which ``http.server`` serves, where it answers 2.0 with its HTML 505.
     """
     method, _, rest = request_line.partition(b" ")
     _, _, proto = rest.partition(b" ")
+    if proto.rstrip(b"\r\n") == b"HTTP/2.0":
+        proto = b"HTTP/1.1" + proto[len(b"HTTP/2.0"):]
     return method + b" * " + proto
 
 

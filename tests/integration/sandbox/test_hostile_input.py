@@ -227,6 +227,20 @@ def test_a_request_line_go_cannot_read_gets_its_plain_reply(line: str, reply: by
         assert exchange(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode())[0] == 401
 
 
+def test_the_http2_preface_reaches_the_handlers_as_go_lets_it() -> None:
+    # http1ServerSupportsRequest (src/net/http/server.go) lets "PRI * HTTP/2.0" through to the
+    # handlers, and nothing serves "*": the chain's 401, then 404, in JSON. The preface's "SM" line is
+    # the next request, which Go cannot read. http.server answered the 2.0 version with its HTML 505.
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    with Sandbox(auth=True) as sb:
+        reply = read_to_close(sb, preface)
+        assert reply.startswith(b"HTTP/1.1 401 Unauthorized\r\n") and reply.endswith(GO_BAD_REQUEST), reply
+    with Sandbox() as sb:
+        status, answer, closed = exchange(sb, b"PRI * HTTP/2.0\r\n\r\n")
+        assert (status, answer["reason"], closed) == (404, "NotFound", False)
+        assert [(r.method, r.status) for r in sb.requests] == [("PRI", 404)]
+
+
 @pytest.mark.parametrize("byte", ["\x85", "\xa0"], ids=["nel", "nbsp"])
 def test_bytes_python_takes_for_whitespace_stay_in_the_target_as_go_cuts_it(byte: str) -> None:
     # Go's parseRequestLine (src/net/http/request.go) cuts the line at spaces only, and
