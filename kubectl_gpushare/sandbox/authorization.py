@@ -20,8 +20,10 @@ from kubectl_gpushare.sandbox.errors import ApiError, qualified
 
 _VIEWER_VERBS: Final = frozenset({"get", "list", "watch"})
 """The verbs of kubectl's ``view`` ClusterRole (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go)."""
-_DISCOVERY_URLS: Final = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*",
-                          "/readyz", "/version", "/version/")  # fmt: skip
+_PUBLIC_INFO_URLS: Final = ("/healthz", "/livez", "/readyz", "/version", "/version/")
+"""The non-resource URLs ``system:public-info-viewer`` grants a ``get`` of (bootstrappolicy/policy.go), to every
+caller: ``system:unauthenticated`` is among its subjects."""
+_DISCOVERY_URLS: Final = ("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", *_PUBLIC_INFO_URLS)
 """The ``get`` on non-resource URLs that ``system:discovery`` and ``system:public-info-viewer`` grant
 (bootstrappolicy/policy.go); a trailing ``*`` matches any rest (``rbac.NonResourceURLMatches``)."""
 _NOSNIFF: Final = {"X-Content-Type-Options": "nosniff"}
@@ -98,6 +100,11 @@ def viewer_may(info: RequestInfo) -> bool:
     if info.resource_request:
         return info.verb in _VIEWER_VERBS and info.subresource != "proxy"
     return info.verb == "get" and _url_granted(info.path)
+
+
+def anonymous_may(info: RequestInfo) -> bool:
+    """Whether ``system:anonymous`` may: its one role, ``system:public-info-viewer``, grants `_PUBLIC_INFO_URLS`."""
+    return not info.resource_request and info.verb == "get" and info.path in _PUBLIC_INFO_URLS
 
 
 def forbidden(user: str, info: RequestInfo) -> ApiError:

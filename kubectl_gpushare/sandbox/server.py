@@ -25,7 +25,8 @@ Where it deliberately differs from kube-apiserver:
   exist, no quota, no defaulting webhooks.
 * No real RBAC engine: with ``auth=True`` there are bearer tokens only; `ADMIN_TOKEN` may do
   anything, `READONLY_TOKEN` may get, list and watch (anything else gets 403, before routing:
-  ``authorization.py``), and no token gets 401.
+  ``authorization.py``), and no token gets 401, but on the health checks, which a caller without
+  one may ``GET`` as ``system:anonymous`` (``system:public-info-viewer``; another method gets 403).
   Extra tokens can be added with `Sandbox.add_token`, so each component shows up under its own
   user in the request log, and service-account tokens can be requested through the TokenRequest
   API (``tokens.py``): bound to a pod, they name its node as kube-apiserver's do, and admission
@@ -57,7 +58,7 @@ from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_r
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
-from kubectl_gpushare.sandbox.authorization import forbidden, request_info, viewer_may
+from kubectl_gpushare.sandbox.authorization import anonymous_may, forbidden, request_info, viewer_may
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -843,11 +844,13 @@ class Sandbox:
             identity = self._authenticate(handler)
             if identity is None and path not in _UNAUTHENTICATED:
                 raise errors.unauthorized()
+            anonymous = identity is None  # on a health check: anonymous authentication is open to those alone
             identity = identity or Identity(ANONYMOUS)
             user = identity.user.username
-            if identity.readonly:  # WithAuthorization, outside the router: a 405 or 404 is for those it allows
+            may = anonymous_may if anonymous else viewer_may if identity.readonly else None
+            if may is not None:  # WithAuthorization, outside the router: a 405 or 404 is for those it allows
                 info = request_info(method, exact, query)
-                if not viewer_may(info):
+                if not may(info):
                     raise forbidden(user, info)
             if unrouted is not None:
                 raise unrouted

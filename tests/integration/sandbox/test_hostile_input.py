@@ -486,6 +486,19 @@ def test_an_unknown_method_reaches_the_handler_chain_and_gets_go_restfuls_405(
     assert_no_traceback(capfd)
 
 
+def test_a_caller_without_a_token_may_only_get_the_health_checks() -> None:
+    # The anonymous caller (system:anonymous, group system:unauthenticated) reaches the health checks
+    # alone, and its one role there, system:public-info-viewer (bootstrappolicy/policy.go), grants a
+    # get of them: WithAuthorization refuses any other method before the handler answers it.
+    with Sandbox(auth=True) as sb:
+        for method in ("POST", "DELETE", "FOO"):
+            status, answer, closed = exchange(sb, request(method, "/healthz"))
+            assert (status, answer["message"], closed) == (
+                403, f'forbidden: User "system:anonymous" cannot {method.lower()} path "/healthz"', False)  # fmt: skip
+        assert read_to_close(sb, request("GET", "/livez", headers={"Connection": "close"})).endswith(b"\r\n\r\nok")
+        assert exchange(sb, request("POST", "/version"))[0] == 401
+
+
 def test_a_path_byte_that_is_no_utf8_is_quoted_in_the_403_as_go_quotes_it() -> None:
     # forbiddenMessage (responsewriters/errors.go) quotes the decoded path, namespace and name with %q,
     # which writes a byte that is not UTF-8 as \xNN; the unquoted resource and the JSON details get
