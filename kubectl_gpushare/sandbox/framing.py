@@ -15,6 +15,7 @@ import io
 import re
 import socket
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from kubectl_gpushare.kube.go_query import GoUrl, parse_url
@@ -239,6 +240,16 @@ def header_fields_refused(fields: list[bytes], request_line: bytes) -> bytes | N
     if spaced_name:
         return _bad_request_because("invalid header name")
     return None
+
+
+def header_tokens(values: Iterable[str]) -> frozenset[str]:
+    """The comma-separated tokens of a header's values, trimmed and in lower case (``Connection``, ``Expect``).
+
+    As Go reads them: ``httpguts.HeaderValuesContainsToken`` (``tokenEqual``: any ASCII case) and
+    ``removeHopByHopHeaders``' ``textproto.TrimString`` (src/net/http/httputil/reverseproxy.go), which
+    trims ASCII whitespace, a line break that ``http.client`` kept in a folded value included.
+    """
+    return frozenset(part.strip(" \t\r\n").lower() for value in values for part in value.split(","))
 
 
 def content_length(values: list[str]) -> int:

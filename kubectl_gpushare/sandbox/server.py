@@ -73,6 +73,7 @@ from kubectl_gpushare.sandbox.framing import (
     drain,
     header_fields,
     header_fields_refused,
+    header_tokens,
     read_chunked,
     read_header_lines,
     read_request_line,
@@ -139,14 +140,6 @@ def _wire_header_value(value: str) -> str:
         return one_line.encode("utf-8", "surrogateescape").decode("latin-1")
     except UnicodeEncodeError:  # another lone surrogate (`load` may store one) as "?"
         return one_line.encode("utf-8", "replace").decode("latin-1")
-
-
-def _has_token(values: list[str], token: str) -> bool:
-    """Whether header values hold ``token`` in their comma-separated lists (``httpguts.HeaderValuesContainsToken``).
-
-    Each element is trimmed of spaces and tabs and compared in any ASCII case (``tokenEqual``).
-    """
-    return any(part.strip(" \t").lower() == token for value in values for part in value.split(","))
 
 
 _UNAUTHENTICATED: Final = ("/healthz", "/livez", "/readyz")
@@ -306,7 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
         bounds; `parse_request` keeps it from doing so. They are decoded as it decodes them
         (``http.client.parse_headers``: Latin-1, into an ``email`` message), but folded as Go folds them (the
         ``email`` parser would keep a continuation's line break in the value), then read as Go reads them
-        (``httpguts.HeaderValuesContainsToken``: comma-separated tokens, any case). ``Connection``
+        (`framing.header_tokens`). ``Connection``
         (src/net/http/request.go ``shouldClose``): HTTP/1.1 closes after a ``close`` token, HTTP/1.0
         unless a ``keep-alive`` one. ``Expect`` (src/net/http/server.go ``conn.serve``): with a
         ``100-continue`` token on HTTP/1.1 and a body, ``100 Continue`` goes out before the body is read;
@@ -316,13 +309,13 @@ class _Handler(BaseHTTPRequestHandler):
         """
         head = b"".join(field + b"\r\n" for field in fields).decode("iso-8859-1")
         self.headers = email.parser.Parser(_class=self.MessageClass).parsestr(head)
-        connection = self.headers.get_all("Connection") or []
+        connection = header_tokens(self.headers.get_all("Connection") or [])
         if self.request_version == "HTTP/1.0":
-            self.close_connection = _has_token(connection, "close") or not _has_token(connection, "keep-alive")
+            self.close_connection = "close" in connection or "keep-alive" not in connection
         else:
-            self.close_connection = _has_token(connection, "close")
+            self.close_connection = "close" in connection
         expect = self.headers.get_all("Expect") or []
-        if _has_token(expect, "100-continue"):
+        if "100-continue" in header_tokens(expect):
             if self.request_version != "HTTP/1.0" and self._announces_body():
                 return self.handle_expect_100()
             return True
