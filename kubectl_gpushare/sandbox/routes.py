@@ -239,6 +239,17 @@ NAMESPACE_REQUIRED: Final = "Namespace parameter required."
 builds the object's key: after the handler decoded the body (`Api._refuse_without_namespace`)."""
 
 
+def _scale_body(body: Any) -> dict[str, Any]:
+    """A ``scale`` update's body (a patched Scale too) as its handler decodes it: an object, else a 400.
+
+    Raises:
+        ApiError: 400 for a body that is no JSON object.
+    """
+    if not isinstance(body, dict):
+        raise errors.bad_request("json: cannot unmarshal into Go value of type autoscaling.Scale")
+    return body
+
+
 def _require_name_and_namespace(name: str, namespace: str, in_namespace: bool) -> None:
     """Refuse a pod proxy path whose {name} or {namespace} segment is empty, as kube-apiserver does.
 
@@ -723,7 +734,9 @@ class Api:
         if target.verb in ("create", "update"):
             _dry_run(request, target.verb)
             body = decode_body(request)
-            if target.verb == "update":
+            if target.subresource == "scale":  # an autoscaling/v1 Scale, not the workload
+                _scale_body(body)
+            elif target.verb == "update":
                 objects.check_types(resource, body)
                 objects.check_url_name(body, target.name)
             elif target.subresource == "binding":
@@ -1095,9 +1108,8 @@ class Api:
             scale = objects.scale_of(old)
             if target.verb == "get":
                 return json_response(200, scale)
-            wanted = body if target.verb == "update" else _apply_patch(kind, scale, body, resource, target.name)
-            if not isinstance(wanted, dict):
-                raise errors.bad_request("json: cannot unmarshal into Go value of type autoscaling.Scale")
+            patched = body if target.verb == "update" else _apply_patch(kind, scale, body, resource, target.name)
+            wanted = _scale_body(patched)
             replicas = (wanted.get("spec") or {}).get("replicas", 0) if isinstance(wanted.get("spec"), dict) else 0
             if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
                 raise errors.invalid(

@@ -384,6 +384,17 @@ def test_an_empty_namespace_is_refused_after_the_body_is_decoded(
     assert sandbox.get("configmaps", "default", "c") is not None
 
 
+def test_a_scale_update_with_an_empty_namespace_decodes_a_scale_not_the_workload(sandbox: Sandbox) -> None:
+    # The scale subresource's handler decodes an autoscaling/v1 Scale, then the store needs the
+    # namespace. The sandbox checked the body as a Deployment: a well-formed Scale was its apps/v1 400.
+    path = "/apis/apps/v1/namespaces//deployments/d/scale"
+    scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d"}, "spec": {"replicas": 2}}
+    status, answer, _ = exchange(sandbox, request("PUT", path, json.dumps(scale).encode()))
+    assert (status, answer["message"]) == (400, "Namespace parameter required.")
+    status, answer, _ = exchange(sandbox, request("PUT", path, b"[]"))
+    assert (status, answer["message"]) == (400, "json: cannot unmarshal into Go value of type autoscaling.Scale")
+
+
 def test_a_patch_or_a_log_with_an_empty_namespace_is_refused_before_its_body(sandbox: Sandbox) -> None:
     # A patch's store call builds the key before it applies the patch (patch.go: r.Update, then
     # GuaranteedUpdate), and the log's store Get comes first: no body is read before the 400.
