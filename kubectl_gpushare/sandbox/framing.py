@@ -47,7 +47,10 @@ HEADER_TOO_LARGE_REPLY = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nCont
 """What Go's server writes, then closes, for a request head past its read limit (``conn.serve``'s ``errTooLarge``
 case, src/net/http/server.go), where ``http.server`` answers a request line over 64 KiB with its HTML 414
 and a header line over 64 KiB, or a 101st header, with its HTML 431."""
-_METHOD = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_TCHAR = rb"!#$%&'*+\-.^_`|~0-9A-Za-z"
+"""An RFC 7230 tchar, as a regular-expression class's inside: Go's ``isTokenRune`` (src/net/http/http.go) and
+``validHeaderFieldByte`` (src/net/textproto/reader.go)."""
+_METHOD = re.compile(rb"[" + _TCHAR + rb"]+")
 """An RFC 7230 token: Go's ``validMethod`` (src/net/http/http.go ``isNotToken``)."""
 _VERSION = re.compile(rb"HTTP/([0-9])\.[0-9]")
 """Go's ``ParseHTTPVersion`` (src/net/http/request.go): ``HTTP/``, a digit, a dot, a digit, nothing more."""
@@ -169,11 +172,12 @@ def read_header_lines(stream: Stream, budget: int) -> list[bytes] | None:
         lines.append(line)
 
 
-_TOKEN_BYTES = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-"""``validHeaderFieldByte`` (src/net/textproto/reader.go): an RFC 7230 tchar."""
-_VALUE_BYTES = frozenset([0x09, *range(0x20, 0x7F), *range(0x80, 0x100)])
+_FIELD_NAME = re.compile(rb"[ " + _TCHAR + rb"]*")
+"""What textproto keeps as a name (src/net/textproto/reader.go ``canonicalMIMEHeaderKey``): tchars, and spaces
+(go.dev/issue/34540)."""
+_FIELD_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
 """``validHeaderValueByte`` (src/net/textproto/reader.go): HTAB, SP, VCHAR and obs-text; no other control byte."""
-_HOST_BYTES = frozenset(b"!$%&'()*+,-.:;=[]_~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_HOST = re.compile(rb"[!$%&'()*+,\-.:;=\[\]_~0-9A-Za-z]*")
 """``validHostByte`` (golang.org/x/net/http/httpguts/httplex.go ``ValidHostHeader``)."""
 
 
@@ -221,9 +225,7 @@ def header_fields_refused(fields: list[bytes], request_line: bytes) -> bytes | N
         name, colon, value = field.partition(b":")
         if not colon:  # mustHaveFieldNameColon
             return BAD_REQUEST_REPLY
-        if not all(byte in _TOKEN_BYTES or byte == 0x20 for byte in name):
-            return BAD_REQUEST_REPLY
-        if not all(byte in _VALUE_BYTES for byte in value):
+        if not _FIELD_NAME.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
             return BAD_REQUEST_REPLY
         spaced_name = spaced_name or b" " in name
         if name.lower() == b"host":
@@ -235,7 +237,7 @@ def header_fields_refused(fields: list[bytes], request_line: bytes) -> bytes | N
     h2_preface = (method, proto, fields) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
     if not hosts and proto != b"HTTP/1.0" and method != b"CONNECT" and not h2_preface:  # ProtoAtLeast(1, 1)
         return _bad_request_because("missing required Host header")
-    if hosts and not all(byte in _HOST_BYTES for byte in hosts[0]):
+    if hosts and not _HOST.fullmatch(hosts[0]):
         return _bad_request_because("malformed Host header")
     if spaced_name:
         return _bad_request_because("invalid header name")
