@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from typing import Final
 
 from kubectl_gpushare.kube.go_format import go_quote
-from kubectl_gpushare.kube.go_query import GoQuery, go_bool
+from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text
 from kubectl_gpushare.sandbox.errors import ApiError, qualified
 
 _VIEWER_VERBS: Final = frozenset({"get", "list", "watch"})
 """The verbs of kubectl's ``view`` ClusterRole (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go)."""
-_DISCOVERY_URLS: Final = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*",
-                          "/readyz", "/version", "/version/")  # fmt: skip
+_PUBLIC_INFO_URLS: Final = ("/healthz", "/livez", "/readyz", "/version", "/version/")
+"""The non-resource URLs ``system:public-info-viewer`` grants a ``get`` of (bootstrappolicy/policy.go), to every
+caller: ``system:unauthenticated`` is among its subjects."""
+_DISCOVERY_URLS: Final = ("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", *_PUBLIC_INFO_URLS)
 """The ``get`` on non-resource URLs that ``system:discovery`` and ``system:public-info-viewer`` grant
 (bootstrappolicy/policy.go); a trailing ``*`` matches any rest (``rbac.NonResourceURLMatches``)."""
 _NOSNIFF: Final = {"X-Content-Type-Options": "nosniff"}
@@ -100,15 +102,21 @@ def viewer_may(info: RequestInfo) -> bool:
     return info.verb == "get" and _url_granted(info.path)
 
 
+def anonymous_may(info: RequestInfo) -> bool:
+    """Whether ``system:anonymous`` may: its one role, ``system:public-info-viewer``, grants `_PUBLIC_INFO_URLS`."""
+    return not info.resource_request and info.verb == "get" and info.path in _PUBLIC_INFO_URLS
+
+
 def forbidden(user: str, info: RequestInfo) -> ApiError:
-    """The authorization filter's 403: ``forbiddenMessage`` inside ``apierrors.NewForbidden``.
+    r"""The authorization filter's 403: ``forbiddenMessage`` inside ``apierrors.NewForbidden``.
 
     ``responsewriters.Forbidden`` (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go).
     The message names the resource and subresource (``pods/proxy``); the prefix and ``details`` the
     resource alone (``pods "p1" is forbidden``), and a non-resource request neither (``forbidden:``,
     empty details). An empty verb (a method without one) leaves two spaces, as Go's ``%s`` does. The
     part ``forbiddenMessage`` writes is `_sanitized`; the prefix is not. The reply carries
-    ``X-Content-Type-Options: nosniff``, which ``Forbidden`` sets.
+    ``X-Content-Type-Options: nosniff``, which ``Forbidden`` sets. A byte of the path that is not UTF-8
+    is ``\xNN`` where Go quotes it (``%q``) and U+FFFD where it does not (``%s``, and the JSON details).
     """
     if not info.resource_request:
         denied = f"User {go_quote(user)} cannot {info.verb} path {go_quote(info.path)}"
@@ -118,12 +126,12 @@ def forbidden(user: str, info: RequestInfo) -> ApiError:
     denied = (f"User {go_quote(user)} cannot {info.verb} resource {go_quote(resource)} in API group "
               f"{go_quote(info.group)} {scope}")
     named = f" {go_quote(info.name)}" if info.name else ""
-    message = f"{qualified(info.resource, info.group)}{named} is forbidden: {_sanitized(denied)}"
-    details: dict[str, str] = {"name": info.name} if info.name else {}
+    message = f"{go_text(qualified(info.resource, info.group))}{named} is forbidden: {_sanitized(denied)}"
+    details: dict[str, str] = {"name": go_text(info.name)} if info.name else {}
     if info.group:
-        details["group"] = info.group
+        details["group"] = go_text(info.group)
     if info.resource:
-        details["kind"] = info.resource
+        details["kind"] = go_text(info.resource)
     return ApiError(403, "Forbidden", message, details=details, headers=dict(_NOSNIFF))
 
 

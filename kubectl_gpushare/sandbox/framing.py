@@ -15,6 +15,7 @@ import io
 import re
 import socket
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from kubectl_gpushare.kube.go_query import GoUrl, parse_url
@@ -46,7 +47,10 @@ HEADER_TOO_LARGE_REPLY = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nCont
 """What Go's server writes, then closes, for a request head past its read limit (``conn.serve``'s ``errTooLarge``
 case, src/net/http/server.go), where ``http.server`` answers a request line over 64 KiB with its HTML 414
 and a header line over 64 KiB, or a 101st header, with its HTML 431."""
-_METHOD = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_TCHAR = rb"!#$%&'*+\-.^_`|~0-9A-Za-z"
+"""An RFC 7230 tchar, as a regular-expression class's inside: Go's ``isTokenRune`` (src/net/http/http.go) and
+``validHeaderFieldByte`` (src/net/textproto/reader.go)."""
+_METHOD = re.compile(rb"[" + _TCHAR + rb"]+")
 """An RFC 7230 token: Go's ``validMethod`` (src/net/http/http.go ``isNotToken``)."""
 _VERSION = re.compile(rb"HTTP/([0-9])\.[0-9]")
 """Go's ``ParseHTTPVersion`` (src/net/http/request.go): ``HTTP/``, a digit, a dot, a digit, nothing more."""
@@ -134,10 +138,15 @@ def target_set_aside(request_line: bytes) -> bytes:
 
     For ``http.server``'s parser, which splits on any whitespace (``str.split`` takes bytes 0x85 and
     0xA0 for it, Go's ``parseRequestLine`` only the space): it still reads the method and version,
-    which Go's rules (`read_request_line`) keep to ASCII tokens, from the line.
+    which Go's rules (`read_request_line`) keep to ASCII tokens, from the line. The one 2.0 line they
+    let through, ``PRI * HTTP/2.0``, goes to Go's handlers as HTTP/1.1 does (``http1ServerSupportsRequest``
+    in src/net/http/server.go; ``shouldClose`` reads ``Connection`` alike): it is set aside as
+    ``HTTP/1.1``, which ``http.server`` serves, where it answers 2.0 with its HTML 505.
     """
     method, _, rest = request_line.partition(b" ")
     _, _, proto = rest.partition(b" ")
+    if proto.rstrip(b"\r\n") == b"HTTP/2.0":
+        proto = b"HTTP/1.1" + proto[len(b"HTTP/2.0"):]
     return method + b" * " + proto
 
 
@@ -163,11 +172,12 @@ def read_header_lines(stream: Stream, budget: int) -> list[bytes] | None:
         lines.append(line)
 
 
-_TOKEN_BYTES = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-"""``validHeaderFieldByte`` (src/net/textproto/reader.go): an RFC 7230 tchar."""
-_VALUE_BYTES = frozenset([0x09, *range(0x20, 0x7F), *range(0x80, 0x100)])
+_FIELD_NAME = re.compile(rb"[ " + _TCHAR + rb"]*")
+"""What textproto keeps as a name (src/net/textproto/reader.go ``canonicalMIMEHeaderKey``): tchars, and spaces
+(go.dev/issue/34540)."""
+_FIELD_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
 """``validHeaderValueByte`` (src/net/textproto/reader.go): HTAB, SP, VCHAR and obs-text; no other control byte."""
-_HOST_BYTES = frozenset(b"!$%&'()*+,-.:;=[]_~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_HOST = re.compile(rb"[!$%&'()*+,\-.:;=\[\]_~0-9A-Za-z]*")
 """``validHostByte`` (golang.org/x/net/http/httpguts/httplex.go ``ValidHostHeader``)."""
 
 
@@ -177,36 +187,45 @@ def _bad_request_because(why: str) -> bytes:
     return b"HTTP/1.1 " + public + b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + public
 
 
-def header_lines_refused(lines: list[bytes], request_line: bytes) -> bytes | None:
-    """The reply Go's server writes, then closes, for header lines it refuses; None where it reads them.
+def header_fields(lines: list[bytes]) -> list[bytes]:
+    """The header lines as textproto reads its fields: a continuation line joined to the field before it.
+
+    ``readContinuedLineSlice`` (src/net/textproto/reader.go) trims each line of spaces and tabs and
+    joins a continuation (a line that starts with a space or tab) to the field before it with one
+    space. A first line that is a continuation keeps its leading space, for `header_fields_refused`
+    to refuse. Each field is joined once: a join per continuation line is quadratic.
+    """
+    folded: list[list[bytes]] = []
+    for line in lines:
+        text = line.removesuffix(b"\n").removesuffix(b"\r")  # ReadLine's ending; another CR is a value byte
+        if folded and text[:1] in (b" ", b"\t"):
+            folded[-1].append(text.strip(b" \t"))
+        else:
+            folded.append([text.rstrip(b" \t")])
+    return [b" ".join(parts) for parts in folded]
+
+
+def header_fields_refused(fields: list[bytes], request_line: bytes) -> bytes | None:
+    """The reply Go's server writes, then closes, for `header_fields` it refuses; None where it reads them.
 
     In Go's order. ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go): a first line
-    that starts with a space or tab, a line (continuation lines folded in) without a colon, a name
-    with a byte that is neither a tchar nor a space, or a value with a control byte other than a tab
-    is a ``ProtocolError``, Go's plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest``
-    (src/net/http/request.go) refuses a second ``Host`` the same way. Then server.go's
-    ``readRequest`` answers with its reason: an HTTP/1.1 request without ``Host`` (``CONNECT``
-    aside), a ``Host`` with a byte ``ValidHostHeader`` refuses, and a name with a space (textproto
-    keeps it, go.dev/issue/34540; ``ValidHeaderFieldName`` does not).
+    that starts with a space or tab, a field without a colon, a name with a byte that is neither a
+    tchar nor a space, or a value with a control byte other than a tab is a ``ProtocolError``, Go's
+    plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest`` (src/net/http/request.go)
+    refuses a second ``Host`` the same way. Then server.go's ``readRequest`` answers with its reason:
+    an HTTP/1.1 request without ``Host`` (``CONNECT`` aside), a ``Host`` with a byte
+    ``ValidHostHeader`` refuses, and a name with a space (textproto keeps it, go.dev/issue/34540;
+    ``ValidHeaderFieldName`` does not).
     """
-    if lines and lines[0][:1] in (b" ", b"\t"):
+    if fields and fields[0][:1] in (b" ", b"\t"):
         return BAD_REQUEST_REPLY
-    fields: list[bytes] = []
-    for line in lines:
-        text = line.rstrip(b"\r\n")
-        if text[:1] in (b" ", b"\t") and fields:  # a continuation, joined with one space (readContinuedLineSlice)
-            fields[-1] += b" " + text.strip(b" \t")
-        elif b":" not in text:  # mustHaveFieldNameColon
-            return BAD_REQUEST_REPLY
-        else:
-            fields.append(text.strip(b" \t"))
     hosts: list[bytes] = []
     spaced_name = False
     for field in fields:
-        name, _, value = field.partition(b":")
-        if not all(byte in _TOKEN_BYTES or byte == 0x20 for byte in name):
+        name, colon, value = field.partition(b":")
+        if not colon:  # mustHaveFieldNameColon
             return BAD_REQUEST_REPLY
-        if not all(byte in _VALUE_BYTES for byte in value):
+        if not _FIELD_NAME.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
             return BAD_REQUEST_REPLY
         spaced_name = spaced_name or b" " in name
         if name.lower() == b"host":
@@ -215,14 +234,24 @@ def header_lines_refused(lines: list[bytes], request_line: bytes) -> bytes | Non
         return BAD_REQUEST_REPLY
     method, _, rest = request_line.partition(b" ")
     proto = rest.rstrip(b"\r\n").rpartition(b" ")[2]
-    h2_preface = (method, proto, lines) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
+    h2_preface = (method, proto, fields) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
     if not hosts and proto != b"HTTP/1.0" and method != b"CONNECT" and not h2_preface:  # ProtoAtLeast(1, 1)
         return _bad_request_because("missing required Host header")
-    if hosts and not all(byte in _HOST_BYTES for byte in hosts[0]):
+    if hosts and not _HOST.fullmatch(hosts[0]):
         return _bad_request_because("malformed Host header")
     if spaced_name:
         return _bad_request_because("invalid header name")
     return None
+
+
+def header_tokens(values: Iterable[str]) -> frozenset[str]:
+    """The comma-separated tokens of a header's values, trimmed and in lower case (``Connection``, ``Expect``).
+
+    As Go reads them: ``httpguts.HeaderValuesContainsToken`` (``tokenEqual``: any ASCII case) and
+    ``removeHopByHopHeaders``' ``textproto.TrimString`` (src/net/http/httputil/reverseproxy.go), which
+    trims ASCII whitespace, a line break that ``http.client`` kept in a folded value included.
+    """
+    return frozenset(part.strip(" \t\r\n").lower() for value in values for part in value.split(","))
 
 
 def content_length(values: list[str]) -> int:

@@ -26,6 +26,7 @@ from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import clean_path, escape_path
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.errors import ApiError
+from kubectl_gpushare.sandbox.framing import header_tokens
 
 PROXY_VERBS: Final = {"GET": "get", "HEAD": "get", "OPTIONS": "get", "POST": "create", "PUT": "update",
                       "PATCH": "patch", "DELETE": "delete"}  # fmt: skip
@@ -59,7 +60,7 @@ def relayed_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     content type goes separately, and ``Content-Length`` is the sandbox's own framing of the body. A
     repeated header keeps every line, in order (``copyHeader`` adds each value).
     """
-    named = {name.strip().lower() for key, value in headers if key.lower() == "connection" for name in value.split(",")}
+    named = header_tokens(value for key, value in headers if key.lower() == "connection")
     dropped = _HOP_BY_HOP | _CORS | named | {"content-type", "content-length"}
     return [(name, value) for name, value in headers if name.lower() not in dropped]
 

@@ -135,7 +135,8 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
 
     Raises:
         ApiError: 404 for unknown paths, 405 for verbs a route does not allow, 400 for an empty
-            name or namespace segment in an object's path (`_require_name_and_namespace`).
+            name segment, or a pod proxy path's empty name or namespace
+            (`_require_name_and_namespace`); an object's empty namespace is `Target.namespace_missing`.
     """
     if not path.startswith("/"):  # "*", or "" (an opaque "scheme:x" target): Go's mux finds no route for them
         raise errors.path_not_found()
@@ -236,6 +237,17 @@ EMPTY_NAME: Final = "name must be provided"
 NAMESPACE_REQUIRED: Final = "Namespace parameter required."
 """``NamespaceKeyFunc``'s refusal of an empty namespace (registry/generic/registry/store.go), when the store
 builds the object's key: after the handler decoded the body (`Api._refuse_without_namespace`)."""
+
+
+def _scale_body(body: Any) -> dict[str, Any]:
+    """A ``scale`` update's body (a patched Scale too) as its handler decodes it: an object, else a 400.
+
+    Raises:
+        ApiError: 400 for a body that is no JSON object.
+    """
+    if not isinstance(body, dict):
+        raise errors.bad_request("json: cannot unmarshal into Go value of type autoscaling.Scale")
+    return body
 
 
 def _require_name_and_namespace(name: str, namespace: str, in_namespace: bool) -> None:
@@ -678,14 +690,13 @@ class Api:
         assert target.resource is not None
         if target.subresource == "proxy":
             return self._proxy(request, target)
-        if target.subresource == "log":  # plain text, whatever the client accepts, as kube-apiserver sends it
-            if target.namespace_missing:
-                self._refuse_without_namespace(request, target)
-            return Response(200, logs.pod_log(self._entry(target).object(), request.query, self.logs), "text/plain")
-        if target.verb in ("get", "list", "watch"):
+        logs_read = target.subresource == "log"  # plain text, whatever the client accepts, as kube-apiserver sends it
+        if target.verb in ("get", "list", "watch") and not logs_read:
             _check_accept(request)
         if target.namespace_missing:
             self._refuse_without_namespace(request, target)
+        if logs_read:
+            return Response(200, logs.pod_log(self._entry(target).object(), request.query, self.logs), "text/plain")
         if target.subresource == "binding" or target.resource.plural == "bindings":
             return self._bind(request, target)
         if target.subresource == "scale":
@@ -723,7 +734,9 @@ class Api:
         if target.verb in ("create", "update"):
             _dry_run(request, target.verb)
             body = decode_body(request)
-            if target.verb == "update":
+            if target.subresource == "scale":  # an autoscaling/v1 Scale, not the workload
+                _scale_body(body)
+            elif target.verb == "update":
                 objects.check_types(resource, body)
                 objects.check_url_name(body, target.name)
             elif target.subresource == "binding":
@@ -1095,9 +1108,8 @@ class Api:
             scale = objects.scale_of(old)
             if target.verb == "get":
                 return json_response(200, scale)
-            wanted = body if target.verb == "update" else _apply_patch(kind, scale, body, resource, target.name)
-            if not isinstance(wanted, dict):
-                raise errors.bad_request("json: cannot unmarshal into Go value of type autoscaling.Scale")
+            patched = body if target.verb == "update" else _apply_patch(kind, scale, body, resource, target.name)
+            wanted = _scale_body(patched)
             replicas = (wanted.get("spec") or {}).get("replicas", 0) if isinstance(wanted.get("spec"), dict) else 0
             if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
                 raise errors.invalid(

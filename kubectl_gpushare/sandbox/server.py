@@ -25,7 +25,8 @@ Where it deliberately differs from kube-apiserver:
   exist, no quota, no defaulting webhooks.
 * No real RBAC engine: with ``auth=True`` there are bearer tokens only; `ADMIN_TOKEN` may do
   anything, `READONLY_TOKEN` may get, list and watch (anything else gets 403, before routing:
-  ``authorization.py``), and no token gets 401.
+  ``authorization.py``), and no token gets 401, but on the health checks, which a caller without
+  one may ``GET`` as ``system:anonymous`` (``system:public-info-viewer``; another method gets 403).
   Extra tokens can be added with `Sandbox.add_token`, so each component shows up under its own
   user in the request log, and service-account tokens can be requested through the TokenRequest
   API (``tokens.py``): bound to a pod, they name its node as kube-apiserver's do, and admission
@@ -39,7 +40,6 @@ Where it deliberately differs from kube-apiserver:
 from __future__ import annotations
 
 import base64
-import email.parser
 import io
 import logging
 import socket
@@ -57,7 +57,7 @@ from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_r
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
-from kubectl_gpushare.sandbox.authorization import forbidden, request_info, viewer_may
+from kubectl_gpushare.sandbox.authorization import anonymous_may, forbidden, request_info, viewer_may
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -70,7 +70,9 @@ from kubectl_gpushare.sandbox.framing import (
     FramingError,
     content_length,
     drain,
-    header_lines_refused,
+    header_fields,
+    header_fields_refused,
+    header_tokens,
     read_chunked,
     read_header_lines,
     read_request_line,
@@ -137,14 +139,6 @@ def _wire_header_value(value: str) -> str:
         return one_line.encode("utf-8", "surrogateescape").decode("latin-1")
     except UnicodeEncodeError:  # another lone surrogate (`load` may store one) as "?"
         return one_line.encode("utf-8", "replace").decode("latin-1")
-
-
-def _has_token(values: list[str], token: str) -> bool:
-    """Whether header values hold ``token`` in their comma-separated lists (``httpguts.HeaderValuesContainsToken``).
-
-    Each element is trimmed of spaces and tabs and compared in any ASCII case (``tokenEqual``).
-    """
-    return any(part.strip(" \t").lower() == token for value in values for part in value.split(","))
 
 
 _UNAUTHENTICATED: Final = ("/healthz", "/livez", "/readyz")
@@ -265,7 +259,8 @@ class _Handler(BaseHTTPRequestHandler):
         """Refuse a request head Go's server refuses, as it does; keep the target split.
 
         The request line as `framing.read_request_line` reads it, the header lines as
-        `framing.read_header_lines` (their size) and `framing.header_lines_refused` (their form).
+        `framing.read_header_lines` (their size), folded by `framing.header_fields` and judged by
+        `framing.header_fields_refused` (their form).
 
         Before any handler, and so before routing, authentication, faults and the request log.
         ``http.server`` splits the line on any whitespace (``str.split``), where Go's ``parseRequestLine``
@@ -281,12 +276,12 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         self.target = read
         header_lines = read_header_lines(self.rfile, MAX_REQUEST_HEAD - len(line))
-        refused = HEADER_TOO_LARGE_REPLY if header_lines is None else header_lines_refused(header_lines, line)
+        fields = [] if header_lines is None else header_fields(header_lines)
+        refused = HEADER_TOO_LARGE_REPLY if header_lines is None else header_fields_refused(fields, line)
         if refused is not None:
             self.close_connection = True
             self.wfile.write(refused)
             return False
-        assert header_lines is not None  # a head past the limit was refused
         self.raw_requestline = target_set_aside(line)
         rfile, self.rfile = self.rfile, io.BufferedReader(io.BytesIO(b"\r\n"))  # the headers are read
         try:
@@ -294,15 +289,16 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.raw_requestline, self.rfile = line, rfile
         self.path = request_target(line)
-        return accepted and self._take_headers(header_lines)
+        return accepted and self._take_headers(fields)
 
-    def _take_headers(self, lines: list[bytes]) -> bool:
-        """Parse the lines `read_header_lines` read; act on ``Connection`` and ``Expect`` as Go's server does.
+    def _take_headers(self, fields: list[bytes]) -> bool:
+        """Parse the fields `framing.header_fields` folded; act on ``Connection`` and ``Expect`` as Go's server does.
 
         ``BaseHTTPRequestHandler.parse_request`` would read them itself, under its 64 KiB and 100-line
         bounds; `parse_request` keeps it from doing so. They are decoded as it decodes them
-        (``http.client.parse_headers``: Latin-1, into an ``email`` message), then read as Go reads them
-        (``httpguts.HeaderValuesContainsToken``: comma-separated tokens, any case). ``Connection``
+        (``http.client.parse_headers``: Latin-1, into its ``email`` message class), but folded as Go folds
+        them (the ``email`` parser would keep a continuation's line break in the value), then read as Go reads them
+        (`framing.header_tokens`). ``Connection``
         (src/net/http/request.go ``shouldClose``): HTTP/1.1 closes after a ``close`` token, HTTP/1.0
         unless a ``keep-alive`` one. ``Expect`` (src/net/http/server.go ``conn.serve``): with a
         ``100-continue`` token on HTTP/1.1 and a body, ``100 Continue`` goes out before the body is read;
@@ -310,17 +306,19 @@ class _Handler(BaseHTTPRequestHandler):
         any handler. (Go sends its ``100 Continue`` when the handler first reads the body; the sandbox
         reads every body before authentication, so it is sent then.)
         """
-        self.headers = email.parser.Parser(_class=self.MessageClass).parsestr(b"".join(lines).decode("iso-8859-1"))
-        connection = self.headers.get_all("Connection") or []
+        self.headers = self.MessageClass()
+        for field in fields:  # split once more: a second parse by ``email``'s parser cost 9x this on every request
+            name, _, value = field.decode("iso-8859-1").partition(":")
+            if name:  # readMIMEHeader skips an empty name (the ``email`` parser dropped it too)
+                self.headers[name] = value.lstrip(" \t")
+        connection = header_tokens(self.headers.get_all("Connection") or [])
         if self.request_version == "HTTP/1.0":
-            self.close_connection = _has_token(connection, "close") or not _has_token(connection, "keep-alive")
+            self.close_connection = "close" in connection or "keep-alive" not in connection
         else:
-            self.close_connection = _has_token(connection, "close")
+            self.close_connection = "close" in connection
         expect = self.headers.get_all("Expect") or []
-        if _has_token(expect, "100-continue"):
-            length = (self.headers.get("Content-Length") or "").strip()
-            has_body = bool(self.headers.get("Transfer-Encoding")) or length not in ("", "0")
-            if self.request_version != "HTTP/1.0" and has_body:
+        if "100-continue" in header_tokens(expect):
+            if self.request_version != "HTTP/1.0" and self._announces_body():
                 return self.handle_expect_100()
             return True
         if expect and expect[0].strip(" \t"):  # Header.get("Expect") != "": its first value
@@ -331,6 +329,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return False
         return True
+
+    def _announces_body(self) -> bool:
+        """Go's ``req.ContentLength != 0`` where ``readTransfer`` (src/net/http/transfer.go) read the framing.
+
+        Chunked is -1; a Content-Length counts as `framing.content_length` reads it (``00`` is no
+        body). A framing ``readTransfer`` refuses (another Transfer-Encoding, a bad or conflicting
+        Content-Length) is Go's error before any ``100 Continue``: `Sandbox._read_body` answers it.
+        """
+        encoding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
+        if encoding:
+            return encoding == "chunked"
+        try:
+            return content_length(self.headers.get_all("Content-Length") or []) > 0
+        except FramingError:
+            return False
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """The status line and ``Date``, without the ``Server: BaseHTTP/...`` header ``http.server`` adds.
@@ -826,11 +839,13 @@ class Sandbox:
             identity = self._authenticate(handler)
             if identity is None and path not in _UNAUTHENTICATED:
                 raise errors.unauthorized()
+            anonymous = identity is None  # on a health check: anonymous authentication is open to those alone
             identity = identity or Identity(ANONYMOUS)
             user = identity.user.username
-            if identity.readonly:  # WithAuthorization, outside the router: a 405 or 404 is for those it allows
-                info = request_info(method, path, query)
-                if not viewer_may(info):
+            may = anonymous_may if anonymous else viewer_may if identity.readonly else None
+            if may is not None:  # WithAuthorization, outside the router: a 405 or 404 is for those it allows
+                info = request_info(method, exact, query)
+                if not may(info):
                     raise forbidden(user, info)
             if unrouted is not None:
                 raise unrouted

@@ -227,6 +227,20 @@ def test_a_request_line_go_cannot_read_gets_its_plain_reply(line: str, reply: by
         assert exchange(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode())[0] == 401
 
 
+def test_the_http2_preface_reaches_the_handlers_as_go_lets_it() -> None:
+    # http1ServerSupportsRequest (src/net/http/server.go) lets "PRI * HTTP/2.0" through to the
+    # handlers, and nothing serves "*": the chain's 401, then 404, in JSON. The preface's "SM" line is
+    # the next request, which Go cannot read. http.server answered the 2.0 version with its HTML 505.
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    with Sandbox(auth=True) as sb:
+        reply = read_to_close(sb, preface)
+        assert reply.startswith(b"HTTP/1.1 401 Unauthorized\r\n") and reply.endswith(GO_BAD_REQUEST), reply
+    with Sandbox() as sb:
+        status, answer, closed = exchange(sb, b"PRI * HTTP/2.0\r\n\r\n")
+        assert (status, answer["reason"], closed) == (404, "NotFound", False)
+        assert [(r.method, r.status) for r in sb.requests] == [("PRI", 404)]
+
+
 @pytest.mark.parametrize("byte", ["\x85", "\xa0"], ids=["nel", "nbsp"])
 def test_bytes_python_takes_for_whitespace_stay_in_the_target_as_go_cuts_it(byte: str) -> None:
     # Go's parseRequestLine (src/net/http/request.go) cuts the line at spaces only, and
@@ -370,6 +384,17 @@ def test_an_empty_namespace_is_refused_after_the_body_is_decoded(
     assert sandbox.get("configmaps", "default", "c") is not None
 
 
+def test_a_scale_update_with_an_empty_namespace_decodes_a_scale_not_the_workload(sandbox: Sandbox) -> None:
+    # The scale subresource's handler decodes an autoscaling/v1 Scale, then the store needs the
+    # namespace. The sandbox checked the body as a Deployment: a well-formed Scale was its apps/v1 400.
+    path = "/apis/apps/v1/namespaces//deployments/d/scale"
+    scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d"}, "spec": {"replicas": 2}}
+    status, answer, _ = exchange(sandbox, request("PUT", path, json.dumps(scale).encode()))
+    assert (status, answer["message"]) == (400, "Namespace parameter required.")
+    status, answer, _ = exchange(sandbox, request("PUT", path, b"[]"))
+    assert (status, answer["message"]) == (400, "json: cannot unmarshal into Go value of type autoscaling.Scale")
+
+
 def test_a_patch_or_a_log_with_an_empty_namespace_is_refused_before_its_body(sandbox: Sandbox) -> None:
     # A patch's store call builds the key before it applies the patch (patch.go: r.Update, then
     # GuaranteedUpdate), and the log's store Get comes first: no body is read before the 400.
@@ -472,6 +497,33 @@ def test_an_unknown_method_reaches_the_handler_chain_and_gets_go_restfuls_405(
     assert_no_traceback(capfd)
 
 
+def test_a_caller_without_a_token_may_only_get_the_health_checks() -> None:
+    # The anonymous caller (system:anonymous, group system:unauthenticated) reaches the health checks
+    # alone, and its one role there, system:public-info-viewer (bootstrappolicy/policy.go), grants a
+    # get of them: WithAuthorization refuses any other method before the handler answers it.
+    with Sandbox(auth=True) as sb:
+        for method in ("POST", "DELETE", "FOO"):
+            status, answer, closed = exchange(sb, request(method, "/healthz"))
+            assert (status, answer["message"], closed) == (
+                403, f'forbidden: User "system:anonymous" cannot {method.lower()} path "/healthz"', False)  # fmt: skip
+        assert read_to_close(sb, request("GET", "/livez", headers={"Connection": "close"})).endswith(b"\r\n\r\nok")
+        assert exchange(sb, request("POST", "/version"))[0] == 401
+
+
+def test_a_path_byte_that_is_no_utf8_is_quoted_in_the_403_as_go_quotes_it() -> None:
+    # forbiddenMessage (responsewriters/errors.go) quotes the decoded path, namespace and name with %q,
+    # which writes a byte that is not UTF-8 as \xNN; the unquoted resource and the JSON details get
+    # U+FFFD (encoding/json). The message was built from the path's text, every such byte U+FFFD.
+    with Sandbox(auth=True) as sb:
+        viewer: dict[str, str | None] = {"Authorization": f"Bearer {Sandbox.READONLY_TOKEN}"}
+        status, answer, _ = exchange(sb, request("FOO", "/%FF%00/x", headers=viewer))
+        assert (status, answer["message"]) == (403, 'forbidden: User "sandbox-viewer" cannot foo path "/\\xff\\x00/x"')
+        status, answer, _ = exchange(sb, request("DELETE", "/apis/g%FF/v1/namespaces/n%FE/x/%FD", headers=viewer))
+        assert (status, answer["message"], answer["details"]) == (
+            403, 'x.g\ufffd "\\xfd" is forbidden: User "sandbox-viewer" cannot delete resource "x" in API group '
+                 '"g\\xff" in the namespace "n\\xfe"', {"name": "\ufffd", "group": "g\ufffd", "kind": "x"})  # fmt: skip
+
+
 def test_authorization_comes_before_routing_so_the_viewer_gets_403_where_a_route_would_answer_405_or_404(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
@@ -555,6 +607,21 @@ def test_replies_carry_a_date_but_no_server_header(sandbox: Sandbox) -> None:
     assert b"server:" not in reply.lower() and b"basehttp" not in reply.lower(), reply
 
 
+GO_HEADER_LIMIT = (1 << 20) + 4096
+"""kube-apiserver's MaxHeaderBytes (1 << 20, apiserver secure_serving.go) plus Go's 4096 bytes of slop."""
+GO_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+"""conn.serve's errTooLarge reply (src/net/http/server.go), then a close."""
+
+
+def reply_past_limit(sb: Sandbox, raw: bytes) -> bytes:
+    """Send a head past the limit; everything the server writes until it closes (it may close before it read all)."""
+    with socket.create_connection(("127.0.0.1", sb.port), timeout=10) as sock:
+        with contextlib.suppress(OSError):  # the server may answer and close before it read everything
+            sock.sendall(raw)
+        return b"".join(iter(lambda: sock.recv(65536), b""))
+
+
 def test_a_request_line_past_gos_header_limit_gets_its_plain_431_and_a_longer_one_than_64_kib_is_served(
     sandbox: Sandbox, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -564,19 +631,12 @@ def test_a_request_line_past_gos_header_limit_gets_its_plain_431_and_a_longer_on
     query = "x=" + "a" * (200 * 1024)
     status, answer, closed = exchange(sandbox, request("GET", f"/version?{query}"))
     assert (status, answer["gitVersion"] != "", closed) == (200, True, False)
-    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
-        with contextlib.suppress(OSError):  # the server may answer and close before it read everything
-            sock.sendall(request("GET", "/version?x=" + "a" * ((1 << 20) + 8192)))
-        reply = b"".join(iter(lambda: sock.recv(65536), b""))
-    assert reply == (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                     b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+    assert reply_past_limit(sandbox, request("GET", "/version?x=" + "a" * ((1 << 20) + 8192))) == GO_TOO_LARGE
     assert [r.status for r in sandbox.requests] == [200], "Go answers before any handler, and logs nothing"
     assert exchange(sandbox, request("GET", "/version"))[0] == 200
     assert_no_traceback(capfd)
 
 
-GO_HEADER_LIMIT = (1 << 20) + 4096
-"""kube-apiserver's MaxHeaderBytes (1 << 20, apiserver secure_serving.go) plus Go's 4096 bytes of slop."""
 
 
 def head_of_size(size: int, *, line: int) -> bytes:
@@ -605,12 +665,7 @@ def test_header_lines_count_against_gos_one_limit_for_the_whole_head(
     # header line over 64 KiB with its HTML 431, and took any head up to those bounds.
     status, answer, closed = exchange(sandbox, head_of_size(GO_HEADER_LIMIT, line=line))
     assert (status, answer["gitVersion"] != "", closed) == (200, True, False)
-    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
-        with contextlib.suppress(OSError):  # the server may answer and close before it read everything
-            sock.sendall(head_of_size(GO_HEADER_LIMIT + 1, line=line))
-        reply = b"".join(iter(lambda: sock.recv(65536), b""))
-    assert reply == (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                     b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+    assert reply_past_limit(sandbox, head_of_size(GO_HEADER_LIMIT + 1, line=line)) == GO_TOO_LARGE
     assert [r.status for r in sandbox.requests] == [200], "Go answers before any handler, and logs nothing"
     assert exchange(sandbox, request("GET", "/version"))[0] == 200
     assert_no_traceback(capfd)
@@ -682,6 +737,29 @@ def test_header_forms_go_reads_are_served() -> None:
         assert [r.status for r in sb.requests] == [200, 200]
 
 
+def test_a_whole_head_of_continuation_lines_is_served() -> None:
+    # textproto folds each continuation into the field before it (readContinuedLineSlice), and Go reads
+    # any number of them within its one limit: 260,000 here, each once joined into a growing field.
+    head = b"GET /version HTTP/1.1\r\nHost: s\r\nX-Folded: a\r\n"
+    head += b" b\r\n" * ((GO_HEADER_LIMIT - len(head) - 2) // 4) + b"\r\n"
+    assert len(head) <= GO_HEADER_LIMIT
+    with Sandbox() as sb:
+        status, answer, closed = exchange(sb, head)
+        assert (status, answer["gitVersion"] != "", closed) == (200, True, False)
+
+
+def test_a_folded_header_is_read_as_go_folds_it() -> None:
+    # readContinuedLineSlice (src/net/textproto/reader.go) joins a continuation line to its field with
+    # one space: the token and the close below are Go's "Bearer <token>" and "keep-alive, close". The
+    # email parser kept the line break in the value: a 401, and the connection left open.
+    with Sandbox(auth=True) as sb:
+        raw = (f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer\r\n\t{Sandbox.ADMIN_TOKEN}\r\n"
+               "Connection: keep-alive,\r\n close\r\n\r\n").encode()  # fmt: skip
+        status, answer, closed = exchange(sb, raw)
+        assert (status, answer["kind"], closed) == (200, "ConfigMapList", True)
+        assert read_to_close(sb, b"GET /version HTTP/1.1\r\nHost: s\r\nX-Cr: a\r\r\n\r\n") == GO_BAD_REQUEST
+
+
 def test_an_expectation_other_than_100_continue_gets_gos_417_and_a_close() -> None:
     # src/net/http/server.go conn.serve: a request whose Expect holds no 100-continue token gets
     # sendExpectationFailed (417, Connection: close, no body) before any handler: no 401, no log.
@@ -714,6 +792,16 @@ def test_expect_and_connection_are_read_as_go_reads_their_tokens(sandbox: Sandbo
     raw = b"GET /version HTTP/1.0\r\nConnection: foo, Keep-Alive\r\n\r\n"
     status, _, closed = exchange(sandbox, raw + raw)
     assert (status, closed) == (200, False)
+
+
+@pytest.mark.parametrize("framing", [{"Content-Length": "00"}, {"Content-Length": "x"},
+                                     {"Content-Length": None, "Transfer-Encoding": "gzip"}],
+                         ids=["zero", "malformed", "other-encoding"])  # fmt: skip
+def test_100_continue_is_not_sent_where_go_reads_no_body(sandbox: Sandbox, framing: dict[str, str | None]) -> None:
+    # conn.serve sends 100 Continue only for req.ContentLength != 0, and readTransfer
+    # (src/net/http/transfer.go) refuses a bad Content-Length or another Transfer-Encoding before it.
+    raw = request("POST", CONFIGMAPS, headers={"Expect": "100-continue", "Connection": "close", **framing})
+    assert not read_to_close(sandbox, raw).startswith(b"HTTP/1.1 100 ")
 
 
 # --- decoding bombs and bad shapes ------------------------------------------------------------

@@ -8,10 +8,12 @@ reach service`` when nothing answers, the upstream's status, type and body relay
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -100,13 +102,10 @@ def test_kubectl_get_raw_reaches_the_plugin(standin: StandIn, kubectl: Callable[
     assert json.loads(result.stdout) == {"hello": "usage"}
 
 
-def test_a_kept_connection_the_target_closed_is_replaced_once(sandbox: Sandbox) -> None:
-    """HTTP/1.1 targets keep connections; one that closes an idle one must not fail the next request."""
-    import socket
-    import threading
-
+def _one_reply_target(reply: bytes) -> tuple[socket.socket, list[bytes]]:
+    """A loopback target that answers each connection's first request with ``reply``, then closes."""
     listener = socket.create_server(("127.0.0.1", 0))
-    served: list[int] = []
+    received: list[bytes] = []
 
     def serve() -> None:
         while True:
@@ -115,20 +114,40 @@ def test_a_kept_connection_the_target_closed_is_replaced_once(sandbox: Sandbox) 
             except OSError:
                 return
             with conn:
-                conn.recv(65536)
-                served.append(1)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
-                # ...then closes it at once, as a server whose idle timeout passed does
+                received.append(conn.recv(65536))
+                conn.sendall(reply)
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, received
+
+
+@contextlib.contextmanager
+def _pod_replying(sandbox: Sandbox, reply: bytes) -> Iterator[list[bytes]]:
+    """Pod alpha with its usage port served by `_one_reply_target` (what it received); the target closes on exit."""
+    listener, received = _one_reply_target(reply)
     sandbox.load([plugin_pod("alpha", "10.7.1.1")])
     sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
     try:
-        for _ in range(3):
-            assert _call(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage")[::2] == (200, b"ok")
+        yield received
     finally:
         listener.close()
+
+
+def _relayed_to_close(sandbox: Sandbox) -> bytes:
+    """Everything the sandbox writes for one GET of the pod's usage path that asks it to close."""
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
+        connection.sendall(f"GET {BASE}:{protocol.USAGE_PORT}/proxy/usage HTTP/1.1\r\nHost: s\r\nConnection: close"
+                           "\r\n\r\n".encode())
+        return b"".join(iter(lambda: connection.recv(65536), b""))
+
+
+def test_a_kept_connection_the_target_closed_is_replaced_once(sandbox: Sandbox) -> None:
+    """HTTP/1.1 targets keep connections; one that closes an idle one must not fail the next request."""
+    # The target answers each connection once, then closes it at once, as a server whose idle timeout passed does.
+    reply = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
+    with _pod_replying(sandbox, reply) as served:
+        for _ in range(3):
+            assert _call(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage")[::2] == (200, b"ok")
     assert len(served) == 3
 
 
@@ -228,27 +247,6 @@ def test_other_methods_on_the_bare_proxy_path_are_relayed_to_the_root(sandbox: S
     assert status == 501  # relayed: the stand-in answers POST with 501
 
 
-def _one_reply_target(reply: bytes) -> tuple[socket.socket, list[bytes]]:
-    """A loopback target that answers each connection's first request with ``reply``, then closes."""
-    import threading
-
-    listener = socket.create_server(("127.0.0.1", 0))
-    received: list[bytes] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn:
-                received.append(conn.recv(65536))
-                conn.sendall(reply)
-
-    threading.Thread(target=serve, daemon=True).start()
-    return listener, received
-
-
 def test_the_pods_reply_headers_are_relayed_as_go_reverse_proxy_copies_them(sandbox: Sandbox) -> None:
     # UpgradeAwareHandler relays through httputil.NewSingleHostReverseProxy, which drops the
     # hop-by-hop headers (hopHeaders, Proxy-Connection included) and every header Connection names,
@@ -256,18 +254,13 @@ def test_the_pods_reply_headers_are_relayed_as_go_reverse_proxy_copies_them(sand
     # drops the four Access-Control-Allow-* headers. Go's server adds its own Date only where none
     # was set. The sandbox dropped the pod's Date and Server (and wrote its own Date).
     body = b"ok"
-    listener, _ = _one_reply_target(
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nDate: Mon, 01 Jan 2001 00:00:00 GMT\r\n"
-        b"Server: pod-server/1.0\r\nConnection: close, X-Private\r\nX-Private: secret\r\n"
-        b"Proxy-Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n"
-        b"Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET\r\n"
-        b"Access-Control-Expose-Headers: X-Kept\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\n" + body)
-    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
-    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
-    try:
+    reply = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nDate: Mon, 01 Jan 2001 00:00:00 GMT\r\n"
+             b"Server: pod-server/1.0\r\nConnection: close, X-Private\r\nX-Private: secret\r\n"
+             b"Proxy-Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n"
+             b"Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET\r\n"
+             b"Access-Control-Expose-Headers: X-Kept\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\n" + body)
+    with _pod_replying(sandbox, reply):
         status, headers, answer = _head(sandbox, "GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage".encode())
-    finally:
-        listener.close()
     assert status == b"HTTP/1.1 200 OK" and answer == body
     assert headers["date"] == "Mon, 01 Jan 2001 00:00:00 GMT" and headers["server"] == "pod-server/1.0"
     assert headers["x-kept"] == "yes" and headers["access-control-expose-headers"] == "X-Kept"
@@ -279,28 +272,16 @@ def test_the_pods_reply_headers_are_relayed_as_go_reverse_proxy_copies_them(sand
 
 def test_a_repeated_reply_header_keeps_every_line(sandbox: Sandbox) -> None:
     # ReverseProxy's copyHeader adds each value of each header; the sandbox kept the last one only.
-    listener, _ = _one_reply_target(b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nX-Other: o\r\nSet-Cookie: b=2\r\n"
-                                    b"Content-Length: 0\r\nConnection: close\r\n\r\n")
-    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
-    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
-    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
-        connection.sendall(f"GET {BASE}:{protocol.USAGE_PORT}/proxy/usage HTTP/1.1\r\nHost: s\r\nConnection: close"
-                           "\r\n\r\n".encode())
-        reply = b"".join(iter(lambda: connection.recv(65536), b""))
-    listener.close()
+    with _pod_replying(sandbox, b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nX-Other: o\r\nSet-Cookie: b=2\r\n"
+                                b"Content-Length: 0\r\nConnection: close\r\n\r\n"):
+        reply = _relayed_to_close(sandbox)
     assert reply.startswith(b"HTTP/1.1 200 "), reply
     assert [line for line in reply.split(b"\r\n") if line.lower().startswith(b"set-cookie:")] == [
         b"Set-Cookie: a=1", b"Set-Cookie: b=2"], reply
 
 
 def test_a_reply_the_pod_sent_without_a_date_gets_the_servers_one(sandbox: Sandbox) -> None:
-    listener, _ = _one_reply_target(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
-    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
-    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
-    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
-        connection.sendall(f"GET {BASE}:{protocol.USAGE_PORT}/proxy/usage HTTP/1.1\r\nHost: s\r\nConnection: close"
-                           "\r\n\r\n".encode())
-        reply = b"".join(iter(lambda: connection.recv(65536), b""))
-    listener.close()
+    with _pod_replying(sandbox, b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"):
+        reply = _relayed_to_close(sandbox)
     assert reply.startswith(b"HTTP/1.1 204 ") and reply.lower().count(b"\r\ndate: ") == 1, reply
     assert b"server:" not in reply.lower(), reply

@@ -10,6 +10,7 @@ else tests on it pass over real bugs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from collections.abc import Callable, Iterator
@@ -37,13 +38,9 @@ def required(terms: object) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 
-@pytest.fixture
-def racks(sandbox: Sandbox, kubeconfig: Path) -> Iterator[SchedulerLoop]:
-    """Three Ready nodes on racks a, b, c (n-c also tainted), and a scheduler stand-in driven by `run_once`."""
-    taint = {"key": "dedicated", "value": "c", "effect": "NoSchedule"}
-    sandbox.load([node_object(f"n-{rack}", [], ip=f"10.0.0.{i}", labels={"rack": rack},
-                              taints=[taint] if rack == "c" else None)
-                  for i, rack in enumerate("abc", start=1)])
+@contextlib.contextmanager
+def scheduler_standin(sandbox: Sandbox, kubeconfig: Path) -> Iterator[SchedulerLoop]:
+    """A scheduler stand-in on the sandbox, driven by `run_once`; stopped, and its client closed, on exit."""
     api = Client(load_config(str(kubeconfig)), component="test-scheduler")
     loop = SchedulerLoop(sandbox, api, [])
     try:
@@ -51,6 +48,17 @@ def racks(sandbox: Sandbox, kubeconfig: Path) -> Iterator[SchedulerLoop]:
     finally:
         loop.stop()
         api.close()
+
+
+@pytest.fixture
+def racks(sandbox: Sandbox, kubeconfig: Path) -> Iterator[SchedulerLoop]:
+    """Three Ready nodes on racks a, b, c (n-c also tainted), and a scheduler stand-in driven by `run_once`."""
+    taint = {"key": "dedicated", "value": "c", "effect": "NoSchedule"}
+    sandbox.load([node_object(f"n-{rack}", [], ip=f"10.0.0.{i}", labels={"rack": rack},
+                              taints=[taint] if rack == "c" else None)
+                  for i, rack in enumerate("abc", start=1)])
+    with scheduler_standin(sandbox, kubeconfig) as loop:
+        yield loop
 
 
 def affine(name: str, *terms: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -258,13 +266,8 @@ def test_explain_says_what_the_stand_in_says_of_a_pod_its_metadata_name_terms_na
     clash = pod_object("clash", "default", [2])
     clash["spec"]["affinity"] = required([conflict])
     sandbox.load([too_big, clash])
-    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
-    loop = SchedulerLoop(sandbox, api, [])
-    try:
+    with scheduler_standin(sandbox, kubeconfig) as loop:
         loop.run_once()
-    finally:
-        loop.stop()
-        api.close()
 
     def explained(pod: str) -> dict[str, Any]:
         answer: dict[str, Any] = json.loads(kubectl("gpushare", "explain", pod, "-o", "json").stdout)
@@ -296,13 +299,8 @@ def test_explain_and_the_stand_in_judge_an_affinity_past_a_thousand_terms_by_its
     wide = pod_object("wide", "default", [32])  # 32 GiB: no node has it, so it stays pending
     wide["spec"]["affinity"] = required([*(rack_in(f"r{i}") for i in range(3000)), bad_term, rack_in("b")])
     sandbox.load([wide])
-    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
-    loop = SchedulerLoop(sandbox, api, [])
-    try:
+    with scheduler_standin(sandbox, kubeconfig) as loop:
         loop.run_once()
-    finally:
-        loop.stop()
-        api.close()
     said = why(sandbox, "wide")
     assert said.startswith("0/2 nodes are available: ") and f"1 {REASON}" in said and "Insufficient" in said
     answer: dict[str, Any] = json.loads(kubectl("gpushare", "explain", "wide", "-o", "json").stdout)

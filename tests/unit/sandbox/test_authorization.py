@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from kubectl_gpushare.kube.go_query import GoQuery
-from kubectl_gpushare.sandbox.authorization import RequestInfo, request_info, viewer_may
+from kubectl_gpushare.sandbox.authorization import RequestInfo, anonymous_may, request_info, viewer_may
 
 
 @pytest.mark.parametrize(
@@ -68,3 +68,19 @@ def test_request_info_reads_method_and_path_as_upstream(
 )
 def test_the_viewer_may_read_resources_and_discovery_only(method: str, path: str, allowed: bool) -> None:
     assert viewer_may(request_info(method, path, GoQuery(""))) is allowed
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("GET", "/healthz", True),
+        ("GET", "/version/", True),
+        ("HEAD", "/readyz", False),
+        ("POST", "/livez", False),
+        ("GET", "/livez/etcd", False),
+        ("GET", "/api", False),
+        ("GET", "/api/v1/namespaces/d/pods", False),
+    ],
+)
+def test_the_anonymous_caller_may_get_the_public_info_urls_only(method: str, path: str, allowed: bool) -> None:
+    assert anonymous_may(request_info(method, path, GoQuery(""))) is allowed
