@@ -29,6 +29,7 @@ from kubectl_gpushare.kube.retry import RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import LeaseSpec
 from kubectl_gpushare.kube.watch import UndecodableEventError
 from kubectl_gpushare.sandbox.server import Sandbox
+from tests.loopback_kubeconfig import write_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -525,12 +526,7 @@ def _serving(tmp_path: Path, body: bytes) -> Iterator[Client]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ListPages)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    config = tmp_path / "kubeconfig"
-    config.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    config = write_kubeconfig(tmp_path / "kubeconfig", server.server_port)
     try:
         with Client(load_config(str(config)), retry=None) as client:
             yield client

@@ -29,6 +29,7 @@ from kubectl_gpushare.kube.config import ClientConfig, load_config
 from kubectl_gpushare.kube.types import Node
 from kubectl_gpushare.sandbox.builders import node_object
 from kubectl_gpushare.sandbox.server import Sandbox
+from tests.loopback_kubeconfig import write_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -182,12 +183,7 @@ def _recording(tmp_path: Path, watch_encoding: str) -> Iterator[Client]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recording)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    config = tmp_path / "kubeconfig"
-    config.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    config = write_kubeconfig(tmp_path / "kubeconfig", server.server_port)
     try:
         with Client(load_config(str(config)), retry=None, gzip=True) as client:
             yield client
