@@ -195,6 +195,11 @@ def _filed(filed: _Filed | None) -> Sequence[NodeTerm]:
     return () if filed is None else (filed,) if isinstance(filed, NodeTerm) else filed
 
 
+def _name_anchor(term: NodeTerm) -> Requirement | None:
+    """A term's first ``metadata.name In``: the term matches no node named otherwise (None: it pins no name)."""
+    return next((r for r in term.fields if r.key == NODE_NAME_FIELD and r.op == "in"), None)
+
+
 @dataclass(frozen=True)
 class _TermIndex:
     """A selector's live terms by what a node must have for each to match, so a node asks only its candidates.
@@ -230,7 +235,7 @@ class _TermIndex:
                 if present is not None:
                     _file(index.by_key, present.key, term)
                     continue
-                anchor = next((r for r in term.fields if r.key == NODE_NAME_FIELD and r.op == "in"), None)
+                anchor = _name_anchor(term)
                 if anchor is not None:
                     index.named.append(term)
                     for value in anchor.values:
@@ -261,6 +266,20 @@ class NodeSelector:
         """The terms that can match anything, each once: what `matches` asks (a pod may hold a million terms)."""
         usable = () if self.error else (t for t in self.terms if not t.error and (t.labels or t.fields))
         return tuple(dict.fromkeys(usable))
+
+    @functools.cached_property
+    def names_reached(self) -> frozenset[str] | None:
+        """The only node names the selector can match (each live term pins names by ``metadata.name In``); None: any.
+
+        A superset (a term's other requirements are not read): the caller still asks `matches`.
+        """
+        names: set[str] = set()
+        for term in self.live:
+            anchor = _name_anchor(term)
+            if anchor is None:
+                return None
+            names.update(anchor.values)
+        return frozenset(names)
 
     @functools.cached_property
     def _index(self) -> _TermIndex | None:
