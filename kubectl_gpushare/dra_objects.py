@@ -1006,23 +1006,18 @@ def read_slice(wire: WireResourceSlice) -> ResourceSlice:
     )
 
 
-def slice_node_selector(raw: WireNodeSelector) -> NodeSelector:
-    """A slice's node selector compiled (``NewNodeSelector``); one validation or parsing refuses matches nothing."""
-    terms = raw.node_selector_terms
-    if len(terms) != 1:  # resource validation.go validateResourceSliceSpec
-        return NodeSelector(error=f"{len(terms)} terms: must have exactly one node selector term")
-    return compile_selector(terms)
-
-
 def read_slice_selector(raw: WireNodeSelector | None, what: str, problems: list[str]) -> NodeSelector | None:
-    """`slice_node_selector` of a slice (``what`` names it), one refused adding its warning to ``problems``.
+    """A slice's node selector compiled (``NewNodeSelector``; ``what`` names the slice); None: it has none.
 
-    The one reading of any driver's slice selector: ours (`read_slice`) and NVIDIA's (read unchecked,
-    `kube.stacks.dra.read`) are warned about in the same words. None: the slice has no selector.
+    One that validation or parsing refuses matches nothing and adds its warning to ``problems``. The
+    one reading of any driver's slice selector: ours (`read_slice`) and NVIDIA's (read unchecked,
+    `kube.stacks.dra.read`) are warned about in the same words.
     """
     if raw is None:
         return None
-    selector = slice_node_selector(raw)
+    terms = raw.node_selector_terms
+    selector = compile_selector(terms) if len(terms) == 1 else NodeSelector(  # resource validation.go
+        error=f"{len(terms)} terms: must have exactly one node selector term")  # validateResourceSliceSpec
     if selector.error:
         problems.append(f"{what}: spec.nodeSelector cannot be used ({selector.error}); it matches no node")
     return selector
@@ -1529,7 +1524,6 @@ __all__ = [
     "repeated_device",
     "repeated_name",
     "shared_slice_reaches",
-    "slice_node_selector",
     "split_qualified_name",
     "valid_dns_label",
     "valid_dns_subdomain",
