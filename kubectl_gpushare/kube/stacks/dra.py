@@ -637,15 +637,13 @@ def pool_nodes(objects: DraObjects) -> dict[tuple[str, str], str]:
     return found
 
 
-def shared_pools(objects: DraObjects, local: Mapping[tuple[str, str], str] | None = None) -> set[tuple[str, str]]:
+def shared_pools(objects: DraObjects, local: Mapping[tuple[str, str], str]) -> set[tuple[str, str]]:
     """(driver, pool) of the pools whose slices are all on no one node (allNodes, a node selector).
 
     Their devices are no node's GPUs (`our_nodes` does not show them), so a claim's result on one is
     counted on no node, not on a node GPU that happens to have the same name. ``local``: `pool_nodes`
-    of ``objects``, when the caller has it (else read here).
+    of ``objects`` (every caller has it already).
     """
-    if local is None:
-        local = pool_nodes(objects)
     found = {(s.driver, s.pool) for s in objects.slices if not s.node_name}
     found |= {(s.spec.driver, s.spec.pool.name) for s in objects.nvidia if not s.spec.node_name}
     return found.difference(local)
