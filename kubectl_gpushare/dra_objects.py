@@ -44,6 +44,7 @@ import msgspec
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.node_affinity import NodeSelector, compile_selector
+from kubectl_gpushare.protocol import valid_dns_subdomain as valid_dns_subdomain
 
 # --- The API's own limits (k8s.io/api resource/v1 types.go) ---------------------------------------
 MAX_DEVICES_PER_SLICE: Final = 128  # ResourceSliceMaxDevices
@@ -77,7 +78,6 @@ FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 """``Finalizer``: set on claims the scheduler allocated (its PreBind), removed on deallocation."""
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SEMVER = re.compile(
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -708,11 +708,6 @@ def quantity_from_millis(millis: int, binary: bool) -> Quantity:
 def valid_dns_label(name: str) -> bool:
     """An RFC 1123 label (device and request names)."""
     return len(name) <= 63 and _DNS_LABEL.fullmatch(name) is not None
-
-
-def valid_dns_subdomain(name: str) -> bool:
-    """An RFC 1123 subdomain (drivers, classes, domains of qualified names)."""
-    return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
 def split_qualified_name(name: str, driver: str) -> tuple[str, str]:
