@@ -5,7 +5,8 @@
 
 Times `SchedulerLoop.schedule` for pods no node can take (each asks more CPU than any node has),
 so every filter runs on every node and no write is made: a plain pod, a pod whose three-term
-required affinity (racks, a ``Gt``, ``metadata.name NotIn``) passes every node to NodeResourcesFit,
+required affinity (racks, an ``Lt``, ``metadata.name NotIn``; each term valid) passes every node to
+NodeResourcesFit,
 and a hostile pod with 100,000 distinct terms naming racks no node has (valid: pod validation sets
 no count, so `node_affinity` judges them all, asking a node only the terms its labels may match).
 Prints the median seconds of ``--runs`` retries of each (the loop decodes a pod version's placement
@@ -20,8 +21,8 @@ import time
 from typing import Any, cast
 
 from kubectl_gpushare.cli import noderesources
+from kubectl_gpushare.cli.dynamicresources import Unschedulable
 from kubectl_gpushare.cli.scheduler import SandboxView, SchedulerLoop
-from kubectl_gpushare.extender.schedsim import ExtenderCallError
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 
@@ -60,7 +61,7 @@ def seconds(loop: SchedulerLoop, target: dict[str, Any], cluster: list[dict[str,
         start = time.perf_counter()
         try:
             loop.schedule(target, cluster, used)
-        except ExtenderCallError:
+        except Unschedulable:  # no node fits: kube-scheduler's FitError
             pass
         else:
             raise SystemExit("a pod was placed: the benchmark's pods must fit no node")
@@ -73,7 +74,7 @@ def first_seconds(loop: SchedulerLoop, target: dict[str, Any], cluster: list[dic
     start = time.perf_counter()
     try:
         loop.schedule(target, cluster, noderesources.usage([]))
-    except ExtenderCallError:
+    except Unschedulable:  # no node fits: kube-scheduler's FitError
         pass
     return time.perf_counter() - start
 
@@ -88,7 +89,7 @@ def main() -> None:
     # schedule() reads neither the store nor the API when no node fits: neither is needed.
     loop = SchedulerLoop(cast(SandboxView, None), cast(Client, None), [])
     affine = [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r0", "r1", "r2", "r3"]}]},
-              {"matchExpressions": [{"key": "slot", "operator": "Gt", "values": ["-1"]}]},
+              {"matchExpressions": [{"key": "slot", "operator": "Lt", "values": ["100000"]}]},
               {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["none"]}]}]
     hostile = [{"matchExpressions": [{"key": "rack", "operator": "In", "values": [f"h{i}"]}]} for i in range(100_000)]
     plain = seconds(loop, pod("plain", None), cluster, args.runs)

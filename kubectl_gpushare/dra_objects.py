@@ -44,6 +44,7 @@ import msgspec
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.node_affinity import NodeSelector, compile_selector
+from kubectl_gpushare.protocol import valid_dns_subdomain as valid_dns_subdomain
 
 # --- The API's own limits (k8s.io/api resource/v1 types.go) ---------------------------------------
 MAX_DEVICES_PER_SLICE: Final = 128  # ResourceSliceMaxDevices
@@ -77,7 +78,6 @@ FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 """``Finalizer``: set on claims the scheduler allocated (its PreBind), removed on deallocation."""
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SEMVER = re.compile(
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -710,11 +710,6 @@ def valid_dns_label(name: str) -> bool:
     return len(name) <= 63 and _DNS_LABEL.fullmatch(name) is not None
 
 
-def valid_dns_subdomain(name: str) -> bool:
-    """An RFC 1123 subdomain (drivers, classes, domains of qualified names)."""
-    return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
-
-
 def split_qualified_name(name: str, driver: str) -> tuple[str, str]:
     """``domain/id`` -> (domain, id); an unqualified name belongs to ``driver`` (the CEL and allocator rule)."""
     domain, slash, ident = name.partition("/")
@@ -1006,23 +1001,18 @@ def read_slice(wire: WireResourceSlice) -> ResourceSlice:
     )
 
 
-def slice_node_selector(raw: WireNodeSelector) -> NodeSelector:
-    """A slice's node selector compiled (``NewNodeSelector``); one validation or parsing refuses matches nothing."""
-    terms = raw.node_selector_terms
-    if len(terms) != 1:  # resource validation.go validateResourceSliceSpec
-        return NodeSelector(error=f"{len(terms)} terms: must have exactly one node selector term")
-    return compile_selector(terms)
-
-
 def read_slice_selector(raw: WireNodeSelector | None, what: str, problems: list[str]) -> NodeSelector | None:
-    """`slice_node_selector` of a slice (``what`` names it), one refused adding its warning to ``problems``.
+    """A slice's node selector compiled (``NewNodeSelector``; ``what`` names the slice); None: it has none.
 
-    The one reading of any driver's slice selector: ours (`read_slice`) and NVIDIA's (read unchecked,
-    `kube.stacks.dra.read`) are warned about in the same words. None: the slice has no selector.
+    One that validation or parsing refuses matches nothing and adds its warning to ``problems``. The
+    one reading of any driver's slice selector: ours (`read_slice`) and NVIDIA's (read unchecked,
+    `kube.stacks.dra.read`) are warned about in the same words.
     """
     if raw is None:
         return None
-    selector = slice_node_selector(raw)
+    terms = raw.node_selector_terms
+    selector = compile_selector(terms) if len(terms) == 1 else NodeSelector(  # resource validation.go
+        error=f"{len(terms)} terms: must have exactly one node selector term")  # validateResourceSliceSpec
     if selector.error:
         problems.append(f"{what}: spec.nodeSelector cannot be used ({selector.error}); it matches no node")
     return selector
@@ -1529,7 +1519,6 @@ __all__ = [
     "repeated_device",
     "repeated_name",
     "shared_slice_reaches",
-    "slice_node_selector",
     "split_qualified_name",
     "valid_dns_label",
     "valid_dns_subdomain",

@@ -31,7 +31,7 @@ A pod's required affinity is read once as kube-scheduler's NodeAffinity plugin r
 `AFFINITY_CONFLICT`) are the sandbox's scheduler stand-in's and ``explain``'s alike.
 
 `Requirement` is the label requirement every selector of the package matches with (the text
-grammar in `kube.selectors` builds the same ones). Pure; imports nothing from the package.
+grammar in `kube.selectors` builds the same ones). Pure; imports only `protocol` of the package.
 """
 
 from __future__ import annotations
@@ -42,12 +42,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from kubectl_gpushare.protocol import valid_dns_subdomain
+
 _NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 MAX_NAME: Final = 63
 """Longest label name or value (``validation.IsQualifiedName``, ``IsValidLabelValue``)."""
-MAX_PREFIX: Final = 253
-"""Longest label key prefix (a DNS subdomain)."""
 INT64_MAX: Final = 2**63 - 1
 INT64_MIN: Final = -(2**63)
 _INTEGER: Final = re.compile(r"-?[0-9]{1,19}")
@@ -89,7 +88,7 @@ WIRE_OPERATORS: Final = {op: name for name, op in NODE_OPERATORS.items()}
 def valid_label_key(key: str) -> bool:
     """Whether ``key`` is a label key (``validation.IsQualifiedName``: an optional DNS-subdomain prefix and ``/``)."""
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > MAX_PREFIX or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+    if slash and not valid_dns_subdomain(prefix):
         return False
     return len(name) <= MAX_NAME and bool(_NAME.fullmatch(name))
 
@@ -195,6 +194,11 @@ def _filed(filed: _Filed | None) -> Sequence[NodeTerm]:
     return () if filed is None else (filed,) if isinstance(filed, NodeTerm) else filed
 
 
+def _name_anchor(term: NodeTerm) -> Requirement | None:
+    """A term's first ``metadata.name In``: the term matches no node named otherwise (None: it pins no name)."""
+    return next((r for r in term.fields if r.key == NODE_NAME_FIELD and r.op == "in"), None)
+
+
 @dataclass(frozen=True)
 class _TermIndex:
     """A selector's live terms by what a node must have for each to match, so a node asks only its candidates.
@@ -230,7 +234,7 @@ class _TermIndex:
                 if present is not None:
                     _file(index.by_key, present.key, term)
                     continue
-                anchor = next((r for r in term.fields if r.key == NODE_NAME_FIELD and r.op == "in"), None)
+                anchor = _name_anchor(term)
                 if anchor is not None:
                     index.named.append(term)
                     for value in anchor.values:
@@ -261,6 +265,20 @@ class NodeSelector:
         """The terms that can match anything, each once: what `matches` asks (a pod may hold a million terms)."""
         usable = () if self.error else (t for t in self.terms if not t.error and (t.labels or t.fields))
         return tuple(dict.fromkeys(usable))
+
+    @functools.cached_property
+    def names_reached(self) -> frozenset[str] | None:
+        """The only node names the selector can match (each live term pins names by ``metadata.name In``); None: any.
+
+        A superset (a term's other requirements are not read): the caller still asks `matches`.
+        """
+        names: set[str] = set()
+        for term in self.live:
+            anchor = _name_anchor(term)
+            if anchor is None:
+                return None
+            names.update(anchor.values)
+        return frozenset(names)
 
     @functools.cached_property
     def _index(self) -> _TermIndex | None:
@@ -466,7 +484,6 @@ __all__ = [
     "MAX_POD_REQUIREMENTS",
     "MAX_POD_TERMS",
     "MAX_POD_VALUES",
-    "MAX_PREFIX",
     "MAX_REQUEST_BYTES",
     "MAX_REQUIREMENTS",
     "MAX_VALUES",

@@ -569,9 +569,17 @@ def parse_unhealthy_gpus(text: str | None) -> frozenset[int]:
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
+def valid_dns_subdomain(name: str) -> bool:
+    """An RFC 1123 subdomain of at most 253 characters (``IsDNS1123Subdomain``): node, driver, class names.
+
+    Also a label key's prefix (`node_affinity.valid_label_key`).
+    """
+    return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
+
+
 def parse_assumed_node(text: str | None) -> str | None:
     """Read `ANN_ASSUMED_NODE`: a node name (a DNS subdomain of at most 253 characters), else None."""
-    if not isinstance(text, str) or not 0 < len(text) <= 253 or not _DNS_SUBDOMAIN.fullmatch(text):
+    if not isinstance(text, str) or not valid_dns_subdomain(text):
         return None
     return text
 

@@ -231,7 +231,8 @@ def _gathered(
     the pool and those of ``nodes`` (the nodes read) a selector of it matches; with none, the pool
     is judged once, as "", by its allNodes slices. The slices on no one node are judged once per
     distinct set a node sees, not once per node. ``reached``: the only node names a slice's selector
-    can match (`_names_reached`; None: any), so a pool of name-selecting slices asks only those nodes.
+    can match (`node_affinity.NodeSelector.names_reached`; None: any), so a pool of name-selecting
+    slices asks only those nodes.
     """
     used: set[int] = set()
     views: dict[tuple[str, str], list[NodeView]] = {}
@@ -287,6 +288,11 @@ def _gathered(
     return [s for s in slices if id(s) in used], views
 
 
+def _names_reached(selector: NodeSelector | None) -> frozenset[str] | None:
+    """`NodeSelector.names_reached` of a slice's selector, if it has one (None: any node)."""
+    return None if selector is None else selector.names_reached
+
+
 def _asked(
     known: Mapping[str, int], selecting: list[_T], reached: Callable[[_T], frozenset[str] | None]
 ) -> Iterable[str]:
@@ -304,26 +310,6 @@ def _asked(
             return known
         names.update(found)
     return sorted((name for name in names if name in known), key=known.__getitem__)
-
-
-def _names_reached(selector: NodeSelector | None) -> frozenset[str] | None:
-    """The only node names ``selector`` can match (each of its terms requires ``metadata.name In``); None: any.
-
-    A superset (a term's other requirements are not read): the caller still asks the selector itself.
-    """
-    if selector is None:
-        return None
-    if selector.error:
-        return frozenset()  # refused: matches no node
-    names: set[str] = set()
-    for term in selector.terms:
-        if term.error or not (term.labels or term.fields):
-            continue  # matches nothing
-        allowed = next((r.values for r in term.fields if r.key == "metadata.name" and r.op == "in"), None)
-        if allowed is None:
-            return None
-        names.update(allowed)
-    return frozenset(names)
 
 
 def _visible(
@@ -651,15 +637,13 @@ def pool_nodes(objects: DraObjects) -> dict[tuple[str, str], str]:
     return found
 
 
-def shared_pools(objects: DraObjects, local: Mapping[tuple[str, str], str] | None = None) -> set[tuple[str, str]]:
+def shared_pools(objects: DraObjects, local: Mapping[tuple[str, str], str]) -> set[tuple[str, str]]:
     """(driver, pool) of the pools whose slices are all on no one node (allNodes, a node selector).
 
     Their devices are no node's GPUs (`our_nodes` does not show them), so a claim's result on one is
     counted on no node, not on a node GPU that happens to have the same name. ``local``: `pool_nodes`
-    of ``objects``, when the caller has it (else read here).
+    of ``objects`` (every caller has it already).
     """
-    if local is None:
-        local = pool_nodes(objects)
     found = {(s.driver, s.pool) for s in objects.slices if not s.node_name}
     found |= {(s.spec.driver, s.spec.pool.name) for s in objects.nvidia if not s.spec.node_name}
     return found.difference(local)

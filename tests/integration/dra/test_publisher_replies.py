@@ -192,6 +192,21 @@ def _relayed(
             client.close()
 
 
+def _published(sandbox: Sandbox, api: Client) -> str:
+    """The Node, and the one slice a publisher published for it: that slice's name."""
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    SlicePublisher(api, NODE).sync(_devices())
+    (name,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
+    return name
+
+
+def _garbling(sandbox: Sandbox, name: str, **spec: object) -> Callable[[], list[dict[str, Any]]]:
+    """The sandbox's slices as a list would give them, slice ``name`` garbled (`_garbled` with ``spec``)."""
+    def items() -> list[dict[str, Any]]:
+        return [_garbled(s, **spec) if s["metadata"]["name"] == name else s for s in sandbox.objects("resourceslices")]
+    return items
+
+
 def _owner_uids(api: Client) -> list[str]:
     return [ref.uid for s in api.list(types.DRA_SLICES) for ref in s.metadata.owner_references]
 
@@ -202,14 +217,9 @@ def test_a_slice_of_ours_that_does_not_decode_is_deleted_not_left_beside_a_new_o
     # A list item that does not decode as a whole is never kept, so the publisher would publish another
     # slice beside it at each sync that finds none readable. Its own spec.driver and spec.nodeName say
     # it is ours (dra_objects.slice_identity): it is deleted by name, UID and resourceVersion.
-    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
-    SlicePublisher(api, NODE).sync(_devices())
-    (garbled,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
+    garbled = _published(sandbox, api)
 
-    def items() -> list[dict[str, Any]]:
-        return [_garbled(s) if s["metadata"]["name"] == garbled else s for s in sandbox.objects("resourceslices")]
-
-    with _publisher_listing(sandbox, kubeconfig, items) as publisher:
+    with _publisher_listing(sandbox, kubeconfig, _garbling(sandbox, garbled)) as publisher:
         with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
             assert publisher.sync(_devices())
         assert not publisher.sync(_devices()), "the new slice reads: nothing more to write"
@@ -286,15 +296,9 @@ def test_a_slice_of_ours_whose_driver_cannot_be_read_is_left_and_warned_of_once(
 ) -> None:
     # Whose it is cannot be confirmed from the object itself (spec.driver is a number): left alone,
     # never deleted on the selector's word; the publisher publishes its own slice beside it once.
-    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
-    SlicePublisher(api, NODE).sync(_devices())
-    (garbled,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
+    garbled = _published(sandbox, api)
 
-    def items() -> list[dict[str, Any]]:
-        return [_garbled(s, driver=5) if s["metadata"]["name"] == garbled else s
-                for s in sandbox.objects("resourceslices")]
-
-    with _publisher_listing(sandbox, kubeconfig, items) as publisher:
+    with _publisher_listing(sandbox, kubeconfig, _garbling(sandbox, garbled, driver=5)) as publisher:
         with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
             assert publisher.sync(_devices())
             assert not publisher.sync(_devices())

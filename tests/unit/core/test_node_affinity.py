@@ -232,3 +232,20 @@ def test_a_selector_encodes_as_its_terms_and_error_only() -> None:
     assert selector.matches({"rack": "r3"}, "n1")
     assert set(msgspec.to_builtins(selector)) == {"terms", "error"}
     assert selector == compile_selector(raw)
+
+
+@pytest.mark.parametrize(("raw", "names"), [
+    ([{"matchFields": [expr("metadata.name", "In", "n1")]},
+      {"matchFields": [expr("metadata.name", "In", "n2")], "matchExpressions": [expr("rack", "In", "a")]}],
+     {"n1", "n2"}),
+    ([{"matchFields": [expr("metadata.name", "In", "n1")]}, {"matchExpressions": [expr("rack", "In", "a")]}], None),
+    ([{"matchFields": [expr("metadata.name", "In", "n1")]}, {}], {"n1"}),  # an empty term matches nothing
+    ([{"matchFields": [expr("metadata.name", "NotIn", "n1")]}], None),
+    ([{"matchExpressions": [expr("rack", "Bad", "a")]}, {"matchFields": [expr("metadata.name", "In", "n1")]}], set()),
+], ids=["union", "unpinned-term", "empty-term", "not-in", "refused"])
+def test_names_reached_are_the_names_every_live_term_pins(raw: list[dict[str, Any]], names: set[str] | None) -> None:
+    """The superset of names a selector can match, so a caller asks only those nodes (a refused one: none)."""
+    selector = compile_selector(terms(*raw))
+    assert selector.names_reached == (None if names is None else frozenset(names))
+    nodes = {"n1": {"rack": "a"}, "n2": {"rack": "a"}, "n3": {"rack": "a"}}
+    assert names is None or all(n in names for n, labels in nodes.items() if selector.matches(labels, n))
