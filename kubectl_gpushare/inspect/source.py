@@ -284,17 +284,15 @@ def stack_ledger(
     return split.result()
 
 
-def devices_found(found: Mapping[str, Sequence[Any]], nodes: Sequence[types.Node]) -> list[types.KoordDevice]:
+def devices_found(
+    found: Mapping[str, Sequence[Any]], nodes: Sequence[types.Node], forced: str = stacks.AUTO
+) -> list[types.KoordDevice]:
     """Koordinator's ``Device`` objects of a file dump, collected by kind (`parse_documents` ``others``; JSON only).
 
-    Decoded only when one of ``nodes`` is Koordinator's.
+    Decoded only when one of ``nodes`` is Koordinator's (``forced`` as `devices_of`'s).
     """
-    if not _has_koordinator(nodes, stacks.AUTO):
+    if not _has_koordinator(nodes, forced):
         return []
-    return _file_devices(found)
-
-
-def _file_devices(found: Mapping[str, Sequence[Any]]) -> list[types.KoordDevice]:
     return _decoded(_json_only(found.get("Device", ())), types.KOORD_DEVICE_DECODER)
 
 
@@ -1305,7 +1303,7 @@ def from_documents(
     chosen = choose_nodes(decoded_nodes, names, selector)
     cluster_wide = not names and not selector
     sick = unhealthy_by_node(configmaps_of(others))
-    devices = devices_of(lambda: _file_devices(others), chosen, stack, warnings)
+    devices = devices_found(others, chosen, stack)
     objects = (dra_of(others, warnings, pending=cluster_wide, tally=True, nodes=decoded_nodes)
                if stack in READS_DRA else dra.DraObjects(served=False))
     snapshot = from_objects(chosen, decoded_pods, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings,
