@@ -1203,13 +1203,22 @@ def placement_of(
     placement = None
     for raw in _json_only(found.get("Pod", ())):
         if raw_key(raw) == (namespace, name):
-            try:
-                placement = decode_raw(types.POD_PLACEMENT_DECODER, raw)
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-                warnings.add(f"pod {namespace}/{name}: its affinity cannot be decoded ({protocol.error_reason(exc)}); "
-                             "explained without it")
-                placement = None
+            placement = placement_in(raw, namespace, name, warnings)
     return placement
+
+
+def placement_in(raw: msgspec.Raw, namespace: str, name: str, warnings: Warnings) -> types.PodPlacement | None:
+    """The required node affinity of pod ``namespace/name`` from its JSON (a file's item, or the API's reply).
+
+    One that does not decode (a mistyped affinity, one nested past the decoder) is one warning and None:
+    the pod is explained without it, rather than not at all.
+    """
+    try:
+        return decode_raw(types.POD_PLACEMENT_DECODER, raw)
+    except (msgspec.DecodeError, RecursionError) as exc:  # msgspec's ValidationError is a DecodeError
+        warnings.add(f"pod {namespace}/{name}: its affinity cannot be decoded ({protocol.error_reason(exc)}); "
+                     "explained without it")
+        return None
 
 
 def configmaps_of(found: Mapping[str, Sequence[Any]]) -> list[types.ConfigMap]:
