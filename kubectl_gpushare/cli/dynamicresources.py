@@ -537,7 +537,7 @@ def _claim_reply(claim: dra.ResourceClaim, reply: bytes) -> dict[str, Any]:
     """
     try:
         raw = msgspec.json.decode(reply)
-    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:  # as the client's `_decoded_item`
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:  # as the client's `decoded_item`
         raise _undecodable(claim, protocol.error_reason(exc)) from None
     if not isinstance(raw, dict):
         return {}

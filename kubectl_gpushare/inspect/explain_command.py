@@ -145,8 +145,17 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
                          devices_found(others, file_nodes), objects, warnings)
         inputs.placement = placement_of(others, namespace, name, warnings)
         return inputs
-    from kubectl_gpushare.inspect.source import ACTIVE_PODS, dra_from_api, koordinator_devices, require_namespace
+    import msgspec
+
+    from kubectl_gpushare.inspect.source import (
+        ACTIVE_PODS,
+        dra_from_api,
+        koordinator_devices,
+        placement_in,
+        require_namespace,
+    )
     from kubectl_gpushare.kube import errors, stacks, types
+    from kubectl_gpushare.kube.client import decoded_item
 
     def namesakes() -> list[str]:
         """Namespaces holding a pod called ``name`` (one field-selected list, names only)."""
@@ -167,8 +176,9 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
             if options["namespace"]:
                 require_namespace(client, namespace)  # -n nosuchns: say so, as kubectl does
             raise _pod_not_found(namespace, name, None if options["namespace"] else namesakes()) from None
-        pod = types.POD_DECODER.decode(body)
-        placement = types.POD_PLACEMENT_DECODER.decode(body)
+        pod = decoded_item(types.PODS, body, namespace, name)  # not a Pod (a proxy's page): one error line
+        load_warnings = Warnings()
+        placement = placement_in(msgspec.Raw(body), namespace, name, load_warnings)  # as from a file
         nodes = client.list_nodes()
         pods: list[Pod] = []
         for page in client.list_pages(types.PODS, field_selector=ACTIVE_PODS, page_size=POD_PAGE_SIZE):
@@ -182,11 +192,10 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
             configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE)
         except errors.Forbidden:
             configmaps = []  # unhealthy GPUs are then judged by capacity != allocatable only
-        device_warnings = Warnings()
-        devices = koordinator_devices(client, nodes, stacks.AUTO, device_warnings)
-        objects = dra_from_api(client, device_warnings, classes=True, nodes=nodes)
+        devices = koordinator_devices(client, nodes, stacks.AUTO, load_warnings)
+        objects = dra_from_api(client, load_warnings, classes=True, nodes=nodes)
     inputs = _inputs(pod, nodes, pods, events, configmaps, devices, objects)
-    for message in device_warnings:
+    for message in load_warnings:
         inputs.warnings.add(message)
     inputs.placement = placement
     return inputs

@@ -284,17 +284,15 @@ def stack_ledger(
     return split.result()
 
 
-def devices_found(found: Mapping[str, Sequence[Any]], nodes: Sequence[types.Node]) -> list[types.KoordDevice]:
+def devices_found(
+    found: Mapping[str, Sequence[Any]], nodes: Sequence[types.Node], forced: str = stacks.AUTO
+) -> list[types.KoordDevice]:
     """Koordinator's ``Device`` objects of a file dump, collected by kind (`parse_documents` ``others``; JSON only).
 
-    Decoded only when one of ``nodes`` is Koordinator's.
+    Decoded only when one of ``nodes`` is Koordinator's (``forced`` as `devices_of`'s).
     """
-    if not _has_koordinator(nodes, stacks.AUTO):
+    if not _has_koordinator(nodes, forced):
         return []
-    return _file_devices(found)
-
-
-def _file_devices(found: Mapping[str, Sequence[Any]]) -> list[types.KoordDevice]:
     return _decoded(_json_only(found.get("Device", ())), types.KOORD_DEVICE_DECODER)
 
 
@@ -1205,13 +1203,22 @@ def placement_of(
     placement = None
     for raw in _json_only(found.get("Pod", ())):
         if raw_key(raw) == (namespace, name):
-            try:
-                placement = decode_raw(types.POD_PLACEMENT_DECODER, raw)
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-                warnings.add(f"pod {namespace}/{name}: its affinity cannot be decoded ({protocol.error_reason(exc)}); "
-                             "explained without it")
-                placement = None
+            placement = placement_in(raw, namespace, name, warnings)
     return placement
+
+
+def placement_in(raw: msgspec.Raw, namespace: str, name: str, warnings: Warnings) -> types.PodPlacement | None:
+    """The required node affinity of pod ``namespace/name`` from its JSON (a file's item, or the API's reply).
+
+    One that does not decode (a mistyped affinity, one nested past the decoder) is one warning and None:
+    the pod is explained without it, rather than not at all.
+    """
+    try:
+        return decode_raw(types.POD_PLACEMENT_DECODER, raw)
+    except (msgspec.DecodeError, RecursionError) as exc:  # msgspec's ValidationError is a DecodeError
+        warnings.add(f"pod {namespace}/{name}: its affinity cannot be decoded ({protocol.error_reason(exc)}); "
+                     "explained without it")
+        return None
 
 
 def configmaps_of(found: Mapping[str, Sequence[Any]]) -> list[types.ConfigMap]:
@@ -1305,7 +1312,7 @@ def from_documents(
     chosen = choose_nodes(decoded_nodes, names, selector)
     cluster_wide = not names and not selector
     sick = unhealthy_by_node(configmaps_of(others))
-    devices = devices_of(lambda: _file_devices(others), chosen, stack, warnings)
+    devices = devices_found(others, chosen, stack)
     objects = (dra_of(others, warnings, pending=cluster_wide, tally=True, nodes=decoded_nodes)
                if stack in READS_DRA else dra.DraObjects(served=False))
     snapshot = from_objects(chosen, decoded_pods, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings,

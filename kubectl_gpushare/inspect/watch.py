@@ -221,7 +221,8 @@ class _Sources:
         """
         warnings = Warnings()
         self._say_skipped(warnings)
-        chosen = source.choose_nodes(_in_key_order(self.nodes), self.names, self.selector)
+        nodes = _in_key_order(self.nodes)  # once: the view's nodes and the labels DRA slices match are one reading
+        chosen = source.choose_nodes(nodes, self.names, self.selector)
         sick: dict[str, frozenset[int]] = {}
         configmaps = self.configmaps
         if configmaps is not None:
@@ -231,7 +232,7 @@ class _Sources:
         if self.stack in READS_DRA:
             objects = source.dra_of_lists(lambda: self.slices.items(first=first),
                                           lambda: self.claims.items(first=first), warnings, pending=self.cluster_wide,
-                                          nodes=_in_key_order(self.nodes))
+                                          nodes=nodes)
         self._say_skipped(warnings)  # a kind first listed above has just reported the objects that do not decode
         snapshot = source.from_objects(chosen, _in_key_order(self.pods), self.names, cluster_wide=self.cluster_wide,
                                        stack=self.stack, warnings=warnings, sick=sick, devices=devices,

@@ -128,16 +128,17 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
-def error_from_reply(
-    status: int, body: bytes, headers: Mapping[str, str] | http.client.HTTPMessage, unreadable: str = ""
-) -> ApiError:
+def error_from_reply(status: int, body: bytes, headers: Mapping[str, str] | http.client.HTTPMessage) -> ApiError:
     """Map an error reply to a `kube.errors` class, preferring the ``Status`` body's words.
 
-    ``unreadable``: why the body could not be read at all (its content coding), said instead of its words.
+    ``body`` as received: undone here from its ``Content-Encoding`` (`decoded_body`); one that does not
+    decode is still its status's error, saying why in place of the body's words.
     """
     reason, message = "", ""
-    if unreadable:
-        message = f"the server answered HTTP {status}, but {unreadable}"
+    try:
+        body = decoded_body(body, headers.get("Content-Encoding"))
+    except BodyEncodingError as exc:
+        body, message = b"", f"the server answered HTTP {status}, but {exc}"
     retry_after = retry_after_seconds(headers.get("Retry-After"))
     parsed = None
     try:
@@ -372,17 +373,12 @@ class Transport:
                 if bound is not None:
                     _set_timeout(connection, self.config.timeout)  # pooled connections wait as the client does
                 self._release(connection)
-            success = 200 <= response.status < 300
-            try:
-                data = decoded_body(data, response.getheader("Content-Encoding"))
-            except BodyEncodingError as exc:
-                if success:  # the server answered 2xx: a write has landed, only its reply is unreadable
+            if 200 <= response.status < 300:
+                try:
+                    return decoded_body(data, response.getheader("Content-Encoding"))
+                except BodyEncodingError as exc:  # the server answered 2xx: a write has landed, its reply unreadable
                     raise UndecodableReply(f"{exc} ({method} {self.url(path, query)})") from None
-                error = error_from_reply(response.status, b"", response.headers, str(exc))
-            else:
-                if success:
-                    return data
-                error = error_from_reply(response.status, data, response.headers)
+            error = error_from_reply(response.status, data, response.headers)
             if self._refreshed_after(error, refresh):
                 refresh = True
                 continue
@@ -426,10 +422,7 @@ class Transport:
                     f"the watch stream is encoded as {protocol.printable(coding, 40)!r}, which was not asked for "
                     f"({self.url(path, query)})"
                 )
-            try:
-                error = error_from_reply(response.status, decoded_body(data, coding), response.headers)
-            except BodyEncodingError as exc:
-                error = error_from_reply(response.status, b"", response.headers, str(exc))
+            error = error_from_reply(response.status, data, response.headers)
             if self._refreshed_after(error, refresh):
                 refresh = True
                 continue

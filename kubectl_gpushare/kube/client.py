@@ -242,11 +242,11 @@ class Client:
 
         Raises:
             NotFound: no such object.
-            UndecodableReply: the reply does not decode as the kind (`_decoded_item`).
+            UndecodableReply: the reply does not decode as the kind (`decoded_item`).
         """
         k = _kind(kind)
         path = _object_path(k, namespace, name, subresource)
-        return _decoded_item(k, self.request("GET", path, deadline=deadline), namespace, name)
+        return decoded_item(k, self.request("GET", path, deadline=deadline), namespace, name)
 
     @overload
     def list_pages(
@@ -440,11 +440,11 @@ class Client:
 
         Raises:
             Conflict: an object of that name exists (``AlreadyExists``).
-            UndecodableReply: the reply does not decode as the kind (`_decoded_item`); the object was created.
+            UndecodableReply: the reply does not decode as the kind (`decoded_item`); the object was created.
         """
         k = _kind(kind)
         reply = self.request("POST", _object_path(k, namespace), body=_encode_object(k, body))
-        return _decoded_item(k, reply, namespace, "")
+        return decoded_item(k, reply, namespace, "")
 
     @overload
     def replace(self, kind: Kind[ItemT], name: str, body: Body, namespace: str | None = None) -> ItemT: ...
@@ -457,11 +457,11 @@ class Client:
 
         Raises:
             Conflict: the object changed since that resourceVersion.
-            UndecodableReply: the reply does not decode as the kind (`_decoded_item`); the write landed.
+            UndecodableReply: the reply does not decode as the kind (`decoded_item`); the write landed.
         """
         k = _kind(kind)
         reply = self.request("PUT", _object_path(k, namespace, name), body=_encode_object(k, body))
-        return _decoded_item(k, reply, namespace, name)
+        return decoded_item(k, reply, namespace, name)
 
     @overload
     def patch(
@@ -504,7 +504,7 @@ class Client:
             subresource: e.g. ``status``.
 
         Raises:
-            UndecodableReply: the reply does not decode as the kind (`_decoded_item`); the patch landed.
+            UndecodableReply: the reply does not decode as the kind (`decoded_item`); the patch landed.
         """
         k = _kind(kind)
         if patch_type not in PATCH_CONTENT_TYPES:
@@ -512,7 +512,7 @@ class Client:
         data = types.ENCODER.encode(body)
         path = _object_path(k, namespace, name, subresource)
         reply = self.request("PATCH", path, body=data, content_type=PATCH_CONTENT_TYPES[patch_type])
-        return _decoded_item(k, reply, namespace, name)
+        return decoded_item(k, reply, namespace, name)
 
     def delete(
         self, kind: Kind[KubeObject] | str, name: str, namespace: str | None = None, uid: str | None = None,
@@ -742,7 +742,7 @@ def _encode_object(kind: Kind[KubeObject], body: Body) -> bytes:
 
 
 
-def _decoded_item(k: Kind[ItemT], data: bytes, namespace: str | None, name: str) -> ItemT:
+def decoded_item(k: Kind[ItemT], data: bytes, namespace: str | None, name: str) -> ItemT:
     """One object of a reply (get, create, replace, patch, a status write) as its kind's Struct.
 
     Raises:
@@ -817,5 +817,6 @@ __all__ = [
     "Client",
     "PatchType",
     "Watch",
+    "decoded_item",
     "default_user_agent",
 ]

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,7 +29,7 @@ from kubectl_gpushare.kube.retry import RetryPolicy, call_with_retry
 from kubectl_gpushare.kube.types import LeaseSpec
 from kubectl_gpushare.kube.watch import UndecodableEventError
 from kubectl_gpushare.sandbox.server import Sandbox
-from tests.loopback_kubeconfig import write_kubeconfig
+from tests.loopback_kubeconfig import loopback_client
 
 pytestmark = pytest.mark.integration
 
@@ -523,17 +523,8 @@ class _ListPages(BaseHTTPRequestHandler):
 def _serving(tmp_path: Path, body: bytes) -> Iterator[Client]:
     """A client of a loopback server that answers every GET and write with ``body``."""
     _ListPages.body = body
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ListPages)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    config = write_kubeconfig(tmp_path / "kubeconfig", server.server_port)
-    try:
-        with Client(load_config(str(config)), retry=None) as client:
-            yield client
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with loopback_client(tmp_path, _ListPages) as client:
+        yield client
 
 
 @pytest.mark.parametrize(("body", "reason"), [

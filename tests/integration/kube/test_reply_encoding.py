@@ -10,12 +10,11 @@ import dataclasses
 import gzip
 import json
 import subprocess
-import threading
 import tracemalloc
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,7 +28,7 @@ from kubectl_gpushare.kube.config import ClientConfig, load_config
 from kubectl_gpushare.kube.types import Node
 from kubectl_gpushare.sandbox.builders import node_object
 from kubectl_gpushare.sandbox.server import Sandbox
-from tests.loopback_kubeconfig import write_kubeconfig
+from tests.loopback_kubeconfig import loopback_client
 
 pytestmark = pytest.mark.integration
 
@@ -180,17 +179,8 @@ class _Recording(BaseHTTPRequestHandler):
 def _recording(tmp_path: Path, watch_encoding: str) -> Iterator[Client]:
     _Recording.seen = []
     _Recording.watch_encoding = watch_encoding
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recording)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    config = write_kubeconfig(tmp_path / "kubeconfig", server.server_port)
-    try:
-        with Client(load_config(str(config)), retry=None, gzip=True) as client:
-            yield client
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with loopback_client(tmp_path, _Recording, gzip=True) as client:
+        yield client
 
 
 def test_a_watch_asks_for_no_compression_and_refuses_a_compressed_stream(tmp_path: Path) -> None:
