@@ -320,6 +320,24 @@ def _nulls_dropped(pod: dict[str, Any]) -> dict[str, Any]:
     return copied
 
 
+_POD_IDENTITY: tuple[str, ...] = ("namespace", "name", "uid")
+_NODE_IDENTITY: tuple[str, ...] = ("name",)
+
+
+def _version_key(meta: object, identity: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The key of one version of an object in a per-version cache: its ``identity`` fields and resourceVersion.
+
+    None when it has no resourceVersion (then nothing is cached for it). `SchedulerLoop.run_once`
+    keeps the keys of the pass's objects, `_node_facts` and `_placement` look them up: one rule.
+    """
+    if not isinstance(meta, dict):
+        return None
+    version = meta.get("resourceVersion")
+    if not isinstance(version, str) or not version:
+        return None
+    return (*(str(meta.get(field, "")) for field in identity), version)
+
+
 def _active(pod: Mapping[str, Any]) -> bool:
     return not protocol.pod_phase_terminal((pod.get("status") or {}).get("phase"))
 
@@ -343,9 +361,9 @@ class SchedulerLoop:
         self.dra = DynamicResources(api, request_timeout)
         self._unreadable_logged: set[tuple[object, str]] = set()
         """Malformed nodes and pods already logged (node name or "pod ns/name", problem): once each."""
-        self._placements: dict[tuple[str, str, str, str], Placement] = {}
+        self._placements: dict[tuple[str, ...], Placement] = {}
         """(namespace, name, uid, resourceVersion) -> `placement`; only the pods of the latest pass are kept."""
-        self._node_cache: dict[tuple[str, str], tuple[str | None, tuple[Taint, ...]]] = {}
+        self._node_cache: dict[tuple[str, ...], tuple[str | None, tuple[Taint, ...]]] = {}
         """(node name, resourceVersion) -> `_node_facts`; only the versions of the latest pass are kept."""
 
     def start(self) -> None:
@@ -390,14 +408,13 @@ class SchedulerLoop:
             tuple(sorted(p["metadata"].get("uid", "") for p in pods if (p.get("spec") or {}).get("nodeName"))),
             self._dra_signature(),
         )
-        current = set(signature[0])
+        current = {_version_key(n["metadata"], _NODE_IDENTITY) for n in nodes}
         for stale in [key for key in self._node_cache if key not in current]:
             del self._node_cache[stale]
         live = {p["metadata"].get("uid", "") for p in pods}
         for uid in [u for u in self._backoff if u not in live]:
             del self._backoff[uid]
-        versions = {(str(m.get("namespace")), str(m.get("name")), str(m.get("uid", "")), m.get("resourceVersion"))
-                    for m in (p["metadata"] for p in pods)}
+        versions = {_version_key(p["metadata"], _POD_IDENTITY) for p in pods}
         for gone in [key for key in self._placements if key not in versions]:
             del self._placements[gone]
         now = time.monotonic()
@@ -620,9 +637,7 @@ class SchedulerLoop:
 
         Worked out once per node version (name, resourceVersion), not once per pod and node.
         """
-        meta = node.get("metadata") or {}
-        version = meta.get("resourceVersion") if isinstance(meta, dict) else None
-        key = (str(meta.get("name")), version) if isinstance(version, str) and version else None
+        key = _version_key(node.get("metadata"), _NODE_IDENTITY)
         if key is not None and key in self._node_cache:
             return self._node_cache[key]
         problem = unreadable(node)
@@ -640,9 +655,7 @@ class SchedulerLoop:
         A malformed placement is logged then, once: a hostile affinity costs its decoding once.
         """
         meta = pod["metadata"]
-        version = meta.get("resourceVersion")
-        key = ((str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid", "")), version)
-               if isinstance(version, str) and version else None)
+        key = _version_key(meta, _POD_IDENTITY)
         if key is not None and key in self._placements:
             return self._placements[key]
         where = placement(pod)
