@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 
 from kubectl_gpushare.cli.scheduler import SchedulerLoop
-from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
+from tests.scheduler_loop import scheduler_loop
 
 pytestmark = pytest.mark.integration
 
@@ -28,13 +27,8 @@ pytestmark = pytest.mark.integration
 def loop(sandbox: Sandbox, kubeconfig: Path) -> Iterator[SchedulerLoop]:
     """One Ready node and a scheduler stand-in driven by `run_once`."""
     sandbox.load([node_object("n1", [], ip="10.0.0.1")])
-    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
-    standin = SchedulerLoop(sandbox, api, [])
-    try:
+    with scheduler_loop(sandbox, kubeconfig) as standin:
         yield standin
-    finally:
-        standin.stop()
-        api.close()
 
 
 def bound(sandbox: Sandbox, name: str) -> str:
