@@ -351,6 +351,8 @@ class SchedulerLoop:
         self.sandbox = sandbox
         self.api = api
         self.extenders = extenders
+        self._ignored = frozenset(resource for e in extenders for resource, skip in e.managed.items() if skip)
+        """The extenders' ``ignoredByScheduler`` resources, which NodeResourcesFit leaves to them."""
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -624,8 +626,7 @@ class SchedulerLoop:
             return fail(NODE_AFFINITY_REASON)
         if where.affinity is not None and not where.affinity.selector.matches(labels, node_name):
             return fail(NODE_AFFINITY_REASON)
-        ignored = {resource for e in self.extenders for resource, skip in e.managed.items() if skip}
-        missing = noderesources.insufficient(wants, node, used.of(node["metadata"]["name"]), ignored)
+        missing = noderesources.insufficient(wants, node, used.of(node["metadata"]["name"]), self._ignored)
         for reason in missing:  # NodeResourcesFit reports every resource that does not fit
             reasons[reason] = reasons.get(reason, 0) + 1
         return not missing
