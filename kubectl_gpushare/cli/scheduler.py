@@ -252,8 +252,12 @@ def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
 
 
 def _ready(node: Mapping[str, Any]) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    """Whether the node's first ``Ready`` condition is True: a later duplicate does not count.
+
+    So the node lifecycle controller reads it (``GetNodeCondition``,
+    pkg/controller/util/node/controller_utils.go) before it taints the node `NOT_READY`.
+    """
+    return _condition(node, "Ready").get("status") == "True"
 
 
 def unreadable(node: Mapping[str, Any]) -> str | None:

@@ -86,3 +86,18 @@ def test_a_null_string_field_is_read_as_absent_as_go_decodes_it(
     assert bound(sandbox, "fine") == "n1" and bound(sandbox, "hostile") == "n1"
     records = [r for r in caplog.records if r.name == "kubectl_gpushare.scheduler"]
     assert not [r for r in records if r.exc_info or "hostile" in r.getMessage()], [r.getMessage() for r in records]
+
+
+def test_a_node_is_ready_by_its_first_ready_condition(sandbox: Sandbox, loop: SchedulerLoop) -> None:
+    # The node lifecycle controller reads Ready with GetNodeCondition (pkg/controller/util/node), the
+    # first condition of that type; a later duplicate does not lift node.kubernetes.io/not-ready.
+    n1 = sandbox.get("nodes", "", "n1")
+    assert n1 is not None
+    n1["status"]["conditions"] = [{"type": "Ready", "status": "False"}, {"type": "Ready", "status": "True"}]
+    sandbox.load([n1, pod_object("p", "default", [0])])
+    loop.run_once()
+    assert bound(sandbox, "p") == ""
+    stored = sandbox.get("pods", "default", "p")
+    assert stored is not None
+    message = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"][0]["message"]
+    assert message == "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }."
