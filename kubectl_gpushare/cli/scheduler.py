@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -342,6 +342,12 @@ def _version_key(meta: object, identity: tuple[str, ...]) -> tuple[str, ...] | N
     return (*(str(meta.get(field, "")) for field in identity), version)
 
 
+def _keep_only(cache: dict[Any, Any], keys: Container[object]) -> None:
+    """Drop the entries of ``cache`` whose key is not in ``keys`` (the objects of the latest pass)."""
+    for gone in [key for key in cache if key not in keys]:
+        del cache[gone]
+
+
 def _active(pod: Mapping[str, Any]) -> bool:
     return not protocol.pod_phase_terminal((pod.get("status") or {}).get("phase"))
 
@@ -414,15 +420,9 @@ class SchedulerLoop:
             tuple(sorted(p["metadata"].get("uid", "") for p in pods if (p.get("spec") or {}).get("nodeName"))),
             self._dra_signature(),
         )
-        current = {_version_key(n["metadata"], _NODE_IDENTITY) for n in nodes}
-        for stale in [key for key in self._node_cache if key not in current]:
-            del self._node_cache[stale]
-        live = {p["metadata"].get("uid", "") for p in pods}
-        for uid in [u for u in self._backoff if u not in live]:
-            del self._backoff[uid]
-        versions = {_version_key(p["metadata"], _POD_IDENTITY) for p in pods}
-        for gone in [key for key in self._placements if key not in versions]:
-            del self._placements[gone]
+        _keep_only(self._node_cache, {_version_key(n["metadata"], _NODE_IDENTITY) for n in nodes})
+        _keep_only(self._backoff, {p["metadata"].get("uid", "") for p in pods})
+        _keep_only(self._placements, {_version_key(p["metadata"], _POD_IDENTITY) for p in pods})
         now = time.monotonic()
         used = noderesources.usage(pods)
         dra_state: PassState | None = None
