@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -252,8 +252,12 @@ def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
 
 
 def _ready(node: Mapping[str, Any]) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    """Whether the node's first ``Ready`` condition is True: a later duplicate does not count.
+
+    So the node lifecycle controller reads it (``GetNodeCondition``,
+    pkg/controller/util/node/controller_utils.go) before it taints the node `NOT_READY`.
+    """
+    return _condition(node, "Ready").get("status") == "True"
 
 
 def unreadable(node: Mapping[str, Any]) -> str | None:
@@ -320,6 +324,30 @@ def _nulls_dropped(pod: dict[str, Any]) -> dict[str, Any]:
     return copied
 
 
+_POD_IDENTITY: tuple[str, ...] = ("namespace", "name", "uid")
+_NODE_IDENTITY: tuple[str, ...] = ("name",)
+
+
+def _version_key(meta: object, identity: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The key of one version of an object in a per-version cache: its ``identity`` fields and resourceVersion.
+
+    None when it has no resourceVersion (then nothing is cached for it). `SchedulerLoop.run_once`
+    keeps the keys of the pass's objects, `_node_facts` and `_placement` look them up: one rule.
+    """
+    if not isinstance(meta, dict):
+        return None
+    version = meta.get("resourceVersion")
+    if not isinstance(version, str) or not version:
+        return None
+    return (*(str(meta.get(field, "")) for field in identity), version)
+
+
+def _keep_only(cache: dict[Any, Any], keys: Container[object]) -> None:
+    """Drop the entries of ``cache`` whose key is not in ``keys`` (the objects of the latest pass)."""
+    for gone in [key for key in cache if key not in keys]:
+        del cache[gone]
+
+
 def _active(pod: Mapping[str, Any]) -> bool:
     return not protocol.pod_phase_terminal((pod.get("status") or {}).get("phase"))
 
@@ -333,6 +361,8 @@ class SchedulerLoop:
         self.sandbox = sandbox
         self.api = api
         self.extenders = extenders
+        self._ignored = frozenset(resource for e in extenders for resource, skip in e.managed.items() if skip)
+        """The extenders' ``ignoredByScheduler`` resources, which NodeResourcesFit leaves to them."""
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -343,9 +373,9 @@ class SchedulerLoop:
         self.dra = DynamicResources(api, request_timeout)
         self._unreadable_logged: set[tuple[object, str]] = set()
         """Malformed nodes and pods already logged (node name or "pod ns/name", problem): once each."""
-        self._placements: dict[tuple[str, str, str, str], Placement] = {}
+        self._placements: dict[tuple[str, ...], Placement] = {}
         """(namespace, name, uid, resourceVersion) -> `placement`; only the pods of the latest pass are kept."""
-        self._node_cache: dict[tuple[str, str], tuple[str | None, tuple[Taint, ...]]] = {}
+        self._node_cache: dict[tuple[str, ...], tuple[str | None, tuple[Taint, ...]]] = {}
         """(node name, resourceVersion) -> `_node_facts`; only the versions of the latest pass are kept."""
 
     def start(self) -> None:
@@ -390,16 +420,9 @@ class SchedulerLoop:
             tuple(sorted(p["metadata"].get("uid", "") for p in pods if (p.get("spec") or {}).get("nodeName"))),
             self._dra_signature(),
         )
-        current = set(signature[0])
-        for stale in [key for key in self._node_cache if key not in current]:
-            del self._node_cache[stale]
-        live = {p["metadata"].get("uid", "") for p in pods}
-        for uid in [u for u in self._backoff if u not in live]:
-            del self._backoff[uid]
-        versions = {(str(m.get("namespace")), str(m.get("name")), str(m.get("uid", "")), m.get("resourceVersion"))
-                    for m in (p["metadata"] for p in pods)}
-        for gone in [key for key in self._placements if key not in versions]:
-            del self._placements[gone]
+        _keep_only(self._node_cache, {_version_key(n["metadata"], _NODE_IDENTITY) for n in nodes})
+        _keep_only(self._backoff, {p["metadata"].get("uid", "") for p in pods})
+        _keep_only(self._placements, {_version_key(p["metadata"], _POD_IDENTITY) for p in pods})
         now = time.monotonic()
         used = noderesources.usage(pods)
         dra_state: PassState | None = None
@@ -607,8 +630,7 @@ class SchedulerLoop:
             return fail(NODE_AFFINITY_REASON)
         if where.affinity is not None and not where.affinity.selector.matches(labels, node_name):
             return fail(NODE_AFFINITY_REASON)
-        ignored = {resource for e in self.extenders for resource, skip in e.managed.items() if skip}
-        missing = noderesources.insufficient(wants, node, used.of(node["metadata"]["name"]), ignored)
+        missing = noderesources.insufficient(wants, node, used.of(node["metadata"]["name"]), self._ignored)
         for reason in missing:  # NodeResourcesFit reports every resource that does not fit
             reasons[reason] = reasons.get(reason, 0) + 1
         return not missing
@@ -620,9 +642,7 @@ class SchedulerLoop:
 
         Worked out once per node version (name, resourceVersion), not once per pod and node.
         """
-        meta = node.get("metadata") or {}
-        version = meta.get("resourceVersion") if isinstance(meta, dict) else None
-        key = (str(meta.get("name")), version) if isinstance(version, str) and version else None
+        key = _version_key(node.get("metadata"), _NODE_IDENTITY)
         if key is not None and key in self._node_cache:
             return self._node_cache[key]
         problem = unreadable(node)
@@ -640,9 +660,7 @@ class SchedulerLoop:
         A malformed placement is logged then, once: a hostile affinity costs its decoding once.
         """
         meta = pod["metadata"]
-        version = meta.get("resourceVersion")
-        key = ((str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid", "")), version)
-               if isinstance(version, str) and version else None)
+        key = _version_key(meta, _POD_IDENTITY)
         if key is not None and key in self._placements:
             return self._placements[key]
         where = placement(pod)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from api_relay import relay
+from scheduler_loop import scheduler_loop
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.cli import noderesources
@@ -37,13 +38,8 @@ def loop(sandbox: Sandbox, kubeconfig: Path, extender_factory: Callable[..., Any
     sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1")])
     ext = extender_factory()
     ext.wait_synced()
-    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
-    standin = SchedulerLoop(sandbox, api, extenders_from_config(scheduler_config_text(), ext.url))
-    try:
+    with scheduler_loop(sandbox, kubeconfig, extenders_from_config(scheduler_config_text(), ext.url)) as standin:
         yield standin
-    finally:
-        standin.stop()
-        api.close()
 
 
 def _schedule(sandbox: Sandbox, loop: SchedulerLoop, pod: dict[str, Any]) -> str:
@@ -95,15 +91,11 @@ def test_a_node_with_unreadable_taints_fails_alone_and_the_loop_binds_on_the_oth
     bad = node_object("gpu-0", [], ip="10.0.0.1")
     bad["spec"] = {**bad.get("spec", {}), **bad_spec}
     sandbox.load([bad, node_object("gpu-1", [], ip="10.0.0.2")])
-    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
-    try:
-        sandbox.load([pod_object("cpu-only", "default", [0])])
-        standin = SchedulerLoop(sandbox, api, [])
+    sandbox.load([pod_object("cpu-only", "default", [0])])
+    with scheduler_loop(sandbox, kubeconfig) as standin:
         standin.run_once()
-        stored = sandbox.get("pods", "default", "cpu-only")
-        assert stored is not None and stored["spec"].get("nodeName") == "gpu-1"
-    finally:
-        api.close()
+    stored = sandbox.get("pods", "default", "cpu-only")
+    assert stored is not None and stored["spec"].get("nodeName") == "gpu-1"
 
 
 @contextlib.contextmanager
@@ -121,15 +113,9 @@ def _garbling(sandbox: Sandbox, kubeconfig: Path, extender_factory: Callable[...
         garbled.append(path)
         return reply
 
-    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
-    with relay(ext.running.port, rewrite) as port:
-        standin = SchedulerLoop(sandbox, api, extenders_from_config(
-            scheduler_config_text(), f"http://127.0.0.1:{port}{ext.config.url_prefix}"))
-        try:
-            yield standin
-        finally:
-            standin.stop()
-            api.close()
+    with relay(ext.running.port, rewrite) as port, scheduler_loop(sandbox, kubeconfig, extenders_from_config(
+            scheduler_config_text(), f"http://127.0.0.1:{port}{ext.config.url_prefix}")) as standin:
+        yield standin
     assert garbled, f"the extender's {verb} reply was never replaced"
 
 

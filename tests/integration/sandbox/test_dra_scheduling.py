@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import re
 import subprocess
@@ -14,14 +13,12 @@ from typing import Any
 
 import pytest
 from api_relay import Reply, relay
+from scheduler_loop import scheduler_loop
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.cli.scheduler import SchedulerLoop
 from kubectl_gpushare.dra_objects import FINALIZER
 from kubectl_gpushare.kube import cel
-from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.sandbox.builders import node_object
 from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -71,20 +68,9 @@ def running_scheduler(sandbox: Sandbox, kubeconfig: Path, *, client_timeout: flo
     sandbox.load([node_object("n1", [], ip="10.0.0.1"), CLASS, slice_object("n1")])
     if request_timeout is not None:
         sandbox.request_timeout = request_timeout
-    config = load_config(str(kubeconfig))
-    if client_timeout is not None:
-        config = dataclasses.replace(config, timeout=client_timeout)
-    if server is not None:
-        config = dataclasses.replace(config, server=server)
-    api = Client(config, component="test-scheduler")
-    loop = (SchedulerLoop(sandbox, api, []) if request_timeout is None
-            else SchedulerLoop(sandbox, api, [], request_timeout=request_timeout))
-    loop.start()
-    try:
+    with scheduler_loop(sandbox, kubeconfig, start=True, client_timeout=client_timeout, server=server,
+                        request_timeout=request_timeout):
         yield sandbox
-    finally:
-        loop.stop()
-        api.close()
 
 
 @pytest.fixture
@@ -628,17 +614,11 @@ def test_a_node_selector_slice_is_allocated_on_a_node_it_matches_and_pins_the_cl
     sandbox.load([node_object("n1", [], ip="10.0.0.1", labels={"example.com/rack": "b"}),
                   node_object("n2", [], ip="10.0.0.2", labels={"example.com/rack": "a"}),
                   CLASS, selector_slice_object("fabric", RACK_A), bad])
-    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
-    loop = SchedulerLoop(sandbox, api, [])
-    loop.start()
-    try:
+    with scheduler_loop(sandbox, kubeconfig, start=True):
         kubectl("create", "-f", "-", input="\n".join([template("t", "20Gi"), pod("too-big", "t"),
                                                       template("t4", "4Gi"), pod("p", "t4")]))
         wait_for(lambda: bound(sandbox, "p") == "n2" and scheduled_condition(sandbox, "too-big").get("status")
                  == "False", timeout=30, what="p bound to n2, too-big unschedulable")
-    finally:
-        loop.stop()
-        api.close()
     allocation = claim_of(sandbox, "p", "gpu")["status"]["allocation"]
     assert allocation["nodeSelector"] == {"nodeSelectorTerms": [RACK_A]}
     assert allocation["devices"]["results"][0]["pool"] == "fabric"

@@ -10,7 +10,6 @@ else tests on it pass over real bugs.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 from collections.abc import Callable, Iterator
@@ -20,11 +19,10 @@ from typing import Any
 import pytest
 
 from kubectl_gpushare.cli.scheduler import SchedulerLoop
-from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.node_affinity import MAX_POD_VALUES
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
+from tests.scheduler_loop import scheduler_loop
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -38,18 +36,6 @@ def required(terms: object) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 
-@contextlib.contextmanager
-def scheduler_standin(sandbox: Sandbox, kubeconfig: Path) -> Iterator[SchedulerLoop]:
-    """A scheduler stand-in on the sandbox, driven by `run_once`; stopped, and its client closed, on exit."""
-    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
-    loop = SchedulerLoop(sandbox, api, [])
-    try:
-        yield loop
-    finally:
-        loop.stop()
-        api.close()
-
-
 @pytest.fixture
 def racks(sandbox: Sandbox, kubeconfig: Path) -> Iterator[SchedulerLoop]:
     """Three Ready nodes on racks a, b, c (n-c also tainted), and a scheduler stand-in driven by `run_once`."""
@@ -57,7 +43,7 @@ def racks(sandbox: Sandbox, kubeconfig: Path) -> Iterator[SchedulerLoop]:
     sandbox.load([node_object(f"n-{rack}", [], ip=f"10.0.0.{i}", labels={"rack": rack},
                               taints=[taint] if rack == "c" else None)
                   for i, rack in enumerate("abc", start=1)])
-    with scheduler_standin(sandbox, kubeconfig) as loop:
+    with scheduler_loop(sandbox, kubeconfig) as loop:
         yield loop
 
 
@@ -266,7 +252,7 @@ def test_explain_says_what_the_stand_in_says_of_a_pod_its_metadata_name_terms_na
     clash = pod_object("clash", "default", [2])
     clash["spec"]["affinity"] = required([conflict])
     sandbox.load([too_big, clash])
-    with scheduler_standin(sandbox, kubeconfig) as loop:
+    with scheduler_loop(sandbox, kubeconfig) as loop:
         loop.run_once()
 
     def explained(pod: str) -> dict[str, Any]:
@@ -299,7 +285,7 @@ def test_explain_and_the_stand_in_judge_an_affinity_past_a_thousand_terms_by_its
     wide = pod_object("wide", "default", [32])  # 32 GiB: no node has it, so it stays pending
     wide["spec"]["affinity"] = required([*(rack_in(f"r{i}") for i in range(3000)), bad_term, rack_in("b")])
     sandbox.load([wide])
-    with scheduler_standin(sandbox, kubeconfig) as loop:
+    with scheduler_loop(sandbox, kubeconfig) as loop:
         loop.run_once()
     said = why(sandbox, "wide")
     assert said.startswith("0/2 nodes are available: ") and f"1 {REASON}" in said and "Insufficient" in said

@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 
 from kubectl_gpushare.cli.scheduler import SchedulerLoop
-from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
+from tests.scheduler_loop import scheduler_loop
 
 pytestmark = pytest.mark.integration
 
@@ -28,13 +27,8 @@ pytestmark = pytest.mark.integration
 def loop(sandbox: Sandbox, kubeconfig: Path) -> Iterator[SchedulerLoop]:
     """One Ready node and a scheduler stand-in driven by `run_once`."""
     sandbox.load([node_object("n1", [], ip="10.0.0.1")])
-    api = Client(load_config(str(kubeconfig)), component="test-scheduler")
-    standin = SchedulerLoop(sandbox, api, [])
-    try:
+    with scheduler_loop(sandbox, kubeconfig) as standin:
         yield standin
-    finally:
-        standin.stop()
-        api.close()
 
 
 def bound(sandbox: Sandbox, name: str) -> str:
@@ -92,3 +86,18 @@ def test_a_null_string_field_is_read_as_absent_as_go_decodes_it(
     assert bound(sandbox, "fine") == "n1" and bound(sandbox, "hostile") == "n1"
     records = [r for r in caplog.records if r.name == "kubectl_gpushare.scheduler"]
     assert not [r for r in records if r.exc_info or "hostile" in r.getMessage()], [r.getMessage() for r in records]
+
+
+def test_a_node_is_ready_by_its_first_ready_condition(sandbox: Sandbox, loop: SchedulerLoop) -> None:
+    # The node lifecycle controller reads Ready with GetNodeCondition (pkg/controller/util/node), the
+    # first condition of that type; a later duplicate does not lift node.kubernetes.io/not-ready.
+    n1 = sandbox.get("nodes", "", "n1")
+    assert n1 is not None
+    n1["status"]["conditions"] = [{"type": "Ready", "status": "False"}, {"type": "Ready", "status": "True"}]
+    sandbox.load([n1, pod_object("p", "default", [0])])
+    loop.run_once()
+    assert bound(sandbox, "p") == ""
+    stored = sandbox.get("pods", "default", "p")
+    assert stored is not None
+    message = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"][0]["message"]
+    assert message == "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }."
