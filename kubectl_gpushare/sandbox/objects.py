@@ -477,11 +477,11 @@ def prepare_loaded(resource: Resource, obj: dict[str, Any]) -> None:
     pod, a terminating one).
 
     Raises:
-        ValueError: the object has no name.
+        ValueError: the object has no name, or one that is not a string (the store orders its keys by name).
     """
     meta = obj.setdefault("metadata", {})
-    if not meta.get("name"):
-        raise ValueError(f"cannot load a {resource.kind} without metadata.name")
+    if not meta.get("name") or not isinstance(meta["name"], str):
+        raise ValueError(f"cannot load a {resource.kind} without metadata.name (a non-empty string)")
     if resource.namespaced:
         meta.setdefault("namespace", "default")
     else:

@@ -149,6 +149,14 @@ def test_load_checks_every_object_before_storing_any() -> None:
     assert store.count("pods") == 0 and store.resource_version == 0
 
 
+def test_load_refuses_a_name_that_is_not_a_string() -> None:
+    """A TypeError out of the key order (str against int) was the answer to a seeded Node named 5."""
+    store = Store()
+    with pytest.raises(ValueError, match="metadata.name"):
+        store.load([pod("ns", "ok"), {"kind": "Node", "metadata": {"name": 5}}])
+    assert store.count("pods") == 0 and store.count("nodes") == 0
+
+
 def test_loaded_objects_get_system_fields() -> None:
     store = Store()
     store.load(
