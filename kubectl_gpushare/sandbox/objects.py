@@ -296,7 +296,7 @@ def _canonical(resource: Resource, value: object) -> str:
 def _name_causes(resource: Resource, name: str) -> list[str]:
     pattern = _DNS_LABEL if resource.plural == "namespaces" else _DNS_SUBDOMAIN
     limit = 63 if resource.plural == "namespaces" else 253
-    if not pattern.match(name) or len(name) > limit:
+    if not pattern.fullmatch(name) or len(name) > limit:  # match's "$" would let a last "\n" through
         return [
             f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 '
             f"{'label' if resource.plural == 'namespaces' else 'subdomain'} must consist of lower case alphanumeric "
