@@ -20,7 +20,10 @@ from kubectl_gpushare.sandbox.errors import ApiError, qualified, status_details
 
 _VIEWER_VERBS: Final = frozenset({"get", "list", "watch"})
 """The verbs of kubectl's ``view`` ClusterRole (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go)."""
-_PUBLIC_INFO_URLS: Final = ("/healthz", "/livez", "/readyz", "/version", "/version/")
+HEALTH_URLS: Final = ("/healthz", "/livez", "/readyz")
+"""The health checks: the paths a caller without a token reaches at all in the sandbox (`Sandbox` answers 401
+elsewhere), where kube-apiserver's anonymous authentication would let it on to `_PUBLIC_INFO_URLS`' ``/version``."""
+_PUBLIC_INFO_URLS: Final = (*HEALTH_URLS, "/version", "/version/")
 """The non-resource URLs ``system:public-info-viewer`` grants a ``get`` of (bootstrappolicy/policy.go), to every
 caller: ``system:unauthenticated`` is among its subjects."""
 _DISCOVERY_URLS: Final = ("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", *_PUBLIC_INFO_URLS)

@@ -57,7 +57,7 @@ from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_r
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
-from kubectl_gpushare.sandbox.authorization import anonymous_may, forbidden, request_info, viewer_may
+from kubectl_gpushare.sandbox.authorization import HEALTH_URLS, anonymous_may, forbidden, request_info, viewer_may
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -137,10 +137,6 @@ def _wire_header_value(value: str) -> str:
         return one_line.encode("utf-8", "surrogateescape").decode("latin-1")
     except UnicodeEncodeError:  # another lone surrogate (`load` may store one) as "?"
         return one_line.encode("utf-8", "replace").decode("latin-1")
-
-
-_UNAUTHENTICATED: Final = ("/healthz", "/livez", "/readyz")
-"""Paths anyone may read (kube-apiserver's ``system:public-info-viewer`` role)."""
 
 
 class _Server(ThreadingHTTPServer):
@@ -836,7 +832,7 @@ class Sandbox:
                 unrouted = exc
             deadline = self._deadline(received, method, path, query, None if unrouted else target)
             identity = self._authenticate(handler)
-            if identity is None and path not in _UNAUTHENTICATED:
+            if identity is None and path not in HEALTH_URLS:
                 raise errors.unauthorized()
             anonymous = identity is None  # on a health check: anonymous authentication is open to those alone
             identity = identity or Identity(ANONYMOUS)
