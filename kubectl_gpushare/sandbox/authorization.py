@@ -16,11 +16,14 @@ from typing import Final
 
 from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text
-from kubectl_gpushare.sandbox.errors import ApiError, qualified
+from kubectl_gpushare.sandbox.errors import ApiError, qualified, status_details
 
 _VIEWER_VERBS: Final = frozenset({"get", "list", "watch"})
 """The verbs of kubectl's ``view`` ClusterRole (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go)."""
-_PUBLIC_INFO_URLS: Final = ("/healthz", "/livez", "/readyz", "/version", "/version/")
+HEALTH_URLS: Final = ("/healthz", "/livez", "/readyz")
+"""The health checks: the paths a caller without a token reaches at all in the sandbox (`Sandbox` answers 401
+elsewhere), where kube-apiserver's anonymous authentication would let it on to `_PUBLIC_INFO_URLS`' ``/version``."""
+_PUBLIC_INFO_URLS: Final = (*HEALTH_URLS, "/version", "/version/")
 """The non-resource URLs ``system:public-info-viewer`` grants a ``get`` of (bootstrappolicy/policy.go), to every
 caller: ``system:unauthenticated`` is among its subjects."""
 _DISCOVERY_URLS: Final = ("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", *_PUBLIC_INFO_URLS)
@@ -127,11 +130,7 @@ def forbidden(user: str, info: RequestInfo) -> ApiError:
               f"{go_quote(info.group)} {scope}")
     named = f" {go_quote(info.name)}" if info.name else ""
     message = f"{go_text(qualified(info.resource, info.group))}{named} is forbidden: {_sanitized(denied)}"
-    details: dict[str, str] = {"name": go_text(info.name)} if info.name else {}
-    if info.group:
-        details["group"] = go_text(info.group)
-    if info.resource:
-        details["kind"] = go_text(info.resource)
+    details = status_details(go_text(info.resource), go_text(info.name), go_text(info.group))
     return ApiError(403, "Forbidden", message, details=details, headers=dict(_NOSNIFF))
 
 

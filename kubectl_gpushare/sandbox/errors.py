@@ -57,16 +57,17 @@ class ApiError(Exception):
         return body
 
 
-def _details(kind: str, name: str, group: str = "") -> dict[str, Any]:
+def status_details(kind: str, name: str, group: str = "") -> dict[str, Any]:
     """``metav1.StatusDetails`` as Go's encoder writes it: ``name``, ``group``, ``kind``.
 
-    Field order and ``omitempty`` of k8s.io/apimachinery/pkg/apis/meta/v1/types.go: an empty name or
-    group is left out.
+    Field order and ``omitempty`` of k8s.io/apimachinery/pkg/apis/meta/v1/types.go: an empty name,
+    group or kind is left out.
     """
     details: dict[str, Any] = {"name": name} if name else {}
     if group:
         details["group"] = group
-    details["kind"] = kind
+    if kind:
+        details["kind"] = kind
     return details
 
 
@@ -78,7 +79,7 @@ def qualified(plural: str, group: str) -> str:
 def not_found(plural: str, name: str, group: str = "") -> ApiError:
     """404 for a named object that does not exist."""
     return ApiError(
-        404, "NotFound", f'{qualified(plural, group)} "{name}" not found', details=_details(plural, name, group)
+        404, "NotFound", f'{qualified(plural, group)} "{name}" not found', details=status_details(plural, name, group)
     )
 
 
@@ -93,7 +94,7 @@ def already_exists(plural: str, name: str, group: str = "") -> ApiError:
         409,
         "AlreadyExists",
         f'{qualified(plural, group)} "{name}" already exists',
-        details=_details(plural, name, group),
+        details=status_details(plural, name, group),
     )
 
 
@@ -103,7 +104,7 @@ def conflict(plural: str, name: str, why: str, group: str = "") -> ApiError:
         409,
         "Conflict",
         f'Operation cannot be fulfilled on {qualified(plural, group)} "{name}": {why}',
-        details=_details(plural, name, group),
+        details=status_details(plural, name, group),
     )
 
 
@@ -141,7 +142,7 @@ def invalid(kind: str, name: str, causes: list[str], group: str = "") -> ApiErro
     The message names the kind qualified by its group, as apimachinery's ``NewInvalid`` does
     (``GroupKind.String()``: ``TokenRequest.authentication.k8s.io``; a core kind alone).
     """
-    details = _details(kind, name, group)
+    details = status_details(kind, name, group)
     details["causes"] = [_cause(cause) for cause in causes]
     qualified = f"{kind}.{group}" if group else kind
     return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {_aggregate(causes)}', details=details)

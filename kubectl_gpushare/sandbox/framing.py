@@ -16,7 +16,7 @@ import re
 import socket
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from kubectl_gpushare.kube.go_query import GoUrl, parse_url
 
@@ -79,7 +79,7 @@ class BodyTooLargeError(ValueError):
 
 
 def parsed_target(target: bytes) -> GoUrl | None:
-    """A request target (as `request_target` cuts it) as Go splits it; None where Go refuses it (`BAD_REQUEST_REPLY`).
+    """A request target (as `RequestLine` cuts it) as Go splits it; None where Go refuses it (`BAD_REQUEST_REPLY`).
 
     src/net/http/request.go ``readRequest``: ``parseRequestLine`` cuts the line at its first two
     spaces (a tab stays in the target), then ``url.ParseRequestURI`` (src/net/url/url.go ``parse``,
@@ -96,8 +96,41 @@ def parsed_target(target: bytes) -> GoUrl | None:
         return None
 
 
-def read_request_line(request_line: bytes) -> GoUrl | bytes:
-    """The request target as Go's server splits it, or the reply it writes (then closes) for a line it refuses.
+class RequestLine(NamedTuple):
+    """A request line Go's server reads, cut once as ``parseRequestLine`` cuts it: at its first two spaces."""
+
+    method: bytes
+    target: bytes
+    """Between the first two spaces, a tab or a byte Python calls whitespace included."""
+    proto: bytes
+    url: GoUrl
+    """``target`` as ``url.ParseRequestURI`` splits it (`parsed_target`)."""
+
+    @property
+    def path(self) -> str:
+        """The target, a character per byte, as the handler's ``path``.
+
+        Not ``http.server``'s ``path``, which turns a leading ``//`` into ``/`` (CPython gh-87389): Go
+        keeps it, and ``//api/v1/pods`` is a path no route serves.
+        """
+        return self.target.decode("latin-1")
+
+    def target_set_aside(self) -> bytes:
+        """The request line with its target replaced by ``*``: no byte Python calls space.
+
+        For ``http.server``'s parser, which splits on any whitespace (``str.split`` takes bytes 0x85 and
+        0xA0 for it, Go's ``parseRequestLine`` only the space): it still reads the method and version,
+        which Go's rules (`read_request_line`) keep to ASCII tokens, from the line. The one 2.0 line they
+        let through, ``PRI * HTTP/2.0``, goes to Go's handlers as HTTP/1.1 does (``http1ServerSupportsRequest``
+        in src/net/http/server.go; ``shouldClose`` reads ``Connection`` alike): it is set aside as
+        ``HTTP/1.1``, which ``http.server`` serves, where it answers 2.0 with its HTML 505.
+        """
+        proto = b"HTTP/1.1" if self.proto == b"HTTP/2.0" else self.proto
+        return self.method + b" * " + proto + b"\r\n"
+
+
+def read_request_line(request_line: bytes) -> RequestLine | bytes:
+    """The request line as Go's server cuts and reads it, or the reply it writes (then closes) for a line it refuses.
 
     src/net/http/request.go ``readRequest``, in its order: ``parseRequestLine`` needs two spaces
     ("malformed HTTP request": ``GET /``, the HTTP/0.9 form Python's ``http.server`` still serves
@@ -118,36 +151,7 @@ def read_request_line(request_line: bytes) -> GoUrl | bytes:
         return BAD_REQUEST_REPLY
     if version[1] != b"1" and (method, target_bytes, proto) != (b"PRI", b"*", b"HTTP/2.0"):
         return VERSION_NOT_SUPPORTED_REPLY
-    return target
-
-
-def request_target(request_line: bytes) -> str:
-    """The request target as Go's ``parseRequestLine`` cuts it: between the first two spaces, a character per byte.
-
-    Not ``http.server``'s ``path``, which turns a leading ``//`` into ``/`` (CPython gh-87389): Go
-    keeps it, and ``//api/v1/pods`` is a path no route serves.
-    """
-    line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
-    _, _, rest = line.partition(b" ")
-    target, _, _ = rest.partition(b" ")
-    return target.decode("latin-1")
-
-
-def target_set_aside(request_line: bytes) -> bytes:
-    """The request line with its target (as `request_target` cuts it) replaced by ``*``: no byte Python calls space.
-
-    For ``http.server``'s parser, which splits on any whitespace (``str.split`` takes bytes 0x85 and
-    0xA0 for it, Go's ``parseRequestLine`` only the space): it still reads the method and version,
-    which Go's rules (`read_request_line`) keep to ASCII tokens, from the line. The one 2.0 line they
-    let through, ``PRI * HTTP/2.0``, goes to Go's handlers as HTTP/1.1 does (``http1ServerSupportsRequest``
-    in src/net/http/server.go; ``shouldClose`` reads ``Connection`` alike): it is set aside as
-    ``HTTP/1.1``, which ``http.server`` serves, where it answers 2.0 with its HTML 505.
-    """
-    method, _, rest = request_line.partition(b" ")
-    _, _, proto = rest.partition(b" ")
-    if proto.rstrip(b"\r\n") == b"HTTP/2.0":
-        proto = b"HTTP/1.1" + proto[len(b"HTTP/2.0"):]
-    return method + b" * " + proto
+    return RequestLine(method, target_bytes, proto, target)
 
 
 def read_header_lines(stream: Stream, budget: int) -> list[bytes] | None:
@@ -205,7 +209,7 @@ def header_fields(lines: list[bytes]) -> list[bytes]:
     return [b" ".join(parts) for parts in folded]
 
 
-def header_fields_refused(fields: list[bytes], request_line: bytes) -> bytes | None:
+def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
     """The reply Go's server writes, then closes, for `header_fields` it refuses; None where it reads them.
 
     In Go's order. ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go): a first line
@@ -232,8 +236,7 @@ def header_fields_refused(fields: list[bytes], request_line: bytes) -> bytes | N
             hosts.append(value.strip(b" \t"))
     if len(hosts) > 1:
         return BAD_REQUEST_REPLY
-    method, _, rest = request_line.partition(b" ")
-    proto = rest.rstrip(b"\r\n").rpartition(b" ")[2]
+    method, proto = request_line.method, request_line.proto
     h2_preface = (method, proto, fields) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
     if not hosts and proto != b"HTTP/1.0" and method != b"CONNECT" and not h2_preface:  # ProtoAtLeast(1, 1)
         return _bad_request_because("missing required Host header")

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_format import go_quote
+from kubectl_gpushare.kube.names import DNS1123_LABEL_MAX, DNS1123_SUBDOMAIN_MAX
 from kubectl_gpushare.sandbox import admission, dra_kinds, errors
 from kubectl_gpushare.sandbox.resources import SCALABLE, WORKLOADS, Resource
 
@@ -295,8 +296,8 @@ def _canonical(resource: Resource, value: object) -> str:
 
 def _name_causes(resource: Resource, name: str) -> list[str]:
     pattern = _DNS_LABEL if resource.plural == "namespaces" else _DNS_SUBDOMAIN
-    limit = 63 if resource.plural == "namespaces" else 253
-    if not pattern.match(name) or len(name) > limit:
+    limit = DNS1123_LABEL_MAX if resource.plural == "namespaces" else DNS1123_SUBDOMAIN_MAX
+    if not pattern.fullmatch(name) or len(name) > limit:  # match's "$" would let a last "\n" through
         return [
             f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 '
             f"{'label' if resource.plural == 'namespaces' else 'subdomain'} must consist of lower case alphanumeric "
@@ -328,7 +329,8 @@ def _namespace_causes(resource: Resource, meta: dict[str, Any]) -> list[str]:
     if not namespace:
         return ["metadata.namespace: Required value"]
     shown = f"metadata.namespace: Invalid value: {go_quote(namespace)}: "
-    causes = [shown + "must be no more than 63 characters"] if len(namespace.encode()) > 63 else []
+    too_long = len(namespace.encode()) > DNS1123_LABEL_MAX
+    causes = [f"{shown}must be no more than {DNS1123_LABEL_MAX} characters"] if too_long else []
     if not _DNS_LABEL.fullmatch(namespace):
         causes.append(shown + ("must not contain dots" if _DNS_SUBDOMAIN.fullmatch(namespace) else _DNS_LABEL_RULE))
     return causes

@@ -57,7 +57,7 @@ from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_r
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
-from kubectl_gpushare.sandbox.authorization import anonymous_may, forbidden, request_info, viewer_may
+from kubectl_gpushare.sandbox.authorization import HEALTH_URLS, anonymous_may, forbidden, request_info, viewer_may
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -76,8 +76,6 @@ from kubectl_gpushare.sandbox.framing import (
     read_chunked,
     read_header_lines,
     read_request_line,
-    request_target,
-    target_set_aside,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
@@ -139,10 +137,6 @@ def _wire_header_value(value: str) -> str:
         return one_line.encode("utf-8", "surrogateescape").decode("latin-1")
     except UnicodeEncodeError:  # another lone surrogate (`load` may store one) as "?"
         return one_line.encode("utf-8", "replace").decode("latin-1")
-
-
-_UNAUTHENTICATED: Final = ("/healthz", "/livez", "/readyz")
-"""Paths anyone may read (kube-apiserver's ``system:public-info-viewer`` role)."""
 
 
 class _Server(ThreadingHTTPServer):
@@ -266,29 +260,30 @@ class _Handler(BaseHTTPRequestHandler):
         ``http.server`` splits the line on any whitespace (``str.split``), where Go's ``parseRequestLine``
         (src/net/http/request.go) cuts it at spaces only: a target holding byte 0x85 or 0xA0, whitespace
         to Python, would be its HTML 400. So it reads only the method, version and headers, from the
-        line with the target set aside (`target_set_aside`), and ``path`` is the target as Go cut it.
+        line with the target set aside (`framing.RequestLine.target_set_aside`), and ``path`` is the
+        target as Go cut it (`framing.RequestLine.path`).
         """
         line = self.raw_requestline
         read = read_request_line(line)
-        if not isinstance(read, GoUrl):
+        if isinstance(read, bytes):
             self.close_connection = True
             self.wfile.write(read)
             return False
-        self.target = read
+        self.target = read.url
         header_lines = read_header_lines(self.rfile, MAX_REQUEST_HEAD - len(line))
         fields = [] if header_lines is None else header_fields(header_lines)
-        refused = HEADER_TOO_LARGE_REPLY if header_lines is None else header_fields_refused(fields, line)
+        refused = HEADER_TOO_LARGE_REPLY if header_lines is None else header_fields_refused(fields, read)
         if refused is not None:
             self.close_connection = True
             self.wfile.write(refused)
             return False
-        self.raw_requestline = target_set_aside(line)
+        self.raw_requestline = read.target_set_aside()
         rfile, self.rfile = self.rfile, io.BufferedReader(io.BytesIO(b"\r\n"))  # the headers are read
         try:
             accepted = super().parse_request()
         finally:
             self.raw_requestline, self.rfile = line, rfile
-        self.path = request_target(line)
+        self.path = read.path
         return accepted and self._take_headers(fields)
 
     def _take_headers(self, fields: list[bytes]) -> bool:
@@ -837,7 +832,7 @@ class Sandbox:
                 unrouted = exc
             deadline = self._deadline(received, method, path, query, None if unrouted else target)
             identity = self._authenticate(handler)
-            if identity is None and path not in _UNAUTHENTICATED:
+            if identity is None and path not in HEALTH_URLS:
                 raise errors.unauthorized()
             anonymous = identity is None  # on a health check: anonymous authentication is open to those alone
             identity = identity or Identity(ANONYMOUS)

@@ -4,7 +4,7 @@ import pytest
 
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.objects import prepare_create, prepare_update
-from kubectl_gpushare.sandbox.resources import BY_PLURAL
+from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource
 
 PODS = BY_PLURAL["pods"]
 NODES = BY_PLURAL["nodes"]
@@ -149,3 +149,13 @@ def test_a_null_metadata_string_is_absent_and_a_null_label_value_is_empty_as_go_
     with pytest.raises(ApiError) as caught:
         prepare_create(PODS, body(name=None), "ns")
     assert caught.value.code == 422  # no name: required, as for an absent one
+
+
+@pytest.mark.parametrize(
+    ("resource", "name"), [(PODS, "p\n"), (BY_PLURAL["namespaces"], "n\n")], ids=["pod", "namespace"]
+)
+def test_a_name_with_a_trailing_newline_is_invalid(resource: Resource, name: str) -> None:
+    # Go's regexp anchors "$" at the end of the text alone (IsDNS1123Subdomain/Label); Python's before a last "\n" too.
+    with pytest.raises(ApiError) as caught:
+        prepare_create(resource, {**body(name=name), "kind": resource.kind}, "ns")
+    assert caught.value.code == 422 and "metadata.name: Invalid value" in caught.value.message
