@@ -44,6 +44,7 @@ import msgspec
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.node_affinity import NodeSelector, compile_selector
+from kubectl_gpushare.protocol import valid_dns_label as valid_dns_label
 from kubectl_gpushare.protocol import valid_dns_subdomain as valid_dns_subdomain
 
 # --- The API's own limits (k8s.io/api resource/v1 types.go) ---------------------------------------
@@ -77,7 +78,6 @@ ANN_POD_CLAIM_NAME: Final = "resource.kubernetes.io/pod-claim-name"
 FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 """``Finalizer``: set on claims the scheduler allocated (its PreBind), removed on deallocation."""
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SEMVER = re.compile(
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -704,11 +704,7 @@ def quantity_from_millis(millis: int, binary: bool) -> Quantity:
     return Quantity(millis, protocol.canonical_quantity(text), binary)
 
 
-# --- Names --------------------------------------------------------------------------------------------
-def valid_dns_label(name: str) -> bool:
-    """An RFC 1123 label (device and request names)."""
-    return len(name) <= 63 and _DNS_LABEL.fullmatch(name) is not None
-
+# --- Names (`valid_dns_label`, `valid_dns_subdomain`: protocol's) ---------------------------------------
 
 def split_qualified_name(name: str, driver: str) -> tuple[str, str]:
     """``domain/id`` -> (domain, id); an unqualified name belongs to ``driver`` (the CEL and allocator rule)."""

@@ -566,7 +566,17 @@ def parse_unhealthy_gpus(text: str | None) -> frozenset[int]:
     return frozenset(index for index in found if index is not None and valid_gpu_index(index))
 
 
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS1123_LABEL_MAX: Final = 63
+DNS1123_SUBDOMAIN_MAX: Final = 253
+DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+"""``IsDNS1123Label``'s pattern, to `fullmatch` (``match`` with ``$`` would let a last newline through)."""
+DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+"""``IsDNS1123Subdomain``'s pattern, to `fullmatch`."""
+
+
+def valid_dns_label(name: str) -> bool:
+    """An RFC 1123 label of at most 63 characters (``IsDNS1123Label``): namespaces, device and request names."""
+    return len(name) <= DNS1123_LABEL_MAX and DNS_LABEL.fullmatch(name) is not None
 
 
 def valid_dns_subdomain(name: str) -> bool:
@@ -574,7 +584,7 @@ def valid_dns_subdomain(name: str) -> bool:
 
     Also a label key's prefix (`node_affinity.valid_label_key`).
     """
-    return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
+    return len(name) <= DNS1123_SUBDOMAIN_MAX and DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
 def parse_assumed_node(text: str | None) -> str | None:

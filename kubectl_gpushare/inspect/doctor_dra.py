@@ -14,7 +14,6 @@ from typing import Final
 from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
 from kubectl_gpushare.kube import dra_allocation
-from kubectl_gpushare.kube.names import DNS1123_SUBDOMAIN_MAX
 from kubectl_gpushare.kube.records import shown
 from kubectl_gpushare.kube.stacks import dra
 from kubectl_gpushare.kube.types import Node, Pod
@@ -100,7 +99,8 @@ def pool_findings(objects: dra.DraObjects) -> Iterable[Finding]:
 
 def _pool_shown(pool: str) -> str:
     """A pool name as is where it is one (DNS subdomains joined by slashes, ``ResourcePool.Name``), else quoted."""
-    if len(pool) <= DNS1123_SUBDOMAIN_MAX and all(dra_objects.valid_dns_subdomain(part) for part in pool.split("/")):
+    parts = pool.split("/")
+    if len(pool) <= protocol.DNS1123_SUBDOMAIN_MAX and all(dra_objects.valid_dns_subdomain(part) for part in parts):
         return pool
     return shown(pool)
 

@@ -9,13 +9,7 @@ otherwise walk the URL). Pure: no I/O.
 
 from __future__ import annotations
 
-import re
-from typing import Final
-
-DNS1123_LABEL_MAX: Final = 63
-DNS1123_SUBDOMAIN_MAX: Final = 253
-_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+from kubectl_gpushare.protocol import DNS1123_LABEL_MAX, DNS1123_SUBDOMAIN_MAX, valid_dns_label, valid_dns_subdomain
 
 
 def _shown(text: str) -> str:
@@ -28,7 +22,7 @@ def check_namespace(text: str) -> str:
     Raises:
         ValueError: not a DNS-1123 label (lower-case letters, digits and '-', at most 63).
     """
-    if len(text) > DNS1123_LABEL_MAX or not _LABEL.fullmatch(text):
+    if not valid_dns_label(text):
         raise ValueError(f"{_shown(text)} is not a namespace name (lower-case letters, digits and '-', "
                          f"at most {DNS1123_LABEL_MAX})")
     return text
@@ -40,7 +34,7 @@ def check_object_name(text: str, kind: str) -> str:
     Raises:
         ValueError: not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', at most 253).
     """
-    if len(text) > DNS1123_SUBDOMAIN_MAX or not _SUBDOMAIN.fullmatch(text):
+    if not valid_dns_subdomain(text):
         raise ValueError(f"{_shown(text)} is not a {kind} name (lower-case letters, digits, '-' and '.', "
                          f"at most {DNS1123_SUBDOMAIN_MAX})")
     return text

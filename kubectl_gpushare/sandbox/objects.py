@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import copy
 import random
-import re
 import uuid
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_format import go_quote
-from kubectl_gpushare.kube.names import DNS1123_LABEL_MAX, DNS1123_SUBDOMAIN_MAX
 from kubectl_gpushare.sandbox import admission, dra_kinds, errors
 from kubectl_gpushare.sandbox.resources import SCALABLE, WORKLOADS, Resource
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _STATUS_SPLIT = {"pods", "nodes", "namespaces", "services", admission.POLICIES, dra_kinds.CLAIMS, *WORKLOADS}
 _MAX_INT32 = 2**31 - 1
@@ -295,9 +291,8 @@ def _canonical(resource: Resource, value: object) -> str:
 
 
 def _name_causes(resource: Resource, name: str) -> list[str]:
-    pattern = _DNS_LABEL if resource.plural == "namespaces" else _DNS_SUBDOMAIN
-    limit = DNS1123_LABEL_MAX if resource.plural == "namespaces" else DNS1123_SUBDOMAIN_MAX
-    if not pattern.fullmatch(name) or len(name) > limit:  # match's "$" would let a last "\n" through
+    valid = protocol.valid_dns_label if resource.plural == "namespaces" else protocol.valid_dns_subdomain
+    if not valid(name):
         return [
             f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 '
             f"{'label' if resource.plural == 'namespaces' else 'subdomain'} must consist of lower case alphanumeric "
@@ -329,10 +324,11 @@ def _namespace_causes(resource: Resource, meta: dict[str, Any]) -> list[str]:
     if not namespace:
         return ["metadata.namespace: Required value"]
     shown = f"metadata.namespace: Invalid value: {go_quote(namespace)}: "
-    too_long = len(namespace.encode()) > DNS1123_LABEL_MAX
-    causes = [f"{shown}must be no more than {DNS1123_LABEL_MAX} characters"] if too_long else []
-    if not _DNS_LABEL.fullmatch(namespace):
-        causes.append(shown + ("must not contain dots" if _DNS_SUBDOMAIN.fullmatch(namespace) else _DNS_LABEL_RULE))
+    too_long = len(namespace.encode()) > protocol.DNS1123_LABEL_MAX
+    causes = [f"{shown}must be no more than {protocol.DNS1123_LABEL_MAX} characters"] if too_long else []
+    if not protocol.DNS_LABEL.fullmatch(namespace):
+        dotted = protocol.DNS_SUBDOMAIN.fullmatch(namespace) is not None
+        causes.append(shown + ("must not contain dots" if dotted else _DNS_LABEL_RULE))
     return causes
 
 
