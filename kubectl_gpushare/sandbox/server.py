@@ -68,6 +68,7 @@ from kubectl_gpushare.sandbox.framing import (
     BodyTooLargeError,
     DeadlineReader,
     FramingError,
+    chunked,
     content_length,
     drain,
     header_fields,
@@ -180,6 +181,8 @@ class _Handler(BaseHTTPRequestHandler):
     raw_requestline: bytes  # set by handle_one_request (typeshed leaves it out)
     target: GoUrl
     """The request target as Go splits it (set by `parse_request` once it accepted the request)."""
+    chunked: bool = False
+    """Whether the body is chunked, as Go's ``readTransfer`` reads it (`framing.chunked`; set by `parse_request`)."""
 
     def setup(self) -> None:
         """Disable Nagle and read through a `DeadlineReader`.
@@ -277,6 +280,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.wfile.write(refused)
             return False
+        self.chunked = chunked(fields, read.proto)
         self.raw_requestline = read.target_set_aside()
         rfile, self.rfile = self.rfile, io.BufferedReader(io.BytesIO(b"\r\n"))  # the headers are read
         try:
@@ -329,12 +333,11 @@ class _Handler(BaseHTTPRequestHandler):
         """Go's ``req.ContentLength != 0`` where ``readTransfer`` (src/net/http/transfer.go) read the framing.
 
         Chunked is -1; a Content-Length counts as `framing.content_length` reads it (``00`` is no
-        body). A framing ``readTransfer`` refuses (another Transfer-Encoding, a bad or conflicting
-        Content-Length) is Go's error before any ``100 Continue``: `Sandbox._read_body` answers it.
+        body). Another Transfer-Encoding never gets here (`framing.transfer_encoding_refused`); a bad
+        or conflicting Content-Length is Go's error before any ``100 Continue``: `Sandbox._read_body` answers it.
         """
-        encoding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
-        if encoding:
-            return encoding == "chunked"
+        if self.chunked:
+            return True
         try:
             return content_length(self.headers.get_all("Content-Length") or []) > 0
         except FramingError:
@@ -749,12 +752,8 @@ class Sandbox:
         Raises:
             OSError: the client went away or ran out of time (the caller closes without answering).
         """
-        encoding = (handler.headers.get("Transfer-Encoding") or "").strip().lower()
         try:
-            if encoding:
-                if encoding != "chunked":
-                    handler.close_connection = True
-                    return errors.bad_request(f"unsupported Transfer-Encoding {encoding[:40]!r}")
+            if handler.chunked:  # nothing but "chunked" gets here (`framing.transfer_encoding_refused`)
                 if handler.headers.get("Content-Length") is not None:  # chunked wins, but the sender is suspect
                     handler.close_connection = True
                 return read_chunked(handler.rfile, self.max_body)
