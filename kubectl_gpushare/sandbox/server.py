@@ -47,7 +47,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -1048,6 +1048,8 @@ class Sandbox:
                 if method != "HEAD":
                     handler.wfile.write(response.body)
                 return response.status
+            if response.length is not None:
+                return self._send_sized(handler, method, response, response.stream, response.length)
             handler.send_header("Transfer-Encoding", "chunked")
             handler.end_headers()
             try:
@@ -1064,6 +1066,39 @@ class Sandbox:
             handler.wfile.write(b"0\r\n\r\n")
         except OSError:
             handler.close_connection = True
+        return response.status
+
+    def _send_sized(self, handler: _Handler, method: str, response: Response, stream: Iterator[bytes],
+                    length: int) -> int:
+        """The rest of `_send` for a stream of known length: framed by ``Content-Length``, as Go frames a relayed reply.
+
+        Go's server writes a body whose handler set ``Content-Length`` as it comes; one that ends
+        short leaves the connection unusable, so it is closed (``chunkWriter`` in src/net/http/server.go
+        checks the written length and ``finishRequest`` closes). A stream that breaks off does that here.
+
+        Raises:
+            OSError: the client went away (`_send` closes the connection).
+        """
+        handler.send_header("Content-Length", str(length))
+        if handler.close_connection:
+            handler.send_header("Connection", "close")
+        handler.end_headers()
+        written = 0
+        try:
+            for chunk in stream:
+                if method != "HEAD":
+                    handler.wfile.write(chunk[: max(0, length - written)])  # never past what was announced
+                written += len(chunk)
+        except OSError:
+            raise
+        except Exception:  # noqa: BLE001 - a bug mid-body: end it the way a crash would
+            written = -1
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        if written != length:
+            self._close(handler)
         return response.status
 
     def _drop(self, handler: _Handler, target: Target) -> None:
