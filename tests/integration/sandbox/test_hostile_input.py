@@ -828,6 +828,42 @@ def test_100_continue_is_not_sent_where_go_reads_no_body(sandbox: Sandbox, frami
     assert not read_to_close(sandbox, raw).startswith(b"HTTP/1.1 100 ")
 
 
+def test_100_continue_goes_out_only_when_the_handler_reads_the_body() -> None:
+    # Go's expectContinueReader sends 100 Continue on the handler's first read of the body (server.go), and
+    # kube-apiserver authenticates, authorizes and routes before its handler reads one: a refused request
+    # gets its answer without 100 Continue, and "Connection: close" (chunkWriter.writeHeader: an unread
+    # expect-continue body sets closeAfterReply). The sandbox sent 100 Continue to everyone, then read.
+    body = configmap("c1")
+    with Sandbox(auth=True) as sb:
+        viewer = {"Authorization": f"Bearer {Sandbox.READONLY_TOKEN}"}
+        admin = {"Authorization": f"Bearer {Sandbox.ADMIN_TOKEN}"}
+        for path, headers, status in [(CONFIGMAPS, {}, b"401"), (CONFIGMAPS, viewer, b"403"),
+                                      ("/api/v1/nosuch", admin, b"404"), (f"{CONFIGMAPS}/c1", admin, b"405"),
+                                      ("/version", admin, b"200")]:  # fmt: skip
+            method = "GET" if path == "/version" else "POST"  # a read's handler never reads a body
+            raw = request(method, path, headers={**headers, "Expect": "100-continue", "Content-Length": str(len(body))})
+            reply = read_to_close(sb, raw)  # the body never sent: the server closes after its answer
+            lines = reply.split(b"\r\n\r\n")[0].split(b"\r\n")
+            assert lines[0].startswith(b"HTTP/1.1 " + status + b" ") and b"Connection: close" in lines, reply
+            assert b" 100 " not in reply, reply
+        assert sb.objects("configmaps") == []
+        with socket.create_connection(("127.0.0.1", sb.port), timeout=10) as sock:
+            sock.sendall(request("POST", CONFIGMAPS, headers={**admin, "Expect": "100-continue",
+                                                              "Content-Length": str(len(body))}))
+            reader = sock.makefile("rb")
+            assert reader.readline() == b"HTTP/1.1 100 Continue\r\n" and reader.readline() == b"\r\n"
+            sock.sendall(body)
+            assert reader.readline().startswith(b"HTTP/1.1 201 ")
+            while reader.readline() != b"\r\n":
+                pass
+        assert [c["metadata"]["name"] for c in sb.objects("configmaps")] == ["c1"]
+        with socket.create_connection(("127.0.0.1", sb.port), timeout=10) as sock:  # the test hooks' API too
+            sock.sendall(request("POST", "/_sandbox/faults", headers={**viewer, "Expect": "100-continue",
+                                                                       "Content-Length": "2"}))
+            reply = sock.makefile("rb").read()
+            assert reply.startswith(b"HTTP/1.1 403 ") and b" 100 " not in reply, reply
+
+
 # --- decoding bombs and bad shapes ------------------------------------------------------------
 def test_yaml_aliases_are_refused(sandbox: Sandbox) -> None:
     laughs = ["a: &a [x, x, x, x, x, x, x, x, x]"]
