@@ -1100,6 +1100,8 @@ class Sandbox:
             if response.length is not None:
                 return self._send_sized(handler, method, response, response.stream, response.length)
             handler.send_header("Transfer-Encoding", "chunked")
+            if handler.close_connection:  # chunkWriter.writeHeader names closeAfterReply on a stream too
+                handler.send_header("Connection", "close")
             handler.end_headers()
             try:
                 for chunk in response.stream:

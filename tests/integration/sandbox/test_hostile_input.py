@@ -857,6 +857,11 @@ def test_100_continue_goes_out_only_when_the_handler_reads_the_body() -> None:
             while reader.readline() != b"\r\n":
                 pass
         assert [c["metadata"]["name"] for c in sb.objects("configmaps")] == ["c1"]
+        watch = f"{CONFIGMAPS}?watch=1&timeoutSeconds=1"  # a stream says it closes too, as Go's chunkWriter does
+        reply = read_to_close(sb, request("GET", watch, headers={**admin, "Expect": "100-continue",
+                                                                 "Content-Length": "2"}))
+        head = reply.split(b"\r\n\r\n")[0].split(b"\r\n")
+        assert head[0] == b"HTTP/1.1 200 OK" and b"Connection: close" in head and b" 100 " not in reply, reply
         with socket.create_connection(("127.0.0.1", sb.port), timeout=10) as sock:  # the test hooks' API too
             sock.sendall(request("POST", "/_sandbox/faults", headers={**viewer, "Expect": "100-continue",
                                                                        "Content-Length": "2"}))
