@@ -1,4 +1,4 @@
-"""Go's ``strconv.Quote`` (``%q``), shared by every message that repeats an upstream Go error.
+"""Go's ``strconv.Quote`` (``%q``) and ``strconv.ParseInt``'s errors, shared by every message that repeats one.
 
 kube-apiserver, net/url, net/netip and the CEL libraries quote the text they name with ``%q`` or
 ``strconv.Quote``; a message here that repeats one of theirs quotes with `go_quote`. The ``time``
@@ -7,6 +7,7 @@ package's own ``quote`` is another rule (`kube.deadlines`). Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 _ESCAPES: Final = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
@@ -42,4 +43,39 @@ def go_quote(text: str) -> str:
     return "".join(out)
 
 
-__all__ = ["go_quote"]
+_DIGITS: Final = re.compile(r"[0-9]*")
+_UINT64_MAX: Final = (1 << 64) - 1
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+
+
+def parse_int64(text: str) -> int:
+    """``text`` as Go's ``strconv.ParseInt(text, 10, 64)`` reads it, or its error's words.
+
+    src/strconv/atoi.go: one ``+`` or ``-``, then ``ParseUint``'s loop, which stops at the first byte
+    that is no ASCII digit ("invalid syntax"; an empty text too) or at the first digit that takes the
+    value past 2^64-1 ("value out of range"), whichever comes first; then the int64 range ("value out
+    of range"). The error names the whole text, quoted (``NumError.Error``): a 5,000-digit value is a
+    range error, ``12x`` a syntax error. Linear in the text (a request head may be a megabyte).
+
+    Raises:
+        ValueError: ``strconv.ParseInt: parsing "<text>": invalid syntax`` (or ``value out of range``).
+    """
+    sign = text[:1] if text[:1] in ("+", "-") else ""
+    body = text[len(sign) :]
+    digits = _DIGITS.match(body)
+    assert digits is not None  # "*" matches the empty text
+    prefix = digits.group().lstrip("0")
+    if len(prefix) > 20 or (prefix and int(prefix) > _UINT64_MAX):  # overflowed before any other byte
+        why = "value out of range"
+    elif not body or digits.end() < len(body):
+        why = "invalid syntax"
+    else:
+        value = -int(body) if sign == "-" else int(body)
+        if _INT64_MIN <= value <= _INT64_MAX:
+            return value
+        why = "value out of range"
+    raise ValueError(f"strconv.ParseInt: parsing {go_quote(text)}: {why}")
+
+
+__all__ = ["go_quote", "parse_int64"]

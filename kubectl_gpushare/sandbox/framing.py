@@ -47,6 +47,10 @@ HEADER_TOO_LARGE_REPLY = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nCont
 """What Go's server writes, then closes, for a request head past its read limit (``conn.serve``'s ``errTooLarge``
 case, src/net/http/server.go), where ``http.server`` answers a request line over 64 KiB with its HTML 414
 and a header line over 64 KiB, or a 101st header, with its HTML 431."""
+UNSUPPORTED_TRANSFER_ENCODING_REPLY = (b"HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                                       b"Connection: close\r\n\r\nUnsupported transfer encoding")  # fmt: skip
+"""What Go's server writes, then closes, for a request whose ``Transfer-Encoding`` it does not read (``conn.serve``'s
+``isUnsupportedTEError`` case, src/net/http/server.go: RFC 7230's 501, the encoding not echoed back)."""
 _TCHAR = rb"!#$%&'*+\-.^_`|~0-9A-Za-z"
 """An RFC 7230 tchar, as a regular-expression class's inside: Go's ``isTokenRune`` (src/net/http/http.go) and
 ``validHeaderFieldByte`` (src/net/textproto/reader.go)."""
@@ -216,7 +220,9 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
     that starts with a space or tab, a field without a colon, a name with a byte that is neither a
     tchar nor a space, or a value with a control byte other than a tab is a ``ProtocolError``, Go's
     plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest`` (src/net/http/request.go)
-    refuses a second ``Host`` the same way. Then server.go's ``readRequest`` answers with its reason:
+    refuses a second ``Host`` the same way, and ``readTransfer`` a ``Transfer-Encoding`` it does not
+    read (`transfer_encoding_refused`) with `UNSUPPORTED_TRANSFER_ENCODING_REPLY`. Then server.go's
+    ``readRequest`` answers with its reason:
     an HTTP/1.1 request without ``Host`` (``CONNECT`` aside), a ``Host`` with a byte
     ``ValidHostHeader`` refuses, and a name with a space (textproto keeps it, go.dev/issue/34540;
     ``ValidHeaderFieldName`` does not).
@@ -237,6 +243,8 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
     if len(hosts) > 1:
         return BAD_REQUEST_REPLY
     method, proto = request_line.method, request_line.proto
+    if transfer_encoding_refused(fields, proto):  # readTransfer, after the Host count, before server.go's checks
+        return UNSUPPORTED_TRANSFER_ENCODING_REPLY
     h2_preface = (method, proto, fields) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
     if not hosts and proto != b"HTTP/1.0" and method != b"CONNECT" and not h2_preface:  # ProtoAtLeast(1, 1)
         return _bad_request_because("missing required Host header")
@@ -245,6 +253,36 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
     if spaced_name:
         return _bad_request_because("invalid header name")
     return None
+
+
+def _field_values(fields: list[bytes], name: bytes) -> list[bytes]:
+    """The values of the `header_fields` named ``name`` (lower case), trimmed as textproto trims them."""
+    found: list[bytes] = []
+    for field in fields:
+        key, _, value = field.partition(b":")
+        if key.lower() == name:
+            found.append(value.strip(b" \t"))
+    return found
+
+
+def transfer_encoding_refused(fields: list[bytes], proto: bytes) -> bool:
+    """Whether Go's ``readTransfer`` refuses the request's ``Transfer-Encoding`` (a 501 before any handler).
+
+    src/net/http/transfer.go ``parseTransferEncoding``: ignored on an HTTP/1.0 request (go.dev/issue/12785,
+    so `chunked` does not read it either); otherwise one field only ("too many transfer encodings", an
+    empty second one included), and its value ``chunked`` in any ASCII case ("unsupported transfer
+    encoding": ``gzip``, ``gzip, chunked``, ``chunked, chunked``, an empty value). Both are an
+    ``unsupportedTEError``.
+    """
+    values = _field_values(fields, b"transfer-encoding")
+    if not values or proto == b"HTTP/1.0":
+        return False
+    return len(values) != 1 or values[0].lower() != b"chunked"
+
+
+def chunked(fields: list[bytes], proto: bytes) -> bool:
+    """Whether the body is chunked: a ``Transfer-Encoding`` `transfer_encoding_refused` passed (not on HTTP/1.0)."""
+    return proto != b"HTTP/1.0" and bool(_field_values(fields, b"transfer-encoding"))
 
 
 def header_tokens(values: Iterable[str]) -> frozenset[str]:

@@ -13,7 +13,9 @@ Parameters (``PodLogOptions``, kubernetes.io/docs/reference/kubernetes-api/workl
 #read-log-of-the-specified-pod): ``container``, ``tailLines``, ``limitBytes``, ``timestamps``,
 ``previous`` (no container here ever restarted, so it is always the kubelet's "previous terminated
 container ... not found"), ``follow`` (answers what exists and closes, as the log of a container that
-exited does), ``sinceSeconds``/``sinceTime`` (accepted; every line is recent).
+exited does), ``sinceSeconds``/``sinceTime`` (accepted; every line is recent). Each is converted and
+validated as kube-apiserver does it (`log_options`): a bool never fails, an int64 fails in
+``strconv.ParseInt``'s words.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare.kube.go_format import parse_int64
+from kubectl_gpushare.kube.go_query import GoQuery, go_bool
 from kubectl_gpushare.sandbox import errors
 
 MAX_LINES = 1000
@@ -75,36 +77,68 @@ def _names(containers: Any) -> list[str]:
     return [str(c.get("name")) for c in containers if isinstance(c, dict) and c.get("name")]
 
 
-def _int_param(query: Mapping[str, str], name: str, pod: str) -> int | None:
-    raw = query.get(name)
-    if raw is None or raw == "":
+def _int_param(query: GoQuery, name: str) -> int | None:
+    """An int64 option as ``runtime.Convert_Slice_string_To_Pointer_int64`` reads its first value (None: absent).
+
+    k8s.io/apimachinery/pkg/runtime/conversion.go: ``strconv.ParseInt(value, 10, 64)``, its error
+    returned as is, which the handler (``getRequestOptions`` in k8s.io/apiserver/pkg/endpoints/handlers/
+    get.go) answers as a 400 BadRequest in the error's words (`go_format.parse_int64`: "invalid
+    syntax", or "value out of range" past int64, 5,000 digits included). An empty value is a syntax error.
+    """
+    if name not in query:
         return None
-    value = protocol.parse_int_strict(raw)  # strconv.ParseInt(raw, 10, 64), as the query's int64 is decoded
-    if value is None:
-        raise errors.bad_request(f'strconv.ParseInt: parsing "{raw[:64]}": invalid syntax')
-    if value < 0:
-        cause = f"{name}: Invalid value: {value}: must be greater than or equal to 0"
-        raise errors.invalid("PodLogOptions", pod, [cause])
-    return value
+    try:
+        return parse_int64(query.exact(name))  # Go holds bytes: one that is no UTF-8 is quoted as \xNN
+    except ValueError as exc:
+        raise errors.bad_request(str(exc)) from None
 
 
-def _flag(query: Mapping[str, str], name: str) -> bool:
-    raw = query.get(name, "false")
-    if raw not in ("true", "false", "1", "0", "True", "False", ""):
-        raise errors.bad_request(f'strconv.ParseBool: parsing "{raw[:64]}": invalid syntax')
-    return raw in ("true", "1", "True")
+class LogOptions(NamedTuple):
+    """A log request's ``PodLogOptions``, converted and validated as kube-apiserver does before it reads the pod."""
+
+    previous: bool
+    timestamps: bool
+    tail_lines: int | None
+    limit_bytes: int | None
 
 
-def pod_log(pod: dict[str, Any], query: Mapping[str, str], logs: ContainerLogs) -> bytes:
-    """The body of ``GET pods/NAME/log`` for ``pod``, or the `ApiError` kube-apiserver or the kubelet gives."""
+def log_options(query: GoQuery, pod: str) -> LogOptions:
+    """The request's ``PodLogOptions``, or the 400 or 422 kube-apiserver answers before it looks the pod up.
+
+    ``Convert_url_Values_To_v1_PodLogOptions`` (pkg/apis/core/v1/zz_generated.conversion.go) reads the
+    fields in its order (follow, previous, sinceSeconds, sinceTime, timestamps, tailLines, limitBytes)
+    and stops at the first error (`_int_param`). A bool is ``runtime.Convert_Slice_string_To_bool``,
+    which refuses nothing (`go_bool`: ``follow=yes`` is true). Then ``LogREST.Get``
+    (pkg/registry/core/pod/rest/log.go) runs ``ValidatePodLogOptions`` (pkg/apis/core/validation),
+    whose causes make one 422 ``PodLogOptions "<name>" is invalid``, and only then reads the pod (404).
+    ``sinceTime`` is not read (every line is recent).
+    """
+    previous = go_bool(query.get("previous"))
+    since = _int_param(query, "sinceSeconds")
+    timestamps = go_bool(query.get("timestamps"))
+    tail = _int_param(query, "tailLines")
+    limit = _int_param(query, "limitBytes")
+    causes: list[str] = []
+    if tail is not None and tail < 0:
+        causes.append(f"tailLines: Invalid value: {tail}: must be greater than or equal to 0")
+    if limit is not None and limit < 1:
+        causes.append(f"limitBytes: Invalid value: {limit}: must be greater than 0")
+    if since is not None and since < 1:
+        causes.append(f"sinceSeconds: Invalid value: {since}: must be greater than 0")
+    if causes:
+        raise errors.invalid("PodLogOptions", pod, causes)
+    return LogOptions(previous, timestamps, tail, limit)
+
+
+def pod_log(pod: dict[str, Any], options: LogOptions, container: str, logs: ContainerLogs) -> bytes:
+    """The body of ``GET pods/NAME/log`` for ``pod``, or the `ApiError` kube-apiserver or the kubelet gives.
+
+    ``container`` is the request's ``container`` parameter ("" when absent).
+    """
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     name = str(meta.get("name", ""))
-    tail = _int_param(query, "tailLines", name)
-    limit = _int_param(query, "limitBytes", name)
-    timestamps, previous = _flag(query, "timestamps"), _flag(query, "previous")
-    _flag(query, "follow")
+    previous, timestamps, tail, limit = options
     containers, init = _names(spec.get("containers")), _names(spec.get("initContainers"))
-    container = query.get("container") or ""
     if not container:
         if len(containers) == 1:
             container = containers[0]

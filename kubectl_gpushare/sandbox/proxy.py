@@ -36,7 +36,8 @@ DIAL_TIMEOUT: Final = 5.0
 READ_TIMEOUT: Final = 60.0
 CHUNK: Final = 64 * 1024
 WHOLE_BODY: Final = 1 << 20
-"""A reply with a Content-Length up to this is read whole and its connection kept for the next request."""
+"""A reply with a Content-Length up to this is read whole and its connection kept for the next request; a longer
+one is streamed under its own Content-Length (`forward`)."""
 MAX_IDLE_PER_TARGET: Final = 4
 _STALE: Final = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 _FORWARDED_HEADERS: Final = ("Accept", "Content-Type", "User-Agent")
@@ -229,16 +230,21 @@ def forward(
     body: bytes,
     *,
     whole_path: str = "",
-) -> tuple[int, str, list[tuple[str, str]], bytes | Iterator[bytes]]:
-    """Relay one request to the pod's target: (status, content type, other headers, body or its chunks).
+) -> tuple[int, str, list[tuple[str, str]], bytes | Iterator[bytes], int | None]:
+    """Relay one request to the pod's target: (status, content type, other headers, body or its chunks, length).
 
     ``path`` is the decoded subpath (`routes.Target.proxy_path`); the pod gets `request_path`.
     The query goes on as it came, byte for byte (``UpgradeAwareHandler.ServeHTTP`` in
     k8s.io/apimachinery/pkg/util/proxy/upgradeaware.go sets ``loc.RawQuery = req.URL.RawQuery``, and
     Go's transport writes ``URL.RequestURI()`` as it is): repeated names, ``;``, bad escapes and bytes
-    past ASCII included, none of it re-encoded (`_RawRequestLine`). Response headers
-    come back as the real proxy copies them, less the hop-by-hop ones (the sandbox re-frames the body
-    with chunked encoding).
+    past ASCII included, none of it re-encoded (`_RawRequestLine`). The body goes with its
+    Content-Length, whatever its size, as ``ReverseProxy`` keeps the inbound request's
+    (src/net/http/httputil/reverseproxy.go: ``outreq`` is ``req.Clone``; only a zero length drops
+    the body). Response headers come back as the real proxy copies them, less the hop-by-hop ones
+    (`relayed_headers`). A reply over `WHOLE_BODY` is streamed; ``length`` is then the pod's
+    Content-Length, which ``ReverseProxy`` copies (it is no hop-by-hop header) and Go's server then
+    frames the body with, or None for a reply without one (chunked, as Go's server writes a body of
+    unknown length that is flushed as it comes).
 
     A GET or HEAD with an empty ``path`` (``.../proxy``, no trailing ``/``) is not relayed: once the pod,
     its port and its address passed (``ResourceLocation``), upgradeaware.go's ``proxyRedirectsforRootPath``
@@ -259,7 +265,7 @@ def forward(
         raise errors.bad_request("address not allowed")
     if not path and method in ("GET", "HEAD"):  # "a hack for https://issue.k8s.io/4958", upstream says
         query = raw_query.encode("latin-1").decode(errors="surrogateescape")  # its bytes, held as the path holds them
-        return 301, "", [("Location", whole_path + "/" + (f"?{query}" if query else ""))], b""
+        return 301, "", [("Location", whole_path + "/" + (f"?{query}" if query else ""))], b"", None
     if found is None:
         where = f"{ip}:{port}" if port else ip
         raise _unreachable(f"dial tcp {where}: connect: connection refused")
@@ -302,7 +308,7 @@ def forward(
             held.close()
         else:
             targets.keep(key, held)
-        return response.status, content_type, relayed, data
+        return response.status, content_type, relayed, data, None
 
     def chunks() -> Iterator[bytes]:
         try:
@@ -314,7 +320,7 @@ def forward(
             held.close()
 
     held = connection
-    return response.status, content_type, relayed, chunks()
+    return response.status, content_type, relayed, chunks(), response.length
 
 
 def _unreachable(why: str) -> ApiError:

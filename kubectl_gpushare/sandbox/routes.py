@@ -79,7 +79,7 @@ class Request:
 
 @dataclass
 class Response:
-    """What to send back: a whole body, or a chunked ``stream`` (watch)."""
+    """What to send back: a whole body, or a ``stream`` (a watch's chunks; a pod's relayed reply)."""
 
     status: int
     body: bytes = b""
@@ -87,6 +87,8 @@ class Response:
     headers: list[tuple[str, str]] = field(default_factory=list)
     """Header lines besides the content type and framing, in order; a name may repeat (a pod's ``Set-Cookie``)."""
     stream: Iterator[bytes] | None = None
+    length: int | None = None
+    """The ``stream``'s Content-Length where it is known (a pod's long reply, `proxy.forward`); None: chunked."""
 
 
 class DroppedConnectionError(Exception):
@@ -696,7 +698,9 @@ class Api:
         if target.namespace_missing:
             self._refuse_without_namespace(request, target)
         if logs_read:
-            return Response(200, logs.pod_log(self._entry(target).object(), request.query, self.logs), "text/plain")
+            options = logs.log_options(request.query, target.name)  # its 400 or 422 comes before the pod's 404
+            body = logs.pod_log(self._entry(target).object(), options, request.query.get("container") or "", self.logs)
+            return Response(200, body, "text/plain")
         if target.subresource == "binding" or target.resource.plural == "bindings":
             return self._bind(request, target)
         if target.subresource == "scale":
@@ -753,13 +757,13 @@ class Api:
             raise errors.not_found("pods", name)
         wanted = ("Accept", "Content-Type", "User-Agent")
         headers = {key: value for key in wanted if (value := request.headers.get(key))}
-        status, content_type, relayed, body = proxy.forward(
+        status, content_type, relayed, body, length = proxy.forward(
             self.proxy_targets, entry.object(), target.name, request.method, target.proxy_path, request.query.raw,
             headers, request.body, whole_path=target.request_path,
         )  # fmt: skip
         if isinstance(body, bytes):
             return Response(status, body, content_type=content_type, headers=relayed)
-        return Response(status, content_type=content_type, headers=relayed, stream=body)
+        return Response(status, content_type=content_type, headers=relayed, stream=body, length=length)
 
     # --- reads ---------------------------------------------------------------------------------
     def _entry(self, target: Target) -> Entry:

@@ -2,7 +2,8 @@
 
 Owns sockets, threads, authentication, fault injection and the request log; REST semantics live in
 ``routes.py`` and state in ``store.py``. HTTP/1.1 with keep-alive on the standard library's
-``ThreadingHTTPServer``: every request body is read in full (kubectl sends one with DELETE), and
+``ThreadingHTTPServer``: every request body is read in full (kubectl sends one with DELETE), before
+authentication, but one whose client awaits ``100 Continue``, read where kube-apiserver's handler reads it, and
 watches are streamed with chunked transfer encoding. Body framing is strict (``framing.py``):
 a bad chunk size or Content-Length gets 400 and a closed connection, a body over ``max_body``
 413. Each connection may sit idle ``idle_timeout`` seconds between requests and has
@@ -47,7 +48,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -68,6 +69,7 @@ from kubectl_gpushare.sandbox.framing import (
     BodyTooLargeError,
     DeadlineReader,
     FramingError,
+    chunked,
     content_length,
     drain,
     header_fields,
@@ -180,6 +182,11 @@ class _Handler(BaseHTTPRequestHandler):
     raw_requestline: bytes  # set by handle_one_request (typeshed leaves it out)
     target: GoUrl
     """The request target as Go splits it (set by `parse_request` once it accepted the request)."""
+    chunked: bool = False
+    """Whether the body is chunked, as Go's ``readTransfer`` reads it (`framing.chunked`; set by `parse_request`)."""
+    awaits_continue: bool = False
+    """Whether the client waits for ``100 Continue`` before it sends the body (`_take_headers`; `Sandbox._read_body`
+    sends it and clears this)."""
 
     def setup(self) -> None:
         """Disable Nagle and read through a `DeadlineReader`.
@@ -277,6 +284,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.wfile.write(refused)
             return False
+        self.chunked = chunked(fields, read.proto)
         self.raw_requestline = read.target_set_aside()
         rfile, self.rfile = self.rfile, io.BufferedReader(io.BytesIO(b"\r\n"))  # the headers are read
         try:
@@ -296,10 +304,10 @@ class _Handler(BaseHTTPRequestHandler):
         (`framing.header_tokens`). ``Connection``
         (src/net/http/request.go ``shouldClose``): HTTP/1.1 closes after a ``close`` token, HTTP/1.0
         unless a ``keep-alive`` one. ``Expect`` (src/net/http/server.go ``conn.serve``): with a
-        ``100-continue`` token on HTTP/1.1 and a body, ``100 Continue`` goes out before the body is read;
+        ``100-continue`` token on HTTP/1.1 and a body, the body is wrapped in an ``expectContinueReader``,
+        which sends ``100 Continue`` when the handler first reads it (`awaits_continue`, `Sandbox._serve`);
         any other expectation is ``sendExpectationFailed``'s ``417`` with ``Connection: close``, before
-        any handler. (Go sends its ``100 Continue`` when the handler first reads the body; the sandbox
-        reads every body before authentication, so it is sent then.)
+        any handler.
         """
         self.headers = self.MessageClass()
         for field in fields:  # split once more: a second parse by ``email``'s parser cost 9x this on every request
@@ -312,9 +320,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self.close_connection = "close" in connection
         expect = self.headers.get_all("Expect") or []
+        self.awaits_continue = False
         if "100-continue" in header_tokens(expect):
-            if self.request_version != "HTTP/1.0" and self._announces_body():
-                return self.handle_expect_100()
+            self.awaits_continue = self.request_version != "HTTP/1.0" and self._announces_body()
             return True
         if expect and expect[0].strip(" \t"):  # Header.get("Expect") != "": its first value
             self.close_connection = True
@@ -329,12 +337,11 @@ class _Handler(BaseHTTPRequestHandler):
         """Go's ``req.ContentLength != 0`` where ``readTransfer`` (src/net/http/transfer.go) read the framing.
 
         Chunked is -1; a Content-Length counts as `framing.content_length` reads it (``00`` is no
-        body). A framing ``readTransfer`` refuses (another Transfer-Encoding, a bad or conflicting
-        Content-Length) is Go's error before any ``100 Continue``: `Sandbox._read_body` answers it.
+        body). Another Transfer-Encoding never gets here (`framing.transfer_encoding_refused`); a bad
+        or conflicting Content-Length is Go's error before any ``100 Continue``: `Sandbox._read_body` answers it.
         """
-        encoding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
-        if encoding:
-            return encoding == "chunked"
+        if self.chunked:
+            return True
         try:
             return content_length(self.headers.get_all("Content-Length") or []) > 0
         except FramingError:
@@ -731,7 +738,7 @@ class Sandbox:
         (up to 4 KiB; the connection closes past that): a 200 with nothing else.
         """
         try:
-            body = self._read_body(handler)
+            body = self._read_body(handler)  # it reads the body: an awaited 100 Continue goes out
             handler.reader.end_request()
             if isinstance(body, ApiError) or len(body) > 4096:
                 handler.close_connection = True
@@ -746,15 +753,20 @@ class Sandbox:
     def _read_body(self, handler: _Handler) -> bytes | ApiError:
         """The request body, or the error to answer; broken framing also closes the connection.
 
+        A client that awaits ``100 Continue`` gets it now, as Go's ``expectContinueReader.Read`` sends
+        it on the handler's first read of the body (src/net/http/server.go), and its body's first byte
+        starts a read deadline of its own (`DeadlineReader.start_request`): the head's was ended.
+
         Raises:
             OSError: the client went away or ran out of time (the caller closes without answering).
         """
-        encoding = (handler.headers.get("Transfer-Encoding") or "").strip().lower()
+        if handler.awaits_continue:
+            handler.awaits_continue = False
+            handler.send_response_only(100)
+            handler.end_headers()
+            handler.reader.start_request()
         try:
-            if encoding:
-                if encoding != "chunked":
-                    handler.close_connection = True
-                    return errors.bad_request(f"unsupported Transfer-Encoding {encoding[:40]!r}")
+            if handler.chunked:  # nothing but "chunked" gets here (`framing.transfer_encoding_refused`)
                 if handler.headers.get("Content-Length") is not None:  # chunked wins, but the sender is suspect
                     handler.close_connection = True
                 return read_chunked(handler.rfile, self.max_body)
@@ -795,14 +807,24 @@ class Sandbox:
         if method == "OPTIONS" and handler.path == "*":
             self._answer_global_options(handler)
             return
-        try:
-            body = self._read_body(handler)
-        except OSError:  # gone, or too slow: nobody to answer (kube-apiserver just closes, too)
-            self._close(handler)
-            return
+        # A body is read here, before authentication, unless its client awaits 100 Continue: that one
+        # is read where kube-apiserver's handler reads it, past authentication, authorization and routing
+        # (below), so a request refused there gets no 100 Continue.
+        body: bytes | ApiError | None = None
+        if not handler.awaits_continue:
+            try:
+                body = self._read_body(handler)
+            except OSError:  # gone, or too slow: nobody to answer (kube-apiserver just closes, too)
+                self._close(handler)
+                return
         handler.reader.end_request()
         if admin.is_admin_path(path):
-            self._send(handler, method, self._serve_admin(handler, method, path, body))
+            try:
+                answer = self._serve_admin(handler, method, path, body)
+            except OSError:
+                self._close(handler)
+                return
+            self._send(handler, method, answer)
             return
         user = ""
         target = Target()
@@ -818,7 +840,7 @@ class Sandbox:
                 if stopped.wait(fault.latency):
                     raise _StoppedError
                 received = time.monotonic()
-            if isinstance(body, ApiError):
+            if isinstance(body, ApiError):  # read before authentication (no 100 Continue awaited)
                 raise body
             # WithRequestDeadline wraps authentication and routing (DefaultBuildHandlerChain in
             # k8s.io/apiserver/pkg/server/config.go: the API handler is the chain's innermost), so a
@@ -844,6 +866,18 @@ class Sandbox:
                     raise forbidden(user, info)
             if unrouted is not None:
                 raise unrouted
+            # The handler reads the body: now 100 Continue goes out. A write's handler reads it, and so does
+            # the pod proxy, which ReverseProxy sends on (httputil/reverseproxy.go: req.Clone); a read (get,
+            # list, watch, discovery, health) never does.
+            if body is None and (target.verb in WRITE_VERBS or target.subresource == "proxy"):
+                try:
+                    body = self._read_body(handler)
+                except OSError:  # gone, or too slow: nobody to answer
+                    self._close(handler)
+                    return
+                handler.reader.end_request()
+                if isinstance(body, ApiError):
+                    raise body
             if fault is None:  # the faults that act in the server, once it has authenticated and routed the request
                 fault = self.faults.take(method, handler.path)
             committing = (fault is not None and fault.after and not fault.in_transit and fault.latency > 0
@@ -884,6 +918,8 @@ class Sandbox:
             return
         except Exception as exc:  # noqa: BLE001 - a bug must answer 500, never kill the connection thread
             response = error_response(errors.internal(f"{type(exc).__name__}: {exc}"))
+        if body is None:  # never read (the 100 Continue never sent): Go's chunkWriter.writeHeader closes after the
+            handler.close_connection = True  # reply (closeAfterReply: "Connection: close"), the body left unread
         # Recorded before sending, so a client that has its answer always finds it in the log.
         self._record(handler, method, target, response.status, user, query, path)
         self._send(handler, method, response)
@@ -999,15 +1035,27 @@ class Sandbox:
             raise _HandlerTimeoutError  # a read has no finisher: the timeout filter answers
         return outcome[0]
 
-    def _serve_admin(self, handler: _Handler, method: str, path: str, body: bytes | ApiError) -> Response:
+    def _serve_admin(self, handler: _Handler, method: str, path: str, body: bytes | ApiError | None) -> Response:
+        """The test hooks' API (``admin.py``); a body awaited after ``100 Continue`` is read once the caller may use it.
+
+        Raises:
+            OSError: the client went away while its awaited body was read (`_serve`'s caller closes).
+        """
         if isinstance(body, ApiError):
             return error_response(body)
         identity = self._authenticate(handler)
         if self.auth and identity is None:
+            handler.close_connection = handler.close_connection or body is None
             return error_response(errors.unauthorized())
         if self.auth and identity is not None and identity.user.username != self.ADMIN_USER:
+            handler.close_connection = handler.close_connection or body is None
             return error_response(ApiError(
                 403, "Forbidden", f'User "{identity.user.username}" cannot use the sandbox admin API ({path})'))
+        if body is None:
+            body = self._read_body(handler)
+            handler.reader.end_request()
+            if isinstance(body, ApiError):
+                return error_response(body)
         return admin.handle(method, path, body, self.faults, self.drop_watches)
 
     def _record(
@@ -1049,7 +1097,11 @@ class Sandbox:
                 if method != "HEAD":
                     handler.wfile.write(response.body)
                 return response.status
+            if response.length is not None:
+                return self._send_sized(handler, method, response, response.stream, response.length)
             handler.send_header("Transfer-Encoding", "chunked")
+            if handler.close_connection:  # chunkWriter.writeHeader names closeAfterReply on a stream too
+                handler.send_header("Connection", "close")
             handler.end_headers()
             try:
                 for chunk in response.stream:
@@ -1065,6 +1117,39 @@ class Sandbox:
             handler.wfile.write(b"0\r\n\r\n")
         except OSError:
             handler.close_connection = True
+        return response.status
+
+    def _send_sized(self, handler: _Handler, method: str, response: Response, stream: Iterator[bytes],
+                    length: int) -> int:
+        """The rest of `_send` for a stream of known length: framed by ``Content-Length``, as Go frames a relayed reply.
+
+        Go's server writes a body whose handler set ``Content-Length`` as it comes; one that ends
+        short leaves the connection unusable, so it is closed (``chunkWriter`` in src/net/http/server.go
+        checks the written length and ``finishRequest`` closes). A stream that breaks off does that here.
+
+        Raises:
+            OSError: the client went away (`_send` closes the connection).
+        """
+        handler.send_header("Content-Length", str(length))
+        if handler.close_connection:
+            handler.send_header("Connection", "close")
+        handler.end_headers()
+        written = 0
+        try:
+            for chunk in stream:
+                if method != "HEAD":
+                    handler.wfile.write(chunk[: max(0, length - written)])  # never past what was announced
+                written += len(chunk)
+        except OSError:
+            raise
+        except Exception:  # noqa: BLE001 - a bug mid-body: end it the way a crash would
+            written = -1
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        if written != length:
+            self._close(handler)
         return response.status
 
     def _drop(self, handler: _Handler, target: Target) -> None:

@@ -133,10 +133,34 @@ def test_malformed_content_length_gets_400(sandbox: Sandbox, length: str) -> Non
     assert status == 400 and answer["reason"] == "BadRequest" and closed, answer
 
 
-def test_unsupported_transfer_encoding_gets_400(sandbox: Sandbox) -> None:
-    raw = request("POST", CONFIGMAPS, b"", {"Transfer-Encoding": "gzip, chunked", "Content-Length": None})
-    status, _, closed = exchange(sandbox, raw, shut_write=True)
-    assert status == 400 and closed
+UNSUPPORTED_TE = (b"HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                  b"Connection: close\r\n\r\nUnsupported transfer encoding")  # fmt: skip
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "gzip, chunked", "chunked, chunked", "",
+                                      "chunked\r\nTransfer-Encoding: chunked", "chunked\r\nTransfer-Encoding:"],
+                         ids=["gzip", "gzip-chunked", "twice", "empty", "two-fields", "empty-second"])  # fmt: skip
+def test_a_transfer_encoding_go_does_not_read_gets_its_plain_501_before_any_handler(encoding: str) -> None:
+    # src/net/http/transfer.go parseTransferEncoding: one field, "chunked" in any case, or an unsupportedTEError,
+    # which conn.serve (server.go) answers with a plain 501 and closes: no authentication, nothing logged.
+    with Sandbox(auth=True) as sb:
+        raw = request("POST", CONFIGMAPS, b"", {"Transfer-Encoding": encoding, "Content-Length": None,
+                                                "Expect": "100-continue"})
+        assert read_to_close(sb, raw) == UNSUPPORTED_TE
+        assert not sb.requests
+
+
+def test_transfer_encoding_is_read_in_any_case_on_http_1_1_and_ignored_on_http_1_0(sandbox: Sandbox) -> None:
+    framed = b"%x\r\n%s\r\n0\r\n\r\n" % (len(configmap("c1")), configmap("c1"))
+    raw = chunked(CONFIGMAPS, framed).replace(b"chunked", b" CHunked ")
+    status, created, _ = exchange(sandbox, raw)
+    assert status == 201 and created["metadata"]["name"] == "c1", created
+    # go.dev/issue/12785: an HTTP/1.0 request's Transfer-Encoding is dropped: "gzip" is no 501, and the
+    # Content-Length frames the body.
+    body = configmap("c2")
+    raw = request("POST", CONFIGMAPS, body, {"Transfer-Encoding": "gzip"}).replace(b"HTTP/1.1", b"HTTP/1.0")
+    status, created, _ = exchange(sandbox, raw)
+    assert status == 201 and created["metadata"]["name"] == "c2", created
 
 
 def test_client_vanishing_mid_body_leaves_no_traceback(sandbox: Sandbox, capfd: pytest.CaptureFixture[str]) -> None:
@@ -802,6 +826,47 @@ def test_100_continue_is_not_sent_where_go_reads_no_body(sandbox: Sandbox, frami
     # (src/net/http/transfer.go) refuses a bad Content-Length or another Transfer-Encoding before it.
     raw = request("POST", CONFIGMAPS, headers={"Expect": "100-continue", "Connection": "close", **framing})
     assert not read_to_close(sandbox, raw).startswith(b"HTTP/1.1 100 ")
+
+
+def test_100_continue_goes_out_only_when_the_handler_reads_the_body() -> None:
+    # Go's expectContinueReader sends 100 Continue on the handler's first read of the body (server.go), and
+    # kube-apiserver authenticates, authorizes and routes before its handler reads one: a refused request
+    # gets its answer without 100 Continue, and "Connection: close" (chunkWriter.writeHeader: an unread
+    # expect-continue body sets closeAfterReply). The sandbox sent 100 Continue to everyone, then read.
+    body = configmap("c1")
+    with Sandbox(auth=True) as sb:
+        viewer = {"Authorization": f"Bearer {Sandbox.READONLY_TOKEN}"}
+        admin = {"Authorization": f"Bearer {Sandbox.ADMIN_TOKEN}"}
+        for path, headers, status in [(CONFIGMAPS, {}, b"401"), (CONFIGMAPS, viewer, b"403"),
+                                      ("/api/v1/nosuch", admin, b"404"), (f"{CONFIGMAPS}/c1", admin, b"405"),
+                                      ("/version", admin, b"200")]:  # fmt: skip
+            method = "GET" if path == "/version" else "POST"  # a read's handler never reads a body
+            raw = request(method, path, headers={**headers, "Expect": "100-continue", "Content-Length": str(len(body))})
+            reply = read_to_close(sb, raw)  # the body never sent: the server closes after its answer
+            lines = reply.split(b"\r\n\r\n")[0].split(b"\r\n")
+            assert lines[0].startswith(b"HTTP/1.1 " + status + b" ") and b"Connection: close" in lines, reply
+            assert b" 100 " not in reply, reply
+        assert sb.objects("configmaps") == []
+        with socket.create_connection(("127.0.0.1", sb.port), timeout=10) as sock:
+            sock.sendall(request("POST", CONFIGMAPS, headers={**admin, "Expect": "100-continue",
+                                                              "Content-Length": str(len(body))}))
+            reader = sock.makefile("rb")
+            assert reader.readline() == b"HTTP/1.1 100 Continue\r\n" and reader.readline() == b"\r\n"
+            sock.sendall(body)
+            assert reader.readline().startswith(b"HTTP/1.1 201 ")
+            while reader.readline() != b"\r\n":
+                pass
+        assert [c["metadata"]["name"] for c in sb.objects("configmaps")] == ["c1"]
+        watch = f"{CONFIGMAPS}?watch=1&timeoutSeconds=1"  # a stream says it closes too, as Go's chunkWriter does
+        reply = read_to_close(sb, request("GET", watch, headers={**admin, "Expect": "100-continue",
+                                                                 "Content-Length": "2"}))
+        head = reply.split(b"\r\n\r\n")[0].split(b"\r\n")
+        assert head[0] == b"HTTP/1.1 200 OK" and b"Connection: close" in head and b" 100 " not in reply, reply
+        with socket.create_connection(("127.0.0.1", sb.port), timeout=10) as sock:  # the test hooks' API too
+            sock.sendall(request("POST", "/_sandbox/faults", headers={**viewer, "Expect": "100-continue",
+                                                                       "Content-Length": "2"}))
+            reply = sock.makefile("rb").read()
+            assert reply.startswith(b"HTTP/1.1 403 ") and b" 100 " not in reply, reply
 
 
 # --- decoding bombs and bad shapes ------------------------------------------------------------

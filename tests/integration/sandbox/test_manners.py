@@ -108,16 +108,35 @@ def test_the_log_endpoint_refuses_bad_parameters_and_names_every_container(log_p
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read())
 
-    assert get("one/log?tailLines=x")[0] == 400
-    for bad in ("%C2%B2", "--5", "9" * 5000):  # str.isdigit takes '²', int() does not: each was a 500
+    # Convert_Slice_string_To_Pointer_int64 (k8s.io/apimachinery/pkg/runtime/conversion.go): strconv.ParseInt's
+    # own error, whole text quoted; its range error for what overflows before a stray byte (atoi.go ParseUint).
+    for bad, quoted, why in [("x", "x", "invalid syntax"), ("%C2%B2", "²", "invalid syntax"),
+                             ("--5", "--5", "invalid syntax"), ("", "", "invalid syntax"),
+                             ("9" * 5000, "9" * 5000, "value out of range"),
+                             ("9223372036854775808", "9223372036854775808", "value out of range"),
+                             ("99999999999999999999x", "99999999999999999999x", "value out of range"),
+                             ("%FF", "\\xff", "invalid syntax")]:  # fmt: skip
         code, body = get(f"one/log?tailLines={bad}")
-        assert (code, body["reason"]) == (400, "BadRequest") and "invalid syntax" in body["message"], body
-    code, body = get("one/log?tailLines=-1")
-    assert code == 422 and body["reason"] == "Invalid"
+        assert (code, body["reason"]) == (400, "BadRequest"), body
+        assert body["message"] == f'strconv.ParseInt: parsing "{quoted}": {why}', body["message"][:200]
+    # The conversion stops at its first error, in field order (sinceSeconds before tailLines), before the pod is read.
+    code, body = get("nosuch/log?tailLines=x&sinceSeconds=y")
+    assert (code, body["message"]) == (400, 'strconv.ParseInt: parsing "y": invalid syntax'), body
+    code, body = get("nosuch/log?tailLines=-1&limitBytes=0&sinceSeconds=0")  # ValidatePodLogOptions: one 422
+    assert (code, body["reason"]) == (422, "Invalid"), body
+    assert body["message"] == ('PodLogOptions "nosuch" is invalid: [tailLines: Invalid value: -1: must be greater '
+                               "than or equal to 0, limitBytes: Invalid value: 0: must be greater than 0, "
+                               "sinceSeconds: Invalid value: 0: must be greater than 0]")  # fmt: skip
     code, body = get("two/log")
     assert code == 400
     assert body["message"] == "a container name must be specified for pod two, choose one of: [main sidecar-1]"
-    assert get("one/log?previous=maybe")[0] == 400
+    # Convert_Slice_string_To_bool refuses nothing: "0" or "false" in any case is false, anything else true.
+    for flag in ("maybe", "", "1", "T"):
+        code, body = get(f"one/log?previous={flag}")
+        assert (code, body["message"]) == (400, 'previous terminated container "main" in pod "one" not found'), flag
+    for flag in ("0", "FaLsE"):
+        assert get(f"one/log?previous={flag}&timestamps=0")[0] == 200, flag
+    assert get("one/log?follow=maybe&timestamps=x&insecureSkipTLSVerifyBackend=y")[0] == 200
     code, body = get("one/log?container=nosuch")  # what kube-apiserver answers a client that does not check
     assert code == 400 and body["message"] == "container nosuch is not valid for pod one"
     assert get("nosuch/log")[1]["message"] == 'pods "nosuch" not found'

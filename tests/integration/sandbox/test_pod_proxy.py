@@ -285,3 +285,52 @@ def test_a_reply_the_pod_sent_without_a_date_gets_the_servers_one(sandbox: Sandb
         reply = _relayed_to_close(sandbox)
     assert reply.startswith(b"HTTP/1.1 204 ") and reply.lower().count(b"\r\ndate: ") == 1, reply
     assert b"server:" not in reply.lower(), reply
+
+
+def test_a_long_reply_keeps_the_pods_content_length_and_a_long_body_its_own(sandbox: Sandbox) -> None:
+    # httputil.ReverseProxy copies the pod's Content-Length (no hop-by-hop header) and Go's server frames
+    # the body with it; the outbound request is req.Clone, so a body keeps its Content-Length whatever its
+    # size. The sandbox re-framed a reply over 1 MiB (proxy.WHOLE_BODY) as chunked.
+    size = (1 << 20) + 1
+    reply = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % size + b"y" * size
+    body = b"x" * size
+    listener = socket.create_server(("127.0.0.1", 0))
+    received: list[tuple[list[bytes], bytes]] = []
+
+    def serve() -> None:  # reads the request head and its whole body, then replies
+        with contextlib.suppress(OSError), listener.accept()[0] as conn:
+            reader = conn.makefile("rb")
+            head = [line.rstrip(b"\r\n").lower() for line in iter(reader.readline, b"\r\n")]
+            received.append((head, reader.read(size)))
+            conn.sendall(reply)
+
+    threading.Thread(target=serve, daemon=True).start()
+    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
+    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
+    with contextlib.closing(listener):
+        with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
+            connection.sendall(f"POST {BASE}:{protocol.USAGE_PORT}/proxy/usage HTTP/1.1\r\nHost: s\r\n"
+                               f"Content-Length: {size}\r\n\r\n".encode() + body)
+            reader = connection.makefile("rb")
+            assert reader.readline() == b"HTTP/1.1 200 OK\r\n"
+            headers = {}
+            while (line := reader.readline()) != b"\r\n":
+                name, _, value = line.decode().partition(":")
+                headers[name.lower()] = value.strip()
+            assert headers["content-length"] == str(size) and "transfer-encoding" not in headers, headers
+            assert reader.read(size) == b"y" * size
+            connection.sendall(b"GET /version HTTP/1.1\r\nHost: s\r\nConnection: close\r\n\r\n")
+            assert reader.readline() == b"HTTP/1.1 200 OK\r\n"  # the connection goes on after the sized body
+    head, sent = received[0]
+    assert f"content-length: {size}".encode() in head and sent == body, head
+    assert not any(line.startswith(b"transfer-encoding") for line in head), head
+
+
+def test_a_long_reply_the_pod_breaks_off_closes_the_connection(sandbox: Sandbox) -> None:
+    # Go's server cannot end a body short of its Content-Length and keep the connection: it closes it.
+    size = 3 << 20
+    reply = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % size + b"y" * (2 << 20)
+    with _pod_replying(sandbox, reply):
+        relayed = _relayed_to_close(sandbox)
+    head, _, answer = relayed.partition(b"\r\n\r\n")
+    assert f"Content-Length: {size}".encode() in head.split(b"\r\n") and len(answer) == 2 << 20, head
