@@ -2,7 +2,8 @@
 
 Bytes pass through untouched (HTTP or TLS alike). `TcpGate.shut` closes the listening socket and
 every connection through it, so a client's next connect is refused (ECONNREFUSED: nothing of a
-request can have been sent); `TcpGate.open` listens again on the same port.
+request can have been sent); `TcpGate.stop_listening` only refuses new connects; `TcpGate.open`
+listens again on the same port.
 """
 
 from __future__ import annotations
@@ -32,13 +33,20 @@ class TcpGate:
             self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 
+    def stop_listening(self) -> None:
+        """Refuse new connects; the connections through the gate go on until they close."""
+        with self._lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            _close(listener)
+
     def shut(self) -> None:
         """Stop listening and close every connection through the gate: new connects are refused."""
         with self._lock:
             listener, self._listener = self._listener, None
             sockets, self._sockets = self._sockets, set()
         if listener is not None:
-            listener.close()
+            _close(listener)
         for sock in sockets:
             _close(sock)
 
@@ -54,7 +62,7 @@ class TcpGate:
                 _close(client)
                 continue
             with self._lock:
-                if self._listener is not listener:
+                if self._listener is not listener:  # shut meanwhile
                     _close(client)
                     _close(server)
                     return
@@ -81,6 +89,7 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
 
 
 def _close(sock: socket.socket) -> None:
+    """Shut down, then close: a listener must stop listening even while another thread waits in accept()."""
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
