@@ -699,3 +699,22 @@ def test_a_claim_write_never_sent_is_released_at_once(sandbox: Sandbox, kubeconf
     assert reserved_for(sandbox, "p", "gpu") == [uid]
     assert_not_over_committed(sandbox)
 
+
+def test_a_binding_never_sent_does_not_keep_the_reservations_for_the_request_timeout(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture) -> None:
+    # The claim's reservation lands, then the Binding is refused at connect: it cannot land, so
+    # Unreserve goes by what the API shows, not by "it may still land for the request timeout".
+    def reservation(method: str, path: str, body: bytes) -> bool:
+        return method == "PATCH" and "/resourceclaims/p-gpu-" in path and "/status" in path
+
+    caplog.set_level(logging.INFO, "kubectl_gpushare.scheduler")
+    with gated_scheduler(sandbox, kubeconfig, reservation) as gated:
+        kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: bound(sandbox, "p"), timeout=60, what=lambda: f"p bound; {gated.lines}")
+    assert gated.opened.is_set()
+    lines = [r.getMessage() for r in caplog.records if r.name == "kubectl_gpushare.scheduler"]
+    assert not [line for line in lines if "may still land" in line], lines
+    assert [line for line in lines if "unreserve default/p: the pod cannot be read" in line], lines
+    uid = (sandbox.get("pods", "default", "p") or {})["metadata"]["uid"]
+    assert reserved_for(sandbox, "p", "gpu") == [uid]
+    assert_not_over_committed(sandbox)
