@@ -378,7 +378,7 @@ class Transport:
                     _set_timeout(connection, bound)
                 if connection.sock is None:
                     connection.connect()  # TCP and TLS first, apart: a failure here has sent nothing
-            except (OSError, http.client.HTTPException, ValueError) as exc:  # ssl.CertificateError is a ValueError
+            except (OSError, http.client.HTTPException) as exc:  # refused, DNS, TLS handshake, connect timeout
                 connection.close()
                 raise self.unreachable(path, query, exc, bound, sent=delivered) from None
             except BaseException:
