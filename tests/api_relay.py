@@ -19,9 +19,9 @@ from kubectl_gpushare.sandbox.server import Sandbox
 
 @dataclass(frozen=True)
 class Reply:
-    """A replacement reply: its body, and headers sent besides (or instead of) the sandbox's Content-Type."""
+    """A replacement reply: its body (None: the sandbox's), and headers besides (or instead of) its Content-Type."""
 
-    body: bytes
+    body: bytes | None
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -51,7 +51,7 @@ def relay(sandbox: Sandbox | int, rewrite: Rewrite) -> Iterator[int]:
             replaced = rewrite(self.command, self.path, body)
             if isinstance(replaced, bytes):
                 replaced = Reply(replaced)
-            data = data if replaced is None else replaced.body
+            data = data if replaced is None or replaced.body is None else replaced.body
             headers = {"Content-Type": reply.getheader("Content-Type") or "application/json",
                        **(replaced.headers if replaced is not None else {})}
             self.send_response(reply.status)

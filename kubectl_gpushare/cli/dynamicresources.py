@@ -24,7 +24,8 @@ The plugin's extension points, after ``pkg/scheduler/framework/plugins/dynamicre
   too), once the API shows the pod unbound; a write whose outcome is unknown is left alone until
   the API shows it.
 
-An unknown outcome (a 5xx, 429, a timeout, a dropped connection) becomes a known one by a rule,
+An unknown outcome (a 5xx, 429, a timeout, a dropped connection; not a write never sent, which
+cannot land: `errors.did_not_happen`) becomes a known one by a rule,
 never by a guess, so an allocation is released only when it can no longer land:
 
 - The status write is conditional: it carries the ``metadata.resourceVersion`` it was built on, as
@@ -73,7 +74,7 @@ from kubectl_gpushare.kube.errors import (
     KubeError,
     NotFound,
     UndecodableReply,
-    refused,
+    did_not_happen,
     write_failure,
 )
 
@@ -466,7 +467,7 @@ class DynamicResources:
             # counts any UpdateStatus without an error as done; the pod goes on to its Binding.
             log.warning("%s", write_failure(f"add allocation and reservation to claim {claim.key}", exc))
         except KubeError as exc:
-            if precondition is not None and not refused(exc):
+            if precondition is not None and not did_not_happen(exc):
                 self.lost[claim.uid] = LostWrite(precondition, time.monotonic() + self.request_timeout)
             raise
 

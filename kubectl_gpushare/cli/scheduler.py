@@ -57,7 +57,7 @@ from kubectl_gpushare.cli.dynamicresources import (
 from kubectl_gpushare.extender.schedsim import ExtenderCallError, ExtenderConfig, HTTPExtender
 from kubectl_gpushare.kube import deadlines, types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError, refused, write_failure
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, KubeError, did_not_happen, write_failure
 from kubectl_gpushare.kube.taints import NOT_READY, decode_taints, decode_tolerations, kept_off_cordoned, untolerated
 from kubectl_gpushare.kube.types import Taint
 from kubectl_gpushare.node_affinity import (
@@ -559,7 +559,7 @@ class SchedulerLoop:
                 try:
                     self.api.bind_pod(meta.get("namespace", "default"), meta["name"], meta.get("uid", ""), best)
                 except KubeError as exc:
-                    binding_unknown = not refused(exc)
+                    binding_unknown = not did_not_happen(exc)
                     raise ExtenderCallError(f"binding rejected: {exc}") from None
         except (ExtenderCallError, SchedulingError):
             self._unreserve(pod, claims, binding_unknown)

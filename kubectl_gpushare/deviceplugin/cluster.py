@@ -350,7 +350,10 @@ class NodeCluster:
 
 
 def _unanswered(error: KubeError) -> bool:
-    """Whether a write that failed this way may still have been applied (no answer, or a server timeout)."""
+    """Whether a write that failed this way may still have been applied (no answer, or a server timeout).
+
+    Not one never sent (`kube.errors.not_sent`: no connection, no TLS handshake): it cannot land.
+    """
     if isinstance(error, Unreachable):
-        return True
+        return error.sent
     return isinstance(error, ServerError) and (error.status == 504 or error.reason in ("Timeout", "ServerTimeout"))

@@ -33,10 +33,11 @@ within `OFFER_SECONDS` uses it instead of reading again.
 
 kubelet wipes a driver's slices when the driver deregisters, and anyone may delete one, so `run`
 syncs on every change and every `resync` seconds, backing off on errors. A create whose outcome is
-unknown (a timeout, a 5xx: `errors.refused`) may still land after the next sync created the slice
-again: two slices for a pool published as one leave it incomplete and invalid (a device name twice)
-to the scheduler (k8s.io/dynamic-resource-allocation structured ``GatherPools``: ``IsIncomplete``
-when the pool's slices are not ``resourceSliceCount``), so no claim is allocated on the node. While
+unknown (a timeout, a 5xx; not one refused or never sent: `errors.did_not_happen`) may still land
+after the next sync created the slice again: two slices for a pool published as one leave it
+incomplete and invalid (a device name twice) to the scheduler (k8s.io/dynamic-resource-allocation
+structured ``GatherPools``: ``IsIncomplete`` when the pool's slices are not ``resourceSliceCount``),
+so no claim is allocated on the node. While
 such a create can still land (`errors.API_REQUEST_TIMEOUT`), `run` syncs every `SETTLE_SECONDS`, and
 the sync that sees the second slice deletes one (the one kept gets the current owner if it landed with
 an older one). `withdraw` ends publishing for good: it and `sync` take one lock, so a sync in flight
@@ -63,7 +64,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.dra import slices
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, refused
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, did_not_happen
 from kubectl_gpushare.kube.lenient import key_of, object_meta
 
 log = logging.getLogger(__name__)
@@ -292,7 +293,7 @@ class SlicePublisher:
         try:
             stored: wire.WireResourceSlice = self.client.create(types.DRA_SLICES, body)
         except KubeError as exc:
-            if not refused(exc):  # it may still land, beside the one the next sync creates
+            if not did_not_happen(exc):  # it may still land, beside the one the next sync creates
                 self.landing_until = time.monotonic() + API_REQUEST_TIMEOUT
             raise
         self.writes += 1

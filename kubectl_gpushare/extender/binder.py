@@ -357,8 +357,9 @@ class Binder:
         except errors.ApiError as exc:
             failure: errors.KubeError = exc
             definite = errors.refused(exc) and not resend
-        except errors.KubeError as exc:  # timeout, reset, refused after sending: it may have happened
-            failure, definite = exc, False
+        except errors.KubeError as exc:  # timeout, reset after sending: it may have happened
+            # Never sent (no connection, no TLS handshake: `errors.not_sent`) it did not happen, as if refused.
+            failure, definite = exc, errors.not_sent(exc) and not resend
         message = f"bind {args.pod_namespace}/{args.pod_name} to {args.node}: {failure}"
         try:
             current = self._get(args, max(0.0, self._left(deadline)))
@@ -389,15 +390,16 @@ class Binder:
               message: str, *, refused: bool = False) -> NoReturn:
         """Keep the reservation of a Binding of unknown outcome until the API shows what happened.
 
-        ``refused``: the Binding was refused but the annotations could not be removed; ``sent_at``
+        ``refused``: the Binding was refused (or never sent) but the annotations could not be removed; ``sent_at``
         is then already past the grace, so the sweep removes them on its next round.
         """
         unsettled = Unsettled(args.pod_namespace, args.pod_name, args.node,
                               tuple((k, v) for k, v in annotations.items() if v is not None), sent_at)
         if refused:
             if self.state.mark_unsettled(args.pod_uid, unsettled):
-                log.warning("bind %s/%s to %s: refused, and its GPU annotations could not be removed yet; "
-                            "keeping its GPU reserved until they are", args.pod_namespace, args.pod_name, args.node)
+                log.warning("bind %s/%s to %s: refused or never sent, and its GPU annotations could not be removed "
+                            "yet; keeping its GPU reserved until they are",
+                            args.pod_namespace, args.pod_name, args.node)
                 self._ensure_sweeper()
             raise _UnknownOutcomeError(message, "binding_failed")  # keeps the reservation
         if self.state.mark_unsettled(args.pod_uid, unsettled):

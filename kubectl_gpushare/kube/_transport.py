@@ -1,9 +1,23 @@
 """HTTP/1.1 to one API server: a keep-alive connection pool, TLS, auth headers, error mapping.
 
-`Transport.request` sends one logical request: it reconnects once when a pooled connection turns
-out to have been closed by the server, and re-reads credentials once after a 401 (a rotated token
-file, an expired exec credential). Error replies become `kube.errors` classes built from the
-``Status`` body; socket, TLS and timeout failures become `Unreachable` naming the server.
+`Transport.request` sends one logical request: it re-reads credentials once after a 401 (a rotated
+token file, an expired exec credential), and sends a read (GET, HEAD) once more on a fresh
+connection when a pooled one turns out to have been closed by the server. Error replies become
+`kube.errors` classes built from the ``Status`` body; socket, TLS and timeout failures become
+`Unreachable` naming the server.
+
+Whether a request can have reached the server is tracked, so a write that cannot have landed is
+told apart from one of unknown outcome (`Unreachable.sent`). ``sent`` is False only where no byte
+of it left: a fresh connection is opened (TCP connect, then the TLS handshake) before anything is
+written to it, and a failure there, or a deadline passed before asking, means nothing was sent. A
+failure once writing has begun, or on a pooled connection, is ``sent`` True: the server may have
+read part or all of the request. Go's ``net/http`` draws the same line
+(``transport.go``, ``persistConn.shouldRetryRequest``): a request on a reused connection is sent
+again only if nothing of it was written (``nothingWrittenError``) or it is replayable (GET, HEAD,
+OPTIONS, TRACE: ``Request.isReplayable``); never a write that may have been delivered. A pooled
+connection the server has closed is found before it is used (`_still_open`, as Go's read loop
+notices an idle connection's EOF and drops it, ``errServerClosedIdle``), so a write is put on a
+connection that is known open, or on a new one.
 
 A reply with ``Content-Encoding: gzip`` is decompressed here, streaming, to at most
 `MAX_DECOMPRESSED_BYTES` (`decoded_body`): a small hostile body (a "gzip bomb" from a proxy) is
@@ -18,6 +32,7 @@ from __future__ import annotations
 
 import http.client
 import math
+import select
 import socket
 import ssl
 import threading
@@ -48,6 +63,8 @@ from kubectl_gpushare.kube.errors import (
 MAX_IDLE_CONNECTIONS: Final = 16
 """Idle keep-alive connections kept for reuse; more concurrent requests open (and then close) extra ones."""
 _STALE_CONNECTION: Final = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+_REPLAYABLE: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+"""Methods sent once more after a pooled connection fails under them (Go's ``Request.isReplayable``)."""
 MAX_DECOMPRESSED_BYTES: Final = 256 * 1024 * 1024
 """The most a compressed reply may expand to (256 MiB). Plain replies have no bound of their own (their
 sender pays for every byte); a compressed one could expand a thousandfold. A page of `Client.list`
@@ -214,10 +231,19 @@ class Transport:
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
     def _acquire(self) -> tuple[http.client.HTTPConnection, bool]:
-        """An idle kept-alive connection (most recently used first) or a new one, and whether it was reused."""
-        with self._lock:
-            if self._idle:
-                return self._idle.pop(), True
+        """An idle kept-alive connection still open (most recently used first) or a new one, and whether reused.
+
+        A new one is not connected yet: `request` opens it apart from sending, so a failure to
+        connect is known to have sent nothing.
+        """
+        while True:
+            with self._lock:
+                if not self._idle:
+                    break
+                connection = self._idle.pop()
+            if _still_open(connection):
+                return connection, True
+            connection.close()  # closed by the server while idle (its keep-alive timeout): never written to
         return self._connect(), False
 
     def _release(self, connection: http.client.HTTPConnection) -> None:
@@ -340,15 +366,25 @@ class Transport:
         """
         refresh = False
         attempts = 0
+        delivered = False  # whether an earlier try may have reached the server (then no failure is "not sent")
         while True:
             attempts += 1
-            bound = self._bound(deadline, path, query)
+            bound = self._bound(deadline, path, query, sent=delivered)
             timeout = self.server_timeout(path, bound)
             target = self._target(path, dict(query or {}, timeout=timeout) if timeout else query)
             connection, reused = self._acquire()
             try:
                 if bound is not None:
                     _set_timeout(connection, bound)
+                if connection.sock is None:
+                    connection.connect()  # TCP and TLS first, apart: a failure here has sent nothing
+            except (OSError, http.client.HTTPException) as exc:  # refused, DNS, TLS handshake, connect timeout
+                connection.close()
+                raise self.unreachable(path, query, exc, bound, sent=delivered) from None
+            except BaseException:
+                connection.close()
+                raise
+            try:
                 response = self._send(connection, method, target, body, content_type, refresh)
                 data = response.read() if max_bytes is None and deadline is None else _read_bounded(
                     response, max_bytes, deadline, connection
@@ -358,8 +394,9 @@ class Transport:
                 raise
             except _STALE_CONNECTION as exc:
                 connection.close()
-                if reused and attempts == 1:
-                    continue  # the server had closed the idle connection: once more on a fresh one
+                delivered = True
+                if reused and attempts == 1 and method in _REPLAYABLE:
+                    continue  # the server had closed the idle connection: a read once more, on a fresh one
                 raise self.unreachable(path, query, exc) from None
             except (OSError, http.client.HTTPException) as exc:
                 connection.close()
@@ -428,36 +465,45 @@ class Transport:
                 continue
             raise error
 
-    def _bound(self, deadline: float | None, path: str, query: Mapping[str, object] | None) -> float | None:
+    def _bound(
+        self, deadline: float | None, path: str, query: Mapping[str, object] | None, *, sent: bool = False
+    ) -> float | None:
         """Seconds each socket wait may take before ``deadline`` (None: the client's timeout applies).
 
         Raises:
-            Unreachable: the deadline has passed already (nothing is sent).
+            Unreachable: the deadline has passed already: nothing is sent (``sent``: an earlier try may have been).
         """
         if deadline is None:
             return None
         left = deadline - time.monotonic()
         if not left > 0:  # NaN too: a deadline that is no instant leaves no time
             url = self.url(path, query)
-            raise Unreachable(f"no time left to ask the API server at {self.config.server} ({url})", url, True)
+            raise Unreachable(f"no time left to ask the API server at {self.config.server} ({url})", url, True,
+                              sent=sent)
         return _socket_wait(left, self.config.timeout)
 
     def unreachable(
-        self, path: str, query: Mapping[str, object] | None, exc: BaseException, bound: float | None = None
+        self, path: str, query: Mapping[str, object] | None, exc: BaseException, bound: float | None = None,
+        *, sent: bool = True,
     ) -> Unreachable:
-        """The `Unreachable` error for a failed request, worded for a user (``bound``: the seconds it was given)."""
+        """The `Unreachable` error for a failed request, worded for a user (``bound``: the seconds it was given).
+
+        ``sent`` False only where the request is known not to have left (see the module docstring).
+        """
         server = self.config.server
         url = self.url(path, query)
         if isinstance(exc, (TimeoutError, socket.timeout)):
             waited = bound if bound is not None else self.config.timeout
             after = f" after {waited:.3g}s" if waited else ""
-            return Unreachable(f"the API server at {server} did not answer{after} ({url})", url, True)
+            what = "did not answer" if sent else "did not accept a connection"
+            return Unreachable(f"the API server at {server} {what}{after} ({url})", url, True, sent=sent)
         if isinstance(exc, ssl.SSLCertVerificationError):
             detail = exc.verify_message or exc.reason or "certificate verify failed"
             return Unreachable(
                 f"the TLS certificate of {server} is not trusted ({detail}); "
                 "check the cluster's certificate-authority and tls-server-name",
                 url,
+                sent=sent,
             )
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         if isinstance(exc, ssl.SSLError):
@@ -468,7 +514,7 @@ class Transport:
             # nothing listens there: a stopped cluster (a sandbox or demo ends with its command) or
             # the wrong context; kubectl's own hint is "did you specify the right host or port?"
             reason += " (is it running, and is the kubeconfig's current context the one you meant?)"
-        return Unreachable(f"cannot reach the API server at {server}: {reason}", url)
+        return Unreachable(f"cannot reach the API server at {server}: {reason}", url, sent=sent)
 
 
 class _TLSConnection(http.client.HTTPSConnection):
@@ -493,6 +539,26 @@ _READ_CHUNK: Final = 64 * 1024
 _LONGEST_WAIT: Final = 86400.0
 """The longest socket wait a far deadline gives where the client sets no timeout: a gRPC call
 without a deadline reports ~9e18 s left, which no socket accepts as a timeout (OverflowError)."""
+
+
+def _still_open(connection: http.client.HTTPConnection) -> bool:
+    """Whether an idle kept-alive connection may carry a request: nothing to read on it, as on any idle one.
+
+    A server that closed it (its idle timeout) has left an EOF (or a reset) to read; bytes it sent
+    unasked (a TLS 1.3 session ticket, a late reply) make it readable too, and it is dropped all the
+    same: a new connection costs a handshake, a request on a dead one an unknown outcome.
+    """
+    sock = connection.sock
+    if sock is None or (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+        return False
+    try:
+        if hasattr(select, "poll"):  # any descriptor number (select() stops at FD_SETSIZE)
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            return not poller.poll(0)
+        return not select.select([sock], [], [], 0)[0]
+    except (OSError, ValueError):  # closed meanwhile: not known open
+        return False
 
 
 def _socket_wait(left: float, timeout: float | None) -> float:

@@ -106,14 +106,19 @@ class Unreachable(KubeError):
     Attributes:
         url: the URL that was requested.
         timeout: True when the request ran out of time (as opposed to failing outright).
+        sent: False only where no byte of the request can have reached the server: the connection
+            or its TLS handshake failed, or the deadline had passed before asking (`not_sent`). True
+            (the default) wherever that is not certain, a failure on a kept-alive connection included:
+            the request may have been delivered, so a write may have landed.
     """
 
     exit_code: ClassVar[int] = EXIT_UNREACHABLE
 
-    def __init__(self, message: str, url: str = "", timeout: bool = False) -> None:
+    def __init__(self, message: str, url: str = "", timeout: bool = False, *, sent: bool = True) -> None:
         super().__init__(message)
         self.url = url
         self.timeout = timeout
+        self.sent = sent
 
 
 class ReplyTooLarge(KubeError):
@@ -253,9 +258,24 @@ def refused(exc: KubeError) -> bool:
     """Whether the API answered that a write did not happen (a 4xx other than 429): its outcome is known.
 
     Anything else (a 5xx, a 429, a timeout, a dropped connection) leaves the outcome unknown: the
-    write may have landed, or may still land within `API_REQUEST_TIMEOUT`.
+    write may have landed, or may still land within `API_REQUEST_TIMEOUT`, unless it was never sent
+    (`not_sent`; `did_not_happen` is either).
     """
     return isinstance(exc, ApiError) and 400 <= exc.status < 500 and exc.status != 429
+
+
+def not_sent(exc: BaseException) -> bool:
+    """Whether the request never left this process (`Unreachable` with ``sent`` False): a write that cannot land."""
+    return isinstance(exc, Unreachable) and not exc.sent
+
+
+def did_not_happen(exc: KubeError) -> bool:
+    """Whether a write that raised ``exc`` is known not to have happened: the API refused it, or it was never sent.
+
+    What holds a reservation for a write of unknown outcome releases it at once where this is True,
+    and keeps it otherwise (`refused`).
+    """
+    return refused(exc) or not_sent(exc)
 
 
 def write_failure(action: str, exc: KubeError) -> str:
@@ -264,12 +284,16 @@ def write_failure(action: str, exc: KubeError) -> str:
     ``cannot <action>: ...`` only where the API answered that the write did not happen. A write answered
     2xx with an object that does not decode has happened; a timeout, a 5xx, a 429 or a connection lost
     leaves it unknown, and the line says so: saying it failed would send whoever reads the log after a
-    problem that is not there, or make them redo a write that landed.
+    problem that is not there, or make them redo a write that landed. A write never sent (`not_sent`:
+    no connection, no TLS handshake, no time left to ask) cannot land: ``<action>: not sent, nothing
+    changed: ...``.
     """
     if isinstance(exc, UndecodableReply):
         return f"{action}: the write landed, but its reply does not decode: {exc}"
     if refused(exc):
         return f"cannot {action}: {exc}"
+    if not_sent(exc):
+        return f"{action}: not sent, nothing changed: {exc}"
     why = ""
     if isinstance(exc, ApiError):
         why = f" (HTTP {exc.status})"
@@ -305,6 +329,8 @@ __all__ = [
     "Unauthorized",
     "Unreachable",
     "api_error",
+    "did_not_happen",
+    "not_sent",
     "refused",
     "write_failure",
 ]

@@ -8,6 +8,8 @@ that is not a `KubeError`: repeating those cannot succeed.
 This module owns the retry policy. It does no I/O itself; callers pass the operation as a callable
 (re-reading inside it when they retry conflicts). Note that retrying a POST after a timeout may
 repeat it; callers make such writes idempotent (bind, for example, answers 409 the second time).
+A write never sent on its last try (`errors.not_sent`) may still have landed on an earlier one:
+`call_with_retry` then marks it sent, so no caller takes "nothing changed" from the last try alone.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from kubectl_gpushare.kube.errors import Conflict, KubeError, ServerError, TooManyRequests, Unreachable
+from kubectl_gpushare.kube.errors import (
+    Conflict,
+    KubeError,
+    ServerError,
+    TooManyRequests,
+    Unreachable,
+    did_not_happen,
+)
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -109,15 +118,20 @@ def call_with_retry(
         What ``operation`` returned.
 
     Raises:
-        KubeError: the last error, when it is not retryable or the policy is exhausted.
+        KubeError: the last error, when it is not retryable or the policy is exhausted; an `Unreachable`
+            never sent (`errors.not_sent`) after a try that may have landed is marked sent.
     """
     started = time.monotonic()
     attempt = 0
+    unknown = False  # whether a try so far may have landed (its outcome unknown)
     while True:
         attempt += 1
         try:
             return operation()
         except KubeError as error:
+            if unknown and isinstance(error, Unreachable):
+                error.sent = True  # not sent this time, but an earlier try may have landed
+            unknown = unknown or not did_not_happen(error)
             retryable = is_retryable(error, policy.retry_conflict, policy.retry_unreachable)
             if not retryable or attempt >= policy.attempts:
                 raise

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from tcp_gate import TcpGate
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
@@ -234,3 +236,27 @@ def test_an_unanswered_patch_fails_allocate_within_its_budget_and_the_pod_stays_
     assert kubelet.allocate_pod(other)["main"]["ALIYUN_COM_GPU_MEM_IDX"] == "1"
     wait_for(lambda: pods.annotations("late").get(protocol.ANN_ASSIGNED) == "true", timeout=20)
     sandbox.clear_faults()
+
+
+def test_a_patch_never_sent_fails_allocate_and_frees_the_pod_at_once(
+    kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox, kubeconfig: Path
+) -> None:
+    first = pods.create("first", [4], gpu=0, assume_time=1)  # created through the sandbox's own port
+    pods.create("second", [4], gpu=1, assume_time=2)
+    with TcpGate(sandbox.port) as gate:
+        kubeconfig.write_text(kubeconfig.read_text().replace(f":{sandbox.port}", f":{gate.port}"))
+        plugin = start_plugin("2x16GiB")  # the plugin talks to the API through the gate
+        ready(kubelet, 32)
+        wait_for(lambda: cached(plugin, "first") and cached(plugin, "second"))
+        gate.shut()  # every connect refused: the patch cannot be sent
+        with pytest.raises(KubeletAllocateError) as info:
+            kubelet.allocate_pod(first)
+        assert info.value.code == grpc.StatusCode.UNAVAILABLE
+        assert "could not record GPU 0 on pod default/first" in info.value.details
+        assert "Connection refused" in info.value.details and "may have been recorded" not in info.value.details
+        gate.open()
+        kubelet.release_pod(first["metadata"]["uid"])
+        # Nothing can land, so "first" is free again at once: the next 4-unit call is its own, not "second"'s.
+        assert kubelet.allocate_pod(first)["main"]["ALIYUN_COM_GPU_MEM_IDX"] == "0"
+        assert pods.annotations("first").get(protocol.ANN_ASSIGNED) == "true"
+        assert pods.annotations("second").get(protocol.ANN_ASSIGNED) == "false"

@@ -14,8 +14,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from api_relay import relay
+from api_relay import Reply, relay
 from dra_helpers import NODE, Dirs
+from tcp_gate import TcpGate
 from waiting import wait_for
 
 from kubectl_gpushare import dra_objects as wire
@@ -26,7 +27,7 @@ from kubectl_gpushare.dra.publisher import OFFER_SECONDS, NodeGoneError, SlicePu
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
-from kubectl_gpushare.kube.errors import EXIT_API, UndecodableReply
+from kubectl_gpushare.kube.errors import EXIT_API, UndecodableReply, Unreachable
 from kubectl_gpushare.node.fake_backend import FakeBackend
 from kubectl_gpushare.node.health import GpuState
 from kubectl_gpushare.sandbox.builders import node_object
@@ -404,3 +405,34 @@ def test_an_item_with_neither_uid_nor_resource_version_is_never_deleted(
     assert victim in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
     assert f"ResourceSlice {victim} is listed under this node's and driver's selector, but it has neither a UID " \
         "nor a resourceVersion to delete it by: left alone" in caplog.text
+
+
+def test_a_create_never_sent_is_not_waited_for(sandbox: Sandbox, kubeconfig: Path) -> None:
+    # The relay answers the list of slices with "Connection: close" and stops the gate in front of it:
+    # the create is refused at connect. It cannot land beside the one a later sync creates, so the
+    # publisher does not settle it (syncing every SETTLE_SECONDS for the request timeout).
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    listed: list[str] = []
+    with relay(sandbox, lambda method, path, body: shut_after_list(method, path)) as relay_port, \
+            TcpGate(relay_port) as gate:
+
+        def shut_after_list(method: str, path: str) -> Reply | None:
+            if method == "GET" and path.startswith("/apis/resource.k8s.io/v1/resourceslices") and not listed:
+                listed.append(path)
+                gate.stop_listening()
+                return Reply(None, {"Connection": "close"})
+            return None
+
+        client = Client(dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{gate.port}"),
+                        component="test-publisher", retry=None)
+        publisher = SlicePublisher(client, NODE)
+        try:
+            with pytest.raises(Unreachable, match="Connection refused") as raised:
+                publisher.sync(_devices())
+            assert listed and raised.value.sent is False
+            assert publisher.landing_until <= time.monotonic()  # nothing may still land
+            gate.open()
+            publisher.sync(_devices())
+        finally:
+            client.close()
+    assert len(sandbox.objects("resourceslices")) == 1 and publisher.writes == 1

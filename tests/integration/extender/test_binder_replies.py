@@ -11,7 +11,9 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from api_relay import relay
+from api_relay import Reply, relay
+from tcp_gate import TcpGate
+from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.extender import wire
@@ -58,4 +60,46 @@ def test_a_roll_back_patch_that_landed_with_an_undecodable_reply_releases_the_gp
     annotations = (sandbox.get("pods", "default", "a") or {})["metadata"].get("annotations") or {}
     assert protocol.ANN_ASSUMED_NODE not in annotations and protocol.ANN_IDX not in annotations  # the removal landed
     assert not state.reserved(uid) and not state.unsettled(uid)  # released, not kept as "not removed yet"
+    assert "nodeName" not in (sandbox.get("pods", "default", "a") or {})["spec"]
+
+
+def test_a_binding_never_sent_is_settled_as_refused_not_kept_for_the_grace(sandbox: Sandbox, kubeconfig: Path) -> None:
+    # The binder's connections go through a gate, then the relay. Once the GPU annotations have landed,
+    # the relay answers that patch with "Connection: close" and the gate refuses new connects: the
+    # Binding is never sent (refused at connect), so it cannot land. It is settled as a refusal: the
+    # annotations are removed as soon as the API answers again, not after the 60 s an unknown outcome
+    # waits (`unknown_grace`).
+    sandbox.load([pod_object("a", "default", [10])])
+    uid = sandbox.get("pods", "default", "a")["metadata"]["uid"]  # type: ignore[index]
+    state = ExtenderState()
+    state.set_node(NodeRecord(name="gpu-1", cap_mem=16, cap_count=1))
+    patched: list[str] = []
+
+    with relay(sandbox, lambda method, path, body: close_after(method, path, body)) as relay_port, \
+            TcpGate(relay_port) as gate:
+
+        def close_after(method: str, path: str, body: bytes) -> Reply | None:
+            if method == "PATCH" and path.startswith("/api/v1/namespaces/default/pods/a?") and b"null" not in body:
+                patched.append(path)
+                gate.stop_listening()  # the annotation patch has landed; its reply is on its way
+                return Reply(None, {"Connection": "close"})
+            return None
+
+        config = dataclasses.replace(load_config(str(kubeconfig)), server=f"http://127.0.0.1:{gate.port}")
+        client = Client(config, component="test-binder", retry=None)
+        binder = Binder(KubeApi(client), state, request_timeout=2.0, sweep_interval=0.1)
+        try:
+            outcome = binder.bind(wire.BindingArgs(pod_name="a", pod_namespace="default", pod_uid=uid, node="gpu-1"))
+            assert len(patched) == 1
+            assert outcome.reason == "binding_failed", outcome  # not "unknown_outcome"
+            assert "Connection refused" in outcome.error and "outcome is unknown" not in outcome.error
+            assert not [r for r in sandbox.requests if r.subresource == "binding"]
+            assert state.reserved(uid)  # the annotations still claim the GPU until they are removed
+            gate.open()
+            wait_for(lambda: not state.reserved(uid), timeout=15)  # well within the 60 s grace
+        finally:
+            binder.close()
+            client.close()
+    annotations = (sandbox.get("pods", "default", "a") or {})["metadata"].get("annotations") or {}
+    assert protocol.ANN_ASSUMED_NODE not in annotations and protocol.ANN_IDX not in annotations
     assert "nodeName" not in (sandbox.get("pods", "default", "a") or {})["spec"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import subprocess
 import threading
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from api_relay import Reply, relay
 from scheduler_loop import scheduler_loop
+from tcp_gate import TcpGate
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
@@ -626,3 +628,93 @@ def test_a_node_selector_slice_is_allocated_on_a_node_it_matches_and_pins_the_cl
                                                                  "claims."
     warned = [r.getMessage() for r in caplog.records if "ResourceSlice bad" in r.getMessage()]
     assert warned and "unknown operator 'Near'" in warned[0] and "matches no node" in warned[0]
+
+
+# --- writes never sent ---------------------------------------------------------------------------
+
+
+class _ReopenOnWarning(logging.Handler):
+    """Opens ``gate`` at the scheduler's first warning once ``armed``: the cycle that met the shut gate is over."""
+
+    def __init__(self, gate: TcpGate) -> None:
+        super().__init__(logging.WARNING)
+        self.gate = gate
+        self.armed = threading.Event()
+        self.opened = threading.Event()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+        if self.armed.is_set() and not self.opened.is_set():
+            self.opened.set()
+            self.gate.open()
+
+
+@contextlib.contextmanager
+def gated_scheduler(sandbox: Sandbox, kubeconfig: Path, shut_after: Callable[[str, str, bytes], bool]
+                    ) -> Iterator[_ReopenOnWarning]:
+    """The `lossy` scheduler talking to the sandbox through a TCP gate and the relay.
+
+    The relay answers the first request ``shut_after`` picks (after the sandbox handled it) with
+    "Connection: close" and stops the gate, so the scheduler's next request is refused at connect:
+    never sent. The gate opens again at the scheduler's next warning.
+    """
+    handler: _ReopenOnWarning | None = None
+
+    def rewrite(method: str, path: str, body: bytes) -> Reply | None:
+        assert handler is not None
+        if handler.armed.is_set() or not shut_after(method, path, body):
+            return None
+        handler.gate.stop_listening()
+        handler.armed.set()
+        return Reply(None, {"Connection": "close"})
+
+    logger = logging.getLogger("kubectl_gpushare.scheduler")
+    with relay(sandbox, rewrite) as relay_port, TcpGate(relay_port) as gate:
+        handler = _ReopenOnWarning(gate)
+        logger.addHandler(handler)
+        try:
+            with running_scheduler(sandbox, kubeconfig, client_timeout=CLIENT_TIMEOUT, request_timeout=REQUEST_TIMEOUT,
+                                   server=f"http://127.0.0.1:{gate.port}"):
+                yield handler
+        finally:
+            logger.removeHandler(handler)
+
+
+def test_a_claim_write_never_sent_is_released_at_once(sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl) -> None:
+    # The finalizer lands, then the claim's status write (the allocation) is refused at connect: it
+    # cannot land, so the allocation is not kept counted for the request timeout ("in the process of
+    # being allocated") and the pod's retry allocates and binds it at once.
+    def finalizer_patch(method: str, path: str, body: bytes) -> bool:
+        return method == "PATCH" and "/resourceclaims/p-gpu-" in path and "/status" not in path
+
+    with gated_scheduler(sandbox, kubeconfig, finalizer_patch) as gated:
+        kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: bound(sandbox, "p"), timeout=60, what=lambda: f"p bound; {gated.lines}")
+    assert gated.opened.is_set()
+    assert any("Connection refused" in line for line in gated.lines), gated.lines
+    messages = failed_scheduling(sandbox, "p")
+    assert not any("in the process of being allocated" in m or "outcome unknown" in m for m in messages), messages
+    uid = (sandbox.get("pods", "default", "p") or {})["metadata"]["uid"]
+    assert reserved_for(sandbox, "p", "gpu") == [uid]
+    assert_not_over_committed(sandbox)
+
+
+def test_a_binding_never_sent_does_not_keep_the_reservations_for_the_request_timeout(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture) -> None:
+    # The claim's reservation lands, then the Binding is refused at connect: it cannot land, so
+    # Unreserve goes by what the API shows, not by "it may still land for the request timeout".
+    def reservation(method: str, path: str, body: bytes) -> bool:
+        return method == "PATCH" and "/resourceclaims/p-gpu-" in path and "/status" in path
+
+    caplog.set_level(logging.INFO, "kubectl_gpushare.scheduler")
+    with gated_scheduler(sandbox, kubeconfig, reservation) as gated:
+        kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: bound(sandbox, "p"), timeout=60, what=lambda: f"p bound; {gated.lines}")
+    assert gated.opened.is_set()
+    lines = [r.getMessage() for r in caplog.records if r.name == "kubectl_gpushare.scheduler"]
+    assert not [line for line in lines if "may still land" in line], lines
+    assert [line for line in lines if "unreserve default/p: the pod cannot be read" in line], lines
+    uid = (sandbox.get("pods", "default", "p") or {})["metadata"]["uid"]
+    assert reserved_for(sandbox, "p", "gpu") == [uid]
+    assert_not_over_committed(sandbox)

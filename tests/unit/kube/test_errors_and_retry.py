@@ -182,6 +182,13 @@ def test_a_write_answered_with_an_undecodable_reply_is_logged_as_landed_not_fail
                         "without replying"),
      "record Scheduled: outcome unknown; the write may have landed: cannot reach the API server at "
      "https://127.0.0.1:1: the server closed the connection without replying"),
+    (errors.Unreachable("cannot reach the API server at https://127.0.0.1:1: Connection refused", sent=False),
+     "record Scheduled: not sent, nothing changed: cannot reach the API server at https://127.0.0.1:1: "
+     "Connection refused"),
+    (errors.Unreachable("no time left to ask the API server at https://127.0.0.1:1 (https://127.0.0.1:1/x)",
+                        timeout=True, sent=False),
+     "record Scheduled: not sent, nothing changed: no time left to ask the API server at https://127.0.0.1:1 "
+     "(https://127.0.0.1:1/x)"),
     (errors.api_error(404, "NotFound", 'pods "a" not found'), 'cannot record Scheduled: pods "a" not found'),
     (errors.api_error(409, "Conflict", "the object has been modified"),
      "cannot record Scheduled: the object has been modified"),
@@ -217,3 +224,23 @@ def test_a_status_message_is_one_line_cut_as_the_cli_cuts_it() -> None:
     assert error.message == protocol.one_line(sent)
     assert error.message.startswith("etcd:  [31mred [0m yyy") and error.message.endswith("y…")
     assert len(error.message) == protocol.MAX_SHOWN_NAME * protocol.SENTENCE_NAMES
+
+
+@pytest.mark.parametrize(("earlier", "unknown"), [
+    (errors.api_error(500, "InternalError", "etcd"), True),
+    (errors.Unreachable("did not answer", timeout=True), True),
+    (errors.Unreachable("connection refused", sent=False), False),
+    (errors.api_error(409, "Conflict", "modified"), False),
+])
+def test_a_last_try_never_sent_is_marked_sent_when_an_earlier_try_may_have_landed(
+    earlier: errors.KubeError, unknown: bool
+) -> None:
+    tries: list[errors.KubeError] = [earlier, errors.Unreachable("connection refused", sent=False)]
+
+    def operation() -> None:
+        raise tries.pop(0)
+
+    policy = RetryPolicy(attempts=2, base=0, jitter=0, deadline=None, retry_conflict=True)
+    with pytest.raises(errors.Unreachable) as raised:
+        call_with_retry(operation, policy, sleep=lambda _: None)
+    assert raised.value.sent is unknown and errors.did_not_happen(raised.value) is not unknown
