@@ -28,7 +28,9 @@ A pod whose metadata, spec, ``spec.nodeName`` or ``spec.schedulerName`` has the 
 left out of every pass (`unreadable_pod`, logged once; one whose status alone is malformed is read
 with an empty status; a ``null`` in one of those strings is read as absent, as Go decodes it).
 Any other pod whose cycle raises is logged in one line (``cannot schedule ns/pod: ...``) and
-retried with backoff; the pods after it in the pass are still tried.
+retried with backoff; the pods after it in the pass are still tried. A pod whose required node
+affinity asks more than `AFFINITY_BUDGET` terms of its nodes in one cycle fails that cycle
+(upstream asks them all, stalling its loop) and resumes from the verdicts kept on its next.
 """
 
 from __future__ import annotations
@@ -195,6 +197,26 @@ def is_interested(pod: Mapping[str, Any], managed: Iterable[str]) -> bool:
 
 NODE_AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"
 """NodeAffinity's ``ErrReasonPod`` (pkg/scheduler/framework/plugins/nodeaffinity), for the selector and the affinity."""
+AFFINITY_BUDGET = 1_000_000
+"""Terms of a pod's required node affinity one cycle asks of its nodes (about a second) before it stops.
+
+Upstream asks every term of every node: a pod of 142,000 terms no index narrows holds its loop
+for minutes at 2,000 nodes. Here the cycle fails past this (`AFFINITY_OVER_BUDGET`) and the pod
+is retried with backoff, the nodes judged so far keeping their verdicts (`NodeSelector.verdict`),
+so the next cycle goes on where this one stopped and the pod is placed where upstream places it,
+later; the other pods are tried in between. No pod of realistic terms comes near it.
+"""
+AFFINITY_OVER_BUDGET = "node affinity ran out of its budget of terms this attempt (resumed on the next)"
+"""The reason of a cycle stopped by `AFFINITY_BUDGET` (the same each time: the pod's condition is written once)."""
+
+
+@dataclass
+class _Budget:
+    """What a cycle may still ask of the pod's affinity terms (`AFFINITY_BUDGET`)."""
+
+    nodes: int
+    """The nodes of the cycle (for the FitError's count)."""
+    left: int
 
 
 @dataclass(frozen=True)
@@ -356,9 +378,13 @@ class SchedulerLoop:
     """The loop, on one thread; `wake` makes it look again now."""
 
     def __init__(self, sandbox: SandboxView, api: Client, extenders: list[Extender], nodes: object = None, *,
-                 request_timeout: float = API_REQUEST_TIMEOUT) -> None:
-        """Nothing runs until `start`; ``request_timeout`` is the API server's (`DynamicResources`)."""
+                 request_timeout: float = API_REQUEST_TIMEOUT, affinity_budget: int = AFFINITY_BUDGET) -> None:
+        """Nothing runs until `start`; ``request_timeout`` is the API server's (`DynamicResources`).
+
+        ``affinity_budget``: the terms of a pod's required node affinity one cycle asks (`AFFINITY_BUDGET`).
+        """
         self.sandbox = sandbox
+        self.affinity_budget = affinity_budget
         self.api = api
         self.extenders = extenders
         self._ignored = frozenset(resource for e in extenders for resource, skip in e.managed.items() if skip)
@@ -372,7 +398,8 @@ class SchedulerLoop:
         self._seen_rv = -1
         self.dra = DynamicResources(api, request_timeout)
         self._unreadable_logged: set[tuple[object, str]] = set()
-        """Malformed nodes and pods already logged (node name or "pod ns/name", problem): once each."""
+        """Malformed nodes and pods, and pods over `AFFINITY_BUDGET`, already logged (node name or "pod ns/name",
+        problem): once each."""
         self._placements: dict[tuple[str, ...], Placement] = {}
         """(namespace, name, uid, resourceVersion) -> `placement`; only the pods of the latest pass are kept."""
         self._node_cache: dict[tuple[str, ...], tuple[str | None, tuple[Taint, ...]]] = {}
@@ -515,7 +542,8 @@ class SchedulerLoop:
                 claims = self.dra.pre_filter(pod, dra_state)
             except Unschedulable as exc:  # FitError with a PreFilter message
                 raise Unschedulable(f"0/{len(nodes)} nodes are available: {exc}.") from None
-        candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons, where)
+        budget = _Budget(len(nodes), self.affinity_budget)
+        candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons, where, budget)
                       and self._claims_fit(claims, n, dra_state, reasons)]
         interested = [e for e in self.extenders if is_interested(pod, e.managed)]
         scores: dict[str, int] = {}
@@ -602,8 +630,13 @@ class SchedulerLoop:
         return not reason
 
     def _fits(self, pod: Mapping[str, Any], wants: Mapping[str, int], node: Mapping[str, Any],
-              used: noderesources.NodeUsage, reasons: dict[str, int], where: Placement) -> bool:
-        """The pod's own filters on one node, in kube-scheduler's order; the first that fails counts its reason."""
+              used: noderesources.NodeUsage, reasons: dict[str, int], where: Placement,
+              budget: _Budget | None = None) -> bool:
+        """The pod's own filters on one node, in kube-scheduler's order; the first that fails counts its reason.
+
+        Raises:
+            Unschedulable: the affinity's terms took the cycle's ``budget`` (`AFFINITY_BUDGET`) before this node.
+        """
         meta = node.get("metadata") or {}
         labels = meta.get("labels") or {}
 
@@ -628,12 +661,33 @@ class SchedulerLoop:
             return fail(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
         if any(labels.get(k) != v for k, v in where.node_selector):
             return fail(NODE_AFFINITY_REASON)
-        if where.affinity is not None and not where.affinity.selector.matches(labels, node_name):
+        if where.affinity is not None and not self._affinity_matches(pod, where.affinity, labels, node_name, budget):
             return fail(NODE_AFFINITY_REASON)
         missing = noderesources.insufficient(wants, node, used.of(node["metadata"]["name"]), self._ignored)
         for reason in missing:  # NodeResourcesFit reports every resource that does not fit
             reasons[reason] = reasons.get(reason, 0) + 1
         return not missing
+
+    def _affinity_matches(self, pod: Mapping[str, Any], affinity: RequiredAffinity, labels: Mapping[str, str],
+                          node_name: str, budget: _Budget | None) -> bool:
+        """NodeAffinity's Filter on one node, within the cycle's ``budget`` of terms (None: no bound).
+
+        Raises:
+            Unschedulable: the budget is spent (`AFFINITY_OVER_BUDGET`), logged once for the pod.
+        """
+        if budget is not None and budget.left <= 0:
+            meta = pod["metadata"]
+            logged = (f"pod {meta.get('namespace')}/{meta.get('name')} {meta.get('uid', '')}", AFFINITY_OVER_BUDGET)
+            if logged not in self._unreadable_logged:
+                self._unreadable_logged.add(logged)
+                log.warning("pod %s/%s: its required node affinity asks more than %d terms in one cycle: the cycle "
+                            "stops there and the next goes on where it stopped", meta.get("namespace"),
+                            meta.get("name"), self.affinity_budget)
+            raise Unschedulable(f"0/{budget.nodes} nodes are available: {AFFINITY_OVER_BUDGET}.")
+        matched, asked = affinity.selector.verdict(labels, node_name)
+        if budget is not None:
+            budget.left -= asked
+        return matched
 
     def _node_facts(self, node: Mapping[str, Any]) -> tuple[str | None, tuple[Taint, ...]]:
         """What makes the node unreadable (`unreadable`, or taints that do not decode) and its taints typed.

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kubectl_gpushare.cli.scheduler import SchedulerLoop
+from kubectl_gpushare.cli.scheduler import AFFINITY_OVER_BUDGET, SchedulerLoop
 from kubectl_gpushare.node_affinity import MAX_POD_VALUES
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -160,6 +160,37 @@ def test_a_pod_with_a_hundred_thousand_terms_is_placed_by_them_as_upstream_would
     sandbox.load([affine("many", *([rack_in("b")] * 100_000))])
     racks.run_once()
     assert bound(sandbox, "many") == "n-b"
+
+
+def test_an_affinity_past_the_cycles_budget_fails_its_cycle_alone_and_resumes_until_placed(
+    sandbox: Sandbox, racks: SchedulerLoop, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Terms no index narrows are asked of every node; past the cycle's budget the cycle stops, not the loop.
+
+    20 ``rack NotIn [a, b, ...]`` terms cost n-a and n-b 20 each and match n-c: with a budget of 25
+    the first cycle stops before n-c, the pod after it is still placed, and later cycles go on from
+    the kept verdicts until the pod lands on n-c, where upstream (asking every term) puts it.
+    """
+    racks.affinity_budget = 25
+    tolerate = [{"key": "dedicated", "operator": "Exists"}]
+    slow = affine("slow", *({"matchExpressions": [{"key": "rack", "operator": "NotIn", "values": ["a", "b", f"h{i}"]}]}
+                            for i in range(20)), tolerations=tolerate)
+    later = affine("later", rack_in("a"))
+    later["metadata"]["creationTimestamp"] = "2999-01-01T00:00:00Z"  # tried after the slow pod in a pass
+    sandbox.load([slow, later])
+    with caplog.at_level("WARNING", logger="kubectl_gpushare.scheduler"):
+        racks.run_once()
+        assert bound(sandbox, "later") == "n-a" and bound(sandbox, "slow") == ""
+        assert why(sandbox, "slow") == f"0/3 nodes are available: {AFFINITY_OVER_BUDGET}."
+
+        def placed() -> str:
+            racks.run_once()
+            return bound(sandbox, "slow")
+
+        wait_for(placed, what="the slow pod placed")
+    assert bound(sandbox, "slow") == "n-c"
+    over = [r for r in caplog.records if "asks more than 25 terms" in r.getMessage()]
+    assert len(over) == 1, [r.getMessage() for r in caplog.records]
 
 
 def test_unreadable_tolerations_tolerate_nothing_and_the_pod_fails_alone(
