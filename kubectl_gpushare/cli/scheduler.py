@@ -263,6 +263,12 @@ def placement(pod: Mapping[str, Any]) -> Placement:
     return Placement(tolerations or (), tuple(selector.items()), affinity, "; ".join(problems))
 
 
+def _placement_fields(pod: Mapping[str, Any]) -> object:
+    """What `placement` reads of a pod: two versions equal in it are placed alike."""
+    spec = pod.get("spec")
+    return (spec.get("tolerations"), spec.get("nodeSelector"), spec.get("affinity")) if isinstance(spec, dict) else spec
+
+
 def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     """The object's ``status.conditions`` entry of type ``kind`` ({} when none, or when they are malformed)."""
     status = obj.get("status")
@@ -401,6 +407,12 @@ class SchedulerLoop:
         """Malformed nodes and pods, and pods over `AFFINITY_BUDGET`, already logged (node name or "pod ns/name",
         problem): once each."""
         self._placements: dict[tuple[str, ...], Placement] = {}
+        self._placement_read: dict[tuple[str, ...], tuple[object, Placement]] = {}
+        """(namespace, name, uid) -> what `placement` read of the pod's latest version, and its result.
+
+        A new version whose fields `placement` reads are the same (the scheduler's own status write)
+        keeps the placement, and so the verdicts its affinity keeps (`AFFINITY_BUDGET`), not decoded again.
+        """
         """(namespace, name, uid, resourceVersion) -> `placement`; only the pods of the latest pass are kept."""
         self._node_cache: dict[tuple[str, ...], tuple[str | None, tuple[Taint, ...]]] = {}
         """(node name, resourceVersion) -> `_node_facts`; only the versions of the latest pass are kept."""
@@ -449,7 +461,9 @@ class SchedulerLoop:
         )
         _keep_only(self._node_cache, {_version_key(n["metadata"], _NODE_IDENTITY) for n in nodes})
         _keep_only(self._backoff, {p["metadata"].get("uid", "") for p in pods})
-        _keep_only(self._placements, {_version_key(p["metadata"], _POD_IDENTITY) for p in pods})
+        versions = {_version_key(p["metadata"], _POD_IDENTITY) for p in pods}
+        _keep_only(self._placements, versions)
+        _keep_only(self._placement_read, {key[:-1] for key in versions if key is not None})
         now = time.monotonic()
         used = noderesources.usage(pods)
         dra_state: PassState | None = None
@@ -709,7 +723,7 @@ class SchedulerLoop:
         return facts
 
     def _placement(self, pod: Mapping[str, Any]) -> Placement:
-        """`placement` of the pod, worked out once per pod version (its identity and resourceVersion), not per retry.
+        """`placement` of the pod, worked out once per pod version or fields it reads (`_placement_fields`).
 
         A malformed placement is logged then, once: a hostile affinity costs its decoding once.
         """
@@ -717,11 +731,17 @@ class SchedulerLoop:
         key = _version_key(meta, _POD_IDENTITY)
         if key is not None and key in self._placements:
             return self._placements[key]
-        where = placement(pod)
-        if where.problem:
-            log.warning("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), where.problem)
+        read = _placement_fields(pod)
+        earlier = self._placement_read.get(key[:-1]) if key is not None else None
+        if earlier is not None and earlier[0] == read:  # another version, the same fields (a status write)
+            where = earlier[1]
+        else:
+            where = placement(pod)
+            if where.problem:
+                log.warning("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), where.problem)
         if key is not None:
             self._placements[key] = where
+            self._placement_read[key[:-1]] = (read, where)
         return where
 
     def _unschedulable(self, pod: dict[str, Any], message: str, reason: str | None = None) -> None:

@@ -168,8 +168,9 @@ def test_an_affinity_past_the_cycles_budget_fails_its_cycle_alone_and_resumes_un
     """Terms no index narrows are asked of every node; past the cycle's budget the cycle stops, not the loop.
 
     20 ``rack NotIn [a, b, ...]`` terms cost n-a and n-b 20 each and match n-c: with a budget of 25
-    the first cycle stops before n-c, the pod after it is still placed, and later cycles go on from
-    the kept verdicts until the pod lands on n-c, where upstream (asking every term) puts it.
+    the first cycle stops before n-c, the pod after it is still placed, and the next cycle goes on
+    from the kept verdicts (the condition's write, a new version of the pod, keeps them) and lands
+    the pod on n-c, where upstream (asking every term) puts it.
     """
     racks.affinity_budget = 25
     tolerate = [{"key": "dedicated", "operator": "Exists"}]
@@ -189,6 +190,8 @@ def test_an_affinity_past_the_cycles_budget_fails_its_cycle_alone_and_resumes_un
 
         wait_for(placed, what="the slow pod placed")
     assert bound(sandbox, "slow") == "n-c"
+    assert sorted(e["reason"] for e in sandbox.objects("events") if e["involvedObject"]["name"] == "slow") == [
+        "FailedScheduling", "Scheduled"]  # one failed cycle: the next resumed
     over = [r for r in caplog.records if "asks more than 25 terms" in r.getMessage()]
     assert len(over) == 1, [r.getMessage() for r in caplog.records]
 
