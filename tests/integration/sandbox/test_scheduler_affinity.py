@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -194,6 +195,38 @@ def test_an_affinity_past_the_cycles_budget_fails_its_cycle_alone_and_resumes_un
         "FailedScheduling", "Scheduled"]  # one failed cycle: the next resumed
     over = [r for r in caplog.records if "asks more than 25 terms" in r.getMessage()]
     assert len(over) == 1, [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize("how", ["http", "seeded"])
+def test_a_taint_with_a_null_value_is_read_as_an_empty_one_by_the_stand_in_and_explain(
+    sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl, how: str
+) -> None:
+    """Go's encoding/json reads ``"value": null`` as "": kube-apiserver stores the taint without one.
+
+    Created over HTTP the sandbox stores it so; seeded as is (storage written before, a state file)
+    the readers read it so too: a toleration of ``k=""`` tolerates it, and both say the same of a pod
+    without one.
+    """
+    node = node_object("n-d", [16], ip="10.0.0.4", labels={"rack": "d"})
+    node["spec"]["taints"] = [{"key": "k", "value": None, "effect": "NoSchedule"}]
+    if how == "http":
+        request = urllib.request.Request(f"{sandbox.url}/api/v1/nodes", json.dumps(node).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request) as reply:
+            assert reply.status == 201
+    else:
+        sandbox.load([node])
+    tolerate = [{"key": "k", "operator": "Equal", "value": "", "effect": "NoSchedule"}]
+    plain = pod_object("plain", "default", [4])
+    plain["spec"]["nodeSelector"] = {"rack": "d"}
+    sandbox.load([affine("tolerant", rack_in("d"), tolerations=tolerate), plain])
+    racks.run_once()
+    assert bound(sandbox, "tolerant") == "n-d"
+    assert why(sandbox, "plain") == ("0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: c}, "
+                                     f"1 node(s) had untolerated taint {{k: }}, 2 {REASON}.")
+    explained = kubectl("gpushare", "explain", "plain", "-n", "default")
+    assert "  node/n-d: tainted k:NoSchedule, which the pod does not tolerate\n" in explained.stdout, explained.stdout
+    assert not explained.stderr
 
 
 def test_unreadable_tolerations_tolerate_nothing_and_the_pod_fails_alone(
