@@ -364,9 +364,9 @@ class HTTPExtender:
     def bind(self, pod: dict[str, Any], node: str) -> None:
         """Delegate the Binding to the extender; raises with its message if it failed."""
         meta = pod["metadata"]
-        result = self.send(self.config.bind_verb, {
+        result = self.send(self.config.bind_verb, {  # Go sends a pod's absent uid as its zero value, ""
             "PodName": meta["name"], "PodNamespace": meta.get("namespace", "default"),
-            "PodUID": meta["uid"], "Node": node,
+            "PodUID": meta.get("uid", ""), "Node": node,
         }, _BindingResult)
         if result is not None and result.Error:
             raise ExtenderCallError(result.Error)
