@@ -257,6 +257,21 @@ class _TLSConnection(_Connection, http.client.HTTPSConnection):
     """An HTTPS connection that knows how many bytes of the current request were written."""
 
 
+_PATH_ESCAPED: Final = re.compile(r"[ \x80-\U0010ffff]+")
+"""What `_request_path` percent-encodes: spaces and characters beyond ASCII."""
+
+
+def _request_path(path: str) -> str:
+    """The path as Go's net/http writes it on the request line: a character beyond ASCII or a space percent-encoded.
+
+    kube-scheduler's extender client builds ``urlPrefix + "/" + verb`` and ``http.NewRequest``
+    parses it (net/url ``Parse``, which takes them), then writes ``URL.EscapedPath()``: UTF-8
+    bytes and spaces as ``%XX``. Python's http.client refuses such a path (``UnicodeEncodeError``, an
+    error of no call) instead. A control character stays: http.client refuses it as Go's ``Parse`` does.
+    """
+    return _PATH_ESCAPED.sub(lambda found: urllib.parse.quote(found.group()), path)
+
+
 class HTTPExtender:
     """One extender as kube-scheduler calls it; thread-safe (one keep-alive connection per thread)."""
 
@@ -303,7 +318,7 @@ class HTTPExtender:
             conn, reused = self._connection()
             conn.written = 0
             try:
-                conn.request("POST", f"{self._path}/{verb}", body=body,
+                conn.request("POST", _request_path(f"{self._path}/{verb}"), body=body,
                              headers={"Content-Type": "application/json", "Accept": "application/json"})
             except (http.client.HTTPException, OSError) as exc:
                 error = self._failed(conn, verb, exc)

@@ -186,6 +186,20 @@ def test_a_reply_nested_too_deep_is_a_one_line_error(server: RecordingExtender) 
     assert _passes(_client(server))
 
 
+@pytest.mark.parametrize(("verb", "path"), [("bïnd", "/x/b%C3%AFnd"), ("bind now", "/x/bind%20now")],
+                         ids=["beyond-ascii", "space"])
+def test_a_verb_beyond_ascii_or_with_a_space_is_sent_percent_encoded_as_go_sends_it(
+    server: RecordingExtender, verb: str, path: str
+) -> None:
+    """kube-scheduler's ``http.NewRequest`` takes such a URL and writes ``URL.EscapedPath()``: no error of its own.
+
+    http.client refused the one (``UnicodeEncodeError``, which reached the binding cycle's catch-all)
+    and the other (``InvalidURL``) unsent.
+    """
+    _client(server, bind_verb=verb).bind(POD, "gpu-1")
+    assert server.posted[-1][0] == path
+
+
 def test_a_pod_without_a_uid_is_bound_with_an_empty_uid_as_go_sends_it(server: RecordingExtender) -> None:
     """``ExtenderBindingArgs.PodUID`` is the pod's ``UID``: "" when it has none (a pod seeded so in storage)."""
     _client(server).bind({"metadata": {"name": "job", "namespace": "default"}}, "gpu-1")
