@@ -606,7 +606,9 @@ class SchedulerLoop:
         except (ExtenderCallError, SchedulingError):
             self._unreserve(pod, claims, binding_unknown)
             raise
-        except Exception as exc:  # our own code failed (or a reply it did not expect): that cycle fails alike
+        except Exception as exc:  # our own code failed: that cycle fails alike, the loop goes on
+            # No input is known to reach this: the last two (a pod stored with a null uid bound by an
+            # extender, a bindVerb beyond ASCII) were errors of the stand-in's own, fixed where they rose.
             meta = pod["metadata"]
             reason = protocol.error_reason(exc)
             log.warning("binding cycle of %s/%s failed: %s", meta.get("namespace"), meta.get("name"), reason)
