@@ -255,9 +255,10 @@ class Taint(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=
 
     def __post_init__(self) -> None:
         """Each field decoded from ``null`` becomes "" (see the class)."""
-        for field in self.__struct_fields__:
-            if getattr(self, field) is None:
-                msgspec.structs.force_setattr(self, field, "")
+        if self.key is None or self.value is None or self.effect is None:  # the rare case: one test per field
+            for field in self.__struct_fields__:
+                if getattr(self, field) is None:
+                    msgspec.structs.force_setattr(self, field, "")
 
 
 class NodeSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
