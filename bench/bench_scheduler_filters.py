@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_scheduler_filters.py            # 2,000 nodes, half tainted
     .venv/bin/python bench/bench_scheduler_filters.py --quick    # 200 nodes
+    .venv/bin/python bench/bench_scheduler_filters.py --nodes 20 # any count
 
 Times `SchedulerLoop.schedule` for pods no node can take (each asks more CPU than any node has),
 so every filter runs on every node and no write is made: a plain pod, a pod whose three-term
@@ -11,6 +12,13 @@ and a hostile pod with 100,000 distinct terms naming racks no node has (valid: p
 no count, so `node_affinity` judges them all, asking a node only the terms its labels may match).
 Prints the median seconds of ``--runs`` retries of each (the loop decodes a pod version's placement
 once) and the hostile pod's first cycle, with the ratios to the plain pod, side by side in one process.
+
+Then two pods of 142,000 distinct terms the term index cannot narrow (``NotIn`` only: every term is
+asked of every node, about 150 ms a node): one reading only ``rack`` (nodes on a rack share its
+verdict), one also ``kubernetes.io/hostname`` (each node its own). For each: the seconds of its
+first cycles (after the placement's decoding, which is timed apart) until one judges every node,
+and how many cycles that took: a cycle that runs out of its budget fails, as `SchedulerLoop`
+retries it, so no one pod holds the loop for long.
 """
 
 from __future__ import annotations
@@ -79,13 +87,62 @@ def first_seconds(loop: SchedulerLoop, target: dict[str, Any], cluster: list[dic
     return time.perf_counter() - start
 
 
+UNNARROWED_TERMS = 142_000
+"""Distinct terms of the hostile pods the term index cannot narrow: about what a 3 MiB pod holds of them."""
+
+
+def unnarrowed(hostname: bool) -> list[dict[str, Any]]:
+    """Terms that no node matches and that name no value a node must have (``NotIn`` only): asked of every node."""
+    racks = {"key": "rack", "operator": "NotIn", "values": ["r0", "r1", "r2", "r3"]}
+    return [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname" if hostname else "rack", "operator": "NotIn", "values": [f"h{i}"]}, racks]}
+        for i in range(UNNARROWED_TERMS)]
+
+
+def cycles_until_judged(loop: SchedulerLoop, target: dict[str, Any], cluster: list[dict[str, Any]],
+                        most: int) -> tuple[list[float], bool]:
+    """Seconds of each cycle of ``target`` until one fails on the nodes' own verdicts (at most ``most`` cycles).
+
+    A cycle that runs out of the affinity's budget fails with a message that says so; the next
+    resumes. Returns the cycles' seconds and whether the last judged every node.
+    """
+    used = noderesources.usage([])
+    times = []
+    for _ in range(most):
+        start = time.perf_counter()
+        try:
+            loop.schedule(target, cluster, used)
+        except Unschedulable as exc:
+            times.append(time.perf_counter() - start)
+            if "budget" not in str(exc):
+                return times, True
+        else:
+            raise SystemExit("a pod was placed: the benchmark's pods must fit no node")
+    return times, False
+
+
+def unnarrowed_report(loop: SchedulerLoop, cluster: list[dict[str, Any]], hostname: bool, most: int) -> str:
+    """One line on a hostile pod of `unnarrowed` terms: its decoding, its longest cycle, cycles to judge all."""
+    target = pod("hostname" if hostname else "racks", unnarrowed(hostname))
+    start = time.perf_counter()
+    loop._placement(target)  # decoding and compiling, once per pod version: timed apart
+    decoded = time.perf_counter() - start
+    times, judged = cycles_until_judged(loop, target, cluster, most)
+    reads = "rack and hostname" if hostname else "rack only"
+    return (f"  {UNNARROWED_TERMS:,} unnarrowed terms reading {reads}: decoding {decoded:.2f} s; "
+            f"{len(times)} cycle(s), longest {max(times):.2f} s, all {sum(times):.2f} s; "
+            + ("every node judged" if judged else f"not every node judged after {most} cycles"))
+
+
 def main() -> None:
     """Run the comparison and print it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="200 nodes instead of 2,000")
+    parser.add_argument("--nodes", type=int, help="this many nodes instead")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--cycles", type=int, default=1000, help="most cycles of a hostile pod to run")
     args = parser.parse_args()
-    cluster = nodes(200 if args.quick else 2000)
+    cluster = nodes(args.nodes or (200 if args.quick else 2000))
     # schedule() reads neither the store nor the API when no node fits: neither is needed.
     loop = SchedulerLoop(cast(SandboxView, None), cast(Client, None), [])
     affine = [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r0", "r1", "r2", "r3"]}]},
@@ -99,6 +156,8 @@ def main() -> None:
     print(f"{len(cluster)} nodes, per cycle: plain pod {plain * 1e3:.1f} ms, with a 3-term affinity "
           f"{with_affinity * 1e3:.1f} ms ({with_affinity / plain:.2f}x), with 100,000 terms {refused * 1e3:.1f} ms "
           f"({refused / plain:.2f}x; its first cycle, decoding them, {first * 1e3:.1f} ms, {first / plain:.1f}x)")
+    for hostname in (False, True):
+        print(unnarrowed_report(loop, cluster, hostname, args.cycles), flush=True)
 
 
 if __name__ == "__main__":

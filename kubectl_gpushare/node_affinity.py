@@ -171,6 +171,8 @@ class NodeTerm:
 
 _INDEXED_PAST: Final = 8
 """Live terms past which a selector indexes them (`_TermIndex`); fewer are asked one by one."""
+MAX_VERDICTS: Final = 100_000
+"""Node verdicts a selector keeps (`NodeSelector.verdict`) before it starts afresh: more than any cluster's nodes."""
 
 
 _Filed = NodeTerm | list[NodeTerm]
@@ -284,13 +286,53 @@ class NodeSelector:
     def _index(self) -> _TermIndex | None:
         return _TermIndex.of(self.live) if len(self.live) > _INDEXED_PAST else None
 
+    @functools.cached_property
+    def _read(self) -> tuple[frozenset[str], bool]:
+        """The label keys the live terms read, and whether any reads the node's name (has ``matchFields``)."""
+        keys = frozenset(r.key for term in self.live for r in term.labels)
+        return keys, any(term.fields for term in self.live)
+
+    @functools.cached_property
+    def _verdicts(self) -> dict[tuple[tuple[tuple[str, str], ...], str], bool]:
+        return {}
+
+    def _seen_as(self, labels: Mapping[str, str], name: str) -> tuple[tuple[tuple[str, str], ...], str]:
+        """What of a node the verdict depends on: its labels of the keys the terms read, and its name if one does."""
+        keys, reads_name = self._read
+        return tuple(sorted(item for item in labels.items() if item[0] in keys)), name if reads_name else ""
+
     def asked(self, labels: Mapping[str, str], name: str) -> Iterable[NodeTerm]:
         """The terms that may match the node (its labels and name): the live ones, past a few only its candidates."""
         return self.live if self._index is None else self._index.candidates(labels, name)
 
     def matches(self, labels: Mapping[str, str], name: str) -> bool:
         """Whether the node (its labels and name) is selected: some term matches."""
-        return any(term.matches(labels, name) for term in self.asked(labels, name))
+        return self.verdict(labels, name)[0]
+
+    def verdict(self, labels: Mapping[str, str], name: str) -> tuple[bool, int]:
+        """Whether the node is selected, and how many terms that asked (0: known already).
+
+        Past a few terms a verdict is kept by what of the node it depends on (`_seen_as`): nodes
+        that share it (those of a rack, when only ``rack`` is read) share the verdict, and a node
+        asked again (the scheduler's next cycle) costs a look-up. A pod may hold 280,000 terms no
+        index narrows (``NotIn`` only), about 150 ms a node: upstream asks them all of every node.
+        """
+        if self._index is None:
+            return any(term.matches(labels, name) for term in self.live), len(self.live)
+        seen_as = self._seen_as(labels, name)
+        known = self._verdicts.get(seen_as)
+        if known is not None:
+            return known, 0
+        asked, matched = 0, False
+        for term in self._index.candidates(labels, name):
+            asked += 1
+            if term.matches(labels, name):
+                matched = True
+                break
+        if len(self._verdicts) >= MAX_VERDICTS:  # labels that change forever (a counter) must not grow it forever
+            self._verdicts.clear()
+        self._verdicts[seen_as] = matched
+        return matched, asked
 
     def wire(self) -> dict[str, object]:
         """The selector as the API writes it (``NodeSelector``, Go field names)."""
@@ -487,6 +529,7 @@ __all__ = [
     "MAX_REQUEST_BYTES",
     "MAX_REQUIREMENTS",
     "MAX_VALUES",
+    "MAX_VERDICTS",
     "NODE_NAME_FIELD",
     "NODE_OPERATORS",
     "NOT_IN_PREFILTER_REASON",

@@ -28,7 +28,9 @@ A pod whose metadata, spec, ``spec.nodeName`` or ``spec.schedulerName`` has the 
 left out of every pass (`unreadable_pod`, logged once; one whose status alone is malformed is read
 with an empty status; a ``null`` in one of those strings is read as absent, as Go decodes it).
 Any other pod whose cycle raises is logged in one line (``cannot schedule ns/pod: ...``) and
-retried with backoff; the pods after it in the pass are still tried.
+retried with backoff; the pods after it in the pass are still tried. A pod whose required node
+affinity asks more than `AFFINITY_BUDGET` terms of its nodes in one cycle fails that cycle
+(upstream asks them all, stalling its loop) and resumes from the verdicts kept on its next.
 """
 
 from __future__ import annotations
@@ -195,6 +197,26 @@ def is_interested(pod: Mapping[str, Any], managed: Iterable[str]) -> bool:
 
 NODE_AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"
 """NodeAffinity's ``ErrReasonPod`` (pkg/scheduler/framework/plugins/nodeaffinity), for the selector and the affinity."""
+AFFINITY_BUDGET = 1_000_000
+"""Terms of a pod's required node affinity one cycle asks of its nodes (about a second) before it stops.
+
+Upstream asks every term of every node: a pod of 142,000 terms no index narrows holds its loop
+for minutes at 2,000 nodes. Here the cycle fails past this (`AFFINITY_OVER_BUDGET`) and the pod
+is retried with backoff, the nodes judged so far keeping their verdicts (`NodeSelector.verdict`),
+so the next cycle goes on where this one stopped and the pod is placed where upstream places it,
+later; the other pods are tried in between. No pod of realistic terms comes near it.
+"""
+AFFINITY_OVER_BUDGET = "node affinity ran out of its budget of terms this attempt (resumed on the next)"
+"""The reason of a cycle stopped by `AFFINITY_BUDGET` (the same each time: the pod's condition is written once)."""
+
+
+@dataclass
+class _Budget:
+    """What a cycle may still ask of the pod's affinity terms (`AFFINITY_BUDGET`)."""
+
+    nodes: int
+    """The nodes of the cycle (for the FitError's count)."""
+    left: int
 
 
 @dataclass(frozen=True)
@@ -239,6 +261,12 @@ def placement(pod: Mapping[str, Any]) -> Placement:
         else:
             affinity = required_affinity(terms)
     return Placement(tolerations or (), tuple(selector.items()), affinity, "; ".join(problems))
+
+
+def _placement_fields(pod: Mapping[str, Any]) -> object:
+    """What `placement` reads of a pod: two versions equal in it are placed alike."""
+    spec = pod.get("spec")
+    return (spec.get("tolerations"), spec.get("nodeSelector"), spec.get("affinity")) if isinstance(spec, dict) else spec
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
@@ -356,9 +384,13 @@ class SchedulerLoop:
     """The loop, on one thread; `wake` makes it look again now."""
 
     def __init__(self, sandbox: SandboxView, api: Client, extenders: list[Extender], nodes: object = None, *,
-                 request_timeout: float = API_REQUEST_TIMEOUT) -> None:
-        """Nothing runs until `start`; ``request_timeout`` is the API server's (`DynamicResources`)."""
+                 request_timeout: float = API_REQUEST_TIMEOUT, affinity_budget: int = AFFINITY_BUDGET) -> None:
+        """Nothing runs until `start`; ``request_timeout`` is the API server's (`DynamicResources`).
+
+        ``affinity_budget``: the terms of a pod's required node affinity one cycle asks (`AFFINITY_BUDGET`).
+        """
         self.sandbox = sandbox
+        self.affinity_budget = affinity_budget
         self.api = api
         self.extenders = extenders
         self._ignored = frozenset(resource for e in extenders for resource, skip in e.managed.items() if skip)
@@ -372,8 +404,15 @@ class SchedulerLoop:
         self._seen_rv = -1
         self.dra = DynamicResources(api, request_timeout)
         self._unreadable_logged: set[tuple[object, str]] = set()
-        """Malformed nodes and pods already logged (node name or "pod ns/name", problem): once each."""
+        """Malformed nodes and pods, and pods over `AFFINITY_BUDGET`, already logged (node name or "pod ns/name",
+        problem): once each."""
         self._placements: dict[tuple[str, ...], Placement] = {}
+        self._placement_read: dict[tuple[str, ...], tuple[object, Placement]] = {}
+        """(namespace, name, uid) -> what `placement` read of the pod's latest version, and its result.
+
+        A new version whose fields `placement` reads are the same (the scheduler's own status write)
+        keeps the placement, and so the verdicts its affinity keeps (`AFFINITY_BUDGET`), not decoded again.
+        """
         """(namespace, name, uid, resourceVersion) -> `placement`; only the pods of the latest pass are kept."""
         self._node_cache: dict[tuple[str, ...], tuple[str | None, tuple[Taint, ...]]] = {}
         """(node name, resourceVersion) -> `_node_facts`; only the versions of the latest pass are kept."""
@@ -422,7 +461,9 @@ class SchedulerLoop:
         )
         _keep_only(self._node_cache, {_version_key(n["metadata"], _NODE_IDENTITY) for n in nodes})
         _keep_only(self._backoff, {p["metadata"].get("uid", "") for p in pods})
-        _keep_only(self._placements, {_version_key(p["metadata"], _POD_IDENTITY) for p in pods})
+        versions = {_version_key(p["metadata"], _POD_IDENTITY) for p in pods}
+        _keep_only(self._placements, versions)
+        _keep_only(self._placement_read, {key[:-1] for key in versions if key is not None})
         now = time.monotonic()
         used = noderesources.usage(pods)
         dra_state: PassState | None = None
@@ -515,7 +556,8 @@ class SchedulerLoop:
                 claims = self.dra.pre_filter(pod, dra_state)
             except Unschedulable as exc:  # FitError with a PreFilter message
                 raise Unschedulable(f"0/{len(nodes)} nodes are available: {exc}.") from None
-        candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons, where)
+        budget = _Budget(len(nodes), self.affinity_budget)
+        candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons, where, budget)
                       and self._claims_fit(claims, n, dra_state, reasons)]
         interested = [e for e in self.extenders if is_interested(pod, e.managed)]
         scores: dict[str, int] = {}
@@ -564,7 +606,9 @@ class SchedulerLoop:
         except (ExtenderCallError, SchedulingError):
             self._unreserve(pod, claims, binding_unknown)
             raise
-        except Exception as exc:  # our own code failed (or a reply it did not expect): that cycle fails alike
+        except Exception as exc:  # our own code failed: that cycle fails alike, the loop goes on
+            # No input is known to reach this: the last two (a pod stored with a null uid bound by an
+            # extender, a bindVerb beyond ASCII) were errors of the stand-in's own, fixed where they rose.
             meta = pod["metadata"]
             reason = protocol.error_reason(exc)
             log.warning("binding cycle of %s/%s failed: %s", meta.get("namespace"), meta.get("name"), reason)
@@ -602,8 +646,13 @@ class SchedulerLoop:
         return not reason
 
     def _fits(self, pod: Mapping[str, Any], wants: Mapping[str, int], node: Mapping[str, Any],
-              used: noderesources.NodeUsage, reasons: dict[str, int], where: Placement) -> bool:
-        """The pod's own filters on one node, in kube-scheduler's order; the first that fails counts its reason."""
+              used: noderesources.NodeUsage, reasons: dict[str, int], where: Placement,
+              budget: _Budget | None = None) -> bool:
+        """The pod's own filters on one node, in kube-scheduler's order; the first that fails counts its reason.
+
+        Raises:
+            Unschedulable: the affinity's terms took the cycle's ``budget`` (`AFFINITY_BUDGET`) before this node.
+        """
         meta = node.get("metadata") or {}
         labels = meta.get("labels") or {}
 
@@ -628,12 +677,33 @@ class SchedulerLoop:
             return fail(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
         if any(labels.get(k) != v for k, v in where.node_selector):
             return fail(NODE_AFFINITY_REASON)
-        if where.affinity is not None and not where.affinity.selector.matches(labels, node_name):
+        if where.affinity is not None and not self._affinity_matches(pod, where.affinity, labels, node_name, budget):
             return fail(NODE_AFFINITY_REASON)
         missing = noderesources.insufficient(wants, node, used.of(node["metadata"]["name"]), self._ignored)
         for reason in missing:  # NodeResourcesFit reports every resource that does not fit
             reasons[reason] = reasons.get(reason, 0) + 1
         return not missing
+
+    def _affinity_matches(self, pod: Mapping[str, Any], affinity: RequiredAffinity, labels: Mapping[str, str],
+                          node_name: str, budget: _Budget | None) -> bool:
+        """NodeAffinity's Filter on one node, within the cycle's ``budget`` of terms (None: no bound).
+
+        Raises:
+            Unschedulable: the budget is spent (`AFFINITY_OVER_BUDGET`), logged once for the pod.
+        """
+        if budget is not None and budget.left <= 0:
+            meta = pod["metadata"]
+            logged = (f"pod {meta.get('namespace')}/{meta.get('name')} {meta.get('uid', '')}", AFFINITY_OVER_BUDGET)
+            if logged not in self._unreadable_logged:
+                self._unreadable_logged.add(logged)
+                log.warning("pod %s/%s: its required node affinity asks more than %d terms in one cycle: the cycle "
+                            "stops there and the next goes on where it stopped", meta.get("namespace"),
+                            meta.get("name"), self.affinity_budget)
+            raise Unschedulable(f"0/{budget.nodes} nodes are available: {AFFINITY_OVER_BUDGET}.")
+        matched, asked = affinity.selector.verdict(labels, node_name)
+        if budget is not None:
+            budget.left -= asked
+        return matched
 
     def _node_facts(self, node: Mapping[str, Any]) -> tuple[str | None, tuple[Taint, ...]]:
         """What makes the node unreadable (`unreadable`, or taints that do not decode) and its taints typed.
@@ -655,7 +725,7 @@ class SchedulerLoop:
         return facts
 
     def _placement(self, pod: Mapping[str, Any]) -> Placement:
-        """`placement` of the pod, worked out once per pod version (its identity and resourceVersion), not per retry.
+        """`placement` of the pod, worked out once per pod version or fields it reads (`_placement_fields`).
 
         A malformed placement is logged then, once: a hostile affinity costs its decoding once.
         """
@@ -663,11 +733,17 @@ class SchedulerLoop:
         key = _version_key(meta, _POD_IDENTITY)
         if key is not None and key in self._placements:
             return self._placements[key]
-        where = placement(pod)
-        if where.problem:
-            log.warning("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), where.problem)
+        read = _placement_fields(pod)
+        earlier = self._placement_read.get(key[:-1]) if key is not None else None
+        if earlier is not None and earlier[0] == read:  # another version, the same fields (a status write)
+            where = earlier[1]
+        else:
+            where = placement(pod)
+            if where.problem:
+                log.warning("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), where.problem)
         if key is not None:
             self._placements[key] = where
+            self._placement_read[key[:-1]] = (read, where)
         return where
 
     def _unschedulable(self, pod: dict[str, Any], message: str, reason: str | None = None) -> None:

@@ -257,6 +257,21 @@ class _TLSConnection(_Connection, http.client.HTTPSConnection):
     """An HTTPS connection that knows how many bytes of the current request were written."""
 
 
+_PATH_ESCAPED: Final = re.compile(r"[ \x80-\U0010ffff]+")
+"""What `_request_path` percent-encodes: spaces and characters beyond ASCII."""
+
+
+def _request_path(path: str) -> str:
+    """The path as Go's net/http writes it on the request line: a character beyond ASCII or a space percent-encoded.
+
+    kube-scheduler's extender client builds ``urlPrefix + "/" + verb`` and ``http.NewRequest``
+    parses it (net/url ``Parse``, which takes them), then writes ``URL.EscapedPath()``: UTF-8
+    bytes and spaces as ``%XX``. Python's http.client refuses such a path (``UnicodeEncodeError``, an
+    error of no call) instead. A control character stays: http.client refuses it as Go's ``Parse`` does.
+    """
+    return _PATH_ESCAPED.sub(lambda found: urllib.parse.quote(found.group()), path)
+
+
 class HTTPExtender:
     """One extender as kube-scheduler calls it; thread-safe (one keep-alive connection per thread)."""
 
@@ -303,7 +318,7 @@ class HTTPExtender:
             conn, reused = self._connection()
             conn.written = 0
             try:
-                conn.request("POST", f"{self._path}/{verb}", body=body,
+                conn.request("POST", _request_path(f"{self._path}/{verb}"), body=body,
                              headers={"Content-Type": "application/json", "Accept": "application/json"})
             except (http.client.HTTPException, OSError) as exc:
                 error = self._failed(conn, verb, exc)
@@ -364,9 +379,9 @@ class HTTPExtender:
     def bind(self, pod: dict[str, Any], node: str) -> None:
         """Delegate the Binding to the extender; raises with its message if it failed."""
         meta = pod["metadata"]
-        result = self.send(self.config.bind_verb, {
+        result = self.send(self.config.bind_verb, {  # Go sends a pod's absent uid as its zero value, ""
             "PodName": meta["name"], "PodNamespace": meta.get("namespace", "default"),
-            "PodUID": meta["uid"], "Node": node,
+            "PodUID": meta.get("uid", ""), "Node": node,
         }, _BindingResult)
         if result is not None and result.Error:
             raise ExtenderCallError(result.Error)

@@ -15,7 +15,7 @@ This module owns the shapes only: no I/O, no parsing of annotation values, no bu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, Generic, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, TypedDict, TypeVar
 
 import msgspec
 
@@ -234,12 +234,31 @@ class Pod(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=Fa
 # --- Nodes -----------------------------------------------------------------------------------------
 
 
-class Taint(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of ``spec.taints``."""
+if TYPE_CHECKING:
+    _NullAsEmpty = str
+else:  # what msgspec decodes: a JSON null too, made "" by the struct's __post_init__
+    _NullAsEmpty = str | None
 
-    key: str = ""
-    value: str = ""
-    effect: str = ""
+
+class Taint(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """One entry of ``spec.taints``, each field "" when absent or ``null``.
+
+    Go's encoding/json leaves a string field at "" for a JSON ``null`` (decode.go, ``literalStore``),
+    so kube-apiserver stores ``{"key": "k", "value": null}`` as ``{"key": "k"}`` and kube-scheduler
+    reads the value "". Read here so, every reader of taints (the scheduler stand-in, ``explain``,
+    ``doctor``, ``--from-file``) takes such a node as upstream does instead of refusing it.
+    """
+
+    key: _NullAsEmpty = ""
+    value: _NullAsEmpty = ""
+    effect: _NullAsEmpty = ""
+
+    def __post_init__(self) -> None:
+        """Each field decoded from ``null`` becomes "" (see the class)."""
+        if self.key is None or self.value is None or self.effect is None:  # the rare case: one test per field
+            for field in self.__struct_fields__:
+                if getattr(self, field) is None:
+                    msgspec.structs.force_setattr(self, field, "")
 
 
 class NodeSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):

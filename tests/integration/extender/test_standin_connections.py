@@ -10,6 +10,7 @@ closes a connection once it has answered.
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import struct
@@ -47,6 +48,8 @@ class RecordingExtender(ThreadingHTTPServer):
         self.tls = tls
         self.mode = "answer"
         self.requests: list[int] = []
+        self.posted: list[tuple[str, bytes]] = []
+        """Each POST's path as written on the request line, and its body."""
         self.closed: list[int] = []
         self._ports: dict[Any, int] = {}
         self.lock = threading.Lock()
@@ -74,9 +77,10 @@ class _Handler(BaseHTTPRequestHandler):
     server: RecordingExtender
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
+        body = self.rfile.read(int(self.headers["Content-Length"]))
         with self.server.lock:
             self.server.requests.append(self.client_address[1])
+            self.server.posted.append((self.path, body))
         if self.server.mode == "drop":
             self.close_connection = True
             return
@@ -180,3 +184,24 @@ def test_a_reply_nested_too_deep_is_a_one_line_error(server: RecordingExtender) 
         _client(server).filter(POD, [NODE])
     server.mode = "answer"
     assert _passes(_client(server))
+
+
+@pytest.mark.parametrize(("verb", "path"), [("bïnd", "/x/b%C3%AFnd"), ("bind now", "/x/bind%20now")],
+                         ids=["beyond-ascii", "space"])
+def test_a_verb_beyond_ascii_or_with_a_space_is_sent_percent_encoded_as_go_sends_it(
+    server: RecordingExtender, verb: str, path: str
+) -> None:
+    """kube-scheduler's ``http.NewRequest`` takes such a URL and writes ``URL.EscapedPath()``: no error of its own.
+
+    http.client refused the one (``UnicodeEncodeError``, which reached the binding cycle's catch-all)
+    and the other (``InvalidURL``) unsent.
+    """
+    _client(server, bind_verb=verb).bind(POD, "gpu-1")
+    assert server.posted[-1][0] == path
+
+
+def test_a_pod_without_a_uid_is_bound_with_an_empty_uid_as_go_sends_it(server: RecordingExtender) -> None:
+    """``ExtenderBindingArgs.PodUID`` is the pod's ``UID``: "" when it has none (a pod seeded so in storage)."""
+    _client(server).bind({"metadata": {"name": "job", "namespace": "default"}}, "gpu-1")
+    assert json.loads(server.posted[-1][1]) == {"PodName": "job", "PodNamespace": "default", "PodUID": "",
+                                                "Node": "gpu-1"}

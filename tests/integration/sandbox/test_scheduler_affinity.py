@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubectl_gpushare.cli.scheduler import SchedulerLoop
+from kubectl_gpushare.cli.scheduler import AFFINITY_OVER_BUDGET, SchedulerLoop
 from kubectl_gpushare.node_affinity import MAX_POD_VALUES
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -160,6 +161,72 @@ def test_a_pod_with_a_hundred_thousand_terms_is_placed_by_them_as_upstream_would
     sandbox.load([affine("many", *([rack_in("b")] * 100_000))])
     racks.run_once()
     assert bound(sandbox, "many") == "n-b"
+
+
+def test_an_affinity_past_the_cycles_budget_fails_its_cycle_alone_and_resumes_until_placed(
+    sandbox: Sandbox, racks: SchedulerLoop, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Terms no index narrows are asked of every node; past the cycle's budget the cycle stops, not the loop.
+
+    20 ``rack NotIn [a, b, ...]`` terms cost n-a and n-b 20 each and match n-c: with a budget of 25
+    the first cycle stops before n-c, the pod after it is still placed, and the next cycle goes on
+    from the kept verdicts (the condition's write, a new version of the pod, keeps them) and lands
+    the pod on n-c, where upstream (asking every term) puts it.
+    """
+    racks.affinity_budget = 25
+    tolerate = [{"key": "dedicated", "operator": "Exists"}]
+    slow = affine("slow", *({"matchExpressions": [{"key": "rack", "operator": "NotIn", "values": ["a", "b", f"h{i}"]}]}
+                            for i in range(20)), tolerations=tolerate)
+    later = affine("later", rack_in("a"))
+    later["metadata"]["creationTimestamp"] = "2999-01-01T00:00:00Z"  # tried after the slow pod in a pass
+    sandbox.load([slow, later])
+    with caplog.at_level("WARNING", logger="kubectl_gpushare.scheduler"):
+        racks.run_once()
+        assert bound(sandbox, "later") == "n-a" and bound(sandbox, "slow") == ""
+        assert why(sandbox, "slow") == f"0/3 nodes are available: {AFFINITY_OVER_BUDGET}."
+
+        def placed() -> str:
+            racks.run_once()
+            return bound(sandbox, "slow")
+
+        wait_for(placed, what="the slow pod placed")
+    assert bound(sandbox, "slow") == "n-c"
+    assert sorted(e["reason"] for e in sandbox.objects("events") if e["involvedObject"]["name"] == "slow") == [
+        "FailedScheduling", "Scheduled"]  # one failed cycle: the next resumed
+    over = [r for r in caplog.records if "asks more than 25 terms" in r.getMessage()]
+    assert len(over) == 1, [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize("how", ["http", "seeded"])
+def test_a_taint_with_a_null_value_is_read_as_an_empty_one_by_the_stand_in_and_explain(
+    sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl, how: str
+) -> None:
+    """Go's encoding/json reads ``"value": null`` as "": kube-apiserver stores the taint without one.
+
+    Created over HTTP the sandbox stores it so; seeded as is (storage written before, a state file)
+    the readers read it so too: a toleration of ``k=""`` tolerates it, and both say the same of a pod
+    without one.
+    """
+    node = node_object("n-d", [16], ip="10.0.0.4", labels={"rack": "d"})
+    node["spec"]["taints"] = [{"key": "k", "value": None, "effect": "NoSchedule"}]
+    if how == "http":
+        request = urllib.request.Request(f"{sandbox.url}/api/v1/nodes", json.dumps(node).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request) as reply:
+            assert reply.status == 201
+    else:
+        sandbox.load([node])
+    tolerate = [{"key": "k", "operator": "Equal", "value": "", "effect": "NoSchedule"}]
+    plain = pod_object("plain", "default", [4])
+    plain["spec"]["nodeSelector"] = {"rack": "d"}
+    sandbox.load([affine("tolerant", rack_in("d"), tolerations=tolerate), plain])
+    racks.run_once()
+    assert bound(sandbox, "tolerant") == "n-d"
+    assert why(sandbox, "plain") == ("0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: c}, "
+                                     f"1 node(s) had untolerated taint {{k: }}, 2 {REASON}.")
+    explained = kubectl("gpushare", "explain", "plain", "-n", "default")
+    assert "  node/n-d: tainted k:NoSchedule, which the pod does not tolerate\n" in explained.stdout, explained.stdout
+    assert not explained.stderr
 
 
 def test_unreadable_tolerations_tolerate_nothing_and_the_pod_fails_alone(

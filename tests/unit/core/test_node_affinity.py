@@ -212,6 +212,33 @@ def test_a_hundred_thousand_distinct_terms_cost_a_node_its_candidates_only() -> 
     assert len(list(affinity.selector.asked(on_r7, "n1"))) == 1 and affinity.selector.matches(on_r7, "n1")
 
 
+@settings(max_examples=200, deadline=None)
+@given(_TERMS, st.lists(_NODES, min_size=1, max_size=8))
+def test_a_kept_verdict_is_the_one_asking_every_term_gives(raw: list[dict[str, Any]], nodes: list[Any]) -> None:
+    """Verdicts are kept by what of a node the terms read: asked again, in any order, each node's is still right."""
+    selector = compile_selector(terms(*raw), lazy=True)
+    for labels, name in [*nodes, *reversed(nodes)]:
+        assert selector.verdict(labels, name)[0] is any(t.matches(labels, name) for t in selector.terms)
+
+
+def test_unnarrowed_terms_are_asked_once_per_set_of_the_labels_they_read() -> None:
+    """142,000 ``NotIn`` terms reading ``rack``: the first node of a rack asks them all, the next of it none.
+
+    Such terms are asked of every node (no index narrows ``NotIn``); a node's other labels and its
+    name, which no term reads, do not make it another case. A term that reads the name does.
+    """
+    unnarrowed = [{"matchExpressions": [expr("rack", "NotIn", f"h{i}", "a")]} for i in range(142_000)]
+    selector = compile_selector(terms(*unnarrowed), lazy=True)
+    assert selector.verdict({"rack": "a", "kubernetes.io/hostname": "n1"}, "n1") == (False, 142_000)
+    assert selector.verdict({"rack": "a", "kubernetes.io/hostname": "n2"}, "n2") == (False, 0)
+    assert selector.verdict({"rack": "b"}, "n3") == (True, 1)
+    named = compile_selector(terms(*unnarrowed[:9], {"matchFields": [expr("metadata.name", "NotIn", "n1")]}),
+                             lazy=True)
+    assert named.verdict({"rack": "a"}, "n1") == (False, 10)
+    assert named.verdict({"rack": "a"}, "n2") == (True, 10)
+    assert named.verdict({"rack": "a"}, "n1") == (False, 0)
+
+
 def test_the_index_asks_each_term_once_however_its_anchor_repeats() -> None:
     """A term filed under a value listed twice, or beside other terms under the same value, is asked once."""
     raw = [{"matchExpressions": [expr("rack", "In", "r1", "r1", f"s{i}")]} for i in range(9)]

@@ -281,3 +281,24 @@ def test_a_mistyped_affinity_in_a_file_is_one_warning_and_the_pod_is_explained_w
     assert result.stderr.startswith("warning: pod ml/wants: its affinity cannot be decoded (Expected `")
     assert result.stderr.endswith("); explained without it\n") and result.stderr.count("\n") == 1
     assert result.stdout.startswith("Pod ml/wants asks for 4 GiB on one GPU and fits on n now")
+
+
+def test_a_taint_with_a_null_value_in_a_file_is_read_as_go_reads_it(tmp_path: Path, cli_runner: CliRunner) -> None:
+    """``value:`` left empty in YAML is ``null``: kubectl and kube-apiserver read "", so the node is judged by it."""
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
+
+    node = node_object("n", [16], ip="10.0.0.1")
+    node["spec"]["taints"] = [{"key": "k", "value": None, "effect": "NoSchedule"}]
+    tolerant = pod_object("tolerant", "ml", [4])
+    tolerant["spec"]["tolerations"] = [{"key": "k", "operator": "Equal", "value": "", "effect": "NoSchedule"}]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": [node, pod_object("wants", "ml", [4]), tolerant]}))
+    result = cli_runner.invoke(explain_command, ["wants", "-n", "ml", "--from-file", str(path)])
+    assert result.exit_code == 0 and not result.stderr, result.output
+    assert "  node/n: tainted k:NoSchedule, which the pod does not tolerate\n" in result.stdout
+    fits = cli_runner.invoke(explain_command, ["tolerant", "-n", "ml", "--from-file", str(path)]).stdout
+    assert fits.startswith("Pod ml/tolerant asks for 4 GiB on one GPU and fits on n now"), fits
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+
+    doctor = cli_runner.invoke(doctor_command, ["--from-file", str(path)])
+    assert "node/n " in doctor.stdout and not doctor.stderr, doctor.output  # the node is checked, not skipped

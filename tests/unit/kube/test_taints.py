@@ -49,6 +49,12 @@ def test_decoders_read_the_api_shape() -> None:
         Taint(key="gpu", effect="NoSchedule"),)
 
 
+def test_a_null_field_of_a_taint_reads_as_empty_as_go_decodes_it() -> None:
+    """encoding/json leaves a string field "" for ``null`` (``literalStore``): the node is read, not refused."""
+    assert decode_taints([{"key": "k", "value": None, "effect": "NoSchedule"}, {"key": None, "effect": None}]) == (
+        Taint(key="k", effect="NoSchedule"), Taint())
+
+
 @pytest.mark.parametrize(("tolerations", "kept_off"), [
     ((), True),
     ((Toleration(key="node.kubernetes.io/unschedulable", operator="Exists", effect="NoSchedule"),), False),
