@@ -5,10 +5,13 @@ resourceslice controller does: ``generateName`` ``00000-<driver>-<node>-``, owne
 goes with the node), the pool generation kept across an update of the one slice and bumped when a
 slice is created anew. Every `sync` reads this Node, lists the slices of this node and driver (field
 selectors ``spec.nodeName`` and ``spec.driver``), keeps the newest one whose name carries index 0,
-deletes the rest (with a UID precondition: a slice re-created meanwhile is not ours to delete; an
-item listed with neither a UID nor a resourceVersion is left alone, with one warning), and
-writes only if the devices or the owner differ. Each listed item is ours only if its own driver and
-node say so (`dra_objects.slice_identity`, read even from a slice that does not decode as a whole):
+deletes the rest (with the UID and resourceVersion listed as preconditions, as the resourceslice
+controller's ``removeSlices`` sends them: a slice re-created or changed since is not deleted blindly;
+the 409 Conflict leaves it, and the sync is repeated soon, with backoff, reading it again, as the
+controller requeues a failed sync rate-limited; an item listed with neither a UID nor a
+resourceVersion is left alone, with one warning), and writes only if the devices or the owner
+differ. Each listed item is ours only if its own driver and node say so (`dra_objects.slice_identity`,
+read even from a slice that does not decode as a whole):
 the selector is the API server's to honour, and a reply that ignored it must not make us delete
 another driver's or node's slice. One that does not decode but is ours is deleted (it is never kept,
 and each sync would otherwise publish another beside it); one whose driver, node or name cannot be
@@ -76,6 +79,8 @@ OFFER_SECONDS = 1.0
 """How long a Node given to `SlicePublisher.offer` may serve a sync instead of a read of its own."""
 OWNER_RECHECKS = 3
 """Reads of the Node after a write, each followed by an update while its UID changed (`SlicePublisher.sync`)."""
+WITHDRAW_ROUNDS = 3
+"""Lists and deletes `SlicePublisher.withdraw` makes while a slice changed between its list and its delete (409)."""
 MAX_WARNED = 1024
 """Unreadable slices remembered as warned of; past that it starts over (a warning again, not unbounded growth)."""
 
@@ -103,6 +108,8 @@ class SlicePublisher:
         """Set by `withdraw`: nothing is published any more."""
         self.landing_until = 0.0
         """`time.monotonic` instant until which a create of unknown outcome may still land."""
+        self.changed_under_us = False
+        """Set by a sync whose delete met a 409 Conflict (the slice changed since listed): `run` syncs again soon."""
         self._unreadable_warned: set[str] = set()
         self._lock = threading.Lock()
 
@@ -194,6 +201,7 @@ class SlicePublisher:
         with self._lock:
             if self.withdrawn:
                 return False
+            self.changed_under_us = False
             return self._sync(devices)
 
     def _withdrawn_for(self, node: types.Node | None) -> int | None:
@@ -301,8 +309,8 @@ class SlicePublisher:
         return stored
 
     def _delete(self, stale: wire.WireResourceSlice) -> bool:
-        meta = stale.metadata  # by UID alone where it has one: a slice of ours that changed since is ours to delete
-        if not self._delete_as_listed(meta.name, meta.uid, "" if meta.uid else meta.resource_version):
+        meta = stale.metadata
+        if not self._delete_as_listed(meta.name, meta.uid, meta.resource_version):
             return False
         log.info("deleted stale ResourceSlice %s", meta.name)
         return True
@@ -318,11 +326,18 @@ class SlicePublisher:
         """Delete a slice `_listed` as ours, as it was listed: False if it is gone or no longer that object.
 
         The preconditions (UID and resourceVersion, those given; `_listed` leaves alone an item with
-        neither) delete the object the list showed, not one that took its name (or changed since).
+        neither) delete the object the list showed, not one that took its name or changed since (the
+        resourceslice controller's ``removeSlices`` sends both). A 409 Conflict leaves it and sets
+        `changed_under_us`: `run` syncs again soon, which reads it again and decides anew.
         """
         try:
             self.client.delete(types.DRA_SLICES, name, uid=uid or None, resource_version=resource_version or None)
-        except (NotFound, Conflict):  # gone, re-created or changed meanwhile: the next sync looks again
+        except NotFound:  # gone meanwhile: nothing to decide
+            return False
+        except Conflict:  # re-created or changed since it was listed: not deleted blindly, read again soon
+            self.changed_under_us = True
+            log.info("ResourceSlice %s changed since it was listed: not deleted; reading it again",
+                     protocol.printable(name, 253))
             return False
         self.writes += 1
         return True
@@ -351,8 +366,11 @@ class SlicePublisher:
             wake.clear()
             try:
                 self.sync(devices())
-                backoff = 0.5
-                wait = resync if time.monotonic() >= self.landing_until else min(resync, SETTLE_SECONDS)
+                if self.changed_under_us:  # as the resourceslice controller requeues a failed sync, rate-limited
+                    wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
+                else:
+                    backoff = 0.5
+                    wait = resync if time.monotonic() >= self.landing_until else min(resync, SETTLE_SECONDS)
             except KubeError as exc:
                 wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
                 log.warning("publishing the ResourceSlice failed, retrying in %.1fs: %s", wait, exc)
@@ -390,6 +408,13 @@ class SlicePublisher:
             return self._withdraw()
 
     def _withdraw(self) -> int:
+        """Delete every slice listed; one that changed since it was listed (409) is listed and deleted again."""
         self.withdrawn = True
-        readable, undecodable = self._listed()
-        return sum(self._delete(s) for s in readable) + sum(self._delete_undecodable(bad) for bad in undecodable)
+        deleted = 0
+        for _ in range(WITHDRAW_ROUNDS):
+            self.changed_under_us = False
+            readable, undecodable = self._listed()
+            deleted += sum(self._delete(s) for s in readable) + sum(self._delete_undecodable(b) for b in undecodable)
+            if not self.changed_under_us:
+                break
+        return deleted

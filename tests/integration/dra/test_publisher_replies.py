@@ -404,3 +404,34 @@ def test_an_item_with_neither_uid_nor_resource_version_is_never_deleted(
     assert victim in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
     assert f"ResourceSlice {victim} is listed under this node's and driver's selector, but it has neither a UID " \
         "nor a resourceVersion to delete it by: left alone" in caplog.text
+
+
+def test_a_stale_slice_changed_since_it_was_listed_is_not_deleted_until_read_again(
+    sandbox: Sandbox, api: Client, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # resourceslicecontroller.go removeSlices: the delete carries the UID and the resourceVersion
+    # listed; a slice changed between the list and the delete is a 409 Conflict and stays. The sync
+    # asks for another soon (`changed_under_us`), which reads it again and decides again.
+    kept = _published(sandbox, api)
+    extra = api.create(types.DRA_SLICES, wire.WireResourceSlice(
+        metadata=wire.WireMeta(generate_name="stray-"), spec=slices.spec(NODE, _devices(), 1)))
+    changed: list[str] = []
+
+    def change_after_listing(method: str, path: str, body: bytes) -> bytes | None:
+        if method == "GET" and path.startswith("/apis/resource.k8s.io/v1/resourceslices?") and not changed:
+            now: wire.WireResourceSlice = api.get(types.DRA_SLICES, extra.metadata.name)
+            touched = msgspec.structs.replace(now, metadata=msgspec.structs.replace(now.metadata, labels={"x": "y"}))
+            changed.append(api.replace(types.DRA_SLICES, extra.metadata.name, touched).metadata.resource_version)
+        return None  # the reply lists the slice as it was before that change
+
+    with _relayed(sandbox, kubeconfig, change_after_listing) as client:
+        publisher = SlicePublisher(client, NODE)
+        with caplog.at_level(logging.INFO, logger="kubectl_gpushare.dra.publisher"):
+            assert not publisher.sync(_devices())
+        assert changed and changed[0] != extra.metadata.resource_version
+        assert publisher.changed_under_us, "the next sync is asked for soon"
+        assert sorted(s.metadata.name for s in api.list(types.DRA_SLICES)) == sorted([kept, extra.metadata.name])
+        assert f"ResourceSlice {extra.metadata.name} changed since it was listed: not deleted" in caplog.text
+        assert publisher.sync(_devices()), "read again: still not ours to keep, deleted at its new version"
+        assert not publisher.changed_under_us
+    assert [s.metadata.name for s in api.list(types.DRA_SLICES)] == [kept]
