@@ -1,0 +1,167 @@
+"""The publisher's watch of its own ResourceSlices (`dra.publisher.SliceWatch`): a slice of ours that
+someone else deletes or edits is repaired at once, not at the next periodic resync (here an hour away),
+through dropped watches, 410 Gone and slices that do not decode; two publishers of one node (a
+DaemonSet rolling update with maxSurge) end with one slice and stop writing."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import pytest
+from dra_helpers import NODE
+from waiting import wait_for
+
+from kubectl_gpushare import dra_objects as wire
+from kubectl_gpushare import protocol
+from kubectl_gpushare.dra import slices
+from kubectl_gpushare.dra.publisher import SlicePublisher, SliceWatch
+from kubectl_gpushare.kube import types
+from kubectl_gpushare.kube.client import Client
+from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.node.fake_backend import FakeBackend
+from kubectl_gpushare.node.health import GpuState
+from kubectl_gpushare.sandbox.builders import node_object
+from kubectl_gpushare.sandbox.server import Sandbox
+
+pytestmark = pytest.mark.integration
+
+NEVER = 3600.0
+"""The periodic resync, out of every test's reach: only the watch can wake a sync in time."""
+DEBOUNCE = 0.05
+
+
+def _devices(spec: str = "1x16GiB") -> slices.Devices:
+    states = [GpuState(gpu) for gpu in FakeBackend.from_spec(spec, seed=NODE).devices()]
+    return slices.devices(states, protocol.UNIT_GIB, "remove")
+
+
+@dataclass
+class Running:
+    publisher: SlicePublisher
+    devices: list[slices.Devices]
+    wake: threading.Event
+
+    @property
+    def watch(self) -> SliceWatch:
+        assert self.publisher.watch is not None
+        return self.publisher.watch
+
+
+@contextmanager
+def _running(client: Client, spec: str = "1x16GiB") -> Iterator[Running]:
+    """A publisher of NODE's slice running with its watch, resync an hour away; stopped after."""
+    publisher = SlicePublisher(client, NODE)
+    running = Running(publisher, [_devices(spec)], threading.Event())
+    stop = threading.Event()
+    thread = threading.Thread(target=publisher.run, args=(stop, running.wake, lambda: running.devices[0]),
+                              kwargs={"resync": NEVER, "debounce": DEBOUNCE}, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: publisher.watch is not None and publisher.watch.informer.synced.is_set()
+                 and publisher.current is not None, what="the first sync and the watch's first list")
+        yield running
+    finally:
+        stop.set()
+        running.wake.set()
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+def _ours(api: Client) -> list[wire.WireResourceSlice]:
+    return [s for s in api.list(types.DRA_SLICES) if s.spec.node_name == NODE]
+
+
+def _one_slice_with(api: Client, devices: slices.Devices) -> Callable[[], str | None]:
+    def check() -> str | None:
+        found = _ours(api)
+        if len(found) == 1 and slices.comparable(found[0].spec.devices) == slices.comparable(devices):
+            return found[0].metadata.name
+        return None
+    return check
+
+
+def _republished(api: Client, running: Running, gone: str) -> Callable[[], bool]:
+    """Whether one slice with the running publisher's devices is there again, another than ``gone``."""
+    return lambda: _one_slice_with(api, running.devices[0])() not in (None, gone)
+
+
+@pytest.fixture
+def node(sandbox: Sandbox) -> None:
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+
+
+@pytest.mark.usefixtures("node")
+def test_a_slice_deleted_by_someone_else_is_published_again_at_once(api: Client) -> None:
+    with _running(api) as running:
+        (first,) = _ours(api)
+        api.delete(types.DRA_SLICES, first.metadata.name)
+        again = wait_for(_one_slice_with(api, running.devices[0]), timeout=30, what="the slice published again")
+        assert again != first.metadata.name
+        # Events of our own writes are not someone else's: the delete was one change, the create none.
+        wait_for(lambda: running.watch.informer.get(again) is not None, what="the watch to see the new slice")
+        assert running.watch.seen == 1
+
+
+@pytest.mark.usefixtures("node")
+def test_a_slice_edited_by_someone_else_is_written_back_at_once(api: Client) -> None:
+    with _running(api, "2x16GiB") as running:
+        (first,) = _ours(api)
+        edited = msgspec.structs.replace(first, spec=msgspec.structs.replace(first.spec, devices=[]))
+        api.replace(types.DRA_SLICES, first.metadata.name, edited)
+        assert wait_for(_one_slice_with(api, running.devices[0]), timeout=30,
+                        what="the devices written back") == first.metadata.name
+
+
+@pytest.mark.usefixtures("node")
+def test_the_watch_survives_dropped_connections(sandbox: Sandbox, api: Client) -> None:
+    with _running(api) as running:
+        for _ in range(2):
+            wait_for(sandbox.open_watches, what="the watch to reach the server")
+            sandbox.drop_watches()
+            (current,) = _ours(api)
+            api.delete(types.DRA_SLICES, current.metadata.name)
+            wait_for(_republished(api, running, current.metadata.name), timeout=30,
+                     what="the slice published again after the watch broke")
+
+
+def test_the_watch_survives_410_gone_and_sees_what_changed_meanwhile(tmp_path: Path) -> None:
+    with Sandbox(port=0, history=2) as sandbox:
+        sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+        api = Client(load_config(str(sandbox.write_kubeconfig(tmp_path / "cfg"))), component="test")
+        try:
+            with _running(api) as running:
+                wait_for(sandbox.open_watches, what="the watch to reach the server")
+                blocker = sandbox.inject(method="GET", path=r"resourceslices.*watch=true", status=500)
+                sandbox.drop_watches()
+                wait_for(lambda: blocker.hits >= 1, what="the watch to be tried again")
+                (current,) = _ours(api)
+                api.delete(types.DRA_SLICES, current.metadata.name)
+                for _ in range(4):  # push the watch's resourceVersion out of the short history
+                    api.create("configmaps", {"metadata": {"generateName": "churn-"}}, "default")
+                sandbox.clear_faults()
+                wait_for(_republished(api, running, current.metadata.name), timeout=30,
+                         what="the slice published again once the watch listed again")
+                assert running.watch.informer.lists >= 2
+        finally:
+            api.close()
+
+
+@pytest.mark.usefixtures("node")
+def test_a_slice_that_does_not_decode_never_stops_the_watch(sandbox: Sandbox, api: Client) -> None:
+    with _running(api) as running:
+        (good,) = _ours(api)
+        sandbox.load([{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "garbled"},
+                       "spec": {"driver": protocol.DRA_DRIVER, "nodeName": NODE, "devices": "garbage",
+                                "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1}}}])
+        # One event: the sync it wakes deletes the slice of ours that does not decode (never kept).
+        wait_for(lambda: "garbled" not in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")],
+                 timeout=30, what="the undecodable slice deleted")
+        assert running.watch.informer.undecodable >= 1
+        api.delete(types.DRA_SLICES, good.metadata.name)
+        wait_for(_republished(api, running, good.metadata.name), timeout=30,
+                 what="the watch still working: the slice published again")
