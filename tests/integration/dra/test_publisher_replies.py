@@ -77,7 +77,7 @@ def test_a_node_that_does_not_decode_is_a_one_line_error_and_nothing_is_written(
         publisher.sync(_devices())
     # run retries it as any API error: a warning a try, no traceback.
     stop, wake = threading.Event(), threading.Event()
-    runner = threading.Thread(target=publisher.run, args=(stop, wake, _devices, 0.1))
+    runner = threading.Thread(target=publisher.run, args=(stop, wake, _devices, 0.1), kwargs={"watch": False})
     with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
         runner.start()
         try:
