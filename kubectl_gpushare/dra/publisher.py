@@ -4,7 +4,8 @@ The node's pool is one slice (`slices.spec`), named and versioned as k8s.io/dyna
 resourceslice controller does: ``generateName`` ``00000-<driver>-<node>-``, owned by the Node (so it
 goes with the node), the pool generation kept across an update of the one slice and bumped when a
 slice is created anew. Every `sync` reads this Node, lists the slices of this node and driver (field
-selectors ``spec.nodeName`` and ``spec.driver``), keeps the newest one whose name carries index 0,
+selectors ``spec.nodeName`` and ``spec.driver``), keeps one whose name carries index 0 (of the highest
+generation, the oldest: `_longest_published_first`, the same for every instance of the driver),
 deletes the rest (with the UID and resourceVersion listed as preconditions, as the resourceslice
 controller's ``removeSlices`` sends them: a slice re-created or changed since is not deleted blindly;
 the 409 Conflict leaves it, and the sync is repeated soon, with backoff, reading it again, as the
@@ -90,6 +91,18 @@ MAX_OWN_WRITES = 64
 """Writes of ours remembered so that the watch does not take their events for someone else's."""
 MAX_WARNED = 1024
 """Unreadable slices remembered as warned of; past that it starts over (a warning again, not unbounded growth)."""
+
+
+def _longest_published_first(item: wire.WireResourceSlice) -> tuple[int, str, str]:
+    """Which slice of index 0 a sync keeps: the highest generation, then the oldest, then the first by name.
+
+    Every instance of the driver on a node (two during a rolling update with ``maxSurge``) must keep
+    the same one at every sync, or each deletes what the other keeps: so the order uses only what a
+    write never changes (creationTimestamp, name; RFC 3339 in UTC sorts as text), never the
+    resourceVersion, which each update changes and which clients must not compare (API conventions:
+    resourceVersion is opaque). The oldest is the one the scheduler has been allocating from.
+    """
+    return -item.spec.pool.generation, item.metadata.creation_timestamp or "~", item.metadata.name
 
 
 class NodeGoneError(KubeError):
@@ -247,7 +260,7 @@ class SlicePublisher:
         prefix = protocol.DRA_SLICE_INDEX + "-"
         generation = max((s.spec.pool.generation for s in existing), default=0)
         candidates = [s for s in existing if s.metadata.name.startswith(prefix) and s.spec.pool.name == self.node]
-        keep = max(candidates, key=lambda s: (s.spec.pool.generation, s.metadata.resource_version), default=None)
+        keep = min(candidates, key=_longest_published_first, default=None)
         if keep is not None and keep.spec.pool.generation < generation:
             keep = None  # an older generation is obsolete, as the resourceslice controller has it
         for stale in existing:

@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from dra_helpers import NODE
-from waiting import wait_for
+from waiting import holds_for, wait_for
 
 from kubectl_gpushare import dra_objects as wire
 from kubectl_gpushare import protocol
@@ -165,3 +165,49 @@ def test_a_slice_that_does_not_decode_never_stops_the_watch(sandbox: Sandbox, ap
         api.delete(types.DRA_SLICES, good.metadata.name)
         wait_for(_republished(api, running, good.metadata.name), timeout=30,
                  what="the watch still working: the slice published again")
+
+
+def _slice_body(api: Client, name: str, created: str, devices: slices.Devices) -> dict[str, object]:
+    """A slice of ours as a publisher writes it, with ``name`` and ``creationTimestamp``."""
+    owner = wire.WireOwnerReference(api_version="v1", kind="Node", name=NODE, uid=api.get_node(NODE).metadata.uid,
+                                    controller=True)
+    meta = wire.WireMeta(name=name, creation_timestamp=created, owner_references=[owner])
+    body = msgspec.to_builtins(wire.WireResourceSlice(metadata=meta, spec=slices.spec(NODE, devices, 1)))
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", **body}
+
+
+@contextmanager
+def _two(api: Client, spec_a: str, spec_b: str) -> Iterator[tuple[Running, Running]]:
+    with _running(api, spec_a) as first, _running(api, spec_b) as second:
+        yield first, second
+
+
+@pytest.mark.usefixtures("node")
+def test_two_publishers_of_one_node_keep_the_same_slice_and_stop_writing(sandbox: Sandbox, api: Client) -> None:
+    # A rolling update with maxSurge: each instance may have created a slice before it saw the other's.
+    # Both keep the same one, the one published longest (an update changes its resourceVersion,
+    # which is opaque anyway, never its creationTimestamp or name), so neither deletes what the
+    # other keeps; the other slice goes, and then nothing is written any more.
+    prefix = protocol.dra_slice_generate_name(NODE)
+    older, newer = f"{prefix}zzzzz", f"{prefix}aaaaa"
+    sandbox.load([_slice_body(api, older, "2026-01-01T00:00:00Z", _devices()),
+                  _slice_body(api, newer, "2026-01-02T00:00:00Z", _devices())])
+    with _two(api, "1x16GiB", "1x16GiB") as (first, second):
+        wait_for(lambda: [s.metadata.name for s in _ours(api)] == [older], timeout=30, what="one slice left")
+        writes = first.publisher.writes + second.publisher.writes
+        assert writes == 1, "one delete of the newer slice; the older one needed no write"
+        holds_for(lambda: [s.metadata.name for s in _ours(api)] == [older]
+                  and first.publisher.writes + second.publisher.writes == writes, 1.0, what="no more writes")
+
+
+@pytest.mark.usefixtures("node")
+def test_two_publishers_that_disagree_write_ever_more_slowly(api: Client) -> None:
+    # Two instances with different devices rewrite each other's slice after each event; each sync
+    # the watch woke that had to write doubles the next delay (debounce 0.05 s here). Without it
+    # they would write about 40 times in two seconds.
+    with _two(api, "1x16GiB", "2x16GiB") as (first, second):
+        start = first.publisher.writes + second.publisher.writes
+        holds_for(lambda: first.publisher.writes + second.publisher.writes - start <= 16, 2.0,
+                  what="at most 16 writes in 2 s")
+        assert max(first.watch.fights, second.watch.fights) >= 2
+        assert len(_ours(api)) == 1
