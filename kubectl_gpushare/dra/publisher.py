@@ -87,6 +87,8 @@ WITHDRAW_ROUNDS = 3
 """Lists and deletes `SlicePublisher.withdraw` makes while a slice changed between its list and its delete (409)."""
 WATCH_DEBOUNCE_SECONDS = 1.0
 """Quiet time after a change by someone else to a slice of ours before the sync it triggers (`SliceWatch`)."""
+WATCH_SYNC_SECONDS = 10.0
+"""How long `SlicePublisher.run` waits for the watch's first list before its first sync (then syncs regardless)."""
 MAX_OWN_WRITES = 64
 """Writes of ours remembered so that the watch does not take their events for someone else's."""
 MAX_WARNED = 1024
@@ -409,6 +411,11 @@ class SlicePublisher:
         if watch:
             self.watch = SliceWatch(self, wake, debounce=debounce, longest=resync)
             self.watch.informer.start()
+            # As the resourceslice controller waits for its informer: a slice created after the watch's
+            # first list is an event, one created before it is in what the first sync lists.
+            deadline = time.monotonic() + WATCH_SYNC_SECONDS
+            while not self.watch.informer.wait_synced(0.1) and not stop.is_set() and time.monotonic() < deadline:
+                pass
         try:
             self._run(stop, wake, devices, resync)
         finally:
@@ -494,8 +501,9 @@ class SliceWatch:
     The watch is `kube.informer.Informer`: it resumes a dropped stream, lists again after 410 Gone
     (a change missed meanwhile arrives as the reconciling add, update or delete), backs off on errors,
     and a slice that does not decode is one event (wakes a sync, which deletes it if it is ours),
-    never the end of the watch. Events of the first list are not changes (the sync at start read the
-    same); events of this publisher's own writes (`SlicePublisher.others`) wake nothing.
+    never the end of the watch. Events of the first list are not changes: `SlicePublisher.run` waits
+    for that list (up to `WATCH_SYNC_SECONDS`) before its first sync, which reads at least as much;
+    events of this publisher's own writes (`SlicePublisher.others`) wake nothing.
 
     Two writers that disagree (two instances of the driver with different devices during a rolling
     update) would rewrite each other's slice after every event: each sync woken by the watch that

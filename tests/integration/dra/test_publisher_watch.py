@@ -211,3 +211,29 @@ def test_two_publishers_that_disagree_write_ever_more_slowly(api: Client) -> Non
                   what="at most 16 writes in 2 s")
         assert max(first.watch.fights, second.watch.fights) >= 2
         assert len(_ours(api)) == 1
+
+
+@pytest.mark.usefixtures("node")
+def test_two_publishers_started_together_end_with_one_slice(api: Client) -> None:
+    # Started at once, both may create a slice, each before it sees the other's: the watch sees the
+    # other's create (made after its first list, or listed by the first sync), and one slice is left.
+    stop, wakes = threading.Event(), [threading.Event(), threading.Event()]
+    publishers = [SlicePublisher(api, NODE), SlicePublisher(api, NODE)]
+    options = {"resync": NEVER, "debounce": DEBOUNCE}
+    threads = [threading.Thread(target=p.run, args=(stop, wake, _devices), kwargs=options, daemon=True)
+               for p, wake in zip(publishers, wakes, strict=True)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_for(lambda: all(p.current is not None for p in publishers) and len(_ours(api)) == 1, timeout=30,
+                 what="one slice, both publishers having synced")
+        (kept,) = _ours(api)
+        writes = sum(p.writes for p in publishers)
+        holds_for(lambda: [s.metadata.uid for s in _ours(api)] == [kept.metadata.uid]
+                  and sum(p.writes for p in publishers) == writes, 1.0, what="the one slice stays, no more writes")
+    finally:
+        stop.set()
+        for wake in wakes:
+            wake.set()
+        for thread in threads:
+            thread.join(10)
