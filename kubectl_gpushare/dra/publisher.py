@@ -86,7 +86,7 @@ OWNER_RECHECKS = 3
 WITHDRAW_ROUNDS = 3
 """Lists and deletes `SlicePublisher.withdraw` makes while a slice changed between its list and its delete (409)."""
 WATCH_DEBOUNCE_SECONDS = 1.0
-"""Quiet time after a change by someone else to a slice of ours before the sync it triggers (`SliceWatch`)."""
+"""Seconds from someone else's change to a slice of ours to the sync it wakes (`SliceWatch`; doubled in a fight)."""
 WATCH_SYNC_SECONDS = 10.0
 """How long `SlicePublisher.run` waits for the watch's first list before its first sync (then syncs regardless)."""
 MAX_OWN_WRITES = 64
@@ -135,8 +135,6 @@ class SlicePublisher:
         self._unreadable_warned: set[str] = set()
         self._own: deque[tuple[str, str]] = deque(maxlen=MAX_OWN_WRITES)
         """(UID, resourceVersion) of each slice we wrote, (UID, "") of each we deleted: the watch skips their events."""
-        self.syncs = 0
-        """Syncs done (tests wait on it)."""
         self.watch: SliceWatch | None = None
         """The watch of our slices `run` keeps open (None before `run`, or when run without one)."""
         self._lock = threading.Lock()
@@ -234,7 +232,6 @@ class SlicePublisher:
             if self.withdrawn:
                 return False
             self.changed_under_us = False
-            self.syncs += 1
             return self._sync(devices)
 
     def _withdrawn_for(self, node: types.Node | None) -> int | None:
