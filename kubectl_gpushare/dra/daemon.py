@@ -8,10 +8,12 @@ again (`SlicePublisher` ``refuse``): if the device plugin starts later, the driv
 slice and stops the same way, within ``resync`` seconds or at the next change. The read at start
 serves the publisher's first sync (`SlicePublisher.offer`): one GET of the Node per sync.
 
-Then publish the node's ResourceSlice (a thread that re-syncs on every health change and every
-``resync`` seconds), serve the DRA service on ``<plugin dir>/dra.sock`` and, once it answers, the
-registration service on ``<registration dir>/<driver>-reg.sock`` (kubelet's plugin watcher dials it
-at once, so the DRA socket must be up first, as the kubeletplugin helper orders them). Until
+Then publish the node's ResourceSlice (a thread that re-syncs on every health change, every
+``resync`` seconds, and about a second after someone else deletes or edits a slice of ours, which a
+watch of this node's and driver's slices sees: `publisher.SliceWatch`), serve the DRA service on
+``<plugin dir>/dra.sock`` and, once it answers, the registration service on
+``<registration dir>/<driver>-reg.sock`` (kubelet's plugin watcher dials it at once, so the DRA
+socket must be up first, as the kubeletplugin helper orders them). Until
 ``stop``: watch both socket files and serve again if one is deleted; health events update the slice.
 Memory enforcement (``--enforce-memory``) holds each pod using a prepared claim to the claim's
 memory, through `node.enforce`: the pods the claim was reserved for when prepared, and those of this

@@ -4,11 +4,15 @@ The node's pool is one slice (`slices.spec`), named and versioned as k8s.io/dyna
 resourceslice controller does: ``generateName`` ``00000-<driver>-<node>-``, owned by the Node (so it
 goes with the node), the pool generation kept across an update of the one slice and bumped when a
 slice is created anew. Every `sync` reads this Node, lists the slices of this node and driver (field
-selectors ``spec.nodeName`` and ``spec.driver``), keeps the newest one whose name carries index 0,
-deletes the rest (with a UID precondition: a slice re-created meanwhile is not ours to delete; an
-item listed with neither a UID nor a resourceVersion is left alone, with one warning), and
-writes only if the devices or the owner differ. Each listed item is ours only if its own driver and
-node say so (`dra_objects.slice_identity`, read even from a slice that does not decode as a whole):
+selectors ``spec.nodeName`` and ``spec.driver``), keeps one whose name carries index 0 (of the highest
+generation, the oldest: `_longest_published_first`, the same for every instance of the driver),
+deletes the rest (with the UID and resourceVersion listed as preconditions, as the resourceslice
+controller's ``removeSlices`` sends them: a slice re-created or changed since is not deleted blindly;
+the 409 Conflict leaves it, and the sync is repeated soon, with backoff, reading it again, as the
+controller requeues a failed sync rate-limited; an item listed with neither a UID nor a
+resourceVersion is left alone, with one warning), and writes only if the devices or the owner
+differ. Each listed item is ours only if its own driver and node say so (`dra_objects.slice_identity`,
+read even from a slice that does not decode as a whole):
 the selector is the API server's to honour, and a reply that ignored it must not make us delete
 another driver's or node's slice. One that does not decode but is ours is deleted (it is never kept,
 and each sync would otherwise publish another beside it); one whose driver, node or name cannot be
@@ -53,8 +57,10 @@ removed instead.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 import msgspec
@@ -65,7 +71,8 @@ from kubectl_gpushare.dra import slices
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT, Conflict, KubeError, NotFound, did_not_happen
-from kubectl_gpushare.kube.lenient import key_of, object_meta
+from kubectl_gpushare.kube.informer import Informer
+from kubectl_gpushare.kube.lenient import Undecodable, key_of, object_meta
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +84,28 @@ OFFER_SECONDS = 1.0
 """How long a Node given to `SlicePublisher.offer` may serve a sync instead of a read of its own."""
 OWNER_RECHECKS = 3
 """Reads of the Node after a write, each followed by an update while its UID changed (`SlicePublisher.sync`)."""
+WITHDRAW_ROUNDS = 3
+"""Lists and deletes `SlicePublisher.withdraw` makes while a slice changed between its list and its delete (409)."""
+WATCH_DEBOUNCE_SECONDS = 1.0
+"""Seconds from someone else's change to a slice of ours to the sync it wakes (`SliceWatch`; doubled in a fight)."""
+WATCH_SYNC_SECONDS = 10.0
+"""How long `SlicePublisher.run` waits for the watch's first list before its first sync (then syncs regardless)."""
+MAX_OWN_WRITES = 64
+"""Writes of ours remembered so that the watch does not take their events for someone else's."""
 MAX_WARNED = 1024
 """Unreadable slices remembered as warned of; past that it starts over (a warning again, not unbounded growth)."""
+
+
+def _longest_published_first(item: wire.WireResourceSlice) -> tuple[int, str, str]:
+    """Which slice of index 0 a sync keeps: the highest generation, then the oldest, then the first by name.
+
+    Every instance of the driver on a node (two during a rolling update with ``maxSurge``) must keep
+    the same one at every sync, or each deletes what the other keeps: so the order uses only what a
+    write never changes (creationTimestamp, name; RFC 3339 in UTC sorts as text), never the
+    resourceVersion, which each update changes and which clients must not compare (API conventions:
+    resourceVersion is opaque). The oldest is the one the scheduler has been allocating from.
+    """
+    return -item.spec.pool.generation, item.metadata.creation_timestamp or "~", item.metadata.name
 
 
 class NodeGoneError(KubeError):
@@ -104,8 +131,19 @@ class SlicePublisher:
         """Set by `withdraw`: nothing is published any more."""
         self.landing_until = 0.0
         """`time.monotonic` instant until which a create of unknown outcome may still land."""
+        self.changed_under_us = False
+        """Set by a sync whose delete met a 409 Conflict (the slice changed since listed): `run` syncs again soon."""
         self._unreadable_warned: set[str] = set()
+        self._own: deque[tuple[str, str]] = deque(maxlen=MAX_OWN_WRITES)
+        """(UID, resourceVersion) of each slice we wrote, (UID, "") of each we deleted: the watch skips their events."""
+        self.watch: SliceWatch | None = None
+        """The watch of our slices `run` keeps open (None before `run`, or when run without one)."""
         self._lock = threading.Lock()
+
+    @property
+    def selector(self) -> str:
+        """The field selector of this node's and driver's slices (the list's and the watch's)."""
+        return f"spec.nodeName={self.node},spec.driver={protocol.DRA_DRIVER}"
 
     def offer(self, node: types.Node, read_at: float) -> None:
         """A Node read elsewhere (before `run` starts), sent at `time.monotonic` ``read_at``.
@@ -154,10 +192,9 @@ class SlicePublisher:
         API server lists one): no precondition could tie a delete to it, which would remove whatever
         holds its name by then.
         """
-        selector = f"spec.nodeName={self.node},spec.driver={protocol.DRA_DRIVER}"
         ours: list[wire.WireResourceSlice] = []
         undecodable: list[wire.SliceIdentity] = []
-        for raw in self.client.list_raw(types.DRA_SLICES, field_selector=selector):
+        for raw in self.client.list_raw(types.DRA_SLICES, field_selector=self.selector):
             who = wire.slice_identity(raw)
             if who is None:
                 self._warn_unreadable(raw, "its name, namespace, driver or node cannot be read")
@@ -195,6 +232,7 @@ class SlicePublisher:
         with self._lock:
             if self.withdrawn:
                 return False
+            self.changed_under_us = False
             return self._sync(devices)
 
     def _withdrawn_for(self, node: types.Node | None) -> int | None:
@@ -222,7 +260,7 @@ class SlicePublisher:
         prefix = protocol.DRA_SLICE_INDEX + "-"
         generation = max((s.spec.pool.generation for s in existing), default=0)
         candidates = [s for s in existing if s.metadata.name.startswith(prefix) and s.spec.pool.name == self.node]
-        keep = max(candidates, key=lambda s: (s.spec.pool.generation, s.metadata.resource_version), default=None)
+        keep = min(candidates, key=_longest_published_first, default=None)
         if keep is not None and keep.spec.pool.generation < generation:
             keep = None  # an older generation is obsolete, as the resourceslice controller has it
         for stale in existing:
@@ -302,8 +340,8 @@ class SlicePublisher:
         return stored
 
     def _delete(self, stale: wire.WireResourceSlice) -> bool:
-        meta = stale.metadata  # by UID alone where it has one: a slice of ours that changed since is ours to delete
-        if not self._delete_as_listed(meta.name, meta.uid, "" if meta.uid else meta.resource_version):
+        meta = stale.metadata
+        if not self._delete_as_listed(meta.name, meta.uid, meta.resource_version):
             return False
         log.info("deleted stale ResourceSlice %s", meta.name)
         return True
@@ -319,17 +357,35 @@ class SlicePublisher:
         """Delete a slice `_listed` as ours, as it was listed: False if it is gone or no longer that object.
 
         The preconditions (UID and resourceVersion, those given; `_listed` leaves alone an item with
-        neither) delete the object the list showed, not one that took its name (or changed since).
+        neither) delete the object the list showed, not one that took its name or changed since (the
+        resourceslice controller's ``removeSlices`` sends both). A 409 Conflict leaves it and sets
+        `changed_under_us`: `run` syncs again soon, which reads it again and decides anew.
         """
         try:
+            self._own.append((uid, ""))
             self.client.delete(types.DRA_SLICES, name, uid=uid or None, resource_version=resource_version or None)
-        except (NotFound, Conflict):  # gone, re-created or changed meanwhile: the next sync looks again
+        except NotFound:  # gone meanwhile: nothing to decide
+            return False
+        except Conflict:  # re-created or changed since it was listed: not deleted blindly, read again soon
+            self.changed_under_us = True
+            log.info("ResourceSlice %s changed since it was listed: not deleted; reading it again",
+                     protocol.printable(name, 253))
             return False
         self.writes += 1
         return True
 
+    def others(self, changes: list[tuple[str, str, str]]) -> list[str]:
+        """The names of the changes (name, UID, resourceVersion; "" for a deletion) this publisher did not write.
+
+        Waits for a sync in flight: its writes are recorded once it is done (a watch event of a
+        create can arrive before the create's reply).
+        """
+        with self._lock:
+            return [name for name, uid, version in changes if not uid or (uid, version) not in self._own]
+
     def _store(self, stored: wire.WireResourceSlice, desired: slices.Devices) -> None:
         self.current = stored
+        self._own.append((stored.metadata.uid, stored.metadata.resource_version))
         for gate in slices.dropped_features(desired, stored.spec.devices):
             if gate not in self.dropped:
                 self.dropped.add(gate)
@@ -338,8 +394,11 @@ class SlicePublisher:
                           "; unhealthy GPUs are removed from the slice instead")
 
     def run(self, stop: threading.Event, wake: threading.Event, devices: Callable[[], slices.Devices],
-            resync: float = RESYNC_SECONDS) -> None:
+            resync: float = RESYNC_SECONDS, *, watch: bool = True, debounce: float = WATCH_DEBOUNCE_SECONDS) -> None:
         """Sync now, on every ``wake`` and every ``resync`` seconds, until ``stop`` (set ``wake`` too) or `withdraw`.
+
+        With ``watch``, a `SliceWatch` of our slices also wakes it, ``debounce`` seconds after someone
+        else changed one (see `SliceWatch`).
 
         Withdrawn by a refusal while a create of unknown outcome may still land, it returns only once
         that create cannot land any more (or at ``stop``), deleting it if it does.
@@ -347,13 +406,35 @@ class SlicePublisher:
         An error is retried with backoff, never later than ``resync``: each sync's read of the Node is
         also the ``refuse`` check, which must come at least that often.
         """
+        if watch:
+            self.watch = SliceWatch(self, wake, debounce=debounce, longest=resync)
+            self.watch.informer.start()
+            # As the resourceslice controller waits for its informer: a slice created after the watch's
+            # first list is an event, one created before it is in what the first sync lists.
+            deadline = time.monotonic() + WATCH_SYNC_SECONDS
+            while not self.watch.informer.wait_synced(0.1) and not stop.is_set() and time.monotonic() < deadline:
+                pass
+        try:
+            self._run(stop, wake, devices, resync)
+        finally:
+            if self.watch is not None:
+                self.watch.stop()
+
+    def _run(self, stop: threading.Event, wake: threading.Event, devices: Callable[[], slices.Devices],
+             resync: float) -> None:
         backoff = 0.5
         while not stop.is_set() and not self.withdrawn:
             wake.clear()
+            by_watch = self.watch is not None and self.watch.take()
             try:
-                self.sync(devices())
-                backoff = 0.5
-                wait = resync if time.monotonic() >= self.landing_until else min(resync, SETTLE_SECONDS)
+                wrote = self.sync(devices())
+                if self.watch is not None:
+                    self.watch.settled(by_watch, wrote)
+                if self.changed_under_us:  # as the resourceslice controller requeues a failed sync, rate-limited
+                    wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
+                else:
+                    backoff = 0.5
+                    wait = resync if time.monotonic() >= self.landing_until else min(resync, SETTLE_SECONDS)
             except KubeError as exc:
                 wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
                 log.warning("publishing the ResourceSlice failed, retrying in %.1fs: %s", wait, exc)
@@ -391,6 +472,137 @@ class SlicePublisher:
             return self._withdraw()
 
     def _withdraw(self) -> int:
+        """Delete every slice listed; one that changed since it was listed (409) is listed and deleted again."""
         self.withdrawn = True
-        readable, undecodable = self._listed()
-        return sum(self._delete(s) for s in readable) + sum(self._delete_undecodable(bad) for bad in undecodable)
+        deleted = 0
+        for _ in range(WITHDRAW_ROUNDS):
+            self.changed_under_us = False
+            readable, undecodable = self._listed()
+            deleted += sum(self._delete(s) for s in readable) + sum(self._delete_undecodable(b) for b in undecodable)
+            if not self.changed_under_us:
+                break
+        return deleted
+
+
+class SliceWatch:
+    """Wakes the publisher soon after someone else adds, changes or deletes a slice of this node and driver.
+
+    Without it, a slice of ours deleted or edited by someone else (an operator, another instance of
+    the driver during a rolling update, kubelet wiping a deregistered driver's slices) is repaired at
+    the next periodic sync only. The resourceslice controller watches the same slices (field
+    selectors ``spec.nodeName`` and ``spec.driver``, its ``initInformer``) and syncs the pool again
+    after each event, delayed (its ``SyncDelay``, 30 s by default, so that its informer cache has
+    caught up). Here each sync lists afresh, so no cache must catch up: the delay is `debounce`
+    (events in it coalesce into one sync, scheduled by the first: a stream of events cannot
+    postpone it for ever).
+
+    The watch is `kube.informer.Informer`: it resumes a dropped stream, lists again after 410 Gone
+    (a change missed meanwhile arrives as the reconciling add, update or delete), backs off on errors,
+    and a slice that does not decode is one event (wakes a sync, which deletes it if it is ours),
+    never the end of the watch. Events of the first list are not changes: `SlicePublisher.run` waits
+    for that list (up to `WATCH_SYNC_SECONDS`) before its first sync, which reads at least as much;
+    events of this publisher's own writes (`SlicePublisher.others`) wake nothing.
+
+    Two writers that disagree (two instances of the driver with different devices during a rolling
+    update) would rewrite each other's slice after every event: each sync woken by the watch that
+    had to write doubles the next delay (`fights`), up to the periodic resync; a sync with nothing to
+    write sets it back. So a disagreement costs a write per instance per ``longest`` seconds at most,
+    as it did without the watch.
+    """
+
+    def __init__(self, publisher: SlicePublisher, wake: threading.Event, *, debounce: float = WATCH_DEBOUNCE_SECONDS,
+                 longest: float = RESYNC_SECONDS) -> None:
+        self.publisher = publisher
+        self.wake = wake
+        self.debounce = debounce
+        self.longest = longest
+        self.fights = 0
+        """Syncs in a row that the watch woke and that had to write (see the class docstring)."""
+        self.seen = 0
+        """Changes by someone else seen (tests wait on it)."""
+        self.informer: Informer[wire.WireResourceSlice] = Informer(
+            publisher.client, types.DRA_SLICES, field_selector=publisher.selector, on_add=self._changed,
+            on_update=self._updated, on_delete=self._deleted, on_undecodable=self._undecodable,
+            name=f"resourceslices-{publisher.node}"[:96],
+        )
+        self._fired = threading.Event()
+        self._timer: threading.Timer | None = None
+        self._pending: list[tuple[str, str, str]] = []
+        """Changes seen since the delay started: name, UID ("" where unknown), resourceVersion ("": deleted)."""
+        self._lock = threading.Lock()
+
+    @property
+    def delay(self) -> float:
+        """Seconds from a change seen to the sync it wakes."""
+        return min(math.ldexp(self.debounce, min(self.fights, 32)), self.longest)
+
+    def take(self) -> bool:
+        """Whether the watch woke the sync about to run (and forget it)."""
+        fired = self._fired.is_set()
+        self._fired.clear()
+        return fired
+
+    def settled(self, by_watch: bool, wrote: bool) -> None:
+        """A sync is done: count a write the watch woke it for, start over after one with nothing to write."""
+        if not wrote:
+            self.fights = 0
+        elif by_watch:
+            self.fights += 1
+
+    def stop(self) -> None:
+        """Close the watch and drop a pending wake."""
+        self.informer.stop()
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def _mine(self, item: wire.WireResourceSlice) -> bool:
+        spec = item.spec
+        return spec.driver == protocol.DRA_DRIVER and spec.node_name == self.publisher.node
+
+    def _changed(self, item: wire.WireResourceSlice) -> None:
+        if self._mine(item):
+            self._schedule(item.metadata.name, item.metadata.uid, item.metadata.resource_version)
+
+    def _updated(self, old: wire.WireResourceSlice, new: wire.WireResourceSlice) -> None:
+        if self._mine(old) and not self._mine(new):  # moved away from us: a change to our pool all the same
+            self._schedule(new.metadata.name, "", new.metadata.resource_version)
+        else:
+            self._changed(new)
+
+    def _deleted(self, item: wire.WireResourceSlice) -> None:
+        if self._mine(item):
+            self._schedule(item.metadata.name, item.metadata.uid, "")
+
+    def _undecodable(self, item: Undecodable) -> None:
+        self._schedule(item.key or "?", "", item.resource_version)
+
+    def _schedule(self, name: str, uid: str, version: str) -> None:
+        """Note a change; the first one pending starts the delay, at whose end `_fire` judges them all."""
+        if not self.informer.synced.is_set():  # the first list: the state the first sync read, not a change
+            return
+        with self._lock:
+            if len(self._pending) < MAX_OWN_WRITES:
+                self._pending.append((name, uid, version))
+            else:  # a flood within one delay: a sync is due whoever made it (no UID: never taken for ours)
+                self._pending[-1] = (name, "", version)
+            if self._timer is not None:  # a sync is due already: it will list this change too
+                return
+            self._timer = threading.Timer(self.delay, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        """The delay is over: wake the publisher if someone else made any of the changes pending."""
+        with self._lock:
+            self._timer = None
+            pending, self._pending = self._pending, []
+        others = self.publisher.others(pending)
+        if not others:
+            return
+        self.seen += len(others)
+        log.info("ResourceSlice %s%s changed by someone else: syncing now", protocol.printable(others[0], 253),
+                 f" (and {len(others) - 1} more)" if len(others) > 1 else "")
+        self._fired.set()
+        self.wake.set()

@@ -151,6 +151,8 @@ def test_rbac_grants_exactly_what_the_driver_calls(
         answer = v1_grpc.DRAPluginStub(channel).NodePrepareResources(dra_v1_pb2.NodePrepareResourcesRequest(
             claims=[dra_v1_pb2.Claim(namespace="default", name="c1", uid=uid)]), timeout=10)
     assert not answer.claims[uid].error
+    publisher = running.driver.publisher  # the slice watch is open: its list and watch are in the log
+    wait_for(lambda: publisher.watch is not None and publisher.watch.informer.watching, what="the slice watch")
     if enforcement:  # the pod watch is open: its list and watch are in the log
         wait_for(lambda: running.driver.pod_claims.informer.watching, what="the pod watch")
     used = set()

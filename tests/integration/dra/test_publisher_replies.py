@@ -78,7 +78,7 @@ def test_a_node_that_does_not_decode_is_a_one_line_error_and_nothing_is_written(
         publisher.sync(_devices())
     # run retries it as any API error: a warning a try, no traceback.
     stop, wake = threading.Event(), threading.Event()
-    runner = threading.Thread(target=publisher.run, args=(stop, wake, _devices, 0.1))
+    runner = threading.Thread(target=publisher.run, args=(stop, wake, _devices, 0.1), kwargs={"watch": False})
     with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
         runner.start()
         try:
@@ -436,3 +436,73 @@ def test_a_create_never_sent_is_not_waited_for(sandbox: Sandbox, kubeconfig: Pat
         finally:
             client.close()
     assert len(sandbox.objects("resourceslices")) == 1 and publisher.writes == 1
+
+
+def test_a_stale_slice_changed_since_it_was_listed_is_not_deleted_until_read_again(
+    sandbox: Sandbox, api: Client, kubeconfig: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # resourceslicecontroller.go removeSlices: the delete carries the UID and the resourceVersion
+    # listed; a slice changed between the list and the delete is a 409 Conflict and stays. The sync
+    # asks for another soon (`changed_under_us`), which reads it again and decides again.
+    kept = _published(sandbox, api)
+    extra = api.create(types.DRA_SLICES, wire.WireResourceSlice(
+        metadata=wire.WireMeta(generate_name="stray-"), spec=slices.spec(NODE, _devices(), 1)))
+    rewrite, changed = _changing_once(api, extra.metadata.name)
+    with _relayed(sandbox, kubeconfig, rewrite) as client:
+        publisher = SlicePublisher(client, NODE)
+        with caplog.at_level(logging.INFO, logger="kubectl_gpushare.dra.publisher"):
+            assert not publisher.sync(_devices())
+        assert changed and changed[0] != extra.metadata.resource_version
+        assert publisher.changed_under_us, "the next sync is asked for soon"
+        assert sorted(s.metadata.name for s in api.list(types.DRA_SLICES)) == sorted([kept, extra.metadata.name])
+        assert f"ResourceSlice {extra.metadata.name} changed since it was listed: not deleted" in caplog.text
+        assert publisher.sync(_devices()), "read again: still not ours to keep, deleted at its new version"
+        assert not publisher.changed_under_us
+    assert [s.metadata.name for s in api.list(types.DRA_SLICES)] == [kept]
+
+
+def _changing_once(api: Client, name: str) -> tuple[Callable[[str, str, bytes], bytes | None], list[str]]:
+    """A relay rewrite that changes slice ``name`` (a label) once the first list of slices is read: it is stale."""
+    changed: list[str] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        if method == "GET" and path.startswith("/apis/resource.k8s.io/v1/resourceslices?") and not changed:
+            now: wire.WireResourceSlice = api.get(types.DRA_SLICES, name)
+            touched = msgspec.structs.replace(now, metadata=msgspec.structs.replace(now.metadata, labels={"x": "y"}))
+            changed.append(api.replace(types.DRA_SLICES, name, touched).metadata.resource_version)
+        return None
+    return rewrite, changed
+
+
+def test_a_conflict_wakes_the_next_sync_soon_not_at_the_resync(
+    sandbox: Sandbox, api: Client, kubeconfig: Path,
+) -> None:
+    # The resourceslice controller requeues a failed sync rate-limited; here `run` syncs again after
+    # the error backoff (0.5 s first), with the periodic resync an hour away.
+    kept = _published(sandbox, api)
+    extra = api.create(types.DRA_SLICES, wire.WireResourceSlice(
+        metadata=wire.WireMeta(generate_name="stray-"), spec=slices.spec(NODE, _devices(), 1)))
+    rewrite, changed = _changing_once(api, extra.metadata.name)
+    with _relayed(sandbox, kubeconfig, rewrite) as client:
+        publisher = SlicePublisher(client, NODE)
+        stop, wake = threading.Event(), threading.Event()
+        runner = threading.Thread(target=publisher.run, args=(stop, wake, _devices, 3600.0), kwargs={"watch": False})
+        runner.start()
+        try:
+            wait_for(lambda: [s.metadata.name for s in api.list(types.DRA_SLICES)] == [kept], timeout=30,
+                     what="the changed slice deleted by the sync after the conflict")
+        finally:
+            stop.set()
+            wake.set()
+            runner.join(20)
+    assert changed
+
+
+def test_withdraw_deletes_a_slice_that_changed_between_its_list_and_its_delete(
+    sandbox: Sandbox, api: Client, kubeconfig: Path,
+) -> None:
+    name = _published(sandbox, api)
+    rewrite, changed = _changing_once(api, name)
+    with _relayed(sandbox, kubeconfig, rewrite) as client:
+        assert SlicePublisher(client, NODE).withdraw() == 1
+    assert changed and api.list(types.DRA_SLICES) == []
