@@ -282,9 +282,9 @@ def test_one_shot_commands_pause_the_cyclic_collector_and_restore_it(one_shot: b
 
     seen: list[bool] = []
 
-    def load(options: dict[str, object], progress: object) -> SimpleNamespace:
+    def load(options: dict[str, object], progress: object, warnings: Warnings) -> SimpleNamespace:
         seen.append(gc.isenabled())
-        return SimpleNamespace(warnings=Warnings())
+        return SimpleNamespace(warnings=warnings)
 
     def render(snapshot: object, options: dict[str, object]) -> None:
         seen.append(gc.isenabled())
