@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
+from kubectl_gpushare.kube.types import ConfigMap, Container, Node, Pod, QuantityValue
 from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord
 
 
@@ -137,19 +137,32 @@ def pod_request(pod: Pod, warnings: Warnings | None = None) -> tuple[int, tuple[
     """
     amounts: list[int] = []
     for container in pod.spec.containers:
-        value = container.resources.limits.get(protocol.RESOURCE_MEM)
-        if value is None:
-            amounts.append(0)
-            continue
-        amount, problem = _checked_quantity(value, protocol.MAX_GPU_MEMORY)
+        amount, problem = _container_request(container)
         if problem and warnings is not None:
-            meta = pod.metadata
-            warnings.add(
-                f"pod {meta.namespace}/{meta.name} container {container.name!r} limit {protocol.RESOURCE_MEM}: "
-                f"{problem}, counted as 0"
-            )
+            warnings.add(f"{_where(pod)} {problem}, counted as 0")
         amounts.append(amount)
     return sum(amounts), tuple(amounts)
+
+
+def invalid_requests(pod: Pod) -> list[str]:
+    """Why each of the pod's ``aliyun.com/gpu-mem`` limits that is not a valid request is not one.
+
+    `pod_request`'s rule and words (doctor's ``invalid-value``), without its ", counted as 0": the
+    extender refuses such a pod (`extender.handlers.pod_request`), so a view must not count it as
+    asking nothing. Each line reads ``container 'main' limit aliyun.com/gpu-mem: <why>``.
+    """
+    return [problem for container in pod.spec.containers if (problem := _container_request(container)[1])]
+
+
+def _container_request(container: Container) -> tuple[int, str]:
+    """``(amount, "")`` for a container's valid (or absent) gpu-mem limit, else ``(0, why)`` naming the limit."""
+    value = container.resources.limits.get(protocol.RESOURCE_MEM)
+    if value is None:
+        return 0, ""
+    amount, problem = _checked_quantity(value, protocol.MAX_GPU_MEMORY)
+    if problem:
+        return 0, f"container {container.name!r} limit {protocol.RESOURCE_MEM}: {problem}"
+    return amount, ""
 
 
 def requests_gpu_memory(pod: Pod) -> bool:
@@ -312,6 +325,7 @@ def unhealthy_gpus(configmap: ConfigMap | None) -> frozenset[int]:
 
 __all__ = [
     "Warnings",
+    "invalid_requests",
     "node_ip",
     "node_ready",
     "node_record",
