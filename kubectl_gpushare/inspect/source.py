@@ -654,7 +654,7 @@ class Build:
                 self.ledger.set_pod(self.keys.record(pod))
             return
         if self.cluster_wide and not node_name:
-            record = pod_record(pod)
+            record = pod_record(pod, self.warnings)  # an invalid limit: not pending, and said (as doctor)
             if waiting(record, node_name):
                 self.unscheduled.append(record)
             elif pod.spec.resource_claims and self.objects.claims:
