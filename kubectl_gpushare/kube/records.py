@@ -12,9 +12,7 @@ counting rules itself (which pods count is the ledger's business).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Final
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.types import ConfigMap, Container, Node, Pod, QuantityValue
@@ -66,39 +64,7 @@ class Warnings:
         return bool(self._counts)
 
 
-SHOWN_CHARS: Final = 40
-"""Longest piece of a hostile value quoted in a warning."""
-
-
-def shown(text: str) -> str:
-    """A value quoted for a warning, cut to `SHOWN_CHARS` so a 5,000-digit annotation stays one short line."""
-    return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
-
-
-def _checked_quantity(value: QuantityValue, maximum: int) -> tuple[int, str]:
-    """``(amount, "")`` for a quantity in ``[0, maximum]``, else ``(0, why)``: the caller names the value.
-
-    A JSON number (which kube-apiserver would have normalised to a string) is read as its decimal text.
-    Cached: a cluster repeats a handful of quantities across 100,000 pods. Text too long to be a
-    quantity is checked uncached, so hostile values are never held.
-    """
-    if isinstance(value, str) and len(value) > protocol.MAX_QUANTITY_LENGTH:
-        return _check_quantity(value, maximum)
-    return _cached_check_quantity(value, maximum)
-
-
-def _check_quantity(value: QuantityValue, maximum: int) -> tuple[int, str]:
-    text = value if isinstance(value, str) else repr(value)
-    try:
-        parsed = protocol.parse_quantity(text)
-    except (ValueError, TypeError) as exc:
-        return 0, str(exc)  # the message quotes at most 64 characters
-    if not 0 <= parsed <= maximum:
-        return 0, f"quantity {shown(text)} is outside [0, {maximum}]"
-    return parsed, ""
-
-
-_cached_check_quantity = functools.lru_cache(maxsize=4096, typed=True)(_check_quantity)
+shown = protocol.shown_value  # the warnings here and in the views quote values by protocol's one rule
 
 
 def _quantity(
@@ -113,7 +79,7 @@ def _quantity(
     """
     if value is None:
         return 0
-    amount, problem = _checked_quantity(value, maximum)
+    amount, problem = protocol.checked_quantity(value, maximum)
     if problem and warnings is not None:
         warnings.add(f"{what() if callable(what) else what}: {problem}, counted as 0")
     return amount
@@ -159,7 +125,7 @@ def _container_request(container: Container) -> tuple[int, str]:
     value = container.resources.limits.get(protocol.RESOURCE_MEM)
     if value is None:
         return 0, ""
-    amount, problem = _checked_quantity(value, protocol.MAX_GPU_MEMORY)
+    amount, problem = protocol.checked_quantity(value, protocol.MAX_GPU_MEMORY)
     if problem:
         return 0, f"container {container.name!r} limit {protocol.RESOURCE_MEM}: {problem}"
     return amount, ""
