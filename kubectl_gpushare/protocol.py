@@ -255,6 +255,44 @@ def parse_quantity(text: str) -> int:
     return _parse_scaled(text, 0)
 
 
+SHOWN_CHARS: Final = 40
+"""Longest piece of a hostile value quoted in a warning."""
+
+
+def shown_value(text: str) -> str:
+    """A value quoted for a warning, cut to `SHOWN_CHARS` so a 5,000-digit annotation stays one short line."""
+    return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
+
+
+def checked_quantity(value: str | int | float, maximum: int) -> tuple[int, str]:
+    """``(amount, "")`` for a quantity in ``[0, maximum]``, else ``(0, why)``: the caller names the value.
+
+    The one rule for a quantity an object holds (a pod's ``aliyun.com/gpu-mem`` limit, a node's
+    capacity): what inspect counts as 0 with a warning, doctor reports as ``invalid-value``, explain
+    calls an invalid request and the extender refuses. A JSON number (which kube-apiserver would have
+    normalised to a string) is read as its decimal text. Cached: a cluster repeats a handful of
+    quantities across 100,000 pods. Text too long to be a quantity is checked uncached, so hostile
+    values are never held.
+    """
+    if isinstance(value, str) and len(value) > MAX_QUANTITY_LENGTH:
+        return _check_quantity(value, maximum)
+    return _cached_check_quantity(value, maximum)
+
+
+def _check_quantity(value: str | int | float, maximum: int) -> tuple[int, str]:
+    text = value if isinstance(value, str) else repr(value)
+    try:
+        parsed = parse_quantity(text)
+    except (ValueError, TypeError) as exc:
+        return 0, str(exc)  # the message quotes at most 64 characters
+    if not 0 <= parsed <= maximum:
+        return 0, f"quantity {shown_value(text)} is outside [0, {maximum}]"
+    return parsed, ""
+
+
+_cached_check_quantity = functools.lru_cache(maxsize=4096, typed=True)(_check_quantity)
+
+
 @functools.lru_cache(maxsize=1024)
 def parse_milli_quantity(text: str) -> int:
     """A quantity in thousandths, rounded up as ``Quantity.MilliValue()`` does (``"1500m"`` gives 1500).

@@ -32,6 +32,7 @@ from kubectl_gpushare.kube.flags import complete, kube_options, make_client
 
 if TYPE_CHECKING:
     from kubectl_gpushare.inspect.source import Snapshot
+    from kubectl_gpushare.kube.records import Warnings
 
 OUTPUTS: Final = ("json", "yaml", "csv", "wide", "pretty")
 STACK_CHOICES: Final = (
@@ -83,14 +84,14 @@ def _fail(message: str, code: int) -> click.exceptions.Exit:
     return click.exceptions.Exit(code)
 
 
-def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
+def _load(options: dict[str, Any], progress: Callable[[int], None], warnings: Warnings) -> Snapshot:
     from kubectl_gpushare.inspect import source
 
     tenants = options.get("group_by") == "namespace"
     if options["from_file"] is not None:
         data = source.read_input(options["from_file"])
         return source.from_documents(data, options["nodes"], options["selector"], options.get("stack", "auto"),
-                                     quotas=tenants)
+                                     quotas=tenants, warnings=warnings)
 
     marks = _marks_unhealthy(options)
     with make_client(options, "inspect") as client:
@@ -98,7 +99,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> Snapshot:
             source.require_namespace(client, options["namespace"])
         snapshot = source.from_api(
             client, options["nodes"], options["selector"], progress, unhealthy=marks,
-            stack=options.get("stack", "auto"), keep_pods=options.get("keep_pods", True),
+            stack=options.get("stack", "auto"), keep_pods=options.get("keep_pods", True), warnings=warnings,
         )  # fmt: skip
         if tenants:
             snapshot.quotas = source.quotas_of(lambda: source.list_quotas(client, snapshot.warnings), snapshot.warnings)
@@ -113,8 +114,11 @@ def _marks_unhealthy(options: dict[str, Any]) -> bool:
     return options.get("output") is not None and options.get("group_by") != "namespace"
 
 
-def _watch(options: dict[str, Any], progress: Callable[[int], None]) -> None:
-    """``-w``: draw and redraw until Ctrl-C; run() maps its errors and the interrupt (130)."""
+def _watch(options: dict[str, Any], progress: Callable[[int], None], warnings: Warnings) -> None:
+    """``-w``: draw and redraw until Ctrl-C; run() maps its errors and the interrupt (130).
+
+    The watch says its own warnings with each redraw (`inspect.watch`); ``warnings`` stays empty.
+    """
     from kubectl_gpushare.inspect.watch import watch
 
     with make_client(options, "inspect") as client:
@@ -194,7 +198,9 @@ def _render(snapshot: Snapshot, options: dict[str, Any]) -> str | None:
 
 
 Renderer = Callable[[Any, dict[str, Any]], "str | None"]
-Loader = Callable[[dict[str, Any], Callable[[int], None]], Any]
+Loader = Callable[[dict[str, Any], Callable[[int], None], "Warnings"], Any]
+"""``load(options, progress, warnings)``: reads the cluster, recording every problem in ``warnings`` as it
+goes (`run` prints them even when the load then fails), and returns an object with ``warnings``."""
 
 
 @contextmanager
@@ -226,35 +232,22 @@ def run(options: dict[str, Any], render: Renderer = _render, load: Loader = _loa
 
 
 def _run(options: dict[str, Any], render: Renderer, load: Loader) -> None:
-    from kubectl_gpushare import protocol
-    from kubectl_gpushare.inspect.source import InputError
-    from kubectl_gpushare.kube import errors
-    from kubectl_gpushare.kube.selectors import SelectorError
+    from kubectl_gpushare.kube.records import Warnings
 
     progress = _Progress(sys.stderr.isatty() and options["from_file"] is None)
+    warnings = Warnings()
     try:
-        snapshot = load(options, progress)
-    except KeyboardInterrupt:
-        raise _fail("interrupted", EXIT_INTERRUPTED) from None
-    except errors.ConfigError as exc:
-        raise _fail(f"Failed due to {exc}", EXIT_USAGE) from None
-    except errors.Unreachable as exc:
-        raise _fail(f"Failed due to {exc}", EXIT_UNREACHABLE) from None
-    except errors.Unauthorized as exc:
-        hint = "HTTP 401: the API server rejected the kubeconfig user's token, certificate or exec credential"
-        raise _fail(f"Failed due to {exc} ({hint})", EXIT_AUTH) from None
-    except errors.Forbidden as exc:
-        raise _fail(f"Failed due to {exc}", EXIT_AUTH) from None
-    except errors.KubeError as exc:
-        raise _fail(f"Failed due to {exc}", EXIT_API) from None
-    except InputError as exc:
-        raise _fail(f"error: --from-file: {exc}", EXIT_USAGE) from None
-    except SelectorError as exc:
-        raise _fail(f"error: --selector: {exc}", EXIT_USAGE) from None
-    finally:
+        snapshot = load(options, progress, warnings)
+    except BaseException as exc:
         progress.clear()
-    for message in snapshot.warnings.summary():  # they name objects: one short line each, whatever the names hold
-        click.echo(f"warning: {protocol.one_line(message)}", err=True)
+        # What was skipped on the way may be why the load failed ("pod not found"): said first.
+        _say(warnings)
+        failure = _failure(exc)
+        if failure is exc:
+            raise
+        raise failure from None
+    progress.clear()
+    _say(snapshot.warnings)
     try:
         text = render(snapshot, options)
         if text is not None:
@@ -264,6 +257,40 @@ def _run(options: dict[str, Any], render: Renderer, load: Loader) -> None:
         # The reader went away (`| head`): stop quietly, as kubectl does.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise click.exceptions.Exit(EXIT_OK) from None
+
+
+def _say(warnings: Warnings) -> None:
+    """The load's warnings on stderr, each once; they name objects: one short line each, whatever the names hold."""
+    from kubectl_gpushare import protocol
+
+    for message in warnings.summary():
+        click.echo(f"warning: {protocol.one_line(message)}", err=True)
+
+
+def _failure(exc: BaseException) -> BaseException:
+    """The one-line error and exit code for a load's expected failure; anything else is returned as it is."""
+    from kubectl_gpushare.inspect.source import InputError
+    from kubectl_gpushare.kube import errors
+    from kubectl_gpushare.kube.selectors import SelectorError
+
+    if isinstance(exc, KeyboardInterrupt):
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    if isinstance(exc, errors.ConfigError):
+        return _fail(f"Failed due to {exc}", EXIT_USAGE)
+    if isinstance(exc, errors.Unreachable):
+        return _fail(f"Failed due to {exc}", EXIT_UNREACHABLE)
+    if isinstance(exc, errors.Unauthorized):
+        hint = "HTTP 401: the API server rejected the kubeconfig user's token, certificate or exec credential"
+        return _fail(f"Failed due to {exc} ({hint})", EXIT_AUTH)
+    if isinstance(exc, errors.Forbidden):
+        return _fail(f"Failed due to {exc}", EXIT_AUTH)
+    if isinstance(exc, errors.KubeError):
+        return _fail(f"Failed due to {exc}", EXIT_API)
+    if isinstance(exc, InputError):
+        return _fail(f"error: --from-file: {exc}", EXIT_USAGE)
+    if isinstance(exc, SelectorError):
+        return _fail(f"error: --selector: {exc}", EXIT_USAGE)
+    return exc
 
 
 def check_namespace(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

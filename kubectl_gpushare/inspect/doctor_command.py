@@ -84,7 +84,7 @@ class _Audited:
     warnings: Warnings = field(default_factory=Warnings)  # printed on stderr; a problem that is a finding is not
 
 
-def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
+def _load(options: dict[str, Any], progress: Callable[[int], None], load_warnings: Warnings) -> _Audited:
     """Read the cluster (or the file) and audit it as the pods arrive, a page at a time.
 
     The audit runs here, inside the loader, so a failure while paging maps to inspect's exit codes
@@ -104,7 +104,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
             nodes, pods, now_ns=time.time_ns(), stuck_after=options["stuck_after"], configmaps=configmaps,
             reread=reread, usage=usage, devices=devices, confinement=confinement, dra_objects=dra_objects,
         )  # fmt: skip
-        warnings = warnings or Warnings()
+        warnings = warnings if warnings is not None else Warnings()
         if dra_objects is not None:
             for message in dra.pool_warnings(dra_objects):  # each is a dra-pool-unusable finding: said once, there
                 warnings.discard(message)
@@ -123,7 +123,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
             read_input,
         )
 
-        file_warnings = Warnings()  # as findings (invalid-value), through the audit's own warnings
+        file_warnings = load_warnings  # as findings (invalid-value), through the audit's own warnings
         # The other kinds are collected in the pass that reads nodes and pods: the file is walked once.
         others: Others = {kind: [] for kind in ("ConfigMap", "Device", *CONFINEMENT_KINDS, *DRA_KINDS)}
         nodes, file_pods = parse_documents(read_input(options["from_file"]), file_warnings, others)
@@ -134,15 +134,16 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
     from kubectl_gpushare.kube import errors, stacks, types
 
     with make_client(options, "doctor") as client:
-        nodes = client.list_nodes()
+        usage = None
+        nodes = client.list_nodes(on_skip=load_warnings.add)
         try:
-            configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE)
+            configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE, on_skip=load_warnings.add)
         except errors.Forbidden:
             configmaps = []  # the other checks still stand
 
         def pods() -> Iterator[Pod]:
             seen = 0
-            for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE):
+            for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE, on_skip=load_warnings.add):
                 yield from page.items
                 seen += len(page.items)
                 progress(seen)
@@ -155,22 +156,22 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Audited:
             """
             if len(names) <= REREAD_PER_NODE and all(_SELECTABLE_NAME.fullmatch(name) for name in names):
                 for name in names:
-                    yield from client.list(types.PODS, field_selector=f"spec.nodeName={name}")
+                    yield from client.list(types.PODS, field_selector=f"spec.nodeName={name}",
+                                           on_skip=load_warnings.add)
                 return
             wanted = set(names)
-            for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE):
+            for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE, on_skip=load_warnings.add):
                 yield from (pod for pod in page.items if pod.spec.node_name in wanted)
 
-        usage, usage_warnings = None, Warnings()
         if options.get("usage"):
             from kubectl_gpushare.inspect.usage import reports_from_plugins, usage_timeout
 
             sharing = [n.metadata.name for n in nodes if str(n.status.capacity.get(protocol.RESOURCE_MEM, "0")) != "0"]
-            usage = reports_from_plugins(client, sharing, usage_warnings, usage_timeout(options["request_timeout"]))
-        devices = koordinator_devices(client, nodes, stacks.AUTO, usage_warnings)
-        confinement = confinement_from_api(client, usage_warnings)
-        objects = dra_from_api(client, usage_warnings, claims=True, classes=True, nodes=nodes)
-        return audit(nodes, pods(), configmaps, reread, usage, usage_warnings, devices, confinement, objects)
+            usage = reports_from_plugins(client, sharing, load_warnings, usage_timeout(options["request_timeout"]))
+        devices = koordinator_devices(client, nodes, stacks.AUTO, load_warnings)
+        confinement = confinement_from_api(client, load_warnings)
+        objects = dra_from_api(client, load_warnings, claims=True, classes=True, nodes=nodes)
+        return audit(nodes, pods(), configmaps, reread, usage, load_warnings, devices, confinement, objects)
 
 
 @click.command(

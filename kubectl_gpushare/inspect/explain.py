@@ -9,7 +9,8 @@ which GPU it holds and who shares that GPU. Pure: decoded objects in, an `Explan
 
 JSON: a versioned ``GPUShareExplanation`` (``gpushare.kubectl-gpushare.io/v1``), fields only added::
 
-    pod, namespace, phase, request, unit, state   # state: placed | pending | no-request | completed
+    pod, namespace, phase, request, unit, state   # state: placed | pending | no-request | invalid-request |
+                                                    #   completed
     summary                                         # one sentence
     node, gpu, sharing: [{namespace, name, memory}] # placed pods
     nodes: [{name, reason}]                         # pending pods: why each gpushare node says no
@@ -36,7 +37,7 @@ from msgspec.structs import replace
 from kubectl_gpushare import node_affinity, protocol
 from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
-from kubectl_gpushare.kube.records import pod_record, pod_request, shown
+from kubectl_gpushare.kube.records import invalid_requests, pod_record, pod_request, shown
 from kubectl_gpushare.kube.stacks import kai
 from kubectl_gpushare.kube.taints import kept_off_cordoned, untolerated
 from kubectl_gpushare.kube.types import (
@@ -280,6 +281,12 @@ def explain(
     if protocol.pod_phase_terminal(pod.status.phase):
         return replace(base, state="completed",
                            summary=f"{who} is {pod.status.phase}; it holds no GPU memory any more.")
+    invalid = invalid_requests(pod)
+    if invalid:  # the extender refuses the pod, and every view counts it as holding nothing: never a fit
+        return replace(base, state="invalid-request", request=0,
+                       summary=f"{who} has an invalid {protocol.RESOURCE_MEM} request ({'; '.join(invalid)}): the "
+                       "gpushare extender refuses to place it and no GPU counts it (kubectl gpushare doctor: "
+                       "invalid-value).")
     on_stack = next((n for n in stack_nodes if n.name in (pod.spec.node_name, _hami_node(pod))), None)
     if on_stack is not None and request <= 0:
         return _on_stack(pod, on_stack, (stack_claims or {}).get(on_stack.name, []), base, who)

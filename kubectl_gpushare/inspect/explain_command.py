@@ -117,7 +117,7 @@ def _inputs(
                    dra=DraInputs(snapshot.dra, snapshot.dra_nodes))
 
 
-def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
+def _load(options: dict[str, Any], progress: Callable[[int], None], warnings: Warnings) -> _Inputs:
     name = options["pod"]
     if options["from_file"] is not None:
         from kubectl_gpushare.inspect.source import (
@@ -132,7 +132,6 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
         )
 
         data = read_input(options["from_file"])
-        warnings = Warnings()
         others: Others = {kind: [] for kind in ("Pod", "ConfigMap", "Device", *DRA_KINDS)}  # in the same pass
         file_nodes, file_pods = parse_documents(data, warnings, others)
         homes = [p.metadata.namespace for p in file_pods if p.metadata.name == name]
@@ -160,7 +159,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
     def namesakes() -> list[str]:
         """Namespaces holding a pod called ``name`` (one field-selected list, names only)."""
         try:
-            found = client.list(types.PODS, field_selector=f"metadata.name={name}")
+            found = client.list(types.PODS, field_selector=f"metadata.name={name}", on_skip=warnings.add)
         except errors.Forbidden:
             return []  # no cluster-wide list: no hint, and -A cannot look
         return [pod.metadata.namespace for pod in found]
@@ -177,26 +176,25 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Inputs:
                 require_namespace(client, namespace)  # -n nosuchns: say so, as kubectl does
             raise _pod_not_found(namespace, name, None if options["namespace"] else namesakes()) from None
         pod = decoded_item(types.PODS, body, namespace, name)  # not a Pod (a proxy's page): one error line
-        load_warnings = Warnings()
-        placement = placement_in(msgspec.Raw(body), namespace, name, load_warnings)  # as from a file
-        nodes = client.list_nodes()
+        placement = placement_in(msgspec.Raw(body), namespace, name, warnings)  # as from a file
+        nodes = client.list_nodes(on_skip=warnings.add)
         pods: list[Pod] = []
-        for page in client.list_pages(types.PODS, field_selector=ACTIVE_PODS, page_size=POD_PAGE_SIZE):
+        for page in client.list_pages(types.PODS, field_selector=ACTIVE_PODS, page_size=POD_PAGE_SIZE,
+                                      on_skip=warnings.add):
             pods.extend(page.items)
             progress(len(pods))
         try:
-            events = client.list(types.EVENTS, namespace, field_selector=f"involvedObject.name={name}")
+            events = client.list(types.EVENTS, namespace, field_selector=f"involvedObject.name={name}",
+                                 on_skip=warnings.add)
         except errors.Forbidden:
             events = []  # events only add the scheduler's words; explain works without them
         try:
-            configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE)
+            configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE, on_skip=warnings.add)
         except errors.Forbidden:
             configmaps = []  # unhealthy GPUs are then judged by capacity != allocatable only
-        devices = koordinator_devices(client, nodes, stacks.AUTO, load_warnings)
-        objects = dra_from_api(client, load_warnings, classes=True, nodes=nodes)
-    inputs = _inputs(pod, nodes, pods, events, configmaps, devices, objects)
-    for message in load_warnings:
-        inputs.warnings.add(message)
+        devices = koordinator_devices(client, nodes, stacks.AUTO, warnings)
+        objects = dra_from_api(client, warnings, classes=True, nodes=nodes)
+    inputs = _inputs(pod, nodes, pods, events, configmaps, devices, objects, warnings)
     inputs.placement = placement
     return inputs
 

@@ -495,6 +495,7 @@ def from_api(
     unhealthy: bool = False,
     stack: str = stacks.AUTO,
     keep_pods: bool = True,
+    warnings: Warnings | None = None,
 ) -> Snapshot:
     """Fetch nodes and active pods from the API server.
 
@@ -509,12 +510,14 @@ def from_api(
         stack: ``auto`` to detect each node's sharing stack, or one stack to read every node with.
         keep_pods: False for views that show sums only (the summary, ``fit``): the ledger then
             counts each pod as its page is read and keeps no records (`Ledger` ``keep_pods``).
+        warnings: where problems go as they are met, so a caller can say them when a later read
+            fails (a new collection when None).
 
     Raises:
         SelectorError: ``selector`` is malformed (checked here first, by the same grammar as offline).
         KubeError: from the client (``NotFound`` for a named node that does not exist).
     """
-    warnings = Warnings()
+    warnings = warnings if warnings is not None else Warnings()
     matches = selectors.matcher(selector)
     names = _unique(node_names)
     if names:
@@ -577,7 +580,8 @@ def from_objects(
         devices: Koordinator ``Device`` objects (`devices_of`).
         objects: the DRA objects (`dra_of` / `dra_of_lists`); None: none served.
     """
-    build = Build(nodes, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings or Warnings(), sick=sick,
+    warnings = warnings if warnings is not None else Warnings()
+    build = Build(nodes, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings, sick=sick,
                   devices=devices, objects=objects)
     if build.reads_pods:
         for pod in pods:
@@ -650,7 +654,7 @@ class Build:
                 self.ledger.set_pod(self.keys.record(pod))
             return
         if self.cluster_wide and not node_name:
-            record = pod_record(pod)
+            record = pod_record(pod, self.warnings)  # an invalid limit: not pending, and said (as doctor)
             if waiting(record, node_name):
                 self.unscheduled.append(record)
             elif pod.spec.resource_claims and self.objects.claims:
@@ -1294,18 +1298,19 @@ def parse_documents(
 
 def from_documents(
     data: bytes, node_names: Sequence[str] = (), selector: str | None = None, stack: str = stacks.AUTO,
-    quotas: bool = False,
+    quotas: bool = False, warnings: Warnings | None = None,
 ) -> Snapshot:
     """Build a snapshot from kubectl's JSON or YAML output, applying the same filters as `from_api`.
 
-    With ``quotas``, the snapshot's ResourceQuotas too (``--group-by namespace``).
+    With ``quotas``, the snapshot's ResourceQuotas too (``--group-by namespace``). Problems go to
+    ``warnings`` as they are met (`from_api`'s), so an object skipped before a failure is still said.
 
     Raises:
         InputError: the data cannot be read.
         NotFound: a named node is not in the data.
         SelectorError: ``selector`` is malformed.
     """
-    warnings = Warnings()
+    warnings = warnings if warnings is not None else Warnings()
     others: Others = {kind: [] for kind in ("ConfigMap", "Device", "ResourceQuota", *DRA_KINDS)}
     decoded_nodes, decoded_pods = parse_documents(data, warnings, others)
     names = _unique(node_names)

@@ -52,7 +52,7 @@ class _Loaded:
     warnings: Warnings
 
 
-def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Loaded:
+def _load(options: dict[str, Any], progress: Callable[[int], None], warnings: Warnings) -> _Loaded:
     """Nodes and pods as inspect reads them; meanwhile (unless -l must pick the nodes first) the plugins' usage."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -62,7 +62,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None]) -> _Loaded:
         early, timeout = None, usage.usage_timeout(options["request_timeout"])
         if not options["prometheus"] and not options["selector"]:
             early = background.submit(usage.fetch_reports, client, options["nodes"] or None, timeout)
-        snapshot = source.from_api(client, options["nodes"], options["selector"], progress, keep_pods=True)
+        snapshot = source.from_api(client, options["nodes"], options["selector"], progress, keep_pods=True,
+                                   warnings=warnings)
         namespace = None if options["all_namespaces"] else options["namespace"] or client.config.namespace
         names = sorted(snapshot.names)
         if options["prometheus"]:

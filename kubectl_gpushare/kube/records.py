@@ -12,12 +12,10 @@ counting rules itself (which pods count is the ledger's business).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Final
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.types import ConfigMap, Node, Pod, QuantityValue
+from kubectl_gpushare.kube.types import ConfigMap, Container, Node, Pod, QuantityValue
 from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord
 
 
@@ -66,39 +64,7 @@ class Warnings:
         return bool(self._counts)
 
 
-SHOWN_CHARS: Final = 40
-"""Longest piece of a hostile value quoted in a warning."""
-
-
-def shown(text: str) -> str:
-    """A value quoted for a warning, cut to `SHOWN_CHARS` so a 5,000-digit annotation stays one short line."""
-    return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
-
-
-def _checked_quantity(value: QuantityValue, maximum: int) -> tuple[int, str]:
-    """``(amount, "")`` for a quantity in ``[0, maximum]``, else ``(0, why)``: the caller names the value.
-
-    A JSON number (which kube-apiserver would have normalised to a string) is read as its decimal text.
-    Cached: a cluster repeats a handful of quantities across 100,000 pods. Text too long to be a
-    quantity is checked uncached, so hostile values are never held.
-    """
-    if isinstance(value, str) and len(value) > protocol.MAX_QUANTITY_LENGTH:
-        return _check_quantity(value, maximum)
-    return _cached_check_quantity(value, maximum)
-
-
-def _check_quantity(value: QuantityValue, maximum: int) -> tuple[int, str]:
-    text = value if isinstance(value, str) else repr(value)
-    try:
-        parsed = protocol.parse_quantity(text)
-    except (ValueError, TypeError) as exc:
-        return 0, str(exc)  # the message quotes at most 64 characters
-    if not 0 <= parsed <= maximum:
-        return 0, f"quantity {shown(text)} is outside [0, {maximum}]"
-    return parsed, ""
-
-
-_cached_check_quantity = functools.lru_cache(maxsize=4096, typed=True)(_check_quantity)
+shown = protocol.shown_value  # the warnings here and in the views quote values by protocol's one rule
 
 
 def _quantity(
@@ -113,7 +79,7 @@ def _quantity(
     """
     if value is None:
         return 0
-    amount, problem = _checked_quantity(value, maximum)
+    amount, problem = protocol.checked_quantity(value, maximum)
     if problem and warnings is not None:
         warnings.add(f"{what() if callable(what) else what}: {problem}, counted as 0")
     return amount
@@ -137,19 +103,32 @@ def pod_request(pod: Pod, warnings: Warnings | None = None) -> tuple[int, tuple[
     """
     amounts: list[int] = []
     for container in pod.spec.containers:
-        value = container.resources.limits.get(protocol.RESOURCE_MEM)
-        if value is None:
-            amounts.append(0)
-            continue
-        amount, problem = _checked_quantity(value, protocol.MAX_GPU_MEMORY)
+        amount, problem = _container_request(container)
         if problem and warnings is not None:
-            meta = pod.metadata
-            warnings.add(
-                f"pod {meta.namespace}/{meta.name} container {container.name!r} limit {protocol.RESOURCE_MEM}: "
-                f"{problem}, counted as 0"
-            )
+            warnings.add(f"{_where(pod)} {problem}, counted as 0")
         amounts.append(amount)
     return sum(amounts), tuple(amounts)
+
+
+def invalid_requests(pod: Pod) -> list[str]:
+    """Why each of the pod's ``aliyun.com/gpu-mem`` limits that is not a valid request is not one.
+
+    `pod_request`'s rule and words (doctor's ``invalid-value``), without its ", counted as 0": the
+    extender refuses such a pod (`extender.handlers.pod_request`), so a view must not count it as
+    asking nothing. Each line reads ``container 'main' limit aliyun.com/gpu-mem: <why>``.
+    """
+    return [problem for container in pod.spec.containers if (problem := _container_request(container)[1])]
+
+
+def _container_request(container: Container) -> tuple[int, str]:
+    """``(amount, "")`` for a container's valid (or absent) gpu-mem limit, else ``(0, why)`` naming the limit."""
+    value = container.resources.limits.get(protocol.RESOURCE_MEM)
+    if value is None:
+        return 0, ""
+    amount, problem = protocol.checked_quantity(value, protocol.MAX_GPU_MEMORY)
+    if problem:
+        return 0, f"container {container.name!r} limit {protocol.RESOURCE_MEM}: {problem}"
+    return amount, ""
 
 
 def requests_gpu_memory(pod: Pod) -> bool:
@@ -312,6 +291,7 @@ def unhealthy_gpus(configmap: ConfigMap | None) -> frozenset[int]:
 
 __all__ = [
     "Warnings",
+    "invalid_requests",
     "node_ip",
     "node_ready",
     "node_record",

@@ -34,6 +34,7 @@ CASES: dict[str, tuple[str, str]] = {
     "pinned": ("ml", "wants-small"),
     "conflict": ("ml", "wants-two-names"),
     "dra-pinned": ("ml", "dra-pinned"),
+    "invalid-request": ("ml", "wants-too-much"),
 }
 """golden name -> (namespace, pod)"""
 
@@ -55,6 +56,9 @@ def seed() -> list[dict[str, Any]]:
     selective["spec"]["nodeSelector"] = {"pool": "c"}
     affine = required(pod_object("wants-pool-b", "ml", [2]),
                       {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["b"]}]})
+    beyond_range = pod_object("wants-too-much", "ml", [2])  # a quantity the API takes, beyond any GPU: invalid
+    resources = beyond_range["spec"]["containers"][0]["resources"]
+    resources["limits"]["aliyun.com/gpu-mem"] = resources["requests"]["aliyun.com/gpu-mem"] = "99999999999999999999"
     return [
         node_object("a", [16, 16], ip="10.8.0.1", labels={"pool": "a"}),
         node_object(
@@ -73,6 +77,7 @@ def seed() -> list[dict[str, Any]]:
         required(pod_object("wants-small", "ml", [2]), names_in("small")),
         required(pod_object("wants-two-names", "ml", [2]), names_in("a", "small")),
         pod_object("frontend", "web", [0]),
+        beyond_range,
         *stack_seed(),
         *dra_seed(),
     ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,3 +65,74 @@ def test_a_named_node_that_does_not_decode_is_a_one_line_error_not_a_traceback(
         result = subprocess.run(command, env=kube_env, capture_output=True, text=True, timeout=60)
         assert result.returncode == 1, result.stderr  # EXIT_API, as any other API failure
         assert result.stderr.count("\n") == 1 and expected in result.stderr, result.stderr
+
+
+def _garbage_pod(name: str = "garbage") -> dict[str, Any]:
+    pod = pod_object(name, "default", [2], node="n1", gpu=0, gpu_memory=16)
+    pod["metadata"]["annotations"]["ALIYUN_COM_GPU_MEM_IDX"] = {"not": "a string"}
+    return pod
+
+
+def _bad_node() -> dict[str, Any]:
+    bad = node_object("bad", [16], ip="10.0.0.2")
+    bad["status"]["addresses"] = "not a list"
+    return bad
+
+
+POD_SKIPPED = ("warning: pod default/garbage: cannot be decoded (Expected `str`, got `object` - at "
+               "`$.metadata.annotations[...]`); skipped")
+NODE_SKIPPED = "warning: node bad: cannot be decoded (Expected `array`, got `str` - at `$.status.addresses`); skipped"
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "code"),
+    [
+        (["gpushare", "explain", "garbage"], 'Failed due to pods "garbage" not found in namespace "default"', 1),
+        (["gpushare", "explain", "garbage", "-A"], 'Failed due to pods "garbage" not found in any namespace', 1),
+        (["inspect-gpushare", "bad"], 'Failed due to nodes "bad" not found', 1),
+        (["gpushare", "fit", "2", "-l", "=x"], "error: --selector: unable to parse requirement: found '=', "
+                                                "expected: identifier", 2),
+    ],
+)
+def test_a_failed_load_from_a_file_first_says_what_it_skipped(
+    args: list[str], error: str, code: int, tmp_path: Path, kube_env: dict[str, str]
+) -> None:
+    """The object "not found" is in the file, skipped: the warning says why, once, before the error."""
+    dump = tmp_path / "c.json"
+    items = [node_object("n1", [16], ip="10.0.0.1"), _bad_node(), _garbage_pod()]
+    dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    command = [f"kubectl-{args[0]}", *args[1:], "--from-file", str(dump)]
+
+    result = subprocess.run(command, env=kube_env, capture_output=True, text=True, timeout=60)
+
+    assert (result.returncode, result.stdout) == (code, "")
+    assert result.stderr.splitlines() == [NODE_SKIPPED, POD_SKIPPED, error]
+
+
+def test_a_pod_skipped_from_a_live_list_page_is_said_before_explain_fails(
+    sandbox: Sandbox, kube_env: dict[str, str]
+) -> None:
+    sandbox.load([node_object("n1", [16], ip="10.0.0.1"), _garbage_pod()])
+
+    result = subprocess.run(["kubectl-gpushare", "explain", "garbage", "-A"], env=kube_env, capture_output=True,
+                            text=True, timeout=60)
+
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.splitlines() == [POD_SKIPPED, 'Failed due to pods "garbage" not found in any namespace']
+
+
+@pytest.mark.parametrize(
+    "args", [["gpushare", "explain", "fine"], ["gpushare", "doctor"], ["inspect-gpushare", "-o", "json"]]
+)
+def test_live_views_say_a_pod_skipped_from_a_list_page_once_as_a_warning_line(
+    args: list[str], sandbox: Sandbox, kube_env: dict[str, str]
+) -> None:
+    fine = pod_object("fine", "default", [3], node="n1", gpu=0, gpu_memory=16)
+    sandbox.load([node_object("n1", [16], ip="10.0.0.1"), _garbage_pod(), fine])
+
+    result = subprocess.run([f"kubectl-{args[0]}", *args[1:]], env=kube_env, capture_output=True, text=True,
+                            timeout=60)
+
+    assert result.returncode in (0, 11, 12), result.stderr  # doctor's verdict is its exit code
+    said = [line for line in result.stderr.splitlines() if "garbage" in line]
+    assert said == [POD_SKIPPED], result.stderr

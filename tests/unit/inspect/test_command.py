@@ -282,9 +282,9 @@ def test_one_shot_commands_pause_the_cyclic_collector_and_restore_it(one_shot: b
 
     seen: list[bool] = []
 
-    def load(options: dict[str, object], progress: object) -> SimpleNamespace:
+    def load(options: dict[str, object], progress: object, warnings: Warnings) -> SimpleNamespace:
         seen.append(gc.isenabled())
-        return SimpleNamespace(warnings=Warnings())
+        return SimpleNamespace(warnings=warnings)
 
     def render(snapshot: object, options: dict[str, object]) -> None:
         seen.append(gc.isenabled())
@@ -293,3 +293,45 @@ def test_one_shot_commands_pause_the_cyclic_collector_and_restore_it(one_shot: b
     command.run({"from_file": None}, render=render, load=load, one_shot=one_shot)
     assert seen == [during, during]  # --watch (one_shot=False) runs for hours: it keeps collecting
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize(
+    ("failure", "error", "code"),
+    [
+        ("not-found", 'Failed due to pods "p" not found in namespace "default"', 1),
+        ("usage", "Error: pod p is in several namespaces", 2),
+        ("interrupt", "interrupted", 130),
+    ],
+)
+def test_the_seam_says_what_a_failed_load_warned_about_once_before_its_error(
+    capfd: pytest.CaptureFixture[str], failure: str, error: str, code: int
+) -> None:
+    """Every command's loader (inspect, fit, explain, doctor, top) fails through this one seam."""
+    import click
+
+    from kubectl_gpushare.kube.errors import NotFound
+    from kubectl_gpushare.kube.records import Warnings
+
+    def load(options: dict[str, object], progress: object, warnings: Warnings) -> None:
+        warnings.add("pod default/p: cannot be decoded (why)\n; skipped")
+        warnings.add("pod default/p: cannot be decoded (why)\n; skipped")
+        if failure == "not-found":
+            raise NotFound(404, "NotFound", 'pods "p" not found in namespace "default"')
+        if failure == "usage":
+            raise click.UsageError("pod p is in several namespaces")
+        raise KeyboardInterrupt
+
+    def render(snapshot: object, options: dict[str, object]) -> None:
+        raise AssertionError("nothing to render after a failed load")
+
+    @click.command()
+    def probe() -> None:
+        command.run({"from_file": None}, render=render, load=load)
+
+    with pytest.raises(SystemExit) as exited:
+        probe.main([], standalone_mode=True)
+    assert exited.value.code == code
+    out, err = capfd.readouterr()
+    lines = err.splitlines()  # click's usage lines come between for a usage error
+    assert out == "" and lines[0] == "warning: pod default/p: cannot be decoded (why) ; skipped"
+    assert lines[-1] == error and sum("warning:" in line for line in lines) == 1

@@ -11,6 +11,7 @@ from golden import hostile
 from golden.explain import cases
 
 from kubectl_gpushare.inspect.explain_command import explain_command
+from kubectl_gpushare.kube.records import shown
 
 
 @pytest.fixture
@@ -302,3 +303,30 @@ def test_a_taint_with_a_null_value_in_a_file_is_read_as_go_reads_it(tmp_path: Pa
 
     doctor = cli_runner.invoke(doctor_command, ["--from-file", str(path)])
     assert "node/n " in doctor.stdout and not doctor.stderr, doctor.output  # the node is checked, not skipped
+
+
+@pytest.mark.parametrize("limit", ["-3", "99999999999999999999", "twelve"])
+def test_an_invalid_gpu_memory_limit_is_said_invalid_in_doctors_words_never_a_fit(
+    tmp_path: Path, cli_runner: CliRunner, limit: str
+) -> None:
+    """Beside a valid container, too: the extender refuses the whole pod, so explain never says it fits."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
+
+    wants = pod_object("wants", "ml", [4, 2])
+    wants["spec"]["containers"][1]["resources"]["limits"]["aliyun.com/gpu-mem"] = limit
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": [node_object("n", [16], ip="10.0.0.1"), wants]}))
+    argv = ["wants", "-n", "ml", "--from-file", str(path)]
+
+    answer = json.loads(cli_runner.invoke(explain_command, [*argv, "-o", "json"]).stdout)
+    text = cli_runner.invoke(explain_command, argv).stdout
+    doctor = json.loads(cli_runner.invoke(doctor_command, ["-o", "json", "--from-file", str(path)]).stdout)
+
+    (invalid,) = [f["message"] for f in doctor["findings"] if f["check"] == "invalid-value"]
+    why = invalid.removeprefix("pod ml/wants ").removesuffix(", counted as 0")
+    assert why.startswith("container 'sidecar-1' limit aliyun.com/gpu-mem: ") and shown(limit) in why
+    assert (answer["state"], answer["request"], "nodes" in answer) == ("invalid-request", 0, False)
+    assert answer["summary"] == text.strip()
+    assert text.startswith(f"Pod ml/wants has an invalid aliyun.com/gpu-mem request ({why}): ")
+    assert "fits" not in text

@@ -218,3 +218,31 @@ def test_pretty_writes_a_name_holding_rich_markup_or_an_emoji_code_as_it_reads(
     result = cli_runner.invoke(inspect_command, ["--from-file", path, "-o", "pretty", "-d"])
     assert result.exit_code == 0, result.stderr
     assert "n[/]" in result.stdout and "10.9.7.1[red]" in result.stdout and "ml[link=x]/p:fire: 4" in result.stdout
+
+
+@pytest.mark.parametrize("limit", ["-3", "99999999999999999999"])
+@pytest.mark.parametrize(
+    "argv", [["inspect", "-d"], ["inspect", "-o", "json"], ["fit", "2"]], ids=lambda argv: " ".join(argv)
+)
+def test_a_pending_pod_with_an_invalid_limit_is_warned_about_in_doctors_words(
+    cli_runner: CliRunner, tmp_path: Path, argv: list[str], limit: str
+) -> None:
+    """Left out of the pending pods as asking nothing, as doctor's invalid-value says: with the same line."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.inspect.fit_command import fit_command
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
+
+    wants = pod_object("wants", "ml", [2])
+    wants["spec"]["containers"][0]["resources"]["limits"]["aliyun.com/gpu-mem"] = limit
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": [node_object("n", [16], ip="10.0.0.1"), wants]}))
+    command = inspect_command if argv[0] == "inspect" else fit_command
+
+    result = cli_runner.invoke(command, [*argv[1:], "--from-file", str(path)])
+    doctor = json.loads(cli_runner.invoke(doctor_command, ["-o", "json", "--from-file", str(path)]).stdout)
+
+    assert result.exit_code == 0, result.stderr
+    (invalid,) = [f["message"] for f in doctor["findings"] if f["check"] == "invalid-value"]
+    assert result.stderr == f"warning: {invalid}\n"
+    if argv[-1] == "json":
+        assert json.loads(result.stdout)["cluster"]["pending"] == 0
