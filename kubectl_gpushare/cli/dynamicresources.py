@@ -10,7 +10,8 @@ The plugin's extension points, after ``pkg/scheduler/framework/plugins/dynamicre
   the pod is unschedulable with that message (``0/N nodes are available: <message>.``).
 - Filter: an allocated claim must be usable on the node (its node selector); the others are
   allocated on the node by `kube.dra_allocation` (the structured allocator), or the node is
-  rejected with ``cannot allocate all claims``. A claim the allocator cannot evaluate (a CEL error,
+  rejected with ``cannot allocate all claims`` (``invalid resource pools were encountered`` when
+  a pool of the node is invalid). A claim the allocator cannot evaluate (a CEL error,
   a request it does not support) is the filter's error: the pod gets ``SchedulerError``.
 - Reserve: the chosen node's allocations are in flight: counted by every later decision of this
   scheduler until the API shows them (`in_flight`), so two pods scheduled back to back never

@@ -16,7 +16,8 @@ named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``
   whatever other nodes publish; else all the pool's slices are read: a newer generation elsewhere
   makes the node's obsolete (the pool is ignored on the node), and more or fewer slices of the
   generation than ``resourceSliceCount`` make it incomplete: not allocated from. A complete pool
-  repeating a device name on the node is invalid: not allocated from.
+  repeating a device name on the node is invalid: not allocated from, and when nothing fits the
+  node's reason is `REASON_INVALID_POOLS`.
 - A request ``exactly``: ``ExactCount`` wants ``count`` devices, ``All`` every matching device of
   the node (at least one; an incomplete or invalid pool is an error). The first solution found by
   the exhaustive search (claims, requests, devices in pool/slice/device order) is taken.
@@ -61,6 +62,8 @@ from kubectl_gpushare.node_affinity import NodeSelector, merged
 # --- The DynamicResources plugin's words (dynamicresources.go) --------------------------------------
 REASON_CANNOT_ALLOCATE: Final = "cannot allocate all claims"
 """Filter: the allocator found no devices for every claim on this node."""
+REASON_INVALID_POOLS: Final = "invalid resource pools were encountered"
+"""Filter: no devices for every claim on this node, and a pool there is invalid (a device name twice)."""
 REASON_NOT_ON_NODE: Final = "resourceclaim not available on the node"
 """Filter: an allocated claim's node selector does not match this node."""
 REASON_TIMED_OUT: Final = "timed out trying to allocate devices"
@@ -569,7 +572,8 @@ def allocate(node: str, claims: Sequence[dra.ResourceClaim], inventory: Inventor
         new_share_id: a fresh share ID for each allocation of a shared device.
 
     Returns:
-        The allocations, in the order of ``claims``, or `REASON_CANNOT_ALLOCATE` / `REASON_TIMED_OUT`.
+        The allocations, in the order of ``claims``, or `REASON_CANNOT_ALLOCATE` / `REASON_INVALID_POOLS` /
+        `REASON_TIMED_OUT`.
 
     Raises:
         AllocationError: a claim or class that cannot be evaluated (CEL errors, unsupported requests,
@@ -607,7 +611,9 @@ def allocate(node: str, claims: Sequence[dra.ResourceClaim], inventory: Inventor
     except RecursionError:
         return REASON_TIMED_OUT
     if not done:
-        return REASON_CANNOT_ALLOCATE
+        # allocator_incubating.go Allocate: no solution, and an invalid pool seen on the node says so
+        # (ErrFailedAllocationOnNode: this node's unschedulable reason, other nodes are still tried)
+        return REASON_INVALID_POOLS if any(pool.invalid for pool in search.pools) else REASON_CANNOT_ALLOCATE
     return tuple(_allocation(index, search.chosen, node, new_share_id) for index in range(len(claims)))
 
 
@@ -719,6 +725,7 @@ __all__ = [
     "MAX_STEPS",
     "Placement",
     "REASON_CANNOT_ALLOCATE",
+    "REASON_INVALID_POOLS",
     "REASON_IN_USE",
     "REASON_NOT_ON_NODE",
     "REASON_TIMED_OUT",
