@@ -386,8 +386,8 @@ def test_a_claim_read_of_the_wrong_shape_fails_that_pod_in_one_line(
         kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
         wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
     assert served
-    assert [m for m in failed_scheduling(sandbox, "p") if "does not decode as a resource.k8s.io/v1.ResourceClaim (" in m
-            and "not an" in m], failed_scheduling(sandbox, "p")
+    assert [m for m in failed_scheduling(sandbox, "p") if "does not decode as a resource.k8s.io/v1.ResourceClaim "
+            "(Expected `" in m], failed_scheduling(sandbox, "p")  # the claim structs' own words (dra_objects)
     messages = [r.getMessage() for r in caplog.records]
     assert not [m for m in messages if "has no attribute" in m or "not iterable" in m], messages
 
@@ -414,9 +414,56 @@ def test_a_claim_read_whose_finalizers_are_not_strings_fails_that_pod_in_one_lin
         wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
     assert served
     assert [m for m in failed_scheduling(sandbox, "p")
-            if "(metadata.finalizers is not an array of strings)" in m], failed_scheduling(sandbox, "p")
+            if "(Expected `array`, got `int` - at `$.metadata.finalizers`)" in m], failed_scheduling(sandbox, "p")
     messages = [r.getMessage() for r in caplog.records]
     assert not [m for m in messages if "not iterable" in m or "Traceback" in m], messages
+
+
+UNDECODABLE = "does not decode as a resource.k8s.io/v1.ResourceClaim "
+FULL = [{"resource": "pods", "name": f"other-{i}", "uid": f"uid-{i}"} for i in range(256)]
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"status": {"reservedFor": [7]}}, f"{UNDECODABLE}(Expected `object`, got `int` - at `$.status.reservedFor[0]`)"),
+    ({"metadata": {"uid": 5}}, f"{UNDECODABLE}(Expected `str`, got `int` - at `$.metadata.uid`)"),
+    ({"metadata": {"name": ""}}, f"{UNDECODABLE}(a ResourceClaim without a valid metadata.name)"),
+    ({"status": {"allocation": {"devices": {"results": [{"driver": 1}]}}}},
+     f"{UNDECODABLE}(Expected `str`, got `int` - at `$.status.allocation.devices.results[0].driver`)"),
+    ({"status": {"reservedFor": FULL}}, ": resourceclaim in use"),
+], ids=["reservedFor-entry", "uid", "no-name", "allocation", "reservedFor-full"])
+def test_a_hostile_claim_read_is_refused_by_the_claim_structs_the_views_read(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture,
+        change: dict[str, Any], why: str) -> None:
+    # PreBind's claim read is decoded by `dra_objects`' claim structs and checked by `read_claim`, the one
+    # rule the views read claims by: a hostile reply fails that pod's cycle in one line and the retry binds
+    # it. Before, the reply was read as a dict: a reservedFor entry that is no object was dropped from the
+    # list written back (another consumer's reservation lost), a uid of the wrong type read as "deleted in
+    # the meantime", an allocation of the wrong shape as "allocated elsewhere", a nameless claim went on.
+    # A claim whose reservedFor is full now (256, PreFilter's rule) takes no more pods: its list was cut.
+    claim_read = re.compile(r"/resourceclaims/(p-gpu-[a-z0-9]+)(\?.*)?$")
+    served: list[str] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        found = claim_read.search(path)
+        if method != "GET" or not found or served:
+            return None
+        real = next((c for c in sandbox.objects("resourceclaims") if c["metadata"]["name"] == found[1]), None)
+        if real is None:
+            return None
+        served.append(path)
+        hostile = {**real, "metadata": {**real["metadata"], **change.get("metadata", {})},
+                   "status": {**real.get("status", {}), **change.get("status", {})}}
+        return json.dumps(hostile).encode()
+
+    with relay(sandbox, rewrite) as port, running_scheduler(sandbox, kubeconfig, server=f"http://127.0.0.1:{port}"):
+        kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
+    assert served
+    assert [m for m in failed_scheduling(sandbox, "p") if why in m], failed_scheduling(sandbox, "p")
+    claim = next(c for c in sandbox.objects("resourceclaims") if c["metadata"]["name"].startswith("p-gpu-"))
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["p"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "Traceback" in m or "got deleted" in m or "allocated elsewhere" in m], messages
 
 
 # --- writes of unknown outcome -------------------------------------------------------------------
