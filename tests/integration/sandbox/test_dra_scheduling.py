@@ -673,3 +673,54 @@ def test_a_node_selector_slice_is_allocated_on_a_node_it_matches_and_pins_the_cl
                                                                  "claims."
     warned = [r.getMessage() for r in caplog.records if "ResourceSlice bad" in r.getMessage()]
     assert warned and "unknown operator 'Near'" in warned[0] and "matches no node" in warned[0]
+
+
+def pool_slice(name: str, pool: str, generation: int, count: int, device: str, gib: int,
+               **where: Any) -> dict[str, Any]:
+    """A slice of ``pool`` with one shared GPU ``device``; ``where``: nodeName, allNodes or nodeSelector."""
+    found = slice_object("x", gib)
+    found["metadata"]["name"] = name
+    found["spec"].pop("nodeName")
+    found["spec"].update(pool={"name": pool, "generation": generation, "resourceSliceCount": count}, **where)
+    found["spec"]["devices"][0]["name"] = device
+    return found
+
+
+def test_the_scheduler_and_the_views_read_an_invalid_pool_by_one_rule(sandbox: Sandbox, kubeconfig: Path,
+                                                                      kubectl: Kubectl,
+                                                                      kube_env: dict[str, str]) -> None:
+    # Pool "dup" on n1 publishes gpu-0 in both its slices (complete: 2 of 2): invalid (pools_incubating.go
+    # validateDeviceNames). The stand-in allocates nothing from it and, nothing else fitting, says upstream's
+    # reason; inspect, reading the same API, warns of the same pool in the same words (kube/dra_pools.py).
+    with running_scheduler(sandbox, kubeconfig):
+        sandbox.load([pool_slice(f"dup-{s}", "dup", 1, 2, "gpu-0", 80, nodeName="n1") for s in "ab"])
+        kubectl("create", "-f", "-", input=template("t", "40Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: failed_scheduling(sandbox, "p"), timeout=30, what="p's FailedScheduling")
+    assert failed_scheduling(sandbox, "p") == ["0/1 nodes are available: 1 invalid resource pools were encountered."]
+    assert not bound(sandbox, "p")
+    result = subprocess.run(["kubectl-inspect-gpushare", "-o", "json"], env=kube_env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert f"warning: pool 'dup' of {DRIVER} (node 'n1') is invalid: duplicate device name 'gpu-0'; " in result.stderr
+
+
+def test_a_pool_obsolete_on_a_node_by_the_first_slice_it_sees_is_not_allocated_from(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl) -> None:
+    # GatherPools reads a node's own slices, then those on no one node in their order; the first of the
+    # generation gives resourceSliceCount (the API lists by name). n2 (rack b) sees the rack-b slice (count 1),
+    # then the allNodes one:
+    # 2 of 1, and generation 3 exists (a node not read publishes it), so the pool is obsolete on n2: its 80Gi
+    # GPUs are not allocated from. Before, the allNodes slice was read first (count 2: complete) and the pod
+    # bound to n2.
+    rack_b = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["b"]}]}]}
+    n2 = node_object("n2", [], ip="10.0.0.2")
+    n2["metadata"].setdefault("labels", {})["rack"] = "b"
+    with running_scheduler(sandbox, kubeconfig):
+        sandbox.load([n2, pool_slice("p-0-rack-b", "p", 2, 1, "gpu-0", 80, nodeSelector=rack_b),
+                      pool_slice("p-1-all", "p", 2, 2, "gpu-1", 80, allNodes=True),
+                      pool_slice("p-new", "p", 3, 1, "gpu-2", 80, nodeName="elsewhere")])
+        kubectl("create", "-f", "-", input=template("t", "40Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: failed_scheduling(sandbox, "p") or bound(sandbox, "p"), timeout=30,
+                 what=lambda: f"p's FailedScheduling; {scheduled_condition(sandbox, 'p')}")
+    assert failed_scheduling(sandbox, "p") == ["0/2 nodes are available: 2 cannot allocate all claims."]
+    assert not bound(sandbox, "p") and allocated_claims(sandbox) == []
