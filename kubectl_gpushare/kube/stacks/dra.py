@@ -22,8 +22,8 @@ capacity. The node becomes a ledger `NodeRecord` as if the device plugin adverti
   own slices, those for all nodes and those whose node selector matches its labels (of the nodes
   read; `node_affinity`, the allocator's rule); only the newest generation of the slices it sees
   counts (`dra_objects.PoolGenerations.judge`), each device name once; on a node where the pool's
-  generation has more or fewer slices than its ``resourceSliceCount`` (incomplete), or lists a
-  device name twice (invalid), its GPUs keep their memory (claims allocated there still hold it) but
+  generation has more or fewer slices than its ``resourceSliceCount`` (incomplete), or, complete,
+  lists a device name twice (invalid), its GPUs keep their memory (claims allocated there still hold it) but
   are unhealthy: the allocator allocates no new claim from such a pool there. A device that is not
   ``gpu-<index>`` or has no readable memory is left out with a warning, an invalid one (marked by
   `dra_objects`) is kept with no memory;

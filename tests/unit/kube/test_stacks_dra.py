@@ -419,7 +419,7 @@ class _CountingLabels(dict[str, dict[str, str]]):
 
 @pytest.mark.parametrize("driver", [OURS, NVIDIA])
 def test_each_node_is_matched_against_each_selector_slice_once(driver: str) -> None:
-    """`_gathered` asks once whether a node sees a selector slice (it used to ask again when listing what each
+    """`dra_pools.gather` asks once whether a node sees a selector slice (it used to ask again when listing what each
     node sees, allNodes slices included); the pool is judged as before."""
     def on_no_node(name: str, **spec: Any) -> dra_objects.WireResourceSlice:
         wire = pool_slice("x", [device(9)], name, 4, driver=driver, pool="p")
