@@ -1406,8 +1406,8 @@ class PoolGenerations:
     def judge(self, driver: str, pool: str, generation: int, seen: int, expected: int) -> PoolView:
         """What a node makes of the pool: ``seen`` slices of ``generation``, the newest among those it sees.
 
-        ``expected``: the first of them's ``resourceSliceCount``. The one rule the allocator
-        (`dra_allocation.gather_pools`) and the views (`stacks.dra.read`) follow.
+        ``expected``: the first of them's ``resourceSliceCount``. Asked by the one pool gathering
+        (`kube.dra_pools.gather`) the allocator and the views share.
         """
         if seen == expected:
             return PoolView.USED  # the node's slices are the whole pool

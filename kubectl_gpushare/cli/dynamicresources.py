@@ -10,7 +10,8 @@ The plugin's extension points, after ``pkg/scheduler/framework/plugins/dynamicre
   the pod is unschedulable with that message (``0/N nodes are available: <message>.``).
 - Filter: an allocated claim must be usable on the node (its node selector); the others are
   allocated on the node by `kube.dra_allocation` (the structured allocator), or the node is
-  rejected with ``cannot allocate all claims``. A claim the allocator cannot evaluate (a CEL error,
+  rejected with ``cannot allocate all claims`` (``invalid resource pools were encountered`` when
+  a pool of the node is invalid). A claim the allocator cannot evaluate (a CEL error,
   a request it does not support) is the filter's error: the pod gets ``SchedulerError``.
 - Reserve: the chosen node's allocations are in flight: counted by every later decision of this
   scheduler until the API shows them (`in_flight`), so two pods scheduled back to back never
@@ -59,7 +60,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 import msgspec
 
@@ -407,11 +408,11 @@ class DynamicResources:
         self.in_flight.pop(uid, None)
         self.lost.pop(uid, None)
 
-    def _get(self, claim: dra.ResourceClaim) -> dict[str, Any]:
+    def _get(self, claim: dra.ResourceClaim) -> ClaimReply:
         return _claim_reply(claim, self.api.request("GET", types.DRA_CLAIMS.path(claim.namespace, claim.name)))
 
     def _patch(self, claim: dra.ResourceClaim, body: Mapping[str, Any],
-               subresource: str | None = None) -> dict[str, Any]:
+               subresource: str | None = None) -> ClaimReply:
         """A merge patch of the claim; `UndecodableReply` when it landed but its reply is not JSON."""
         path = types.DRA_CLAIMS.path(claim.namespace, claim.name, subresource)
         return _claim_reply(claim, self.api.request("PATCH", path, body=msgspec.json.encode(body),
@@ -423,33 +424,34 @@ class DynamicResources:
         consumer = {"resource": "pods", "name": meta.get("name", ""), "uid": meta.get("uid", "")}
         for _ in range(CONFLICT_RETRIES):
             current = self._get(claim)
-            cmeta, status = current.get("metadata") or {}, current.get("status") or {}
-            if cmeta.get("deletionTimestamp") or cmeta.get("uid") != claim.uid:
+            if current.claim.deleting or current.claim.uid != claim.uid:
                 raise SchedulingError(f"claim {claim.key} got deleted in the meantime")
-            version = cmeta.get("resourceVersion", "")
+            version = current.version
             body: dict[str, Any] = {"status": {}}
             try:
                 if allocation is not None:
-                    if status.get("allocation"):
+                    if current.claim.allocation is not None:
                         raise SchedulingError(f"claim {claim.key} got allocated elsewhere in the meantime")
-                    finalizers = list(cmeta.get("finalizers") or [])
+                    finalizers = current.wire.metadata.finalizers
                     if dra.FINALIZER not in finalizers:  # added in a normal update first
                         try:
                             updated = self._patch(claim, {"metadata": {"finalizers": [*finalizers, dra.FINALIZER],
                                                                        "resourceVersion": version}})
                         except UndecodableReply:
                             continue  # the finalizer landed; the claim read again shows it and its resourceVersion
-                        version = (updated.get("metadata") or {}).get("resourceVersion", "")
+                        version = updated.version
                     body["status"]["allocation"] = alloc.encode_allocation(allocation)
-                elif not status.get("allocation"):
+                elif current.claim.allocation is None:
                     raise SchedulingError(f"claim {claim.key} is not allocated any more")
-                reserved = [r for r in status.get("reservedFor") or [] if isinstance(r, dict)]
-                body["status"]["reservedFor"] = [*reserved, consumer]
+                reserved = current.wire.status.reserved_for
+                if len(reserved) >= dra.MAX_RESERVED_FOR:  # PreFilter's rule, on the claim as it is now
+                    raise SchedulingError(f"claim {claim.key}: {alloc.REASON_IN_USE}")
+                body["status"]["reservedFor"] = [*map(_consumer, reserved), consumer]
                 # Conditional on the resourceVersion read, as kube-scheduler's bindClaim
                 # (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go) sends
                 # UpdateStatus the claim object it read: a changed claim answers 409, so a lost write
                 # is settled by the claim's next resourceVersion (see the module docstring).
-                if not isinstance(version, str) or not version:  # unconditional: a lost reply would never settle
+                if not version:  # unconditional: a lost reply would never settle
                     raise SchedulingError(f"claim {claim.key}: the API answered it without a resourceVersion")
                 body["metadata"] = {"resourceVersion": version}
                 self._send_status(claim, body, version if allocation is not None else None)
@@ -496,15 +498,15 @@ class DynamicResources:
         for claim in claims.claims:
             try:
                 current = self._get(claim)
-                version = (current.get("metadata") or {}).get("resourceVersion")
             except KubeError as exc:
                 log.warning("unreserve %s: %s", claim.key, exc)
                 continue
-            listed = (current.get("status") or {}).get("reservedFor") or []
-            reserved = [r for r in listed if isinstance(r, dict) and r.get("uid") != claims.pod_uid]
+            listed = current.wire.status.reserved_for
+            reserved = [_consumer(r) for r in listed if r.uid != claims.pod_uid]
             if len(reserved) == len(listed):
                 continue
-            if not isinstance(version, str) or not version:
+            version = current.version
+            if not version:
                 log.warning("unreserve %s: the API answered it without a resourceVersion", claim.key)
                 continue
             try:
@@ -527,37 +529,52 @@ class DynamicResources:
         return current.metadata.uid != meta.get("uid") or not current.spec.node_name
 
 
-def _claim_reply(claim: dra.ResourceClaim, reply: bytes) -> dict[str, Any]:
-    """The API's reply about ``claim`` as a JSON object ({} for another JSON value).
+class ClaimReply(NamedTuple):
+    """The API's reply about a claim, decoded by the claim structs the views read (`dra_objects`)."""
+
+    wire: dra.WireResourceClaim
+    """As sent: what is written back (finalizers, ``reservedFor``) is written back whole."""
+    claim: dra.ResourceClaim
+    """Checked (`dra_objects.read_claim`): what the plugin decides by."""
+
+    @property
+    def version(self) -> str:
+        """``metadata.resourceVersion`` as sent, the precondition of a write that follows."""
+        return self.wire.metadata.resource_version
+
+
+_CLAIM_DECODER: Final = msgspec.json.Decoder(dra.WireResourceClaim)
+
+
+def _claim_reply(claim: dra.ResourceClaim, reply: bytes) -> ClaimReply:
+    """The API's reply about ``claim``, refused by the one rule the views read claims by.
 
     Raises:
         UndecodableReply: it is not JSON, a string in it is not UTF-8, it is nested deeper than
-            msgspec goes (opaque parameters: kube-apiserver accepts 10,000 levels), or a field this
-            module reads (metadata, metadata.finalizers, status, status.reservedFor) has the wrong
-            type; for a write: the write was answered 2xx, so it landed.
+            msgspec goes (opaque parameters: kube-apiserver accepts 10,000 levels), it is not a
+            ResourceClaim (a field of the wrong type: `dra_objects.WireResourceClaim`) or not one
+            that names a claim (`dra_objects.read_claim`); for a write: the write was answered 2xx,
+            so it landed.
     """
     try:
-        raw = msgspec.json.decode(reply)
+        wire = _CLAIM_DECODER.decode(reply)
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:  # as the client's `decoded_item`
         raise _undecodable(claim, protocol.error_reason(exc)) from None
-    if not isinstance(raw, dict):
-        return {}
-    status = raw.get("status")
-    if any(raw.get(name) is not None and not isinstance(raw[name], dict) for name in ("metadata", "status")):
-        raise _undecodable(claim, "metadata or status is not an object")
-    if isinstance(status, dict) and status.get("reservedFor") is not None and not isinstance(
-            status["reservedFor"], list):
-        raise _undecodable(claim, "status.reservedFor is not an array")
-    meta = raw.get("metadata")
-    finalizers = meta.get("finalizers") if isinstance(meta, dict) else None
-    if finalizers is not None and not (isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)):
-        raise _undecodable(claim, "metadata.finalizers is not an array of strings")  # PreBind writes them back
-    return raw
+    try:
+        return ClaimReply(wire, dra.read_claim(wire))
+    except dra.InvalidObjectError as exc:
+        raise _undecodable(claim, str(exc)) from None
+
+
+def _consumer(consumer: dra.WireConsumer) -> dict[str, str]:
+    """A ``reservedFor`` entry as written back (``ResourceClaimConsumerReference``: apiGroup omitted when empty)."""
+    found = {"resource": consumer.resource, "name": consumer.name, "uid": consumer.uid}
+    return {"apiGroup": consumer.api_group, **found} if consumer.api_group else found
 
 
 def _undecodable(claim: dra.ResourceClaim, why: str) -> UndecodableReply:
     return UndecodableReply(f"resourceclaim {claim.key} does not decode as a resource.k8s.io/v1.ResourceClaim ({why})")
 
 
-__all__ = ["SCHEDULER_ERROR", "DynamicResources", "LostWrite", "PassState", "PodClaims", "SchedulingError",
-           "Unschedulable", "has_claims"]
+__all__ = ["SCHEDULER_ERROR", "ClaimReply", "DynamicResources", "LostWrite", "PassState", "PodClaims",
+           "SchedulingError", "Unschedulable", "has_claims"]

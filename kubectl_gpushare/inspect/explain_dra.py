@@ -177,7 +177,7 @@ def _pending(
         return replace(base, summary=f"{asks}, but kube-scheduler cannot schedule it: {stop}.")
     base = replace(base, prefilter_nodes=narrowed_to(affinity))
     inventory = dra_allocation.Inventory(
-        objects.slices, classes,
+        objects.published, classes,
         dra_allocation.allocated_state(c.allocation for c in objects.claims if c.allocation is not None),
         {node.metadata.name: node.metadata.labels for node in nodes})
     pinned = [claim for claim in ours if claim.allocation is not None]

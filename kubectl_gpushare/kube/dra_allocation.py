@@ -5,17 +5,19 @@ Given the ResourceSlices, the DeviceClasses, what allocated claims already hold 
 (the "incubating" allocator, which carries consumable capacity) does, and `prefilter` says what the
 DynamicResources scheduler plugin says before trying any node. The sandbox's scheduler stand-in
 runs them for every pending pod; ``explain`` asks them why a pod is pending. Rules followed, each
-named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``pools_experimental.go``,
+named at its source (``allocator_incubating.go``, ``consumable_capacity.go``, ``pools_incubating.go``,
 ``allocatedstate.go``, ``dynamicresources.go``):
 
-- Pools (`dra_objects.PoolGenerations.judge`): a node's slices (``nodeName`` equal to it,
-  ``allNodes``, or a ``nodeSelector`` matching its labels and name: ``NodeMatches``, by the one rule
-  of `node_affinity`) grouped by (driver, pool); only the highest ``generation`` among them counts.
+- Pools (`kube.dra_pools`, the one implementation of ``GatherPools`` the views use too): a node's
+  slices (``nodeName`` equal to it, then in their order ``allNodes`` ones and those whose
+  ``nodeSelector`` matches its labels and name: ``NodeMatches``, by the one rule of
+  `node_affinity`) grouped by (driver, pool); only the highest ``generation`` among them counts.
   The node's slices of it are the pool when there are exactly ``resourceSliceCount`` (of the first),
   whatever other nodes publish; else all the pool's slices are read: a newer generation elsewhere
   makes the node's obsolete (the pool is ignored on the node), and more or fewer slices of the
-  generation than ``resourceSliceCount`` make it incomplete: not allocated from. A pool repeating a
-  device name on the node is invalid.
+  generation than ``resourceSliceCount`` make it incomplete: not allocated from. A complete pool
+  repeating a device name on the node is invalid: not allocated from, and when nothing fits the
+  node's reason is `REASON_INVALID_POOLS`.
 - A request ``exactly``: ``ExactCount`` wants ``count`` devices, ``All`` every matching device of
   the node (at least one; an incomplete or invalid pool is an error). The first solution found by
   the exhaustive search (claims, requests, devices in pool/slice/device order) is taken.
@@ -50,16 +52,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, NamedTuple
 
 from kubectl_gpushare import dra_objects as dra
-from kubectl_gpushare.kube import cel
+from kubectl_gpushare.kube import cel, dra_pools
 from kubectl_gpushare.node_affinity import NodeSelector, merged
 
 # --- The DynamicResources plugin's words (dynamicresources.go) --------------------------------------
 REASON_CANNOT_ALLOCATE: Final = "cannot allocate all claims"
 """Filter: the allocator found no devices for every claim on this node."""
+REASON_INVALID_POOLS: Final = "invalid resource pools were encountered"
+"""Filter: no devices for every claim on this node, and a pool there is invalid (a device name twice)."""
 REASON_NOT_ON_NODE: Final = "resourceclaim not available on the node"
 """Filter: an allocated claim's node selector does not match this node."""
 REASON_TIMED_OUT: Final = "timed out trying to allocate devices"
@@ -142,30 +146,32 @@ class Inventory:
     generations: dra.PoolGenerations = field(init=False, repr=False, compare=False)
     """Each pool's newest generation, counted once for every node."""
     by_node: Mapping[str, Sequence[dra.ResourceSlice]] = field(init=False, repr=False, compare=False)
-    """Node-local slices by node, and all nodes' under "" (`on_node`: no pass over every slice per node)."""
-    selected: Sequence[dra.ResourceSlice] = field(init=False, repr=False, compare=False)
-    """The slices with a node selector, matched per node."""
+    """Node-local slices by node (`on_node`: no pass over every slice per node)."""
+    shared: Sequence[dra.ResourceSlice] = field(init=False, repr=False, compare=False)
+    """The slices on no one node, in their order, matched per node."""
 
     def __post_init__(self) -> None:
         by_node: dict[str, list[dra.ResourceSlice]] = {}
         for slice_ in self.slices:
-            if slice_.node_name or slice_.all_nodes:
+            if slice_.node_name:
                 by_node.setdefault(slice_.node_name, []).append(slice_)
         object.__setattr__(self, "generations", dra.PoolGenerations.of(self.slices))
         object.__setattr__(self, "by_node", by_node)
-        object.__setattr__(self, "selected", [s for s in self.slices if s.node_selector is not None])
+        object.__setattr__(self, "shared", [s for s in self.slices if not s.node_name])
 
     def labels_of(self, node: str) -> Mapping[str, str]:
         """The node's labels (none when it is not known)."""
         return self.labels.get(node, {})
 
     def on_node(self, node: str) -> list[dra.ResourceSlice]:
-        """The slices whose devices ``node`` can use (``allocatable_on``): its own, all nodes', those selecting it."""
-        if not node:
-            return list(self.by_node.get(node, ()))
+        """The slices whose devices ``node`` can use (``allocatable_on``), as the allocator lists them.
+
+        Its own, then those on no one node in their order (``slicesOnNode[node]`` then
+        ``slicesShared``, which ``GatherPools`` reads in this order: the first slice of a pool's
+        generation gives its ``resourceSliceCount``).
+        """
         labels = self.labels_of(node)
-        return [*self.by_node.get(node, ()), *self.by_node.get("", ()),
-                *(s for s in self.selected if s.allocatable_on(node, labels))]
+        return [*self.by_node.get(node, ()), *(s for s in self.shared if s.allocatable_on(node, labels))]
 
 
 # --- Pools --------------------------------------------------------------------------------------------
@@ -174,39 +180,34 @@ class _Pool:
     driver: str
     name: str
     slices: list[dra.ResourceSlice]
+    """Sorted by name (``buildPool``); none when incomplete."""
     incomplete: bool = False
     invalid: str = ""
+
+
+_MATCHED: Final = replace(dra_pools.checked_reading({}), sees=lambda s, node: bool(node) or s.all_nodes,
+                          reached=lambda s: None)
+"""`dra_pools.checked_reading` of the slices `Inventory.on_node` matched already (each selector once per node)."""
 
 
 def gather_pools(node: str, inventory: Inventory) -> list[_Pool]:
     """The pools with devices for ``node`` (``GatherPools``), sorted by driver and pool name.
 
-    Of the slices ``node`` can use (`Inventory.on_node`, which matches each selector slice against
-    the node's labels once), each pool's newest generation, judged against every slice of the
-    cluster (`Inventory.generations`).
+    The slices ``node`` can use (`Inventory.on_node`, which matches each selector slice against the
+    node's labels once), gathered by the one pool rule (`dra_pools.gather`), judged against every
+    slice of the cluster (`Inventory.generations`).
     """
-    pools: dict[tuple[str, str], _Pool] = {}
-    generations = inventory.generations
-    for slice_ in inventory.on_node(node):
-        key = (slice_.driver, slice_.pool)
-        pool = pools.get(key)
-        if pool is None or slice_.generation > pool.slices[0].generation:
-            pools[key] = _Pool(slice_.driver, slice_.pool, [slice_])
-        elif slice_.generation == pool.slices[0].generation:
-            pool.slices.append(slice_)
+    _, views = dra_pools.gather(inventory.on_node(node), inventory.generations, _MATCHED, (node,))
     result: list[_Pool] = []
-    for key in sorted(pools):
-        pool = pools[key]
-        first = pool.slices[0]
-        view = generations.judge(*key, first.generation, len(pool.slices), first.slice_count)
-        if view is dra.PoolView.OBSOLETE:
+    for (driver, name), seen in sorted(views.items()):
+        view = seen[0]  # the node's (or, seeing only allNodes slices, "" every other node's)
+        if view.view is dra.PoolView.OBSOLETE:
+            continue  # checkSlicesInPool: being replaced; ignored on this node
+        if view.view is dra.PoolView.INCOMPLETE:
+            result.append(_Pool(driver, name, [], incomplete=True))
             continue
-        pool.incomplete = view is dra.PoolView.INCOMPLETE
-        pool.slices.sort(key=lambda s: s.name)
-        repeated = dra.repeated_device(pool.slices)
-        if repeated is not None:
-            pool.invalid = f"duplicate device name {repeated}"
-        result.append(pool)
+        invalid = f"duplicate device name {view.repeated}" if view.repeated is not None else ""
+        result.append(_Pool(driver, name, sorted(view.slices, key=lambda s: s.name), invalid=invalid))
     return result
 
 
@@ -571,7 +572,8 @@ def allocate(node: str, claims: Sequence[dra.ResourceClaim], inventory: Inventor
         new_share_id: a fresh share ID for each allocation of a shared device.
 
     Returns:
-        The allocations, in the order of ``claims``, or `REASON_CANNOT_ALLOCATE` / `REASON_TIMED_OUT`.
+        The allocations, in the order of ``claims``, or `REASON_CANNOT_ALLOCATE` / `REASON_INVALID_POOLS` /
+        `REASON_TIMED_OUT`.
 
     Raises:
         AllocationError: a claim or class that cannot be evaluated (CEL errors, unsupported requests,
@@ -609,7 +611,9 @@ def allocate(node: str, claims: Sequence[dra.ResourceClaim], inventory: Inventor
     except RecursionError:
         return REASON_TIMED_OUT
     if not done:
-        return REASON_CANNOT_ALLOCATE
+        # allocator_incubating.go Allocate: no solution, and an invalid pool seen on the node says so
+        # (ErrFailedAllocationOnNode: this node's unschedulable reason, other nodes are still tried)
+        return REASON_INVALID_POOLS if any(pool.invalid for pool in search.pools) else REASON_CANNOT_ALLOCATE
     return tuple(_allocation(index, search.chosen, node, new_share_id) for index in range(len(claims)))
 
 
@@ -721,6 +725,7 @@ __all__ = [
     "MAX_STEPS",
     "Placement",
     "REASON_CANNOT_ALLOCATE",
+    "REASON_INVALID_POOLS",
     "REASON_IN_USE",
     "REASON_NOT_ON_NODE",
     "REASON_TIMED_OUT",

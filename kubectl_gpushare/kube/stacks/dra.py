@@ -18,12 +18,12 @@ capacity. The node becomes a ledger `NodeRecord` as if the device plugin adverti
 - a claim reserved for one pod (``status.reservedFor``) is shown as that pod, its claims summed; a
   claim reserved for several pods, or for none yet, is shown under its own name, so memory is
   counted once however many pods share it;
-- a pool is read per node as kube-scheduler gathers it (`_gathered`, `pool_states`): a node sees its
+- a pool is read per node as kube-scheduler gathers it (`dra_pools.gather`, `pool_states`): a node sees its
   own slices, those for all nodes and those whose node selector matches its labels (of the nodes
   read; `node_affinity`, the allocator's rule); only the newest generation of the slices it sees
   counts (`dra_objects.PoolGenerations.judge`), each device name once; on a node where the pool's
-  generation has more or fewer slices than its ``resourceSliceCount`` (incomplete), or lists a
-  device name twice (invalid), its GPUs keep their memory (claims allocated there still hold it) but
+  generation has more or fewer slices than its ``resourceSliceCount`` (incomplete), or, complete,
+  lists a device name twice (invalid), its GPUs keep their memory (claims allocated there still hold it) but
   are unhealthy: the allocator allocates no new claim from such a pool there. A device that is not
   ``gpu-<index>`` or has no readable memory is left out with a warning, an invalid one (marked by
   `dra_objects`) is kept with no memory;
@@ -41,15 +41,15 @@ Pure: decoded objects in, records out; warnings through the caller's `Warnings`.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple, TypeVar
+from typing import Final
 
 import msgspec
 
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare import protocol
+from kubectl_gpushare.kube import dra_pools
 from kubectl_gpushare.kube.records import Warnings, shown
 from kubectl_gpushare.kube.types import Pod, PodResourceClaim
 from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord, StackClaim, StackGPU, StackNode
@@ -70,13 +70,14 @@ class DraObjects:
     """The DRA objects of a cluster that the views read, each decoded and checked once.
 
     Attributes:
-        slices: our driver's slices some node uses (`_gathered`), checked by `dra_objects.read_slice`.
+        slices: our driver's slices some node uses (`dra_pools.gather`), checked by `dra_objects.read_slice`.
         nvidia: NVIDIA's driver's slices some node uses, read here as a stack.
         claims: the claims that matter here, checked by `dra_objects.read_claim` (see `read`).
         classes: DeviceClasses by name, where a question read them (explain, doctor); None: not read.
         served: whether the API serves ``resource.k8s.io/v1`` (False: no DRA, nothing else to read).
         unusable: (driver, pool) -> why kube-scheduler allocates no new claim from the pool (`pool_states`).
-        unusable_on: (driver, pool) -> the nodes where it does not (sorted; "" for a pool of no one node).
+        unusable_on: (driver, pool) -> the nodes where it does not (sorted; "": every node not named in
+            `named_in`, which sees only the pool's allNodes slices).
     """
 
     slices: list[dra.ResourceSlice] = field(default_factory=list)
@@ -86,6 +87,11 @@ class DraObjects:
     served: bool = True
     unusable: dict[tuple[str, str], str] = field(default_factory=dict)
     unusable_on: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    published: list[dra.ResourceSlice] = field(default_factory=list)
+    """Every slice of our driver that reads (`slices` and those no node uses): what the allocator gathers
+    pools from (`dra_pools`: a slice no node uses still counts toward its pool), for explain."""
+    named_in: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    """(driver, pool) -> the nodes with a view of their own, for a pool that "" (every other node) cannot use."""
     _unusable_sets: dict[tuple[str, str], frozenset[str]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     """`unusable_on` as sets, made on first ask: a pool over 40,000 nodes is asked once per slice."""
@@ -102,12 +108,10 @@ class DraObjects:
         nodes = self._unusable_sets.get(key)
         if nodes is None:
             nodes = self._unusable_sets[key] = frozenset(self.unusable_on.get(key, ()))
-        return node in nodes
+        return node in nodes or ("" in nodes and node not in self.named_in.get(key, ()))
 
 
 _NO_SPEC: Final = dra.WireClaimSpec()
-_T = TypeVar("_T")
-_K = TypeVar("_K")
 
 
 def read(
@@ -117,7 +121,7 @@ def read(
     """Check the slices of the drivers read here and the claims; each unreadable object is one warning.
 
     Slices of other drivers are skipped undecoded; of each pool only the slices a node uses are kept
-    (`_gathered`: older generations are being replaced by their driver), and a pool kube-scheduler
+    (`dra_pools.gather`: older generations are being replaced by their driver), and a pool kube-scheduler
     allocates nothing from is one warning naming the nodes where (`pool_states`). An allocated
     claim is read without its requests (what it holds is its allocation; 100,000 claims cost a
     third less so), and one allocated on no driver read here not at all; unallocated claims are
@@ -125,7 +129,7 @@ def read(
     what is allocated).
     A claim passed already read (`dra.tally_claim`, for counting) is kept where it is allocated on a
     driver read here. ``labels``: node name -> labels of the nodes read, which slices' node selectors
-    are matched against (`_gathered`); a selector matches no node not in it by its labels.
+    are matched against (`dra_pools.gather`); a selector matches no node not in it by its labels.
     """
     labels = labels or {}
     ours: list[dra.ResourceSlice] = []
@@ -168,12 +172,8 @@ def read(
             for problem in claim.problems:
                 _warn(warnings, problem)
         read_claims.append(claim)
-    generations = dra.PoolGenerations.of(ours)
-    ours, views = _gathered(ours, generations, lambda s: (s.driver, s.pool), lambda s: s.node_name,
-                            lambda s: s.generation, lambda s: s.slice_count,
-                            lambda s: (d.name for d in s.devices), dra.repeated_device,
-                            lambda s, node: s.allocatable_on(node, labels.get(node)), labels,
-                            lambda s: _names_reached(s.node_selector))
+    published, generations = ours, dra.PoolGenerations.of(ours)
+    ours, views = dra_pools.gather(ours, generations, dra_pools.checked_reading(labels), labels)
     unusable = pool_states(generations, views)
     generations = dra.PoolGenerations((s.spec.driver, s.spec.pool.name, s.spec.pool.generation) for s in nvidia)
     selectors: dict[int, NodeSelector] = {}
@@ -185,162 +185,30 @@ def read(
             selectors[id(wire)] = selector
         for problem in problems:
             _warn(warnings, problem)
-
-    def nvidia_sees(slice_: dra.WireResourceSlice, node: str) -> bool:
-        return dra.shared_slice_reaches(selectors.get(id(slice_)), bool(slice_.spec.all_nodes), node, labels.get(node))
-
-    nvidia, views = _gathered(nvidia, generations, lambda s: (s.spec.driver, s.spec.pool.name),
-                              lambda s: s.spec.node_name or "", lambda s: s.spec.pool.generation,
-                              lambda s: s.spec.pool.resource_slice_count, _wire_names,
-                              lambda seen: dra.repeated_name(n for s in seen for n in _wire_names(s)), nvidia_sees,
-                              labels, lambda s: _names_reached(selectors.get(id(s))))
-    unusable.update(pool_states(generations, views))
+    nvidia, nvidia_views = dra_pools.gather(nvidia, generations, _wire_reading(selectors, labels), labels)
+    unusable.update(pool_states(generations, nvidia_views))
+    named_in = {**_named_in(views), **_named_in(nvidia_views)}
     objects = DraObjects(ours, nvidia, read_claims, unusable={key: why for key, (why, _) in unusable.items()},
-                         unusable_on={key: nodes for key, (_, nodes) in unusable.items()})
+                         unusable_on={key: nodes for key, (_, nodes) in unusable.items()}, named_in=named_in,
+                         published=published)
     if warnings is not None:
         for message in pool_warnings(objects):
             warnings.add(message)
     return objects
 
 
-class NodeView(NamedTuple):
-    """What one node sees of a pool (``GatherPools`` gathers per node), for `pool_states`."""
+def _wire_reading(
+    selectors: Mapping[int, NodeSelector], labels: Mapping[str, Mapping[str, str]],
+) -> dra_pools.SliceReading[dra.WireResourceSlice]:
+    """How NVIDIA's unchecked slices are read for the pool rule; ``selectors``: their compiled ones, by id."""
+    def sees(slice_: dra.WireResourceSlice, node: str) -> bool:
+        return dra.shared_slice_reaches(selectors.get(id(slice_)), bool(slice_.spec.all_nodes), node, labels.get(node))
 
-    node: str
-    """The node ("": the pool's slices are all for no one node; it is judged once, by them)."""
-    view: dra.PoolView
-    expected: int
-    """The first of them's ``resourceSliceCount``."""
-    repeated: str | None
-    """The first device name they repeat (None: none)."""
-
-
-def _gathered(
-    slices: list[_T], generations: dra.PoolGenerations, pool_of: Callable[[_T], tuple[str, str]],
-    node_of: Callable[[_T], str], generation_of: Callable[[_T], int], count_of: Callable[[_T], int],
-    names_of: Callable[[_T], Iterable[str]], repeated_in: Callable[[list[_T]], str | None],
-    sees: Callable[[_T, str], bool], nodes: Iterable[str], reached: Callable[[_T], frozenset[str] | None],
-) -> tuple[list[_T], dict[tuple[str, str], list[NodeView]]]:
-    """The slices some node uses, in their order, and what each node with slices of a pool sees of it.
-
-    A node sees its own slices and those on no one node (``node_of`` "") that ``sees`` says it
-    does: allNodes ones (``sees(slice, "")``) and those whose node selector matches it
-    (``GatherPools``/``NodeMatches``, the allocator's rule); of them only their newest generation
-    counts, judged by `dra_objects.PoolGenerations.judge` (a node whose generation is obsolete
-    uses nothing of the pool and is not judged further). The nodes judged are those with slices of
-    the pool and those of ``nodes`` (the nodes read) a selector of it matches; with none, the pool
-    is judged once, as "", by its allNodes slices. The slices on no one node are judged once per
-    distinct set a node sees, not once per node. ``reached``: the only node names a slice's selector
-    can match (`node_affinity.NodeSelector.names_reached`; None: any), so a pool of name-selecting
-    slices asks only those nodes.
-    """
-    used: set[int] = set()
-    views: dict[tuple[str, str], list[NodeView]] = {}
-    known = {node: position for position, node in enumerate(nodes)}  # the nodes read, in their order
-    for key, members in _grouped((pool_of(s), s) for s in slices).items():
-        only = members[0]
-        if len(members) == 1 and (node_of(only) or sees(only, "")):  # the common pool, one node's one slice
-            expected = count_of(only)
-            used.add(id(only))
-            views[key] = [NodeView(node_of(only), generations.judge(*key, generation_of(only), 1, expected),
-                                   expected, repeated_in(members))]
-            continue
-        everywhere: list[_T] = []  # allNodes slices (every node sees them), as the allocator's `Inventory.on_node`
-        selecting: list[_T] = []  # then the others on no one node: a node sees those its selector matches
-        for s in members:
-            if not node_of(s):
-                (everywhere if sees(s, "") else selecting).append(s)
-        own: dict[str, list[_T]] = _grouped((node, s) for s in members if (node := node_of(s)))
-        # the newest generation of the slices on no one node a node sees, those slices, the name they repeat
-        shared_by: dict[tuple[int, ...], tuple[int | None, list[_T], str | None]] = {}
-        shared_names: dict[tuple[int, ...], set[str]] = {}
-        found = views[key] = []
-        for node, visible in _visible(own, _asked(known, selecting, reached), everywhere, selecting, sees):
-            seen_key = tuple(id(s) for s in visible)
-            if seen_key not in shared_by:
-                top_newest = max((generation_of(s) for s in visible), default=None)
-                newest = [s for s in visible if generation_of(s) == top_newest]
-                shared_by[seen_key] = (top_newest, newest, repeated_in(newest) if newest else None)
-            top_shared, shared, shared_repeated = shared_by[seen_key]
-            mine = own.get(node, [])
-            top = max((generation_of(s) for s in mine), default=top_shared)
-            if top is None:
-                continue  # sees nothing of the pool
-            if top_shared is not None and top_shared > top:
-                top = top_shared
-            mine = [s for s in mine if generation_of(s) == top]
-            seeing = shared if top == top_shared else []
-            if not mine and not seeing:
-                continue
-            seen, expected = len(mine) + len(seeing), count_of((mine or seeing)[0])
-            view = generations.judge(*key, top, seen, expected)
-            if view is dra.PoolView.OBSOLETE:
-                continue
-            used.update(id(s) for s in mine)
-            used.update(id(s) for s in seeing)
-            repeated = (shared_repeated if seeing else None) or (repeated_in(mine) if mine else None)
-            if repeated is None and seeing and mine:
-                names = shared_names.get(seen_key)
-                if names is None:
-                    names = shared_names[seen_key] = {name for s in seeing for name in names_of(s)}
-                repeated = next((name for s in mine for name in names_of(s) if name in names), None)
-            found.append(NodeView(node, view, expected, repeated))
-    return [s for s in slices if id(s) in used], views
-
-
-def _names_reached(selector: NodeSelector | None) -> frozenset[str] | None:
-    """`NodeSelector.names_reached` of a slice's selector, if it has one (None: any node)."""
-    return None if selector is None else selector.names_reached
-
-
-def _asked(
-    known: Mapping[str, int], selecting: list[_T], reached: Callable[[_T], frozenset[str] | None]
-) -> Iterable[str]:
-    """The nodes read that a slice of ``selecting`` may reach, in ``known``'s order.
-
-    All of them unless every selector names its nodes; then only those, so pools of one node each,
-    each selecting its node by ``metadata.name``, cost time linear in the nodes, not quadratic.
-    """
-    if not selecting:
-        return ()
-    names: set[str] = set()
-    for s in selecting:
-        found = reached(s)
-        if found is None:
-            return known
-        names.update(found)
-    return sorted((name for name in names if name in known), key=known.__getitem__)
-
-
-def _visible(
-    own: Mapping[str, list[_T]], known: Iterable[str], everywhere: list[_T], selecting: list[_T],
-    sees: Callable[[_T, str], bool],
-) -> Iterator[tuple[str, list[_T]]]:
-    """Each node `_gathered` judges, with the slices on no one node it sees; each node asks each selector once.
-
-    The nodes with slices of the pool, then those of ``known`` a selector matches; with none, "" (the
-    pool judged once, by its allNodes slices ``everywhere``).
-    """
-    if not selecting:
-        yield from ((node, everywhere) for node in own or [""])
-        return
-    for node in own:
-        yield node, [*everywhere, *(s for s in selecting if sees(s, node))]
-    judged = bool(own)
-    for node in known:
-        if node not in own and (chosen := [s for s in selecting if sees(s, node)]):
-            judged = True
-            yield node, [*everywhere, *chosen]
-    if not judged:
-        yield "", everywhere
-
-
-def _grouped(keyed: Iterable[tuple[_K, _T]]) -> dict[_K, list[_T]]:
-    """Items by key, in their order."""
-    found: defaultdict[_K, list[_T]] = defaultdict(list)
-    for key, item in keyed:
-        found[key].append(item)
-    return found
+    return dra_pools.SliceReading(
+        pool=lambda s: (s.spec.driver, s.spec.pool.name), node=lambda s: s.spec.node_name or "",
+        generation=lambda s: s.spec.pool.generation, count=lambda s: s.spec.pool.resource_slice_count,
+        names=_wire_names, repeated=lambda seen: dra.repeated_name(n for s in seen for n in _wire_names(s)),
+        sees=sees, reached=lambda s: dra_pools.names_reached(selectors.get(id(s)), bool(s.spec.all_nodes)))
 
 
 def _wire_names(slice_: dra.WireResourceSlice) -> Iterator[str]:
@@ -357,12 +225,22 @@ MAX_NAMED_NODES: Final = 3
 """Nodes a pool warning names before "and N more"."""
 
 
+def _named_in(
+    views: Mapping[tuple[str, str], Sequence[dra_pools.NodeView[object]]],
+) -> dict[tuple[str, str], frozenset[str]]:
+    """`DraObjects.named_in`: the nodes named in the views of each pool that "" (every other node) cannot use."""
+    return {key: frozenset(v.node for v in seen if v.node) for key, seen in views.items()
+            if any(not v.node and v.unusable for v in seen)}
+
+
 def pool_name(driver: str, pool: str, nodes: Sequence[str]) -> str:
     """``pool NAME of DRIVER`` and the nodes it is said of (a node-local pool's own node is not repeated)."""
-    named = [shown(node) for node in nodes[:MAX_NAMED_NODES] if node]
+    names = [node for node in nodes if node]  # "": every other node (`DraObjects.named_in`)
+    named = [shown(node) for node in names[:MAX_NAMED_NODES]]
     if not named or (len(nodes) == 1 and nodes[0] == pool):
         return f"pool {shown(pool)} of {driver}"
-    more = f" and {len(nodes) - len(named)} more" if len(nodes) > len(named) else ""
+    more = f" and {len(names) - len(named)} more" if len(names) > len(named) else ""
+    more += " and every other node" if len(names) < len(nodes) else ""
     return f"pool {shown(pool)} of {driver} ({'node' if len(nodes) == 1 else 'nodes'} {', '.join(named)}{more})"
 
 
@@ -378,11 +256,11 @@ def pool_warnings(objects: DraObjects) -> Iterator[str]:
 
 
 def pool_states(
-    generations: dra.PoolGenerations, pools: Mapping[tuple[str, str], Sequence[NodeView]],
+    generations: dra.PoolGenerations, pools: Mapping[tuple[str, str], Sequence[dra_pools.NodeView[object]]],
 ) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
     """(driver, pool) -> why kube-scheduler allocates nothing new from the pool, and the nodes where.
 
-    ``pools``: what each node with slices of a pool sees of it (`_gathered`). The rules and words of
+    ``pools``: what each node that sees a pool makes of it (`dra_pools.gather`). The rules and words of
     k8s.io/dynamic-resource-allocation structured ``GatherPools``, per node (the allocator skips
     such pools for new claims; an ``All`` request fails on them): ``IsIncomplete`` when the
     generation does not have exactly ``resourceSliceCount`` slices ("currently being updated"),
@@ -391,7 +269,7 @@ def pool_states(
     """
     unusable: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
     for key, views in pools.items():
-        failing = [v for v in views if v.view is dra.PoolView.INCOMPLETE or v.repeated is not None]
+        failing = [v for v in views if v.unusable]
         if not failing:
             continue
         reasons: list[str] = []
@@ -1054,7 +932,6 @@ __all__ = [
     "claim_names",
     "DraObjects",
     "MAX_NAMED_NODES",
-    "NodeView",
     "Holder",
     "PodClaim",
     "asks_driver",

@@ -388,8 +388,8 @@ def test_a_claim_read_of_the_wrong_shape_fails_that_pod_in_one_line(
         kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
         wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
     assert served
-    assert [m for m in failed_scheduling(sandbox, "p") if "does not decode as a resource.k8s.io/v1.ResourceClaim (" in m
-            and "not an" in m], failed_scheduling(sandbox, "p")
+    assert [m for m in failed_scheduling(sandbox, "p") if "does not decode as a resource.k8s.io/v1.ResourceClaim "
+            "(Expected `" in m], failed_scheduling(sandbox, "p")  # the claim structs' own words (dra_objects)
     messages = [r.getMessage() for r in caplog.records]
     assert not [m for m in messages if "has no attribute" in m or "not iterable" in m], messages
 
@@ -416,9 +416,56 @@ def test_a_claim_read_whose_finalizers_are_not_strings_fails_that_pod_in_one_lin
         wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
     assert served
     assert [m for m in failed_scheduling(sandbox, "p")
-            if "(metadata.finalizers is not an array of strings)" in m], failed_scheduling(sandbox, "p")
+            if "(Expected `array`, got `int` - at `$.metadata.finalizers`)" in m], failed_scheduling(sandbox, "p")
     messages = [r.getMessage() for r in caplog.records]
     assert not [m for m in messages if "not iterable" in m or "Traceback" in m], messages
+
+
+UNDECODABLE = "does not decode as a resource.k8s.io/v1.ResourceClaim "
+FULL = [{"resource": "pods", "name": f"other-{i}", "uid": f"uid-{i}"} for i in range(256)]
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"status": {"reservedFor": [7]}}, f"{UNDECODABLE}(Expected `object`, got `int` - at `$.status.reservedFor[0]`)"),
+    ({"metadata": {"uid": 5}}, f"{UNDECODABLE}(Expected `str`, got `int` - at `$.metadata.uid`)"),
+    ({"metadata": {"name": ""}}, f"{UNDECODABLE}(a ResourceClaim without a valid metadata.name)"),
+    ({"status": {"allocation": {"devices": {"results": [{"driver": 1}]}}}},
+     f"{UNDECODABLE}(Expected `str`, got `int` - at `$.status.allocation.devices.results[0].driver`)"),
+    ({"status": {"reservedFor": FULL}}, ": resourceclaim in use"),
+], ids=["reservedFor-entry", "uid", "no-name", "allocation", "reservedFor-full"])
+def test_a_hostile_claim_read_is_refused_by_the_claim_structs_the_views_read(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture,
+        change: dict[str, Any], why: str) -> None:
+    # PreBind's claim read is decoded by `dra_objects`' claim structs and checked by `read_claim`, the one
+    # rule the views read claims by: a hostile reply fails that pod's cycle in one line and the retry binds
+    # it. Before, the reply was read as a dict: a reservedFor entry that is no object was dropped from the
+    # list written back (another consumer's reservation lost), a uid of the wrong type read as "deleted in
+    # the meantime", an allocation of the wrong shape as "allocated elsewhere", a nameless claim went on.
+    # A claim whose reservedFor is full now (256, PreFilter's rule) takes no more pods: its list was cut.
+    claim_read = re.compile(r"/resourceclaims/(p-gpu-[a-z0-9]+)(\?.*)?$")
+    served: list[str] = []
+
+    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
+        found = claim_read.search(path)
+        if method != "GET" or not found or served:
+            return None
+        real = next((c for c in sandbox.objects("resourceclaims") if c["metadata"]["name"] == found[1]), None)
+        if real is None:
+            return None
+        served.append(path)
+        hostile = {**real, "metadata": {**real["metadata"], **change.get("metadata", {})},
+                   "status": {**real.get("status", {}), **change.get("status", {})}}
+        return json.dumps(hostile).encode()
+
+    with relay(sandbox, rewrite) as port, running_scheduler(sandbox, kubeconfig, server=f"http://127.0.0.1:{port}"):
+        kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
+    assert served
+    assert [m for m in failed_scheduling(sandbox, "p") if why in m], failed_scheduling(sandbox, "p")
+    claim = next(c for c in sandbox.objects("resourceclaims") if c["metadata"]["name"].startswith("p-gpu-"))
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["p"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "Traceback" in m or "got deleted" in m or "allocated elsewhere" in m], messages
 
 
 # --- writes of unknown outcome -------------------------------------------------------------------
@@ -718,3 +765,54 @@ def test_a_binding_never_sent_does_not_keep_the_reservations_for_the_request_tim
     uid = (sandbox.get("pods", "default", "p") or {})["metadata"]["uid"]
     assert reserved_for(sandbox, "p", "gpu") == [uid]
     assert_not_over_committed(sandbox)
+
+
+def pool_slice(name: str, pool: str, generation: int, count: int, device: str, gib: int,
+               **where: Any) -> dict[str, Any]:
+    """A slice of ``pool`` with one shared GPU ``device``; ``where``: nodeName, allNodes or nodeSelector."""
+    found = slice_object("x", gib)
+    found["metadata"]["name"] = name
+    found["spec"].pop("nodeName")
+    found["spec"].update(pool={"name": pool, "generation": generation, "resourceSliceCount": count}, **where)
+    found["spec"]["devices"][0]["name"] = device
+    return found
+
+
+def test_the_scheduler_and_the_views_read_an_invalid_pool_by_one_rule(sandbox: Sandbox, kubeconfig: Path,
+                                                                      kubectl: Kubectl,
+                                                                      kube_env: dict[str, str]) -> None:
+    # Pool "dup" on n1 publishes gpu-0 in both its slices (complete: 2 of 2): invalid (pools_incubating.go
+    # validateDeviceNames). The stand-in allocates nothing from it and, nothing else fitting, says upstream's
+    # reason; inspect, reading the same API, warns of the same pool in the same words (kube/dra_pools.py).
+    with running_scheduler(sandbox, kubeconfig):
+        sandbox.load([pool_slice(f"dup-{s}", "dup", 1, 2, "gpu-0", 80, nodeName="n1") for s in "ab"])
+        kubectl("create", "-f", "-", input=template("t", "40Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: failed_scheduling(sandbox, "p"), timeout=30, what="p's FailedScheduling")
+    assert failed_scheduling(sandbox, "p") == ["0/1 nodes are available: 1 invalid resource pools were encountered."]
+    assert not bound(sandbox, "p")
+    result = subprocess.run(["kubectl-inspect-gpushare", "-o", "json"], env=kube_env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert f"warning: pool 'dup' of {DRIVER} (node 'n1') is invalid: duplicate device name 'gpu-0'; " in result.stderr
+
+
+def test_a_pool_obsolete_on_a_node_by_the_first_slice_it_sees_is_not_allocated_from(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl) -> None:
+    # GatherPools reads a node's own slices, then those on no one node in their order; the first of the
+    # generation gives resourceSliceCount (the API lists by name). n2 (rack b) sees the rack-b slice (count 1),
+    # then the allNodes one:
+    # 2 of 1, and generation 3 exists (a node not read publishes it), so the pool is obsolete on n2: its 80Gi
+    # GPUs are not allocated from. Before, the allNodes slice was read first (count 2: complete) and the pod
+    # bound to n2.
+    rack_b = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["b"]}]}]}
+    n2 = node_object("n2", [], ip="10.0.0.2")
+    n2["metadata"].setdefault("labels", {})["rack"] = "b"
+    with running_scheduler(sandbox, kubeconfig):
+        sandbox.load([n2, pool_slice("p-0-rack-b", "p", 2, 1, "gpu-0", 80, nodeSelector=rack_b),
+                      pool_slice("p-1-all", "p", 2, 2, "gpu-1", 80, allNodes=True),
+                      pool_slice("p-new", "p", 3, 1, "gpu-2", 80, nodeName="elsewhere")])
+        kubectl("create", "-f", "-", input=template("t", "40Gi") + "\n" + pod("p", "t"))
+        wait_for(lambda: failed_scheduling(sandbox, "p") or bound(sandbox, "p"), timeout=30,
+                 what=lambda: f"p's FailedScheduling; {scheduled_condition(sandbox, 'p')}")
+    assert failed_scheduling(sandbox, "p") == ["0/2 nodes are available: 2 cannot allocate all claims."]
+    assert not bound(sandbox, "p") and allocated_claims(sandbox) == []

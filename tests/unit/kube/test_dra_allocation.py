@@ -246,7 +246,24 @@ def test_invalid_devices_and_pools_are_never_allocated() -> None:
     broken = node_slice("n1", gpu(0, policy={"default": "1Gi", "validRange": {"min": "1Gi", "step": "0"}}))
     assert broken.devices[0].invalid and run("n1", [claim()], [broken]) == alloc.REASON_CANNOT_ALLOCATE
     twice = [node_slice("n1", gpu(0), count=2, name="a"), node_slice("n1", gpu(0), count=2, name="b")]
-    assert run("n1", [claim()], twice) == alloc.REASON_CANNOT_ALLOCATE
+    assert run("n1", [claim()], twice) == alloc.REASON_INVALID_POOLS  # allocator_incubating.go says why
+
+
+def test_an_invalid_pool_is_the_nodes_reason_only_when_nothing_else_fits() -> None:
+    """Allocate (allocator_incubating.go): with no solution, an invalid pool seen on the node makes its
+    reason "invalid resource pools were encountered" (ErrFailedAllocationOnNode); a solution from another
+    pool is still taken. An incomplete pool is not also invalid (buildPool validates complete pools only)."""
+    twice = [node_slice("n1", gpu(0), count=2, name="a"), node_slice("n1", gpu(0), count=2, name="b")]
+    other = dra.decode_slice({"metadata": {"name": "other"}, "spec": {
+        "driver": DRIVER, "nodeName": "n1", "devices": [gpu(1)],
+        "pool": {"name": "other", "generation": 1, "resourceSliceCount": 1}}})
+    found = run("n1", [claim()], [*twice, other])
+    assert not isinstance(found, str) and [r.pool for r in found[0].results] == ["other"]
+    assert run("n1", [claim("20Gi")], [*twice, other]) == alloc.REASON_INVALID_POOLS
+    incomplete = [node_slice("n1", gpu(0), count=3, name="a"), node_slice("n1", gpu(0), count=3, name="b")]
+    pools = alloc.gather_pools("n1", alloc.Inventory(incomplete, CLASSES))
+    assert [(p.incomplete, p.invalid, p.slices) for p in pools] == [(True, "", [])]
+    assert run("n1", [claim()], incomplete) == alloc.REASON_CANNOT_ALLOCATE
 
 
 def test_an_unreadable_consumption_holds_the_whole_device() -> None:

@@ -151,7 +151,7 @@ def test_a_pool_listing_a_device_twice_keeps_each_gpu_once_with_its_memory_but_u
     two = [slice_("n", [device(0, "80Gi"), device(1)], name="a"), slice_("n", [device(0)], name="b")]
     held = [claim("held", [result("n", "gpu-0", "4Gi")], ["a"])]
     for slices, why in ((two, "is incomplete (currently being updated): 2 ResourceSlice(s) of generation 1, "
-                              "resourceSliceCount 1 and is invalid: duplicate device name 'gpu-0'"),
+                              "resourceSliceCount 1"),  # buildPool validates complete pools only
                         ([slice_("n", [device(0, "80Gi"), device(0), device(1)])],
                          "is invalid: duplicate device name 'gpu-0'")):
         ledger, warnings, objects = view([*slices, slice_("m", [device(0)])], held)
@@ -244,46 +244,145 @@ def test_which_generation_counts_is_judged_per_node(driver: str) -> None:
 RACKS: Final = {"n1": {"rack": "a"}, "n2": {"rack": "b"}, "n3": {"rack": "a"}, "n4": {"rack": "b"}}
 """The nodes read by the property test below: n4 has no slice of its own, so only a selector gives it the pool."""
 
+Gathered = list[tuple[tuple[str, str], tuple[str, ...], str]]
+"""Per pool a node sees: (driver, pool), the names of the slices of its generation the node sees, and
+"ok", "invalid" or "incomplete"."""
 
-@pytest.mark.parametrize("seed", range(100))
-def test_the_views_and_the_allocator_judge_each_nodes_pool_alike(seed: int) -> None:
-    """One rule (`dra_objects.PoolGenerations.judge`, `node_affinity`): for every node, the views keep its
-    slices and call the pool unusable there exactly when the sandbox's allocator gathers them so, and the
-    allocator gathers the same from the slices the views keep (explain allocates from those). Slices on no
-    one node are for all nodes or select a rack by a node selector."""
+
+def upstream_pools(node: str, slices: list[dra_objects.ResourceSlice]) -> Gathered:
+    """A reference model of GatherPools for one node, written from k8s.io/dynamic-resource-allocation
+    structured/internal/incubating/pools_incubating.go as plainly as it reads (no speed-ups), to judge
+    the one implementation (`kube.dra_pools`) by: slicesOnNode[node] then slicesShared in their order,
+    perDeviceNodeSelection skipped (no partitionable devices), the highest generation per pool, the first
+    slice's resourceSliceCount, checkSlicesInPool over every slice, validateDeviceNames on complete pools."""
+    labels = RACKS.get(node, {})
+    relevant: dict[tuple[str, str], list[dra_objects.ResourceSlice]] = {}
+    for s in [s for s in slices if s.node_name == node] + [s for s in slices if not s.node_name]:
+        if s.node_name:
+            matches = s.node_name == node
+        elif s.all_nodes:
+            matches = True
+        elif s.node_selector is not None:
+            matches = s.node_selector.matches(labels, node)
+        else:
+            continue  # perDeviceNodeSelection without partitionable devices, or nothing known
+        if not matches:
+            continue
+        key = (s.driver, s.pool)
+        if key not in relevant or s.generation > relevant[key][0].generation:
+            relevant[key] = [s]
+        elif s.generation == relevant[key][0].generation:
+            relevant[key].append(s)
+    gathered: Gathered = []
+    for key in sorted(relevant):
+        pool = relevant[key]
+        generation, count = pool[0].generation, pool[0].slice_count
+        names = tuple(sorted(s.name for s in pool))
+        if len(pool) != count:
+            everywhere = [s for s in slices if (s.driver, s.pool) == key]
+            if any(s.generation > generation for s in everywhere):
+                continue  # obsolete: ignored on this node
+            if sum(s.generation == generation for s in everywhere) != count:
+                gathered.append((key, names, "incomplete"))
+                continue
+        devices = [d.name for s in pool for d in s.devices]
+        gathered.append((key, names, "invalid" if len(set(devices)) < len(devices) else "ok"))
+    return gathered
+
+
+def random_slice(index: int, rng: random.Random) -> dra_objects.WireResourceSlice:
+    """A slice of pool p: on a node, for all nodes, selecting a rack or a node by name, or per device."""
+    where = rng.choice(["n1", "n2", "n3", "all", "rack", "name", "per-device"])
+    spec: dict[str, Any] = {
+        "driver": OURS, "devices": [device(rng.randint(0, 3)) for _ in range(rng.randint(0, 2))],
+        "pool": {"name": "p", "generation": rng.randint(1, 3), "resourceSliceCount": rng.randint(1, 4)}}
+    if where.startswith("n"):
+        spec["nodeName"] = where
+    elif where == "all":
+        spec["allNodes"] = True
+    elif where == "rack":
+        spec["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "rack", "operator": "In", "values": [rng.choice("ab")]}]}]}
+    elif where == "name":
+        spec["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [rng.choice(["n1", "n4", "gone"])]}]}]}
+    else:
+        spec["perDeviceNodeSelection"] = True
+    return msgspec.convert({"metadata": {"name": f"s{index}"}, "spec": spec}, dra_objects.WireResourceSlice)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_the_views_and_the_allocator_gather_each_nodes_pools_as_upstream(seed: int) -> None:
+    """One rule (`kube.dra_pools`), upstream's: for every node, the allocator gathers the pools the reference
+    model of GatherPools does; the views keep the node's own slices of a pool it does not ignore and call the
+    pool unusable there exactly when it is incomplete or invalid; and the allocator gathers the same from the
+    slices the views publish to explain (which allocates from those). Before, a node's shared slices were read allNodes
+    first (not in their order: the wrong slice gave the count), a node seeing only allNodes slices was not
+    judged by the views, an incomplete pool was also called invalid, and explain allocated from the slices some
+    node uses only (one no node used, such as a per-device one, no longer counted toward its pool)."""
     rng = random.Random(seed)
-    wires: list[dra_objects.WireResourceSlice] = []
-    for i in range(rng.randint(1, 7)):
-        node = rng.choice(["n1", "n2", "n3", "", "rack"])
-        devices = [device(rng.randint(0, 2) if rng.random() < 0.5 else rng.randint(3, 99))]
-        wire = pool_slice(node or "x", devices, f"s{i}", rng.randint(1, 4), rng.randint(1, 3), pool="p")
-        if node == "rack":
-            selector = {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "rack", "operator": "In", "values": [rng.choice("ab")]}]}]}
-            wire = msgspec.structs.replace(wire, spec=msgspec.structs.replace(
-                wire.spec, node_name=None, node_selector=msgspec.convert(selector, dra_objects.WireNodeSelector)))
-        elif not node:
-            wire = msgspec.structs.replace(wire, spec=msgspec.structs.replace(wire.spec, node_name=None,
-                                                                              all_nodes=True))
-        wires.append(wire)
+    wires = [random_slice(i, rng) for i in range(rng.randint(1, 6))]
     objects = dra.read(wires, [], None, labels=RACKS)
     checked = [dra_objects.read_slice(wire) for wire in wires]
     inventory = dra_allocation.Inventory(checked, {}, labels=RACKS)
-    judged = {s.node_name for s in checked if s.node_name} | {  # a node seeing only allNodes slices is judged as ""
-        node for node in RACKS if any(s.node_selector and s.allocatable_on(node, RACKS[node]) for s in checked)}
-    for node in sorted(judged):
+    kept = dra_allocation.Inventory(objects.published, {}, labels=RACKS)
+    for node in [*RACKS, "elsewhere"]:
+        want = upstream_pools(node, checked)
         pools = dra_allocation.gather_pools(node, inventory)
-        own = [s.name for s in pools[0].slices if s.node_name == node] if pools else []
-        assert sorted(own) == sorted(s.name for s in objects.slices if s.node_name == node), (seed, node)
-        unusable = bool(pools) and (pools[0].incomplete or bool(pools[0].invalid))
-        assert objects.unusable_at(OURS, "p", node) == unusable, (seed, node)
-        kept = dra_allocation.Inventory(objects.slices, {}, labels=RACKS)  # what explain allocates from
-        if any(s.node_name == node and s not in objects.slices for s in checked) and any(
-                s.node_selector and s in objects.slices for s in checked):
-            continue  # the node's obsolete own slices are dropped; a selector slice another node uses stays
+        assert [((p.driver, p.name), tuple(s.name for s in p.slices),
+                 "incomplete" if p.incomplete else "invalid" if p.invalid else "ok") for p in pools] == [
+            (key, () if state == "incomplete" else names, state) for key, names, state in want], (seed, node)
+        own = {s.name for s in checked if s.node_name == node}
+        assert sorted(own & {name for _, names, _ in want for name in names}) == sorted(
+            s.name for s in objects.slices if s.node_name == node), (seed, node)
+        if node in RACKS:  # the views judge the nodes read
+            assert objects.unusable_at(OURS, "p", node) == any(state != "ok" for _, _, state in want), (seed, node)
         again = dra_allocation.gather_pools(node, kept)
         assert [(p.slices, p.incomplete, p.invalid) for p in again] == [
             (p.slices, p.incomplete, p.invalid) for p in pools], (seed, node)
+
+
+@pytest.mark.parametrize("driver", [OURS, NVIDIA])
+def test_the_first_slice_a_node_sees_of_a_pool_gives_its_count_own_then_shared_in_their_order(driver: str) -> None:
+    """GatherPools reads slicesOnNode then slicesShared (in their order), and the first slice of the
+    generation gives resourceSliceCount: n2 sees the rack-b slice (count 1) first, then the allNodes one
+    (count 2): 2 seen of 1, and generation 3 exists, so the pool is obsolete on n2 and ignored. Read allNodes
+    first (as before), the count was 2 and the pool complete on n2."""
+    def shared(name: str, count: int, **spec: Any) -> dra_objects.WireResourceSlice:
+        wire = pool_slice("x", [device(name)], name, count, 2, driver, "p")
+        if "node_selector" in spec:
+            spec["node_selector"] = msgspec.convert(spec["node_selector"], dra_objects.WireNodeSelector)
+        return msgspec.structs.replace(wire, spec=msgspec.structs.replace(wire.spec, node_name=None, **spec))
+
+    rack_b = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["b"]}]}]}
+    slices = [shared("rack-b", 1, node_selector=rack_b), shared("all", 2, all_nodes=True),
+              pool_slice("n3", [device(0)], "n3", 1, 3, driver, "p")]
+    objects = dra.read(slices, [], None, labels=RACKS)
+    assert objects.unusable == {}, "n3's generation 3 is complete; every other node ignores generation 2"
+    kept = objects.slices if driver == OURS else objects.nvidia
+    assert len(kept) == 1, "only n3's slice is used: n2 and n4 ignore the obsolete generation 2 too"
+    if driver == OURS:
+        inventory = dra_allocation.Inventory([dra_objects.read_slice(w) for w in slices], {}, labels=RACKS)
+        assert dra_allocation.gather_pools("n2", inventory) == []
+        assert [s.name for p in dra_allocation.gather_pools("n3", inventory) for s in p.slices] == ["n3"]
+
+
+@pytest.mark.parametrize("driver", [OURS, NVIDIA])
+def test_nodes_that_see_only_a_pools_slices_for_all_nodes_are_judged_too(driver: str) -> None:
+    """n1 sees its own slice and the allNodes one: 2 of 3 (the pool publishes 2), incomplete; every other node
+    sees the allNodes slice alone: 1 of 3, incomplete as well. Before, only n1 was named."""
+    def everywhere(count: int) -> dra_objects.WireResourceSlice:
+        wire = pool_slice("x", [device(1)], "all", count, driver=driver, pool="p")
+        return msgspec.structs.replace(wire, spec=msgspec.structs.replace(wire.spec, node_name=None, all_nodes=True))
+
+    objects = dra.read([pooled("n1", "p", 3, driver), everywhere(3)], [], None, labels=RACKS)
+    assert objects.unusable_on == {(driver, "p"): ("", "n1")}
+    assert all(objects.unusable_at(driver, "p", node) for node in [*RACKS, "elsewhere"])
+    assert dra.pool_warning(objects, driver, "p").startswith(
+        f"pool 'p' of {driver} (nodes 'n1' and every other node) is incomplete (currently being updated): "
+        "2 ResourceSlice(s) of generation 1, resourceSliceCount 3")
+    fine = dra.read([pooled("n1", "p", 2, driver), everywhere(2)], [], None, labels=RACKS)
+    assert fine.unusable == {}, "2 of 2 on n1; 1 of 2 elsewhere, but the pool publishes its 2"
 
 
 @pytest.mark.parametrize("driver", [OURS, NVIDIA])
@@ -320,7 +419,7 @@ class _CountingLabels(dict[str, dict[str, str]]):
 
 @pytest.mark.parametrize("driver", [OURS, NVIDIA])
 def test_each_node_is_matched_against_each_selector_slice_once(driver: str) -> None:
-    """`_gathered` asks once whether a node sees a selector slice (it used to ask again when listing what each
+    """`dra_pools.gather` asks once whether a node sees a selector slice (it used to ask again when listing what each
     node sees, allNodes slices included); the pool is judged as before."""
     def on_no_node(name: str, **spec: Any) -> dra_objects.WireResourceSlice:
         wire = pool_slice("x", [device(9)], name, 4, driver=driver, pool="p")
