@@ -27,7 +27,7 @@ from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.kube.retry import RetryPolicy, call_with_retry
 from kubectl_gpushare.sandbox.server import Sandbox
-from tests.loopback_kubeconfig import write_kubeconfig
+from tests.loopback_kubeconfig import serving, write_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -142,18 +142,6 @@ class _Recorder(BaseHTTPRequestHandler):
         self.send_response(201)
         self.send_header("Content-Length", "0")
         self.end_headers()
-
-
-@contextmanager
-def serving(server: ThreadingHTTPServer) -> Iterator[int]:
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_port
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def test_a_failed_tls_handshake_sends_nothing(tmp_path: Path) -> None:
