@@ -495,7 +495,7 @@ class Transport:
         if isinstance(exc, (TimeoutError, socket.timeout)):
             waited = bound if bound is not None else self.config.timeout
             after = f" after {waited:.3g}s" if waited else ""
-            what = "did not answer" if sent else "did not accept a connection"
+            what = "did not answer" if sent else "did not complete a connection (TCP or TLS handshake)"
             return Unreachable(f"the API server at {server} {what}{after} ({url})", url, True, sent=sent)
         if isinstance(exc, ssl.SSLCertVerificationError):
             detail = exc.verify_message or exc.reason or "certificate verify failed"

@@ -154,6 +154,17 @@ def test_a_failed_tls_handshake_sends_nothing(tmp_path: Path) -> None:
     assert _Recorder.seen == []  # the server never saw the request it could have acted on
 
 
+def test_a_tls_handshake_that_times_out_sends_nothing(tmp_path: Path) -> None:
+    # The port accepts TCP (its backlog) and never speaks TLS: the handshake runs out of time.
+    with socket.create_server(("127.0.0.1", 0)) as listener, \
+            client_of(tmp_path, int(listener.getsockname()[1]), scheme="https", timeout=0.5) as client, \
+            pytest.raises(errors.Unreachable) as raised:
+        client.create(types.PODS, POD, "default")
+    assert raised.value.sent is False and raised.value.timeout
+    assert "did not complete a connection (TCP or TLS handshake) after 0.5s" in str(raised.value)
+    assert errors.write_failure("create", raised.value).startswith("create: not sent, nothing changed: ")
+
+
 def test_an_untrusted_server_certificate_sends_nothing(tmp_path: Path) -> None:
     cert, key = self_signed_pair(tmp_path, "not-the-cluster")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
