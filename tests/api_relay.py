@@ -7,12 +7,13 @@ sandbox's reply back, except those ``rewrite`` replaces.
 from __future__ import annotations
 
 import http.client
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from loopback_kubeconfig import serving
 
 from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -65,11 +66,5 @@ def relay(sandbox: Sandbox | int, rewrite: Rewrite) -> Iterator[int]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Relay)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_port
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(server) as port:
+        yield port

@@ -25,16 +25,22 @@ def write_kubeconfig(path: Path, port: int, token: str = "t") -> Path:
 
 
 @contextmanager
-def loopback_client(tmp_path: Path, handler: type[BaseHTTPRequestHandler], **options: Any) -> Iterator[Client]:
-    """A `Client` (``retry=None`` and ``options``) of a loopback server answering with ``handler``, for the block."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def serving(server: ThreadingHTTPServer) -> Iterator[int]:
+    """Serve ``server`` on a thread for the block, yielding its port; shut down and closed after."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    config = write_kubeconfig(tmp_path / "kubeconfig", server.server_port)
     try:
-        with Client(load_config(str(config)), retry=None, **options) as client:
-            yield client
+        yield server.server_port
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@contextmanager
+def loopback_client(tmp_path: Path, handler: type[BaseHTTPRequestHandler], **options: Any) -> Iterator[Client]:
+    """A `Client` (``retry=None`` and ``options``) of a loopback server answering with ``handler``, for the block."""
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as port:
+        config = write_kubeconfig(tmp_path / "kubeconfig", port)
+        with Client(load_config(str(config)), retry=None, **options) as client:
+            yield client

@@ -354,12 +354,10 @@ class Binder:
         try:
             self.api.create_binding(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
             return
-        except errors.ApiError as exc:
-            failure: errors.KubeError = exc
-            definite = errors.refused(exc) and not resend
-        except errors.KubeError as exc:  # timeout, reset after sending: it may have happened
-            # Never sent (no connection, no TLS handshake: `errors.not_sent`) it did not happen, as if refused.
-            failure, definite = exc, errors.not_sent(exc) and not resend
+        except errors.KubeError as exc:
+            # Refused by the API, or never sent (no connection, no TLS handshake): it did not happen. A timeout,
+            # a 5xx or a reset after sending may have (`errors.did_not_happen`); so may a resend's first try.
+            failure, definite = exc, errors.did_not_happen(exc) and not resend
         message = f"bind {args.pod_namespace}/{args.pod_name} to {args.node}: {failure}"
         try:
             current = self._get(args, max(0.0, self._left(deadline)))

@@ -1,10 +1,10 @@
 """HTTP/1.1 to one API server: a keep-alive connection pool, TLS, auth headers, error mapping.
 
 `Transport.request` sends one logical request: it re-reads credentials once after a 401 (a rotated
-token file, an expired exec credential), and sends a read (GET, HEAD) once more on a fresh
-connection when a pooled one turns out to have been closed by the server. Error replies become
-`kube.errors` classes built from the ``Status`` body; socket, TLS and timeout failures become
-`Unreachable` naming the server.
+token file, an expired exec credential), and sends a read (GET, HEAD, OPTIONS, TRACE) once more on
+a fresh connection when a pooled one turns out to have been closed by the server. Error replies
+become `kube.errors` classes built from the ``Status`` body; socket, TLS and timeout failures
+become `Unreachable` naming the server.
 
 Whether a request can have reached the server is tracked, so a write that cannot have landed is
 told apart from one of unknown outcome (`Unreachable.sent`). ``sent`` is False only where no byte
@@ -495,7 +495,7 @@ class Transport:
         if isinstance(exc, (TimeoutError, socket.timeout)):
             waited = bound if bound is not None else self.config.timeout
             after = f" after {waited:.3g}s" if waited else ""
-            what = "did not answer" if sent else "did not accept a connection"
+            what = "did not answer" if sent else "did not complete a connection (TCP or TLS handshake)"
             return Unreachable(f"the API server at {server} {what}{after} ({url})", url, True, sent=sent)
         if isinstance(exc, ssl.SSLCertVerificationError):
             detail = exc.verify_message or exc.reason or "certificate verify failed"

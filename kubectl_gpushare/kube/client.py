@@ -185,7 +185,8 @@ class Client:
     ) -> bytes:
         """Send one request and return the body of a 2xx reply; GETs follow the ``retry`` policy.
 
-        A kept-alive connection the server closed is replaced once, and credentials are re-read
+        A kept-alive connection the server closed is not used, and a read it breaks under is sent
+        once more on a fresh one (never a write: `kube._transport`); credentials are re-read
         once after a 401 (a rotated token file, an expired exec credential). ``deadline`` (a
         `time.monotonic` instant) bounds the whole call, retries and their waits included.
 

@@ -71,7 +71,8 @@ def parse_int64(text: str) -> int:
     elif not body or digits.end() < len(body):
         why = "invalid syntax"
     else:
-        value = -int(body) if sign == "-" else int(body)
+        magnitude = int(prefix or "0")  # past its leading zeros: 20 digits at most (int() refuses 4,300)
+        value = -magnitude if sign == "-" else magnitude
         if _INT64_MIN <= value <= _INT64_MAX:
             return value
         why = "value out of range"

@@ -27,7 +27,7 @@ from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.kube.retry import RetryPolicy, call_with_retry
 from kubectl_gpushare.sandbox.server import Sandbox
-from tests.loopback_kubeconfig import write_kubeconfig
+from tests.loopback_kubeconfig import serving, write_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -144,18 +144,6 @@ class _Recorder(BaseHTTPRequestHandler):
         self.end_headers()
 
 
-@contextmanager
-def serving(server: ThreadingHTTPServer) -> Iterator[int]:
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_port
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
 def test_a_failed_tls_handshake_sends_nothing(tmp_path: Path) -> None:
     # https in the kubeconfig, plain HTTP at the port: the handshake fails on the server's plain answer.
     _Recorder.seen = []
@@ -164,6 +152,17 @@ def test_a_failed_tls_handshake_sends_nothing(tmp_path: Path) -> None:
         client.create(types.PODS, POD, "default")
     assert raised.value.sent is False and "TLS error" in str(raised.value)
     assert _Recorder.seen == []  # the server never saw the request it could have acted on
+
+
+def test_a_tls_handshake_that_times_out_sends_nothing(tmp_path: Path) -> None:
+    # The port accepts TCP (its backlog) and never speaks TLS: the handshake runs out of time.
+    with socket.create_server(("127.0.0.1", 0)) as listener, \
+            client_of(tmp_path, int(listener.getsockname()[1]), scheme="https", timeout=0.5) as client, \
+            pytest.raises(errors.Unreachable) as raised:
+        client.create(types.PODS, POD, "default")
+    assert raised.value.sent is False and raised.value.timeout
+    assert "did not complete a connection (TCP or TLS handshake) after 0.5s" in str(raised.value)
+    assert errors.write_failure("create", raised.value).startswith("create: not sent, nothing changed: ")
 
 
 def test_an_untrusted_server_certificate_sends_nothing(tmp_path: Path) -> None:
