@@ -25,7 +25,7 @@ from kubectl_gpushare.deviceplugin.allocation import OutcomeUnknownError, PodGon
 from kubectl_gpushare.deviceplugin.devices import Inventory
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import Conflict, KubeError, NotFound, ServerError, UndecodableReply, Unreachable
+from kubectl_gpushare.kube.errors import Conflict, KubeError, NotFound, UndecodableReply, did_not_happen
 from kubectl_gpushare.kube.informer import Informer, node_pods
 from kubectl_gpushare.kube.records import pod_record
 from kubectl_gpushare.kube.retry import RetryPolicy, backoff_delay, call_with_retry
@@ -350,10 +350,11 @@ class NodeCluster:
 
 
 def _unanswered(error: KubeError) -> bool:
-    """Whether a write that failed this way may still have been applied (no answer, or a server timeout).
+    """Whether a write that failed this way may still have been applied (`kube.errors.did_not_happen`'s rule).
 
-    Not one never sent (`kube.errors.not_sent`: no connection, no TLS handshake): it cannot land.
+    Anything but a refusal (a 4xx other than 429) or a request never sent, as every writer reads it.
+
+    A 500, a 503 or a 429 leaves the patch's outcome unknown as a timeout does; so does a 2xx whose
+    reply does not decode, which has landed.
     """
-    if isinstance(error, Unreachable):
-        return error.sent
-    return isinstance(error, ServerError) and (error.status == 504 or error.reason in ("Timeout", "ServerTimeout"))
+    return not did_not_happen(error)

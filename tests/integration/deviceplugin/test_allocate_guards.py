@@ -260,3 +260,25 @@ def test_a_patch_never_sent_fails_allocate_and_frees_the_pod_at_once(
         assert kubelet.allocate_pod(first)["main"]["ALIYUN_COM_GPU_MEM_IDX"] == "0"
         assert pods.annotations("first").get(protocol.ANN_ASSIGNED) == "true"
         assert pods.annotations("second").get(protocol.ANN_ASSIGNED) == "false"
+
+
+def test_a_patch_answered_503_after_it_landed_keeps_the_pod_claimed(
+    kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox
+) -> None:
+    # A 5xx (or a 429) is not a refusal: the patch may have been applied, as here, where the sandbox
+    # applies it and then answers 503 (`kube.errors.did_not_happen`, the rule every writer keeps).
+    plugin = start_plugin("2x16GiB")
+    ready(kubelet, 32)
+    landed = pods.create("landed", [4], gpu=0, assume_time=1)
+    other = pods.create("other", [4], gpu=1, assume_time=2)
+    wait_for(lambda: cached(plugin, "landed") and cached(plugin, "other"))
+    sandbox.inject(method="PATCH", path=r"/pods/landed", status=503, after=True)
+    with pytest.raises(KubeletAllocateError) as info:
+        kubelet.allocate_pod(landed)
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "may have been recorded" in info.value.details, info.value.details
+    assert pods.annotations("landed").get(protocol.ANN_ASSIGNED) == "true"
+    sandbox.clear_faults()
+    kubelet.release_pod(landed["metadata"]["uid"])
+    # "landed" stays claimed (its patch did land): the next 4-unit call is "other"'s, on GPU 1.
+    assert kubelet.allocate_pod(other)["main"]["ALIYUN_COM_GPU_MEM_IDX"] == "1"
