@@ -262,8 +262,9 @@ def test_a_patch_never_sent_fails_allocate_and_frees_the_pod_at_once(
         assert pods.annotations("second").get(protocol.ANN_ASSIGNED) == "false"
 
 
-def test_a_patch_answered_503_after_it_landed_keeps_the_pod_claimed(
-    kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox
+@pytest.mark.parametrize("status", [500, 503])
+def test_a_patch_answered_5xx_after_it_landed_keeps_the_pod_claimed(
+    kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox, status: int
 ) -> None:
     # A 5xx (or a 429) is not a refusal: the patch may have been applied, as here, where the sandbox
     # applies it and then answers 503 (`kube.errors.did_not_happen`, the rule every writer keeps).
@@ -272,11 +273,12 @@ def test_a_patch_answered_503_after_it_landed_keeps_the_pod_claimed(
     landed = pods.create("landed", [4], gpu=0, assume_time=1)
     other = pods.create("other", [4], gpu=1, assume_time=2)
     wait_for(lambda: cached(plugin, "landed") and cached(plugin, "other"))
-    sandbox.inject(method="PATCH", path=r"/pods/landed", status=503, after=True)
+    fault = sandbox.inject(method="PATCH", path=r"/pods/landed", status=status, after=True)
     with pytest.raises(KubeletAllocateError) as info:
         kubelet.allocate_pod(landed)
     assert info.value.code == grpc.StatusCode.UNAVAILABLE
     assert "may have been recorded" in info.value.details, info.value.details
+    assert fault.hits >= 2  # retried before giving up
     assert pods.annotations("landed").get(protocol.ANN_ASSIGNED) == "true"
     sandbox.clear_faults()
     kubelet.release_pod(landed["metadata"]["uid"])
