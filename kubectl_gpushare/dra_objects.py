@@ -1377,9 +1377,9 @@ class PoolView(enum.Enum):
 class PoolGenerations:
     """Each pool's newest generation and how many slices publish it, counted in one pass over all slices.
 
-    The pool rule (k8s.io/dynamic-resource-allocation structured, internal/experimental/
-    pools_experimental.go ``GatherPools``, ``addSlice``, ``checkSlicesInPool``), per node: of the
-    slices the node sees only their highest generation counts; they are the pool when they are
+    The pool rule (k8s.io/dynamic-resource-allocation structured, internal/incubating/
+    pools_incubating.go ``GatherPools``, ``addSlice``, ``checkSlicesInPool``; `kube.dra_pools`), per
+    node: of the slices the node sees only their highest generation counts; they are the pool when they are
     that generation's ``resourceSliceCount`` (of the first of them), whatever other nodes publish.
     Else the whole pool is read: a newer generation anywhere makes the node's obsolete (ignored),
     and the pool is incomplete unless the generation has exactly ``resourceSliceCount`` slices.

@@ -393,11 +393,11 @@ def test_a_claim_read_of_the_wrong_shape_fails_that_pod_in_one_line(
     messages = [r.getMessage() for r in caplog.records]
     assert not [m for m in messages if "has no attribute" in m or "not iterable" in m], messages
 
-def test_a_claim_read_whose_finalizers_are_not_strings_fails_that_pod_in_one_line(
-        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture) -> None:
-    # PreBind writes the claim's finalizers back with its own added: a number there (the sandbox's
-    # storage may hold one) is an `UndecodableReply` for that pod, not a TypeError (nor a string
-    # written back as its characters).
+
+def _first_claim_read(
+    sandbox: Sandbox, hostile: Callable[[dict[str, Any]], dict[str, Any]],
+) -> tuple[Callable[[str, str, bytes], bytes | None], list[str]]:
+    """A relay rewrite answering the first GET of pod p's claim with ``hostile`` of the stored claim; what it served."""
     claim_read = re.compile(r"/resourceclaims/(p-gpu-[a-z0-9]+)(\?.*)?$")
     served: list[str] = []
 
@@ -409,8 +409,17 @@ def test_a_claim_read_whose_finalizers_are_not_strings_fails_that_pod_in_one_lin
         if real is None:
             return None
         served.append(path)
-        return json.dumps({**real, "metadata": {**real["metadata"], "finalizers": 5}}).encode()
+        return json.dumps(hostile(real)).encode()
+    return rewrite, served
 
+
+def test_a_claim_read_whose_finalizers_are_not_strings_fails_that_pod_in_one_line(
+        sandbox: Sandbox, kubeconfig: Path, kubectl: Kubectl, caplog: pytest.LogCaptureFixture) -> None:
+    # PreBind writes the claim's finalizers back with its own added: a number there (the sandbox's
+    # storage may hold one) is an `UndecodableReply` for that pod, not a TypeError (nor a string
+    # written back as its characters).
+    rewrite, served = _first_claim_read(sandbox, lambda real: {**real, "metadata": {**real["metadata"],
+                                                                                      "finalizers": 5}})
     with relay(sandbox, rewrite) as port, running_scheduler(sandbox, kubeconfig, server=f"http://127.0.0.1:{port}"):
         kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
         wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
@@ -442,21 +451,9 @@ def test_a_hostile_claim_read_is_refused_by_the_claim_structs_the_views_read(
     # list written back (another consumer's reservation lost), a uid of the wrong type read as "deleted in
     # the meantime", an allocation of the wrong shape as "allocated elsewhere", a nameless claim went on.
     # A claim whose reservedFor is full now (256, PreFilter's rule) takes no more pods: its list was cut.
-    claim_read = re.compile(r"/resourceclaims/(p-gpu-[a-z0-9]+)(\?.*)?$")
-    served: list[str] = []
-
-    def rewrite(method: str, path: str, body: bytes) -> bytes | None:
-        found = claim_read.search(path)
-        if method != "GET" or not found or served:
-            return None
-        real = next((c for c in sandbox.objects("resourceclaims") if c["metadata"]["name"] == found[1]), None)
-        if real is None:
-            return None
-        served.append(path)
-        hostile = {**real, "metadata": {**real["metadata"], **change.get("metadata", {})},
-                   "status": {**real.get("status", {}), **change.get("status", {})}}
-        return json.dumps(hostile).encode()
-
+    rewrite, served = _first_claim_read(sandbox, lambda real: {
+        **real, "metadata": {**real["metadata"], **change.get("metadata", {})},
+        "status": {**real.get("status", {}), **change.get("status", {})}})
     with relay(sandbox, rewrite) as port, running_scheduler(sandbox, kubeconfig, server=f"http://127.0.0.1:{port}"):
         kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
         wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
