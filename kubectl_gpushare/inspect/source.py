@@ -530,7 +530,9 @@ def from_api(
             decoded = client.list_nodes(label_selector=selector or None, on_skip=warnings.add)
     sick: dict[str, frozenset[int]] = {}
     if unhealthy:
-        sick = unhealthy_of(lambda: client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE), warnings)
+        sick = unhealthy_of(
+            lambda: client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE, on_skip=warnings.add), warnings
+        )
     devices = koordinator_devices(client, decoded, stack, warnings)
     cluster_wide = not names and not selector
     objects = (dra_from_api(client, warnings, pending=cluster_wide, tally=True, nodes=decoded)
