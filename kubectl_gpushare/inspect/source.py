@@ -36,6 +36,7 @@ from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
 from kubectl_gpushare.kube.records import (
     Warnings,
+    invalid_requests,
     node_ip,
     node_record,
     pod_record,
@@ -657,7 +658,9 @@ class Build:
             return
         if self.cluster_wide and not node_name:
             record = pod_record(pod, self.warnings)  # an invalid limit: not pending, and said (as doctor)
-            if waiting(record, node_name):
+            # A valid limit beside an invalid one still asks nothing: the extender refuses the pod (explain's
+            # invalid-request), so it waits for no node.
+            if waiting(record, node_name) and not invalid_requests(pod):
                 self.unscheduled.append(record)
             elif pod.spec.resource_claims and self.objects.claims:
                 self.claiming.append(pod)
