@@ -96,19 +96,18 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
 
     def audit(
         nodes: list[Node], pods: Iterable[Pod], configmaps: list[ConfigMap], reread: doctor.Reread | None = None,
-        usage: dict[str, protocol.UsageReport | None] | None = None, warnings: Warnings | None = None,
-        devices: Sequence[KoordDevice] = (), confinement: Confinement | None = None,
-        dra_objects: DraObjects | None = None,
+        usage: dict[str, protocol.UsageReport | None] | None = None, devices: Sequence[KoordDevice] = (),
+        confinement: Confinement | None = None, dra_objects: DraObjects | None = None,
     ) -> _Audited:
+        """The report, and ``load_warnings`` (the seam's) less what the report already says as a finding."""
         report = doctor.audit(
             nodes, pods, now_ns=time.time_ns(), stuck_after=options["stuck_after"], configmaps=configmaps,
             reread=reread, usage=usage, devices=devices, confinement=confinement, dra_objects=dra_objects,
         )  # fmt: skip
-        warnings = warnings if warnings is not None else Warnings()
         if dra_objects is not None:
             for message in dra.pool_warnings(dra_objects):  # each is a dra-pool-unusable finding: said once, there
-                warnings.discard(message)
-        return _Audited(report, warnings)
+                load_warnings.discard(message)
+        return _Audited(report, load_warnings)
 
     if options["from_file"] is not None:
         from kubectl_gpushare.inspect.source import (
@@ -123,13 +122,13 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
             read_input,
         )
 
-        file_warnings = load_warnings  # as findings (invalid-value), through the audit's own warnings
         # The other kinds are collected in the pass that reads nodes and pods: the file is walked once.
         others: Others = {kind: [] for kind in ("ConfigMap", "Device", *CONFINEMENT_KINDS, *DRA_KINDS)}
-        nodes, file_pods = parse_documents(read_input(options["from_file"]), file_warnings, others)
+        # A bad value is a finding (invalid-value) and a skipped object a warning: both through load_warnings.
+        nodes, file_pods = parse_documents(read_input(options["from_file"]), load_warnings, others)
         return audit(nodes, file_pods, configmaps_of(others), devices=devices_found(others, nodes),
                      confinement=confinement_of(others),
-                     dra_objects=dra_of(others, file_warnings, classes=True, nodes=nodes), warnings=file_warnings)
+                     dra_objects=dra_of(others, load_warnings, classes=True, nodes=nodes))
     from kubectl_gpushare.inspect.source import confinement_from_api, dra_from_api, koordinator_devices
     from kubectl_gpushare.kube import errors, stacks, types
 
@@ -171,7 +170,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
         devices = koordinator_devices(client, nodes, stacks.AUTO, load_warnings)
         confinement = confinement_from_api(client, load_warnings)
         objects = dra_from_api(client, load_warnings, claims=True, classes=True, nodes=nodes)
-        return audit(nodes, pods(), configmaps, reread, usage, load_warnings, devices, confinement, objects)
+        return audit(nodes, pods(), configmaps, reread, usage, devices, confinement, objects)
 
 
 @click.command(

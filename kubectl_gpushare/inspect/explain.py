@@ -282,11 +282,13 @@ def explain(
         return replace(base, state="completed",
                            summary=f"{who} is {pod.status.phase}; it holds no GPU memory any more.")
     invalid = invalid_requests(pod)
-    if invalid:  # the extender refuses the pod, and every view counts it as holding nothing: never a fit
+    if invalid:  # the extender refuses the pod: never a fit
+        # Placed anyway (bound without the extender), its valid limits are what the ledger holds (`pod_request`).
+        held = (f"inspect counts its valid limits, {request} {unit}, on {pod.spec.node_name}"
+                if pod.spec.node_name and request > 0 else "no GPU counts it")
         return replace(base, state="invalid-request", request=0,
                        summary=f"{who} has an invalid {protocol.RESOURCE_MEM} request ({'; '.join(invalid)}): the "
-                       "gpushare extender refuses to place it and no GPU counts it (kubectl gpushare doctor: "
-                       "invalid-value).")
+                       f"gpushare extender refuses to place it and {held} (kubectl gpushare doctor: invalid-value).")
     on_stack = next((n for n in stack_nodes if n.name in (pod.spec.node_name, _hami_node(pod))), None)
     if on_stack is not None and request <= 0:
         return _on_stack(pod, on_stack, (stack_claims or {}).get(on_stack.name, []), base, who)

@@ -98,14 +98,13 @@ def _only_one(name: str, namespaces: list[str]) -> str:
 
 def _inputs(
     pod: Pod, nodes: list[Node], pods: list[Pod], events: list[Event], configmaps: list[ConfigMap],
-    devices: Sequence[KoordDevice] = (), objects: DraObjects | None = None, warnings: Warnings | None = None,
+    devices: Sequence[KoordDevice], objects: DraObjects | None, warnings: Warnings,
 ) -> _Inputs:
     """The whole cluster as inspect reads it (`source.Build`: DRA claims included), other stacks' nodes too."""
     from kubectl_gpushare.inspect.explain_dra import DraInputs
     from kubectl_gpushare.inspect.source import Build, unhealthy_by_node
     from kubectl_gpushare.kube import stacks
 
-    warnings = warnings if warnings is not None else Warnings()
     build = Build(nodes, (), cluster_wide=True, stack=stacks.AUTO, warnings=warnings,
                   sick=unhealthy_by_node(configmaps), devices=devices, objects=objects)
     for other in pods:

@@ -36,6 +36,7 @@ from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.errors import Forbidden, NotFound
 from kubectl_gpushare.kube.records import (
     Warnings,
+    invalid_requests,
     node_ip,
     node_record,
     pod_record,
@@ -530,7 +531,9 @@ def from_api(
             decoded = client.list_nodes(label_selector=selector or None, on_skip=warnings.add)
     sick: dict[str, frozenset[int]] = {}
     if unhealthy:
-        sick = unhealthy_of(lambda: client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE), warnings)
+        sick = unhealthy_of(
+            lambda: client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE, on_skip=warnings.add), warnings
+        )
     devices = koordinator_devices(client, decoded, stack, warnings)
     cluster_wide = not names and not selector
     objects = (dra_from_api(client, warnings, pending=cluster_wide, tally=True, nodes=decoded)
@@ -655,7 +658,9 @@ class Build:
             return
         if self.cluster_wide and not node_name:
             record = pod_record(pod, self.warnings)  # an invalid limit: not pending, and said (as doctor)
-            if waiting(record, node_name):
+            # A valid limit beside an invalid one still asks nothing: the extender refuses the pod (explain's
+            # invalid-request), so it waits for no node.
+            if waiting(record, node_name) and not invalid_requests(pod):
                 self.unscheduled.append(record)
             elif pod.spec.resource_claims and self.objects.claims:
                 self.claiming.append(pod)

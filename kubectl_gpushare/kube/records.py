@@ -114,8 +114,9 @@ def invalid_requests(pod: Pod) -> list[str]:
     """Why each of the pod's ``aliyun.com/gpu-mem`` limits that is not a valid request is not one.
 
     `pod_request`'s rule and words (doctor's ``invalid-value``), without its ", counted as 0": the
-    extender refuses such a pod (`extender.handlers.pod_request`), so a view must not count it as
-    asking nothing. Each line reads ``container 'main' limit aliyun.com/gpu-mem: <why>``.
+    extender refuses such a pod (`extender.handlers.pod_request`), even beside a valid limit, so
+    explain calls it an invalid request (not "no request", never a fit) and inspect lists it as
+    waiting for no node. Each line reads ``container 'main' limit aliyun.com/gpu-mem: <why>``.
     """
     return [problem for container in pod.spec.containers if (problem := _container_request(container)[1])]
 

@@ -136,3 +136,27 @@ def test_live_views_say_a_pod_skipped_from_a_list_page_once_as_a_warning_line(
     assert result.returncode in (0, 11, 12), result.stderr  # doctor's verdict is its exit code
     said = [line for line in result.stderr.splitlines() if "garbage" in line]
     assert said == [POD_SKIPPED], result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["gpushare", "explain", "fine"], ["gpushare", "doctor"], ["inspect-gpushare", "-o", "json"],
+     ["gpushare", "fit", "2", "-o", "json"]],
+)
+def test_live_views_say_a_configmap_skipped_from_a_list_as_a_warning_line(
+    args: list[str], sandbox: Sandbox, kube_env: dict[str, str]
+) -> None:
+    """The unhealthy-GPU ConfigMaps are read by every live view: one that does not decode is said, once."""
+    fine = pod_object("fine", "default", [3], node="n1", gpu=0, gpu_memory=16)
+    garbage = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unhealthy-gpu-n1",
+                                                                     "namespace": "kube-system"},
+               "data": {"gpus": 0}}
+    sandbox.load([node_object("n1", [16], ip="10.0.0.1"), fine, garbage])
+
+    result = subprocess.run([f"kubectl-{args[0]}", *args[1:]], env=kube_env, capture_output=True, text=True,
+                            timeout=60)
+
+    assert result.returncode in (0, 11, 12), result.stderr  # doctor's verdict is its exit code
+    said = [line for line in result.stderr.splitlines() if "unhealthy-gpu-n1" in line]
+    assert len(said) == 1 and said[0].startswith("warning: configmap kube-system/unhealthy-gpu-n1: cannot be "
+                                                 "decoded"), result.stderr

@@ -335,3 +335,27 @@ def test_the_seam_says_what_a_failed_load_warned_about_once_before_its_error(
     lines = err.splitlines()  # click's usage lines come between for a usage error
     assert out == "" and lines[0] == "warning: pod default/p: cannot be decoded (why) ; skipped"
     assert lines[-1] == error and sum("warning:" in line for line in lines) == 1
+
+
+def test_ctrl_c_while_rendering_exits_130_as_while_loading(capfd: pytest.CaptureFixture[str]) -> None:
+    """``-o yaml`` of 100,000 pods takes seconds to write: Ctrl-C then is the same "interrupted", not click's Abort."""
+    from types import SimpleNamespace
+
+    import click
+
+    from kubectl_gpushare.kube.records import Warnings
+
+    def load(options: dict[str, object], progress: object, warnings: Warnings) -> SimpleNamespace:
+        return SimpleNamespace(warnings=warnings)
+
+    def render(snapshot: object, options: dict[str, object]) -> None:
+        raise KeyboardInterrupt
+
+    @click.command()
+    def probe() -> None:
+        command.run({"from_file": None}, render=render, load=load)
+
+    with pytest.raises(SystemExit) as exited:
+        probe.main([], standalone_mode=True)
+    assert exited.value.code == 130
+    assert capfd.readouterr().err == "interrupted\n"

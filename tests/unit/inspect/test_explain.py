@@ -330,3 +330,24 @@ def test_an_invalid_gpu_memory_limit_is_said_invalid_in_doctors_words_never_a_fi
     assert answer["summary"] == text.strip()
     assert text.startswith(f"Pod ml/wants has an invalid aliyun.com/gpu-mem request ({why}): ")
     assert "fits" not in text
+
+
+def test_a_placed_pod_with_an_invalid_limit_beside_a_valid_one_is_said_as_inspect_counts_it(
+    tmp_path: Path, cli_runner: CliRunner
+) -> None:
+    """Bound without the extender, its valid limit is held on the GPU (inspect shows it): explain says so."""
+    from kubectl_gpushare.inspect.command import inspect_command
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
+
+    placed = pod_object("placed", "ml", [4, 2], node="n", gpu=0, gpu_memory=16)
+    placed["spec"]["containers"][1]["resources"]["limits"]["aliyun.com/gpu-mem"] = "-3"
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": [node_object("n", [16], ip="10.0.0.1"), placed]}))
+
+    text = cli_runner.invoke(explain_command, ["placed", "-n", "ml", "--from-file", str(path)]).stdout
+    report = json.loads(cli_runner.invoke(inspect_command, ["-o", "json", "--from-file", str(path)]).stdout)
+
+    assert report["nodes"][0]["used"] == 4
+    assert text.startswith("Pod ml/placed has an invalid aliyun.com/gpu-mem request (container 'sidecar-1' ")
+    assert "inspect counts its valid limits, 4 GiB, on n (kubectl gpushare doctor: invalid-value)." in text
+    assert "no GPU counts it" not in text

@@ -246,3 +246,29 @@ def test_a_pending_pod_with_an_invalid_limit_is_warned_about_in_doctors_words(
     assert result.stderr == f"warning: {invalid}\n"
     if argv[-1] == "json":
         assert json.loads(result.stdout)["cluster"]["pending"] == 0
+
+
+@pytest.mark.parametrize("argv", [["-o", "json"], ["-o", "wide"]], ids=lambda argv: " ".join(argv))
+def test_a_pending_pod_with_one_invalid_limit_beside_a_valid_one_is_not_waiting(
+    cli_runner: CliRunner, tmp_path: Path, argv: list[str]
+) -> None:
+    """The extender refuses the whole pod and explain says request 0: inspect lists none of it as waiting."""
+    from kubectl_gpushare.inspect.explain_command import explain_command
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
+
+    wants = pod_object("wants", "ml", [4, 2])
+    wants["spec"]["containers"][1]["resources"]["limits"]["aliyun.com/gpu-mem"] = "-3"
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": [node_object("n", [16], ip="10.0.0.1"), wants]}))
+
+    result = cli_runner.invoke(inspect_command, [*argv, "--from-file", str(path)])
+    explained = json.loads(cli_runner.invoke(explain_command, ["wants", "-n", "ml", "-o", "json", "--from-file",
+                                                               str(path)]).stdout)
+
+    assert result.exit_code == 0, result.stderr
+    assert (explained["state"], explained["request"]) == ("invalid-request", 0)
+    assert result.stderr.count("\n") == 1 and "pod ml/wants container 'sidecar-1'" in result.stderr
+    if argv[-1] == "json":
+        assert "unscheduledPods" not in json.loads(result.stdout)
+    else:
+        assert "Waiting" not in result.stdout and "wants" not in result.stdout
