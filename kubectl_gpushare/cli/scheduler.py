@@ -406,14 +406,13 @@ class SchedulerLoop:
         self._unreadable_logged: set[tuple[object, str]] = set()
         """Malformed nodes and pods, and pods over `AFFINITY_BUDGET`, already logged (node name or "pod ns/name",
         problem): once each."""
-        self._placements: dict[tuple[str, ...], Placement] = {}
-        self._placement_read: dict[tuple[str, ...], tuple[object, Placement]] = {}
-        """(namespace, name, uid) -> what `placement` read of the pod's latest version, and its result.
+        self._placements: dict[tuple[str, ...], tuple[str, object, Placement]] = {}
+        """(namespace, name, uid) -> the resourceVersion of the pod's latest version, what `placement` read
+        of it (`_placement_fields`) and its result; only the pods of the latest pass are kept.
 
         A new version whose fields `placement` reads are the same (the scheduler's own status write)
         keeps the placement, and so the verdicts its affinity keeps (`AFFINITY_BUDGET`), not decoded again.
         """
-        """(namespace, name, uid, resourceVersion) -> `placement`; only the pods of the latest pass are kept."""
         self._node_cache: dict[tuple[str, ...], tuple[str | None, tuple[Taint, ...]]] = {}
         """(node name, resourceVersion) -> `_node_facts`; only the versions of the latest pass are kept."""
 
@@ -461,9 +460,7 @@ class SchedulerLoop:
         )
         _keep_only(self._node_cache, {_version_key(n["metadata"], _NODE_IDENTITY) for n in nodes})
         _keep_only(self._backoff, {p["metadata"].get("uid", "") for p in pods})
-        versions = {_version_key(p["metadata"], _POD_IDENTITY) for p in pods}
-        _keep_only(self._placements, versions)
-        _keep_only(self._placement_read, {key[:-1] for key in versions if key is not None})
+        _keep_only(self._placements, {key[:-1] for p in pods if (key := _version_key(p["metadata"], _POD_IDENTITY))})
         now = time.monotonic()
         used = noderesources.usage(pods)
         dra_state: PassState | None = None
@@ -731,19 +728,18 @@ class SchedulerLoop:
         """
         meta = pod["metadata"]
         key = _version_key(meta, _POD_IDENTITY)
-        if key is not None and key in self._placements:
-            return self._placements[key]
+        earlier = self._placements.get(key[:-1]) if key is not None else None
+        if key is not None and earlier is not None and earlier[0] == key[-1]:  # the same version
+            return earlier[2]
         read = _placement_fields(pod)
-        earlier = self._placement_read.get(key[:-1]) if key is not None else None
-        if earlier is not None and earlier[0] == read:  # another version, the same fields (a status write)
-            where = earlier[1]
+        if earlier is not None and earlier[1] == read:  # another version, the same fields (a status write)
+            where = earlier[2]
         else:
             where = placement(pod)
             if where.problem:
                 log.warning("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), where.problem)
         if key is not None:
-            self._placements[key] = where
-            self._placement_read[key[:-1]] = (read, where)
+            self._placements[key[:-1]] = (key[-1], read, where)
         return where
 
     def _unschedulable(self, pod: dict[str, Any], message: str, reason: str | None = None) -> None:

@@ -96,6 +96,8 @@ def _int_param(query: GoQuery, name: str) -> int | None:
 class LogOptions(NamedTuple):
     """A log request's ``PodLogOptions``, converted and validated as kube-apiserver does before it reads the pod."""
 
+    container: str
+    """The ``container`` parameter ("" when absent)."""
     previous: bool
     timestamps: bool
     tail_lines: int | None
@@ -113,6 +115,7 @@ def log_options(query: GoQuery, pod: str) -> LogOptions:
     whose causes make one 422 ``PodLogOptions "<name>" is invalid``, and only then reads the pod (404).
     ``sinceTime`` is not read (every line is recent).
     """
+    container = query.get("container") or ""  # Convert_Slice_string_To_string: its first value, never an error
     previous = go_bool(query.get("previous"))
     since = _int_param(query, "sinceSeconds")
     timestamps = go_bool(query.get("timestamps"))
@@ -127,17 +130,14 @@ def log_options(query: GoQuery, pod: str) -> LogOptions:
         causes.append(f"sinceSeconds: Invalid value: {since}: must be greater than 0")
     if causes:
         raise errors.invalid("PodLogOptions", pod, causes)
-    return LogOptions(previous, timestamps, tail, limit)
+    return LogOptions(container, previous, timestamps, tail, limit)
 
 
-def pod_log(pod: dict[str, Any], options: LogOptions, container: str, logs: ContainerLogs) -> bytes:
-    """The body of ``GET pods/NAME/log`` for ``pod``, or the `ApiError` kube-apiserver or the kubelet gives.
-
-    ``container`` is the request's ``container`` parameter ("" when absent).
-    """
+def pod_log(pod: dict[str, Any], options: LogOptions, logs: ContainerLogs) -> bytes:
+    """The body of ``GET pods/NAME/log`` for ``pod``, or the `ApiError` kube-apiserver or the kubelet gives."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     name = str(meta.get("name", ""))
-    previous, timestamps, tail, limit = options
+    container, previous, timestamps, tail, limit = options
     containers, init = _names(spec.get("containers")), _names(spec.get("initContainers"))
     if not container:
         if len(containers) == 1:

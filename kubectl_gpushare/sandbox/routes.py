@@ -699,8 +699,7 @@ class Api:
             self._refuse_without_namespace(request, target)
         if logs_read:
             options = logs.log_options(request.query, target.name)  # its 400 or 422 comes before the pod's 404
-            body = logs.pod_log(self._entry(target).object(), options, request.query.get("container") or "", self.logs)
-            return Response(200, body, "text/plain")
+            return Response(200, logs.pod_log(self._entry(target).object(), options, self.logs), "text/plain")
         if target.subresource == "binding" or target.resource.plural == "bindings":
             return self._bind(request, target)
         if target.subresource == "scale":

@@ -186,7 +186,7 @@ class _Handler(BaseHTTPRequestHandler):
     """Whether the body is chunked, as Go's ``readTransfer`` reads it (`framing.chunked`; set by `parse_request`)."""
     awaits_continue: bool = False
     """Whether the client waits for ``100 Continue`` before it sends the body (`_take_headers`; `Sandbox._read_body`
-    sends it and clears this)."""
+    sends it and clears this; still set when the reply goes out, the connection closes after it: `Sandbox._send`)."""
 
     def setup(self) -> None:
         """Disable Nagle and read through a `DeadlineReader`.
@@ -918,8 +918,6 @@ class Sandbox:
             return
         except Exception as exc:  # noqa: BLE001 - a bug must answer 500, never kill the connection thread
             response = error_response(errors.internal(f"{type(exc).__name__}: {exc}"))
-        if body is None:  # never read (the 100 Continue never sent): Go's chunkWriter.writeHeader closes after the
-            handler.close_connection = True  # reply (closeAfterReply: "Connection: close"), the body left unread
         # Recorded before sending, so a client that has its answer always finds it in the log.
         self._record(handler, method, target, response.status, user, query, path)
         self._send(handler, method, response)
@@ -1045,10 +1043,8 @@ class Sandbox:
             return error_response(body)
         identity = self._authenticate(handler)
         if self.auth and identity is None:
-            handler.close_connection = handler.close_connection or body is None
             return error_response(errors.unauthorized())
         if self.auth and identity is not None and identity.user.username != self.ADMIN_USER:
-            handler.close_connection = handler.close_connection or body is None
             return error_response(ApiError(
                 403, "Forbidden", f'User "{identity.user.username}" cannot use the sandbox admin API ({path})'))
         if body is None:
@@ -1080,6 +1076,13 @@ class Sandbox:
         )
 
     def _send(self, handler: _Handler, method: str, response: Response) -> int:
+        """Write the reply; one to a request whose awaited body was never read (its ``100 Continue`` never sent) closes.
+
+        Go's ``chunkWriter.writeHeader`` (src/net/http/server.go) sets ``closeAfterReply`` (``Connection:
+        close``) when the body is an ``expectContinueReader`` that has not seen EOF: the body is left unread.
+        """
+        if handler.awaits_continue:
+            handler.close_connection = True
         try:
             handler.send_response_only(response.status)
             if not any(key.lower() == "date" for key, _ in response.headers):  # a pod's own (`proxy.relayed_headers`)

@@ -14,6 +14,7 @@ from kubectl_gpushare.node_affinity import (
     MAX_POD_TERMS,
     MAX_POD_VALUES,
     MAX_REQUIREMENTS,
+    MAX_VERDICTS,
     compile_selector,
     merged,
     prefilter_names,
@@ -237,6 +238,22 @@ def test_unnarrowed_terms_are_asked_once_per_set_of_the_labels_they_read() -> No
     assert named.verdict({"rack": "a"}, "n1") == (False, 10)
     assert named.verdict({"rack": "a"}, "n2") == (True, 10)
     assert named.verdict({"rack": "a"}, "n1") == (False, 0)
+
+
+def test_a_selectors_kept_verdicts_are_bounded_and_start_afresh_past_the_bound() -> None:
+    """Nodes whose read labels change forever (a counter) never grow the verdicts past `MAX_VERDICTS`.
+
+    The first node's verdict is kept while the bound holds; the verdict past it starts afresh, so the
+    first node is asked its terms again (and its answer is still right).
+    """
+    selector = compile_selector(terms(*({"matchExpressions": [expr("rack", "NotIn", f"h{i}")]} for i in range(9))),
+                                lazy=True)
+    assert selector.verdict({"rack": "0"}, "n") == (True, 1)
+    for count in range(1, MAX_VERDICTS):
+        selector.verdict({"rack": str(count)}, "n")
+    assert selector.verdict({"rack": "0"}, "n") == (True, 0)  # kept: MAX_VERDICTS held so far
+    assert selector.verdict({"rack": str(MAX_VERDICTS)}, "n") == (True, 1)  # one more: the verdicts start afresh
+    assert selector.verdict({"rack": "0"}, "n") == (True, 1)
 
 
 def test_the_index_asks_each_term_once_however_its_anchor_repeats() -> None:
