@@ -754,8 +754,7 @@ class Api:
         entry = self.store.get("pods", object_key(target.namespace, name))
         if entry is None:
             raise errors.not_found("pods", name)
-        wanted = ("Accept", "Content-Type", "User-Agent")
-        headers = {key: value for key in wanted if (value := request.headers.get(key))}
+        headers = {key: value for key in proxy.FORWARDED_HEADERS if (value := request.headers.get(key))}
         status, content_type, relayed, body, length = proxy.forward(
             self.proxy_targets, entry.object(), target.name, request.method, target.proxy_path, request.query.raw,
             headers, request.body, whole_path=target.request_path,
