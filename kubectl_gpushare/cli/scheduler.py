@@ -643,8 +643,7 @@ class SchedulerLoop:
         return not reason
 
     def _fits(self, pod: Mapping[str, Any], wants: Mapping[str, int], node: Mapping[str, Any],
-              used: noderesources.NodeUsage, reasons: dict[str, int], where: Placement,
-              budget: _Budget | None = None) -> bool:
+              used: noderesources.NodeUsage, reasons: dict[str, int], where: Placement, budget: _Budget) -> bool:
         """The pod's own filters on one node, in kube-scheduler's order; the first that fails counts its reason.
 
         Raises:
@@ -682,13 +681,13 @@ class SchedulerLoop:
         return not missing
 
     def _affinity_matches(self, pod: Mapping[str, Any], affinity: RequiredAffinity, labels: Mapping[str, str],
-                          node_name: str, budget: _Budget | None) -> bool:
-        """NodeAffinity's Filter on one node, within the cycle's ``budget`` of terms (None: no bound).
+                          node_name: str, budget: _Budget) -> bool:
+        """NodeAffinity's Filter on one node, within the cycle's ``budget`` of terms.
 
         Raises:
             Unschedulable: the budget is spent (`AFFINITY_OVER_BUDGET`), logged once for the pod.
         """
-        if budget is not None and budget.left <= 0:
+        if budget.left <= 0:
             meta = pod["metadata"]
             logged = (f"pod {meta.get('namespace')}/{meta.get('name')} {meta.get('uid', '')}", AFFINITY_OVER_BUDGET)
             if logged not in self._unreadable_logged:
@@ -698,8 +697,7 @@ class SchedulerLoop:
                             meta.get("name"), self.affinity_budget)
             raise Unschedulable(f"0/{budget.nodes} nodes are available: {AFFINITY_OVER_BUDGET}.")
         matched, asked = affinity.selector.verdict(labels, node_name)
-        if budget is not None:
-            budget.left -= asked
+        budget.left -= asked
         return matched
 
     def _node_facts(self, node: Mapping[str, Any]) -> tuple[str | None, tuple[Taint, ...]]:
