@@ -10,6 +10,7 @@ from pathlib import Path
 from kubectl_gpushare.cli.scheduler import Extender, SchedulerLoop
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
+from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.sandbox.server import Sandbox
 
 
@@ -30,8 +31,8 @@ def scheduler_loop(sandbox: Sandbox, kubeconfig: Path, extenders: Sequence[Exten
         config = dataclasses.replace(config, server=server)
     api = Client(config, component="test-scheduler")
     try:
-        loop = (SchedulerLoop(sandbox, api, list(extenders)) if request_timeout is None
-                else SchedulerLoop(sandbox, api, list(extenders), request_timeout=request_timeout))
+        loop = SchedulerLoop(sandbox, api, list(extenders),
+                             request_timeout=API_REQUEST_TIMEOUT if request_timeout is None else request_timeout)
         if start:
             loop.start()
         try:

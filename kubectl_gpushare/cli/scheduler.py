@@ -403,9 +403,8 @@ class SchedulerLoop:
         self.scheduled = 0
         self._seen_rv = -1
         self.dra = DynamicResources(api, request_timeout)
-        self._unreadable_logged: set[tuple[object, str]] = set()
-        """Malformed nodes and pods, and pods over `AFFINITY_BUDGET`, already logged (node name or "pod ns/name",
-        problem): once each."""
+        self._logged: set[tuple[object, str]] = set()
+        """Malformed nodes and pods, and pods over `AFFINITY_BUDGET`, already logged (`_warn_once`)."""
         self._placements: dict[tuple[str, ...], tuple[str, object, Placement]] = {}
         """(namespace, name, uid) -> the resourceVersion of the pod's latest version, what `placement` read
         of it (`_placement_fields`) and its result; only the pods of the latest pass are kept.
@@ -514,9 +513,7 @@ class SchedulerLoop:
                 continue
             meta = pod.get("metadata")
             name = f"{meta.get('namespace')}/{meta.get('name')}" if isinstance(meta, dict) else "?"
-            if (f"pod {name}", problem) not in self._unreadable_logged:
-                self._unreadable_logged.add((f"pod {name}", problem))
-                log.warning("pod %s cannot be read (%s): %s", name, problem,
+            self._warn_once((f"pod {name}", problem), "pod %s cannot be read (%s): %s", name, problem,
                             "read with an empty status" if problem == STATUS_UNREADABLE else "it is not scheduled")
             if problem == STATUS_UNREADABLE:
                 readable.append(_nulls_dropped({**pod, "status": {}}))
@@ -643,8 +640,7 @@ class SchedulerLoop:
         return not reason
 
     def _fits(self, pod: Mapping[str, Any], wants: Mapping[str, int], node: Mapping[str, Any],
-              used: noderesources.NodeUsage, reasons: dict[str, int], where: Placement,
-              budget: _Budget | None = None) -> bool:
+              used: noderesources.NodeUsage, reasons: dict[str, int], where: Placement, budget: _Budget) -> bool:
         """The pod's own filters on one node, in kube-scheduler's order; the first that fails counts its reason.
 
         Raises:
@@ -663,9 +659,7 @@ class SchedulerLoop:
         problem, taints = self._node_facts(node)
         if problem:
             name = meta.get("name")
-            if (name, problem) not in self._unreadable_logged:
-                self._unreadable_logged.add((name, problem))
-                log.warning("node %s cannot be read (%s): no pod is scheduled onto it", name, problem)
+            self._warn_once((name, problem), "node %s cannot be read (%s): no pod is scheduled onto it", name, problem)
             return fail("node(s) could not be read")
         if (node.get("spec") or {}).get("unschedulable") and kept_off_cordoned(where.tolerations):
             return fail("node(s) were unschedulable")
@@ -681,25 +675,28 @@ class SchedulerLoop:
             reasons[reason] = reasons.get(reason, 0) + 1
         return not missing
 
+    def _warn_once(self, key: tuple[object, str], message: str, *args: object) -> None:
+        """Log a warning the first time ``key`` (what it is about, and the problem) comes up, not every pass."""
+        if key not in self._logged:
+            self._logged.add(key)
+            log.warning(message, *args)
+
     def _affinity_matches(self, pod: Mapping[str, Any], affinity: RequiredAffinity, labels: Mapping[str, str],
-                          node_name: str, budget: _Budget | None) -> bool:
-        """NodeAffinity's Filter on one node, within the cycle's ``budget`` of terms (None: no bound).
+                          node_name: str, budget: _Budget) -> bool:
+        """NodeAffinity's Filter on one node, within the cycle's ``budget`` of terms.
 
         Raises:
             Unschedulable: the budget is spent (`AFFINITY_OVER_BUDGET`), logged once for the pod.
         """
-        if budget is not None and budget.left <= 0:
+        if budget.left <= 0:
             meta = pod["metadata"]
             logged = (f"pod {meta.get('namespace')}/{meta.get('name')} {meta.get('uid', '')}", AFFINITY_OVER_BUDGET)
-            if logged not in self._unreadable_logged:
-                self._unreadable_logged.add(logged)
-                log.warning("pod %s/%s: its required node affinity asks more than %d terms in one cycle: the cycle "
-                            "stops there and the next goes on where it stopped", meta.get("namespace"),
+            self._warn_once(logged, "pod %s/%s: its required node affinity asks more than %d terms in one cycle: the "
+                            "cycle stops there and the next goes on where it stopped", meta.get("namespace"),
                             meta.get("name"), self.affinity_budget)
             raise Unschedulable(f"0/{budget.nodes} nodes are available: {AFFINITY_OVER_BUDGET}.")
         matched, asked = affinity.selector.verdict(labels, node_name)
-        if budget is not None:
-            budget.left -= asked
+        budget.left -= asked
         return matched
 
     def _node_facts(self, node: Mapping[str, Any]) -> tuple[str | None, tuple[Taint, ...]]:

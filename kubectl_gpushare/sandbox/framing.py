@@ -229,7 +229,6 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
     """
     if fields and fields[0][:1] in (b" ", b"\t"):
         return BAD_REQUEST_REPLY
-    hosts: list[bytes] = []
     spaced_name = False
     for field in fields:
         name, colon, value = field.partition(b":")
@@ -238,8 +237,7 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
         if not _FIELD_NAME.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
             return BAD_REQUEST_REPLY
         spaced_name = spaced_name or b" " in name
-        if name.lower() == b"host":
-            hosts.append(value.strip(b" \t"))
+    hosts = _field_values(fields, b"host")
     if len(hosts) > 1:
         return BAD_REQUEST_REPLY
     method, proto = request_line.method, request_line.proto

@@ -40,7 +40,8 @@ WHOLE_BODY: Final = 1 << 20
 one is streamed under its own Content-Length (`forward`)."""
 MAX_IDLE_PER_TARGET: Final = 4
 _STALE: Final = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
-_FORWARDED_HEADERS: Final = ("Accept", "Content-Type", "User-Agent")
+FORWARDED_HEADERS: Final = ("Accept", "Content-Type", "User-Agent")
+"""The request headers the pod gets: the caller picks them (`forward`'s ``headers``)."""
 _HOP_BY_HOP: Final = frozenset({"connection", "proxy-connection", "keep-alive", "proxy-authenticate",
                                 "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade"})
 """Go's ``httputil.ReverseProxy`` ``hopHeaders`` (src/net/http/httputil/reverseproxy.go), which
@@ -234,6 +235,7 @@ def forward(
     """Relay one request to the pod's target: (status, content type, other headers, body or its chunks, length).
 
     ``path`` is the decoded subpath (`routes.Target.proxy_path`); the pod gets `request_path`.
+    ``headers`` go on as given: the request's `FORWARDED_HEADERS`, which the caller picks.
     The query goes on as it came, byte for byte (``UpgradeAwareHandler.ServeHTTP`` in
     k8s.io/apimachinery/pkg/util/proxy/upgradeaware.go sets ``loc.RawQuery = req.URL.RawQuery``, and
     Go's transport writes ``URL.RequestURI()`` as it is): repeated names, ``;``, bad escapes and bytes
@@ -271,7 +273,6 @@ def forward(
         raise _unreachable(f"dial tcp {where}: connect: connection refused")
     host, target_port = found
     url = request_path(path) + (f"?{raw_query}" if raw_query else "")
-    send = {name: value for name, value in headers.items() if name in _FORWARDED_HEADERS}
     key = (scheme or "http", host, target_port)
     reusable = method in ("GET", "HEAD")
     connection, reused = targets.connection(key) if reusable else (None, False)
@@ -284,7 +285,7 @@ def forward(
                 connection.connect()
                 assert connection.sock is not None
                 connection.sock.settimeout(READ_TIMEOUT)
-            connection.request(method, url, body=body or None, headers=send)
+            connection.request(method, url, body=body or None, headers=dict(headers))
             response = connection.getresponse()
             break
         except _STALE as exc:

@@ -202,7 +202,7 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
         verb = proxy.PROXY_VERBS.get(method)
         if verb is None:
             raise errors.method_not_allowed()
-        _require_name_and_namespace(rest[1], namespace, in_namespace)
+        _require_name_and_namespace(rest[1], namespace)
         # The subpath as getRequestOptions (endpoints/handlers/rest.go) builds it from RequestInfo.Parts:
         # what follows "proxy", joined, with a leading "/" and the decoded path's trailing one.
         after = exact[len(exact) - len(rest) + 3:]  # rest is a tail of parts, which line up with exact
@@ -252,7 +252,7 @@ def _scale_body(body: Any) -> dict[str, Any]:
     return body
 
 
-def _require_name_and_namespace(name: str, namespace: str, in_namespace: bool) -> None:
+def _require_name_and_namespace(name: str, namespace: str) -> None:
     """Refuse a pod proxy path whose {name} or {namespace} segment is empty, as kube-apiserver does.
 
     The handlers read the name from RequestInfo and refuse an empty one (``errEmptyName`` in
@@ -266,7 +266,7 @@ def _require_name_and_namespace(name: str, namespace: str, in_namespace: bool) -
     """
     if not name:
         raise errors.bad_request(EMPTY_NAME)
-    if in_namespace and not namespace:
+    if not namespace:
         raise errors.bad_request(NAMESPACE_REQUIRED)
 
 
@@ -754,8 +754,7 @@ class Api:
         entry = self.store.get("pods", object_key(target.namespace, name))
         if entry is None:
             raise errors.not_found("pods", name)
-        wanted = ("Accept", "Content-Type", "User-Agent")
-        headers = {key: value for key in wanted if (value := request.headers.get(key))}
+        headers = {key: value for key in proxy.FORWARDED_HEADERS if (value := request.headers.get(key))}
         status, content_type, relayed, body, length = proxy.forward(
             self.proxy_targets, entry.object(), target.name, request.method, target.proxy_path, request.query.raw,
             headers, request.body, whole_path=target.request_path,

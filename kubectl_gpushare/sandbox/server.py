@@ -739,7 +739,6 @@ class Sandbox:
         """
         try:
             body = self._read_body(handler)  # it reads the body: an awaited 100 Continue goes out
-            handler.reader.end_request()
             if isinstance(body, ApiError) or len(body) > 4096:
                 handler.close_connection = True
             handler.send_response(200)
@@ -755,7 +754,8 @@ class Sandbox:
 
         A client that awaits ``100 Continue`` gets it now, as Go's ``expectContinueReader.Read`` sends
         it on the handler's first read of the body (src/net/http/server.go), and its body's first byte
-        starts a read deadline of its own (`DeadlineReader.start_request`): the head's was ended.
+        starts a read deadline of its own (`DeadlineReader.start_request`): the head's was ended. Once
+        the body is read, so is the request: its read deadline ends (`DeadlineReader.end_request`).
 
         Raises:
             OSError: the client went away or ran out of time (the caller closes without answering).
@@ -765,6 +765,12 @@ class Sandbox:
             handler.send_response_only(100)
             handler.end_headers()
             handler.reader.start_request()
+        body = self._framed_body(handler)
+        handler.reader.end_request()
+        return body
+
+    def _framed_body(self, handler: _Handler) -> bytes | ApiError:
+        """`_read_body`'s reading, by the request's framing (chunked, or its Content-Length)."""
         try:
             if handler.chunked:  # nothing but "chunked" gets here (`framing.transfer_encoding_refused`)
                 if handler.headers.get("Content-Length") is not None:  # chunked wins, but the sender is suspect
@@ -811,13 +817,14 @@ class Sandbox:
         # is read where kube-apiserver's handler reads it, past authentication, authorization and routing
         # (below), so a request refused there gets no 100 Continue.
         body: bytes | ApiError | None = None
-        if not handler.awaits_continue:
+        if handler.awaits_continue:
+            handler.reader.end_request()  # the head is read; the body's own deadline starts with its 100 Continue
+        else:
             try:
                 body = self._read_body(handler)
             except OSError:  # gone, or too slow: nobody to answer (kube-apiserver just closes, too)
                 self._close(handler)
                 return
-        handler.reader.end_request()
         if admin.is_admin_path(path):
             try:
                 answer = self._serve_admin(handler, method, path, body)
@@ -875,7 +882,6 @@ class Sandbox:
                 except OSError:  # gone, or too slow: nobody to answer
                     self._close(handler)
                     return
-                handler.reader.end_request()
                 if isinstance(body, ApiError):
                     raise body
             if fault is None:  # the faults that act in the server, once it has authenticated and routed the request
@@ -1049,7 +1055,6 @@ class Sandbox:
                 403, "Forbidden", f'User "{identity.user.username}" cannot use the sandbox admin API ({path})'))
         if body is None:
             body = self._read_body(handler)
-            handler.reader.end_request()
             if isinstance(body, ApiError):
                 return error_response(body)
         return admin.handle(method, path, body, self.faults, self.drop_watches)

@@ -334,3 +334,20 @@ def test_a_long_reply_the_pod_breaks_off_closes_the_connection(sandbox: Sandbox)
         relayed = _relayed_to_close(sandbox)
     head, _, answer = relayed.partition(b"\r\n\r\n")
     assert f"Content-Length: {size}".encode() in head.split(b"\r\n") and len(answer) == 2 << 20, head
+
+
+def test_the_pod_gets_the_callers_content_headers_and_never_its_token(sandbox: Sandbox) -> None:
+    """kube-apiserver's authentication filter deletes ``Authorization`` before the proxy copies the request
+    (k8s.io/apiserver/pkg/endpoints/filters/authentication.go): the caller's token never reaches the pod."""
+    reply = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
+    with _pod_replying(sandbox, reply) as received:
+        connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=10)
+        try:
+            connection.request("GET", f"{BASE}:{protocol.USAGE_PORT}/proxy/usage", headers={
+                "Authorization": f"Bearer {Sandbox.ADMIN_TOKEN}", "User-Agent": "probe/1", "Accept": "text/plain"})
+            assert connection.getresponse().read() == b"ok"
+        finally:
+            connection.close()
+    head = received[0].split(b"\r\n\r\n")[0].lower()
+    assert b"\r\nuser-agent: probe/1\r\n" in head + b"\r\n" and b"\r\naccept: text/plain" in head
+    assert b"authorization" not in head and Sandbox.ADMIN_TOKEN.encode().lower() not in head

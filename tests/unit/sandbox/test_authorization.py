@@ -45,42 +45,32 @@ def test_request_info_reads_method_and_path_as_upstream(
 
 
 @pytest.mark.parametrize(
-    ("method", "path", "allowed"),
+    ("method", "path", "viewer", "anonymous"),
     [
-        ("GET", "/api/v1/namespaces/d/pods", True),
-        ("GET", "/api/v1/namespaces/d/pods/p/log", True),
-        ("GET", "/api/v1/namespaces/d/pods/p/proxy/x", False),
-        ("GET", "/api/v1/proxy/namespaces/d/pods/p/x", False),
-        ("POST", "/api/v1/namespaces/d/pods", False),
-        ("PATCH", "/api/v1/namespaces/d/pods/p/status", False),
-        ("FOO", "/api/v1/namespaces/d/pods", False),
-        ("GET", "/api", True),
-        ("GET", "/apis/apps", True),
-        ("GET", "/openapi/v3/apis/apps/v1", True),
-        ("GET", "/version", True),
-        ("GET", "/version/", True),
-        ("GET", "/livez", True),
-        ("GET", "/livez/etcd", False),
-        ("GET", "/", False),
-        ("GET", "/metrics", False),
-        ("POST", "/version", False),
+        ("GET", "/api/v1/namespaces/d/pods", True, False),
+        ("GET", "/api/v1/namespaces/d/pods/p/log", True, False),
+        ("GET", "/api/v1/namespaces/d/pods/p/proxy/x", False, False),
+        ("GET", "/api/v1/proxy/namespaces/d/pods/p/x", False, False),
+        ("POST", "/api/v1/namespaces/d/pods", False, False),
+        ("PATCH", "/api/v1/namespaces/d/pods/p/status", False, False),
+        ("FOO", "/api/v1/namespaces/d/pods", False, False),
+        ("GET", "/api", True, False),
+        ("GET", "/apis/apps", True, False),
+        ("GET", "/openapi/v3/apis/apps/v1", True, False),
+        ("GET", "/version", True, True),
+        ("GET", "/version/", True, True),
+        ("GET", "/healthz", True, True),
+        ("GET", "/livez", True, True),
+        ("HEAD", "/readyz", False, False),
+        ("POST", "/livez", False, False),
+        ("GET", "/livez/etcd", False, False),
+        ("GET", "/", False, False),
+        ("GET", "/metrics", False, False),
+        ("POST", "/version", False, False),
     ],
 )
-def test_the_viewer_may_read_resources_and_discovery_only(method: str, path: str, allowed: bool) -> None:
-    assert viewer_may(request_info(method, path, GoQuery(""))) is allowed
-
-
-@pytest.mark.parametrize(
-    ("method", "path", "allowed"),
-    [
-        ("GET", "/healthz", True),
-        ("GET", "/version/", True),
-        ("HEAD", "/readyz", False),
-        ("POST", "/livez", False),
-        ("GET", "/livez/etcd", False),
-        ("GET", "/api", False),
-        ("GET", "/api/v1/namespaces/d/pods", False),
-    ],
-)
-def test_the_anonymous_caller_may_get_the_public_info_urls_only(method: str, path: str, allowed: bool) -> None:
-    assert anonymous_may(request_info(method, path, GoQuery(""))) is allowed
+def test_the_viewer_reads_resources_and_discovery_and_the_anonymous_caller_the_public_info_urls(
+    method: str, path: str, viewer: bool, anonymous: bool
+) -> None:
+    info = request_info(method, path, GoQuery(""))
+    assert (viewer_may(info), anonymous_may(info)) == (viewer, anonymous)
