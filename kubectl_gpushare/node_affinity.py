@@ -42,6 +42,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.protocol import valid_dns_subdomain
 
 _NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
@@ -58,8 +59,8 @@ MAX_REQUIREMENTS: Final = 1024
 """Requirements over all terms of a slice's or allocation's selector (or terms) past which it is refused."""
 MAX_VALUES: Final = 4096
 """Values over all requirements of a slice's or allocation's selector past which it is refused."""
-MAX_REQUEST_BYTES: Final = 3 * 1024 * 1024
-"""kube-apiserver's limit on a request body (``DefaultMaxRequestBodyBytes``): no pod is written larger.
+MAX_REQUEST_BYTES: Final = protocol.API_MAX_REQUEST_BYTES
+"""kube-apiserver's limit on a request body: no pod is written larger.
 
 Pod validation (``ValidateNodeSelector``) sets no limit on terms, requirements or values, so a
 pod's affinity is bounded only by its size: each bound below is the most of one thing a 3 MiB

@@ -170,6 +170,11 @@ def printable(text: str, limit: int | None = None) -> str:
     return text.strip()
 
 
+API_MAX_REQUEST_BYTES: Final = 3 * 1024 * 1024
+"""kube-apiserver's limit on a request body (``DefaultMaxRequestBodyBytes``, 3 MiB): no object it stores
+was written larger. The sandbox refuses a larger body (413); the stand-in scheduler and the CEL
+admission bound what one object can hold by it."""
+
 MAX_SHOWN_NAME: Final = 253
 """Characters of one name a text view writes (pod, namespace, node, address, annotation value): the API's
 longest name (a DNS subdomain), so a real name is never cut and a 1 MB one from a hand-made file is."""

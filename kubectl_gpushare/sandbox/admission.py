@@ -48,6 +48,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.selectors import API_OPERATORS, Requirement, labels_match
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -82,7 +83,7 @@ RUNTIME_BUDGET: Final = 10_000_000
 MATCH_CONDITIONS_BUDGET: Final = 2_500_000
 """``celconfig.RuntimeCELCostBudgetMatchConditions``: what one binding's match conditions may cost together
 (``matchconditions/matcher.go`` passes it to ``ForInput``, which fails with `OUT_OF_BUDGET` past it)."""
-VARIABLE_UNITS: Final = 3 * 1024 * 1024
+VARIABLE_UNITS: Final = protocol.API_MAX_REQUEST_BYTES
 """What a policy's variable values may hold together, in `kube.cel.value_units` (about a character each).
 
 Not upstream's: cel-go shares values, so ``[v, v]`` costs two elements whatever ``v`` holds; the

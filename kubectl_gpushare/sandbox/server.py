@@ -54,6 +54,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
@@ -93,7 +94,7 @@ from kubectl_gpushare.sandbox.routes import (
 from kubectl_gpushare.sandbox.store import Store
 from kubectl_gpushare.sandbox.tokens import ANONYMOUS, Identity, UserInfo, static_user
 
-DEFAULT_MAX_BODY = 3 * 1024 * 1024
+DEFAULT_MAX_BODY = protocol.API_MAX_REQUEST_BYTES
 """kube-apiserver's limit for a request body (3 MiB); larger bodies get 413."""
 DRAIN_LIMIT = 64 * 1024 * 1024
 """Oversized bodies up to this size are read and dropped (keep-alive survives); larger ones close."""
