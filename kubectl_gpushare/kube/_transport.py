@@ -583,8 +583,9 @@ def _read_bounded(response: http.client.HTTPResponse, max_bytes: int | None, dea
     encoding = (response.getheader("Content-Encoding") or "identity").lower()
     if max_bytes is not None and encoding != "identity":
         raise ReplyTooLarge("the reply is compressed, which was not asked for (its size is unbounded)")
-    declared = response.getheader("Content-Length")
-    if max_bytes is not None and declared and declared.isdigit() and int(declared) > max_bytes:
+    # parse_int_strict: a 5,000-digit Content-Length (which http.client ignores) is no ValueError from int()
+    declared = protocol.parse_int_strict(response.getheader("Content-Length"))
+    if max_bytes is not None and declared is not None and declared > max_bytes:
         raise ReplyTooLarge(f"the reply declares {declared} bytes, more than {max_bytes}")
     parts: list[bytes] = []
     size = 0
