@@ -43,8 +43,6 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Final
 from urllib.parse import quote, urlencode, urlsplit
 
-import msgspec
-
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.config import ClientConfig
@@ -165,7 +163,7 @@ def error_from_reply(status: int, body: bytes, headers: Mapping[str, str] | http
     parsed = None
     try:
         parsed = types.STATUS_DECODER.decode(body) if body else None
-    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # any body, even deep or not UTF-8, is an error
+    except types.DECODE_ERRORS:  # any body, even deep or not UTF-8, is an error
         message = protocol.first_line(body.decode("utf-8", errors="replace"), 300)
     if parsed is not None:
         reason, message = parsed.reason, parsed.message
