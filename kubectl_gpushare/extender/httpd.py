@@ -193,9 +193,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         app = self.server.app
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        codings = self.headers.get_all("Transfer-Encoding") or []
+        if [coding.strip().lower() for coding in codings] == ["chunked"]:
             self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
                        close=True)
+            return
+        if codings:  # any other: Go's 501 (src/net/http/transfer.go, parseTransferEncoding), never a body unread
+            self._send(app.refuse(501, self.path, "unsupported transfer encoding"), close=True)
             return
         lengths = self.headers.get_all("Content-Length") or []
         if len(lengths) > 1:

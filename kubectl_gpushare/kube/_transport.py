@@ -43,8 +43,6 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Final
 from urllib.parse import quote, urlencode, urlsplit
 
-import msgspec
-
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.config import ClientConfig
@@ -77,6 +75,11 @@ class BodyEncodingError(ValueError):
     """A reply body that does not decode from its ``Content-Encoding``; the message says why, in one line."""
 
 
+def _content_coding(header: str | None) -> str:
+    """A ``Content-Encoding`` as compared: trimmed, lower case (RFC 9110 8.4.1), ``identity`` when absent or empty."""
+    return (header or "").strip().lower() or "identity"
+
+
 def decoded_body(data: bytes, content_encoding: str | None, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     """A reply body undone from its content coding (none or gzip), expanding to at most ``limit`` bytes.
 
@@ -89,8 +92,8 @@ def decoded_body(data: bytes, content_encoding: str | None, limit: int = MAX_DEC
     Raises:
         BodyEncodingError: not gzip, truncated, a coding other than gzip, or longer than ``limit``.
     """
-    coding = (content_encoding or "").strip().lower()
-    if coding in ("", "identity"):
+    coding = _content_coding(content_encoding)
+    if coding == "identity":
         return data
     if coding not in _GZIP_CODINGS:
         raise BodyEncodingError(f"the reply is encoded as {protocol.printable(coding, 40)!r}, which was not asked for")
@@ -160,7 +163,7 @@ def error_from_reply(status: int, body: bytes, headers: Mapping[str, str] | http
     parsed = None
     try:
         parsed = types.STATUS_DECODER.decode(body) if body else None
-    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # any body, even deep or not UTF-8, is an error
+    except types.DECODE_ERRORS:  # any body, even deep or not UTF-8, is an error
         message = protocol.first_line(body.decode("utf-8", errors="replace"), 300)
     if parsed is not None:
         reason, message = parsed.reason, parsed.message
@@ -441,7 +444,7 @@ class Transport:
             connection = self._connect()
             try:
                 response = self._send(connection, "GET", target, None, None, refresh, compressed=False)
-                coding = (response.getheader("Content-Encoding") or "identity").strip().lower()
+                coding = _content_coding(response.getheader("Content-Encoding"))
                 if 200 <= response.status < 300 and coding == "identity":
                     if connection.sock is not None:
                         connection.sock.settimeout(read_timeout)
@@ -580,11 +583,12 @@ def _read_bounded(response: http.client.HTTPResponse, max_bytes: int | None, dea
     With ``connection``, each wait for a chunk is cut to what is left before ``deadline``. A
     compressed reply is refused where the size is bounded (its expanded size is not).
     """
-    encoding = (response.getheader("Content-Encoding") or "identity").lower()
+    encoding = _content_coding(response.getheader("Content-Encoding"))
     if max_bytes is not None and encoding != "identity":
         raise ReplyTooLarge("the reply is compressed, which was not asked for (its size is unbounded)")
-    declared = response.getheader("Content-Length")
-    if max_bytes is not None and declared and declared.isdigit() and int(declared) > max_bytes:
+    # parse_int_strict: a 5,000-digit Content-Length (which http.client ignores) is no ValueError from int()
+    declared = protocol.parse_int_strict(response.getheader("Content-Length"))
+    if max_bytes is not None and declared is not None and declared > max_bytes:
         raise ReplyTooLarge(f"the reply declares {declared} bytes, more than {max_bytes}")
     parts: list[bytes] = []
     size = 0

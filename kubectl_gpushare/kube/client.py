@@ -298,7 +298,7 @@ class Client:
                                     allow_inconsistent):
             try:
                 page = decode_page(k, data, on_skip or _log_skip, on_undecodable)
-            except _PAGE_ERRORS as exc:
+            except types.DECODE_ERRORS as exc:
                 raise _unreadable_page(k, exc) from None
             yield page
 
@@ -345,7 +345,7 @@ class Client:
                 raise
             try:
                 token = list_meta(data).continue_
-            except _PAGE_ERRORS as exc:
+            except types.DECODE_ERRORS as exc:
                 raise _unreadable_page(k, exc) from None
             pending = _in_background(fetch, token) if token and self.prefetch else None
             yield data
@@ -369,7 +369,7 @@ class Client:
             for data in self._page_data(kind, namespace, label_selector, field_selector, page_size, None, False):
                 try:
                     items.extend(raw_list(data).items)
-                except _PAGE_ERRORS as exc:
+                except types.DECODE_ERRORS as exc:
                     raise _unreadable_page(kind, exc) from None
             return items
 
@@ -754,7 +754,7 @@ def decoded_item(k: Kind[ItemT], data: bytes, namespace: str | None, name: str) 
     """
     try:
         return k.item_decoder.decode(data)
-    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:  # ValidationError is a DecodeError
+    except types.DECODE_ERRORS as exc:
         raise _undecodable_reply(k, data, namespace, name, exc) from None
 
 
@@ -775,9 +775,6 @@ def _undecodable_reply(
     what = f"{noun} {key}" if key else f"a {noun}"
     why = "a string is not UTF-8" if isinstance(exc, UnicodeDecodeError) else protocol.error_reason(exc)
     return UndecodableReply(f"{what} does not decode as a {_api_version(k)}.{k.kind} ({why})")
-
-
-_PAGE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError)
 
 
 def _unreadable_page(kind: Kind[ItemT], exc: Exception) -> KubeError:

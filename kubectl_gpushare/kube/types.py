@@ -592,6 +592,9 @@ DRA_CLASS_DECODER: Final = msgspec.json.Decoder(dra_objects.WireDeviceClass)
 DRA_CLASS_LIST_DECODER: Final = msgspec.json.Decoder(ObjectList[dra_objects.WireDeviceClass])
 ENCODER: Final = msgspec.json.Encoder()
 """Encodes Structs (camelCase, defaults omitted) and plain dicts for request bodies."""
+DECODE_ERRORS: Final = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)
+"""What a decoder above raises for bytes from the wire: not JSON or the wrong shape (``DecodeError``,
+``ValidationError`` among them), nested past Python's recursion limit, or a string that is not UTF-8."""
 
 
 class Kind(msgspec.Struct, Generic[ItemT_co], frozen=True):
