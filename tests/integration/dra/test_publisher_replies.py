@@ -201,6 +201,12 @@ def _published(sandbox: Sandbox, api: Client) -> str:
     return name
 
 
+def _stray(api: Client) -> wire.WireResourceSlice:
+    """A second slice of this node and driver beside the published one, not named as ours: the next sync deletes it."""
+    return api.create(types.DRA_SLICES, wire.WireResourceSlice(
+        metadata=wire.WireMeta(generate_name="stray-"), spec=slices.spec(NODE, _devices(), 1)))
+
+
 def _garbling(sandbox: Sandbox, name: str, **spec: object) -> Callable[[], list[dict[str, Any]]]:
     """The sandbox's slices as a list would give them, slice ``name`` garbled (`_garbled` with ``spec``)."""
     def items() -> list[dict[str, Any]]:
@@ -444,9 +450,7 @@ def test_a_stale_slice_changed_since_it_was_listed_is_not_deleted_until_read_aga
     # resourceslicecontroller.go removeSlices: the delete carries the UID and the resourceVersion
     # listed; a slice changed between the list and the delete is a 409 Conflict and stays. The sync
     # asks for another soon (`changed_under_us`), which reads it again and decides again.
-    kept = _published(sandbox, api)
-    extra = api.create(types.DRA_SLICES, wire.WireResourceSlice(
-        metadata=wire.WireMeta(generate_name="stray-"), spec=slices.spec(NODE, _devices(), 1)))
+    kept, extra = _published(sandbox, api), _stray(api)
     rewrite, changed = _changing_once(api, extra.metadata.name)
     with _relayed(sandbox, kubeconfig, rewrite) as client:
         publisher = SlicePublisher(client, NODE)
@@ -479,9 +483,7 @@ def test_a_conflict_wakes_the_next_sync_soon_not_at_the_resync(
 ) -> None:
     # The resourceslice controller requeues a failed sync rate-limited; here `run` syncs again after
     # the error backoff (0.5 s first), with the periodic resync an hour away.
-    kept = _published(sandbox, api)
-    extra = api.create(types.DRA_SLICES, wire.WireResourceSlice(
-        metadata=wire.WireMeta(generate_name="stray-"), spec=slices.spec(NODE, _devices(), 1)))
+    kept, extra = _published(sandbox, api), _stray(api)
     rewrite, changed = _changing_once(api, extra.metadata.name)
     with _relayed(sandbox, kubeconfig, rewrite) as client:
         publisher = SlicePublisher(client, NODE)
