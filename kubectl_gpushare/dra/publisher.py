@@ -426,21 +426,21 @@ class SlicePublisher:
         while not stop.is_set() and not self.withdrawn:
             wake.clear()
             by_watch = self.watch is not None and self.watch.take()
+            retry = True  # an error, or a 409: as the resourceslice controller requeues a failed sync, rate-limited
             try:
                 wrote = self.sync(devices())
                 if self.watch is not None:
                     self.watch.settled(by_watch, wrote)
-                if self.changed_under_us:  # as the resourceslice controller requeues a failed sync, rate-limited
-                    wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
-                else:
-                    backoff = 0.5
-                    wait = resync if time.monotonic() >= self.landing_until else min(resync, SETTLE_SECONDS)
+                retry = self.changed_under_us
             except KubeError as exc:
-                wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
-                log.warning("publishing the ResourceSlice failed, retrying in %.1fs: %s", wait, exc)
+                log.warning("publishing the ResourceSlice failed, retrying in %.1fs: %s", min(backoff, resync), exc)
             except Exception:  # a bug must not end publishing for good
                 log.exception("publishing the ResourceSlice failed unexpectedly")
+            if retry:
                 wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
+            else:
+                backoff = 0.5
+                wait = resync if time.monotonic() >= self.landing_until else min(resync, SETTLE_SECONDS)
             if not self.withdrawn:  # refused in this sync: done now, not after the wait
                 wake.wait(wait)
         self._sweep_late_creates(stop)
