@@ -100,7 +100,7 @@ def test_a_node_without_a_uid_is_not_owned(node_reply: tuple[Client, list[bytes]
 
 
 def test_a_late_create_with_the_old_owner_leaves_one_slice_owned_by_the_node_now(
-    sandbox: Sandbox, api: Client,
+    sandbox: Sandbox, api: Client, caplog: pytest.LogCaptureFixture,
 ) -> None:
     # The Node is registered again (a new UID) while a create sent before, naming the old UID, is
     # still in flight; it lands beside the slice the next sync made. The sync after keeps one, owned
@@ -120,10 +120,13 @@ def test_a_late_create_with_the_old_owner_leaves_one_slice_owned_by_the_node_now
     )
     api.create(types.DRA_SLICES, late)
     assert len(api.list(types.DRA_SLICES)) == 2
-    publisher.sync(_devices())
+    with caplog.at_level(logging.INFO, logger="kubectl_gpushare.dra.publisher"):
+        publisher.sync(_devices())
     found: list[wire.WireResourceSlice] = api.list(types.DRA_SLICES)
     assert [[ref.uid for ref in s.metadata.owner_references] for s in found] == [[uid]]
     assert [d.name for d in found[0].spec.devices] == ["gpu-0"]
+    assert f"updated ResourceSlice {found[0].metadata.name}: 1 device(s), its owner now node {NODE} of UID {uid}" \
+        in caplog.text
 
 
 def test_a_node_that_does_not_decode_at_start_is_a_one_line_daemon_error(
@@ -342,7 +345,7 @@ def _recreate_node(api: Client, sandbox: Sandbox) -> str:
 
 @pytest.mark.parametrize("write", ["create", "update"])
 def test_a_node_registered_again_between_the_read_and_the_write_owns_the_slice_once_the_sync_is_done(
-    sandbox: Sandbox, api: Client, kubeconfig: Path, write: str,
+    sandbox: Sandbox, api: Client, kubeconfig: Path, write: str, caplog: pytest.LogCaptureFixture,
 ) -> None:
     # The Node is deleted and registered again (a new UID) just after the sync read it: the write
     # names the old UID, which the garbage collector would delete the slice for. The sync reads the
@@ -360,9 +363,12 @@ def test_a_node_registered_again_between_the_read_and_the_write_owns_the_slice_o
 
     with _relayed(sandbox, kubeconfig, rewrite) as client:
         publisher = SlicePublisher(client, NODE)
-        assert publisher.sync(_devices("2x16GiB"))
+        with caplog.at_level(logging.INFO, logger="kubectl_gpushare.dra.publisher"):
+            assert publisher.sync(_devices("2x16GiB"))
     assert recreated and recreated[0] != before
     (found,) = api.list(types.DRA_SLICES)
+    assert f"updated ResourceSlice {found.metadata.name}: node {NODE} was registered again (UID {recreated[0]}) " \
+        "while it was written" in caplog.text
     assert [ref.uid for ref in found.metadata.owner_references] == recreated
     assert [d.name for d in found.spec.devices] == ["gpu-0", "gpu-1"]
     assert publisher.current is not None and publisher.current.metadata.owner_references[0].uid == recreated[0]
