@@ -15,13 +15,21 @@ from typing import Any
 from node_agents import ServeThread
 
 from kubectl_gpushare import dra_objects, protocol
+from kubectl_gpushare.dra import slices
 from kubectl_gpushare.dra.daemon import Config, Driver, serve
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.node.fake_backend import FakeBackend
+from kubectl_gpushare.node.health import GpuState
 
 NODE = "gpu-node-1"
 GIB = 1 << 30
+
+
+def node_devices(spec: str = "1x16GiB") -> slices.Devices:
+    """The devices the publisher would publish for NODE's fake GPUs (``spec``: `FakeBackend.from_spec`), all healthy."""
+    states = [GpuState(gpu) for gpu in FakeBackend.from_spec(spec, seed=NODE).devices()]
+    return slices.devices(states, protocol.UNIT_GIB, "remove")
 
 
 @dataclass(frozen=True)

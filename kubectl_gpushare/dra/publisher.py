@@ -277,17 +277,22 @@ class SlicePublisher:
         if same_pool and same_owner and slices.comparable(keep.spec.devices) == slices.comparable(devices):
             self.current = keep
             return wrote
-        body = wire.WireResourceSlice(
-            metadata=msgspec.structs.replace(keep.metadata, owner_references=owners),
-            spec=slices.spec(self.node, devices, max(current_pool.generation, 1)),
-        )
-        stored: wire.WireResourceSlice = self.client.replace(types.DRA_SLICES, keep.metadata.name, body)
-        self.writes += 1
-        log.info("updated ResourceSlice %s: %d device(s)%s", stored.metadata.name, len(devices),
-                 "" if same_owner else f", its owner now node {self.node} of UID {owners[0].uid}")
-        self._store(stored, devices)
+        owner_now = "" if same_owner else f", its owner now node {self.node} of UID {owners[0].uid}"
+        stored = self._update(keep, owners, slices.spec(self.node, devices, max(current_pool.generation, 1)), devices,
+                              f"{len(devices)} device(s){owner_now}")
         self._owned_by_the_node_now(stored, devices)
         return True
+
+    def _update(self, listed: wire.WireResourceSlice, owners: list[wire.WireOwnerReference], spec: wire.WireSliceSpec,
+                devices: slices.Devices, why: str) -> wire.WireResourceSlice:
+        """Write ``listed`` back with ``owners`` and ``spec`` (at its resourceVersion); log ``why``; `_store` it."""
+        body = wire.WireResourceSlice(metadata=msgspec.structs.replace(listed.metadata, owner_references=owners),
+                                      spec=spec)
+        stored: wire.WireResourceSlice = self.client.replace(types.DRA_SLICES, listed.metadata.name, body)
+        self.writes += 1
+        log.info("updated ResourceSlice %s: %s", stored.metadata.name, why)
+        self._store(stored, devices)
+        return stored
 
     def _owned_by_the_node_now(self, written: wire.WireResourceSlice, devices: slices.Devices) -> None:
         """After a write naming the owner, read the Node again and give the slice its UID while it changed.
@@ -314,13 +319,8 @@ class SlicePublisher:
             owners = [self._owner(node)]
             if written.metadata.owner_references == owners:
                 return
-            body = wire.WireResourceSlice(metadata=msgspec.structs.replace(written.metadata, owner_references=owners),
-                                          spec=written.spec)
-            written = self.client.replace(types.DRA_SLICES, written.metadata.name, body)
-            self.writes += 1
-            log.info("updated ResourceSlice %s: node %s was registered again (UID %s) while it was written",
-                     written.metadata.name, self.node, owners[0].uid)
-            self._store(written, devices)
+            written = self._update(written, owners, written.spec, devices,
+                                   f"node {self.node} was registered again (UID {owners[0].uid}) while it was written")
 
     def _create(self, devices: slices.Devices, generation: int,
                 owners: list[wire.WireOwnerReference]) -> wire.WireResourceSlice:
@@ -426,21 +426,21 @@ class SlicePublisher:
         while not stop.is_set() and not self.withdrawn:
             wake.clear()
             by_watch = self.watch is not None and self.watch.take()
+            retry = True  # an error, or a 409: as the resourceslice controller requeues a failed sync, rate-limited
             try:
                 wrote = self.sync(devices())
                 if self.watch is not None:
                     self.watch.settled(by_watch, wrote)
-                if self.changed_under_us:  # as the resourceslice controller requeues a failed sync, rate-limited
-                    wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
-                else:
-                    backoff = 0.5
-                    wait = resync if time.monotonic() >= self.landing_until else min(resync, SETTLE_SECONDS)
+                retry = self.changed_under_us
             except KubeError as exc:
-                wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
-                log.warning("publishing the ResourceSlice failed, retrying in %.1fs: %s", wait, exc)
+                log.warning("publishing the ResourceSlice failed, retrying in %.1fs: %s", min(backoff, resync), exc)
             except Exception:  # a bug must not end publishing for good
                 log.exception("publishing the ResourceSlice failed unexpectedly")
+            if retry:
                 wait, backoff = min(backoff, resync), min(backoff * 2, MAX_BACKOFF)
+            else:
+                backoff = 0.5
+                wait = resync if time.monotonic() >= self.landing_until else min(resync, SETTLE_SECONDS)
             if not self.withdrawn:  # refused in this sync: done now, not after the wait
                 wake.wait(wait)
         self._sweep_late_creates(stop)

@@ -11,7 +11,7 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from kubectl_gpushare import dra_objects, protocol
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
 from kubectl_gpushare.kube import dra_allocation
 from kubectl_gpushare.kube.records import shown
@@ -90,7 +90,7 @@ def pool_findings(objects: dra.DraObjects) -> Iterable[Finding]:
         nodes = objects.unusable_on.get((driver, pool), ())
         # Slices' node and pool names are unchecked: the object is a node only where it is a node's name, else
         # the pool (quoted where it is no pool name), in JSON too; the text output makes any name printable.
-        node = nodes[0] if len(nodes) == 1 and dra_objects.valid_dns_subdomain(nodes[0]) else ""
+        node = nodes[0] if len(nodes) == 1 and protocol.valid_dns_subdomain(nodes[0]) else ""
         obj = f"node/{node}" if node else f"resourcepool/{driver}/{_pool_shown(pool)}"
         yield Finding(WARNING, "dra-pool-unusable", obj,
                       f"{dra.pool_warning(objects, driver, pool)}; if it lasts, see the "
@@ -99,8 +99,7 @@ def pool_findings(objects: dra.DraObjects) -> Iterable[Finding]:
 
 def _pool_shown(pool: str) -> str:
     """A pool name as is where it is one (DNS subdomains joined by slashes, ``ResourcePool.Name``), else quoted."""
-    parts = pool.split("/")
-    if len(pool) <= protocol.DNS1123_SUBDOMAIN_MAX and all(dra_objects.valid_dns_subdomain(part) for part in parts):
+    if len(pool) <= protocol.DNS1123_SUBDOMAIN_MAX and all(protocol.valid_dns_subdomain(p) for p in pool.split("/")):
         return pool
     return shown(pool)
 

@@ -854,7 +854,7 @@ def nvidia_nodes(objects: DraObjects, ips: Mapping[str, str], warnings: Warnings
         on_node = devices.setdefault(node[:253], {})
         usable = not objects.unusable_at(slice_.spec.driver, slice_.spec.pool.name, node)
         for device in slice_.spec.devices[: dra.MAX_DEVICES_PER_SLICE]:
-            if dra.valid_dns_label(device.name) and device.name not in on_node:
+            if protocol.valid_dns_label(device.name) and device.name not in on_node:
                 on_node[device.name] = (device, usable)
     nodes: dict[str, StackNode] = {}
     for name, found in devices.items():

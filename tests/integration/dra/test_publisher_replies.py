@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 from api_relay import Reply, relay
-from dra_helpers import NODE, Dirs
+from dra_helpers import NODE, Dirs, node_devices
 from tcp_gate import TcpGate
 from waiting import wait_for
 
@@ -28,19 +28,12 @@ from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.kube.errors import EXIT_API, UndecodableReply, Unreachable
-from kubectl_gpushare.node.fake_backend import FakeBackend
-from kubectl_gpushare.node.health import GpuState
 from kubectl_gpushare.sandbox.builders import node_object
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
 
 NODE_PATH = f"/api/v1/nodes/{NODE}"
-
-
-def _devices(spec: str = "1x16GiB") -> slices.Devices:
-    backend = FakeBackend.from_spec(spec, seed=NODE)
-    return slices.devices([GpuState(gpu) for gpu in backend.devices()], protocol.UNIT_GIB, "remove")
 
 
 def _node(**meta: object) -> bytes:
@@ -75,10 +68,10 @@ def test_a_node_that_does_not_decode_is_a_one_line_error_and_nothing_is_written(
     bodies.append(body)
     publisher = SlicePublisher(client, NODE)
     with pytest.raises(UndecodableReply, match=f"node {NODE} does not decode as a v1.Node"):
-        publisher.sync(_devices())
+        publisher.sync(node_devices())
     # run retries it as any API error: a warning a try, no traceback.
     stop, wake = threading.Event(), threading.Event()
-    runner = threading.Thread(target=publisher.run, args=(stop, wake, _devices, 0.1), kwargs={"watch": False})
+    runner = threading.Thread(target=publisher.run, args=(stop, wake, node_devices, 0.1), kwargs={"watch": False})
     with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
         runner.start()
         try:
@@ -95,19 +88,19 @@ def test_a_node_without_a_uid_is_not_owned(node_reply: tuple[Client, list[bytes]
     client, bodies = node_reply
     bodies.append(_node())
     with pytest.raises(NodeGoneError):
-        SlicePublisher(client, NODE).sync(_devices())
+        SlicePublisher(client, NODE).sync(node_devices())
     assert sandbox.objects("resourceslices") == []
 
 
 def test_a_late_create_with_the_old_owner_leaves_one_slice_owned_by_the_node_now(
-    sandbox: Sandbox, api: Client,
+    sandbox: Sandbox, api: Client, caplog: pytest.LogCaptureFixture,
 ) -> None:
     # The Node is registered again (a new UID) while a create sent before, naming the old UID, is
     # still in flight; it lands beside the slice the next sync made. The sync after keeps one, owned
     # by the current UID (a slice naming the gone UID would be the garbage collector's).
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
     publisher = SlicePublisher(api, NODE)
-    publisher.sync(_devices())
+    publisher.sync(node_devices())
     (first,) = api.list(types.DRA_SLICES)
     api.delete(types.NODES, NODE)
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
@@ -120,10 +113,13 @@ def test_a_late_create_with_the_old_owner_leaves_one_slice_owned_by_the_node_now
     )
     api.create(types.DRA_SLICES, late)
     assert len(api.list(types.DRA_SLICES)) == 2
-    publisher.sync(_devices())
+    with caplog.at_level(logging.INFO, logger="kubectl_gpushare.dra.publisher"):
+        publisher.sync(node_devices())
     found: list[wire.WireResourceSlice] = api.list(types.DRA_SLICES)
     assert [[ref.uid for ref in s.metadata.owner_references] for s in found] == [[uid]]
     assert [d.name for d in found[0].spec.devices] == ["gpu-0"]
+    assert f"updated ResourceSlice {found[0].metadata.name}: 1 device(s), its owner now node {NODE} of UID {uid}" \
+        in caplog.text
 
 
 def test_a_node_that_does_not_decode_at_start_is_a_one_line_daemon_error(
@@ -153,11 +149,11 @@ def test_an_offered_node_serves_only_a_sync_within_offer_seconds_of_its_read(san
                              (_with_uid(node, "other", name="other-node"), time.monotonic())]:  # fmt: skip
         publisher = SlicePublisher(api, NODE)
         publisher.offer(offered, read_at)
-        publisher.sync(_devices())
+        publisher.sync(node_devices())
         assert _owner_uids(api) == [node.metadata.uid]
     fresh = SlicePublisher(api, NODE)
     fresh.offer(_with_uid(node, "fresh"), time.monotonic())
-    fresh.sync(_devices())
+    fresh.sync(node_devices())
     # Used, with no read of its own: the slice was updated to name "fresh"; the read after that write
     # (`SlicePublisher._owned_by_the_node_now`) found the Node's real UID and updated it back.
     assert fresh.writes == 2 and _owner_uids(api) == [node.metadata.uid]
@@ -196,9 +192,15 @@ def _relayed(
 def _published(sandbox: Sandbox, api: Client) -> str:
     """The Node, and the one slice a publisher published for it: that slice's name."""
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
-    SlicePublisher(api, NODE).sync(_devices())
+    SlicePublisher(api, NODE).sync(node_devices())
     (name,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
     return name
+
+
+def _stray(api: Client) -> wire.WireResourceSlice:
+    """A second slice of this node and driver beside the published one, not named as ours: the next sync deletes it."""
+    return api.create(types.DRA_SLICES, wire.WireResourceSlice(
+        metadata=wire.WireMeta(generate_name="stray-"), spec=slices.spec(NODE, node_devices(), 1)))
 
 
 def _garbling(sandbox: Sandbox, name: str, **spec: object) -> Callable[[], list[dict[str, Any]]]:
@@ -222,8 +224,8 @@ def test_a_slice_of_ours_that_does_not_decode_is_deleted_not_left_beside_a_new_o
 
     with _publisher_listing(sandbox, kubeconfig, _garbling(sandbox, garbled)) as publisher:
         with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
-            assert publisher.sync(_devices())
-        assert not publisher.sync(_devices()), "the new slice reads: nothing more to write"
+            assert publisher.sync(node_devices())
+        assert not publisher.sync(node_devices()), "the new slice reads: nothing more to write"
     (kept,) = [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
     assert kept != garbled
     assert f"deleted ResourceSlice {garbled}: it does not decode as a ResourceSlice" in caplog.text
@@ -246,8 +248,8 @@ def test_an_item_that_cannot_say_whose_it_is_is_left_warned_of_once_and_publishi
 
     with _publisher_listing(sandbox, kubeconfig, lambda: [*sandbox.objects("resourceslices"), hostile]) as publisher:
         with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
-            assert publisher.sync(_devices())
-            assert not publisher.sync(_devices())
+            assert publisher.sync(node_devices())
+            assert not publisher.sync(node_devices())
             assert len(sandbox.objects("resourceslices")) == 1
             assert publisher.withdraw() == 1
     assert sandbox.objects("resourceslices") == []
@@ -261,7 +263,7 @@ def _garbled(body: dict[str, Any], **spec: object) -> dict[str, Any]:
 
 
 def _other_drivers_slice(api: Client, node: str) -> str:
-    spec = msgspec.structs.replace(slices.spec(node, _devices(), 1), driver="other.example.com")
+    spec = msgspec.structs.replace(slices.spec(node, node_devices(), 1), driver="other.example.com")
     created = api.create(types.DRA_SLICES, wire.WireResourceSlice(metadata=wire.WireMeta(name="other-driver"),
                                                                   spec=spec))
     return created.metadata.name
@@ -275,9 +277,9 @@ def test_a_reply_that_ignores_the_selector_never_makes_another_drivers_or_nodes_
     # (dra_objects.SliceIdentity.published_by); the other node's and the other driver's stay.
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False),
                   node_object("other", [], ip="10.0.0.2", gpushare=False)])
-    SlicePublisher(api, NODE).sync(_devices())
+    SlicePublisher(api, NODE).sync(node_devices())
     (ours,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
-    SlicePublisher(api, "other").sync(_devices())
+    SlicePublisher(api, "other").sync(node_devices())
     others = {s.metadata.name for s in api.list(types.DRA_SLICES)} - {ours}
     others.add(_other_drivers_slice(api, NODE))
     assert len(others) == 2
@@ -285,7 +287,7 @@ def test_a_reply_that_ignores_the_selector_never_makes_another_drivers_or_nodes_
     with _publisher_listing(sandbox, kubeconfig, lambda: [_garbled(s) for s in sandbox.objects("resourceslices")]) \
             as publisher:
         with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
-            assert publisher.sync(_devices())
+            assert publisher.sync(node_devices())
     left = {s["metadata"]["name"] for s in sandbox.objects("resourceslices")}
     assert ours not in left and others < left and len(left) == 3, left
     assert f"deleted ResourceSlice {ours}: it does not decode as a ResourceSlice" in caplog.text
@@ -301,8 +303,8 @@ def test_a_slice_of_ours_whose_driver_cannot_be_read_is_left_and_warned_of_once(
 
     with _publisher_listing(sandbox, kubeconfig, _garbling(sandbox, garbled, driver=5)) as publisher:
         with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
-            assert publisher.sync(_devices())
-            assert not publisher.sync(_devices())
+            assert publisher.sync(node_devices())
+            assert not publisher.sync(node_devices())
     assert garbled in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
     assert len(sandbox.objects("resourceslices")) == 2
     assert _unreadable_warnings(caplog) == [
@@ -318,12 +320,12 @@ def test_an_undecodable_item_is_deleted_only_at_the_resource_version_listed(
     # did not honour the selector and says it is ours) is a Conflict, and that slice stays.
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False),
                   node_object("other", [], ip="10.0.0.2", gpushare=False)])
-    SlicePublisher(api, "other").sync(_devices())
+    SlicePublisher(api, "other").sync(node_devices())
     (victim,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
     claimed = {"metadata": {"name": victim, "resourceVersion": "999999"},
                "spec": {"driver": protocol.DRA_DRIVER, "nodeName": NODE, "devices": "garbage"}}
     with _publisher_listing(sandbox, kubeconfig, lambda: [claimed]) as publisher:
-        assert publisher.sync(_devices())
+        assert publisher.sync(node_devices())
     assert victim in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
 
 
@@ -336,7 +338,7 @@ def _recreate_node(api: Client, sandbox: Sandbox) -> str:
 
 @pytest.mark.parametrize("write", ["create", "update"])
 def test_a_node_registered_again_between_the_read_and_the_write_owns_the_slice_once_the_sync_is_done(
-    sandbox: Sandbox, api: Client, kubeconfig: Path, write: str,
+    sandbox: Sandbox, api: Client, kubeconfig: Path, write: str, caplog: pytest.LogCaptureFixture,
 ) -> None:
     # The Node is deleted and registered again (a new UID) just after the sync read it: the write
     # names the old UID, which the garbage collector would delete the slice for. The sync reads the
@@ -344,7 +346,7 @@ def test_a_node_registered_again_between_the_read_and_the_write_owns_the_slice_o
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
     before = api.get_node(NODE).metadata.uid
     if write == "update":
-        SlicePublisher(api, NODE).sync(_devices())
+        SlicePublisher(api, NODE).sync(node_devices())
     recreated: list[str] = []
 
     def rewrite(method: str, path: str, body: bytes) -> bytes | None:
@@ -354,9 +356,12 @@ def test_a_node_registered_again_between_the_read_and_the_write_owns_the_slice_o
 
     with _relayed(sandbox, kubeconfig, rewrite) as client:
         publisher = SlicePublisher(client, NODE)
-        assert publisher.sync(_devices("2x16GiB"))
+        with caplog.at_level(logging.INFO, logger="kubectl_gpushare.dra.publisher"):
+            assert publisher.sync(node_devices("2x16GiB"))
     assert recreated and recreated[0] != before
     (found,) = api.list(types.DRA_SLICES)
+    assert f"updated ResourceSlice {found.metadata.name}: node {NODE} was registered again (UID {recreated[0]}) " \
+        "while it was written" in caplog.text
     assert [ref.uid for ref in found.metadata.owner_references] == recreated
     assert [d.name for d in found.spec.devices] == ["gpu-0", "gpu-1"]
     assert publisher.current is not None and publisher.current.metadata.owner_references[0].uid == recreated[0]
@@ -379,7 +384,7 @@ def test_a_device_plugin_that_starts_between_the_read_and_the_write_withdraws_th
 
     with _relayed(sandbox, kubeconfig, rewrite) as client:
         publisher = SlicePublisher(client, NODE, refuse=device_plugin_refusal)
-        assert publisher.sync(_devices())
+        assert publisher.sync(node_devices())
     assert advertised and publisher.withdrawn
     assert publisher.refusal is not None and protocol.RESOURCE_MEM in publisher.refusal
     assert sandbox.objects("resourceslices") == []
@@ -394,14 +399,14 @@ def test_an_item_with_neither_uid_nor_resource_version_is_never_deleted(
     # remove whatever holds that name now. Nothing ties it to the object listed: it is left alone.
     sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False),
                   node_object("other", [], ip="10.0.0.2", gpushare=False)])
-    SlicePublisher(api, "other").sync(_devices())
+    SlicePublisher(api, "other").sync(node_devices())
     (victim,) = [s.metadata.name for s in api.list(types.DRA_SLICES)]
     (listed,) = sandbox.objects("resourceslices")
     spec = {**listed["spec"], "nodeName": NODE, "pool": {**listed["spec"]["pool"], "name": "x"}}
     claimed = {"metadata": {"name": victim}, "spec": spec if decodes else {**spec, "devices": "garbage"}}
     with _publisher_listing(sandbox, kubeconfig, lambda: [claimed]) as publisher:
         with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
-            assert publisher.sync(_devices())
+            assert publisher.sync(node_devices())
     assert victim in [s["metadata"]["name"] for s in sandbox.objects("resourceslices")]
     assert f"ResourceSlice {victim} is listed under this node's and driver's selector, but it has neither a UID " \
         "nor a resourceVersion to delete it by: left alone" in caplog.text
@@ -428,11 +433,11 @@ def test_a_create_never_sent_is_not_waited_for(sandbox: Sandbox, kubeconfig: Pat
         publisher = SlicePublisher(client, NODE)
         try:
             with pytest.raises(Unreachable, match="Connection refused") as raised:
-                publisher.sync(_devices())
+                publisher.sync(node_devices())
             assert listed and raised.value.sent is False
             assert publisher.landing_until <= time.monotonic()  # nothing may still land
             gate.open()
-            publisher.sync(_devices())
+            publisher.sync(node_devices())
         finally:
             client.close()
     assert len(sandbox.objects("resourceslices")) == 1 and publisher.writes == 1
@@ -444,19 +449,17 @@ def test_a_stale_slice_changed_since_it_was_listed_is_not_deleted_until_read_aga
     # resourceslicecontroller.go removeSlices: the delete carries the UID and the resourceVersion
     # listed; a slice changed between the list and the delete is a 409 Conflict and stays. The sync
     # asks for another soon (`changed_under_us`), which reads it again and decides again.
-    kept = _published(sandbox, api)
-    extra = api.create(types.DRA_SLICES, wire.WireResourceSlice(
-        metadata=wire.WireMeta(generate_name="stray-"), spec=slices.spec(NODE, _devices(), 1)))
+    kept, extra = _published(sandbox, api), _stray(api)
     rewrite, changed = _changing_once(api, extra.metadata.name)
     with _relayed(sandbox, kubeconfig, rewrite) as client:
         publisher = SlicePublisher(client, NODE)
         with caplog.at_level(logging.INFO, logger="kubectl_gpushare.dra.publisher"):
-            assert not publisher.sync(_devices())
+            assert not publisher.sync(node_devices())
         assert changed and changed[0] != extra.metadata.resource_version
         assert publisher.changed_under_us, "the next sync is asked for soon"
         assert sorted(s.metadata.name for s in api.list(types.DRA_SLICES)) == sorted([kept, extra.metadata.name])
         assert f"ResourceSlice {extra.metadata.name} changed since it was listed: not deleted" in caplog.text
-        assert publisher.sync(_devices()), "read again: still not ours to keep, deleted at its new version"
+        assert publisher.sync(node_devices()), "read again: still not ours to keep, deleted at its new version"
         assert not publisher.changed_under_us
     assert [s.metadata.name for s in api.list(types.DRA_SLICES)] == [kept]
 
@@ -479,14 +482,13 @@ def test_a_conflict_wakes_the_next_sync_soon_not_at_the_resync(
 ) -> None:
     # The resourceslice controller requeues a failed sync rate-limited; here `run` syncs again after
     # the error backoff (0.5 s first), with the periodic resync an hour away.
-    kept = _published(sandbox, api)
-    extra = api.create(types.DRA_SLICES, wire.WireResourceSlice(
-        metadata=wire.WireMeta(generate_name="stray-"), spec=slices.spec(NODE, _devices(), 1)))
+    kept, extra = _published(sandbox, api), _stray(api)
     rewrite, changed = _changing_once(api, extra.metadata.name)
     with _relayed(sandbox, kubeconfig, rewrite) as client:
         publisher = SlicePublisher(client, NODE)
         stop, wake = threading.Event(), threading.Event()
-        runner = threading.Thread(target=publisher.run, args=(stop, wake, _devices, 3600.0), kwargs={"watch": False})
+        runner = threading.Thread(target=publisher.run, args=(stop, wake, node_devices, 3600.0),
+                                  kwargs={"watch": False})
         runner.start()
         try:
             wait_for(lambda: [s.metadata.name for s in api.list(types.DRA_SLICES)] == [kept], timeout=30,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from dra_helpers import NODE
+from dra_helpers import NODE, node_devices
 from waiting import holds_for, wait_for
 
 from kubectl_gpushare import dra_objects as wire
@@ -23,8 +23,6 @@ from kubectl_gpushare.dra.publisher import SlicePublisher, SliceWatch
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
-from kubectl_gpushare.node.fake_backend import FakeBackend
-from kubectl_gpushare.node.health import GpuState
 from kubectl_gpushare.sandbox.builders import node_object
 from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -33,11 +31,6 @@ pytestmark = pytest.mark.integration
 NEVER = 3600.0
 """The periodic resync, out of every test's reach: only the watch can wake a sync in time."""
 DEBOUNCE = 0.05
-
-
-def _devices(spec: str = "1x16GiB") -> slices.Devices:
-    states = [GpuState(gpu) for gpu in FakeBackend.from_spec(spec, seed=NODE).devices()]
-    return slices.devices(states, protocol.UNIT_GIB, "remove")
 
 
 @dataclass
@@ -56,7 +49,7 @@ class Running:
 def _running(client: Client, spec: str = "1x16GiB") -> Iterator[Running]:
     """A publisher of NODE's slice running with its watch, resync an hour away; stopped after."""
     publisher = SlicePublisher(client, NODE)
-    running = Running(publisher, [_devices(spec)], threading.Event())
+    running = Running(publisher, [node_devices(spec)], threading.Event())
     stop = threading.Event()
     thread = threading.Thread(target=publisher.run, args=(stop, running.wake, lambda: running.devices[0]),
                               kwargs={"resync": NEVER, "debounce": DEBOUNCE}, daemon=True)
@@ -190,8 +183,8 @@ def test_two_publishers_of_one_node_keep_the_same_slice_and_stop_writing(sandbox
     # other keeps; the other slice goes, and then nothing is written any more.
     prefix = protocol.dra_slice_generate_name(NODE)
     older, newer = f"{prefix}zzzzz", f"{prefix}aaaaa"
-    sandbox.load([_slice_body(api, older, "2026-01-01T00:00:00Z", _devices()),
-                  _slice_body(api, newer, "2026-01-02T00:00:00Z", _devices())])
+    sandbox.load([_slice_body(api, older, "2026-01-01T00:00:00Z", node_devices()),
+                  _slice_body(api, newer, "2026-01-02T00:00:00Z", node_devices())])
     with _two(api, "1x16GiB", "1x16GiB") as (first, second):
         wait_for(lambda: [s.metadata.name for s in _ours(api)] == [older], timeout=30, what="one slice left")
         writes = first.publisher.writes + second.publisher.writes
@@ -220,7 +213,7 @@ def test_two_publishers_started_together_end_with_one_slice(api: Client) -> None
     stop, wakes = threading.Event(), [threading.Event(), threading.Event()]
     publishers = [SlicePublisher(api, NODE), SlicePublisher(api, NODE)]
     options = {"resync": NEVER, "debounce": DEBOUNCE}
-    threads = [threading.Thread(target=p.run, args=(stop, wake, _devices), kwargs=options, daemon=True)
+    threads = [threading.Thread(target=p.run, args=(stop, wake, node_devices), kwargs=options, daemon=True)
                for p, wake in zip(publishers, wakes, strict=True)]
     for thread in threads:
         thread.start()
