@@ -30,8 +30,7 @@ ENV_LOG_LEVEL = "GPUSHARE_LOG_LEVEL"
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--node-name", envvar=protocol.ENV_NODE_NAME, show_envvar=True,
-              help="This node's name (the DaemonSet passes it from the downward API).")
+@flags.node_name_option("This node's name (the DaemonSet passes it from the downward API).")
 @click.option("--device-plugin-path", envvar=ENV_DEVICE_PLUGIN_PATH, default=protocol.DEVICE_PLUGIN_PATH,
               show_default=True, show_envvar=True, type=click.Path(file_okay=False),
               help="Kubelet's device-plugin directory (holds kubelet.sock and our socket).")

@@ -28,9 +28,8 @@ ENV_RESYNC = "GPUSHARE_DRA_RESYNC"
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--node-name", envvar=protocol.ENV_NODE_NAME, show_envvar=True,
-              help="This node's name: its pool and the ResourceSlice's spec.nodeName (the DaemonSet passes it "
-                   "from the downward API).")
+@flags.node_name_option("This node's name: its pool and the ResourceSlice's spec.nodeName (the DaemonSet passes it "
+                        "from the downward API).")
 @click.option("--plugin-registration-dir", envvar=protocol.ENV_DRA_REGISTRATION_DIR,
               default=protocol.DRA_REGISTRATION_DIR, show_default=True, show_envvar=True,
               type=click.Path(file_okay=False),

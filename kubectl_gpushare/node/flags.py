@@ -44,6 +44,26 @@ def parse_xids(text: str | None) -> frozenset[int]:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _node_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--node-name`` read as a Node's name (a DNS-1123 subdomain), or refused.
+
+    It goes into field selectors (``metadata.name=<node>``, ``spec.nodeName=<node>``) and object
+    names, where a comma or an ``=`` would change what is asked. Absence is the command's to refuse
+    (its message names the variable).
+    """
+    if value and not protocol.valid_dns_subdomain(value):
+        shown = protocol.shown_value(value)
+        raise click.BadParameter(f"{shown} is not a node name (lower-case letters, digits, '-' and '.', "
+                                 f"at most {protocol.DNS1123_SUBDOMAIN_MAX})")
+    return value
+
+
+def node_name_option(help: str) -> Callable[[F], F]:
+    """``--node-name`` (``NODE_NAME``): this node's name, checked as the API checks a Node's."""
+    return click.option("--node-name", envvar=protocol.ENV_NODE_NAME, show_envvar=True, callback=_node_name,
+                        help=help)
+
+
 def memory_unit_option(help: str) -> Callable[[F], F]:
     """``--memory-unit GiB|MiB``."""
     return click.option("--memory-unit", envvar=protocol.ENV_MEMORY_UNIT,

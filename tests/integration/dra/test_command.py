@@ -95,6 +95,7 @@ def test_a_checkpoint_that_cannot_be_opened_is_one_line_and_exit_2(
 
 @pytest.mark.parametrize(("args", "message"), [
     ((), "--node-name (or NODE_NAME) is required"),
+    (("--node-name", "n1,spec.driver!=x"), "'n1,spec.driver!=x' is not a node name"),
     (("--node-name", "n", "--memory-unit", "KiB"), "Invalid value for '--memory-unit'"),
     (("--node-name", "n", "--fake-gpus", "lots"), "invalid --fake-gpus group 'lots'"),
 ])

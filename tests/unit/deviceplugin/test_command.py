@@ -31,8 +31,11 @@ def test_parse_xids_rejects_junk(text: str) -> None:
         (["--node-name", "n", "--ignore-xids", "x"], 2, "'x' is not an Xid number"),
         (["--node-name", "n", "--memory-unit", "KiB"], 2, "'KiB' is not one of"),
         (["--node-name", "n", "--usage-interval", "nan"], 2, "'nan' is not a finite number"),
+        (["--node-name", "n1,metadata.name!=x"], 2, "'n1,metadata.name!=x' is not a node name"),
+        (["--node-name", "x" * 5000], 2, "is not a node name"),
     ],
-    ids=["no-node", "bad-fake-spec", "too-many-devices", "bad-xids", "bad-unit", "nan-interval"],
+    ids=["no-node", "bad-fake-spec", "too-many-devices", "bad-xids", "bad-unit", "nan-interval", "selector-node",
+         "long-node"],
 )
 def test_bad_configuration_exits_2_with_one_clear_line(args: list[str], code: int, message: str) -> None:
     runner = CliRunner(env={"NODE_NAME": None, "GPUSHARE_FAKE_GPUS": None})
