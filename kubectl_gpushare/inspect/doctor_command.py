@@ -126,8 +126,9 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
         others: Others = {kind: [] for kind in ("ConfigMap", "Device", *CONFINEMENT_KINDS, *DRA_KINDS)}
         # A bad value is a finding (invalid-value) and a skipped object a warning: both through load_warnings.
         nodes, file_pods = parse_documents(read_input(options["from_file"]), load_warnings, others)
-        return audit(nodes, file_pods, configmaps_of(others), devices=devices_found(others, nodes),
-                     confinement=confinement_of(others),
+        return audit(nodes, file_pods, configmaps_of(others, load_warnings),
+                     devices=devices_found(others, nodes, load_warnings),
+                     confinement=confinement_of(others, load_warnings),
                      dra_objects=dra_of(others, load_warnings, classes=True, nodes=nodes))
     from kubectl_gpushare.inspect.source import confinement_from_api, dra_from_api, koordinator_devices
     from kubectl_gpushare.kube import errors, stacks, types
