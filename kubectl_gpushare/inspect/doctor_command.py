@@ -134,7 +134,6 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
     from kubectl_gpushare.kube import errors, stacks, types
 
     with make_client(options, "doctor") as client:
-        usage = None
         nodes = client.list_nodes(on_skip=load_warnings.add)
         try:
             configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE, on_skip=load_warnings.add)
@@ -163,6 +162,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
             for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE, on_skip=load_warnings.add):
                 yield from (pod for pod in page.items if pod.spec.node_name in wanted)
 
+        usage = None
         if options.get("usage"):
             from kubectl_gpushare.inspect.usage import reports_from_plugins, usage_timeout
 
