@@ -1214,12 +1214,13 @@ def placement_of(
 
     YAML Pods are read without it (None). One that does not decode (a mistyped affinity, one nested past
     the decoder) is one warning and None: the pod is explained without it, rather than not at all.
+    A file holding the pod twice gives the first one's, as explain reads the first (its ``matches[0]``):
+    the request and the affinity explained are one object's.
     """
-    placement = None
     for raw in _json_only(found.get("Pod", ())):
         if raw_key(raw) == (namespace, name):
-            placement = placement_in(raw, namespace, name, warnings)
-    return placement
+            return placement_in(raw, namespace, name, warnings)
+    return None
 
 
 def placement_in(raw: msgspec.Raw, namespace: str, name: str, warnings: Warnings) -> types.PodPlacement | None:
