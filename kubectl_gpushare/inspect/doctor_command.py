@@ -126,14 +126,14 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
         others: Others = {kind: [] for kind in ("ConfigMap", "Device", *CONFINEMENT_KINDS, *DRA_KINDS)}
         # A bad value is a finding (invalid-value) and a skipped object a warning: both through load_warnings.
         nodes, file_pods = parse_documents(read_input(options["from_file"]), load_warnings, others)
-        return audit(nodes, file_pods, configmaps_of(others), devices=devices_found(others, nodes),
-                     confinement=confinement_of(others),
+        return audit(nodes, file_pods, configmaps_of(others, load_warnings),
+                     devices=devices_found(others, nodes, load_warnings),
+                     confinement=confinement_of(others, load_warnings),
                      dra_objects=dra_of(others, load_warnings, classes=True, nodes=nodes))
     from kubectl_gpushare.inspect.source import confinement_from_api, dra_from_api, koordinator_devices
     from kubectl_gpushare.kube import errors, stacks, types
 
     with make_client(options, "doctor") as client:
-        usage = None
         nodes = client.list_nodes(on_skip=load_warnings.add)
         try:
             configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE, on_skip=load_warnings.add)
@@ -162,6 +162,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
             for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE, on_skip=load_warnings.add):
                 yield from (pod for pod in page.items if pod.spec.node_name in wanted)
 
+        usage = None
         if options.get("usage"):
             from kubectl_gpushare.inspect.usage import reports_from_plugins, usage_timeout
 

@@ -139,8 +139,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], warnings: Wa
         if not matches:
             raise _pod_not_found(namespace, name, None if options["namespace"] else homes)
         objects = dra_of(others, warnings, classes=True, nodes=file_nodes)
-        inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_of(others),
-                         devices_found(others, file_nodes), objects, warnings)
+        inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_of(others, warnings),
+                         devices_found(others, file_nodes, warnings), objects, warnings)
         inputs.placement = placement_of(others, namespace, name, warnings)
         return inputs
     import msgspec

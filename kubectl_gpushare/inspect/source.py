@@ -286,15 +286,16 @@ def stack_ledger(
 
 
 def devices_found(
-    found: Mapping[str, Sequence[Any]], nodes: Sequence[types.Node], forced: str = stacks.AUTO
+    found: Mapping[str, Sequence[Any]], nodes: Sequence[types.Node], warnings: Warnings, forced: str = stacks.AUTO
 ) -> list[types.KoordDevice]:
     """Koordinator's ``Device`` objects of a file dump, collected by kind (`parse_documents` ``others``; JSON only).
 
-    Decoded only when one of ``nodes`` is Koordinator's (``forced`` as `devices_of`'s).
+    Decoded only when one of ``nodes`` is Koordinator's (``forced`` as `devices_of`'s); one that does
+    not decode is one warning (`decoded_of`).
     """
     if not _has_koordinator(nodes, forced):
         return []
-    return _decoded(_json_only(found.get("Device", ())), types.KOORD_DEVICE_DECODER)
+    return decoded_of(found, types.KOORD_DEVICES, warnings)
 
 
 # --- from the API ----------------------------------------------------------------------------------
@@ -387,15 +388,14 @@ CONFINEMENT_KINDS: Final = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPol
 """The kinds `Confinement` is read from."""
 
 
-def confinement_of(found: Mapping[str, Sequence[Any]]) -> Confinement | None:
-    """The policies and bindings collected by `parse_documents` (``others``; JSON ones only).
+def confinement_of(found: Mapping[str, Sequence[Any]], warnings: Warnings) -> Confinement | None:
+    """The policies and bindings collected by `parse_documents` (``others``; JSON ones only; `decoded_of`).
 
     None (not checked) when it holds neither kind: a dump of ``nodes,pods`` says nothing about policies,
     so their absence is not reported.
     """
-    policies = _decoded(_json_only(found.get("ValidatingAdmissionPolicy", ())), types.ADMISSION_POLICY_DECODER)
-    bindings = _decoded(_json_only(found.get("ValidatingAdmissionPolicyBinding", ())),
-                        types.ADMISSION_POLICY_BINDING_DECODER)
+    policies = decoded_of(found, types.ADMISSION_POLICIES, warnings)
+    bindings = decoded_of(found, types.ADMISSION_POLICY_BINDINGS, warnings)
     if not policies and not bindings:
         return None
     return Confinement(True, tuple(policies), tuple(bindings))
@@ -1069,15 +1069,21 @@ def _json_only(items: Sequence[Any]) -> list[msgspec.Raw]:
     return [item for item in items if isinstance(item, msgspec.Raw)]
 
 
-def _decoded(raws: Iterable[msgspec.Raw], decoder: msgspec.json.Decoder[_T]) -> list[_T]:
-    """The items that decode; one that does not (mistyped, or nested past msgspec's depth) is skipped."""
-    found: list[_T] = []
-    for raw in raws:
+def decoded_of(
+    found: Mapping[str, Sequence[Any]], kind: types.Kind[types.ItemT], warnings: Warnings
+) -> list[types.ItemT]:
+    """The JSON items of ``kind`` collected by `parse_documents` (``others``), decoded.
+
+    One that does not decode (mistyped, or nested past msgspec's depth) is skipped with the warning
+    the API path writes for it (`lenient.skipped`, a list's ``on_skip``): a file and a cluster say alike.
+    """
+    decoded: list[types.ItemT] = []
+    for raw in _json_only(found.get(kind.kind, ())):
         try:
-            found.append(decode_raw(decoder, raw))
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            continue
-    return found
+            decoded.append(decode_raw(kind.item_decoder, raw))
+        except (msgspec.DecodeError, RecursionError) as exc:  # msgspec's ValidationError is a DecodeError
+            warnings.add(lenient.skipped(kind, lenient.describe(kind, raw, exc)))
+    return decoded
 
 
 DRA_KINDS: Final = ("ResourceSlice", "ResourceClaim", "DeviceClass")
@@ -1208,12 +1214,13 @@ def placement_of(
 
     YAML Pods are read without it (None). One that does not decode (a mistyped affinity, one nested past
     the decoder) is one warning and None: the pod is explained without it, rather than not at all.
+    A file holding the pod twice gives the first one's, as explain reads the first (its ``matches[0]``):
+    the request and the affinity explained are one object's.
     """
-    placement = None
     for raw in _json_only(found.get("Pod", ())):
         if raw_key(raw) == (namespace, name):
-            placement = placement_in(raw, namespace, name, warnings)
-    return placement
+            return placement_in(raw, namespace, name, warnings)
+    return None
 
 
 def placement_in(raw: msgspec.Raw, namespace: str, name: str, warnings: Warnings) -> types.PodPlacement | None:
@@ -1230,9 +1237,9 @@ def placement_in(raw: msgspec.Raw, namespace: str, name: str, warnings: Warnings
         return None
 
 
-def configmaps_of(found: Mapping[str, Sequence[Any]]) -> list[types.ConfigMap]:
-    """ConfigMaps collected by `parse_documents` (``others``; JSON ones only); one that does not decode is skipped."""
-    return _decoded(_json_only(found.get("ConfigMap", ())), types.CONFIGMAP_DECODER)
+def configmaps_of(found: Mapping[str, Sequence[Any]], warnings: Warnings) -> list[types.ConfigMap]:
+    """ConfigMaps collected by `parse_documents` (``others``; JSON ones only; `decoded_of`)."""
+    return decoded_of(found, types.CONFIGMAPS, warnings)
 
 
 def list_quotas(client: Client, warnings: Warnings) -> list[types.ResourceQuota]:
@@ -1321,12 +1328,12 @@ def from_documents(
     names = _unique(node_names)
     chosen = choose_nodes(decoded_nodes, names, selector)
     cluster_wide = not names and not selector
-    sick = unhealthy_by_node(configmaps_of(others))
-    devices = devices_found(others, chosen, stack)
+    sick = unhealthy_by_node(configmaps_of(others, warnings))
+    devices = devices_found(others, chosen, warnings, stack)
     objects = (dra_of(others, warnings, pending=cluster_wide, tally=True, nodes=decoded_nodes)
                if stack in READS_DRA else dra.DraObjects(served=False))
     snapshot = from_objects(chosen, decoded_pods, names, cluster_wide=cluster_wide, stack=stack, warnings=warnings,
                             sick=sick, devices=devices, objects=objects)
     if quotas:
-        snapshot.quotas = _decoded(_json_only(others["ResourceQuota"]), types.RESOURCEQUOTA_DECODER)
+        snapshot.quotas = decoded_of(others, types.RESOURCEQUOTAS, warnings)
     return snapshot

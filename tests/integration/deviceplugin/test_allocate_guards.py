@@ -41,6 +41,19 @@ def break_the_watch(plugin: Any, sandbox: Sandbox) -> None:
     wait_for(lambda: not plugin.plugin.cluster.pod_informer.watching)
 
 
+def two_placed(
+    kubelet: KubeletSim, start_plugin: Any, pods: Any, first: str, second: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A 2x16GiB plugin and two 4-unit pods the extender placed (``first`` on GPU 0, assumed first; ``second`` on
+    GPU 1), both in the plugin's cache: a 4-unit Allocate matches either, oldest first."""
+    plugin = start_plugin("2x16GiB")
+    ready(kubelet, 32)
+    one = pods.create(first, [4], gpu=0, assume_time=1)
+    two = pods.create(second, [4], gpu=1, assume_time=2)
+    wait_for(lambda: cached(plugin, first) and cached(plugin, second))
+    return one, two
+
+
 def allocate_ids(kubelet: KubeletSim, ids: list[str], timeout: float = 10) -> api.AllocateResponse:
     plugin = kubelet.plugin()
     assert plugin is not None
@@ -101,11 +114,7 @@ def test_a_pod_re_created_under_the_same_name_is_not_marked_by_the_old_ones_patc
 def test_a_slow_patch_holds_up_no_other_allocate_and_no_pod_is_picked_twice(
     kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox
 ) -> None:
-    plugin = start_plugin("2x16GiB")
-    ready(kubelet, 32)
-    slow = pods.create("slow", [4], gpu=0, assume_time=1)
-    quick = pods.create("quick", [4], gpu=1, assume_time=2)
-    wait_for(lambda: cached(plugin, "slow") and cached(plugin, "quick"))
+    slow, quick = two_placed(kubelet, start_plugin, pods, "slow", "quick")
     fault = sandbox.inject(method="PATCH", path=r"/pods/slow", latency=4.0, times=1)
     results: dict[str, Any] = {}
 
@@ -218,11 +227,7 @@ def test_allocate_is_answered_while_many_list_and_watch_streams_are_open(
 def test_an_unanswered_patch_fails_allocate_within_its_budget_and_the_pod_stays_claimed(
     kubelet: KubeletSim, start_plugin, pods, sandbox: Sandbox
 ) -> None:
-    plugin = start_plugin("2x16GiB")
-    ready(kubelet, 32)
-    late = pods.create("late", [4], gpu=0, assume_time=1)
-    other = pods.create("other", [4], gpu=1, assume_time=2)
-    wait_for(lambda: cached(plugin, "late") and cached(plugin, "other"))
+    late, other = two_placed(kubelet, start_plugin, pods, "late", "other")
     sandbox.inject(method="PATCH", path=r"/pods/late", latency=8.0, after=True)  # lands after the client gave up
     started = time.monotonic()
     with pytest.raises(KubeletAllocateError) as info:
@@ -268,11 +273,7 @@ def test_a_patch_answered_5xx_after_it_landed_keeps_the_pod_claimed(
 ) -> None:
     # A 5xx (or a 429) is not a refusal: the patch may have been applied, as here, where the sandbox
     # applies it and then answers 503 (`kube.errors.did_not_happen`, the rule every writer keeps).
-    plugin = start_plugin("2x16GiB")
-    ready(kubelet, 32)
-    landed = pods.create("landed", [4], gpu=0, assume_time=1)
-    other = pods.create("other", [4], gpu=1, assume_time=2)
-    wait_for(lambda: cached(plugin, "landed") and cached(plugin, "other"))
+    landed, other = two_placed(kubelet, start_plugin, pods, "landed", "other")
     fault = sandbox.inject(method="PATCH", path=r"/pods/landed", status=status, after=True)
     with pytest.raises(KubeletAllocateError) as info:
         kubelet.allocate_pod(landed)

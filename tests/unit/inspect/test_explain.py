@@ -284,6 +284,28 @@ def test_a_mistyped_affinity_in_a_file_is_one_warning_and_the_pod_is_explained_w
     assert result.stdout.startswith("Pod ml/wants asks for 4 GiB on one GPU and fits on n now")
 
 
+def test_a_pod_twice_in_a_file_is_explained_from_one_object_its_request_and_its_affinity(
+    tmp_path: Path, cli_runner: CliRunner
+) -> None:
+    """Two dumps concatenated into one list: explain reads the first copy, and the affinity is that copy's too."""
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
+
+    def twin(gib: int, zone: str) -> dict[str, object]:
+        pod = pod_object("twin", "ml", [gib])
+        term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}
+        pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [term]}}}
+        return pod
+
+    path = tmp_path / "c.json"
+    items = [node_object("n", [16], ip="10.0.0.1"), twin(2, "first"), twin(3, "second")]
+    path.write_text(json.dumps({"kind": "List", "items": items}))
+    result = cli_runner.invoke(explain_command, ["twin", "-n", "ml", "--from-file", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("Pod ml/twin asks for 2 GiB on one GPU")
+    assert "(zone In (first)) does not match" in result.stdout and "second" not in result.stdout
+
+
 def test_a_taint_with_a_null_value_in_a_file_is_read_as_go_reads_it(tmp_path: Path, cli_runner: CliRunner) -> None:
     """``value:`` left empty in YAML is ``null``: kubectl and kube-apiserver read "", so the node is judged by it."""
     from kubectl_gpushare.sandbox.builders import node_object, pod_object

@@ -5,8 +5,11 @@ from typing import Any
 
 import pytest
 
+from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect import source
+from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.errors import NotFound
+from kubectl_gpushare.kube.records import Warnings
 from kubectl_gpushare.kube.selectors import SelectorError
 
 
@@ -153,7 +156,6 @@ def test_one_named_node_reads_only_its_pods_as_the_api_field_selector_does() -> 
 def test_dra_listing_rules_are_the_same_for_any_listing() -> None:
     """404 on slices: not served, nothing said; 403: one warning; claims listed only for a relevant slice."""
     from kubectl_gpushare.kube.errors import Forbidden
-    from kubectl_gpushare.kube.records import Warnings
 
     def refuse(error: Exception) -> object:
         def listing() -> list[object]:
@@ -203,12 +205,44 @@ def test_an_item_of_another_kind_nested_too_deeply_is_skipped_alone(kind: str) -
     data = as_list(node("a"), pod("fine", "a", "3")).replace(b'"items": [', b'"items": [' + deep + b"," + kept + b",")
     found = collected(data, kind, *source.CONFINEMENT_KINDS)
     read = {
-        "ConfigMap": lambda: source.configmaps_of(found),
-        "ValidatingAdmissionPolicy": lambda: source.confinement_of(found).policies,  # type: ignore[union-attr]
+        "ConfigMap": lambda: source.configmaps_of(found, Warnings()),
+        "ValidatingAdmissionPolicy": lambda: source.confinement_of(found, Warnings()).policies,  # type: ignore[union-attr]
         "ResourceQuota": lambda: source.from_documents(data, quotas=True).quotas,
     }[kind]
     assert [item.metadata.name for item in read()] == ["kept"]
     assert source.from_documents(data).ledger.used("a") == {0: 3}
+
+
+@pytest.mark.parametrize(
+    ("kind", "noun"),
+    [
+        ("ConfigMap", "configmap ml/bad"),
+        ("ResourceQuota", "resourcequota ml/bad"),
+        ("ValidatingAdmissionPolicy", "validatingadmissionpolicy ml/bad"),
+        ("Device", "device ml/bad"),
+    ],
+)
+def test_an_item_of_another_kind_that_does_not_decode_is_one_warning_in_the_api_paths_words(
+    kind: str, noun: str
+) -> None:
+    """As `client.list`'s ``on_skip`` says it for the same object (`lenient.skipped`): a file and a cluster alike."""
+    bad = b'{"kind":"%s","metadata":{"name":"bad","namespace":"ml","labels":5}}' % kind.encode()
+    kept = b'{"kind":"%s","metadata":{"name":"kept","namespace":"ml"}}' % kind.encode()
+    koord = node("a", labels={"node.koordinator.sh/gpu-model": "A100"})
+    data = as_list(koord, pod("fine", "a", "3")).replace(b'"items": [', b'"items": [' + bad + b"," + kept + b",")
+    found = collected(data, kind, *source.CONFINEMENT_KINDS)
+    warnings = Warnings()
+    read = {
+        "ConfigMap": lambda: source.configmaps_of(found, warnings),
+        "ResourceQuota": lambda: source.decoded_of(found, types.RESOURCEQUOTAS, warnings),
+        "ValidatingAdmissionPolicy": lambda: source.confinement_of(found, warnings).policies,  # type: ignore[union-attr]
+        "Device": lambda: source.devices_found(
+            found, source.parse_documents(data)[0], warnings, protocol.STACK_KOORDINATOR
+        ),
+    }[kind]
+    assert [item.metadata.name for item in read()] == ["kept"]
+    assert [message.split(" (")[0] for message in warnings] == [f"{noun}: cannot be decoded"]
+    assert list(warnings)[0].endswith("; skipped")
 
 
 def test_parse_documents_collects_items_as_it_tells_them_apart() -> None:
