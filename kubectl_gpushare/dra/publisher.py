@@ -494,7 +494,11 @@ class SliceWatch:
     after each event, delayed (its ``SyncDelay``, 30 s by default, so that its informer cache has
     caught up). Here each sync lists afresh, so no cache must catch up: the delay is `debounce`
     (events in it coalesce into one sync, scheduled by the first: a stream of events cannot
-    postpone it for ever).
+    postpone it for ever). One thread of the watch's own (`thread_name`) waits out the delays, one
+    at a time, whatever the API does: a delay's end waits for a sync in flight
+    (`SlicePublisher.others`), which a slow or hanging API server holds up to its request timeout,
+    and events meanwhile only add to the changes judged at the end of the next delay; a timer per
+    delay would leave one thread per delay waiting for that sync.
 
     The watch is `kube.informer.Informer`: it resumes a dropped stream, lists again after 410 Gone
     (a change missed meanwhile arrives as the reconciling add, update or delete), backs off on errors,
@@ -526,10 +530,19 @@ class SliceWatch:
             name=f"resourceslices-{publisher.node}"[:96],
         )
         self._fired = threading.Event()
-        self._timer: threading.Timer | None = None
         self._pending: list[tuple[str, str, str]] = []
         """Changes seen since the delay started: name, UID ("" where unknown), resourceVersion ("": deleted)."""
         self._lock = threading.Lock()
+        self._changes = threading.Condition(self._lock)
+        """Notified when a change is pending or the watch stops (`_delays` waits on it)."""
+        self._stopping = threading.Event()
+        self._delayer: threading.Thread | None = None
+        """The one thread that waits out the delays (`_delays`), started at the first change."""
+
+    @property
+    def thread_name(self) -> str:
+        """The name of the one thread that waits out the delays and wakes the publisher."""
+        return f"{self.informer.name}-delay"
 
     @property
     def delay(self) -> float:
@@ -550,12 +563,11 @@ class SliceWatch:
             self.fights += 1
 
     def stop(self) -> None:
-        """Close the watch and drop a pending wake."""
+        """Close the watch and drop a pending wake (the delay thread ends, once a sync it waits for is done)."""
         self.informer.stop()
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        self._stopping.set()
+        with self._changes:
+            self._changes.notify()
 
     def _mine(self, item: wire.WireResourceSlice) -> bool:
         spec = item.spec
@@ -582,21 +594,38 @@ class SliceWatch:
         """Note a change; the first one pending starts the delay, at whose end `_fire` judges them all."""
         if not self.informer.synced.is_set():  # the first list: the state the first sync read, not a change
             return
-        with self._lock:
+        with self._changes:
             if len(self._pending) < MAX_OWN_WRITES:
                 self._pending.append((name, uid, version))
             else:  # a flood within one delay: a sync is due whoever made it (no UID: never taken for ours)
                 self._pending[-1] = (name, "", version)
-            if self._timer is not None:  # a sync is due already: it will list this change too
+            if self._stopping.is_set():
                 return
-            self._timer = threading.Timer(self.delay, self._fire)
-            self._timer.daemon = True
-            self._timer.start()
+            if self._delayer is None:
+                self._delayer = threading.Thread(target=self._delays, name=self.thread_name, daemon=True)
+                self._delayer.start()
+            self._changes.notify()
+
+    def _delays(self) -> None:
+        """The delay thread: for each change pending, wait `delay`, then judge every change pending (`_fire`)."""
+        while True:
+            with self._changes:
+                while not self._pending and not self._stopping.is_set():
+                    self._changes.wait()
+            if self._stopping.wait(self.delay):  # stopped: no wake is due any more
+                return
+            try:
+                self._fire()
+            except Exception:  # a bug must not end the watch's wakes for good
+                log.exception("judging changes to our ResourceSlices failed unexpectedly")
 
     def _fire(self) -> None:
-        """The delay is over: wake the publisher if someone else made any of the changes pending."""
+        """The delay is over: wake the publisher if someone else made any of the changes pending.
+
+        Waits for a sync in flight (`SlicePublisher.others`); changes seen meanwhile are judged at
+        the end of the next delay.
+        """
         with self._lock:
-            self._timer = None
             pending, self._pending = self._pending, []
         others = self.publisher.others(pending)
         if not others:
