@@ -48,6 +48,16 @@ an older one). `withdraw` ends publishing for good: it and `sync` take one lock,
 finishes before withdraw lists (and its slice is deleted with the rest) and none writes after; while a
 create of unknown outcome may still land, `run` deletes again every `SETTLE_SECONDS` before it returns.
 
+A pool at generation 2^63-1, the int64 limit (someone else wrote it: we count from 1), cannot be
+bumped: the resourceslice controller's ``generation++`` (``syncPool``) wraps to -2^63 in Go, which
+the API server refuses (``pkg/apis/resource/validation``: ``pool.generation`` must not be
+negative), so its sync fails once and the next one, its obsolete slices deleted, starts from 0. The
+API lets a driver reset the generation "assuming that all ResourceSlices in a pool are updated to
+match or deleted" (``ResourcePool.generation``), so the sync that deleted them all starts again at
+1 itself, with one warning; while one of them is still there (a 409 on its delete) it creates
+nothing, as a slice at generation 1 would be obsolete beside it and the scheduler would allocate
+from the one left.
+
 A slice the API server stored without ``allowMultipleAllocations`` or without device taints means
 the DRAConsumableCapacity or DRADeviceTaints feature gate is off there: logged once, as an error
 (without consumable capacity each claim gets a whole GPU), and with taints off unhealthy GPUs are
@@ -267,6 +277,12 @@ class SlicePublisher:
             if keep is None or stale.metadata.uid != keep.metadata.uid:
                 wrote |= self._delete(stale)
         if keep is None:
+            if generation >= protocol.MAX_INT64:
+                if self.changed_under_us:  # one of them is still there: a slice at generation 1 would be obsolete
+                    return wrote
+                log.warning("ResourceSlice pool %s was at generation %d, the int64 limit (written by someone else): "
+                            "its slices are deleted and it starts again at generation 1", self.node, generation)
+                generation = 0
             created = self._create(devices, generation + 1, owners)
             self._store(created, devices)
             self._owned_by_the_node_now(created, devices)
