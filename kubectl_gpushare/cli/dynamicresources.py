@@ -60,12 +60,11 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
 from kubectl_gpushare import dra_objects as dra
-from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import dra_allocation as alloc
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import PATCH_CONTENT_TYPES, Client
@@ -543,37 +542,27 @@ class ClaimReply(NamedTuple):
         return self.wire.metadata.resource_version
 
 
-_CLAIM_DECODER: Final = msgspec.json.Decoder(dra.WireResourceClaim)
-
-
 def _claim_reply(claim: dra.ResourceClaim, reply: bytes) -> ClaimReply:
-    """The API's reply about ``claim``, refused by the one rule the views read claims by.
+    """The API's reply about ``claim``, decoded and checked by the one claim decoder the views read claims by.
 
     Raises:
-        UndecodableReply: it is not JSON, a string in it is not UTF-8, it is nested deeper than
-            msgspec goes (opaque parameters: kube-apiserver accepts 10,000 levels), it is not a
-            ResourceClaim (a field of the wrong type: `dra_objects.WireResourceClaim`) or not one
-            that names a claim (`dra_objects.read_claim`); for a write: the write was answered 2xx,
-            so it landed.
+        UndecodableReply: ``resourceclaim <ns>/<name>: <why>``, named by the claim asked about (the
+            reply's own name is not trusted), ``<why>`` in `dra_objects`' words (`dra_objects.decode_wire`:
+            not JSON, a string in it not UTF-8, nested deeper than msgspec goes (opaque parameters:
+            kube-apiserver accepts 10,000 levels), a field of the wrong type; `dra_objects.read_claim`:
+            no name or namespace). For a write: the write was answered 2xx, so it landed.
     """
     try:
-        wire = _CLAIM_DECODER.decode(reply)
-    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:  # as the client's `decoded_item`
-        raise _undecodable(claim, protocol.error_reason(exc)) from None
-    try:
+        wire = dra.decode_wire(reply, dra.WireResourceClaim, "ResourceClaim")
         return ClaimReply(wire, dra.read_claim(wire))
     except dra.InvalidObjectError as exc:
-        raise _undecodable(claim, str(exc)) from None
+        raise UndecodableReply(f"resourceclaim {claim.key}: {exc}") from None
 
 
 def _consumer(consumer: dra.WireConsumer) -> dict[str, str]:
     """A ``reservedFor`` entry as written back (``ResourceClaimConsumerReference``: apiGroup omitted when empty)."""
     found = {"resource": consumer.resource, "name": consumer.name, "uid": consumer.uid}
     return {"apiGroup": consumer.api_group, **found} if consumer.api_group else found
-
-
-def _undecodable(claim: dra.ResourceClaim, why: str) -> UndecodableReply:
-    return UndecodableReply(f"resourceclaim {claim.key} does not decode as a resource.k8s.io/v1.ResourceClaim ({why})")
 
 
 __all__ = ["SCHEDULER_ERROR", "ClaimReply", "DynamicResources", "LostWrite", "PassState", "PodClaims",

@@ -48,6 +48,16 @@ an older one). `withdraw` ends publishing for good: it and `sync` take one lock,
 finishes before withdraw lists (and its slice is deleted with the rest) and none writes after; while a
 create of unknown outcome may still land, `run` deletes again every `SETTLE_SECONDS` before it returns.
 
+A pool at generation 2^63-1, the int64 limit (someone else wrote it: we count from 1), cannot be
+bumped: the resourceslice controller's ``generation++`` (``syncPool``) wraps to -2^63 in Go, which
+the API server refuses (``pkg/apis/resource/validation``: ``pool.generation`` must not be
+negative), so its sync fails once and the next one, its obsolete slices deleted, starts from 0. The
+API lets a driver reset the generation "assuming that all ResourceSlices in a pool are updated to
+match or deleted" (``ResourcePool.generation``), so the sync that deleted them all starts again at
+1 itself, with one warning; while one of them is still there (a 409 on its delete) it creates
+nothing, as a slice at generation 1 would be obsolete beside it and the scheduler would allocate
+from the one left.
+
 A slice the API server stored without ``allowMultipleAllocations`` or without device taints means
 the DRAConsumableCapacity or DRADeviceTaints feature gate is off there: logged once, as an error
 (without consumable capacity each claim gets a whole GPU), and with taints off unhealthy GPUs are
@@ -267,6 +277,12 @@ class SlicePublisher:
             if keep is None or stale.metadata.uid != keep.metadata.uid:
                 wrote |= self._delete(stale)
         if keep is None:
+            if generation >= protocol.MAX_INT64:
+                if self.changed_under_us:  # one of them is still there: a slice at generation 1 would be obsolete
+                    return wrote
+                log.warning("ResourceSlice pool %s was at generation %d, the int64 limit (written by someone else): "
+                            "its slices are deleted and it starts again at generation 1", self.node, generation)
+                generation = 0
             created = self._create(devices, generation + 1, owners)
             self._store(created, devices)
             self._owned_by_the_node_now(created, devices)
@@ -494,7 +510,11 @@ class SliceWatch:
     after each event, delayed (its ``SyncDelay``, 30 s by default, so that its informer cache has
     caught up). Here each sync lists afresh, so no cache must catch up: the delay is `debounce`
     (events in it coalesce into one sync, scheduled by the first: a stream of events cannot
-    postpone it for ever).
+    postpone it for ever). One thread of the watch's own (`thread_name`) waits out the delays, one
+    at a time, whatever the API does: a delay's end waits for a sync in flight
+    (`SlicePublisher.others`), which a slow or hanging API server holds up to its request timeout,
+    and events meanwhile only add to the changes judged at the end of the next delay; a timer per
+    delay would leave one thread per delay waiting for that sync.
 
     The watch is `kube.informer.Informer`: it resumes a dropped stream, lists again after 410 Gone
     (a change missed meanwhile arrives as the reconciling add, update or delete), backs off on errors,
@@ -526,10 +546,19 @@ class SliceWatch:
             name=f"resourceslices-{publisher.node}"[:96],
         )
         self._fired = threading.Event()
-        self._timer: threading.Timer | None = None
         self._pending: list[tuple[str, str, str]] = []
         """Changes seen since the delay started: name, UID ("" where unknown), resourceVersion ("": deleted)."""
         self._lock = threading.Lock()
+        self._changes = threading.Condition(self._lock)
+        """Notified when a change is pending or the watch stops (`_delays` waits on it)."""
+        self._stopping = threading.Event()
+        self._delayer: threading.Thread | None = None
+        """The one thread that waits out the delays (`_delays`), started at the first change."""
+
+    @property
+    def thread_name(self) -> str:
+        """The name of the one thread that waits out the delays and wakes the publisher."""
+        return f"{self.informer.name}-delay"
 
     @property
     def delay(self) -> float:
@@ -550,12 +579,11 @@ class SliceWatch:
             self.fights += 1
 
     def stop(self) -> None:
-        """Close the watch and drop a pending wake."""
+        """Close the watch and drop a pending wake (the delay thread ends, once a sync it waits for is done)."""
         self.informer.stop()
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        self._stopping.set()
+        with self._changes:
+            self._changes.notify()
 
     def _mine(self, item: wire.WireResourceSlice) -> bool:
         spec = item.spec
@@ -582,21 +610,38 @@ class SliceWatch:
         """Note a change; the first one pending starts the delay, at whose end `_fire` judges them all."""
         if not self.informer.synced.is_set():  # the first list: the state the first sync read, not a change
             return
-        with self._lock:
+        with self._changes:
             if len(self._pending) < MAX_OWN_WRITES:
                 self._pending.append((name, uid, version))
             else:  # a flood within one delay: a sync is due whoever made it (no UID: never taken for ours)
                 self._pending[-1] = (name, "", version)
-            if self._timer is not None:  # a sync is due already: it will list this change too
+            if self._stopping.is_set():
                 return
-            self._timer = threading.Timer(self.delay, self._fire)
-            self._timer.daemon = True
-            self._timer.start()
+            if self._delayer is None:
+                self._delayer = threading.Thread(target=self._delays, name=self.thread_name, daemon=True)
+                self._delayer.start()
+            self._changes.notify()
+
+    def _delays(self) -> None:
+        """The delay thread: for each change pending, wait `delay`, then judge every change pending (`_fire`)."""
+        while True:
+            with self._changes:
+                while not self._pending and not self._stopping.is_set():
+                    self._changes.wait()
+            if self._stopping.wait(self.delay):  # stopped: no wake is due any more
+                return
+            try:
+                self._fire()
+            except Exception:  # a bug must not end the watch's wakes for good
+                log.exception("judging changes to our ResourceSlices failed unexpectedly")
 
     def _fire(self) -> None:
-        """The delay is over: wake the publisher if someone else made any of the changes pending."""
+        """The delay is over: wake the publisher if someone else made any of the changes pending.
+
+        Waits for a sync in flight (`SlicePublisher.others`); changes seen meanwhile are judged at
+        the end of the next delay.
+        """
         with self._lock:
-            self._timer = None
             pending, self._pending = self._pending, []
         others = self.publisher.others(pending)
         if not others:

@@ -508,3 +508,50 @@ def test_withdraw_deletes_a_slice_that_changed_between_its_list_and_its_delete(
     with _relayed(sandbox, kubeconfig, rewrite) as client:
         assert SlicePublisher(client, NODE).withdraw() == 1
     assert changed and api.list(types.DRA_SLICES) == []
+
+
+def _at_the_int64_limit(api: Client) -> wire.WireResourceSlice:
+    """A slice of this node and driver at pool generation 2^63-1, written by someone else, not named as ours."""
+    spec = msgspec.structs.replace(slices.spec(NODE, node_devices("2x16GiB"), 1),
+                                   pool=wire.WirePool(name=NODE, generation=protocol.MAX_INT64, resource_slice_count=1))
+    return api.create(types.DRA_SLICES, wire.WireResourceSlice(metadata=wire.WireMeta(generate_name="legacy-"),
+                                                                spec=spec))
+
+
+def test_a_pool_at_the_int64_generation_limit_starts_again_at_1_in_the_first_sync(
+    sandbox: Sandbox, api: Client, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The next generation does not fit the API's int64 (a 400, and upstream's wraps to a negative one, a
+    # 422): one sync failed before the next, the old slice deleted, started from 0. The API lets a driver
+    # reset a pool's generation once its slices are deleted: this sync does it, with one warning.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    legacy = _at_the_int64_limit(api)
+    publisher = SlicePublisher(api, NODE)
+    with caplog.at_level(logging.WARNING, logger="kubectl_gpushare.dra.publisher"):
+        assert publisher.sync(node_devices())
+    (published,) = api.list(types.DRA_SLICES)
+    assert published.metadata.name != legacy.metadata.name and published.spec.pool.generation == 1
+    assert slices.comparable(published.spec.devices) == slices.comparable(node_devices())
+    assert publisher.writes == 2, "one delete, one create: no write refused"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"ResourceSlice pool {NODE} was at generation 9223372036854775807, the int64 limit (written by someone "
+        "else): its slices are deleted and it starts again at generation 1"]
+
+
+def test_a_pool_at_the_int64_limit_whose_slice_stays_gets_no_slice_it_would_outrank(
+    sandbox: Sandbox, api: Client, kubeconfig: Path,
+) -> None:
+    # The slice at the limit changed between the list and its delete (a 409): it stays, and a slice at
+    # generation 1 beside it would be obsolete, the scheduler allocating from the one at the limit (two
+    # GPUs this node does not have). Nothing is created until a sync has deleted it.
+    sandbox.load([node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
+    legacy = _at_the_int64_limit(api)
+    rewrite, changed = _changing_once(api, legacy.metadata.name)
+    with _relayed(sandbox, kubeconfig, rewrite) as client:
+        publisher = SlicePublisher(client, NODE)
+        assert not publisher.sync(node_devices())
+        assert changed and publisher.changed_under_us
+        assert [s.metadata.name for s in api.list(types.DRA_SLICES)] == [legacy.metadata.name]
+        assert publisher.sync(node_devices()), "read again: deleted, and the pool starts again at 1"
+    (published,) = api.list(types.DRA_SLICES)
+    assert published.spec.pool.generation == 1

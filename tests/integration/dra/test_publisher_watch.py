@@ -6,6 +6,7 @@ DaemonSet rolling update with maxSurge) end with one slice and stop writing."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.sandbox.builders import node_object
+from kubectl_gpushare.sandbox.faults import Fault
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -230,3 +232,81 @@ def test_two_publishers_started_together_end_with_one_slice(api: Client) -> None
             wake.set()
         for thread in threads:
             thread.join(10)
+
+
+HANG = 4.0
+"""Seconds the API server holds each write of a slice in the hang tests: longer than the event storm."""
+STORM = 40 * DEBOUNCE
+"""How long the storm of someone else's edits goes on while a sync hangs: 40 delays' worth."""
+
+
+def _delay_threads(watch: SliceWatch) -> list[threading.Thread]:
+    """Live threads that wait to wake a sync for ``watch``: a timer of its own per delay, or its one delay thread."""
+    return [t for t in threading.enumerate() if t.is_alive() and (
+        t.name == watch.thread_name
+        or (isinstance(t, threading.Timer) and getattr(t.function, "__self__", None) is watch))]
+
+
+def _edited(api: Client, sandbox: Sandbox, n: int) -> str:
+    """Someone else empties our slice's devices and labels it ``n`` (straight into the store: no HTTP to hang)."""
+    (current,) = _ours(api)
+    body = msgspec.to_builtins(current)
+    body["metadata"] = {**body["metadata"], "labels": {"edit": str(n)}}
+    body["spec"]["devices"] = []
+    sandbox.load([{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", **body}])
+    stored = sandbox.get(types.DRA_SLICES.plural, None, current.metadata.name)
+    assert stored is not None
+    return str(stored["metadata"]["resourceVersion"])
+
+
+def _seen_by(watch: SliceWatch, name: str, version: str) -> Callable[[], bool]:
+    """Whether the watch has seen slice ``name`` at resourceVersion ``version``."""
+    def check() -> bool:
+        seen = watch.informer.get(name)
+        return seen is not None and seen.metadata.resource_version == version
+    return check
+
+
+@contextmanager
+def _hanging_slice_writes(sandbox: Sandbox) -> Iterator[list[Fault]]:
+    """Every write of a ResourceSlice (create, update, delete) held `HANG` seconds by the API server."""
+    faults = [sandbox.inject(method=verb, path=r"/resourceslices", latency=HANG) for verb in ("POST", "PUT", "DELETE")]
+    try:
+        yield faults
+    finally:
+        sandbox.clear_faults()
+
+
+@pytest.mark.usefixtures("node")
+def test_a_storm_of_events_while_a_sync_hangs_keeps_one_delay_thread_and_the_slice_is_repaired(
+        sandbox: Sandbox, api: Client) -> None:
+    # A sync in flight holds the publisher; each delay's end waits for it. One timer per delay left a
+    # thread per delay (here up to 40) waiting for the one sync; now one delay thread waits, events
+    # meanwhile only add to what it judges next, and no second write is sent while the first hangs.
+    with _running(api) as running:
+        with _hanging_slice_writes(sandbox) as faults:
+            _edited(api, sandbox, 0)
+            wait_for(lambda: sum(f.hits for f in faults) >= 1, timeout=30, what="the sync's write to hang")
+            (name,) = [s.metadata.name for s in _ours(api)]
+            most, n, start = 0, 0, time.monotonic()
+            while time.monotonic() - start < STORM:  # the storm's length, not a wait: each edit waits on the watch
+                n += 1
+                wait_for(_seen_by(running.watch, name, _edited(api, sandbox, n)), what="the watch to see the edit")
+                most = max(most, len(_delay_threads(running.watch)))
+            assert most <= 1, f"{most} threads waiting to wake a sync"
+            assert sum(f.hits for f in faults) == 1, "a second write while the first hangs"
+        # Once the API answers, the slice holds our devices again.
+        wait_for(_one_slice_with(api, running.devices[0]), timeout=60, what="the slice repaired")
+        assert len(_delay_threads(running.watch)) <= 1
+
+
+@pytest.mark.usefixtures("node")
+def test_stop_while_a_sync_hangs_leaves_no_delay_thread_behind(sandbox: Sandbox, api: Client) -> None:
+    with _running(api) as running, _hanging_slice_writes(sandbox) as faults:
+        _edited(api, sandbox, 0)
+        wait_for(lambda: sum(f.hits for f in faults) >= 1, timeout=30, what="the sync's write to hang")
+        _edited(api, sandbox, 1)  # a change pending while the sync hangs
+        watch = running.watch
+    # `_running` stopped the publisher (its sync ended when the write's hold did).
+    wait_for(lambda: not _delay_threads(watch), timeout=30, what="the delay thread to end")
+    holds_for(lambda: not _delay_threads(watch), 5 * DEBOUNCE, what="no delay thread started after stop")
