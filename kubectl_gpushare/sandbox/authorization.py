@@ -51,8 +51,9 @@ VIEW_RULES: Final[tuple[dict[str, list[str]], ...]] = (
 )
 """The rules of the ``view`` ClusterRole: those of ``system:aggregate-to-view``, the one role bootstrapped with
 its ``rbac.authorization.k8s.io/aggregate-to-view`` label (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/
-policy.go; testdata/cluster-roles.yaml). No node, no ``pods/proxy``, no ``resource.k8s.io`` kind, no CRD: a
-cluster's own aggregated roles (labelled ``aggregate-to-view``) may add more there, never here."""
+policy.go; testdata/cluster-roles.yaml, also where DRA is on by default). No node, no ``pods/proxy``, no
+``resource.k8s.io`` kind, no CRD: a cluster's own aggregated roles (labelled ``aggregate-to-view``) may add
+more there, never here."""
 HEALTH_URLS: Final = ("/healthz", "/livez", "/readyz")
 """The health checks: the paths a caller without a token reaches at all in the sandbox (`Sandbox` answers 401
 elsewhere), where kube-apiserver's anonymous authentication would let it on to `_PUBLIC_INFO_URLS`' ``/version``."""
