@@ -22,6 +22,7 @@ SCHEDULER_IMAGE = "registry.k8s.io/kube-scheduler:v1.34.1"
 COMPONENTS = {
     "extender": "base/extender.yaml",
     "device-plugin": "base/device-plugin.yaml",
+    "viewer": "base/viewer.yaml",
     "scheduler-config": "kube-scheduler-config.yaml",
     "certificates": "managed/certificates.yaml",
     "scheduler": "managed/scheduler.yaml",

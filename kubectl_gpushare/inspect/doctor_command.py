@@ -130,11 +130,17 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
                      devices=devices_found(others, nodes, load_warnings),
                      confinement=confinement_of(others, load_warnings),
                      dra_objects=dra_of(others, load_warnings, classes=True, nodes=nodes))
-    from kubectl_gpushare.inspect.source import confinement_from_api, dra_from_api, koordinator_devices
+    from kubectl_gpushare.inspect.source import (
+        confinement_from_api,
+        dra_from_api,
+        koordinator_devices,
+        needs_permission,
+    )
     from kubectl_gpushare.kube import errors, stacks, types
 
     with make_client(options, "doctor") as client:
-        nodes = client.list_nodes(on_skip=load_warnings.add)
+        with needs_permission("list nodes", "doctor"):
+            nodes = client.list_nodes(on_skip=load_warnings.add)
         try:
             configmaps = client.list(types.CONFIGMAPS, protocol.UNHEALTHY_CM_NAMESPACE, on_skip=load_warnings.add)
         except errors.Forbidden:

@@ -149,6 +149,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], warnings: Wa
         ACTIVE_PODS,
         dra_from_api,
         koordinator_devices,
+        needs_permission,
         placement_in,
         require_namespace,
     )
@@ -176,12 +177,14 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], warnings: Wa
             raise _pod_not_found(namespace, name, None if options["namespace"] else namesakes()) from None
         pod = decoded_item(types.PODS, body, namespace, name)  # not a Pod (a proxy's page): one error line
         placement = placement_in(msgspec.Raw(body), namespace, name, warnings)  # as from a file
-        nodes = client.list_nodes(on_skip=warnings.add)
+        with needs_permission("list nodes", "explain"):
+            nodes = client.list_nodes(on_skip=warnings.add)
         pods: list[Pod] = []
-        for page in client.list_pages(types.PODS, field_selector=ACTIVE_PODS, page_size=POD_PAGE_SIZE,
-                                      on_skip=warnings.add):
-            pods.extend(page.items)
-            progress(len(pods))
+        with needs_permission("list pods in all namespaces", "explain"):
+            for page in client.list_pages(types.PODS, field_selector=ACTIVE_PODS, page_size=POD_PAGE_SIZE,
+                                          on_skip=warnings.add):
+                pods.extend(page.items)
+                progress(len(pods))
         try:
             events = client.list(types.EVENTS, namespace, field_selector=f"involvedObject.name={name}",
                                  on_skip=warnings.add)

@@ -479,13 +479,25 @@ def dra_of_lists(
     return dra.read(relevant, wire_claims, warnings, pending=pending, labels=node_labels(nodes))
 
 
+VIEWER_ROLE: Final = "gpushare-viewer"
+"""The ClusterRole (manifests/base/viewer.yaml) that grants the views' reads Kubernetes' ``view`` does not."""
+_GRANTED_BY: Final = {"get nodes": VIEWER_ROLE, "list nodes": VIEWER_ROLE, "list pods in all namespaces": "view"}
+"""Which ClusterRole, bound cluster-wide, grants each permission the views cannot do without (docs/install.md)."""
+
+
 @contextmanager
-def _needs(permission: str) -> Iterator[None]:
-    """Name the RBAC permission a 403 is about, so the user knows what to ask for."""
+def needs_permission(permission: str, command: str = "inspect") -> Iterator[None]:
+    """Name the RBAC permission a 403 is about, and the ClusterRole that grants it, so the user knows what to ask for.
+
+    Args:
+        permission: a key of `_GRANTED_BY` (``list nodes``).
+        command: the command that needs it, as the message names it.
+    """
     try:
         yield
     except Forbidden as exc:
-        raise Forbidden(exc.status, exc.reason, f"{exc.message} (inspect needs permission to {permission})") from None
+        hint = f"{command} needs permission to {permission}: bind the ClusterRole {_GRANTED_BY[permission]}"
+        raise Forbidden(exc.status, exc.reason, f"{exc.message} ({hint})") from None
 
 
 def from_api(
@@ -522,12 +534,12 @@ def from_api(
     matches = selectors.matcher(selector)
     names = _unique(node_names)
     if names:
-        with _needs("get nodes"):
+        with needs_permission("get nodes"):
             decoded = [client.get_node(name) for name in names]
         if selector:
             decoded = [node for node in decoded if matches(node.metadata.labels)]
     else:
-        with _needs("list nodes"):
+        with needs_permission("list nodes"):
             decoded = client.list_nodes(label_selector=selector or None, on_skip=warnings.add)
     sick: dict[str, frozenset[int]] = {}
     if unhealthy:
@@ -545,7 +557,7 @@ def from_api(
         if len(names) == 1:
             field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
         seen = 0
-        with _needs("list pods in all namespaces"):
+        with needs_permission("list pods in all namespaces"):
             pages = client.list_pages(
                 types.PODS, field_selector=field_selector, page_size=POD_PAGE_SIZE, on_skip=warnings.add
             )

@@ -196,10 +196,11 @@ class _Sources:
         self._quiet.set()
         for informer in (self.nodes, self.pods):
             informer.start()
-        for informer in (self.nodes, self.pods):
+        for informer, permission in ((self.nodes, "list nodes"), (self.pods, "list pods in all namespaces")):
             error = _first_list(informer)
             if error is not None:
-                raise error
+                with source.needs_permission(permission):  # a 403 names what to bind, as without -w
+                    raise error
         self._quiet.clear()
 
     @property

@@ -4,31 +4,66 @@
 outside the API handler, on the attributes ``RequestInfoFactory.NewRequestInfo``
 (k8s.io/apiserver/pkg/endpoints/request/requestinfo.go) reads from the method and the decoded path
 alone, whether or not a route serves them: a method no route has, or a path nothing serves, is
-refused (403) before go-restful could answer 405 or 404. The sandbox has no RBAC engine; the
-read-only caller holds kubectl's ``view`` role and the roles every authenticated user has
-(``system:discovery``, ``system:public-info-viewer``): `viewer_may`. Pure functions, no I/O.
+refused (403) before go-restful could answer 405 or 404. The sandbox has no RBAC engine (no Role
+or binding objects are read); a token may carry the rules its user is bound to, matched as RBAC
+matches them (`rbac.rule_allows`): the read-only caller holds the ``view`` ClusterRole
+(`VIEW_RULES`) and, as every authenticated user, the discovery roles (`DISCOVERY_RULES`); a test's
+token may hold more (the shipped ``gpushare-viewer``). Pure functions, no I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text
 from kubectl_gpushare.sandbox.errors import ApiError, qualified, status_details
+from kubectl_gpushare.sandbox.rbac import rule_allows
 
-_VIEWER_VERBS: Final = frozenset({"get", "list", "watch"})
-"""The verbs of kubectl's ``view`` ClusterRole (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go)."""
+Rules = Sequence[Mapping[str, Any]]
+"""A role's PolicyRules, as a ClusterRole's ``rules`` holds them (``apiGroups``, ``resources``, ``verbs``, ...)."""
+_READ: Final = ["get", "list", "watch"]
+
+
+def _read(group: str, *resources: str) -> dict[str, list[str]]:
+    return {"apiGroups": [group], "resources": list(resources), "verbs": _READ}
+
+
+VIEW_RULES: Final[tuple[dict[str, list[str]], ...]] = (
+    _read("", "pods", "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts", "services",
+          "services/status", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "configmaps"),
+    _read("", "limitranges", "resourcequotas", "bindings", "events", "pods/status", "resourcequotas/status",
+          "namespaces/status", "replicationcontrollers/status", "pods/log"),
+    _read("", "namespaces"),
+    _read("discovery.k8s.io", "endpointslices"),
+    _read("apps", "controllerrevisions", "statefulsets", "statefulsets/status", "statefulsets/scale", "daemonsets",
+          "daemonsets/status", "deployments", "deployments/status", "deployments/scale", "replicasets",
+          "replicasets/status", "replicasets/scale"),
+    _read("autoscaling", "horizontalpodautoscalers", "horizontalpodautoscalers/status"),
+    _read("batch", "jobs", "cronjobs", "cronjobs/status", "jobs/status"),
+    _read("extensions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale", "deployments/status",
+          "ingresses", "ingresses/status", "replicasets", "replicasets/scale", "replicasets/status",
+          "replicationcontrollers/scale", "networkpolicies"),
+    _read("policy", "poddisruptionbudgets", "poddisruptionbudgets/status"),
+    _read("networking.k8s.io", "networkpolicies", "ingresses", "ingresses/status"),
+)
+"""The rules of the ``view`` ClusterRole: those of ``system:aggregate-to-view``, the one role bootstrapped with
+its ``rbac.authorization.k8s.io/aggregate-to-view`` label (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/
+policy.go; testdata/cluster-roles.yaml, also where DRA is on by default). No node, no ``pods/proxy``, no
+``resource.k8s.io`` kind, no CRD: a cluster's own aggregated roles (labelled ``aggregate-to-view``) may add
+more there, never here."""
 HEALTH_URLS: Final = ("/healthz", "/livez", "/readyz")
 """The health checks: the paths a caller without a token reaches at all in the sandbox (`Sandbox` answers 401
 elsewhere), where kube-apiserver's anonymous authentication would let it on to `_PUBLIC_INFO_URLS`' ``/version``."""
 _PUBLIC_INFO_URLS: Final = (*HEALTH_URLS, "/version", "/version/")
 """The non-resource URLs ``system:public-info-viewer`` grants a ``get`` of (bootstrappolicy/policy.go), to every
 caller: ``system:unauthenticated`` is among its subjects."""
-_DISCOVERY_URLS: Final = ("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", *_PUBLIC_INFO_URLS)
-"""The ``get`` on non-resource URLs that ``system:discovery`` and ``system:public-info-viewer`` grant
-(bootstrappolicy/policy.go); a trailing ``*`` matches any rest (``rbac.NonResourceURLMatches``)."""
+DISCOVERY_RULES: Final = ({"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*",
+                                              *_PUBLIC_INFO_URLS], "verbs": ["get"]},)
+"""The ``get`` on non-resource URLs that ``system:discovery`` and ``system:public-info-viewer`` grant every
+authenticated user (bootstrappolicy/policy.go); a trailing ``*`` matches any rest (``NonResourceURLMatches``)."""
 _NOSNIFF: Final = {"X-Content-Type-Options": "nosniff"}
 _METHOD_VERBS: Final = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
                         "DELETE": "delete"}  # fmt: skip
@@ -89,20 +124,21 @@ def request_info(method: str, path: str, query: GoQuery) -> RequestInfo:
     return RequestInfo(path, verb, True, group, resource, subresource, namespace, name)
 
 
-def _url_granted(path: str) -> bool:
-    return any(path == rule or (rule.endswith("*") and path.startswith(rule[:-1])) for rule in _DISCOVERY_URLS)
+def rules_may(rules: Rules, info: RequestInfo) -> bool:
+    """Whether any of ``rules`` allows the request (RBAC's authorizer: the union of the roles' rules)."""
+    if info.resource_request:
+        return any(rule_allows(rule, info.verb, info.group, info.resource, info.subresource, info.name)
+                   for rule in rules)
+    return any(rule_allows(rule, info.verb, path=info.path) for rule in rules)
 
 
 def viewer_may(info: RequestInfo) -> bool:
-    """Whether the read-only caller's roles allow the request.
+    """Whether the read-only caller's roles (`VIEW_RULES`, `DISCOVERY_RULES`) allow the request.
 
-    ``view`` grants ``get``, ``list`` and ``watch`` and no ``pods/proxy`` (the sandbox does not model
-    its list of resources: a resource it does not list is still read); the discovery roles a ``get``
-    on `_DISCOVERY_URLS`. Everything else, a method's empty verb included, is denied.
+    ``view`` grants ``get``, ``list`` and ``watch`` on its resources and no ``pods/proxy``; the
+    discovery roles a ``get`` on their URLs. Everything else, a method's empty verb included, is denied.
     """
-    if info.resource_request:
-        return info.verb in _VIEWER_VERBS and info.subresource != "proxy"
-    return info.verb == "get" and _url_granted(info.path)
+    return rules_may((*VIEW_RULES, *DISCOVERY_RULES), info)
 
 
 def anonymous_may(info: RequestInfo) -> bool:

@@ -1,6 +1,8 @@
-"""RBAC rules derived from the request log, and a check of a Role's rules against it.
+"""RBAC rules derived from the request log, a check of a Role's rules against it, and RBAC's rule matching.
 
-The sandbox has no RBAC engine; instead, a test runs a component against it and then asks which
+`rule_allows` is the one matcher of a PolicyRule: the sandbox authorizes its rule-bound tokens (the
+viewer's) with it (`sandbox.authorization`), and the checks below use it. Beyond those tokens, a
+test runs a component against it and then asks which
 permissions the component actually used (`rules_from_requests`), or whether the rules shipped in
 a ClusterRole manifest cover every request it made (`uncovered_requests`). Components identify
 themselves with ``User-Agent: kubectl-gpushare/<version> (<component>)``. Pure functions over
@@ -62,15 +64,33 @@ def rules_from_requests(
     ]
 
 
-def _allows(rule: Mapping[str, Any], group: str, resource: str, verb: str) -> bool:
-    groups = rule.get("apiGroups") or []
-    resources = rule.get("resources") or []
+def rule_allows(
+    rule: Mapping[str, Any], verb: str, group: str = "", resource: str = "", subresource: str = "", name: str = "",
+    *, path: str | None = None,
+) -> bool:
+    """Whether one PolicyRule allows a request, as RBAC's ``RuleAllows`` decides (``rbac/v1/evaluation_helpers.go``).
+
+    A resource request matches on verb, API group, resource and name: ``*`` matches any verb, group or
+    resource, ``resource/subresource`` the subresource alone, ``*/subresource`` that subresource of any
+    resource (``ResourceMatches``), and an empty ``resourceNames`` any name. A non-resource request
+    (``path`` given) matches ``nonResourceURLs`` exactly, ``*``, or by the prefix before a trailing
+    ``*`` (``NonResourceURLMatches``).
+    """
     verbs = rule.get("verbs") or []
-    return (
-        ("*" in groups or group in groups)
-        and ("*" in resources or resource in resources)
-        and ("*" in verbs or verb in verbs)
-    )
+    if "*" not in verbs and verb not in verbs:
+        return False
+    if path is not None:
+        return any(url == "*" or url == path or (url.endswith("*") and path.startswith(url[:-1]))
+                   for url in rule.get("nonResourceURLs") or [])
+    groups = rule.get("apiGroups") or []
+    if "*" not in groups and group not in groups:
+        return False
+    combined = f"{resource}/{subresource}" if subresource else resource
+    resources = rule.get("resources") or []
+    if not any(r == "*" or r == combined or (subresource and r == f"*/{subresource}") for r in resources):
+        return False
+    names = rule.get("resourceNames") or []
+    return not names or name in names
 
 
 def uncovered_requests(
@@ -88,12 +108,7 @@ def uncovered_requests(
     rule_list = list(rules)
     missing: set[str] = set()
     for record in _selected(records, component, user):
-        resource = _resource_name(record)
-        allowed = any(
-            _allows(rule, record.group, resource, record.verb)
-            and (not rule.get("resourceNames") or record.name in rule["resourceNames"])
-            for rule in rule_list
-        )
-        if not allowed:
-            missing.add(f"{record.verb} {record.group + '/' if record.group else ''}{resource}")
+        if not any(rule_allows(rule, record.verb, record.group, record.resource, record.subresource, record.name)
+                   for rule in rule_list):
+            missing.add(f"{record.verb} {record.group + '/' if record.group else ''}{_resource_name(record)}")
     return sorted(missing)

@@ -25,8 +25,9 @@ Where it deliberately differs from kube-apiserver:
 * The admission chain is ValidatingAdmissionPolicy only (``admission.py``): namespaces need not
   exist, no quota, no defaulting webhooks.
 * No real RBAC engine: with ``auth=True`` there are bearer tokens only; `ADMIN_TOKEN` may do
-  anything, `READONLY_TOKEN` may get, list and watch (anything else gets 403, before routing:
-  ``authorization.py``), and no token gets 401, but on the health checks, which a caller without
+  anything, `READONLY_TOKEN` holds ``view``'s rules (get, list and watch of the resources ``view``
+  lists; anything else gets RBAC's 403, before routing: ``authorization.py``), a token added with
+  rules (`Sandbox.add_token`) holds those, and no token gets 401, but on the health checks, which a caller without
   one may ``GET`` as ``system:anonymous`` (``system:public-info-viewer``; another method gets 403).
   Extra tokens can be added with `Sandbox.add_token`, so each component shows up under its own
   user in the request log, and service-account tokens can be requested through the TokenRequest
@@ -59,7 +60,16 @@ from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_r
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
-from kubectl_gpushare.sandbox.authorization import HEALTH_URLS, anonymous_may, forbidden, request_info, viewer_may
+from kubectl_gpushare.sandbox.authorization import (
+    DISCOVERY_RULES,
+    HEALTH_URLS,
+    VIEW_RULES,
+    Rules,
+    anonymous_may,
+    forbidden,
+    request_info,
+    rules_may,
+)
 from kubectl_gpushare.sandbox.claim_controller import ResourceClaimController
 from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
@@ -442,7 +452,8 @@ class Sandbox:
         self.log = RequestLog()
         self.api.tokens.add(self.ADMIN_TOKEN, Identity(UserInfo(self.ADMIN_USER, groups=(
             "system:masters", "system:authenticated"))))  # fmt: skip
-        self.api.tokens.add(self.READONLY_TOKEN, Identity(static_user(self.READONLY_USER), readonly=True))
+        self.api.tokens.add(self.READONLY_TOKEN, Identity(static_user(self.READONLY_USER),
+                                                          rules=(*VIEW_RULES, *DISCOVERY_RULES)))
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._saver: threading.Thread | None = None
@@ -605,9 +616,21 @@ class Sandbox:
         """Stop relaying to a pod's port: requests then answer 503 as for a port nothing listens on."""
         self.api.proxy_targets.unregister(namespace, pod, port)
 
-    def add_token(self, token: str, user: str, *, readonly: bool = False) -> None:
-        """Accept another bearer token, logged as ``user`` (read-only tokens get 403 on writes)."""
-        self.api.tokens.add(token, Identity(static_user(user), readonly=readonly))
+    def add_token(self, token: str, user: str, *, readonly: bool = False, rules: Rules | None = None) -> None:
+        """Accept another bearer token, logged as ``user``.
+
+        Args:
+            token: the bearer token.
+            user: its user's name.
+            readonly: the user holds ``view`` (`VIEW_RULES`), as `READONLY_TOKEN`'s does.
+            rules: PolicyRules the user holds (beside ``view`` when ``readonly``), e.g. a shipped ClusterRole's
+                ``rules``. With either, every request they do not allow is RBAC's 403; with neither, none is.
+        """
+        if not readonly and rules is None:
+            self.api.tokens.add(token, Identity(static_user(user)))
+            return
+        held = (*(VIEW_RULES if readonly else ()), *(rules or ()), *DISCOVERY_RULES)
+        self.api.tokens.add(token, Identity(static_user(user), rules=held))
 
     def request_token(self, namespace: str, service_account: str, *, pod: str | None = None,
                       node: str | None = None, expiration: int = 3600) -> str:
@@ -867,10 +890,10 @@ class Sandbox:
             anonymous = identity is None  # on a health check: anonymous authentication is open to those alone
             identity = identity or Identity(ANONYMOUS)
             user = identity.user.username
-            may = anonymous_may if anonymous else viewer_may if identity.readonly else None
-            if may is not None:  # WithAuthorization, outside the router: a 405 or 404 is for those it allows
-                info = request_info(method, exact, query)
-                if not may(info):
+            rules = identity.rules
+            if anonymous or rules is not None:  # WithAuthorization, outside the router: a 405 or 404 is for those
+                info = request_info(method, exact, query)  # it allows
+                if not (anonymous_may(info) if anonymous else rules_may(rules or (), info)):
                     raise forbidden(user, info)
             if unrouted is not None:
                 raise unrouted

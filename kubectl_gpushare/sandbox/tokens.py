@@ -25,7 +25,8 @@ Service-account tokens follow kube-apiserver (``pkg/registry/core/serviceaccount
 Where it differs: tokens are opaque random strings, not signed JWTs (nothing here reads their claims;
 ask the sandbox, as a client would ask TokenReview), and they live in memory only, so a sandbox
 restarted from ``--state`` has forgotten them. Secrets are not served, so no token binds to one.
-Any valid token may do what the admin may (there is no RBAC engine); admission still applies.
+A token without rules may do what the admin may (there is no RBAC engine, only the rules a token
+carries: the viewer's); admission still applies.
 """
 
 from __future__ import annotations
@@ -101,10 +102,11 @@ class BoundObject:
 
 @dataclass(frozen=True)
 class Identity:
-    """What a token stands for: its user, whether it may write, and what it must outlive."""
+    """What a token stands for: its user, the rules it is bound to, and what it must outlive."""
 
     user: UserInfo
-    readonly: bool = False
+    rules: tuple[Mapping[str, Any], ...] | None = None
+    """The PolicyRules its user holds, checked before routing (`sandbox.authorization`); None: any request."""
     bound: tuple[BoundObject, ...] = ()
     expires: float | None = None
     """Unix time after which the token is refused (None: never)."""

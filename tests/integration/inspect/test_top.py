@@ -17,6 +17,7 @@ import pytest
 import usage_standin
 from golden.top import cases
 from usage_standin import GIB, plugins, report
+from viewer_role import viewer_kubeconfig
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -114,7 +115,7 @@ def test_without_permission_to_proxy_every_node_is_unknown_and_the_view_stands(
     sandbox: Sandbox, kubectl: Callable[..., Any], tmp_path: Any
 ) -> None:
     sandbox.load(usage_standin.cluster())
-    viewer = sandbox.write_kubeconfig(tmp_path / "viewer", token=Sandbox.READONLY_TOKEN)
+    viewer = viewer_kubeconfig(sandbox, tmp_path / "viewer")  # view and gpushare-viewer: no pods/proxy
     with plugins(sandbox, ("alpha",)):
         result = kubectl("gpushare", "top", "-A", "--kubeconfig", str(viewer))
     assert "alpha    0    6144Mi     <unknown>" in result.stdout

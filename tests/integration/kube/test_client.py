@@ -147,7 +147,9 @@ def test_auth_errors_and_readonly_tokens(tmp_path: Path) -> None:
             anonymous.list_nodes()
         assert unauthorized.value.exit_code == errors.EXIT_AUTH
         viewer = Client(load_config(str(sb.write_kubeconfig(tmp_path / "ro", token=sb.READONLY_TOKEN))))
-        assert viewer.list_nodes() == []
+        assert viewer.list(types.PODS) == []
+        with pytest.raises(errors.Forbidden):
+            viewer.list_nodes()  # view grants no nodes
         with pytest.raises(errors.Forbidden):
             viewer.create("pods", pod("x"), "default")
         admin = Client(load_config(str(sb.write_kubeconfig(tmp_path / "admin"))))

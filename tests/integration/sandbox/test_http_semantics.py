@@ -418,7 +418,16 @@ def test_auth_tokens_and_forbidden_writes(tmp_path: Any) -> None:
         assert_status(Client(sb).call("GET", "/api/v1/nodes"), 401, "Unauthorized")
         assert_status(Client(sb, "bogus").call("GET", "/api/v1/nodes"), 401, "Unauthorized")
         reader = Client(sb, sb.READONLY_TOKEN)
-        assert reader.call("GET", "/api/v1/nodes")[0] == 200
+        assert reader.call("GET", "/api/v1/pods")[0] == 200
+        # view lists no nodes (bootstrappolicy/policy.go, system:aggregate-to-view): RBAC's 403
+        body = assert_status(reader.call("GET", "/api/v1/nodes"), 403, "Forbidden")
+        assert body["message"] == ('nodes is forbidden: User "sandbox-viewer" cannot list resource "nodes" in API '
+                                   'group "" at the cluster scope')  # fmt: skip
+        sb.add_token("more", "sandbox-viewer", readonly=True, rules=[
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}])  # fmt: skip
+        assert Client(sb, "more").call("GET", "/api/v1/nodes")[0] == 200
+        assert_status(Client(sb, "more").call("GET", "/api/v1/nodes/n"), 403, "Forbidden")  # list, not get
+        assert Client(sb, "more").call("GET", "/api/v1/pods")[0] == 200
         body = assert_status(reader.call("POST", "/api/v1/nodes", {"metadata": {"name": "n"}}), 403, "Forbidden")
         assert 'User "sandbox-viewer" cannot create resource "nodes"' in body["message"]
         assert Client(sb, sb.ADMIN_TOKEN).call("POST", "/api/v1/nodes", {"metadata": {"name": "n"}})[0] == 201

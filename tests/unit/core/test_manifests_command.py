@@ -77,3 +77,15 @@ def test_dra_and_managed_are_different_installs() -> None:
     assert CliRunner().invoke(manifests_command, ["--dra", "--managed"]).exit_code == 2
     result = CliRunner().invoke(manifests_command, ["--only", "device-class"])
     assert result.exit_code == 2 and "add --dra" in result.output
+
+
+def test_viewer_prints_the_read_only_users_cluster_role_alone_and_every_install_carries_it() -> None:
+    out = CliRunner().invoke(manifests_command, ["--only", "viewer"]).output
+    docs = [doc for doc in yaml.safe_load_all(out) if doc]
+    assert [(doc["kind"], doc["metadata"]["name"]) for doc in docs] == [("ClusterRole", "gpushare-viewer")]
+    assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in docs[0]["rules"]), "read-only"
+    for flags in ([], ["--managed"]):
+        names = {(doc["kind"], doc["metadata"]["name"])
+                 for doc in yaml.safe_load_all(CliRunner().invoke(manifests_command, flags).output) if doc}
+        assert ("ClusterRole", "gpushare-viewer") in names, flags
+        assert not any(kind.endswith("Binding") and "viewer" in name for kind, name in names), "bound to nobody"

@@ -74,3 +74,27 @@ def test_the_viewer_reads_resources_and_discovery_and_the_anonymous_caller_the_p
 ) -> None:
     info = request_info(method, path, GoQuery(""))
     assert (viewer_may(info), anonymous_may(info)) == (viewer, anonymous)
+
+
+# view's resources (bootstrappolicy/policy.go, system:aggregate-to-view): what it lists is read, nothing else
+@pytest.mark.parametrize(("method", "path", "allowed"), [
+    ("GET", "/api/v1/pods", True),
+    ("GET", "/api/v1/namespaces/ml/pods/p", True),
+    ("GET", "/api/v1/namespaces/ml/pods/p/log", True),
+    ("GET", "/api/v1/namespaces/kube-system/configmaps", True),
+    ("GET", "/api/v1/resourcequotas", True),
+    ("GET", "/api/v1/namespaces", True),
+    ("GET", "/apis/apps/v1/deployments", True),
+    ("GET", "/api/v1/nodes", False),  # view has no cluster-scoped kind but namespaces
+    ("GET", "/api/v1/nodes/n1", False),
+    ("GET", "/api/v1/secrets", False),  # escalating: edit's, not view's
+    ("GET", "/api/v1/namespaces/kube-system/pods/p:9445/proxy/usage", False),
+    ("GET", "/apis/resource.k8s.io/v1/resourceslices", False),
+    ("GET", "/apis/resource.k8s.io/v1/deviceclasses", False),
+    ("GET", "/apis/scheduling.koordinator.sh/v1alpha1/devices", False),
+    ("GET", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", False),
+    ("POST", "/api/v1/namespaces/ml/pods", False),
+    ("GET", "/apis", True), ("GET", "/openapi/v3", True), ("GET", "/version", True), ("GET", "/metrics", False),
+], ids=lambda value: str(value))  # fmt: skip
+def test_the_viewer_holds_view_and_the_discovery_roles_only(method: str, path: str, allowed: bool) -> None:
+    assert viewer_may(request_info(method, path, GoQuery(""))) is allowed

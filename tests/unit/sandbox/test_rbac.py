@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from kubectl_gpushare.sandbox.faults import RequestRecord
-from kubectl_gpushare.sandbox.rbac import component_of, rules_from_requests, uncovered_requests
+from kubectl_gpushare.sandbox.rbac import component_of, rule_allows, rules_from_requests, uncovered_requests
 
 
 def record(verb: str, resource: str, sub: str = "", group: str = "", agent: str = "", name: str = "") -> RequestRecord:
@@ -46,3 +46,26 @@ def test_uncovered_requests_checks_a_role() -> None:
     role[1]["resourceNames"] = ["lock"]
     role.append({"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]})
     assert uncovered_requests(LOG, role, component="extender") == []
+
+
+def test_rule_allows_matches_as_rbac_does() -> None:
+    # ResourceMatches, NonResourceURLMatches, ResourceNameMatches (rbac/v1/evaluation_helpers.go)
+    assert rule_allows({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}, "get", "", "pods")
+    assert not rule_allows({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}, "get", "", "pods", "proxy")
+    assert not rule_allows({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}, "list", "", "pods")
+    assert not rule_allows({"apiGroups": ["apps"], "resources": ["pods"], "verbs": ["get"]}, "get", "", "pods")
+    assert rule_allows({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, "delete", "x.io", "y", "z")
+    assert rule_allows({"apiGroups": [""], "resources": ["*/status"], "verbs": ["get"]}, "get", "", "pods", "status")
+    assert not rule_allows({"apiGroups": [""], "resources": ["*/status"], "verbs": ["get"]}, "get", "", "pods")
+    named = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": ["a"]}
+    assert rule_allows(named, "get", "", "nodes", name="a") and not rule_allows(named, "get", "", "nodes", name="b")
+    urls = {"nonResourceURLs": ["/apis/*", "/version"], "verbs": ["get"]}
+    assert rule_allows(urls, "get", path="/apis/x/v1") and rule_allows(urls, "get", path="/version")
+    assert not rule_allows(urls, "get", path="/version/x") and not rule_allows(urls, "post", path="/version")
+    assert not rule_allows({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}, "get", path="/api")
+
+
+def test_uncovered_requests_honours_subresource_wildcards() -> None:
+    log = [record("patch", "nodes", "status"), record("get", "pods", "proxy")]
+    assert uncovered_requests(log, [{"apiGroups": [""], "resources": ["*/status"], "verbs": ["patch"]}]) == [
+        "get pods/proxy"]
