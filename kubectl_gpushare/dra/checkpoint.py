@@ -185,6 +185,44 @@ class CheckpointFile:
             self._open_journal(truncate=False)
         return checkpoint
 
+    def reload(self) -> Checkpoint:
+        """The claims the files hold now (document plus journal), without folding the journal in.
+
+        For a driver sharing the files with another instance (a rolling update): called under the
+        serialize lock (`serialize.SerializeLock`) at the start of each call, as the kubeletplugin
+        helper's callers "load shared state from a file at the start of a call". The other instance
+        may have appended to the journal we hold open (its size is read again, for `COMPACT_BYTES`)
+        or compacted it (truncated in place: same file, and appends go to its end). An unreadable
+        document or journal line is moved aside as in `load`. A torn last line (the other instance
+        was killed mid-append, before it answered) is folded away at once, as `load` does: our
+        next append must not land behind half a line.
+
+        Raises:
+            OSError: the files cannot be read, or rewritten after a torn or unreadable journal.
+        """
+        checkpoint = self._load_document()
+        try:
+            with open(self.journal_path, "rb") as handle:
+                data = handle.read(MAX_BYTES + 1)
+        except FileNotFoundError:
+            data = b""
+        if data and not self._replay(data, checkpoint):
+            self.save(checkpoint)
+        elif self._journal is not None:
+            self._journal_size = os.fstat(self._journal).st_size
+        return checkpoint
+
+    def signature(self) -> tuple[tuple[int, int, int], ...]:
+        """(inode, size, mtime) of the document and the journal: changes whenever either is written."""
+        found = []
+        for path in (self.path, self.journal_path):
+            try:
+                info = os.stat(path)
+                found.append((info.st_ino, info.st_size, info.st_mtime_ns))
+            except OSError:
+                found.append((0, -1, 0))
+        return tuple(found)
+
     def _load_document(self) -> Checkpoint:
         try:
             with open(self.path, "rb") as handle:
@@ -199,8 +237,12 @@ class CheckpointFile:
                       self.path, exc, aside)
             return Checkpoint(self.node)
 
-    def _replay(self, data: bytes, checkpoint: Checkpoint) -> None:
-        """Apply the journal's complete lines to ``checkpoint`` in order; stop at the first unreadable one."""
+    def _replay(self, data: bytes, checkpoint: Checkpoint) -> bool:
+        """Apply the journal's complete lines to ``checkpoint`` in order; stop at the first unreadable one.
+
+        Returns:
+            Whether every line was read (False: a torn last line dropped, or the journal moved aside).
+        """
         lines = data.split(b"\n")
         torn = lines.pop()  # after the last newline: b"" unless an append was cut short
         if torn:
@@ -226,6 +268,7 @@ class CheckpointFile:
             aside = self._move_aside(self.journal_path)
             log.error("checkpoint journal %s cannot be read past %s; moved to %s, keeping what came before",
                       self.journal_path, problem, aside)
+        return not torn and not problem
 
     @staticmethod
     def _move_aside(path: str) -> str:
