@@ -182,7 +182,14 @@ class Preparer:
             yield
 
     def _reload(self) -> None:
-        """Take the claims from the checkpoint files, under the shared lock (the other instance may have written)."""
+        """Take the claims from the checkpoint files, under the shared lock, if they changed since we last looked.
+
+        The files change only when written (an append grows the journal, a compaction replaces the
+        document), so an unchanged `CheckpointFile.signature` means nothing to read: an instance
+        running alone pays two ``stat`` calls per call, not a read of every claim.
+        """
+        if self.checkpoint.signature() == self._seen:
+            return
         loaded = self.checkpoint.reload()
         with self._lock:
             changed = loaded.claims != self._claims

@@ -237,12 +237,38 @@ def test_killing_the_old_instance_mid_way_loses_nothing(
     assert saved_claims(dirs.plugin) == {}
 
 
+def _record(name: str) -> PreparedClaim:
+    return PreparedClaim(namespace="default", name=name, pool=NODE, gpu=0, gpu_uuid="GPU-0", memory_bytes=1 << 30,
+                         cdi_ids=("x",), devices=(PreparedDevice("gpu", "gpu-0", 1 << 30, "s"),), env={})
+
+
+def test_each_instance_reads_what_the_other_appended_unprepared_or_compacted(tmp_path: Path) -> None:
+    first, second = CheckpointFile(str(tmp_path), NODE), CheckpointFile(str(tmp_path), NODE)
+    first.save(Checkpoint(NODE))
+    first.load()
+    second.load()
+    state: dict[str, PreparedClaim] = {}
+    for step in range(40):
+        writer, reader = (first, second) if step % 3 else (second, first)
+        assert writer.reload().claims == state, f"step {step}: the writer sees every change before its own"
+        uid = f"00000000-0000-4000-8000-{step:012d}"
+        if step % 5 == 4:  # an unprepare of an earlier claim
+            gone = sorted(state)[0]
+            del state[gone]
+            writer.record(Checkpoint(NODE, dict(state)), unprepared=[gone])
+        elif step % 7 == 6:  # a compaction: the document replaced, the journal emptied in place
+            state[uid] = _record(f"c{step}")
+            writer.save(Checkpoint(NODE, dict(state)))
+        else:
+            state[uid] = _record(f"c{step}")
+            writer.record(Checkpoint(NODE, dict(state)), prepared={uid: state[uid]})
+        assert reader.reload().claims == state, f"step {step}: the other instance sees it"
+    assert CheckpointFile(str(tmp_path), NODE).load().claims == state
+
+
 def test_a_torn_append_of_a_killed_instance_is_folded_before_the_other_appends(tmp_path: Path) -> None:
     uid_a, uid_b = "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"
-
-    def claim(name: str) -> PreparedClaim:
-        return PreparedClaim(namespace="default", name=name, pool=NODE, gpu=0, gpu_uuid="GPU-0", memory_bytes=1 << 30,
-                             cdi_ids=("x",), devices=(PreparedDevice("gpu", "gpu-0", 1 << 30, "s"),), env={})
+    claim = _record
 
     killed, survivor = CheckpointFile(str(tmp_path), NODE), CheckpointFile(str(tmp_path), NODE)
     killed.save(Checkpoint(NODE))  # both instances hold the journal open, as after their first change
