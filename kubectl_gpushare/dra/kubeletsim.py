@@ -25,9 +25,12 @@ What it does, after kubelet (kubernetes/kubernetes):
   registered instance of a driver is kept, in the order they registered (``store``: driver name ->
   instances); an instance whose endpoint is already registered for the driver is refused ("One
   plugin instance cannot hijack the endpoint of another instance"); calls go to the most recently
-  registered instance (``get``: "Heuristic: pick the most recent one"); deregistering one (its
-  registration socket went away) removes that instance alone (``remove``, by endpoint), so calls
-  fall back to the newest of those left, and the driver is unregistered only when none is left.
+  registered instance whose gRPC connection is up, else to the most recently registered (``get``:
+  "Heuristic: pick the most recent one", "Prefer plugins which are connected"; ``monitoredPlugin``
+  follows each connection and asks gRPC to reconnect when it ends), so a killed instance whose
+  sockets stayed behind is passed over; deregistering one (its registration socket went away)
+  removes that instance alone (``remove``, by endpoint), so calls fall back to the newest of those
+  left, and the driver is unregistered only when none is left.
 - ``pkg/kubelet/cm/dra/manager.go`` (``PrepareResources``): for each of the pod's
   ``spec.resourceClaims``, the claim is ``resourceClaimName`` or, for a template, the name in
   ``status.resourceClaimStatuses`` (none there: nothing to prepare); the claim is read from the API,
@@ -46,11 +49,9 @@ pod sync retries those, the sandbox's stack does the same), ``GetInfo`` and
 machine is slower, and a timeout would only cost a retry), a ``NotifyRegistrationStatus`` that fails
 after a successful registration is logged and leaves the plugin registered (kubelet too keeps it,
 but also starts that path's backoff), the reconciler runs every 0.2 s (kubelet: every 1 s) and
-inotify wakes it early. kubelet 1.33+ also prefers, among a driver's instances, the newest whose gRPC
-connection is up (``monitoredPlugin.connected``, from gRPC's connection events), so an instance
-killed without removing its sockets is passed over; here the newest registered is called whatever
-its connection (a killed instance's stale socket is only ever older in our tests), and its slices
-are not wiped when the last instance goes (``wipeResourceSlices`` after ``wipingDelay``).
+inotify wakes it early, a connection counts as up in gRPC Python's READY state (kubelet: from
+``ConnBegin`` to ``ConnEnd``), and a driver's slices are not wiped when its last instance goes
+(``wipeResourceSlices`` after ``wipingDelay``).
 
 API: `start`/`stop` (or ``with``), `wait_registered`, `prepare(pod)` -> CDI ids per claim UID,
 `unprepare(pod)`. ``pod`` is the pod's JSON (a mapping) or a `types.Pod`.
@@ -103,7 +104,7 @@ class KubeletPrepareError(RuntimeError):
 
 @dataclass
 class Plugin:
-    """One registered DRA plugin."""
+    """One registered DRA plugin instance, and whether its gRPC connection is up now."""
 
     name: str
     endpoint: str
@@ -111,6 +112,21 @@ class Plugin:
     registration_socket: str
     channel: grpc.Channel
     stub: Any
+    connected: bool = False
+    """``monitoredPlugin.connected``: set when the connection is up, cleared when it ends (kubelet then
+    asks gRPC to connect again: here the subscription keeps trying, `watch`)."""
+
+    def watch(self) -> None:
+        """Follow the connection (``grpc.WithStatsHandler``, ``HandleConn``), connecting now (``conn.Connect()``)."""
+        self.channel.subscribe(self._changed, try_to_connect=True)
+
+    def close(self) -> None:
+        """Stop following the connection and close it."""
+        self.channel.unsubscribe(self._changed)
+        self.channel.close()
+
+    def _changed(self, state: grpc.ChannelConnectivity) -> None:
+        self.connected = state is grpc.ChannelConnectivity.READY
 
 
 @dataclass
@@ -206,7 +222,7 @@ class KubeletSim:
             self._registered.clear()
             self._backoff.clear()
         for plugin in plugins:
-            plugin.channel.close()
+            plugin.close()
 
     def __enter__(self) -> KubeletSim:
         return self.start()
@@ -225,13 +241,19 @@ class KubeletSim:
 
         with self._cond:
             self._cond.wait_for(lambda: found() is not None, timeout)
-            return found()
+            registered = found()
+        if registered is not None and endpoint is None:
+            return self.plugin(driver)
+        return registered
 
     def plugin(self, driver: str = protocol.DRA_DRIVER) -> Plugin | None:
-        """The instance of ``driver`` kubelet calls now (the most recently registered), if any."""
+        """The instance of ``driver`` kubelet calls now, if any (``DRAPluginManager.get``).
+
+        The most recently registered one whose connection is up, else the most recently registered.
+        """
         with self._cond:
-            instances = self._plugins.get(driver)
-            return instances[-1] if instances else None
+            instances = self._plugins.get(driver, [])
+            return next((p for p in reversed(instances) if p.connected), instances[-1] if instances else None)
 
     def plugins(self, driver: str = protocol.DRA_DRIVER) -> list[Plugin]:
         """Every registered instance of ``driver``, oldest first."""
@@ -315,7 +337,7 @@ class KubeletSim:
             self._cond.notify_all()
         if isinstance(outcome, Plugin):
             if self._stop.is_set():
-                outcome.channel.close()
+                outcome.close()
                 return
             log.info("registered DRA plugin %s (%s at %s, instance %d)", outcome.name, outcome.service,
                      outcome.endpoint, len(self.plugins(outcome.name)))
@@ -370,7 +392,10 @@ class KubeletSim:
             channel.close()
         plugin_channel = grpc.insecure_channel(target(info.endpoint), options=CHANNEL_OPTIONS)
         grpc_module = v1_grpc if chosen == protocol.DRA_SERVICE_V1 else v1beta1_grpc
-        return Plugin(info.name, info.endpoint, chosen, path, plugin_channel, grpc_module.DRAPluginStub(plugin_channel))
+        stub = grpc_module.DRAPluginStub(plugin_channel)
+        plugin = Plugin(info.name, info.endpoint, chosen, path, plugin_channel, stub)
+        plugin.watch()
+        return plugin
 
     def _deregister(self, path: str) -> None:
         """``DeRegisterPlugin``: that instance goes; the driver's others stay (calls fall back to the newest left)."""
@@ -386,7 +411,7 @@ class KubeletSim:
                     del self._plugins[name]
             self._cond.notify_all()
         for plugin in plugins:
-            plugin.channel.close()
+            plugin.close()
             log.info("deregistered DRA plugin %s (%s)", plugin.name, plugin.endpoint)
 
     # --- the DRA manager ------------------------------------------------------------------------

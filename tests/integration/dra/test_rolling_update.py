@@ -72,7 +72,14 @@ def _two(start_driver, kubelet: KubeletSim, dirs: Dirs) -> tuple[RunningDriver, 
     assert kubelet.wait_registered(endpoint=os.path.abspath(_sockets(dirs, OLD)[1]), timeout=20) is not None
     new = start_driver(pod_uid=NEW)
     assert kubelet.wait_registered(endpoint=os.path.abspath(_sockets(dirs, NEW)[1]), timeout=20) is not None
+    _wait_called(kubelet, dirs, NEW)
     return old, new
+
+
+def _wait_called(kubelet: KubeletSim, dirs: Dirs, uid: str) -> None:
+    """Until kubelet calls the instance of ``uid`` (registered, and its connection up)."""
+    endpoint = os.path.abspath(_sockets(dirs, uid)[1])
+    wait_for(lambda: getattr(kubelet.plugin(), "endpoint", None) == endpoint, what=f"kubelet calling {uid}")
 
 
 def test_each_instance_serves_sockets_of_its_own_and_kubelet_calls_the_newest(
@@ -264,6 +271,27 @@ def test_each_instance_reads_what_the_other_appended_unprepared_or_compacted(tmp
             writer.record(Checkpoint(NODE, dict(state)), prepared={uid: state[uid]})
         assert reader.reload().claims == state, f"step {step}: the other instance sees it"
     assert CheckpointFile(str(tmp_path), NODE).load().claims == state
+
+
+def test_a_killed_newest_instance_is_passed_over_for_the_one_that_answers(
+    sandbox: Sandbox, kubeconfig: Path, start_driver, kubelet: KubeletSim, dirs: Dirs, claims: Claims
+) -> None:
+    old = start_driver(pod_uid=OLD)
+    _wait_called(kubelet, dirs, OLD)
+    process = subprocess.Popen(_command(dirs, kubeconfig, "--pod-uid", NEW), text=True, stderr=subprocess.DEVNULL)
+    with reaped(process):
+        _wait_called(kubelet, dirs, NEW)
+        first = claims.pod("p1", {"gpu": "c1"})
+        uid = claims.claim("c1", memory="1Gi", pods=[first]).metadata.uid
+        assert list(kubelet.prepare(first)) == [uid] and old.driver.preparer.reads == 0, "the new pod prepared it"
+        process.send_signal(signal.SIGKILL)  # its sockets stay: kubelet does not deregister it
+        process.wait(10)
+    _wait_called(kubelet, dirs, OLD)
+    assert len(kubelet.plugins()) == 2, "both still registered"
+    second = claims.pod("p2", {"gpu": "c2"})
+    other = claims.claim("c2", device="gpu-1", memory="1Gi", pods=[second]).metadata.uid
+    assert list(kubelet.prepare(second)) == [other] and old.driver.preparer.reads == 1
+    assert kubelet.unprepare(first) == [uid] and set(saved_claims(dirs.plugin)) == {other}
 
 
 def test_a_torn_append_of_a_killed_instance_is_folded_before_the_other_appends(tmp_path: Path) -> None:
