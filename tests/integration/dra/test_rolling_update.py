@@ -28,8 +28,9 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.dra._api import dra_v1_pb2
 from kubectl_gpushare.dra._api import dra_v1_pb2_grpc as v1_grpc
 from kubectl_gpushare.dra.checkpoint import Checkpoint, CheckpointFile, PreparedClaim, PreparedDevice
+from kubectl_gpushare.dra.daemon import Config
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
-from kubectl_gpushare.node.sockets import CHANNEL_OPTIONS, target
+from kubectl_gpushare.node.sockets import CHANNEL_OPTIONS, MAX_SOCKET_PATH, target
 from kubectl_gpushare.sandbox.builders import namespace_object, node_object
 from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -91,6 +92,14 @@ def test_each_instance_serves_sockets_of_its_own_and_kubelet_calls_the_newest(
     assert sorted(os.listdir(dirs.registration)) == sorted(os.path.basename(_sockets(dirs, u)[0]) for u in (OLD, NEW))
     assert not os.path.exists(os.path.join(dirs.plugin, protocol.DRA_PLUGIN_SOCKET)), "no fixed name beside them"
     assert os.path.exists(os.path.join(dirs.plugin, "serialize.lock"))
+
+
+def test_the_default_registration_socket_with_a_pod_uid_fits_a_unix_socket_path() -> None:
+    cfg = Config(node_name=NODE, pod_uid=OLD)
+    assert len(os.fsencode(cfg.registration_socket)) == MAX_SOCKET_PATH, "107 bytes: the limit, exactly"
+    assert cfg.plugin_socket == f"{protocol.DRA_PLUGIN_DIR}/dra-{OLD}.sock"
+    with pytest.raises(ValueError, match="is not a UUID"):
+        Config(node_name=NODE, pod_uid="../x")
 
 
 def test_without_a_pod_uid_the_fixed_names_are_served(start_driver, kubelet: KubeletSim, dirs: Dirs) -> None:
