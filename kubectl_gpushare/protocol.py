@@ -1220,6 +1220,9 @@ DRA_REGISTRATION_DIR: Final = "/var/lib/kubelet/plugins_registry"
 DRA_PLUGIN_DIR: Final = f"/var/lib/kubelet/plugins/{DRA_DRIVER}"
 DRA_REGISTRATION_SOCKET: Final = f"{DRA_DRIVER}-reg.sock"
 DRA_PLUGIN_SOCKET: Final = "dra.sock"
+DRA_SERIALIZE_LOCK: Final = "serialize.lock"
+"""The file in the plugin directory whose lock serializes prepare and unprepare across the instances
+of a rolling update (k8s.io/dynamic-resource-allocation kubeletplugin: ``grpcLockFilePath``)."""
 DRA_CDI_ROOT: Final = "/var/run/cdi"
 DRA_CDI_VENDOR: Final = f"k8s.{DRA_DRIVER}"
 DRA_CDI_CLASS: Final = "claim"
@@ -1229,7 +1232,23 @@ DRA_CDI_VERSION: Final = "0.5.0"
 ENV_DRA_REGISTRATION_DIR: Final = "GPUSHARE_PLUGIN_REGISTRATION_DIR"
 ENV_DRA_PLUGIN_DIR: Final = "GPUSHARE_DRA_PLUGIN_DIR"
 ENV_DRA_CDI_ROOT: Final = "GPUSHARE_CDI_ROOT"
+ENV_POD_UID: Final = "POD_UID"
+"""The DRA driver pod's own UID (the DaemonSet passes ``metadata.uid`` from the downward API)."""
 _DRA_DEVICE: Final = re.compile(r"gpu-(0|[1-9][0-9]?)")
+
+
+def dra_registration_socket(pod_uid: str = "") -> str:
+    """The registration socket's file name: ``<driver>-<pod UID>-reg.sock`` in a rolling update, else fixed.
+
+    kubeletplugin ``Start``: ``driverName + "-" + rollingUpdateUID + "-reg.sock"``. The caller has
+    checked ``pod_uid`` (a UUID) before it reaches a path.
+    """
+    return f"{DRA_DRIVER}-{pod_uid}-reg.sock" if pod_uid else DRA_REGISTRATION_SOCKET
+
+
+def dra_plugin_socket(pod_uid: str = "") -> str:
+    """The DRA socket's file name: ``dra-<pod UID>.sock`` in a rolling update, else ``dra.sock`` (kubeletplugin)."""
+    return f"dra-{pod_uid}.sock" if pod_uid else DRA_PLUGIN_SOCKET
 
 
 def dra_device_name(index: int) -> str:

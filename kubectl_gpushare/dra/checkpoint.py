@@ -102,6 +102,27 @@ class JournalEntry(msgspec.Struct, omit_defaults=True, gc=False):
     unprepared: list[str] = []
 
 
+Identity = tuple[int, int, int, int]
+"""A file's (inode, size, mtime, ctime): any write or replacement changes it."""
+
+
+class _Known(msgspec.Struct, frozen=True, gc=False):
+    """The files as this process last read or wrote them: `CheckpointFile.reload` reads only what follows."""
+
+    checkpoint: Checkpoint
+    document: Identity
+    journal_inode: int
+    journal_offset: int
+
+
+def _identity(path: str) -> Identity | None:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
 _decoder = msgspec.json.Decoder(Checkpoint)
 _entry_decoder = msgspec.json.Decoder(JournalEntry)
 _encoder = msgspec.json.Encoder()
@@ -163,6 +184,7 @@ class CheckpointFile:
         """Changes appended to the journal."""
         self._journal: int | None = None
         self._journal_size = 0
+        self._known: _Known | None = None
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -185,6 +207,59 @@ class CheckpointFile:
             self._open_journal(truncate=False)
         return checkpoint
 
+    def reload(self) -> Checkpoint:
+        """The claims the files hold now (document plus journal), without folding the journal in.
+
+        For a driver sharing the files with another instance (a rolling update): called under the
+        serialize lock (`serialize.SerializeLock`) at the start of each call, as the kubeletplugin
+        helper's callers "load shared state from a file at the start of a call". The other instance
+        may have appended to the journal we hold open (its size is read again, for `COMPACT_BYTES`)
+        or compacted it (truncated in place: same file, and appends go to its end). An unreadable
+        document or journal line is moved aside as in `load`. A torn last line (the other instance
+        was killed mid-append, before it answered) is folded away at once, as `load` does: our
+        next append must not land behind half a line.
+
+        Only the journal lines appended since this process last read or wrote the files are read
+        while the document is the one it knew: a compaction replaces the document before it empties
+        the journal, so the same document means the journal only grew.
+
+        Raises:
+            OSError: the files cannot be read, or rewritten after a torn or unreadable journal.
+        """
+        known, document = self._known, _identity(self.path)
+        if known is not None and document is not None and document == known.document:
+            checkpoint, offset = Checkpoint(self.node, dict(known.checkpoint.claims)), known.journal_offset
+        else:
+            known, checkpoint, offset = None, self._load_document(), 0
+            document = _identity(self.path)
+        try:
+            with open(self.journal_path, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                inode = info.st_ino
+                if known is not None and (inode != known.journal_inode or info.st_size < offset):
+                    return self._reload_all()  # not the journal we knew: read everything again
+                handle.seek(offset)
+                data = handle.read(MAX_BYTES + 1)
+        except FileNotFoundError:
+            if known is not None:
+                return self._reload_all()
+            inode, data = 0, b""
+        if data and not self._replay(data, checkpoint):
+            self.save(checkpoint)
+            return checkpoint
+        if self._journal is not None:
+            self._journal_size = os.fstat(self._journal).st_size
+        self._known = None if document is None else _Known(checkpoint, document, inode, offset + len(data))
+        return Checkpoint(self.node, dict(checkpoint.claims))
+
+    def _reload_all(self) -> Checkpoint:
+        self._known = None
+        return self.reload()
+
+    def signature(self) -> tuple[Identity | None, Identity | None]:
+        """The document's and the journal's `Identity`: changes whenever either is written."""
+        return _identity(self.path), _identity(self.journal_path)
+
     def _load_document(self) -> Checkpoint:
         try:
             with open(self.path, "rb") as handle:
@@ -199,8 +274,12 @@ class CheckpointFile:
                       self.path, exc, aside)
             return Checkpoint(self.node)
 
-    def _replay(self, data: bytes, checkpoint: Checkpoint) -> None:
-        """Apply the journal's complete lines to ``checkpoint`` in order; stop at the first unreadable one."""
+    def _replay(self, data: bytes, checkpoint: Checkpoint) -> bool:
+        """Apply the journal's complete lines to ``checkpoint`` in order; stop at the first unreadable one.
+
+        Returns:
+            Whether every line was read (False: a torn last line dropped, or the journal moved aside).
+        """
         lines = data.split(b"\n")
         torn = lines.pop()  # after the last newline: b"" unless an append was cut short
         if torn:
@@ -226,6 +305,7 @@ class CheckpointFile:
             aside = self._move_aside(self.journal_path)
             log.error("checkpoint journal %s cannot be read past %s; moved to %s, keeping what came before",
                       self.journal_path, problem, aside)
+        return not torn and not problem
 
     @staticmethod
     def _move_aside(path: str) -> str:
@@ -266,6 +346,11 @@ class CheckpointFile:
             raise
         self._journal_size = before + len(line)
         self.records += 1
+        known = self._known
+        if known is not None and known.journal_offset == before:  # we knew everything up to our line
+            self._known = _Known(checkpoint, known.document, known.journal_inode, before + len(line))
+        else:
+            self._known = None
 
     def save(self, checkpoint: Checkpoint) -> None:
         """Write every claim to the document, atomically and durably, then start an empty journal.
@@ -280,6 +365,9 @@ class CheckpointFile:
         self._open_journal(truncate=True)
         self._fsync_directory()
         self.saves += 1
+        document = _identity(self.path)
+        if document is not None and self._journal is not None:
+            self._known = _Known(checkpoint, document, os.fstat(self._journal).st_ino, 0)
 
     def close(self) -> None:
         """Close the journal (the next change rewrites the document and opens it again)."""

@@ -6,6 +6,12 @@ configuration is logged once as JSON at start. SIGTERM and SIGINT stop the drive
 sockets are removed; prepared claims stay prepared, in the checkpoint). Heavy imports (grpc, the
 daemon) happen inside the command body, so ``--help`` stays fast.
 
+``--pod-uid`` (``POD_UID``, the DaemonSet passes its pod's ``metadata.uid``) turns on rolling
+updates as the kubeletplugin helper's ``RollingUpdate(uid)`` does: sockets named after the pod, so a
+new pod serves beside the old one, and prepare and unprepare serialized across both by a file lock.
+It needs kubelet 1.33 or later (kubelets before track one instance per driver); without it the
+socket names are the fixed ones older kubelets know.
+
 Exit codes: 0 after a clean stop; 2 for usage and configuration errors (bad flags, unusable
 directories, no kubeconfig and not in a cluster, the ``kubectl-gpushare[daemons]`` extra not
 installed) and when the node advertises ``aliyun.com/gpu-mem`` (the device plugin serves its GPUs:
@@ -20,11 +26,19 @@ import click
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.flags import FiniteFloatRange, kube_options
-from kubectl_gpushare.node import flags
+from kubectl_gpushare.node import cgroups, flags
 from kubectl_gpushare.service import configure_logging, log_options, require_daemon_modules
 
 ENV_UNHEALTHY = "GPUSHARE_DRA_UNHEALTHY"
 ENV_RESYNC = "GPUSHARE_DRA_RESYNC"
+
+
+def _pod_uid(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    """``--pod-uid`` read as a UID the API server assigns (a lower-case UUID), or refused: it names two sockets."""
+    if value and not cgroups.valid_uid(value):
+        raise click.BadParameter(f"{protocol.shown_value(value)} is not a pod UID (a lower-case UUID, as the API "
+                                 "server assigns; the DaemonSet passes metadata.uid)")
+    return value or ""
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -58,6 +72,10 @@ ENV_RESYNC = "GPUSHARE_DRA_RESYNC"
 @click.option("--resync", envvar=ENV_RESYNC, type=FiniteFloatRange(min=1, max=3600), default=60.0,
               show_default=True, show_envvar=True,
               help="Seconds between checks that the ResourceSlice is still as published.")
+@click.option("--pod-uid", envvar=protocol.ENV_POD_UID, show_envvar=True, callback=_pod_uid,
+              help="This pod's UID (downward API metadata.uid): serve sockets of its own beside an older instance's "
+                   "and serialize claims with it, for a DaemonSet rolling with maxSurge (kubelet 1.33+). Unset: "
+                   "the fixed socket names.")
 @kube_options
 @log_options()
 def serve_dra_driver_command(
@@ -77,6 +95,7 @@ def serve_dra_driver_command(
     cgroup_root: str,
     cgroup_driver: str,
     resync: float,
+    pod_uid: str,
     log_format: str,
     log_level: str,
     **kube: object,
@@ -119,6 +138,7 @@ def serve_dra_driver_command(
         cgroup_root=cgroup_root,
         cgroup_driver=None if cgroup_driver == "auto" else cgroup_driver,
         resync=resync,
+        pod_uid=pod_uid,
         kube=dict(kube),
     )
     serve_until_signalled(lambda stop: serve(cfg, stop=stop))

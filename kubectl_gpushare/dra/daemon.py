@@ -13,7 +13,10 @@ Then publish the node's ResourceSlice (a thread that re-syncs on every health ch
 watch of this node's and driver's slices sees: `publisher.SliceWatch`), serve the DRA service on
 ``<plugin dir>/dra.sock`` and, once it answers, the registration service on
 ``<registration dir>/<driver>-reg.sock`` (kubelet's plugin watcher dials it at once, so the DRA
-socket must be up first, as the kubeletplugin helper orders them). Until
+socket must be up first, as the kubeletplugin helper orders them). Given its pod's UID (a rolling
+update, the kubeletplugin helper's ``RollingUpdate(uid)``), the instance serves sockets of its own,
+``dra-<pod UID>.sock`` and ``<driver>-<pod UID>-reg.sock``, beside those of the instance it
+replaces, and prepares and unprepares under a lock shared with it (`serialize`, `preparer`). Until
 ``stop``: watch both socket files and serve again if one is deleted; health events update the slice.
 Memory enforcement (``--enforce-memory``) holds each pod using a prepared claim to the claim's
 memory, through `node.enforce`: the pods the claim was reserved for when prepared, and those of this
@@ -44,6 +47,7 @@ from kubectl_gpushare.dra.checkpoint import CheckpointFile, ClaimPod, PreparedCl
 from kubectl_gpushare.dra.pod_claims import SYNC_SECONDS, PodClaims
 from kubectl_gpushare.dra.preparer import ApiClaims, Preparer
 from kubectl_gpushare.dra.publisher import RESYNC_SECONDS, SlicePublisher
+from kubectl_gpushare.dra.serialize import SerializeLock
 from kubectl_gpushare.dra.servicer import RegistrationServicer, add_dra_services
 from kubectl_gpushare.dra.slices import PublishedGpu, UnhealthyMode
 from kubectl_gpushare.kube import types
@@ -83,18 +87,34 @@ class Config:
     cgroup_driver: str | None = None
     resync: float = RESYNC_SECONDS
     poll_interval: float = 0.5
+    pod_uid: str = ""
+    """This driver pod's UID: sockets of its own and the shared lock (a rolling update); "" for the fixed names."""
     kube: Mapping[str, Any] = field(default_factory=dict)
     """kubectl's connection flags by option name (``kubeconfig``, ``context``, ...); none is a secret."""
+
+    def __post_init__(self) -> None:
+        if self.pod_uid and not cgroups.valid_uid(self.pod_uid):  # it becomes part of two socket paths
+            raise ValueError(f"pod UID {protocol.shown_value(self.pod_uid)} is not a UUID")
+
+    @property
+    def rolling_update(self) -> bool:
+        """Whether this instance may run beside another on the node (it was given its pod's UID)."""
+        return bool(self.pod_uid)
 
     @property
     def registration_socket(self) -> str:
         """Where kubelet's plugin watcher finds us."""
-        return os.path.join(self.registration_dir, protocol.DRA_REGISTRATION_SOCKET)
+        return os.path.join(self.registration_dir, protocol.dra_registration_socket(self.pod_uid))
 
     @property
     def plugin_socket(self) -> str:
         """The DRA service kubelet calls."""
-        return os.path.join(self.plugin_dir, protocol.DRA_PLUGIN_SOCKET)
+        return os.path.join(self.plugin_dir, protocol.dra_plugin_socket(self.pod_uid))
+
+    @property
+    def serialize_lock(self) -> str:
+        """The lock file prepare and unprepare hold across the instances of a rolling update."""
+        return os.path.join(self.plugin_dir, protocol.DRA_SERIALIZE_LOCK)
 
     def as_json(self) -> str:
         """The effective configuration, logged once at start."""
@@ -195,6 +215,7 @@ class Driver:
         self.preparer = Preparer(
             cfg.node_name, ApiClaims(client), self.published, cdi.CdiDir(cfg.cdi_root),
             CheckpointFile(cfg.plugin_dir, cfg.node_name), visible=cfg.visible_devices,
+            shared=SerializeLock(cfg.serialize_lock) if cfg.rolling_update else None,
         )
         self.registration = RegistrationServicer(os.path.abspath(cfg.plugin_socket))
         self.enforcer = Enforcer(
@@ -303,7 +324,13 @@ class Driver:
                  self.cfg.registration_socket)
 
     def stop_servers(self, grace: float = 1.0) -> None:
-        """Stop serving and remove both sockets (the registration one first: kubelet stops calling)."""
+        """Stop serving and remove both sockets (the registration one first: kubelet stops calling).
+
+        Only our own: in a rolling update the other instance's stay, and so do those a killed
+        instance left (the kubeletplugin helper cannot tell a stale socket from a live one either:
+        ``RollingUpdate`` leaves them, each pod removes its own on SIGTERM). kubelet keeps trying a
+        stale registration socket with backoff, and calls the newest instance it registered.
+        """
         for server in reversed(self._servers):
             server.stop(grace).wait()
         self._servers.clear()

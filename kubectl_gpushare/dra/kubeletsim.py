@@ -20,6 +20,17 @@ What it does, after kubelet (kubernetes/kubernetes):
   is handled; the service is the first of ``v1.DRAPlugin``, ``v1beta1.DRAPlugin`` that both sides
   list (``servicesSupportedByKubelet``; an empty list is refused); calls go to the ``endpoint``
   from ``GetInfo``.
+- ``pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go`` (``DRAPluginManager``, kubelet 1.33+; before
+  it ``plugins_store.go``, the same rules) and the pluginwatcher README's "Seamless Upgrade": every
+  registered instance of a driver is kept, in the order they registered (``store``: driver name ->
+  instances); an instance whose endpoint is already registered for the driver is refused ("One
+  plugin instance cannot hijack the endpoint of another instance"); calls go to the most recently
+  registered instance whose gRPC connection is up, else to the most recently registered (``get``:
+  "Heuristic: pick the most recent one", "Prefer plugins which are connected"; ``monitoredPlugin``
+  follows each connection and asks gRPC to reconnect when it ends), so a killed instance whose
+  sockets stayed behind is passed over; deregistering one (its registration socket went away)
+  removes that instance alone (``remove``, by endpoint), so calls fall back to the newest of those
+  left, and the driver is unregistered only when none is left.
 - ``pkg/kubelet/cm/dra/manager.go`` (``PrepareResources``): for each of the pod's
   ``spec.resourceClaims``, the claim is ``resourceClaimName`` or, for a template, the name in
   ``status.resourceClaimStatuses`` (none there: nothing to prepare); the claim is read from the API,
@@ -37,8 +48,10 @@ pod sync retries those, the sandbox's stack does the same), ``GetInfo`` and
 ``NotifyRegistrationStatus`` get `call_timeout` instead of kubelet's 1 s and 5 s (a loaded test
 machine is slower, and a timeout would only cost a retry), a ``NotifyRegistrationStatus`` that fails
 after a successful registration is logged and leaves the plugin registered (kubelet too keeps it,
-but also starts that path's backoff), one plugin per driver name, the reconciler runs every 0.2 s
-(kubelet: every 1 s) and inotify wakes it early.
+but also starts that path's backoff), the reconciler runs every 0.2 s (kubelet: every 1 s) and
+inotify wakes it early, a connection counts as up in gRPC Python's READY state (kubelet: from
+``ConnBegin`` to ``ConnEnd``), and a driver's slices are not wiped when its last instance goes
+(``wipeResourceSlices`` after ``wipingDelay``).
 
 API: `start`/`stop` (or ``with``), `wait_registered`, `prepare(pod)` -> CDI ids per claim UID,
 `unprepare(pod)`. ``pod`` is the pod's JSON (a mapping) or a `types.Pod`.
@@ -91,7 +104,7 @@ class KubeletPrepareError(RuntimeError):
 
 @dataclass
 class Plugin:
-    """One registered DRA plugin."""
+    """One registered DRA plugin instance, and whether its gRPC connection is up now."""
 
     name: str
     endpoint: str
@@ -99,6 +112,21 @@ class Plugin:
     registration_socket: str
     channel: grpc.Channel
     stub: Any
+    connected: bool = False
+    """``monitoredPlugin.connected``: set when the connection is up, cleared when it ends (kubelet then
+    asks gRPC to connect again: here the subscription keeps trying, `watch`)."""
+
+    def watch(self) -> None:
+        """Follow the connection (``grpc.WithStatsHandler``, ``HandleConn``), connecting now (``conn.Connect()``)."""
+        self.channel.subscribe(self._changed, try_to_connect=True)
+
+    def close(self) -> None:
+        """Stop following the connection and close it."""
+        self.channel.unsubscribe(self._changed)
+        self.channel.close()
+
+    def _changed(self, state: grpc.ChannelConnectivity) -> None:
+        self.connected = state is grpc.ChannelConnectivity.READY
 
 
 @dataclass
@@ -152,7 +180,8 @@ class KubeletSim:
         self.call_timeout = call_timeout
         self.dial_timeout = dial_timeout
         self._cond = threading.Condition()
-        self._plugins: dict[str, Plugin] = {}
+        self._plugins: dict[str, list[Plugin]] = {}
+        """Driver name -> its registered instances, oldest first (``DRAPluginManager.store``)."""
         self._registered: dict[str, SocketIdentity] = {}
         """Socket path -> the identity it had when its plugin registered (the actual state of the world)."""
         self._pending: dict[str, threading.Thread] = {}
@@ -188,12 +217,12 @@ class KubeletSim:
         for thread in pending:
             thread.join(5)
         with self._cond:
-            plugins = list(self._plugins.values())
+            plugins = [plugin for instances in self._plugins.values() for plugin in instances]
             self._plugins.clear()
             self._registered.clear()
             self._backoff.clear()
         for plugin in plugins:
-            plugin.channel.close()
+            plugin.close()
 
     def __enter__(self) -> KubeletSim:
         return self.start()
@@ -201,16 +230,35 @@ class KubeletSim:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def wait_registered(self, driver: str = protocol.DRA_DRIVER, timeout: float = 10.0) -> Plugin | None:
-        """The registered plugin of ``driver``, waiting up to ``timeout`` seconds for it."""
+    def wait_registered(self, driver: str = protocol.DRA_DRIVER, timeout: float = 10.0,
+                        endpoint: str | None = None) -> Plugin | None:
+        """The instance of ``driver`` kubelet calls (the one at ``endpoint``), waiting up to ``timeout`` seconds."""
+        def found() -> Plugin | None:
+            instances = self._plugins.get(driver, [])
+            if endpoint is None:
+                return instances[-1] if instances else None
+            return next((p for p in instances if p.endpoint == endpoint), None)
+
         with self._cond:
-            self._cond.wait_for(lambda: driver in self._plugins, timeout)
-            return self._plugins.get(driver)
+            self._cond.wait_for(lambda: found() is not None, timeout)
+            registered = found()
+        if registered is not None and endpoint is None:
+            return self.plugin(driver)
+        return registered
 
     def plugin(self, driver: str = protocol.DRA_DRIVER) -> Plugin | None:
-        """The registered plugin of ``driver`` now, if any."""
+        """The instance of ``driver`` kubelet calls now, if any (``DRAPluginManager.get``).
+
+        The most recently registered one whose connection is up, else the most recently registered.
+        """
         with self._cond:
-            return self._plugins.get(driver)
+            instances = self._plugins.get(driver, [])
+            return next((p for p in reversed(instances) if p.connected), instances[-1] if instances else None)
+
+    def plugins(self, driver: str = protocol.DRA_DRIVER) -> list[Plugin]:
+        """Every registered instance of ``driver``, oldest first."""
+        with self._cond:
+            return list(self._plugins.get(driver, []))
 
     # --- the plugin manager -----------------------------------------------------------------------
 
@@ -275,12 +323,10 @@ class KubeletSim:
         except Exception as exc:  # a bug in an attempt is a failed attempt, as kubelet recovers panics
             log.exception("registering the plugin at %s failed unexpectedly", path)
             outcome = f"{type(exc).__name__}: {exc}"
-        replaced: Plugin | None = None
         with self._cond:
             self._pending.pop(path, None)
             if isinstance(outcome, Plugin) and not self._stop.is_set():
-                replaced = self._plugins.get(outcome.name)
-                self._plugins[outcome.name] = outcome
+                self._plugins.setdefault(outcome.name, []).append(outcome)
                 self._registered[path] = identity
                 self._backoff.pop(path, None)
                 self.refused.pop(path, None)
@@ -291,11 +337,10 @@ class KubeletSim:
             self._cond.notify_all()
         if isinstance(outcome, Plugin):
             if self._stop.is_set():
-                outcome.channel.close()
+                outcome.close()
                 return
-            if replaced is not None:
-                replaced.channel.close()
-            log.info("registered DRA plugin %s (%s at %s)", outcome.name, outcome.service, outcome.endpoint)
+            log.info("registered DRA plugin %s (%s at %s, instance %d)", outcome.name, outcome.service,
+                     outcome.endpoint, len(self.plugins(outcome.name)))
 
     def _dial(self, channel: grpc.Channel) -> bool:
         """Wait up to `dial_timeout` for the socket to answer (gRPC reconnects meanwhile), or until `stop`."""
@@ -334,6 +379,8 @@ class KubeletSim:
                 error = "empty list of supported gRPC services (aka supported versions)"
             elif not chosen:
                 error = f"none of the services {list(info.supported_versions)} is supported"
+            elif any(p.endpoint == info.endpoint for p in self.plugins(info.name)):
+                error = f"endpoint {info.endpoint} already registered for DRA driver plugin {info.name}"
             try:
                 stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=not error, error=error),
                                               timeout=self.call_timeout)
@@ -345,17 +392,27 @@ class KubeletSim:
             channel.close()
         plugin_channel = grpc.insecure_channel(target(info.endpoint), options=CHANNEL_OPTIONS)
         grpc_module = v1_grpc if chosen == protocol.DRA_SERVICE_V1 else v1beta1_grpc
-        return Plugin(info.name, info.endpoint, chosen, path, plugin_channel, grpc_module.DRAPluginStub(plugin_channel))
+        stub = grpc_module.DRAPluginStub(plugin_channel)
+        plugin = Plugin(info.name, info.endpoint, chosen, path, plugin_channel, stub)
+        plugin.watch()
+        return plugin
 
     def _deregister(self, path: str) -> None:
+        """``DeRegisterPlugin``: that instance goes; the driver's others stay (calls fall back to the newest left)."""
         with self._cond:
             self._registered.pop(path, None)
-            gone = [name for name, plugin in self._plugins.items() if plugin.registration_socket == path]
-            plugins = [self._plugins.pop(name) for name in gone]
+            plugins: list[Plugin] = []
+            for name, instances in list(self._plugins.items()):
+                plugins += [plugin for plugin in instances if plugin.registration_socket == path]
+                left = [plugin for plugin in instances if plugin.registration_socket != path]
+                if left:
+                    self._plugins[name] = left
+                else:
+                    del self._plugins[name]
             self._cond.notify_all()
         for plugin in plugins:
-            plugin.channel.close()
-            log.info("deregistered DRA plugin %s", plugin.name)
+            plugin.close()
+            log.info("deregistered DRA plugin %s (%s)", plugin.name, plugin.endpoint)
 
     # --- the DRA manager ------------------------------------------------------------------------
 

@@ -11,6 +11,13 @@ specs are removed again and each claim gets the error. So a claim whose preparat
 in the checkpoint after a crash, and its spec is complete (or missing, and rewritten by `restore`).
 `unprepare` removes a claim's spec and record; a claim it never prepared is already unprepared.
 
+In a rolling update (``shared``, a `serialize.SerializeLock`) two instances share the plugin
+directory and kubelet may call either: each call then runs whole under the lock, re-reads the
+checkpoint first (`CheckpointFile.reload`) and has made its change durable before the lock is
+released, so an instance sees every claim the other prepared or unprepared, answers a claim the
+other prepared from its record (same CDI ids, no second read or write), and never writes a second,
+different spec for it. A lock not got by the call's deadline fails the call's claims (kubelet retries).
+
 It speaks neither gRPC nor HTTP: claims come from a `ClaimSource`, files go through `cdi.CdiDir`
 and `checkpoint.CheckpointFile`.
 """
@@ -21,7 +28,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,6 +37,7 @@ from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra import cdi
 from kubectl_gpushare.dra.checkpoint import Checkpoint, CheckpointFile, ClaimPod, PreparedClaim, PreparedDevice
 from kubectl_gpushare.dra.claims import ClaimRejectedError, holding
+from kubectl_gpushare.dra.serialize import LockTimeoutError, SerializeLock
 from kubectl_gpushare.dra.slices import PublishedGpu
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
@@ -45,6 +54,8 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 ANSWER_RESERVE = 0.5
 """Seconds of the caller's deadline kept back from the claims' reads, to write the CDI specs and the
 checkpoint and send the reply in: a read still unanswered by then fails its claim instead."""
+RELOAD_WAIT = 5.0
+"""Seconds `Preparer.prepared` waits for the serialize lock to read what the other instance changed."""
 
 
 class ClaimSource(Protocol):
@@ -103,6 +114,7 @@ class Preparer:
         *,
         visible: cdi.VisibleMode = "index",
         cgpu_disable: Callable[[], bool] = lambda: False,
+        shared: SerializeLock | None = None,
     ) -> None:
         self.node = node
         self.source = source
@@ -113,6 +125,10 @@ class Preparer:
         self.cgpu_disable = cgpu_disable
         self._lock = threading.Lock()
         self._claims: dict[str, PreparedClaim] = {}
+        self.shared = shared
+        """The lock shared with another instance of a rolling update (None: this instance alone)."""
+        self._seen = self.checkpoint.signature() if shared is not None else ()
+        """The checkpoint files as last read or written here (`CheckpointFile.signature`)."""
         self.on_change: list[Callable[[], None]] = []
         """Called after prepared claims change (memory enforcement wakes on it)."""
         self.reads = 0
@@ -129,22 +145,70 @@ class Preparer:
         Raises:
             OSError: the checkpoint's files cannot be read, or the journal cannot be folded in.
         """
-        loaded = self.checkpoint.load()
-        with self._lock:
-            self._claims = dict(loaded.claims)
-            claims = list(self._claims.items())
-        for uid, claim in claims:
-            problem = self._ensure_spec(uid, claim)
-            if problem:  # that claim alone: kubelet's next call for it gets the error (`_again`)
-                log.error("%s", problem)
+        with self._serialized(None):
+            loaded = self.checkpoint.load()
+            with self._lock:
+                self._claims = dict(loaded.claims)
+                claims = list(self._claims.items())
+            for uid, claim in claims:
+                problem = self._ensure_spec(uid, claim)
+                if problem:  # that claim alone: kubelet's next call for it gets the error (`_again`)
+                    log.error("%s", problem)
+            self._saw()
         if claims:
             log.info("restored %d prepared claim(s) from %s", len(claims), self.checkpoint.path)
         return len(claims)
 
     def prepared(self) -> dict[str, PreparedClaim]:
-        """Claim UID -> what is prepared now."""
+        """Claim UID -> what is prepared now (in a rolling update, read again if the other instance changed it)."""
+        if self.shared is not None and self.checkpoint.signature() != self._seen:
+            try:
+                with self.shared.held(time.monotonic() + RELOAD_WAIT):
+                    self._reload()
+            except OSError as exc:  # what we knew stays; the next look tries again
+                log.warning("cannot read the claims the other driver instance prepared: %s", protocol.error_reason(exc))
         with self._lock:
             return dict(self._claims)
+
+    # --- the other instance of a rolling update ------------------------------------------------
+
+    @contextmanager
+    def _serialized(self, deadline: float | None) -> Iterator[None]:
+        """Hold the lock shared with the other instance, if any (`serialize.SerializeLock.held`)."""
+        if self.shared is None:
+            yield
+            return
+        with self.shared.held(deadline):
+            yield
+
+    def _reload(self) -> None:
+        """Take the claims from the checkpoint files, under the shared lock, if they changed since we last looked.
+
+        The files change only when written (an append grows the journal, a compaction replaces the
+        document), so an unchanged `CheckpointFile.signature` means nothing to read: an instance
+        running alone pays two ``stat`` calls per call, not a read of every claim.
+        """
+        if self.checkpoint.signature() == self._seen:
+            return
+        loaded = self.checkpoint.reload()
+        with self._lock:
+            changed = loaded.claims != self._claims
+            self._claims = dict(loaded.claims)
+        self._saw()
+        if changed:
+            self._changed()
+
+    def _saw(self) -> None:
+        if self.shared is not None:
+            self._seen = self.checkpoint.signature()
+
+    def _locked_out(self, refs: Sequence[ClaimRef], exc: OSError) -> dict[str, str]:
+        if isinstance(exc, LockTimeoutError):
+            reason = "another instance of the driver (a rolling update) held its lock until the call's deadline"
+        else:
+            reason = f"cannot take the lock shared with another driver instance: {protocol.error_reason(exc)}"
+        log.warning("%s", reason)
+        return {ref.uid: reason for ref in dict.fromkeys(refs)}
 
     # --- prepare -----------------------------------------------------------------------------
 
@@ -158,6 +222,17 @@ class Preparer:
                 `ANSWER_RESERVE`; a claim not read by then fails alone, and the call still answers
                 in time for the claims read (or already prepared).
         """
+        if self.shared is None:
+            return self._prepare(refs, deadline)
+        try:
+            with self.shared.held(None if deadline is None else deadline - ANSWER_RESERVE):
+                self._reload()
+                return self._prepare(refs, deadline)
+        except OSError as exc:  # the lock (or the checkpoint's files under it); `_prepare` reports its own
+            failed: dict[str, PreparedClaim | str] = {**self._locked_out(refs, exc)}
+            return failed
+
+    def _prepare(self, refs: Sequence[ClaimRef], deadline: float | None) -> dict[str, PreparedClaim | str]:
         reads_until = None if deadline is None else deadline - ANSWER_RESERVE
         results: dict[str, PreparedClaim | str] = {}
         fresh: dict[str, PreparedClaim] = {}
@@ -276,6 +351,7 @@ class Preparer:
                     outcome[uid] = f"cannot save the checkpoint: {exc.strerror or exc}"
                 return outcome
             self._claims = claims
+            self._saw()
         for uid in written:
             claim = fresh[uid]
             outcome[uid] = claim
@@ -292,8 +368,21 @@ class Preparer:
 
     # --- unprepare ---------------------------------------------------------------------------
 
-    def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
-        """Unprepare each claim; claim UID -> "" when done, else the error to report."""
+    def unprepare(self, refs: Sequence[ClaimRef], deadline: float | None = None) -> dict[str, str]:
+        """Unprepare each claim; claim UID -> "" when done, else the error to report.
+
+        ``deadline`` bounds only the wait for the lock shared with another instance (a rolling update).
+        """
+        if self.shared is None:
+            return self._unprepare(refs)
+        try:
+            with self.shared.held(deadline):
+                self._reload()
+                return self._unprepare(refs)
+        except OSError as exc:
+            return self._locked_out(refs, exc)
+
+    def _unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         results: dict[str, str] = {}
         removed: list[str] = []
         with self._lock:
@@ -318,6 +407,7 @@ class Preparer:
                         results[uid] = f"cannot save the checkpoint: {exc.strerror or exc}"
                     return results
                 self._claims = claims
+                self._saw()
         for uid in removed:
             log.info("unprepared claim %s", uid)
         if removed:

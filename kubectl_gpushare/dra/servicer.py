@@ -71,10 +71,10 @@ def prepare_response(api: ModuleType, preparer: Preparer, request: Any, deadline
     return response
 
 
-def unprepare_response(api: ModuleType, preparer: Preparer, request: Any) -> Any:
-    """A NodeUnprepareResourcesResponse of ``api`` for ``request``."""
+def unprepare_response(api: ModuleType, preparer: Preparer, request: Any, deadline: float | None = None) -> Any:
+    """A NodeUnprepareResourcesResponse of ``api`` for ``request`` (``deadline``: the call's, for the shared lock)."""
     response = api.NodeUnprepareResourcesResponse()
-    for uid, error in preparer.unprepare(_refs(request)).items():
+    for uid, error in preparer.unprepare(_refs(request), deadline).items():
         response.claims[uid].CopyFrom(api.NodeUnprepareResourceResponse(error=error))
     return response
 
@@ -104,7 +104,7 @@ class _DraServicer:
     def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         """Unprepare each claim (see `Preparer.unprepare`)."""
         try:
-            return unprepare_response(self.api, self.preparer, request)
+            return unprepare_response(self.api, self.preparer, request, deadline_of(context))
         except Exception as exc:
             _internal(context, "NodeUnprepareResources", exc)
             raise

@@ -125,7 +125,9 @@ def test_daemonset_mounts_what_the_driver_touches_and_never_runs_beside_the_devi
     assert pod["nodeSelector"] == {"gpushare.kubectl-gpushare.io/dra": "true"}
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "gpushare", "operator": "NotIn", "values": ["true"]}]}]
-    assert docs["DaemonSet"]["spec"]["updateStrategy"]["rollingUpdate"]["maxSurge"] == 0
+    assert env["POD_UID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid"
+    assert docs["DaemonSet"]["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
