@@ -25,7 +25,6 @@ import time
 from collections import OrderedDict, deque
 from typing import Any, NamedTuple
 
-from kubectl_gpushare.kube.go_format import parse_int64
 from kubectl_gpushare.kube.go_query import GoQuery, go_bool
 from kubectl_gpushare.sandbox import errors
 
@@ -77,22 +76,6 @@ def _names(containers: Any) -> list[str]:
     return [str(c.get("name")) for c in containers if isinstance(c, dict) and c.get("name")]
 
 
-def _int_param(query: GoQuery, name: str) -> int | None:
-    """An int64 option as ``runtime.Convert_Slice_string_To_Pointer_int64`` reads its first value (None: absent).
-
-    k8s.io/apimachinery/pkg/runtime/conversion.go: ``strconv.ParseInt(value, 10, 64)``, its error
-    returned as is, which the handler (``getRequestOptions`` in k8s.io/apiserver/pkg/endpoints/handlers/
-    get.go) answers as a 400 BadRequest in the error's words (`go_format.parse_int64`: "invalid
-    syntax", or "value out of range" past int64, 5,000 digits included). An empty value is a syntax error.
-    """
-    if name not in query:
-        return None
-    try:
-        return parse_int64(query.exact(name))  # Go holds bytes: one that is no UTF-8 is quoted as \xNN
-    except ValueError as exc:
-        raise errors.bad_request(str(exc)) from None
-
-
 class LogOptions(NamedTuple):
     """A log request's ``PodLogOptions``, converted and validated as kube-apiserver does before it reads the pod."""
 
@@ -109,7 +92,7 @@ def log_options(query: GoQuery, pod: str) -> LogOptions:
 
     ``Convert_url_Values_To_v1_PodLogOptions`` (pkg/apis/core/v1/zz_generated.conversion.go) reads the
     fields in its order (follow, previous, sinceSeconds, sinceTime, timestamps, tailLines, limitBytes)
-    and stops at the first error (`_int_param`). A bool is ``runtime.Convert_Slice_string_To_bool``,
+    and stops at the first error (`errors.int64_option`). A bool is ``runtime.Convert_Slice_string_To_bool``,
     which refuses nothing (`go_bool`: ``follow=yes`` is true). Then ``LogREST.Get``
     (pkg/registry/core/pod/rest/log.go) runs ``ValidatePodLogOptions`` (pkg/apis/core/validation),
     whose causes make one 422 ``PodLogOptions "<name>" is invalid``, and only then reads the pod (404).
@@ -117,10 +100,10 @@ def log_options(query: GoQuery, pod: str) -> LogOptions:
     """
     container = query.get("container") or ""  # Convert_Slice_string_To_string: its first value, never an error
     previous = go_bool(query.get("previous"))
-    since = _int_param(query, "sinceSeconds")
+    since = errors.int64_option(query, "sinceSeconds")
     timestamps = go_bool(query.get("timestamps"))
-    tail = _int_param(query, "tailLines")
-    limit = _int_param(query, "limitBytes")
+    tail = errors.int64_option(query, "tailLines")
+    limit = errors.int64_option(query, "limitBytes")
     causes: list[str] = []
     if tail is not None and tail < 0:
         causes.append(f"tailLines: Invalid value: {tail}: must be greater than or equal to 0")

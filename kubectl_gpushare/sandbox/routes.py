@@ -21,7 +21,6 @@ from typing import Any, Final, NoReturn, Protocol
 
 import msgspec
 
-from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import GoQuery, clean_path, go_bool, go_text
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
@@ -506,6 +505,21 @@ def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
         raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
 
 
+def _list_numbers(query: GoQuery) -> tuple[int | None, int]:
+    """A list's or watch's ``timeoutSeconds`` (None: absent) and ``limit``, or the 400 kube-apiserver answers.
+
+    The ListOptions conversion (``autoConvert_url_Values_To_v1_ListOptions``, k8s.io/apimachinery/pkg/
+    apis/meta/v1/zz_generated.conversion.go) reads both, list or watch, in its field order
+    (``timeoutSeconds``, then ``limit``) and stops at the first ``strconv.ParseInt`` error
+    (`errors.int64_option`), before the selectors are parsed and ``ValidateListOptions`` runs. Nothing
+    refuses a negative ``limit``: the store pages only for one above 0 (the etcd3 store's ``GetList``:
+    ``paging := opts.Predicate.Limit > 0``), so it lists everything, as ``0`` does.
+    """
+    timeout_seconds = errors.int64_option(query, "timeoutSeconds")
+    limit = errors.int64_option(query, "limit") or 0
+    return timeout_seconds, max(limit, 0)
+
+
 _UINT64_MAX: Final = (1 << 64) - 1
 
 
@@ -795,14 +809,9 @@ class Api:
     def _list(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        _, limit = _list_numbers(request.query)
         _check_list_options(request.query, watch=False)
         labels, fields = self._selectors(request, resource)
-        limit_text = request.query.get("limit", "0") or "0"
-        limit = protocol.parse_int_strict(limit_text)  # int64, as the query parameter is (not '²', not 5,000 digits)
-        if limit is None or limit < 0:
-            raise errors.bad_request(
-                f"limit: Invalid value: {go_quote(limit_text[:64])}: must be a non-negative integer"
-            )
         after = ""
         token_rv = 0
         token = request.query.get("continue", "")
@@ -859,16 +868,12 @@ class Api:
     def _watch(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        timeout_seconds, _ = _list_numbers(request.query)
         _check_list_options(request.query, watch=True)
         labels, fields = self._selectors(request, resource)
         query = request.query
-        timeout_text = query.get("timeoutSeconds") or ""
-        # int64, as Go decodes the query parameter (strconv.ParseInt): never NaN, infinite or 5,000 digits,
-        # which would hold the stream (and its thread) open for ever
-        timeout_seconds = protocol.parse_int_strict(timeout_text) if timeout_text else DEFAULT_WATCH_TIMEOUT
-        if timeout_seconds is None:
-            raise errors.bad_request(f"timeoutSeconds: Invalid value: {go_quote(timeout_text[:64])}")
-        timeout = float(timeout_seconds)
+        # An int64 (never NaN, infinite or 5,000 digits, which would hold the stream and its thread open for ever)
+        timeout = DEFAULT_WATCH_TIMEOUT if timeout_seconds is None else float(timeout_seconds)
         rv = _resource_version(query)  # a 400 when it is no uint64
         send_initial = go_bool(query.get("sendInitialEvents"))
         bookmarks = go_bool(query.get("allowWatchBookmarks"))

@@ -262,7 +262,43 @@ def test_refused_values_are_quoted_as_go_quotes_them_and_cut(sandbox: Sandbox) -
     assert status == 422
     assert 'Unsupported value: "Né\\"' + "x" * 197 + '": supported values:' in answer["message"]
     status, answer = get(sandbox, "limit=%C3%A9")
-    assert status == 400 and answer["message"] == 'limit: Invalid value: "é": must be a non-negative integer'
+    assert status == 400 and answer["message"] == 'strconv.ParseInt: parsing "é": invalid syntax'
+
+
+# --- limit and timeoutSeconds: int64s, converted before anything else is read ---------------
+@pytest.mark.parametrize(
+    ("query", "quoted", "why"),
+    [("limit=x", "x", "invalid syntax"), ("limit=", "", "invalid syntax"), ("limit=%2B%2B1", "++1", "invalid syntax"),
+     ("limit=" + "9" * 5000, "9" * 5000, "value out of range"), ("limit=%FF", "\\xff", "invalid syntax"),
+     ("watch=1&limit=1.5", "1.5", "invalid syntax"), ("timeoutSeconds=x", "x", "invalid syntax"),
+     ("watch=1&timeoutSeconds=", "", "invalid syntax"),
+     ("watch=1&timeoutSeconds=9223372036854775808", "9223372036854775808", "value out of range"),
+     # ListOptions' field order: timeoutSeconds before limit, both before the selectors and the 422s.
+     ("limit=y&timeoutSeconds=x", "x", "invalid syntax"),
+     ("labelSelector=a%20in%20(&sendInitialEvents=1&limit=z", "z", "invalid syntax")],
+    ids=["limit", "limit-empty", "limit-signs", "limit-5000-digits", "limit-not-utf8", "watch-limit", "list-timeout",
+         "watch-timeout-empty", "watch-timeout-past-int64", "timeout-first", "before-selectors-and-validation"],
+)  # fmt: skip
+def test_limit_and_timeout_seconds_are_refused_in_strconvs_words(sandbox: Sandbox, query: str, quoted: str,
+                                                                 why: str) -> None:
+    # autoConvert_url_Values_To_v1_ListOptions (apimachinery meta/v1 zz_generated.conversion.go):
+    # runtime.Convert_Slice_string_To_Pointer_int64 / _To_int64 return strconv.ParseInt's error as it is,
+    # and the list and watch handlers answer it as NewBadRequest(err.Error()).
+    status, answer = get(sandbox, query)
+    assert (status, answer["reason"]) == (400, "BadRequest"), answer
+    assert answer["message"] == f'strconv.ParseInt: parsing "{quoted}": {why}', answer["message"][:200]
+
+
+def test_a_negative_limit_lists_everything_and_the_real_kubectl_reads_strconvs_words(sandbox: Sandbox,
+                                                                                      kubectl: Any) -> None:
+    # Nothing validates limit; the store pages only for a limit above 0 (etcd3 GetList: paging := Limit > 0).
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": "default"}} for i in range(3)])
+    status, body = get(sandbox, "limit=-1")
+    listed = json.loads(body)
+    assert status == 200 and len(listed["items"]) == 3 and "continue" not in listed["metadata"]
+    result = kubectl("get", "--raw", CONFIGMAPS + "?limit=x", check=False)
+    assert (result.returncode, result.stderr) == (
+        1, 'Error from server (BadRequest): strconv.ParseInt: parsing "x": invalid syntax\n')
 
 
 # --- a resourceVersion that is no number -----------------------------------------------------
