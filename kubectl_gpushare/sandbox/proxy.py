@@ -26,7 +26,7 @@ from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import clean_path, escape_path
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.errors import ApiError
-from kubectl_gpushare.sandbox.framing import header_tokens
+from kubectl_gpushare.sandbox.framing import FramingError, content_length, header_tokens
 
 PROXY_VERBS: Final = {"GET": "get", "HEAD": "get", "OPTIONS": "get", "POST": "create", "PUT": "update",
                       "PATCH": "patch", "DELETE": "delete"}  # fmt: skip
@@ -53,18 +53,32 @@ upgradeaware.go): the pod proxy wraps its transport (``newThrottledUpgradeAwareP
 transport, true, ...)`` in pkg/registry/core/pod/rest/subresources.go)."""
 
 
-def relayed_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def relayed_headers(headers: list[tuple[str, str]], *, head: bool = False) -> list[tuple[str, str]]:
     """The pod's reply headers the API server passes on: all but hop-by-hop and CORS ones, ``Date`` and ``Server`` kept.
 
     ``UpgradeAwareHandler.ServeHTTP`` relays through ``httputil.NewSingleHostReverseProxy``, whose
     ``ServeHTTP`` copies every header left after `_HOP_BY_HOP` and those ``Connection`` names
     (``copyHeader``); Go's server then writes its own ``Date`` only where the handler set none. The
-    content type goes separately, and ``Content-Length`` is the sandbox's own framing of the body. A
-    repeated header keeps every line, in order (``copyHeader`` adds each value).
+    content type goes separately, and ``Content-Length`` is the sandbox's own framing of the body,
+    but for a reply to a ``HEAD`` (``head``), which has no body to frame: there the pod's own goes
+    on, as ``copyHeader`` copied it and Go's server keeps a handler's ``Content-Length`` on a HEAD
+    reply (src/net/http/server.go ``response.WriteHeader`` reads it; ``chunkWriter.writeHeader`` adds
+    none to an empty HEAD reply). Go's transport read it first (src/net/http/transfer.go
+    ``readTransfer``: ``parseContentLength`` for a HEAD reply, repeated values made one), so one line
+    goes on, the first value, trimmed, and only one `framing.content_length` reads. A repeated header
+    keeps every line, in order (``copyHeader`` adds each value).
     """
     named = header_tokens(value for key, value in headers if key.lower() == "connection")
     dropped = _HOP_BY_HOP | _CORS | named | {"content-type", "content-length"}
-    return [(name, value) for name, value in headers if name.lower() not in dropped]
+    relayed = [(name, value) for name, value in headers if name.lower() not in dropped]
+    lengths = [value for name, value in headers if name.lower() == "content-length"]
+    if head and lengths:
+        try:
+            content_length(lengths)
+        except FramingError:
+            return relayed
+        relayed.append(("Content-Length", lengths[0].strip(" \t")))
+    return relayed
 
 
 class _RawRequestLine:
@@ -297,7 +311,7 @@ def forward(
             connection.close()
             raise _unreachable(f"{type(exc).__name__}: {exc}") from None
     content_type = response.getheader("Content-Type") or "text/plain; charset=utf-8"
-    relayed = relayed_headers(response.getheaders())
+    relayed = relayed_headers(response.getheaders(), head=method == "HEAD")
     if response.length is not None and response.length <= WHOLE_BODY:
         held = connection
         try:

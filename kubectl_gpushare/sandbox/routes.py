@@ -88,6 +88,10 @@ class Response:
     stream: Iterator[bytes] | None = None
     length: int | None = None
     """The ``stream``'s Content-Length where it is known (a pod's long reply, `proxy.forward`); None: chunked."""
+    sized: bool = True
+    """Whether the server frames ``body`` with a Content-Length of its own. Not the pod proxy's reply to a HEAD:
+    its ``headers`` carry the pod's, or none (`proxy.relayed_headers`), as Go's server keeps a handler's and adds
+    none to an empty HEAD reply (src/net/http/server.go ``chunkWriter.writeHeader``: ``!isHEAD || len(p) > 0``)."""
 
 
 class DroppedConnectionError(Exception):
@@ -774,7 +778,7 @@ class Api:
             headers, request.body, whole_path=target.request_path,
         )  # fmt: skip
         if isinstance(body, bytes):
-            return Response(status, body, content_type=content_type, headers=relayed)
+            return Response(status, body, content_type=content_type, headers=relayed, sized=request.method != "HEAD")
         return Response(status, content_type=content_type, headers=relayed, stream=body, length=length)
 
     # --- reads ---------------------------------------------------------------------------------

@@ -1093,7 +1093,8 @@ class Sandbox:
             for key, value in response.headers:
                 handler.send_header(key, _wire_header_value(value))
             if response.stream is None:
-                handler.send_header("Content-Length", str(len(response.body)))
+                if response.sized:  # a pod's reply to a HEAD carries its own, or none (`proxy.relayed_headers`)
+                    handler.send_header("Content-Length", str(len(response.body)))
                 if handler.close_connection:
                     handler.send_header("Connection", "close")
                 handler.end_headers()
