@@ -147,7 +147,8 @@ def _cause(cause: str) -> dict[str, str]:
     field, _, body = cause.partition(": ")
     body = body or cause
     reason = next((t for words, t in _CAUSE_TYPES.items() if body.startswith(words)), "FieldValueInvalid")
-    return {"reason": reason, "message": body, "field": field}
+    # metav1.StatusCause's Field is omitempty: an error at field.NewPath("") (": Forbidden: ...") has none
+    return {"reason": reason, "message": body, "field": field} if field else {"reason": reason, "message": body}
 
 
 def go_string_slice(values: list[str]) -> str:
