@@ -245,6 +245,7 @@ def forward(
     body: bytes,
     *,
     whole_path: str = "",
+    chunked: bool = False,
 ) -> tuple[int, str, list[tuple[str, str]], bytes | Iterator[bytes], int | None]:
     """Relay one request to the pod's target: (status, content type, other headers, body or its chunks, length).
 
@@ -253,10 +254,8 @@ def forward(
     The query goes on as it came, byte for byte (``UpgradeAwareHandler.ServeHTTP`` in
     k8s.io/apimachinery/pkg/util/proxy/upgradeaware.go sets ``loc.RawQuery = req.URL.RawQuery``, and
     Go's transport writes ``URL.RequestURI()`` as it is): repeated names, ``;``, bad escapes and bytes
-    past ASCII included, none of it re-encoded (`_RawRequestLine`). The body goes with its
-    Content-Length, whatever its size, as ``ReverseProxy`` keeps the inbound request's
-    (src/net/http/httputil/reverseproxy.go: ``outreq`` is ``req.Clone``; only a zero length drops
-    the body). Response headers come back as the real proxy copies them, less the hop-by-hop ones
+    past ASCII included, none of it re-encoded (`_RawRequestLine`). The body goes framed as it came
+    (`_outbound_body`). Response headers come back as the real proxy copies them, less the hop-by-hop ones
     (`relayed_headers`). A reply over `WHOLE_BODY` is streamed; ``length`` is then the pod's
     Content-Length, which ``ReverseProxy`` copies (it is no hop-by-hop header) and Go's server then
     frames the body with, or None for a reply without one (chunked, as Go's server writes a body of
@@ -299,7 +298,8 @@ def forward(
                 connection.connect()
                 assert connection.sock is not None
                 connection.sock.settimeout(READ_TIMEOUT)
-            connection.request(method, url, body=body or None, headers=dict(headers))
+            connection.request(method, url, body=_outbound_body(body, chunked), headers=dict(headers),
+                               encode_chunked=chunked and bool(body))
             response = connection.getresponse()
             break
         except _STALE as exc:
@@ -336,6 +336,26 @@ def forward(
 
     held = connection
     return response.status, content_type, relayed, chunks(), response.length
+
+
+def _outbound_body(body: bytes, chunked: bool) -> bytes | Iterator[bytes] | None:
+    """The request body as Go's reverse proxy sends it to the pod: framed as it came.
+
+    ``ReverseProxy.ServeHTTP`` (src/net/http/httputil/reverseproxy.go) sends ``outreq``, a
+    ``req.Clone``: its ``ContentLength`` and ``TransferEncoding`` are the inbound request's (only a
+    zero length drops the body, issue 16036). So a body with a Content-Length goes with it, whatever its
+    size, and a chunked one (``ContentLength == -1``) goes chunked (src/net/http/transfer.go
+    ``newTransferWriter``: an unknown length on HTTP/1.1 is ``Transfer-Encoding: chunked``), no
+    Content-Length, after ``probeRequestBody`` saw a first byte; one that ends at once is sent as no
+    body, as ``http.client`` does too: ``Content-Length: 0`` on a POST, PUT or PATCH
+    (``shouldSendContentLength``), nothing on another method. The chunks are ``CHUNK`` bytes each:
+    their boundaries carry no meaning.
+    """
+    if not body:
+        return None
+    if not chunked:
+        return body
+    return (body[start : start + CHUNK] for start in range(0, len(body), CHUNK))
 
 
 def _unreachable(why: str) -> ApiError:

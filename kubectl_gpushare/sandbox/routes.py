@@ -74,6 +74,8 @@ class Request:
     body: bytes = b""
     user: UserInfo = ANONYMOUS
     """Who sent it (``server.py`` authenticates); admission policies see it as ``request.userInfo``."""
+    chunked: bool = False
+    """Whether the body came chunked (Go's ``req.ContentLength == -1``): the pod proxy sends it so (`proxy.forward`)."""
 
 
 @dataclass
@@ -775,7 +777,7 @@ class Api:
         headers = {key: value for key in proxy.FORWARDED_HEADERS if (value := request.headers.get(key))}
         status, content_type, relayed, body, length = proxy.forward(
             self.proxy_targets, entry.object(), target.name, request.method, target.proxy_path, request.query.raw,
-            headers, request.body, whole_path=target.request_path,
+            headers, request.body, whole_path=target.request_path, chunked=request.chunked,
         )  # fmt: skip
         if isinstance(body, bytes):
             return Response(status, body, content_type=content_type, headers=relayed, sized=request.method != "HEAD")

@@ -894,7 +894,7 @@ class Sandbox:
                 if fault.status is not None:
                     raise _fault_error(fault)
             request = Request(method, path, query, handler.headers, body if isinstance(body, bytes) else b"",
-                              identity.user)
+                              identity.user, chunked=handler.chunked)
             if committing:
                 assert fault is not None and deadline is not None
                 response = self._commit_slowly(request, target, fault.latency, deadline, stopped)
