@@ -42,6 +42,9 @@ from kubectl_gpushare.sandbox.tokens import ANONYMOUS, Tokens, UserInfo
 _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
 DEFAULT_WATCH_TIMEOUT = 1800.0
+"""Seconds a watch without ``timeoutSeconds`` (or with 0) lasts: kube-apiserver's ``--min-request-timeout``
+(1800), which ``ListResource`` (k8s.io/apiserver/pkg/endpoints/handlers/get.go) stretches by a random
+factor of 1 to 2; fixed here, at its low end."""
 BLOCK_TIMEOUT = 3.0
 """How long a get, a list (or a watch with ``sendInitialEvents``) at a resourceVersion the store has not reached
 waits for it before the 504: the watch cache's ``blockTimeout`` (k8s.io/apiserver/pkg/storage/cacher/
@@ -526,6 +529,20 @@ def _list_numbers(query: GoQuery) -> tuple[int | None, int]:
     return timeout_seconds, max(limit, 0)
 
 
+def _watch_timeout(timeout_seconds: int | None) -> float:
+    """How many seconds a watch lasts, as ``ListResource`` (k8s.io/apiserver/pkg/endpoints/handlers/get.go) reads it.
+
+    ``time.Duration(*opts.TimeoutSeconds) * time.Second``: an int64 product, which wraps past 2^63-1
+    nanoseconds as Go's does; then a zero duration (absent, 0, or a product that wrapped to 0) is the
+    default (`DEFAULT_WATCH_TIMEOUT`), and a negative one ends the watch at once. Never NaN, infinite
+    or a 5,000-digit number (`errors.int64_option`), which would hold the stream and its thread open for ever.
+    """
+    if timeout_seconds is None:
+        return DEFAULT_WATCH_TIMEOUT
+    nanoseconds = (timeout_seconds * 1_000_000_000 + (1 << 63)) % (1 << 64) - (1 << 63)
+    return DEFAULT_WATCH_TIMEOUT if nanoseconds == 0 else nanoseconds / 1e9
+
+
 _UINT64_MAX: Final = (1 << 64) - 1
 
 
@@ -878,8 +895,7 @@ class Api:
         _check_list_options(request.query, watch=True)
         labels, fields = self._selectors(request, resource)
         query = request.query
-        # An int64 (never NaN, infinite or 5,000 digits, which would hold the stream and its thread open for ever)
-        timeout = DEFAULT_WATCH_TIMEOUT if timeout_seconds is None else float(timeout_seconds)
+        timeout = _watch_timeout(timeout_seconds)
         rv = _resource_version(query)  # a 400 when it is no uint64
         send_initial = go_bool(query.get("sendInitialEvents"))
         bookmarks = go_bool(query.get("allowWatchBookmarks"))

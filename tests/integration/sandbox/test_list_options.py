@@ -357,3 +357,29 @@ def test_a_continue_token_start_key_is_read_as_gos_json_decoder_reads_it(
     status, body = get(sandbox, f"limit=10&continue={token}")
     assert status == 200, body
     assert [item["metadata"]["name"] for item in json.loads(body)["items"]] == after
+
+
+def test_a_zero_or_wrapped_timeout_seconds_is_the_default_and_a_negative_one_ends_at_once(sandbox: Sandbox) -> None:
+    # ListResource (apiserver handlers/get.go): time.Duration(timeoutSeconds) * time.Second, an int64 that
+    # wraps (2^55 s is 0 ns; 9223372037 s is negative); a zero duration takes --min-request-timeout, a
+    # negative one's timer fires at once. The sandbox closed a timeoutSeconds=0 watch at once.
+    import http.client
+
+    for query in ("timeoutSeconds=-1", "timeoutSeconds=9223372037"):
+        connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=20)
+        connection.request("GET", f"{CONFIGMAPS}?watch=1&{query}")
+        assert connection.getresponse().read() == b"", query  # the stream ends, empty
+        connection.close()
+    for index, query in enumerate(("timeoutSeconds=0", f"timeoutSeconds={1 << 55}")):
+        connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=20)
+        connection.request("GET", f"{CONFIGMAPS}?watch=1&{query}")
+        response = connection.getresponse()
+        wait_for(lambda n=index + 1: sandbox.open_watches() == n, what="the watch to be served")
+        made = json.dumps({"metadata": {"name": f"w{index}"}}).encode()
+        post = urllib.request.Request(sandbox.url + CONFIGMAPS, data=made, method="POST",
+                                      headers={"Content-Type": "application/json"})  # fmt: skip
+        urllib.request.urlopen(post, timeout=20).close()
+        events = [json.loads(response.readline()) for _ in range(index + 1)]  # the earlier ones come first
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+            ("ADDED", f"w{i}") for i in range(index + 1)], query
+        connection.close()  # the server notices at its next write; the count only grows here
