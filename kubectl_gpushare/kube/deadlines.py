@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from kubectl_gpushare.kube.go_format import time_quote
+
 NANOSECOND: Final = 1
 MICROSECOND: Final = 1000 * NANOSECOND
 MILLISECOND: Final = 1000 * MICROSECOND
@@ -82,22 +84,6 @@ def format_duration(nanoseconds: int) -> str:
     return "-" + text if nanoseconds < 0 else text
 
 
-def _time_quote(text: str) -> str:
-    r"""``text`` double-quoted as the ``time`` package quotes it in errors: non-ASCII and control bytes as ``\xNN``.
-
-    Go's ``time.quote`` (src/time/format.go), not ``strconv.Quote`` (`kube.go_format.go_quote`): the
-    time package cannot import strconv, and writes every byte of a non-ASCII rune as ``\xNN``.
-    """
-    out = ['"']
-    for char in text:
-        if char >= "\x80" or char < " ":
-            out.extend(f"\\x{byte:02x}" for byte in char.encode("utf-8", "surrogateescape"))
-        else:
-            out.append("\\" + char if char in '"\\' else char)
-    out.append('"')
-    return "".join(out)
-
-
 def _leading_int(text: str) -> tuple[int, str] | None:
     """The leading digits as a number and the rest; None on overflow (Go's ``leadingInt``)."""
     i, value = 0, 0
@@ -135,7 +121,7 @@ def parse_duration(text: str) -> int:
         ValueError: not a duration, with Go's message (``time: invalid duration "x"``,
             ``time: missing unit in duration "1"``, ``time: unknown unit "d" in duration "1d"``).
     """
-    invalid = ValueError("time: invalid duration " + _time_quote(text))
+    invalid = ValueError("time: invalid duration " + time_quote(text))
     rest = text
     negative = False
     if rest and rest[0] in "+-":
@@ -165,11 +151,11 @@ def parse_duration(text: str) -> int:
         while end < len(rest) and not (rest[end] == "." or "0" <= rest[end] <= "9"):
             end += 1
         if end == 0:
-            raise ValueError("time: missing unit in duration " + _time_quote(text))
+            raise ValueError("time: missing unit in duration " + time_quote(text))
         unit_text, rest = rest[:end], rest[end:]
         unit = _UNITS.get(unit_text)
         if unit is None:
-            raise ValueError(f"time: unknown unit {_time_quote(unit_text)} in duration {_time_quote(text)}")
+            raise ValueError(f"time: unknown unit {time_quote(unit_text)} in duration {time_quote(text)}")
         if whole > (1 << 63) // unit:
             raise invalid
         value = whole * unit

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kubectl_gpushare.kube.go_format import go_quote
+from kubectl_gpushare.kube.go_format import go_quote, parse_int64
+from kubectl_gpushare.kube.go_query import GoQuery
 
 
 class ApiError(Exception):
@@ -116,6 +117,24 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
+def int64_option(query: GoQuery, name: str) -> int | None:
+    """An int64 query option as kube-apiserver converts it (None: absent), or the 400 it answers.
+
+    ``runtime.Convert_Slice_string_To_int64`` and ``Convert_Slice_string_To_Pointer_int64``
+    (k8s.io/apimachinery/pkg/runtime/conversion.go) read the first value with
+    ``strconv.ParseInt(value, 10, 64)`` and return its error as it is, which the handler
+    (``getRequestOptions``, ``ListResource`` in k8s.io/apiserver/pkg/endpoints/handlers) answers as a
+    400 BadRequest in the error's words (`go_format.parse_int64`: "invalid syntax", or "value out of
+    range" past int64, 5,000 digits included). An empty value is a syntax error.
+    """
+    if name not in query:
+        return None
+    try:
+        return parse_int64(query.exact(name))  # Go holds bytes: one that is no UTF-8 is quoted as \xNN
+    except ValueError as exc:
+        raise bad_request(str(exc)) from None
+
+
 _CAUSE_TYPES = {"Forbidden": "FieldValueForbidden", "Required value": "FieldValueRequired",
                 "Too long": "FieldValueTooLong", "Too many": "FieldValueTooMany",
                 "Unsupported value": "FieldValueNotSupported", "Duplicate value": "FieldValueDuplicate",
@@ -128,7 +147,8 @@ def _cause(cause: str) -> dict[str, str]:
     field, _, body = cause.partition(": ")
     body = body or cause
     reason = next((t for words, t in _CAUSE_TYPES.items() if body.startswith(words)), "FieldValueInvalid")
-    return {"reason": reason, "message": body, "field": field}
+    # metav1.StatusCause's Field is omitempty: an error at field.NewPath("") (": Forbidden: ...") has none
+    return {"reason": reason, "message": body, "field": field} if field else {"reason": reason, "message": body}
 
 
 def go_string_slice(values: list[str]) -> str:

@@ -59,7 +59,9 @@ _METHOD = re.compile(rb"[" + _TCHAR + rb"]+")
 _VERSION = re.compile(rb"HTTP/([0-9])\.[0-9]")
 """Go's ``ParseHTTPVersion`` (src/net/http/request.go): ``HTTP/``, a digit, a dot, a digit, nothing more."""
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r\n")
-_CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
+_DIGITS = re.compile(r"[0-9]+")
+_MAX_CONTENT_LENGTH = (1 << 63) - 1
+"""The largest Content-Length Go reads: ``strconv.ParseUint(cl, 10, 63)`` in ``parseContentLength``."""
 
 
 class Stream(Protocol):
@@ -221,7 +223,8 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
     tchar nor a space, or a value with a control byte other than a tab is a ``ProtocolError``, Go's
     plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest`` (src/net/http/request.go)
     refuses a second ``Host`` the same way, and ``readTransfer`` a ``Transfer-Encoding`` it does not
-    read (`transfer_encoding_refused`) with `UNSUPPORTED_TRANSFER_ENCODING_REPLY`. Then server.go's
+    read (`transfer_encoding_refused`) with `UNSUPPORTED_TRANSFER_ENCODING_REPLY`, then a Content-Length
+    `content_length` refuses with the plain `BAD_REQUEST_REPLY`. Then server.go's
     ``readRequest`` answers with its reason:
     an HTTP/1.1 request without ``Host`` (``CONNECT`` aside), a ``Host`` with a byte
     ``ValidHostHeader`` refuses, and a name with a space (textproto keeps it, go.dev/issue/34540;
@@ -243,6 +246,10 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
     method, proto = request_line.method, request_line.proto
     if transfer_encoding_refused(fields, proto):  # readTransfer, after the Host count, before server.go's checks
         return UNSUPPORTED_TRANSFER_ENCODING_REPLY
+    try:  # readTransfer's fixLength, right after: a chunked request's Content-Length too
+        content_length([value.decode("latin-1") for value in _field_values(fields, b"content-length")])
+    except FramingError:
+        return BAD_REQUEST_REPLY
     h2_preface = (method, proto, fields) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
     if not hosts and proto != b"HTTP/1.0" and method != b"CONNECT" and not h2_preface:  # ProtoAtLeast(1, 1)
         return _bad_request_because("missing required Host header")
@@ -294,20 +301,29 @@ def header_tokens(values: Iterable[str]) -> frozenset[str]:
 
 
 def content_length(values: list[str]) -> int:
-    """The Content-Length of a request from its header values (none means 0).
+    """The Content-Length of a request from its header values (none means 0), as Go's ``readTransfer`` reads it.
+
+    src/net/http/transfer.go ``fixLength``: every value, trimmed of ASCII spaces and tabs
+    (``textproto.TrimString``), must equal the first (``05`` and ``5`` differ), and ``parseContentLength``
+    reads that one with ``strconv.ParseUint(cl, 10, 63)``: ASCII digits only (no sign), leading zeros
+    of any number, at most 2^63-1; an empty value is ``invalid empty Content-Length``. Go checks it
+    even beside ``Transfer-Encoding: chunked`` (then drops it). Its error is no ``statusError``, so
+    Go's server answers the plain `BAD_REQUEST_REPLY` before any handler (`header_fields_refused`).
 
     Raises:
-        FramingError: the value is not a plain decimal number, or repeated values disagree.
+        FramingError: the value is not such a number, or repeated values disagree.
     """
-    found = {value.strip() for value in values}
-    if not found:
+    if not values:
         return 0
-    if len(found) > 1:
-        raise FramingError("conflicting Content-Length headers")
-    text = found.pop()
-    if not _CONTENT_LENGTH.fullmatch(text):
-        raise FramingError(f"invalid Content-Length {text[:40]!r}")
-    return int(text)
+    first = values[0].strip(" \t\r\n")
+    if any(value.strip(" \t\r\n") != first for value in values[1:]):
+        raise FramingError("message cannot contain multiple Content-Length headers")
+    if not _DIGITS.fullmatch(first):
+        raise FramingError(f"bad Content-Length {first[:40]!r}")
+    digits = first.lstrip("0")
+    if len(digits) > 19 or (digits and int(digits) > _MAX_CONTENT_LENGTH):  # 19 digits before int(): bounded
+        raise FramingError(f"bad Content-Length {first[:40]!r}")
+    return int(digits or "0")
 
 
 def read_chunked(stream: Stream, limit: int) -> bytes:

@@ -13,9 +13,9 @@ Parameters (``PodLogOptions``, kubernetes.io/docs/reference/kubernetes-api/workl
 #read-log-of-the-specified-pod): ``container``, ``tailLines``, ``limitBytes``, ``timestamps``,
 ``previous`` (no container here ever restarted, so it is always the kubelet's "previous terminated
 container ... not found"), ``follow`` (answers what exists and closes, as the log of a container that
-exited does), ``sinceSeconds``/``sinceTime`` (accepted; every line is recent). Each is converted and
-validated as kube-apiserver does it (`log_options`): a bool never fails, an int64 fails in
-``strconv.ParseInt``'s words.
+exited does), ``sinceSeconds``/``sinceTime`` (lines older than either are left out, as the kubelet's
+log writer leaves them). Each is converted and validated as kube-apiserver does it (`log_options`): a
+bool never fails, an int64 fails in ``strconv.ParseInt``'s words, a time in ``time.Parse``'s.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict, deque
 from typing import Any, NamedTuple
 
-from kubectl_gpushare.kube.go_format import parse_int64
+from kubectl_gpushare.kube.go_format import parse_rfc3339
 from kubectl_gpushare.kube.go_query import GoQuery, go_bool
 from kubectl_gpushare.sandbox import errors
 
@@ -77,18 +77,26 @@ def _names(containers: Any) -> list[str]:
     return [str(c.get("name")) for c in containers if isinstance(c, dict) and c.get("name")]
 
 
-def _int_param(query: GoQuery, name: str) -> int | None:
-    """An int64 option as ``runtime.Convert_Slice_string_To_Pointer_int64`` reads its first value (None: absent).
+_INT64 = 1 << 64
+_GO_ZERO_TIME = parse_rfc3339("0001-01-01T00:00:00Z")
+"""Go's ``time.Time{}``, in unix nanoseconds."""
 
-    k8s.io/apimachinery/pkg/runtime/conversion.go: ``strconv.ParseInt(value, 10, 64)``, its error
-    returned as is, which the handler (``getRequestOptions`` in k8s.io/apiserver/pkg/endpoints/handlers/
-    get.go) answers as a 400 BadRequest in the error's words (`go_format.parse_int64`: "invalid
-    syntax", or "value out of range" past int64, 5,000 digits included). An empty value is a syntax error.
+
+def _since_time(query: GoQuery) -> int | None:
+    """``sinceTime`` as unix nanoseconds (None: absent), as ``metav1.Convert_Slice_string_To_Pointer_v1_Time`` reads it.
+
+    k8s.io/apimachinery/pkg/apis/meta/v1/conversion.go: the first value, through
+    ``Time.UnmarshalQueryParameter`` (time.go): an empty value or ``null`` is the zero time, still set
+    (`_GO_ZERO_TIME`: before every line), anything else ``time.Parse(time.RFC3339, ...)`` (`go_format.parse_rfc3339`),
+    whose error the handler answers as a 400 in its words, as for an int64 (`errors.int64_option`).
     """
-    if name not in query:
+    if "sinceTime" not in query:
         return None
+    text = query.exact("sinceTime")
+    if text in ("", "null"):
+        return _GO_ZERO_TIME
     try:
-        return parse_int64(query.exact(name))  # Go holds bytes: one that is no UTF-8 is quoted as \xNN
+        return parse_rfc3339(text)
     except ValueError as exc:
         raise errors.bad_request(str(exc)) from None
 
@@ -102,6 +110,24 @@ class LogOptions(NamedTuple):
     timestamps: bool
     tail_lines: int | None
     limit_bytes: int | None
+    since_seconds: int | None = None
+    since_time: int | None = None
+    """Unix nanoseconds (`_since_time`)."""
+
+    def since(self, now: int) -> int | None:
+        """The oldest line's time to show, in unix nanoseconds at ``now``: the kubelet's ``NewLogOptions``.
+
+        pkg/kubelet/kuberuntime/logs/logs.go: ``now.Add(-time.Duration(sinceSeconds) * time.Second)``
+        (the product wraps past int64, as Go's does), then ``sinceTime`` where it is after that. None:
+        every line.
+        """
+        since: int | None = None
+        if self.since_seconds is not None:
+            span = (self.since_seconds * 1_000_000_000 + _INT64 // 2) % _INT64 - _INT64 // 2
+            since = now - span
+        if self.since_time is not None and (since is None or self.since_time > since):
+            since = self.since_time
+        return since
 
 
 def log_options(query: GoQuery, pod: str) -> LogOptions:
@@ -109,35 +135,46 @@ def log_options(query: GoQuery, pod: str) -> LogOptions:
 
     ``Convert_url_Values_To_v1_PodLogOptions`` (pkg/apis/core/v1/zz_generated.conversion.go) reads the
     fields in its order (follow, previous, sinceSeconds, sinceTime, timestamps, tailLines, limitBytes)
-    and stops at the first error (`_int_param`). A bool is ``runtime.Convert_Slice_string_To_bool``,
+    and stops at the first error (`errors.int64_option`). A bool is ``runtime.Convert_Slice_string_To_bool``,
     which refuses nothing (`go_bool`: ``follow=yes`` is true). Then ``LogREST.Get``
     (pkg/registry/core/pod/rest/log.go) runs ``ValidatePodLogOptions`` (pkg/apis/core/validation),
     whose causes make one 422 ``PodLogOptions "<name>" is invalid``, and only then reads the pod (404).
-    ``sinceTime`` is not read (every line is recent).
+    ``sinceTime`` is a time (`_since_time`); with ``sinceSeconds`` it is Forbidden, at no field.
     """
     container = query.get("container") or ""  # Convert_Slice_string_To_string: its first value, never an error
     previous = go_bool(query.get("previous"))
-    since = _int_param(query, "sinceSeconds")
+    since = errors.int64_option(query, "sinceSeconds")
+    since_time = _since_time(query)
     timestamps = go_bool(query.get("timestamps"))
-    tail = _int_param(query, "tailLines")
-    limit = _int_param(query, "limitBytes")
+    tail = errors.int64_option(query, "tailLines")
+    limit = errors.int64_option(query, "limitBytes")
     causes: list[str] = []
     if tail is not None and tail < 0:
         causes.append(f"tailLines: Invalid value: {tail}: must be greater than or equal to 0")
     if limit is not None and limit < 1:
         causes.append(f"limitBytes: Invalid value: {limit}: must be greater than 0")
-    if since is not None and since < 1:
+    if since is not None and since_time is not None:  # field.Forbidden(field.NewPath(""), ...): no field name
+        causes.append(": Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified")
+    elif since is not None and since < 1:
         causes.append(f"sinceSeconds: Invalid value: {since}: must be greater than 0")
     if causes:
         raise errors.invalid("PodLogOptions", pod, causes)
-    return LogOptions(container, previous, timestamps, tail, limit)
+    return LogOptions(container, previous, timestamps, tail, limit, since, since_time)
+
+
+def _older(stamp: str, since: int) -> bool:
+    """Whether a line's time is before ``since`` (unix nanoseconds); one that does not parse is never older."""
+    try:
+        return parse_rfc3339(stamp) < since
+    except ValueError:
+        return False
 
 
 def pod_log(pod: dict[str, Any], options: LogOptions, logs: ContainerLogs) -> bytes:
     """The body of ``GET pods/NAME/log`` for ``pod``, or the `ApiError` kube-apiserver or the kubelet gives."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     name = str(meta.get("name", ""))
-    container, previous, timestamps, tail, limit = options
+    container, previous, timestamps, tail, limit, *_ = options
     containers, init = _names(spec.get("containers")), _names(spec.get("initContainers"))
     if not container:
         if len(containers) == 1:
@@ -166,6 +203,9 @@ def pod_log(pod: dict[str, Any], options: LogOptions, logs: ContainerLogs) -> by
         lines = [(str(started), f"started container {container} (image {image}) on node {spec['nodeName']}")]
     if tail is not None:
         lines = lines[len(lines) - tail:] if tail else []
+    since = options.since(time.time_ns())
+    if since is not None:  # the kubelet's logWriter.write skips a line older than since, after the tail is found
+        lines = [(stamp, text) for stamp, text in lines if not _older(stamp, since)]
     body = b"".join(((f"{stamp} " if timestamps else "") + text + "\n").encode() for stamp, text in lines)
     return body[:limit] if limit is not None else body
 

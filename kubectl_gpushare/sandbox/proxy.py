@@ -26,7 +26,7 @@ from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import clean_path, escape_path
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.errors import ApiError
-from kubectl_gpushare.sandbox.framing import header_tokens
+from kubectl_gpushare.sandbox.framing import FramingError, content_length, header_tokens
 
 PROXY_VERBS: Final = {"GET": "get", "HEAD": "get", "OPTIONS": "get", "POST": "create", "PUT": "update",
                       "PATCH": "patch", "DELETE": "delete"}  # fmt: skip
@@ -53,18 +53,32 @@ upgradeaware.go): the pod proxy wraps its transport (``newThrottledUpgradeAwareP
 transport, true, ...)`` in pkg/registry/core/pod/rest/subresources.go)."""
 
 
-def relayed_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def relayed_headers(headers: list[tuple[str, str]], *, head: bool = False) -> list[tuple[str, str]]:
     """The pod's reply headers the API server passes on: all but hop-by-hop and CORS ones, ``Date`` and ``Server`` kept.
 
     ``UpgradeAwareHandler.ServeHTTP`` relays through ``httputil.NewSingleHostReverseProxy``, whose
     ``ServeHTTP`` copies every header left after `_HOP_BY_HOP` and those ``Connection`` names
     (``copyHeader``); Go's server then writes its own ``Date`` only where the handler set none. The
-    content type goes separately, and ``Content-Length`` is the sandbox's own framing of the body. A
-    repeated header keeps every line, in order (``copyHeader`` adds each value).
+    content type goes separately, and ``Content-Length`` is the sandbox's own framing of the body,
+    but for a reply to a ``HEAD`` (``head``), which has no body to frame: there the pod's own goes
+    on, as ``copyHeader`` copied it and Go's server keeps a handler's ``Content-Length`` on a HEAD
+    reply (src/net/http/server.go ``response.WriteHeader`` reads it; ``chunkWriter.writeHeader`` adds
+    none to an empty HEAD reply). Go's transport read it first (src/net/http/transfer.go
+    ``readTransfer``: ``parseContentLength`` for a HEAD reply, repeated values made one), so one line
+    goes on, the first value, trimmed, and only one `framing.content_length` reads. A repeated header
+    keeps every line, in order (``copyHeader`` adds each value).
     """
     named = header_tokens(value for key, value in headers if key.lower() == "connection")
     dropped = _HOP_BY_HOP | _CORS | named | {"content-type", "content-length"}
-    return [(name, value) for name, value in headers if name.lower() not in dropped]
+    relayed = [(name, value) for name, value in headers if name.lower() not in dropped]
+    lengths = [value for name, value in headers if name.lower() == "content-length"]
+    if head and lengths:
+        try:
+            content_length(lengths)
+        except FramingError:
+            return relayed
+        relayed.append(("Content-Length", lengths[0].strip(" \t")))
+    return relayed
 
 
 class _RawRequestLine:
@@ -231,6 +245,7 @@ def forward(
     body: bytes,
     *,
     whole_path: str = "",
+    chunked: bool = False,
 ) -> tuple[int, str, list[tuple[str, str]], bytes | Iterator[bytes], int | None]:
     """Relay one request to the pod's target: (status, content type, other headers, body or its chunks, length).
 
@@ -239,10 +254,8 @@ def forward(
     The query goes on as it came, byte for byte (``UpgradeAwareHandler.ServeHTTP`` in
     k8s.io/apimachinery/pkg/util/proxy/upgradeaware.go sets ``loc.RawQuery = req.URL.RawQuery``, and
     Go's transport writes ``URL.RequestURI()`` as it is): repeated names, ``;``, bad escapes and bytes
-    past ASCII included, none of it re-encoded (`_RawRequestLine`). The body goes with its
-    Content-Length, whatever its size, as ``ReverseProxy`` keeps the inbound request's
-    (src/net/http/httputil/reverseproxy.go: ``outreq`` is ``req.Clone``; only a zero length drops
-    the body). Response headers come back as the real proxy copies them, less the hop-by-hop ones
+    past ASCII included, none of it re-encoded (`_RawRequestLine`). The body goes framed as it came
+    (`_outbound_body`). Response headers come back as the real proxy copies them, less the hop-by-hop ones
     (`relayed_headers`). A reply over `WHOLE_BODY` is streamed; ``length`` is then the pod's
     Content-Length, which ``ReverseProxy`` copies (it is no hop-by-hop header) and Go's server then
     frames the body with, or None for a reply without one (chunked, as Go's server writes a body of
@@ -285,7 +298,8 @@ def forward(
                 connection.connect()
                 assert connection.sock is not None
                 connection.sock.settimeout(READ_TIMEOUT)
-            connection.request(method, url, body=body or None, headers=dict(headers))
+            connection.request(method, url, body=_outbound_body(body, chunked), headers=dict(headers),
+                               encode_chunked=chunked and bool(body))
             response = connection.getresponse()
             break
         except _STALE as exc:
@@ -297,7 +311,7 @@ def forward(
             connection.close()
             raise _unreachable(f"{type(exc).__name__}: {exc}") from None
     content_type = response.getheader("Content-Type") or "text/plain; charset=utf-8"
-    relayed = relayed_headers(response.getheaders())
+    relayed = relayed_headers(response.getheaders(), head=method == "HEAD")
     if response.length is not None and response.length <= WHOLE_BODY:
         held = connection
         try:
@@ -322,6 +336,26 @@ def forward(
 
     held = connection
     return response.status, content_type, relayed, chunks(), response.length
+
+
+def _outbound_body(body: bytes, chunked: bool) -> bytes | Iterator[bytes] | None:
+    """The request body as Go's reverse proxy sends it to the pod: framed as it came.
+
+    ``ReverseProxy.ServeHTTP`` (src/net/http/httputil/reverseproxy.go) sends ``outreq``, a
+    ``req.Clone``: its ``ContentLength`` and ``TransferEncoding`` are the inbound request's (only a
+    zero length drops the body, issue 16036). So a body with a Content-Length goes with it, whatever its
+    size, and a chunked one (``ContentLength == -1``) goes chunked (src/net/http/transfer.go
+    ``newTransferWriter``: an unknown length on HTTP/1.1 is ``Transfer-Encoding: chunked``), no
+    Content-Length, after ``probeRequestBody`` saw a first byte; one that ends at once is sent as no
+    body, as ``http.client`` does too: ``Content-Length: 0`` on a POST, PUT or PATCH
+    (``shouldSendContentLength``), nothing on another method. The chunks are ``CHUNK`` bytes each:
+    their boundaries carry no meaning.
+    """
+    if not body:
+        return None
+    if not chunked:
+        return body
+    return (body[start : start + CHUNK] for start in range(0, len(body), CHUNK))
 
 
 def _unreachable(why: str) -> ApiError:

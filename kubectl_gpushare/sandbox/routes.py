@@ -21,7 +21,6 @@ from typing import Any, Final, NoReturn, Protocol
 
 import msgspec
 
-from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import GoQuery, clean_path, go_bool, go_text
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
@@ -43,6 +42,9 @@ from kubectl_gpushare.sandbox.tokens import ANONYMOUS, Tokens, UserInfo
 _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
 DEFAULT_WATCH_TIMEOUT = 1800.0
+"""Seconds a watch without ``timeoutSeconds`` (or with 0) lasts: kube-apiserver's ``--min-request-timeout``
+(1800), which ``ListResource`` (k8s.io/apiserver/pkg/endpoints/handlers/get.go) stretches by a random
+factor of 1 to 2; fixed here, at its low end."""
 BLOCK_TIMEOUT = 3.0
 """How long a get, a list (or a watch with ``sendInitialEvents``) at a resourceVersion the store has not reached
 waits for it before the 504: the watch cache's ``blockTimeout`` (k8s.io/apiserver/pkg/storage/cacher/
@@ -75,6 +77,8 @@ class Request:
     body: bytes = b""
     user: UserInfo = ANONYMOUS
     """Who sent it (``server.py`` authenticates); admission policies see it as ``request.userInfo``."""
+    chunked: bool = False
+    """Whether the body came chunked (Go's ``req.ContentLength == -1``): the pod proxy sends it so (`proxy.forward`)."""
 
 
 @dataclass
@@ -89,6 +93,10 @@ class Response:
     stream: Iterator[bytes] | None = None
     length: int | None = None
     """The ``stream``'s Content-Length where it is known (a pod's long reply, `proxy.forward`); None: chunked."""
+    sized: bool = True
+    """Whether the server frames ``body`` with a Content-Length of its own. Not the pod proxy's reply to a HEAD:
+    its ``headers`` carry the pod's, or none (`proxy.relayed_headers`), as Go's server keeps a handler's and adds
+    none to an empty HEAD reply (src/net/http/server.go ``chunkWriter.writeHeader``: ``!isHEAD || len(p) > 0``)."""
 
 
 class DroppedConnectionError(Exception):
@@ -506,6 +514,35 @@ def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
         raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
 
 
+def _list_numbers(query: GoQuery) -> tuple[int | None, int]:
+    """A list's or watch's ``timeoutSeconds`` (None: absent) and ``limit``, or the 400 kube-apiserver answers.
+
+    The ListOptions conversion (``autoConvert_url_Values_To_v1_ListOptions``, k8s.io/apimachinery/pkg/
+    apis/meta/v1/zz_generated.conversion.go) reads both, list or watch, in its field order
+    (``timeoutSeconds``, then ``limit``) and stops at the first ``strconv.ParseInt`` error
+    (`errors.int64_option`), before the selectors are parsed and ``ValidateListOptions`` runs. Nothing
+    refuses a negative ``limit``: the store pages only for one above 0 (the etcd3 store's ``GetList``:
+    ``paging := opts.Predicate.Limit > 0``), so it lists everything, as ``0`` does.
+    """
+    timeout_seconds = errors.int64_option(query, "timeoutSeconds")
+    limit = errors.int64_option(query, "limit") or 0
+    return timeout_seconds, max(limit, 0)
+
+
+def _watch_timeout(timeout_seconds: int | None) -> float:
+    """How many seconds a watch lasts, as ``ListResource`` (k8s.io/apiserver/pkg/endpoints/handlers/get.go) reads it.
+
+    ``time.Duration(*opts.TimeoutSeconds) * time.Second``: an int64 product, which wraps past 2^63-1
+    nanoseconds as Go's does; then a zero duration (absent, 0, or a product that wrapped to 0) is the
+    default (`DEFAULT_WATCH_TIMEOUT`), and a negative one ends the watch at once. Never NaN, infinite
+    or a 5,000-digit number (`errors.int64_option`), which would hold the stream and its thread open for ever.
+    """
+    if timeout_seconds is None:
+        return DEFAULT_WATCH_TIMEOUT
+    nanoseconds = (timeout_seconds * 1_000_000_000 + (1 << 63)) % (1 << 64) - (1 << 63)
+    return DEFAULT_WATCH_TIMEOUT if nanoseconds == 0 else nanoseconds / 1e9
+
+
 _UINT64_MAX: Final = (1 << 64) - 1
 
 
@@ -757,10 +794,10 @@ class Api:
         headers = {key: value for key in proxy.FORWARDED_HEADERS if (value := request.headers.get(key))}
         status, content_type, relayed, body, length = proxy.forward(
             self.proxy_targets, entry.object(), target.name, request.method, target.proxy_path, request.query.raw,
-            headers, request.body, whole_path=target.request_path,
+            headers, request.body, whole_path=target.request_path, chunked=request.chunked,
         )  # fmt: skip
         if isinstance(body, bytes):
-            return Response(status, body, content_type=content_type, headers=relayed)
+            return Response(status, body, content_type=content_type, headers=relayed, sized=request.method != "HEAD")
         return Response(status, content_type=content_type, headers=relayed, stream=body, length=length)
 
     # --- reads ---------------------------------------------------------------------------------
@@ -795,14 +832,9 @@ class Api:
     def _list(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        _, limit = _list_numbers(request.query)
         _check_list_options(request.query, watch=False)
         labels, fields = self._selectors(request, resource)
-        limit_text = request.query.get("limit", "0") or "0"
-        limit = protocol.parse_int_strict(limit_text)  # int64, as the query parameter is (not '²', not 5,000 digits)
-        if limit is None or limit < 0:
-            raise errors.bad_request(
-                f"limit: Invalid value: {go_quote(limit_text[:64])}: must be a non-negative integer"
-            )
         after = ""
         token_rv = 0
         token = request.query.get("continue", "")
@@ -859,16 +891,11 @@ class Api:
     def _watch(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        timeout_seconds, _ = _list_numbers(request.query)
         _check_list_options(request.query, watch=True)
         labels, fields = self._selectors(request, resource)
         query = request.query
-        timeout_text = query.get("timeoutSeconds") or ""
-        # int64, as Go decodes the query parameter (strconv.ParseInt): never NaN, infinite or 5,000 digits,
-        # which would hold the stream (and its thread) open for ever
-        timeout_seconds = protocol.parse_int_strict(timeout_text) if timeout_text else DEFAULT_WATCH_TIMEOUT
-        if timeout_seconds is None:
-            raise errors.bad_request(f"timeoutSeconds: Invalid value: {go_quote(timeout_text[:64])}")
-        timeout = float(timeout_seconds)
+        timeout = _watch_timeout(timeout_seconds)
         rv = _resource_version(query)  # a 400 when it is no uint64
         send_initial = go_bool(query.get("sendInitialEvents"))
         bookmarks = go_bool(query.get("allowWatchBookmarks"))

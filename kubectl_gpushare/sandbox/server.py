@@ -3,22 +3,21 @@
 Owns sockets, threads, authentication, fault injection and the request log; REST semantics live in
 ``routes.py`` and state in ``store.py``. HTTP/1.1 with keep-alive on the standard library's
 ``ThreadingHTTPServer``: every request body is read in full (kubectl sends one with DELETE), before
-authentication, but one whose client awaits ``100 Continue``, read where kube-apiserver's handler reads it, and
-watches are streamed with chunked transfer encoding. Body framing is strict (``framing.py``):
-a bad chunk size or Content-Length gets 400 and a closed connection, a body over ``max_body``
-413. Each connection may sit idle ``idle_timeout`` seconds between requests and has
-``read_timeout`` seconds to send one request (head and body); then it is closed. A request that
-is not long-running has a deadline, as kube-apiserver gives it one: its arrival plus its
-``timeout`` query parameter (a Go duration; one that does not parse is a 400 on any path, before
-authentication and routing), capped at ``request_timeout`` (``--request-timeout``). Only an
-injected latency makes a request that slow: held before it is handled past its deadline, it is
-answered 504 at the deadline by the timeout filter's reply and never takes effect (held
-``in_transit``, its deadline starts when the hold ends); a read whose handling is slow gets that
-reply too, while a write whose commit is slow (``after`` with ``latency``) gets the finisher's 504
-at the deadline and lands when its latency ends, if that is within ``request_timeout`` past the
-deadline (the unknown outcome) and `Sandbox.stop` has not run by then (a request still held or
-committing at stop is dropped, so memory and the saved state agree). Tests and other processes inject faults
-in-process (`Sandbox.inject`) or over HTTP (``admin.py``, ``/_sandbox/``).
+authentication, but one whose client awaits ``100 Continue``, read where kube-apiserver's handler reads it,
+and watches are streamed with chunked transfer encoding. Body framing is strict (``framing.py``): a bad chunk
+size gets 400 and a closed connection, a bad Content-Length Go's plain 400 before any handler
+(`framing.header_fields_refused`), a body over ``max_body`` 413. Each connection may sit idle ``idle_timeout``
+seconds between requests and has ``read_timeout`` seconds to send one request (head and body); then it is
+closed. A request that is not long-running has a deadline, as kube-apiserver gives it one: its arrival plus
+its ``timeout`` query parameter (a Go duration; one that does not parse is a 400 on any path, before
+authentication and routing), capped at ``request_timeout`` (``--request-timeout``). Only an injected latency
+makes a request that slow: held before it is handled past its deadline, it is answered 504 at the deadline by
+the timeout filter's reply and never takes effect (held ``in_transit``, its deadline starts when the hold
+ends); a read whose handling is slow gets that reply too, while a write whose commit is slow (``after`` with
+``latency``) gets the finisher's 504 at the deadline and lands when its latency ends, if that is within
+``request_timeout`` past the deadline (the unknown outcome) and `Sandbox.stop` has not run by then (a request
+still held or committing at stop is dropped, so memory and the saved state agree). Tests and other processes
+inject faults in-process (`Sandbox.inject`) or over HTTP (``admin.py``, ``/_sandbox/``).
 
 Where it deliberately differs from kube-apiserver:
 
@@ -348,15 +347,10 @@ class _Handler(BaseHTTPRequestHandler):
         """Go's ``req.ContentLength != 0`` where ``readTransfer`` (src/net/http/transfer.go) read the framing.
 
         Chunked is -1; a Content-Length counts as `framing.content_length` reads it (``00`` is no
-        body). Another Transfer-Encoding never gets here (`framing.transfer_encoding_refused`); a bad
-        or conflicting Content-Length is Go's error before any ``100 Continue``: `Sandbox._read_body` answers it.
+        body). Another Transfer-Encoding, or a bad or conflicting Content-Length, never gets here: Go
+        refuses them before any ``100 Continue`` (`framing.header_fields_refused`).
         """
-        if self.chunked:
-            return True
-        try:
-            return content_length(self.headers.get_all("Content-Length") or []) > 0
-        except FramingError:
-            return False
+        return self.chunked or content_length(self.headers.get_all("Content-Length") or []) > 0
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """The status line and ``Date``, without the ``Server: BaseHTTP/...`` header ``http.server`` adds.
@@ -800,7 +794,7 @@ class Sandbox:
                 if handler.headers.get("Content-Length") is not None:  # chunked wins, but the sender is suspect
                     handler.close_connection = True
                 return read_chunked(handler.rfile, self.max_body)
-            length = content_length(handler.headers.get_all("Content-Length") or [])
+            length = content_length(handler.headers.get_all("Content-Length") or [])  # read, `parse_request` checked it
         except FramingError as exc:
             handler.close_connection = True
             return errors.bad_request(f"malformed request body: {exc}")
@@ -923,7 +917,7 @@ class Sandbox:
                 if fault.status is not None:
                     raise _fault_error(fault)
             request = Request(method, path, query, handler.headers, body if isinstance(body, bytes) else b"",
-                              identity.user)
+                              identity.user, chunked=handler.chunked)
             if committing:
                 assert fault is not None and deadline is not None
                 response = self._commit_slowly(request, target, fault.latency, deadline, stopped)
@@ -1122,7 +1116,8 @@ class Sandbox:
             for key, value in response.headers:
                 handler.send_header(key, _wire_header_value(value))
             if response.stream is None:
-                handler.send_header("Content-Length", str(len(response.body)))
+                if response.sized:  # a pod's reply to a HEAD carries its own, or none (`proxy.relayed_headers`)
+                    handler.send_header("Content-Length", str(len(response.body)))
                 if handler.close_connection:
                     handler.send_header("Connection", "close")
                 handler.end_headers()

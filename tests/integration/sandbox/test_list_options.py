@@ -262,7 +262,43 @@ def test_refused_values_are_quoted_as_go_quotes_them_and_cut(sandbox: Sandbox) -
     assert status == 422
     assert 'Unsupported value: "Né\\"' + "x" * 197 + '": supported values:' in answer["message"]
     status, answer = get(sandbox, "limit=%C3%A9")
-    assert status == 400 and answer["message"] == 'limit: Invalid value: "é": must be a non-negative integer'
+    assert status == 400 and answer["message"] == 'strconv.ParseInt: parsing "é": invalid syntax'
+
+
+# --- limit and timeoutSeconds: int64s, converted before anything else is read ---------------
+@pytest.mark.parametrize(
+    ("query", "quoted", "why"),
+    [("limit=x", "x", "invalid syntax"), ("limit=", "", "invalid syntax"), ("limit=%2B%2B1", "++1", "invalid syntax"),
+     ("limit=" + "9" * 5000, "9" * 5000, "value out of range"), ("limit=%FF", "\\xff", "invalid syntax"),
+     ("watch=1&limit=1.5", "1.5", "invalid syntax"), ("timeoutSeconds=x", "x", "invalid syntax"),
+     ("watch=1&timeoutSeconds=", "", "invalid syntax"),
+     ("watch=1&timeoutSeconds=9223372036854775808", "9223372036854775808", "value out of range"),
+     # ListOptions' field order: timeoutSeconds before limit, both before the selectors and the 422s.
+     ("limit=y&timeoutSeconds=x", "x", "invalid syntax"),
+     ("labelSelector=a%20in%20(&sendInitialEvents=1&limit=z", "z", "invalid syntax")],
+    ids=["limit", "limit-empty", "limit-signs", "limit-5000-digits", "limit-not-utf8", "watch-limit", "list-timeout",
+         "watch-timeout-empty", "watch-timeout-past-int64", "timeout-first", "before-selectors-and-validation"],
+)  # fmt: skip
+def test_limit_and_timeout_seconds_are_refused_in_strconvs_words(sandbox: Sandbox, query: str, quoted: str,
+                                                                 why: str) -> None:
+    # autoConvert_url_Values_To_v1_ListOptions (apimachinery meta/v1 zz_generated.conversion.go):
+    # runtime.Convert_Slice_string_To_Pointer_int64 / _To_int64 return strconv.ParseInt's error as it is,
+    # and the list and watch handlers answer it as NewBadRequest(err.Error()).
+    status, answer = get(sandbox, query)
+    assert (status, answer["reason"]) == (400, "BadRequest"), answer
+    assert answer["message"] == f'strconv.ParseInt: parsing "{quoted}": {why}', answer["message"][:200]
+
+
+def test_a_negative_limit_lists_everything_and_the_real_kubectl_reads_strconvs_words(sandbox: Sandbox,
+                                                                                      kubectl: Any) -> None:
+    # Nothing validates limit; the store pages only for a limit above 0 (etcd3 GetList: paging := Limit > 0).
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": "default"}} for i in range(3)])
+    status, body = get(sandbox, "limit=-1")
+    listed = json.loads(body)
+    assert status == 200 and len(listed["items"]) == 3 and "continue" not in listed["metadata"]
+    result = kubectl("get", "--raw", CONFIGMAPS + "?limit=x", check=False)
+    assert (result.returncode, result.stderr) == (
+        1, 'Error from server (BadRequest): strconv.ParseInt: parsing "x": invalid syntax\n')
 
 
 # --- a resourceVersion that is no number -----------------------------------------------------
@@ -321,3 +357,29 @@ def test_a_continue_token_start_key_is_read_as_gos_json_decoder_reads_it(
     status, body = get(sandbox, f"limit=10&continue={token}")
     assert status == 200, body
     assert [item["metadata"]["name"] for item in json.loads(body)["items"]] == after
+
+
+def test_a_zero_or_wrapped_timeout_seconds_is_the_default_and_a_negative_one_ends_at_once(sandbox: Sandbox) -> None:
+    # ListResource (apiserver handlers/get.go): time.Duration(timeoutSeconds) * time.Second, an int64 that
+    # wraps (2^55 s is 0 ns; 9223372037 s is negative); a zero duration takes --min-request-timeout, a
+    # negative one's timer fires at once. The sandbox closed a timeoutSeconds=0 watch at once.
+    import http.client
+
+    for query in ("timeoutSeconds=-1", "timeoutSeconds=9223372037"):
+        connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=20)
+        connection.request("GET", f"{CONFIGMAPS}?watch=1&{query}")
+        assert connection.getresponse().read() == b"", query  # the stream ends, empty
+        connection.close()
+    for index, query in enumerate(("timeoutSeconds=0", f"timeoutSeconds={1 << 55}")):
+        connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=20)
+        connection.request("GET", f"{CONFIGMAPS}?watch=1&{query}")
+        response = connection.getresponse()
+        wait_for(lambda n=index + 1: sandbox.open_watches() == n, what="the watch to be served")
+        made = json.dumps({"metadata": {"name": f"w{index}"}}).encode()
+        post = urllib.request.Request(sandbox.url + CONFIGMAPS, data=made, method="POST",
+                                      headers={"Content-Type": "application/json"})  # fmt: skip
+        urllib.request.urlopen(post, timeout=20).close()
+        events = [json.loads(response.readline()) for _ in range(index + 1)]  # the earlier ones come first
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+            ("ADDED", f"w{i}") for i in range(index + 1)], query
+        connection.close()  # the server notices at its next write; the count only grows here

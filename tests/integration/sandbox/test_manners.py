@@ -6,8 +6,11 @@ import ipaddress
 import json
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,6 +143,56 @@ def test_the_log_endpoint_refuses_bad_parameters_and_names_every_container(log_p
     code, body = get("one/log?container=nosuch")  # what kube-apiserver answers a client that does not check
     assert code == 400 and body["message"] == "container nosuch is not valid for pod one"
     assert get("nosuch/log")[1]["message"] == 'pods "nosuch" not found'
+
+
+def _log(sandbox: Sandbox, query: str) -> tuple[int, Any]:
+    """GET a pod log over HTTP: the status and the text, or the decoded Status of an error."""
+    try:
+        with urllib.request.urlopen(f"{sandbox.url}/api/v1/namespaces/default/pods/{query}", timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_since_time_is_read_and_checked_against_since_seconds(log_pods: Sandbox, kubectl: Kubectl) -> None:
+    # metav1.Convert_Slice_string_To_Pointer_v1_Time -> Time.UnmarshalQueryParameter: time.Parse(time.RFC3339),
+    # its error a 400 in its own words; "" and "null" are the zero time, still set.
+    for bad, error in [
+        ("x", 'parsing time "x" as "2006-01-02T15:04:05Z07:00": cannot parse "x" as "2006"'),
+        ("2024-01-01T00:00:00", 'parsing time "2024-01-01T00:00:00" as "2006-01-02T15:04:05Z07:00": cannot parse "" '
+                                'as "Z07:00"'),
+        ("2024-02-30T00:00:00Z", 'parsing time "2024-02-30T00:00:00Z": day out of range'),
+        ("2024-01-01T00:00:00Zjunk", 'parsing time "2024-01-01T00:00:00Zjunk": extra text: "junk"'),
+        ("%C3%A9", 'parsing time "\\xc3\\xa9" as "2006-01-02T15:04:05Z07:00": cannot parse "\\xc3\\xa9" as "2006"'),
+    ]:  # fmt: skip
+        code, body = _log(log_pods, f"one/log?sinceTime={bad}")
+        assert (code, body["reason"], body["message"]) == (400, "BadRequest", error), body
+    # Conversion order: sinceSeconds, sinceTime, then tailLines; each stops at its first error, before the pod.
+    first = _log(log_pods, "nosuch/log?sinceSeconds=y&sinceTime=x")[1]["message"]
+    assert first.startswith('strconv.ParseInt: parsing "y"')
+    assert _log(log_pods, "nosuch/log?sinceTime=x&tailLines=z")[1]["message"].startswith('parsing time "x"')
+    # ValidatePodLogOptions (pkg/apis/core/validation): both set is Forbidden at field.NewPath(""), and
+    # then sinceSeconds' own range is not checked.
+    for query in ("sinceSeconds=5&sinceTime=2024-01-01T00:00:00Z", "sinceSeconds=0&sinceTime=",
+                  "sinceTime=null&sinceSeconds=1"):
+        code, body = _log(log_pods, f"nosuch/log?{query}")
+        assert (code, body["reason"]) == (422, "Invalid"), body
+        assert body["message"] == ('PodLogOptions "nosuch" is invalid: : Forbidden: at most one of `sinceTime` or '
+                                   "`sinceSeconds` may be specified")  # fmt: skip
+        assert body["details"]["causes"] == [{"reason": "FieldValueForbidden", "message": "Forbidden: at most one "
+                                              "of `sinceTime` or `sinceSeconds` may be specified"}]  # fmt: skip
+    # The kubelet leaves out lines older than since (logWriter.write: timestamp.Before(since)), after the tail.
+    stamps = [line.split(" ", 1)[0] for line in _log(log_pods, "one/log?timestamps=true")[1].splitlines()]
+    assert _log(log_pods, f"one/log?sinceTime={stamps[3]}")[1] == "line 3\nline 4\n"
+    assert _log(log_pods, f"one/log?sinceTime={stamps[1]}&tailLines=3")[1] == "line 2\nline 3\nline 4\n"
+    assert _log(log_pods, "one/log?sinceTime=")[1] == _log(log_pods, "one/log?sinceTime=null")[1] == "".join(
+        f"line {i}\n" for i in range(5))
+    # Through the real kubectl (--since-time goes as sinceTime, --since as sinceSeconds; kubectl refuses both).
+    every = "".join(f"line {i}\n" for i in range(5))
+    assert kubectl("logs", "one", "--since-time=2000-01-01T00:00:00Z").stdout == every
+    assert kubectl("logs", "one", "--since-time=2999-01-01T00:00:00Z").stdout == ""
+    assert kubectl("logs", "one", "--since=1h").stdout.endswith("line 4\n")
+    assert kubectl("logs", "two", "--since-time=2999-01-01T00:00:00Z").stdout == ""  # its one line is older
 
 
 def test_a_new_pod_under_an_old_name_starts_with_an_empty_log(sandbox: Sandbox) -> None:

@@ -56,13 +56,17 @@ def test_total_counts_against_the_limit() -> None:
 
 
 @pytest.mark.parametrize(
-    ("values", "expected"), [([], 0), (["12"], 12), (["12", " 12"], 12), (["0"], 0)], ids=["none", "one", "same", "0"]
-)
+    ("values", "expected"),
+    [([], 0), (["12"], 12), (["12", " 12"], 12), (["0"], 0), (["0" * 30 + "7"], 7),
+     (["9223372036854775807"], (1 << 63) - 1)],
+    ids=["none", "one", "same", "0", "leading-zeros", "int63-max"],
+)  # fmt: skip
 def test_content_length(values: list[str], expected: int) -> None:
     assert content_length(values) == expected
 
 
-@pytest.mark.parametrize("values", [["-1"], ["+1"], ["1e3"], [""], ["1", "2"], ["1" * 20], ["0x10"]])
+@pytest.mark.parametrize("values", [["-1"], ["+1"], ["1e3"], [""], ["1", "2"], ["1" * 20], ["0x10"],
+                                    ["9223372036854775808"], ["5", "05"], ["\u0665"]])  # fmt: skip
 def test_bad_content_length(values: list[str]) -> None:
     with pytest.raises(FramingError):
         content_length(values)
