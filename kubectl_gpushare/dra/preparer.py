@@ -216,15 +216,18 @@ class Preparer:
             return dict(call())
         try:
             with self.shared.held(None if deadline is None else deadline - ANSWER_RESERVE):
-                self._reload()
-                return dict(call())
-        except OSError as exc:  # the lock, or the checkpoint's files read under it; `call` reports its own
-            if isinstance(exc, LockTimeoutError):
-                reason = "another instance of the driver (a rolling update) held its lock until the call's deadline"
-            else:
-                reason = f"cannot take the lock shared with another driver instance: {protocol.error_reason(exc)}"
-            log.warning("%s", reason)
-            return {ref.uid: reason for ref in dict.fromkeys(refs)}
+                try:
+                    self._reload()
+                except OSError as exc:  # `call` reports its own
+                    reason = f"cannot read the checkpoint {self.checkpoint.path}: {protocol.error_reason(exc)}"
+                else:
+                    return dict(call())
+        except LockTimeoutError:
+            reason = "another instance of the driver (a rolling update) held its lock until the call's deadline"
+        except OSError as exc:
+            reason = f"cannot take the lock shared with another driver instance: {protocol.error_reason(exc)}"
+        log.warning("%s", reason)
+        return {ref.uid: reason for ref in dict.fromkeys(refs)}
 
     # --- prepare -----------------------------------------------------------------------------
 

@@ -358,3 +358,21 @@ def test_a_call_that_cannot_get_the_lock_answers_its_error_before_the_deadline(
         os.close(fd)
     assert instance.unprepare(made)[made.metadata.uid].error == "", "once free, kubelet's retry goes through"
     assert saved_claims(dirs.plugin) == {} and not dirs.cdi_spec(made.metadata.uid).exists()
+
+
+def test_a_checkpoint_that_cannot_be_read_again_fails_the_call_naming_the_checkpoint(
+    start_driver, kubelet: KubeletSim, dirs: Dirs, claims: Claims
+) -> None:
+    start_driver(pod_uid=OLD)
+    _wait_called(kubelet, dirs, OLD)
+    first, made = claims.claim("c0", memory="1Gi"), claims.claim("c1", memory="1Gi")
+    assert _cdi_ids(Instance(dirs, OLD).prepare(first)[first.metadata.uid])  # the checkpoint and its journal
+    journal = os.path.join(dirs.plugin, "checkpoint.journal")
+    os.replace(journal, journal + ".kept")
+    os.mkdir(journal)  # the other instance's change cannot be read: nothing is answered from a stale view
+    error = Instance(dirs, OLD).prepare(made)[made.metadata.uid].error
+    assert error.startswith(f"cannot read the checkpoint {os.path.join(dirs.plugin, 'checkpoint.json')}: "), error
+    assert "lock" not in error and not dirs.cdi_spec(made.metadata.uid).exists()
+    os.rmdir(journal)
+    os.replace(journal + ".kept", journal)
+    assert _cdi_ids(Instance(dirs, OLD).prepare(made)[made.metadata.uid]), "readable again: kubelet's retry prepares"
