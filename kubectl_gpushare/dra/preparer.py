@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra import cdi
@@ -54,6 +54,8 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 ANSWER_RESERVE = 0.5
 """Seconds of the caller's deadline kept back from the claims' reads, to write the CDI specs and the
 checkpoint and send the reply in: a read still unanswered by then fails its claim instead."""
+_Outcome = TypeVar("_Outcome")
+
 RELOAD_WAIT = 5.0
 """Seconds `Preparer.prepared` waits for the serialize lock to read what the other instance changed."""
 
@@ -202,10 +204,27 @@ class Preparer:
         if self.shared is not None:
             self._seen = self.checkpoint.signature()
 
-    def _locked_out(self, refs: Sequence[ClaimRef], exc: OSError) -> dict[str, str]:
-        if isinstance(exc, LockTimeoutError):
+    def _one_at_a_time(
+        self, refs: Sequence[ClaimRef], deadline: float | None, call: Callable[[], Mapping[str, _Outcome]]
+    ) -> dict[str, _Outcome | str]:
+        """``call`` under the lock shared with the other instance, after reading what it changed (if shared).
+
+        The wait for the lock ends `ANSWER_RESERVE` before ``deadline``, so that the claims' error
+        reaches kubelet before it stops waiting; the claims then fail, and kubelet retries.
+        """
+        if self.shared is None:
+            return dict(call())
+        try:
+            with self.shared.held(None if deadline is None else deadline - ANSWER_RESERVE):
+                try:
+                    self._reload()
+                except OSError as exc:  # `call` reports its own
+                    reason = f"cannot read the checkpoint {self.checkpoint.path}: {protocol.error_reason(exc)}"
+                else:
+                    return dict(call())
+        except LockTimeoutError:
             reason = "another instance of the driver (a rolling update) held its lock until the call's deadline"
-        else:
+        except OSError as exc:
             reason = f"cannot take the lock shared with another driver instance: {protocol.error_reason(exc)}"
         log.warning("%s", reason)
         return {ref.uid: reason for ref in dict.fromkeys(refs)}
@@ -222,15 +241,7 @@ class Preparer:
                 `ANSWER_RESERVE`; a claim not read by then fails alone, and the call still answers
                 in time for the claims read (or already prepared).
         """
-        if self.shared is None:
-            return self._prepare(refs, deadline)
-        try:
-            with self.shared.held(None if deadline is None else deadline - ANSWER_RESERVE):
-                self._reload()
-                return self._prepare(refs, deadline)
-        except OSError as exc:  # the lock (or the checkpoint's files under it); `_prepare` reports its own
-            failed: dict[str, PreparedClaim | str] = {**self._locked_out(refs, exc)}
-            return failed
+        return self._one_at_a_time(refs, deadline, lambda: self._prepare(refs, deadline))
 
     def _prepare(self, refs: Sequence[ClaimRef], deadline: float | None) -> dict[str, PreparedClaim | str]:
         reads_until = None if deadline is None else deadline - ANSWER_RESERVE
@@ -373,14 +384,7 @@ class Preparer:
 
         ``deadline`` bounds only the wait for the lock shared with another instance (a rolling update).
         """
-        if self.shared is None:
-            return self._unprepare(refs)
-        try:
-            with self.shared.held(deadline):
-                self._reload()
-                return self._unprepare(refs)
-        except OSError as exc:
-            return self._locked_out(refs, exc)
+        return self._one_at_a_time(refs, deadline, lambda: self._unprepare(refs))
 
     def _unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         results: dict[str, str] = {}

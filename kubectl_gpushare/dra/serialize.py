@@ -9,8 +9,9 @@ closing the file releases it), and each call loads the shared state from files f
 lock: a thread lock for the calls of this process (an ``flock`` is held per open file, and each call
 opens its own), then the file lock. The kernel releases it when its holder dies, SIGKILL included.
 
-Unlike the helper's, which blocks until it gets the lock, a wait here ends at the call's deadline:
-kubelet has stopped waiting by then, and the claims get an error instead of work nobody reads.
+Unlike the helper's, which blocks until it gets the lock, a wait here ends at the deadline it is
+given (the preparer's: shortly before the call's): kubelet stops waiting then, and the claims get an
+error instead of work nobody reads.
 """
 
 from __future__ import annotations

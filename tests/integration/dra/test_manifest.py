@@ -133,6 +133,22 @@ def test_daemonset_mounts_what_the_driver_touches_and_never_runs_beside_the_devi
     assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
 
 
+def test_the_first_roll_recipe_in_the_docs_changes_only_the_update_strategy() -> None:
+    """docs/dra.md's recipe for the first roll from a driver without POD_UID: no surge, the same pods."""
+    docs = (MANIFESTS.parents[1] / "docs" / "dra.md").read_text()
+    recipe = re.search(r"\*\*The first roll onto.*?```sh\n(sed .*?) manifests/dra/dra-driver\.yaml", docs, re.S)
+    assert recipe is not None
+    edited = subprocess.run(["bash", "-c", f"{recipe[1]} {MANIFESTS / 'dra-driver.yaml'}"], capture_output=True,
+                            text=True, timeout=30, check=True).stdout
+    before = {key(doc): doc for doc in yaml.safe_load_all((MANIFESTS / "dra-driver.yaml").read_text()) if doc}
+    after = {key(doc): doc for doc in yaml.safe_load_all(edited) if doc}
+    daemonset = ("DaemonSet", "kube-system", "gpushare-dra-driver")
+    assert after[daemonset]["spec"].pop("updateStrategy") == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    before[daemonset]["spec"].pop("updateStrategy")
+    assert after == before
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("enforcement", [False, True], ids=["enforcement-off", "enforcement-hard"])
 def test_rbac_grants_exactly_what_the_driver_calls(

@@ -8,6 +8,7 @@ instance being killed. A pod UID that is not a UUID never reaches a path: one li
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -335,3 +336,43 @@ def test_the_pod_uid_also_comes_from_the_environment(kubeconfig: Path, dirs: Dir
     env = dict(os.environ, POD_UID="not-a-uid")
     done = subprocess.run(_command(dirs, kubeconfig), capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 2 and "'not-a-uid' is not a pod UID" in done.stderr
+
+
+def test_a_call_that_cannot_get_the_lock_answers_its_error_before_the_deadline(
+    start_driver, kubelet: KubeletSim, dirs: Dirs, claims: Claims
+) -> None:
+    start_driver(pod_uid=OLD)
+    _wait_called(kubelet, dirs, OLD)
+    made = claims.claim("c1", memory="1Gi")
+    instance = Instance(dirs, OLD)
+    assert _cdi_ids(instance.prepare(made)[made.metadata.uid])
+    refs = [dra_v1_pb2.Claim(namespace="default", name="c1", uid=made.metadata.uid)]
+    fd = os.open(os.path.join(dirs.plugin, protocol.DRA_SERIALIZE_LOCK), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the other instance, mid-call (an flock is per open file, even in one process)
+        for call, request in ((instance.stub.NodePrepareResources, dra_v1_pb2.NodePrepareResourcesRequest),
+                              (instance.stub.NodeUnprepareResources, dra_v1_pb2.NodeUnprepareResourcesRequest)):
+            answer = call(request(claims=refs), timeout=3)  # an answer, not DEADLINE_EXCEEDED: kubelet reads why
+            assert "held its lock until the call's deadline" in answer.claims[made.metadata.uid].error
+    finally:
+        os.close(fd)
+    assert instance.unprepare(made)[made.metadata.uid].error == "", "once free, kubelet's retry goes through"
+    assert saved_claims(dirs.plugin) == {} and not dirs.cdi_spec(made.metadata.uid).exists()
+
+
+def test_a_checkpoint_that_cannot_be_read_again_fails_the_call_naming_the_checkpoint(
+    start_driver, kubelet: KubeletSim, dirs: Dirs, claims: Claims
+) -> None:
+    start_driver(pod_uid=OLD)
+    _wait_called(kubelet, dirs, OLD)
+    first, made = claims.claim("c0", memory="1Gi"), claims.claim("c1", memory="1Gi")
+    assert _cdi_ids(Instance(dirs, OLD).prepare(first)[first.metadata.uid])  # the checkpoint and its journal
+    journal = os.path.join(dirs.plugin, "checkpoint.journal")
+    os.replace(journal, journal + ".kept")
+    os.mkdir(journal)  # the other instance's change cannot be read: nothing is answered from a stale view
+    error = Instance(dirs, OLD).prepare(made)[made.metadata.uid].error
+    assert error.startswith(f"cannot read the checkpoint {os.path.join(dirs.plugin, 'checkpoint.json')}: "), error
+    assert "lock" not in error and not dirs.cdi_spec(made.metadata.uid).exists()
+    os.rmdir(journal)
+    os.replace(journal + ".kept", journal)
+    assert _cdi_ids(Instance(dirs, OLD).prepare(made)[made.metadata.uid]), "readable again: kubelet's retry prepares"
