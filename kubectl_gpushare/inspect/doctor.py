@@ -31,7 +31,6 @@ from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WAR
 from kubectl_gpushare.kube.records import (
     Warnings,
     node_record,
-    shown,
     unhealthy_gpus,
     unhealthy_node_name,
 )
@@ -39,6 +38,7 @@ from kubectl_gpushare.kube.stacks import hami, kai
 from kubectl_gpushare.kube.stacks.dra import DraObjects, reserved_pods
 from kubectl_gpushare.kube.types import ConfigMap, KoordDevice, Node, Pod, QuantityValue
 from kubectl_gpushare.ledger import PENDING, Ledger, NodeRecord, PodRecord, StackClaim, StackNode, stack_usage
+from kubectl_gpushare.protocol import shown_value
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 KIND: Final = "GPUShareDoctor"
@@ -273,7 +273,7 @@ def _hami_node_findings(node: Node, now: float) -> Iterable[Finding]:
         requested = hami.handshake_requested_at(annotations[key])
         if requested is not None and now - requested > protocol.HAMI_HANDSHAKE_STALE_SECONDS:
             yield Finding(WARNING, "hami-handshake-stuck", obj,
-                          f"{shown(key)} still Requesting_ since {_utc(requested)} (more than "
+                          f"{shown_value(key)} still Requesting_ since {_utc(requested)} (more than "
                           f"{protocol.HAMI_HANDSHAKE_STALE_SECONDS}s): HAMi's device plugin there is not answering, "
                           "so its scheduler treats those devices as gone")
     lock = annotations.get(protocol.HAMI_ANN_MUTEX_LOCK)
@@ -282,8 +282,8 @@ def _hami_node_findings(node: Node, now: float) -> Iterable[Finding]:
     parsed = hami.parse_mutex_lock(lock)
     if parsed is None:
         yield Finding(WARNING, "hami-mutex-stuck", obj,
-                      f"{protocol.HAMI_ANN_MUTEX_LOCK}={shown(lock)} has no readable time: HAMi cannot expire it, "
-                      "so no pod is bound to this node until the annotation is removed")
+                      f"{protocol.HAMI_ANN_MUTEX_LOCK}={shown_value(lock)} has no readable time: "
+                      "HAMi cannot expire it, so no pod is bound to this node until the annotation is removed")
         return
     taken, holder = parsed
     by = f" by {holder}" if holder else ""
@@ -305,7 +305,7 @@ def _hami_pod_findings(pod: Pod) -> Iterable[Finding]:
             or protocol.pod_phase_terminal(pod.status.phase)):
         return
     node = pod.spec.node_name or meta.annotations.get(protocol.HAMI_ANN_NODE, "")
-    on = f" to {shown(node)}" if node else ""
+    on = f" to {shown_value(node)}" if node else ""
     yield Finding(ERROR, "hami-bind-failed", f"pod/{meta.namespace}/{meta.name}",
                   f"{protocol.HAMI_ANN_BIND_PHASE}=failed: HAMi could not bind it{on}; it holds no GPU "
                   "(see the HAMi scheduler's log, then delete the pod to retry)")

@@ -14,9 +14,9 @@ from typing import Final
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
 from kubectl_gpushare.kube import dra_allocation
-from kubectl_gpushare.kube.records import shown
 from kubectl_gpushare.kube.stacks import dra
 from kubectl_gpushare.kube.types import Node, Pod
+from kubectl_gpushare.protocol import shown_value
 
 CHECKS: Final = {
     "gpu-advertised-by-extender-and-dra": "a node advertising aliyun.com/gpu-mem also publishes its GPUs through DRA",
@@ -54,7 +54,7 @@ def node_findings(nodes: Sequence[Node], objects: dra.DraObjects, ours: Mapping[
         both = sorted(mine & theirs)
         if both:
             yield Finding(ERROR, "gpu-published-by-two-dra-drivers", obj,
-                          f"GPU(s) {', '.join(shown(uuid) for uuid in both[:4])} published by both "
+                          f"GPU(s) {', '.join(shown_value(uuid) for uuid in both[:4])} published by both "
                           f"{protocol.DRA_DRIVER} and {protocol.NVIDIA_DRA_DRIVER}: claims of both drivers can land on "
                           "one GPU, and neither counts the other's")
         elif not mine or not theirs:
@@ -73,7 +73,8 @@ def claim_findings(objects: dra.DraObjects) -> Iterable[Finding]:
             if result.driver != protocol.DRA_DRIVER or (result.pool, result.device) in published:
                 continue
             yield Finding(ERROR, "dra-claim-on-unpublished-device", f"resourceclaim/{claim.namespace}/{claim.name}",
-                          f"allocated {shown(result.device)} of pool {shown(result.pool)}, which no ResourceSlice of "
+                          f"allocated {shown_value(result.device)} of pool {shown_value(result.pool)}, "
+                          "which no ResourceSlice of "
                           f"{protocol.DRA_DRIVER} publishes (now): what it holds is on no GPU the node publishes, so "
                           "that memory may be sold again; delete the pod (and claim) to free it")
 
@@ -101,7 +102,7 @@ def _pool_shown(pool: str) -> str:
     """A pool name as is where it is one (DNS subdomains joined by slashes, ``ResourcePool.Name``), else quoted."""
     if len(pool) <= protocol.DNS1123_SUBDOMAIN_MAX and all(protocol.valid_dns_subdomain(p) for p in pool.split("/")):
         return pool
-    return shown(pool)
+    return shown_value(pool)
 
 
 def _age(pod: Pod, now: float) -> float | None:

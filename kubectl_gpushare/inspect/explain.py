@@ -37,7 +37,7 @@ from msgspec.structs import replace
 from kubectl_gpushare import node_affinity, protocol
 from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
-from kubectl_gpushare.kube.records import invalid_requests, pod_record, pod_request, shown
+from kubectl_gpushare.kube.records import invalid_requests, pod_record, pod_request
 from kubectl_gpushare.kube.stacks import kai
 from kubectl_gpushare.kube.taints import kept_off_cordoned, untolerated
 from kubectl_gpushare.kube.types import (
@@ -57,6 +57,7 @@ from kubectl_gpushare.ledger import (
     stack_usage,
 )
 from kubectl_gpushare.node_affinity import RequiredAffinity
+from kubectl_gpushare.protocol import shown_value
 
 API_VERSION: Final = "gpushare.kubectl-gpushare.io/v1"
 FITS_PREFIX: Final = "fits on GPU "
@@ -360,11 +361,11 @@ def _placed(pod: Pod, ledger: Ledger, base: Explanation, who: str) -> Explanatio
 
 def _kai_reserves(pod: Pod) -> str:
     """What a KAI reservation pod holds, in words: its group and the GPU UUID it wrote (if any yet)."""
-    group = shown(pod.metadata.labels.get(protocol.KAI_LABEL_GROUP, ""))
+    group = shown_value(pod.metadata.labels.get(protocol.KAI_LABEL_GROUP, ""))
     uuid = pod.metadata.annotations.get(protocol.KAI_ANN_RESERVED_GPU, protocol.KAI_RESERVED_UNKNOWN)
     if uuid.strip() == protocol.KAI_RESERVED_UNKNOWN:
         return f"it holds one GPU for group {group}, which GPU not reported yet ({protocol.KAI_ANN_RESERVED_GPU}=-1)"
-    return f"it holds GPU {shown(uuid)} for group {group}"
+    return f"it holds GPU {shown_value(uuid)} for group {group}"
 
 
 def _hami_node(pod: Pod) -> str:

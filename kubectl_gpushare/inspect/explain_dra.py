@@ -32,10 +32,10 @@ from kubectl_gpushare.inspect.explain import (
     required_affinity,
 )
 from kubectl_gpushare.kube import dra_allocation
-from kubectl_gpushare.kube.records import shown
 from kubectl_gpushare.kube.stacks import dra
 from kubectl_gpushare.kube.types import Event, Node, Pod, PodPlacement
 from kubectl_gpushare.ledger import Ledger
+from kubectl_gpushare.protocol import shown_value
 
 FALLBACK_CLASS = dra_objects.DeviceClass(protocol.DRA_DEVICE_CLASS, (protocol.DRA_DEVICE_CLASS_SELECTOR,))
 """The DeviceClass manifests/dra installs, assumed where the classes could not be read (a file without them)."""
@@ -228,7 +228,7 @@ def _allocate(name: str, claims: list[dra_objects.ResourceClaim], inventory: dra
         return f"{FITS_PREFIX}{', '.join(gpus)} (the allocator's choice)"
     pools = sorted({gpu.pool for gpu in node.gpus if objects.unusable_at(protocol.DRA_DRIVER, gpu.pool, name)})
     if pools:
-        return f"{found}: its pool {shown(pools[0])} {objects.unusable[(protocol.DRA_DRIVER, pools[0])]}"
+        return f"{found}: its pool {shown_value(pools[0])} {objects.unusable[(protocol.DRA_DRIVER, pools[0])]}"
     asked = sum(dra.requested_memory(claim) for claim in claims)
     takes = dra.request_units(node, asked) if asked else None
     largest = ledger.largest_free(name)

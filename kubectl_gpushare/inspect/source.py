@@ -40,13 +40,13 @@ from kubectl_gpushare.kube.records import (
     node_ip,
     node_record,
     pod_record,
-    shown,
     unhealthy_gpus,
     unhealthy_node_name,
 )
 from kubectl_gpushare.kube.stacks import dra, kai
 from kubectl_gpushare.kube.stacks.dra import DraNode, DraObjects
 from kubectl_gpushare.ledger import Ledger, NodeRecord, PodRecord, StackClaim, StackNode
+from kubectl_gpushare.protocol import shown_value
 
 ACTIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
 """The field selector that leaves completed pods on the server (they never count)."""
@@ -148,8 +148,8 @@ class PodKeys:
         if self._owners.setdefault(record.uid, owner) == owner:
             return record
         if self._warnings is not None:
-            self._warnings.add(f"pod {record.namespace}/{record.name}: uid {shown(record.uid)} is another pod's too; "
-                               "both are counted")
+            self._warnings.add(f"pod {record.namespace}/{record.name}: uid {shown_value(record.uid)} "
+                               "is another pod's too; both are counted")
         return msgspec.structs.replace(record, uid=f"{record.uid}/{record.namespace}/{record.name}")
 
 

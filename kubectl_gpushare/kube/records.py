@@ -64,9 +64,6 @@ class Warnings:
         return bool(self._counts)
 
 
-shown = protocol.shown_value  # the warnings here and in the views quote values by protocol's one rule
-
-
 def _quantity(
     value: QuantityValue | None,
     what: str | Callable[[], str],
@@ -182,7 +179,7 @@ def pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:
     gpu_index = protocol.parse_gpu_index(idx_text)
     if gpu_index == PENDING and idx_text is not None and idx_text != "-1" and warnings is not None:
         warnings.add(
-            f"{_where(pod)}: annotation {protocol.ANN_IDX}={shown(idx_text)} is not a GPU index "
+            f"{_where(pod)}: annotation {protocol.ANN_IDX}={protocol.shown_value(idx_text)} is not a GPU index "
             f"in [0, {protocol.MAX_GPUS_PER_NODE}); shown as pending"
         )
 
@@ -190,7 +187,8 @@ def pod_record(pod: Pod, warnings: Warnings | None = None) -> PodRecord:
     assume_time = protocol.parse_assume_time(assume_text)
     if assume_time == 0 and assume_text and assume_text.strip() != "0" and warnings is not None:
         warnings.add(
-            f"{_where(pod)}: annotation {protocol.ANN_ASSUME_TIME}={shown(assume_text)} is not unix nanoseconds"
+            f"{_where(pod)}: annotation {protocol.ANN_ASSUME_TIME}={protocol.shown_value(assume_text)} "
+            "is not unix nanoseconds"
         )
 
     allocation_text = annotations.get(protocol.ANN_ALLOCATION)
@@ -300,7 +298,6 @@ __all__ = [
     "pod_request",
     "read_quantity",
     "requests_gpu_memory",
-    "shown",
     "unhealthy_gpus",
     "unhealthy_node_name",
 ]

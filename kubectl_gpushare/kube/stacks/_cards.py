@@ -7,9 +7,10 @@ card(s) in ``<prefix><container name>``; only the resource and prefix differ.
 from __future__ import annotations
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.records import Warnings, node_ip, read_quantity, shown
+from kubectl_gpushare.kube.records import Warnings, node_ip, read_quantity
 from kubectl_gpushare.kube.types import Node, Pod
 from kubectl_gpushare.ledger import PENDING, StackClaim, StackGPU, StackNode
+from kubectl_gpushare.protocol import shown_value
 
 MAX_PERCENT = protocol.MAX_GPUS_PER_NODE * protocol.PERCENT_PER_GPU
 
@@ -55,7 +56,7 @@ def cards_claims(pod: Pod, resource: str, prefix: str, warnings: Warnings | None
         if cards is None:
             if warnings is not None:
                 reason = "is not a list of card indices; not counted"
-                warnings.add(f"{where}: annotation {key}={shown(text or '')} {reason}")
+                warnings.add(f"{where}: annotation {key}={shown_value(text or '')} {reason}")
             continue
         share, rest = divmod(amount, len(cards))
         for position, card in enumerate(cards):

@@ -50,10 +50,11 @@ import msgspec
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import dra_pools
-from kubectl_gpushare.kube.records import Warnings, shown
+from kubectl_gpushare.kube.records import Warnings
 from kubectl_gpushare.kube.types import Pod, PodResourceClaim
 from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord, StackClaim, StackGPU, StackNode
 from kubectl_gpushare.node_affinity import NodeSelector
+from kubectl_gpushare.protocol import shown_value
 
 GIB: Final = protocol.UNIT_BYTES[protocol.UNIT_GIB]
 MIB: Final = protocol.UNIT_BYTES[protocol.UNIT_MIB]
@@ -236,12 +237,12 @@ def _named_in(
 def pool_name(driver: str, pool: str, nodes: Sequence[str]) -> str:
     """``pool NAME of DRIVER`` and the nodes it is said of (a node-local pool's own node is not repeated)."""
     names = [node for node in nodes if node]  # "": every other node (`DraObjects.named_in`)
-    named = [shown(node) for node in names[:MAX_NAMED_NODES]]
+    named = [shown_value(node) for node in names[:MAX_NAMED_NODES]]
     if not named or (len(nodes) == 1 and nodes[0] == pool):
-        return f"pool {shown(pool)} of {driver}"
+        return f"pool {shown_value(pool)} of {driver}"
     more = f" and {len(names) - len(named)} more" if len(names) > len(named) else ""
     more += " and every other node" if len(names) < len(nodes) else ""
-    return f"pool {shown(pool)} of {driver} ({'node' if len(nodes) == 1 else 'nodes'} {', '.join(named)}{more})"
+    return f"pool {shown_value(pool)} of {driver} ({'node' if len(nodes) == 1 else 'nodes'} {', '.join(named)}{more})"
 
 
 def pool_warning(objects: DraObjects, driver: str, pool: str) -> str:
@@ -279,7 +280,7 @@ def pool_states(
             reasons.append(f"is incomplete (currently being updated): {generations.published[key]} ResourceSlice(s) "
                            f"of generation {generations.newest[key]}, resourceSliceCount {expected}")
         if repeated is not None:
-            reasons.append(f"is invalid: duplicate device name {shown(repeated)}")
+            reasons.append(f"is invalid: duplicate device name {shown_value(repeated)}")
         unusable[key] = (" and ".join(reasons), tuple(sorted(v.node for v in failing)))
     return unusable
 
@@ -403,7 +404,7 @@ def our_nodes(objects: DraObjects, warnings: Warnings | None) -> dict[str, DraNo
         for device in slice_.devices:
             index = indices[device.name]
             if index is None:
-                _warn(warnings, f"{what}: device {shown(device.name)} is not gpu-<index>; not counted")
+                _warn(warnings, f"{what}: device {shown_value(device.name)} is not gpu-<index>; not counted")
                 continue
             if index in gpus:
                 first = gpus[index]

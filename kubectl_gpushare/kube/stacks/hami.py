@@ -30,9 +30,10 @@ from typing import Final
 import msgspec
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.records import Warnings, node_ip, shown
+from kubectl_gpushare.kube.records import Warnings, node_ip
 from kubectl_gpushare.kube.types import Node, Pod
 from kubectl_gpushare.ledger import PENDING, StackClaim, StackGPU, StackNode
+from kubectl_gpushare.protocol import shown_value
 
 MAX_SPLIT: Final = 1024
 """Most tasks HAMi may put on one GPU (``deviceSplitCount``); larger is malformed."""
@@ -96,7 +97,7 @@ def _register_json(text: str) -> list[HamiDevice]:
     try:
         entries = _REGISTER_DECODER.decode(text)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-        raise protocol.AnnotationError(f"is not a JSON array of devices ({shown(str(exc))})") from None
+        raise protocol.AnnotationError(f"is not a JSON array of devices ({shown_value(str(exc))})") from None
     return [
         HamiDevice(e.id, position if e.index is None else e.index, e.count, e.devmem, e.devcore, e.type, e.health)
         for position, e in enumerate(entries)
@@ -111,7 +112,7 @@ def _register_colon(text: str) -> list[HamiDevice]:
             raise protocol.AnnotationError(f"device {position} has {len(fields)} fields, expected at least 7")
         healthy = fields[6].strip().lower()
         if healthy not in ("true", "false"):
-            raise protocol.AnnotationError(f"device {position} health {shown(fields[6])} is not true/false")
+            raise protocol.AnnotationError(f"device {position} health {shown_value(fields[6])} is not true/false")
         index = _int(fields[7].strip(), "index") if len(fields) > 7 and fields[7].strip() else position
         devices.append(
             HamiDevice(
@@ -169,13 +170,15 @@ def parse_allocated(text: str) -> list[list[HamiShare]]:
             if _UNPRINTABLE.search(entry):
                 fields = [field.strip() for field in fields]
             if len(fields) != 4:
-                raise protocol.AnnotationError(f"device entry {shown(entry)} has {len(fields)} fields, expected 4")
+                raise protocol.AnnotationError(
+                    f"device entry {shown_value(entry)} has {len(fields)} fields, expected 4"
+                )
             memory, cores = _int(fields[2] or "0", "memory"), _int(fields[3] or "0", "cores")
             if not 0 <= memory <= protocol.MAX_GPU_MEMORY or not 0 <= cores <= MAX_CORES:
-                raise protocol.AnnotationError(f"device entry {shown(entry)} is out of bounds")
+                raise protocol.AnnotationError(f"device entry {shown_value(entry)} is out of bounds")
             if not fields[0]:
                 if memory or cores:
-                    raise protocol.AnnotationError(f"device entry {shown(entry)} claims memory without a GPU id")
+                    raise protocol.AnnotationError(f"device entry {shown_value(entry)} claims memory without a GPU id")
                 continue
             shares.append(HamiShare(fields[0], memory, cores))
         containers.append(shares)
@@ -264,7 +267,7 @@ def node(node: Node, warnings: Warnings | None, now: float) -> StackNode:
     if stale:
         note = "handshake stale (Requesting_ > 5m): HAMi treats these GPUs as unavailable"
     elif stale is None and warnings is not None:
-        value = shown(handshake or "")
+        value = shown_value(handshake or "")
         warnings.add(f"node {name}: annotation {protocol.HAMI_ANN_HANDSHAKE}={value} has no readable time")
     return StackNode(name=name, stack=protocol.STACK_HAMI, ip=node_ip(node), gpus=gpus, note=note)
 

@@ -27,9 +27,10 @@ from typing import Final
 import msgspec
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.records import Warnings, shown
+from kubectl_gpushare.kube.records import Warnings
 from kubectl_gpushare.kube.types import Node, Pod
 from kubectl_gpushare.ledger import PENDING, StackClaim, StackGPU, StackNode
+from kubectl_gpushare.protocol import shown_value
 
 NO_RESERVATION: Final = "has no reservation pod"
 """Words of the warning for a group label no reservation pod backs (doctor shows it as its own check)."""
@@ -78,7 +79,7 @@ def _label_mib(node: Node, warnings: Warnings | None) -> int | None:
     value = protocol.parse_int_strict(text)
     if value is None or not 0 < value <= protocol.MAX_KAI_GPU_MEMORY_MIB:
         if warnings is not None:
-            warnings.add(f"node {node.metadata.name}: label {protocol.NVIDIA_LABEL_MEMORY}={shown(text)} "
+            warnings.add(f"node {node.metadata.name}: label {protocol.NVIDIA_LABEL_MEMORY}={shown_value(text)} "
                          f"is not a MiB count in [1, {protocol.MAX_KAI_GPU_MEMORY_MIB}]; KAI fractions not sized")
         return None
     return value
@@ -101,8 +102,8 @@ def _reservations(
         uuid = "" if text == protocol.KAI_RESERVED_UNKNOWN else text
         if uuid and not _valid_uuid(uuid):
             if warnings is not None:
-                warnings.add(f"{where}: annotation {protocol.KAI_ANN_RESERVED_GPU}={shown(text)} is not a GPU UUID; "
-                             "its group is shown as pending")
+                warnings.add(f"{where}: annotation {protocol.KAI_ANN_RESERVED_GPU}={shown_value(text)} "
+                             "is not a GPU UUID; its group is shown as pending")
             uuid = ""
         if uuid and uuid in holder and warnings is not None:
             warnings.add(f"node {node}: reservation pods {holder[uuid]} and {meta.namespace}/{meta.name} both "
@@ -110,7 +111,7 @@ def _reservations(
         if uuid:
             holder.setdefault(uuid, f"{meta.namespace}/{meta.name}")
         if group in found and warnings is not None:
-            warnings.add(f"node {node}: KAI group {shown(group)} has two reservation pods; the first is counted")
+            warnings.add(f"node {node}: KAI group {shown_value(group)} has two reservation pods; the first is counted")
         found.setdefault(group, uuid)
         held.append((f"{meta.namespace}/{meta.name}", uuid))
     return found, held
@@ -133,7 +134,7 @@ def _request(pod: Pod, warnings: Warnings | None) -> tuple[float | None, int | N
             return None, protocol.parse_kai_mib(annotations[key]), devices
     except protocol.AnnotationError as exc:
         if warnings is not None:
-            warnings.add(f"{where}: annotation {key}={shown(annotations.get(key, ''))} {exc}; not counted")
+            warnings.add(f"{where}: annotation {key}={shown_value(annotations.get(key, ''))} {exc}; not counted")
         return None
     return None
 
@@ -196,7 +197,7 @@ def _claims(
     targets: list[int] = []
     for group in bound or [""] * devices:
         if group and group not in reserved and warnings is not None:
-            warnings.add(f"pod {meta.namespace}/{meta.name}: KAI group {shown(group)} {NO_RESERVATION} on "
+            warnings.add(f"pod {meta.namespace}/{meta.name}: KAI group {shown_value(group)} {NO_RESERVATION} on "
                          f"node {node}; shown as pending")
         uuid = reserved.get(group, "")
         targets.append(index_of[uuid] if uuid else PENDING)

@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import Final
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.records import Warnings, node_ip, read_quantity, shown
+from kubectl_gpushare.kube.records import Warnings, node_ip, read_quantity
 from kubectl_gpushare.kube.types import Node, Pod
 from kubectl_gpushare.ledger import StackClaim, StackGPU, StackNode
+from kubectl_gpushare.protocol import shown_value
 
 SHARED_RESOURCE: Final = protocol.NVIDIA_RESOURCE_GPU + ".shared"
 SHARING_STRATEGIES: Final = ("time-slicing", "mps")
@@ -47,7 +48,7 @@ def _label_int(labels: dict[str, str], key: str, name: str, warnings: Warnings |
     value = protocol.parse_int_strict(text)
     if value is None or not 0 <= value <= maximum:
         if warnings is not None:
-            warnings.add(f"node {name}: label {key}={shown(text)} is not an integer in [0, {maximum}]; ignored")
+            warnings.add(f"node {name}: label {key}={shown_value(text)} is not an integer in [0, {maximum}]; ignored")
         return None
     return value
 

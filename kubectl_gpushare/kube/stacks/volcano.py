@@ -19,10 +19,11 @@ Formats followed (volcano-sh/volcano):
 from __future__ import annotations
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.kube.records import Warnings, node_ip, read_quantity, shown
+from kubectl_gpushare.kube.records import Warnings, node_ip, read_quantity
 from kubectl_gpushare.kube.stacks import hami
 from kubectl_gpushare.kube.types import Container, Node, Pod
 from kubectl_gpushare.ledger import PENDING, StackClaim, StackGPU, StackNode
+from kubectl_gpushare.protocol import shown_value
 
 MAX_NODE_MEMORY = protocol.MAX_GPUS_PER_NODE * protocol.MAX_KAI_GPU_MEMORY_MIB
 
@@ -133,7 +134,8 @@ def claims(pod: Pod, stack_node: StackNode, warnings: Warnings | None) -> list[S
         except protocol.AnnotationError as exc:
             if warnings is not None:
                 key = protocol.VOLCANO_ANN_GPU_INDEX
-                warnings.add(f"pod {meta.namespace}/{meta.name}: annotation {key}={shown(text)} {exc}; not counted")
+                where = f"pod {meta.namespace}/{meta.name}"
+                warnings.add(f"{where}: annotation {key}={shown_value(text)} {exc}; not counted")
             return []
     by_index = {gpu.index: gpu for gpu in stack_node.gpus}
     per_card = stack_node.gpus[0].total if stack_node.gpus else 0  # gpu-share cards are all total / number

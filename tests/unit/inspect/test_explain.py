@@ -11,7 +11,7 @@ from golden import hostile
 from golden.explain import cases
 
 from kubectl_gpushare.inspect.explain_command import explain_command
-from kubectl_gpushare.kube.records import shown
+from kubectl_gpushare.protocol import shown_value
 
 
 @pytest.fixture
@@ -347,7 +347,7 @@ def test_an_invalid_gpu_memory_limit_is_said_invalid_in_doctors_words_never_a_fi
 
     (invalid,) = [f["message"] for f in doctor["findings"] if f["check"] == "invalid-value"]
     why = invalid.removeprefix("pod ml/wants ").removesuffix(", counted as 0")
-    assert why.startswith("container 'sidecar-1' limit aliyun.com/gpu-mem: ") and shown(limit) in why
+    assert why.startswith("container 'sidecar-1' limit aliyun.com/gpu-mem: ") and shown_value(limit) in why
     assert (answer["state"], answer["request"], "nodes" in answer) == ("invalid-request", 0, False)
     assert answer["summary"] == text.strip()
     assert text.startswith(f"Pod ml/wants has an invalid aliyun.com/gpu-mem request ({why}): ")
