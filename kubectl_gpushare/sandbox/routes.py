@@ -21,6 +21,7 @@ from typing import Any, Final, NoReturn, Protocol
 
 import msgspec
 
+from kubectl_gpushare.kube.deadlines import seconds_duration
 from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import GoQuery, clean_path, go_bool, go_text
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
@@ -539,7 +540,7 @@ def _watch_timeout(timeout_seconds: int | None) -> float:
     """
     if timeout_seconds is None:
         return DEFAULT_WATCH_TIMEOUT
-    nanoseconds = (timeout_seconds * 1_000_000_000 + (1 << 63)) % (1 << 64) - (1 << 63)
+    nanoseconds = seconds_duration(timeout_seconds)
     return DEFAULT_WATCH_TIMEOUT if nanoseconds == 0 else nanoseconds / 1e9
 
 
