@@ -8,6 +8,7 @@ resourceVersion (400). A client that sends these passes nowhere, so it must not 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import threading
 import time
@@ -363,8 +364,6 @@ def test_a_zero_or_wrapped_timeout_seconds_is_the_default_and_a_negative_one_end
     # ListResource (apiserver handlers/get.go): time.Duration(timeoutSeconds) * time.Second, an int64 that
     # wraps (2^55 s is 0 ns; 9223372037 s is negative); a zero duration takes --min-request-timeout, a
     # negative one's timer fires at once. The sandbox closed a timeoutSeconds=0 watch at once.
-    import http.client
-
     for query in ("timeoutSeconds=-1", "timeoutSeconds=9223372037"):
         connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=20)
         connection.request("GET", f"{CONFIGMAPS}?watch=1&{query}")
