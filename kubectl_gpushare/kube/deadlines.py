@@ -84,6 +84,15 @@ def format_duration(nanoseconds: int) -> str:
     return "-" + text if nanoseconds < 0 else text
 
 
+def seconds_duration(count: int) -> int:
+    """``time.Duration(count) * time.Second`` in nanoseconds: Go's int64 product, which wraps past `MAX_DURATION`.
+
+    kube-apiserver and the kubelet turn a count of seconds from a query (a watch's ``timeoutSeconds``, a
+    log's ``sinceSeconds``) into a duration so: 2^55 seconds is 0 ns, 9223372037 seconds is negative.
+    """
+    return (count * SECOND + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def _leading_int(text: str) -> tuple[int, str] | None:
     """The leading digits as a number and the rest; None on overflow (Go's ``leadingInt``)."""
     i, value = 0, 0
@@ -213,4 +222,5 @@ __all__ = [
     "long_running",
     "long_running_request",
     "parse_duration",
+    "seconds_duration",
 ]

@@ -25,6 +25,7 @@ import time
 from collections import OrderedDict, deque
 from typing import Any, NamedTuple
 
+from kubectl_gpushare.kube.deadlines import SECOND, seconds_duration
 from kubectl_gpushare.kube.go_format import parse_rfc3339
 from kubectl_gpushare.kube.go_query import GoQuery, go_bool
 from kubectl_gpushare.sandbox import errors
@@ -77,7 +78,6 @@ def _names(containers: Any) -> list[str]:
     return [str(c.get("name")) for c in containers if isinstance(c, dict) and c.get("name")]
 
 
-_INT64 = 1 << 64
 _GO_ZERO_TIME = parse_rfc3339("0001-01-01T00:00:00Z")
 """Go's ``time.Time{}``, in unix nanoseconds."""
 
@@ -119,14 +119,17 @@ class LogOptions(NamedTuple):
 
         pkg/kubelet/kuberuntime/logs/logs.go: ``now.Add(-time.Duration(sinceSeconds) * time.Second)``
         (the product wraps past int64, as Go's does), then ``sinceTime`` where it is after that. None:
-        every line.
+        every line. The kubelet gets ``sinceTime`` in whole seconds: kube-apiserver's ``LogLocation``
+        (pkg/registry/core/pod/strategy.go) passes it on as ``SinceTime.Format(time.RFC3339)``, which
+        drops the fraction (a line in the same second is never older).
         """
         since: int | None = None
         if self.since_seconds is not None:
-            span = (self.since_seconds * 1_000_000_000 + _INT64 // 2) % _INT64 - _INT64 // 2
-            since = now - span
-        if self.since_time is not None and (since is None or self.since_time > since):
-            since = self.since_time
+            since = now - seconds_duration(self.since_seconds)
+        if self.since_time is not None:
+            since_time = self.since_time - self.since_time % SECOND
+            if since is None or since_time > since:
+                since = since_time
         return since
 
 

@@ -298,8 +298,7 @@ def forward(
                 connection.connect()
                 assert connection.sock is not None
                 connection.sock.settimeout(READ_TIMEOUT)
-            connection.request(method, url, body=_outbound_body(body, chunked), headers=dict(headers),
-                               encode_chunked=chunked and bool(body))
+            connection.request(method, url, body=_outbound_body(body, chunked), headers=dict(headers))
             response = connection.getresponse()
             break
         except _STALE as exc:
@@ -349,7 +348,8 @@ def _outbound_body(body: bytes, chunked: bool) -> bytes | Iterator[bytes] | None
     Content-Length, after ``probeRequestBody`` saw a first byte; one that ends at once is sent as no
     body, as ``http.client`` does too: ``Content-Length: 0`` on a POST, PUT or PATCH
     (``shouldSendContentLength``), nothing on another method. The chunks are ``CHUNK`` bytes each:
-    their boundaries carry no meaning.
+    their boundaries carry no meaning. ``http.client`` frames an iterable body without either header
+    chunked by itself (``HTTPConnection._send_request``), as it gives ``bytes`` their Content-Length.
     """
     if not body:
         return None

@@ -21,6 +21,7 @@ from typing import Any, Final, NoReturn, Protocol
 
 import msgspec
 
+from kubectl_gpushare.kube.deadlines import seconds_duration
 from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import GoQuery, clean_path, go_bool, go_text
 from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
@@ -515,7 +516,7 @@ def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
 
 
 def _list_numbers(query: GoQuery) -> tuple[int | None, int]:
-    """A list's or watch's ``timeoutSeconds`` (None: absent) and ``limit``, or the 400 kube-apiserver answers.
+    """``timeoutSeconds`` (None: absent) and ``limit`` of a list, watch or collection DELETE, or the 400 they get.
 
     The ListOptions conversion (``autoConvert_url_Values_To_v1_ListOptions``, k8s.io/apimachinery/pkg/
     apis/meta/v1/zz_generated.conversion.go) reads both, list or watch, in its field order
@@ -539,7 +540,7 @@ def _watch_timeout(timeout_seconds: int | None) -> float:
     """
     if timeout_seconds is None:
         return DEFAULT_WATCH_TIMEOUT
-    nanoseconds = (timeout_seconds * 1_000_000_000 + (1 << 63)) % (1 << 64) - (1 << 63)
+    nanoseconds = seconds_duration(timeout_seconds)
     return DEFAULT_WATCH_TIMEOUT if nanoseconds == 0 else nanoseconds / 1e9
 
 
@@ -1250,6 +1251,7 @@ class Api:
     def _delete_collection(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
+        _list_numbers(request.query)  # DeleteCollection (handlers/delete.go) decodes ListOptions as a list does
         labels, fields = self._selectors(request, resource)
         options = self._delete_options(request)
         dry_run = _check_dry_run("DeleteOptions", options.get("dryRun") or [], _propagation_causes(options))

@@ -8,6 +8,7 @@ resourceVersion (400). A client that sends these passes nowhere, so it must not 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import threading
 import time
@@ -289,6 +290,19 @@ def test_limit_and_timeout_seconds_are_refused_in_strconvs_words(sandbox: Sandbo
     assert answer["message"] == f'strconv.ParseInt: parsing "{quoted}": {why}', answer["message"][:200]
 
 
+@pytest.mark.parametrize("query", ["limit=x", "timeoutSeconds=" + "9" * 5000, "limit=%FF&labelSelector=a%20in%20("])
+def test_a_delete_collection_reads_limit_and_timeout_seconds_as_a_list_does(sandbox: Sandbox, query: str) -> None:
+    # DeleteCollection (apiserver handlers/delete.go) decodes the same ListOptions with the same
+    # ParameterCodec, and answers a strconv.ParseInt error as a 400 before it deletes anything.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"d{i}", "namespace": "default"}} for i in range(2)])
+    delete = urllib.request.Request(f"{sandbox.url}{CONFIGMAPS}?{query}", method="DELETE")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(delete, timeout=30)
+    answer = json.loads(refused.value.read())
+    assert (refused.value.code, answer["reason"]) == (400, "BadRequest"), answer
+    assert answer["message"].startswith("strconv.ParseInt: parsing "), answer["message"][:200]
+    assert len(sandbox.objects("configmaps")) == 2
+
 def test_a_negative_limit_lists_everything_and_the_real_kubectl_reads_strconvs_words(sandbox: Sandbox,
                                                                                       kubectl: Any) -> None:
     # Nothing validates limit; the store pages only for a limit above 0 (etcd3 GetList: paging := Limit > 0).
@@ -363,8 +377,6 @@ def test_a_zero_or_wrapped_timeout_seconds_is_the_default_and_a_negative_one_end
     # ListResource (apiserver handlers/get.go): time.Duration(timeoutSeconds) * time.Second, an int64 that
     # wraps (2^55 s is 0 ns; 9223372037 s is negative); a zero duration takes --min-request-timeout, a
     # negative one's timer fires at once. The sandbox closed a timeoutSeconds=0 watch at once.
-    import http.client
-
     for query in ("timeoutSeconds=-1", "timeoutSeconds=9223372037"):
         connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=20)
         connection.request("GET", f"{CONFIGMAPS}?watch=1&{query}")

@@ -181,10 +181,16 @@ def test_since_time_is_read_and_checked_against_since_seconds(log_pods: Sandbox,
                                    "`sinceSeconds` may be specified")  # fmt: skip
         assert body["details"]["causes"] == [{"reason": "FieldValueForbidden", "message": "Forbidden: at most one "
                                               "of `sinceTime` or `sinceSeconds` may be specified"}]  # fmt: skip
-    # The kubelet leaves out lines older than since (logWriter.write: timestamp.Before(since)), after the tail.
+    # The kubelet leaves out lines older than since (logWriter.write: timestamp.Before(since)), after the tail;
+    # it gets sinceTime in whole seconds (LogLocation formats it with time.RFC3339), so a line in that second stays.
     stamps = [line.split(" ", 1)[0] for line in _log(log_pods, "one/log?timestamps=true")[1].splitlines()]
-    assert _log(log_pods, f"one/log?sinceTime={stamps[3]}")[1] == "line 3\nline 4\n"
-    assert _log(log_pods, f"one/log?sinceTime={stamps[1]}&tailLines=3")[1] == "line 2\nline 3\nline 4\n"
+
+    def kept(since: int, lines: range = range(5)) -> str:  # the lines not older than stamps[since]'s whole second
+        return "".join(f"line {i}\n" for i in lines if stamps[i][:19] >= stamps[since][:19])
+
+    assert _log(log_pods, f"one/log?sinceTime={stamps[3]}")[1] == kept(3)
+    assert _log(log_pods, f"one/log?sinceTime={stamps[3][:19]}.999999999Z")[1] == kept(3)
+    assert _log(log_pods, f"one/log?sinceTime={stamps[1]}&tailLines=3")[1] == kept(1, range(2, 5))
     assert _log(log_pods, "one/log?sinceTime=")[1] == _log(log_pods, "one/log?sinceTime=null")[1] == "".join(
         f"line {i}\n" for i in range(5))
     # Through the real kubectl (--since-time goes as sinceTime, --since as sinceSeconds; kubectl refuses both).

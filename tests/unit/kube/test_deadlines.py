@@ -19,6 +19,7 @@ from kubectl_gpushare.kube.deadlines import (
     long_running,
     long_running_request,
     parse_duration,
+    seconds_duration,
 )
 
 FORMATTED = [
@@ -105,3 +106,13 @@ def test_long_running_reads_the_subresource_where_the_api_server_does(path: str,
 def test_long_running_request_is_kube_apiservers_basic_check(verb: str, subresource: str, expected: bool) -> None:
     # BuildGenericConfig: BasicLongRunningRequestCheck({watch, proxy}, {attach, exec, proxy, log, portforward}).
     assert long_running_request(verb, subresource) is expected
+
+
+def test_seconds_duration_wraps_as_gos_int64_product() -> None:
+    # time.Duration(n) * time.Second overflows int64 as Go's multiplication does: the one rule a watch's
+    # timeoutSeconds and a log's sinceSeconds share.
+    assert seconds_duration(5) == 5 * SECOND and seconds_duration(-5) == -5 * SECOND
+    assert seconds_duration(9223372036) == 9223372036 * SECOND <= MAX_DURATION
+    assert seconds_duration(9223372037) == 9223372037 * SECOND - (1 << 64) < 0
+    assert seconds_duration(1 << 55) == 0 == seconds_duration(-(1 << 63))
+    assert seconds_duration(MAX_DURATION) == -SECOND
