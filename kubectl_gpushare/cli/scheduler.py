@@ -238,7 +238,7 @@ def placement(pod: Mapping[str, Any]) -> Placement:
     The affinity is read by `node_affinity.required_affinity` (lazy: a term that does not parse
     matches nothing, ``GetRequiredNodeAffinity``; PreFilter's names), as ``explain`` reads it. A
     ``spec.affinity`` that does not decode becomes a selector matching no node; unreadable
-    tolerations tolerate nothing.
+    tolerations tolerate nothing, while a ``null`` field of one is "" as Go reads it (`types.Toleration`).
     """
     spec = pod.get("spec")
     spec = spec if isinstance(spec, dict) else {}

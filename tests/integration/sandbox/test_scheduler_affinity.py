@@ -243,6 +243,29 @@ def test_unreadable_tolerations_tolerate_nothing_and_the_pod_fails_alone(
     assert failed_scheduling(sandbox, "odd") == NONE_FITS
 
 
+def test_tolerations_with_null_fields_are_read_as_go_reads_them_by_the_stand_in_and_explain(
+    sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl
+) -> None:
+    """Go's encoding/json reads a ``null`` string as "" (``literalStore``): seeded storage may hold such a pod.
+
+    An ``effect: null`` toleration tolerates every effect, an ``operator: null`` one compares values
+    (``ToleratesTaint``: "" is Equal), so both pods go to n-c; before, both were refused as unreadable.
+    """
+    null_effect = affine("null-effect", rack_in("c"),
+                         tolerations=[{"key": "dedicated", "operator": "Equal", "value": "c", "effect": None}])
+    null_operator = affine("null-operator", rack_in("c"),
+                           tolerations=[{"key": "dedicated", "operator": None, "value": "c", "effect": "NoSchedule"}])
+    other_value = affine("other-value", rack_in("c"),
+                         tolerations=[{"key": "dedicated", "operator": None, "value": "x", "effect": None}])
+    sandbox.load([null_effect, null_operator, other_value])
+    racks.run_once()
+    assert bound(sandbox, "null-effect") == "n-c" and bound(sandbox, "null-operator") == "n-c"
+    assert why(sandbox, "other-value") == NONE_FITS  # read, and Equal compares "x" with "c"
+    explained = kubectl("gpushare", "explain", "other-value", "-n", "default")  # the views decode the pod too
+    assert explained.stdout.startswith("Pod default/other-value requests no aliyun.com/gpu-mem"), explained.stdout
+    assert not explained.stderr
+
+
 def test_a_taint_removed_from_a_node_is_seen_by_the_next_pass(
     sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl
 ) -> None:
