@@ -362,23 +362,29 @@ class NodeSelector:
         """Whether the node (its labels and name) is selected: some term matches."""
         return self.verdict(labels, name)[0]
 
-    def verdict(self, labels: Mapping[str, str], name: str) -> tuple[bool, int]:
-        """Whether the node is selected, and how many terms that asked (0: known already).
+    @functools.cached_property
+    def _kept(self) -> bool:
+        """Whether verdicts are kept: past a few terms, or a few requirements (one term may hold 285,000)."""
+        return self._index is not None or sum(len(t.labels) + len(t.fields) for t in self.live) > _INDEXED_PAST
 
-        Past a few terms a verdict is kept by what of the node it depends on (`_seen_as`): nodes
-        that share it (those of a rack, when only ``rack`` is read) share the verdict, and a node
-        asked again (the scheduler's next cycle) costs a look-up. A pod may hold 280,000 terms no
-        index narrows (``NotIn`` only), about 150 ms a node: upstream asks them all of every node.
+    def verdict(self, labels: Mapping[str, str], name: str) -> tuple[bool, int]:
+        """Whether the node is selected, and how many requirements the terms it asked hold (0: known already).
+
+        Past a few terms (or requirements) a verdict is kept by what of the node it depends on
+        (`_seen_as`): nodes that share it (those of a rack, when only ``rack`` is read) share the
+        verdict, and a node asked again (the scheduler's next cycle) costs a look-up. A pod may hold
+        280,000 terms no index narrows (``NotIn`` only), or one term of 285,000 requirements, about
+        150 ms a node: upstream asks them all of every node.
         """
-        if self._index is None:
+        if not self._kept:
             return any(term.matches(labels, name) for term in self.live), len(self.live)
         seen_as = self._seen_as(labels, name)
         known = self._verdicts.get(seen_as)
         if known is not None:
             return known, 0
         asked, matched = 0, False
-        for term in self._index.candidates(labels, name):
-            asked += 1
+        for term in self.asked(labels, name):
+            asked += len(term.labels) + len(term.fields)
             if term.matches(labels, name):
                 matched = True
                 break
