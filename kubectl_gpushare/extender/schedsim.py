@@ -51,6 +51,7 @@ from typing import Annotated, Any, Final, TypeVar, cast
 import msgspec
 
 from kubectl_gpushare.extender import go_url
+from kubectl_gpushare.kube.go_format import go_quote
 
 MAX_NODE_SCORE = 100
 MAX_EXTENDER_PRIORITY = 10
@@ -372,9 +373,9 @@ class HTTPExtender:
             names = []
         for name in names:
             if name not in by_name:
-                raise ExtenderCallError(
-                    f'extender "{self.url("")}" claims a filtered node "{name}" which is not found in the input '
-                    "node list")
+                raise ExtenderCallError(  # extender.go: %q of urlPrefix as configured, and of the name
+                    f"extender {go_quote(self.config.url_prefix)} claims a filtered node {go_quote(name)} which is "
+                    "not found in the input node list")
             passing.append(by_name[name])
         return FilterOutcome(passing, dict(result.FailedNodes or {}), dict(result.FailedAndUnresolvableNodes or {}))
 

@@ -226,3 +226,12 @@ def test_a_verb_url_parse_refuses_is_an_error_of_the_call_and_nothing_is_sent(se
     assert str(failed.value) == (f'parse "http://127.0.0.1:{server.server_port}/x/bind%zz": '
                                  'invalid URL escape "%zz"')
     assert server.posted == []
+
+
+def test_a_filtered_node_not_asked_about_is_named_with_the_url_prefix_as_configured(server: RecordingExtender) -> None:
+    """``HTTPExtender.Filter``: ``extender %q claims a filtered node %q ...`` of ``extenderURL``, the urlPrefix."""
+    client = _client(server)
+    with pytest.raises(ExtenderCallError) as failed:
+        client.filter(POD, [{"metadata": {"name": "gpu-2"}}])  # the extender answers gpu-1
+    assert str(failed.value) == (f'extender "{client.config.url_prefix}" claims a filtered node "gpu-1" which is not '
+                                 "found in the input node list")
