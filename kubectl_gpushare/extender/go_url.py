@@ -55,7 +55,7 @@ class GoURL:
     request_uri: str
     """``URL.RequestURI()``: the request line's target."""
     shown: str
-    """``URL.String()``, the URL a client error names (``Post "<shown>": ...``)."""
+    """``URL.String()`` less any password, the URL a client error names (``Post "<shown>": ...``)."""
 
 
 def _unescape(text: bytes) -> bytes:
@@ -84,7 +84,8 @@ def parse(url: str) -> GoURL:
     """``url`` as ``http.NewRequest`` parses it and net/http writes and names it.
 
     Only URLs with a scheme and an authority (``http://host...``), as a checked ``urlPrefix`` gives;
-    the authority (user information, host and port) is kept as written.
+    the authority (user information, host and port) is kept as written, but for a password, which
+    ``shown`` writes ``***`` (net/http's ``stripPassword``).
 
     Raises:
         URLError: ``url.Parse`` refuses it (Go's ``parse "<url>": <reason>``).
@@ -109,6 +110,9 @@ def parse(url: str) -> GoURL:
         shown_fragment = hash_ + _text(_escaped(written_fragment, _FRAGMENT_KEPT))
     escaped_path = _text(_escaped(written, _PATH_KEPT))
     target = (escaped_path or "/") + question + query
+    userinfo, at, host = authority.rpartition("@")
+    if at and ":" in userinfo:  # net/http's stripPassword: a client error never shows the password
+        authority = f"{userinfo.partition(':')[0]}:***@{host}"
     return GoURL(target, f"{scheme.lower()}://{authority}{escaped_path}{question}{query}{shown_fragment}")
 
 

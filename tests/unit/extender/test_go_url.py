@@ -37,6 +37,12 @@ def test_the_request_line_and_the_named_url_are_gos(verb: str, target: str, show
     assert url.shown == (shown or "http://127.0.0.1:1" + target)
 
 
+def test_a_password_is_never_shown() -> None:
+    """net/http's client errors name ``stripPassword(req.URL)``: the password as ``***``."""
+    url = parse("http://user:secret@127.0.0.1:1/x/filter")
+    assert (url.request_uri, url.shown) == ("/x/filter", "http://user:***@127.0.0.1:1/x/filter")
+
+
 def test_a_query_in_the_prefix_takes_the_verb() -> None:
     """``url.Parse`` cuts the query before it reads the authority: the path is empty, written ``/``."""
     url = parse("http://h?a=1/filter")
