@@ -23,7 +23,9 @@ key "" too, which ``fields.OneTermEqualSelector`` takes). A pod's affinity is re
 what a pod kube-apiserver accepts could hold (`MAX_POD_REQUIREMENTS` and its kin, from its 3 MiB
 request body: upstream validation sets no count); a slice's or allocation's past
 `MAX_REQUIREMENTS` / `MAX_VALUES`. A hostile selector costs compiling linear time, and matching a
-node its distinct terms that can match, each once (`NodeSelector.live`).
+node its distinct terms that can match, each once (`NodeSelector.live`). A pod's may be compiled a
+share at a time (`RequiredAffinity.compile`: 285,000 requirements take seconds), each distinct term
+once, every one checked before the selector is used.
 
 A pod's required affinity is read once as kube-scheduler's NodeAffinity plugin reads it
 (`required_affinity`): its PreFilter narrows the nodes to the names ``metadata.name In`` pins
@@ -36,9 +38,10 @@ grammar in `kube.selectors` builds the same ones). Pure; imports only `protocol`
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -99,18 +102,55 @@ def valid_label_value(value: str) -> bool:
     return not value or (len(value) <= MAX_NAME and bool(_NAME.fullmatch(value)))
 
 
+_LABEL_TEXT: Final = re.compile(r"[-A-Za-z0-9_.\n]*")
+_LABEL_EDGES: Final = tuple(f"{a}{b}" for mark in "-_." for a, b in (("\n", mark), (mark, "\n")))
+"""A value that starts or ends with what only its middle may hold, in the joined text."""
+
+
+def _label_values(values: Sequence[str]) -> bool:
+    """Whether every one of ``values`` is a label value (`valid_label_value`), at C speed (1.5M values: 0.1 s).
+
+    The same rule on the values joined by newlines, which no label value holds (as many as there
+    are values less one, or one of them held one): at most 63 characters each, of the allowed ones
+    only, none starting or ending with ``-``, ``_`` or ``.``.
+    """
+    if len(values) <= _SCANNED_VALUES:
+        return all(valid_label_value(value) for value in values)
+    if max(map(len, values)) > MAX_NAME:
+        return False
+    text = "\n".join(values)
+    return (text.count("\n") == len(values) - 1 and _LABEL_TEXT.fullmatch(text) is not None
+            and text[:1] not in "-_." and text[-1:] not in "-_." and not any(edge in text for edge in _LABEL_EDGES))
+
+
 def int64_text(text: str) -> bool:
     """Whether ``text`` is a base-10 int64, as ``strconv.ParseInt(text, 10, 64)`` accepts it (sign "-" only)."""
     return bool(_INTEGER.fullmatch(text)) and INT64_MIN <= int(text) <= INT64_MAX
 
 
-@dataclass(frozen=True)
+_SCANNED_VALUES: Final = 8
+"""Values of a requirement past which `Requirement.members` is a set."""
+
+
+@dataclass(frozen=True, slots=True)
 class Requirement:
-    """One label requirement: ``key op values``."""
+    """One label requirement: ``key op values``.
+
+    Slotted, as `NodeTerm`: a pod's affinity may compile to a million of them (no ``__dict__`` each
+    for the garbage collector to walk).
+    """
 
     key: str
     op: str  # "=", "!=", "in", "notin", "exists", "!", "gt", "lt"
     values: tuple[str, ...] = ()
+    members: Container[str] = dataclasses.field(init=False, repr=False, compare=False)
+    """The values to test a label against: a set past a few (a pod's one requirement may list 1.5M values).
+    Upstream (``labels.Requirement.hasValue``) scans them; the answer is the same, each node pays a look-up."""
+
+    def __post_init__(self) -> None:
+        """Work out `members` once, with the requirement (its compiling pays for it, not a cycle's first node)."""
+        members = frozenset(self.values) if len(self.values) > _SCANNED_VALUES else self.values
+        object.__setattr__(self, "members", members)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether a label map satisfies this requirement."""
@@ -120,9 +160,9 @@ class Requirement:
         if self.op == "!":
             return not present
         if self.op in ("=", "in"):
-            return present and labels[self.key] in self.values
+            return present and labels[self.key] in self.members
         if self.op in ("!=", "notin"):
-            return not present or labels[self.key] not in self.values
+            return not present or labels[self.key] not in self.members
         if not present:
             return False
         actual = labels[self.key]
@@ -152,7 +192,7 @@ class WireTerm(Protocol):
     def match_fields(self) -> Sequence[WireRequirement]: ...  # noqa: D102
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeTerm:
     """One compiled term: label requirements and ``metadata.name`` requirements, all of which must hold."""
 
@@ -221,30 +261,33 @@ class _TermIndex:
     everywhere: list[NodeTerm]
 
     @classmethod
-    def of(cls, terms: Sequence[NodeTerm]) -> _TermIndex:
+    def of(cls, terms: Iterable[NodeTerm]) -> _TermIndex:
         index = cls({}, {}, {}, [], [])
         for term in terms:
-            present: Requirement | None = None
-            for requirement in term.labels:
-                if requirement.op == "in":
-                    values = index.by_value.setdefault(requirement.key, {})
-                    for value in requirement.values:
-                        _file(values, value, term)
-                    break
-                if present is None and requirement.op in ("exists", "gt", "lt"):
-                    present = requirement
-            else:
-                if present is not None:
-                    _file(index.by_key, present.key, term)
-                    continue
-                anchor = _name_anchor(term)
-                if anchor is not None:
-                    index.named.append(term)
-                    for value in anchor.values:
-                        _file(index.by_name, value, term)
-                    continue
-                index.everywhere.append(term)
+            index.add(term)
         return index
+
+    def add(self, term: NodeTerm) -> None:
+        """File one more live term (after those filed before it)."""
+        present: Requirement | None = None
+        for requirement in term.labels:
+            if requirement.op == "in":
+                values = self.by_value.setdefault(requirement.key, {})
+                for value in requirement.values:
+                    _file(values, value, term)
+                return
+            if present is None and requirement.op in ("exists", "gt", "lt"):
+                present = requirement
+        if present is not None:
+            _file(self.by_key, present.key, term)
+            return
+        anchor = _name_anchor(term)
+        if anchor is not None:
+            self.named.append(term)
+            for value in anchor.values:
+                _file(self.by_name, value, term)
+            return
+        self.everywhere.append(term)
 
     def candidates(self, labels: Mapping[str, str], name: str) -> Iterator[NodeTerm]:
         """The terms that may match the node, each once."""
@@ -263,6 +306,15 @@ class NodeSelector:
 
     terms: tuple[NodeTerm, ...] = ()
     error: str = ""
+
+    @classmethod
+    def _built(cls, terms: tuple[NodeTerm, ...], live: tuple[NodeTerm, ...], index: _TermIndex,
+               read: tuple[frozenset[str], bool]) -> NodeSelector:
+        """A lazy selector whose live terms, index and keys `_Compiling` worked out term by term."""
+        selector = cls(terms)
+        selector.__dict__.update(live=live, _index=index if len(live) > _INDEXED_PAST else None, _read=read)
+        return selector
+
     @functools.cached_property
     def live(self) -> tuple[NodeTerm, ...]:
         """The terms that can match anything, each once: what `matches` asks (a pod may hold a million terms)."""
@@ -310,23 +362,29 @@ class NodeSelector:
         """Whether the node (its labels and name) is selected: some term matches."""
         return self.verdict(labels, name)[0]
 
-    def verdict(self, labels: Mapping[str, str], name: str) -> tuple[bool, int]:
-        """Whether the node is selected, and how many terms that asked (0: known already).
+    @functools.cached_property
+    def _kept(self) -> bool:
+        """Whether verdicts are kept: past a few terms, or a few requirements (one term may hold 285,000)."""
+        return self._index is not None or sum(len(t.labels) + len(t.fields) for t in self.live) > _INDEXED_PAST
 
-        Past a few terms a verdict is kept by what of the node it depends on (`_seen_as`): nodes
-        that share it (those of a rack, when only ``rack`` is read) share the verdict, and a node
-        asked again (the scheduler's next cycle) costs a look-up. A pod may hold 280,000 terms no
-        index narrows (``NotIn`` only), about 150 ms a node: upstream asks them all of every node.
+    def verdict(self, labels: Mapping[str, str], name: str) -> tuple[bool, int]:
+        """Whether the node is selected, and how many requirements the terms it asked hold (0: known already).
+
+        Past a few terms (or requirements) a verdict is kept by what of the node it depends on
+        (`_seen_as`): nodes that share it (those of a rack, when only ``rack`` is read) share the
+        verdict, and a node asked again (the scheduler's next cycle) costs a look-up. A pod may hold
+        280,000 terms no index narrows (``NotIn`` only), or one term of 285,000 requirements, about
+        150 ms a node: upstream asks them all of every node.
         """
-        if self._index is None:
+        if not self._kept:
             return any(term.matches(labels, name) for term in self.live), len(self.live)
         seen_as = self._seen_as(labels, name)
         known = self._verdicts.get(seen_as)
         if known is not None:
             return known, 0
         asked, matched = 0, False
-        for term in self._index.candidates(labels, name):
-            asked += 1
+        for term in self.asked(labels, name):
+            asked += len(term.labels) + len(term.fields)
             if term.matches(labels, name):
                 matched = True
                 break
@@ -361,7 +419,7 @@ def _field_matches(requirement: Requirement, name: str) -> bool:
     so ``In [""]`` on another key matches every node, ``NotIn [""]`` none, and other values the reverse.
     """
     actual = name if requirement.key == NODE_NAME_FIELD else ""
-    return (actual in requirement.values) == (requirement.op == "in")
+    return (actual in requirement.members) == (requirement.op == "in")
 
 
 def _shown(text: str) -> str:
@@ -373,7 +431,7 @@ def _requirement(raw: WireRequirement, field: bool) -> Requirement | str:
     key, operator, values = raw.key, raw.operator, tuple(raw.values)
     if len(key) > MAX_KEY:
         return f"key {_shown(key)} is too long"
-    if any(len(value) > MAX_VALUE for value in values):
+    if values and max(map(len, values)) > MAX_VALUE:
         return f"{key}: a value is too long"
     if field:  # nodeSelectorRequirementsAsFieldSelector checks operator and count, not the key (any key reads "")
         if operator not in _FIELD_OPERATORS:
@@ -383,7 +441,7 @@ def _requirement(raw: WireRequirement, field: bool) -> Requirement | str:
         return Requirement(key, NODE_OPERATORS[operator], values)
     if not valid_label_key(key):  # labels.NewRequirement: validateLabelKey, then each validateLabelValue
         return f"key {_shown(key)} is not a valid label key"
-    if not all(valid_label_value(value) for value in values):
+    if not _label_values(values):
         return f"{key}: a value is not a valid label value"
     op = NODE_OPERATORS.get(operator)
     if op is None:
@@ -401,18 +459,44 @@ _EMPTY_TERM: Final = NodeTerm()
 """Every term with no requirement, shared: a pod may hold 1.5M (`MAX_POD_TERMS`), 100 bytes each if apart."""
 
 
-def _term(raw: WireTerm) -> NodeTerm:
-    if not raw.match_expressions and not raw.match_fields:
-        return _EMPTY_TERM
-    compiled: tuple[list[Requirement], list[Requirement]] = ([], [])
-    for found, field, requirements in ((compiled[0], False, raw.match_expressions),
-                                       (compiled[1], True, raw.match_fields)):
-        for requirement in requirements:
-            got = _requirement(requirement, field)
+class _TermSteps:
+    """One term compiled a requirement at a time, as `_Compiling` spends its work (a term may hold 285,000)."""
+
+    def __init__(self, raw: WireTerm) -> None:
+        """Nothing is compiled yet; a term with no requirement is `_EMPTY_TERM` at once."""
+        self.raw = raw
+        self.term: NodeTerm | None = None if raw.match_expressions or raw.match_fields else _EMPTY_TERM
+        """The compiled term, once every requirement is (or one does not parse)."""
+        self._field = False
+        self._at = 0
+        self._found: tuple[list[Requirement], list[Requirement]] = ([], [])
+
+    def advance(self, work: int) -> int:
+        """Compile requirements until ``work`` units are spent (4, and 1 a value, each); returns those spent."""
+        spent = 0
+        while self.term is None and spent < work:
+            requirements = self.raw.match_fields if self._field else self.raw.match_expressions
+            if self._at == len(requirements):
+                if self._field:
+                    self.term = NodeTerm(tuple(self._found[0]), tuple(self._found[1]))
+                self._field, self._at = True, 0
+                continue
+            requirement = requirements[self._at]
+            self._at += 1
+            spent += 4 + len(requirement.values)
+            got = _requirement(requirement, self._field)
             if isinstance(got, str):
-                return NodeTerm(error=got)
-            found.append(got)
-    return NodeTerm(tuple(compiled[0]), tuple(compiled[1]))
+                self.term = NodeTerm(error=got)
+            else:
+                self._found[self._field].append(got)
+        return spent
+
+
+def _term(raw: WireTerm) -> NodeTerm:
+    steps = _TermSteps(raw)
+    steps.advance(1 << 62)
+    assert steps.term is not None
+    return steps.term
 
 
 def compile_selector(terms: Sequence[WireTerm], *, lazy: bool = False) -> NodeSelector:
@@ -429,19 +513,118 @@ def compile_selector(terms: Sequence[WireTerm], *, lazy: bool = False) -> NodeSe
     Returns:
         The selector; its ``error`` says why it is refused (then it matches no node).
     """
-    most_terms, most_requirements, most_values = ((MAX_POD_TERMS, MAX_POD_REQUIREMENTS, MAX_POD_VALUES) if lazy
-                                                  else (MAX_REQUIREMENTS, MAX_REQUIREMENTS, MAX_VALUES))
+    if lazy:
+        return _Compiling(terms).finish()
+    refused = _past_bounds(terms, MAX_REQUIREMENTS, MAX_REQUIREMENTS, MAX_VALUES)
+    if refused:
+        return NodeSelector(error=refused)
+    compiled = tuple(_term(term) for term in terms)
+    return NodeSelector(compiled, next((f"term {i}: {t.error}" for i, t in enumerate(compiled) if t.error), ""))
+
+
+def _past_bounds(terms: Sequence[WireTerm], most_terms: int, most_requirements: int, most_values: int) -> str:
+    """Why a selector is refused for its size before any term is compiled ("" when it is not)."""
     requirements = sum(len(t.match_expressions) + len(t.match_fields) for t in terms)
     if requirements > most_requirements:
-        return NodeSelector(error=f"more than {most_requirements} requirements")
+        return f"more than {most_requirements} requirements"
     if len(terms) > most_terms:  # empty terms cost compiling too
-        return NodeSelector(error=f"more than {most_terms} terms")
+        return f"more than {most_terms} terms"
     values = sum(len(r.values) for t in terms for r in (*t.match_expressions, *t.match_fields))
     if values > most_values:
-        return NodeSelector(error=f"more than {most_values} values")
-    compiled = tuple(_term(term) for term in terms)
-    error = next((f"term {i}: {t.error}" for i, t in enumerate(compiled) if t.error), "")
-    return NodeSelector(compiled, "" if lazy else error)
+        return f"more than {most_values} values"
+    return ""
+
+
+WORK_PER_TERM: Final = 8
+"""`_Compiling`'s work units for a term, beside 4 per requirement and 1 per value (`_TermSteps`): about equal
+times each; finding a term compiled already costs 1, 1 per requirement and 1 per 8 values (hashing it)."""
+
+
+def _hashable(term: WireTerm) -> bool:
+    try:
+        hash(term)
+    except TypeError:  # a decoder's term holding lists
+        return False
+    return True
+
+
+class _Compiling:
+    """A pod's required terms (``lazy``) compiled a share at a time, so no one scheduling cycle pays for them all.
+
+    Each term is compiled (`_term`), kept once among the live ones (`NodeSelector.live`), filed in
+    the index (`_TermIndex.add`) and its keys noted (`NodeSelector._read`) as it comes: when the
+    last is done the selector is what `compile_selector` makes of the terms at once, every term
+    checked. A pod past the bounds (`_past_bounds`: no pod so large can exist) is refused whole.
+    """
+
+    def __init__(self, terms: Sequence[WireTerm]) -> None:
+        """Check the bounds (linear, at C speed); nothing is compiled yet."""
+        self._terms = terms
+        self._next = 0
+        self._refused = _past_bounds(terms, MAX_POD_TERMS, MAX_POD_REQUIREMENTS, MAX_POD_VALUES)
+        if self._refused:
+            self._next = len(terms)
+        self._current: _TermSteps | None = None
+        """The term being compiled, when the work ran out in its middle."""
+        self._compiled: list[NodeTerm] = []
+        self._seen: dict[WireTerm, NodeTerm] = {}
+        """Each distinct term as written, compiled, when terms hash (`types.NodeSelectorTerm`, a pod's, does)."""
+        self._keyed = _hashable(terms[0]) if terms else False
+        self._live: dict[NodeTerm, None] = {}
+        self._index = _TermIndex.of(())
+        self._keys: set[str] = set()
+        self._reads_name = False
+
+    @property
+    def done(self) -> bool:
+        """Whether every term is compiled."""
+        return self._current is None and self._next >= len(self._terms)
+
+    def advance(self, work: int) -> int:
+        """Compile on until ``work`` units are spent (`WORK_PER_TERM`); returns those spent.
+
+        A call of more than `WORK_PER_TERM` units compiles at least one requirement (or finds a term compiled).
+        """
+        spent = 0
+        terms, compiled, live, index, keys = self._terms, self._compiled, self._live, self._index, self._keys
+        while spent < work and not self.done:
+            if self._current is None:
+                raw = terms[self._next]
+                self._next += 1
+                known = self._seen.get(raw) if self._keyed else None
+                if known is not None:  # the same term again (a template's repeats): compiled and filed once
+                    requirements = (*raw.match_expressions, *raw.match_fields)
+                    spent += 1 + len(requirements) + sum(len(r.values) for r in requirements) // 8
+                    compiled.append(known)
+                    continue
+                spent += WORK_PER_TERM
+                self._current = _TermSteps(raw)
+            spent += self._current.advance(work - spent)
+            term = self._current.term
+            if term is None:
+                break  # the work is spent mid-term: the next call goes on with it
+            if self._keyed:
+                self._seen[self._current.raw] = term
+            self._current = None
+            compiled.append(term)
+            if term.error or not (term.labels or term.fields) or term in live:
+                continue
+            live[term] = None
+            if len(live) > _INDEXED_PAST:  # NodeSelector._index: only past a few live terms
+                for earlier in (live if len(live) == _INDEXED_PAST + 1 else (term,)):
+                    index.add(earlier)
+            keys.update(r.key for r in term.labels)
+            self._reads_name = self._reads_name or bool(term.fields)
+        return spent
+
+    def finish(self) -> NodeSelector:
+        """The selector, the terms left compiled now."""
+        while not self.done:
+            self.advance(1 << 62)
+        if self._refused:
+            return NodeSelector(error=self._refused)
+        return NodeSelector._built(tuple(self._compiled), tuple(self._live), self._index,
+                                   (frozenset(self._keys), self._reads_name))
 
 
 NOT_IN_PREFILTER_REASON: Final = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
@@ -450,14 +633,37 @@ AFFINITY_CONFLICT: Final = "pod affinity terms conflict"
 """NodeAffinity's ``errReasonConflict``: the ``metadata.name In`` requirements of each term leave it no name."""
 
 
-@dataclass(frozen=True)
 class RequiredAffinity:
-    """A pod's required node affinity as kube-scheduler's NodeAffinity plugin reads it: PreFilter, then Filter."""
+    """A pod's required node affinity as kube-scheduler's NodeAffinity plugin reads it: PreFilter, then Filter.
 
-    selector: NodeSelector
-    """What Filter matches each node with (``NewLazyErrorNodeSelector``)."""
-    names: frozenset[str] | None = None
-    """PreFilter's ``PreFilterResult.NodeNames``: only these nodes are filtered (None: every node)."""
+    Filter's selector is compiled when first asked for (`selector`), or a share per call of
+    `compile` (the scheduler stand-in's cycles: a 3 MiB affinity costs seconds to compile).
+    """
+
+    def __init__(self, selector: NodeSelector | Sequence[WireTerm], names: frozenset[str] | None = None) -> None:
+        """``selector``: compiled, or the terms to compile (``NewLazyErrorNodeSelector``); ``names``: PreFilter's."""
+        self._selector = selector if isinstance(selector, NodeSelector) else None
+        self._compiling = None if isinstance(selector, NodeSelector) else _Compiling(selector)
+        self.names = names
+        """PreFilter's ``PreFilterResult.NodeNames``: only these nodes are filtered (None: every node)."""
+
+    @property
+    def selector(self) -> NodeSelector:
+        """What Filter matches each node with (``NewLazyErrorNodeSelector``), compiled now if it is not yet."""
+        if self._selector is None:
+            assert self._compiling is not None
+            self._selector = self._compiling.finish()
+            self._compiling = None
+        return self._selector
+
+    @property
+    def compiled(self) -> bool:
+        """Whether `selector` is compiled (asking for it costs nothing more)."""
+        return self._compiling is None or self._compiling.done
+
+    def compile(self, work: int) -> int:
+        """Compile the selector's next terms for about ``work`` units (`_work`); returns those spent (0: all done)."""
+        return 0 if self._compiling is None else self._compiling.advance(work)
 
     @property
     def conflict(self) -> bool:
@@ -493,7 +699,7 @@ def prefilter_names(terms: Sequence[WireTerm]) -> frozenset[str] | None:
 
 def required_affinity(terms: Sequence[WireTerm]) -> RequiredAffinity | None:
     """A pod's required node affinity terms read once for every node it is judged on; None: it has none."""
-    return RequiredAffinity(compile_selector(terms, lazy=True), prefilter_names(terms)) if terms else None
+    return RequiredAffinity(terms, prefilter_names(terms)) if terms else None
 
 
 def merged(selectors: Sequence[NodeSelector]) -> NodeSelector | None:
@@ -538,6 +744,7 @@ __all__ = [
     "NodeTerm",
     "Requirement",
     "RequiredAffinity",
+    "WORK_PER_TERM",
     "WireRequirement",
     "WireTerm",
     "compile_selector",

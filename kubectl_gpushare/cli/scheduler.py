@@ -30,7 +30,9 @@ with an empty status; a ``null`` in one of those strings is read as absent, as G
 Any other pod whose cycle raises is logged in one line (``cannot schedule ns/pod: ...``) and
 retried with backoff; the pods after it in the pass are still tried. A pod whose required node
 affinity asks more than `AFFINITY_BUDGET` terms of its nodes in one cycle fails that cycle
-(upstream asks them all, stalling its loop) and resumes from the verdicts kept on its next.
+(upstream asks them all, stalling its loop) and resumes from the verdicts kept on its next; so does
+one whose affinity takes more than `AFFINITY_COMPILE_BUDGET` to compile (upstream compiles it at
+once), the next cycle compiling on.
 """
 
 from __future__ import annotations
@@ -200,11 +202,22 @@ NODE_AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"
 AFFINITY_BUDGET = 1_000_000
 """Terms of a pod's required node affinity one cycle asks of its nodes (about a second) before it stops.
 
+A term counts its requirements (`NodeSelector.verdict`): one term may hold 285,000.
+
 Upstream asks every term of every node: a pod of 142,000 terms no index narrows holds its loop
 for minutes at 2,000 nodes. Here the cycle fails past this (`AFFINITY_OVER_BUDGET`) and the pod
 is retried with backoff, the nodes judged so far keeping their verdicts (`NodeSelector.verdict`),
 so the next cycle goes on where this one stopped and the pod is placed where upstream places it,
 later; the other pods are tried in between. No pod of realistic terms comes near it.
+"""
+AFFINITY_COMPILE_BUDGET = 400_000
+"""Work (`node_affinity.WORK_PER_TERM` and its kin) one cycle spends compiling a pod's required node affinity.
+
+About 0.1 s (0.4 s on a loaded 2-core machine): the largest affinity a pod can hold (285,000
+requirements, or 1.5M values) takes 3-6 s to compile at once, which held the loop on the pod's
+first cycle. Past this the cycle fails (`AFFINITY_OVER_BUDGET`) and the next goes on compiling
+where it stopped; every term is still compiled and checked before any node is judged by them.
+Upstream compiles them at once (``GetRequiredNodeAffinity``, on its PreFilter).
 """
 AFFINITY_OVER_BUDGET = "node affinity ran out of its budget of terms this attempt (resumed on the next)"
 """The reason of a cycle stopped by `AFFINITY_BUDGET` (the same each time: the pod's condition is written once)."""
@@ -217,6 +230,8 @@ class _Budget:
     nodes: int
     """The nodes of the cycle (for the FitError's count)."""
     left: int
+    compile_left: int
+    """What is left of `AFFINITY_COMPILE_BUDGET`."""
 
 
 @dataclass(frozen=True)
@@ -238,7 +253,7 @@ def placement(pod: Mapping[str, Any]) -> Placement:
     The affinity is read by `node_affinity.required_affinity` (lazy: a term that does not parse
     matches nothing, ``GetRequiredNodeAffinity``; PreFilter's names), as ``explain`` reads it. A
     ``spec.affinity`` that does not decode becomes a selector matching no node; unreadable
-    tolerations tolerate nothing.
+    tolerations tolerate nothing, while a ``null`` field of one is "" as Go reads it (`types.Toleration`).
     """
     spec = pod.get("spec")
     spec = spec if isinstance(spec, dict) else {}
@@ -384,13 +399,16 @@ class SchedulerLoop:
     """The loop, on one thread; `wake` makes it look again now."""
 
     def __init__(self, sandbox: SandboxView, api: Client, extenders: list[Extender], nodes: object = None, *,
-                 request_timeout: float = API_REQUEST_TIMEOUT, affinity_budget: int = AFFINITY_BUDGET) -> None:
+                 request_timeout: float = API_REQUEST_TIMEOUT, affinity_budget: int = AFFINITY_BUDGET,
+                 compile_budget: int = AFFINITY_COMPILE_BUDGET) -> None:
         """Nothing runs until `start`; ``request_timeout`` is the API server's (`DynamicResources`).
 
-        ``affinity_budget``: the terms of a pod's required node affinity one cycle asks (`AFFINITY_BUDGET`).
+        ``affinity_budget``: the terms of a pod's required node affinity one cycle asks (`AFFINITY_BUDGET`);
+        ``compile_budget``: the work one cycle spends compiling them (`AFFINITY_COMPILE_BUDGET`).
         """
         self.sandbox = sandbox
         self.affinity_budget = affinity_budget
+        self.compile_budget = compile_budget
         self.api = api
         self.extenders = extenders
         self._ignored = frozenset(resource for e in extenders for resource, skip in e.managed.items() if skip)
@@ -550,7 +568,7 @@ class SchedulerLoop:
                 claims = self.dra.pre_filter(pod, dra_state)
             except Unschedulable as exc:  # FitError with a PreFilter message
                 raise Unschedulable(f"0/{len(nodes)} nodes are available: {exc}.") from None
-        budget = _Budget(len(nodes), self.affinity_budget)
+        budget = _Budget(len(nodes), self.affinity_budget, self.compile_budget)
         candidates = [n for n in nodes if self._fits(pod, wants, n, used, reasons, where, budget)
                       and self._claims_fit(claims, n, dra_state, reasons)]
         interested = [e for e in self.extenders if is_interested(pod, e.managed)]
@@ -683,21 +701,33 @@ class SchedulerLoop:
 
     def _affinity_matches(self, pod: Mapping[str, Any], affinity: RequiredAffinity, labels: Mapping[str, str],
                           node_name: str, budget: _Budget) -> bool:
-        """NodeAffinity's Filter on one node, within the cycle's ``budget`` of terms.
+        """NodeAffinity's Filter on one node, within the cycle's ``budget`` of terms and of compiling them.
 
         Raises:
             Unschedulable: the budget is spent (`AFFINITY_OVER_BUDGET`), logged once for the pod.
         """
+        if not affinity.compiled:
+            budget.compile_left -= affinity.compile(budget.compile_left)
+            if not affinity.compiled:
+                self._over_budget(pod, budget, "is too large to compile in one cycle (more than %d units of work)",
+                                  self.compile_budget)
         if budget.left <= 0:
-            meta = pod["metadata"]
-            logged = (f"pod {meta.get('namespace')}/{meta.get('name')} {meta.get('uid', '')}", AFFINITY_OVER_BUDGET)
-            self._warn_once(logged, "pod %s/%s: its required node affinity asks more than %d terms in one cycle: the "
-                            "cycle stops there and the next goes on where it stopped", meta.get("namespace"),
-                            meta.get("name"), self.affinity_budget)
-            raise Unschedulable(f"0/{budget.nodes} nodes are available: {AFFINITY_OVER_BUDGET}.")
+            self._over_budget(pod, budget, "asks more than %d terms in one cycle", self.affinity_budget)
         matched, asked = affinity.selector.verdict(labels, node_name)
         budget.left -= asked
         return matched
+
+    def _over_budget(self, pod: Mapping[str, Any], budget: _Budget, why: str, most: int) -> None:
+        """End the cycle past its affinity budget (`AFFINITY_OVER_BUDGET`), the pod logged once for ``why``.
+
+        Raises:
+            Unschedulable: always.
+        """
+        meta = pod["metadata"]
+        logged = (f"pod {meta.get('namespace')}/{meta.get('name')} {meta.get('uid', '')}", why)
+        self._warn_once(logged, f"pod %s/%s: its required node affinity {why}: the cycle stops there and the next "
+                        "goes on where it stopped", meta.get("namespace"), meta.get("name"), most)
+        raise Unschedulable(f"0/{budget.nodes} nodes are available: {AFFINITY_OVER_BUDGET}.")
 
     def _node_facts(self, node: Mapping[str, Any]) -> tuple[str | None, tuple[Taint, ...]]:
         """What makes the node unreadable (`unreadable`, or taints that do not decode) and its taints typed.

@@ -1,8 +1,11 @@
-"""A stand-in for kube-scheduler's HTTPExtender client, for tests, benchmarks and the demo.
+r"""A stand-in for kube-scheduler's HTTPExtender client, for tests, benchmarks and the demo.
 
 It calls an extender the way ``pkg/scheduler/extender.go`` does:
 
-- URLs are ``urlPrefix`` with trailing slashes removed, ``/``, and the verb;
+- URLs are ``urlPrefix`` with trailing slashes removed, ``/``, and the verb, parsed and written
+  on the request line as Go's net/url and net/http do (`go_url`: ``"<>\^`{|}``, spaces and
+  bytes beyond ASCII percent-encoded, a ``#`` ending the path and never sent, a bad ``%`` escape
+  or a control character an error of the call);
 - every call is a POST of JSON with the Go field names, on a keep-alive connection, with a
   timeout (``httpTimeout``, 5 s by default);
 - any status other than 200 is an error *without reading the body*; a reply that does not decode
@@ -46,6 +49,9 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, TypeVar, cast
 
 import msgspec
+
+from kubectl_gpushare.extender import go_url
+from kubectl_gpushare.kube.go_format import go_quote
 
 MAX_NODE_SCORE = 100
 MAX_EXTENDER_PRIORITY = 10
@@ -257,19 +263,18 @@ class _TLSConnection(_Connection, http.client.HTTPSConnection):
     """An HTTPS connection that knows how many bytes of the current request were written."""
 
 
-_PATH_ESCAPED: Final = re.compile(r"[ \x80-\U0010ffff]+")
-"""What `_request_path` percent-encodes: spaces and characters beyond ASCII."""
+_NOT_WRITABLE: Final = re.compile(r"[ \x80-\U0010ffff]+")
+"""What http.client cannot write on a request line: a space, a character beyond ASCII."""
 
 
-def _request_path(path: str) -> str:
-    """The path as Go's net/http writes it on the request line: a character beyond ASCII or a space percent-encoded.
+def _request_target(url: go_url.GoURL) -> str:
+    """``URL.RequestURI()``, as net/http writes it on the request line (`go_url`).
 
-    kube-scheduler's extender client builds ``urlPrefix + "/" + verb`` and ``http.NewRequest``
-    parses it (net/url ``Parse``, which takes them), then writes ``URL.EscapedPath()``: UTF-8
-    bytes and spaces as ``%XX``. Python's http.client refuses such a path (``UnicodeEncodeError``, an
-    error of no call) instead. A control character stays: http.client refuses it as Go's ``Parse`` does.
+    Its path is escaped already; a space or a character beyond ASCII can remain only in a query (a
+    ``?`` in the verb), which Go writes as is and http.client refuses: they are percent-encoded
+    (the one difference: the extender reads the same query values).
     """
-    return _PATH_ESCAPED.sub(lambda found: urllib.parse.quote(found.group()), path)
+    return _NOT_WRITABLE.sub(lambda found: urllib.parse.quote(found.group()), url.request_uri)
 
 
 class HTTPExtender:
@@ -284,7 +289,6 @@ class HTTPExtender:
         self._scheme = url.scheme
         self._host = url.hostname
         self._port = url.port or (443 if url.scheme == "https" else 80)
-        self._path = url.path
         self._local = threading.local()
 
     def url(self, verb: str) -> str:
@@ -306,22 +310,31 @@ class HTTPExtender:
         self._local.conn = conn
         return conn, False
 
-    def _failed(self, conn: http.client.HTTPConnection, verb: str, exc: BaseException) -> ExtenderCallError:
+    def _failed(self, conn: http.client.HTTPConnection, url: go_url.GoURL, exc: BaseException) -> ExtenderCallError:
+        """A failed call closes its connection; the error names the URL as net/http's ``*url.Error`` does."""
         conn.close()
         self._local.conn = None
-        return ExtenderCallError(f'Post "{self.url(verb)}": {exc}')
+        return ExtenderCallError(f'Post "{url.shown}": {exc}')
 
     def send(self, verb: str, args: dict[str, Any], reply: type[_ReplyT]) -> _ReplyT | None:
-        """POST ``args`` to a verb and decode the reply as ``reply`` (None: JSON null); a non-200 status is an error."""
+        """POST ``args`` to a verb and decode the reply as ``reply`` (None: JSON null); a non-200 status is an error.
+
+        The URL is parsed for each call, as ``http.NewRequest`` parses it: one it refuses (a ``%``
+        that escapes nothing, a control character) is that call's error, in net/url's words, unsent.
+        """
+        try:
+            url = go_url.parse(self.url(verb))
+        except go_url.URLError as exc:
+            raise ExtenderCallError(str(exc)) from None
         body = json.dumps(args).encode()
         while True:
             conn, reused = self._connection()
             conn.written = 0
             try:
-                conn.request("POST", _request_path(f"{self._path}/{verb}"), body=body,
+                conn.request("POST", _request_target(url), body=body,
                              headers={"Content-Type": "application/json", "Accept": "application/json"})
             except (http.client.HTTPException, OSError) as exc:
-                error = self._failed(conn, verb, exc)
+                error = self._failed(conn, url, exc)
                 # shouldRetryRequest: only a reused connection, only if nothing was written; a
                 # timeout is the request's deadline (a cancelled context), never retried.
                 if reused and conn.written == 0 and not isinstance(exc, TimeoutError):
@@ -331,7 +344,7 @@ class HTTPExtender:
                 response = conn.getresponse()
                 payload = response.read()
             except (http.client.HTTPException, OSError) as exc:
-                raise self._failed(conn, verb, exc) from None  # written: the extender may act on it
+                raise self._failed(conn, url, exc) from None  # written: the extender may act on it
             # A reply that ends the connection (Connection: close, HTTP/1.0) leaves conn.sock None.
             if response.status != 200:
                 raise ExtenderCallError(
@@ -360,9 +373,9 @@ class HTTPExtender:
             names = []
         for name in names:
             if name not in by_name:
-                raise ExtenderCallError(
-                    f'extender "{self.url("")}" claims a filtered node "{name}" which is not found in the input '
-                    "node list")
+                raise ExtenderCallError(  # extender.go: %q of urlPrefix as configured, and of the name
+                    f"extender {go_quote(self.config.url_prefix)} claims a filtered node {go_quote(name)} which is "
+                    "not found in the input node list")
             passing.append(by_name[name])
         return FilterOutcome(passing, dict(result.FailedNodes or {}), dict(result.FailedAndUnresolvableNodes or {}))
 

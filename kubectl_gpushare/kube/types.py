@@ -80,13 +80,42 @@ class Container(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True,
     resources: ResourceRequirements = ResourceRequirements()
 
 
-class Toleration(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of a pod's ``spec.tolerations`` (read by ``kubectl gpushare explain``)."""
+if TYPE_CHECKING:
+    _NullAsEmpty = str
+else:  # what msgspec decodes: a JSON null too, made "" by the struct's __post_init__ (`_nulls_as_empty`)
+    _NullAsEmpty = str | None
 
-    key: str = ""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
+
+def _nulls_as_empty(entry: msgspec.Struct) -> None:
+    """Set each field of ``entry`` decoded from a JSON ``null`` to "", as Go's encoding/json reads it.
+
+    Go's decoder leaves a string field at "" for ``null`` (src/encoding/json/decode.go,
+    ``literalStore``: null only clears a pointer, slice, map or interface), so kube-apiserver stores
+    ``{"key": "k", "value": null}`` as ``{"key": "k"}`` and kube-scheduler reads the value "".
+    """
+    for field in entry.__struct_fields__:
+        if getattr(entry, field) is None:
+            msgspec.structs.force_setattr(entry, field, "")
+
+
+class Toleration(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
+    """One entry of a pod's ``spec.tolerations``, each field "" when ``null`` (`_nulls_as_empty`).
+
+    Read so by every reader (the scheduler stand-in's TaintToleration, ``explain``, the views), as
+    kube-scheduler reads such a pod: an operator ``null`` is "", which ``ToleratesTaint`` takes for
+    ``Equal`` (k8s.io/api core/v1 toleration.go). ``tolerationSeconds`` (a ``*int64``, NoExecute
+    eviction only) is not read.
+    """
+
+    key: _NullAsEmpty = ""
+    operator: _NullAsEmpty = "Equal"
+    value: _NullAsEmpty = ""
+    effect: _NullAsEmpty = ""
+
+    def __post_init__(self) -> None:
+        """Each field decoded from ``null`` becomes "" (see the class)."""
+        if self.key is None or self.operator is None or self.value is None or self.effect is None:
+            _nulls_as_empty(self)
 
 
 _EntryT = TypeVar("_EntryT", bound=msgspec.Struct)
@@ -234,19 +263,11 @@ class Pod(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=Fa
 # --- Nodes -----------------------------------------------------------------------------------------
 
 
-if TYPE_CHECKING:
-    _NullAsEmpty = str
-else:  # what msgspec decodes: a JSON null too, made "" by the struct's __post_init__
-    _NullAsEmpty = str | None
-
-
 class Taint(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
-    """One entry of ``spec.taints``, each field "" when absent or ``null``.
+    """One entry of ``spec.taints``, each field "" when absent or ``null`` (`_nulls_as_empty`).
 
-    Go's encoding/json leaves a string field at "" for a JSON ``null`` (decode.go, ``literalStore``),
-    so kube-apiserver stores ``{"key": "k", "value": null}`` as ``{"key": "k"}`` and kube-scheduler
-    reads the value "". Read here so, every reader of taints (the scheduler stand-in, ``explain``,
-    ``doctor``, ``--from-file``) takes such a node as upstream does instead of refusing it.
+    Read so, every reader of taints (the scheduler stand-in, ``explain``, ``doctor``,
+    ``--from-file``) takes such a node as upstream does instead of refusing it.
     """
 
     key: _NullAsEmpty = ""
@@ -256,9 +277,7 @@ class Taint(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=
     def __post_init__(self) -> None:
         """Each field decoded from ``null`` becomes "" (see the class)."""
         if self.key is None or self.value is None or self.effect is None:  # the rare case: one test per field
-            for field in self.__struct_fields__:
-                if getattr(self, field) is None:
-                    msgspec.structs.force_setattr(self, field, "")
+            _nulls_as_empty(self)
 
 
 class NodeSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):

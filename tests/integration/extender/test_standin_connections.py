@@ -205,3 +205,33 @@ def test_a_pod_without_a_uid_is_bound_with_an_empty_uid_as_go_sends_it(server: R
     _client(server).bind({"metadata": {"name": "job", "namespace": "default"}}, "gpu-1")
     assert json.loads(server.posted[-1][1]) == {"PodName": "job", "PodNamespace": "default", "PodUID": "",
                                                 "Node": "gpu-1"}
+
+
+@pytest.mark.parametrize(("verb", "path"), [('bind"<>\\^`{|}', "/x/bind%22%3C%3E%5C%5E%60%7B%7C%7D"),
+                                            ("bind#now", "/x/bind"), ("bind(now)", "/x/bind(now)")],
+                         ids=["escaped-always", "fragment", "sub-delims"])
+def test_a_verb_with_reserved_characters_is_sent_as_go_escapes_it(
+    server: RecordingExtender, verb: str, path: str
+) -> None:
+    """net/url's ``EscapedPath`` escapes ``"<>\\^`{|}`` always and keeps what ``validEncoded`` allows; a ``#``
+    starts the fragment, which is never sent (http.client sent all of them as written)."""
+    _client(server, bind_verb=verb).bind(POD, "gpu-1")
+    assert server.posted[-1][0] == path
+
+
+def test_a_verb_url_parse_refuses_is_an_error_of_the_call_and_nothing_is_sent(server: RecordingExtender) -> None:
+    """``http.NewRequest`` returns ``url.Parse``'s error and ``send`` returns it: no request is made."""
+    with pytest.raises(ExtenderCallError) as failed:
+        _client(server, bind_verb="bind%zz").bind(POD, "gpu-1")
+    assert str(failed.value) == (f'parse "http://127.0.0.1:{server.server_port}/x/bind%zz": '
+                                 'invalid URL escape "%zz"')
+    assert server.posted == []
+
+
+def test_a_filtered_node_not_asked_about_is_named_with_the_url_prefix_as_configured(server: RecordingExtender) -> None:
+    """``HTTPExtender.Filter``: ``extender %q claims a filtered node %q ...`` of ``extenderURL``, the urlPrefix."""
+    client = _client(server)
+    with pytest.raises(ExtenderCallError) as failed:
+        client.filter(POD, [{"metadata": {"name": "gpu-2"}}])  # the extender answers gpu-1
+    assert str(failed.value) == (f'extender "{client.config.url_prefix}" claims a filtered node "gpu-1" which is not '
+                                 "found in the input node list")

@@ -197,6 +197,41 @@ def test_an_affinity_past_the_cycles_budget_fails_its_cycle_alone_and_resumes_un
     assert len(over) == 1, [r.getMessage() for r in caplog.records]
 
 
+def test_an_affinity_too_large_to_compile_in_one_cycle_is_compiled_over_cycles_and_placed_as_upstream_would(
+    sandbox: Sandbox, racks: SchedulerLoop, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The largest affinity a pod holds takes seconds to compile: a cycle compiles a share, then stops.
+
+    With a budget of 200 units (a term of one requirement and one value costs 13) the 40 terms, one
+    of them not parsing and the one matching n-c last, take three cycles; the pod after it is
+    placed meanwhile, and the slow one lands on n-c, where upstream (compiling them at once) puts it.
+    """
+    racks.compile_budget = 200
+    tolerate = [{"key": "dedicated", "operator": "Exists"}]
+    terms = [{"matchExpressions": [{"key": "rack", "operator": "In", "values": [f"h{i}"]}]} for i in range(38)]
+    terms.insert(20, {"matchExpressions": [{"key": "rack", "operator": "Bogus", "values": ["c"]}]})
+    slow = affine("slow", *terms, rack_in("c"), tolerations=tolerate)
+    later = affine("later", rack_in("a"))
+    later["metadata"]["creationTimestamp"] = "2999-01-01T00:00:00Z"  # tried after the slow pod in a pass
+    sandbox.load([slow, later])
+    with caplog.at_level("WARNING", logger="kubectl_gpushare.scheduler"):
+        racks.run_once()
+        assert bound(sandbox, "later") == "n-a" and bound(sandbox, "slow") == ""
+        assert why(sandbox, "slow") == f"0/3 nodes are available: {AFFINITY_OVER_BUDGET}."
+
+        def placed() -> str:
+            racks.run_once()
+            return bound(sandbox, "slow")
+
+        wait_for(placed, what="the slow pod placed", timeout=30)
+    assert bound(sandbox, "slow") == "n-c"
+    failed = [e for e in sandbox.objects("events")
+              if e["involvedObject"]["name"] == "slow" and e["reason"] == "FailedScheduling"]
+    assert len(failed) == 2  # 520 units at 200 a cycle: the third cycle places it
+    over = [r for r in caplog.records if "too large to compile in one cycle" in r.getMessage()]
+    assert len(over) == 1, [r.getMessage() for r in caplog.records]
+
+
 @pytest.mark.parametrize("how", ["http", "seeded"])
 def test_a_taint_with_a_null_value_is_read_as_an_empty_one_by_the_stand_in_and_explain(
     sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl, how: str
@@ -241,6 +276,29 @@ def test_unreadable_tolerations_tolerate_nothing_and_the_pod_fails_alone(
     # only the Event carries the reason.
     assert bound(sandbox, "odd") == ""
     assert failed_scheduling(sandbox, "odd") == NONE_FITS
+
+
+def test_tolerations_with_null_fields_are_read_as_go_reads_them_by_the_stand_in_and_explain(
+    sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl
+) -> None:
+    """Go's encoding/json reads a ``null`` string as "" (``literalStore``): seeded storage may hold such a pod.
+
+    An ``effect: null`` toleration tolerates every effect, an ``operator: null`` one compares values
+    (``ToleratesTaint``: "" is Equal), so both pods go to n-c; before, both were refused as unreadable.
+    """
+    null_effect = affine("null-effect", rack_in("c"),
+                         tolerations=[{"key": "dedicated", "operator": "Equal", "value": "c", "effect": None}])
+    null_operator = affine("null-operator", rack_in("c"),
+                           tolerations=[{"key": "dedicated", "operator": None, "value": "c", "effect": "NoSchedule"}])
+    other_value = affine("other-value", rack_in("c"),
+                         tolerations=[{"key": "dedicated", "operator": None, "value": "x", "effect": None}])
+    sandbox.load([null_effect, null_operator, other_value])
+    racks.run_once()
+    assert bound(sandbox, "null-effect") == "n-c" and bound(sandbox, "null-operator") == "n-c"
+    assert why(sandbox, "other-value") == NONE_FITS  # read, and Equal compares "x" with "c"
+    explained = kubectl("gpushare", "explain", "other-value", "-n", "default")  # the views decode the pod too
+    assert explained.stdout.startswith("Pod default/other-value requests no aliyun.com/gpu-mem"), explained.stdout
+    assert not explained.stderr
 
 
 def test_a_taint_removed_from_a_node_is_seen_by_the_next_pass(

@@ -55,6 +55,17 @@ def test_a_null_field_of_a_taint_reads_as_empty_as_go_decodes_it() -> None:
         Taint(key="k", effect="NoSchedule"), Taint())
 
 
+def test_a_null_field_of_a_toleration_reads_as_empty_as_go_decodes_it() -> None:
+    """``literalStore`` leaves a string "" for ``null``; an operator "" is Equal to ``ToleratesTaint``."""
+    read = decode_tolerations([{"key": "gpu", "operator": None, "value": "a100", "effect": None},
+                               {"key": None, "operator": "Exists", "value": None, "effect": "NoSchedule"},
+                               {"key": "gpu", "operator": "Exists", "tolerationSeconds": None}])
+    assert read == (Toleration(key="gpu", operator="", value="a100"),
+                    Toleration(operator="Exists", effect="NoSchedule"), Toleration(key="gpu", operator="Exists"))
+    assert all(tolerates(toleration, TAINT) for toleration in read or ())
+    assert decode_tolerations([{"key": None, "value": 1}]) is None  # a number is still no string: refused
+
+
 @pytest.mark.parametrize(("tolerations", "kept_off"), [
     ((), True),
     ((Toleration(key="node.kubernetes.io/unschedulable", operator="Exists", effect="NoSchedule"),), False),

@@ -1,0 +1,119 @@
+r"""How Go's net/url and net/http read and write the URL kube-scheduler posts to an extender.
+
+kube-scheduler's ``HTTPExtender.send`` (pkg/scheduler/extender.go) builds the URL as
+``strings.TrimRight(urlPrefix, "/") + "/" + verb`` (a concatenation: no ``path.Join``, so no
+cleaning of ``..`` or ``//``) and hands it to ``http.NewRequest``, which parses it with
+``url.Parse``; net/http then writes ``URL.RequestURI()`` on the request line and names the URL in a
+client error by ``URL.String()``. The rules, after src/net/url/url.go:
+
+- ``Parse``: the text after the first ``#`` is the fragment (never sent); a control byte (below a
+  space, or DEL) is an error (``net/url: invalid control character in URL``); the text after the
+  first ``?`` is the raw query (written as is); a ``%`` not followed by two hex digits is an error
+  (``invalid URL escape "%zz"``), in the path and in the fragment alike;
+- ``setPath``: ``Path`` is the path unescaped, and ``RawPath`` the path as written when that
+  differs from ``escape(Path, encodePath)``;
+- ``EscapedPath``: ``RawPath`` when it is ``validEncoded`` (no byte ``shouldEscape`` escapes but
+  the sub-delims ``!$&'()*+,;=:@``, ``[``, ``]`` and ``%``) and unescapes to ``Path``, else
+  ``escape(Path, encodePath)``: every byte but letters, digits, ``-_.~`` and ``$&+,/:;=@`` as
+  ``%XX``. So ``"<>\^`{|}``, a space and bytes beyond ASCII are always escaped, ``!'()*[]`` kept
+  unless another byte of the path needs escaping (then they are escaped too, and ``%41`` is
+  written ``A``), and ``%2F`` kept as written;
+- ``RequestURI``: the escaped path (``/`` when empty), then ``?`` and the raw query if the URL had
+  a ``?``.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from kubectl_gpushare.kube.go_format import go_quote
+
+_UNRESERVED: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~")
+_PATH_KEPT: Final = _UNRESERVED | frozenset(b"$&+,/:;=@")
+"""The bytes ``shouldEscape(c, encodePath)`` keeps: of the reserved ones, all but ``?``."""
+_FRAGMENT_KEPT: Final = _UNRESERVED | frozenset(b"$&+,/:;=?@!()*")
+"""The bytes ``shouldEscape(c, encodeFragment)`` keeps: the reserved ones and ``!()*``."""
+_VALID_ENCODED_EXTRA: Final = frozenset(b"!$&'()*+,;=:@[]%")
+"""What ``validEncoded`` accepts beside what ``shouldEscape`` keeps."""
+_ESCAPE: Final = re.compile(rb"%([0-9A-Fa-f]{2})")
+_BAD_ESCAPE: Final = re.compile(rb"%(?![0-9A-Fa-f]{2})")
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f]")
+
+
+class URLError(ValueError):
+    """What ``url.Parse`` returns for a URL it refuses; ``str()`` is Go's ``*url.Error`` text."""
+
+
+@dataclass(frozen=True)
+class GoURL:
+    """A parsed URL: what net/http writes on the request line, and how its errors name the URL."""
+
+    request_uri: str
+    """``URL.RequestURI()``: the request line's target."""
+    shown: str
+    """``URL.String()`` less any password, the URL a client error names (``Post "<shown>": ...``)."""
+
+
+def _unescape(text: bytes) -> bytes:
+    """``unescape`` (path and fragment modes: ``+`` stays); the caller has refused a bad ``%``."""
+    return _ESCAPE.sub(lambda found: bytes((int(found.group(1), 16),)), text)
+
+
+def _escape(raw: bytes, kept: frozenset[int]) -> bytes:
+    """``escape``: each byte not ``kept`` as ``%XX`` (upper-case hex)."""
+    return b"".join(bytes((byte,)) if byte in kept else b"%%%02X" % byte for byte in raw)
+
+
+def _escaped(written: bytes, kept: frozenset[int]) -> bytes:
+    """``setPath`` then ``EscapedPath`` (or ``setFragment`` then ``EscapedFragment``) of ``written``."""
+    if all(byte in kept or byte in _VALID_ENCODED_EXTRA for byte in written):
+        return written  # validEncoded: RawPath (or the path itself, when escaping it changes nothing)
+    return _escape(_unescape(written), kept)
+
+
+def _text(raw: bytes) -> str:
+    """Bytes of an escaped URL part (ASCII once escaped) as text; a part kept as written may hold only ASCII."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def parse(url: str) -> GoURL:
+    """``url`` as ``http.NewRequest`` parses it and net/http writes and names it.
+
+    Only URLs with a scheme and an authority (``http://host...``), as a checked ``urlPrefix`` gives;
+    the authority (user information, host and port) is kept as written, but for a password, which
+    ``shown`` writes ``***`` (net/http's ``stripPassword``).
+
+    Raises:
+        URLError: ``url.Parse`` refuses it (Go's ``parse "<url>": <reason>``).
+    """
+    before, hash_, fragment = url.partition("#")
+    if _CONTROL.search(before):
+        raise URLError(f"parse {go_quote(before)}: net/url: invalid control character in URL")
+    scheme, _, rest = before.partition(":")
+    rest, question, query = rest.partition("?")
+    authority, slash, path = rest[2:].partition("/")
+    written = (slash + path).encode("utf-8", "surrogateescape")
+    bad = _BAD_ESCAPE.search(written)
+    if bad is not None:
+        raise URLError(f"parse {go_quote(before)}: invalid URL escape {go_quote(_text(written[bad.start():][:3]))}")
+    shown_fragment = ""
+    if fragment:
+        written_fragment = fragment.encode("utf-8", "surrogateescape")
+        bad = _BAD_ESCAPE.search(written_fragment)
+        if bad is not None:
+            raise URLError(f"parse {go_quote(url)}: invalid URL escape "
+                           f"{go_quote(_text(written_fragment[bad.start():][:3]))}")
+        shown_fragment = hash_ + _text(_escaped(written_fragment, _FRAGMENT_KEPT))
+    escaped_path = _text(_escaped(written, _PATH_KEPT))
+    target = (escaped_path or "/") + question + query
+    userinfo, at, host = authority.rpartition("@")
+    if at and ":" in userinfo:  # net/http's stripPassword: a client error never shows the password
+        authority = f"{userinfo.partition(':')[0]}:***@{host}"
+    return GoURL(target, f"{scheme.lower()}://{authority}{escaped_path}{question}{query}{shown_fragment}")
+
+
+__all__ = ["GoURL", "URLError", "parse"]

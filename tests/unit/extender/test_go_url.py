@@ -1,0 +1,67 @@
+"""`extender.go_url`: the extender URL as Go's ``url.Parse`` reads it and net/http writes and names it.
+
+Each case follows src/net/url/url.go (``setPath``, ``EscapedPath``, ``validEncoded``,
+``shouldEscape`` with ``encodePath``, ``RequestURI``, ``String``) and kube-scheduler's
+``strings.TrimRight(urlPrefix, "/") + "/" + verb`` (pkg/scheduler/extender.go).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kubectl_gpushare.extender.go_url import URLError, parse
+
+BASE = "http://127.0.0.1:1/x/"
+
+
+@pytest.mark.parametrize(("verb", "target", "shown"), [
+    ("filter", "/x/filter", None),
+    ("b\u00efnd", "/x/b%C3%AFnd", None),
+    ("bind now", "/x/bind%20now", None),
+    ('"<>\\^`{|}', "/x/%22%3C%3E%5C%5E%60%7B%7C%7D", None),  # shouldEscape(encodePath): always escaped
+    ("a(b)!*'[]", "/x/a(b)!*'[]", None),  # validEncoded: RawPath kept as written
+    ("a(b) c", "/x/a%28b%29%20c", None),  # one byte to escape: RawPath invalid, the whole path escaped
+    ("$&+,;=:@/", "/x/$&+,;=:@/", None),  # the reserved bytes a path keeps
+    ("%41%2f", "/x/%41%2f", None),  # valid escapes as written
+    ("%41 ", "/x/A%20", None),  # ... unless the path needs escaping: Path re-escaped
+    ("filter#part", "/x/filter", "http://127.0.0.1:1/x/filter#part"),  # the fragment is never sent
+    ("filter#a b<", "/x/filter", "http://127.0.0.1:1/x/filter#a%20b%3C"),  # EscapedFragment
+    ("f?q=a b", "/x/f?q=a b", None),  # the raw query as written
+    ("f?", "/x/f?", None),  # ForceQuery
+    ("../x//y", "/x/../x//y", None),  # a concatenation: nothing cleaned (no path.Join)
+], ids=["plain", "beyond-ascii", "space", "escaped-always", "sub-delims-kept", "sub-delims-escaped", "reserved",
+        "valid-escapes", "escapes-redone", "fragment", "fragment-escaped", "query", "force-query", "not-cleaned"])
+def test_the_request_line_and_the_named_url_are_gos(verb: str, target: str, shown: str | None) -> None:
+    url = parse(BASE + verb)
+    assert url.request_uri == target
+    assert url.shown == (shown or "http://127.0.0.1:1" + target)
+
+
+def test_a_password_is_never_shown() -> None:
+    """net/http's client errors name ``stripPassword(req.URL)``: the password as ``***``."""
+    url = parse("http://user:secret@127.0.0.1:1/x/filter")
+    assert (url.request_uri, url.shown) == ("/x/filter", "http://user:***@127.0.0.1:1/x/filter")
+
+
+def test_a_query_in_the_prefix_takes_the_verb() -> None:
+    """``url.Parse`` cuts the query before it reads the authority: the path is empty, written ``/``."""
+    url = parse("http://h?a=1/filter")
+    assert (url.request_uri, url.shown) == ("/?a=1/filter", "http://h?a=1/filter")
+
+
+@pytest.mark.parametrize(("verb", "error"), [
+    ("%zz", r'parse "http://127.0.0.1:1/x/%zz": invalid URL escape "%zz"'),
+    ("a%4", r'parse "http://127.0.0.1:1/x/a%4": invalid URL escape "%4"'),
+    ("f#%g1", r'parse "http://127.0.0.1:1/x/f#%g1": invalid URL escape "%g1"'),  # the whole URL named
+    ("f\n", r'parse "http://127.0.0.1:1/x/f\n": net/url: invalid control character in URL'),
+    ("f\x7f", r'parse "http://127.0.0.1:1/x/f\x7f": net/url: invalid control character in URL'),
+], ids=["bad-escape", "short-escape", "fragment-escape", "newline", "del"])
+def test_what_url_parse_refuses_is_its_error(verb: str, error: str) -> None:
+    with pytest.raises(URLError) as refused:
+        parse(BASE + verb)
+    assert str(refused.value) == error
+
+
+def test_a_control_character_in_the_fragment_is_taken_as_url_parse_takes_it() -> None:
+    """``parse`` checks control bytes before the ``#`` only; ``setFragment`` does not."""
+    assert parse(BASE + "f#\x01").request_uri == "/x/f"
