@@ -8,7 +8,8 @@ refused (403) before go-restful could answer 405 or 404. The sandbox has no RBAC
 or binding objects are read); a token may carry the rules its user is bound to, matched as RBAC
 matches them (`rbac.rule_allows`): the read-only caller holds the ``view`` ClusterRole
 (`VIEW_RULES`) and, as every authenticated user, the discovery roles (`DISCOVERY_RULES`); a test's
-token may hold more (the shipped ``gpushare-viewer``). Pure functions, no I/O.
+token may hold more (the shipped ``gpushare-viewer``); ``system:anonymous`` holds
+``system:public-info-viewer``'s (`PUBLIC_INFO_RULES`). Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -56,14 +57,16 @@ policy.go; testdata/cluster-roles.yaml, also where DRA is on by default). No nod
 more there, never here."""
 HEALTH_URLS: Final = ("/healthz", "/livez", "/readyz")
 """The health checks: the paths a caller without a token reaches at all in the sandbox (`Sandbox` answers 401
-elsewhere), where kube-apiserver's anonymous authentication would let it on to `_PUBLIC_INFO_URLS`' ``/version``."""
-_PUBLIC_INFO_URLS: Final = (*HEALTH_URLS, "/version", "/version/")
-"""The non-resource URLs ``system:public-info-viewer`` grants a ``get`` of (bootstrappolicy/policy.go), to every
-caller: ``system:unauthenticated`` is among its subjects."""
-DISCOVERY_RULES: Final = ({"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*",
-                                              *_PUBLIC_INFO_URLS], "verbs": ["get"]},)
+elsewhere), where kube-apiserver's anonymous authentication would let it on to `PUBLIC_INFO_RULES`' ``/version``."""
+PUBLIC_INFO_RULES: Final = ({"nonResourceURLs": [*HEALTH_URLS, "/version", "/version/"], "verbs": ["get"]},)
+"""The rule of ``system:public-info-viewer`` (bootstrappolicy/policy.go), every caller's: ``system:unauthenticated``
+is among its subjects, so it is all ``system:anonymous`` holds."""
+DISCOVERY_RULES: Final = ({"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*"],
+                           "verbs": ["get"]}, *PUBLIC_INFO_RULES)
 """The ``get`` on non-resource URLs that ``system:discovery`` and ``system:public-info-viewer`` grant every
 authenticated user (bootstrappolicy/policy.go); a trailing ``*`` matches any rest (``NonResourceURLMatches``)."""
+READONLY_RULES: Final = (*VIEW_RULES, *DISCOVERY_RULES)
+"""What the sandbox's read-only caller holds: ``view``, and the discovery roles as every authenticated user."""
 _NOSNIFF: Final = {"X-Content-Type-Options": "nosniff"}
 _METHOD_VERBS: Final = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
                         "DELETE": "delete"}  # fmt: skip
@@ -133,17 +136,17 @@ def rules_may(rules: Rules, info: RequestInfo) -> bool:
 
 
 def viewer_may(info: RequestInfo) -> bool:
-    """Whether the read-only caller's roles (`VIEW_RULES`, `DISCOVERY_RULES`) allow the request.
+    """Whether the read-only caller's roles (`READONLY_RULES`) allow the request.
 
     ``view`` grants ``get``, ``list`` and ``watch`` on its resources and no ``pods/proxy``; the
     discovery roles a ``get`` on their URLs. Everything else, a method's empty verb included, is denied.
     """
-    return rules_may((*VIEW_RULES, *DISCOVERY_RULES), info)
+    return rules_may(READONLY_RULES, info)
 
 
 def anonymous_may(info: RequestInfo) -> bool:
-    """Whether ``system:anonymous`` may: its one role, ``system:public-info-viewer``, grants `_PUBLIC_INFO_URLS`."""
-    return not info.resource_request and info.verb == "get" and info.path in _PUBLIC_INFO_URLS
+    """Whether ``system:anonymous`` may: its one role, ``system:public-info-viewer`` (`PUBLIC_INFO_RULES`)."""
+    return rules_may(PUBLIC_INFO_RULES, info)
 
 
 def forbidden(user: str, info: RequestInfo) -> ApiError:

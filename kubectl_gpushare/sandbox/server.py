@@ -63,9 +63,10 @@ from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.authorization import (
     DISCOVERY_RULES,
     HEALTH_URLS,
+    PUBLIC_INFO_RULES,
+    READONLY_RULES,
     VIEW_RULES,
     Rules,
-    anonymous_may,
     forbidden,
     request_info,
     rules_may,
@@ -452,8 +453,7 @@ class Sandbox:
         self.log = RequestLog()
         self.api.tokens.add(self.ADMIN_TOKEN, Identity(UserInfo(self.ADMIN_USER, groups=(
             "system:masters", "system:authenticated"))))  # fmt: skip
-        self.api.tokens.add(self.READONLY_TOKEN, Identity(static_user(self.READONLY_USER),
-                                                          rules=(*VIEW_RULES, *DISCOVERY_RULES)))
+        self.api.tokens.add(self.READONLY_TOKEN, Identity(static_user(self.READONLY_USER), rules=READONLY_RULES))
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._saver: threading.Thread | None = None
@@ -887,13 +887,13 @@ class Sandbox:
             identity = self._authenticate(handler)
             if identity is None and path not in HEALTH_URLS:
                 raise errors.unauthorized()
-            anonymous = identity is None  # on a health check: anonymous authentication is open to those alone
-            identity = identity or Identity(ANONYMOUS)
+            # On a health check: anonymous authentication is open to those alone, and ``system:anonymous``
+            # holds ``system:public-info-viewer`` alone.
+            identity = identity or Identity(ANONYMOUS, rules=PUBLIC_INFO_RULES)
             user = identity.user.username
-            rules = identity.rules
-            if anonymous or rules is not None:  # WithAuthorization, outside the router: a 405 or 404 is for those
+            if identity.rules is not None:  # WithAuthorization, outside the router: a 405 or 404 is for those
                 info = request_info(method, exact, query)  # it allows
-                if not (anonymous_may(info) if anonymous else rules_may(rules or (), info)):
+                if not rules_may(identity.rules, info):
                     raise forbidden(user, info)
             if unrouted is not None:
                 raise unrouted
