@@ -481,9 +481,9 @@ def dra_of_lists(
 
 VIEWER_ROLE: Final = "gpushare-viewer"
 """The ClusterRole (manifests/base/viewer.yaml) that grants the views' reads Kubernetes' ``view`` does not."""
-Permission = Literal["get nodes", "list nodes", "list pods in all namespaces"]
+Permission = Literal["get nodes", "list nodes", "get pods", "list pods in all namespaces"]
 """A permission the views cannot do without, as a 403's hint names it."""
-_GRANTED_BY: Final[dict[Permission, str]] = {"get nodes": VIEWER_ROLE, "list nodes": VIEWER_ROLE,
+_GRANTED_BY: Final[dict[Permission, str]] = {"get nodes": VIEWER_ROLE, "list nodes": VIEWER_ROLE, "get pods": "view",
                                              "list pods in all namespaces": "view"}
 """Which ClusterRole, bound cluster-wide, grants each permission the views cannot do without (docs/install.md)."""
 
