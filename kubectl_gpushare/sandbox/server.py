@@ -65,7 +65,6 @@ from kubectl_gpushare.sandbox.authorization import (
     HEALTH_URLS,
     PUBLIC_INFO_RULES,
     READONLY_RULES,
-    VIEW_RULES,
     Rules,
     forbidden,
     request_info,
@@ -622,14 +621,12 @@ class Sandbox:
         Args:
             token: the bearer token.
             user: its user's name.
-            readonly: the user holds ``view`` (`VIEW_RULES`), as `READONLY_TOKEN`'s does.
+            readonly: the user holds ``view``, as `READONLY_TOKEN`'s does (`READONLY_RULES`).
             rules: PolicyRules the user holds (beside ``view`` when ``readonly``), e.g. a shipped ClusterRole's
                 ``rules``. With either, every request they do not allow is RBAC's 403; with neither, none is.
         """
-        if not readonly and rules is None:
-            self.api.tokens.add(token, Identity(static_user(user)))
-            return
-        held = (*(VIEW_RULES if readonly else ()), *(rules or ()), *DISCOVERY_RULES)
+        held = None if not readonly and rules is None else (
+            *(READONLY_RULES if readonly else DISCOVERY_RULES), *(rules or ()))
         self.api.tokens.add(token, Identity(static_user(user), rules=held))
 
     def request_token(self, namespace: str, service_account: str, *, pod: str | None = None,
