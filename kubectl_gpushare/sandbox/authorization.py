@@ -22,6 +22,7 @@ from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text
 from kubectl_gpushare.sandbox.errors import ApiError, qualified, status_details
 from kubectl_gpushare.sandbox.rbac import rule_allows
+from kubectl_gpushare.sandbox.selectors import SelectorError, parse_field_selector
 
 Rules = Sequence[Mapping[str, Any]]
 """A role's PolicyRules, as a ClusterRole's ``rules`` holds them (``apiGroups``, ``resources``, ``verbs``, ...)."""
@@ -93,9 +94,10 @@ def request_info(method: str, path: str, query: GoQuery) -> RequestInfo:
     A non-resource request (fewer than three segments after an ``api``/``apis`` prefix, or another
     first segment) has the method in lower case as its verb. A resource request takes its verb from
     ``/watch/`` or ``/proxy/`` after the version, else from the method (`_METHOD_VERBS`); a ``get``
-    without a name is a ``list`` (a ``watch`` with a true ``watch`` parameter), a ``delete`` without
-    one a ``deletecollection``. ``namespaces/<ns>/<resource>/<name>/<subresource>`` is read as upstream
-    reads it, a namespace's own ``status`` and ``finalize`` included.
+    without a name is a ``list`` (a ``watch`` with a true ``watch`` parameter) whose name is the one
+    its field selector requires (`_selected_name`, so a rule's ``resourceNames`` cover it), a
+    ``delete`` without one a ``deletecollection``. ``namespaces/<ns>/<resource>/<name>/<subresource>``
+    is read as upstream reads it, a namespace's own ``status`` and ``finalize`` included.
     """
     parts = path.strip("/").split("/") if path.strip("/") else []
     info = RequestInfo(path, method.lower())
@@ -122,9 +124,25 @@ def request_info(method: str, path: str, query: GoQuery) -> RequestInfo:
     subresource = rest[2] if len(rest) >= 3 and verb != "proxy" else ""
     if not name and verb == "get":
         verb = "watch" if go_bool(query.get("watch")) else "list"
+        name = _selected_name(query)
     if not name and verb == "delete":
         verb = "deletecollection"
     return RequestInfo(path, verb, True, group, resource, subresource, namespace, name)
+
+
+def _selected_name(query: GoQuery) -> str:
+    """The name a list or watch selects, as ``NewRequestInfo`` reads it from ``fieldSelector``.
+
+    ``RequiresExactMatch("metadata.name")``: the first ``=`` or ``==`` term on it. None where the
+    selector does not parse, or the name is no valid path segment (``content.IsPathSegmentName``,
+    k8s.io/apimachinery/pkg/api/validate/content/path.go: ``.``, ``..``, or one with ``/`` or ``%``).
+    """
+    try:
+        terms = parse_field_selector(query.get("fieldSelector"), lambda _label: True)
+    except SelectorError:
+        return ""
+    name = next((value for label, equal, value in terms if label == "metadata.name" and equal), "")
+    return "" if name in (".", "..") or "/" in name or "%" in name else name
 
 
 def rules_may(rules: Rules, info: RequestInfo) -> bool:
