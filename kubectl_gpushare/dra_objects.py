@@ -773,12 +773,21 @@ def _key(meta: Mapping[str, object] | None) -> str:
     return name
 
 
-def decode_wire(data: bytes | Mapping[str, object], wire: type[_W], kind: str) -> _W:
+def decode_wire(data: bytes | Mapping[str, object], wire: type[_W], kind: str, key: str = "") -> _W:
     """One object as its wire struct, from JSON bytes or an already decoded mapping.
 
+    Args:
+        data: the JSON, or what a YAML or JSON document decoded to.
+        wire: the wire struct to decode into.
+        kind: the object's kind, as the error names it.
+        key: the object's ``<namespace>/<name>`` where the caller knows it (a reply about the object it
+            asked for): the error names it so. Else the error names what a mapping's metadata says, or
+            nothing (``a <kind>``).
+
     Raises:
-        InvalidObjectError: the JSON does not fit the type, nests so deep that decoding recurses, or is
-            not UTF-8 (msgspec raises `UnicodeDecodeError` for that, not `msgspec.DecodeError`).
+        InvalidObjectError: ``<kind> <key>: cannot be decoded (<why>)``: the JSON does not fit the type,
+            nests so deep that decoding recurses, or is not UTF-8 (msgspec raises `UnicodeDecodeError`
+            for that, not `msgspec.DecodeError`).
     """
     try:
         if isinstance(data, (bytes, bytearray, memoryview)):
@@ -790,7 +799,8 @@ def decode_wire(data: bytes | Mapping[str, object], wire: type[_W], kind: str) -
             return result
         return msgspec.convert(data, wire)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError, UnicodeDecodeError) as exc:
-        key = _key(data.get("metadata")) if isinstance(data, Mapping) else ""  # type: ignore[arg-type]
+        if not key and isinstance(data, Mapping):
+            key = _key(data.get("metadata"))  # type: ignore[arg-type]
         what = f"{kind} {key}" if key else f"a {kind}"
         raise InvalidObjectError(f"{what}: cannot be decoded ({protocol.error_reason(exc)})") from None
 

@@ -546,17 +546,21 @@ def _claim_reply(claim: dra.ResourceClaim, reply: bytes) -> ClaimReply:
     """The API's reply about ``claim``, decoded and checked by the one claim decoder the views read claims by.
 
     Raises:
-        UndecodableReply: ``resourceclaim <ns>/<name>: <why>``, named by the claim asked about (the
-            reply's own name is not trusted), ``<why>`` in `dra_objects`' words (`dra_objects.decode_wire`:
+        UndecodableReply: named by the claim asked about (the reply's own name is not trusted), in the
+            views' words: ``ResourceClaim <ns>/<name>: cannot be decoded (<why>)`` (`dra_objects.decode_wire`:
             not JSON, a string in it not UTF-8, nested deeper than msgspec goes (opaque parameters:
-            kube-apiserver accepts 10,000 levels), a field of the wrong type; `dra_objects.read_claim`:
-            no name or namespace). For a write: the write was answered 2xx, so it landed.
+            kube-apiserver accepts 10,000 levels), a field of the wrong type), or ``ResourceClaim
+            <ns>/<name>: the reply is invalid (<why>)`` (`dra_objects.read_claim`: no name or namespace).
+            For a write: the write was answered 2xx, so it landed.
     """
     try:
-        wire = dra.decode_wire(reply, dra.WireResourceClaim, "ResourceClaim")
+        wire = dra.decode_wire(reply, dra.WireResourceClaim, "ResourceClaim", claim.key)
+    except dra.InvalidObjectError as exc:
+        raise UndecodableReply(str(exc)) from None
+    try:
         return ClaimReply(wire, dra.read_claim(wire))
     except dra.InvalidObjectError as exc:
-        raise UndecodableReply(f"resourceclaim {claim.key}: {exc}") from None
+        raise UndecodableReply(f"ResourceClaim {claim.key}: the reply is invalid ({exc})") from None
 
 
 def _consumer(consumer: dra.WireConsumer) -> dict[str, str]:

@@ -148,10 +148,11 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
 
         def pods() -> Iterator[Pod]:
             seen = 0
-            for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE, on_skip=load_warnings.add):
-                yield from page.items
-                seen += len(page.items)
-                progress(seen)
+            with needs_permission("list pods in all namespaces", "doctor"):  # read as `audit` goes
+                for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE, on_skip=load_warnings.add):
+                    yield from page.items
+                    seen += len(page.items)
+                    progress(seen)
 
         def reread(names: Sequence[str]) -> Iterator[Pod]:
             """Pods on a few nodes, one request each; past `REREAD_PER_NODE` nodes, one more full list.
@@ -159,14 +160,15 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
             A name with characters a field selector would need escaped (no real node has them) is
             read through the full list too.
             """
-            if len(names) <= REREAD_PER_NODE and all(_SELECTABLE_NAME.fullmatch(name) for name in names):
-                for name in names:
-                    yield from client.list(types.PODS, field_selector=f"spec.nodeName={name}",
-                                           on_skip=load_warnings.add)
-                return
-            wanted = set(names)
-            for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE, on_skip=load_warnings.add):
-                yield from (pod for pod in page.items if pod.spec.node_name in wanted)
+            with needs_permission("list pods in all namespaces", "doctor"):
+                if len(names) <= REREAD_PER_NODE and all(_SELECTABLE_NAME.fullmatch(name) for name in names):
+                    for name in names:
+                        yield from client.list(types.PODS, field_selector=f"spec.nodeName={name}",
+                                               on_skip=load_warnings.add)
+                    return
+                wanted = set(names)
+                for page in client.list_pages(types.PODS, page_size=POD_PAGE_SIZE, on_skip=load_warnings.add):
+                    yield from (pod for pod in page.items if pod.spec.node_name in wanted)
 
         usage = None
         if options.get("usage"):

@@ -170,7 +170,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], warnings: Wa
         else:
             namespace = options["namespace"] or client.config.namespace or "default"
         try:
-            body = client.request("GET", types.PODS.path(namespace, name))
+            with needs_permission("get pods", "explain"):
+                body = client.request("GET", types.PODS.path(namespace, name))
         except errors.NotFound:
             if options["namespace"]:
                 require_namespace(client, namespace)  # -n nosuchns: say so, as kubectl does

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any, Final, TypeVar
+from typing import IO, Any, Final, Literal, TypeVar
 
 import msgspec
 
@@ -481,16 +481,19 @@ def dra_of_lists(
 
 VIEWER_ROLE: Final = "gpushare-viewer"
 """The ClusterRole (manifests/base/viewer.yaml) that grants the views' reads Kubernetes' ``view`` does not."""
-_GRANTED_BY: Final = {"get nodes": VIEWER_ROLE, "list nodes": VIEWER_ROLE, "list pods in all namespaces": "view"}
+Permission = Literal["get nodes", "list nodes", "get pods", "list pods in all namespaces"]
+"""A permission the views cannot do without, as a 403's hint names it."""
+_GRANTED_BY: Final[dict[Permission, str]] = {"get nodes": VIEWER_ROLE, "list nodes": VIEWER_ROLE, "get pods": "view",
+                                             "list pods in all namespaces": "view"}
 """Which ClusterRole, bound cluster-wide, grants each permission the views cannot do without (docs/install.md)."""
 
 
 @contextmanager
-def needs_permission(permission: str, command: str = "inspect") -> Iterator[None]:
+def needs_permission(permission: Permission, command: str = "inspect") -> Iterator[None]:
     """Name the RBAC permission a 403 is about, and the ClusterRole that grants it, so the user knows what to ask for.
 
     Args:
-        permission: a key of `_GRANTED_BY` (``list nodes``).
+        permission: what the request needs (``list nodes``): `_GRANTED_BY` names the role that grants it.
         command: the command that needs it, as the message names it.
     """
     try:

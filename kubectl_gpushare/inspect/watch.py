@@ -196,7 +196,9 @@ class _Sources:
         self._quiet.set()
         for informer in (self.nodes, self.pods):
             informer.start()
-        for informer, permission in ((self.nodes, "list nodes"), (self.pods, "list pods in all namespaces")):
+        needed: tuple[tuple[Informer[Any], source.Permission], ...] = (
+            (self.nodes, "list nodes"), (self.pods, "list pods in all namespaces"))
+        for informer, permission in needed:
             error = _first_list(informer)
             if error is not None:
                 with source.needs_permission(permission):  # a 403 names what to bind, as without -w

@@ -8,7 +8,8 @@ refused (403) before go-restful could answer 405 or 404. The sandbox has no RBAC
 or binding objects are read); a token may carry the rules its user is bound to, matched as RBAC
 matches them (`rbac.rule_allows`): the read-only caller holds the ``view`` ClusterRole
 (`VIEW_RULES`) and, as every authenticated user, the discovery roles (`DISCOVERY_RULES`); a test's
-token may hold more (the shipped ``gpushare-viewer``). Pure functions, no I/O.
+token may hold more (the shipped ``gpushare-viewer``); ``system:anonymous`` holds
+``system:public-info-viewer``'s (`PUBLIC_INFO_RULES`). Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text
 from kubectl_gpushare.sandbox.errors import ApiError, qualified, status_details
 from kubectl_gpushare.sandbox.rbac import rule_allows
+from kubectl_gpushare.sandbox.selectors import SelectorError, parse_field_selector
 
 Rules = Sequence[Mapping[str, Any]]
 """A role's PolicyRules, as a ClusterRole's ``rules`` holds them (``apiGroups``, ``resources``, ``verbs``, ...)."""
@@ -56,14 +58,16 @@ policy.go; testdata/cluster-roles.yaml, also where DRA is on by default). No nod
 more there, never here."""
 HEALTH_URLS: Final = ("/healthz", "/livez", "/readyz")
 """The health checks: the paths a caller without a token reaches at all in the sandbox (`Sandbox` answers 401
-elsewhere), where kube-apiserver's anonymous authentication would let it on to `_PUBLIC_INFO_URLS`' ``/version``."""
-_PUBLIC_INFO_URLS: Final = (*HEALTH_URLS, "/version", "/version/")
-"""The non-resource URLs ``system:public-info-viewer`` grants a ``get`` of (bootstrappolicy/policy.go), to every
-caller: ``system:unauthenticated`` is among its subjects."""
-DISCOVERY_RULES: Final = ({"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*",
-                                              *_PUBLIC_INFO_URLS], "verbs": ["get"]},)
+elsewhere), where kube-apiserver's anonymous authentication would let it on to `PUBLIC_INFO_RULES`' ``/version``."""
+PUBLIC_INFO_RULES: Final = ({"nonResourceURLs": [*HEALTH_URLS, "/version", "/version/"], "verbs": ["get"]},)
+"""The rule of ``system:public-info-viewer`` (bootstrappolicy/policy.go), every caller's: ``system:unauthenticated``
+is among its subjects, so it is all ``system:anonymous`` holds."""
+DISCOVERY_RULES: Final = ({"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*"],
+                           "verbs": ["get"]}, *PUBLIC_INFO_RULES)
 """The ``get`` on non-resource URLs that ``system:discovery`` and ``system:public-info-viewer`` grant every
 authenticated user (bootstrappolicy/policy.go); a trailing ``*`` matches any rest (``NonResourceURLMatches``)."""
+READONLY_RULES: Final = (*VIEW_RULES, *DISCOVERY_RULES)
+"""What the sandbox's read-only caller holds: ``view``, and the discovery roles as every authenticated user."""
 _NOSNIFF: Final = {"X-Content-Type-Options": "nosniff"}
 _METHOD_VERBS: Final = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
                         "DELETE": "delete"}  # fmt: skip
@@ -90,9 +94,10 @@ def request_info(method: str, path: str, query: GoQuery) -> RequestInfo:
     A non-resource request (fewer than three segments after an ``api``/``apis`` prefix, or another
     first segment) has the method in lower case as its verb. A resource request takes its verb from
     ``/watch/`` or ``/proxy/`` after the version, else from the method (`_METHOD_VERBS`); a ``get``
-    without a name is a ``list`` (a ``watch`` with a true ``watch`` parameter), a ``delete`` without
-    one a ``deletecollection``. ``namespaces/<ns>/<resource>/<name>/<subresource>`` is read as upstream
-    reads it, a namespace's own ``status`` and ``finalize`` included.
+    without a name is a ``list`` (a ``watch`` with a true ``watch`` parameter) whose name is the one
+    its field selector requires (`_selected_name`, so a rule's ``resourceNames`` cover it), a
+    ``delete`` without one a ``deletecollection``. ``namespaces/<ns>/<resource>/<name>/<subresource>``
+    is read as upstream reads it, a namespace's own ``status`` and ``finalize`` included.
     """
     parts = path.strip("/").split("/") if path.strip("/") else []
     info = RequestInfo(path, method.lower())
@@ -119,9 +124,25 @@ def request_info(method: str, path: str, query: GoQuery) -> RequestInfo:
     subresource = rest[2] if len(rest) >= 3 and verb != "proxy" else ""
     if not name and verb == "get":
         verb = "watch" if go_bool(query.get("watch")) else "list"
+        name = _selected_name(query)
     if not name and verb == "delete":
         verb = "deletecollection"
     return RequestInfo(path, verb, True, group, resource, subresource, namespace, name)
+
+
+def _selected_name(query: GoQuery) -> str:
+    """The name a list or watch selects, as ``NewRequestInfo`` reads it from ``fieldSelector``.
+
+    ``RequiresExactMatch("metadata.name")``: the first ``=`` or ``==`` term on it. None where the
+    selector does not parse, or the name is no valid path segment (``content.IsPathSegmentName``,
+    k8s.io/apimachinery/pkg/api/validate/content/path.go: ``.``, ``..``, or one with ``/`` or ``%``).
+    """
+    try:
+        terms = parse_field_selector(query.get("fieldSelector"), lambda _label: True)
+    except SelectorError:
+        return ""
+    name = next((value for label, equal, value in terms if label == "metadata.name" and equal), "")
+    return "" if name in (".", "..") or "/" in name or "%" in name else name
 
 
 def rules_may(rules: Rules, info: RequestInfo) -> bool:
@@ -133,17 +154,17 @@ def rules_may(rules: Rules, info: RequestInfo) -> bool:
 
 
 def viewer_may(info: RequestInfo) -> bool:
-    """Whether the read-only caller's roles (`VIEW_RULES`, `DISCOVERY_RULES`) allow the request.
+    """Whether the read-only caller's roles (`READONLY_RULES`) allow the request.
 
     ``view`` grants ``get``, ``list`` and ``watch`` on its resources and no ``pods/proxy``; the
     discovery roles a ``get`` on their URLs. Everything else, a method's empty verb included, is denied.
     """
-    return rules_may((*VIEW_RULES, *DISCOVERY_RULES), info)
+    return rules_may(READONLY_RULES, info)
 
 
 def anonymous_may(info: RequestInfo) -> bool:
-    """Whether ``system:anonymous`` may: its one role, ``system:public-info-viewer``, grants `_PUBLIC_INFO_URLS`."""
-    return not info.resource_request and info.verb == "get" and info.path in _PUBLIC_INFO_URLS
+    """Whether ``system:anonymous`` may: its one role, ``system:public-info-viewer`` (`PUBLIC_INFO_RULES`)."""
+    return rules_may(PUBLIC_INFO_RULES, info)
 
 
 def forbidden(user: str, info: RequestInfo) -> ApiError:

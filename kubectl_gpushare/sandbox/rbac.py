@@ -73,14 +73,14 @@ def rule_allows(
     A resource request matches on verb, API group, resource and name: ``*`` matches any verb, group or
     resource, ``resource/subresource`` the subresource alone, ``*/subresource`` that subresource of any
     resource (``ResourceMatches``), and an empty ``resourceNames`` any name. A non-resource request
-    (``path`` given) matches ``nonResourceURLs`` exactly, ``*``, or by the prefix before a trailing
-    ``*`` (``NonResourceURLMatches``).
+    (``path`` given) matches ``nonResourceURLs`` exactly, ``*``, or, where it ends in ``*``, by
+    the prefix left once every trailing ``*`` is trimmed (``NonResourceURLMatches``: ``TrimRight``).
     """
     verbs = rule.get("verbs") or []
     if "*" not in verbs and verb not in verbs:
         return False
     if path is not None:
-        return any(url == "*" or url == path or (url.endswith("*") and path.startswith(url[:-1]))
+        return any(url == "*" or url == path or (url.endswith("*") and path.startswith(url.rstrip("*")))
                    for url in rule.get("nonResourceURLs") or [])
     groups = rule.get("apiGroups") or []
     if "*" not in groups and group not in groups:

@@ -62,9 +62,9 @@ from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.authorization import (
     DISCOVERY_RULES,
     HEALTH_URLS,
-    VIEW_RULES,
+    PUBLIC_INFO_RULES,
+    READONLY_RULES,
     Rules,
-    anonymous_may,
     forbidden,
     request_info,
     rules_may,
@@ -446,8 +446,7 @@ class Sandbox:
         self.log = RequestLog()
         self.api.tokens.add(self.ADMIN_TOKEN, Identity(UserInfo(self.ADMIN_USER, groups=(
             "system:masters", "system:authenticated"))))  # fmt: skip
-        self.api.tokens.add(self.READONLY_TOKEN, Identity(static_user(self.READONLY_USER),
-                                                          rules=(*VIEW_RULES, *DISCOVERY_RULES)))
+        self.api.tokens.add(self.READONLY_TOKEN, Identity(static_user(self.READONLY_USER), rules=READONLY_RULES))
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._saver: threading.Thread | None = None
@@ -616,14 +615,12 @@ class Sandbox:
         Args:
             token: the bearer token.
             user: its user's name.
-            readonly: the user holds ``view`` (`VIEW_RULES`), as `READONLY_TOKEN`'s does.
+            readonly: the user holds ``view``, as `READONLY_TOKEN`'s does (`READONLY_RULES`).
             rules: PolicyRules the user holds (beside ``view`` when ``readonly``), e.g. a shipped ClusterRole's
                 ``rules``. With either, every request they do not allow is RBAC's 403; with neither, none is.
         """
-        if not readonly and rules is None:
-            self.api.tokens.add(token, Identity(static_user(user)))
-            return
-        held = (*(VIEW_RULES if readonly else ()), *(rules or ()), *DISCOVERY_RULES)
+        held = None if not readonly and rules is None else (
+            *(READONLY_RULES if readonly else DISCOVERY_RULES), *(rules or ()))
         self.api.tokens.add(token, Identity(static_user(user), rules=held))
 
     def request_token(self, namespace: str, service_account: str, *, pod: str | None = None,
@@ -881,13 +878,13 @@ class Sandbox:
             identity = self._authenticate(handler)
             if identity is None and path not in HEALTH_URLS:
                 raise errors.unauthorized()
-            anonymous = identity is None  # on a health check: anonymous authentication is open to those alone
-            identity = identity or Identity(ANONYMOUS)
+            # On a health check: anonymous authentication is open to those alone, and ``system:anonymous``
+            # holds ``system:public-info-viewer`` alone.
+            identity = identity or Identity(ANONYMOUS, rules=PUBLIC_INFO_RULES)
             user = identity.user.username
-            rules = identity.rules
-            if anonymous or rules is not None:  # WithAuthorization, outside the router: a 405 or 404 is for those
+            if identity.rules is not None:  # WithAuthorization, outside the router: a 405 or 404 is for those
                 info = request_info(method, exact, query)  # it allows
-                if not (anonymous_may(info) if anonymous else rules_may(rules or (), info)):
+                if not rules_may(identity.rules, info):
                     raise forbidden(user, info)
             if unrouted is not None:
                 raise unrouted

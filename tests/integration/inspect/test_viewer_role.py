@@ -118,3 +118,26 @@ def test_doctor_says_what_it_cannot_read_beyond_nodes_and_still_reports(
         "plugin is kept to its node is not checked",
         "warning: cannot list resourceslices.resource.k8s.io: GPUs shared through DRA are not shown",
     ]
+
+
+def test_with_gpushare_viewer_alone_each_view_says_it_needs_view_for_the_pods(
+    sandbox: Sandbox, kubectl: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    # docs/install.md: without ``view`` the line names ``list pods in all namespaces`` and the role ``view``.
+    mixed_cluster(sandbox)
+    sandbox.add_token("gpushare-viewer-alone", "carol", rules=viewer_rules())
+    kubeconfig = str(sandbox.write_kubeconfig(tmp_path / "carol", token="gpushare-viewer-alone"))
+    for name, args in VIEWS.items():
+        result = kubectl(*args, "--kubeconfig", kubeconfig, check=False)
+        assert (result.returncode, result.stdout) == (4, ""), f"{name}: {result.stderr}"
+        *warned, failed = result.stderr.splitlines()
+        assert warned in ([], ["warning: cannot list configmaps in kube-system: unhealthy GPUs are not marked"]), name
+        if name == "explain":  # the pod first, in its namespace
+            assert failed == ('Failed due to pods "infer-1" is forbidden: User "carol" cannot get resource "pods" in '
+                              'API group "" in the namespace "default" (explain needs permission to get pods: bind '
+                              'the ClusterRole view)'), failed  # fmt: skip
+        else:
+            command = "doctor" if name == "doctor" else "inspect"
+            assert failed == ('Failed due to pods is forbidden: User "carol" cannot list resource "pods" in API group '
+                              f'"" at the cluster scope ({command} needs permission to list pods in all namespaces: '
+                              'bind the ClusterRole view)'), name  # fmt: skip

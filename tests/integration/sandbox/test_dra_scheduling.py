@@ -388,7 +388,7 @@ def test_a_claim_read_of_the_wrong_shape_fails_that_pod_in_one_line(
         kubectl("create", "-f", "-", input=template("t", "10Gi") + "\n" + pod("p", "t"))
         wait_for(lambda: bound(sandbox, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(sandbox, 'p')}")
     assert served
-    words = re.compile(f"resourceclaim default/p-gpu-[a-z0-9]+{UNDECODABLE}" r"\(Expected `")
+    words = re.compile(f"ResourceClaim default/p-gpu-[a-z0-9]+{UNDECODABLE}" r"\(Expected `")
     assert [m for m in failed_scheduling(sandbox, "p") if words.search(m)], failed_scheduling(sandbox, "p")
     messages = [r.getMessage() for r in caplog.records]
     assert not [m for m in messages if "has no attribute" in m or "not iterable" in m], messages
@@ -430,15 +430,15 @@ def test_a_claim_read_whose_finalizers_are_not_strings_fails_that_pod_in_one_lin
     assert not [m for m in messages if "not iterable" in m or "Traceback" in m], messages
 
 
-UNDECODABLE = ": a ResourceClaim: cannot be decoded "
-"""After ``resourceclaim <ns>/<name>`` (the claim the scheduler read), `dra_objects.decode_wire`'s words."""
+UNDECODABLE = ": cannot be decoded "
+"""After ``ResourceClaim <ns>/<name>`` (the claim the scheduler read), `dra_objects.decode_wire`'s words."""
 FULL = [{"resource": "pods", "name": f"other-{i}", "uid": f"uid-{i}"} for i in range(256)]
 
 
 @pytest.mark.parametrize(("change", "why"), [
     ({"status": {"reservedFor": [7]}}, f"{UNDECODABLE}(Expected `object`, got `int` - at `$.status.reservedFor[0]`)"),
     ({"metadata": {"uid": 5}}, f"{UNDECODABLE}(Expected `str`, got `int` - at `$.metadata.uid`)"),
-    ({"metadata": {"name": ""}}, ": a ResourceClaim without a valid metadata.name"),
+    ({"metadata": {"name": ""}}, ": the reply is invalid (a ResourceClaim without a valid metadata.name)"),
     ({"status": {"allocation": {"devices": {"results": [{"driver": 1}]}}}},
      f"{UNDECODABLE}(Expected `str`, got `int` - at `$.status.allocation.devices.results[0].driver`)"),
     ({"status": {"reservedFor": FULL}}, ": resourceclaim in use"),

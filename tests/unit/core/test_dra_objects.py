@@ -154,6 +154,22 @@ def test_json_nested_past_the_decoder_is_refused_not_a_crash() -> None:
         dra.decode_claim(b"\xff not json")
 
 
+def test_an_undecodable_object_is_named_by_the_key_its_caller_knows_else_by_its_metadata() -> None:
+    # A reply about a claim asked for by name: the error names that claim, as the views name one that
+    # does not decode (``ResourceClaim ns/name: cannot be decoded``), whatever the bytes say.
+    with pytest.raises(dra.InvalidObjectError) as raised:
+        dra.decode_wire(b'{"metadata": 1}', dra.WireResourceClaim, "ResourceClaim", "ml/asked")
+    assert str(raised.value) == ("ResourceClaim ml/asked: cannot be decoded (Expected `object`, got `int` - at "
+                                 "`$.metadata`)")
+    with pytest.raises(dra.InvalidObjectError) as raised:
+        dra.decode_wire(b'{"metadata": 1}', dra.WireResourceClaim, "ResourceClaim")
+    assert str(raised.value).startswith("a ResourceClaim: cannot be decoded (")
+    with pytest.raises(dra.InvalidObjectError) as raised:
+        dra.decode_wire({"metadata": {"name": "c", "namespace": "ml"}, "spec": 5}, dra.WireResourceClaim,
+                        "ResourceClaim")
+    assert str(raised.value).startswith("ResourceClaim ml/c: cannot be decoded (")
+
+
 @pytest.mark.parametrize("body", [b'{"metadata":{"name":"\xff\xfe"}}', b'{"metadata":{"name":"c","namespace":"n"},'
                                   b'"spec":{"devices":{"requests":[{"name":"\xc3"}]}}}'])
 def test_a_string_that_is_not_utf8_is_refused_not_a_crash(body: bytes) -> None:

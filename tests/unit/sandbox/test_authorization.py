@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from kubectl_gpushare.kube.go_query import GoQuery
-from kubectl_gpushare.sandbox.authorization import RequestInfo, anonymous_may, request_info, viewer_may
+from kubectl_gpushare.sandbox.authorization import RequestInfo, anonymous_may, request_info, rules_may, viewer_may
 
 
 @pytest.mark.parametrize(
@@ -17,6 +17,17 @@ from kubectl_gpushare.sandbox.authorization import RequestInfo, anonymous_may, r
         ("GET", "/api/v1/namespaces/d/pods", "", RequestInfo("", "list", True, "", "pods", "", "d", "")),
         ("GET", "/api/v1/pods", "watch=1", RequestInfo("", "watch", True, "", "pods", "", "", "")),
         ("GET", "/api/v1/pods", "watch=false", RequestInfo("", "list", True, "", "pods", "", "", "")),
+        # a list or watch that selects one name by metadata.name is about that name (RequiresExactMatch)
+        ("GET", "/api/v1/nodes", "fieldSelector=metadata.name%3Dn1&watch=1",
+         RequestInfo("", "watch", True, "", "nodes", "", "", "n1")),
+        ("GET", "/api/v1/namespaces/d/pods", "fieldSelector=spec.nodeName%3Dx,metadata.name%3D%3Dp",
+         RequestInfo("", "list", True, "", "pods", "", "d", "p")),
+        ("GET", "/api/v1/nodes", "fieldSelector=metadata.name!%3Dn1", RequestInfo("", "list", True, "", "nodes")),
+        ("GET", "/api/v1/nodes", "fieldSelector=metadata.name%3D..", RequestInfo("", "list", True, "", "nodes")),
+        ("GET", "/api/v1/nodes", "fieldSelector=metadata.name%3Da%2Fb", RequestInfo("", "list", True, "", "nodes")),
+        ("GET", "/api/v1/nodes", "fieldSelector=metadata.name", RequestInfo("", "list", True, "", "nodes")),
+        ("DELETE", "/api/v1/nodes", "fieldSelector=metadata.name%3Dn1",
+         RequestInfo("", "deletecollection", True, "", "nodes")),
         ("HEAD", "/api/v1/namespaces/d/pods/p", "", RequestInfo("", "get", True, "", "pods", "", "d", "p")),
         ("GET", "/api/v1/watch/namespaces/d/pods", "", RequestInfo("", "watch", True, "", "pods", "", "d", "")),
         ("GET", "/api/v1/namespaces/d", "", RequestInfo("", "get", True, "", "namespaces", "", "d", "d")),
@@ -98,3 +109,14 @@ def test_the_viewer_reads_resources_and_discovery_and_the_anonymous_caller_the_p
 ], ids=lambda value: str(value))  # fmt: skip
 def test_the_viewer_holds_view_and_the_discovery_roles_only(method: str, path: str, allowed: bool) -> None:
     assert viewer_may(request_info(method, path, GoQuery(""))) is allowed
+
+
+def test_a_rule_with_resource_names_covers_a_watch_of_that_name_alone() -> None:
+    # ResourceNameMatches on the name NewRequestInfo read from the field selector: a watch of one
+    # lease by name is allowed by a rule naming it, a list of all is not (rbac/v1/evaluation_helpers.go).
+    rule = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list", "watch"],
+            "resourceNames": ["lock"]}
+    path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+    assert rules_may([rule], request_info("GET", path, GoQuery("fieldSelector=metadata.name%3Dlock&watch=true")))
+    assert not rules_may([rule], request_info("GET", path, GoQuery("watch=true")))
+    assert not rules_may([rule], request_info("GET", path, GoQuery("fieldSelector=metadata.name%3Dother")))

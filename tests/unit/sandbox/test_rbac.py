@@ -63,6 +63,8 @@ def test_rule_allows_matches_as_rbac_does() -> None:
     assert rule_allows(urls, "get", path="/apis/x/v1") and rule_allows(urls, "get", path="/version")
     assert not rule_allows(urls, "get", path="/version/x") and not rule_allows(urls, "post", path="/version")
     assert not rule_allows({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}, "get", path="/api")
+    # TrimRight(ruleURL, "*"): every trailing star goes, so "/apis**" covers "/apis/x" as "/apis*" does
+    assert rule_allows({"nonResourceURLs": ["/apis**"], "verbs": ["get"]}, "get", path="/apis/x")
 
 
 def test_uncovered_requests_honours_subresource_wildcards() -> None:
