@@ -100,6 +100,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], warnings: Wa
         snapshot = source.from_api(
             client, options["nodes"], options["selector"], progress, unhealthy=marks,
             stack=options.get("stack", "auto"), keep_pods=options.get("keep_pods", True), warnings=warnings,
+            command=options.get("command", "inspect"),
         )  # fmt: skip
         if tenants:
             snapshot.quotas = source.quotas_of(lambda: source.list_quotas(client, snapshot.warnings), snapshot.warnings)

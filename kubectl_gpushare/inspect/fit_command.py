@@ -122,5 +122,6 @@ def fit_command(**options: Any) -> None:
     Exits 10 when fewer than --count pods fit.
     """
     verdict: list[int] = []
-    run(dict(options, nodes=(), details=False, sort="name", keep_pods=False, verdict=verdict), render=_render)
+    run(dict(options, nodes=(), details=False, sort="name", keep_pods=False, verdict=verdict,
+             command="fit"), render=_render)
     raise click.exceptions.Exit(verdict[0] if verdict else EXIT_OK)

@@ -512,6 +512,7 @@ def from_api(
     stack: str = stacks.AUTO,
     keep_pods: bool = True,
     warnings: Warnings | None = None,
+    command: str = "inspect",
 ) -> Snapshot:
     """Fetch nodes and active pods from the API server.
 
@@ -528,6 +529,7 @@ def from_api(
             counts each pod as its page is read and keeps no records (`Ledger` ``keep_pods``).
         warnings: where problems go as they are met, so a caller can say them when a later read
             fails (a new collection when None).
+        command: the command the user ran, as a 403's hint names it (`needs_permission`).
 
     Raises:
         SelectorError: ``selector`` is malformed (checked here first, by the same grammar as offline).
@@ -537,12 +539,12 @@ def from_api(
     matches = selectors.matcher(selector)
     names = _unique(node_names)
     if names:
-        with needs_permission("get nodes"):
+        with needs_permission("get nodes", command):
             decoded = [client.get_node(name) for name in names]
         if selector:
             decoded = [node for node in decoded if matches(node.metadata.labels)]
     else:
-        with needs_permission("list nodes"):
+        with needs_permission("list nodes", command):
             decoded = client.list_nodes(label_selector=selector or None, on_skip=warnings.add)
     sick: dict[str, frozenset[int]] = {}
     if unhealthy:
@@ -560,7 +562,7 @@ def from_api(
         if len(names) == 1:
             field_selector = f"spec.nodeName={names[0]},{ACTIVE_PODS}"
         seen = 0
-        with needs_permission("list pods in all namespaces"):
+        with needs_permission("list pods in all namespaces", command):
             pages = client.list_pages(
                 types.PODS, field_selector=field_selector, page_size=POD_PAGE_SIZE, on_skip=warnings.add
             )

@@ -63,7 +63,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], warnings: Wa
         if not options["prometheus"] and not options["selector"]:
             early = background.submit(usage.fetch_reports, client, options["nodes"] or None, timeout)
         snapshot = source.from_api(client, options["nodes"], options["selector"], progress, keep_pods=True,
-                                   warnings=warnings)
+                                   warnings=warnings, command="top")
         namespace = None if options["all_namespaces"] else options["namespace"] or client.config.namespace
         names = sorted(snapshot.names)
         if options["prometheus"]:

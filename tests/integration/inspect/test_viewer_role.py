@@ -54,7 +54,7 @@ def test_with_view_alone_each_view_says_on_one_line_which_permission_and_role_it
     for name, args in VIEWS.items():
         result = kubectl(*args, "--kubeconfig", view_only, check=False)
         verb, named = ("get", ' "share-node"') if name == "inspect NODE" else ("list", "")
-        command = name if name in ("doctor", "explain") else "inspect"
+        command = name if name in ("doctor", "explain", "top", "fit") else "inspect"
         assert (result.returncode, result.stdout) == (4, ""), f"{name}: {result.stderr}"
         assert result.stderr == NODES_FORBIDDEN.format(name=named, verb=verb, command=command), name
 
@@ -137,7 +137,7 @@ def test_with_gpushare_viewer_alone_each_view_says_it_needs_view_for_the_pods(
                               'API group "" in the namespace "default" (explain needs permission to get pods: bind '
                               'the ClusterRole view)'), failed  # fmt: skip
         else:
-            command = "doctor" if name == "doctor" else "inspect"
+            command = name if name in ("doctor", "top", "fit") else "inspect"
             assert failed == ('Failed due to pods is forbidden: User "carol" cannot list resource "pods" in API group '
                               f'"" at the cluster scope ({command} needs permission to list pods in all namespaces: '
                               'bind the ClusterRole view)'), name  # fmt: skip
