@@ -27,19 +27,19 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import Final
 
 from kubectl_gpushare.kube.go_format import go_quote
 
-_UNRESERVED: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~")
-_PATH_KEPT: Final = _UNRESERVED | frozenset(b"$&+,/:;=@")
-"""The bytes ``shouldEscape(c, encodePath)`` keeps: of the reserved ones, all but ``?``."""
-_FRAGMENT_KEPT: Final = _UNRESERVED | frozenset(b"$&+,/:;=?@!()*")
-"""The bytes ``shouldEscape(c, encodeFragment)`` keeps: the reserved ones and ``!()*``."""
-_VALID_ENCODED_EXTRA: Final = frozenset(b"!$&'()*+,;=:@[]%")
-"""What ``validEncoded`` accepts beside what ``shouldEscape`` keeps."""
-_ESCAPE: Final = re.compile(rb"%([0-9A-Fa-f]{2})")
+_PATH_SAFE: Final = "$&+,/:;=@"
+"""What ``shouldEscape(c, encodePath)`` keeps beside the unreserved bytes (letters, digits, ``-_.~``,
+which ``urllib.parse.quote`` keeps too): of the reserved ones, all but ``?``."""
+_FRAGMENT_SAFE: Final = "$&+,/:;=?@!()*"
+"""What ``shouldEscape(c, encodeFragment)`` keeps beside the unreserved bytes: the reserved ones and ``!()*``."""
+_VALID_ENCODED: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~!$&'()*+,;=:@[]%")
+"""What ``validEncoded`` accepts in any mode: the unreserved bytes, the sub-delims, ``:@[]%``."""
 _BAD_ESCAPE: Final = re.compile(rb"%(?![0-9A-Fa-f]{2})")
 _CONTROL: Final = re.compile("[\x00-\x1f\x7f]")
 _PASSWORD: Final = re.compile(r"^([^:/?#]*://[^/?#:]*:)[^/?#]*@")
@@ -72,25 +72,19 @@ def without_password(url: str) -> str:
     return _PASSWORD.sub(r"\1***@", url, count=1)
 
 
-def _unescape(text: bytes) -> bytes:
-    """``unescape`` (path and fragment modes: ``+`` stays); the caller has refused a bad ``%``."""
-    return _ESCAPE.sub(lambda found: bytes((int(found.group(1), 16),)), text)
+def _escaped(written: bytes, safe: str) -> str:
+    """``setPath`` then ``EscapedPath`` (or ``setFragment`` then ``EscapedFragment``) of ``written``.
 
-
-def _escape(raw: bytes, kept: frozenset[int]) -> bytes:
-    """``escape``: each byte not ``kept`` as ``%XX`` (upper-case hex)."""
-    return b"".join(bytes((byte,)) if byte in kept else b"%%%02X" % byte for byte in raw)
-
-
-def _escaped(written: bytes, kept: frozenset[int]) -> bytes:
-    """``setPath`` then ``EscapedPath`` (or ``setFragment`` then ``EscapedFragment``) of ``written``."""
-    if all(byte in kept or byte in _VALID_ENCODED_EXTRA for byte in written):
-        return written  # validEncoded: RawPath (or the path itself, when escaping it changes nothing)
-    return _escape(_unescape(written), kept)
+    ``unquote_to_bytes`` is Go's ``unescape`` in these modes (``+`` stays; the caller has refused a
+    bad ``%``), ``quote_from_bytes`` its ``escape`` (upper-case ``%XX`` for each byte not unreserved or ``safe``).
+    """
+    if set(written) <= _VALID_ENCODED | set(safe.encode()):
+        return written.decode("ascii")  # validEncoded: RawPath (or the path itself, when escaping it changes nothing)
+    return urllib.parse.quote_from_bytes(urllib.parse.unquote_to_bytes(written), safe)
 
 
 def _text(raw: bytes) -> str:
-    """Bytes of an escaped URL part (ASCII once escaped) as text; a part kept as written may hold only ASCII."""
+    """Bytes of a URL part as text (the bad escape an error quotes)."""
     return raw.decode("utf-8", "surrogateescape")
 
 
@@ -122,8 +116,8 @@ def parse(url: str) -> GoURL:
         if bad is not None:
             raise URLError(f"parse {go_quote(without_password(url))}: invalid URL escape "
                            f"{go_quote(_text(written_fragment[bad.start():][:3]))}")
-        shown_fragment = hash_ + _text(_escaped(written_fragment, _FRAGMENT_KEPT))
-    escaped_path = _text(_escaped(written, _PATH_KEPT))
+        shown_fragment = hash_ + _escaped(written_fragment, _FRAGMENT_SAFE)
+    escaped_path = _escaped(written, _PATH_SAFE)
     target = (escaped_path or "/") + question + query
     shown = f"{scheme.lower()}://{authority}{escaped_path}{question}{query}{shown_fragment}"
     return GoURL(target, without_password(shown))
