@@ -268,13 +268,15 @@ _NOT_WRITABLE: Final = re.compile(r"[ \x80-\U0010ffff]+")
 
 
 def _request_target(url: go_url.GoURL) -> str:
-    """``URL.RequestURI()``, as net/http writes it on the request line (`go_url`).
+    r"""``URL.RequestURI()``, as net/http writes it on the request line (`go_url`).
 
     Its path is escaped already; a space or a character beyond ASCII can remain only in a query (a
     ``?`` in the verb), which Go writes as is and http.client refuses: they are percent-encoded
-    (the one difference: the extender reads the same query values).
+    (the one difference: the extender reads the same query values). A lone surrogate (a YAML
+    ``"\udcff"`` escape) is written as the byte it stands for, as `go_url` writes one in the path.
     """
-    return _NOT_WRITABLE.sub(lambda found: urllib.parse.quote(found.group()), url.request_uri)
+    return _NOT_WRITABLE.sub(lambda found: urllib.parse.quote(found.group(), errors="surrogateescape"),
+                             url.request_uri)
 
 
 class HTTPExtender:

@@ -190,8 +190,9 @@ def test_a_reply_nested_too_deep_is_a_one_line_error(server: RecordingExtender) 
     assert _passes(_client(server))
 
 
-@pytest.mark.parametrize(("verb", "path"), [("bïnd", "/x/b%C3%AFnd"), ("bind now", "/x/bind%20now")],
-                         ids=["beyond-ascii", "space"])
+@pytest.mark.parametrize(("verb", "path"), [("bïnd", "/x/b%C3%AFnd"), ("bind now", "/x/bind%20now"),
+                                            ("bind?q=\udcff \udcfe", "/x/bind?q=%FF%20%FE")],
+                         ids=["beyond-ascii", "space", "surrogates-in-query"])
 def test_a_verb_beyond_ascii_or_with_a_space_is_sent_percent_encoded_as_go_sends_it(
     server: RecordingExtender, verb: str, path: str
 ) -> None:
