@@ -226,6 +226,31 @@ def test_an_affinity_too_large_to_compile_in_one_cycle_is_compiled_over_cycles_a
     assert len(over) == 1, over
 
 
+def test_an_affinity_edited_while_it_is_compiled_over_cycles_is_compiled_afresh(
+    sandbox: Sandbox, racks: SchedulerLoop
+) -> None:
+    """What a cycle compiled is kept with the placement of the fields it read (`SchedulerLoop._placement`).
+
+    The pod's affinity edited between two cycles (its terms matched n-c; now n-b) is read and compiled
+    anew: the pod lands on n-b, not where the terms compiled before would put it.
+    """
+    racks.compile_budget = 200
+    terms = [{"matchExpressions": [{"key": "rack", "operator": "In", "values": [f"h{i}"]}]} for i in range(38)]
+    sandbox.load([affine("slow", *terms, rack_in("c"), tolerations=[{"key": "dedicated", "operator": "Exists"}])])
+    racks.run_once()
+    assert why(sandbox, "slow") == f"0/3 nodes are available: {AFFINITY_OVER_BUDGET}."
+    edited = sandbox.get("pods", "default", "slow")
+    assert edited is not None
+    edited["spec"]["affinity"] = required([rack_in("b")])
+    sandbox.load([edited])
+
+    def placed() -> str:
+        racks.run_once()
+        return bound(sandbox, "slow")
+
+    assert wait_for(placed, what="the edited pod placed", timeout=30) == "n-b"
+
+
 @pytest.mark.parametrize("how", ["http", "seeded"])
 def test_a_taint_with_a_null_value_is_read_as_an_empty_one_by_the_stand_in_and_explain(
     sandbox: Sandbox, racks: SchedulerLoop, kubectl: Kubectl, how: str
