@@ -27,21 +27,23 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import Final
 
 from kubectl_gpushare.kube.go_format import go_quote
 
-_UNRESERVED: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~")
-_PATH_KEPT: Final = _UNRESERVED | frozenset(b"$&+,/:;=@")
-"""The bytes ``shouldEscape(c, encodePath)`` keeps: of the reserved ones, all but ``?``."""
-_FRAGMENT_KEPT: Final = _UNRESERVED | frozenset(b"$&+,/:;=?@!()*")
-"""The bytes ``shouldEscape(c, encodeFragment)`` keeps: the reserved ones and ``!()*``."""
-_VALID_ENCODED_EXTRA: Final = frozenset(b"!$&'()*+,;=:@[]%")
-"""What ``validEncoded`` accepts beside what ``shouldEscape`` keeps."""
-_ESCAPE: Final = re.compile(rb"%([0-9A-Fa-f]{2})")
+_PATH_SAFE: Final = "$&+,/:;=@"
+"""What ``shouldEscape(c, encodePath)`` keeps beside the unreserved bytes (letters, digits, ``-_.~``,
+which ``urllib.parse.quote`` keeps too): of the reserved ones, all but ``?``."""
+_FRAGMENT_SAFE: Final = "$&+,/:;=?@!()*"
+"""What ``shouldEscape(c, encodeFragment)`` keeps beside the unreserved bytes: the reserved ones and ``!()*``."""
+_VALID_ENCODED: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~!$&'()*+,;=:@[]%")
+"""What ``validEncoded`` accepts in any mode: the unreserved bytes, the sub-delims, ``:@[]%``."""
 _BAD_ESCAPE: Final = re.compile(rb"%(?![0-9A-Fa-f]{2})")
 _CONTROL: Final = re.compile("[\x00-\x1f\x7f]")
+_PASSWORD: Final = re.compile(r"^([^:/?#]*://[^/?#:]*:)[^/?#]*@")
+"""A user information's password: after the username's ``:``, up to the authority's last ``@``."""
 
 
 class URLError(ValueError):
@@ -58,25 +60,31 @@ class GoURL:
     """``URL.String()`` less any password, the URL a client error names (``Post "<shown>": ...``)."""
 
 
-def _unescape(text: bytes) -> bytes:
-    """``unescape`` (path and fragment modes: ``+`` stays); the caller has refused a bad ``%``."""
-    return _ESCAPE.sub(lambda found: bytes((int(found.group(1), 16),)), text)
+def without_password(url: str) -> str:
+    """``url`` with the password of its user information written ``***``, whether it parses or not.
+
+    net/http's ``stripPassword`` rule (the authority ends at the first ``/``, ``?`` or ``#``; the user
+    information at its last ``@``; the username at the first ``:``), the one every message naming the
+    extender URL uses. Go applies it only to a client error of a sent request: ``url.Parse``'s errors
+    and kube-scheduler's own (``failed ... with extender at URL``, ``claims a filtered node``) quote
+    the URL whole (golang/go#53993); here no error, log, Event or reason shows the password.
+    """
+    return _PASSWORD.sub(r"\1***@", url, count=1)
 
 
-def _escape(raw: bytes, kept: frozenset[int]) -> bytes:
-    """``escape``: each byte not ``kept`` as ``%XX`` (upper-case hex)."""
-    return b"".join(bytes((byte,)) if byte in kept else b"%%%02X" % byte for byte in raw)
+def _escaped(written: bytes, safe: str) -> str:
+    """``setPath`` then ``EscapedPath`` (or ``setFragment`` then ``EscapedFragment``) of ``written``.
 
-
-def _escaped(written: bytes, kept: frozenset[int]) -> bytes:
-    """``setPath`` then ``EscapedPath`` (or ``setFragment`` then ``EscapedFragment``) of ``written``."""
-    if all(byte in kept or byte in _VALID_ENCODED_EXTRA for byte in written):
-        return written  # validEncoded: RawPath (or the path itself, when escaping it changes nothing)
-    return _escape(_unescape(written), kept)
+    ``unquote_to_bytes`` is Go's ``unescape`` in these modes (``+`` stays; the caller has refused a
+    bad ``%``), ``quote_from_bytes`` its ``escape`` (upper-case ``%XX`` for each byte not unreserved or ``safe``).
+    """
+    if set(written) <= _VALID_ENCODED | set(safe.encode()):
+        return written.decode("ascii")  # validEncoded: RawPath (or the path itself, when escaping it changes nothing)
+    return urllib.parse.quote_from_bytes(urllib.parse.unquote_to_bytes(written), safe)
 
 
 def _text(raw: bytes) -> str:
-    """Bytes of an escaped URL part (ASCII once escaped) as text; a part kept as written may hold only ASCII."""
+    """Bytes of a URL part as text (the bad escape an error quotes)."""
     return raw.decode("utf-8", "surrogateescape")
 
 
@@ -92,28 +100,27 @@ def parse(url: str) -> GoURL:
     """
     before, hash_, fragment = url.partition("#")
     if _CONTROL.search(before):
-        raise URLError(f"parse {go_quote(before)}: net/url: invalid control character in URL")
+        raise URLError(f"parse {go_quote(without_password(before))}: net/url: invalid control character in URL")
     scheme, _, rest = before.partition(":")
     rest, question, query = rest.partition("?")
     authority, slash, path = rest[2:].partition("/")
     written = (slash + path).encode("utf-8", "surrogateescape")
     bad = _BAD_ESCAPE.search(written)
     if bad is not None:
-        raise URLError(f"parse {go_quote(before)}: invalid URL escape {go_quote(_text(written[bad.start():][:3]))}")
+        raise URLError(f"parse {go_quote(without_password(before))}: invalid URL escape "
+                       f"{go_quote(_text(written[bad.start():][:3]))}")
     shown_fragment = ""
     if fragment:
         written_fragment = fragment.encode("utf-8", "surrogateescape")
         bad = _BAD_ESCAPE.search(written_fragment)
         if bad is not None:
-            raise URLError(f"parse {go_quote(url)}: invalid URL escape "
+            raise URLError(f"parse {go_quote(without_password(url))}: invalid URL escape "
                            f"{go_quote(_text(written_fragment[bad.start():][:3]))}")
-        shown_fragment = hash_ + _text(_escaped(written_fragment, _FRAGMENT_KEPT))
-    escaped_path = _text(_escaped(written, _PATH_KEPT))
+        shown_fragment = hash_ + _escaped(written_fragment, _FRAGMENT_SAFE)
+    escaped_path = _escaped(written, _PATH_SAFE)
     target = (escaped_path or "/") + question + query
-    userinfo, at, host = authority.rpartition("@")
-    if at and ":" in userinfo:  # net/http's stripPassword: a client error never shows the password
-        authority = f"{userinfo.partition(':')[0]}:***@{host}"
-    return GoURL(target, f"{scheme.lower()}://{authority}{escaped_path}{question}{query}{shown_fragment}")
+    shown = f"{scheme.lower()}://{authority}{escaped_path}{question}{query}{shown_fragment}"
+    return GoURL(target, without_password(shown))
 
 
-__all__ = ["GoURL", "URLError", "parse"]
+__all__ = ["GoURL", "URLError", "parse", "without_password"]

@@ -268,13 +268,15 @@ _NOT_WRITABLE: Final = re.compile(r"[ \x80-\U0010ffff]+")
 
 
 def _request_target(url: go_url.GoURL) -> str:
-    """``URL.RequestURI()``, as net/http writes it on the request line (`go_url`).
+    r"""``URL.RequestURI()``, as net/http writes it on the request line (`go_url`).
 
     Its path is escaped already; a space or a character beyond ASCII can remain only in a query (a
     ``?`` in the verb), which Go writes as is and http.client refuses: they are percent-encoded
-    (the one difference: the extender reads the same query values).
+    (the one difference: the extender reads the same query values). A lone surrogate (a YAML
+    ``"\udcff"`` escape) is written as the byte it stands for, as `go_url` writes one in the path.
     """
-    return _NOT_WRITABLE.sub(lambda found: urllib.parse.quote(found.group()), url.request_uri)
+    return _NOT_WRITABLE.sub(lambda found: urllib.parse.quote(found.group(), errors="surrogateescape"),
+                             url.request_uri)
 
 
 class HTTPExtender:
@@ -285,7 +287,7 @@ class HTTPExtender:
         self.config = config
         url = urllib.parse.urlsplit(config.url_prefix.rstrip("/"))
         if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"urlPrefix {config.url_prefix!r} is not an http(s) URL")
+            raise ValueError(f"urlPrefix {go_url.without_password(config.url_prefix)!r} is not an http(s) URL")
         self._scheme = url.scheme
         self._host = url.hostname
         self._port = url.port or (443 if url.scheme == "https" else 80)
@@ -347,8 +349,8 @@ class HTTPExtender:
                 raise self._failed(conn, url, exc) from None  # written: the extender may act on it
             # A reply that ends the connection (Connection: close, HTTP/1.0) leaves conn.sock None.
             if response.status != 200:
-                raise ExtenderCallError(
-                    f"failed {verb} with extender at URL {self.url(verb)}, code {response.status}")
+                raise ExtenderCallError(f"failed {verb} with extender at URL "
+                                        f"{go_url.without_password(self.url(verb))}, code {response.status}")
             try:
                 return _go_decode(payload, reply)
             except (ValueError, msgspec.ValidationError, RecursionError) as exc:  # too deep: Go's fails as well
@@ -373,9 +375,9 @@ class HTTPExtender:
             names = []
         for name in names:
             if name not in by_name:
-                raise ExtenderCallError(  # extender.go: %q of urlPrefix as configured, and of the name
-                    f"extender {go_quote(self.config.url_prefix)} claims a filtered node {go_quote(name)} which is "
-                    "not found in the input node list")
+                raise ExtenderCallError(  # extender.go: %q of urlPrefix as configured (less a password), of the name
+                    f"extender {go_quote(go_url.without_password(self.config.url_prefix))} claims a filtered node "
+                    f"{go_quote(name)} which is not found in the input node list")
             passing.append(by_name[name])
         return FilterOutcome(passing, dict(result.FailedNodes or {}), dict(result.FailedAndUnresolvableNodes or {}))
 

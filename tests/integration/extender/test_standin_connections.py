@@ -38,7 +38,8 @@ class RecordingExtender(ThreadingHTTPServer):
 
     ``mode``: ``answer`` keeps the connection; ``drop`` reads the POST and closes without answering;
     ``close`` answers (without ``Connection: close``) and then closes with a FIN; ``reset`` answers
-    and then closes with an RST (SO_LINGER 0); ``deep`` answers a body nested 100,000 deep.
+    and then closes with an RST (SO_LINGER 0); ``deep`` answers a body nested 100,000 deep; ``refuse``
+    answers 503.
     """
 
     daemon_threads = True
@@ -85,6 +86,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         body = b'{"NodeNames": ["gpu-1"], "FailedNodes": {}, "Error": ""}'
+        if self.server.mode == "refuse":
+            self.send_error(503)
+            return
         if self.server.mode == "deep":
             body = b"[" * 100_000 + b"]" * 100_000
         self.send_response(200)
@@ -186,8 +190,9 @@ def test_a_reply_nested_too_deep_is_a_one_line_error(server: RecordingExtender) 
     assert _passes(_client(server))
 
 
-@pytest.mark.parametrize(("verb", "path"), [("bïnd", "/x/b%C3%AFnd"), ("bind now", "/x/bind%20now")],
-                         ids=["beyond-ascii", "space"])
+@pytest.mark.parametrize(("verb", "path"), [("bïnd", "/x/b%C3%AFnd"), ("bind now", "/x/bind%20now"),
+                                            ("bind?q=\udcff \udcfe", "/x/bind?q=%FF%20%FE")],
+                         ids=["beyond-ascii", "space", "surrogates-in-query"])
 def test_a_verb_beyond_ascii_or_with_a_space_is_sent_percent_encoded_as_go_sends_it(
     server: RecordingExtender, verb: str, path: str
 ) -> None:
@@ -235,3 +240,28 @@ def test_a_filtered_node_not_asked_about_is_named_with_the_url_prefix_as_configu
         client.filter(POD, [{"metadata": {"name": "gpu-2"}}])  # the extender answers gpu-1
     assert str(failed.value) == (f'extender "{client.config.url_prefix}" claims a filtered node "gpu-1" which is not '
                                  "found in the input node list")
+
+
+def test_no_error_naming_the_url_shows_its_password(server: RecordingExtender) -> None:
+    """Each error that names the URL (they reach the pod's Events and condition) writes its password ``***``.
+
+    Go's ``url.Parse`` errors and kube-scheduler's ``failed ... with extender at URL`` and
+    ``claims a filtered node`` quote it whole; only net/http's client errors strip it.
+    """
+    prefix = f"http://user:s3cret@127.0.0.1:{server.server_port}/x"
+    shown = f"http://user:***@127.0.0.1:{server.server_port}/x"
+    client = HTTPExtender(ExtenderConfig(url_prefix=prefix, bind_verb="bind%zz"))
+    errors = []
+    for call in (lambda: client.bind(POD, "gpu-1"), lambda: client.filter(POD, [{"metadata": {"name": "gpu-2"}}])):
+        with pytest.raises(ExtenderCallError) as failed:
+            call()
+        errors.append(str(failed.value))
+    server.mode = "refuse"
+    with pytest.raises(ExtenderCallError) as failed:
+        client.filter(POD, [NODE])
+    errors.append(str(failed.value))
+    assert errors == [f'parse "{shown}/bind%zz": invalid URL escape "%zz"',
+                      f'extender "{shown}" claims a filtered node "gpu-1" which is not found in the input node list',
+                      f"failed filter with extender at URL {shown}/filter, code 503"]
+    with pytest.raises(ValueError, match=r"^urlPrefix 'ftp://user:\*\*\*@h/x' is not an http\(s\) URL$"):
+        HTTPExtender(ExtenderConfig(url_prefix="ftp://user:s3cret@h/x"))

@@ -163,6 +163,31 @@ def test_a_pod_with_a_hundred_thousand_terms_is_placed_by_them_as_upstream_would
     assert bound(sandbox, "many") == "n-b"
 
 
+def _placed_over_cycles(sandbox: Sandbox, racks: SchedulerLoop, caplog: pytest.LogCaptureFixture,
+                        slow: dict[str, Any], logged: str) -> tuple[list[str], list[str]]:
+    """Load ``slow`` and a later pod: the first cycle stops ``slow`` over its budget and places the later one.
+
+    Cycles then run until ``slow`` is bound, on n-c. Returns the reasons of its Events (sorted) and the
+    warnings that hold ``logged``.
+    """
+    later = affine("later", rack_in("a"))
+    later["metadata"]["creationTimestamp"] = "2999-01-01T00:00:00Z"  # tried after the slow pod in a pass
+    sandbox.load([slow, later])
+    with caplog.at_level("WARNING", logger="kubectl_gpushare.scheduler"):
+        racks.run_once()
+        assert bound(sandbox, "later") == "n-a" and bound(sandbox, "slow") == ""
+        assert why(sandbox, "slow") == f"0/3 nodes are available: {AFFINITY_OVER_BUDGET}."
+
+        def placed() -> str:
+            racks.run_once()
+            return bound(sandbox, "slow")
+
+        wait_for(placed, what="the slow pod placed", timeout=30)
+    assert bound(sandbox, "slow") == "n-c"
+    reasons = sorted(e["reason"] for e in sandbox.objects("events") if e["involvedObject"]["name"] == "slow")
+    return reasons, [r.getMessage() for r in caplog.records if logged in r.getMessage()]
+
+
 def test_an_affinity_past_the_cycles_budget_fails_its_cycle_alone_and_resumes_until_placed(
     sandbox: Sandbox, racks: SchedulerLoop, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -177,24 +202,9 @@ def test_an_affinity_past_the_cycles_budget_fails_its_cycle_alone_and_resumes_un
     tolerate = [{"key": "dedicated", "operator": "Exists"}]
     slow = affine("slow", *({"matchExpressions": [{"key": "rack", "operator": "NotIn", "values": ["a", "b", f"h{i}"]}]}
                             for i in range(20)), tolerations=tolerate)
-    later = affine("later", rack_in("a"))
-    later["metadata"]["creationTimestamp"] = "2999-01-01T00:00:00Z"  # tried after the slow pod in a pass
-    sandbox.load([slow, later])
-    with caplog.at_level("WARNING", logger="kubectl_gpushare.scheduler"):
-        racks.run_once()
-        assert bound(sandbox, "later") == "n-a" and bound(sandbox, "slow") == ""
-        assert why(sandbox, "slow") == f"0/3 nodes are available: {AFFINITY_OVER_BUDGET}."
-
-        def placed() -> str:
-            racks.run_once()
-            return bound(sandbox, "slow")
-
-        wait_for(placed, what="the slow pod placed")
-    assert bound(sandbox, "slow") == "n-c"
-    assert sorted(e["reason"] for e in sandbox.objects("events") if e["involvedObject"]["name"] == "slow") == [
-        "FailedScheduling", "Scheduled"]  # one failed cycle: the next resumed
-    over = [r for r in caplog.records if "asks more than 25 terms" in r.getMessage()]
-    assert len(over) == 1, [r.getMessage() for r in caplog.records]
+    reasons, over = _placed_over_cycles(sandbox, racks, caplog, slow, "asks more than 25 terms")
+    assert reasons == ["FailedScheduling", "Scheduled"]  # one failed cycle: the next resumed
+    assert len(over) == 1, over
 
 
 def test_an_affinity_too_large_to_compile_in_one_cycle_is_compiled_over_cycles_and_placed_as_upstream_would(
@@ -211,25 +221,34 @@ def test_an_affinity_too_large_to_compile_in_one_cycle_is_compiled_over_cycles_a
     terms = [{"matchExpressions": [{"key": "rack", "operator": "In", "values": [f"h{i}"]}]} for i in range(38)]
     terms.insert(20, {"matchExpressions": [{"key": "rack", "operator": "Bogus", "values": ["c"]}]})
     slow = affine("slow", *terms, rack_in("c"), tolerations=tolerate)
-    later = affine("later", rack_in("a"))
-    later["metadata"]["creationTimestamp"] = "2999-01-01T00:00:00Z"  # tried after the slow pod in a pass
-    sandbox.load([slow, later])
-    with caplog.at_level("WARNING", logger="kubectl_gpushare.scheduler"):
+    reasons, over = _placed_over_cycles(sandbox, racks, caplog, slow, "too large to compile in one cycle")
+    assert reasons.count("FailedScheduling") == 2  # 520 units at 200 a cycle: the third cycle places it
+    assert len(over) == 1, over
+
+
+def test_an_affinity_edited_while_it_is_compiled_over_cycles_is_compiled_afresh(
+    sandbox: Sandbox, racks: SchedulerLoop
+) -> None:
+    """What a cycle compiled is kept with the placement of the fields it read (`SchedulerLoop._placement`).
+
+    The pod's affinity edited between two cycles (its terms matched n-c; now n-b) is read and compiled
+    anew: the pod lands on n-b, not where the terms compiled before would put it.
+    """
+    racks.compile_budget = 200
+    terms = [{"matchExpressions": [{"key": "rack", "operator": "In", "values": [f"h{i}"]}]} for i in range(38)]
+    sandbox.load([affine("slow", *terms, rack_in("c"), tolerations=[{"key": "dedicated", "operator": "Exists"}])])
+    racks.run_once()
+    assert why(sandbox, "slow") == f"0/3 nodes are available: {AFFINITY_OVER_BUDGET}."
+    edited = sandbox.get("pods", "default", "slow")
+    assert edited is not None
+    edited["spec"]["affinity"] = required([rack_in("b")])
+    sandbox.load([edited])
+
+    def placed() -> str:
         racks.run_once()
-        assert bound(sandbox, "later") == "n-a" and bound(sandbox, "slow") == ""
-        assert why(sandbox, "slow") == f"0/3 nodes are available: {AFFINITY_OVER_BUDGET}."
+        return bound(sandbox, "slow")
 
-        def placed() -> str:
-            racks.run_once()
-            return bound(sandbox, "slow")
-
-        wait_for(placed, what="the slow pod placed", timeout=30)
-    assert bound(sandbox, "slow") == "n-c"
-    failed = [e for e in sandbox.objects("events")
-              if e["involvedObject"]["name"] == "slow" and e["reason"] == "FailedScheduling"]
-    assert len(failed) == 2  # 520 units at 200 a cycle: the third cycle places it
-    over = [r for r in caplog.records if "too large to compile in one cycle" in r.getMessage()]
-    assert len(over) == 1, [r.getMessage() for r in caplog.records]
+    assert wait_for(placed, what="the edited pod placed", timeout=30) == "n-b"
 
 
 @pytest.mark.parametrize("how", ["http", "seeded"])

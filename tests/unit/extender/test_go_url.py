@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubectl_gpushare.extender.go_url import URLError, parse
+from kubectl_gpushare.extender.go_url import URLError, parse, without_password
 
 BASE = "http://127.0.0.1:1/x/"
 
@@ -65,3 +65,24 @@ def test_what_url_parse_refuses_is_its_error(verb: str, error: str) -> None:
 def test_a_control_character_in_the_fragment_is_taken_as_url_parse_takes_it() -> None:
     """``parse`` checks control bytes before the ``#`` only; ``setFragment`` does not."""
     assert parse(BASE + "f#\x01").request_uri == "/x/f"
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("http://u:p@h/x", "http://u:***@h/x"),
+    ("http://u:@h/x", "http://u:***@h/x"),  # a password set, empty: net/http strips it too
+    ("http://u:p@ss@h:1/x@y:z", "http://u:***@h:1/x@y:z"),  # the authority's last @; the path untouched
+    ("http://a@b:p@h/x", "http://a@b:***@h/x"),  # the username ends at the first colon
+    ("http://u@h:1/x", "http://u@h:1/x"),  # no password
+    ("http://h:1/a:b@c", "http://h:1/a:b@c"),  # an @ in the path is not user information
+    ("http://u:p@h/%zz\n", "http://u:***@h/%zz\n"),  # a URL that does not parse: stripped all the same
+], ids=["password", "empty", "last-at", "first-colon", "user-only", "path-at", "unparsed"])
+def test_without_password_is_net_https_strip_password(url: str, shown: str) -> None:
+    assert without_password(url) == shown
+
+
+def test_a_refused_url_never_shows_its_password() -> None:
+    """Go's ``url.Parse`` error quotes the URL whole (golang/go#53993); this one strips the password."""
+    for verb in ("%zz", "f\n", "f#%g1"):
+        with pytest.raises(URLError) as refused:
+            parse("http://u:s3cret@h/x/" + verb)
+        assert "s3cret" not in str(refused.value) and "u:***@h" in str(refused.value)
