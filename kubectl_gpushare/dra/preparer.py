@@ -29,7 +29,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -214,20 +214,30 @@ class Preparer:
         """
         if self.shared is None:
             return dict(call())
-        try:
-            with self.shared.held(None if deadline is None else deadline - ANSWER_RESERVE):
-                try:
-                    self._reload()
-                except OSError as exc:  # `call` reports its own
-                    reason = f"cannot read the checkpoint {self.checkpoint.path}: {protocol.error_reason(exc)}"
-                else:
-                    return dict(call())
-        except LockTimeoutError:
-            reason = "another instance of the driver (a rolling update) held its lock until the call's deadline"
-        except OSError as exc:
-            reason = f"cannot take the lock shared with another driver instance: {protocol.error_reason(exc)}"
+        with ExitStack() as held:
+            reason = self._lock_and_reload(self.shared, held, deadline)
+            if not reason:
+                return dict(call())
         log.warning("%s", reason)
         return {ref.uid: reason for ref in dict.fromkeys(refs)}
+
+    def _lock_and_reload(self, shared: SerializeLock, held: ExitStack, deadline: float | None) -> str:
+        """Take ``shared`` into ``held`` and read what the other instance changed: "", or why the call cannot run.
+
+        Only these errors are the claims' here: the call reports its own (an error it raises is not
+        taken for the lock's).
+        """
+        try:
+            held.enter_context(shared.held(None if deadline is None else deadline - ANSWER_RESERVE))
+        except LockTimeoutError:
+            return "another instance of the driver (a rolling update) held its lock until the call's deadline"
+        except OSError as exc:
+            return f"cannot take the lock shared with another driver instance: {protocol.error_reason(exc)}"
+        try:
+            self._reload()
+        except OSError as exc:
+            return f"cannot read the checkpoint {self.checkpoint.path}: {protocol.error_reason(exc)}"
+        return ""
 
     # --- prepare -----------------------------------------------------------------------------
 
