@@ -185,6 +185,8 @@ class CheckpointFile:
         self._journal: int | None = None
         self._journal_size = 0
         self._known: _Known | None = None
+        self._signature: tuple[Identity | None, Identity | None] | None = None
+        """`signature` as this process last read or wrote the files (`changed`)."""
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -199,12 +201,14 @@ class CheckpointFile:
             with open(self.journal_path, "rb") as handle:
                 data = handle.read(MAX_BYTES + 1)
         except FileNotFoundError:
+            self._signature = self.signature()
             return checkpoint
         if data:
             self._replay(data, checkpoint)
             self.save(checkpoint)
         else:
             self._open_journal(truncate=False)
+            self._signature = self.signature()
         return checkpoint
 
     def reload(self) -> Checkpoint:
@@ -250,6 +254,7 @@ class CheckpointFile:
         if self._journal is not None:
             self._journal_size = os.fstat(self._journal).st_size
         self._known = None if document is None else _Known(checkpoint, document, inode, offset + len(data))
+        self._signature = self.signature()
         return Checkpoint(self.node, dict(checkpoint.claims))
 
     def _reload_all(self) -> Checkpoint:
@@ -259,6 +264,13 @@ class CheckpointFile:
     def signature(self) -> tuple[Identity | None, Identity | None]:
         """The document's and the journal's `Identity`: changes whenever either is written."""
         return _identity(self.path), _identity(self.journal_path)
+
+    def changed(self) -> bool:
+        """Whether the files were written since this process last read (`load`, `reload`) or wrote them.
+
+        Exact while whoever else writes them waits for us (a rolling update's serialize lock).
+        """
+        return self.signature() != self._signature
 
     def _load_document(self) -> Checkpoint:
         try:
@@ -351,6 +363,7 @@ class CheckpointFile:
             self._known = _Known(checkpoint, known.document, known.journal_inode, before + len(line))
         else:
             self._known = None
+        self._signature = self.signature()
 
     def save(self, checkpoint: Checkpoint) -> None:
         """Write every claim to the document, atomically and durably, then start an empty journal.
@@ -368,6 +381,7 @@ class CheckpointFile:
         document = _identity(self.path)
         if document is not None and self._journal is not None:
             self._known = _Known(checkpoint, document, os.fstat(self._journal).st_ino, 0)
+        self._signature = self.signature()
 
     def close(self) -> None:
         """Close the journal (the next change rewrites the document and opens it again)."""

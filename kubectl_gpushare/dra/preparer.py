@@ -129,8 +129,6 @@ class Preparer:
         self._claims: dict[str, PreparedClaim] = {}
         self.shared = shared
         """The lock shared with another instance of a rolling update (None: this instance alone)."""
-        self._seen = self.checkpoint.signature() if shared is not None else ()
-        """The checkpoint files as last read or written here (`CheckpointFile.signature`)."""
         self.on_change: list[Callable[[], None]] = []
         """Called after prepared claims change (memory enforcement wakes on it)."""
         self.reads = 0
@@ -156,14 +154,13 @@ class Preparer:
                 problem = self._ensure_spec(uid, claim)
                 if problem:  # that claim alone: kubelet's next call for it gets the error (`_again`)
                     log.error("%s", problem)
-            self._saw()
         if claims:
             log.info("restored %d prepared claim(s) from %s", len(claims), self.checkpoint.path)
         return len(claims)
 
     def prepared(self) -> dict[str, PreparedClaim]:
         """Claim UID -> what is prepared now (in a rolling update, read again if the other instance changed it)."""
-        if self.shared is not None and self.checkpoint.signature() != self._seen:
+        if self.shared is not None and self.checkpoint.changed():
             try:
                 with self.shared.held(time.monotonic() + RELOAD_WAIT):
                     self._reload()
@@ -186,23 +183,18 @@ class Preparer:
     def _reload(self) -> None:
         """Take the claims from the checkpoint files, under the shared lock, if they changed since we last looked.
 
-        The files change only when written (an append grows the journal, a compaction replaces the
-        document), so an unchanged `CheckpointFile.signature` means nothing to read: an instance
-        running alone pays two ``stat`` calls per call, not a read of every claim.
+        Files unchanged since this process last read or wrote them (`CheckpointFile.changed`) mean
+        nothing to read: an instance running alone pays two ``stat`` calls per call, not a read of
+        every claim.
         """
-        if self.checkpoint.signature() == self._seen:
+        if not self.checkpoint.changed():
             return
         loaded = self.checkpoint.reload()
         with self._lock:
             changed = loaded.claims != self._claims
             self._claims = dict(loaded.claims)
-        self._saw()
         if changed:
             self._changed()
-
-    def _saw(self) -> None:
-        if self.shared is not None:
-            self._seen = self.checkpoint.signature()
 
     def _one_at_a_time(
         self, refs: Sequence[ClaimRef], deadline: float | None, call: Callable[[], Mapping[str, _Outcome]]
@@ -372,7 +364,6 @@ class Preparer:
                     outcome[uid] = f"cannot save the checkpoint: {exc.strerror or exc}"
                 return outcome
             self._claims = claims
-            self._saw()
         for uid in written:
             claim = fresh[uid]
             outcome[uid] = claim
@@ -421,7 +412,6 @@ class Preparer:
                         results[uid] = f"cannot save the checkpoint: {exc.strerror or exc}"
                     return results
                 self._claims = claims
-                self._saw()
         for uid in removed:
             log.info("unprepared claim %s", uid)
         if removed:

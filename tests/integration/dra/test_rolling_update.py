@@ -321,6 +321,24 @@ def test_a_torn_append_of_a_killed_instance_is_folded_before_the_other_appends(t
     assert not [p for p in os.listdir(tmp_path) if "unreadable" in p], "nothing moved aside, nothing lost"
 
 
+def test_the_files_count_as_changed_only_after_the_other_instance_wrote_them(tmp_path: Path) -> None:
+    # What lets an instance alone skip the re-read at each call: its own writes do not count as changes.
+    uid_a, uid_b = "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"
+    mine, other = CheckpointFile(str(tmp_path), NODE), CheckpointFile(str(tmp_path), NODE)
+    mine.load()
+    other.load()
+    assert not mine.changed()
+    mine.save(Checkpoint(NODE))
+    mine.record(Checkpoint(NODE, {uid_a: _record("a")}), prepared={uid_a: _record("a")})
+    assert not mine.changed(), "our own save and append"
+    assert other.changed()
+    assert set(other.reload().claims) == {uid_a} and not other.changed(), "read: nothing new"
+    other.record(Checkpoint(NODE, {uid_a: _record("a"), uid_b: _record("b")}), prepared={uid_b: _record("b")})
+    assert mine.changed() and not other.changed()
+    other.save(Checkpoint(NODE, {uid_b: _record("b")}))  # a compaction by the other
+    assert mine.changed() and set(mine.reload().claims) == {uid_b} and not mine.changed()
+
+
 @pytest.mark.parametrize("uid", ["../../../etc/cron.d/x", "0B0F6E1C-0000-4000-8000-000000000001", "x" * 5000,
                                  "0b0f6e1c-0000-4000-8000-000000000001/../a"])
 def test_a_hostile_pod_uid_is_refused_in_one_line_before_any_path(kubeconfig: Path, dirs: Dirs, uid: str) -> None:
