@@ -28,8 +28,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -145,7 +145,7 @@ class Preparer:
         Raises:
             OSError: the checkpoint's files cannot be read, or the journal cannot be folded in.
         """
-        with self._serialized(None):
+        with nullcontext() if self.shared is None else self.shared.held():  # the other instance may be mid-call
             loaded = self.checkpoint.load()
             with self._lock:
                 self._claims = dict(loaded.claims)
@@ -170,15 +170,6 @@ class Preparer:
             return dict(self._claims)
 
     # --- the other instance of a rolling update ------------------------------------------------
-
-    @contextmanager
-    def _serialized(self, deadline: float | None) -> Iterator[None]:
-        """Hold the lock shared with the other instance, if any (`serialize.SerializeLock.held`)."""
-        if self.shared is None:
-            yield
-            return
-        with self.shared.held(deadline):
-            yield
 
     def _reload(self) -> None:
         """Take the claims from the checkpoint files, under the shared lock, if they changed since we last looked.
