@@ -248,7 +248,7 @@ class CheckpointFile:
             if known is not None:
                 return self._reload_all()
             inode, data = 0, b""
-        if data and not self._replay(data, checkpoint):
+        if data and not self._replay(data, checkpoint, offset):
             self.save(checkpoint)
             return checkpoint
         if self._journal is not None:
@@ -286,8 +286,11 @@ class CheckpointFile:
                       self.path, exc, aside)
             return Checkpoint(self.node)
 
-    def _replay(self, data: bytes, checkpoint: Checkpoint) -> bool:
+    def _replay(self, data: bytes, checkpoint: Checkpoint, start: int = 0) -> bool:
         """Apply the journal's complete lines to ``checkpoint`` in order; stop at the first unreadable one.
+
+        ``data`` is the journal from byte ``start`` on (`reload` reads only what is new): an unreadable
+        line is named by its number after that byte, so that it can be found in the file moved aside.
 
         Returns:
             Whether every line was read (False: a torn last line dropped, or the journal moved aside).
@@ -304,7 +307,8 @@ class CheckpointFile:
                     raise ValueError("nested too deeply")
                 entry = _entry_decoder.decode(line)
             except (ValueError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-                problem = f"line {number}: {protocol.error_reason(exc)}"
+                after = f" after byte {start}" if start else ""
+                problem = f"line {number}{after}: {protocol.error_reason(exc)}"
                 break
             for uid in entry.unprepared:
                 checkpoint.claims.pop(uid, None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -337,6 +338,24 @@ def test_the_files_count_as_changed_only_after_the_other_instance_wrote_them(tmp
     assert mine.changed() and not other.changed()
     other.save(Checkpoint(NODE, {uid_b: _record("b")}))  # a compaction by the other
     assert mine.changed() and set(mine.reload().claims) == {uid_b} and not mine.changed()
+
+
+def test_an_unreadable_line_the_other_instance_appended_is_named_where_the_file_has_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    uid_a = "00000000-0000-4000-8000-00000000000a"
+    writer, reader = CheckpointFile(str(tmp_path), NODE), CheckpointFile(str(tmp_path), NODE)
+    writer.save(Checkpoint(NODE))
+    reader.load()
+    writer.record(Checkpoint(NODE, {uid_a: _record("a")}), prepared={uid_a: _record("a")})
+    assert set(reader.reload().claims) == {uid_a}  # line 1 read: the next reload reads from its end
+    journal = tmp_path / "checkpoint.journal"
+    size = journal.stat().st_size
+    with open(journal, "ab") as handle:
+        handle.write(b'{"prepared":{"x":' + b"[" * 100 + b"}}\n")
+    with caplog.at_level(logging.ERROR, logger="kubectl_gpushare.dra.checkpoint"):
+        assert set(reader.reload().claims) == {uid_a}, "what came before is kept"
+    assert [m for m in caplog.messages if f"cannot be read past line 1 after byte {size}: " in m], caplog.messages
 
 
 @pytest.mark.parametrize("uid", ["../../../etc/cron.d/x", "0B0F6E1C-0000-4000-8000-000000000001", "x" * 5000,
