@@ -185,6 +185,8 @@ class CheckpointFile:
         self._journal: int | None = None
         self._journal_size = 0
         self._known: _Known | None = None
+        self._signature: tuple[Identity | None, Identity | None] | None = None
+        """`signature` as this process last read or wrote the files (`changed`)."""
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -199,12 +201,14 @@ class CheckpointFile:
             with open(self.journal_path, "rb") as handle:
                 data = handle.read(MAX_BYTES + 1)
         except FileNotFoundError:
+            self._signature = self.signature()
             return checkpoint
         if data:
             self._replay(data, checkpoint)
             self.save(checkpoint)
         else:
             self._open_journal(truncate=False)
+            self._signature = self.signature()
         return checkpoint
 
     def reload(self) -> Checkpoint:
@@ -244,12 +248,13 @@ class CheckpointFile:
             if known is not None:
                 return self._reload_all()
             inode, data = 0, b""
-        if data and not self._replay(data, checkpoint):
+        if data and not self._replay(data, checkpoint, offset):
             self.save(checkpoint)
             return checkpoint
         if self._journal is not None:
             self._journal_size = os.fstat(self._journal).st_size
         self._known = None if document is None else _Known(checkpoint, document, inode, offset + len(data))
+        self._signature = self.signature()
         return Checkpoint(self.node, dict(checkpoint.claims))
 
     def _reload_all(self) -> Checkpoint:
@@ -259,6 +264,13 @@ class CheckpointFile:
     def signature(self) -> tuple[Identity | None, Identity | None]:
         """The document's and the journal's `Identity`: changes whenever either is written."""
         return _identity(self.path), _identity(self.journal_path)
+
+    def changed(self) -> bool:
+        """Whether the files were written since this process last read (`load`, `reload`) or wrote them.
+
+        Exact while whoever else writes them waits for us (a rolling update's serialize lock).
+        """
+        return self.signature() != self._signature
 
     def _load_document(self) -> Checkpoint:
         try:
@@ -274,8 +286,11 @@ class CheckpointFile:
                       self.path, exc, aside)
             return Checkpoint(self.node)
 
-    def _replay(self, data: bytes, checkpoint: Checkpoint) -> bool:
+    def _replay(self, data: bytes, checkpoint: Checkpoint, start: int = 0) -> bool:
         """Apply the journal's complete lines to ``checkpoint`` in order; stop at the first unreadable one.
+
+        ``data`` is the journal from byte ``start`` on (`reload` reads only what is new): an unreadable
+        line is named by its number after that byte, so that it can be found in the file moved aside.
 
         Returns:
             Whether every line was read (False: a torn last line dropped, or the journal moved aside).
@@ -292,7 +307,8 @@ class CheckpointFile:
                     raise ValueError("nested too deeply")
                 entry = _entry_decoder.decode(line)
             except (ValueError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-                problem = f"line {number}: {protocol.error_reason(exc)}"
+                after = f" after byte {start}" if start else ""
+                problem = f"line {number}{after}: {protocol.error_reason(exc)}"
                 break
             for uid in entry.unprepared:
                 checkpoint.claims.pop(uid, None)
@@ -351,6 +367,7 @@ class CheckpointFile:
             self._known = _Known(checkpoint, known.document, known.journal_inode, before + len(line))
         else:
             self._known = None
+        self._signature = self.signature()
 
     def save(self, checkpoint: Checkpoint) -> None:
         """Write every claim to the document, atomically and durably, then start an empty journal.
@@ -368,6 +385,7 @@ class CheckpointFile:
         document = _identity(self.path)
         if document is not None and self._journal is not None:
             self._known = _Known(checkpoint, document, os.fstat(self._journal).st_ino, 0)
+        self._signature = self.signature()
 
     def close(self) -> None:
         """Close the journal (the next change rewrites the document and opens it again)."""

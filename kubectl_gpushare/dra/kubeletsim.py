@@ -20,8 +20,9 @@ What it does, after kubelet (kubernetes/kubernetes):
   is handled; the service is the first of ``v1.DRAPlugin``, ``v1beta1.DRAPlugin`` that both sides
   list (``servicesSupportedByKubelet``; an empty list is refused); calls go to the ``endpoint``
   from ``GetInfo``.
-- ``pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go`` (``DRAPluginManager``, kubelet 1.33+; before
-  it ``plugins_store.go``, the same rules) and the pluginwatcher README's "Seamless Upgrade": every
+- ``pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go`` (``DRAPluginManager``; the ``plugins_store.go``
+  before it, kubelet 1.33's, has the same rules except that it calls the most recently registered
+  instance whether connected or not) and the pluginwatcher README's "Seamless Upgrade": every
   registered instance of a driver is kept, in the order they registered (``store``: driver name ->
   instances); an instance whose endpoint is already registered for the driver is refused ("One
   plugin instance cannot hijack the endpoint of another instance"); calls go to the most recently

@@ -28,8 +28,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -129,8 +129,6 @@ class Preparer:
         self._claims: dict[str, PreparedClaim] = {}
         self.shared = shared
         """The lock shared with another instance of a rolling update (None: this instance alone)."""
-        self._seen = self.checkpoint.signature() if shared is not None else ()
-        """The checkpoint files as last read or written here (`CheckpointFile.signature`)."""
         self.on_change: list[Callable[[], None]] = []
         """Called after prepared claims change (memory enforcement wakes on it)."""
         self.reads = 0
@@ -147,7 +145,7 @@ class Preparer:
         Raises:
             OSError: the checkpoint's files cannot be read, or the journal cannot be folded in.
         """
-        with self._serialized(None):
+        with nullcontext() if self.shared is None else self.shared.held():  # the other instance may be mid-call
             loaded = self.checkpoint.load()
             with self._lock:
                 self._claims = dict(loaded.claims)
@@ -156,14 +154,13 @@ class Preparer:
                 problem = self._ensure_spec(uid, claim)
                 if problem:  # that claim alone: kubelet's next call for it gets the error (`_again`)
                     log.error("%s", problem)
-            self._saw()
         if claims:
             log.info("restored %d prepared claim(s) from %s", len(claims), self.checkpoint.path)
         return len(claims)
 
     def prepared(self) -> dict[str, PreparedClaim]:
         """Claim UID -> what is prepared now (in a rolling update, read again if the other instance changed it)."""
-        if self.shared is not None and self.checkpoint.signature() != self._seen:
+        if self.shared is not None and self.checkpoint.changed():
             try:
                 with self.shared.held(time.monotonic() + RELOAD_WAIT):
                     self._reload()
@@ -174,35 +171,21 @@ class Preparer:
 
     # --- the other instance of a rolling update ------------------------------------------------
 
-    @contextmanager
-    def _serialized(self, deadline: float | None) -> Iterator[None]:
-        """Hold the lock shared with the other instance, if any (`serialize.SerializeLock.held`)."""
-        if self.shared is None:
-            yield
-            return
-        with self.shared.held(deadline):
-            yield
-
     def _reload(self) -> None:
         """Take the claims from the checkpoint files, under the shared lock, if they changed since we last looked.
 
-        The files change only when written (an append grows the journal, a compaction replaces the
-        document), so an unchanged `CheckpointFile.signature` means nothing to read: an instance
-        running alone pays two ``stat`` calls per call, not a read of every claim.
+        Files unchanged since this process last read or wrote them (`CheckpointFile.changed`) mean
+        nothing to read: an instance running alone pays two ``stat`` calls per call, not a read of
+        every claim.
         """
-        if self.checkpoint.signature() == self._seen:
+        if not self.checkpoint.changed():
             return
         loaded = self.checkpoint.reload()
         with self._lock:
             changed = loaded.claims != self._claims
             self._claims = dict(loaded.claims)
-        self._saw()
         if changed:
             self._changed()
-
-    def _saw(self) -> None:
-        if self.shared is not None:
-            self._seen = self.checkpoint.signature()
 
     def _one_at_a_time(
         self, refs: Sequence[ClaimRef], deadline: float | None, call: Callable[[], Mapping[str, _Outcome]]
@@ -214,20 +197,30 @@ class Preparer:
         """
         if self.shared is None:
             return dict(call())
-        try:
-            with self.shared.held(None if deadline is None else deadline - ANSWER_RESERVE):
-                try:
-                    self._reload()
-                except OSError as exc:  # `call` reports its own
-                    reason = f"cannot read the checkpoint {self.checkpoint.path}: {protocol.error_reason(exc)}"
-                else:
-                    return dict(call())
-        except LockTimeoutError:
-            reason = "another instance of the driver (a rolling update) held its lock until the call's deadline"
-        except OSError as exc:
-            reason = f"cannot take the lock shared with another driver instance: {protocol.error_reason(exc)}"
+        with ExitStack() as held:
+            reason = self._lock_and_reload(self.shared, held, deadline)
+            if not reason:
+                return dict(call())
         log.warning("%s", reason)
         return {ref.uid: reason for ref in dict.fromkeys(refs)}
+
+    def _lock_and_reload(self, shared: SerializeLock, held: ExitStack, deadline: float | None) -> str:
+        """Take ``shared`` into ``held`` and read what the other instance changed: "", or why the call cannot run.
+
+        Only these errors are the claims' here: the call reports its own (an error it raises is not
+        taken for the lock's).
+        """
+        try:
+            held.enter_context(shared.held(None if deadline is None else deadline - ANSWER_RESERVE))
+        except LockTimeoutError:
+            return "another instance of the driver (a rolling update) held its lock until the call's deadline"
+        except OSError as exc:
+            return f"cannot take the lock shared with another driver instance: {protocol.error_reason(exc)}"
+        try:
+            self._reload()
+        except OSError as exc:
+            return f"cannot read the checkpoint {self.checkpoint.path}: {protocol.error_reason(exc)}"
+        return ""
 
     # --- prepare -----------------------------------------------------------------------------
 
@@ -362,7 +355,6 @@ class Preparer:
                     outcome[uid] = f"cannot save the checkpoint: {exc.strerror or exc}"
                 return outcome
             self._claims = claims
-            self._saw()
         for uid in written:
             claim = fresh[uid]
             outcome[uid] = claim
@@ -411,7 +403,6 @@ class Preparer:
                         results[uid] = f"cannot save the checkpoint: {exc.strerror or exc}"
                     return results
                 self._claims = claims
-                self._saw()
         for uid in removed:
             log.info("unprepared claim %s", uid)
         if removed:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -319,6 +320,42 @@ def test_a_torn_append_of_a_killed_instance_is_folded_before_the_other_appends(t
     survivor.record(Checkpoint(NODE, {uid_a: claim("a"), uid_b: claim("b")}), prepared={uid_b: claim("b")})
     assert set(CheckpointFile(str(tmp_path), NODE).reload().claims) == {uid_a, uid_b}
     assert not [p for p in os.listdir(tmp_path) if "unreadable" in p], "nothing moved aside, nothing lost"
+
+
+def test_the_files_count_as_changed_only_after_the_other_instance_wrote_them(tmp_path: Path) -> None:
+    # What lets an instance alone skip the re-read at each call: its own writes do not count as changes.
+    uid_a, uid_b = "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"
+    mine, other = CheckpointFile(str(tmp_path), NODE), CheckpointFile(str(tmp_path), NODE)
+    mine.load()
+    other.load()
+    assert not mine.changed()
+    mine.save(Checkpoint(NODE))
+    mine.record(Checkpoint(NODE, {uid_a: _record("a")}), prepared={uid_a: _record("a")})
+    assert not mine.changed(), "our own save and append"
+    assert other.changed()
+    assert set(other.reload().claims) == {uid_a} and not other.changed(), "read: nothing new"
+    other.record(Checkpoint(NODE, {uid_a: _record("a"), uid_b: _record("b")}), prepared={uid_b: _record("b")})
+    assert mine.changed() and not other.changed()
+    other.save(Checkpoint(NODE, {uid_b: _record("b")}))  # a compaction by the other
+    assert mine.changed() and set(mine.reload().claims) == {uid_b} and not mine.changed()
+
+
+def test_an_unreadable_line_the_other_instance_appended_is_named_where_the_file_has_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    uid_a = "00000000-0000-4000-8000-00000000000a"
+    writer, reader = CheckpointFile(str(tmp_path), NODE), CheckpointFile(str(tmp_path), NODE)
+    writer.save(Checkpoint(NODE))
+    reader.load()
+    writer.record(Checkpoint(NODE, {uid_a: _record("a")}), prepared={uid_a: _record("a")})
+    assert set(reader.reload().claims) == {uid_a}  # line 1 read: the next reload reads from its end
+    journal = tmp_path / "checkpoint.journal"
+    size = journal.stat().st_size
+    with open(journal, "ab") as handle:
+        handle.write(b'{"prepared":{"x":' + b"[" * 100 + b"}}\n")
+    with caplog.at_level(logging.ERROR, logger="kubectl_gpushare.dra.checkpoint"):
+        assert set(reader.reload().claims) == {uid_a}, "what came before is kept"
+    assert [m for m in caplog.messages if f"cannot be read past line 1 after byte {size}: " in m], caplog.messages
 
 
 @pytest.mark.parametrize("uid", ["../../../etc/cron.d/x", "0B0F6E1C-0000-4000-8000-000000000001", "x" * 5000,
