@@ -357,3 +357,16 @@ def test_one_term_of_many_requirements_keeps_its_verdicts_and_counts_its_require
     assert selector.verdict({"rack": "a", "zone": "z1"}, "n1") == (True, 10_000)
     assert selector.verdict({"rack": "a", "zone": "z2"}, "n2") == (True, 0)  # zone is not read: the same case
     assert selector.verdict({"rack": "h3"}, "n3") == (False, 10_000)
+
+
+def test_a_few_terms_asked_every_time_count_their_requirements_as_kept_verdicts_do() -> None:
+    """Below the kept verdicts (8 requirements or fewer) a node still costs its terms' requirements, not their number.
+
+    The scheduler's budget (`AFFINITY_BUDGET`) counts one unit whichever way the selector is asked.
+    """
+    few = terms({"matchExpressions": [expr("rack", "In", "a"), expr("zone", "In", "z1"), expr("gen", "Exists")]},
+                {"matchExpressions": [expr("rack", "In", "b")]})
+    selector = compile_selector(few, lazy=True)
+    assert selector.verdict({"rack": "b"}, "n1") == (True, 4)
+    assert selector.verdict({"rack": "b"}, "n1") == (True, 4)  # asked again: not kept, counted again
+    assert selector.verdict({"rack": "c"}, "n2") == (False, 4)
