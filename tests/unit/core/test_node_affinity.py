@@ -23,6 +23,7 @@ from kubectl_gpushare.node_affinity import (
     merged,
     prefilter_names,
     required_affinity,
+    valid_label_value,
 )
 
 NODE = ("n1", {"rack": "a", "gen": "4", "zone": "z1"})
@@ -370,3 +371,19 @@ def test_a_few_terms_asked_every_time_count_their_requirements_as_kept_verdicts_
     assert selector.verdict({"rack": "b"}, "n1") == (True, 4)
     assert selector.verdict({"rack": "b"}, "n1") == (True, 4)  # asked again: not kept, counted again
     assert selector.verdict({"rack": "c"}, "n2") == (False, 4)
+
+
+_VALUE_TEXT = st.text("ab9Z-_.\n\u00e9 ", max_size=5) | st.just("v" * 63) | st.just("v" * 64)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_VALUE_TEXT, min_size=9, max_size=14))
+def test_many_values_are_checked_by_the_one_label_value_rule(values: list[str]) -> None:
+    """Past a few values a requirement's are checked joined, in one pass: refused as `valid_label_value` refuses one.
+
+    Fails if the joined check lets through a value the rule refuses (a newline inside, an edge mark) or
+    refuses a good one.
+    """
+    selector = compile_selector(terms({"matchExpressions": [expr("rack", "In", *values)]}), lazy=True)
+    refused = selector.terms[0].error == "rack: a value is not a valid label value"
+    assert refused is not all(valid_label_value(value) for value in values)
