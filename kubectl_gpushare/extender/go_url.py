@@ -83,9 +83,17 @@ def _escaped(written: bytes, safe: str) -> str:
     return urllib.parse.quote_from_bytes(urllib.parse.unquote_to_bytes(written), safe)
 
 
-def _text(raw: bytes) -> str:
-    """Bytes of a URL part as text (the bad escape an error quotes)."""
-    return raw.decode("utf-8", "surrogateescape")
+def _escapes_checked(written: bytes, named: str) -> bytes:
+    """``written`` (a path or a fragment) when every ``%`` in it escapes a byte, as ``unescape`` checks it.
+
+    Raises:
+        URLError: Go's ``parse "<named>": invalid URL escape "%zz"`` (``named`` less any password).
+    """
+    bad = _BAD_ESCAPE.search(written)
+    if bad is not None:
+        escape = written[bad.start() :][:3].decode("utf-8", "surrogateescape")
+        raise URLError(f"parse {go_quote(without_password(named))}: invalid URL escape {go_quote(escape)}")
+    return written
 
 
 def parse(url: str) -> GoURL:
@@ -104,18 +112,10 @@ def parse(url: str) -> GoURL:
     scheme, _, rest = before.partition(":")
     rest, question, query = rest.partition("?")
     authority, slash, path = rest[2:].partition("/")
-    written = (slash + path).encode("utf-8", "surrogateescape")
-    bad = _BAD_ESCAPE.search(written)
-    if bad is not None:
-        raise URLError(f"parse {go_quote(without_password(before))}: invalid URL escape "
-                       f"{go_quote(_text(written[bad.start():][:3]))}")
+    written = _escapes_checked((slash + path).encode("utf-8", "surrogateescape"), before)  # Parse's error: before #
     shown_fragment = ""
-    if fragment:
-        written_fragment = fragment.encode("utf-8", "surrogateescape")
-        bad = _BAD_ESCAPE.search(written_fragment)
-        if bad is not None:
-            raise URLError(f"parse {go_quote(without_password(url))}: invalid URL escape "
-                           f"{go_quote(_text(written_fragment[bad.start():][:3]))}")
+    if fragment:  # setFragment's error names the whole URL
+        written_fragment = _escapes_checked(fragment.encode("utf-8", "surrogateescape"), url)
         shown_fragment = hash_ + _escaped(written_fragment, _FRAGMENT_SAFE)
     escaped_path = _escaped(written, _PATH_SAFE)
     target = (escaped_path or "/") + question + query

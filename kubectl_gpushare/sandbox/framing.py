@@ -290,6 +290,14 @@ def chunked(fields: list[bytes], proto: bytes) -> bool:
     return proto != b"HTTP/1.0" and bool(_field_values(fields, b"transfer-encoding"))
 
 
+def trim_string(value: str) -> str:
+    """``value`` less the ASCII whitespace at its ends (space, tab, CR, LF), as ``textproto.TrimString`` trims it.
+
+    A line break included: ``http.client`` keeps one in a folded value.
+    """
+    return value.strip(" \t\r\n")
+
+
 def header_tokens(values: Iterable[str]) -> frozenset[str]:
     """The comma-separated tokens of a header's values, trimmed and in lower case (``Connection``, ``Expect``).
 
@@ -297,14 +305,14 @@ def header_tokens(values: Iterable[str]) -> frozenset[str]:
     ``removeHopByHopHeaders``' ``textproto.TrimString`` (src/net/http/httputil/reverseproxy.go), which
     trims ASCII whitespace, a line break that ``http.client`` kept in a folded value included.
     """
-    return frozenset(part.strip(" \t\r\n").lower() for value in values for part in value.split(","))
+    return frozenset(trim_string(part).lower() for value in values for part in value.split(","))
 
 
 def content_length(values: list[str]) -> int:
     """The Content-Length of a request from its header values (none means 0), as Go's ``readTransfer`` reads it.
 
-    src/net/http/transfer.go ``fixLength``: every value, trimmed of ASCII spaces and tabs
-    (``textproto.TrimString``), must equal the first (``05`` and ``5`` differ), and ``parseContentLength``
+    src/net/http/transfer.go ``fixLength``: every value, trimmed of ASCII whitespace
+    (`trim_string`), must equal the first (``05`` and ``5`` differ), and ``parseContentLength``
     reads that one with ``strconv.ParseUint(cl, 10, 63)``: ASCII digits only (no sign), leading zeros
     of any number, at most 2^63-1; an empty value is ``invalid empty Content-Length``. Go checks it
     even beside ``Transfer-Encoding: chunked`` (then drops it). Its error is no ``statusError``, so
@@ -315,8 +323,8 @@ def content_length(values: list[str]) -> int:
     """
     if not values:
         return 0
-    first = values[0].strip(" \t\r\n")
-    if any(value.strip(" \t\r\n") != first for value in values[1:]):
+    first = trim_string(values[0])
+    if any(trim_string(value) != first for value in values[1:]):
         raise FramingError("message cannot contain multiple Content-Length headers")
     if not _DIGITS.fullmatch(first):
         raise FramingError(f"bad Content-Length {first[:40]!r}")

@@ -26,7 +26,7 @@ from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import clean_path, escape_path
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.errors import ApiError
-from kubectl_gpushare.sandbox.framing import FramingError, content_length, header_tokens
+from kubectl_gpushare.sandbox.framing import FramingError, content_length, header_tokens, trim_string
 
 PROXY_VERBS: Final = {"GET": "get", "HEAD": "get", "OPTIONS": "get", "POST": "create", "PUT": "update",
                       "PATCH": "patch", "DELETE": "delete"}  # fmt: skip
@@ -77,7 +77,7 @@ def relayed_headers(headers: list[tuple[str, str]], *, head: bool = False) -> li
             content_length(lengths)
         except FramingError:
             return relayed
-        relayed.append(("Content-Length", lengths[0].strip(" \t")))
+        relayed.append(("Content-Length", trim_string(lengths[0])))
     return relayed
 
 

@@ -133,6 +133,44 @@ def _pod_replying(sandbox: Sandbox, reply: bytes) -> Iterator[list[bytes]]:
         listener.close()
 
 
+def _decoded_chunks(reader: Any) -> bytes:
+    """A chunked body read off ``reader`` (a socket file), to its last chunk and empty trailer."""
+    body = b""
+    while size := int(reader.readline().split(b";")[0], 16):
+        body += reader.read(size)
+        assert reader.read(2) == b"\r\n"
+    assert reader.readline() == b"\r\n"
+    return body
+
+
+@contextlib.contextmanager
+def _reading_target(sandbox: Sandbox, reply: bytes) -> Iterator[list[tuple[list[bytes], bytes]]]:
+    """Pod alpha's usage port served once, ``reply`` after the request; yields what it received.
+
+    Each entry is the request's head (lines, lower case) and its body, read as it was framed (chunked
+    or by its Content-Length). The target closes on exit.
+    """
+    listener = socket.create_server(("127.0.0.1", 0))
+    received: list[tuple[list[bytes], bytes]] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError), listener.accept()[0] as conn:
+            reader = conn.makefile("rb")
+            head = [line.rstrip(b"\r\n").lower() for line in iter(reader.readline, b"\r\n")]
+            if b"transfer-encoding: chunked" in head:
+                received.append((head, _decoded_chunks(reader)))
+            else:
+                length = next((int(h.split(b":")[1]) for h in head if h.startswith(b"content-length:")), 0)
+                received.append((head, reader.read(length)))
+            conn.sendall(reply)
+
+    threading.Thread(target=serve, daemon=True).start()
+    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
+    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
+    with contextlib.closing(listener):
+        yield received
+
+
 def _relayed_to_close(sandbox: Sandbox) -> bytes:
     """Everything the sandbox writes for one GET of the pod's usage path that asks it to close."""
     with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
@@ -322,20 +360,7 @@ def test_a_long_reply_keeps_the_pods_content_length_and_a_long_body_its_own(sand
     size = (1 << 20) + 1
     reply = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % size + b"y" * size
     body = b"x" * size
-    listener = socket.create_server(("127.0.0.1", 0))
-    received: list[tuple[list[bytes], bytes]] = []
-
-    def serve() -> None:  # reads the request head and its whole body, then replies
-        with contextlib.suppress(OSError), listener.accept()[0] as conn:
-            reader = conn.makefile("rb")
-            head = [line.rstrip(b"\r\n").lower() for line in iter(reader.readline, b"\r\n")]
-            received.append((head, reader.read(size)))
-            conn.sendall(reply)
-
-    threading.Thread(target=serve, daemon=True).start()
-    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
-    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
-    with contextlib.closing(listener):
+    with _reading_target(sandbox, reply) as received:
         with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
             connection.sendall(f"POST {BASE}:{protocol.USAGE_PORT}/proxy/usage HTTP/1.1\r\nHost: s\r\n"
                                f"Content-Length: {size}\r\n\r\n".encode() + body)
@@ -381,16 +406,6 @@ def test_the_pod_gets_the_callers_content_headers_and_never_its_token(sandbox: S
     assert b"authorization" not in head and Sandbox.ADMIN_TOKEN.encode().lower() not in head
 
 
-def _decoded_chunks(reader: Any) -> bytes:
-    """A chunked body read off ``reader`` (a socket file), to its last chunk and empty trailer."""
-    body = b""
-    while size := int(reader.readline().split(b";")[0], 16):
-        body += reader.read(size)
-        assert reader.read(2) == b"\r\n"
-    assert reader.readline() == b"\r\n"
-    return body
-
-
 @pytest.mark.parametrize(
     ("method", "body", "framing"),
     [("POST", b"x" * 70_000, "chunked"), ("PUT", b"{}", "chunked"), ("POST", b"", "content-length: 0"),
@@ -403,25 +418,8 @@ def test_a_chunked_body_reaches_the_pod_chunked(sandbox: Sandbox, method: str, b
     # and Go's transport writes such a body chunked, no Content-Length (transfer.go newTransferWriter), once
     # probeRequestBody saw a first byte; an empty one goes as no body ("Content-Length: 0" on POST, PUT and
     # PATCH: shouldSendContentLength). The sandbox read the chunks and sent the body with a Content-Length.
-    received: list[tuple[list[bytes], bytes]] = []
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:  # reads the request head and its body as framed, then replies
-        with contextlib.suppress(OSError), listener.accept()[0] as conn:
-            reader = conn.makefile("rb")
-            head = [line.rstrip(b"\r\n").lower() for line in iter(reader.readline, b"\r\n")]
-            if b"transfer-encoding: chunked" in head:
-                received.append((head, _decoded_chunks(reader)))
-            else:
-                length = next((int(h.split(b":")[1]) for h in head if h.startswith(b"content-length:")), 0)
-                received.append((head, reader.read(length)))
-            conn.sendall(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
-
-    threading.Thread(target=serve, daemon=True).start()
-    sandbox.load([plugin_pod("alpha", "10.7.1.1")])
-    sandbox.register_proxy_target("kube-system", PLUGIN, protocol.USAGE_PORT, "127.0.0.1", listener.getsockname()[1])
     framed = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:5], body[5:]) if part) + b"0\r\n\r\n"
-    with contextlib.closing(listener):
+    with _reading_target(sandbox, b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n") as received:
         with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as connection:
             connection.sendall(f"{method} {BASE}:{protocol.USAGE_PORT}/proxy/usage HTTP/1.1\r\nHost: s\r\n"
                                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode() + framed)

@@ -23,6 +23,7 @@ from kubectl_gpushare.node_affinity import (
     merged,
     prefilter_names,
     required_affinity,
+    valid_label_value,
 )
 
 NODE = ("n1", {"rack": "a", "gen": "4", "zone": "z1"})
@@ -357,3 +358,32 @@ def test_one_term_of_many_requirements_keeps_its_verdicts_and_counts_its_require
     assert selector.verdict({"rack": "a", "zone": "z1"}, "n1") == (True, 10_000)
     assert selector.verdict({"rack": "a", "zone": "z2"}, "n2") == (True, 0)  # zone is not read: the same case
     assert selector.verdict({"rack": "h3"}, "n3") == (False, 10_000)
+
+
+def test_a_few_terms_asked_every_time_count_their_requirements_as_kept_verdicts_do() -> None:
+    """Below the kept verdicts (8 requirements or fewer) a node still costs its terms' requirements, not their number.
+
+    The scheduler's budget (`AFFINITY_BUDGET`) counts one unit whichever way the selector is asked.
+    """
+    few = terms({"matchExpressions": [expr("rack", "In", "a"), expr("zone", "In", "z1"), expr("gen", "Exists")]},
+                {"matchExpressions": [expr("rack", "In", "b")]})
+    selector = compile_selector(few, lazy=True)
+    assert selector.verdict({"rack": "b"}, "n1") == (True, 4)
+    assert selector.verdict({"rack": "b"}, "n1") == (True, 4)  # asked again: not kept, counted again
+    assert selector.verdict({"rack": "c"}, "n2") == (False, 4)
+
+
+_VALUE_TEXT = st.text("ab9Z-_.\n\u00e9 ", max_size=5) | st.just("v" * 63) | st.just("v" * 64)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_VALUE_TEXT, min_size=9, max_size=14))
+def test_many_values_are_checked_by_the_one_label_value_rule(values: list[str]) -> None:
+    """Past a few values a requirement's are checked joined, in one pass: refused as `valid_label_value` refuses one.
+
+    Fails if the joined check lets through a value the rule refuses (a newline inside, an edge mark) or
+    refuses a good one.
+    """
+    selector = compile_selector(terms({"matchExpressions": [expr("rack", "In", *values)]}), lazy=True)
+    refused = selector.terms[0].error == "rack: a value is not a valid label value"
+    assert refused is not all(valid_label_value(value) for value in values)
