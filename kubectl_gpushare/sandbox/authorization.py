@@ -153,20 +153,6 @@ def rules_may(rules: Rules, info: RequestInfo) -> bool:
     return any(rule_allows(rule, info.verb, path=info.path) for rule in rules)
 
 
-def viewer_may(info: RequestInfo) -> bool:
-    """Whether the read-only caller's roles (`READONLY_RULES`) allow the request.
-
-    ``view`` grants ``get``, ``list`` and ``watch`` on its resources and no ``pods/proxy``; the
-    discovery roles a ``get`` on their URLs. Everything else, a method's empty verb included, is denied.
-    """
-    return rules_may(READONLY_RULES, info)
-
-
-def anonymous_may(info: RequestInfo) -> bool:
-    """Whether ``system:anonymous`` may: its one role, ``system:public-info-viewer`` (`PUBLIC_INFO_RULES`)."""
-    return rules_may(PUBLIC_INFO_RULES, info)
-
-
 def forbidden(user: str, info: RequestInfo) -> ApiError:
     r"""The authorization filter's 403: ``forbiddenMessage`` inside ``apierrors.NewForbidden``.
 
