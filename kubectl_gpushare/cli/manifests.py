@@ -109,6 +109,8 @@ def manifests_command(*, managed: bool, dra: bool, only: str, image: str, schedu
         raise click.UsageError(f"--only {only} is part of the managed install; add --managed")
     if only in DRA_ONLY and not dra:
         raise click.UsageError(f"--only {only} is part of the DRA install; add --dra")
+    if dra and only == "viewer":
+        raise click.UsageError("--only viewer serves every install and is not part of --dra; drop --dra")
     if dra and only != "all" and only not in DRA_ONLY:
         raise click.UsageError(f"--only {only} is not part of the DRA install")
     click.echo(render(managed=managed, dra=dra, only=only, image=image, scheduler_image=scheduler_image), nl=False)

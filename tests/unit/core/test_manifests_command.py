@@ -89,3 +89,9 @@ def test_viewer_prints_the_read_only_users_cluster_role_alone_and_every_install_
                  for doc in yaml.safe_load_all(CliRunner().invoke(manifests_command, flags).output) if doc}
         assert ("ClusterRole", "gpushare-viewer") in names, flags
         assert not any(kind.endswith("Binding") and "viewer" in name for kind, name in names), "bound to nobody"
+
+
+def test_viewer_with_dra_is_a_usage_error_that_says_to_drop_dra() -> None:
+    result = CliRunner().invoke(manifests_command, ["--dra", "--only", "viewer"])
+    assert result.exit_code == 2 and "--only viewer serves every install and is not part of --dra; drop --dra" in (
+        result.output)
