@@ -212,12 +212,14 @@ def tolerating(name: str, tolerations: list[dict[str, str]]) -> dict[str, Any]:
 
 
 def hostile_tolerations() -> list[dict[str, str]]:
-    """As many distinct ``Equal`` tolerations tolerating nothing as fill a 3 MiB pod, then those of `TAINT_POOL`."""
+    """As many distinct tolerations tolerating nothing as fill a 3 MiB pod, then those of `TAINT_POOL`.
+
+    The shortest valid distinct ones (``{"key":"k00000","operator":"Exists"}``): the most a pod holds.
+    """
     wanted = [{"key": t["key"], "operator": "Equal", "value": t["value"], "effect": t["effect"]} for t in TAINT_POOL]
-    room = REQUEST_BODY_BYTES - len(json.dumps(tolerating("hostile", wanted)))
-    one = len(json.dumps({"key": "k-000000", "operator": "Equal", "value": "v-000000", "effect": "NoSchedule"})) + 2
-    filler = [{"key": f"k-{i:06d}", "operator": "Equal", "value": f"v-{i:06d}", "effect": "NoSchedule"}
-              for i in range(room // one)]
+    room = REQUEST_BODY_BYTES - len(json.dumps(tolerating("hostile", wanted), separators=(",", ":")))
+    one = len(json.dumps({"key": "k00000", "operator": "Exists"}, separators=(",", ":"))) + 1
+    filler = [{"key": f"k{i:05d}", "operator": "Exists"} for i in range(room // one)]
     return filler + wanted
 
 
@@ -228,7 +230,7 @@ def tolerations_report(count: int, runs: int) -> None:
     normal = tolerating("normal", [{"key": t["key"], "operator": "Exists"} for t in TAINT_POOL[:3]]
                         + [{"operator": "Exists", "effect": "NoExecute"}])
     hostile = hostile_tolerations()
-    body = len(json.dumps(tolerating("hostile", hostile)))
+    body = len(json.dumps(tolerating("hostile", hostile), separators=(",", ":")))
     plain = seconds(loop, normal, cluster, runs)
     first = first_seconds(loop, tolerating("hostile", hostile), cluster)
     repeat = seconds(loop, tolerating("hostile", hostile), cluster, runs)
