@@ -28,8 +28,10 @@ it all at once (as upstream does), and its cycles until every node is judged.
 ``--tolerations`` prints one line only: at 5,000 nodes (``--taint-nodes``) of three taints each
 (sets of a small pool, so nodes share them), a pod of 3 tolerations against a hostile pod of as
 many distinct tolerations as a 3 MiB request body holds (kube-apiserver's ``MaxRequestBodyBytes``),
-those tolerating the nodes' taints last (the plain rule scans them all for each taint of each
-node): the hostile pod's first cycle (decoding its tolerations) and its repeat cycle, side by side.
+those tolerating the nodes' taints last (a scan toleration by toleration asks them all of each
+taint of each node): the hostile pod's first cycle (decoding its tolerations) and its repeat cycle,
+side by side. Scanned so, 500 nodes took 8.4 s a cycle (3,400x); indexed (`kube.taints.TolerationIndex`),
+5,000 nodes take 1.2-1.4x the pod of four, 3x on the first cycle.
 """
 
 from __future__ import annotations
