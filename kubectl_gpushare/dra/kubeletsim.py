@@ -25,7 +25,9 @@ What it does, after kubelet (kubernetes/kubernetes):
   instance whether connected or not) and the pluginwatcher README's "Seamless Upgrade": every
   registered instance of a driver is kept, in the order they registered (``store``: driver name ->
   instances); an instance whose endpoint is already registered for the driver is refused ("One
-  plugin instance cannot hijack the endpoint of another instance"); calls go to the most recently
+  plugin instance cannot hijack the endpoint of another instance"; ``add`` checks and appends under
+  one mutex, before the plugin is notified, so of two sockets registering one endpoint at once one
+  is refused); calls go to the most recently
   registered instance whose gRPC connection is up, else to the most recently registered (``get``:
   "Heuristic: pick the most recent one", "Prefer plugins which are connected"; ``monitoredPlugin``
   follows each connection and asks gRPC to reconnect when it ends), so a killed instance whose
@@ -320,26 +322,21 @@ class KubeletSim:
     def _register(self, path: str, identity: SocketIdentity) -> None:
         """One registration attempt (``GenerateRegisterPluginFunc``), recorded as success or failure."""
         try:
-            outcome = self._handshake(path)
+            outcome = self._handshake(path, identity)
         except Exception as exc:  # a bug in an attempt is a failed attempt, as kubelet recovers panics
             log.exception("registering the plugin at %s failed unexpectedly", path)
             outcome = f"{type(exc).__name__}: {exc}"
         with self._cond:
             self._pending.pop(path, None)
-            if isinstance(outcome, Plugin) and not self._stop.is_set():
-                self._plugins.setdefault(outcome.name, []).append(outcome)
-                self._registered[path] = identity
+            if isinstance(outcome, Plugin):  # already in the store (`_add`)
                 self._backoff.pop(path, None)
                 self.refused.pop(path, None)
-            elif isinstance(outcome, str):
+            else:
                 self.refused[path] = outcome
                 self._backoff.setdefault(path, _Backoff()).failed(time.monotonic())
                 log.info("registering the plugin at %s failed (retried with backoff): %s", path, outcome)
             self._cond.notify_all()
         if isinstance(outcome, Plugin):
-            if self._stop.is_set():
-                outcome.close()
-                return
             log.info("registered DRA plugin %s (%s at %s, instance %d)", outcome.name, outcome.service,
                      outcome.endpoint, len(self.plugins(outcome.name)))
 
@@ -361,8 +358,12 @@ class KubeletSim:
         finally:
             ready.cancel()
 
-    def _handshake(self, path: str) -> Plugin | str:
-        """Dial, GetInfo, validate, NotifyRegistrationStatus: the plugin, or why the attempt failed."""
+    def _handshake(self, path: str, identity: SocketIdentity) -> Plugin | str:
+        """Dial, GetInfo, validate, add (`_add`), NotifyRegistrationStatus: the plugin added, or why not.
+
+        As ``GenerateRegisterPluginFunc``: the handler's ``RegisterPlugin`` (here `_add`) comes before
+        the status is notified, so an instance is in the store before its plugin hears it registered.
+        """
         channel = grpc.insecure_channel(target(path), options=CHANNEL_OPTIONS)
         try:
             if not self._dial(channel):
@@ -372,7 +373,7 @@ class KubeletSim:
                 info: reg.PluginInfo = stub.GetInfo(reg.InfoRequest(), timeout=self.call_timeout)
             except grpc.RpcError as exc:
                 return f"GetInfo failed: {exc.details()}"
-            error = ""
+            added: Plugin | None = None
             chosen = next((s for s in self.services if s in info.supported_versions), "")
             if info.type != protocol.DRA_PLUGIN_TYPE:
                 error = f"plugin type {info.type!r} is not handled here"
@@ -380,23 +381,40 @@ class KubeletSim:
                 error = "empty list of supported gRPC services (aka supported versions)"
             elif not chosen:
                 error = f"none of the services {list(info.supported_versions)} is supported"
-            elif any(p.endpoint == info.endpoint for p in self.plugins(info.name)):
-                error = f"endpoint {info.endpoint} already registered for DRA driver plugin {info.name}"
+            else:
+                added, error = self._add(info.name, info.endpoint, chosen, path, identity)
             try:
                 stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=not error, error=error),
                                               timeout=self.call_timeout)
             except grpc.RpcError as exc:
                 log.info("NotifyRegistrationStatus: %s", exc.details())
-            if error:
-                return error
+            return added if added is not None else error
         finally:
             channel.close()
-        plugin_channel = grpc.insecure_channel(target(info.endpoint), options=CHANNEL_OPTIONS)
-        grpc_module = v1_grpc if chosen == protocol.DRA_SERVICE_V1 else v1beta1_grpc
-        stub = grpc_module.DRAPluginStub(plugin_channel)
-        plugin = Plugin(info.name, info.endpoint, chosen, path, plugin_channel, stub)
-        plugin.watch()
-        return plugin
+
+    def _add(self, name: str, endpoint: str, service: str, path: str,
+             identity: SocketIdentity) -> tuple[Plugin | None, str]:
+        """``DRAPluginManager.add``: refuse an endpoint the driver has registered, else store a new instance.
+
+        The check and the append are one step under the lock, as upstream's under its mutex, so two
+        sockets registering one endpoint at once leave one instance, the other refused. The instance's
+        connection is made here too (``grpc.NewClient`` and ``Connect`` inside ``add``). Returns the
+        instance, or None and why it was refused.
+        """
+        with self._cond:
+            if self._stop.is_set():
+                return None, "kubelet is stopping"
+            if any(p.endpoint == endpoint for p in self._plugins.get(name, ())):
+                # "One plugin instance cannot hijack the endpoint of another instance."
+                return None, f"endpoint {endpoint} already registered for DRA driver plugin {name}"
+            channel = grpc.insecure_channel(target(endpoint), options=CHANNEL_OPTIONS)
+            grpc_module = v1_grpc if service == protocol.DRA_SERVICE_V1 else v1beta1_grpc
+            plugin = Plugin(name, endpoint, service, path, channel, grpc_module.DRAPluginStub(channel))
+            plugin.watch()
+            self._plugins.setdefault(name, []).append(plugin)
+            self._registered[path] = identity
+            self._cond.notify_all()
+            return plugin, ""
 
     def _deregister(self, path: str) -> None:
         """``DeRegisterPlugin``: that instance goes; the driver's others stay (calls fall back to the newest left)."""

@@ -9,13 +9,17 @@ compares values, ``Exists`` does not; any other operator tolerates nothing. ``Lt
 integers only behind the alpha TaintTolerationComparisonOperators gate, off by default, so here
 they tolerate nothing, as with the gate off.
 
+`TolerationIndex` answers the same questions in a few set lookups per taint, for the scheduler
+stand-in, where a pod may hold as many tolerations as a 3 MiB request body fits (about 36,000) and
+every cycle asks them of every taint of every node.
+
 Pure; reads the typed `kube.types` structs, which callers holding plain JSON get with `decode_tolerations`
 and `decode_taints` (None: the list does not have the API's shape).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final, TypeVar
 
 import msgspec
@@ -60,6 +64,56 @@ def kept_off_cordoned(tolerations: Sequence[Toleration]) -> bool:
     return not any(tolerates(t, UNSCHEDULABLE) for t in tolerations)
 
 
+_ANY_VALUE: Final = None
+"""The value an ``Exists`` toleration is indexed under: it tolerates whatever value the taint has."""
+
+
+class TolerationIndex:
+    """A pod's tolerations keyed by (key, effect, value): `untolerated` and `kept_off_cordoned` at O(taints).
+
+    Same verdicts as the plain functions (``ToleratesTaint``, gate off): a toleration tolerates a
+    taint when its key is "" or the taint's, its effect "" or the taint's, and it is ``Exists`` or
+    compares its value equal (``Equal`` or ""); so a taint is tolerated when one of the eight
+    (key or "", effect or "", value or any) entries is present. Operators that tolerate nothing
+    (``Lt``/``Gt`` with the gate off, unknown ones) are left out. Built once per pod version.
+
+    Nodes judged per distinct taint set were considered: hashing a node's taint set costs as
+    much as these lookups, and a cache of sets per pod would grow with the nodes.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, tolerations: Iterable[Toleration]) -> None:
+        """Index ``tolerations`` (each field "" when unset, as `types.Toleration` reads them)."""
+        entries: set[tuple[str, str, str | None]] = set()
+        for toleration in tolerations:
+            if toleration.operator in ("", "Equal"):
+                entries.add((toleration.key, toleration.effect, toleration.value))
+            elif toleration.operator == "Exists":
+                entries.add((toleration.key, toleration.effect, _ANY_VALUE))
+        self._entries = frozenset(entries)
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Whether any of the tolerations tolerates ``taint`` (`tolerates` of each, ``any``)."""
+        entries = self._entries
+        for key in (taint.key, ""):
+            for effect in (taint.effect, ""):
+                if (key, effect, taint.value) in entries or (key, effect, _ANY_VALUE) in entries:
+                    return True
+        return False
+
+    def untolerated(self, taints: Sequence[Taint]) -> Taint | None:
+        """`untolerated` of these tolerations: the first blocking taint none tolerates, or None."""
+        for taint in taints:
+            if taint.effect in BLOCKING_EFFECTS and not self.tolerates(taint):
+                return taint
+        return None
+
+    def kept_off_cordoned(self) -> bool:
+        """`kept_off_cordoned` of these tolerations."""
+        return not self.tolerates(UNSCHEDULABLE)
+
+
 def _decode(raw: object, kind: type[_ListT]) -> _ListT | None:
     """A JSON list typed as ``kind``; None when ``raw`` is not one (null or empty: no entries)."""
     if not raw:
@@ -84,6 +138,7 @@ __all__ = [
     "BLOCKING_EFFECTS",
     "NOT_READY",
     "UNSCHEDULABLE",
+    "TolerationIndex",
     "decode_taints",
     "decode_tolerations",
     "kept_off_cordoned",

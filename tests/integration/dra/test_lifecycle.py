@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 import pytest
 from dra_helpers import NODE, Dirs, NotServedYet
 from waiting import holds_for, wait_for
 
 from kubectl_gpushare import dra_objects, protocol
+from kubectl_gpushare.dra._api import pluginregistration_v1_pb2 as reg
+from kubectl_gpushare.dra._api import pluginregistration_v1_pb2_grpc as reg_grpc
 from kubectl_gpushare.dra.daemon import DaemonError
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
+from kubectl_gpushare.dra.servicer import RegistrationServicer
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.node.fake_backend import FakeBackend
+from kubectl_gpushare.node.sockets import target
 from kubectl_gpushare.sandbox.builders import namespace_object, node_object
 from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -145,6 +152,51 @@ def test_kubelet_backs_off_between_attempts_and_stops_when_the_socket_goes(api: 
         # the next attempt would be due 2 s after the third failure (0.5 s, 1 s, 2 s): none comes
         holds_for(lambda: kubelet.attempts[early.path] == tried, 3.0, "no attempt once the socket is gone")
         assert kubelet.plugin() is None
+
+
+class _HeldNotification(RegistrationServicer):
+    """The driver's registration service, whose first status notification waits until the other's arrives.
+
+    So both attempts have been judged before either gets its answer: kubelet must have decided each
+    one's fate before notifying it (``GenerateRegisterPluginFunc``: ``RegisterPlugin``, then notify).
+    """
+
+    def __init__(self, endpoint: str, both: threading.Barrier) -> None:
+        super().__init__(endpoint)
+        self.both = both
+
+    def NotifyRegistrationStatus(  # noqa: N802
+        self, request: reg.RegistrationStatus, context: grpc.ServicerContext
+    ) -> reg.RegistrationStatusResponse:
+        if not self.notifications:
+            self.both.wait()
+        return super().NotifyRegistrationStatus(request, context)
+
+
+def test_two_sockets_registering_one_endpoint_at_once_leave_one_instance(api: Client, dirs: Dirs) -> None:
+    # DRAPluginManager.add checks the endpoint and appends under one mutex (pkg/kubelet/cm/dra/plugin):
+    # "One plugin instance cannot hijack the endpoint of another instance", even at the same moment.
+    os.makedirs(dirs.registration)
+    endpoint = os.path.join(dirs.plugin, protocol.DRA_PLUGIN_SOCKET)
+    both = threading.Barrier(2, timeout=15)
+    servicers = [_HeldNotification(endpoint, both) for _ in range(2)]
+    servers = []
+    for i, servicer in enumerate(servicers):
+        server = grpc.server(ThreadPoolExecutor(max_workers=2))
+        reg_grpc.add_RegistrationServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+        server.add_insecure_port(target(os.path.join(dirs.registration, f"{protocol.DRA_DRIVER}-{i}-reg.sock")))
+        server.start()
+        servers.append(server)
+    try:
+        with KubeletSim(dirs.registration, api) as kubelet:
+            wait_for(lambda: len(kubelet.plugins()) + len(kubelet.refused) >= 2, what="both attempts decided")
+            assert [p.endpoint for p in kubelet.plugins()] == [endpoint]
+            (why,) = kubelet.refused.values()
+            assert why == f"endpoint {endpoint} already registered for DRA driver plugin {protocol.DRA_DRIVER}"
+            assert sorted(s.registered.is_set() for s in servicers) == [False, True]  # each told its fate
+    finally:
+        for server in servers:
+            server.stop(None)
 
 
 def test_a_node_the_device_plugin_serves_is_refused(start_driver, sandbox: Sandbox) -> None:

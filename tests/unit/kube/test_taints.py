@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kubectl_gpushare.kube.taints import decode_taints, decode_tolerations, kept_off_cordoned, tolerates, untolerated
+from kubectl_gpushare.kube.taints import (
+    UNSCHEDULABLE,
+    TolerationIndex,
+    decode_taints,
+    decode_tolerations,
+    kept_off_cordoned,
+    tolerates,
+    untolerated,
+)
 from kubectl_gpushare.kube.types import Taint, Toleration
 
 TAINT = Taint(key="gpu", value="a100", effect="NoSchedule")
@@ -77,3 +87,26 @@ def test_a_cordon_keeps_off_only_pods_that_do_not_tolerate_its_taint(
 ) -> None:
     # nodeunschedulable's Filter: TolerationsTolerateTaint(tolerations, node.kubernetes.io/unschedulable:NoSchedule)
     assert kept_off_cordoned(tolerations) is kept_off
+
+
+# Few keys, values and effects, so that drawn tolerations and taints meet often; "" and the cordon's key included.
+_KEYS = st.sampled_from(["", "gpu", "pool", UNSCHEDULABLE.key])
+_VALUES = st.sampled_from(["", "a100", "h100"])
+_EFFECTS = st.sampled_from(["", "NoSchedule", "NoExecute", "PreferNoSchedule", "Other"])
+_TOLERATIONS = st.lists(st.builds(Toleration, key=_KEYS, value=_VALUES, effect=_EFFECTS,
+                                  operator=st.sampled_from(["", "Equal", "Exists", "Lt", "Gt", "Bogus"])),
+                        max_size=8)
+_TAINTS = st.lists(st.builds(Taint, key=_KEYS, value=_VALUES, effect=_EFFECTS), max_size=6)
+
+
+@settings(max_examples=600, deadline=None)
+@given(tolerations=_TOLERATIONS, taints=_TAINTS)
+def test_the_toleration_index_gives_the_plain_rules_verdicts(
+    tolerations: list[Toleration], taints: list[Taint]
+) -> None:
+    """`TolerationIndex` (the scheduler stand-in's fast path) against ``ToleratesTaint`` toleration by toleration."""
+    index = TolerationIndex(tolerations)
+    for taint in taints:
+        assert index.tolerates(taint) is any(tolerates(t, taint) for t in tolerations)
+    assert index.untolerated(taints) == untolerated(taints, tolerations)
+    assert index.kept_off_cordoned() is kept_off_cordoned(tolerations)
