@@ -455,14 +455,18 @@ def _query_delete_options(query: GoQuery) -> dict[str, Any]:
     return options
 
 
-def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
-    """Refuse the ListOptions combinations kube-apiserver refuses, before reading anything.
+def _validate_list_options(query: Mapping[str, str], *, watch: bool) -> None:
+    """Refuse the ListOptions combinations kube-apiserver refuses, before reading or deleting anything.
 
     ``ValidateListOptions`` / ``validateWatchOptions`` in
-    k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go (the list and watch
-    handlers answer their errors as a 422 on ``ListOptions.meta.k8s.io``), and the etcd3 store's
-    ``GetList``, which refuses a continue token paired with a resourceVersion (400). A client that
-    sends these against a real cluster fails, so it fails here too.
+    k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go, which ``ListResource``
+    (list and watch, k8s.io/apiserver/pkg/endpoints/handlers/get.go) and ``DeleteCollection``
+    (handlers/delete.go) both run on the decoded ListOptions and answer as a 422 on
+    ``ListOptions.meta.k8s.io``; ``watch`` is the options' own ``watch``, which picks the watch rules
+    for a collection DELETE too. ``SetListOptionsDefaults``, which both run first, only fills in a
+    watch's ``sendInitialEvents`` and ``resourceVersionMatch`` when neither is set, which these rules
+    accept either way, so it changes no answer here. A client that sends these against a real cluster
+    fails, so it fails here too.
     """
     match = query.get("resourceVersionMatch", "")
     send_initial = query.get("sendInitialEvents")
@@ -509,10 +513,14 @@ def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
                 )
         if send_initial is not None:
             causes.append("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list")
-        if not causes and token and rv not in ("", "0"):
-            raise errors.bad_request("specifying resource version is not allowed when using continue")
     if causes:
         raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
+
+
+def _refuse_continue_at_a_version(query: Mapping[str, str]) -> None:
+    """The etcd3 store's ``GetList`` 400 for a continue token paired with a resourceVersion other than "0"."""
+    if query.get("continue", "") and query.get("resourceVersion", "") not in ("", "0"):
+        raise errors.bad_request("specifying resource version is not allowed when using continue")
 
 
 def _list_numbers(query: GoQuery) -> tuple[int | None, int]:
@@ -834,7 +842,8 @@ class Api:
         resource = target.resource
         assert resource is not None
         _, limit = _list_numbers(request.query)
-        _check_list_options(request.query, watch=False)
+        _validate_list_options(request.query, watch=False)
+        _refuse_continue_at_a_version(request.query)
         labels, fields = self._selectors(request, resource)
         after = ""
         token_rv = 0
@@ -893,7 +902,7 @@ class Api:
         resource = target.resource
         assert resource is not None
         timeout_seconds, _ = _list_numbers(request.query)
-        _check_list_options(request.query, watch=True)
+        _validate_list_options(request.query, watch=True)
         labels, fields = self._selectors(request, resource)
         query = request.query
         timeout = _watch_timeout(timeout_seconds)
@@ -1252,6 +1261,8 @@ class Api:
         resource = target.resource
         assert resource is not None
         _list_numbers(request.query)  # DeleteCollection (handlers/delete.go) decodes ListOptions as a list does
+        # and validates them as a list does, before it reads the DeleteOptions or deletes anything.
+        _validate_list_options(request.query, watch=go_bool(request.query.get("watch")))
         labels, fields = self._selectors(request, resource)
         options = self._delete_options(request)
         dry_run = _check_dry_run("DeleteOptions", options.get("dryRun") or [], _propagation_causes(options))

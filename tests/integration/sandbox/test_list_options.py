@@ -47,27 +47,63 @@ def _refused_after_the_block(sb: Sandbox, target: str) -> tuple[int, Any, str | 
     return refused
 
 
-@pytest.mark.parametrize(
-    ("query", "cause"),
-    [
-        ("resourceVersionMatch=Exact", "resourceVersionMatch is forbidden unless resourceVersion is provided"),
-        ("resourceVersion=1&resourceVersionMatch=Newest", 'Unsupported value: "Newest"'),
-        ("resourceVersion=0&resourceVersionMatch=Exact", 'resourceVersionMatch "exact" is forbidden'),
-        ("sendInitialEvents=true", "sendInitialEvents is forbidden for list"),
-        ("watch=1&sendInitialEvents=true", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"),
-        ("watch=1&resourceVersionMatch=NotOlderThan", "forbidden for watch unless sendInitialEvents is provided"),
-        (
-            "watch=1&sendInitialEvents=true&resourceVersionMatch=Exact&allowWatchBookmarks=true",
-            'Unsupported value: "Exact": supported values: "NotOlderThan"',
-        ),
-    ],
-)
-def test_list_options_a_real_server_refuses_are_a_422(sandbox: Sandbox, query: str, cause: str) -> None:
-    status, answer = get(sandbox, query + "&timeoutSeconds=1")
+REFUSED_OPTIONS = [
+    ("resourceVersionMatch=Exact", "resourceVersionMatch is forbidden unless resourceVersion is provided"),
+    ("resourceVersion=1&resourceVersionMatch=Newest", 'Unsupported value: "Newest"'),
+    ("resourceVersion=0&resourceVersionMatch=Exact", 'resourceVersionMatch "exact" is forbidden'),
+    ("sendInitialEvents=true", "sendInitialEvents is forbidden for list"),
+    ("watch=1&sendInitialEvents=true", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"),
+    ("watch=1&resourceVersionMatch=NotOlderThan", "forbidden for watch unless sendInitialEvents is provided"),
+    (
+        "watch=1&sendInitialEvents=true&resourceVersionMatch=Exact&allowWatchBookmarks=true",
+        'Unsupported value: "Exact": supported values: "NotOlderThan"',
+    ),
+]
+"""(query, a cause of its 422): one for each rule of ``ValidateListOptions`` and ``validateWatchOptions``."""
+
+
+def assert_list_options_refused(status: int, answer: Any, cause: str) -> None:
     assert status == 422, answer
     assert answer["reason"] == "Invalid" and answer["message"].startswith('ListOptions.meta.k8s.io "" is invalid: ')
     assert cause in answer["message"]
     assert any(c["field"] in ("resourceVersionMatch", "sendInitialEvents") for c in answer["details"]["causes"])
+
+
+@pytest.mark.parametrize(("query", "cause"), REFUSED_OPTIONS)
+def test_list_options_a_real_server_refuses_are_a_422(sandbox: Sandbox, query: str, cause: str) -> None:
+    status, answer = get(sandbox, query + "&timeoutSeconds=1")
+    assert_list_options_refused(status, answer, cause)
+
+
+def delete_collection(sb: Sandbox, query: str) -> tuple[int, Any]:
+    request = urllib.request.Request(f"{sb.url}{CONFIGMAPS}?{query}", method="DELETE")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.parametrize(("query", "cause"), REFUSED_OPTIONS)
+def test_a_delete_collection_refuses_the_list_options_a_list_refuses_and_deletes_nothing(
+        sandbox: Sandbox, query: str, cause: str) -> None:
+    # DeleteCollection (apiserver handlers/delete.go) runs ValidateListOptions on its decoded
+    # ListOptions, the watch rules when they say watch, and answers the same 422 before it deletes.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"d{i}", "namespace": "default"}} for i in range(2)])
+    status, answer = delete_collection(sandbox, query)
+    assert_list_options_refused(status, answer, cause)
+    assert len(sandbox.objects("configmaps")) == 2
+    status, answer = delete_collection(sandbox, query + "&dryRun=Bogus")  # before the DeleteOptions are read
+    assert_list_options_refused(status, answer, cause)
+
+
+def test_a_delete_collection_with_valid_list_options_still_deletes(sandbox: Sandbox) -> None:
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"d{i}", "namespace": "default"}} for i in range(2)])
+    status, answer = delete_collection(
+        sandbox, "resourceVersion=1&resourceVersionMatch=NotOlderThan&watch=1&sendInitialEvents=false"
+        "&resourceVersionMatch=Exact")  # the first value counts; watch rules: NotOlderThan with sendInitialEvents
+    assert status == 200 and len(answer["items"]) == 2, answer
+    assert sandbox.objects("configmaps") == []
 
 
 def test_a_continue_token_with_a_resource_version_is_a_400(sandbox: Sandbox) -> None:
