@@ -23,6 +23,7 @@ __all__ = [
     "LabelSelector",
     "Requirement",
     "SelectorError",
+    "check_field_labels",
     "fields_match",
     "labels_match",
     "parse_field_selector",
@@ -58,15 +59,18 @@ def _field_term(raw: str) -> tuple[str, bool, str] | None:
     return None
 
 
-def parse_field_selector(text: str | None, allowed: Callable[[str], bool]) -> FieldSelector:
-    """Parse a field selector, refusing field labels the resource does not support.
+def parse_field_selector(text: str | None) -> FieldSelector:
+    """Parse a field selector's syntax, as ``fields.ParseSelector`` does in the ListOptions conversion.
+
+    Which field labels a resource supports is a later step (`check_field_labels`): kube-apiserver's
+    handlers run it after ``ValidateListOptions``, so a syntax error and an unsupported label are
+    answered at different points.
 
     Args:
         text: e.g. ``"spec.nodeName=n1,status.phase!=Succeeded"``.
-        allowed: says whether a field label is selectable for the resource listed.
 
     Raises:
-        SelectorError: a term has no operator, or names an unsupported field label.
+        SelectorError: a term has no operator.
     """
     if not text or not text.strip():
         return ()
@@ -75,10 +79,22 @@ def parse_field_selector(text: str | None, allowed: Callable[[str], bool]) -> Fi
         term = _field_term(raw)
         if term is None:
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{raw}'")
-        if not allowed(term[0]):
-            raise SelectorError(f"field label not supported: {term[0]}")
         terms.append(term)
     return tuple(terms)
+
+
+def check_field_labels(selector: FieldSelector, allowed: Callable[[str], bool]) -> None:
+    """Refuse the first field label the resource listed does not support.
+
+    The handlers' ``FieldSelector.Transform`` through ``ConvertFieldLabel`` (k8s.io/apiserver/pkg/
+    endpoints/handlers/get.go ``ListResource``, delete.go ``DeleteCollection``).
+
+    Raises:
+        SelectorError: ``field label not supported: <label>``.
+    """
+    for label, _equal, _value in selector:
+        if not allowed(label):
+            raise SelectorError(f"field label not supported: {label}")
 
 
 def fields_match(selector: FieldSelector, values: Mapping[str, str]) -> bool:

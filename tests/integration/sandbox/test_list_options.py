@@ -431,3 +431,64 @@ def test_a_zero_or_wrapped_timeout_seconds_is_the_default_and_a_negative_one_end
         assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
             ("ADDED", f"w{i}") for i in range(index + 1)], query
         connection.close()  # the server notices at its next write; the count only grows here
+
+
+# --- selectors are parsed before ValidateListOptions, field labels checked after --------------
+BAD_LABELS = "labelSelector=a%3Db%20c"
+"""A label selector ``labels.Parse`` refuses: ``a=b c``, a second term without its comma."""
+RV_MATCH_WITHOUT_RV = "resourceVersionMatch=Exact"
+"""A ListOptions ``ValidateListOptions`` refuses on a list (and a watch, another rule) with a 422."""
+
+
+@pytest.mark.parametrize("verb", ["list", "watch", "deletecollection"])
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (BAD_LABELS, "found 'c', expected: ',' or 'end of string'"),
+        ("fieldSelector=metadata.name%3Dx,nope", "invalid selector: 'metadata.name=x,nope'; can't understand 'nope'"),
+        ("fieldSelector=spec.bogus%3Dx,nope", "invalid selector: 'spec.bogus=x,nope'; can't understand 'nope'"),
+    ],
+    ids=["labels", "fields", "fields-before-the-label-check"],
+)
+def test_a_selector_that_does_not_parse_is_a_400_before_the_list_options_422(
+        sandbox: Sandbox, verb: str, query: str, message: str) -> None:
+    # ListResource and DeleteCollection (apiserver handlers/get.go, delete.go) parse both selectors in
+    # DecodeParameters (the v1-to-internal ListOptions conversion: labels.Parse, fields.ParseSelector),
+    # answer its error as a 400, and only then run ValidateListOptions.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"d{i}", "namespace": "default"}} for i in range(2)])
+    refused = f"{query}&{RV_MATCH_WITHOUT_RV}" + ("&watch=1" if verb == "watch" else "")
+    status, answer = delete_collection(sandbox, refused) if verb == "deletecollection" else get(sandbox, refused)
+    assert (status, answer["reason"]) == (400, "BadRequest"), answer
+    assert answer["message"].startswith(message), answer["message"]
+    assert len(sandbox.objects("configmaps")) == 2
+
+
+@pytest.mark.parametrize("verb", ["list", "watch", "deletecollection"])
+def test_an_unsupported_field_label_is_a_400_after_the_list_options_422(sandbox: Sandbox, verb: str) -> None:
+    # The field labels go through ConvertFieldLabel (FieldSelector.Transform) after ValidateListOptions.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "d0", "namespace": "default"}}])
+    watch = "&watch=1" if verb == "watch" else ""
+    query = "fieldSelector=spec.bogus%3Dx" + watch
+    send = delete_collection if verb == "deletecollection" else get
+    status, answer = send(sandbox, f"{query}&{RV_MATCH_WITHOUT_RV}")
+    assert_list_options_refused(status, answer, "resourceVersionMatch")
+    status, answer = send(sandbox, query)
+    assert status == 400 and answer["message"] == "field label not supported: spec.bogus", answer
+    assert len(sandbox.objects("configmaps")) == 1
+
+
+@pytest.mark.parametrize("verb", ["get", "delete"])
+def test_the_real_kubectl_prints_the_selectors_400_before_the_list_options_422(
+        sandbox: Sandbox, kubectl: Any, verb: str) -> None:
+    # Plain `kubectl get -l` sends no resourceVersionMatch, so only a raw request meets both errors.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "d0", "namespace": "default"}}])
+    result = kubectl(verb, "--raw", f"{CONFIGMAPS}?{BAD_LABELS}&{RV_MATCH_WITHOUT_RV}", check=False)
+    assert (result.returncode, result.stderr) == (
+        1, "Error from server (BadRequest): found 'c', expected: ',' or 'end of string'\n")
+    result = kubectl(verb, "--raw", f"{CONFIGMAPS}?fieldSelector=spec.bogus%3Dx&{RV_MATCH_WITHOUT_RV}", check=False)
+    assert (result.returncode, result.stderr) == (
+        1,
+        'The ListOptions "" is invalid: resourceVersionMatch: Forbidden: '
+        "resourceVersionMatch is forbidden unless resourceVersion is provided\n",
+    )
+    assert len(sandbox.objects("configmaps")) == 1
