@@ -492,3 +492,29 @@ def test_the_real_kubectl_prints_the_selectors_400_before_the_list_options_422(
         "resourceVersionMatch is forbidden unless resourceVersion is provided\n",
     )
     assert len(sandbox.objects("configmaps")) == 1
+
+
+@pytest.mark.parametrize(
+    ("selector", "status", "answer"),
+    [
+        ("metadata.name%3Dd1,", 200, ["d1"]),  # an empty term is skipped
+        ("metadata.name!%3Dd0,,", 200, ["d1"]),
+        ("zz,aa", 400, "invalid selector: 'zz,aa'; can't understand 'aa'"),  # the first term in sorted order
+        ("spec.zz%3Dx,spec.aa%3Dy", 400, "field label not supported: spec.aa"),
+        ("metadata.name%3Dd0%3Dx", 400, "invalid field selector: unescaped character in value: 61"),
+        ("metadata.name%3Dd%5Cx", 400, "invalid field selector: invalid escape sequence: \\x"),
+        ("%20metadata.name%3Dd0", 400, "field label not supported:  metadata.name"),  # the label is not trimmed
+    ],
+    ids=["trailing-comma", "empty-terms", "sorted-syntax", "sorted-labels", "bare-equals", "bad-escape", "no-trim"],
+)
+def test_a_field_selector_is_read_as_fields_parse_selector_reads_it(
+        sandbox: Sandbox, selector: str, status: int, answer: Any) -> None:
+    # fields.ParseSelector (apimachinery/pkg/fields/selector.go parseSelector): the terms sorted, empty
+    # ones skipped, each split at the first operator and its value unescaped (UnescapeValue).
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"d{i}", "namespace": "default"}} for i in range(2)])
+    got, body = get(sandbox, f"fieldSelector={selector}")
+    assert got == status, body
+    if status == 200:
+        assert [item["metadata"]["name"] for item in json.loads(body)["items"]] == answer
+    else:
+        assert body["message"] == answer
