@@ -142,7 +142,7 @@ def _selected_name(query: GoQuery) -> str:
     """
     try:
         parse_label_selector(query.get("labelSelector"))
-        terms = parse_field_selector(query.get("fieldSelector"), lambda _label: True)
+        terms = parse_field_selector(query.get("fieldSelector"))
         int64_option(query, "timeoutSeconds")
         int64_option(query, "limit")
     except (SelectorError, ApiError):

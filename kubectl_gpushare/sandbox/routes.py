@@ -32,6 +32,7 @@ from kubectl_gpushare.sandbox.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,
+    check_field_labels,
     fields_match,
     labels_match,
     parse_field_selector,
@@ -455,14 +456,18 @@ def _query_delete_options(query: GoQuery) -> dict[str, Any]:
     return options
 
 
-def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
-    """Refuse the ListOptions combinations kube-apiserver refuses, before reading anything.
+def _validate_list_options(query: Mapping[str, str], *, watch: bool) -> None:
+    """Refuse the ListOptions combinations kube-apiserver refuses, before reading or deleting anything.
 
     ``ValidateListOptions`` / ``validateWatchOptions`` in
-    k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go (the list and watch
-    handlers answer their errors as a 422 on ``ListOptions.meta.k8s.io``), and the etcd3 store's
-    ``GetList``, which refuses a continue token paired with a resourceVersion (400). A client that
-    sends these against a real cluster fails, so it fails here too.
+    k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go, which ``ListResource``
+    (list and watch, k8s.io/apiserver/pkg/endpoints/handlers/get.go) and ``DeleteCollection``
+    (handlers/delete.go) both run on the decoded ListOptions and answer as a 422 on
+    ``ListOptions.meta.k8s.io``; ``watch`` is the options' own ``watch``, which picks the watch rules
+    for a collection DELETE too. ``SetListOptionsDefaults``, which both run first, only fills in a
+    watch's ``sendInitialEvents`` and ``resourceVersionMatch`` when neither is set, which these rules
+    accept either way, so it changes no answer here. A client that sends these against a real cluster
+    fails, so it fails here too.
     """
     match = query.get("resourceVersionMatch", "")
     send_initial = query.get("sendInitialEvents")
@@ -509,10 +514,14 @@ def _check_list_options(query: Mapping[str, str], *, watch: bool) -> None:
                 )
         if send_initial is not None:
             causes.append("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list")
-        if not causes and token and rv not in ("", "0"):
-            raise errors.bad_request("specifying resource version is not allowed when using continue")
     if causes:
         raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
+
+
+def _refuse_continue_at_a_version(query: Mapping[str, str]) -> None:
+    """The etcd3 store's ``GetList`` 400 for a continue token paired with a resourceVersion other than "0"."""
+    if query.get("continue", "") and query.get("resourceVersion", "") not in ("", "0"):
+        raise errors.bad_request("specifying resource version is not allowed when using continue")
 
 
 def _list_numbers(query: GoQuery) -> tuple[int | None, int]:
@@ -528,6 +537,44 @@ def _list_numbers(query: GoQuery) -> tuple[int | None, int]:
     timeout_seconds = errors.int64_option(query, "timeoutSeconds")
     limit = errors.int64_option(query, "limit") or 0
     return timeout_seconds, max(limit, 0)
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    """The ListOptions of a list, watch or collection DELETE, decoded and validated (`_list_options`)."""
+
+    timeout_seconds: int | None
+    limit: int
+    labels: LabelSelector
+    fields: FieldSelector
+
+
+def _list_options(query: GoQuery, resource: Resource) -> ListOptions:
+    """Decode and check a request's ListOptions in kube-apiserver's order, or raise the error it answers first.
+
+    ``ListResource`` (list and watch, k8s.io/apiserver/pkg/endpoints/handlers/get.go) and
+    ``DeleteCollection`` (handlers/delete.go) do the same three steps before anything is read or deleted:
+    ``ParameterCodec.DecodeParameters``, whose url.Values conversion reads ``timeoutSeconds`` and
+    ``limit`` (`_list_numbers`) and whose v1-to-internal conversion
+    (``autoConvert_v1_ListOptions_To_internalversion_ListOptions``, apimachinery/pkg/apis/meta/
+    internalversion) then parses ``labelSelector`` and ``fieldSelector`` (``labels.Parse``,
+    ``fields.ParseSelector``), each error a 400; ``ValidateListOptions`` (`_validate_list_options`,
+    the 422); then the field selector's ``Transform`` through ``ConvertFieldLabel``, a 400 for a field
+    label the kind does not support. ``watch`` is the options' own, as upstream reads it.
+    """
+    timeout_seconds, limit = _list_numbers(query)
+    try:
+        labels = parse_label_selector(query.get("labelSelector"))
+        fields = parse_field_selector(query.get("fieldSelector"))
+    except SelectorError as exc:
+        raise errors.bad_request(str(exc)) from None
+    _validate_list_options(query, watch=go_bool(query.get("watch")))
+    known = {"metadata.name", "metadata.namespace", *resource.fields}
+    try:
+        check_field_labels(fields, known.__contains__)
+    except SelectorError as exc:
+        raise errors.bad_request(str(exc)) from None
+    return ListOptions(timeout_seconds, limit, labels, fields)
 
 
 def _watch_timeout(timeout_seconds: int | None) -> float:
@@ -821,21 +868,12 @@ class Api:
             return json_response(200, tables.table(target.resource, [obj], {"resourceVersion": rv}, _include(request)))
         return Response(200, entry.raw)
 
-    def _selectors(self, request: Request, resource: Resource) -> tuple[LabelSelector, FieldSelector]:
-        try:
-            labels = parse_label_selector(request.query.get("labelSelector"))
-            known = {"metadata.name", "metadata.namespace", *resource.fields}
-            fields = parse_field_selector(request.query.get("fieldSelector"), known.__contains__)
-        except SelectorError as exc:
-            raise errors.bad_request(str(exc)) from None
-        return labels, fields
-
     def _list(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
-        _, limit = _list_numbers(request.query)
-        _check_list_options(request.query, watch=False)
-        labels, fields = self._selectors(request, resource)
+        options = _list_options(request.query, resource)
+        labels, fields, limit = options.labels, options.fields, options.limit
+        _refuse_continue_at_a_version(request.query)
         after = ""
         token_rv = 0
         token = request.query.get("continue", "")
@@ -892,11 +930,10 @@ class Api:
     def _watch(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
-        timeout_seconds, _ = _list_numbers(request.query)
-        _check_list_options(request.query, watch=True)
-        labels, fields = self._selectors(request, resource)
+        options = _list_options(request.query, resource)
+        labels, fields = options.labels, options.fields
         query = request.query
-        timeout = _watch_timeout(timeout_seconds)
+        timeout = _watch_timeout(options.timeout_seconds)
         rv = _resource_version(query)  # a 400 when it is no uint64
         send_initial = go_bool(query.get("sendInitialEvents"))
         bookmarks = go_bool(query.get("allowWatchBookmarks"))
@@ -1251,13 +1288,14 @@ class Api:
     def _delete_collection(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
-        _list_numbers(request.query)  # DeleteCollection (handlers/delete.go) decodes ListOptions as a list does
-        labels, fields = self._selectors(request, resource)
+        # DeleteCollection (handlers/delete.go) decodes and validates its ListOptions as a list does,
+        # before it reads the DeleteOptions or deletes anything.
+        selected = _list_options(request.query, resource)
         options = self._delete_options(request)
         dry_run = _check_dry_run("DeleteOptions", options.get("dryRun") or [], _propagation_causes(options))
         deleted: list[bytes] = []
         with self.store.lock:
-            found = self.store.select(resource.plural, target.namespace, labels, fields)[0]
+            found = self.store.select(resource.plural, target.namespace, selected.labels, selected.fields)[0]
             if found and resource.namespaced and not target.namespace:
                 # Only an empty {namespace} segment gets here (no route deletes across namespaces): the
                 # store lists every namespace's objects, then deletes each under the request's empty

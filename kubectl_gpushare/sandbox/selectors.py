@@ -2,13 +2,14 @@
 
 Label selectors are parsed by `kubectl_gpushare.kube.selectors` (one grammar for the whole package;
 re-exported here for the sandbox's routes and store). Field selectors support ``=``, ``==`` and
-``!=`` joined by commas. Parse errors raise `SelectorError` with a one-line message the server
-returns as a 400. Pure functions with no I/O.
+``!=`` joined by commas, read as ``fields.ParseSelector`` reads them. Parse errors raise
+`SelectorError` with a one-line message the server returns as a 400. Pure functions with no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Final
 
 from kubectl_gpushare.kube.selectors import (
     LabelSelector,
@@ -23,6 +24,7 @@ __all__ = [
     "LabelSelector",
     "Requirement",
     "SelectorError",
+    "check_field_labels",
     "fields_match",
     "labels_match",
     "parse_field_selector",
@@ -33,52 +35,97 @@ FieldSelector = tuple[tuple[str, bool, str], ...]
 """(field label, equal?, value) terms, all of which must hold."""
 
 
-def _split_unescaped(text: str, separator: str) -> list[str]:
-    parts, current, escaped = [], [], False
-    for char in text:
+_OPERATORS: Final = ("!=", "==", "=")
+"""``termOperators``, in the order ``splitTerm`` tries them at each position (``==`` before ``=``)."""
+
+
+def _split_terms(text: str) -> list[str]:
+    """``splitTerms``: the terms between unescaped commas, each with its backslashes kept."""
+    terms, start, escaped = [], 0, False
+    for index, char in enumerate(text):
         if escaped:
-            current.append(char)
             escaped = False
         elif char == "\\":
             escaped = True
-        elif char == separator:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return parts
+        elif char == ",":
+            terms.append(text[start:index])
+            start = index + 1
+    terms.append(text[start:])
+    return terms
 
 
-def _field_term(raw: str) -> tuple[str, bool, str] | None:
-    for op, equal in (("!=", False), ("==", True), ("=", True)):
-        index = raw.find(op)
-        if index >= 0:
-            return raw[:index].strip(), equal, raw[index + len(op) :]
+def _split_term(term: str) -> tuple[str, str, str] | None:
+    """``splitTerm``: (field label, operator, raw value) at the first position any operator starts."""
+    for index in range(len(term)):
+        for op in _OPERATORS:
+            if term.startswith(op, index):
+                return term[:index], op, term[index + len(op) :]
     return None
 
 
-def parse_field_selector(text: str | None, allowed: Callable[[str], bool]) -> FieldSelector:
-    """Parse a field selector, refusing field labels the resource does not support.
+def _unescape_value(raw: str) -> str:
+    """``UnescapeValue``: an escaped backslash, comma or ``=`` is literal; another escape or a bare ``=`` is refused."""
+    value: list[str] = []
+    escaped = False
+    for char in raw:
+        if escaped:
+            if char not in "\\,=":
+                raise SelectorError(f"invalid field selector: invalid escape sequence: \\{char}")
+            value.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in ",=":  # Go prints the rune with %v: its number
+            raise SelectorError(f"invalid field selector: unescaped character in value: {ord(char)}")
+        else:
+            value.append(char)
+    if escaped:
+        raise SelectorError("invalid field selector: invalid escape sequence: \\")
+    return "".join(value)
+
+
+def parse_field_selector(text: str | None) -> FieldSelector:
+    """Parse a field selector's syntax as ``fields.ParseSelector`` does in the ListOptions conversion.
+
+    k8s.io/apimachinery/pkg/fields/selector.go ``parseSelector``: the terms are sorted (as Go sorts
+    strings, by bytes, which for valid UTF-8 is code point order), empty ones skipped, and the first
+    bad one in that order is the error. The label is not trimmed: `` a=b`` selects on the label
+    `` a``. Which field labels a resource supports is a later step (`check_field_labels`):
+    kube-apiserver's handlers run it after ``ValidateListOptions``, so a syntax error and an
+    unsupported label are answered at different points.
 
     Args:
         text: e.g. ``"spec.nodeName=n1,status.phase!=Succeeded"``.
-        allowed: says whether a field label is selectable for the resource listed.
 
     Raises:
-        SelectorError: a term has no operator, or names an unsupported field label.
+        SelectorError: a term has no operator, or its value an unescaped ``=`` or a bad escape.
     """
-    if not text or not text.strip():
+    if not text:
         return ()
     terms: list[tuple[str, bool, str]] = []
-    for raw in _split_unescaped(text, ","):
-        term = _field_term(raw)
-        if term is None:
-            raise SelectorError(f"invalid selector: '{text}'; can't understand '{raw}'")
-        if not allowed(term[0]):
-            raise SelectorError(f"field label not supported: {term[0]}")
-        terms.append(term)
+    for part in sorted(_split_terms(text)):
+        if not part:
+            continue
+        split = _split_term(part)
+        if split is None:
+            raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")
+        label, op, raw = split
+        terms.append((label, op != "!=", _unescape_value(raw)))
     return tuple(terms)
+
+
+def check_field_labels(selector: FieldSelector, allowed: Callable[[str], bool]) -> None:
+    """Refuse the first field label the resource listed does not support.
+
+    The handlers' ``FieldSelector.Transform`` through ``ConvertFieldLabel`` (k8s.io/apiserver/pkg/
+    endpoints/handlers/get.go ``ListResource``, delete.go ``DeleteCollection``).
+
+    Raises:
+        SelectorError: ``field label not supported: <label>``.
+    """
+    for label, _equal, _value in selector:
+        if not allowed(label):
+            raise SelectorError(f"field label not supported: {label}")
 
 
 def fields_match(selector: FieldSelector, values: Mapping[str, str]) -> bool:

@@ -47,27 +47,63 @@ def _refused_after_the_block(sb: Sandbox, target: str) -> tuple[int, Any, str | 
     return refused
 
 
-@pytest.mark.parametrize(
-    ("query", "cause"),
-    [
-        ("resourceVersionMatch=Exact", "resourceVersionMatch is forbidden unless resourceVersion is provided"),
-        ("resourceVersion=1&resourceVersionMatch=Newest", 'Unsupported value: "Newest"'),
-        ("resourceVersion=0&resourceVersionMatch=Exact", 'resourceVersionMatch "exact" is forbidden'),
-        ("sendInitialEvents=true", "sendInitialEvents is forbidden for list"),
-        ("watch=1&sendInitialEvents=true", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"),
-        ("watch=1&resourceVersionMatch=NotOlderThan", "forbidden for watch unless sendInitialEvents is provided"),
-        (
-            "watch=1&sendInitialEvents=true&resourceVersionMatch=Exact&allowWatchBookmarks=true",
-            'Unsupported value: "Exact": supported values: "NotOlderThan"',
-        ),
-    ],
-)
-def test_list_options_a_real_server_refuses_are_a_422(sandbox: Sandbox, query: str, cause: str) -> None:
-    status, answer = get(sandbox, query + "&timeoutSeconds=1")
+REFUSED_OPTIONS = [
+    ("resourceVersionMatch=Exact", "resourceVersionMatch is forbidden unless resourceVersion is provided"),
+    ("resourceVersion=1&resourceVersionMatch=Newest", 'Unsupported value: "Newest"'),
+    ("resourceVersion=0&resourceVersionMatch=Exact", 'resourceVersionMatch "exact" is forbidden'),
+    ("sendInitialEvents=true", "sendInitialEvents is forbidden for list"),
+    ("watch=1&sendInitialEvents=true", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"),
+    ("watch=1&resourceVersionMatch=NotOlderThan", "forbidden for watch unless sendInitialEvents is provided"),
+    (
+        "watch=1&sendInitialEvents=true&resourceVersionMatch=Exact&allowWatchBookmarks=true",
+        'Unsupported value: "Exact": supported values: "NotOlderThan"',
+    ),
+]
+"""(query, a cause of its 422): one for each rule of ``ValidateListOptions`` and ``validateWatchOptions``."""
+
+
+def assert_list_options_refused(status: int, answer: Any, cause: str) -> None:
     assert status == 422, answer
     assert answer["reason"] == "Invalid" and answer["message"].startswith('ListOptions.meta.k8s.io "" is invalid: ')
     assert cause in answer["message"]
     assert any(c["field"] in ("resourceVersionMatch", "sendInitialEvents") for c in answer["details"]["causes"])
+
+
+@pytest.mark.parametrize(("query", "cause"), REFUSED_OPTIONS)
+def test_list_options_a_real_server_refuses_are_a_422(sandbox: Sandbox, query: str, cause: str) -> None:
+    status, answer = get(sandbox, query + "&timeoutSeconds=1")
+    assert_list_options_refused(status, answer, cause)
+
+
+def delete_collection(sb: Sandbox, query: str) -> tuple[int, Any]:
+    request = urllib.request.Request(f"{sb.url}{CONFIGMAPS}?{query}", method="DELETE")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.parametrize(("query", "cause"), REFUSED_OPTIONS)
+def test_a_delete_collection_refuses_the_list_options_a_list_refuses_and_deletes_nothing(
+        sandbox: Sandbox, query: str, cause: str) -> None:
+    # DeleteCollection (apiserver handlers/delete.go) runs ValidateListOptions on its decoded
+    # ListOptions, the watch rules when they say watch, and answers the same 422 before it deletes.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"d{i}", "namespace": "default"}} for i in range(2)])
+    status, answer = delete_collection(sandbox, query)
+    assert_list_options_refused(status, answer, cause)
+    assert len(sandbox.objects("configmaps")) == 2
+    status, answer = delete_collection(sandbox, query + "&dryRun=Bogus")  # before the DeleteOptions are read
+    assert_list_options_refused(status, answer, cause)
+
+
+def test_a_delete_collection_with_valid_list_options_still_deletes(sandbox: Sandbox) -> None:
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"d{i}", "namespace": "default"}} for i in range(2)])
+    status, answer = delete_collection(
+        sandbox, "resourceVersion=1&resourceVersionMatch=NotOlderThan&watch=1&sendInitialEvents=false"
+        "&resourceVersionMatch=Exact")  # the first value counts; watch rules: NotOlderThan with sendInitialEvents
+    assert status == 200 and len(answer["items"]) == 2, answer
+    assert sandbox.objects("configmaps") == []
 
 
 def test_a_continue_token_with_a_resource_version_is_a_400(sandbox: Sandbox) -> None:
@@ -395,3 +431,90 @@ def test_a_zero_or_wrapped_timeout_seconds_is_the_default_and_a_negative_one_end
         assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
             ("ADDED", f"w{i}") for i in range(index + 1)], query
         connection.close()  # the server notices at its next write; the count only grows here
+
+
+# --- selectors are parsed before ValidateListOptions, field labels checked after --------------
+BAD_LABELS = "labelSelector=a%3Db%20c"
+"""A label selector ``labels.Parse`` refuses: ``a=b c``, a second term without its comma."""
+RV_MATCH_WITHOUT_RV = "resourceVersionMatch=Exact"
+"""A ListOptions ``ValidateListOptions`` refuses on a list (and a watch, another rule) with a 422."""
+
+
+@pytest.mark.parametrize("verb", ["list", "watch", "deletecollection"])
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (BAD_LABELS, "found 'c', expected: ',' or 'end of string'"),
+        ("fieldSelector=metadata.name%3Dx,nope", "invalid selector: 'metadata.name=x,nope'; can't understand 'nope'"),
+        ("fieldSelector=spec.bogus%3Dx,nope", "invalid selector: 'spec.bogus=x,nope'; can't understand 'nope'"),
+    ],
+    ids=["labels", "fields", "fields-before-the-label-check"],
+)
+def test_a_selector_that_does_not_parse_is_a_400_before_the_list_options_422(
+        sandbox: Sandbox, verb: str, query: str, message: str) -> None:
+    # ListResource and DeleteCollection (apiserver handlers/get.go, delete.go) parse both selectors in
+    # DecodeParameters (the v1-to-internal ListOptions conversion: labels.Parse, fields.ParseSelector),
+    # answer its error as a 400, and only then run ValidateListOptions.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"d{i}", "namespace": "default"}} for i in range(2)])
+    refused = f"{query}&{RV_MATCH_WITHOUT_RV}" + ("&watch=1" if verb == "watch" else "")
+    status, answer = delete_collection(sandbox, refused) if verb == "deletecollection" else get(sandbox, refused)
+    assert (status, answer["reason"]) == (400, "BadRequest"), answer
+    assert answer["message"].startswith(message), answer["message"]
+    assert len(sandbox.objects("configmaps")) == 2
+
+
+@pytest.mark.parametrize("verb", ["list", "watch", "deletecollection"])
+def test_an_unsupported_field_label_is_a_400_after_the_list_options_422(sandbox: Sandbox, verb: str) -> None:
+    # The field labels go through ConvertFieldLabel (FieldSelector.Transform) after ValidateListOptions.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "d0", "namespace": "default"}}])
+    watch = "&watch=1" if verb == "watch" else ""
+    query = "fieldSelector=spec.bogus%3Dx" + watch
+    send = delete_collection if verb == "deletecollection" else get
+    status, answer = send(sandbox, f"{query}&{RV_MATCH_WITHOUT_RV}")
+    assert_list_options_refused(status, answer, "resourceVersionMatch")
+    status, answer = send(sandbox, query)
+    assert status == 400 and answer["message"] == "field label not supported: spec.bogus", answer
+    assert len(sandbox.objects("configmaps")) == 1
+
+
+@pytest.mark.parametrize("verb", ["get", "delete"])
+def test_the_real_kubectl_prints_the_selectors_400_before_the_list_options_422(
+        sandbox: Sandbox, kubectl: Any, verb: str) -> None:
+    # Plain `kubectl get -l` sends no resourceVersionMatch, so only a raw request meets both errors.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "d0", "namespace": "default"}}])
+    result = kubectl(verb, "--raw", f"{CONFIGMAPS}?{BAD_LABELS}&{RV_MATCH_WITHOUT_RV}", check=False)
+    assert (result.returncode, result.stderr) == (
+        1, "Error from server (BadRequest): found 'c', expected: ',' or 'end of string'\n")
+    result = kubectl(verb, "--raw", f"{CONFIGMAPS}?fieldSelector=spec.bogus%3Dx&{RV_MATCH_WITHOUT_RV}", check=False)
+    assert (result.returncode, result.stderr) == (
+        1,
+        'The ListOptions "" is invalid: resourceVersionMatch: Forbidden: '
+        "resourceVersionMatch is forbidden unless resourceVersion is provided\n",
+    )
+    assert len(sandbox.objects("configmaps")) == 1
+
+
+@pytest.mark.parametrize(
+    ("selector", "status", "answer"),
+    [
+        ("metadata.name%3Dd1,", 200, ["d1"]),  # an empty term is skipped
+        ("metadata.name!%3Dd0,,", 200, ["d1"]),
+        ("zz,aa", 400, "invalid selector: 'zz,aa'; can't understand 'aa'"),  # the first term in sorted order
+        ("spec.zz%3Dx,spec.aa%3Dy", 400, "field label not supported: spec.aa"),
+        ("metadata.name%3Dd0%3Dx", 400, "invalid field selector: unescaped character in value: 61"),
+        ("metadata.name%3Dd%5Cx", 400, "invalid field selector: invalid escape sequence: \\x"),
+        ("%20metadata.name%3Dd0", 400, "field label not supported:  metadata.name"),  # the label is not trimmed
+    ],
+    ids=["trailing-comma", "empty-terms", "sorted-syntax", "sorted-labels", "bare-equals", "bad-escape", "no-trim"],
+)
+def test_a_field_selector_is_read_as_fields_parse_selector_reads_it(
+        sandbox: Sandbox, selector: str, status: int, answer: Any) -> None:
+    # fields.ParseSelector (apimachinery/pkg/fields/selector.go parseSelector): the terms sorted, empty
+    # ones skipped, each split at the first operator and its value unescaped (UnescapeValue).
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": f"d{i}", "namespace": "default"}} for i in range(2)])
+    got, body = get(sandbox, f"fieldSelector={selector}")
+    assert got == status, body
+    if status == 200:
+        assert [item["metadata"]["name"] for item in json.loads(body)["items"]] == answer
+    else:
+        assert body["message"] == answer

@@ -61,7 +61,7 @@ def test_pagination_with_limit_and_after_key() -> None:
 def test_select_applies_label_and_field_selectors() -> None:
     store = Store()
     store.load([pod("ns", "a", "n1", {"app": "x"}), pod("ns", "b", "n2", {"app": "x"}), pod("ns", "c", "n1")])
-    fields = parse_field_selector("spec.nodeName=n1", lambda label: True)
+    fields = parse_field_selector("spec.nodeName=n1")
     assert names(store.select("pods", fields=fields)[0]) == ["ns/a", "ns/c"]
     labels = parse_label_selector("app=x")
     assert names(store.select("pods", labels=labels, fields=fields)[0]) == ["ns/a"]
@@ -175,8 +175,8 @@ def test_loaded_objects_get_system_fields() -> None:
 def test_node_name_index_follows_writes_and_deletes() -> None:
     store = Store()
     store.load([pod("a", "p1", "n1"), pod("b", "p2", "n1"), pod("a", "p3", "")])
-    on_n1 = parse_field_selector("spec.nodeName=n1", lambda label: True)
-    unbound = parse_field_selector("spec.nodeName=", lambda label: True)
+    on_n1 = parse_field_selector("spec.nodeName=n1")
+    unbound = parse_field_selector("spec.nodeName=")
     assert names(store.select("pods", fields=on_n1)[0]) == ["a/p1", "b/p2"]
     store.put("pods", "a/p3", pod("a", "p3", "n1"))  # bound, as a binding does
     store.remove("pods", "b/p2")
