@@ -519,7 +519,11 @@ def _validate_list_options(query: Mapping[str, str], *, watch: bool) -> None:
 
 
 def _refuse_continue_at_a_version(query: Mapping[str, str]) -> None:
-    """The etcd3 store's ``GetList`` 400 for a continue token paired with a resourceVersion other than "0"."""
+    """The etcd3 store's 400 for a continue token paired with a resourceVersion other than "0".
+
+    Asked after the token decodes: ``storage.ValidateListOptions`` (k8s.io/apiserver/pkg/storage,
+    called by the etcd3 store's ``GetList``) answers a token that does not decode first.
+    """
     if query.get("continue", "") and query.get("resourceVersion", "") not in ("", "0"):
         raise errors.bad_request("specifying resource version is not allowed when using continue")
 
@@ -873,12 +877,12 @@ class Api:
         assert resource is not None
         options = _list_options(request.query, resource)
         labels, fields, limit = options.labels, options.fields, options.limit
-        _refuse_continue_at_a_version(request.query)
         after = ""
         token_rv = 0
         token = request.query.get("continue", "")
         if token:
             token_rv, after = _decode_continue(token)
+            _refuse_continue_at_a_version(request.query)
             if token_rv < self.store.compacted_rv:
                 raise errors.expired(
                     "The provided continue parameter is too old to display a consistent list result. "

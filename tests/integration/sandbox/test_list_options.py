@@ -117,6 +117,14 @@ def test_a_continue_token_with_a_resource_version_is_a_400(sandbox: Sandbox) -> 
     assert status == 200 and json.loads(body)["items"][0]["metadata"]["name"] == "c1"
 
 
+def test_a_continue_token_that_does_not_decode_is_named_before_the_resource_version_it_comes_with(
+    sandbox: Sandbox,
+) -> None:
+    # storage.ValidateListOptions (k8s.io/apiserver/pkg/storage): DecodeContinue's 400 comes first.
+    status, answer = get(sandbox, "continue=abc%25&resourceVersion=2")
+    assert status == 400 and answer["message"].startswith("invalid continue token: continue key is not valid")
+
+
 def test_valid_combinations_still_serve(sandbox: Sandbox) -> None:
     sandbox.load([{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}])  # resourceVersion 1
     for query in (
