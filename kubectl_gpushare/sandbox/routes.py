@@ -464,14 +464,19 @@ def _validate_list_options(query: Mapping[str, str], *, watch: bool) -> None:
     (list and watch, k8s.io/apiserver/pkg/endpoints/handlers/get.go) and ``DeleteCollection``
     (handlers/delete.go) both run on the decoded ListOptions and answer as a 422 on
     ``ListOptions.meta.k8s.io``; ``watch`` is the options' own ``watch``, which picks the watch rules
-    for a collection DELETE too. ``SetListOptionsDefaults``, which both run first, only fills in a
-    watch's ``sendInitialEvents`` and ``resourceVersionMatch`` when neither is set, which these rules
-    accept either way, so it changes no answer here. A client that sends these against a real cluster
+    for a collection DELETE too. ``SetListOptionsDefaults``, which both run first, is applied as with
+    the WatchList gate on (as the sandbox serves ``sendInitialEvents``): a watch from resourceVersion
+    "" or "0" that sets neither ``sendInitialEvents`` nor ``resourceVersionMatch`` is judged as
+    ``sendInitialEvents=true&resourceVersionMatch=NotOlderThan``, which only changes the answer to a
+    ``continue`` token (refused with such a match). A client that sends these against a real cluster
     fails, so it fails here too.
     """
     match = query.get("resourceVersionMatch", "")
     send_initial = query.get("sendInitialEvents")
     token = query.get("continue", "")
+    rv = query.get("resourceVersion", "")
+    if watch and send_initial is None and not match and rv in ("", "0"):
+        send_initial, match = "true", "NotOlderThan"  # SetListOptionsDefaults, WatchList on (see above)
     causes: list[str] = []
     with_continue = "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided"
     if watch:
@@ -494,7 +499,6 @@ def _validate_list_options(query: Mapping[str, str], *, watch: bool) -> None:
             if token:
                 causes.append(with_continue)
     else:
-        rv = query.get("resourceVersion", "")
         if match:
             if not rv:
                 causes.append(

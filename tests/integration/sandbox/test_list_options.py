@@ -58,6 +58,8 @@ REFUSED_OPTIONS = [
         "watch=1&sendInitialEvents=true&resourceVersionMatch=Exact&allowWatchBookmarks=true",
         'Unsupported value: "Exact": supported values: "NotOlderThan"',
     ),
+    # SetListOptionsDefaults (WatchList on) gives a watch from "" resourceVersionMatch=NotOlderThan first.
+    ("watch=1&continue=abc", "resourceVersionMatch is forbidden when continue is provided"),
 ]
 """(query, a cause of its 422): one for each rule of ``ValidateListOptions`` and ``validateWatchOptions``."""
 
