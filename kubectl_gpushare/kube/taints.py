@@ -9,9 +9,11 @@ compares values, ``Exists`` does not; any other operator tolerates nothing. ``Lt
 integers only behind the alpha TaintTolerationComparisonOperators gate, off by default, so here
 they tolerate nothing, as with the gate off.
 
-`TolerationIndex` answers the same questions in a few set lookups per taint, for the scheduler
-stand-in, where a pod may hold as many tolerations as a 3 MiB request body fits (about 36,000) and
-every cycle asks them of every taint of every node.
+`TolerationIndex` is the one implementation of that rule: it answers in a few set lookups per
+taint, for the scheduler stand-in, where a pod may hold as many tolerations as a 3 MiB request
+body fits (about 85,000 of the shortest valid ones) and every cycle asks them of every taint of
+every node, which builds it once per pod version; `tolerates`, `untolerated` and
+`kept_off_cordoned` build one per call, for readers asking once (``explain``).
 
 Pure; reads the typed `kube.types` structs, which callers holding plain JSON get with `decode_tolerations`
 and `decode_taints` (None: the list does not have the API's shape).
@@ -40,38 +42,14 @@ NoExecute twin is left out: DefaultTolerationSeconds admission, which the sandbo
 gives every pod a toleration of it."""
 
 
-def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """``Toleration.ToleratesTaint`` with the comparison operators' gate off."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator in ("", "Equal"):
-        return toleration.value == taint.value
-    return toleration.operator == "Exists"
-
-
-def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
-    """The first NoSchedule/NoExecute taint no toleration tolerates (``FindMatchingUntoleratedTaint``), or None."""
-    for taint in taints:
-        if taint.effect in BLOCKING_EFFECTS and not any(tolerates(t, taint) for t in tolerations):
-            return taint
-    return None
-
-
-def kept_off_cordoned(tolerations: Sequence[Toleration]) -> bool:
-    """NodeUnschedulable on a node with ``spec.unschedulable``: whether no toleration tolerates `UNSCHEDULABLE`."""
-    return not any(tolerates(t, UNSCHEDULABLE) for t in tolerations)
-
-
 _ANY_VALUE: Final = None
 """The value an ``Exists`` toleration is indexed under: it tolerates whatever value the taint has."""
 
 
 class TolerationIndex:
-    """A pod's tolerations keyed by (key, effect, value): `untolerated` and `kept_off_cordoned` at O(taints).
+    """A pod's tolerations keyed by (key, effect, value): ``ToleratesTaint`` (gate off) at O(1) per taint.
 
-    Same verdicts as the plain functions (``ToleratesTaint``, gate off): a toleration tolerates a
+    A toleration tolerates a
     taint when its key is "" or the taint's, its effect "" or the taint's, and it is ``Exists`` or
     compares its value equal (``Equal`` or ""); so a taint is tolerated when one of the eight
     (key or "", effect or "", value or any) entries is present. Operators that tolerate nothing
@@ -94,7 +72,7 @@ class TolerationIndex:
         self._entries = frozenset(entries)
 
     def tolerates(self, taint: Taint) -> bool:
-        """Whether any of the tolerations tolerates ``taint`` (`tolerates` of each, ``any``)."""
+        """Whether any of the tolerations tolerates ``taint``."""
         entries = self._entries
         for key in (taint.key, ""):
             for effect in (taint.effect, ""):
@@ -103,15 +81,30 @@ class TolerationIndex:
         return False
 
     def untolerated(self, taints: Sequence[Taint]) -> Taint | None:
-        """`untolerated` of these tolerations: the first blocking taint none tolerates, or None."""
+        """``FindMatchingUntoleratedTaint``: the first NoSchedule/NoExecute taint none tolerates, or None."""
         for taint in taints:
             if taint.effect in BLOCKING_EFFECTS and not self.tolerates(taint):
                 return taint
         return None
 
     def kept_off_cordoned(self) -> bool:
-        """`kept_off_cordoned` of these tolerations."""
+        """NodeUnschedulable on a node with ``spec.unschedulable``: whether none tolerates `UNSCHEDULABLE`."""
         return not self.tolerates(UNSCHEDULABLE)
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """``Toleration.ToleratesTaint`` with the comparison operators' gate off (the index of one toleration)."""
+    return TolerationIndex((toleration,)).tolerates(taint)
+
+
+def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint no toleration tolerates (``FindMatchingUntoleratedTaint``), or None."""
+    return TolerationIndex(tolerations).untolerated(taints)
+
+
+def kept_off_cordoned(tolerations: Sequence[Toleration]) -> bool:
+    """NodeUnschedulable on a node with ``spec.unschedulable``: whether no toleration tolerates `UNSCHEDULABLE`."""
+    return TolerationIndex(tolerations).kept_off_cordoned()
 
 
 def _decode(raw: object, kind: type[_ListT]) -> _ListT | None:

@@ -464,14 +464,19 @@ def _validate_list_options(query: Mapping[str, str], *, watch: bool) -> None:
     (list and watch, k8s.io/apiserver/pkg/endpoints/handlers/get.go) and ``DeleteCollection``
     (handlers/delete.go) both run on the decoded ListOptions and answer as a 422 on
     ``ListOptions.meta.k8s.io``; ``watch`` is the options' own ``watch``, which picks the watch rules
-    for a collection DELETE too. ``SetListOptionsDefaults``, which both run first, only fills in a
-    watch's ``sendInitialEvents`` and ``resourceVersionMatch`` when neither is set, which these rules
-    accept either way, so it changes no answer here. A client that sends these against a real cluster
+    for a collection DELETE too. ``SetListOptionsDefaults``, which both run first, is applied as with
+    the WatchList gate on (as the sandbox serves ``sendInitialEvents``): a watch from resourceVersion
+    "" or "0" that sets neither ``sendInitialEvents`` nor ``resourceVersionMatch`` is judged as
+    ``sendInitialEvents=true&resourceVersionMatch=NotOlderThan``, which only changes the answer to a
+    ``continue`` token (refused with such a match). A client that sends these against a real cluster
     fails, so it fails here too.
     """
     match = query.get("resourceVersionMatch", "")
     send_initial = query.get("sendInitialEvents")
     token = query.get("continue", "")
+    rv = query.get("resourceVersion", "")
+    if watch and send_initial is None and not match and rv in ("", "0"):
+        send_initial, match = "true", "NotOlderThan"  # SetListOptionsDefaults, WatchList on (see above)
     causes: list[str] = []
     with_continue = "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided"
     if watch:
@@ -494,7 +499,6 @@ def _validate_list_options(query: Mapping[str, str], *, watch: bool) -> None:
             if token:
                 causes.append(with_continue)
     else:
-        rv = query.get("resourceVersion", "")
         if match:
             if not rv:
                 causes.append(
@@ -519,7 +523,11 @@ def _validate_list_options(query: Mapping[str, str], *, watch: bool) -> None:
 
 
 def _refuse_continue_at_a_version(query: Mapping[str, str]) -> None:
-    """The etcd3 store's ``GetList`` 400 for a continue token paired with a resourceVersion other than "0"."""
+    """The etcd3 store's 400 for a continue token paired with a resourceVersion other than "0".
+
+    Asked after the token decodes: ``storage.ValidateListOptions`` (k8s.io/apiserver/pkg/storage,
+    called by the etcd3 store's ``GetList``) answers a token that does not decode first.
+    """
     if query.get("continue", "") and query.get("resourceVersion", "") not in ("", "0"):
         raise errors.bad_request("specifying resource version is not allowed when using continue")
 
@@ -873,12 +881,12 @@ class Api:
         assert resource is not None
         options = _list_options(request.query, resource)
         labels, fields, limit = options.labels, options.fields, options.limit
-        _refuse_continue_at_a_version(request.query)
         after = ""
         token_rv = 0
         token = request.query.get("continue", "")
         if token:
             token_rv, after = _decode_continue(token)
+            _refuse_continue_at_a_version(request.query)
             if token_rv < self.store.compacted_rv:
                 raise errors.expired(
                     "The provided continue parameter is too old to display a consistent list result. "

@@ -58,6 +58,8 @@ REFUSED_OPTIONS = [
         "watch=1&sendInitialEvents=true&resourceVersionMatch=Exact&allowWatchBookmarks=true",
         'Unsupported value: "Exact": supported values: "NotOlderThan"',
     ),
+    # SetListOptionsDefaults (WatchList on) gives a watch from "" resourceVersionMatch=NotOlderThan first.
+    ("watch=1&continue=abc", "resourceVersionMatch is forbidden when continue is provided"),
 ]
 """(query, a cause of its 422): one for each rule of ``ValidateListOptions`` and ``validateWatchOptions``."""
 
@@ -115,6 +117,14 @@ def test_a_continue_token_with_a_resource_version_is_a_400(sandbox: Sandbox) -> 
     assert status == 400 and answer["message"] == "specifying resource version is not allowed when using continue"
     status, body = get(sandbox, f"limit=1&continue={token}&resourceVersion=0")  # "0" is let through, as upstream
     assert status == 200 and json.loads(body)["items"][0]["metadata"]["name"] == "c1"
+
+
+def test_a_continue_token_that_does_not_decode_is_named_before_the_resource_version_it_comes_with(
+    sandbox: Sandbox,
+) -> None:
+    # storage.ValidateListOptions (k8s.io/apiserver/pkg/storage): DecodeContinue's 400 comes first.
+    status, answer = get(sandbox, "continue=abc%25&resourceVersion=2")
+    assert status == 400 and answer["message"].startswith("invalid continue token: continue key is not valid")
 
 
 def test_valid_combinations_still_serve(sandbox: Sandbox) -> None:
