@@ -39,7 +39,7 @@ from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.kube.records import invalid_requests, pod_record, pod_request
 from kubectl_gpushare.kube.stacks import kai
-from kubectl_gpushare.kube.taints import kept_off_cordoned, untolerated
+from kubectl_gpushare.kube.taints import TolerationIndex
 from kubectl_gpushare.kube.types import (
     Event,
     Node,
@@ -191,21 +191,24 @@ CONFLICT: Final = (f"{node_affinity.AFFINITY_CONFLICT} (in every term of its req
 
 
 def excluded(
-    pod: Pod, node: Node, placement: PodPlacement | None = None, affinity: RequiredAffinity | None = None
+    pod: Pod, node: Node, placement: PodPlacement | None = None, affinity: RequiredAffinity | None = None,
+    tolerations: TolerationIndex | None = None,
 ) -> str | None:
     """Why kube-scheduler drops the node before the extender is asked; None if it does not.
 
     In kube-scheduler's order: NodeAffinity's PreFilter (a node it leaves out is never filtered),
     then the filters NodeUnschedulable, TaintToleration, NodeAffinity.
 
-    ``affinity``: `required_affinity` of ``placement``, when the caller judges many nodes (else read here).
+    ``affinity``: `required_affinity` of ``placement``, and ``tolerations``: the pod's tolerations
+    indexed, when the caller judges many nodes (else read here).
     """
     required = affinity if affinity is not None or placement is None else required_affinity(placement)
     if required is not None and required.left_out(node.metadata.name):
         return LEFT_OUT
-    if node.spec.unschedulable and kept_off_cordoned(pod.spec.tolerations):
+    index = tolerations if tolerations is not None else TolerationIndex(pod.spec.tolerations)
+    if node.spec.unschedulable and index.kept_off_cordoned():
         return "cordoned (unschedulable)"
-    taint = untolerated(node.spec.taints, pod.spec.tolerations)
+    taint = index.untolerated(node.spec.taints)
     if taint is not None:
         value = f"={taint.value}" if taint.value else ""
         return f"tainted {taint.key}{value}:{taint.effect}, which the pod does not tolerate"
@@ -311,7 +314,8 @@ def explain(
         return replace(base, state="pending",
                            summary=f"{asks}, but no node advertises {protocol.RESOURCE_MEM}: the gpushare device "
                            "plugin runs nowhere (kubectl gpushare doctor; kubectl gpushare label-nodes).")
-    judged = [(node.metadata.name, excluded(pod, node, placement, affinity))  # once per node: affinity is costly
+    index = TolerationIndex(pod.spec.tolerations)
+    judged = [(node.metadata.name, excluded(pod, node, placement, affinity, index))  # once per node: affinity is costly
               for node in sorted(gpushare_nodes, key=lambda n: n.metadata.name)]
     verdicts = [NodeVerdict(name, _verdict(ledger, name, dropped, request, unit, policy)) for name, dropped in judged]
     fitting = [v.name for v in verdicts if v.reason.startswith(FITS_PREFIX)]

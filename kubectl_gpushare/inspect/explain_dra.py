@@ -33,6 +33,7 @@ from kubectl_gpushare.inspect.explain import (
 )
 from kubectl_gpushare.kube import dra_allocation
 from kubectl_gpushare.kube.stacks import dra
+from kubectl_gpushare.kube.taints import TolerationIndex
 from kubectl_gpushare.kube.types import Event, Node, Pod, PodPlacement
 from kubectl_gpushare.ledger import Ledger
 from kubectl_gpushare.protocol import shown_value
@@ -183,11 +184,12 @@ def _pending(
     pinned = [claim for claim in ours if claim.allocation is not None]
     verdicts: list[NodeVerdict] = []
     usable: list[str] = []
+    tolerations = TolerationIndex(pod.spec.tolerations)
     for node in sorted(nodes, key=lambda n: n.metadata.name):
         name = node.metadata.name
         if name not in inputs.nodes:
             continue
-        reason = excluded(pod, node, placement, affinity)
+        reason = excluded(pod, node, placement, affinity, tolerations)
         if reason is None and not all(dra_allocation.available_on(claim, name, node.metadata.labels)
                                       for claim in pinned):
             reason = dra_allocation.REASON_NOT_ON_NODE
