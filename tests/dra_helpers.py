@@ -138,6 +138,10 @@ class Claims:
                                                       subresource="status")
         return patched
 
+    def on_both_gpus(self, count: int, memory: str) -> list[dra_objects.WireResourceClaim]:
+        """``count`` claims named c0, c1, ... of ``memory`` each, allocated on gpu-0 and gpu-1 in turn."""
+        return [self.claim(f"c{i}", device=f"gpu-{i % 2}", memory=memory) for i in range(count)]
+
     def reserve(self, name: str, pods: list[dict[str, Any]], namespace: str = "default") -> None:
         """Set the claim's ``status.reservedFor`` to ``pods``, as the scheduler does when another pod joins it."""
         status = {"status": {"reservedFor": [

@@ -111,7 +111,7 @@ def test_a_killed_driver_kept_every_answered_preparation_with_a_complete_cdi_spe
     sandbox: Sandbox, kubeconfig: Path, dirs: Dirs, claims: Claims
 ) -> None:
     sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
-    made = [claims.claim(f"c{i}", device=f"gpu-{i % 2}", memory="512Mi") for i in range(24)]
+    made = claims.on_both_gpus(24, "512Mi")
     socket = os.path.join(dirs.plugin, protocol.DRA_PLUGIN_SOCKET)
     answered: list[str] = []
     process = subprocess.Popen(_command(dirs, kubeconfig), env=dict(os.environ, NODE_NAME=NODE), text=True,
