@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 import grpc
 import pytest
-from dra_helpers import NODE, Claims, Dirs, RunningDriver, saved_claims
+from dra_helpers import NODE, Claims, Dirs, RunningDriver, driver_command, saved_claims
 from kubectl_steps import reaped
 from waiting import wait_for
 
@@ -39,7 +38,6 @@ from kubectl_gpushare.sandbox.server import Sandbox
 pytestmark = pytest.mark.integration
 OLD = "0b0f6e1c-0000-4000-8000-000000000001"
 NEW = "0b0f6e1c-0000-4000-8000-000000000002"
-VENV_BIN = Path(sys.executable).parent
 
 
 def _sockets(dirs: Dirs, uid: str) -> tuple[str, str]:
@@ -216,9 +214,7 @@ def test_kubelet_falls_back_to_the_older_instance_when_the_newest_goes(
 
 
 def _command(dirs: Dirs, kubeconfig: Path, *extra: str) -> list[str]:
-    return [str(VENV_BIN / "kubectl-gpushare"), "serve-dra-driver", "--fake-gpus", "2x16GiB", "--node-name", NODE,
-            "--plugin-registration-dir", dirs.registration, "--plugin-dir", dirs.plugin, "--cdi-root", dirs.cdi,
-            "--kubeconfig", str(kubeconfig), *extra]
+    return driver_command(dirs, kubeconfig, "--node-name", NODE, *extra)
 
 
 def test_killing_the_old_instance_mid_way_loses_nothing(
