@@ -387,7 +387,7 @@ def test_a_call_that_cannot_get_the_lock_answers_its_error_before_the_deadline(
     made = claims.claim("c1", memory="1Gi")
     instance = Instance(dirs, OLD)
     assert _cdi_ids(instance.prepare(made)[made.metadata.uid])
-    refs = [dra_v1_pb2.Claim(namespace="default", name="c1", uid=made.metadata.uid)]
+    refs = _refs((made,))
     fd = os.open(os.path.join(dirs.plugin, protocol.DRA_SERIALIZE_LOCK), os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # the other instance, mid-call (an flock is per open file, even in one process)
