@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import selectors
 import socket
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,13 @@ class Dirs:
 
     def cdi_spec(self, uid: str) -> Path:
         return Path(self.cdi) / f"k8s.gpu-mem.kubectl-gpushare.io-claim_{uid}.json"
+
+
+def driver_command(dirs: Dirs, kubeconfig: Path, *extra: str) -> list[str]:
+    """``kubectl-gpushare serve-dra-driver`` on two fake 16GiB GPUs and ``dirs``, as the installed entry point."""
+    return [str(Path(sys.executable).parent / "kubectl-gpushare"), "serve-dra-driver", "--fake-gpus", "2x16GiB",
+            "--plugin-registration-dir", dirs.registration, "--plugin-dir", dirs.plugin, "--cdi-root", dirs.cdi,
+            "--kubeconfig", str(kubeconfig), *extra]
 
 
 def saved_claims(plugin_dir: str | Path) -> dict[str, Any]:
@@ -137,6 +145,10 @@ class Claims:
         patched: dra_objects.WireResourceClaim = self.api.patch(types.DRA_CLAIMS, name, status, namespace, "merge",
                                                       subresource="status")
         return patched
+
+    def on_both_gpus(self, count: int, memory: str) -> list[dra_objects.WireResourceClaim]:
+        """``count`` claims named c0, c1, ... of ``memory`` each, allocated on gpu-0 and gpu-1 in turn."""
+        return [self.claim(f"c{i}", device=f"gpu-{i % 2}", memory=memory) for i in range(count)]
 
     def reserve(self, name: str, pods: list[dict[str, Any]], namespace: str = "default") -> None:
         """Set the claim's ``status.reservedFor`` to ``pods``, as the scheduler does when another pod joins it."""

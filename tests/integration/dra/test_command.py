@@ -7,13 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import grpc
 import pytest
-from dra_helpers import NODE, Claims, Dirs
+from dra_helpers import NODE, Claims, Dirs, driver_command
 from kubectl_steps import reaped
 from waiting import wait_for
 
@@ -28,13 +27,6 @@ from kubectl_gpushare.sandbox.builders import namespace_object, node_object
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
-VENV_BIN = Path(sys.executable).parent
-
-
-def _command(dirs: Dirs, kubeconfig: Path, *extra: str) -> list[str]:
-    return [str(VENV_BIN / "kubectl-gpushare"), "serve-dra-driver", "--fake-gpus", "2x16GiB",
-            "--plugin-registration-dir", dirs.registration, "--plugin-dir", dirs.plugin, "--cdi-root", dirs.cdi,
-            "--kubeconfig", str(kubeconfig), *extra]
 
 
 def test_the_driver_process_serves_kubelet_and_stops_cleanly_on_sigterm(
@@ -43,7 +35,7 @@ def test_the_driver_process_serves_kubelet_and_stops_cleanly_on_sigterm(
     sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
     env = dict(os.environ, NODE_NAME=NODE, GPUSHARE_LOG_FORMAT="json", GPUSHARE_MEMORY_UNIT="MiB")
     with KubeletSim(dirs.registration, api) as kubelet:
-        process = subprocess.Popen(_command(dirs, kubeconfig), env=env, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(driver_command(dirs, kubeconfig), env=env, stderr=subprocess.PIPE, text=True)
         with reaped(process):
             assert kubelet.wait_registered(timeout=30) is not None
             pod = claims.pod("p", {"gpu": "c1"})
@@ -69,7 +61,7 @@ def test_a_node_the_device_plugin_serves_is_refused_in_one_line(
     sandbox: Sandbox, kubeconfig: Path, dirs: Dirs
 ) -> None:
     sandbox.load([namespace_object("default"), node_object(NODE, [16], ip="10.0.0.1")])
-    done = subprocess.run(_command(dirs, kubeconfig, "--node-name", NODE), capture_output=True, text=True,
+    done = subprocess.run(driver_command(dirs, kubeconfig, "--node-name", NODE), capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
@@ -84,7 +76,7 @@ def test_a_checkpoint_that_cannot_be_opened_is_one_line_and_exit_2(
 ) -> None:
     sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
     (Path(dirs.plugin) / name).mkdir(parents=True)  # EISDIR on open, as EIO or EACCES would be
-    done = subprocess.run(_command(dirs, kubeconfig, "--node-name", NODE), capture_output=True, text=True,
+    done = subprocess.run(driver_command(dirs, kubeconfig, "--node-name", NODE), capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
@@ -100,7 +92,7 @@ def test_a_checkpoint_that_cannot_be_opened_is_one_line_and_exit_2(
     (("--node-name", "n", "--fake-gpus", "lots"), "invalid --fake-gpus group 'lots'"),
 ])
 def test_bad_flags_are_one_line_and_exit_2(kubeconfig: Path, dirs: Dirs, args: tuple[str, ...], message: str) -> None:
-    command = [a for a in _command(dirs, kubeconfig) if a not in ("--fake-gpus", "2x16GiB")] + list(args)
+    command = [a for a in driver_command(dirs, kubeconfig) if a not in ("--fake-gpus", "2x16GiB")] + list(args)
     env = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 2, done.stderr
@@ -111,10 +103,10 @@ def test_a_killed_driver_kept_every_answered_preparation_with_a_complete_cdi_spe
     sandbox: Sandbox, kubeconfig: Path, dirs: Dirs, claims: Claims
 ) -> None:
     sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
-    made = [claims.claim(f"c{i}", device=f"gpu-{i % 2}", memory="512Mi") for i in range(24)]
+    made = claims.on_both_gpus(24, "512Mi")
     socket = os.path.join(dirs.plugin, protocol.DRA_PLUGIN_SOCKET)
     answered: list[str] = []
-    process = subprocess.Popen(_command(dirs, kubeconfig), env=dict(os.environ, NODE_NAME=NODE), text=True,
+    process = subprocess.Popen(driver_command(dirs, kubeconfig), env=dict(os.environ, NODE_NAME=NODE), text=True,
                                stderr=subprocess.DEVNULL)
     with reaped(process), grpc.insecure_channel(target(socket)) as channel:
         wait_for(lambda: os.path.exists(socket) and dial(socket, 1.0), what="the driver serving")
@@ -150,7 +142,7 @@ def test_a_gpu_too_small_to_publish_is_named_in_the_log(
 ) -> None:
     sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
     env = dict(os.environ, NODE_NAME=NODE)
-    command = [a if a != "2x16GiB" else "1x16GiB,1x512MiB" for a in _command(dirs, kubeconfig)]
+    command = [a if a != "2x16GiB" else "1x16GiB,1x512MiB" for a in driver_command(dirs, kubeconfig)]
     with KubeletSim(dirs.registration, api) as kubelet:
         process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
         with reaped(process):

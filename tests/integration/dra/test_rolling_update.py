@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 import grpc
 import pytest
-from dra_helpers import NODE, Claims, Dirs, RunningDriver, saved_claims
+from dra_helpers import NODE, Claims, Dirs, RunningDriver, driver_command, saved_claims
 from kubectl_steps import reaped
 from waiting import wait_for
 
@@ -39,7 +38,6 @@ from kubectl_gpushare.sandbox.server import Sandbox
 pytestmark = pytest.mark.integration
 OLD = "0b0f6e1c-0000-4000-8000-000000000001"
 NEW = "0b0f6e1c-0000-4000-8000-000000000002"
-VENV_BIN = Path(sys.executable).parent
 
 
 def _sockets(dirs: Dirs, uid: str) -> tuple[str, str]:
@@ -55,14 +53,22 @@ class Instance:
         self.stub = v1_grpc.DRAPluginStub(self.channel)
 
     def prepare(self, *made: Any) -> dict[str, Any]:
-        refs = [dra_v1_pb2.Claim(namespace="default", name=c.metadata.name, uid=c.metadata.uid) for c in made]
-        answer = self.stub.NodePrepareResources(dra_v1_pb2.NodePrepareResourcesRequest(claims=refs), timeout=20)
-        return dict(answer.claims)
+        request = dra_v1_pb2.NodePrepareResourcesRequest(claims=_refs(made))
+        return dict(self.stub.NodePrepareResources(request, timeout=20).claims)
 
     def unprepare(self, *made: Any) -> dict[str, Any]:
-        refs = [dra_v1_pb2.Claim(namespace="default", name=c.metadata.name, uid=c.metadata.uid) for c in made]
-        answer = self.stub.NodeUnprepareResources(dra_v1_pb2.NodeUnprepareResourcesRequest(claims=refs), timeout=20)
-        return dict(answer.claims)
+        request = dra_v1_pb2.NodeUnprepareResourcesRequest(claims=_refs(made))
+        return dict(self.stub.NodeUnprepareResources(request, timeout=20).claims)
+
+
+def _refs(made: tuple[Any, ...]) -> list[dra_v1_pb2.Claim]:
+    """The claims as kubelet names them in a request."""
+    return [dra_v1_pb2.Claim(namespace="default", name=c.metadata.name, uid=c.metadata.uid) for c in made]
+
+
+def _both(dirs: Dirs) -> list[Instance]:
+    """Both instances, the old first, each called directly."""
+    return [Instance(dirs, OLD), Instance(dirs, NEW)]
 
 
 def _cdi_ids(answer: Any) -> list[str]:
@@ -115,8 +121,8 @@ def test_claims_prepared_by_either_instance_are_known_to_the_other(
     start_driver, kubelet: KubeletSim, dirs: Dirs, claims: Claims
 ) -> None:
     old, new = _two(start_driver, kubelet, dirs)
-    instances = [Instance(dirs, OLD), Instance(dirs, NEW)]
-    made = [claims.claim(f"c{i}", device=f"gpu-{i % 2}", memory="1Gi") for i in range(6)]
+    instances = _both(dirs)
+    made = claims.on_both_gpus(6, "1Gi")
     first = {c.metadata.uid: _cdi_ids(instances[i % 2].prepare(c)[c.metadata.uid]) for i, c in enumerate(made)}
     reads = old.driver.preparer.reads + new.driver.preparer.reads
     assert reads == 6
@@ -135,8 +141,8 @@ def test_concurrent_prepares_on_both_instances_land_once_each(
     start_driver, kubelet: KubeletSim, dirs: Dirs, claims: Claims
 ) -> None:
     old, new = _two(start_driver, kubelet, dirs)
-    instances = [Instance(dirs, OLD), Instance(dirs, NEW)]
-    made = [claims.claim(f"c{i}", device=f"gpu-{i % 2}", memory="1Gi") for i in range(8)]
+    instances = _both(dirs)
+    made = claims.on_both_gpus(8, "1Gi")
     calls = [(instance, claim) for claim in made for instance in instances] * 2  # each claim 4 times, both sides
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(lambda call: call[0].prepare(call[1]), calls))
@@ -208,16 +214,14 @@ def test_kubelet_falls_back_to_the_older_instance_when_the_newest_goes(
 
 
 def _command(dirs: Dirs, kubeconfig: Path, *extra: str) -> list[str]:
-    return [str(VENV_BIN / "kubectl-gpushare"), "serve-dra-driver", "--fake-gpus", "2x16GiB", "--node-name", NODE,
-            "--plugin-registration-dir", dirs.registration, "--plugin-dir", dirs.plugin, "--cdi-root", dirs.cdi,
-            "--kubeconfig", str(kubeconfig), *extra]
+    return driver_command(dirs, kubeconfig, "--node-name", NODE, *extra)
 
 
 def test_killing_the_old_instance_mid_way_loses_nothing(
     sandbox: Sandbox, kubeconfig: Path, start_driver, kubelet: KubeletSim, dirs: Dirs, claims: Claims
 ) -> None:
     sandbox.load([namespace_object("default"), node_object(NODE, [], ip="10.0.0.1", gpushare=False)])
-    made = [claims.claim(f"c{i}", device=f"gpu-{i % 2}", memory="512Mi") for i in range(24)]
+    made = claims.on_both_gpus(24, "512Mi")
     process = subprocess.Popen(_command(dirs, kubeconfig, "--pod-uid", OLD), text=True, stderr=subprocess.DEVNULL)
     with reaped(process):
         assert kubelet.wait_registered(endpoint=os.path.abspath(_sockets(dirs, OLD)[1]), timeout=30) is not None
@@ -383,7 +387,7 @@ def test_a_call_that_cannot_get_the_lock_answers_its_error_before_the_deadline(
     made = claims.claim("c1", memory="1Gi")
     instance = Instance(dirs, OLD)
     assert _cdi_ids(instance.prepare(made)[made.metadata.uid])
-    refs = [dra_v1_pb2.Claim(namespace="default", name="c1", uid=made.metadata.uid)]
+    refs = _refs((made,))
     fd = os.open(os.path.join(dirs.plugin, protocol.DRA_SERIALIZE_LOCK), os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # the other instance, mid-call (an flock is per open file, even in one process)
