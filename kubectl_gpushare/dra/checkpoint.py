@@ -107,7 +107,11 @@ Identity = tuple[int, int, int, int]
 
 
 class _Known(msgspec.Struct, frozen=True, gc=False):
-    """The files as this process last read or wrote them: `CheckpointFile.reload` reads only what follows."""
+    """The files as this process last read or wrote them: `CheckpointFile.reload` reads only what follows.
+
+    ``checkpoint.claims`` may be the very dict the preparer then holds: callers never change a recorded
+    mapping in place (each write builds a new one), so what is known stays what was saved.
+    """
 
     checkpoint: Checkpoint
     document: Identity

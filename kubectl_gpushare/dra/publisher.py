@@ -102,6 +102,8 @@ WATCH_SYNC_SECONDS = 10.0
 """How long `SlicePublisher.run` waits for the watch's first list before its first sync (then syncs regardless)."""
 MAX_OWN_WRITES = 64
 """Writes of ours remembered so that the watch does not take their events for someone else's."""
+MAX_PENDING_CHANGES = 64
+"""Changes one delay collects before the last stands for the rest (a flood: a sync is due whoever made it)."""
 MAX_WARNED = 1024
 """Unreadable slices remembered as warned of; past that it starts over (a warning again, not unbounded growth)."""
 
@@ -611,7 +613,7 @@ class SliceWatch:
         if not self.informer.synced.is_set():  # the first list: the state the first sync read, not a change
             return
         with self._changes:
-            if len(self._pending) < MAX_OWN_WRITES:
+            if len(self._pending) < MAX_PENDING_CHANGES:
                 self._pending.append((name, uid, version))
             else:  # a flood within one delay: a sync is due whoever made it (no UID: never taken for ours)
                 self._pending[-1] = (name, "", version)
