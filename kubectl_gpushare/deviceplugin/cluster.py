@@ -220,7 +220,7 @@ class NodeCluster:
         unanswered: list[KubeError] = []
 
         def retrying(attempt: int, error: KubeError, delay: float) -> None:
-            if _unanswered(error):
+            if not did_not_happen(error):  # may have landed: a timeout, a 5xx, a 429 (`kube.errors`)
                 unanswered.append(error)
             log.warning(
                 "patching pod %s/%s failed (%s); retry %d in %.1fs", pod.namespace, pod.name, error, attempt, delay
@@ -244,7 +244,7 @@ class NodeCluster:
                         pod.namespace, pod.name, exc)
             return
         except KubeError as exc:
-            if _unanswered(exc) or unanswered:
+            if not did_not_happen(exc) or unanswered:
                 # One try went unanswered: it may have landed even though a later one failed.
                 raise OutcomeUnknownError(str(exc)) from exc
             raise
@@ -347,14 +347,3 @@ class NodeCluster:
         count = str(len(desired.gpus()))  # another node in the reply (a selector not honoured) is no answer
         return not any(n.metadata.name == self.node and n.status.capacity.get(protocol.RESOURCE_COUNT) == count
                        for n in nodes)
-
-
-def _unanswered(error: KubeError) -> bool:
-    """Whether a write that failed this way may still have been applied (`kube.errors.did_not_happen`'s rule).
-
-    Anything but a refusal (a 4xx other than 429) or a request never sent, as every writer reads it.
-
-    A 500, a 503 or a 429 leaves the patch's outcome unknown as a timeout does; so does a 2xx whose
-    reply does not decode, which has landed.
-    """
-    return not did_not_happen(error)

@@ -258,8 +258,8 @@ def _run(options: dict[str, Any], render: Renderer, load: Loader) -> None:
         # The reader went away (`| head`): stop quietly, as kubectl does.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise click.exceptions.Exit(EXIT_OK) from None
-    except KeyboardInterrupt:  # a long -o yaml: the same 130 as during the load, not click's "Aborted!" (1)
-        raise _fail("interrupted", EXIT_INTERRUPTED) from None
+    except KeyboardInterrupt as exc:  # a long -o yaml: the load's 130 (`_failure`), not click's "Aborted!" (1)
+        raise _failure(exc) from None
 
 
 def _say(warnings: Warnings) -> None:

@@ -1093,11 +1093,12 @@ def decoded_of(
 
     One that does not decode (mistyped, or nested past msgspec's depth) is skipped with the warning
     the API path writes for it (`lenient.skipped`, a list's ``on_skip``): a file and a cluster say alike.
+    Invalid UTF-8 in one is read as U+FFFD and said once, as in a node, a pod or a DRA object (`decode_raw`).
     """
     decoded: list[types.ItemT] = []
     for raw in _json_only(found.get(kind.kind, ())):
         try:
-            decoded.append(decode_raw(kind.item_decoder, raw))
+            decoded.append(decode_raw(kind.item_decoder, raw, warnings))
         except (msgspec.DecodeError, RecursionError) as exc:  # msgspec's ValidationError is a DecodeError
             warnings.add(lenient.skipped(kind, lenient.describe(kind, raw, exc)))
     return decoded

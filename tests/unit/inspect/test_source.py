@@ -245,6 +245,18 @@ def test_an_item_of_another_kind_that_does_not_decode_is_one_warning_in_the_api_
     assert list(warnings)[0].endswith("; skipped")
 
 
+@pytest.mark.parametrize("kind", [types.CONFIGMAPS, types.RESOURCEQUOTAS, types.ADMISSION_POLICIES])
+def test_an_item_of_another_kind_not_in_utf8_is_read_with_the_warning_nodes_and_pods_get(
+    kind: types.Kind[types.ItemT],
+) -> None:
+    latin1 = b'{"kind":"%s","metadata":{"name":"g\xf6d","namespace":"ml"}}' % kind.kind.encode()
+    data = as_list(node("a")).replace(b'"items": [', b'"items": [' + latin1 + b",")
+    found = collected(data, kind.kind)
+    warnings = Warnings()
+    assert [item.metadata.name for item in source.decoded_of(found, kind, warnings)] == ["g\ufffdd"]
+    assert list(warnings) == ["the input is not valid UTF-8; invalid bytes were read as U+FFFD"]
+
+
 def test_parse_documents_collects_items_as_it_tells_them_apart() -> None:
     plain = b'{"metadata":{"name":"p","namespace":"ml"}}'
     unkinded = b'{"kind":5,"metadata":{"name":"q","namespace":"ml"}}'
