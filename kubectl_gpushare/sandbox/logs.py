@@ -205,7 +205,7 @@ def pod_log(pod: dict[str, Any], options: LogOptions, logs: ContainerLogs) -> by
         started = (status.get("startTime") or meta.get("creationTimestamp") or "")
         lines = [(str(started), f"started container {container} (image {image}) on node {spec['nodeName']}")]
     if tail is not None:
-        lines = lines[len(lines) - tail:] if tail else []
+        lines = lines[max(0, len(lines) - tail):]  # a tail past the log is all of it (not a negative index)
     since = options.since(time.time_ns())
     if since is not None:  # the kubelet's logWriter.write skips a line older than since, after the tail is found
         lines = [(stamp, text) for stamp, text in lines if not _older(stamp, since)]
