@@ -20,9 +20,9 @@ from typing import Any, Final
 
 from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import GoQuery, go_bool, go_text
-from kubectl_gpushare.sandbox.errors import ApiError, int64_option, qualified, status_details
+from kubectl_gpushare.sandbox.errors import ApiError, qualified, status_details
 from kubectl_gpushare.sandbox.rbac import rule_allows
-from kubectl_gpushare.sandbox.selectors import SelectorError, parse_field_selector, parse_label_selector
+from kubectl_gpushare.sandbox.selectors import decode_list_options
 
 Rules = Sequence[Mapping[str, Any]]
 """A role's PolicyRules, as a ClusterRole's ``rules`` holds them (``apiGroups``, ``resources``, ``verbs``, ...)."""
@@ -134,18 +134,15 @@ def _selected_name(query: GoQuery) -> str:
     """The name a list or watch selects, as ``NewRequestInfo`` reads it from ``fieldSelector``.
 
     ``RequiresExactMatch("metadata.name")``: the first ``=`` or ``==`` term on it. None where the
-    ListOptions do not decode (``DecodeParameters`` fails, and upstream reads no name: a selector
+    ListOptions do not decode (`decode_list_options` fails, and upstream reads no name: a selector
     that does not parse, a ``timeoutSeconds`` or ``limit`` that is no int64, the conversion's errors
     the handler would answer 400 once authorized), or the name is no valid path segment
     (``content.IsPathSegmentName``, k8s.io/apimachinery/pkg/api/validate/content/path.go: ``.``,
     ``..``, or one with ``/`` or ``%``).
     """
     try:
-        parse_label_selector(query.get("labelSelector"))
-        terms = parse_field_selector(query.get("fieldSelector"))
-        int64_option(query, "timeoutSeconds")
-        int64_option(query, "limit")
-    except (SelectorError, ApiError):
+        terms = decode_list_options(query).fields
+    except ApiError:
         return ""
     name = next((value for label, equal, value in terms if label == "metadata.name" and equal), "")
     return "" if name in (".", "..") or "/" in name or "%" in name else name

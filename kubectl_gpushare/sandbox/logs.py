@@ -177,7 +177,7 @@ def pod_log(pod: dict[str, Any], options: LogOptions, logs: ContainerLogs) -> by
     """The body of ``GET pods/NAME/log`` for ``pod``, or the `ApiError` kube-apiserver or the kubelet gives."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     name = str(meta.get("name", ""))
-    container, previous, timestamps, tail, limit, *_ = options
+    container, tail, limit = options.container, options.tail_lines, options.limit_bytes
     containers, init = _names(spec.get("containers")), _names(spec.get("initContainers"))
     if not container:
         if len(containers) == 1:
@@ -193,7 +193,7 @@ def pod_log(pod: dict[str, Any], options: LogOptions, logs: ContainerLogs) -> by
         raise errors.bad_request(f"container {container} is not valid for pod {name}")
     if not spec.get("nodeName"):
         raise errors.bad_request(f"pod {name} does not have a host assigned")
-    if previous:
+    if options.previous:
         raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
     lines = logs.lines(str(meta.get("uid", "")), container)
     status = pod.get("status") or {}
@@ -205,10 +205,10 @@ def pod_log(pod: dict[str, Any], options: LogOptions, logs: ContainerLogs) -> by
         started = (status.get("startTime") or meta.get("creationTimestamp") or "")
         lines = [(str(started), f"started container {container} (image {image}) on node {spec['nodeName']}")]
     if tail is not None:
-        lines = lines[len(lines) - tail:] if tail else []
+        lines = lines[max(0, len(lines) - tail):]  # a tail past the log is all of it (not a negative index)
     since = options.since(time.time_ns())
     if since is not None:  # the kubelet's logWriter.write skips a line older than since, after the tail is found
         lines = [(stamp, text) for stamp, text in lines if not _older(stamp, since)]
-    body = b"".join(((f"{stamp} " if timestamps else "") + text + "\n").encode() for stamp, text in lines)
+    body = b"".join(((f"{stamp} " if options.timestamps else "") + text + "\n").encode() for stamp, text in lines)
     return body[:limit] if limit is not None else body
 

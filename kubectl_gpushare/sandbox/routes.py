@@ -31,12 +31,12 @@ from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for
 from kubectl_gpushare.sandbox.selectors import (
     FieldSelector,
     LabelSelector,
+    ListOptions,
     SelectorError,
     check_field_labels,
+    decode_list_options,
     fields_match,
     labels_match,
-    parse_field_selector,
-    parse_label_selector,
 )
 from kubectl_gpushare.sandbox.store import Change, Entry, ExpiredError, Store, object_key
 from kubectl_gpushare.sandbox.tokens import ANONYMOUS, Tokens, UserInfo
@@ -532,57 +532,24 @@ def _refuse_continue_at_a_version(query: Mapping[str, str]) -> None:
         raise errors.bad_request("specifying resource version is not allowed when using continue")
 
 
-def _list_numbers(query: GoQuery) -> tuple[int | None, int]:
-    """``timeoutSeconds`` (None: absent) and ``limit`` of a list, watch or collection DELETE, or the 400 they get.
-
-    The ListOptions conversion (``autoConvert_url_Values_To_v1_ListOptions``, k8s.io/apimachinery/pkg/
-    apis/meta/v1/zz_generated.conversion.go) reads both, list or watch, in its field order
-    (``timeoutSeconds``, then ``limit``) and stops at the first ``strconv.ParseInt`` error
-    (`errors.int64_option`), before the selectors are parsed and ``ValidateListOptions`` runs. Nothing
-    refuses a negative ``limit``: the store pages only for one above 0 (the etcd3 store's ``GetList``:
-    ``paging := opts.Predicate.Limit > 0``), so it lists everything, as ``0`` does.
-    """
-    timeout_seconds = errors.int64_option(query, "timeoutSeconds")
-    limit = errors.int64_option(query, "limit") or 0
-    return timeout_seconds, max(limit, 0)
-
-
-@dataclass(frozen=True)
-class ListOptions:
-    """The ListOptions of a list, watch or collection DELETE, decoded and validated (`_list_options`)."""
-
-    timeout_seconds: int | None
-    limit: int
-    labels: LabelSelector
-    fields: FieldSelector
-
-
 def _list_options(query: GoQuery, resource: Resource) -> ListOptions:
     """Decode and check a request's ListOptions in kube-apiserver's order, or raise the error it answers first.
 
     ``ListResource`` (list and watch, k8s.io/apiserver/pkg/endpoints/handlers/get.go) and
     ``DeleteCollection`` (handlers/delete.go) do the same three steps before anything is read or deleted:
-    ``ParameterCodec.DecodeParameters``, whose url.Values conversion reads ``timeoutSeconds`` and
-    ``limit`` (`_list_numbers`) and whose v1-to-internal conversion
-    (``autoConvert_v1_ListOptions_To_internalversion_ListOptions``, apimachinery/pkg/apis/meta/
-    internalversion) then parses ``labelSelector`` and ``fieldSelector`` (``labels.Parse``,
-    ``fields.ParseSelector``), each error a 400; ``ValidateListOptions`` (`_validate_list_options`,
+    ``ParameterCodec.DecodeParameters`` (`decode_list_options`: ``timeoutSeconds``, ``limit``, then
+    the label and field selectors), each error a 400; ``ValidateListOptions`` (`_validate_list_options`,
     the 422); then the field selector's ``Transform`` through ``ConvertFieldLabel``, a 400 for a field
     label the kind does not support. ``watch`` is the options' own, as upstream reads it.
     """
-    timeout_seconds, limit = _list_numbers(query)
-    try:
-        labels = parse_label_selector(query.get("labelSelector"))
-        fields = parse_field_selector(query.get("fieldSelector"))
-    except SelectorError as exc:
-        raise errors.bad_request(str(exc)) from None
+    options = decode_list_options(query)
     _validate_list_options(query, watch=go_bool(query.get("watch")))
     known = {"metadata.name", "metadata.namespace", *resource.fields}
     try:
-        check_field_labels(fields, known.__contains__)
+        check_field_labels(options.fields, known.__contains__)
     except SelectorError as exc:
         raise errors.bad_request(str(exc)) from None
-    return ListOptions(timeout_seconds, limit, labels, fields)
+    return options
 
 
 def _watch_timeout(timeout_seconds: int | None) -> float:

@@ -3,14 +3,18 @@
 Label selectors are parsed by `kubectl_gpushare.kube.selectors` (one grammar for the whole package;
 re-exported here for the sandbox's routes and store). Field selectors support ``=``, ``==`` and
 ``!=`` joined by commas, read as ``fields.ParseSelector`` reads them. Parse errors raise
-`SelectorError` with a one-line message the server returns as a 400. Pure functions with no I/O.
+`SelectorError` with a one-line message the server returns as a 400. `decode_list_options` decodes a
+request's whole ListOptions (its numbers and both selectors) for the handlers and the authorizer alike.
+Pure functions with no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Final
 
+from kubectl_gpushare.kube.go_query import GoQuery
 from kubectl_gpushare.kube.selectors import (
     LabelSelector,
     Requirement,
@@ -18,13 +22,16 @@ from kubectl_gpushare.kube.selectors import (
     labels_match,
     parse_label_selector,
 )
+from kubectl_gpushare.sandbox import errors
 
 __all__ = [
     "FieldSelector",
     "LabelSelector",
+    "ListOptions",
     "Requirement",
     "SelectorError",
     "check_field_labels",
+    "decode_list_options",
     "fields_match",
     "labels_match",
     "parse_field_selector",
@@ -131,3 +138,41 @@ def check_field_labels(selector: FieldSelector, allowed: Callable[[str], bool]) 
 def fields_match(selector: FieldSelector, values: Mapping[str, str]) -> bool:
     """Whether every term of ``selector`` holds for an object's field values."""
     return all((values.get(label, "") == value) is equal for label, equal, value in selector)
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    """The ListOptions of a list, watch or collection DELETE, as decoded (`decode_list_options`)."""
+
+    timeout_seconds: int | None
+    """None: absent."""
+    limit: int
+    """0: no paging (a negative one too)."""
+    labels: LabelSelector
+    fields: FieldSelector
+
+
+def decode_list_options(query: GoQuery) -> ListOptions:
+    """``ParameterCodec.DecodeParameters`` of a request's ListOptions, or the 400 it answers first.
+
+    The url.Values conversion (``autoConvert_url_Values_To_v1_ListOptions``, k8s.io/apimachinery/pkg/
+    apis/meta/v1/zz_generated.conversion.go) reads ``timeoutSeconds``, then ``limit``, and stops at the
+    first ``strconv.ParseInt`` error (`errors.int64_option`); the v1-to-internal conversion
+    (``autoConvert_v1_ListOptions_To_internalversion_ListOptions``, apimachinery/pkg/apis/meta/
+    internalversion) then parses ``labelSelector`` and ``fieldSelector`` (``labels.Parse``,
+    ``fields.ParseSelector``). Nothing refuses a negative ``limit``: the store pages only for one above
+    0 (the etcd3 store's ``GetList``: ``paging := opts.Predicate.Limit > 0``), so it lists everything,
+    as ``0`` does. The handlers decode (`routes`), and so does ``NewRequestInfo`` to read a selected
+    name (`authorization`).
+
+    Raises:
+        ApiError: the 400 BadRequest in the failing step's words.
+    """
+    timeout_seconds = errors.int64_option(query, "timeoutSeconds")
+    limit = errors.int64_option(query, "limit") or 0
+    try:
+        labels = parse_label_selector(query.get("labelSelector"))
+        fields = parse_field_selector(query.get("fieldSelector"))
+    except SelectorError as exc:
+        raise errors.bad_request(str(exc)) from None
+    return ListOptions(timeout_seconds, max(limit, 0), labels, fields)
