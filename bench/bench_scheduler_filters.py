@@ -81,27 +81,30 @@ def seconds(loop: SchedulerLoop, target: dict[str, Any], cluster: list[dict[str,
     """Median seconds of one scheduling cycle of ``target`` (a retry: its first cycles, compiling it, are not timed)."""
     cycles_until_judged(loop, target, cluster, 1000)
     used = noderesources.usage([])
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        try:
-            loop.schedule(target, cluster, used)
-        except Unschedulable:  # no node fits: kube-scheduler's FitError
-            pass
-        else:
-            raise SystemExit("a pod was placed: the benchmark's pods must fit no node")
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(_unplaced(*timed_cycle(loop, target, cluster, used))[0] for _ in range(runs))
 
 
 def first_seconds(loop: SchedulerLoop, target: dict[str, Any], cluster: list[dict[str, Any]]) -> float:
     """Seconds of the pod version's first cycle, which decodes its placement and compiles a share of it."""
+    return timed_cycle(loop, target, cluster, noderesources.usage([]))[0]
+
+
+def timed_cycle(loop: SchedulerLoop, target: dict[str, Any], cluster: list[dict[str, Any]],
+                used: noderesources.NodeUsage) -> tuple[float, Unschedulable | None]:
+    """Seconds of one scheduling cycle of ``target``, and its FitError (None: the pod was placed)."""
     start = time.perf_counter()
     try:
-        loop.schedule(target, cluster, noderesources.usage([]))
-    except Unschedulable:  # no node fits: kube-scheduler's FitError
-        pass
-    return time.perf_counter() - start
+        loop.schedule(target, cluster, used)
+    except Unschedulable as exc:  # no node fits: kube-scheduler's FitError
+        return time.perf_counter() - start, exc
+    return time.perf_counter() - start, None
+
+
+def _unplaced(took: float, failure: Unschedulable | None) -> tuple[float, Unschedulable]:
+    """A `timed_cycle` whose pod fits no node, as every benchmark pod must; exits where one was placed."""
+    if failure is None:
+        raise SystemExit("a pod was placed: the benchmark's pods must fit no node")
+    return took, failure
 
 
 UNNARROWED_TERMS = 142_000
@@ -126,15 +129,10 @@ def cycles_until_judged(loop: SchedulerLoop, target: dict[str, Any], cluster: li
     used = noderesources.usage([])
     times = []
     for _ in range(most):
-        start = time.perf_counter()
-        try:
-            loop.schedule(target, cluster, used)
-        except Unschedulable as exc:
-            times.append(time.perf_counter() - start)
-            if "budget" not in str(exc):
-                return times, True
-        else:
-            raise SystemExit("a pod was placed: the benchmark's pods must fit no node")
+        took, failure = _unplaced(*timed_cycle(loop, target, cluster, used))
+        times.append(took)
+        if "budget" not in str(failure):
+            return times, True
     return times, False
 
 

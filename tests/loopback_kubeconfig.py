@@ -1,10 +1,11 @@
-"""A kubeconfig, and a client, for a test's own loopback HTTP server (a server that is not the sandbox)."""
+"""A kubeconfig, a client and a scripted listener, for a test's own loopback server (not the sandbox)."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -44,3 +45,35 @@ def loopback_client(tmp_path: Path, handler: type[BaseHTTPRequestHandler], **opt
         config = write_kubeconfig(tmp_path / "kubeconfig", port)
         with Client(load_config(str(config)), retry=None, **options) as client:
             yield client
+
+
+@contextmanager
+def scripted(serve: Callable[[int, socket.socket], None]) -> Iterator[int]:
+    """A loopback listener handing its n-th accepted connection to ``serve(n, sock)``; yields its port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    done = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def accept() -> None:
+        count = 0
+        while not done.is_set():
+            try:
+                sock, _ = listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            thread = threading.Thread(target=serve, args=(count, sock), daemon=True)
+            thread.start()
+            threads.append(thread)
+            count += 1
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        done.set()
+        acceptor.join()
+        listener.close()
+        for thread in threads:
+            thread.join(10)

@@ -10,10 +10,10 @@ integers only behind the alpha TaintTolerationComparisonOperators gate, off by d
 they tolerate nothing, as with the gate off.
 
 `TolerationIndex` is the one implementation of that rule: it answers in a few set lookups per
-taint, for the scheduler stand-in, where a pod may hold as many tolerations as a 3 MiB request
-body fits (about 85,000 of the shortest valid ones) and every cycle asks them of every taint of
-every node, which builds it once per pod version; `tolerates`, `untolerated` and
-`kept_off_cordoned` build one per call, for readers asking once (``explain``).
+taint, for readers that judge many nodes by one pod (the scheduler stand-in, once per pod
+version; ``explain``, once per pod), where a pod may hold as many tolerations as a 3 MiB request
+body fits (about 85,000 of the shortest valid ones). `tolerates`, `untolerated` and
+`kept_off_cordoned` build one per call: for a single question (and the tests' reference).
 
 Pure; reads the typed `kube.types` structs, which callers holding plain JSON get with `decode_tolerations`
 and `decode_taints` (None: the list does not have the API's shape).

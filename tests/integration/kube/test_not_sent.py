@@ -13,8 +13,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
 from kubectl_gpushare.kube.retry import RetryPolicy, call_with_retry
 from kubectl_gpushare.sandbox.server import Sandbox
-from tests.loopback_kubeconfig import serving, write_kubeconfig
+from tests.loopback_kubeconfig import scripted, serving, write_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -48,38 +47,6 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-@contextmanager
-def scripted(serve: Callable[[int, socket.socket], None]) -> Iterator[int]:
-    """A loopback listener handing its n-th accepted connection to ``serve(n, sock)``; yields its port."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    done = threading.Event()
-    threads: list[threading.Thread] = []
-
-    def accept() -> None:
-        count = 0
-        while not done.is_set():
-            try:
-                sock, _ = listener.accept()
-            except (TimeoutError, OSError):
-                continue
-            thread = threading.Thread(target=serve, args=(count, sock), daemon=True)
-            thread.start()
-            threads.append(thread)
-            count += 1
-
-    acceptor = threading.Thread(target=accept, daemon=True)
-    acceptor.start()
-    try:
-        yield int(listener.getsockname()[1])
-    finally:
-        done.set()
-        acceptor.join()
-        listener.close()
-        for thread in threads:
-            thread.join(10)
 
 
 def read_request(reader: Any) -> tuple[str, bytes] | None:

@@ -8,10 +8,8 @@ either, where ``int()`` refuses more than 4,300 digits with a ValueError.
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -19,30 +17,21 @@ import pytest
 from kubectl_gpushare.kube import errors
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.kube.config import load_config
-from tests.loopback_kubeconfig import write_kubeconfig
+from tests.loopback_kubeconfig import scripted, write_kubeconfig
 
 pytestmark = pytest.mark.integration
 
 
-@contextmanager
-def answering(head: bytes, body: bytes) -> Iterator[int]:
-    """A loopback listener answering one request with ``head`` then ``body``, then closing; yields its port."""
-    listener = socket.create_server(("127.0.0.1", 0))
+def answering(head: bytes, body: bytes) -> AbstractContextManager[int]:
+    """A loopback listener answering each connection with ``head`` then ``body``, then closing it; yields its port."""
 
-    def serve() -> None:
-        sock, _ = listener.accept()
+    def serve(_: int, sock: socket.socket) -> None:
         with sock, sock.makefile("rb") as reader:
             while reader.readline() not in (b"\r\n", b""):
                 pass
             sock.sendall(head + b"\r\n" + body)
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield int(listener.getsockname()[1])
-    finally:
-        listener.close()
-        thread.join(timeout=10)
+    return scripted(serve)
 
 
 def _proxy_get(tmp_path: Path, port: int, max_bytes: int) -> bytes:
