@@ -316,10 +316,14 @@ class HTTPExtender:
         return conn, False
 
     def _failed(self, conn: http.client.HTTPConnection, url: go_url.GoURL, exc: BaseException) -> ExtenderCallError:
-        """A failed call closes its connection; the error names the URL as net/http's ``*url.Error`` does."""
+        """A failed call closes its connection; the error names the URL as net/http's ``*url.Error`` does.
+
+        ``url.Error.Error`` (src/net/url/url.go) writes ``"%s %q: %s"``: the URL Go-quoted, so a ``"``
+        or a byte that is not UTF-8 in a raw query is escaped.
+        """
         conn.close()
         self._local.conn = None
-        return ExtenderCallError(f'Post "{url.shown}": {exc}')
+        return ExtenderCallError(f"Post {go_quote(url.shown)}: {exc}")
 
     def send(self, verb: str, args: dict[str, Any], reply: type[_ReplyT]) -> _ReplyT | None:
         """POST ``args`` to a verb and decode the reply as ``reply`` (None: JSON null); a non-200 status is an error.

@@ -231,6 +231,20 @@ def test_a_query_in_the_verb_goes_out_raw_as_go_writes_it(verb: str, line: bytes
     assert lines == [line]
 
 
+def test_a_failed_call_names_its_url_go_quoted() -> None:
+    """``url.Error.Error`` is ``"%s %q: %s"``: a ``"`` and a byte that is not UTF-8 in the raw query escaped."""
+
+    def serve(_: int, sock: socket.socket) -> None:
+        with sock, sock.makefile("rb") as reader:
+            while reader.readline() not in (b"\r\n", b""):
+                pass  # the head read, then closed unanswered
+
+    with scripted(serve) as port, pytest.raises(ExtenderCallError) as failed:
+        HTTPExtender(ExtenderConfig(url_prefix=f"http://127.0.0.1:{port}/x", bind_verb='bind?q="a"\udcff')).bind(
+            POD, "gpu-1")
+    assert str(failed.value).startswith(f'Post "http://127.0.0.1:{port}/x/bind?q=\\"a\\"\\xff": ')
+
+
 def test_a_pod_without_a_uid_is_bound_with_an_empty_uid_as_go_sends_it(server: RecordingExtender) -> None:
     """``ExtenderBindingArgs.PodUID`` is the pod's ``UID``: "" when it has none (a pod seeded so in storage)."""
     _client(server).bind({"metadata": {"name": "job", "namespace": "default"}}, "gpu-1")
