@@ -57,7 +57,7 @@ class GoURL:
     request_uri: str
     """``URL.RequestURI()``: the request line's target."""
     shown: str
-    """``URL.String()`` less any password, the URL a client error names (``Post "<shown>": ...``)."""
+    """``URL.String()`` less any password, the URL a client error names, Go-quoted (``Post %q: ...``)."""
 
 
 def without_password(url: str) -> str:

@@ -10,7 +10,8 @@ the cap a new connection gets 503 and is closed), request bodies being read or h
 (a body that does not fit waits briefly, then gets 503 unread), the time a keep-alive connection
 may sit idle, and the time one request may take to arrive once it has started (a client trickling
 bytes is cut off). A request with two ``Content-Length`` headers is refused with 400, as it could
-be framed two ways.
+be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 with 411 (chunked) or 501 (any other), and
+on HTTP/1.0 ignored, as Go's net/http ignores it.
 """
 
 from __future__ import annotations
@@ -169,6 +170,12 @@ class _DeadlineReader(io.RawIOBase):
         return count
 
 
+def _at_least_1_1(version: str) -> bool:
+    """Go's ``ProtoAtLeast(1, 1)`` of a version http.server accepted (``HTTP/<digits>.<digits>``, below 2.0)."""
+    major, _, minor = version.removeprefix("HTTP/").partition(".")
+    return (int(major), int(minor)) >= (1, 1)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -193,7 +200,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         app = self.server.app
-        codings = self.headers.get_all("Transfer-Encoding") or []
+        # An HTTP/1.0 request's Transfer-Encoding is dropped unread and Content-Length frames its body
+        # (src/net/http/transfer.go, parseTransferEncoding: "ignore Transfer-Encoding on HTTP/1.0
+        # requests", go.dev/issue/12785); only HTTP/1.1 and later are refused below.
+        codings = (self.headers.get_all("Transfer-Encoding") or []) if _at_least_1_1(self.request_version) else []
         if [coding.strip().lower() for coding in codings] == ["chunked"]:
             self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
                        close=True)

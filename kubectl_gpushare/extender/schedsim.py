@@ -3,9 +3,11 @@ r"""A stand-in for kube-scheduler's HTTPExtender client, for tests, benchmarks a
 It calls an extender the way ``pkg/scheduler/extender.go`` does:
 
 - URLs are ``urlPrefix`` with trailing slashes removed, ``/``, and the verb, parsed and written
-  on the request line as Go's net/url and net/http do (`go_url`: ``"<>\^`{|}``, spaces and
-  bytes beyond ASCII percent-encoded, a ``#`` ending the path and never sent, a bad ``%`` escape
-  or a control character an error of the call);
+  on the request line as Go's net/url and net/http do (`go_url`: in the path ``"<>\^`{|}``,
+  spaces and bytes beyond ASCII percent-encoded; a query, after a ``?`` in the verb, written as
+  it is, spaces and UTF-8 bytes raw, so that an extender reading the request line as Go's server
+  does answers 400 to a space; a ``#`` ending the path and never sent; a bad ``%`` escape or a
+  control character an error of the call);
 - every call is a POST of JSON with the Go field names, on a keep-alive connection, with a
   timeout (``httpTimeout``, 5 s by default);
 - any status other than 200 is an error *without reading the body*; a reply that does not decode
@@ -258,25 +260,26 @@ class _Connection(http.client.HTTPConnection):
             self.written += sent
             view = view[sent:]
 
+    def _validate_path(self, url: str) -> None:
+        """Accept the request target as net/http writes it: a space in a query included.
+
+        ``Request.write`` (src/net/http/request.go) writes ``URL.RequestURI()`` as it is and errs only
+        on a control byte (``stringContainsCTLByte``), which `go_url.parse` has refused already, as
+        ``url.Parse`` does first. ``url.Parse`` keeps ``RawQuery`` unchecked, so a space after a ``?``
+        in the verb goes out raw, where http.client would refuse it.
+        """
+
+    def _encode_request(self, request: str) -> bytes:
+        """The request line's bytes as Go writes a string: UTF-8 (a lone surrogate as the byte it stands for).
+
+        http.client writes ASCII only; Go's ``Request.write`` writes the request line with
+        ``fmt.Fprintf``, a query's bytes beyond ASCII raw.
+        """
+        return request.encode("utf-8", "surrogateescape")
+
 
 class _TLSConnection(_Connection, http.client.HTTPSConnection):
     """An HTTPS connection that knows how many bytes of the current request were written."""
-
-
-_NOT_WRITABLE: Final = re.compile(r"[ \x80-\U0010ffff]+")
-"""What http.client cannot write on a request line: a space, a character beyond ASCII."""
-
-
-def _request_target(url: go_url.GoURL) -> str:
-    r"""``URL.RequestURI()``, as net/http writes it on the request line (`go_url`).
-
-    Its path is escaped already; a space or a character beyond ASCII can remain only in a query (a
-    ``?`` in the verb), which Go writes as is and http.client refuses: they are percent-encoded
-    (the one difference: the extender reads the same query values). A lone surrogate (a YAML
-    ``"\udcff"`` escape) is written as the byte it stands for, as `go_url` writes one in the path.
-    """
-    return _NOT_WRITABLE.sub(lambda found: urllib.parse.quote(found.group(), errors="surrogateescape"),
-                             url.request_uri)
 
 
 class HTTPExtender:
@@ -313,10 +316,14 @@ class HTTPExtender:
         return conn, False
 
     def _failed(self, conn: http.client.HTTPConnection, url: go_url.GoURL, exc: BaseException) -> ExtenderCallError:
-        """A failed call closes its connection; the error names the URL as net/http's ``*url.Error`` does."""
+        """A failed call closes its connection; the error names the URL as net/http's ``*url.Error`` does.
+
+        ``url.Error.Error`` (src/net/url/url.go) writes ``"%s %q: %s"``: the URL Go-quoted, so a ``"``
+        or a byte that is not UTF-8 in a raw query is escaped.
+        """
         conn.close()
         self._local.conn = None
-        return ExtenderCallError(f'Post "{url.shown}": {exc}')
+        return ExtenderCallError(f"Post {go_quote(url.shown)}: {exc}")
 
     def send(self, verb: str, args: dict[str, Any], reply: type[_ReplyT]) -> _ReplyT | None:
         """POST ``args`` to a verb and decode the reply as ``reply`` (None: JSON null); a non-200 status is an error.
@@ -333,7 +340,7 @@ class HTTPExtender:
             conn, reused = self._connection()
             conn.written = 0
             try:
-                conn.request("POST", _request_target(url), body=body,
+                conn.request("POST", url.request_uri, body=body,
                              headers={"Content-Type": "application/json", "Accept": "application/json"})
             except (http.client.HTTPException, OSError) as exc:
                 error = self._failed(conn, url, exc)

@@ -215,6 +215,35 @@ def test_unreadable_bodies_are_refused_and_the_connection_closed(ext, headers: b
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
 
 
+@pytest.mark.parametrize(
+    ("coding", "body", "error"),
+    [(b"chunked", b"{}", "PodName is missing or not a string"), (b"gzip", b"{}", "PodName is missing or not a string"),
+     (b"gzip", None, "empty request body")],
+    ids=["chunked", "gzip", "gzip-no-length"],
+)
+def test_transfer_encoding_on_http_1_0_is_ignored_and_content_length_frames_the_body(  # type: ignore[no-untyped-def]
+    ext, coding: bytes, body: bytes | None, error: str
+) -> None:
+    # go.dev/issue/12785 (transfer.go parseTransferEncoding): Go drops it unread; no 411 or 501.
+    length = b"" if body is None else b"Content-Length: %d\r\n" % len(body)
+    sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
+    sock.sendall(b"POST /gpushare-scheduler/bind HTTP/1.0\r\nTransfer-Encoding: " + coding + b"\r\n" + length
+                 + b"\r\n" + (body or b""))
+    reply = sock.makefile("rb").read()
+    sock.close()
+    assert reply.split(b" ", 2)[1] == b"200", reply  # the version aside: Go answers HTTP/1.0, http.server HTTP/1.1
+    assert json.loads(reply.partition(b"\r\n\r\n")[2])["Error"] == error
+
+
+def test_a_space_in_a_verb_query_is_refused_400_and_reported_as_kube_scheduler_reports_it(ext) -> None:  # type: ignore[no-untyped-def]
+    """Go writes the space raw; Go's server cuts the request line at its first two spaces (request.go
+    ``parseRequestLine``), so ``b HTTP/1.1`` is no version: 400, as http.server answers; ``send`` names the URL."""
+    with pytest.raises(ExtenderCallError) as failed:
+        ext.scheduler(bind_verb="bind?q=a b").bind(pod_object("job", "default", [2]), "gpu-1")
+    assert str(failed.value) == f"failed bind?q=a b with extender at URL {ext.url}/bind?q=a b, code 400"
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
 def test_real_kubectl_finds_the_plugin_and_serve_extender(kubectl) -> None:  # type: ignore[no-untyped-def]
     result = kubectl("gpushare", "serve-extender", "--help")
     assert "--leader-elect" in result.stdout and "[env var: PORT" in result.stdout

@@ -27,10 +27,12 @@ BASE = "http://127.0.0.1:1/x/"
     ("filter#part", "/x/filter", "http://127.0.0.1:1/x/filter#part"),  # the fragment is never sent
     ("filter#a b<", "/x/filter", "http://127.0.0.1:1/x/filter#a%20b%3C"),  # EscapedFragment
     ("f?q=a b", "/x/f?q=a b", None),  # the raw query as written
+    ("f?q=\u00efn <", "/x/f?q=\u00efn <", None),  # ... beyond ASCII too: RawQuery is never escaped
     ("f?", "/x/f?", None),  # ForceQuery
     ("../x//y", "/x/../x//y", None),  # a concatenation: nothing cleaned (no path.Join)
 ], ids=["plain", "beyond-ascii", "space", "escaped-always", "sub-delims-kept", "sub-delims-escaped", "reserved",
-        "valid-escapes", "escapes-redone", "fragment", "fragment-escaped", "query", "force-query", "not-cleaned"])
+        "valid-escapes", "escapes-redone", "fragment", "fragment-escaped", "query", "query-beyond-ascii",
+        "force-query", "not-cleaned"])
 def test_the_request_line_and_the_named_url_are_gos(verb: str, target: str, shown: str | None) -> None:
     url = parse(BASE + verb)
     assert url.request_uri == target
