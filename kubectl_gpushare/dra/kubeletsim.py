@@ -19,7 +19,8 @@ What it does, after kubelet (kubernetes/kubernetes):
 - ``pkg/kubelet/cm/dra/plugin`` (``RegistrationHandler``, ``DRAPlugin``): only ``type: DRAPlugin``
   is handled; the service is the first of ``v1.DRAPlugin``, ``v1beta1.DRAPlugin`` that both sides
   list (``servicesSupportedByKubelet``; an empty list is refused); calls go to the ``endpoint``
-  from ``GetInfo``.
+  from ``GetInfo``, or to the registration socket itself when that is empty (``operation_generator.go``
+  sets the socket path before ``ValidatePlugin`` and ``RegisterPlugin`` see it).
 - ``pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go`` (``DRAPluginManager``; the ``plugins_store.go``
   before it, kubelet 1.33's, has the same rules except that it calls the most recently registered
   instance whether connected or not) and the pluginwatcher README's "Seamless Upgrade": every
@@ -382,7 +383,9 @@ class KubeletSim:
             elif not chosen:
                 error = f"none of the services {list(info.supported_versions)} is supported"
             else:
-                added, error = self._add(info.name, info.endpoint, chosen, path, identity)
+                # GenerateRegisterPluginFunc: "if infoResp.Endpoint == "" { infoResp.Endpoint = socketPath }",
+                # before the handler sees it: the registration socket serves the DRA service too.
+                added, error = self._add(info.name, info.endpoint or path, chosen, path, identity)
             try:
                 stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=not error, error=error),
                                               timeout=self.call_timeout)
