@@ -8,7 +8,8 @@ ResourceSlice through the API, as on a real cluster. A pod bound there with Reso
 prepared (``NodePrepareResources``) before it is reported Running; a preparation that fails is a
 ``FailedPrepareDynamicResources`` Warning Event (``Failed to prepare dynamic resources: ...``) and
 the pod stays Pending, retried with backoff, as kubelet's pod sync does. A pod that is gone has its
-claims unprepared. When the label goes, the driver stops and deletes its slice.
+claims unprepared. When the label goes, the driver stops and deletes its slice. A driver that stops
+otherwise (it failed) has its slice wiped by the kubelet stand-in 30 s later, as kubelet does.
 
 Differs from a node: the driver's CDI specs are written but no container reads them; pods running
 before a restart of the stack are not prepared again (the driver's checkpoint has them).
@@ -88,7 +89,7 @@ class DraAgents:
 
         directory = tempfile.mkdtemp(prefix="dra", dir=self.workdir)  # short: socket paths are limited
         client = Client(load_config(str(self.kubeconfig)), component="dra-driver")
-        kubelet = KubeletSim(str(Path(directory, "reg")), client)
+        kubelet = KubeletSim(str(Path(directory, "reg")), client, node_name=node)
         backend, _ = self.host(node, gpus)
         cfg = Config(node_name=node, registration_dir=str(Path(directory, "reg")),
                      plugin_dir=str(Path(directory, "plugin")), cdi_root=str(Path(directory, "cdi")),

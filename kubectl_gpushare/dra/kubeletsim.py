@@ -19,7 +19,8 @@ What it does, after kubelet (kubernetes/kubernetes):
 - ``pkg/kubelet/cm/dra/plugin`` (``RegistrationHandler``, ``DRAPlugin``): only ``type: DRAPlugin``
   is handled; the service is the first of ``v1.DRAPlugin``, ``v1beta1.DRAPlugin`` that both sides
   list (``servicesSupportedByKubelet``; an empty list is refused); calls go to the ``endpoint``
-  from ``GetInfo``.
+  from ``GetInfo``, or to the registration socket itself when that is empty (``operation_generator.go``
+  sets the socket path before ``ValidatePlugin`` and ``RegisterPlugin`` see it).
 - ``pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go`` (``DRAPluginManager``; the ``plugins_store.go``
   before it, kubelet 1.33's, has the same rules except that it calls the most recently registered
   instance whether connected or not) and the pluginwatcher README's "Seamless Upgrade": every
@@ -34,6 +35,19 @@ What it does, after kubelet (kubernetes/kubernetes):
   sockets stayed behind is passed over; deregistering one (its registration socket went away)
   removes that instance alone (``remove``, by endpoint), so calls fall back to the newest of those
   left, and the driver is unregistered only when none is left.
+- the same file's ``sync``, ``usable`` and ``wipeResourceSlices`` (kubelet 1.34+, kubernetes#132058;
+  before it ``RegistrationHandler.DeRegisterPlugin`` did it only when the last instance deregistered):
+  each time an instance is added or removed or its connection comes or goes, a driver none of whose
+  instances is connected (none left, or all of them killed with their sockets left behind) gets its
+  ResourceSlices on this node wiped after ``wipingDelay`` (``defaultWipingDelay``, 30 s, in
+  ``pkg/kubelet/cm/dra/manager.go``), unless an instance is connected again before then (the wipe
+  already queued keeps its time; ``pendingWipes``, a ``TimedWorkerQueue`` from
+  ``pkg/controller/tainteviction/timed_workers.go``, whose ``CancelWork`` stops a wipe not yet
+  started, never one that is running). The wipe is one ``DeleteCollection`` with the field selector
+  ``spec.nodeName=<node>,spec.driver=<driver>``; a NotFound is success, any other error is logged
+  and retried (``wait.ExponentialBackoffWithContext`` with 1 s, doubled, 20 % jitter, up to 5 min:
+  a doubling past the cap ends it, so it gives up after 9 attempts and about 8.5 min); `stop` ends
+  it (kubelet's ``Stop`` cancels its context) and drops the wipes not started.
 - ``pkg/kubelet/cm/dra/manager.go`` (``PrepareResources``): for each of the pod's
   ``spec.resourceClaims``, the claim is ``resourceClaimName`` or, for a template, the name in
   ``status.resourceClaimStatuses`` (none there: nothing to prepare); the claim is read from the API,
@@ -53,8 +67,10 @@ machine is slower, and a timeout would only cost a retry), a ``NotifyRegistratio
 after a successful registration is logged and leaves the plugin registered (kubelet too keeps it,
 but also starts that path's backoff), the reconciler runs every 0.2 s (kubelet: every 1 s) and
 inotify wakes it early, a connection counts as up in gRPC Python's READY state (kubelet: from
-``ConnBegin`` to ``ConnEnd``), and a driver's slices are not wiped when its last instance goes
-(``wipeResourceSlices`` after ``wipingDelay``).
+``ConnBegin`` to ``ConnEnd``), slices are wiped only when it is given `node_name` (kubelet always
+knows its node; it also looks the Node up before each attempt and retries while it is missing, the
+stand-in does not), and it does not wipe every driver's slices of the node when it starts
+(``NewDRAPluginManager`` does, in the background).
 
 API: `start`/`stop` (or ``with``), `wait_registered`, `prepare(pod)` -> CDI ids per claim UID,
 `unprepare(pod)`. ``pod`` is the pod's JSON (a mapping) or a `types.Pod`.
@@ -64,10 +80,11 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import stat
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +100,7 @@ from kubectl_gpushare.dra._api import pluginregistration_v1_pb2_grpc as reg_grpc
 from kubectl_gpushare.dra_objects import WireResourceClaim
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.kube.errors import KubeError
+from kubectl_gpushare.kube.errors import KubeError, NotFound
 from kubectl_gpushare.kube.stacks.dra import claim_names
 from kubectl_gpushare.node.dirwatch import DirWatch
 from kubectl_gpushare.node.sockets import CHANNEL_OPTIONS, SocketIdentity, socket_identity, target
@@ -99,6 +116,16 @@ INITIAL_BACKOFF = 0.5
 """Seconds before a socket path is tried again after its first failure (``initialDurationBeforeRetry``)."""
 MAX_BACKOFF = 122.0
 """The longest wait between attempts, 2 min 2 s (``maxDurationBeforeRetry``)."""
+WIPING_DELAY = 30.0
+"""Seconds a driver may go without a connected instance before its slices are wiped (``defaultWipingDelay``)."""
+WIPE_RETRY = 1.0
+"""Seconds before a failed wipe is tried again, doubled after each failure (``wipeResourceSlices``'s backoff)."""
+WIPE_RETRY_CAP = 300.0
+"""A doubled wait past this ends the retries (``Cap: 5 * time.Minute``, which sets ``Steps`` to 0)."""
+WIPE_RETRY_JITTER = 0.2
+"""Each wait is longer by up to this fraction of it, at random (``Jitter``)."""
+WIPE_STEPS = 100
+"""At most this many attempts (``Steps``); the cap ends them first."""
 
 
 class KubeletPrepareError(RuntimeError):
@@ -118,6 +145,8 @@ class Plugin:
     connected: bool = False
     """``monitoredPlugin.connected``: set when the connection is up, cleared when it ends (kubelet then
     asks gRPC to connect again: here the subscription keeps trying, `watch`)."""
+    on_change: Callable[[], None] | None = None
+    """Called after each change of `connected` (``HandleConn`` calls ``sync``)."""
 
     def watch(self) -> None:
         """Follow the connection (``grpc.WithStatsHandler``, ``HandleConn``), connecting now (``conn.Connect()``)."""
@@ -129,7 +158,12 @@ class Plugin:
         self.channel.close()
 
     def _changed(self, state: grpc.ChannelConnectivity) -> None:
-        self.connected = state is grpc.ChannelConnectivity.READY
+        connected = state is grpc.ChannelConnectivity.READY
+        if connected == self.connected:
+            return
+        self.connected = connected
+        if self.on_change is not None:
+            self.on_change()
 
 
 @dataclass
@@ -166,6 +200,11 @@ class KubeletSim:
         services: the DRA services this "kubelet" speaks, most recent first (an older kubelet: v1beta1 only).
         call_timeout: seconds for each gRPC call.
         dial_timeout: seconds a registration attempt waits for a socket to answer.
+        node_name: this kubelet's node, whose slices of a driver left without a connected instance
+            are wiped; None: no wiping (as kubelet without an API client).
+        wiping_delay: seconds a driver may be without a connected instance before that (read when
+            a wipe is queued).
+        wipe_retry: seconds before a failed wipe is tried again (doubled each time).
     """
 
     def __init__(
@@ -176,12 +215,18 @@ class KubeletSim:
         services: tuple[str, ...] = KUBELET_SERVICES,
         call_timeout: float = 10.0,
         dial_timeout: float = DIAL_TIMEOUT,
+        node_name: str | None = None,
+        wiping_delay: float = WIPING_DELAY,
+        wipe_retry: float = WIPE_RETRY,
     ) -> None:
         self.registration_dir = registration_dir
         self.client = client
         self.services = services
         self.call_timeout = call_timeout
         self.dial_timeout = dial_timeout
+        self.node_name = node_name
+        self.wiping_delay = wiping_delay
+        self.wipe_retry = wipe_retry
         self._cond = threading.Condition()
         self._plugins: dict[str, list[Plugin]] = {}
         """Driver name -> its registered instances, oldest first (``DRAPluginManager.store``)."""
@@ -194,6 +239,10 @@ class KubeletSim:
         """Registration socket -> why its last registration attempt failed (cleared when it registers)."""
         self.attempts: dict[str, int] = {}
         """Registration socket -> how many registration attempts were started on it."""
+        self._wipes: dict[str, threading.Timer] = {}
+        """Driver name -> its wipe, queued or running (``pendingWipes``)."""
+        self.wiped: dict[str, int] = {}
+        """Driver name -> how many of its wipes succeeded."""
         self.prepare_calls = 0
         self.unprepare_calls = 0
         self._stop = threading.Event()
@@ -224,6 +273,10 @@ class KubeletSim:
             self._plugins.clear()
             self._registered.clear()
             self._backoff.clear()
+            wipes = list(self._wipes.values())
+            self._wipes.clear()
+        for wipe in wipes:  # one not started never starts; a running one sees `_stop` at its next step
+            wipe.cancel()
         for plugin in plugins:
             plugin.close()
 
@@ -262,6 +315,11 @@ class KubeletSim:
         """Every registered instance of ``driver``, oldest first."""
         with self._cond:
             return list(self._plugins.get(driver, []))
+
+    def pending_wipes(self) -> list[str]:
+        """The drivers whose slices are to be wiped, or being wiped, now (``pendingWipes``)."""
+        with self._cond:
+            return sorted(self._wipes)
 
     # --- the plugin manager -----------------------------------------------------------------------
 
@@ -382,7 +440,9 @@ class KubeletSim:
             elif not chosen:
                 error = f"none of the services {list(info.supported_versions)} is supported"
             else:
-                added, error = self._add(info.name, info.endpoint, chosen, path, identity)
+                # GenerateRegisterPluginFunc: "if infoResp.Endpoint == "" { infoResp.Endpoint = socketPath }",
+                # before the handler sees it: the registration socket serves the DRA service too.
+                added, error = self._add(info.name, info.endpoint or path, chosen, path, identity)
             try:
                 stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=not error, error=error),
                                               timeout=self.call_timeout)
@@ -409,10 +469,12 @@ class KubeletSim:
                 return None, f"endpoint {endpoint} already registered for DRA driver plugin {name}"
             channel = grpc.insecure_channel(target(endpoint), options=CHANNEL_OPTIONS)
             grpc_module = v1_grpc if service == protocol.DRA_SERVICE_V1 else v1beta1_grpc
-            plugin = Plugin(name, endpoint, service, path, channel, grpc_module.DRAPluginStub(channel))
+            plugin = Plugin(name, endpoint, service, path, channel, grpc_module.DRAPluginStub(channel),
+                            on_change=lambda: self._sync(name))
             plugin.watch()
             self._plugins.setdefault(name, []).append(plugin)
             self._registered[path] = identity
+            self._sync(name)
             self._cond.notify_all()
             return plugin, ""
 
@@ -422,16 +484,78 @@ class KubeletSim:
             self._registered.pop(path, None)
             plugins: list[Plugin] = []
             for name, instances in list(self._plugins.items()):
-                plugins += [plugin for plugin in instances if plugin.registration_socket == path]
+                gone = [plugin for plugin in instances if plugin.registration_socket == path]
+                if not gone:
+                    continue
+                plugins += gone
                 left = [plugin for plugin in instances if plugin.registration_socket != path]
                 if left:
                     self._plugins[name] = left
                 else:
                     del self._plugins[name]
+                self._sync(name)
             self._cond.notify_all()
         for plugin in plugins:
             plugin.close()
             log.info("deregistered DRA plugin %s (%s)", plugin.name, plugin.endpoint)
+
+    # --- wiping the slices of a driver gone -------------------------------------------------------
+
+    def _sync(self, driver: str) -> None:
+        """``DRAPluginManager.sync``: cancel the driver's queued wipe if it is usable, else queue one if none is."""
+        if self.node_name is None:
+            return  # "Cannot wipe." (no kubeClient)
+        with self._cond:
+            if self._stop.is_set():
+                return  # "Shutting down, no longer interested in connection changes..."
+            if any(plugin.connected for plugin in self._plugins.get(driver, ())):  # ``usable``
+                wipe = self._wipes.pop(driver, None)
+                if wipe is not None:
+                    wipe.cancel()  # ``CancelWork``: too late for a wipe already running
+                    log.info("DRA driver %s is usable again: its slices are not wiped", driver)
+                return
+            if driver in self._wipes:
+                return  # queued or running: the original time still applies
+            wipe = threading.Timer(self.wiping_delay, self._wipe, args=(driver,))
+            wipe.name = f"kubeletsim-dra-wipe {driver}"
+            wipe.daemon = True
+            self._wipes[driver] = wipe
+            wipe.start()
+            log.info("DRA driver %s has no connected instance: its slices on %s are wiped in %gs unless one "
+                     "connects", driver, self.node_name, self.wiping_delay)
+
+    def _wipe(self, driver: str) -> None:
+        """``wipeResourceSlices``: delete the driver's slices on this node, retried with backoff (or given up)."""
+        selector = f"spec.nodeName={self.node_name},spec.driver={driver}"
+        steps, duration = WIPE_STEPS, self.wipe_retry
+        try:
+            while steps > 0 and not self._stop.is_set():  # ``ExponentialBackoffWithContext``
+                try:
+                    self.client.delete_collection(types.DRA_SLICES, field_selector=selector)
+                except NotFound:
+                    pass  # "ResourceSlices not found, nothing to delete."
+                except KubeError as exc:
+                    log.info("deleting the ResourceSlices %s failed, retrying: %s", selector, exc)
+                    if steps == 1:
+                        break
+                    # ``delay``: this wait with jitter; the next one doubled, or the cap and no step left
+                    wait = duration * (1 + random.random() * WIPE_RETRY_JITTER)
+                    steps, duration = steps - 1, duration * 2
+                    if duration > WIPE_RETRY_CAP:
+                        steps, duration = 0, WIPE_RETRY_CAP
+                    self._stop.wait(wait)
+                    continue
+                log.info("deleted the ResourceSlices %s", selector)
+                with self._cond:
+                    self.wiped[driver] = self.wiped.get(driver, 0) + 1
+                    self._cond.notify_all()
+                return
+            if not self._stop.is_set():
+                log.warning("gave up deleting the ResourceSlices %s", selector)
+        finally:
+            with self._cond:
+                if self._wipes.get(driver) is threading.current_thread():
+                    del self._wipes[driver]  # done: the next loss of the driver queues a new one
 
     # --- the DRA manager ------------------------------------------------------------------------
 

@@ -530,6 +530,18 @@ class Client:
         body = types.ENCODER.encode({"preconditions": preconditions}) if preconditions else None
         self.request("DELETE", _object_path(k, namespace, name), body=body)
 
+    def delete_collection(
+        self, kind: Kind[KubeObject] | str, namespace: str | None = None, *,
+        label_selector: str | None = None, field_selector: str | None = None,
+    ) -> None:
+        """DELETE every object of ``kind`` the selectors match (``DeleteCollection``), in one namespace or all.
+
+        Raises:
+            ApiError: the server refused (a selector it cannot serve is a `BadRequest`).
+        """
+        k = _kind(kind)
+        self.request("DELETE", k.path(namespace), {"labelSelector": label_selector, "fieldSelector": field_selector})
+
     @overload
     def watch(
         self,
