@@ -356,7 +356,7 @@ class Driver:
                     log.warning("socket %s was deleted or replaced; serving again", gone[0])
                     break
             self.stop_servers()
-            self.republish()  # kubelet wipes a deregistered driver's slices
+            self.republish()  # kubelet wipes the slices of a driver none of whose instances is connected
 
     def publish(self, stop: threading.Event) -> None:
         """Publish the slice until ``stop``; stop when a sync found the device plugin started on this node.

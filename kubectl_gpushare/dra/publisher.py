@@ -35,8 +35,9 @@ DRA driver refuses a node where the device plugin advertises ``aliyun.com/gpu-me
 read just before by someone else (the driver's check at start) can be `offer`ed: the next sync
 within `OFFER_SECONDS` uses it instead of reading again.
 
-kubelet wipes a driver's slices when the driver deregisters, and anyone may delete one, so `run`
-syncs on every change and every `resync` seconds, backing off on errors. A create whose outcome is
+kubelet wipes a driver's slices 30 s after none of its instances is connected (1.34's
+``DRAPluginManager``), and anyone may delete one, so `run` syncs on every change and every `resync`
+seconds, backing off on errors. A create whose outcome is
 unknown (a timeout, a 5xx; not one refused or never sent: `errors.did_not_happen`) may still land
 after the next sync created the slice again: two slices for a pool published as one leave it
 incomplete and invalid (a device name twice) to the scheduler (k8s.io/dynamic-resource-allocation
