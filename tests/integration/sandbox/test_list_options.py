@@ -473,6 +473,10 @@ def test_a_selector_that_does_not_parse_is_a_400_before_the_list_options_422(
     assert len(sandbox.objects("configmaps")) == 2
 
 
+NOT_KNOWN = '{} is not a known field selector: only "metadata.name", "metadata.namespace"'
+"""``DefaultMetaV1FieldSelectorConversion``'s words (k8s.io/apimachinery/pkg/runtime/conversion.go), %q first."""
+
+
 @pytest.mark.parametrize("verb", ["list", "watch", "deletecollection"])
 def test_an_unsupported_field_label_is_a_400_after_the_list_options_422(sandbox: Sandbox, verb: str) -> None:
     # The field labels go through ConvertFieldLabel (FieldSelector.Transform) after ValidateListOptions.
@@ -483,7 +487,7 @@ def test_an_unsupported_field_label_is_a_400_after_the_list_options_422(sandbox:
     status, answer = send(sandbox, f"{query}&{RV_MATCH_WITHOUT_RV}")
     assert_list_options_refused(status, answer, "resourceVersionMatch")
     status, answer = send(sandbox, query)
-    assert status == 400 and answer["message"] == "field label not supported: spec.bogus", answer
+    assert status == 400 and answer["message"] == NOT_KNOWN.format('"spec.bogus"'), answer
     assert len(sandbox.objects("configmaps")) == 1
 
 
@@ -510,10 +514,10 @@ def test_the_real_kubectl_prints_the_selectors_400_before_the_list_options_422(
         ("metadata.name%3Dd1,", 200, ["d1"]),  # an empty term is skipped
         ("metadata.name!%3Dd0,,", 200, ["d1"]),
         ("zz,aa", 400, "invalid selector: 'zz,aa'; can't understand 'aa'"),  # the first term in sorted order
-        ("spec.zz%3Dx,spec.aa%3Dy", 400, "field label not supported: spec.aa"),
+        ("spec.zz%3Dx,spec.aa%3Dy", 400, NOT_KNOWN.format('"spec.aa"')),
         ("metadata.name%3Dd0%3Dx", 400, "invalid field selector: unescaped character in value: 61"),
         ("metadata.name%3Dd%5Cx", 400, "invalid field selector: invalid escape sequence: \\x"),
-        ("%20metadata.name%3Dd0", 400, "field label not supported:  metadata.name"),  # the label is not trimmed
+        ("%20metadata.name%3Dd0", 400, NOT_KNOWN.format('" metadata.name"')),  # the label is not trimmed
     ],
     ids=["trailing-comma", "empty-terms", "sorted-syntax", "sorted-labels", "bare-equals", "bad-escape", "no-trim"],
 )
@@ -528,3 +532,55 @@ def test_a_field_selector_is_read_as_fields_parse_selector_reads_it(
         assert [item["metadata"]["name"] for item in json.loads(body)["items"]] == answer
     else:
         assert body["message"] == answer
+
+
+@pytest.mark.parametrize(
+    ("path", "selector", "message"),
+    [
+        # Kinds that register their own conversion func (AddFieldLabelConversionFunc), in its words.
+        ("/api/v1/pods", "spec.bogus%3Dx", "field label not supported: spec.bogus"),  # core/v1/conversion.go
+        ("/api/v1/nodes", "spec.bogus%3Dx", "field label not supported: spec.bogus"),
+        ("/api/v1/namespaces", "spec.bogus%3Dx", "field label not supported: spec.bogus"),
+        ("/api/v1/events", "spec.bogus%3Dx", "field label not supported: spec.bogus"),
+        ("/api/v1/services", "spec.bogus%3Dx", "field label not supported: spec.bogus"),
+        ("/apis/batch/v1/jobs", "spec.bogus%3Dx", 'field label "spec.bogus" not supported for Job'),
+        ("/apis/resource.k8s.io/v1/resourceslices", "spec.bogus%3Dx",
+         "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.bogus"),
+        # A custom resource: apiextensions-apiserver's converter.go ConvertFieldLabel.
+        ("/apis/scheduling.koordinator.sh/v1alpha1/devices", "spec.bogus%3Dx", "field label not supported: spec.bogus"),
+        # The others: the scheme's DefaultMetaV1FieldSelectorConversion, the label %q-quoted.
+        ("/api/v1/configmaps", "spec.bogus%3Dx", NOT_KNOWN.format('"spec.bogus"')),
+        ("/apis/apps/v1/deployments", "status.replicas%3D1", NOT_KNOWN.format('"status.replicas"')),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", "a%22b%09c%3Dx", NOT_KNOWN.format(r'"a\"b\tc"')),
+        ("/apis/coordination.k8s.io/v1/leases", "spec.holderIdentity%3Dx", NOT_KNOWN.format('"spec.holderIdentity"')),
+        ("/apis/resource.k8s.io/v1/deviceclasses", "spec.bogus%3Dx", NOT_KNOWN.format('"spec.bogus"')),
+    ],
+    ids=["pods", "nodes", "namespaces", "events", "services", "jobs", "resourceslices", "crd", "configmaps",
+         "deployments", "clusterroles-quoted", "leases", "deviceclasses"],
+)
+def test_an_unsupported_field_label_is_refused_in_the_words_of_the_kinds_conversion(
+        sandbox: Sandbox, path: str, selector: str, message: str) -> None:
+    # The handlers answer the Transform error of Scheme.ConvertFieldLabel (apimachinery runtime/scheme.go)
+    # as apierrors.NewBadRequest: the same 400 Status on every kind, worded by the kind's conversion.
+    for watch in ("", "&watch=1"):
+        try:
+            urllib.request.urlopen(f"{sandbox.url}{path}?fieldSelector={selector}{watch}", timeout=30)
+            raise AssertionError(f"{path} answered")
+        except urllib.error.HTTPError as exc:
+            status, answer = exc.code, json.loads(exc.read())
+        assert status == 400, answer
+        assert answer == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                          "message": message, "reason": "BadRequest", "code": 400}
+
+
+def test_the_real_kubectl_prints_the_kinds_words_for_an_unsupported_field_label(sandbox: Sandbox, kubectl: Any) -> None:
+    # As kubernetes.io's field-selectors page shows it for ingresses: kubectl's "Unable to find" wrapper
+    # around the server's message.
+    result = kubectl("get", "configmaps", "--field-selector", "spec.bogus=x", check=False)
+    assert (result.returncode, result.stderr) == (
+        1, 'Error from server (BadRequest): Unable to find "/v1, Resource=configmaps" that match label selector "", '
+           'field selector "spec.bogus=x": "spec.bogus" is not a known field selector: only "metadata.name", '
+           '"metadata.namespace"\n')
+    result = kubectl("get", "jobs", "--field-selector", "status.succeeded=1", check=False)
+    assert result.returncode == 1
+    assert result.stderr.endswith(': field label "status.succeeded" not supported for Job\n'), result.stderr
