@@ -82,9 +82,16 @@ class Resource:
         ``Scheme.ConvertFieldLabel`` (k8s.io/apimachinery/pkg/runtime/scheme.go) calls the kind's own
         conversion func where one is registered (`field_label_refusal`), else
         ``DefaultMetaV1FieldSelectorConversion`` (runtime/conversion.go), which takes metadata.name and
-        metadata.namespace on every kind.
+        metadata.namespace on every kind, a cluster-scoped one too (where a namespace then selects
+        nothing but "": k8s.io/apiserver/pkg/storage/selection_predicate.go ``DefaultClusterScopedAttr``
+        has no metadata.namespace, and a missing field reads as ""). The own funcs of the cluster-scoped
+        kinds served here (Node and Namespace in pkg/apis/core/v1/conversion.go, ResourceSlice in
+        pkg/apis/resource/v1/conversion.go, a cluster-scoped custom resource's ``ConvertFieldLabel``)
+        refuse metadata.namespace, and those of the namespaced ones take it: an own func takes it
+        exactly where the kind is namespaced.
         """
-        if label in ("metadata.name", "metadata.namespace") or label in self.fields:
+        namespace_known = self.namespaced or self.field_label_refusal is None
+        if label == "metadata.name" or label in self.fields or (label == "metadata.namespace" and namespace_known):
             return None
         if self.field_label_refusal is None:
             return f'{go_quote(label)} is not a known field selector: only "metadata.name", "metadata.namespace"'

@@ -584,3 +584,48 @@ def test_the_real_kubectl_prints_the_kinds_words_for_an_unsupported_field_label(
     result = kubectl("get", "jobs", "--field-selector", "status.succeeded=1", check=False)
     assert result.returncode == 1
     assert result.stderr.endswith(': field label "status.succeeded" not supported for Job\n'), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/api/v1/nodes", "field label not supported: metadata.namespace"),
+        ("/api/v1/namespaces", "field label not supported: metadata.namespace"),
+        ("/apis/resource.k8s.io/v1/resourceslices",
+         "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: metadata.namespace"),
+        ("/apis/scheduling.koordinator.sh/v1alpha1/devices", "field label not supported: metadata.namespace"),
+    ],
+    ids=["nodes", "namespaces", "resourceslices", "crd"],
+)
+def test_a_cluster_scoped_kinds_own_conversion_refuses_metadata_namespace(
+        sandbox: Sandbox, path: str, message: str) -> None:
+    # Their own funcs (core/v1 and resource/v1 conversion.go, apiextensions' ConvertFieldLabel for a
+    # cluster-scoped custom resource) list no metadata.namespace, even with an empty value.
+    for selector in ("metadata.namespace%3D", "metadata.namespace%3Ddefault"):
+        try:
+            urllib.request.urlopen(f"{sandbox.url}{path}?fieldSelector={selector}", timeout=30)
+            raise AssertionError(f"{path} answered")
+        except urllib.error.HTTPError as exc:
+            status, answer = exc.code, json.loads(exc.read())
+        assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", message), answer
+
+
+@pytest.mark.parametrize(("selector", "names"), [
+    ("metadata.namespace%3D", ["c"]),
+    ("metadata.namespace%3Ddefault", []),
+    ("metadata.namespace!%3Ddefault", ["c"]),
+])
+def test_a_cluster_scoped_kind_without_its_own_conversion_selects_an_empty_namespace(
+        sandbox: Sandbox, selector: str, names: list[str]) -> None:
+    # DefaultMetaV1FieldSelectorConversion takes metadata.namespace on any kind; DefaultClusterScopedAttr
+    # has no such field, which reads as "".
+    sandbox.load([{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "c"}}])
+    url = f"{sandbox.url}/apis/rbac.authorization.k8s.io/v1/clusterroles?fieldSelector={selector}"
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        assert [item["metadata"]["name"] for item in json.loads(resp.read())["items"]] == names
+
+
+def test_the_real_kubectl_prints_a_nodes_refusal_of_metadata_namespace(sandbox: Sandbox, kubectl: Any) -> None:
+    result = kubectl("get", "nodes", "--field-selector", "metadata.namespace=default", check=False)
+    assert result.returncode == 1
+    assert result.stderr.endswith(": field label not supported: metadata.namespace\n"), result.stderr
