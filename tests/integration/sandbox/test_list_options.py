@@ -13,6 +13,7 @@ import json
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -629,3 +630,30 @@ def test_the_real_kubectl_prints_a_nodes_refusal_of_metadata_namespace(sandbox: 
     result = kubectl("get", "nodes", "--field-selector", "metadata.namespace=default", check=False)
     assert result.returncode == 1
     assert result.stderr.endswith(": field label not supported: metadata.namespace\n"), result.stderr
+
+
+@pytest.mark.parametrize(("selector", "message"), [
+    ("a,", "found '', expected: identifier after ','"),
+    ("=x", "found '=', expected: !, identifier, or 'end of string'"),
+    ("a b", "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+    ("a in b", "unable to parse requirement: found 'b' expected: '('"),
+    ("a in (x,", "unable to parse requirement: found '', expected: ',', or identifier"),
+    ("a>x", "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', 'Lt' operators, the value "
+            "must be an integer"),
+    ("/a", 'unable to parse requirement: <nil>: Invalid value: "/a": prefix part must be non-empty'),
+])
+def test_a_label_selector_error_is_in_labels_parses_words(sandbox: Sandbox, selector: str, message: str) -> None:
+    # The ListOptions conversion's labels.Parse (apimachinery pkg/labels/selector.go), answered as a 400.
+    status, answer = get(sandbox, "labelSelector=" + urllib.parse.quote(selector, safe=""))
+    assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", message), answer
+
+
+def test_a_label_selector_of_an_empty_set_selects_the_empty_value(sandbox: Sandbox, kubectl: Any) -> None:
+    # parseValues: "()" is the set holding "" alone, not an error.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": n, "namespace": "default", "labels": labels}}
+                  for n, labels in (("d0", {"a": ""}), ("d1", {"a": "x"}), ("d2", {}))])
+    assert kubectl("get", "configmaps", "-l", "a in ()", "-o", "name").stdout == "configmap/d0\n"
+    result = kubectl("get", "configmaps", "-l", "a in b", check=False)
+    assert (result.returncode, result.stderr) == (
+        1, 'Error from server (BadRequest): Unable to find "/v1, Resource=configmaps" that match label selector '
+           '"a in b", field selector "": unable to parse requirement: found \'b\' expected: \'(\'\n')
