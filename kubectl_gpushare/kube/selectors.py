@@ -10,22 +10,32 @@ commas. Keys and values are checked as the API server checks them.
 The requirements it builds are `node_affinity.Requirement`, the ones node selectors (pods' affinity,
 ResourceSlices', allocations') match with, so both grammars evaluate a requirement by one rule.
 
-Pure and linear in the input's length: no I/O, and no regular expression runs on more than a
-length-checked key or value. The only exception any input can raise is `SelectorError` (a
-`ValueError`) with a one-line message.
+Pure and linear in the input's length: no I/O, and the regular expressions that check a key or a
+value are linear ones. The only exception any input can raise is `SelectorError` (a `ValueError`)
+with a one-line message, worded as ``labels.Parse`` words it (echoed input cut at 63 characters).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from kubectl_gpushare.node_affinity import MAX_NAME, int64_text, valid_label_key, valid_label_value
+from kubectl_gpushare.kube.go_format import go_quote
+from kubectl_gpushare.node_affinity import MAX_NAME, int64_text
 from kubectl_gpushare.node_affinity import Requirement as Requirement
 
-_SPECIAL: Final = ("!=", "==", "=", "!", ">", "<", "(", ")", ",")
-_SPECIAL_CHARS: Final = frozenset("!=><(),")
-
+_WHITESPACE: Final = frozenset(" \t\r\n")
+"""``isWhitespace``: the only separators (no other Unicode space)."""
+_SPECIAL_CHARS: Final = frozenset("=!(),><")
+"""``isSpecialSymbol``."""
+_ID: Final = "identifier"
+_END: Final = "end"
+_KEYWORDS: Final = ("in", "notin")
+_BINARY: Final = {"in": "in", "notin": "notin", "=": "=", "==": "=", "!=": "!=", ">": "gt", "<": "lt"}
+"""``parseOperator``'s tokens, as `Requirement` writes the operator (``==`` is ``=``)."""
+_BINARY_NAMES: Final = "in, notin, =, ==, !=, gt, lt"
+"""``strings.Join(binaryOperators, ", ")``: the ``selection.Operator`` strings."""
 
 API_OPERATORS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
 """``metav1.LabelSelector`` matchExpressions operators, as this grammar writes them."""
@@ -35,8 +45,15 @@ class SelectorError(ValueError):
     """A selector that does not parse; the message is the one-line reason."""
 
 
+class _RequirementError(Exception):
+    """A ``parseRequirement`` error, which ``parse`` wraps as ``unable to parse requirement: ...``."""
+
+
 def _shown(text: str) -> str:
-    """Input quoted in an error message, cut short so a huge selector gives a short line."""
+    """Input echoed in an error message, cut after 63 characters so a huge selector gives a short line.
+
+    Upstream echoes it whole; the cut is the one place these messages differ from its.
+    """
     return text if len(text) <= MAX_NAME else text[:MAX_NAME] + "..."
 
 
@@ -44,66 +61,244 @@ LabelSelector = tuple[Requirement, ...]
 """Requirements that must all hold; the empty tuple matches every label map."""
 
 
-def _tokens(text: str) -> list[str]:
-    tokens: list[str] = []
+def _lex(text: str) -> list[tuple[str, str]]:
+    """``Lexer.Lex`` until the end, as ``Parser.scan`` runs it: (token, literal) pairs, the last the end.
+
+    The lexer reads bytes: a NUL reads as the end of the text (``read`` returns 0), which ends the
+    scan where a token would start and is skipped where it ends one. A run of special symbols is
+    the longest prefix that is a token (``scanSpecialSymbol``), so at most ``!=`` or ``==``.
+    """
+    tokens: list[tuple[str, str]] = []
     i, end = 0, len(text)
-    while i < end:
-        char = text[i]
-        if char.isspace():
+    while True:
+        while i < end and text[i] in _WHITESPACE:
             i += 1
-            continue
-        if char in _SPECIAL_CHARS:
-            symbol = text[i : i + 2] if text[i : i + 2] in ("!=", "==") else char
-            tokens.append(symbol)
-            i += len(symbol)
-            continue
-        start = i
-        while i < end and not text[i].isspace() and text[i] not in _SPECIAL_CHARS:
-            i += 1
-        tokens.append(text[start:i])
-    return tokens
-
-
-def _check_key(key: str) -> str:
-    if key in _SPECIAL or key == "":
-        raise SelectorError(f"unable to parse requirement: found '{_shown(key)}', expected: identifier")
-    if not valid_label_key(key):
-        raise SelectorError(f'unable to parse requirement: invalid label key "{_shown(key)}"')
-    return key
-
-
-def _check_value(value: str) -> str:
-    if not valid_label_value(value):
-        raise SelectorError(f'unable to parse requirement: invalid label value: "{_shown(value)}"')
-    return value
-
-
-def _set_values(items: list[str], op: str) -> list[str]:
-    if not items:
-        raise SelectorError(f"for '{op}' operator, the values set can't be empty")
-    values, current = [], ""
-    for item in items:
-        if item == ",":
-            values.append(current)
-            current = ""
-        elif current:
-            raise SelectorError(f"found '{_shown(item)}', expected: ',' or ')'")
+        if i >= end or text[i] == "\0":
+            tokens.append((_END, ""))
+            return tokens
+        if text[i] in _SPECIAL_CHARS:
+            literal = text[i : i + 2] if text[i : i + 2] in ("!=", "==") else text[i]
+            tokens.append((literal, literal))
         else:
-            current = _check_value(item)
-    values.append(current)
-    return values
+            start = i
+            while i < end and text[i] not in _WHITESPACE and text[i] not in _SPECIAL_CHARS and text[i] != "\0":
+                i += 1
+            literal = text[start:i]
+            tokens.append((literal if literal in _KEYWORDS else _ID, literal))
+            i = start
+        i += len(literal)
+        if i < end and text[i] == "\0":  # read as the end of the token, and consumed
+            i += 1
 
 
-def _bound(text: str) -> str:
-    if not int64_text(text):
-        raise SelectorError(
-            f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer: '{_shown(text)}'"
-        )
-    return _check_value(text)  # labels.NewRequirement checks every value as a label value: no negative bound
+_KEY_FORMAT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_KEY_MESSAGE: Final = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+)
+_VALUE_FORMAT: Final = f"({_KEY_FORMAT})?"
+_VALUE_MESSAGE: Final = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or " \
+    "'.', and must start and end with an alphanumeric character"
+_DNS_LABEL_FORMAT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN_FORMAT: Final = _DNS_LABEL_FORMAT + r"(\." + _DNS_LABEL_FORMAT + ")*"
+_SUBDOMAIN_MESSAGE: Final = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, " \
+    "'-' or '.', and must start and end with an alphanumeric character"
+_KEY_RE: Final = re.compile(_KEY_FORMAT)
+_VALUE_RE: Final = re.compile(_VALUE_FORMAT)
+_SUBDOMAIN_RE: Final = re.compile(_SUBDOMAIN_FORMAT)
+# All three are linear: no nested quantifier over the same characters.
+
+
+def _regex_error(message: str, pattern: str, *examples: str) -> str:
+    """``RegexError`` (k8s.io/apimachinery/pkg/api/validate/content/errors.go), its examples included."""
+    shown = "".join((" or " if i else "") + f"'{example}', " for i, example in enumerate(examples))
+    return f"{message} (e.g. {shown}regex used for validation is '{pattern}')"
+
+
+def _bytes(text: str) -> int:
+    """Go's ``len`` of the text: its UTF-8 bytes."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _label_key_errors(key: str) -> list[str]:
+    """``content.IsLabelKey`` (k8s.io/apimachinery/pkg/api/validate/content/kube.go)."""
+    errors: list[str] = []
+    parts = key.split("/")
+    if len(parts) > 2:
+        return ["a valid label key " + _regex_error(_KEY_MESSAGE, _KEY_FORMAT, "MyName", "my.name", "123-abc")
+                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            errors.append("prefix part must be non-empty")
+        else:  # IsDNS1123Subdomain (content/dns.go)
+            if _bytes(prefix) > 253:
+                errors.append("prefix part must be no more than 253 bytes")
+            if not _SUBDOMAIN_RE.fullmatch(prefix):
+                errors.append("prefix part " + _regex_error(_SUBDOMAIN_MESSAGE, _SUBDOMAIN_FORMAT, "example.com"))
+    if not name:
+        errors.append("name part must be non-empty")
+    elif _bytes(name) > MAX_NAME:
+        errors.append(f"name part must be no more than {MAX_NAME} bytes")
+    if not _KEY_RE.fullmatch(name):
+        errors.append("name part " + _regex_error(_KEY_MESSAGE, _KEY_FORMAT, "MyName", "my.name", "123-abc"))
+    return errors
+
+
+def _label_value_errors(value: str) -> list[str]:
+    """``content.IsLabelValue`` (k8s.io/apimachinery/pkg/api/validate/content/kube.go)."""
+    errors = [f"must be no more than {MAX_NAME} bytes"] if _bytes(value) > MAX_NAME else []
+    if not _VALUE_RE.fullmatch(value):
+        errors.append(_regex_error(_VALUE_MESSAGE, _VALUE_FORMAT, "MyValue", "my_value", "12345"))
+    return errors
+
+
+def _invalid(path: str, value: str, details: list[str]) -> str:
+    """``field.Invalid(path, value, strings.Join(details, "; ")).Error()``: the value %q-quoted."""
+    return f"{path}: Invalid value: {go_quote(_shown(value))}: {'; '.join(details)}"
+
+
+def _parses_as_int64(text: str) -> bool:
+    """``strconv.ParseInt(text, 10, 64)`` succeeds: base 10, an optional ``+`` or ``-``, in range."""
+    return int64_text(text[1:] if text[:1] == "+" and text[1:2] != "-" else text)
+
+
+def _new_requirement(key: str, op: str, values: list[str]) -> Requirement:
+    """``labels.NewRequirement`` on a parsed requirement, whose key is checked and whose values are sorted.
+
+    Its errors are a ``field.ErrorList`` aggregated (``ToAggregate``): duplicates dropped, one error
+    as it is, several as ``[a, b]``. The parser cannot build a wrong number of values, so only the
+    integer check of ``gt``/``lt`` and each value's ``IsLabelValue`` can fail, under the paths
+    ``values[i]`` and ``values[i][key]`` (ListOptions' ``labels.Parse`` passes no path).
+    """
+    errors: list[str] = []
+    if op in ("gt", "lt"):
+        errors += [
+            _invalid(f"values[{i}]", value, ["for 'Gt', 'Lt' operators, the value must be an integer"])
+            for i, value in enumerate(values)
+            if not _parses_as_int64(value)
+        ]
+    for i, value in enumerate(values):
+        if details := _label_value_errors(value):
+            errors.append(_invalid(f"values[{i}][{_shown(key)}]", value, details))
+    unique = list(dict.fromkeys(errors))
+    if unique:
+        raise _RequirementError(unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]")
+    return Requirement(key, op, tuple(values))
+
+
+class _Parser:
+    """``labels.Parser``: a recursive descent over the scanned tokens, in its order and words."""
+
+    def __init__(self, tokens: list[tuple[str, str]]) -> None:
+        self.tokens = tokens
+        self.position = 0
+
+    def lookahead(self, values: bool = True) -> tuple[str, str]:
+        """The next token; in the ``Values`` context ``in`` and ``notin`` are identifiers."""
+        token, literal = self.tokens[min(self.position, len(self.tokens) - 1)]
+        return (_ID if values and token in _KEYWORDS else token), literal
+
+    def consume(self, values: bool = True) -> tuple[str, str]:
+        found = self.lookahead(values)
+        self.position += 1
+        return found
+
+    def parse(self) -> list[Requirement]:
+        requirements: list[Requirement] = []
+        while True:
+            token, literal = self.lookahead()
+            if token == _END:
+                return requirements
+            if token not in (_ID, "!"):
+                raise SelectorError(f"found '{_shown(literal)}', expected: !, identifier, or 'end of string'")
+            try:
+                requirements.append(self.requirement())
+            except _RequirementError as exc:
+                raise SelectorError(f"unable to parse requirement: {exc}") from None
+            token, literal = self.consume()
+            if token == _END:
+                return requirements
+            if token != ",":
+                raise SelectorError(f"found '{_shown(literal)}', expected: ',' or 'end of string'")
+            token, literal = self.lookahead()
+            if token not in (_ID, "!"):
+                raise SelectorError(f"found '{_shown(literal)}', expected: identifier after ','")
+
+    def requirement(self) -> Requirement:
+        key, op = self.key_and_operator()
+        if op in ("exists", "!"):
+            return _new_requirement(key, op, [])
+        token, literal = self.consume(values=False)
+        if token not in _BINARY:
+            raise _RequirementError(f"found '{_shown(literal)}', expected: {_BINARY_NAMES}")
+        op = _BINARY[token]
+        values = self.set_values() if op in _KEYWORDS else self.exact_value()
+        return _new_requirement(key, op, sorted(values))  # sets.String.List(): sorted, no duplicates
+
+    def key_and_operator(self) -> tuple[str, str]:
+        op = ""
+        token, literal = self.consume()
+        if token == "!":
+            op = "!"
+            token, literal = self.consume()
+        if token != _ID:
+            raise _RequirementError(f"found '{_shown(literal)}', expected: identifier")
+        if details := _label_key_errors(literal):
+            raise _RequirementError(_invalid("<nil>", literal, details))  # validateLabelKey with a nil path
+        if self.lookahead()[0] in (_END, ",") and op != "!":
+            op = "exists"
+        return literal, op
+
+    def set_values(self) -> set[str]:
+        token, literal = self.consume()
+        if token != "(":
+            raise _RequirementError(f"found '{_shown(literal)}' expected: '('")
+        token, literal = self.lookahead()
+        if token == ")":  # "()" is the one value ""
+            self.consume()
+            return {""}
+        if token not in (_ID, ","):
+            raise _RequirementError(f"found '{_shown(literal)}', expected: ',', ')' or identifier")
+        values = self.identifiers()
+        self.consume()  # the ")" `identifiers` stopped at
+        return values
+
+    def identifiers(self) -> set[str]:
+        values: set[str] = set()
+        while True:
+            token, literal = self.consume()
+            if token == _ID:
+                values.add(literal)
+                after, shown = self.lookahead()
+                if after == ")":
+                    return values
+                if after != ",":
+                    raise _RequirementError(f"found '{_shown(shown)}', expected: ',' or ')'")
+            elif token == ",":
+                after = self.lookahead()[0]
+                if not values or after in (")", ","):  # "(,", ",)" and ",," each hold ""
+                    values.add("")
+                if after == ")":
+                    return values
+            else:
+                raise _RequirementError(f"found '{_shown(literal)}', expected: ',', or identifier")
+
+    def exact_value(self) -> set[str]:
+        if self.lookahead()[0] in (_END, ","):
+            return {""}
+        token, literal = self.consume()
+        if token != _ID:
+            raise _RequirementError(f"found '{_shown(literal)}', expected: identifier")
+        return {literal}
 
 
 def parse_label_selector(text: str | None) -> LabelSelector:
-    """Parse a label selector; the empty selector matches everything.
+    """Parse a label selector as ``labels.Parse`` does, errors in its words; the empty selector matches everything.
+
+    k8s.io/apimachinery/pkg/labels/selector.go: ``Lexer``, ``Parser.parse`` and ``NewRequirement``,
+    with no field path (as the ListOptions conversion calls it). A set's values are sorted and
+    deduplicated, as its ``sets.String`` holds them.
 
     Args:
         text: e.g. ``"gpushare=true,nvidia.com/gpu.product in (Tesla-T4,A10)"``.
@@ -114,63 +309,9 @@ def parse_label_selector(text: str | None) -> LabelSelector:
     Raises:
         SelectorError: the text is not a valid selector.
     """
-    if not text or not text.strip():
+    if not text:
         return ()
-    tokens = _tokens(text)
-    pos = 0
-
-    def peek() -> str | None:
-        return tokens[pos] if pos < len(tokens) else None
-
-    def take() -> str | None:
-        nonlocal pos
-        token = peek()
-        pos += 1
-        return token
-
-    requirements: list[Requirement] = []
-    while True:
-        token = take()
-        if token is None:
-            raise SelectorError("found '', expected: identifier")
-        if token == "!":
-            requirements.append(Requirement(_check_key(take() or ""), "!"))
-        else:
-            key = _check_key(token)
-            op = peek()
-            if op is None or op == ",":
-                requirements.append(Requirement(key, "exists"))
-            elif op in ("=", "==", "!="):
-                take()
-                value = peek()
-                if value is None or value == ",":
-                    value = ""
-                else:
-                    take()
-                    if value in _SPECIAL:
-                        raise SelectorError(f"found '{value}', expected: identifier for value")
-                requirements.append(Requirement(key, "!=" if op == "!=" else "=", (_check_value(value),)))
-            elif op in ("in", "notin"):
-                take()
-                if take() != "(":
-                    raise SelectorError(f"found '{_shown(peek() or '')}', expected: '(' after {op}")
-                items: list[str] = []
-                while (item := take()) != ")":
-                    if item is None:
-                        raise SelectorError("found '', expected: ')'")
-                    items.append(item)
-                requirements.append(Requirement(key, op, tuple(_set_values(items, op))))
-            elif op in (">", "<"):
-                take()
-                requirements.append(Requirement(key, "gt" if op == ">" else "lt", (_bound(take() or ""),)))
-            else:
-                raise SelectorError(f"found '{_shown(op)}', expected: '=', '!=', '==', 'in', notin'")
-        after = take()
-        if after is None:
-            break
-        if after != ",":
-            raise SelectorError(f"found '{_shown(after)}', expected: ',' or 'end of string'")
-    return tuple(requirements)
+    return tuple(_Parser(_lex(text)).parse())
 
 
 def labels_match(selector: LabelSelector, labels: Mapping[str, str]) -> bool:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+from kubectl_gpushare.kube.go_format import go_quote
 
 RBAC = "rbac.authorization.k8s.io"
 ADMISSION = "admissionregistration.k8s.io"
@@ -31,6 +33,11 @@ def _path(obj: dict[str, Any], *keys: str) -> str:
 
 
 FieldGetter = Callable[[dict[str, Any]], str]
+
+CORE_REFUSAL: Final = "field label not supported: {label}"
+"""The words of the field label conversion funcs k8s.io/kubernetes pkg/apis/core/v1/conversion.go
+registers (Pod, Node, Namespace, Event, Service, ...), and of a custom resource's
+(apiextensions-apiserver pkg/apiserver/conversion/converter.go ``ConvertFieldLabel``)."""
 
 
 def _getter(dotted: str) -> FieldGetter:
@@ -54,6 +61,9 @@ class Resource:
     """Discovery categories (``kubectl get all`` lists the kinds in ``all``)."""
     fields: tuple[str, ...] = ()
     """Field labels usable in ``fieldSelector`` besides metadata.name and metadata.namespace."""
+    field_label_refusal: str | None = None
+    """The error of the kind's own field label conversion func, a format of ``label`` (Go's ``%s``) and
+    ``quoted`` (``%q``); None where the kind registers none (`refuse_field_label`)."""
     getters: dict[str, FieldGetter] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -65,6 +75,27 @@ class Resource:
     def list_kind(self) -> str:
         """The kind of a list response (``PodList``)."""
         return self.kind + "List"
+
+    def refuse_field_label(self, label: str) -> str | None:
+        """kube-apiserver's 400 message for ``label`` in this kind's field selector; None where it accepts it.
+
+        ``Scheme.ConvertFieldLabel`` (k8s.io/apimachinery/pkg/runtime/scheme.go) calls the kind's own
+        conversion func where one is registered (`field_label_refusal`), else
+        ``DefaultMetaV1FieldSelectorConversion`` (runtime/conversion.go), which takes metadata.name and
+        metadata.namespace on every kind, a cluster-scoped one too (where a namespace then selects
+        nothing but "": k8s.io/apiserver/pkg/storage/selection_predicate.go ``DefaultClusterScopedAttr``
+        has no metadata.namespace, and a missing field reads as ""). The own funcs of the cluster-scoped
+        kinds served here (Node and Namespace in pkg/apis/core/v1/conversion.go, ResourceSlice in
+        pkg/apis/resource/v1/conversion.go, a cluster-scoped custom resource's ``ConvertFieldLabel``)
+        refuse metadata.namespace, and those of the namespaced ones take it: an own func takes it
+        exactly where the kind is namespaced.
+        """
+        namespace_known = self.namespaced or self.field_label_refusal is None
+        if label == "metadata.name" or label in self.fields or (label == "metadata.namespace" and namespace_known):
+            return None
+        if self.field_label_refusal is None:
+            return f'{go_quote(label)} is not a known field selector: only "metadata.name", "metadata.namespace"'
+        return self.field_label_refusal.format(label=label, quoted=go_quote(label))
 
     def field_values(self, obj: dict[str, Any]) -> dict[str, str]:
         """Every selectable field of ``obj``, as strings ("" when absent, as the real server does)."""
@@ -91,6 +122,7 @@ RESOURCES: tuple[Resource, ...] = (
         short_names=("no",),
         subresources=("status",),
         fields=("spec.unschedulable",),
+        field_label_refusal=CORE_REFUSAL,
     ),
     _resource(
         "pods",
@@ -109,9 +141,16 @@ RESOURCES: tuple[Resource, ...] = (
             "status.podIP",
             "status.nominatedNodeName",
         ),
+        field_label_refusal=CORE_REFUSAL,
     ),
     _resource(
-        "namespaces", "Namespace", False, short_names=("ns",), subresources=("status",), fields=("status.phase",)
+        "namespaces",
+        "Namespace",
+        False,
+        short_names=("ns",),
+        subresources=("status",),
+        fields=("status.phase",),
+        field_label_refusal=CORE_REFUSAL,
     ),
     _resource(
         "events",
@@ -131,13 +170,16 @@ RESOURCES: tuple[Resource, ...] = (
             "source",
             "type",
         ),
+        field_label_refusal=CORE_REFUSAL,
     ),
     _resource("configmaps", "ConfigMap", True, short_names=("cm",)),
     _resource("resourcequotas", "ResourceQuota", True, short_names=("quota",)),
     _resource("bindings", "Binding", True),
     _resource("leases", "Lease", True, group="coordination.k8s.io"),
     _resource("serviceaccounts", "ServiceAccount", True, short_names=("sa",), subresources=("token",)),
-    _resource("services", "Service", True, short_names=("svc",), categories=("all",), subresources=("status",)),
+    # Service's own func also takes spec.clusterIP and spec.type, which the sandbox does not select by.
+    _resource("services", "Service", True, short_names=("svc",), categories=("all",), subresources=("status",),
+              field_label_refusal=CORE_REFUSAL),
     _resource(
         "deployments",
         "Deployment",
@@ -174,7 +216,10 @@ RESOURCES: tuple[Resource, ...] = (
         categories=("all",),
         subresources=("status",),
     ),
-    _resource("jobs", "Job", True, group="batch", categories=("all",), subresources=("status",)),
+    # pkg/apis/batch/v1/conversion.go: Job's own func, whose words differ from core's; it also takes
+    # status.successful, which the sandbox does not select by.
+    _resource("jobs", "Job", True, group="batch", categories=("all",), subresources=("status",),
+              field_label_refusal="field label {quoted} not supported for Job"),
     _resource("roles", "Role", True, group=RBAC),
     _resource("rolebindings", "RoleBinding", True, group=RBAC),
     _resource("clusterroles", "ClusterRole", False, group=RBAC),
@@ -184,13 +229,16 @@ RESOURCES: tuple[Resource, ...] = (
               subresources=("status",)),
     _resource("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", False, group=ADMISSION),
     # Koordinator's per-node GPU inventory, as its CRD serves it (koordinator
-    # ``apis/scheduling/v1alpha1/device_types.go``: cluster-scoped, named after the node).
-    _resource("devices", "Device", False, group="scheduling.koordinator.sh", version="v1alpha1"),
+    # ``apis/scheduling/v1alpha1/device_types.go``: cluster-scoped, named after the node); a custom
+    # resource's field labels are converted by apiextensions-apiserver's ``ConvertFieldLabel``.
+    _resource("devices", "Device", False, group="scheduling.koordinator.sh", version="v1alpha1",
+              field_label_refusal=CORE_REFUSAL),
     # Dynamic Resource Allocation, resource.k8s.io/v1 (k8s.io/api resource/v1 types.go): slices are
     # selectable by spec.nodeName and spec.driver (ResourceSliceSelectorNodeName, ...Driver); a claim
     # has a status subresource, which the scheduler writes the allocation through.
     _resource("deviceclasses", "DeviceClass", False, group=DRA),
-    _resource("resourceslices", "ResourceSlice", False, group=DRA, fields=("spec.nodeName", "spec.driver")),
+    _resource("resourceslices", "ResourceSlice", False, group=DRA, fields=("spec.nodeName", "spec.driver"),
+              field_label_refusal="field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: {label}"),
     _resource("resourceclaims", "ResourceClaim", True, group=DRA, subresources=("status",)),
     _resource("resourceclaimtemplates", "ResourceClaimTemplate", True, group=DRA),
 )

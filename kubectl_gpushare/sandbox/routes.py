@@ -540,13 +540,13 @@ def _list_options(query: GoQuery, resource: Resource) -> ListOptions:
     ``ParameterCodec.DecodeParameters`` (`decode_list_options`: ``timeoutSeconds``, ``limit``, then
     the label and field selectors), each error a 400; ``ValidateListOptions`` (`_validate_list_options`,
     the 422); then the field selector's ``Transform`` through ``ConvertFieldLabel``, a 400 for a field
-    label the kind does not support. ``watch`` is the options' own, as upstream reads it.
+    label the kind does not support, in the kind's words (`Resource.refuse_field_label`). ``watch`` is
+    the options' own, as upstream reads it.
     """
     options = decode_list_options(query)
     _validate_list_options(query, watch=go_bool(query.get("watch")))
-    known = {"metadata.name", "metadata.namespace", *resource.fields}
     try:
-        check_field_labels(options.fields, known.__contains__)
+        check_field_labels(options.fields, resource.refuse_field_label)
     except SelectorError as exc:
         raise errors.bad_request(str(exc)) from None
     return options

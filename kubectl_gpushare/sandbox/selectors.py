@@ -121,18 +121,25 @@ def parse_field_selector(text: str | None) -> FieldSelector:
     return tuple(terms)
 
 
-def check_field_labels(selector: FieldSelector, allowed: Callable[[str], bool]) -> None:
+def check_field_labels(selector: FieldSelector, refuse: Callable[[str], str | None]) -> None:
     """Refuse the first field label the resource listed does not support.
 
     The handlers' ``FieldSelector.Transform`` through ``ConvertFieldLabel`` (k8s.io/apiserver/pkg/
-    endpoints/handlers/get.go ``ListResource``, delete.go ``DeleteCollection``).
+    endpoints/handlers/get.go ``ListResource``, delete.go ``DeleteCollection``), in the selector's
+    sorted term order.
+
+    Args:
+        selector: the parsed selector.
+        refuse: the kind's words for a label it does not take, None for one it does
+            (`resources.Resource.refuse_field_label`).
 
     Raises:
-        SelectorError: ``field label not supported: <label>``.
+        SelectorError: the first refusal.
     """
     for label, _equal, _value in selector:
-        if not allowed(label):
-            raise SelectorError(f"field label not supported: {label}")
+        refusal = refuse(label)
+        if refusal is not None:
+            raise SelectorError(refusal)
 
 
 def fields_match(selector: FieldSelector, values: Mapping[str, str]) -> bool:

@@ -90,8 +90,8 @@ NODE_SKIPPED = "warning: node bad: cannot be decoded (Expected `array`, got `str
         (["gpushare", "explain", "garbage"], 'Failed due to pods "garbage" not found in namespace "default"', 1),
         (["gpushare", "explain", "garbage", "-A"], 'Failed due to pods "garbage" not found in any namespace', 1),
         (["inspect-gpushare", "bad"], 'Failed due to nodes "bad" not found', 1),
-        (["gpushare", "fit", "2", "-l", "=x"], "error: --selector: unable to parse requirement: found '=', "
-                                                "expected: identifier", 2),
+        (["gpushare", "fit", "2", "-l", "=x"], "error: --selector: found '=', "
+                                                "expected: !, identifier, or 'end of string'", 2),
     ],
 )
 def test_a_failed_load_from_a_file_first_says_what_it_skipped(

@@ -13,6 +13,7 @@ import json
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -473,6 +474,10 @@ def test_a_selector_that_does_not_parse_is_a_400_before_the_list_options_422(
     assert len(sandbox.objects("configmaps")) == 2
 
 
+NOT_KNOWN = '{} is not a known field selector: only "metadata.name", "metadata.namespace"'
+"""``DefaultMetaV1FieldSelectorConversion``'s words (k8s.io/apimachinery/pkg/runtime/conversion.go), %q first."""
+
+
 @pytest.mark.parametrize("verb", ["list", "watch", "deletecollection"])
 def test_an_unsupported_field_label_is_a_400_after_the_list_options_422(sandbox: Sandbox, verb: str) -> None:
     # The field labels go through ConvertFieldLabel (FieldSelector.Transform) after ValidateListOptions.
@@ -483,7 +488,7 @@ def test_an_unsupported_field_label_is_a_400_after_the_list_options_422(sandbox:
     status, answer = send(sandbox, f"{query}&{RV_MATCH_WITHOUT_RV}")
     assert_list_options_refused(status, answer, "resourceVersionMatch")
     status, answer = send(sandbox, query)
-    assert status == 400 and answer["message"] == "field label not supported: spec.bogus", answer
+    assert status == 400 and answer["message"] == NOT_KNOWN.format('"spec.bogus"'), answer
     assert len(sandbox.objects("configmaps")) == 1
 
 
@@ -510,10 +515,10 @@ def test_the_real_kubectl_prints_the_selectors_400_before_the_list_options_422(
         ("metadata.name%3Dd1,", 200, ["d1"]),  # an empty term is skipped
         ("metadata.name!%3Dd0,,", 200, ["d1"]),
         ("zz,aa", 400, "invalid selector: 'zz,aa'; can't understand 'aa'"),  # the first term in sorted order
-        ("spec.zz%3Dx,spec.aa%3Dy", 400, "field label not supported: spec.aa"),
+        ("spec.zz%3Dx,spec.aa%3Dy", 400, NOT_KNOWN.format('"spec.aa"')),
         ("metadata.name%3Dd0%3Dx", 400, "invalid field selector: unescaped character in value: 61"),
         ("metadata.name%3Dd%5Cx", 400, "invalid field selector: invalid escape sequence: \\x"),
-        ("%20metadata.name%3Dd0", 400, "field label not supported:  metadata.name"),  # the label is not trimmed
+        ("%20metadata.name%3Dd0", 400, NOT_KNOWN.format('" metadata.name"')),  # the label is not trimmed
     ],
     ids=["trailing-comma", "empty-terms", "sorted-syntax", "sorted-labels", "bare-equals", "bad-escape", "no-trim"],
 )
@@ -528,3 +533,127 @@ def test_a_field_selector_is_read_as_fields_parse_selector_reads_it(
         assert [item["metadata"]["name"] for item in json.loads(body)["items"]] == answer
     else:
         assert body["message"] == answer
+
+
+@pytest.mark.parametrize(
+    ("path", "selector", "message"),
+    [
+        # Kinds that register their own conversion func (AddFieldLabelConversionFunc), in its words.
+        ("/api/v1/pods", "spec.bogus%3Dx", "field label not supported: spec.bogus"),  # core/v1/conversion.go
+        ("/api/v1/nodes", "spec.bogus%3Dx", "field label not supported: spec.bogus"),
+        ("/api/v1/namespaces", "spec.bogus%3Dx", "field label not supported: spec.bogus"),
+        ("/api/v1/events", "spec.bogus%3Dx", "field label not supported: spec.bogus"),
+        ("/api/v1/services", "spec.bogus%3Dx", "field label not supported: spec.bogus"),
+        ("/apis/batch/v1/jobs", "spec.bogus%3Dx", 'field label "spec.bogus" not supported for Job'),
+        ("/apis/resource.k8s.io/v1/resourceslices", "spec.bogus%3Dx",
+         "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.bogus"),
+        # A custom resource: apiextensions-apiserver's converter.go ConvertFieldLabel.
+        ("/apis/scheduling.koordinator.sh/v1alpha1/devices", "spec.bogus%3Dx", "field label not supported: spec.bogus"),
+        # The others: the scheme's DefaultMetaV1FieldSelectorConversion, the label %q-quoted.
+        ("/api/v1/configmaps", "spec.bogus%3Dx", NOT_KNOWN.format('"spec.bogus"')),
+        ("/apis/apps/v1/deployments", "status.replicas%3D1", NOT_KNOWN.format('"status.replicas"')),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", "a%22b%09c%3Dx", NOT_KNOWN.format(r'"a\"b\tc"')),
+        ("/apis/coordination.k8s.io/v1/leases", "spec.holderIdentity%3Dx", NOT_KNOWN.format('"spec.holderIdentity"')),
+        ("/apis/resource.k8s.io/v1/deviceclasses", "spec.bogus%3Dx", NOT_KNOWN.format('"spec.bogus"')),
+    ],
+    ids=["pods", "nodes", "namespaces", "events", "services", "jobs", "resourceslices", "crd", "configmaps",
+         "deployments", "clusterroles-quoted", "leases", "deviceclasses"],
+)
+def test_an_unsupported_field_label_is_refused_in_the_words_of_the_kinds_conversion(
+        sandbox: Sandbox, path: str, selector: str, message: str) -> None:
+    # The handlers answer the Transform error of Scheme.ConvertFieldLabel (apimachinery runtime/scheme.go)
+    # as apierrors.NewBadRequest: the same 400 Status on every kind, worded by the kind's conversion.
+    for watch in ("", "&watch=1"):
+        try:
+            urllib.request.urlopen(f"{sandbox.url}{path}?fieldSelector={selector}{watch}", timeout=30)
+            raise AssertionError(f"{path} answered")
+        except urllib.error.HTTPError as exc:
+            status, answer = exc.code, json.loads(exc.read())
+        assert status == 400, answer
+        assert answer == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                          "message": message, "reason": "BadRequest", "code": 400}
+
+
+def test_the_real_kubectl_prints_the_kinds_words_for_an_unsupported_field_label(sandbox: Sandbox, kubectl: Any) -> None:
+    # As kubernetes.io's field-selectors page shows it for ingresses: kubectl's "Unable to find" wrapper
+    # around the server's message.
+    result = kubectl("get", "configmaps", "--field-selector", "spec.bogus=x", check=False)
+    assert (result.returncode, result.stderr) == (
+        1, 'Error from server (BadRequest): Unable to find "/v1, Resource=configmaps" that match label selector "", '
+           'field selector "spec.bogus=x": "spec.bogus" is not a known field selector: only "metadata.name", '
+           '"metadata.namespace"\n')
+    result = kubectl("get", "jobs", "--field-selector", "status.succeeded=1", check=False)
+    assert result.returncode == 1
+    assert result.stderr.endswith(': field label "status.succeeded" not supported for Job\n'), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/api/v1/nodes", "field label not supported: metadata.namespace"),
+        ("/api/v1/namespaces", "field label not supported: metadata.namespace"),
+        ("/apis/resource.k8s.io/v1/resourceslices",
+         "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: metadata.namespace"),
+        ("/apis/scheduling.koordinator.sh/v1alpha1/devices", "field label not supported: metadata.namespace"),
+    ],
+    ids=["nodes", "namespaces", "resourceslices", "crd"],
+)
+def test_a_cluster_scoped_kinds_own_conversion_refuses_metadata_namespace(
+        sandbox: Sandbox, path: str, message: str) -> None:
+    # Their own funcs (core/v1 and resource/v1 conversion.go, apiextensions' ConvertFieldLabel for a
+    # cluster-scoped custom resource) list no metadata.namespace, even with an empty value.
+    for selector in ("metadata.namespace%3D", "metadata.namespace%3Ddefault"):
+        try:
+            urllib.request.urlopen(f"{sandbox.url}{path}?fieldSelector={selector}", timeout=30)
+            raise AssertionError(f"{path} answered")
+        except urllib.error.HTTPError as exc:
+            status, answer = exc.code, json.loads(exc.read())
+        assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", message), answer
+
+
+@pytest.mark.parametrize(("selector", "names"), [
+    ("metadata.namespace%3D", ["c"]),
+    ("metadata.namespace%3Ddefault", []),
+    ("metadata.namespace!%3Ddefault", ["c"]),
+])
+def test_a_cluster_scoped_kind_without_its_own_conversion_selects_an_empty_namespace(
+        sandbox: Sandbox, selector: str, names: list[str]) -> None:
+    # DefaultMetaV1FieldSelectorConversion takes metadata.namespace on any kind; DefaultClusterScopedAttr
+    # has no such field, which reads as "".
+    sandbox.load([{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "c"}}])
+    url = f"{sandbox.url}/apis/rbac.authorization.k8s.io/v1/clusterroles?fieldSelector={selector}"
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        assert [item["metadata"]["name"] for item in json.loads(resp.read())["items"]] == names
+
+
+def test_the_real_kubectl_prints_a_nodes_refusal_of_metadata_namespace(sandbox: Sandbox, kubectl: Any) -> None:
+    result = kubectl("get", "nodes", "--field-selector", "metadata.namespace=default", check=False)
+    assert result.returncode == 1
+    assert result.stderr.endswith(": field label not supported: metadata.namespace\n"), result.stderr
+
+
+@pytest.mark.parametrize(("selector", "message"), [
+    ("a,", "found '', expected: identifier after ','"),
+    ("=x", "found '=', expected: !, identifier, or 'end of string'"),
+    ("a b", "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+    ("a in b", "unable to parse requirement: found 'b' expected: '('"),
+    ("a in (x,", "unable to parse requirement: found '', expected: ',', or identifier"),
+    ("a>x", "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', 'Lt' operators, the value "
+            "must be an integer"),
+    ("/a", 'unable to parse requirement: <nil>: Invalid value: "/a": prefix part must be non-empty'),
+])
+def test_a_label_selector_error_is_in_labels_parses_words(sandbox: Sandbox, selector: str, message: str) -> None:
+    # The ListOptions conversion's labels.Parse (apimachinery pkg/labels/selector.go), answered as a 400.
+    status, answer = get(sandbox, "labelSelector=" + urllib.parse.quote(selector, safe=""))
+    assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", message), answer
+
+
+def test_a_label_selector_of_an_empty_set_selects_the_empty_value(sandbox: Sandbox, kubectl: Any) -> None:
+    # parseValues: "()" is the set holding "" alone, not an error.
+    sandbox.load([{"kind": "ConfigMap", "metadata": {"name": n, "namespace": "default", "labels": labels}}
+                  for n, labels in (("d0", {"a": ""}), ("d1", {"a": "x"}), ("d2", {}))])
+    assert kubectl("get", "configmaps", "-l", "a in ()", "-o", "name").stdout == "configmap/d0\n"
+    result = kubectl("get", "configmaps", "-l", "a in b", check=False)
+    assert (result.returncode, result.stderr) == (
+        1, 'Error from server (BadRequest): Unable to find "/v1, Resource=configmaps" that match label selector '
+           '"a in b", field selector "": unable to parse requirement: found \'b\' expected: \'(\'\n')

@@ -7,8 +7,9 @@ import pytest
 from kubectl_gpushare.sandbox.selectors import SelectorError, check_field_labels, fields_match, parse_field_selector
 
 
-def _allowed(label: str) -> bool:
-    return label in {"metadata.name", "spec.nodeName", "status.phase"}
+def _allowed(label: str) -> str | None:
+    known = label in {"metadata.name", "spec.nodeName", "status.phase"}
+    return None if known else f"field label not supported: {label}"
 
 
 def test_field_selector_describe_node_shape() -> None:
