@@ -3,7 +3,8 @@
 The kustomize trees in the repository's ``manifests/`` folder are the single source: the package
 ships them through the ``_manifests`` link, and this command builds them (`kustomize.build`) into
 the same objects ``kubectl kustomize manifests/`` (or ``manifests/managed``, ``manifests/dra``) prints.
-``manifests/dra`` is a kustomize Component, which kustomize (and `kustomize.build`) builds on its own.
+Every install carries the ClusterRole ``gpushare-viewer`` (``manifests/viewer``, listed by ``base`` and
+by ``dra``); ``manifests/dra/driver`` is the kustomize Component that ``dra`` and mixed overlays list.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ SCHEDULER_IMAGE = "registry.k8s.io/kube-scheduler:v1.34.1"
 COMPONENTS = {
     "extender": "base/extender.yaml",
     "device-plugin": "base/device-plugin.yaml",
-    "viewer": "base/viewer.yaml",
+    "viewer": "viewer/viewer.yaml",
     "scheduler-config": "kube-scheduler-config.yaml",
     "certificates": "managed/certificates.yaml",
     "scheduler": "managed/scheduler.yaml",
     "webhook": "managed/webhook.yaml",
-    "dra-driver": "dra/dra-driver.yaml",
-    "device-class": "dra/deviceclass.yaml",
+    "dra-driver": "dra/driver/dra-driver.yaml",
+    "device-class": "dra/driver/deviceclass.yaml",
 }
 """Component -> file. ``scheduler-config`` is a kube-scheduler file, not an API object, so it is in no tree."""
 MANAGED_ONLY = ("certificates", "scheduler", "webhook")
@@ -80,8 +81,8 @@ def render(*, managed: bool = False, dra: bool = False, only: str = "all", image
               help="The install for managed control planes (EKS, GKE, AKS): adds a second kube-scheduler, the "
                    "webhook that sends GPU pods to it, and their cert-manager certificates.")
 @click.option("--dra", is_flag=True,
-              help="The DRA driver instead (Kubernetes 1.34+): its DaemonSet, RBAC and DeviceClass; kube-scheduler "
-                   "allocates GPU memory itself, no extender.")
+              help="The DRA driver instead (Kubernetes 1.34+): its DaemonSet, RBAC and DeviceClass, and the "
+                   "gpushare-viewer role; kube-scheduler allocates GPU memory itself, no extender.")
 @click.option(
     "--only",
     "only",
@@ -109,8 +110,6 @@ def manifests_command(*, managed: bool, dra: bool, only: str, image: str, schedu
         raise click.UsageError(f"--only {only} is part of the managed install; add --managed")
     if only in DRA_ONLY and not dra:
         raise click.UsageError(f"--only {only} is part of the DRA install; add --dra")
-    if dra and only == "viewer":
-        raise click.UsageError("--only viewer serves every install and is not part of --dra; drop --dra")
-    if dra and only != "all" and only not in DRA_ONLY:
+    if dra and only not in ("all", "viewer", *DRA_ONLY):  # every install carries the viewer
         raise click.UsageError(f"--only {only} is not part of the DRA install")
     click.echo(render(managed=managed, dra=dra, only=only, image=image, scheduler_image=scheduler_image), nl=False)

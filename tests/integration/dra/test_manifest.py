@@ -1,12 +1,15 @@
-"""manifests/dra: a kustomize Component that builds on its own (the DRA-only install) and inside an
-overlay beside manifests/; what kubectl kustomize builds is what `kubectl gpushare manifests --dra`
-prints, the DaemonSet mounts what the driver touches, and its RBAC is exactly the calls the driver makes."""
+"""manifests/dra: the DRA-only install (the driver's Component manifests/dra/driver and the shared
+gpushare-viewer role), and the Component inside an overlay beside manifests/; what kubectl kustomize
+builds is what `kubectl gpushare manifests --dra` prints, applying it beside the extender install keeps
+one viewer role, the DaemonSet mounts what the driver touches, and its RBAC is exactly the calls the
+driver makes."""
 
 from __future__ import annotations
 
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,8 @@ from kubectl_gpushare.node.sockets import target
 from kubectl_gpushare.sandbox.server import Sandbox
 
 MANIFESTS = Path(__file__).resolve().parents[3] / "manifests" / "dra"
+DRIVER = MANIFESTS / "driver"
+VIEWER = ("ClusterRole", "", "gpushare-viewer")
 
 
 def key(doc: dict[str, Any]) -> tuple[str, str, str]:
@@ -46,7 +51,7 @@ ENFORCEMENT_ROLE = "gpushare-dra-driver-enforcement"
 
 def all_documents() -> list[dict[str, Any]]:
     return [doc for name in ("dra-driver.yaml", "deviceclass.yaml")
-            for doc in yaml.safe_load_all((MANIFESTS / name).read_text()) if doc]
+            for doc in yaml.safe_load_all((DRIVER / name).read_text()) if doc]
 
 
 def documents() -> dict[str, dict[str, Any]]:
@@ -74,21 +79,38 @@ def test_plugin_prints_what_kubectl_kustomize_builds(kubectl_binaries: list[str]
     ours = {key(doc): doc for doc in yaml.safe_load_all(render(dra=True)) if doc}
     assert {kind for kind, _, _ in ours} == {"DeviceClass", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
                                             "DaemonSet"}
-    assert ("ClusterRole", "", ENFORCEMENT_ROLE) in ours
+    assert ("ClusterRole", "", ENFORCEMENT_ROLE) in ours and VIEWER in ours
     for binary in kubectl_binaries:
         assert kustomize(binary, MANIFESTS) == ours, binary
 
 
-def test_dra_is_a_kustomize_component() -> None:
-    spec = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
-    assert (spec["apiVersion"], spec["kind"]) == ("kustomize.config.k8s.io/v1alpha1", "Component")
+def test_the_install_is_a_kustomization_and_the_driver_a_component() -> None:
+    install = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
+    assert (install["apiVersion"], install["kind"]) == ("kustomize.config.k8s.io/v1beta1", "Kustomization")
+    assert install["components"] == ["driver"]
+    driver = yaml.safe_load((DRIVER / "kustomization.yaml").read_text())
+    assert (driver["apiVersion"], driver["kind"]) == ("kustomize.config.k8s.io/v1alpha1", "Component")
+
+
+@pytest.mark.integration
+def test_the_dra_install_beside_the_extender_install_keeps_one_viewer_role(
+    sandbox: Sandbox, kubectl: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    """Both kustomize routes, then the plugin's: the second and third apply leave the role unchanged."""
+    assert "gpushare-viewer created" in kubectl("apply", "-k", str(MANIFESTS.parent)).stdout
+    assert "gpushare-viewer unchanged" in kubectl("apply", "-k", str(MANIFESTS)).stdout
+    printed = kubectl("gpushare", "manifests", "--dra").stdout
+    assert "gpushare-viewer unchanged" in kubectl("apply", "-f", "-", input=printed).stdout
+    (role,) = [r for r in sandbox.objects("clusterroles") if r["metadata"]["name"] == "gpushare-viewer"]
+    (shipped,) = [doc for doc in yaml.safe_load_all(printed) if doc and key(doc) == VIEWER]
+    assert role["rules"] == shipped["rules"]
 
 
 @pytest.mark.integration
 def test_an_overlay_adds_the_dra_component_beside_the_extender_and_device_plugin(
     kubectl_binaries: list[str], tmp_path: Path
 ) -> None:
-    """manifests/README.md's overlay (``components:`` beside ``resources:``) builds both installs, unchanged."""
+    """manifests/README.md's overlay (the driver under ``components:``) builds both, with one viewer role."""
     readme = (MANIFESTS.parent / "README.md").read_text()
     (snippet,) = [block for block in re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL)
                   if yaml.safe_load(block).get("kind") == "Kustomization"]
@@ -98,7 +120,7 @@ def test_an_overlay_adds_the_dra_component_beside_the_extender_and_device_plugin
     (overlay / "kustomization.yaml").write_text(snippet)
     base = {key(doc): doc for doc in yaml.safe_load_all(render()) if doc}
     dra = {key(doc): doc for doc in yaml.safe_load_all(render(dra=True)) if doc}
-    assert not base.keys() & dra.keys()
+    assert base.keys() & dra.keys() == {VIEWER} and base[VIEWER] == dra[VIEWER]
     assert ("DaemonSet", "kube-system", "gpushare-device-plugin-ds") in base
     for binary in kubectl_binaries:
         assert kustomize(binary, overlay) == base | dra, binary
@@ -136,11 +158,12 @@ def test_daemonset_mounts_what_the_driver_touches_and_never_runs_beside_the_devi
 def test_the_first_roll_recipe_in_the_docs_changes_only_the_update_strategy() -> None:
     """docs/dra.md's recipe for the first roll from a driver without POD_UID: no surge, the same pods."""
     docs = (MANIFESTS.parents[1] / "docs" / "dra.md").read_text()
-    recipe = re.search(r"\*\*The first roll onto.*?```sh\n(sed .*?) manifests/dra/dra-driver\.yaml", docs, re.S)
+    recipe = re.search(r"\*\*The first roll onto.*?```sh\n(sed .*?) manifests/dra/driver/dra-driver\.yaml", docs,
+                       re.S)
     assert recipe is not None
-    edited = subprocess.run(["bash", "-c", f"{recipe[1]} {MANIFESTS / 'dra-driver.yaml'}"], capture_output=True,
+    edited = subprocess.run(["bash", "-c", f"{recipe[1]} {DRIVER / 'dra-driver.yaml'}"], capture_output=True,
                             text=True, timeout=30, check=True).stdout
-    before = {key(doc): doc for doc in yaml.safe_load_all((MANIFESTS / "dra-driver.yaml").read_text()) if doc}
+    before = {key(doc): doc for doc in yaml.safe_load_all((DRIVER / "dra-driver.yaml").read_text()) if doc}
     after = {key(doc): doc for doc in yaml.safe_load_all(edited) if doc}
     daemonset = ("DaemonSet", "kube-system", "gpushare-dra-driver")
     assert after[daemonset]["spec"].pop("updateStrategy") == {
