@@ -2,9 +2,10 @@
 
 The kustomize trees in the repository's ``manifests/`` folder are the single source: the package
 ships them through the ``_manifests`` link, and this command builds them (`kustomize.build`) into
-the same objects ``kubectl kustomize manifests/`` (or ``manifests/managed``, ``manifests/dra``) prints.
+the same objects ``kubectl kustomize manifests/`` (or ``manifests/managed``, ``manifests/dra-only``) prints.
 Every install carries the ClusterRole ``gpushare-viewer`` (``manifests/viewer``, listed by ``base`` and
-by ``dra``); ``manifests/dra/driver`` is the kustomize Component that ``dra`` and mixed overlays list.
+by ``dra-only``); ``manifests/dra`` is the driver's kustomize Component, which ``dra-only`` and mixed
+overlays list, and which kustomize also builds on its own (the driver without the viewer, as before).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ COMPONENTS = {
     "certificates": "managed/certificates.yaml",
     "scheduler": "managed/scheduler.yaml",
     "webhook": "managed/webhook.yaml",
-    "dra-driver": "dra/driver/dra-driver.yaml",
-    "device-class": "dra/driver/deviceclass.yaml",
+    "dra-driver": "dra/dra-driver.yaml",
+    "device-class": "dra/deviceclass.yaml",
 }
 """Component -> file. ``scheduler-config`` is a kube-scheduler file, not an API object, so it is in no tree."""
 MANAGED_ONLY = ("certificates", "scheduler", "webhook")
@@ -68,7 +69,7 @@ def render(*, managed: bool = False, dra: bool = False, only: str = "all", image
 
     if only == "scheduler-config":
         return read_manifest(only).strip() + "\n"
-    documents = build(manifests_root(), "dra" if dra else "managed" if managed else ".")
+    documents = build(manifests_root(), "dra-only" if dra else "managed" if managed else ".")
     if only != "all":
         wanted = {_key(doc) for doc in yaml.safe_load_all(read_manifest(only)) if doc}
         documents = [doc for doc in documents if _key(doc) in wanted]

@@ -31,7 +31,7 @@ pod's own namespace) and matched to the prepared claims by namespace and name. W
 The pod watch costs the API server one list and one watch per node, served from its watch cache,
 which indexes pods by ``spec.nodeName`` (``pkg/registry/core/pod/strategy.go``,
 ``NodeNameTriggerFunc``): kubelet itself watches the same set. It needs ``pods list, watch``, granted
-in ``manifests/dra/driver/dra-driver.yaml`` for enforcement only; with ``--enforce-memory off`` this module
+in ``manifests/dra/dra-driver.yaml`` for enforcement only; with ``--enforce-memory off`` this module
 is never built and the driver makes no pod request at all.
 
 Hostile input: a pod whose UID is not a lower-case UUID is never recorded (warned once), so no API

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 PLUGIN_NAMESPACE: Final = "kube-system"
 PLUGIN_COMPONENTS: Final = ("gpushare-device-plugin", "gpushare-dra-driver")
 """The ``component`` pod label of the device plugin's DaemonSet (manifests/base/device-plugin.yaml; doctor
-reads the same one) and of the DRA driver's (manifests/dra/driver/dra-driver.yaml): both serve the node's usage."""
+reads the same one) and of the DRA driver's (manifests/dra/dra-driver.yaml): both serve the node's usage."""
 PLUGIN_SELECTOR: Final = f"component in ({','.join(PLUGIN_COMPONENTS)})"
 MAX_CONCURRENT: Final = 16
 """Plugins asked at once: the client's pool of kept-alive connections (`kube._transport`), so no

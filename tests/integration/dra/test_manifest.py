@@ -1,8 +1,8 @@
-"""manifests/dra: the DRA-only install (the driver's Component manifests/dra/driver and the shared
-gpushare-viewer role), and the Component inside an overlay beside manifests/; what kubectl kustomize
-builds is what `kubectl gpushare manifests --dra` prints, applying it beside the extender install keeps
-one viewer role, the DaemonSet mounts what the driver touches, and its RBAC is exactly the calls the
-driver makes."""
+"""manifests/dra: the driver's kustomize Component, built on its own (the driver without the viewer
+role, as before), inside manifests/dra-only (the DRA-only install, with the shared gpushare-viewer role)
+and inside an overlay beside manifests/; what kubectl kustomize builds of manifests/dra-only is what
+`kubectl gpushare manifests --dra` prints, applying it beside the extender install keeps one viewer
+role, the DaemonSet mounts what the driver touches, and its RBAC is exactly the calls the driver makes."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from kubectl_gpushare.node.sockets import target
 from kubectl_gpushare.sandbox.server import Sandbox
 
 MANIFESTS = Path(__file__).resolve().parents[3] / "manifests" / "dra"
-DRIVER = MANIFESTS / "driver"
+DRA_ONLY = MANIFESTS.parent / "dra-only"
 VIEWER = ("ClusterRole", "", "gpushare-viewer")
 
 
@@ -51,7 +51,7 @@ ENFORCEMENT_ROLE = "gpushare-dra-driver-enforcement"
 
 def all_documents() -> list[dict[str, Any]]:
     return [doc for name in ("dra-driver.yaml", "deviceclass.yaml")
-            for doc in yaml.safe_load_all((DRIVER / name).read_text()) if doc]
+            for doc in yaml.safe_load_all((MANIFESTS / name).read_text()) if doc]
 
 
 def documents() -> dict[str, dict[str, Any]]:
@@ -80,16 +80,29 @@ def test_plugin_prints_what_kubectl_kustomize_builds(kubectl_binaries: list[str]
     assert {kind for kind, _, _ in ours} == {"DeviceClass", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
                                             "DaemonSet"}
     assert ("ClusterRole", "", ENFORCEMENT_ROLE) in ours and VIEWER in ours
+    driver_alone = {k: doc for k, doc in ours.items() if k != VIEWER}
     for binary in kubectl_binaries:
-        assert kustomize(binary, MANIFESTS) == ours, binary
+        assert kustomize(binary, DRA_ONLY) == ours, binary
+        assert kustomize(binary, MANIFESTS) == driver_alone, binary  # `apply -k manifests/dra`, as before
 
 
-def test_the_install_is_a_kustomization_and_the_driver_a_component() -> None:
-    install = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
-    assert (install["apiVersion"], install["kind"]) == ("kustomize.config.k8s.io/v1beta1", "Kustomization")
-    assert install["components"] == ["driver"]
-    driver = yaml.safe_load((DRIVER / "kustomization.yaml").read_text())
+def test_dra_is_a_kustomize_component_and_dra_only_lists_it_beside_the_viewer() -> None:
+    driver = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
     assert (driver["apiVersion"], driver["kind"]) == ("kustomize.config.k8s.io/v1alpha1", "Component")
+    assert driver["resources"] == ["deviceclass.yaml", "dra-driver.yaml"]
+    install = yaml.safe_load((DRA_ONLY / "kustomization.yaml").read_text())
+    assert (install["apiVersion"], install["kind"]) == ("kustomize.config.k8s.io/v1beta1", "Kustomization")
+    assert (install["resources"], install["components"]) == (["../viewer"], ["../dra"])
+
+
+def test_the_docs_install_a_dra_only_cluster_with_dra_only() -> None:
+    """Where the docs pair a kustomize folder with ``manifests --dra``, it is the one that builds the same."""
+    root = MANIFESTS.parents[1]
+    for doc in ("README.md", "docs/dra.md", "docs/install.md", "manifests/README.md"):
+        text = (root / doc).read_text()
+        assert "kubectl apply -k manifests/dra-only" in text, doc
+        paired = re.findall(r"apply -k (manifests/\S+).*manifests --dra \|", text)
+        assert set(paired) <= {"manifests/dra-only"}, (doc, paired)
 
 
 @pytest.mark.integration
@@ -98,7 +111,7 @@ def test_the_dra_install_beside_the_extender_install_keeps_one_viewer_role(
 ) -> None:
     """Both kustomize routes, then the plugin's: the second and third apply leave the role unchanged."""
     assert "gpushare-viewer created" in kubectl("apply", "-k", str(MANIFESTS.parent)).stdout
-    assert "gpushare-viewer unchanged" in kubectl("apply", "-k", str(MANIFESTS)).stdout
+    assert "gpushare-viewer unchanged" in kubectl("apply", "-k", str(DRA_ONLY)).stdout
     printed = kubectl("gpushare", "manifests", "--dra").stdout
     assert "gpushare-viewer unchanged" in kubectl("apply", "-f", "-", input=printed).stdout
     (role,) = [r for r in sandbox.objects("clusterroles") if r["metadata"]["name"] == "gpushare-viewer"]
@@ -110,10 +123,13 @@ def test_the_dra_install_beside_the_extender_install_keeps_one_viewer_role(
 def test_an_overlay_adds_the_dra_component_beside_the_extender_and_device_plugin(
     kubectl_binaries: list[str], tmp_path: Path
 ) -> None:
-    """manifests/README.md's overlay (the driver under ``components:``) builds both, with one viewer role."""
+    """manifests/README.md's overlay, as earlier releases wrote it, builds both with one viewer role."""
     readme = (MANIFESTS.parent / "README.md").read_text()
     (snippet,) = [block for block in re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL)
                   if yaml.safe_load(block).get("kind") == "Kustomization"]
+    spec = yaml.safe_load(snippet)
+    assert (spec["resources"], spec["components"]) == (["../kubectl-gpushare/manifests"],
+                                                       ["../kubectl-gpushare/manifests/dra"])
     (tmp_path / "kubectl-gpushare").symlink_to(MANIFESTS.parents[1])  # "next to a checkout of this repository"
     overlay = tmp_path / "my-overlay"
     overlay.mkdir()
@@ -158,12 +174,11 @@ def test_daemonset_mounts_what_the_driver_touches_and_never_runs_beside_the_devi
 def test_the_first_roll_recipe_in_the_docs_changes_only_the_update_strategy() -> None:
     """docs/dra.md's recipe for the first roll from a driver without POD_UID: no surge, the same pods."""
     docs = (MANIFESTS.parents[1] / "docs" / "dra.md").read_text()
-    recipe = re.search(r"\*\*The first roll onto.*?```sh\n(sed .*?) manifests/dra/driver/dra-driver\.yaml", docs,
-                       re.S)
+    recipe = re.search(r"\*\*The first roll onto.*?```sh\n(sed .*?) manifests/dra/dra-driver\.yaml", docs, re.S)
     assert recipe is not None
-    edited = subprocess.run(["bash", "-c", f"{recipe[1]} {DRIVER / 'dra-driver.yaml'}"], capture_output=True,
+    edited = subprocess.run(["bash", "-c", f"{recipe[1]} {MANIFESTS / 'dra-driver.yaml'}"], capture_output=True,
                             text=True, timeout=30, check=True).stdout
-    before = {key(doc): doc for doc in yaml.safe_load_all((DRIVER / "dra-driver.yaml").read_text()) if doc}
+    before = {key(doc): doc for doc in yaml.safe_load_all((MANIFESTS / "dra-driver.yaml").read_text()) if doc}
     after = {key(doc): doc for doc in yaml.safe_load_all(edited) if doc}
     daemonset = ("DaemonSet", "kube-system", "gpushare-dra-driver")
     assert after[daemonset]["spec"].pop("updateStrategy") == {

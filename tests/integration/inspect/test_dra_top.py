@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 
 def driver_pod(node: str) -> dict[str, Any]:
-    """The DRA driver's pod on ``node`` (manifests/dra/driver/dra-driver.yaml's label), with a usage port."""
+    """The DRA driver's pod on ``node`` (manifests/dra/dra-driver.yaml's label), with a usage port."""
     pod = plugin_pod(node, "10.7.2.1")
     pod["metadata"]["name"] = f"gpushare-dra-driver-{node}"
     pod["metadata"]["labels"] = {"component": "gpushare-dra-driver"}
