@@ -1,7 +1,8 @@
 """The shipped ``gpushare-viewer`` ClusterRole, read from the manifest at test time, and tokens that hold it.
 
 A test's read-only user holds Kubernetes' ``view`` (the sandbox's `READONLY_TOKEN` rules) and, through
-`viewer_kubeconfig`, the rules ``manifests/base/viewer.yaml`` ships: the manifest is what is tested.
+`viewer_kubeconfig`, the rules ``manifests/viewer/viewer.yaml`` ships (the one file every install carries),
+or the rules an install left on the sandbox: the manifest is what is tested.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import yaml
 
 from kubectl_gpushare.sandbox.server import Sandbox
 
-VIEWER_MANIFEST = Path(__file__).parents[1] / "manifests" / "base" / "viewer.yaml"
+VIEWER_MANIFEST = Path(__file__).parents[1] / "manifests" / "viewer" / "viewer.yaml"
 TOKEN = "viewer-and-gpushare-viewer"
 USER = "alice"
 
@@ -25,7 +26,10 @@ def viewer_rules() -> list[dict[str, Any]]:
     return list(role["rules"])
 
 
-def viewer_kubeconfig(sandbox: Sandbox, path: Path) -> Path:
-    """A kubeconfig whose user holds ``view`` and ``gpushare-viewer`` (both bound cluster-wide)."""
-    sandbox.add_token(TOKEN, USER, readonly=True, rules=viewer_rules())
+def viewer_kubeconfig(sandbox: Sandbox, path: Path, rules: list[dict[str, Any]] | None = None) -> Path:
+    """A kubeconfig whose user holds ``view`` and ``gpushare-viewer`` (both bound cluster-wide).
+
+    ``rules``: the role's rules as an install applied them (default: the manifest's, `viewer_rules`).
+    """
+    sandbox.add_token(TOKEN, USER, readonly=True, rules=viewer_rules() if rules is None else rules)
     return sandbox.write_kubeconfig(path, token=TOKEN)

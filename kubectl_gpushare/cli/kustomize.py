@@ -1,10 +1,13 @@
 """Build the shipped kustomize trees without kustomize, so ``kubectl gpushare manifests`` needs nothing else.
 
-Only what ``manifests/`` uses is supported: ``resources`` (files and folders, also ``../x``) and
-``patches`` given as a file of RFC 6902 operations (add, replace, remove) with a ``target`` of
-kind, name and optional namespace. A ``kind: Component`` folder (``manifests/dra``) builds on its
-own as a Kustomization does, and, as in kustomize (api/internal/target/kusttarget.go), is refused
-when ``resources:`` names it: overlays take it through ``components:``, which this builder lacks.
+Only what ``manifests/`` uses is supported: ``resources`` (files and folders, also ``../x``),
+``components`` (Component folders) and ``patches`` given as a file of RFC 6902 operations (add,
+replace, remove) with a ``target`` of kind, name and optional namespace. As in kustomize
+(api/internal/target/kusttarget.go, accumulateTarget and accumulateDirectory): a folder's resources
+come first, then its components, each adding its objects and patches to the objects gathered so
+far, then its own patches; a ``kind: Component`` folder builds on its own as a Kustomization does,
+is refused under ``resources:``, and only a Component may be listed under ``components:``; two
+objects of one apiVersion, kind, namespace and name are an error (api/resmap/reswrangler.go, Append).
 Anything else is an error, never silently skipped: the tests build every tree with the real
 ``kubectl kustomize`` and require the same objects.
 """
@@ -37,22 +40,39 @@ def build(root: Traversable, folder: str = ".", *, top: bool = True) -> list[Doc
     """The objects of the kustomization in ``folder`` (relative to ``root``), in kustomize's input order.
 
     Raises:
-        KustomizeError: an unsupported field, a Component named in ``resources:``, or a patch that
-            does not apply.
+        KustomizeError: an unsupported field, a Component named in ``resources:`` or another kind in
+            ``components:``, two objects with one id, or a patch that does not apply.
+    """
+    return _accumulate(root, folder, [], "top" if top else "resource")
+
+
+def _accumulate(root: Traversable, folder: str, documents: list[Document], role: str) -> list[Document]:
+    """Add ``folder``'s objects to ``documents`` and apply its patches to all of them.
+
+    A Kustomization starts from an empty list (its parent merges the result); a Component
+    (``role == "component"``) works on its parent's list, as kustomize's accumulateDirectory does.
     """
     spec = yaml.safe_load(_at(root, posixpath.join(folder, "kustomization.yaml")).read_text()) or {}
-    if not top and spec.get("kind") == "Component":
+    is_component = spec.get("kind") == "Component"
+    if role == "resource" and is_component:
         raise KustomizeError(f"{folder} is a Component: an overlay names it in components:, not resources:")
-    unsupported = set(spec) - {"apiVersion", "kind", "resources", "patches"}
+    if role == "component" and not is_component:
+        raise KustomizeError(f"{folder} is listed under components: but is not a kind: Component")
+    unsupported = set(spec) - {"apiVersion", "kind", "resources", "components", "patches"}
     if unsupported:
         raise KustomizeError(f"{folder}/kustomization.yaml: unsupported fields {sorted(unsupported)}")
-    documents: list[Document] = []
     for entry in spec.get("resources") or ():
         path = posixpath.normpath(posixpath.join(folder, entry))
         if _at(root, path).is_dir():
-            documents.extend(build(root, path, top=False))
+            added = _accumulate(root, path, [], "resource")
         else:
-            documents.extend(doc for doc in yaml.safe_load_all(_at(root, path).read_text()) if doc)
+            added = [doc for doc in yaml.safe_load_all(_at(root, path).read_text()) if doc]
+        for doc in added:
+            if any(_id(doc) == _id(known) for known in documents):
+                raise KustomizeError(f"{path}: may not add {_id(doc)}, which is already in the build")
+            documents.append(doc)
+    for entry in spec.get("components") or ():
+        _accumulate(root, posixpath.normpath(posixpath.join(folder, entry)), documents, "component")
     for patch in spec.get("patches") or ():
         operations = yaml.safe_load(_at(root, posixpath.join(folder, patch["path"])).read_text())
         target = patch.get("target") or {}
@@ -63,6 +83,11 @@ def build(root: Traversable, folder: str = ".", *, top: bool = True) -> list[Doc
             for operation in operations:
                 apply_operation(doc, operation)
     return documents
+
+
+def _id(doc: Document) -> tuple[str, str, str, str]:
+    meta = doc.get("metadata") or {}
+    return str(doc.get("apiVersion")), str(doc.get("kind")), str(meta.get("namespace", "")), str(meta.get("name"))
 
 
 def _matches(doc: Document, target: dict[str, str]) -> bool:

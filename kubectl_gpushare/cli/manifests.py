@@ -2,8 +2,10 @@
 
 The kustomize trees in the repository's ``manifests/`` folder are the single source: the package
 ships them through the ``_manifests`` link, and this command builds them (`kustomize.build`) into
-the same objects ``kubectl kustomize manifests/`` (or ``manifests/managed``, ``manifests/dra``) prints.
-``manifests/dra`` is a kustomize Component, which kustomize (and `kustomize.build`) builds on its own.
+the same objects ``kubectl kustomize manifests/`` (or ``manifests/managed``, ``manifests/dra-only``) prints.
+Every install carries the ClusterRole ``gpushare-viewer`` (``manifests/viewer``, listed by ``base`` and
+by ``dra-only``); ``manifests/dra`` is the driver's kustomize Component, which ``dra-only`` and mixed
+overlays list, and which kustomize also builds on its own (the driver without the viewer, as before).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ SCHEDULER_IMAGE = "registry.k8s.io/kube-scheduler:v1.34.1"
 COMPONENTS = {
     "extender": "base/extender.yaml",
     "device-plugin": "base/device-plugin.yaml",
-    "viewer": "base/viewer.yaml",
+    "viewer": "viewer/viewer.yaml",
     "scheduler-config": "kube-scheduler-config.yaml",
     "certificates": "managed/certificates.yaml",
     "scheduler": "managed/scheduler.yaml",
@@ -67,7 +69,7 @@ def render(*, managed: bool = False, dra: bool = False, only: str = "all", image
 
     if only == "scheduler-config":
         return read_manifest(only).strip() + "\n"
-    documents = build(manifests_root(), "dra" if dra else "managed" if managed else ".")
+    documents = build(manifests_root(), "dra-only" if dra else "managed" if managed else ".")
     if only != "all":
         wanted = {_key(doc) for doc in yaml.safe_load_all(read_manifest(only)) if doc}
         documents = [doc for doc in documents if _key(doc) in wanted]
@@ -80,8 +82,8 @@ def render(*, managed: bool = False, dra: bool = False, only: str = "all", image
               help="The install for managed control planes (EKS, GKE, AKS): adds a second kube-scheduler, the "
                    "webhook that sends GPU pods to it, and their cert-manager certificates.")
 @click.option("--dra", is_flag=True,
-              help="The DRA driver instead (Kubernetes 1.34+): its DaemonSet, RBAC and DeviceClass; kube-scheduler "
-                   "allocates GPU memory itself, no extender.")
+              help="The DRA driver instead (Kubernetes 1.34+): its DaemonSet, RBAC and DeviceClass, and the "
+                   "gpushare-viewer role; kube-scheduler allocates GPU memory itself, no extender.")
 @click.option(
     "--only",
     "only",
@@ -109,8 +111,6 @@ def manifests_command(*, managed: bool, dra: bool, only: str, image: str, schedu
         raise click.UsageError(f"--only {only} is part of the managed install; add --managed")
     if only in DRA_ONLY and not dra:
         raise click.UsageError(f"--only {only} is part of the DRA install; add --dra")
-    if dra and only == "viewer":
-        raise click.UsageError("--only viewer serves every install and is not part of --dra; drop --dra")
-    if dra and only != "all" and only not in DRA_ONLY:
+    if dra and only not in ("all", "viewer", *DRA_ONLY):  # every install carries the viewer
         raise click.UsageError(f"--only {only} is not part of the DRA install")
     click.echo(render(managed=managed, dra=dra, only=only, image=image, scheduler_image=scheduler_image), nl=False)

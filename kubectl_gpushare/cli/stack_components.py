@@ -173,11 +173,11 @@ def unregister_device_plugin(api: Client, node: str) -> None:
 
 def install_device_class(api: Client) -> None:
     """Create the DRA driver's DeviceClass, as ``kubectl apply -k manifests/dra`` does (kept if it exists)."""
-    from importlib import resources
-
     import yaml
 
-    text = (resources.files("kubectl_gpushare.cli") / "_manifests" / "dra" / "deviceclass.yaml").read_text()
+    from kubectl_gpushare.cli.manifests import read_manifest
+
+    text = read_manifest("device-class")
     try:
         _create(api, "/apis/resource.k8s.io/v1/deviceclasses", yaml.safe_load(text))
     except KubeError as exc:

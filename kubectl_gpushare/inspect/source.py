@@ -480,7 +480,7 @@ def dra_of_lists(
 
 
 VIEWER_ROLE: Final = "gpushare-viewer"
-"""The ClusterRole (manifests/base/viewer.yaml) that grants the views' reads Kubernetes' ``view`` does not."""
+"""The ClusterRole (manifests/viewer/viewer.yaml, in every install) granting the views' reads ``view`` does not."""
 Permission = Literal["get nodes", "list nodes", "get pods", "list pods in all namespaces"]
 """A permission the views cannot do without, as a 403's hint names it."""
 _GRANTED_BY: Final[dict[Permission, str]] = {"get nodes": VIEWER_ROLE, "list nodes": VIEWER_ROLE, "get pods": "view",

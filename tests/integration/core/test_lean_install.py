@@ -88,6 +88,9 @@ def test_plain_install_is_lean_and_inspect_loads_no_daemon_module(
     out = subprocess.run([str(fresh.parent / "kubectl-gpushare"), "manifests", "--managed"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "kind: MutatingWebhookConfiguration" in out.stdout
+    out = subprocess.run([str(fresh.parent / "kubectl-gpushare"), "manifests", "--dra"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "kind: DeviceClass" in out.stdout and "name: gpushare-viewer" in out.stdout
 
 
 @pytest.mark.parametrize(("argv", "missing"), [

@@ -1,12 +1,15 @@
-"""manifests/dra: a kustomize Component that builds on its own (the DRA-only install) and inside an
-overlay beside manifests/; what kubectl kustomize builds is what `kubectl gpushare manifests --dra`
-prints, the DaemonSet mounts what the driver touches, and its RBAC is exactly the calls the driver makes."""
+"""manifests/dra: the driver's kustomize Component, built on its own (the driver without the viewer
+role, as before), inside manifests/dra-only (the DRA-only install, with the shared gpushare-viewer role)
+and inside an overlay beside manifests/; what kubectl kustomize builds of manifests/dra-only is what
+`kubectl gpushare manifests --dra` prints, applying it beside the extender install keeps one viewer
+role, the DaemonSet mounts what the driver touches, and its RBAC is exactly the calls the driver makes."""
 
 from __future__ import annotations
 
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,8 @@ from kubectl_gpushare.node.sockets import target
 from kubectl_gpushare.sandbox.server import Sandbox
 
 MANIFESTS = Path(__file__).resolve().parents[3] / "manifests" / "dra"
+DRA_ONLY = MANIFESTS.parent / "dra-only"
+VIEWER = ("ClusterRole", "", "gpushare-viewer")
 
 
 def key(doc: dict[str, Any]) -> tuple[str, str, str]:
@@ -74,31 +79,64 @@ def test_plugin_prints_what_kubectl_kustomize_builds(kubectl_binaries: list[str]
     ours = {key(doc): doc for doc in yaml.safe_load_all(render(dra=True)) if doc}
     assert {kind for kind, _, _ in ours} == {"DeviceClass", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
                                             "DaemonSet"}
-    assert ("ClusterRole", "", ENFORCEMENT_ROLE) in ours
+    assert ("ClusterRole", "", ENFORCEMENT_ROLE) in ours and VIEWER in ours
+    driver_alone = {k: doc for k, doc in ours.items() if k != VIEWER}
     for binary in kubectl_binaries:
-        assert kustomize(binary, MANIFESTS) == ours, binary
+        assert kustomize(binary, DRA_ONLY) == ours, binary
+        assert kustomize(binary, MANIFESTS) == driver_alone, binary  # `apply -k manifests/dra`, as before
 
 
-def test_dra_is_a_kustomize_component() -> None:
-    spec = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
-    assert (spec["apiVersion"], spec["kind"]) == ("kustomize.config.k8s.io/v1alpha1", "Component")
+def test_dra_is_a_kustomize_component_and_dra_only_lists_it_beside_the_viewer() -> None:
+    driver = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
+    assert (driver["apiVersion"], driver["kind"]) == ("kustomize.config.k8s.io/v1alpha1", "Component")
+    assert driver["resources"] == ["deviceclass.yaml", "dra-driver.yaml"]
+    install = yaml.safe_load((DRA_ONLY / "kustomization.yaml").read_text())
+    assert (install["apiVersion"], install["kind"]) == ("kustomize.config.k8s.io/v1beta1", "Kustomization")
+    assert (install["resources"], install["components"]) == (["../viewer"], ["../dra"])
+
+
+def test_the_docs_install_a_dra_only_cluster_with_dra_only() -> None:
+    """Where the docs pair a kustomize folder with ``manifests --dra``, it is the one that builds the same."""
+    root = MANIFESTS.parents[1]
+    for doc in ("README.md", "docs/dra.md", "docs/install.md", "manifests/README.md"):
+        text = (root / doc).read_text()
+        assert "kubectl apply -k manifests/dra-only" in text, doc
+        paired = re.findall(r"apply -k (manifests/\S+).*manifests --dra \|", text)
+        assert set(paired) <= {"manifests/dra-only"}, (doc, paired)
+
+
+@pytest.mark.integration
+def test_the_dra_install_beside_the_extender_install_keeps_one_viewer_role(
+    sandbox: Sandbox, kubectl: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    """Both kustomize routes, then the plugin's: the second and third apply leave the role unchanged."""
+    assert "gpushare-viewer created" in kubectl("apply", "-k", str(MANIFESTS.parent)).stdout
+    assert "gpushare-viewer unchanged" in kubectl("apply", "-k", str(DRA_ONLY)).stdout
+    printed = kubectl("gpushare", "manifests", "--dra").stdout
+    assert "gpushare-viewer unchanged" in kubectl("apply", "-f", "-", input=printed).stdout
+    (role,) = [r for r in sandbox.objects("clusterroles") if r["metadata"]["name"] == "gpushare-viewer"]
+    (shipped,) = [doc for doc in yaml.safe_load_all(printed) if doc and key(doc) == VIEWER]
+    assert role["rules"] == shipped["rules"]
 
 
 @pytest.mark.integration
 def test_an_overlay_adds_the_dra_component_beside_the_extender_and_device_plugin(
     kubectl_binaries: list[str], tmp_path: Path
 ) -> None:
-    """manifests/README.md's overlay (``components:`` beside ``resources:``) builds both installs, unchanged."""
+    """manifests/README.md's overlay, as earlier releases wrote it, builds both with one viewer role."""
     readme = (MANIFESTS.parent / "README.md").read_text()
     (snippet,) = [block for block in re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL)
                   if yaml.safe_load(block).get("kind") == "Kustomization"]
+    spec = yaml.safe_load(snippet)
+    assert (spec["resources"], spec["components"]) == (["../kubectl-gpushare/manifests"],
+                                                       ["../kubectl-gpushare/manifests/dra"])
     (tmp_path / "kubectl-gpushare").symlink_to(MANIFESTS.parents[1])  # "next to a checkout of this repository"
     overlay = tmp_path / "my-overlay"
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(snippet)
     base = {key(doc): doc for doc in yaml.safe_load_all(render()) if doc}
     dra = {key(doc): doc for doc in yaml.safe_load_all(render(dra=True)) if doc}
-    assert not base.keys() & dra.keys()
+    assert base.keys() & dra.keys() == {VIEWER} and base[VIEWER] == dra[VIEWER]
     assert ("DaemonSet", "kube-system", "gpushare-device-plugin-ds") in base
     for binary in kubectl_binaries:
         assert kustomize(binary, overlay) == base | dra, binary

@@ -1,10 +1,11 @@
 """A read-only user runs every view with Kubernetes' ``view`` plus the shipped ``gpushare-viewer``, through kubectl.
 
 The sandbox's read-only token holds ``view``'s rules (bootstrappolicy/policy.go); the second user
-holds those and the rules of ``manifests/base/viewer.yaml``, read at test time. On a mixed cluster
+holds those and the rules of ``manifests/viewer/viewer.yaml``, read at test time. On a mixed cluster
 (annotations, DRA, another driver's slices, Koordinator devices) that user sees what the admin sees;
 with ``view`` alone a view stops at the first read ``view`` lacks, on one line that names the
-permission and the ClusterRole to bind. ``gpushare-viewer`` grants exactly what the views use beyond ``view``.
+permission and the ClusterRole to bind. ``gpushare-viewer`` grants exactly what the views use beyond ``view``,
+and a DRA-only install (``kubectl gpushare manifests --dra``) brings it as the extender install does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kubectl_steps import interruptible
 from viewer_role import USER, viewer_kubeconfig, viewer_rules
 from waiting import wait_for
 
+from kubectl_gpushare.cli.manifests import render
 from kubectl_gpushare.sandbox.authorization import VIEW_RULES
 from kubectl_gpushare.sandbox.rbac import rule_allows, uncovered_requests
 from kubectl_gpushare.sandbox.server import Sandbox
@@ -73,6 +75,21 @@ def test_with_view_and_gpushare_viewer_every_view_shows_what_the_admin_sees(
         assert (mine.returncode, mine.stdout, mine.stderr) == (admin.returncode, admin.stdout, admin.stderr), name
     refused = [(r.verb, r.path) for r in sandbox.requests if r.user == USER and r.status == 403]
     assert refused == []
+
+
+def test_a_dra_only_install_brings_the_role_a_read_only_user_runs_inspect_with(
+    sandbox: Sandbox, kubectl: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    mixed_cluster(sandbox)
+    kubectl("apply", "-f", "-", input=render(dra=True))  # what `kubectl gpushare manifests --dra` prints
+    role = sandbox.get("clusterroles", None, "gpushare-viewer")
+    assert role is not None, "the DRA install did not create gpushare-viewer"
+    viewer = str(viewer_kubeconfig(sandbox, tmp_path / "viewer", rules=role["rules"]))
+    admin = kubectl("inspect", "gpushare")
+    mine = kubectl("inspect", "gpushare", "--kubeconfig", viewer, check=False)
+    assert (mine.returncode, mine.stdout, mine.stderr) == (0, admin.stdout, admin.stderr)
+    assert "dra-a " in mine.stdout and "nv-dra " in mine.stdout  # our DRA driver's GPUs and NVIDIA's
+    assert [r.path for r in sandbox.requests if r.user == USER and r.status == 403] == []
 
 
 def test_gpushare_viewer_grants_exactly_the_reads_beyond_view_that_the_views_make(

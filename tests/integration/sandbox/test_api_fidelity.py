@@ -77,7 +77,7 @@ def _run(binary: str, env: dict[str, str], *args: str, input: str | None = None)
     return result
 
 
-@pytest.mark.parametrize("tree", ["manifests", "manifests/managed"])
+@pytest.mark.parametrize("tree", ["manifests", "manifests/managed", "manifests/dra-only"])
 def test_our_manifests_apply_for_real_with_both_kubectls(
     kube_env: dict[str, str], kubectl_binaries: list[str], tmp_path: Path, tree: str
 ) -> None:

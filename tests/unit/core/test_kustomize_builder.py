@@ -51,3 +51,33 @@ def test_a_component_builds_on_its_own_but_not_as_a_resource(tmp_path: Path) -> 
     (tmp_path / "kustomization.yaml").write_text("resources: [comp]\n")
     with pytest.raises(KustomizeError, match="components:"):
         build(tmp_path)
+
+
+def test_components_come_after_resources_patch_what_came_before_and_must_be_components(tmp_path: Path) -> None:
+    # kustomize's accumulateTarget: resources, then components (on the same objects), then the patches.
+    (tmp_path / "comp").mkdir()
+    (tmp_path / "comp" / "kustomization.yaml").write_text(
+        "kind: Component\nresources: [b.yaml]\npatches:\n- path: p.yaml\n  target: {kind: Service, name: a}\n")
+    (tmp_path / "comp" / "b.yaml").write_text("kind: Service\nmetadata: {name: b}\n")
+    (tmp_path / "comp" / "p.yaml").write_text("- {op: add, path: /spec, value: {type: ClusterIP}}\n")
+    (tmp_path / "a.yaml").write_text("kind: Service\nmetadata: {name: a}\n")
+    (tmp_path / "kustomization.yaml").write_text("components: [comp]\nresources: [a.yaml]\n")
+    assert build(tmp_path) == [{"kind": "Service", "metadata": {"name": "a"}, "spec": {"type": "ClusterIP"}},
+                               {"kind": "Service", "metadata": {"name": "b"}}]
+    (tmp_path / "comp" / "kustomization.yaml").write_text("kind: Kustomization\nresources: [b.yaml]\n")
+    with pytest.raises(KustomizeError, match="not a kind: Component"):
+        build(tmp_path)
+
+
+def test_one_object_twice_in_a_build_is_refused(tmp_path: Path) -> None:
+    # kustomize's resWrangler.Append: "may not add resource with an already registered id".
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "kustomization.yaml").write_text("resources: [role.yaml]\n")
+    (tmp_path / "shared" / "role.yaml").write_text("apiVersion: v1\nkind: ClusterRole\nmetadata: {name: r}\n")
+    (tmp_path / "comp").mkdir()
+    (tmp_path / "comp" / "kustomization.yaml").write_text("kind: Component\nresources: [../shared]\n")
+    (tmp_path / "kustomization.yaml").write_text("resources: [shared]\ncomponents: [comp]\n")
+    with pytest.raises(KustomizeError, match="may not add .*ClusterRole.*already in the build"):
+        build(tmp_path)
+    (tmp_path / "kustomization.yaml").write_text("components: [comp]\n")
+    assert build(tmp_path) == [{"apiVersion": "v1", "kind": "ClusterRole", "metadata": {"name": "r"}}]

@@ -62,14 +62,15 @@ def test_managed_only_component_without_managed_is_a_usage_error() -> None:
     assert result.exit_code == 2 and "add --managed" in result.output
 
 
-def test_dra_prints_the_driver_and_its_device_class_only() -> None:
+def test_dra_prints_the_driver_its_device_class_and_the_viewer_role() -> None:
     out = CliRunner().invoke(manifests_command, ["--dra", "--image", "registry.example/gpushare:dev"]).output
     docs = [doc for doc in yaml.safe_load_all(out) if doc]
     assert sorted(doc["kind"] for doc in docs) == [
-        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "DaemonSet", "DeviceClass",
-        "ServiceAccount"]  # the second role: pods list/watch for --enforce-memory (delete it with enforcement off)
+        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "DaemonSet",
+        "DeviceClass", "ServiceAccount"]  # the enforcement role: pods list/watch for --enforce-memory (delete it
+    # with enforcement off); gpushare-viewer: for read-only users of the views, as every install carries it
     assert {doc["metadata"]["name"] for doc in docs if doc["kind"] == "ClusterRole"} == {
-        "gpushare-dra-driver", "gpushare-dra-driver-enforcement"}
+        "gpushare-dra-driver", "gpushare-dra-driver-enforcement", "gpushare-viewer"}
     assert out.count("registry.example/gpushare:dev") == 1 and "serve-dra-driver" in out
 
 
@@ -84,14 +85,20 @@ def test_viewer_prints_the_read_only_users_cluster_role_alone_and_every_install_
     docs = [doc for doc in yaml.safe_load_all(out) if doc]
     assert [(doc["kind"], doc["metadata"]["name"]) for doc in docs] == [("ClusterRole", "gpushare-viewer")]
     assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in docs[0]["rules"]), "read-only"
-    for flags in ([], ["--managed"]):
+    for flags in ([], ["--managed"], ["--dra"]):
         names = {(doc["kind"], doc["metadata"]["name"])
                  for doc in yaml.safe_load_all(CliRunner().invoke(manifests_command, flags).output) if doc}
         assert ("ClusterRole", "gpushare-viewer") in names, flags
         assert not any(kind.endswith("Binding") and "viewer" in name for kind, name in names), "bound to nobody"
 
 
-def test_viewer_with_dra_is_a_usage_error_that_says_to_drop_dra() -> None:
-    result = CliRunner().invoke(manifests_command, ["--dra", "--only", "viewer"])
-    assert result.exit_code == 2 and "--only viewer serves every install and is not part of --dra; drop --dra" in (
-        result.output)
+def test_viewer_of_the_dra_install_is_the_extender_installs_one() -> None:
+    # One object on a cluster that runs both installs: the same name and rules, so the second apply keeps it.
+    alone = CliRunner().invoke(manifests_command, ["--only", "viewer"])
+    with_dra = CliRunner().invoke(manifests_command, ["--dra", "--only", "viewer"])
+    assert with_dra.exit_code == 0 and with_dra.output == alone.output
+    (role,) = [doc for doc in yaml.safe_load_all(CliRunner().invoke(manifests_command, ["--dra"]).output)
+               if doc and doc["metadata"]["name"] == "gpushare-viewer"]
+    assert role == yaml.safe_load(alone.output)
+    result = CliRunner().invoke(manifests_command, ["--dra", "--only", "extender"])
+    assert result.exit_code == 2 and "--only extender is not part of the DRA install" in result.output

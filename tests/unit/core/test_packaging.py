@@ -53,3 +53,14 @@ def test_install_guide_keeps_nvidia_and_gpushare_device_plugins_apart() -> None:
     assert daemonset["spec"]["template"]["spec"]["nodeSelector"] == {"gpushare": "true"}
     scheduler = yaml.safe_load((ROOT / "manifests" / "kube-scheduler-config.yaml").read_text())
     assert f"`\"urlPrefix\": \"{scheduler['extenders'][0]['urlPrefix']}\"`" in text
+
+
+def test_package_data_ships_every_file_of_the_manifest_trees() -> None:
+    # `kubectl gpushare manifests` builds the trees from the installed package (cli/_manifests -> manifests/):
+    # a folder the globs miss is absent from the wheel, and the command then fails where the repository passes.
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    globs = [g.strip() for g in cfg["options.package_data"]["kubectl_gpushare.cli._manifests"].split(",")]
+    root = ROOT / "manifests"
+    shipped = {path for pattern in globs for path in root.glob(pattern)}
+    assert shipped == set(root.rglob("*.yaml"))
