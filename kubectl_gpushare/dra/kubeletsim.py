@@ -128,6 +128,15 @@ WIPE_STEPS = 100
 """At most this many attempts (``Steps``); the cap ends them first."""
 
 
+def _wait_seconds(seconds: float) -> float:
+    """``seconds`` as a wait threading can take: at most ``threading.TIMEOUT_MAX`` (about 292 years), NaN too.
+
+    A longer wait makes ``Event.wait`` raise OverflowError in the waiting thread. The cap is Go's own:
+    a ``time.Duration`` is int64 nanoseconds, so no kubelet delay is longer (a negative one fires at once).
+    """
+    return seconds if seconds < threading.TIMEOUT_MAX else threading.TIMEOUT_MAX
+
+
 class KubeletPrepareError(RuntimeError):
     """Preparing or unpreparing a pod's claims failed; the message is what kubelet would put on the pod."""
 
@@ -516,7 +525,7 @@ class KubeletSim:
                 return
             if driver in self._wipes:
                 return  # queued or running: the original time still applies
-            wipe = threading.Timer(self.wiping_delay, self._wipe, args=(driver,))
+            wipe = threading.Timer(_wait_seconds(self.wiping_delay), self._wipe, args=(driver,))
             wipe.name = f"kubeletsim-dra-wipe {driver}"
             wipe.daemon = True
             self._wipes[driver] = wipe
@@ -543,7 +552,7 @@ class KubeletSim:
                     steps, duration = steps - 1, duration * 2
                     if duration > WIPE_RETRY_CAP:
                         steps, duration = 0, WIPE_RETRY_CAP
-                    self._stop.wait(wait)
+                    self._stop.wait(_wait_seconds(wait))
                     continue
                 log.info("deleted the ResourceSlices %s", selector)
                 with self._cond:

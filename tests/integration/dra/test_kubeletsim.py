@@ -4,6 +4,7 @@ the wiping of a driver's slices on the node once none of its instances is connec
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
@@ -204,3 +205,23 @@ def test_stopping_drops_the_wipes_not_started(api: Client, dirs: Dirs, instances
         only.unregister()
         wait_for(lambda: kubelet.pending_wipes() == [protocol.DRA_DRIVER], what="a wipe queued")
     assert kubelet.pending_wipes() == [] and OURS_HERE in _left(api)
+
+
+def _wipe_threads() -> list[threading.Timer]:
+    """The stand-ins' wipes waiting or running: a timer cancelled or done has ``finished`` set, and may linger."""
+    return [thread for thread in threading.enumerate() if isinstance(thread, threading.Timer)
+            and thread.name.startswith("kubeletsim-dra-wipe ") and not thread.finished.is_set()]
+
+
+def test_a_wiping_delay_past_what_a_timer_takes_postpones_the_wipe(
+    api: Client, dirs: Dirs, instances, loaded: None
+) -> None:
+    # Past threading.TIMEOUT_MAX the timer's thread died of an OverflowError, its wipe listed as pending.
+    only = instances("a")
+    with KubeletSim(dirs.registration, api, node_name=NODE) as kubelet:
+        _settled(kubelet, 1e300)
+        only.unregister()
+        wait_for(lambda: kubelet.pending_wipes() == [protocol.DRA_DRIVER], what="a wipe queued")
+        (wipe,) = _wipe_threads()
+        wipe.join(0.3)  # an OverflowError ends it within milliseconds
+        assert wipe.is_alive() and OURS_HERE in _left(api)
