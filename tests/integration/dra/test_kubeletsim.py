@@ -225,3 +225,17 @@ def test_a_wiping_delay_past_what_a_timer_takes_postpones_the_wipe(
         (wipe,) = _wipe_threads()
         wipe.join(0.3)  # an OverflowError ends it within milliseconds
         assert wipe.is_alive() and OURS_HERE in _left(api)
+
+
+def test_stopping_waits_for_a_wipe_under_way(
+    api: Client, dirs: Dirs, instances, loaded: None, sandbox: Sandbox
+) -> None:
+    # kubelet's Stop cancels the context its DeleteCollection runs under; here stop waits for the one
+    # request under way, so nothing of the stand-in deletes anything after stop returned.
+    slow = sandbox.inject("DELETE", r"/resourceslices\?", latency=0.4, times=1)
+    only = instances("a")
+    with KubeletSim(dirs.registration, api, node_name=NODE) as kubelet:
+        _settled(kubelet, 0.0)
+        only.unregister()
+        wait_for(lambda: slow.hits == 1, what="the wipe's DELETE under way")
+    assert _wipe_threads() == [] and kubelet.wiped == {protocol.DRA_DRIVER: 1}
