@@ -332,7 +332,11 @@ class KubeletSim:
             return list(self._plugins.get(driver, []))
 
     def pending_wipes(self) -> list[str]:
-        """The drivers whose slices are to be wiped, or being wiped, now (``pendingWipes``)."""
+        """The drivers whose wipe is queued or under way (``pendingWipes``).
+
+        A wipe that a connection cancelled once under way is not listed, though it may still run
+        (``CancelWork`` cannot stop it).
+        """
         with self._cond:
             return sorted(self._wipes)
 
