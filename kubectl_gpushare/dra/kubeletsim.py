@@ -47,7 +47,8 @@ What it does, after kubelet (kubernetes/kubernetes):
   ``spec.nodeName=<node>,spec.driver=<driver>``; a NotFound is success, any other error is logged
   and retried (``wait.ExponentialBackoffWithContext`` with 1 s, doubled, 20 % jitter, up to 5 min:
   a doubling past the cap ends it, so it gives up after 9 attempts and about 8.5 min); `stop` ends
-  it (kubelet's ``Stop`` cancels its context) and drops the wipes not started.
+  it (kubelet's ``Stop`` cancels its context, the request under way included: here `stop` waits for
+  that request) and drops the wipes not started.
 - ``pkg/kubelet/cm/dra/manager.go`` (``PrepareResources``): for each of the pod's
   ``spec.resourceClaims``, the claim is ``resourceClaimName`` or, for a template, the name in
   ``status.resourceClaimStatuses`` (none there: nothing to prepare); the claim is read from the API,
@@ -126,6 +127,15 @@ WIPE_RETRY_JITTER = 0.2
 """Each wait is longer by up to this fraction of it, at random (``Jitter``)."""
 WIPE_STEPS = 100
 """At most this many attempts (``Steps``); the cap ends them first."""
+
+
+def _wait_seconds(seconds: float) -> float:
+    """``seconds`` as a wait threading can take: at most ``threading.TIMEOUT_MAX`` (about 292 years), NaN too.
+
+    A longer wait makes ``Event.wait`` raise OverflowError in the waiting thread. The cap is Go's own:
+    a ``time.Duration`` is int64 nanoseconds, so no kubelet delay is longer (a negative one fires at once).
+    """
+    return seconds if seconds < threading.TIMEOUT_MAX else threading.TIMEOUT_MAX
 
 
 class KubeletPrepareError(RuntimeError):
@@ -241,6 +251,8 @@ class KubeletSim:
         """Registration socket -> how many registration attempts were started on it."""
         self._wipes: dict[str, threading.Timer] = {}
         """Driver name -> its wipe, queued or running (``pendingWipes``)."""
+        self._wiping: set[threading.Thread] = set()
+        """The wipes under way (queued ones leave `_wipes` when a connection comes back; these too)."""
         self.wiped: dict[str, int] = {}
         """Driver name -> how many of its wipes succeeded."""
         self.prepare_calls = 0
@@ -259,7 +271,7 @@ class KubeletSim:
         return self
 
     def stop(self) -> None:
-        """Stop watching, wait for registration attempts in flight, and drop every plugin connection."""
+        """Stop watching, wait for registration attempts and wipes in flight, and drop every plugin connection."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
@@ -275,8 +287,11 @@ class KubeletSim:
             self._backoff.clear()
             wipes = list(self._wipes.values())
             self._wipes.clear()
-        for wipe in wipes:  # one not started never starts; a running one sees `_stop` at its next step
+            wiping = list(self._wiping)
+        for wipe in wipes:  # one not started never starts
             wipe.cancel()
+        for thread in wiping:  # one under way stops at its next step: no DELETE is sent after `stop`
+            thread.join(5)
         for plugin in plugins:
             plugin.close()
 
@@ -317,7 +332,11 @@ class KubeletSim:
             return list(self._plugins.get(driver, []))
 
     def pending_wipes(self) -> list[str]:
-        """The drivers whose slices are to be wiped, or being wiped, now (``pendingWipes``)."""
+        """The drivers whose wipe is queued or under way (``pendingWipes``).
+
+        A wipe that a connection cancelled once under way is not listed, though it may still run
+        (``CancelWork`` cannot stop it).
+        """
         with self._cond:
             return sorted(self._wipes)
 
@@ -516,7 +535,7 @@ class KubeletSim:
                 return
             if driver in self._wipes:
                 return  # queued or running: the original time still applies
-            wipe = threading.Timer(self.wiping_delay, self._wipe, args=(driver,))
+            wipe = threading.Timer(_wait_seconds(self.wiping_delay), self._wipe, args=(driver,))
             wipe.name = f"kubeletsim-dra-wipe {driver}"
             wipe.daemon = True
             self._wipes[driver] = wipe
@@ -528,6 +547,8 @@ class KubeletSim:
         """``wipeResourceSlices``: delete the driver's slices on this node, retried with backoff (or given up)."""
         selector = f"spec.nodeName={self.node_name},spec.driver={driver}"
         steps, duration = WIPE_STEPS, self.wipe_retry
+        with self._cond:  # before `_stop` is read: a `stop` that does not see this thread has set it
+            self._wiping.add(threading.current_thread())
         try:
             while steps > 0 and not self._stop.is_set():  # ``ExponentialBackoffWithContext``
                 try:
@@ -543,7 +564,7 @@ class KubeletSim:
                     steps, duration = steps - 1, duration * 2
                     if duration > WIPE_RETRY_CAP:
                         steps, duration = 0, WIPE_RETRY_CAP
-                    self._stop.wait(wait)
+                    self._stop.wait(_wait_seconds(wait))
                     continue
                 log.info("deleted the ResourceSlices %s", selector)
                 with self._cond:
@@ -554,6 +575,7 @@ class KubeletSim:
                 log.warning("gave up deleting the ResourceSlices %s", selector)
         finally:
             with self._cond:
+                self._wiping.discard(threading.current_thread())
                 if self._wipes.get(driver) is threading.current_thread():
                     del self._wipes[driver]  # done: the next loss of the driver queues a new one
 

@@ -29,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from kubectl_gpushare import protocol
 from kubectl_gpushare.extender.app import ExtenderApp, Response
 from kubectl_gpushare.extender.certs import ReloadingKeyPair
+from kubectl_gpushare.kube.go_format import trim_string
 
 log = logging.getLogger("kubectl_gpushare.extender.httpd")
 
@@ -204,7 +205,8 @@ class _Handler(BaseHTTPRequestHandler):
         # (src/net/http/transfer.go, parseTransferEncoding: "ignore Transfer-Encoding on HTTP/1.0
         # requests", go.dev/issue/12785); only HTTP/1.1 and later are refused below.
         codings = (self.headers.get_all("Transfer-Encoding") or []) if _at_least_1_1(self.request_version) else []
-        if [coding.strip().lower() for coding in codings] == ["chunked"]:
+        # Values trimmed as Go trims them (textproto.TrimString: space, tab, CR, LF; not a no-break space).
+        if [trim_string(coding).lower() for coding in codings] == ["chunked"]:
             self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
                        close=True)
             return
@@ -215,7 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
         if len(lengths) > 1:
             self._send(app.refuse(400, self.path, "more than one Content-Length header"), close=True)
             return
-        text = lengths[0].strip() if lengths else "0"
+        text = trim_string(lengths[0]) if lengths else "0"
         # Digits only, within int64, counted before int() (which raises past 4,300 digits): Go's net/http
         # answers 400 to anything else (src/net/http/transfer.go, parseContentLength: strconv.ParseUint(cl, 10, 63)).
         length = protocol.parse_int_strict(text) if text.isascii() and text.isdigit() else None

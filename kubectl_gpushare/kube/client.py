@@ -534,13 +534,17 @@ class Client:
         self, kind: Kind[KubeObject] | str, namespace: str | None = None, *,
         label_selector: str | None = None, field_selector: str | None = None,
     ) -> None:
-        """DELETE every object of ``kind`` the selectors match (``DeleteCollection``), in one namespace or all.
+        """DELETE every object of ``kind`` the selectors match (``DeleteCollection``), namespaced ones in one namespace.
+
+        kube-apiserver serves it at a namespaced kind's namespaced path alone, never across namespaces
+        (k8s.io/apiserver/pkg/endpoints/installer.go, ``registerResourceHandlers``).
 
         Raises:
+            KubeError: a namespaced kind without ``namespace`` (nothing sent).
             ApiError: the server refused (a selector it cannot serve is a `BadRequest`).
         """
-        k = _kind(kind)
-        self.request("DELETE", k.path(namespace), {"labelSelector": label_selector, "fieldSelector": field_selector})
+        path = _object_path(_kind(kind), namespace)
+        self.request("DELETE", path, {"labelSelector": label_selector, "fieldSelector": field_selector})
 
     @overload
     def watch(

@@ -2,7 +2,8 @@
 
 kube-apiserver, net/url, net/netip and the CEL libraries quote the text they name with ``%q`` or
 ``strconv.Quote``; a message here that repeats one of theirs quotes with `go_quote`. The ``time``
-package's own ``quote`` is another rule (`time_quote`: its duration and time errors). Pure: no I/O.
+package's own ``quote`` is another rule (`time_quote`: its duration and time errors); `trim_string` is
+``textproto.TrimString``, which trims header values. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -77,6 +78,15 @@ def parse_int64(text: str) -> int:
             return value
         why = "value out of range"
     raise ValueError(f"strconv.ParseInt: parsing {go_quote(text)}: {why}")
+
+
+def trim_string(value: str) -> str:
+    """``value`` less the ASCII whitespace at its ends (space, tab, CR, LF), as ``textproto.TrimString`` trims it.
+
+    Not ``str.strip()``, which also trims a no-break space, a form feed and the like, which Go keeps. A
+    line break included: ``http.client`` keeps one in a folded value.
+    """
+    return value.strip(" \t\r\n")
 
 
 def time_quote(text: str) -> str:
@@ -211,4 +221,4 @@ def parse_rfc3339(text: str) -> int:
     return seconds * 1_000_000_000 + nanos
 
 
-__all__ = ["RFC3339", "go_quote", "parse_int64", "parse_rfc3339", "time_quote"]
+__all__ = ["RFC3339", "go_quote", "parse_int64", "parse_rfc3339", "time_quote", "trim_string"]

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from kubectl_gpushare.kube.go_format import trim_string
 from kubectl_gpushare.kube.go_query import GoUrl, parse_url
 
 if TYPE_CHECKING:
@@ -288,14 +289,6 @@ def transfer_encoding_refused(fields: list[bytes], proto: bytes) -> bool:
 def chunked(fields: list[bytes], proto: bytes) -> bool:
     """Whether the body is chunked: a ``Transfer-Encoding`` `transfer_encoding_refused` passed (not on HTTP/1.0)."""
     return proto != b"HTTP/1.0" and bool(_field_values(fields, b"transfer-encoding"))
-
-
-def trim_string(value: str) -> str:
-    """``value`` less the ASCII whitespace at its ends (space, tab, CR, LF), as ``textproto.TrimString`` trims it.
-
-    A line break included: ``http.client`` keeps one in a folded value.
-    """
-    return value.strip(" \t\r\n")
 
 
 def header_tokens(values: Iterable[str]) -> frozenset[str]:

@@ -4,6 +4,7 @@ the wiping of a driver's slices on the node once none of its instances is connec
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
@@ -17,7 +18,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.dra._api import dra_v1_pb2
 from kubectl_gpushare.dra._api import dra_v1_pb2_grpc as v1_grpc
 from kubectl_gpushare.dra._api import pluginregistration_v1_pb2_grpc as reg_grpc
-from kubectl_gpushare.dra.kubeletsim import KubeletSim
+from kubectl_gpushare.dra.kubeletsim import WIPE_RETRY, KubeletSim
 from kubectl_gpushare.dra.servicer import RegistrationServicer
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
@@ -126,6 +127,16 @@ def _settled(kubelet: KubeletSim, wiping_delay: float) -> None:
     kubelet.wiping_delay = wiping_delay
 
 
+@contextmanager
+def _unregistered(api: Client, dirs: Dirs, instance: _Instance, wiping_delay: float,
+                  wipe_retry: float = WIPE_RETRY) -> Iterator[KubeletSim]:
+    """A kubelet of this node that saw ``instance`` connect, then unregister with ``wiping_delay`` set."""
+    with KubeletSim(dirs.registration, api, node_name=NODE, wipe_retry=wipe_retry) as kubelet:
+        _settled(kubelet, wiping_delay)
+        instance.unregister()
+        yield kubelet
+
+
 OURS_HERE, OURS_ELSEWHERE, THEIRS_HERE = "ours-here", "ours-elsewhere", "theirs-here"
 
 
@@ -140,10 +151,7 @@ def test_a_driver_whose_last_instance_goes_has_its_slices_on_this_node_wiped(
 ) -> None:
     # DRAPluginManager.sync / wipeResourceSlices (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go): after
     # wipingDelay, one DeleteCollection with spec.nodeName=<node>,spec.driver=<driver>.
-    only = instances("a")
-    with KubeletSim(dirs.registration, api, node_name=NODE) as kubelet:
-        _settled(kubelet, 0.2)
-        only.unregister()
+    with _unregistered(api, dirs, instances("a"), 0.2) as kubelet:
         wait_for(lambda: kubelet.wiped.get(protocol.DRA_DRIVER) == 1, what="the wipe")
         assert _left(api) == {OURS_ELSEWHERE, THEIRS_HERE}
         assert kubelet.pending_wipes() == []
@@ -152,10 +160,7 @@ def test_a_driver_whose_last_instance_goes_has_its_slices_on_this_node_wiped(
 def test_an_instance_connected_again_within_the_delay_cancels_the_wipe(
     api: Client, dirs: Dirs, instances, loaded: None
 ) -> None:
-    first = instances("a")
-    with KubeletSim(dirs.registration, api, node_name=NODE) as kubelet:
-        _settled(kubelet, 30.0)  # upstream's
-        first.unregister()
+    with _unregistered(api, dirs, instances("a"), 30.0) as kubelet:  # upstream's delay
         wait_for(lambda: kubelet.pending_wipes() == [protocol.DRA_DRIVER], what="a wipe queued")
         assert OURS_HERE in _left(api), "not before the delay"
         instances("b")
@@ -180,10 +185,7 @@ def test_a_wipe_the_api_refuses_is_retried(
     api: Client, dirs: Dirs, instances, loaded: None, sandbox: Sandbox
 ) -> None:
     refused = sandbox.inject("DELETE", r"/resourceslices\?", status=500, times=2)
-    only = instances("a")
-    with KubeletSim(dirs.registration, api, node_name=NODE, wipe_retry=0.05) as kubelet:
-        _settled(kubelet, 0.05)
-        only.unregister()
+    with _unregistered(api, dirs, instances("a"), 0.05, wipe_retry=0.05) as kubelet:
         wait_for(lambda: kubelet.wiped.get(protocol.DRA_DRIVER) == 1, what="the wipe, third time")
         assert refused.hits == 2 and _left(api) == {OURS_ELSEWHERE, THEIRS_HERE}
 
@@ -198,9 +200,34 @@ def test_without_a_node_name_nothing_is_wiped(api: Client, dirs: Dirs, instances
 
 
 def test_stopping_drops_the_wipes_not_started(api: Client, dirs: Dirs, instances, loaded: None) -> None:
-    only = instances("a")
-    with KubeletSim(dirs.registration, api, node_name=NODE) as kubelet:
-        _settled(kubelet, 30.0)
-        only.unregister()
+    with _unregistered(api, dirs, instances("a"), 30.0) as kubelet:
         wait_for(lambda: kubelet.pending_wipes() == [protocol.DRA_DRIVER], what="a wipe queued")
     assert kubelet.pending_wipes() == [] and OURS_HERE in _left(api)
+
+
+def _wipe_threads() -> list[threading.Timer]:
+    """The stand-ins' wipes waiting or running: a timer cancelled or done has ``finished`` set, and may linger."""
+    return [thread for thread in threading.enumerate() if isinstance(thread, threading.Timer)
+            and thread.name.startswith("kubeletsim-dra-wipe ") and not thread.finished.is_set()]
+
+
+def test_a_wiping_delay_past_what_a_timer_takes_postpones_the_wipe(
+    api: Client, dirs: Dirs, instances, loaded: None
+) -> None:
+    # Past threading.TIMEOUT_MAX the timer's thread died of an OverflowError, its wipe listed as pending.
+    with _unregistered(api, dirs, instances("a"), 1e300) as kubelet:
+        wait_for(lambda: kubelet.pending_wipes() == [protocol.DRA_DRIVER], what="a wipe queued")
+        (wipe,) = _wipe_threads()
+        wipe.join(0.3)  # an OverflowError ends it within milliseconds
+        assert wipe.is_alive() and OURS_HERE in _left(api)
+
+
+def test_stopping_waits_for_a_wipe_under_way(
+    api: Client, dirs: Dirs, instances, loaded: None, sandbox: Sandbox
+) -> None:
+    # kubelet's Stop cancels the context its DeleteCollection runs under; here stop waits for the one
+    # request under way, so nothing of the stand-in deletes anything after stop returned.
+    slow = sandbox.inject("DELETE", r"/resourceslices\?", latency=0.4, times=1)
+    with _unregistered(api, dirs, instances("a"), 0.0) as kubelet:
+        wait_for(lambda: slow.hits == 1, what="the wipe's DELETE under way")
+    assert _wipe_threads() == [] and kubelet.wiped == {protocol.DRA_DRIVER: 1}

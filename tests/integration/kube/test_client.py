@@ -74,6 +74,18 @@ def test_paginated_pod_list_reads_every_page(sandbox: Sandbox, client: Client) -
     assert all(r.user_agent == default_user_agent("test") for r in lists)
 
 
+def test_delete_collection_of_a_namespaced_kind_needs_a_namespace(sandbox: Sandbox, client: Client) -> None:
+    # kube-apiserver serves DeleteCollection of a namespaced kind at its namespaced path alone
+    # (k8s.io/apiserver/pkg/endpoints/installer.go, registerResourceHandlers): refused before sending.
+    sandbox.load([node("n1"), pod("a", "n1"), pod("b", "n1", namespace="other")])
+    sandbox.clear_requests()
+    with pytest.raises(errors.KubeError, match="pods are namespaced: a namespace is required"):
+        client.delete_collection(types.PODS, field_selector="spec.nodeName=n1")
+    assert sandbox.requests == [] and len(client.list(types.PODS)) == 2
+    client.delete_collection(types.PODS, "other", field_selector="spec.nodeName=n1")
+    assert [p.metadata.name for p in client.list(types.PODS)] == ["a"]
+
+
 def test_selectors_are_passed_through(sandbox: Sandbox, client: Client) -> None:
     plain = node("n2")
     plain["metadata"]["labels"] = {}
