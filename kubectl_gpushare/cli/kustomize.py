@@ -7,7 +7,8 @@ replace, remove) with a ``target`` of kind, name and optional namespace. As in k
 come first, then its components, each adding its objects and patches to the objects gathered so
 far, then its own patches; a ``kind: Component`` folder builds on its own as a Kustomization does,
 is refused under ``resources:``, and only a Component may be listed under ``components:``; two
-objects of one apiVersion, kind, namespace and name are an error (api/resmap/reswrangler.go, Append).
+objects of one apiVersion, kind, namespace and name are an error (api/resmap/reswrangler.go, Append;
+no namespace is ``default``, and a cluster-scoped object has none: kyaml/resid/resid.go).
 Paths are kustomize's too (api/internal/loader/fileloader.go, New and errIfArgEqualOrHigher;
 loadrestrictions.go, RestrictionRootOnly): a folder that is, or holds, one of the folders that led to
 it is a cycle, and a file must lie in or below the folder whose kustomization names it. Beyond
@@ -118,7 +119,7 @@ def _accumulate(root: Traversable, folder: str, documents: list[Document], role:
             if not isinstance(doc, dict):
                 raise KustomizeError(f"{path}: a document is not an object: {str(doc)[:60]!r}")
             if any(_id(doc) == _id(known) for known in documents):
-                raise KustomizeError(f"{path}: may not add {_id(doc)}, which is already in the build")
+                raise KustomizeError(f"{path}: may not add {_shown(_id(doc))}, which is already in the build")
             documents.append(doc)
     for entry in spec.get("components") or ():
         _accumulate(root, _inside(folder, entry, file=False), documents, "component", (*chain, folder))
@@ -137,8 +138,29 @@ def _accumulate(root: Traversable, folder: str, documents: list[Document], role:
 
 
 def _id(doc: Document) -> tuple[str, str, str, str]:
-    meta = doc.get("metadata") or {}
-    return str(doc.get("apiVersion")), str(doc.get("kind")), str(meta.get("namespace", "")), str(meta.get("name"))
+    """The object's identity as kustomize compares it (kyaml/resid/resid.go, Equals and EffectiveNamespace).
+
+    A namespaced object without a namespace is in ``default``; a cluster-scoped one is in no namespace,
+    whatever its metadata says. Scope is known for the kinds the sandbox serves, as kustomize knows it
+    from its OpenAPI schema; any other kind counts as namespaced, as kustomize counts one its schema lacks.
+    """
+    from kubectl_gpushare.sandbox.resources import BY_KIND
+
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    api_version, kind = str(doc.get("apiVersion")), str(doc.get("kind"))
+    known = BY_KIND.get(kind)
+    if known is not None and known.api_version == api_version and not known.namespaced:
+        namespace = ""
+    else:
+        namespace = str(meta.get("namespace") or "default")
+    return api_version, kind, namespace, str(meta.get("name"))
+
+
+def _shown(key: tuple[str, str, str, str]) -> str:
+    """``kind apiVersion namespace/name`` (no namespace for a cluster-scoped object), for errors."""
+    api_version, kind, namespace, name = key
+    return f"{kind} {api_version} {namespace}/{name}" if namespace else f"{kind} {api_version} {name}"
 
 
 def _matches(doc: Document, target: dict[str, str]) -> bool:

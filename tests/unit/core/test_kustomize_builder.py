@@ -131,3 +131,29 @@ def test_folders_shared_by_two_branches_and_siblings_named_by_dot_dot_are_no_cyc
                      "a/kustomization.yaml": "resources: [../shared]\n",
                      "b/kustomization.yaml": "resources: [../shared]\n"})
     assert build(tmp_path, "a") == build(tmp_path, "b") == [yaml.safe_load(role)]
+
+
+@pytest.mark.parametrize(("first", "second", "shown"), [
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: default}\n", "ConfigMap v1 default/x"),
+    ("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: x}\n",
+     "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: x, namespace: foo}\n",
+     "ClusterRole rbac.authorization.k8s.io/v1 x"),
+], ids=["no-namespace-is-default", "cluster-scoped-has-no-namespace"])
+def test_one_object_twice_is_refused_as_kustomize_compares_ids(
+    tmp_path: Path, first: str, second: str, shown: str
+) -> None:
+    # kubectl kustomize (v5.5.0) refuses both: "may not add resource with an already registered id".
+    _tree(tmp_path, {"kustomization.yaml": "resources: [a.yaml, b.yaml]\n", "a.yaml": first, "b.yaml": second})
+    with pytest.raises(KustomizeError, match=f"b.yaml: may not add {shown}, which is already in the build"):
+        build(tmp_path)
+
+
+def test_other_namespaces_and_versions_are_other_objects(tmp_path: Path) -> None:
+    # kyaml/resid: Gvk.Equals compares group, version and kind; a namespaced kind's namespaces differ.
+    docs = ["apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: x}\n",
+            "apiVersion: rbac.authorization.k8s.io/v1beta1\nkind: ClusterRole\nmetadata: {name: x}\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: a}\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"]
+    _tree(tmp_path, {"kustomization.yaml": "resources: [a.yaml]\n", "a.yaml": "---\n".join(docs)})
+    assert build(tmp_path) == [yaml.safe_load(doc) for doc in docs]
