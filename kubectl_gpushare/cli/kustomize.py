@@ -89,7 +89,7 @@ def _accumulate(root: Traversable, folder: str, documents: list[Document], role:
     """
     for visited in reversed(chain):  # innermost first, as the loader reports it
         if folder in (visited, ".") or visited.startswith(folder + "/"):
-            raise KustomizeError(f"cycle: {folder} is, or holds, {visited}, which lists it")
+            raise KustomizeError(f"cycle: {folder} is, or holds, {visited}, which led to it")
     if not _at(root, folder).is_dir():
         raise KustomizeError(f"{folder}: no such folder")
     (spec, *_) = _load(root, _spec_file(folder)) or [None]
