@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import posixpath
 from importlib.resources.abc import Traversable
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -79,6 +79,26 @@ def _inside(folder: str, entry: object, *, file: bool) -> str:
     return path
 
 
+_API_VERSIONS: Final = {"Kustomization": "kustomize.config.k8s.io/v1beta1",
+                         "Component": "kustomize.config.k8s.io/v1alpha1"}
+"""The apiVersion each kind of kustomization file must have, if it names one."""
+
+
+def _check_type(folder: str, spec: dict[str, Any]) -> None:
+    """Refuse what kustomize's Kustomization.EnforceFields and CheckEmpty refuse (api/types/kustomization.go).
+
+    A kind other than Kustomization or Component, an apiVersion not the kind's, or a file with
+    nothing but apiVersion and kind.
+    """
+    kind = spec.get("kind") or "Kustomization"
+    if kind not in _API_VERSIONS:
+        raise KustomizeError(f"{_spec_file(folder)}: kind should be Kustomization or Component, not {kind!r}")
+    if spec.get("apiVersion") and spec["apiVersion"] != _API_VERSIONS[kind]:
+        raise KustomizeError(f"{_spec_file(folder)}: apiVersion for {kind} should be {_API_VERSIONS[kind]}")
+    if not set(spec) - {"apiVersion", "kind"}:
+        raise KustomizeError(f"{_spec_file(folder)} is empty")
+
+
 def _accumulate(root: Traversable, folder: str, documents: list[Document], role: str,
                 chain: tuple[str, ...]) -> list[Document]:
     """Add ``folder``'s objects to ``documents`` and apply its patches to all of them.
@@ -96,6 +116,7 @@ def _accumulate(root: Traversable, folder: str, documents: list[Document], role:
     spec = spec or {}
     if not isinstance(spec, dict):
         raise KustomizeError(f"{_spec_file(folder)}: not a mapping")
+    _check_type(folder, spec)
     is_component = spec.get("kind") == "Component"
     if role == "resource" and is_component:
         raise KustomizeError(f"{folder} is a Component: an overlay names it in components:, not resources:")

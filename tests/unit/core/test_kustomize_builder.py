@@ -157,3 +157,19 @@ def test_other_namespaces_and_versions_are_other_objects(tmp_path: Path) -> None
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"]
     _tree(tmp_path, {"kustomization.yaml": "resources: [a.yaml]\n", "a.yaml": "---\n".join(docs)})
     assert build(tmp_path) == [yaml.safe_load(doc) for doc in docs]
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Component\nresources: [a.yaml]\n",
+     "apiVersion for Component should be kustomize.config.k8s.io/v1alpha1"),
+    ("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Kustomization\nresources: [a.yaml]\n",
+     "apiVersion for Kustomization should be kustomize.config.k8s.io/v1beta1"),
+    ("kind: Kustomisation\nresources: [a.yaml]\n", "kind should be Kustomization or Component, not 'Kustomisation'"),
+    ("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n", "kustomization.yaml is empty"),
+    ("", "kustomization.yaml is empty"),
+], ids=["component-v1beta1", "kustomization-v1alpha1", "misspelt-kind", "only-type", "blank"])
+def test_kustomization_files_kustomize_refuses_to_read_are_refused(tmp_path: Path, spec: str, message: str) -> None:
+    # kubectl kustomize (v5.5.0): "Failed to read kustomization file ...: <message>" (EnforceFields, CheckEmpty).
+    _tree(tmp_path, {"kustomization.yaml": spec, "a.yaml": "kind: Service\nmetadata: {name: a}\n"})
+    with pytest.raises(KustomizeError, match=message):
+        build(tmp_path)
