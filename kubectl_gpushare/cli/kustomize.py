@@ -7,7 +7,12 @@ replace, remove) with a ``target`` of kind, name and optional namespace. As in k
 come first, then its components, each adding its objects and patches to the objects gathered so
 far, then its own patches; a ``kind: Component`` folder builds on its own as a Kustomization does,
 is refused under ``resources:``, and only a Component may be listed under ``components:``; two
-objects of one apiVersion, kind, namespace and name are an error (api/resmap/reswrangler.go, Append).
+objects of one apiVersion, kind, namespace and name are an error (api/resmap/reswrangler.go, Append;
+no namespace is ``default``, and a cluster-scoped object has none: kyaml/resid/resid.go).
+Paths are kustomize's too (api/internal/loader/fileloader.go, New and errIfArgEqualOrHigher;
+loadrestrictions.go, RestrictionRootOnly): a folder that is, or holds, one of the folders that led to
+it is a cycle, and a file must lie in or below the folder whose kustomization names it. Beyond
+kustomize, nothing may lie outside ``root``: the package ships only that tree.
 Anything else is an error, never silently skipped: the tests build every tree with the real
 ``kubectl kustomize`` and require the same objects.
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 
 import posixpath
 from importlib.resources.abc import Traversable
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -41,18 +46,77 @@ def build(root: Traversable, folder: str = ".", *, top: bool = True) -> list[Doc
 
     Raises:
         KustomizeError: an unsupported field, a Component named in ``resources:`` or another kind in
-            ``components:``, two objects with one id, or a patch that does not apply.
+            ``components:``, two objects with one id, a patch that does not apply, a missing or
+            unparsable file, a cycle, or a path outside ``root`` or (for a file) its folder.
     """
-    return _accumulate(root, folder, [], "top" if top else "resource")
+    return _accumulate(root, posixpath.normpath(folder), [], "top" if top else "resource", ())
 
 
-def _accumulate(root: Traversable, folder: str, documents: list[Document], role: str) -> list[Document]:
+def _load(root: Traversable, path: str) -> list[Any]:
+    """The YAML documents of the file at ``path``; a missing or unparsable file is a KustomizeError."""
+    node = _at(root, path)
+    if not node.is_file():
+        raise KustomizeError(f"{path}: no such file")
+    try:
+        return list(yaml.safe_load_all(node.read_text()))
+    except yaml.YAMLError as exc:
+        raise KustomizeError(f"{path}: not YAML ({' '.join(str(exc).split())})") from None
+
+
+def _spec_file(folder: str) -> str:
+    return posixpath.normpath(posixpath.join(folder, "kustomization.yaml"))
+
+
+def _inside(folder: str, entry: object, *, file: bool) -> str:
+    """``entry`` of ``folder``'s kustomization as a path below the root; refused where kustomize or the wheel would."""
+    if not isinstance(entry, str) or not entry:
+        raise KustomizeError(f"{_spec_file(folder)}: {entry!r} is not a path")
+    path = posixpath.normpath(posixpath.join(folder, entry))
+    if path == ".." or path.startswith(("../", "/")):
+        raise KustomizeError(f"{_spec_file(folder)}: {entry} is outside the manifests tree")
+    if file and not (folder == "." or path.startswith(folder + "/")):
+        raise KustomizeError(f"{_spec_file(folder)}: file {entry} is not in or below {folder}")
+    return path
+
+
+_API_VERSIONS: Final = {"Kustomization": "kustomize.config.k8s.io/v1beta1",
+                         "Component": "kustomize.config.k8s.io/v1alpha1"}
+"""The apiVersion each kind of kustomization file must have, if it names one."""
+
+
+def _check_type(folder: str, spec: dict[str, Any]) -> None:
+    """Refuse what kustomize's Kustomization.EnforceFields and CheckEmpty refuse (api/types/kustomization.go).
+
+    A kind other than Kustomization or Component, an apiVersion not the kind's, or a file with
+    nothing but apiVersion and kind.
+    """
+    kind = spec.get("kind") or "Kustomization"
+    if kind not in _API_VERSIONS:
+        raise KustomizeError(f"{_spec_file(folder)}: kind should be Kustomization or Component, not {kind!r}")
+    if spec.get("apiVersion") and spec["apiVersion"] != _API_VERSIONS[kind]:
+        raise KustomizeError(f"{_spec_file(folder)}: apiVersion for {kind} should be {_API_VERSIONS[kind]}")
+    if not set(spec) - {"apiVersion", "kind"}:
+        raise KustomizeError(f"{_spec_file(folder)} is empty")
+
+
+def _accumulate(root: Traversable, folder: str, documents: list[Document], role: str,
+                chain: tuple[str, ...]) -> list[Document]:
     """Add ``folder``'s objects to ``documents`` and apply its patches to all of them.
 
     A Kustomization starts from an empty list (its parent merges the result); a Component
     (``role == "component"``) works on its parent's list, as kustomize's accumulateDirectory does.
+    ``chain``: the folders that led here, for kustomize's cycle check.
     """
-    spec = yaml.safe_load(_at(root, posixpath.join(folder, "kustomization.yaml")).read_text()) or {}
+    for visited in reversed(chain):  # innermost first, as the loader reports it
+        if folder in (visited, ".") or visited.startswith(folder + "/"):
+            raise KustomizeError(f"cycle: {folder} is, or holds, {visited}, which led to it")
+    if not _at(root, folder).is_dir():
+        raise KustomizeError(f"{folder}: no such folder")
+    (spec, *_) = _load(root, _spec_file(folder)) or [None]
+    spec = spec or {}
+    if not isinstance(spec, dict):
+        raise KustomizeError(f"{_spec_file(folder)}: not a mapping")
+    _check_type(folder, spec)
     is_component = spec.get("kind") == "Component"
     if role == "resource" and is_component:
         raise KustomizeError(f"{folder} is a Component: an overlay names it in components:, not resources:")
@@ -60,21 +124,30 @@ def _accumulate(root: Traversable, folder: str, documents: list[Document], role:
         raise KustomizeError(f"{folder} is listed under components: but is not a kind: Component")
     unsupported = set(spec) - {"apiVersion", "kind", "resources", "components", "patches"}
     if unsupported:
-        raise KustomizeError(f"{folder}/kustomization.yaml: unsupported fields {sorted(unsupported)}")
+        raise KustomizeError(f"{_spec_file(folder)}: unsupported fields {sorted(unsupported)}")
+    for key in ("resources", "components", "patches"):
+        if not isinstance(spec.get(key) or [], list):
+            raise KustomizeError(f"{_spec_file(folder)}: {key} is not a list")
     for entry in spec.get("resources") or ():
-        path = posixpath.normpath(posixpath.join(folder, entry))
+        path = _inside(folder, entry, file=False)
         if _at(root, path).is_dir():
-            added = _accumulate(root, path, [], "resource")
+            added = _accumulate(root, path, [], "resource", (*chain, folder))
+        elif not _at(root, path).is_file():
+            raise KustomizeError(f"{_spec_file(folder)}: {entry}: no such file or folder")
         else:
-            added = [doc for doc in yaml.safe_load_all(_at(root, path).read_text()) if doc]
+            added = [doc for doc in _load(root, _inside(folder, entry, file=True)) if doc]
         for doc in added:
+            if not isinstance(doc, dict):
+                raise KustomizeError(f"{path}: a document is not an object: {str(doc)[:60]!r}")
             if any(_id(doc) == _id(known) for known in documents):
-                raise KustomizeError(f"{path}: may not add {_id(doc)}, which is already in the build")
+                raise KustomizeError(f"{path}: may not add {_shown(_id(doc))}, which is already in the build")
             documents.append(doc)
     for entry in spec.get("components") or ():
-        _accumulate(root, posixpath.normpath(posixpath.join(folder, entry)), documents, "component")
+        _accumulate(root, _inside(folder, entry, file=False), documents, "component", (*chain, folder))
     for patch in spec.get("patches") or ():
-        operations = yaml.safe_load(_at(root, posixpath.join(folder, patch["path"])).read_text())
+        if not isinstance(patch, dict):
+            raise KustomizeError(f"{_spec_file(folder)}: patch {patch!r} is not a mapping with a path")
+        (operations, *_) = _load(root, _inside(folder, patch.get("path"), file=True)) or [None]
         target = patch.get("target") or {}
         matched = [doc for doc in documents if _matches(doc, target)]
         if not isinstance(operations, list) or not matched:
@@ -86,8 +159,29 @@ def _accumulate(root: Traversable, folder: str, documents: list[Document], role:
 
 
 def _id(doc: Document) -> tuple[str, str, str, str]:
-    meta = doc.get("metadata") or {}
-    return str(doc.get("apiVersion")), str(doc.get("kind")), str(meta.get("namespace", "")), str(meta.get("name"))
+    """The object's identity as kustomize compares it (kyaml/resid/resid.go, Equals and EffectiveNamespace).
+
+    A namespaced object without a namespace is in ``default``; a cluster-scoped one is in no namespace,
+    whatever its metadata says. Scope is known for the kinds the sandbox serves, as kustomize knows it
+    from its OpenAPI schema; any other kind counts as namespaced, as kustomize counts one its schema lacks.
+    """
+    from kubectl_gpushare.sandbox.resources import BY_KIND
+
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    api_version, kind = str(doc.get("apiVersion")), str(doc.get("kind"))
+    known = BY_KIND.get(kind)
+    if known is not None and known.api_version == api_version and not known.namespaced:
+        namespace = ""
+    else:
+        namespace = str(meta.get("namespace") or "default")
+    return api_version, kind, namespace, str(meta.get("name"))
+
+
+def _shown(key: tuple[str, str, str, str]) -> str:
+    """``kind apiVersion namespace/name`` (no namespace for a cluster-scoped object), for errors."""
+    api_version, kind, namespace, name = key
+    return f"{kind} {api_version} {namespace}/{name}" if namespace else f"{kind} {api_version} {name}"
 
 
 def _matches(doc: Document, target: dict[str, str]) -> bool:

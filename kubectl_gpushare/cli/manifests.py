@@ -113,4 +113,11 @@ def manifests_command(*, managed: bool, dra: bool, only: str, image: str, schedu
         raise click.UsageError(f"--only {only} is part of the DRA install; add --dra")
     if dra and only not in ("all", "viewer", *DRA_ONLY):  # every install carries the viewer
         raise click.UsageError(f"--only {only} is not part of the DRA install")
-    click.echo(render(managed=managed, dra=dra, only=only, image=image, scheduler_image=scheduler_image), nl=False)
+    from kubectl_gpushare.cli.kustomize import KustomizeError
+
+    try:  # the whole stream is built before a byte is printed: a broken tree prints nothing half
+        text = render(managed=managed, dra=dra, only=only, image=image, scheduler_image=scheduler_image)
+    except (KustomizeError, OSError) as exc:  # only a damaged installation gets here: the shipped trees build
+        raise click.ClickException(f"the manifests shipped with kubectl-gpushare do not build ({exc}); "
+                                   "reinstall the plugin") from None
+    click.echo(text, nl=False)

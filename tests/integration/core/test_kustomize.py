@@ -1,5 +1,6 @@
 """Both install trees built by the real ``kubectl kustomize``, every object checked, and the same as
-``kubectl gpushare manifests`` prints."""
+``kubectl gpushare manifests`` prints; every kustomization folder under manifests/ builds the same
+with the plugin's builder as with the real one."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.cli.kustomize import build
 from kubectl_gpushare.cli.manifests import DEFAULT_IMAGE, SCHEDULER_IMAGE, render
 
 pytestmark = pytest.mark.integration
@@ -45,6 +47,21 @@ def test_plugin_prints_what_kubectl_kustomize_builds(kubectl_binaries: list[str]
     ours = index([doc for doc in yaml.safe_load_all(render(managed=tree == "managed")) if doc])
     for binary in kubectl_binaries:
         assert index(kustomize(binary, tree)) == ours, binary
+
+
+FOLDERS = sorted(str(path.parent.relative_to(MANIFESTS)) for path in MANIFESTS.rglob("kustomization.yaml"))
+
+
+def test_every_folder_is_one_the_builder_is_checked_on() -> None:
+    # The builder's docstring promises every tree is built by both; a new folder joins FOLDERS by itself.
+    assert {".", "base", "managed", "viewer", "dra", "dra-only"} <= set(FOLDERS)
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_the_builder_builds_each_folder_as_kubectl_kustomize_does(kubectl_binaries: list[str], folder: str) -> None:
+    ours = index(build(MANIFESTS, folder))
+    for binary in kubectl_binaries:
+        assert index(kustomize(binary, folder)) == ours, binary
 
 
 def rules(doc: Doc) -> set[tuple[str, str, str, str]]:

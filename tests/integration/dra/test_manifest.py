@@ -120,6 +120,32 @@ def test_the_dra_install_beside_the_extender_install_keeps_one_viewer_role(
 
 
 @pytest.mark.integration
+def test_removing_the_dra_install_beside_the_extender_install_keeps_the_role_only_as_the_readme_says(
+    sandbox: Sandbox, kubectl: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    """The shared role is one object: ``delete -k`` of either install deletes it; ``-k manifests/dra`` does not."""
+    readme = " ".join((MANIFESTS.parent / "README.md").read_text().split())
+    assert "`kubectl delete -k manifests/dra-only` there also deletes the role" in readme
+    assert "delete `-k manifests/dra` instead (the driver alone), or re-apply `manifests/viewer`" in readme
+
+    def viewers() -> list[str]:
+        return [r["metadata"]["name"] for r in sandbox.objects("clusterroles") if r["metadata"]["name"] == VIEWER[2]]
+
+    def driver_runs() -> bool:
+        return ("DaemonSet", "kube-system", "gpushare-dra-driver") in {key(d) for d in sandbox.objects("daemonsets")}
+
+    kubectl("apply", "-k", str(MANIFESTS.parent))
+    kubectl("apply", "-k", str(DRA_ONLY))
+    assert driver_runs() and viewers() == [VIEWER[2]]
+    kubectl("delete", "-k", str(MANIFESTS))
+    assert viewers() == [VIEWER[2]] and not driver_runs()
+    kubectl("apply", "-k", str(DRA_ONLY))
+    kubectl("delete", "-k", str(DRA_ONLY))
+    assert viewers() == []
+    assert "gpushare-viewer created" in kubectl("apply", "-k", str(MANIFESTS.parent / "viewer")).stdout
+
+
+@pytest.mark.integration
 def test_an_overlay_adds_the_dra_component_beside_the_extender_and_device_plugin(
     kubectl_binaries: list[str], tmp_path: Path
 ) -> None:

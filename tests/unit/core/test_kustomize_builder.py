@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kubectl_gpushare.cli.kustomize import KustomizeError, apply_operation, build
 
@@ -81,3 +82,94 @@ def test_one_object_twice_in_a_build_is_refused(tmp_path: Path) -> None:
         build(tmp_path)
     (tmp_path / "kustomization.yaml").write_text("components: [comp]\n")
     assert build(tmp_path) == [{"apiVersion": "v1", "kind": "ClusterRole", "metadata": {"name": "r"}}]
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+@pytest.mark.parametrize(("files", "folder", "message"), [
+    # kustomize's FileLoader.New (errIfArgEqualOrHigher): "cycle detected: candidate root ... contains visited root".
+    ({"kustomization.yaml": "resources: [.]\n"}, ".", "cycle: . is, or holds, ."),
+    ({"a/kustomization.yaml": "resources: [b]\n", "a/b/kustomization.yaml": "resources: [..]\n"}, "a",
+     "cycle: a is, or holds, a/b"),
+    ({"a/kustomization.yaml": "kind: Component\ncomponents: [.]\n"}, "a", "cycle: a is, or holds, a"),
+    ({"kustomization.yaml": "resources: [../../etc]\n"}, ".", "kustomization.yaml: ../../etc is outside the"),
+    ({"kustomization.yaml": "components: [/etc]\n"}, ".", "/etc is outside the manifests tree"),
+    # kustomize's RestrictionRootOnly: "security; file ... is not in or below ...".
+    ({"a/kustomization.yaml": "resources: [../x.yaml]\n", "x.yaml": "kind: Service\nmetadata: {name: x}\n"}, "a",
+     "a/kustomization.yaml: file ../x.yaml is not in or below a"),
+    ({"kustomization.yaml": "resources: [nope]\n"}, ".", "kustomization.yaml: nope: no such file or folder"),
+    ({"kustomization.yaml": "components: [gone]\n"}, ".", "gone: no such folder"),
+    ({"kustomization.yaml": "patches: [{path: p.yaml, target: {kind: S, name: a}}]\n"}, ".", "p.yaml: no such file"),
+    ({"a/x": ""}, "a", "a/kustomization.yaml: no such file"),
+    ({"kustomization.yaml": "resources: [a.yaml]\n", "a.yaml": "kind: [\n"}, ".", "a.yaml: not YAML"),
+    ({"kustomization.yaml": "resources: a.yaml\n"}, ".", "resources is not a list"),
+    ({"kustomization.yaml": "resources: [{x: 1}]\n"}, ".", "{'x': 1} is not a path"),
+    ({"kustomization.yaml": "patches: [{target: {}}]\n"}, ".", "None is not a path"),
+    ({"kustomization.yaml": "- a\n"}, ".", "kustomization.yaml: not a mapping"),
+    ({"kustomization.yaml": "resources: [a.yaml]\n", "a.yaml": "just text\n"}, ".", "a document is not an object"),
+], ids=["lists-itself", "lists-its-parent", "component-lists-itself", "escapes-the-tree", "absolute",
+        "file-above-its-folder", "missing-resource", "missing-component", "missing-patch", "no-kustomization",
+        "bad-yaml", "resources-not-a-list", "entry-not-a-path", "patch-without-path", "spec-not-a-mapping",
+        "document-not-an-object"])
+def test_bad_trees_are_one_line_errors_not_tracebacks(
+    tmp_path: Path, files: dict[str, str], folder: str, message: str
+) -> None:
+    with pytest.raises(KustomizeError) as caught:
+        build(_tree(tmp_path, files), folder)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_folders_shared_by_two_branches_and_siblings_named_by_dot_dot_are_no_cycle(tmp_path: Path) -> None:
+    # What manifests/ does: base and dra-only both list ../viewer; only an ancestor (or itself) is a cycle.
+    role = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: r}\n"
+    _tree(tmp_path, {"shared/kustomization.yaml": "resources: [r.yaml]\n", "shared/r.yaml": role,
+                     "a/kustomization.yaml": "resources: [../shared]\n",
+                     "b/kustomization.yaml": "resources: [../shared]\n"})
+    assert build(tmp_path, "a") == build(tmp_path, "b") == [yaml.safe_load(role)]
+
+
+@pytest.mark.parametrize(("first", "second", "shown"), [
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: default}\n", "ConfigMap v1 default/x"),
+    ("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: x}\n",
+     "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: x, namespace: foo}\n",
+     "ClusterRole rbac.authorization.k8s.io/v1 x"),
+], ids=["no-namespace-is-default", "cluster-scoped-has-no-namespace"])
+def test_one_object_twice_is_refused_as_kustomize_compares_ids(
+    tmp_path: Path, first: str, second: str, shown: str
+) -> None:
+    # kubectl kustomize (v5.5.0) refuses both: "may not add resource with an already registered id".
+    _tree(tmp_path, {"kustomization.yaml": "resources: [a.yaml, b.yaml]\n", "a.yaml": first, "b.yaml": second})
+    with pytest.raises(KustomizeError, match=f"b.yaml: may not add {shown}, which is already in the build"):
+        build(tmp_path)
+
+
+def test_other_namespaces_and_versions_are_other_objects(tmp_path: Path) -> None:
+    # kyaml/resid: Gvk.Equals compares group, version and kind; a namespaced kind's namespaces differ.
+    docs = ["apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: x}\n",
+            "apiVersion: rbac.authorization.k8s.io/v1beta1\nkind: ClusterRole\nmetadata: {name: x}\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: a}\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"]
+    _tree(tmp_path, {"kustomization.yaml": "resources: [a.yaml]\n", "a.yaml": "---\n".join(docs)})
+    assert build(tmp_path) == [yaml.safe_load(doc) for doc in docs]
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Component\nresources: [a.yaml]\n",
+     "apiVersion for Component should be kustomize.config.k8s.io/v1alpha1"),
+    ("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Kustomization\nresources: [a.yaml]\n",
+     "apiVersion for Kustomization should be kustomize.config.k8s.io/v1beta1"),
+    ("kind: Kustomisation\nresources: [a.yaml]\n", "kind should be Kustomization or Component, not 'Kustomisation'"),
+    ("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n", "kustomization.yaml is empty"),
+    ("", "kustomization.yaml is empty"),
+], ids=["component-v1beta1", "kustomization-v1alpha1", "misspelt-kind", "only-type", "blank"])
+def test_kustomization_files_kustomize_refuses_to_read_are_refused(tmp_path: Path, spec: str, message: str) -> None:
+    # kubectl kustomize (v5.5.0): "Failed to read kustomization file ...: <message>" (EnforceFields, CheckEmpty).
+    _tree(tmp_path, {"kustomization.yaml": spec, "a.yaml": "kind: Service\nmetadata: {name: a}\n"})
+    with pytest.raises(KustomizeError, match=message):
+        build(tmp_path)

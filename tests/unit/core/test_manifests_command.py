@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -102,3 +106,20 @@ def test_viewer_of_the_dra_install_is_the_extender_installs_one() -> None:
     assert role == yaml.safe_load(alone.output)
     result = CliRunner().invoke(manifests_command, ["--dra", "--only", "extender"])
     assert result.exit_code == 2 and "--only extender is not part of the DRA install" in result.output
+
+
+def test_a_damaged_installation_is_one_error_line_and_prints_no_half_stream(tmp_path: Path) -> None:
+    # The real command over a copy of the package whose manifests tree has a cycle and lost a file.
+    shutil.copytree(REPO / "kubectl_gpushare", tmp_path / "kubectl_gpushare", symlinks=False,
+                    ignore=shutil.ignore_patterns("__pycache__", "_api"))
+    shipped = tmp_path / "kubectl_gpushare" / "cli" / "_manifests"
+    (shipped / "viewer" / "kustomization.yaml").write_text("resources: [viewer.yaml, ../dra-only]\n")
+    (shipped / "base" / "device-plugin.yaml").unlink()
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    for flags, error in ((["--dra"], "cycle: dra-only is, or holds, dra-only, which led to it"),
+                         (["--only", "viewer"], "base/kustomization.yaml: device-plugin.yaml: no such file")):
+        result = subprocess.run([sys.executable, "-m", "kubectl_gpushare.cli", "manifests", *flags], env=env,
+                                capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (1, ""), flags
+        assert result.stderr.startswith("error: the manifests shipped with kubectl-gpushare do not build (")
+        assert error in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -64,3 +64,17 @@ def test_package_data_ships_every_file_of_the_manifest_trees() -> None:
     root = ROOT / "manifests"
     shipped = {path for pattern in globs for path in root.glob(pattern)}
     assert shipped == set(root.rglob("*.yaml"))
+
+
+def test_every_manifests_path_the_docs_name_exists_and_the_moved_viewer_role_is_named_as_former() -> None:
+    # A user of an earlier release finds where the role's file went, and no doc points at a path that is gone.
+    formers: set[str] = set()
+    for doc in [ROOT / "README.md", ROOT / "manifests" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text()
+        former = set(re.findall(r"Earlier releases shipped it as `(manifests/[^`]+)`", text))
+        formers |= former
+        for path in re.findall(r"(?<![\w/.-])(?:\.\./)?(manifests/[\w./-]*\w)", text):
+            assert (ROOT / path).exists() or path in former, (doc.name, path)
+    assert formers == {"manifests/base/viewer.yaml"}
+    assert not (ROOT / "manifests" / "base" / "viewer.yaml").exists()
+    assert (ROOT / "manifests" / "viewer" / "viewer.yaml").exists()
