@@ -206,6 +206,7 @@ def claims_floor(files: dict[str, Path], decoding: dict[str, float], runs: int) 
           f"(ratio {without / share:4.2f}); the claims' decoding alone {claims:4.2f} s, so no reading of the claims "
           f"goes below {without + claims:4.2f} s, ratio {(without + claims) / share:4.2f} (goal <= 1.3)")
 
+
 def doctor(files: dict[str, Path], runs: int) -> None:
     """doctor --from-file beside the summary on each file: median CPU seconds, each round running both."""
     verdicts = (0, EXIT_FINDINGS_WARNINGS, EXIT_FINDINGS_ERRORS)  # doctor's verdict is its exit code
