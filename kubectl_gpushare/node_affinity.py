@@ -53,7 +53,8 @@ MAX_NAME: Final = 63
 """Longest label name or value (``validation.IsQualifiedName``, ``IsValidLabelValue``)."""
 INT64_MAX: Final = 2**63 - 1
 INT64_MIN: Final = -(2**63)
-_INTEGER: Final = re.compile(r"-?[0-9]{1,19}")
+_INTEGER: Final = re.compile(r"(-?)0*([0-9]{1,19})")
+"""A sign, any leading zeros (``strconv.ParseUint``'s digit loop skips them), then at most 19 digits."""
 MAX_KEY: Final = 253 + 1 + 63
 """Longest label key: a DNS-subdomain prefix, ``/``, a name."""
 MAX_VALUE: Final = 253
@@ -123,9 +124,22 @@ def _label_values(values: Sequence[str]) -> bool:
             and text[:1] not in "-_." and text[-1:] not in "-_." and not any(edge in text for edge in _LABEL_EDGES))
 
 
+def int64_value(text: str) -> int | None:
+    """``strconv.ParseInt(text, 10, 64)``'s value (sign "-" only); None where it refuses ``text``.
+
+    src/strconv/atoi.go: any number of leading zeros, then a value in range; `int` only ever reads
+    the 19 digits after the zeros, so a hostile megabyte of them costs one linear scan.
+    """
+    match = _INTEGER.fullmatch(text)
+    if match is None:
+        return None
+    value = int(match.group(1) + match.group(2))
+    return value if INT64_MIN <= value <= INT64_MAX else None
+
+
 def int64_text(text: str) -> bool:
     """Whether ``text`` is a base-10 int64, as ``strconv.ParseInt(text, 10, 64)`` accepts it (sign "-" only)."""
-    return bool(_INTEGER.fullmatch(text)) and INT64_MIN <= int(text) <= INT64_MAX
+    return int64_value(text) is not None
 
 
 _SCANNED_VALUES: Final = 8
@@ -165,11 +179,13 @@ class Requirement:
             return not present or labels[self.key] not in self.members
         if not present:
             return False
-        actual = labels[self.key]
-        if not int64_text(actual):  # labels.Requirement.Matches: a label ParseInt refuses fails Gt/Lt
+        actual = int64_value(labels[self.key])
+        if actual is None:  # labels.Requirement.Matches: a label ParseInt refuses fails Gt/Lt
             return False
-        bound = int(self.values[0])
-        return int(actual) > bound if self.op == "gt" else int(actual) < bound
+        bound = int64_value(self.values[0])
+        if bound is None:  # only a Requirement built by hand: both parsers check the bound
+            return False
+        return actual > bound if self.op == "gt" else actual < bound
 
 
 class WireRequirement(Protocol):
@@ -754,6 +770,7 @@ __all__ = [
     "WireTerm",
     "compile_selector",
     "int64_text",
+    "int64_value",
     "merged",
     "prefilter_names",
     "required_affinity",

@@ -129,6 +129,23 @@ def test_label_selector_errors_are_labels_parses(selector: str, message: str) ->
     assert str(refused.value) == message
 
 
+def test_gt_and_lt_read_any_number_of_leading_zeros_as_parse_int_does() -> None:
+    # strconv.ParseInt (src/strconv/atoi.go) skips leading zeros in its digit loop: only the value's
+    # range counts, so a bound or a label of 20 digits and more can still be a small integer.
+    zeros = "0" * 30
+    assert matcher(f"rank>{zeros}4")(LABELS)
+    assert not matcher(f"rank<{zeros}5")(LABELS)
+    assert matcher("rank<9")({"rank": zeros + "8"})
+    # A huge bound is only too long a label value, not "not an integer", and never a ValueError of int().
+    with pytest.raises(SelectorError) as refused:
+        parse_label_selector("rank>" + "0" * 100_000 + "1")
+    assert "must be no more than 63 bytes" in str(refused.value)
+    assert "must be an integer" not in str(refused.value)
+    hostile = {"rank": "0" * 100_000 + "1"}  # a label from a file, as ParseInt reads it: 1, and no int() of it all
+    assert matcher("rank<9")(hostile)
+    assert not matcher("rank>1")(hostile)
+
+
 def test_matcher_is_the_parsed_selector() -> None:
     assert matcher("app in (web),rank<6")(LABELS)
     assert not matcher("app in (web),rank<5")(LABELS)
