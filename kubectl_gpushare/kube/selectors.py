@@ -115,8 +115,14 @@ def _regex_error(message: str, pattern: str, *examples: str) -> str:
 
 
 def _bytes(text: str) -> int:
-    """Go's ``len`` of the text: its UTF-8 bytes."""
-    return len(text.encode("utf-8", "surrogatepass"))
+    """Go's ``len`` of the text: its UTF-8 bytes, a surrogate escape (argv's byte that is no UTF-8) one byte.
+
+    Any other lone surrogate, which only a caller's own string can hold, counts as its three bytes.
+    """
+    try:
+        return len(text.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _label_key_errors(key: str) -> list[str]:

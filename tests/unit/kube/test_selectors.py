@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -144,6 +145,19 @@ def test_gt_and_lt_read_any_number_of_leading_zeros_as_parse_int_does() -> None:
     hostile = {"rank": "0" * 100_000 + "1"}  # a label from a file, as ParseInt reads it: 1, and no int() of it all
     assert matcher("rank<9")(hostile)
     assert not matcher("rank>1")(hostile)
+
+
+def test_bytes_that_are_not_utf8_count_one_byte_each_as_go_counts_them() -> None:
+    # Python hands argv's bytes that are not UTF-8 over as surrogate escapes (os.fsdecode); Go's
+    # len() counts each as the one byte it is, so 30 of them are no more than 63 bytes.
+    escaped = os.fsdecode(b"\xff" * 30)
+    for selector in (f"k={escaped}", escaped):
+        with pytest.raises(SelectorError) as refused:
+            parse_label_selector(selector)
+        assert "no more than 63 bytes" not in str(refused.value)
+        assert "\\xff" * 30 in str(refused.value)  # quoted as Go's %q quotes those bytes
+    with pytest.raises(SelectorError, match="must be no more than 63 bytes"):
+        parse_label_selector("k=" + os.fsdecode(b"\xff" * 64))
 
 
 def test_matcher_is_the_parsed_selector() -> None:
