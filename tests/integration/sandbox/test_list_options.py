@@ -648,6 +648,21 @@ def test_a_label_selector_error_is_in_labels_parses_words(sandbox: Sandbox, sele
     assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", message), answer
 
 
+@pytest.mark.parametrize(("query", "start"), [
+    # labels.Parse reads the query's bytes: %q quotes one that is no UTF-8 as \xff and it counts as one
+    # byte (30 of them are not too long); a raw echo of it is what Go's JSON writes of it, U+FFFD.
+    ("%FF", 'unable to parse requirement: <nil>: Invalid value: "\\xff": name part must consist of '),
+    ("a=" + "%FF" * 30, 'unable to parse requirement: values[0][a]: Invalid value: "' + "\\xff" * 30 + '": a valid '),
+    ("a=b+%FF", "found '\ufffd', expected: ',' or 'end of string'"),
+])
+def test_a_label_selectors_bytes_that_are_not_utf8_are_read_as_labels_parse_reads_them(
+    sandbox: Sandbox, query: str, start: str
+) -> None:
+    status, answer = get(sandbox, "labelSelector=" + query)
+    assert status == 400 and answer["message"].startswith(start), answer
+    assert "no more than 63 bytes" not in answer["message"]
+
+
 def test_a_label_selector_of_an_empty_set_selects_the_empty_value(sandbox: Sandbox, kubectl: Any) -> None:
     # parseValues: "()" is the set holding "" alone, not an error.
     sandbox.load([{"kind": "ConfigMap", "metadata": {"name": n, "namespace": "default", "labels": labels}}
