@@ -61,34 +61,30 @@ LabelSelector = tuple[Requirement, ...]
 """Requirements that must all hold; the empty tuple matches every label map."""
 
 
+_TOKEN: Final = re.compile(r"[ \t\r\n]*(?:([!=]=|[=!(),><])|([^ \t\r\n=!(),><\0]+))\0?")
+"""One ``Lex`` call: whitespace, then the longest special-symbol token or an identifier, and a NUL
+after it, which ``read`` consumed as the token's end. No match is the end: the text's, or a NUL."""
+
+
 def _lex(text: str) -> list[tuple[str, str]]:
     """``Lexer.Lex`` until the end, as ``Parser.scan`` runs it: (token, literal) pairs, the last the end.
 
     The lexer reads bytes: a NUL reads as the end of the text (``read`` returns 0), which ends the
     scan where a token would start and is skipped where it ends one. A run of special symbols is
-    the longest prefix that is a token (``scanSpecialSymbol``), so at most ``!=`` or ``==``.
+    the longest prefix that is a token (``scanSpecialSymbol``), so at most ``!=`` or ``==``. One
+    regular expression match a token (`_TOKEN`), so a long selector is not a Python loop per character.
     """
     tokens: list[tuple[str, str]] = []
-    i, end = 0, len(text)
-    while True:
-        while i < end and text[i] in _WHITESPACE:
-            i += 1
-        if i >= end or text[i] == "\0":
-            tokens.append((_END, ""))
-            return tokens
-        if text[i] in _SPECIAL_CHARS:
-            literal = text[i : i + 2] if text[i : i + 2] in ("!=", "==") else text[i]
-            tokens.append((literal, literal))
+    append, match, i = tokens.append, _TOKEN.match, 0
+    while found := match(text, i):
+        special, identifier = found.groups()
+        if special is not None:
+            append((special, special))
         else:
-            start = i
-            while i < end and text[i] not in _WHITESPACE and text[i] not in _SPECIAL_CHARS and text[i] != "\0":
-                i += 1
-            literal = text[start:i]
-            tokens.append((literal if literal in _KEYWORDS else _ID, literal))
-            i = start
-        i += len(literal)
-        if i < end and text[i] == "\0":  # read as the end of the token, and consumed
-            i += 1
+            append((identifier if identifier in _KEYWORDS else _ID, identifier))
+        i = found.end()
+    append((_END, ""))
+    return tokens
 
 
 _KEY_FORMAT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
@@ -114,15 +110,19 @@ def _regex_error(message: str, pattern: str, *examples: str) -> str:
     return f"{message} (e.g. {shown}regex used for validation is '{pattern}')"
 
 
-def _bytes(text: str) -> int:
-    """Go's ``len`` of the text: its UTF-8 bytes, a surrogate escape (argv's byte that is no UTF-8) one byte.
+def _longer_than(text: str, limit: int) -> bool:
+    """Whether Go's ``len`` of the text, its UTF-8 bytes, passes ``limit``.
 
-    Any other lone surrogate, which only a caller's own string can hold, counts as its three bytes.
+    A surrogate escape (argv's byte that is no UTF-8) is one byte; any other lone surrogate, which
+    only a caller's own string can hold, its three. Every character is at least a byte, so only a
+    short text that is not ASCII needs encoding (most values are short and ASCII).
     """
+    if len(text) > limit or text.isascii():
+        return len(text) > limit
     try:
-        return len(text.encode("utf-8", "surrogateescape"))
+        return len(text.encode("utf-8", "surrogateescape")) > limit
     except UnicodeEncodeError:
-        return len(text.encode("utf-8", "surrogatepass"))
+        return len(text.encode("utf-8", "surrogatepass")) > limit
 
 
 def _label_key_errors(key: str) -> list[str]:
@@ -138,13 +138,13 @@ def _label_key_errors(key: str) -> list[str]:
         if not prefix:
             errors.append("prefix part must be non-empty")
         else:  # IsDNS1123Subdomain (content/dns.go)
-            if _bytes(prefix) > 253:
+            if _longer_than(prefix, 253):
                 errors.append("prefix part must be no more than 253 bytes")
             if not _SUBDOMAIN_RE.fullmatch(prefix):
                 errors.append("prefix part " + _regex_error(_SUBDOMAIN_MESSAGE, _SUBDOMAIN_FORMAT, "example.com"))
     if not name:
         errors.append("name part must be non-empty")
-    elif _bytes(name) > MAX_NAME:
+    elif _longer_than(name, MAX_NAME):
         errors.append(f"name part must be no more than {MAX_NAME} bytes")
     if not _KEY_RE.fullmatch(name):
         errors.append("name part " + _regex_error(_KEY_MESSAGE, _KEY_FORMAT, "MyName", "my.name", "123-abc"))
@@ -153,7 +153,7 @@ def _label_key_errors(key: str) -> list[str]:
 
 def _label_value_errors(value: str) -> list[str]:
     """``content.IsLabelValue`` (k8s.io/apimachinery/pkg/api/validate/content/kube.go)."""
-    errors = [f"must be no more than {MAX_NAME} bytes"] if _bytes(value) > MAX_NAME else []
+    errors = [f"must be no more than {MAX_NAME} bytes"] if _longer_than(value, MAX_NAME) else []
     if not _VALUE_RE.fullmatch(value):
         errors.append(_regex_error(_VALUE_MESSAGE, _VALUE_FORMAT, "MyValue", "my_value", "12345"))
     return errors
@@ -197,12 +197,12 @@ class _Parser:
     """``labels.Parser``: a recursive descent over the scanned tokens, in its order and words."""
 
     def __init__(self, tokens: list[tuple[str, str]]) -> None:
-        self.tokens = tokens
+        self.tokens = [*tokens, tokens[-1]]  # the end once more: consuming it ends every path that reads on
         self.position = 0
 
     def lookahead(self, values: bool = True) -> tuple[str, str]:
         """The next token; in the ``Values`` context ``in`` and ``notin`` are identifiers."""
-        token, literal = self.tokens[min(self.position, len(self.tokens) - 1)]
+        token, literal = self.tokens[self.position]
         return (_ID if values and token in _KEYWORDS else token), literal
 
     def consume(self, values: bool = True) -> tuple[str, str]:
