@@ -193,7 +193,7 @@ def _new_requirement(key: str, op: str, values: list[str]) -> Requirement:
         ]
     for i, value in enumerate(values):
         if details := _label_value_errors(value):
-            errors.append(_invalid(f"values[{i}][{_shown(key)}]", value, details))
+            errors.append(_invalid(f"values[{i}][{key}]", value, details))
     unique = list(dict.fromkeys(errors))
     if unique:
         raise _RequirementError(unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]")

@@ -160,6 +160,15 @@ def test_bytes_that_are_not_utf8_count_one_byte_each_as_go_counts_them() -> None
         parse_label_selector("k=" + os.fsdecode(b"\xff" * 64))
 
 
+def test_a_bad_values_path_names_its_valid_key_whole() -> None:
+    # validateLabelValue: field.Invalid(path.Key(k), ...); the key passed IsLabelKey first, so it is at
+    # most 253 + 1 + 63 bytes and upstream names it whole: only the echoed bad input is cut.
+    key = "a" * 200 + ".example.com/" + "n" * 63
+    with pytest.raises(SelectorError) as refused:
+        parse_label_selector(f"{key}=-x")
+    assert str(refused.value).startswith(f'unable to parse requirement: values[0][{key}]: Invalid value: "-x": ')
+
+
 def test_matcher_is_the_parsed_selector() -> None:
     assert matcher("app in (web),rank<6")(LABELS)
     assert not matcher("app in (web),rank<5")(LABELS)
