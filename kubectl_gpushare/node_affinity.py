@@ -133,7 +133,7 @@ def int64_value(text: str) -> int | None:
     match = _INTEGER.fullmatch(text)
     if match is None:
         return None
-    value = int(match.group(1) + match.group(2))
+    value = int(text) if len(text) <= 20 else int(match.group(1) + match.group(2))  # a label is short
     return value if INT64_MIN <= value <= INT64_MAX else None
 
 
@@ -160,11 +160,15 @@ class Requirement:
     members: Container[str] = dataclasses.field(init=False, repr=False, compare=False)
     """The values to test a label against: a set past a few (a pod's one requirement may list 1.5M values).
     Upstream (``labels.Requirement.hasValue``) scans them; the answer is the same, each node pays a look-up."""
+    bound: int | None = dataclasses.field(init=False, repr=False, compare=False)
+    """A ``gt``/``lt`` value as ``ParseInt`` reads it, once (None: another operator, or no integer)."""
 
     def __post_init__(self) -> None:
         """Work out `members` once, with the requirement (its compiling pays for it, not a cycle's first node)."""
         members = frozenset(self.values) if len(self.values) > _SCANNED_VALUES else self.values
         object.__setattr__(self, "members", members)
+        is_bound = self.op in ("gt", "lt") and len(self.values) == 1
+        object.__setattr__(self, "bound", int64_value(self.values[0]) if is_bound else None)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether a label map satisfies this requirement."""
@@ -180,12 +184,9 @@ class Requirement:
         if not present:
             return False
         actual = int64_value(labels[self.key])
-        if actual is None:  # labels.Requirement.Matches: a label ParseInt refuses fails Gt/Lt
+        if actual is None or self.bound is None:  # labels.Requirement.Matches: what ParseInt refuses fails
             return False
-        bound = int64_value(self.values[0])
-        if bound is None:  # only a Requirement built by hand: both parsers check the bound
-            return False
-        return actual > bound if self.op == "gt" else actual < bound
+        return actual > self.bound if self.op == "gt" else actual < self.bound
 
 
 class WireRequirement(Protocol):
