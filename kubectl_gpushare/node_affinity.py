@@ -53,7 +53,8 @@ MAX_NAME: Final = 63
 """Longest label name or value (``validation.IsQualifiedName``, ``IsValidLabelValue``)."""
 INT64_MAX: Final = 2**63 - 1
 INT64_MIN: Final = -(2**63)
-_INTEGER: Final = re.compile(r"-?[0-9]{1,19}")
+_INTEGER: Final = re.compile(r"(-?)0*([0-9]{1,19})")
+"""A sign, any leading zeros (``strconv.ParseUint``'s digit loop skips them), then at most 19 digits."""
 MAX_KEY: Final = 253 + 1 + 63
 """Longest label key: a DNS-subdomain prefix, ``/``, a name."""
 MAX_VALUE: Final = 253
@@ -123,9 +124,22 @@ def _label_values(values: Sequence[str]) -> bool:
             and text[:1] not in "-_." and text[-1:] not in "-_." and not any(edge in text for edge in _LABEL_EDGES))
 
 
+def int64_value(text: str) -> int | None:
+    """``strconv.ParseInt(text, 10, 64)``'s value (sign "-" only); None where it refuses ``text``.
+
+    src/strconv/atoi.go: any number of leading zeros, then a value in range; `int` only ever reads
+    the 19 digits after the zeros, so a hostile megabyte of them costs one linear scan.
+    """
+    match = _INTEGER.fullmatch(text)
+    if match is None:
+        return None
+    value = int(text) if len(text) <= 20 else int(match.group(1) + match.group(2))  # a label is short
+    return value if INT64_MIN <= value <= INT64_MAX else None
+
+
 def int64_text(text: str) -> bool:
     """Whether ``text`` is a base-10 int64, as ``strconv.ParseInt(text, 10, 64)`` accepts it (sign "-" only)."""
-    return bool(_INTEGER.fullmatch(text)) and INT64_MIN <= int(text) <= INT64_MAX
+    return int64_value(text) is not None
 
 
 _SCANNED_VALUES: Final = 8
@@ -146,11 +160,15 @@ class Requirement:
     members: Container[str] = dataclasses.field(init=False, repr=False, compare=False)
     """The values to test a label against: a set past a few (a pod's one requirement may list 1.5M values).
     Upstream (``labels.Requirement.hasValue``) scans them; the answer is the same, each node pays a look-up."""
+    bound: int | None = dataclasses.field(init=False, repr=False, compare=False)
+    """A ``gt``/``lt`` value as ``ParseInt`` reads it, once (None: another operator, or no integer)."""
 
     def __post_init__(self) -> None:
         """Work out `members` once, with the requirement (its compiling pays for it, not a cycle's first node)."""
         members = frozenset(self.values) if len(self.values) > _SCANNED_VALUES else self.values
         object.__setattr__(self, "members", members)
+        is_bound = self.op in ("gt", "lt") and len(self.values) == 1
+        object.__setattr__(self, "bound", int64_value(self.values[0]) if is_bound else None)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether a label map satisfies this requirement."""
@@ -165,11 +183,10 @@ class Requirement:
             return not present or labels[self.key] not in self.members
         if not present:
             return False
-        actual = labels[self.key]
-        if not int64_text(actual):  # labels.Requirement.Matches: a label ParseInt refuses fails Gt/Lt
+        actual = int64_value(labels[self.key])
+        if actual is None or self.bound is None:  # labels.Requirement.Matches: what ParseInt refuses fails
             return False
-        bound = int(self.values[0])
-        return int(actual) > bound if self.op == "gt" else int(actual) < bound
+        return actual > self.bound if self.op == "gt" else actual < self.bound
 
 
 class WireRequirement(Protocol):
@@ -754,6 +771,7 @@ __all__ = [
     "WireTerm",
     "compile_selector",
     "int64_text",
+    "int64_value",
     "merged",
     "prefilter_names",
     "required_affinity",

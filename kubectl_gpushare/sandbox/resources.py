@@ -106,11 +106,21 @@ class Resource:
         return values
 
 
+def _job_successful(obj: dict[str, Any]) -> str:
+    """A Job's ``status.successful`` field: its succeeded count, 0 when absent (an int32 upstream)."""
+    succeeded = (obj.get("status") or {}).get("succeeded") if isinstance(obj.get("status"), dict) else None
+    return str(succeeded) if isinstance(succeeded, int) and not isinstance(succeeded, bool) else "0"
+
+
 def _resource(plural: str, kind: str, namespaced: bool, **kwargs: Any) -> Resource:
     fields = tuple(kwargs.pop("fields", ()))
     getters = {label: _getter(label) for label in fields}
     if "source" in fields:
         getters["source"] = lambda obj: _path(obj, "source", "component") or _path(obj, "reportingComponent")
+    if "status.successful" in fields:  # pkg/registry/batch/job/strategy.go: strconv.Itoa(int(Status.Succeeded))
+        getters["status.successful"] = _job_successful
+    if kind == "Service":  # SetDefaults_Service (pkg/apis/core/v1/defaults.go): no type is ClusterIP
+        getters["spec.type"] = lambda obj: _path(obj, "spec", "type") or "ClusterIP"
     return Resource(plural, kind, kind.lower(), namespaced, fields=fields, getters=getters, **kwargs)
 
 
@@ -177,9 +187,10 @@ RESOURCES: tuple[Resource, ...] = (
     _resource("bindings", "Binding", True),
     _resource("leases", "Lease", True, group="coordination.k8s.io"),
     _resource("serviceaccounts", "ServiceAccount", True, short_names=("sa",), subresources=("token",)),
-    # Service's own func also takes spec.clusterIP and spec.type, which the sandbox does not select by.
+    # Service's own func takes spec.clusterIP and spec.type (pkg/apis/core/v1/conversion.go); the
+    # sandbox allocates no cluster IP, so a Service without one selects as "".
     _resource("services", "Service", True, short_names=("svc",), categories=("all",), subresources=("status",),
-              field_label_refusal=CORE_REFUSAL),
+              fields=("spec.clusterIP", "spec.type"), field_label_refusal=CORE_REFUSAL),
     _resource(
         "deployments",
         "Deployment",
@@ -216,10 +227,10 @@ RESOURCES: tuple[Resource, ...] = (
         categories=("all",),
         subresources=("status",),
     ),
-    # pkg/apis/batch/v1/conversion.go: Job's own func, whose words differ from core's; it also takes
-    # status.successful, which the sandbox does not select by.
+    # pkg/apis/batch/v1/conversion.go: Job's own func, whose words differ from core's; it takes
+    # status.successful besides the metadata ones.
     _resource("jobs", "Job", True, group="batch", categories=("all",), subresources=("status",),
-              field_label_refusal="field label {quoted} not supported for Job"),
+              fields=("status.successful",), field_label_refusal="field label {quoted} not supported for Job"),
     _resource("roles", "Role", True, group=RBAC),
     _resource("rolebindings", "RoleBinding", True, group=RBAC),
     _resource("clusterroles", "ClusterRole", False, group=RBAC),

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from kubectl_gpushare.kube.go_query import GoQuery
+from kubectl_gpushare.kube.go_query import GoQuery, go_text
 from kubectl_gpushare.kube.selectors import (
     LabelSelector,
     Requirement,
@@ -178,8 +178,11 @@ def decode_list_options(query: GoQuery) -> ListOptions:
     timeout_seconds = errors.int64_option(query, "timeoutSeconds")
     limit = errors.int64_option(query, "limit") or 0
     try:
-        labels = parse_label_selector(query.get("labelSelector"))
+        # labels.Parse reads bytes: one that is no UTF-8 is %q-quoted as \xNN and counts as one byte;
+        # where its error echoes it raw, Go's JSON writes U+FFFD (`go_text`). It never matches a label:
+        # keys and values are ASCII.
+        labels = parse_label_selector(query.exact("labelSelector"))
         fields = parse_field_selector(query.get("fieldSelector"))
     except SelectorError as exc:
-        raise errors.bad_request(str(exc)) from None
+        raise errors.bad_request(go_text(str(exc))) from None
     return ListOptions(timeout_seconds, max(limit, 0), labels, fields)

@@ -626,6 +626,30 @@ def test_a_cluster_scoped_kind_without_its_own_conversion_selects_an_empty_names
         assert [item["metadata"]["name"] for item in json.loads(resp.read())["items"]] == names
 
 
+@pytest.mark.parametrize(("path", "selector", "names"), [
+    # pkg/registry/batch/job/strategy.go JobToSelectableFields: strconv.Itoa(int(job.Status.Succeeded)).
+    ("/apis/batch/v1/namespaces/default/jobs", "status.successful=1", ["j1"]),
+    ("/apis/batch/v1/namespaces/default/jobs", "status.successful=0", ["j0"]),
+    # pkg/registry/core/service/strategy.go SelectableFields: spec.clusterIP, and spec.type, which
+    # SetDefaults_Service defaults to ClusterIP.
+    ("/api/v1/namespaces/default/services", "spec.type=ClusterIP", ["s0"]),
+    ("/api/v1/namespaces/default/services", "spec.type=NodePort", ["s1"]),
+    ("/api/v1/namespaces/default/services", "spec.clusterIP=10.0.0.9", ["s1"]),
+])
+def test_the_field_labels_jobs_and_services_own_conversions_take_select(
+        sandbox: Sandbox, path: str, selector: str, names: list[str]) -> None:
+    sandbox.load([
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j0", "namespace": "default"}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j1", "namespace": "default"},
+         "status": {"succeeded": 1}},
+        {"kind": "Service", "metadata": {"name": "s0", "namespace": "default"}, "spec": {}},
+        {"kind": "Service", "metadata": {"name": "s1", "namespace": "default"},
+         "spec": {"type": "NodePort", "clusterIP": "10.0.0.9"}},
+    ])
+    with urllib.request.urlopen(f"{sandbox.url}{path}?fieldSelector={selector}", timeout=30) as resp:
+        assert [item["metadata"]["name"] for item in json.loads(resp.read())["items"]] == names
+
+
 def test_the_real_kubectl_prints_a_nodes_refusal_of_metadata_namespace(sandbox: Sandbox, kubectl: Any) -> None:
     result = kubectl("get", "nodes", "--field-selector", "metadata.namespace=default", check=False)
     assert result.returncode == 1
@@ -646,6 +670,21 @@ def test_a_label_selector_error_is_in_labels_parses_words(sandbox: Sandbox, sele
     # The ListOptions conversion's labels.Parse (apimachinery pkg/labels/selector.go), answered as a 400.
     status, answer = get(sandbox, "labelSelector=" + urllib.parse.quote(selector, safe=""))
     assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", message), answer
+
+
+@pytest.mark.parametrize(("query", "start"), [
+    # labels.Parse reads the query's bytes: %q quotes one that is no UTF-8 as \xff and it counts as one
+    # byte (30 of them are not too long); a raw echo of it is what Go's JSON writes of it, U+FFFD.
+    ("%FF", 'unable to parse requirement: <nil>: Invalid value: "\\xff": name part must consist of '),
+    ("a=" + "%FF" * 30, 'unable to parse requirement: values[0][a]: Invalid value: "' + "\\xff" * 30 + '": a valid '),
+    ("a=b+%FF", "found '\ufffd', expected: ',' or 'end of string'"),
+])
+def test_a_label_selectors_bytes_that_are_not_utf8_are_read_as_labels_parse_reads_them(
+    sandbox: Sandbox, query: str, start: str
+) -> None:
+    status, answer = get(sandbox, "labelSelector=" + query)
+    assert status == 400 and answer["message"].startswith(start), answer
+    assert "no more than 63 bytes" not in answer["message"]
 
 
 def test_a_label_selector_of_an_empty_set_selects_the_empty_value(sandbox: Sandbox, kubectl: Any) -> None:
