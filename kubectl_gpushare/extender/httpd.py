@@ -29,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from kubectl_gpushare import protocol
 from kubectl_gpushare.extender.app import ExtenderApp, Response
 from kubectl_gpushare.extender.certs import ReloadingKeyPair
+from kubectl_gpushare.kube import go_http
 from kubectl_gpushare.kube.go_format import trim_string
 
 log = logging.getLogger("kubectl_gpushare.extender.httpd")
@@ -171,10 +172,10 @@ class _DeadlineReader(io.RawIOBase):
         return count
 
 
-def _at_least_1_1(version: str) -> bool:
-    """Go's ``ProtoAtLeast(1, 1)`` of a version http.server accepted (``HTTP/<digits>.<digits>``, below 2.0)."""
+def _version(version: str) -> tuple[int, int]:
+    """The (major, minor) of a version http.server accepted (``HTTP/<digits>.<digits>``, below 2.0)."""
     major, _, minor = version.removeprefix("HTTP/").partition(".")
-    return (int(major), int(minor)) >= (1, 1)
+    return int(major), int(minor)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -201,17 +202,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         app = self.server.app
-        # An HTTP/1.0 request's Transfer-Encoding is dropped unread and Content-Length frames its body
-        # (src/net/http/transfer.go, parseTransferEncoding: "ignore Transfer-Encoding on HTTP/1.0
-        # requests", go.dev/issue/12785); only HTTP/1.1 and later are refused below.
-        codings = (self.headers.get_all("Transfer-Encoding") or []) if _at_least_1_1(self.request_version) else []
-        # Values trimmed as Go trims them (textproto.TrimString: space, tab, CR, LF; not a no-break space).
-        if [trim_string(coding).lower() for coding in codings] == ["chunked"]:
+        version = _version(self.request_version)
+        # Go's rules (`go_http`, src/net/http/transfer.go parseTransferEncoding): an HTTP/1.0 request's
+        # Transfer-Encoding is dropped unread and Content-Length frames its body (go.dev/issue/12785);
+        # on HTTP/1.1 and later one `chunked` field is read, anything else is Go's 501, never a body
+        # left unread. Values trimmed as Go trims them (textproto.TrimString: not a no-break space).
+        codings = [trim_string(coding) for coding in self.headers.get_all("Transfer-Encoding") or []]
+        if go_http.transfer_encoding_refused(codings, version):
+            self._send(app.refuse(501, self.path, "unsupported transfer encoding"), close=True)
+            return
+        if go_http.chunked(codings, version):  # Go reads it; the extender does not (docs/extender.md)
             self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
                        close=True)
-            return
-        if codings:  # any other: Go's 501 (src/net/http/transfer.go, parseTransferEncoding), never a body unread
-            self._send(app.refuse(501, self.path, "unsupported transfer encoding"), close=True)
             return
         lengths = self.headers.get_all("Content-Length") or []
         if len(lengths) > 1:
