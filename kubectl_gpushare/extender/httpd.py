@@ -9,9 +9,10 @@ Every resource a client can hold is bounded (`Limits`): open connections (one th
 the cap a new connection gets 503 and is closed), request bodies being read or handled at once
 (a body that does not fit waits briefly, then gets 503 unread), the time a keep-alive connection
 may sit idle, and the time one request may take to arrive once it has started (a client trickling
-bytes is cut off). A request with two ``Content-Length`` headers is refused with 400, as it could
-be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 with 411 (chunked) or 501 (any other), and
-on HTTP/1.0 ignored, as Go's net/http ignores it.
+bytes is cut off). Body framing follows Go's net/http (`kube.go_http`): repeated ``Content-Length``
+headers are one if they are equal once trimmed, and refused with 400 if they differ, as the body
+could be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 is refused with 411 (chunked, which
+Go reads and the extender does not) or 501 (any other), and on HTTP/1.0 ignored, as Go ignores it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from kubectl_gpushare import protocol
 from kubectl_gpushare.extender.app import ExtenderApp, Response
 from kubectl_gpushare.extender.certs import ReloadingKeyPair
 from kubectl_gpushare.kube import go_http
@@ -215,16 +215,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
                        close=True)
             return
-        lengths = self.headers.get_all("Content-Length") or []
-        if len(lengths) > 1:
-            self._send(app.refuse(400, self.path, "more than one Content-Length header"), close=True)
-            return
-        text = trim_string(lengths[0]) if lengths else "0"
-        # Digits only, within int64, counted before int() (which raises past 4,300 digits): Go's net/http
-        # answers 400 to anything else (src/net/http/transfer.go, parseContentLength: strconv.ParseUint(cl, 10, 63)).
-        length = protocol.parse_int_strict(text) if text.isascii() and text.isdigit() else None
-        if length is None:
-            self._send(app.refuse(400, self.path, "invalid Content-Length"), close=True)
+        try:  # Go's fixLength (`go_http.content_length`): repeats equal after trimming are one; else a 400
+            length = go_http.content_length(self.headers.get_all("Content-Length") or [])
+        except ValueError as exc:
+            self._send(app.refuse(400, self.path, str(exc)), close=True)
             return
         if length > app.max_request_bytes:
             self._send(app.too_large(self.path, length), close=True)
