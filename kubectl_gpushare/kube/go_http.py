@@ -14,10 +14,34 @@ from typing import Final
 
 from kubectl_gpushare.kube.go_format import trim_string
 
+BAD_REQUEST_REPLY: Final = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                            b"Connection: close\r\n\r\n400 Bad Request")  # fmt: skip
+"""What Go's net/http server writes, then closes, for a request it cannot read (``conn.serve``'s
+``publicErr``, src/net/http/server.go): no handler, and so no Status body, runs."""
+VERSION_NOT_SUPPORTED_REPLY: Final = (
+    b"HTTP/1.1 505 HTTP Version Not Supported: unsupported protocol version\r\n"
+    b"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+    b"505 HTTP Version Not Supported: unsupported protocol version"
+)  # fmt: skip
+"""What Go's server writes, then closes, for a request in a version `http1_server_supports` refuses
+(``conn.serve``'s ``statusError`` reply, src/net/http/server.go)."""
 _VERSION: Final = re.compile(r"HTTP/([0-9])\.([0-9])")
 _DIGITS: Final = re.compile(r"[0-9]+")
 _MAX_CONTENT_LENGTH: Final = (1 << 63) - 1
 """The largest Content-Length Go reads: ``strconv.ParseUint(cl, 10, 63)`` in ``parseContentLength``."""
+
+
+def cut_request_line(line: str) -> tuple[str, str, str] | None:
+    """A request line (its CRLF or LF cut off) as Go cuts it: method, target, version; None where Go cannot.
+
+    src/net/http/request.go ``parseRequestLine``: at its first two spaces only (``strings.Cut``), so a
+    tab stays in a part, a second space in a row leaves an empty target, and a space after the version
+    stays in the version; a line without two spaces (``GET /``, the HTTP/0.9 form) is "malformed HTTP
+    request", a 400.
+    """
+    method, first, rest = line.partition(" ")
+    target, second, proto = rest.partition(" ")
+    return (method, target, proto) if first and second else None
 
 
 def parse_http_version(proto: str) -> tuple[int, int] | None:

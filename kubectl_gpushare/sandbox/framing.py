@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from kubectl_gpushare.kube import go_http
 from kubectl_gpushare.kube.go_format import trim_string
+from kubectl_gpushare.kube.go_http import BAD_REQUEST_REPLY, VERSION_NOT_SUPPORTED_REPLY
 from kubectl_gpushare.kube.go_query import GoUrl, parse_url
 
 if TYPE_CHECKING:
@@ -30,15 +31,6 @@ MAX_LINE = 4096
 MAX_TRAILERS = 32
 """Most trailer lines accepted after the last chunk."""
 
-BAD_REQUEST_REPLY = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                     b"Connection: close\r\n\r\n400 Bad Request")  # fmt: skip
-"""What Go's net/http server writes, then closes, for a request it cannot read (``conn.serve``'s
-``publicErr``, src/net/http/server.go): no handler, and so no Status body, runs."""
-VERSION_NOT_SUPPORTED_REPLY = (b"HTTP/1.1 505 HTTP Version Not Supported: unsupported protocol version\r\n"
-                               b"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
-                               b"505 HTTP Version Not Supported: unsupported protocol version")  # fmt: skip
-"""What Go's server writes, then closes, for a request in an HTTP version other than 1.x (``conn.serve``'s
-``statusError`` reply, src/net/http/server.go)."""
 MAX_REQUEST_HEAD = (1 << 20) + 4096
 """Longest request line Go's server reads: kube-apiserver's ``MaxHeaderBytes: 1 << 20`` (k8s.io/apiserver/pkg/
 server/secure_serving.go; net/http's ``DefaultMaxHeaderBytes`` too) plus the 4096 bytes of "bufio slop" that
@@ -144,15 +136,17 @@ def read_request_line(request_line: bytes) -> RequestLine | bytes:
     that last check, so a bad header line in a ``HTTP/2.0`` request is its 400; here the 505 wins.)
     """
     line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
-    method, first, rest = line.partition(b" ")
-    target_bytes, second, proto = rest.partition(b" ")
-    version = go_http.parse_http_version(proto.decode("latin-1"))
-    if not first or not second or not _METHOD.fullmatch(method) or version is None:
+    cut = go_http.cut_request_line(line.decode("latin-1"))
+    if cut is None:
+        return BAD_REQUEST_REPLY
+    method, target_bytes, proto = [part.encode("latin-1") for part in cut]
+    version = go_http.parse_http_version(cut[2])
+    if not _METHOD.fullmatch(method) or version is None:
         return BAD_REQUEST_REPLY
     target = parsed_target(target_bytes)  # the costly check last, as Go orders them
     if target is None:
         return BAD_REQUEST_REPLY
-    if not go_http.http1_server_supports(version, method.decode("latin-1"), target_bytes.decode("latin-1")):
+    if not go_http.http1_server_supports(version, cut[0], cut[1]):
         return VERSION_NOT_SUPPORTED_REPLY
     return RequestLine(method, target_bytes, proto, target)
 
