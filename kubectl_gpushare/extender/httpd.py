@@ -13,6 +13,8 @@ bytes is cut off). Body framing follows Go's net/http (`kube.go_http`): repeated
 headers are one if they are equal once trimmed, and refused with 400 if they differ, as the body
 could be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 is refused with 411 (chunked, which
 Go reads and the extender does not) or 501 (any other), and on HTTP/1.0 ignored, as Go ignores it.
+A request line is cut and its version read as Go reads them: anything but ``HTTP/X.Y`` after the
+second space gets Go's plain 400, a version other than 1.x Go's 505 (`_Handler.parse_request`).
 """
 
 from __future__ import annotations
@@ -172,15 +174,12 @@ class _DeadlineReader(io.RawIOBase):
         return count
 
 
-def _version(version: str) -> tuple[int, int]:
-    """The (major, minor) of a version http.server accepted (``HTTP/<digits>.<digits>``, below 2.0)."""
-    major, _, minor = version.removeprefix("HTTP/").partition(".")
-    return int(major), int(minor)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+    raw_requestline: bytes
+    _version: tuple[int, int]
+    """The request's version as Go reads it (`parse_request`)."""
     server_version = "kubectl-gpushare-extender"
     sys_version = ""
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the client's delayed
@@ -197,12 +196,36 @@ class _Handler(BaseHTTPRequestHandler):
         self._reader.start_request()
         super().handle_one_request()
 
+    def parse_request(self) -> bool:
+        """Refuse a request line whose version Go's server refuses, with Go's reply; else http.server's parse.
+
+        http.server splits the line on any run of whitespace and takes ``HTTP/<digits>.<digits>`` below
+        2.0 (``HTTP/1.10``, ``HTTP/01.1``, ``HTTP/0.9``, a version followed by a space), and serves a line
+        without one (``GET /``) as HTTP/0.9, with no status line. Go cuts the line at its first two
+        spaces and reads the version with ``ParseHTTPVersion`` (src/net/http/request.go: a 400), then
+        serves 1.x only (src/net/http/server.go ``http1ServerSupportsRequest``: a 505): `go_http`. Go
+        writes either reply itself, before any handler, and closes.
+        """
+        line = self.raw_requestline.decode("latin-1").removesuffix("\n").removesuffix("\r")
+        cut = go_http.cut_request_line(line)
+        version = None if cut is None else go_http.parse_http_version(cut[2])
+        if cut is None or version is None:
+            refusal = go_http.BAD_REQUEST_REPLY
+        elif not go_http.http1_server_supports(version, cut[0], cut[1]):
+            refusal = go_http.VERSION_NOT_SUPPORTED_REPLY
+        else:
+            self._version = version
+            return super().parse_request()
+        self.close_connection = True
+        self.wfile.write(refusal)
+        return False
+
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
         """Silence the per-request access log; the app logs what matters."""
 
     def _serve(self) -> None:
         app = self.server.app
-        version = _version(self.request_version)
+        version = self._version
         # Go's rules (`go_http`, src/net/http/transfer.go parseTransferEncoding): an HTTP/1.0 request's
         # Transfer-Encoding is dropped unread and Content-Length frames its body (go.dev/issue/12785);
         # on HTTP/1.1 and later one `chunked` field is read, anything else is Go's 501, never a body
