@@ -9,9 +9,12 @@ Every resource a client can hold is bounded (`Limits`): open connections (one th
 the cap a new connection gets 503 and is closed), request bodies being read or handled at once
 (a body that does not fit waits briefly, then gets 503 unread), the time a keep-alive connection
 may sit idle, and the time one request may take to arrive once it has started (a client trickling
-bytes is cut off). A request with two ``Content-Length`` headers is refused with 400, as it could
-be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 with 411 (chunked) or 501 (any other), and
-on HTTP/1.0 ignored, as Go's net/http ignores it.
+bytes is cut off). Body framing follows Go's net/http (`kube.go_http`): repeated ``Content-Length``
+headers are one if they are equal once trimmed, and refused with 400 if they differ, as the body
+could be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 is refused with 411 (chunked, which
+Go reads and the extender does not) or 501 (any other), and on HTTP/1.0 ignored, as Go ignores it.
+A request line is cut and its version read as Go reads them: anything but ``HTTP/X.Y`` after the
+second space gets Go's plain 400, a version other than 1.x Go's 505 (`_Handler.parse_request`).
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from kubectl_gpushare import protocol
 from kubectl_gpushare.extender.app import ExtenderApp, Response
 from kubectl_gpushare.extender.certs import ReloadingKeyPair
+from kubectl_gpushare.kube import go_http
 from kubectl_gpushare.kube.go_format import trim_string
 
 log = logging.getLogger("kubectl_gpushare.extender.httpd")
@@ -171,15 +174,12 @@ class _DeadlineReader(io.RawIOBase):
         return count
 
 
-def _at_least_1_1(version: str) -> bool:
-    """Go's ``ProtoAtLeast(1, 1)`` of a version http.server accepted (``HTTP/<digits>.<digits>``, below 2.0)."""
-    major, _, minor = version.removeprefix("HTTP/").partition(".")
-    return (int(major), int(minor)) >= (1, 1)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+    raw_requestline: bytes
+    _version: tuple[int, int]
+    """The request's version as Go reads it (`parse_request`)."""
     server_version = "kubectl-gpushare-extender"
     sys_version = ""
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the client's delayed
@@ -196,33 +196,52 @@ class _Handler(BaseHTTPRequestHandler):
         self._reader.start_request()
         super().handle_one_request()
 
+    def parse_request(self) -> bool:
+        """Refuse a request line whose version Go's server refuses, with Go's reply; else http.server's parse.
+
+        http.server splits the line on any run of whitespace and takes ``HTTP/<digits>.<digits>`` below
+        2.0 (``HTTP/1.10``, ``HTTP/01.1``, ``HTTP/0.9``, a version followed by a space), and serves a line
+        without one (``GET /``) as HTTP/0.9, with no status line. Go cuts the line at its first two
+        spaces and reads the version with ``ParseHTTPVersion`` (src/net/http/request.go: a 400), then
+        serves 1.x only (src/net/http/server.go ``http1ServerSupportsRequest``: a 505): `go_http`. Go
+        writes either reply itself, before any handler, and closes.
+        """
+        line = self.raw_requestline.decode("latin-1").removesuffix("\n").removesuffix("\r")
+        cut = go_http.cut_request_line(line)
+        version = None if cut is None else go_http.parse_http_version(cut[2])
+        if cut is None or version is None:
+            refusal = go_http.BAD_REQUEST_REPLY
+        elif not go_http.http1_server_supports(version, cut[0], cut[1]):
+            refusal = go_http.VERSION_NOT_SUPPORTED_REPLY
+        else:
+            self._version = version
+            return super().parse_request()
+        self.close_connection = True
+        self.wfile.write(refusal)
+        return False
+
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
         """Silence the per-request access log; the app logs what matters."""
 
     def _serve(self) -> None:
         app = self.server.app
-        # An HTTP/1.0 request's Transfer-Encoding is dropped unread and Content-Length frames its body
-        # (src/net/http/transfer.go, parseTransferEncoding: "ignore Transfer-Encoding on HTTP/1.0
-        # requests", go.dev/issue/12785); only HTTP/1.1 and later are refused below.
-        codings = (self.headers.get_all("Transfer-Encoding") or []) if _at_least_1_1(self.request_version) else []
-        # Values trimmed as Go trims them (textproto.TrimString: space, tab, CR, LF; not a no-break space).
-        if [trim_string(coding).lower() for coding in codings] == ["chunked"]:
+        version = self._version
+        # Go's rules (`go_http`, src/net/http/transfer.go parseTransferEncoding): an HTTP/1.0 request's
+        # Transfer-Encoding is dropped unread and Content-Length frames its body (go.dev/issue/12785);
+        # on HTTP/1.1 and later one `chunked` field is read, anything else is Go's 501, never a body
+        # left unread. Values trimmed as Go trims them (textproto.TrimString: not a no-break space).
+        codings = [trim_string(coding) for coding in self.headers.get_all("Transfer-Encoding") or []]
+        if go_http.transfer_encoding_refused(codings, version):
+            self._send(app.refuse(501, self.path, "unsupported transfer encoding"), close=True)
+            return
+        if go_http.chunked(codings, version):  # Go reads it; the extender does not (docs/extender.md)
             self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
                        close=True)
             return
-        if codings:  # any other: Go's 501 (src/net/http/transfer.go, parseTransferEncoding), never a body unread
-            self._send(app.refuse(501, self.path, "unsupported transfer encoding"), close=True)
-            return
-        lengths = self.headers.get_all("Content-Length") or []
-        if len(lengths) > 1:
-            self._send(app.refuse(400, self.path, "more than one Content-Length header"), close=True)
-            return
-        text = trim_string(lengths[0]) if lengths else "0"
-        # Digits only, within int64, counted before int() (which raises past 4,300 digits): Go's net/http
-        # answers 400 to anything else (src/net/http/transfer.go, parseContentLength: strconv.ParseUint(cl, 10, 63)).
-        length = protocol.parse_int_strict(text) if text.isascii() and text.isdigit() else None
-        if length is None:
-            self._send(app.refuse(400, self.path, "invalid Content-Length"), close=True)
+        try:  # Go's fixLength (`go_http.content_length`): repeats equal after trimming are one; else a 400
+            length = go_http.content_length(self.headers.get_all("Content-Length") or [])
+        except ValueError as exc:
+            self._send(app.refuse(400, self.path, str(exc)), close=True)
             return
         if length > app.max_request_bytes:
             self._send(app.too_large(self.path, length), close=True)

@@ -18,7 +18,9 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from kubectl_gpushare.kube import go_http
 from kubectl_gpushare.kube.go_format import trim_string
+from kubectl_gpushare.kube.go_http import BAD_REQUEST_REPLY, VERSION_NOT_SUPPORTED_REPLY
 from kubectl_gpushare.kube.go_query import GoUrl, parse_url
 
 if TYPE_CHECKING:
@@ -29,15 +31,6 @@ MAX_LINE = 4096
 MAX_TRAILERS = 32
 """Most trailer lines accepted after the last chunk."""
 
-BAD_REQUEST_REPLY = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                     b"Connection: close\r\n\r\n400 Bad Request")  # fmt: skip
-"""What Go's net/http server writes, then closes, for a request it cannot read (``conn.serve``'s
-``publicErr``, src/net/http/server.go): no handler, and so no Status body, runs."""
-VERSION_NOT_SUPPORTED_REPLY = (b"HTTP/1.1 505 HTTP Version Not Supported: unsupported protocol version\r\n"
-                               b"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
-                               b"505 HTTP Version Not Supported: unsupported protocol version")  # fmt: skip
-"""What Go's server writes, then closes, for a request in an HTTP version other than 1.x (``conn.serve``'s
-``statusError`` reply, src/net/http/server.go)."""
 MAX_REQUEST_HEAD = (1 << 20) + 4096
 """Longest request line Go's server reads: kube-apiserver's ``MaxHeaderBytes: 1 << 20`` (k8s.io/apiserver/pkg/
 server/secure_serving.go; net/http's ``DefaultMaxHeaderBytes`` too) plus the 4096 bytes of "bufio slop" that
@@ -57,12 +50,7 @@ _TCHAR = rb"!#$%&'*+\-.^_`|~0-9A-Za-z"
 ``validHeaderFieldByte`` (src/net/textproto/reader.go)."""
 _METHOD = re.compile(rb"[" + _TCHAR + rb"]+")
 """An RFC 7230 token: Go's ``validMethod`` (src/net/http/http.go ``isNotToken``)."""
-_VERSION = re.compile(rb"HTTP/([0-9])\.[0-9]")
-"""Go's ``ParseHTTPVersion`` (src/net/http/request.go): ``HTTP/``, a digit, a dot, a digit, nothing more."""
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r\n")
-_DIGITS = re.compile(r"[0-9]+")
-_MAX_CONTENT_LENGTH = (1 << 63) - 1
-"""The largest Content-Length Go reads: ``strconv.ParseUint(cl, 10, 63)`` in ``parseContentLength``."""
 
 
 class Stream(Protocol):
@@ -148,15 +136,17 @@ def read_request_line(request_line: bytes) -> RequestLine | bytes:
     that last check, so a bad header line in a ``HTTP/2.0`` request is its 400; here the 505 wins.)
     """
     line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
-    method, first, rest = line.partition(b" ")
-    target_bytes, second, proto = rest.partition(b" ")
-    version = _VERSION.fullmatch(proto)
-    if not first or not second or not _METHOD.fullmatch(method) or version is None:
+    cut = go_http.cut_request_line(line.decode("latin-1"))
+    if cut is None:
+        return BAD_REQUEST_REPLY
+    method, target_bytes, proto = [part.encode("latin-1") for part in cut]
+    version = go_http.parse_http_version(cut[2])
+    if not _METHOD.fullmatch(method) or version is None:
         return BAD_REQUEST_REPLY
     target = parsed_target(target_bytes)  # the costly check last, as Go orders them
     if target is None:
         return BAD_REQUEST_REPLY
-    if version[1] != b"1" and (method, target_bytes, proto) != (b"PRI", b"*", b"HTTP/2.0"):
+    if not go_http.http1_server_supports(version, cut[0], cut[1]):
         return VERSION_NOT_SUPPORTED_REPLY
     return RequestLine(method, target_bytes, proto, target)
 
@@ -271,24 +261,25 @@ def _field_values(fields: list[bytes], name: bytes) -> list[bytes]:
     return found
 
 
+def _codings_and_version(fields: list[bytes], proto: bytes) -> tuple[list[str], tuple[int, int]]:
+    """The ``Transfer-Encoding`` values and the version of a request `read_request_line` accepted, for `go_http`."""
+    version = go_http.parse_http_version(proto.decode("latin-1"))
+    assert version is not None  # read_request_line refused any other
+    return [value.decode("latin-1") for value in _field_values(fields, b"transfer-encoding")], version
+
+
 def transfer_encoding_refused(fields: list[bytes], proto: bytes) -> bool:
     """Whether Go's ``readTransfer`` refuses the request's ``Transfer-Encoding`` (a 501 before any handler).
 
-    src/net/http/transfer.go ``parseTransferEncoding``: ignored on an HTTP/1.0 request (go.dev/issue/12785,
-    so `chunked` does not read it either); otherwise one field only ("too many transfer encodings", an
-    empty second one included), and its value ``chunked`` in any ASCII case ("unsupported transfer
-    encoding": ``gzip``, ``gzip, chunked``, ``chunked, chunked``, an empty value). Both are an
-    ``unsupportedTEError``.
+    `go_http.transfer_encoding_refused` (src/net/http/transfer.go ``parseTransferEncoding``) of the
+    fields' values: ignored on an HTTP/1.0 request, so `chunked` does not read it either.
     """
-    values = _field_values(fields, b"transfer-encoding")
-    if not values or proto == b"HTTP/1.0":
-        return False
-    return len(values) != 1 or values[0].lower() != b"chunked"
+    return go_http.transfer_encoding_refused(*_codings_and_version(fields, proto))
 
 
 def chunked(fields: list[bytes], proto: bytes) -> bool:
     """Whether the body is chunked: a ``Transfer-Encoding`` `transfer_encoding_refused` passed (not on HTTP/1.0)."""
-    return proto != b"HTTP/1.0" and bool(_field_values(fields, b"transfer-encoding"))
+    return go_http.chunked(*_codings_and_version(fields, proto))
 
 
 def header_tokens(values: Iterable[str]) -> frozenset[str]:
@@ -302,29 +293,18 @@ def header_tokens(values: Iterable[str]) -> frozenset[str]:
 
 
 def content_length(values: list[str]) -> int:
-    """The Content-Length of a request from its header values (none means 0), as Go's ``readTransfer`` reads it.
+    """The Content-Length of a request from its header values (none means 0): `go_http.content_length`.
 
-    src/net/http/transfer.go ``fixLength``: every value, trimmed of ASCII whitespace
-    (`trim_string`), must equal the first (``05`` and ``5`` differ), and ``parseContentLength``
-    reads that one with ``strconv.ParseUint(cl, 10, 63)``: ASCII digits only (no sign), leading zeros
-    of any number, at most 2^63-1; an empty value is ``invalid empty Content-Length``. Go checks it
-    even beside ``Transfer-Encoding: chunked`` (then drops it). Its error is no ``statusError``, so
+    Go's ``readTransfer`` (src/net/http/transfer.go ``fixLength``); its error is no ``statusError``, so
     Go's server answers the plain `BAD_REQUEST_REPLY` before any handler (`header_fields_refused`).
 
     Raises:
         FramingError: the value is not such a number, or repeated values disagree.
     """
-    if not values:
-        return 0
-    first = trim_string(values[0])
-    if any(trim_string(value) != first for value in values[1:]):
-        raise FramingError("message cannot contain multiple Content-Length headers")
-    if not _DIGITS.fullmatch(first):
-        raise FramingError(f"bad Content-Length {first[:40]!r}")
-    digits = first.lstrip("0")
-    if len(digits) > 19 or (digits and int(digits) > _MAX_CONTENT_LENGTH):  # 19 digits before int(): bounded
-        raise FramingError(f"bad Content-Length {first[:40]!r}")
-    return int(digits or "0")
+    try:
+        return go_http.content_length(values)
+    except ValueError as exc:
+        raise FramingError(str(exc)) from None
 
 
 def read_chunked(stream: Stream, limit: int) -> bytes:

@@ -1,6 +1,6 @@
 """The extender against hostile clients and hostile objects: every reply is bounded and one line.
 
-Bodies that are not UTF-8 or nest absurdly deep, duplicate Content-Length headers, quantities that
+Bodies that are not UTF-8 or nest absurdly deep, Content-Length headers that differ, quantities that
 no parser can hold, a node that claims 10^8 GPUs, and clients that hoard connections, bytes or time.
 Everything goes through a real socket to a running extender fed by the sandbox.
 """
@@ -94,15 +94,39 @@ def test_unreadable_bodies_get_400_with_a_one_line_error(
     assert get(ext_port, "/healthz") == (200, b"ok")
 
 
-def test_two_content_length_headers_are_refused_with_400(ext) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("second", "status"),
+    [("{n}", 200), (" {n}\t", 200), ("5", 400), ("0{n}", 400)],
+    ids=["same", "same-after-trim", "differs", "leading-zero-differs"],
+)
+def test_repeated_content_length_headers_are_one_if_equal_as_go_reads_them(  # type: ignore[no-untyped-def]
+    ext, second: str, status: int
+) -> None:
+    """src/net/http/transfer.go ``fixLength``: repeats equal after ``textproto.TrimString`` are one header
+    (go.dev/issue/16490); any that differs (``05`` differs from ``5``) is a 400, the connection closed."""
     body = filter_body("2", ["gpu-1"])
     reply = raw_exchange(ext.running.port, (
-        f"POST {FILTER} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nContent-Length: 5\r\n\r\n"
+        f"POST {FILTER} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(body)}\r\n"
+        f"Content-Length: {second.format(n=len(body))}\r\n\r\n"
     ).encode() + body)
     head, _, payload = reply.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 400")
-    assert b"Connection: close" in head
-    assert json.loads(payload)["Error"] == "more than one Content-Length header"
+    assert head.startswith(f"HTTP/1.1 {status}".encode()), reply
+    if status == 200:
+        assert json.loads(payload)["NodeNames"] == ["gpu-1"]
+    else:
+        assert b"Connection: close" in head
+        assert json.loads(payload)["Error"] == "message cannot contain multiple Content-Length headers"
+
+
+def test_a_content_length_with_many_leading_zeros_frames_the_body_as_go_reads_it(ext) -> None:  # type: ignore[no-untyped-def]
+    """``strconv.ParseUint(cl, 10, 63)`` (transfer.go ``parseContentLength``) takes leading zeros of any number."""
+    body = filter_body("2", ["gpu-1"])
+    reply = raw_exchange(ext.running.port, (
+        f"POST {FILTER} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(body):030d}\r\n\r\n"
+    ).encode() + body)
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), reply
+    assert json.loads(payload)["NodeNames"] == ["gpu-1"]
 
 
 # --- quantities and nodes --------------------------------------------------------------------------

@@ -249,9 +249,50 @@ def test_transfer_encoding_on_http_1_0_is_ignored_and_content_length_frames_the_
     assert json.loads(reply.partition(b"\r\n\r\n")[2])["Error"] == error
 
 
+GO_BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+                  b"400 Bad Request")  # fmt: skip
+GO_VERSION_NOT_SUPPORTED = (b"HTTP/1.1 505 HTTP Version Not Supported: unsupported protocol version\r\n"
+                            b"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+                            b"505 HTTP Version Not Supported: unsupported protocol version")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("line", "reply"),
+    [(b"GET /healthz HTTP/1.10", GO_BAD_REQUEST), (b"GET /healthz HTTP/01.1", GO_BAD_REQUEST),
+     (b"GET /healthz HTTP/1.1 ", GO_BAD_REQUEST), (b"GET  /healthz HTTP/1.1", GO_BAD_REQUEST),
+     (b"GET /healthz http/1.1", GO_BAD_REQUEST), (b"GET /healthz", GO_BAD_REQUEST),
+     (b"GET /healthz HTTP/0.9", GO_VERSION_NOT_SUPPORTED), (b"GET /healthz HTTP/3.0", GO_VERSION_NOT_SUPPORTED)],
+    ids=["two-digit-minor", "leading-zero-major", "trailing-space", "two-spaces", "lower-case", "http-0.9-form",
+         "0.9", "3.0"],
+)
+def test_request_versions_go_refuses_get_go_s_reply_and_the_connection_closed(  # type: ignore[no-untyped-def]
+    ext, line: bytes, reply: bytes
+) -> None:
+    """src/net/http/request.go ``parseRequestLine`` (the line cut at its first two spaces) and
+    ``ParseHTTPVersion`` (``HTTP/`` and one digit, a dot, one digit): 400; server.go
+    ``http1ServerSupportsRequest``: any major but 1 is 505. http.server took ``HTTP/1.10``, ``HTTP/01.1``,
+    a trailing space and ``0.9`` as versions and answered ``GET /healthz`` as HTTP/0.9, with no status line."""
+    sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
+    sock.sendall(line + b"\r\nHost: x\r\n\r\n")
+    answer = sock.makefile("rb").read()
+    sock.close()
+    assert answer == reply
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize("version", [b"HTTP/1.0", b"HTTP/1.1", b"HTTP/1.9"])
+def test_any_http_1_x_version_is_served(ext, version: bytes) -> None:  # type: ignore[no-untyped-def]
+    """Go serves any 1.x (``http1ServerSupportsRequest``); 1.1 and later as 1.1 (``ProtoAtLeast``)."""
+    sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
+    sock.sendall(b"GET /healthz " + version + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+    answer = sock.makefile("rb").read()
+    sock.close()
+    assert answer.split(b" ", 2)[1] == b"200" and answer.endswith(b"\r\n\r\nok"), answer
+
+
 def test_a_space_in_a_verb_query_is_refused_400_and_reported_as_kube_scheduler_reports_it(ext) -> None:  # type: ignore[no-untyped-def]
     """Go writes the space raw; Go's server cuts the request line at its first two spaces (request.go
-    ``parseRequestLine``), so ``b HTTP/1.1`` is no version: 400, as http.server answers; ``send`` names the URL."""
+    ``parseRequestLine``), so ``b HTTP/1.1`` is no version: Go's 400; ``send`` names the URL."""
     with pytest.raises(ExtenderCallError) as failed:
         ext.scheduler(bind_verb="bind?q=a b").bind(pod_object("job", "default", [2]), "gpu-1")
     assert str(failed.value) == f"failed bind?q=a b with extender at URL {ext.url}/bind?q=a b, code 400"

@@ -1,0 +1,68 @@
+"""Go's net/http request rules (kube/go_http), without sockets: the cases its sources name."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubectl_gpushare.kube import go_http
+
+
+@pytest.mark.parametrize(
+    ("proto", "expected"),
+    [("HTTP/1.1", (1, 1)), ("HTTP/1.0", (1, 0)), ("HTTP/1.9", (1, 9)), ("HTTP/0.9", (0, 9)), ("HTTP/2.0", (2, 0)),
+     ("HTTP/1.10", None), ("HTTP/01.1", None), ("HTTP/1.1 ", None), ("HTTP/2", None), ("http/1.1", None),
+     ("HTTP/1,1", None), ("HTTP/+.1", None), ("HTTP/\u0661.1", None), ("HTTP/1.\xb2", None), ("", None)],
+)
+def test_parse_http_version_takes_one_ascii_digit_each_side(proto: str, expected: tuple[int, int] | None) -> None:
+    assert go_http.parse_http_version(proto) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [("GET / HTTP/1.1", ("GET", "/", "HTTP/1.1")), ("GET  / HTTP/1.1", ("GET", "", "/ HTTP/1.1")),
+     ("GET /a\tb HTTP/1.1", ("GET", "/a\tb", "HTTP/1.1")), ("GET / HTTP/1.1 ", ("GET", "/", "HTTP/1.1 ")),
+     ("GET /", None), ("GET", None)],
+)
+def test_cut_request_line_cuts_at_the_first_two_spaces_only(line: str, expected: tuple[str, str, str] | None) -> None:
+    assert go_http.cut_request_line(line) == expected
+
+
+def test_only_1_x_and_the_http2_preface_are_served() -> None:
+    assert go_http.http1_server_supports((1, 9), "GET", "/")
+    assert go_http.http1_server_supports((2, 0), "PRI", "*")
+    assert not go_http.http1_server_supports((2, 0), "GET", "*")
+    assert not go_http.http1_server_supports((0, 9), "GET", "/")
+
+
+@pytest.mark.parametrize(
+    ("values", "version", "refused", "chunked"),
+    [([], (1, 1), False, False), (["chunked"], (1, 1), False, True), (["ChUnKeD"], (1, 9), False, True),
+     (["chun\u212aed"], (1, 1), True, False),  # str.lower() takes the Kelvin sign for k; ascii.EqualFold does not
+     (["gzip"], (1, 1), True, False), (["gzip, chunked"], (1, 1), True, False),
+     (["chunked", "chunked"], (1, 1), True, False), ([""], (1, 1), True, False),
+     (["gzip"], (1, 0), False, False), (["chunked", "x"], (1, 0), False, False)],
+)
+def test_transfer_encoding_is_one_chunked_field_on_http_1_1_and_ignored_on_1_0(
+    values: list[str], version: tuple[int, int], refused: bool, chunked: bool
+) -> None:
+    assert go_http.transfer_encoding_refused(values, version) is refused
+    if not refused:  # `chunked` reads what it let through
+        assert go_http.chunked(values, version) is chunked
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [([], 0), (["5"], 5), ([" 5\t"], 5), (["5", "5"], 5), (["5", " 5 "], 5), (["0" * 30 + "7"], 7),
+     ([str((1 << 63) - 1)], (1 << 63) - 1)],
+)
+def test_content_length_reads_what_go_reads(values: list[str], expected: int) -> None:
+    assert go_http.content_length(values) == expected
+
+
+@pytest.mark.parametrize(
+    "values",
+    [["5", "05"], ["5", "6"], [""], ["-5"], ["+5"], ["5x"], ["5\xa0"], ["\u0665"], [str(1 << 63)], ["9" * 5000]],
+)
+def test_content_length_refuses_what_go_refuses(values: list[str]) -> None:
+    with pytest.raises(ValueError):
+        go_http.content_length(values)
