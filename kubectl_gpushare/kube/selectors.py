@@ -5,7 +5,9 @@ query parameter all read selectors through `parse_label_selector`, so a selector
 thing against a live cluster, against ``--from-file`` and inside the sandbox. The grammar is
 ``k8s.io/apimachinery``'s: equality (``k=v``, ``k==v``, ``k!=v``), sets (``k in (a,b)``,
 ``k notin (a,b)``), existence (``k``, ``!k``) and integer comparison (``k>n``, ``k<n``), joined by
-commas. Keys and values are checked as the API server checks them.
+commas. Keys and values are checked as the API server checks them, by the label rule
+`node_affinity` owns (`label_key_errors`, `label_value_errors`: the words; node selectors ask its
+yes/no forms).
 
 The requirements it builds are `node_affinity.Requirement`, the ones node selectors (pods' affinity,
 ResourceSlices', allocations') match with, so both grammars evaluate a requirement by one rule.
@@ -30,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from kubectl_gpushare.kube.go_format import go_quote
-from kubectl_gpushare.node_affinity import MAX_NAME, int64_text
+from kubectl_gpushare.node_affinity import MAX_NAME, int64_text, label_key_errors, label_value_errors
 from kubectl_gpushare.node_affinity import Requirement as Requirement
 
 _WHITESPACE: Final = frozenset(" \t\r\n")
@@ -95,78 +97,6 @@ def _lex(text: str) -> list[tuple[str, str]]:
     return tokens
 
 
-_KEY_FORMAT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_KEY_MESSAGE: Final = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-)
-_VALUE_FORMAT: Final = f"({_KEY_FORMAT})?"
-_VALUE_MESSAGE: Final = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or " \
-    "'.', and must start and end with an alphanumeric character"
-_DNS_LABEL_FORMAT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_SUBDOMAIN_FORMAT: Final = _DNS_LABEL_FORMAT + r"(\." + _DNS_LABEL_FORMAT + ")*"
-_SUBDOMAIN_MESSAGE: Final = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, " \
-    "'-' or '.', and must start and end with an alphanumeric character"
-_KEY_RE: Final = re.compile(_KEY_FORMAT)
-_VALUE_RE: Final = re.compile(_VALUE_FORMAT)
-_SUBDOMAIN_RE: Final = re.compile(_SUBDOMAIN_FORMAT)
-# All three are linear: no nested quantifier over the same characters.
-
-
-def _regex_error(message: str, pattern: str, *examples: str) -> str:
-    """``RegexError`` (k8s.io/apimachinery/pkg/api/validate/content/errors.go), its examples included."""
-    shown = "".join((" or " if i else "") + f"'{example}', " for i, example in enumerate(examples))
-    return f"{message} (e.g. {shown}regex used for validation is '{pattern}')"
-
-
-def _longer_than(text: str, limit: int) -> bool:
-    """Whether Go's ``len`` of the text, its UTF-8 bytes, passes ``limit``.
-
-    A surrogate escape (argv's byte that is no UTF-8) is one byte; any other lone surrogate, which
-    only a caller's own string can hold, its three. Every character is at least a byte, so only a
-    short text that is not ASCII needs encoding (most values are short and ASCII).
-    """
-    if len(text) > limit or text.isascii():
-        return len(text) > limit
-    try:
-        return len(text.encode("utf-8", "surrogateescape")) > limit
-    except UnicodeEncodeError:
-        return len(text.encode("utf-8", "surrogatepass")) > limit
-
-
-def _label_key_errors(key: str) -> list[str]:
-    """``content.IsLabelKey`` (k8s.io/apimachinery/pkg/api/validate/content/kube.go)."""
-    errors: list[str] = []
-    parts = key.split("/")
-    if len(parts) > 2:
-        return ["a valid label key " + _regex_error(_KEY_MESSAGE, _KEY_FORMAT, "MyName", "my.name", "123-abc")
-                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            errors.append("prefix part must be non-empty")
-        else:  # IsDNS1123Subdomain (content/dns.go)
-            if _longer_than(prefix, 253):
-                errors.append("prefix part must be no more than 253 bytes")
-            if not _SUBDOMAIN_RE.fullmatch(prefix):
-                errors.append("prefix part " + _regex_error(_SUBDOMAIN_MESSAGE, _SUBDOMAIN_FORMAT, "example.com"))
-    if not name:
-        errors.append("name part must be non-empty")
-    elif _longer_than(name, MAX_NAME):
-        errors.append(f"name part must be no more than {MAX_NAME} bytes")
-    if not _KEY_RE.fullmatch(name):
-        errors.append("name part " + _regex_error(_KEY_MESSAGE, _KEY_FORMAT, "MyName", "my.name", "123-abc"))
-    return errors
-
-
-def _label_value_errors(value: str) -> list[str]:
-    """``content.IsLabelValue`` (k8s.io/apimachinery/pkg/api/validate/content/kube.go)."""
-    errors = [f"must be no more than {MAX_NAME} bytes"] if _longer_than(value, MAX_NAME) else []
-    if not _VALUE_RE.fullmatch(value):
-        errors.append(_regex_error(_VALUE_MESSAGE, _VALUE_FORMAT, "MyValue", "my_value", "12345"))
-    return errors
-
-
 def _invalid(path: str, value: str, details: list[str]) -> str:
     """``field.Invalid(path, value, strings.Join(details, "; ")).Error()``: the value %q-quoted."""
     return f"{path}: Invalid value: {go_quote(_shown(value))}: {'; '.join(details)}"
@@ -200,7 +130,7 @@ def _new_requirement(key: str, op: str, values: list[str]) -> Requirement:
             if not _parses_as_int64(value)
         ]
     for i, value in enumerate(values):
-        if details := _label_value_errors(value):
+        if details := label_value_errors(value):
             errors.append(_invalid(f"values[{i}][{key}]", value, details))
     unique = list(dict.fromkeys(errors))
     if len(unique) == 1:
@@ -270,7 +200,7 @@ class _Parser:
             token, literal = self.consume()
         if token != _ID:
             raise _RequirementError(f"found '{_shown(literal)}', expected: identifier")
-        if details := _label_key_errors(literal):
+        if details := label_key_errors(literal):
             raise _RequirementError(_invalid("<nil>", literal, details))  # validateLabelKey with a nil path
         if self.lookahead()[0] in (_END, ",") and op != "!":
             op = "exists"
