@@ -17,10 +17,8 @@ though validation lets no pod or slice write one). A requirement that breaks the
 Where this differs: upstream fails the whole allocation on a slice whose selector does not parse
 (``GatherPools`` returns the error); here that slice alone matches no node (the caller warns once),
 as one bad object must not break anything else. The keys and values of ``matchExpressions`` are
-checked as ``labels.NewRequirement`` checks them, by the label rule this module owns (apimachinery's
-``IsLabelKey`` and ``IsLabelValue``: `label_key_errors` and `label_value_errors` word it, as
-`kube.selectors` reports it; `valid_label_key`, `valid_label_value` and `valid_label_values` answer
-it yes or no, faster); those of ``matchFields`` are only bounded in length (the
+checked as ``labels.NewRequirement`` checks them, by `label_rule` (apimachinery's ``IsLabelKey``
+and ``IsLabelValue``); those of ``matchFields`` are only bounded in length (the
 key "" too, which ``fields.OneTermEqualSelector`` takes). A pod's affinity is refused only past
 what a pod kube-apiserver accepts could hold (`MAX_POD_REQUIREMENTS` and its kin, from its 3 MiB
 request body: upstream validation sets no count); a slice's or allocation's past
@@ -35,7 +33,7 @@ A pod's required affinity is read once as kube-scheduler's NodeAffinity plugin r
 `AFFINITY_CONFLICT`) are the sandbox's scheduler stand-in's and ``explain``'s alike.
 
 `Requirement` is the label requirement every selector of the package matches with (the text
-grammar in `kube.selectors` builds the same ones). Pure; imports only `protocol` of the package.
+grammar in `kube.selectors` builds the same ones). Pure; imports only `protocol` and `label_rule`.
 """
 
 from __future__ import annotations
@@ -48,7 +46,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.protocol import valid_dns_subdomain
+from kubectl_gpushare.label_rule import valid_label_key, valid_label_values
 
 INT64_MAX: Final = 2**63 - 1
 INT64_MIN: Final = -(2**63)
@@ -87,124 +85,6 @@ _FIELD_OPERATORS: Final = ("In", "NotIn")
 """``nodeSelectorRequirementsAsFieldSelector``: the only operators of ``matchFields``."""
 WIRE_OPERATORS: Final = {op: name for name, op in NODE_OPERATORS.items()}
 """`Requirement.op` -> the ``NodeSelectorRequirement`` operator that writes it."""
-
-
-# Label keys and values: k8s.io/apimachinery/pkg/api/validate/content/kube.go (``IsLabelKey``, of which
-# ``IsQualifiedName`` is an alias, and ``IsLabelValue``), with dns.go's ``IsDNS1123Subdomain`` for a
-# key's prefix and errors.go's words. The error lists are the rule, in kube-apiserver's words
-# (`kube.selectors` reports them); the yes/no forms are defined as "no errors", only faster, and a
-# property test holds them to it (tests/unit/core/test_label_rule.py).
-
-_LABEL_KEY_FORMAT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-"""``labelKeyFmt``: a key's name part, and a non-empty value. Linear: no nested quantifier."""
-_LABEL_KEY_MESSAGE: Final = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-)
-_LABEL_VALUE_FORMAT: Final = f"({_LABEL_KEY_FORMAT})?"
-_LABEL_VALUE_MESSAGE: Final = "a valid label must be an empty string or consist of alphanumeric characters, " \
-    "'-', '_' or '.', and must start and end with an alphanumeric character"
-_SUBDOMAIN_MESSAGE: Final = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, " \
-    "'-' or '.', and must start and end with an alphanumeric character"
-_NAME: Final = re.compile(_LABEL_KEY_FORMAT)
-_LABEL_VALUE: Final = re.compile(_LABEL_VALUE_FORMAT)
-MAX_NAME: Final = 63
-"""Longest label name or value, in bytes (``labelKeyMaxLength``, ``LabelValueMaxLength``)."""
-
-
-def _regex_error(message: str, pattern: str, *examples: str) -> str:
-    """``RegexError`` (content/errors.go), its examples included."""
-    shown = "".join((" or " if i else "") + f"'{example}', " for i, example in enumerate(examples))
-    return f"{message} (e.g. {shown}regex used for validation is '{pattern}')"
-
-
-def _longer_than(text: str, limit: int) -> bool:
-    """Whether Go's ``len`` of the text, its UTF-8 bytes, passes ``limit``.
-
-    A surrogate escape (argv's byte that is no UTF-8) is one byte; any other lone surrogate, which
-    only a caller's own string can hold, its three. Every character is at least a byte, so only a
-    short text that is not ASCII needs encoding (most values are short and ASCII).
-    """
-    if len(text) > limit or text.isascii():
-        return len(text) > limit
-    try:
-        return len(text.encode("utf-8", "surrogateescape")) > limit
-    except UnicodeEncodeError:
-        return len(text.encode("utf-8", "surrogatepass")) > limit
-
-
-def label_key_errors(key: str) -> list[str]:
-    """``content.IsLabelKey``'s errors for ``key``, in its words and order; [] for a label key."""
-    errors: list[str] = []
-    parts = key.split("/")
-    if len(parts) > 2:
-        return ["a valid label key " + _regex_error(_LABEL_KEY_MESSAGE, _LABEL_KEY_FORMAT, "MyName", "my.name",
-                                                    "123-abc")
-                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            errors.append("prefix part must be non-empty")
-        else:  # IsDNS1123Subdomain
-            if _longer_than(prefix, protocol.DNS1123_SUBDOMAIN_MAX):
-                errors.append(f"prefix part must be no more than {protocol.DNS1123_SUBDOMAIN_MAX} bytes")
-            if not protocol.DNS_SUBDOMAIN.fullmatch(prefix):
-                errors.append("prefix part " + _regex_error(_SUBDOMAIN_MESSAGE, protocol.DNS_SUBDOMAIN.pattern,
-                                                            "example.com"))
-    if not name:
-        errors.append("name part must be non-empty")
-    elif _longer_than(name, MAX_NAME):
-        errors.append(f"name part must be no more than {MAX_NAME} bytes")
-    if not _NAME.fullmatch(name):
-        errors.append("name part " + _regex_error(_LABEL_KEY_MESSAGE, _LABEL_KEY_FORMAT, "MyName", "my.name",
-                                                  "123-abc"))
-    return errors
-
-
-def label_value_errors(value: str) -> list[str]:
-    """``content.IsLabelValue``'s errors for ``value``, in its words and order; [] for a label value ("" is one)."""
-    errors = [f"must be no more than {MAX_NAME} bytes"] if _longer_than(value, MAX_NAME) else []
-    if not _LABEL_VALUE.fullmatch(value):
-        errors.append(_regex_error(_LABEL_VALUE_MESSAGE, _LABEL_VALUE_FORMAT, "MyValue", "my_value", "12345"))
-    return errors
-
-
-def valid_label_key(key: str) -> bool:
-    """``not label_key_errors(key)``, without building the words.
-
-    The patterns take ASCII only, so a text they match is as many bytes as characters, and the
-    prefix, split at the last ``/``, holds any further ``/`` and so fails the subdomain pattern.
-    """
-    prefix, slash, name = key.rpartition("/")
-    if slash and not valid_dns_subdomain(prefix):
-        return False
-    return len(name) <= MAX_NAME and bool(_NAME.fullmatch(name))
-
-
-def valid_label_value(value: str) -> bool:
-    """``not label_value_errors(value)``, without building the words."""
-    return not value or (len(value) <= MAX_NAME and bool(_NAME.fullmatch(value)))
-
-
-_LABEL_TEXT: Final = re.compile(r"[-A-Za-z0-9_.\n]*")
-_LABEL_EDGES: Final = tuple(f"{a}{b}" for mark in "-_." for a, b in (("\n", mark), (mark, "\n")))
-"""A value that starts or ends with what only its middle may hold, in the joined text."""
-
-
-def valid_label_values(values: Sequence[str]) -> bool:
-    """Whether every one of ``values`` is a label value (`valid_label_value`), at C speed (1.5M values: 0.1 s).
-
-    The same rule on the values joined by newlines, which no label value holds (as many as there
-    are values less one, or one of them held one): at most 63 characters each, of the allowed ones
-    only, none starting or ending with ``-``, ``_`` or ``.``.
-    """
-    if len(values) <= _SCANNED_VALUES:
-        return all(valid_label_value(value) for value in values)
-    if max(map(len, values)) > MAX_NAME:
-        return False
-    text = "\n".join(values)
-    return (text.count("\n") == len(values) - 1 and _LABEL_TEXT.fullmatch(text) is not None
-            and text[:1] not in "-_." and text[-1:] not in "-_." and not any(edge in text for edge in _LABEL_EDGES))
 
 
 def int64_value(text: str) -> int | None:
@@ -834,7 +714,6 @@ __all__ = [
     "AFFINITY_CONFLICT",
     "INT64_MAX",
     "INT64_MIN",
-    "MAX_NAME",
     "MAX_POD_REQUIREMENTS",
     "MAX_POD_TERMS",
     "MAX_POD_VALUES",
@@ -855,12 +734,7 @@ __all__ = [
     "compile_selector",
     "int64_text",
     "int64_value",
-    "label_key_errors",
-    "label_value_errors",
     "merged",
     "prefilter_names",
     "required_affinity",
-    "valid_label_key",
-    "valid_label_value",
-    "valid_label_values",
 ]

@@ -625,7 +625,7 @@ def valid_dns_label(name: str) -> bool:
 def valid_dns_subdomain(name: str) -> bool:
     """An RFC 1123 subdomain of at most 253 characters (``IsDNS1123Subdomain``): node, driver, class names.
 
-    Also a label key's prefix (`node_affinity.valid_label_key`).
+    Also a label key's prefix (`label_rule.valid_label_key`).
     """
     return len(name) <= DNS1123_SUBDOMAIN_MAX and DNS_SUBDOMAIN.fullmatch(name) is not None
 

@@ -5,9 +5,8 @@ query parameter all read selectors through `parse_label_selector`, so a selector
 thing against a live cluster, against ``--from-file`` and inside the sandbox. The grammar is
 ``k8s.io/apimachinery``'s: equality (``k=v``, ``k==v``, ``k!=v``), sets (``k in (a,b)``,
 ``k notin (a,b)``), existence (``k``, ``!k``) and integer comparison (``k>n``, ``k<n``), joined by
-commas. Keys and values are checked as the API server checks them, by the label rule
-`node_affinity` owns (`label_key_errors`, `label_value_errors`: the words; node selectors ask its
-yes/no forms).
+commas. Keys and values are checked as the API server checks them, by `label_rule`
+(`label_key_errors`, `label_value_errors`: the words; node selectors ask its yes/no forms).
 
 The requirements it builds are `node_affinity.Requirement`, the ones node selectors (pods' affinity,
 ResourceSlices', allocations') match with, so both grammars evaluate a requirement by one rule.
@@ -32,8 +31,9 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from kubectl_gpushare.kube.go_format import go_quote
-from kubectl_gpushare.node_affinity import MAX_NAME, int64_text, label_key_errors, label_value_errors
+from kubectl_gpushare.label_rule import MAX_NAME, label_key_errors, label_value_errors
 from kubectl_gpushare.node_affinity import Requirement as Requirement
+from kubectl_gpushare.node_affinity import int64_text
 
 _WHITESPACE: Final = frozenset(" \t\r\n")
 """``isWhitespace``: the only separators (no other Unicode space)."""

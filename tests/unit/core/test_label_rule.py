@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kubectl_gpushare.node_affinity import (
+from kubectl_gpushare.label_rule import (
     label_key_errors,
     label_value_errors,
     valid_label_key,

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare.kube import types
+from kubectl_gpushare.label_rule import valid_label_value
 from kubectl_gpushare.node_affinity import (
     MAX_POD_REQUIREMENTS,
     MAX_POD_TERMS,
@@ -23,7 +24,6 @@ from kubectl_gpushare.node_affinity import (
     merged,
     prefilter_names,
     required_affinity,
-    valid_label_value,
 )
 
 NODE = ("n1", {"rack": "a", "gen": "4", "zone": "z1"})
