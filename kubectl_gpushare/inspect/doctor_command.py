@@ -64,7 +64,8 @@ Checks:
   error    gpu-published-by-two-dra-drivers  our DRA driver and NVIDIA's publish the same GPU UUIDs
                                    (a warning where the UUIDs cannot be compared)
   error    dra-claim-on-unpublished-device  a claim holds a device of our driver no slice publishes
-  error    dra-claim-unallocatable  a pending pod's claim cannot be allocated as written (e.g. no class)
+  error    dra-claim-unallocatable  kube-scheduler refuses a pending pod's claim before trying a node (its
+                                   request, no class, being deleted, reserved for 256 others), at any age
   warning  dra-claim-pending       a pod waits longer than --stuck-after for its claim (made, allocated)
   warning  dra-pool-unusable       a DRA pool kube-scheduler allocates nothing new from: incomplete (its
                                    slices are not resourceSliceCount) or invalid (a device name twice)

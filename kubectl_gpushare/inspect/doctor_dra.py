@@ -22,7 +22,9 @@ CHECKS: Final = {
     "gpu-advertised-by-extender-and-dra": "a node advertising aliyun.com/gpu-mem also publishes its GPUs through DRA",
     "gpu-published-by-two-dra-drivers": "our DRA driver and NVIDIA's publish the same GPUs (by UUID)",
     "dra-claim-on-unpublished-device": "a claim is allocated on a device of our driver that no ResourceSlice publishes",
-    "dra-claim-unallocatable": "a pod's claim cannot be allocated as written (its request or class)",
+    "dra-claim-unallocatable": "kube-scheduler refuses a pending pod's claim before trying any node: its request or "
+                               "class as written, a missing class, a claim being deleted or reserved for the most "
+                               "consumers it may have",
     "dra-claim-pending": "a pod has waited for its claim to be allocated (or created) longer than --stuck-after",
     "dra-pool-unusable": "a pool of a DRA driver read here is incomplete or invalid: no new claim is allocated from it",
 }
@@ -119,7 +121,7 @@ def _age(pod: Pod, now: float) -> float | None:
 def pending_findings(
     pods: Iterable[Pod], objects: dra.DraObjects, now: float, stuck_after: float
 ) -> Iterable[Finding]:
-    """Pods waiting on claims of the drivers read here: cannot be allocated (error), or waiting long (warning)."""
+    """Pods waiting on claims of the drivers read here: refused by kube-scheduler (error), or waiting long (warning)."""
     index: dra.ClaimIndex | None = None  # built at the first pending pod: most clusters have none
     classes = objects.classes
     for pod in pods:
@@ -130,29 +132,29 @@ def pending_findings(
             index = dra.ClaimIndex(objects.claims)
         resolved = index.of(pod)
         claims = [entry.claim for entry in resolved if entry.claim is not None]
-        ours = [c for c in claims if any(dra.asks_driver(c, classes, d) for d in dra.DRIVERS)]
-        for claim in ours:
-            problem = dra.spec_problem(claim, classes)
-            if problem:
-                yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {problem}")
-                break
-        else:
-            age = _age(pod, now)
-            if age is not None and age <= stuck_after:
-                continue
-            missing = [entry.missing for entry in resolved if entry.claim is None]
-            waiting = [c.name for c in ours if c.allocation is None]
-            said = dra_allocation.prefilter(ours, classes, pod.metadata.uid) if classes is not None else ""
-            if said:
-                yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {said}")
-            elif missing and (ours or not claims):
-                yield Finding(WARNING, "dra-claim-pending", obj, f"waits: {missing[0]}")
-            elif waiting:
-                how_long = f"for more than {stuck_after:g}s" if age is not None else "(created at an unreadable time)"
-                yield Finding(WARNING, "dra-claim-pending", obj,
-                              f"waits {how_long} for claim(s) {', '.join(waiting)} to be allocated: no node "
-                              f"has a device that fits (kubectl gpushare explain {pod.metadata.name} -n "
-                              f"{pod.metadata.namespace} says why per node)")
+        ours = [c for c in claims if any(dra.of_driver(c, classes, d) for d in dra.DRIVERS)]
+        # What kube-scheduler refuses before it tries a node, asked as explain asks it (`explain_dra`): a
+        # claim's spec, then the DynamicResources PreFilter (dynamicresources.go: a claim being deleted, one
+        # reserved for as many consumers as it may have, a class that does not exist). Said whatever the
+        # pod's age: it waits until a claim or class changes. Classes not read: no PreFilter (all would be missing).
+        said = next((p for p in (dra.spec_problem(c, classes) for c in ours) if p), "")
+        said = said or (dra_allocation.prefilter(ours, classes, pod.metadata.uid) if classes is not None else "")
+        if said:
+            yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {said}")
+            continue
+        age = _age(pod, now)
+        if age is not None and age <= stuck_after:
+            continue
+        missing = [entry.missing for entry in resolved if entry.claim is None]
+        waiting = [c.name for c in ours if c.allocation is None]
+        if missing and (ours or not claims):
+            yield Finding(WARNING, "dra-claim-pending", obj, f"waits: {missing[0]}")
+        elif waiting:
+            how_long = f"for more than {stuck_after:g}s" if age is not None else "(created at an unreadable time)"
+            yield Finding(WARNING, "dra-claim-pending", obj,
+                          f"waits {how_long} for claim(s) {', '.join(waiting)} to be allocated: no node "
+                          f"has a device that fits (kubectl gpushare explain {pod.metadata.name} -n "
+                          f"{pod.metadata.namespace} says why per node)")
 
 
 __all__ = ["CHECKS", "claim_findings", "node_findings", "pending_findings"]

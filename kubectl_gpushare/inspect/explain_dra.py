@@ -50,12 +50,6 @@ class DraInputs:
     nodes: Mapping[str, dra.DraNode]
 
 
-def _ours(claim: dra_objects.ResourceClaim, classes: Mapping[str, dra_objects.DeviceClass] | None) -> bool:
-    allocated = claim.allocation is not None and any(
-        r.driver == protocol.DRA_DRIVER for r in claim.allocation.results)
-    return allocated or dra.asks_driver(claim, classes, protocol.DRA_DRIVER)
-
-
 def _units_up(amount: int, unit: str) -> int:
     return -(-amount // protocol.UNIT_BYTES[unit])
 
@@ -74,7 +68,8 @@ def explain_claims(
         return None
     resolved = dra.ClaimIndex(objects.claims).of(pod)
     classes = objects.classes
-    ours = [entry.claim for entry in resolved if entry.claim is not None and _ours(entry.claim, classes)]
+    ours = [entry.claim for entry in resolved if entry.claim is not None
+            and dra.of_driver(entry.claim, classes, protocol.DRA_DRIVER)]
     missing = [entry for entry in resolved if entry.claim is None]
     if not ours and not (missing and len(missing) == len(resolved) and inputs.nodes):
         return None

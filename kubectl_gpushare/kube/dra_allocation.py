@@ -677,10 +677,14 @@ def prefilter(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.Dev
     """What the plugin's PreFilter says before any node is tried ("" when nothing stops the pod).
 
     Only the unschedulable cases; problems with a claim's spec are `claim_problem`'s (an error).
+    In the plugin's order: ``foreachPodResourceClaim`` refuses a claim being deleted while it
+    gathers all of the pod's claims, before the loop over them that asks whether an allocated one
+    is in use and an unallocated one's classes exist (dynamicresources.go PreFilter).
     """
     for claim in claims:
         if claim.deleting:
             return f'resourceclaim "{claim.name}" is being deleted'
+    for claim in claims:
         if claim.allocation is not None:
             reserved = any(c.uid == pod_uid for c in claim.reserved_for)
             if not reserved and len(claim.reserved_for) >= dra.MAX_RESERVED_FOR:

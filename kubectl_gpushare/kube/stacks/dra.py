@@ -764,6 +764,17 @@ def asks_driver(claim: dra.ResourceClaim, classes: Mapping[str, dra.DeviceClass]
     return False
 
 
+def of_driver(claim: dra.ResourceClaim, classes: Mapping[str, dra.DeviceClass] | None, driver: str) -> bool:
+    """Whether a claim is ``driver``'s: allocated on a device of it, or asking for a class of it (`asks_driver`).
+
+    An allocated claim's results say so first: it may be read without its requests (`dra.read`, `dra.tally_claim`).
+    """
+    allocation = claim.allocation
+    if allocation is not None and any(r.driver == driver for r in allocation.results):
+        return True
+    return asks_driver(claim, classes, driver)
+
+
 def spec_problem(claim: dra.ResourceClaim, classes: Mapping[str, dra.DeviceClass] | None) -> str:
     """What kube-scheduler refuses in a claim as written: an invalid request, or a class with invalid selectors.
 
@@ -949,6 +960,7 @@ __all__ = [
     "nvidia_claims",
     "nvidia_nodes",
     "nvidia_uuids",
+    "of_driver",
     "our_nodes",
     "pool_name",
     "pool_nodes",

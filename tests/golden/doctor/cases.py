@@ -6,6 +6,7 @@ golden files here byte for byte. Regenerate with GPUSHARE_UPDATE_GOLDEN=1 and re
 
 from __future__ import annotations
 
+import datetime
 import os
 from pathlib import Path
 from typing import Any, Final
@@ -159,6 +160,39 @@ def pool_unusable() -> list[dict[str, Any]]:
     piece = dra.resource_slice("dra-a", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", gi, "T4", "dra-a")], "aaaaa")
     piece["spec"]["pool"]["resourceSliceCount"] = 2
     return [node_object("dra-a", [], ip="10.9.3.1", gpushare=False, dra=True), piece]
+
+
+def prefilter() -> list[dict[str, Any]]:
+    """Pending pods created just now that kube-scheduler's DynamicResources PreFilter refuses at once.
+
+    ``going`` asks for claim ``held``, which its user deleted while pod ``holder`` still uses it (the
+    delete-protection finalizer keeps it); ``crowded`` asks for claim ``full``, reserved for 256 running pods
+    (ResourceClaimReservedForMaxSize); ``classless``'s claim names a class that does not exist. The consumers are
+    real pods: the resourceclaim controller drops a reservation whose pod is gone.
+    """
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ns = "team-p"
+
+    def pending(name: str, claim: str) -> dict[str, Any]:
+        item = dra.shared_pod(name, "", claim, namespace=ns)
+        item["status"]["phase"] = "Pending"
+        item["metadata"]["creationTimestamp"] = now
+        return item
+
+    held = dra.claim("held", "dra-p", "gpu-0", "4Gi", ["holder"], namespace=ns)
+    held["metadata"]["deletionTimestamp"] = now
+    users = [f"user-{i}" for i in range(256)]
+    devices = [dra.our_device(i, "16Gi", "1Gi", "T4", "dra-p") for i in range(2)]
+    return [
+        dra.device_class(),
+        node_object("dra-p", [], ip="10.9.5.1", gpushare=False, dra=True),
+        dra.resource_slice("dra-p", dra.OUR_DRIVER, devices, "ppppp"),
+        held, dra.shared_pod("holder", "dra-p", "held", namespace=ns), pending("going", "held"),
+        dra.claim("full", "dra-p", "gpu-1", "1Gi", users, namespace=ns),
+        *(dra.shared_pod(user, "dra-p", "full", namespace=ns) for user in users), pending("crowded", "full"),
+        dra.dra_pod("classless", "", "classless-gpu", phase="Pending", namespace=ns, created=now),
+        dra.pending_claim("classless-gpu", "classless", "4Gi", namespace=ns, device_class=dra.NVIDIA_DRIVER),
+    ]
 
 
 def hostile_names() -> list[dict[str, Any]]:

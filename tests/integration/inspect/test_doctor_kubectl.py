@@ -133,3 +133,19 @@ def test_an_unusable_pool_is_said_once_live(sandbox: Sandbox, kubectl: Callable[
         result = kubectl("gpushare", "doctor", *flags, check=False)
         assert (result.returncode, result.stderr) == (EXIT_FINDINGS_WARNINGS, ""), result.stderr
         assert result.stdout == (GOLDEN / golden).read_text(), golden
+
+
+def test_pods_the_prefilter_refuses_live_and_from_kubectls_dump(
+    sandbox: Sandbox, kubectl: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A pending pod whose claim is being deleted (its finalizer keeps it), one whose allocated claim is reserved
+    for 256 other pods, one whose class is missing: an error each, at once, from the API as from kubectl's dump
+    (the sandbox's resourceclaim controller keeps the reservations: their pods run)."""
+    sandbox.load(cases.prefilter())
+    dump = kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout
+    (tmp_path / "cluster.json").write_text(dump)
+    for golden, flags in (("prefilter.txt", []), ("prefilter.json", ["-o", "json"])):
+        for source in ([], ["--from-file", str(tmp_path / "cluster.json")]):
+            result = kubectl("gpushare", "doctor", *flags, *source, check=False)
+            assert result.returncode == EXIT_FINDINGS_ERRORS, result.stderr
+            assert result.stdout == (GOLDEN / golden).read_text(), f"{golden} {'offline' if source else 'live'}"

@@ -355,6 +355,26 @@ def test_an_unusable_pool_is_said_once_as_its_finding(
     cases.check(suffix, result.stdout)
 
 
+@pytest.mark.parametrize(("suffix", "flags"), [("prefilter.txt", []), ("prefilter.json", ["-o", "json"])])
+def test_pods_the_dynamicresources_prefilter_refuses_are_errors_at_any_age(
+    tmp_path: Path, suffix: str, flags: list[str], cli_runner: CliRunner
+) -> None:
+    """Pods created just now, far younger than --stuck-after, whose claim is being deleted, reserved for 256 other
+    pods, or of a class that does not exist: kube-scheduler refuses them before it tries a node, in the words
+    `dra_allocation.prefilter` gives explain (the deleted and the full claims are allocated: read for counting)."""
+    path = tmp_path / "prefilter.json"
+    path.write_text(json.dumps({"kind": "List", "items": cases.prefilter()}))
+    result = cli_runner.invoke(doctor_command, ["--from-file", str(path), *flags])
+    assert (result.exit_code, result.stderr) == (EXIT_FINDINGS_ERRORS, ""), result.stderr
+    found = {f["object"]: (f["severity"], f["check"], f["message"]) for f in json.loads(
+        cli_runner.invoke(doctor_command, ["--from-file", str(path), "-o", "json"]).stdout)["findings"]}
+    said = {"going": 'resourceclaim "held" is being deleted', "crowded": "resourceclaim in use",
+            "classless": "request gpu: device class gpu.nvidia.com does not exist"}
+    assert found == {f"pod/team-p/{pod}": ("error", "dra-claim-unallocatable", f"cannot be scheduled: {words}")
+                     for pod, words in said.items()}
+    cases.check(suffix, result.stdout)
+
+
 def test_only_the_pools_warning_leaves_stderr(tmp_path: Path, cli_runner: CliRunner) -> None:
     """Doctor drops from stderr the pool warnings its findings repeat, and nothing else: a pod that does not
     decode, read beside the unusable pool, is still warned of."""

@@ -278,6 +278,20 @@ def test_problems_the_plugin_reports_before_filtering() -> None:
     missing = claim(klass="nothing.example.com")
     assert alloc.prefilter([missing], CLASSES, "pod") == "request gpu: device class nothing.example.com does not exist"
     assert alloc.prefilter([claim()], CLASSES, "pod") == ""
+
+
+def test_a_claim_being_deleted_stops_the_pod_before_its_other_claims_are_asked() -> None:
+    """dynamicresources.go: foreachPodResourceClaim refuses a claim being deleted while it gathers the
+    pod's claims, before the PreFilter loop asks any of them whether it is in use or its class exists."""
+    missing = claim(klass="nothing.example.com")
+    deleting = dra.ResourceClaim(namespace="ns", name="going", deleting=True)
+    assert alloc.prefilter([missing, deleting], CLASSES, "pod") == 'resourceclaim "going" is being deleted'
+    full = dra.ResourceClaim(namespace="ns", name="full", allocation=dra.Allocation((), "n1"),
+                             reserved_for=tuple(dra.Consumer("pods", f"p{i}", f"u{i}")
+                                                for i in range(dra.MAX_RESERVED_FOR)))
+    assert alloc.prefilter([full], CLASSES, "pod") == alloc.REASON_IN_USE
+    assert alloc.prefilter([full, deleting], CLASSES, "pod") == 'resourceclaim "going" is being deleted'
+    assert alloc.prefilter([full], CLASSES, "u0") == "", "a claim reserved for the pod already is not in use"
     negative = dra.decode_claim({"metadata": {"name": "neg", "namespace": "ns"}, "spec": {"devices": {"requests": [
         {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "capacity": {"requests": {"memory": "-1Gi"}}}}]}}})
     assert "negative" in alloc.claim_problem(negative, CLASSES)
