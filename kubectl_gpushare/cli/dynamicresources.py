@@ -2,12 +2,14 @@
 
 The plugin's extension points, after ``pkg/scheduler/framework/plugins/dynamicresources``:
 
-- PreEnqueue: a pod whose claims do not all exist yet (a template claim not yet in
-  ``status.resourceClaimStatuses``, a named claim not created, a generated claim not owned by the
-  pod) is not tried at all, and gets no condition: the resourceclaim controller's write wakes it.
-- PreFilter: a claim being deleted, an allocated claim that cannot take one more consumer, a claim
-  whose allocation is in flight for another pod, a request naming a class that does not exist:
-  the pod is unschedulable with that message (``0/N nodes are available: <message>.``).
+- PreEnqueue (``foreachPodResourceClaim``): a pod whose claims do not all exist yet (a template
+  claim not yet in ``status.resourceClaimStatuses``, a named claim not created, a generated claim
+  not owned by the pod) or one of whose claims is being deleted is not tried at all, and gets no
+  event or condition: the resourceclaim controller's write (or a new claim) wakes it.
+- PreFilter: a claim being deleted (upstream: deleted after the pod was queued), an allocated
+  claim that cannot take one more consumer, a claim whose allocation is in flight for another
+  pod, a request naming a class that does not exist: the pod is unschedulable with that message
+  (``0/N nodes are available: <message>.``).
 - Filter: an allocated claim must be usable on the node (its node selector); the others are
   allocated on the node by `kube.dra_allocation` (the structured allocator), or the node is
   rejected with ``cannot allocate all claims`` (``invalid resource pools were encountered`` when
@@ -302,7 +304,7 @@ class DynamicResources:
 
     # --- per pod ---------------------------------------------------------------------------------
     def pre_enqueue(self, pod: Mapping[str, Any], state: PassState) -> bool:
-        """Whether every claim of the pod exists (and generated ones are the pod's): else it waits, silently."""
+        """Whether every claim of the pod exists, is not being deleted and (generated) is the pod's: else it waits."""
         names = _pod_claim_names(pod)
         if names is None:
             return False
@@ -311,6 +313,8 @@ class DynamicResources:
             claim = state.claims.get((str(meta.get("namespace", "")), name))
             if claim is None:
                 return False
+            if isinstance(claim, dra.ResourceClaim) and claim.deleting:
+                return False  # foreachPodResourceClaim: "resourceclaim %q is being deleted", before the owner check
             if generated and isinstance(claim, dra.ResourceClaim) and (
                     claim.owner is None or claim.owner.uid != meta.get("uid")):
                 return False  # resourceclaim.IsForPod: "pod is not owner"

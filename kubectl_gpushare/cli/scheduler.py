@@ -16,8 +16,8 @@ bound with a Binding. A pod no node fits gets a
 ``FailedScheduling`` Warning Event and a ``PodScheduled=False`` condition with the reasons (written when they change)
 (``SchedulerError`` when a plugin, an extender call or the Binding fails rather than rejects: kube-scheduler's
 ``handleSchedulingFailure``, pkg/scheduler/schedule_one.go), and is retried with backoff (1 s
-doubling to 16 s), at once when nodes or bound pods change. A pod whose claims do not exist yet is
-not tried (PreEnqueue) until they do. Reads come from the sandbox's store in-process; every write
+doubling to 16 s), at once when nodes or bound pods change. A pod whose claims do not exist yet (or
+one being deleted) is not tried (PreEnqueue) until they do. Reads come from the sandbox's store in-process; every write
 goes through the API.
 
 Not done: scheduling profiles, preferred node affinity (scoring), inter-pod affinity and spreading,

@@ -136,9 +136,9 @@ def pending_findings(
         # What kube-scheduler refuses before it tries a node, asked as explain asks it (`explain_dra`): a
         # claim's spec, then the DynamicResources PreFilter (dynamicresources.go: a claim being deleted, one
         # reserved for as many consumers as it may have, a class that does not exist). Said whatever the
-        # pod's age: it waits until a claim or class changes. Classes not read: no PreFilter (all would be missing).
+        # pod's age: it waits until a claim or class changes. Classes not read: whether one exists is not asked.
         said = next((p for p in (dra.spec_problem(c, classes) for c in ours) if p), "")
-        said = said or (dra_allocation.prefilter(ours, classes, pod.metadata.uid) if classes is not None else "")
+        said = said or dra_allocation.prefilter(ours, classes, pod.metadata.uid)
         if said:
             yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {said}")
             continue

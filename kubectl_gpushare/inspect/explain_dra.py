@@ -82,7 +82,10 @@ def explain_claims(
                        request=_units_up(asked, unit), unit=unit, state="", summary="", events=said)
     who = f"Pod {meta.namespace}/{meta.name}"
     allocated = [claim for claim in ours if claim.allocation is not None]
-    if pod.spec.node_name or (ours and len(allocated) == len(ours) and not missing):
+    # An unbound pod whose claims are all allocated is being bound (PreBind wrote them), unless the
+    # DynamicResources plugin refuses those claims (being deleted, reserved for others): pending then.
+    if pod.spec.node_name or (ours and len(allocated) == len(ours) and not missing
+                              and not dra_allocation.prefilter(ours, classes or {}, meta.uid)):
         return _placed(pod, ledger, ours, dra.pool_nodes(objects), base, who)
     return _pending(pod, nodes, ledger, inputs, ours, missing, base, who, placement)
 
@@ -161,7 +164,8 @@ def _pending(
                for claim in ours if claim.allocation is not None]
     base = replace(base, state="pending", claims=states)
     names = caps.named([claim.name for claim in waiting]) if waiting else ""
-    asks = f"{who} asks for {base.request} {unit} of one GPU through claim(s) {names}" if waiting else who
+    asks = (f"{who} asks for {base.request} {unit} of one GPU through claim(s) {names}" if waiting
+            else f"{who} uses allocated claim(s) {caps.named([claim.name for claim in ours])}")
     if missing:
         return replace(base, summary=f"{who} waits for its claims: {missing[0].missing} (kube-controller-manager's "
                                      "resourceclaim controller makes it; kubectl describe pod says why not).")

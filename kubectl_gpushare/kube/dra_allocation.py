@@ -672,11 +672,13 @@ def place(nodes: Sequence[str], claims: Sequence[dra.ResourceClaim], inventory: 
     return Placement(None, (), reasons)
 
 
-def prefilter(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.DeviceClass],
+def prefilter(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.DeviceClass] | None,
               pod_uid: str) -> str:
     """What the plugin's PreFilter says before any node is tried ("" when nothing stops the pod).
 
     Only the unschedulable cases; problems with a claim's spec are `claim_problem`'s (an error).
+    ``classes`` None: the classes were not read (doctor without them), so whether one exists is not
+    asked; a claim being deleted or in use is still said.
     In the plugin's order: ``foreachPodResourceClaim`` refuses a claim being deleted while it
     gathers all of the pod's claims, before the loop over them that asks whether an allocated one
     is in use and an unallocated one's classes exist (dynamicresources.go PreFilter).
@@ -694,7 +696,7 @@ def prefilter(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.Dev
             if request.exactly is None:
                 continue
             name = request.exactly.device_class_name
-            if name not in classes:
+            if classes is not None and name not in classes:
                 return f"request {request.name}: device class {name} does not exist"
     return ""
 

@@ -330,6 +330,27 @@ def test_a_pod_whose_claim_statuses_break_preenqueue_fails_alone(scheduling: San
         r.getMessage() for r in records]
 
 
+def test_a_pod_whose_claim_is_being_deleted_waits_in_preenqueue_without_an_event(scheduling: Sandbox,
+                                                                                 kubectl: Kubectl) -> None:
+    # dynamicresources.go: PreEnqueue runs foreachPodResourceClaim, which refuses a claim with a
+    # deletionTimestamp ("resourceclaim %q is being deleted"), so kube-scheduler never tries such a pod:
+    # no FailedScheduling event, no PodScheduled condition (before, the stand-in tried it and wrote both).
+    # ``going`` is older than ``p``, so the pass that binds ``p`` has seen it first.
+    held = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "held", "namespace": "default", "uid": "held-uid", "finalizers": ["example.com/keep"],
+                         "creationTimestamp": "2000-01-01T00:00:00Z", "deletionTimestamp": "2000-01-01T00:00:01Z"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}}
+    going = json.loads(pod("going", "t"))
+    going["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "held"}]
+    going["metadata"].update(namespace="default", uid="going-uid", creationTimestamp="2000-01-01T00:00:00Z")
+    scheduling.load([held, going])
+    kubectl("create", "-f", "-", input=template("t", "2Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: bound(scheduling, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(scheduling, 'p')}")
+    assert not bound(scheduling, "going")
+    assert failed_scheduling(scheduling, "going") == []
+    assert scheduled_condition(scheduling, "going") == {}
+
+
 # --- writes that landed, answered with a reply that does not decode -----------------------------------
 
 

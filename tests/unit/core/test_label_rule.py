@@ -1,4 +1,4 @@
-"""The one label key and value rule (apimachinery's validate/content/kube.go), in `node_affinity`.
+"""The one label key and value rule (apimachinery's validate/content/kube.go), in `label_rule`.
 
 `label_key_errors` and `label_value_errors` are the rule, in kube-apiserver's words; the yes/no forms
 (`valid_label_key`, `valid_label_value`, and `valid_label_values`, which checks many values joined in

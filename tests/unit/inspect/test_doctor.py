@@ -375,6 +375,23 @@ def test_pods_the_dynamicresources_prefilter_refuses_are_errors_at_any_age(
     cases.check(suffix, result.stdout)
 
 
+def test_without_deviceclasses_a_claim_being_deleted_or_in_use_is_still_an_error(
+    tmp_path: Path, cli_runner: CliRunner
+) -> None:
+    """A file (or a reader) without DeviceClasses: PreFilter's deletion and in-use checks need no class, so doctor
+    still reports them as explain does (it assumes our driver's class); only whether a class exists is not asked.
+    Before, doctor skipped PreFilter whole without classes and found no problem where explain said why."""
+    items = [item for item in cases.prefilter() if item["kind"] != "DeviceClass"]
+    path = tmp_path / "noclass.json"
+    path.write_text(json.dumps({"kind": "List", "items": items}))
+    result = cli_runner.invoke(doctor_command, ["--from-file", str(path), "-o", "json"])
+    assert result.exit_code == EXIT_FINDINGS_ERRORS, result.output
+    found = {f["object"]: f["message"] for f in json.loads(result.stdout)["findings"]
+             if f["check"] == "dra-claim-unallocatable"}
+    assert found == {"pod/team-p/going": 'cannot be scheduled: resourceclaim "held" is being deleted',
+                     "pod/team-p/crowded": "cannot be scheduled: resourceclaim in use"}
+
+
 def test_only_the_pools_warning_leaves_stderr(tmp_path: Path, cli_runner: CliRunner) -> None:
     """Doctor drops from stderr the pool warnings its findings repeat, and nothing else: a pod that does not
     decode, read beside the unusable pool, is still warned of."""

@@ -373,3 +373,25 @@ def test_a_placed_pod_with_an_invalid_limit_beside_a_valid_one_is_said_as_inspec
     assert text.startswith("Pod ml/placed has an invalid aliyun.com/gpu-mem request (container 'sidecar-1' ")
     assert "inspect counts its valid limits, 4 GiB, on n (kubectl gpushare doctor: invalid-value)." in text
     assert "no GPU counts it" not in text
+
+
+@pytest.mark.parametrize(("pod", "said"), [("going", 'resourceclaim "held" is being deleted'),
+                                           ("crowded", "resourceclaim in use")])
+def test_an_unbound_pod_whose_allocated_claim_kube_scheduler_refuses_is_pending_as_doctor_says(
+    tmp_path: Path, cli_runner: CliRunner, pod: str, said: str
+) -> None:
+    """A pod not bound, whose claims are all allocated, is placed only if DynamicResources lets it use them: a claim
+    being deleted, or reserved for 256 other pods, stops it (dynamicresources.go), in the words doctor reports
+    (tests/golden/doctor/prefilter.txt). Before, explain said such a pod "is placed on" the claim's node."""
+    from golden.doctor import cases as doctor_cases
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": doctor_cases.prefilter()}))
+    result = cli_runner.invoke(explain_command, [pod, "-n", "team-p", "-o", "json", "--from-file", str(path)])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert answer["state"] == "pending", answer
+    assert str(answer["summary"]).endswith(f"kube-scheduler cannot schedule it: {said}."), answer["summary"]
+    text = cli_runner.invoke(explain_command, [pod, "-n", "team-p", "--from-file", str(path)]).stdout
+    assert "placed" not in text
+    assert f"cannot be scheduled: {said}" in (doctor_cases.GOLDEN / "prefilter.txt").read_text()

@@ -278,6 +278,11 @@ def test_problems_the_plugin_reports_before_filtering() -> None:
     missing = claim(klass="nothing.example.com")
     assert alloc.prefilter([missing], CLASSES, "pod") == "request gpu: device class nothing.example.com does not exist"
     assert alloc.prefilter([claim()], CLASSES, "pod") == ""
+    negative = dra.decode_claim({"metadata": {"name": "neg", "namespace": "ns"}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "capacity": {"requests": {"memory": "-1Gi"}}}}]}}})
+    assert "negative" in alloc.claim_problem(negative, CLASSES)
+    with pytest.raises(alloc.AllocationError, match="ns/neg"):
+        run("n1", [negative], [node_slice("n1", gpu(0))])
 
 
 def test_a_claim_being_deleted_stops_the_pod_before_its_other_claims_are_asked() -> None:
@@ -292,11 +297,6 @@ def test_a_claim_being_deleted_stops_the_pod_before_its_other_claims_are_asked()
     assert alloc.prefilter([full], CLASSES, "pod") == alloc.REASON_IN_USE
     assert alloc.prefilter([full, deleting], CLASSES, "pod") == 'resourceclaim "going" is being deleted'
     assert alloc.prefilter([full], CLASSES, "u0") == "", "a claim reserved for the pod already is not in use"
-    negative = dra.decode_claim({"metadata": {"name": "neg", "namespace": "ns"}, "spec": {"devices": {"requests": [
-        {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "capacity": {"requests": {"memory": "-1Gi"}}}}]}}})
-    assert "negative" in alloc.claim_problem(negative, CLASSES)
-    with pytest.raises(alloc.AllocationError, match="ns/neg"):
-        run("n1", [negative], [node_slice("n1", gpu(0))])
 
 
 def test_allocations_encode_with_the_upstream_field_names() -> None:
