@@ -261,23 +261,41 @@ GO_VERSION_NOT_SUPPORTED = (b"HTTP/1.1 505 HTTP Version Not Supported: unsupport
     [(b"GET /healthz HTTP/1.10", GO_BAD_REQUEST), (b"GET /healthz HTTP/01.1", GO_BAD_REQUEST),
      (b"GET /healthz HTTP/1.1 ", GO_BAD_REQUEST), (b"GET  /healthz HTTP/1.1", GO_BAD_REQUEST),
      (b"GET /healthz http/1.1", GO_BAD_REQUEST), (b"GET /healthz", GO_BAD_REQUEST),
-     (b"GET /healthz HTTP/0.9", GO_VERSION_NOT_SUPPORTED), (b"GET /healthz HTTP/3.0", GO_VERSION_NOT_SUPPORTED)],
+     (b"GET /healthz HTTP/0.9", GO_VERSION_NOT_SUPPORTED), (b"GET /healthz HTTP/3.0", GO_VERSION_NOT_SUPPORTED),
+     (b"GET\x85 /healthz HTTP/1.1", GO_BAD_REQUEST), (b"GET\xa0 /healthz HTTP/1.1", GO_BAD_REQUEST),
+     (b"GET /healthz\x00 HTTP/1.1", GO_BAD_REQUEST), (b"GET /health\tz HTTP/1.1", GO_BAD_REQUEST),
+     (b"G(T /healthz HTTP/2.0", GO_BAD_REQUEST), (b"GET healthz HTTP/1.1", GO_BAD_REQUEST)],
     ids=["two-digit-minor", "leading-zero-major", "trailing-space", "two-spaces", "lower-case", "http-0.9-form",
-         "0.9", "3.0"],
+         "0.9", "3.0", "method-0x85", "method-0xa0", "nul-in-target", "tab-in-target", "bad-method-on-2.0",
+         "target-not-a-path"],
 )
 def test_request_versions_go_refuses_get_go_s_reply_and_the_connection_closed(  # type: ignore[no-untyped-def]
     ext, line: bytes, reply: bytes
 ) -> None:
-    """src/net/http/request.go ``parseRequestLine`` (the line cut at its first two spaces) and
-    ``ParseHTTPVersion`` (``HTTP/`` and one digit, a dot, one digit): 400; server.go
+    """src/net/http/request.go ``readRequest``: ``parseRequestLine`` (the line cut at its first two spaces),
+    ``validMethod``, ``ParseHTTPVersion`` (``HTTP/`` and one digit, a dot, one digit) and
+    ``url.ParseRequestURI`` (no control byte, an absolute path): 400, in that order; server.go
     ``http1ServerSupportsRequest``: any major but 1 is 505. http.server took ``HTTP/1.10``, ``HTTP/01.1``,
-    a trailing space and ``0.9`` as versions and answered ``GET /healthz`` as HTTP/0.9, with no status line."""
+    a trailing space and ``0.9`` as versions, answered ``GET /healthz`` as HTTP/0.9, with no status line,
+    split ``GET`` from ``/healthz`` at a 0x85 or 0xA0 byte and served it, and routed a NUL."""
     sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
     sock.sendall(line + b"\r\nHost: x\r\n\r\n")
     answer = sock.makefile("rb").read()
     sock.close()
     assert answer == reply
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+def test_a_target_with_bytes_python_calls_space_is_one_target_as_go_cuts_it(ext) -> None:  # type: ignore[no-untyped-def]
+    """Go cuts the line at spaces only and its URL parser takes bytes 0x85 and 0xA0 (no control bytes), so the
+    target is one path, which no route serves: the app's 404, where http.server's split made four words
+    of the line and answered its HTML 400."""
+    sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
+    sock.sendall(b"GET /health\xa0z\x85 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    answer = sock.makefile("rb").read()
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 404 "), answer
+    assert b"Content-Type: application/json" in answer and b"<html" not in answer.lower(), answer
 
 
 @pytest.mark.parametrize("version", [b"HTTP/1.0", b"HTTP/1.1", b"HTTP/1.9"])
