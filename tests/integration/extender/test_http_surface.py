@@ -320,3 +320,56 @@ def test_a_space_in_a_verb_query_is_refused_400_and_reported_as_kube_scheduler_r
 def test_real_kubectl_finds_the_plugin_and_serve_extender(kubectl) -> None:  # type: ignore[no-untyped-def]
     result = kubectl("gpushare", "serve-extender", "--help")
     assert "--leader-elect" in result.stdout and "[env var: PORT" in result.stdout
+
+
+def _exchange(port: int, data: bytes) -> bytes:
+    """Send raw bytes, then read until the extender closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        return sock.makefile("rb").read()
+
+
+_HEADERS_101 = b"".join(b"X-%d: a\r\n" % i for i in range(101))
+_HEALTHZ_1_0 = b"GET /healthz HTTP/1.0\r\n"
+_FILTER_HEAD = b"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [(b"GET /healthz HTTP/1.1\r\n" + _HEADERS_101 + b"\r\n", b"431"),
+     (b"GET /healthz HTTP/1.1\r\nX-A: " + b"a" * 70_000 + b"\r\n\r\n", b"431"),
+     (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", b"414"),
+     (b"POST /gpushare-scheduler/filter HTTP/1.1\r\n" + b"Content-Length: 2\r\n" * 1000 + b"\r\n{}", b"431")],
+    ids=["101-header-lines", "header-line-over-64k", "request-line-over-64k", "1000-equal-content-lengths"],
+)
+def test_http_server_s_head_bounds_still_hold_behind_go_s_request_line(  # type: ignore[no-untyped-def]
+    ext, data: bytes, status: bytes
+) -> None:
+    """Behind `_Handler.parse_request` http.server still bounds the head: a line of at most 64 KiB and 100
+    lines with the blank one (http.client ``_MAXLINE``, ``_MAXHEADERS``), where Go's only bound is 1 MiB of
+    head: 1,000 equal Content-Length headers, one to Go, are too many lines here."""
+    answer = _exchange(ext.running.port, data)
+    assert answer.split(b" ", 2)[1] == status, answer[:200]
+    assert b"\r\nConnection: close\r\n" in answer
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("data", "replies", "starts"),
+    [(_HEALTHZ_1_0 + b"Connection: keep-alive\r\n\r\n" + _HEALTHZ_1_0 + b"\r\n" + _HEALTHZ_1_0 + b"\r\n", 2,
+      b"HTTP/1.1 200 "),
+     (b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n", 1, b"HTTP/1.1 200 "),
+     (b"GET /healthz HTTP/1.1\r\nX-A: a\r\n b\r\nConnection: close\r\n\r\n", 1, b"HTTP/1.1 200 "),
+     (_FILTER_HEAD + b"Expect: 100-continue\r\nConnection: close\r\n\r\n{}", 1, b"HTTP/1.1 100 Continue\r\n\r\n"
+      b"HTTP/1.1 200 ")],
+    ids=["1.0-keep-alive-then-close", "1.1-close", "folded-header", "expect-100-continue"],
+)
+def test_http_server_s_connection_and_expect_handling_still_hold_behind_go_s_request_line(  # type: ignore[no-untyped-def]
+    ext, data: bytes, replies: int, starts: bytes
+) -> None:
+    """http.server's ``parse_request`` still reads ``Connection`` (HTTP/1.0 keeps a connection only with
+    ``keep-alive``, HTTP/1.1 closes on ``close``), takes a folded header line and answers ``Expect:
+    100-continue`` before the body, with the line read by Go's rules first."""
+    answer = _exchange(ext.running.port, data)
+    assert answer.startswith(starts), answer[:200]
+    assert answer.count(b"\r\n\r\nok") + answer.count(b"\r\n\r\n{") == replies, answer
