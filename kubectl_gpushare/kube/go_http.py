@@ -34,7 +34,7 @@ _MAX_CONTENT_LENGTH: Final = (1 << 63) - 1
 TCHAR = rb"!#$%&'*+\-.^_`|~0-9A-Za-z"
 """An RFC 7230 tchar, as a regular-expression class's inside: Go's ``isTokenRune`` (src/net/http/http.go) and
 ``validHeaderFieldByte`` (src/net/textproto/reader.go)."""
-_METHOD = re.compile(rb"[" + TCHAR + rb"]+")
+_METHOD = re.compile("[" + TCHAR.decode() + "]+")
 """An RFC 7230 token: Go's ``validMethod`` (src/net/http/http.go ``isNotToken``)."""
 
 
@@ -76,7 +76,7 @@ def http1_server_supports(version: tuple[int, int], method: str, target: str) ->
     return version[0] == 1 or (version, method, target) == ((2, 0), "PRI", "*")
 
 
-def parsed_target(target: bytes) -> GoUrl | None:
+def parsed_target(target: str) -> GoUrl | None:
     """A request target (as `RequestLine` cuts it) as Go splits it; None where Go refuses it (`BAD_REQUEST_REPLY`).
 
     src/net/http/request.go ``readRequest``: ``parseRequestLine`` cuts the line at its first two
@@ -89,7 +89,7 @@ def parsed_target(target: bytes) -> GoUrl | None:
     the query is kept raw, so a bad escape there is no error).
     """
     try:
-        return parse_url(target.decode("latin-1"))
+        return parse_url(target)
     except ValueError:
         return None
 
@@ -142,16 +142,16 @@ def read_request_line(request_line: bytes) -> RequestLine | bytes:
     cut = cut_request_line(line.decode("latin-1"))
     if cut is None:
         return BAD_REQUEST_REPLY
-    method, target_bytes, proto = [part.encode("latin-1") for part in cut]
-    version = parse_http_version(cut[2])
+    method, target, proto = cut  # text, a character per byte: encoded back only for a line Go serves
+    version = parse_http_version(proto)
     if not _METHOD.fullmatch(method) or version is None:
         return BAD_REQUEST_REPLY
-    target = parsed_target(target_bytes)  # the costly check last, as Go orders them
-    if target is None:
+    url = parsed_target(target)  # the costly check last, as Go orders them
+    if url is None:
         return BAD_REQUEST_REPLY
-    if not http1_server_supports(version, cut[0], cut[1]):
+    if not http1_server_supports(version, method, target):
         return VERSION_NOT_SUPPORTED_REPLY
-    return RequestLine(method, target_bytes, proto, target)
+    return RequestLine(method.encode("latin-1"), target.encode("latin-1"), proto.encode("latin-1"), url)
 
 
 def at_least_1_1(version: tuple[int, int]) -> bool:
