@@ -240,14 +240,16 @@ class _Handler(BaseHTTPRequestHandler):
         if go_http.transfer_encoding_refused(codings, version):
             self._send(app.refuse(501, self.path, "unsupported transfer encoding"), close=True)
             return
-        if go_http.chunked(codings, version):  # Go reads it; the extender does not (docs/extender.md)
-            self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
-                       close=True)
-            return
-        try:  # Go's fixLength (`go_http.content_length`): repeats equal after trimming are one; else a 400
+        # Go's fixLength (`go_http.content_length`, src/net/http/transfer.go) reads Content-Length before it
+        # looks at a chunked body: a bad or repeated-and-differing value is its 400 even beside `chunked`.
+        try:
             length = go_http.content_length(self.headers.get_all("Content-Length") or [])
         except ValueError as exc:
             self._send(app.refuse(400, self.path, str(exc)), close=True)
+            return
+        if go_http.chunked(codings, version):  # Go reads it; the extender does not (docs/extender.md)
+            self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
+                       close=True)
             return
         if length > app.max_request_bytes:
             self._send(app.too_large(self.path, length), close=True)

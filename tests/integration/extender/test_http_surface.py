@@ -202,8 +202,13 @@ def test_cli_address_in_use_exits_5(kube_env: dict[str, str]) -> None:
      (b"Content-Length: " + b"9" * 5000 + b"\r\n", 400),  # int() raises past 4,300 digits: the handler died
      # Any other coding (Go: 501, transfer.go parseTransferEncoding) was read as no body, the chunks left on the
      # connection to be read as the next request.
-     (b"Transfer-Encoding: gzip, chunked\r\n", 501), (b"Transfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n", 501)],
-    ids=["chunked", "negative-length", "bad-length", "5000-digit-length", "gzip-chunked", "two-codings"],
+     (b"Transfer-Encoding: gzip, chunked\r\n", 501), (b"Transfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n", 501),
+     # Go's readTransfer reads Content-Length (fixLength) before it looks at a chunked body: a bad one is its 400.
+     (b"Transfer-Encoding: chunked\r\nContent-Length: x\r\n", 400),
+     (b"Transfer-Encoding: chunked\r\nContent-Length: 1\r\nContent-Length: 2\r\n", 400),
+     (b"Transfer-Encoding: chunked\r\nContent-Length: 2\r\n", 411)],
+    ids=["chunked", "negative-length", "bad-length", "5000-digit-length", "gzip-chunked", "two-codings",
+         "chunked-bad-length", "chunked-differing-lengths", "chunked-good-length"],
 )
 def test_unreadable_bodies_are_refused_and_the_connection_closed(ext, headers: bytes, status: int) -> None:  # type: ignore[no-untyped-def]
     sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
