@@ -13,8 +13,9 @@ bytes is cut off). Body framing follows Go's net/http (`kube.go_http`): repeated
 headers are one if they are equal once trimmed, and refused with 400 if they differ, as the body
 could be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 is refused with 411 (chunked, which
 Go reads and the extender does not) or 501 (any other), and on HTTP/1.0 ignored, as Go ignores it.
-A request line is cut and its version read as Go reads them: anything but ``HTTP/X.Y`` after the
-second space gets Go's plain 400, a version other than 1.x Go's 505 (`_Handler.parse_request`).
+A request line is read as Go reads it (`go_http.read_request_line`): a line Go cannot cut, a method
+that is no token, anything but ``HTTP/X.Y`` after the second space or a target Go's URL parser
+refuses gets Go's plain 400, a version other than 1.x Go's 505 (`_Handler.parse_request`).
 """
 
 from __future__ import annotations
@@ -197,28 +198,33 @@ class _Handler(BaseHTTPRequestHandler):
         super().handle_one_request()
 
     def parse_request(self) -> bool:
-        """Refuse a request line whose version Go's server refuses, with Go's reply; else http.server's parse.
+        """Refuse a request line Go's server refuses, with Go's reply; else http.server's parse of the rest.
 
-        http.server splits the line on any run of whitespace and takes ``HTTP/<digits>.<digits>`` below
-        2.0 (``HTTP/1.10``, ``HTTP/01.1``, ``HTTP/0.9``, a version followed by a space), and serves a line
-        without one (``GET /``) as HTTP/0.9, with no status line. Go cuts the line at its first two
-        spaces and reads the version with ``ParseHTTPVersion`` (src/net/http/request.go: a 400), then
-        serves 1.x only (src/net/http/server.go ``http1ServerSupportsRequest``: a 505): `go_http`. Go
-        writes either reply itself, before any handler, and closes.
+        http.server splits the line on any run of whitespace (``str.split``: a tab, and bytes 0x85 and
+        0xA0 too), takes ``HTTP/<digits>.<digits>`` below 2.0 (``HTTP/1.10``, ``HTTP/01.1``, ``HTTP/0.9``),
+        serves a line without one (``GET /``) as HTTP/0.9, and reads ``GET`` then byte 0x85 as the method ``GET``. Go
+        reads the line with `go_http.read_request_line` (src/net/http/request.go ``readRequest``: cut at
+        its first two spaces, a token method, ``ParseHTTPVersion``, ``url.ParseRequestURI``: a 400; then
+        src/net/http/server.go ``http1ServerSupportsRequest``: a 505), writes either reply itself, before
+        any handler, and closes. http.server then reads only the method, version and headers, from the
+        line with the target set aside, and ``path`` is the target as Go cut it.
         """
-        line = self.raw_requestline.decode("latin-1").removesuffix("\n").removesuffix("\r")
-        cut = go_http.cut_request_line(line)
-        version = None if cut is None else go_http.parse_http_version(cut[2])
-        if cut is None or version is None:
-            refusal = go_http.BAD_REQUEST_REPLY
-        elif not go_http.http1_server_supports(version, cut[0], cut[1]):
-            refusal = go_http.VERSION_NOT_SUPPORTED_REPLY
-        else:
-            self._version = version
-            return super().parse_request()
-        self.close_connection = True
-        self.wfile.write(refusal)
-        return False
+        line = self.raw_requestline
+        read = go_http.read_request_line(line)
+        if isinstance(read, bytes):
+            self.close_connection = True
+            self.wfile.write(read)
+            return False
+        version = go_http.parse_http_version(read.proto.decode("latin-1"))
+        assert version is not None  # read_request_line refused any other
+        self._version = version
+        self.raw_requestline = read.target_set_aside()
+        try:
+            accepted = super().parse_request()
+        finally:
+            self.raw_requestline = line
+        self.path = read.path
+        return accepted
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
         """Silence the per-request access log; the app logs what matters."""
@@ -234,14 +240,16 @@ class _Handler(BaseHTTPRequestHandler):
         if go_http.transfer_encoding_refused(codings, version):
             self._send(app.refuse(501, self.path, "unsupported transfer encoding"), close=True)
             return
-        if go_http.chunked(codings, version):  # Go reads it; the extender does not (docs/extender.md)
-            self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
-                       close=True)
-            return
-        try:  # Go's fixLength (`go_http.content_length`): repeats equal after trimming are one; else a 400
+        # Go's fixLength (`go_http.content_length`, src/net/http/transfer.go) reads Content-Length before it
+        # looks at a chunked body: a bad or repeated-and-differing value is its 400 even beside `chunked`.
+        try:
             length = go_http.content_length(self.headers.get_all("Content-Length") or [])
         except ValueError as exc:
             self._send(app.refuse(400, self.path, str(exc)), close=True)
+            return
+        if go_http.chunked(codings, version):  # Go reads it; the extender does not (docs/extender.md)
+            self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
+                       close=True)
             return
         if length > app.max_request_bytes:
             self._send(app.too_large(self.path, length), close=True)

@@ -1,18 +1,20 @@
-"""Go's net/http server rules for an HTTP/1.x request's version and body framing, on values already cut out.
+"""Go's net/http server rules for an HTTP/1.x request's line, version and body framing.
 
-One copy for both servers that must frame a request as Go does: the sandbox API server (raw bytes,
-`sandbox.framing`) and the extender (``http.server``'s parsed headers, `extender.httpd`). Each cuts
-the request line and header values its own way and asks here what Go decides; values are text, a
-character per byte (Latin-1, as ``http.client`` decodes header values). Pure: no I/O.
+One copy for both servers that must read a request as Go does: the sandbox API server (raw bytes,
+`sandbox.framing`) and the extender (``http.server``'s parsed headers, `extender.httpd`). Both read
+the request line here (`read_request_line`); each cuts header values its own way and asks here what
+Go decides; values are text, a character per byte (Latin-1, as ``http.client`` decodes header
+values). Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 from kubectl_gpushare.kube.go_format import trim_string
+from kubectl_gpushare.kube.go_query import GoUrl, parse_url
 
 BAD_REQUEST_REPLY: Final = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
                             b"Connection: close\r\n\r\n400 Bad Request")  # fmt: skip
@@ -29,6 +31,11 @@ _VERSION: Final = re.compile(r"HTTP/([0-9])\.([0-9])")
 _DIGITS: Final = re.compile(r"[0-9]+")
 _MAX_CONTENT_LENGTH: Final = (1 << 63) - 1
 """The largest Content-Length Go reads: ``strconv.ParseUint(cl, 10, 63)`` in ``parseContentLength``."""
+TCHAR = rb"!#$%&'*+\-.^_`|~0-9A-Za-z"
+"""An RFC 7230 tchar, as a regular-expression class's inside: Go's ``isTokenRune`` (src/net/http/http.go) and
+``validHeaderFieldByte`` (src/net/textproto/reader.go)."""
+_METHOD = re.compile("[" + TCHAR.decode() + "]+")
+"""An RFC 7230 token: Go's ``validMethod`` (src/net/http/http.go ``isNotToken``)."""
 
 
 def cut_request_line(line: str) -> tuple[str, str, str] | None:
@@ -67,6 +74,84 @@ def http1_server_supports(version: tuple[int, int], method: str, target: str) ->
     ``statusError{StatusHTTPVersionNotSupported, "unsupported protocol version"}``.
     """
     return version[0] == 1 or (version, method, target) == ((2, 0), "PRI", "*")
+
+
+def parsed_target(target: str) -> GoUrl | None:
+    """A request target (as `RequestLine` cuts it) as Go splits it; None where Go refuses it (`BAD_REQUEST_REPLY`).
+
+    src/net/http/request.go ``readRequest``: ``parseRequestLine`` cuts the line at its first two
+    spaces (a tab stays in the target), then ``url.ParseRequestURI`` (src/net/url/url.go ``parse``,
+    `go_query.parse_url`) fails on a byte below a space or DEL anywhere ("net/url: invalid control
+    character in URL", ``stringContainsCTLByte``), in the path and the query alike; on a target that
+    is not ``*``, an absolute path or a URL with a scheme ("invalid URI for request": ``api/v1/pods``,
+    ``:x``); on an authority after ``scheme://`` with a bad port or host; and on a ``%`` not followed
+    by two hex digits in the path, before the first ``?`` (``setPath`` unescapes it: ``EscapeError``;
+    the query is kept raw, so a bad escape there is no error).
+    """
+    try:
+        return parse_url(target)
+    except ValueError:
+        return None
+
+
+class RequestLine(NamedTuple):
+    """A request line Go's server reads, cut once as ``parseRequestLine`` cuts it: at its first two spaces."""
+
+    method: bytes
+    target: bytes
+    """Between the first two spaces, a tab or a byte Python calls whitespace included."""
+    proto: bytes
+    url: GoUrl
+    """``target`` as ``url.ParseRequestURI`` splits it (`parsed_target`)."""
+
+    @property
+    def path(self) -> str:
+        """The target, a character per byte, as the handler's ``path``.
+
+        Not ``http.server``'s ``path``, which turns a leading ``//`` into ``/`` (CPython gh-87389): Go
+        keeps it, and ``//api/v1/pods`` is a path no route serves.
+        """
+        return self.target.decode("latin-1")
+
+    def target_set_aside(self) -> bytes:
+        """The request line with its target replaced by ``*``: no byte Python calls space.
+
+        For ``http.server``'s parser, which splits on any whitespace (``str.split`` takes bytes 0x85 and
+        0xA0 for it, Go's ``parseRequestLine`` only the space): it still reads the method and version,
+        which Go's rules (`read_request_line`) keep to ASCII tokens, from the line. The one 2.0 line they
+        let through, ``PRI * HTTP/2.0``, goes to Go's handlers as HTTP/1.1 does (``http1ServerSupportsRequest``
+        in src/net/http/server.go; ``shouldClose`` reads ``Connection`` alike): it is set aside as
+        ``HTTP/1.1``, which ``http.server`` serves, where it answers 2.0 with its HTML 505.
+        """
+        proto = b"HTTP/1.1" if self.proto == b"HTTP/2.0" else self.proto
+        return self.method + b" * " + proto + b"\r\n"
+
+
+def read_request_line(request_line: bytes) -> RequestLine | bytes:
+    """The request line as Go's server cuts and reads it, or the reply it writes (then closes) for a line it refuses.
+
+    src/net/http/request.go ``readRequest``, in its order: ``parseRequestLine`` needs two spaces
+    ("malformed HTTP request": ``GET /``, the HTTP/0.9 form Python's ``http.server`` still serves
+    with no status line), ``validMethod`` a token, ``ParseHTTPVersion`` ``HTTP/`` and one digit, a dot
+    and one digit, and ``url.ParseRequestURI`` the target (`parsed_target`): each `BAD_REQUEST_REPLY`.
+    Then src/net/http/server.go ``readRequest`` refuses any version but 1.x (``http1ServerSupportsRequest``;
+    ``PRI * HTTP/2.0`` is let through): `VERSION_NOT_SUPPORTED_REPLY`. (Go reads the headers before
+    that last check, so a bad header line in a ``HTTP/2.0`` request is its 400; here the 505 wins.)
+    """
+    line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
+    cut = cut_request_line(line.decode("latin-1"))
+    if cut is None:
+        return BAD_REQUEST_REPLY
+    method, target, proto = cut  # text, a character per byte: encoded back only for a line Go serves
+    version = parse_http_version(proto)
+    if not _METHOD.fullmatch(method) or version is None:
+        return BAD_REQUEST_REPLY
+    url = parsed_target(target)  # the costly check last, as Go orders them
+    if url is None:
+        return BAD_REQUEST_REPLY
+    if not http1_server_supports(version, method, target):
+        return VERSION_NOT_SUPPORTED_REPLY
+    return RequestLine(method.encode("latin-1"), target.encode("latin-1"), proto.encode("latin-1"), url)
 
 
 def at_least_1_1(version: tuple[int, int]) -> bool:

@@ -16,12 +16,11 @@ import re
 import socket
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kubectl_gpushare.kube import go_http
 from kubectl_gpushare.kube.go_format import trim_string
-from kubectl_gpushare.kube.go_http import BAD_REQUEST_REPLY, VERSION_NOT_SUPPORTED_REPLY
-from kubectl_gpushare.kube.go_query import GoUrl, parse_url
+from kubectl_gpushare.kube.go_http import BAD_REQUEST_REPLY, RequestLine
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -45,11 +44,6 @@ UNSUPPORTED_TRANSFER_ENCODING_REPLY = (b"HTTP/1.1 501 Not Implemented\r\nContent
                                        b"Connection: close\r\n\r\nUnsupported transfer encoding")  # fmt: skip
 """What Go's server writes, then closes, for a request whose ``Transfer-Encoding`` it does not read (``conn.serve``'s
 ``isUnsupportedTEError`` case, src/net/http/server.go: RFC 7230's 501, the encoding not echoed back)."""
-_TCHAR = rb"!#$%&'*+\-.^_`|~0-9A-Za-z"
-"""An RFC 7230 tchar, as a regular-expression class's inside: Go's ``isTokenRune`` (src/net/http/http.go) and
-``validHeaderFieldByte`` (src/net/textproto/reader.go)."""
-_METHOD = re.compile(rb"[" + _TCHAR + rb"]+")
-"""An RFC 7230 token: Go's ``validMethod`` (src/net/http/http.go ``isNotToken``)."""
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r\n")
 
 
@@ -71,84 +65,6 @@ class FramingError(ValueError):
 
 class BodyTooLargeError(ValueError):
     """The body is larger than the limit (413)."""
-
-
-def parsed_target(target: bytes) -> GoUrl | None:
-    """A request target (as `RequestLine` cuts it) as Go splits it; None where Go refuses it (`BAD_REQUEST_REPLY`).
-
-    src/net/http/request.go ``readRequest``: ``parseRequestLine`` cuts the line at its first two
-    spaces (a tab stays in the target), then ``url.ParseRequestURI`` (src/net/url/url.go ``parse``,
-    `go_query.parse_url`) fails on a byte below a space or DEL anywhere ("net/url: invalid control
-    character in URL", ``stringContainsCTLByte``), in the path and the query alike; on a target that
-    is not ``*``, an absolute path or a URL with a scheme ("invalid URI for request": ``api/v1/pods``,
-    ``:x``); on an authority after ``scheme://`` with a bad port or host; and on a ``%`` not followed
-    by two hex digits in the path, before the first ``?`` (``setPath`` unescapes it: ``EscapeError``;
-    the query is kept raw, so a bad escape there is no error).
-    """
-    try:
-        return parse_url(target.decode("latin-1"))
-    except ValueError:
-        return None
-
-
-class RequestLine(NamedTuple):
-    """A request line Go's server reads, cut once as ``parseRequestLine`` cuts it: at its first two spaces."""
-
-    method: bytes
-    target: bytes
-    """Between the first two spaces, a tab or a byte Python calls whitespace included."""
-    proto: bytes
-    url: GoUrl
-    """``target`` as ``url.ParseRequestURI`` splits it (`parsed_target`)."""
-
-    @property
-    def path(self) -> str:
-        """The target, a character per byte, as the handler's ``path``.
-
-        Not ``http.server``'s ``path``, which turns a leading ``//`` into ``/`` (CPython gh-87389): Go
-        keeps it, and ``//api/v1/pods`` is a path no route serves.
-        """
-        return self.target.decode("latin-1")
-
-    def target_set_aside(self) -> bytes:
-        """The request line with its target replaced by ``*``: no byte Python calls space.
-
-        For ``http.server``'s parser, which splits on any whitespace (``str.split`` takes bytes 0x85 and
-        0xA0 for it, Go's ``parseRequestLine`` only the space): it still reads the method and version,
-        which Go's rules (`read_request_line`) keep to ASCII tokens, from the line. The one 2.0 line they
-        let through, ``PRI * HTTP/2.0``, goes to Go's handlers as HTTP/1.1 does (``http1ServerSupportsRequest``
-        in src/net/http/server.go; ``shouldClose`` reads ``Connection`` alike): it is set aside as
-        ``HTTP/1.1``, which ``http.server`` serves, where it answers 2.0 with its HTML 505.
-        """
-        proto = b"HTTP/1.1" if self.proto == b"HTTP/2.0" else self.proto
-        return self.method + b" * " + proto + b"\r\n"
-
-
-def read_request_line(request_line: bytes) -> RequestLine | bytes:
-    """The request line as Go's server cuts and reads it, or the reply it writes (then closes) for a line it refuses.
-
-    src/net/http/request.go ``readRequest``, in its order: ``parseRequestLine`` needs two spaces
-    ("malformed HTTP request": ``GET /``, the HTTP/0.9 form Python's ``http.server`` still serves
-    with no status line), ``validMethod`` a token, ``ParseHTTPVersion`` ``HTTP/`` and one digit, a dot
-    and one digit, and ``url.ParseRequestURI`` the target (`parsed_target`): each `BAD_REQUEST_REPLY`.
-    Then src/net/http/server.go ``readRequest`` refuses any version but 1.x (``http1ServerSupportsRequest``;
-    ``PRI * HTTP/2.0`` is let through): `VERSION_NOT_SUPPORTED_REPLY`. (Go reads the headers before
-    that last check, so a bad header line in a ``HTTP/2.0`` request is its 400; here the 505 wins.)
-    """
-    line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
-    cut = go_http.cut_request_line(line.decode("latin-1"))
-    if cut is None:
-        return BAD_REQUEST_REPLY
-    method, target_bytes, proto = [part.encode("latin-1") for part in cut]
-    version = go_http.parse_http_version(cut[2])
-    if not _METHOD.fullmatch(method) or version is None:
-        return BAD_REQUEST_REPLY
-    target = parsed_target(target_bytes)  # the costly check last, as Go orders them
-    if target is None:
-        return BAD_REQUEST_REPLY
-    if not go_http.http1_server_supports(version, cut[0], cut[1]):
-        return VERSION_NOT_SUPPORTED_REPLY
-    return RequestLine(method, target_bytes, proto, target)
 
 
 def read_header_lines(stream: Stream, budget: int) -> list[bytes] | None:
@@ -173,7 +89,7 @@ def read_header_lines(stream: Stream, budget: int) -> list[bytes] | None:
         lines.append(line)
 
 
-_FIELD_NAME = re.compile(rb"[ " + _TCHAR + rb"]*")
+_FIELD_NAME = re.compile(rb"[ " + go_http.TCHAR + rb"]*")
 """What textproto keeps as a name (src/net/textproto/reader.go ``canonicalMIMEHeaderKey``): tchars, and spaces
 (go.dev/issue/34540)."""
 _FIELD_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Final
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
+from kubectl_gpushare.kube.go_http import read_request_line
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.authorization import (
@@ -87,7 +88,6 @@ from kubectl_gpushare.sandbox.framing import (
     header_tokens,
     read_chunked,
     read_header_lines,
-    read_request_line,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
@@ -269,7 +269,7 @@ class _Handler(BaseHTTPRequestHandler):
     def parse_request(self) -> bool:
         """Refuse a request head Go's server refuses, as it does; keep the target split.
 
-        The request line as `framing.read_request_line` reads it, the header lines as
+        The request line as `go_http.read_request_line` reads it, the header lines as
         `framing.read_header_lines` (their size), folded by `framing.header_fields` and judged by
         `framing.header_fields_refused` (their form).
 
@@ -277,8 +277,8 @@ class _Handler(BaseHTTPRequestHandler):
         ``http.server`` splits the line on any whitespace (``str.split``), where Go's ``parseRequestLine``
         (src/net/http/request.go) cuts it at spaces only: a target holding byte 0x85 or 0xA0, whitespace
         to Python, would be its HTML 400. So it reads only the method, version and headers, from the
-        line with the target set aside (`framing.RequestLine.target_set_aside`), and ``path`` is the
-        target as Go cut it (`framing.RequestLine.path`).
+        line with the target set aside (`go_http.RequestLine.target_set_aside`), and ``path`` is the
+        target as Go cut it (`go_http.RequestLine.path`).
         """
         line = self.raw_requestline
         read = read_request_line(line)

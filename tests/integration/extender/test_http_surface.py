@@ -202,8 +202,13 @@ def test_cli_address_in_use_exits_5(kube_env: dict[str, str]) -> None:
      (b"Content-Length: " + b"9" * 5000 + b"\r\n", 400),  # int() raises past 4,300 digits: the handler died
      # Any other coding (Go: 501, transfer.go parseTransferEncoding) was read as no body, the chunks left on the
      # connection to be read as the next request.
-     (b"Transfer-Encoding: gzip, chunked\r\n", 501), (b"Transfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n", 501)],
-    ids=["chunked", "negative-length", "bad-length", "5000-digit-length", "gzip-chunked", "two-codings"],
+     (b"Transfer-Encoding: gzip, chunked\r\n", 501), (b"Transfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n", 501),
+     # Go's readTransfer reads Content-Length (fixLength) before it looks at a chunked body: a bad one is its 400.
+     (b"Transfer-Encoding: chunked\r\nContent-Length: x\r\n", 400),
+     (b"Transfer-Encoding: chunked\r\nContent-Length: 1\r\nContent-Length: 2\r\n", 400),
+     (b"Transfer-Encoding: chunked\r\nContent-Length: 2\r\n", 411)],
+    ids=["chunked", "negative-length", "bad-length", "5000-digit-length", "gzip-chunked", "two-codings",
+         "chunked-bad-length", "chunked-differing-lengths", "chunked-good-length"],
 )
 def test_unreadable_bodies_are_refused_and_the_connection_closed(ext, headers: bytes, status: int) -> None:  # type: ignore[no-untyped-def]
     sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
@@ -261,23 +266,41 @@ GO_VERSION_NOT_SUPPORTED = (b"HTTP/1.1 505 HTTP Version Not Supported: unsupport
     [(b"GET /healthz HTTP/1.10", GO_BAD_REQUEST), (b"GET /healthz HTTP/01.1", GO_BAD_REQUEST),
      (b"GET /healthz HTTP/1.1 ", GO_BAD_REQUEST), (b"GET  /healthz HTTP/1.1", GO_BAD_REQUEST),
      (b"GET /healthz http/1.1", GO_BAD_REQUEST), (b"GET /healthz", GO_BAD_REQUEST),
-     (b"GET /healthz HTTP/0.9", GO_VERSION_NOT_SUPPORTED), (b"GET /healthz HTTP/3.0", GO_VERSION_NOT_SUPPORTED)],
+     (b"GET /healthz HTTP/0.9", GO_VERSION_NOT_SUPPORTED), (b"GET /healthz HTTP/3.0", GO_VERSION_NOT_SUPPORTED),
+     (b"GET\x85 /healthz HTTP/1.1", GO_BAD_REQUEST), (b"GET\xa0 /healthz HTTP/1.1", GO_BAD_REQUEST),
+     (b"GET /healthz\x00 HTTP/1.1", GO_BAD_REQUEST), (b"GET /health\tz HTTP/1.1", GO_BAD_REQUEST),
+     (b"G(T /healthz HTTP/2.0", GO_BAD_REQUEST), (b"GET healthz HTTP/1.1", GO_BAD_REQUEST)],
     ids=["two-digit-minor", "leading-zero-major", "trailing-space", "two-spaces", "lower-case", "http-0.9-form",
-         "0.9", "3.0"],
+         "0.9", "3.0", "method-0x85", "method-0xa0", "nul-in-target", "tab-in-target", "bad-method-on-2.0",
+         "target-not-a-path"],
 )
 def test_request_versions_go_refuses_get_go_s_reply_and_the_connection_closed(  # type: ignore[no-untyped-def]
     ext, line: bytes, reply: bytes
 ) -> None:
-    """src/net/http/request.go ``parseRequestLine`` (the line cut at its first two spaces) and
-    ``ParseHTTPVersion`` (``HTTP/`` and one digit, a dot, one digit): 400; server.go
+    """src/net/http/request.go ``readRequest``: ``parseRequestLine`` (the line cut at its first two spaces),
+    ``validMethod``, ``ParseHTTPVersion`` (``HTTP/`` and one digit, a dot, one digit) and
+    ``url.ParseRequestURI`` (no control byte, an absolute path): 400, in that order; server.go
     ``http1ServerSupportsRequest``: any major but 1 is 505. http.server took ``HTTP/1.10``, ``HTTP/01.1``,
-    a trailing space and ``0.9`` as versions and answered ``GET /healthz`` as HTTP/0.9, with no status line."""
+    a trailing space and ``0.9`` as versions, answered ``GET /healthz`` as HTTP/0.9, with no status line,
+    split ``GET`` from ``/healthz`` at a 0x85 or 0xA0 byte and served it, and routed a NUL."""
     sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
     sock.sendall(line + b"\r\nHost: x\r\n\r\n")
     answer = sock.makefile("rb").read()
     sock.close()
     assert answer == reply
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+def test_a_target_with_bytes_python_calls_space_is_one_target_as_go_cuts_it(ext) -> None:  # type: ignore[no-untyped-def]
+    """Go cuts the line at spaces only and its URL parser takes bytes 0x85 and 0xA0 (no control bytes), so the
+    target is one path, which no route serves: the app's 404, where http.server's split made four words
+    of the line and answered its HTML 400."""
+    sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
+    sock.sendall(b"GET /health\xa0z\x85 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    answer = sock.makefile("rb").read()
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 404 "), answer
+    assert b"Content-Type: application/json" in answer and b"<html" not in answer.lower(), answer
 
 
 @pytest.mark.parametrize("version", [b"HTTP/1.0", b"HTTP/1.1", b"HTTP/1.9"])
@@ -302,3 +325,56 @@ def test_a_space_in_a_verb_query_is_refused_400_and_reported_as_kube_scheduler_r
 def test_real_kubectl_finds_the_plugin_and_serve_extender(kubectl) -> None:  # type: ignore[no-untyped-def]
     result = kubectl("gpushare", "serve-extender", "--help")
     assert "--leader-elect" in result.stdout and "[env var: PORT" in result.stdout
+
+
+def _exchange(port: int, data: bytes) -> bytes:
+    """Send raw bytes, then read until the extender closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        return sock.makefile("rb").read()
+
+
+_HEADERS_101 = b"".join(b"X-%d: a\r\n" % i for i in range(101))
+_HEALTHZ_1_0 = b"GET /healthz HTTP/1.0\r\n"
+_FILTER_HEAD = b"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [(b"GET /healthz HTTP/1.1\r\n" + _HEADERS_101 + b"\r\n", b"431"),
+     (b"GET /healthz HTTP/1.1\r\nX-A: " + b"a" * 70_000 + b"\r\n\r\n", b"431"),
+     (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", b"414"),
+     (b"POST /gpushare-scheduler/filter HTTP/1.1\r\n" + b"Content-Length: 2\r\n" * 1000 + b"\r\n{}", b"431")],
+    ids=["101-header-lines", "header-line-over-64k", "request-line-over-64k", "1000-equal-content-lengths"],
+)
+def test_http_server_s_head_bounds_still_hold_behind_go_s_request_line(  # type: ignore[no-untyped-def]
+    ext, data: bytes, status: bytes
+) -> None:
+    """Behind `_Handler.parse_request` http.server still bounds the head: a line of at most 64 KiB and 100
+    lines with the blank one (http.client ``_MAXLINE``, ``_MAXHEADERS``), where Go's only bound is 1 MiB of
+    head: 1,000 equal Content-Length headers, one to Go, are too many lines here."""
+    answer = _exchange(ext.running.port, data)
+    assert answer.split(b" ", 2)[1] == status, answer[:200]
+    assert b"\r\nConnection: close\r\n" in answer
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("data", "replies", "starts"),
+    [(_HEALTHZ_1_0 + b"Connection: keep-alive\r\n\r\n" + _HEALTHZ_1_0 + b"\r\n" + _HEALTHZ_1_0 + b"\r\n", 2,
+      b"HTTP/1.1 200 "),
+     (b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n", 1, b"HTTP/1.1 200 "),
+     (b"GET /healthz HTTP/1.1\r\nX-A: a\r\n b\r\nConnection: close\r\n\r\n", 1, b"HTTP/1.1 200 "),
+     (_FILTER_HEAD + b"Expect: 100-continue\r\nConnection: close\r\n\r\n{}", 1, b"HTTP/1.1 100 Continue\r\n\r\n"
+      b"HTTP/1.1 200 ")],
+    ids=["1.0-keep-alive-then-close", "1.1-close", "folded-header", "expect-100-continue"],
+)
+def test_http_server_s_connection_and_expect_handling_still_hold_behind_go_s_request_line(  # type: ignore[no-untyped-def]
+    ext, data: bytes, replies: int, starts: bytes
+) -> None:
+    """http.server's ``parse_request`` still reads ``Connection`` (HTTP/1.0 keeps a connection only with
+    ``keep-alive``, HTTP/1.1 closes on ``close``), takes a folded header line and answers ``Expect:
+    100-continue`` before the body, with the line read by Go's rules first."""
+    answer = _exchange(ext.running.port, data)
+    assert answer.startswith(starts), answer[:200]
+    assert answer.count(b"\r\n\r\nok") + answer.count(b"\r\n\r\n{") == replies, answer
