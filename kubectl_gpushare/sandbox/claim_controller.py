@@ -14,10 +14,10 @@ What ``pkg/controller/resourceclaim/controller.go`` does, as clients see it:
   ``resource.kubernetes.io/delete-protection`` finalizer removed); a generated claim whose pod is
   done or replaced is deleted, and so (the garbage collector's part) is one whose pod is gone.
 
-Writes go straight to the store through the registry rules in ``objects.py``, as the workload
-controllers' do. Differs: the sandbox deletes at once (no finalizers hold a deletion), a template
-that does not exist is retried on the next change rather than with backoff, and there is no event
-for it (a warning in the log, once).
+Writes go straight to the store through the registry rules in ``objects.py`` and ``finalization.py``
+(a deletion waits on finalizers; removing the last one completes it), as the workload controllers'
+do. Differs: a template that does not exist is retried on the next change rather than with backoff,
+and there is no event for it (a warning in the log, once).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare import protocol
-from kubectl_gpushare.sandbox import objects
+from kubectl_gpushare.sandbox import finalization, objects
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.follower import StoreFollower
 from kubectl_gpushare.sandbox.resources import BY_PLURAL
@@ -235,7 +235,8 @@ class ResourceClaimController(StoreFollower):
                         del updated["metadata"]["finalizers"]
             if not new_status:
                 updated.pop("status")
-            self.store.put(CLAIMS, key, updated)
+            if finalization.write(self.store, CLAIMS, key, claim, updated):
+                return  # its deletion was waiting on the finalizer just removed
             claim = updated
         if valid:
             return
@@ -244,7 +245,9 @@ class ResourceClaimController(StoreFollower):
             return
         pod = self._pod_by_uid(namespace, owner, claim)
         if pod is None or _done(pod):
-            self.store.remove(CLAIMS, key)  # not needed by its pod any more (or, for a gone pod, the GC's part)
+            # not needed by its pod any more (or, for a gone pod, the GC's part): a DELETE, which the
+            # claim's finalizers may hold
+            finalization.delete(self.store, CLAIMS, key)
 
     def _pod_by_uid(self, namespace: str, uid: str, claim: dict[str, Any]) -> dict[str, Any] | None:
         for ref in claim["metadata"].get("ownerReferences") or []:
