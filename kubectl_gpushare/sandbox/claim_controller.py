@@ -11,8 +11,9 @@ What ``pkg/controller/resourceclaim/controller.go`` does, as clients see it:
   that are done or being deleted get no new claims.
 - ``syncClaim``: a ``reservedFor`` pod that is gone, replaced (another UID) or done is removed;
   a claim nobody reserves any more is deallocated (``status.allocation`` cleared, the scheduler's
-  ``resource.kubernetes.io/delete-protection`` finalizer removed); a generated claim whose pod is
-  done or replaced is deleted, and so (the garbage collector's part) is one whose pod is gone.
+  ``resource.kubernetes.io/delete-protection`` finalizer removed); a claim being deleted that nobody
+  reserves loses that finalizer (and any allocation) too; a generated claim whose pod is done or
+  replaced is deleted, and so (the garbage collector's part) is one whose pod is gone.
 
 Writes go straight to the store through the registry rules in ``objects.py`` and ``finalization.py``
 (a deletion waits on finalizers; removing the last one completes it), as the workload controllers'
@@ -237,6 +238,20 @@ class ResourceClaimController(StoreFollower):
                 updated.pop("status")
             if finalization.write(self.store, CLAIMS, key, claim, updated):
                 return  # its deletion was waiting on the finalizer just removed
+            claim = updated
+        elif not valid and meta.get("deletionTimestamp") and dra.FINALIZER in (meta.get("finalizers") or []):
+            # syncClaim's other branch (controller.go): deleted and reserved by none, it is deallocated and
+            # loses the finalizer "to unblock removal", allocated or not.
+            updated = copy.deepcopy(claim)
+            for field in ("allocation", "devices"):
+                (updated.get("status") or {}).pop(field, None)
+            if updated.get("status") == {}:
+                updated.pop("status")
+            updated["metadata"]["finalizers"] = [f for f in meta["finalizers"] if f != dra.FINALIZER]
+            if not updated["metadata"]["finalizers"]:
+                del updated["metadata"]["finalizers"]
+            if finalization.write(self.store, CLAIMS, key, claim, updated):
+                return
             claim = updated
         if valid:
             return

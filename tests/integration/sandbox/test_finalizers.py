@@ -212,3 +212,11 @@ def test_a_claim_in_use_is_held_by_delete_protection_until_its_pod_goes(sandbox:
     kubectl("delete", "pod", "p", "--wait=false")
     wait_for(lambda: sandbox.get("resourceclaims", "default", "shared") is None,
              what="the claim controller to release the claim and its deletion to complete")
+
+
+def test_an_allocated_unreserved_claim_is_deallocated_and_goes_when_deleted(sandbox: Sandbox,
+                                                                            kubectl: Kubectl) -> None:
+    sandbox.load([_claim(None)])
+    kubectl("delete", "resourceclaim", "shared", "--wait=false")
+    wait_for(lambda: sandbox.get("resourceclaims", "default", "shared") is None,
+             what="the claim controller to drop delete-protection from the deleted claim")
