@@ -54,7 +54,14 @@ def generate_name(pod: str, claim: str) -> str:
 
 
 def _done(pod: dict[str, Any]) -> bool:
-    return protocol.pod_phase_terminal((pod.get("status") or {}).get("phase"))
+    """``isPodDone`` (controller.go): a terminal phase, or deleted before it was scheduled.
+
+    The second case is a pod its finalizers hold: it will never run, so its claims are released.
+    """
+    if protocol.pod_phase_terminal((pod.get("status") or {}).get("phase")):
+        return True
+    spec = pod.get("spec")
+    return bool(pod["metadata"].get("deletionTimestamp")) and not (isinstance(spec, dict) and spec.get("nodeName"))
 
 
 def _owner_uid(claim: dict[str, Any]) -> str:

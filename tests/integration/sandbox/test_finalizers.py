@@ -220,3 +220,20 @@ def test_an_allocated_unreserved_claim_is_deallocated_and_goes_when_deleted(sand
     kubectl("delete", "resourceclaim", "shared", "--wait=false")
     wait_for(lambda: sandbox.get("resourceclaims", "default", "shared") is None,
              what="the claim controller to drop delete-protection from the deleted claim")
+
+
+def test_an_unscheduled_pod_held_by_a_finalizer_releases_its_generated_claim(sandbox: Sandbox,
+                                                                            kubectl: Kubectl) -> None:
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t"},
+                "spec": {"spec": _claim(None)["spec"]}}
+    assert send(sandbox, "POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
+                template)[0] == 201
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "finalizers": [HOLD]},
+           "spec": {"schedulerName": "nobody", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}
+    send(sandbox, "POST", "/api/v1/namespaces/default/pods", pod)
+    wait_for(lambda: sandbox.objects("resourceclaims"), what="the generated claim")
+    kubectl("delete", "pod", "p", "--wait=false")
+    wait_for(lambda: not sandbox.objects("resourceclaims"),
+             what="the claim of a pod deleted before it was scheduled deleted (isPodDone)")
+    assert sandbox.get("pods", "default", "p") is not None  # the pod itself is still held
