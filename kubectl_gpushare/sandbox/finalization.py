@@ -23,6 +23,7 @@ with finalizers is held in the state upstream reaches after that delete: grace p
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from kubectl_gpushare.sandbox import objects
@@ -65,7 +66,7 @@ def write(store: Store, plural: str, key: str, old: dict[str, Any], new: dict[st
         return False
 
 
-def remove(store: Store, plural: str, key: str) -> dict[str, Any] | None:
+def remove(store: Store, plural: str, key: str, *, settle: bool = True) -> dict[str, Any] | None:
     """Remove an object now and return its last state; a Terminating namespace it held goes on."""
     with store.lock:
         removed = store.remove(plural, key)
@@ -73,7 +74,7 @@ def remove(store: Store, plural: str, key: str) -> dict[str, Any] | None:
             return None
         obj = removed.object()
         namespace = obj["metadata"].get("namespace") or ""
-        if namespace and plural != "namespaces":
+        if settle and namespace and plural != "namespaces":
             entry = store.get("namespaces", namespace)
             if entry is not None and entry.object()["metadata"].get("deletionTimestamp"):
                 _settle_namespace(store, entry.object())
@@ -94,18 +95,23 @@ def delete(store: Store, plural: str, key: str, *, dry_run: bool = False) -> tup
         entry = store.get(plural, key)
         if entry is None:
             raise KeyError(key)
-        obj = entry.object()
         if plural == "namespaces":
-            return _delete_namespace(store, obj, dry_run)
-        if not obj["metadata"].get("finalizers"):
-            if dry_run:
-                return obj, True
-            return remove(store, plural, key) or obj, True
-        marked = entry.object()
-        mark_deleting(marked)
-        if marked != obj and not dry_run:
-            store.put(plural, key, marked)
-        return marked, False
+            return _delete_namespace(store, entry.object(), dry_run)
+        return _delete_object(store, plural, key, entry.object(), dry_run)
+
+
+def _delete_object(
+    store: Store, plural: str, key: str, obj: dict[str, Any], dry_run: bool, *, settle: bool = True
+) -> tuple[dict[str, Any], bool]:
+    if not obj["metadata"].get("finalizers"):
+        if dry_run:
+            return obj, True
+        return remove(store, plural, key, settle=settle) or obj, True
+    marked = copy.deepcopy(obj)
+    mark_deleting(marked)
+    if marked != obj and not dry_run:
+        store.put(plural, key, marked)
+    return marked, False
 
 
 def _delete_namespace(store: Store, namespace: dict[str, Any], dry_run: bool) -> tuple[dict[str, Any], bool]:
@@ -115,18 +121,13 @@ def _delete_namespace(store: Store, namespace: dict[str, Any], dry_run: bool) ->
     if dry_run:
         return namespace, not meta.get("finalizers")
     name = meta["name"]
-    for resource in BY_PLURAL.values():
+    for resource in BY_PLURAL.values():  # the namespace controller's deleteAllContent, at once
         if not resource.namespaced or resource.plural == "bindings":
             continue
         for entry in store.select(resource.plural, name)[0]:
-            content = entry.object()["metadata"]
-            key = object_key(name, str(content.get("name", "")))
-            if not content.get("finalizers"):
-                store.remove(resource.plural, key)
-            elif not content.get("deletionTimestamp"):
-                held = entry.object()
-                mark_deleting(held)
-                store.put(resource.plural, key, held)
+            content = entry.object()
+            key = object_key(name, str(content["metadata"].get("name", "")))
+            _delete_object(store, resource.plural, key, content, False, settle=False)
     return _settle_namespace(store, namespace)
 
 
