@@ -8,7 +8,8 @@ real ``kubectl`` and the ``kubernetes`` Python client work against it unchanged.
 Where it deliberately differs from kube-apiserver (see ``server.py``): no admission chain (pods may
 be created in namespaces that do not exist), no real RBAC engine (a fixed admin token and a
 read-only token), no etcd (state lives in memory, optionally saved to a JSON file), no
-protobuf, no server-side apply, no graceful deletion (pods are removed at once).
+protobuf, no server-side apply, no graceful deletion (pods are removed at once, unless finalizers
+hold them, as they hold any object: ``finalization.py``).
 
 The package root imports nothing, so the CLI can list the ``sandbox`` command cheaply.
 """

@@ -11,13 +11,14 @@ What ``pkg/controller/resourceclaim/controller.go`` does, as clients see it:
   that are done or being deleted get no new claims.
 - ``syncClaim``: a ``reservedFor`` pod that is gone, replaced (another UID) or done is removed;
   a claim nobody reserves any more is deallocated (``status.allocation`` cleared, the scheduler's
-  ``resource.kubernetes.io/delete-protection`` finalizer removed); a generated claim whose pod is
-  done or replaced is deleted, and so (the garbage collector's part) is one whose pod is gone.
+  ``resource.kubernetes.io/delete-protection`` finalizer removed); a claim being deleted that nobody
+  reserves loses that finalizer (and any allocation) too; a generated claim whose pod is done or
+  replaced is deleted, and so (the garbage collector's part) is one whose pod is gone.
 
-Writes go straight to the store through the registry rules in ``objects.py``, as the workload
-controllers' do. Differs: the sandbox deletes at once (no finalizers hold a deletion), a template
-that does not exist is retried on the next change rather than with backoff, and there is no event
-for it (a warning in the log, once).
+Writes go straight to the store through the registry rules in ``objects.py`` and ``finalization.py``
+(a deletion waits on finalizers; removing the last one completes it), as the workload controllers'
+do. Differs: a template that does not exist is retried on the next change rather than with backoff,
+and there is no event for it (a warning in the log, once).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any, Final
 
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare import protocol
-from kubectl_gpushare.sandbox import objects
+from kubectl_gpushare.sandbox import finalization, objects
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.follower import StoreFollower
 from kubectl_gpushare.sandbox.resources import BY_PLURAL
@@ -53,7 +54,14 @@ def generate_name(pod: str, claim: str) -> str:
 
 
 def _done(pod: dict[str, Any]) -> bool:
-    return protocol.pod_phase_terminal((pod.get("status") or {}).get("phase"))
+    """``isPodDone`` (controller.go): a terminal phase, or deleted before it was scheduled.
+
+    The second case is a pod its finalizers hold: it will never run, so its claims are released.
+    """
+    if protocol.pod_phase_terminal((pod.get("status") or {}).get("phase")):
+        return True
+    spec = pod.get("spec")
+    return bool(pod["metadata"].get("deletionTimestamp")) and not (isinstance(spec, dict) and spec.get("nodeName"))
 
 
 def _owner_uid(claim: dict[str, Any]) -> str:
@@ -235,7 +243,22 @@ class ResourceClaimController(StoreFollower):
                         del updated["metadata"]["finalizers"]
             if not new_status:
                 updated.pop("status")
-            self.store.put(CLAIMS, key, updated)
+            if finalization.write(self.store, CLAIMS, key, claim, updated):
+                return  # its deletion was waiting on the finalizer just removed
+            claim = updated
+        elif not valid and meta.get("deletionTimestamp") and dra.FINALIZER in (meta.get("finalizers") or []):
+            # syncClaim's other branch (controller.go): deleted and reserved by none, it is deallocated and
+            # loses the finalizer "to unblock removal", allocated or not.
+            updated = copy.deepcopy(claim)
+            for field in ("allocation", "devices"):
+                (updated.get("status") or {}).pop(field, None)
+            if updated.get("status") == {}:
+                updated.pop("status")
+            updated["metadata"]["finalizers"] = [f for f in meta["finalizers"] if f != dra.FINALIZER]
+            if not updated["metadata"]["finalizers"]:
+                del updated["metadata"]["finalizers"]
+            if finalization.write(self.store, CLAIMS, key, claim, updated):
+                return
             claim = updated
         if valid:
             return
@@ -244,7 +267,9 @@ class ResourceClaimController(StoreFollower):
             return
         pod = self._pod_by_uid(namespace, owner, claim)
         if pod is None or _done(pod):
-            self.store.remove(CLAIMS, key)  # not needed by its pod any more (or, for a gone pod, the GC's part)
+            # not needed by its pod any more (or, for a gone pod, the GC's part): a DELETE, which the
+            # claim's finalizers may hold
+            finalization.delete(self.store, CLAIMS, key)
 
     def _pod_by_uid(self, namespace: str, uid: str, claim: dict[str, Any]) -> dict[str, Any] | None:
         for ref in claim["metadata"].get("ownerReferences") or []:

@@ -20,7 +20,7 @@ import logging
 from typing import Any
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.sandbox import objects
+from kubectl_gpushare.sandbox import finalization, objects
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.follower import StoreFollower
 from kubectl_gpushare.sandbox.resources import BY_KIND, BY_PLURAL
@@ -148,8 +148,13 @@ class Controller(StoreFollower):
                     obj = entry.object()
                     ref = _controller_of(obj)
                     if ref is not None and ref.get("uid") == uid:
-                        removed = self.store.remove(plural, object_key(namespace, obj["metadata"]["name"]))
-                        if removed is not None and plural == "replicasets":
+                        # The collector DELETEs each dependent: one held by finalizers stays until they go,
+                        # and its own dependents follow when it does (its DELETED change comes back here).
+                        key = object_key(namespace, obj["metadata"]["name"])
+                        if self.store.get(plural, key) is None:
+                            continue  # already gone with an earlier dependent
+                        _, gone = finalization.delete(self.store, plural, key)
+                        if gone and plural == "replicasets":
                             self._collect(namespace, str(obj["metadata"].get("uid", "")))
 
     # --- reconcilers -------------------------------------------------------------------------
@@ -201,7 +206,7 @@ class Controller(StoreFollower):
 
     def _delete(self, plural: str, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
-        self.store.remove(plural, object_key(meta.get("namespace", ""), meta["name"]))
+        finalization.delete(self.store, plural, object_key(meta.get("namespace", ""), meta["name"]))
 
     def _write_status(self, plural: str, owner: dict[str, Any], status: dict[str, Any]) -> None:
         old = owner.get("status") or {}

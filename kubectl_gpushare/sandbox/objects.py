@@ -579,7 +579,9 @@ def prepare_update(
         why = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old_meta.get('uid', '')}"
         raise errors.conflict(resource.plural, name, why, resource.group)
     meta["name"] = name
-    for key in ("uid", "creationTimestamp", "namespace", "deletionTimestamp"):
+    # rest.BeforeUpdate (k8s.io/apiserver/pkg/registry/rest/update.go): an update never removes or
+    # changes a deletion timestamp or grace period.
+    for key in ("uid", "creationTimestamp", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds"):
         if key in old_meta:
             meta[key] = old_meta[key]
         else:
@@ -597,6 +599,9 @@ def prepare_update(
             updated["status"] = copy.deepcopy(old["status"])
         else:
             updated.pop("status", None)
+    finalizer_causes = new_finalizer_causes(old, updated)
+    if finalizer_causes:
+        raise errors.invalid(resource.kind, name, finalizer_causes, resource.group)
     if resource.plural == "pods" and subresource == "":
         _check_pod_spec_update(old, updated, name)
     if dra_kinds.is_dra(resource):
@@ -614,6 +619,22 @@ def prepare_update(
     admission.default(resource, updated)
     _validate(resource, updated)
     return updated
+
+
+def new_finalizer_causes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """An object being deleted takes no new finalizer.
+
+    ``ValidateObjectMetaAccessorUpdate`` (apimachinery pkg/api/validation/objectmeta.go).
+    """
+    old_meta, new_meta = old["metadata"], new["metadata"]
+    if not old_meta.get("deletionTimestamp"):
+        return []
+    before = {f for f in old_meta.get("finalizers") or [] if isinstance(f, str)}
+    extra = sorted({f for f in new_meta.get("finalizers") or [] if isinstance(f, str)} - before)
+    if not extra:
+        return []
+    return ["metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, "
+            f"found new finalizers {errors.go_string_slice(extra)}"]
 
 
 def _masked_spec(pod: dict[str, Any]) -> dict[str, Any]:

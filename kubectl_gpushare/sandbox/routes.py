@@ -24,7 +24,19 @@ import msgspec
 from kubectl_gpushare.kube.deadlines import seconds_duration
 from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.go_query import GoQuery, clean_path, go_bool, go_text
-from kubectl_gpushare.sandbox import bodies, discovery, errors, ipam, logs, objects, patch, protobuf, proxy, tables
+from kubectl_gpushare.sandbox import (
+    bodies,
+    discovery,
+    errors,
+    finalization,
+    ipam,
+    logs,
+    objects,
+    patch,
+    protobuf,
+    proxy,
+    tables,
+)
 from kubectl_gpushare.sandbox.admission import Admission, Attributes
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for
@@ -1089,9 +1101,16 @@ class Api:
         old_rv = old["metadata"]["resourceVersion"]
         new["metadata"]["resourceVersion"] = old_rv
         warnings = self._admit(request, target, "UPDATE", new, old, dry_run)
+        key = object_key(target.namespace, target.name)
+        if finalization.deletes_on_update(resource.plural, old, new):
+            # store.go Update: the last finalizer gone from an object being deleted deletes it
+            # (deleteWithoutFinalizers), replying with the updated object.
+            if not dry_run:
+                finalization.remove(self.store, resource.plural, key)
+            return json_response(200, new, warnings)
         if new == old or dry_run:
             return json_response(200, new, warnings)
-        self.store.put(resource.plural, object_key(target.namespace, target.name), new)
+        self.store.put(resource.plural, key, new)
         return json_response(200, new, warnings)
 
     def _update(self, request: Request, target: Target) -> Response:
@@ -1235,12 +1254,14 @@ class Api:
                     resource.group,
                 )
             self._admit(request, target, "DELETE", None, obj, dry_run)
-            if not dry_run:
-                if resource.plural == "namespaces":
-                    self._empty_namespace(target.name)
-                removed = self.store.remove(resource.plural, object_key(target.namespace, target.name))
-                if removed is not None:
-                    obj = removed.object()
+            obj, deleted = finalization.delete(
+                self.store, resource.plural, object_key(target.namespace, target.name), dry_run=dry_run
+            )
+        if not deleted:
+            # Held by finalizers: store.go Delete returns the marked object. DeleteResource
+            # (handlers/delete.go) answers 202 only for orphanDependents=false, else 200.
+            accepted = options.get("orphanDependents") is False
+            return json_response(202 if accepted else 200, obj)
         if resource.plural in ("pods", "namespaces"):
             obj["metadata"].setdefault("deletionTimestamp", objects.now())
             obj["metadata"].setdefault("deletionGracePeriodSeconds", 0)
@@ -1251,14 +1272,6 @@ class Api:
         if resource.group:
             details["group"] = resource.group
         return json_response(200, errors.success(200, details))
-
-    def _empty_namespace(self, namespace: str) -> None:
-        for resource in BY_PLURAL.values():
-            if not resource.namespaced or resource.plural == "bindings":
-                continue
-            for entry in self.store.select(resource.plural, namespace)[0]:
-                meta = entry.object().get("metadata") or {}
-                self.store.remove(resource.plural, object_key(namespace, meta.get("name", "")))
 
     def _delete_collection(self, request: Request, target: Target) -> Response:
         resource = target.resource
@@ -1281,9 +1294,12 @@ class Api:
                     deleted.append(entry.raw)
                     continue
                 meta = entry.object()["metadata"]
-                removed = self.store.remove(resource.plural, object_key(meta.get("namespace", ""), meta["name"]))
-                if removed is not None:
-                    deleted.append(removed.raw)
+                key = object_key(meta.get("namespace", ""), meta["name"])
+                if self.store.get(resource.plural, key) is None:
+                    continue  # gone with an earlier one (a namespace's content)
+                # store.go DeleteCollection calls Delete per object: the finalizer rule holds each.
+                gone, _ = finalization.delete(self.store, resource.plural, key)
+                deleted.append(json.dumps(gone, separators=(",", ":")).encode())
             rv = self.store.resource_version
         return Response(200, _list_body(resource, {"resourceVersion": str(rv)}, deleted))
 

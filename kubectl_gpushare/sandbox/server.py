@@ -35,7 +35,7 @@ Where it deliberately differs from kube-apiserver:
 * No etcd: state is in memory (saved to a JSON file with ``state_file``); the watch history is
   bounded by ``history`` events, and older resourceVersions get 410 Expired.
 * JSON and YAML only (no protobuf), no server-side apply (415), no graceful deletion (pods go
-  at once), no ``events.k8s.io`` group, no managedFields.
+  at once unless finalizers hold them, ``finalization.py``), no ``events.k8s.io`` group, no managedFields.
 """
 
 from __future__ import annotations

@@ -1,0 +1,156 @@
+"""Finalizers hold a deletion, as kube-apiserver's generic registry does, for every stored kind.
+
+From ``k8s.io/apiserver/pkg/registry/generic/registry/store.go``:
+
+- ``Delete`` / ``updateForGracefulDeletionAndFinalizers``: an object with ``metadata.finalizers``
+  is not removed; ``markAsDeleting`` stores it with ``deletionTimestamp`` (now, kept if already
+  set), ``deletionGracePeriodSeconds: 0`` and, on the first mark, ``generation`` + 1. A second
+  DELETE writes nothing new. The reply is the object itself.
+- ``Update`` / ``ShouldDeleteDuringUpdate``: a write that leaves no finalizer on an object whose
+  ``deletionTimestamp`` is set and whose grace period is 0 or unset deletes it
+  (``deleteWithoutFinalizers``), and watchers see DELETED.
+
+Namespaces (``pkg/registry/core/namespace/storage/storage.go``): a DELETE sets
+``deletionTimestamp`` and phase ``Terminating``; the namespace controller
+(``pkg/controller/namespace/deletion``) deletes the content, then clears ``spec.finalizers`` once
+none is left; ``ShouldDeleteNamespaceDuringUpdate`` removes the namespace only when
+``spec.finalizers`` is empty too. The sandbox does the controller's part at once: content held by
+a finalizer keeps its namespace Terminating until the last of it goes.
+
+Pods have no graceful deletion here (the kubelet's confirming delete is taken as done), so a pod
+with finalizers is held in the state upstream reaches after that delete: grace period 0.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kubectl_gpushare.sandbox import objects
+from kubectl_gpushare.sandbox.resources import BY_PLURAL
+from kubectl_gpushare.sandbox.store import Store, object_key
+
+
+def mark_deleting(obj: dict[str, Any]) -> None:
+    """``markAsDeleting`` (store.go): the deletion timestamp and a zero grace period."""
+    meta = obj["metadata"]
+    if not meta.get("deletionTimestamp"):
+        generation = meta.get("generation")
+        if isinstance(generation, int) and not isinstance(generation, bool) and generation > 0:
+            meta["generation"] = generation + 1
+        meta["deletionTimestamp"] = objects.now()
+    meta["deletionGracePeriodSeconds"] = 0
+
+
+def deletes_on_update(plural: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether writing ``new`` over ``old`` completes a deletion (``ShouldDeleteDuringUpdate``)."""
+    if new["metadata"].get("finalizers"):
+        return False
+    old_meta = old["metadata"]
+    if not old_meta.get("deletionTimestamp"):
+        return False
+    if old_meta.get("deletionGracePeriodSeconds") not in (None, 0):
+        return False
+    spec = new.get("spec")
+    # ShouldDeleteNamespaceDuringUpdate: the namespace controller's spec.finalizers must be gone too.
+    return not (plural == "namespaces" and isinstance(spec, dict) and spec.get("finalizers"))
+
+
+def write(store: Store, plural: str, key: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Store an update made by the sandbox's own controllers; whether it completed a deletion instead."""
+    with store.lock:
+        if deletes_on_update(plural, old, new):
+            remove(store, plural, key)
+            return True
+        store.put(plural, key, new)
+        return False
+
+
+def remove(store: Store, plural: str, key: str, *, settle: bool = True) -> dict[str, Any] | None:
+    """Remove an object now and return its last state; a Terminating namespace it held goes on."""
+    with store.lock:
+        removed = store.remove(plural, key)
+        if removed is None:
+            return None
+        obj = removed.object()
+        namespace = obj["metadata"].get("namespace") or ""
+        if settle and namespace and plural != "namespaces":
+            entry = store.get("namespaces", namespace)
+            if entry is not None and entry.object()["metadata"].get("deletionTimestamp"):
+                _settle_namespace(store, entry.object())
+        return obj
+
+
+def delete(store: Store, plural: str, key: str, *, dry_run: bool = False) -> tuple[dict[str, Any], bool]:
+    """DELETE one stored object by the finalizer rule.
+
+    Returns:
+        (the object as the reply shows it, whether it was removed). Writes nothing when a held
+        object is already marked, so a controller that deletes on every pass does not loop.
+
+    Raises:
+        KeyError: nothing is stored at ``key``.
+    """
+    with store.lock:
+        entry = store.get(plural, key)
+        if entry is None:
+            raise KeyError(key)
+        if plural == "namespaces":
+            return _delete_namespace(store, entry.object(), dry_run)
+        return _delete_object(store, plural, key, entry.object(), dry_run)
+
+
+def _delete_object(
+    store: Store, plural: str, key: str, obj: dict[str, Any], dry_run: bool, *, settle: bool = True
+) -> tuple[dict[str, Any], bool]:
+    if not obj["metadata"].get("finalizers"):
+        if dry_run:
+            return obj, True
+        return remove(store, plural, key, settle=settle) or obj, True
+    marked = copy.deepcopy(obj)
+    mark_deleting(marked)
+    if marked != obj and not dry_run:
+        store.put(plural, key, marked)
+    return marked, False
+
+
+def _delete_namespace(store: Store, namespace: dict[str, Any], dry_run: bool) -> tuple[dict[str, Any], bool]:
+    meta = namespace["metadata"]
+    meta.setdefault("deletionTimestamp", objects.now())
+    namespace.setdefault("status", {})["phase"] = "Terminating"
+    if dry_run:
+        return namespace, not meta.get("finalizers")
+    name = meta["name"]
+    for resource in BY_PLURAL.values():  # the namespace controller's deleteAllContent, at once
+        if not resource.namespaced or resource.plural == "bindings":
+            continue
+        for entry in store.select(resource.plural, name)[0]:
+            content = entry.object()
+            key = object_key(name, str(content["metadata"].get("name", "")))
+            _delete_object(store, resource.plural, key, content, False, settle=False)
+    return _settle_namespace(store, namespace)
+
+
+def _holds_content(store: Store, namespace: str) -> bool:
+    return any(
+        store.select(resource.plural, namespace, limit=1)[0]
+        for resource in BY_PLURAL.values()
+        if resource.namespaced and resource.plural != "bindings"
+    )
+
+
+def _settle_namespace(store: Store, namespace: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The namespace controller's finish: clear ``spec.finalizers`` once empty, then remove it."""
+    name = namespace["metadata"]["name"]
+    stored = store.get("namespaces", name)
+    before = stored.object() if stored is not None else None
+    if not _holds_content(store, name):
+        spec = namespace.get("spec")
+        if isinstance(spec, dict):
+            spec.pop("finalizers", None)
+        if not namespace["metadata"].get("finalizers"):
+            removed = store.remove("namespaces", name)
+            return (removed.object() if removed is not None else namespace), True
+    if namespace != before:
+        store.put("namespaces", name, namespace)
+    return namespace, False

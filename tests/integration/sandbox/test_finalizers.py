@@ -1,0 +1,239 @@
+"""Finalizers hold a deletion in the sandbox as in kube-apiserver's generic registry (store.go).
+
+Over HTTP and through the real kubectl: DELETE marks and keeps, the update that takes the last
+finalizer away deletes, no new finalizer joins an object being deleted, and the sandbox's own
+controllers (garbage collector, claim controller, namespace finalization) wait on finalizers too.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from waiting import wait_for
+
+from kubectl_gpushare import protocol
+from kubectl_gpushare.sandbox.server import Sandbox
+
+pytestmark = pytest.mark.integration
+
+Kubectl = Callable[..., Any]
+HOLD = "example.com/hold"
+CM = "/api/v1/namespaces/default/configmaps"
+MERGE = "application/merge-patch+json"
+
+
+def send(sandbox: Sandbox, method: str, path: str, body: Any = None,
+         content_type: str = "application/json") -> tuple[int, dict[str, Any]]:
+    connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=10)
+    try:
+        data = None if body is None else json.dumps(body)
+        connection.request(method, path, data, {"Content-Type": content_type} if data else {})
+        reply = connection.getresponse()
+        return reply.status, json.loads(reply.read() or b"{}")
+    finally:
+        connection.close()
+
+
+def events_since(sandbox: Sandbox, path: str, rv: str) -> list[tuple[str, str]]:
+    """(type, name) of every watch event after ``rv``: the history replays, then a 1 s timeout ends it."""
+    connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=10)
+    try:
+        connection.request("GET", f"{path}?watch=true&resourceVersion={rv}&timeoutSeconds=1")
+        reply = connection.getresponse()
+        return [(e["type"], e["object"]["metadata"]["name"])
+                for e in (json.loads(line) for line in reply.read().splitlines() if line.strip())]
+    finally:
+        connection.close()
+
+
+def configmap(name: str, *finalizers: str, namespace: str = "default") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if finalizers:
+        meta["finalizers"] = list(finalizers)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}}
+
+
+def test_a_delete_is_held_by_a_finalizer_until_an_update_removes_the_last_one(sandbox: Sandbox) -> None:
+    status, created = send(sandbox, "POST", CM, configmap("held", HOLD, "example.com/other"))
+    assert status == 201
+    start = created["metadata"]["resourceVersion"]
+
+    status, reply = send(sandbox, "DELETE", f"{CM}/held")
+    assert status == 200 and reply["kind"] == "ConfigMap"  # the object, not a Status, as store.go returns it
+    marked = reply["metadata"]
+    assert marked["deletionTimestamp"] and marked["deletionGracePeriodSeconds"] == 0
+    assert marked["finalizers"] == [HOLD, "example.com/other"]
+    status, got = send(sandbox, "GET", f"{CM}/held")
+    assert status == 200 and got["metadata"]["deletionTimestamp"] == marked["deletionTimestamp"]
+    assert [i["metadata"]["name"] for i in send(sandbox, "GET", CM)[1]["items"]] == ["held"]
+
+    status, again = send(sandbox, "DELETE", f"{CM}/held")  # a second DELETE changes nothing
+    assert status == 200 and again["metadata"]["resourceVersion"] == marked["resourceVersion"]
+
+    # No new finalizer joins an object being deleted (objectmeta.go ValidateNoNewFinalizers): 422.
+    body = {**got, "metadata": {**got["metadata"], "finalizers": [HOLD, "example.com/other", "b.io/x", "a.io/y"]}}
+    status, refused = send(sandbox, "PUT", f"{CM}/held", body)
+    assert status == 422 and refused["reason"] == "Invalid"
+    assert refused["message"] == (
+        'ConfigMap "held" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object '
+        'is being deleted, found new finalizers []string{"a.io/y", "b.io/x"}')
+    assert refused["details"]["causes"][0]["field"] == "metadata.finalizers"
+    # An update can neither clear nor move the deletion timestamp (rest.BeforeUpdate).
+    status, kept = send(sandbox, "PATCH", f"{CM}/held",
+                        {"metadata": {"deletionTimestamp": None, "deletionGracePeriodSeconds": None}}, MERGE)
+    assert status == 200 and kept["metadata"]["deletionTimestamp"] == marked["deletionTimestamp"]
+    assert kept["metadata"]["deletionGracePeriodSeconds"] == 0
+    status, kept = send(sandbox, "PATCH", f"{CM}/held",
+                        {"metadata": {"deletionTimestamp": "2001-01-01T00:00:00Z"}}, MERGE)
+    assert status == 200 and kept["metadata"]["deletionTimestamp"] == marked["deletionTimestamp"]
+
+    status, partly = send(sandbox, "PATCH", f"{CM}/held", {"metadata": {"finalizers": ["example.com/other"]}}, MERGE)
+    assert status == 200 and send(sandbox, "GET", f"{CM}/held")[0] == 200  # one finalizer left: still held
+    status, last = send(sandbox, "PATCH", f"{CM}/held", {"metadata": {"finalizers": None}}, MERGE)
+    assert status == 200 and "finalizers" not in last["metadata"]  # the updated object, as deleteWithoutFinalizers
+    assert send(sandbox, "GET", f"{CM}/held")[0] == 404
+    assert events_since(sandbox, CM, start) == [("MODIFIED", "held"), ("MODIFIED", "held"), ("DELETED", "held")]
+
+
+def test_a_put_that_empties_the_finalizers_deletes_and_a_dry_run_keeps(sandbox: Sandbox) -> None:
+    send(sandbox, "POST", CM, configmap("held", HOLD))
+    _, marked = send(sandbox, "DELETE", f"{CM}/held")
+    emptied = {**marked, "metadata": {**marked["metadata"], "finalizers": []}}
+    assert send(sandbox, "PUT", f"{CM}/held?dryRun=All", emptied)[0] == 200
+    assert send(sandbox, "GET", f"{CM}/held")[0] == 200
+    assert send(sandbox, "PUT", f"{CM}/held", emptied)[0] == 200
+    assert send(sandbox, "GET", f"{CM}/held")[0] == 404
+
+
+def test_orphan_dependents_false_on_a_held_delete_is_202(sandbox: Sandbox) -> None:
+    send(sandbox, "POST", CM, configmap("held", HOLD))
+    status, reply = send(sandbox, "DELETE", f"{CM}/held", {"orphanDependents": False})
+    assert status == 202 and reply["metadata"]["deletionTimestamp"]  # handlers/delete.go
+
+
+def test_a_collection_delete_holds_each_object_by_its_own_finalizers(sandbox: Sandbox) -> None:
+    for body in (configmap("free"), configmap("held", HOLD)):
+        send(sandbox, "POST", CM, body)
+    status, listed = send(sandbox, "DELETE", CM)
+    assert status == 200 and sorted(i["metadata"]["name"] for i in listed["items"]) == ["free", "held"]
+    assert send(sandbox, "GET", f"{CM}/free")[0] == 404
+    status, held = send(sandbox, "GET", f"{CM}/held")
+    assert status == 200 and held["metadata"]["deletionTimestamp"]
+
+
+def test_a_pod_with_a_finalizer_stays_terminating(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    pods = "/api/v1/namespaces/default/pods"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "finalizers": [HOLD]},
+           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    send(sandbox, "POST", pods, pod)
+    kubectl("delete", "pod", "p", "--wait=false")
+    held = sandbox.get("pods", "default", "p")
+    assert held is not None and held["metadata"]["deletionGracePeriodSeconds"] == 0
+    assert kubectl("get", "pod", "p", "--no-headers").stdout.split()[2] == "Terminating"
+    kubectl("patch", "pod", "p", "--type=json", "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]')
+    assert sandbox.get("pods", "default", "p") is None
+
+
+def test_kubectl_delete_wait_false_leaves_it_and_kubectl_patch_completes_it(sandbox: Sandbox,
+                                                                             kubectl: Kubectl) -> None:
+    sandbox.load([configmap("held", HOLD)])
+    out = kubectl("delete", "configmap", "held", "--wait=false").stdout
+    assert out.strip() == 'configmap "held" deleted'
+    held = sandbox.get("configmaps", "default", "held")
+    assert held is not None and held["metadata"]["deletionTimestamp"]
+    refused = kubectl("patch", "configmap", "held", "--type=merge", "-p",
+                      '{"metadata":{"finalizers":["example.com/hold","example.com/more"]}}', check=False)
+    assert refused.returncode == 1
+    assert "no new finalizers can be added if the object is being deleted" in refused.stderr
+    kubectl("patch", "configmap", "held", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    assert sandbox.get("configmaps", "default", "held") is None
+
+
+def test_a_namespace_waits_for_its_held_content_and_its_own_finalizers(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    kubectl("create", "namespace", "team")
+    send(sandbox, "POST", "/api/v1/namespaces/team/configmaps", configmap("held", HOLD, namespace="team"))
+    send(sandbox, "POST", "/api/v1/namespaces/team/configmaps", configmap("free", namespace="team"))
+    send(sandbox, "PATCH", "/api/v1/namespaces/team", {"metadata": {"finalizers": [HOLD]}}, MERGE)
+    status, namespace = send(sandbox, "DELETE", "/api/v1/namespaces/team")
+    assert status == 200 and namespace["status"]["phase"] == "Terminating"
+    assert namespace["spec"]["finalizers"] == ["kubernetes"]  # content remains: not finalized yet
+    assert sandbox.get("configmaps", "team", "free") is None
+    held = sandbox.get("configmaps", "team", "held")
+    assert held is not None and held["metadata"]["deletionTimestamp"]
+    kubectl("patch", "configmap", "held", "-n", "team", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    assert sandbox.get("configmaps", "team", "held") is None
+    namespace = sandbox.get("namespaces", None, "team")
+    assert namespace is not None and "finalizers" not in namespace["spec"]  # emptied: its own finalizer remains
+    kubectl("patch", "namespace", "team", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    assert sandbox.get("namespaces", None, "team") is None
+
+
+def test_the_garbage_collector_deletes_dependents_through_their_finalizers(sandbox: Sandbox,
+                                                                           kubectl: Kubectl) -> None:
+    replica_set = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"},
+                   "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "a"}},
+                            "template": {"metadata": {"labels": {"app": "a"}},
+                                         "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+    send(sandbox, "POST", "/apis/apps/v1/namespaces/default/replicasets", replica_set)
+    pod = wait_for(lambda: next(iter(sandbox.objects("pods")), None), what="the replica set's pod")
+    name = pod["metadata"]["name"]
+    kubectl("patch", "pod", name, "--type=merge", "-p", json.dumps({"metadata": {"finalizers": [HOLD]}}))
+    kubectl("delete", "replicaset", "rs", "--wait=false")
+    held = wait_for(lambda: ((sandbox.get("pods", "default", name) or {}).get("metadata") or {}).get(
+        "deletionTimestamp"), what="the pod marked by the collector")
+    assert held and sandbox.get("pods", "default", name) is not None
+    kubectl("patch", "pod", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    assert sandbox.get("pods", "default", name) is None
+
+
+def _claim(pod: dict[str, Any] | None) -> dict[str, Any]:
+    status: dict[str, Any] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": protocol.DRA_DRIVER, "pool": "n1", "device": "gpu-0"}]}}}
+    if pod is not None:
+        status["reservedFor"] = [{"resource": "pods", "name": "p", "uid": pod["metadata"]["uid"]}]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "shared", "namespace": "default",
+                         "finalizers": ["resource.kubernetes.io/delete-protection"]},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": protocol.DRA_DRIVER}}]}},
+            "status": status}
+
+
+def test_a_claim_in_use_is_held_by_delete_protection_until_its_pod_goes(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    kubectl("run", "p", "--image=busybox", "--restart=Never")
+    pod = sandbox.get("pods", "default", "p")
+    sandbox.load([_claim(pod)])
+    kubectl("delete", "resourceclaim", "shared", "--wait=false")
+    held = sandbox.get("resourceclaims", "default", "shared")
+    assert held is not None and held["metadata"]["deletionTimestamp"] and held["status"]["reservedFor"]
+    kubectl("delete", "pod", "p", "--wait=false")
+    wait_for(lambda: sandbox.get("resourceclaims", "default", "shared") is None,
+             what="the claim controller to release the claim and its deletion to complete")
+
+
+def test_an_allocated_unreserved_claim_is_deallocated_and_goes_when_deleted(sandbox: Sandbox,
+                                                                            kubectl: Kubectl) -> None:
+    sandbox.load([_claim(None)])
+    kubectl("delete", "resourceclaim", "shared", "--wait=false")
+    wait_for(lambda: sandbox.get("resourceclaims", "default", "shared") is None,
+             what="the claim controller to drop delete-protection from the deleted claim")
+
+
+def test_an_unscheduled_pod_held_by_a_finalizer_releases_its_generated_claim(sandbox: Sandbox,
+                                                                            kubectl: Kubectl) -> None:
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t"},
+                "spec": {"spec": _claim(None)["spec"]}}
+    assert send(sandbox, "POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
+                template)[0] == 201
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "finalizers": [HOLD]},
+           "spec": {"schedulerName": "nobody", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}
+    send(sandbox, "POST", "/api/v1/namespaces/default/pods", pod)
+    wait_for(lambda: sandbox.objects("resourceclaims"), what="the generated claim")
+    kubectl("delete", "pod", "p", "--wait=false")
+    wait_for(lambda: not sandbox.objects("resourceclaims"),
+             what="the claim of a pod deleted before it was scheduled deleted (isPodDone)")
+    assert sandbox.get("pods", "default", "p") is not None  # the pod itself is still held
