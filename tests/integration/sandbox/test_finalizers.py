@@ -172,6 +172,24 @@ def test_a_namespace_waits_for_its_held_content_and_its_own_finalizers(sandbox: 
     assert sandbox.get("namespaces", None, "team") is None
 
 
+def test_a_terminating_namespace_takes_no_new_content_so_it_still_goes(sandbox: Sandbox) -> None:
+    """NamespaceLifecycle admission: content created while it waits would hold it for ever."""
+    send(sandbox, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "t"}})
+    send(sandbox, "POST", "/api/v1/namespaces/t/configmaps", configmap("held", HOLD, namespace="t"))
+    assert send(sandbox, "DELETE", "/api/v1/namespaces/t")[0] == 200
+    status, body = send(sandbox, "POST", "/api/v1/namespaces/t/configmaps", configmap("late", namespace="t"))
+    assert status == 403 and body["message"] == ('configmaps "late" is forbidden: unable to create new content in '
+                                                 "namespace t because it is being terminated")
+    assert body["details"]["causes"][0]["reason"] == "NamespaceTerminating"
+    late = configmap("", namespace="t")
+    late["metadata"] = {"generateName": "late-"}
+    status, body = send(sandbox, "POST", "/api/v1/namespaces/t/configmaps", late)
+    assert status == 403 and body["message"].startswith("configmaps is forbidden: unable to create")
+    send(sandbox, "PATCH", "/api/v1/namespaces/t/configmaps/held", {"metadata": {"finalizers": None}}, MERGE)
+    assert sandbox.get("namespaces", None, "t") is None
+    assert send(sandbox, "POST", "/api/v1/namespaces/t/configmaps", configmap("again", namespace="t"))[0] == 201
+
+
 def test_the_garbage_collector_deletes_dependents_through_their_finalizers(sandbox: Sandbox,
                                                                            kubectl: Kubectl) -> None:
     replica_set = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"},
