@@ -190,6 +190,31 @@ def test_a_terminating_namespace_takes_no_new_content_so_it_still_goes(sandbox: 
     assert send(sandbox, "POST", "/api/v1/namespaces/t/configmaps", configmap("again", namespace="t"))[0] == 201
 
 
+@pytest.mark.parametrize("finalizers, words", [
+    (["Bad Name!"], 'metadata.finalizers: Invalid value: "Bad Name!": name part must consist of'),
+    (["a" * 5000], "name part must be no more than 63 bytes"),
+    (["orphan", "foregroundDeletion"], "finalizer orphan and foregroundDeletion cannot be both set"),
+])
+def test_a_finalizer_name_is_a_qualified_name_on_create_and_update(sandbox: Sandbox, finalizers: list[str],
+                                                                    words: str) -> None:
+    """ValidateFinalizers (objectmeta.go): a name that no controller could ever match is a 422."""
+    status, body = send(sandbox, "POST", CM, configmap("bad", *finalizers))
+    assert status == 422 and words in body["message"]
+    status, stored = send(sandbox, "POST", CM, configmap("good", HOLD))
+    assert status == 201
+    stored["metadata"]["finalizers"] = finalizers
+    status, body = send(sandbox, "PUT", f"{CM}/good", stored)
+    assert status == 422 and words in body["message"]
+
+
+def test_ten_thousand_valid_finalizers_hold_and_release_quickly(sandbox: Sandbox) -> None:
+    many = [f"example.com/f{i}" for i in range(10_000)]
+    assert send(sandbox, "POST", CM, configmap("many", *many, "kubernetes"))[0] == 201
+    assert send(sandbox, "DELETE", f"{CM}/many")[0] == 200
+    assert send(sandbox, "PATCH", f"{CM}/many", {"metadata": {"finalizers": None}}, MERGE)[0] == 200
+    assert send(sandbox, "GET", f"{CM}/many")[0] == 404
+
+
 def test_the_garbage_collector_deletes_dependents_through_their_finalizers(sandbox: Sandbox,
                                                                            kubectl: Kubectl) -> None:
     replica_set = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"},
