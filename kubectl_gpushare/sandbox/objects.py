@@ -48,6 +48,8 @@ _CONTAINER_FIELDS: tuple[tuple[str, type, str], ...] = (
 )
 _REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 SHAPES: tuple[tuple[str, type, str], ...] = (
+    ("metadata.finalizers", list, "[]string"),  # ObjectMeta (meta/v1 types.go): what holds a deletion
+    ("metadata.finalizers[]", str, "string"),
     ("spec", dict, "spec"),
     ("status", dict, "status"),
     ("data", dict, "map[string]string"),

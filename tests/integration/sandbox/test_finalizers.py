@@ -207,6 +207,21 @@ def test_a_finalizer_name_is_a_qualified_name_on_create_and_update(sandbox: Sand
     assert status == 422 and words in body["message"]
 
 
+@pytest.mark.parametrize("finalizers, words", [
+    ("x", "cannot unmarshal string into Go struct field ConfigMap.metadata.finalizers of type []string"),
+    ([5], "cannot unmarshal number into Go struct field ConfigMap.metadata.finalizers[] of type string"),
+])
+def test_finalizers_of_the_wrong_json_type_are_a_400_not_a_hold(sandbox: Sandbox, finalizers: Any, words: str) -> None:
+    """A string there was stored and held its object (truthy) with a finalizer no update could name."""
+    body = configmap("odd")
+    body["metadata"]["finalizers"] = finalizers
+    status, reply = send(sandbox, "POST", CM, body)
+    assert status == 400 and words in reply["message"]
+    assert send(sandbox, "POST", CM, configmap("odd"))[0] == 201
+    status, reply = send(sandbox, "PATCH", f"{CM}/odd", {"metadata": {"finalizers": finalizers}}, MERGE)
+    assert status == 400 and words in reply["message"]
+
+
 def test_ten_thousand_valid_finalizers_hold_and_release_quickly(sandbox: Sandbox) -> None:
     many = [f"example.com/f{i}" for i in range(10_000)]
     assert send(sandbox, "POST", CM, configmap("many", *many, "kubernetes"))[0] == 201
