@@ -621,6 +621,8 @@ def prepare_update(
             updated["status"] = copy.deepcopy(old["status"])
         else:
             updated.pop("status", None)
+    if resource.plural == "namespaces" and subresource == "":
+        _keep_namespace_finalizers(old, updated)
     finalizer_causes = new_finalizer_causes(old, updated)
     if finalizer_causes:
         raise errors.invalid(resource.kind, name, finalizer_causes, resource.group)
@@ -641,6 +643,20 @@ def prepare_update(
     admission.default(resource, updated)
     _validate(resource, updated)
     return updated
+
+
+def _keep_namespace_finalizers(old: dict[str, Any], updated: dict[str, Any]) -> None:
+    """Only ``/finalize`` changes ``spec.finalizers``, or a plain update could drop a namespace under its content.
+
+    ``namespaceStrategy.PrepareForUpdate`` (pkg/registry/core/namespace/strategy.go) copies them from the
+    stored namespace.
+    """
+    old_spec, spec = old.get("spec"), updated.setdefault("spec", {})
+    kept = old_spec.get("finalizers") if isinstance(old_spec, dict) else None
+    if kept is None:
+        spec.pop("finalizers", None)
+    else:
+        spec["finalizers"] = copy.deepcopy(kept)
 
 
 def new_finalizer_causes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

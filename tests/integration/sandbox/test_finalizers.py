@@ -230,6 +230,20 @@ def test_ten_thousand_valid_finalizers_hold_and_release_quickly(sandbox: Sandbox
     assert send(sandbox, "GET", f"{CM}/many")[0] == 404
 
 
+def test_only_finalize_changes_a_namespaces_spec_finalizers(sandbox: Sandbox) -> None:
+    """A patch of spec.finalizers is ignored (namespaceStrategy): it cannot drop a namespace under its content."""
+    send(sandbox, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "k"}})
+    status, live = send(sandbox, "PATCH", "/api/v1/namespaces/k", {"spec": {"finalizers": []}}, MERGE)
+    assert status == 200 and live["spec"]["finalizers"] == ["kubernetes"]
+    send(sandbox, "POST", "/api/v1/namespaces/k/configmaps", configmap("held", HOLD, namespace="k"))
+    send(sandbox, "DELETE", "/api/v1/namespaces/k")
+    status, terminating = send(sandbox, "PATCH", "/api/v1/namespaces/k", {"spec": {"finalizers": None}}, MERGE)
+    assert status == 200 and terminating["spec"]["finalizers"] == ["kubernetes"]
+    assert sandbox.get("namespaces", None, "k") is not None
+    send(sandbox, "PATCH", "/api/v1/namespaces/k/configmaps/held", {"metadata": {"finalizers": None}}, MERGE)
+    assert sandbox.get("namespaces", None, "k") is None
+
+
 def test_the_garbage_collector_deletes_dependents_through_their_finalizers(sandbox: Sandbox,
                                                                            kubectl: Kubectl) -> None:
     replica_set = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"},
