@@ -100,14 +100,25 @@ def delete(store: Store, plural: str, key: str, *, dry_run: bool = False) -> tup
         return _delete_object(store, plural, key, entry.object(), dry_run)
 
 
+GC_FINALIZERS = frozenset({"orphan", "foregroundDeletion"})
+"""The garbage collector's own finalizers (metav1 ``FinalizerOrphanDependents``, ``FinalizerDeleteDependents``)."""
+
+
 def _delete_object(
     store: Store, plural: str, key: str, obj: dict[str, Any], dry_run: bool, *, settle: bool = True
 ) -> tuple[dict[str, Any], bool]:
-    if not obj["metadata"].get("finalizers"):
+    finalizers = obj["metadata"].get("finalizers") or []
+    # The garbage collector's part, at once (pkg/controller/garbagecollector/garbagecollector.go:
+    # attemptToOrphanWorker and processDeletingDependentsItem remove "orphan" / "foregroundDeletion" once
+    # they have handled the dependents); the sandbox's collector deletes dependents when the owner goes.
+    held = [f for f in finalizers if f not in GC_FINALIZERS]
+    if not held:
         if dry_run:
             return obj, True
         return remove(store, plural, key, settle=settle) or obj, True
     marked = copy.deepcopy(obj)
+    if len(held) < len(finalizers):
+        marked["metadata"]["finalizers"] = held
     mark_deleting(marked)
     if marked != obj and not dry_run:
         store.put(plural, key, marked)

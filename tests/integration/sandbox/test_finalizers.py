@@ -244,6 +244,18 @@ def test_only_finalize_changes_a_namespaces_spec_finalizers(sandbox: Sandbox) ->
     assert sandbox.get("namespaces", None, "k") is None
 
 
+def test_the_garbage_collectors_own_finalizers_do_not_hold_a_deletion_for_ever(sandbox: Sandbox) -> None:
+    """orphan / foregroundDeletion are the collector's to remove, and it does, once the object is deleted."""
+    send(sandbox, "POST", CM, configmap("gc", "orphan"))
+    assert send(sandbox, "DELETE", f"{CM}/gc")[0] == 200
+    assert send(sandbox, "GET", f"{CM}/gc")[0] == 404
+    send(sandbox, "POST", CM, configmap("mixed", "foregroundDeletion", HOLD))
+    status, held = send(sandbox, "DELETE", f"{CM}/mixed")
+    assert status == 200 and held["metadata"]["finalizers"] == [HOLD] and held["metadata"]["deletionTimestamp"]
+    send(sandbox, "PATCH", f"{CM}/mixed", {"metadata": {"finalizers": None}}, MERGE)
+    assert send(sandbox, "GET", f"{CM}/mixed")[0] == 404
+
+
 def test_the_garbage_collector_deletes_dependents_through_their_finalizers(sandbox: Sandbox,
                                                                            kubectl: Kubectl) -> None:
     replica_set = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"},
