@@ -109,6 +109,17 @@ def conflict(plural: str, name: str, why: str, group: str = "") -> ApiError:
     )
 
 
+def forbidden(
+    plural: str, name: str, why: str, group: str = "", causes: list[dict[str, str]] | None = None
+) -> ApiError:
+    """403 from an admission check: apimachinery ``NewForbidden`` (no name in the message when empty)."""
+    target = f'{qualified(plural, group)} "{name}"' if name else qualified(plural, group)
+    details = status_details(plural, name, group)
+    if causes:
+        details["causes"] = causes
+    return ApiError(403, "Forbidden", f"{target} is forbidden: {why}", details=details)
+
+
 STALE_RV = "the object has been modified; please apply your changes to the latest version and try again"
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubectl_gpushare.sandbox import objects
+from kubectl_gpushare.sandbox import errors, objects
 from kubectl_gpushare.sandbox.resources import BY_PLURAL
 from kubectl_gpushare.sandbox.store import Store, object_key
 
@@ -100,14 +100,25 @@ def delete(store: Store, plural: str, key: str, *, dry_run: bool = False) -> tup
         return _delete_object(store, plural, key, entry.object(), dry_run)
 
 
+GC_FINALIZERS = frozenset({"orphan", "foregroundDeletion"})
+"""The garbage collector's own finalizers (metav1 ``FinalizerOrphanDependents``, ``FinalizerDeleteDependents``)."""
+
+
 def _delete_object(
     store: Store, plural: str, key: str, obj: dict[str, Any], dry_run: bool, *, settle: bool = True
 ) -> tuple[dict[str, Any], bool]:
-    if not obj["metadata"].get("finalizers"):
+    finalizers = obj["metadata"].get("finalizers") or []
+    # The garbage collector's part, at once (pkg/controller/garbagecollector/garbagecollector.go:
+    # attemptToOrphanWorker and processDeletingDependentsItem remove "orphan" / "foregroundDeletion" once
+    # they have handled the dependents); the sandbox's collector deletes dependents when the owner goes.
+    held = [f for f in finalizers if f not in GC_FINALIZERS]
+    if not held:
         if dry_run:
             return obj, True
         return remove(store, plural, key, settle=settle) or obj, True
     marked = copy.deepcopy(obj)
+    if len(held) < len(finalizers):
+        marked["metadata"]["finalizers"] = held
     mark_deleting(marked)
     if marked != obj and not dry_run:
         store.put(plural, key, marked)
@@ -129,6 +140,24 @@ def _delete_namespace(store: Store, namespace: dict[str, Any], dry_run: bool) ->
             key = object_key(name, str(content["metadata"].get("name", "")))
             _delete_object(store, resource.plural, key, content, False, settle=False)
     return _settle_namespace(store, namespace)
+
+
+def refuse_new_content(store: Store, plural: str, namespace: str, name: str, group: str) -> None:
+    """No create into a Terminating namespace, or it would hold the namespace for ever.
+
+    NamespaceLifecycle admission (k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go)
+    refuses it in these words; the sandbox runs no other part of that plugin (namespaces need not exist).
+
+    Raises:
+        ApiError: 403 when ``namespace`` exists and is being deleted.
+    """
+    entry = store.get("namespaces", namespace) if namespace else None
+    if entry is None or not entry.object()["metadata"].get("deletionTimestamp"):
+        return
+    why = f"unable to create new content in namespace {namespace} because it is being terminated"
+    cause = {"reason": "NamespaceTerminating", "message": f"namespace {namespace} is being terminated",
+             "field": "metadata.namespace"}
+    raise errors.forbidden(plural, name, why, group, [cause])
 
 
 def _holds_content(store: Store, namespace: str) -> bool:

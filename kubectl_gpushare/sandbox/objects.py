@@ -15,7 +15,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from kubectl_gpushare import protocol
+from kubectl_gpushare import label_rule, protocol
 from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.sandbox import admission, dra_kinds, errors
 from kubectl_gpushare.sandbox.resources import SCALABLE, WORKLOADS, Resource
@@ -48,6 +48,8 @@ _CONTAINER_FIELDS: tuple[tuple[str, type, str], ...] = (
 )
 _REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 SHAPES: tuple[tuple[str, type, str], ...] = (
+    ("metadata.finalizers", list, "[]string"),  # ObjectMeta (meta/v1 types.go): what holds a deletion
+    ("metadata.finalizers[]", str, "string"),
     ("spec", dict, "spec"),
     ("status", dict, "status"),
     ("data", dict, "map[string]string"),
@@ -335,7 +337,7 @@ def _namespace_causes(resource: Resource, meta: dict[str, Any]) -> list[str]:
 def _validate(resource: Resource, obj: dict[str, Any]) -> None:
     meta = obj["metadata"]
     name = meta.get("name", "")
-    causes = _name_causes(resource, name) + _namespace_causes(resource, meta)
+    causes = _name_causes(resource, name) + _namespace_causes(resource, meta) + _finalizers_causes(meta)
     if resource.plural == "pods":
         causes.extend(_container_causes((obj.get("spec") or {}).get("containers"), "spec.containers"))
     if resource.plural in WORKLOADS:
@@ -345,6 +347,26 @@ def _validate(resource: Resource, obj: dict[str, Any]) -> None:
         causes.extend(dra_kinds.causes(resource, obj))
     if causes:
         raise errors.invalid(resource.kind, name, causes, resource.group)
+
+
+def _finalizers_causes(meta: dict[str, Any]) -> list[str]:
+    """``ValidateFinalizers`` (apimachinery pkg/api/validation/objectmeta.go), on create and update.
+
+    Each name is a qualified name (``ValidateFinalizerName``: ``IsQualifiedName``, the label key rule);
+    ``orphan`` and ``foregroundDeletion`` together are refused. Duplicates and any count are allowed.
+    """
+    finalizers = meta.get("finalizers")
+    if not isinstance(finalizers, list):
+        return []
+    causes: list[str] = []
+    for finalizer in finalizers:
+        if isinstance(finalizer, str) and not label_rule.valid_label_key(finalizer):
+            shown = f"metadata.finalizers: Invalid value: {go_quote(finalizer)}: "
+            causes.extend(shown + message for message in label_rule.label_key_errors(finalizer))
+    if "orphan" in finalizers and "foregroundDeletion" in finalizers:
+        causes.append(f"metadata.finalizers: Invalid value: {errors.go_string_slice(finalizers)}: "
+                      "finalizer orphan and foregroundDeletion cannot be both set")
+    return causes
 
 
 def _container_causes(containers: Any, path: str) -> list[str]:
@@ -599,6 +621,8 @@ def prepare_update(
             updated["status"] = copy.deepcopy(old["status"])
         else:
             updated.pop("status", None)
+    if resource.plural == "namespaces" and subresource == "":
+        _keep_namespace_finalizers(old, updated)
     finalizer_causes = new_finalizer_causes(old, updated)
     if finalizer_causes:
         raise errors.invalid(resource.kind, name, finalizer_causes, resource.group)
@@ -619,6 +643,20 @@ def prepare_update(
     admission.default(resource, updated)
     _validate(resource, updated)
     return updated
+
+
+def _keep_namespace_finalizers(old: dict[str, Any], updated: dict[str, Any]) -> None:
+    """Only ``/finalize`` changes ``spec.finalizers``, or a plain update could drop a namespace under its content.
+
+    ``namespaceStrategy.PrepareForUpdate`` (pkg/registry/core/namespace/strategy.go) copies them from the
+    stored namespace.
+    """
+    old_spec, spec = old.get("spec"), updated.setdefault("spec", {})
+    kept = old_spec.get("finalizers") if isinstance(old_spec, dict) else None
+    if kept is None:
+        spec.pop("finalizers", None)
+    else:
+        spec["finalizers"] = copy.deepcopy(kept)
 
 
 def new_finalizer_causes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

@@ -1058,8 +1058,15 @@ class Api:
         resource = target.resource
         assert resource is not None
         dry_run = _dry_run(request, "create")
-        obj = objects.prepare_create(resource, decode_body(request), target.namespace)
+        body = decode_body(request)
+        given = body.get("metadata") if isinstance(body, dict) else None
+        given_name = str(given.get("name") or "") if isinstance(given, dict) else ""  # before generateName
+        obj = objects.prepare_create(resource, body, target.namespace)
         with self.store.lock:
+            if resource.namespaced:
+                finalization.refuse_new_content(
+                    self.store, resource.plural, obj["metadata"]["namespace"], given_name, resource.group
+                )
             key = object_key(obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
             if self.store.get(resource.plural, key) is not None:
                 raise errors.already_exists(resource.plural, obj["metadata"]["name"], resource.group)

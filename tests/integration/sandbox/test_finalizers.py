@@ -172,6 +172,90 @@ def test_a_namespace_waits_for_its_held_content_and_its_own_finalizers(sandbox: 
     assert sandbox.get("namespaces", None, "team") is None
 
 
+def test_a_terminating_namespace_takes_no_new_content_so_it_still_goes(sandbox: Sandbox) -> None:
+    """NamespaceLifecycle admission: content created while it waits would hold it for ever."""
+    send(sandbox, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "t"}})
+    send(sandbox, "POST", "/api/v1/namespaces/t/configmaps", configmap("held", HOLD, namespace="t"))
+    assert send(sandbox, "DELETE", "/api/v1/namespaces/t")[0] == 200
+    status, body = send(sandbox, "POST", "/api/v1/namespaces/t/configmaps", configmap("late", namespace="t"))
+    assert status == 403 and body["message"] == ('configmaps "late" is forbidden: unable to create new content in '
+                                                 "namespace t because it is being terminated")
+    assert body["details"]["causes"][0]["reason"] == "NamespaceTerminating"
+    late = configmap("", namespace="t")
+    late["metadata"] = {"generateName": "late-"}
+    status, body = send(sandbox, "POST", "/api/v1/namespaces/t/configmaps", late)
+    assert status == 403 and body["message"].startswith("configmaps is forbidden: unable to create")
+    send(sandbox, "PATCH", "/api/v1/namespaces/t/configmaps/held", {"metadata": {"finalizers": None}}, MERGE)
+    assert sandbox.get("namespaces", None, "t") is None
+    assert send(sandbox, "POST", "/api/v1/namespaces/t/configmaps", configmap("again", namespace="t"))[0] == 201
+
+
+@pytest.mark.parametrize("finalizers, words", [
+    (["Bad Name!"], 'metadata.finalizers: Invalid value: "Bad Name!": name part must consist of'),
+    (["a" * 5000], "name part must be no more than 63 bytes"),
+    (["orphan", "foregroundDeletion"], "finalizer orphan and foregroundDeletion cannot be both set"),
+])
+def test_a_finalizer_name_is_a_qualified_name_on_create_and_update(sandbox: Sandbox, finalizers: list[str],
+                                                                    words: str) -> None:
+    """ValidateFinalizers (objectmeta.go): a name that no controller could ever match is a 422."""
+    status, body = send(sandbox, "POST", CM, configmap("bad", *finalizers))
+    assert status == 422 and words in body["message"]
+    status, stored = send(sandbox, "POST", CM, configmap("good", HOLD))
+    assert status == 201
+    stored["metadata"]["finalizers"] = finalizers
+    status, body = send(sandbox, "PUT", f"{CM}/good", stored)
+    assert status == 422 and words in body["message"]
+
+
+@pytest.mark.parametrize("finalizers, words", [
+    ("x", "cannot unmarshal string into Go struct field ConfigMap.metadata.finalizers of type []string"),
+    ([5], "cannot unmarshal number into Go struct field ConfigMap.metadata.finalizers[] of type string"),
+])
+def test_finalizers_of_the_wrong_json_type_are_a_400_not_a_hold(sandbox: Sandbox, finalizers: Any, words: str) -> None:
+    """A string there was stored and held its object (truthy) with a finalizer no update could name."""
+    body = configmap("odd")
+    body["metadata"]["finalizers"] = finalizers
+    status, reply = send(sandbox, "POST", CM, body)
+    assert status == 400 and words in reply["message"]
+    assert send(sandbox, "POST", CM, configmap("odd"))[0] == 201
+    status, reply = send(sandbox, "PATCH", f"{CM}/odd", {"metadata": {"finalizers": finalizers}}, MERGE)
+    assert status == 400 and words in reply["message"]
+
+
+def test_ten_thousand_valid_finalizers_hold_and_release_quickly(sandbox: Sandbox) -> None:
+    many = [f"example.com/f{i}" for i in range(10_000)]
+    assert send(sandbox, "POST", CM, configmap("many", *many, "kubernetes"))[0] == 201
+    assert send(sandbox, "DELETE", f"{CM}/many")[0] == 200
+    assert send(sandbox, "PATCH", f"{CM}/many", {"metadata": {"finalizers": None}}, MERGE)[0] == 200
+    assert send(sandbox, "GET", f"{CM}/many")[0] == 404
+
+
+def test_only_finalize_changes_a_namespaces_spec_finalizers(sandbox: Sandbox) -> None:
+    """A patch of spec.finalizers is ignored (namespaceStrategy): it cannot drop a namespace under its content."""
+    send(sandbox, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "k"}})
+    status, live = send(sandbox, "PATCH", "/api/v1/namespaces/k", {"spec": {"finalizers": []}}, MERGE)
+    assert status == 200 and live["spec"]["finalizers"] == ["kubernetes"]
+    send(sandbox, "POST", "/api/v1/namespaces/k/configmaps", configmap("held", HOLD, namespace="k"))
+    send(sandbox, "DELETE", "/api/v1/namespaces/k")
+    status, terminating = send(sandbox, "PATCH", "/api/v1/namespaces/k", {"spec": {"finalizers": None}}, MERGE)
+    assert status == 200 and terminating["spec"]["finalizers"] == ["kubernetes"]
+    assert sandbox.get("namespaces", None, "k") is not None
+    send(sandbox, "PATCH", "/api/v1/namespaces/k/configmaps/held", {"metadata": {"finalizers": None}}, MERGE)
+    assert sandbox.get("namespaces", None, "k") is None
+
+
+def test_the_garbage_collectors_own_finalizers_do_not_hold_a_deletion_for_ever(sandbox: Sandbox) -> None:
+    """orphan / foregroundDeletion are the collector's to remove, and it does, once the object is deleted."""
+    send(sandbox, "POST", CM, configmap("gc", "orphan"))
+    assert send(sandbox, "DELETE", f"{CM}/gc")[0] == 200
+    assert send(sandbox, "GET", f"{CM}/gc")[0] == 404
+    send(sandbox, "POST", CM, configmap("mixed", "foregroundDeletion", HOLD))
+    status, held = send(sandbox, "DELETE", f"{CM}/mixed")
+    assert status == 200 and held["metadata"]["finalizers"] == [HOLD] and held["metadata"]["deletionTimestamp"]
+    send(sandbox, "PATCH", f"{CM}/mixed", {"metadata": {"finalizers": None}}, MERGE)
+    assert send(sandbox, "GET", f"{CM}/mixed")[0] == 404
+
+
 def test_the_garbage_collector_deletes_dependents_through_their_finalizers(sandbox: Sandbox,
                                                                            kubectl: Kubectl) -> None:
     replica_set = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"},
