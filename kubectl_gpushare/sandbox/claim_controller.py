@@ -71,6 +71,18 @@ def _owner_uid(claim: dict[str, Any]) -> str:
     return ""
 
 
+def _deallocate(claim: dict[str, Any]) -> None:
+    """Drop a claim's allocation and the finalizer that held it, as both of syncClaim's releases do (controller.go)."""
+    status = claim.get("status")
+    if isinstance(status, dict):
+        status.pop("allocation", None)
+        status.pop("devices", None)
+    meta = claim["metadata"]
+    meta["finalizers"] = [f for f in meta["finalizers"] if f != dra.FINALIZER]
+    if not meta["finalizers"]:
+        del meta["finalizers"]
+
+
 def _template_claims(pod: dict[str, Any]) -> list[tuple[str, str]]:
     """(pod claim name, template name) for each template-backed entry of ``spec.resourceClaims``."""
     found: list[tuple[str, str]] = []
@@ -236,11 +248,7 @@ class ResourceClaimController(StoreFollower):
             if not valid:
                 new_status.pop("reservedFor")
                 if dra.FINALIZER in (meta.get("finalizers") or []):
-                    new_status.pop("allocation", None)  # allocated by the scheduler: deallocate
-                    new_status.pop("devices", None)
-                    updated["metadata"]["finalizers"] = [f for f in meta["finalizers"] if f != dra.FINALIZER]
-                    if not updated["metadata"]["finalizers"]:
-                        del updated["metadata"]["finalizers"]
+                    _deallocate(updated)  # allocated by the scheduler
             if not new_status:
                 updated.pop("status")
             if finalization.write(self.store, CLAIMS, key, claim, updated):
@@ -250,13 +258,9 @@ class ResourceClaimController(StoreFollower):
             # syncClaim's other branch (controller.go): deleted and reserved by none, it is deallocated and
             # loses the finalizer "to unblock removal", allocated or not.
             updated = copy.deepcopy(claim)
-            for field in ("allocation", "devices"):
-                (updated.get("status") or {}).pop(field, None)
+            _deallocate(updated)
             if updated.get("status") == {}:
                 updated.pop("status")
-            updated["metadata"]["finalizers"] = [f for f in meta["finalizers"] if f != dra.FINALIZER]
-            if not updated["metadata"]["finalizers"]:
-                del updated["metadata"]["finalizers"]
             if finalization.write(self.store, CLAIMS, key, claim, updated):
                 return
             claim = updated

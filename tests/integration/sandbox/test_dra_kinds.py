@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
 import subprocess
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 from costly_cel import NESTED_BIND, REPLACE_CHAIN
+from sandbox_http import send
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
@@ -225,18 +225,6 @@ def test_an_absurd_request_does_not_hide_a_later_invalid_one(kubectl: Kubectl, s
     result = kubectl("apply", "-f", "-", input=document, check=False)
     assert result.returncode == 1 and "requests[1].exactly.count: Invalid value: -2" in result.stderr
     assert sandbox.get("resourceclaimtemplates", "default", "gpu-4gi") is None
-
-
-def send(sandbox: Sandbox, method: str, path: str, body: Any,
-         content_type: str = "application/json") -> tuple[int, dict[str, Any]]:
-    """One request over HTTP with a JSON body whose integers are written out as given (no float rounding)."""
-    connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=30)
-    try:
-        connection.request(method, path, json.dumps(body), {"Content-Type": content_type})
-        reply = connection.getresponse()
-        return reply.status, json.loads(reply.read() or b"{}")
-    finally:
-        connection.close()
 
 
 CLAIMS_PATH = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"

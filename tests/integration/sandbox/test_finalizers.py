@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sandbox_http import send
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
@@ -24,18 +25,6 @@ Kubectl = Callable[..., Any]
 HOLD = "example.com/hold"
 CM = "/api/v1/namespaces/default/configmaps"
 MERGE = "application/merge-patch+json"
-
-
-def send(sandbox: Sandbox, method: str, path: str, body: Any = None,
-         content_type: str = "application/json") -> tuple[int, dict[str, Any]]:
-    connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=10)
-    try:
-        data = None if body is None else json.dumps(body)
-        connection.request(method, path, data, {"Content-Type": content_type} if data else {})
-        reply = connection.getresponse()
-        return reply.status, json.loads(reply.read() or b"{}")
-    finally:
-        connection.close()
 
 
 def events_since(sandbox: Sandbox, path: str, rv: str) -> list[tuple[str, str]]:
