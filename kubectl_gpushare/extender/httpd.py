@@ -215,9 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.wfile.write(read)
             return False
-        version = go_http.parse_http_version(read.proto.decode("latin-1"))
-        assert version is not None  # read_request_line refused any other
-        self._version = version
+        self._version = read.version
         self.raw_requestline = read.target_set_aside()
         try:
             accepted = super().parse_request()
