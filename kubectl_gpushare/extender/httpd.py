@@ -27,8 +27,10 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
 
 from kubectl_gpushare.extender.app import ExtenderApp, Response
 from kubectl_gpushare.extender.certs import ReloadingKeyPair
@@ -215,9 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.wfile.write(read)
             return False
-        version = go_http.parse_http_version(read.proto.decode("latin-1"))
-        assert version is not None  # read_request_line refused any other
-        self._version = version
+        self._version = read.version
         self.raw_requestline = read.target_set_aside()
         try:
             accepted = super().parse_request()
@@ -286,6 +286,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(response.body)
 
     do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = do_PATCH = _serve  # noqa: N815 - http.server names
+
+    if not TYPE_CHECKING:  # hidden from mypy, which would otherwise type every unknown handler attribute
+
+        def __getattr__(self, name: str) -> Callable[[], None]:
+            """``do_<METHOD>`` for every method, so ``http.server`` never answers its own HTML 501.
+
+            Go's ``readRequest`` (src/net/http/request.go) takes any token as the method (``validMethod``;
+            `go_http.read_request_line` refused the rest) and hands it to the handler: here the app,
+            whose reply to a method a route does not take is its JSON 405 (the sandbox's handler does
+            the same, `sandbox.server`).
+            """
+            if name.startswith("do_"):
+                return self._serve
+            raise AttributeError(name)
 
 
 def start_http_server(

@@ -101,6 +101,8 @@ class RequestLine(NamedTuple):
     target: bytes
     """Between the first two spaces, a tab or a byte Python calls whitespace included."""
     proto: bytes
+    version: tuple[int, int]
+    """``proto`` as `parse_http_version` read it: (major, minor), a 1.x or the ``PRI * HTTP/2.0`` preface's 2.0."""
     url: GoUrl
     """``target`` as ``url.ParseRequestURI`` splits it (`parsed_target`)."""
 
@@ -151,7 +153,7 @@ def read_request_line(request_line: bytes) -> RequestLine | bytes:
         return BAD_REQUEST_REPLY
     if not http1_server_supports(version, method, target):
         return VERSION_NOT_SUPPORTED_REPLY
-    return RequestLine(method.encode("latin-1"), target.encode("latin-1"), proto.encode("latin-1"), url)
+    return RequestLine(method.encode("latin-1"), target.encode("latin-1"), proto.encode("latin-1"), version, url)
 
 
 def at_least_1_1(version: tuple[int, int]) -> bool:

@@ -378,3 +378,20 @@ def test_http_server_s_connection_and_expect_handling_still_hold_behind_go_s_req
     answer = _exchange(ext.running.port, data)
     assert answer.startswith(starts), answer[:200]
     assert answer.count(b"\r\n\r\nok") + answer.count(b"\r\n\r\n{") == replies, answer
+
+
+@pytest.mark.parametrize("method", [b"FOO", b"OPTIONS", b"M-SEARCH"])
+def test_a_token_method_no_route_takes_gets_the_app_s_json_405_not_http_server_s_html_501(  # type: ignore[no-untyped-def]
+    ext, method: bytes
+) -> None:
+    """Go's server hands any token method to the handler (request.go ``validMethod``); http.server answered a
+    method it has no ``do_`` for with its own HTML 501 page."""
+    sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
+    sock.sendall(method + b" /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    answer = sock.makefile("rb").read()
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 405 "), answer
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"Content-Type: application/json" in head and b"<html" not in answer.lower(), answer
+    assert json.loads(body)["Error"] == f"method {method.decode()} not allowed on /gpushare-scheduler/filter"
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
