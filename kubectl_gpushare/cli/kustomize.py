@@ -136,6 +136,7 @@ def _accumulate(root: Traversable, folder: str, documents: list[Document], role:
     for key in ("resources", "components", "patches"):
         if not isinstance(spec.get(key) or [], list):
             raise KustomizeError(f"{_spec_file(folder)}: {key} is not a list")
+    seen = {_id(known) for known in documents}  # only this loop adds to ``documents`` until it ends
     for entry in spec.get("resources") or ():
         path = _inside(folder, entry, file=False)
         if _at(root, path).is_dir():
@@ -147,8 +148,10 @@ def _accumulate(root: Traversable, folder: str, documents: list[Document], role:
         for doc in added:
             if not isinstance(doc, dict):
                 raise KustomizeError(f"{path}: a document is not an object: {str(doc)[:60]!r}")
-            if any(_id(doc) == _id(known) for known in documents):
-                raise KustomizeError(f"{path}: may not add {_shown(_id(doc))}, which is already in the build")
+            doc_id = _id(doc)
+            if doc_id in seen:
+                raise KustomizeError(f"{path}: may not add {_shown(doc_id)}, which is already in the build")
+            seen.add(doc_id)
             documents.append(doc)
     for entry in spec.get("components") or ():
         _accumulate(root, _inside(folder, entry, file=False), documents, "component", (*chain, folder))
