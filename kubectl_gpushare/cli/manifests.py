@@ -47,7 +47,7 @@ def read_manifest(component: str) -> str:
     node = manifests_root()
     for part in COMPONENTS[component].split("/"):
         node = node / part
-    return node.read_text()
+    return node.read_text(encoding="utf-8")
 
 
 def _key(doc: dict[str, object]) -> tuple[str, str, str]:
@@ -117,7 +117,7 @@ def manifests_command(*, managed: bool, dra: bool, only: str, image: str, schedu
 
     try:  # the whole stream is built before a byte is printed: a broken tree prints nothing half
         text = render(managed=managed, dra=dra, only=only, image=image, scheduler_image=scheduler_image)
-    except (KustomizeError, OSError) as exc:  # only a damaged installation gets here: the shipped trees build
+    except (KustomizeError, OSError, UnicodeDecodeError) as exc:  # only a damaged installation gets here
         raise click.ClickException(f"the manifests shipped with kubectl-gpushare do not build ({exc}); "
                                    "reinstall the plugin") from None
     click.echo(text, nl=False)

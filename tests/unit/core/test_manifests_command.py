@@ -115,9 +115,11 @@ def test_a_damaged_installation_is_one_error_line_and_prints_no_half_stream(tmp_
     shipped = tmp_path / "kubectl_gpushare" / "cli" / "_manifests"
     (shipped / "viewer" / "kustomization.yaml").write_text("resources: [viewer.yaml, ../dra-only]\n")
     (shipped / "base" / "device-plugin.yaml").unlink()
+    (shipped / "kube-scheduler-config.yaml").write_bytes(b"kind: \xff\n")  # printed as text, in no tree
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     for flags, error in ((["--dra"], "cycle: dra-only is, or holds, dra-only, which led to it"),
-                         (["--only", "viewer"], "base/kustomization.yaml: device-plugin.yaml: no such file")):
+                         (["--only", "viewer"], "base/kustomization.yaml: device-plugin.yaml: no such file"),
+                         (["--only", "scheduler-config"], "can't decode byte 0xff")):
         result = subprocess.run([sys.executable, "-m", "kubectl_gpushare.cli", "manifests", *flags], env=env,
                                 capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert (result.returncode, result.stdout) == (1, ""), flags
