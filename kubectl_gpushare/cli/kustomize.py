@@ -53,14 +53,22 @@ def build(root: Traversable, folder: str = ".", *, top: bool = True) -> list[Doc
 
 
 def _load(root: Traversable, path: str) -> list[Any]:
-    """The YAML documents of the file at ``path``; a missing or unparsable file is a KustomizeError."""
+    """The YAML documents of the file at ``path``; a missing or unparsable file is a KustomizeError.
+
+    Unparsable includes bytes that are not UTF-8 and nesting deeper than PyYAML's recursive
+    composer can follow (a RecursionError), not only a YAML syntax error.
+    """
     node = _at(root, path)
     if not node.is_file():
         raise KustomizeError(f"{path}: no such file")
     try:
-        return list(yaml.safe_load_all(node.read_text()))
+        return list(yaml.safe_load_all(node.read_text(encoding="utf-8")))
     except yaml.YAMLError as exc:
         raise KustomizeError(f"{path}: not YAML ({' '.join(str(exc).split())})") from None
+    except UnicodeDecodeError:
+        raise KustomizeError(f"{path}: not UTF-8 text") from None
+    except RecursionError:
+        raise KustomizeError(f"{path}: nested too deeply") from None
 
 
 def _spec_file(folder: str) -> str:
@@ -128,6 +136,7 @@ def _accumulate(root: Traversable, folder: str, documents: list[Document], role:
     for key in ("resources", "components", "patches"):
         if not isinstance(spec.get(key) or [], list):
             raise KustomizeError(f"{_spec_file(folder)}: {key} is not a list")
+    seen = {_id(known) for known in documents}  # only this loop adds to ``documents`` until it ends
     for entry in spec.get("resources") or ():
         path = _inside(folder, entry, file=False)
         if _at(root, path).is_dir():
@@ -139,8 +148,10 @@ def _accumulate(root: Traversable, folder: str, documents: list[Document], role:
         for doc in added:
             if not isinstance(doc, dict):
                 raise KustomizeError(f"{path}: a document is not an object: {str(doc)[:60]!r}")
-            if any(_id(doc) == _id(known) for known in documents):
-                raise KustomizeError(f"{path}: may not add {_shown(_id(doc))}, which is already in the build")
+            doc_id = _id(doc)
+            if doc_id in seen:
+                raise KustomizeError(f"{path}: may not add {_shown(doc_id)}, which is already in the build")
+            seen.add(doc_id)
             documents.append(doc)
     for entry in spec.get("components") or ():
         _accumulate(root, _inside(folder, entry, file=False), documents, "component", (*chain, folder))
@@ -149,6 +160,8 @@ def _accumulate(root: Traversable, folder: str, documents: list[Document], role:
             raise KustomizeError(f"{_spec_file(folder)}: patch {patch!r} is not a mapping with a path")
         (operations, *_) = _load(root, _inside(folder, patch.get("path"), file=True)) or [None]
         target = patch.get("target") or {}
+        if not isinstance(target, dict):
+            raise KustomizeError(f"{_spec_file(folder)}: patch target {target!r} is not a mapping")
         matched = [doc for doc in documents if _matches(doc, target)]
         if not isinstance(operations, list) or not matched:
             raise KustomizeError(f"{folder}/{patch['path']}: not an RFC 6902 patch, or no object matches {target}")
@@ -185,7 +198,8 @@ def _shown(key: tuple[str, str, str, str]) -> str:
 
 
 def _matches(doc: Document, target: dict[str, str]) -> bool:
-    meta = doc.get("metadata") or {}
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     return (doc.get("kind") == target.get("kind") and meta.get("name") == target.get("name")
             and ("namespace" not in target or meta.get("namespace") == target["namespace"]))
 
@@ -196,6 +210,8 @@ def apply_operation(doc: Document, operation: dict[str, Any]) -> None:
     Raises:
         KustomizeError: another op, or a path that does not exist where it must.
     """
+    if not isinstance(operation, dict):
+        raise KustomizeError(f"patch operation {operation!r} is not a mapping")
     op, path = operation.get("op"), str(operation.get("path", ""))
     tokens = [token.replace("~1", "/").replace("~0", "~") for token in path.split("/")[1:]]
     if op not in ("add", "replace", "remove") or not tokens:

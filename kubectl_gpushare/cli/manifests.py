@@ -10,6 +10,7 @@ overlays list, and which kustomize also builds on its own (the driver without th
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -47,7 +48,19 @@ def read_manifest(component: str) -> str:
     node = manifests_root()
     for part in COMPONENTS[component].split("/"):
         node = node / part
-    return node.read_text()
+    return node.read_text(encoding="utf-8")
+
+
+_REFERENCE_CHARACTERS = re.compile(r"[A-Za-z0-9._:/@+\[\]-]+")
+"""Every character an image reference may hold (distribution/reference, reference.go's grammar: names,
+tags, digests, ports and bracketed IPv6 hosts)."""
+
+
+def _image(_ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Refuse, on one line, an image that could not be a reference (a space, a newline, a ``{``): no node pulls it."""
+    if not _REFERENCE_CHARACTERS.fullmatch(value):
+        raise click.BadParameter(f"{value!r} is not an image reference", param=param)
+    return value
 
 
 def _key(doc: dict[str, object]) -> tuple[str, str, str]:
@@ -73,8 +86,20 @@ def render(*, managed: bool = False, dra: bool = False, only: str = "all", image
     if only != "all":
         wanted = {_key(doc) for doc in yaml.safe_load_all(read_manifest(only)) if doc}
         documents = [doc for doc in documents if _key(doc) in wanted]
-    text = yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False, explicit_start=False)
-    return text.replace(DEFAULT_IMAGE, image).replace(SCHEDULER_IMAGE, scheduler_image)
+    swapped = [_swap(doc, ((DEFAULT_IMAGE, image), (SCHEDULER_IMAGE, scheduler_image))) for doc in documents]
+    return yaml.safe_dump_all(swapped, sort_keys=False, default_flow_style=False, explicit_start=False)
+
+
+def _swap(node: object, images: tuple[tuple[str, str], ...]) -> object:
+    """``node`` with each shipped image replaced in its strings, before dumping, so the dumper quotes what needs it."""
+    if isinstance(node, dict):
+        return {key: _swap(value, images) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_swap(value, images) for value in node]
+    if isinstance(node, str):
+        for shipped, chosen in images:
+            node = node.replace(shipped, chosen)
+    return node
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -92,8 +117,8 @@ def render(*, managed: bool = False, dra: bool = False, only: str = "all", image
     show_default=True,
     help="Print one component; 'scheduler-config' is the KubeSchedulerConfiguration for kube-scheduler's --config.",
 )
-@click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="Container image to run.")
-@click.option("--scheduler-image", default=SCHEDULER_IMAGE, show_default=True,
+@click.option("--image", default=DEFAULT_IMAGE, show_default=True, callback=_image, help="Container image to run.")
+@click.option("--scheduler-image", default=SCHEDULER_IMAGE, show_default=True, callback=_image,
               help="kube-scheduler image for --managed; use your control plane's version.")
 def manifests_command(*, managed: bool, dra: bool, only: str, image: str, scheduler_image: str) -> None:
     """Print the manifests that install the extender and the device plugin, or the DRA driver (--dra).
@@ -117,7 +142,7 @@ def manifests_command(*, managed: bool, dra: bool, only: str, image: str, schedu
 
     try:  # the whole stream is built before a byte is printed: a broken tree prints nothing half
         text = render(managed=managed, dra=dra, only=only, image=image, scheduler_image=scheduler_image)
-    except (KustomizeError, OSError) as exc:  # only a damaged installation gets here: the shipped trees build
+    except (KustomizeError, OSError, UnicodeDecodeError) as exc:  # only a damaged installation gets here
         raise click.ClickException(f"the manifests shipped with kubectl-gpushare do not build ({exc}); "
                                    "reinstall the plugin") from None
     click.echo(text, nl=False)

@@ -173,3 +173,32 @@ def test_kustomization_files_kustomize_refuses_to_read_are_refused(tmp_path: Pat
     _tree(tmp_path, {"kustomization.yaml": spec, "a.yaml": "kind: Service\nmetadata: {name: a}\n"})
     with pytest.raises(KustomizeError, match=message):
         build(tmp_path)
+
+
+_PATCHED = "resources: [a.yaml]\npatches: [{path: p.yaml, target: {kind: Service, name: a}}]\n"
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ({"kustomization.yaml": b"resources: [a.yaml]\n", "a.yaml": b"kind: Service\nmetadata: {name: \xff}\n"},
+     "a.yaml: not UTF-8 text"),
+    ({"kustomization.yaml": b"resources: [\xff]\n"}, "kustomization.yaml: not UTF-8 text"),
+    ({"kustomization.yaml": b"resources: [a.yaml]\n", "a.yaml": b"[" * 50_000 + b"]" * 50_000},
+     "a.yaml: nested too deeply"),
+    ({"kustomization.yaml": _PATCHED.encode(), "a.yaml": b"kind: Service\nmetadata: {name: a}\n", "p.yaml": b"- 5\n"},
+     "patch operation 5 is not a mapping"),
+    ({"kustomization.yaml": b"resources: [a.yaml]\npatches: [{path: p.yaml, target: 5}]\n",
+      "a.yaml": b"kind: Service\nmetadata: {name: a}\n", "p.yaml": b"- {op: remove, path: /x}\n"},
+     "kustomization.yaml: patch target 5 is not a mapping"),
+    ({"kustomization.yaml": _PATCHED.encode(), "a.yaml": b"kind: Service\nmetadata: 5\n",
+      "p.yaml": b"- {op: remove, path: /x}\n"}, "no object matches"),
+], ids=["resource-not-utf8", "kustomization-not-utf8", "nested-too-deeply", "operation-not-a-mapping",
+        "target-not-a-mapping", "metadata-not-a-mapping"])
+def test_undecodable_deep_or_misshapen_files_are_one_line_errors(
+    tmp_path: Path, files: dict[str, bytes], message: str
+) -> None:
+    # The manifests command turns a KustomizeError into "reinstall the plugin"; anything else was a traceback.
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    with pytest.raises(KustomizeError) as caught:
+        build(tmp_path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)

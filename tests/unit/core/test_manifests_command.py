@@ -115,11 +115,29 @@ def test_a_damaged_installation_is_one_error_line_and_prints_no_half_stream(tmp_
     shipped = tmp_path / "kubectl_gpushare" / "cli" / "_manifests"
     (shipped / "viewer" / "kustomization.yaml").write_text("resources: [viewer.yaml, ../dra-only]\n")
     (shipped / "base" / "device-plugin.yaml").unlink()
+    (shipped / "kube-scheduler-config.yaml").write_bytes(b"kind: \xff\n")  # printed as text, in no tree
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     for flags, error in ((["--dra"], "cycle: dra-only is, or holds, dra-only, which led to it"),
-                         (["--only", "viewer"], "base/kustomization.yaml: device-plugin.yaml: no such file")):
+                         (["--only", "viewer"], "base/kustomization.yaml: device-plugin.yaml: no such file"),
+                         (["--only", "scheduler-config"], "can't decode byte 0xff")):
         result = subprocess.run([sys.executable, "-m", "kubectl_gpushare.cli", "manifests", *flags], env=env,
                                 capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert (result.returncode, result.stdout) == (1, ""), flags
         assert result.stderr.startswith("error: the manifests shipped with kubectl-gpushare do not build (")
         assert error in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_an_image_that_is_no_reference_is_refused_not_written_into_the_yaml() -> None:
+    # Swapped into the dumped text, a newline there added keys, a space or "{" broke it, and a bracketed
+    # IPv6 registry (a valid reference) became a YAML list: now refused, or swapped before dumping.
+    for flag in ("--image", "--scheduler-image"):
+        for image in ("a\n        privileged: true", "my image", "{a", ""):
+            result = CliRunner().invoke(manifests_command, ["--managed", flag, image])
+            assert result.exit_code == 2 and "is not an image reference" in result.output, (flag, image)
+            assert "privileged" not in result.output.split("Error:")[0]
+    allowed = "[fd00::1]:5000/team/gpushare_x.y-z@sha256:" + "a" * 64
+    result = CliRunner().invoke(manifests_command, ["--image", allowed])
+    assert result.exit_code == 0
+    images = [container["image"] for doc in yaml.safe_load_all(result.output) if doc["kind"] == "DaemonSet"
+              for container in doc["spec"]["template"]["spec"]["containers"]]
+    assert images and set(images) == {allowed}
