@@ -171,8 +171,7 @@ def _pending(
                                      "resourceclaim controller makes it; kubectl describe pod says why not).")
     affinity = required_affinity(placement)
     stop = CONFLICT if affinity is not None and affinity.conflict else ""  # NodeAffinity's PreFilter runs first
-    stop = stop or next((p for p in (dra.spec_problem(c, classes) for c in ours) if p), "")
-    stop = stop or dra_allocation.prefilter(ours, classes, pod.metadata.uid)
+    stop = stop or dra.refused_before_nodes(ours, classes, pod.metadata.uid)
     if stop:
         return replace(base, summary=f"{asks}, but kube-scheduler cannot schedule it: {stop}.")
     base = replace(base, prefilter_nodes=narrowed_to(affinity))
