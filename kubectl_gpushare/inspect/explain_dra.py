@@ -85,7 +85,7 @@ def explain_claims(
     # An unbound pod whose claims are all allocated is being bound (PreBind wrote them), unless the
     # DynamicResources plugin refuses those claims (being deleted, reserved for others): pending then.
     if pod.spec.node_name or (ours and len(allocated) == len(ours) and not missing
-                              and not dra_allocation.prefilter(ours, classes or {}, meta.uid)):
+                              and not dra_allocation.prefilter(ours, classes, meta.uid)):
         return _placed(pod, ledger, ours, dra.pool_nodes(objects), base, who)
     return _pending(pod, nodes, ledger, inputs, ours, missing, base, who, placement)
 
