@@ -5,23 +5,32 @@ registration socket that exists before anything serves it."""
 from __future__ import annotations
 
 import json
+import os
 import selectors
 import socket
 import sys
 import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 from node_agents import ServeThread
 
 from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra import slices
+from kubectl_gpushare.dra._api import dra_v1_pb2_grpc as v1_grpc
+from kubectl_gpushare.dra._api import pluginregistration_v1_pb2_grpc as reg_grpc
 from kubectl_gpushare.dra.daemon import Config, Driver, serve
+from kubectl_gpushare.dra.servicer import RegistrationServicer
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.node.fake_backend import FakeBackend
 from kubectl_gpushare.node.health import GpuState
+from kubectl_gpushare.node.sockets import target
 
 NODE = "gpu-node-1"
 GIB = 1 << 30
@@ -60,6 +69,25 @@ def driver_command(dirs: Dirs, kubeconfig: Path, *extra: str) -> list[str]:
     return [str(Path(sys.executable).parent / "kubectl-gpushare"), "serve-dra-driver", "--fake-gpus", "2x16GiB",
             "--plugin-registration-dir", dirs.registration, "--plugin-dir", dirs.plugin, "--cdi-root", dirs.cdi,
             "--kubeconfig", str(kubeconfig), *extra]
+
+
+@contextmanager
+def served_grpc(
+    path: str, registration: RegistrationServicer | None, dra: v1_grpc.DRAPluginServicer | None
+) -> Iterator[grpc.Server]:
+    """A gRPC server on the unix socket ``path`` with the given services (a stand-in plugin), stopped after."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    server = grpc.server(ThreadPoolExecutor(max_workers=2))
+    if registration is not None:
+        reg_grpc.add_RegistrationServicer_to_server(registration, server)  # type: ignore[no-untyped-call]
+    if dra is not None:
+        v1_grpc.add_DRAPluginServicer_to_server(dra, server)  # type: ignore[no-untyped-call]
+    server.add_insecure_port(target(path))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop(None)
 
 
 def saved_claims(plugin_dir: str | Path) -> dict[str, Any]:

@@ -329,7 +329,17 @@ class CheckpointFile:
 
     @staticmethod
     def _move_aside(path: str) -> str:
-        aside = f"{path}.unreadable-{int(time.time())}"
+        """Rename ``path`` to ``<path>.unreadable-<time>`` (``-2``, ``-3``... after it if taken), replacing nothing.
+
+        Two can come within one second: in a rolling update each instance re-reads the journal at
+        every call (`reload`). Called under the serialize lock there, so no other instance renames
+        meanwhile.
+        """
+        stamp = aside = f"{path}.unreadable-{int(time.time())}"
+        taken = 1
+        while os.path.lexists(aside):
+            taken += 1
+            aside = f"{stamp}-{taken}"
         os.replace(path, aside)
         return aside
 

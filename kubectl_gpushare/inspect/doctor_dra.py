@@ -13,7 +13,6 @@ from typing import Final
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
-from kubectl_gpushare.kube import dra_allocation
 from kubectl_gpushare.kube.stacks import dra
 from kubectl_gpushare.kube.types import Node, Pod
 from kubectl_gpushare.protocol import shown_value
@@ -137,8 +136,7 @@ def pending_findings(
         # claim's spec, then the DynamicResources PreFilter (dynamicresources.go: a claim being deleted, one
         # reserved for as many consumers as it may have, a class that does not exist). Said whatever the
         # pod's age: it waits until a claim or class changes. Classes not read: whether one exists is not asked.
-        said = next((p for p in (dra.spec_problem(c, classes) for c in ours) if p), "")
-        said = said or dra_allocation.prefilter(ours, classes, pod.metadata.uid)
+        said = dra.refused_before_nodes(ours, classes, pod.metadata.uid)
         if said:
             yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {said}")
             continue

@@ -85,7 +85,7 @@ def explain_claims(
     # An unbound pod whose claims are all allocated is being bound (PreBind wrote them), unless the
     # DynamicResources plugin refuses those claims (being deleted, reserved for others): pending then.
     if pod.spec.node_name or (ours and len(allocated) == len(ours) and not missing
-                              and not dra_allocation.prefilter(ours, classes or {}, meta.uid)):
+                              and not dra_allocation.prefilter(ours, classes, meta.uid)):
         return _placed(pod, ledger, ours, dra.pool_nodes(objects), base, who)
     return _pending(pod, nodes, ledger, inputs, ours, missing, base, who, placement)
 
@@ -171,8 +171,7 @@ def _pending(
                                      "resourceclaim controller makes it; kubectl describe pod says why not).")
     affinity = required_affinity(placement)
     stop = CONFLICT if affinity is not None and affinity.conflict else ""  # NodeAffinity's PreFilter runs first
-    stop = stop or next((p for p in (dra.spec_problem(c, classes) for c in ours) if p), "")
-    stop = stop or dra_allocation.prefilter(ours, classes, pod.metadata.uid)
+    stop = stop or dra.refused_before_nodes(ours, classes, pod.metadata.uid)
     if stop:
         return replace(base, summary=f"{asks}, but kube-scheduler cannot schedule it: {stop}.")
     base = replace(base, prefilter_nodes=narrowed_to(affinity))

@@ -790,6 +790,22 @@ def spec_problem(claim: dra.ResourceClaim, classes: Mapping[str, dra.DeviceClass
     return ""
 
 
+def refused_before_nodes(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.DeviceClass] | None,
+                         pod_uid: str) -> str:
+    """What kube-scheduler refuses of a pending pod's claims before it tries any node ("" when nothing).
+
+    A claim's spec or class as written (`spec_problem`, the first claim that has one), then the
+    DynamicResources PreFilter (`dra_allocation.prefilter`): what ``explain`` and ``doctor`` both say.
+    """
+    from kubectl_gpushare.kube import dra_allocation  # the allocator (and its CEL) only where asked
+
+    for claim in claims:
+        problem = spec_problem(claim, classes)
+        if problem:
+            return problem
+    return dra_allocation.prefilter(claims, classes, pod_uid)
+
+
 def requested_memory(claim: dra.ResourceClaim) -> int:
     """Bytes of ``memory`` a claim's requests name (count times amount; 0 where they name none)."""
     total = 0
@@ -947,6 +963,7 @@ __all__ = [
     "Holder",
     "PodClaim",
     "asks_driver",
+    "refused_before_nodes",
     "spec_problem",
     "claim_holdings",
     "claim_records",

@@ -6,23 +6,20 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
 
 import grpc
 import pytest
-from dra_helpers import NODE, Dirs
+from dra_helpers import NODE, Dirs, served_grpc
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.dra._api import dra_v1_pb2
 from kubectl_gpushare.dra._api import dra_v1_pb2_grpc as v1_grpc
-from kubectl_gpushare.dra._api import pluginregistration_v1_pb2_grpc as reg_grpc
 from kubectl_gpushare.dra.kubeletsim import WIPE_RETRY, KubeletSim
 from kubectl_gpushare.dra.servicer import RegistrationServicer
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
-from kubectl_gpushare.node.sockets import target
 from kubectl_gpushare.sandbox.server import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -41,29 +38,12 @@ class _Answering(v1_grpc.DRAPluginServicer):
         return dra_v1_pb2.NodeUnprepareResourcesResponse()
 
 
-@contextmanager
-def _served(path: str, registration: RegistrationServicer | None, dra: _Answering | None) -> Iterator[grpc.Server]:
-    """A gRPC server on the unix socket ``path`` with the given services, stopped after."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    server = grpc.server(ThreadPoolExecutor(max_workers=2))
-    if registration is not None:
-        reg_grpc.add_RegistrationServicer_to_server(registration, server)  # type: ignore[no-untyped-call]
-    if dra is not None:
-        v1_grpc.add_DRAPluginServicer_to_server(dra, server)  # type: ignore[no-untyped-call]
-    server.add_insecure_port(target(path))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop(None)
-
-
 def test_an_empty_endpoint_from_get_info_means_the_registration_socket(api: Client, dirs: Dirs) -> None:
     # operation_generator.go (GenerateRegisterPluginFunc): an empty endpoint becomes the socket path
     # before ValidatePlugin and RegisterPlugin see it, so the DRA calls go to the registration socket.
     path = os.path.join(dirs.registration, "one.sock")
     dra = _Answering()
-    with _served(path, RegistrationServicer(""), dra), KubeletSim(dirs.registration, api) as kubelet:
+    with served_grpc(path, RegistrationServicer(""), dra), KubeletSim(dirs.registration, api) as kubelet:
         plugin = kubelet.wait_registered()
         assert plugin is not None and plugin.endpoint == path
         plugin.stub.NodeUnprepareResources(dra_v1_pb2.NodeUnprepareResourcesRequest(), timeout=5)
@@ -87,9 +67,9 @@ class _Instance:
         self.registration_path = os.path.join(dirs.registration, f"{name}-reg.sock")
         self.endpoint = os.path.join(dirs.plugin, f"{name}.sock")
         self._stack = ExitStack()
-        self.dra = self._stack.enter_context(_served(self.endpoint, None, _Answering()))
+        self.dra = self._stack.enter_context(served_grpc(self.endpoint, None, _Answering()))
         self.registration = self._stack.enter_context(
-            _served(self.registration_path, RegistrationServicer(self.endpoint), None))
+            served_grpc(self.registration_path, RegistrationServicer(self.endpoint), None))
 
     def unregister(self) -> None:
         """Remove the registration socket, as a driver stopping cleanly does."""

@@ -6,23 +6,21 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 
 import grpc
 import pytest
-from dra_helpers import NODE, Dirs, NotServedYet
+from dra_helpers import NODE, Dirs, NotServedYet, served_grpc
 from waiting import holds_for, wait_for
 
 from kubectl_gpushare import dra_objects, protocol
 from kubectl_gpushare.dra._api import pluginregistration_v1_pb2 as reg
-from kubectl_gpushare.dra._api import pluginregistration_v1_pb2_grpc as reg_grpc
 from kubectl_gpushare.dra.daemon import DaemonError
 from kubectl_gpushare.dra.kubeletsim import KubeletSim
 from kubectl_gpushare.dra.servicer import RegistrationServicer
 from kubectl_gpushare.kube import types
 from kubectl_gpushare.kube.client import Client
 from kubectl_gpushare.node.fake_backend import FakeBackend
-from kubectl_gpushare.node.sockets import target
 from kubectl_gpushare.sandbox.builders import namespace_object, node_object
 from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -176,27 +174,19 @@ class _HeldNotification(RegistrationServicer):
 def test_two_sockets_registering_one_endpoint_at_once_leave_one_instance(api: Client, dirs: Dirs) -> None:
     # DRAPluginManager.add checks the endpoint and appends under one mutex (pkg/kubelet/cm/dra/plugin):
     # "One plugin instance cannot hijack the endpoint of another instance", even at the same moment.
-    os.makedirs(dirs.registration)
     endpoint = os.path.join(dirs.plugin, protocol.DRA_PLUGIN_SOCKET)
     both = threading.Barrier(2, timeout=15)
     servicers = [_HeldNotification(endpoint, both) for _ in range(2)]
-    servers = []
-    for i, servicer in enumerate(servicers):
-        server = grpc.server(ThreadPoolExecutor(max_workers=2))
-        reg_grpc.add_RegistrationServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
-        server.add_insecure_port(target(os.path.join(dirs.registration, f"{protocol.DRA_DRIVER}-{i}-reg.sock")))
-        server.start()
-        servers.append(server)
-    try:
+    with ExitStack() as servers:
+        for i, servicer in enumerate(servicers):
+            path = os.path.join(dirs.registration, f"{protocol.DRA_DRIVER}-{i}-reg.sock")
+            servers.enter_context(served_grpc(path, servicer, None))
         with KubeletSim(dirs.registration, api) as kubelet:
             wait_for(lambda: len(kubelet.plugins()) + len(kubelet.refused) >= 2, what="both attempts decided")
             assert [p.endpoint for p in kubelet.plugins()] == [endpoint]
             (why,) = kubelet.refused.values()
             assert why == f"endpoint {endpoint} already registered for DRA driver plugin {protocol.DRA_DRIVER}"
             assert sorted(s.registered.is_set() for s in servicers) == [False, True]  # each told its fate
-    finally:
-        for server in servers:
-            server.stop(None)
 
 
 def test_a_node_the_device_plugin_serves_is_refused(start_driver, sandbox: Sandbox) -> None:

@@ -66,9 +66,9 @@ def _refs(made: tuple[Any, ...]) -> list[dra_v1_pb2.Claim]:
     return [dra_v1_pb2.Claim(namespace="default", name=c.metadata.name, uid=c.metadata.uid) for c in made]
 
 
-def _both(dirs: Dirs) -> list[Instance]:
-    """Both instances, the old first, each called directly."""
-    return [Instance(dirs, OLD), Instance(dirs, NEW)]
+def _reads(*running: RunningDriver) -> int:
+    """The claims these instances read (and prepared), together."""
+    return sum(r.driver.preparer.reads for r in running)
 
 
 def _cdi_ids(answer: Any) -> list[str]:
@@ -83,6 +83,13 @@ def _two(start_driver, kubelet: KubeletSim, dirs: Dirs) -> tuple[RunningDriver, 
     assert kubelet.wait_registered(endpoint=os.path.abspath(_sockets(dirs, NEW)[1]), timeout=20) is not None
     _wait_called(kubelet, dirs, NEW)
     return old, new
+
+
+def _two_called_directly(
+    start_driver, kubelet: KubeletSim, dirs: Dirs
+) -> tuple[tuple[RunningDriver, RunningDriver], list[Instance]]:
+    """Both instances running (`_two`), and each one's DRA socket called directly, the old first."""
+    return _two(start_driver, kubelet, dirs), [Instance(dirs, OLD), Instance(dirs, NEW)]
 
 
 def _wait_called(kubelet: KubeletSim, dirs: Dirs, uid: str) -> None:
@@ -120,15 +127,14 @@ def test_without_a_pod_uid_the_fixed_names_are_served(start_driver, kubelet: Kub
 def test_claims_prepared_by_either_instance_are_known_to_the_other(
     start_driver, kubelet: KubeletSim, dirs: Dirs, claims: Claims
 ) -> None:
-    old, new = _two(start_driver, kubelet, dirs)
-    instances = _both(dirs)
+    (old, new), instances = _two_called_directly(start_driver, kubelet, dirs)
     made = claims.on_both_gpus(6, "1Gi")
     first = {c.metadata.uid: _cdi_ids(instances[i % 2].prepare(c)[c.metadata.uid]) for i, c in enumerate(made)}
-    reads = old.driver.preparer.reads + new.driver.preparer.reads
+    reads = _reads(old, new)
     assert reads == 6
     for i, claim in enumerate(made):  # asked again of the other instance: answered from the shared record
         assert _cdi_ids(instances[(i + 1) % 2].prepare(claim)[claim.metadata.uid]) == first[claim.metadata.uid]
-    assert old.driver.preparer.reads + new.driver.preparer.reads == reads, "no second read, no second preparation"
+    assert _reads(old, new) == reads, "no second read, no second preparation"
     assert set(saved_claims(dirs.plugin)) == set(first)
     for i, claim in enumerate(made[:3]):  # unprepared by the instance that did not prepare it
         assert instances[(i + 1) % 2].unprepare(claim)[claim.metadata.uid].error == ""
@@ -140,8 +146,7 @@ def test_claims_prepared_by_either_instance_are_known_to_the_other(
 def test_concurrent_prepares_on_both_instances_land_once_each(
     start_driver, kubelet: KubeletSim, dirs: Dirs, claims: Claims
 ) -> None:
-    old, new = _two(start_driver, kubelet, dirs)
-    instances = _both(dirs)
+    (old, new), instances = _two_called_directly(start_driver, kubelet, dirs)
     made = claims.on_both_gpus(8, "1Gi")
     calls = [(instance, claim) for claim in made for instance in instances] * 2  # each claim 4 times, both sides
     with ThreadPoolExecutor(8) as pool:
@@ -150,7 +155,7 @@ def test_concurrent_prepares_on_both_instances_land_once_each(
     for (_, claim), answer in zip(calls, answers, strict=True):
         ids.setdefault(claim.metadata.uid, set()).add(tuple(_cdi_ids(answer[claim.metadata.uid])))
     assert all(len(seen) == 1 for seen in ids.values()), "one CDI id per claim, whoever answered"
-    assert old.driver.preparer.reads + new.driver.preparer.reads == 8, "each claim read and prepared once"
+    assert _reads(old, new) == 8, "each claim read and prepared once"
     assert set(saved_claims(dirs.plugin)) == set(ids)
     specs = {uid: json.loads(dirs.cdi_spec(uid).read_text()) for uid in ids}
     assert all(spec["devices"][0]["name"].startswith(uid) for uid, spec in specs.items())
@@ -188,7 +193,7 @@ def test_prepares_during_the_hand_over_land_once_and_the_new_instance_unprepares
     for pod in pods[12:]:  # after the hand-over: the new instance alone
         prepared.extend(kubelet.prepare(pod))
     assert not errors and sorted(prepared) == sorted(c.metadata.uid for c in made)
-    assert old.driver.preparer.reads + new.driver.preparer.reads == 16, "each claim prepared once"
+    assert _reads(old, new) == 16, "each claim prepared once"
     assert not any(os.path.exists(path) for path in _sockets(dirs, OLD)), "the old instance removed its sockets"
     assert set(saved_claims(dirs.plugin)) == set(prepared)
     for pod in pods:  # the new instance unprepares what either prepared

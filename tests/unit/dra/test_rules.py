@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,22 @@ def test_an_unreadable_journal_line_ends_the_journal_which_is_moved_aside(tmp_pa
     assert checkpoint.CheckpointFile(str(tmp_path), "n1").load().claims == {UID: _prepared()}
     (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("checkpoint.journal.unreadable-")]
     assert aside.read_bytes().endswith(bad + b"\n" + good + b"\n")
+
+
+def test_journals_moved_aside_within_one_second_are_all_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # In a rolling update each instance re-reads the journal at every call: two unreadable ones can
+    # be moved aside within one second, and the second must not replace the first.
+    monkeypatch.setattr(time, "time", lambda: 1_800_000_000.0)  # one second for all of them
+    writer, reader = checkpoint.CheckpointFile(str(tmp_path), "n1"), checkpoint.CheckpointFile(str(tmp_path), "n1")
+    writer.save(checkpoint.Checkpoint("n1", {}))
+    reader.load()
+    bad = [b'{"prepared": 5}\n', b'{"prepared": 6}\n', b'{"prepared": 7}\n']
+    for line in bad:
+        with open(tmp_path / "checkpoint.journal", "ab") as journal:
+            journal.write(line)
+        assert reader.reload().claims == {}
+    aside = sorted(p for p in tmp_path.iterdir() if p.name.startswith("checkpoint.journal.unreadable-"))
+    assert sorted(p.read_bytes() for p in aside) == sorted(bad), "each one kept, none overwritten"
 
 
 def test_a_failed_append_leaves_the_journal_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
