@@ -132,21 +132,24 @@ def pending_findings(
         resolved = index.of(pod)
         claims = [entry.claim for entry in resolved if entry.claim is not None]
         ours = [c for c in claims if any(dra.of_driver(c, classes, d) for d in dra.DRIVERS)]
-        # What kube-scheduler refuses before it tries a node, asked as explain asks it (`explain_dra`): a
-        # claim's spec, then the DynamicResources PreFilter (dynamicresources.go: a claim being deleted, one
-        # reserved for as many consumers as it may have, a class that does not exist). Said whatever the
-        # pod's age: it waits until a claim or class changes. Classes not read: whether one exists is not asked.
-        said = dra.refused_before_nodes(ours, classes, pod.metadata.uid)
+        if claims and not ours:
+            continue  # no claim of the drivers read here: not doctor's to judge
+        # What kube-scheduler refuses before it tries a node, asked as explain asks it (`explain_dra`): the
+        # first claim missing or being deleted in the pod's order (PreEnqueue), then a claim's spec, then the
+        # DynamicResources PreFilter (dynamicresources.go: one reserved for as many consumers as it may have,
+        # a class that does not exist). A refusal is said whatever the pod's age: it waits until a claim or
+        # class changes. Classes not read: whether one exists is not asked.
+        unusable = dra.first_unusable(resolved)
+        said = unusable.refused if unusable is not None else dra.refused_before_nodes(ours, classes, pod.metadata.uid)
         if said:
             yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {said}")
             continue
         age = _age(pod, now)
         if age is not None and age <= stuck_after:
             continue
-        missing = [entry.missing for entry in resolved if entry.claim is None]
         waiting = [c.name for c in ours if c.allocation is None]
-        if missing and (ours or not claims):
-            yield Finding(WARNING, "dra-claim-pending", obj, f"waits: {missing[0]}")
+        if unusable is not None:
+            yield Finding(WARNING, "dra-claim-pending", obj, f"waits: {unusable.missing}")
         elif waiting:
             how_long = f"for more than {stuck_after:g}s" if age is not None else "(created at an unreadable time)"
             yield Finding(WARNING, "dra-claim-pending", obj,

@@ -2,12 +2,13 @@
 
 A placed pod: each claim's node and GPU, what it holds there (the ledger's numbers, as inspect shows
 them) and who else holds memory on that GPU. A pending pod: first what stops it before any node is
-tried (a claim not made yet, a request kube-scheduler refuses, the DynamicResources PreFilter's
-words; before them NodeAffinity's, a conflict of ``metadata.name`` terms), then each node of our driver
-is asked the structured allocator's question (`kube.dra_allocation.allocate`, after the node checks
-kube-scheduler makes first, `explain.excluded`: the affinity's ``metadata.name`` narrowing, cordon,
-taints, nodeSelector, affinity), with the allocator's reason and the numbers behind it. Pure: decoded
-objects in, an `explain.Explanation` out; the claim's memory is shown in the views' unit.
+tried (the first of its claims, in the pod's order, not made yet or being deleted; then
+NodeAffinity's words, a conflict of ``metadata.name`` terms; then a request kube-scheduler refuses,
+the DynamicResources PreFilter's words), then each node of our driver is asked the structured
+allocator's question (`kube.dra_allocation.allocate`, after the node checks kube-scheduler makes
+first, `explain.excluded`: the affinity's ``metadata.name`` narrowing, cordon, taints, nodeSelector,
+affinity), with the allocator's reason and the numbers behind it. Pure: decoded objects in, an
+`explain.Explanation` out; the claim's memory is shown in the views' unit.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def explain_claims(
     if pod.spec.node_name or (ours and len(allocated) == len(ours) and not missing
                               and not dra_allocation.prefilter(ours, classes, meta.uid)):
         return _placed(pod, ledger, ours, dra.pool_nodes(objects), base, who)
-    return _pending(pod, nodes, ledger, inputs, ours, missing, base, who, placement)
+    return _pending(pod, nodes, ledger, inputs, ours, missing, dra.first_unusable(resolved), base, who, placement)
 
 
 # --- A placed pod ----------------------------------------------------------------------------------------
@@ -150,7 +151,8 @@ def _placed(pod: Pod, ledger: Ledger, claims: list[dra_objects.ResourceClaim],
 # --- A pending pod ---------------------------------------------------------------------------------------
 def _pending(
     pod: Pod, nodes: Sequence[Node], ledger: Ledger, inputs: DraInputs, ours: list[dra_objects.ResourceClaim],
-    missing: list[dra.PodClaim], base: Explanation, who: str, placement: PodPlacement | None,
+    missing: list[dra.PodClaim], unusable: dra.Unusable | None, base: Explanation, who: str,
+    placement: PodPlacement | None,
 ) -> Explanation:
     objects = inputs.objects
     unit = base.unit
@@ -166,11 +168,13 @@ def _pending(
     names = caps.named([claim.name for claim in waiting]) if waiting else ""
     asks = (f"{who} asks for {base.request} {unit} of one GPU through claim(s) {names}" if waiting
             else f"{who} uses allocated claim(s) {caps.named([claim.name for claim in ours])}")
-    if missing:
-        return replace(base, summary=f"{who} waits for its claims: {missing[0].missing} (kube-controller-manager's "
+    # The first claim missing or being deleted, in the pod's order, stops it before any PreFilter (PreEnqueue).
+    if unusable is not None and unusable.missing:
+        return replace(base, summary=f"{who} waits for its claims: {unusable.missing} (kube-controller-manager's "
                                      "resourceclaim controller makes it; kubectl describe pod says why not).")
     affinity = required_affinity(placement)
-    stop = CONFLICT if affinity is not None and affinity.conflict else ""  # NodeAffinity's PreFilter runs first
+    stop = unusable.refused if unusable is not None else ""
+    stop = stop or (CONFLICT if affinity is not None and affinity.conflict else "")  # NodeAffinity's PreFilter first
     stop = stop or dra.refused_before_nodes(ours, classes, pod.metadata.uid)
     if stop:
         return replace(base, summary=f"{asks}, but kube-scheduler cannot schedule it: {stop}.")

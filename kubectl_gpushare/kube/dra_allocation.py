@@ -685,7 +685,7 @@ def prefilter(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.Dev
     """
     for claim in claims:
         if claim.deleting:
-            return f'resourceclaim "{claim.name}" is being deleted'
+            return being_deleted(claim)
     for claim in claims:
         if claim.allocation is not None:
             reserved = any(c.uid == pod_uid for c in claim.reserved_for)
@@ -699,6 +699,11 @@ def prefilter(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.Dev
             if classes is not None and name not in classes:
                 return f"request {request.name}: device class {name} does not exist"
     return ""
+
+
+def being_deleted(claim: dra.ResourceClaim) -> str:
+    """kube-scheduler's words for a claim being deleted (dynamicresources.go ``foreachPodResourceClaim``)."""
+    return f'resourceclaim "{claim.name}" is being deleted'
 
 
 def available_on(claim: dra.ResourceClaim, node: str, labels: Mapping[str, str] | None = None) -> bool:
@@ -742,6 +747,7 @@ __all__ = [
     "allocate",
     "allocated_state",
     "available_on",
+    "being_deleted",
     "capacity_fit",
     "claim_problem",
     "consumed_amount",

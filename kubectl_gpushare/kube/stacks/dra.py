@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 import msgspec
 
@@ -790,12 +790,44 @@ def spec_problem(claim: dra.ResourceClaim, classes: Mapping[str, dra.DeviceClass
     return ""
 
 
+class Unusable(NamedTuple):
+    """The first of a pod's claims kube-scheduler cannot use (`first_unusable`), and what is said of it."""
+
+    name: str
+    """The pod's entry (``spec.resourceClaims[].name``)."""
+    missing: str = ""
+    """Why the claim does not exist (yet), as `ClaimIndex.of` says it: the pod waits for it ("" when it exists)."""
+    refused: str = ""
+    """kube-scheduler's words refusing it (a claim being deleted); "" for a missing one."""
+
+
+def first_unusable(resolved: Sequence[PodClaim]) -> Unusable | None:
+    """The first of a pod's claims, in ``spec.resourceClaims`` order, that is missing or being deleted (None: none).
+
+    kube-scheduler's DynamicResources plugin gathers a pod's claims in that order and stops at the
+    first one it cannot get or that is being deleted (dynamicresources.go ``foreachPodResourceClaim``,
+    asked by PreEnqueue before any plugin's PreFilter, and again by PreFilter): the pod is not tried
+    until that claim changes, whatever its later claims are. Every claim counts, of any driver.
+    ``explain`` and ``doctor`` both ask this, so they name the same claim, and before anything
+    `refused_before_nodes` says.
+    """
+    from kubectl_gpushare.kube import dra_allocation  # the allocator (and its CEL) only where asked
+
+    for entry in resolved:
+        if entry.claim is None:
+            return Unusable(entry.name, missing=entry.missing)
+        if entry.claim.deleting:
+            return Unusable(entry.name, refused=dra_allocation.being_deleted(entry.claim))
+    return None
+
+
 def refused_before_nodes(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.DeviceClass] | None,
                          pod_uid: str) -> str:
     """What kube-scheduler refuses of a pending pod's claims before it tries any node ("" when nothing).
 
     A claim's spec or class as written (`spec_problem`, the first claim that has one), then the
-    DynamicResources PreFilter (`dra_allocation.prefilter`): what ``explain`` and ``doctor`` both say.
+    DynamicResources PreFilter (`dra_allocation.prefilter`): what ``explain`` and ``doctor`` both say,
+    once `first_unusable` found no claim missing or being deleted (PreEnqueue stops the pod first).
     """
     from kubectl_gpushare.kube import dra_allocation  # the allocator (and its CEL) only where asked
 
@@ -962,7 +994,9 @@ __all__ = [
     "MAX_NAMED_NODES",
     "Holder",
     "PodClaim",
+    "Unusable",
     "asks_driver",
+    "first_unusable",
     "refused_before_nodes",
     "spec_problem",
     "claim_holdings",

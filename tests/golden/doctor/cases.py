@@ -195,6 +195,31 @@ def prefilter() -> list[dict[str, Any]]:
     ]
 
 
+def claim_order(first: str, second: str) -> list[dict[str, Any]]:
+    """Pending pod ``both`` (created long ago) naming claims ``first`` then ``second``, of: ``absent``, which does
+    not exist; ``held``, being deleted (the finalizer keeps it while ``holder`` uses it); ``bad``, pending with a
+    request kube-scheduler refuses (not a DNS label). kube-scheduler stops at the first claim missing or being
+    deleted in the pod's order (``foreachPodResourceClaim``, PreEnqueue), before any claim's spec is looked at."""
+    ns = "team-o"
+    both = dra.shared_pod("both", "", first, namespace=ns)
+    both["spec"]["resourceClaims"] = [{"name": "one", "resourceClaimName": first},
+                                      {"name": "two", "resourceClaimName": second}]
+    both["spec"]["containers"][0]["resources"] = {"claims": [{"name": "one"}, {"name": "two"}]}
+    both["status"]["phase"] = "Pending"
+    both["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+    held = dra.claim("held", "dra-o", "gpu-0", "4Gi", ["holder"], namespace=ns)
+    held["metadata"]["deletionTimestamp"] = "2020-01-01T00:00:00Z"
+    bad = dra.pending_claim("bad", "both", "4Gi", namespace=ns)
+    requests = bad["spec"]["devices"]["requests"]
+    requests.append({**requests[0], "name": "Not_A_Label"})
+    return [
+        dra.device_class(),
+        node_object("dra-o", [], ip="10.9.6.1", gpushare=False, dra=True),
+        dra.resource_slice("dra-o", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", "dra-o")], "ooooo"),
+        held, dra.shared_pod("holder", "dra-o", "held", namespace=ns), bad, both,
+    ]
+
+
 def hostile_names() -> list[dict[str, Any]]:
     """Findings on a node, a pod and a namespace named with `HOSTILE`: a node without its device-plugin pod,
     a pod stuck unassigned on it, a finished pod still holding an annotation whose value is hostile too, and a

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from golden.doctor import cases
 
 from kubectl_gpushare.kube.errors import EXIT_FINDINGS_ERRORS, EXIT_FINDINGS_WARNINGS
@@ -149,3 +150,37 @@ def test_pods_the_prefilter_refuses_live_and_from_kubectls_dump(
             result = kubectl("gpushare", "doctor", *flags, *source, check=False)
             assert result.returncode == EXIT_FINDINGS_ERRORS, result.stderr
             assert result.stdout == (GOLDEN / golden).read_text(), f"{golden} {'offline' if source else 'live'}"
+
+
+@pytest.mark.parametrize(("first", "second"), [("absent", "held"), ("held", "absent"), ("bad", "held")])
+def test_explain_and_doctor_name_the_first_unusable_claim_in_the_pods_order(
+    sandbox: Sandbox, kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path, cli_runner: CliRunner,
+    first: str, second: str,
+) -> None:
+    """A pod whose claims are one that does not exist and one being deleted: kube-scheduler stops at the first in
+    ``spec.resourceClaims`` order (dynamicresources.go ``foreachPodResourceClaim``), and so do explain and doctor,
+    over the API and from kubectl's dump; a claim being deleted stops it before another claim's invalid request
+    (PreEnqueue runs before PreFilter). Before, explain named the missing claim first and doctor the deleted one,
+    and both named the invalid request before the claim being deleted."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.inspect.explain_command import explain_command
+
+    sandbox.load(cases.claim_order(first, second))
+    dump = tmp_path / "cluster.json"
+    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    if first == "absent":
+        explained = ("Pod team-o/both waits for its claims: ResourceClaim absent does not exist (kube-controller-"
+                     "manager's resourceclaim controller makes it; kubectl describe pod says why not).")
+        finding = ("warning", "dra-claim-pending", "waits: ResourceClaim absent does not exist")
+    else:
+        explained = 'kube-scheduler cannot schedule it: resourceclaim "held" is being deleted.'
+        finding = ("error", "dra-claim-unallocatable", 'cannot be scheduled: resourceclaim "held" is being deleted')
+    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+        result = cli_runner.invoke(explain_command, ["both", "-n", "team-o", "-o", "json", *source])
+        assert result.exit_code == 0, result.output
+        answer = json.loads(result.stdout)
+        assert (answer["state"], answer["summary"].endswith(explained)) == ("pending", True), answer["summary"]
+        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
+        found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
+                 if f["object"] == "pod/team-o/both"]
+        assert found == [finding], source
