@@ -1263,19 +1263,21 @@ class Api:
                 )
             self._admit(request, target, "DELETE", None, obj, dry_run)
             obj, deleted = finalization.delete(
-                self.store, resource.plural, object_key(target.namespace, target.name), dry_run=dry_run
+                self.store, resource.plural, object_key(target.namespace, target.name), dry_run=dry_run,
+                options=options,
             )
+        # DeleteResource (handlers/delete.go) answers 202 for orphanDependents=false where the object was
+        # not deleted at once, else 200: an object held by finalizers (store.go Delete returns it marked),
+        # and a namespace always (storage.go Delete leaves its removal to the namespace controller).
+        accepted = options.get("orphanDependents") is False and (not deleted or resource.plural == "namespaces")
         if not deleted:
-            # Held by finalizers: store.go Delete returns the marked object. DeleteResource
-            # (handlers/delete.go) answers 202 only for orphanDependents=false, else 200.
-            accepted = options.get("orphanDependents") is False
             return json_response(202 if accepted else 200, obj)
         if resource.plural in ("pods", "namespaces"):
             obj["metadata"].setdefault("deletionTimestamp", objects.now())
             obj["metadata"].setdefault("deletionGracePeriodSeconds", 0)
             if resource.plural == "namespaces":
                 obj.setdefault("status", {})["phase"] = "Terminating"
-            return json_response(200, obj)
+            return json_response(202 if accepted else 200, obj)
         details = {"name": target.name, "kind": resource.plural, "uid": meta.get("uid", "")}
         if resource.group:
             details["group"] = resource.group
