@@ -11,11 +11,14 @@ From ``k8s.io/apiserver/pkg/registry/generic/registry/store.go``:
   (``deleteWithoutFinalizers``), and watchers see DELETED.
 
 Namespaces (``pkg/registry/core/namespace/storage/storage.go``): a DELETE sets
-``deletionTimestamp`` and phase ``Terminating``; the namespace controller
-(``pkg/controller/namespace/deletion``) deletes the content, then clears ``spec.finalizers`` once
-none is left; ``ShouldDeleteNamespaceDuringUpdate`` removes the namespace only when
-``spec.finalizers`` is empty too. The sandbox does the controller's part at once: content held by
-a finalizer keeps its namespace Terminating until the last of it goes.
+``deletionTimestamp`` and phase ``Terminating`` and, the first time, sets the garbage collector's
+finalizers as its options ask (`namespace_gc_finalizers`: ``orphan`` for ``propagationPolicy:
+Orphan``); the namespace controller (``pkg/controller/namespace/deletion``) deletes the content,
+then clears ``spec.finalizers`` once none is left; ``ShouldDeleteNamespaceDuringUpdate`` removes
+the namespace only when ``spec.finalizers`` is empty too. The sandbox does the controller's part at
+once: content held by a finalizer keeps its namespace Terminating until the last of it goes, and
+the collector's finalizers go with ``spec.finalizers`` (where the real garbage collector removes
+them once it has handled the namespace's dependents, which need not wait for the content).
 
 Pods have no graceful deletion here (the kubelet's confirming delete is taken as done), so a pod
 with finalizers is held in the state upstream reaches after that delete: grace period 0.
@@ -24,6 +27,7 @@ with finalizers is held in the state upstream reaches after that delete: grace p
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from kubectl_gpushare.sandbox import errors, objects
@@ -81,8 +85,10 @@ def remove(store: Store, plural: str, key: str, *, settle: bool = True) -> dict[
         return obj
 
 
-def delete(store: Store, plural: str, key: str, *, dry_run: bool = False) -> tuple[dict[str, Any], bool]:
-    """DELETE one stored object by the finalizer rule.
+def delete(
+    store: Store, plural: str, key: str, *, dry_run: bool = False, options: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], bool]:
+    """DELETE one stored object by the finalizer rule (``options``: the DeleteOptions a namespace reads).
 
     Returns:
         (the object as the reply shows it, whether it was removed). Writes nothing when a held
@@ -96,7 +102,7 @@ def delete(store: Store, plural: str, key: str, *, dry_run: bool = False) -> tup
         if entry is None:
             raise KeyError(key)
         if plural == "namespaces":
-            return _delete_namespace(store, entry.object(), dry_run)
+            return _delete_namespace(store, entry.object(), dry_run, options or {})
         return _delete_object(store, plural, key, entry.object(), dry_run)
 
 
@@ -125,12 +131,45 @@ def _delete_object(
     return marked, False
 
 
-def _delete_namespace(store: Store, namespace: dict[str, Any], dry_run: bool) -> tuple[dict[str, Any], bool]:
+def namespace_gc_finalizers(finalizers: list[str], options: Mapping[str, Any]) -> list[str]:
+    """A namespace's ``metadata.finalizers`` after its first DELETE, as storage.go ``Delete`` sets them.
+
+    pkg/registry/core/namespace/storage/storage.go: ``orphan`` is kept or added when
+    ``shouldHaveOrphanFinalizer`` (``orphanDependents``, else ``propagationPolicy`` is ``Orphan``,
+    else it was there) and removed otherwise; ``foregroundDeletion`` likewise by
+    ``shouldHaveDeleteDependentsFinalizer`` (``orphanDependents: false``, else ``Foreground``).
+    Unchanged finalizers are left as they are; a changed list is rebuilt from Go's map, so without
+    duplicates, in an order Go leaves random: here the old order, a new finalizer last.
+    """
+    orphan = options.get("orphanDependents")
+    orphan = orphan if isinstance(orphan, bool) else None  # anything else never gets past Go's decoder
+    policy = options.get("propagationPolicy")
+    wanted = {
+        "orphan": orphan if orphan is not None else (policy == "Orphan" if policy is not None else None),
+        "foregroundDeletion": (not orphan) if orphan is not None else (
+            policy == "Foreground" if policy is not None else None),
+    }
+    if all(want is None or want == (name in finalizers) for name, want in wanted.items()):
+        return finalizers
+    kept = [f for f in dict.fromkeys(finalizers) if wanted.get(f) is not False]
+    return kept + [name for name, want in wanted.items() if want and name not in kept]
+
+
+def _delete_namespace(
+    store: Store, namespace: dict[str, Any], dry_run: bool, options: Mapping[str, Any]
+) -> tuple[dict[str, Any], bool]:
     meta = namespace["metadata"]
-    meta.setdefault("deletionTimestamp", objects.now())
+    if not meta.get("deletionTimestamp"):  # storage.go Delete's first update; a later DELETE changes nothing
+        meta["deletionTimestamp"] = objects.now()
+        finalizers = namespace_gc_finalizers(meta.get("finalizers") or [], options)
+        if finalizers:
+            meta["finalizers"] = finalizers
+        else:
+            meta.pop("finalizers", None)
     namespace.setdefault("status", {})["phase"] = "Terminating"
+    written = copy.deepcopy(namespace)  # what storage.go replies: the update, before any controller acts on it
     if dry_run:
-        return namespace, not meta.get("finalizers")
+        return written, not [f for f in meta.get("finalizers") or [] if f not in GC_FINALIZERS]
     name = meta["name"]
     for resource in BY_PLURAL.values():  # the namespace controller's deleteAllContent, at once
         if not resource.namespaced or resource.plural == "bindings":
@@ -139,7 +178,7 @@ def _delete_namespace(store: Store, namespace: dict[str, Any], dry_run: bool) ->
             content = entry.object()
             key = object_key(name, str(content["metadata"].get("name", "")))
             _delete_object(store, resource.plural, key, content, False, settle=False)
-    return _settle_namespace(store, namespace)
+    return written, _settle_namespace(store, namespace)[1]
 
 
 def refuse_new_content(store: Store, plural: str, namespace: str, name: str, group: str) -> None:
@@ -169,7 +208,12 @@ def _holds_content(store: Store, namespace: str) -> bool:
 
 
 def _settle_namespace(store: Store, namespace: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """The namespace controller's finish: clear ``spec.finalizers`` once empty, then remove it."""
+    """The namespace controller's finish: clear ``spec.finalizers`` once empty, then remove it.
+
+    The garbage collector's finalizers go then too (garbagecollector.go ``attemptToOrphanWorker`` and
+    ``processDeletingDependentsItem`` remove ``orphan`` / ``foregroundDeletion`` once the dependents
+    are handled), so they never hold a namespace for ever.
+    """
     name = namespace["metadata"]["name"]
     stored = store.get("namespaces", name)
     before = stored.object() if stored is not None else None
@@ -177,7 +221,14 @@ def _settle_namespace(store: Store, namespace: dict[str, Any]) -> tuple[dict[str
         spec = namespace.get("spec")
         if isinstance(spec, dict):
             spec.pop("finalizers", None)
-        if not namespace["metadata"].get("finalizers"):
+        meta = namespace["metadata"]
+        held = [f for f in meta.get("finalizers") or [] if f not in GC_FINALIZERS]
+        if len(held) < len(meta.get("finalizers") or []):
+            if held:
+                meta["finalizers"] = held
+            else:
+                meta.pop("finalizers", None)
+        if not meta.get("finalizers"):
             removed = store.remove("namespaces", name)
             return (removed.object() if removed is not None else namespace), True
     if namespace != before:

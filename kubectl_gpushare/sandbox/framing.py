@@ -150,15 +150,15 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
     hosts = _field_values(fields, b"host")
     if len(hosts) > 1:
         return BAD_REQUEST_REPLY
-    method, proto = request_line.method, request_line.proto
-    if transfer_encoding_refused(fields, proto):  # readTransfer, after the Host count, before server.go's checks
+    method, proto, version = request_line.method, request_line.proto, request_line.version
+    if transfer_encoding_refused(fields, version):  # readTransfer, after the Host count, before server.go's checks
         return UNSUPPORTED_TRANSFER_ENCODING_REPLY
     try:  # readTransfer's fixLength, right after: a chunked request's Content-Length too
         content_length([value.decode("latin-1") for value in _field_values(fields, b"content-length")])
     except FramingError:
         return BAD_REQUEST_REPLY
     h2_preface = (method, proto, fields) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
-    if not hosts and proto != b"HTTP/1.0" and method != b"CONNECT" and not h2_preface:  # ProtoAtLeast(1, 1)
+    if not hosts and go_http.at_least_1_1(version) and method != b"CONNECT" and not h2_preface:
         return _bad_request_because("missing required Host header")
     if hosts and not _HOST.fullmatch(hosts[0]):
         return _bad_request_because("malformed Host header")
@@ -177,25 +177,24 @@ def _field_values(fields: list[bytes], name: bytes) -> list[bytes]:
     return found
 
 
-def _codings_and_version(fields: list[bytes], proto: bytes) -> tuple[list[str], tuple[int, int]]:
-    """The ``Transfer-Encoding`` values and the version of a request `read_request_line` accepted, for `go_http`."""
-    version = go_http.parse_http_version(proto.decode("latin-1"))
-    assert version is not None  # read_request_line refused any other
-    return [value.decode("latin-1") for value in _field_values(fields, b"transfer-encoding")], version
+def _codings(fields: list[bytes]) -> list[str]:
+    """The ``Transfer-Encoding`` values of a request's `header_fields`, for `go_http`."""
+    return [value.decode("latin-1") for value in _field_values(fields, b"transfer-encoding")]
 
 
-def transfer_encoding_refused(fields: list[bytes], proto: bytes) -> bool:
+def transfer_encoding_refused(fields: list[bytes], version: tuple[int, int]) -> bool:
     """Whether Go's ``readTransfer`` refuses the request's ``Transfer-Encoding`` (a 501 before any handler).
 
     `go_http.transfer_encoding_refused` (src/net/http/transfer.go ``parseTransferEncoding``) of the
-    fields' values: ignored on an HTTP/1.0 request, so `chunked` does not read it either.
+    fields' values: ignored on an HTTP/1.0 request, so `chunked` does not read it either. ``version`` is
+    the one `go_http.read_request_line` parsed (`go_http.RequestLine.version`).
     """
-    return go_http.transfer_encoding_refused(*_codings_and_version(fields, proto))
+    return go_http.transfer_encoding_refused(_codings(fields), version)
 
 
-def chunked(fields: list[bytes], proto: bytes) -> bool:
+def chunked(fields: list[bytes], version: tuple[int, int]) -> bool:
     """Whether the body is chunked: a ``Transfer-Encoding`` `transfer_encoding_refused` passed (not on HTTP/1.0)."""
-    return go_http.chunked(*_codings_and_version(fields, proto))
+    return go_http.chunked(_codings(fields), version)
 
 
 def header_tokens(values: Iterable[str]) -> frozenset[str]:

@@ -61,6 +61,8 @@ class Resource:
     """Discovery categories (``kubectl get all`` lists the kinds in ``all``)."""
     fields: tuple[str, ...] = ()
     """Field labels usable in ``fieldSelector`` besides metadata.name and metadata.namespace."""
+    field_label_renames: dict[str, str] = field(default_factory=dict, compare=False)
+    """Labels the kind's conversion func takes and renames to another (`convert_field_label`)."""
     field_label_refusal: str | None = None
     """The error of the kind's own field label conversion func, a format of ``label`` (Go's ``%s``) and
     ``quoted`` (``%q``); None where the kind registers none (`refuse_field_label`)."""
@@ -91,11 +93,21 @@ class Resource:
         exactly where the kind is namespaced.
         """
         namespace_known = self.namespaced or self.field_label_refusal is None
-        if label == "metadata.name" or label in self.fields or (label == "metadata.namespace" and namespace_known):
+        if label == "metadata.name" or label in self.fields or label in self.field_label_renames:
+            return None
+        if label == "metadata.namespace" and namespace_known:
             return None
         if self.field_label_refusal is None:
             return f'{go_quote(label)} is not a known field selector: only "metadata.name", "metadata.namespace"'
         return self.field_label_refusal.format(label=label, quoted=go_quote(label))
+
+    def convert_field_label(self, label: str) -> str:
+        """The field label a label `refuse_field_label` took selects on: the conversion func's returned label.
+
+        ``Scheme.ConvertFieldLabel`` returns the label the store's field set is keyed by, which is the
+        label itself but for `field_label_renames` (Pod's ``spec.host``, pkg/apis/core/v1/conversion.go).
+        """
+        return self.field_label_renames.get(label, label)
 
     def field_values(self, obj: dict[str, Any]) -> dict[str, str]:
         """Every selectable field of ``obj``, as strings ("" when absent, as the real server does)."""
@@ -117,6 +129,11 @@ def _resource(plural: str, kind: str, namespaced: bool, **kwargs: Any) -> Resour
     getters = {label: _getter(label) for label in fields}
     if "source" in fields:
         getters["source"] = lambda obj: _path(obj, "source", "component") or _path(obj, "reportingComponent")
+    if "status.podIPs" in fields:
+        # Pod's conversion func takes status.podIPs, but pkg/registry/core/pod/strategy.go ToSelectableFields
+        # sets no such field (its "TODO: add podIPs ..."; status.podIP is PodIPs[0]), and a field the set
+        # lacks reads as "" (k8s.io/apimachinery/pkg/fields fields.Set.Get): = "" selects every pod, an IP none.
+        getters["status.podIPs"] = lambda obj: ""
     if "status.successful" in fields:  # pkg/registry/batch/job/strategy.go: strconv.Itoa(int(Status.Succeeded))
         getters["status.successful"] = _job_successful
     if kind == "Service":  # SetDefaults_Service (pkg/apis/core/v1/defaults.go): no type is ClusterIP
@@ -149,8 +166,11 @@ RESOURCES: tuple[Resource, ...] = (
             "spec.hostNetwork",
             "status.phase",
             "status.podIP",
+            "status.podIPs",
             "status.nominatedNodeName",
         ),
+        # pkg/apis/core/v1/conversion.go: "spec.host" (old v1 clients) is converted to spec.nodeName.
+        field_label_renames={"spec.host": "spec.nodeName"},
         field_label_refusal=CORE_REFUSAL,
     ),
     _resource(

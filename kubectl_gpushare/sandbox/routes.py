@@ -16,7 +16,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, NoReturn, Protocol
 
 import msgspec
@@ -45,7 +45,7 @@ from kubectl_gpushare.sandbox.selectors import (
     LabelSelector,
     ListOptions,
     SelectorError,
-    check_field_labels,
+    convert_field_labels,
     decode_list_options,
     fields_match,
     labels_match,
@@ -552,16 +552,17 @@ def _list_options(query: GoQuery, resource: Resource) -> ListOptions:
     ``ParameterCodec.DecodeParameters`` (`decode_list_options`: ``timeoutSeconds``, ``limit``, then
     the label and field selectors), each error a 400; ``ValidateListOptions`` (`_validate_list_options`,
     the 422); then the field selector's ``Transform`` through ``ConvertFieldLabel``, a 400 for a field
-    label the kind does not support, in the kind's words (`Resource.refuse_field_label`). ``watch`` is
+    label the kind does not support, in the kind's words (`Resource.refuse_field_label`), the others as it
+    converts them (`Resource.convert_field_label`). ``watch`` is
     the options' own, as upstream reads it.
     """
     options = decode_list_options(query)
     _validate_list_options(query, watch=go_bool(query.get("watch")))
     try:
-        check_field_labels(options.fields, resource.refuse_field_label)
+        fields = convert_field_labels(options.fields, resource.refuse_field_label, resource.convert_field_label)
     except SelectorError as exc:
         raise errors.bad_request(str(exc)) from None
-    return options
+    return replace(options, fields=fields)
 
 
 def _watch_timeout(timeout_seconds: int | None) -> float:
@@ -1262,19 +1263,21 @@ class Api:
                 )
             self._admit(request, target, "DELETE", None, obj, dry_run)
             obj, deleted = finalization.delete(
-                self.store, resource.plural, object_key(target.namespace, target.name), dry_run=dry_run
+                self.store, resource.plural, object_key(target.namespace, target.name), dry_run=dry_run,
+                options=options,
             )
+        # DeleteResource (handlers/delete.go) answers 202 for orphanDependents=false where the object was
+        # not deleted at once, else 200: an object held by finalizers (store.go Delete returns it marked),
+        # and a namespace always (storage.go Delete leaves its removal to the namespace controller).
+        accepted = options.get("orphanDependents") is False and (not deleted or resource.plural == "namespaces")
         if not deleted:
-            # Held by finalizers: store.go Delete returns the marked object. DeleteResource
-            # (handlers/delete.go) answers 202 only for orphanDependents=false, else 200.
-            accepted = options.get("orphanDependents") is False
             return json_response(202 if accepted else 200, obj)
         if resource.plural in ("pods", "namespaces"):
             obj["metadata"].setdefault("deletionTimestamp", objects.now())
             obj["metadata"].setdefault("deletionGracePeriodSeconds", 0)
             if resource.plural == "namespaces":
                 obj.setdefault("status", {})["phase"] = "Terminating"
-            return json_response(200, obj)
+            return json_response(202 if accepted else 200, obj)
         details = {"name": target.name, "kind": resource.plural, "uid": meta.get("uid", "")}
         if resource.group:
             details["group"] = resource.group

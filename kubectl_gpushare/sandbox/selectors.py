@@ -30,7 +30,7 @@ __all__ = [
     "ListOptions",
     "Requirement",
     "SelectorError",
-    "check_field_labels",
+    "convert_field_labels",
     "decode_list_options",
     "fields_match",
     "labels_match",
@@ -97,7 +97,7 @@ def parse_field_selector(text: str | None) -> FieldSelector:
     k8s.io/apimachinery/pkg/fields/selector.go ``parseSelector``: the terms are sorted (as Go sorts
     strings, by bytes, which for valid UTF-8 is code point order), empty ones skipped, and the first
     bad one in that order is the error. The label is not trimmed: `` a=b`` selects on the label
-    `` a``. Which field labels a resource supports is a later step (`check_field_labels`):
+    `` a``. Which field labels a resource supports is a later step (`convert_field_labels`):
     kube-apiserver's handlers run it after ``ValidateListOptions``, so a syntax error and an
     unsupported label are answered at different points.
 
@@ -121,25 +121,32 @@ def parse_field_selector(text: str | None) -> FieldSelector:
     return tuple(terms)
 
 
-def check_field_labels(selector: FieldSelector, refuse: Callable[[str], str | None]) -> None:
-    """Refuse the first field label the resource listed does not support.
+def convert_field_labels(
+    selector: FieldSelector, refuse: Callable[[str], str | None], convert: Callable[[str], str]
+) -> FieldSelector:
+    """The selector as the resource's conversion returns it; refuse the first field label it does not support.
 
     The handlers' ``FieldSelector.Transform`` through ``ConvertFieldLabel`` (k8s.io/apiserver/pkg/
     endpoints/handlers/get.go ``ListResource``, delete.go ``DeleteCollection``), in the selector's
-    sorted term order.
+    sorted term order: each label is refused or replaced by the one the conversion returns (the
+    value is kept), and the store selects on that one.
 
     Args:
         selector: the parsed selector.
         refuse: the kind's words for a label it does not take, None for one it does
             (`resources.Resource.refuse_field_label`).
+        convert: the label a taken one selects on (`resources.Resource.convert_field_label`).
 
     Raises:
         SelectorError: the first refusal.
     """
-    for label, _equal, _value in selector:
+    converted: list[tuple[str, bool, str]] = []
+    for label, equal, value in selector:
         refusal = refuse(label)
         if refusal is not None:
             raise SelectorError(refusal)
+        converted.append((convert(label), equal, value))
+    return tuple(converted)
 
 
 def fields_match(selector: FieldSelector, values: Mapping[str, str]) -> bool:

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Final
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
-from kubectl_gpushare.kube.go_http import read_request_line
+from kubectl_gpushare.kube.go_http import at_least_1_1, read_request_line
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.authorization import (
@@ -192,6 +192,9 @@ class _Handler(BaseHTTPRequestHandler):
     raw_requestline: bytes  # set by handle_one_request (typeshed leaves it out)
     target: GoUrl
     """The request target as Go splits it (set by `parse_request` once it accepted the request)."""
+    _version: tuple[int, int] = (1, 1)
+    """The request's version as `go_http.read_request_line` parsed it (set by `parse_request`), which Go's rules
+    read (`go_http.at_least_1_1`), not ``http.server``'s ``request_version`` text."""
     chunked: bool = False
     """Whether the body is chunked, as Go's ``readTransfer`` reads it (`framing.chunked`; set by `parse_request`)."""
     awaits_continue: bool = False
@@ -294,7 +297,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.wfile.write(refused)
             return False
-        self.chunked = chunked(fields, read.proto)
+        self._version = read.version
+        self.chunked = chunked(fields, read.version)
         self.raw_requestline = read.target_set_aside()
         rfile, self.rfile = self.rfile, io.BufferedReader(io.BytesIO(b"\r\n"))  # the headers are read
         try:
@@ -325,14 +329,14 @@ class _Handler(BaseHTTPRequestHandler):
             if name:  # readMIMEHeader skips an empty name (the ``email`` parser dropped it too)
                 self.headers[name] = value.lstrip(" \t")
         connection = header_tokens(self.headers.get_all("Connection") or [])
-        if self.request_version == "HTTP/1.0":
+        if not at_least_1_1(self._version):
             self.close_connection = "close" in connection or "keep-alive" not in connection
         else:
             self.close_connection = "close" in connection
         expect = self.headers.get_all("Expect") or []
         self.awaits_continue = False
         if "100-continue" in header_tokens(expect):
-            self.awaits_continue = self.request_version != "HTTP/1.0" and self._announces_body()
+            self.awaits_continue = at_least_1_1(self._version) and self._announces_body()
             return True
         if expect and expect[0].strip(" \t"):  # Header.get("Expect") != "": its first value
             self.close_connection = True

@@ -161,6 +161,45 @@ def test_a_namespace_waits_for_its_held_content_and_its_own_finalizers(sandbox: 
     assert sandbox.get("namespaces", None, "team") is None
 
 
+def test_a_namespace_deleted_with_orphan_keeps_the_orphan_finalizer_while_its_content_remains(
+        sandbox: Sandbox, kubectl: Kubectl) -> None:
+    """pkg/registry/core/namespace/storage/storage.go Delete: shouldHaveOrphanFinalizer adds "orphan"."""
+    kubectl("create", "namespace", "o")
+    send(sandbox, "POST", "/api/v1/namespaces/o/configmaps", configmap("held", HOLD, namespace="o"))
+    kubectl("delete", "namespace", "o", "--cascade=orphan", "--wait=false")
+    terminating = json.loads(kubectl("get", "namespace", "o", "-o", "json").stdout)
+    assert terminating["metadata"]["finalizers"] == ["orphan"]
+    assert terminating["status"]["phase"] == "Terminating" and terminating["spec"]["finalizers"] == ["kubernetes"]
+    status, again = send(sandbox, "DELETE", "/api/v1/namespaces/o", {"propagationPolicy": "Background"})
+    assert status == 200 and again["metadata"]["finalizers"] == ["orphan"]  # only the first DELETE sets them
+    send(sandbox, "PATCH", "/api/v1/namespaces/o/configmaps/held", {"metadata": {"finalizers": None}}, MERGE)
+    assert sandbox.get("namespaces", None, "o") is None  # the stand-ins' finish takes the collector's finalizer too
+
+
+@pytest.mark.parametrize(("finalizers", "options", "query", "status", "written"), [
+    ([HOLD], {"propagationPolicy": "Orphan"}, "", 200, [HOLD, "orphan"]),
+    ([HOLD], {"orphanDependents": True}, "", 200, [HOLD, "orphan"]),
+    ([HOLD], None, "?propagationPolicy=Orphan", 200, [HOLD, "orphan"]),
+    ([HOLD, "orphan"], None, "", 200, [HOLD, "orphan"]),
+    ([HOLD, "orphan"], {"propagationPolicy": "Background"}, "", 200, [HOLD]),
+    (["orphan", HOLD], {"propagationPolicy": "Foreground"}, "", 200, [HOLD, "foregroundDeletion"]),
+    ([HOLD, "orphan"], {"orphanDependents": False}, "", 202, [HOLD, "foregroundDeletion"]),
+    ([], {"propagationPolicy": "Orphan"}, "", 200, ["orphan"]),
+    ([], {"orphanDependents": False}, "", 202, ["foregroundDeletion"]),
+], ids=["orphan-policy", "orphan-dependents", "orphan-query", "kept", "background-removes", "foreground-swaps",
+        "orphan-dependents-false", "empty-orphan", "empty-foreground"])
+def test_a_namespaces_first_delete_sets_the_collectors_finalizers_as_its_options_ask(
+        sandbox: Sandbox, finalizers: list[str], options: Any, query: str, status: int, written: list[str]) -> None:
+    meta: dict[str, Any] = {"name": "f", **({"finalizers": finalizers} if finalizers else {})}
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+    assert send(sandbox, "POST", "/api/v1/namespaces", namespace)[0] == 201
+    got, reply = send(sandbox, "DELETE", f"/api/v1/namespaces/f{query}", options)
+    assert (got, reply["metadata"]["finalizers"], reply["status"]["phase"]) == (status, written, "Terminating")
+    # Nothing is in it: the stand-ins finish at once, and only a finalizer not the collector's holds it.
+    live = sandbox.get("namespaces", None, "f")
+    assert (live and live["metadata"].get("finalizers")) == ([HOLD] if HOLD in finalizers else None)
+
+
 def test_a_terminating_namespace_takes_no_new_content_so_it_still_goes(sandbox: Sandbox) -> None:
     """NamespaceLifecycle admission: content created while it waits would hold it for ever."""
     send(sandbox, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "t"}})

@@ -4,7 +4,8 @@ from typing import Any
 
 import pytest
 
-from kubectl_gpushare.sandbox.selectors import SelectorError, check_field_labels, fields_match, parse_field_selector
+from kubectl_gpushare.sandbox.resources import BY_PLURAL
+from kubectl_gpushare.sandbox.selectors import SelectorError, convert_field_labels, fields_match, parse_field_selector
 
 
 def _allowed(label: str) -> str | None:
@@ -39,8 +40,8 @@ def test_field_labels_are_checked_apart_from_the_syntax() -> None:
     selector = parse_field_selector("spec.nodeName=a,foo=bar")
     assert selector == (("foo", True, "bar"), ("spec.nodeName", True, "a"))
     with pytest.raises(SelectorError, match="^field label not supported: foo$"):
-        check_field_labels(selector, _allowed)
-    check_field_labels(selector[1:], _allowed)
+        convert_field_labels(selector, _allowed, str)
+    assert convert_field_labels(selector[1:], _allowed, str) == selector[1:]
 
 
 # fields.ParseSelector (k8s.io/apimachinery/pkg/fields/selector.go): sorted terms, empty ones
@@ -76,6 +77,15 @@ def test_field_selector_errors_are_fields_parse_selectors(text: str, message: st
     assert str(refused.value) == message
 
 
+def test_pods_spec_host_is_converted_to_spec_node_name_and_its_value_kept() -> None:
+    # pkg/apis/core/v1/conversion.go: Pod's field label conversion func, for old v1 clients.
+    pods = BY_PLURAL["pods"]
+    selector = parse_field_selector("spec.host!=n1,status.podIPs=")
+    assert convert_field_labels(selector, pods.refuse_field_label, pods.convert_field_label) == (
+        ("spec.nodeName", False, "n1"), ("status.podIPs", True, ""))
+    assert pods.field_values({"metadata": {}, "status": {"podIPs": [{"ip": "10.0.0.2"}]}})["status.podIPs"] == ""
+
+
 def test_field_labels_are_checked_in_sorted_term_order() -> None:
     with pytest.raises(SelectorError, match="^field label not supported: spec.aa$"):
-        check_field_labels(parse_field_selector("spec.zz=x,spec.aa=y"), _allowed)
+        convert_field_labels(parse_field_selector("spec.zz=x,spec.aa=y"), _allowed, str)
