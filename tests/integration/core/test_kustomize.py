@@ -1,6 +1,6 @@
 """Both install trees built by the real ``kubectl kustomize``, every object checked, and the same as
-``kubectl gpushare manifests`` prints; every kustomization folder under manifests/ builds the same
-with the plugin's builder as with the real one."""
+``kubectl gpushare manifests`` prints, in the same order; every kustomization folder under manifests/
+builds the same with the plugin's builder as with the real one."""
 
 from __future__ import annotations
 
@@ -32,6 +32,10 @@ def key(doc: Doc) -> tuple[str, str, str]:
     return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
 
 
+def sequence(docs: list[Doc]) -> list[tuple[str, str, str]]:
+    return [key(doc) for doc in docs]
+
+
 def index(docs: list[Doc]) -> dict[tuple[str, str, str], Doc]:
     found = {key(doc): doc for doc in docs}
     assert len(found) == len(docs), "two objects with the same kind, namespace and name"
@@ -43,10 +47,19 @@ def tree(request: pytest.FixtureRequest) -> str:
     return "." if request.param == "base" else "managed"
 
 
-def test_plugin_prints_what_kubectl_kustomize_builds(kubectl_binaries: list[str], tree: str) -> None:
-    ours = index([doc for doc in yaml.safe_load_all(render(managed=tree == "managed")) if doc])
+INSTALLS = {"plain": ({}, "."), "managed": ({"managed": True}, "managed"), "dra": ({"dra": True}, "dra-only")}
+"""The manifests command's installs: its flags, and the folder ``kubectl kustomize`` builds for it."""
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_plugin_prints_what_kubectl_kustomize_builds_in_its_order(kubectl_binaries: list[str], install: str) -> None:
+    # kustomize's legacy order: the kinds it puts first in their order, webhooks last, then namespace, name.
+    flags, folder = INSTALLS[install]
+    ours = [doc for doc in yaml.safe_load_all(render(**flags)) if doc]
     for binary in kubectl_binaries:
-        assert index(kustomize(binary, tree)) == ours, binary
+        theirs = kustomize(binary, folder)
+        assert sequence(theirs) == sequence(ours), binary
+        assert index(theirs) == index(ours), binary
 
 
 FOLDERS = sorted(str(path.parent.relative_to(MANIFESTS)) for path in MANIFESTS.rglob("kustomization.yaml"))
@@ -59,9 +72,11 @@ def test_every_folder_is_one_the_builder_is_checked_on() -> None:
 
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_the_builder_builds_each_folder_as_kubectl_kustomize_does(kubectl_binaries: list[str], folder: str) -> None:
-    ours = index(build(MANIFESTS, folder))
+    ours = build(MANIFESTS, folder)
     for binary in kubectl_binaries:
-        assert index(kustomize(binary, folder)) == ours, binary
+        theirs = kustomize(binary, folder)
+        assert sequence(theirs) == sequence(ours), binary
+        assert index(theirs) == index(ours), binary
 
 
 def rules(doc: Doc) -> set[tuple[str, str, str, str]]:
