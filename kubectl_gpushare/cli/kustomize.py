@@ -14,7 +14,8 @@ loadrestrictions.go, RestrictionRootOnly): a folder that is, or holds, one of th
 it is a cycle, and a file must lie in or below the folder whose kustomization names it. Beyond
 kustomize, nothing may lie outside ``root``: the package ships only that tree.
 Anything else is an error, never silently skipped: the tests build every tree with the real
-``kubectl kustomize`` and require the same objects, in the same order (`legacy_order`).
+``kubectl kustomize`` and require the same objects, in the same order (`legacy_order`), and, written
+by `goyaml.dump_all`, the same bytes.
 """
 
 from __future__ import annotations
