@@ -14,12 +14,14 @@ loadrestrictions.go, RestrictionRootOnly): a folder that is, or holds, one of th
 it is a cycle, and a file must lie in or below the folder whose kustomization names it. Beyond
 kustomize, nothing may lie outside ``root``: the package ships only that tree.
 Anything else is an error, never silently skipped: the tests build every tree with the real
-``kubectl kustomize`` and require the same objects.
+``kubectl kustomize`` and require the same objects, in the same order (`legacy_order`), and, written
+by `goyaml.dump_all`, the same bytes.
 """
 
 from __future__ import annotations
 
 import posixpath
+from functools import cmp_to_key
 from importlib.resources.abc import Traversable
 from typing import Any, Final
 
@@ -42,14 +44,75 @@ def _at(root: Traversable, relative: str) -> Traversable:
 
 
 def build(root: Traversable, folder: str = ".", *, top: bool = True) -> list[Document]:
-    """The objects of the kustomization in ``folder`` (relative to ``root``), in kustomize's input order.
+    """The objects of the kustomization in ``folder`` (relative to ``root``), in the order kustomize prints them.
+
+    kustomize gathers them in input order and sorts the result once, at the end (`legacy_order`).
 
     Raises:
         KustomizeError: an unsupported field, a Component named in ``resources:`` or another kind in
             ``components:``, two objects with one id, a patch that does not apply, a missing or
             unparsable file, a cycle, or a path outside ``root`` or (for a file) its folder.
     """
-    return _accumulate(root, posixpath.normpath(folder), [], "top" if top else "resource", ())
+    return legacy_order(_accumulate(root, posixpath.normpath(folder), [], "top" if top else "resource", ()))
+
+
+_ORDER_FIRST: Final = ("Namespace", "ResourceQuota", "StorageClass", "CustomResourceDefinition", "ServiceAccount",
+                       "PodSecurityPolicy", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "ConfigMap",
+                       "Secret", "Endpoints", "Service", "LimitRange", "PriorityClass", "PersistentVolume",
+                       "PersistentVolumeClaim", "Deployment", "StatefulSet", "CronJob", "PodDisruptionBudget")
+_ORDER_LAST: Final = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+_RANK: Final = {**{kind: i - len(_ORDER_FIRST) for i, kind in enumerate(_ORDER_FIRST)},
+                **{kind: i + 1 for i, kind in enumerate(_ORDER_LAST)}}
+"""Kind -> rank: the kinds kustomize puts first (negative, in this order) and last; every other kind is 0."""
+
+
+def legacy_order(documents: list[Document]) -> list[Document]:
+    """``documents`` in kustomize's default ("legacy") order, the one ``kubectl kustomize`` prints.
+
+    As api/internal/builtins/SortOrderTransformer.go (legacyIDSorter; the same from kustomize api v0.18
+    to v0.21, kubectl 1.32 to 1.37), which api/krusty/kustomizer.go (applySortOrder) runs on the whole
+    build when the kustomization has no ``sortOptions``: first by kind, the kinds of defaultOrderFirst
+    first in that order, those of defaultOrderLast (the webhook configurations) last, every other kind
+    in between; kinds of one rank by ``group_version_kind``; objects of one group, version and kind by
+    ``Kind.version.group|namespace|name``, where no namespace is ``~X``.
+    """
+    return sorted(documents, key=cmp_to_key(_legacy_compare))
+
+
+def _legacy_compare(left: Document, right: Document) -> int:
+    """legacyIDSorter.Less and gvkLessThan, as a three-way comparison."""
+    (l_group, l_version, l_kind), (r_group, r_version, r_kind) = _gvk(left), _gvk(right)
+    if (l_group, l_version, l_kind) != (r_group, r_version, r_kind):
+        if _RANK.get(l_kind, 0) != _RANK.get(r_kind, 0):
+            return -1 if _RANK.get(l_kind, 0) < _RANK.get(r_kind, 0) else 1
+        first = "_".join((l_group or "~G", l_version or "~V", l_kind or "~K"))
+        second = "_".join((r_group or "~G", r_version or "~V", r_kind or "~K"))
+        if l_kind == r_kind == "Namespace" and "" in (l_group, r_group):
+            first, second = second, first  # the core Namespace before a CRD's (kustomize PR #5458, api v0.18)
+        return -1 if first < second else 1
+    first, second = _legacy_id(left), _legacy_id(right)
+    return -1 if first < second else 1 if first > second else 0
+
+
+def _gvk(doc: Document) -> tuple[str, str, str]:
+    """(group, version, kind), the apiVersion split at its first ``/`` (kyaml/resid/gvk.go, ParseGroupVersion)."""
+    api_version = _text(doc.get("apiVersion"))
+    group, slash, version = api_version.partition("/")
+    return (group, version, _text(doc.get("kind"))) if slash else ("", api_version, _text(doc.get("kind")))
+
+
+def _legacy_id(doc: Document) -> str:
+    """legacyResIDSortString: ``Kind.version.group|namespace|name`` (kyaml/resid/gvk.go, Gvk.String)."""
+    group, version, kind = _gvk(doc)
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return "|".join((".".join((kind or "[noKind]", version or "[noVer]", group or "[noGrp]")),
+                     _text(meta.get("namespace")) or "~X", _text(meta.get("name")) or "~N"))
+
+
+def _text(value: object) -> str:
+    """A field as text; an absent or null one is empty, as kyaml reads it."""
+    return "" if value is None else str(value)
 
 
 def _load(root: Traversable, path: str) -> list[Any]:

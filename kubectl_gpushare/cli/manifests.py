@@ -2,7 +2,7 @@
 
 The kustomize trees in the repository's ``manifests/`` folder are the single source: the package
 ships them through the ``_manifests`` link, and this command builds them (`kustomize.build`) into
-the same objects ``kubectl kustomize manifests/`` (or ``manifests/managed``, ``manifests/dra-only``) prints.
+the same stream ``kubectl kustomize manifests/`` (or ``manifests/managed``, ``manifests/dra-only``) prints.
 Every install carries the ClusterRole ``gpushare-viewer`` (``manifests/viewer``, listed by ``base`` and
 by ``dra-only``); ``manifests/dra`` is the driver's kustomize Component, which ``dra-only`` and mixed
 overlays list, and which kustomize also builds on its own (the driver without the viewer, as before).
@@ -73,11 +73,15 @@ def render(*, managed: bool = False, dra: bool = False, only: str = "all", image
            scheduler_image: str = SCHEDULER_IMAGE) -> str:
     """The chosen tree (or one component of it) as one YAML stream, with the images replaced.
 
+    The stream is what ``kubectl kustomize`` prints for the tree, byte for byte (kustomize's object
+    order, `kustomize.legacy_order`, and its YAML, `goyaml.dump_all`); ``--only`` keeps a part of it.
+
     Raises:
         kustomize.KustomizeError: the shipped tree does not build (a packaging bug).
     """
     import yaml
 
+    from kubectl_gpushare.cli.goyaml import dump_all
     from kubectl_gpushare.cli.kustomize import build
 
     if only == "scheduler-config":
@@ -87,7 +91,7 @@ def render(*, managed: bool = False, dra: bool = False, only: str = "all", image
         wanted = {_key(doc) for doc in yaml.safe_load_all(read_manifest(only)) if doc}
         documents = [doc for doc in documents if _key(doc) in wanted]
     swapped = [_swap(doc, ((DEFAULT_IMAGE, image), (SCHEDULER_IMAGE, scheduler_image))) for doc in documents]
-    return yaml.safe_dump_all(swapped, sort_keys=False, default_flow_style=False, explicit_start=False)
+    return dump_all(swapped)
 
 
 def _swap(node: object, images: tuple[tuple[str, str], ...]) -> object:

@@ -1,19 +1,22 @@
 """Both install trees built by the real ``kubectl kustomize``, every object checked, and the same as
-``kubectl gpushare manifests`` prints; every kustomization folder under manifests/ builds the same
-with the plugin's builder as with the real one."""
+``kubectl gpushare manifests`` prints, byte for byte; every kustomization folder under manifests/
+builds the same with the plugin's builder as with the real one."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner, Result
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.cli.goyaml import dump_all
 from kubectl_gpushare.cli.kustomize import build
-from kubectl_gpushare.cli.manifests import DEFAULT_IMAGE, SCHEDULER_IMAGE, render
+from kubectl_gpushare.cli.manifests import COMPONENTS, DEFAULT_IMAGE, SCHEDULER_IMAGE, manifests_command
 
 pytestmark = pytest.mark.integration
 
@@ -21,11 +24,16 @@ MANIFESTS = Path(__file__).resolve().parents[3] / "manifests"
 Doc = dict[str, Any]
 
 
-def kustomize(binary: str, tree: str) -> list[Doc]:
+def printed(binary: str, tree: str | Path) -> str:
+    """What ``kubectl kustomize`` prints for ``tree`` (a folder of manifests/, or any absolute path)."""
     result = subprocess.run([binary, "kustomize", str(MANIFESTS / tree)], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    return result.stdout
+
+
+def kustomize(binary: str, tree: str) -> list[Doc]:
+    return [doc for doc in yaml.safe_load_all(printed(binary, tree)) if doc]
 
 
 def key(doc: Doc) -> tuple[str, str, str]:
@@ -43,10 +51,38 @@ def tree(request: pytest.FixtureRequest) -> str:
     return "." if request.param == "base" else "managed"
 
 
-def test_plugin_prints_what_kubectl_kustomize_builds(kubectl_binaries: list[str], tree: str) -> None:
-    ours = index([doc for doc in yaml.safe_load_all(render(managed=tree == "managed")) if doc])
+INSTALLS = {"plain": ((), "."), "managed": (("--managed",), "managed"), "dra": (("--dra",), "dra-only")}
+"""The manifests command's installs: its flags, and the folder ``kubectl kustomize`` builds for it."""
+
+
+def manifests(*args: str) -> Result:
+    return CliRunner().invoke(manifests_command, args, catch_exceptions=False)
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_plugin_prints_what_kubectl_kustomize_prints_byte_for_byte(kubectl_binaries: list[str], install: str) -> None:
+    # Same objects, in kustomize's order (kinds it puts first, webhooks last), same keys and quoting.
+    flags, folder = INSTALLS[install]
+    ours = manifests(*flags)
+    assert ours.exit_code == 0, ours.output
     for binary in kubectl_binaries:
-        assert index(kustomize(binary, tree)) == ours, binary
+        assert ours.output == printed(binary, folder), binary
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_only_prints_its_objects_as_kubectl_kustomize_prints_them(kubectl_binaries: list[str], install: str) -> None:
+    flags, folder = INSTALLS[install]
+    parts = [part for part in re.split(r"(?m)^---\n", printed(kubectl_binaries[0], folder)) if part]
+    checked = 0
+    for component in set(COMPONENTS) - {"scheduler-config"}:
+        ours = manifests(*flags, "--only", component)
+        if ours.exit_code == 2:  # not part of this install: the command says so
+            continue
+        wanted = {key(doc) for doc in yaml.safe_load_all(ours.output)}
+        assert wanted, component
+        assert ours.output == "---\n".join(part for part in parts if key(yaml.safe_load(part)) in wanted), component
+        checked += 1
+    assert checked >= 3
 
 
 FOLDERS = sorted(str(path.parent.relative_to(MANIFESTS)) for path in MANIFESTS.rglob("kustomization.yaml"))
@@ -59,9 +95,87 @@ def test_every_folder_is_one_the_builder_is_checked_on() -> None:
 
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_the_builder_builds_each_folder_as_kubectl_kustomize_does(kubectl_binaries: list[str], folder: str) -> None:
-    ours = index(build(MANIFESTS, folder))
+    ours = dump_all(build(MANIFESTS, folder))
     for binary in kubectl_binaries:
-        assert index(kustomize(binary, folder)) == ours, binary
+        assert ours == printed(binary, folder), binary
+
+
+UNUSUAL = r"""
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: a-hook}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: z-hook}
+---
+apiVersion: example.io/v1
+kind: Namespace
+metadata: {name: a-crd-namespace}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: z-core-namespace}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: ds, namespace: b}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: ds0}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: ds, namespace: a}
+---
+apiVersion: zeta.io/v1
+kind: Widget
+metadata: {name: w}
+---
+apiVersion: alpha.io/v2
+kind: Widget
+metadata: {name: w}
+---
+apiVersion: alpha.io/v1
+kind: Widget
+metadata: {name: w}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d, annotations: {empty: "", n: "1"}}
+spec: {replicas: 2, paused: false, revisionHistoryLimit: null, strategy: {}, selector: {matchLabels: {}},
+       template: {spec: {containers: [], volumes: [{name: a, emptyDir: {}}, {name: b}]}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: values
+  labels: {a10: x, a2: x, A: x, _b: x, "1": x, b-1: x, b.1: x, b1: x, a02: x, a002: x, é: x, Z: x}
+data:
+  {empty: "", t: "true", y: "y", N: "N", octal: "017", octal2: "0o17", hex: "0x1F", bin: "0b101", exp: "1e3",
+   dot: ".5", dotx: ".x", b60: "1:20", date: "2024-01-02", stamp: "2001-12-14T21:59:43.10Z", num: "12345",
+   under: "1_000", tilde: "~", nul: "null", colon: "a: b", hash: "a #b", lead: " lead", trail: "trail ",
+   star: "*x", bang: "!x", dash: "- x", quote: "'x'", dq: '"x"', uni: "größe ✓", minus: "-", ip: "10.0.0.1",
+   version: "1.2", inf: ".inf", tab: "a\tb", multi: "one\ntwo\n", multi2: "one\ntwo", multi3: "one\n\n",
+   multi4: " lead\nx", long: "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor
+   incididunt ut labore et dolore magna aliqua", word: "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij\
+   abcdefghijabcdefghij"}
+"""
+
+
+def test_builder_orders_and_writes_unusual_objects_as_kubectl_kustomize_does(
+    kubectl_binaries: list[str], tmp_path: Path
+) -> None:
+    # Kinds first and last, other kinds by group and version, then namespace (none last) and name;
+    # keys in go-yaml's order (a2 before a10), and strings quoted, folded or in blocks as kustomize does.
+    (tmp_path / "objects.yaml").write_text(UNUSUAL, encoding="utf-8")
+    (tmp_path / "kustomization.yaml").write_text("resources: [objects.yaml]\n")
+    ours = dump_all(build(tmp_path))
+    assert [(doc["kind"], doc["metadata"]["name"]) for doc in yaml.safe_load_all(ours)][:3] == [
+        ("Namespace", "z-core-namespace"), ("Namespace", "a-crd-namespace"), ("ConfigMap", "values")]
+    for binary in kubectl_binaries:
+        assert ours == printed(binary, tmp_path), binary
 
 
 def rules(doc: Doc) -> set[tuple[str, str, str, str]]:

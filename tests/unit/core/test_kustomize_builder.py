@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubectl_gpushare.cli.kustomize import KustomizeError, apply_operation, build
+from kubectl_gpushare.cli.kustomize import KustomizeError, apply_operation, build, legacy_order
 
 
 def test_operations_add_append_replace_remove() -> None:
@@ -202,3 +202,51 @@ def test_undecodable_deep_or_misshapen_files_are_one_line_errors(
     with pytest.raises(KustomizeError) as caught:
         build(tmp_path)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def obj(api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, object]:
+    meta = {"name": name} if namespace is None else {"name": name, "namespace": namespace}
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta}
+
+
+def test_legacy_order_puts_kustomizes_first_kinds_first_and_webhooks_last() -> None:
+    # kustomize's SortOrderTransformer (legacyIDSorter): defaultOrderFirst in its order, defaultOrderLast
+    # last, every other kind between them by group_version_kind ("~G" for the core group).
+    objects = [obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "v"),
+               obj("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "m"),
+               obj("apps/v1", "DaemonSet", "ds", "kube-system"),
+               obj("v1", "Pod", "p", "kube-system"),
+               obj("apps/v1", "Deployment", "d", "kube-system"),
+               obj("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "vap"),
+               obj("rbac.authorization.k8s.io/v1", "ClusterRole", "c"),
+               obj("v1", "ServiceAccount", "sa", "kube-system"),
+               obj("v1", "Namespace", "ns")]
+    assert [doc["kind"] for doc in legacy_order(objects)] == [
+        "Namespace", "ServiceAccount", "ClusterRole", "Deployment", "ValidatingAdmissionPolicy", "DaemonSet", "Pod",
+        "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+
+
+def test_legacy_order_within_a_kind_is_by_version_group_then_namespace_none_last_then_name() -> None:
+    # legacyResIDSortString: Kind.version.group|namespace|name, no namespace spelt "~X".
+    objects = [obj("apps/v1", "DaemonSet", "a"), obj("apps/v1", "DaemonSet", "b", "x"),
+               obj("apps/v1", "DaemonSet", "a", "y"), obj("apps/v1", "DaemonSet", "a", "x")]
+    assert [(doc["metadata"].get("namespace"), doc["metadata"]["name"]) for doc in legacy_order(objects)] == [
+        ("x", "a"), ("x", "b"), ("y", "a"), (None, "a")]
+
+
+def test_legacy_order_puts_the_core_namespace_before_another_groups_namespace() -> None:
+    # gvkLessThan's one exception (kustomize #5458): "example.io_v1_Namespace" sorts before "~G_v1_Namespace".
+    ordered = legacy_order([obj("example.io/v1", "Namespace", "a"), obj("v1", "Namespace", "z")])
+    assert [doc["apiVersion"] for doc in ordered] == ["v1", "example.io/v1"]
+
+
+def test_legacy_order_takes_objects_without_kind_or_metadata() -> None:
+    ordered = legacy_order([{"kind": "Service", "metadata": "hostile"}, {"apiVersion": "v1"}, {"kind": None}])
+    assert len(ordered) == 3
+
+
+def test_build_prints_in_legacy_order_not_input_order(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n---\n"
+                                     "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
+    (tmp_path / "kustomization.yaml").write_text("resources: [a.yaml]\n")
+    assert [doc["kind"] for doc in build(tmp_path)] == ["Service", "Deployment"]
