@@ -1268,16 +1268,14 @@ class Api:
             )
         # DeleteResource (handlers/delete.go) answers 202 for orphanDependents=false where the object was
         # not deleted at once, else 200: an object held by finalizers (store.go Delete returns it marked),
-        # and a namespace always (storage.go Delete leaves its removal to the namespace controller).
-        accepted = options.get("orphanDependents") is False and (not deleted or resource.plural == "namespaces")
-        if not deleted:
-            return json_response(202 if accepted else 200, obj)
-        if resource.plural in ("pods", "namespaces"):
+        # and a namespace always (storage.go Delete returns its first update, wasDeleted false, and leaves
+        # its removal to the namespace controller), whatever the stand-in controllers did since.
+        if not deleted or resource.plural == "namespaces":
+            return json_response(202 if options.get("orphanDependents") is False else 200, obj)
+        if resource.plural == "pods":
             obj["metadata"].setdefault("deletionTimestamp", objects.now())
             obj["metadata"].setdefault("deletionGracePeriodSeconds", 0)
-            if resource.plural == "namespaces":
-                obj.setdefault("status", {})["phase"] = "Terminating"
-            return json_response(202 if accepted else 200, obj)
+            return json_response(200, obj)
         details = {"name": target.name, "kind": resource.plural, "uid": meta.get("uid", "")}
         if resource.group:
             details["group"] = resource.group
