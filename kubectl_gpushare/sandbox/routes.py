@@ -716,6 +716,50 @@ def _go_json_type(value: object) -> str:
     return names.get(type(value), "null")
 
 
+_DELETE_OPTION_TYPES: Final[dict[str, tuple[str, type]]] = {
+    "gracePeriodSeconds": ("int64", int),
+    "preconditions": ("v1.Preconditions", dict),
+    "orphanDependents": ("bool", bool),
+    "propagationPolicy": ("v1.DeletionPropagation", str),
+    "dryRun": ("[]string", list),
+}
+"""DeleteOptions' fields (k8s.io/apimachinery/pkg/apis/meta/v1/types.go), Go type and JSON decoded type."""
+_PRECONDITION_TYPES: Final = {"uid": "types.UID", "resourceVersion": "string"}
+_INT64: Final = range(-(1 << 63), 1 << 63)
+
+
+def _mistyped_delete_option(body: dict[str, Any]) -> str | None:
+    """The first DeleteOptions field in ``body`` Go's decoder refuses, in ``UnmarshalTypeError``'s words.
+
+    Go's encoding/json (sigs.k8s.io/json) reports the earliest mistyped value in body order, named by its
+    innermost struct and its field path; the delete handlers (handlers/delete.go, since kube-apiserver
+    1.35, kubernetes/kubernetes#133358) answer it as a 400 BadRequest (a 500 before). A JSON null is an
+    unset field, and a null ``dryRun`` element the empty string Go leaves there (replaced in ``body``).
+    Differs: a number that is no int64 is shown as Python prints it, not as the literal sent.
+    """
+    for name, value in body.items():
+        if value is None or name not in _DELETE_OPTION_TYPES:
+            continue
+        go_type, wanted = _DELETE_OPTION_TYPES[name]
+        struct, shown = f"DeleteOptions.{name}", _go_json_type(value)
+        if wanted is int and shown == "number" and not (isinstance(value, int) and value in _INT64):
+            return f"json: cannot unmarshal number {value} into Go struct field {struct} of type {go_type}"
+        if isinstance(value, bool) is not (wanted is bool) or not isinstance(value, wanted):
+            return f"json: cannot unmarshal {shown} into Go struct field {struct} of type {go_type}"
+        if isinstance(value, list):  # dryRun
+            for index, item in enumerate(value):
+                if item is None:
+                    value[index] = ""
+                elif not isinstance(item, str):
+                    return f"json: cannot unmarshal {_go_json_type(item)} into Go struct field {struct} of type string"
+        if isinstance(value, dict):  # preconditions
+            for key, inner in value.items():
+                if key in _PRECONDITION_TYPES and inner is not None and not isinstance(inner, str):
+                    return (f"json: cannot unmarshal {_go_json_type(inner)} into Go struct field "
+                            f"Preconditions.preconditions.{key} of type {_PRECONDITION_TYPES[key]}")
+    return None
+
+
 class Api:
     """The REST semantics over a `Store` (one per sandbox).
 
@@ -1215,25 +1259,9 @@ class Api:
             return {}
         if not isinstance(body, dict):
             raise errors.bad_request("DeleteOptions must be a JSON object")
-        preconditions = body.get("preconditions")
-        if preconditions is not None and (
-            not isinstance(preconditions, dict)
-            or not all(isinstance(preconditions.get(k, ""), (str, type(None))) for k in ("uid", "resourceVersion"))
-        ):
-            raise errors.bad_request(
-                "json: cannot unmarshal into Go struct field DeleteOptions.preconditions of type v1.Preconditions"
-            )
-        dry_run = body.get("dryRun")
-        if dry_run is not None and (not isinstance(dry_run, list) or not all(isinstance(d, str) for d in dry_run)):
-            raise errors.bad_request(
-                "json: cannot unmarshal into Go struct field DeleteOptions.dryRun of type []string"
-            )
-        policy = body.get("propagationPolicy")
-        if policy is not None and not isinstance(policy, str):
-            raise errors.bad_request(
-                "json: cannot unmarshal into Go struct field DeleteOptions.propagationPolicy of type "
-                "v1.DeletionPropagation"
-            )
+        mistyped = _mistyped_delete_option(body)
+        if mistyped is not None:
+            raise errors.bad_request(mistyped)
         return body
 
     def _delete(self, request: Request, target: Target) -> Response:
