@@ -760,6 +760,29 @@ def _mistyped_delete_option(body: dict[str, Any]) -> str | None:
     return None
 
 
+def _delete_precondition_refused(
+    resource: Resource, name: str, meta: Mapping[str, Any], preconditions: Mapping[str, Any]
+) -> errors.ApiError | None:
+    """The 409 for a DELETE whose ``preconditions`` the object fails, None when it meets them.
+
+    A precondition is set when it is not null, so an empty ``uid`` or ``resourceVersion`` fails too.
+    A namespace's storage (pkg/registry/core/namespace/storage/storage.go ``Delete``) checks them in its
+    own words on ``namespaces``; every other kind's store.go ``Delete`` first calls ``rest.BeforeDelete``
+    (k8s.io/apiserver/pkg/registry/rest/delete.go), whose conflict names the kind, not the resource.
+    """
+    checks = (("uid", "UID", "deleted and then recreated"), ("resourceVersion", "ResourceVersion", "modified"))
+    for key, label, why in checks:
+        wanted, found = preconditions.get(key), meta.get(key, "")
+        if wanted is None or wanted == found:
+            continue
+        if resource.plural == "namespaces":
+            return errors.conflict("namespaces", name, f"Precondition failed: {label} in precondition: {wanted}, "
+                                   f"{label} in object meta: {found}")
+        return errors.conflict(resource.kind, name, f"the {label} in the precondition ({wanted}) does not match the "
+                               f"{label} in record ({found}). The object might have been {why}", resource.group)
+    return None
+
+
 class Api:
     """The REST semantics over a `Store` (one per sandbox).
 
@@ -1273,22 +1296,9 @@ class Api:
             entry = self._entry(target)
             obj = entry.object()
             meta = obj["metadata"]
-            pre = options.get("preconditions") or {}
-            if pre.get("uid") and pre["uid"] != meta.get("uid"):
-                raise errors.conflict(
-                    resource.plural,
-                    target.name,
-                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}",
-                    resource.group,
-                )
-            if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-                raise errors.conflict(
-                    resource.plural,
-                    target.name,
-                    f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-                    f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
-                    resource.group,
-                )
+            refused = _delete_precondition_refused(resource, target.name, meta, options.get("preconditions") or {})
+            if refused is not None:
+                raise refused
             self._admit(request, target, "DELETE", None, obj, dry_run)
             obj, deleted = finalization.delete(
                 self.store, resource.plural, object_key(target.namespace, target.name), dry_run=dry_run,

@@ -177,6 +177,35 @@ def test_a_mistyped_delete_option_is_a_400_in_go_decoders_words_and_deletes_noth
     assert "deletionTimestamp" not in sandbox.get("namespaces", None, "doomed")["metadata"]
 
 
+@pytest.mark.parametrize(("path", "plural", "namespace", "words"), [
+    (CONFIGMAPS + "/a", "configmaps", "default", 'ConfigMap "a": the {f} in the precondition ({want}) does not match '
+                                                  "the {f} in record ({got}). The object might have been {why}"),
+    ("/apis/coordination.k8s.io/v1/namespaces/default/leases/a", "leases", "default",
+     'Lease.coordination.k8s.io "a": the {f} in the precondition ({want}) does not match the {f} in record ({got}). '
+     "The object might have been {why}"),
+    ("/api/v1/namespaces/a", "namespaces", None,
+     'namespaces "a": Precondition failed: {f} in precondition: {want}, {f} in object meta: {got}'),
+], ids=["configmap", "grouped-kind", "namespace"])
+def test_a_delete_precondition_set_to_empty_still_fails_in_its_stores_words(
+        sandbox: Sandbox, path: str, plural: str, namespace: str | None, words: str) -> None:
+    # A set precondition is a non-nil pointer, compared as it is: rest.BeforeDelete (registry/rest/delete.go)
+    # for store.go's kinds, pkg/registry/core/namespace/storage/storage.go Delete for a namespace.
+    seed(sandbox, "a")
+    sandbox.load([{"kind": "Namespace", "metadata": {"name": "a"}},
+                  {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "a",
+                                                                                       "namespace": "default"}}])
+    meta = sandbox.get(plural, namespace, "a")["metadata"]
+    for pre, label, key, why in (({"uid": ""}, "UID", "uid", "deleted and then recreated"),
+                                 ({"uid": meta["uid"], "resourceVersion": ""}, "ResourceVersion", "resourceVersion",
+                                  "modified")):
+        status, answer = call(sandbox, "DELETE", path, {"preconditions": pre})
+        message = "Operation cannot be fulfilled on " + words.format(f=label, want="", got=meta[key], why=why)
+        assert (status, answer["reason"], answer["message"]) == (409, "Conflict", message)
+        assert "deletionTimestamp" not in sandbox.get(plural, namespace, "a")["metadata"]
+    pre = {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
+    assert call(sandbox, "DELETE", path, {"preconditions": pre})[0] == 200
+
+
 def test_kubectl_server_dry_run_still_works(sandbox: Sandbox, kubectl: Kubectl) -> None:
     seed(sandbox, "a")
     out = kubectl("delete", "configmap", "a", "--dry-run=server")
