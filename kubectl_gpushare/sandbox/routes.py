@@ -39,7 +39,7 @@ from kubectl_gpushare.sandbox import (
 )
 from kubectl_gpushare.sandbox.admission import Admission, Attributes
 from kubectl_gpushare.sandbox.errors import ApiError
-from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for
+from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for, verbs_of
 from kubectl_gpushare.sandbox.selectors import (
     FieldSelector,
     LabelSelector,
@@ -248,7 +248,7 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
             raise errors.path_not_found()
         raise errors.method_not_allowed()
     verb = _verb(method, named, sub, query)
-    if resource.plural == "bindings" and verb != "create":
+    if not sub and verb not in verbs_of(resource):
         raise errors.method_not_allowed()
     if named and not name:
         raise errors.bad_request(EMPTY_NAME)

@@ -228,6 +228,20 @@ def test_a_namespaces_delete_replies_with_its_stored_update_which_watchers_see_b
     assert [(kind, name) for kind, name, _ in events[2:]] == [("DELETED", "e")]  # w stays: its content is held
 
 
+def test_namespaces_have_no_deletecollection_so_none_bypasses_their_delete(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    """storage.go's REST has no DeleteCollection: the installer offers no such verb and the route is a 405."""
+    sandbox.load([{"kind": "Namespace", "metadata": {"name": "kept", "labels": {"team": "t"}}}])
+    discovery = send(sandbox, "GET", "/api/v1")[1]
+    verbs = {r["name"]: r["verbs"] for r in discovery["resources"]}
+    assert "deletecollection" not in verbs["namespaces"] and "deletecollection" in verbs["configmaps"]
+    status, refused = send(sandbox, "DELETE", "/api/v1/namespaces?fieldSelector=metadata.name%3Dkept")
+    assert (status, refused["reason"]) == (405, "MethodNotAllowed")
+    assert sandbox.get("namespaces", None, "kept") is not None
+    # kubectl deletes selected namespaces one by one, each by storage.go's Delete.
+    assert kubectl("delete", "namespaces", "-l", "team=t", "--wait=false").stdout == 'namespace "kept" deleted\n'
+    assert sandbox.get("namespaces", None, "kept") is None
+
+
 def test_a_terminating_namespace_takes_no_new_content_so_it_still_goes(sandbox: Sandbox) -> None:
     """NamespaceLifecycle admission: content created while it waits would hold it for ever."""
     send(sandbox, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "t"}})
