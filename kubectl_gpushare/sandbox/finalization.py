@@ -158,19 +158,27 @@ def namespace_gc_finalizers(finalizers: list[str], options: Mapping[str, Any]) -
 def _delete_namespace(
     store: Store, namespace: dict[str, Any], dry_run: bool, options: Mapping[str, Any]
 ) -> tuple[dict[str, Any], bool]:
+    """storage.go ``Delete``'s first update, stored before the controllers act; a later DELETE changes nothing.
+
+    The reply is that update (``GuaranteedUpdate``'s ``out``, its new resourceVersion included), and
+    watchers see the namespace Terminating before its content goes, as the namespace controller acts
+    on that update. A dry run writes nothing and replies with the update it would have made.
+    """
     meta = namespace["metadata"]
-    if not meta.get("deletionTimestamp"):  # storage.go Delete's first update; a later DELETE changes nothing
+    name = meta["name"]
+    if not meta.get("deletionTimestamp"):
         meta["deletionTimestamp"] = objects.now()
+        namespace.setdefault("status", {})["phase"] = "Terminating"
         finalizers = namespace_gc_finalizers(meta.get("finalizers") or [], options)
         if finalizers:
             meta["finalizers"] = finalizers
         else:
             meta.pop("finalizers", None)
-    namespace.setdefault("status", {})["phase"] = "Terminating"
-    written = copy.deepcopy(namespace)  # what storage.go replies: the update, before any controller acts on it
+        if not dry_run:
+            store.put("namespaces", name, namespace)
     if dry_run:
-        return written, not [f for f in meta.get("finalizers") or [] if f not in GC_FINALIZERS]
-    name = meta["name"]
+        return namespace, False
+    written = copy.deepcopy(namespace)
     for resource in BY_PLURAL.values():  # the namespace controller's deleteAllContent, at once
         if not resource.namespaced or resource.plural == "bindings":
             continue

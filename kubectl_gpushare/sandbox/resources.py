@@ -294,7 +294,14 @@ def resource_for(group: str, version: str, plural: str) -> Resource | None:
 
 
 def verbs_of(resource: Resource) -> tuple[str, ...]:
-    """The verbs discovery advertises for a resource."""
+    """The verbs discovery advertises for a resource, and the only ones its routes take.
+
+    kube-apiserver's installer (k8s.io/apiserver/pkg/endpoints/installer.go) offers a verb where the
+    storage implements it: namespaces' REST (pkg/registry/core/namespace/storage/storage.go) wraps its
+    store without a ``DeleteCollection``, so a DELETE of the collection is go-restful's 405.
+    """
     if resource.plural == "bindings":
         return ("create",)
+    if resource.plural == "namespaces":
+        return tuple(verb for verb in ALL_VERBS if verb != "deletecollection")
     return ALL_VERBS

@@ -39,7 +39,7 @@ from kubectl_gpushare.sandbox import (
 )
 from kubectl_gpushare.sandbox.admission import Admission, Attributes
 from kubectl_gpushare.sandbox.errors import ApiError
-from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for
+from kubectl_gpushare.sandbox.resources import BY_PLURAL, Resource, resource_for, verbs_of
 from kubectl_gpushare.sandbox.selectors import (
     FieldSelector,
     LabelSelector,
@@ -248,7 +248,7 @@ def resolve(method: str, path: str, query: Mapping[str, str]) -> Target:
             raise errors.path_not_found()
         raise errors.method_not_allowed()
     verb = _verb(method, named, sub, query)
-    if resource.plural == "bindings" and verb != "create":
+    if not sub and verb not in verbs_of(resource):
         raise errors.method_not_allowed()
     if named and not name:
         raise errors.bad_request(EMPTY_NAME)
@@ -714,6 +714,73 @@ def _go_json_type(value: object) -> str:
         return "number"
     names: dict[type, str] = {str: "string", list: "array", dict: "object"}
     return names.get(type(value), "null")
+
+
+_DELETE_OPTION_TYPES: Final[dict[str, tuple[str, type]]] = {
+    "gracePeriodSeconds": ("int64", int),
+    "preconditions": ("v1.Preconditions", dict),
+    "orphanDependents": ("bool", bool),
+    "propagationPolicy": ("v1.DeletionPropagation", str),
+    "dryRun": ("[]string", list),
+}
+"""DeleteOptions' fields (k8s.io/apimachinery/pkg/apis/meta/v1/types.go), Go type and JSON decoded type."""
+_PRECONDITION_TYPES: Final = {"uid": "types.UID", "resourceVersion": "string"}
+_INT64: Final = range(-(1 << 63), 1 << 63)
+
+
+def _mistyped_delete_option(body: dict[str, Any]) -> str | None:
+    """The first DeleteOptions field in ``body`` Go's decoder refuses, in ``UnmarshalTypeError``'s words.
+
+    Go's encoding/json (sigs.k8s.io/json) reports the earliest mistyped value in body order, named by its
+    innermost struct and its field path; the delete handlers (handlers/delete.go, since kube-apiserver
+    1.35, kubernetes/kubernetes#133358) answer it as a 400 BadRequest (a 500 before). A JSON null is an
+    unset field, and a null ``dryRun`` element the empty string Go leaves there (replaced in ``body``).
+    Differs: a number that is no int64 is shown as Python prints it, not as the literal sent.
+    """
+    for name, value in body.items():
+        if value is None or name not in _DELETE_OPTION_TYPES:
+            continue
+        go_type, wanted = _DELETE_OPTION_TYPES[name]
+        struct, shown = f"DeleteOptions.{name}", _go_json_type(value)
+        if wanted is int and shown == "number" and not (isinstance(value, int) and value in _INT64):
+            return f"json: cannot unmarshal number {value} into Go struct field {struct} of type {go_type}"
+        if isinstance(value, bool) is not (wanted is bool) or not isinstance(value, wanted):
+            return f"json: cannot unmarshal {shown} into Go struct field {struct} of type {go_type}"
+        if isinstance(value, list):  # dryRun
+            for index, item in enumerate(value):
+                if item is None:
+                    value[index] = ""
+                elif not isinstance(item, str):
+                    return f"json: cannot unmarshal {_go_json_type(item)} into Go struct field {struct} of type string"
+        if isinstance(value, dict):  # preconditions
+            for key, inner in value.items():
+                if key in _PRECONDITION_TYPES and inner is not None and not isinstance(inner, str):
+                    return (f"json: cannot unmarshal {_go_json_type(inner)} into Go struct field "
+                            f"Preconditions.preconditions.{key} of type {_PRECONDITION_TYPES[key]}")
+    return None
+
+
+def _delete_precondition_refused(
+    resource: Resource, name: str, meta: Mapping[str, Any], preconditions: Mapping[str, Any]
+) -> errors.ApiError | None:
+    """The 409 for a DELETE whose ``preconditions`` the object fails, None when it meets them.
+
+    A precondition is set when it is not null, so an empty ``uid`` or ``resourceVersion`` fails too.
+    A namespace's storage (pkg/registry/core/namespace/storage/storage.go ``Delete``) checks them in its
+    own words on ``namespaces``; every other kind's store.go ``Delete`` first calls ``rest.BeforeDelete``
+    (k8s.io/apiserver/pkg/registry/rest/delete.go), whose conflict names the kind, not the resource.
+    """
+    checks = (("uid", "UID", "deleted and then recreated"), ("resourceVersion", "ResourceVersion", "modified"))
+    for key, label, why in checks:
+        wanted, found = preconditions.get(key), meta.get(key, "")
+        if wanted is None or wanted == found:
+            continue
+        if resource.plural == "namespaces":
+            return errors.conflict("namespaces", name, f"Precondition failed: {label} in precondition: {wanted}, "
+                                   f"{label} in object meta: {found}")
+        return errors.conflict(resource.kind, name, f"the {label} in the precondition ({wanted}) does not match the "
+                               f"{label} in record ({found}). The object might have been {why}", resource.group)
+    return None
 
 
 class Api:
@@ -1215,25 +1282,9 @@ class Api:
             return {}
         if not isinstance(body, dict):
             raise errors.bad_request("DeleteOptions must be a JSON object")
-        preconditions = body.get("preconditions")
-        if preconditions is not None and (
-            not isinstance(preconditions, dict)
-            or not all(isinstance(preconditions.get(k, ""), (str, type(None))) for k in ("uid", "resourceVersion"))
-        ):
-            raise errors.bad_request(
-                "json: cannot unmarshal into Go struct field DeleteOptions.preconditions of type v1.Preconditions"
-            )
-        dry_run = body.get("dryRun")
-        if dry_run is not None and (not isinstance(dry_run, list) or not all(isinstance(d, str) for d in dry_run)):
-            raise errors.bad_request(
-                "json: cannot unmarshal into Go struct field DeleteOptions.dryRun of type []string"
-            )
-        policy = body.get("propagationPolicy")
-        if policy is not None and not isinstance(policy, str):
-            raise errors.bad_request(
-                "json: cannot unmarshal into Go struct field DeleteOptions.propagationPolicy of type "
-                "v1.DeletionPropagation"
-            )
+        mistyped = _mistyped_delete_option(body)
+        if mistyped is not None:
+            raise errors.bad_request(mistyped)
         return body
 
     def _delete(self, request: Request, target: Target) -> Response:
@@ -1245,22 +1296,9 @@ class Api:
             entry = self._entry(target)
             obj = entry.object()
             meta = obj["metadata"]
-            pre = options.get("preconditions") or {}
-            if pre.get("uid") and pre["uid"] != meta.get("uid"):
-                raise errors.conflict(
-                    resource.plural,
-                    target.name,
-                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}",
-                    resource.group,
-                )
-            if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-                raise errors.conflict(
-                    resource.plural,
-                    target.name,
-                    f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-                    f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
-                    resource.group,
-                )
+            refused = _delete_precondition_refused(resource, target.name, meta, options.get("preconditions") or {})
+            if refused is not None:
+                raise refused
             self._admit(request, target, "DELETE", None, obj, dry_run)
             obj, deleted = finalization.delete(
                 self.store, resource.plural, object_key(target.namespace, target.name), dry_run=dry_run,
@@ -1268,16 +1306,14 @@ class Api:
             )
         # DeleteResource (handlers/delete.go) answers 202 for orphanDependents=false where the object was
         # not deleted at once, else 200: an object held by finalizers (store.go Delete returns it marked),
-        # and a namespace always (storage.go Delete leaves its removal to the namespace controller).
-        accepted = options.get("orphanDependents") is False and (not deleted or resource.plural == "namespaces")
-        if not deleted:
-            return json_response(202 if accepted else 200, obj)
-        if resource.plural in ("pods", "namespaces"):
+        # and a namespace always (storage.go Delete returns its first update, wasDeleted false, and leaves
+        # its removal to the namespace controller), whatever the stand-in controllers did since.
+        if not deleted or resource.plural == "namespaces":
+            return json_response(202 if options.get("orphanDependents") is False else 200, obj)
+        if resource.plural == "pods":
             obj["metadata"].setdefault("deletionTimestamp", objects.now())
             obj["metadata"].setdefault("deletionGracePeriodSeconds", 0)
-            if resource.plural == "namespaces":
-                obj.setdefault("status", {})["phase"] = "Terminating"
-            return json_response(202 if accepted else 200, obj)
+            return json_response(200, obj)
         details = {"name": target.name, "kind": resource.plural, "uid": meta.get("uid", "")}
         if resource.group:
             details["group"] = resource.group

@@ -149,6 +149,63 @@ def test_a_bad_delete_body_is_a_clean_400_even_with_good_query_options(sandbox: 
     assert sandbox.get("configmaps", "default", "a") is not None
 
 
+@pytest.mark.parametrize(("body", "message"), [
+    ({"orphanDependents": "true"}, "string into Go struct field DeleteOptions.orphanDependents of type bool"),
+    ({"orphanDependents": 1, "propagationPolicy": "Orphan"},
+     "number into Go struct field DeleteOptions.orphanDependents of type bool"),
+    ({"gracePeriodSeconds": "0"}, "string into Go struct field DeleteOptions.gracePeriodSeconds of type int64"),
+    ({"gracePeriodSeconds": 1.5}, "number 1.5 into Go struct field DeleteOptions.gracePeriodSeconds of type int64"),
+    ({"gracePeriodSeconds": True}, "bool into Go struct field DeleteOptions.gracePeriodSeconds of type int64"),
+    ({"preconditions": "x"}, "string into Go struct field DeleteOptions.preconditions of type v1.Preconditions"),
+    ({"preconditions": {"uid": 7}}, "number into Go struct field Preconditions.preconditions.uid of type types.UID"),
+    ({"dryRun": ["All", 1]}, "number into Go struct field DeleteOptions.dryRun of type string"),
+    ({"propagationPolicy": ["Orphan"], "orphanDependents": "x"},  # the first in the body is the one named
+     "array into Go struct field DeleteOptions.propagationPolicy of type v1.DeletionPropagation"),
+], ids=["orphan-string", "orphan-number-with-policy", "grace-string", "grace-float", "grace-bool",
+        "preconditions-string", "precondition-uid-number", "dry-run-element", "first-in-body"])
+@pytest.mark.parametrize("path", [CONFIGMAPS + "/a", CONFIGMAPS, "/api/v1/namespaces/doomed"],
+                         ids=["delete", "deletecollection", "namespace"])
+def test_a_mistyped_delete_option_is_a_400_in_go_decoders_words_and_deletes_nothing(
+        sandbox: Sandbox, path: str, body: dict[str, Any], message: str) -> None:
+    # handlers/delete.go wraps the DeleteOptions decode error as a BadRequest (kubernetes#133358, 1.35):
+    # Go's UnmarshalTypeError, never a delete that ignores the field or a 422 about another one.
+    seed(sandbox, "a")
+    sandbox.load([{"kind": "Namespace", "metadata": {"name": "doomed"}}])
+    status, answer = call(sandbox, "DELETE", path, body)
+    assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", f"json: cannot unmarshal {message}")
+    assert sandbox.get("configmaps", "default", "a") is not None
+    assert "deletionTimestamp" not in sandbox.get("namespaces", None, "doomed")["metadata"]
+
+
+@pytest.mark.parametrize(("path", "plural", "namespace", "words"), [
+    (CONFIGMAPS + "/a", "configmaps", "default", 'ConfigMap "a": the {f} in the precondition ({want}) does not match '
+                                                  "the {f} in record ({got}). The object might have been {why}"),
+    ("/apis/coordination.k8s.io/v1/namespaces/default/leases/a", "leases", "default",
+     'Lease.coordination.k8s.io "a": the {f} in the precondition ({want}) does not match the {f} in record ({got}). '
+     "The object might have been {why}"),
+    ("/api/v1/namespaces/a", "namespaces", None,
+     'namespaces "a": Precondition failed: {f} in precondition: {want}, {f} in object meta: {got}'),
+], ids=["configmap", "grouped-kind", "namespace"])
+def test_a_delete_precondition_set_to_empty_still_fails_in_its_stores_words(
+        sandbox: Sandbox, path: str, plural: str, namespace: str | None, words: str) -> None:
+    # A set precondition is a non-nil pointer, compared as it is: rest.BeforeDelete (registry/rest/delete.go)
+    # for store.go's kinds, pkg/registry/core/namespace/storage/storage.go Delete for a namespace.
+    seed(sandbox, "a")
+    sandbox.load([{"kind": "Namespace", "metadata": {"name": "a"}},
+                  {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "a",
+                                                                                       "namespace": "default"}}])
+    meta = sandbox.get(plural, namespace, "a")["metadata"]
+    for pre, label, key, why in (({"uid": ""}, "UID", "uid", "deleted and then recreated"),
+                                 ({"uid": meta["uid"], "resourceVersion": ""}, "ResourceVersion", "resourceVersion",
+                                  "modified")):
+        status, answer = call(sandbox, "DELETE", path, {"preconditions": pre})
+        message = "Operation cannot be fulfilled on " + words.format(f=label, want="", got=meta[key], why=why)
+        assert (status, answer["reason"], answer["message"]) == (409, "Conflict", message)
+        assert "deletionTimestamp" not in sandbox.get(plural, namespace, "a")["metadata"]
+    pre = {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
+    assert call(sandbox, "DELETE", path, {"preconditions": pre})[0] == 200
+
+
 def test_kubectl_server_dry_run_still_works(sandbox: Sandbox, kubectl: Kubectl) -> None:
     seed(sandbox, "a")
     out = kubectl("delete", "configmap", "a", "--dry-run=server")

@@ -200,6 +200,48 @@ def test_a_namespaces_first_delete_sets_the_collectors_finalizers_as_its_options
     assert (live and live["metadata"].get("finalizers")) == ([HOLD] if HOLD in finalizers else None)
 
 
+def test_a_namespaces_delete_replies_with_its_stored_update_which_watchers_see_before_its_content_goes(
+        sandbox: Sandbox) -> None:
+    """storage.go Delete returns GuaranteedUpdate's namespace; the namespace controller acts on it after."""
+    for name in ("w", "e"):
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        status, created = send(sandbox, "POST", "/api/v1/namespaces", namespace)
+        assert status == 201
+    start = created["metadata"]["resourceVersion"]
+    send(sandbox, "POST", "/api/v1/namespaces/w/configmaps", configmap("held", HOLD, namespace="w"))
+    replies = {name: send(sandbox, "DELETE", f"/api/v1/namespaces/{name}")[1]["metadata"] for name in ("w", "e")}
+    # The reply is the update as stored, resourceVersion and all, held or not; no grace period is set on it.
+    live = sandbox.get("namespaces", None, "w")
+    assert live is not None and live["metadata"]["resourceVersion"] == replies["w"]["resourceVersion"]
+    assert all("deletionGracePeriodSeconds" not in meta for meta in replies.values())
+    held = sandbox.get("configmaps", "w", "held")
+    assert held is not None and int(held["metadata"]["resourceVersion"]) > int(replies["w"]["resourceVersion"])
+    connection = http.client.HTTPConnection("127.0.0.1", sandbox.port, timeout=10)
+    try:
+        connection.request("GET", f"/api/v1/namespaces?watch=true&resourceVersion={start}&timeoutSeconds=1")
+        events = [(e["type"], e["object"]["metadata"]["name"], e["object"]["metadata"]["resourceVersion"])
+                  for e in map(json.loads, connection.getresponse().read().splitlines())]
+    finally:
+        connection.close()
+    assert events[:2] == [("MODIFIED", "w", replies["w"]["resourceVersion"]),
+                          ("MODIFIED", "e", replies["e"]["resourceVersion"])]
+    assert [(kind, name) for kind, name, _ in events[2:]] == [("DELETED", "e")]  # w stays: its content is held
+
+
+def test_namespaces_have_no_deletecollection_so_none_bypasses_their_delete(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    """storage.go's REST has no DeleteCollection: the installer offers no such verb and the route is a 405."""
+    sandbox.load([{"kind": "Namespace", "metadata": {"name": "kept", "labels": {"team": "t"}}}])
+    discovery = send(sandbox, "GET", "/api/v1")[1]
+    verbs = {r["name"]: r["verbs"] for r in discovery["resources"]}
+    assert "deletecollection" not in verbs["namespaces"] and "deletecollection" in verbs["configmaps"]
+    status, refused = send(sandbox, "DELETE", "/api/v1/namespaces?fieldSelector=metadata.name%3Dkept")
+    assert (status, refused["reason"]) == (405, "MethodNotAllowed")
+    assert sandbox.get("namespaces", None, "kept") is not None
+    # kubectl deletes selected namespaces one by one, each by storage.go's Delete.
+    assert kubectl("delete", "namespaces", "-l", "team=t", "--wait=false").stdout == 'namespace "kept" deleted\n'
+    assert sandbox.get("namespaces", None, "kept") is None
+
+
 def test_a_terminating_namespace_takes_no_new_content_so_it_still_goes(sandbox: Sandbox) -> None:
     """NamespaceLifecycle admission: content created while it waits would hold it for ever."""
     send(sandbox, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "t"}})

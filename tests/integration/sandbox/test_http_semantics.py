@@ -185,7 +185,7 @@ def test_keep_alive_survives_delete_with_a_body(client: Client) -> None:
         409,
         "Conflict",
     )
-    assert "Precondition failed" in body["message"]
+    assert "the UID in the precondition (not-the-uid) does not match the UID in record" in body["message"]
 
 
 def test_patch_types_and_resource_version_precondition(client: Client) -> None:
