@@ -726,7 +726,10 @@ class ClaimIndex:
 
         A claim by name is looked up in the pod's namespace; one made from a template is the claim
         ``status.resourceClaimStatuses`` names, else the one the pod owns with its entry's
-        ``resource.kubernetes.io/pod-claim-name`` (the resourceclaim controller's annotation).
+        ``resource.kubernetes.io/pod-claim-name`` (the resourceclaim controller's annotation). A
+        claim the status names but the pod does not control is not the pod's (`not_for_pod`): it
+        resolves to none, with upstream's words, unless it is being deleted, which kube-scheduler
+        says first (`first_unusable`).
         """
         namespace = pod.metadata.namespace
         found: list[PodClaim] = []
@@ -734,6 +737,8 @@ class ClaimIndex:
             claim = self.by_key.get((namespace, name)) if name else None
             if entry.resource_claim_name:
                 missing = f"ResourceClaim {entry.resource_claim_name} does not exist"
+            elif claim is not None and not claim.deleting and (missing := not_for_pod(claim, pod)):
+                claim = None
             else:
                 if claim is None:
                     claim = self.by_owner.get((pod.metadata.uid, entry.name))
@@ -741,6 +746,24 @@ class ClaimIndex:
                 missing = f"the claim from ResourceClaimTemplate {template} is not created yet"
             found.append(PodClaim(entry.name, claim, "" if claim is not None else missing))
         return found
+
+
+def not_for_pod(claim: dra.ResourceClaim, pod: Pod) -> str:
+    """Why a claim made from a template is not ``pod``'s ("" when it is, or when its owner was not read).
+
+    ``k8s.io/dynamic-resource-allocation/resourceclaim`` ``IsForPod``, in its words: the claim must
+    be in the pod's namespace and controlled by the pod (``metav1.IsControlledBy``: its first
+    ``ownerReferences`` entry with ``controller`` set has the pod's UID). kube-scheduler
+    (``foreachPodResourceClaim``) and kubelet refuse such a claim, and the resourceclaim controller
+    makes the pod a new one. A claim read for counting only (``owner_known`` False) is not judged.
+    """
+    if not claim.owner_known:
+        return ""
+    meta = pod.metadata
+    if claim.namespace == meta.namespace and claim.owner is not None and claim.owner.uid == meta.uid:
+        return ""
+    return (f"ResourceClaim {claim.namespace}/{claim.name} was not created for pod {meta.namespace}/{meta.name} "
+            "(pod is not owner)")
 
 
 DRIVER_CLASSES: Final = {
@@ -796,7 +819,8 @@ class Unusable(NamedTuple):
     name: str
     """The pod's entry (``spec.resourceClaims[].name``)."""
     missing: str = ""
-    """Why the claim does not exist (yet), as `ClaimIndex.of` says it: the pod waits for it ("" when it exists)."""
+    """Why the pod has no such claim (yet), as `ClaimIndex.of` says it (none made, or one made for another pod:
+    `not_for_pod`): the pod waits for it ("" when it exists)."""
     refused: str = ""
     """kube-scheduler's words refusing it (a claim being deleted); "" for a missing one."""
 
@@ -805,7 +829,8 @@ def first_unusable(resolved: Sequence[PodClaim]) -> Unusable | None:
     """The first of a pod's claims, in ``spec.resourceClaims`` order, that is missing or being deleted (None: none).
 
     kube-scheduler's DynamicResources plugin gathers a pod's claims in that order and stops at the
-    first one it cannot get or that is being deleted (dynamicresources.go ``foreachPodResourceClaim``,
+    first one it cannot get, that is being deleted or, made from a template, is not the pod's
+    (`not_for_pod`, resolved as missing by `ClaimIndex.of`) (dynamicresources.go ``foreachPodResourceClaim``,
     asked by PreEnqueue before any plugin's PreFilter, and again by PreFilter): the pod is not tried
     until that claim changes, whatever its later claims are. Every claim counts, of any driver.
     ``explain`` and ``doctor`` both ask this, so they name the same claim, and before anything
@@ -997,6 +1022,7 @@ __all__ = [
     "Unusable",
     "asks_driver",
     "first_unusable",
+    "not_for_pod",
     "refused_before_nodes",
     "spec_problem",
     "claim_holdings",

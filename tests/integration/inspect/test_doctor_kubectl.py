@@ -184,3 +184,31 @@ def test_explain_and_doctor_name_the_first_unusable_claim_in_the_pods_order(
         found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
                  if f["object"] == "pod/team-o/both"]
         assert found == [finding], source
+
+
+def test_explain_and_doctor_refuse_a_template_claim_the_pod_does_not_own(
+    sandbox: Sandbox, kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path, cli_runner: CliRunner,
+) -> None:
+    """The claim a pod's ``status.resourceClaimStatuses`` names for a template entry must be controlled by the pod
+    (``resourceclaim.IsForPod``): kube-scheduler stops at one made for another pod, in IsForPod's words, and the
+    resourceclaim controller makes the pod a new one; explain and doctor say so as for a missing claim, over the API
+    and from kubectl's dump. Before, both took pod ``theirs``'s claim as ``mine``'s. A pod's own allocated claim,
+    read by doctor for counting only (its owner not copied), is not taken as another's."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.inspect.explain_command import explain_command
+
+    sandbox.load(cases.claim_owner())
+    dump = tmp_path / "cluster.json"
+    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    words = "ResourceClaim team-w/theirs-gpu was not created for pod team-w/mine (pod is not owner)"
+    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+        result = cli_runner.invoke(explain_command, ["mine", "-n", "team-w", "-o", "json", *source])
+        assert result.exit_code == 0, result.output
+        answer = json.loads(result.stdout)
+        assert (answer["state"], answer["summary"]) == ("pending", (
+            f"Pod team-w/mine waits for its claims: {words} (kube-controller-manager's resourceclaim controller "
+            "makes it; kubectl describe pod says why not).")), source
+        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
+        found = {f["object"]: (f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
+                 if f["object"] in ("pod/team-w/mine", "pod/team-w/own")}
+        assert found == {"pod/team-w/mine": ("warning", "dra-claim-pending", f"waits: {words}")}, source
