@@ -694,19 +694,30 @@ class PodClaim(msgspec.Struct, frozen=True, gc=False):
 
 
 def claim_names(pod: Pod) -> list[tuple[PodResourceClaim, str | None]]:
-    """Each of the pod's ``spec.resourceClaims`` entries and the claim it names in the pod's namespace.
+    """The pod's ``spec.resourceClaims`` entries that name a claim (in order), and the claim each names.
 
     The rule of kubelet and the scheduler (``k8s.io/dynamic-resource-allocation/resourceclaim``
-    ``Name``): an entry's ``resourceClaimName``; for a ``resourceClaimTemplateName``, the name
-    ``status.resourceClaimStatuses`` gives the entry (None where it gives none: no claim made yet, or
-    none needed); an entry with neither names nothing. A claim is always in the pod's own namespace:
-    no entry can name another's. The views (`ClaimIndex.of`), the DRA driver's enforcement
-    (`dra.pod_claims`) and the kubelet stand-in resolve a pod's claims with it.
+    ``Name``): an entry's ``resourceClaimName``; for a ``resourceClaimTemplateName``, the name the
+    entry's first ``status.resourceClaimStatuses`` entry gives. A status entry without
+    ``resourceClaimName`` (absent or null) says no claim was needed: ``Name`` returns no name and
+    every caller skips the entry, so it is left out here. None where no name is known: no status
+    entry yet (``ErrClaimNotFound``: not made yet), an empty name, or an entry with neither field.
+    A claim is always in the pod's own namespace: no entry can name another's. The views
+    (`ClaimIndex.of`), the DRA driver's enforcement (`dra.pod_claims`) and the kubelet stand-in
+    resolve a pod's claims with it.
     """
-    statuses = {status.name: status.resource_claim_name for status in pod.status.resource_claim_statuses}
-    return [(entry, entry.resource_claim_name or (statuses.get(entry.name) if entry.resource_claim_template_name
-                                                  else None))
-            for entry in pod.spec.resource_claims]
+    statuses: dict[str, str | None] = {}
+    for status in pod.status.resource_claim_statuses:
+        statuses.setdefault(status.name, status.resource_claim_name)  # Name returns the first match
+    found: list[tuple[PodResourceClaim, str | None]] = []
+    for entry in pod.spec.resource_claims:
+        if entry.resource_claim_name or not entry.resource_claim_template_name:
+            found.append((entry, entry.resource_claim_name or None))
+        elif entry.name not in statuses:
+            found.append((entry, None))
+        elif statuses[entry.name] is not None:
+            found.append((entry, statuses[entry.name] or None))
+    return found
 
 
 class ClaimIndex:

@@ -237,6 +237,23 @@ def claim_owner() -> list[dict[str, Any]]:
     ]
 
 
+def claims_not_needed() -> list[dict[str, Any]]:
+    """Pending pod ``lean`` (created long ago) with template entries ``a`` and ``b`` whose
+    ``status.resourceClaimStatuses`` entries name no claim (absent, null: none was needed, ``resourceclaim.Name`` gives
+    no name and kube-scheduler skips them), then ``gpu``, whose claim ``lean-gpu`` waits to be allocated."""
+    ns = "team-l"
+    lean = dra.dra_pod("lean", "", "lean-gpu", phase="Pending", namespace=ns, created="2020-01-01T00:00:00Z")
+    lean["spec"]["resourceClaims"][:0] = [{"name": "a", "resourceClaimTemplateName": "gpu-mem-4gi"},
+                                          {"name": "b", "resourceClaimTemplateName": "gpu-mem-4gi"}]
+    lean["status"]["resourceClaimStatuses"][:0] = [{"name": "a"}, {"name": "b", "resourceClaimName": None}]
+    return [
+        dra.device_class(),
+        node_object("dra-l", [], ip="10.9.8.1", gpushare=False, dra=True),
+        dra.resource_slice("dra-l", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", "dra-l")], "lllll"),
+        dra.pending_claim("lean-gpu", "lean", "4Gi", namespace=ns), lean,
+    ]
+
+
 def hostile_names() -> list[dict[str, Any]]:
     """Findings on a node, a pod and a namespace named with `HOSTILE`: a node without its device-plugin pod,
     a pod stuck unassigned on it, a finished pod still holding an annotation whose value is hostile too, and a
