@@ -41,7 +41,7 @@ Pure: decoded objects in, records out; warnings through the caller's `Warnings`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
@@ -50,6 +50,7 @@ import msgspec
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import dra_pools
+from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.records import Warnings
 from kubectl_gpushare.kube.types import Pod, PodResourceClaim
 from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord, StackClaim, StackGPU, StackNode
@@ -691,6 +692,9 @@ class PodClaim(msgspec.Struct, frozen=True, gc=False):
     name: str
     claim: dra.ResourceClaim | None
     missing: str = ""
+    upstream: str = ""
+    """kube-scheduler's words for an entry without a claim (``foreachPodResourceClaim``'s error), for the
+    scheduler stand-in; ``missing`` says it in the views' words."""
 
 
 def claim_names(pod: Pod) -> list[tuple[PodResourceClaim, str | None]]:
@@ -733,30 +737,53 @@ class ClaimIndex:
                 self.by_owner[(claim.owner.uid, entry)] = claim
 
     def of(self, pod: Pod) -> list[PodClaim]:
-        """The pod's claims in ``spec.resourceClaims`` order, resolved as kubelet and the scheduler do.
+        """The pod's claims in ``spec.resourceClaims`` order (`resolve_claims`).
 
-        A claim by name is looked up in the pod's namespace; one made from a template is the claim
-        ``status.resourceClaimStatuses`` names, else the one the pod owns with its entry's
-        ``resource.kubernetes.io/pod-claim-name`` (the resourceclaim controller's annotation). A
-        claim the status names but the pod does not control is not the pod's (`not_for_pod`): it
-        resolves to none, with upstream's words, unless it is being deleted, which kube-scheduler
-        says first (`first_unusable`).
+        A claim made from a template that ``status.resourceClaimStatuses`` does not name yet is the one
+        the pod owns with its entry's ``resource.kubernetes.io/pod-claim-name`` (the resourceclaim
+        controller's annotation), if any.
         """
-        namespace = pod.metadata.namespace
-        found: list[PodClaim] = []
-        for entry, name in claim_names(pod):
-            claim = self.by_key.get((namespace, name)) if name else None
-            if entry.resource_claim_name:
-                missing = f"ResourceClaim {entry.resource_claim_name} does not exist"
-            elif claim is not None and not claim.deleting and (missing := not_for_pod(claim, pod)):
-                claim = None
-            else:
-                if claim is None:
-                    claim = self.by_owner.get((pod.metadata.uid, entry.name))
-                template = entry.resource_claim_template_name or "?"
-                missing = f"the claim from ResourceClaimTemplate {template} is not created yet"
-            found.append(PodClaim(entry.name, claim, "" if claim is not None else missing))
-        return found
+        namespace, uid = pod.metadata.namespace, pod.metadata.uid
+        return resolve_claims(pod, lambda name: self.by_key.get((namespace, name)),
+                              lambda entry: self.by_owner.get((uid, entry)))
+
+
+def resolve_claims(pod: Pod, get: Callable[[str], dra.ResourceClaim | None],
+                   made: Callable[[str], dra.ResourceClaim | None] | None = None) -> list[PodClaim]:
+    """The pod's claims in ``spec.resourceClaims`` order, resolved as kube-scheduler and kubelet do.
+
+    ``get``: the claim of that name in the pod's namespace (None: none). Each entry's claim is the one
+    `claim_names` names (entries needing no claim are left out); one made from a template that the
+    status does not name yet is ``made`` of the entry's name, where given (the views). A claim the
+    status names but the pod does not control is not the pod's (`not_for_pod`): it resolves to none,
+    in IsForPod's words, unless it is being deleted, which kube-scheduler says first
+    (`first_unusable`). The views, through `ClaimIndex.of`, and the scheduler stand-in resolve a
+    pod's claims with it.
+    """
+    meta = pod.metadata
+    found: list[PodClaim] = []
+    for entry, name in claim_names(pod):
+        claim = get(name) if name else None
+        # foreachPodResourceClaim's errors (dynamicresources.go): resourceclaim.Name's, then the claim
+        # lookup's (the assume cache's NotFoundError), then IsForPod's.
+        upstream = f"could not find ResourceClaim {go_quote(f'{meta.namespace}/{name}')}" if name else ""
+        if entry.resource_claim_name:
+            missing = f"ResourceClaim {entry.resource_claim_name} does not exist"
+        elif claim is not None and not claim.deleting and (missing := not_for_pod(claim, pod)):
+            claim, upstream = None, missing
+        else:
+            if claim is None and made is not None:
+                claim = made(entry.name)
+            template = entry.resource_claim_template_name or "?"
+            missing = f"the claim from ResourceClaimTemplate {template} is not created yet"
+            if not name:
+                where = f'pod "{meta.namespace}/{meta.name}"'
+                upstream = (f"{where}: ResourceClaim not created yet" if entry.resource_claim_template_name else
+                            f"{where}, spec.resourceClaim {go_quote(entry.name)}: none of the supported fields are set")
+        if claim is not None:
+            missing = upstream = ""
+        found.append(PodClaim(entry.name, claim, missing, upstream))
+    return found
 
 
 def not_for_pod(claim: dra.ResourceClaim, pod: Pod) -> str:
@@ -829,6 +856,8 @@ class Unusable(NamedTuple):
 
     name: str
     """The pod's entry (``spec.resourceClaims[].name``)."""
+    upstream: str
+    """kube-scheduler's words (``foreachPodResourceClaim``'s error: PreEnqueue's, PreFilter's), whichever the case."""
     missing: str = ""
     """Why the pod has no such claim (yet), as `ClaimIndex.of` says it (none made, or one made for another pod:
     `not_for_pod`): the pod waits for it ("" when it exists)."""
@@ -845,15 +874,17 @@ def first_unusable(resolved: Sequence[PodClaim]) -> Unusable | None:
     asked by PreEnqueue before any plugin's PreFilter, and again by PreFilter): the pod is not tried
     until that claim changes, whatever its later claims are. Every claim counts, of any driver.
     ``explain`` and ``doctor`` both ask this, so they name the same claim, and before anything
-    `refused_before_nodes` says.
+    `refused_before_nodes` says; so do the scheduler stand-in's PreEnqueue and PreFilter
+    (`cli.dynamicresources`), which say ``upstream``.
     """
     from kubectl_gpushare.kube import dra_allocation  # the allocator (and its CEL) only where asked
 
     for entry in resolved:
         if entry.claim is None:
-            return Unusable(entry.name, missing=entry.missing)
+            return Unusable(entry.name, entry.upstream, missing=entry.missing)
         if entry.claim.deleting:
-            return Unusable(entry.name, refused=dra_allocation.being_deleted(entry.claim))
+            words = dra_allocation.being_deleted(entry.claim)
+            return Unusable(entry.name, words, refused=words)
     return None
 
 
@@ -1034,6 +1065,7 @@ __all__ = [
     "asks_driver",
     "first_unusable",
     "not_for_pod",
+    "resolve_claims",
     "refused_before_nodes",
     "spec_problem",
     "claim_holdings",
