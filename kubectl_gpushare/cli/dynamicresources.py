@@ -2,11 +2,14 @@
 
 The plugin's extension points, after ``pkg/scheduler/framework/plugins/dynamicresources``:
 
-- PreEnqueue (``foreachPodResourceClaim``): a pod whose claims do not all exist yet (a template
-  claim not yet in ``status.resourceClaimStatuses``, a named claim not created, a generated claim
-  not owned by the pod) or one of whose claims is being deleted is not tried at all, and gets no
-  event or condition: the resourceclaim controller's write (or a new claim) wakes it.
-- PreFilter: a claim being deleted (upstream: deleted after the pod was queued), an allocated
+- PreEnqueue (``foreachPodResourceClaim``, the views' rule: `kube.stacks.dra.resolve_claims` and
+  ``first_unusable``): a pod whose claims do not all exist yet (a template claim not yet in
+  ``status.resourceClaimStatuses``, a named claim not created, a generated claim not owned by the
+  pod) or one of whose claims is being deleted is not tried at all, and gets no event or condition:
+  the resourceclaim controller's write (or a new claim) wakes it. An entry whose status names no
+  claim (none needed) is skipped.
+- PreFilter: ``foreachPodResourceClaim`` again (upstream: a claim deleted or replaced after the pod
+  was queued): the first of those claims in the pod's order, in its words; then an allocated
   claim that cannot take one more consumer, a claim whose allocation is in flight for another
   pod, a request naming a class that does not exist: the pod is unschedulable with that message
   (``0/N nodes are available: <message>.``).
@@ -79,6 +82,7 @@ from kubectl_gpushare.kube.errors import (
     did_not_happen,
     write_failure,
 )
+from kubectl_gpushare.kube.stacks import dra as dra_views
 
 log = logging.getLogger("kubectl_gpushare.scheduler")
 
@@ -132,29 +136,28 @@ class PassState:
     allocations: list[dra.Allocation]
 
 
-def _pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str, bool]] | None:
-    """(pod claim name, claim name, generated?) for each ``spec.resourceClaims`` entry; None: not all made yet."""
-    spec = pod.get("spec") or {}
-    entries = spec.get("resourceClaims") if isinstance(spec, dict) else None
-    if not isinstance(entries, list) or not entries:
-        return []
-    status = pod.get("status") or {}
-    recorded = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
-                if isinstance(s, dict)}
-    found: list[tuple[str, str, bool]] = []
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            return None
-        if isinstance(entry.get("resourceClaimName"), str):
-            found.append((entry["name"], entry["resourceClaimName"], False))
-        elif isinstance(entry.get("resourceClaimTemplateName"), str):
-            name = recorded.get(entry["name"])
-            if not isinstance(name, str) or not name:
-                return None  # resourceclaim.Name: ErrClaimNotFound ("ResourceClaim not created yet")
-            found.append((entry["name"], name, True))
-        else:
-            return None
-    return found
+def _claims_pod(pod: Mapping[str, Any]) -> types.Pod:
+    """The pod fields `dra_views.resolve_claims` reads (any JSON in its claim lists: `types.PodSpec`)."""
+    meta, spec, status = (part if isinstance(part := pod.get(name), dict) else {}
+                          for name in ("metadata", "spec", "status"))
+    return msgspec.convert({"metadata": {key: str(meta.get(key) or "") for key in ("namespace", "name", "uid")},
+                            "spec": {"resourceClaims": spec.get("resourceClaims")},
+                            "status": {"resourceClaimStatuses": status.get("resourceClaimStatuses")}}, types.Pod)
+
+
+def _resolved(pod: types.Pod, state: PassState) -> list[dra_views.PodClaim]:
+    """The pod's claims as kube-scheduler resolves them from this pass's read (`dra_views.resolve_claims`).
+
+    A stored claim that does not decode counts as there (its problem is PreFilter's `SchedulingError`):
+    here as a bare claim of that name, whose owner is not known.
+    """
+    namespace = pod.metadata.namespace
+
+    def get(name: str) -> dra.ResourceClaim | None:
+        found = state.claims.get((namespace, name))
+        return dra.ResourceClaim(namespace, name, owner_known=False) if isinstance(found, str) else found
+
+    return dra_views.resolve_claims(pod, get)
 
 
 def _node_labels(nodes: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
@@ -305,20 +308,7 @@ class DynamicResources:
     # --- per pod ---------------------------------------------------------------------------------
     def pre_enqueue(self, pod: Mapping[str, Any], state: PassState) -> bool:
         """Whether every claim of the pod exists, is not being deleted and (generated) is the pod's: else it waits."""
-        names = _pod_claim_names(pod)
-        if names is None:
-            return False
-        meta = pod.get("metadata") or {}
-        for _, name, generated in names:
-            claim = state.claims.get((str(meta.get("namespace", "")), name))
-            if claim is None:
-                return False
-            if isinstance(claim, dra.ResourceClaim) and claim.deleting:
-                return False  # foreachPodResourceClaim: "resourceclaim %q is being deleted", before the owner check
-            if generated and isinstance(claim, dra.ResourceClaim) and (
-                    claim.owner is None or claim.owner.uid != meta.get("uid")):
-                return False  # resourceclaim.IsForPod: "pod is not owner"
-        return True
+        return dra_views.first_unusable(_resolved(_claims_pod(pod), state)) is None
 
     def pre_filter(self, pod: Mapping[str, Any], state: PassState) -> PodClaims:
         """The pod's claims, checked as PreFilter checks them.
@@ -327,16 +317,19 @@ class DynamicResources:
             Unschedulable: the PreFilter message (the caller adds ``0/N nodes are available: ...``).
             SchedulingError: a claim that cannot be read at all.
         """
-        meta = pod.get("metadata") or {}
-        namespace, uid = str(meta.get("namespace", "")), str(meta.get("uid", ""))
+        decoded = _claims_pod(pod)
+        resolved = _resolved(decoded, state)
+        unusable = dra_views.first_unusable(resolved)  # podResourceClaims: foreachPodResourceClaim's error
+        if unusable is not None:
+            raise Unschedulable(unusable.upstream)
         claims: list[dra.ResourceClaim] = []
-        for _, name, _ in _pod_claim_names(pod) or []:
-            found = state.claims.get((namespace, name))
+        for entry in resolved:
+            found = state.claims.get((decoded.metadata.namespace, entry.claim.name if entry.claim else ""))
             if isinstance(found, str):
                 raise SchedulingError(alloc.FILTER_ERROR.format(error=found))
-            if found is None:
-                raise Unschedulable(f'pod "{namespace}/{meta.get("name", "")}": ResourceClaim not created yet')
-            claims.append(found)
+            if found is not None:
+                claims.append(found)
+        uid = decoded.metadata.uid
         message = alloc.prefilter(claims, state.inventory.classes, uid)
         if message:
             raise Unschedulable(message)

@@ -8,7 +8,8 @@ What ``pkg/controller/resourceclaim/controller.go`` does, as clients see it:
   template's labels and annotations plus ``resource.kubernetes.io/pod-claim-name: <claim>``, the
   template's claim spec. The name is recorded in the pod's ``status.resourceClaimStatuses``. An
   existing claim owned by the pod with that annotation is reused (``findPodResourceClaim``). Pods
-  that are done or being deleted get no new claims.
+  that are done or being deleted get no new claims, nor does an entry whose status entry has no
+  ``resourceClaimName`` (absent or null: ``resourceclaim.Name`` gives no name, no claim needed).
 - ``syncClaim``: a ``reservedFor`` pod that is gone, replaced (another UID) or done is removed;
   a claim nobody reserves any more is deallocated (``status.allocation`` cleared, the scheduler's
   ``resource.kubernetes.io/delete-protection`` finalizer removed); a claim being deleted that nobody
@@ -168,9 +169,14 @@ class ResourceClaimController(StoreFollower):
             return
         namespace = meta.get("namespace", "default")
         statuses = (pod.get("status") or {}).get("resourceClaimStatuses")
-        recorded = {s.get("name"): s.get("resourceClaimName") for s in statuses or [] if isinstance(s, dict)}
+        recorded: dict[Any, Any] = {}
+        for status in statuses or []:
+            if isinstance(status, dict):
+                recorded.setdefault(status.get("name"), status.get("resourceClaimName"))  # Name: the first match
         created: dict[str, str] = {}
         for claim_name, template_name in wanted:
+            if claim_name in recorded and recorded[claim_name] is None:
+                continue  # handleClaim: resourceclaim.Name gives no name, "no claim needed"
             name = recorded.get(claim_name)
             if isinstance(name, str) and name:
                 existing = self.store.get(CLAIMS, object_key(namespace, name))

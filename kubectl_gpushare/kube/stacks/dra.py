@@ -41,7 +41,7 @@ Pure: decoded objects in, records out; warnings through the caller's `Warnings`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
@@ -50,6 +50,7 @@ import msgspec
 from kubectl_gpushare import dra_objects as dra
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube import dra_pools
+from kubectl_gpushare.kube.go_format import go_quote
 from kubectl_gpushare.kube.records import Warnings
 from kubectl_gpushare.kube.types import Pod, PodResourceClaim
 from kubectl_gpushare.ledger import PENDING, NodeRecord, PodRecord, StackClaim, StackGPU, StackNode
@@ -691,22 +692,36 @@ class PodClaim(msgspec.Struct, frozen=True, gc=False):
     name: str
     claim: dra.ResourceClaim | None
     missing: str = ""
+    upstream: str = ""
+    """kube-scheduler's words for an entry without a claim (``foreachPodResourceClaim``'s error), for the
+    scheduler stand-in; ``missing`` says it in the views' words."""
 
 
 def claim_names(pod: Pod) -> list[tuple[PodResourceClaim, str | None]]:
-    """Each of the pod's ``spec.resourceClaims`` entries and the claim it names in the pod's namespace.
+    """The pod's ``spec.resourceClaims`` entries that name a claim (in order), and the claim each names.
 
     The rule of kubelet and the scheduler (``k8s.io/dynamic-resource-allocation/resourceclaim``
-    ``Name``): an entry's ``resourceClaimName``; for a ``resourceClaimTemplateName``, the name
-    ``status.resourceClaimStatuses`` gives the entry (None where it gives none: no claim made yet, or
-    none needed); an entry with neither names nothing. A claim is always in the pod's own namespace:
-    no entry can name another's. The views (`ClaimIndex.of`), the DRA driver's enforcement
-    (`dra.pod_claims`) and the kubelet stand-in resolve a pod's claims with it.
+    ``Name``): an entry's ``resourceClaimName``; for a ``resourceClaimTemplateName``, the name the
+    entry's first ``status.resourceClaimStatuses`` entry gives. A status entry without
+    ``resourceClaimName`` (absent or null) says no claim was needed: ``Name`` returns no name and
+    every caller skips the entry, so it is left out here. None where no name is known: no status
+    entry yet (``ErrClaimNotFound``: not made yet), an empty name, or an entry with neither field.
+    A claim is always in the pod's own namespace: no entry can name another's. The views
+    (`ClaimIndex.of`), the DRA driver's enforcement (`dra.pod_claims`) and the kubelet stand-in
+    resolve a pod's claims with it.
     """
-    statuses = {status.name: status.resource_claim_name for status in pod.status.resource_claim_statuses}
-    return [(entry, entry.resource_claim_name or (statuses.get(entry.name) if entry.resource_claim_template_name
-                                                  else None))
-            for entry in pod.spec.resource_claims]
+    statuses: dict[str, str | None] = {}
+    for status in pod.status.resource_claim_statuses:
+        statuses.setdefault(status.name, status.resource_claim_name)  # Name returns the first match
+    found: list[tuple[PodResourceClaim, str | None]] = []
+    for entry in pod.spec.resource_claims:
+        if entry.resource_claim_name or not entry.resource_claim_template_name:
+            found.append((entry, entry.resource_claim_name or None))
+        elif entry.name not in statuses:
+            found.append((entry, None))
+        elif statuses[entry.name] is not None:
+            found.append((entry, statuses[entry.name] or None))
+    return found
 
 
 class ClaimIndex:
@@ -722,25 +737,71 @@ class ClaimIndex:
                 self.by_owner[(claim.owner.uid, entry)] = claim
 
     def of(self, pod: Pod) -> list[PodClaim]:
-        """The pod's claims in ``spec.resourceClaims`` order, resolved as kubelet and the scheduler do.
+        """The pod's claims in ``spec.resourceClaims`` order (`resolve_claims`).
 
-        A claim by name is looked up in the pod's namespace; one made from a template is the claim
-        ``status.resourceClaimStatuses`` names, else the one the pod owns with its entry's
-        ``resource.kubernetes.io/pod-claim-name`` (the resourceclaim controller's annotation).
+        A claim made from a template that ``status.resourceClaimStatuses`` does not name yet is the one
+        the pod owns with its entry's ``resource.kubernetes.io/pod-claim-name`` (the resourceclaim
+        controller's annotation), if any.
         """
-        namespace = pod.metadata.namespace
-        found: list[PodClaim] = []
-        for entry, name in claim_names(pod):
-            claim = self.by_key.get((namespace, name)) if name else None
-            if entry.resource_claim_name:
-                missing = f"ResourceClaim {entry.resource_claim_name} does not exist"
-            else:
-                if claim is None:
-                    claim = self.by_owner.get((pod.metadata.uid, entry.name))
-                template = entry.resource_claim_template_name or "?"
-                missing = f"the claim from ResourceClaimTemplate {template} is not created yet"
-            found.append(PodClaim(entry.name, claim, "" if claim is not None else missing))
-        return found
+        namespace, uid = pod.metadata.namespace, pod.metadata.uid
+        return resolve_claims(pod, lambda name: self.by_key.get((namespace, name)),
+                              lambda entry: self.by_owner.get((uid, entry)))
+
+
+def resolve_claims(pod: Pod, get: Callable[[str], dra.ResourceClaim | None],
+                   made: Callable[[str], dra.ResourceClaim | None] | None = None) -> list[PodClaim]:
+    """The pod's claims in ``spec.resourceClaims`` order, resolved as kube-scheduler and kubelet do.
+
+    ``get``: the claim of that name in the pod's namespace (None: none). Each entry's claim is the one
+    `claim_names` names (entries needing no claim are left out); one made from a template that the
+    status does not name yet is ``made`` of the entry's name, where given (the views). A claim the
+    status names but the pod does not control is not the pod's (`not_for_pod`): it resolves to none,
+    in IsForPod's words, unless it is being deleted, which kube-scheduler says first
+    (`first_unusable`). The views, through `ClaimIndex.of`, and the scheduler stand-in resolve a
+    pod's claims with it.
+    """
+    meta = pod.metadata
+    found: list[PodClaim] = []
+    for entry, name in claim_names(pod):
+        claim = get(name) if name else None
+        # foreachPodResourceClaim's errors (dynamicresources.go): resourceclaim.Name's, then the claim
+        # lookup's (the assume cache's NotFoundError), then IsForPod's.
+        upstream = f"could not find ResourceClaim {go_quote(f'{meta.namespace}/{name}')}" if name else ""
+        if entry.resource_claim_name:
+            missing = f"ResourceClaim {entry.resource_claim_name} does not exist"
+        elif claim is not None and not claim.deleting and (missing := not_for_pod(claim, pod)):
+            claim, upstream = None, missing
+        else:
+            if claim is None and made is not None:
+                claim = made(entry.name)
+            template = entry.resource_claim_template_name or "?"
+            missing = f"the claim from ResourceClaimTemplate {template} is not created yet"
+            if not name:
+                where = f'pod "{meta.namespace}/{meta.name}"'
+                upstream = (f"{where}: ResourceClaim not created yet" if entry.resource_claim_template_name else
+                            f"{where}, spec.resourceClaim {go_quote(entry.name)}: none of the supported fields are set")
+        if claim is not None:
+            missing = upstream = ""
+        found.append(PodClaim(entry.name, claim, missing, upstream))
+    return found
+
+
+def not_for_pod(claim: dra.ResourceClaim, pod: Pod) -> str:
+    """Why a claim made from a template is not ``pod``'s ("" when it is, or when its owner was not read).
+
+    ``k8s.io/dynamic-resource-allocation/resourceclaim`` ``IsForPod``, in its words: the claim must
+    be in the pod's namespace and controlled by the pod (``metav1.IsControlledBy``: its first
+    ``ownerReferences`` entry with ``controller`` set has the pod's UID). kube-scheduler
+    (``foreachPodResourceClaim``) and kubelet refuse such a claim, and the resourceclaim controller
+    makes the pod a new one. A claim read for counting only (``owner_known`` False) is not judged.
+    """
+    if not claim.owner_known:
+        return ""
+    meta = pod.metadata
+    if claim.namespace == meta.namespace and claim.owner is not None and claim.owner.uid == meta.uid:
+        return ""
+    return (f"ResourceClaim {claim.namespace}/{claim.name} was not created for pod {meta.namespace}/{meta.name} "
+            "(pod is not owner)")
 
 
 DRIVER_CLASSES: Final = {
@@ -795,8 +856,11 @@ class Unusable(NamedTuple):
 
     name: str
     """The pod's entry (``spec.resourceClaims[].name``)."""
+    upstream: str
+    """kube-scheduler's words (``foreachPodResourceClaim``'s error: PreEnqueue's, PreFilter's), whichever the case."""
     missing: str = ""
-    """Why the claim does not exist (yet), as `ClaimIndex.of` says it: the pod waits for it ("" when it exists)."""
+    """Why the pod has no such claim (yet), as `ClaimIndex.of` says it (none made, or one made for another pod:
+    `not_for_pod`): the pod waits for it ("" when it exists)."""
     refused: str = ""
     """kube-scheduler's words refusing it (a claim being deleted); "" for a missing one."""
 
@@ -805,19 +869,22 @@ def first_unusable(resolved: Sequence[PodClaim]) -> Unusable | None:
     """The first of a pod's claims, in ``spec.resourceClaims`` order, that is missing or being deleted (None: none).
 
     kube-scheduler's DynamicResources plugin gathers a pod's claims in that order and stops at the
-    first one it cannot get or that is being deleted (dynamicresources.go ``foreachPodResourceClaim``,
+    first one it cannot get, that is being deleted or, made from a template, is not the pod's
+    (`not_for_pod`, resolved as missing by `ClaimIndex.of`) (dynamicresources.go ``foreachPodResourceClaim``,
     asked by PreEnqueue before any plugin's PreFilter, and again by PreFilter): the pod is not tried
     until that claim changes, whatever its later claims are. Every claim counts, of any driver.
     ``explain`` and ``doctor`` both ask this, so they name the same claim, and before anything
-    `refused_before_nodes` says.
+    `refused_before_nodes` says; so do the scheduler stand-in's PreEnqueue and PreFilter
+    (`cli.dynamicresources`), which say ``upstream``.
     """
     from kubectl_gpushare.kube import dra_allocation  # the allocator (and its CEL) only where asked
 
     for entry in resolved:
         if entry.claim is None:
-            return Unusable(entry.name, missing=entry.missing)
+            return Unusable(entry.name, entry.upstream, missing=entry.missing)
         if entry.claim.deleting:
-            return Unusable(entry.name, refused=dra_allocation.being_deleted(entry.claim))
+            words = dra_allocation.being_deleted(entry.claim)
+            return Unusable(entry.name, words, refused=words)
     return None
 
 
@@ -997,6 +1064,8 @@ __all__ = [
     "Unusable",
     "asks_driver",
     "first_unusable",
+    "not_for_pod",
+    "resolve_claims",
     "refused_before_nodes",
     "spec_problem",
     "claim_holdings",

@@ -220,6 +220,40 @@ def claim_order(first: str, second: str) -> list[dict[str, Any]]:
     ]
 
 
+def claim_owner() -> list[dict[str, Any]]:
+    """Pending pods (created long ago) whose template claims ``status.resourceClaimStatuses`` names: ``mine`` names
+    ``theirs-gpu``, made for pod ``theirs`` (its controlling owner), which kube-scheduler refuses as not the pod's
+    (``resourceclaim.IsForPod``); ``own`` names ``own-gpu``, allocated and its own, which is."""
+    ns = "team-w"
+    mine = dra.dra_pod("mine", "", "theirs-gpu", phase="Pending", namespace=ns, created="2020-01-01T00:00:00Z")
+    own = dra.dra_pod("own", "", "own-gpu", phase="Pending", namespace=ns, created="2020-01-01T00:00:00Z")
+    return [
+        dra.device_class(),
+        node_object("dra-w", [], ip="10.9.7.1", gpushare=False, dra=True),
+        dra.resource_slice("dra-w", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", "dra-w")], "wwwww"),
+        dra.pending_claim("theirs-gpu", "theirs", "4Gi", namespace=ns),
+        dra.dra_pod("theirs", "", "theirs-gpu", phase="Pending", namespace=ns, created="2020-01-01T00:00:00Z"),
+        dra.claim("own-gpu", "dra-w", "gpu-0", "4Gi", [], owner="own", namespace=ns), mine, own,
+    ]
+
+
+def claims_not_needed() -> list[dict[str, Any]]:
+    """Pending pod ``lean`` (created long ago) with template entries ``a`` and ``b`` whose
+    ``status.resourceClaimStatuses`` entries name no claim (absent, null: none was needed, ``resourceclaim.Name`` gives
+    no name and kube-scheduler skips them), then ``gpu``, whose claim ``lean-gpu`` waits to be allocated."""
+    ns = "team-l"
+    lean = dra.dra_pod("lean", "", "lean-gpu", phase="Pending", namespace=ns, created="2020-01-01T00:00:00Z")
+    lean["spec"]["resourceClaims"][:0] = [{"name": "a", "resourceClaimTemplateName": "gpu-mem-4gi"},
+                                          {"name": "b", "resourceClaimTemplateName": "gpu-mem-4gi"}]
+    lean["status"]["resourceClaimStatuses"][:0] = [{"name": "a"}, {"name": "b", "resourceClaimName": None}]
+    return [
+        dra.device_class(),
+        node_object("dra-l", [], ip="10.9.8.1", gpushare=False, dra=True),
+        dra.resource_slice("dra-l", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", "dra-l")], "lllll"),
+        dra.pending_claim("lean-gpu", "lean", "4Gi", namespace=ns), lean,
+    ]
+
+
 def hostile_names() -> list[dict[str, Any]]:
     """Findings on a node, a pod and a namespace named with `HOSTILE`: a node without its device-plugin pod,
     a pod stuck unassigned on it, a finished pod still holding an annotation whose value is hostile too, and a

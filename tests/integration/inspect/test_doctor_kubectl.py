@@ -184,3 +184,57 @@ def test_explain_and_doctor_name_the_first_unusable_claim_in_the_pods_order(
         found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
                  if f["object"] == "pod/team-o/both"]
         assert found == [finding], source
+
+
+def test_explain_and_doctor_refuse_a_template_claim_the_pod_does_not_own(
+    sandbox: Sandbox, kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path, cli_runner: CliRunner,
+) -> None:
+    """The claim a pod's ``status.resourceClaimStatuses`` names for a template entry must be controlled by the pod
+    (``resourceclaim.IsForPod``): kube-scheduler stops at one made for another pod, in IsForPod's words, and the
+    resourceclaim controller makes the pod a new one; explain and doctor say so as for a missing claim, over the API
+    and from kubectl's dump. Before, both took pod ``theirs``'s claim as ``mine``'s. A pod's own allocated claim,
+    read by doctor for counting only (its owner not copied), is not taken as another's."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.inspect.explain_command import explain_command
+
+    sandbox.load(cases.claim_owner())
+    dump = tmp_path / "cluster.json"
+    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    words = "ResourceClaim team-w/theirs-gpu was not created for pod team-w/mine (pod is not owner)"
+    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+        result = cli_runner.invoke(explain_command, ["mine", "-n", "team-w", "-o", "json", *source])
+        assert result.exit_code == 0, result.output
+        answer = json.loads(result.stdout)
+        assert (answer["state"], answer["summary"]) == ("pending", (
+            f"Pod team-w/mine waits for its claims: {words} (kube-controller-manager's resourceclaim controller "
+            "makes it; kubectl describe pod says why not).")), source
+        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
+        found = {f["object"]: (f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
+                 if f["object"] in ("pod/team-w/mine", "pod/team-w/own")}
+        assert found == {"pod/team-w/mine": ("warning", "dra-claim-pending", f"waits: {words}")}, source
+
+
+def test_explain_and_doctor_skip_template_entries_whose_status_names_no_claim(
+    sandbox: Sandbox, kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path, cli_runner: CliRunner,
+) -> None:
+    """A ``status.resourceClaimStatuses`` entry without ``resourceClaimName`` (absent, null) says no claim was needed:
+    ``resourceclaim.Name`` gives no name and kube-scheduler skips the entry (``foreachPodResourceClaim``), so explain
+    and doctor go on to the claim that waits to be allocated, over the API and from kubectl's dump. Before, both said
+    the pod waited for the skipped entry's claim to be made."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.inspect.explain_command import explain_command
+
+    sandbox.load(cases.claims_not_needed())
+    dump = tmp_path / "cluster.json"
+    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+        result = cli_runner.invoke(explain_command, ["lean", "-n", "team-l", "-o", "json", *source])
+        assert result.exit_code == 0, result.output
+        answer = json.loads(result.stdout)
+        assert (answer["state"], answer["summary"]) == ("pending", (
+            "Pod team-l/lean asks for 4 GiB of one GPU through claim(s) lean-gpu and the allocator finds devices on "
+            "dra-l now; if it stays Pending, see the scheduler's events.")), source
+        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
+        found = [f["message"] for f in json.loads(result.stdout)["findings"] if f["object"] == "pod/team-l/lean"]
+        assert [message.split(":")[0] for message in found] == [
+            "waits for more than 300s for claim(s) lean-gpu to be allocated"], source

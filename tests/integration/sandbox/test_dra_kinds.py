@@ -105,6 +105,28 @@ def test_a_template_claim_is_created_for_its_pod_and_recorded_in_its_status(sand
     assert len(claims_of(sandbox)) == 1
 
 
+def test_an_entry_whose_status_names_no_claim_gets_none(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    # handleClaim (controller.go): resourceclaim.Name gives no name for a status entry without
+    # resourceClaimName (absent or null): "no claim needed", nothing is made for it. Before, the
+    # sandbox's controller made one for each such entry and recorded it over the status entry.
+    kubectl("apply", "-f", "-", input=CLASS + "---\n" + TEMPLATE)
+    entries = [{"name": name, "resourceClaimTemplateName": "gpu-4gi"} for name in ("a", "b", "gpu")]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lean", "namespace": "default"},
+           "spec": {"schedulerName": "nobody", "resourceClaims": entries,
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]},
+           "status": {"resourceClaimStatuses": [{"name": "a"}, {"name": "b", "resourceClaimName": None}]}}
+    sandbox.load([pod])
+
+    def recorded() -> list[dict[str, Any]] | None:
+        found = ((sandbox.get("pods", "default", "lean") or {}).get("status") or {}).get("resourceClaimStatuses")
+        return found if any(s.get("name") == "gpu" for s in found or []) else None
+
+    statuses = wait_for(recorded, what="the gpu entry's claim recorded")
+    claims = [c["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] for c in claims_of(sandbox)]
+    assert claims == ["gpu"]
+    assert statuses[:2] == [{"name": "a"}, {"name": "b", "resourceClaimName": None}]
+
+
 def test_the_claim_status_subresource_and_its_rules(sandbox: Sandbox, kubectl: Kubectl) -> None:
     kubectl("apply", "-f", "-", input=CLASS + "---\n" + TEMPLATE + "---\n" + POD.replace("NAME", "p"))
     claim = wait_for(lambda: next(iter(claims_of(sandbox)), None), what="the claim")
