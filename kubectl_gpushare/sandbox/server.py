@@ -57,7 +57,14 @@ from typing import TYPE_CHECKING, Any, Final
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
-from kubectl_gpushare.kube.go_http import read_request_line
+from kubectl_gpushare.kube.go_http import (
+    HEADER_TOO_LARGE_REPLY,
+    MAX_REQUEST_HEAD,
+    header_fields,
+    header_tokens,
+    read_header_lines,
+    read_request_line,
+)
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.authorization import (
@@ -75,19 +82,14 @@ from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.faults import Fault, Faults, RequestLog, RequestRecord
 from kubectl_gpushare.sandbox.framing import (
-    HEADER_TOO_LARGE_REPLY,
-    MAX_REQUEST_HEAD,
     BodyTooLargeError,
     DeadlineReader,
     FramingError,
     chunked,
     content_length,
     drain,
-    header_fields,
     header_fields_refused,
-    header_tokens,
     read_chunked,
-    read_header_lines,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
@@ -245,8 +247,8 @@ class _Handler(BaseHTTPRequestHandler):
         """Serve one request; its first byte starts the read deadline (see `DeadlineReader`).
 
         ``http.server``'s own version reads at most 64 KiB of request line and answers a longer one with
-        its HTML 414; Go's server reads up to `framing.MAX_REQUEST_HEAD` and answers past that with its
-        plain 431 (`framing.HEADER_TOO_LARGE_REPLY`), then closes. The rest is what ``http.server`` does:
+        its HTML 414; Go's server reads up to `go_http.MAX_REQUEST_HEAD` and answers past that with its
+        plain 431 (`go_http.HEADER_TOO_LARGE_REPLY`), then closes. The rest is what ``http.server`` does:
         EOF closes, `parse_request` may refuse, a timeout drops the connection.
         """
         self.reader.start_request()
@@ -270,7 +272,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Refuse a request head Go's server refuses, as it does; keep the target split.
 
         The request line as `go_http.read_request_line` reads it, the header lines as
-        `framing.read_header_lines` (their size), folded by `framing.header_fields` and judged by
+        `go_http.read_header_lines` (their size), folded by `go_http.header_fields` and judged by
         `framing.header_fields_refused` (their form).
 
         Before any handler, and so before routing, authentication, faults and the request log.
@@ -305,13 +307,13 @@ class _Handler(BaseHTTPRequestHandler):
         return accepted and self._take_headers(fields)
 
     def _take_headers(self, fields: list[bytes]) -> bool:
-        """Parse the fields `framing.header_fields` folded; act on ``Connection`` and ``Expect`` as Go's server does.
+        """Parse the fields `go_http.header_fields` folded; act on ``Connection`` and ``Expect`` as Go's server does.
 
         ``BaseHTTPRequestHandler.parse_request`` would read them itself, under its 64 KiB and 100-line
         bounds; `parse_request` keeps it from doing so. They are decoded as it decodes them
         (``http.client.parse_headers``: Latin-1, into its ``email`` message class), but folded as Go folds
         them (the ``email`` parser would keep a continuation's line break in the value), then read as Go reads them
-        (`framing.header_tokens`). ``Connection``
+        (`go_http.header_tokens`). ``Connection``
         (src/net/http/request.go ``shouldClose``): HTTP/1.1 closes after a ``close`` token, HTTP/1.0
         unless a ``keep-alive`` one. ``Expect`` (src/net/http/server.go ``conn.serve``): with a
         ``100-continue`` token on HTTP/1.1 and a body, the body is wrapped in an ``expectContinueReader``,
