@@ -183,6 +183,8 @@ class _Handler(BaseHTTPRequestHandler):
     raw_requestline: bytes
     _version: tuple[int, int]
     """The request's version as Go reads it (`parse_request`)."""
+    _reply_connection: go_http.ReplyConnection
+    """What Go's server does with the connection after the app's reply (`parse_request`)."""
     server_version = "kubectl-gpushare-extender"
     sys_version = ""
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the client's delayed
@@ -224,6 +226,9 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.raw_requestline = line
         self.path = read.path
+        if accepted:
+            self._reply_connection = go_http.reply_connection(read.version, self.headers.get_all("Connection") or [])
+            self.close_connection = self._reply_connection.close
         return accepted
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
@@ -272,6 +277,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(response)
 
     def _send(self, response: Response, close: bool = False) -> None:
+        """Write the reply; ``close`` (a request refused before the app) says ``Connection: close`` and closes.
+
+        Otherwise the connection is kept or closed, and the reply's last header says so, as Go's server does
+        (`go_http.reply_connection`, src/net/http/server.go ``chunkWriter.writeHeader``, which writes
+        ``Connection`` after ``Date`` and ``Content-Length``).
+        """
         self.connection.settimeout(self.server.limits.idle_timeout)  # a client that does not read
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
@@ -281,6 +292,8 @@ class _Handler(BaseHTTPRequestHandler):
         if close:
             self.send_header("Connection", "close")
             self.close_connection = True
+        elif self._reply_connection.header is not None:
+            self.send_header("Connection", self._reply_connection.header)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(response.body)

@@ -276,3 +276,41 @@ def header_tokens(values: Iterable[str]) -> frozenset[str]:
     trims ASCII whitespace, a line break that ``http.client`` kept in a folded value included.
     """
     return frozenset(trim_string(part).lower() for value in values for part in value.split(","))
+
+
+def has_token(value: str, token: str) -> bool:
+    """Go's ``hasToken`` (src/net/http/server.go): ``token`` in ``value``, any ASCII case, between spaces, commas, tabs.
+
+    Looser than `header_tokens`: ``foo close`` holds ``close`` here (a space is a boundary), where
+    ``httpguts.HeaderValuesContainsToken`` reads one element, ``foo close``.
+    """
+    return re.search(rf"(?<![^ ,\t]){re.escape(token)}(?![^ ,\t])", value, re.IGNORECASE | re.ASCII) is not None
+
+
+class ReplyConnection(NamedTuple):
+    """What Go's server does with a connection after a handler's reply (`reply_connection`)."""
+
+    close: bool
+    """Whether it closes the connection once the reply is written."""
+    header: str | None
+    """The ``Connection`` value it adds to the reply, if any."""
+
+
+def reply_connection(version: tuple[int, int], connection: Sequence[str]) -> ReplyConnection:
+    """Whether Go's server keeps a connection after a handler's reply with a Content-Length, and what it says so with.
+
+    ``connection`` is the request's ``Connection`` values. src/net/http/server.go ``chunkWriter.writeHeader``: an
+    HTTP/1.0 request whose first value has the ``keep-alive`` token (``wantsHttp10KeepAlive``, `has_token`) keeps
+    the connection and its reply says ``Connection: keep-alive``; any other HTTP/1.0 request closes it, and its
+    reply says nothing (``Connection: close`` is added on ``ProtoAtLeast(1, 1)`` only). A later version closes it
+    where the request ``wantsClose`` (src/net/http/request.go): ``req.Close``, which ``readRequest`` sets from
+    ``shouldClose`` (src/net/http/transfer.go: a ``close`` token in any value, `header_tokens`), or the ``close``
+    token in the first value (`has_token`); its reply then says ``Connection: close``.
+    """
+    first = connection[0] if connection else ""  # Header.get: the first value only
+    if not at_least_1_1(version):
+        keep = has_token(first, "keep-alive")
+        return ReplyConnection(close=not keep, header="keep-alive" if keep else None)
+    if "close" in header_tokens(connection) or has_token(first, "close"):
+        return ReplyConnection(close=True, header="close")
+    return ReplyConnection(close=False, header=None)

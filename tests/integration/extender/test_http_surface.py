@@ -395,3 +395,33 @@ def test_a_token_method_no_route_takes_gets_the_app_s_json_405_not_http_server_s
     assert b"Content-Type: application/json" in head and b"<html" not in answer.lower(), answer
     assert json.loads(body)["Error"] == f"method {method.decode()} not allowed on /gpushare-scheduler/filter"
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+_HEALTHZ_1_1 = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "replies", "connection"),
+    [(_HEALTHZ_1_1 + b"Connection: close\r\n\r\n", 1, b"close"),
+     (_HEALTHZ_1_1 + b"Connection: Keep-Alive, CLOSE\r\n\r\n" + _HEALTHZ_1_1 + b"\r\n", 1, b"close"),
+     (_HEALTHZ_1_1 + b"Connection: foo close\r\n\r\n" + _HEALTHZ_1_1 + b"\r\n", 1, b"close"),
+     (_HEALTHZ_1_1 + b"Connection: x\r\nConnection: close\r\n\r\n" + _HEALTHZ_1_1 + b"\r\n", 1, b"close"),
+     (_HEALTHZ_1_0 + b"\r\n", 1, None),
+     (_HEALTHZ_1_0 + b"Connection: Keep-Alive, close\r\n\r\n" + _HEALTHZ_1_0 + b"\r\n", 2, b"keep-alive")],
+    ids=["1.1-close", "1.1-close-token-in-a-list", "1.1-close-after-a-space", "1.1-close-in-a-second-value",
+         "1.0", "1.0-keep-alive-first"],
+)
+def test_the_reply_says_whether_the_connection_closes_as_go_s_reply_does(  # type: ignore[no-untyped-def]
+    ext, data: bytes, replies: int, connection: bytes | None
+) -> None:
+    """src/net/http/server.go ``chunkWriter.writeHeader``: a request that ``wantsClose`` (request.go; transfer.go
+    ``shouldClose`` reads a ``close`` token in any value, ``hasToken`` one in the first, between spaces or commas)
+    gets ``Connection: close`` last, after ``Content-Length``, on HTTP/1.1; an HTTP/1.0 one closes with none,
+    unless its first value has ``keep-alive``, which keeps it and says ``Connection: keep-alive``. http.server
+    closed only on a value exactly ``close``, and said neither."""
+    answer = _exchange(ext.running.port, data)
+    assert answer.count(b"\r\n\r\nok") == replies, answer
+    first = answer.partition(b"\r\n\r\nok")[0] + b"\r\n"
+    last = b"" if connection is None else b"Connection: %s\r\n" % connection
+    assert first.endswith(b"\r\nContent-Length: 2\r\n" + last), first
+    assert b"Connection:" in first if connection else b"Connection:" not in first

@@ -66,3 +66,30 @@ def test_content_length_reads_what_go_reads(values: list[str], expected: int) ->
 def test_content_length_refuses_what_go_refuses(values: list[str]) -> None:
     with pytest.raises(ValueError):
         go_http.content_length(values)
+
+
+@pytest.mark.parametrize(
+    ("value", "token", "expected"),
+    [("close", "close", True), ("Keep-Alive, CLOSE", "close", True), ("foo close", "close", True),
+     ("x,\tclose ,y", "close", True), ("closed", "close", False), ("xclose", "close", False),
+     ("close;", "close", False), ("", "close", False), ("keep-alive", "keep-alive", True)],
+)
+def test_has_token_needs_a_space_comma_or_tab_either_side(value: str, token: str, expected: bool) -> None:
+    assert go_http.has_token(value, token) is expected
+
+
+@pytest.mark.parametrize(
+    ("version", "connection", "expected"),
+    [((1, 1), [], (False, None)), ((1, 1), ["close"], (True, "close")),
+     ((1, 1), ["Keep-Alive, CLOSE"], (True, "close")),
+     ((1, 1), ["foo close"], (True, "close")),  # wantsClose's hasToken, not shouldClose's element
+     ((1, 1), ["x", "close"], (True, "close")),  # shouldClose reads every value
+     ((1, 1), ["keep-alive"], (False, None)), ((1, 9), ["close"], (True, "close")),
+     ((1, 0), [], (True, None)), ((1, 0), ["close"], (True, None)), ((1, 0), ["keep-alive"], (False, "keep-alive")),
+     ((1, 0), ["Keep-Alive, close"], (False, "keep-alive")),  # writeHeader asks wantsHttp10KeepAlive first
+     ((1, 0), ["x", "keep-alive"], (True, None))],  # the keep-alive token counts in the first value only
+)
+def test_reply_connection_is_go_s_close_after_reply(
+    version: tuple[int, int], connection: list[str], expected: tuple[bool, str | None]
+) -> None:
+    assert go_http.reply_connection(version, connection) == expected
