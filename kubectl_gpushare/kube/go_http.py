@@ -268,6 +268,20 @@ def header_fields(lines: list[bytes]) -> list[bytes]:
     return [b" ".join(parts) for parts in folded]
 
 
+def header_pairs(fields: list[bytes]) -> list[tuple[str, str]]:
+    """`header_fields` as names and values, a character per byte, as ``readMIMEHeader`` keeps them.
+
+    src/net/textproto/reader.go: the name ends at the first colon, the value's leading spaces and
+    tabs are cut, and a field with an empty name is skipped (the ``email`` parser dropped it too).
+    """
+    pairs: list[tuple[str, str]] = []
+    for field in fields:
+        name, _, value = field.decode("latin-1").partition(":")
+        if name:
+            pairs.append((name, value.lstrip(" \t")))
+    return pairs
+
+
 def header_tokens(values: Iterable[str]) -> frozenset[str]:
     """The comma-separated tokens of a header's values, trimmed and in lower case (``Connection``, ``Expect``).
 

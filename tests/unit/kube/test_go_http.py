@@ -93,3 +93,8 @@ def test_reply_connection_is_go_s_close_after_reply(
     version: tuple[int, int], connection: list[str], expected: tuple[bool, str | None]
 ) -> None:
     assert go_http.reply_connection(version, connection) == expected
+
+
+def test_header_pairs_cut_at_the_first_colon_skip_an_empty_name_and_trim_the_value_s_start() -> None:
+    fields = go_http.header_fields([b"A: x:y \r\n", b":skipped\r\n", b"B:\t z\n", b"  folded\r\n"])
+    assert go_http.header_pairs(fields) == [("A", "x:y"), ("B", "z folded")]
