@@ -13,9 +13,10 @@ bytes is cut off). Body framing follows Go's net/http (`kube.go_http`): repeated
 headers are one if they are equal once trimmed, and refused with 400 if they differ, as the body
 could be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 is refused with 411 (chunked, which
 Go reads and the extender does not) or 501 (any other), and on HTTP/1.0 ignored, as Go ignores it.
-A request line is read as Go reads it (`go_http.read_request_line`): a line Go cannot cut, a method
-that is no token, anything but ``HTTP/X.Y`` after the second space or a target Go's URL parser
-refuses gets Go's plain 400, a version other than 1.x Go's 505 (`_Handler.parse_request`).
+A request head is read as Go reads it (`kube.go_handler`): a line Go cannot cut, a method that is
+no token, anything but ``HTTP/X.Y`` after the second space or a target Go's URL parser refuses gets
+Go's plain 400, a version other than 1.x Go's 505, a head past Go's 1 MiB + 4096 bytes Go's 431
+(`_Handler.parse_request`).
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
 from kubectl_gpushare.extender.app import ExtenderApp, Response
 from kubectl_gpushare.extender.certs import ReloadingKeyPair
 from kubectl_gpushare.kube import go_http
 from kubectl_gpushare.kube.go_format import trim_string
+from kubectl_gpushare.kube.go_handler import GoHeadHandler
 
 log = logging.getLogger("kubectl_gpushare.extender.httpd")
 
@@ -177,10 +179,9 @@ class _DeadlineReader(io.RawIOBase):
         return count
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GoHeadHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
-    raw_requestline: bytes
     _version: tuple[int, int]
     """The request's version as Go reads it (`parse_request`)."""
     _reply_connection: go_http.ReplyConnection
@@ -197,39 +198,33 @@ class _Handler(BaseHTTPRequestHandler):
         self._reader = _DeadlineReader(self.connection, self.server.limits)
         self.rfile = io.BufferedReader(self._reader, 64 * 1024)
 
-    def handle_one_request(self) -> None:
+    def start_request(self) -> None:
+        """The next request's first bytes start its deadline (`_DeadlineReader`)."""
         self._reader.start_request()
-        super().handle_one_request()
 
     def parse_request(self) -> bool:
-        """Refuse a request line Go's server refuses, with Go's reply; else http.server's parse of the rest.
+        """Read the head as Go's server reads it (`GoHeadHandler`), then Go's keep-alive and ``http.server``'s Expect.
 
-        http.server splits the line on any run of whitespace (``str.split``: a tab, and bytes 0x85 and
-        0xA0 too), takes ``HTTP/<digits>.<digits>`` below 2.0 (``HTTP/1.10``, ``HTTP/01.1``, ``HTTP/0.9``),
-        serves a line without one (``GET /``) as HTTP/0.9, and reads ``GET`` then byte 0x85 as the method ``GET``. Go
-        reads the line with `go_http.read_request_line` (src/net/http/request.go ``readRequest``: cut at
-        its first two spaces, a token method, ``ParseHTTPVersion``, ``url.ParseRequestURI``: a 400; then
-        src/net/http/server.go ``http1ServerSupportsRequest``: a 505), writes either reply itself, before
-        any handler, and closes. http.server then reads only the method, version and headers, from the
-        line with the target set aside, and ``path`` is the target as Go cut it.
+        ``http.server`` would split the line on any whitespace, serve ``GET /`` as HTTP/0.9 and
+        ``HTTP/1.10``, and bound the head by lines (a request line over 64 KiB its HTML 414, a header
+        line over 64 KiB or a 101st its HTML 431). Go's server (src/net/http/request.go ``readRequest``,
+        `go_http.read_request_line`) refuses a line it cannot read with its plain 400 or 505, and bounds
+        the whole head by bytes only (`go_http.MAX_REQUEST_HEAD`, then its plain 431), before any
+        handler, and closes. Whether the connection outlives the reply, and the ``Connection`` header
+        that says so, are Go's (`go_http.reply_connection`), not ``http.server``'s, which closes on one
+        ``Connection`` value that is exactly ``close`` and adds no header. ``Expect: 100-continue`` is
+        answered as ``http.server`` answers it, before the body is read.
         """
-        line = self.raw_requestline
-        read = go_http.read_request_line(line)
-        if isinstance(read, bytes):
-            self.close_connection = True
-            self.wfile.write(read)
+        fields = self.read_head()
+        if fields is None or not self.parse_set_aside(fields):
             return False
-        self._version = read.version
-        self.raw_requestline = read.target_set_aside()
-        try:
-            accepted = super().parse_request()
-        finally:
-            self.raw_requestline = line
-        self.path = read.path
-        if accepted:
-            self._reply_connection = go_http.reply_connection(read.version, self.headers.get_all("Connection") or [])
-            self.close_connection = self._reply_connection.close
-        return accepted
+        self._version = self.request_line.version
+        self._reply_connection = go_http.reply_connection(self._version, self.headers.get_all("Connection") or [])
+        self.close_connection = self._reply_connection.close
+        expect = self.headers.get("Expect", "")
+        if expect.lower() == "100-continue" and self.request_version >= "HTTP/1.1":  # http.server's rule
+            return self.handle_expect_100()
+        return True
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
         """Silence the per-request access log; the app logs what matters."""

@@ -336,26 +336,51 @@ def _exchange(port: int, data: bytes) -> bytes:
 
 _HEADERS_101 = b"".join(b"X-%d: a\r\n" % i for i in range(101))
 _HEALTHZ_1_0 = b"GET /healthz HTTP/1.0\r\n"
+_HEALTHZ_1_1 = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
 _FILTER_HEAD = b"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+
+
+_HEAD_LIMIT = (1 << 20) + 4096  # src/net/http/server.go: DefaultMaxHeaderBytes plus initialReadLimitSize's 4096
+GO_HEADER_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                       b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+
+
+def _head_of(size: int) -> bytes:
+    """A GET /healthz head of exactly ``size`` bytes, padded by one header line."""
+    start, end = _HEALTHZ_1_1 + b"X-Pad: ", b"\r\nConnection: close\r\n\r\n"
+    return start + b"a" * (size - len(start) - len(end)) + end
 
 
 @pytest.mark.parametrize(
     ("data", "status"),
-    [(b"GET /healthz HTTP/1.1\r\n" + _HEADERS_101 + b"\r\n", b"431"),
-     (b"GET /healthz HTTP/1.1\r\nX-A: " + b"a" * 70_000 + b"\r\n\r\n", b"431"),
-     (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", b"414"),
-     (b"POST /gpushare-scheduler/filter HTTP/1.1\r\n" + b"Content-Length: 2\r\n" * 1000 + b"\r\n{}", b"431")],
-    ids=["101-header-lines", "header-line-over-64k", "request-line-over-64k", "1000-equal-content-lengths"],
+    [(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + _HEADERS_101 + b"Connection: close\r\n\r\n", b"200"),
+     (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 70_000 + b"\r\nConnection: close\r\n\r\n", b"200"),
+     (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"404"),
+     (_FILTER_HEAD + b"Content-Length: 2\r\n" * 1000 + b"Connection: close\r\n\r\n{}", b"200"),
+     (_head_of(_HEAD_LIMIT), b"200")],
+    ids=["101-header-lines", "header-line-over-64k", "request-line-over-64k", "1000-equal-content-lengths",
+         "head-at-go-s-limit"],
 )
-def test_http_server_s_head_bounds_still_hold_behind_go_s_request_line(  # type: ignore[no-untyped-def]
-    ext, data: bytes, status: bytes
-) -> None:
-    """Behind `_Handler.parse_request` http.server still bounds the head: a line of at most 64 KiB and 100
-    lines with the blank one (http.client ``_MAXLINE``, ``_MAXHEADERS``), where Go's only bound is 1 MiB of
-    head: 1,000 equal Content-Length headers, one to Go, are too many lines here."""
+def test_a_request_head_is_bounded_by_its_bytes_as_go_bounds_it(ext, data: bytes, status: bytes) -> None:  # type: ignore[no-untyped-def]
+    """Go's server bounds the head (request line included) by bytes only: src/net/http/server.go
+    ``initialReadLimitSize``, 1 MiB + 4096, and textproto's ``ReadMIMEHeader`` no line's length and no
+    count (``readMIMEHeader(r, math.MaxInt64, math.MaxInt64)``, src/net/textproto/reader.go). http.server
+    answered a request line over 64 KiB its HTML 414, a header line over 64 KiB or 100 lines its HTML 431
+    (http.client ``_MAXLINE``, ``_MAXHEADERS``): 1,000 equal Content-Length headers, one to Go, were too many."""
     answer = _exchange(ext.running.port, data)
     assert answer.split(b" ", 2)[1] == status, answer[:200]
-    assert b"\r\nConnection: close\r\n" in answer
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize(
+    "data",
+    [_head_of(_HEAD_LIMIT + 1), b"GET /" + b"a" * _HEAD_LIMIT + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+     _HEALTHZ_1_1 + b"X-A: a\r\n" * (_HEAD_LIMIT // 8) + b"\r\n"],
+    ids=["one-byte-past", "request-line", "many-short-lines"],
+)
+def test_a_request_head_past_go_s_limit_gets_go_s_431_and_the_connection_closed(ext, data: bytes) -> None:  # type: ignore[no-untyped-def]
+    """Past the limit Go's ``conn.serve`` writes its plain 431 (``errTooLarge``) and closes."""
+    assert _exchange(ext.running.port, data) == GO_HEADER_TOO_LARGE
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
 
 
@@ -396,8 +421,6 @@ def test_a_token_method_no_route_takes_gets_the_app_s_json_405_not_http_server_s
     assert json.loads(body)["Error"] == f"method {method.decode()} not allowed on /gpushare-scheduler/filter"
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
 
-
-_HEALTHZ_1_1 = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
 
 
 @pytest.mark.parametrize(
