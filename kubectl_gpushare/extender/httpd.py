@@ -16,7 +16,7 @@ Go reads and the extender does not) or 501 (any other), and on HTTP/1.0 ignored,
 A request head is read as Go reads it (`kube.go_handler`): a line Go cannot cut, a method that is
 no token, anything but ``HTTP/X.Y`` after the second space or a target Go's URL parser refuses gets
 Go's plain 400, a version other than 1.x Go's 505, a head past Go's 1 MiB + 4096 bytes Go's 431
-(`_Handler.parse_request`).
+and a first header line that starts with a blank Go's 400 (`_Handler.parse_request`).
 """
 
 from __future__ import annotations

@@ -60,7 +60,11 @@ class GoHeadHandler(BaseHTTPRequestHandler):
 
         The line as `go_http.read_request_line` reads it (`request_line`), the header lines within what
         the line left of `go_http.MAX_REQUEST_HEAD` (`go_http.read_header_lines`, else Go's 431), folded as
-        textproto folds them (`go_http.header_fields`).
+        textproto folds them (`go_http.header_fields`). A first header line that starts with a space or a
+        tab, which ``http.server``'s ``email`` parser takes, is Go's plain 400: ``readMIMEHeader``
+        (src/net/textproto/reader.go) peeks at the byte after the request line and refuses it as a
+        "malformed MIME header initial line", a ``ProtocolError`` that ``conn.serve`` answers with
+        `go_http.BAD_REQUEST_REPLY`.
         """
         read = go_http.read_request_line(self.raw_requestline)
         if isinstance(read, bytes):
@@ -70,6 +74,9 @@ class GoHeadHandler(BaseHTTPRequestHandler):
         lines = go_http.read_header_lines(self.rfile, go_http.MAX_REQUEST_HEAD - len(self.raw_requestline))
         if lines is None:
             self.refuse(go_http.HEADER_TOO_LARGE_REPLY)
+            return None
+        if lines and lines[0][:1] in (b" ", b"\t"):  # readMIMEHeader: "malformed MIME header initial line"
+            self.refuse(go_http.BAD_REQUEST_REPLY)
             return None
         return go_http.header_fields(lines)
 

@@ -255,7 +255,7 @@ def header_fields(lines: list[bytes]) -> list[bytes]:
 
     ``readContinuedLineSlice`` (src/net/textproto/reader.go) trims each line of spaces and tabs and
     joins a continuation (a line that starts with a space or tab) to the field before it with one
-    space. A first line that is a continuation keeps its leading space, for the server to refuse.
+    space. A first line that is a continuation keeps its leading space (Go refuses it: `go_handler`).
     Each field is joined once: a join per continuation line is quadratic.
     """
     folded: list[list[bytes]] = []

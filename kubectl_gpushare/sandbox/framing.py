@@ -73,20 +73,17 @@ def _bad_request_because(why: str) -> bytes:
 def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
     """The reply Go's server writes, then closes, for `go_http.header_fields` it refuses; None where it reads them.
 
-    In Go's order. ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go): a first line
-    that starts with a space or tab, a field without a colon, a name with a byte that is neither a
-    tchar nor a space, or a value with a control byte other than a tab is a ``ProtocolError``, Go's
-    plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest`` (src/net/http/request.go)
-    refuses a second ``Host`` the same way, and ``readTransfer`` a ``Transfer-Encoding`` it does not
-    read (`transfer_encoding_refused`) with `UNSUPPORTED_TRANSFER_ENCODING_REPLY`, then a Content-Length
-    `content_length` refuses with the plain `BAD_REQUEST_REPLY`. Then server.go's
-    ``readRequest`` answers with its reason:
-    an HTTP/1.1 request without ``Host`` (``CONNECT`` aside), a ``Host`` with a byte
-    ``ValidHostHeader`` refuses, and a name with a space (textproto keeps it, go.dev/issue/34540;
-    ``ValidHeaderFieldName`` does not).
+    In Go's order, after ``GoHeadHandler.read_head`` refused a first line that starts with a space or tab.
+    ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go): a field without a colon, a name with a
+    byte that is neither a tchar nor a space, or a value with a control byte other than a tab is a
+    ``ProtocolError``, Go's plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest``
+    (src/net/http/request.go) refuses a second ``Host`` the same way, and ``readTransfer`` a
+    ``Transfer-Encoding`` it does not read (`transfer_encoding_refused`) with
+    `UNSUPPORTED_TRANSFER_ENCODING_REPLY`, then a Content-Length `content_length` refuses with the plain
+    `BAD_REQUEST_REPLY`. Then server.go's ``readRequest`` answers with its reason: an HTTP/1.1 request without
+    ``Host`` (``CONNECT`` aside), a ``Host`` with a byte ``ValidHostHeader`` refuses, and a name with a space
+    (textproto keeps it, go.dev/issue/34540; ``ValidHeaderFieldName`` does not).
     """
-    if fields and fields[0][:1] in (b" ", b"\t"):
-        return BAD_REQUEST_REPLY
     spaced_name = False
     for field in fields:
         name, colon, value = field.partition(b":")

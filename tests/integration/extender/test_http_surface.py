@@ -448,3 +448,16 @@ def test_the_reply_says_whether_the_connection_closes_as_go_s_reply_does(  # typ
     last = b"" if connection is None else b"Connection: %s\r\n" % connection
     assert first.endswith(b"\r\nContent-Length: 2\r\n" + last), first
     assert b"Connection:" in first if connection else b"Connection:" not in first
+
+
+@pytest.mark.parametrize("first", [b" X-A: a\r\n", b"\tX-A: a\r\n", b" \r\n"], ids=["space", "tab", "blank"])
+def test_a_first_header_line_that_starts_with_a_blank_gets_go_s_400_and_the_connection_closed(  # type: ignore[no-untyped-def]
+    ext, first: bytes
+) -> None:
+    """src/net/textproto/reader.go ``readMIMEHeader`` peeks at the byte after the request line: a space or
+    tab is a "malformed MIME header initial line", a ProtocolError, which src/net/http/server.go
+    ``conn.serve`` answers with its plain 400, then closes. http.server's ``email`` parser took the line
+    and served the request."""
+    answer = _exchange(ext.running.port, b"GET /healthz HTTP/1.1\r\n" + first + b"Host: x\r\nConnection: close\r\n\r\n")
+    assert answer == GO_BAD_REQUEST
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
