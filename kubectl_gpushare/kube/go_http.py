@@ -310,7 +310,16 @@ class ReplyConnection(NamedTuple):
     """The ``Connection`` value it adds to the reply, if any."""
 
 
-def reply_connection(version: tuple[int, int], connection: Sequence[str]) -> ReplyConnection:
+def is_h2_preface(request_line: RequestLine, fields: list[bytes]) -> bool:
+    """Whether the request is the HTTP/2 preface's head, ``PRI * HTTP/2.0`` with no header field.
+
+    src/net/http/request.go ``isH2Upgrade`` (``len(r.Header) == 0``: a field with an empty name,
+    which textproto skips, does not count); `read_request_line` lets 2.0 through for ``PRI *`` only.
+    """
+    return request_line.method == b"PRI" and request_line.version == (2, 0) and not header_pairs(fields)
+
+
+def reply_connection(version: tuple[int, int], connection: Sequence[str], h2_preface: bool = False) -> ReplyConnection:
     """Whether Go's server keeps a connection after a handler's reply with a Content-Length, and what it says so with.
 
     ``connection`` is the request's ``Connection`` values. src/net/http/server.go ``chunkWriter.writeHeader``: an
@@ -319,12 +328,14 @@ def reply_connection(version: tuple[int, int], connection: Sequence[str]) -> Rep
     reply says nothing (``Connection: close`` is added on ``ProtoAtLeast(1, 1)`` only). A later version closes it
     where the request ``wantsClose`` (src/net/http/request.go): ``req.Close``, which ``readRequest`` sets from
     ``shouldClose`` (src/net/http/transfer.go: a ``close`` token in any value, `header_tokens`), or the ``close``
-    token in the first value (`has_token`); its reply then says ``Connection: close``.
+    token in the first value (`has_token`); its reply then says ``Connection: close``. So does the HTTP/2
+    preface's (`is_h2_preface`), which ``readRequest`` marks ``req.Close`` (and server.go's ``closeAfterReply``)
+    so that a handler may take the connection over, else it is closed.
     """
     first = connection[0] if connection else ""  # Header.get: the first value only
     if not at_least_1_1(version):
         keep = has_token(first, "keep-alive")
         return ReplyConnection(close=not keep, header="keep-alive" if keep else None)
-    if "close" in header_tokens(connection) or has_token(first, "close"):
+    if h2_preface or "close" in header_tokens(connection) or has_token(first, "close"):
         return ReplyConnection(close=True, header="close")
     return ReplyConnection(close=False, header=None)

@@ -102,7 +102,7 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
         content_length([value.decode("latin-1") for value in _field_values(fields, b"content-length")])
     except FramingError:
         return BAD_REQUEST_REPLY
-    h2_preface = (method, proto, fields) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
+    h2_preface = go_http.is_h2_preface(request_line, fields)
     if not hosts and proto != b"HTTP/1.0" and method != b"CONNECT" and not h2_preface:  # ProtoAtLeast(1, 1)
         return _bad_request_because("missing required Host header")
     if hosts and not _HOST.fullmatch(hosts[0]):

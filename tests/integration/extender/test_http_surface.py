@@ -461,3 +461,24 @@ def test_a_first_header_line_that_starts_with_a_blank_gets_go_s_400_and_the_conn
     answer = _exchange(ext.running.port, b"GET /healthz HTTP/1.1\r\n" + first + b"Host: x\r\nConnection: close\r\n\r\n")
     assert answer == GO_BAD_REQUEST
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("data", "replies", "connection"),
+    [(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 1, b"close"),
+     (b"PRI * HTTP/2.0\r\nHost: x\r\n\r\n" + _HEALTHZ_1_1 + b"Connection: close\r\n\r\n", 2, None)],
+    ids=["preface", "with-a-header"],
+)
+def test_the_http2_preface_goes_to_the_app_then_the_connection_closes_as_go_closes_it(  # type: ignore[no-untyped-def]
+    ext, data: bytes, replies: int, connection: bytes | None
+) -> None:
+    """src/net/http/server.go ``http1ServerSupportsRequest`` hands ``PRI * HTTP/2.0`` to the handler (here the
+    app's JSON 404 for ``*``); request.go ``readRequest`` marks the preface's head (``isH2Upgrade``: no header)
+    ``req.Close`` and server.go ``closeAfterReply``, so its reply says ``Connection: close`` and the
+    connection closes: the preface's ``SM`` is never read as a request. http.server kept the connection and
+    answered ``SM`` with Go's 400. With a header it is no preface, and the connection is kept."""
+    answer = _exchange(ext.running.port, data)
+    assert answer.startswith(b"HTTP/1.1 404 "), answer
+    assert answer.count(b"HTTP/1.1 ") == replies and b"400 Bad Request" not in answer, answer
+    head = answer.partition(b"\r\n\r\n")[0] + b"\r\n"
+    assert head.endswith(b"Connection: close\r\n") if connection else b"Connection:" not in head, head

@@ -98,3 +98,14 @@ def test_reply_connection_is_go_s_close_after_reply(
 def test_header_pairs_cut_at_the_first_colon_skip_an_empty_name_and_trim_the_value_s_start() -> None:
     fields = go_http.header_fields([b"A: x:y \r\n", b":skipped\r\n", b"B:\t z\n", b"  folded\r\n"])
     assert go_http.header_pairs(fields) == [("A", "x:y"), ("B", "z folded")]
+
+
+def test_the_http2_preface_is_pri_star_2_0_with_no_named_field_and_closes_after_the_reply() -> None:
+    preface = go_http.read_request_line(b"PRI * HTTP/2.0\r\n")
+    assert isinstance(preface, go_http.RequestLine)
+    assert go_http.is_h2_preface(preface, []) and go_http.is_h2_preface(preface, [b":x"])  # textproto skips it
+    assert not go_http.is_h2_preface(preface, [b"Host: x"])
+    get = go_http.read_request_line(b"GET / HTTP/1.1\r\n")
+    assert isinstance(get, go_http.RequestLine) and not go_http.is_h2_preface(get, [])
+    assert go_http.reply_connection((2, 0), [], h2_preface=True) == (True, "close")
+    assert go_http.reply_connection((2, 0), []) == (False, None)
