@@ -186,8 +186,6 @@ class _Handler(GoHeadHandler):
     """The request's version as Go reads it (`parse_request`)."""
     _reply_connection: go_http.ReplyConnection
     """What Go's server does with the connection after the app's reply (`parse_request`)."""
-    server_version = "kubectl-gpushare-extender"
-    sys_version = ""
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the client's delayed
     # ACK adds ~40 ms to every keep-alive reply.
     disable_nagle_algorithm = True
@@ -274,19 +272,29 @@ class _Handler(GoHeadHandler):
                 budget.release(length)
         self._send(response)
 
-    def _send(self, response: Response, close: bool = False) -> None:
-        """Write the reply; ``close`` (a request refused before the app) says ``Connection: close`` and closes.
+    def send_response(self, code: int, message: str | None = None) -> None:
+        """The status line only: `_send` writes the headers in Go's order, and Go writes no ``Server`` header.
 
-        Otherwise the connection is kept or closed, and the reply's last header says so, as Go's server does
-        (`go_http.reply_connection`, src/net/http/server.go ``chunkWriter.writeHeader``, which writes
-        ``Connection`` after ``Date`` and ``Content-Length``).
+        ``http.server``'s own adds ``Server: kubectl-gpushare-extender`` and ``Date`` right after the
+        status line; the original extender's replies (Go's net/http) carry no ``Server`` header.
+        """
+        self.send_response_only(code, message)
+
+    def _send(self, response: Response, close: bool = False) -> None:
+        """Write the reply's head in Go's order, then its body; ``close`` (a request refused before the app) closes.
+
+        src/net/http/server.go ``chunkWriter.writeHeader``: the handler's headers sorted by name
+        (``Header.WriteSubset``; the original extender's handlers set ``Content-Type`` only), then the
+        ones the server adds (``extraHeader.Write``): ``Date``, ``Content-Length`` (the whole body was
+        written before the handler returned), ``Connection``. Without ``close`` the connection is kept or
+        closed, and ``Connection`` says so, as Go's server decides (`go_http.reply_connection`).
         """
         self.connection.settimeout(self.server.limits.idle_timeout)  # a client that does not read
         self.send_response(response.status)
-        self.send_header("Content-Type", response.content_type)
-        self.send_header("Content-Length", str(len(response.body)))
-        for name, value in response.headers:
+        for name, value in sorted((("Content-Type", response.content_type), *response.headers), key=lambda h: h[0]):
             self.send_header(name, value)
+        self.send_header("Date", self.date_time_string())
+        self.send_header("Content-Length", str(len(response.body)))
         if close:
             self.send_header("Connection", "close")
             self.close_connection = True

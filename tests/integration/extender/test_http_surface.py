@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import signal
 import socket
 import ssl
@@ -482,3 +483,24 @@ def test_the_http2_preface_goes_to_the_app_then_the_connection_closes_as_go_clos
     assert answer.count(b"HTTP/1.1 ") == replies and b"400 Bad Request" not in answer, answer
     head = answer.partition(b"\r\n\r\n")[0] + b"\r\n"
     assert head.endswith(b"Connection: close\r\n") if connection else b"Connection:" not in head, head
+
+
+_DATE = rb"Date: [A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT\r\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "head"),
+    [(_HEALTHZ_1_1 + b"Connection: close\r\n\r\n",
+      rb"HTTP/1\.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n" + _DATE
+      + rb"Content-Length: 2\r\nConnection: close\r\n\r\n"),
+     (b"PUT /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+      rb"HTTP/1\.1 405 Method Not Allowed\r\nAllow: POST\r\nContent-Type: application/json\r\n" + _DATE
+      + rb"Content-Length: \d+\r\nConnection: close\r\n\r\n")],
+    ids=["healthz", "sorted-handler-headers"],
+)
+def test_a_reply_s_head_is_in_go_s_order_without_a_server_header(ext, data: bytes, head: bytes) -> None:  # type: ignore[no-untyped-def]
+    """src/net/http/server.go ``chunkWriter.writeHeader``: the handler's headers sorted by name, then ``Date``,
+    ``Content-Length`` and ``Connection``; Go writes no ``Server`` header. http.server wrote
+    ``Server: kubectl-gpushare-extender`` and ``Date`` first, then the app's headers in its own order."""
+    answer = _exchange(ext.running.port, data)
+    assert re.match(head, answer), answer
