@@ -210,7 +210,8 @@ class _Handler(GoHeadHandler):
         the whole head by bytes only (`go_http.MAX_REQUEST_HEAD`, then its plain 431), before any
         handler, and closes. Whether the connection outlives the reply, and the ``Connection`` header
         that says so, are Go's (`go_http.reply_connection`), not ``http.server``'s, which closes on one
-        ``Connection`` value that is exactly ``close`` and adds no header; the HTTP/2 preface's head
+        ``Connection`` value that is exactly ``close`` and adds no header; a reply's status line says
+        ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1``; the HTTP/2 preface's head
         (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection closes, as Go's
         server closes it after its handler. ``Expect: 100-continue`` is answered as ``http.server``
         answers it, before the body is read.
@@ -219,6 +220,8 @@ class _Handler(GoHeadHandler):
         if fields is None or not self.parse_set_aside(fields):
             return False
         self._version = self.request_line.version
+        # src/net/http/server.go writeStatusLine: "HTTP/1.1" for ProtoAtLeast(1, 1), else "HTTP/1.0"
+        self.protocol_version = "HTTP/1.1" if go_http.at_least_1_1(self._version) else "HTTP/1.0"
         self._reply_connection = go_http.reply_connection(self._version, self.headers.get_all("Connection") or [],
                                                           go_http.is_h2_preface(self.request_line, fields))
         self.close_connection = self._reply_connection.close
