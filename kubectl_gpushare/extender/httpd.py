@@ -217,8 +217,9 @@ class _Handler(GoHeadHandler):
         answers it, before the body is read.
         """
         fields = self.read_head()
-        if fields is None or not self.parse_set_aside(fields):
+        if fields is None:
             return False
+        self.take_head(fields)
         self._version = self.request_line.version
         # src/net/http/server.go writeStatusLine: "HTTP/1.1" for ProtoAtLeast(1, 1), else "HTTP/1.0"
         self.protocol_version = "HTTP/1.1" if go_http.at_least_1_1(self._version) else "HTTP/1.0"

@@ -9,14 +9,13 @@ and reads it by `go_http`'s rules. Each subclass judges the fields it reads, the
 
 from __future__ import annotations
 
-import io
 from http.server import BaseHTTPRequestHandler
 
 from kubectl_gpushare.kube import go_http
 
 
 class GoHeadHandler(BaseHTTPRequestHandler):
-    """A handler whose `parse_request` starts with `read_head` and ends with `parse_set_aside`."""
+    """A handler whose `parse_request` starts with `read_head` and ends with `take_head`."""
 
     raw_requestline: bytes  # set by handle_one_request (typeshed leaves it out)
     request_line: go_http.RequestLine
@@ -80,27 +79,24 @@ class GoHeadHandler(BaseHTTPRequestHandler):
             return None
         return go_http.header_fields(lines)
 
-    def parse_set_aside(self, fields: list[bytes]) -> bool:
-        """``http.server``'s ``parse_request`` of the line with its target set aside, then ``headers`` from ``fields``.
+    def take_head(self, fields: list[bytes]) -> None:
+        """Set what ``http.server``'s ``parse_request`` would, from the head as Go read it (`read_head`).
 
-        ``http.server`` splits the line on any whitespace (``str.split`` takes bytes 0x85 and 0xA0 for it),
-        where Go's ``parseRequestLine`` (src/net/http/request.go) cuts it at spaces only; so it reads only
-        the method and version, from the line with the target set aside
-        (`go_http.RequestLine.target_set_aside`), and no header lines (`read_head` read them): ``path`` is
-        the target as Go cut it (`go_http.RequestLine.path`), and ``headers`` holds ``fields`` as textproto
-        keeps them (`go_http.header_pairs`), not as the ``email`` parser would (which keeps a continuation's
-        line break in the value, and cost 9x this on every request).
+        ``http.server``'s parser splits the line on any whitespace (``str.split`` takes bytes 0x85 and 0xA0
+        for it), where Go's ``parseRequestLine`` (src/net/http/request.go) cuts it at spaces only, and
+        bounds the header lines by count. So it is not called: ``command`` is Go's method, ``path`` the
+        target as Go cut it (`go_http.RequestLine.path`), ``request_version`` its version
+        (`go_http.RequestLine.handler_version`), and ``headers`` holds ``fields`` as textproto keeps them
+        (`go_http.header_pairs`), not as the ``email`` parser would (which keeps a continuation's line
+        break in the value, and cost 9x this on every request). ``close_connection`` is ``http.server``'s
+        default, HTTP/1.1 and later kept; a subclass decides it from ``Connection`` as Go does.
         """
-        line = self.raw_requestline
-        self.raw_requestline = self.request_line.target_set_aside()
-        rfile, self.rfile = self.rfile, io.BufferedReader(io.BytesIO(b"\r\n"))  # the headers are read
-        try:
-            accepted = super().parse_request()
-        finally:
-            self.raw_requestline, self.rfile = line, rfile
-        self.path = self.request_line.path
-        if accepted:
-            self.headers = self.MessageClass()
-            for name, value in go_http.header_pairs(fields):
-                self.headers[name] = value
-        return accepted
+        read = self.request_line
+        self.requestline = self.raw_requestline.decode("latin-1").rstrip("\r\n")
+        self.command = read.method.decode("latin-1")
+        self.path = read.path
+        self.request_version = read.handler_version
+        self.close_connection = not go_http.at_least_1_1(read.version)
+        self.headers = self.MessageClass()
+        for name, value in go_http.header_pairs(fields):
+            self.headers[name] = value

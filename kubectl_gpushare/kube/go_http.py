@@ -128,18 +128,15 @@ class RequestLine(NamedTuple):
         """
         return self.target.decode("latin-1")
 
-    def target_set_aside(self) -> bytes:
-        """The request line with its target replaced by ``*``: no byte Python calls space.
+    @property
+    def handler_version(self) -> str:
+        """The version as ``http.server``'s ``request_version``: ``proto``, but ``HTTP/1.1`` for the HTTP/2 preface.
 
-        For ``http.server``'s parser, which splits on any whitespace (``str.split`` takes bytes 0x85 and
-        0xA0 for it, Go's ``parseRequestLine`` only the space): it still reads the method and version,
-        which Go's rules (`read_request_line`) keep to ASCII tokens, from the line. The one 2.0 line they
-        let through, ``PRI * HTTP/2.0``, goes to Go's handlers as HTTP/1.1 does (``http1ServerSupportsRequest``
-        in src/net/http/server.go; ``shouldClose`` reads ``Connection`` alike): it is set aside as
-        ``HTTP/1.1``, which ``http.server`` serves, where it answers 2.0 with its HTML 505.
+        Go hands ``PRI * HTTP/2.0`` to its handlers as it hands HTTP/1.1 (``http1ServerSupportsRequest`` in
+        src/net/http/server.go; ``shouldClose`` reads ``Connection`` alike); ``http.server`` would answer 2.0
+        with its HTML 505.
         """
-        proto = b"HTTP/1.1" if self.proto == b"HTTP/2.0" else self.proto
-        return self.method + b" * " + proto + b"\r\n"
+        return "HTTP/1.1" if self.proto == b"HTTP/2.0" else self.proto.decode("latin-1")
 
 
 def read_request_line(request_line: bytes) -> RequestLine | bytes:

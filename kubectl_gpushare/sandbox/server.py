@@ -244,7 +244,7 @@ class _Handler(GoHeadHandler):
         """Refuse a request head Go's server refuses, as it does; keep the target split.
 
         The head as `GoHeadHandler.read_head` reads it, its fields judged by `framing.header_fields_refused`,
-        then `GoHeadHandler.parse_set_aside`. Before any handler, and so before routing, authentication,
+        then `GoHeadHandler.take_head`. Before any handler, and so before routing, authentication,
         faults and the request log.
         """
         fields = self.read_head()
@@ -256,12 +256,13 @@ class _Handler(GoHeadHandler):
         if refused is not None:
             return self.refuse(refused)
         self.chunked = chunked(fields, read.proto)
-        return self.parse_set_aside(fields) and self._take_headers()
+        self.take_head(fields)
+        return self._take_headers()
 
     def _take_headers(self) -> bool:
         """Act on ``Connection`` and ``Expect`` as Go's server does.
 
-        ``headers`` are the fields as Go folds them (`GoHeadHandler.parse_set_aside`), read as Go reads them
+        ``headers`` are the fields as Go folds them (`GoHeadHandler.take_head`), read as Go reads them
         (`go_http.header_tokens`). ``Connection``
         (src/net/http/request.go ``shouldClose``): HTTP/1.1 closes after a ``close`` token, HTTP/1.0
         unless a ``keep-alive`` one. ``Expect`` (src/net/http/server.go ``conn.serve``): with a
