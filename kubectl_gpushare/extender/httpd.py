@@ -13,9 +13,10 @@ bytes is cut off). Body framing follows Go's net/http (`kube.go_http`): repeated
 headers are one if they are equal once trimmed, and refused with 400 if they differ, as the body
 could be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 is refused with 411 (chunked, which
 Go reads and the extender does not) or 501 (any other), and on HTTP/1.0 ignored, as Go ignores it.
-A request line is read as Go reads it (`go_http.read_request_line`): a line Go cannot cut, a method
-that is no token, anything but ``HTTP/X.Y`` after the second space or a target Go's URL parser
-refuses gets Go's plain 400, a version other than 1.x Go's 505 (`_Handler.parse_request`).
+A request head is read as Go reads it (`kube.go_handler`): a line Go cannot cut, a method that is
+no token, anything but ``HTTP/X.Y`` after the second space or a target Go's URL parser refuses gets
+Go's plain 400, a version other than 1.x Go's 505, a head past Go's 1 MiB + 4096 bytes Go's 431
+and a first header line that starts with a blank Go's 400 (`_Handler.parse_request`).
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
 from kubectl_gpushare.extender.app import ExtenderApp, Response
 from kubectl_gpushare.extender.certs import ReloadingKeyPair
 from kubectl_gpushare.kube import go_http
 from kubectl_gpushare.kube.go_format import trim_string
+from kubectl_gpushare.kube.go_handler import GoHeadHandler
 
 log = logging.getLogger("kubectl_gpushare.extender.httpd")
 
@@ -177,14 +179,13 @@ class _DeadlineReader(io.RawIOBase):
         return count
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GoHeadHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
-    raw_requestline: bytes
     _version: tuple[int, int]
     """The request's version as Go reads it (`parse_request`)."""
-    server_version = "kubectl-gpushare-extender"
-    sys_version = ""
+    _reply_connection: go_http.ReplyConnection
+    """What Go's server does with the connection after the app's reply (`parse_request`)."""
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the client's delayed
     # ACK adds ~40 ms to every keep-alive reply.
     disable_nagle_algorithm = True
@@ -195,36 +196,40 @@ class _Handler(BaseHTTPRequestHandler):
         self._reader = _DeadlineReader(self.connection, self.server.limits)
         self.rfile = io.BufferedReader(self._reader, 64 * 1024)
 
-    def handle_one_request(self) -> None:
+    def start_request(self) -> None:
+        """The next request's first bytes start its deadline (`_DeadlineReader`)."""
         self._reader.start_request()
-        super().handle_one_request()
 
     def parse_request(self) -> bool:
-        """Refuse a request line Go's server refuses, with Go's reply; else http.server's parse of the rest.
+        """Read the head as Go's server reads it (`GoHeadHandler`), then Go's keep-alive and ``http.server``'s Expect.
 
-        http.server splits the line on any run of whitespace (``str.split``: a tab, and bytes 0x85 and
-        0xA0 too), takes ``HTTP/<digits>.<digits>`` below 2.0 (``HTTP/1.10``, ``HTTP/01.1``, ``HTTP/0.9``),
-        serves a line without one (``GET /``) as HTTP/0.9, and reads ``GET`` then byte 0x85 as the method ``GET``. Go
-        reads the line with `go_http.read_request_line` (src/net/http/request.go ``readRequest``: cut at
-        its first two spaces, a token method, ``ParseHTTPVersion``, ``url.ParseRequestURI``: a 400; then
-        src/net/http/server.go ``http1ServerSupportsRequest``: a 505), writes either reply itself, before
-        any handler, and closes. http.server then reads only the method, version and headers, from the
-        line with the target set aside, and ``path`` is the target as Go cut it.
+        ``http.server`` would split the line on any whitespace, serve ``GET /`` as HTTP/0.9 and
+        ``HTTP/1.10``, and bound the head by lines (a request line over 64 KiB its HTML 414, a header
+        line over 64 KiB or a 101st its HTML 431). Go's server (src/net/http/request.go ``readRequest``,
+        `go_http.read_request_line`) refuses a line it cannot read with its plain 400 or 505, and bounds
+        the whole head by bytes only (`go_http.MAX_REQUEST_HEAD`, then its plain 431), before any
+        handler, and closes. Whether the connection outlives the reply, and the ``Connection`` header
+        that says so, are Go's (`go_http.reply_connection`), not ``http.server``'s, which closes on one
+        ``Connection`` value that is exactly ``close`` and adds no header; a reply's status line says
+        ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1``; the HTTP/2 preface's head
+        (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection closes, as Go's
+        server closes it after its handler. ``Expect: 100-continue`` is answered as ``http.server``
+        answers it, before the body is read.
         """
-        line = self.raw_requestline
-        read = go_http.read_request_line(line)
-        if isinstance(read, bytes):
-            self.close_connection = True
-            self.wfile.write(read)
+        fields = self.read_head()
+        if fields is None:
             return False
-        self._version = read.version
-        self.raw_requestline = read.target_set_aside()
-        try:
-            accepted = super().parse_request()
-        finally:
-            self.raw_requestline = line
-        self.path = read.path
-        return accepted
+        self.take_head(fields)
+        self._version = self.request_line.version
+        # src/net/http/server.go writeStatusLine: "HTTP/1.1" for ProtoAtLeast(1, 1), else "HTTP/1.0"
+        self.protocol_version = "HTTP/1.1" if go_http.at_least_1_1(self._version) else "HTTP/1.0"
+        self._reply_connection = go_http.reply_connection(self._version, self.headers.get_all("Connection") or [],
+                                                          go_http.is_h2_preface(self.request_line, fields))
+        self.close_connection = self._reply_connection.close
+        expect = self.headers.get("Expect", "")
+        if expect.lower() == "100-continue" and self.request_version >= "HTTP/1.1":  # http.server's rule
+            return self.handle_expect_100()
+        return True
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
         """Silence the per-request access log; the app logs what matters."""
@@ -271,16 +276,34 @@ class _Handler(BaseHTTPRequestHandler):
                 budget.release(length)
         self._send(response)
 
+    def send_response(self, code: int, message: str | None = None) -> None:
+        """The status line only: `_send` writes the headers in Go's order, and Go writes no ``Server`` header.
+
+        ``http.server``'s own adds ``Server: kubectl-gpushare-extender`` and ``Date`` right after the
+        status line; the original extender's replies (Go's net/http) carry no ``Server`` header.
+        """
+        self.send_response_only(code, message)
+
     def _send(self, response: Response, close: bool = False) -> None:
+        """Write the reply's head in Go's order, then its body; ``close`` (a request refused before the app) closes.
+
+        src/net/http/server.go ``chunkWriter.writeHeader``: the handler's headers sorted by name
+        (``Header.WriteSubset``; the original extender's handlers set ``Content-Type`` only), then the
+        ones the server adds (``extraHeader.Write``): ``Date``, ``Content-Length`` (the whole body was
+        written before the handler returned), ``Connection``. Without ``close`` the connection is kept or
+        closed, and ``Connection`` says so, as Go's server decides (`go_http.reply_connection`).
+        """
         self.connection.settimeout(self.server.limits.idle_timeout)  # a client that does not read
         self.send_response(response.status)
-        self.send_header("Content-Type", response.content_type)
-        self.send_header("Content-Length", str(len(response.body)))
-        for name, value in response.headers:
+        for name, value in sorted((("Content-Type", response.content_type), *response.headers), key=lambda h: h[0]):
             self.send_header(name, value)
+        self.send_header("Date", self.date_time_string())
+        self.send_header("Content-Length", str(len(response.body)))
         if close:
             self.send_header("Connection", "close")
             self.close_connection = True
+        elif self._reply_connection.header is not None:
+            self.send_header("Connection", self._reply_connection.header)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(response.body)

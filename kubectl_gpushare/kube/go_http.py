@@ -2,16 +2,17 @@
 
 One copy for both servers that must read a request as Go does: the sandbox API server (raw bytes,
 `sandbox.framing`) and the extender (``http.server``'s parsed headers, `extender.httpd`). Both read
-the request line here (`read_request_line`); each cuts header values its own way and asks here what
-Go decides; values are text, a character per byte (Latin-1, as ``http.client`` decodes header
-values). Pure: no I/O.
+the request line here (`read_request_line`) and the header lines (`read_header_lines`, `header_fields`);
+each cuts header values its own way and asks here what Go decides; values are text, a character per
+byte (Latin-1, as ``http.client`` decodes header values). No I/O of its own: `read_header_lines`
+reads the stream it is given.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Final, NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import Final, NamedTuple, Protocol
 
 from kubectl_gpushare.kube.go_format import trim_string
 from kubectl_gpushare.kube.go_query import GoUrl, parse_url
@@ -27,6 +28,18 @@ VERSION_NOT_SUPPORTED_REPLY: Final = (
 )  # fmt: skip
 """What Go's server writes, then closes, for a request in a version `http1_server_supports` refuses
 (``conn.serve``'s ``statusError`` reply, src/net/http/server.go)."""
+MAX_REQUEST_HEAD: Final = (1 << 20) + 4096
+"""Longest request head Go's server reads: ``DefaultMaxHeaderBytes`` (1 << 20; kube-apiserver's ``MaxHeaderBytes``
+too, k8s.io/apiserver/pkg/server/secure_serving.go) plus the 4096 bytes of "bufio slop" that
+``initialReadLimitSize`` (src/net/http/server.go) adds. The request line and the header lines count against
+it alike (`read_header_lines`)."""
+HEADER_TOO_LARGE_REPLY: Final = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Connection: close\r\n\r\n431 Request Header Fields Too Large"
+)  # fmt: skip
+"""What Go's server writes, then closes, for a request head past its read limit (``conn.serve``'s ``errTooLarge``
+case, src/net/http/server.go), where ``http.server`` answers a request line over 64 KiB with its HTML 414
+and a header line over 64 KiB, or a 101st header, with its HTML 431."""
 _VERSION: Final = re.compile(r"HTTP/([0-9])\.([0-9])")
 _DIGITS: Final = re.compile(r"[0-9]+")
 _MAX_CONTENT_LENGTH: Final = (1 << 63) - 1
@@ -115,18 +128,15 @@ class RequestLine(NamedTuple):
         """
         return self.target.decode("latin-1")
 
-    def target_set_aside(self) -> bytes:
-        """The request line with its target replaced by ``*``: no byte Python calls space.
+    @property
+    def handler_version(self) -> str:
+        """The version as ``http.server``'s ``request_version``: ``proto``, but ``HTTP/1.1`` for the HTTP/2 preface.
 
-        For ``http.server``'s parser, which splits on any whitespace (``str.split`` takes bytes 0x85 and
-        0xA0 for it, Go's ``parseRequestLine`` only the space): it still reads the method and version,
-        which Go's rules (`read_request_line`) keep to ASCII tokens, from the line. The one 2.0 line they
-        let through, ``PRI * HTTP/2.0``, goes to Go's handlers as HTTP/1.1 does (``http1ServerSupportsRequest``
-        in src/net/http/server.go; ``shouldClose`` reads ``Connection`` alike): it is set aside as
-        ``HTTP/1.1``, which ``http.server`` serves, where it answers 2.0 with its HTML 505.
+        Go hands ``PRI * HTTP/2.0`` to its handlers as it hands HTTP/1.1 (``http1ServerSupportsRequest`` in
+        src/net/http/server.go; ``shouldClose`` reads ``Connection`` alike); ``http.server`` would answer 2.0
+        with its HTML 505.
         """
-        proto = b"HTTP/1.1" if self.proto == b"HTTP/2.0" else self.proto
-        return self.method + b" * " + proto + b"\r\n"
+        return "HTTP/1.1" if self.proto == b"HTTP/2.0" else self.proto.decode("latin-1")
 
 
 def read_request_line(request_line: bytes) -> RequestLine | bytes:
@@ -205,3 +215,124 @@ def content_length(values: Sequence[str]) -> int:
     if len(digits) > 19 or (digits and int(digits) > _MAX_CONTENT_LENGTH):  # 19 digits before int(): bounded
         raise ValueError(f"bad Content-Length {first[:40]!r}")
     return int(digits or "0")
+
+
+class LineReader(Protocol):
+    """A buffered binary reader's ``readline`` (a handler's ``rfile``, or ``io.BytesIO`` in tests)."""
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        """One line, at most ``size`` bytes."""
+        ...
+
+
+def read_header_lines(stream: LineReader, budget: int) -> list[bytes] | None:
+    """The header lines after a request line, up to the blank line that ends them; None past ``budget`` bytes.
+
+    Go's server counts the whole request head against one read limit (``initialReadLimitSize``:
+    `MAX_REQUEST_HEAD`, src/net/http/server.go ``connReader``) and ``textproto.Reader.ReadMIMEHeader``
+    bounds neither a line's length nor the number of lines (``readMIMEHeader(r, math.MaxInt64,
+    math.MaxInt64)``, src/net/textproto/reader.go): a head that reaches its end within the limit is
+    read, one that does not is `HEADER_TOO_LARGE_REPLY`. ``budget`` is what the request line left of
+    the limit; the blank line counts too. The stream ending early ends the headers, as it does for
+    ``http.server``.
+    """
+    lines: list[bytes] = []
+    while True:
+        line = stream.readline(budget + 1)
+        budget -= len(line)
+        if budget < 0:
+            return None
+        if line in (b"\r\n", b"\n", b""):
+            return lines
+        lines.append(line)
+
+
+def header_fields(lines: list[bytes]) -> list[bytes]:
+    """The header lines as textproto reads its fields: a continuation line joined to the field before it.
+
+    ``readContinuedLineSlice`` (src/net/textproto/reader.go) trims each line of spaces and tabs and
+    joins a continuation (a line that starts with a space or tab) to the field before it with one
+    space. A first line that is a continuation keeps its leading space (Go refuses it: `go_handler`).
+    Each field is joined once: a join per continuation line is quadratic.
+    """
+    folded: list[list[bytes]] = []
+    for line in lines:
+        text = line.removesuffix(b"\n").removesuffix(b"\r")  # ReadLine's ending; another CR is a value byte
+        if folded and text[:1] in (b" ", b"\t"):
+            folded[-1].append(text.strip(b" \t"))
+        else:
+            folded.append([text.rstrip(b" \t")])
+    return [b" ".join(parts) for parts in folded]
+
+
+def header_pairs(fields: list[bytes]) -> list[tuple[str, str]]:
+    """`header_fields` as names and values, a character per byte, as ``readMIMEHeader`` keeps them.
+
+    src/net/textproto/reader.go: the name ends at the first colon, the value's leading spaces and
+    tabs are cut, and a field with an empty name is skipped (the ``email`` parser dropped it too).
+    """
+    pairs: list[tuple[str, str]] = []
+    for field in fields:
+        name, _, value = field.decode("latin-1").partition(":")
+        if name:
+            pairs.append((name, value.lstrip(" \t")))
+    return pairs
+
+
+def header_tokens(values: Iterable[str]) -> frozenset[str]:
+    """The comma-separated tokens of a header's values, trimmed and in lower case (``Connection``, ``Expect``).
+
+    As Go reads them: ``httpguts.HeaderValuesContainsToken`` (``tokenEqual``: any ASCII case) and
+    ``removeHopByHopHeaders``' ``textproto.TrimString`` (src/net/http/httputil/reverseproxy.go), which
+    trims ASCII whitespace, a line break that ``http.client`` kept in a folded value included.
+    """
+    return frozenset(trim_string(part).lower() for value in values for part in value.split(","))
+
+
+def has_token(value: str, token: str) -> bool:
+    """Go's ``hasToken`` (src/net/http/server.go): ``token`` in ``value``, any ASCII case, between spaces, commas, tabs.
+
+    Looser than `header_tokens`: ``foo close`` holds ``close`` here (a space is a boundary), where
+    ``httpguts.HeaderValuesContainsToken`` reads one element, ``foo close``.
+    """
+    return re.search(rf"(?<![^ ,\t]){re.escape(token)}(?![^ ,\t])", value, re.IGNORECASE | re.ASCII) is not None
+
+
+class ReplyConnection(NamedTuple):
+    """What Go's server does with a connection after a handler's reply (`reply_connection`)."""
+
+    close: bool
+    """Whether it closes the connection once the reply is written."""
+    header: str | None
+    """The ``Connection`` value it adds to the reply, if any."""
+
+
+def is_h2_preface(request_line: RequestLine, fields: list[bytes]) -> bool:
+    """Whether the request is the HTTP/2 preface's head, ``PRI * HTTP/2.0`` with no header field.
+
+    src/net/http/request.go ``isH2Upgrade`` (``len(r.Header) == 0``: a field with an empty name,
+    which textproto skips, does not count); `read_request_line` lets 2.0 through for ``PRI *`` only.
+    """
+    return request_line.method == b"PRI" and request_line.version == (2, 0) and not header_pairs(fields)
+
+
+def reply_connection(version: tuple[int, int], connection: Sequence[str], h2_preface: bool = False) -> ReplyConnection:
+    """Whether Go's server keeps a connection after a handler's reply with a Content-Length, and what it says so with.
+
+    ``connection`` is the request's ``Connection`` values. src/net/http/server.go ``chunkWriter.writeHeader``: an
+    HTTP/1.0 request whose first value has the ``keep-alive`` token (``wantsHttp10KeepAlive``, `has_token`) keeps
+    the connection and its reply says ``Connection: keep-alive``; any other HTTP/1.0 request closes it, and its
+    reply says nothing (``Connection: close`` is added on ``ProtoAtLeast(1, 1)`` only). A later version closes it
+    where the request ``wantsClose`` (src/net/http/request.go): ``req.Close``, which ``readRequest`` sets from
+    ``shouldClose`` (src/net/http/transfer.go: a ``close`` token in any value, `header_tokens`), or the ``close``
+    token in the first value (`has_token`); its reply then says ``Connection: close``. So does the HTTP/2
+    preface's (`is_h2_preface`), which ``readRequest`` marks ``req.Close`` (and server.go's ``closeAfterReply``)
+    so that a handler may take the connection over, else it is closed.
+    """
+    first = connection[0] if connection else ""  # Header.get: the first value only
+    if not at_least_1_1(version):
+        keep = has_token(first, "keep-alive")
+        return ReplyConnection(close=not keep, header="keep-alive" if keep else None)
+    if h2_preface or "close" in header_tokens(connection) or has_token(first, "close"):
+        return ReplyConnection(close=True, header="close")
+    return ReplyConnection(close=False, header=None)

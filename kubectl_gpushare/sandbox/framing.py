@@ -15,11 +15,9 @@ import io
 import re
 import socket
 import time
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from kubectl_gpushare.kube import go_http
-from kubectl_gpushare.kube.go_format import trim_string
 from kubectl_gpushare.kube.go_http import BAD_REQUEST_REPLY, RequestLine
 
 if TYPE_CHECKING:
@@ -30,16 +28,6 @@ MAX_LINE = 4096
 MAX_TRAILERS = 32
 """Most trailer lines accepted after the last chunk."""
 
-MAX_REQUEST_HEAD = (1 << 20) + 4096
-"""Longest request line Go's server reads: kube-apiserver's ``MaxHeaderBytes: 1 << 20`` (k8s.io/apiserver/pkg/
-server/secure_serving.go; net/http's ``DefaultMaxHeaderBytes`` too) plus the 4096 bytes of "bufio slop" that
-``initialReadLimitSize`` (src/net/http/server.go) adds. Go counts the header lines against the same budget;
-the header lines count against what is left of it (`read_header_lines`)."""
-HEADER_TOO_LARGE_REPLY = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                          b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
-"""What Go's server writes, then closes, for a request head past its read limit (``conn.serve``'s ``errTooLarge``
-case, src/net/http/server.go), where ``http.server`` answers a request line over 64 KiB with its HTML 414
-and a header line over 64 KiB, or a 101st header, with its HTML 431."""
 UNSUPPORTED_TRANSFER_ENCODING_REPLY = (b"HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\n"
                                        b"Connection: close\r\n\r\nUnsupported transfer encoding")  # fmt: skip
 """What Go's server writes, then closes, for a request whose ``Transfer-Encoding`` it does not read (``conn.serve``'s
@@ -67,28 +55,6 @@ class BodyTooLargeError(ValueError):
     """The body is larger than the limit (413)."""
 
 
-def read_header_lines(stream: Stream, budget: int) -> list[bytes] | None:
-    """The header lines after a request line, up to the blank line that ends them; None past ``budget`` bytes.
-
-    Go's server counts the whole request head against one read limit (``initialReadLimitSize``:
-    `MAX_REQUEST_HEAD`, src/net/http/server.go ``connReader``) and ``textproto.Reader.ReadMIMEHeader``
-    bounds neither a line's length nor the number of lines (``readMIMEHeader(r, math.MaxInt64,
-    math.MaxInt64)``, src/net/textproto/reader.go): a head that reaches its end within the limit is
-    read, one that does not is `HEADER_TOO_LARGE_REPLY`. ``budget`` is what the request line left of
-    the limit; the blank line counts too. The stream ending early ends the headers, as it does for
-    ``http.server``.
-    """
-    lines: list[bytes] = []
-    while True:
-        line = stream.readline(budget + 1)
-        budget -= len(line)
-        if budget < 0:
-            return None
-        if line in (b"\r\n", b"\n", b""):
-            return lines
-        lines.append(line)
-
-
 _FIELD_NAME = re.compile(rb"[ " + go_http.TCHAR + rb"]*")
 """What textproto keeps as a name (src/net/textproto/reader.go ``canonicalMIMEHeaderKey``): tchars, and spaces
 (go.dev/issue/34540)."""
@@ -104,41 +70,20 @@ def _bad_request_because(why: str) -> bytes:
     return b"HTTP/1.1 " + public + b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + public
 
 
-def header_fields(lines: list[bytes]) -> list[bytes]:
-    """The header lines as textproto reads its fields: a continuation line joined to the field before it.
-
-    ``readContinuedLineSlice`` (src/net/textproto/reader.go) trims each line of spaces and tabs and
-    joins a continuation (a line that starts with a space or tab) to the field before it with one
-    space. A first line that is a continuation keeps its leading space, for `header_fields_refused`
-    to refuse. Each field is joined once: a join per continuation line is quadratic.
-    """
-    folded: list[list[bytes]] = []
-    for line in lines:
-        text = line.removesuffix(b"\n").removesuffix(b"\r")  # ReadLine's ending; another CR is a value byte
-        if folded and text[:1] in (b" ", b"\t"):
-            folded[-1].append(text.strip(b" \t"))
-        else:
-            folded.append([text.rstrip(b" \t")])
-    return [b" ".join(parts) for parts in folded]
-
-
 def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
-    """The reply Go's server writes, then closes, for `header_fields` it refuses; None where it reads them.
+    """The reply Go's server writes, then closes, for `go_http.header_fields` it refuses; None where it reads them.
 
-    In Go's order. ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go): a first line
-    that starts with a space or tab, a field without a colon, a name with a byte that is neither a
-    tchar nor a space, or a value with a control byte other than a tab is a ``ProtocolError``, Go's
-    plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest`` (src/net/http/request.go)
-    refuses a second ``Host`` the same way, and ``readTransfer`` a ``Transfer-Encoding`` it does not
-    read (`transfer_encoding_refused`) with `UNSUPPORTED_TRANSFER_ENCODING_REPLY`, then a Content-Length
-    `content_length` refuses with the plain `BAD_REQUEST_REPLY`. Then server.go's
-    ``readRequest`` answers with its reason:
-    an HTTP/1.1 request without ``Host`` (``CONNECT`` aside), a ``Host`` with a byte
-    ``ValidHostHeader`` refuses, and a name with a space (textproto keeps it, go.dev/issue/34540;
-    ``ValidHeaderFieldName`` does not).
+    In Go's order, after ``GoHeadHandler.read_head`` refused a first line that starts with a space or tab.
+    ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go): a field without a colon, a name with a
+    byte that is neither a tchar nor a space, or a value with a control byte other than a tab is a
+    ``ProtocolError``, Go's plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest``
+    (src/net/http/request.go) refuses a second ``Host`` the same way, and ``readTransfer`` a
+    ``Transfer-Encoding`` it does not read (`transfer_encoding_refused`) with
+    `UNSUPPORTED_TRANSFER_ENCODING_REPLY`, then a Content-Length `content_length` refuses with the plain
+    `BAD_REQUEST_REPLY`. Then server.go's ``readRequest`` answers with its reason: an HTTP/1.1 request without
+    ``Host`` (``CONNECT`` aside), a ``Host`` with a byte ``ValidHostHeader`` refuses, and a name with a space
+    (textproto keeps it, go.dev/issue/34540; ``ValidHeaderFieldName`` does not).
     """
-    if fields and fields[0][:1] in (b" ", b"\t"):
-        return BAD_REQUEST_REPLY
     spaced_name = False
     for field in fields:
         name, colon, value = field.partition(b":")
@@ -150,14 +95,14 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
     hosts = _field_values(fields, b"host")
     if len(hosts) > 1:
         return BAD_REQUEST_REPLY
-    method, proto, version = request_line.method, request_line.proto, request_line.version
+    method, version = request_line.method, request_line.version
     if transfer_encoding_refused(fields, version):  # readTransfer, after the Host count, before server.go's checks
         return UNSUPPORTED_TRANSFER_ENCODING_REPLY
     try:  # readTransfer's fixLength, right after: a chunked request's Content-Length too
         content_length([value.decode("latin-1") for value in _field_values(fields, b"content-length")])
     except FramingError:
         return BAD_REQUEST_REPLY
-    h2_preface = (method, proto, fields) == (b"PRI", b"HTTP/2.0", [])  # isH2Upgrade
+    h2_preface = go_http.is_h2_preface(request_line, fields)
     if not hosts and go_http.at_least_1_1(version) and method != b"CONNECT" and not h2_preface:
         return _bad_request_because("missing required Host header")
     if hosts and not _HOST.fullmatch(hosts[0]):
@@ -168,7 +113,7 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
 
 
 def _field_values(fields: list[bytes], name: bytes) -> list[bytes]:
-    """The values of the `header_fields` named ``name`` (lower case), trimmed as textproto trims them."""
+    """The values of the `go_http.header_fields` named ``name`` (lower case), trimmed as textproto trims them."""
     found: list[bytes] = []
     for field in fields:
         key, _, value = field.partition(b":")
@@ -195,16 +140,6 @@ def transfer_encoding_refused(fields: list[bytes], version: tuple[int, int]) -> 
 def chunked(fields: list[bytes], version: tuple[int, int]) -> bool:
     """Whether the body is chunked: a ``Transfer-Encoding`` `transfer_encoding_refused` passed (not on HTTP/1.0)."""
     return go_http.chunked(_codings(fields), version)
-
-
-def header_tokens(values: Iterable[str]) -> frozenset[str]:
-    """The comma-separated tokens of a header's values, trimmed and in lower case (``Connection``, ``Expect``).
-
-    As Go reads them: ``httpguts.HeaderValuesContainsToken`` (``tokenEqual``: any ASCII case) and
-    ``removeHopByHopHeaders``' ``textproto.TrimString`` (src/net/http/httputil/reverseproxy.go), which
-    trims ASCII whitespace, a line break that ``http.client`` kept in a folded value included.
-    """
-    return frozenset(trim_string(part).lower() for value in values for part in value.split(","))
 
 
 def content_length(values: list[str]) -> int:

@@ -23,10 +23,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from kubectl_gpushare.kube.go_format import go_quote, trim_string
+from kubectl_gpushare.kube.go_http import header_tokens
 from kubectl_gpushare.kube.go_query import clean_path, escape_path
 from kubectl_gpushare.sandbox import errors
 from kubectl_gpushare.sandbox.errors import ApiError
-from kubectl_gpushare.sandbox.framing import FramingError, content_length, header_tokens
+from kubectl_gpushare.sandbox.framing import FramingError, content_length
 
 PROXY_VERBS: Final = {"GET": "get", "HEAD": "get", "OPTIONS": "get", "POST": "create", "PUT": "update",
                       "PATCH": "patch", "DELETE": "delete"}  # fmt: skip

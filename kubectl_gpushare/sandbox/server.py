@@ -57,7 +57,8 @@ from typing import TYPE_CHECKING, Any, Final
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
-from kubectl_gpushare.kube.go_http import at_least_1_1, read_request_line
+from kubectl_gpushare.kube.go_handler import GoHeadHandler
+from kubectl_gpushare.kube.go_http import at_least_1_1, header_tokens
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.authorization import (
@@ -75,19 +76,14 @@ from kubectl_gpushare.sandbox.controller import Controller
 from kubectl_gpushare.sandbox.errors import ApiError
 from kubectl_gpushare.sandbox.faults import Fault, Faults, RequestLog, RequestRecord
 from kubectl_gpushare.sandbox.framing import (
-    HEADER_TOO_LARGE_REPLY,
-    MAX_REQUEST_HEAD,
     BodyTooLargeError,
     DeadlineReader,
     FramingError,
     chunked,
     content_length,
     drain,
-    header_fields,
     header_fields_refused,
-    header_tokens,
     read_chunked,
-    read_header_lines,
 )
 from kubectl_gpushare.sandbox.logs import ContainerLogs
 from kubectl_gpushare.sandbox.routes import (
@@ -186,15 +182,11 @@ LINGER_SECONDS: Final = 0.5
 LINGER_BYTES: Final = 4 * 1024 * 1024
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GoHeadHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
-    raw_requestline: bytes  # set by handle_one_request (typeshed leaves it out)
     target: GoUrl
     """The request target as Go splits it (set by `parse_request` once it accepted the request)."""
-    _version: tuple[int, int] = (1, 1)
-    """The request's version as `go_http.read_request_line` parsed it (set by `parse_request`), which Go's rules
-    read (`go_http.at_least_1_1`), not ``http.server``'s ``request_version`` text."""
     chunked: bool = False
     """Whether the body is chunked, as Go's ``readTransfer`` reads it (`framing.chunked`; set by `parse_request`)."""
     awaits_continue: bool = False
@@ -244,78 +236,34 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def handle_one_request(self) -> None:
-        """Serve one request; its first byte starts the read deadline (see `DeadlineReader`).
-
-        ``http.server``'s own version reads at most 64 KiB of request line and answers a longer one with
-        its HTML 414; Go's server reads up to `framing.MAX_REQUEST_HEAD` and answers past that with its
-        plain 431 (`framing.HEADER_TOO_LARGE_REPLY`), then closes. The rest is what ``http.server`` does:
-        EOF closes, `parse_request` may refuse, a timeout drops the connection.
-        """
+    def start_request(self) -> None:
+        """The next request's first byte starts the read deadline (see `DeadlineReader`)."""
         self.reader.start_request()
-        try:
-            self.raw_requestline = self.rfile.readline(MAX_REQUEST_HEAD + 1)
-            if len(self.raw_requestline) > MAX_REQUEST_HEAD:
-                self.close_connection = True
-                self.wfile.write(HEADER_TOO_LARGE_REPLY)
-                return
-            if not self.raw_requestline:
-                self.close_connection = True
-                return
-            if not self.parse_request():
-                return
-            getattr(self, "do_" + self.command)()  # every method has one (`__getattr__`)
-            self.wfile.flush()
-        except TimeoutError:
-            self.close_connection = True
 
     def parse_request(self) -> bool:
         """Refuse a request head Go's server refuses, as it does; keep the target split.
 
-        The request line as `go_http.read_request_line` reads it, the header lines as
-        `framing.read_header_lines` (their size), folded by `framing.header_fields` and judged by
-        `framing.header_fields_refused` (their form).
-
-        Before any handler, and so before routing, authentication, faults and the request log.
-        ``http.server`` splits the line on any whitespace (``str.split``), where Go's ``parseRequestLine``
-        (src/net/http/request.go) cuts it at spaces only: a target holding byte 0x85 or 0xA0, whitespace
-        to Python, would be its HTML 400. So it reads only the method, version and headers, from the
-        line with the target set aside (`go_http.RequestLine.target_set_aside`), and ``path`` is the
-        target as Go cut it (`go_http.RequestLine.path`).
+        The head as `GoHeadHandler.read_head` reads it, its fields judged by `framing.header_fields_refused`,
+        then `GoHeadHandler.take_head`. Before any handler, and so before routing, authentication,
+        faults and the request log.
         """
-        line = self.raw_requestline
-        read = read_request_line(line)
-        if isinstance(read, bytes):
-            self.close_connection = True
-            self.wfile.write(read)
+        fields = self.read_head()
+        if fields is None:
             return False
+        read = self.request_line
         self.target = read.url
-        header_lines = read_header_lines(self.rfile, MAX_REQUEST_HEAD - len(line))
-        fields = [] if header_lines is None else header_fields(header_lines)
-        refused = HEADER_TOO_LARGE_REPLY if header_lines is None else header_fields_refused(fields, read)
+        refused = header_fields_refused(fields, read)
         if refused is not None:
-            self.close_connection = True
-            self.wfile.write(refused)
-            return False
-        self._version = read.version
+            return self.refuse(refused)
         self.chunked = chunked(fields, read.version)
-        self.raw_requestline = read.target_set_aside()
-        rfile, self.rfile = self.rfile, io.BufferedReader(io.BytesIO(b"\r\n"))  # the headers are read
-        try:
-            accepted = super().parse_request()
-        finally:
-            self.raw_requestline, self.rfile = line, rfile
-        self.path = read.path
-        return accepted and self._take_headers(fields)
+        self.take_head(fields)
+        return self._take_headers()
 
-    def _take_headers(self, fields: list[bytes]) -> bool:
-        """Parse the fields `framing.header_fields` folded; act on ``Connection`` and ``Expect`` as Go's server does.
+    def _take_headers(self) -> bool:
+        """Act on ``Connection`` and ``Expect`` as Go's server does.
 
-        ``BaseHTTPRequestHandler.parse_request`` would read them itself, under its 64 KiB and 100-line
-        bounds; `parse_request` keeps it from doing so. They are decoded as it decodes them
-        (``http.client.parse_headers``: Latin-1, into its ``email`` message class), but folded as Go folds
-        them (the ``email`` parser would keep a continuation's line break in the value), then read as Go reads them
-        (`framing.header_tokens`). ``Connection``
+        ``headers`` are the fields as Go folds them (`GoHeadHandler.take_head`), read as Go reads them
+        (`go_http.header_tokens`). ``Connection``
         (src/net/http/request.go ``shouldClose``): HTTP/1.1 closes after a ``close`` token, HTTP/1.0
         unless a ``keep-alive`` one. ``Expect`` (src/net/http/server.go ``conn.serve``): with a
         ``100-continue`` token on HTTP/1.1 and a body, the body is wrapped in an ``expectContinueReader``,
@@ -323,20 +271,15 @@ class _Handler(BaseHTTPRequestHandler):
         any other expectation is ``sendExpectationFailed``'s ``417`` with ``Connection: close``, before
         any handler.
         """
-        self.headers = self.MessageClass()
-        for field in fields:  # split once more: a second parse by ``email``'s parser cost 9x this on every request
-            name, _, value = field.decode("iso-8859-1").partition(":")
-            if name:  # readMIMEHeader skips an empty name (the ``email`` parser dropped it too)
-                self.headers[name] = value.lstrip(" \t")
         connection = header_tokens(self.headers.get_all("Connection") or [])
-        if not at_least_1_1(self._version):
+        if not at_least_1_1(self.request_line.version):
             self.close_connection = "close" in connection or "keep-alive" not in connection
         else:
             self.close_connection = "close" in connection
         expect = self.headers.get_all("Expect") or []
         self.awaits_continue = False
         if "100-continue" in header_tokens(expect):
-            self.awaits_continue = at_least_1_1(self._version) and self._announces_body()
+            self.awaits_continue = at_least_1_1(self.request_line.version) and self._announces_body()
             return True
         if expect and expect[0].strip(" \t"):  # Header.get("Expect") != "": its first value
             self.close_connection = True

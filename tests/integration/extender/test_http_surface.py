@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import signal
 import socket
 import ssl
@@ -250,7 +251,7 @@ def test_transfer_encoding_on_http_1_0_is_ignored_and_content_length_frames_the_
                  + b"\r\n" + (body or b""))
     reply = sock.makefile("rb").read()
     sock.close()
-    assert reply.split(b" ", 2)[1] == b"200", reply  # the version aside: Go answers HTTP/1.0, http.server HTTP/1.1
+    assert reply.startswith(b"HTTP/1.0 200 "), reply  # Go's writeStatusLine: HTTP/1.0 to HTTP/1.0 (http.server: 1.1)
     assert json.loads(reply.partition(b"\r\n\r\n")[2])["Error"] == error
 
 
@@ -305,12 +306,14 @@ def test_a_target_with_bytes_python_calls_space_is_one_target_as_go_cuts_it(ext)
 
 @pytest.mark.parametrize("version", [b"HTTP/1.0", b"HTTP/1.1", b"HTTP/1.9"])
 def test_any_http_1_x_version_is_served(ext, version: bytes) -> None:  # type: ignore[no-untyped-def]
-    """Go serves any 1.x (``http1ServerSupportsRequest``); 1.1 and later as 1.1 (``ProtoAtLeast``)."""
+    """Go serves any 1.x (``http1ServerSupportsRequest``); 1.1 and later as 1.1 (``ProtoAtLeast``), and its
+    status line says ``HTTP/1.0`` to HTTP/1.0 only (server.go ``writeStatusLine``; http.server said 1.1)."""
     sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
     sock.sendall(b"GET /healthz " + version + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
     answer = sock.makefile("rb").read()
     sock.close()
-    assert answer.split(b" ", 2)[1] == b"200" and answer.endswith(b"\r\n\r\nok"), answer
+    assert answer.startswith(b"HTTP/1.0 200 " if version == b"HTTP/1.0" else b"HTTP/1.1 200 "), answer
+    assert answer.endswith(b"\r\n\r\nok"), answer
 
 
 def test_a_space_in_a_verb_query_is_refused_400_and_reported_as_kube_scheduler_reports_it(ext) -> None:  # type: ignore[no-untyped-def]
@@ -336,33 +339,58 @@ def _exchange(port: int, data: bytes) -> bytes:
 
 _HEADERS_101 = b"".join(b"X-%d: a\r\n" % i for i in range(101))
 _HEALTHZ_1_0 = b"GET /healthz HTTP/1.0\r\n"
+_HEALTHZ_1_1 = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
 _FILTER_HEAD = b"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+
+
+_HEAD_LIMIT = (1 << 20) + 4096  # src/net/http/server.go: DefaultMaxHeaderBytes plus initialReadLimitSize's 4096
+GO_HEADER_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                       b"Connection: close\r\n\r\n431 Request Header Fields Too Large")  # fmt: skip
+
+
+def _head_of(size: int) -> bytes:
+    """A GET /healthz head of exactly ``size`` bytes, padded by one header line."""
+    start, end = _HEALTHZ_1_1 + b"X-Pad: ", b"\r\nConnection: close\r\n\r\n"
+    return start + b"a" * (size - len(start) - len(end)) + end
 
 
 @pytest.mark.parametrize(
     ("data", "status"),
-    [(b"GET /healthz HTTP/1.1\r\n" + _HEADERS_101 + b"\r\n", b"431"),
-     (b"GET /healthz HTTP/1.1\r\nX-A: " + b"a" * 70_000 + b"\r\n\r\n", b"431"),
-     (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", b"414"),
-     (b"POST /gpushare-scheduler/filter HTTP/1.1\r\n" + b"Content-Length: 2\r\n" * 1000 + b"\r\n{}", b"431")],
-    ids=["101-header-lines", "header-line-over-64k", "request-line-over-64k", "1000-equal-content-lengths"],
+    [(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + _HEADERS_101 + b"Connection: close\r\n\r\n", b"200"),
+     (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 70_000 + b"\r\nConnection: close\r\n\r\n", b"200"),
+     (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"404"),
+     (_FILTER_HEAD + b"Content-Length: 2\r\n" * 1000 + b"Connection: close\r\n\r\n{}", b"200"),
+     (_head_of(_HEAD_LIMIT), b"200")],
+    ids=["101-header-lines", "header-line-over-64k", "request-line-over-64k", "1000-equal-content-lengths",
+         "head-at-go-s-limit"],
 )
-def test_http_server_s_head_bounds_still_hold_behind_go_s_request_line(  # type: ignore[no-untyped-def]
-    ext, data: bytes, status: bytes
-) -> None:
-    """Behind `_Handler.parse_request` http.server still bounds the head: a line of at most 64 KiB and 100
-    lines with the blank one (http.client ``_MAXLINE``, ``_MAXHEADERS``), where Go's only bound is 1 MiB of
-    head: 1,000 equal Content-Length headers, one to Go, are too many lines here."""
+def test_a_request_head_is_bounded_by_its_bytes_as_go_bounds_it(ext, data: bytes, status: bytes) -> None:  # type: ignore[no-untyped-def]
+    """Go's server bounds the head (request line included) by bytes only: src/net/http/server.go
+    ``initialReadLimitSize``, 1 MiB + 4096, and textproto's ``ReadMIMEHeader`` no line's length and no
+    count (``readMIMEHeader(r, math.MaxInt64, math.MaxInt64)``, src/net/textproto/reader.go). http.server
+    answered a request line over 64 KiB its HTML 414, a header line over 64 KiB or 100 lines its HTML 431
+    (http.client ``_MAXLINE``, ``_MAXHEADERS``): 1,000 equal Content-Length headers, one to Go, were too many."""
     answer = _exchange(ext.running.port, data)
     assert answer.split(b" ", 2)[1] == status, answer[:200]
-    assert b"\r\nConnection: close\r\n" in answer
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize(
+    "data",
+    [_head_of(_HEAD_LIMIT + 1), b"GET /" + b"a" * _HEAD_LIMIT + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+     _HEALTHZ_1_1 + b"X-A: a\r\n" * (_HEAD_LIMIT // 8) + b"\r\n"],
+    ids=["one-byte-past", "request-line", "many-short-lines"],
+)
+def test_a_request_head_past_go_s_limit_gets_go_s_431_and_the_connection_closed(ext, data: bytes) -> None:  # type: ignore[no-untyped-def]
+    """Past the limit Go's ``conn.serve`` writes its plain 431 (``errTooLarge``) and closes."""
+    assert _exchange(ext.running.port, data) == GO_HEADER_TOO_LARGE
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
 
 
 @pytest.mark.parametrize(
     ("data", "replies", "starts"),
     [(_HEALTHZ_1_0 + b"Connection: keep-alive\r\n\r\n" + _HEALTHZ_1_0 + b"\r\n" + _HEALTHZ_1_0 + b"\r\n", 2,
-      b"HTTP/1.1 200 "),
+      b"HTTP/1.0 200 "),
      (b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n", 1, b"HTTP/1.1 200 "),
      (b"GET /healthz HTTP/1.1\r\nX-A: a\r\n b\r\nConnection: close\r\n\r\n", 1, b"HTTP/1.1 200 "),
      (_FILTER_HEAD + b"Expect: 100-continue\r\nConnection: close\r\n\r\n{}", 1, b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -395,3 +423,86 @@ def test_a_token_method_no_route_takes_gets_the_app_s_json_405_not_http_server_s
     assert b"Content-Type: application/json" in head and b"<html" not in answer.lower(), answer
     assert json.loads(body)["Error"] == f"method {method.decode()} not allowed on /gpushare-scheduler/filter"
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+
+@pytest.mark.parametrize(
+    ("data", "replies", "connection"),
+    [(_HEALTHZ_1_1 + b"Connection: close\r\n\r\n", 1, b"close"),
+     (_HEALTHZ_1_1 + b"Connection: Keep-Alive, CLOSE\r\n\r\n" + _HEALTHZ_1_1 + b"\r\n", 1, b"close"),
+     (_HEALTHZ_1_1 + b"Connection: foo close\r\n\r\n" + _HEALTHZ_1_1 + b"\r\n", 1, b"close"),
+     (_HEALTHZ_1_1 + b"Connection: x\r\nConnection: close\r\n\r\n" + _HEALTHZ_1_1 + b"\r\n", 1, b"close"),
+     (_HEALTHZ_1_0 + b"\r\n", 1, None),
+     (_HEALTHZ_1_0 + b"Connection: Keep-Alive, close\r\n\r\n" + _HEALTHZ_1_0 + b"\r\n", 2, b"keep-alive")],
+    ids=["1.1-close", "1.1-close-token-in-a-list", "1.1-close-after-a-space", "1.1-close-in-a-second-value",
+         "1.0", "1.0-keep-alive-first"],
+)
+def test_the_reply_says_whether_the_connection_closes_as_go_s_reply_does(  # type: ignore[no-untyped-def]
+    ext, data: bytes, replies: int, connection: bytes | None
+) -> None:
+    """src/net/http/server.go ``chunkWriter.writeHeader``: a request that ``wantsClose`` (request.go; transfer.go
+    ``shouldClose`` reads a ``close`` token in any value, ``hasToken`` one in the first, between spaces or commas)
+    gets ``Connection: close`` last, after ``Content-Length``, on HTTP/1.1; an HTTP/1.0 one closes with none,
+    unless its first value has ``keep-alive``, which keeps it and says ``Connection: keep-alive``. http.server
+    closed only on a value exactly ``close``, and said neither."""
+    answer = _exchange(ext.running.port, data)
+    assert answer.count(b"\r\n\r\nok") == replies, answer
+    first = answer.partition(b"\r\n\r\nok")[0] + b"\r\n"
+    last = b"" if connection is None else b"Connection: %s\r\n" % connection
+    assert first.endswith(b"\r\nContent-Length: 2\r\n" + last), first
+    assert b"Connection:" in first if connection else b"Connection:" not in first
+
+
+@pytest.mark.parametrize("first", [b" X-A: a\r\n", b"\tX-A: a\r\n", b" \r\n"], ids=["space", "tab", "blank"])
+def test_a_first_header_line_that_starts_with_a_blank_gets_go_s_400_and_the_connection_closed(  # type: ignore[no-untyped-def]
+    ext, first: bytes
+) -> None:
+    """src/net/textproto/reader.go ``readMIMEHeader`` peeks at the byte after the request line: a space or
+    tab is a "malformed MIME header initial line", a ProtocolError, which src/net/http/server.go
+    ``conn.serve`` answers with its plain 400, then closes. http.server's ``email`` parser took the line
+    and served the request."""
+    answer = _exchange(ext.running.port, b"GET /healthz HTTP/1.1\r\n" + first + b"Host: x\r\nConnection: close\r\n\r\n")
+    assert answer == GO_BAD_REQUEST
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("data", "replies", "connection"),
+    [(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 1, b"close"),
+     (b"PRI * HTTP/2.0\r\nHost: x\r\n\r\n" + _HEALTHZ_1_1 + b"Connection: close\r\n\r\n", 2, None)],
+    ids=["preface", "with-a-header"],
+)
+def test_the_http2_preface_goes_to_the_app_then_the_connection_closes_as_go_closes_it(  # type: ignore[no-untyped-def]
+    ext, data: bytes, replies: int, connection: bytes | None
+) -> None:
+    """src/net/http/server.go ``http1ServerSupportsRequest`` hands ``PRI * HTTP/2.0`` to the handler (here the
+    app's JSON 404 for ``*``); request.go ``readRequest`` marks the preface's head (``isH2Upgrade``: no header)
+    ``req.Close`` and server.go ``closeAfterReply``, so its reply says ``Connection: close`` and the
+    connection closes: the preface's ``SM`` is never read as a request. http.server kept the connection and
+    answered ``SM`` with Go's 400. With a header it is no preface, and the connection is kept."""
+    answer = _exchange(ext.running.port, data)
+    assert answer.startswith(b"HTTP/1.1 404 "), answer
+    assert answer.count(b"HTTP/1.1 ") == replies and b"400 Bad Request" not in answer, answer
+    head = answer.partition(b"\r\n\r\n")[0] + b"\r\n"
+    assert head.endswith(b"Connection: close\r\n") if connection else b"Connection:" not in head, head
+
+
+_DATE = rb"Date: [A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT\r\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "head"),
+    [(_HEALTHZ_1_1 + b"Connection: close\r\n\r\n",
+      rb"HTTP/1\.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n" + _DATE
+      + rb"Content-Length: 2\r\nConnection: close\r\n\r\n"),
+     (b"PUT /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+      rb"HTTP/1\.1 405 Method Not Allowed\r\nAllow: POST\r\nContent-Type: application/json\r\n" + _DATE
+      + rb"Content-Length: \d+\r\nConnection: close\r\n\r\n")],
+    ids=["healthz", "sorted-handler-headers"],
+)
+def test_a_reply_s_head_is_in_go_s_order_without_a_server_header(ext, data: bytes, head: bytes) -> None:  # type: ignore[no-untyped-def]
+    """src/net/http/server.go ``chunkWriter.writeHeader``: the handler's headers sorted by name, then ``Date``,
+    ``Content-Length`` and ``Connection``; Go writes no ``Server`` header. http.server wrote
+    ``Server: kubectl-gpushare-extender`` and ``Date`` first, then the app's headers in its own order."""
+    answer = _exchange(ext.running.port, data)
+    assert re.match(head, answer), answer

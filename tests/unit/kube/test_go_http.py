@@ -66,3 +66,46 @@ def test_content_length_reads_what_go_reads(values: list[str], expected: int) ->
 def test_content_length_refuses_what_go_refuses(values: list[str]) -> None:
     with pytest.raises(ValueError):
         go_http.content_length(values)
+
+
+@pytest.mark.parametrize(
+    ("value", "token", "expected"),
+    [("close", "close", True), ("Keep-Alive, CLOSE", "close", True), ("foo close", "close", True),
+     ("x,\tclose ,y", "close", True), ("closed", "close", False), ("xclose", "close", False),
+     ("close;", "close", False), ("", "close", False), ("keep-alive", "keep-alive", True)],
+)
+def test_has_token_needs_a_space_comma_or_tab_either_side(value: str, token: str, expected: bool) -> None:
+    assert go_http.has_token(value, token) is expected
+
+
+@pytest.mark.parametrize(
+    ("version", "connection", "expected"),
+    [((1, 1), [], (False, None)), ((1, 1), ["close"], (True, "close")),
+     ((1, 1), ["Keep-Alive, CLOSE"], (True, "close")),
+     ((1, 1), ["foo close"], (True, "close")),  # wantsClose's hasToken, not shouldClose's element
+     ((1, 1), ["x", "close"], (True, "close")),  # shouldClose reads every value
+     ((1, 1), ["keep-alive"], (False, None)), ((1, 9), ["close"], (True, "close")),
+     ((1, 0), [], (True, None)), ((1, 0), ["close"], (True, None)), ((1, 0), ["keep-alive"], (False, "keep-alive")),
+     ((1, 0), ["Keep-Alive, close"], (False, "keep-alive")),  # writeHeader asks wantsHttp10KeepAlive first
+     ((1, 0), ["x", "keep-alive"], (True, None))],  # the keep-alive token counts in the first value only
+)
+def test_reply_connection_is_go_s_close_after_reply(
+    version: tuple[int, int], connection: list[str], expected: tuple[bool, str | None]
+) -> None:
+    assert go_http.reply_connection(version, connection) == expected
+
+
+def test_header_pairs_cut_at_the_first_colon_skip_an_empty_name_and_trim_the_value_s_start() -> None:
+    fields = go_http.header_fields([b"A: x:y \r\n", b":skipped\r\n", b"B:\t z\n", b"  folded\r\n"])
+    assert go_http.header_pairs(fields) == [("A", "x:y"), ("B", "z folded")]
+
+
+def test_the_http2_preface_is_pri_star_2_0_with_no_named_field_and_closes_after_the_reply() -> None:
+    preface = go_http.read_request_line(b"PRI * HTTP/2.0\r\n")
+    assert isinstance(preface, go_http.RequestLine)
+    assert go_http.is_h2_preface(preface, []) and go_http.is_h2_preface(preface, [b":x"])  # textproto skips it
+    assert not go_http.is_h2_preface(preface, [b"Host: x"])
+    get = go_http.read_request_line(b"GET / HTTP/1.1\r\n")
+    assert isinstance(get, go_http.RequestLine) and not go_http.is_h2_preface(get, [])
+    assert go_http.reply_connection((2, 0), [], h2_preface=True) == (True, "close")
+    assert go_http.reply_connection((2, 0), []) == (False, None)

@@ -1,0 +1,102 @@
+"""``http.server``'s request handler, reading a request head as Go's net/http server reads it.
+
+One base for both servers that must answer as Go's does: the sandbox API server (`sandbox.server`)
+and the extender (`extender.httpd`). ``http.server`` bounds a head by lines (a request line or a
+header line over 64 KiB, a 101st header line), cuts the request line at any whitespace and parses
+the headers with ``email``; Go's server bounds the whole head by bytes (`go_http.MAX_REQUEST_HEAD`)
+and reads it by `go_http`'s rules. Each subclass judges the fields it reads, then serves.
+"""
+
+from __future__ import annotations
+
+from http.server import BaseHTTPRequestHandler
+
+from kubectl_gpushare.kube import go_http
+
+
+class GoHeadHandler(BaseHTTPRequestHandler):
+    """A handler whose `parse_request` starts with `read_head` and ends with `take_head`."""
+
+    raw_requestline: bytes  # set by handle_one_request (typeshed leaves it out)
+    request_line: go_http.RequestLine
+    """The request line as Go read it (set by `read_head`)."""
+
+    def start_request(self) -> None:
+        """Arm the next request's read deadline; a subclass with a deadline reader does."""
+
+    def handle_one_request(self) -> None:
+        """Serve one request; `start_request` first.
+
+        ``http.server``'s own version reads at most 64 KiB of request line and answers a longer one with
+        its HTML 414; Go's server reads up to `go_http.MAX_REQUEST_HEAD` and answers past that with its
+        plain 431 (`go_http.HEADER_TOO_LARGE_REPLY`), then closes. The rest is what ``http.server`` does:
+        EOF closes, `parse_request` may refuse, a timeout drops the connection.
+        """
+        self.start_request()
+        try:
+            self.raw_requestline = self.rfile.readline(go_http.MAX_REQUEST_HEAD + 1)
+            if len(self.raw_requestline) > go_http.MAX_REQUEST_HEAD:
+                self.refuse(go_http.HEADER_TOO_LARGE_REPLY)
+                return
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if not self.parse_request():
+                return
+            getattr(self, "do_" + self.command)()  # every method has one (the subclass's `__getattr__`)
+            self.wfile.flush()
+        except TimeoutError:
+            self.close_connection = True
+
+    def refuse(self, reply: bytes) -> bool:
+        """Write a reply Go's server writes before any handler, and close (False, for `parse_request`)."""
+        self.close_connection = True
+        self.wfile.write(reply)
+        return False
+
+    def read_head(self) -> list[bytes] | None:
+        """The header fields after the request line, as Go reads both; None where Go refuses them (its reply written).
+
+        The line as `go_http.read_request_line` reads it (`request_line`), the header lines within what
+        the line left of `go_http.MAX_REQUEST_HEAD` (`go_http.read_header_lines`, else Go's 431), folded as
+        textproto folds them (`go_http.header_fields`). A first header line that starts with a space or a
+        tab, which ``http.server``'s ``email`` parser takes, is Go's plain 400: ``readMIMEHeader``
+        (src/net/textproto/reader.go) peeks at the byte after the request line and refuses it as a
+        "malformed MIME header initial line", a ``ProtocolError`` that ``conn.serve`` answers with
+        `go_http.BAD_REQUEST_REPLY`.
+        """
+        read = go_http.read_request_line(self.raw_requestline)
+        if isinstance(read, bytes):
+            self.refuse(read)
+            return None
+        self.request_line = read
+        lines = go_http.read_header_lines(self.rfile, go_http.MAX_REQUEST_HEAD - len(self.raw_requestline))
+        if lines is None:
+            self.refuse(go_http.HEADER_TOO_LARGE_REPLY)
+            return None
+        if lines and lines[0][:1] in (b" ", b"\t"):  # readMIMEHeader: "malformed MIME header initial line"
+            self.refuse(go_http.BAD_REQUEST_REPLY)
+            return None
+        return go_http.header_fields(lines)
+
+    def take_head(self, fields: list[bytes]) -> None:
+        """Set what ``http.server``'s ``parse_request`` would, from the head as Go read it (`read_head`).
+
+        ``http.server``'s parser splits the line on any whitespace (``str.split`` takes bytes 0x85 and 0xA0
+        for it), where Go's ``parseRequestLine`` (src/net/http/request.go) cuts it at spaces only, and
+        bounds the header lines by count. So it is not called: ``command`` is Go's method, ``path`` the
+        target as Go cut it (`go_http.RequestLine.path`), ``request_version`` its version
+        (`go_http.RequestLine.handler_version`), and ``headers`` holds ``fields`` as textproto keeps them
+        (`go_http.header_pairs`), not as the ``email`` parser would (which keeps a continuation's line
+        break in the value, and cost 9x this on every request). ``close_connection`` is ``http.server``'s
+        default, HTTP/1.1 and later kept; a subclass decides it from ``Connection`` as Go does.
+        """
+        read = self.request_line
+        self.requestline = self.raw_requestline.decode("latin-1").rstrip("\r\n")
+        self.command = read.method.decode("latin-1")
+        self.path = read.path
+        self.request_version = read.handler_version
+        self.close_connection = not go_http.at_least_1_1(read.version)
+        self.headers = self.MessageClass()
+        for name, value in go_http.header_pairs(fields):
+            self.headers[name] = value
