@@ -128,7 +128,7 @@ def pending_findings(
             continue
         obj = f"pod/{pod.metadata.namespace}/{pod.metadata.name}"
         if index is None:
-            index = dra.ClaimIndex(objects.claims)
+            index = dra.claim_index(objects)
         resolved = index.of(pod)
         claims = [entry.claim for entry in resolved if entry.claim is not None]
         ours = [c for c in claims if any(dra.of_driver(c, classes, d) for d in dra.DRIVERS)]

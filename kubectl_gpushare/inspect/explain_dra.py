@@ -67,7 +67,7 @@ def explain_claims(
     objects = inputs.objects
     if not pod.spec.resource_claims or not objects or protocol.pod_phase_terminal(pod.status.phase):
         return None
-    resolved = dra.ClaimIndex(objects.claims).of(pod)
+    resolved = dra.claim_index(objects).of(pod)
     classes = objects.classes
     ours = [entry.claim for entry in resolved if entry.claim is not None
             and dra.of_driver(entry.claim, classes, protocol.DRA_DRIVER)]

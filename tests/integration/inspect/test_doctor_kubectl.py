@@ -238,3 +238,30 @@ def test_explain_and_doctor_skip_template_entries_whose_status_names_no_claim(
         found = [f["message"] for f in json.loads(result.stdout)["findings"] if f["object"] == "pod/team-l/lean"]
         assert [message.split(":")[0] for message in found] == [
             "waits for more than 300s for claim(s) lean-gpu to be allocated"], source
+
+
+def test_explain_and_doctor_find_a_pods_claims_of_other_drivers(
+    sandbox: Sandbox, kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path, cli_runner: CliRunner,
+) -> None:
+    """kube-scheduler looks a pod's claims up among every claim, whatever its driver (dynamicresources.go
+    ``foreachPodResourceClaim``): a pod with allocated claims of a NIC driver, one by name and one made from a
+    template for it, waits for its claim of ours alone, and explain and doctor say so, over the API and from
+    kubectl's dump. Before, the reading dropped other drivers' allocated claims and both said the pod waited for
+    ``ResourceClaim nic does not exist``. Such claims count nowhere: the node's numbers are the same without them."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.inspect.explain_command import explain_command
+
+    sandbox.load(cases.claim_others())
+    dump = tmp_path / "cluster.json"
+    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+        result = cli_runner.invoke(explain_command, ["wired", "-n", "team-n", "-o", "json", *source])
+        assert result.exit_code == 0, result.output
+        answer = json.loads(result.stdout)
+        assert (answer["state"], answer["summary"]) == ("pending", (
+            "Pod team-n/wired asks for 4 GiB of one GPU through claim(s) wired-gpu and the allocator finds devices on "
+            "dra-n now; if it stays Pending, see the scheduler's events.")), source
+        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
+        found = [f["message"] for f in json.loads(result.stdout)["findings"] if f["object"] == "pod/team-n/wired"]
+        assert [message.split(":")[0] for message in found] == [
+            "waits for more than 300s for claim(s) wired-gpu to be allocated"], source
