@@ -151,11 +151,13 @@ def pending_findings(
         if unusable is not None:
             yield Finding(WARNING, "dra-claim-pending", obj, f"waits: {unusable.missing}")
         elif waiting:
+            # What is known: the claims are still unallocated. Doctor asks the allocator nothing (explain does, per
+            # node, and may find devices for the same pod: another plugin refuses the node, or no new try yet).
             how_long = f"for more than {stuck_after:g}s" if age is not None else "(created at an unreadable time)"
             yield Finding(WARNING, "dra-claim-pending", obj,
-                          f"waits {how_long} for claim(s) {', '.join(waiting)} to be allocated: no node "
-                          f"has a device that fits (kubectl gpushare explain {pod.metadata.name} -n "
-                          f"{pod.metadata.namespace} says why per node)")
+                          f"waits {how_long} for kube-scheduler to allocate claim(s) {', '.join(waiting)} "
+                          f"(kubectl gpushare explain {pod.metadata.name} -n {pod.metadata.namespace} says why, "
+                          "per node)")
 
 
 __all__ = ["CHECKS", "claim_findings", "node_findings", "pending_findings"]

@@ -236,8 +236,8 @@ def test_explain_and_doctor_skip_template_entries_whose_status_names_no_claim(
             "dra-l now; if it stays Pending, see the scheduler's events.")), source
         result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
         found = [f["message"] for f in json.loads(result.stdout)["findings"] if f["object"] == "pod/team-l/lean"]
-        assert [message.split(":")[0] for message in found] == [
-            "waits for more than 300s for claim(s) lean-gpu to be allocated"], source
+        assert [message.split(" (")[0] for message in found] == [
+            "waits for more than 300s for kube-scheduler to allocate claim(s) lean-gpu"], source
 
 
 def test_explain_and_doctor_find_a_pods_claims_of_other_drivers(
@@ -263,5 +263,6 @@ def test_explain_and_doctor_find_a_pods_claims_of_other_drivers(
             "dra-n now; if it stays Pending, see the scheduler's events.")), source
         result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
         found = [f["message"] for f in json.loads(result.stdout)["findings"] if f["object"] == "pod/team-n/wired"]
-        assert [message.split(":")[0] for message in found] == [
-            "waits for more than 300s for claim(s) wired-gpu to be allocated"], source
+        assert found == [
+            "waits for more than 300s for kube-scheduler to allocate claim(s) wired-gpu (kubectl gpushare explain "
+            "wired -n team-n says why, per node)"], source
