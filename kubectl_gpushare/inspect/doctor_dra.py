@@ -140,7 +140,10 @@ def pending_findings(
         # a class that does not exist). A refusal is said whatever the pod's age: it waits until a claim or
         # class changes. Classes not read: whether one exists is not asked.
         unusable = dra.first_unusable(resolved)
-        said = unusable.refused if unusable is not None else dra.refused_before_nodes(ours, classes, pod.metadata.uid)
+        if unusable is not None:
+            said = unusable.refused
+        else:  # other drivers' allocated claims too: PreFilter refuses one in use whatever its driver
+            said = dra.refused_before_nodes(dra.scheduled_claims(resolved, ours), classes, pod.metadata.uid)
         if said:
             yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {said}")
             continue

@@ -913,6 +913,20 @@ def first_unusable(resolved: Sequence[PodClaim]) -> Unusable | None:
     return None
 
 
+def scheduled_claims(resolved: Sequence[PodClaim], ours: Sequence[dra.ResourceClaim]) -> list[dra.ResourceClaim]:
+    """The pod's claims, in its order, that explain and doctor ask kube-scheduler's PreFilter and Filter questions of.
+
+    Those of the drivers a face reads (``ours``), and the allocated claims of any other driver: the
+    DynamicResources PreFilter refuses every allocated claim of the pod that is in use, and its Filter
+    every node an allocated claim's node selector does not match, whatever the driver (dynamicresources.go
+    PreFilter, Filter: ``informationsForClaim[].availableOnNodes``). An unallocated claim of another
+    driver is left out: its devices and classes are not read here.
+    """
+    mine = {id(claim) for claim in ours}
+    return [entry.claim for entry in resolved if entry.claim is not None
+            and (id(entry.claim) in mine or entry.claim.allocation is not None)]
+
+
 def refused_before_nodes(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.DeviceClass] | None,
                          pod_uid: str) -> str:
     """What kube-scheduler refuses of a pending pod's claims before it tries any node ("" when nothing).
@@ -1093,6 +1107,7 @@ __all__ = [
     "not_for_pod",
     "resolve_claims",
     "refused_before_nodes",
+    "scheduled_claims",
     "spec_problem",
     "claim_holdings",
     "claim_records",
