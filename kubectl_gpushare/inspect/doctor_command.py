@@ -130,7 +130,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
         return audit(nodes, file_pods, configmaps_of(others, load_warnings),
                      devices=devices_found(others, nodes, load_warnings),
                      confinement=confinement_of(others, load_warnings),
-                     dra_objects=dra_of(others, load_warnings, classes=True, tally=True, nodes=nodes))
+                     dra_objects=dra_of(others, load_warnings, classes=True, tally=True, nodes=nodes, resolve=True))
     from kubectl_gpushare.inspect.source import (
         confinement_from_api,
         dra_from_api,
@@ -179,7 +179,8 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], load_warning
             usage = reports_from_plugins(client, sharing, load_warnings, usage_timeout(options["request_timeout"]))
         devices = koordinator_devices(client, nodes, stacks.AUTO, load_warnings)
         confinement = confinement_from_api(client, load_warnings)
-        objects = dra_from_api(client, load_warnings, claims=True, classes=True, tally=True, nodes=nodes)
+        objects = dra_from_api(client, load_warnings, claims=True, classes=True, tally=True, nodes=nodes,
+                               resolve=True)
         return audit(nodes, pods(), configmaps, reread, usage, devices, confinement, objects)
 
 

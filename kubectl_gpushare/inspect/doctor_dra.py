@@ -128,7 +128,7 @@ def pending_findings(
             continue
         obj = f"pod/{pod.metadata.namespace}/{pod.metadata.name}"
         if index is None:
-            index = dra.ClaimIndex(objects.claims)
+            index = dra.claim_index(objects)
         resolved = index.of(pod)
         claims = [entry.claim for entry in resolved if entry.claim is not None]
         ours = [c for c in claims if any(dra.of_driver(c, classes, d) for d in dra.DRIVERS)]
@@ -140,7 +140,10 @@ def pending_findings(
         # a class that does not exist). A refusal is said whatever the pod's age: it waits until a claim or
         # class changes. Classes not read: whether one exists is not asked.
         unusable = dra.first_unusable(resolved)
-        said = unusable.refused if unusable is not None else dra.refused_before_nodes(ours, classes, pod.metadata.uid)
+        if unusable is not None:
+            said = unusable.refused
+        else:  # other drivers' allocated claims too: PreFilter refuses one in use whatever its driver
+            said = dra.refused_before_nodes(dra.scheduled_claims(resolved, ours), classes, pod.metadata.uid)
         if said:
             yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {said}")
             continue
@@ -151,11 +154,13 @@ def pending_findings(
         if unusable is not None:
             yield Finding(WARNING, "dra-claim-pending", obj, f"waits: {unusable.missing}")
         elif waiting:
+            # What is known: the claims are still unallocated. Doctor asks the allocator nothing (explain does, per
+            # node, and may find devices for the same pod: another plugin refuses the node, or no new try yet).
             how_long = f"for more than {stuck_after:g}s" if age is not None else "(created at an unreadable time)"
             yield Finding(WARNING, "dra-claim-pending", obj,
-                          f"waits {how_long} for claim(s) {', '.join(waiting)} to be allocated: no node "
-                          f"has a device that fits (kubectl gpushare explain {pod.metadata.name} -n "
-                          f"{pod.metadata.namespace} says why per node)")
+                          f"waits {how_long} for kube-scheduler to allocate claim(s) {', '.join(waiting)} "
+                          f"(kubectl gpushare explain {pod.metadata.name} -n {pod.metadata.namespace} says why, "
+                          "per node)")
 
 
 __all__ = ["CHECKS", "claim_findings", "node_findings", "pending_findings"]

@@ -138,7 +138,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], warnings: Wa
         matches = [p for p in file_pods if (p.metadata.namespace, p.metadata.name) == (namespace, name)]
         if not matches:
             raise _pod_not_found(namespace, name, None if options["namespace"] else homes)
-        objects = dra_of(others, warnings, classes=True, nodes=file_nodes)
+        objects = dra_of(others, warnings, classes=True, nodes=file_nodes, resolve=True)
         inputs = _inputs(matches[0], file_nodes, file_pods, [], configmaps_of(others, warnings),
                          devices_found(others, file_nodes, warnings), objects, warnings)
         inputs.placement = placement_of(others, namespace, name, warnings)
@@ -196,7 +196,7 @@ def _load(options: dict[str, Any], progress: Callable[[int], None], warnings: Wa
         except errors.Forbidden:
             configmaps = []  # unhealthy GPUs are then judged by capacity != allocatable only
         devices = koordinator_devices(client, nodes, stacks.AUTO, warnings)
-        objects = dra_from_api(client, warnings, classes=True, nodes=nodes)
+        objects = dra_from_api(client, warnings, classes=True, nodes=nodes, resolve=True)
     inputs = _inputs(pod, nodes, pods, events, configmaps, devices, objects, warnings)
     inputs.placement = placement
     return inputs

@@ -67,7 +67,7 @@ def explain_claims(
     objects = inputs.objects
     if not pod.spec.resource_claims or not objects or protocol.pod_phase_terminal(pod.status.phase):
         return None
-    resolved = dra.ClaimIndex(objects.claims).of(pod)
+    resolved = dra.claim_index(objects).of(pod)
     classes = objects.classes
     ours = [entry.claim for entry in resolved if entry.claim is not None
             and dra.of_driver(entry.claim, classes, protocol.DRA_DRIVER)]
@@ -83,12 +83,14 @@ def explain_claims(
                        request=_units_up(asked, unit), unit=unit, state="", summary="", events=said)
     who = f"Pod {meta.namespace}/{meta.name}"
     allocated = [claim for claim in ours if claim.allocation is not None]
+    scheduled = dra.scheduled_claims(resolved, ours)  # other drivers' allocated claims are asked too
     # An unbound pod whose claims are all allocated is being bound (PreBind wrote them), unless the
     # DynamicResources plugin refuses those claims (being deleted, reserved for others): pending then.
     if pod.spec.node_name or (ours and len(allocated) == len(ours) and not missing
-                              and not dra_allocation.prefilter(ours, classes, meta.uid)):
+                              and not dra_allocation.prefilter(scheduled, classes, meta.uid)):
         return _placed(pod, ledger, ours, dra.pool_nodes(objects), base, who)
-    return _pending(pod, nodes, ledger, inputs, ours, missing, dra.first_unusable(resolved), base, who, placement)
+    return _pending(pod, nodes, ledger, inputs, ours, scheduled, missing, dra.first_unusable(resolved), base, who,
+                    placement)
 
 
 # --- A placed pod ----------------------------------------------------------------------------------------
@@ -151,9 +153,14 @@ def _placed(pod: Pod, ledger: Ledger, claims: list[dra_objects.ResourceClaim],
 # --- A pending pod ---------------------------------------------------------------------------------------
 def _pending(
     pod: Pod, nodes: Sequence[Node], ledger: Ledger, inputs: DraInputs, ours: list[dra_objects.ResourceClaim],
-    missing: list[dra.PodClaim], unusable: dra.Unusable | None, base: Explanation, who: str,
-    placement: PodPlacement | None,
+    scheduled: list[dra_objects.ResourceClaim], missing: list[dra.PodClaim], unusable: dra.Unusable | None,
+    base: Explanation, who: str, placement: PodPlacement | None,
 ) -> Explanation:
+    """Why a pending pod waits, before and then per node of our driver.
+
+    ``scheduled``: the claims PreFilter and Filter are asked of (`dra.scheduled_claims`: ours, and other
+    drivers' allocated ones, which may be in use or pin the pod to their nodes).
+    """
     objects = inputs.objects
     unit = base.unit
     classes = objects.classes if objects.classes is not None else {FALLBACK_CLASS.name: FALLBACK_CLASS}
@@ -175,7 +182,7 @@ def _pending(
     affinity = required_affinity(placement)
     stop = unusable.refused if unusable is not None else ""
     stop = stop or (CONFLICT if affinity is not None and affinity.conflict else "")  # NodeAffinity's PreFilter first
-    stop = stop or dra.refused_before_nodes(ours, classes, pod.metadata.uid)
+    stop = stop or dra.refused_before_nodes(scheduled, classes, pod.metadata.uid)
     if stop:
         return replace(base, summary=f"{asks}, but kube-scheduler cannot schedule it: {stop}.")
     base = replace(base, prefilter_nodes=narrowed_to(affinity))
@@ -183,7 +190,7 @@ def _pending(
         objects.published, classes,
         dra_allocation.allocated_state(c.allocation for c in objects.claims if c.allocation is not None),
         {node.metadata.name: node.metadata.labels for node in nodes})
-    pinned = [claim for claim in ours if claim.allocation is not None]
+    pinned = [claim for claim in scheduled if claim.allocation is not None]
     verdicts: list[NodeVerdict] = []
     usable: list[str] = []
     tolerations = TolerationIndex(pod.spec.tolerations)

@@ -415,7 +415,7 @@ def node_labels(nodes: Iterable[types.Node]) -> dict[str, Mapping[str, str]]:
 
 def dra_from_api(
     client: Client, warnings: Warnings, *, claims: bool = False, classes: bool = False, pending: bool = False,
-    tally: bool = False, nodes: Iterable[types.Node] = (),
+    tally: bool = False, nodes: Iterable[types.Node] = (), resolve: bool = False,
 ) -> dra.DraObjects:
     """The DRA objects the views read: one list of ResourceSlices, then ResourceClaims if they matter.
 
@@ -426,7 +426,8 @@ def dra_from_api(
     ``classes`` (explain and doctor ask the allocator, which needs them; unreadable: not read).
     Unallocated claims are kept with ``pending`` (or ``claims``, ``classes``). With ``tally``, plain
     allocated claims are read for counting only (`_claim_wires`), for views that need no more of them.
-    ``nodes``: the nodes read, whose labels slices' node selectors match.
+    ``nodes``: the nodes read, whose labels slices' node selectors match. With ``resolve`` (explain, doctor),
+    other drivers' allocated claims are kept too, for resolving pods' claims (`dra.read`).
     """
     keep = claims or classes or pending
 
@@ -443,7 +444,8 @@ def dra_from_api(
         listed.append(True)
         return slices
 
-    objects = dra_of_lists(list_slices, list_claims, warnings, claims=claims, pending=keep, nodes=nodes)
+    objects = dra_of_lists(list_slices, list_claims, warnings, claims=claims, pending=keep, nodes=nodes,
+                           resolve=resolve)
     if classes and listed:
         try:
             objects.classes = dra.read_classes(client.list(types.DRA_CLASSES, on_skip=warnings.add), warnings)
@@ -455,6 +457,7 @@ def dra_from_api(
 def dra_of_lists(
     list_slices: Callable[[], Sequence[dra_objects.WireResourceSlice]], list_claims: Callable[[], WireClaims],
     warnings: Warnings, *, claims: bool = False, pending: bool = False, nodes: Iterable[types.Node] = (),
+    resolve: bool = False,
 ) -> dra.DraObjects:
     """`dra_from_api`'s rules with the listings passed in (the API, or ``inspect -w``'s informers).
 
@@ -476,7 +479,7 @@ def dra_of_lists(
             wire_claims = list_claims()
         except (NotFound, Forbidden):
             warnings.add(f"cannot list resourceclaims.{protocol.DRA_API_GROUP}: DRA GPUs are shown without claims")
-    return dra.read(relevant, wire_claims, warnings, pending=pending, labels=node_labels(nodes))
+    return dra.read(relevant, wire_claims, warnings, pending=pending, labels=node_labels(nodes), resolve=resolve)
 
 
 VIEWER_ROLE: Final = "gpushare-viewer"
@@ -1109,20 +1112,21 @@ DRA_KINDS: Final = ("ResourceSlice", "ResourceClaim", "DeviceClass")
 
 def dra_of(
     found: Mapping[str, Sequence[Any]], warnings: Warnings, *, classes: bool = False, pending: bool = False,
-    tally: bool = False, nodes: Iterable[types.Node] = (),
+    tally: bool = False, nodes: Iterable[types.Node] = (), resolve: bool = False,
 ) -> dra.DraObjects:
     """The ResourceSlices and ResourceClaims of a file dump, collected by kind (`parse_documents` ``others``).
 
     JSON or YAML. An item that does not decode is one warning. With ``classes``, DeviceClasses too,
     where the file has some (else they are not read). ``nodes``: the file's nodes, whose labels
-    slices' node selectors match. ``pending`` and ``tally`` as `dra_from_api`.
+    slices' node selectors match. ``pending``, ``tally`` and ``resolve`` as `dra_from_api`.
     """
     if not found.get("ResourceSlice") and not found.get("ResourceClaim"):
         return dra.DraObjects(served=False)
     slices = _wires(found.get("ResourceSlice", ()), dra_objects.WireResourceSlice, "ResourceSlice", warnings,
                     keep=lambda wire: wire.spec.driver in dra.DRIVERS)
     claims = _claim_wires(found.get("ResourceClaim", ()), warnings, pending=classes or pending, tally=tally)
-    objects = dra.read(slices, claims, warnings, pending=classes or pending, labels=node_labels(nodes))
+    objects = dra.read(slices, claims, warnings, pending=classes or pending, labels=node_labels(nodes),
+                       resolve=resolve)
     if classes and found.get("DeviceClass"):
         wires = _wires(found["DeviceClass"], dra_objects.WireDeviceClass, "DeviceClass", warnings)
         objects.classes = dra.read_classes(wires, warnings)

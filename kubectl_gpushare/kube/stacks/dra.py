@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Final, NamedTuple
 
 import msgspec
@@ -75,6 +76,9 @@ class DraObjects:
         slices: our driver's slices some node uses (`dra_pools.gather`), checked by `dra_objects.read_slice`.
         nvidia: NVIDIA's driver's slices some node uses, read here as a stack.
         claims: the claims that matter here, checked by `dra_objects.read_claim` (see `read`).
+        others: the allocated claims of drivers not read here, kept (`read` ``resolve``) only so that a
+            pod's claims resolve as kube-scheduler resolves them, over every driver's (`claim_index`);
+            nothing counts them.
         classes: DeviceClasses by name, where a question read them (explain, doctor); None: not read.
         served: whether the API serves ``resource.k8s.io/v1`` (False: no DRA, nothing else to read).
         unusable: (driver, pool) -> why kube-scheduler allocates no new claim from the pool (`pool_states`).
@@ -85,6 +89,7 @@ class DraObjects:
     slices: list[dra.ResourceSlice] = field(default_factory=list)
     nvidia: list[dra.WireResourceSlice] = field(default_factory=list)
     claims: list[dra.ResourceClaim] = field(default_factory=list)
+    others: list[dra.ResourceClaim] = field(default_factory=list)
     classes: dict[str, dra.DeviceClass] | None = None
     served: bool = True
     unusable: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -119,6 +124,7 @@ _NO_SPEC: Final = dra.WireClaimSpec()
 def read(
     slices: Iterable[dra.WireResourceSlice], claims: Iterable[dra.WireResourceClaim | dra.ResourceClaim],
     warnings: Warnings | None, *, pending: bool = True, labels: Mapping[str, Mapping[str, str]] | None = None,
+    resolve: bool = False,
 ) -> DraObjects:
     """Check the slices of the drivers read here and the claims; each unreadable object is one warning.
 
@@ -126,12 +132,13 @@ def read(
     (`dra_pools.gather`: older generations are being replaced by their driver), and a pool kube-scheduler
     allocates nothing from is one warning naming the nodes where (`pool_states`). An allocated
     claim is read without its requests (what it holds is its allocation; 100,000 claims cost a
-    third less so), and one allocated on no driver read here not at all; unallocated claims are
-    kept with ``pending`` (explain and doctor ask why they wait), else left out (the tables show
-    what is allocated).
-    A claim passed already read (`dra.tally_claim`, for counting) is kept where it is allocated on a
-    driver read here. ``labels``: node name -> labels of the nodes read, which slices' node selectors
-    are matched against (`dra_pools.gather`); a selector matches no node not in it by its labels.
+    third less so); unallocated claims are kept with ``pending`` (explain and doctor ask why they
+    wait), else left out (the tables show what is allocated). A claim allocated on no driver read
+    here is kept in ``others`` with ``resolve`` (explain and doctor: a pod's claims resolve over
+    every driver's), else not read; nothing is said of it either way.
+    A claim passed already read (`dra.tally_claim`, for counting) is kept as a wire one is. ``labels``:
+    node name -> labels of the nodes read, which slices' node selectors are matched against
+    (`dra_pools.gather`); a selector matches no node not in it by its labels.
     """
     labels = labels or {}
     ours: list[dra.ResourceSlice] = []
@@ -149,31 +156,38 @@ def read(
                 _warn(warnings, problem)
             ours.append(checked)
     read_claims: list[dra.ResourceClaim] = []
+    others: list[dra.ResourceClaim] = []
     for wire_claim in claims:
         if isinstance(wire_claim, dra.ResourceClaim):  # already read, for counting (`dra.tally_claim`)
             if _ours_or_nvidia(wire_claim):
                 read_claims.append(wire_claim)
+            elif resolve:
+                others.append(wire_claim)
             continue
         allocation = wire_claim.status.allocation
         if allocation is None and not pending:
             continue
+        into = read_claims
         if allocation is not None:
             for result in allocation.devices.results:
                 if result.driver in DRIVERS:
                     break
             else:
-                continue
+                if not resolve:
+                    continue
+                into = others
             if wire_claim.spec.devices.requests or wire_claim.spec.devices.constraints:
                 wire_claim = msgspec.structs.replace(wire_claim, spec=_NO_SPEC)  # (a file's are decoded without)
         try:
             claim = dra.read_claim(wire_claim)
         except dra.InvalidObjectError as exc:
-            _warn(warnings, f"{exc}; not counted")
+            if into is read_claims:  # another driver's: not ours to warn about
+                _warn(warnings, f"{exc}; not counted")
             continue
         if claim.problems and _ours_or_nvidia(claim):
             for problem in claim.problems:
                 _warn(warnings, problem)
-        read_claims.append(claim)
+        into.append(claim)
     published, generations = ours, dra.PoolGenerations.of(ours)
     ours, views = dra_pools.gather(ours, generations, dra_pools.checked_reading(labels), labels)
     unusable = pool_states(generations, views)
@@ -190,7 +204,8 @@ def read(
     nvidia, nvidia_views = dra_pools.gather(nvidia, generations, _wire_reading(selectors, labels), labels)
     unusable.update(pool_states(generations, nvidia_views))
     named_in = {**_named_in(views), **_named_in(nvidia_views)}
-    objects = DraObjects(ours, nvidia, read_claims, unusable={key: why for key, (why, _) in unusable.items()},
+    objects = DraObjects(ours, nvidia, read_claims, others=others,
+                         unusable={key: why for key, (why, _) in unusable.items()},
                          unusable_on={key: nodes for key, (_, nodes) in unusable.items()}, named_in=named_in,
                          published=published)
     if warnings is not None:
@@ -748,6 +763,16 @@ class ClaimIndex:
                               lambda entry: self.by_owner.get((uid, entry)))
 
 
+def claim_index(objects: DraObjects) -> ClaimIndex:
+    """The index a pod's claims are resolved in: every claim read, of the drivers read here and others'.
+
+    kube-scheduler looks a pod's claims up among all claims, whatever their driver
+    (dynamicresources.go ``foreachPodResourceClaim``: ``ResourceClaims().Get``), so a pod's allocated
+    claim of another driver (a NIC's) is found, not missing. explain and doctor resolve with it.
+    """
+    return ClaimIndex(chain(objects.claims, objects.others))
+
+
 def resolve_claims(pod: Pod, get: Callable[[str], dra.ResourceClaim | None],
                    made: Callable[[str], dra.ResourceClaim | None] | None = None) -> list[PodClaim]:
     """The pod's claims in ``spec.resourceClaims`` order, resolved as kube-scheduler and kubelet do.
@@ -886,6 +911,20 @@ def first_unusable(resolved: Sequence[PodClaim]) -> Unusable | None:
             words = dra_allocation.being_deleted(entry.claim)
             return Unusable(entry.name, words, refused=words)
     return None
+
+
+def scheduled_claims(resolved: Sequence[PodClaim], ours: Sequence[dra.ResourceClaim]) -> list[dra.ResourceClaim]:
+    """The pod's claims, in its order, that explain and doctor ask kube-scheduler's PreFilter and Filter questions of.
+
+    Those of the drivers a face reads (``ours``), and the allocated claims of any other driver: the
+    DynamicResources PreFilter refuses every allocated claim of the pod that is in use, and its Filter
+    every node an allocated claim's node selector does not match, whatever the driver (dynamicresources.go
+    PreFilter, Filter: ``informationsForClaim[].availableOnNodes``). An unallocated claim of another
+    driver is left out: its devices and classes are not read here.
+    """
+    mine = {id(claim) for claim in ours}
+    return [entry.claim for entry in resolved if entry.claim is not None
+            and (id(entry.claim) in mine or entry.claim.allocation is not None)]
 
 
 def refused_before_nodes(claims: Sequence[dra.ResourceClaim], classes: Mapping[str, dra.DeviceClass] | None,
@@ -1062,11 +1101,13 @@ __all__ = [
     "Holder",
     "PodClaim",
     "Unusable",
+    "claim_index",
     "asks_driver",
     "first_unusable",
     "not_for_pod",
     "resolve_claims",
     "refused_before_nodes",
+    "scheduled_claims",
     "spec_problem",
     "claim_holdings",
     "claim_records",

@@ -254,6 +254,31 @@ def claims_not_needed() -> list[dict[str, Any]]:
     ]
 
 
+def claim_others(nic_node: str = "dra-n", nic_users: int = 1) -> list[dict[str, Any]]:
+    """Pending pod ``wired`` (created long ago) whose claims are, in order: ``nic``, a claim of another driver (a NIC's)
+    created by hand and allocated on ``nic_node`` for ``nic_users`` other pods there; ``wired-link``, made from a
+    template for it, its own, of that driver and allocated on node ``dra-n`` too; ``wired-gpu``, ours, waiting.
+    kube-scheduler finds every claim, whatever its driver (``foreachPodResourceClaim``), so the pod waits for its GPU
+    claim alone, unless the NIC claim is on another node (Filter) or reserved for as many pods as it may be
+    (PreFilter's ``resourceclaim in use``)."""
+    ns, nic = "team-n", "nic.example.com"
+    users = ["peer", *(f"user-{i}" for i in range(nic_users - 1))]
+    wired = dra.dra_pod("wired", "", "wired-gpu", phase="Pending", namespace=ns, created="2020-01-01T00:00:00Z")
+    wired["spec"]["resourceClaims"][:0] = [{"name": "nic", "resourceClaimName": "nic"},
+                                           {"name": "link", "resourceClaimTemplateName": "nic-link"}]
+    wired["status"]["resourceClaimStatuses"][:0] = [{"name": "link", "resourceClaimName": "wired-link"}]
+    link = dra.claim("wired-link", "dra-n", "link-0", None, [], driver=nic, owner="wired", namespace=ns)
+    link["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] = "link"
+    return [
+        dra.device_class(),
+        node_object("dra-n", [], ip="10.9.9.1", gpushare=False, dra=True),
+        dra.resource_slice("dra-n", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", "dra-n")], "nnnnn"),
+        dra.claim("nic", nic_node, "nic-0", None, users, driver=nic, namespace=ns),
+        *(dra.shared_pod(user, nic_node, "nic", namespace=ns) for user in users), link,
+        dra.pending_claim("wired-gpu", "wired", "4Gi", namespace=ns), wired,
+    ]
+
+
 def hostile_names() -> list[dict[str, Any]]:
     """Findings on a node, a pod and a namespace named with `HOSTILE`: a node without its device-plugin pod,
     a pod stuck unassigned on it, a finished pod still holding an annotation whose value is hostile too, and a

@@ -236,5 +236,51 @@ def test_explain_and_doctor_skip_template_entries_whose_status_names_no_claim(
             "dra-l now; if it stays Pending, see the scheduler's events.")), source
         result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
         found = [f["message"] for f in json.loads(result.stdout)["findings"] if f["object"] == "pod/team-l/lean"]
-        assert [message.split(":")[0] for message in found] == [
-            "waits for more than 300s for claim(s) lean-gpu to be allocated"], source
+        assert [message.split(" (")[0] for message in found] == [
+            "waits for more than 300s for kube-scheduler to allocate claim(s) lean-gpu"], source
+
+
+PENDING_NIC = (
+    "Pod team-n/wired asks for 4 GiB of one GPU through claim(s) wired-gpu and the allocator finds devices on dra-n "
+    "now; if it stays Pending, see the scheduler's events.",
+    ("warning", "dra-claim-pending", "waits for more than 300s for kube-scheduler to allocate claim(s) wired-gpu "
+     "(kubectl gpushare explain wired -n team-n says why, per node)"))
+
+
+@pytest.mark.parametrize(("nic_node", "nic_users", "explained", "finding"), [
+    ("dra-n", 1, *PENDING_NIC),
+    ("nic-only", 1, "Pod team-n/wired asks for 4 GiB of one GPU through claim(s) wired-gpu, but every node of the DRA "
+     "driver is excluded before devices are even considered (taints, nodeSelector, affinity or cordon, below).",
+     PENDING_NIC[1]),
+    ("dra-n", 256, "Pod team-n/wired asks for 4 GiB of one GPU through claim(s) wired-gpu, but kube-scheduler cannot "
+     "schedule it: resourceclaim in use.",
+     ("error", "dra-claim-unallocatable", "cannot be scheduled: resourceclaim in use")),
+])
+def test_explain_and_doctor_find_a_pods_claims_of_other_drivers(
+    sandbox: Sandbox, kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path, cli_runner: CliRunner,
+    nic_node: str, nic_users: int, explained: str, finding: tuple[str, str, str],
+) -> None:
+    """kube-scheduler looks a pod's claims up among every claim, whatever its driver (dynamicresources.go
+    ``foreachPodResourceClaim``): a pod with allocated claims of a NIC driver, one by name and one made from a
+    template for it, waits for its claim of ours alone, and explain and doctor say so, over the API and from
+    kubectl's dump. Before, the reading dropped other drivers' allocated claims and both said the pod waited for
+    ``ResourceClaim nic does not exist``. PreFilter and Filter ask such a claim too: one reserved for 256 other pods
+    is in use (both faces), one allocated on another node leaves no node of ours (explain; doctor asks no node)."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.inspect.explain_command import explain_command
+
+    sandbox.load(cases.claim_others(nic_node, nic_users))
+    dump = tmp_path / "cluster.json"
+    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+        result = cli_runner.invoke(explain_command, ["wired", "-n", "team-n", "-o", "json", *source])
+        assert result.exit_code == 0, result.output
+        answer = json.loads(result.stdout)
+        assert (answer["state"], answer["summary"]) == ("pending", explained), source
+        if nic_node != "dra-n":
+            assert [(n["name"], n["reason"]) for n in answer["nodes"]] == [
+                ("dra-n", "resourceclaim not available on the node")], source
+        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
+        found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
+                 if f["object"] == "pod/team-n/wired"]
+        assert found == [finding], source

@@ -701,6 +701,41 @@ def test_a_file_decodes_an_allocated_claims_requests_only_while_it_waits() -> No
     assert [c.name for c in dra_of(found, Warnings()).claims] == ["held", "broken"]
 
 
+@pytest.mark.parametrize("tally", [False, True])
+def test_other_drivers_allocated_claims_are_kept_to_resolve_pods_claims_and_counted_nowhere(tally: bool) -> None:
+    from kubectl_gpushare.inspect.source import dra_of
+
+    wire = claim("nic", [result("n", "nic-0", None, "nic.example.com")], ["b"], node="n")
+    nic = json.loads(msgspec.json.encode(wire))
+    nic["metadata"].update(deletionTimestamp="2020-01-01T00:00:00Z", ownerReferences=[
+        {"apiVersion": "v1", "kind": "Pod", "name": "b", "uid": "uid-b", "controller": True}])
+    nameless = {**nic, "metadata": {"namespace": "ns"}}  # unreadable, another driver's: nothing said
+    found = {"ResourceSlice": [msgspec.Raw(msgspec.json.encode(slice_("n", [device(0)])))], "ResourceClaim": [
+        msgspec.Raw(msgspec.json.encode(claim("held", [result("n", "gpu-0")], ["a"], node="n"))),
+        *(msgspec.Raw(json.dumps(item).encode()) for item in (nic, nameless))]}
+
+    def read(resolve: bool) -> tuple[dra.DraObjects, list[str], list[tuple[str, tuple[tuple[int, int], ...]]]]:
+        warnings = Warnings()
+        objects = dra_of(found, warnings, classes=True, tally=tally, resolve=resolve)
+        nodes = dra.our_nodes(objects, warnings)
+        records = dra.claim_records(objects, dra.units(dra.with_gpus([NodeRecord("n")], nodes), nodes), {})
+        return objects, list(warnings), [(r.name, r.allocation) for r in records]
+
+    objects, warnings, records = read(True)
+    assert (read(False)[1:], read(False)[0].others) == ((warnings, records), [])
+    assert ([c.name for c in objects.claims], [c.name for c in objects.others]) == (["held"], ["nic"])
+    assert (records, warnings) == ([("a", ((0, 4),))], [])
+    other = objects.others[0]
+    assert (other.deleting, other.owner_known, other.owner.uid if other.owner else None) == (
+        (True, False, None) if tally else (True, True, "uid-b"))
+    pod = msgspec.convert({"metadata": {"name": "b", "namespace": "ns", "uid": "uid-b"}, "spec": {
+        "resourceClaims": [{"name": "nic", "resourceClaimName": "nic"}]}}, Pod)
+    resolved = dra.claim_index(objects).of(pod)
+    assert [(e.name, e.claim is other) for e in resolved] == [("nic", True)]
+    assert dra.first_unusable(resolved) == dra.Unusable("nic", 'resourceclaim "nic" is being deleted',
+                                                        refused='resourceclaim "nic" is being deleted')
+
+
 def test_spec_problem_names_the_invalid_request_or_class_and_nothing_else() -> None:
     def claim(exactly: dict[str, Any]) -> dra_objects.ResourceClaim:
         return dra_objects.decode_claim({"metadata": {"name": "c", "namespace": "n"},
