@@ -417,6 +417,43 @@ def test_an_entry_whose_status_names_no_claim_is_skipped(scheduling: Sandbox, ku
     assert [c["metadata"]["name"].startswith("lean-gpu-") for c in scheduling.objects("resourceclaims")] == [True]
 
 
+
+def nic_claim(name: str, node: str) -> dict[str, Any]:
+    """A claim another driver (a NIC's) allocated, pinned to ``node`` by its node selector, reserved for nobody."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default", "uid": f"{name}-uid"},
+            "spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "nic.example.com"}}]}},
+            "status": {"allocation": {
+                "devices": {"results": [{"request": "nic", "driver": "nic.example.com", "pool": node,
+                                         "device": "eth0"}]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}}
+
+
+def test_another_drivers_allocated_claim_pins_the_pod_to_its_node(sandbox: Sandbox, kubeconfig: Path,
+                                                                  kubectl: Kubectl) -> None:
+    # dynamicresources.go Filter: every claim of the pod whose allocation has a node selector
+    # (informationsForClaim[].availableOnNodes) rejects the nodes it does not match, whatever its driver;
+    # PreFilter looks the claim up among all claims. The stand-in tries n1 first, both nodes have room
+    # for the GPU claim: the NIC's claim on n2 decides. A NIC claim pinned to no node makes the pod
+    # unschedulable in Filter's words, on every node.
+    sandbox.load([node_object("n1", [], ip="10.0.0.1"), node_object("n2", [], ip="10.0.0.2"), CLASS,
+                  slice_object("n1"), slice_object("n2"), nic_claim("nic", "n2"), nic_claim("lost", "n3")])
+    claims = [{"name": "nic", "resourceClaimName": "nic"}, {"name": "gpu", "resourceClaimTemplateName": "t"}]
+    pinned = json.loads(pod("pinned", "t"))
+    pinned["spec"]["resourceClaims"] = claims
+    nowhere = json.loads(pod("nowhere", "t"))
+    nowhere["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimName": "lost"}, claims[1]]
+    with scheduler_loop(sandbox, kubeconfig, start=True):
+        kubectl("create", "-f", "-", input="\n".join([template("t", "2Gi"), json.dumps(pinned), json.dumps(nowhere)]))
+        wait_for(lambda: bound(sandbox, "pinned") and scheduled_condition(sandbox, "nowhere"), timeout=30,
+                 what=lambda: f"pinned bound, nowhere refused; {failed_scheduling(sandbox, 'pinned')}")
+    assert bound(sandbox, "pinned") == "n2"
+    assert claim_of(sandbox, "pinned", "gpu")["status"]["allocation"]["devices"]["results"][0]["pool"] == "n2"
+    assert scheduled_condition(sandbox, "nowhere")["message"] == (
+        "0/2 nodes are available: 2 resourceclaim not available on the node.")
+    assert not bound(sandbox, "nowhere")
+
 # --- writes that landed, answered with a reply that does not decode -----------------------------------
 
 
