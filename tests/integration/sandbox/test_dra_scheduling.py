@@ -330,6 +330,30 @@ def test_a_pod_whose_claim_statuses_are_malformed_waits_alone(scheduling: Sandbo
     assert not [r for r in records if r.exc_info or "hostile" in r.getMessage()], [r.getMessage() for r in records]
 
 
+
+@pytest.mark.parametrize("entries", [
+    [{"name": "gpu", "resourceClaimTemplateName": "t"}, {"name": 5, "resourceClaimName": "x"}],
+    [{"name": "gpu", "resourceClaimTemplateName": "t"}, "gpu"],
+    {"name": "gpu", "resourceClaimTemplateName": "t"},
+], ids=["a-name-not-a-string", "an-entry-not-an-object", "not-a-list"])
+def test_a_pod_whose_claim_entries_are_malformed_waits_alone(scheduling: Sandbox, kubectl: Kubectl,
+                                                             caplog: pytest.LogCaptureFixture, entries: Any) -> None:
+    # kube-apiserver refuses such a spec; the sandbox's storage may hold one. The stand-in cannot
+    # tell which claims the pod needs, so it never tries it (as PreEnqueue keeps a pod whose claims it
+    # cannot get), in one warning line, and the pods after it are scheduled. Before, the entries read
+    # as none (`types.PodSpec.resource_claims`) and the pod was bound with no claim allocated.
+    hostile = json.loads(pod("hostile", "t"))
+    hostile["metadata"].update(namespace="default", uid="hostile-uid", creationTimestamp="2000-01-01T00:00:00Z")
+    hostile["spec"]["resourceClaims"] = entries
+    scheduling.load([hostile])
+    kubectl("create", "-f", "-", input=template("t", "2Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: bound(scheduling, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(scheduling, 'p')}")
+    assert not bound(scheduling, "hostile")
+    assert failed_scheduling(scheduling, "hostile") == [] and scheduled_condition(scheduling, "hostile") == {}
+    records = [r.getMessage() for r in caplog.records if r.name == "kubectl_gpushare.scheduler"]
+    assert [m for m in records if "hostile" in m] == [
+        "pod default/hostile: spec.resourceClaims cannot be read; the pod is not scheduled"]
+
 def test_a_pod_whose_claim_is_being_deleted_waits_in_preenqueue_without_an_event(scheduling: Sandbox,
                                                                                  kubectl: Kubectl) -> None:
     # dynamicresources.go: PreEnqueue runs foreachPodResourceClaim, which refuses a claim with a
