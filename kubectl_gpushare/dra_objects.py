@@ -1247,7 +1247,13 @@ def _selector_node(selector: WireNodeSelector | None) -> str:
 
 
 def _owner(meta: WireMeta) -> OwnerReference | None:
-    for ref in meta.owner_references[:64]:
+    """The first ``ownerReferences`` entry with ``controller`` true, however many come before it.
+
+    apimachinery ``metav1.GetControllerOfNoCopy`` (what ``IsControlledBy`` and so
+    ``resourceclaim.IsForPod`` ask) scans them all; the entries are decoded already, so the scan costs
+    nothing the object's size did not.
+    """
+    for ref in meta.owner_references:
         if ref.controller:
             return OwnerReference(ref.api_version[:64], ref.kind[:64], ref.name[:253], ref.uid[:64])
     return None

@@ -13,7 +13,7 @@ The plugin's extension points, after ``pkg/scheduler/framework/plugins/dynamicre
   claim that cannot take one more consumer, a claim whose allocation is in flight for another
   pod, a request naming a class that does not exist: the pod is unschedulable with that message
   (``0/N nodes are available: <message>.``).
-- Filter: an allocated claim must be usable on the node (its node selector); the others are
+- Filter: an allocated claim, of any driver, must be usable on the node (its node selector); the others are
   allocated on the node by `kube.dra_allocation` (the structured allocator), or the node is
   rejected with ``cannot allocate all claims`` (``invalid resource pools were encountered`` when
   a pool of the node is invalid). A claim the allocator cannot evaluate (a CEL error,
@@ -307,8 +307,20 @@ class DynamicResources:
 
     # --- per pod ---------------------------------------------------------------------------------
     def pre_enqueue(self, pod: Mapping[str, Any], state: PassState) -> bool:
-        """Whether every claim of the pod exists, is not being deleted and (generated) is the pod's: else it waits."""
-        return dra_views.first_unusable(_resolved(_claims_pod(pod), state)) is None
+        """Whether every claim of the pod exists, is not being deleted and (generated) is the pod's: else it waits.
+
+        A pod that asks for claims (`has_claims`) whose ``spec.resourceClaims`` does not read as a list
+        of entries (`types.PodSpec.resource_claims`: kube-apiserver's validation refuses such a pod,
+        the sandbox's storage may hold one) waits too, warned about once: which claims it needs is
+        not known, and scheduling it without them would start it with none prepared.
+        """
+        decoded = _claims_pod(pod)
+        if not decoded.spec.resource_claims:
+            meta = decoded.metadata
+            self._warn(f"pod {meta.namespace}/{meta.name}: spec.resourceClaims cannot be read; "
+                       "the pod is not scheduled")
+            return False
+        return dra_views.first_unusable(_resolved(decoded, state)) is None
 
     def pre_filter(self, pod: Mapping[str, Any], state: PassState) -> PodClaims:
         """The pod's claims, checked as PreFilter checks them.

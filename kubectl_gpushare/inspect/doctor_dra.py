@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from kubectl_gpushare import protocol
+from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.findings import ERROR, WARNING, Finding
 from kubectl_gpushare.kube.stacks import dra
 from kubectl_gpushare.kube.types import Node, Pod
@@ -158,7 +159,7 @@ def pending_findings(
             # node, and may find devices for the same pod: another plugin refuses the node, or no new try yet).
             how_long = f"for more than {stuck_after:g}s" if age is not None else "(created at an unreadable time)"
             yield Finding(WARNING, "dra-claim-pending", obj,
-                          f"waits {how_long} for kube-scheduler to allocate claim(s) {', '.join(waiting)} "
+                          f"waits {how_long} for kube-scheduler to allocate claim(s) {caps.named(waiting)} "
                           f"(kubectl gpushare explain {pod.metadata.name} -n {pod.metadata.namespace} says why, "
                           "per node)")
 

@@ -330,6 +330,30 @@ def test_a_pod_whose_claim_statuses_are_malformed_waits_alone(scheduling: Sandbo
     assert not [r for r in records if r.exc_info or "hostile" in r.getMessage()], [r.getMessage() for r in records]
 
 
+
+@pytest.mark.parametrize("entries", [
+    [{"name": "gpu", "resourceClaimTemplateName": "t"}, {"name": 5, "resourceClaimName": "x"}],
+    [{"name": "gpu", "resourceClaimTemplateName": "t"}, "gpu"],
+    {"name": "gpu", "resourceClaimTemplateName": "t"},
+], ids=["a-name-not-a-string", "an-entry-not-an-object", "not-a-list"])
+def test_a_pod_whose_claim_entries_are_malformed_waits_alone(scheduling: Sandbox, kubectl: Kubectl,
+                                                             caplog: pytest.LogCaptureFixture, entries: Any) -> None:
+    # kube-apiserver refuses such a spec; the sandbox's storage may hold one. The stand-in cannot
+    # tell which claims the pod needs, so it never tries it (as PreEnqueue keeps a pod whose claims it
+    # cannot get), in one warning line, and the pods after it are scheduled. Before, the entries read
+    # as none (`types.PodSpec.resource_claims`) and the pod was bound with no claim allocated.
+    hostile = json.loads(pod("hostile", "t"))
+    hostile["metadata"].update(namespace="default", uid="hostile-uid", creationTimestamp="2000-01-01T00:00:00Z")
+    hostile["spec"]["resourceClaims"] = entries
+    scheduling.load([hostile])
+    kubectl("create", "-f", "-", input=template("t", "2Gi") + "\n" + pod("p", "t"))
+    wait_for(lambda: bound(scheduling, "p"), timeout=30, what=lambda: f"p bound; {failed_scheduling(scheduling, 'p')}")
+    assert not bound(scheduling, "hostile")
+    assert failed_scheduling(scheduling, "hostile") == [] and scheduled_condition(scheduling, "hostile") == {}
+    records = [r.getMessage() for r in caplog.records if r.name == "kubectl_gpushare.scheduler"]
+    assert [m for m in records if "hostile" in m] == [
+        "pod default/hostile: spec.resourceClaims cannot be read; the pod is not scheduled"]
+
 def test_a_pod_whose_claim_is_being_deleted_waits_in_preenqueue_without_an_event(scheduling: Sandbox,
                                                                                  kubectl: Kubectl) -> None:
     # dynamicresources.go: PreEnqueue runs foreachPodResourceClaim, which refuses a claim with a
@@ -416,6 +440,43 @@ def test_an_entry_whose_status_names_no_claim_is_skipped(scheduling: Sandbox, ku
              what=lambda: f"lean bound; {failed_scheduling(scheduling, 'lean')}")
     assert [c["metadata"]["name"].startswith("lean-gpu-") for c in scheduling.objects("resourceclaims")] == [True]
 
+
+
+def nic_claim(name: str, node: str) -> dict[str, Any]:
+    """A claim another driver (a NIC's) allocated, pinned to ``node`` by its node selector, reserved for nobody."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default", "uid": f"{name}-uid"},
+            "spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "nic.example.com"}}]}},
+            "status": {"allocation": {
+                "devices": {"results": [{"request": "nic", "driver": "nic.example.com", "pool": node,
+                                         "device": "eth0"}]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}}
+
+
+def test_another_drivers_allocated_claim_pins_the_pod_to_its_node(sandbox: Sandbox, kubeconfig: Path,
+                                                                  kubectl: Kubectl) -> None:
+    # dynamicresources.go Filter: every claim of the pod whose allocation has a node selector
+    # (informationsForClaim[].availableOnNodes) rejects the nodes it does not match, whatever its driver;
+    # PreFilter looks the claim up among all claims. The stand-in tries n1 first, both nodes have room
+    # for the GPU claim: the NIC's claim on n2 decides. A NIC claim pinned to no node makes the pod
+    # unschedulable in Filter's words, on every node.
+    sandbox.load([node_object("n1", [], ip="10.0.0.1"), node_object("n2", [], ip="10.0.0.2"), CLASS,
+                  slice_object("n1"), slice_object("n2"), nic_claim("nic", "n2"), nic_claim("lost", "n3")])
+    claims = [{"name": "nic", "resourceClaimName": "nic"}, {"name": "gpu", "resourceClaimTemplateName": "t"}]
+    pinned = json.loads(pod("pinned", "t"))
+    pinned["spec"]["resourceClaims"] = claims
+    nowhere = json.loads(pod("nowhere", "t"))
+    nowhere["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimName": "lost"}, claims[1]]
+    with scheduler_loop(sandbox, kubeconfig, start=True):
+        kubectl("create", "-f", "-", input="\n".join([template("t", "2Gi"), json.dumps(pinned), json.dumps(nowhere)]))
+        wait_for(lambda: bound(sandbox, "pinned") and scheduled_condition(sandbox, "nowhere"), timeout=30,
+                 what=lambda: f"pinned bound, nowhere refused; {failed_scheduling(sandbox, 'pinned')}")
+    assert bound(sandbox, "pinned") == "n2"
+    assert claim_of(sandbox, "pinned", "gpu")["status"]["allocation"]["devices"]["results"][0]["pool"] == "n2"
+    assert scheduled_condition(sandbox, "nowhere")["message"] == (
+        "0/2 nodes are available: 2 resourceclaim not available on the node.")
+    assert not bound(sandbox, "nowhere")
 
 # --- writes that landed, answered with a reply that does not decode -----------------------------------
 

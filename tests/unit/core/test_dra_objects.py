@@ -373,3 +373,18 @@ def test_a_slice_is_published_by_the_driver_and_node_its_own_fields_name() -> No
     assert ours.published_by(DRIVER, "n1")
     assert not ours.published_by(DRIVER, "n2")
     assert not ours.published_by("other.example.com", "n1")
+
+
+@pytest.mark.parametrize("before", [0, 64, 10_000])
+def test_a_claims_controller_is_its_first_controller_reference_however_many_come_before(before: int) -> None:
+    # apimachinery metav1 GetControllerOfNoCopy (IsControlledBy, which resourceclaim.IsForPod asks for
+    # kube-scheduler and kubelet) scans every ownerReferences entry for the first with controller true.
+    # Before, only the first 64 were read: a pod's claim whose controller came later was "not created for
+    # pod" in explain and doctor, while kube-scheduler used it.
+    body = claim_body()
+    body["metadata"]["ownerReferences"] = [
+        *({"apiVersion": "v1", "kind": "ConfigMap", "name": f"o{i}", "uid": f"o{i}"} for i in range(before)),
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "pod-uid", "controller": True},
+        {"apiVersion": "v1", "kind": "Pod", "name": "q", "uid": "later-uid", "controller": True}]
+    owner = dra.decode_claim(body).owner
+    assert owner is not None and (owner.kind, owner.uid) == ("Pod", "pod-uid")

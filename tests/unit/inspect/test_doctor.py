@@ -484,3 +484,23 @@ def test_text_cuts_a_megabyte_name_to_the_apis_longest_json_keeps_it(tmp_path: P
     assert f"  node/{huge[: room - len('node/') - 1]}…  " in row and len(row) < 253 * (2 + protocol.SENTENCE_NAMES) + 80
     report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(path), "-o", "json"]).stdout)
     assert f"node/{huge}" in {finding["object"] for finding in report["findings"]}
+
+
+def test_a_pod_with_ten_thousand_waiting_claims_is_one_short_finding(tmp_path: Path, cli_runner: CliRunner) -> None:
+    """A pod whose 10,000 entries each name a waiting claim: doctor names a few of them, as explain does
+    (`caps.named`), and answers in bounded time. Before, the message listed every name (70,000 characters)."""
+    from golden.inspect import build_dra_clusters as dra
+
+    claims = [dra.pending_claim(f"c{i}", "many", "1Gi", namespace="team-m") for i in range(10_000)]
+    many = dra.dra_pod("many", "", None, phase="Pending", namespace="team-m", created="2000-01-01T00:00:00Z")
+    many["spec"]["resourceClaims"] = [{"name": f"e{i}", "resourceClaimName": f"c{i}"} for i in range(10_000)]
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps({"kind": "List", "items": [dra.device_class(), *claims, many]}))
+    started = time.monotonic()
+    result = cli_runner.invoke(doctor_command, ["--from-file", str(path), "-o", "json"])
+    elapsed = time.monotonic() - started
+    found = [(f["check"], f["object"], f["message"]) for f in json.loads(result.stdout)["findings"]]
+    assert found == [("dra-claim-pending", "pod/team-m/many",
+                      "waits for more than 300s for kube-scheduler to allocate claim(s) c0, c1, c2 and 9,997 more "
+                      "(kubectl gpushare explain many -n team-m says why, per node)")]
+    assert elapsed < 10, elapsed
