@@ -5,18 +5,19 @@ before reading them), writing the app's `Response`, keep-alive, and optional TLS
 kube-scheduler's ``enableHTTPS`` and the admission webhook (the key pair is reloaded when its files
 change: `certs`). Routing, replies and metrics are the app's.
 
-Every resource a client can hold is bounded (`Limits`): open connections (one thread each; past
-the cap a new connection gets 503 and is closed), request bodies being read or handled at once
-(a body that does not fit waits briefly, then gets 503 unread), the time a keep-alive connection
-may sit idle, and the time one request may take to arrive once it has started (a client trickling
-bytes is cut off). Body framing follows Go's net/http (`kube.go_http`): repeated ``Content-Length``
-headers are one if they are equal once trimmed, and refused with 400 if they differ, as the body
-could be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 is refused with 411 (chunked, which
-Go reads and the extender does not) or 501 (any other), and on HTTP/1.0 ignored, as Go ignores it.
-A request head is read as Go reads it (`kube.go_handler`): a line Go cannot cut, a method that is
-no token, anything but ``HTTP/X.Y`` after the second space or a target Go's URL parser refuses gets
-Go's plain 400, a version other than 1.x Go's 505, a head past Go's 1 MiB + 4096 bytes Go's 431
-and a first header line that starts with a blank Go's 400 (`_Handler.parse_request`).
+Every resource a client can hold is bounded (`Limits`): open connections (one thread each; past the
+cap a new connection gets 503 and is closed), request bodies being read or handled at once (a body
+that does not fit waits briefly, then gets 503 unread), request heads over 16 KiB parsed at once (a
+head's fields cost ~50 times its bytes: one more waits briefly, then gets 503), the time a
+keep-alive connection may sit idle, and the time one request may take to arrive once it has started
+(a client trickling bytes is cut off). Body framing follows Go's net/http (`kube.go_http`): repeated
+``Content-Length`` headers are one if they are equal once trimmed, and refused with 400 if they
+differ, as the body could be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 is refused with
+411 (chunked, which Go reads and the extender does not) or 501 (any other), and on HTTP/1.0 ignored,
+as Go ignores it. A request head is read as Go reads it (`kube.go_handler`): a line Go cannot cut, a
+method that is no token, anything but ``HTTP/X.Y`` after the second space or a target Go's URL
+parser refuses gets Go's plain 400, a version other than 1.x Go's 505, a head past Go's 1 MiB + 4096
+bytes Go's 431 and a first header line that starts with a blank Go's 400 (`_Handler.parse_request`).
 """
 
 from __future__ import annotations
@@ -41,9 +42,23 @@ from kubectl_gpushare.kube.go_handler import GoHeadHandler
 
 log = logging.getLogger("kubectl_gpushare.extender.httpd")
 
-_BUSY_BODY = b'{"Error":"too many connections; try again later"}'
-_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
+
+def _busy(error: bytes) -> bytes:
+    """A 503 written before any request is read or parsed, then the connection closed."""
+    body = b'{"Error":"%s; try again later"}' % error
+    return (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+            b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+_BUSY = _busy(b"too many connections")
+_HEADS_BUSY = _busy(b"too many large request heads")
+LARGE_HEAD = 16 * 1024
+"""Head bytes (request line and header lines) a connection parses without a large-head slot (`Limits`).
+
+Go's server parses any head within 1 MiB + 4096 bytes, but in Python a head of 3-byte header lines
+costs ~50 times its bytes once parsed (a line, a field, a name and a value, an ``email`` header each:
+~70 MB at the limit), so 128 connections could hold gigabytes. kube-scheduler's requests to an extender
+have heads of a few hundred bytes (Host, User-Agent, Content-Length, Content-Type, Accept-Encoding)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +68,8 @@ class Limits:
     Attributes:
         max_connections: open connections (each has a thread); more are answered 503 and closed.
         max_inflight_bytes: request body bytes being read or handled at once, over all connections.
+        max_large_heads: request heads over `LARGE_HEAD` bytes parsed and served at once, over all
+            connections; one more waits ``inflight_wait`` for a slot, then gets 503.
         inflight_wait: seconds a body waits for room under ``max_inflight_bytes`` before a 503.
         idle_timeout: seconds a connection may wait for the next request to start.
         request_timeout: seconds a request may take to arrive in full once its first byte has.
@@ -61,6 +78,7 @@ class Limits:
     """
 
     max_connections: int = 128
+    max_large_heads: int = 2
     max_inflight_bytes: int = 64 * 1024 * 1024
     inflight_wait: float = 5.0
     idle_timeout: float = 60.0
@@ -103,6 +121,7 @@ class _Server(ThreadingHTTPServer):
     limits: Limits
     budget: _Budget
     connections: threading.BoundedSemaphore
+    large_heads: threading.BoundedSemaphore
     tls: bool = False
     key_pair: ReloadingKeyPair | None = None
 
@@ -186,6 +205,8 @@ class _Handler(GoHeadHandler):
     """The request's version as Go reads it (`parse_request`)."""
     _reply_connection: go_http.ReplyConnection
     """What Go's server does with the connection after the app's reply (`parse_request`)."""
+    _large_head = False
+    """Whether this request holds one of the server's large-head slots (`head_refused`)."""
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the client's delayed
     # ACK adds ~40 ms to every keep-alive reply.
     disable_nagle_algorithm = True
@@ -199,6 +220,32 @@ class _Handler(GoHeadHandler):
     def start_request(self) -> None:
         """The next request's first bytes start its deadline (`_DeadlineReader`)."""
         self._reader.start_request()
+
+    def head_refused(self, size: int) -> bytes | None:
+        """A head past `LARGE_HEAD` is parsed with one of ``Limits.max_large_heads`` slots, else gets 503 and closes.
+
+        Until then the connection holds the head's bytes only (`go_http.read_header_block`), about what Go's
+        server holds; the slot is held until the request is served and its head dropped (`handle_one_request`).
+        """
+        if size <= LARGE_HEAD or self._large_head:
+            return None
+        if not self.server.large_heads.acquire(timeout=self.server.limits.inflight_wait):
+            log.warning("refused a request head of %d+ bytes: %d large heads being served", size,
+                        self.server.limits.max_large_heads)
+            return _HEADS_BUSY
+        self._large_head = True
+        return None
+
+    def handle_one_request(self) -> None:
+        """Serve one request; a large head's slot goes back once what was parsed from it is dropped."""
+        try:
+            super().handle_one_request()
+        finally:
+            if self._large_head:
+                for name in ("headers", "requestline", "raw_requestline", "request_line", "path"):
+                    vars(self).pop(name, None)
+                self._large_head = False
+                self.server.large_heads.release()
 
     def parse_request(self) -> bool:
         """Read the head as Go's server reads it (`GoHeadHandler`), then Go's keep-alive and ``http.server``'s Expect.
@@ -357,6 +404,7 @@ def start_http_server(
     httpd.limits = limits or Limits()
     httpd.budget = _Budget(httpd.limits.max_inflight_bytes)
     httpd.connections = threading.BoundedSemaphore(httpd.limits.max_connections)
+    httpd.large_heads = threading.BoundedSemaphore(httpd.limits.max_large_heads)
     if tls_cert_file and tls_key_file:
         try:
             httpd.key_pair = ReloadingKeyPair(tls_cert_file, tls_key_file)
