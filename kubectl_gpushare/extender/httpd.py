@@ -248,7 +248,7 @@ class _Handler(GoHeadHandler):
                 self.server.large_heads.release()
 
     def parse_request(self) -> bool:
-        """Read the head as Go's server reads it (`GoHeadHandler`), then Go's keep-alive and ``http.server``'s Expect.
+        """Read the head as Go's server reads it (`GoHeadHandler`), then Go's keep-alive.
 
         ``http.server`` would split the line on any whitespace, serve ``GET /`` as HTTP/0.9 and
         ``HTTP/1.10``, and bound the head by lines (a request line over 64 KiB its HTML 414, a header
@@ -260,8 +260,7 @@ class _Handler(GoHeadHandler):
         ``Connection`` value that is exactly ``close`` and adds no header; a reply's status line says
         ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1``; the HTTP/2 preface's head
         (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection closes, as Go's
-        server closes it after its handler. ``Expect: 100-continue`` is answered as ``http.server``
-        answers it, before the body is read.
+        server closes it after its handler. ``Expect`` is read in `_serve`, after the framing, as Go reads it.
         """
         fields = self.read_head()
         if fields is None:
@@ -273,9 +272,6 @@ class _Handler(GoHeadHandler):
         self._reply_connection = go_http.reply_connection(self._version, self.headers.get_all("Connection") or [],
                                                           go_http.is_h2_preface(self.request_line, fields))
         self.close_connection = self._reply_connection.close
-        expect = self.headers.get("Expect", "")
-        if expect.lower() == "100-continue" and self.request_version >= "HTTP/1.1":  # http.server's rule
-            return self.handle_expect_100()
         return True
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
@@ -299,7 +295,14 @@ class _Handler(GoHeadHandler):
         except ValueError as exc:
             self._send(app.refuse(400, self.path, str(exc)), close=True)
             return
-        if go_http.chunked(codings, version):  # Go reads it; the extender does not (docs/extender.md)
+        chunked = go_http.chunked(codings, version)
+        # src/net/http/server.go conn.serve, once readRequest read the framing (`go_http.expectation`): a body
+        # refused below was never read, so its client gets no 100 Continue.
+        expect = go_http.expectation(version, self.headers.get_all("Expect") or [], chunked or length > 0)
+        if expect == "fail":
+            self._expectation_failed()
+            return
+        if chunked:  # Go reads it; the extender does not (docs/extender.md)
             self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
                        close=True)
             return
@@ -312,6 +315,8 @@ class _Handler(GoHeadHandler):
                                   reason="busy"), close=True)
             return
         try:
+            if expect == "continue":  # expectContinueReader.Read: on the handler's first read of the body
+                self.handle_expect_100()
             body = self.rfile.read(length) if length else b""
             if len(body) < length:
                 self.close_connection = True
@@ -322,6 +327,15 @@ class _Handler(GoHeadHandler):
             if length:
                 budget.release(length)
         self._send(response)
+
+    def _expectation_failed(self) -> None:
+        """Go's ``sendExpectationFailed`` (src/net/http/server.go): 417, its ``Connection: close``, no body, closed."""
+        self.close_connection = True
+        self.send_response(417)
+        self.send_header("Connection", "close")
+        self.send_header("Date", self.date_time_string())
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """The status line only: `_send` writes the headers in Go's order, and Go writes no ``Server`` header.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Final, NamedTuple, Protocol
+from typing import Final, Literal, NamedTuple, Protocol
 
 from kubectl_gpushare.kube.go_format import trim_string
 from kubectl_gpushare.kube.go_query import GoUrl, parse_url
@@ -341,3 +341,22 @@ def reply_connection(version: tuple[int, int], connection: Sequence[str], h2_pre
     if h2_preface or "close" in header_tokens(connection) or has_token(first, "close"):
         return ReplyConnection(close=True, header="close")
     return ReplyConnection(close=False, header=None)
+
+
+Expectation = Literal["continue", "none", "fail"]
+"""What Go's server does with a request's ``Expect`` (`expectation`)."""
+
+
+def expectation(version: tuple[int, int], expect: Sequence[str], announces_body: bool) -> Expectation:
+    """What Go's server does with a request's ``Expect`` values before its handler runs.
+
+    src/net/http/server.go ``conn.serve``: ``expectsContinue`` (src/net/http/request.go: `has_token` in the
+    first value) on HTTP/1.1 or later with a body (``req.ContentLength != 0``: ``announces_body``) wraps the
+    body in an ``expectContinueReader``, which sends ``100 Continue`` on the handler's first read
+    (``"continue"``); without a version or body nothing is sent (``"none"``); any other non-empty first
+    value is ``sendExpectationFailed``'s ``417`` with ``Connection: close``, before any handler (``"fail"``).
+    """
+    first = expect[0] if expect else ""  # Header.get: the first value only
+    if has_token(first, "100-continue"):
+        return "continue" if at_least_1_1(version) and announces_body else "none"
+    return "fail" if first else "none"

@@ -823,6 +823,10 @@ def test_an_expectation_other_than_100_continue_gets_gos_417_and_a_close() -> No
         assert lines[0] == b"HTTP/1.1 417 Expectation Failed" and body == b"", reply
         assert sorted(line.split(b":")[0].lower() for line in lines[1:]) == [b"connection", b"content-length", b"date"]
         assert b"Connection: close" in lines and b"Content-Length: 0" in lines
+        # Header.get("Expect"): the first value decides, a 100-continue in a second field or not.
+        raw = request("POST", CONFIGMAPS, configmap("c"), {"Expect": "x-other"}).replace(
+            b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n", 1)
+        assert read_to_close(sb, raw).startswith(b"HTTP/1.1 417 Expectation Failed\r\n")
         assert not sb.requests
 
 
@@ -839,6 +843,12 @@ def test_expect_and_connection_are_read_as_go_reads_their_tokens(sandbox: Sandbo
         assert reader.readline().startswith(b"HTTP/1.1 100 ") and reader.readline() == b"\r\n"
         sock.sendall(body)
         assert reader.readline().startswith(b"HTTP/1.1 201 ")
+    # expectsContinue is server.go's hasToken on the first value: a space bounds the token too.
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        sock.sendall(request("POST", CONFIGMAPS, headers={"Expect": "x 100-continue",
+                                                          "Content-Length": str(len(body))}))
+        reader = sock.makefile("rb")
+        assert reader.readline().startswith(b"HTTP/1.1 100 ") and reader.readline() == b"\r\n"
     reply = read_to_close(sandbox, request("GET", "/version", headers={"Expect": "100-continue",
                                                                       "Connection": "keep-alive, Close"}))
     assert reply.startswith(b"HTTP/1.1 200 ") and b"100 Continue" not in reply, reply  # no body: no 100; closed

@@ -121,3 +121,14 @@ def test_a_header_block_is_read_as_one_bytes_and_split_at_lf_only_as_textproto_s
     assert go_http.read_header_block(io.BytesIO(b"A: 1\r\n\r\n"), 7) is None  # the blank line counts: 8 bytes
     cut = go_http.read_header_block(io.BytesIO(b"A: 1\r\nB: 2"), 100)  # the stream ended inside the head
     assert cut is not None and go_http.header_fields(cut) == [b"A: 1", b"B: 2"]
+
+
+@pytest.mark.parametrize(
+    ("version", "expect", "body", "expected"),
+    [((1, 1), ["100-continue"], True, "continue"), ((1, 1), ["x 100-Continue"], True, "continue"),
+     ((1, 1), ["100-continue"], False, "none"), ((1, 0), ["100-continue"], True, "none"),
+     ((1, 1), ["x-other", "100-continue"], True, "fail"), ((1, 1), [], True, "none")],
+    ids=["continue", "space-bounded-token", "no-body", "http-1.0", "first-value-decides", "none"],
+)
+def test_expectation_is_conn_serve_s(version: tuple[int, int], expect: list[str], body: bool, expected: str) -> None:
+    assert go_http.expectation(version, expect, body) == expected
