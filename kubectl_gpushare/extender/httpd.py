@@ -201,8 +201,6 @@ class _DeadlineReader(io.RawIOBase):
 class _Handler(GoHeadHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
-    _version: tuple[int, int]
-    """The request's version as Go reads it (`parse_request`)."""
     _reply_connection: go_http.ReplyConnection
     """What Go's server does with the connection after the app's reply (`parse_request`)."""
     _large_head = False
@@ -266,10 +264,10 @@ class _Handler(GoHeadHandler):
         if fields is None:
             return False
         self.take_head(fields)
-        self._version = self.request_line.version
+        version = self.request_line.version
         # src/net/http/server.go writeStatusLine: "HTTP/1.1" for ProtoAtLeast(1, 1), else "HTTP/1.0"
-        self.protocol_version = "HTTP/1.1" if go_http.at_least_1_1(self._version) else "HTTP/1.0"
-        self._reply_connection = go_http.reply_connection(self._version, self.headers.get_all("Connection") or [],
+        self.protocol_version = "HTTP/1.1" if go_http.at_least_1_1(version) else "HTTP/1.0"
+        self._reply_connection = go_http.reply_connection(version, self.headers.get_all("Connection") or [],
                                                           go_http.is_h2_preface(self.request_line, fields))
         self.close_connection = self._reply_connection.close
         return True
@@ -279,7 +277,7 @@ class _Handler(GoHeadHandler):
 
     def _serve(self) -> None:
         app = self.server.app
-        version = self._version
+        version = self.request_line.version
         # Go's rules (`go_http`, src/net/http/transfer.go parseTransferEncoding): an HTTP/1.0 request's
         # Transfer-Encoding is dropped unread and Content-Length frames its body (go.dev/issue/12785);
         # on HTTP/1.1 and later one `chunked` field is read, anything else is Go's 501, never a body
