@@ -71,8 +71,9 @@ class GoHeadHandler(BaseHTTPRequestHandler):
         textproto folds them (`go_http.header_fields`), each once `head_refused` let it be parsed. A first
         header line that starts with a space or a tab, which ``http.server``'s ``email`` parser takes, is
         Go's plain 400: ``readMIMEHeader`` (src/net/textproto/reader.go) peeks at the byte after the request
-        line and refuses it as a "malformed MIME header initial line", a ``ProtocolError`` that
-        ``conn.serve`` answers with `go_http.BAD_REQUEST_REPLY`.
+        line and refuses it as a "malformed MIME header initial line" (a ``ProtocolError``, or
+        ``errMessageTooLarge`` past 80 bytes) that ``conn.serve`` answers with `go_http.BAD_REQUEST_REPLY`,
+        without reading the rest of the head: neither its end nor its size matter.
         """
         refused = self.head_refused(len(self.raw_requestline))
         if refused is not None:
@@ -83,12 +84,14 @@ class GoHeadHandler(BaseHTTPRequestHandler):
             self.refuse(read)
             return None
         self.request_line = read
-        block = go_http.read_header_block(self.rfile, go_http.MAX_REQUEST_HEAD - len(self.raw_requestline))
+        lead = self.rfile.read(1)  # readMIMEHeader's Peek(1), before it reads any header line
+        if lead in (b" ", b"\t"):  # "malformed MIME header initial line", read up to its errorLimit (80)
+            self.rfile.readline(80)
+            self.refuse(go_http.BAD_REQUEST_REPLY)
+            return None
+        block = go_http.read_header_block(self.rfile, go_http.MAX_REQUEST_HEAD - len(self.raw_requestline), lead)
         if block is None:
             self.refuse(go_http.HEADER_TOO_LARGE_REPLY)
-            return None
-        if block[:1] in (b" ", b"\t"):  # readMIMEHeader: "malformed MIME header initial line"
-            self.refuse(go_http.BAD_REQUEST_REPLY)
             return None
         refused = self.head_refused(len(self.raw_requestline) + len(block))
         if refused is not None:

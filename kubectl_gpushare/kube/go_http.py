@@ -225,7 +225,7 @@ class LineReader(Protocol):
         ...
 
 
-def read_header_block(stream: LineReader, budget: int) -> bytes | None:
+def read_header_block(stream: LineReader, budget: int, lead: bytes = b"") -> bytes | None:
     """The header lines after a request line, up to the blank line that ends them, in one bytes; None past ``budget``.
 
     Go's server counts the whole request head against one read limit (``initialReadLimitSize``:
@@ -234,13 +234,15 @@ def read_header_block(stream: LineReader, budget: int) -> bytes | None:
     math.MaxInt64)``, src/net/textproto/reader.go): a head that reaches its end within the limit is
     read, one that does not is `HEADER_TOO_LARGE_REPLY`. ``budget`` is what the request line left of
     the limit; the blank line counts too. The stream ending early ends the headers, as it does for
-    ``http.server``. One object, not one per line: a head of 3-byte lines is ~350,000 lines, some 50 MB
-    once parsed, so a server can bound how many it parses at once (`header_fields`) while it holds only
-    the bytes of the rest.
+    ``http.server``. ``lead`` is the head's first byte, where the caller read it already (`go_handler` peeks
+    at it as ``readMIMEHeader`` does). One object, not one per line: a head of 3-byte lines is ~350,000
+    lines, some 50 MB once parsed, so a server can bound how many it parses at once (`header_fields`)
+    while it holds only the bytes of the rest.
     """
     block = bytearray()
     while True:
-        line = stream.readline(budget + 1)
+        line = lead if lead == b"\n" else lead + stream.readline(budget + 1 - len(lead))  # at EOF, b"" again
+        lead = b""
         budget -= len(line)
         if budget < 0:
             return None

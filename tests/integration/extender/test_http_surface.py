@@ -488,6 +488,17 @@ def test_a_first_header_line_that_starts_with_a_blank_gets_go_s_400_and_the_conn
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
 
 
+@pytest.mark.parametrize("rest", [b"Host: x\r\n", b"X-Pad: " + b"a" * _HEAD_LIMIT + b"\r\n\r\n"],
+                         ids=["unended", "too-large"])
+def test_a_first_header_line_that_starts_with_a_blank_gets_go_s_400_before_the_rest_of_the_head_is_read(  # type: ignore[no-untyped-def]
+    ext, rest: bytes
+) -> None:
+    """``readMIMEHeader`` refuses the initial line once it has read it (up to 80 bytes), before any other: the
+    400 comes though the head never ends, and not Go's 431 though the head is past its limit."""
+    answer = _exchange(ext.running.port, b"GET /healthz HTTP/1.1\r\n\tX-A: a\r\n" + rest)
+    assert answer == GO_BAD_REQUEST
+
+
 @pytest.mark.parametrize(
     ("data", "replies", "connection"),
     [(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 1, b"close"),

@@ -121,6 +121,11 @@ def test_a_header_block_is_read_as_one_bytes_and_split_at_lf_only_as_textproto_s
     assert go_http.read_header_block(io.BytesIO(b"A: 1\r\n\r\n"), 7) is None  # the blank line counts: 8 bytes
     cut = go_http.read_header_block(io.BytesIO(b"A: 1\r\nB: 2"), 100)  # the stream ended inside the head
     assert cut is not None and go_http.header_fields(cut) == [b"A: 1", b"B: 2"]
+    # a first byte the caller read already (GoHeadHandler peeks at it) starts the first line, or ends the head
+    assert go_http.read_header_block(io.BytesIO(b": 1\r\n\r\n"), 8, b"A") == b"A: 1\r\n"
+    assert go_http.read_header_block(io.BytesIO(b"\n"), 2, b"\r") == b""
+    assert go_http.read_header_block(io.BytesIO(b"B: 2\r\n"), 100, b"\n") == b""
+    assert go_http.read_header_block(io.BytesIO(b": 1\r\n\r\n"), 7, b"A") is None
 
 
 @pytest.mark.parametrize(
