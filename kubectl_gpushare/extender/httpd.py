@@ -5,18 +5,19 @@ before reading them), writing the app's `Response`, keep-alive, and optional TLS
 kube-scheduler's ``enableHTTPS`` and the admission webhook (the key pair is reloaded when its files
 change: `certs`). Routing, replies and metrics are the app's.
 
-Every resource a client can hold is bounded (`Limits`): open connections (one thread each; past
-the cap a new connection gets 503 and is closed), request bodies being read or handled at once
-(a body that does not fit waits briefly, then gets 503 unread), the time a keep-alive connection
-may sit idle, and the time one request may take to arrive once it has started (a client trickling
-bytes is cut off). Body framing follows Go's net/http (`kube.go_http`): repeated ``Content-Length``
-headers are one if they are equal once trimmed, and refused with 400 if they differ, as the body
-could be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 is refused with 411 (chunked, which
-Go reads and the extender does not) or 501 (any other), and on HTTP/1.0 ignored, as Go ignores it.
-A request head is read as Go reads it (`kube.go_handler`): a line Go cannot cut, a method that is
-no token, anything but ``HTTP/X.Y`` after the second space or a target Go's URL parser refuses gets
-Go's plain 400, a version other than 1.x Go's 505, a head past Go's 1 MiB + 4096 bytes Go's 431
-and a first header line that starts with a blank Go's 400 (`_Handler.parse_request`).
+Every resource a client can hold is bounded (`Limits`): open connections (one thread each; past the
+cap a new connection gets 503 and is closed), request bodies being read or handled at once (a body
+that does not fit waits briefly, then gets 503 unread), request heads over 16 KiB parsed at once (a
+head's fields cost ~50 times its bytes: one more waits briefly, then gets 503), the time a
+keep-alive connection may sit idle, and the time one request may take to arrive once it has started
+(a client trickling bytes is cut off). Body framing follows Go's net/http (`kube.go_http`): repeated
+``Content-Length`` headers are one if they are equal once trimmed, and refused with 400 if they
+differ, as the body could be framed two ways; a ``Transfer-Encoding`` on HTTP/1.1 is refused with
+411 (chunked, which Go reads and the extender does not) or 501 (any other), and on HTTP/1.0 ignored,
+as Go ignores it. A request head is read as Go reads it (`kube.go_handler`): a line Go cannot cut, a
+method that is no token, anything but ``HTTP/X.Y`` after the second space or a target Go's URL
+parser refuses gets Go's plain 400, a version other than 1.x Go's 505, a head past Go's 1 MiB + 4096
+bytes Go's 431 and a first header line that starts with a blank Go's 400 (`_Handler.parse_request`).
 """
 
 from __future__ import annotations
@@ -41,9 +42,23 @@ from kubectl_gpushare.kube.go_handler import GoHeadHandler
 
 log = logging.getLogger("kubectl_gpushare.extender.httpd")
 
-_BUSY_BODY = b'{"Error":"too many connections; try again later"}'
-_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
+
+def _busy(error: bytes) -> bytes:
+    """A 503 written before any request is read or parsed, then the connection closed."""
+    body = b'{"Error":"%s; try again later"}' % error
+    return (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+            b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+_BUSY = _busy(b"too many connections")
+_HEADS_BUSY = _busy(b"too many large request heads")
+LARGE_HEAD = 16 * 1024
+"""Head bytes (request line and header lines) a connection parses without a large-head slot (`Limits`).
+
+Go's server parses any head within 1 MiB + 4096 bytes, but in Python a head of 3-byte header lines
+costs ~50 times its bytes once parsed (a line, a field, a name and a value, an ``email`` header each:
+~70 MB at the limit), so 128 connections could hold gigabytes. kube-scheduler's requests to an extender
+have heads of a few hundred bytes (Host, User-Agent, Content-Length, Content-Type, Accept-Encoding)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +68,8 @@ class Limits:
     Attributes:
         max_connections: open connections (each has a thread); more are answered 503 and closed.
         max_inflight_bytes: request body bytes being read or handled at once, over all connections.
+        max_large_heads: request heads over `LARGE_HEAD` bytes parsed and served at once, over all
+            connections; one more waits ``inflight_wait`` for a slot, then gets 503.
         inflight_wait: seconds a body waits for room under ``max_inflight_bytes`` before a 503.
         idle_timeout: seconds a connection may wait for the next request to start.
         request_timeout: seconds a request may take to arrive in full once its first byte has.
@@ -61,6 +78,7 @@ class Limits:
     """
 
     max_connections: int = 128
+    max_large_heads: int = 2
     max_inflight_bytes: int = 64 * 1024 * 1024
     inflight_wait: float = 5.0
     idle_timeout: float = 60.0
@@ -103,6 +121,7 @@ class _Server(ThreadingHTTPServer):
     limits: Limits
     budget: _Budget
     connections: threading.BoundedSemaphore
+    large_heads: threading.BoundedSemaphore
     tls: bool = False
     key_pair: ReloadingKeyPair | None = None
 
@@ -182,10 +201,10 @@ class _DeadlineReader(io.RawIOBase):
 class _Handler(GoHeadHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
-    _version: tuple[int, int]
-    """The request's version as Go reads it (`parse_request`)."""
     _reply_connection: go_http.ReplyConnection
     """What Go's server does with the connection after the app's reply (`parse_request`)."""
+    _large_head = False
+    """Whether this request holds one of the server's large-head slots (`head_refused`)."""
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the client's delayed
     # ACK adds ~40 ms to every keep-alive reply.
     disable_nagle_algorithm = True
@@ -200,8 +219,34 @@ class _Handler(GoHeadHandler):
         """The next request's first bytes start its deadline (`_DeadlineReader`)."""
         self._reader.start_request()
 
+    def head_refused(self, size: int) -> bytes | None:
+        """A head past `LARGE_HEAD` is parsed with one of ``Limits.max_large_heads`` slots, else gets 503 and closes.
+
+        Until then the connection holds the head's bytes only (`go_http.read_header_block`), about what Go's
+        server holds; the slot is held until the request is served and its head dropped (`handle_one_request`).
+        """
+        if size <= LARGE_HEAD or self._large_head:
+            return None
+        if not self.server.large_heads.acquire(timeout=self.server.limits.inflight_wait):
+            log.warning("refused a request head of %d+ bytes: %d large heads being served", size,
+                        self.server.limits.max_large_heads)
+            return _HEADS_BUSY
+        self._large_head = True
+        return None
+
+    def handle_one_request(self) -> None:
+        """Serve one request; a large head's slot goes back once what was parsed from it is dropped."""
+        try:
+            super().handle_one_request()
+        finally:
+            if self._large_head:
+                for name in ("headers", "requestline", "raw_requestline", "request_line", "path"):
+                    vars(self).pop(name, None)
+                self._large_head = False
+                self.server.large_heads.release()
+
     def parse_request(self) -> bool:
-        """Read the head as Go's server reads it (`GoHeadHandler`), then Go's keep-alive and ``http.server``'s Expect.
+        """Read the head as Go's server reads it (`GoHeadHandler`), then Go's keep-alive.
 
         ``http.server`` would split the line on any whitespace, serve ``GET /`` as HTTP/0.9 and
         ``HTTP/1.10``, and bound the head by lines (a request line over 64 KiB its HTML 414, a header
@@ -213,22 +258,18 @@ class _Handler(GoHeadHandler):
         ``Connection`` value that is exactly ``close`` and adds no header; a reply's status line says
         ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1``; the HTTP/2 preface's head
         (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection closes, as Go's
-        server closes it after its handler. ``Expect: 100-continue`` is answered as ``http.server``
-        answers it, before the body is read.
+        server closes it after its handler. ``Expect`` is read in `_serve`, after the framing, as Go reads it.
         """
         fields = self.read_head()
         if fields is None:
             return False
         self.take_head(fields)
-        self._version = self.request_line.version
+        version = self.request_line.version
         # src/net/http/server.go writeStatusLine: "HTTP/1.1" for ProtoAtLeast(1, 1), else "HTTP/1.0"
-        self.protocol_version = "HTTP/1.1" if go_http.at_least_1_1(self._version) else "HTTP/1.0"
-        self._reply_connection = go_http.reply_connection(self._version, self.headers.get_all("Connection") or [],
+        self.protocol_version = "HTTP/1.1" if go_http.at_least_1_1(version) else "HTTP/1.0"
+        self._reply_connection = go_http.reply_connection(version, self.headers.get_all("Connection") or [],
                                                           go_http.is_h2_preface(self.request_line, fields))
         self.close_connection = self._reply_connection.close
-        expect = self.headers.get("Expect", "")
-        if expect.lower() == "100-continue" and self.request_version >= "HTTP/1.1":  # http.server's rule
-            return self.handle_expect_100()
         return True
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
@@ -236,7 +277,7 @@ class _Handler(GoHeadHandler):
 
     def _serve(self) -> None:
         app = self.server.app
-        version = self._version
+        version = self.request_line.version
         # Go's rules (`go_http`, src/net/http/transfer.go parseTransferEncoding): an HTTP/1.0 request's
         # Transfer-Encoding is dropped unread and Content-Length frames its body (go.dev/issue/12785);
         # on HTTP/1.1 and later one `chunked` field is read, anything else is Go's 501, never a body
@@ -252,7 +293,14 @@ class _Handler(GoHeadHandler):
         except ValueError as exc:
             self._send(app.refuse(400, self.path, str(exc)), close=True)
             return
-        if go_http.chunked(codings, version):  # Go reads it; the extender does not (docs/extender.md)
+        chunked = go_http.chunked(codings, version)
+        # src/net/http/server.go conn.serve, once readRequest read the framing (`go_http.expectation`): a body
+        # refused below was never read, so its client gets no 100 Continue.
+        expect = go_http.expectation(version, self.headers.get_all("Expect") or [], chunked or length > 0)
+        if expect == "fail":
+            self._expectation_failed()
+            return
+        if chunked:  # Go reads it; the extender does not (docs/extender.md)
             self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
                        close=True)
             return
@@ -265,6 +313,8 @@ class _Handler(GoHeadHandler):
                                   reason="busy"), close=True)
             return
         try:
+            if expect == "continue":  # expectContinueReader.Read: on the handler's first read of the body
+                self.handle_expect_100()
             body = self.rfile.read(length) if length else b""
             if len(body) < length:
                 self.close_connection = True
@@ -275,6 +325,15 @@ class _Handler(GoHeadHandler):
             if length:
                 budget.release(length)
         self._send(response)
+
+    def _expectation_failed(self) -> None:
+        """Go's ``sendExpectationFailed`` (src/net/http/server.go): 417, its ``Connection: close``, no body, closed."""
+        self.close_connection = True
+        self.send_response(417)
+        self.send_header("Connection", "close")
+        self.send_header("Date", self.date_time_string())
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """The status line only: `_send` writes the headers in Go's order, and Go writes no ``Server`` header.
@@ -357,6 +416,7 @@ def start_http_server(
     httpd.limits = limits or Limits()
     httpd.budget = _Budget(httpd.limits.max_inflight_bytes)
     httpd.connections = threading.BoundedSemaphore(httpd.limits.max_connections)
+    httpd.large_heads = threading.BoundedSemaphore(httpd.limits.max_large_heads)
     if tls_cert_file and tls_key_file:
         try:
             httpd.key_pair = ReloadingKeyPair(tls_cert_file, tls_key_file)

@@ -54,30 +54,50 @@ class GoHeadHandler(BaseHTTPRequestHandler):
         self.wfile.write(reply)
         return False
 
+    def head_refused(self, size: int) -> bytes | None:
+        """A reply to refuse a head with before parsing its ``size`` bytes (read so far); None parses it.
+
+        Go's server parses every head within its limit; a server that bounds what its connections parse at
+        once (the extender, `extender.httpd`) refuses here, before the bytes become a line's and a field's
+        objects each. Asked once the request line is read and again with the header lines.
+        """
+        return None
+
     def read_head(self) -> list[bytes] | None:
         """The header fields after the request line, as Go reads both; None where Go refuses them (its reply written).
 
         The line as `go_http.read_request_line` reads it (`request_line`), the header lines within what
-        the line left of `go_http.MAX_REQUEST_HEAD` (`go_http.read_header_lines`, else Go's 431), folded as
-        textproto folds them (`go_http.header_fields`). A first header line that starts with a space or a
-        tab, which ``http.server``'s ``email`` parser takes, is Go's plain 400: ``readMIMEHeader``
-        (src/net/textproto/reader.go) peeks at the byte after the request line and refuses it as a
-        "malformed MIME header initial line", a ``ProtocolError`` that ``conn.serve`` answers with
-        `go_http.BAD_REQUEST_REPLY`.
+        the line left of `go_http.MAX_REQUEST_HEAD` (`go_http.read_header_block`, else Go's 431), folded as
+        textproto folds them (`go_http.header_fields`), each once `head_refused` let it be parsed. A first
+        header line that starts with a space or a tab, which ``http.server``'s ``email`` parser takes, is
+        Go's plain 400: ``readMIMEHeader`` (src/net/textproto/reader.go) peeks at the byte after the request
+        line and refuses it as a "malformed MIME header initial line" (a ``ProtocolError``, or
+        ``errMessageTooLarge`` past 80 bytes) that ``conn.serve`` answers with `go_http.BAD_REQUEST_REPLY`,
+        without reading the rest of the head: neither its end nor its size matter.
         """
+        refused = self.head_refused(len(self.raw_requestline))
+        if refused is not None:
+            self.refuse(refused)
+            return None
         read = go_http.read_request_line(self.raw_requestline)
         if isinstance(read, bytes):
             self.refuse(read)
             return None
         self.request_line = read
-        lines = go_http.read_header_lines(self.rfile, go_http.MAX_REQUEST_HEAD - len(self.raw_requestline))
-        if lines is None:
-            self.refuse(go_http.HEADER_TOO_LARGE_REPLY)
-            return None
-        if lines and lines[0][:1] in (b" ", b"\t"):  # readMIMEHeader: "malformed MIME header initial line"
+        lead = self.rfile.read(1)  # readMIMEHeader's Peek(1), before it reads any header line
+        if lead in (b" ", b"\t"):  # "malformed MIME header initial line", read up to its errorLimit (80)
+            self.rfile.readline(80)
             self.refuse(go_http.BAD_REQUEST_REPLY)
             return None
-        return go_http.header_fields(lines)
+        block = go_http.read_header_block(self.rfile, go_http.MAX_REQUEST_HEAD - len(self.raw_requestline), lead)
+        if block is None:
+            self.refuse(go_http.HEADER_TOO_LARGE_REPLY)
+            return None
+        refused = self.head_refused(len(self.raw_requestline) + len(block))
+        if refused is not None:
+            self.refuse(refused)
+            return None
+        return go_http.header_fields(block)
 
     def take_head(self, fields: list[bytes]) -> None:
         """Set what ``http.server``'s ``parse_request`` would, from the head as Go read it (`read_head`).

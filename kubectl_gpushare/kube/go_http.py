@@ -2,9 +2,9 @@
 
 One copy for both servers that must read a request as Go does: the sandbox API server (raw bytes,
 `sandbox.framing`) and the extender (``http.server``'s parsed headers, `extender.httpd`). Both read
-the request line here (`read_request_line`) and the header lines (`read_header_lines`, `header_fields`);
+the request line here (`read_request_line`) and the header lines (`read_header_block`, `header_fields`);
 each cuts header values its own way and asks here what Go decides; values are text, a character per
-byte (Latin-1, as ``http.client`` decodes header values). No I/O of its own: `read_header_lines`
+byte (Latin-1, as ``http.client`` decodes header values). No I/O of its own: `read_header_block`
 reads the stream it is given.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Final, NamedTuple, Protocol
+from typing import Final, Literal, NamedTuple, Protocol
 
 from kubectl_gpushare.kube.go_format import trim_string
 from kubectl_gpushare.kube.go_query import GoUrl, parse_url
@@ -32,7 +32,7 @@ MAX_REQUEST_HEAD: Final = (1 << 20) + 4096
 """Longest request head Go's server reads: ``DefaultMaxHeaderBytes`` (1 << 20; kube-apiserver's ``MaxHeaderBytes``
 too, k8s.io/apiserver/pkg/server/secure_serving.go) plus the 4096 bytes of "bufio slop" that
 ``initialReadLimitSize`` (src/net/http/server.go) adds. The request line and the header lines count against
-it alike (`read_header_lines`)."""
+it alike (`read_header_block`)."""
 HEADER_TOO_LARGE_REPLY: Final = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
     b"Connection: close\r\n\r\n431 Request Header Fields Too Large"
@@ -225,8 +225,8 @@ class LineReader(Protocol):
         ...
 
 
-def read_header_lines(stream: LineReader, budget: int) -> list[bytes] | None:
-    """The header lines after a request line, up to the blank line that ends them; None past ``budget`` bytes.
+def read_header_block(stream: LineReader, budget: int, lead: bytes = b"") -> bytes | None:
+    """The header lines after a request line, up to the blank line that ends them, in one bytes; None past ``budget``.
 
     Go's server counts the whole request head against one read limit (``initialReadLimitSize``:
     `MAX_REQUEST_HEAD`, src/net/http/server.go ``connReader``) and ``textproto.Reader.ReadMIMEHeader``
@@ -234,30 +234,37 @@ def read_header_lines(stream: LineReader, budget: int) -> list[bytes] | None:
     math.MaxInt64)``, src/net/textproto/reader.go): a head that reaches its end within the limit is
     read, one that does not is `HEADER_TOO_LARGE_REPLY`. ``budget`` is what the request line left of
     the limit; the blank line counts too. The stream ending early ends the headers, as it does for
-    ``http.server``.
+    ``http.server``. ``lead`` is the head's first byte, where the caller read it already (`go_handler` peeks
+    at it as ``readMIMEHeader`` does). One object, not one per line: a head of 3-byte lines is ~350,000
+    lines, some 50 MB once parsed, so a server can bound how many it parses at once (`header_fields`)
+    while it holds only the bytes of the rest.
     """
-    lines: list[bytes] = []
+    block = bytearray()
     while True:
-        line = stream.readline(budget + 1)
+        line = lead if lead == b"\n" else lead + stream.readline(budget + 1 - len(lead))  # at EOF, b"" again
+        lead = b""
         budget -= len(line)
         if budget < 0:
             return None
         if line in (b"\r\n", b"\n", b""):
-            return lines
-        lines.append(line)
+            return bytes(block)
+        block += line
 
 
-def header_fields(lines: list[bytes]) -> list[bytes]:
-    """The header lines as textproto reads its fields: a continuation line joined to the field before it.
+def header_fields(block: bytes) -> list[bytes]:
+    """A `read_header_block`'s lines as textproto reads its fields: a continuation joined to the field before it.
 
     ``readContinuedLineSlice`` (src/net/textproto/reader.go) trims each line of spaces and tabs and
     joins a continuation (a line that starts with a space or tab) to the field before it with one
     space. A first line that is a continuation keeps its leading space (Go refuses it: `go_handler`).
     Each field is joined once: a join per continuation line is quadratic.
     """
+    lines = block.split(b"\n")  # ReadLine ends a line at LF only; a CR elsewhere is a value byte
+    if lines[-1] == b"":  # the LF that ended the last line (a last line the stream cut short has none)
+        lines.pop()
     folded: list[list[bytes]] = []
     for line in lines:
-        text = line.removesuffix(b"\n").removesuffix(b"\r")  # ReadLine's ending; another CR is a value byte
+        text = line.removesuffix(b"\r")  # ReadLine's CRLF ending
         if folded and text[:1] in (b" ", b"\t"):
             folded[-1].append(text.strip(b" \t"))
         else:
@@ -336,3 +343,22 @@ def reply_connection(version: tuple[int, int], connection: Sequence[str], h2_pre
     if h2_preface or "close" in header_tokens(connection) or has_token(first, "close"):
         return ReplyConnection(close=True, header="close")
     return ReplyConnection(close=False, header=None)
+
+
+Expectation = Literal["continue", "none", "fail"]
+"""What Go's server does with a request's ``Expect`` (`expectation`)."""
+
+
+def expectation(version: tuple[int, int], expect: Sequence[str], announces_body: bool) -> Expectation:
+    """What Go's server does with a request's ``Expect`` values before its handler runs.
+
+    src/net/http/server.go ``conn.serve``: ``expectsContinue`` (src/net/http/request.go: `has_token` in the
+    first value) on HTTP/1.1 or later with a body (``req.ContentLength != 0``: ``announces_body``) wraps the
+    body in an ``expectContinueReader``, which sends ``100 Continue`` on the handler's first read
+    (``"continue"``); without a version or body nothing is sent (``"none"``); any other non-empty first
+    value is ``sendExpectationFailed``'s ``417`` with ``Connection: close``, before any handler (``"fail"``).
+    """
+    first = expect[0] if expect else ""  # Header.get: the first value only
+    if has_token(first, "100-continue"):
+        return "continue" if at_least_1_1(version) and announces_body else "none"
+    return "fail" if first else "none"

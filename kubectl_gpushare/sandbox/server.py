@@ -58,7 +58,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_handler import GoHeadHandler
-from kubectl_gpushare.kube.go_http import at_least_1_1, header_tokens
+from kubectl_gpushare.kube.go_http import expectation, is_h2_preface, reply_connection
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.authorization import (
@@ -257,31 +257,24 @@ class _Handler(GoHeadHandler):
             return self.refuse(refused)
         self.chunked = chunked(fields, read.version)
         self.take_head(fields)
-        return self._take_headers()
+        return self._take_headers(is_h2_preface(read, fields))
 
-    def _take_headers(self) -> bool:
+    def _take_headers(self, h2_preface: bool) -> bool:
         """Act on ``Connection`` and ``Expect`` as Go's server does.
 
-        ``headers`` are the fields as Go folds them (`GoHeadHandler.take_head`), read as Go reads them
-        (`go_http.header_tokens`). ``Connection``
-        (src/net/http/request.go ``shouldClose``): HTTP/1.1 closes after a ``close`` token, HTTP/1.0
-        unless a ``keep-alive`` one. ``Expect`` (src/net/http/server.go ``conn.serve``): with a
-        ``100-continue`` token on HTTP/1.1 and a body, the body is wrapped in an ``expectContinueReader``,
-        which sends ``100 Continue`` when the handler first reads it (`awaits_continue`, `Sandbox._serve`);
-        any other expectation is ``sendExpectationFailed``'s ``417`` with ``Connection: close``, before
-        any handler.
+        ``headers`` are the fields as Go folds them (`GoHeadHandler.take_head`); both rules are Go's server's,
+        the extender's too. ``Connection`` (`go_http.reply_connection`: ``shouldClose``'s tokens in any
+        value, ``wantsClose``' and ``wantsHttp10KeepAlive``'s in the first, the HTTP/2 preface's head closed
+        after its reply). ``Expect`` (`go_http.expectation`): a ``100-continue`` on HTTP/1.1 with a body
+        awaits ``100 Continue``, sent when the handler first reads the body (`awaits_continue`,
+        `Sandbox._serve`); any other expectation is ``sendExpectationFailed``'s ``417`` with
+        ``Connection: close``, before any handler.
         """
-        connection = header_tokens(self.headers.get_all("Connection") or [])
-        if not at_least_1_1(self.request_line.version):
-            self.close_connection = "close" in connection or "keep-alive" not in connection
-        else:
-            self.close_connection = "close" in connection
-        expect = self.headers.get_all("Expect") or []
-        self.awaits_continue = False
-        if "100-continue" in header_tokens(expect):
-            self.awaits_continue = at_least_1_1(self.request_line.version) and self._announces_body()
-            return True
-        if expect and expect[0].strip(" \t"):  # Header.get("Expect") != "": its first value
+        self.close_connection = reply_connection(self.request_line.version, self.headers.get_all("Connection") or [],
+                                                 h2_preface).close
+        expect = expectation(self.request_line.version, self.headers.get_all("Expect") or [], self._announces_body())
+        self.awaits_continue = expect == "continue"
+        if expect == "fail":
             self.close_connection = True
             self.send_response(417)
             self.send_header("Connection", "close")

@@ -19,7 +19,7 @@ from extender_http import get, post, used
 from waiting import wait_for
 
 from kubectl_gpushare import protocol
-from kubectl_gpushare.extender.httpd import Limits
+from kubectl_gpushare.extender.httpd import LARGE_HEAD, Limits
 from kubectl_gpushare.sandbox.builders import node_object, pod_object
 from kubectl_gpushare.sandbox.server import Sandbox
 
@@ -286,6 +286,46 @@ def test_bodies_past_the_in_flight_byte_budget_wait_then_get_503(extender_factor
         first.close()
     status, reply = post(port, FILTER, body)
     assert status == 200 and json.loads(reply)["NodeNames"] == ["gpu-1"]
+
+
+def test_request_heads_past_16_kib_are_served_a_few_at_a_time_and_one_more_gets_503(  # type: ignore[no-untyped-def]
+    extender_factory, sandbox: Sandbox
+) -> None:
+    """Go's server parses any head within 1 MiB + 4096 bytes; in Python a head of short header lines costs ~50
+    times its bytes once parsed, so heads past `LARGE_HEAD` are parsed and served ``max_large_heads`` at a time."""
+    sandbox.load([node_object("gpu-1", [16], ip="10.0.0.1")])
+    ext = extender_factory(limits=Limits(max_large_heads=1, inflight_wait=0.3))
+    ext.wait_synced()
+    port = ext.running.port
+    pad = b"X-Pad: " + b"a" * LARGE_HEAD + b"\r\n"
+    body = filter_body("2", ["gpu-1"])
+    first = socket.create_connection(("127.0.0.1", port), timeout=20)
+    try:  # parsed, then holds the one slot while its body is awaited
+        first.sendall(b"POST " + FILTER.encode() + b" HTTP/1.1\r\nHost: x\r\n" + pad
+                      + b"Content-Length: %d\r\n\r\n" % len(body) + body[:10])
+        refusals: list[bytes] = []
+
+        def refused() -> bool:  # 200 until the first head holds the slot
+            reply = raw_exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + pad + b"\r\n")
+            if reply.startswith(b"HTTP/1.1 503"):
+                refusals.append(reply)
+            return bool(refusals)
+
+        wait_for(refused, what="a second large head to be refused")
+        head, _, payload = refusals[0].partition(b"\r\n\r\n")
+        assert b"Connection: close" in head and b"Retry-After: 1" in head
+        assert json.loads(payload)["Error"] == "too many large request heads; try again later"
+        assert get(port, "/healthz") == (200, b"ok")  # a small head needs no slot
+        first.sendall(body[10:])
+        assert first.makefile("rb").readline().startswith(b"HTTP/1.1 200")
+    finally:
+        first.close()
+    # The slot came back, also from a large request line refused before its headers were read.
+    bad = raw_exchange(port, b"GET /" + b"a" * LARGE_HEAD + b" HTTP/9.9\r\nHost: x\r\n\r\n")
+    assert bad.startswith(b"HTTP/1.1 505"), bad
+    for _ in range(2):
+        reply = raw_exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + pad + b"\r\n")
+        assert reply.startswith(b"HTTP/1.1 200"), reply
 
 
 # --- objects the watch cannot decode ---------------------------------------------------------------

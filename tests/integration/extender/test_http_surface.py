@@ -394,18 +394,40 @@ def test_a_request_head_past_go_s_limit_gets_go_s_431_and_the_connection_closed(
      (b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n", 1, b"HTTP/1.1 200 "),
      (b"GET /healthz HTTP/1.1\r\nX-A: a\r\n b\r\nConnection: close\r\n\r\n", 1, b"HTTP/1.1 200 "),
      (_FILTER_HEAD + b"Expect: 100-continue\r\nConnection: close\r\n\r\n{}", 1, b"HTTP/1.1 100 Continue\r\n\r\n"
-      b"HTTP/1.1 200 ")],
-    ids=["1.0-keep-alive-then-close", "1.1-close", "folded-header", "expect-100-continue"],
+      b"HTTP/1.1 200 "),
+     (_FILTER_HEAD + b"Expect: x 100-Continue\r\nConnection: close\r\n\r\n{}", 1, b"HTTP/1.1 100 Continue\r\n\r\n"
+      b"HTTP/1.1 200 "),
+     (b"GET /healthz HTTP/1.1\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n", 1, b"HTTP/1.1 200 ")],
+    ids=["1.0-keep-alive-then-close", "1.1-close", "folded-header", "expect-100-continue", "expect-token",
+         "expect-no-body"],
 )
-def test_http_server_s_connection_and_expect_handling_still_hold_behind_go_s_request_line(  # type: ignore[no-untyped-def]
+def test_connection_and_expect_are_read_as_go_reads_them_behind_go_s_request_line(  # type: ignore[no-untyped-def]
     ext, data: bytes, replies: int, starts: bytes
 ) -> None:
-    """http.server's ``parse_request`` still reads ``Connection`` (HTTP/1.0 keeps a connection only with
-    ``keep-alive``, HTTP/1.1 closes on ``close``), takes a folded header line and answers ``Expect:
-    100-continue`` before the body, with the line read by Go's rules first."""
+    """``Connection`` as Go's server decides (HTTP/1.0 keeps a connection only with ``keep-alive``, HTTP/1.1
+    closes on ``close``), a folded header line taken, and ``Expect`` as Go's ``conn.serve`` reads it: a
+    ``100-continue`` token in the first value (``hasToken``, a space bounding it too) gets ``100 Continue``
+    before the body is read, and only where there is a body to read."""
     answer = _exchange(ext.running.port, data)
     assert answer.startswith(starts), answer[:200]
     assert answer.count(b"\r\n\r\nok") + answer.count(b"\r\n\r\n{") == replies, answer
+
+
+def test_an_expectation_go_does_not_meet_gets_its_417_and_a_refused_body_no_100_continue(ext) -> None:  # type: ignore[no-untyped-def]
+    """src/net/http/server.go ``conn.serve``: any other first ``Expect`` value is ``sendExpectationFailed``'s
+    417 with ``Connection: close`` and no body, before any handler, even beside a ``100-continue`` in a
+    second field; a ``100 Continue`` goes out only when the handler reads the body, so a body refused
+    unread (413) gets none. http.server served the first and sent 100 Continue before reading anything."""
+    for expect in (b"Expect: something-else\r\n", b"Expect: x-other\r\nExpect: 100-continue\r\n"):
+        reply = _exchange(ext.running.port, _FILTER_HEAD + expect + b"\r\n{}")
+        head, _, body = reply.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        assert lines[0] == b"HTTP/1.1 417 Expectation Failed" and body == b"", reply
+        assert [line.split(b":")[0] for line in lines[1:]] == [b"Connection", b"Date", b"Content-Length"], reply
+        assert b"Connection: close" in lines and b"Content-Length: 0" in lines, reply
+    reply = _exchange(ext.running.port, b"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Length: 100000000\r\nExpect: 100-continue\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 413 ") and b" 100 Continue" not in reply, reply
 
 
 @pytest.mark.parametrize("method", [b"FOO", b"OPTIONS", b"M-SEARCH"])
@@ -464,6 +486,17 @@ def test_a_first_header_line_that_starts_with_a_blank_gets_go_s_400_and_the_conn
     answer = _exchange(ext.running.port, b"GET /healthz HTTP/1.1\r\n" + first + b"Host: x\r\nConnection: close\r\n\r\n")
     assert answer == GO_BAD_REQUEST
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize("rest", [b"Host: x\r\n", b"X-Pad: " + b"a" * _HEAD_LIMIT + b"\r\n\r\n"],
+                         ids=["unended", "too-large"])
+def test_a_first_header_line_that_starts_with_a_blank_gets_go_s_400_before_the_rest_of_the_head_is_read(  # type: ignore[no-untyped-def]
+    ext, rest: bytes
+) -> None:
+    """``readMIMEHeader`` refuses the initial line once it has read it (up to 80 bytes), before any other: the
+    400 comes though the head never ends, and not Go's 431 though the head is past its limit."""
+    answer = _exchange(ext.running.port, b"GET /healthz HTTP/1.1\r\n\tX-A: a\r\n" + rest)
+    assert answer == GO_BAD_REQUEST
 
 
 @pytest.mark.parametrize(

@@ -278,17 +278,19 @@ def test_a_request_line_go_cannot_read_gets_its_plain_reply(line: str, reply: by
         assert exchange(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode())[0] == 401
 
 
-def test_the_http2_preface_reaches_the_handlers_as_go_lets_it() -> None:
+def test_the_http2_preface_reaches_the_handlers_as_go_lets_it_then_the_connection_closes() -> None:
     # http1ServerSupportsRequest (src/net/http/server.go) lets "PRI * HTTP/2.0" through to the
-    # handlers, and nothing serves "*": the chain's 401, then 404, in JSON. The preface's "SM" line is
-    # the next request, which Go cannot read. http.server answered the 2.0 version with its HTML 505.
+    # handlers, and nothing serves "*": the chain's 401, then 404, in JSON. readRequest sets
+    # closeAfterReply for it (isH2Upgrade), so the reply says Connection: close and the preface's "SM"
+    # line is never read. http.server answered the 2.0 version with its HTML 505.
     preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
     with Sandbox(auth=True) as sb:
         reply = read_to_close(sb, preface)
-        assert reply.startswith(b"HTTP/1.1 401 Unauthorized\r\n") and reply.endswith(GO_BAD_REQUEST), reply
+        assert reply.startswith(b"HTTP/1.1 401 Unauthorized\r\n") and b"\r\nConnection: close\r\n" in reply, reply
+        assert reply.count(b"HTTP/1.1 ") == 1, reply
     with Sandbox() as sb:
         status, answer, closed = exchange(sb, b"PRI * HTTP/2.0\r\n\r\n")
-        assert (status, answer["reason"], closed) == (404, "NotFound", False)
+        assert (status, answer["reason"], closed) == (404, "NotFound", True)
         assert [(r.method, r.status) for r in sb.requests] == [("PRI", 404)]
 
 
@@ -821,6 +823,10 @@ def test_an_expectation_other_than_100_continue_gets_gos_417_and_a_close() -> No
         assert lines[0] == b"HTTP/1.1 417 Expectation Failed" and body == b"", reply
         assert sorted(line.split(b":")[0].lower() for line in lines[1:]) == [b"connection", b"content-length", b"date"]
         assert b"Connection: close" in lines and b"Content-Length: 0" in lines
+        # Header.get("Expect"): the first value decides, a 100-continue in a second field or not.
+        raw = request("POST", CONFIGMAPS, configmap("c"), {"Expect": "x-other"}).replace(
+            b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n", 1)
+        assert read_to_close(sb, raw).startswith(b"HTTP/1.1 417 Expectation Failed\r\n")
         assert not sb.requests
 
 
@@ -837,12 +843,25 @@ def test_expect_and_connection_are_read_as_go_reads_their_tokens(sandbox: Sandbo
         assert reader.readline().startswith(b"HTTP/1.1 100 ") and reader.readline() == b"\r\n"
         sock.sendall(body)
         assert reader.readline().startswith(b"HTTP/1.1 201 ")
+    # expectsContinue is server.go's hasToken on the first value: a space bounds the token too.
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        sock.sendall(request("POST", CONFIGMAPS, headers={"Expect": "x 100-continue",
+                                                          "Content-Length": str(len(body))}))
+        reader = sock.makefile("rb")
+        assert reader.readline().startswith(b"HTTP/1.1 100 ") and reader.readline() == b"\r\n"
     reply = read_to_close(sandbox, request("GET", "/version", headers={"Expect": "100-continue",
                                                                       "Connection": "keep-alive, Close"}))
     assert reply.startswith(b"HTTP/1.1 200 ") and b"100 Continue" not in reply, reply  # no body: no 100; closed
     raw = b"GET /version HTTP/1.0\r\nConnection: foo, Keep-Alive\r\n\r\n"
     status, _, closed = exchange(sandbox, raw + raw)
     assert (status, closed) == (200, False)
+    # src/net/http/request.go wantsClose and wantsHttp10KeepAlive read the first value with server.go's
+    # hasToken, where a space bounds a token too: "foo close" closes an HTTP/1.1 connection, and an
+    # HTTP/1.0 one whose first value has keep-alive stays, a close token beside it or not.
+    raw = request("GET", "/version", headers={"Connection": "foo close"})
+    assert exchange(sandbox, raw + raw)[::2] == (200, True)
+    raw = b"GET /version HTTP/1.0\r\nConnection: x keep-alive, close\r\n\r\n"
+    assert exchange(sandbox, raw + raw)[::2] == (200, False)
 
 
 @pytest.mark.parametrize("framing", [{"Content-Length": "00"}, {"Content-Length": "x"},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from kubectl_gpushare.kube import go_http
@@ -96,7 +98,7 @@ def test_reply_connection_is_go_s_close_after_reply(
 
 
 def test_header_pairs_cut_at_the_first_colon_skip_an_empty_name_and_trim_the_value_s_start() -> None:
-    fields = go_http.header_fields([b"A: x:y \r\n", b":skipped\r\n", b"B:\t z\n", b"  folded\r\n"])
+    fields = go_http.header_fields(b"A: x:y \r\n:skipped\r\nB:\t z\n  folded\r\n")
     assert go_http.header_pairs(fields) == [("A", "x:y"), ("B", "z folded")]
 
 
@@ -109,3 +111,29 @@ def test_the_http2_preface_is_pri_star_2_0_with_no_named_field_and_closes_after_
     assert isinstance(get, go_http.RequestLine) and not go_http.is_h2_preface(get, [])
     assert go_http.reply_connection((2, 0), [], h2_preface=True) == (True, "close")
     assert go_http.reply_connection((2, 0), []) == (False, None)
+
+
+def test_a_header_block_is_read_as_one_bytes_and_split_at_lf_only_as_textproto_splits_it() -> None:
+    stream = io.BytesIO(b"A: 1\r\nB: x\ry\n  c\r\n\r\nbody")
+    block = go_http.read_header_block(stream, 100)
+    assert block == b"A: 1\r\nB: x\ry\n  c\r\n" and stream.read() == b"body"
+    assert go_http.header_fields(block) == [b"A: 1", b"B: x\ry c"]  # a lone CR is a value byte
+    assert go_http.read_header_block(io.BytesIO(b"A: 1\r\n\r\n"), 7) is None  # the blank line counts: 8 bytes
+    cut = go_http.read_header_block(io.BytesIO(b"A: 1\r\nB: 2"), 100)  # the stream ended inside the head
+    assert cut is not None and go_http.header_fields(cut) == [b"A: 1", b"B: 2"]
+    # a first byte the caller read already (GoHeadHandler peeks at it) starts the first line, or ends the head
+    assert go_http.read_header_block(io.BytesIO(b": 1\r\n\r\n"), 8, b"A") == b"A: 1\r\n"
+    assert go_http.read_header_block(io.BytesIO(b"\n"), 2, b"\r") == b""
+    assert go_http.read_header_block(io.BytesIO(b"B: 2\r\n"), 100, b"\n") == b""
+    assert go_http.read_header_block(io.BytesIO(b": 1\r\n\r\n"), 7, b"A") is None
+
+
+@pytest.mark.parametrize(
+    ("version", "expect", "body", "expected"),
+    [((1, 1), ["100-continue"], True, "continue"), ((1, 1), ["x 100-Continue"], True, "continue"),
+     ((1, 1), ["100-continue"], False, "none"), ((1, 0), ["100-continue"], True, "none"),
+     ((1, 1), ["x-other", "100-continue"], True, "fail"), ((1, 1), [], True, "none")],
+    ids=["continue", "space-bounded-token", "no-body", "http-1.0", "first-value-decides", "none"],
+)
+def test_expectation_is_conn_serve_s(version: tuple[int, int], expect: list[str], body: bool, expected: str) -> None:
+    assert go_http.expectation(version, expect, body) == expected
