@@ -1299,6 +1299,8 @@ class Api:
             refused = _delete_precondition_refused(resource, target.name, meta, options.get("preconditions") or {})
             if refused is not None:
                 raise refused
+            if resource.plural == "namespaces":
+                finalization.refuse_immortal_delete(target.name)
             self._admit(request, target, "DELETE", None, obj, dry_run)
             obj, deleted = finalization.delete(
                 self.store, resource.plural, object_key(target.namespace, target.name), dry_run=dry_run,

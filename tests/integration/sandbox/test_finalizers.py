@@ -260,6 +260,27 @@ def test_a_terminating_namespace_takes_no_new_content_so_it_still_goes(sandbox: 
     assert send(sandbox, "POST", "/api/v1/namespaces/t/configmaps", configmap("again", namespace="t"))[0] == 201
 
 
+def test_the_immortal_namespaces_are_never_deleted_a_dry_run_included(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    """NamespaceLifecycle admission refuses default, kube-system and kube-public after the lookup and preconditions."""
+    names = ("default", "kube-system", "kube-public", "team")
+    sandbox.load([{"kind": "Namespace", "metadata": {"name": n}} for n in names])
+    for name in ("default", "kube-system", "kube-public"):
+        for path, options in ((f"/api/v1/namespaces/{name}", None), (f"/api/v1/namespaces/{name}?dryRun=All", None),
+                              (f"/api/v1/namespaces/{name}", {"propagationPolicy": "Orphan"})):
+            status, body = send(sandbox, "DELETE", path, options)
+            assert (status, body["reason"]) == (403, "Forbidden"), path
+            assert body["message"] == f'namespaces "{name}" is forbidden: this namespace may not be deleted'
+            assert body["details"] == {"name": name, "kind": "namespaces"}
+        kept = sandbox.get("namespaces", None, name)
+        assert kept is not None and "deletionTimestamp" not in kept["metadata"]
+    uid = {"preconditions": {"uid": "other"}}
+    assert send(sandbox, "DELETE", "/api/v1/namespaces/default", uid)[1]["reason"] == "Conflict"
+    refused = kubectl("delete", "namespace", "default", check=False)
+    assert refused.returncode == 1
+    assert 'namespaces "default" is forbidden: this namespace may not be deleted' in refused.stderr
+    assert kubectl("delete", "namespace", "team", "--wait=false").stdout == 'namespace "team" deleted\n'
+
+
 @pytest.mark.parametrize("finalizers, words", [
     (["Bad Name!"], 'metadata.finalizers: Invalid value: "Bad Name!": name part must consist of'),
     (["a" * 5000], "name part must be no more than 63 bytes"),
