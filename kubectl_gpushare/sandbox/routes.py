@@ -1337,11 +1337,18 @@ class Api:
                 # store lists every namespace's objects, then deletes each under the request's empty
                 # namespace, whose key it cannot build (store.go DeleteCollection, NamespaceKeyFunc).
                 raise errors.bad_request("Namespace parameter required.")
+            preconditions = options.get("preconditions") or {}
             for entry in found:
+                meta = entry.object()["metadata"]
+                # store.go DeleteCollection hands each Delete the options, preconditions included, and
+                # answers the first error; kube-apiserver's one worker (--delete-collection-workers 1)
+                # stops there, those deleted before it staying deleted. A dry run checks them too.
+                refused = _delete_precondition_refused(resource, meta["name"], meta, preconditions)
+                if refused is not None:
+                    raise refused
                 if dry_run:  # what would go, nothing removed (a dry run never persists)
                     deleted.append(entry.raw)
                     continue
-                meta = entry.object()["metadata"]
                 key = object_key(meta.get("namespace", ""), meta["name"])
                 if self.store.get(resource.plural, key) is None:
                     continue  # gone with an earlier one (a namespace's content)

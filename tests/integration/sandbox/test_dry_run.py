@@ -206,6 +206,29 @@ def test_a_delete_precondition_set_to_empty_still_fails_in_its_stores_words(
     assert call(sandbox, "DELETE", path, {"preconditions": pre})[0] == 200
 
 
+def test_a_collection_delete_holds_each_object_to_the_preconditions_and_stops_at_the_first_refused(
+        sandbox: Sandbox) -> None:
+    # store.go DeleteCollection calls Delete per object with the options; kube-apiserver's one worker
+    # answers the first error, the objects deleted before it (listed in key order) staying deleted.
+    seed(sandbox, "a", "b", "c")
+    uids = {n: sandbox.get("configmaps", "default", n)["metadata"]["uid"] for n in "abc"}
+    for body in ({"preconditions": {"uid": uids["b"]}, "dryRun": ["All"]}, {"preconditions": {"resourceVersion": ""}}):
+        status, answer = call(sandbox, "DELETE", CONFIGMAPS, body)
+        assert (status, answer["reason"]) == (409, "Conflict"), answer
+        assert answer["message"].startswith('Operation cannot be fulfilled on ConfigMap "a": the ')
+        assert all(sandbox.get("configmaps", "default", n) is not None for n in "abc")
+    status, answer = call(sandbox, "DELETE", CONFIGMAPS, {"preconditions": {"uid": uids["a"]}})
+    assert (status, answer["reason"]) == (409, "Conflict")
+    assert answer["message"] == (f'Operation cannot be fulfilled on ConfigMap "b": the UID in the precondition '
+                                 f'({uids["a"]}) does not match the UID in record ({uids["b"]}). The object might '
+                                 "have been deleted and then recreated")
+    assert [n for n in "abc" if sandbox.get("configmaps", "default", n) is not None] == ["b", "c"]
+    status, answer = call(sandbox, "DELETE", CONFIGMAPS + "?fieldSelector=metadata.name%3Dc",
+                          {"preconditions": {"uid": uids["c"]}})
+    assert status == 200 and [i["metadata"]["name"] for i in answer["items"]] == ["c"]
+    assert sandbox.get("configmaps", "default", "c") is None
+
+
 def test_kubectl_server_dry_run_still_works(sandbox: Sandbox, kubectl: Kubectl) -> None:
     seed(sandbox, "a")
     out = kubectl("delete", "configmap", "a", "--dry-run=server")
