@@ -13,6 +13,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import golden_files
@@ -175,6 +176,52 @@ def test_a_mistyped_delete_option_is_a_400_in_go_decoders_words_and_deletes_noth
     assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", f"json: cannot unmarshal {message}")
     assert sandbox.get("configmaps", "default", "a") is not None
     assert "deletionTimestamp" not in sandbox.get("namespaces", None, "doomed")["metadata"]
+
+
+SCHEME = "pkg/apis/meta/internalversion/scheme/register.go:27"
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}},
+     f'no kind "Pod" is registered for version "v1" in scheme "{SCHEME}"'),
+    ({"kind": "fixed"}, f'no kind "fixed" is registered for version "meta.k8s.io/v1" in scheme "{SCHEME}"'),
+    ({"apiVersion": "apps/v1", "kind": "Deployment", "orphanDependents": "x"},  # the kind is read first
+     f'no kind "Deployment" is registered for version "apps/v1" in scheme "{SCHEME}"'),
+    ({"apiVersion": "v1", "kind": "APIResourceList"},
+     "converting (v1.APIResourceList) to (v1.DeleteOptions): unknown conversion"),
+    ({"kind": True}, "couldn't get version/kind; json parse error: json: cannot unmarshal bool into Go struct field "
+                     ".kind of type string"),
+    ({"apiVersion": "a/b/c", "kind": "DeleteOptions"}, "unexpected GroupVersion string: a/b/c"),
+], ids=["pod", "no-api-version", "before-fields", "meta-kind", "kind-bool", "bad-group-version"])
+@pytest.mark.parametrize("path", [CONFIGMAPS + "/a", "/api/v1/namespaces/doomed"], ids=["delete", "namespace"])
+def test_a_delete_body_of_another_kind_is_a_400_and_deletes_nothing(
+        sandbox: Sandbox, path: str, body: dict[str, Any], message: str) -> None:
+    # handlers/delete.go decodes the body with the meta scheme, defaulting to meta.k8s.io/v1 DeleteOptions:
+    # another kind is never taken as options (kubernetes#139487's words; a 400 since kubernetes#133358).
+    seed(sandbox, "a")
+    sandbox.load([{"kind": "Namespace", "metadata": {"name": "doomed"}}])
+    status, answer = call(sandbox, "DELETE", path, body)
+    assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", message)
+    assert sandbox.get("configmaps", "default", "a") is not None
+    assert "deletionTimestamp" not in sandbox.get("namespaces", None, "doomed")["metadata"]
+
+
+def test_delete_options_of_any_api_version_are_taken(sandbox: Sandbox, kubectl: Kubectl, tmp_path: Path) -> None:
+    # The meta scheme registers DeleteOptions unversioned: every apiVersion names it.
+    for api_version in ("v1", "meta.k8s.io/v1", "apps/v1", None):
+        seed(sandbox, "a")
+        body = {"kind": "DeleteOptions", "apiVersion": api_version, "dryRun": ["All"]}
+        status, answer = call(sandbox, "DELETE", CONFIGMAPS + "/a", body)
+        assert status == 200 and sandbox.get("configmaps", "default", "a") is not None, answer
+        assert call(sandbox, "DELETE", CONFIGMAPS + "/a", {**body, "dryRun": None})[0] == 200
+        assert sandbox.get("configmaps", "default", "a") is None
+    seed(sandbox, "a")
+    pod = tmp_path / "pod.json"
+    pod.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}))
+    refused = kubectl("delete", "--raw", CONFIGMAPS + "/a", "-f", str(pod), check=False)
+    assert refused.returncode == 1 and 'no kind "Pod" is registered for version "v1"' in refused.stderr
+    assert sandbox.get("configmaps", "default", "a") is not None
+    assert kubectl("delete", "configmap", "a").stdout == 'configmap "a" deleted\n'
 
 
 @pytest.mark.parametrize(("path", "plural", "namespace", "words"), [
