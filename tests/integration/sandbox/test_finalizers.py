@@ -186,8 +186,15 @@ def test_a_namespace_deleted_with_orphan_keeps_the_orphan_finalizer_while_its_co
     ([HOLD, "orphan"], {"orphanDependents": False}, "", 202, [HOLD, "foregroundDeletion"]),
     ([], {"propagationPolicy": "Orphan"}, "", 200, ["orphan"]),
     ([], {"orphanDependents": False}, "", 202, ["foregroundDeletion"]),
+    # Convert_Slice_string_To_Pointer_bool (apimachinery runtime/conversion.go): only "0" and "false" in
+    # any case are false; anything else, the empty value included, is true, never refused.
+    ([], None, "?orphanDependents=maybe", 200, ["orphan"]),
+    ([], None, "?orphanDependents=", 200, ["orphan"]),
+    ([], None, "?orphanDependents=FALSE&orphanDependents=true", 202, ["foregroundDeletion"]),
+    ([], None, "?orphanDependents=0", 202, ["foregroundDeletion"]),
 ], ids=["orphan-policy", "orphan-dependents", "orphan-query", "kept", "background-removes", "foreground-swaps",
-        "orphan-dependents-false", "empty-orphan", "empty-foreground"])
+        "orphan-dependents-false", "empty-orphan", "empty-foreground", "query-maybe-is-true", "query-empty-is-true",
+        "query-first-false", "query-zero"])
 def test_a_namespaces_first_delete_sets_the_collectors_finalizers_as_its_options_ask(
         sandbox: Sandbox, finalizers: list[str], options: Any, query: str, status: int, written: list[str]) -> None:
     meta: dict[str, Any] = {"name": "f", **({"finalizers": finalizers} if finalizers else {})}
