@@ -461,8 +461,8 @@ def _query_delete_options(query: GoQuery) -> dict[str, Any]:
     options: dict[str, Any] = {}
     if "dryRun" in query:
         options["dryRun"] = query.every_exact("dryRun")
-    if "propagationPolicy" in query:
-        options["propagationPolicy"] = query["propagationPolicy"]
+    if "propagationPolicy" in query:  # as Go holds it: a refusal quotes a byte that is not UTF-8 as \xNN
+        options["propagationPolicy"] = query.exact("propagationPolicy")
     if "orphanDependents" in query:
         options["orphanDependents"] = go_bool(query["orphanDependents"])
     return options

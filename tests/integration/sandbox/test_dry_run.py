@@ -253,6 +253,19 @@ def test_a_delete_precondition_set_to_empty_still_fails_in_its_stores_words(
     assert call(sandbox, "DELETE", path, {"preconditions": pre})[0] == 200
 
 
+@pytest.mark.parametrize("path", [CONFIGMAPS + "/a", CONFIGMAPS], ids=["delete", "deletecollection"])
+def test_a_refused_query_propagation_policy_is_quoted_as_go_holds_its_bytes(sandbox: Sandbox, path: str) -> None:
+    # strconv.Quote of the DeletionPropagation as the query decoded it: a byte that is not UTF-8 is \xNN.
+    seed(sandbox, "a")
+    status, answer = call(sandbox, "DELETE", path + "?propagationPolicy=%C2%B5%FF%01")
+    assert status == 422 and answer["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "\u00b5\\xff\\x01": '
+        'supported values: "Foreground", "Background", "Orphan", "nil"')
+    status, answer = call(sandbox, "DELETE", path + "?propagationPolicy=%FF&orphanDependents=1")
+    assert status == 422 and 'propagationPolicy: Invalid value: "\\xff": orphanDependents and' in answer["message"]
+    assert sandbox.get("configmaps", "default", "a") is not None
+
+
 def test_a_collection_delete_holds_each_object_to_the_preconditions_and_stops_at_the_first_refused(
         sandbox: Sandbox) -> None:
     # store.go DeleteCollection calls Delete per object with the options; kube-apiserver's one worker
