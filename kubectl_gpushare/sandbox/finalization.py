@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from kubectl_gpushare.sandbox import errors, objects
 from kubectl_gpushare.sandbox.resources import BY_PLURAL
@@ -205,6 +205,26 @@ def refuse_new_content(store: Store, plural: str, namespace: str, name: str, gro
     cause = {"reason": "NamespaceTerminating", "message": f"namespace {namespace} is being terminated",
              "field": "metadata.namespace"}
     raise errors.forbidden(plural, name, why, group, [cause])
+
+
+IMMORTAL_NAMESPACES: Final = frozenset({"default", "kube-system", "kube-public"})
+"""The namespaces NamespaceLifecycle's ``Register`` names immortal (``metav1.NamespaceDefault``,
+``NamespaceSystem``, ``NamespacePublic``)."""
+
+
+def refuse_immortal_delete(name: str) -> None:
+    """No DELETE of ``default``, ``kube-system`` or ``kube-public``, a dry run's included.
+
+    NamespaceLifecycle admission (k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go)
+    refuses it first thing in ``Admit``, whatever the options (admission runs on a dry run too), with
+    ``errors.NewForbidden`` on the resource ``namespaces``. The namespace's storage calls admission
+    after it has found the namespace and checked the preconditions, so a 404 or 409 comes first.
+
+    Raises:
+        ApiError: 403 for an immortal namespace.
+    """
+    if name in IMMORTAL_NAMESPACES:
+        raise errors.forbidden("namespaces", name, "this namespace may not be deleted")
 
 
 def _holds_content(store: Store, namespace: str) -> bool:

@@ -461,8 +461,8 @@ def _query_delete_options(query: GoQuery) -> dict[str, Any]:
     options: dict[str, Any] = {}
     if "dryRun" in query:
         options["dryRun"] = query.every_exact("dryRun")
-    if "propagationPolicy" in query:
-        options["propagationPolicy"] = query["propagationPolicy"]
+    if "propagationPolicy" in query:  # as Go holds it: a refusal quotes a byte that is not UTF-8 as \xNN
+        options["propagationPolicy"] = query.exact("propagationPolicy")
     if "orphanDependents" in query:
         options["orphanDependents"] = go_bool(query["orphanDependents"])
     return options
@@ -760,6 +760,50 @@ def _mistyped_delete_option(body: dict[str, Any]) -> str | None:
     return None
 
 
+_META_SCHEME: Final = "pkg/apis/meta/internalversion/scheme/register.go:27"
+"""The name Go gave the scheme a DELETE's body is decoded with: its ``runtime.NewScheme`` call site."""
+_META_ANY_VERSION: Final = frozenset({"Status", "APIVersions", "APIGroupList", "APIGroup", "APIResourceList",
+                                      "CreateOptions", "UpdateOptions"})
+"""Kinds that scheme registers unversioned besides DeleteOptions: made whatever the apiVersion."""
+_META_V1: Final = frozenset({"WatchEvent", "ListOptions", "GetOptions", "PatchOptions", "Table", "TableOptions",
+                             "PartialObjectMetadata", "PartialObjectMetadataList"})
+"""Kinds that scheme knows in ``meta.k8s.io/v1`` only (``metav1.AddToGroupVersion``, ``AddMetaToScheme``)."""
+
+
+def _foreign_delete_body(body: Mapping[str, Any]) -> str | None:
+    """Why a DELETE's body is no DeleteOptions by its ``apiVersion`` and ``kind``, None when it is one.
+
+    ``DeleteResource`` (handlers/delete.go) decodes the body with the meta scheme
+    (k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme) defaulting to ``meta.k8s.io/v1``
+    DeleteOptions, which that scheme registers unversioned, so any apiVersion goes with kind
+    DeleteOptions (or none). The JSON serializer first reads the two fields (``SimpleMetaFactory.Interpret``
+    in runtime/serializer/json/meta.go, then ``schema.ParseGroupVersion``); a kind the scheme does not
+    know is ``runtime.NewNotRegisteredErrForKind`` from ``Scheme.New``, one it knows fails the conversion
+    into DeleteOptions (kubernetes#132359 shows ``converting (v1.APIResourceList) to (v1.DeleteOptions):
+    unknown conversion``). Since 1.35 (kubernetes#133358) each is a 400. Only the single DELETE: a
+    deletecollection decodes with its group's scheme, whose words are not modelled here.
+    """
+    for name in ("apiVersion", "kind"):  # Interpret's anonymous struct: the first mistyped in body order
+        value = body.get(name)
+        if value is not None and not isinstance(value, str):
+            return (f"couldn't get version/kind; json parse error: json: cannot unmarshal {_go_json_type(value)} "
+                    f"into Go struct field .{name} of type string")
+    api_version, kind = body.get("apiVersion") or "", body.get("kind") or ""
+    if api_version.count("/") > 1:
+        return f"unexpected GroupVersion string: {api_version}"
+    if kind in ("", "DeleteOptions"):
+        return None
+    group, _, version = api_version.rpartition("/") if api_version != "/" else ("", "", "")
+    if not group and not version:
+        group, version = "meta.k8s.io", "v1"  # gvkWithDefaults: the default GVK's group and version
+    elif not version and group == "meta.k8s.io":
+        version = "v1"
+    if kind in _META_ANY_VERSION or (group, version, kind in _META_V1) == ("meta.k8s.io", "v1", True):
+        return f"converting (v1.{kind}) to (v1.DeleteOptions): unknown conversion"
+    shown_version = f"{group}/{version}" if group else version
+    return f'no kind "{kind}" is registered for version "{shown_version}" in scheme "{_META_SCHEME}"'
+
+
 def _delete_precondition_refused(
     resource: Resource, name: str, meta: Mapping[str, Any], preconditions: Mapping[str, Any]
 ) -> errors.ApiError | None:
@@ -885,7 +929,7 @@ class Api:
             elif target.subresource == "binding":
                 objects.check_types(BY_PLURAL["bindings"], body)
         elif target.verb == "delete":
-            self._delete_options(request)
+            self._delete_options(request, collection=False)
         raise errors.bad_request(NAMESPACE_REQUIRED)
 
     def _proxy(self, request: Request, target: Target) -> Response:
@@ -1268,7 +1312,7 @@ class Api:
                 self.store.put(resource.plural, object_key(target.namespace, target.name), new)
             return json_response(200, objects.scale_of(new))
 
-    def _delete_options(self, request: Request) -> dict[str, Any]:
+    def _delete_options(self, request: Request, *, collection: bool) -> dict[str, Any]:
         """The request's DeleteOptions: its body's alone when it has one, else its query's.
 
         ``DeleteResource`` and ``DeleteCollection`` (k8s.io/apiserver/pkg/endpoints/handlers/delete.go)
@@ -1282,6 +1326,9 @@ class Api:
             return {}
         if not isinstance(body, dict):
             raise errors.bad_request("DeleteOptions must be a JSON object")
+        foreign = None if collection else _foreign_delete_body(body)
+        if foreign is not None:
+            raise errors.bad_request(foreign)
         mistyped = _mistyped_delete_option(body)
         if mistyped is not None:
             raise errors.bad_request(mistyped)
@@ -1290,7 +1337,7 @@ class Api:
     def _delete(self, request: Request, target: Target) -> Response:
         resource = target.resource
         assert resource is not None
-        options = self._delete_options(request)
+        options = self._delete_options(request, collection=False)
         dry_run = _check_dry_run("DeleteOptions", options.get("dryRun") or [], _propagation_causes(options))
         with self.store.lock:
             entry = self._entry(target)
@@ -1299,6 +1346,8 @@ class Api:
             refused = _delete_precondition_refused(resource, target.name, meta, options.get("preconditions") or {})
             if refused is not None:
                 raise refused
+            if resource.plural == "namespaces":
+                finalization.refuse_immortal_delete(target.name)
             self._admit(request, target, "DELETE", None, obj, dry_run)
             obj, deleted = finalization.delete(
                 self.store, resource.plural, object_key(target.namespace, target.name), dry_run=dry_run,
@@ -1325,7 +1374,7 @@ class Api:
         # DeleteCollection (handlers/delete.go) decodes and validates its ListOptions as a list does,
         # before it reads the DeleteOptions or deletes anything.
         selected = _list_options(request.query, resource)
-        options = self._delete_options(request)
+        options = self._delete_options(request, collection=True)
         dry_run = _check_dry_run("DeleteOptions", options.get("dryRun") or [], _propagation_causes(options))
         deleted: list[bytes] = []
         with self.store.lock:
@@ -1335,11 +1384,18 @@ class Api:
                 # store lists every namespace's objects, then deletes each under the request's empty
                 # namespace, whose key it cannot build (store.go DeleteCollection, NamespaceKeyFunc).
                 raise errors.bad_request("Namespace parameter required.")
+            preconditions = options.get("preconditions") or {}
             for entry in found:
+                meta = entry.object()["metadata"]
+                # store.go DeleteCollection hands each Delete the options, preconditions included, and
+                # answers the first error; kube-apiserver's one worker (--delete-collection-workers 1)
+                # stops there, those deleted before it staying deleted. A dry run checks them too.
+                refused = _delete_precondition_refused(resource, meta["name"], meta, preconditions)
+                if refused is not None:
+                    raise refused
                 if dry_run:  # what would go, nothing removed (a dry run never persists)
                     deleted.append(entry.raw)
                     continue
-                meta = entry.object()["metadata"]
                 key = object_key(meta.get("namespace", ""), meta["name"])
                 if self.store.get(resource.plural, key) is None:
                     continue  # gone with an earlier one (a namespace's content)

@@ -13,6 +13,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import golden_files
@@ -177,6 +178,52 @@ def test_a_mistyped_delete_option_is_a_400_in_go_decoders_words_and_deletes_noth
     assert "deletionTimestamp" not in sandbox.get("namespaces", None, "doomed")["metadata"]
 
 
+SCHEME = "pkg/apis/meta/internalversion/scheme/register.go:27"
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}},
+     f'no kind "Pod" is registered for version "v1" in scheme "{SCHEME}"'),
+    ({"kind": "fixed"}, f'no kind "fixed" is registered for version "meta.k8s.io/v1" in scheme "{SCHEME}"'),
+    ({"apiVersion": "apps/v1", "kind": "Deployment", "orphanDependents": "x"},  # the kind is read first
+     f'no kind "Deployment" is registered for version "apps/v1" in scheme "{SCHEME}"'),
+    ({"apiVersion": "v1", "kind": "APIResourceList"},
+     "converting (v1.APIResourceList) to (v1.DeleteOptions): unknown conversion"),
+    ({"kind": True}, "couldn't get version/kind; json parse error: json: cannot unmarshal bool into Go struct field "
+                     ".kind of type string"),
+    ({"apiVersion": "a/b/c", "kind": "DeleteOptions"}, "unexpected GroupVersion string: a/b/c"),
+], ids=["pod", "no-api-version", "before-fields", "meta-kind", "kind-bool", "bad-group-version"])
+@pytest.mark.parametrize("path", [CONFIGMAPS + "/a", "/api/v1/namespaces/doomed"], ids=["delete", "namespace"])
+def test_a_delete_body_of_another_kind_is_a_400_and_deletes_nothing(
+        sandbox: Sandbox, path: str, body: dict[str, Any], message: str) -> None:
+    # handlers/delete.go decodes the body with the meta scheme, defaulting to meta.k8s.io/v1 DeleteOptions:
+    # another kind is never taken as options (kubernetes#139487's words; a 400 since kubernetes#133358).
+    seed(sandbox, "a")
+    sandbox.load([{"kind": "Namespace", "metadata": {"name": "doomed"}}])
+    status, answer = call(sandbox, "DELETE", path, body)
+    assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", message)
+    assert sandbox.get("configmaps", "default", "a") is not None
+    assert "deletionTimestamp" not in sandbox.get("namespaces", None, "doomed")["metadata"]
+
+
+def test_delete_options_of_any_api_version_are_taken(sandbox: Sandbox, kubectl: Kubectl, tmp_path: Path) -> None:
+    # The meta scheme registers DeleteOptions unversioned: every apiVersion names it.
+    for api_version in ("v1", "meta.k8s.io/v1", "apps/v1", None):
+        seed(sandbox, "a")
+        body = {"kind": "DeleteOptions", "apiVersion": api_version, "dryRun": ["All"]}
+        status, answer = call(sandbox, "DELETE", CONFIGMAPS + "/a", body)
+        assert status == 200 and sandbox.get("configmaps", "default", "a") is not None, answer
+        assert call(sandbox, "DELETE", CONFIGMAPS + "/a", {**body, "dryRun": None})[0] == 200
+        assert sandbox.get("configmaps", "default", "a") is None
+    seed(sandbox, "a")
+    pod = tmp_path / "pod.json"
+    pod.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}))
+    refused = kubectl("delete", "--raw", CONFIGMAPS + "/a", "-f", str(pod), check=False)
+    assert refused.returncode == 1 and 'no kind "Pod" is registered for version "v1"' in refused.stderr
+    assert sandbox.get("configmaps", "default", "a") is not None
+    assert kubectl("delete", "configmap", "a").stdout == 'configmap "a" deleted\n'
+
+
 @pytest.mark.parametrize(("path", "plural", "namespace", "words"), [
     (CONFIGMAPS + "/a", "configmaps", "default", 'ConfigMap "a": the {f} in the precondition ({want}) does not match '
                                                   "the {f} in record ({got}). The object might have been {why}"),
@@ -204,6 +251,42 @@ def test_a_delete_precondition_set_to_empty_still_fails_in_its_stores_words(
         assert "deletionTimestamp" not in sandbox.get(plural, namespace, "a")["metadata"]
     pre = {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
     assert call(sandbox, "DELETE", path, {"preconditions": pre})[0] == 200
+
+
+@pytest.mark.parametrize("path", [CONFIGMAPS + "/a", CONFIGMAPS], ids=["delete", "deletecollection"])
+def test_a_refused_query_propagation_policy_is_quoted_as_go_holds_its_bytes(sandbox: Sandbox, path: str) -> None:
+    # strconv.Quote of the DeletionPropagation as the query decoded it: a byte that is not UTF-8 is \xNN.
+    seed(sandbox, "a")
+    status, answer = call(sandbox, "DELETE", path + "?propagationPolicy=%C2%B5%FF%01")
+    assert status == 422 and answer["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "\u00b5\\xff\\x01": '
+        'supported values: "Foreground", "Background", "Orphan", "nil"')
+    status, answer = call(sandbox, "DELETE", path + "?propagationPolicy=%FF&orphanDependents=1")
+    assert status == 422 and 'propagationPolicy: Invalid value: "\\xff": orphanDependents and' in answer["message"]
+    assert sandbox.get("configmaps", "default", "a") is not None
+
+
+def test_a_collection_delete_holds_each_object_to_the_preconditions_and_stops_at_the_first_refused(
+        sandbox: Sandbox) -> None:
+    # store.go DeleteCollection calls Delete per object with the options; kube-apiserver's one worker
+    # answers the first error, the objects deleted before it (listed in key order) staying deleted.
+    seed(sandbox, "a", "b", "c")
+    uids = {n: sandbox.get("configmaps", "default", n)["metadata"]["uid"] for n in "abc"}
+    for body in ({"preconditions": {"uid": uids["b"]}, "dryRun": ["All"]}, {"preconditions": {"resourceVersion": ""}}):
+        status, answer = call(sandbox, "DELETE", CONFIGMAPS, body)
+        assert (status, answer["reason"]) == (409, "Conflict"), answer
+        assert answer["message"].startswith('Operation cannot be fulfilled on ConfigMap "a": the ')
+        assert all(sandbox.get("configmaps", "default", n) is not None for n in "abc")
+    status, answer = call(sandbox, "DELETE", CONFIGMAPS, {"preconditions": {"uid": uids["a"]}})
+    assert (status, answer["reason"]) == (409, "Conflict")
+    assert answer["message"] == (f'Operation cannot be fulfilled on ConfigMap "b": the UID in the precondition '
+                                 f'({uids["a"]}) does not match the UID in record ({uids["b"]}). The object might '
+                                 "have been deleted and then recreated")
+    assert [n for n in "abc" if sandbox.get("configmaps", "default", n) is not None] == ["b", "c"]
+    status, answer = call(sandbox, "DELETE", CONFIGMAPS + "?fieldSelector=metadata.name%3Dc",
+                          {"preconditions": {"uid": uids["c"]}})
+    assert status == 200 and [i["metadata"]["name"] for i in answer["items"]] == ["c"]
+    assert sandbox.get("configmaps", "default", "c") is None
 
 
 def test_kubectl_server_dry_run_still_works(sandbox: Sandbox, kubectl: Kubectl) -> None:

@@ -186,8 +186,15 @@ def test_a_namespace_deleted_with_orphan_keeps_the_orphan_finalizer_while_its_co
     ([HOLD, "orphan"], {"orphanDependents": False}, "", 202, [HOLD, "foregroundDeletion"]),
     ([], {"propagationPolicy": "Orphan"}, "", 200, ["orphan"]),
     ([], {"orphanDependents": False}, "", 202, ["foregroundDeletion"]),
+    # Convert_Slice_string_To_Pointer_bool (apimachinery runtime/conversion.go): only "0" and "false" in
+    # any case are false; anything else, the empty value included, is true, never refused.
+    ([], None, "?orphanDependents=maybe", 200, ["orphan"]),
+    ([], None, "?orphanDependents=", 200, ["orphan"]),
+    ([], None, "?orphanDependents=FALSE&orphanDependents=true", 202, ["foregroundDeletion"]),
+    ([], None, "?orphanDependents=0", 202, ["foregroundDeletion"]),
 ], ids=["orphan-policy", "orphan-dependents", "orphan-query", "kept", "background-removes", "foreground-swaps",
-        "orphan-dependents-false", "empty-orphan", "empty-foreground"])
+        "orphan-dependents-false", "empty-orphan", "empty-foreground", "query-maybe-is-true", "query-empty-is-true",
+        "query-first-false", "query-zero"])
 def test_a_namespaces_first_delete_sets_the_collectors_finalizers_as_its_options_ask(
         sandbox: Sandbox, finalizers: list[str], options: Any, query: str, status: int, written: list[str]) -> None:
     meta: dict[str, Any] = {"name": "f", **({"finalizers": finalizers} if finalizers else {})}
@@ -258,6 +265,27 @@ def test_a_terminating_namespace_takes_no_new_content_so_it_still_goes(sandbox: 
     send(sandbox, "PATCH", "/api/v1/namespaces/t/configmaps/held", {"metadata": {"finalizers": None}}, MERGE)
     assert sandbox.get("namespaces", None, "t") is None
     assert send(sandbox, "POST", "/api/v1/namespaces/t/configmaps", configmap("again", namespace="t"))[0] == 201
+
+
+def test_the_immortal_namespaces_are_never_deleted_a_dry_run_included(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    """NamespaceLifecycle admission refuses default, kube-system and kube-public after the lookup and preconditions."""
+    names = ("default", "kube-system", "kube-public", "team")
+    sandbox.load([{"kind": "Namespace", "metadata": {"name": n}} for n in names])
+    for name in ("default", "kube-system", "kube-public"):
+        for path, options in ((f"/api/v1/namespaces/{name}", None), (f"/api/v1/namespaces/{name}?dryRun=All", None),
+                              (f"/api/v1/namespaces/{name}", {"propagationPolicy": "Orphan"})):
+            status, body = send(sandbox, "DELETE", path, options)
+            assert (status, body["reason"]) == (403, "Forbidden"), path
+            assert body["message"] == f'namespaces "{name}" is forbidden: this namespace may not be deleted'
+            assert body["details"] == {"name": name, "kind": "namespaces"}
+        kept = sandbox.get("namespaces", None, name)
+        assert kept is not None and "deletionTimestamp" not in kept["metadata"]
+    uid = {"preconditions": {"uid": "other"}}
+    assert send(sandbox, "DELETE", "/api/v1/namespaces/default", uid)[1]["reason"] == "Conflict"
+    refused = kubectl("delete", "namespace", "default", check=False)
+    assert refused.returncode == 1
+    assert 'namespaces "default" is forbidden: this namespace may not be deleted' in refused.stderr
+    assert kubectl("delete", "namespace", "team", "--wait=false").stdout == 'namespace "team" deleted\n'
 
 
 @pytest.mark.parametrize("finalizers, words", [
