@@ -26,6 +26,8 @@ CHECKS: Final = {
                                "class as written, a missing class, a claim being deleted or reserved for the most "
                                "consumers it may have",
     "dra-claim-pending": "a pod has waited for its claim to be allocated (or created) longer than --stuck-after",
+    "dra-claims-unreadable": "a pod's spec.resourceClaims does not read as entries (kube-apiserver refuses such a pod: "
+                             "a file or a tampered store)",
     "dra-pool-unusable": "a pool of a DRA driver read here is incomplete or invalid: no new claim is allocated from it",
 }
 """Check name -> what it finds (doctor's help lists them)."""
@@ -118,6 +120,17 @@ def _age(pod: Pod, now: float) -> float | None:
     return now - created.timestamp()
 
 
+def entry_findings(pod: Pod) -> Iterable[Finding]:
+    """A pod whose ``spec.resourceClaims`` cannot be read (`types.PodSpec.resource_claims_unreadable`), once.
+
+    Asked of every pod that is not finished, whether or not any DRA object was read: read as no entries,
+    such a pod would pass for one with no claims, and every other check of its claims says nothing.
+    """
+    if not protocol.pod_phase_terminal(pod.status.phase) and pod.spec.resource_claims_unreadable:
+        yield Finding(ERROR, "dra-claims-unreadable", f"pod/{pod.metadata.namespace}/{pod.metadata.name}",
+                      dra.UNREADABLE_CLAIMS)
+
+
 def pending_findings(
     pods: Iterable[Pod], objects: dra.DraObjects, now: float, stuck_after: float
 ) -> Iterable[Finding]:
@@ -164,4 +177,4 @@ def pending_findings(
                           "per node)")
 
 
-__all__ = ["CHECKS", "claim_findings", "node_findings", "pending_findings"]
+__all__ = ["CHECKS", "claim_findings", "entry_findings", "node_findings", "pending_findings"]

@@ -712,6 +712,14 @@ class PodClaim(msgspec.Struct, frozen=True, gc=False):
     scheduler stand-in; ``missing`` says it in the views' words."""
 
 
+UNREADABLE_CLAIMS: Final = (
+    "has a spec.resourceClaims that cannot be read (not a list of objects whose fields are strings): which claims "
+    "it needs is not known, so they are counted and placed nowhere; kube-apiserver refuses such a pod, "
+    "so only a file or a tampered store holds one")
+"""What explain and doctor say of a pod whose entries do not read (`types.PodSpec.resource_claims_unreadable`),
+after the pod's name: either would otherwise take it for a pod with no claims."""
+
+
 def claim_names(pod: Pod) -> list[tuple[PodResourceClaim, str | None]]:
     """The pod's ``spec.resourceClaims`` entries that name a claim (in order), and the claim each names.
 
@@ -1128,6 +1136,7 @@ __all__ = [
     "pool_states",
     "pool_warning",
     "pool_warnings",
+    "UNREADABLE_CLAIMS",
     "UNUSABLE_EFFECT",
     "read",
     "read_classes",

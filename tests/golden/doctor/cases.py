@@ -254,6 +254,21 @@ def claims_not_needed() -> list[dict[str, Any]]:
     ]
 
 
+def claim_entries(entries: Any) -> list[dict[str, Any]]:
+    """Pending pod ``broken`` (created long ago) whose ``spec.resourceClaims`` is ``entries``, which do not read as
+    entries (kube-apiserver refuses such a pod; the sandbox's storage holds what it is given), beside
+    a node of our driver and its claim ``broken-gpu``, waiting."""
+    ns = "team-u"
+    broken = dra.dra_pod("broken", "", "broken-gpu", phase="Pending", namespace=ns, created="2020-01-01T00:00:00Z")
+    broken["spec"]["resourceClaims"] = entries
+    return [
+        dra.device_class(),
+        node_object("dra-u", [], ip="10.9.9.1", gpushare=False, dra=True),
+        dra.resource_slice("dra-u", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", "dra-u")], "uuuuu"),
+        dra.pending_claim("broken-gpu", "broken", "4Gi", namespace=ns), broken,
+    ]
+
+
 def claim_others(nic_node: str = "dra-n", nic_users: int = 1) -> list[dict[str, Any]]:
     """Pending pod ``wired`` (created long ago) whose claims are, in order: ``nic``, a claim of another driver (a NIC's)
     created by hand and allocated on ``nic_node`` for ``nic_users`` other pods there; ``wired-link``, made from a

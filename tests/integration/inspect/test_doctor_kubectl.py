@@ -284,3 +284,36 @@ def test_explain_and_doctor_find_a_pods_claims_of_other_drivers(
         found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
                  if f["object"] == "pod/team-n/wired"]
         assert found == [finding], source
+
+
+@pytest.mark.parametrize("entries", [
+    [{"name": "gpu", "resourceClaimTemplateName": "gpu-mem-4gi"}, {"name": 5, "resourceClaimName": "x"}],
+    [{"name": "gpu", "resourceClaimTemplateName": "gpu-mem-4gi"}, "gpu"],
+    {"name": "gpu", "resourceClaimTemplateName": "gpu-mem-4gi"},
+], ids=["a-name-not-a-string", "an-entry-not-an-object", "not-a-list"])
+def test_explain_and_doctor_say_a_pods_claim_entries_cannot_be_read(
+    sandbox: Sandbox, kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path, cli_runner: CliRunner,
+    entries: Any,
+) -> None:
+    """A pod whose ``spec.resourceClaims`` does not read as entries (kube-apiserver refuses it; the
+    sandbox's storage holds it, as a tampered etcd or a hand-made file would): explain says so in its own state and
+    doctor in one finding, over the API and from kubectl's dump. Before, the entries read as none: explain said the
+    pod requests no aliyun.com/gpu-mem and doctor said nothing, while the scheduler stand-in kept the pod waiting."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.inspect.explain_command import explain_command
+    from kubectl_gpushare.kube.stacks.dra import UNREADABLE_CLAIMS
+
+    sandbox.load(cases.claim_entries(entries))
+    dump = tmp_path / "cluster.json"
+    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+        result = cli_runner.invoke(explain_command, ["broken", "-n", "team-u", "-o", "json", *source])
+        assert result.exit_code == 0, result.output
+        answer = json.loads(result.stdout)
+        assert (answer["state"], answer["summary"]) == (
+            "invalid-claims", f"Pod team-u/broken {UNREADABLE_CLAIMS}."), source
+        assert "kube-apiserver refuses such a pod" in answer["summary"]
+        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
+        found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
+                 if f["object"] == "pod/team-u/broken"]
+        assert found == [("error", "dra-claims-unreadable", UNREADABLE_CLAIMS)], source
