@@ -335,6 +335,9 @@ class DynamicResources:
         if unusable is not None:
             raise Unschedulable(unusable.upstream)
         claims: list[dra.ResourceClaim] = []
+        # One claim per entry, a claim two entries name taken twice, as kube-scheduler takes it
+        # (dynamicresources.go podResourceClaims, claimStore): Filter allocates it twice and PreBind
+        # reserves it twice, so such a pod is never bound (`dra_views.named_twice` says why).
         for entry in resolved:
             found = state.claims.get((decoded.metadata.namespace, entry.claim.name if entry.claim else ""))
             if isinstance(found, str):
