@@ -310,12 +310,12 @@ class DynamicResources:
         """Whether every claim of the pod exists, is not being deleted and (generated) is the pod's: else it waits.
 
         A pod that asks for claims (`has_claims`) whose ``spec.resourceClaims`` does not read as a list
-        of entries (`types.PodSpec.resource_claims`: kube-apiserver's validation refuses such a pod,
+        of entries (`types.PodSpec.resource_claims_unreadable`: kube-apiserver's validation refuses such a pod,
         the sandbox's storage may hold one) waits too, warned about once: which claims it needs is
         not known, and scheduling it without them would start it with none prepared.
         """
         decoded = _claims_pod(pod)
-        if not decoded.spec.resource_claims:
+        if decoded.spec.resource_claims_unreadable:
             meta = decoded.metadata
             self._warn(f"pod {meta.namespace}/{meta.name}: spec.resourceClaims cannot be read; "
                        "the pod is not scheduled")
@@ -335,6 +335,9 @@ class DynamicResources:
         if unusable is not None:
             raise Unschedulable(unusable.upstream)
         claims: list[dra.ResourceClaim] = []
+        # One claim per entry, a claim two entries name taken twice, as kube-scheduler takes it
+        # (dynamicresources.go podResourceClaims, claimStore): Filter allocates it twice and PreBind
+        # reserves it twice, so such a pod is never bound (`dra_views.named_twice` says why).
         for entry in resolved:
             found = state.claims.get((decoded.metadata.namespace, entry.claim.name if entry.claim else ""))
             if isinstance(found, str):

@@ -507,6 +507,7 @@ def audit(
         findings.extend(_pod_findings(pod, record, now_ns, stuck_after))
         findings.extend(_hami_pod_findings(pod))
         findings.extend(_two_stack_findings(pod, gpushare_nodes))
+        findings.extend(doctor_dra.entry_findings(pod))
         ledger.set_pod(record)
         if split.nodes:
             split.add_pod(pod)

@@ -66,6 +66,10 @@ Checks:
   error    dra-claim-on-unpublished-device  a claim holds a device of our driver no slice publishes
   error    dra-claim-unallocatable  kube-scheduler refuses a pending pod's claim before trying a node (its
                                    request, no class, being deleted, reserved for 256 others), at any age
+  error    dra-claim-named-twice   two entries of a pending pod name one claim: kube-scheduler takes it
+                                   once per entry (allocates it twice, reserves it twice): never bound
+  error    dra-claims-unreadable   a pod's spec.resourceClaims does not read as entries (kube-apiserver
+                                   refuses such a pod: only a file or a tampered store holds one)
   warning  dra-claim-pending       a pod waits longer than --stuck-after for its claim (made, allocated)
   warning  dra-pool-unusable       a DRA pool kube-scheduler allocates nothing new from: incomplete (its
                                    slices are not resourceSliceCount) or invalid (a device name twice)

@@ -25,7 +25,11 @@ CHECKS: Final = {
     "dra-claim-unallocatable": "kube-scheduler refuses a pending pod's claim before trying any node: its request or "
                                "class as written, a missing class, a claim being deleted or reserved for the most "
                                "consumers it may have",
+    "dra-claim-named-twice": "two entries of a pending pod's spec.resourceClaims name one claim: kube-scheduler "
+                             "takes it once per entry and never binds the pod",
     "dra-claim-pending": "a pod has waited for its claim to be allocated (or created) longer than --stuck-after",
+    "dra-claims-unreadable": "a pod's spec.resourceClaims does not read as entries (kube-apiserver refuses such a pod: "
+                             "a file or a tampered store)",
     "dra-pool-unusable": "a pool of a DRA driver read here is incomplete or invalid: no new claim is allocated from it",
 }
 """Check name -> what it finds (doctor's help lists them)."""
@@ -118,6 +122,17 @@ def _age(pod: Pod, now: float) -> float | None:
     return now - created.timestamp()
 
 
+def entry_findings(pod: Pod) -> Iterable[Finding]:
+    """A pod whose ``spec.resourceClaims`` cannot be read (`types.PodSpec.resource_claims_unreadable`), once.
+
+    Asked of every pod that is not finished, whether or not any DRA object was read: read as no entries,
+    such a pod would pass for one with no claims, and every other check of its claims says nothing.
+    """
+    if not protocol.pod_phase_terminal(pod.status.phase) and pod.spec.resource_claims_unreadable:
+        yield Finding(ERROR, "dra-claims-unreadable", f"pod/{pod.metadata.namespace}/{pod.metadata.name}",
+                      dra.UNREADABLE_CLAIMS)
+
+
 def pending_findings(
     pods: Iterable[Pod], objects: dra.DraObjects, now: float, stuck_after: float
 ) -> Iterable[Finding]:
@@ -131,7 +146,7 @@ def pending_findings(
         if index is None:
             index = dra.claim_index(objects)
         resolved = index.of(pod)
-        claims = [entry.claim for entry in resolved if entry.claim is not None]
+        claims = dra.distinct_claims(resolved)  # a claim two entries name is one claim
         ours = [c for c in claims if any(dra.of_driver(c, classes, d) for d in dra.DRIVERS)]
         if claims and not ours:
             continue  # no claim of the drivers read here: not doctor's to judge
@@ -147,6 +162,10 @@ def pending_findings(
             said = dra.refused_before_nodes(dra.scheduled_claims(resolved, ours), classes, pod.metadata.uid)
         if said:
             yield Finding(ERROR, "dra-claim-unallocatable", obj, f"cannot be scheduled: {said}")
+            continue
+        twice = dra.named_twice(resolved)  # then Filter and PreBind take the claim once per entry
+        if unusable is None and twice is not None:
+            yield Finding(ERROR, "dra-claim-named-twice", obj, twice.words(caps.named(twice.entries)))
             continue
         age = _age(pod, now)
         if age is not None and age <= stuck_after:
@@ -164,4 +183,4 @@ def pending_findings(
                           "per node)")
 
 
-__all__ = ["CHECKS", "claim_findings", "node_findings", "pending_findings"]
+__all__ = ["CHECKS", "claim_findings", "entry_findings", "node_findings", "pending_findings"]

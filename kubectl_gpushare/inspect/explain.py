@@ -10,7 +10,7 @@ which GPU it holds and who shares that GPU. Pure: decoded objects in, an `Explan
 JSON: a versioned ``GPUShareExplanation`` (``gpushare.kubectl-gpushare.io/v1``), fields only added::
 
     pod, namespace, phase, request, unit, state   # state: placed | pending | no-request | invalid-request |
-                                                    #   completed
+                                                    #   invalid-claims | completed
     summary                                         # one sentence
     node, gpu, sharing: [{namespace, name, memory}] # placed pods
     nodes: [{name, reason}]                         # pending pods: why each gpushare node says no
@@ -38,7 +38,7 @@ from kubectl_gpushare import node_affinity, protocol
 from kubectl_gpushare.inspect import caps
 from kubectl_gpushare.inspect.compat import memory_unit
 from kubectl_gpushare.kube.records import invalid_requests, pod_record, pod_request
-from kubectl_gpushare.kube.stacks import kai
+from kubectl_gpushare.kube.stacks import dra, kai
 from kubectl_gpushare.kube.taints import TolerationIndex
 from kubectl_gpushare.kube.types import (
     Event,
@@ -293,6 +293,8 @@ def explain(
         return replace(base, state="invalid-request", request=0,
                        summary=f"{who} has an invalid {protocol.RESOURCE_MEM} request ({'; '.join(invalid)}): the "
                        f"gpushare extender refuses to place it and {held} (kubectl gpushare doctor: invalid-value).")
+    if pod.spec.resource_claims_unreadable:  # read as no entries, the pod would pass for one asking nothing
+        return replace(base, state="invalid-claims", request=0, summary=f"{who} {dra.UNREADABLE_CLAIMS}.")
     on_stack = next((n for n in stack_nodes if n.name in (pod.spec.node_name, _hami_node(pod))), None)
     if on_stack is not None and request <= 0:
         return _on_stack(pod, on_stack, (stack_claims or {}).get(on_stack.name, []), base, who)

@@ -69,8 +69,8 @@ def explain_claims(
         return None
     resolved = dra.claim_index(objects).of(pod)
     classes = objects.classes
-    ours = [entry.claim for entry in resolved if entry.claim is not None
-            and dra.of_driver(entry.claim, classes, protocol.DRA_DRIVER)]
+    ours = [claim for claim in dra.distinct_claims(resolved)  # a claim two entries name is one claim
+            if dra.of_driver(claim, classes, protocol.DRA_DRIVER)]
     missing = [entry for entry in resolved if entry.claim is None]
     if not ours and not (missing and len(missing) == len(resolved) and inputs.nodes):
         return None
@@ -85,12 +85,14 @@ def explain_claims(
     allocated = [claim for claim in ours if claim.allocation is not None]
     scheduled = dra.scheduled_claims(resolved, ours)  # other drivers' allocated claims are asked too
     # An unbound pod whose claims are all allocated is being bound (PreBind wrote them), unless the
-    # DynamicResources plugin refuses those claims (being deleted, reserved for others): pending then.
-    if pod.spec.node_name or (ours and len(allocated) == len(ours) and not missing
+    # DynamicResources plugin refuses those claims (being deleted, reserved for others) or never binds
+    # the pod (a claim two entries name, `dra.named_twice`): pending then.
+    twice = dra.named_twice(resolved)
+    if pod.spec.node_name or (ours and len(allocated) == len(ours) and not missing and twice is None
                               and not dra_allocation.prefilter(scheduled, classes, meta.uid)):
         return _placed(pod, ledger, ours, dra.pool_nodes(objects), base, who)
     return _pending(pod, nodes, ledger, inputs, ours, scheduled, missing, dra.first_unusable(resolved), base, who,
-                    placement)
+                    placement, twice)
 
 
 # --- A placed pod ----------------------------------------------------------------------------------------
@@ -154,12 +156,13 @@ def _placed(pod: Pod, ledger: Ledger, claims: list[dra_objects.ResourceClaim],
 def _pending(
     pod: Pod, nodes: Sequence[Node], ledger: Ledger, inputs: DraInputs, ours: list[dra_objects.ResourceClaim],
     scheduled: list[dra_objects.ResourceClaim], missing: list[dra.PodClaim], unusable: dra.Unusable | None,
-    base: Explanation, who: str, placement: PodPlacement | None,
+    base: Explanation, who: str, placement: PodPlacement | None, twice: dra.NamedTwice | None = None,
 ) -> Explanation:
     """Why a pending pod waits, before and then per node of our driver.
 
     ``scheduled``: the claims PreFilter and Filter are asked of (`dra.scheduled_claims`: ours, and other
-    drivers' allocated ones, which may be in use or pin the pod to their nodes).
+    drivers' allocated ones, which may be in use or pin the pod to their nodes). ``twice``: a claim two
+    of its entries name, which kube-scheduler never binds, said once PreEnqueue and PreFilter let it through.
     """
     objects = inputs.objects
     unit = base.unit
@@ -185,6 +188,8 @@ def _pending(
     stop = stop or dra.refused_before_nodes(scheduled, classes, pod.metadata.uid)
     if stop:
         return replace(base, summary=f"{asks}, but kube-scheduler cannot schedule it: {stop}.")
+    if twice is not None:  # Filter asks the allocator once per entry, PreBind reserves once per entry
+        return replace(base, summary=f"{asks}, but {twice.words(caps.named(twice.entries))}.")
     base = replace(base, prefilter_nodes=narrowed_to(affinity))
     inventory = dra_allocation.Inventory(
         objects.published, classes,

@@ -163,6 +163,17 @@ class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, g
         """``spec.resourceClaims`` as entries; () when it is not a list of claim references."""
         return _entries(self.resource_claims_raw, PodResourceClaim)
 
+    @property
+    def resource_claims_unreadable(self) -> bool:
+        """Whether ``spec.resourceClaims`` is given but does not read as entries (`resource_claims` is ()).
+
+        Not a list, an entry that is not an object, a field that is not a string (the claim and template
+        names may be null): kube-apiserver refuses such a pod, so only a file or a tampered store
+        holds one. Which claims it needs cannot be told; the scheduler stand-in, explain and doctor
+        say so instead of taking it for a pod with no claims. An empty list (or ``null``) is no claims.
+        """
+        return bool(self.resource_claims_raw) and not self.resource_claims
+
 
 class PodCondition(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """One entry of a pod's ``status.conditions``: what `PodStatus.ready` reads, any JSON value each."""

@@ -712,6 +712,14 @@ class PodClaim(msgspec.Struct, frozen=True, gc=False):
     scheduler stand-in; ``missing`` says it in the views' words."""
 
 
+UNREADABLE_CLAIMS: Final = (
+    "has a spec.resourceClaims that cannot be read (not a list of objects whose fields are strings): which claims "
+    "it needs is not known, so they are counted and placed nowhere; kube-apiserver refuses such a pod, "
+    "so only a file or a tampered store holds one")
+"""What explain and doctor say of a pod whose entries do not read (`types.PodSpec.resource_claims_unreadable`),
+after the pod's name: either would otherwise take it for a pod with no claims."""
+
+
 def claim_names(pod: Pod) -> list[tuple[PodResourceClaim, str | None]]:
     """The pod's ``spec.resourceClaims`` entries that name a claim (in order), and the claim each names.
 
@@ -913,6 +921,62 @@ def first_unusable(resolved: Sequence[PodClaim]) -> Unusable | None:
     return None
 
 
+def distinct_claims(resolved: Sequence[PodClaim]) -> list[dra.ResourceClaim]:
+    """The claims the pod's entries resolve to, in its order, each once however many entries name it.
+
+    What a pod asks for and holds is its claims': a claim two entries name is one claim, whose
+    memory the views count once (`waiting_records`, explain, doctor). kube-scheduler takes it once
+    per entry instead (`named_twice`), which is why it never binds such a pod.
+    """
+    seen: set[tuple[str, str]] = set()
+    found: list[dra.ResourceClaim] = []
+    for entry in resolved:
+        claim = entry.claim
+        if claim is not None and (claim.namespace, claim.name) not in seen:
+            seen.add((claim.namespace, claim.name))
+            found.append(claim)
+    return found
+
+
+class NamedTwice(NamedTuple):
+    """A claim two or more of a pod's entries resolve to (`named_twice`)."""
+
+    claim: str
+    entries: tuple[str, ...]
+    """The entries naming it, in the pod's order."""
+
+    def words(self, entries: str) -> str:
+        """What explain and doctor say of it; ``entries``: `entries` written for a sentence (``inspect.caps.named``)."""
+        return (f"claim {self.claim} is named by entries {entries}: kube-scheduler takes a claim once per entry, "
+                "allocating an unallocated one twice (else cannot allocate all claims) and reserving it for the pod "
+                "twice, which the API refuses (status.reservedFor: Duplicate value), so it never binds the pod; "
+                "kube-apiserver admits such a pod (only the entries' names must differ): name each claim from one "
+                "entry")
+
+
+def named_twice(resolved: Sequence[PodClaim]) -> NamedTwice | None:
+    """The first claim, in the pod's order, that more than one of its entries resolve to (None: none).
+
+    Pod validation (pkg/apis/core/validation ``validatePodResourceClaim``) refuses two entries of one
+    ``name``, not two naming one claim, so such a pod is admitted. kube-scheduler's DynamicResources
+    plugin keeps one claim per entry (dynamicresources.go ``podResourceClaims``, ``claimStore``):
+    Filter passes each unallocated copy to the structured allocator, which allocates every claim it
+    is given on its own (``Allocate``'s ``claimsToAllocate``: room for it twice); PreBind's
+    ``bindClaim`` for the second copy then finds the claim allocated ("got allocated elsewhere in the
+    meantime") or, allocated already, adds the pod to ``reservedFor`` a second time, which
+    ResourceClaim status validation refuses (``validateSet`` over the consumers' UIDs). The
+    scheduler stand-in does the same (`cli.dynamicresources`); explain and doctor say why.
+    """
+    entries: dict[tuple[str, str], list[str]] = {}
+    for entry in resolved:
+        if entry.claim is not None:
+            entries.setdefault((entry.claim.namespace, entry.claim.name), []).append(entry.name)
+    for (_, name), named in entries.items():
+        if len(named) > 1:
+            return NamedTwice(name, tuple(named))
+    return None
+
+
 def scheduled_claims(resolved: Sequence[PodClaim], ours: Sequence[dra.ResourceClaim]) -> list[dra.ResourceClaim]:
     """The pod's claims, in its order, that explain and doctor ask kube-scheduler's PreFilter and Filter questions of.
 
@@ -970,7 +1034,7 @@ def waiting_records(pods: Iterable[Pod], objects: DraObjects, unit: str) -> list
     for pod in pods:
         if pod.spec.node_name or not pod.spec.resource_claims:
             continue
-        claims = [entry.claim for entry in index.of(pod) if entry.claim is not None]
+        claims = distinct_claims(index.of(pod))  # a claim two entries name asks for its memory once
         waiting = [claim for claim in claims if asks_driver(claim, objects.classes, protocol.DRA_DRIVER)]
         asked = sum(requested_memory(claim) for claim in waiting)
         if asked <= 0:
@@ -1097,6 +1161,9 @@ __all__ = [
     "ClaimIndex",
     "claim_names",
     "DraObjects",
+    "distinct_claims",
+    "NamedTwice",
+    "named_twice",
     "MAX_NAMED_NODES",
     "Holder",
     "PodClaim",
@@ -1128,6 +1195,7 @@ __all__ = [
     "pool_states",
     "pool_warning",
     "pool_warnings",
+    "UNREADABLE_CLAIMS",
     "UNUSABLE_EFFECT",
     "read",
     "read_classes",

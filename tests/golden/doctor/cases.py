@@ -254,6 +254,45 @@ def claims_not_needed() -> list[dict[str, Any]]:
     ]
 
 
+def claim_entries(entries: Any) -> list[dict[str, Any]]:
+    """Pending pod ``broken`` (created long ago) whose ``spec.resourceClaims`` is ``entries``, which do not read as
+    entries (kube-apiserver refuses such a pod; the sandbox's storage holds what it is given), beside
+    a node of our driver and its claim ``broken-gpu``, waiting."""
+    ns = "team-u"
+    broken = dra.dra_pod("broken", "", "broken-gpu", phase="Pending", namespace=ns, created="2020-01-01T00:00:00Z")
+    broken["spec"]["resourceClaims"] = entries
+    return [
+        dra.device_class(),
+        node_object("dra-u", [], ip="10.9.9.1", gpushare=False, dra=True),
+        dra.resource_slice("dra-u", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", "dra-u")], "uuuuu"),
+        dra.pending_claim("broken-gpu", "broken", "4Gi", namespace=ns), broken,
+    ]
+
+
+def claim_twice() -> list[dict[str, Any]]:
+    """Pods each naming one claim from two entries (pod validation refuses only two entries of one name): ``twice``,
+    pending (created long ago), its claim ``x`` (6Gi) unallocated, room for it twice on node ``dra-2``'s 16Gi GPU;
+    ``placed``, on ``dra-2``, its claim ``y`` (4Gi) allocated and reserved for it (as a file or a tampered store
+    may show: kube-scheduler never binds such a pod)."""
+    ns = "team-2"
+    pods = []
+    for name, claim, node in (("twice", "x", ""), ("placed", "y", "dra-2")):
+        item = dra.shared_pod(name, node, claim, namespace=ns)
+        item["spec"]["resourceClaims"] = [{"name": "one", "resourceClaimName": claim},
+                                          {"name": "two", "resourceClaimName": claim}]
+        item["spec"]["containers"][0]["resources"] = {"claims": [{"name": "one"}, {"name": "two"}]}
+        item["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+        pods.append(item)
+    pods[0]["status"]["phase"] = "Pending"
+    return [
+        dra.device_class(),
+        node_object("dra-2", [], ip="10.9.9.3", gpushare=False, dra=True),
+        dra.resource_slice("dra-2", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", "dra-2")], "22222"),
+        dra.pending_claim("x", "twice", "6Gi", namespace=ns), dra.claim("y", "dra-2", "gpu-0", "4Gi", ["placed"],
+                                                                        namespace=ns), *pods,
+    ]
+
+
 def claim_others(nic_node: str = "dra-n", nic_users: int = 1) -> list[dict[str, Any]]:
     """Pending pod ``wired`` (created long ago) whose claims are, in order: ``nic``, a claim of another driver (a NIC's)
     created by hand and allocated on ``nic_node`` for ``nic_users`` other pods there; ``wired-link``, made from a

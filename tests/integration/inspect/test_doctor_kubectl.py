@@ -284,3 +284,74 @@ def test_explain_and_doctor_find_a_pods_claims_of_other_drivers(
         found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
                  if f["object"] == "pod/team-n/wired"]
         assert found == [finding], source
+
+
+@pytest.mark.parametrize("entries", [
+    [{"name": "gpu", "resourceClaimTemplateName": "gpu-mem-4gi"}, {"name": 5, "resourceClaimName": "x"}],
+    [{"name": "gpu", "resourceClaimTemplateName": "gpu-mem-4gi"}, "gpu"],
+    {"name": "gpu", "resourceClaimTemplateName": "gpu-mem-4gi"},
+], ids=["a-name-not-a-string", "an-entry-not-an-object", "not-a-list"])
+def test_explain_and_doctor_say_a_pods_claim_entries_cannot_be_read(
+    sandbox: Sandbox, kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path, cli_runner: CliRunner,
+    entries: Any,
+) -> None:
+    """A pod whose ``spec.resourceClaims`` does not read as entries (kube-apiserver refuses it; the
+    sandbox's storage holds it, as a tampered etcd or a hand-made file would): explain says so in its own state and
+    doctor in one finding, over the API and from kubectl's dump. Before, the entries read as none: explain said the
+    pod requests no aliyun.com/gpu-mem and doctor said nothing, while the scheduler stand-in kept the pod waiting."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.inspect.explain_command import explain_command
+    from kubectl_gpushare.kube.stacks.dra import UNREADABLE_CLAIMS
+
+    sandbox.load(cases.claim_entries(entries))
+    dump = tmp_path / "cluster.json"
+    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+        result = cli_runner.invoke(explain_command, ["broken", "-n", "team-u", "-o", "json", *source])
+        assert result.exit_code == 0, result.output
+        answer = json.loads(result.stdout)
+        assert (answer["state"], answer["summary"]) == (
+            "invalid-claims", f"Pod team-u/broken {UNREADABLE_CLAIMS}."), source
+        assert "kube-apiserver refuses such a pod" in answer["summary"]
+        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
+        found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
+                 if f["object"] == "pod/team-u/broken"]
+        assert found == [("error", "dra-claims-unreadable", UNREADABLE_CLAIMS)], source
+
+
+def test_a_claim_two_entries_name_is_counted_once_and_its_pod_said_never_bound(
+    sandbox: Sandbox, kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path, cli_runner: CliRunner,
+) -> None:
+    """Two entries of a pod naming one claim (kube-apiserver admits it: only two entries of one ``name`` are
+    refused): kube-scheduler takes the claim once per entry (dynamicresources.go ``podResourceClaims``, the
+    allocator's ``claimsToAllocate``, PreBind's ``bindClaim``) and never binds the pod. explain and doctor say so,
+    over the API and from kubectl's dump, and every view counts the claim's memory once: explain's ask, a placed
+    pod's claims, inspect's unscheduled pods. Before, all of them counted it twice (``x, x``, 12 GiB) and explain
+    said the allocator finds devices for it."""
+    from kubectl_gpushare.inspect.command import inspect_command
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.inspect.explain_command import explain_command
+    from kubectl_gpushare.kube.stacks.dra import NamedTwice
+
+    sandbox.load(cases.claim_twice())
+    dump = tmp_path / "cluster.json"
+    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    words = NamedTwice("x", ("one", "two")).words("one, two")
+    assert words.startswith("claim x is named by entries one, two: kube-scheduler takes a claim once per entry")
+    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+        result = cli_runner.invoke(explain_command, ["twice", "-n", "team-2", "-o", "json", *source])
+        answer = json.loads(result.stdout)
+        assert (answer["state"], answer["request"], answer["summary"], "nodes" in answer) == (
+            "pending", 6, f"Pod team-2/twice asks for 6 GiB of one GPU through claim(s) x, but {words}.", False)
+        assert [claim["name"] for claim in answer["claims"]] == ["x"]
+        placed = json.loads(cli_runner.invoke(explain_command, ["placed", "-n", "team-2", "-o", "json",
+                                                                *source]).stdout)
+        assert (placed["state"], placed["request"], [c["name"] for c in placed["claims"]]) == ("placed", 4, ["y"])
+        assert placed["summary"] == ("Pod team-2/placed runs on dra-2: GPU 0 (claim y) holding 4 of 16 GiB; 12 GiB "
+                                     "free there; shared with no other pod.")
+        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
+        found = [(f["severity"], f["check"], f["object"], f["message"]) for f in json.loads(result.stdout)["findings"]]
+        assert found == [("error", "dra-claim-named-twice", "pod/team-2/twice", words)], source
+        report = json.loads(cli_runner.invoke(inspect_command, ["-o", "json", *source]).stdout)
+        assert [(p["name"], p["memory"], p["claim"]) for p in report["unscheduledPods"]] == [("twice", 6, "x")]
+        assert report["nodes"][0]["used"] == 4

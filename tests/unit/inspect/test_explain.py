@@ -395,3 +395,35 @@ def test_an_unbound_pod_whose_allocated_claim_kube_scheduler_refuses_is_pending_
     text = cli_runner.invoke(explain_command, [pod, "-n", "team-p", "--from-file", str(path)]).stdout
     assert "placed" not in text
     assert f"cannot be scheduled: {said}" in (doctor_cases.GOLDEN / "prefilter.txt").read_text()
+
+
+@pytest.mark.parametrize("entries", [[{"name": "gpu", "resourceClaimName": 7}], ["gpu"], "gpu", {"name": "gpu"}],
+                         ids=["a-field-not-a-string", "an-entry-not-an-object", "a-string", "an-object"])
+def test_claim_entries_that_cannot_be_read_are_said_once_without_any_dra_object(
+    tmp_path: Path, cli_runner: CliRunner, entries: object
+) -> None:
+    """A file of a node and a pod whose ``spec.resourceClaims`` does not read as entries, and no DRA object at all:
+    explain says so in one line (state ``invalid-claims``) and doctor in one finding, whatever else the pod asks.
+    Before, explain said the pod requests no aliyun.com/gpu-mem and doctor found nothing. An empty list is no
+    claims, said as before."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.sandbox.builders import node_object, pod_object
+
+    broken, empty = pod_object("broken", "ml", [0]), pod_object("empty", "ml", [0])
+    broken["spec"]["resourceClaims"], empty["spec"]["resourceClaims"] = entries, []
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": [node_object("n", [16], ip="10.0.0.1"), broken, empty]}))
+
+    answer = json.loads(cli_runner.invoke(explain_command, ["broken", "-n", "ml", "--from-file", str(path),
+                                                            "-o", "json"]).stdout)
+    text = cli_runner.invoke(explain_command, ["broken", "-n", "ml", "--from-file", str(path)]).stdout
+    doctor = json.loads(cli_runner.invoke(doctor_command, ["-o", "json", "--from-file", str(path)]).stdout)
+    assert (answer["state"], answer["request"]) == ("invalid-claims", 0)
+    assert text.strip() == answer["summary"]
+    assert answer["summary"].startswith("Pod ml/broken has a spec.resourceClaims that cannot be read (")
+    assert "only a file or a tampered store holds one" in answer["summary"]
+    assert [(f["check"], f["object"]) for f in doctor["findings"] if f["object"].startswith("pod/")] == [
+        ("dra-claims-unreadable", "pod/ml/broken")]
+    empty_answer = json.loads(cli_runner.invoke(explain_command, ["empty", "-n", "ml", "--from-file", str(path),
+                                                                  "-o", "json"]).stdout)
+    assert empty_answer["state"] == "no-request"
