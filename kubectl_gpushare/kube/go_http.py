@@ -286,6 +286,71 @@ def header_pairs(fields: list[bytes]) -> list[tuple[str, str]]:
     return pairs
 
 
+_FIELD_NAME: Final = re.compile(rb"[ " + TCHAR + rb"]*")
+"""What textproto keeps as a name (src/net/textproto/reader.go ``canonicalMIMEHeaderKey``): tchars, and spaces
+(go.dev/issue/34540)."""
+_FIELD_VALUE: Final = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
+"""``validHeaderValueByte`` (src/net/textproto/reader.go): HTAB, SP, VCHAR and obs-text; no other control byte."""
+_HOST: Final = re.compile(rb"[!$%&'()*+,\-.:;=\[\]_~0-9A-Za-z]*")
+"""``validHostByte`` (golang.org/x/net/http/httpguts/httplex.go ``ValidHostHeader``)."""
+
+
+def bad_request_because(why: str) -> bytes:
+    """Go's reply to a ``badRequestError``: ``conn.serve`` appends its text to ``400 Bad Request`` (server.go)."""
+    public = b"400 Bad Request: " + why.encode()
+    return b"HTTP/1.1 " + public + b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + public
+
+
+def field_values(fields: list[bytes], name: bytes) -> list[bytes]:
+    """The values of the `header_fields` named ``name`` (lower case), trimmed as textproto trims them."""
+    found: list[bytes] = []
+    for field in fields:
+        key, _, value = field.partition(b":")
+        if key.lower() == name:
+            found.append(value.strip(b" \t"))
+    return found
+
+
+def fields_refused(fields: list[bytes]) -> bytes | None:
+    """The reply Go's server writes, then closes, for `header_fields` ``readRequest`` cannot read; None where it can.
+
+    After ``GoHeadHandler.read_head`` refused a first line that starts with a space or tab, in Go's order:
+    ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go) refuses a field without a colon
+    (``mustHaveFieldNameColon``), a name with a byte that is neither a tchar nor a space
+    (``canonicalMIMEHeaderKey``) and a value with a control byte other than a tab (``validHeaderValueByte``)
+    as a ``ProtocolError``; then ``readRequest`` (src/net/http/request.go) refuses a second ``Host`` ("too
+    many Host headers"). Neither is a ``badRequestError``, so ``conn.serve`` answers each with the plain
+    `BAD_REQUEST_REPLY`. Next Go reads the framing (``readTransfer``: `transfer_encoding_refused`,
+    `content_length`), then checks what `host_refused` checks.
+    """
+    for field in fields:
+        name, colon, value = field.partition(b":")
+        if not colon or not _FIELD_NAME.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
+            return BAD_REQUEST_REPLY
+    return BAD_REQUEST_REPLY if len(field_values(fields, b"host")) > 1 else None
+
+
+def host_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
+    """The reply Go's server writes, then closes, for fields `fields_refused` passed that it refuses, else None.
+
+    src/net/http/server.go ``conn.readRequest``, once ``readRequest`` read the head and its framing, in its
+    order, each a ``badRequestError`` whose words go into the status line and the body (`bad_request_because`):
+    an HTTP/1.1 or later request without ``Host`` ("missing required Host header"; ``CONNECT`` and the
+    HTTP/2 preface, `is_h2_preface`, aside), a ``Host`` with a byte ``httpguts.ValidHostHeader`` refuses
+    ("malformed Host header"), and a name with a space, which textproto keeps (go.dev/issue/34540) and
+    ``httpguts.ValidHeaderFieldName`` refuses ("invalid header name"). An HTTP/1.0 request needs no Host.
+    """
+    hosts = field_values(fields, b"host")
+    exempt = request_line.method == b"CONNECT" or is_h2_preface(request_line, fields)
+    if not hosts and at_least_1_1(request_line.version) and not exempt:
+        return bad_request_because("missing required Host header")
+    if hosts and not _HOST.fullmatch(hosts[0]):
+        return bad_request_because("malformed Host header")
+    if any(b" " in field.partition(b":")[0] for field in fields):
+        return bad_request_because("invalid header name")
+    return None
+
+
 def header_tokens(values: Iterable[str]) -> frozenset[str]:
     """The comma-separated tokens of a header's values, trimmed and in lower case (``Connection``, ``Expect``).
 
