@@ -260,10 +260,10 @@ class _Handler(GoHeadHandler):
         handler, and closes. Whether the connection outlives the reply, and the ``Connection`` header
         that says so, are Go's (`go_http.reply_connection`), not ``http.server``'s, which closes on one
         ``Connection`` value that is exactly ``close`` and adds no header; a reply's status line says
-        ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1``; the HTTP/2 preface's head
-        (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection closes, as Go's
-        server closes it after its handler. ``Expect`` is read in `_serve`, after the framing, as Go reads it.
-        Header fields Go's textproto cannot read, and a second ``Host``, get Go's plain 400 here
+        ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1`` (`GoHeadHandler.take_head`); the
+        HTTP/2 preface's head (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection
+        closes, as Go's server closes it after its handler. ``Expect`` is read in `_serve`, after the framing,
+        as Go reads it. Header fields Go's textproto cannot read, and a second ``Host``, get Go's plain 400 here
         (`go_http.fields_refused`); a missing or malformed ``Host`` and a name with a space get Go's 400 with
         its reason once `_serve` read the framing (`go_http.host_refused`), as Go checks them after
         ``readTransfer``: the sandbox's rule (`sandbox.framing.header_fields_refused`) too.
@@ -277,8 +277,6 @@ class _Handler(GoHeadHandler):
         self._host_refused = go_http.host_refused(fields, self.request_line)  # answered after the framing, in `_serve`
         self.take_head(fields)
         version = self.request_line.version
-        # src/net/http/server.go writeStatusLine: "HTTP/1.1" for ProtoAtLeast(1, 1), else "HTTP/1.0"
-        self.protocol_version = "HTTP/1.1" if go_http.at_least_1_1(version) else "HTTP/1.0"
         self._reply_connection = go_http.reply_connection(version, self.headers.get_all("Connection") or [],
                                                           go_http.is_h2_preface(self.request_line, fields))
         self.close_connection = self._reply_connection.close
