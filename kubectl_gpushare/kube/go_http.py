@@ -276,7 +276,8 @@ def header_pairs(fields: list[bytes]) -> list[tuple[str, str]]:
     """`header_fields` as names and values, a character per byte, as ``readMIMEHeader`` keeps them.
 
     src/net/textproto/reader.go: the name ends at the first colon, the value's leading spaces and
-    tabs are cut, and a field with an empty name is skipped (the ``email`` parser dropped it too).
+    tabs are cut, and a field with an empty name is skipped (the ``email`` parser dropped it too; current
+    Go refuses it, and both servers do: `fields_refused`).
     """
     pairs: list[tuple[str, str]] = []
     for field in fields:
@@ -286,9 +287,9 @@ def header_pairs(fields: list[bytes]) -> list[tuple[str, str]]:
     return pairs
 
 
-_FIELD_NAME: Final = re.compile(rb"[ " + TCHAR + rb"]*")
+_FIELD_NAME: Final = re.compile(rb"[ " + TCHAR + rb"]+")
 """What textproto keeps as a name (src/net/textproto/reader.go ``canonicalMIMEHeaderKey``): tchars, and spaces
-(go.dev/issue/34540)."""
+(go.dev/issue/34540); not an empty one (``len(a) == 0`` is not ``ok``; older Go skipped the field)."""
 _FIELD_VALUE: Final = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
 """``validHeaderValueByte`` (src/net/textproto/reader.go): HTAB, SP, VCHAR and obs-text; no other control byte."""
 _HOST: Final = re.compile(rb"[!$%&'()*+,\-.:;=\[\]_~0-9A-Za-z]*")
@@ -316,9 +317,9 @@ def fields_refused(fields: list[bytes]) -> bytes | None:
 
     After ``GoHeadHandler.read_head`` refused a first line that starts with a space or tab, in Go's order:
     ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go) refuses a field without a colon
-    (``mustHaveFieldNameColon``), a name with a byte that is neither a tchar nor a space
-    (``canonicalMIMEHeaderKey``) and a value with a control byte other than a tab (``validHeaderValueByte``)
-    as a ``ProtocolError``; then ``readRequest`` (src/net/http/request.go) refuses a second ``Host`` ("too
+    (``mustHaveFieldNameColon``), an empty name or one with a byte that is neither a tchar nor a space
+    (``canonicalMIMEHeaderKey``), and a value with a control byte other than a tab (``validHeaderValueByte``),
+    each as a ``ProtocolError``; then ``readRequest`` (src/net/http/request.go) refuses a second ``Host`` ("too
     many Host headers"). Neither is a ``badRequestError``, so ``conn.serve`` answers each with the plain
     `BAD_REQUEST_REPLY`. Next Go reads the framing (``readTransfer``: `transfer_encoding_refused`,
     `content_length`), then checks what `host_refused` checks.
@@ -382,10 +383,11 @@ class ReplyConnection(NamedTuple):
 def is_h2_preface(request_line: RequestLine, fields: list[bytes]) -> bool:
     """Whether the request is the HTTP/2 preface's head, ``PRI * HTTP/2.0`` with no header field.
 
-    src/net/http/request.go ``isH2Upgrade`` (``len(r.Header) == 0``: a field with an empty name,
-    which textproto skips, does not count); `read_request_line` lets 2.0 through for ``PRI *`` only.
+    src/net/http/request.go ``isH2Upgrade`` (``len(r.Header) == 0``; a field with an empty name, which
+    older textproto skipped, is refused before: `fields_refused`); `read_request_line` lets 2.0 through for
+    ``PRI *`` only.
     """
-    return request_line.method == b"PRI" and request_line.version == (2, 0) and not header_pairs(fields)
+    return request_line.method == b"PRI" and request_line.version == (2, 0) and not fields
 
 
 def reply_connection(version: tuple[int, int], connection: Sequence[str], h2_preface: bool = False) -> ReplyConnection:

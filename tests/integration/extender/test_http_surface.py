@@ -514,17 +514,19 @@ def _go_bad_request_because(why: bytes) -> bytes:
      (b"Host: x\r\nNo colon here\r\n", GO_BAD_REQUEST),
      (b"Host: x\r\nX-Bad[name]: v\r\n", GO_BAD_REQUEST),
      (b"Host: x\r\nX-Ctl: a\x01b\r\n", GO_BAD_REQUEST),
+     (b"Host: x\r\n: empty\r\n", GO_BAD_REQUEST),
      (b"Host: x\r\nX-Name : v\r\n", _go_bad_request_because(b"invalid header name")),
      (b"Host : x\r\n", _go_bad_request_because(b"missing required Host header"))],
     ids=["no-host", "two-hosts", "host-space", "host-byte", "no-colon", "bad-name-byte", "control-byte",
-         "spaced-name", "spaced-host"],
+         "empty-name", "spaced-name", "spaced-host"],
 )
 def test_header_fields_go_refuses_get_go_s_400_before_the_app_and_the_connection_closed(  # type: ignore[no-untyped-def]
     ext, head: bytes, reply: bytes
 ) -> None:
     """The sandbox's rule (`go_http.fields_refused`, `go_http.host_refused`): textproto's ``readMIMEHeader``
-    (src/net/textproto/reader.go) refuses a line without a colon, a name byte that is no tchar nor a space and a
-    control byte other than a tab in a value, and request.go ``readRequest`` a second ``Host``: Go's plain 400;
+    (src/net/textproto/reader.go) refuses a line without a colon, an empty name, a name byte that is no tchar nor a
+    space and a control byte other than a tab in a value, and request.go ``readRequest`` a second ``Host``: Go's
+    plain 400;
     server.go ``readRequest`` refuses an HTTP/1.1 request without ``Host``, a ``Host`` ``ValidHostHeader``
     refuses and a name with a space with its 400 and reason. kube-scheduler's Go client always sends ``Host``;
     http.server served all of these."""

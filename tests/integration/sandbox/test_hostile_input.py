@@ -777,11 +777,13 @@ def test_a_reply_to_http_1_0_says_http_1_0_and_connection_only_where_go_s_does(s
 @pytest.mark.parametrize("head", [
     b" X-Lead: space\r\nHost: s\r\n", b"Host: s\r\nNo colon here\r\n", b"Host: s\r\nX-Bad[name]: v\r\n",
     b"Host: s\r\nX-Ctl: a\x01b\r\n", b"Host: s\r\nX-Nul: a\x00\r\n", b"Host: a\r\nhost: b\r\n",
-], ids=["leading-space", "no-colon", "bad-name-byte", "control-byte", "nul", "two-hosts"])  # fmt: skip
+    b"Host: s\r\n: empty\r\n",
+], ids=["leading-space", "no-colon", "bad-name-byte", "control-byte", "nul", "two-hosts", "empty-name"])  # fmt: skip
 def test_header_lines_go_cannot_read_get_its_plain_400(head: bytes) -> None:
     # textproto's readMIMEHeader (src/net/textproto/reader.go): a first line starting with a space, a
-    # line without a colon, a name byte that is no tchar (nor a space), or a value with a control byte
-    # other than a tab is a ProtocolError; request.go readRequest refuses a second Host. conn.serve
+    # line without a colon, an empty name (canonicalMIMEHeaderKey's len(a) == 0; older Go skipped the
+    # field), a name byte that is no tchar (nor a space), or a value with a control byte other than a tab
+    # is a ProtocolError; request.go readRequest refuses a second Host. conn.serve
     # writes its plain 400 and closes, before any handler (no 401, nothing logged).
     with Sandbox(auth=True) as sb:
         assert read_to_close(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\n".encode() + head + b"\r\n") == GO_BAD_REQUEST
@@ -809,12 +811,12 @@ def test_a_head_go_reads_but_refuses_gets_its_400_with_the_reason(line: str, hea
 
 
 def test_header_forms_go_reads_are_served() -> None:
-    # HTTP/1.0 needs no Host; an empty name is skipped (readMIMEHeader: "if key == "" continue");
-    # a continuation line folds into the header before it; a tab and bytes past ASCII are value bytes.
+    # HTTP/1.0 needs no Host; a continuation line folds into the header before it; a tab and bytes past
+    # ASCII are value bytes.
     with Sandbox() as sb:
         reply = read_to_close(sb, b"GET /version HTTP/1.0\r\n\r\n")
         assert reply.startswith(b"HTTP/1.0 200 "), reply
-        raw = (b"GET /version HTTP/1.1\r\nHost: s\r\n: empty\r\nX-Folded: a\r\n  b\r\nX-Obs: \tcaf\xe9\r\n"
+        raw = (b"GET /version HTTP/1.1\r\nHost: s\r\nX-Folded: a\r\n  b\r\nX-Obs: \tcaf\xe9\r\n"
                b"Connection: close\r\n\r\n")
         assert read_to_close(sb, raw).startswith(b"HTTP/1.1 200 ")
         assert [r.status for r in sb.requests] == [200, 200]
