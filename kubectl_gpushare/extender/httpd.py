@@ -17,7 +17,9 @@ differ, as the body could be framed two ways; a ``Transfer-Encoding`` on HTTP/1.
 as Go ignores it. A request head is read as Go reads it (`kube.go_handler`): a line Go cannot cut, a
 method that is no token, anything but ``HTTP/X.Y`` after the second space or a target Go's URL
 parser refuses gets Go's plain 400, a version other than 1.x Go's 505, a head past Go's 1 MiB + 4096
-bytes Go's 431 and a first header line that starts with a blank Go's 400 (`_Handler.parse_request`).
+bytes Go's 431 and a first header line that starts with a blank Go's 400, and header fields Go refuses
+(a line without a colon, a bad name or value byte, two ``Host``; an HTTP/1.1 request without ``Host``, a
+malformed one, a name with a space) Go's 400s (`_Handler.parse_request`).
 """
 
 from __future__ import annotations
@@ -203,6 +205,8 @@ class _Handler(GoHeadHandler):
     server: _Server
     _reply_connection: go_http.ReplyConnection
     """What Go's server does with the connection after the app's reply (`parse_request`)."""
+    _host_refused: bytes | None = None
+    """Go's reply to a head whose Host or names its server refuses once the framing is read (`parse_request`)."""
     _large_head = False
     """Whether this request holds one of the server's large-head slots (`head_refused`)."""
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the client's delayed
@@ -256,17 +260,23 @@ class _Handler(GoHeadHandler):
         handler, and closes. Whether the connection outlives the reply, and the ``Connection`` header
         that says so, are Go's (`go_http.reply_connection`), not ``http.server``'s, which closes on one
         ``Connection`` value that is exactly ``close`` and adds no header; a reply's status line says
-        ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1``; the HTTP/2 preface's head
-        (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection closes, as Go's
-        server closes it after its handler. ``Expect`` is read in `_serve`, after the framing, as Go reads it.
+        ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1`` (`GoHeadHandler.take_head`); the
+        HTTP/2 preface's head (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection
+        closes, as Go's server closes it after its handler. ``Expect`` is read in `_serve`, after the framing,
+        as Go reads it. Header fields Go's textproto cannot read, and a second ``Host``, get Go's plain 400 here
+        (`go_http.fields_refused`); a missing or malformed ``Host`` and a name with a space get Go's 400 with
+        its reason once `_serve` read the framing (`go_http.host_refused`), as Go checks them after
+        ``readTransfer``: the sandbox's rule (`sandbox.framing.header_fields_refused`) too.
         """
         fields = self.read_head()
         if fields is None:
             return False
+        refused = go_http.fields_refused(fields)
+        if refused is not None:
+            return self.refuse(refused)
+        self._host_refused = go_http.host_refused(fields, self.request_line)  # answered after the framing, in `_serve`
         self.take_head(fields)
         version = self.request_line.version
-        # src/net/http/server.go writeStatusLine: "HTTP/1.1" for ProtoAtLeast(1, 1), else "HTTP/1.0"
-        self.protocol_version = "HTTP/1.1" if go_http.at_least_1_1(version) else "HTTP/1.0"
         self._reply_connection = go_http.reply_connection(version, self.headers.get_all("Connection") or [],
                                                           go_http.is_h2_preface(self.request_line, fields))
         self.close_connection = self._reply_connection.close
@@ -292,6 +302,11 @@ class _Handler(GoHeadHandler):
             length = go_http.content_length(self.headers.get_all("Content-Length") or [])
         except ValueError as exc:
             self._send(app.refuse(400, self.path, str(exc)), close=True)
+            return
+        # src/net/http/server.go readRequest checks Host and the names once the framing is read: its 400 with
+        # the reason (`go_http.host_refused`), before any handler.
+        if self._host_refused is not None:
+            self.refuse(self._host_refused)
             return
         chunked = go_http.chunked(codings, version)
         # src/net/http/server.go conn.serve, once readRequest read the framing (`go_http.expectation`): a body

@@ -109,7 +109,10 @@ class GoHeadHandler(BaseHTTPRequestHandler):
         (`go_http.RequestLine.handler_version`), and ``headers`` holds ``fields`` as textproto keeps them
         (`go_http.header_pairs`), not as the ``email`` parser would (which keeps a continuation's line
         break in the value, and cost 9x this on every request). ``close_connection`` is ``http.server``'s
-        default, HTTP/1.1 and later kept; a subclass decides it from ``Connection`` as Go does.
+        default, HTTP/1.1 and later kept; a subclass decides it from ``Connection`` as Go does. ``protocol_version``,
+        the version of every status line ``http.server`` writes from here on, is Go's: src/net/http/server.go
+        ``writeStatusLine`` writes ``HTTP/1.1`` where the request is ``ProtoAtLeast(1, 1)`` and ``HTTP/1.0``
+        otherwise (the replies Go writes before any handler, `refuse`'s, stay its literal ``HTTP/1.1``).
         """
         read = self.request_line
         self.requestline = self.raw_requestline.decode("latin-1").rstrip("\r\n")
@@ -117,6 +120,7 @@ class GoHeadHandler(BaseHTTPRequestHandler):
         self.path = read.path
         self.request_version = read.handler_version
         self.close_connection = not go_http.at_least_1_1(read.version)
+        self.protocol_version = "HTTP/1.0" if self.close_connection else "HTTP/1.1"
         self.headers = self.MessageClass()
         for name, value in go_http.header_pairs(fields):
             self.headers[name] = value

@@ -276,7 +276,8 @@ def header_pairs(fields: list[bytes]) -> list[tuple[str, str]]:
     """`header_fields` as names and values, a character per byte, as ``readMIMEHeader`` keeps them.
 
     src/net/textproto/reader.go: the name ends at the first colon, the value's leading spaces and
-    tabs are cut, and a field with an empty name is skipped (the ``email`` parser dropped it too).
+    tabs are cut, and a field with an empty name is skipped (the ``email`` parser dropped it too; current
+    Go refuses it, and both servers do: `fields_refused`).
     """
     pairs: list[tuple[str, str]] = []
     for field in fields:
@@ -284,6 +285,71 @@ def header_pairs(fields: list[bytes]) -> list[tuple[str, str]]:
         if name:
             pairs.append((name, value.lstrip(" \t")))
     return pairs
+
+
+_FIELD_NAME: Final = re.compile(rb"[ " + TCHAR + rb"]+")
+"""What textproto keeps as a name (src/net/textproto/reader.go ``canonicalMIMEHeaderKey``): tchars, and spaces
+(go.dev/issue/34540); not an empty one (``len(a) == 0`` is not ``ok``; older Go skipped the field)."""
+_FIELD_VALUE: Final = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
+"""``validHeaderValueByte`` (src/net/textproto/reader.go): HTAB, SP, VCHAR and obs-text; no other control byte."""
+_HOST: Final = re.compile(rb"[!$%&'()*+,\-.:;=\[\]_~0-9A-Za-z]*")
+"""``validHostByte`` (golang.org/x/net/http/httpguts/httplex.go ``ValidHostHeader``)."""
+
+
+def bad_request_because(why: str) -> bytes:
+    """Go's reply to a ``badRequestError``: ``conn.serve`` appends its text to ``400 Bad Request`` (server.go)."""
+    public = b"400 Bad Request: " + why.encode()
+    return b"HTTP/1.1 " + public + b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + public
+
+
+def field_values(fields: list[bytes], name: bytes) -> list[bytes]:
+    """The values of the `header_fields` named ``name`` (lower case), trimmed as textproto trims them."""
+    found: list[bytes] = []
+    for field in fields:
+        key, _, value = field.partition(b":")
+        if key.lower() == name:
+            found.append(value.strip(b" \t"))
+    return found
+
+
+def fields_refused(fields: list[bytes]) -> bytes | None:
+    """The reply Go's server writes, then closes, for `header_fields` ``readRequest`` cannot read; None where it can.
+
+    After ``GoHeadHandler.read_head`` refused a first line that starts with a space or tab, in Go's order:
+    ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go) refuses a field without a colon
+    (``mustHaveFieldNameColon``), an empty name or one with a byte that is neither a tchar nor a space
+    (``canonicalMIMEHeaderKey``), and a value with a control byte other than a tab (``validHeaderValueByte``),
+    each as a ``ProtocolError``; then ``readRequest`` (src/net/http/request.go) refuses a second ``Host`` ("too
+    many Host headers"). Neither is a ``badRequestError``, so ``conn.serve`` answers each with the plain
+    `BAD_REQUEST_REPLY`. Next Go reads the framing (``readTransfer``: `transfer_encoding_refused`,
+    `content_length`), then checks what `host_refused` checks.
+    """
+    for field in fields:
+        name, colon, value = field.partition(b":")
+        if not colon or not _FIELD_NAME.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
+            return BAD_REQUEST_REPLY
+    return BAD_REQUEST_REPLY if len(field_values(fields, b"host")) > 1 else None
+
+
+def host_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
+    """The reply Go's server writes, then closes, for fields `fields_refused` passed that it refuses, else None.
+
+    src/net/http/server.go ``conn.readRequest``, once ``readRequest`` read the head and its framing, in its
+    order, each a ``badRequestError`` whose words go into the status line and the body (`bad_request_because`):
+    an HTTP/1.1 or later request without ``Host`` ("missing required Host header"; ``CONNECT`` and the
+    HTTP/2 preface, `is_h2_preface`, aside), a ``Host`` with a byte ``httpguts.ValidHostHeader`` refuses
+    ("malformed Host header"), and a name with a space, which textproto keeps (go.dev/issue/34540) and
+    ``httpguts.ValidHeaderFieldName`` refuses ("invalid header name"). An HTTP/1.0 request needs no Host.
+    """
+    hosts = field_values(fields, b"host")
+    exempt = request_line.method == b"CONNECT" or is_h2_preface(request_line, fields)
+    if not hosts and at_least_1_1(request_line.version) and not exempt:
+        return bad_request_because("missing required Host header")
+    if hosts and not _HOST.fullmatch(hosts[0]):
+        return bad_request_because("malformed Host header")
+    if any(b" " in field.partition(b":")[0] for field in fields):
+        return bad_request_because("invalid header name")
+    return None
 
 
 def header_tokens(values: Iterable[str]) -> frozenset[str]:
@@ -317,10 +383,11 @@ class ReplyConnection(NamedTuple):
 def is_h2_preface(request_line: RequestLine, fields: list[bytes]) -> bool:
     """Whether the request is the HTTP/2 preface's head, ``PRI * HTTP/2.0`` with no header field.
 
-    src/net/http/request.go ``isH2Upgrade`` (``len(r.Header) == 0``: a field with an empty name,
-    which textproto skips, does not count); `read_request_line` lets 2.0 through for ``PRI *`` only.
+    src/net/http/request.go ``isH2Upgrade`` (``len(r.Header) == 0``; a field with an empty name, which
+    older textproto skipped, is refused before: `fields_refused`); `read_request_line` lets 2.0 through for
+    ``PRI *`` only.
     """
-    return request_line.method == b"PRI" and request_line.version == (2, 0) and not header_pairs(fields)
+    return request_line.method == b"PRI" and request_line.version == (2, 0) and not fields
 
 
 def reply_connection(version: tuple[int, int], connection: Sequence[str], h2_preface: bool = False) -> ReplyConnection:

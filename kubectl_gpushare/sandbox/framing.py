@@ -55,76 +55,31 @@ class BodyTooLargeError(ValueError):
     """The body is larger than the limit (413)."""
 
 
-_FIELD_NAME = re.compile(rb"[ " + go_http.TCHAR + rb"]*")
-"""What textproto keeps as a name (src/net/textproto/reader.go ``canonicalMIMEHeaderKey``): tchars, and spaces
-(go.dev/issue/34540)."""
-_FIELD_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
-"""``validHeaderValueByte`` (src/net/textproto/reader.go): HTAB, SP, VCHAR and obs-text; no other control byte."""
-_HOST = re.compile(rb"[!$%&'()*+,\-.:;=\[\]_~0-9A-Za-z]*")
-"""``validHostByte`` (golang.org/x/net/http/httpguts/httplex.go ``ValidHostHeader``)."""
-
-
-def _bad_request_because(why: str) -> bytes:
-    """Go's reply to a ``badRequestError``: ``conn.serve`` appends its text to ``400 Bad Request`` (server.go)."""
-    public = b"400 Bad Request: " + why.encode()
-    return b"HTTP/1.1 " + public + b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + public
-
-
 def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
     """The reply Go's server writes, then closes, for `go_http.header_fields` it refuses; None where it reads them.
 
-    In Go's order, after ``GoHeadHandler.read_head`` refused a first line that starts with a space or tab.
-    ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go): a field without a colon, a name with a
-    byte that is neither a tchar nor a space, or a value with a control byte other than a tab is a
-    ``ProtocolError``, Go's plain `BAD_REQUEST_REPLY`; an empty name is skipped. ``readRequest``
-    (src/net/http/request.go) refuses a second ``Host`` the same way, and ``readTransfer`` a
-    ``Transfer-Encoding`` it does not read (`transfer_encoding_refused`) with
-    `UNSUPPORTED_TRANSFER_ENCODING_REPLY`, then a Content-Length `content_length` refuses with the plain
-    `BAD_REQUEST_REPLY`. Then server.go's ``readRequest`` answers with its reason: an HTTP/1.1 request without
-    ``Host`` (``CONNECT`` aside), a ``Host`` with a byte ``ValidHostHeader`` refuses, and a name with a space
-    (textproto keeps it, go.dev/issue/34540; ``ValidHeaderFieldName`` does not).
+    In Go's order: the fields textproto and ``readRequest`` cannot read (`go_http.fields_refused`, the plain
+    `BAD_REQUEST_REPLY`); then ``readTransfer`` (src/net/http/transfer.go) refuses a ``Transfer-Encoding`` it
+    does not read (`transfer_encoding_refused`) with `UNSUPPORTED_TRANSFER_ENCODING_REPLY` and a Content-Length
+    `content_length` refuses with the plain `BAD_REQUEST_REPLY`; then server.go's ``readRequest`` checks Host
+    and the names (`go_http.host_refused`: its 400 with the reason). The extender applies the same two
+    `go_http` rules around its own framing replies.
     """
-    spaced_name = False
-    for field in fields:
-        name, colon, value = field.partition(b":")
-        if not colon:  # mustHaveFieldNameColon
-            return BAD_REQUEST_REPLY
-        if not _FIELD_NAME.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
-            return BAD_REQUEST_REPLY
-        spaced_name = spaced_name or b" " in name
-    hosts = _field_values(fields, b"host")
-    if len(hosts) > 1:
-        return BAD_REQUEST_REPLY
-    method, version = request_line.method, request_line.version
-    if transfer_encoding_refused(fields, version):  # readTransfer, after the Host count, before server.go's checks
+    refused = go_http.fields_refused(fields)
+    if refused is not None:
+        return refused
+    if transfer_encoding_refused(fields, request_line.version):
         return UNSUPPORTED_TRANSFER_ENCODING_REPLY
     try:  # readTransfer's fixLength, right after: a chunked request's Content-Length too
-        content_length([value.decode("latin-1") for value in _field_values(fields, b"content-length")])
+        content_length([value.decode("latin-1") for value in go_http.field_values(fields, b"content-length")])
     except FramingError:
         return BAD_REQUEST_REPLY
-    h2_preface = go_http.is_h2_preface(request_line, fields)
-    if not hosts and go_http.at_least_1_1(version) and method != b"CONNECT" and not h2_preface:
-        return _bad_request_because("missing required Host header")
-    if hosts and not _HOST.fullmatch(hosts[0]):
-        return _bad_request_because("malformed Host header")
-    if spaced_name:
-        return _bad_request_because("invalid header name")
-    return None
-
-
-def _field_values(fields: list[bytes], name: bytes) -> list[bytes]:
-    """The values of the `go_http.header_fields` named ``name`` (lower case), trimmed as textproto trims them."""
-    found: list[bytes] = []
-    for field in fields:
-        key, _, value = field.partition(b":")
-        if key.lower() == name:
-            found.append(value.strip(b" \t"))
-    return found
+    return go_http.host_refused(fields, request_line)
 
 
 def _codings(fields: list[bytes]) -> list[str]:
     """The ``Transfer-Encoding`` values of a request's `header_fields`, for `go_http`."""
-    return [value.decode("latin-1") for value in _field_values(fields, b"transfer-encoding")]
+    return [value.decode("latin-1") for value in go_http.field_values(fields, b"transfer-encoding")]
 
 
 def transfer_encoding_refused(fields: list[bytes], version: tuple[int, int]) -> bool:

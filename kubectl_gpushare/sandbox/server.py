@@ -58,7 +58,7 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_handler import GoHeadHandler
-from kubectl_gpushare.kube.go_http import expectation, is_h2_preface, reply_connection
+from kubectl_gpushare.kube.go_http import ReplyConnection, at_least_1_1, expectation, is_h2_preface, reply_connection
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.authorization import (
@@ -189,6 +189,8 @@ class _Handler(GoHeadHandler):
     """The request target as Go splits it (set by `parse_request` once it accepted the request)."""
     chunked: bool = False
     """Whether the body is chunked, as Go's ``readTransfer`` reads it (`framing.chunked`; set by `parse_request`)."""
+    reply_connection: ReplyConnection = ReplyConnection(close=True, header=None)
+    """What Go's server does with the connection after the reply, as the request asks (`_take_headers`)."""
     awaits_continue: bool = False
     """Whether the client waits for ``100 Continue`` before it sends the body (`_take_headers`; `Sandbox._read_body`
     sends it and clears this; still set when the reply goes out, the connection closes after it: `Sandbox._send`)."""
@@ -270,8 +272,9 @@ class _Handler(GoHeadHandler):
         `Sandbox._serve`); any other expectation is ``sendExpectationFailed``'s ``417`` with
         ``Connection: close``, before any handler.
         """
-        self.close_connection = reply_connection(self.request_line.version, self.headers.get_all("Connection") or [],
-                                                 h2_preface).close
+        self.reply_connection = reply_connection(self.request_line.version, self.headers.get_all("Connection") or [],
+                                                 h2_preface)
+        self.close_connection = self.reply_connection.close
         expect = expectation(self.request_line.version, self.headers.get_all("Expect") or [], self._announces_body())
         self.awaits_continue = expect == "continue"
         if expect == "fail":
@@ -282,6 +285,23 @@ class _Handler(GoHeadHandler):
             self.end_headers()
             return False
         return True
+
+    def send_connection(self) -> None:
+        """The ``Connection`` header Go's server adds to a reply whose handler set none, if any.
+
+        src/net/http/server.go ``chunkWriter.writeHeader``: a reply after which the connection closes (as the
+        request asked, `reply_connection`, or as the server decided: an awaited body left unread, broken
+        framing) says ``Connection: close`` on ``ProtoAtLeast(1, 1)`` only, so a closing reply to an HTTP/1.0
+        request says nothing; one to an HTTP/1.0 request that keeps the connection (``keep-alive`` in its first
+        value) says ``Connection: keep-alive``, as the extender's replies do (`go_http.reply_connection`).
+        Called for replies with a length (or to a HEAD): an HTTP/1.0 stream closes (`Sandbox._send`).
+        """
+        if self.close_connection:
+            value = "close" if at_least_1_1(self.request_line.version) else None
+        else:
+            value = self.reply_connection.header
+        if value is not None:
+            self.send_header("Connection", value)
 
     def _announces_body(self) -> bool:
         """Go's ``req.ContentLength != 0`` where ``readTransfer`` (src/net/http/transfer.go) read the framing.
@@ -698,8 +718,7 @@ class Sandbox:
                 handler.close_connection = True
             handler.send_response(200)
             handler.send_header("Content-Length", "0")
-            if handler.close_connection:
-                handler.send_header("Connection", "close")
+            handler.send_connection()
             handler.end_headers()
         except OSError:
             self._close(handler)
@@ -1055,17 +1074,17 @@ class Sandbox:
             if response.stream is None:
                 if response.sized:  # a pod's reply to a HEAD carries its own, or none (`proxy.relayed_headers`)
                     handler.send_header("Content-Length", str(len(response.body)))
-                if handler.close_connection:
-                    handler.send_header("Connection", "close")
+                handler.send_connection()
                 handler.end_headers()
                 if method != "HEAD":
                     handler.wfile.write(response.body)
                 return response.status
             if response.length is not None:
                 return self._send_sized(handler, method, response, response.stream, response.length)
+            if not at_least_1_1(handler.request_line.version):
+                return self._send_to_close(handler, response.status, response.stream)
             handler.send_header("Transfer-Encoding", "chunked")
-            if handler.close_connection:  # chunkWriter.writeHeader names closeAfterReply on a stream too
-                handler.send_header("Connection", "close")
+            handler.send_connection()  # chunkWriter.writeHeader names closeAfterReply on a stream too
             handler.end_headers()
             try:
                 for chunk in response.stream:
@@ -1095,8 +1114,7 @@ class Sandbox:
             OSError: the client went away (`_send` closes the connection).
         """
         handler.send_header("Content-Length", str(length))
-        if handler.close_connection:
-            handler.send_header("Connection", "close")
+        handler.send_connection()
         handler.end_headers()
         written = 0
         try:
@@ -1116,6 +1134,30 @@ class Sandbox:
             self._close(handler)
         return response.status
 
+    def _send_to_close(self, handler: _Handler, status: int, stream: Iterator[bytes]) -> int:
+        """The rest of `_send` for a stream without a length to an HTTP/1.0 request: its bytes, then a close.
+
+        src/net/http/server.go ``chunkWriter.writeHeader``: HTTP/1.0 has no chunked encoding, so a reply
+        without a Content-Length is not chunked, its end is the connection's close (``closeAfterReply``), and
+        it says no ``Connection`` (``close`` goes to HTTP/1.1 only).
+
+        Raises:
+            OSError: the client went away (`_send` closes the connection).
+        """
+        handler.close_connection = True
+        handler.end_headers()
+        try:
+            for chunk in stream:
+                handler.wfile.write(chunk)
+        except DroppedConnectionError:
+            pass
+        except OSError:
+            raise
+        except Exception:  # noqa: BLE001 - a bug mid-stream: it ends at the close, as any HTTP/1.0 stream does
+            pass
+        self._close(handler)
+        return status
+
     def _drop(self, handler: _Handler, target: Target) -> None:
         if target.verb == "watch":
             self._abort_stream(handler)
@@ -1126,7 +1168,8 @@ class Sandbox:
         try:
             handler.send_response(200)
             handler.send_header("Content-Type", "application/json")
-            handler.send_header("Transfer-Encoding", "chunked")
+            if at_least_1_1(handler.request_line.version):  # not chunked to HTTP/1.0 (`_send_to_close`)
+                handler.send_header("Transfer-Encoding", "chunked")
             handler.end_headers()
             handler.wfile.flush()
         except OSError:

@@ -391,13 +391,13 @@ def test_a_request_head_past_go_s_limit_gets_go_s_431_and_the_connection_closed(
     ("data", "replies", "starts"),
     [(_HEALTHZ_1_0 + b"Connection: keep-alive\r\n\r\n" + _HEALTHZ_1_0 + b"\r\n" + _HEALTHZ_1_0 + b"\r\n", 2,
       b"HTTP/1.0 200 "),
-     (b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n", 1, b"HTTP/1.1 200 "),
-     (b"GET /healthz HTTP/1.1\r\nX-A: a\r\n b\r\nConnection: close\r\n\r\n", 1, b"HTTP/1.1 200 "),
+     (_HEALTHZ_1_1 + b"Connection: close\r\n\r\n" + _HEALTHZ_1_1 + b"\r\n", 1, b"HTTP/1.1 200 "),
+     (_HEALTHZ_1_1 + b"X-A: a\r\n b\r\nConnection: close\r\n\r\n", 1, b"HTTP/1.1 200 "),
      (_FILTER_HEAD + b"Expect: 100-continue\r\nConnection: close\r\n\r\n{}", 1, b"HTTP/1.1 100 Continue\r\n\r\n"
       b"HTTP/1.1 200 "),
      (_FILTER_HEAD + b"Expect: x 100-Continue\r\nConnection: close\r\n\r\n{}", 1, b"HTTP/1.1 100 Continue\r\n\r\n"
       b"HTTP/1.1 200 "),
-     (b"GET /healthz HTTP/1.1\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n", 1, b"HTTP/1.1 200 ")],
+     (_HEALTHZ_1_1 + b"Expect: 100-continue\r\nConnection: close\r\n\r\n", 1, b"HTTP/1.1 200 ")],
     ids=["1.0-keep-alive-then-close", "1.1-close", "folded-header", "expect-100-continue", "expect-token",
          "expect-no-body"],
 )
@@ -497,6 +497,60 @@ def test_a_first_header_line_that_starts_with_a_blank_gets_go_s_400_before_the_r
     400 comes though the head never ends, and not Go's 431 though the head is past its limit."""
     answer = _exchange(ext.running.port, b"GET /healthz HTTP/1.1\r\n\tX-A: a\r\n" + rest)
     assert answer == GO_BAD_REQUEST
+
+
+def _go_bad_request_because(why: bytes) -> bytes:
+    """Go's reply to a ``badRequestError`` (server.go ``conn.serve``): the reason in the status line and body."""
+    return (b"HTTP/1.1 400 Bad Request: " + why + b"\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            b"Connection: close\r\n\r\n400 Bad Request: " + why)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("head", "reply"),
+    [(b"", _go_bad_request_because(b"missing required Host header")),
+     (b"Host: a\r\nhost: b\r\n", GO_BAD_REQUEST),
+     (b"Host: a b\r\n", _go_bad_request_because(b"malformed Host header")),
+     (b"Host: a\x80\r\n", _go_bad_request_because(b"malformed Host header")),
+     (b"Host: x\r\nNo colon here\r\n", GO_BAD_REQUEST),
+     (b"Host: x\r\nX-Bad[name]: v\r\n", GO_BAD_REQUEST),
+     (b"Host: x\r\nX-Ctl: a\x01b\r\n", GO_BAD_REQUEST),
+     (b"Host: x\r\n: empty\r\n", GO_BAD_REQUEST),
+     (b"Host: x\r\nX-Name : v\r\n", _go_bad_request_because(b"invalid header name")),
+     (b"Host : x\r\n", _go_bad_request_because(b"missing required Host header"))],
+    ids=["no-host", "two-hosts", "host-space", "host-byte", "no-colon", "bad-name-byte", "control-byte",
+         "empty-name", "spaced-name", "spaced-host"],
+)
+def test_header_fields_go_refuses_get_go_s_400_before_the_app_and_the_connection_closed(  # type: ignore[no-untyped-def]
+    ext, head: bytes, reply: bytes
+) -> None:
+    """The sandbox's rule (`go_http.fields_refused`, `go_http.host_refused`): textproto's ``readMIMEHeader``
+    (src/net/textproto/reader.go) refuses a line without a colon, an empty name, a name byte that is no tchar nor a
+    space and a control byte other than a tab in a value, and request.go ``readRequest`` a second ``Host``: Go's
+    plain 400;
+    server.go ``readRequest`` refuses an HTTP/1.1 request without ``Host``, a ``Host`` ``ValidHostHeader``
+    refuses and a name with a space with its 400 and reason. kube-scheduler's Go client always sends ``Host``;
+    http.server served all of these."""
+    data = b"POST /gpushare-scheduler/filter HTTP/1.1\r\n" + head + b"Content-Length: 2\r\n\r\n{}"
+    assert _exchange(ext.running.port, data) == reply
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [(b"GET /healthz HTTP/1.0\r\n\r\n", b"HTTP/1.0 200 "),
+     (b"CONNECT /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", b"HTTP/1.1 405 "),
+     (b"POST /gpushare-scheduler/filter HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", b"HTTP/1.1 501 "),
+     (b"POST /gpushare-scheduler/filter HTTP/1.1\r\nContent-Length: x\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n")],
+    ids=["http-1.0", "connect", "framing-first-501", "framing-first-400"],
+)
+def test_a_request_without_host_is_served_or_refused_where_go_does_it(  # type: ignore[no-untyped-def]
+    ext, data: bytes, status: bytes
+) -> None:
+    """src/net/http/server.go ``readRequest`` needs ``Host`` on HTTP/1.1 and later only, ``CONNECT`` aside, and
+    checks it after request.go's ``readTransfer`` refused the framing: a bad ``Transfer-Encoding`` or
+    ``Content-Length`` gets the extender's framing reply, not the missing Host's 400."""
+    answer = _exchange(ext.running.port, data)
+    assert answer.startswith(status) and b"Host header" not in answer, answer
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,11 @@ def small() -> Iterator[Sandbox]:
 
 
 def exchange(sb: Sandbox, raw: bytes, *, shut_write: bool = False) -> tuple[int, dict[str, Any], bool]:
-    """Send raw bytes; return the status, the decoded body and whether the server then closed."""
+    """Send raw bytes; return the status, the decoded body and whether the server then closed.
+
+    A reply to HTTP/1.1 says ``Connection: close`` where it closes; one to HTTP/1.0 (its status line says
+    so) closes unless it says ``Connection: keep-alive`` (src/net/http/server.go ``chunkWriter.writeHeader``).
+    """
     with socket.create_connection(("127.0.0.1", sb.port), timeout=10) as sock:
         sock.sendall(raw)
         if shut_write:
@@ -43,13 +47,16 @@ def exchange(sb: Sandbox, raw: bytes, *, shut_write: bool = False) -> tuple[int,
                 sock.shutdown(socket.SHUT_WR)
         reader = sock.makefile("rb")
         status_line = reader.readline()
-        assert status_line.startswith(b"HTTP/1.1 "), status_line
+        assert status_line.startswith((b"HTTP/1.1 ", b"HTTP/1.0 ")), status_line
         headers: dict[str, str] = {}
         while (line := reader.readline()) not in (b"\r\n", b""):
             key, _, value = line.decode().partition(":")
             headers[key.strip().lower()] = value.strip()
         body = reader.read(int(headers.get("content-length", "0")))
-        closed = headers.get("connection", "").lower() == "close"
+        if status_line.startswith(b"HTTP/1.0 "):
+            closed = headers.get("connection") != "keep-alive"
+        else:
+            closed = headers.get("connection", "").lower() == "close"
         if closed:
             assert reader.read(1) == b"", "the server closes after Connection: close"
         return int(status_line.split()[1]), json.loads(body) if body else {}, closed
@@ -744,14 +751,39 @@ def test_headers_read_past_http_servers_bounds_still_rule_the_connection(sandbox
     assert sandbox.get("configmaps", "default", "c2") is not None
 
 
+def test_a_reply_to_http_1_0_says_http_1_0_and_connection_only_where_go_s_does(sandbox: Sandbox) -> None:
+    # src/net/http/server.go writeStatusLine: "HTTP/1.0" to a request that is not ProtoAtLeast(1, 1); and
+    # chunkWriter.writeHeader: a closing reply says "Connection: close" on HTTP/1.1 only, one that keeps an
+    # HTTP/1.0 connection (keep-alive in the first Connection value) says "Connection: keep-alive", and a
+    # stream without a length is not chunked to HTTP/1.0: its bytes end at the close. The extender's rule
+    # too (go_http.reply_connection). The sandbox said HTTP/1.1 and Connection: close, and chunked a watch.
+    head, _, body = read_to_close(sandbox, b"GET /version HTTP/1.0\r\n\r\n").partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200 OK\r\n") and b"\r\nConnection:" not in head, head
+    assert json.loads(body)["gitVersion"], body
+    raw = b"GET /version HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", sandbox.port), timeout=10) as sock:
+        sock.sendall(raw + b"GET /version HTTP/1.0\r\n\r\n")
+        replies = sock.makefile("rb").read()
+    first, second = replies.split(b"HTTP/1.0 200 OK\r\n")[1:]
+    assert b"\r\nConnection: keep-alive\r\n" in first and b"Connection:" not in second, replies
+    assert exchange(sandbox, request("POST", CONFIGMAPS, configmap("w1")))[0] == 201
+    watch = f"GET {CONFIGMAPS}?watch=1&timeoutSeconds=1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n".encode()
+    head, _, body = read_to_close(sandbox, watch).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200 OK\r\n") and b"Connection:" not in head, head
+    assert b"Transfer-Encoding" not in head and b"Content-Length" not in head, head
+    assert json.loads(body.splitlines()[0])["type"] == "ADDED", body
+
+
 @pytest.mark.parametrize("head", [
     b" X-Lead: space\r\nHost: s\r\n", b"Host: s\r\nNo colon here\r\n", b"Host: s\r\nX-Bad[name]: v\r\n",
     b"Host: s\r\nX-Ctl: a\x01b\r\n", b"Host: s\r\nX-Nul: a\x00\r\n", b"Host: a\r\nhost: b\r\n",
-], ids=["leading-space", "no-colon", "bad-name-byte", "control-byte", "nul", "two-hosts"])  # fmt: skip
+    b"Host: s\r\n: empty\r\n",
+], ids=["leading-space", "no-colon", "bad-name-byte", "control-byte", "nul", "two-hosts", "empty-name"])  # fmt: skip
 def test_header_lines_go_cannot_read_get_its_plain_400(head: bytes) -> None:
     # textproto's readMIMEHeader (src/net/textproto/reader.go): a first line starting with a space, a
-    # line without a colon, a name byte that is no tchar (nor a space), or a value with a control byte
-    # other than a tab is a ProtocolError; request.go readRequest refuses a second Host. conn.serve
+    # line without a colon, an empty name (canonicalMIMEHeaderKey's len(a) == 0; older Go skipped the
+    # field), a name byte that is no tchar (nor a space), or a value with a control byte other than a tab
+    # is a ProtocolError; request.go readRequest refuses a second Host. conn.serve
     # writes its plain 400 and closes, before any handler (no 401, nothing logged).
     with Sandbox(auth=True) as sb:
         assert read_to_close(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\n".encode() + head + b"\r\n") == GO_BAD_REQUEST
@@ -779,12 +811,12 @@ def test_a_head_go_reads_but_refuses_gets_its_400_with_the_reason(line: str, hea
 
 
 def test_header_forms_go_reads_are_served() -> None:
-    # HTTP/1.0 needs no Host; an empty name is skipped (readMIMEHeader: "if key == "" continue");
-    # a continuation line folds into the header before it; a tab and bytes past ASCII are value bytes.
+    # HTTP/1.0 needs no Host; a continuation line folds into the header before it; a tab and bytes past
+    # ASCII are value bytes.
     with Sandbox() as sb:
         reply = read_to_close(sb, b"GET /version HTTP/1.0\r\n\r\n")
-        assert reply.startswith(b"HTTP/1.1 200 "), reply
-        raw = (b"GET /version HTTP/1.1\r\nHost: s\r\n: empty\r\nX-Folded: a\r\n  b\r\nX-Obs: \tcaf\xe9\r\n"
+        assert reply.startswith(b"HTTP/1.0 200 "), reply
+        raw = (b"GET /version HTTP/1.1\r\nHost: s\r\nX-Folded: a\r\n  b\r\nX-Obs: \tcaf\xe9\r\n"
                b"Connection: close\r\n\r\n")
         assert read_to_close(sb, raw).startswith(b"HTTP/1.1 200 ")
         assert [r.status for r in sb.requests] == [200, 200]

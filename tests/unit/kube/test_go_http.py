@@ -105,7 +105,7 @@ def test_header_pairs_cut_at_the_first_colon_skip_an_empty_name_and_trim_the_val
 def test_the_http2_preface_is_pri_star_2_0_with_no_named_field_and_closes_after_the_reply() -> None:
     preface = go_http.read_request_line(b"PRI * HTTP/2.0\r\n")
     assert isinstance(preface, go_http.RequestLine)
-    assert go_http.is_h2_preface(preface, []) and go_http.is_h2_preface(preface, [b":x"])  # textproto skips it
+    assert go_http.is_h2_preface(preface, [])
     assert not go_http.is_h2_preface(preface, [b"Host: x"])
     get = go_http.read_request_line(b"GET / HTTP/1.1\r\n")
     assert isinstance(get, go_http.RequestLine) and not go_http.is_h2_preface(get, [])
@@ -137,3 +137,19 @@ def test_a_header_block_is_read_as_one_bytes_and_split_at_lf_only_as_textproto_s
 )
 def test_expectation_is_conn_serve_s(version: tuple[int, int], expect: list[str], body: bool, expected: str) -> None:
     assert go_http.expectation(version, expect, body) == expected
+
+
+def test_fields_textproto_cannot_read_and_a_second_host_are_the_plain_400_and_the_rest_host_refused_s() -> None:
+    for bad in ([b"No colon"], [b"X-A\tB: v"], [b"X-A: a\x00"], [b"Host: a", b"HOST: b"], [b": empty"]):
+        assert go_http.fields_refused(bad) == go_http.BAD_REQUEST_REPLY, bad
+    assert go_http.fields_refused([b"Host: a", b"X-Sp ace: v", b"X-Obs: caf\xe9\t"]) is None
+    line = go_http.read_request_line(b"GET / HTTP/1.1\r\n")
+    old = go_http.read_request_line(b"GET / HTTP/1.0\r\n")
+    connect = go_http.read_request_line(b"CONNECT /x HTTP/1.1\r\n")
+    assert isinstance(line, go_http.RequestLine) and isinstance(old, go_http.RequestLine)
+    assert isinstance(connect, go_http.RequestLine)
+    assert go_http.host_refused([], line) == go_http.bad_request_because("missing required Host header")
+    assert go_http.host_refused([], old) is None and go_http.host_refused([], connect) is None
+    assert go_http.host_refused([b"Host: a/b"], line) == go_http.bad_request_because("malformed Host header")
+    assert go_http.host_refused([b"Host: a", b"X-A : v"], line) == go_http.bad_request_because("invalid header name")
+    assert go_http.host_refused([b"host:  [::1]:80 "], line) is None
