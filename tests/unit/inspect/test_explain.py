@@ -397,8 +397,10 @@ def test_an_unbound_pod_whose_allocated_claim_kube_scheduler_refuses_is_pending_
     assert f"cannot be scheduled: {said}" in (doctor_cases.GOLDEN / "prefilter.txt").read_text()
 
 
-@pytest.mark.parametrize("entries", [[{"name": "gpu", "resourceClaimName": 7}], ["gpu"], "gpu", {"name": "gpu"}],
-                         ids=["a-field-not-a-string", "an-entry-not-an-object", "a-string", "an-object"])
+@pytest.mark.parametrize("entries", [[{"name": "gpu", "resourceClaimName": 7}], ["gpu"], "gpu", {"name": "gpu"},
+                                     {}, "", 0, False],
+                         ids=["a-field-not-a-string", "an-entry-not-an-object", "a-string", "an-object",
+                              "an-empty-object", "an-empty-string", "zero", "false"])
 def test_claim_entries_that_cannot_be_read_are_said_once_without_any_dra_object(
     tmp_path: Path, cli_runner: CliRunner, entries: object
 ) -> None:
