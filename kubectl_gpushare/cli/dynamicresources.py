@@ -174,9 +174,14 @@ def _node_labels(nodes: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
 
 
 def has_claims(pod: Mapping[str, Any]) -> bool:
-    """Whether the pod asks for any ResourceClaim (the plugin has nothing to do otherwise)."""
+    """Whether the pod asks for any ResourceClaim (the plugin has nothing to do otherwise).
+
+    Anything but an empty list or ``null`` in ``spec.resourceClaims`` asks: an empty object, string, 0
+    or false does not read as entries (`types.PodSpec.resource_claims_unreadable`), and `pre_enqueue`
+    keeps such a pod waiting, as it keeps any other it cannot read.
+    """
     spec = pod.get("spec") or {}
-    return bool(isinstance(spec, dict) and spec.get("resourceClaims"))
+    return isinstance(spec, dict) and spec.get("resourceClaims") not in (None, [])
 
 
 class DynamicResources:

@@ -294,7 +294,8 @@ def explain(
                        summary=f"{who} has an invalid {protocol.RESOURCE_MEM} request ({'; '.join(invalid)}): the "
                        f"gpushare extender refuses to place it and {held} (kubectl gpushare doctor: invalid-value).")
     if pod.spec.resource_claims_unreadable:  # read as no entries, the pod would pass for one asking nothing
-        return replace(base, state="invalid-claims", request=0, summary=f"{who} {dra.UNREADABLE_CLAIMS}.")
+        return replace(base, state="invalid-claims", request=0, node=pod.spec.node_name,
+                       summary=f"{who} {dra.UNREADABLE_CLAIMS}{_bound_holding(pod, ledger, unit)}.")
     on_stack = next((n for n in stack_nodes if n.name in (pod.spec.node_name, _hami_node(pod))), None)
     if on_stack is not None and request <= 0:
         return _on_stack(pod, on_stack, (stack_claims or {}).get(on_stack.name, []), base, who)
@@ -363,6 +364,23 @@ def _placed(pod: Pod, ledger: Ledger, base: Explanation, who: str) -> Explanatio
                f"{device.free} {unit} free there; shared with {sharing}.")
     return replace(base, state="placed", node=node, gpu=gpu, sharing=others,
                        summary=summary)
+
+
+def _bound_holding(pod: Pod, ledger: Ledger, unit: str) -> str:
+    """Where a pod explain cannot read further is bound, and what inspect counts for it there ("" unbound).
+
+    The ledger's records of the pod on its node (its ``aliyun.com/gpu-mem`` limits, the claims reserved
+    for it alone), so explain says the number the tables show for it.
+    """
+    node = pod.spec.node_name
+    if not node:
+        return ""
+    meta = pod.metadata
+    key = meta.uid or f"{meta.namespace}/{meta.name}"  # as the ledger was keyed (source.keyed_pod_record)
+    held = sum(record.request for record in ledger.pods_on(node) if record.uid == key)
+    if held <= 0:
+        return f"; it is bound to {node}, where inspect counts nothing for it"
+    return f"; it is bound to {node}, where inspect counts {ledger.in_unit(node, unit)(held)} {unit} for it"
 
 
 def _kai_reserves(pod: Pod) -> str:

@@ -167,12 +167,18 @@ class PodSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, g
     def resource_claims_unreadable(self) -> bool:
         """Whether ``spec.resourceClaims`` is given but does not read as entries (`resource_claims` is ()).
 
-        Not a list, an entry that is not an object, a field that is not a string (the claim and template
-        names may be null): kube-apiserver refuses such a pod, so only a file or a tampered store
-        holds one. Which claims it needs cannot be told; the scheduler stand-in, explain and doctor
-        say so instead of taking it for a pod with no claims. An empty list (or ``null``) is no claims.
+        Not a list (an empty object, string, 0 or false too), an entry that is not an object, a field
+        that is not a string (the claim and template names may be null): kube-apiserver refuses such a
+        pod, so only a file or a tampered store holds one. Which claims it needs cannot be told; the
+        scheduler stand-in, explain and doctor say so instead of taking it for a pod with no claims.
+        Only an empty list, ``null`` or no field at all is no claims, as Go's ``encoding/json`` decodes
+        the field into ``[]PodResourceClaim`` (``Unmarshal``: ``null`` is a nil slice, any other
+        value that is not an array an ``UnmarshalTypeError``).
         """
-        return bool(self.resource_claims_raw) and not self.resource_claims
+        raw = self.resource_claims_raw
+        if raw is None or raw == ():  # null, or no field (the default)
+            return False
+        return not isinstance(raw, list) or (bool(raw) and not self.resource_claims)
 
 
 class PodCondition(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):

@@ -714,10 +714,12 @@ class PodClaim(msgspec.Struct, frozen=True, gc=False):
 
 UNREADABLE_CLAIMS: Final = (
     "has a spec.resourceClaims that cannot be read (not a list of objects whose fields are strings): which claims "
-    "it needs is not known, so they are counted and placed nowhere; kube-apiserver refuses such a pod, "
-    "so only a file or a tampered store holds one")
+    "it needs is not known, so none is asked for it (a claim allocated and reserved for it still counts on its "
+    "GPU); kube-apiserver refuses such a pod, so only a file or a tampered store holds one")
 """What explain and doctor say of a pod whose entries do not read (`types.PodSpec.resource_claims_unreadable`),
-after the pod's name: either would otherwise take it for a pod with no claims."""
+after the pod's name: either would otherwise take it for a pod with no claims. The views count a claim
+from the claim's side (`claim_holdings`: its allocation and ``reservedFor``), never from the pod's entries,
+so such a pod bound to a node still holds what its claims hold there; none is waiting for it."""
 
 
 def claim_names(pod: Pod) -> list[tuple[PodResourceClaim, str | None]]:

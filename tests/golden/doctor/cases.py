@@ -108,7 +108,22 @@ def dra_seed() -> list[dict[str, Any]]:
         dra.pending_claim("dra-waiting-gpu", "dra-waiting", "64Gi", namespace="team-d"),
         dra.dra_pod("dra-no-claim", "", None, phase="Pending", namespace="team-d", created=LONG_AGO),
         dra.dra_pod("dra-new", "", None, phase="Pending", namespace="team-d", created="2999-01-01T00:00:00Z"),
+        *_named_twice_and_unreadable(),
     ]
+
+
+def _named_twice_and_unreadable() -> list[dict[str, Any]]:
+    """Pending ``dra-named`` (created long ago), two of whose entries name its claim, and pending ``dra-unreadable``,
+    whose ``spec.resourceClaims`` is an object (kube-apiserver admits the first and refuses the second, which only a
+    file or a tampered store holds)."""
+    named = dra.shared_pod("dra-named", "", "dra-named-gpu", namespace="team-d")
+    named["status"]["phase"] = "Pending"
+    named["metadata"]["creationTimestamp"] = LONG_AGO
+    named["spec"]["resourceClaims"] = [{"name": "one", "resourceClaimName": "dra-named-gpu"},
+                                       {"name": "two", "resourceClaimName": "dra-named-gpu"}]
+    unreadable = dra.dra_pod("dra-unreadable", "", None, phase="Pending", namespace="team-d", created=LONG_AGO)
+    unreadable["spec"]["resourceClaims"] = {"name": "gpu", "resourceClaimName": "dra-named-gpu"}
+    return [named, dra.pending_claim("dra-named-gpu", "dra-named", "4Gi", namespace="team-d"), unreadable]
 
 
 def seed() -> list[dict[str, Any]]:

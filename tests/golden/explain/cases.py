@@ -35,6 +35,8 @@ CASES: dict[str, tuple[str, str]] = {
     "conflict": ("ml", "wants-two-names"),
     "dra-pinned": ("ml", "dra-pinned"),
     "invalid-request": ("ml", "wants-too-much"),
+    "dra-named-twice": ("ml", "dra-twice"),
+    "invalid-claims": ("ml", "dra-unreadable"),
 }
 """golden name -> (namespace, pod)"""
 
@@ -106,7 +108,21 @@ def dra_seed() -> list[dict[str, Any]]:
         required(dra.dra_pod("dra-pinned", "", "dra-pinned-gpu", phase="Pending", namespace="ml"),
                  names_in("dra-2")),
         dra.pending_claim("dra-pinned-gpu", "dra-pinned", "8Gi", namespace="ml"),
+        *twice_and_unreadable(),
     ]
+
+
+def twice_and_unreadable() -> list[dict[str, Any]]:
+    """Pending ``dra-twice``, two of whose entries name its claim (kube-scheduler never binds it), and pending
+    ``dra-unreadable``, whose ``spec.resourceClaims`` does not read as entries (kube-apiserver refuses it; the
+    sandbox's storage holds it, as a file may)."""
+    twice = dra.shared_pod("dra-twice", "", "dra-twice-gpu", namespace="ml")
+    twice["status"]["phase"] = "Pending"
+    twice["spec"]["resourceClaims"] = [{"name": "one", "resourceClaimName": "dra-twice-gpu"},
+                                       {"name": "two", "resourceClaimName": "dra-twice-gpu"}]
+    unreadable = dra.dra_pod("dra-unreadable", "", None, phase="Pending", namespace="ml")
+    unreadable["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": 7}]
+    return [twice, dra.pending_claim("dra-twice-gpu", "dra-twice", "6Gi", namespace="ml"), unreadable]
 
 
 def stack_seed() -> list[dict[str, Any]]:

@@ -335,7 +335,9 @@ def test_a_pod_whose_claim_statuses_are_malformed_waits_alone(scheduling: Sandbo
     [{"name": "gpu", "resourceClaimTemplateName": "t"}, {"name": 5, "resourceClaimName": "x"}],
     [{"name": "gpu", "resourceClaimTemplateName": "t"}, "gpu"],
     {"name": "gpu", "resourceClaimTemplateName": "t"},
-], ids=["a-name-not-a-string", "an-entry-not-an-object", "not-a-list"])
+    {},
+    False,
+], ids=["a-name-not-a-string", "an-entry-not-an-object", "not-a-list", "an-empty-object", "false"])
 def test_a_pod_whose_claim_entries_are_malformed_waits_alone(scheduling: Sandbox, kubectl: Kubectl,
                                                              caplog: pytest.LogCaptureFixture, entries: Any) -> None:
     # kube-apiserver refuses such a spec; the sandbox's storage may hold one. The stand-in cannot

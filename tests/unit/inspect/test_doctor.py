@@ -40,6 +40,8 @@ CHECKS = {
     "gpu-published-by-two-dra-drivers": "node/dra-twice",
     "dra-claim-on-unpublished-device": "resourceclaim/team-d/dra-ghost",
     "dra-claim-unallocatable": "pod/team-d/dra-no-class",
+    "dra-claim-named-twice": "pod/team-d/dra-named",
+    "dra-claims-unreadable": "pod/team-d/dra-unreadable",
 }
 DRA_TWICE = {("gpu-overcommitted", "node/dra-over"), ("dra-claim-pending", "pod/team-d/dra-waiting"),
              ("dra-claim-pending", "pod/team-d/dra-no-claim")}
@@ -69,7 +71,7 @@ def test_every_check_fires_once_on_its_object(seeded: Path, cli_runner: CliRunne
     found = {(f["check"], f["object"]) for f in report["findings"]}
     assert found == set(CHECKS.items()) | HAMI_MUTEX_STUCK | DRA_TWICE
     assert len(report["findings"]) == len(found)
-    assert report["summary"] == {"errors": 12, "warnings": 14}
+    assert report["summary"] == {"errors": 14, "warnings": 14}
 
 
 @pytest.mark.parametrize(
@@ -236,17 +238,17 @@ def test_malformed_conditions_are_not_ready_and_never_hide_the_pod(
 def test_findings_are_capped_with_a_count_per_check_and_json_is_whole(seeded: Path, cli_runner: CliRunner) -> None:
     capped = cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--limit", "2"]).stdout.splitlines()
     whole = cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--all"]).stdout.splitlines()
-    assert capped[0] == whole[0] == "12 errors, 14 warnings."
+    assert capped[0] == whole[0] == "14 errors, 14 warnings."
     assert capped[2] == "SEVERITY  CHECK                               FINDINGS"
     assert "warning   hami-mutex-stuck                    2" in capped, "one row per check, with its count"
     table = capped.index("") + 1 + capped[capped.index("") + 1:].index("") + 1
     shown = [" ".join(line.split()) for line in capped[table + 1:]]
     assert shown == [" ".join(line.split()) for line in whole[3:5]] + [
-        "... 24 more findings (--all or --limit N shows them)"]
-    assert len(whole) == 2 + 1 + 26
+        "... 26 more findings (--all or --limit N shows them)"]
+    assert len(whole) == 2 + 1 + 28
     report = json.loads(cli_runner.invoke(doctor_command, ["--from-file", str(seeded), "--limit", "2",
                                                           "-o", "json"]).stdout)
-    assert len(report["findings"]) == 26
+    assert len(report["findings"]) == 28
 
 
 def test_a_pod_bound_around_the_extender_is_named() -> None:

@@ -397,8 +397,10 @@ def test_an_unbound_pod_whose_allocated_claim_kube_scheduler_refuses_is_pending_
     assert f"cannot be scheduled: {said}" in (doctor_cases.GOLDEN / "prefilter.txt").read_text()
 
 
-@pytest.mark.parametrize("entries", [[{"name": "gpu", "resourceClaimName": 7}], ["gpu"], "gpu", {"name": "gpu"}],
-                         ids=["a-field-not-a-string", "an-entry-not-an-object", "a-string", "an-object"])
+@pytest.mark.parametrize("entries", [[{"name": "gpu", "resourceClaimName": 7}], ["gpu"], "gpu", {"name": "gpu"},
+                                     {}, "", 0, False],
+                         ids=["a-field-not-a-string", "an-entry-not-an-object", "a-string", "an-object",
+                              "an-empty-object", "an-empty-string", "zero", "false"])
 def test_claim_entries_that_cannot_be_read_are_said_once_without_any_dra_object(
     tmp_path: Path, cli_runner: CliRunner, entries: object
 ) -> None:
@@ -427,3 +429,36 @@ def test_claim_entries_that_cannot_be_read_are_said_once_without_any_dra_object(
     empty_answer = json.loads(cli_runner.invoke(explain_command, ["empty", "-n", "ml", "--from-file", str(path),
                                                                   "-o", "json"]).stdout)
     assert empty_answer["state"] == "no-request"
+
+
+def test_a_bound_pod_whose_claim_entries_cannot_be_read_is_said_where_inspect_counts_its_claims(
+    tmp_path: Path, cli_runner: CliRunner
+) -> None:
+    """A pod bound to a node of our driver whose ``spec.resourceClaims`` does not read, with a claim allocated there and
+    reserved for it: inspect counts the claim's 4 GiB for the pod (the views count a claim from its allocation and
+    ``reservedFor``, not from the pod's entries), and explain says that node and that number. Before, explain and doctor
+    said its claims were "counted and placed nowhere" while inspect showed them on GPU 0, and explain named no node."""
+    from golden.inspect import build_dra_clusters as dra
+
+    from kubectl_gpushare.inspect.command import inspect_command
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.kube.stacks.dra import UNREADABLE_CLAIMS
+    from kubectl_gpushare.sandbox.builders import node_object
+
+    broken = dra.dra_pod("broken", "dra-u", "broken-gpu", namespace="team-u")
+    broken["spec"]["resourceClaims"] = {"name": "gpu", "resourceClaimName": "broken-gpu"}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kind": "List", "items": [
+        dra.device_class(), node_object("dra-u", [], ip="10.9.9.1", gpushare=False, dra=True),
+        dra.resource_slice("dra-u", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", "dra-u")], "uuuuu"),
+        dra.claim("broken-gpu", "dra-u", "gpu-0", "4Gi", ["broken"], namespace="team-u"), broken]}))
+    report = json.loads(cli_runner.invoke(inspect_command, ["-o", "json", "--from-file", str(path)]).stdout)
+    assert [(p["name"], p["memory"]) for p in report["nodes"][0]["gpus"][0]["pods"]] == [("broken", 4)]
+    answer = json.loads(cli_runner.invoke(explain_command, ["broken", "-n", "team-u", "-o", "json", "--from-file",
+                                                            str(path)]).stdout)
+    assert (answer["state"], answer["node"], answer["summary"]) == (
+        "invalid-claims", "dra-u",
+        f"Pod team-u/broken {UNREADABLE_CLAIMS}; it is bound to dra-u, where inspect counts 4 GiB for it.")
+    assert "a claim allocated and reserved for it still counts on its GPU" in UNREADABLE_CLAIMS
+    doctor = json.loads(cli_runner.invoke(doctor_command, ["-o", "json", "--from-file", str(path)]).stdout)
+    assert [(f["check"], f["message"]) for f in doctor["findings"]] == [("dra-claims-unreadable", UNREADABLE_CLAIMS)]
