@@ -19,6 +19,13 @@ pytestmark = pytest.mark.integration
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "doctor"
 
 
+def _api_and_dump(kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path) -> tuple[list[str], list[str]]:
+    """The flags that read the seeded sandbox over its API, and those that read kubectl's dump of it."""
+    dump = tmp_path / "cluster.json"
+    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    return ["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]
+
+
 def test_every_finding_live_and_from_kubectls_dump(
     sandbox: Sandbox, kubectl: Callable[..., Any], tmp_path: Path
 ) -> None:
@@ -166,8 +173,7 @@ def test_explain_and_doctor_name_the_first_unusable_claim_in_the_pods_order(
     from kubectl_gpushare.inspect.explain_command import explain_command
 
     sandbox.load(cases.claim_order(first, second))
-    dump = tmp_path / "cluster.json"
-    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    sources = _api_and_dump(kubectl, kubeconfig, tmp_path)
     if first == "absent":
         explained = ("Pod team-o/both waits for its claims: ResourceClaim absent does not exist (kube-controller-"
                      "manager's resourceclaim controller makes it; kubectl describe pod says why not).")
@@ -175,7 +181,7 @@ def test_explain_and_doctor_name_the_first_unusable_claim_in_the_pods_order(
     else:
         explained = 'kube-scheduler cannot schedule it: resourceclaim "held" is being deleted.'
         finding = ("error", "dra-claim-unallocatable", 'cannot be scheduled: resourceclaim "held" is being deleted')
-    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+    for source in sources:
         result = cli_runner.invoke(explain_command, ["both", "-n", "team-o", "-o", "json", *source])
         assert result.exit_code == 0, result.output
         answer = json.loads(result.stdout)
@@ -198,10 +204,9 @@ def test_explain_and_doctor_refuse_a_template_claim_the_pod_does_not_own(
     from kubectl_gpushare.inspect.explain_command import explain_command
 
     sandbox.load(cases.claim_owner())
-    dump = tmp_path / "cluster.json"
-    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    sources = _api_and_dump(kubectl, kubeconfig, tmp_path)
     words = "ResourceClaim team-w/theirs-gpu was not created for pod team-w/mine (pod is not owner)"
-    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+    for source in sources:
         result = cli_runner.invoke(explain_command, ["mine", "-n", "team-w", "-o", "json", *source])
         assert result.exit_code == 0, result.output
         answer = json.loads(result.stdout)
@@ -225,9 +230,8 @@ def test_explain_and_doctor_skip_template_entries_whose_status_names_no_claim(
     from kubectl_gpushare.inspect.explain_command import explain_command
 
     sandbox.load(cases.claims_not_needed())
-    dump = tmp_path / "cluster.json"
-    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
-    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+    sources = _api_and_dump(kubectl, kubeconfig, tmp_path)
+    for source in sources:
         result = cli_runner.invoke(explain_command, ["lean", "-n", "team-l", "-o", "json", *source])
         assert result.exit_code == 0, result.output
         answer = json.loads(result.stdout)
@@ -270,9 +274,8 @@ def test_explain_and_doctor_find_a_pods_claims_of_other_drivers(
     from kubectl_gpushare.inspect.explain_command import explain_command
 
     sandbox.load(cases.claim_others(nic_node, nic_users))
-    dump = tmp_path / "cluster.json"
-    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
-    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+    sources = _api_and_dump(kubectl, kubeconfig, tmp_path)
+    for source in sources:
         result = cli_runner.invoke(explain_command, ["wired", "-n", "team-n", "-o", "json", *source])
         assert result.exit_code == 0, result.output
         answer = json.loads(result.stdout)
@@ -304,9 +307,8 @@ def test_explain_and_doctor_say_a_pods_claim_entries_cannot_be_read(
     from kubectl_gpushare.kube.stacks.dra import UNREADABLE_CLAIMS
 
     sandbox.load(cases.claim_entries(entries))
-    dump = tmp_path / "cluster.json"
-    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
-    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+    sources = _api_and_dump(kubectl, kubeconfig, tmp_path)
+    for source in sources:
         result = cli_runner.invoke(explain_command, ["broken", "-n", "team-u", "-o", "json", *source])
         assert result.exit_code == 0, result.output
         answer = json.loads(result.stdout)
@@ -334,11 +336,10 @@ def test_a_claim_two_entries_name_is_counted_once_and_its_pod_said_never_bound(
     from kubectl_gpushare.kube.stacks.dra import NamedTwice
 
     sandbox.load(cases.claim_twice())
-    dump = tmp_path / "cluster.json"
-    dump.write_text(kubectl("get", "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json").stdout)
+    sources = _api_and_dump(kubectl, kubeconfig, tmp_path)
     words = NamedTwice("x", ("one", "two")).words("one, two")
     assert words.startswith("claim x is named by entries one, two: kube-scheduler takes a claim once per entry")
-    for source in (["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]):
+    for source in sources:
         result = cli_runner.invoke(explain_command, ["twice", "-n", "team-2", "-o", "json", *source])
         answer = json.loads(result.stdout)
         assert (answer["state"], answer["request"], answer["summary"], "nodes" in answer) == (
