@@ -42,7 +42,11 @@ Checks:
   error    gpu-overcommitted       pods on one GPU hold more than its memory
   error    invalid-value           malformed quantity or gpushare annotation (names the object)
   error    extender-missing        no running scheduler-extender pod (component=gpushare-schd-extender)
+  error    extender-not-ready      scheduler-extender pods exist, none Ready
   warning  device-plugin-not-running  gpushare node without a running device-plugin pod
+  warning  device-plugin-not-ready  the device-plugin pod on a gpushare node is not Ready
+  error    bypassed-extender       a bound pod holds aliyun.com/gpu-mem without the extender's GPU index
+                                   (bound by hand or by another scheduler)
   error    scheduler-config-outdated  a kube-system ConfigMap holds a scheduler Policy or v1beta2/v1beta3
   warning  unhealthy-gpus-listed   an unhealthy-gpu-<node> ConfigMap in kube-system lists GPUs
   warning  gpu-node-unlabelled     node with NVIDIA GPUs but no gpushare=true label
@@ -52,6 +56,8 @@ Checks:
   warning  completed-holding       Succeeded/Failed pod still holding gpushare annotations
   error    hami-bind-failed        pod with hami.io/bind-phase=failed (HAMi could not bind it)
   error    stack-gpu-overcommitted  a HAMi/NVIDIA/nano-gpu/elastic-gpu GPU claimed past its size (own unit)
+  error    gpu-claimed-by-two-stacks  a pod another sharing scheduler placed on a gpushare node
+  warning  kai-group-without-reservation  a KAI pod whose GPU group has no reservation pod on its node
   warning  hami-handshake-stuck    hami.io/node-handshake[-vendor] at Requesting_ for more than 5 minutes
   warning  hami-mutex-stuck        hami.io/mutex.lock older than 5 minutes, in the future, or unreadable
   warning  memory-unenforced       GPUs where the device plugin cannot enforce memory limits (with why)

@@ -506,3 +506,21 @@ def test_a_pod_with_ten_thousand_waiting_claims_is_one_short_finding(tmp_path: P
                       "waits for more than 300s for kube-scheduler to allocate claim(s) c0, c1, c2 and 9,997 more "
                       "(kubectl gpushare explain many -n team-m says why, per node)")]
     assert elapsed < 10, elapsed
+
+
+def test_every_check_doctor_can_report_is_in_its_help_and_its_page(cli_runner: CliRunner) -> None:
+    """Every check name a `Finding` is made with is listed by ``doctor --help`` and in docs/doctor.md.
+
+    The help's list is written by hand; five checks (bypassed-extender, extender-not-ready,
+    device-plugin-not-ready, gpu-claimed-by-two-stacks, kai-group-without-reservation) were missing from it.
+    """
+    import re
+
+    package = Path(__file__).resolve().parents[3] / "kubectl_gpushare"
+    made = re.compile(r'Finding\(\s*[A-Z_]+(?:\s+if\s+\w+\s+else\s+[A-Z_]+)?,\s*"([a-z0-9-]+)"')
+    checks = {name for path in package.rglob("*.py") for name in made.findall(path.read_text())}
+    assert len(checks) > 30, checks  # the pattern still finds them
+    listed = cli_runner.invoke(doctor_command, ["--help"], terminal_width=200).output
+    page = (package.parent / "docs" / "doctor.md").read_text()
+    assert sorted(c for c in checks if not re.search(rf"\b{c}\b(?!-)", listed)) == []
+    assert sorted(c for c in checks if f"`{c}`" not in page) == []
