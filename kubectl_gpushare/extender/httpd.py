@@ -263,17 +263,14 @@ class _Handler(GoHeadHandler):
         ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1`` (`GoHeadHandler.take_head`); the
         HTTP/2 preface's head (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection
         closes, as Go's server closes it after its handler. ``Expect`` is read in `_serve`, after the framing,
-        as Go reads it. Header fields Go's textproto cannot read, and a second ``Host``, get Go's plain 400 here
-        (`go_http.fields_refused`); a missing or malformed ``Host`` and a name with a space get Go's 400 with
-        its reason once `_serve` read the framing (`go_http.host_refused`), as Go checks them after
-        ``readTransfer``: the sandbox's rule (`sandbox.framing.header_fields_refused`) too.
+        as Go reads it. Header fields Go's textproto cannot read, and a second ``Host``, get Go's plain 400 in
+        `GoHeadHandler.read_head` (`go_http.fields_refused`); a missing or malformed ``Host`` and a name with a
+        space get Go's 400 with its reason once `_serve` read the framing (`go_http.host_refused`), as Go checks
+        them after ``readTransfer``: the sandbox's rule (`sandbox.framing.header_fields_refused`) too.
         """
         fields = self.read_head()
         if fields is None:
             return False
-        refused = go_http.fields_refused(fields)
-        if refused is not None:
-            return self.refuse(refused)
         self._host_refused = go_http.host_refused(fields, self.request_line)  # answered after the framing, in `_serve`
         self.take_head(fields)
         version = self.request_line.version

@@ -275,15 +275,14 @@ def header_fields(block: bytes) -> list[bytes]:
 def header_pairs(fields: list[bytes]) -> list[tuple[str, str]]:
     """`header_fields` as names and values, a character per byte, as ``readMIMEHeader`` keeps them.
 
-    src/net/textproto/reader.go: the name ends at the first colon, the value's leading spaces and
-    tabs are cut, and a field with an empty name is skipped (the ``email`` parser dropped it too; current
-    Go refuses it, and both servers do: `fields_refused`).
+    src/net/textproto/reader.go: the name ends at the first colon and the value's leading spaces and
+    tabs are cut. ``fields`` are ones `fields_refused` passed (`go_handler.GoHeadHandler.read_head`), so
+    each has a colon and a name: a field with an empty name, which older Go skipped, current Go refuses.
     """
     pairs: list[tuple[str, str]] = []
     for field in fields:
         name, _, value = field.decode("latin-1").partition(":")
-        if name:
-            pairs.append((name, value.lstrip(" \t")))
+        pairs.append((name, value.lstrip(" \t")))
     return pairs
 
 
@@ -315,7 +314,7 @@ def field_values(fields: list[bytes], name: bytes) -> list[bytes]:
 def fields_refused(fields: list[bytes]) -> bytes | None:
     """The reply Go's server writes, then closes, for `header_fields` ``readRequest`` cannot read; None where it can.
 
-    After ``GoHeadHandler.read_head`` refused a first line that starts with a space or tab, in Go's order:
+    Asked by ``GoHeadHandler.read_head``, after it refused a first line that starts with a space or tab, in Go's order:
     ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go) refuses a field without a colon
     (``mustHaveFieldNameColon``), an empty name or one with a byte that is neither a tchar nor a space
     (``canonicalMIMEHeaderKey``), and a value with a control byte other than a tab (``validHeaderValueByte``),

@@ -58,16 +58,13 @@ class BodyTooLargeError(ValueError):
 def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
     """The reply Go's server writes, then closes, for `go_http.header_fields` it refuses; None where it reads them.
 
-    In Go's order: the fields textproto and ``readRequest`` cannot read (`go_http.fields_refused`, the plain
-    `BAD_REQUEST_REPLY`); then ``readTransfer`` (src/net/http/transfer.go) refuses a ``Transfer-Encoding`` it
-    does not read (`transfer_encoding_refused`) with `UNSUPPORTED_TRANSFER_ENCODING_REPLY` and a Content-Length
-    `content_length` refuses with the plain `BAD_REQUEST_REPLY`; then server.go's ``readRequest`` checks Host
-    and the names (`go_http.host_refused`: its 400 with the reason). The extender applies the same two
-    `go_http` rules around its own framing replies.
+    In Go's order, once ``GoHeadHandler.read_head`` refused the fields textproto and ``readRequest`` cannot read
+    (`go_http.fields_refused`, the plain `BAD_REQUEST_REPLY`): ``readTransfer`` (src/net/http/transfer.go)
+    refuses a ``Transfer-Encoding`` it does not read (`transfer_encoding_refused`) with
+    `UNSUPPORTED_TRANSFER_ENCODING_REPLY` and a Content-Length `content_length` refuses with the plain
+    `BAD_REQUEST_REPLY`; then server.go's ``readRequest`` checks Host and the names (`go_http.host_refused`:
+    its 400 with the reason). The extender applies the same `go_http` rules around its own framing replies.
     """
-    refused = go_http.fields_refused(fields)
-    if refused is not None:
-        return refused
     if transfer_encoding_refused(fields, request_line.version):
         return UNSUPPORTED_TRANSFER_ENCODING_REPLY
     try:  # readTransfer's fixLength, right after: a chunked request's Content-Length too

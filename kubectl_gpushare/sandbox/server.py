@@ -245,9 +245,9 @@ class _Handler(GoHeadHandler):
     def parse_request(self) -> bool:
         """Refuse a request head Go's server refuses, as it does; keep the target split.
 
-        The head as `GoHeadHandler.read_head` reads it, its fields judged by `framing.header_fields_refused`,
-        then `GoHeadHandler.take_head`. Before any handler, and so before routing, authentication,
-        faults and the request log.
+        The head as `GoHeadHandler.read_head` reads (and refuses) it, its framing and Host judged by
+        `framing.header_fields_refused`, then `GoHeadHandler.take_head`. Before any handler, and so before
+        routing, authentication, faults and the request log.
         """
         fields = self.read_head()
         if fields is None:
