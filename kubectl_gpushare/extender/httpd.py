@@ -362,7 +362,8 @@ class _Handler(GoHeadHandler):
         (``Header.WriteSubset``; the original extender's handlers set ``Content-Type`` only), then the
         ones the server adds (``extraHeader.Write``): ``Date``, ``Content-Length`` (the whole body was
         written before the handler returned), ``Connection``. Without ``close`` the connection is kept or
-        closed, and ``Connection`` says so, as Go's server decides (`go_http.reply_connection`).
+        closed as Go's server decides (`go_http.reply_connection`); ``Connection`` says so as Go's does, the
+        sandbox's rule (`go_http.connection_header`: a closing reply to HTTP/1.0 says nothing).
         """
         self.connection.settimeout(self.server.limits.idle_timeout)  # a client that does not read
         self.send_response(response.status)
@@ -371,10 +372,11 @@ class _Handler(GoHeadHandler):
         self.send_header("Date", self.date_time_string())
         self.send_header("Content-Length", str(len(response.body)))
         if close:
-            self.send_header("Connection", "close")
             self.close_connection = True
-        elif self._reply_connection.header is not None:
-            self.send_header("Connection", self._reply_connection.header)
+        connection = go_http.connection_header(self.request_line.version, self._reply_connection,
+                                               self.close_connection)
+        if connection is not None:
+            self.send_header("Connection", connection)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(response.body)

@@ -411,6 +411,19 @@ def reply_connection(version: tuple[int, int], connection: Sequence[str], h2_pre
     return ReplyConnection(close=False, header=None)
 
 
+def connection_header(version: tuple[int, int], reply: ReplyConnection, close: bool) -> str | None:
+    """The ``Connection`` value Go's server adds to a reply with a length whose handler set none, if any.
+
+    src/net/http/server.go ``chunkWriter.writeHeader``: a reply after which the connection closes (``close``:
+    as the request asked, `reply_connection`, or as the server decided, a body left unread or refused) says
+    ``Connection: close`` on ``ProtoAtLeast(1, 1)`` only, so a closing reply to an HTTP/1.0 request says
+    nothing; one that keeps an HTTP/1.0 connection says ``keep-alive`` (``reply.header``). Both servers' rule.
+    """
+    if close:
+        return "close" if at_least_1_1(version) else None
+    return reply.header
+
+
 Expectation = Literal["continue", "none", "fail"]
 """What Go's server does with a request's ``Expect`` (`expectation`)."""
 

@@ -80,6 +80,19 @@ def test_oversized_body_is_refused_unread_with_413(ext) -> None:  # type: ignore
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
 
 
+@pytest.mark.parametrize("connection", [b"", b"Connection: close\r\n"], ids=["plain", "close"])
+def test_a_closing_reply_to_http_1_0_says_no_connection_header_as_go_s_does(  # type: ignore[no-untyped-def]
+    ext, connection: bytes
+) -> None:
+    """src/net/http/server.go ``chunkWriter.writeHeader``: a reply after which the connection closes says
+    ``Connection: close`` on ``ProtoAtLeast(1, 1)`` only, so one to HTTP/1.0 says nothing, then closes
+    (`go_http.connection_header`, the sandbox's rule). The extender's 413 said ``Connection: close``."""
+    data = b"POST /gpushare-scheduler/filter HTTP/1.0\r\n" + connection + b"Content-Length: 100000\r\n\r\n"
+    head, _, body = _exchange(ext.running.port, data).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 413 ") and b"\r\nConnection:" not in head, head
+    assert "exceeds the limit of 65536 bytes" in json.loads(body)["Error"]
+
+
 def test_filter_with_thousands_of_nodes_over_the_wire(ext, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
     job = sandbox.get("pods", "default", "job")
     names = ["gpu-1"] + [f"ghost-{i}" for i in range(3000)]

@@ -153,3 +153,12 @@ def test_fields_textproto_cannot_read_and_a_second_host_are_the_plain_400_and_th
     assert go_http.host_refused([b"Host: a/b"], line) == go_http.bad_request_because("malformed Host header")
     assert go_http.host_refused([b"Host: a", b"X-A : v"], line) == go_http.bad_request_because("invalid header name")
     assert go_http.host_refused([b"host:  [::1]:80 "], line) is None
+
+
+def test_connection_header_says_close_on_http_1_1_only_and_keep_alive_where_http_1_0_is_kept() -> None:
+    keep_10 = go_http.reply_connection((1, 0), ["keep-alive"])
+    assert go_http.connection_header((1, 0), keep_10, close=False) == "keep-alive"
+    assert go_http.connection_header((1, 0), keep_10, close=True) is None  # the server closes it: nothing said
+    assert go_http.connection_header((1, 0), go_http.reply_connection((1, 0), []), close=True) is None
+    assert go_http.connection_header((1, 1), go_http.reply_connection((1, 1), []), close=True) == "close"
+    assert go_http.connection_header((1, 1), go_http.reply_connection((1, 1), []), close=False) is None
