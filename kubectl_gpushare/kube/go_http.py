@@ -115,7 +115,8 @@ class RequestLine(NamedTuple):
     """Between the first two spaces, a tab or a byte Python calls whitespace included."""
     proto: bytes
     version: tuple[int, int]
-    """``proto`` as `parse_http_version` read it: (major, minor), a 1.x or the ``PRI * HTTP/2.0`` preface's 2.0."""
+    """``proto`` as `parse_http_version` read it: (major, minor); one other than 1.x (or the ``PRI * HTTP/2.0``
+    preface's 2.0) is refused once the head is read (`version_or_host_refused`)."""
     url: GoUrl
     """``target`` as ``url.ParseRequestURI`` splits it (`parsed_target`)."""
 
@@ -146,9 +147,8 @@ def read_request_line(request_line: bytes) -> RequestLine | bytes:
     ("malformed HTTP request": ``GET /``, the HTTP/0.9 form Python's ``http.server`` still serves
     with no status line), ``validMethod`` a token, ``ParseHTTPVersion`` ``HTTP/`` and one digit, a dot
     and one digit, and ``url.ParseRequestURI`` the target (`parsed_target`): each `BAD_REQUEST_REPLY`.
-    Then src/net/http/server.go ``readRequest`` refuses any version but 1.x (``http1ServerSupportsRequest``;
-    ``PRI * HTTP/2.0`` is let through): `VERSION_NOT_SUPPORTED_REPLY`. (Go reads the headers before
-    that last check, so a bad header line in a ``HTTP/2.0`` request is its 400; here the 505 wins.)
+    A version other than 1.x is read here and refused later, as Go refuses it once the head and its framing
+    are read (`version_or_host_refused`).
     """
     line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
     cut = cut_request_line(line.decode("latin-1"))
@@ -161,8 +161,6 @@ def read_request_line(request_line: bytes) -> RequestLine | bytes:
     url = parsed_target(target)  # the costly check last, as Go orders them
     if url is None:
         return BAD_REQUEST_REPLY
-    if not http1_server_supports(version, method, target):
-        return VERSION_NOT_SUPPORTED_REPLY
     return RequestLine(method.encode("latin-1"), target.encode("latin-1"), proto.encode("latin-1"), version, url)
 
 
@@ -321,7 +319,7 @@ def fields_refused(fields: list[bytes]) -> bytes | None:
     each as a ``ProtocolError``; then ``readRequest`` (src/net/http/request.go) refuses a second ``Host`` ("too
     many Host headers"). Neither is a ``badRequestError``, so ``conn.serve`` answers each with the plain
     `BAD_REQUEST_REPLY`. Next Go reads the framing (``readTransfer``: `transfer_encoding_refused`,
-    `content_length`), then checks what `host_refused` checks.
+    `content_length`), then checks what `version_or_host_refused` checks.
     """
     for field in fields:
         name, colon, value = field.partition(b":")
@@ -330,16 +328,22 @@ def fields_refused(fields: list[bytes]) -> bytes | None:
     return BAD_REQUEST_REPLY if len(field_values(fields, b"host")) > 1 else None
 
 
-def host_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
-    """The reply Go's server writes, then closes, for fields `fields_refused` passed that it refuses, else None.
+def version_or_host_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
+    """The reply Go's server writes, then closes, for a head `fields_refused` passed that it refuses; else None.
 
     src/net/http/server.go ``conn.readRequest``, once ``readRequest`` read the head and its framing, in its
-    order, each a ``badRequestError`` whose words go into the status line and the body (`bad_request_because`):
-    an HTTP/1.1 or later request without ``Host`` ("missing required Host header"; ``CONNECT`` and the
-    HTTP/2 preface, `is_h2_preface`, aside), a ``Host`` with a byte ``httpguts.ValidHostHeader`` refuses
-    ("malformed Host header"), and a name with a space, which textproto keeps (go.dev/issue/34540) and
-    ``httpguts.ValidHeaderFieldName`` refuses ("invalid header name"). An HTTP/1.0 request needs no Host.
+    order: a version other than 1.x (``http1ServerSupportsRequest``, `http1_server_supports`; ``PRI * HTTP/2.0``
+    is let through) gets `VERSION_NOT_SUPPORTED_REPLY`, so a header line Go cannot read or a framing it refuses
+    in such a request gets that reply, not the 505. Then each a ``badRequestError`` whose words go into the
+    status line and the body (`bad_request_because`): an HTTP/1.1 or later request without ``Host`` ("missing
+    required Host header"; ``CONNECT`` and the HTTP/2 preface, `is_h2_preface`, aside), a ``Host`` with a byte
+    ``httpguts.ValidHostHeader`` refuses ("malformed Host header"), and a name with a space, which textproto
+    keeps (go.dev/issue/34540) and ``httpguts.ValidHeaderFieldName`` refuses ("invalid header name"). An
+    HTTP/1.0 request needs no Host.
     """
+    line = request_line
+    if not http1_server_supports(line.version, line.method.decode("latin-1"), line.target.decode("latin-1")):
+        return VERSION_NOT_SUPPORTED_REPLY
     hosts = field_values(fields, b"host")
     exempt = request_line.method == b"CONNECT" or is_h2_preface(request_line, fields)
     if not hosts and at_least_1_1(request_line.version) and not exempt:

@@ -536,7 +536,7 @@ def _go_bad_request_because(why: bytes) -> bytes:
 def test_header_fields_go_refuses_get_go_s_400_before_the_app_and_the_connection_closed(  # type: ignore[no-untyped-def]
     ext, head: bytes, reply: bytes
 ) -> None:
-    """The sandbox's rule (`go_http.fields_refused`, `go_http.host_refused`): textproto's ``readMIMEHeader``
+    """The sandbox's rule (`go_http.fields_refused`, `go_http.version_or_host_refused`): textproto's ``readMIMEHeader``
     (src/net/textproto/reader.go) refuses a line without a colon, an empty name, a name byte that is no tchar nor a
     space and a control byte other than a tab in a value, and request.go ``readRequest`` a second ``Host``: Go's
     plain 400;
@@ -564,6 +564,27 @@ def test_a_request_without_host_is_served_or_refused_where_go_does_it(  # type: 
     ``Content-Length`` gets the extender's framing reply, not the missing Host's 400."""
     answer = _exchange(ext.running.port, data)
     assert answer.startswith(status) and b"Host header" not in answer, answer
+
+
+@pytest.mark.parametrize(
+    ("data", "starts"),
+    [(b"GET /healthz HTTP/2.0\r\nHost: x\r\nNo colon\r\n\r\n", GO_BAD_REQUEST),
+     (b"POST /gpushare-scheduler/filter HTTP/3.0\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", b"HTTP/1.1 501 "),
+     (b"POST /gpushare-scheduler/filter HTTP/3.0\r\nHost: x\r\nContent-Length: x\r\n\r\n", b"HTTP/1.1 400 "),
+     (b"GET /healthz HTTP/0.9\r\n" + b"X: a\r\n" * 1000 + b" \r\n\r\n", GO_VERSION_NOT_SUPPORTED),
+     (b"GET /healthz HTTP/3.0\r\nHost: a b\r\n\r\n", GO_VERSION_NOT_SUPPORTED)],
+    ids=["bad-field-first", "transfer-encoding-first", "content-length-first", "after-the-fields", "before-host"],
+)
+def test_a_version_go_does_not_serve_is_refused_after_the_head_and_its_framing_as_go_orders_it(  # type: ignore[no-untyped-def]
+    ext, data: bytes, starts: bytes
+) -> None:
+    """src/net/http/server.go ``conn.readRequest`` asks ``http1ServerSupportsRequest`` once request.go's
+    ``readRequest`` read the header lines and ``readTransfer`` the framing, and before the Host checks: a
+    header line textproto refuses, or a framing ``readTransfer`` refuses, wins over the 505, which wins over a
+    bad ``Host`` (`go_http.version_or_host_refused`, the sandbox's rule). The 505 came at the request line."""
+    answer = _exchange(ext.running.port, data)
+    assert answer.startswith(starts), answer
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
 
 
 @pytest.mark.parametrize(

@@ -148,11 +148,12 @@ def test_fields_textproto_cannot_read_and_a_second_host_are_the_plain_400_and_th
     connect = go_http.read_request_line(b"CONNECT /x HTTP/1.1\r\n")
     assert isinstance(line, go_http.RequestLine) and isinstance(old, go_http.RequestLine)
     assert isinstance(connect, go_http.RequestLine)
-    assert go_http.host_refused([], line) == go_http.bad_request_because("missing required Host header")
-    assert go_http.host_refused([], old) is None and go_http.host_refused([], connect) is None
-    assert go_http.host_refused([b"Host: a/b"], line) == go_http.bad_request_because("malformed Host header")
-    assert go_http.host_refused([b"Host: a", b"X-A : v"], line) == go_http.bad_request_because("invalid header name")
-    assert go_http.host_refused([b"host:  [::1]:80 "], line) is None
+    refused = go_http.version_or_host_refused
+    assert refused([], line) == go_http.bad_request_because("missing required Host header")
+    assert refused([], old) is None and refused([], connect) is None
+    assert refused([b"Host: a/b"], line) == go_http.bad_request_because("malformed Host header")
+    assert refused([b"Host: a", b"X-A : v"], line) == go_http.bad_request_because("invalid header name")
+    assert refused([b"host:  [::1]:80 "], line) is None
 
 
 def test_connection_header_says_close_on_http_1_1_only_and_keep_alive_where_http_1_0_is_kept() -> None:
@@ -162,3 +163,14 @@ def test_connection_header_says_close_on_http_1_1_only_and_keep_alive_where_http
     assert go_http.connection_header((1, 0), go_http.reply_connection((1, 0), []), close=True) is None
     assert go_http.connection_header((1, 1), go_http.reply_connection((1, 1), []), close=True) == "close"
     assert go_http.connection_header((1, 1), go_http.reply_connection((1, 1), []), close=False) is None
+
+
+def test_a_version_go_does_not_serve_is_read_then_refused_after_the_head_before_host() -> None:
+    # src/net/http/server.go conn.readRequest: http1ServerSupportsRequest once readRequest read the head and
+    # its framing, before the Host checks; the line itself was read.
+    line = go_http.read_request_line(b"GET / HTTP/3.0\r\n")
+    assert isinstance(line, go_http.RequestLine) and line.version == (3, 0)
+    assert go_http.version_or_host_refused([], line) == go_http.VERSION_NOT_SUPPORTED_REPLY
+    assert go_http.version_or_host_refused([b"Host: a b"], line) == go_http.VERSION_NOT_SUPPORTED_REPLY
+    preface = go_http.read_request_line(b"PRI * HTTP/2.0\r\n")
+    assert isinstance(preface, go_http.RequestLine) and go_http.version_or_host_refused([], preface) is None
