@@ -10,6 +10,7 @@ reads the stream it is given.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from typing import Final, Literal, NamedTuple, Protocol
@@ -146,7 +147,8 @@ def read_request_line(request_line: bytes) -> RequestLine | bytes:
     src/net/http/request.go ``readRequest``, in its order: ``parseRequestLine`` needs two spaces
     ("malformed HTTP request": ``GET /``, the HTTP/0.9 form Python's ``http.server`` still serves
     with no status line), ``validMethod`` a token, ``ParseHTTPVersion`` ``HTTP/`` and one digit, a dot
-    and one digit, and ``url.ParseRequestURI`` the target (`parsed_target`): each `BAD_REQUEST_REPLY`.
+    and one digit, and ``url.ParseRequestURI`` the target (`parsed_target`; a ``CONNECT`` target that is not a
+    path as an authority, ``host:port``): each `BAD_REQUEST_REPLY`.
     A version other than 1.x is read here and refused later, as Go refuses it once the head and its framing
     are read (`version_or_host_refused`).
     """
@@ -158,9 +160,14 @@ def read_request_line(request_line: bytes) -> RequestLine | bytes:
     version = parse_http_version(proto)
     if not _METHOD.fullmatch(method) or version is None:
         return BAD_REQUEST_REPLY
-    url = parsed_target(target)  # the costly check last, as Go orders them
+    # readRequest's justAuthority: a CONNECT target that is no path is an authority (``CONNECT host:443``, the
+    # proxy tunnel form), read as "http://" + target, its scheme then dropped (the target stays as written).
+    just_authority = method == "CONNECT" and not target.startswith("/")
+    url = parsed_target("http://" + target if just_authority else target)  # the costly check last, as Go orders them
     if url is None:
         return BAD_REQUEST_REPLY
+    if just_authority:
+        url = dataclasses.replace(url, scheme="")
     return RequestLine(method.encode("latin-1"), target.encode("latin-1"), proto.encode("latin-1"), version, url)
 
 

@@ -552,14 +552,16 @@ def test_header_fields_go_refuses_get_go_s_400_before_the_app_and_the_connection
     ("data", "status"),
     [(b"GET /healthz HTTP/1.0\r\n\r\n", b"HTTP/1.0 200 "),
      (b"CONNECT /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", b"HTTP/1.1 405 "),
+     (b"CONNECT 10.0.0.1:443 HTTP/1.1\r\nConnection: close\r\n\r\n", b"HTTP/1.1 404 "),
      (b"POST /gpushare-scheduler/filter HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", b"HTTP/1.1 501 "),
      (b"POST /gpushare-scheduler/filter HTTP/1.1\r\nContent-Length: x\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n")],
-    ids=["http-1.0", "connect", "framing-first-501", "framing-first-400"],
+    ids=["http-1.0", "connect", "connect-authority", "framing-first-501", "framing-first-400"],
 )
 def test_a_request_without_host_is_served_or_refused_where_go_does_it(  # type: ignore[no-untyped-def]
     ext, data: bytes, status: bytes
 ) -> None:
-    """src/net/http/server.go ``readRequest`` needs ``Host`` on HTTP/1.1 and later only, ``CONNECT`` aside, and
+    """src/net/http/server.go ``readRequest`` needs ``Host`` on HTTP/1.1 and later only, ``CONNECT`` aside (its
+    target a path or, as request.go's ``justAuthority`` reads it, an authority: here no route, the app's 404), and
     checks it after request.go's ``readTransfer`` refused the framing: a bad ``Transfer-Encoding`` or
     ``Content-Length`` gets the extender's framing reply, not the missing Host's 400."""
     answer = _exchange(ext.running.port, data)

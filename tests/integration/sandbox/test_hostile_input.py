@@ -301,6 +301,17 @@ def test_a_version_go_does_not_serve_is_refused_after_the_head_and_its_framing(h
         assert not sb.requests, "no handler saw it"
 
 
+@pytest.mark.parametrize("target", ["10.0.0.1:443", "[::1]:6443", "example.com:443", "/api"])
+def test_a_connect_reaches_the_handlers_without_host_its_target_an_authority_or_a_path(target: str) -> None:
+    # src/net/http/request.go readRequest: a CONNECT target that is not a path is an authority (justAuthority:
+    # parsed as "http://" + target, then the scheme dropped), and server.go readRequest needs no Host on a
+    # CONNECT: the handler chain answers, here authentication's 401. An address target was Go's plain 400.
+    with Sandbox(auth=True) as sb:
+        status, body, _ = exchange(sb, f"CONNECT {target} HTTP/1.1\r\nConnection: close\r\n\r\n".encode())
+        assert (status, body["reason"]) == (401, "Unauthorized"), body
+        assert [r.method for r in sb.requests] == ["CONNECT"]
+
+
 def test_the_http2_preface_reaches_the_handlers_as_go_lets_it_then_the_connection_closes() -> None:
     # http1ServerSupportsRequest (src/net/http/server.go) lets "PRI * HTTP/2.0" through to the
     # handlers, and nothing serves "*": the chain's 401, then 404, in JSON. readRequest sets

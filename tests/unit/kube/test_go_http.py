@@ -174,3 +174,13 @@ def test_a_version_go_does_not_serve_is_read_then_refused_after_the_head_before_
     assert go_http.version_or_host_refused([b"Host: a b"], line) == go_http.VERSION_NOT_SUPPORTED_REPLY
     preface = go_http.read_request_line(b"PRI * HTTP/2.0\r\n")
     assert isinstance(preface, go_http.RequestLine) and go_http.version_or_host_refused([], preface) is None
+
+
+def test_a_connect_target_that_is_no_path_is_read_as_an_authority() -> None:
+    # src/net/http/request.go readRequest's justAuthority: "http://" + target, the scheme then dropped.
+    for target, host in [(b"10.0.0.1:443", "10.0.0.1:443"), (b"[::1]:6443", "[::1]:6443")]:
+        read = go_http.read_request_line(b"CONNECT " + target + b" HTTP/1.1\r\n")
+        assert isinstance(read, go_http.RequestLine), target
+        assert (read.url.scheme, read.url.host, read.url.path, read.path) == ("", host, "", target.decode())
+    assert go_http.read_request_line(b"CONNECT h:x HTTP/1.1\r\n") == go_http.BAD_REQUEST_REPLY  # a bad port
+    assert go_http.read_request_line(b"GET 10.0.0.1:443 HTTP/1.1\r\n") == go_http.BAD_REQUEST_REPLY
