@@ -139,7 +139,7 @@ def test_expectation_is_conn_serve_s(version: tuple[int, int], expect: list[str]
     assert go_http.expectation(version, expect, body) == expected
 
 
-def test_fields_textproto_cannot_read_and_a_second_host_are_the_plain_400_and_the_rest_host_refused_s() -> None:
+def test_fields_textproto_cannot_read_and_a_second_host_are_the_plain_400_the_rest_version_or_host_refused_s() -> None:
     for bad in ([b"No colon"], [b"X-A\tB: v"], [b"X-A: a\x00"], [b"Host: a", b"HOST: b"], [b": empty"]):
         assert go_http.fields_refused(bad) == go_http.BAD_REQUEST_REPLY, bad
     assert go_http.fields_refused([b"Host: a", b"X-Sp ace: v", b"X-Obs: caf\xe9\t"]) is None
