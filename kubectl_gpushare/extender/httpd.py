@@ -205,8 +205,8 @@ class _Handler(GoHeadHandler):
     server: _Server
     _reply_connection: go_http.ReplyConnection
     """What Go's server does with the connection after the app's reply (`parse_request`)."""
-    _host_refused: bytes | None = None
-    """Go's reply to a head whose Host or names its server refuses once the framing is read (`parse_request`)."""
+    _refused_after_framing: bytes | None = None
+    """Go's reply to a head whose version, Host or names it refuses once the framing is read (`parse_request`)."""
     _large_head = False
     """Whether this request holds one of the server's large-head slots (`head_refused`)."""
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the client's delayed
@@ -255,7 +255,7 @@ class _Handler(GoHeadHandler):
         ``http.server`` would split the line on any whitespace, serve ``GET /`` as HTTP/0.9 and
         ``HTTP/1.10``, and bound the head by lines (a request line over 64 KiB its HTML 414, a header
         line over 64 KiB or a 101st its HTML 431). Go's server (src/net/http/request.go ``readRequest``,
-        `go_http.read_request_line`) refuses a line it cannot read with its plain 400 or 505, and bounds
+        `go_http.read_request_line`) refuses a line it cannot read with its plain 400, and bounds
         the whole head by bytes only (`go_http.MAX_REQUEST_HEAD`, then its plain 431), before any
         handler, and closes. Whether the connection outlives the reply, and the ``Connection`` header
         that says so, are Go's (`go_http.reply_connection`), not ``http.server``'s, which closes on one
@@ -263,18 +263,16 @@ class _Handler(GoHeadHandler):
         ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1`` (`GoHeadHandler.take_head`); the
         HTTP/2 preface's head (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection
         closes, as Go's server closes it after its handler. ``Expect`` is read in `_serve`, after the framing,
-        as Go reads it. Header fields Go's textproto cannot read, and a second ``Host``, get Go's plain 400 here
-        (`go_http.fields_refused`); a missing or malformed ``Host`` and a name with a space get Go's 400 with
-        its reason once `_serve` read the framing (`go_http.host_refused`), as Go checks them after
-        ``readTransfer``: the sandbox's rule (`sandbox.framing.header_fields_refused`) too.
+        as Go reads it. Header fields Go's textproto cannot read, and a second ``Host``, get Go's plain 400 in
+        `GoHeadHandler.read_head` (`go_http.fields_refused`); a version other than 1.x gets Go's 505, and a
+        missing or malformed ``Host`` and a name with a space Go's 400 with its reason, once `_serve` read the
+        framing (`go_http.version_or_host_refused`), as Go checks them after ``readTransfer``: the sandbox's rule
+        (`sandbox.framing.header_fields_refused`) too.
         """
         fields = self.read_head()
         if fields is None:
             return False
-        refused = go_http.fields_refused(fields)
-        if refused is not None:
-            return self.refuse(refused)
-        self._host_refused = go_http.host_refused(fields, self.request_line)  # answered after the framing, in `_serve`
+        self._refused_after_framing = go_http.version_or_host_refused(fields, self.request_line)  # `_serve` answers it
         self.take_head(fields)
         version = self.request_line.version
         self._reply_connection = go_http.reply_connection(version, self.headers.get_all("Connection") or [],
@@ -303,10 +301,10 @@ class _Handler(GoHeadHandler):
         except ValueError as exc:
             self._send(app.refuse(400, self.path, str(exc)), close=True)
             return
-        # src/net/http/server.go readRequest checks Host and the names once the framing is read: its 400 with
-        # the reason (`go_http.host_refused`), before any handler.
-        if self._host_refused is not None:
-            self.refuse(self._host_refused)
+        # src/net/http/server.go readRequest checks the version, Host and the names once the framing is read: its
+        # 505, or its 400 with the reason (`go_http.version_or_host_refused`), before any handler.
+        if self._refused_after_framing is not None:
+            self.refuse(self._refused_after_framing)
             return
         chunked = go_http.chunked(codings, version)
         # src/net/http/server.go conn.serve, once readRequest read the framing (`go_http.expectation`): a body
@@ -365,7 +363,8 @@ class _Handler(GoHeadHandler):
         (``Header.WriteSubset``; the original extender's handlers set ``Content-Type`` only), then the
         ones the server adds (``extraHeader.Write``): ``Date``, ``Content-Length`` (the whole body was
         written before the handler returned), ``Connection``. Without ``close`` the connection is kept or
-        closed, and ``Connection`` says so, as Go's server decides (`go_http.reply_connection`).
+        closed as Go's server decides (`go_http.reply_connection`); ``Connection`` says so as Go's does, the
+        sandbox's rule (`go_http.connection_header`: a closing reply to HTTP/1.0 says nothing).
         """
         self.connection.settimeout(self.server.limits.idle_timeout)  # a client that does not read
         self.send_response(response.status)
@@ -374,10 +373,11 @@ class _Handler(GoHeadHandler):
         self.send_header("Date", self.date_time_string())
         self.send_header("Content-Length", str(len(response.body)))
         if close:
-            self.send_header("Connection", "close")
             self.close_connection = True
-        elif self._reply_connection.header is not None:
-            self.send_header("Connection", self._reply_connection.header)
+        connection = go_http.connection_header(self.request_line.version, self._reply_connection,
+                                               self.close_connection)
+        if connection is not None:
+            self.send_header("Connection", connection)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(response.body)

@@ -73,7 +73,9 @@ class GoHeadHandler(BaseHTTPRequestHandler):
         Go's plain 400: ``readMIMEHeader`` (src/net/textproto/reader.go) peeks at the byte after the request
         line and refuses it as a "malformed MIME header initial line" (a ``ProtocolError``, or
         ``errMessageTooLarge`` past 80 bytes) that ``conn.serve`` answers with `go_http.BAD_REQUEST_REPLY`,
-        without reading the rest of the head: neither its end nor its size matter.
+        without reading the rest of the head: neither its end nor its size matter. Fields textproto cannot
+        read, and a second ``Host``, are Go's plain 400 too (`go_http.fields_refused`), so every field returned
+        has a name and a colon (`take_head`).
         """
         refused = self.head_refused(len(self.raw_requestline))
         if refused is not None:
@@ -97,7 +99,12 @@ class GoHeadHandler(BaseHTTPRequestHandler):
         if refused is not None:
             self.refuse(refused)
             return None
-        return go_http.header_fields(block)
+        fields = go_http.header_fields(block)
+        refused = go_http.fields_refused(fields)
+        if refused is not None:
+            self.refuse(refused)
+            return None
+        return fields
 
     def take_head(self, fields: list[bytes]) -> None:
         """Set what ``http.server``'s ``parse_request`` would, from the head as Go read it (`read_head`).

@@ -10,6 +10,7 @@ reads the stream it is given.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from typing import Final, Literal, NamedTuple, Protocol
@@ -115,7 +116,8 @@ class RequestLine(NamedTuple):
     """Between the first two spaces, a tab or a byte Python calls whitespace included."""
     proto: bytes
     version: tuple[int, int]
-    """``proto`` as `parse_http_version` read it: (major, minor), a 1.x or the ``PRI * HTTP/2.0`` preface's 2.0."""
+    """``proto`` as `parse_http_version` read it: (major, minor); one other than 1.x (or the ``PRI * HTTP/2.0``
+    preface's 2.0) is refused once the head is read (`version_or_host_refused`)."""
     url: GoUrl
     """``target`` as ``url.ParseRequestURI`` splits it (`parsed_target`)."""
 
@@ -145,10 +147,10 @@ def read_request_line(request_line: bytes) -> RequestLine | bytes:
     src/net/http/request.go ``readRequest``, in its order: ``parseRequestLine`` needs two spaces
     ("malformed HTTP request": ``GET /``, the HTTP/0.9 form Python's ``http.server`` still serves
     with no status line), ``validMethod`` a token, ``ParseHTTPVersion`` ``HTTP/`` and one digit, a dot
-    and one digit, and ``url.ParseRequestURI`` the target (`parsed_target`): each `BAD_REQUEST_REPLY`.
-    Then src/net/http/server.go ``readRequest`` refuses any version but 1.x (``http1ServerSupportsRequest``;
-    ``PRI * HTTP/2.0`` is let through): `VERSION_NOT_SUPPORTED_REPLY`. (Go reads the headers before
-    that last check, so a bad header line in a ``HTTP/2.0`` request is its 400; here the 505 wins.)
+    and one digit, and ``url.ParseRequestURI`` the target (`parsed_target`; a ``CONNECT`` target that is not a
+    path as an authority, ``host:port``): each `BAD_REQUEST_REPLY`.
+    A version other than 1.x is read here and refused later, as Go refuses it once the head and its framing
+    are read (`version_or_host_refused`).
     """
     line = request_line.removesuffix(b"\n").removesuffix(b"\r")  # bufio.Reader.ReadLine's ending
     cut = cut_request_line(line.decode("latin-1"))
@@ -158,11 +160,14 @@ def read_request_line(request_line: bytes) -> RequestLine | bytes:
     version = parse_http_version(proto)
     if not _METHOD.fullmatch(method) or version is None:
         return BAD_REQUEST_REPLY
-    url = parsed_target(target)  # the costly check last, as Go orders them
+    # readRequest's justAuthority: a CONNECT target that is no path is an authority (``CONNECT host:443``, the
+    # proxy tunnel form), read as "http://" + target, its scheme then dropped (the target stays as written).
+    just_authority = method == "CONNECT" and not target.startswith("/")
+    url = parsed_target("http://" + target if just_authority else target)  # the costly check last, as Go orders them
     if url is None:
         return BAD_REQUEST_REPLY
-    if not http1_server_supports(version, method, target):
-        return VERSION_NOT_SUPPORTED_REPLY
+    if just_authority:
+        url = dataclasses.replace(url, scheme="")
     return RequestLine(method.encode("latin-1"), target.encode("latin-1"), proto.encode("latin-1"), version, url)
 
 
@@ -275,15 +280,14 @@ def header_fields(block: bytes) -> list[bytes]:
 def header_pairs(fields: list[bytes]) -> list[tuple[str, str]]:
     """`header_fields` as names and values, a character per byte, as ``readMIMEHeader`` keeps them.
 
-    src/net/textproto/reader.go: the name ends at the first colon, the value's leading spaces and
-    tabs are cut, and a field with an empty name is skipped (the ``email`` parser dropped it too; current
-    Go refuses it, and both servers do: `fields_refused`).
+    src/net/textproto/reader.go: the name ends at the first colon and the value's leading spaces and
+    tabs are cut. ``fields`` are ones `fields_refused` passed (`go_handler.GoHeadHandler.read_head`), so
+    each has a colon and a name: a field with an empty name, which older Go skipped, current Go refuses.
     """
     pairs: list[tuple[str, str]] = []
     for field in fields:
         name, _, value = field.decode("latin-1").partition(":")
-        if name:
-            pairs.append((name, value.lstrip(" \t")))
+        pairs.append((name, value.lstrip(" \t")))
     return pairs
 
 
@@ -315,14 +319,14 @@ def field_values(fields: list[bytes], name: bytes) -> list[bytes]:
 def fields_refused(fields: list[bytes]) -> bytes | None:
     """The reply Go's server writes, then closes, for `header_fields` ``readRequest`` cannot read; None where it can.
 
-    After ``GoHeadHandler.read_head`` refused a first line that starts with a space or tab, in Go's order:
+    Asked by ``GoHeadHandler.read_head``, after it refused a first line that starts with a space or tab, in Go's order:
     ``textproto.Reader.readMIMEHeader`` (src/net/textproto/reader.go) refuses a field without a colon
     (``mustHaveFieldNameColon``), an empty name or one with a byte that is neither a tchar nor a space
     (``canonicalMIMEHeaderKey``), and a value with a control byte other than a tab (``validHeaderValueByte``),
     each as a ``ProtocolError``; then ``readRequest`` (src/net/http/request.go) refuses a second ``Host`` ("too
     many Host headers"). Neither is a ``badRequestError``, so ``conn.serve`` answers each with the plain
     `BAD_REQUEST_REPLY`. Next Go reads the framing (``readTransfer``: `transfer_encoding_refused`,
-    `content_length`), then checks what `host_refused` checks.
+    `content_length`), then checks what `version_or_host_refused` checks.
     """
     for field in fields:
         name, colon, value = field.partition(b":")
@@ -331,16 +335,22 @@ def fields_refused(fields: list[bytes]) -> bytes | None:
     return BAD_REQUEST_REPLY if len(field_values(fields, b"host")) > 1 else None
 
 
-def host_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
-    """The reply Go's server writes, then closes, for fields `fields_refused` passed that it refuses, else None.
+def version_or_host_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
+    """The reply Go's server writes, then closes, for a head `fields_refused` passed that it refuses; else None.
 
     src/net/http/server.go ``conn.readRequest``, once ``readRequest`` read the head and its framing, in its
-    order, each a ``badRequestError`` whose words go into the status line and the body (`bad_request_because`):
-    an HTTP/1.1 or later request without ``Host`` ("missing required Host header"; ``CONNECT`` and the
-    HTTP/2 preface, `is_h2_preface`, aside), a ``Host`` with a byte ``httpguts.ValidHostHeader`` refuses
-    ("malformed Host header"), and a name with a space, which textproto keeps (go.dev/issue/34540) and
-    ``httpguts.ValidHeaderFieldName`` refuses ("invalid header name"). An HTTP/1.0 request needs no Host.
+    order: a version other than 1.x (``http1ServerSupportsRequest``, `http1_server_supports`; ``PRI * HTTP/2.0``
+    is let through) gets `VERSION_NOT_SUPPORTED_REPLY`, so a header line Go cannot read or a framing it refuses
+    in such a request gets that reply, not the 505. Then each a ``badRequestError`` whose words go into the
+    status line and the body (`bad_request_because`): an HTTP/1.1 or later request without ``Host`` ("missing
+    required Host header"; ``CONNECT`` and the HTTP/2 preface, `is_h2_preface`, aside), a ``Host`` with a byte
+    ``httpguts.ValidHostHeader`` refuses ("malformed Host header"), and a name with a space, which textproto
+    keeps (go.dev/issue/34540) and ``httpguts.ValidHeaderFieldName`` refuses ("invalid header name"). An
+    HTTP/1.0 request needs no Host.
     """
+    line = request_line
+    if not http1_server_supports(line.version, line.method.decode("latin-1"), line.target.decode("latin-1")):
+        return VERSION_NOT_SUPPORTED_REPLY
     hosts = field_values(fields, b"host")
     exempt = request_line.method == b"CONNECT" or is_h2_preface(request_line, fields)
     if not hosts and at_least_1_1(request_line.version) and not exempt:
@@ -410,6 +420,19 @@ def reply_connection(version: tuple[int, int], connection: Sequence[str], h2_pre
     if h2_preface or "close" in header_tokens(connection) or has_token(first, "close"):
         return ReplyConnection(close=True, header="close")
     return ReplyConnection(close=False, header=None)
+
+
+def connection_header(version: tuple[int, int], reply: ReplyConnection, close: bool) -> str | None:
+    """The ``Connection`` value Go's server adds to a reply with a length whose handler set none, if any.
+
+    src/net/http/server.go ``chunkWriter.writeHeader``: a reply after which the connection closes (``close``:
+    as the request asked, `reply_connection`, or as the server decided, a body left unread or refused) says
+    ``Connection: close`` on ``ProtoAtLeast(1, 1)`` only, so a closing reply to an HTTP/1.0 request says
+    nothing; one that keeps an HTTP/1.0 connection says ``keep-alive`` (``reply.header``). Both servers' rule.
+    """
+    if close:
+        return "close" if at_least_1_1(version) else None
+    return reply.header
 
 
 Expectation = Literal["continue", "none", "fail"]

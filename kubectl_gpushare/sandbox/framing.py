@@ -58,23 +58,21 @@ class BodyTooLargeError(ValueError):
 def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> bytes | None:
     """The reply Go's server writes, then closes, for `go_http.header_fields` it refuses; None where it reads them.
 
-    In Go's order: the fields textproto and ``readRequest`` cannot read (`go_http.fields_refused`, the plain
-    `BAD_REQUEST_REPLY`); then ``readTransfer`` (src/net/http/transfer.go) refuses a ``Transfer-Encoding`` it
-    does not read (`transfer_encoding_refused`) with `UNSUPPORTED_TRANSFER_ENCODING_REPLY` and a Content-Length
-    `content_length` refuses with the plain `BAD_REQUEST_REPLY`; then server.go's ``readRequest`` checks Host
-    and the names (`go_http.host_refused`: its 400 with the reason). The extender applies the same two
-    `go_http` rules around its own framing replies.
+    In Go's order, once ``GoHeadHandler.read_head`` refused the fields textproto and ``readRequest`` cannot read
+    (`go_http.fields_refused`, the plain `BAD_REQUEST_REPLY`): ``readTransfer`` (src/net/http/transfer.go)
+    refuses a ``Transfer-Encoding`` it does not read (`transfer_encoding_refused`) with
+    `UNSUPPORTED_TRANSFER_ENCODING_REPLY` and a Content-Length `content_length` refuses with the plain
+    `BAD_REQUEST_REPLY`; then server.go's ``readRequest`` checks the version (its 505), Host and the names (its
+    400 with the reason: `go_http.version_or_host_refused`). The extender applies the same `go_http` rules
+    around its own framing replies.
     """
-    refused = go_http.fields_refused(fields)
-    if refused is not None:
-        return refused
     if transfer_encoding_refused(fields, request_line.version):
         return UNSUPPORTED_TRANSFER_ENCODING_REPLY
     try:  # readTransfer's fixLength, right after: a chunked request's Content-Length too
         content_length([value.decode("latin-1") for value in go_http.field_values(fields, b"content-length")])
     except FramingError:
         return BAD_REQUEST_REPLY
-    return go_http.host_refused(fields, request_line)
+    return go_http.version_or_host_refused(fields, request_line)
 
 
 def _codings(fields: list[bytes]) -> list[str]:

@@ -58,7 +58,14 @@ from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
 from kubectl_gpushare.kube.errors import API_REQUEST_TIMEOUT
 from kubectl_gpushare.kube.go_handler import GoHeadHandler
-from kubectl_gpushare.kube.go_http import ReplyConnection, at_least_1_1, expectation, is_h2_preface, reply_connection
+from kubectl_gpushare.kube.go_http import (
+    ReplyConnection,
+    at_least_1_1,
+    connection_header,
+    expectation,
+    is_h2_preface,
+    reply_connection,
+)
 from kubectl_gpushare.kube.go_query import GoQuery, GoUrl, go_bool, go_text, unescape_path
 from kubectl_gpushare.sandbox import admin, errors
 from kubectl_gpushare.sandbox.authorization import (
@@ -245,9 +252,9 @@ class _Handler(GoHeadHandler):
     def parse_request(self) -> bool:
         """Refuse a request head Go's server refuses, as it does; keep the target split.
 
-        The head as `GoHeadHandler.read_head` reads it, its fields judged by `framing.header_fields_refused`,
-        then `GoHeadHandler.take_head`. Before any handler, and so before routing, authentication,
-        faults and the request log.
+        The head as `GoHeadHandler.read_head` reads (and refuses) it, its framing and Host judged by
+        `framing.header_fields_refused`, then `GoHeadHandler.take_head`. Before any handler, and so before
+        routing, authentication, faults and the request log.
         """
         fields = self.read_head()
         if fields is None:
@@ -293,13 +300,10 @@ class _Handler(GoHeadHandler):
         request asked, `reply_connection`, or as the server decided: an awaited body left unread, broken
         framing) says ``Connection: close`` on ``ProtoAtLeast(1, 1)`` only, so a closing reply to an HTTP/1.0
         request says nothing; one to an HTTP/1.0 request that keeps the connection (``keep-alive`` in its first
-        value) says ``Connection: keep-alive``, as the extender's replies do (`go_http.reply_connection`).
+        value) says ``Connection: keep-alive``, as the extender's replies do (`go_http.connection_header`).
         Called for replies with a length (or to a HEAD): an HTTP/1.0 stream closes (`Sandbox._send`).
         """
-        if self.close_connection:
-            value = "close" if at_least_1_1(self.request_line.version) else None
-        else:
-            value = self.reply_connection.header
+        value = connection_header(self.request_line.version, self.reply_connection, self.close_connection)
         if value is not None:
             self.send_header("Connection", value)
 

@@ -320,7 +320,7 @@ def test_request_heads_past_16_kib_are_served_a_few_at_a_time_and_one_more_gets_
         assert first.makefile("rb").readline().startswith(b"HTTP/1.1 200")
     finally:
         first.close()
-    # The slot came back, also from a large request line refused before its headers were read.
+    # The slot came back, also from a large head whose version is refused once its headers were read.
     bad = raw_exchange(port, b"GET /" + b"a" * LARGE_HEAD + b" HTTP/9.9\r\nHost: x\r\n\r\n")
     assert bad.startswith(b"HTTP/1.1 505"), bad
     for _ in range(2):

@@ -80,6 +80,19 @@ def test_oversized_body_is_refused_unread_with_413(ext) -> None:  # type: ignore
     assert request(ext.running.port, "GET", "/healthz")[0] == 200
 
 
+@pytest.mark.parametrize("connection", [b"", b"Connection: close\r\n"], ids=["plain", "close"])
+def test_a_closing_reply_to_http_1_0_says_no_connection_header_as_go_s_does(  # type: ignore[no-untyped-def]
+    ext, connection: bytes
+) -> None:
+    """src/net/http/server.go ``chunkWriter.writeHeader``: a reply after which the connection closes says
+    ``Connection: close`` on ``ProtoAtLeast(1, 1)`` only, so one to HTTP/1.0 says nothing, then closes
+    (`go_http.connection_header`, the sandbox's rule). The extender's 413 said ``Connection: close``."""
+    data = b"POST /gpushare-scheduler/filter HTTP/1.0\r\n" + connection + b"Content-Length: 100000\r\n\r\n"
+    head, _, body = _exchange(ext.running.port, data).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 413 ") and b"\r\nConnection:" not in head, head
+    assert "exceeds the limit of 65536 bytes" in json.loads(body)["Error"]
+
+
 def test_filter_with_thousands_of_nodes_over_the_wire(ext, sandbox: Sandbox) -> None:  # type: ignore[no-untyped-def]
     job = sandbox.get("pods", "default", "job")
     names = ["gpu-1"] + [f"ghost-{i}" for i in range(3000)]
@@ -523,7 +536,7 @@ def _go_bad_request_because(why: bytes) -> bytes:
 def test_header_fields_go_refuses_get_go_s_400_before_the_app_and_the_connection_closed(  # type: ignore[no-untyped-def]
     ext, head: bytes, reply: bytes
 ) -> None:
-    """The sandbox's rule (`go_http.fields_refused`, `go_http.host_refused`): textproto's ``readMIMEHeader``
+    """The sandbox's rule (`go_http.fields_refused`, `go_http.version_or_host_refused`): textproto's ``readMIMEHeader``
     (src/net/textproto/reader.go) refuses a line without a colon, an empty name, a name byte that is no tchar nor a
     space and a control byte other than a tab in a value, and request.go ``readRequest`` a second ``Host``: Go's
     plain 400;
@@ -539,18 +552,41 @@ def test_header_fields_go_refuses_get_go_s_400_before_the_app_and_the_connection
     ("data", "status"),
     [(b"GET /healthz HTTP/1.0\r\n\r\n", b"HTTP/1.0 200 "),
      (b"CONNECT /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", b"HTTP/1.1 405 "),
+     (b"CONNECT 10.0.0.1:443 HTTP/1.1\r\nConnection: close\r\n\r\n", b"HTTP/1.1 404 "),
      (b"POST /gpushare-scheduler/filter HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", b"HTTP/1.1 501 "),
      (b"POST /gpushare-scheduler/filter HTTP/1.1\r\nContent-Length: x\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n")],
-    ids=["http-1.0", "connect", "framing-first-501", "framing-first-400"],
+    ids=["http-1.0", "connect", "connect-authority", "framing-first-501", "framing-first-400"],
 )
 def test_a_request_without_host_is_served_or_refused_where_go_does_it(  # type: ignore[no-untyped-def]
     ext, data: bytes, status: bytes
 ) -> None:
-    """src/net/http/server.go ``readRequest`` needs ``Host`` on HTTP/1.1 and later only, ``CONNECT`` aside, and
+    """src/net/http/server.go ``readRequest`` needs ``Host`` on HTTP/1.1 and later only, ``CONNECT`` aside (its
+    target a path or, as request.go's ``justAuthority`` reads it, an authority: here no route, the app's 404), and
     checks it after request.go's ``readTransfer`` refused the framing: a bad ``Transfer-Encoding`` or
     ``Content-Length`` gets the extender's framing reply, not the missing Host's 400."""
     answer = _exchange(ext.running.port, data)
     assert answer.startswith(status) and b"Host header" not in answer, answer
+
+
+@pytest.mark.parametrize(
+    ("data", "starts"),
+    [(b"GET /healthz HTTP/2.0\r\nHost: x\r\nNo colon\r\n\r\n", GO_BAD_REQUEST),
+     (b"POST /gpushare-scheduler/filter HTTP/3.0\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", b"HTTP/1.1 501 "),
+     (b"POST /gpushare-scheduler/filter HTTP/3.0\r\nHost: x\r\nContent-Length: x\r\n\r\n", b"HTTP/1.1 400 "),
+     (b"GET /healthz HTTP/0.9\r\n" + b"X: a\r\n" * 1000 + b" \r\n\r\n", GO_VERSION_NOT_SUPPORTED),
+     (b"GET /healthz HTTP/3.0\r\nHost: a b\r\n\r\n", GO_VERSION_NOT_SUPPORTED)],
+    ids=["bad-field-first", "transfer-encoding-first", "content-length-first", "after-the-fields", "before-host"],
+)
+def test_a_version_go_does_not_serve_is_refused_after_the_head_and_its_framing_as_go_orders_it(  # type: ignore[no-untyped-def]
+    ext, data: bytes, starts: bytes
+) -> None:
+    """src/net/http/server.go ``conn.readRequest`` asks ``http1ServerSupportsRequest`` once request.go's
+    ``readRequest`` read the header lines and ``readTransfer`` the framing, and before the Host checks: a
+    header line textproto refuses, or a framing ``readTransfer`` refuses, wins over the 505, which wins over a
+    bad ``Host`` (`go_http.version_or_host_refused`, the sandbox's rule). The 505 came at the request line."""
+    answer = _exchange(ext.running.port, data)
+    assert answer.startswith(starts), answer
+    assert request(ext.running.port, "GET", "/healthz")[0] == 200
 
 
 @pytest.mark.parametrize(

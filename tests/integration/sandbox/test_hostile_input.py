@@ -285,6 +285,33 @@ def test_a_request_line_go_cannot_read_gets_its_plain_reply(line: str, reply: by
         assert exchange(sb, f"GET {CONFIGMAPS} HTTP/1.1\r\nHost: sandbox\r\n\r\n".encode())[0] == 401
 
 
+@pytest.mark.parametrize(("head", "reply"), [
+    (b"Host: s\r\nNo colon\r\n", GO_BAD_REQUEST),
+    (b"Host: s\r\nTransfer-Encoding: gzip\r\n", UNSUPPORTED_TE),
+    (b"Host: s\r\nContent-Length: -1\r\n", GO_BAD_REQUEST),
+    (b"Host: a b\r\n", GO_VERSION_NOT_SUPPORTED), (b"", GO_VERSION_NOT_SUPPORTED),
+], ids=["bad-field", "transfer-encoding", "content-length", "before-bad-host", "before-no-host"])  # fmt: skip
+def test_a_version_go_does_not_serve_is_refused_after_the_head_and_its_framing(head: bytes, reply: bytes) -> None:
+    # src/net/http/server.go conn.readRequest asks http1ServerSupportsRequest once request.go's readRequest read
+    # the header lines (textproto) and readTransfer the framing, then checks Host: those refusals win over the
+    # 505, and it over a bad or missing Host (go_http.version_or_host_refused; the extender's rule too). The
+    # sandbox answered 505 at the request line.
+    with Sandbox(auth=True) as sb:
+        assert read_to_close(sb, f"GET {CONFIGMAPS} HTTP/3.0\r\n".encode() + head + b"\r\n") == reply
+        assert not sb.requests, "no handler saw it"
+
+
+@pytest.mark.parametrize("target", ["10.0.0.1:443", "[::1]:6443", "example.com:443", "/api"])
+def test_a_connect_reaches_the_handlers_without_host_its_target_an_authority_or_a_path(target: str) -> None:
+    # src/net/http/request.go readRequest: a CONNECT target that is not a path is an authority (justAuthority:
+    # parsed as "http://" + target, then the scheme dropped), and server.go readRequest needs no Host on a
+    # CONNECT: the handler chain answers, here authentication's 401. An address target was Go's plain 400.
+    with Sandbox(auth=True) as sb:
+        status, body, _ = exchange(sb, f"CONNECT {target} HTTP/1.1\r\nConnection: close\r\n\r\n".encode())
+        assert (status, body["reason"]) == (401, "Unauthorized"), body
+        assert [r.method for r in sb.requests] == ["CONNECT"]
+
+
 def test_the_http2_preface_reaches_the_handlers_as_go_lets_it_then_the_connection_closes() -> None:
     # http1ServerSupportsRequest (src/net/http/server.go) lets "PRI * HTTP/2.0" through to the
     # handlers, and nothing serves "*": the chain's 401, then 404, in JSON. readRequest sets

@@ -97,8 +97,8 @@ def test_reply_connection_is_go_s_close_after_reply(
     assert go_http.reply_connection(version, connection) == expected
 
 
-def test_header_pairs_cut_at_the_first_colon_skip_an_empty_name_and_trim_the_value_s_start() -> None:
-    fields = go_http.header_fields(b"A: x:y \r\n:skipped\r\nB:\t z\n  folded\r\n")
+def test_header_pairs_cut_at_the_first_colon_and_trim_the_value_s_start() -> None:
+    fields = go_http.header_fields(b"A: x:y \r\nB:\t z\n  folded\r\n")
     assert go_http.header_pairs(fields) == [("A", "x:y"), ("B", "z folded")]
 
 
@@ -139,7 +139,7 @@ def test_expectation_is_conn_serve_s(version: tuple[int, int], expect: list[str]
     assert go_http.expectation(version, expect, body) == expected
 
 
-def test_fields_textproto_cannot_read_and_a_second_host_are_the_plain_400_and_the_rest_host_refused_s() -> None:
+def test_fields_textproto_cannot_read_and_a_second_host_are_the_plain_400_the_rest_version_or_host_refused_s() -> None:
     for bad in ([b"No colon"], [b"X-A\tB: v"], [b"X-A: a\x00"], [b"Host: a", b"HOST: b"], [b": empty"]):
         assert go_http.fields_refused(bad) == go_http.BAD_REQUEST_REPLY, bad
     assert go_http.fields_refused([b"Host: a", b"X-Sp ace: v", b"X-Obs: caf\xe9\t"]) is None
@@ -148,8 +148,39 @@ def test_fields_textproto_cannot_read_and_a_second_host_are_the_plain_400_and_th
     connect = go_http.read_request_line(b"CONNECT /x HTTP/1.1\r\n")
     assert isinstance(line, go_http.RequestLine) and isinstance(old, go_http.RequestLine)
     assert isinstance(connect, go_http.RequestLine)
-    assert go_http.host_refused([], line) == go_http.bad_request_because("missing required Host header")
-    assert go_http.host_refused([], old) is None and go_http.host_refused([], connect) is None
-    assert go_http.host_refused([b"Host: a/b"], line) == go_http.bad_request_because("malformed Host header")
-    assert go_http.host_refused([b"Host: a", b"X-A : v"], line) == go_http.bad_request_because("invalid header name")
-    assert go_http.host_refused([b"host:  [::1]:80 "], line) is None
+    refused = go_http.version_or_host_refused
+    assert refused([], line) == go_http.bad_request_because("missing required Host header")
+    assert refused([], old) is None and refused([], connect) is None
+    assert refused([b"Host: a/b"], line) == go_http.bad_request_because("malformed Host header")
+    assert refused([b"Host: a", b"X-A : v"], line) == go_http.bad_request_because("invalid header name")
+    assert refused([b"host:  [::1]:80 "], line) is None
+
+
+def test_connection_header_says_close_on_http_1_1_only_and_keep_alive_where_http_1_0_is_kept() -> None:
+    keep_10 = go_http.reply_connection((1, 0), ["keep-alive"])
+    assert go_http.connection_header((1, 0), keep_10, close=False) == "keep-alive"
+    assert go_http.connection_header((1, 0), keep_10, close=True) is None  # the server closes it: nothing said
+    assert go_http.connection_header((1, 0), go_http.reply_connection((1, 0), []), close=True) is None
+    assert go_http.connection_header((1, 1), go_http.reply_connection((1, 1), []), close=True) == "close"
+    assert go_http.connection_header((1, 1), go_http.reply_connection((1, 1), []), close=False) is None
+
+
+def test_a_version_go_does_not_serve_is_read_then_refused_after_the_head_before_host() -> None:
+    # src/net/http/server.go conn.readRequest: http1ServerSupportsRequest once readRequest read the head and
+    # its framing, before the Host checks; the line itself was read.
+    line = go_http.read_request_line(b"GET / HTTP/3.0\r\n")
+    assert isinstance(line, go_http.RequestLine) and line.version == (3, 0)
+    assert go_http.version_or_host_refused([], line) == go_http.VERSION_NOT_SUPPORTED_REPLY
+    assert go_http.version_or_host_refused([b"Host: a b"], line) == go_http.VERSION_NOT_SUPPORTED_REPLY
+    preface = go_http.read_request_line(b"PRI * HTTP/2.0\r\n")
+    assert isinstance(preface, go_http.RequestLine) and go_http.version_or_host_refused([], preface) is None
+
+
+def test_a_connect_target_that_is_no_path_is_read_as_an_authority() -> None:
+    # src/net/http/request.go readRequest's justAuthority: "http://" + target, the scheme then dropped.
+    for target, host in [(b"10.0.0.1:443", "10.0.0.1:443"), (b"[::1]:6443", "[::1]:6443")]:
+        read = go_http.read_request_line(b"CONNECT " + target + b" HTTP/1.1\r\n")
+        assert isinstance(read, go_http.RequestLine), target
+        assert (read.url.scheme, read.url.host, read.url.path, read.path) == ("", host, "", target.decode())
+    assert go_http.read_request_line(b"CONNECT h:x HTTP/1.1\r\n") == go_http.BAD_REQUEST_REPLY  # a bad port
+    assert go_http.read_request_line(b"GET 10.0.0.1:443 HTTP/1.1\r\n") == go_http.BAD_REQUEST_REPLY
