@@ -1,8 +1,8 @@
 """The socket side of the extender: a threading HTTP/1.1 server around `ExtenderApp`.
 
 Owns bytes on the wire only: reading a request with its Content-Length (refusing oversized bodies
-before reading them), writing the app's `Response`, keep-alive, and optional TLS for
-kube-scheduler's ``enableHTTPS`` and the admission webhook (the key pair is reloaded when its files
+before reading them), writing the app's `Response` framed as Go frames it (`_Handler._send`), keep-alive,
+and optional TLS for kube-scheduler's ``enableHTTPS`` and the admission webhook (the key pair is reloaded when its files
 change: `certs`). Routing, replies and metrics are the app's.
 
 Every resource a client can hold is bounded (`Limits`): open connections (one thread each; past the
@@ -357,30 +357,43 @@ class _Handler(GoHeadHandler):
         self.send_response_only(code, message)
 
     def _send(self, response: Response, close: bool = False) -> None:
-        """Write the reply's head in Go's order, then its body; ``close`` (a request refused before the app) closes.
+        """Write the reply's head in Go's order, then its body as Go frames it; ``close`` (a refusal unread) closes.
 
         src/net/http/server.go ``chunkWriter.writeHeader``: the handler's headers sorted by name
         (``Header.WriteSubset``; the original extender's handlers set ``Content-Type`` only), then the
-        ones the server adds (``extraHeader.Write``): ``Date``, ``Content-Length`` (the whole body was
-        written before the handler returned), ``Connection``. Without ``close`` the connection is kept or
-        closed as Go's server decides (`go_http.reply_connection`); ``Connection`` says so as Go's does, the
-        sandbox's rule (`go_http.connection_header`: a closing reply to HTTP/1.0 says nothing).
+        ones the server adds (``extraHeader.Write``): ``Date``, ``Content-Length``, ``Connection``,
+        ``Transfer-Encoding``. The original's handlers call ``WriteHeader`` and then ``Write`` the body once
+        (pkg/routes/routes.go), so a body of up to 2048 bytes gets a ``Content-Length`` and a larger one is
+        chunked, or on HTTP/1.0 ended by the close (`go_http.reply_framing`); every app reply is framed so, as
+        any handler's in a Go server (kube-scheduler's, Prometheus's and kube-apiserver's clients read both).
+        A refusal before the app keeps its ``Content-Length``: Go's server writes those itself, in its own words
+        (docs/extender.md). Without ``close`` the connection is kept or closed as Go's server decides
+        (`go_http.reply_connection`); ``Connection`` says so as Go's does, the sandbox's rule
+        (`go_http.connection_header`: a closing reply to HTTP/1.0 says nothing).
         """
         self.connection.settimeout(self.server.limits.idle_timeout)  # a client that does not read
+        version = self.request_line.version
+        body = response.body
+        framing: go_http.ReplyFraming = (
+            "length" if close else go_http.reply_framing(len(body), version, self.command == "HEAD"))
         self.send_response(response.status)
         for name, value in sorted((("Content-Type", response.content_type), *response.headers), key=lambda h: h[0]):
             self.send_header(name, value)
         self.send_header("Date", self.date_time_string())
-        self.send_header("Content-Length", str(len(response.body)))
-        if close:
+        if framing == "length":
+            self.send_header("Content-Length", str(len(body)))
+        if close or framing == "close":
             self.close_connection = True
-        connection = go_http.connection_header(self.request_line.version, self._reply_connection,
-                                               self.close_connection)
+        connection = go_http.connection_header(version, self._reply_connection, self.close_connection)
         if connection is not None:
             self.send_header("Connection", connection)
+        if framing == "chunked":
+            self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(response.body)
+        if self.command == "HEAD":
+            return
+        # One write: with Nagle off, a chunk's size line, body and end as separate writes would be separate packets.
+        self.wfile.write(go_http.chunked_body(body) if framing == "chunked" else body)
 
     do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = do_PATCH = _serve  # noqa: N815 - http.server names
 

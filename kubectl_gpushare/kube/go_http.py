@@ -452,3 +452,40 @@ def expectation(version: tuple[int, int], expect: Sequence[str], announces_body:
     if has_token(first, "100-continue"):
         return "continue" if at_least_1_1(version) and announces_body else "none"
     return "fail" if first else "none"
+
+
+BUFFER_BEFORE_CHUNKING: Final = 2048
+"""Bytes of a handler's body Go's server holds before it writes the reply's head: ``bufferBeforeChunkingSize``
+(src/net/http/server.go), the size of the ``bufio.Writer`` between ``response.Write`` and ``chunkWriter``."""
+ReplyFraming = Literal["length", "chunked", "close", "none"]
+"""How Go's server frames a handler's body (`reply_framing`): ``Content-Length``, chunked, ended by the
+connection's close, or neither (a reply to ``HEAD`` whose head went out before the handler was done)."""
+
+
+def reply_framing(size: int, version: tuple[int, int], head: bool) -> ReplyFraming:
+    """How Go's server frames a body of ``size`` bytes that a handler wrote in one ``Write`` after ``WriteHeader``.
+
+    src/net/http/server.go: ``response.Write`` goes through a ``bufio.Writer`` of `BUFFER_BEFORE_CHUNKING`
+    bytes into ``chunkWriter``. A body that fits (``len(p) > b.Available()`` is false, src/bufio/bufio.go
+    ``Writer.Write``) is still buffered when the handler returns, so ``finishRequest`` flushes it with
+    ``handlerDone`` set and ``chunkWriter.writeHeader`` adds ``Content-Length`` (not for an empty body to
+    ``HEAD``: ``!isHEAD || len(p) > 0``). A larger one goes straight through (the buffer is empty: "Large
+    write, empty buffer") while the handler runs: no ``Content-Length``, so ``Transfer-Encoding: chunked`` on
+    ``ProtoAtLeast(1, 1)`` (``chunkWriter.Write`` writes it as one chunk), and on HTTP/1.0 ``closeAfterReply``,
+    the body ended by the close. ``HEAD`` gets neither (its writes are eaten), and its connection is kept as
+    `reply_connection` says (``wants10KeepAlive && isHEAD`` keeps an HTTP/1.0 one).
+    """
+    if size <= BUFFER_BEFORE_CHUNKING:
+        return "length" if size or not head else "none"
+    if head:
+        return "none"
+    return "chunked" if at_least_1_1(version) else "close"
+
+
+def chunked_body(body: bytes) -> bytes:
+    """``body`` on the wire as Go's ``chunkWriter`` writes one ``Write`` of it, then ``close`` (src/net/http/server.go).
+
+    ``chunkWriter.Write``: a size line in lowercase hex (``%x``), the bytes, CRLF; ``chunkWriter.close``: the last
+    chunk ``0``, no trailer, CRLF.
+    """
+    return b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body)

@@ -184,3 +184,23 @@ def test_a_connect_target_that_is_no_path_is_read_as_an_authority() -> None:
         assert (read.url.scheme, read.url.host, read.url.path, read.path) == ("", host, "", target.decode())
     assert go_http.read_request_line(b"CONNECT h:x HTTP/1.1\r\n") == go_http.BAD_REQUEST_REPLY  # a bad port
     assert go_http.read_request_line(b"GET 10.0.0.1:443 HTTP/1.1\r\n") == go_http.BAD_REQUEST_REPLY
+
+
+@pytest.mark.parametrize(
+    ("size", "version", "head", "framing"),
+    [(0, (1, 1), False, "length"), (2048, (1, 1), False, "length"), (2049, (1, 1), False, "chunked"),
+     (2049, (1, 0), False, "close"), (2048, (1, 0), False, "length"), (1, (1, 1), True, "length"),
+     (0, (1, 1), True, "none"), (2049, (1, 1), True, "none"), (2049, (1, 0), True, "none")],
+)
+def test_a_handler_s_one_write_is_framed_as_go_s_server_frames_it(
+    size: int, version: tuple[int, int], head: bool, framing: str
+) -> None:
+    """src/net/http/server.go: up to ``bufferBeforeChunkingSize`` bytes get a Content-Length (not an empty body
+    to HEAD); more are chunked on HTTP/1.1, ended by the close on HTTP/1.0, and neither to HEAD."""
+    assert go_http.reply_framing(size, version, head) == framing
+
+
+def test_a_chunked_body_is_one_chunk_and_the_last_chunk() -> None:
+    """``chunkWriter.Write``'s ``%x`` size line (lowercase hex), then ``chunkWriter.close``'s ``0\\r\\n\\r\\n``."""
+    body = b"x" * 2059
+    assert go_http.chunked_body(body) == b"80b\r\n" + body + b"\r\n0\r\n\r\n"
