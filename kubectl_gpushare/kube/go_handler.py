@@ -9,9 +9,17 @@ and reads it by `go_http`'s rules. Each subclass judges the fields it reads, the
 
 from __future__ import annotations
 
+import socket
 from http.server import BaseHTTPRequestHandler
+from typing import Final
 
 from kubectl_gpushare.kube import go_http
+
+LINGER_SECONDS: Final = 0.5
+"""How long a closing connection waits for the client to stop sending (`GoHeadHandler.linger`): Go's
+``rstAvoidanceDelay`` (src/net/http/server.go ``closeWriteAndWait``)."""
+LINGER_BYTES: Final = 4 * 1024 * 1024
+"""What a closing connection reads and drops at most while it waits."""
 
 
 class GoHeadHandler(BaseHTTPRequestHandler):
@@ -47,6 +55,33 @@ class GoHeadHandler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except TimeoutError:
             self.close_connection = True
+
+    def finish(self) -> None:
+        """Flush the reply; a connection that closes lingers first (`linger`)."""
+        try:
+            super().finish()
+        except OSError:
+            pass
+        if self.close_connection:
+            self.linger()
+
+    def linger(self) -> None:
+        """Half-close, then discard what the client is still sending (bounded in bytes and time).
+
+        Closing a socket with unread input makes the kernel send a reset, which can destroy a reply
+        (a 400 to a head refused at its first header line, a 413 to a body left unread) before the client
+        reads it, or break the client's send. Go's server half-closes and waits `LINGER_SECONDS` after
+        a 431 and after a body it did not read (``closeWriteAndWait``); both servers do so after every
+        reply that closes the connection, so no refusal is lost to a reset.
+        """
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(LINGER_SECONDS)
+            for _ in range(LINGER_BYTES // 65536):
+                if not self.connection.recv(65536):
+                    break
+        except OSError:
+            pass
 
     def refuse(self, reply: bytes) -> bool:
         """Write a reply Go's server writes before any handler, and close (False, for `parse_request`)."""

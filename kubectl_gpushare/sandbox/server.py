@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from kubectl_gpushare import protocol
 from kubectl_gpushare.kube.deadlines import SECOND, long_running, long_running_request, parse_duration
@@ -184,11 +184,6 @@ class _Server(ThreadingHTTPServer):
                 pass
 
 
-LINGER_SECONDS: Final = 0.5
-"""How long a closing connection waits for the client to stop sending (see `_Handler._linger`)."""
-LINGER_BYTES: Final = 4 * 1024 * 1024
-
-
 class _Handler(GoHeadHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -220,30 +215,10 @@ class _Handler(GoHeadHandler):
             self.server.open_connections.add(self.connection)
 
     def finish(self) -> None:
-        """Forget the connection once the client or the server closed it."""
+        """Forget the connection once the client or the server closed it (then `GoHeadHandler.finish`)."""
         with self.server.connections_lock:
             self.server.open_connections.discard(self.connection)
-        try:
-            super().finish()
-        except OSError:
-            pass
-        if self.close_connection:
-            self._linger()
-
-    def _linger(self) -> None:
-        """Half-close, then discard what the client is still sending (bounded in bytes and time).
-
-        Closing a socket with unread input makes the kernel send a reset, which can destroy the
-        error reply (a 400 or 413 for a body we refused to read) before the client reads it.
-        """
-        try:
-            self.connection.shutdown(socket.SHUT_WR)
-            self.connection.settimeout(LINGER_SECONDS)
-            for _ in range(LINGER_BYTES // 65536):
-                if not self.connection.recv(65536):
-                    break
-        except OSError:
-            pass
+        super().finish()
 
     def start_request(self) -> None:
         """The next request's first byte starts the read deadline (see `DeadlineReader`)."""

@@ -629,3 +629,13 @@ def test_a_reply_s_head_is_in_go_s_order_without_a_server_header(ext, data: byte
     ``Server: kubectl-gpushare-extender`` and ``Date`` first, then the app's headers in its own order."""
     answer = _exchange(ext.running.port, data)
     assert re.match(head, answer), answer
+
+
+def test_a_refusal_survives_a_client_still_sending_a_large_head(ext) -> None:  # type: ignore[no-untyped-def]
+    """A head refused at its first header line while the client still sends megabytes of it: the server
+    half-closes and reads what still comes (`GoHeadHandler.linger`, as Go's ``closeWriteAndWait``), so the
+    client's send completes and the 400 reaches it; closing with unread input would reset the connection,
+    breaking the send or destroying the reply (a test of this file failed so, now and then, on a loaded machine)."""
+    head = b"GET /healthz HTTP/1.1\r\n\tX-A: a\r\n" + b"X-Pad: " + b"a" * (3 << 20) + b"\r\n\r\n"
+    for _ in range(3):
+        assert _exchange(ext.running.port, head) == GO_BAD_REQUEST
