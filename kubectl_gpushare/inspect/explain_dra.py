@@ -85,14 +85,14 @@ def explain_claims(
     allocated = [claim for claim in ours if claim.allocation is not None]
     scheduled = dra.scheduled_claims(resolved, ours)  # other drivers' allocated claims are asked too
     # An unbound pod whose claims are all allocated is being bound (PreBind wrote them), unless the
-    # DynamicResources plugin refuses those claims (being deleted, reserved for others) or never binds
-    # the pod (a claim two entries name, `dra.named_twice`): pending then.
-    twice = dra.named_twice(resolved)
-    if pod.spec.node_name or (ours and len(allocated) == len(ours) and not missing and twice is None
+    # DynamicResources plugin stops it at one of its claims, of any driver (missing or being deleted:
+    # `dra.first_unusable`), refuses those claims (reserved for others) or never binds the pod (a claim
+    # two entries name, `dra.named_twice`): pending then.
+    twice, unusable = dra.named_twice(resolved), dra.first_unusable(resolved)
+    if pod.spec.node_name or (ours and len(allocated) == len(ours) and unusable is None and twice is None
                               and not dra_allocation.prefilter(scheduled, classes, meta.uid)):
         return _placed(pod, ledger, ours, dra.pool_nodes(objects), base, who)
-    return _pending(pod, nodes, ledger, inputs, ours, scheduled, missing, dra.first_unusable(resolved), base, who,
-                    placement, twice)
+    return _pending(pod, nodes, ledger, inputs, ours, scheduled, missing, unusable, base, who, placement, twice)
 
 
 # --- A placed pod ----------------------------------------------------------------------------------------

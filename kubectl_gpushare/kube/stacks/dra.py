@@ -894,7 +894,7 @@ class Unusable(NamedTuple):
     upstream: str
     """kube-scheduler's words (``foreachPodResourceClaim``'s error: PreEnqueue's, PreFilter's), whichever the case."""
     missing: str = ""
-    """Why the pod has no such claim (yet), as `ClaimIndex.of` says it (none made, or one made for another pod:
+    """Why the pod has no such claim (yet), as `resolve_claims` says it (none made, or one made for another pod:
     `not_for_pod`): the pod waits for it ("" when it exists)."""
     refused: str = ""
     """kube-scheduler's words refusing it (a claim being deleted); "" for a missing one."""
@@ -905,7 +905,7 @@ def first_unusable(resolved: Sequence[PodClaim]) -> Unusable | None:
 
     kube-scheduler's DynamicResources plugin gathers a pod's claims in that order and stops at the
     first one it cannot get, that is being deleted or, made from a template, is not the pod's
-    (`not_for_pod`, resolved as missing by `ClaimIndex.of`) (dynamicresources.go ``foreachPodResourceClaim``,
+    (`not_for_pod`, resolved as missing by `resolve_claims`) (dynamicresources.go ``foreachPodResourceClaim``,
     asked by PreEnqueue before any plugin's PreFilter, and again by PreFilter): the pod is not tried
     until that claim changes, whatever its later claims are. Every claim counts, of any driver.
     ``explain`` and ``doctor`` both ask this, so they name the same claim, and before anything
@@ -986,7 +986,9 @@ def scheduled_claims(resolved: Sequence[PodClaim], ours: Sequence[dra.ResourceCl
     DynamicResources PreFilter refuses every allocated claim of the pod that is in use, and its Filter
     every node an allocated claim's node selector does not match, whatever the driver (dynamicresources.go
     PreFilter, Filter: ``informationsForClaim[].availableOnNodes``). An unallocated claim of another
-    driver is left out: its devices and classes are not read here.
+    driver is left out: its devices are not read here, so Filter's allocation of it cannot be asked, nor
+    is PreFilter's check that its requests' classes exist (kube-scheduler makes it; explain and doctor
+    do not say it).
     """
     mine = {id(claim) for claim in ours}
     return [entry.claim for entry in resolved if entry.claim is not None

@@ -333,6 +333,25 @@ def claim_others(nic_node: str = "dra-n", nic_users: int = 1) -> list[dict[str, 
     ]
 
 
+def claim_other_deleting() -> list[dict[str, Any]]:
+    """Pending pod ``lone`` (created long ago, on no node) whose claims are, in order: ``lone-gpu``, ours, allocated
+    on ``dra-q`` and reserved for nobody yet; ``lone-nic``, of another driver (a NIC's class), not allocated and
+    being deleted (a finalizer holds it). kube-scheduler stops at the claim being deleted whatever its driver
+    (``foreachPodResourceClaim``, PreEnqueue), so the pod is not being bound."""
+    ns = "team-q"
+    lone = dra.dra_pod("lone", "", "lone-gpu", phase="Pending", namespace=ns, created="2020-01-01T00:00:00Z")
+    lone["spec"]["resourceClaims"].append({"name": "nic", "resourceClaimName": "lone-nic"})
+    nic = dra.pending_claim("lone-nic", "lone", "1Gi", namespace=ns, device_class="nic.example.com")
+    nic["metadata"].update(deletionTimestamp="2020-01-01T00:00:00Z", finalizers=["nic.example.com/hold"])
+    del nic["metadata"]["ownerReferences"], nic["metadata"]["annotations"]
+    return [
+        dra.device_class(),
+        node_object("dra-q", [], ip="10.9.9.2", gpushare=False, dra=True),
+        dra.resource_slice("dra-q", dra.OUR_DRIVER, [dra.our_device(0, "16Gi", "1Gi", "T4", "dra-q")], "qqqqq"),
+        dra.claim("lone-gpu", "dra-q", "gpu-0", "4Gi", [], owner="lone", namespace=ns), nic, lone,
+    ]
+
+
 def hostile_names() -> list[dict[str, Any]]:
     """Findings on a node, a pod and a namespace named with `HOSTILE`: a node without its device-plugin pod,
     a pod stuck unassigned on it, a finished pod still holding an annotation whose value is hostile too, and a

@@ -289,6 +289,30 @@ def test_explain_and_doctor_find_a_pods_claims_of_other_drivers(
         assert found == [finding], source
 
 
+def test_explain_and_doctor_stop_at_another_drivers_unallocated_claim_being_deleted(
+    sandbox: Sandbox, kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path, cli_runner: CliRunner,
+) -> None:
+    """An unbound pod whose claims of ours are all allocated is being bound only if kube-scheduler lets it through:
+    a claim of another driver, not allocated and being deleted, stops it (``foreachPodResourceClaim``, whatever the
+    driver). explain and doctor both say so, over the API and from kubectl's dump. Before, explain said the pod was
+    being bound (it asked PreFilter only of allocated claims of other drivers) while doctor said it was refused."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+    from kubectl_gpushare.inspect.explain_command import explain_command
+
+    sandbox.load(cases.claim_other_deleting())
+    words = 'resourceclaim "lone-nic" is being deleted'
+    for source in _api_and_dump(kubectl, kubeconfig, tmp_path):
+        result = cli_runner.invoke(explain_command, ["lone", "-n", "team-q", "-o", "json", *source])
+        assert result.exit_code == 0, result.output
+        answer = json.loads(result.stdout)
+        assert (answer["state"], answer["summary"].endswith(f"kube-scheduler cannot schedule it: {words}.")) == (
+            "pending", True), answer["summary"]
+        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
+        found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
+                 if f["object"] == "pod/team-q/lone"]
+        assert found == [("error", "dra-claim-unallocatable", f"cannot be scheduled: {words}")], source
+
+
 @pytest.mark.parametrize("entries", [
     [{"name": "gpu", "resourceClaimTemplateName": "gpu-mem-4gi"}, {"name": 5, "resourceClaimName": "x"}],
     [{"name": "gpu", "resourceClaimTemplateName": "gpu-mem-4gi"}, "gpu"],
