@@ -311,7 +311,7 @@ class _Handler(GoHeadHandler):
         # refused below was never read, so its client gets no 100 Continue.
         expect = go_http.expectation(version, self.headers.get_all("Expect") or [], chunked or length > 0)
         if expect == "fail":
-            self._expectation_failed()
+            self.expectation_failed()
             return
         if chunked:  # Go reads it; the extender does not (docs/extender.md)
             self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
@@ -338,15 +338,6 @@ class _Handler(GoHeadHandler):
             if length:
                 budget.release(length)
         self._send(response)
-
-    def _expectation_failed(self) -> None:
-        """Go's ``sendExpectationFailed`` (src/net/http/server.go): 417, its ``Connection: close``, no body, closed."""
-        self.close_connection = True
-        self.send_response(417)
-        self.send_header("Connection", "close")
-        self.send_header("Date", self.date_time_string())
-        self.send_header("Content-Length", "0")
-        self.end_headers()
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """The status line only: `_send` writes the headers in Go's order, and Go writes no ``Server`` header.
