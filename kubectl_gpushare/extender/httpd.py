@@ -258,8 +258,8 @@ class _Handler(GoHeadHandler):
         `go_http.read_request_line`) refuses a line it cannot read with its plain 400, and bounds
         the whole head by bytes only (`go_http.MAX_REQUEST_HEAD`, then its plain 431), before any
         handler, and closes. Whether the connection outlives the reply, and the ``Connection`` header
-        that says so, are Go's (`go_http.reply_connection`), not ``http.server``'s, which closes on one
-        ``Connection`` value that is exactly ``close`` and adds no header; a reply's status line says
+        that says so, are Go's (`go_http.reply_connection`), not ``http.server``'s, which compares the first
+        ``Connection`` value whole with ``close`` (any case) and adds no header; a reply's status line says
         ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1`` (`GoHeadHandler.take_head`); the
         HTTP/2 preface's head (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection
         closes, as Go's server closes it after its handler. ``Expect`` is read in `_serve`, after the framing,
