@@ -258,8 +258,8 @@ class _Handler(GoHeadHandler):
         `go_http.read_request_line`) refuses a line it cannot read with its plain 400, and bounds
         the whole head by bytes only (`go_http.MAX_REQUEST_HEAD`, then its plain 431), before any
         handler, and closes. Whether the connection outlives the reply, and the ``Connection`` header
-        that says so, are Go's (`go_http.reply_connection`), not ``http.server``'s, which closes on one
-        ``Connection`` value that is exactly ``close`` and adds no header; a reply's status line says
+        that says so, are Go's (`go_http.reply_connection`), not ``http.server``'s, which compares the first
+        ``Connection`` value whole with ``close`` (any case) and adds no header; a reply's status line says
         ``HTTP/1.0`` to an HTTP/1.0 request, as Go's does, not ``HTTP/1.1`` (`GoHeadHandler.take_head`); the
         HTTP/2 preface's head (``PRI * HTTP/2.0``, no header) is answered by the app, then the connection
         closes, as Go's server closes it after its handler. ``Expect`` is read in `_serve`, after the framing,
@@ -311,7 +311,7 @@ class _Handler(GoHeadHandler):
         # refused below was never read, so its client gets no 100 Continue.
         expect = go_http.expectation(version, self.headers.get_all("Expect") or [], chunked or length > 0)
         if expect == "fail":
-            self._expectation_failed()
+            self.expectation_failed()
             return
         if chunked:  # Go reads it; the extender does not (docs/extender.md)
             self._send(Response(411, b'{"Error":"chunked request bodies are not supported; send Content-Length"}'),
@@ -338,15 +338,6 @@ class _Handler(GoHeadHandler):
             if length:
                 budget.release(length)
         self._send(response)
-
-    def _expectation_failed(self) -> None:
-        """Go's ``sendExpectationFailed`` (src/net/http/server.go): 417, its ``Connection: close``, no body, closed."""
-        self.close_connection = True
-        self.send_response(417)
-        self.send_header("Connection", "close")
-        self.send_header("Date", self.date_time_string())
-        self.send_header("Content-Length", "0")
-        self.end_headers()
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """The status line only: `_send` writes the headers in Go's order, and Go writes no ``Server`` header.

@@ -89,6 +89,20 @@ class GoHeadHandler(BaseHTTPRequestHandler):
         self.wfile.write(reply)
         return False
 
+    def expectation_failed(self) -> None:
+        """Go's ``sendExpectationFailed`` (src/net/http/server.go): 417 before any handler, then closed.
+
+        Its handler header ``Connection: close`` first, then what ``chunkWriter.writeHeader`` adds, ``Date``
+        and ``Content-Length: 0``, the latter not on a reply to ``HEAD`` (``!isHEAD || len(p) > 0``); no body.
+        """
+        self.close_connection = True
+        self.send_response_only(417)
+        self.send_header("Connection", "close")
+        self.send_header("Date", self.date_time_string())
+        if self.command != "HEAD":
+            self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def head_refused(self, size: int) -> bytes | None:
         """A reply to refuse a head with before parsing its ``size`` bytes (read so far); None parses it.
 

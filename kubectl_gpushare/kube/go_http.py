@@ -1,11 +1,12 @@
-"""Go's net/http server rules for an HTTP/1.x request's line, version and body framing.
+"""Go's net/http server rules for an HTTP/1.x request's head and framing, and for the reply's.
 
-One copy for both servers that must read a request as Go does: the sandbox API server (raw bytes,
-`sandbox.framing`) and the extender (``http.server``'s parsed headers, `extender.httpd`). Both read
-the request line here (`read_request_line`) and the header lines (`read_header_block`, `header_fields`);
-each cuts header values its own way and asks here what Go decides; values are text, a character per
-byte (Latin-1, as ``http.client`` decodes header values). No I/O of its own: `read_header_block`
-reads the stream it is given.
+One copy for both servers that must answer as Go does, the sandbox API server (`sandbox.server`) and the
+extender (`extender.httpd`), which read a head through `go_handler.GoHeadHandler`: the request line
+(`read_request_line`), the header lines (`read_header_block`, `header_fields`) and what Go refuses in them
+(`fields_refused`, `version_or_host_refused`), ``Connection`` and ``Expect`` (`reply_connection`,
+`expectation`) and a reply's ``Connection`` (`connection_header`; `reply_framing` frames the extender's
+one-write bodies). Values are text, a character per byte (Latin-1, as ``http.client`` decodes header
+values). No I/O of its own: `read_header_block` reads the stream it is given.
 """
 
 from __future__ import annotations

@@ -260,11 +260,7 @@ class _Handler(GoHeadHandler):
         expect = expectation(self.request_line.version, self.headers.get_all("Expect") or [], self._announces_body())
         self.awaits_continue = expect == "continue"
         if expect == "fail":
-            self.close_connection = True
-            self.send_response(417)
-            self.send_header("Connection", "close")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.expectation_failed()
             return False
         return True
 

@@ -317,7 +317,12 @@ def test_request_heads_past_16_kib_are_served_a_few_at_a_time_and_one_more_gets_
         assert json.loads(payload)["Error"] == "too many large request heads; try again later"
         assert get(port, "/healthz") == (200, b"ok")  # a small head needs no slot
         first.sendall(body[10:])
-        assert first.makefile("rb").readline().startswith(b"HTTP/1.1 200")
+        reader = first.makefile("rb")
+        assert reader.readline().startswith(b"HTTP/1.1 200")
+        # The slot goes back after the reply is written: the connection's next request is read only then, so
+        # its reply is the barrier (a new connection's head waits only ``inflight_wait`` for the slot).
+        first.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert reader.read().endswith(b"\r\n\r\nok")
     finally:
         first.close()
     # The slot came back, also from a large head whose version is refused once its headers were read.

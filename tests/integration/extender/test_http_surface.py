@@ -438,6 +438,11 @@ def test_an_expectation_go_does_not_meet_gets_its_417_and_a_refused_body_no_100_
         assert lines[0] == b"HTTP/1.1 417 Expectation Failed" and body == b"", reply
         assert [line.split(b":")[0] for line in lines[1:]] == [b"Connection", b"Date", b"Content-Length"], reply
         assert b"Connection: close" in lines and b"Content-Length: 0" in lines, reply
+    # chunkWriter.writeHeader adds no Content-Length to an empty reply to HEAD (``!isHEAD || len(p) > 0``).
+    head = _exchange(ext.running.port, _HEALTHZ_1_1 + b"Expect: something-else\r\n\r\n").split(b"\r\n")
+    assert head[0] == b"HTTP/1.1 417 Expectation Failed", head
+    head = _exchange(ext.running.port, b"HEAD /healthz HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\n\r\n")
+    assert [line.split(b":")[0] for line in head.split(b"\r\n")[1:-2]] == [b"Connection", b"Date"], head
     reply = _exchange(ext.running.port, b"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\n"
                       b"Content-Length: 100000000\r\nExpect: 100-continue\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 413 ") and b" 100 Continue" not in reply, reply
