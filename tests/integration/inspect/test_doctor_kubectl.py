@@ -26,6 +26,14 @@ def _api_and_dump(kubectl: Callable[..., Any], kubeconfig: Path, tmp_path: Path)
     return ["--kubeconfig", str(kubeconfig)], ["--from-file", str(dump)]
 
 
+def _findings_of(cli_runner: CliRunner, obj: str, source: list[str]) -> list[tuple[str, str, str]]:
+    """doctor's findings on ``obj`` (severity, check, message), reading ``source`` (`_api_and_dump`'s flags)."""
+    from kubectl_gpushare.inspect.doctor_command import doctor_command
+
+    report = json.loads(cli_runner.invoke(doctor_command, ["-o", "json", *source]).stdout)
+    return [(f["severity"], f["check"], f["message"]) for f in report["findings"] if f["object"] == obj]
+
+
 def test_every_finding_live_and_from_kubectls_dump(
     sandbox: Sandbox, kubectl: Callable[..., Any], tmp_path: Path
 ) -> None:
@@ -169,7 +177,6 @@ def test_explain_and_doctor_name_the_first_unusable_claim_in_the_pods_order(
     over the API and from kubectl's dump; a claim being deleted stops it before another claim's invalid request
     (PreEnqueue runs before PreFilter). Before, explain named the missing claim first and doctor the deleted one,
     and both named the invalid request before the claim being deleted."""
-    from kubectl_gpushare.inspect.doctor_command import doctor_command
     from kubectl_gpushare.inspect.explain_command import explain_command
 
     sandbox.load(cases.claim_order(first, second))
@@ -186,10 +193,7 @@ def test_explain_and_doctor_name_the_first_unusable_claim_in_the_pods_order(
         assert result.exit_code == 0, result.output
         answer = json.loads(result.stdout)
         assert (answer["state"], answer["summary"].endswith(explained)) == ("pending", True), answer["summary"]
-        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
-        found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
-                 if f["object"] == "pod/team-o/both"]
-        assert found == [finding], source
+        assert _findings_of(cli_runner, "pod/team-o/both", source) == [finding], source
 
 
 def test_explain_and_doctor_refuse_a_template_claim_the_pod_does_not_own(
@@ -270,7 +274,6 @@ def test_explain_and_doctor_find_a_pods_claims_of_other_drivers(
     kubectl's dump. Before, the reading dropped other drivers' allocated claims and both said the pod waited for
     ``ResourceClaim nic does not exist``. PreFilter and Filter ask such a claim too: one reserved for 256 other pods
     is in use (both faces), one allocated on another node leaves no node of ours (explain; doctor asks no node)."""
-    from kubectl_gpushare.inspect.doctor_command import doctor_command
     from kubectl_gpushare.inspect.explain_command import explain_command
 
     sandbox.load(cases.claim_others(nic_node, nic_users))
@@ -283,10 +286,7 @@ def test_explain_and_doctor_find_a_pods_claims_of_other_drivers(
         if nic_node != "dra-n":
             assert [(n["name"], n["reason"]) for n in answer["nodes"]] == [
                 ("dra-n", "resourceclaim not available on the node")], source
-        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
-        found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
-                 if f["object"] == "pod/team-n/wired"]
-        assert found == [finding], source
+        assert _findings_of(cli_runner, "pod/team-n/wired", source) == [finding], source
 
 
 def test_explain_and_doctor_stop_at_another_drivers_unallocated_claim_being_deleted(
@@ -296,7 +296,6 @@ def test_explain_and_doctor_stop_at_another_drivers_unallocated_claim_being_dele
     a claim of another driver, not allocated and being deleted, stops it (``foreachPodResourceClaim``, whatever the
     driver). explain and doctor both say so, over the API and from kubectl's dump. Before, explain said the pod was
     being bound (it asked PreFilter only of allocated claims of other drivers) while doctor said it was refused."""
-    from kubectl_gpushare.inspect.doctor_command import doctor_command
     from kubectl_gpushare.inspect.explain_command import explain_command
 
     sandbox.load(cases.claim_other_deleting())
@@ -307,10 +306,8 @@ def test_explain_and_doctor_stop_at_another_drivers_unallocated_claim_being_dele
         answer = json.loads(result.stdout)
         assert (answer["state"], answer["summary"].endswith(f"kube-scheduler cannot schedule it: {words}.")) == (
             "pending", True), answer["summary"]
-        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
-        found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
-                 if f["object"] == "pod/team-q/lone"]
-        assert found == [("error", "dra-claim-unallocatable", f"cannot be scheduled: {words}")], source
+        assert _findings_of(cli_runner, "pod/team-q/lone", source) == [
+            ("error", "dra-claim-unallocatable", f"cannot be scheduled: {words}")], source
 
 
 @pytest.mark.parametrize("entries", [
@@ -326,7 +323,6 @@ def test_explain_and_doctor_say_a_pods_claim_entries_cannot_be_read(
     sandbox's storage holds it, as a tampered etcd or a hand-made file would): explain says so in its own state and
     doctor in one finding, over the API and from kubectl's dump. Before, the entries read as none: explain said the
     pod requests no aliyun.com/gpu-mem and doctor said nothing, while the scheduler stand-in kept the pod waiting."""
-    from kubectl_gpushare.inspect.doctor_command import doctor_command
     from kubectl_gpushare.inspect.explain_command import explain_command
     from kubectl_gpushare.kube.stacks.dra import UNREADABLE_CLAIMS
 
@@ -339,10 +335,8 @@ def test_explain_and_doctor_say_a_pods_claim_entries_cannot_be_read(
         assert (answer["state"], answer["summary"]) == (
             "invalid-claims", f"Pod team-u/broken {UNREADABLE_CLAIMS}."), source
         assert "kube-apiserver refuses such a pod" in answer["summary"]
-        result = cli_runner.invoke(doctor_command, ["-o", "json", *source])
-        found = [(f["severity"], f["check"], f["message"]) for f in json.loads(result.stdout)["findings"]
-                 if f["object"] == "pod/team-u/broken"]
-        assert found == [("error", "dra-claims-unreadable", UNREADABLE_CLAIMS)], source
+        assert _findings_of(cli_runner, "pod/team-u/broken", source) == [
+            ("error", "dra-claims-unreadable", UNREADABLE_CLAIMS)], source
 
 
 def test_a_claim_two_entries_name_is_counted_once_and_its_pod_said_never_bound(
