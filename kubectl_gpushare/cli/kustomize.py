@@ -104,10 +104,15 @@ def _gvk(doc: Document) -> tuple[str, str, str]:
 def _legacy_id(doc: Document) -> str:
     """legacyResIDSortString: ``Kind.version.group|namespace|name`` (kyaml/resid/gvk.go, Gvk.String)."""
     group, version, kind = _gvk(doc)
-    meta = doc.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
+    meta = _metadata(doc)
     return "|".join((".".join((kind or "[noKind]", version or "[noVer]", group or "[noGrp]")),
                      _text(meta.get("namespace")) or "~X", _text(meta.get("name")) or "~N"))
+
+
+def _metadata(doc: Document) -> dict[str, Any]:
+    """The object's ``metadata``; a missing or misshapen one is empty, so one bad object gives no traceback."""
+    meta = doc.get("metadata")
+    return meta if isinstance(meta, dict) else {}
 
 
 def _text(value: object) -> str:
@@ -243,8 +248,7 @@ def _id(doc: Document) -> tuple[str, str, str, str]:
     """
     from kubectl_gpushare.sandbox.resources import BY_KIND
 
-    meta = doc.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
+    meta = _metadata(doc)
     api_version, kind = str(doc.get("apiVersion")), str(doc.get("kind"))
     known = BY_KIND.get(kind)
     if known is not None and known.api_version == api_version and not known.namespaced:
@@ -261,8 +265,7 @@ def _shown(key: tuple[str, str, str, str]) -> str:
 
 
 def _matches(doc: Document, target: dict[str, str]) -> bool:
-    meta = doc.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
+    meta = _metadata(doc)
     return (doc.get("kind") == target.get("kind") and meta.get("name") == target.get("name")
             and ("namespace" not in target or meta.get("namespace") == target["namespace"]))
 

@@ -82,7 +82,7 @@ def render(*, managed: bool = False, dra: bool = False, only: str = "all", image
     import yaml
 
     from kubectl_gpushare.cli.goyaml import dump_all
-    from kubectl_gpushare.cli.kustomize import build
+    from kubectl_gpushare.cli.kustomize import KustomizeError, build
 
     if only == "scheduler-config":
         return read_manifest(only).strip() + "\n"
@@ -91,7 +91,10 @@ def render(*, managed: bool = False, dra: bool = False, only: str = "all", image
         wanted = {_key(doc) for doc in yaml.safe_load_all(read_manifest(only)) if doc}
         documents = [doc for doc in documents if _key(doc) in wanted]
     swapped = [_swap(doc, ((DEFAULT_IMAGE, image), (SCHEDULER_IMAGE, scheduler_image))) for doc in documents]
-    return dump_all(swapped)
+    try:
+        return dump_all(swapped)
+    except RecursionError:  # read within kustomize's limit, but the dumper recurses more per level
+        raise KustomizeError("an object is nested too deeply to write") from None
 
 
 def _swap(node: object, images: tuple[tuple[str, str], ...]) -> object:

@@ -141,3 +141,17 @@ def test_an_image_that_is_no_reference_is_refused_not_written_into_the_yaml() ->
     images = [container["image"] for doc in yaml.safe_load_all(result.output) if doc["kind"] == "DaemonSet"
               for container in doc["spec"]["template"]["spec"]["containers"]]
     assert images and set(images) == {allowed}
+
+
+def test_an_object_nested_too_deeply_to_write_is_one_error_line(tmp_path: Path) -> None:
+    # Shallow enough for the builder's YAML reader, too deep for the dumper's recursion: was a RecursionError.
+    shutil.copytree(REPO / "kubectl_gpushare", tmp_path / "kubectl_gpushare", symlinks=False,
+                    ignore=shutil.ignore_patterns("__pycache__", "_api"))
+    viewer = tmp_path / "kubectl_gpushare" / "cli" / "_manifests" / "viewer" / "viewer.yaml"
+    viewer.write_text(viewer.read_text() + "x: " + "{a: " * 430 + "1" + "}" * 430 + "\n")
+    result = subprocess.run([sys.executable, "-m", "kubectl_gpushare.cli", "manifests", "--only", "viewer"],
+                            env=dict(os.environ, PYTHONPATH=str(tmp_path)), capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.startswith("error: the manifests shipped with kubectl-gpushare do not build (")
+    assert "nested too deeply to write" in result.stderr and result.stderr.count("\n") == 1
