@@ -725,7 +725,7 @@ class Sandbox:
     def _framed_body(self, handler: _Handler) -> bytes | ApiError:
         """`_read_body`'s reading, by the request's framing (chunked, or its Content-Length)."""
         try:
-            if handler.chunked:  # nothing but "chunked" gets here (`framing.transfer_encoding_refused`)
+            if handler.chunked:  # nothing but "chunked" gets here (`framing.header_fields_refused`)
                 if handler.headers.get("Content-Length") is not None:  # chunked wins, but the sender is suspect
                     handler.close_connection = True
                 return read_chunked(handler.rfile, self.max_body)
