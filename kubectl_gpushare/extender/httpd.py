@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING
 from kubectl_gpushare.extender.app import ExtenderApp, Response
 from kubectl_gpushare.extender.certs import ReloadingKeyPair
 from kubectl_gpushare.kube import go_http
-from kubectl_gpushare.kube.go_format import trim_string
 from kubectl_gpushare.kube.go_handler import GoHeadHandler
 
 log = logging.getLogger("kubectl_gpushare.extender.httpd")
@@ -289,8 +288,9 @@ class _Handler(GoHeadHandler):
         # Go's rules (`go_http`, src/net/http/transfer.go parseTransferEncoding): an HTTP/1.0 request's
         # Transfer-Encoding is dropped unread and Content-Length frames its body (go.dev/issue/12785);
         # on HTTP/1.1 and later one `chunked` field is read, anything else is Go's 501, never a body
-        # left unread. Values trimmed as Go trims them (textproto.TrimString: not a no-break space).
-        codings = [trim_string(coding) for coding in self.headers.get_all("Transfer-Encoding") or []]
+        # left unread. Values as textproto keeps them (`go_http.header_pairs`), compared untrimmed as Go compares
+        # them (ascii.EqualFold): an empty continuation line's trailing space is Go's 501.
+        codings = self.headers.get_all("Transfer-Encoding") or []
         if go_http.transfer_encoding_refused(codings, version):
             self._send(app.refuse(501, self.path, "unsupported transfer encoding"), close=True)
             return

@@ -184,7 +184,7 @@ def transfer_encoding_refused(values: Sequence[str], version: tuple[int, int]) -
     otherwise one field only ("too many transfer encodings", an empty second one included), and its
     value ``chunked`` in any ASCII case, ``ascii.EqualFold`` ("unsupported transfer encoding":
     ``gzip``, ``gzip, chunked``, ``chunked, chunked``, an empty value, a no-break space after it).
-    ``values`` are as textproto keeps them (trimmed of spaces and tabs); both refusals are an
+    ``values`` are as textproto keeps them (leading spaces and tabs cut, `field_values`); both refusals are an
     ``unsupportedTEError``.
     """
     if not values or not at_least_1_1(version):
@@ -308,12 +308,17 @@ def bad_request_because(why: str) -> bytes:
 
 
 def field_values(fields: list[bytes], name: bytes) -> list[bytes]:
-    """The values of the `header_fields` named ``name`` (lower case), trimmed as textproto trims them."""
+    """The values of the `header_fields` named ``name`` (lower case), as textproto keeps them (`header_pairs`).
+
+    ``readMIMEHeader`` (src/net/textproto/reader.go) cuts a value's leading spaces and tabs only: an empty
+    continuation line leaves a trailing space (``readContinuedLineSlice`` joins with one), which Go's rules
+    then see (``parseTransferEncoding``'s ``ascii.EqualFold``, ``ValidHostHeader``).
+    """
     found: list[bytes] = []
     for field in fields:
         key, _, value = field.partition(b":")
         if key.lower() == name:
-            found.append(value.strip(b" \t"))
+            found.append(value.lstrip(b" \t"))
     return found
 
 

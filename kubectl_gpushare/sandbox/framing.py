@@ -60,17 +60,17 @@ def header_fields_refused(fields: list[bytes], request_line: RequestLine) -> byt
 
     In Go's order, once ``GoHeadHandler.read_head`` refused the fields textproto and ``readRequest`` cannot read
     (`go_http.fields_refused`, the plain `BAD_REQUEST_REPLY`): ``readTransfer`` (src/net/http/transfer.go)
-    refuses a ``Transfer-Encoding`` it does not read (`transfer_encoding_refused`) with
-    `UNSUPPORTED_TRANSFER_ENCODING_REPLY` and a Content-Length `content_length` refuses with the plain
+    refuses a ``Transfer-Encoding`` it does not read (`go_http.transfer_encoding_refused`; ignored on HTTP/1.0)
+    with `UNSUPPORTED_TRANSFER_ENCODING_REPLY` and a Content-Length `content_length` refuses with the plain
     `BAD_REQUEST_REPLY`; then server.go's ``readRequest`` checks the version (its 505), Host and the names (its
     400 with the reason: `go_http.version_or_host_refused`). The extender applies the same `go_http` rules
     around its own framing replies.
     """
-    if transfer_encoding_refused(fields, request_line.version):
+    if go_http.transfer_encoding_refused(_codings(fields), request_line.version):
         return UNSUPPORTED_TRANSFER_ENCODING_REPLY
     try:  # readTransfer's fixLength, right after: a chunked request's Content-Length too
-        content_length([value.decode("latin-1") for value in go_http.field_values(fields, b"content-length")])
-    except FramingError:
+        go_http.content_length([value.decode("latin-1") for value in go_http.field_values(fields, b"content-length")])
+    except ValueError:
         return BAD_REQUEST_REPLY
     return go_http.version_or_host_refused(fields, request_line)
 
@@ -80,18 +80,8 @@ def _codings(fields: list[bytes]) -> list[str]:
     return [value.decode("latin-1") for value in go_http.field_values(fields, b"transfer-encoding")]
 
 
-def transfer_encoding_refused(fields: list[bytes], version: tuple[int, int]) -> bool:
-    """Whether Go's ``readTransfer`` refuses the request's ``Transfer-Encoding`` (a 501 before any handler).
-
-    `go_http.transfer_encoding_refused` (src/net/http/transfer.go ``parseTransferEncoding``) of the
-    fields' values: ignored on an HTTP/1.0 request, so `chunked` does not read it either. ``version`` is
-    the one `go_http.read_request_line` parsed (`go_http.RequestLine.version`).
-    """
-    return go_http.transfer_encoding_refused(_codings(fields), version)
-
-
 def chunked(fields: list[bytes], version: tuple[int, int]) -> bool:
-    """Whether the body is chunked: a ``Transfer-Encoding`` `transfer_encoding_refused` passed (not on HTTP/1.0)."""
+    """Whether the body is chunked: a ``Transfer-Encoding`` `header_fields_refused` passed (not on HTTP/1.0)."""
     return go_http.chunked(_codings(fields), version)
 
 

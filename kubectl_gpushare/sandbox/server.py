@@ -191,6 +191,9 @@ class _Handler(GoHeadHandler):
     """The request target as Go splits it (set by `parse_request` once it accepted the request)."""
     chunked: bool = False
     """Whether the body is chunked, as Go's ``readTransfer`` reads it (`framing.chunked`; set by `parse_request`)."""
+    length: int = 0
+    """The request's Content-Length, none being 0 (`framing.content_length`; set by `parse_request` once
+    `framing.header_fields_refused` passed it, so read once; a chunked body's is ignored)."""
     reply_connection: ReplyConnection = ReplyConnection(close=True, header=None)
     """What Go's server does with the connection after the reply, as the request asks (`_take_headers`)."""
     awaits_continue: bool = False
@@ -241,6 +244,7 @@ class _Handler(GoHeadHandler):
             return self.refuse(refused)
         self.chunked = chunked(fields, read.version)
         self.take_head(fields)
+        self.length = content_length(self.headers.get_all("Content-Length") or [])  # cannot fail: checked above
         return self._take_headers(is_h2_preface(read, fields))
 
     def _take_headers(self, h2_preface: bool) -> bool:
@@ -285,7 +289,7 @@ class _Handler(GoHeadHandler):
         body). Another Transfer-Encoding, or a bad or conflicting Content-Length, never gets here: Go
         refuses them before any ``100 Continue`` (`framing.header_fields_refused`).
         """
-        return self.chunked or content_length(self.headers.get_all("Content-Length") or []) > 0
+        return self.chunked or self.length > 0
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """The status line and ``Date``, without the ``Server: BaseHTTP/...`` header ``http.server`` adds.
@@ -721,17 +725,17 @@ class Sandbox:
     def _framed_body(self, handler: _Handler) -> bytes | ApiError:
         """`_read_body`'s reading, by the request's framing (chunked, or its Content-Length)."""
         try:
-            if handler.chunked:  # nothing but "chunked" gets here (`framing.transfer_encoding_refused`)
+            if handler.chunked:  # nothing but "chunked" gets here (`framing.header_fields_refused`)
                 if handler.headers.get("Content-Length") is not None:  # chunked wins, but the sender is suspect
                     handler.close_connection = True
                 return read_chunked(handler.rfile, self.max_body)
-            length = content_length(handler.headers.get_all("Content-Length") or [])  # read, `parse_request` checked it
         except FramingError as exc:
             handler.close_connection = True
             return errors.bad_request(f"malformed request body: {exc}")
         except BodyTooLargeError:
             handler.close_connection = True
             return errors.too_large(self.max_body)
+        length = handler.length
         if length > self.max_body:
             if length <= DRAIN_LIMIT:  # read and drop it, so the client gets the 413 and can go on
                 drain(handler.rfile, length)

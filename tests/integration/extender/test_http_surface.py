@@ -235,11 +235,14 @@ def test_unreadable_bodies_are_refused_and_the_connection_closed(ext, headers: b
 
 
 @pytest.mark.parametrize(("header", "status"),
-                         [(b"Content-Length: 2\xa0", 400), (b"Transfer-Encoding: chunked\xa0", 501)],
-                         ids=["length", "coding"])
+                         [(b"Content-Length: 2\xa0", 400), (b"Transfer-Encoding: chunked\xa0", 501),
+                          (b"Transfer-Encoding: chunked\r\n ", 501)],
+                         ids=["length", "coding", "coding-empty-continuation"])
 def test_header_values_are_trimmed_of_ascii_blanks_only_as_go_trims_them(ext, header: bytes, status: int) -> None:  # type: ignore[no-untyped-def]
     # textproto.TrimString (space, tab, CR, LF) keeps a no-break space: "2\xa0" fails parseContentLength's
     # ParseUint (400) and "chunked\xa0" is an unsupported transfer encoding (501). str.strip() took both.
+    # An empty continuation line leaves "chunked " (textproto readContinuedLineSlice joins with a space), and
+    # parseTransferEncoding compares the value untrimmed (ascii.EqualFold): 501, not the chunked body's 411.
     sock = socket.create_connection(("127.0.0.1", ext.running.port), timeout=10)
     sock.sendall(b"POST /gpushare-scheduler/bind HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n\r\n{}")
     reply = sock.makefile("rb").read()
