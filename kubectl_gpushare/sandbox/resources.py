@@ -120,7 +120,8 @@ class Resource:
 
 def _job_successful(obj: dict[str, Any]) -> str:
     """A Job's ``status.successful`` field: its succeeded count, 0 when absent (an int32 upstream)."""
-    succeeded = (obj.get("status") or {}).get("succeeded") if isinstance(obj.get("status"), dict) else None
+    status = obj.get("status")
+    succeeded = status.get("succeeded") if isinstance(status, dict) else None
     return str(succeeded) if isinstance(succeeded, int) and not isinstance(succeeded, bool) else "0"
 
 
