@@ -35,10 +35,6 @@ from kubectl_gpushare.label_rule import MAX_NAME, label_key_errors, label_value_
 from kubectl_gpushare.node_affinity import Requirement as Requirement
 from kubectl_gpushare.node_affinity import int64_text
 
-_WHITESPACE: Final = frozenset(" \t\r\n")
-"""``isWhitespace``: the only separators (no other Unicode space)."""
-_SPECIAL_CHARS: Final = frozenset("=!(),><")
-"""``isSpecialSymbol``."""
 _ID: Final = "identifier"
 _END: Final = "end"
 _KEYWORDS: Final = ("in", "notin")
@@ -72,7 +68,8 @@ LabelSelector = tuple[Requirement, ...]
 
 
 _TOKEN: Final = re.compile(r"[ \t\r\n]*(?:([!=]=|[=!(),><])|([^ \t\r\n=!(),><\0]+))\0?")
-"""One ``Lex`` call: whitespace, then the longest special-symbol token or an identifier, and a NUL
+"""One ``Lex`` call: whitespace (``isWhitespace``: these four alone, no other Unicode space), then
+the longest special-symbol token (``isSpecialSymbol``: ``=!(),><``) or an identifier, and a NUL
 after it, which ``read`` consumed as the token's end. No match is the end: the text's, or a NUL."""
 
 

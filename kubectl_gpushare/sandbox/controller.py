@@ -139,15 +139,22 @@ class Controller(StoreFollower):
 
     # --- garbage collection ------------------------------------------------------------------
     def _collect(self, namespace: str, uid: str) -> None:
-        """Delete what the deleted owner controlled (background cascade), and their dependents."""
-        if not uid:
-            return
+        """Delete what the deleted owner controlled (background cascade), and their dependents.
+
+        A worklist, not recursion: a chain of owners any client can write is as deep as it likes.
+        """
+        owners = [uid]
         with self.store.lock:
-            for plural in _DEPENDENTS:
-                for entry in self.store.select(plural, namespace)[0]:
-                    obj = entry.object()
-                    ref = _controller_of(obj)
-                    if ref is not None and ref.get("uid") == uid:
+            while owners:
+                owner = owners.pop()
+                if not owner:
+                    continue
+                for plural in _DEPENDENTS:
+                    for entry in self.store.select(plural, namespace)[0]:
+                        obj = entry.object()
+                        ref = _controller_of(obj)
+                        if ref is None or ref.get("uid") != owner:
+                            continue
                         # The collector DELETEs each dependent: one held by finalizers stays until they go,
                         # and its own dependents follow when it does (its DELETED change comes back here).
                         key = object_key(namespace, obj["metadata"]["name"])
@@ -155,7 +162,7 @@ class Controller(StoreFollower):
                             continue  # already gone with an earlier dependent
                         _, gone = finalization.delete(self.store, plural, key)
                         if gone and plural == "replicasets":
-                            self._collect(namespace, str(obj["metadata"].get("uid", "")))
+                            owners.append(str(obj["metadata"].get("uid", "")))
 
     # --- reconcilers -------------------------------------------------------------------------
     def _owned(self, plural: str, owner: dict[str, Any]) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kubectl_gpushare.sandbox import errors, objects
-from kubectl_gpushare.sandbox.resources import BY_PLURAL
+from kubectl_gpushare.sandbox.resources import STORED
 from kubectl_gpushare.sandbox.store import Store, object_key
 
 
@@ -106,6 +106,10 @@ def delete(
         return _delete_object(store, plural, key, entry.object(), dry_run)
 
 
+_CONTENT: Final = tuple(resource.plural for resource in STORED if resource.namespaced)
+"""The kinds a namespace holds, in the order its content is deleted (the namespace controller's
+``deleteAllContent`` walks every namespaced kind it can list)."""
+
 GC_FINALIZERS = frozenset({"orphan", "foregroundDeletion"})
 """The garbage collector's own finalizers (metav1 ``FinalizerOrphanDependents``, ``FinalizerDeleteDependents``)."""
 
@@ -179,13 +183,11 @@ def _delete_namespace(
     if dry_run:
         return namespace, False
     written = copy.deepcopy(namespace)
-    for resource in BY_PLURAL.values():  # the namespace controller's deleteAllContent, at once
-        if not resource.namespaced or resource.plural == "bindings":
-            continue
-        for entry in store.select(resource.plural, name)[0]:
+    for plural in _CONTENT:  # the namespace controller's deleteAllContent, at once
+        for entry in store.select(plural, name)[0]:
             content = entry.object()
             key = object_key(name, str(content["metadata"].get("name", "")))
-            _delete_object(store, resource.plural, key, content, False, settle=False)
+            _delete_object(store, plural, key, content, False, settle=False)
     return written, _settle_namespace(store, namespace)[1]
 
 
@@ -228,11 +230,7 @@ def refuse_immortal_delete(name: str) -> None:
 
 
 def _holds_content(store: Store, namespace: str) -> bool:
-    return any(
-        store.select(resource.plural, namespace, limit=1)[0]
-        for resource in BY_PLURAL.values()
-        if resource.namespaced and resource.plural != "bindings"
-    )
+    return any(store.select(plural, namespace, limit=1)[0] for plural in _CONTENT)
 
 
 def _settle_namespace(store: Store, namespace: dict[str, Any]) -> tuple[dict[str, Any], bool]:

@@ -486,7 +486,12 @@ def _stamp_new(resource: Resource, obj: dict[str, Any]) -> None:
     meta.setdefault("creationTimestamp", now())
     if resource.plural == "namespaces":
         meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
-        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        # PrepareForCreate (pkg/registry/core/namespace/strategy.go): "kubernetes" is added where missing,
+        # so the namespace controller's finalizer holds every namespace until its content is gone.
+        spec = obj.setdefault("spec", {})
+        finalizers = spec.get("finalizers") or []
+        if isinstance(finalizers, list) and "kubernetes" not in finalizers:
+            spec["finalizers"] = [*finalizers, "kubernetes"]
         obj.setdefault("status", {}).setdefault("phase", "Active")
 
 

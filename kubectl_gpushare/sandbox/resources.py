@@ -120,24 +120,27 @@ class Resource:
 
 def _job_successful(obj: dict[str, Any]) -> str:
     """A Job's ``status.successful`` field: its succeeded count, 0 when absent (an int32 upstream)."""
-    succeeded = (obj.get("status") or {}).get("succeeded") if isinstance(obj.get("status"), dict) else None
+    status = obj.get("status")
+    succeeded = status.get("succeeded") if isinstance(status, dict) else None
     return str(succeeded) if isinstance(succeeded, int) and not isinstance(succeeded, bool) else "0"
+
+
+_DERIVED: Final[dict[str, FieldGetter]] = {
+    "source": lambda obj: _path(obj, "source", "component") or _path(obj, "reportingComponent"),
+    # Pod's conversion func takes status.podIPs, but pkg/registry/core/pod/strategy.go ToSelectableFields
+    # sets no such field (its "TODO: add podIPs ..."; status.podIP is PodIPs[0]), and a field the set
+    # lacks reads as "" (k8s.io/apimachinery/pkg/fields fields.Set.Get): = "" selects every pod, an IP none.
+    "status.podIPs": lambda obj: "",
+    "status.successful": _job_successful,  # pkg/registry/batch/job/strategy.go: strconv.Itoa(int(Status.Succeeded))
+    # Service: SetDefaults_Service (pkg/apis/core/v1/defaults.go), no type is ClusterIP.
+    "spec.type": lambda obj: _path(obj, "spec", "type") or "ClusterIP",
+}
+"""Field labels whose value is not simply the object's value at that path."""
 
 
 def _resource(plural: str, kind: str, namespaced: bool, **kwargs: Any) -> Resource:
     fields = tuple(kwargs.pop("fields", ()))
-    getters = {label: _getter(label) for label in fields}
-    if "source" in fields:
-        getters["source"] = lambda obj: _path(obj, "source", "component") or _path(obj, "reportingComponent")
-    if "status.podIPs" in fields:
-        # Pod's conversion func takes status.podIPs, but pkg/registry/core/pod/strategy.go ToSelectableFields
-        # sets no such field (its "TODO: add podIPs ..."; status.podIP is PodIPs[0]), and a field the set
-        # lacks reads as "" (k8s.io/apimachinery/pkg/fields fields.Set.Get): = "" selects every pod, an IP none.
-        getters["status.podIPs"] = lambda obj: ""
-    if "status.successful" in fields:  # pkg/registry/batch/job/strategy.go: strconv.Itoa(int(Status.Succeeded))
-        getters["status.successful"] = _job_successful
-    if kind == "Service":  # SetDefaults_Service (pkg/apis/core/v1/defaults.go): no type is ClusterIP
-        getters["spec.type"] = lambda obj: _path(obj, "spec", "type") or "ClusterIP"
+    getters = {label: _DERIVED.get(label) or _getter(label) for label in fields}
     return Resource(plural, kind, kind.lower(), namespaced, fields=fields, getters=getters, **kwargs)
 
 

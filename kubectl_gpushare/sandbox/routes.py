@@ -1401,7 +1401,7 @@ class Api:
                     continue  # gone with an earlier one (a namespace's content)
                 # store.go DeleteCollection calls Delete per object: the finalizer rule holds each.
                 gone, _ = finalization.delete(self.store, resource.plural, key)
-                deleted.append(json.dumps(gone, separators=(",", ":")).encode())
+                deleted.append(_encode(gone))
             rv = self.store.resource_version
         return Response(200, _list_body(resource, {"resourceVersion": str(rv)}, deleted))
 

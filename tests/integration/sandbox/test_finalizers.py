@@ -161,6 +161,22 @@ def test_a_namespace_waits_for_its_held_content_and_its_own_finalizers(sandbox: 
     assert sandbox.get("namespaces", None, "team") is None
 
 
+@pytest.mark.parametrize("finalizers", [[], None, ["example.com/cleanup"]])
+def test_a_namespace_created_without_the_kubernetes_finalizer_gets_it_and_still_waits_for_its_content(
+        sandbox: Sandbox, finalizers: list[str] | None) -> None:
+    """pkg/registry/core/namespace/strategy.go PrepareForCreate: "kubernetes" is always added.
+
+    Without it, any update of the Terminating namespace would delete it under its held content.
+    """
+    status, created = send(sandbox, "POST", "/api/v1/namespaces",
+                           {"metadata": {"name": "bare"}, "spec": {"finalizers": finalizers}})
+    assert status == 201 and created["spec"]["finalizers"] == [*(finalizers or []), "kubernetes"]
+    send(sandbox, "POST", "/api/v1/namespaces/bare/configmaps", configmap("held", HOLD, namespace="bare"))
+    send(sandbox, "DELETE", "/api/v1/namespaces/bare")
+    status, _ = send(sandbox, "PATCH", "/api/v1/namespaces/bare", {"metadata": {"labels": {"x": "y"}}}, MERGE)
+    assert status == 200 and sandbox.get("namespaces", None, "bare") is not None
+
+
 def test_a_namespace_deleted_with_orphan_keeps_the_orphan_finalizer_while_its_content_remains(
         sandbox: Sandbox, kubectl: Kubectl) -> None:
     """pkg/registry/core/namespace/storage/storage.go Delete: shouldHaveOrphanFinalizer adds "orphan"."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_http import send
 from waiting import holds_for, wait_for
 
 from kubectl_gpushare.sandbox.controller import pod_ready
@@ -217,3 +218,23 @@ def test_a_job_whose_pods_fail_stops_at_its_backoff_limit(sandbox: Sandbox, kube
     kubectl("wait", "--for=condition=Failed", "job/once", "--timeout=20s")
     # Would a third pod appear? (the controller reacts within milliseconds)
     holds_for(lambda: len(pods(sandbox, "once-")) == 2, 0.3, "no third pod after the backoff limit")
+
+
+def test_the_garbage_collector_follows_an_owner_chain_deeper_than_python_recursion(sandbox: Sandbox) -> None:
+    """Any client may write a chain of ReplicaSets each controlled by the one before; deleting its head
+    deletes every link, as kube-controller-manager's garbage collector walks its graph without a depth bound."""
+    template = {"metadata": {"labels": {"app": "chain"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    chain: list[dict[str, Any]] = []
+    for i in range(1100):  # past CPython's default recursion limit of 1000
+        meta: dict[str, Any] = {"name": f"link-{i}", "namespace": "default", "uid": f"uid-{i}"}
+        if i:
+            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"link-{i - 1}",
+                                        "uid": f"uid-{i - 1}", "controller": True}]
+        chain.append({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": meta,
+                      "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "chain"}}, "template": template}})
+    sandbox.load(chain)
+    status, _ = send(sandbox, "DELETE", "/apis/apps/v1/namespaces/default/replicasets/link-0")
+    assert status == 200
+    wait_for(lambda: sandbox.get("replicasets", "default", "link-1099") is None, what="the chain's last link gone")
+    status, left = send(sandbox, "GET", "/apis/apps/v1/namespaces/default/replicasets")
+    assert status == 200 and left["items"] == []
